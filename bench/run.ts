@@ -1,0 +1,151 @@
+// `npm run bench`: side-by-side figures on the simulated cluster, all in one run.
+// Paths compared: direct TCP to the pod's backend, a bare port-forward WebSocket client (no proxy),
+// and the real CLI's SOCKS5 listener. Ratios, not absolute times, are what to read.
+import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import type { Duplex } from 'node:stream';
+import { startTestCluster } from '../test/helpers/cluster.js';
+import { startProxyProcess } from '../test/helpers/proxy-process.js';
+import { socks5Connect } from '../test/helpers/socks-client.js';
+import { barePortForward } from './bare-client.js';
+
+const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
+const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
+const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 1000);
+
+type Opener = () => Promise<Duplex>;
+
+const cluster = await startTestCluster({ namespace: 'data' });
+const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn']);
+const sim = cluster.sim;
+const echoPod = await firstPod('data', 'echo');
+const podIp = sim.podIP('data', echoPod);
+
+const openers: Record<string, Opener> = {
+  'direct TCP': async () => connectTcp(podIp, 7000),
+  'bare port-forward': async () => barePortForward(sim, 'data', echoPod, 7000),
+  'proxy (SOCKS5)': async () => {
+    const { reply, socket, rest } = await socks5Connect(proxy.socks!, 'echo.data', 7000);
+    if (reply !== 0 || rest.length) throw new Error(`SOCKS reply ${reply}`);
+    socket.resume();
+    socket.removeAllListeners('data');
+    return socket;
+  },
+};
+
+console.log(`kubectl-proxyout benchmark — node ${process.version}, ${new Date().toISOString()}`);
+console.log(`echo backend pod data/${echoPod}; bulk ${BULK_BYTES >> 20} MiB each way; ${LATENCY_ROUNDS} latency rounds; ${CONCURRENT} concurrent streams\n`);
+
+const throughput: Record<string, number> = {};
+const latency: Record<string, { p50: number; p99: number }> = {};
+for (const [name, open] of Object.entries(openers)) {
+  throughput[name] = await bulkEcho(open, BULK_BYTES);
+  latency[name] = await firstByteLatency(open, LATENCY_ROUNDS);
+}
+const base = 'bare port-forward';
+console.log('path                 throughput MiB/s   vs bare   p50 ms   p99 ms   p50 vs bare');
+for (const name of Object.keys(openers)) {
+  console.log(
+    `${name.padEnd(20)} ${throughput[name].toFixed(1).padStart(16)}   ${(throughput[name] / throughput[base]).toFixed(2).padStart(7)}` +
+      `   ${latency[name].p50.toFixed(2).padStart(6)}   ${latency[name].p99.toFixed(2).padStart(6)}   ${(latency[name].p50 / latency[base].p50).toFixed(2).padStart(11)}`,
+  );
+}
+
+// API requests per new connection once warm.
+sim.resetCounters();
+for (let i = 0; i < 1000; i++) (await openers['proxy (SOCKS5)']()).destroy();
+const c = sim.counters;
+console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.portForward} (port-forward upgrades: ${c.portForward})`);
+
+// Many concurrent idle streams: do they all work, and what does each cost the proxy in RSS?
+const rssBefore = rssOf(proxy.proc.pid!);
+const streams = await Promise.all(Array.from({ length: CONCURRENT }, () => openers['proxy (SOCKS5)']().catch(() => undefined)));
+const ok = await Promise.all(streams.map((s) => (s ? roundTrip(s, randomBytes(1024)) : Promise.resolve(false))));
+await new Promise((r) => setTimeout(r, 500));
+const rssAfter = rssOf(proxy.proc.pid!);
+const good = ok.filter(Boolean).length;
+console.log(`${CONCURRENT} concurrent streams: ${good} succeeded; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${((rssAfter - rssBefore) / 1024 / CONCURRENT).toFixed(1)} KiB per open stream`);
+for (const s of streams) s?.destroy();
+
+console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
+await proxy.stop();
+await cluster.close();
+
+async function firstPod(namespace: string, app: string): Promise<string> {
+  const { apiGet } = await import('../test/helpers/cluster.js');
+  const pods = await apiGet(sim, `/api/v1/namespaces/${namespace}/pods`);
+  const pod = pods.items.find((p: any) => p.metadata.name.startsWith(app));
+  if (!pod) throw new Error(`no ${app} pod in ${namespace}`);
+  return pod.metadata.name;
+}
+
+function connectTcp(host: string, port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, host, () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+/** Writes `total` bytes and reads them echoed back; MiB/s of payload moved each way. */
+async function bulkEcho(open: Opener, total: number): Promise<number> {
+  const stream = await open();
+  const chunk = randomBytes(64 * 1024);
+  const started = process.hrtime.bigint();
+  let received = 0;
+  const done = new Promise<void>((resolve, reject) => {
+    stream.on('data', (d: Buffer) => {
+      received += d.length;
+      if (received >= total) resolve();
+    });
+    stream.on('error', reject);
+  });
+  let sent = 0;
+  while (sent < total) {
+    sent += chunk.length;
+    if (!stream.write(chunk)) await new Promise((r) => stream.once('drain', r));
+  }
+  await done;
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  stream.destroy();
+  return total / (1 << 20) / seconds;
+}
+
+/** Connect, send one byte, wait for its echo: the time a client waits for its first byte. */
+async function firstByteLatency(open: Opener, rounds: number): Promise<{ p50: number; p99: number }> {
+  for (let i = 0; i < 5; i++) await roundTrip(await open(), Buffer.from('w'), true);
+  const times: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const started = process.hrtime.bigint();
+    await roundTrip(await open(), Buffer.from('x'), true);
+    times.push(Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: times[Math.floor(rounds * 0.5)], p99: times[Math.min(rounds - 1, Math.floor(rounds * 0.99))] };
+}
+
+function roundTrip(stream: Duplex, payload: Buffer, destroy = false): Promise<boolean> {
+  return new Promise((resolve) => {
+    let got = Buffer.alloc(0);
+    const onData = (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      if (got.length >= payload.length) {
+        stream.off('data', onData);
+        if (destroy) stream.destroy();
+        resolve(got.equals(payload));
+      }
+    };
+    stream.on('data', onData);
+    stream.once('error', () => resolve(false));
+    stream.write(payload);
+  });
+}
+
+function rssOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;
+}
+
+function mib(bytes: number): string {
+  return (bytes / (1 << 20)).toFixed(1);
+}

@@ -1,0 +1,55 @@
+// The human form of `status`: one row per managed proxy, then a line per dead one saying why
+// and how to clean it up. (`status --json` has every figure unrounded.)
+import type { ProxyStatus } from '../managed/status.js';
+
+const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
+
+export function statusTable(rows: readonly ProxyStatus[]): string[] {
+  if (rows.length === 0) return ['no managed proxies (start one with: kubectl proxyout connect)'];
+  const cells = rows.map((r) => [
+    r.id,
+    r.state,
+    r.context,
+    r.namespace,
+    r.pid === null ? '-' : String(r.pid),
+    r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
+    [r.socks && `socks5h://${r.socks}`, r.http && `http://${r.http}`].filter(Boolean).join(',') || '-',
+    num(r.openStreams),
+    num(r.totalStreams),
+    r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),
+    r.bytesToClients === null ? '-' : formatBytes(r.bytesToClients),
+    r.cache?.state ?? '-',
+  ]);
+  const widths = HEADERS.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!))).join('  ');
+  const out = [line(HEADERS), ...cells.map(line)];
+  for (const r of rows) {
+    if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
+  }
+  return out;
+}
+
+function num(n: number | null): string {
+  return n === null ? '-' : String(n);
+}
+
+/** 45s, 12m3s, 5h2m, 3d4h. */
+export function formatUptime(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${s % 60}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86_400)}d${Math.floor((s % 86_400) / 3600)}h`;
+}
+
+/** 512B, 1.5KiB, 20MiB, 3.2GiB. */
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${v}B` : `${v < 10 ? v.toFixed(1) : Math.round(v)}${units[u]}`;
+}

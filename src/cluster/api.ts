@@ -1,0 +1,108 @@
+import https from 'node:https';
+import http from 'node:http';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+/** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
+export type ApiRequestOptions = https.RequestOptions & { headers: Record<string, string> };
+
+export class ApiStatusError extends Error {
+  constructor(
+    readonly statusCode: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiStatusError';
+  }
+}
+
+const OPTIONS_TTL_MS = 60_000;
+
+/**
+ * One place that knows how to talk to the API server. client-node computes TLS material, auth
+ * headers (running exec plugins, refreshing OIDC) and the proxy agent; we cache that result for a
+ * minute so a new stream costs no kubeconfig work and reuses one agent (and its TLS session cache).
+ */
+export class ApiConnection {
+  private cached?: { at: number; options: ApiRequestOptions };
+  readonly serverUrl: URL;
+
+  constructor(private readonly kc: KubeConfig) {
+    const server = kc.getCurrentCluster()?.server;
+    if (!server) throw new Error('kubeconfig has no current cluster');
+    this.serverUrl = new URL(server);
+  }
+
+  async requestOptions(): Promise<ApiRequestOptions> {
+    if (this.cached && Date.now() - this.cached.at < OPTIONS_TTL_MS) return this.cached.options;
+    const opts: https.RequestOptions = { headers: {} };
+    await this.kc.applyToHTTPSOptions(opts);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = String(v);
+    if (opts.auth) {
+      headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
+      delete opts.auth;
+    }
+    const options: ApiRequestOptions = { ...opts, headers };
+    this.cached = { at: Date.now(), options };
+    return options;
+  }
+
+  /** Drop cached credentials (after a 401, so an exec plugin or token file is asked again). */
+  invalidate(): void {
+    this.cached = undefined;
+  }
+
+  /** Full URL for an API path, keeping any path prefix the server URL has (e.g. Rancher's). */
+  url(path: string, protocol?: 'ws'): URL {
+    const base = this.serverUrl.pathname.replace(/\/$/, '');
+    const u = new URL(this.serverUrl.toString());
+    const [pathname, query] = path.split('?', 2);
+    u.pathname = base + pathname;
+    u.search = query ? `?${query}` : '';
+    if (protocol === 'ws') u.protocol = u.protocol === 'http:' ? 'ws:' : 'wss:';
+    return u;
+  }
+
+  /** GET a JSON document; non-2xx becomes ApiStatusError carrying the Status message. */
+  async getJson<T>(path: string, timeoutMs = 30_000): Promise<T> {
+    const options = await this.requestOptions();
+    const url = this.url(path);
+    const client = url.protocol === 'http:' ? http : https;
+    return new Promise<T>((resolve, reject) => {
+      const req = client.request(url, { ...options, method: 'GET', headers: { ...options.headers, Accept: 'application/json' } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const status = res.statusCode ?? 0;
+          if (status === 401) this.invalidate();
+          if (status < 200 || status >= 300) {
+            reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`));
+            return;
+          }
+          try {
+            resolve(JSON.parse(text) as T);
+          } catch {
+            reject(new ApiStatusError(status, `invalid JSON from ${path}`));
+          }
+        });
+      });
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`API request timed out after ${timeoutMs} ms`)));
+      req.on('error', reject);
+      req.end();
+    });
+  }
+}
+
+/** The message of a Kubernetes Status object, if the text is one. */
+export function statusMessage(text: string): string | undefined {
+  try {
+    const obj = JSON.parse(text) as { kind?: string; message?: string };
+    if (obj && obj.kind === 'Status' && typeof obj.message === 'string') return obj.message;
+  } catch {
+    /* not JSON */
+  }
+  const line = text.trim().split('\n')[0];
+  return line ? line.slice(0, 300) : undefined;
+}

@@ -1,0 +1,135 @@
+import type { KubeConfig, V1EndpointSlice, V1Namespace, V1Pod, V1Service } from '@kubernetes/client-node';
+import type { Logger } from '../core/log.js';
+import { errorMessage } from '../core/errors.js';
+import { ApiStatusError, type ApiConnection } from './api.js';
+import { ResilientInformer, type WatchState } from './informer.js';
+import { ClusterIndex } from './index.js';
+
+/** Informers for one scope: the whole cluster, or one namespace when RBAC allows no more. */
+class WatchSet {
+  readonly services: ResilientInformer<V1Service>;
+  readonly slices: ResilientInformer<V1EndpointSlice>;
+  readonly pods: ResilientInformer<V1Pod>;
+
+  constructor(kc: KubeConfig, api: ApiConnection, log: Logger, readonly namespace: string | undefined, onChange: () => void) {
+    const core = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}` : '/api/v1';
+    const disc = namespace ? `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}` : '/apis/discovery.k8s.io/v1';
+    this.services = new ResilientInformer<V1Service>(kc, api, `${core}/services`, log, onChange);
+    this.slices = new ResilientInformer<V1EndpointSlice>(kc, api, `${disc}/endpointslices`, log, onChange);
+    this.pods = new ResilientInformer<V1Pod>(kc, api, `${core}/pods`, log, onChange);
+  }
+
+  all(): ResilientInformer<any>[] {
+    return [this.services, this.slices, this.pods];
+  }
+
+  async start(): Promise<void> {
+    const results = await Promise.allSettled(this.all().map((i) => i.start()));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      await this.stop();
+      throw failed.reason;
+    }
+  }
+
+  stop(): Promise<void> {
+    return Promise.all(this.all().map((i) => i.stop())).then(() => undefined);
+  }
+}
+
+export interface CacheStatus {
+  scope: 'cluster' | 'namespaces';
+  namespaces: string[];
+  watches: Record<string, WatchState>;
+}
+
+/**
+ * The proxy's picture of the cluster: Services, EndpointSlices, Pods and Namespaces, watched
+ * cluster-wide when RBAC allows, else per namespace (the context's, plus any a request names).
+ * Once warm, resolving a destination costs no API request.
+ */
+export class ClusterCache {
+  private clusterWide?: WatchSet;
+  private readonly perNamespace = new Map<string, Promise<WatchSet>>();
+  /** The per-namespace sets whose first list is in, for synchronous lookups. */
+  private readonly settledSets: WatchSet[] = [];
+  private namespaces?: ResilientInformer<V1Namespace>;
+  private readonly index = new ClusterIndex(() => this.sets());
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly api: ApiConnection,
+    private readonly log: Logger,
+    readonly defaultNamespace: string,
+  ) {}
+
+  /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
+  async start(): Promise<void> {
+    const onChange = () => this.index.invalidate();
+    const cluster = new WatchSet(this.kc, this.api, this.log, undefined, onChange);
+    try {
+      await cluster.start();
+      this.clusterWide = cluster;
+      this.log.info('watching Services, EndpointSlices and Pods cluster-wide');
+    } catch (err) {
+      if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
+      this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
+      await this.ensureNamespace(this.defaultNamespace);
+    }
+    const namespaces = new ResilientInformer<V1Namespace>(this.kc, this.api, '/api/v1/namespaces', this.log, onChange);
+    try {
+      await namespaces.start();
+      this.namespaces = namespaces;
+    } catch (err) {
+      this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known');
+    }
+  }
+
+  async stop(): Promise<void> {
+    const sets = [this.clusterWide, ...(await Promise.allSettled(this.perNamespace.values())).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
+    await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop()]);
+  }
+
+  /** In per-namespace mode, start watching a namespace a request names (once). */
+  async ensureNamespace(namespace: string): Promise<void> {
+    if (this.clusterWide) return;
+    let pending = this.perNamespace.get(namespace);
+    if (!pending) {
+      const set = new WatchSet(this.kc, this.api, this.log, namespace, () => this.index.invalidate());
+      pending = set.start().then(() => {
+        this.settledSets.push(set);
+        this.index.invalidate();
+        this.log.info({ namespace }, 'watching namespace');
+        return set;
+      });
+      pending.catch(() => this.perNamespace.delete(namespace));
+      this.perNamespace.set(namespace, pending);
+    }
+    await pending;
+  }
+
+  /** true/false when we can tell; undefined when namespaces cannot be listed and it is not watched. */
+  namespaceExists(namespace: string): boolean | undefined {
+    if (this.namespaces) return this.namespaces.get(namespace) !== undefined;
+    return this.perNamespace.has(namespace) ? true : undefined;
+  }
+
+  get lookup(): ClusterIndex {
+    return this.index;
+  }
+
+  status(): CacheStatus {
+    const watches: Record<string, WatchState> = {};
+    for (const set of this.sets()) for (const inf of set.all()) watches[inf.path] = inf.status;
+    if (this.namespaces) watches[this.namespaces.path] = this.namespaces.status;
+    return {
+      scope: this.clusterWide ? 'cluster' : 'namespaces',
+      namespaces: this.clusterWide ? [] : [...this.perNamespace.keys()],
+      watches,
+    };
+  }
+
+  private sets(): WatchSet[] {
+    return this.clusterWide ? [this.clusterWide] : this.settledSets;
+  }
+}

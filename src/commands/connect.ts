@@ -1,0 +1,88 @@
+// `kubectl proxyout connect --socks`: a managed proxy that keeps running after the terminal
+// closes (src/managed/connect.ts does the work; this is flags and output).
+import { Command, Flags } from '@oclif/core';
+import { LOG_LEVELS } from '../core/log.js';
+import { DEFAULTS } from '../proxy/options.js';
+import { parseDuration } from '../cli/duration.js';
+import { durationFlag } from '../cli/flags.js';
+import { readyLines, formatAddress } from '../cli/ready.js';
+import { connect } from '../managed/connect.js';
+import { failOnKnownError } from '../cli/managed-errors.js';
+
+const OFF = 'off';
+/** Open streams get this long on `disconnect`, which waits a second more before SIGKILL. */
+const MANAGED_GRACE_MS = 4_000;
+
+export default class Connect extends Command {
+  static override summary = 'Start a managed proxy in the background (one per cluster context).';
+  static override description = [
+    'Checks the context and the API server first, then starts a detached proxy from a private',
+    'single-context copy of the kubeconfig and prints its connection ID, addresses and the lines to',
+    'paste. The ID is stable for the same server, context and namespace, so connecting twice',
+    'reports the running proxy. Stop it with `disconnect ID`; see all with `status`.',
+  ].join(' ');
+  static override usage = 'connect [--socks] [flags]';
+  static override examples = [
+    '<%= config.bin %> connect --socks',
+    '<%= config.bin %> connect --context staging -n shop --listen-socks 127.0.0.1:0 --listen-http 127.0.0.1:0',
+    '<%= config.bin %> connect --id prod --json',
+  ];
+
+  static override flags = {
+    socks: Flags.boolean({ summary: 'SOCKS5 mode (the default and, for now, the only mode).' }),
+    'listen-socks': Flags.string({
+      summary: `SOCKS5 listen address host:port ("${OFF}" for none; port 0 picks a free one).`,
+      helpValue: '<addr>',
+      default: DEFAULTS.listenSocks,
+    }),
+    'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port (off unless given).', helpValue: '<addr>' }),
+    kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
+    context: Flags.string({ summary: 'Kubeconfig context to use (default: the current context).', helpValue: '<name>' }),
+    namespace: Flags.string({ char: 'n', summary: "Namespace for short names (default: the context's namespace).", helpValue: '<ns>' }),
+    id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-"; up to 40).', helpValue: '<name>' }),
+    json: Flags.boolean({ summary: 'Print one JSON object (id, pid, context, namespace, socks, http, logFile, …).' }),
+    'cluster-domain': Flags.string({ summary: 'Cluster DNS domain.', helpValue: '<domain>', default: DEFAULTS.clusterDomain }),
+    'log-level': Flags.option({ options: LOG_LEVELS, default: DEFAULTS.logLevel, helpValue: '<level>', summary: 'Log level of the daemon (see `logs ID`).' })(),
+    'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),
+    'handshake-timeout': durationFlag('Time a client has to send its SOCKS/HTTP request.', DEFAULTS.handshakeTimeoutMs, false),
+    'shutdown-grace': durationFlag('Time open connections get to finish on disconnect.', MANAGED_GRACE_MS, true),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(Connect);
+    const listenSocks = flags['listen-socks'] === OFF ? undefined : flags['listen-socks'];
+    if (listenSocks === undefined && flags['listen-http'] === undefined) {
+      this.error('nothing to listen on: --listen-socks is off and --listen-http is not given', { exit: 2 });
+    }
+    const result = await connect({
+      kubeconfig: flags.kubeconfig,
+      context: flags.context,
+      namespace: flags.namespace,
+      id: flags.id,
+      options: {
+        listenSocks,
+        listenHttp: flags['listen-http'],
+        clusterDomain: flags['cluster-domain'],
+        logLevel: flags['log-level'],
+        connectTimeoutMs: parseDuration(flags['connect-timeout']),
+        handshakeTimeoutMs: parseDuration(flags['handshake-timeout']),
+        shutdownGraceMs: parseDuration(flags['shutdown-grace']),
+      },
+    }).catch((err: unknown) => failOnKnownError(this, err));
+
+    const { entry, existing, logFile } = result;
+    const socks = entry.socks ? formatAddress(entry.socks) : null;
+    const http = entry.http ? formatAddress(entry.http) : null;
+    if (flags.json) {
+      const env: Record<string, string> = {};
+      if (socks) env.ALL_PROXY = `socks5h://${socks}`;
+      if (http) env.HTTP_PROXY = env.HTTPS_PROXY = `http://${http}`;
+      const out = { id: entry.id, pid: entry.pid, state: entry.phase, existing, context: entry.context, namespace: entry.namespace, server: entry.server, socks, http, logFile, env };
+      this.log(JSON.stringify(out, null, 2));
+      return;
+    }
+    const what = existing ? `${entry.id} is already running` : `connected ${entry.id}`;
+    this.log(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
+    this.log(readyLines({ socks: entry.socks, http: entry.http, context: entry.context, namespace: entry.namespace }).join('\n'));
+  }
+}

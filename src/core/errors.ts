@@ -1,0 +1,137 @@
+// Every failure on the data path is one of these typed errors. Each carries the SOCKS5 reply
+// (RFC 1928 §6) and the HTTP status it maps to, so the listeners never guess: `replyFor` is the
+// one place that turns any thrown value into what the client is told.
+
+export const SocksReply = {
+  succeeded: 0x00,
+  generalFailure: 0x01,
+  notAllowed: 0x02,
+  networkUnreachable: 0x03,
+  hostUnreachable: 0x04,
+  connectionRefused: 0x05,
+  ttlExpired: 0x06,
+  commandNotSupported: 0x07,
+  addressTypeNotSupported: 0x08,
+} as const;
+export type SocksReplyCode = (typeof SocksReply)[keyof typeof SocksReply];
+
+export abstract class ProxyError extends Error {
+  /** Stable machine-readable reason, used in logs and status output. */
+  abstract readonly reason: string;
+  abstract readonly socksReply: SocksReplyCode;
+  abstract readonly httpStatus: number;
+  /** True when another endpoint of the same Service may well succeed (pod gone, dial refused). */
+  readonly retryable: boolean;
+  constructor(message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.retryable = options?.retryable ?? false;
+  }
+}
+
+/** The destination is outside every route (no cluster claims it); we are not an open relay. */
+export class NotAllowedError extends ProxyError {
+  readonly reason = 'not-allowed';
+  readonly socksReply = SocksReply.notAllowed;
+  readonly httpStatus = 403;
+}
+
+/** The name or IP belongs to a cluster but nothing there answers to it (no such Service/Pod/port). */
+export class HostUnreachableError extends ProxyError {
+  readonly reason = 'unknown-target';
+  readonly socksReply = SocksReply.hostUnreachable;
+  readonly httpStatus = 502;
+}
+
+/** The Service exists but has no ready, non-terminating endpoint right now. */
+export class NoReadyEndpointError extends ProxyError {
+  readonly reason = 'no-ready-endpoint';
+  readonly socksReply = SocksReply.hostUnreachable;
+  readonly httpStatus = 503;
+}
+
+/** The Service cannot be reached through a pod (ExternalName, endpoints that are not pods). */
+export class UnsupportedTargetError extends ProxyError {
+  readonly reason = 'unsupported-target';
+  readonly socksReply = SocksReply.hostUnreachable;
+  readonly httpStatus = 502;
+}
+
+/** The pod was found but nothing listens on the port (the kubelet's dial failed). */
+export class ConnectionRefusedError extends ProxyError {
+  readonly reason = 'connection-refused';
+  readonly socksReply = SocksReply.connectionRefused;
+  readonly httpStatus = 502;
+}
+
+/** Opening the stream took longer than the connect timeout. */
+export class ConnectTimeoutError extends ProxyError {
+  readonly reason = 'timeout';
+  readonly socksReply = SocksReply.ttlExpired;
+  readonly httpStatus = 504;
+}
+
+/** The Kubernetes API failed us (unreachable, 401/403 on port-forward, 5xx, broken upgrade). */
+export class UpstreamApiError extends ProxyError {
+  readonly reason = 'api-error';
+  readonly socksReply = SocksReply.generalFailure;
+  readonly httpStatus = 502;
+}
+
+/** The proxy is at its stream limit or shutting down. */
+export class OverloadedError extends ProxyError {
+  readonly reason = 'overloaded';
+  readonly socksReply = SocksReply.generalFailure;
+  readonly httpStatus = 503;
+}
+
+/** A client asked for something the protocol allows but we do not do (BIND, UDP ASSOCIATE). */
+export class CommandNotSupportedError extends ProxyError {
+  readonly reason = 'command-not-supported';
+  readonly socksReply = SocksReply.commandNotSupported;
+  readonly httpStatus = 501;
+}
+
+export class AddressTypeNotSupportedError extends ProxyError {
+  readonly reason = 'address-type-not-supported';
+  readonly socksReply = SocksReply.addressTypeNotSupported;
+  readonly httpStatus = 400;
+}
+
+/** The client spoke a malformed request. */
+export class BadRequestError extends ProxyError {
+  readonly reason = 'bad-request';
+  readonly socksReply = SocksReply.generalFailure;
+  readonly httpStatus = 400;
+}
+
+export interface Reply {
+  reason: string;
+  socks: SocksReplyCode;
+  http: number;
+  message: string;
+}
+
+/** The single mapping from anything thrown on the data path to what the client is told. */
+export function replyFor(err: unknown): Reply {
+  if (err instanceof ProxyError) {
+    return { reason: err.reason, socks: err.socksReply, http: err.httpStatus, message: err.message };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return { reason: 'internal', socks: SocksReply.generalFailure, http: 502, message };
+}
+
+/** SOCKS4 has a single failure code; 0x5a is success, 0x5b "rejected or failed" (SOCKS4 spec). */
+export const Socks4Reply = { granted: 0x5a, rejected: 0x5b } as const;
+
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The proxy cannot start (port taken, bad kubeconfig, API unreachable); message is one line. */
+export class StartupError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}

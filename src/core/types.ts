@@ -1,0 +1,37 @@
+import type { Duplex } from 'node:stream';
+
+/** Where a client asked to go, exactly as it asked (a name is never resolved locally). */
+export interface Destination {
+  /** A DNS name (no trailing dot normalisation here), or an IPv4/IPv6 literal without brackets. */
+  host: string;
+  port: number;
+  /** How the client expressed the host. */
+  type: 'domain' | 'ipv4' | 'ipv6';
+}
+
+/** The front end that accepted the request, for logs and statistics. */
+export type FrontEnd = 'socks5' | 'socks4' | 'http-connect' | 'http-forward';
+
+export interface OpenRequest {
+  destination: Destination;
+  frontEnd: FrontEnd;
+  /** "ip:port" of the client, for logs. */
+  client: string;
+  /** Aborted when the client goes away before the stream is open. */
+  signal: AbortSignal;
+}
+
+/** A byte stream to the destination. Ending it half-closes; destroying it aborts. */
+export interface OpenedStream {
+  stream: Duplex;
+  /** Short description of where it really went (e.g. "shop/web-7d9f-abc:8080"), for logs. */
+  via: string;
+}
+
+/**
+ * What the listeners call for every CONNECT: resolve, route and open a stream. It throws a
+ * ProxyError (see core/errors.ts) on failure; it never writes to the client itself.
+ */
+export interface StreamOpener {
+  open(request: OpenRequest): Promise<OpenedStream>;
+}

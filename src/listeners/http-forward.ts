@@ -1,0 +1,214 @@
+// Plain-HTTP forwarding for absolute-form requests (RFC 9112 §3.2.2), what `http_proxy=…`
+// clients send for http:// URLs. The request is re-sent in origin form over a stream from the
+// StreamOpener; hop-by-hop fields are dropped (RFC 9110 §7.6.1) and Node's http client re-frames
+// the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
+import http, { type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
+import { pipeline, type Duplex } from 'node:stream';
+import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core/errors.js';
+import { destinationFor, formatHostPort } from '../core/address.js';
+import type { Logger } from '../core/log.js';
+import type { Destination, StreamOpener } from '../core/types.js';
+import type { StreamRecord } from '../proxy/stats.js';
+import type { ListenerContext } from './listener.js';
+
+/** Request options key carrying what createConnection needs to ask the opener. */
+const META = 'proxyoutOpen';
+interface OpenMeta {
+  destination: Destination;
+  client: string;
+  signal: AbortSignal;
+}
+
+const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade', 'transfer-encoding'];
+
+/** rawHeaders minus hop-by-hop fields, the fields Connection names, and `drop`. */
+export function endToEndHeaders(rawHeaders: readonly string[], drop: readonly string[] = []): string[] {
+  const remove = new Set([...HOP_BY_HOP, ...drop]);
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
+    for (const token of rawHeaders[i + 1]!.split(',')) remove.add(token.trim().toLowerCase());
+  }
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (!remove.has(rawHeaders[i]!.toLowerCase())) out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  }
+  return out;
+}
+
+const noop = (): void => {};
+const vias = new WeakMap<Duplex, string>();
+
+/**
+ * A keep-alive agent whose "connections" are streams from the opener. Idle tunnels are closed
+ * after idleMs (or a second before the origin's Keep-Alive timeout hint), well before typical
+ * server idle timeouts, to keep the reuse-vs-close race rare; the forwarder retries the rest.
+ */
+export class TunnelAgent extends http.Agent {
+  private readonly idleTimers = new WeakMap<Duplex, NodeJS.Timeout>();
+
+  constructor(private readonly opener: StreamOpener, private readonly log: Logger, private readonly idleMs = 4000) {
+    super({ keepAlive: true, maxFreeSockets: 16, scheduling: 'lifo' });
+  }
+
+  override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): undefined {
+    const meta = (options as Record<string, unknown>)[META] as OpenMeta;
+    const cb = callback ?? noop;
+    this.opener.open({ destination: meta.destination, frontEnd: 'http-forward', client: meta.client, signal: meta.signal }).then(
+      ({ stream, via }) => {
+        adaptStream(stream, this.log);
+        vias.set(stream, via);
+        cb(null, stream);
+      },
+      (err: unknown) => cb(err instanceof Error ? err : new Error(errorMessage(err)), undefined as unknown as Duplex),
+    );
+    return undefined;
+  }
+
+  override keepSocketAlive(socket: Duplex): boolean {
+    let idle = this.idleMs;
+    const res = (socket as { _httpMessage?: { res?: IncomingMessage } })._httpMessage?.res;
+    const hint = /^timeout=(\d+)/.exec(String(res?.headers['keep-alive'] ?? ''))?.[1];
+    if (hint !== undefined) idle = Math.min(idle, Number(hint) * 1000 - 1000);
+    if (idle <= 0) return false;
+    const timer = setTimeout(() => socket.destroy(), idle);
+    timer.unref();
+    this.idleTimers.set(socket, timer);
+    return true;
+  }
+
+  override reuseSocket(socket: Duplex, request: ClientRequest): void {
+    clearTimeout(this.idleTimers.get(socket));
+    this.idleTimers.delete(socket);
+    super.reuseSocket(socket, request);
+  }
+}
+
+/** Makes a plain Duplex acceptable to http.Agent/ClientRequest, which expect a net.Socket. */
+function adaptStream(stream: Duplex, log: Logger): void {
+  const s = stream as unknown as Record<string, unknown>;
+  for (const name of ['setKeepAlive', 'setNoDelay', 'setTimeout', 'ref', 'unref']) {
+    if (typeof s[name] !== 'function') s[name] = function (this: Duplex) { return this; };
+  }
+  // The pool must never hold an upstream error unhandled between requests.
+  stream.on('error', (err) => log.debug({ err: errorMessage(err) }, 'http-forward upstream stream error'));
+  // Once the origin has closed its side the tunnel is useless; destroying it (after the http
+  // client has seen the 'end') drops it from the pool, as a net.Socket would close itself.
+  stream.on('end', () => setImmediate(() => stream.destroy()));
+}
+
+const RETRYABLE = new Set(['ECONNRESET', 'EPIPE', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_STREAM_DESTROYED']);
+
+function sendText(res: ServerResponse, status: number, body: string, close = false): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(status, {
+    'Content-Type': 'text/plain; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    ...(close ? { Connection: 'close' } : {}),
+  });
+  res.end(body);
+}
+
+/** Returns the 'request' handler of the HTTP listener. */
+export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const client = formatHostPort(req.socket.remoteAddress ?? 'unknown', req.socket.remotePort ?? 0);
+    const fail = (err: unknown, destination?: Destination, close = false): void => {
+      const reply = ctx.stats.failed('http-forward', client, destination, err);
+      sendText(res, reply.http, `kubectl-proxyout: ${reply.message}\n`, close);
+    };
+    const url = req.url ?? '';
+    if (!/^http:\/\//i.test(url)) {
+      if (/^https:\/\//i.test(url)) return fail(new BadRequestError('https:// URLs must be tunnelled with CONNECT (https_proxy / curl -p), not sent in absolute form'));
+      if (url.startsWith('/') || url === '*') {
+        return fail(new BadRequestError(`this is kubectl-proxyout, an HTTP proxy: send absolute-form requests (http_proxy=http://${req.headers.host ?? 'HOST:PORT'}) or CONNECT; "${req.method} ${url.slice(0, 100)}" is not a proxy request`));
+      }
+      return fail(new BadRequestError('only http:// URLs can be forwarded'));
+    }
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      return fail(new BadRequestError('malformed request URL'));
+    }
+    const port = target.port === '' ? 80 : Number(target.port);
+    if (target.hostname === '' || port === 0) return fail(new BadRequestError('request URL has no usable host or port'));
+    const destination = destinationFor(target.hostname, port);
+    if (req.headers.upgrade !== undefined) {
+      return fail(new CommandNotSupportedError('protocol upgrades (e.g. WebSocket) through a plain-HTTP proxy are not supported; use CONNECT'), destination, true);
+    }
+    forward(ctx, agent, req, res, client, destination, target, fail);
+  };
+}
+
+function forward(
+  ctx: ListenerContext, agent: TunnelAgent, req: IncomingMessage, res: ServerResponse, client: string,
+  destination: Destination, target: URL, fail: (err: unknown, destination?: Destination, close?: boolean) => void,
+): void {
+  // The raw path, not the URL object's normalised one: a proxy must not rewrite it.
+  let path = /^http:\/\/[^/?#]*([^#]*)/i.exec(req.url!)![1]!;
+  if (!path.startsWith('/')) path = `/${path}`;
+  const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect'])];
+  // Node de-chunks the incoming body; declaring chunked again makes the client re-frame it.
+  if (req.headers['transfer-encoding'] !== undefined) headers.push('Transfer-Encoding', 'chunked');
+  const abort = new AbortController();
+  let bytesFromClient = 0;
+  let bytesToClient = 0;
+  let record: StreamRecord | undefined;
+  let current: ClientRequest | undefined;
+  res.once('close', () => {
+    if (res.writableFinished) return;
+    abort.abort(new Error('client disconnected'));
+    current?.destroy();
+  });
+  if (hasBody) req.on('data', (chunk: Buffer) => (bytesFromClient += chunk.length));
+
+  const attempt = (first: boolean): void => {
+    let upReq: ClientRequest;
+    try {
+      upReq = http.request({ agent, host: destination.host, port: destination.port, method: req.method, path, headers, [META]: { destination, client, signal: abort.signal } } as ClientRequestArgs);
+    } catch (err) {
+      return fail(new BadRequestError(`cannot forward this request: ${errorMessage(err)}`), destination);
+    }
+    current = upReq;
+    upReq.on('socket', (socket: Duplex) => {
+      record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown');
+    });
+    upReq.on('error', (err: NodeJS.ErrnoException) => {
+      if (res.destroyed || abort.signal.aborted) {
+        if (record) ctx.stats.closed(record, bytesFromClient, bytesToClient, err);
+        return;
+      }
+      if (record) {
+        ctx.stats.closed(record, bytesFromClient, bytesToClient, err);
+        record = undefined;
+        // A pooled tunnel the origin closed just as we reused it: safe to retry a bodiless request once.
+        if (first && upReq.reusedSocket && !hasBody && RETRYABLE.has(err.code ?? '')) return attempt(false);
+      }
+      fail(err, destination, hasBody);
+    });
+    upReq.on('response', (upRes: IncomingMessage) => {
+      const rec = record;
+      let status = upRes.statusCode ?? 502;
+      try {
+        res.writeHead(status, upRes.statusMessage ?? '', endToEndHeaders(upRes.rawHeaders));
+      } catch {
+        status = 502;
+        upRes.destroy();
+        if (rec) ctx.stats.closed(rec, bytesFromClient, 0, new Error('unforwardable response head'));
+        return sendText(res, 502, 'kubectl-proxyout: the origin sent a response head that cannot be forwarded\n', true);
+      }
+      upRes.on('data', (chunk: Buffer) => (bytesToClient += chunk.length));
+      // pipeline gives backpressure and tears down the other side if either fails.
+      pipeline(upRes, res, (err) => {
+        if (rec) ctx.stats.closed(rec, bytesFromClient, bytesToClient, err ?? undefined);
+      });
+    });
+    if (hasBody) req.pipe(upReq);
+    else upReq.end();
+  };
+  attempt(true);
+}

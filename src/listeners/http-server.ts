@@ -1,0 +1,132 @@
+// The HTTP proxy front end: CONNECT tunnels (RFC 9110 §9.3.6) and absolute-form forwarding of
+// plain http:// requests (RFC 9112 §3.2.2, see http-forward.ts). Node's http server does the
+// parsing, keep-alive and hostile-input handling; this module adds the limits and the proxying.
+import http, { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type net from 'node:net';
+import type { Duplex } from 'node:stream';
+import { BadRequestError } from '../core/errors.js';
+import { formatHostPort, parseAuthority } from '../core/address.js';
+import type { OpenedStream } from '../core/types.js';
+import type { Listener, ListenerContext } from './listener.js';
+import { relay } from './relay.js';
+import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
+import { TunnelAgent, createForwarder } from './http-forward.js';
+
+/** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
+export const MAX_HEADER_SIZE = 32 * 1024;
+/** Idle time allowed between requests on a client keep-alive connection. */
+export const CLIENT_KEEP_ALIVE_MS = 30_000;
+
+const noop = (): void => {};
+
+export interface HttpListenerOptions {
+  /** Idle upstream tunnels kept for reuse are closed after this long (ms). */
+  upstreamIdleMs?: number;
+}
+
+export async function startHttpListener(host: string, port: number, ctx: ListenerContext, options: HttpListenerOptions = {}): Promise<Listener> {
+  const tracker = new ClientTracker(ctx.log);
+  const agent = new TunnelAgent(ctx.opener, ctx.log, options.upstreamIdleMs);
+  const server = http.createServer({
+    maxHeaderSize: MAX_HEADER_SIZE,
+    headersTimeout: ctx.handshakeTimeoutMs,
+    // No deadline for the whole request: bodies are streamed upstream and uploads can be long.
+    // The head is bounded by headersTimeout; a stalled upload stalls only its own tunnel.
+    requestTimeout: 0,
+    keepAliveTimeout: CLIENT_KEEP_ALIVE_MS,
+    // Node checks header deadlines on this interval (default 30 s); make them bite on time.
+    connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(ctx.handshakeTimeoutMs / 4))),
+    // Absolute-form requests carry the authority in the URL; do not insist on Host.
+    requireHostHeader: false,
+  });
+  server.on('connection', (socket: net.Socket) => tracker.add(socket));
+  server.on('request', createForwarder(ctx, agent));
+  server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    handleConnect(ctx, req, socket as net.Socket, head).catch((err: unknown) => {
+      ctx.log.error({ err }, 'HTTP CONNECT failed unexpectedly');
+      socket.destroy();
+    });
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(ctx, err, socket as net.Socket));
+  const address = await listenOn(server, host, port, 'HTTP proxy');
+  server.on('error', (err) => ctx.log.error({ err }, 'HTTP listener error'));
+  return {
+    kind: 'http',
+    address,
+    connections: () => tracker.size,
+    close: async (graceMs: number) => {
+      // Keep-alive connections that go idle during the grace period are closed as they do.
+      await closeServer(server, tracker, graceMs, () => server.closeIdleConnections());
+      agent.destroy();
+    },
+  };
+}
+
+/** A complete, self-contained error response on a raw socket, then a graceful close. */
+export function rawErrorResponse(status: number, body: string): string {
+  const text = body.endsWith('\n') ? body : `${body}\n`;
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
+    'Content-Type: text/plain; charset=utf-8\r\n' +
+    `Content-Length: ${Buffer.byteLength(text)}\r\n` +
+    'Connection: close\r\n\r\n' +
+    text
+  );
+}
+
+function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, socket: net.Socket): void {
+  ctx.log.debug({ code: err.code }, `HTTP client error: ${err.message}`);
+  if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
+    // Nothing sensible can be written (peer gone, or a response is already under way).
+    socket.destroy();
+    return;
+  }
+  const [status, body] =
+    err.code === 'HPE_HEADER_OVERFLOW' ? [431, `request head larger than ${MAX_HEADER_SIZE} bytes`]
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'request head not received in time']
+    : [400, 'malformed HTTP request'];
+  endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`));
+}
+
+async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+  const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
+  // The tunnel is ours now: no keep-alive timer from an earlier request may cut it.
+  socket.setTimeout(0);
+  socket.setNoDelay(true);
+  const destination = parseAuthority(req.url ?? '');
+  if (!destination) {
+    const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(`CONNECT target must be host:port or [ipv6]:port, got "${(req.url ?? '').slice(0, 100)}"`));
+    endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`));
+    return;
+  }
+  const abort = new AbortController();
+  const held = holdWhileOpening(socket, () => abort.abort(new Error('client disconnected')));
+  let opened: OpenedStream;
+  try {
+    opened = await ctx.opener.open({ destination, frontEnd: 'http-connect', client, signal: abort.signal });
+  } catch (err) {
+    held.release();
+    if (held.gone) {
+      ctx.log.debug({ client }, 'CONNECT client left while its stream was opening');
+      socket.destroy();
+      return;
+    }
+    const reply = ctx.stats.failed('http-connect', client, destination, err);
+    const what = formatHostPort(destination.host, destination.port);
+    endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: cannot connect to ${what}: ${reply.message}`));
+    return;
+  }
+  const later = held.release();
+  if (held.gone) {
+    ctx.log.debug({ client, via: opened.via }, 'CONNECT client left before its stream opened; closing the stream');
+    opened.stream.on('error', noop);
+    opened.stream.destroy();
+    socket.destroy();
+    return;
+  }
+  const record = ctx.stats.opened('http-connect', client, destination, opened.via);
+  socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
+  const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
+  const result = await relay(socket, opened.stream, pipelined);
+  ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error);
+}

@@ -1,0 +1,22 @@
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../core/log.js';
+import type { StreamOpener } from '../core/types.js';
+import type { StreamStats } from '../proxy/stats.js';
+
+/** What every front end (SOCKS, HTTP) needs from the proxy core. */
+export interface ListenerContext {
+  opener: StreamOpener;
+  stats: StreamStats;
+  log: Logger;
+  /** A client must finish its greeting/request head within this time, or it is dropped. */
+  handshakeTimeoutMs: number;
+}
+
+export interface Listener {
+  readonly kind: 'socks' | 'http';
+  readonly address: AddressInfo;
+  /** Number of client connections currently open on this listener. */
+  connections(): number;
+  /** Stop accepting at once; let open connections run for up to graceMs, then destroy them. */
+  close(graceMs: number): Promise<void>;
+}

@@ -1,0 +1,146 @@
+// Plumbing shared by the SOCKS and HTTP listeners: listening with clear startup errors,
+// tracking client sockets for graceful shutdown, and holding a client while its stream opens.
+import type net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { StartupError } from '../core/errors.js';
+import { formatHostPort } from '../core/address.js';
+import type { Logger } from '../core/log.js';
+
+const noop = (): void => {};
+
+function explainListenError(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'EADDRINUSE':
+      return 'address already in use (is another proxy running? pick another port)';
+    case 'EACCES':
+      return 'permission denied (ports below 1024 need privileges)';
+    case 'EADDRNOTAVAIL':
+      return 'address not available on this machine';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'host name does not resolve';
+    default:
+      return err.message;
+  }
+}
+
+/** Listens, resolving with the bound address or rejecting with a StartupError naming it. */
+export function listenOn(server: net.Server, host: string, port: number, what: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException): void => {
+      server.off('listening', onListening);
+      const where = formatHostPort(host, port);
+      reject(new StartupError(`cannot listen for ${what} on ${where}: ${explainListenError(err)}`, { cause: err }));
+    };
+    const onListening = (): void => {
+      server.off('error', onError);
+      resolve(server.address() as AddressInfo);
+    };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen({ host, port });
+  });
+}
+
+/** The client sockets of one listener, so close() can wait for them and then cut them off. */
+export class ClientTracker {
+  private readonly sockets = new Set<net.Socket>();
+
+  constructor(private readonly log: Logger) {}
+
+  /** Call first thing on accept: the 'error' listener keeps resets out of 'uncaughtException'. */
+  add(socket: net.Socket): void {
+    this.sockets.add(socket);
+    socket.on('error', (err: NodeJS.ErrnoException) => this.log.debug({ code: err.code }, `client socket error: ${err.message}`));
+    socket.once('close', () => this.sockets.delete(socket));
+  }
+
+  get size(): number {
+    return this.sockets.size;
+  }
+
+  destroyAll(): void {
+    for (const s of this.sockets) s.destroy();
+  }
+
+  /**
+   * Waits until no client is left or graceMs passed; `tick` runs every poll (the HTTP listener
+   * uses it to close keep-alive connections that went idle during the grace period).
+   */
+  async drain(graceMs: number, tick: () => void = noop): Promise<void> {
+    const deadline = Date.now() + Math.max(0, graceMs);
+    while (this.sockets.size > 0 && Date.now() < deadline) {
+      tick();
+      await new Promise((r) => setTimeout(r, Math.min(50, Math.max(1, deadline - Date.now()))));
+    }
+    this.destroyAll();
+  }
+}
+
+/** Stops accepting at once, lets clients finish for graceMs, then destroys the rest. */
+export async function closeServer(server: net.Server, tracker: ClientTracker, graceMs: number, tick?: () => void): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  await tracker.drain(graceMs, tick);
+  await closed;
+}
+
+export interface HeldClient {
+  /** True once the client closed, half-closed or failed while we were waiting. */
+  readonly gone: boolean;
+  /** Stops holding: the socket is left paused; returns the bytes it sent meanwhile. */
+  release(): Buffer;
+}
+
+/**
+ * Keeps reading a client while its upstream stream is being opened: a paused socket would not
+ * notice the client leaving (no EOF or reset is read), and the bytes it pipelines must be kept
+ * for the upstream. A FIN before our reply counts as leaving: no client half-closes before it
+ * knows whether its tunnel exists. Reading stops at `maxBuffered` so memory stays bounded.
+ */
+export function holdWhileOpening(socket: net.Socket, onGone: () => void, maxBuffered = 256 * 1024): HeldClient {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let gone = false;
+  const markGone = (): void => {
+    if (gone) return;
+    gone = true;
+    onGone();
+  };
+  const onData = (chunk: Buffer): void => {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= maxBuffered) socket.pause();
+  };
+  socket.on('data', onData);
+  socket.on('end', markGone);
+  socket.on('close', markGone);
+  if (socket.destroyed || socket.readableEnded) markGone();
+  else socket.resume();
+  return {
+    get gone() {
+      return gone;
+    },
+    release() {
+      socket.off('data', onData);
+      socket.off('end', markGone);
+      socket.off('close', markGone);
+      socket.pause();
+      return Buffer.concat(chunks);
+    },
+  };
+}
+
+/**
+ * Sends a final message and closes gracefully: FIN after the reply, then read and discard until
+ * the client closes (closing with unread input would send a RST that can overtake the reply).
+ */
+export function endWithReply(socket: net.Socket, reply: Buffer | string, lingerMs = 2000): void {
+  if (socket.destroyed) return;
+  socket.removeAllListeners('data');
+  socket.on('data', noop);
+  socket.end(reply);
+  socket.resume();
+  const timer = setTimeout(() => socket.destroy(), lingerMs);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+}

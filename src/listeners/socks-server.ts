@@ -1,0 +1,142 @@
+// The SOCKS front end: SOCKS5 (RFC 1928) and SOCKS4/4A on one port, CONNECT only. Protocol
+// parsing lives in socks-protocol.ts; this module does the socket work around it.
+import net from 'node:net';
+import { SocksReply } from '../core/errors.js';
+import { formatHostPort } from '../core/address.js';
+import type { FrontEnd, OpenedStream } from '../core/types.js';
+import type { Listener, ListenerContext } from './listener.js';
+import { relay } from './relay.js';
+import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
+import {
+  SocksHandshakeParser,
+  SocksMethod,
+  encodeMethodSelection,
+  encodeSocks4Reply,
+  encodeSocks5Reply,
+  noAuthPolicy,
+  type SocksMethodPolicy,
+  type SocksStep,
+} from './socks-protocol.js';
+
+export interface SocksListenerOptions {
+  /** Which RFC 1928 method to pick from a client's offer; defaults to "no authentication". */
+  methodPolicy?: SocksMethodPolicy;
+}
+
+const noop = (): void => {};
+
+export async function startSocksListener(host: string, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
+  const policy = options.methodPolicy ?? noAuthPolicy;
+  const tracker = new ClientTracker(ctx.log);
+  // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+    tracker.add(socket);
+    handleClient(socket, ctx, policy);
+  });
+  const address = await listenOn(server, host, port, 'SOCKS');
+  server.on('error', (err) => ctx.log.error({ err }, 'SOCKS listener error'));
+  return {
+    kind: 'socks',
+    address,
+    connections: () => tracker.size,
+    close: (graceMs: number) => closeServer(server, tracker, graceMs),
+  };
+}
+
+function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMethodPolicy): void {
+  const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
+  const parser = new SocksHandshakeParser();
+  // A deadline for the whole handshake, not an idle timer: a client dribbling one byte at a
+  // time must not hold the connection forever.
+  const timer = setTimeout(() => {
+    ctx.log.debug({ client }, 'SOCKS handshake timed out');
+    socket.destroy();
+  }, ctx.handshakeTimeoutMs);
+  const stop = (): void => {
+    clearTimeout(timer);
+    socket.off('data', onData);
+    socket.off('end', onEnd);
+  };
+  const onEnd = (): void => {
+    stop();
+    socket.destroy();
+  };
+  const onData = (chunk: Buffer): void => {
+    parser.push(chunk);
+    for (;;) {
+      const step = parser.next();
+      if (step.type === 'more') return;
+      if (step.type === 'greeting') {
+        const method = policy.selectMethod(step.methods);
+        parser.methodSelected(method);
+        if (method === SocksMethod.noAcceptable) {
+          stop();
+          ctx.log.debug({ client, methods: step.methods }, 'SOCKS5 client offered no acceptable method');
+          endWithReply(socket, encodeMethodSelection(method));
+          return;
+        }
+        socket.write(encodeMethodSelection(method));
+        continue;
+      }
+      stop();
+      if (step.type === 'close') {
+        ctx.log.debug({ client, reason: step.reason }, 'SOCKS connection dropped');
+        socket.destroy();
+      } else if (step.type === 'reject') {
+        const reply = ctx.stats.failed(frontEndOf(step.version), client, step.destination, step.error);
+        endWithReply(socket, step.version === 5 ? encodeSocks5Reply(reply.socks) : encodeSocks4Reply(false));
+      } else {
+        connect(socket, ctx, client, step, parser.rest()).catch((err: unknown) => {
+          ctx.log.error({ err, client }, 'SOCKS connection failed unexpectedly');
+          socket.destroy();
+        });
+      }
+      return;
+    }
+  };
+  socket.once('close', () => clearTimeout(timer));
+  socket.on('data', onData);
+  socket.on('end', onEnd);
+}
+
+function frontEndOf(version: 4 | 5): FrontEnd {
+  return version === 5 ? 'socks5' : 'socks4';
+}
+
+async function connect(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): Promise<void> {
+  const { version, destination } = step;
+  const frontEnd = frontEndOf(version);
+  const abort = new AbortController();
+  const held = holdWhileOpening(socket, () => abort.abort(new Error('client disconnected')));
+  let opened: OpenedStream;
+  try {
+    opened = await ctx.opener.open({ destination, frontEnd, client, signal: abort.signal });
+  } catch (err) {
+    held.release();
+    if (held.gone) {
+      ctx.log.debug({ client }, 'SOCKS client left while its stream was opening');
+      socket.destroy();
+      return;
+    }
+    const reply = ctx.stats.failed(frontEnd, client, destination, err);
+    endWithReply(socket, version === 5 ? encodeSocks5Reply(reply.socks) : encodeSocks4Reply(false));
+    return;
+  }
+  const later = held.release();
+  if (held.gone) {
+    ctx.log.debug({ client, via: opened.via }, 'SOCKS client left before its stream opened; closing the stream');
+    opened.stream.on('error', noop);
+    opened.stream.destroy();
+    socket.destroy();
+    return;
+  }
+  const record = ctx.stats.opened(frontEnd, client, destination, opened.via);
+  socket.write(
+    version === 5
+      ? encodeSocks5Reply(SocksReply.succeeded, { address: socket.localAddress, port: socket.localPort })
+      : encodeSocks4Reply(true),
+  );
+  const head = later.length > 0 ? Buffer.concat([pipelined, later]) : pipelined;
+  const result = await relay(socket, opened.stream, head);
+  ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error);
+}

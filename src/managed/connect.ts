@@ -1,0 +1,230 @@
+// `connect`: check everything that can be checked before forking (kubeconfig, context, the API
+// server with these credentials, the listen ports), then start a detached daemon from a
+// transient kubeconfig and wait until it listens with synced caches, or report its error.
+import { spawn } from 'node:child_process';
+import { closeSync, fchmodSync, openSync } from 'node:fs';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { StartupError, errorMessage } from '../core/errors.js';
+import { parseListenAddress, type HostPort } from '../core/address.js';
+import { loadKubeConfig } from '../cluster/kubeconfig.js';
+import { ApiConnection } from '../cluster/api.js';
+import { probeApi } from '../proxy/proxy.js';
+import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, validateId, type StateLayout } from '../state/paths.js';
+import { withStateLock } from '../state/lock.js';
+import { connectionId, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from '../state/store.js';
+import { writeTransientKubeConfig } from '../state/kubeconfig.js';
+import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
+import { inspect, inspectAll } from './registry.js';
+
+/** The executable the daemon runs as: this package's bin (dist/src/managed → ../../../bin). */
+export const BIN_PATH = fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
+const READY_TIMEOUT_MS = 45_000;
+const POLL_MS = 100;
+
+export interface ConnectRequest {
+  kubeconfig?: string;
+  context?: string;
+  namespace?: string;
+  id?: string;
+  options: DaemonOptions;
+}
+
+export interface ConnectResult {
+  entry: ProxyEntry;
+  /** True when the ID was already running (or starting) and nothing new was started. */
+  existing: boolean;
+  logFile: string;
+}
+
+export async function connect(req: ConnectRequest): Promise<ConnectResult> {
+  const listens = parseListens(req.options);
+  const kube = loadKubeConfig(req);
+  const id = req.id !== undefined ? validateId(req.id) : connectionId(kube.server, kube.context, kube.namespace);
+  const l = ensureStateDir(layout());
+  checkSocketPath(l.controlSocket(id));
+  const result = (entry: ProxyEntry, existing: boolean): ConnectResult => ({ entry, existing, logFile: l.logFile(id) });
+
+  const target = { server: kube.server, context: kube.context, namespace: kube.namespace };
+  const running = await existingProxy(l, id, target);
+  if (running) return result(running, true);
+
+  await probeApi(new ApiConnection(kube.kc), kube.context, kube.server);
+
+  const started = await withStateLock(l, async () => {
+    // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.
+    const current = inspect(l, id);
+    if (current && current.state !== 'dead') return { entry: assertSameTarget(current.entry, target), existing: true };
+    if (current) removeEntry(l, id);
+    await checkPorts(l, listens);
+    const entry: ProxyEntry = {
+      version: 1,
+      id,
+      context: kube.context,
+      namespace: kube.namespace,
+      server: kube.server,
+      options: req.options,
+      phase: 'starting',
+      createdAt: new Date().toISOString(),
+    };
+    writeEntry(l, entry);
+    try {
+      writeTransientKubeConfig(l.kubeconfigFile(id), kube.kc, kube.namespace);
+      const pid = spawnDaemon(l, id);
+      return { entry: updateEntry(l, id, (e) => ((e.pid = pid), (e.procIdentity = processIdentity(pid))))!, existing: false };
+    } catch (err) {
+      removeEntry(l, id);
+      throw err;
+    }
+  });
+  if (started.existing) return result(await waitForReady(l, id, false), true);
+  return result(await waitForReady(l, id, true), false);
+}
+
+/** A live entry for the ID (waiting while it starts), or undefined when a new one is needed. */
+async function existingProxy(l: StateLayout, id: string, target: Target): Promise<ProxyEntry | undefined> {
+  const current = await withStateLock(l, () => inspect(l, id));
+  if (!current || current.state === 'dead') return undefined;
+  assertSameTarget(current.entry, target);
+  if (current.state === 'stopping') {
+    // Being disconnected right now: wait until it is gone, then start afresh.
+    const deadline = Date.now() + current.entry.options.shutdownGraceMs + 5_000;
+    while (Date.now() < deadline) {
+      await sleep(POLL_MS);
+      const pid = current.entry.pid;
+      if (!readEntry(l, id) || pid === undefined || !isAlive(pid)) return undefined;
+    }
+    throw new StartupError(`proxy ${id} is still stopping; try again in a moment`);
+  }
+  return waitForReady(l, id, false);
+}
+
+type Target = Pick<ProxyEntry, 'server' | 'context' | 'namespace'>;
+
+/** An explicit --id already used for another cluster view is an error, not "already running". */
+function assertSameTarget(entry: ProxyEntry, target: Target): ProxyEntry {
+  if (entry.server !== target.server || entry.context !== target.context || entry.namespace !== target.namespace) {
+    throw new StartupError(
+      `ID ${entry.id} is already used by the proxy for context ${entry.context}, namespace ${entry.namespace}; ` +
+        `disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,
+    );
+  }
+  return entry;
+}
+
+function parseListens(options: DaemonOptions): Array<{ flag: string; addr: HostPort; text: string }> {
+  const out: Array<{ flag: string; addr: HostPort; text: string }> = [];
+  for (const [flag, text] of [['--listen-socks', options.listenSocks], ['--listen-http', options.listenHttp]] as const) {
+    if (text === undefined) continue;
+    try {
+      out.push({ flag, addr: parseListenAddress(text), text });
+    } catch (err) {
+      throw new StartupError(`${flag} ${text}: ${errorMessage(err)}`);
+    }
+  }
+  if (out.length === 0) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
+  return out;
+}
+
+/** Refuses a fixed port another managed proxy or any other program already listens on. */
+async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: HostPort; text: string }>): Promise<void> {
+  const others = inspectAll(l).filter((x) => x.state !== 'dead');
+  for (const { flag, addr, text } of listens) {
+    if (addr.port === 0) continue;
+    const hint = `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
+    const owner = others.find(({ entry }) => [entry.socks, entry.http].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)));
+    if (owner) {
+      throw new StartupError(`${flag} ${text}: the address is taken by managed proxy ${owner.entry.id} (context ${owner.entry.context}); ${hint}`);
+    }
+    const problem = await bindProblem(addr);
+    if (problem) throw new StartupError(`${flag} ${text}: ${problem}; ${hint}`);
+  }
+}
+
+function sameHost(bound: string, wanted: string): boolean {
+  const norm = (h: string) => (h === 'localhost' ? '127.0.0.1' : h.replace(/^::ffff:/, ''));
+  return norm(bound) === norm(wanted) || bound === '0.0.0.0' || bound === '::' || wanted === '0.0.0.0' || wanted === '::';
+}
+
+/** Binds and closes at once; a short message when that fails. */
+function bindProblem(addr: HostPort): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') resolve('the address is already in use by another program');
+      else if (err.code === 'EACCES') resolve('permission denied (ports below 1024 need privileges)');
+      else resolve(`cannot listen there: ${err.message}`);
+    });
+    server.listen({ host: addr.host, port: addr.port, exclusive: true }, () => server.close(() => resolve(undefined)));
+  });
+}
+
+/** Starts `<node> <bin> daemon --id ID` detached, in its own session, stdio on its log file. */
+function spawnDaemon(l: StateLayout, id: string): number {
+  const logFd = openSync(l.logFile(id), 'a', 0o600);
+  try {
+    fchmodSync(logFd, 0o600);
+    const child = spawn(process.execPath, [BIN_PATH, 'daemon', '--id', id], {
+      detached: true,
+      stdio: ['ignore', logFd, logFd],
+      // The state dir as resolved here, whatever the daemon's environment would say.
+      env: { ...process.env, [STATE_DIR_ENV]: l.root },
+      // client-node resolves a relative exec-plugin command from the working directory: keep
+      // the user's, so the daemon authenticates exactly as the foreground proxy would.
+      cwd: process.cwd(),
+    });
+    child.on('error', () => undefined);
+    if (child.pid === undefined) throw new StartupError(`cannot start the proxy daemon (${process.execPath} ${BIN_PATH})`);
+    child.unref();
+    return child.pid;
+  } finally {
+    closeSync(logFd);
+  }
+}
+
+/**
+ * Polls state.json until the daemon is running. On failure a daemon we started is stopped and
+ * its entry removed (the log stays), and its one-line error becomes ours.
+ */
+async function waitForReady(l: StateLayout, id: string, ours: boolean): Promise<ProxyEntry> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let problem: string;
+  for (;;) {
+    const entry = readEntry(l, id);
+    if (!entry) {
+      problem = `proxy ${id} was stopped while it started`;
+      break;
+    }
+    if (entry.phase === 'running' || entry.phase === 'stopping') return entry;
+    if (entry.phase === 'failed' || entry.phase === 'dead') {
+      problem = entry.error ?? `the proxy daemon exited before it was ready; see ${l.logFile(id)}`;
+      break;
+    }
+    if (entry.pid !== undefined && !isAlive(entry.pid)) {
+      // It may have written "failed" just before exiting: read once more.
+      const last = readEntry(l, id);
+      problem = last?.phase === 'failed' && last.error ? last.error : `the proxy daemon exited before it was ready; see ${l.logFile(id)}`;
+      break;
+    }
+    if (Date.now() > deadline) {
+      problem = `the proxy daemon was not ready within ${READY_TIMEOUT_MS / 1000} s; see ${l.logFile(id)}`;
+      break;
+    }
+    await sleep(POLL_MS);
+  }
+  if (ours) await discard(l, id);
+  throw new StartupError(problem);
+}
+
+async function discard(l: StateLayout, id: string): Promise<void> {
+  await withStateLock(l, () => {
+    const entry = readEntry(l, id);
+    if (!entry) return;
+    if (entry.pid !== undefined && isOurDaemon(entry.pid, entry.procIdentity, id)) process.kill(entry.pid, 'SIGKILL');
+    removeEntry(l, id);
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

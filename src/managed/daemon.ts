@@ -1,0 +1,176 @@
+// The managed proxy's own process (`kubectl-proxyout daemon --id ID`, started by `connect`,
+// detached in its own session with stdio on its log file). Its life:
+//   read proxies/<id>/state.json → startProxy() from the transient kubeconfig → control socket
+//   → state "running" (pid, start identity, addresses) → … → SIGTERM / control "stop"
+//   → state "stopping" → drain (RunningProxy.stop(grace)) → remove proxies/<id>/ → exit 0.
+// A startup failure is written to state.json (phase "failed", the one-line error) for `connect`
+// to print; the kubeconfig is removed on every way out. SIGHUP reopens the log (logrotate).
+import { pino } from 'pino';
+import type { Server } from 'node:net';
+import { StartupError, errorMessage } from '../core/errors.js';
+import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
+import { startProxy } from '../proxy/proxy.js';
+import type { RunningProxy } from '../proxy/running.js';
+import { ensureStateDir, layout, validateId, type StateLayout } from '../state/paths.js';
+import { withStateLock } from '../state/lock.js';
+import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from '../state/store.js';
+import { processIdentity } from '../state/process.js';
+import { startControlServer } from '../state/control.js';
+
+export async function runDaemon(id: string): Promise<number> {
+  // Everything this process creates (socket, log, state) is for this user only.
+  process.umask(0o077);
+  validateId(id);
+  const l = ensureStateDir(layout());
+  const entry = readEntry(l, id);
+  if (!entry) {
+    process.stderr.write(`kubectl-proxyout daemon: no state for ${id} in ${l.proxiesDir}\n`);
+    return 1;
+  }
+  const level: LogLevel = (LOG_LEVELS as readonly string[]).includes(entry.options.logLevel) ? (entry.options.logLevel as LogLevel) : 'info';
+  const dest = pino.destination({ dest: l.logFile(id), append: true, sync: false, mode: 0o600 });
+  const log = createLogger(level, dest).child({ id });
+  return new Daemon(l, entry, log, dest).run();
+}
+
+class Daemon {
+  private running?: RunningProxy;
+  private control?: Server;
+  private readonly startedAt = Date.now();
+  private stopRequested!: (reason: string) => void;
+  private readonly stopSignal = new Promise<string>((resolve) => (this.stopRequested = resolve));
+  private stopping = false;
+
+  constructor(
+    private readonly l: StateLayout,
+    private readonly entry: ProxyEntry,
+    private readonly log: Logger,
+    private readonly dest: ReturnType<typeof pino.destination>,
+  ) {}
+
+  async run(): Promise<number> {
+    const { id, context, namespace, server, options } = this.entry;
+    this.installHandlers();
+    this.log.info({ context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, cwd: process.cwd() }, 'daemon starting');
+    try {
+      this.running = await startProxy(
+        {
+          ...options,
+          logLevel: this.log.level as LogLevel,
+          kubeconfig: this.l.kubeconfigFile(id),
+          context,
+          namespace,
+        },
+        this.log,
+      );
+      this.control = await startControlServer(this.l.controlSocket(id), {
+        status: () => this.liveStatus(),
+        stop: () => this.stopRequested('control request'),
+      });
+    } catch (err) {
+      const message = err instanceof StartupError ? err.message : `unexpected startup failure: ${errorMessage(err)}`;
+      this.log.error({ error: message }, 'daemon failed to start');
+      await this.running?.stop(0).catch(() => undefined);
+      await withStateLock(this.l, () => {
+        removeTransient(this.l, id);
+        updateEntry(this.l, id, (e) => {
+          e.phase = 'failed';
+          e.error = message;
+        });
+      }).catch(() => removeTransient(this.l, id));
+      await this.flush();
+      return 1;
+    }
+
+    const stillWanted = await withStateLock(this.l, () =>
+      updateEntry(this.l, id, (e) => {
+        e.phase = 'running';
+        e.pid = process.pid;
+        e.procIdentity = processIdentity(process.pid) ?? e.procIdentity;
+        e.startedAt = new Date().toISOString();
+        e.socks = addressOf(this.running!.socks);
+        e.http = addressOf(this.running!.http);
+        delete e.error;
+      }),
+    );
+    // Gone while we started: `disconnect`/`quit` removed our entry; do not linger unmanaged.
+    if (!stillWanted) this.stopRequested('state entry removed while starting');
+    this.log.info({ socks: this.running.socks, http: this.running.http }, 'daemon ready');
+
+    const reason = await this.stopSignal;
+    return this.shutdown(reason);
+  }
+
+  private async shutdown(reason: string): Promise<number> {
+    const { id, options } = this.entry;
+    this.stopping = true;
+    this.log.info({ reason, graceMs: options.shutdownGraceMs }, 'daemon stopping');
+    await withStateLock(this.l, () => updateEntry(this.l, id, (e) => (e.phase = 'stopping'))).catch(() => undefined);
+    await this.running?.stop(options.shutdownGraceMs);
+    await new Promise<void>((resolve) => (this.control ? this.control.close(() => resolve()) : resolve()));
+    await withStateLock(this.l, () => {
+      // Remove only our own entry: a new `connect` may have replaced it meanwhile.
+      const current = readEntry(this.l, id);
+      if (!current || current.createdAt === this.entry.createdAt) removeEntry(this.l, id);
+    }).catch((err: unknown) => {
+      this.log.warn({ error: errorMessage(err) }, 'could not take the state lock; removing the transient files anyway');
+      removeTransient(this.l, id);
+    });
+    this.log.info('daemon exited');
+    await this.flush();
+    return 0;
+  }
+
+  private liveStatus() {
+    return {
+      pid: process.pid,
+      phase: this.stopping ? ('stopping' as const) : ('running' as const),
+      uptimeMs: Date.now() - this.startedAt,
+      totals: this.running!.totals(),
+      cache: this.running!.cacheStatus?.(),
+    };
+  }
+
+  private installHandlers(): void {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals++;
+      if (signals === 1) return this.stopRequested(signal);
+      // A second signal: stop now, but still take the credentials away.
+      this.log.warn({ signal }, 'second signal: exiting without draining');
+      removeTransient(this.l, this.entry.id);
+      this.flushSync();
+      process.exit(143);
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    process.on('SIGHUP', () => {
+      this.dest.reopen();
+      this.log.info('log file reopened (SIGHUP)');
+    });
+    const fatal = (err: unknown) => {
+      this.log.fatal({ error: errorMessage(err), stack: err instanceof Error ? err.stack : undefined }, 'daemon crashed');
+      removeTransient(this.l, this.entry.id);
+      this.flushSync();
+      process.exit(1);
+    };
+    process.on('uncaughtException', fatal);
+    process.on('unhandledRejection', fatal);
+  }
+
+  private flush(): Promise<void> {
+    return new Promise<void>((resolve) => this.log.flush(() => resolve()));
+  }
+
+  private flushSync(): void {
+    try {
+      this.dest.flushSync();
+    } catch {
+      /* nothing more we can do */
+    }
+  }
+}
+
+function addressOf(a: { address: string; port: number; family: string } | undefined): ListenAddress | undefined {
+  return a ? { address: a.address, port: a.port, family: a.family } : undefined;
+}

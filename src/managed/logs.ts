@@ -1,0 +1,136 @@
+// `logs`: a daemon's JSON log lines, as they are (--json) or one readable line each:
+//   2025-11-26 14:03:07.412 INFO  stream closed target=web.shop:8080 via=shop/web-7d9 bytesFromClient=78 …
+// Lines that are not JSON (a crash trace on the daemon's stderr) are shown unchanged. Following
+// survives logrotate (a new file or a truncated one is read from its start).
+import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+
+const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+/** Fields every line has, or that say nothing in a per-proxy log. */
+const OMIT = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'id']);
+const CHUNK = 1 << 16;
+
+export function formatLogLine(line: string): string {
+  let obj: Record<string, unknown>;
+  try {
+    const parsed = JSON.parse(line) as unknown;
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return line;
+    obj = parsed as Record<string, unknown>;
+  } catch {
+    return line;
+  }
+  const time = typeof obj.time === 'number' ? localTime(new Date(obj.time)) : '-';
+  const level = (typeof obj.level === 'number' ? (LEVELS[obj.level] ?? String(obj.level)) : String(obj.level ?? '-')).padEnd(5);
+  const fields = Object.entries(obj)
+    .filter(([k, v]) => !OMIT.has(k) && v !== undefined)
+    .map(([k, v]) => `${k}=${formatValue(v)}`);
+  return [time, level, String(obj.msg ?? ''), ...fields].filter((p) => p !== '').join(' ');
+}
+
+function formatValue(v: unknown): string {
+  if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
+  if (typeof v === 'object' && v !== null) return JSON.stringify(v);
+  return String(v);
+}
+
+function localTime(d: Date): string {
+  const p = (n: number, w = 2) => String(n).padStart(w, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+}
+
+/** Reads a growing file line by line from where it last stopped. */
+export class LogReader {
+  private fd?: number;
+  private ino?: number;
+  private pos = 0;
+  private partial = '';
+
+  constructor(private readonly file: string) {}
+
+  /** Complete lines added since the last call (all of them the first time). */
+  readLines(): string[] {
+    this.reopenIfRotated();
+    if (this.fd === undefined) return [];
+    const size = fstatSync(this.fd).size;
+    if (size < this.pos) {
+      // Truncated in place (logrotate copytruncate): start over.
+      this.pos = 0;
+      this.partial = '';
+    }
+    const lines: string[] = [];
+    const buf = Buffer.alloc(CHUNK);
+    while (this.pos < size) {
+      const n = readSync(this.fd, buf, 0, Math.min(CHUNK, size - this.pos), this.pos);
+      if (n <= 0) break;
+      this.pos += n;
+      const parts = (this.partial + buf.subarray(0, n).toString('utf8')).split('\n');
+      this.partial = parts.pop() ?? '';
+      lines.push(...parts);
+    }
+    return lines;
+  }
+
+  /** What is left without a final newline (the daemon is gone, nothing will complete it). */
+  rest(): string[] {
+    const rest = this.partial;
+    this.partial = '';
+    return rest === '' ? [] : [rest];
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+
+  private reopenIfRotated(): void {
+    let ino: number;
+    try {
+      ino = statSync(this.file).ino;
+    } catch {
+      return; // moved away and not recreated yet: keep reading the old one
+    }
+    if (this.fd !== undefined && ino === this.ino) return;
+    if (this.fd !== undefined) {
+      // Rotated: finish the old file first, the next call switches.
+      const before = this.pos;
+      if (fstatSync(this.fd).size > before) return;
+      this.close();
+    }
+    this.fd = openSync(this.file, 'r');
+    this.ino = ino;
+    this.pos = 0;
+    this.partial = '';
+  }
+}
+
+/**
+ * Emits the whole log, then (follow) new lines as they come, until isDone() says the daemon is
+ * gone or stop() is called.
+ */
+export async function streamLog(
+  file: string,
+  emit: (line: string) => void,
+  opts: { follow: boolean; isDone: () => Promise<boolean>; pollMs?: number; signal?: AbortSignal },
+): Promise<void> {
+  const reader = new LogReader(file);
+  try {
+    for (const line of reader.readLines()) emit(line);
+    if (!opts.follow) {
+      for (const line of reader.rest()) emit(line);
+      return;
+    }
+    let checked = Date.now();
+    while (!opts.signal?.aborted) {
+      await new Promise((r) => setTimeout(r, opts.pollMs ?? 200));
+      for (const line of reader.readLines()) emit(line);
+      if (Date.now() - checked >= 1_000) {
+        checked = Date.now();
+        if (await opts.isDone()) {
+          for (const line of [...reader.readLines(), ...reader.rest()]) emit(line);
+          return;
+        }
+      }
+    }
+  } finally {
+    reader.close();
+  }
+}

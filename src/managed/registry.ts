@@ -1,0 +1,51 @@
+// The managed proxies as the CLI sees them: state.json entries checked against the processes
+// that really run. Every command that lists state reaps what a crash left behind: an entry whose
+// daemon is gone loses its kubeconfig and socket at once and stays as a "dead" record (so
+// `status` can say so) until `disconnect`, `quit` or a new `connect` for the ID removes it.
+import { existsSync } from 'node:fs';
+import type { StateLayout } from '../state/paths.js';
+import { isOurDaemon } from '../state/process.js';
+import { listIds, readEntry, removeEntry, removeTransient, updateEntry, type ProxyEntry } from '../state/store.js';
+
+export type LiveState = 'starting' | 'running' | 'stopping' | 'dead';
+
+export interface Inspected {
+  entry: ProxyEntry;
+  state: LiveState;
+}
+
+/**
+ * Whether the entry's daemon runs (pid alive, same start identity, our command line).
+ * Only meaningful under the state lock: an entry without a pid is then an orphan of a `connect`
+ * that died between writing it and starting the daemon.
+ */
+export function liveState(entry: ProxyEntry): LiveState {
+  if (entry.phase === 'dead' || entry.phase === 'failed' || entry.pid === undefined) return 'dead';
+  if (!isOurDaemon(entry.pid, entry.procIdentity, entry.id)) return 'dead';
+  return entry.phase;
+}
+
+/** Inspects one ID; a dead entry becomes a tombstone (credentials and socket removed). Call under the lock. */
+export function inspect(l: StateLayout, id: string): Inspected | undefined {
+  const entry = readEntry(l, id);
+  if (!entry) {
+    // A directory without a readable state.json cannot be a live proxy: remove it.
+    if (existsSync(l.proxyDir(id))) removeEntry(l, id);
+    return undefined;
+  }
+  const state = liveState(entry);
+  if (state === 'dead' && entry.phase !== 'dead') {
+    removeTransient(l, id);
+    const why = entry.phase === 'failed' ? entry.error : entry.pid === undefined ? 'connect was interrupted before the daemon started' : `the daemon (pid ${entry.pid}) is gone`;
+    return { entry: updateEntry(l, id, (e) => ((e.phase = 'dead'), (e.error = why))) ?? entry, state };
+  }
+  if (state === 'dead') removeTransient(l, id);
+  return { entry, state };
+}
+
+/** Every managed proxy, reaped. Call under the lock. */
+export function inspectAll(l: StateLayout): Inspected[] {
+  return listIds(l)
+    .map((id) => inspect(l, id))
+    .filter((x): x is Inspected => x !== undefined);
+}

@@ -1,0 +1,86 @@
+// `status`: every managed proxy, reaped, with live figures asked from each daemon over its
+// control socket. A daemon that is gone shows as "dead" (with why), never as an error.
+import { formatAddress } from '../cli/ready.js';
+import type { CacheStatus } from '../cluster/cache.js';
+import { withStateLock } from '../state/lock.js';
+import { stateDirExists, type StateLayout } from '../state/paths.js';
+import { queryStatus } from '../state/control.js';
+import type { ListenAddress } from '../state/store.js';
+import { inspect, inspectAll, type Inspected, type LiveState } from './registry.js';
+import { UnknownIdError } from './stop.js';
+
+export interface ProxyStatus {
+  id: string;
+  state: LiveState;
+  context: string;
+  namespace: string;
+  server: string;
+  pid: number | null;
+  socks: string | null;
+  http: string | null;
+  createdAt: string;
+  startedAt: string | null;
+  uptimeSeconds: number | null;
+  openStreams: number | null;
+  totalStreams: number | null;
+  failedStreams: number | null;
+  bytesFromClients: number | null;
+  bytesToClients: number | null;
+  failuresByReason: Record<string, number>;
+  cache: { state: string; scope?: string; namespaces?: string[] } | null;
+  logFile: string;
+  error?: string;
+}
+
+export async function collectStatus(l: StateLayout, id?: string): Promise<ProxyStatus[]> {
+  if (!stateDirExists(l)) {
+    if (id !== undefined) throw new UnknownIdError(id);
+    return [];
+  }
+  const found = await withStateLock(l, () => {
+    if (id === undefined) return inspectAll(l);
+    const one = inspect(l, id);
+    if (!one) throw new UnknownIdError(id);
+    return [one];
+  });
+  return Promise.all(found.map((x) => withLive(l, x)));
+}
+
+async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<ProxyStatus> {
+  const live = state === 'running' || state === 'stopping' ? await queryStatus(l.controlSocket(entry.id), 1_500) : undefined;
+  const startedAt = entry.startedAt ?? null;
+  return {
+    id: entry.id,
+    state: live?.phase === 'stopping' ? 'stopping' : state,
+    context: entry.context,
+    namespace: entry.namespace,
+    server: entry.server,
+    pid: entry.pid ?? null,
+    socks: address(state, entry.socks),
+    http: address(state, entry.http),
+    createdAt: entry.createdAt,
+    startedAt,
+    uptimeSeconds: live ? Math.round(live.uptimeMs / 1000) : state !== 'dead' && startedAt ? Math.round((Date.now() - Date.parse(startedAt)) / 1000) : null,
+    openStreams: live?.totals.openStreams ?? null,
+    totalStreams: live?.totals.totalStreams ?? null,
+    failedStreams: live?.totals.failedStreams ?? null,
+    bytesFromClients: live?.totals.bytesFromClients ?? null,
+    bytesToClients: live?.totals.bytesToClients ?? null,
+    failuresByReason: live?.totals.failuresByReason ?? {},
+    cache: live ? cacheSummary(live.cache) : state === 'starting' ? { state: 'syncing' } : null,
+    logFile: l.logFile(entry.id),
+    ...(entry.error && state === 'dead' ? { error: entry.error } : {}),
+  };
+}
+
+function address(state: LiveState, a: ListenAddress | undefined): string | null {
+  return a && state !== 'dead' ? formatAddress(a) : null;
+}
+
+/** One word for the cache: synced, syncing, retrying (a watch is reconnecting) or stopped. */
+export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache'] {
+  if (!cache) return { state: 'unknown' };
+  const states = Object.values(cache.watches);
+  const state = states.includes('retrying') ? 'retrying' : states.includes('starting') ? 'syncing' : states.length > 0 && states.every((s) => s === 'stopped') ? 'stopped' : 'synced';
+  return { state, scope: cache.scope, namespaces: cache.namespaces };
+}

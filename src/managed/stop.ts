@@ -1,0 +1,97 @@
+// `disconnect` and `quit`: stop a managed daemon and remove its entry (state, kubeconfig,
+// socket); its log stays. The pid is signalled only after checking it still is our daemon
+// (start identity + command line, state/process.ts): SIGTERM, up to the drain time for a
+// graceful exit, then SIGKILL. The state lock is not held while waiting, because the daemon
+// takes it to record "stopping" and to remove its own entry.
+import { readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { ID_PATTERN, type StateLayout } from '../state/paths.js';
+import { withStateLock } from '../state/lock.js';
+import { isAlive, isOurDaemon } from '../state/process.js';
+import { listIds, readEntry, removeEntry, type ProxyEntry } from '../state/store.js';
+import { inspect } from './registry.js';
+
+/** Wait at least this long for a graceful exit before SIGKILL (longer if the drain time is). */
+const MIN_TERM_WAIT_MS = 5_000;
+const KILL_WAIT_MS = 2_000;
+
+export type StopOutcome = 'stopped' | 'killed' | 'was-dead';
+
+export interface Stopped {
+  id: string;
+  entry: ProxyEntry;
+  outcome: StopOutcome;
+}
+
+export class UnknownIdError extends Error {
+  constructor(readonly id: string) {
+    super(`no managed proxy with ID ${id} (see kubectl proxyout status)`);
+    this.name = 'UnknownIdError';
+  }
+}
+
+export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
+  const signalled = await withStateLock(l, () => {
+    const current = inspect(l, id);
+    if (!current) throw new UnknownIdError(id);
+    if (current.state === 'dead') {
+      removeEntry(l, id);
+      return { entry: current.entry, pid: undefined };
+    }
+    // inspect() has just verified pid, start identity and command line.
+    const pid = current.entry.pid!;
+    process.kill(pid, 'SIGTERM');
+    return { entry: current.entry, pid };
+  });
+  const { entry, pid } = signalled;
+  if (pid === undefined) return { id, entry, outcome: 'was-dead' };
+
+  let outcome: StopOutcome = 'stopped';
+  if (!(await waitForExit(pid, Math.max(MIN_TERM_WAIT_MS, entry.options.shutdownGraceMs + 1_000)))) {
+    if (isOurDaemon(pid, entry.procIdentity, id)) {
+      process.kill(pid, 'SIGKILL');
+      outcome = 'killed';
+      await waitForExit(pid, KILL_WAIT_MS);
+    }
+  }
+  await withStateLock(l, () => {
+    // The daemon removes its own entry on a graceful exit; after SIGKILL we do. Leave alone a
+    // new entry a concurrent `connect` may have created for the same ID meanwhile.
+    const now = readEntry(l, id);
+    if (!now || now.createdAt === entry.createdAt) removeEntry(l, id);
+  });
+  return { id, entry, outcome };
+}
+
+/** Stops every managed proxy (in parallel); with sweep, also removes anything else under proxies/. */
+export async function stopAll(l: StateLayout, opts: { sweep?: boolean } = {}): Promise<Stopped[]> {
+  const ids = await withStateLock(l, () => listIds(l));
+  const results = await Promise.all(
+    ids.map((id) =>
+      stopProxy(l, id).catch((err: unknown) => {
+        if (err instanceof UnknownIdError) return undefined; // gone meanwhile
+        throw err;
+      }),
+    ),
+  );
+  if (opts.sweep) {
+    await withStateLock(l, () => {
+      // Whatever no live entry accounts for (junk directories, temporary files of an interrupted
+      // write), but never an entry a concurrent `connect` created meanwhile.
+      for (const name of readdirSync(l.proxiesDir)) {
+        if (ID_PATTERN.test(name) && readEntry(l, name)) continue;
+        rmSync(path.join(l.proxiesDir, name), { recursive: true, force: true });
+      }
+    });
+  }
+  return results.filter((r): r is Stopped => r !== undefined);
+}
+
+async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return true;
+}

@@ -1,0 +1,30 @@
+import type { LogLevel } from '../core/log.js';
+
+/** Everything the foreground proxy and the daemon are started with. */
+export interface ProxyOptions {
+  /** "host:port" for the SOCKS5/SOCKS4 listener, or undefined for none. */
+  listenSocks?: string;
+  /** "host:port" for the HTTP proxy listener (CONNECT and absolute-form), or undefined for none. */
+  listenHttp?: string;
+  kubeconfig?: string;
+  context?: string;
+  /** Namespace for short names; defaults to the context's namespace, else "default". */
+  namespace?: string;
+  clusterDomain: string;
+  logLevel: LogLevel;
+  /** Resolve + open a stream within this time, else the client gets a timeout reply. */
+  connectTimeoutMs: number;
+  /** Clients must complete their SOCKS/HTTP request head within this time. */
+  handshakeTimeoutMs: number;
+  /** On SIGINT/SIGTERM, open streams get this long to finish. */
+  shutdownGraceMs: number;
+}
+
+export const DEFAULTS = {
+  listenSocks: '127.0.0.1:1080',
+  clusterDomain: 'cluster.local',
+  logLevel: 'info',
+  connectTimeoutMs: 15_000,
+  handshakeTimeoutMs: 10_000,
+  shutdownGraceMs: 5_000,
+} as const;

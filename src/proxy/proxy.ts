@@ -1,0 +1,121 @@
+import type { Logger } from '../core/log.js';
+import { StartupError, errorMessage } from '../core/errors.js';
+import { parseListenAddress } from '../core/address.js';
+import { loadKubeConfig } from '../cluster/kubeconfig.js';
+import { ApiConnection, ApiStatusError } from '../cluster/api.js';
+import { ClusterCache } from '../cluster/cache.js';
+import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
+import { Resolver } from '../routing/resolver.js';
+import { ClusterRoute } from '../routing/cluster-route.js';
+import { Router } from '../routing/router.js';
+import { startSocksListener } from '../listeners/socks-server.js';
+import { startHttpListener } from '../listeners/http-server.js';
+import type { Listener, ListenerContext } from '../listeners/listener.js';
+import { StreamStats } from './stats.js';
+import type { ProxyOptions } from './options.js';
+import type { RunningProxy } from './running.js';
+
+/** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
+const CONFIRM_UNDECLARED_PORT_MS = 150;
+const STARTUP_SYNC_TIMEOUT_MS = 30_000;
+
+/**
+ * Builds the data path — listeners → router → cluster route → resolver (watch cache) → transport —
+ * and starts it. Every way it can fail to start is a one-line StartupError.
+ */
+export async function startProxy(options: ProxyOptions, log: Logger): Promise<RunningProxy> {
+  if (!options.listenSocks && !options.listenHttp) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
+  const socksAddr = options.listenSocks ? parseAddress(options.listenSocks, '--listen-socks') : undefined;
+  const httpAddr = options.listenHttp ? parseAddress(options.listenHttp, '--listen-http') : undefined;
+  const kube = loadKubeConfig(options);
+  const api = new ApiConnection(kube.kc);
+  await probeApi(api, kube.context, kube.server);
+
+  const cache = new ClusterCache(kube.kc, api, log, kube.namespace);
+  const transport = new WebSocketV4Transport(api, log);
+  const resolver = new Resolver(cache, options.clusterDomain);
+  const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS });
+  // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.
+  let markReady!: () => void;
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  const router = new Router([route], { connectTimeoutMs: options.connectTimeoutMs, ready });
+  const stats = new StreamStats(log);
+  const ctx: ListenerContext = { opener: router, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
+
+  const listeners: Listener[] = [];
+  const release = async () => {
+    router.close();
+    await Promise.all(listeners.map((l) => l.close(0)));
+    await transport.close();
+    await cache.stop();
+  };
+  try {
+    if (socksAddr) listeners.push(await startSocksListener(socksAddr.host, socksAddr.port, ctx));
+    if (httpAddr) listeners.push(await startHttpListener(httpAddr.host, httpAddr.port, ctx));
+    await syncCache(cache, kube.server);
+    markReady();
+  } catch (err) {
+    await release();
+    throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
+  }
+  log.info({ context: kube.context, namespace: kube.namespace, server: kube.server, listeners: listeners.map((l) => `${l.kind} ${l.address.address}:${l.address.port}`) }, 'proxy ready');
+
+  let stopping: Promise<void> | undefined;
+  return {
+    socks: listeners.find((l) => l.kind === 'socks')?.address,
+    http: listeners.find((l) => l.kind === 'http')?.address,
+    context: kube.context,
+    namespace: kube.namespace,
+    totals: () => stats.snapshot(),
+    cacheStatus: () => cache.status(),
+    stop(graceMs: number) {
+      stopping ??= (async () => {
+        router.close();
+        log.info({ openStreams: stats.snapshot().openStreams, graceMs }, 'stopping: no new connections, letting open streams finish');
+        await Promise.all(listeners.map((l) => l.close(graceMs)));
+        await transport.close();
+        await cache.stop();
+        log.info(stats.snapshot(), 'stopped');
+      })();
+      return stopping;
+    },
+  };
+}
+
+function parseAddress(value: string, flag: string): { host: string; port: number } {
+  try {
+    return parseListenAddress(value);
+  } catch (err) {
+    throw new StartupError(`${flag} ${value}: ${errorMessage(err)}`);
+  }
+}
+
+/** Fail fast, in one line, when the API server is unreachable or refuses our credentials. */
+export async function probeApi(api: ApiConnection, context: string, server: string): Promise<void> {
+  try {
+    await api.getJson('/api', 10_000);
+  } catch (err) {
+    if (err instanceof ApiStatusError) {
+      if (err.statusCode === 401) throw new StartupError(`the API server ${server} rejected the credentials of context "${context}" (401 Unauthorized)`);
+      if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery
+      throw new StartupError(`the API server ${server} answered ${err.statusCode}: ${err.message}`);
+    }
+    throw new StartupError(`cannot reach the API server ${server} (context "${context}"): ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+async function syncCache(cache: ClusterCache, server: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StartupError(`the cluster cache did not sync from ${server} within ${STARTUP_SYNC_TIMEOUT_MS / 1000} s`)), STARTUP_SYNC_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([cache.start(), timeout]);
+  } catch (err) {
+    if (err instanceof StartupError) throw err;
+    if (err instanceof ApiStatusError && err.statusCode === 403) throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
+    throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,93 @@
+import type { Logger } from '../core/log.js';
+import type { Destination, FrontEnd } from '../core/types.js';
+import { replyFor, type Reply } from '../core/errors.js';
+
+export interface StreamRecord {
+  id: number;
+  frontEnd: FrontEnd;
+  client: string;
+  destination: Destination;
+  via?: string;
+  startedAt: number;
+}
+
+export interface StreamTotals {
+  openStreams: number;
+  totalStreams: number;
+  failedStreams: number;
+  bytesFromClients: number;
+  bytesToClients: number;
+  failuresByReason: Record<string, number>;
+}
+
+function target(d: Destination): string {
+  return d.type === 'ipv6' ? `[${d.host}]:${d.port}` : `${d.host}:${d.port}`;
+}
+
+/**
+ * The one place that counts streams and writes the per-stream log lines (open, close with bytes
+ * and duration, failure with its reason), so every front end reports the same way.
+ */
+export class StreamStats {
+  private nextId = 1;
+  private readonly open = new Map<number, StreamRecord>();
+  private readonly totals: StreamTotals = {
+    openStreams: 0,
+    totalStreams: 0,
+    failedStreams: 0,
+    bytesFromClients: 0,
+    bytesToClients: 0,
+    failuresByReason: {},
+  };
+
+  constructor(private readonly log: Logger) {}
+
+  /** Call when a stream to the destination is open and bytes are about to flow. */
+  opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string): StreamRecord {
+    const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, startedAt: Date.now() };
+    this.open.set(record.id, record);
+    this.totals.openStreams = this.open.size;
+    this.totals.totalStreams++;
+    this.log.info({ stream: record.id, frontEnd, client, target: target(destination), via }, 'stream open');
+    return record;
+  }
+
+  /** Call once when both directions are done (or torn down); `error` only for abnormal ends. */
+  closed(record: StreamRecord, bytesFromClient: number, bytesToClient: number, error?: unknown): void {
+    if (!this.open.delete(record.id)) return;
+    this.totals.openStreams = this.open.size;
+    this.totals.bytesFromClients += bytesFromClient;
+    this.totals.bytesToClients += bytesToClient;
+    const fields = {
+      stream: record.id,
+      frontEnd: record.frontEnd,
+      target: target(record.destination),
+      via: record.via,
+      bytesFromClient,
+      bytesToClient,
+      durationMs: Date.now() - record.startedAt,
+    };
+    if (error) this.log.info({ ...fields, error: replyFor(error).message }, 'stream closed with error');
+    else this.log.info(fields, 'stream closed');
+  }
+
+  /** Call when a request could not be served; returns the reply to send. */
+  failed(frontEnd: FrontEnd, client: string, destination: Destination | undefined, err: unknown): Reply {
+    const reply = replyFor(err);
+    this.totals.failedStreams++;
+    this.totals.failuresByReason[reply.reason] = (this.totals.failuresByReason[reply.reason] ?? 0) + 1;
+    this.log.warn(
+      { frontEnd, client, target: destination ? target(destination) : undefined, reason: reply.reason, socksReply: reply.socks, httpStatus: reply.http },
+      `stream failed: ${reply.message}`,
+    );
+    return reply;
+  }
+
+  snapshot(): StreamTotals {
+    return { ...this.totals, failuresByReason: { ...this.totals.failuresByReason } };
+  }
+
+  openRecords(): StreamRecord[] {
+    return [...this.open.values()];
+  }
+}

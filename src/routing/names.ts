@@ -1,0 +1,72 @@
+// How a DNS name maps onto cluster objects, following the Kubernetes DNS specification
+// (kubernetes/dns docs/specification.md): <svc>.<ns>.svc.<zone>, <hostname>.<subdomain>.<ns>.svc.<zone>
+// for pods behind headless Services, and <a-b-c-d>.<ns>.pod.<zone>. Short forms are what a pod's
+// resolv.conf search path would complete.
+
+export type ClusterName =
+  /** A Service; `namespaceNeedsCheck` when the name was the ambiguous two-label `svc.ns`. */
+  | { kind: 'service'; namespace: string; service: string; namespaceNeedsCheck: boolean }
+  /** A pod behind a headless Service: <hostname>.<service>.<ns>.svc… */
+  | { kind: 'pod-hostname'; namespace: string; service: string; hostname: string }
+  /** <a-b-c-d>.<ns>.pod.<zone>: the pod with that IP. */
+  | { kind: 'pod-ip'; namespace: string; ip: string };
+
+/** RFC 1123 label, as Kubernetes requires of Service, namespace and pod host names. */
+const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** Lowercase, without a trailing dot; undefined when it is not a syntactically valid DNS name. */
+export function normalizeName(host: string): string | undefined {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  if (name.length === 0 || name.length > 253) return undefined;
+  const labels = name.split('.');
+  return labels.every((l) => LABEL.test(l)) ? name : undefined;
+}
+
+/**
+ * Parses a name into the cluster object it would denote, or undefined when the name is not a
+ * cluster name at all (so the router may hand it elsewhere). Only names ending in the cluster
+ * domain, `.svc`, a single label, or `svc.ns` qualify.
+ */
+export function parseClusterName(host: string, clusterDomain: string, defaultNamespace: string): ClusterName | undefined {
+  const name = normalizeName(host);
+  if (!name) return undefined;
+  const domain = clusterDomain.toLowerCase().replace(/^\.|\.$/g, '');
+  let labels = name.split('.');
+  const domainLabels = domain.split('.');
+  const hasDomain = labels.length > domainLabels.length && labels.slice(-domainLabels.length).join('.') === domain;
+  if (hasDomain) labels = labels.slice(0, -domainLabels.length);
+  else if (name === domain) return undefined;
+
+  const last = labels[labels.length - 1];
+  if (last === 'svc') {
+    if (labels.length === 3) return { kind: 'service', service: labels[0], namespace: labels[1], namespaceNeedsCheck: false };
+    if (labels.length === 4) return { kind: 'pod-hostname', hostname: labels[0], service: labels[1], namespace: labels[2] };
+    return undefined;
+  }
+  if (last === 'pod' && labels.length === 3) {
+    const ip = dashedIp(labels[0]);
+    return ip ? { kind: 'pod-ip', ip, namespace: labels[1] } : undefined;
+  }
+  if (hasDomain) return undefined;
+  if (labels.length === 1) return { kind: 'service', service: labels[0], namespace: defaultNamespace, namespaceNeedsCheck: false };
+  if (labels.length === 2) return { kind: 'service', service: labels[0], namespace: labels[1], namespaceNeedsCheck: true };
+  return undefined;
+}
+
+/** "10-244-1-7" → "10.244.1.7"; IPv6 pod records use dashes for colons. */
+function dashedIp(label: string): string | undefined {
+  const v4 = label.split('-');
+  if (v4.length === 4 && v4.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255)) return v4.join('.');
+  if (label.includes('--') || v4.length > 4) {
+    const v6 = label.replace(/-/g, ':');
+    return /^[0-9a-f:]+$/.test(v6) ? v6 : undefined;
+  }
+  return undefined;
+}
+
+/** True when the name is claimed by the cluster domain even if nothing there matches it. */
+export function isUnderClusterDomain(host: string, clusterDomain: string): boolean {
+  const name = normalizeName(host);
+  const domain = clusterDomain.toLowerCase().replace(/^\.|\.$/g, '');
+  return !!name && (name.endsWith(`.${domain}`) || name.endsWith('.svc'));
+}

@@ -1,0 +1,163 @@
+import { isIP } from 'node:net';
+import type { V1Pod, V1Service, V1ServicePort } from '@kubernetes/client-node';
+import type { Destination } from '../core/types.js';
+import {
+  ConnectionRefusedError,
+  HostUnreachableError,
+  NoReadyEndpointError,
+  NotAllowedError,
+  UnsupportedTargetError,
+  UpstreamApiError,
+  errorMessage,
+} from '../core/errors.js';
+import type { ClusterCache } from '../cluster/cache.js';
+import type { PodPort } from '../tunnel/transport.js';
+import { isUnderClusterDomain, parseClusterName } from './names.js';
+
+/** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
+export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace'>;
+
+/** Where a destination goes: the pod ports to try, in order. */
+export interface Plan {
+  /** "service shop/web:8080", "pod shop/db-0:5432": for logs and errors. */
+  label: string;
+  candidates: PodPort[];
+}
+
+/**
+ * Turns a destination (name or IP, port) into pod ports using only the watch cache. Follows what
+ * kube-proxy and cluster DNS would do: Service port → targetPort (named ports resolved per
+ * endpoint by the EndpointSlice controller, else from the pod's container ports), only endpoints
+ * that are ready and not terminating, spread round-robin; headless names and Pod IPs keep the port.
+ */
+export class Resolver {
+  private readonly roundRobin = new Map<string, number>();
+
+  constructor(
+    private readonly cache: ResolverCache,
+    private readonly clusterDomain: string,
+    private readonly maxCandidates = 3,
+  ) {}
+
+  /** Cheap, synchronous: could this destination be ours at all? */
+  claims(dest: Destination): boolean {
+    if (dest.type !== 'domain' || isIP(dest.host)) return !!(this.cache.lookup.serviceByIp(dest.host) || this.cache.lookup.podByIp(dest.host));
+    return !!parseClusterName(dest.host, this.clusterDomain, this.cache.defaultNamespace) || isUnderClusterDomain(dest.host, this.clusterDomain);
+  }
+
+  async resolve(dest: Destination): Promise<Plan> {
+    // Some clients send IP literals as ATYP "domain" (curl with socks5h does for IPv6).
+    if (dest.type !== 'domain' || isIP(dest.host)) return this.resolveIp(dest.host, dest.port);
+    const name = parseClusterName(dest.host, this.clusterDomain, this.cache.defaultNamespace);
+    if (!name) {
+      if (isUnderClusterDomain(dest.host, this.clusterDomain)) throw new HostUnreachableError(`${dest.host} does not name a Service or Pod`);
+      throw new NotAllowedError(`${dest.host} is not a cluster name (not under .svc or .${this.clusterDomain}, and no proxy route for it)`);
+    }
+    const lookup = this.cache.lookup;
+    if (name.kind === 'service' && name.namespaceNeedsCheck && this.cache.namespaceExists(name.namespace) === false) {
+      throw new NotAllowedError(`${dest.host} is not a cluster name (there is no namespace "${name.namespace}")`);
+    }
+    await this.watchNamespace(name.namespace);
+    if (name.kind === 'service') {
+      const svc = lookup.service(name.namespace, name.service);
+      if (!svc) {
+        if (name.namespaceNeedsCheck && this.cache.namespaceExists(name.namespace) !== true) {
+          throw new NotAllowedError(`${dest.host} is not a cluster name (namespace "${name.namespace}" is not known)`);
+        }
+        throw new HostUnreachableError(`no Service "${name.service}" in namespace "${name.namespace}"`);
+      }
+      return this.servicePlan(svc, dest.port);
+    }
+    if (name.kind === 'pod-hostname') {
+      const pod = lookup.podByHostname(name.namespace, name.service, name.hostname);
+      if (!pod) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
+      return podPlan(pod, dest.port);
+    }
+    const pod = lookup.podByIp(name.ip);
+    if (!pod || pod.metadata?.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
+    return podPlan(pod, dest.port);
+  }
+
+  private async watchNamespace(namespace: string): Promise<void> {
+    try {
+      await this.cache.ensureNamespace(namespace);
+    } catch (err) {
+      throw new UpstreamApiError(`cannot watch namespace "${namespace}": ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private resolveIp(ip: string, port: number): Plan {
+    const svc = this.cache.lookup.serviceByIp(ip);
+    if (svc) return this.servicePlan(svc, port);
+    const pod = this.cache.lookup.podByIp(ip);
+    if (pod) return podPlan(pod, port);
+    throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
+  }
+
+  private servicePlan(svc: V1Service, port: number): Plan {
+    const namespace = svc.metadata?.namespace ?? 'default';
+    const name = svc.metadata?.name ?? '';
+    const label = `service ${namespace}/${name}:${port}`;
+    if (svc.spec?.type === 'ExternalName') {
+      throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.spec.externalName}); connect to that name instead`);
+    }
+    const headless = svc.spec?.clusterIP === 'None';
+    const servicePort = headless ? undefined : svc.spec?.ports?.find((p) => p.port === port && (p.protocol ?? 'TCP') === 'TCP');
+    if (!headless && !servicePort) {
+      const ports = (svc.spec?.ports ?? []).map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
+      throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
+    }
+    const candidates: Plan['candidates'] = [];
+    let nonPodEndpoints = 0;
+    for (const slice of this.cache.lookup.slicesFor(namespace, name)) {
+      const slicePort = servicePort ? slice.ports?.find((p) => (p.name ?? '') === (servicePort.name ?? '')) : undefined;
+      for (const ep of slice.endpoints ?? []) {
+        if (ep.conditions?.ready === false || ep.conditions?.terminating === true) continue;
+        const ref = ep.targetRef;
+        if (ref?.kind !== 'Pod' || !ref.name) {
+          nonPodEndpoints++;
+          continue;
+        }
+        const pod = this.cache.lookup.pod(ref.namespace ?? namespace, ref.name);
+        const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
+        if (podPort === undefined) continue;
+        candidates.push({ namespace: ref.namespace ?? namespace, pod: ref.name, port: podPort });
+      }
+    }
+    if (candidates.length === 0) {
+      if (nonPodEndpoints > 0) {
+        throw new UnsupportedTargetError(`${label}: its endpoints are not pods (a Service without a selector), so no pod port-forward can reach them`);
+      }
+      throw new NoReadyEndpointError(`${label} has no ready endpoint`);
+    }
+    return { label, candidates: this.rotate(`${namespace}/${name}:${port}`, candidates) };
+  }
+
+  /** Spreads connections: each call starts one further along, and tries at most a few. */
+  private rotate<T>(key: string, list: T[]): T[] {
+    const start = this.roundRobin.get(key) ?? 0;
+    this.roundRobin.set(key, (start + 1) % 1_000_000);
+    const n = list.length;
+    const out: T[] = [];
+    for (let i = 0; i < Math.min(n, this.maxCandidates); i++) out.push(list[(start + i) % n]);
+    return out;
+  }
+}
+
+function podPlan(pod: V1Pod, port: number): Plan {
+  const namespace = pod.metadata?.namespace ?? 'default';
+  const name = pod.metadata?.name ?? '';
+  return { label: `pod ${namespace}/${name}:${port}`, candidates: [{ namespace, pod: name, port }] };
+}
+
+/** targetPort when the slice carries no port: a number, or a name looked up in the pod's containers. */
+function targetPortOf(servicePort: V1ServicePort, pod: V1Pod | undefined): number | undefined {
+  const target = servicePort.targetPort ?? servicePort.port;
+  if (typeof target === 'number') return target;
+  if (/^\d+$/.test(target)) return Number(target);
+  for (const c of pod?.spec?.containers ?? []) {
+    const found = c.ports?.find((p) => p.name === target && (p.protocol ?? 'TCP') === 'TCP');
+    if (found) return found.containerPort;
+  }
+  return undefined;
+}

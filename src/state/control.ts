@@ -1,0 +1,121 @@
+// The daemon's private control channel: a unix socket (0600, in its 0700 proxy directory) that
+// speaks newline-delimited JSON. One request per line, one response line each:
+//   {"cmd":"status"}  →  {"ok":true,"status":{…live figures…}}
+//   {"cmd":"stop"}    →  {"ok":true}  and the daemon drains and exits as on SIGTERM
+//   anything else     →  {"ok":false,"error":"…"}
+import net from 'node:net';
+import { chmodSync, unlinkSync } from 'node:fs';
+import type { StreamTotals } from '../proxy/stats.js';
+import type { CacheStatus } from '../cluster/cache.js';
+
+const MAX_LINE = 4096;
+
+export interface LiveStatus {
+  pid: number;
+  phase: 'running' | 'stopping';
+  uptimeMs: number;
+  totals: StreamTotals;
+  cache?: CacheStatus;
+}
+
+export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' };
+export type ControlResponse = { ok: true; status?: LiveStatus } | { ok: false; error: string };
+
+export interface ControlHandlers {
+  status(): LiveStatus;
+  stop(): void;
+}
+
+/** Listens on socketPath (replacing a stale socket file) with mode 0600. */
+export async function startControlServer(socketPath: string, handlers: ControlHandlers): Promise<net.Server> {
+  try {
+    unlinkSync(socketPath);
+  } catch {
+    /* none left over */
+  }
+  const server = net.createServer((socket) => {
+    socket.setEncoding('utf8');
+    let buffered = '';
+    socket.on('error', () => undefined);
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      if (buffered.length > MAX_LINE && !buffered.includes('\n')) {
+        socket.end(`${JSON.stringify({ ok: false, error: 'request too long' })}\n`);
+        return;
+      }
+      let nl: number;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl).trim();
+        buffered = buffered.slice(nl + 1);
+        if (line !== '') socket.write(`${JSON.stringify(respond(line, handlers))}\n`);
+      }
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  chmodSync(socketPath, 0o600);
+  return server;
+}
+
+function respond(line: string, handlers: ControlHandlers): ControlResponse {
+  let req: { cmd?: unknown };
+  try {
+    req = JSON.parse(line) as { cmd?: unknown };
+  } catch {
+    return { ok: false, error: 'not JSON' };
+  }
+  switch (req?.cmd) {
+    case 'status':
+      return { ok: true, status: handlers.status() };
+    case 'stop':
+      // Answer first; the drain starts on the next tick.
+      setImmediate(() => handlers.stop());
+      return { ok: true };
+    default:
+      return { ok: false, error: `unknown command ${JSON.stringify(req?.cmd)}` };
+  }
+}
+
+/** Sends one request and waits for its response line; rejects on timeout or a closed socket. */
+export function controlRequest(socketPath: string, request: ControlRequest, timeoutMs = 2_000): Promise<ControlResponse> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(socketPath);
+    let buffered = '';
+    const timer = setTimeout(() => socket.destroy(new Error(`no answer from ${socketPath} within ${timeoutMs} ms`)), timeoutMs);
+    const finish = (err: Error | undefined, value?: ControlResponse) => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(value!);
+    };
+    socket.setEncoding('utf8');
+    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      const nl = buffered.indexOf('\n');
+      if (nl < 0) return;
+      try {
+        finish(undefined, JSON.parse(buffered.slice(0, nl)) as ControlResponse);
+      } catch (err) {
+        finish(err as Error);
+      }
+    });
+    socket.on('error', (err) => finish(err));
+    socket.on('close', () => finish(new Error(`${socketPath} closed without an answer`)));
+  });
+}
+
+/** Live status of a daemon, or undefined when it does not answer. */
+export async function queryStatus(socketPath: string, timeoutMs?: number): Promise<LiveStatus | undefined> {
+  try {
+    const res = await controlRequest(socketPath, { cmd: 'status' }, timeoutMs);
+    return res.ok ? res.status : undefined;
+  } catch {
+    return undefined;
+  }
+}

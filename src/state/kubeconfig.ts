@@ -1,0 +1,67 @@
+// The transient kubeconfig a managed daemon runs from: the chosen context only, flattened so it
+// stands alone (CA, client certificate and key files embedded as *-data, a token-file's token as
+// read by client-node), written 0600 into the proxy's 0700 directory. Exec plugins and
+// auth-provider blocks are kept as they are: they run (and refresh) in the daemon exactly as in
+// the foreground proxy. client-node spawns an exec command relative to the working directory,
+// so the daemon keeps the directory `connect` ran in (see managed/connect.ts).
+import { readFileSync } from 'node:fs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { StartupError, errorMessage } from '../core/errors.js';
+import { writePrivateFile } from './store.js';
+
+type Obj = Record<string, unknown>;
+
+/** A single-context kubeconfig (JSON, which kubectl and client-node read as YAML). */
+export function flattenKubeConfig(kc: KubeConfig, namespace: string): Obj {
+  const contextName = kc.getCurrentContext();
+  const ctx = kc.getContextObject(contextName);
+  if (!ctx) throw new StartupError(`context "${contextName}" not found in kubeconfig`);
+  const cluster = kc.getCluster(ctx.cluster);
+  const user = kc.getUser(ctx.user);
+  if (!cluster) throw new StartupError(`context "${contextName}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
+  if (!user) throw new StartupError(`context "${contextName}" names user "${ctx.user}", which the kubeconfig does not define`);
+  const clusterOut = compact({
+    server: cluster.server,
+    'certificate-authority-data': cluster.caData || embed(cluster.caFile, 'certificate-authority', `cluster "${cluster.name}"`),
+    'insecure-skip-tls-verify': cluster.skipTLSVerify || undefined,
+    'tls-server-name': cluster.tlsServerName,
+    'proxy-url': cluster.proxyUrl,
+  });
+  const userOut = compact({
+    'client-certificate-data': user.certData || embed(user.certFile, 'client-certificate', `user "${user.name}"`),
+    'client-key-data': user.keyData || embed(user.keyFile, 'client-key', `user "${user.name}"`),
+    token: user.token,
+    username: user.username,
+    password: user.password,
+    as: user.impersonateUser,
+    exec: user.exec ?? undefined,
+    'auth-provider': user.authProvider ?? undefined,
+  });
+  return {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: cluster.name, cluster: clusterOut }],
+    users: [{ name: user.name, user: userOut }],
+    contexts: [{ name: contextName, context: compact({ cluster: cluster.name, user: user.name, namespace }) }],
+    'current-context': contextName,
+    preferences: {},
+  };
+}
+
+/** Writes the flattened kubeconfig with mode 0600 (never logged, never printed). */
+export function writeTransientKubeConfig(file: string, kc: KubeConfig, namespace: string): void {
+  writePrivateFile(file, `${JSON.stringify(flattenKubeConfig(kc, namespace), null, 2)}\n`);
+}
+
+function embed(file: string | undefined, field: string, owner: string): string | undefined {
+  if (!file) return undefined;
+  try {
+    return readFileSync(file).toString('base64');
+  } catch (err) {
+    throw new StartupError(`cannot read the ${field} file ${file} of ${owner}: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+function compact(obj: Obj): Obj {
+  return Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== undefined && v !== null && v !== ''));
+}

@@ -1,0 +1,139 @@
+// Where managed proxies keep their state. One directory per user:
+//
+//   <state dir>/
+//     lock                      proper-lockfile's lock (a directory) while a CLI or daemon changes state
+//     proxies/<id>/state.json   options, pid + process start identity, addresses, phase   (0600)
+//     proxies/<id>/kubeconfig   the transient single-context kubeconfig: the only secret  (0600)
+//     proxies/<id>/control.sock the daemon's control socket                               (0600)
+//     logs/<id>.log             the daemon's JSON log lines; kept after it stops          (0600)
+//
+// Directories are 0700. The location is $KUBECTL_PROXYOUT_STATE_DIR when set, else env-paths'
+// per-user place: $XDG_STATE_HOME/kubectl-proxyout (~/.local/state/kubectl-proxyout) on Linux and
+// other Unixes, ~/Library/Application Support/kubectl-proxyout on macOS.
+import { chmodSync, lstatSync, mkdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import envPaths from 'env-paths';
+
+export const STATE_DIR_ENV = 'KUBECTL_PROXYOUT_STATE_DIR';
+const APP = 'kubectl-proxyout';
+
+/** Connection IDs: also directory and file names, so nothing that could escape a directory. */
+export const ID_PATTERN = /^[a-z0-9-]{1,40}$/;
+
+/** Unix socket paths are limited (108 bytes on Linux, 104 on macOS, NUL included). */
+const MAX_SOCKET_PATH = 103;
+
+export class StateDirError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StateDirError';
+  }
+}
+
+/** The configured state directory (absolute), without touching the file system. */
+export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
+  const override = env[STATE_DIR_ENV];
+  if (override) return path.resolve(override);
+  const paths = envPaths(APP, { suffix: '' });
+  // env-paths has no "state" kind: on Linux its `log` is exactly $XDG_STATE_HOME/<app>, which
+  // is where the XDG spec puts state that should survive a reboot but is not worth a backup.
+  return process.platform === 'darwin' || process.platform === 'win32' ? paths.data : paths.log;
+}
+
+export function validateId(id: string): string {
+  if (!ID_PATTERN.test(id)) throw new StateDirError(`invalid connection ID "${id}": use 1 to 40 characters from a-z, 0-9 and "-"`);
+  return id;
+}
+
+export interface StateLayout {
+  root: string;
+  lockFile: string;
+  proxiesDir: string;
+  logsDir: string;
+  proxyDir(id: string): string;
+  stateFile(id: string): string;
+  kubeconfigFile(id: string): string;
+  controlSocket(id: string): string;
+  logFile(id: string): string;
+}
+
+export function layout(root: string = stateDir()): StateLayout {
+  const proxiesDir = path.join(root, 'proxies');
+  const logsDir = path.join(root, 'logs');
+  const proxyDir = (id: string) => path.join(proxiesDir, validateId(id));
+  return {
+    root,
+    lockFile: path.join(root, 'lock'),
+    proxiesDir,
+    logsDir,
+    proxyDir,
+    stateFile: (id) => path.join(proxyDir(id), 'state.json'),
+    kubeconfigFile: (id) => path.join(proxyDir(id), 'kubeconfig'),
+    controlSocket: (id) => path.join(proxyDir(id), 'control.sock'),
+    logFile: (id) => path.join(logsDir, `${validateId(id)}.log`),
+  };
+}
+
+/** A clear error before forking rather than EINVAL/ENAMETOOLONG from listen() in the daemon. */
+export function checkSocketPath(socketPath: string): void {
+  if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
+    throw new StateDirError(
+      `the control socket path ${socketPath} is too long for a unix socket (${Buffer.byteLength(socketPath)} > ${MAX_SOCKET_PATH} bytes): ` +
+        `set ${STATE_DIR_ENV} to a shorter directory or use a shorter --id`,
+    );
+  }
+}
+
+/**
+ * Creates the state directory and its subdirectories (0700) and refuses one that others could
+ * tamper with: not a directory, owned by another user, or writable by group/others.
+ */
+export function ensureStateDir(l: StateLayout = layout()): StateLayout {
+  for (const dir of [l.root, l.proxiesDir, l.logsDir]) ensurePrivateDir(dir, dir === l.root);
+  return l;
+}
+
+/** Checks an existing state directory without creating anything; false when there is none. */
+export function stateDirExists(l: StateLayout = layout()): boolean {
+  try {
+    statSync(l.root);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+  checkSafe(l.root);
+  return true;
+}
+
+function ensurePrivateDir(dir: string, isRoot: boolean): void {
+  let created = false;
+  try {
+    lstatSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    try {
+      mkdirSync(dir, { recursive: isRoot, mode: 0o700 });
+      created = true;
+    } catch (mkErr) {
+      if ((mkErr as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw new StateDirError(`cannot create the state directory ${dir}: ${(mkErr as Error).message}`);
+      }
+    }
+  }
+  // mkdir's mode is filtered by the umask; make sure of 0700 for what we created.
+  if (created) chmodSync(dir, 0o700);
+  checkSafe(dir);
+}
+
+function checkSafe(dir: string): void {
+  const st = statSync(dir);
+  if (!st.isDirectory()) throw new StateDirError(`the state directory ${dir} is not a directory`);
+  const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
+  if (uid !== undefined && st.uid !== uid) {
+    throw new StateDirError(`refusing the state directory ${dir}: it is owned by uid ${st.uid}, not by you (uid ${uid})`);
+  }
+  if (process.platform !== 'win32' && (st.mode & 0o022) !== 0) {
+    const mode = (st.mode & 0o777).toString(8).padStart(3, '0');
+    throw new StateDirError(`refusing the state directory ${dir}: it is writable by group or others (mode ${mode}); run chmod 700 ${dir}`);
+  }
+}

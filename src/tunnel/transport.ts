@@ -1,0 +1,31 @@
+import type { Duplex } from 'node:stream';
+
+/** One TCP port of one pod: what a transport connects to. */
+export interface PodPort {
+  namespace: string;
+  pod: string;
+  port: number;
+}
+
+export interface OpenOptions {
+  signal: AbortSignal;
+  /**
+   * How long to wait after the tunnel is up for an error from the kubelet's dial before calling
+   * the stream connected. 0 means "connected as soon as the tunnel is up".
+   */
+  confirmMs: number;
+}
+
+/**
+ * Carries one TCP stream to a pod port. Implementations: per-stream port-forward WebSocket
+ * (v4.channel.k8s.io) today; SPDY-over-WebSocket multiplexing, konnectivity and SSH later.
+ * open() rejects with a ProxyError (core/errors.ts); the Duplex it resolves to ends when the pod
+ * side ends and is destroyed with a ProxyError when the pod side fails.
+ */
+export interface Transport {
+  readonly name: string;
+  open(target: PodPort, options: OpenOptions): Promise<Duplex>;
+  /** Tunnels currently open, for status output. */
+  openTunnels(): number;
+  close(): Promise<void>;
+}

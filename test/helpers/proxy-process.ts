@@ -1,0 +1,100 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const binPath = path.join(repoRoot, 'bin', 'kubectl-proxyout');
+
+export interface ProxyProcess {
+  proc: ChildProcess;
+  /** "127.0.0.1:PORT" of the SOCKS listener, if on. */
+  socks?: string;
+  http?: string;
+  stdout: string[];
+  /** Parsed JSON log lines from stderr. */
+  logs: Array<Record<string, unknown>>;
+  stderr: () => string;
+  /** SIGTERM and wait for exit; resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs the real CLI (bin/kubectl-proxyout) and waits until it prints its ready lines. */
+export async function startProxyProcess(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[] } = {}): Promise<ProxyProcess> {
+  const command = opts.command ?? [process.execPath, binPath];
+  const proc = spawn(command[0], [...command.slice(1), ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const stdout: string[] = [];
+  const logs: Array<Record<string, unknown>> = [];
+  let stderrText = '';
+  let exited = false;
+  const exit = once(proc, 'exit').then(([code]) => {
+    exited = true;
+    return code as number | null;
+  });
+  proc.stderr!.setEncoding('utf8');
+  let partial = '';
+  proc.stderr!.on('data', (chunk: string) => {
+    stderrText += chunk;
+    partial += chunk;
+    const lines = partial.split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        /* not a log line */
+      }
+    }
+  });
+  const result: ProxyProcess = {
+    proc,
+    stdout,
+    logs,
+    stderr: () => stderrText,
+    async stop(signal = 'SIGTERM') {
+      if (!exited) proc.kill(signal);
+      return exit;
+    },
+  };
+  proc.stdout!.setEncoding('utf8');
+  let outPartial = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`proxy did not become ready: ${stderrText}`)), opts.timeoutMs ?? 30_000);
+    proc.stdout!.on('data', (chunk: string) => {
+      outPartial += chunk;
+      const lines = outPartial.split('\n');
+      outPartial = lines.pop() ?? '';
+      for (const line of lines) {
+        stdout.push(line);
+        const socks = /^export ALL_PROXY=socks5h:\/\/(.+)$/.exec(line);
+        if (socks) result.socks = socks[1];
+        const http = /^export HTTP_PROXY=http:\/\/(.+)$/.exec(line);
+        if (http) result.http = http[1];
+      }
+      const wantHttp = args.includes('--listen-http');
+      const wantSocks = !args.some((a, i) => a === '--listen-socks' && args[i + 1] === 'off');
+      if ((!wantSocks || result.socks) && (!wantHttp || result.http)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    void exit.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`proxy exited with ${code} before ready: ${stderrText}`));
+    });
+  });
+  return result;
+}
+
+/** Runs the CLI to completion (for commands that are expected to exit). */
+export async function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [binPath, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  proc.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  proc.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+  const [code] = (await once(proc, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}

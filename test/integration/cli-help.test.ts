@@ -1,0 +1,142 @@
+// Runs the real executable (shebang, ESM loading, argv routing, help class, error printing),
+// directly, through a symlink as npm installs it, and as a kubectl/oc plugin when available.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+
+// Tests run from dist/test/integration, so the package root is three levels up.
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const BIN_DIR = join(ROOT, 'bin');
+const BIN = join(BIN_DIR, 'kubectl-proxyout');
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+const manifest = JSON.parse(readFileSync(join(ROOT, 'oclif.manifest.json'), 'utf8')) as {
+  commands: Record<string, { hidden?: boolean }>;
+};
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function run(file: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Result> {
+  return new Promise((resolve) => {
+    // No TTY and a fixed width keep oclif's wrapping identical on every machine.
+    const options = { env: { ...process.env, COLUMNS: '100', NO_COLOR: '1', ...env }, timeout: 60_000 };
+    execFile(file, args, options, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+function which(command: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    const file = join(dir, command);
+    try {
+      accessSync(file, constants.X_OK);
+      if (statSync(file).isFile()) return file;
+    } catch {
+      // not in this directory
+    }
+  }
+  return undefined;
+}
+
+/** Root help: the foreground usage with serve's flags, plus the command list. */
+function assertRootHelp(r: Result): void {
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /\$ kubectl proxyout \[flags\]/);
+  for (const flag of ['--listen-socks', '--listen-http', '--context', '--kubeconfig', '--log-level', '--connect-timeout']) {
+    assert.ok(r.stdout.includes(flag), `${flag} missing from help`);
+  }
+  assert.match(r.stdout, /-n, --namespace/);
+  const commands = r.stdout.slice(r.stdout.indexOf('\nCOMMANDS\n'));
+  assert.ok(commands.startsWith('\nCOMMANDS\n'), 'no COMMANDS section');
+  assert.match(commands, /^ {2}help \[COMMAND\]/m);
+  for (const [id, cmd] of Object.entries(manifest.commands)) {
+    if (!cmd.hidden) assert.match(commands, new RegExp(`^ {2}${id.replaceAll(':', ' ')}\\b`, 'm'), `${id} not listed`);
+  }
+  assert.ok(!/^ {2}serve\b/m.test(commands), 'hidden serve command is listed');
+}
+
+test('--help shows the foreground usage, serve flags and the commands', async () => {
+  assertRootHelp(await run(BIN, ['--help']));
+});
+
+test('-h and `help` are the same root help', async () => {
+  const full = (await run(BIN, ['--help'])).stdout;
+  assert.equal((await run(BIN, ['-h'])).stdout, full);
+  assert.equal((await run(BIN, ['help'])).stdout, full);
+});
+
+test('serve --help works too', async () => {
+  const r = await run(BIN, ['serve', '--help']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /\$ kubectl proxyout serve \[flags\]/);
+  assert.match(r.stdout, /--listen-socks=<addr>\s+\[default: 127\.0\.0\.1:1080\]/);
+  assert.match(r.stdout, /--connect-timeout=<duration>\s+\[default: 15s\]/);
+});
+
+test('--version prints the package version', async () => {
+  const r = await run(BIN, ['--version']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, new RegExp(`^kubectl-proxyout/${pkg.version.replaceAll('.', '\\.')} `));
+});
+
+test('works through a symlink, as npm links bins', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'proxyout-bin-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const link = join(dir, 'kubectl-proxyout');
+  symlinkSync(BIN, link);
+  const r = await run(link, ['--version']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(r.stdout.includes(pkg.version));
+});
+
+for (const host of ['kubectl', 'oc']) {
+  test(`${host} finds it as a plugin: ${host} proxyout --help`, async (t) => {
+    const path = which(host);
+    if (!path) {
+      t.skip(`${host} is not on PATH; plugin discovery not checked`);
+      return;
+    }
+    assertRootHelp(await run(path, ['proxyout', '--help'], { PATH: `${BIN_DIR}${delimiter}${process.env.PATH ?? ''}` }));
+  });
+}
+
+/** Usage errors: non-zero, nothing on stdout, exactly one `Error: …` line on stderr. */
+function assertOneLineError(r: Result, pattern: RegExp): void {
+  assert.notEqual(r.code, 0);
+  assert.equal(r.stdout, '');
+  const lines = r.stderr.split('\n').filter((l) => l !== '');
+  assert.equal(lines.length, 1, `expected one line, got:\n${r.stderr}`);
+  assert.match(lines[0]!, /^Error: /);
+  assert.match(lines[0]!, pattern);
+}
+
+test('a bad flag value is one line and a non-zero exit', async () => {
+  assertOneLineError(await run(BIN, ['--log-level', 'nope']), /--log-level/);
+  assertOneLineError(await run(BIN, ['--connect-timeout', 'soon']), /--connect-timeout: invalid duration/);
+});
+
+test('flag-first argv reaches serve (its flags parse, its errors show)', async () => {
+  assertOneLineError(await run(BIN, ['-n']), /--namespace expects a value/);
+  assertOneLineError(await run(BIN, ['--listen-socks', 'off']), /nothing to listen on/);
+});
+
+test('an unknown command is oclif’s error, non-zero', async () => {
+  assertOneLineError(await run(BIN, ['frobnicate']), /frobnicate not found/);
+});
+
+test('a startup failure is one `Error:` line, no stack, exit 1', async () => {
+  const r = await run(BIN, ['--kubeconfig', join(tmpdir(), 'proxyout-no-such-kubeconfig'), '--listen-socks', '127.0.0.1:0', '--log-level', 'silent'], {
+    KUBECONFIG: '',
+  });
+  assert.equal(r.code, 1, r.stderr);
+  assertOneLineError(r, /./);
+});

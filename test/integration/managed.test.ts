@@ -1,0 +1,314 @@
+// Managed background proxies, end to end: the real CLI (connect, status, disconnect, quit, logs)
+// and real detached daemons against the simulated cluster, with a temporary state directory.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { runCli } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+import { isAlive } from '../../src/state/process.js';
+
+let cluster: TestCluster;
+let stateDir: string;
+const daemons = new Set<number>();
+
+interface Connected {
+  id: string;
+  pid: number;
+  state: string;
+  existing: boolean;
+  context: string;
+  namespace: string;
+  socks: string | null;
+  http: string | null;
+  logFile: string;
+}
+
+const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
+const cli = (args: string[], timeoutMs?: number) => runCli(args, { env: env(), timeoutMs });
+const mode = (p: string) => statSync(p).mode & 0o777;
+const proxyDir = (id: string) => path.join(stateDir, 'proxies', id);
+
+async function connect(args: string[] = [], kubeconfig = cluster.kubeconfig): Promise<Connected> {
+  const r = await cli(['connect', '--socks', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...args]);
+  assert.equal(r.code, 0, `connect failed: ${r.stderr}`);
+  const out = JSON.parse(r.stdout) as Connected;
+  daemons.add(out.pid);
+  return out;
+}
+
+async function status(id?: string): Promise<any> {
+  const r = await cli(['status', ...(id ? [id] : []), '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+async function gone(pid: number, ms: number): Promise<void> {
+  await eventually(async () => !isAlive(pid), ms, 50);
+}
+
+/** Daemons whose command line names this state dir's IDs (Linux: count processes for real). */
+function daemonsFor(id: string): number[] {
+  if (process.platform !== 'linux') return [];
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      const at = argv.indexOf('daemon');
+      if (at > 0 && argv[at + 1] === '--id' && argv[at + 2] === id && (readFileSync(`/proc/${name}/environ`, 'utf8').includes(stateDir))) pids.push(Number(name));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return pids;
+}
+
+before(async () => {
+  cluster = await startTestCluster();
+  stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-managed-'));
+});
+
+after(async () => {
+  // No daemon may outlive the run, whatever failed above.
+  await cli(['quit']).catch(() => undefined);
+  for (const pid of daemons) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+  await cluster?.close();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+describe('a managed proxy from connect to disconnect', () => {
+  test('connect → curl → state files → status → logs → disconnect', async () => {
+    const c = await connect();
+    assert.match(c.id, /^[0-9a-f]{8}$/);
+    assert.equal(c.context, 'sim');
+    assert.equal(c.namespace, 'shop');
+    assert.equal(c.existing, false);
+    assert.match(c.socks!, /^127\.0\.0\.1:\d+$/);
+    assert.equal(c.http, null);
+    assert.equal(c.logFile, path.join(stateDir, 'logs', `${c.id}.log`));
+
+    const r = await curl(['--proxy', `socks5h://${c.socks}`, 'http://web.shop:8080/']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /hello from web-/);
+
+    // State layout and modes, as documented.
+    for (const dir of [stateDir, path.join(stateDir, 'proxies'), path.join(stateDir, 'logs'), proxyDir(c.id)]) assert.equal(mode(dir), 0o700, dir);
+    for (const file of ['state.json', 'kubeconfig', 'control.sock']) assert.equal(mode(path.join(proxyDir(c.id), file)), 0o600, file);
+    assert.equal(mode(c.logFile), 0o600);
+    const state = JSON.parse(readFileSync(path.join(proxyDir(c.id), 'state.json'), 'utf8'));
+    assert.equal(state.pid, c.pid);
+    assert.equal(state.phase, 'running');
+    assert.ok(!readFileSync(path.join(proxyDir(c.id), 'state.json'), 'utf8').includes(cluster.sim.adminToken), 'state.json holds no token');
+    const kc = JSON.parse(readFileSync(path.join(proxyDir(c.id), 'kubeconfig'), 'utf8'));
+    assert.equal(kc.contexts.length, 1);
+    assert.ok(kc.clusters[0].cluster['certificate-authority-data']);
+
+    const [s] = (await status()) as any[];
+    assert.equal(s.id, c.id);
+    assert.equal(s.state, 'running');
+    assert.equal(s.pid, c.pid);
+    assert.equal(s.socks, c.socks);
+    assert.ok(s.totalStreams >= 1, 'live counters from the daemon');
+    assert.equal(s.openStreams, 0);
+    assert.ok(s.bytesToClients > 0 && s.bytesFromClients > 0);
+    assert.equal(s.cache.state, 'synced');
+    assert.ok(s.uptimeSeconds >= 0);
+    const one = await status(c.id);
+    assert.equal(one.id, c.id, 'status ID prints one object');
+    const text = await cli(['status']);
+    assert.match(text.stdout, new RegExp(`^${c.id} +running +sim +shop +${c.pid} `, 'm'));
+
+    const logs = await cli(['logs', c.id]);
+    assert.equal(logs.code, 0, logs.stderr);
+    assert.match(logs.stdout, /INFO {2}daemon ready/);
+    assert.match(logs.stdout, /stream closed .*target=web\.shop:8080/);
+    const raw = await cli(['logs', c.id, '--json']);
+    assert.ok(raw.stdout.trim().split('\n').every((l) => JSON.parse(l).msg !== undefined));
+
+    const d = await cli(['disconnect', c.id]);
+    assert.equal(d.code, 0, d.stderr);
+    assert.match(d.stdout, new RegExp(`disconnected ${c.id}`));
+    await gone(c.pid, 5_000);
+    assert.ok(!existsSync(proxyDir(c.id)), 'state, kubeconfig and socket removed');
+    assert.ok(existsSync(c.logFile), 'the log is kept');
+    const log = readFileSync(c.logFile, 'utf8');
+    assert.match(log, /"msg":"daemon exited"/);
+    assert.ok(!log.includes(cluster.sim.adminToken), 'the token never reaches the log');
+    assert.deepEqual(await status(), []);
+    const stoppedLogs = await cli(['logs', c.id]);
+    assert.match(stoppedLogs.stdout, /daemon exited/, 'logs of a stopped proxy');
+  });
+
+  test('connect twice → the same ID and one process', async () => {
+    const a = await connect();
+    const b = await connect();
+    assert.equal(b.id, a.id);
+    assert.equal(b.pid, a.pid);
+    assert.equal(b.existing, true);
+    assert.equal(b.socks, a.socks);
+    const human = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0']);
+    assert.match(human.stdout, new RegExp(`^kubectl-proxyout: ${a.id} is already running \\(pid ${a.pid}\\)`));
+    assert.ok(human.stdout.includes(`export ALL_PROXY=socks5h://${a.socks}`));
+    if (process.platform === 'linux') assert.deepEqual(daemonsFor(a.id), [a.pid]);
+    assert.equal((await cli(['disconnect', a.id])).code, 0);
+    await gone(a.pid, 5_000);
+  });
+
+  test('two concurrent connects → one daemon', async () => {
+    const results = await Promise.all([1, 2, 3].map(() => connect(['--id', 'race'])));
+    const pids = new Set(results.map((r) => r.pid));
+    assert.equal(pids.size, 1, `one daemon, got ${[...pids].join(', ')}`);
+    assert.equal(results.filter((r) => !r.existing).length, 1, 'exactly one started it');
+    if (process.platform === 'linux') assert.deepEqual(daemonsFor('race'), [...pids]);
+    assert.equal((await cli(['disconnect', 'race'])).code, 0);
+  });
+});
+
+describe('several proxies', () => {
+  test('two contexts on their own ports, then disconnect --all', async () => {
+    const other = path.join(cluster.dir, 'other-context');
+    await cluster.sim.writeKubeconfig(other, { context: 'other', namespace: 'default' });
+    const a = await connect(['--listen-http', '127.0.0.1:0']);
+    const b = await connect([], other);
+    assert.notEqual(a.id, b.id);
+    assert.notEqual(a.socks, b.socks);
+    assert.equal(b.context, 'other');
+    assert.match(a.http!, /^127\.0\.0\.1:\d+$/);
+    assert.match((await curl(['--proxy', `socks5h://${b.socks}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+    assert.match((await curl(['-x', `http://${a.http}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+    const ids = ((await status()) as any[]).map((s) => s.id).sort();
+    assert.deepEqual(ids, [a.id, b.id].sort());
+
+    const d = await cli(['disconnect', '--all']);
+    assert.equal(d.code, 0, d.stderr);
+    await gone(a.pid, 5_000);
+    await gone(b.pid, 5_000);
+    assert.deepEqual(readdirSync(path.join(stateDir, 'proxies')), []);
+    assert.ok(existsSync(a.logFile) && existsSync(b.logFile));
+  });
+
+  test('quit stops everything and removes transient files; logs stay', async () => {
+    const a = await connect(['--id', 'quit-a']);
+    const b = await connect(['--id', 'quit-b']);
+    const q = await cli(['quit']);
+    assert.equal(q.code, 0, q.stderr);
+    assert.match(q.stdout, /disconnected quit-a/);
+    assert.match(q.stdout, /disconnected quit-b/);
+    assert.ok(!isAlive(a.pid) && !isAlive(b.pid));
+    assert.deepEqual(readdirSync(path.join(stateDir, 'proxies')), []);
+    assert.ok(existsSync(a.logFile) && existsSync(b.logFile));
+    assert.match((await cli(['quit'])).stdout, /no managed proxies/);
+  });
+});
+
+describe('crashes and failures', () => {
+  test('SIGKILLed daemon: status says dead and drops its credentials; disconnect cleans it', async () => {
+    const c = await connect(['--id', 'crash']);
+    process.kill(c.pid, 'SIGKILL');
+    await gone(c.pid, 5_000);
+    const s = await status('crash');
+    assert.equal(s.state, 'dead');
+    assert.equal(s.socks, null);
+    assert.match(s.error, /is gone/);
+    assert.ok(!existsSync(path.join(proxyDir('crash'), 'kubeconfig')), 'the kubeconfig is reaped at once');
+    assert.match((await cli(['status'])).stdout, /crash: dead .*disconnect crash/);
+    const d = await cli(['disconnect', 'crash']);
+    assert.equal(d.code, 0, d.stderr);
+    assert.match(d.stdout, /was not running/);
+    assert.ok(!existsSync(proxyDir('crash')));
+  });
+
+  test('a taken port: a clear error, a hint, and nothing left behind', async () => {
+    const blocker = net.createServer().listen(0, '127.0.0.1');
+    await once(blocker, 'listening');
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--id', 'taken', '--listen-socks', `127.0.0.1:${port}`]);
+      assert.equal(r.code, 1);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr.trim(), new RegExp(`^Error: --listen-socks 127\\.0\\.0\\.1:${port}: the address is already in use .*--listen-socks 127\\.0\\.0\\.1:0`));
+      assert.ok(!existsSync(proxyDir('taken')));
+      assert.ok(!existsSync(path.join(stateDir, 'logs', 'taken.log')), 'no daemon was started');
+    } finally {
+      blocker.close();
+    }
+    const a = await connect(['--id', 'holder']);
+    const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--id', 'second', '--listen-socks', a.socks!]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /taken by managed proxy holder .*127\.0\.0\.1:0/);
+    assert.ok(!existsSync(proxyDir('second')));
+    assert.equal((await cli(['disconnect', 'holder'])).code, 0);
+  });
+
+  test('API unreachable: connect fails fast and leaves no state', async () => {
+    const closed = net.createServer().listen(0, '127.0.0.1');
+    await once(closed, 'listening');
+    const port = (closed.address() as net.AddressInfo).port;
+    closed.close();
+    const file = path.join(cluster.dir, 'unreachable');
+    await writeFile(file, cluster.sim.kubeconfigYaml({ server: `https://127.0.0.1:${port}` }), { mode: 0o600 });
+    const started = Date.now();
+    const r = await cli(['connect', '--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^Error: cannot reach the API server/);
+    assert.ok(Date.now() - started < 15_000);
+    assert.deepEqual(readdirSync(path.join(stateDir, 'proxies')), []);
+  });
+
+  test('bad credentials and unknown contexts fail before forking', async () => {
+    const file = path.join(cluster.dir, 'badtoken');
+    await writeFile(file, cluster.sim.kubeconfigYaml({ token: 'not-a-valid-token' }), { mode: 0o600 });
+    const bad = await cli(['connect', '--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /rejected the credentials/);
+    const ctx = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--context', 'nope', '--listen-socks', '127.0.0.1:0']);
+    assert.equal(ctx.code, 1);
+    assert.match(ctx.stderr, /context "nope" not found/);
+    assert.deepEqual(readdirSync(path.join(stateDir, 'proxies')), []);
+  });
+
+  test('unknown IDs and bad IDs are clear errors', async () => {
+    for (const args of [['disconnect', 'nope'], ['status', 'nope'], ['logs', 'nope'], ['disconnect', '../x']]) {
+      const r = await cli(args);
+      assert.notEqual(r.code, 0, args.join(' '));
+      assert.match(r.stderr.trim(), /^Error: (no managed proxy with ID nope|no log for ID nope|invalid connection ID)/, r.stderr);
+    }
+    const both = await cli(['disconnect']);
+    assert.equal(both.code, 2);
+  });
+});
+
+describe('the daemon', () => {
+  test('exec-plugin credentials work from the transient kubeconfig; SIGHUP reopens the log; logs -f ends with the proxy', async () => {
+    const file = path.join(cluster.dir, 'exec');
+    await cluster.sim.writeKubeconfig(file, { auth: 'exec', context: 'execy', namespace: 'shop' });
+    const c = await connect(['--id', 'execy'], file);
+    const kc = JSON.parse(readFileSync(path.join(proxyDir('execy'), 'kubeconfig'), 'utf8'));
+    assert.equal(kc.users[0].user.exec.command, process.execPath, 'exec kept as it was');
+    assert.match((await curl(['--proxy', `socks5h://${c.socks}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+
+    renameSync(c.logFile, `${c.logFile}.1`);
+    process.kill(c.pid, 'SIGHUP');
+    await eventually(async () => existsSync(c.logFile) && readFileSync(c.logFile, 'utf8').includes('log file reopened'), 5_000, 50);
+    assert.equal(mode(c.logFile), 0o600);
+
+    const follow = cli(['logs', 'execy', '-f'], 20_000);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await cli(['disconnect', 'execy'])).code, 0);
+    const f = await follow;
+    assert.equal(f.code, 0, f.stderr);
+    assert.match(f.stdout, /daemon exited/, 'followed to the end, then returned');
+  });
+});

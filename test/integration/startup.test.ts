@@ -1,0 +1,128 @@
+// Starting and stopping the foreground proxy: the clear one-line failures and the clean exit.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { once } from 'node:events';
+import { execFileSync } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { runCli, startProxyProcess, repoRoot } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+
+let cluster: TestCluster;
+
+before(async () => {
+  cluster = await startTestCluster();
+});
+after(async () => {
+  await cluster?.close();
+});
+
+/** Exactly one line on stderr, starting with "Error:" or similar, no stack trace. */
+function assertOneLineError(stderr: string, pattern: RegExp): void {
+  const lines = stderr.trim().split('\n').filter((l) => !l.startsWith('{'));
+  assert.equal(lines.length, 1, `expected one line, got:\n${stderr}`);
+  assert.match(lines[0], pattern);
+  assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
+}
+
+describe('fails fast with one clear line and a non-zero exit', () => {
+  test('the port is taken', async () => {
+    const blocker = net.createServer().listen(0, '127.0.0.1');
+    await once(blocker, 'listening');
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', `127.0.0.1:${port}`]);
+      assert.notEqual(r.code, 0);
+      assertOneLineError(r.stderr, new RegExp(`127\\.0\\.0\\.1:${port}.*(in use|taken)`, 'i'));
+    } finally {
+      blocker.close();
+    }
+  });
+
+  test('the kubeconfig does not exist', async () => {
+    const r = await runCli(['--kubeconfig', path.join(cluster.dir, 'missing'), '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(r.code, 0);
+    assertOneLineError(r.stderr, /kubeconfig .*missing does not exist/);
+  });
+
+  test('the context does not exist', async () => {
+    const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--context', 'nope', '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(r.code, 0);
+    assertOneLineError(r.stderr, /context "nope" not found/);
+  });
+
+  test('the API server is unreachable', async () => {
+    const closed = net.createServer().listen(0, '127.0.0.1');
+    await once(closed, 'listening');
+    const port = (closed.address() as net.AddressInfo).port;
+    closed.close();
+    const file = path.join(cluster.dir, 'unreachable');
+    await writeFile(file, cluster.sim.kubeconfigYaml({ server: `https://127.0.0.1:${port}` }), { mode: 0o600 });
+    const started = Date.now();
+    const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(r.code, 0);
+    assertOneLineError(r.stderr, /cannot reach the API server/);
+    assert.ok(Date.now() - started < 15_000, 'fails within seconds, not after a long timeout');
+  });
+
+  test('the API server rejects the credentials', async () => {
+    const file = path.join(cluster.dir, 'badtoken');
+    await writeFile(file, cluster.sim.kubeconfigYaml({ token: 'not-a-valid-token' }), { mode: 0o600 });
+    const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(r.code, 0);
+    assertOneLineError(r.stderr, /rejected the credentials/);
+  });
+});
+
+describe('running', () => {
+  test('prints bound addresses and paste-ready lines; IPv6 listeners work', async () => {
+    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '[::1]:0', '--listen-http', '127.0.0.1:0']);
+    try {
+      assert.match(p.stdout.join('\n'), /SOCKS5 proxy on \[::1\]:\d+/);
+      assert.ok(p.stdout.includes(`export HTTP_PROXY=http://${p.http}`));
+      assert.ok(p.stdout.includes(`export HTTPS_PROXY=http://${p.http}`));
+      const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop:8080/']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /hello from web-/);
+    } finally {
+      assert.equal(await p.stop('SIGINT'), 0, 'SIGINT exits 0');
+    }
+  });
+
+  test('SIGTERM lets an open stream finish within the grace period, then exits 0', async () => {
+    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--shutdown-grace', '3s']);
+    const slow = curl(['--proxy', `socks5h://${p.socks}`, '--limit-rate', '200k', '-o', '/dev/null', '-w', '%{size_download}', 'http://web.shop:8080/bytes/300000']);
+    await new Promise((r) => setTimeout(r, 400));
+    const code = await p.stop('SIGTERM');
+    const r = await slow;
+    assert.equal(code, 0);
+    assert.equal(r.code, 0, `the in-flight download completed: ${r.stderr}`);
+    assert.equal(r.stdout, '300000');
+    assert.ok(p.logs.some((l) => l.msg === 'stopped'));
+  });
+
+  test('`kubectl proxyout` runs the proxy through kubectl plugin discovery', async (t) => {
+    let kubectl = '';
+    try {
+      kubectl = execFileSync('sh', ['-c', 'command -v kubectl'], { encoding: 'utf8' }).trim();
+    } catch {
+      /* absent */
+    }
+    if (!kubectl) {
+      t.skip('kubectl not on PATH: plugin discovery check skipped');
+      return;
+    }
+    const p = await startProxyProcess(['proxyout', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], {
+      command: [kubectl],
+      env: { PATH: `${path.join(repoRoot, 'bin')}:${path.dirname(process.execPath)}:${process.env.PATH}` },
+    });
+    try {
+      const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop:8080/']);
+      assert.match(r.stdout, /hello from web-/);
+    } finally {
+      await p.stop();
+    }
+  });
+});

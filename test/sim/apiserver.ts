@@ -1,0 +1,257 @@
+// HTTPS front of the simulated API server: TLS with the sim CA, authentication (client
+// certificate via the CA, then bearer token — a union like
+// staging/src/k8s.io/apiserver/pkg/authentication/request/union/union.go; anonymous auth off, so
+// no credentials → 401), an RBAC-like namespace restriction for scoped tokens (403 worded like
+// staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go), URL routing like
+// staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go, discovery, per-request
+// counters, and the port-forward upgrade hand-off to the simulated kubelet.
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { Duplex } from 'node:stream';
+import { RESOURCES, type Resource, type ResourceInfo, type Store } from './store.js';
+import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badRequest, notFound } from './status.js';
+import { handleGet, handleList, handleWatch, isTrue, sendError, sendJson, type ActiveWatch } from './rest.js';
+import { apiGroupList, apiVersions, coreV1Resources, discoveryGroup, discoveryV1Resources, SIM_VERSION } from './discovery.js';
+import { writeRawResponse, writeRawStatus } from './kubelet-portforward.js';
+
+export interface SimCounters {
+  total: number;
+  list: number;
+  watch: number;
+  get: number;
+  portForward: number;
+  other: number;
+  byPath: Record<string, number>;
+}
+
+export function emptyCounters(): SimCounters {
+  return { total: 0, list: 0, watch: 0, get: 0, portForward: 0, other: 0, byPath: {} };
+}
+
+export interface Identity {
+  user: string;
+  groups: string[];
+  /** undefined = cluster-wide access; else only these namespaces. */
+  namespaces?: string[];
+}
+
+export type Route =
+  | { t: 'doc'; body: () => object }
+  | { t: 'text'; body: string }
+  | { t: 'resource'; info: ResourceInfo; namespace?: string; name?: string; sub?: string; watchPrefix: boolean }
+  | { t: 'apiNotFound' }
+  | { t: 'notFound' };
+
+const GROUP_RESOURCES: Record<string, Resource[]> = {
+  '/api/v1': ['namespaces', 'services', 'pods', 'endpoints'],
+  '/apis/discovery.k8s.io/v1': ['endpointslices'],
+};
+
+export function parseRoute(pathname: string, serverAddress: string): Route {
+  const path = pathname.length > 1 ? pathname.replace(/\/+$/, '') : pathname;
+  switch (path) {
+    case '/': return { t: 'doc', body: () => ({ paths: ['/api', '/api/v1', '/apis', '/apis/discovery.k8s.io', '/apis/discovery.k8s.io/v1', '/healthz', '/livez', '/readyz', '/version'] }) };
+    case '/version': return { t: 'doc', body: () => SIM_VERSION };
+    case '/healthz': case '/livez': case '/readyz': return { t: 'text', body: 'ok' };
+    case '/api': return { t: 'doc', body: () => apiVersions(serverAddress) };
+    case '/apis': return { t: 'doc', body: apiGroupList };
+    case '/api/v1': return { t: 'doc', body: coreV1Resources };
+    case '/apis/discovery.k8s.io': return { t: 'doc', body: discoveryGroup };
+    case '/apis/discovery.k8s.io/v1': return { t: 'doc', body: discoveryV1Resources };
+  }
+  const prefix = Object.keys(GROUP_RESOURCES).find((p) => path.startsWith(p + '/'));
+  if (!prefix) return path.startsWith('/api/') || path.startsWith('/apis/') ? { t: 'apiNotFound' } : { t: 'notFound' };
+  const allowed = GROUP_RESOURCES[prefix]!;
+  let segs = path.slice(prefix.length + 1).split('/').map(decodeURIComponent);
+  let watchPrefix = false;
+  if (segs[0] === 'watch') {
+    watchPrefix = true;
+    segs = segs.slice(1);
+  }
+  const known = (r: string | undefined): r is Resource => r !== undefined && (allowed as string[]).includes(r);
+  // /namespaces/{ns}/{resource}[/{name}[/{sub}]]
+  if (segs[0] === 'namespaces' && segs.length >= 3 && segs[2] !== 'status' && segs[2] !== 'finalize') {
+    const r = segs[2];
+    if (!known(r) || !RESOURCES[r].namespaced || segs.length > 5) return { t: 'apiNotFound' };
+    return { t: 'resource', info: RESOURCES[r], namespace: segs[1], name: segs[3], sub: segs[4], watchPrefix };
+  }
+  const r = segs[0];
+  if (!known(r) || segs.length > 3) return { t: 'apiNotFound' };
+  const info = RESOURCES[r];
+  if (info.namespaced && segs.length > 1) return { t: 'apiNotFound' };
+  return { t: 'resource', info, name: segs[1], sub: segs[2], watchPrefix };
+}
+
+type Verb = 'get' | 'list' | 'watch' | 'portforward' | 'other';
+
+function verbOf(route: Route, q: URLSearchParams): Verb {
+  if (route.t !== 'resource') return 'other';
+  if (route.sub === 'portforward' && route.info.resource === 'pods') return 'portforward';
+  if (route.sub !== undefined) return 'get';
+  if (route.watchPrefix || isTrue(q.get('watch'))) return 'watch';
+  return route.name === undefined ? 'list' : 'get';
+}
+
+export interface ApiServerOptions {
+  host: string;
+  port: number;
+  tls: { key: string; cert: string; ca: string };
+  store: Store;
+  tokens: Map<string, Identity>;
+  onPortForward(req: IncomingMessage, socket: Duplex, head: Buffer, namespace: string, pod: string, query: URLSearchParams): void;
+  log(msg: string): void;
+}
+
+export class ApiServer {
+  private readonly server: https.Server;
+  private readonly sockets = new Set<Socket>();
+  private readonly watches = new Set<ActiveWatch>();
+  counters: SimCounters = emptyCounters();
+  port: number;
+
+  constructor(private readonly o: ApiServerOptions) {
+    this.port = o.port;
+    this.server = https.createServer({ key: o.tls.key, cert: o.tls.cert, ca: [o.tls.ca], requestCert: true, rejectUnauthorized: false }, (req, res) => this.onRequest(req, res));
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
+    const track = (s: Socket): void => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    };
+    this.server.on('connection', track);
+    this.server.on('secureConnection', track);
+    this.server.on('tlsClientError', () => {});
+  }
+
+  get address(): string {
+    return this.o.host.includes(':') ? `[${this.o.host}]:${this.port}` : `${this.o.host}:${this.port}`;
+  }
+
+  listen(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onError = (e: Error): void => reject(e);
+      this.server.once('error', onError);
+      this.server.listen(this.port, this.o.host, () => {
+        this.server.removeListener('error', onError);
+        this.port = (this.server.address() as { port: number }).port;
+        resolve();
+      });
+    });
+  }
+
+  /** Stops listening and cuts every connection (watches, port-forward WebSockets included). */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      if (!this.server.listening) return resolve();
+      this.server.close(() => resolve());
+      for (const s of this.sockets) s.destroy();
+      this.sockets.clear();
+    });
+  }
+
+  dropWatches(): void {
+    for (const w of [...this.watches]) w.end();
+  }
+
+  private count(verb: Verb, pathname: string): void {
+    const c = this.counters;
+    c.total++;
+    if (verb === 'portforward') c.portForward++;
+    else c[verb]++;
+    c.byPath[pathname] = (c.byPath[pathname] ?? 0) + 1;
+  }
+
+  private authenticate(req: IncomingMessage): Identity | undefined {
+    const tls = req.socket as TLSSocket;
+    if (tls.authorized) {
+      const cert = tls.getPeerCertificate();
+      const cn = cert?.subject?.CN;
+      if (cn) {
+        const o = cert.subject.O;
+        return { user: Array.isArray(cn) ? cn[0]! : cn, groups: o ? (Array.isArray(o) ? o : [o]) : [] };
+      }
+    }
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    return m ? this.o.tokens.get(m[1]!) : undefined;
+  }
+
+  /** RBAC stand-in: scoped identities see only their namespaces; cluster-scope reads are forbidden. */
+  private authorize(id: Identity, verb: string, route: Extract<Route, { t: 'resource' }>): ApiError | undefined {
+    const allowed = id.namespaces;
+    if (!allowed) return undefined;
+    const { info, namespace, name, sub } = route;
+    if (info.resource === 'namespaces') {
+      if (name !== undefined && allowed.includes(name)) return undefined;
+      return forbidden(id.user, verb, info, name, name);
+    }
+    if (namespace === undefined) return forbidden(id.user, verb, info, undefined);
+    if (!allowed.includes(namespace)) return forbidden(id.user, verb, info, namespace, name, sub);
+    return undefined;
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const url = new URL(req.url ?? '/', 'https://sim');
+    const route = parseRoute(url.pathname, this.address);
+    const verb = verbOf(route, url.searchParams);
+    this.count(verb, url.pathname);
+    res.on('error', () => {});
+    try {
+      const id = this.authenticate(req);
+      if (!id) throw unauthorized();
+      this.dispatch(req, res, url, route, verb, id);
+    } catch (e) {
+      if (e instanceof ApiError) {
+        if (!res.headersSent) sendError(res, e);
+        else res.end();
+      } else {
+        this.o.log(`internal error on ${req.method} ${req.url}: ${(e as Error).stack}`);
+        if (!res.headersSent) sendError(res, new ApiError(500, 'InternalError', `Internal error occurred: ${(e as Error).message}`));
+        else res.destroy();
+      }
+    }
+  }
+
+  private dispatch(req: IncomingMessage, res: ServerResponse, url: URL, route: Route, verb: Verb, id: Identity): void {
+    const q = url.searchParams;
+    if (route.t === 'notFound') {
+      res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' });
+      return void res.end('404 page not found\n');
+    }
+    if (route.t === 'apiNotFound') throw pathNotFound();
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed();
+    if (route.t === 'text') {
+      res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' });
+      return void res.end(route.body);
+    }
+    if (route.t === 'doc') return sendJson(res, 200, route.body());
+    const denied = this.authorize(id, verb === 'portforward' ? 'create' : verb, route);
+    if (denied) throw denied;
+    const { info, namespace, name, sub } = route;
+    const store = this.o.store;
+    if (verb === 'portforward') {
+      if (!store.has('pods', namespace, name!)) throw notFound(info, name!);
+      throw badRequest('Upgrade request required');
+    }
+    if (sub !== undefined && sub !== 'status') throw pathNotFound();
+    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, req, res, this.watches);
+    if (verb === 'get') return handleGet(store, info, namespace, name!, q, req.headers.accept, res);
+    return handleList(store, info, namespace, q, req.headers.accept, res);
+  }
+
+  private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => {});
+    const url = new URL(req.url ?? '/', 'https://sim');
+    const route = parseRoute(url.pathname, this.address);
+    const verb = verbOf(route, url.searchParams);
+    this.count(verb, url.pathname);
+    const id = this.authenticate(req);
+    if (!id) return writeRawStatus(socket, unauthorized());
+    if (route.t !== 'resource' || verb !== 'portforward') {
+      return writeRawResponse(socket, 400, 'the simulated API server accepts upgrades only on pods/{name}/portforward', 'text/plain; charset=utf-8');
+    }
+    const denied = this.authorize(id, 'create', route);
+    if (denied) return writeRawStatus(socket, denied);
+    this.o.onPortForward(req, socket, head, route.namespace!, route.name!, url.searchParams);
+  }
+}

@@ -1,0 +1,433 @@
+// Public API of the simulated Kubernetes cluster used by kubectl-proxyout's tests: an HTTPS API
+// server (apiserver.ts, rest.ts) over an etcd-like store (store.ts), EndpointSlice/Endpoints
+// controllers (controllers.ts), and a kubelet stand-in serving WebSocket port-forward
+// (kubelet-portforward.ts) to real loopback TCP backends (backends.ts).
+// See docs/simulated-cluster.md for what is and is not reproduced.
+import { writeFile, chmod } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { isIPv4 } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { SimPki, type KeyAndCert } from './pki.js';
+import { Store, RESOURCES, type KObject } from './store.js';
+import { ApiServer, emptyCounters, type Identity, type SimCounters } from './apiserver.js';
+import { KubeletPortForward } from './kubelet-portforward.js';
+import { EndpointsController, MANAGED_BY_LABEL, SERVICE_NAME_LABEL, randomSuffix } from './controllers.js';
+import { PodBackends, type BackendKind } from './backends.js';
+import { namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject } from './objects.js';
+import { renderKubeconfig, type KubeconfigAuth } from './kubeconfig.js';
+import { notFound } from './status.js';
+
+export type { SimCounters } from './apiserver.js';
+export type { BackendKind } from './backends.js';
+export { deterministicBytes, deterministicSha256, DeterministicByteStream } from './backends.js';
+
+export interface SimOptions {
+  host?: string; // 127.0.0.1
+  port?: number; // 0
+  clusterDomain?: string; // cluster.local
+  quiet?: boolean;
+  /** Extension: how long the runtime waits for the other direction after one ends (containerd: 1000 ms). */
+  closeGraceMs?: number;
+  /** Extension: keep deleted pods Terminating this long (endpoints terminating) before removal. Default 0. */
+  terminatingMs?: number;
+  /** Extension: create default/kube-system/kube-public/kube-node-lease and default/kubernetes. Default true. */
+  bootstrap?: boolean;
+  /** Extension: events kept for watch resumption (older → 410). Default 10000. */
+  maxHistory?: number;
+}
+
+export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
+
+export interface SimPodSpec {
+  namespace: string;
+  name: string;
+  labels?: Record<string, string>;
+  ip?: string;
+  hostname?: string;
+  subdomain?: string;
+  ready?: boolean;
+  phase?: 'Running' | 'Pending';
+  ports: Array<SimContainerPort & { backend?: BackendKind }>;
+}
+
+export interface SimServiceSpec {
+  namespace: string;
+  name: string;
+  selector?: Record<string, string>;
+  ports: Array<{ name?: string; port: number; targetPort?: number | string; protocol?: 'TCP' }>;
+  type?: 'ClusterIP' | 'ExternalName' | 'NodePort';
+  headless?: boolean;
+  clusterIP?: string;
+  ipv6ClusterIP?: string;
+  externalName?: string;
+}
+
+export interface KubeconfigOptions {
+  context?: string;
+  namespace?: string;
+  token?: string;
+  auth?: 'token' | 'cert' | 'exec';
+  insecureSkipTlsVerify?: boolean;
+  server?: string;
+}
+
+interface PodRuntime {
+  namespace: string;
+  name: string;
+  uid: string;
+  ip: string;
+  sandboxId: string;
+  netnsPath: string;
+  running: boolean;
+  backends?: PodBackends;
+  refused: Set<number>;
+}
+
+const EXEC_SCRIPT = fileURLToPath(new URL('./exec-credential.js', import.meta.url));
+
+function ipv4ToInt(ip: string): number {
+  return ip.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+}
+function intToIpv4(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+export class SimCluster {
+  readonly caPem: string;
+  readonly adminToken: string;
+  readonly clusterDomain: string;
+  private readonly host: string;
+  private readonly store: Store;
+  private readonly pki: SimPki;
+  private readonly api: ApiServer;
+  private readonly kubelet: KubeletPortForward;
+  private readonly controller: EndpointsController;
+  private readonly tokens = new Map<string, Identity>();
+  private readonly pods = new Map<string, PodRuntime>();
+  private readonly usedClusterIPs = new Set<string>();
+  private nextPodIp = ipv4ToInt('127.10.0.2');
+  private nextClusterIp = ipv4ToInt('127.96.0.10');
+  private nextNodePort = 30000;
+  private tokenCount = 0;
+  private certCache?: KeyAndCert;
+  private readonly closeGraceMs: number;
+  private readonly terminatingMs: number;
+  private readonly log: (msg: string) => void;
+
+  private constructor(opts: SimOptions) {
+    this.host = opts.host ?? '127.0.0.1';
+    this.clusterDomain = opts.clusterDomain ?? 'cluster.local';
+    this.closeGraceMs = opts.closeGraceMs ?? 1000;
+    this.terminatingMs = opts.terminatingMs ?? 0;
+    this.log = opts.quiet ? () => {} : (m) => process.stderr.write(`[sim] ${m}\n`);
+    this.pki = new SimPki();
+    this.caPem = this.pki.caPem;
+    this.store = new Store(opts.maxHistory ?? 10_000);
+    this.controller = new EndpointsController(this.store);
+    this.adminToken = `sim-admin-${randomHex(16)}`;
+    this.tokens.set(this.adminToken, { user: 'sim-admin', groups: ['system:masters', 'system:authenticated'] });
+    this.kubelet = new KubeletPortForward({
+      lookupPod: (ns, name) => {
+        const pod = this.store.get('pods', ns, name);
+        if (!pod) return undefined;
+        const rt = this.pods.get(`${ns}/${name}`);
+        return rt
+          ? { namespace: ns, name, uid: rt.uid, sandboxId: rt.sandboxId, netnsPath: rt.netnsPath, running: rt.running && !pod.metadata.deletionTimestamp }
+          : { namespace: ns, name, uid: pod.metadata.uid ?? '', sandboxId: '', netnsPath: '', running: false };
+      },
+      dialTarget: (ns, name, port) => {
+        const rt = this.pods.get(`${ns}/${name}`);
+        if (!rt || rt.refused.has(port)) return 'refused';
+        return rt.backends?.target(port) ?? 'refused';
+      },
+      closeGraceMs: () => this.closeGraceMs,
+      notFound: (name) => notFound(RESOURCES.pods, name),
+    });
+    const serving = this.pki.servingCert(this.host);
+    this.api = new ApiServer({
+      host: this.host,
+      port: opts.port ?? 0,
+      tls: { key: serving.keyPem, cert: serving.certPem, ca: this.caPem },
+      store: this.store,
+      tokens: this.tokens,
+      onPortForward: (req, socket, head, ns, pod, query) => this.kubelet.handle(req, socket, head, ns, pod, query),
+      log: this.log,
+    });
+  }
+
+  static async start(opts: SimOptions = {}): Promise<SimCluster> {
+    const sim = new SimCluster(opts);
+    await sim.api.listen();
+    if (opts.bootstrap !== false) await sim.bootstrap();
+    sim.log(`API server listening at ${sim.server}`);
+    return sim;
+  }
+
+  private async bootstrap(): Promise<void> {
+    for (const ns of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) await this.createNamespace(ns);
+    // The `kubernetes` service: selector-less, its endpoints are the API server itself.
+    await this.createService({ namespace: 'default', name: 'kubernetes', clusterIP: '127.96.0.1', ports: [{ name: 'https', port: 443, targetPort: this.api.port }] });
+    this.store.update('services', 'default', 'kubernetes', (o) => { o.metadata.labels = { component: 'apiserver', provider: 'kubernetes' }; });
+    this.store.create('endpoints', {
+      apiVersion: 'v1', kind: 'Endpoints', metadata: { name: 'kubernetes', namespace: 'default', labels: { 'endpointslice.kubernetes.io/skip-mirror': 'true' } },
+      subsets: [{ addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'https', port: this.api.port, protocol: 'TCP' }] }],
+    });
+    this.store.create('endpointslices', {
+      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { [SERVICE_NAME_LABEL]: 'kubernetes' } },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
+      ports: [{ name: 'https', port: this.api.port, protocol: 'TCP' }],
+    });
+  }
+
+  get server(): string {
+    const h = this.host.includes(':') ? `[${this.host}]` : this.host;
+    return `https://${h}:${this.api.port}`;
+  }
+
+  get counters(): SimCounters {
+    const c = this.api.counters;
+    return { ...c, byPath: { ...c.byPath } };
+  }
+
+  resetCounters(): void {
+    this.api.counters = emptyCounters();
+  }
+
+  /** Extension: port-forward WebSocket sessions currently open. */
+  get openPortForwards(): number {
+    return this.kubelet.openSessions;
+  }
+
+  /** Extension: current global resourceVersion. */
+  get resourceVersion(): string {
+    return String(this.store.revision);
+  }
+
+  issueToken(opts: { namespaces?: string[] } = {}): string {
+    const n = ++this.tokenCount;
+    const token = `sim-${randomHex(20)}`;
+    const ns = opts.namespaces ? [...opts.namespaces] : undefined;
+    const user = ns ? `system:serviceaccount:${ns[0] ?? 'default'}:proxyout-${n}` : `sim-user-${n}`;
+    this.tokens.set(token, { user, groups: ['system:authenticated'], namespaces: ns });
+    return token;
+  }
+
+  issueClientCert(user: string): { certPem: string; keyPem: string } {
+    return this.pki.clientCert(user);
+  }
+
+  kubeconfigYaml(opts: KubeconfigOptions = {}): string {
+    const mode = opts.auth ?? 'token';
+    const token = opts.token ?? this.adminToken;
+    let auth: KubeconfigAuth;
+    if (mode === 'cert') {
+      this.certCache ??= this.pki.clientCert('sim-cert-admin');
+      auth = { kind: 'cert', ...this.certCache };
+    } else if (mode === 'exec') {
+      auth = { kind: 'exec', command: process.execPath, args: [EXEC_SCRIPT], env: { SIM_EXEC_TOKEN: token } };
+    } else {
+      auth = { kind: 'token', token };
+    }
+    return renderKubeconfig({
+      server: opts.server ?? this.server,
+      caPem: this.caPem,
+      insecureSkipTlsVerify: opts.insecureSkipTlsVerify,
+      context: opts.context ?? 'sim',
+      namespace: opts.namespace,
+      auth,
+    });
+  }
+
+  async writeKubeconfig(file: string, opts: KubeconfigOptions = {}): Promise<void> {
+    await writeFile(file, this.kubeconfigYaml(opts), { mode: 0o600 });
+    await chmod(file, 0o600);
+  }
+
+  /** Idempotent (like `kubectl create ns --dry-run | apply`): an existing namespace is kept. */
+  async createNamespace(name: string): Promise<void> {
+    if (this.store.has('namespaces', undefined, name)) return;
+    this.store.create('namespaces', namespaceObject(name));
+  }
+
+  /** Marks the namespace Terminating, deletes everything in it (pods first), then the namespace. */
+  async deleteNamespace(name: string): Promise<void> {
+    if (!this.store.has('namespaces', undefined, name)) throw new Error(`namespaces "${name}" not found`);
+    this.store.update('namespaces', undefined, name, (o: any) => {
+      o.metadata.deletionTimestamp = nowRfc3339();
+      o.status = { phase: 'Terminating' };
+    });
+    for (const p of this.store.list('pods', name)) await this.removePodNow(name, p.metadata.name);
+    for (const s of this.store.list('services', name)) this.store.remove('services', name, s.metadata.name);
+    for (const s of this.store.list('endpointslices', name)) this.store.remove('endpointslices', name, s.metadata.name);
+    for (const e of this.store.list('endpoints', name)) this.store.remove('endpoints', name, e.metadata.name);
+    this.store.remove('namespaces', undefined, name);
+  }
+
+  private allocatePodIp(): string {
+    const used = new Set([...this.pods.values()].map((p) => p.ip));
+    let ip = intToIpv4(this.nextPodIp++);
+    while (used.has(ip) || ip.endsWith('.0') || ip.endsWith('.255')) ip = intToIpv4(this.nextPodIp++);
+    return ip;
+  }
+
+  async createPod(spec: SimPodSpec): Promise<{ ip: string; uid: string }> {
+    const key = `${spec.namespace}/${spec.name}`;
+    if (this.store.has('pods', spec.namespace, spec.name)) throw new Error(`pods "${spec.name}" already exists`);
+    await this.createNamespace(spec.namespace);
+    const ip = spec.ip ?? this.allocatePodIp();
+    const phase = spec.phase ?? 'Running';
+    const uid = randomUUID();
+    const rt: PodRuntime = {
+      namespace: spec.namespace, name: spec.name, uid, ip,
+      sandboxId: randomHex(32), netnsPath: `/var/run/netns/cni-${randomUUID()}`,
+      running: phase === 'Running', refused: new Set(),
+    };
+    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports);
+    this.pods.set(key, rt);
+    const obj = podObject({ namespace: spec.namespace, name: spec.name, labels: spec.labels, hostname: spec.hostname, subdomain: spec.subdomain, ports: spec.ports });
+    obj.metadata.uid = uid;
+    obj.status = podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32));
+    this.store.create('pods', obj);
+    this.controller.syncNamespace(spec.namespace);
+    return { ip, uid };
+  }
+
+  private async removePodNow(namespace: string, name: string): Promise<void> {
+    const key = `${namespace}/${name}`;
+    const rt = this.pods.get(key);
+    this.pods.delete(key);
+    this.kubelet.closePod(namespace, name);
+    await rt?.backends?.stop();
+    this.store.remove('pods', namespace, name);
+    this.controller.syncNamespace(namespace);
+  }
+
+  async deletePod(namespace: string, name: string): Promise<void> {
+    if (!this.store.has('pods', namespace, name)) throw new Error(`pods "${name}" not found`);
+    if (this.terminatingMs <= 0) return this.removePodNow(namespace, name);
+    const rt = this.pods.get(`${namespace}/${name}`);
+    this.kubelet.closePod(namespace, name);
+    await rt?.backends?.stop();
+    if (rt) rt.running = false;
+    this.store.update('pods', namespace, name, (o: any) => {
+      o.metadata.deletionTimestamp = nowRfc3339();
+      o.metadata.deletionGracePeriodSeconds = 30;
+      for (const c of o.status.conditions ?? []) if (c.type === 'Ready' || c.type === 'ContainersReady') c.status = 'False';
+      for (const s of o.status.containerStatuses ?? []) s.ready = false;
+    });
+    this.controller.syncNamespace(namespace);
+    setTimeout(() => { if (this.store.has('pods', namespace, name)) void this.removePodNow(namespace, name); }, this.terminatingMs).unref();
+  }
+
+  async setPodReady(namespace: string, name: string, ready: boolean): Promise<void> {
+    const at = nowRfc3339();
+    const updated = this.store.update('pods', namespace, name, (o: any) => {
+      for (const c of o.status.conditions ?? []) {
+        if ((c.type === 'Ready' || c.type === 'ContainersReady') && (c.status === 'True') !== ready) {
+          c.status = ready ? 'True' : 'False';
+          c.lastTransitionTime = at;
+          if (ready) { delete c.reason; delete c.message; } else { c.reason = 'ContainersNotReady'; c.message = 'containers with unready status: [app]'; }
+        }
+      }
+      for (const s of o.status.containerStatuses ?? []) s.ready = ready;
+    });
+    if (!updated) throw new Error(`pods "${name}" not found`);
+    this.controller.syncNamespace(namespace);
+  }
+
+  refusePort(namespace: string, name: string, port: number, refuse = true): void {
+    const rt = this.pods.get(`${namespace}/${name}`);
+    if (!rt) throw new Error(`pods "${name}" not found`);
+    if (refuse) rt.refused.add(port);
+    else rt.refused.delete(port);
+  }
+
+  private allocateClusterIp(): string {
+    let ip = intToIpv4(this.nextClusterIp++);
+    while (this.usedClusterIPs.has(ip)) ip = intToIpv4(this.nextClusterIp++);
+    return ip;
+  }
+
+  async createService(spec: SimServiceSpec): Promise<{ clusterIP: string | 'None' }> {
+    if (this.store.has('services', spec.namespace, spec.name)) throw new Error(`services "${spec.name}" already exists`);
+    await this.createNamespace(spec.namespace);
+    const type = spec.type ?? 'ClusterIP';
+    let clusterIP: string | undefined;
+    if (type !== 'ExternalName') {
+      if (spec.headless) clusterIP = 'None';
+      else if (spec.clusterIP) {
+        if (!isIPv4(spec.clusterIP) && spec.clusterIP !== 'None') throw new Error(`clusterIP ${spec.clusterIP} is not an IPv4 address`);
+        if (this.usedClusterIPs.has(spec.clusterIP)) throw new Error(`provided IP is already allocated: ${spec.clusterIP}`);
+        clusterIP = spec.clusterIP;
+      } else clusterIP = this.allocateClusterIp();
+      if (clusterIP !== 'None') this.usedClusterIPs.add(clusterIP);
+    }
+    const ports = spec.ports.map((p) => ({ ...p, nodePort: type === 'NodePort' ? this.nextNodePort++ : undefined }));
+    this.store.create('services', serviceObject({
+      namespace: spec.namespace, name: spec.name, selector: spec.selector, ports, type, clusterIP,
+      ipv6ClusterIP: clusterIP && clusterIP !== 'None' ? spec.ipv6ClusterIP : undefined, externalName: spec.externalName,
+    }));
+    this.controller.syncService(spec.namespace, spec.name);
+    return { clusterIP: clusterIP ?? '' };
+  }
+
+  async deleteService(namespace: string, name: string): Promise<void> {
+    const gone = this.store.remove('services', namespace, name) as any;
+    if (!gone) throw new Error(`services "${name}" not found`);
+    if (gone.spec?.clusterIP && gone.spec.clusterIP !== 'None') this.usedClusterIPs.delete(gone.spec.clusterIP);
+    this.controller.syncService(namespace, name);
+  }
+
+  /** A hand-made slice for a selector-less service: no targetRef, conditions {ready: true} only. */
+  async createEndpointSlice(namespace: string, serviceName: string, addresses: string[], port: number): Promise<void> {
+    await this.createNamespace(namespace);
+    const svc = this.store.get('services', namespace, serviceName) as any;
+    const svcPorts: any[] = svc?.spec?.ports ?? [];
+    const match = svcPorts.find((p) => p.targetPort === port || p.port === port) ?? svcPorts[0];
+    const addressType = addresses.every(isIPv4) ? 'IPv4' : addresses.every((a) => a.includes(':')) ? 'IPv6' : 'FQDN';
+    let name = `${serviceName}-${randomSuffix()}`;
+    while (this.store.has('endpointslices', namespace, name)) name = `${serviceName}-${randomSuffix()}`;
+    const slice: KObject = {
+      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
+      metadata: { name, namespace, labels: { [SERVICE_NAME_LABEL]: serviceName, [MANAGED_BY_LABEL]: 'sim-manual' } },
+      addressType,
+      endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready: true } })),
+      ports: [{ name: match?.name ?? '', port, protocol: 'TCP' }],
+    };
+    this.store.create('endpointslices', slice);
+  }
+
+  dropWatches(): void {
+    this.api.dropWatches();
+  }
+
+  compact(): void {
+    this.store.compact();
+  }
+
+  async restartApiServer(downMs = 200): Promise<void> {
+    await this.api.close();
+    this.kubelet.closeAll();
+    await new Promise((r) => setTimeout(r, downMs));
+    await this.api.listen();
+  }
+
+  podIP(namespace: string, name: string): string {
+    const rt = this.pods.get(`${namespace}/${name}`);
+    if (rt) return rt.ip;
+    const pod = this.store.get('pods', namespace, name) as any;
+    if (!pod) throw new Error(`pods "${name}" not found`);
+    return pod.status?.podIP ?? '';
+  }
+
+  async stop(): Promise<void> {
+    this.kubelet.closeAll();
+    await this.api.close();
+    await Promise.all([...this.pods.values()].map((p) => p.backends?.stop()));
+    this.pods.clear();
+  }
+}
+
+export { seedSampleCluster } from './sample.js';

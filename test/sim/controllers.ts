@@ -1,0 +1,183 @@
+// EndpointSlice and Endpoints controllers, run synchronously after every pod/service change.
+// Follows pkg/controller/endpointslice (reconciler.go, utils.go: one slice per distinct resolved
+// port set, named targetPorts resolved per pod with podutil.FindPort, placeholder slice with
+// `endpoints: null` and `ports: null` when no pod matches, conditions ready/serving/terminating,
+// hostname only when pod.spec.subdomain == service name, headless label) and
+// pkg/controller/endpoint/endpoints_controller.go (v1 Endpoints: ready → addresses, not ready →
+// notReadyAddresses, terminating pods left out).
+import { randomInt } from 'node:crypto';
+import type { KObject, Store } from './store.js';
+import { NODE_NAME, nowRfc3339 } from './objects.js';
+
+export const SLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
+const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+const TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+// utilrand.String alphabet (staging/src/k8s.io/apimachinery/pkg/util/rand/rand.go)
+const ALPHANUMS = 'bcdfghjklmnpqrstvwxz2456789';
+
+export function randomSuffix(n = 5): string {
+  let s = '';
+  for (let i = 0; i < n; i++) s += ALPHANUMS[randomInt(ALPHANUMS.length)];
+  return s;
+}
+
+interface SlicePort { name: string; port: number; protocol: string }
+
+type AnyObj = Record<string, any>;
+
+function selectorMatches(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+}
+
+/** podutil.FindPort: numeric targetPort as is; named one → the pod's containerPort of that name. */
+function resolvePort(svcPort: AnyObj, pod: AnyObj): SlicePort | undefined {
+  const target = svcPort.targetPort ?? svcPort.port;
+  let port: number | undefined;
+  if (typeof target === 'number') {
+    port = target;
+  } else {
+    for (const c of pod.spec?.containers ?? []) {
+      for (const cp of c.ports ?? []) if (cp.name === target && (cp.protocol ?? 'TCP') === (svcPort.protocol ?? 'TCP')) port ??= cp.containerPort;
+    }
+  }
+  return port === undefined ? undefined : { name: svcPort.name ?? '', port, protocol: svcPort.protocol ?? 'TCP' };
+}
+
+function podReady(pod: AnyObj): boolean {
+  return (pod.status?.conditions ?? []).some((c: AnyObj) => c.type === 'Ready' && c.status === 'True');
+}
+
+interface Group {
+  ports: SlicePort[];
+  pods: AnyObj[];
+}
+
+export class EndpointsController {
+  constructor(private readonly store: Store) {}
+
+  /** Re-derives slices and Endpoints of every selector service in a namespace. */
+  syncNamespace(namespace: string): void {
+    for (const svc of this.store.list('services', namespace)) this.syncService(namespace, svc.metadata.name);
+  }
+
+  syncService(namespace: string, name: string): void {
+    const svc = this.store.get('services', namespace, name) as AnyObj | undefined;
+    const managed = this.store.list('endpointslices', namespace).filter((s) => s.metadata.labels?.[SERVICE_NAME_LABEL] === name && s.metadata.labels?.[MANAGED_BY_LABEL] === SLICE_CONTROLLER);
+    if (!svc || !svc.spec.selector || svc.spec.type === 'ExternalName') {
+      for (const s of managed) this.store.remove('endpointslices', namespace, s.metadata.name);
+      const ep = this.store.get('endpoints', namespace, name);
+      if (ep && (!svc || ep.metadata.annotations?.[TRIGGER_TIME] !== undefined)) this.store.remove('endpoints', namespace, name);
+      return;
+    }
+    const groups = new Map<string, Group>();
+    const pods = this.store.list('pods', namespace)
+      .filter((p) => selectorMatches(svc.spec.selector, p.metadata.labels))
+      .filter((p: AnyObj) => p.status?.podIP && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
+      .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    for (const pod of pods as AnyObj[]) {
+      const ports = (svc.spec.ports ?? []).map((sp: AnyObj) => resolvePort(sp, pod)).filter((p: SlicePort | undefined): p is SlicePort => p !== undefined);
+      const key = JSON.stringify(ports);
+      if (!groups.has(key)) groups.set(key, { ports, pods: [] });
+      groups.get(key)!.pods.push(pod);
+    }
+    this.reconcileSlices(svc, managed, [...groups.values()]);
+    this.reconcileEndpoints(svc, [...groups.values()]);
+  }
+
+  private labelsFor(svc: AnyObj): Record<string, string> {
+    const labels: Record<string, string> = { ...(svc.metadata.labels ?? {}) };
+    if (svc.spec.clusterIP === 'None') labels[HEADLESS_LABEL] = '';
+    return labels;
+  }
+
+  private endpoint(svc: AnyObj, pod: AnyObj): AnyObj {
+    const terminating = !!pod.metadata.deletionTimestamp;
+    const serving = podReady(pod) && !terminating;
+    const e: AnyObj = { addresses: [pod.status.podIP], conditions: { ready: serving && !terminating, serving, terminating } };
+    if (pod.spec.hostname && pod.spec.subdomain === svc.metadata.name) e.hostname = pod.spec.hostname;
+    e.targetRef = { kind: 'Pod', namespace: pod.metadata.namespace, name: pod.metadata.name, uid: pod.metadata.uid };
+    e.nodeName = pod.spec.nodeName ?? NODE_NAME;
+    return e;
+  }
+
+  private reconcileSlices(svc: AnyObj, existing: KObject[], groups: Group[]): void {
+    const ns = svc.metadata.namespace;
+    const name = svc.metadata.name;
+    const labels = { ...this.labelsFor(svc), [SERVICE_NAME_LABEL]: name, [MANAGED_BY_LABEL]: SLICE_CONTROLLER };
+    const desired = groups.length
+      ? groups.map((g) => ({ key: JSON.stringify(g.ports), endpoints: g.pods.map((p) => this.endpoint(svc, p)), ports: g.ports as SlicePort[] | null }))
+      : [{ key: 'null', endpoints: null as AnyObj[] | null, ports: null as SlicePort[] | null }];
+    const unused = [...existing];
+    for (const d of desired) {
+      const idx = unused.findIndex((s) => JSON.stringify((s as AnyObj).ports ?? null) === d.key);
+      const current = idx >= 0 ? unused.splice(idx, 1)[0] as AnyObj : undefined;
+      if (current) {
+        const same = JSON.stringify(current.endpoints ?? null) === JSON.stringify(d.endpoints) && JSON.stringify(current.metadata.labels) === JSON.stringify(labels);
+        if (same) continue;
+        this.store.update('endpointslices', ns, current.metadata.name, (o: AnyObj) => {
+          o.metadata.labels = labels;
+          o.metadata.annotations = { ...(o.metadata.annotations ?? {}), [TRIGGER_TIME]: nowRfc3339() };
+          o.endpoints = d.endpoints;
+          o.ports = d.ports;
+        });
+      } else {
+        let sliceName = `${name}-${randomSuffix()}`;
+        while (this.store.has('endpointslices', ns, sliceName)) sliceName = `${name}-${randomSuffix()}`;
+        this.store.create('endpointslices', {
+          apiVersion: 'discovery.k8s.io/v1',
+          kind: 'EndpointSlice',
+          metadata: {
+            name: sliceName, generateName: `${name}-`, namespace: ns, labels,
+            annotations: { [TRIGGER_TIME]: nowRfc3339() },
+            ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name, uid: svc.metadata.uid, controller: true, blockOwnerDeletion: true }],
+          },
+          addressType: 'IPv4',
+          endpoints: d.endpoints,
+          ports: d.ports,
+        });
+      }
+    }
+    for (const s of unused) this.store.remove('endpointslices', ns, s.metadata.name);
+  }
+
+  private reconcileEndpoints(svc: AnyObj, groups: Group[]): void {
+    const ns = svc.metadata.namespace;
+    const name = svc.metadata.name;
+    const subsets: AnyObj[] = [];
+    for (const g of groups) {
+      const addr = (p: AnyObj): AnyObj => {
+        const a: AnyObj = { ip: p.status.podIP };
+        if (p.spec.hostname && p.spec.subdomain === name) a.hostname = p.spec.hostname;
+        a.nodeName = p.spec.nodeName ?? NODE_NAME;
+        a.targetRef = { kind: 'Pod', namespace: ns, name: p.metadata.name, uid: p.metadata.uid };
+        return a;
+      };
+      const live = g.pods.filter((p) => !p.metadata.deletionTimestamp);
+      const ready = live.filter(podReady).map(addr);
+      const notReady = live.filter((p) => !podReady(p)).map(addr);
+      if (!ready.length && !notReady.length) continue;
+      const subset: AnyObj = {};
+      if (ready.length) subset.addresses = ready;
+      if (notReady.length) subset.notReadyAddresses = notReady;
+      subset.ports = g.ports.map((p) => (p.name ? { name: p.name, port: p.port, protocol: p.protocol } : { port: p.port, protocol: p.protocol }));
+      subsets.push(subset);
+    }
+    const labels = this.labelsFor(svc);
+    const existing = this.store.get('endpoints', ns, name) as AnyObj | undefined;
+    if (!existing) {
+      const obj: AnyObj = { apiVersion: 'v1', kind: 'Endpoints', metadata: { name, namespace: ns, labels, annotations: { [TRIGGER_TIME]: nowRfc3339() } } };
+      if (subsets.length) obj.subsets = subsets;
+      this.store.create('endpoints', obj as KObject);
+      return;
+    }
+    if (JSON.stringify(existing.subsets ?? []) === JSON.stringify(subsets) && JSON.stringify(existing.metadata.labels ?? {}) === JSON.stringify(labels)) return;
+    this.store.update('endpoints', ns, name, (o: AnyObj) => {
+      o.metadata.labels = labels;
+      o.metadata.annotations = { ...(o.metadata.annotations ?? {}), [TRIGGER_TIME]: nowRfc3339() };
+      if (subsets.length) o.subsets = subsets;
+      else delete o.subsets;
+    });
+  }
+}

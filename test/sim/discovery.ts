@@ -1,0 +1,79 @@
+// Legacy (non-aggregated) discovery documents: /version, /api, /apis, /api/v1,
+// /apis/discovery.k8s.io/v1, shaped like staging/src/k8s.io/apiserver/pkg/endpoints/discovery/
+// {legacy.go,root.go,group.go,version.go}. The simulator does not implement aggregated discovery
+// (apidiscovery.k8s.io/v2): it answers the aggregated Accept with plain application/json, which
+// client-go's discovery client takes as "server without aggregated discovery" and falls back
+// (staging/src/k8s.io/client-go/discovery/discovery_client.go).
+import { RESOURCES, type ResourceInfo } from './store.js';
+
+export const SIM_VERSION = {
+  major: '1',
+  minor: '32',
+  gitVersion: 'v1.32.0',
+  gitCommit: '70d3cc986aa8221cd1dfb1121852688902d3bf53',
+  gitTreeState: 'clean',
+  buildDate: '2024-12-11T17:59:15Z',
+  goVersion: 'go1.23.3',
+  compiler: 'gc',
+  platform: 'linux/amd64',
+};
+
+const READ_WRITE_VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
+
+function apiResource(info: ResourceInfo): Record<string, unknown> {
+  const r: Record<string, unknown> = {
+    name: info.resource,
+    singularName: info.singular,
+    namespaced: info.namespaced,
+    kind: info.kind,
+    verbs: info.resource === 'namespaces' ? ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] : READ_WRITE_VERBS,
+  };
+  if (info.shortNames.length) r.shortNames = info.shortNames;
+  if (info.categories.length) r.categories = info.categories;
+  r.storageVersionHash = Buffer.from(info.kind).toString('base64').slice(0, 11);
+  return r;
+}
+
+export function apiVersions(serverAddress: string): object {
+  return {
+    kind: 'APIVersions',
+    versions: ['v1'],
+    serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress }],
+  };
+}
+
+export function coreV1Resources(): object {
+  const resources: object[] = [];
+  for (const info of [RESOURCES.endpoints, RESOURCES.namespaces, RESOURCES.pods, RESOURCES.services]) {
+    resources.push(apiResource(info));
+    if (info.resource === 'namespaces') {
+      resources.push({ name: 'namespaces/status', singularName: '', namespaced: false, kind: 'Namespace', verbs: ['get', 'patch', 'update'] });
+    }
+    if (info.resource === 'pods') {
+      resources.push({ name: 'pods/portforward', singularName: '', namespaced: true, kind: 'PodPortForwardOptions', verbs: ['create', 'get'] });
+      resources.push({ name: 'pods/status', singularName: '', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] });
+    }
+    if (info.resource === 'services') {
+      resources.push({ name: 'services/status', singularName: '', namespaced: true, kind: 'Service', verbs: ['get', 'patch', 'update'] });
+    }
+  }
+  return { kind: 'APIResourceList', groupVersion: 'v1', resources };
+}
+
+const DISCOVERY_GROUP = {
+  name: 'discovery.k8s.io',
+  versions: [{ groupVersion: 'discovery.k8s.io/v1', version: 'v1' }],
+  preferredVersion: { groupVersion: 'discovery.k8s.io/v1', version: 'v1' },
+};
+
+export function apiGroupList(): object {
+  return { kind: 'APIGroupList', apiVersion: 'v1', groups: [DISCOVERY_GROUP] };
+}
+
+export function discoveryGroup(): object {
+  return { kind: 'APIGroup', apiVersion: 'v1', ...DISCOVERY_GROUP };
+}
+
+export function discoveryV1Resources(): object {
+  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: 'discovery.k8s.io/v1', resources: [apiResource(RESOURCES.endpointslices)] };
+}

@@ -1,0 +1,208 @@
+// REST handlers of the simulated API server: get, list and watch with label/field selectors and
+// content negotiation (JSON or meta.k8s.io Table). Follows
+// staging/src/k8s.io/apiserver/pkg/endpoints/handlers/{get.go,watch.go} and the watch-cache
+// filtering of staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go (an object that
+// stops matching a selector is sent as DELETED, one that starts matching as ADDED).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { RESOURCES, type KObject, type ResourceInfo, type Store, type StoreEvent } from './store.js';
+import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector, SelectorError, type FieldRequirement, type LabelRequirement } from './selectors.js';
+import { ApiError, badRequest, expired, notAcceptable, notFound } from './status.js';
+import { toTable, type IncludeObject } from './tables.js';
+
+export type Negotiated = { type: 'json' } | { type: 'table'; version: string };
+
+/** Picks the first media type (in the client's order) the simulator can produce. */
+export function negotiate(accept: string | undefined): Negotiated {
+  if (!accept || !accept.trim()) return { type: 'json' };
+  for (const raw of accept.split(',')) {
+    const [mediaRaw, ...paramsRaw] = raw.split(';').map((s) => s.trim());
+    const media = (mediaRaw ?? '').toLowerCase();
+    const params = new Map(paramsRaw.map((p) => { const i = p.indexOf('='); return [p.slice(0, i).trim().toLowerCase(), p.slice(i + 1).trim()] as [string, string]; }));
+    const q = params.has('q') ? Number(params.get('q')) : 1;
+    if (q === 0) continue;
+    if (media !== 'application/json' && media !== '*/*' && media !== 'application/*') continue;
+    const as = params.get('as');
+    if (!as) return { type: 'json' };
+    if (as === 'Table' && params.get('g') === 'meta.k8s.io' && (params.get('v') === 'v1' || params.get('v') === 'v1beta1')) {
+      return { type: 'table', version: params.get('v')! };
+    }
+  }
+  throw notAcceptable();
+}
+
+export function commonHeaders(res: ServerResponse): void {
+  res.setHeader('Audit-Id', randomUUID());
+  res.setHeader('Cache-Control', 'no-cache, private');
+}
+
+export function sendJson(res: ServerResponse, code: number, body: unknown, contentType = 'application/json'): void {
+  const text = JSON.stringify(body);
+  commonHeaders(res);
+  res.writeHead(code, { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+export function sendError(res: ServerResponse, err: ApiError): void {
+  sendJson(res, err.code, err.body());
+}
+
+function tableContentType(version: string): string {
+  return `application/json;as=Table;v=${version};g=meta.k8s.io`;
+}
+
+function includeObject(q: URLSearchParams): IncludeObject {
+  const v = q.get('includeObject');
+  return v === 'None' || v === 'Object' ? v : 'Metadata';
+}
+
+/** Object without kind/apiVersion, as items inside a list are serialized. */
+function asListItem(o: KObject): Record<string, unknown> {
+  const { kind: _k, apiVersion: _a, ...rest } = o;
+  return rest;
+}
+
+interface Filter {
+  namespace?: string;
+  labels: LabelRequirement[];
+  fields: FieldRequirement[];
+}
+
+function parseFilter(info: ResourceInfo, namespace: string | undefined, q: URLSearchParams): Filter {
+  try {
+    return {
+      namespace,
+      labels: parseLabelSelector(q.get('labelSelector') ?? undefined),
+      fields: parseFieldSelector(q.get('fieldSelector') ?? undefined, info.resource),
+    };
+  } catch (e) {
+    if (e instanceof SelectorError) throw badRequest(e.message);
+    throw e;
+  }
+}
+
+function matches(info: ResourceInfo, f: Filter, o: KObject): boolean {
+  if (f.namespace !== undefined && o.metadata.namespace !== f.namespace) return false;
+  return matchesLabels(f.labels, o.metadata.labels) && matchesFields(info.resource, f.fields, o);
+}
+
+export function handleGet(store: Store, info: ResourceInfo, namespace: string | undefined, name: string, q: URLSearchParams, accept: string | undefined, res: ServerResponse): void {
+  const neg = negotiate(accept);
+  const obj = store.get(info.resource, namespace, name);
+  if (!obj) throw notFound(info, name);
+  if (neg.type === 'table') {
+    sendJson(res, 200, toTable(info.resource, [obj], obj.metadata.resourceVersion ?? '', neg.version, includeObject(q)), tableContentType(neg.version));
+  } else {
+    sendJson(res, 200, obj);
+  }
+}
+
+export function handleList(store: Store, info: ResourceInfo, namespace: string | undefined, q: URLSearchParams, accept: string | undefined, res: ServerResponse): void {
+  const neg = negotiate(accept);
+  const filter = parseFilter(info, namespace, q);
+  const rv = String(store.revision);
+  const items = store.list(info.resource, namespace).filter((o) => matches(info, filter, o));
+  if (neg.type === 'table') {
+    sendJson(res, 200, toTable(info.resource, items, rv, neg.version, includeObject(q)), tableContentType(neg.version));
+    return;
+  }
+  sendJson(res, 200, { kind: info.listKind, apiVersion: info.apiVersion, metadata: { resourceVersion: rv }, items: items.map(asListItem) });
+}
+
+export interface ActiveWatch {
+  end(): void;
+}
+
+export function isTrue(v: string | null): boolean {
+  return v !== null && ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(v);
+}
+
+/**
+ * Streams watch events as newline-delimited JSON. resourceVersion absent or "0": ADDED for the
+ * current objects first. Older than the kept history: 200 + one ERROR event (410 Expired), then
+ * the response ends, which is what client-go reflectors and client-node informers expect.
+ */
+export function handleWatch(
+  store: Store, info: ResourceInfo, namespace: string | undefined, name: string | undefined,
+  q: URLSearchParams, accept: string | undefined, req: IncomingMessage, res: ServerResponse, registry: Set<ActiveWatch>,
+): void {
+  const neg = negotiate(accept);
+  const filter = parseFilter(info, namespace, q);
+  if (name !== undefined) filter.fields.push({ key: 'metadata.name', op: 'eq', value: name });
+  const rvParam = q.get('resourceVersion') ?? '';
+  let fromRv: number | undefined;
+  if (rvParam !== '' && rvParam !== '0') {
+    if (!/^\d+$/.test(rvParam)) throw badRequest(`invalid resource version: strconv.ParseUint: parsing "${rvParam}": invalid syntax`);
+    fromRv = Number(rvParam);
+  }
+  const timeoutSeconds = q.has('timeoutSeconds') ? Number(q.get('timeoutSeconds')) : undefined;
+
+  commonHeaders(res);
+  res.writeHead(200, { 'Content-Type': neg.type === 'table' ? tableContentType(neg.version) : 'application/json', 'Transfer-Encoding': 'chunked' });
+  res.socket?.setNoDelay(true);
+  // The apiserver flushes the headers at once (apiserver pkg/endpoints/handlers/watch.go), so a
+  // client's fetch resolves before the first event; client-node's ListWatch waits on exactly that.
+  res.flushHeaders();
+  let first = true;
+  const write = (type: string, obj: unknown): void => {
+    if (res.writableEnded || res.destroyed) return;
+    let payload = obj;
+    if (neg.type === 'table' && (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED')) {
+      const o = obj as KObject;
+      payload = toTable(info.resource, [o], o.metadata.resourceVersion ?? '', neg.version, includeObject(q), first);
+      first = false;
+    }
+    res.write(JSON.stringify({ type, object: payload }) + '\n');
+  };
+
+  let unsubscribe = (): void => {};
+  let timer: NodeJS.Timeout | undefined;
+  const active: ActiveWatch = { end: () => { if (!res.writableEnded) res.end(); } };
+  const cleanup = (): void => {
+    unsubscribe();
+    if (timer) clearTimeout(timer);
+    registry.delete(active);
+  };
+  registry.add(active);
+  res.on('close', cleanup);
+  req.on('close', cleanup);
+
+  const deliver = (e: StoreEvent): void => {
+    if (e.resource !== info.resource) return;
+    const now = matches(info, filter, e.object);
+    if (e.type === 'MODIFIED') {
+      const before = e.previous ? matches(info, filter, e.previous) : false;
+      if (now && before) write('MODIFIED', e.object);
+      else if (now) write('ADDED', e.object);
+      else if (before) {
+        const gone = structuredClone(e.previous!);
+        gone.metadata.resourceVersion = String(e.rv);
+        write('DELETED', gone);
+      }
+    } else if (now) {
+      write(e.type, e.object);
+    }
+  };
+
+  if (fromRv === undefined) {
+    for (const o of store.list(info.resource, namespace)) if (matches(info, filter, o)) write('ADDED', o);
+    if (isTrue(q.get('sendInitialEvents'))) {
+      write('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(store.revision), annotations: { 'k8s.io/initial-events-end': 'true' } } });
+    }
+  } else {
+    const events = store.since(fromRv);
+    if (!events) {
+      const err = expired(`too old resource version: ${fromRv} (${store.oldestResumable})`);
+      res.write(JSON.stringify({ type: 'ERROR', object: err.body() }) + '\n');
+      res.end();
+      return;
+    }
+    for (const e of events) deliver(e);
+  }
+  unsubscribe = store.subscribe(deliver);
+  if (timeoutSeconds !== undefined && Number.isFinite(timeoutSeconds) && timeoutSeconds > 0) {
+    timer = setTimeout(() => active.end(), timeoutSeconds * 1000);
+  }
+}
+
+export { RESOURCES };

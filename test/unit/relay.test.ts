@@ -1,0 +1,191 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { createHash, randomBytes } from 'node:crypto';
+import { Duplex } from 'node:stream';
+import { once } from 'node:events';
+import { relay, type RelayResult } from '../../src/listeners/relay.js';
+
+/** A connected TCP pair on 127.0.0.1: `outer` is what a test drives, `inner` what relay gets. */
+async function socketPair(): Promise<{ outer: net.Socket; inner: net.Socket; close: () => void }> {
+  const server = net.createServer({ allowHalfOpen: true });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  const accepted = once(server, 'connection');
+  const outer = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+  const [[inner]] = (await Promise.all([accepted, once(outer, 'connect')])) as [[net.Socket], unknown];
+  outer.on('error', () => {});
+  inner.on('error', () => {});
+  return { outer, inner, close: () => server.close() };
+}
+
+function collect(s: net.Socket): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  s.on('data', (c: Buffer) => chunks.push(c));
+  return new Promise((resolve) => s.once('end', () => resolve(Buffer.concat(chunks))));
+}
+
+const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+test('half-close propagates both ways and the relay resolves once both are done', async () => {
+  const a = await socketPair(); // client side
+  const b = await socketPair(); // upstream side
+  const done = relay(a.inner, b.inner, Buffer.from('head:'));
+  const originGot = collect(b.outer);
+  const clientGot = collect(a.outer);
+  a.outer.end('hello'); // client FIN first
+  assert.equal((await originGot).toString(), 'head:hello');
+  // The upstream can still answer after the client's FIN.
+  b.outer.end('bye');
+  assert.equal((await clientGot).toString(), 'bye');
+  const result = await done;
+  assert.deepEqual(result, { bytesFromClient: 10, bytesToClient: 3 });
+  assert.ok(a.inner.destroyed && b.inner.destroyed);
+  a.close();
+  b.close();
+});
+
+test('upstream FIN first: the client may keep sending', async () => {
+  const a = await socketPair();
+  const b = await socketPair();
+  const done = relay(a.inner, b.inner);
+  const clientGot = collect(a.outer);
+  const originGot = collect(b.outer);
+  b.outer.end('banner');
+  assert.equal((await clientGot).toString(), 'banner');
+  a.outer.write('late ');
+  a.outer.end('data');
+  assert.equal((await originGot).toString(), 'late data');
+  const result = await done;
+  assert.equal(result.error, undefined);
+  assert.equal(result.bytesFromClient, 9);
+  a.close();
+  b.close();
+});
+
+test('8 MiB each way arrive intact', async () => {
+  const a = await socketPair();
+  const b = await socketPair();
+  const up = randomBytes(8 * 1024 * 1024);
+  const down = randomBytes(8 * 1024 * 1024);
+  const done = relay(a.inner, b.inner);
+  const originGot = collect(b.outer);
+  const clientGot = collect(a.outer);
+  a.outer.end(up);
+  b.outer.end(down);
+  assert.equal(sha(await originGot), sha(up));
+  assert.equal(sha(await clientGot), sha(down));
+  const result = await done;
+  assert.equal(result.bytesFromClient, up.length);
+  assert.equal(result.bytesToClient, down.length);
+  a.close();
+  b.close();
+});
+
+test('a slow reader does not make the relay buffer unboundedly', async () => {
+  const a = await socketPair();
+  const b = await socketPair();
+  const done = relay(a.inner, b.inner);
+  // More than loopback kernel buffers can absorb, so the relay's own buffering would show.
+  const total = 48 * 1024 * 1024;
+  let maxBuffered = 0;
+  const sample = (): void => {
+    maxBuffered = Math.max(maxBuffered, a.inner.writableLength + b.inner.readableLength);
+  };
+  const sampler = setInterval(sample, 1);
+  let sent = 0;
+  void (async () => {
+    const chunk = Buffer.alloc(64 * 1024, 7);
+    for (; sent < total; sent += chunk.length) {
+      if (!b.outer.write(chunk)) await once(b.outer, 'drain');
+    }
+    b.outer.end();
+  })();
+  // The client does not read at all for a while, then reads in sips.
+  a.outer.pause();
+  await new Promise((r) => setTimeout(r, 400));
+  assert.ok(sent < total, 'the origin was held back by backpressure');
+  let received = 0;
+  const ended = once(a.outer, 'end');
+  a.outer.on('data', (c: Buffer) => {
+    received += c.length;
+    a.outer.pause();
+    setTimeout(() => a.outer.resume(), 0);
+  });
+  a.outer.resume();
+  await ended;
+  clearInterval(sampler);
+  assert.equal(received, total);
+  assert.ok(maxBuffered <= 512 * 1024, `relay buffered up to ${maxBuffered} bytes`);
+  a.outer.end();
+  const result = await done;
+  assert.equal(result.bytesToClient, total);
+  a.close();
+  b.close();
+});
+
+test('an upstream error destroys both sides and resolves once with the error', async () => {
+  const a = await socketPair();
+  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+  let settled = 0;
+  const done = relay(a.inner, upstream).then((r) => { settled++; return r; });
+  const clientEnded = once(a.outer, 'end');
+  a.outer.resume();
+  a.outer.write('x');
+  await new Promise((r) => setTimeout(r, 20));
+  upstream.destroy(new Error('tunnel broke'));
+  const result = await done;
+  await clientEnded; // the client sees its connection go away
+  assert.equal(result.error?.message, 'tunnel broke');
+  assert.equal(result.bytesFromClient, 1);
+  assert.ok(a.inner.destroyed);
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(settled, 1);
+  a.close();
+});
+
+test('a client reset destroys the upstream and resolves with an error', async () => {
+  const a = await socketPair();
+  const b = await socketPair();
+  const done = relay(a.inner, b.inner);
+  const upstreamEnded = once(b.outer, 'end');
+  b.outer.resume();
+  a.outer.resetAndDestroy();
+  const result: RelayResult = await done;
+  assert.ok(result.error);
+  assert.ok(b.inner.destroyed);
+  await upstreamEnded;
+  a.close();
+  b.close();
+});
+
+test('works with a non-socket Duplex and writes head before client bytes', async () => {
+  const a = await socketPair();
+  // An in-memory echo: what is written comes back, the FIN too.
+  const echo = new Duplex({
+    read() {},
+    write(chunk, _enc, cb) { this.push(chunk); cb(); },
+    final(cb) { this.push(null); cb(); },
+  });
+  const done = relay(a.inner, echo, Buffer.from('first,'));
+  const got = collect(a.outer);
+  a.outer.end('second');
+  assert.equal((await got).toString(), 'first,second');
+  const result = await done;
+  assert.deepEqual(result, { bytesFromClient: 12, bytesToClient: 12 });
+  a.close();
+});
+
+test('data from a client whose peer has fully closed tears the relay down', async () => {
+  const a = await socketPair();
+  // A Duplex that closes both ways as soon as its readable side ends (allowHalfOpen: false).
+  const upstream = new Duplex({ allowHalfOpen: false, read() {}, write(_c, _e, cb) { cb(); } });
+  const done = relay(a.inner, upstream);
+  upstream.push(null);
+  await new Promise((r) => setTimeout(r, 20));
+  a.outer.write('too late');
+  const result = await done;
+  assert.ok(result.error);
+  a.close();
+});

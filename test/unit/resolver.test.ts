@@ -1,0 +1,131 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
+import { ClusterIndex } from '../../src/cluster/index.js';
+import { Resolver, type ResolverCache } from '../../src/routing/resolver.js';
+import type { Destination } from '../../src/core/types.js';
+import { replyFor } from '../../src/core/errors.js';
+
+function pod(ns: string, name: string, ip: string, ports: Array<[string, number]>, extra: Partial<V1Pod['spec']> = {}): V1Pod {
+  return {
+    metadata: { namespace: ns, name },
+    spec: { containers: [{ name: 'c', ports: ports.map(([n, p]) => ({ name: n, containerPort: p })) }], ...extra },
+    status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] },
+  };
+}
+function svc(ns: string, name: string, spec: V1Service['spec']): V1Service {
+  return { metadata: { namespace: ns, name }, spec };
+}
+function slice(ns: string, service: string, port: { name?: string; port: number } | null, eps: Array<{ pod?: string; ip: string; ready?: boolean; terminating?: boolean; hostname?: string }>): V1EndpointSlice {
+  return {
+    addressType: 'IPv4',
+    metadata: { namespace: ns, name: `${service}-x`, labels: { 'kubernetes.io/service-name': service } },
+    ports: port ? [{ name: port.name ?? '', port: port.port, protocol: 'TCP' }] : undefined,
+    endpoints: eps.map((e) => ({
+      addresses: [e.ip],
+      hostname: e.hostname,
+      conditions: { ready: e.ready ?? true, terminating: e.terminating ?? false },
+      targetRef: e.pod ? { kind: 'Pod', namespace: ns, name: e.pod } : undefined,
+    })),
+  };
+}
+
+const pods = [
+  pod('shop', 'web-1', '10.0.0.1', [['http', 8080]]),
+  pod('shop', 'web-2', '10.0.0.2', [['http', 8080]]),
+  pod('shop', 'web-3', '10.0.0.3', [['http', 8080]]),
+  pod('shop', 'db-0', '10.0.0.10', [['pg', 5432]], { hostname: 'db-0', subdomain: 'db' }),
+  pod('shop', 'api-1', '10.0.0.20', [['web', 9000]]),
+];
+const services = [
+  svc('shop', 'web', { clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1', 'fd00:10:96::1'], ports: [{ name: 'http', port: 80, targetPort: 'http' as never }], selector: { app: 'web' } }),
+  svc('shop', 'db', { clusterIP: 'None', ports: [{ port: 5432 }], selector: { app: 'db' } }),
+  svc('shop', 'api', { clusterIP: '10.96.0.3', ports: [{ name: 'web', port: 80, targetPort: 'web' as never }], selector: { app: 'api' } }),
+  svc('shop', 'empty', { clusterIP: '10.96.0.4', ports: [{ port: 80 }], selector: { app: 'none' } }),
+  svc('shop', 'ext', { type: 'ExternalName', externalName: 'example.org' }),
+  svc('shop', 'manual', { clusterIP: '10.96.0.6', ports: [{ port: 80 }] }),
+];
+const slices = [
+  slice('shop', 'web', { name: 'http', port: 8080 }, [
+    { pod: 'web-1', ip: '10.0.0.1' },
+    { pod: 'web-2', ip: '10.0.0.2', ready: false },
+    { pod: 'web-3', ip: '10.0.0.3', terminating: true },
+  ]),
+  slice('shop', 'db', { port: 5432 }, [{ pod: 'db-0', ip: '10.0.0.10', hostname: 'db-0' }]),
+  slice('shop', 'api', null, [{ pod: 'api-1', ip: '10.0.0.20' }]),
+  { ...slice('shop', 'empty', { port: 80 }, []), endpoints: null as never },
+  slice('shop', 'manual', { port: 80 }, [{ ip: '192.0.2.1' }]),
+];
+
+const index = new ClusterIndex(() => [{ services: { list: () => services }, slices: { list: () => slices }, pods: { list: () => pods } }]);
+const cache: ResolverCache = {
+  lookup: index,
+  defaultNamespace: 'shop',
+  namespaceExists: (ns: string) => ['shop', 'default'].includes(ns),
+  ensureNamespace: async () => undefined,
+};
+const resolver = new Resolver(cache as never, 'cluster.local');
+const dom = (host: string, port: number): Destination => ({ host, port, type: 'domain' });
+
+async function replyOf(dest: Destination): Promise<number> {
+  try {
+    await resolver.resolve(dest);
+  } catch (err) {
+    return replyFor(err).socks;
+  }
+  return 0;
+}
+
+test('a Service name maps port → named targetPort on ready, non-terminating endpoints only', async () => {
+  for (const host of ['web', 'web.shop', 'web.shop.svc', 'web.shop.svc.cluster.local.']) {
+    const plan = await resolver.resolve(dom(host, 80));
+    assert.deepEqual(plan.candidates.map((c) => [c.pod, c.port]), [['web-1', 8080]], host);
+  }
+});
+
+test('ClusterIPs (IPv4 and IPv6, any spelling) map to their Service; Pod IPs keep the port', async () => {
+  assert.equal((await resolver.resolve({ host: '10.96.0.1', port: 80, type: 'ipv4' })).candidates[0].pod, 'web-1');
+  assert.equal((await resolver.resolve({ host: 'fd00:10:96:0::1', port: 80, type: 'ipv6' })).candidates[0].pod, 'web-1');
+  const viaPodIp = await resolver.resolve({ host: '10.0.0.2', port: 1234, type: 'ipv4' });
+  assert.deepEqual(viaPodIp.candidates.map((c) => [c.pod, c.port]), [['web-2', 1234]]);
+});
+
+test('named targetPort without slice ports is looked up in the pod', async () => {
+  const plan = await resolver.resolve(dom('api.shop.svc', 80));
+  assert.deepEqual(plan.candidates.map((c) => [c.pod, c.port]), [['api-1', 9000]]);
+});
+
+test('headless Service names and pod hostnames keep the requested port', async () => {
+  assert.deepEqual((await resolver.resolve(dom('db.shop.svc', 5432))).candidates.map((c) => [c.pod, c.port]), [['db-0', 5432]]);
+  assert.deepEqual((await resolver.resolve(dom('db-0.db.shop.svc.cluster.local', 5432))).candidates.map((c) => [c.pod, c.port]), [['db-0', 5432]]);
+  assert.deepEqual((await resolver.resolve(dom('10-0-0-10.shop.pod.cluster.local', 5432))).candidates.map((c) => c.pod), ['db-0']);
+});
+
+test('connections spread round-robin over ready endpoints', async () => {
+  const more = [...slices];
+  more[0] = slice('shop', 'web', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }, { pod: 'web-2', ip: '10.0.0.2' }, { pod: 'web-3', ip: '10.0.0.3' }]);
+  const ix = new ClusterIndex(() => [{ services: { list: () => services }, slices: { list: () => more }, pods: { list: () => pods } }]);
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local', 2);
+  const firsts = new Set<string>();
+  for (let i = 0; i < 6; i++) {
+    const plan = await r.resolve(dom('web.shop', 80));
+    assert.equal(plan.candidates.length, 2, 'at most maxCandidates tried');
+    firsts.add(plan.candidates[0].pod);
+  }
+  assert.deepEqual([...firsts].sort(), ['web-1', 'web-2', 'web-3']);
+});
+
+test('every failure maps to the reply the issue asks for', async () => {
+  assert.equal(await replyOf(dom('nope.shop.svc.cluster.local', 80)), 0x04, 'unknown service → host unreachable');
+  assert.equal(await replyOf(dom('nope', 80)), 0x04);
+  assert.equal(await replyOf(dom('empty.shop', 80)), 0x04, 'no ready endpoint → host unreachable');
+  assert.equal(await replyOf(dom('web.shop', 81)), 0x05, 'service has no such port → refused');
+  assert.equal(await replyOf(dom('www.example.com', 443)), 0x02, 'outside the cluster → not allowed');
+  assert.equal(await replyOf(dom('example.com', 443)), 0x02, 'two labels but no such namespace → not allowed');
+  assert.equal(await replyOf({ host: '192.0.2.55', port: 80, type: 'ipv4' }), 0x02, 'unknown IP → not allowed');
+  assert.equal(await replyOf(dom('ext.shop', 80)), 0x04, 'ExternalName → clear error');
+  assert.equal(await replyOf(dom('manual.shop', 80)), 0x04, 'non-pod endpoints → clear error');
+  await assert.rejects(resolver.resolve(dom('ext.shop', 80)), /ExternalName/);
+  await assert.rejects(resolver.resolve(dom('manual.shop', 80)), /not pods/);
+  await assert.rejects(resolver.resolve(dom('empty.shop', 80)), /no ready endpoint/);
+});

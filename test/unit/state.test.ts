@@ -1,0 +1,252 @@
+// The state directory: location, layout and modes, atomic entries, the lock, connection IDs and
+// the transient kubeconfig. Real files in temp dirs.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { checkSocketPath, ensureStateDir, layout, stateDir, stateDirExists, StateDirError, validateId } from '../../src/state/paths.js';
+import { withStateLock } from '../../src/state/lock.js';
+import { connectionId, listIds, readEntry, removeEntry, removeTransient, updateEntry, writeEntry, type ProxyEntry } from '../../src/state/store.js';
+import { flattenKubeConfig, writeTransientKubeConfig } from '../../src/state/kubeconfig.js';
+
+function tempDir(t: { after(fn: () => void): void }): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-state-unit-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+const mode = (p: string) => statSync(p).mode & 0o777;
+
+function entry(id: string, extra: Partial<ProxyEntry> = {}): ProxyEntry {
+  return {
+    version: 1,
+    id,
+    context: 'sim',
+    namespace: 'shop',
+    server: 'https://127.0.0.1:6443',
+    options: { listenSocks: '127.0.0.1:0', clusterDomain: 'cluster.local', logLevel: 'info', connectTimeoutMs: 15_000, handshakeTimeoutMs: 10_000, shutdownGraceMs: 4_000 },
+    phase: 'starting',
+    createdAt: new Date().toISOString(),
+    ...extra,
+  };
+}
+
+test('KUBECTL_PROXYOUT_STATE_DIR overrides; otherwise XDG_STATE_HOME-style on Linux', () => {
+  assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: '/x/y' }), '/x/y');
+  assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: 'rel' }), path.resolve('rel'));
+  if (process.platform === 'linux') {
+    const saved = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = '/xdg/state';
+    try {
+      assert.equal(stateDir({}), '/xdg/state/kubectl-proxyout');
+    } finally {
+      if (saved === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = saved;
+    }
+  }
+});
+
+test('the documented layout', () => {
+  const l = layout('/s');
+  assert.equal(l.stateFile('abc'), '/s/proxies/abc/state.json');
+  assert.equal(l.kubeconfigFile('abc'), '/s/proxies/abc/kubeconfig');
+  assert.equal(l.controlSocket('abc'), '/s/proxies/abc/control.sock');
+  assert.equal(l.logFile('abc'), '/s/logs/abc.log');
+});
+
+test('IDs: a-z, 0-9 and "-", 1 to 40 characters; nothing that leaves a directory', () => {
+  for (const ok of ['a', 'prod-eu-1', 'x'.repeat(40), '0123abcd']) assert.equal(validateId(ok), ok);
+  for (const bad of ['', 'x'.repeat(41), 'Prod', '../etc', 'a/b', 'a.b', 'a b', 'a_b']) {
+    assert.throws(() => validateId(bad), StateDirError, bad);
+  }
+  assert.throws(() => layout('/s').proxyDir('../x'), StateDirError);
+});
+
+test('connection ID: 8 hex characters, stable for server + context + namespace', () => {
+  const a = connectionId('https://a:6443', 'prod', 'shop');
+  assert.match(a, /^[0-9a-f]{8}$/);
+  assert.equal(connectionId('https://a:6443', 'prod', 'shop'), a);
+  assert.notEqual(connectionId('https://a:6443', 'prod', 'other'), a);
+  assert.notEqual(connectionId('https://a:6443', 'staging', 'shop'), a);
+  assert.notEqual(connectionId('https://b:6443', 'prod', 'shop'), a);
+});
+
+test('ensureStateDir creates 0700 directories even under a permissive umask', (t) => {
+  const root = path.join(tempDir(t), 'deep', 'state');
+  const old = process.umask(0);
+  try {
+    const l = ensureStateDir(layout(root));
+    for (const dir of [l.root, l.proxiesDir, l.logsDir]) assert.equal(mode(dir), 0o700, dir);
+  } finally {
+    process.umask(old);
+  }
+});
+
+test('refuses a state directory writable by group or others, or not a directory', (t) => {
+  const base = tempDir(t);
+  const open = path.join(base, 'open');
+  mkdirSync(open);
+  chmodSync(open, 0o777);
+  assert.throws(() => ensureStateDir(layout(open)), /writable by group or others \(mode 777\)/);
+  chmodSync(open, 0o775);
+  assert.throws(() => stateDirExists(layout(open)), /writable by group or others/);
+  chmodSync(open, 0o755); // readable is fine: what matters is that nobody else can write
+  assert.doesNotThrow(() => ensureStateDir(layout(open)));
+  const file = path.join(base, 'file');
+  writeFileSync(file, '');
+  assert.throws(() => ensureStateDir(layout(file)), /not a directory/);
+  assert.equal(stateDirExists(layout(path.join(base, 'none'))), false);
+});
+
+test('a control socket path that is too long is refused before anything starts', () => {
+  assert.doesNotThrow(() => checkSocketPath('/tmp/x/proxies/abcd1234/control.sock'));
+  assert.throws(() => checkSocketPath(`/${'d'.repeat(120)}/control.sock`), /too long for a unix socket.*KUBECTL_PROXYOUT_STATE_DIR/);
+});
+
+test('entries: written 0600 in a 0700 directory, atomically, read back, updated, removed', (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  const old = process.umask(0);
+  try {
+    writeEntry(l, entry('abc'));
+  } finally {
+    process.umask(old);
+  }
+  assert.equal(mode(l.proxyDir('abc')), 0o700);
+  assert.equal(mode(l.stateFile('abc')), 0o600);
+  assert.equal(readEntry(l, 'abc')?.phase, 'starting');
+  updateEntry(l, 'abc', (e) => (e.phase = 'running'));
+  assert.equal(readEntry(l, 'abc')?.phase, 'running');
+  assert.equal(mode(l.stateFile('abc')), 0o600);
+  assert.deepEqual(readdirSync(l.proxyDir('abc')), ['state.json'], 'no temporary files left');
+  assert.equal(updateEntry(l, 'nope', () => undefined), undefined);
+  assert.deepEqual(listIds(l), ['abc']);
+
+  writeFileSync(l.kubeconfigFile('abc'), 'secret', { mode: 0o600 });
+  removeTransient(l, 'abc');
+  assert.ok(!existsSync(l.kubeconfigFile('abc')));
+  assert.ok(existsSync(l.stateFile('abc')), 'a tombstone keeps state.json');
+  removeEntry(l, 'abc');
+  assert.ok(!existsSync(l.proxyDir('abc')));
+  assert.deepEqual(listIds(l), []);
+});
+
+test('an unreadable or foreign state.json reads as no entry', (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  mkdirSync(l.proxyDir('bad'));
+  writeFileSync(l.stateFile('bad'), '{"version":1,"id":"other"}');
+  assert.equal(readEntry(l, 'bad'), undefined);
+  writeFileSync(l.stateFile('bad'), '{not json');
+  assert.equal(readEntry(l, 'bad'), undefined);
+});
+
+test('the state lock serialises concurrent changes', async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  const events: string[] = [];
+  const holder = (name: string) =>
+    withStateLock(l, async () => {
+      events.push(`${name}+`);
+      await new Promise((r) => setTimeout(r, 60));
+      events.push(`${name}-`);
+    });
+  await Promise.all([holder('a'), holder('b'), holder('c')]);
+  for (let i = 0; i < events.length; i += 2) assert.equal(events[i]!.slice(0, -1), events[i + 1]!.slice(0, -1), events.join(' '));
+  assert.ok(!existsSync(l.lockFile), 'released');
+});
+
+test('a stale lock (its holder crashed) is taken over', async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  mkdirSync(l.lockFile);
+  const old = new Date(Date.now() - 60_000);
+  utimesSync(l.lockFile, old, old);
+  const started = Date.now();
+  assert.equal(await withStateLock(l, () => 42), 42);
+  assert.ok(Date.now() - started < 5_000);
+});
+
+test('the lock is released when the function throws', async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  await assert.rejects(withStateLock(l, () => { throw new Error('boom'); }), /boom/);
+  assert.equal(await withStateLock(l, () => 'again'), 'again');
+});
+
+test('transient kubeconfig: the chosen context only, files embedded, exec kept, 0600', (t) => {
+  const dir = tempDir(t);
+  writeFileSync(path.join(dir, 'ca.crt'), 'CA-PEM');
+  writeFileSync(path.join(dir, 'client.crt'), 'CERT-PEM');
+  writeFileSync(path.join(dir, 'client.key'), 'KEY-PEM');
+  const source = path.join(dir, 'config');
+  writeFileSync(
+    source,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'other',
+      clusters: [
+        { name: 'c1', cluster: { server: 'https://one:6443', 'certificate-authority': 'ca.crt', 'tls-server-name': 'api.one' } },
+        { name: 'c2', cluster: { server: 'https://two:6443', 'insecure-skip-tls-verify': true } },
+      ],
+      users: [
+        { name: 'u1', user: { 'client-certificate': 'client.crt', 'client-key': 'client.key' } },
+        { name: 'u2', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: './bin/auth', args: ['--x'], env: [{ name: 'A', value: 'b' }] } } },
+        { name: 'u3', user: { token: 'super-secret-token' } },
+      ],
+      contexts: [
+        { name: 'mine', context: { cluster: 'c1', user: 'u1', namespace: 'ns1' } },
+        { name: 'execy', context: { cluster: 'c2', user: 'u2' } },
+        { name: 'other', context: { cluster: 'c2', user: 'u3' } },
+      ],
+    }),
+  );
+  const kc = new KubeConfig();
+  kc.loadFromFile(source);
+  kc.setCurrentContext('mine');
+  const flat = flattenKubeConfig(kc, 'shop') as any;
+  assert.equal(flat['current-context'], 'mine');
+  assert.equal(flat.contexts.length, 1);
+  assert.equal(flat.clusters.length, 1);
+  assert.equal(flat.users.length, 1);
+  assert.deepEqual(flat.contexts[0], { name: 'mine', context: { cluster: 'c1', user: 'u1', namespace: 'shop' } });
+  assert.equal(flat.clusters[0].cluster['certificate-authority-data'], Buffer.from('CA-PEM').toString('base64'));
+  assert.equal(flat.clusters[0].cluster['tls-server-name'], 'api.one');
+  assert.equal(flat.clusters[0].cluster['certificate-authority'], undefined);
+  assert.equal(flat.users[0].user['client-certificate-data'], Buffer.from('CERT-PEM').toString('base64'));
+  assert.equal(flat.users[0].user['client-key-data'], Buffer.from('KEY-PEM').toString('base64'));
+  assert.ok(!JSON.stringify(flat).includes('super-secret-token'), 'other users are left out');
+
+  kc.setCurrentContext('execy');
+  const execFlat = flattenKubeConfig(kc, 'default') as any;
+  assert.deepEqual(execFlat.users[0].user.exec, { apiVersion: 'client.authentication.k8s.io/v1', command: './bin/auth', args: ['--x'], env: [{ name: 'A', value: 'b' }] });
+  assert.equal(execFlat.clusters[0].cluster['insecure-skip-tls-verify'], true);
+
+  const out = path.join(dir, 'transient');
+  kc.setCurrentContext('mine');
+  writeTransientKubeConfig(out, kc, 'shop');
+  assert.equal(mode(out), 0o600);
+  const back = new KubeConfig();
+  back.loadFromFile(out);
+  assert.equal(back.getCurrentContext(), 'mine');
+  assert.equal(back.getCurrentCluster()?.server, 'https://one:6443');
+  assert.equal(Buffer.from(back.getCurrentUser()!.keyData!, 'base64').toString(), 'KEY-PEM');
+  assert.equal(readFileSync(out, 'utf8').includes('KEY-PEM'), false, 'stored base64, as kubeconfigs do');
+});
+
+test('a missing certificate file is a one-line error naming it', (t) => {
+  const dir = tempDir(t);
+  const source = path.join(dir, 'config');
+  writeFileSync(
+    source,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'x',
+      clusters: [{ name: 'c', cluster: { server: 'https://one:6443', 'certificate-authority': 'missing-ca.crt' } }],
+      users: [{ name: 'u', user: { token: 't' } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+    }),
+  );
+  const kc = new KubeConfig();
+  kc.loadFromFile(source);
+  assert.throws(() => flattenKubeConfig(kc, 'default'), /cannot read the certificate-authority file .*missing-ca\.crt of cluster "c"/);
+});
