@@ -24,7 +24,7 @@ export default class Disconnect extends Command {
 
   async run(): Promise<void> {
     const { args, flags } = await this.parse(Disconnect);
-    if (flags.all === (args.id !== undefined)) this.error('give a connection ID or --all (not both)', { exit: 2 });
+    if (Boolean(flags.all) === (args.id !== undefined)) this.error('give a connection ID or --all (not both)', { exit: 2 });
     const l = layout();
     const stopped = await (async (): Promise<Stopped[]> => {
       if (args.id !== undefined) {

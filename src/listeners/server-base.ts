@@ -73,7 +73,9 @@ export class ClientTracker {
       tick();
       await new Promise((r) => setTimeout(r, Math.min(50, Math.max(1, deadline - Date.now()))));
     }
+    const closing = [...this.sockets].map((s) => new Promise((r) => s.once('close', r)));
     this.destroyAll();
+    await Promise.all(closing);
   }
 }
 

@@ -11,6 +11,7 @@ import {
   errorMessage,
 } from '../core/errors.js';
 import type { ClusterCache } from '../cluster/cache.js';
+import { ApiStatusError } from '../cluster/api.js';
 import type { PodPort } from '../tunnel/transport.js';
 import { isUnderClusterDomain, parseClusterName } from './names.js';
 
@@ -82,6 +83,9 @@ export class Resolver {
     try {
       await this.cache.ensureNamespace(namespace);
     } catch (err) {
+      if (err instanceof ApiStatusError && err.statusCode === 403) {
+        throw new NotAllowedError(`not allowed to watch namespace "${namespace}": ${err.message}`, { cause: err });
+      }
       throw new UpstreamApiError(`cannot watch namespace "${namespace}": ${errorMessage(err)}`, { cause: err });
     }
   }

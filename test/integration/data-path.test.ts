@@ -74,6 +74,16 @@ describe('reaching Services by every name form (curl, socks5h)', () => {
     assert.deepEqual(await echoThrough('echo.data.svc.cluster.local', 7000, payload), payload);
   });
 
+  test('SOCKS4a (curl --proxy socks4a://) and SOCKS4 with an IP', async () => {
+    const r = await curl(['--proxy', `socks4a://${socks}`, 'http://web.shop.svc:8080/']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /hello from web-/);
+    const svc = await apiGet(cluster.sim, '/api/v1/namespaces/shop/services/api');
+    const v4 = await curl(['--proxy', `socks4://${socks}`, `http://${svc.spec.clusterIP}:80/`]);
+    assert.equal(v4.code, 0, v4.stderr);
+    assert.match(v4.stdout, /hello from api-/);
+  });
+
   test('numeric targetPort (api: 80 → 8080)', async () => {
     assert.match(await viaSocks('http://api.shop/'), /hello from api-\S+ \(shop\) port 8080/);
   });

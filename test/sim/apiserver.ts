@@ -154,6 +154,12 @@ export class ApiServer {
     for (const w of [...this.watches]) w.end();
   }
 
+  private trace(req: IncomingMessage): void {
+    if (!process.env.SIM_DEBUG) return;
+    const h = req.headers;
+    process.stderr.write(`[sim] ${req.method} ${req.url} accept=${h.accept ?? '-'} upgrade=${h.upgrade ?? '-'} proto=${h['sec-websocket-protocol'] ?? '-'} ua=${h['user-agent'] ?? '-'}\n`);
+  }
+
   private count(verb: Verb, pathname: string): void {
     const c = this.counters;
     c.total++;
@@ -195,6 +201,7 @@ export class ApiServer {
     const route = parseRoute(url.pathname, this.address);
     const verb = verbOf(route, url.searchParams);
     this.count(verb, url.pathname);
+    this.trace(req);
     res.on('error', () => {});
     try {
       const id = this.authenticate(req);
@@ -234,7 +241,7 @@ export class ApiServer {
       throw badRequest('Upgrade request required');
     }
     if (sub !== undefined && sub !== 'status') throw pathNotFound();
-    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, req, res, this.watches);
+    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches);
     if (verb === 'get') return handleGet(store, info, namespace, name!, q, req.headers.accept, res);
     return handleList(store, info, namespace, q, req.headers.accept, res);
   }
@@ -245,6 +252,7 @@ export class ApiServer {
     const route = parseRoute(url.pathname, this.address);
     const verb = verbOf(route, url.searchParams);
     this.count(verb, url.pathname);
+    this.trace(req);
     const id = this.authenticate(req);
     if (!id) return writeRawStatus(socket, unauthorized());
     if (route.t !== 'resource' || verb !== 'portforward') {

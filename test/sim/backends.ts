@@ -214,9 +214,16 @@ export class PodBackends {
     return this.listeners.get(port)?.target;
   }
 
-  /** Drops every accepted connection (as a dying container would) without closing listeners. */
-  resetConnections(): void {
-    for (const l of this.listeners.values()) for (const s of l.sockets) s.destroy();
+  /** Resets (TCP RST) every accepted connection, as a crashing container would; listeners stay. */
+  resetConnections(): number {
+    let n = 0;
+    for (const l of this.listeners.values()) {
+      for (const s of l.sockets) {
+        s.resetAndDestroy();
+        n++;
+      }
+    }
+    return n;
   }
 
   async stop(): Promise<void> {

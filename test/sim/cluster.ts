@@ -5,7 +5,7 @@
 // See docs/simulated-cluster.md for what is and is not reproduced.
 import { writeFile, chmod } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
-import { isIPv4 } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { SimPki, type KeyAndCert } from './pki.js';
 import { Store, RESOURCES, type KObject } from './store.js';
@@ -344,6 +344,13 @@ export class SimCluster {
     else rt.refused.delete(port);
   }
 
+  /** Extension: RST every open backend connection of a pod (a crash); returns how many were reset. */
+  resetPodConnections(namespace: string, name: string): number {
+    const rt = this.pods.get(`${namespace}/${name}`);
+    if (!rt) throw new Error(`pods "${name}" not found`);
+    return rt.backends?.resetConnections() ?? 0;
+  }
+
   private allocateClusterIp(): string {
     let ip = intToIpv4(this.nextClusterIp++);
     while (this.usedClusterIPs.has(ip)) ip = intToIpv4(this.nextClusterIp++);
@@ -364,6 +371,7 @@ export class SimCluster {
       } else clusterIP = this.allocateClusterIp();
       if (clusterIP !== 'None') this.usedClusterIPs.add(clusterIP);
     }
+    if (spec.ipv6ClusterIP !== undefined && !isIPv6(spec.ipv6ClusterIP)) throw new Error(`ipv6ClusterIP ${spec.ipv6ClusterIP} is not an IPv6 address`);
     const ports = spec.ports.map((p) => ({ ...p, nodePort: type === 'NodePort' ? this.nextNodePort++ : undefined }));
     this.store.create('services', serviceObject({
       namespace: spec.namespace, name: spec.name, selector: spec.selector, ports, type, clusterIP,

@@ -3,7 +3,7 @@
 // staging/src/k8s.io/apiserver/pkg/endpoints/handlers/{get.go,watch.go} and the watch-cache
 // filtering of staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go (an object that
 // stops matching a selector is sent as DELETED, one that starts matching as ADDED).
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { RESOURCES, type KObject, type ResourceInfo, type Store, type StoreEvent } from './store.js';
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector, SelectorError, type FieldRequirement, type LabelRequirement } from './selectors.js';
@@ -124,7 +124,7 @@ export function isTrue(v: string | null): boolean {
  */
 export function handleWatch(
   store: Store, info: ResourceInfo, namespace: string | undefined, name: string | undefined,
-  q: URLSearchParams, accept: string | undefined, req: IncomingMessage, res: ServerResponse, registry: Set<ActiveWatch>,
+  q: URLSearchParams, accept: string | undefined, res: ServerResponse, registry: Set<ActiveWatch>,
 ): void {
   const neg = negotiate(accept);
   const filter = parseFilter(info, namespace, q);
@@ -165,7 +165,6 @@ export function handleWatch(
   };
   registry.add(active);
   res.on('close', cleanup);
-  req.on('close', cleanup);
 
   const deliver = (e: StoreEvent): void => {
     if (e.resource !== info.resource) return;

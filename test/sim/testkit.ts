@@ -65,6 +65,7 @@ export class WatchStream {
         const lines = createInterface({ input: res });
         lines.on('line', (l) => { if (l.trim()) { w.events.push(JSON.parse(l)); w.wake(); } });
         lines.on('close', () => { w.ended = true; w.wake(); });
+        lines.on('error', () => { w.ended = true; w.wake(); });
         res.on('error', () => { w.ended = true; w.wake(); });
         resolve(w);
       });
@@ -101,26 +102,29 @@ export class WatchStream {
   }
 }
 
-export interface PfMessage { channel: number; data: Buffer }
+export interface PfMessage { channel: number; data: Buffer; at: number }
 
 /** A raw port-forward WebSocket with every message recorded (decoded for the base64 protocol). */
 export class PfSocket {
   readonly messages: PfMessage[] = [];
   closeCode?: number;
+  closedAt?: number;
+  private readonly counts = new Map<number, number>();
   private waiters: Array<() => void> = [];
 
-  private constructor(readonly ws: WebSocket, readonly base64: boolean) {
+  private constructor(readonly ws: WebSocket) {
     ws.on('message', (d: Buffer, isBinary: boolean) => {
-      if (base64) {
+      if (this.base64) {
         if (isBinary) throw new Error('binary frame on the base64 protocol');
         const s = d.toString();
-        this.messages.push({ channel: s.charCodeAt(0) - 48, data: Buffer.from(s.slice(1), 'base64') });
+        this.messages.push({ channel: s.charCodeAt(0) - 48, data: Buffer.from(s.slice(1), 'base64'), at: Date.now() });
       } else {
-        this.messages.push({ channel: d[0]!, data: d.subarray(1) });
+        this.messages.push({ channel: d[0]!, data: d.subarray(1), at: Date.now() });
+        this.counts.set(d[0]!, (this.counts.get(d[0]!) ?? 0) + d.length - 1);
       }
       this.wake();
     });
-    ws.on('close', (code) => { this.closeCode = code; this.wake(); });
+    ws.on('close', (code) => { this.closeCode = code; this.closedAt = Date.now(); this.wake(); });
     ws.on('error', () => {});
   }
 
@@ -128,7 +132,7 @@ export class PfSocket {
     const url = `${sim.server.replace('https:', 'wss:')}/api/v1/namespaces/${namespace}/pods/${pod}/portforward?${query}`;
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(url, protocols, { ca: sim.caPem, headers: { Authorization: `Bearer ${token ?? sim.adminToken}` } });
-      const s = new PfSocket(ws, ws.protocol === 'v4.base64.channel.k8s.io' || protocols[0] === 'v4.base64.channel.k8s.io');
+      const s = new PfSocket(ws);
       ws.on('open', () => resolve(s));
       ws.on('unexpected-response', (_req, res) => {
         let body = '';
@@ -137,6 +141,10 @@ export class PfSocket {
       });
       ws.on('error', reject);
     });
+  }
+
+  get base64(): boolean {
+    return this.ws.protocol === 'v4.base64.channel.k8s.io';
   }
 
   private wake(): void {
@@ -157,6 +165,11 @@ export class PfSocket {
       if (left <= 0) throw new Error(`timed out waiting for ${what}`);
       await new Promise<void>((r) => { const t = setTimeout(r, left); this.waiters.push(() => { clearTimeout(t); r(); }); });
     }
+  }
+
+  /** Number of bytes received so far on a channel (binary protocol only), prefix included. */
+  count(channel: number): number {
+    return this.counts.get(channel) ?? 0;
   }
 
   /** All bytes received on a channel, the 2-byte port prefix included. */

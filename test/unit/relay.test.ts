@@ -94,35 +94,40 @@ test('a slow reader does not make the relay buffer unboundedly', async () => {
     maxBuffered = Math.max(maxBuffered, a.inner.writableLength + b.inner.readableLength);
   };
   const sampler = setInterval(sample, 1);
-  let sent = 0;
-  void (async () => {
-    const chunk = Buffer.alloc(64 * 1024, 7);
-    for (; sent < total; sent += chunk.length) {
-      if (!b.outer.write(chunk)) await once(b.outer, 'drain');
-    }
-    b.outer.end();
-  })();
-  // The client does not read at all for a while, then reads in sips.
-  a.outer.pause();
-  await new Promise((r) => setTimeout(r, 400));
-  assert.ok(sent < total, 'the origin was held back by backpressure');
-  let received = 0;
-  const ended = once(a.outer, 'end');
-  a.outer.on('data', (c: Buffer) => {
-    received += c.length;
+  try {
+    let sent = 0;
+    void (async () => {
+      const chunk = Buffer.alloc(64 * 1024, 7);
+      for (; sent < total && !b.outer.destroyed; sent += chunk.length) {
+        if (!b.outer.write(chunk)) await once(b.outer, 'drain');
+      }
+      b.outer.end();
+    })();
+    // The client does not read at all for a while, then reads in sips.
     a.outer.pause();
-    setTimeout(() => a.outer.resume(), 0);
-  });
-  a.outer.resume();
-  await ended;
-  clearInterval(sampler);
-  assert.equal(received, total);
-  assert.ok(maxBuffered <= 512 * 1024, `relay buffered up to ${maxBuffered} bytes`);
-  a.outer.end();
-  const result = await done;
-  assert.equal(result.bytesToClient, total);
-  a.close();
-  b.close();
+    await new Promise((r) => setTimeout(r, 400));
+    assert.ok(sent < total, 'the origin was held back by backpressure');
+    assert.ok(maxBuffered <= 512 * 1024, `relay buffered up to ${maxBuffered} bytes`);
+    let received = 0;
+    const ended = once(a.outer, 'end');
+    a.outer.on('data', (c: Buffer) => {
+      received += c.length;
+      a.outer.pause();
+      setTimeout(() => a.outer.resume(), 0);
+    });
+    a.outer.resume();
+    await ended;
+    assert.equal(received, total);
+    assert.ok(maxBuffered <= 512 * 1024, `relay buffered up to ${maxBuffered} bytes`);
+    a.outer.end();
+    const result = await done;
+    assert.equal(result.bytesToClient, total);
+  } finally {
+    clearInterval(sampler);
+    for (const s of [a.outer, a.inner, b.outer, b.inner]) s.destroy();
+    a.close();
+    b.close();
+  }
 });
 
 test('an upstream error destroys both sides and resolves once with the error', async () => {

@@ -1,0 +1,207 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { once } from 'node:events';
+import { createHash, randomBytes } from 'node:crypto';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { ConnectionRefusedError, NotAllowedError } from '../../src/core/errors.js';
+import { startHttpListener } from '../../src/listeners/http-server.js';
+import { endToEndHeaders } from '../../src/listeners/http-forward.js';
+import { FakeOpener, LOOPBACK, Reader, connectClient, delay, quietContext, tcpStream, waitFor } from './socks-fixtures.test.js';
+
+const run = promisify(execFile);
+const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+const big = randomBytes(4 * 1024 * 1024);
+
+/** Origin: /echo answers with what it received; /chunked and /big stream without a length. */
+async function startOrigin(name: string, keepAliveTimeout = 5000): Promise<{ port: number; server: http.Server }> {
+  const server = http.createServer({ keepAliveTimeout }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      if (req.url === '/chunked') {
+        res.write('part1,');
+        setTimeout(() => res.end('part2'), 20);
+      } else if (req.url === '/big') {
+        res.end(big);
+      } else if (req.url === '/hop') {
+        res.writeHead(200, { Connection: 'X-Hop', 'X-Hop': 'secret', 'Keep-Alive': 'timeout=60', 'X-End': 'kept' });
+        res.end('hop');
+      } else if (req.url === '/nocontent') {
+        res.writeHead(204).end();
+      } else {
+        res.setHeader('Content-Type', 'application/json');
+        res.end(JSON.stringify({ name, method: req.method, url: req.url, headers: req.headers, rawHeaders: req.rawHeaders, bodySha: sha(body), bodyLength: body.length }));
+      }
+    });
+  });
+  server.listen(0, LOOPBACK);
+  await once(server, 'listening');
+  return { port: (server.address() as AddressInfo).port, server };
+}
+
+const web = await startOrigin('web');
+const other = await startOrigin('other');
+const flaky = await startOrigin('flaky', 100); // closes idle keep-alive connections quickly
+const opener = new FakeOpener({
+  'web.test': () => tcpStream(web.port),
+  'other.test': () => tcpStream(other.port),
+  'flaky.test': () => tcpStream(flaky.port),
+  'refused.test': () => Promise.reject(new ConnectionRefusedError('nothing listens on 80')),
+  'not-allowed.test': () => Promise.reject(new NotAllowedError('outside every route')),
+});
+const ctx = quietContext(opener, 2000);
+const listener = await startHttpListener(LOOPBACK, 0, ctx);
+const proxy = `http://${LOOPBACK}:${listener.address.port}`;
+const tmp = mkdtempSync(join(tmpdir(), 'proxyout-http-'));
+
+after(async () => {
+  await listener.close(100);
+  for (const o of [web, other, flaky]) o.server.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+async function curl(...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run('/usr/bin/curl', ['-sS', '--max-time', '10', '-x', proxy, ...args], { env: { PATH: '/usr/bin:/bin' }, maxBuffer: 64 * 1024 * 1024, encoding: 'latin1' });
+}
+const opensFor = (host: string): number => opener.requests.filter((r) => r.destination.host === host).length;
+
+interface Echoed { name: string; method: string; url: string; headers: Record<string, string>; rawHeaders: string[]; bodySha: string; bodyLength: number }
+
+test('curl -x forwards an absolute-form GET in origin form, with Host from the URL', async () => {
+  const { stdout } = await curl('-H', 'Host: wrong.example', 'http://web.test/path?q=1');
+  const got = JSON.parse(stdout) as Echoed;
+  assert.equal(got.name, 'web');
+  assert.equal(got.url, '/path?q=1');
+  assert.equal(got.headers.host, 'web.test');
+  assert.equal(opener.requests.at(-1)?.frontEnd, 'http-forward');
+  assert.deepEqual(opener.requests.at(-1)?.destination, { host: 'web.test', port: 80, type: 'domain' });
+});
+
+test('hop-by-hop request headers are removed, end-to-end ones kept', async () => {
+  const { stdout } = await curl(
+    '-H', 'Connection: keep-alive, X-Drop-Me', '-H', 'X-Drop-Me: 1', '-H', 'Proxy-Connection: keep-alive',
+    '-H', 'Keep-Alive: timeout=5', '-H', 'Proxy-Authorization: Basic c2VjcmV0', '-H', 'TE: trailers', '-H', 'X-Keep: yes',
+    'http://web.test/echo');
+  const got = JSON.parse(stdout) as Echoed;
+  for (const h of ['x-drop-me', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'te']) assert.equal(got.headers[h], undefined, h);
+  assert.equal(got.headers['x-keep'], 'yes');
+  assert.ok(got.rawHeaders.includes('X-Keep'), 'header case preserved');
+});
+
+test('hop-by-hop response headers are removed', async () => {
+  const { stdout } = await curl('-i', 'http://web.test/hop');
+  assert.match(stdout, /\r\nX-End: kept\r\n/);
+  assert.doesNotMatch(stdout, /X-Hop|Keep-Alive: timeout=60/);
+});
+
+test('keep-alive: curl reuses one proxy connection for two hosts', async () => {
+  const { stdout, stderr } = await curl('-v', 'http://web.test/a', 'http://other.test/b');
+  const [first, second] = stdout.split('}{').map((s, i) => JSON.parse(i === 0 ? `${s}}` : `{${s}`) as Echoed);
+  assert.equal(first?.name, 'web');
+  assert.equal(second?.name, 'other');
+  assert.match(stderr, /Re-using existing connection/);
+});
+
+test('keep-alive with Node clients; upstream tunnels are pooled', async () => {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const before = opensFor('other.test');
+  const reused: boolean[] = [];
+  for (let i = 0; i < 3; i++) {
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = http.get({ host: LOOPBACK, port: listener.address.port, path: `http://other.test/n${i}`, agent }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve(text));
+      });
+      req.on('error', reject);
+      req.on('socket', () => reused.push(req.reusedSocket));
+    });
+    assert.equal((JSON.parse(body) as Echoed).url, `/n${i}`);
+  }
+  agent.destroy();
+  assert.deepEqual(reused, [false, true, true]);
+  assert.equal(opensFor('other.test') - before, 1, 'one upstream stream served all three');
+});
+
+test('a pooled tunnel the origin closed is not reused by mistake', async () => {
+  for (let i = 0; i < 3; i++) {
+    const { stdout } = await curl(`http://flaky.test/f${i}`);
+    assert.equal((JSON.parse(stdout) as Echoed).url, `/f${i}`);
+    await delay(250); // longer than the origin's 100 ms keep-alive
+  }
+});
+
+test('chunked request body is re-framed and arrives intact; chunked response streams back', async () => {
+  const file = join(tmp, 'upload.bin');
+  writeFileSync(file, big);
+  const { stdout } = await curl('-H', 'Transfer-Encoding: chunked', '--data-binary', `@${file}`, 'http://web.test/upload');
+  const got = JSON.parse(stdout) as Echoed;
+  assert.equal(got.method, 'POST');
+  assert.equal(got.headers['transfer-encoding'], 'chunked');
+  assert.equal(got.bodySha, sha(big));
+  const plain = await curl('--data-binary', `@${file}`, 'http://web.test/upload');
+  const got2 = JSON.parse(plain.stdout) as Echoed;
+  assert.equal(got2.headers['content-length'], String(big.length));
+  assert.equal(got2.bodySha, sha(big));
+  const chunked = await curl('-i', 'http://web.test/chunked');
+  assert.match(chunked.stdout, /Transfer-Encoding: chunked/i);
+  assert.ok(chunked.stdout.endsWith('part1,part2'));
+});
+
+test('a 4 MiB response arrives intact; HEAD and 204 have no body', async () => {
+  const { stdout } = await curl('http://web.test/big');
+  assert.equal(sha(Buffer.from(stdout, 'latin1')), sha(big));
+  const head = await curl('-I', 'http://web.test/big');
+  assert.match(head.stdout, /^HTTP\/1\.1 200/);
+  assert.match(head.stdout, new RegExp(`Content-Length: ${big.length}`, 'i'));
+  const none = await curl('-i', 'http://web.test/nocontent');
+  assert.match(none.stdout, /^HTTP\/1\.1 204/);
+});
+
+test('failures answer with the mapped status and a text body; the connection stays usable', async () => {
+  const { stdout, stderr } = await curl('-i', 'http://refused.test/', 'http://not-allowed.test/', 'http://web.test/after');
+  assert.match(stdout, /^HTTP\/1\.1 502 [^]*nothing listens on 80[^]*HTTP\/1\.1 403 [^]*outside every route[^]*HTTP\/1\.1 200 /);
+  assert.match(stderr, /^$|Re-using|/);
+});
+
+test('non-proxy requests get 400 (origin form, https absolute form); upgrades 501', async () => {
+  const cases: Array<[string, RegExp, RegExp]> = [
+    ['GET / HTTP/1.1\r\nHost: x\r\n\r\n', /^HTTP\/1\.1 400 /, /HTTP proxy/],
+    ['GET https://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n', /^HTTP\/1\.1 400 /, /CONNECT/],
+    ['GET ftp://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n', /^HTTP\/1\.1 400 /, /http:\/\//],
+    ['GET http://web.test/ws HTTP/1.1\r\nHost: web.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n', /^HTTP\/1\.1 501 /, /CONNECT/],
+  ];
+  for (const [input, status, body] of cases) {
+    const s = await connectClient(listener.address.port);
+    const reader = new Reader(s);
+    s.write(input);
+    let out = '';
+    while (!/\r\n\r\n[^]*\n$/.test(out)) out += (await reader.read(1)).toString();
+    assert.match(out, status);
+    assert.match(out, body);
+    s.destroy();
+  }
+});
+
+test('a client leaving mid-response does not disturb the listener', async () => {
+  const s = await connectClient(listener.address.port);
+  s.write('GET http://web.test/big HTTP/1.1\r\nHost: web.test\r\n\r\n');
+  await once(s, 'data');
+  s.destroy();
+  await waitFor(() => ctx.stats.snapshot().openStreams === 0, 3000, 'stream closed');
+  const { stdout } = await curl('http://web.test/after');
+  assert.equal((JSON.parse(stdout) as Echoed).url, '/after');
+  assert.ok(ctx.stats.snapshot().bytesToClients > 0);
+});
+
+test('endToEndHeaders drops hop-by-hop fields and what Connection names', () => {
+  const raw = ['Host', 'a', 'Connection', 'close, X-A', 'X-A', '1', 'TE', 'trailers', 'Trailer', 'X', 'Upgrade', 'h2c', 'X-B', '2', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2'];
+  assert.deepEqual(endToEndHeaders(raw, ['host']), ['X-B', '2', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2']);
+});
