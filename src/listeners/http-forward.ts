@@ -2,7 +2,7 @@
 // clients send for http:// URLs. The request is re-sent in origin form over a stream from the
 // StreamOpener; hop-by-hop fields are dropped (RFC 9110 §7.6.1) and Node's http client re-frames
 // the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
-import http, { type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
+import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
 import { pipeline, type Duplex } from 'node:stream';
 import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core/errors.js';
 import { destinationFor, formatHostPort } from '../core/address.js';
@@ -192,11 +192,11 @@ function forward(
     });
     upReq.on('response', (upRes: IncomingMessage) => {
       const rec = record;
-      let status = upRes.statusCode ?? 502;
+      const status = upRes.statusCode ?? 502;
       try {
-        res.writeHead(status, upRes.statusMessage ?? '', endToEndHeaders(upRes.rawHeaders));
+        res.writeHead(status, upRes.statusMessage || STATUS_CODES[status] || '', endToEndHeaders(upRes.rawHeaders));
       } catch {
-        status = 502;
+        // Node re-validates what it writes; an origin head it refuses becomes our 502.
         upRes.destroy();
         if (rec) ctx.stats.closed(rec, bytesFromClient, 0, new Error('unforwardable response head'));
         return sendText(res, 502, 'kubectl-proxyout: the origin sent a response head that cannot be forwarded\n', true);

@@ -51,7 +51,7 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
   const timer = setTimeout(() => {
     ctx.log.debug({ client }, 'SOCKS handshake timed out');
     socket.destroy();
-  }, ctx.handshakeTimeoutMs);
+  }, ctx.handshakeTimeoutMs > 0 ? ctx.handshakeTimeoutMs : 2 ** 31 - 1);
   const stop = (): void => {
     clearTimeout(timer);
     socket.off('data', onData);

@@ -16,6 +16,7 @@ import { connectionId, readEntry, removeEntry, updateEntry, writeEntry, type Dae
 import { writeTransientKubeConfig } from '../state/kubeconfig.js';
 import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';
+import { signal } from './stop.js';
 
 /** The executable the daemon runs as: this package's bin (dist/src/managed → ../../../bin). */
 export const BIN_PATH = fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
@@ -220,7 +221,7 @@ async function discard(l: StateLayout, id: string): Promise<void> {
   await withStateLock(l, () => {
     const entry = readEntry(l, id);
     if (!entry) return;
-    if (entry.pid !== undefined && isOurDaemon(entry.pid, entry.procIdentity, id)) process.kill(entry.pid, 'SIGKILL');
+    if (entry.pid !== undefined && isOurDaemon(entry.pid, entry.procIdentity, id)) signal(entry.pid, 'SIGKILL');
     removeEntry(l, id);
   });
 }

@@ -10,6 +10,7 @@ import type { Server } from 'node:net';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
 import { startProxy } from '../proxy/proxy.js';
+import { formatAddress } from '../cli/ready.js';
 import type { RunningProxy } from '../proxy/running.js';
 import { ensureStateDir, layout, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
@@ -95,7 +96,8 @@ class Daemon {
     );
     // Gone while we started: `disconnect`/`quit` removed our entry; do not linger unmanaged.
     if (!stillWanted) this.stopRequested('state entry removed while starting');
-    this.log.info({ socks: this.running.socks, http: this.running.http }, 'daemon ready');
+    const { socks, http } = this.running;
+    this.log.info({ socks: socks && formatAddress(socks), http: http && formatAddress(http) }, 'daemon ready');
 
     const reason = await this.stopSignal;
     return this.shutdown(reason);

@@ -3,7 +3,7 @@
 // (start identity + command line, state/process.ts): SIGTERM, up to the drain time for a
 // graceful exit, then SIGKILL. The state lock is not held while waiting, because the daemon
 // takes it to record "stopping" and to remove its own entry.
-import { readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ID_PATTERN, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
@@ -40,7 +40,10 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
     }
     // inspect() has just verified pid, start identity and command line.
     const pid = current.entry.pid!;
-    process.kill(pid, 'SIGTERM');
+    if (!signal(pid, 'SIGTERM')) {
+      removeEntry(l, id);
+      return { entry: current.entry, pid: undefined };
+    }
     return { entry: current.entry, pid };
   });
   const { entry, pid } = signalled;
@@ -48,8 +51,7 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
 
   let outcome: StopOutcome = 'stopped';
   if (!(await waitForExit(pid, Math.max(MIN_TERM_WAIT_MS, entry.options.shutdownGraceMs + 1_000)))) {
-    if (isOurDaemon(pid, entry.procIdentity, id)) {
-      process.kill(pid, 'SIGKILL');
+    if (isOurDaemon(pid, entry.procIdentity, id) && signal(pid, 'SIGKILL')) {
       outcome = 'killed';
       await waitForExit(pid, KILL_WAIT_MS);
     }
@@ -78,13 +80,24 @@ export async function stopAll(l: StateLayout, opts: { sweep?: boolean } = {}): P
     await withStateLock(l, () => {
       // Whatever no live entry accounts for (junk directories, temporary files of an interrupted
       // write), but never an entry a concurrent `connect` created meanwhile.
-      for (const name of readdirSync(l.proxiesDir)) {
+      for (const name of existsSync(l.proxiesDir) ? readdirSync(l.proxiesDir) : []) {
         if (ID_PATTERN.test(name) && readEntry(l, name)) continue;
         rmSync(path.join(l.proxiesDir, name), { recursive: true, force: true });
       }
     });
   }
   return results.filter((r): r is Stopped => r !== undefined);
+}
+
+/** False when the process is already gone (it exited between the check and the signal). */
+export function signal(pid: number, sig: NodeJS.Signals): boolean {
+  try {
+    process.kill(pid, sig);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
 }
 
 async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {

@@ -60,7 +60,7 @@ export class WebSocketV4Transport implements Transport {
 
 const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
 
-/** Maps the kubelet's error-channel text (a failed dial inside the pod) to a reply. */
+/** Maps the kubelet's error-channel text before the stream is up (a failed dial) to a reply. */
 function dialError(target: PodPort, text: string): ProxyError {
   const msg = `pod ${where(target)}: ${text.trim().slice(0, 500)}`;
   if (/timed? ?out/i.test(text)) return new ConnectTimeoutError(msg, { retryable: true });
@@ -81,6 +81,8 @@ class PortForwardStream extends Duplex {
   private errorText = '';
   private lingerTimer?: NodeJS.Timeout;
   private clientEnded = false;
+  /** The pod side reported an error after data: no more bytes go to the reader. */
+  private podEnded = false;
   private onDialError?: (err: ProxyError) => void;
   private onFirstData?: () => void;
   private onPrefixes?: () => void;
@@ -161,12 +163,18 @@ class PortForwardStream extends Duplex {
     if (payload.length === 0) return;
     if (channel === ERROR) {
       this.errorText += payload.toString('utf8');
-      const err = dialError(this.target, this.errorText);
-      this.log.debug({ target: where(this.target), error: this.errorText }, 'kubelet reported an error');
-      if (this.onDialError) this.onDialError(err);
-      else this.destroy(err);
+      if (this.onDialError) {
+        this.onDialError(dialError(this.target, this.errorText));
+        return;
+      }
+      // Mid-stream the pod connection broke (e.g. reset by peer). Deliver what the pod already
+      // sent, then end: destroying now would throw away the tail of its response.
+      this.log.info({ target: where(this.target), error: this.errorText.trim().slice(0, 500) }, 'pod connection ended with an error');
+      this.podEnded = true;
+      this.push(null);
       return;
     }
+    if (this.podEnded) return;
     this.onFirstData?.();
     if (this.clientEnded) this.armLinger();
     if (!this.push(payload)) this.ws.pause();

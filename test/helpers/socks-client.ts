@@ -79,10 +79,20 @@ export class Reader {
     socket.on('close', this.onEnd);
     socket.resume();
   }
-  async read(n: number): Promise<Buffer> {
+  /** Exactly n bytes; fails (rather than hangs) when they do not come within timeoutMs. */
+  async read(n: number, timeoutMs = 20_000): Promise<Buffer> {
+    const deadline = Date.now() + timeoutMs;
     while (this.buf.length < n) {
       if (this.ended) throw new Error(`connection closed after ${this.buf.length} of ${n} bytes`);
-      await new Promise<void>((r) => (this.waiter = r));
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`only ${this.buf.length} of ${n} bytes arrived within ${timeoutMs} ms`);
+      await new Promise<void>((r) => {
+        const timer = setTimeout(r, left);
+        this.waiter = () => {
+          clearTimeout(timer);
+          r();
+        };
+      });
       this.waiter = undefined;
     }
     const out = this.buf.subarray(0, n);

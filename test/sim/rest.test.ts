@@ -283,7 +283,7 @@ test('counters record every request by kind and path', async () => {
 test('restartApiServer: connections cut, same port, state kept', async () => {
   const w = await WatchStream.open(sim, '/api/v1/pods?watch=true&resourceVersion=' + sim.resourceVersion);
   const server = sim.server;
-  const restarting = sim.restartApiServer(300);
+  const restarting = sim.restartApiServer(1500);
   await w.closed();
   await sleep(100);
   await assert.rejects(request(sim, '/version'), /ECONNREFUSED/);
