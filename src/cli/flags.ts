@@ -2,6 +2,8 @@
 // document them the same way.
 import { Errors, Flags } from '@oclif/core';
 import { formatDuration, parseDuration } from './duration.js';
+import { LOG_LEVELS, type LogLevel } from '../core/log.js';
+import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
@@ -25,3 +27,55 @@ export function durationFlag(summary: string, defaultMs: number, allowZero: bool
   });
 }
 
+
+/** A listener flag value that turns the listener off. */
+export const OFF = 'off';
+
+/**
+ * The flags every proxy-starting command takes (`serve`, `connect`): where to listen, which
+ * cluster, and the timeouts. `graceSummary`/`graceMs` differ: a managed proxy drains faster.
+ */
+export function proxyFlags(logSummary: string, graceSummary: string, graceMs: number) {
+  return {
+    'listen-socks': Flags.string({
+      summary: `SOCKS5 listen address host:port ("${OFF}" for none; port 0 picks a free one).`,
+      helpValue: '<addr>',
+      default: DEFAULTS.listenSocks,
+    }),
+    'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port (off unless given).', helpValue: '<addr>' }),
+    kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
+    context: Flags.string({ summary: 'Kubeconfig context to use (default: the current context).', helpValue: '<name>' }),
+    namespace: Flags.string({ char: 'n', summary: "Namespace for short names (default: the context's namespace).", helpValue: '<ns>' }),
+    'cluster-domain': Flags.string({ summary: 'Cluster DNS domain.', helpValue: '<domain>', default: DEFAULTS.clusterDomain }),
+    'log-level': Flags.option({ options: LOG_LEVELS, default: DEFAULTS.logLevel, helpValue: '<level>', summary: logSummary })(),
+    'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),
+    'handshake-timeout': durationFlag('Time a client has to send its SOCKS/HTTP request.', DEFAULTS.handshakeTimeoutMs, false),
+    'shutdown-grace': durationFlag(graceSummary, graceMs, true),
+  };
+}
+
+type ParsedProxyFlags = {
+  [K in keyof ReturnType<typeof proxyFlags>]: K extends 'listen-socks' | 'cluster-domain' | 'log-level' | 'connect-timeout' | 'handshake-timeout' | 'shutdown-grace'
+    ? string
+    : string | undefined;
+};
+
+/** ProxyOptions from parsed proxyFlags; a usage error when both listeners are off. */
+export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
+  const listenSocks = flags['listen-socks'] === OFF ? undefined : flags['listen-socks'];
+  if (listenSocks === undefined && flags['listen-http'] === undefined) {
+    throw new Errors.CLIError('nothing to listen on: --listen-socks is off and --listen-http is not given', { exit: 2 });
+  }
+  return {
+    listenSocks,
+    listenHttp: flags['listen-http'],
+    kubeconfig: flags.kubeconfig,
+    context: flags.context,
+    namespace: flags.namespace,
+    clusterDomain: flags['cluster-domain'],
+    logLevel: flags['log-level'] as LogLevel,
+    connectTimeoutMs: parseDuration(flags['connect-timeout']),
+    handshakeTimeoutMs: parseDuration(flags['handshake-timeout']),
+    shutdownGraceMs: parseDuration(flags['shutdown-grace']),
+  };
+}

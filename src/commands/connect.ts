@@ -1,15 +1,11 @@
 // `kubectl proxyout connect --socks`: a managed proxy that keeps running after the terminal
 // closes (src/managed/connect.ts does the work; this is flags and output).
 import { Command, Flags } from '@oclif/core';
-import { LOG_LEVELS } from '../core/log.js';
-import { DEFAULTS } from '../proxy/options.js';
-import { parseDuration } from '../cli/duration.js';
-import { durationFlag } from '../cli/flags.js';
+import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines, formatAddress } from '../cli/ready.js';
 import { connect } from '../managed/connect.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 
-const OFF = 'off';
 /** Open streams get this long on `disconnect`, which waits a second more before SIGKILL. */
 const MANAGED_GRACE_MS = 4_000;
 
@@ -30,44 +26,15 @@ export default class Connect extends Command {
 
   static override flags = {
     socks: Flags.boolean({ summary: 'SOCKS5 mode (the default and, for now, the only mode).' }),
-    'listen-socks': Flags.string({
-      summary: `SOCKS5 listen address host:port ("${OFF}" for none; port 0 picks a free one).`,
-      helpValue: '<addr>',
-      default: DEFAULTS.listenSocks,
-    }),
-    'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port (off unless given).', helpValue: '<addr>' }),
-    kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
-    context: Flags.string({ summary: 'Kubeconfig context to use (default: the current context).', helpValue: '<name>' }),
-    namespace: Flags.string({ char: 'n', summary: "Namespace for short names (default: the context's namespace).", helpValue: '<ns>' }),
+    ...proxyFlags('Log level of the daemon (see `logs ID`).', 'Time open connections get to finish on disconnect.', MANAGED_GRACE_MS),
     id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-"; up to 40).', helpValue: '<name>' }),
     json: Flags.boolean({ summary: 'Print one JSON object (id, pid, context, namespace, socks, http, logFile, …).' }),
-    'cluster-domain': Flags.string({ summary: 'Cluster DNS domain.', helpValue: '<domain>', default: DEFAULTS.clusterDomain }),
-    'log-level': Flags.option({ options: LOG_LEVELS, default: DEFAULTS.logLevel, helpValue: '<level>', summary: 'Log level of the daemon (see `logs ID`).' })(),
-    'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),
-    'handshake-timeout': durationFlag('Time a client has to send its SOCKS/HTTP request.', DEFAULTS.handshakeTimeoutMs, false),
-    'shutdown-grace': durationFlag('Time open connections get to finish on disconnect.', MANAGED_GRACE_MS, true),
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(Connect);
-    const listenSocks = flags['listen-socks'] === OFF ? undefined : flags['listen-socks'];
-    if (listenSocks === undefined && flags['listen-http'] === undefined) {
-      this.error('nothing to listen on: --listen-socks is off and --listen-http is not given', { exit: 2 });
-    }
-    const result = await connect({
-      kubeconfig: flags.kubeconfig,
-      context: flags.context,
-      namespace: flags.namespace,
-      id: flags.id,
-      options: {
-        listenSocks,
-        listenHttp: flags['listen-http'],
-        clusterDomain: flags['cluster-domain'],
-        logLevel: flags['log-level'],
-        connectTimeoutMs: parseDuration(flags['connect-timeout']),
-        handshakeTimeoutMs: parseDuration(flags['handshake-timeout']),
-        shutdownGraceMs: parseDuration(flags['shutdown-grace']),
-      },
+    const { kubeconfig, context, namespace, ...options } = proxyOptionsFrom(flags);
+    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options
     }).catch((err: unknown) => failOnKnownError(this, err));
 
     const { entry, existing, logFile } = result;

@@ -1,5 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { once } from 'node:events';
 import https from 'node:https';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SimCluster } from '../sim/cluster.js';
@@ -57,4 +59,15 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false>, ti
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
+}
+
+/** A kubeconfig for this cluster whose server is a loopback port where nothing listens. */
+export async function unreachableKubeconfig(cluster: TestCluster): Promise<string> {
+  const closed = net.createServer().listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const port = (closed.address() as net.AddressInfo).port;
+  await new Promise((r) => closed.close(r));
+  const file = path.join(cluster.dir, `unreachable-${port}`);
+  await writeFile(file, cluster.sim.kubeconfigYaml({ server: `https://127.0.0.1:${port}` }), { mode: 0o600 });
+  return file;
 }

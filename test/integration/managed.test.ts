@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync,
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { eventually, startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
 import { runCli } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { isAlive } from '../../src/state/process.js';
@@ -250,12 +250,7 @@ describe('crashes and failures', () => {
   });
 
   test('API unreachable: connect fails fast and leaves no state', async () => {
-    const closed = net.createServer().listen(0, '127.0.0.1');
-    await once(closed, 'listening');
-    const port = (closed.address() as net.AddressInfo).port;
-    closed.close();
-    const file = path.join(cluster.dir, 'unreachable');
-    await writeFile(file, cluster.sim.kubeconfigYaml({ server: `https://127.0.0.1:${port}` }), { mode: 0o600 });
+    const file = await unreachableKubeconfig(cluster);
     const started = Date.now();
     const r = await cli(['connect', '--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
     assert.equal(r.code, 1);

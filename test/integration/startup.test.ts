@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, repoRoot } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 
@@ -54,12 +54,7 @@ describe('fails fast with one clear line and a non-zero exit', () => {
   });
 
   test('the API server is unreachable', async () => {
-    const closed = net.createServer().listen(0, '127.0.0.1');
-    await once(closed, 'listening');
-    const port = (closed.address() as net.AddressInfo).port;
-    closed.close();
-    const file = path.join(cluster.dir, 'unreachable');
-    await writeFile(file, cluster.sim.kubeconfigYaml({ server: `https://127.0.0.1:${port}` }), { mode: 0o600 });
+    const file = await unreachableKubeconfig(cluster);
     const started = Date.now();
     const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
     assert.notEqual(r.code, 0);
