@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { startConnectProxy, startSocks5Relay } from '../helpers/upstream-proxies.js';
@@ -51,6 +51,18 @@ describe('authentication and transport as the kubeconfig says', () => {
     const yaml = cluster.sim.kubeconfigYaml({ insecureSkipTlsVerify: true });
     assert.doesNotMatch(yaml, /certificate-authority/);
     await withProxy(yaml, reachesWeb);
+  });
+
+  test('tls-server-name is what the server certificate is checked against', async () => {
+    const withName = (name: string) => cluster.sim.kubeconfigYaml().replace(/^(\s+)server: (.*)$/m, `$1server: $2\n$1tls-server-name: "${name}"`);
+    // The serving certificate names localhost: with that name it verifies…
+    await withProxy(withName('localhost'), reachesWeb);
+    // …and with another name it must not, which proves the setting is honoured at all.
+    const file = path.join(cluster.dir, 'wrong-sni');
+    await writeFile(file, withName('not-the-api.example'), { mode: 0o600 });
+    const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /cannot reach the API server.*(not-the-api\.example|altnames|Hostname)/i);
   });
 
   test('proxy-url socks5:// carries the watches and every port-forward', async () => {

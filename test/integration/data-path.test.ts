@@ -97,6 +97,19 @@ describe('IP destinations', () => {
     assert.equal(await replyCode(svc.spec.clusterIP, 8080, 'ipv4'), 0);
   });
 
+  test('an IPv6 ClusterIP (dual-stack Service, SOCKS5 ATYP 4) reaches that Service', async () => {
+    // fd00::/8 is only data in the simulated API: nothing is ever dialled there.
+    await cluster.sim.createService({ namespace: 'shop', name: 'web6', selector: { app: 'web' }, ports: [{ port: 8080, targetPort: 'http' }], ipv6ClusterIP: 'fd00:10:96::a6' });
+    const svc = await apiGet(cluster.sim, '/api/v1/namespaces/shop/services/web6');
+    assert.ok(svc.spec.clusterIPs.includes('fd00:10:96::a6'));
+    const reply = await eventually(async () => {
+      const r = await socks5Connect(socks, 'fd00:10:96:0:0:0:0:a6', 8080, { atyp: 'ipv6' });
+      r.socket.destroy();
+      return r.reply === 0 ? 'ok' : undefined;
+    });
+    assert.equal(reply, 'ok');
+  });
+
   test('a Pod IP reaches exactly that pod, port unchanged', async () => {
     const pods = await apiGet(cluster.sim, '/api/v1/namespaces/shop/pods');
     const web = pods.items.find((p: any) => p.metadata.name.startsWith('web-'));
