@@ -17,7 +17,8 @@ export interface RouterOptions {
 
 /**
  * Picks the route for each destination and enforces the connect timeout. The first route that
- * claims a destination serves it; nothing claims → not allowed (we are no open relay).
+ * claims a destination serves it; when none does, the first route answers, so that its resolver
+ * can say precisely why (not a cluster name → not allowed: we are no open relay).
  * Suffix routing across clusters will replace the "first claim" rule here and nowhere else.
  */
 export class Router implements StreamOpener {
