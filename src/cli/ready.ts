@@ -23,6 +23,8 @@ export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'conte
     const http = formatAddress(running.http);
     lines.push(`kubectl-proxyout: HTTP proxy on ${http} ${where}`);
     exports.push(`export HTTP_PROXY=http://${http}`, `export HTTPS_PROXY=http://${http}`);
+    // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
+    exports.push(`export http_proxy=http://${http}`, `export https_proxy=http://${http}`);
   }
   return [...lines, ...exports];
 }

@@ -26,6 +26,8 @@ test('both listeners: status lines first, then every export, IPv6 bracketed', ()
     'export ALL_PROXY=socks5h://127.0.0.1:40000',
     'export HTTP_PROXY=http://[::1]:3128',
     'export HTTPS_PROXY=http://[::1]:3128',
+    'export http_proxy=http://[::1]:3128',
+    'export https_proxy=http://[::1]:3128',
   ]);
 });
 
