@@ -9,10 +9,13 @@ import { startTestCluster } from '../test/helpers/cluster.js';
 import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
+import { soak } from './soak.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
 const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 1000);
+const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 30);
+const SOAK_STREAMS = Number(process.env.BENCH_SOAK_STREAMS ?? 200);
 
 type Opener = () => Promise<Duplex>;
 
@@ -59,6 +62,9 @@ const c = sim.counters;
 console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.portForward} (port-forward upgrades: ${c.portForward})`);
 
 // Many concurrent idle streams: do they all work, and what does each cost the proxy in RSS?
+// First let the streams just closed linger out (v4 has no half-close: a client's FIN keeps its
+// tunnel up to a second), so they do not count against --max-streams here.
+await new Promise((r) => setTimeout(r, 1500));
 const rssBefore = rssOf(proxy.proc.pid!);
 const streams = await Promise.all(Array.from({ length: CONCURRENT }, () => openers['proxy (SOCKS5)']().catch(() => undefined)));
 const ok = await Promise.all(streams.map((s) => (s ? roundTrip(s, randomBytes(1024)) : Promise.resolve(false))));
@@ -67,6 +73,18 @@ const rssAfter = rssOf(proxy.proc.pid!);
 const good = ok.filter(Boolean).length;
 console.log(`${CONCURRENT} concurrent streams: ${good} succeeded; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${((rssAfter - rssBefore) / 1024 / CONCURRENT).toFixed(1)} KiB per open stream`);
 for (const s of streams) s?.destroy();
+
+// Soak: streams held through faults injected around them (bench/soak.ts).
+if (SOAK_SECONDS > 0) {
+  await new Promise((r) => setTimeout(r, 2000));
+  const r = await soak(sim, proxy.socks!, proxy.proc.pid!, { seconds: SOAK_SECONDS, held: SOAK_STREAMS, downloaders: 8, faultEveryMs: 2000 });
+  const f = r.faults;
+  console.log(
+    `soak ${r.seconds} s: ${r.held} streams held (${r.heldCut} cut), ${r.downloads} downloads (${r.downloadsCut} cut by faults, ${r.downloadsRefused} refused), ` +
+      `${mib(r.bytesMoved)} MiB moved; faults: ${f.podDeletions} pod deletions, ${f.backendResets} backend resets, ${f.droppedWatches} dropped watches; ` +
+      `bytes lost ${r.bytesLost}; proxy RSS ${mib(r.rssStart)} → ${mib(r.rssEnd)} MiB`,
+  );
+}
 
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();

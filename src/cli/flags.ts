@@ -51,12 +51,17 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
     'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),
     'handshake-timeout': durationFlag('Time a client has to send its SOCKS/HTTP request.', DEFAULTS.handshakeTimeoutMs, false),
     'shutdown-grace': durationFlag(graceSummary, graceMs, true),
+    keepalive: durationFlag('Ping each port-forward tunnel this often, so idle streams stay up and dead ones are found (0 = off).', DEFAULTS.keepaliveMs, true),
+    'keepalive-timeout': durationFlag('Close a tunnel (and its client connection) that answers nothing this long after a ping.', DEFAULTS.keepaliveTimeoutMs, false),
+    'max-streams': Flags.integer({ summary: 'Concurrent streams; more are refused (SOCKS 0x01, HTTP 503). 0 = no limit.', helpValue: '<n>', default: DEFAULTS.maxStreams, min: 0 }),
   };
 }
 
 type ParsedProxyFlags = {
   [K in keyof ReturnType<typeof proxyFlags>]: K extends 'listen-socks' | 'cluster-domain' | 'log-level' | 'connect-timeout' | 'handshake-timeout' | 'shutdown-grace'
     ? string
+    : K extends 'keepalive' | 'keepalive-timeout' ? string
+    : K extends 'max-streams' ? number
     : string | undefined;
 };
 
@@ -77,5 +82,8 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     connectTimeoutMs: parseDuration(flags['connect-timeout']),
     handshakeTimeoutMs: parseDuration(flags['handshake-timeout']),
     shutdownGraceMs: parseDuration(flags['shutdown-grace']),
+    keepaliveMs: parseDuration(flags.keepalive),
+    keepaliveTimeoutMs: parseDuration(flags['keepalive-timeout']),
+    maxStreams: flags['max-streams'],
   };
 }

@@ -41,6 +41,11 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.informer.on('update', onChange);
     this.informer.on('delete', onChange);
     this.informer.on('error', (err: unknown) => this.onError(err));
+    // API servers end every watch after a while (and on restarts or load shedding); client-node
+    // then resumes from the last resourceVersion by itself. Seen only at debug: it is routine.
+    this.informer.on('connect', () => {
+      if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
+    });
   }
 
   get status(): WatchState {

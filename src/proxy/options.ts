@@ -18,6 +18,12 @@ export interface ProxyOptions {
   handshakeTimeoutMs: number;
   /** On SIGINT/SIGTERM, open streams get this long to finish. */
   shutdownGraceMs: number;
+  /** Ping every port-forward tunnel this often (0 = off); undefined = DEFAULTS. */
+  keepaliveMs?: number;
+  /** A tunnel that answers nothing this long after a ping is closed, with its client. */
+  keepaliveTimeoutMs?: number;
+  /** Concurrent streams beyond this are refused (SOCKS 0x01 / HTTP 503); 0 = no limit. */
+  maxStreams?: number;
 }
 
 export const DEFAULTS = {
@@ -27,4 +33,7 @@ export const DEFAULTS = {
   connectTimeoutMs: 15_000,
   handshakeTimeoutMs: 10_000,
   shutdownGraceMs: 5_000,
+  keepaliveMs: 30_000,
+  keepaliveTimeoutMs: 15_000,
+  maxStreams: 1024,
 } as const;

@@ -12,6 +12,8 @@ import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
 import { StreamStats } from './stats.js';
+import { StreamLimiter } from './limits.js';
+import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
 
@@ -32,15 +34,19 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   await probeApi(api, kube.context, kube.server);
 
   const cache = new ClusterCache(kube.kc, api, log, kube.namespace);
-  const transport = new WebSocketV4Transport(api, log);
+  const transport = new WebSocketV4Transport(api, log, {
+    intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs,
+    timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs,
+  });
   const resolver = new Resolver(cache, options.clusterDomain);
-  const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS });
+  const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: options.connectTimeoutMs });
   // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.
   let markReady!: () => void;
   const ready = new Promise<void>((resolve) => (markReady = resolve));
   const router = new Router([route], { connectTimeoutMs: options.connectTimeoutMs, ready });
   const stats = new StreamStats(log);
-  const ctx: ListenerContext = { opener: router, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
+  const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
+  const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
 
   const listeners: Listener[] = [];
   const release = async () => {

@@ -4,6 +4,7 @@ import { ProxyError, errorMessage } from '../core/errors.js';
 import type { PodPort, Transport } from '../tunnel/transport.js';
 import type { Resolver } from './resolver.js';
 import type { Route } from './router.js';
+import { RetryBeforeFirstByte } from './retry-stream.js';
 
 export interface ClusterRouteOptions {
   /**
@@ -12,15 +13,21 @@ export interface ClusterRouteOptions {
    * long for that text, so the client gets "connection refused" instead of success-then-close.
    */
   confirmMs: number;
+  /** Moving a stream to another endpoint after it was called connected must finish in this time. */
+  reopenTimeoutMs?: number;
 }
 
 /** A pod port that accepted within this time is trusted to accept again without the wait. */
 const CONFIRMED_TTL_MS = 5 * 60_000;
 const CONFIRMED_MAX = 10_000;
+/** A pod port that refused is tried after the others for this long (it may be restarting). */
+const REFUSED_TTL_MS = 10_000;
+const DEFAULT_REOPEN_TIMEOUT_MS = 15_000;
 
 /** Serves one cluster: resolve through the watch cache, then open a stream with the transport. */
 export class ClusterRoute implements Route {
   private readonly confirmed = new Map<string, number>();
+  private readonly refused = new Map<string, number>();
 
   constructor(
     readonly name: string,
@@ -36,25 +43,60 @@ export class ClusterRoute implements Route {
 
   async open(request: OpenRequest, signal: AbortSignal): Promise<OpenedStream> {
     const plan = await this.resolver.resolve(request.destination);
-    let lastError: unknown;
-    for (const [attempt, c] of plan.candidates.entries()) {
-      const via = `${c.namespace}/${c.pod}:${c.port}`;
-      try {
-        const stream = await this.transport.open(c, { signal, confirmMs: this.isConfirmed(c) ? 0 : this.options.confirmMs });
-        this.markConfirmed(c);
-        // A dial error after we called it open means the port stopped accepting: re-check next time.
-        stream.once('error', (err) => {
-          if (err instanceof ProxyError && err.reason === 'connection-refused') this.confirmed.delete(via);
-        });
-        return { stream, via };
-      } catch (err) {
-        lastError = err;
-        const retry = err instanceof ProxyError && err.retryable && !signal.aborted && attempt + 1 < plan.candidates.length;
-        this.log.debug({ target: plan.label, via, error: errorMessage(err), retry }, 'endpoint failed');
-        if (!retry) break;
+    const candidates = this.acceptingFirst(plan.candidates);
+    let next = 0;
+    let current = '';
+    // Tries the candidates from `next` on; a retryable failure moves to the one after.
+    const attempt = async (sig: AbortSignal): Promise<OpenedStream> => {
+      let lastError: unknown;
+      while (next < candidates.length) {
+        const c = candidates[next++];
+        const via = `${c.namespace}/${c.pod}:${c.port}`;
+        try {
+          const stream = await this.transport.open(c, { signal: sig, confirmMs: this.isConfirmed(c) ? 0 : this.options.confirmMs });
+          this.markConfirmed(c);
+          current = via;
+          return { stream, via };
+        } catch (err) {
+          lastError = err;
+          this.noteFailure(via, err);
+          const retry = err instanceof ProxyError && err.retryable && !sig.aborted && next < candidates.length;
+          this.log.debug({ target: plan.label, via, error: errorMessage(err), retry }, 'endpoint failed');
+          if (!retry) break;
+        }
       }
-    }
-    throw lastError;
+      throw lastError;
+    };
+    const first = await attempt(signal);
+    const stream = new RetryBeforeFirstByte(first.stream, async (err, gone) => {
+      const from = current;
+      this.noteFailure(from, err);
+      if (next >= candidates.length) {
+        this.log.info({ target: plan.label, via: from, error: err.message }, 'pod refused after the stream opened; no other endpoint left');
+        return undefined;
+      }
+      const sig = AbortSignal.any([gone, AbortSignal.timeout(this.options.reopenTimeoutMs ?? DEFAULT_REOPEN_TIMEOUT_MS)]);
+      const moved = await attempt(sig).catch(() => undefined);
+      this.log.info({ target: plan.label, from, to: moved?.via, error: err.message }, moved ? 'pod refused after the stream opened; moved to another endpoint' : 'pod refused after the stream opened; no other endpoint accepted');
+      return moved?.stream;
+    });
+    return { stream, via: first.via };
+  }
+
+  /** A refused port is no longer trusted to accept, and goes last for a while. */
+  private noteFailure(via: string, err: unknown): void {
+    if (!(err instanceof ProxyError) || err.reason !== 'connection-refused') return;
+    this.confirmed.delete(via);
+    if (this.refused.size >= CONFIRMED_MAX) this.refused.clear();
+    this.refused.set(via, Date.now() + REFUSED_TTL_MS);
+  }
+
+  /** Candidates in the resolver's (round-robin) order, ports that refused recently last. */
+  private acceptingFirst(candidates: PodPort[]): PodPort[] {
+    if (this.refused.size === 0) return candidates;
+    const now = Date.now();
+    const late = (p: PodPort) => (this.refused.get(`${p.namespace}/${p.pod}:${p.port}`) ?? 0) > now;
+    return [...candidates.filter((p) => !late(p)), ...candidates.filter(late)];
   }
 
   private isConfirmed(p: PodPort): boolean {
@@ -65,5 +107,6 @@ export class ClusterRoute implements Route {
   private markConfirmed(p: PodPort): void {
     if (this.confirmed.size >= CONFIRMED_MAX) this.confirmed.clear();
     this.confirmed.set(`${p.namespace}/${p.pod}:${p.port}`, Date.now() + CONFIRMED_TTL_MS);
+    this.refused.delete(`${p.namespace}/${p.pod}:${p.port}`);
   }
 }

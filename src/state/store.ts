@@ -25,6 +25,10 @@ export interface DaemonOptions {
   connectTimeoutMs: number;
   handshakeTimeoutMs: number;
   shutdownGraceMs: number;
+  /** Absent in state written before these flags existed; the daemon then uses the defaults. */
+  keepaliveMs?: number;
+  keepaliveTimeoutMs?: number;
+  maxStreams?: number;
 }
 
 export interface ProxyEntry {

@@ -21,6 +21,9 @@ export interface OpenOptions {
  * (v4.channel.k8s.io) today; SPDY-over-WebSocket multiplexing, konnectivity and SSH later.
  * open() rejects with a ProxyError (core/errors.ts); the Duplex it resolves to ends when the pod
  * side ends and is destroyed with a ProxyError when the pod side fails.
+ * A dial into the pod that fails after open() resolved (confirmMs 0) but before the pod sent a
+ * byte destroys the Duplex with a *retryable* ProxyError: ClusterRoute then replays the client's
+ * bytes to another endpoint (routing/retry-stream.ts). Other failures are never retryable then.
  */
 export interface Transport {
   readonly name: string;

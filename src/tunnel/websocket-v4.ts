@@ -16,6 +16,7 @@ import {
 } from '../core/errors.js';
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
+import { startKeepalive, type KeepaliveOptions } from './keepalive.js';
 
 export const V4_PROTOCOL = 'v4.channel.k8s.io';
 const DATA = 0;
@@ -24,6 +25,8 @@ const ERROR = 1;
 const WS_HIGH_WATER = 1 << 20;
 /** After the client's FIN, close once the pod has been silent this long (mirrors the runtimes' ~1 s). */
 const HALF_CLOSE_LINGER_MS = 1_000;
+/** Keepalive when the owner gives none (tests, tools); the proxy passes --keepalive values. */
+export const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 30_000, timeoutMs: 15_000 };
 
 export class WebSocketV4Transport implements Transport {
   readonly name = 'websocket';
@@ -32,6 +35,7 @@ export class WebSocketV4Transport implements Transport {
   constructor(
     private readonly api: ApiConnection,
     private readonly log: Logger,
+    private readonly keepalive: KeepaliveOptions = DEFAULT_KEEPALIVE,
   ) {}
 
   openTunnels(): number {
@@ -54,7 +58,9 @@ export class WebSocketV4Transport implements Transport {
     this.live.add(ws);
     ws.once('close', () => this.live.delete(ws));
     const stream = new PortForwardStream(ws, target, this.log);
-    return stream.connected(options, () => this.api.invalidate());
+    const opened = await stream.connected(options, () => this.api.invalidate());
+    stream.keepAlive(this.keepalive);
+    return opened;
   }
 }
 
@@ -76,6 +82,14 @@ function upgradeError(target: PodPort, status: number, text: string): ProxyError
   return new UpstreamApiError(msg, { retryable: status >= 500 });
 }
 
+/**
+ * Error text that says the kubelet's dial into the pod failed (containerd, CRI-O, socat wordings),
+ * as opposed to a connection that was up and then broke ("read: connection reset by peer").
+ */
+function isDialFailure(text: string): boolean {
+  return /failed to connect|dial tcp|connection refused|unable to do port forwarding/i.test(text) && !/reset by peer|broken pipe/i.test(text);
+}
+
 class PortForwardStream extends Duplex {
   private readonly prefixPending = [true, true];
   private errorText = '';
@@ -83,6 +97,8 @@ class PortForwardStream extends Duplex {
   private clientEnded = false;
   /** The pod side reported an error after data: no more bytes go to the reader. */
   private podEnded = false;
+  /** Some payload came from the pod: from now on an error text is a break, never a failed dial. */
+  private podSpoke = false;
   private onDialError?: (err: ProxyError) => void;
   private onFirstData?: () => void;
   private onPrefixes?: () => void;
@@ -150,7 +166,7 @@ class PortForwardStream extends Duplex {
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {
-    if (!isBinary || data.length === 0) return;
+    if (!isBinary || data.length === 0 || this.destroyed) return;
     const channel = data[0];
     let payload = data.subarray(1);
     if (channel > ERROR) return;
@@ -167,6 +183,12 @@ class PortForwardStream extends Duplex {
         this.onDialError(dialError(this.target, this.errorText));
         return;
       }
+      if (!this.podSpoke && isDialFailure(this.errorText)) {
+        // We called it connected without waiting (the port accepted recently), yet the dial
+        // failed: no byte reached the pod, so the route may still move this stream elsewhere.
+        this.destroy(dialError(this.target, this.errorText));
+        return;
+      }
       // Mid-stream the pod connection broke (e.g. reset by peer). Deliver what the pod already
       // sent, then end: destroying now would throw away the tail of its response.
       this.log.info({ target: where(this.target), error: this.errorText.trim().slice(0, 500) }, 'pod connection ended with an error');
@@ -175,6 +197,7 @@ class PortForwardStream extends Duplex {
       return;
     }
     if (this.podEnded) return;
+    this.podSpoke = true;
     this.onFirstData?.();
     if (this.clientEnded) this.armLinger();
     if (!this.push(payload)) this.ws.pause();
@@ -211,6 +234,15 @@ class PortForwardStream extends Duplex {
     callback();
   }
 
+  /** Pings the tunnel while it is open; a peer that stopped answering fails the stream. */
+  keepAlive(options: KeepaliveOptions): void {
+    const stop = startKeepalive(this.ws, options, (silentMs) => {
+      this.log.warn({ target: where(this.target), silentMs }, 'port-forward tunnel stopped answering pings; closing it');
+      this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)} stopped answering: no pong within ${options.timeoutMs} ms`));
+    });
+    this.once('close', stop);
+  }
+
   private armLinger(): void {
     clearTimeout(this.lingerTimer);
     this.lingerTimer = setTimeout(() => this.ws.close(1000), HALF_CLOSE_LINGER_MS);
@@ -219,7 +251,10 @@ class PortForwardStream extends Duplex {
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     clearTimeout(this.lingerTimer);
-    if (this.ws.readyState === WebSocket.OPEN && !err) this.ws.close(1000);
+    // A close handshake needs the server's close frame, which queues behind pod data we have
+    // not read; when we abandon that data (a client cancelled a download) it would stall for
+    // ws's 30 s close timeout with the tunnel and the pod's connection still open. Cut instead.
+    if (this.ws.readyState === WebSocket.OPEN && !err && this.readableEnded) this.ws.close(1000);
     else if (this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
     callback(err);
   }

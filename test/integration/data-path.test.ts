@@ -8,6 +8,7 @@ import { startTestCluster, apiGet, eventually, type TestCluster } from '../helpe
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect, Reader } from '../helpers/socks-client.js';
+import { closedWithin, openStream } from '../helpers/streams.js';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const helloFrom = (body: string) => /hello from (\S+) \((\S+)\)/.exec(body)?.[1];
@@ -285,8 +286,11 @@ describe('the cluster changes under the proxy', () => {
     assert.equal(c.total - c.portForward, 0, `unexpected API requests: ${JSON.stringify(c.byPath)}`);
   });
 
-  test('API server restart: a Service created after it is reachable; API down → 0x01', async () => {
+  test('API server restart: open streams end (no hang); a Service created after it is reachable; API down → 0x01', async () => {
+    // Every tunnel runs through the API server, so its restart ends them; clients must see that.
+    const open = await openStream(socks, 'echo.data', 7000);
     const restarted = cluster.sim.restartApiServer(1500);
+    await closedWithin(open.socket, 10_000, 'a stream open across the API server restart');
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(await replyCode('web.shop', 8080), 0x01, 'API unreachable → general failure');
     await restarted;

@@ -1,0 +1,143 @@
+// The soak phase of `npm run bench`: streams held open and echoing through the proxy while the
+// cluster misbehaves around them — web pods deleted and replaced, their backends reset, every
+// watch dropped — and short downloads from those very pods keep coming. What we want to see:
+// held streams (to a pod no fault touches) lose nothing, downloads are intact up to wherever a
+// fault cut them, and the proxy's memory stays put.
+import { randomBytes } from 'node:crypto';
+import type net from 'node:net';
+import type { SimCluster } from '../test/sim/cluster.js';
+import { socks5Connect } from '../test/helpers/socks-client.js';
+import { apiGet } from '../test/helpers/cluster.js';
+import { Download, rssOf, sleep } from '../test/helpers/streams.js';
+
+export interface SoakOptions {
+  seconds: number;
+  /** Echo streams held open for the whole soak. */
+  held: number;
+  /** Concurrent download loops against the pods that get faulted. */
+  downloaders: number;
+  /** One fault every this many ms, rotating through the three kinds. */
+  faultEveryMs: number;
+}
+
+export interface SoakResult {
+  seconds: number;
+  held: number;
+  heldCut: number;
+  downloads: number;
+  downloadsCut: number;
+  downloadsRefused: number;
+  bytesMoved: number;
+  bytesLost: number;
+  faults: { podDeletions: number; backendResets: number; droppedWatches: number };
+  rssStart: number;
+  rssEnd: number;
+}
+
+interface Held {
+  socket: net.Socket;
+  sent: number;
+  echoed: number;
+  lost: number;
+  cut: boolean;
+}
+
+/** One held stream: write a random chunk, wait for exactly it to come back, repeat until `until`. */
+async function holdEcho(socks: string, until: () => boolean): Promise<Held> {
+  const { reply, socket, rest } = await socks5Connect(socks, 'echo.data.svc.cluster.local', 7000);
+  if (reply !== 0) throw new Error(`SOCKS reply ${reply} for a held stream`);
+  const h: Held = { socket, sent: 0, echoed: 0, lost: 0, cut: false };
+  let expected = Buffer.alloc(0);
+  let got: Buffer = rest;
+  let wake: (() => void) | undefined;
+  socket.on('data', (c: Buffer) => {
+    got = Buffer.concat([got, c]);
+    wake?.();
+  });
+  socket.once('close', () => {
+    h.cut = true;
+    wake?.();
+  });
+  socket.on('error', () => undefined);
+  socket.resume();
+  while (!until() && !h.cut) {
+    expected = randomBytes(1 + Math.floor(Math.random() * 32 * 1024));
+    socket.write(expected);
+    h.sent += expected.length;
+    while (got.length < expected.length && !h.cut) await new Promise<void>((r) => (wake = r));
+    const n = Math.min(got.length, expected.length);
+    // Bytes that came back different, or never came back, are lost.
+    let same = 0;
+    while (same < n && got[same] === expected[same]) same++;
+    h.echoed += same;
+    h.lost += expected.length - same;
+    got = got.subarray(n);
+    await sleep(Math.random() * 50);
+  }
+  return h;
+}
+
+export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: SoakOptions): Promise<SoakResult> {
+  const deadline = Date.now() + o.seconds * 1000;
+  const over = () => Date.now() >= deadline;
+  const result: SoakResult = {
+    seconds: o.seconds, held: o.held, heldCut: 0, downloads: 0, downloadsCut: 0, downloadsRefused: 0,
+    bytesMoved: 0, bytesLost: 0, faults: { podDeletions: 0, backendResets: 0, droppedWatches: 0 },
+    rssStart: rssOf(proxyPid), rssEnd: 0,
+  };
+  const holding = Array.from({ length: o.held }, () => holdEcho(socks, over));
+
+  const download = async (): Promise<void> => {
+    while (!over()) {
+      const size = 1024 + Math.floor(Math.random() * (1 << 20));
+      const { reply, socket, rest } = await socks5Connect(socks, 'web.shop.svc.cluster.local', 8080);
+      if (reply !== 0) {
+        result.downloadsRefused++;
+        socket.destroy();
+        await sleep(50);
+        continue;
+      }
+      if (rest.length) socket.unshift(rest);
+      socket.on('error', () => undefined);
+      const d = new Download(socket);
+      socket.write(`GET /bytes/${size} HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n`);
+      await new Promise((r) => socket.once('close', r));
+      result.downloads++;
+      result.bytesMoved += d.received;
+      if (d.corrupt) result.bytesLost += d.received;
+      if (d.received < size) result.downloadsCut++;
+    }
+  };
+  const downloading = Array.from({ length: o.downloaders }, download);
+
+  let replacement = 0;
+  for (let i = 0; !over(); i++) {
+    await sleep(o.faultEveryMs);
+    if (over()) break;
+    const list = await apiGet<{ items: Array<{ metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string } }> }>(sim, '/api/v1/namespaces/shop/pods');
+    const pods = list.items.filter((p) => p.metadata.labels?.app === 'web' && !p.metadata.deletionTimestamp).map((p) => p.metadata.name);
+    const victim = pods[Math.floor(Math.random() * pods.length)];
+    if (!victim) continue;
+    if (i % 3 === 0) {
+      await sim.deletePod('shop', victim);
+      await sim.createPod({ namespace: 'shop', name: `web-soak-${++replacement}`, labels: { app: 'web' }, ports: [{ name: 'http', containerPort: 8081 }] });
+      result.faults.podDeletions++;
+    } else if (i % 3 === 1) {
+      sim.resetPodConnections('shop', victim);
+      result.faults.backendResets++;
+    } else {
+      sim.dropWatches();
+      result.faults.droppedWatches++;
+    }
+  }
+
+  await Promise.all(downloading);
+  result.rssEnd = rssOf(proxyPid);
+  for (const h of await Promise.all(holding)) {
+    result.bytesMoved += h.sent + h.echoed;
+    result.bytesLost += h.lost;
+    if (h.cut) result.heldCut++;
+    h.socket.destroy();
+  }
+  return result;
+}

@@ -1,0 +1,76 @@
+// startKeepalive against a real loopback WebSocket server that can stop answering pings.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import WebSocket, { WebSocketServer } from 'ws';
+import { startKeepalive } from '../../src/tunnel/keepalive.js';
+
+const servers: WebSocketServer[] = [];
+after(() => {
+  for (const s of servers) {
+    for (const c of s.clients) c.terminate();
+    s.close();
+  }
+});
+
+async function connect(autoPong: boolean): Promise<{ client: WebSocket; server: WebSocket }> {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, autoPong });
+  servers.push(wss);
+  await once(wss, 'listening');
+  const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+  const [[server]] = (await Promise.all([once(wss, 'connection'), once(client, 'open')])) as [[WebSocket], unknown];
+  return { client, server };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test('a peer that answers pings is never declared dead', async () => {
+  const { client } = await connect(true);
+  let dead = false;
+  const stop = startKeepalive(client, { intervalMs: 20, timeoutMs: 60 }, () => (dead = true));
+  await sleep(400);
+  assert.equal(dead, false);
+  stop();
+  client.terminate();
+});
+
+test('a silent peer is declared dead once, within interval + timeout', async () => {
+  const { client } = await connect(false);
+  const started = Date.now();
+  const calls: number[] = [];
+  startKeepalive(client, { intervalMs: 50, timeoutMs: 100 }, (silentMs) => calls.push(silentMs));
+  while (calls.length === 0 && Date.now() - started < 5_000) await sleep(10);
+  const took = Date.now() - started;
+  assert.equal(calls.length, 1);
+  assert.ok(calls[0] >= 90 && took >= 140, `dead after ${took} ms, silent ${calls[0]} ms`);
+  await sleep(300);
+  assert.equal(calls.length, 1, 'reported once');
+  client.terminate();
+});
+
+test('data from the peer counts as an answer; a paused reader stops the clock', async () => {
+  const { client, server } = await connect(false);
+  let dead = false;
+  startKeepalive(client, { intervalMs: 30, timeoutMs: 80 }, () => (dead = true));
+  const chatter = setInterval(() => server.send('x'), 20);
+  await sleep(300);
+  clearInterval(chatter);
+  assert.equal(dead, false, 'messages keep it alive without pongs');
+  client.pause();
+  await sleep(300);
+  assert.equal(dead, false, 'not while we are not reading');
+  client.resume();
+  for (let i = 0; i < 100 && !dead; i++) await sleep(10);
+  assert.equal(dead, true, 'declared dead once reading again shows nothing came back');
+  client.terminate();
+});
+
+test('interval 0 is off', async () => {
+  const { client } = await connect(false);
+  let dead = false;
+  startKeepalive(client, { intervalMs: 0, timeoutMs: 10 }, () => (dead = true));
+  await sleep(100);
+  assert.equal(dead, false);
+  client.terminate();
+});
