@@ -1,4 +1,5 @@
 import type { LogLevel } from '../core/log.js';
+import type { ProxyCredentials } from '../auth/credentials.js';
 
 /** Everything the foreground proxy and the daemon are started with. */
 export interface ProxyOptions {
@@ -18,6 +19,8 @@ export interface ProxyOptions {
   handshakeTimeoutMs: number;
   /** On SIGINT/SIGTERM, open streams get this long to finish. */
   shutdownGraceMs: number;
+  /** Credentials clients must present; required when a listener is not on loopback. */
+  proxyAuth?: ProxyCredentials;
 }
 
 export const DEFAULTS = {

@@ -14,6 +14,7 @@ import type { Listener, ListenerContext } from '../listeners/listener.js';
 import { StreamStats } from './stats.js';
 import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
+import { ARGV_WARNING, ProxyAuth, requireCredentialsOffLoopback } from '../auth/credentials.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
@@ -27,6 +28,8 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   if (!options.listenSocks && !options.listenHttp) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
   const socksAddr = options.listenSocks ? parseAddress(options.listenSocks, '--listen-socks') : undefined;
   const httpAddr = options.listenHttp ? parseAddress(options.listenHttp, '--listen-http') : undefined;
+  requireCredentialsOffLoopback([...(socksAddr ? [{ flag: '--listen-socks', ...socksAddr }] : []), ...(httpAddr ? [{ flag: '--listen-http', ...httpAddr }] : [])], !!options.proxyAuth);
+  if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
   const kube = loadKubeConfig(options);
   const api = new ApiConnection(kube.kc);
   await probeApi(api, kube.context, kube.server);
@@ -41,6 +44,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   const router = new Router([route], { connectTimeoutMs: options.connectTimeoutMs, ready });
   const stats = new StreamStats(log);
   const ctx: ListenerContext = { opener: router, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
+  if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
 
   const listeners: Listener[] = [];
   const release = async () => {
@@ -59,6 +63,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
   log.info({ context: kube.context, namespace: kube.namespace, server: kube.server, listeners: listeners.map((l) => `${l.kind} ${l.address.address}:${l.address.port}`) }, 'proxy ready');
+  if (ctx.auth) log.info({ user: ctx.auth.username }, 'proxy authentication on: clients must present this user and its password');
 
   let stopping: Promise<void> | undefined;
   return {
