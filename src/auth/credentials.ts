@@ -113,9 +113,8 @@ export class ProxyAuth {
   }
 }
 
-/** A user name as it may appear in a log line: short and printable (it is attacker-chosen). */
-export function loggableUser(username: string | Buffer): string {
-  const text = typeof username === 'string' ? username : username.toString('utf8');
-  const clean = text.replace(/[^\x20-\x7e]/g, '?');
-  return clean.length > 64 ? `${clean.slice(0, 64)}…` : clean;
-}
+/**
+ * What a client with wrong credentials is told and what the log says. Neither names the user
+ * it presented: people type passwords into user name fields, and clients learn nothing either.
+ */
+export const WRONG_CREDENTIALS = 'wrong proxy user name or password';

@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type net from 'node:net';
 import { ProxyAuthRequiredError } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
-import { loggableUser } from '../auth/credentials.js';
+import { WRONG_CREDENTIALS } from '../auth/credentials.js';
 import type { ListenerContext } from './listener.js';
 import { endWithReply } from './server-base.js';
 import { rawErrorResponse } from './http-server.js';
@@ -33,7 +33,7 @@ export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessa
   const creds = parseBasicCredentials(header);
   if (!creds) return new ProxyAuthRequiredError('proxy authentication required: only the Basic scheme is supported');
   if (!ctx.auth.verify(creds.username, creds.password)) {
-    return new ProxyAuthRequiredError(`wrong proxy user name or password (user "${loggableUser(creds.username)}")`);
+    return new ProxyAuthRequiredError(WRONG_CREDENTIALS);
   }
   return undefined;
 }

@@ -2,7 +2,7 @@
 // parsing lives in socks-protocol.ts; this module does the socket work around it.
 import net from 'node:net';
 import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
-import { loggableUser } from '../auth/credentials.js';
+import { WRONG_CREDENTIALS } from '../auth/credentials.js';
 import { formatHostPort } from '../core/address.js';
 import type { FrontEnd, OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
@@ -95,7 +95,7 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
           continue;
         }
         stop();
-        ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(`wrong proxy user name or password (user "${loggableUser(step.username)}")`));
+        ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(WRONG_CREDENTIALS));
         endWithReply(socket, encodeAuthStatus(false));
         return;
       }
