@@ -4,6 +4,8 @@
 // instrumentation and no native code: what libFuzzer's edge counters give, approximated by
 // "this block ran, about this many times".
 import inspector from 'node:inspector';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 interface Range {
   startOffset: number;
@@ -31,6 +33,8 @@ export class Coverage {
   private readonly session = new inspector.Session();
   /** Every block range seen so far, per function: see features() for why. */
   private readonly blocks = new Map<string, Map<string, [number, number]>>();
+  /** URLs of the included scripts that have run (for the dictionary, see autoDictionary). */
+  readonly scripts = new Set<string>();
 
   constructor(private readonly include: (url: string) => boolean) {
     this.session.connect();
@@ -66,6 +70,7 @@ export class Coverage {
     const { result } = this.post('Profiler.takePreciseCoverage') as { result: ScriptCoverage[] };
     for (const script of result) {
       if (!this.include(script.url)) continue;
+      this.scripts.add(script.url);
       for (const fn of script.functions) {
         const ranges = fn.ranges;
         if (ranges.length === 0 || ranges[0]!.count === 0) continue;
@@ -98,4 +103,33 @@ export class Coverage {
     this.post('Profiler.stopPreciseCoverage');
     this.session.disconnect();
   }
+}
+
+/**
+ * AFL++'s "autodictionary" for JavaScript: the literals of the code under test. Coverage cannot
+ * see the operands of a comparison (libFuzzer's CMP tracing), so the constants those comparisons
+ * are made against — version bytes, header names, delimiters — are offered as tokens instead.
+ */
+export function autoDictionary(urls: Iterable<string>, max = 400): Buffer[] {
+  const tokens = new Map<string, Buffer>();
+  const add = (b: Buffer) => {
+    if (b.length > 0 && tokens.size < max) tokens.set(b.toString('latin1'), b);
+  };
+  for (const url of urls) {
+    if (!url.startsWith('file:')) continue;
+    let source: string;
+    try {
+      source = readFileSync(fileURLToPath(url), 'utf8');
+    } catch {
+      continue;
+    }
+    for (const m of source.matchAll(/'([^'\\\n]{1,40})'|"([^"\\\n]{1,40})"/g)) add(Buffer.from(m[1] ?? m[2]!, 'latin1'));
+    for (const m of source.matchAll(/\b(0x[0-9a-fA-F]{1,4}|\d{1,5})\b/g)) {
+      const n = Number(m[1]);
+      if (n <= 0xff) add(Buffer.from([n]));
+      else if (n <= 0xffff) add(Buffer.from([n >> 8, n & 0xff]));
+      add(Buffer.from(String(n), 'latin1'));
+    }
+  }
+  return [...tokens.values()];
 }

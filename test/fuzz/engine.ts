@@ -3,7 +3,7 @@
 // budget is spent or a target reports a finding. A finding is an exception the target did not
 // expect (an untyped throw from the code under test, a broken invariant, an error-level log line)
 // or a hang; the runner's watchdog catches hangs that never yield.
-import { Coverage } from './coverage.js';
+import { Coverage, autoDictionary } from './coverage.js';
 import { Rng, mutate } from './mutate.js';
 
 export interface FuzzTarget {
@@ -83,10 +83,17 @@ export async function runEngine(target: FuzzTarget, options: EngineOptions): Pro
       if (r.finding) return done(r.finding);
       corpus.push(input);
     }
-    if (corpus.length === 0) corpus.push(Buffer.alloc(0));
+    if (corpus.length === 0) {
+      // Start from nothing, but run it: the dictionary below needs to know which code ran.
+      const r = await exec(Buffer.alloc(0));
+      if (r.finding) return done(r.finding);
+      corpus.push(Buffer.alloc(0));
+    }
     // The time budget is for new inputs; the replay above is a fixed cost.
     const deadline = Date.now() + options.seconds * 1000;
-    const context = { rng, dictionary: target.dictionary, corpus, maxLen: target.maxLen };
+    // The target's tokens plus the literals of the code the replay reached.
+    const dictionary = [...target.dictionary, ...autoDictionary(coverage.scripts)];
+    const context = { rng, dictionary, corpus, maxLen: target.maxLen };
     while (Date.now() < deadline && (options.maxExecs === undefined || execs < options.maxExecs)) {
       // Favour recent finds a little: they sit at the frontier of what is covered.
       const parent = rng.next() < 0.3 ? corpus[corpus.length - 1 - rng.below(Math.min(8, corpus.length))]! : rng.pick(corpus);

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { apiGet, startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { apiGet, eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { isAlive } from '../../src/state/process.js';
@@ -82,7 +82,7 @@ test('a foreground session: token kubeconfig, proxy auth from a file, trace logg
   const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'trace', '--proxy-auth-file', authFile]);
   try {
     await drive(proxy.socks!, proxy.http!, 'tester', password, upstream);
-    assert.ok(proxy.logs.some((l) => l.reason === 'auth-failed'), 'failed authentication is logged');
+    await eventually(async () => proxy.logs.some((l) => l.reason === 'auth-failed'));
   } finally {
     await proxy.stop();
   }
