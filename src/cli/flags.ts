@@ -4,6 +4,8 @@ import { Errors, Flags } from '@oclif/core';
 import { formatDuration, parseDuration } from './duration.js';
 import { LOG_LEVELS, type LogLevel } from '../core/log.js';
 import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
+import { StartupError } from '../core/errors.js';
+import { resolveCredentials, type ProxyCredentials } from '../auth/credentials.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
@@ -54,7 +56,27 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
     keepalive: durationFlag('Ping each port-forward tunnel this often, so idle streams stay up and dead ones are found (0 = off).', DEFAULTS.keepaliveMs, true),
     'keepalive-timeout': durationFlag('Close a tunnel (and its client connection) that answers nothing this long after a ping.', DEFAULTS.keepaliveTimeoutMs, false),
     'max-streams': Flags.integer({ summary: 'Concurrent streams; more are refused (SOCKS 0x01, HTTP 503). 0 = no limit.', helpValue: '<n>', default: DEFAULTS.maxStreams, min: 0 }),
+    'proxy-auth-file': Flags.string({
+      summary: 'Require proxy credentials: a file (chmod 600) whose first line is user:password. Also: $KUBECTL_PROXYOUT_PROXY_AUTH.',
+      helpValue: '<file>',
+      exclusive: ['proxy-auth'],
+    }),
+    'proxy-auth': Flags.string({
+      summary: 'Require proxy credentials user:password (visible in ps: prefer --proxy-auth-file).',
+      helpValue: '<user:password>',
+      exclusive: ['proxy-auth-file'],
+    }),
   };
+}
+
+/** Proxy credentials from the flags or $KUBECTL_PROXYOUT_PROXY_AUTH; a one-line error (exit 1) when unusable. */
+export function proxyAuthFrom(flags: { 'proxy-auth-file'?: string; 'proxy-auth'?: string }, env: NodeJS.ProcessEnv = process.env): ProxyCredentials | undefined {
+  try {
+    return resolveCredentials({ file: flags['proxy-auth-file'], inline: flags['proxy-auth'] }, env);
+  } catch (err) {
+    if (err instanceof StartupError) throw new Errors.CLIError(err.message, { exit: 1 });
+    throw err;
+  }
 }
 
 type ParsedProxyFlags = {
@@ -85,5 +107,6 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     keepaliveMs: parseDuration(flags.keepalive),
     keepaliveTimeoutMs: parseDuration(flags['keepalive-timeout']),
     maxStreams: flags['max-streams'],
+    proxyAuth: proxyAuthFrom(flags),
   };
 }

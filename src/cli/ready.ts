@@ -9,7 +9,7 @@ export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'>): s
   return `${host}:${address.port}`;
 }
 
-export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace'>): string[] {
+export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace'>, authUser?: string): string[] {
   const where = `(context ${running.context}, namespace ${running.namespace})`;
   const lines: string[] = [];
   const exports: string[] = [];
@@ -26,5 +26,11 @@ export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'conte
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
     exports.push(`export http_proxy=http://${http}`, `export https_proxy=http://${http}`);
   }
+  if (authUser !== undefined) lines.push(authLine(authUser));
   return [...lines, ...exports];
+}
+
+/** The ready line telling clients they need credentials (the password itself is never printed). */
+export function authLine(username: string): string {
+  return `kubectl-proxyout: proxy authentication is on: clients use socks5h://${encodeURIComponent(username)}:PASSWORD@… or http://${encodeURIComponent(username)}:PASSWORD@…`;
 }

@@ -5,6 +5,7 @@ import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines, formatAddress } from '../cli/ready.js';
 import { connect } from '../managed/connect.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
+import { ARGV_WARNING } from '../auth/credentials.js';
 
 /** Open streams get this long on `disconnect`, which waits a second more before SIGKILL. */
 const MANAGED_GRACE_MS = 4_000;
@@ -33,8 +34,10 @@ export default class Connect extends Command {
 
   async run(): Promise<void> {
     const { flags } = await this.parse(Connect);
-    const { kubeconfig, context, namespace, ...options } = proxyOptionsFrom(flags);
-    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options
+    // proxyAuth is split off: it reaches the daemon through a private file, never state.json.
+    const { kubeconfig, context, namespace, proxyAuth, ...options } = proxyOptionsFrom(flags);
+    if (proxyAuth?.source === 'argv') this.warn(ARGV_WARNING);
+    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth
     }).catch((err: unknown) => failOnKnownError(this, err));
 
     const { entry, existing, logFile } = result;
@@ -50,6 +53,6 @@ export default class Connect extends Command {
     }
     const what = existing ? `${entry.id} is already running` : `connected ${entry.id}`;
     this.log(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
-    this.log(readyLines({ socks: entry.socks, http: entry.http, context: entry.context, namespace: entry.namespace }).join('\n'));
+    this.log(readyLines({ socks: entry.socks, http: entry.http, context: entry.context, namespace: entry.namespace }, existing ? undefined : proxyAuth?.username).join('\n'));
   }
 }

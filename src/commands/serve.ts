@@ -36,7 +36,7 @@ export default class Serve extends Command {
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;
     });
-    this.log(readyLines(running).join('\n'));
+    this.log(readyLines(running, options.proxyAuth?.username).join('\n'));
 
     const signal = await firstShutdownSignal();
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');

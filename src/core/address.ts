@@ -139,6 +139,9 @@ export function destinationFor(host: string, port: number): Destination {
   if (net.isIPv4(h)) return { host: h, port, type: 'ipv4' };
   const v6 = canonicalIPv6(h);
   if (v6 !== undefined) return { host: v6, port, type: 'ipv6' };
+  // A scoped literal (fe80::1%eth0) names an interface of the client's own machine: still an
+  // IPv6 address (found by the fuzzer: it used to pass as a domain name), never a cluster one.
+  if (net.isIPv6(h)) return { host: h, port, type: 'ipv6' };
   return { host, port, type: 'domain' };
 }
 

@@ -105,6 +105,16 @@ export class BadRequestError extends ProxyError {
   readonly httpStatus = 400;
 }
 
+/**
+ * Proxy authentication is on and the client sent no credentials, wrong ones, or used a protocol
+ * that cannot carry them (SOCKS4). Messages never contain the password.
+ */
+export class ProxyAuthRequiredError extends ProxyError {
+  readonly reason = 'auth-failed';
+  readonly socksReply = SocksReply.notAllowed;
+  readonly httpStatus = 407;
+}
+
 export interface Reply {
   reason: string;
   socks: SocksReplyCode;

@@ -11,6 +11,7 @@ import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
 import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
+import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 
 /** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
 export const MAX_HEADER_SIZE = 32 * 1024;
@@ -40,7 +41,7 @@ export async function startHttpListener(host: string, port: number, ctx: Listene
     requireHostHeader: false,
   });
   server.on('connection', (socket: net.Socket) => tracker.add(socket));
-  server.on('request', createForwarder(ctx, agent));
+  server.on('request', requireProxyAuth(ctx, createForwarder(ctx, agent)));
   server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     handleConnect(ctx, req, socket as net.Socket, head).catch((err: unknown) => {
       ctx.log.error({ err }, 'HTTP CONNECT failed unexpectedly');
@@ -63,10 +64,11 @@ export async function startHttpListener(host: string, port: number, ctx: Listene
 }
 
 /** A complete, self-contained error response on a raw socket, then a graceful close. */
-export function rawErrorResponse(status: number, body: string): string {
+export function rawErrorResponse(status: number, body: string, extraHeaders: readonly string[] = []): string {
   const text = body.endsWith('\n') ? body : `${body}\n`;
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
+    extraHeaders.map((h) => `${h}\r\n`).join('') +
     'Content-Type: text/plain; charset=utf-8\r\n' +
     `Content-Length: ${Buffer.byteLength(text)}\r\n` +
     'Connection: close\r\n\r\n' +
@@ -93,6 +95,7 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
   // The tunnel is ours now: no keep-alive timer from an earlier request may cut it.
   socket.setTimeout(0);
   socket.setNoDelay(true);
+  if (!authorizeConnect(ctx, req, socket, client)) return;
   const destination = parseAuthority(req.url ?? '');
   if (!destination) {
     const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(`CONNECT target must be host:port or [ipv6]:port, got "${(req.url ?? '').slice(0, 100)}"`));

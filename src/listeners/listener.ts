@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from '../core/log.js';
 import type { StreamOpener } from '../core/types.js';
 import type { StreamStats } from '../proxy/stats.js';
+import type { ProxyAuth } from '../auth/credentials.js';
 
 /** What every front end (SOCKS, HTTP) needs from the proxy core. */
 export interface ListenerContext {
@@ -10,6 +11,8 @@ export interface ListenerContext {
   log: Logger;
   /** A client must finish its greeting/request head within this time, or it is dropped. */
   handshakeTimeoutMs: number;
+  /** Proxy credentials every client must present (SOCKS5 RFC 1929, HTTP Basic); none when undefined. */
+  auth?: ProxyAuth;
 }
 
 export interface Listener {

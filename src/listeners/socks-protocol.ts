@@ -1,6 +1,7 @@
 // Pure, incremental SOCKS handshake parsing and reply encoding. No I/O: feed bytes, get typed
 // steps. Implements:
 //   - SOCKS5, RFC 1928 (method negotiation §3, requests §4/§5, replies §6), CONNECT only;
+//   - RFC 1929 username/password sub-negotiation, when the method policy selects method 0x02;
 //   - SOCKS4 ("SOCKS: A protocol for TCP proxy across firewalls", Ying-Da Lee) and its
 //     SOCKS4A extension (DSTIP 0.0.0.x, x ≠ 0, followed by a NUL-terminated host name), CONNECT only.
 // Hostile input never throws: every malformed message becomes a 'reject' (reply, then close)
@@ -18,7 +19,7 @@ import {
 import { destinationFor, formatIPv6, ipv6ToBytes } from '../core/address.js';
 import type { Destination } from '../core/types.js';
 
-/** RFC 1928 §3 method codes. 0x02 (RFC 1929 username/password) is the planned next one. */
+/** RFC 1928 §3 method codes; 0x02 is RFC 1929 username/password. */
 export const SocksMethod = { noAuth: 0x00, gssapi: 0x01, userPass: 0x02, noAcceptable: 0xff } as const;
 
 const ATYP_IPV4 = 0x01;
@@ -35,6 +36,8 @@ export type SocksStep =
   /** SOCKS5 greeting; the caller answers with selectMethod() and encodeMethodSelection(). */
   | { type: 'greeting'; methods: number[] }
   | { type: 'connect'; version: 4 | 5; destination: Destination; userId?: string }
+  /** RFC 1929 credentials; the caller checks them, answers with encodeAuthStatus() and authResult(). */
+  | { type: 'auth'; username: Buffer; password: Buffer }
   /** Send the reply for `error` (SOCKS5: its socksReply; SOCKS4: 0x5B), then close. */
   | { type: 'reject'; version: 4 | 5; error: ProxyError; destination?: Destination }
   /** Drop the connection without a reply (not SOCKS, or a version we cannot answer). */
@@ -53,6 +56,25 @@ export interface SocksMethodPolicy {
 export const noAuthPolicy: SocksMethodPolicy = {
   selectMethod: (offered) => (offered.includes(SocksMethod.noAuth) ? SocksMethod.noAuth : SocksMethod.noAcceptable),
 };
+/** Proxy authentication on: username/password or nothing, even when "no authentication" is offered. */
+export const userPassPolicy: SocksMethodPolicy = {
+  selectMethod: (offered) => (offered.includes(SocksMethod.userPass) ? SocksMethod.userPass : SocksMethod.noAcceptable),
+};
+
+/** RFC 1929 request: VER(0x01) ULEN UNAME PLEN PASSWD. Empty fields reach the caller, who refuses them. */
+export function parseUserPassAuth(buf: Buffer): Parsed {
+  if (buf.length < 2) return MORE;
+  if (buf[0] !== 0x01) return { step: { type: 'close', reason: `RFC 1929 sub-negotiation with version ${buf[0]}` }, consumed: 0 };
+  const ulen = buf[1]!;
+  if (buf.length < 3 + ulen) return MORE;
+  const plen = buf[2 + ulen]!;
+  const end = 3 + ulen + plen;
+  if (buf.length < end) return MORE;
+  // Copies, so the caller holding them does not pin the handshake buffer.
+  const username = Buffer.from(buf.subarray(2, 2 + ulen));
+  const password = Buffer.from(buf.subarray(3 + ulen, end));
+  return { step: { type: 'auth', username, password }, consumed: end };
+}
 
 /** SOCKS5 greeting: VER NMETHODS METHODS… (RFC 1928 §3). `buf[0]` is known to be 5. */
 export function parseSocks5Greeting(buf: Buffer): Parsed {
@@ -153,7 +175,7 @@ function isPrintableName(name: Buffer): boolean {
  */
 export class SocksHandshakeParser {
   private buf: Buffer = Buffer.alloc(0);
-  private phase: 'start' | 'greeted' | 'request' | 'done' = 'start';
+  private phase: 'start' | 'greeted' | 'auth' | 'authing' | 'request' | 'done' = 'start';
 
   push(chunk: Buffer): void {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
@@ -162,8 +184,15 @@ export class SocksHandshakeParser {
   /** Tell the parser which method was chosen after a 'greeting' step. */
   methodSelected(method: number): void {
     if (this.phase !== 'greeted') return;
-    // Only "no authentication" exists today; anything else ends the handshake (0xFF included).
-    this.phase = method === SocksMethod.noAuth ? 'request' : 'done';
+    // "No authentication" goes straight to the request, RFC 1929 first authenticates; anything
+    // else (0xFF included) ends the handshake.
+    this.phase = method === SocksMethod.noAuth ? 'request' : method === SocksMethod.userPass ? 'auth' : 'done';
+  }
+
+  /** Tell the parser whether the credentials of an 'auth' step were accepted. */
+  authResult(ok: boolean): void {
+    if (this.phase !== 'authing') return;
+    this.phase = ok ? 'request' : 'done';
   }
 
   get finished(): boolean {
@@ -184,8 +213,12 @@ export class SocksHandshakeParser {
       case 'request':
         parsed = parseSocks5Request(this.buf);
         break;
+      case 'auth':
+        parsed = parseUserPassAuth(this.buf);
+        break;
+      case 'authing':
       case 'greeted':
-        // The caller must answer the greeting first; waiting is the safe reading of misuse.
+        // The caller must answer the greeting (or the credentials) first; waiting is the safe reading of misuse.
         return { type: 'more' };
       case 'done':
         return { type: 'close', reason: 'handshake already finished' };
@@ -193,7 +226,7 @@ export class SocksHandshakeParser {
     const { step, consumed } = parsed;
     if (step.type === 'more') return step;
     this.buf = this.buf.subarray(consumed);
-    this.phase = step.type === 'greeting' ? 'greeted' : 'done';
+    this.phase = step.type === 'greeting' ? 'greeted' : step.type === 'auth' ? 'authing' : 'done';
     return step;
   }
 
@@ -227,6 +260,11 @@ export function encodeSocks5Reply(code: SocksReplyCode, bound?: { address?: stri
   const out = Buffer.from([5, code, 0, ATYP_IPV4, ...octets, 0, 0]);
   out.writeUInt16BE(port, 8);
   return out;
+}
+
+/** RFC 1929 status reply: VER(0x01) STATUS, 0x00 success; on failure the server closes. */
+export function encodeAuthStatus(ok: boolean): Buffer {
+  return Buffer.from([0x01, ok ? 0x00 : 0x01]);
 }
 
 /** SOCKS4 reply: VN=0 CD DSTPORT DSTIP; the address fields are ignored for CONNECT. */

@@ -1,7 +1,8 @@
 // The SOCKS front end: SOCKS5 (RFC 1928) and SOCKS4/4A on one port, CONNECT only. Protocol
 // parsing lives in socks-protocol.ts; this module does the socket work around it.
 import net from 'node:net';
-import { SocksReply } from '../core/errors.js';
+import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
+import { WRONG_CREDENTIALS } from '../auth/credentials.js';
 import { formatHostPort } from '../core/address.js';
 import type { FrontEnd, OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
@@ -10,10 +11,12 @@ import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } 
 import {
   SocksHandshakeParser,
   SocksMethod,
+  encodeAuthStatus,
   encodeMethodSelection,
   encodeSocks4Reply,
   encodeSocks5Reply,
   noAuthPolicy,
+  userPassPolicy,
   type SocksMethodPolicy,
   type SocksStep,
 } from './socks-protocol.js';
@@ -26,7 +29,7 @@ export interface SocksListenerOptions {
 const noop = (): void => {};
 
 export async function startSocksListener(host: string, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
-  const policy = options.methodPolicy ?? noAuthPolicy;
+  const policy = options.methodPolicy ?? (ctx.auth ? userPassPolicy : noAuthPolicy);
   const tracker = new ClientTracker(ctx.log);
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
@@ -71,6 +74,12 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         parser.methodSelected(method);
         if (method === SocksMethod.noAcceptable) {
           stop();
+          if (ctx.auth) {
+            // Worth a warning, not debug: a client configured without the proxy's credentials.
+            ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError('proxy authentication is on and the SOCKS5 client offered no username/password (RFC 1929)'));
+            endWithReply(socket, encodeMethodSelection(method));
+            return;
+          }
           ctx.log.debug({ client, methods: step.methods }, 'SOCKS5 client offered no acceptable method');
           endWithReply(socket, encodeMethodSelection(method));
           return;
@@ -78,10 +87,25 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         socket.write(encodeMethodSelection(method));
         continue;
       }
+      if (step.type === 'auth') {
+        const ok = ctx.auth?.verify(step.username, step.password) ?? false;
+        parser.authResult(ok);
+        if (ok) {
+          socket.write(encodeAuthStatus(true));
+          continue;
+        }
+        stop();
+        ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(WRONG_CREDENTIALS));
+        endWithReply(socket, encodeAuthStatus(false));
+        return;
+      }
       stop();
       if (step.type === 'close') {
         ctx.log.debug({ client, reason: step.reason }, 'SOCKS connection dropped');
         socket.destroy();
+      } else if (step.type === 'connect' && step.version === 4 && ctx.auth) {
+        ctx.stats.failed('socks4', client, step.destination, new ProxyAuthRequiredError('SOCKS4 cannot carry a password and proxy authentication is on: use SOCKS5 (socks5h://user:password@host:port)'));
+        endWithReply(socket, encodeSocks4Reply(false));
       } else if (step.type === 'reject') {
         const reply = ctx.stats.failed(frontEndOf(step.version), client, step.destination, step.error);
         endWithReply(socket, step.version === 5 ? encodeSocks5Reply(reply.socks) : encodeSocks4Reply(false));

@@ -17,6 +17,8 @@ import { writeTransientKubeConfig } from '../state/kubeconfig.js';
 import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';
 import { signal } from './stop.js';
+import { PROXY_AUTH_ENV, requireCredentialsOffLoopback, type ProxyCredentials } from '../auth/credentials.js';
+import { writeProxyAuthFile } from '../state/proxy-auth.js';
 
 /** The executable the daemon runs as: this package's bin (dist/src/managed → ../../../bin). */
 export const BIN_PATH = fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
@@ -29,6 +31,8 @@ export interface ConnectRequest {
   namespace?: string;
   id?: string;
   options: DaemonOptions;
+  /** Handed to the daemon in a 0600 file beside its kubeconfig, never on argv or in state.json. */
+  proxyAuth?: ProxyCredentials;
 }
 
 export interface ConnectResult {
@@ -39,7 +43,11 @@ export interface ConnectResult {
 }
 
 export async function connect(req: ConnectRequest): Promise<ConnectResult> {
+  // Whatever a caller passes in options, credentials never reach state.json.
+  const { proxyAuth: _stray, ...daemonOptions } = req.options as DaemonOptions & { proxyAuth?: unknown };
+  req = { ...req, options: daemonOptions };
   const listens = parseListens(req.options);
+  requireCredentialsOffLoopback(listens.map((l) => ({ flag: l.flag, ...l.addr })), !!req.proxyAuth);
   const kube = loadKubeConfig(req);
   const id = req.id !== undefined ? validateId(req.id) : connectionId(kube.server, kube.context, kube.namespace);
   const l = ensureStateDir(layout());
@@ -71,6 +79,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     writeEntry(l, entry);
     try {
       writeTransientKubeConfig(l.kubeconfigFile(id), kube.kc, kube.namespace);
+      if (req.proxyAuth) writeProxyAuthFile(l, id, req.proxyAuth);
       const pid = spawnDaemon(l, id);
       return { entry: updateEntry(l, id, (e) => ((e.pid = pid), (e.procIdentity = processIdentity(pid))))!, existing: false };
     } catch (err) {
@@ -169,7 +178,8 @@ function spawnDaemon(l: StateLayout, id: string): number {
       detached: true,
       stdio: ['ignore', logFd, logFd],
       // The state dir as resolved here, whatever the daemon's environment would say.
-      env: { ...process.env, [STATE_DIR_ENV]: l.root },
+      // Without the credentials variable: the daemon reads them from its private file.
+      env: { ...process.env, [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined },
       // client-node resolves a relative exec-plugin command from the working directory: keep
       // the user's, so the daemon authenticates exactly as the foreground proxy would.
       cwd: process.cwd(),

@@ -17,6 +17,7 @@ import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from '../state/store.js';
 import { processIdentity } from '../state/process.js';
 import { startControlServer } from '../state/control.js';
+import { takeProxyAuthFile } from '../state/proxy-auth.js';
 
 export async function runDaemon(id: string): Promise<number> {
   // Everything this process creates (socket, log, state) is for this user only.
@@ -54,6 +55,7 @@ class Daemon {
     this.installHandlers();
     this.log.info({ context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, cwd: process.cwd() }, 'daemon starting');
     try {
+      const proxyAuth = takeProxyAuthFile(this.l, id);
       this.running = await startProxy(
         {
           ...options,
@@ -61,6 +63,7 @@ class Daemon {
           kubeconfig: this.l.kubeconfigFile(id),
           context,
           namespace,
+          proxyAuth,
         },
         this.log,
       );

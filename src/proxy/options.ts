@@ -1,4 +1,5 @@
 import type { LogLevel } from '../core/log.js';
+import type { ProxyCredentials } from '../auth/credentials.js';
 
 /** Everything the foreground proxy and the daemon are started with. */
 export interface ProxyOptions {
@@ -24,6 +25,8 @@ export interface ProxyOptions {
   keepaliveTimeoutMs?: number;
   /** Concurrent streams beyond this are refused (SOCKS 0x01 / HTTP 503); 0 = no limit. */
   maxStreams?: number;
+  /** Credentials clients must present; required when a listener is not on loopback. */
+  proxyAuth?: ProxyCredentials;
 }
 
 export const DEFAULTS = {

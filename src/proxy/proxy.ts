@@ -16,6 +16,7 @@ import { StreamLimiter } from './limits.js';
 import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
+import { ARGV_WARNING, ProxyAuth, requireCredentialsOffLoopback } from '../auth/credentials.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
@@ -29,6 +30,8 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   if (!options.listenSocks && !options.listenHttp) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
   const socksAddr = options.listenSocks ? parseAddress(options.listenSocks, '--listen-socks') : undefined;
   const httpAddr = options.listenHttp ? parseAddress(options.listenHttp, '--listen-http') : undefined;
+  requireCredentialsOffLoopback([...(socksAddr ? [{ flag: '--listen-socks', ...socksAddr }] : []), ...(httpAddr ? [{ flag: '--listen-http', ...httpAddr }] : [])], !!options.proxyAuth);
+  if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
   const kube = loadKubeConfig(options);
   const api = new ApiConnection(kube.kc);
   await probeApi(api, kube.context, kube.server);
@@ -47,6 +50,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   const stats = new StreamStats(log);
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
+  if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
 
   const listeners: Listener[] = [];
   const release = async () => {
@@ -65,6 +69,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
   log.info({ context: kube.context, namespace: kube.namespace, server: kube.server, listeners: listeners.map((l) => `${l.kind} ${l.address.address}:${l.address.port}`) }, 'proxy ready');
+  if (ctx.auth) log.info({ user: ctx.auth.username }, 'proxy authentication on: clients must present this user and its password');
 
   let stopping: Promise<void> | undefined;
   return {

@@ -5,6 +5,7 @@
 //     proxies/<id>/state.json   options, pid + process start identity, addresses, phase   (0600)
 //     proxies/<id>/kubeconfig   the transient single-context kubeconfig: the only secret  (0600)
 //     proxies/<id>/control.sock the daemon's control socket                               (0600)
+//     proxies/<id>/proxy-auth   proxy credentials for the daemon; it deletes them on reading (0600)
 //     logs/<id>.log             the daemon's JSON log lines; kept after it stops          (0600)
 //
 // Directories are 0700. The location is $KUBECTL_PROXYOUT_STATE_DIR when set, else env-paths'
@@ -54,6 +55,7 @@ export interface StateLayout {
   stateFile(id: string): string;
   kubeconfigFile(id: string): string;
   controlSocket(id: string): string;
+  proxyAuthFile(id: string): string;
   logFile(id: string): string;
 }
 
@@ -70,6 +72,7 @@ export function layout(root: string = stateDir()): StateLayout {
     stateFile: (id) => path.join(proxyDir(id), 'state.json'),
     kubeconfigFile: (id) => path.join(proxyDir(id), 'kubeconfig'),
     controlSocket: (id) => path.join(proxyDir(id), 'control.sock'),
+    proxyAuthFile: (id) => path.join(proxyDir(id), 'proxy-auth'),
     logFile: (id) => path.join(logsDir, `${validateId(id)}.log`),
   };
 }
@@ -129,6 +132,11 @@ function checkSafe(dir: string): void {
   const st = statSync(dir);
   if (!st.isDirectory()) throw new StateDirError(`the state directory ${dir} is not a directory`);
   const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
+  // A symlink someone else owns can be pointed elsewhere after we checked its target.
+  const link = lstatSync(dir);
+  if (uid !== undefined && link.isSymbolicLink() && link.uid !== uid) {
+    throw new StateDirError(`refusing the state directory ${dir}: it is a symlink owned by uid ${link.uid}, not by you (uid ${uid})`);
+  }
   if (uid !== undefined && st.uid !== uid) {
     throw new StateDirError(`refusing the state directory ${dir}: it is owned by uid ${st.uid}, not by you (uid ${uid})`);
   }

@@ -119,7 +119,7 @@ export function writePrivateFile(file: string, content: string): void {
 
 /** Removes the credentials and the socket but keeps state.json (a "dead" tombstone). */
 export function removeTransient(l: StateLayout, id: string): void {
-  for (const file of [l.kubeconfigFile(id), l.controlSocket(id)]) {
+  for (const file of [l.kubeconfigFile(id), l.controlSocket(id), l.proxyAuthFile(id)]) {
     try {
       unlinkSync(file);
     } catch {

@@ -1,0 +1,69 @@
+// Proxy authentication for the HTTP front end: the `Basic` scheme (RFC 7617) in
+// `Proxy-Authorization`, answered with 407 and `Proxy-Authenticate` (RFC 9110 §11.7.1, §15.5.8)
+// for absolute-form requests and CONNECT alike. The header is hop-by-hop: http-forward.ts never
+// passes it on, and it is never logged.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type net from 'node:net';
+import { ProxyAuthRequiredError } from '../core/errors.js';
+import { formatHostPort } from '../core/address.js';
+import { WRONG_CREDENTIALS } from '../auth/credentials.js';
+import type { ListenerContext } from './listener.js';
+import { endWithReply } from './server-base.js';
+import { rawErrorResponse } from './http-server.js';
+
+export const PROXY_AUTH_REALM = 'kubectl-proxyout';
+export const PROXY_AUTHENTICATE = `Basic realm="${PROXY_AUTH_REALM}"`;
+
+/** user-id and password from a `Basic` credentials header value, or undefined if it is not one. */
+export function parseBasicCredentials(header: string | undefined): { username: Buffer; password: Buffer } | undefined {
+  if (header === undefined) return undefined;
+  const m = /^\s*basic\s+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
+  if (!m) return undefined;
+  const decoded = Buffer.from(m[1]!, 'base64');
+  const colon = decoded.indexOf(0x3a);
+  if (colon < 0) return undefined;
+  return { username: decoded.subarray(0, colon), password: decoded.subarray(colon + 1) };
+}
+
+/** undefined when the request may pass; else the error to answer with (407). */
+export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessage): ProxyAuthRequiredError | undefined {
+  if (!ctx.auth) return undefined;
+  const header = req.headers['proxy-authorization'];
+  if (header === undefined) return new ProxyAuthRequiredError('proxy authentication required: send proxy credentials (Basic)');
+  const creds = parseBasicCredentials(header);
+  if (!creds) return new ProxyAuthRequiredError('proxy authentication required: only the Basic scheme is supported');
+  if (!ctx.auth.verify(creds.username, creds.password)) {
+    return new ProxyAuthRequiredError(WRONG_CREDENTIALS);
+  }
+  return undefined;
+}
+
+/** Wraps the absolute-form request handler: requests without valid credentials get 407. */
+export function requireProxyAuth(ctx: ListenerContext, handler: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
+  if (!ctx.auth) return handler;
+  return (req, res) => {
+    const denied = checkProxyAuthorization(ctx, req);
+    if (!denied) return handler(req, res);
+    const client = formatHostPort(req.socket.remoteAddress ?? 'unknown', req.socket.remotePort ?? 0);
+    const reply = ctx.stats.failed('http-forward', client, undefined, denied);
+    const body = `kubectl-proxyout: ${reply.message}\n`;
+    // A request body we will not read must not be taken for the next request: close after it.
+    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    res.writeHead(reply.http, {
+      'Proxy-Authenticate': PROXY_AUTHENTICATE,
+      'Content-Type': 'text/plain; charset=utf-8',
+      'Content-Length': Buffer.byteLength(body),
+      ...(hasBody ? { Connection: 'close' } : {}),
+    });
+    res.end(body);
+  };
+}
+
+/** For CONNECT: true when the client may go on; otherwise it has been answered 407 and closed. */
+export function authorizeConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, client: string): boolean {
+  const denied = checkProxyAuthorization(ctx, req);
+  if (!denied) return true;
+  const reply = ctx.stats.failed('http-connect', client, undefined, denied);
+  endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [`Proxy-Authenticate: ${PROXY_AUTHENTICATE}`]));
+  return false;
+}

@@ -1,0 +1,169 @@
+// Proxy authentication end to end: the real CLI with credentials from a file, the environment
+// and argv; SOCKS5 (RFC 1929) and HTTP (Basic, 407) through real curl; SOCKS4 refused; and the
+// refusal to listen off loopback without credentials. Everything listens on 127.0.0.1.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { once } from 'node:events';
+import { chmodSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+import { Reader, splitHostPort } from '../helpers/socks-client.js';
+
+const USER = 'alice';
+const PASSWORD = 'p4ss:w0rd-with-colon';
+const url = 'http://web.shop:8080/';
+
+let cluster: TestCluster;
+let proxy: ProxyProcess;
+let authFile: string;
+
+before(async () => {
+  cluster = await startTestCluster();
+  authFile = path.join(cluster.dir, 'proxy-auth');
+  writeFileSync(authFile, `${USER}:${PASSWORD}\nignored second line\n`, { mode: 0o600 });
+  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--proxy-auth-file', authFile]);
+});
+
+after(async () => {
+  await proxy?.stop();
+  await cluster?.close();
+});
+
+/** Raw bytes to the SOCKS port; everything the proxy sends until it closes (or 3 s pass). */
+async function exchange(chunks: Buffer[]): Promise<Buffer> {
+  const [host, port] = splitHostPort(proxy.socks!);
+  const s = net.connect(port, host);
+  s.on('error', () => undefined);
+  await once(s, 'connect');
+  const reader = new Reader(s);
+  for (const c of chunks) s.write(c);
+  const out = await Promise.race([reader.readAll(), new Promise<Buffer>((r) => setTimeout(() => r(reader.detach()), 3000))]);
+  s.destroy();
+  return out;
+}
+
+const rfc1929 = (user: string, pass: string) => Buffer.concat([Buffer.from([1, Buffer.byteLength(user)]), Buffer.from(user), Buffer.from([Buffer.byteLength(pass)]), Buffer.from(pass)]);
+
+describe('SOCKS5 with RFC 1929 username/password', () => {
+  test('the right credentials reach the cluster (curl socks5h://user:pass@)', async () => {
+    const r = await curl(['--proxy', `socks5h://${USER}:${encodeURIComponent(PASSWORD)}@${proxy.socks}`, url]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /hello from web-/);
+  });
+
+  test('no credentials, wrong password, wrong user: refused, and logged without the password', async () => {
+    const none = await curl(['--proxy', `socks5h://${proxy.socks}`, url]);
+    assert.notEqual(none.code, 0);
+    const wrong = await curl(['--proxy', `socks5h://${USER}:nope@${proxy.socks}`, url]);
+    assert.notEqual(wrong.code, 0);
+    // On the wire: method 0x02 chosen, then status 0x01 and close (RFC 1929 §2).
+    assert.deepEqual([...(await exchange([Buffer.from([5, 2, 0, 2]), rfc1929('mallory', PASSWORD)]))], [5, 2, 1, 1]);
+    assert.deepEqual([...(await exchange([Buffer.from([5, 1, 0])]))], [5, 0xff]);
+    // The proxy logs asynchronously: wait for the lines rather than race them.
+    const failures = await eventually(async () => {
+      const lines = proxy.logs.filter((l) => l.reason === 'auth-failed');
+      return lines.length >= 4 && lines;
+    });
+    assert.ok(failures.some((l) => /wrong proxy user name or password/.test(String(l.msg))));
+    assert.ok(!proxy.stderr().includes(PASSWORD));
+  });
+
+  test('SOCKS4 and SOCKS4a cannot carry a password: 0x5B', async () => {
+    const r = await curl(['--proxy', `socks4a://${proxy.socks}`, url]);
+    assert.notEqual(r.code, 0);
+    const socks4a = Buffer.concat([Buffer.from([4, 1, 0x1f, 0x90, 0, 0, 0, 1]), Buffer.from(`${USER}\0web.shop\0`)]);
+    const reply = await exchange([socks4a]);
+    assert.equal(reply[1], 0x5b);
+  });
+});
+
+describe('HTTP proxy with Proxy-Authorization: Basic', () => {
+  const status = async (args: string[]) => {
+    // -D - shows the proxy's own answer, CONNECT's included (curl's %{http_code} does not).
+    const r = await curl(['-o', '/dev/null', '-D', '-', ...args]);
+    return { code: Number(/^HTTP\/1\.1 (\d{3})/.exec(r.stdout)?.[1]), headers: r.stdout };
+  };
+
+  test('absolute-form and CONNECT with the right credentials', async () => {
+    for (const extra of [[], ['-p']]) {
+      const r = await curl([...extra, '-x', `http://${proxy.http}`, '--proxy-user', `${USER}:${PASSWORD}`, url]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /hello from web-/);
+    }
+  });
+
+  test('missing or wrong credentials: 407 with Proxy-Authenticate, for CONNECT too', async () => {
+    for (const extra of [[], ['-p']]) {
+      for (const creds of [[], ['--proxy-user', `${USER}:wrong`], ['--proxy-user', `bob:${PASSWORD}`]]) {
+        const r = await status([...extra, '-x', `http://${proxy.http}`, ...creds, url]);
+        assert.equal(r.code, 407, `${extra} ${creds}: ${r.headers}`);
+        assert.match(r.headers, /^Proxy-Authenticate: Basic realm="kubectl-proxyout"\r?$/im);
+      }
+    }
+  });
+
+  test('the credentials are not forwarded to the origin', async () => {
+    const r = await curl(['-x', `http://${proxy.http}`, '--proxy-user', `${USER}:${PASSWORD}`, 'http://web.shop:8080/whoami']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /"headers"/);
+    assert.doesNotMatch(r.stdout, /proxy-authorization/i);
+  });
+});
+
+// CLI start-up costs a second or more, so independent processes run side by side.
+describe('where the credentials come from', () => {
+  test('$KUBECTL_PROXYOUT_PROXY_AUTH, and --proxy-auth on argv (which warns that ps shows it)', async () => {
+    const [fromEnv, fromArgv] = await Promise.all([
+      startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], { env: { KUBECTL_PROXYOUT_PROXY_AUTH: 'carol:env-secret' } }),
+      startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--proxy-auth', 'dave:argv-secret']),
+    ]);
+    try {
+      assert.ok(fromEnv.stdout.some((l) => /proxy authentication is on.*carol:PASSWORD@/.test(l)), fromEnv.stdout.join('\n'));
+      assert.equal((await curl(['--proxy', `socks5h://carol:env-secret@${fromEnv.socks}`, url])).code, 0);
+      assert.notEqual((await curl(['--proxy', `socks5h://${fromEnv.socks}`, url])).code, 0);
+      assert.equal((await curl(['--proxy', `socks5h://dave:argv-secret@${fromArgv.socks}`, url])).code, 0);
+      await eventually(async () => fromArgv.logs.some((l) => l.level === 40 && /command line.*ps/.test(String(l.msg))));
+      assert.ok(!fromEnv.logs.some((l) => /command line/.test(String(l.msg))), 'no warning for the environment');
+    } finally {
+      await Promise.all([fromEnv.stop(), fromArgv.stop()]);
+    }
+  });
+
+  test('unusable credentials are one-line errors: a file others can read, no colon, both flags', async () => {
+    const loose = path.join(cluster.dir, 'loose-auth');
+    writeFileSync(loose, 'eve:secret\n');
+    chmodSync(loose, 0o644);
+    const base = ['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'];
+    const [file, bad, both] = await Promise.all([
+      runCli([...base, '--proxy-auth-file', loose]),
+      runCli([...base, '--proxy-auth', 'no-colon']),
+      runCli([...base, '--proxy-auth', 'a:b', '--proxy-auth-file', authFile]),
+    ]);
+    assert.equal(file.code, 1);
+    assert.match(file.stderr, /^Error: --proxy-auth-file .*loose-auth: refusing a file that group or others can access \(mode 644\); run chmod 600 \S+\n$/);
+    assert.doesNotMatch(file.stderr, /secret/);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /^Error: --proxy-auth: expected user:password\n$/);
+    assert.notEqual(both.code, 0);
+    assert.match(both.stderr, /cannot also be provided|not both/);
+  });
+});
+
+describe('listening beyond loopback', () => {
+  test('without credentials: one line saying how to add them, before anything binds (serve and connect)', async () => {
+    const kc = ['--kubeconfig', cluster.kubeconfig];
+    const runs = await Promise.all([
+      runCli([...kc, '--listen-socks', '0.0.0.0:0']),
+      runCli([...kc, '--listen-socks', '127.0.0.1:0', '--listen-http', '[::]:0']),
+      runCli([...kc, '--listen-socks', 'example.internal:1080']),
+      runCli(['connect', ...kc, '--listen-socks', '0.0.0.0:0'], { env: { KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state') } }),
+    ]);
+    for (const [i, r] of runs.entries()) {
+      assert.equal(r.code, 1, `run ${i}: ${r.stderr}`);
+      assert.match(r.stderr, /^Error: --listen-(socks|http) \S+ is not a loopback address.*--proxy-auth-file FILE.*KUBECTL_PROXYOUT_PROXY_AUTH=user:password\n$/, `run ${i}`);
+    }
+  });
+});
