@@ -34,6 +34,6 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-const args = ['--test', '--test-concurrency=2', '--test-timeout=120000', ...options, ...files];
+const args = ['--test', '--test-concurrency=2', '--test-timeout=300000', ...options, ...files];
 const result = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' });
 process.exit(result.status ?? 1);
