@@ -1,0 +1,108 @@
+// Header-block compression for one SPDY session (draft 3.1 §2.6.10): each direction is ONE zlib
+// stream for the whole session, primed with the SPDY/3 dictionary, and every header block ends
+// on a sync-flush boundary so the peer can decode it on its own. Follows moby/spdystream
+// spdy/{write,read}.go (zlib.NewWriterLevelDict + Flush per block; one zlib.NewReaderDict fed
+// exactly each frame's payload through a LimitedReader).
+//
+// Writing: we emit "stored" (uncompressed) deflate blocks, which any inflater accepts, followed by
+// the same empty stored block (00 00 00 ff ff) that Z_SYNC_FLUSH appends. Go's flate reader only
+// hands out a block's bytes once it has read the next block header, so that marker is required:
+// without it spdystream would read past the frame and fail the session. Header blocks here are a
+// few dozen bytes per stream, so compressing them would save nothing worth a thread-pool hop.
+//
+// Reading: Node's zlib inflate (the peer compresses for real), fed block by block in order; the
+// output of a sync flush is exactly that block's bytes.
+import zlib from 'node:zlib';
+import { DICTIONARY_ADLER32, SPDY_DICTIONARY } from './dictionary.js';
+
+/** A decoded header block larger than this is a protocol error (spdystream has no limit; we do). */
+export const MAX_HEADER_BLOCK = 1 << 20;
+const STORED_MAX = 0xffff;
+const SYNC_MARKER = Buffer.from([0x00, 0x00, 0x00, 0xff, 0xff]);
+
+/** zlib header: CMF 0x78 (deflate, 32 KiB window), FLG 0x20 (FDICT; FLEVEL 0; FCHECK 0), DICTID. */
+function zlibHeader(): Buffer {
+  const h = Buffer.alloc(6);
+  h[0] = 0x78;
+  h[1] = 0x20;
+  h.writeUInt32BE(DICTIONARY_ADLER32, 2);
+  return h;
+}
+
+export class HeaderCompressor {
+  private started = false;
+
+  /** The bytes to put in a frame for this (uncompressed) header block. Synchronous. */
+  compress(block: Buffer): Buffer {
+    const parts: Buffer[] = [];
+    if (!this.started) {
+      parts.push(zlibHeader());
+      this.started = true;
+    }
+    for (let off = 0; off < block.length; off += STORED_MAX) {
+      const chunk = block.subarray(off, off + STORED_MAX);
+      const head = Buffer.alloc(5);
+      head[0] = 0x00; // BFINAL 0, BTYPE 00 (stored), padded to the byte boundary
+      head.writeUInt16LE(chunk.length, 1);
+      head.writeUInt16LE(~chunk.length & 0xffff, 3);
+      parts.push(head, chunk);
+    }
+    parts.push(SYNC_MARKER);
+    return Buffer.concat(parts);
+  }
+}
+
+/** Decompresses the peer's header blocks in order; one inflate context for the session. */
+export class HeaderDecompressor {
+  private readonly inflate = zlib.createInflate({ dictionary: SPDY_DICTIONARY });
+  private out: Buffer[] = [];
+  private outLength = 0;
+  private tail: Promise<unknown> = Promise.resolve();
+  private failed?: Error;
+  private onFail?: (err: Error) => void;
+
+  constructor() {
+    this.inflate.on('data', (chunk: Buffer) => {
+      this.out.push(chunk);
+      this.outLength += chunk.length;
+    });
+    this.inflate.on('error', (err: Error) => this.fail(new Error(`header block does not decompress: ${err.message}`)));
+  }
+
+  /** Resolves with the block's uncompressed bytes; calls are served strictly in order. */
+  decompress(compressed: Buffer): Promise<Buffer> {
+    const run = () => this.run(compressed);
+    const p = this.tail.then(run, run);
+    this.tail = p.catch(() => undefined);
+    return p;
+  }
+
+  close(): void {
+    this.failed ??= new Error('session closed');
+    this.inflate.close();
+  }
+
+  private run(compressed: Buffer): Promise<Buffer> {
+    return new Promise<Buffer>((resolve, reject) => {
+      if (this.failed) return reject(this.failed);
+      this.onFail = reject;
+      this.inflate.write(compressed);
+      this.inflate.flush(zlib.constants.Z_SYNC_FLUSH, () => {
+        this.onFail = undefined;
+        if (this.failed) return reject(this.failed);
+        const block = this.outLength === this.out[0]?.length ? this.out[0] : Buffer.concat(this.out, this.outLength);
+        this.out = [];
+        this.outLength = 0;
+        if (block.length > MAX_HEADER_BLOCK) return reject(this.fail(new Error(`header block of ${block.length} bytes is too large`)));
+        resolve(block);
+      });
+    });
+  }
+
+  private fail(err: Error): Error {
+    this.failed ??= err;
+    this.onFail?.(this.failed);
+    this.onFail = undefined;
+    return this.failed;
+  }
+}

@@ -1,0 +1,326 @@
+// One SPDY/3.1 session over any ordered byte pipe (a WebSocket tunnel, a TCP socket): stream ids,
+// SYN_STREAM/SYN_REPLY, DATA with FIN half-close, RST_STREAM, PING, GOAWAY. Used by our client
+// transport and by the simulated kubelet. Behaviour follows moby/spdystream connection.go and
+// stream.go, the implementation on the other end of every real port-forward:
+//  - client stream ids are odd from 1, server ids even from 2, each side strictly increasing;
+//    a SYN_STREAM whose id is not above the last one seen is answered with RST PROTOCOL_ERROR;
+//  - no flow control: SETTINGS and WINDOW_UPDATE are ignored and never sent;
+//  - DATA for a stream we opened is dropped until its SYN_REPLY arrives; DATA for unknown or
+//    remotely finished streams is dropped;
+//  - PING ids of the peer's parity are echoed; our own come back as replies;
+//  - a stream is forgotten once both directions have ended (FIN both ways) or either side reset it;
+//  - any framing or header-block error ends the whole session (GOAWAY PROTOCOL_ERROR, close).
+import { HeaderCompressor, HeaderDecompressor } from './header-zlib.js';
+import {
+  FrameReader, GoAwayStatus, MAX_STREAM_ID, RstStatus, SpdyProtocolError, FLAG_FIN, FLAG_UNIDIRECTIONAL,
+  dataFrameHeader, decodeHeaderBlock, encodeGoAway, encodeHeaderBlock, encodePing, encodeRstStream, encodeSynReply, encodeSynStream,
+  type Frame, type Headers,
+} from './framer.js';
+
+/** The byte pipe under a session. write() must keep order; close() ends the pipe. */
+export interface SessionWire {
+  write(bytes: Buffer): void;
+  close(err?: Error): void;
+}
+
+export interface SessionHandlers {
+  /** A stream the peer opened (SYN_STREAM). Reply to it or reset it. */
+  onStream?(stream: SpdyStream): void;
+  onGoAway?(lastGoodStreamId: number, status: number): void;
+  /** The session is over: the pipe closed, a protocol error, or destroy(). Called once. */
+  onClose?(err?: Error): void;
+}
+
+/** DATA frames we send carry at most this much (spdystream's io.Copy writes 32 KiB frames). */
+const MAX_DATA_CHUNK = 64 * 1024;
+
+export class SpdyStream {
+  /** Local streams: the peer's SYN_REPLY arrived. Remote streams: we sent ours. */
+  replied = false;
+  localClosed = false;
+  remoteClosed = false;
+  resetDone = false;
+  onReply?: (headers: Headers) => void;
+  onData?: (chunk: Buffer) => void;
+  /** The peer sent FIN: no more data will arrive. */
+  onEnd?: () => void;
+  /** The peer reset the stream (status from RstStatus). */
+  onReset?: (status: number) => void;
+  /** The session ended while this stream was open. */
+  onSessionClose?: (err?: Error) => void;
+
+  constructor(
+    private readonly session: SpdySession,
+    readonly id: number,
+    readonly local: boolean,
+    readonly headers: Headers,
+  ) {}
+
+  get open(): boolean {
+    return !this.resetDone && !(this.localClosed && this.remoteClosed);
+  }
+
+  /** Sends DATA frames; false when the stream can no longer send. */
+  write(data: Buffer): boolean {
+    if (this.localClosed || this.resetDone || this.session.closed) return false;
+    for (let off = 0; off < data.length; off += MAX_DATA_CHUNK) {
+      const chunk = data.subarray(off, off + MAX_DATA_CHUNK);
+      this.session.send(dataFrameHeader(this.id, chunk.length, false), chunk);
+    }
+    return true;
+  }
+
+  /** Half-close: an empty DATA frame with FIN. */
+  end(): void {
+    if (this.localClosed || this.resetDone || this.session.closed) return;
+    this.localClosed = true;
+    this.session.send(dataFrameHeader(this.id, 0, true));
+    this.session.settle(this);
+  }
+
+  /** RST_STREAM (CANCEL by default); the stream is gone for both sides. */
+  reset(status: number = RstStatus.CANCEL): void {
+    if (this.resetDone || (this.localClosed && this.remoteClosed)) return;
+    this.resetDone = true;
+    if (!this.session.closed) this.session.send(encodeRstStream(this.id, status));
+    this.session.forget(this);
+  }
+
+  /** Server side: accept the stream (SYN_REPLY), optionally finishing our direction at once. */
+  reply(headers: Headers = {}, fin = false): void {
+    if (this.local || this.replied || this.resetDone || this.session.closed) return;
+    this.replied = true;
+    this.session.send(encodeSynReply(this.id, this.session.compress(headers), fin ? FLAG_FIN : 0));
+    if (fin) {
+      this.localClosed = true;
+      this.session.settle(this);
+    }
+  }
+}
+
+export class SpdySession {
+  closed = false;
+  /** We sent GOAWAY: no new streams either way. */
+  goneAway = false;
+  /** The peer sent GOAWAY: we must not open streams. */
+  peerGoneAway = false;
+  /** Date.now() of the last frame received. */
+  lastReceived = Date.now();
+  private readonly reader = new FrameReader();
+  private readonly compressor = new HeaderCompressor();
+  private readonly decompressor = new HeaderDecompressor();
+  private readonly streams = new Map<number, SpdyStream>();
+  private readonly pings = new Map<number, { at: number; done: (rtt?: number, err?: Error) => void }>();
+  private nextStreamId: number;
+  private nextPingId: number;
+  private lastPeerStreamId = 0;
+  private inflating = false;
+
+  constructor(
+    readonly role: 'client' | 'server',
+    private readonly wire: SessionWire,
+    private readonly handlers: SessionHandlers = {},
+  ) {
+    this.nextStreamId = role === 'client' ? 1 : 2;
+    this.nextPingId = role === 'client' ? 1 : 2;
+  }
+
+  /** Streams not yet finished both ways nor reset. */
+  get activeStreams(): number {
+    return this.streams.size;
+  }
+
+  /** Whether openStream() can succeed (ids left, nobody sent GOAWAY, not closed). */
+  get canOpen(): boolean {
+    return !this.closed && !this.goneAway && !this.peerGoneAway && this.nextStreamId <= MAX_STREAM_ID;
+  }
+
+  /** Bytes from the peer, in order, in chunks of any size. */
+  receive(chunk: Buffer): void {
+    if (this.closed) return;
+    this.lastReceived = Date.now();
+    this.reader.push(chunk);
+    this.pump();
+  }
+
+  openStream(headers: Headers, options: { fin?: boolean } = {}): SpdyStream {
+    if (!this.canOpen) throw new Error(this.closed ? 'SPDY session is closed' : 'SPDY session is going away');
+    const id = this.nextStreamId;
+    this.nextStreamId += 2;
+    const stream = new SpdyStream(this, id, true, headers);
+    this.streams.set(id, stream);
+    this.send(encodeSynStream(id, this.compress(headers), { flags: options.fin ? FLAG_FIN : 0 }));
+    if (options.fin) stream.localClosed = true;
+    return stream;
+  }
+
+  /** Sends a PING; resolves with the round trip in ms, rejects when the session ends first. */
+  ping(): Promise<number> {
+    if (this.closed) return Promise.reject(new Error('SPDY session is closed'));
+    const id = this.nextPingId;
+    this.nextPingId = this.nextPingId + 2 > 0x7fffffff ? this.nextPingId + 2 - 0x7ffffffe : this.nextPingId + 2;
+    return new Promise<number>((resolve, reject) => {
+      this.pings.set(id, { at: Date.now(), done: (rtt, err) => (err ? reject(err) : resolve(rtt!)) });
+      this.send(encodePing(id));
+    });
+  }
+
+  /** Sends GOAWAY once (the last peer stream we accepted); streams already open carry on. */
+  goAway(status: number = GoAwayStatus.OK): void {
+    if (this.goneAway || this.closed) return;
+    this.goneAway = true;
+    this.send(encodeGoAway(this.lastPeerStreamId, status));
+  }
+
+  /** Ends the session at once: open streams get onSessionClose, the pipe is closed. */
+  destroy(err?: Error): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.decompressor.close();
+    const streams = [...this.streams.values()];
+    this.streams.clear();
+    for (const s of streams) s.onSessionClose?.(err);
+    for (const p of this.pings.values()) p.done(undefined, err ?? new Error('SPDY session closed'));
+    this.pings.clear();
+    this.wire.close(err);
+    this.handlers.onClose?.(err);
+  }
+
+  /** @internal */
+  send(...parts: Buffer[]): void {
+    if (this.closed) return;
+    for (const p of parts) if (p.length > 0) this.wire.write(p);
+  }
+
+  /** @internal */
+  compress(headers: Headers): Buffer {
+    return this.compressor.compress(encodeHeaderBlock(headers));
+  }
+
+  /** @internal A stream that ended both ways is forgotten. */
+  settle(stream: SpdyStream): void {
+    if (stream.localClosed && stream.remoteClosed) this.forget(stream);
+  }
+
+  /** @internal */
+  forget(stream: SpdyStream): void {
+    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
+  }
+
+  private fail(err: unknown): void {
+    const e = err instanceof Error ? err : new SpdyProtocolError(String(err));
+    this.goAway(GoAwayStatus.PROTOCOL_ERROR);
+    this.destroy(e);
+  }
+
+  /** Handles complete frames in order; a frame with a header block waits for its inflate. */
+  private pump(): void {
+    while (!this.inflating && !this.closed) {
+      let frame: Frame | undefined;
+      try {
+        frame = this.reader.next();
+      } catch (err) {
+        return this.fail(err);
+      }
+      if (!frame) return;
+      if (frame.type === 'syn_stream' || frame.type === 'syn_reply' || frame.type === 'headers') {
+        const f = frame;
+        this.inflating = true;
+        this.decompressor.decompress(f.block).then(
+          (raw) => {
+            this.inflating = false;
+            if (this.closed) return;
+            try {
+              this.withHeaders(f, decodeHeaderBlock(raw));
+            } catch (err) {
+              return this.fail(err);
+            }
+            this.pump();
+          },
+          (err: unknown) => this.fail(err),
+        );
+        return;
+      }
+      this.handle(frame);
+    }
+  }
+
+  private withHeaders(f: Extract<Frame, { block: Buffer }>, headers: Headers): void {
+    if (f.type === 'syn_stream') return this.onSynStream(f, headers);
+    const stream = this.streams.get(f.streamId);
+    if (!stream) return;
+    if (f.type === 'syn_reply') {
+      if (!stream.local || stream.replied) return;
+      stream.replied = true;
+      stream.onReply?.(headers);
+    } else if (!stream.replied) {
+      return;
+    }
+    if (f.flags & FLAG_FIN) this.remoteFin(stream);
+  }
+
+  private onSynStream(f: Extract<Frame, { type: 'syn_stream' }>, headers: Headers): void {
+    if (this.goneAway) return; // spdystream ignores new streams once it sent GOAWAY
+    const peerParity = this.role === 'server' ? 1 : 0;
+    if (f.streamId % 2 !== peerParity || f.streamId <= this.lastPeerStreamId) {
+      this.send(encodeRstStream(f.streamId, RstStatus.PROTOCOL_ERROR));
+      return;
+    }
+    this.lastPeerStreamId = f.streamId;
+    const stream = new SpdyStream(this, f.streamId, false, headers);
+    if (f.flags & FLAG_UNIDIRECTIONAL) stream.localClosed = true;
+    this.streams.set(f.streamId, stream);
+    if (!this.handlers.onStream) {
+      stream.reset(RstStatus.REFUSED_STREAM);
+      return;
+    }
+    if (f.flags & FLAG_FIN) stream.remoteClosed = true;
+    this.handlers.onStream(stream);
+    if (stream.remoteClosed && stream.open) {
+      stream.onEnd?.();
+      this.settle(stream);
+    }
+  }
+
+  private handle(frame: Exclude<Frame, { block: Buffer }>): void {
+    switch (frame.type) {
+      case 'data': {
+        const stream = this.streams.get(frame.streamId);
+        if (!stream || stream.remoteClosed || stream.resetDone) return;
+        if (stream.local && !stream.replied) return; // dropped, as spdystream does
+        if (frame.data.length > 0) stream.onData?.(frame.data);
+        if (frame.fin && stream.open && !stream.remoteClosed) this.remoteFin(stream);
+        return;
+      }
+      case 'rst_stream': {
+        const stream = this.streams.get(frame.streamId);
+        if (!stream) return;
+        this.forget(stream);
+        stream.resetDone = true;
+        stream.onReset?.(frame.status);
+        return;
+      }
+      case 'ping': {
+        const mine = (frame.id & 1) === (this.nextPingId & 1);
+        if (!mine) return this.send(encodePing(frame.id));
+        const p = this.pings.get(frame.id);
+        this.pings.delete(frame.id);
+        p?.done(Date.now() - p.at);
+        return;
+      }
+      case 'goaway':
+        this.peerGoneAway = true;
+        this.handlers.onGoAway?.(frame.lastGoodStreamId, frame.status);
+        return;
+      case 'settings':
+      case 'window_update':
+        return; // no flow control in spdystream: ignored
+    }
+  }
+
+  private remoteFin(stream: SpdyStream): void {
+    stream.remoteClosed = true;
+    stream.onEnd?.();
+    this.settle(stream);
+  }
+}
