@@ -145,3 +145,30 @@ test('a corrupt header block fails that and every later decompression', async ()
   await assert.rejects(d.decompress(new HeaderCompressor().compress(encodeHeaderBlock({}))));
   d.close();
 });
+
+// Captured from real kubectl v1.32.4 (`kubectl port-forward pod/echo-… 17000:7000`, tunnelled in a
+// WebSocket) against the simulated cluster with SIM_SPDY_CAPTURE set: the client bytes of the first
+// TCP connection — error stream SYN_STREAM (id 1) and its immediate FIN, data stream SYN_STREAM
+// (id 3), 11 bytes of data, FIN. Go's zlib at BestCompression (FLG 0xF9), one context per session:
+// the second header block is only 14 bytes because it refers back into the first.
+const KUBECTL_CAPTURE =
+  '800300010000003e0000000100000000000078f9e3c6a7c202253a703a2b294a4dcc851625aca9a0808614cb45e01c606e6060c0c0c0c0590489c64c50f26634' +
+  '00000000ffff0000000101000000800300010000001800000003000000000000c2aa19540e2512d60b000000ffff000000030000000b02d48d83966b663385' +
+  'f6360000000301000000';
+
+test('a SYN_STREAM pair as kubectl sends it decodes, headers and all', async () => {
+  const bytes = Buffer.from(KUBECTL_CAPTURE, 'hex');
+  const frames = readAll(bytes, [3, 20, 70, 71, 100]);
+  assert.deepEqual(frames.map((f) => f.type), ['syn_stream', 'data', 'syn_stream', 'data', 'data']);
+  const d = new HeaderDecompressor();
+  const headers = [];
+  for (const f of frames) if (f.type === 'syn_stream') headers.push({ id: f.streamId, flags: f.flags, priority: f.priority, h: { ...decodeHeaderBlock(await d.decompress(f.block)) } });
+  assert.deepEqual(headers, [
+    { id: 1, flags: 0, priority: 0, h: { streamtype: 'error', port: '7000', requestid: '0' } },
+    { id: 3, flags: 0, priority: 0, h: { streamtype: 'data', port: '7000', requestid: '0' } },
+  ]);
+  assert.deepEqual(frames[1], { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0) });
+  assert.deepEqual(frames[3], { type: 'data', streamId: 3, fin: false, data: Buffer.from('02d48d83966b663385f636', 'hex') });
+  assert.deepEqual(frames[4], { type: 'data', streamId: 3, fin: true, data: Buffer.alloc(0) });
+  d.close();
+});
