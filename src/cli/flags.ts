@@ -4,6 +4,7 @@ import { Errors, Flags } from '@oclif/core';
 import { formatDuration, parseDuration } from './duration.js';
 import { LOG_LEVELS, type LogLevel } from '../core/log.js';
 import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
+import { TRANSPORT_MODES, type TransportMode } from '../tunnel/negotiate.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
@@ -51,6 +52,12 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
     'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),
     'handshake-timeout': durationFlag('Time a client has to send its SOCKS/HTTP request.', DEFAULTS.handshakeTimeoutMs, false),
     'shutdown-grace': durationFlag(graceSummary, graceMs, true),
+    transport: Flags.option({
+      options: TRANSPORT_MODES,
+      default: DEFAULTS.transport,
+      helpValue: '<mode>',
+      summary: 'Port-forward transport: spdy (one multiplexed tunnel per pod), websocket (one WebSocket per connection), or auto (spdy, else websocket).',
+    })(),
   };
 }
 
@@ -77,5 +84,6 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     connectTimeoutMs: parseDuration(flags['connect-timeout']),
     handshakeTimeoutMs: parseDuration(flags['handshake-timeout']),
     shutdownGraceMs: parseDuration(flags['shutdown-grace']),
+    transport: (flags.transport ?? DEFAULTS.transport) as TransportMode,
   };
 }

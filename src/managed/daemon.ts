@@ -130,6 +130,7 @@ class Daemon {
       uptimeMs: Date.now() - this.startedAt,
       totals: this.running!.totals(),
       cache: this.running!.cacheStatus?.(),
+      transports: this.running!.transports?.(),
     };
   }
 

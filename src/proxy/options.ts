@@ -1,4 +1,5 @@
 import type { LogLevel } from '../core/log.js';
+import type { TransportMode } from '../tunnel/negotiate.js';
 
 /** Everything the foreground proxy and the daemon are started with. */
 export interface ProxyOptions {
@@ -18,6 +19,8 @@ export interface ProxyOptions {
   handshakeTimeoutMs: number;
   /** On SIGINT/SIGTERM, open streams get this long to finish. */
   shutdownGraceMs: number;
+  /** Port-forward transport: one SPDY tunnel per pod, one WebSocket per stream, or auto (default). */
+  transport?: TransportMode;
 }
 
 export const DEFAULTS = {
@@ -27,4 +30,5 @@ export const DEFAULTS = {
   connectTimeoutMs: 15_000,
   handshakeTimeoutMs: 10_000,
   shutdownGraceMs: 5_000,
+  transport: 'auto',
 } as const;
