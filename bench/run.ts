@@ -9,6 +9,7 @@ import { startTestCluster } from '../test/helpers/cluster.js';
 import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
+import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
@@ -21,6 +22,12 @@ const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--li
 const sim = cluster.sim;
 const echoPod = await firstPod('data', 'echo');
 const podIp = sim.podIP('data', echoPod);
+// Multiplexed-tunnel comparison (bench/multiplex.ts): the proxy above uses the default transport
+// (auto → one SPDY tunnel per pod); this one a WebSocket per stream; and real kubectl port-forward.
+const proxyWs = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'websocket']);
+const kubectlPf = await startKubectlPortForward(cluster.kubeconfig, 'data', echoPod, 7000);
+const CPS_MS = Number(process.env.BENCH_CPS_MS ?? 3000);
+const MUX_CONCURRENT = Number(process.env.BENCH_MUX_CONCURRENT ?? 200);
 
 const openers: Record<string, Opener> = {
   'direct TCP': async () => connectTcp(podIp, 7000),
@@ -32,6 +39,8 @@ const openers: Record<string, Opener> = {
     socket.removeAllListeners('data');
     return socket;
   },
+  'proxy, WebSocket/stream': socksOpener(proxyWs.socks!, 'echo.data', 7000),
+  ...(kubectlPf ? { 'kubectl port-forward': tcpOpener('127.0.0.1', kubectlPf.port) } : {}),
 };
 
 console.log(`kubectl-proxyout benchmark — node ${process.version}, ${new Date().toISOString()}`);
@@ -67,6 +76,16 @@ const rssAfter = rssOf(proxy.proc.pid!);
 const good = ok.filter(Boolean).length;
 console.log(`${CONCURRENT} concurrent streams: ${good} succeeded; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${((rssAfter - rssBefore) / 1024 / CONCURRENT).toFixed(1)} KiB per open stream`);
 for (const s of streams) s?.destroy();
+
+const muxRows = { '(a) proxy, SPDY tunnel': 'proxy (SOCKS5)', '(b) proxy, WebSocket per stream': 'proxy, WebSocket/stream', '(c) kubectl port-forward': 'kubectl port-forward', '(d) direct TCP': 'direct TCP' };
+const muxFigures: Record<string, { throughput: number; p50: number; p99: number; cps: number } | undefined> = {};
+for (const [row, name] of Object.entries(muxRows)) {
+  if (!openers[name]) continue;
+  muxFigures[row] = { throughput: throughput[name], ...latency[name], cps: await connectionsPerSecond(openers[name], CPS_MS) };
+}
+await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
+kubectlPf?.stop();
+await proxyWs.stop();
 
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();

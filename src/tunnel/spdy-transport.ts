@@ -75,7 +75,8 @@ export class SpdyTransport implements Transport {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const list of this.pods.values()) for (const e of list) this.shutdown(e);
+    // shutdown() makes tunnels forget themselves from these lists: walk copies.
+    for (const list of [...this.pods.values()]) for (const e of [...list]) this.shutdown(e);
     this.pods.clear();
   }
 

@@ -215,6 +215,11 @@ export class SimCluster {
     return this.spdyKubelet.openSessions;
   }
 
+  /** Extension: GOAWAY frames the simulated kubelet received from SPDY clients. */
+  get spdyGoAways(): number {
+    return this.spdyKubelet.goAways;
+  }
+
   /** Extension: turn the SPDY-over-WebSocket tunnel on or off (off = a Kubernetes 1.29-like server). */
   setSpdyTunnel(enabled: boolean): void {
     this.spdyKubelet.tunnel = enabled;
@@ -223,6 +228,11 @@ export class SimCluster {
   /** Extension: cut the connections of SPDY sessions (all, or one namespace/pod's) like a broken network. */
   killSpdySessions(namespace?: string, name?: string): number {
     return this.spdyKubelet.killSessions(namespace, name);
+  }
+
+  /** Extension: SPDY sessions stop reading and answering, their connections left open (a silently dead path). */
+  freezeSpdySessions(namespace?: string, name?: string): number {
+    return this.spdyKubelet.freezeSessions(namespace, name);
   }
 
   /** Extension: current global resourceVersion. */

@@ -5,9 +5,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { SPDY_DICTIONARY, adler32 } from '../../src/tunnel/spdy/dictionary.js';
-import { HeaderCompressor, HeaderDecompressor } from '../../src/tunnel/spdy/header-zlib.js';
+import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
-  FrameReader, SpdyProtocolError, decodeHeaderBlock, encodeData, encodeGoAway, encodeHeaderBlock, encodePing, encodeRawControl,
+  FrameReader, SpdyProtocolError, encodeData, encodeGoAway, encodePing, encodeRawControl,
   encodeRstStream, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame, type Headers,
 } from '../../src/tunnel/spdy/framer.js';
 

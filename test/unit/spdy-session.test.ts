@@ -4,9 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SpdySession, type SpdyStream, type SessionHandlers } from '../../src/tunnel/spdy/session.js';
-import { HeaderCompressor } from '../../src/tunnel/spdy/header-zlib.js';
+import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
-  FrameReader, encodeData, encodeHeaderBlock, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
+  FrameReader, encodeData, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
 } from '../../src/tunnel/spdy/framer.js';
 
 const tick = () => new Promise((r) => setImmediate(r));

@@ -3,12 +3,9 @@
 // spdy/{types,read,write}.go, the framer kubelet and kubectl use:
 //  - control frame: C=1 | version 15 bits | type 16 bits, flags 8 bits | length 24 bits;
 //    data frame: C=0 | stream id 31 bits, flags 8 bits (FIN 0x01) | length 24 bits;
-//  - header block: uint32 count, then per header uint32 length + name, uint32 length + value
-//    (several values NUL-joined); names must be lowercase, and a block with an uppercase or a
-//    duplicate name fails the session, as in spdystream's parseHeaderValueBlock;
 //  - types spdystream does not know (5, 10, …) are a session error; SETTINGS, HEADERS and
 //    WINDOW_UPDATE are parsed so that the session can ignore them.
-// Header blocks travel compressed (header-zlib.ts); this module only slices them out.
+// Header blocks travel compressed (header-block.ts); this module only slices them out.
 
 export const SPDY_VERSION = 3;
 
@@ -272,50 +269,4 @@ export function encodeRawControl(type: number, flags: number, payload: Buffer): 
   const b = controlHeader(type, flags, payload.length);
   payload.copy(b, 8);
   return b;
-}
-
-/** Uncompressed header block; names are lowercased as spdystream does on write. */
-export function encodeHeaderBlock(headers: Headers): Buffer {
-  const entries = Object.entries(headers);
-  const parts: Buffer[] = [];
-  const count = Buffer.allocUnsafe(4);
-  count.writeUInt32BE(entries.length);
-  parts.push(count);
-  for (const [name, value] of entries) {
-    for (const s of [name.toLowerCase(), value]) {
-      const bytes = Buffer.from(s, 'utf8');
-      const len = Buffer.allocUnsafe(4);
-      len.writeUInt32BE(bytes.length);
-      parts.push(len, bytes);
-    }
-  }
-  return Buffer.concat(parts);
-}
-
-/** Parses an uncompressed header block; it must be consumed exactly. */
-export function decodeHeaderBlock(block: Buffer): Headers {
-  let off = 0;
-  const u32 = (what: string): number => {
-    if (off + 4 > block.length) throw new SpdyProtocolError(`header block truncated (${what})`);
-    const v = block.readUInt32BE(off);
-    off += 4;
-    return v;
-  };
-  const str = (what: string): string => {
-    const n = u32(what);
-    if (off + n > block.length) throw new SpdyProtocolError(`header block truncated (${what})`);
-    const s = block.toString('utf8', off, off + n);
-    off += n;
-    return s;
-  };
-  const count = u32('count');
-  const headers: Headers = Object.create(null) as Headers;
-  for (let i = 0; i < count; i++) {
-    const name = str('name');
-    if (name !== name.toLowerCase()) throw new SpdyProtocolError(`header name "${name}" is not lowercase`);
-    if (Object.prototype.hasOwnProperty.call(headers, name)) throw new SpdyProtocolError(`header "${name}" appears twice`);
-    headers[name] = str('value');
-  }
-  if (off !== block.length) throw new SpdyProtocolError(`header block has ${block.length - off} trailing bytes`);
-  return headers;
 }

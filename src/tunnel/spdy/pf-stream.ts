@@ -2,8 +2,9 @@
 // headers streamtype / port / requestid), as kubectl opens them in client-go
 // tools/portforward/portforward.go handleConnection; the kubelet side is
 // staging/src/k8s.io/kubelet/pkg/cri/streaming/portforward/httpstream.go.
-//  - Both SYN_REPLYs, then (for ports not seen accepting lately) `confirmMs` for error text from
-//    the kubelet's dial: SPDY has no "connected" message either.
+//  - Ports not seen accepting lately: both SYN_REPLYs, then `confirmMs` for error text from the
+//    kubelet's dial (SPDY has no "connected" message either). Ports that accepted lately: the
+//    stream counts as open as soon as the SYN_STREAMs are on their way.
 //  - Error text ("error forwarding port …", or the JSON {message, closeConnection} newer kubelets
 //    write) maps to the same typed errors as websocket-v4; after the stream is up it ends the
 //    stream after what the pod already sent.
@@ -66,7 +67,8 @@ export class SpdyPortForwardStream extends Duplex {
     private readonly log: Logger,
     private readonly release: () => void,
   ) {
-    super({ allowHalfOpen: true, readableHighWaterMark: 64 * 1024 });
+    // A 64 KiB socket read fits the writable buffer, so the relay does not pause the client per chunk.
+    super({ allowHalfOpen: true, readableHighWaterMark: 64 * 1024, writableHighWaterMark: 256 * 1024 });
   }
 
   /** Resolves with this stream once both streams are accepted (and, with confirmMs, the dial not refused). */
@@ -92,14 +94,16 @@ export class SpdyPortForwardStream extends Duplex {
       this.onDialError = (err) => done(err);
       this.onFirstData = () => done();
       this.onReplies = () => {
-        if (options.confirmMs <= 0) return done();
         confirmTimer = setTimeout(() => done(), options.confirmMs);
       };
       try {
         this.openStreams();
       } catch (err) {
-        done(new UpstreamApiError(`port-forward to ${where(target)}: ${(err as Error).message}`, { cause: err, retryable: true }));
+        return done(new UpstreamApiError(`port-forward to ${where(target)}: ${(err as Error).message}`, { cause: err, retryable: true }));
       }
+      // A port that accepted lately: connected at once, without waiting a round trip for the
+      // replies. The kubelet takes DATA right behind a SYN_STREAM (it replies before reading on).
+      if (options.confirmMs <= 0) done();
     });
   }
 

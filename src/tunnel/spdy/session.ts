@@ -10,12 +10,14 @@
 //  - PING ids of the peer's parity are echoed; our own come back as replies;
 //  - a stream is forgotten once both directions have ended (FIN both ways) or either side reset it;
 //  - any framing or header-block error ends the whole session (GOAWAY PROTOCOL_ERROR, close).
-import { HeaderCompressor, HeaderDecompressor } from './header-zlib.js';
+import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, encodeHeaderBlock } from './header-block.js';
 import {
   FrameReader, GoAwayStatus, MAX_STREAM_ID, RstStatus, SpdyProtocolError, FLAG_FIN, FLAG_UNIDIRECTIONAL,
-  dataFrameHeader, decodeHeaderBlock, encodeGoAway, encodeHeaderBlock, encodePing, encodeRstStream, encodeSynReply, encodeSynStream,
-  type Frame, type Headers,
+  encodeGoAway, encodePing, encodeRstStream, encodeSynStream, type Frame, type Headers,
 } from './framer.js';
+import { SpdyStream } from './stream.js';
+
+export { SpdyStream } from './stream.js';
 
 /** The byte pipe under a session. write() must keep order; close() ends the pipe. */
 export interface SessionWire {
@@ -29,73 +31,6 @@ export interface SessionHandlers {
   onGoAway?(lastGoodStreamId: number, status: number): void;
   /** The session is over: the pipe closed, a protocol error, or destroy(). Called once. */
   onClose?(err?: Error): void;
-}
-
-/** DATA frames we send carry at most this much (spdystream's io.Copy writes 32 KiB frames). */
-const MAX_DATA_CHUNK = 64 * 1024;
-
-export class SpdyStream {
-  /** Local streams: the peer's SYN_REPLY arrived. Remote streams: we sent ours. */
-  replied = false;
-  localClosed = false;
-  remoteClosed = false;
-  resetDone = false;
-  onReply?: (headers: Headers) => void;
-  onData?: (chunk: Buffer) => void;
-  /** The peer sent FIN: no more data will arrive. */
-  onEnd?: () => void;
-  /** The peer reset the stream (status from RstStatus). */
-  onReset?: (status: number) => void;
-  /** The session ended while this stream was open. */
-  onSessionClose?: (err?: Error) => void;
-
-  constructor(
-    private readonly session: SpdySession,
-    readonly id: number,
-    readonly local: boolean,
-    readonly headers: Headers,
-  ) {}
-
-  get open(): boolean {
-    return !this.resetDone && !(this.localClosed && this.remoteClosed);
-  }
-
-  /** Sends DATA frames; false when the stream can no longer send. */
-  write(data: Buffer): boolean {
-    if (this.localClosed || this.resetDone || this.session.closed) return false;
-    for (let off = 0; off < data.length; off += MAX_DATA_CHUNK) {
-      const chunk = data.subarray(off, off + MAX_DATA_CHUNK);
-      this.session.send(dataFrameHeader(this.id, chunk.length, false), chunk);
-    }
-    return true;
-  }
-
-  /** Half-close: an empty DATA frame with FIN. */
-  end(): void {
-    if (this.localClosed || this.resetDone || this.session.closed) return;
-    this.localClosed = true;
-    this.session.send(dataFrameHeader(this.id, 0, true));
-    this.session.settle(this);
-  }
-
-  /** RST_STREAM (CANCEL by default); the stream is gone for both sides. */
-  reset(status: number = RstStatus.CANCEL): void {
-    if (this.resetDone || (this.localClosed && this.remoteClosed)) return;
-    this.resetDone = true;
-    if (!this.session.closed) this.session.send(encodeRstStream(this.id, status));
-    this.session.forget(this);
-  }
-
-  /** Server side: accept the stream (SYN_REPLY), optionally finishing our direction at once. */
-  reply(headers: Headers = {}, fin = false): void {
-    if (this.local || this.replied || this.resetDone || this.session.closed) return;
-    this.replied = true;
-    this.session.send(encodeSynReply(this.id, this.session.compress(headers), fin ? FLAG_FIN : 0));
-    if (fin) {
-      this.localClosed = true;
-      this.session.settle(this);
-    }
-  }
 }
 
 export class SpdySession {
@@ -213,7 +148,12 @@ export class SpdySession {
     this.destroy(e);
   }
 
-  /** Handles complete frames in order; a frame with a header block waits for its inflate. */
+  /**
+   * Handles complete frames in order. A SYN_STREAM waits for its header block to be inflated (a
+   * thread-pool round trip). SYN_REPLY and HEADERS are acted on at once — port-forward needs
+   * nothing from their headers — while their blocks still go through the inflater in order, to
+   * keep the zlib context in step and to fail the session on a bad block.
+   */
   private pump(): void {
     while (!this.inflating && !this.closed) {
       let frame: Frame | undefined;
@@ -223,7 +163,12 @@ export class SpdySession {
         return this.fail(err);
       }
       if (!frame) return;
-      if (frame.type === 'syn_stream' || frame.type === 'syn_reply' || frame.type === 'headers') {
+      if (frame.type === 'syn_reply' || frame.type === 'headers') {
+        this.decompressor.decompress(frame.block).then(decodeHeaderBlock).catch((err: unknown) => this.fail(err));
+        this.withHeaders(frame);
+        continue;
+      }
+      if (frame.type === 'syn_stream') {
         const f = frame;
         this.inflating = true;
         this.decompressor.decompress(f.block).then(
@@ -231,7 +176,7 @@ export class SpdySession {
             this.inflating = false;
             if (this.closed) return;
             try {
-              this.withHeaders(f, decodeHeaderBlock(raw));
+              this.onSynStream(f, decodeHeaderBlock(raw));
             } catch (err) {
               return this.fail(err);
             }
@@ -245,14 +190,13 @@ export class SpdySession {
     }
   }
 
-  private withHeaders(f: Extract<Frame, { block: Buffer }>, headers: Headers): void {
-    if (f.type === 'syn_stream') return this.onSynStream(f, headers);
+  private withHeaders(f: Extract<Frame, { type: 'syn_reply' | 'headers' }>): void {
     const stream = this.streams.get(f.streamId);
     if (!stream) return;
     if (f.type === 'syn_reply') {
       if (!stream.local || stream.replied) return;
       stream.replied = true;
-      stream.onReply?.(headers);
+      stream.onReply?.();
     } else if (!stream.replied) {
       return;
     }

@@ -5,7 +5,7 @@
 // staging/src/k8s.io/apiserver/pkg/util/proxy/streamtunnel.go). Anything but a 101 echoing exactly
 // that subprotocol is a TunnelRefusal (the caller may fall back to per-stream WebSockets).
 //
-// The tunnel owns the byte pipe: frames written in one tick leave as one message; writers see
+// The tunnel owns the byte pipe: frames written in one event-loop turn leave as one message; writers see
 // `buffered` and wait for `whenDrained` above HIGH_WATER; readers that fall behind hold the whole
 // tunnel (there is no SPDY flow control, see pf-stream.ts); PING keeps it alive and detects a dead
 // path; GOAWAY then close 1000 ends it.
@@ -41,6 +41,10 @@ export function dialTunnel(url: URL, conn: ApiRequestOptions, timeoutMs: number)
       perMessageDeflate: false,
       followRedirects: false,
       handshakeTimeout: timeoutMs,
+      // RFC 6455 masking protects intermediaries that might read WebSocket bytes as HTTP. Inside
+      // TLS there are none, and an all-zero mask lets `ws` (and the server) skip the XOR pass and
+      // a copy of every message — a fifth of the proxy's CPU in a bulk transfer.
+      ...(url.protocol === 'wss:' ? { generateMask: (mask: Buffer) => void mask.fill(0) } : {}),
     });
     let protocol: string | undefined;
     let settled = false;
@@ -134,7 +138,8 @@ export class PodTunnel implements SessionWire {
     this.pendingBytes += bytes.length;
     if (this.scheduled) return;
     this.scheduled = true;
-    process.nextTick(() => this.flush());
+    // After this round of I/O callbacks: socket reads of several streams leave in one message.
+    setImmediate(() => this.flush());
   }
 
   /** SessionWire.close: the session ended; end the WebSocket (cleanly unless there was an error). */

@@ -1,4 +1,7 @@
-// Header-block compression for one SPDY session (draft 3.1 §2.6.10): each direction is ONE zlib
+// SPDY header blocks (draft 3.1 §2.6.10): the format — uint32 count, then per header uint32 length
+// + name, uint32 length + value (several values NUL-joined); names must be lowercase, and a block
+// with an uppercase or a duplicate name fails the session, as in spdystream's parseHeaderValueBlock —
+// and the compression for one session: each direction is ONE zlib
 // stream for the whole session, primed with the SPDY/3 dictionary, and every header block ends
 // on a sync-flush boundary so the peer can decode it on its own. Follows moby/spdystream
 // spdy/{write,read}.go (zlib.NewWriterLevelDict + Flush per block; one zlib.NewReaderDict fed
@@ -14,6 +17,7 @@
 // output of a sync flush is exactly that block's bytes.
 import zlib from 'node:zlib';
 import { DICTIONARY_ADLER32, SPDY_DICTIONARY } from './dictionary.js';
+import { SpdyProtocolError, type Headers } from './framer.js';
 
 /** A decoded header block larger than this is a protocol error (spdystream has no limit; we do). */
 export const MAX_HEADER_BLOCK = 1 << 20;
@@ -105,4 +109,50 @@ export class HeaderDecompressor {
     this.onFail = undefined;
     return this.failed;
   }
+}
+
+/** Uncompressed header block; names are lowercased as spdystream does on write. */
+export function encodeHeaderBlock(headers: Headers): Buffer {
+  const entries = Object.entries(headers);
+  const parts: Buffer[] = [];
+  const count = Buffer.allocUnsafe(4);
+  count.writeUInt32BE(entries.length);
+  parts.push(count);
+  for (const [name, value] of entries) {
+    for (const s of [name.toLowerCase(), value]) {
+      const bytes = Buffer.from(s, 'utf8');
+      const len = Buffer.allocUnsafe(4);
+      len.writeUInt32BE(bytes.length);
+      parts.push(len, bytes);
+    }
+  }
+  return Buffer.concat(parts);
+}
+
+/** Parses an uncompressed header block; it must be consumed exactly. */
+export function decodeHeaderBlock(block: Buffer): Headers {
+  let off = 0;
+  const u32 = (what: string): number => {
+    if (off + 4 > block.length) throw new SpdyProtocolError(`header block truncated (${what})`);
+    const v = block.readUInt32BE(off);
+    off += 4;
+    return v;
+  };
+  const str = (what: string): string => {
+    const n = u32(what);
+    if (off + n > block.length) throw new SpdyProtocolError(`header block truncated (${what})`);
+    const s = block.toString('utf8', off, off + n);
+    off += n;
+    return s;
+  };
+  const count = u32('count');
+  const headers: Headers = Object.create(null) as Headers;
+  for (let i = 0; i < count; i++) {
+    const name = str('name');
+    if (name !== name.toLowerCase()) throw new SpdyProtocolError(`header name "${name}" is not lowercase`);
+    if (Object.prototype.hasOwnProperty.call(headers, name)) throw new SpdyProtocolError(`header "${name}" appears twice`);
+    headers[name] = str('value');
+  }
+  if (off !== block.length) throw new SpdyProtocolError(`header block has ${block.length - off} trailing bytes`);
+  return headers;
 }
