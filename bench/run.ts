@@ -30,7 +30,8 @@ const CPS_MS = Number(process.env.BENCH_CPS_MS ?? 3000);
 const MUX_CONCURRENT = Number(process.env.BENCH_MUX_CONCURRENT ?? 200);
 
 const openers: Record<string, Opener> = {
-  'direct TCP': async () => connectTcp(podIp, 7000),
+  // The backend's real address: with other simulators running, podIp:7000 may be taken (or be theirs).
+  'direct TCP': async () => connectTcp(sim.backendAddress('data', echoPod, 7000)?.host ?? podIp, sim.backendAddress('data', echoPod, 7000)?.port ?? 7000),
   'bare port-forward': async () => barePortForward(sim, 'data', echoPod, 7000),
   'proxy (SOCKS5)': async () => {
     const { reply, socket, rest } = await socks5Connect(proxy.socks!, 'echo.data', 7000);

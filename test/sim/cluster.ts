@@ -460,6 +460,11 @@ export class SimCluster {
     await this.api.listen();
   }
 
+  /** Extension: where the simulated kubelet dials a pod port (the pod IP, or the loopback fallback when that was taken). */
+  backendAddress(namespace: string, name: string, port: number): { host: string; port: number } | undefined {
+    return this.pods.get(`${namespace}/${name}`)?.backends?.target(port);
+  }
+
   podIP(namespace: string, name: string): string {
     const rt = this.pods.get(`${namespace}/${name}`);
     if (rt) return rt.ip;

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { SPDY_DICTIONARY, adler32 } from '../../src/tunnel/spdy/dictionary.js';
-import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
+import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, decodeHeaderBlocks, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
   FrameReader, SpdyProtocolError, encodeData, encodeGoAway, encodePing, encodeRawControl,
   encodeRstStream, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame, type Headers,
@@ -136,6 +136,18 @@ test('real zlib compression with Z_SYNC_FLUSH per block (as spdystream writes) d
   const d = new HeaderDecompressor();
   const decoded = await Promise.all(compressed.map((b) => d.decompress(b)));
   assert.deepEqual(decoded.map((b) => ({ ...decodeHeaderBlock(b) })), sessionHeaders);
+  d.close();
+});
+
+test('consecutive blocks of several frames inflate in one call and split back exactly', async () => {
+  const c = new HeaderCompressor();
+  const blocks = sessionHeaders.map((h) => c.compress(encodeHeaderBlock(h)));
+  const d = new HeaderDecompressor();
+  const first = await d.decompress(blocks[0]!);
+  assert.deepEqual({ ...decodeHeaderBlock(first) }, sessionHeaders[0]);
+  const rest = await d.decompress(Buffer.concat(blocks.slice(1)));
+  assert.deepEqual(decodeHeaderBlocks(rest, blocks.length - 1).map((h) => ({ ...h })), sessionHeaders.slice(1));
+  assert.throws(() => decodeHeaderBlocks(rest, 2), /trailing/);
   d.close();
 });
 

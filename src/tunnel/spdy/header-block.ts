@@ -58,7 +58,10 @@ export class HeaderCompressor {
 
 /** Decompresses the peer's header blocks in order; one inflate context for the session. */
 export class HeaderDecompressor {
-  private readonly inflate = zlib.createInflate({ dictionary: SPDY_DICTIONARY });
+  // Every write is inflated with Z_SYNC_FLUSH (one pass through the thread pool per block, where
+  // write + flush() took two). The output arrives as 'data' before the write's callback, as
+  // ws's permessage-deflate relies on for flush().
+  private readonly inflate = zlib.createInflate({ dictionary: SPDY_DICTIONARY, flush: zlib.constants.Z_SYNC_FLUSH });
   private out: Buffer[] = [];
   private outLength = 0;
   private tail: Promise<unknown> = Promise.resolve();
@@ -73,7 +76,10 @@ export class HeaderDecompressor {
     this.inflate.on('error', (err: Error) => this.fail(new Error(`header block does not decompress: ${err.message}`)));
   }
 
-  /** Resolves with the block's uncompressed bytes; calls are served strictly in order. */
+  /**
+   * Resolves with the uncompressed bytes; calls are served strictly in order. `compressed` may be
+   * several consecutive blocks: the output is then those header blocks back to back.
+   */
   decompress(compressed: Buffer): Promise<Buffer> {
     const run = () => this.run(compressed);
     const p = this.tail.then(run, run);
@@ -90,11 +96,10 @@ export class HeaderDecompressor {
     return new Promise<Buffer>((resolve, reject) => {
       if (this.failed) return reject(this.failed);
       this.onFail = reject;
-      this.inflate.write(compressed);
-      this.inflate.flush(zlib.constants.Z_SYNC_FLUSH, () => {
+      this.inflate.write(compressed, () => {
         this.onFail = undefined;
         if (this.failed) return reject(this.failed);
-        const block = this.outLength === this.out[0]?.length ? this.out[0] : Buffer.concat(this.out, this.outLength);
+        const block = this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out, this.outLength);
         this.out = [];
         this.outLength = 0;
         if (block.length > MAX_HEADER_BLOCK) return reject(this.fail(new Error(`header block of ${block.length} bytes is too large`)));
@@ -131,7 +136,26 @@ export function encodeHeaderBlock(headers: Headers): Buffer {
 
 /** Parses an uncompressed header block; it must be consumed exactly. */
 export function decodeHeaderBlock(block: Buffer): Headers {
+  const { headers, end } = parseHeaderBlock(block, 0);
+  if (end !== block.length) throw new SpdyProtocolError(`header block has ${block.length - end} trailing bytes`);
+  return headers;
+}
+
+/** Parses `count` header blocks that follow each other (several frames inflated at once). */
+export function decodeHeaderBlocks(data: Buffer, count: number): Headers[] {
+  const out: Headers[] = [];
   let off = 0;
+  for (let i = 0; i < count; i++) {
+    const { headers, end } = parseHeaderBlock(data, off);
+    out.push(headers);
+    off = end;
+  }
+  if (off !== data.length) throw new SpdyProtocolError(`header blocks have ${data.length - off} trailing bytes`);
+  return out;
+}
+
+function parseHeaderBlock(block: Buffer, start: number): { headers: Headers; end: number } {
+  let off = start;
   const u32 = (what: string): number => {
     if (off + 4 > block.length) throw new SpdyProtocolError(`header block truncated (${what})`);
     const v = block.readUInt32BE(off);
@@ -153,6 +177,5 @@ export function decodeHeaderBlock(block: Buffer): Headers {
     if (Object.prototype.hasOwnProperty.call(headers, name)) throw new SpdyProtocolError(`header "${name}" appears twice`);
     headers[name] = str('value');
   }
-  if (off !== block.length) throw new SpdyProtocolError(`header block has ${block.length - off} trailing bytes`);
-  return headers;
+  return { headers, end: off };
 }
