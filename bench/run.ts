@@ -10,6 +10,7 @@ import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
+import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
@@ -24,9 +25,16 @@ const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--li
 const sim = cluster.sim;
 const echoPod = await firstPod('data', 'echo');
 const podIp = sim.podIP('data', echoPod);
+// Multiplexed-tunnel comparison (bench/multiplex.ts): the proxy above uses the default transport
+// (auto → one SPDY tunnel per pod); this one a WebSocket per stream; and real kubectl port-forward.
+const proxyWs = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'websocket']);
+const kubectlPf = await startKubectlPortForward(cluster.kubeconfig, 'data', echoPod, 7000);
+const CPS_MS = Number(process.env.BENCH_CPS_MS ?? 3000);
+const MUX_CONCURRENT = Number(process.env.BENCH_MUX_CONCURRENT ?? 200);
 
 const openers: Record<string, Opener> = {
-  'direct TCP': async () => connectTcp(podIp, 7000),
+  // The backend's real address: with other simulators running, podIp:7000 may be taken (or be theirs).
+  'direct TCP': async () => connectTcp(sim.backendAddress('data', echoPod, 7000)?.host ?? podIp, sim.backendAddress('data', echoPod, 7000)?.port ?? 7000),
   'bare port-forward': async () => barePortForward(sim, 'data', echoPod, 7000),
   'proxy (SOCKS5)': async () => {
     const { reply, socket, rest } = await socks5Connect(proxy.socks!, 'echo.data', 7000);
@@ -35,6 +43,8 @@ const openers: Record<string, Opener> = {
     socket.removeAllListeners('data');
     return socket;
   },
+  'proxy, WebSocket/stream': socksOpener(proxyWs.socks!, 'echo.data', 7000),
+  ...(kubectlPf ? { 'kubectl port-forward': tcpOpener('127.0.0.1', kubectlPf.port) } : {}),
 };
 
 console.log(`kubectl-proxyout benchmark — node ${process.version}, ${new Date().toISOString()}`);
@@ -85,6 +95,15 @@ if (SOAK_SECONDS > 0) {
       `bytes lost ${r.bytesLost}; proxy RSS ${mib(r.rssStart)} → ${mib(r.rssEnd)} MiB`,
   );
 }
+const muxRows = { '(a) proxy, SPDY tunnel': 'proxy (SOCKS5)', '(b) proxy, WebSocket per stream': 'proxy, WebSocket/stream', '(c) kubectl port-forward': 'kubectl port-forward', '(d) direct TCP': 'direct TCP' };
+const muxFigures: Record<string, { throughput: number; p50: number; p99: number; cps: number } | undefined> = {};
+for (const [row, name] of Object.entries(muxRows)) {
+  if (!openers[name]) continue;
+  muxFigures[row] = { throughput: throughput[name], ...latency[name], cps: await connectionsPerSecond(openers[name], CPS_MS) };
+}
+await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
+kubectlPf?.stop();
+await proxyWs.stop();
 
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();

@@ -6,6 +6,7 @@ import { LOG_LEVELS, type LogLevel } from '../core/log.js';
 import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
 import { StartupError } from '../core/errors.js';
 import { resolveCredentials, type ProxyCredentials } from '../auth/credentials.js';
+import { TRANSPORT_MODES, type TransportMode } from '../tunnel/negotiate.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
@@ -66,6 +67,12 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
       helpValue: '<user:password>',
       exclusive: ['proxy-auth-file'],
     }),
+    transport: Flags.option({
+      options: TRANSPORT_MODES,
+      default: DEFAULTS.transport,
+      helpValue: '<mode>',
+      summary: 'Port-forward transport: spdy (one multiplexed tunnel per pod), websocket (one WebSocket per connection), or auto (spdy, else websocket).',
+    })(),
   };
 }
 
@@ -108,5 +115,6 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     keepaliveTimeoutMs: parseDuration(flags['keepalive-timeout']),
     maxStreams: flags['max-streams'],
     proxyAuth: proxyAuthFrom(flags),
+    transport: (flags.transport ?? DEFAULTS.transport) as TransportMode,
   };
 }

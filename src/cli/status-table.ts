@@ -24,6 +24,9 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
   const line = (c: string[]) => c.map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!))).join('  ');
   const out = [line(HEADERS), ...cells.map(line)];
   for (const r of rows) {
+    for (const t of r.transports ?? []) out.push(`${r.id}: ${t.pod} via ${t.transport}: ${t.tunnels} ${t.tunnels === 1 ? 'tunnel' : 'tunnels'}, ${t.streams} ${t.streams === 1 ? 'stream' : 'streams'}`);
+  }
+  for (const r of rows) {
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
   }
   return out;

@@ -133,6 +133,7 @@ class Daemon {
       uptimeMs: Date.now() - this.startedAt,
       totals: this.running!.totals(),
       cache: this.running!.cacheStatus?.(),
+      transports: this.running!.transports?.(),
     };
   }
 

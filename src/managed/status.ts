@@ -2,6 +2,7 @@
 // control socket. A daemon that is gone shows as "dead" (with why), never as an error.
 import { formatAddress } from '../cli/ready.js';
 import type { CacheStatus } from '../cluster/cache.js';
+import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { queryStatus } from '../state/control.js';
@@ -30,6 +31,8 @@ export interface ProxyStatus {
   cache: { state: string; scope?: string; namespaces?: string[] } | null;
   logFile: string;
   error?: string;
+  /** Per pod: transport in use, tunnels, streams (running proxies that report them). */
+  transports?: PodTransportStats[];
 }
 
 export async function collectStatus(l: StateLayout, id?: string): Promise<ProxyStatus[]> {
@@ -70,6 +73,7 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     cache: live ? cacheSummary(live.cache) : state === 'starting' ? { state: 'syncing' } : null,
     logFile: l.logFile(entry.id),
     ...(entry.error && state === 'dead' ? { error: entry.error } : {}),
+    ...(live?.transports ? { transports: live.transports } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { LogLevel } from '../core/log.js';
 import type { ProxyCredentials } from '../auth/credentials.js';
+import type { TransportMode } from '../tunnel/negotiate.js';
 
 /** Everything the foreground proxy and the daemon are started with. */
 export interface ProxyOptions {
@@ -27,6 +28,8 @@ export interface ProxyOptions {
   maxStreams?: number;
   /** Credentials clients must present; required when a listener is not on loopback. */
   proxyAuth?: ProxyCredentials;
+  /** Port-forward transport: one SPDY tunnel per pod, one WebSocket per stream, or auto (default). */
+  transport?: TransportMode;
 }
 
 export const DEFAULTS = {
@@ -39,4 +42,5 @@ export const DEFAULTS = {
   keepaliveMs: 30_000,
   keepaliveTimeoutMs: 15_000,
   maxStreams: 1024,
+  transport: 'auto',
 } as const;

@@ -5,6 +5,8 @@ import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../cluster/api.js';
 import { ClusterCache } from '../cluster/cache.js';
 import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
+import { SpdyTransport } from '../tunnel/spdy-transport.js';
+import { NegotiatingTransport } from '../tunnel/negotiate.js';
 import { Resolver } from '../routing/resolver.js';
 import { ClusterRoute } from '../routing/cluster-route.js';
 import { Router } from '../routing/router.js';
@@ -37,10 +39,11 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   await probeApi(api, kube.context, kube.server);
 
   const cache = new ClusterCache(kube.kc, api, log, kube.namespace);
-  const transport = new WebSocketV4Transport(api, log, {
+  const websocket = new WebSocketV4Transport(api, log, {
     intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs,
     timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs,
   });
+  const transport = new NegotiatingTransport(options.transport ?? 'auto', new SpdyTransport(api, log), websocket, log, kube.context);
   const resolver = new Resolver(cache, options.clusterDomain);
   const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: options.connectTimeoutMs });
   // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.
@@ -79,6 +82,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
     namespace: kube.namespace,
     totals: () => stats.snapshot(),
     cacheStatus: () => cache.status(),
+    transports: () => transport.stats(),
     stop(graceMs: number) {
       stopping ??= (async () => {
         router.close();

@@ -7,6 +7,7 @@ import net from 'node:net';
 import { chmodSync, unlinkSync } from 'node:fs';
 import type { StreamTotals } from '../proxy/stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
+import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 
 const MAX_LINE = 4096;
 
@@ -16,6 +17,7 @@ export interface LiveStatus {
   uptimeMs: number;
   totals: StreamTotals;
   cache?: CacheStatus;
+  transports?: PodTransportStats[];
 }
 
 export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' };

@@ -5,6 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ID_PATTERN, validateId, type StateLayout } from './paths.js';
+import type { TransportMode } from '../tunnel/negotiate.js';
 
 /** starting: spawned, not ready yet · running: listening, caches synced · stopping: draining ·
  *  failed: the daemon could not start (error says why) · dead: the process is gone (reaped). */
@@ -29,6 +30,8 @@ export interface DaemonOptions {
   keepaliveMs?: number;
   keepaliveTimeoutMs?: number;
   maxStreams?: number;
+  /** auto | spdy | websocket (absent in entries written before the flag existed: auto). */
+  transport?: TransportMode;
 }
 
 export interface ProxyEntry {

@@ -18,7 +18,8 @@ export interface OpenOptions {
 
 /**
  * Carries one TCP stream to a pod port. Implementations: per-stream port-forward WebSocket
- * (v4.channel.k8s.io) today; SPDY-over-WebSocket multiplexing, konnectivity and SSH later.
+ * (v4.channel.k8s.io), SPDY-over-WebSocket multiplexing (one tunnel per pod), and the choice
+ * between them (negotiate.ts); konnectivity and SSH later.
  * open() rejects with a ProxyError (core/errors.ts); the Duplex it resolves to ends when the pod
  * side ends and is destroyed with a ProxyError when the pod side fails.
  * A dial into the pod that fails after open() resolved (confirmMs 0) but before the pod sent a

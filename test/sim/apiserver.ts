@@ -101,6 +101,8 @@ export interface ApiServerOptions {
   store: Store;
   tokens: Map<string, Identity>;
   onPortForward(req: IncomingMessage, socket: Duplex, head: Buffer, namespace: string, pod: string, query: URLSearchParams): void;
+  /** Extension: SPDY port-forward (plain, or tunnelled in a WebSocket); false leaves the request to onPortForward. */
+  onSpdyPortForward?(req: IncomingMessage, socket: Duplex, head: Buffer, namespace: string, pod: string, query: URLSearchParams): boolean;
   log(msg: string): void;
 }
 
@@ -260,6 +262,7 @@ export class ApiServer {
     }
     const denied = this.authorize(id, 'create', route);
     if (denied) return writeRawStatus(socket, denied);
+    if (this.o.onSpdyPortForward?.(req, socket, head, route.namespace!, route.name!, url.searchParams)) return;
     this.o.onPortForward(req, socket, head, route.namespace!, route.name!, url.searchParams);
   }
 }

@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { SimPki, type KeyAndCert } from './pki.js';
 import { Store, RESOURCES, type KObject } from './store.js';
 import { ApiServer, emptyCounters, type Identity, type SimCounters } from './apiserver.js';
-import { KubeletPortForward } from './kubelet-portforward.js';
+import { KubeletPortForward, type KubeletDeps } from './kubelet-portforward.js';
+import { KubeletSpdyPortForward } from './kubelet-spdy.js';
 import { EndpointsController, MANAGED_BY_LABEL, SERVICE_NAME_LABEL, randomSuffix } from './controllers.js';
 import { PodBackends, type BackendKind } from './backends.js';
 import { namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject } from './objects.js';
@@ -34,6 +35,10 @@ export interface SimOptions {
   bootstrap?: boolean;
   /** Extension: events kept for watch resumption (older → 410). Default 10000. */
   maxHistory?: number;
+  /** Extension: serve SPDY tunnelled in a WebSocket (Kubernetes ≥ 1.31). false = a 1.29-like server. Default true. */
+  spdyTunnel?: boolean;
+  /** Extension: the kubelet's stream creation timeout for unpaired SPDY streams. Default 30000. */
+  streamCreationTimeoutMs?: number;
 }
 
 export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
@@ -101,6 +106,7 @@ export class SimCluster {
   private readonly pki: SimPki;
   private readonly api: ApiServer;
   private readonly kubelet: KubeletPortForward;
+  private readonly spdyKubelet: KubeletSpdyPortForward;
   private readonly controller: EndpointsController;
   private readonly tokens = new Map<string, Identity>();
   private readonly pods = new Map<string, PodRuntime>();
@@ -126,7 +132,7 @@ export class SimCluster {
     this.controller = new EndpointsController(this.store);
     this.adminToken = `sim-admin-${randomHex(16)}`;
     this.tokens.set(this.adminToken, { user: 'sim-admin', groups: ['system:masters', 'system:authenticated'] });
-    this.kubelet = new KubeletPortForward({
+    const kubeletDeps: KubeletDeps = {
       lookupPod: (ns, name) => {
         const pod = this.store.get('pods', ns, name);
         if (!pod) return undefined;
@@ -142,7 +148,10 @@ export class SimCluster {
       },
       closeGraceMs: () => this.closeGraceMs,
       notFound: (name) => notFound(RESOURCES.pods, name),
-    });
+    };
+    this.kubelet = new KubeletPortForward(kubeletDeps);
+    this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000 });
+    this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
     const serving = this.pki.servingCert(this.host);
     this.api = new ApiServer({
       host: this.host,
@@ -151,6 +160,7 @@ export class SimCluster {
       store: this.store,
       tokens: this.tokens,
       onPortForward: (req, socket, head, ns, pod, query) => this.kubelet.handle(req, socket, head, ns, pod, query),
+      onSpdyPortForward: (req, socket, head, ns, pod, query) => this.spdyKubelet.handle(req, socket, head, ns, pod, query),
       log: this.log,
     });
   }
@@ -198,6 +208,31 @@ export class SimCluster {
   /** Extension: port-forward WebSocket sessions currently open. */
   get openPortForwards(): number {
     return this.kubelet.openSessions;
+  }
+
+  /** Extension: SPDY port-forward sessions (tunnelled or plain) currently open. */
+  get openSpdySessions(): number {
+    return this.spdyKubelet.openSessions;
+  }
+
+  /** Extension: GOAWAY frames the simulated kubelet received from SPDY clients. */
+  get spdyGoAways(): number {
+    return this.spdyKubelet.goAways;
+  }
+
+  /** Extension: turn the SPDY-over-WebSocket tunnel on or off (off = a Kubernetes 1.29-like server). */
+  setSpdyTunnel(enabled: boolean): void {
+    this.spdyKubelet.tunnel = enabled;
+  }
+
+  /** Extension: cut the connections of SPDY sessions (all, or one namespace/pod's) like a broken network. */
+  killSpdySessions(namespace?: string, name?: string): number {
+    return this.spdyKubelet.killSessions(namespace, name);
+  }
+
+  /** Extension: SPDY sessions stop reading and answering, their connections left open (a silently dead path). */
+  freezeSpdySessions(namespace?: string, name?: string): number {
+    return this.spdyKubelet.freezeSessions(namespace, name);
   }
 
   /** Extension: current global resourceVersion. */
@@ -299,6 +334,7 @@ export class SimCluster {
     const rt = this.pods.get(key);
     this.pods.delete(key);
     this.kubelet.closePod(namespace, name);
+    this.spdyKubelet.closePod(namespace, name);
     await rt?.backends?.stop();
     this.store.remove('pods', namespace, name);
     this.controller.syncNamespace(namespace);
@@ -309,6 +345,7 @@ export class SimCluster {
     if (this.terminatingMs <= 0) return this.removePodNow(namespace, name);
     const rt = this.pods.get(`${namespace}/${name}`);
     this.kubelet.closePod(namespace, name);
+    this.spdyKubelet.closePod(namespace, name);
     await rt?.backends?.stop();
     if (rt) rt.running = false;
     this.store.update('pods', namespace, name, (o: any) => {
@@ -418,8 +455,14 @@ export class SimCluster {
   async restartApiServer(downMs = 200): Promise<void> {
     await this.api.close();
     this.kubelet.closeAll();
+    this.spdyKubelet.closeAll();
     await new Promise((r) => setTimeout(r, downMs));
     await this.api.listen();
+  }
+
+  /** Extension: where the simulated kubelet dials a pod port (the pod IP, or the loopback fallback when that was taken). */
+  backendAddress(namespace: string, name: string, port: number): { host: string; port: number } | undefined {
+    return this.pods.get(`${namespace}/${name}`)?.backends?.target(port);
   }
 
   podIP(namespace: string, name: string): string {
@@ -432,6 +475,7 @@ export class SimCluster {
 
   async stop(): Promise<void> {
     this.kubelet.closeAll();
+    this.spdyKubelet.closeAll();
     await this.api.close();
     await Promise.all([...this.pods.values()].map((p) => p.backends?.stop()));
     this.pods.clear();

@@ -86,7 +86,7 @@ export function chooseSubprotocol(header: string | undefined): string | undefine
   return candidates.find((p) => SUPPORTED.includes(p));
 }
 
-function goDialError(err: NodeJS.ErrnoException, family: 'tcp4' | 'tcp6', addr: string): string {
+export function goDialError(err: NodeJS.ErrnoException, family: 'tcp4' | 'tcp6', addr: string): string {
   const text = err.code === 'ECONNREFUSED' ? 'connect: connection refused'
     : err.code === 'ETIMEDOUT' ? 'i/o timeout'
       : err.code === 'EADDRNOTAVAIL' ? 'connect: cannot assign requested address'

@@ -1,0 +1,97 @@
+// Picks the port-forward transport for one cluster: `spdy` (one multiplexed tunnel per pod),
+// `websocket` (one v4.channel.k8s.io WebSocket per stream), or `auto`: SPDY first and, when the
+// API server does not upgrade to the tunnel, the per-stream WebSocket — as kubectl's fallback
+// dialer does (client-go tools/portforward/fallback_dialer.go), except that we remember the answer
+// for the cluster instead of asking again for every stream.
+//
+// Which refusals say "this server has no tunnel" (remembered) and which say nothing about the
+// protocol (this stream falls back, the next one asks again): a 101 with another subprotocol and
+// 4xx answers other than 401/403/404/408/429 are remembered — a Kubernetes ≤ 1.29 API server (or
+// the PortForwardWebsockets gate off) hands the request to the kubelet's v4 handler, which answers
+// 400 `query parameter "port" is required`. Credentials, RBAC, a vanished pod and 5xx are not.
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../core/log.js';
+import { ProxyError } from '../core/errors.js';
+import type { OpenOptions, PodPort, Transport } from './transport.js';
+import { TunnelRefusal } from './spdy/tunnel.js';
+import type { PodTransportStats, SpdyTransport } from './spdy-transport.js';
+
+export const TRANSPORT_MODES = ['auto', 'spdy', 'websocket'] as const;
+export type TransportMode = (typeof TRANSPORT_MODES)[number];
+
+const NOT_ABOUT_PROTOCOL = new Set([401, 403, 404, 408, 429]);
+
+/** Whether a refused tunnel means the server cannot do SPDY tunnelling at all. */
+export function refusalIsPermanent(r: TunnelRefusal): boolean {
+  return r.status === 101 || (r.status >= 400 && r.status < 500 && !NOT_ABOUT_PROTOCOL.has(r.status)) || r.status === 501;
+}
+
+export function tunnelRefusalOf(err: unknown): TunnelRefusal | undefined {
+  return err instanceof ProxyError && err.cause instanceof TunnelRefusal ? err.cause : undefined;
+}
+
+export class NegotiatingTransport implements Transport {
+  /** What auto settled on for this cluster; undefined while SPDY has not been refused. */
+  private learned?: 'websocket';
+  private readonly v4Streams = new Map<string, number>();
+
+  constructor(
+    private readonly mode: TransportMode,
+    private readonly spdy: SpdyTransport,
+    private readonly v4: Transport,
+    private readonly log: Logger,
+    private readonly cluster: string,
+  ) {}
+
+  get name(): string {
+    if (this.mode !== 'auto') return this.mode;
+    return this.learned ?? 'spdy';
+  }
+
+  openTunnels(): number {
+    return this.spdy.openTunnels() + this.v4.openTunnels();
+  }
+
+  /** Per pod: transport in use, tunnels (per-stream WebSockets count one each), streams. */
+  stats(): PodTransportStats[] {
+    const out = this.spdy.stats();
+    for (const [pod, streams] of this.v4Streams) out.push({ pod, transport: 'websocket', tunnels: streams, streams });
+    return out.sort((a, b) => a.pod.localeCompare(b.pod) || a.transport.localeCompare(b.transport));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.spdy.close(), this.v4.close()]);
+  }
+
+  async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
+    if (this.mode === 'websocket' || this.learned === 'websocket') return this.openV4(target, options);
+    if (this.mode === 'spdy') return this.spdy.open(target, options);
+    try {
+      return await this.spdy.open(target, options);
+    } catch (err) {
+      const refusal = tunnelRefusalOf(err);
+      if (!refusal || options.signal.aborted) throw err;
+      if (refusalIsPermanent(refusal)) {
+        if (this.learned === undefined) {
+          this.log.warn({ cluster: this.cluster, answer: refusal.message }, 'the API server does not offer the SPDY port-forward tunnel; using one WebSocket per stream (v4.channel.k8s.io) for this cluster');
+        }
+        this.learned = 'websocket';
+      } else {
+        this.log.debug({ cluster: this.cluster, target: `${target.namespace}/${target.pod}`, answer: refusal.message }, 'SPDY tunnel refused; trying a per-stream WebSocket');
+      }
+      return this.openV4(target, options);
+    }
+  }
+
+  private async openV4(target: PodPort, options: OpenOptions): Promise<Duplex> {
+    const stream = await this.v4.open(target, options);
+    const key = `${target.namespace}/${target.pod}`;
+    this.v4Streams.set(key, (this.v4Streams.get(key) ?? 0) + 1);
+    stream.once('close', () => {
+      const n = (this.v4Streams.get(key) ?? 1) - 1;
+      if (n > 0) this.v4Streams.set(key, n);
+      else this.v4Streams.delete(key);
+    });
+    return stream;
+  }
+}

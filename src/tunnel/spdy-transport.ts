@@ -1,0 +1,215 @@
+// Multiplexed pod port-forward: per pod one SPDY/3.1 session tunnelled in a WebSocket (see
+// spdy/tunnel.ts), and per TCP stream a pair of SPDY streams in it (spdy/pf-stream.ts) — what
+// kubectl port-forward does since 1.31 (client-go tools/portforward/tunneling_dialer.go). A new
+// stream costs two SYN_STREAMs on a warm tunnel instead of a TLS handshake and an HTTP upgrade.
+//  - A tunnel opens on first use and stays while streams use it, then IDLE_MS longer.
+//  - At most maxStreamsPerTunnel TCP streams share one tunnel; the next stream opens another.
+//    This bounds head-of-line blocking: without SPDY flow control, a reader that falls far behind
+//    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read).
+//  - A broken tunnel fails only its own streams; the next stream opens a new tunnel.
+//  - close() sends GOAWAY on every tunnel and closes it.
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../core/log.js';
+import { ConnectTimeoutError, HostUnreachableError, NotAllowedError, UpstreamApiError, type ProxyError } from '../core/errors.js';
+import { statusMessage, type ApiConnection } from '../cluster/api.js';
+import type { OpenOptions, PodPort, Transport } from './transport.js';
+import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
+import { SpdyPortForwardStream } from './spdy/pf-stream.js';
+
+export interface SpdyTransportOptions {
+  maxStreamsPerTunnel: number;
+  /** How long an unused tunnel is kept. */
+  idleMs: number;
+  /** PING period (kubectl: 10 s); 0 = none. */
+  pingMs: number;
+  /** Limit for the WebSocket upgrade of a new tunnel. */
+  connectTimeoutMs: number;
+}
+
+export const SPDY_DEFAULTS: SpdyTransportOptions = { maxStreamsPerTunnel: 256, idleMs: 10_000, pingMs: 10_000, connectTimeoutMs: 30_000 };
+
+/** Per-pod figures for `status` and the log. */
+export interface PodTransportStats {
+  pod: string;
+  transport: 'spdy' | 'websocket';
+  tunnels: number;
+  streams: number;
+}
+
+class TunnelEntry {
+  tunnel?: PodTunnel;
+  ready!: Promise<PodTunnel>;
+  streams = 0;
+  dead = false;
+  idleTimer?: NodeJS.Timeout;
+}
+
+export class SpdyTransport implements Transport {
+  readonly name = 'spdy';
+  private readonly pods = new Map<string, TunnelEntry[]>();
+  private readonly options: SpdyTransportOptions;
+  private closed = false;
+
+  constructor(
+    private readonly api: ApiConnection,
+    private readonly log: Logger,
+    options: Partial<SpdyTransportOptions> = {},
+  ) {
+    this.options = { ...SPDY_DEFAULTS, ...options };
+  }
+
+  openTunnels(): number {
+    let n = 0;
+    for (const list of this.pods.values()) n += list.filter((e) => e.tunnel && !e.dead).length;
+    return n;
+  }
+
+  stats(): PodTransportStats[] {
+    return [...this.pods.entries()].map(([pod, list]) => ({
+      pod,
+      transport: 'spdy' as const,
+      tunnels: list.filter((e) => !e.dead).length,
+      streams: list.reduce((n, e) => n + e.streams, 0),
+    }));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    // shutdown() makes tunnels forget themselves from these lists: walk copies.
+    for (const list of [...this.pods.values()]) for (const e of [...list]) this.shutdown(e);
+    this.pods.clear();
+  }
+
+  async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
+    if (this.closed) throw new UpstreamApiError('the proxy is shutting down');
+    const entry = this.acquire(target);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.release(target, entry);
+    };
+    let tunnel: PodTunnel;
+    try {
+      tunnel = await raceAbort(entry.ready, options.signal);
+    } catch (err) {
+      release();
+      throw this.connectError(target, err, options.signal);
+    }
+    return new SpdyPortForwardStream(tunnel, target, this.log, release).connected(options);
+  }
+
+  private key(t: PodPort): string {
+    return `${t.namespace}/${t.pod}`;
+  }
+
+  private acquire(target: PodPort): TunnelEntry {
+    const key = this.key(target);
+    const list = this.pods.get(key) ?? [];
+    this.pods.set(key, list);
+    let entry = list.find((e) => !e.dead && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel);
+    if (!entry) {
+      entry = this.connect(target, key);
+      list.push(entry);
+    }
+    entry.streams++;
+    clearTimeout(entry.idleTimer);
+    return entry;
+  }
+
+  private release(target: PodPort, entry: TunnelEntry): void {
+    entry.streams--;
+    if (entry.streams > 0 || entry.dead) return;
+    entry.idleTimer = setTimeout(() => {
+      if (entry.streams === 0) this.shutdown(entry, 'idle');
+    }, this.options.idleMs);
+    entry.idleTimer.unref();
+    if (!entry.tunnel) this.log.debug({ pod: this.key(target) }, 'tunnel unused before it opened');
+  }
+
+  private connect(target: PodPort, key: string): TunnelEntry {
+    const entry = new TunnelEntry();
+    const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward`;
+    entry.ready = (async () => {
+      const conn = await this.api.requestOptions();
+      const ws = await dialTunnel(this.api.url(path, 'ws'), conn, this.options.connectTimeoutMs);
+      const tunnel = new PodTunnel(ws, { pingMs: this.options.pingMs, onClosed: (_t, err) => this.closedTunnel(key, entry, err) });
+      entry.tunnel = tunnel;
+      if (this.closed || entry.dead) {
+        tunnel.shutdown();
+        throw new UpstreamApiError('the proxy is shutting down');
+      }
+      this.log.info({ pod: key, transport: 'spdy', ...this.figures(key) }, 'tunnel opened');
+      return tunnel;
+    })();
+    entry.ready.catch((err: unknown) => {
+      entry.dead = true;
+      this.forget(key, entry);
+      if (err instanceof TunnelRefusal && err.status === 401) this.api.invalidate();
+    });
+    return entry;
+  }
+
+  private shutdown(entry: TunnelEntry, why?: string): void {
+    entry.dead = true;
+    clearTimeout(entry.idleTimer);
+    if (entry.tunnel) {
+      if (why) this.log.debug({ why }, 'closing tunnel');
+      entry.tunnel.shutdown();
+    }
+  }
+
+  private closedTunnel(key: string, entry: TunnelEntry, err?: Error): void {
+    entry.dead = true;
+    clearTimeout(entry.idleTimer);
+    this.forget(key, entry);
+    this.log.info({ pod: key, transport: 'spdy', ...this.figures(key), ...(err ? { error: err.message } : {}) }, 'tunnel closed');
+  }
+
+  private forget(key: string, entry: TunnelEntry): void {
+    const list = this.pods.get(key);
+    if (!list) return;
+    const i = list.indexOf(entry);
+    if (i >= 0) list.splice(i, 1);
+    if (list.length === 0) this.pods.delete(key);
+  }
+
+  private figures(key: string): { tunnels: number; streams: number } {
+    const list = this.pods.get(key) ?? [];
+    return { tunnels: list.filter((e) => !e.dead).length, streams: list.reduce((n, e) => n + e.streams, 0) };
+  }
+
+  private connectError(target: PodPort, err: unknown, signal: AbortSignal): ProxyError {
+    const pod = `${target.namespace}/${target.pod}`;
+    if (signal.aborted) return new ConnectTimeoutError(`port-forward tunnel to ${pod} did not open in time`, { cause: signal.reason });
+    if (err instanceof TunnelRefusal) {
+      const detail = err.status === 101 ? err.message : (statusMessage(err.body) ?? `HTTP ${err.status}`);
+      const msg = `port-forward tunnel to ${pod} refused by the API server (${err.status}): ${detail}`;
+      if (err.status === 403) return new NotAllowedError(msg, { cause: err });
+      if (err.status === 404 || err.status === 400) return new HostUnreachableError(msg, { cause: err, retryable: true });
+      return new UpstreamApiError(msg, { cause: err, retryable: err.status >= 500 });
+    }
+    if (err instanceof UpstreamApiError) return err;
+    const message = err instanceof Error ? err.message : String(err);
+    return new UpstreamApiError(`port-forward tunnel to ${pod} failed: ${message}`, { cause: err, retryable: true });
+  }
+}
+
+/** The promise, or a rejection as soon as the signal aborts (the promise itself carries on). */
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}

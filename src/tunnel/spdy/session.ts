@@ -1,0 +1,284 @@
+// One SPDY/3.1 session over any ordered byte pipe (a WebSocket tunnel, a TCP socket): stream ids,
+// SYN_STREAM/SYN_REPLY, DATA with FIN half-close, RST_STREAM, PING, GOAWAY. Used by our client
+// transport and by the simulated kubelet. Behaviour follows moby/spdystream connection.go and
+// stream.go, the implementation on the other end of every real port-forward:
+//  - client stream ids are odd from 1, server ids even from 2, each side strictly increasing;
+//    a SYN_STREAM whose id is not above the last one seen is answered with RST PROTOCOL_ERROR;
+//  - no flow control: SETTINGS and WINDOW_UPDATE are ignored and never sent;
+//  - DATA for a stream we opened is dropped until its SYN_REPLY arrives; DATA for unknown or
+//    remotely finished streams is dropped;
+//  - PING ids of the peer's parity are echoed; our own come back as replies;
+//  - a stream is forgotten once both directions have ended (FIN both ways) or either side reset it;
+//  - any framing or header-block error ends the whole session (GOAWAY PROTOCOL_ERROR, close).
+import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, decodeHeaderBlocks, encodeHeaderBlock } from './header-block.js';
+import {
+  FrameReader, GoAwayStatus, MAX_STREAM_ID, RstStatus, SpdyProtocolError, FLAG_FIN, FLAG_UNIDIRECTIONAL,
+  encodeGoAway, encodePing, encodeRstStream, encodeSynStream, type Frame, type Headers,
+} from './framer.js';
+import { SpdyStream } from './stream.js';
+
+export { SpdyStream } from './stream.js';
+
+/** The byte pipe under a session. write() must keep order; close() ends the pipe. */
+export interface SessionWire {
+  write(bytes: Buffer): void;
+  close(err?: Error): void;
+}
+
+export interface SessionHandlers {
+  /** A stream the peer opened (SYN_STREAM). Reply to it or reset it. */
+  onStream?(stream: SpdyStream): void;
+  onGoAway?(lastGoodStreamId: number, status: number): void;
+  /** The session is over: the pipe closed, a protocol error, or destroy(). Called once. */
+  onClose?(err?: Error): void;
+}
+
+export class SpdySession {
+  closed = false;
+  /** We sent GOAWAY: no new streams either way. */
+  goneAway = false;
+  /** The peer sent GOAWAY: we must not open streams. */
+  peerGoneAway = false;
+  /** Date.now() of the last frame received. */
+  lastReceived = Date.now();
+  private readonly reader = new FrameReader();
+  private readonly compressor = new HeaderCompressor();
+  private readonly decompressor = new HeaderDecompressor();
+  private readonly streams = new Map<number, SpdyStream>();
+  private readonly pings = new Map<number, { at: number; done: (rtt?: number, err?: Error) => void }>();
+  private nextStreamId: number;
+  private nextPingId: number;
+  private lastPeerStreamId = 0;
+  private inflating = false;
+  /** Header blocks of SYN_REPLY/HEADERS frames already acted on, still to pass the inflater. */
+  private pendingBlocks: Buffer[] = [];
+
+  constructor(
+    readonly role: 'client' | 'server',
+    private readonly wire: SessionWire,
+    private readonly handlers: SessionHandlers = {},
+  ) {
+    this.nextStreamId = role === 'client' ? 1 : 2;
+    this.nextPingId = role === 'client' ? 1 : 2;
+  }
+
+  /** Streams not yet finished both ways nor reset. */
+  get activeStreams(): number {
+    return this.streams.size;
+  }
+
+  /** Whether openStream() can succeed (ids left, nobody sent GOAWAY, not closed). */
+  get canOpen(): boolean {
+    return !this.closed && !this.goneAway && !this.peerGoneAway && this.nextStreamId <= MAX_STREAM_ID;
+  }
+
+  /** Bytes from the peer, in order, in chunks of any size. */
+  receive(chunk: Buffer): void {
+    if (this.closed) return;
+    this.lastReceived = Date.now();
+    this.reader.push(chunk);
+    this.pump();
+  }
+
+  openStream(headers: Headers, options: { fin?: boolean } = {}): SpdyStream {
+    if (!this.canOpen) throw new Error(this.closed ? 'SPDY session is closed' : 'SPDY session is going away');
+    const id = this.nextStreamId;
+    this.nextStreamId += 2;
+    const stream = new SpdyStream(this, id, true, headers);
+    this.streams.set(id, stream);
+    this.send(encodeSynStream(id, this.compress(headers), { flags: options.fin ? FLAG_FIN : 0 }));
+    if (options.fin) stream.localClosed = true;
+    return stream;
+  }
+
+  /** Sends a PING; resolves with the round trip in ms, rejects when the session ends first. */
+  ping(): Promise<number> {
+    if (this.closed) return Promise.reject(new Error('SPDY session is closed'));
+    const id = this.nextPingId;
+    this.nextPingId = this.nextPingId + 2 > 0x7fffffff ? this.nextPingId + 2 - 0x7ffffffe : this.nextPingId + 2;
+    return new Promise<number>((resolve, reject) => {
+      this.pings.set(id, { at: Date.now(), done: (rtt, err) => (err ? reject(err) : resolve(rtt!)) });
+      this.send(encodePing(id));
+    });
+  }
+
+  /** Sends GOAWAY once (the last peer stream we accepted); streams already open carry on. */
+  goAway(status: number = GoAwayStatus.OK): void {
+    if (this.goneAway || this.closed) return;
+    this.goneAway = true;
+    this.send(encodeGoAway(this.lastPeerStreamId, status));
+  }
+
+  /** Ends the session at once: open streams get onSessionClose, the pipe is closed. */
+  destroy(err?: Error): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.decompressor.close();
+    const streams = [...this.streams.values()];
+    this.streams.clear();
+    for (const s of streams) s.onSessionClose?.(err);
+    for (const p of this.pings.values()) p.done(undefined, err ?? new Error('SPDY session closed'));
+    this.pings.clear();
+    this.wire.close(err);
+    this.handlers.onClose?.(err);
+  }
+
+  /** @internal */
+  send(...parts: Buffer[]): void {
+    if (this.closed) return;
+    for (const p of parts) if (p.length > 0) this.wire.write(p);
+  }
+
+  /** @internal */
+  compress(headers: Headers): Buffer {
+    return this.compressor.compress(encodeHeaderBlock(headers));
+  }
+
+  /** @internal A stream that ended both ways is forgotten. */
+  settle(stream: SpdyStream): void {
+    if (stream.localClosed && stream.remoteClosed) this.forget(stream);
+  }
+
+  /** @internal */
+  forget(stream: SpdyStream): void {
+    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
+  }
+
+  private fail(err: unknown): void {
+    const e = err instanceof Error ? err : new SpdyProtocolError(String(err));
+    this.goAway(GoAwayStatus.PROTOCOL_ERROR);
+    this.destroy(e);
+  }
+
+  /**
+   * Handles complete frames in order. A SYN_STREAM waits for its header block to be inflated (a
+   * thread-pool round trip). SYN_REPLY and HEADERS are acted on at once — port-forward needs
+   * nothing from their headers — while their blocks still go through the inflater in order (those
+   * of one batch of bytes together), to keep the zlib context in step and to fail the session on a
+   * bad block.
+   */
+  private pump(): void {
+    while (!this.inflating && !this.closed) {
+      let frame: Frame | undefined;
+      try {
+        frame = this.reader.next();
+      } catch (err) {
+        return this.fail(err);
+      }
+      if (!frame) return this.inflatePending();
+      if (frame.type === 'syn_reply' || frame.type === 'headers') {
+        this.pendingBlocks.push(frame.block);
+        this.withHeaders(frame);
+        continue;
+      }
+      if (frame.type === 'syn_stream') {
+        this.inflatePending();
+        const f = frame;
+        this.inflating = true;
+        this.decompressor.decompress(f.block).then(
+          (raw) => {
+            this.inflating = false;
+            if (this.closed) return;
+            try {
+              this.onSynStream(f, decodeHeaderBlock(raw));
+            } catch (err) {
+              return this.fail(err);
+            }
+            this.pump();
+          },
+          (err: unknown) => this.fail(err),
+        );
+        return;
+      }
+      this.handle(frame);
+    }
+  }
+
+  private inflatePending(): void {
+    const blocks = this.pendingBlocks;
+    if (blocks.length === 0) return;
+    this.pendingBlocks = [];
+    this.decompressor
+      .decompress(blocks.length === 1 ? blocks[0]! : Buffer.concat(blocks))
+      .then((raw) => decodeHeaderBlocks(raw, blocks.length))
+      .catch((err: unknown) => this.fail(err));
+  }
+
+  private withHeaders(f: Extract<Frame, { type: 'syn_reply' | 'headers' }>): void {
+    const stream = this.streams.get(f.streamId);
+    if (!stream) return;
+    if (f.type === 'syn_reply') {
+      if (!stream.local || stream.replied) return;
+      stream.replied = true;
+      stream.onReply?.();
+    } else if (!stream.replied) {
+      return;
+    }
+    if (f.flags & FLAG_FIN) this.remoteFin(stream);
+  }
+
+  private onSynStream(f: Extract<Frame, { type: 'syn_stream' }>, headers: Headers): void {
+    if (this.goneAway) return; // spdystream ignores new streams once it sent GOAWAY
+    const peerParity = this.role === 'server' ? 1 : 0;
+    if (f.streamId % 2 !== peerParity || f.streamId <= this.lastPeerStreamId) {
+      this.send(encodeRstStream(f.streamId, RstStatus.PROTOCOL_ERROR));
+      return;
+    }
+    this.lastPeerStreamId = f.streamId;
+    const stream = new SpdyStream(this, f.streamId, false, headers);
+    if (f.flags & FLAG_UNIDIRECTIONAL) stream.localClosed = true;
+    this.streams.set(f.streamId, stream);
+    if (!this.handlers.onStream) {
+      stream.reset(RstStatus.REFUSED_STREAM);
+      return;
+    }
+    if (f.flags & FLAG_FIN) stream.remoteClosed = true;
+    this.handlers.onStream(stream);
+    if (stream.remoteClosed && stream.open) {
+      stream.onEnd?.();
+      this.settle(stream);
+    }
+  }
+
+  private handle(frame: Exclude<Frame, { block: Buffer }>): void {
+    switch (frame.type) {
+      case 'data': {
+        const stream = this.streams.get(frame.streamId);
+        if (!stream || stream.remoteClosed || stream.resetDone) return;
+        if (stream.local && !stream.replied) return; // dropped, as spdystream does
+        if (frame.data.length > 0) stream.onData?.(frame.data);
+        if (frame.fin && stream.open && !stream.remoteClosed) this.remoteFin(stream);
+        return;
+      }
+      case 'rst_stream': {
+        const stream = this.streams.get(frame.streamId);
+        if (!stream) return;
+        this.forget(stream);
+        stream.resetDone = true;
+        stream.onReset?.(frame.status);
+        return;
+      }
+      case 'ping': {
+        const mine = (frame.id & 1) === (this.nextPingId & 1);
+        if (!mine) return this.send(encodePing(frame.id));
+        const p = this.pings.get(frame.id);
+        this.pings.delete(frame.id);
+        p?.done(Date.now() - p.at);
+        return;
+      }
+      case 'goaway':
+        this.peerGoneAway = true;
+        this.handlers.onGoAway?.(frame.lastGoodStreamId, frame.status);
+        return;
+      case 'settings':
+      case 'window_update':
+        return; // no flow control in spdystream: ignored
+    }
+  }
+
+  private remoteFin(stream: SpdyStream): void {
+    stream.remoteClosed = true;
+    stream.onEnd?.();
+    this.settle(stream);
+  }
+}

@@ -1,0 +1,101 @@
+// SpdyTransport in-process against the simulated cluster: the stream cap per tunnel opens more
+// tunnels, unused tunnels close after the idle linger (GOAWAY), PING detects a silently dead path,
+// and close() ends everything.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { Duplex } from 'node:stream';
+import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { ApiConnection } from '../../src/cluster/api.js';
+import { createLogger } from '../../src/core/log.js';
+import { SpdyTransport, type SpdyTransportOptions } from '../../src/tunnel/spdy-transport.js';
+import type { PodPort } from '../../src/tunnel/transport.js';
+import { SAMPLE } from '../sim/sample.js';
+
+let cluster: TestCluster;
+let api: ApiConnection;
+const echo: PodPort = { namespace: 'data', pod: SAMPLE.echo.pods[0], port: 7000 };
+
+before(async () => {
+  cluster = await startTestCluster();
+  api = new ApiConnection(loadKubeConfig({ kubeconfig: cluster.kubeconfig }).kc);
+});
+
+after(async () => {
+  await cluster?.close();
+});
+
+function transport(o: Partial<SpdyTransportOptions>): SpdyTransport {
+  return new SpdyTransport(api, createLogger('silent'), { pingMs: 0, ...o });
+}
+
+function open(t: SpdyTransport, target = echo): Promise<Duplex> {
+  return t.open(target, { signal: AbortSignal.timeout(5000), confirmMs: 0 });
+}
+
+function roundTrip(s: Duplex, payload: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const got: Buffer[] = [];
+    let n = 0;
+    const onData = (d: Buffer) => {
+      got.push(d);
+      n += d.length;
+      if (n >= payload.length) {
+        s.off('data', onData);
+        resolve(Buffer.concat(got));
+      }
+    };
+    s.on('data', onData);
+    s.once('error', reject);
+    s.write(payload);
+  });
+}
+
+test('past maxStreamsPerTunnel a second and third tunnel open; all streams work', async () => {
+  const t = transport({ maxStreamsPerTunnel: 2, idleMs: 60_000 });
+  cluster.sim.resetCounters();
+  const streams = await Promise.all(Array.from({ length: 5 }, () => open(t)));
+  for (const [i, s] of streams.entries()) assert.equal((await roundTrip(s, Buffer.from(`s${i}`))).toString(), `s${i}`);
+  assert.equal(cluster.sim.counters.portForward, 3);
+  assert.deepEqual(t.stats(), [{ pod: `data/${echo.pod}`, transport: 'spdy', tunnels: 3, streams: 5 }]);
+  assert.equal(t.openTunnels(), 3);
+  for (const s of streams) s.destroy();
+  await eventually(async () => t.stats()[0]?.streams === 0, 2000, 20);
+  // Freed slots are reused: no new tunnel for the next stream.
+  const again = await open(t);
+  assert.equal((await roundTrip(again, randomBytes(10))).length, 10);
+  assert.equal(cluster.sim.counters.portForward, 3);
+  await t.close();
+  await eventually(async () => cluster.sim.openSpdySessions === 0, 3000, 20);
+  await assert.rejects(open(t), /shutting down/);
+});
+
+test('an unused tunnel closes after the idle linger, with GOAWAY', async () => {
+  const t = transport({ idleMs: 150 });
+  const s = await open(t);
+  await roundTrip(s, Buffer.from('x'));
+  assert.equal(cluster.sim.openSpdySessions, 1);
+  const goAways = cluster.sim.spdyGoAways;
+  s.end();
+  await eventually(async () => cluster.sim.openSpdySessions === 0 && t.openTunnels() === 0, 5000, 20);
+  assert.equal(cluster.sim.spdyGoAways, goAways + 1);
+  await t.close();
+});
+
+test('PING: a tunnel whose path went silent is dropped; the next stream opens a new one', async () => {
+  const t = transport({ pingMs: 100, idleMs: 60_000 });
+  const s = await open(t);
+  await roundTrip(s, Buffer.from('x'));
+  let failed: Error | undefined;
+  s.on('error', (err) => (failed = err));
+  cluster.sim.resetCounters();
+  assert.equal(cluster.sim.freezeSpdySessions('data', echo.pod), 1);
+  await eventually(async () => failed !== undefined, 3000, 20);
+  assert.match(String(failed), /broke: no answer to PING/);
+  const fresh = await open(t);
+  assert.equal((await roundTrip(fresh, Buffer.from('after'))).toString(), 'after');
+  assert.equal(cluster.sim.counters.portForward, 1);
+  await t.close();
+  cluster.sim.killSpdySessions();
+});

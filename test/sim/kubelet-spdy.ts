@@ -1,0 +1,127 @@
+// SPDY/3.1 pod port-forward, as the API server + kubelet + container runtime serve it, both ways in:
+//  - tunnelled: a WebSocket offering "SPDY/3.1+portforward.k8s.io" (kubectl >= 1.31 tries this
+//    first): staging/src/k8s.io/apiserver/pkg/util/proxy/streamtunnel.go turns it into the SPDY
+//    POST to the kubelet and, on the kubelet's 101, upgrades the WebSocket with that subprotocol;
+//    any other kubelet answer passes through. `tunnel = false` makes a 1.29-like server, where the
+//    WebSocket goes to the kubelet's v4 handler instead (400 `query parameter "port" is required`).
+//  - plain: `POST` with `Connection: Upgrade`, `Upgrade: SPDY/3.1`, `X-Stream-Protocol-Version`
+//    (apimachinery pkg/util/httpstream/{httpstream.go Handshake, spdy/upgrade.go}).
+// What happens inside a session (streams, pairs, dialling the pod) is kubelet-spdy-session.ts.
+import { appendFileSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer } from 'ws';
+import { parsePortsQuery, writeRawResponse, writeRawStatus, type KubeletDeps, type PodRuntimeView } from './kubelet-portforward.js';
+import type { ApiError } from './status.js';
+import { ServerWire, SocketWire, WebSocketWire } from './spdy-wire.js';
+import { PodSession } from './kubelet-spdy-session.js';
+
+export const TUNNEL_PREFIX = 'SPDY/3.1+';
+export const PORT_FORWARD_PROTOCOL = 'portforward.k8s.io';
+
+export interface SpdyKubeletDeps extends KubeletDeps {
+  streamCreationTimeoutMs(): number;
+}
+
+const text = 'text/plain; charset=utf-8';
+const offered = (req: IncomingMessage): string[] => String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+
+/** wsstream.IsWebSocketRequestWithTunnelingProtocol */
+function isTunnelRequest(req: IncomingMessage): boolean {
+  return String(req.headers.upgrade ?? '').toLowerCase() === 'websocket' && offered(req).some((p) => p.startsWith(TUNNEL_PREFIX) && p.endsWith('.k8s.io'));
+}
+
+function isSpdyUpgrade(req: IncomingMessage): boolean {
+  return /spdy\/3\.1/i.test(String(req.headers.upgrade ?? ''));
+}
+
+export class KubeletSpdyPortForward {
+  /** false: a server without the WebSocket tunnel (Kubernetes ≤ 1.29, or the feature gate off). */
+  tunnel = true;
+  // `ws` refuses "SPDY/3.1+…" as a subprotocol ("/" is not a token character), where gorilla/
+  // websocket takes it: the header is taken off the request before the handshake and the chosen
+  // protocol written into the 101 ourselves.
+  private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, clientTracking: false });
+  private readonly sessions = new Set<PodSession>();
+  /** Extension: GOAWAY frames received from clients. */
+  goAways = 0;
+
+  constructor(private readonly deps: SpdyKubeletDeps) {
+    this.wss.on('headers', (headers: string[], req: IncomingMessage & { spdyTunnelProtocol?: string }) => {
+      if (req.spdyTunnelProtocol) headers.push(`Sec-WebSocket-Protocol: ${req.spdyTunnelProtocol}`);
+    });
+  }
+
+  get openSessions(): number {
+    return this.sessions.size;
+  }
+
+  /** Takes the upgrade if it is SPDY (plain, or tunnelled while `tunnel` is on); false otherwise. */
+  handle(req: IncomingMessage, socket: Duplex, head: Buffer, namespace: string, podName: string, query: URLSearchParams): boolean {
+    const tunnelled = this.tunnel && isTunnelRequest(req);
+    if (!tunnelled && !isSpdyUpgrade(req)) return false;
+    socket.on('error', () => {});
+    try {
+      parsePortsQuery(query.getAll('ports'));
+    } catch (e) {
+      writeRawStatus(socket, e as ApiError);
+      return true;
+    }
+    const pod = this.deps.lookupPod(namespace, podName);
+    if (!pod) return writeRawStatus(socket, this.deps.notFound(podName)), true;
+    if (!pod.running) return writeRawResponse(socket, 500, `pod not found (${JSON.stringify(`${pod.name}_${pod.namespace}`)})`, text), true;
+    // The kubelet's httpstream.Handshake over X-Stream-Protocol-Version (the tunnel strips the prefix).
+    const versions = tunnelled
+      ? offered(req).filter((p) => p.startsWith(TUNNEL_PREFIX)).map((p) => p.slice(TUNNEL_PREFIX.length))
+      : String(req.headers['x-stream-protocol-version'] ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+    if (versions.length === 0) return writeRawResponse(socket, 500, 'unable to upgrade: X-Stream-Protocol-Version is required', text), true;
+    if (!versions.includes(PORT_FORWARD_PROTOCOL)) {
+      return writeRawResponse(socket, 403, `unable to upgrade: unable to negotiate protocol: client supports [${versions.join(' ')}], server accepts [${PORT_FORWARD_PROTOCOL}]\n`, text), true;
+    }
+    if (tunnelled) {
+      // gorilla's Upgrader picks the first offered protocol the server lists; here only one.
+      const chosen = offered(req).find((p) => p === TUNNEL_PREFIX + PORT_FORWARD_PROTOCOL);
+      delete req.headers['sec-websocket-protocol'];
+      Object.assign(req, { spdyTunnelProtocol: chosen });
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.start(new WebSocketWire(ws), pod));
+      return true;
+    }
+    if (!/upgrade/i.test(String(req.headers.connection ?? ''))) {
+      return writeRawResponse(socket, 400, 'unable to upgrade: missing upgrade headers in request', text), true;
+    }
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${PORT_FORWARD_PROTOCOL}\r\nDate: ${new Date().toUTCString()}\r\n\r\n`);
+    this.start(new SocketWire(socket), pod, head);
+    return true;
+  }
+
+  private start(wire: ServerWire, pod: PodRuntimeView, head?: Buffer): void {
+    const capture = process.env.SIM_SPDY_CAPTURE;
+    if (capture) wire.onBytes = (b) => appendFileSync(capture, `${b.toString('hex')}\n`);
+    const s: PodSession = new PodSession(wire, pod, this.deps, head, () => this.sessions.delete(s), () => this.goAways++);
+    this.sessions.add(s);
+  }
+
+  /** Pod deleted: its sessions end at once. */
+  closePod(namespace: string, name: string): void {
+    for (const s of [...this.sessions]) if (s.pod.namespace === namespace && s.pod.name === name) s.session.destroy();
+  }
+
+  /** Extension: cut the connections of matching sessions without a goodbye (a broken tunnel). */
+  killSessions(namespace?: string, name?: string): number {
+    const hit = [...this.sessions].filter((s) => (namespace === undefined || s.pod.namespace === namespace) && (name === undefined || s.pod.name === name));
+    for (const s of hit) s.wire.kill();
+    return hit.length;
+  }
+
+  /** Extension: matching sessions stop reading and answering (a path that silently died); returns how many. */
+  freezeSessions(namespace?: string, name?: string): number {
+    const hit = [...this.sessions].filter((s) => (namespace === undefined || s.pod.namespace === namespace) && (name === undefined || s.pod.name === name));
+    for (const s of hit) s.wire.pause();
+    return hit.length;
+  }
+
+  closeAll(): void {
+    for (const s of [...this.sessions]) s.wire.kill();
+    this.sessions.clear();
+  }
+}

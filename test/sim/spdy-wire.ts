@@ -1,0 +1,161 @@
+// The byte pipes a simulated SPDY port-forward session runs over: a WebSocket carrying the SPDY
+// byte stream in binary messages (the API server's tunnel, staging/src/k8s.io/apiserver/pkg/util/
+// proxy/streamtunnel.go + client-go tools/portforward/tunneling_connection.go: message boundaries
+// mean nothing, a non-binary message is an error, close 1000 is EOF), or the upgraded TCP/TLS
+// socket itself (plain SPDY). Frames written in one tick leave in one message/write.
+import type { Duplex } from 'node:stream';
+import type { WebSocket, RawData } from 'ws';
+import type { SessionWire, SpdySession } from '../../src/tunnel/spdy/session.js';
+
+export const HIGH_WATER = 1 << 20;
+export const LOW_WATER = 256 * 1024;
+
+export abstract class ServerWire implements SessionWire {
+  protected session?: SpdySession;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private scheduled = false;
+  private high = false;
+  protected ended = false;
+  /** Called when the bytes queued towards the client drop below LOW_WATER after exceeding HIGH_WATER. */
+  onDrain?: () => void;
+  /** Extension: every byte received, for captures (SIM_SPDY_CAPTURE). */
+  onBytes?: (bytes: Buffer) => void;
+
+  attach(session: SpdySession, head?: Buffer): void {
+    this.session = session;
+    if (head && head.length) this.deliver(head);
+  }
+
+  get buffered(): number {
+    return this.pendingBytes + this.queued();
+  }
+
+  write(bytes: Buffer): void {
+    if (this.ended) return;
+    this.pending.push(bytes);
+    this.pendingBytes += bytes.length;
+    if (this.buffered > HIGH_WATER) this.high = true;
+    if (this.scheduled) return;
+    this.scheduled = true;
+    process.nextTick(() => this.flush());
+  }
+
+  close(err?: Error): void {
+    if (this.ended) return;
+    this.flush();
+    this.ended = true;
+    this.shut(err !== undefined);
+  }
+
+  protected deliver(bytes: Buffer): void {
+    this.onBytes?.(bytes);
+    this.session?.receive(bytes);
+  }
+
+  protected sent(): void {
+    if (this.high && this.buffered < LOW_WATER) {
+      this.high = false;
+      this.onDrain?.();
+    }
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.pending.length === 0 || this.ended) return;
+    const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes);
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.send(data);
+  }
+
+  abstract pause(): void;
+  abstract resume(): void;
+  /** Drops the connection without a goodbye (a broken network). */
+  abstract kill(): void;
+  protected abstract queued(): number;
+  protected abstract send(data: Buffer): void;
+  protected abstract shut(abrupt: boolean): void;
+}
+
+export class WebSocketWire extends ServerWire {
+  constructor(private readonly ws: WebSocket) {
+    super();
+    ws.on('message', (data: RawData, isBinary: boolean) => {
+      if (!isBinary) return this.session?.destroy(new Error('invalid message type received'));
+      this.deliver(data as Buffer);
+    });
+    ws.on('close', () => {
+      this.ended = true;
+      this.session?.destroy();
+    });
+    ws.on('error', () => {});
+  }
+
+  pause(): void {
+    this.ws.pause();
+  }
+
+  resume(): void {
+    this.ws.resume();
+  }
+
+  kill(): void {
+    this.ended = true;
+    this.ws.terminate();
+  }
+
+  protected queued(): number {
+    return this.ws.bufferedAmount;
+  }
+
+  protected send(data: Buffer): void {
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    this.ws.send(data, { binary: true }, () => this.sent());
+  }
+
+  protected shut(abrupt: boolean): void {
+    if (abrupt) this.ws.terminate();
+    else this.ws.close(1000);
+  }
+}
+
+export class SocketWire extends ServerWire {
+  constructor(private readonly socket: Duplex) {
+    super();
+    socket.on('data', (data: Buffer) => this.deliver(data));
+    socket.on('end', () => this.session?.destroy());
+    socket.on('close', () => {
+      this.ended = true;
+      this.session?.destroy();
+    });
+    socket.on('error', () => {});
+  }
+
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    this.socket.resume();
+  }
+
+  kill(): void {
+    this.ended = true;
+    this.socket.destroy();
+  }
+
+  protected queued(): number {
+    return this.socket.writableLength;
+  }
+
+  protected send(data: Buffer): void {
+    if (this.socket.destroyed) return;
+    this.socket.write(data, () => this.sent());
+  }
+
+  protected shut(abrupt: boolean): void {
+    if (abrupt) this.socket.destroy();
+    else this.socket.end(() => this.socket.destroy());
+  }
+}

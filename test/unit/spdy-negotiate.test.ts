@@ -1,0 +1,99 @@
+// Transport negotiation (auto | spdy | websocket) with stand-in transports, and the error-stream
+// text → typed error mapping of the SPDY transport.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PassThrough, type Duplex } from 'node:stream';
+import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError } from '../../src/core/errors.js';
+import { NegotiatingTransport, refusalIsPermanent, type TransportMode } from '../../src/tunnel/negotiate.js';
+import { TunnelRefusal } from '../../src/tunnel/spdy/tunnel.js';
+import { dialError, errorStreamMessage } from '../../src/tunnel/spdy/pf-stream.js';
+import type { OpenOptions, PodPort, Transport } from '../../src/tunnel/transport.js';
+import type { SpdyTransport } from '../../src/tunnel/spdy-transport.js';
+import { createLogger } from '../../src/core/log.js';
+
+const target: PodPort = { namespace: 'shop', pod: 'web-0', port: 8080 };
+const opts = (): OpenOptions => ({ signal: new AbortController().signal, confirmMs: 0 });
+
+class Fake implements Transport {
+  calls = 0;
+  constructor(readonly name: string, private readonly behave: () => Duplex) {}
+  async open(): Promise<Duplex> {
+    this.calls++;
+    return this.behave();
+  }
+  openTunnels(): number {
+    return 0;
+  }
+  stats() {
+    return [];
+  }
+  async close(): Promise<void> {}
+}
+
+function setup(mode: TransportMode, spdyFails?: () => Error) {
+  const spdy = new Fake('spdy', () => {
+    const err = spdyFails?.();
+    if (err) throw err;
+    return new PassThrough();
+  });
+  const v4 = new Fake('websocket', () => new PassThrough());
+  const t = new NegotiatingTransport(mode, spdy as unknown as SpdyTransport, v4, createLogger('silent'), 'sim');
+  return { t, spdy, v4 };
+}
+
+const refused = (status: number, body = '') => new HostUnreachableError('refused', { cause: new TunnelRefusal(status, body) });
+
+test('which tunnel refusals are remembered for the cluster', () => {
+  assert.equal(refusalIsPermanent(new TunnelRefusal(400, 'query parameter "port" is required')), true);
+  assert.equal(refusalIsPermanent(new TunnelRefusal(101, '', 'v4.channel.k8s.io')), true);
+  assert.equal(refusalIsPermanent(new TunnelRefusal(405, '')), true);
+  for (const s of [401, 403, 404, 429, 500, 502, 503]) assert.equal(refusalIsPermanent(new TunnelRefusal(s, '')), false, String(s));
+});
+
+test('auto: a 1.29-like refusal falls back to v4 and is remembered; SPDY is not asked again', async () => {
+  const { t, spdy, v4 } = setup('auto', () => refused(400, 'query parameter "port" is required'));
+  assert.equal(t.name, 'spdy');
+  for (let i = 0; i < 3; i++) (await t.open(target, opts())).destroy();
+  assert.equal(spdy.calls, 1);
+  assert.equal(v4.calls, 3);
+  assert.equal(t.name, 'websocket');
+});
+
+test('auto: a vanished pod (404) or a 5xx falls back for that stream only', async () => {
+  const { t, spdy, v4 } = setup('auto', () => refused(404));
+  const s = await t.open(target, opts());
+  assert.deepEqual(t.stats(), [{ pod: 'shop/web-0', transport: 'websocket', tunnels: 1, streams: 1 }]);
+  s.destroy();
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(t.stats(), []);
+  await t.open(target, opts());
+  assert.equal(spdy.calls, 2, 'asked again');
+  assert.equal(v4.calls, 2);
+});
+
+test('auto: errors that are not refusals (dial refused, API down) are not hidden by a fallback', async () => {
+  const { t, v4 } = setup('auto', () => new ConnectionRefusedError('pod shop/web-0:8080: connection refused', { retryable: true }));
+  await assert.rejects(t.open(target, opts()), ConnectionRefusedError);
+  assert.equal(v4.calls, 0);
+});
+
+test('spdy and websocket modes use only their transport', async () => {
+  const forced = setup('spdy', () => refused(400));
+  await assert.rejects(forced.t.open(target, opts()), HostUnreachableError);
+  assert.equal(forced.v4.calls, 0);
+  const ws = setup('websocket');
+  await ws.t.open(target, opts());
+  assert.equal(ws.spdy.calls, 0);
+  assert.equal(ws.t.name, 'websocket');
+});
+
+test('error-stream text maps like the v4 error channel; JSON from newer kubelets is unwrapped', () => {
+  const text = 'error forwarding port 8080 to pod abc, uid : failed to execute portforward in network namespace "/var/run/netns/x": failed to connect to localhost:8080 inside namespace "abc", IPv4: dial tcp4 127.0.0.1:8080: connect: connection refused ';
+  const e = dialError(target, text);
+  assert.ok(e instanceof ConnectionRefusedError);
+  assert.equal(e.retryable, true);
+  assert.match(e.message, /^pod shop\/web-0:8080: error forwarding port 8080/);
+  assert.ok(dialError(target, '(conn=&{0xc0 [] {0 0} 0xc1}, request=3) timed out waiting for streams') instanceof ConnectTimeoutError);
+  assert.equal(errorStreamMessage(`${JSON.stringify({ closeConnection: true, message: 'error forwarding port 8080 to pod abc, uid : boom' })}\n`), 'error forwarding port 8080 to pod abc, uid : boom');
+  assert.equal(errorStreamMessage('{not json'), '{not json');
+});

@@ -1,0 +1,164 @@
+// SPDY session semantics, client and server wired back to back: stream ids, reply, data, FIN
+// half-close, RST, PING, GOAWAY, ignored SETTINGS/WINDOW_UPDATE, DATA before SYN_REPLY dropped,
+// stale stream ids refused, unknown control frames fatal.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { SpdySession, type SpdyStream, type SessionHandlers } from '../../src/tunnel/spdy/session.js';
+import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
+import {
+  FrameReader, encodeData, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
+} from '../../src/tunnel/spdy/framer.js';
+
+const tick = () => new Promise((r) => setImmediate(r));
+async function until(pred: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 200 && !pred(); i++) await new Promise((r) => setTimeout(r, 5));
+  assert.ok(pred(), what);
+}
+
+/** Two sessions joined by an asynchronous pipe; `raw` records what each side wrote. */
+function pair(serverHandlers: SessionHandlers, clientHandlers: SessionHandlers = {}) {
+  const raw = { client: [] as Buffer[], server: [] as Buffer[] };
+  let client!: SpdySession;
+  let server!: SpdySession;
+  client = new SpdySession('client', {
+    write: (b) => { raw.client.push(b); setImmediate(() => server.receive(b)); },
+    close: () => setImmediate(() => server.destroy()),
+  }, clientHandlers);
+  server = new SpdySession('server', {
+    write: (b) => { raw.server.push(b); setImmediate(() => client.receive(b)); },
+    close: () => setImmediate(() => client.destroy()),
+  }, serverHandlers);
+  return { client, server, raw };
+}
+
+function frames(bufs: Buffer[]): Frame[] {
+  const r = new FrameReader();
+  for (const b of bufs) r.push(b);
+  const out: Frame[] = [];
+  for (let f = r.next(); f; f = r.next()) out.push(f);
+  return out;
+}
+
+test('open, reply, data both ways, FIN half-close each way, then the stream is forgotten', async () => {
+  const got: string[] = [];
+  let serverStream: SpdyStream | undefined;
+  const { client, server } = pair({
+    onStream(s) {
+      serverStream = s;
+      got.push(`server saw ${s.id} ${JSON.stringify({ ...s.headers })}`);
+      s.reply();
+      s.onData = (d) => s.write(Buffer.from(d.toString().toUpperCase()));
+      s.onEnd = () => { got.push('server saw FIN'); s.end(); };
+    },
+  });
+  const s = client.openStream({ streamtype: 'data', port: '80', requestid: '0' });
+  assert.equal(s.id, 1);
+  let reply = false;
+  let echoed = '';
+  let ended = false;
+  s.onReply = () => (reply = true);
+  s.onData = (d) => (echoed += d.toString());
+  s.onEnd = () => (ended = true);
+  await until(() => reply, 'SYN_REPLY');
+  s.write(Buffer.from('hello'));
+  await until(() => echoed === 'HELLO', 'echo');
+  assert.equal(client.activeStreams, 1);
+  s.end();
+  await until(() => ended, 'server FIN');
+  assert.deepEqual(got, ['server saw 1 {"streamtype":"data","port":"80","requestid":"0"}', 'server saw FIN']);
+  assert.equal(client.activeStreams, 0);
+  await tick();
+  assert.equal(server.activeStreams, 0);
+  assert.equal(serverStream?.open, false);
+  assert.equal(client.openStream({}).id, 3, 'client ids are odd and increasing');
+});
+
+test('DATA that arrives before SYN_REPLY is dropped; RST ends one stream, not the session', async () => {
+  const { client, server } = pair({
+    onStream(s) {
+      s.write(Buffer.from('too early')); // before our reply: the client must drop it
+      s.reply();
+      s.write(Buffer.from('ok'));
+      if (s.headers.kill) s.reset();
+    },
+  });
+  const a = client.openStream({});
+  const b = client.openStream({ kill: '1' });
+  let aData = '';
+  let bReset = 0;
+  a.onData = (d) => (aData += d.toString());
+  b.onReset = (status) => (bReset = status);
+  await until(() => aData === 'ok' && bReset === 5, 'data on a, RST CANCEL on b');
+  assert.equal(client.activeStreams, 1);
+  assert.equal(server.closed, false);
+  a.write(Buffer.from('still fine'));
+  a.reset();
+  await until(() => server.activeStreams === 0, 'server forgets the reset stream');
+});
+
+test('PING: ours come back with a round trip time; the peer echoes; SETTINGS and WINDOW_UPDATE are ignored', async () => {
+  const { client, server, raw } = pair({ onStream: (s) => s.reply() });
+  const rtt = await client.ping();
+  assert.ok(rtt >= 0);
+  const serverRtt = await server.ping();
+  assert.ok(serverRtt >= 0);
+  const pings = frames(raw.client).filter((f) => f.type === 'ping');
+  assert.deepEqual(pings.map((f) => (f as { id: number }).id), [1, 2], 'client pinged 1, echoed the server\'s 2');
+  client.receive(encodeSettings([{ id: 7, value: 1 }]));
+  client.receive(encodeWindowUpdate(1, 1000));
+  await tick();
+  assert.equal(client.closed, false);
+});
+
+test('GOAWAY: no new streams after it, existing ones carry on', async () => {
+  let goAway = -1;
+  let serverStream: SpdyStream | undefined;
+  const { client, server } = pair({ onStream: (s) => { serverStream = s; s.reply(); } }, { onGoAway: (last) => (goAway = last) });
+  const s = client.openStream({});
+  await until(() => serverStream !== undefined, 'stream');
+  server.goAway();
+  await until(() => goAway === 1, 'GOAWAY with last good stream 1');
+  assert.equal(client.canOpen, false);
+  assert.throws(() => client.openStream({}), /going away/);
+  let data = '';
+  s.onData = (d) => (data += d);
+  serverStream!.write(Buffer.from('after goaway'));
+  await until(() => data === 'after goaway', 'data after GOAWAY');
+});
+
+test('a SYN_STREAM with a stale id is refused with RST PROTOCOL_ERROR; unknown control frames end the session', async () => {
+  const seen: number[] = [];
+  let closedWith: Error | undefined;
+  const out: Buffer[] = [];
+  const server = new SpdySession('server', { write: (b) => out.push(b), close: () => {} }, {
+    onStream: (s) => { seen.push(s.id); s.reply(); },
+    onClose: (err) => (closedWith = err),
+  });
+  const c = new HeaderCompressor();
+  server.receive(encodeSynStream(5, c.compress(encodeHeaderBlock({ a: '1' }))));
+  server.receive(encodeSynStream(3, c.compress(encodeHeaderBlock({ a: '2' }))));
+  server.receive(encodeSynStream(4, c.compress(encodeHeaderBlock({ a: '3' }))));
+  await until(() => frames(out).some((f) => f.type === 'rst_stream' && f.streamId === 4), 'RST for 4');
+  assert.deepEqual(seen, [5]);
+  assert.deepEqual(frames(out).filter((f) => f.type === 'rst_stream').map((f) => [f.streamId, (f as { status: number }).status]), [[3, 1], [4, 1]]);
+  server.receive(encodeData(5, Buffer.from('x'), false));
+  server.receive(encodeSynReply(99, c.compress(encodeHeaderBlock({}))));
+  await tick();
+  assert.equal(server.closed, false, 'data and replies for unknown/own streams are harmless');
+  server.receive(encodeRawControl(10, 0, Buffer.alloc(4)));
+  await until(() => server.closed, 'session closed');
+  assert.match(String(closedWith), /unknown control frame type 10/);
+  assert.ok(frames(out).some((f) => f.type === 'goaway' && f.status === 1), 'GOAWAY PROTOCOL_ERROR before closing');
+});
+
+test('destroy() tells every open stream and rejects pending pings', async () => {
+  const { client } = pair({ onStream: (s) => s.reply() });
+  const s = client.openStream({});
+  let told: Error | undefined;
+  s.onSessionClose = (err) => (told = err);
+  const ping = client.ping();
+  client.destroy(new Error('tunnel broke'));
+  await assert.rejects(ping, /tunnel broke/);
+  assert.match(String(told), /tunnel broke/);
+  assert.equal(s.write(Buffer.from('x')), false);
+});
