@@ -21,7 +21,7 @@ const SOAK_STREAMS = Number(process.env.BENCH_SOAK_STREAMS ?? 200);
 type Opener = () => Promise<Duplex>;
 
 const cluster = await startTestCluster({ namespace: 'data' });
-const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn']);
+const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
 const sim = cluster.sim;
 const echoPod = await firstPod('data', 'echo');
 const podIp = sim.podIP('data', echoPod);

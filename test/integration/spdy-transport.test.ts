@@ -114,7 +114,7 @@ test('curl through SOCKS5 and the HTTP listener with --transport spdy', async ()
 
 test('auto falls back to one WebSocket per stream when the tunnel is refused, and remembers it', async () => {
   cluster.sim.setSpdyTunnel(false);
-  const auto = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'info']);
+  const auto = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'info', '--transport', 'auto']);
   try {
     cluster.sim.resetCounters();
     const sessions = cluster.sim.openSpdySessions; // the spdy proxy's idle tunnels
