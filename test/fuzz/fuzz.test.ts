@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadCorpus, corpusDir, runFuzzer } from './runner.js';
 
-const SECONDS = Number(process.env.FUZZ_SECONDS ?? 3);
+const SECONDS = Number(process.env.FUZZ_SECONDS ?? 2);
 const SEED = Number(process.env.FUZZ_SEED ?? 20261126);
 
 for (const target of ['socks', 'http']) {

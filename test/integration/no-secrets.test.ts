@@ -120,7 +120,6 @@ test('a managed session: client-certificate kubeconfig, proxy auth from the envi
       keep('daemon environment', readFileSync(`/proc/${info.pid}/environ`, 'utf8'));
     }
     await drive(info.socks, info.http, 'tester', password, upstream);
-    await cli(['status']);
     await cli(['status', '--json']);
     await cli(['logs', info.id]);
   } finally {
@@ -128,7 +127,6 @@ test('a managed session: client-certificate kubeconfig, proxy auth from the envi
     assert.equal(d.code, 0, d.stderr);
   }
   assert.ok(!isAlive(info.pid) || !existsSync(path.join(stateDir, 'proxies', info.id)));
-  await cli(['logs', info.id, '--json']);
   const log = readFileSync(info.logFile, 'utf8');
   assert.match(log, /"reason":"auth-failed"/);
   for (const f of readdirSync(path.join(stateDir, 'logs'))) keep(`log file ${f}`, readFileSync(path.join(stateDir, 'logs', f), 'utf8'));
@@ -141,6 +139,7 @@ test('a managed session: client-certificate kubeconfig, proxy auth from the envi
   const refused = await cli(['connect', '--kubeconfig', bad, '--listen-socks', '127.0.0.1:0', '--proxy-auth', `tester:${password}`]);
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /rejected the credentials/);
+  assert.match(refused.stderr, /Warning: --proxy-auth puts the password on the command line/);
 });
 
 test('no secret, and no "Authorization", in anything that was logged or printed', () => {

@@ -14,6 +14,7 @@ import { parseBasicCredentials } from '../../src/listeners/http-auth.js';
 import { startSocksListener } from '../../src/listeners/socks-server.js';
 import { startHttpListener } from '../../src/listeners/http-server.js';
 import { ensureStateDir, layout } from '../../src/state/paths.js';
+import { proxyAuthFrom } from '../../src/cli/flags.js';
 import { removeTransient } from '../../src/state/store.js';
 import { takeProxyAuthFile, writeProxyAuthFile } from '../../src/state/proxy-auth.js';
 import { FakeOpener, LOOPBACK, Reader, connectClient, quietContext, startEcho, tcpStream } from './socks-fixtures.test.js';
@@ -49,6 +50,9 @@ test('sources: file, then argv, then the environment; both flags at once is an e
   assert.equal(resolveCredentials({}, { KUBECTL_PROXYOUT_PROXY_AUTH: '' }), undefined);
   assert.equal(resolveCredentials({}, {}), undefined);
   assert.throws(() => resolveCredentials({ file, inline: 'a:b' }, {}), /not both/);
+  // What the CLI turns these into: one line, exit 1.
+  assert.throws(() => proxyAuthFrom({ 'proxy-auth': 'no-colon' }, {}), (err: Error & { oclif?: { exit?: number } }) => err.message === '--proxy-auth: expected user:password' && err.oclif?.exit === 1);
+  assert.throws(() => proxyAuthFrom({}, { KUBECTL_PROXYOUT_PROXY_AUTH: 'x:' }), /KUBECTL_PROXYOUT_PROXY_AUTH: the password is empty/);
 });
 
 test('a credentials file group or others can access is refused, whatever the bits', (t) => {
