@@ -52,7 +52,7 @@ function roundTrip(s: Duplex, payload: Buffer): Promise<Buffer> {
   });
 }
 
-test('past maxStreamsPerTunnel a second and third tunnel open; all streams work', async () => {
+test('past maxStreamsPerTunnel a second and third tunnel open; all streams work; close() sends GOAWAY on each', async () => {
   const t = transport({ maxStreamsPerTunnel: 2, idleMs: 60_000 });
   cluster.sim.resetCounters();
   const streams = await Promise.all(Array.from({ length: 5 }, () => open(t)));
@@ -66,8 +66,10 @@ test('past maxStreamsPerTunnel a second and third tunnel open; all streams work'
   const again = await open(t);
   assert.equal((await roundTrip(again, randomBytes(10))).length, 10);
   assert.equal(cluster.sim.counters.portForward, 3);
+  const goAways = cluster.sim.spdyGoAways;
   await t.close();
   await eventually(async () => cluster.sim.openSpdySessions === 0, 3000, 20);
+  assert.equal(cluster.sim.spdyGoAways, goAways + 3, 'close() says GOAWAY on every tunnel');
   await assert.rejects(open(t), /shutting down/);
 });
 

@@ -15,6 +15,7 @@ import type { ApiRequestOptions } from '../../cluster/api.js';
 
 export const TUNNEL_PROTOCOL = 'SPDY/3.1+portforward.k8s.io';
 export const HIGH_WATER = 1 << 20;
+const MAX_BATCH = 64 * 1024;
 const LOW_WATER = 256 * 1024;
 
 /** The API server did not upgrade to the SPDY tunnel: `status` 101 means another subprotocol. */
@@ -136,10 +137,15 @@ export class PodTunnel implements SessionWire {
     if (this.closed) return;
     this.pending.push(bytes);
     this.pendingBytes += bytes.length;
+    // Big batches go at once: the far end sees a message only when all of it has arrived.
+    if (this.pendingBytes >= MAX_BATCH) return this.flush();
     if (this.scheduled) return;
     this.scheduled = true;
     // After this round of I/O callbacks: socket reads of several streams leave in one message.
-    setImmediate(() => this.flush());
+    setImmediate(() => {
+      this.scheduled = false;
+      this.flush();
+    });
   }
 
   /** SessionWire.close: the session ended; end the WebSocket (cleanly unless there was an error). */
@@ -161,7 +167,6 @@ export class PodTunnel implements SessionWire {
   }
 
   private flush(): void {
-    this.scheduled = false;
     if (this.pending.length === 0) return;
     const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes);
     this.pending = [];
