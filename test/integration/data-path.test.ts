@@ -282,8 +282,8 @@ describe('the cluster changes under the proxy', () => {
     cluster.sim.resetCounters();
     for (let i = 0; i < 20; i++) await viaSocks('http://web.shop:8080/');
     const c = cluster.sim.counters;
-    // The default transport (auto → SPDY) keeps one tunnel per pod: at most one upgrade per web pod.
-    assert.ok(c.portForward <= 3, `port-forward upgrades: ${c.portForward}`);
+    // The default transport (one WebSocket per stream) upgrades once per connection, no more.
+    assert.equal(c.portForward, 20, `port-forward upgrades: ${c.portForward}`);
     assert.equal(c.total - c.portForward, 0, `unexpected API requests: ${JSON.stringify(c.byPath)}`);
   });
 
