@@ -43,5 +43,5 @@ export const DEFAULTS = {
   keepaliveTimeoutMs: 15_000,
   maxStreams: 1024,
   // websocket stays the default until the SPDY tunnel passes the fault suite (refused ports, keepalive flags).
-  transport: 'websocket',
+  transport: 'auto',
 } as const;

@@ -39,11 +39,13 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   await probeApi(api, kube.context, kube.server);
 
   const cache = new ClusterCache(kube.kc, api, log, kube.namespace);
-  const websocket = new WebSocketV4Transport(api, log, {
+  const keepalive = {
     intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs,
     timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs,
-  });
-  const transport = new NegotiatingTransport(options.transport ?? 'auto', new SpdyTransport(api, log), websocket, log, kube.context);
+  };
+  const websocket = new WebSocketV4Transport(api, log, keepalive);
+  const spdy = new SpdyTransport(api, log, { keepalive, connectTimeoutMs: options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs });
+  const transport = new NegotiatingTransport(options.transport ?? DEFAULTS.transport, spdy, websocket, log, kube.context);
   const resolver = new Resolver(cache, options.clusterDomain);
   const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: options.connectTimeoutMs });
   // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.

@@ -1,5 +1,6 @@
 import type { Destination, OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
 import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError } from '../core/errors.js';
+import { abortable } from '../core/abort.js';
 
 /** A destination space served one way: one cluster today; later SSH jump hosts, direct pass-through. */
 export interface Route {
@@ -50,22 +51,4 @@ export class Router implements StreamOpener {
       throw err;
     }
   }
-}
-
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
 }

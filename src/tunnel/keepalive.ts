@@ -1,5 +1,5 @@
-// WebSocket keepalive for long-lived tunnels. An idle port-forward carries no bytes, so a NAT or
-// load balancer on the way may forget it, and a peer that vanished without a FIN or RST (host
+// Keepalive for long-lived tunnels (per-stream WebSockets and SPDY tunnels). An idle port-forward
+// carries no bytes, so a NAT or load balancer on the way may forget it, and a peer that vanished without a FIN or RST (host
 // gone, state dropped) is never noticed by TCP until we send — an idle stream would then hang
 // forever. Pings keep the path warm and prove the peer is still there.
 import WebSocket from 'ws';
@@ -13,15 +13,47 @@ export interface KeepaliveOptions {
 
 const noop = (): void => {};
 
+/** What keepalive needs of a tunnel. */
+export interface Pingable {
+  readonly isOpen: boolean;
+  /** A live peer's answer could not have been seen: we paused reading, or our bytes still queue. */
+  readonly isStalled: boolean;
+  /** Sends a ping the peer answers (WebSocket ping → pong; SPDY PING → PING). */
+  ping(): void;
+  /** Calls `heard` on every answer or other message; `closed` once; returns an unsubscribe. */
+  listen(heard: () => void, closed: () => void): () => void;
+}
+
+/** A WebSocket as a Pingable: the API server answers its pings (v4 per-stream tunnels). */
+export function pingableWebSocket(ws: WebSocket): Pingable {
+  return {
+    get isOpen() {
+      return ws.readyState === WebSocket.OPEN;
+    },
+    get isStalled() {
+      return ws.isPaused || ws.bufferedAmount > 0;
+    },
+    ping: () => ws.ping(),
+    listen(heard, closed) {
+      ws.on('pong', heard);
+      ws.on('message', heard);
+      ws.once('close', closed);
+      return () => {
+        ws.off('pong', heard);
+        ws.off('message', heard);
+        ws.off('close', closed);
+      };
+    },
+  };
+}
+
 /**
- * Pings `ws` every intervalMs; calls onDead (once) when nothing came back within timeoutMs of a
- * ping. Anything received counts as an answer, so a busy tunnel never looks dead. Two local
- * states stop the clock, because a live peer's pong could not have been seen in them: we paused
- * reading (a slow client), or our own bytes — the ping behind them — still wait to be sent (the
- * peer, or the pod behind it, is slow to take an upload). TCP itself gives up on those in time.
- * Returns a function that stops it; it also stops when ws closes.
+ * Pings every intervalMs; calls onDead (once) when nothing came back within timeoutMs of a
+ * ping. Anything received counts as an answer, so a busy tunnel never looks dead. A stalled
+ * tunnel (see Pingable.isStalled) stops the clock: TCP itself gives up on those in time.
+ * Returns a function that stops it; it also stops when the tunnel closes.
  */
-export function startKeepalive(ws: WebSocket, options: KeepaliveOptions, onDead: (silentMs: number) => void): () => void {
+export function startKeepalive(tunnel: Pingable, options: KeepaliveOptions, onDead: (silentMs: number) => void): () => void {
   if (options.intervalMs <= 0) return noop;
   let deadline: NodeJS.Timeout | undefined;
   let pingAt = 0;
@@ -31,8 +63,8 @@ export function startKeepalive(ws: WebSocket, options: KeepaliveOptions, onDead:
   };
   const expire = (): void => {
     deadline = undefined;
-    if (ws.readyState !== WebSocket.OPEN) return;
-    if (ws.isPaused || ws.bufferedAmount > 0) {
+    if (!tunnel.isOpen) return;
+    if (tunnel.isStalled) {
       deadline = setTimeout(expire, options.timeoutMs);
       deadline.unref();
       return;
@@ -41,23 +73,19 @@ export function startKeepalive(ws: WebSocket, options: KeepaliveOptions, onDead:
     onDead(Date.now() - pingAt);
   };
   const ping = (): void => {
-    if (ws.readyState !== WebSocket.OPEN || deadline) return;
+    if (!tunnel.isOpen || deadline) return;
     pingAt = Date.now();
-    ws.ping();
+    tunnel.ping();
     deadline = setTimeout(expire, Math.max(1, options.timeoutMs));
     deadline.unref();
   };
   const interval = setInterval(ping, options.intervalMs);
   interval.unref();
-  ws.on('pong', heard);
-  ws.on('message', heard);
+  const unlisten = tunnel.listen(heard, () => stop());
   function stop(): void {
     clearInterval(interval);
     clearTimeout(deadline);
-    ws.off('pong', heard);
-    ws.off('message', heard);
-    ws.off('close', stop);
+    unlisten();
   }
-  ws.once('close', stop);
   return stop;
 }

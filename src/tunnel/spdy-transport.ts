@@ -15,18 +15,21 @@ import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyPortForwardStream } from './spdy/pf-stream.js';
+import type { KeepaliveOptions } from './keepalive.js';
+import { DEFAULT_KEEPALIVE } from './websocket-v4.js';
+import { abortable } from '../core/abort.js';
 
 export interface SpdyTransportOptions {
   maxStreamsPerTunnel: number;
   /** How long an unused tunnel is kept. */
   idleMs: number;
-  /** PING period (kubectl: 10 s); 0 = none. */
-  pingMs: number;
+  /** SPDY PING keepalive (kubectl pings every 10 s; the proxy passes --keepalive values). */
+  keepalive: KeepaliveOptions;
   /** Limit for the WebSocket upgrade of a new tunnel. */
   connectTimeoutMs: number;
 }
 
-export const SPDY_DEFAULTS: SpdyTransportOptions = { maxStreamsPerTunnel: 256, idleMs: 10_000, pingMs: 10_000, connectTimeoutMs: 30_000 };
+export const SPDY_DEFAULTS: SpdyTransportOptions = { maxStreamsPerTunnel: 256, idleMs: 10_000, keepalive: DEFAULT_KEEPALIVE, connectTimeoutMs: 30_000 };
 
 /** Per-pod figures for `status` and the log. */
 export interface PodTransportStats {
@@ -91,12 +94,12 @@ export class SpdyTransport implements Transport {
     };
     let tunnel: PodTunnel;
     try {
-      tunnel = await raceAbort(entry.ready, options.signal);
+      tunnel = await abortable(entry.ready, options.signal);
     } catch (err) {
       release();
       throw this.connectError(target, err, options.signal);
     }
-    return new SpdyPortForwardStream(tunnel, target, this.log, release).connected(options);
+    return new SpdyPortForwardStream(tunnel, target, this.log, release).open(options);
   }
 
   private key(t: PodPort): string {
@@ -133,7 +136,11 @@ export class SpdyTransport implements Transport {
     entry.ready = (async () => {
       const conn = await this.api.requestOptions();
       const ws = await dialTunnel(this.api.url(path, 'ws'), conn, this.options.connectTimeoutMs);
-      const tunnel = new PodTunnel(ws, { pingMs: this.options.pingMs, onClosed: (_t, err) => this.closedTunnel(key, entry, err) });
+      const tunnel = new PodTunnel(ws, {
+        keepalive: this.options.keepalive,
+        onUnanswered: (silentMs) => this.log.warn({ target: key, transport: 'spdy', silentMs }, 'port-forward tunnel stopped answering pings; closing it'),
+        onClosed: (_t, err) => this.closedTunnel(key, entry, err),
+      });
       entry.tunnel = tunnel;
       if (this.closed || entry.dead) {
         tunnel.shutdown();
@@ -193,23 +200,4 @@ export class SpdyTransport implements Transport {
     const message = err instanceof Error ? err.message : String(err);
     return new UpstreamApiError(`port-forward tunnel to ${pod} failed: ${message}`, { cause: err, retryable: true });
   }
-}
-
-/** The promise, or a rejection as soon as the signal aborts (the promise itself carries on). */
-function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
 }

@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { DEFAULTS } from '../../src/proxy/options.js';
+import type { TransportMode } from '../../src/tunnel/negotiate.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const binPath = path.join(repoRoot, 'bin', 'kubectl-proxyout');
@@ -19,9 +21,17 @@ export interface ProxyProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/** The transport the proxies of this test process use unless a test names one. */
+export function testTransport(): TransportMode {
+  return (process.env.PROXYOUT_TEST_TRANSPORT as TransportMode | undefined) ?? DEFAULTS.transport;
+}
+
 /** Runs the real CLI (bin/kubectl-proxyout) and waits until it prints its ready lines. */
 export async function startProxyProcess(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[] } = {}): Promise<ProxyProcess> {
   const command = opts.command ?? [process.execPath, binPath];
+  // PROXYOUT_TEST_TRANSPORT runs a suite under another transport (npm test runs the fault suite under each).
+  const forced = process.env.PROXYOUT_TEST_TRANSPORT;
+  if (forced && !args.includes('--transport') && command[command.length - 1] === binPath) args = [...args, '--transport', forced];
   const proc = spawn(command[0], [...command.slice(1), ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const stdout: string[] = [];
   const logs: Array<Record<string, unknown>> = [];

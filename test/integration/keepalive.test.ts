@@ -87,8 +87,9 @@ test('a tunnel whose peer went silent is closed, with its client, within interva
   await closedWithin(s.socket, 10_000, 'the client connection of the dead tunnel');
   const tookMs = Date.now() - started;
   await eventually(async () => relay.frozenClosedByClient >= 1, 5_000, 50);
-  const dead = await eventually(async () => proxy.logs.find((l) => String(l.msg).includes('stopped answering pings')), 5_000, 50);
-  assert.match(String(dead.target), /^data\/echo-/);
+  // Every tunnel through the relay froze (an idle SPDY tunnel to a web pod may still linger too): the echo pod's must be among the dead.
+  const dead = await eventually(async () => proxy.logs.find((l) => String(l.msg).includes('stopped answering pings') && /^data\/echo-/.test(String(l.target))), 5_000, 50);
+  assert.ok(dead);
   assert.ok(tookMs >= TIMEOUT_MS - 50, `closed after ${tookMs} ms, before the timeout could have run out`);
   // New connections are not frozen: the proxy carries on with fresh tunnels.
   const next = await openStream(proxy.socks!, 'echo.data', 7000);

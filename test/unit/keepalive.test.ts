@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
-import { startKeepalive } from '../../src/tunnel/keepalive.js';
+import { pingableWebSocket, startKeepalive } from '../../src/tunnel/keepalive.js';
 
 const servers: WebSocketServer[] = [];
 after(() => {
@@ -29,7 +29,7 @@ test('a peer that answers pings is never declared dead', async () => {
   const { client } = await connect(true);
   let dead = false;
   // A generous timeout: on a loaded CI machine the event loop can stall for tens of ms.
-  const stop = startKeepalive(client, { intervalMs: 25, timeoutMs: 1_000 }, () => (dead = true));
+  const stop = startKeepalive(pingableWebSocket(client), { intervalMs: 25, timeoutMs: 1_000 }, () => (dead = true));
   await sleep(400);
   assert.equal(dead, false);
   stop();
@@ -40,7 +40,7 @@ test('a silent peer is declared dead once, within interval + timeout', async () 
   const { client } = await connect(false);
   const started = Date.now();
   const calls: number[] = [];
-  startKeepalive(client, { intervalMs: 50, timeoutMs: 100 }, (silentMs) => calls.push(silentMs));
+  startKeepalive(pingableWebSocket(client), { intervalMs: 50, timeoutMs: 100 }, (silentMs) => calls.push(silentMs));
   while (calls.length === 0 && Date.now() - started < 5_000) await sleep(10);
   const took = Date.now() - started;
   assert.equal(calls.length, 1);
@@ -53,7 +53,7 @@ test('a silent peer is declared dead once, within interval + timeout', async () 
 test('data from the peer counts as an answer; a paused reader stops the clock', async () => {
   const { client, server } = await connect(false);
   let dead = false;
-  startKeepalive(client, { intervalMs: 30, timeoutMs: 80 }, () => (dead = true));
+  startKeepalive(pingableWebSocket(client), { intervalMs: 30, timeoutMs: 80 }, () => (dead = true));
   const chatter = setInterval(() => server.send('x'), 20);
   await sleep(300);
   clearInterval(chatter);
@@ -70,7 +70,7 @@ test('data from the peer counts as an answer; a paused reader stops the clock', 
 test('interval 0 is off', async () => {
   const { client } = await connect(false);
   let dead = false;
-  startKeepalive(client, { intervalMs: 0, timeoutMs: 10 }, () => (dead = true));
+  startKeepalive(pingableWebSocket(client), { intervalMs: 0, timeoutMs: 10 }, () => (dead = true));
   await sleep(100);
   assert.equal(dead, false);
   client.terminate();

@@ -6,7 +6,7 @@ import { PassThrough, type Duplex } from 'node:stream';
 import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError } from '../../src/core/errors.js';
 import { NegotiatingTransport, refusalIsPermanent, type TransportMode } from '../../src/tunnel/negotiate.js';
 import { TunnelRefusal } from '../../src/tunnel/spdy/tunnel.js';
-import { dialError, errorStreamMessage } from '../../src/tunnel/spdy/pf-stream.js';
+import { dialError, errorStreamMessage } from '../../src/tunnel/pod-stream.js';
 import type { OpenOptions, PodPort, Transport } from '../../src/tunnel/transport.js';
 import type { SpdyTransport } from '../../src/tunnel/spdy-transport.js';
 import { createLogger } from '../../src/core/log.js';

@@ -2,108 +2,57 @@
 // headers streamtype / port / requestid), as kubectl opens them in client-go
 // tools/portforward/portforward.go handleConnection; the kubelet side is
 // staging/src/k8s.io/kubelet/pkg/cri/streaming/portforward/httpstream.go.
-//  - Ports not seen accepting lately: both SYN_REPLYs, then `confirmMs` for error text from the
-//    kubelet's dial (SPDY has no "connected" message either). Ports that accepted lately: the
-//    stream counts as open as soon as the SYN_STREAMs are on their way.
-//  - Error text ("error forwarding port …", or the JSON {message, closeConnection} newer kubelets
-//    write) maps to the same typed errors as websocket-v4; after the stream is up it ends the
-//    stream after what the pod already sent.
+//  - When the stream counts as connected and what error text means: pod-stream.ts, shared with
+//    websocket-v4. "Tunnel up" is both SYN_REPLYs here; for a port that accepted lately it is the
+//    moment the SYN_STREAMs are on their way.
 //  - Client FIN → DATA+FIN on the data stream (a real half-close; the runtime then gives the pod
 //    about a second to finish). Pod end → FIN from the kubelet: we end the readable side and, as
 //    kubectl does, reset the data stream if we have not finished it, so the kubelet never blocks
 //    on data nobody reads; later client bytes are dropped. Abort → RST_STREAM(CANCEL) on both.
 //  - No SPDY flow control: a reader that falls behind by more than STREAM_QUEUE_MAX holds the
 //    whole tunnel until it catches up; writers wait for the tunnel to drain above HIGH_WATER.
-import { Duplex } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/log.js';
-import { ConnectTimeoutError, ConnectionRefusedError, UpstreamApiError, type ProxyError } from '../../core/errors.js';
+import { UpstreamApiError } from '../../core/errors.js';
 import type { OpenOptions, PodPort } from '../transport.js';
+import { PodStream, where } from '../pod-stream.js';
 import type { SpdyStream } from './session.js';
 import { HIGH_WATER, type PodTunnel } from './tunnel.js';
 
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
 
-export const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
-
-/** The kubelet's error-stream text → a reply; JSON from newer kubelets is unwrapped. */
-export function errorStreamMessage(text: string): string {
-  const t = text.trim();
-  if (t.startsWith('{')) {
-    try {
-      const m = (JSON.parse(t) as { message?: unknown }).message;
-      if (typeof m === 'string') return m;
-    } catch {
-      /* not JSON after all */
-    }
-  }
-  return t;
-}
-
-export function dialError(target: PodPort, text: string): ProxyError {
-  const message = errorStreamMessage(text);
-  const msg = `pod ${where(target)}: ${message.slice(0, 500)}`;
-  if (/timed? ?out/i.test(message)) return new ConnectTimeoutError(msg, { retryable: true });
-  return new ConnectionRefusedError(msg, { retryable: true });
-}
-
-export class SpdyPortForwardStream extends Duplex {
+export class SpdyPortForwardStream extends PodStream {
   private data?: SpdyStream;
   private error?: SpdyStream;
-  private errorText = '';
   private replies = 0;
   /** No more bytes go to the reader (pod ended, or failed after data). */
   private podEnded = false;
   /** The pod side is gone: client bytes are dropped instead of sent. */
   private discardWrites = false;
   private holding = false;
-  private onDialError?: (err: ProxyError) => void;
-  private onFirstData?: () => void;
-  private onReplies?: () => void;
 
   constructor(
     private readonly tunnel: PodTunnel,
-    private readonly target: PodPort,
-    private readonly log: Logger,
+    target: PodPort,
+    log: Logger,
     private readonly release: () => void,
   ) {
     // A 64 KiB socket read fits the writable buffer, so the relay does not pause the client per chunk.
-    super({ allowHalfOpen: true, readableHighWaterMark: 64 * 1024, writableHighWaterMark: 256 * 1024 });
+    super(target, log, { readableHighWaterMark: 64 * 1024, writableHighWaterMark: 256 * 1024 });
   }
 
-  /** Resolves with this stream once both streams are accepted (and, with confirmMs, the dial not refused). */
-  connected(options: OpenOptions): Promise<Duplex> {
-    const target = this.target;
-    return new Promise<Duplex>((resolve, reject) => {
-      let settled = false;
-      let confirmTimer: NodeJS.Timeout | undefined;
-      const done = (err?: ProxyError) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(confirmTimer);
-        options.signal.removeEventListener('abort', onAbort);
-        this.onDialError = this.onFirstData = this.onReplies = undefined;
-        if (err) {
-          this.destroy();
-          reject(err);
-        } else resolve(this);
-      };
-      const onAbort = () => done(new ConnectTimeoutError(`port-forward to ${where(target)} did not open in time`, { cause: options.signal.reason }));
-      if (options.signal.aborted) return onAbort();
-      options.signal.addEventListener('abort', onAbort);
-      this.onDialError = (err) => done(err);
-      this.onFirstData = () => done();
-      this.onReplies = () => {
-        confirmTimer = setTimeout(() => done(), options.confirmMs);
-      };
+  /** Resolves with this stream once open (pod-stream.ts); a warm port does not wait for the replies. */
+  open(options: OpenOptions): Promise<Duplex> {
+    return this.connected(options, (fail) => {
       try {
         this.openStreams();
       } catch (err) {
-        return done(new UpstreamApiError(`port-forward to ${where(target)}: ${(err as Error).message}`, { cause: err, retryable: true }));
+        return fail(new UpstreamApiError(`port-forward to ${where(this.target)}: ${(err as Error).message}`, { cause: err, retryable: true }));
       }
       // A port that accepted lately: connected at once, without waiting a round trip for the
       // replies. The kubelet takes DATA right behind a SYN_STREAM (it replies before reading on).
-      if (options.confirmMs <= 0) done();
+      if (options.confirmMs <= 0) this.tunnelReady();
     });
   }
 
@@ -117,50 +66,41 @@ export class SpdyPortForwardStream extends Duplex {
       this.replied();
     };
     data.onReply = () => this.replied();
-    error.onData = (chunk) => this.onErrorText(chunk);
+    error.onData = (chunk) => this.errorFromKubelet(chunk.toString('utf8'));
     error.onReset = () => this.refused('reset the error stream');
     data.onData = (chunk) => this.onPodData(chunk);
     data.onEnd = () => {
-      this.onFirstData?.();
-      this.podGone();
+      this.podEndedEarly();
+      this.endFromPod();
     };
     data.onReset = () => {
       this.refused('reset the data stream');
-      this.podGone();
+      this.endFromPod();
     };
     error.onSessionClose = data.onSessionClose = (err) => this.tunnelGone(err);
   }
 
   private replied(): void {
-    if (++this.replies === 2) this.onReplies?.();
+    if (++this.replies === 2) this.tunnelReady();
   }
 
-  /** A reset before the stream is up: the error text if any, else the kubelet turned us away. */
+  /** A reset before the stream is up: the kubelet turned us away (error text, if any, came first). */
   private refused(what: string): void {
-    if (!this.onDialError) return;
-    if (this.errorText) this.onDialError(dialError(this.target, this.errorText));
-    else this.onDialError(new UpstreamApiError(`port-forward to ${where(this.target)}: the kubelet ${what}`, { retryable: true }));
-  }
-
-  private onErrorText(chunk: Buffer): void {
-    this.errorText += chunk.toString('utf8');
-    if (this.onDialError) return this.onDialError(dialError(this.target, this.errorText));
-    // Mid-stream the pod connection broke (e.g. reset by peer): deliver what the pod already sent, then end.
-    this.log.info({ target: where(this.target), error: errorStreamMessage(this.errorText).slice(0, 500) }, 'pod connection ended with an error');
-    this.podGone();
+    this.failOpening(new UpstreamApiError(`port-forward to ${where(this.target)}: the kubelet ${what}`, { retryable: true }));
   }
 
   private onPodData(chunk: Buffer): void {
-    if (this.podEnded) return;
-    this.onFirstData?.();
+    if (this.podEnded || this.destroyed) return;
+    this.podSending();
     if (!this.push(chunk) && !this.holding && this.readableLength > STREAM_QUEUE_MAX) {
       this.holding = true;
       this.tunnel.hold(this, true);
     }
   }
 
-  private podGone(): void {
-    if (!this.podEnded) {
+  /** Pod end or break: end the readable side and, as kubectl does, reset a data stream we have not finished. */
+  protected endFromPod(): void {
+    if (!this.podEnded && !this.destroyed) {
       this.podEnded = true;
       this.push(null);
     }
@@ -169,12 +109,12 @@ export class SpdyPortForwardStream extends Duplex {
   }
 
   private tunnelGone(err?: Error): void {
-    if (this.onDialError) {
-      this.onDialError(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed${err ? `: ${err.message}` : ''}`, { cause: err, retryable: true }));
+    if (this.isOpening) {
+      this.failOpening(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed${err ? `: ${err.message}` : ''}`, { cause: err, retryable: true }));
       return;
     }
     if (err) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} broke: ${err.message}`, { cause: err }));
-    else this.podGone();
+    else this.endFromPod();
   }
 
   override _read(): void {

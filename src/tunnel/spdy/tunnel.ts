@@ -11,6 +11,7 @@
 // path; GOAWAY then close 1000 ends it.
 import WebSocket from 'ws';
 import { SpdySession, type SessionWire } from './session.js';
+import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
 import type { ApiRequestOptions } from '../../cluster/api.js';
 
 export const TUNNEL_PROTOCOL = 'SPDY/3.1+portforward.k8s.io';
@@ -75,7 +76,10 @@ export function dialTunnel(url: URL, conn: ApiRequestOptions, timeoutMs: number)
 }
 
 export interface TunnelOptions {
-  pingMs: number;
+  /** SPDY PINGs: they cross the API server and are answered by the kubelet, so they prove the whole path. */
+  keepalive: KeepaliveOptions;
+  /** Called before the tunnel is killed because pings went unanswered. */
+  onUnanswered?(silentMs: number): void;
   /** Called once when the tunnel is closed for good (error, peer close, close()). */
   onClosed(tunnel: PodTunnel, err?: Error): void;
 }
@@ -89,7 +93,7 @@ export class PodTunnel implements SessionWire {
   private scheduled = false;
   private drainWaiters: Array<() => void> = [];
   private readonly holders = new Set<object>();
-  private pingTimer?: NodeJS.Timeout;
+  private stopKeepalive?: () => void;
 
   constructor(
     private readonly ws: WebSocket,
@@ -102,10 +106,10 @@ export class PodTunnel implements SessionWire {
     });
     ws.on('close', (code: number) => this.session.destroy(code === 1000 ? undefined : new Error(`the tunnel closed (${code})`)));
     ws.on('error', (err: Error) => this.session.destroy(err));
-    if (options.pingMs > 0) {
-      this.pingTimer = setInterval(() => this.keepAlive(), options.pingMs);
-      this.pingTimer.unref();
-    }
+    this.stopKeepalive = startKeepalive(this.pingable(), options.keepalive, (silentMs) => {
+      options.onUnanswered?.(silentMs);
+      this.kill(new Error(`the tunnel stopped answering pings: nothing within ${options.keepalive.timeoutMs} ms (${silentMs} ms)`));
+    });
   }
 
   /** A per-tunnel counter from 0, like kubectl's per-forwarder request ids. */
@@ -177,23 +181,33 @@ export class PodTunnel implements SessionWire {
     });
   }
 
-  private keepAlive(): void {
-    if (this.closed) return;
-    // A PING goes through the API server to the kubelet and back: no answer (nor anything else)
-    // for three periods while the API server takes our bytes means the path beyond it is dead.
-    // (With bytes stuck in our buffer it may just be a pod that does not read: the kubelet then
-    // stops reading the session, and its PING reply waits with everything else.)
-    if (Date.now() - this.session.lastReceived > 3 * this.options.pingMs && this.buffered === 0) {
-      this.kill(new Error(`no answer to PING for ${Math.round((3 * this.options.pingMs) / 1000)} s`));
-      return;
-    }
-    this.session.ping().catch(() => undefined);
+  private pingable(): Pingable {
+    const tunnel = this;
+    return {
+      get isOpen() {
+        return !tunnel.closed && tunnel.ws.readyState === WebSocket.OPEN;
+      },
+      // A pod that does not read makes the kubelet stop reading the session: then our bytes queue
+      // and its PING reply waits behind everything else.
+      get isStalled() {
+        return tunnel.ws.isPaused || tunnel.buffered > 0;
+      },
+      ping: () => void tunnel.session.ping().catch(() => undefined),
+      listen(heard, closed) {
+        tunnel.ws.on('message', heard);
+        tunnel.ws.once('close', closed);
+        return () => {
+          tunnel.ws.off('message', heard);
+          tunnel.ws.off('close', closed);
+        };
+      },
+    };
   }
 
   private onSessionClosed(err?: Error): void {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.pingTimer);
+    this.stopKeepalive?.();
     for (const cb of this.drainWaiters.splice(0)) cb();
     this.options.onClosed(this, err);
   }

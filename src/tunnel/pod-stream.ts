@@ -1,0 +1,151 @@
+// What every port-forward transport shares once its bytes reach the kubelet: neither the v4
+// WebSocket protocol nor SPDY port-forward says "dialled". The kubelet dials the pod port when the
+// stream opens and reports a failure as text on the error channel/stream (kubelet
+// staging/src/k8s.io/kubelet/pkg/cri/streaming/portforward/{websocket.go,httpstream.go}; the text
+// comes from the runtime, e.g. containerd's "failed to connect to localhost:PORT inside namespace").
+// So "connected" is an inference, made the same way for both transports:
+//  - a port not seen accepting lately: the tunnel is up, then `confirmMs` passes without error text
+//    (or the pod sends a byte first);
+//  - a port that accepted lately (confirmMs 0): connected as soon as the tunnel is up. If a dial
+//    failure still shows before the pod has sent a byte, the stream fails with a *retryable* error
+//    and ClusterRoute replays the client's bytes to another endpoint (routing/retry-stream.ts);
+//  - error text after the pod has spoken is a broken connection: what the pod sent is delivered,
+//    then the stream ends.
+import { Duplex, type DuplexOptions } from 'node:stream';
+import type { Logger } from '../core/log.js';
+import { ConnectTimeoutError, ConnectionRefusedError, type ProxyError } from '../core/errors.js';
+import type { OpenOptions, PodPort } from './transport.js';
+
+export const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
+
+/** The kubelet's error text, with the JSON {message, closeConnection} of newer kubelets unwrapped. */
+export function errorStreamMessage(text: string): string {
+  const t = text.trim();
+  if (t.startsWith('{')) {
+    try {
+      const m = (JSON.parse(t) as { message?: unknown }).message;
+      if (typeof m === 'string') return m;
+    } catch {
+      /* not JSON after all */
+    }
+  }
+  return t;
+}
+
+/** Error text from a failed dial into the pod → the reply it maps to (always retryable elsewhere). */
+export function dialError(target: PodPort, text: string): ProxyError {
+  const message = errorStreamMessage(text);
+  const msg = `pod ${where(target)}: ${message.slice(0, 500)}`;
+  if (/timed? ?out/i.test(message)) return new ConnectTimeoutError(msg, { retryable: true });
+  return new ConnectionRefusedError(msg, { retryable: true });
+}
+
+/**
+ * Whether error text says the kubelet's dial into the pod failed (containerd, CRI-O, socat
+ * wordings), as opposed to a connection that was up and then broke ("reset by peer").
+ */
+export function isDialFailure(text: string): boolean {
+  const message = errorStreamMessage(text);
+  return /failed to connect|dial tcp|connection refused|unable to do port forwarding/i.test(message) && !/reset by peer|broken pipe/i.test(message);
+}
+
+interface Opening {
+  fail(err: ProxyError): void;
+  spoke(): void;
+  ready(): void;
+}
+
+/** One TCP stream to a pod port, as a Duplex; subclasses move the bytes. */
+export abstract class PodStream extends Duplex {
+  /** Some payload came from the pod: error text is a break from now on, never a failed dial. */
+  protected podSpoke = false;
+  private errorText = '';
+  private opening?: Opening;
+
+  constructor(
+    protected readonly target: PodPort,
+    protected readonly log: Logger,
+    options: DuplexOptions,
+  ) {
+    super({ ...options, allowHalfOpen: true });
+  }
+
+  /** Whether connected() is still deciding. */
+  protected get isOpening(): boolean {
+    return this.opening !== undefined;
+  }
+
+  /**
+   * Resolves with this stream once open (see the header); rejects with a ProxyError on a failed
+   * dial, an abort, or `fail` from `start`, which wires the transport's own failure events.
+   * `cleanup` runs before a rejection destroys the stream.
+   */
+  protected connected(options: OpenOptions, start: (fail: (err: ProxyError) => void) => void, cleanup?: () => void): Promise<Duplex> {
+    const target = this.target;
+    return new Promise<Duplex>((resolve, reject) => {
+      let confirmTimer: NodeJS.Timeout | undefined;
+      const done = (err?: ProxyError) => {
+        if (!this.opening) return;
+        this.opening = undefined;
+        clearTimeout(confirmTimer);
+        options.signal.removeEventListener('abort', onAbort);
+        if (err) {
+          cleanup?.();
+          this.destroy();
+          reject(err);
+        } else resolve(this);
+      };
+      const onAbort = () => done(new ConnectTimeoutError(`port-forward to ${where(target)} did not open in time`, { cause: options.signal.reason }));
+      this.opening = {
+        fail: done,
+        spoke: () => done(),
+        ready: () => {
+          if (options.confirmMs <= 0) done();
+          else confirmTimer ??= setTimeout(() => done(), options.confirmMs);
+        },
+      };
+      if (options.signal.aborted) return onAbort();
+      options.signal.addEventListener('abort', onAbort);
+      start(done);
+    });
+  }
+
+  /** The tunnel is up: connected now, or after the confirm window. */
+  protected tunnelReady(): void {
+    this.opening?.ready();
+  }
+
+  /** The transport failed while opening (no-op once open). */
+  protected failOpening(err: ProxyError): void {
+    this.opening?.fail(err);
+  }
+
+  /** Call before pushing payload from the pod. */
+  protected podSending(): void {
+    this.podSpoke = true;
+    this.opening?.spoke();
+  }
+
+  /** The pod side ended before it spoke: while opening, that is a connection that opened and closed. */
+  protected podEndedEarly(): void {
+    this.opening?.spoke();
+  }
+
+  /** Text on the error channel/stream (it may come in pieces). */
+  protected errorFromKubelet(text: string): void {
+    this.errorText += text;
+    if (this.opening) return this.opening.fail(dialError(this.target, this.errorText));
+    if (this.destroyed) return;
+    if (!this.podSpoke && isDialFailure(this.errorText)) {
+      // Called connected without waiting (the port accepted lately), yet the dial failed: no byte
+      // reached the pod, so the route may still move this stream elsewhere.
+      this.destroy(dialError(this.target, this.errorText));
+      return;
+    }
+    this.log.info({ target: where(this.target), error: errorStreamMessage(this.errorText).slice(0, 500) }, 'pod connection ended with an error');
+    this.endFromPod();
+  }
+
+  /** The pod connection is over: deliver what it sent, then end the readable side. */
+  protected abstract endFromPod(): void;
+}
