@@ -71,7 +71,7 @@ for (const name of Object.keys(openers)) {
 sim.resetCounters();
 for (let i = 0; i < 1000; i++) (await openers['proxy (SOCKS5)']()).destroy();
 const c = sim.counters;
-console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.portForward} (port-forward upgrades: ${c.portForward})`);
+console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.portForward - c.watch} (port-forward upgrades: ${c.portForward}; background watch renewals meanwhile: ${c.watch})`);
 
 // Many concurrent idle streams: do they all work, and what does each cost the proxy in RSS?
 // First let the streams just closed linger out (v4 has no half-close: a client's FIN keeps its

@@ -8,6 +8,36 @@ export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
 
+export interface WatchDeadlines {
+  /** The API server ends each watch after this (`timeoutSeconds`); picked at random in [min, 2×min) per informer. */
+  watchTimeoutSeconds: number;
+  /** A watch still open this long after its server-side end is on a dead path: cut it and watch again. */
+  graceMs: number;
+  /** Limit for the response headers of a watch request. */
+  headersTimeoutMs: number;
+}
+
+/**
+ * A watch on a connection that died silently (laptop asleep, VPN reconnected, NAT state dropped)
+ * sends nothing and never ends: TCP keepalive would notice after ~11 minutes, with the caches
+ * stale all along. client-go bounds every watch with a server-side `timeoutSeconds`; we do the
+ * same and treat a watch that outlives it as dead. Shorter than client-go's 5–10 min: a re-watch
+ * from the last resourceVersion costs the API server almost nothing, a stale route costs users.
+ */
+export const WATCH_DEADLINES: WatchDeadlines = { watchTimeoutSeconds: 60, graceMs: 15_000, headersTimeoutMs: 30_000 };
+
+/**
+ * client-node's Watch (watch.js) gives its fetch no timeout (a 30 s signal is built and then
+ * overwritten), so a watch request whose headers never come hangs its informer for good. node-fetch
+ * 2's `timeout` bounds exactly the wait for headers (it does not apply to a streamed body): we add
+ * it to the options client-node builds for each watch, on a KubeConfig that inherits the rest.
+ */
+function withHeadersTimeout(kc: KubeConfig, timeoutMs: number): KubeConfig {
+  const scoped = Object.create(kc) as KubeConfig;
+  scoped.applyToFetchOptions = async (opts) => ({ ...(await kc.applyToFetchOptions(opts)), timeout: timeoutMs }) as Awaited<ReturnType<KubeConfig['applyToFetchOptions']>>;
+  return scoped;
+}
+
 /**
  * A client-node informer that keeps going. client-node 1.x relists by itself on 410 Gone but
  * stops for good on any other error (src/cache.ts, ListWatch.doneHandler); we restart it with
@@ -19,6 +49,9 @@ export class ResilientInformer<T extends KubernetesObject> {
   private backoffMs = BACKOFF_MIN_MS;
   private retryTimer?: NodeJS.Timeout;
   private failuresSinceSync = 0;
+  private deadlineTimer?: NodeJS.Timeout;
+  /** The watch was cut by our deadline: its error is expected. */
+  private cutByDeadline = false;
   private firstSync: Promise<void>;
   private resolveFirstSync!: () => void;
   private rejectFirstSync!: (err: Error) => void;
@@ -30,13 +63,17 @@ export class ResilientInformer<T extends KubernetesObject> {
     readonly path: string,
     private readonly log: Logger,
     onChange: () => void,
+    deadlines: WatchDeadlines = WATCH_DEADLINES,
   ) {
     this.firstSync = new Promise((resolve, reject) => {
       this.resolveFirstSync = resolve;
       this.rejectFirstSync = reject;
     });
     this.firstSync.catch(() => undefined);
-    this.informer = makeInformer<T>(kc, path, () => api.getJson(path));
+    const timeoutSeconds = Math.max(1, Math.round(deadlines.watchTimeoutSeconds * (1 + Math.random())));
+    // The list goes through our getJson (path as given); only the watch sees the query.
+    const watchPath = `${path}${path.includes('?') ? '&' : '?'}timeoutSeconds=${timeoutSeconds}`;
+    this.informer = makeInformer<T>(withHeadersTimeout(kc, deadlines.headersTimeoutMs), watchPath, () => api.getJson(path));
     this.informer.on('add', onChange);
     this.informer.on('update', onChange);
     this.informer.on('delete', onChange);
@@ -45,6 +82,8 @@ export class ResilientInformer<T extends KubernetesObject> {
     // then resumes from the last resourceVersion by itself. Seen only at debug: it is routine.
     this.informer.on('connect', () => {
       if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
+      this.cutByDeadline = false;
+      this.armDeadline(timeoutSeconds * 1000 + deadlines.graceMs);
     });
   }
 
@@ -69,6 +108,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   async stop(): Promise<void> {
     this.state = 'stopped';
     clearTimeout(this.retryTimer);
+    clearTimeout(this.deadlineTimer);
     await this.informer.stop();
   }
 
@@ -87,8 +127,28 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.resolveFirstSync();
   }
 
+  /** Each (re)connect starts a new list+watch; one still running at `ms` is on a dead path. */
+  private armDeadline(ms: number): void {
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = setTimeout(() => {
+      // ListWatch keeps the running watch's AbortController in `request` (client-node cache.js).
+      const request = (this.informer as unknown as { request?: AbortController }).request;
+      if (this.state === 'stopped' || !request) return;
+      this.log.warn({ path: this.path, afterMs: ms }, 'watch silent past its server-side end; the connection is presumed dead, watching again');
+      this.cutByDeadline = true;
+      request.abort();
+    }, ms);
+    this.deadlineTimer.unref();
+  }
+
   private onError(err: unknown): void {
     if (this.state === 'stopped') return;
+    if (this.cutByDeadline) {
+      this.cutByDeadline = false;
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => void this.run(), 0);
+      return;
+    }
     const error = err instanceof Error ? err : new Error(errorMessage(err));
     this.lastError = error;
     this.failuresSinceSync++;

@@ -11,6 +11,7 @@ import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
 import { PodStream, where } from './pod-stream.js';
+import { webSocketOptions } from './ws-options.js';
 
 export const V4_PROTOCOL = 'v4.channel.k8s.io';
 const DATA = 0;
@@ -44,11 +45,8 @@ export class WebSocketV4Transport implements Transport {
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
     const conn = await this.api.requestOptions();
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward?ports=${target.port}`;
-    const ws = new WebSocket(this.api.url(path, 'ws'), [V4_PROTOCOL], {
-      ...conn,
-      perMessageDeflate: false,
-      followRedirects: false,
-    });
+    const url = this.api.url(path, 'ws');
+    const ws = new WebSocket(url, [V4_PROTOCOL], webSocketOptions(url, conn));
     this.live.add(ws);
     ws.once('close', () => this.live.delete(ws));
     const stream = new PortForwardStream(ws, target, this.log);

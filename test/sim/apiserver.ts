@@ -156,6 +156,15 @@ export class ApiServer {
     for (const w of [...this.watches]) w.end();
   }
 
+  /** New watch requests get no answer at all (not even headers) while this is on. */
+  stallWatches = false;
+
+  /** Open watches go silent and never end; returns how many. */
+  freezeWatches(): number {
+    for (const w of this.watches) w.freeze();
+    return this.watches.size;
+  }
+
   private trace(req: IncomingMessage): void {
     if (!process.env.SIM_DEBUG) return;
     const h = req.headers;
@@ -243,6 +252,8 @@ export class ApiServer {
       throw badRequest('Upgrade request required');
     }
     if (sub !== undefined && sub !== 'status') throw pathNotFound();
+    // A stalled path (e.g. a buffering proxy): the watch request is taken and nothing is answered.
+    if (verb === 'watch' && this.stallWatches) return;
     if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches);
     if (verb === 'get') return handleGet(store, info, namespace, name!, q, req.headers.accept, res);
     return handleList(store, info, namespace, q, req.headers.accept, res);

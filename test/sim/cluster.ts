@@ -12,6 +12,7 @@ import { Store, RESOURCES, type KObject } from './store.js';
 import { ApiServer, emptyCounters, type Identity, type SimCounters } from './apiserver.js';
 import { KubeletPortForward, type KubeletDeps } from './kubelet-portforward.js';
 import { KubeletSpdyPortForward } from './kubelet-spdy.js';
+import type { Headers } from '../../src/tunnel/spdy/framer.js';
 import { EndpointsController, MANAGED_BY_LABEL, SERVICE_NAME_LABEL, randomSuffix } from './controllers.js';
 import { PodBackends, type BackendKind } from './backends.js';
 import { namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject } from './objects.js';
@@ -107,6 +108,7 @@ export class SimCluster {
   private readonly api: ApiServer;
   private readonly kubelet: KubeletPortForward;
   private readonly spdyKubelet: KubeletSpdyPortForward;
+  private spdyReplyHeaders: Headers = {};
   private readonly controller: EndpointsController;
   private readonly tokens = new Map<string, Identity>();
   private readonly pods = new Map<string, PodRuntime>();
@@ -150,7 +152,7 @@ export class SimCluster {
       notFound: (name) => notFound(RESOURCES.pods, name),
     };
     this.kubelet = new KubeletPortForward(kubeletDeps);
-    this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000 });
+    this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders });
     this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
     const serving = this.pki.servingCert(this.host);
     this.api = new ApiServer({
@@ -218,6 +220,15 @@ export class SimCluster {
   /** Extension: GOAWAY frames the simulated kubelet received from SPDY clients. */
   get spdyGoAways(): number {
     return this.spdyKubelet.goAways;
+  }
+
+  /**
+   * Extension: headers the simulated kubelet puts in every SYN_REPLY (the real one sends none).
+   * Real kubectl then has to decode our header-block compression (src/tunnel/spdy/header-block.ts)
+   * with Go's zlib, block after block of one session — what a real kubelet does with our SYN_STREAMs.
+   */
+  setSpdyReplyHeaders(headers: Headers): void {
+    this.spdyReplyHeaders = headers;
   }
 
   /** Extension: turn the SPDY-over-WebSocket tunnel on or off (off = a Kubernetes 1.29-like server). */
@@ -446,6 +457,16 @@ export class SimCluster {
 
   dropWatches(): void {
     this.api.dropWatches();
+  }
+
+  /** Extension: new watch requests get no answer, not even headers, until turned off. */
+  stallWatches(on: boolean): void {
+    this.api.stallWatches = on;
+  }
+
+  /** Extension: every open watch goes silent without ending (a dead path TCP has not noticed); returns how many. */
+  freezeWatches(): number {
+    return this.api.freezeWatches();
   }
 
   compact(): void {

@@ -65,7 +65,7 @@ export class PodSession {
     const port = /^\d+$/.test(portString) ? Number(portString) : NaN;
     const type = s.headers.streamtype;
     if (!(port >= 1 && port <= 65535) || (type !== 'error' && type !== 'data')) return s.reset(RstStatus.CANCEL);
-    s.reply();
+    s.reply(this.deps.replyHeaders());
     const requestId = s.headers.requestid || String(type === 'error' ? s.id : s.id - 2);
     let p = this.pairs.get(requestId);
     if (!p) {

@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { parsePortsQuery, writeRawResponse, writeRawStatus, type KubeletDeps, type PodRuntimeView } from './kubelet-portforward.js';
 import type { ApiError } from './status.js';
+import type { Headers } from '../../src/tunnel/spdy/framer.js';
 import { ServerWire, SocketWire, WebSocketWire } from './spdy-wire.js';
 import { PodSession } from './kubelet-spdy-session.js';
 
@@ -21,6 +22,8 @@ export const PORT_FORWARD_PROTOCOL = 'portforward.k8s.io';
 
 export interface SpdyKubeletDeps extends KubeletDeps {
   streamCreationTimeoutMs(): number;
+  /** Headers for every SYN_REPLY: the kubelet sends none; tests set some to have Go clients decode our header compression. */
+  replyHeaders(): Headers;
 }
 
 const text = 'text/plain; charset=utf-8';

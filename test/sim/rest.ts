@@ -111,6 +111,8 @@ export function handleList(store: Store, info: ResourceInfo, namespace: string |
 
 export interface ActiveWatch {
   end(): void;
+  /** A silently dead path: no more events, no server-side timeout, the connection left open. */
+  freeze(): void;
 }
 
 export function isTrue(v: string | null): boolean {
@@ -157,7 +159,14 @@ export function handleWatch(
 
   let unsubscribe = (): void => {};
   let timer: NodeJS.Timeout | undefined;
-  const active: ActiveWatch = { end: () => { if (!res.writableEnded) res.end(); } };
+  const active: ActiveWatch = {
+    end: () => { if (!res.writableEnded) res.end(); },
+    freeze: () => {
+      unsubscribe();
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
   const cleanup = (): void => {
     unsubscribe();
     if (timer) clearTimeout(timer);

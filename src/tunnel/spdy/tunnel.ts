@@ -13,6 +13,7 @@ import WebSocket from 'ws';
 import { SpdySession, type SessionWire } from './session.js';
 import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
 import type { ApiRequestOptions } from '../../cluster/api.js';
+import { webSocketOptions } from '../ws-options.js';
 
 export const TUNNEL_PROTOCOL = 'SPDY/3.1+portforward.k8s.io';
 export const HIGH_WATER = 1 << 20;
@@ -37,17 +38,11 @@ export function dialTunnel(url: URL, conn: ApiRequestOptions, timeoutMs: number)
     // `ws` will not send or accept "SPDY/3.1+…" as a subprotocol ("/" is no token character):
     // we send the header ourselves and take the server's answer off the response before `ws`
     // checks it against the (empty) list it was given.
-    const ws = new WebSocket(url, [], {
-      ...conn,
-      headers: { ...conn.headers, 'Sec-WebSocket-Protocol': TUNNEL_PROTOCOL },
-      perMessageDeflate: false,
-      followRedirects: false,
-      handshakeTimeout: timeoutMs,
-      // RFC 6455 masking protects intermediaries that might read WebSocket bytes as HTTP. Inside
-      // TLS there are none, and an all-zero mask lets `ws` (and the server) skip the XOR pass and
-      // a copy of every message — a fifth of the proxy's CPU in a bulk transfer.
-      ...(url.protocol === 'wss:' ? { generateMask: (mask: Buffer) => void mask.fill(0) } : {}),
-    });
+    const ws = new WebSocket(
+      url,
+      [],
+      webSocketOptions(url, conn, { headers: { ...conn.headers, 'Sec-WebSocket-Protocol': TUNNEL_PROTOCOL }, handshakeTimeout: timeoutMs }),
+    );
     let protocol: string | undefined;
     let settled = false;
     const done = (err?: Error) => {
