@@ -133,6 +133,8 @@ export async function concurrentIntact(open: Opener, n: number): Promise<number>
 
 export interface PathFigures {
   throughput: number;
+  /** CPU seconds the forwarding process spent per GiB moved (both directions), if it is a process of its own. */
+  cpuPerGiB?: number;
   p50: number;
   p99: number;
   cps: number;
@@ -144,10 +146,11 @@ export interface PathFigures {
  */
 export async function reportMultiplex(sim: SimCluster, kubeconfig: string, rows: Record<string, PathFigures | undefined>, concurrent: number): Promise<void> {
   console.log('\nMultiplexed tunnel: (a) proxy, SPDY tunnel per pod · (b) proxy, WebSocket per stream · (c) kubectl port-forward · (d) direct TCP');
-  console.log('path                                 MiB/s   p50 ms   p99 ms    conn/s');
+  console.log('path                                 MiB/s   p50 ms   p99 ms    conn/s   cpu s/GiB');
   for (const [name, f] of Object.entries(rows)) {
     if (!f) continue;
-    console.log(`${name.padEnd(34)} ${f.throughput.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}   ${f.cps.toFixed(0).padStart(7)}`);
+    const cpu = f.cpuPerGiB === undefined ? '-' : f.cpuPerGiB.toFixed(2);
+    console.log(`${name.padEnd(34)} ${f.throughput.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}   ${f.cps.toFixed(0).padStart(7)}   ${cpu.padStart(9)}`);
   }
   const fresh = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
   const before = sim.counters.portForward;
@@ -159,5 +162,6 @@ export async function reportMultiplex(sim: SimCluster, kubeconfig: string, rows:
   const [a, b, c] = [row('(a)'), row('(b)'), row('(c)')];
   if (a && b) console.log(`target (a) p50 ≤ 0.50 × (b): ${(a.p50 / b.p50).toFixed(2)} × — ${a.p50 <= 0.5 * b.p50 ? 'met' : 'NOT met'}`);
   if (a && c) console.log(`target (a) throughput ≥ 1.00 × (c): ${(a.throughput / c.throughput).toFixed(2)} × — ${a.throughput >= c.throughput ? 'met' : 'NOT met'}`);
+  if (a?.cpuPerGiB && c?.cpuPerGiB) console.log(`(a) forwarding CPU per GiB vs (c): ${(a.cpuPerGiB / c.cpuPerGiB).toFixed(2)} ×`);
   console.log(`target ${concurrent} concurrent streams intact: ${intact === concurrent ? 'met' : 'NOT met'}`);
 }

@@ -10,13 +10,14 @@ import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
-import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener } from './multiplex.js';
+import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
 const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 1000);
 const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 30);
 const SOAK_STREAMS = Number(process.env.BENCH_SOAK_STREAMS ?? 200);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
 type Opener = () => Promise<Duplex>;
 
@@ -50,12 +51,28 @@ const openers: Record<string, Opener> = {
 };
 
 console.log(`kubectl-proxyout benchmark — node ${process.version}, ${new Date().toISOString()}`);
-console.log(`echo backend pod data/${echoPod}; bulk ${BULK_BYTES >> 20} MiB each way; ${LATENCY_ROUNDS} latency rounds; ${CONCURRENT} concurrent streams\n`);
+console.log(`echo backend pod data/${echoPod}; bulk ${BULK_BYTES >> 20} MiB each way (median of ${ROUNDS} rounds); ${LATENCY_ROUNDS} latency rounds; ${CONCURRENT} concurrent streams\n`);
 
+// Bulk throughput swings with whatever else the two cores run: paths take turns for BENCH_ROUNDS
+// rounds and each keeps its median. CPU seconds per GiB of the forwarding process (proxy,
+// kubectl) does not depend on that contention, so it is printed too.
+const forwarderPid: Record<string, number | undefined> = { 'proxy (SOCKS5)': proxy.proc.pid, 'proxy, WebSocket/stream': proxyWs.proc.pid, 'kubectl port-forward': kubectlPf?.pid };
 const throughput: Record<string, number> = {};
+const cpuPerGiB: Record<string, number | undefined> = {};
 const latency: Record<string, { p50: number; p99: number }> = {};
+const rounds: Record<string, { mibs: number[]; cpu: number[] }> = {};
+for (let round = 0; round < ROUNDS; round++) {
+  for (const [name, open] of Object.entries(openers)) {
+    const r = (rounds[name] ??= { mibs: [], cpu: [] });
+    const pid = forwarderPid[name];
+    const cpuBefore = pid ? cpuSecondsOf(pid) : 0;
+    r.mibs.push(await bulkEcho(open, BULK_BYTES));
+    if (pid) r.cpu.push((cpuSecondsOf(pid) - cpuBefore) / ((2 * BULK_BYTES) / 2 ** 30));
+  }
+}
 for (const [name, open] of Object.entries(openers)) {
-  throughput[name] = await bulkEcho(open, BULK_BYTES);
+  throughput[name] = median(rounds[name]!.mibs);
+  cpuPerGiB[name] = rounds[name]!.cpu.length ? median(rounds[name]!.cpu) : undefined;
   latency[name] = await firstByteLatency(open, LATENCY_ROUNDS);
 }
 const base = 'bare port-forward';
@@ -98,10 +115,10 @@ if (SOAK_SECONDS > 0) {
   );
 }
 const muxRows = { '(a) proxy, SPDY tunnel': 'proxy (SOCKS5)', '(b) proxy, WebSocket per stream': 'proxy, WebSocket/stream', '(c) kubectl port-forward': 'kubectl port-forward', '(d) direct TCP': 'direct TCP' };
-const muxFigures: Record<string, { throughput: number; p50: number; p99: number; cps: number } | undefined> = {};
+const muxFigures: Record<string, PathFigures | undefined> = {};
 for (const [row, name] of Object.entries(muxRows)) {
   if (!openers[name]) continue;
-  muxFigures[row] = { throughput: throughput[name], ...latency[name], cps: await connectionsPerSecond(openers[name], CPS_MS) };
+  muxFigures[row] = { throughput: throughput[name], cpuPerGiB: cpuPerGiB[name], ...latency[name], cps: await connectionsPerSecond(openers[name], CPS_MS) };
 }
 await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
 kubectlPf?.stop();
@@ -181,6 +198,17 @@ function roundTrip(stream: Duplex, payload: Buffer, destroy = false): Promise<bo
     stream.once('error', () => resolve(false));
     stream.write(payload);
   });
+}
+
+/** User + system CPU seconds of a process so far (/proc/PID/stat utime + stime, in clock ticks of 1/100 s). */
+function cpuSecondsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 function rssOf(pid: number): number {
