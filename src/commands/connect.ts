@@ -16,7 +16,8 @@ export default class Connect extends Command {
     'Checks the context and the API server first, then starts a detached proxy from a private',
     'single-context copy of the kubeconfig and prints its connection ID, addresses and the lines to',
     'paste. The ID is stable for the same server, context and namespace, so connecting twice',
-    'reports the running proxy. Stop it with `disconnect ID`; see all with `status`.',
+    'reports the running proxy (flags that ask for other settings than it runs with are an error).',
+    'Stop it with `disconnect ID`; see all with `status`.',
   ].join(' ');
   static override usage = 'connect [--socks] [flags]';
   static override examples = [
@@ -33,12 +34,12 @@ export default class Connect extends Command {
   };
 
   async run(): Promise<void> {
-    const { flags } = await this.parse(Connect);
+    const { flags, metadata } = await this.parse(Connect);
+    const explicitFlags = new Set(Object.keys(flags).filter((name) => !metadata.flags[name]?.setFromDefault));
     // proxyAuth is split off: it reaches the daemon through a private file, never state.json.
     const { kubeconfig, context, namespace, proxyAuth, ...options } = proxyOptionsFrom(flags);
     if (proxyAuth?.source === 'argv') this.warn(ARGV_WARNING);
-    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth
-    }).catch((err: unknown) => failOnKnownError(this, err));
+    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, explicitFlags }).catch((err: unknown) => failOnKnownError(this, err));
 
     const { entry, existing, logFile } = result;
     const socks = entry.socks ? formatAddress(entry.socks) : null;

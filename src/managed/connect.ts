@@ -19,6 +19,7 @@ import { inspect, inspectAll } from './registry.js';
 import { signal } from './stop.js';
 import { PROXY_AUTH_ENV, requireCredentialsOffLoopback, type ProxyCredentials } from '../auth/credentials.js';
 import { writeProxyAuthFile } from '../state/proxy-auth.js';
+import { assertSameSettings, type RequestedSettings } from './settings.js';
 
 /** The executable the daemon runs as: this package's bin (dist/src/managed → ../../../bin). */
 export const BIN_PATH = fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
@@ -33,6 +34,8 @@ export interface ConnectRequest {
   options: DaemonOptions;
   /** Handed to the daemon in a 0600 file beside its kubeconfig, never on argv or in state.json. */
   proxyAuth?: ProxyCredentials;
+  /** Flags given on the command line: a running proxy for the ID must match these (settings.ts). */
+  explicitFlags?: ReadonlySet<string>;
 }
 
 export interface ConnectResult {
@@ -55,15 +58,16 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   const result = (entry: ProxyEntry, existing: boolean): ConnectResult => ({ entry, existing, logFile: l.logFile(id) });
 
   const target = { server: kube.server, context: kube.context, namespace: kube.namespace };
+  const requested: RequestedSettings = { options: req.options, explicitFlags: req.explicitFlags ?? new Set(), proxyAuthUser: req.proxyAuth?.username };
   const running = await existingProxy(l, id, target);
-  if (running) return result(running, true);
+  if (running) return result(assertSameSettings(running, requested), true);
 
   await probeApi(new ApiConnection(kube.kc), kube.context, kube.server);
 
   const started = await withStateLock(l, async () => {
     // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.
     const current = inspect(l, id);
-    if (current && current.state !== 'dead') return { entry: assertSameTarget(current.entry, target), existing: true };
+    if (current && current.state !== 'dead') return { entry: assertSameSettings(assertSameTarget(current.entry, target), requested), existing: true };
     if (current) removeEntry(l, id);
     await checkPorts(l, listens);
     const entry: ProxyEntry = {
@@ -73,6 +77,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       namespace: kube.namespace,
       server: kube.server,
       options: req.options,
+      ...(req.proxyAuth ? { proxyAuthUser: req.proxyAuth.username } : {}),
       phase: 'starting',
       createdAt: new Date().toISOString(),
     };
@@ -87,7 +92,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       throw err;
     }
   });
-  if (started.existing) return result(await waitForReady(l, id, false), true);
+  if (started.existing) return result(assertSameSettings(await waitForReady(l, id, false), requested), true);
   return result(await waitForReady(l, id, true), false);
 }
 

@@ -42,6 +42,5 @@ export const DEFAULTS = {
   keepaliveMs: 30_000,
   keepaliveTimeoutMs: 15_000,
   maxStreams: 1024,
-  // websocket stays the default until the SPDY tunnel passes the fault suite (refused ports, keepalive flags).
   transport: 'auto',
 } as const;

@@ -50,6 +50,8 @@ export interface ProxyEntry {
   startedAt?: string;
   socks?: ListenAddress;
   http?: ListenAddress;
+  /** The proxy user when proxy authentication is on (the password is never stored here). */
+  proxyAuthUser?: string;
   /** The daemon's one-line startup error (phase failed), or why it was declared dead. */
   error?: string;
 }

@@ -150,6 +150,18 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.match(human.stdout, new RegExp(`^kubectl-proxyout: ${c.id} is already running \\(pid ${c.pid}\\)`));
     assert.ok(human.stdout.includes(`export ALL_PROXY=socks5h://${c.socks}`));
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid]);
+    // Asking by flag for what the running proxy does not have is an error, not "already running".
+    const other = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--transport', 'websocket']);
+    assert.equal(other.code, 1, other.stdout);
+    assert.match(other.stderr, new RegExp(`proxy ${c.id} is already running with other settings: --listen-http \\(running: off, asked: 127\\.0\\.0\\.1:0\\); --transport \\(running: auto, asked: websocket\\)`));
+    assert.match(other.stderr, new RegExp(`kubectl proxyout disconnect ${c.id}`));
+    const authFile = path.join(stateDir, 'auth-for-conflict');
+    await writeFile(authFile, 'alice:s3cret-pw\n', { mode: 0o600 });
+    const withAuth = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--proxy-auth-file', authFile]);
+    assert.equal(withAuth.code, 1);
+    assert.match(withAuth.stderr, /proxy authentication \(running: off, asked: user alice\)/);
+    assert.ok(!withAuth.stderr.includes('s3cret-pw'));
+    if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid], 'nothing new was started');
 
     const d = await cli(['disconnect', c.id]);
     assert.equal(d.code, 0, d.stderr);

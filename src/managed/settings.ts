@@ -1,0 +1,58 @@
+// `connect` for an ID that is already running reports that proxy — unless the caller asked, by
+// flag, for settings the running one does not have. Printing "already running" with another
+// listener or transport than the one asked for would be a silent surprise, so that is an error
+// naming each difference. Only flags given explicitly count: a plain `connect` after
+// `connect --listen-socks 127.0.0.1:0` is the same request, not a different one.
+import { StartupError } from '../core/errors.js';
+import type { DaemonOptions, ProxyEntry } from '../state/store.js';
+import { DEFAULTS } from '../proxy/options.js';
+
+/** Flag → the DaemonOptions field it sets. */
+export const FLAG_OPTIONS: Readonly<Record<string, keyof DaemonOptions>> = {
+  'listen-socks': 'listenSocks',
+  'listen-http': 'listenHttp',
+  'cluster-domain': 'clusterDomain',
+  'log-level': 'logLevel',
+  'connect-timeout': 'connectTimeoutMs',
+  'handshake-timeout': 'handshakeTimeoutMs',
+  'shutdown-grace': 'shutdownGraceMs',
+  keepalive: 'keepaliveMs',
+  'keepalive-timeout': 'keepaliveTimeoutMs',
+  'max-streams': 'maxStreams',
+  transport: 'transport',
+};
+
+export interface RequestedSettings {
+  options: DaemonOptions;
+  /** Flags given on the command line (not defaults). */
+  explicitFlags: ReadonlySet<string>;
+  /** The proxy user asked for, if any (passwords are never stored, so only the user is compared). */
+  proxyAuthUser?: string;
+}
+
+const shown = (v: unknown) => (v === undefined ? 'off' : String(v));
+
+/** Each explicitly requested setting the running proxy does not have, as "--flag (running: x, asked: y)". */
+export function settingDifferences(entry: ProxyEntry, req: RequestedSettings): string[] {
+  const out: string[] = [];
+  for (const [flag, key] of Object.entries(FLAG_OPTIONS)) {
+    if (!req.explicitFlags.has(flag)) continue;
+    // Entries written before a flag existed ran with its default.
+    const running = entry.options[key] ?? (key === 'listenSocks' || key === 'listenHttp' ? undefined : DEFAULTS[key]);
+    const asked = req.options[key];
+    if (running !== asked) out.push(`--${flag} (running: ${shown(running)}, asked: ${shown(asked)})`);
+  }
+  if (req.proxyAuthUser !== undefined && entry.proxyAuthUser !== req.proxyAuthUser) {
+    out.push(`proxy authentication (running: ${entry.proxyAuthUser === undefined ? 'off' : `user ${entry.proxyAuthUser}`}, asked: user ${req.proxyAuthUser})`);
+  }
+  return out;
+}
+
+export function assertSameSettings(entry: ProxyEntry, req: RequestedSettings): ProxyEntry {
+  const diffs = settingDifferences(entry, req);
+  if (diffs.length === 0) return entry;
+  throw new StartupError(
+    `proxy ${entry.id} is already running with other settings: ${diffs.join('; ')}. ` +
+      `Disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,
+  );
+}
