@@ -5,6 +5,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { formatHostPort, isLoopbackHost } from '../core/address.js';
+import { FailedAuthThrottle, THROTTLE_DEFAULTS, type ThrottleOptions } from './throttle.js';
 
 export const PROXY_AUTH_ENV = 'KUBECTL_PROXYOUT_PROXY_AUTH';
 
@@ -99,8 +100,11 @@ export class ProxyAuth {
   readonly username: string;
   private readonly user: Buffer;
   private readonly pass: Buffer;
+  /** Wrong passwords are answered late (auth/throttle.ts). */
+  readonly throttle: FailedAuthThrottle;
 
-  constructor(credentials: Pick<ProxyCredentials, 'username' | 'password'>) {
+  constructor(credentials: Pick<ProxyCredentials, 'username' | 'password'>, throttle: ThrottleOptions = THROTTLE_DEFAULTS) {
+    this.throttle = new FailedAuthThrottle(throttle);
     this.username = credentials.username;
     this.user = digest(credentials.username);
     this.pass = digest(credentials.password);

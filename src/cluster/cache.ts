@@ -1,6 +1,6 @@
 import type { KubeConfig, V1EndpointSlice, V1Namespace, V1Pod, V1Service } from '@kubernetes/client-node';
 import type { Logger } from '../core/log.js';
-import { errorMessage } from '../core/errors.js';
+import { errorMessage, OverloadedError } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { ResilientInformer, type WatchState } from './informer.js';
 import { ClusterIndex } from './index.js';
@@ -37,6 +37,22 @@ class WatchSet {
   }
 }
 
+export interface OnDemandLimits {
+  /** Namespaces watched on demand at most (each costs three watches). */
+  maxNamespaces: number;
+  /** At the limit, a namespace unused this long makes room; none such → the request is refused. */
+  evictIdleMs: number;
+  /** A namespace RBAC refused is refused again without asking for this long. */
+  forbiddenTtlMs: number;
+}
+
+/**
+ * Without cluster-wide RBAC, any namespace a client names costs three list+watches: bounded here
+ * so a client cannot make the proxy watch without limit or hammer the API server with lists it is
+ * not allowed.
+ */
+export const ON_DEMAND_LIMITS: OnDemandLimits = { maxNamespaces: 64, evictIdleMs: 10 * 60_000, forbiddenTtlMs: 30_000 };
+
 export interface CacheStatus {
   scope: 'cluster' | 'namespaces';
   namespaces: string[];
@@ -55,12 +71,15 @@ export class ClusterCache {
   private readonly settledSets: WatchSet[] = [];
   private namespaces?: ResilientInformer<V1Namespace>;
   private readonly index = new ClusterIndex(() => this.sets());
+  private readonly lastUsed = new Map<string, number>();
+  private readonly forbidden = new Map<string, { until: number; err: unknown }>();
 
   constructor(
     private readonly kc: KubeConfig,
     private readonly api: ApiConnection,
     private readonly log: Logger,
     readonly defaultNamespace: string,
+    private readonly limits: OnDemandLimits = ON_DEMAND_LIMITS,
   ) {}
 
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
@@ -93,8 +112,13 @@ export class ClusterCache {
   /** In per-namespace mode, start watching a namespace a request names (once). */
   async ensureNamespace(namespace: string): Promise<void> {
     if (this.clusterWide) return;
+    const now = Date.now();
+    const refused = this.forbidden.get(namespace);
+    if (refused && refused.until > now) throw refused.err;
+    this.lastUsed.set(namespace, now);
     let pending = this.perNamespace.get(namespace);
     if (!pending) {
+      if (this.perNamespace.size >= this.limits.maxNamespaces) await this.makeRoom(now);
       const set = new WatchSet(this.kc, this.api, this.log, namespace, () => this.index.invalidate());
       pending = set.start().then(() => {
         this.settledSets.push(set);
@@ -102,10 +126,39 @@ export class ClusterCache {
         this.log.info({ namespace }, 'watching namespace');
         return set;
       });
-      pending.catch(() => this.perNamespace.delete(namespace));
+      pending.catch((err: unknown) => {
+        this.perNamespace.delete(namespace);
+        this.lastUsed.delete(namespace);
+        if (err instanceof ApiStatusError && err.statusCode === 403) {
+          if (this.forbidden.size >= 10_000) this.forbidden.clear();
+          this.forbidden.set(namespace, { until: Date.now() + this.limits.forbiddenTtlMs, err });
+        }
+      });
       this.perNamespace.set(namespace, pending);
     }
     await pending;
+  }
+
+  /** At the limit: stop watching the namespace unused longest, if it has been idle long enough. */
+  private async makeRoom(now: number): Promise<void> {
+    let victim: string | undefined;
+    for (const [ns, at] of this.lastUsed) {
+      if (ns === this.defaultNamespace || !this.perNamespace.has(ns) || now - at < this.limits.evictIdleMs) continue;
+      if (victim === undefined || at < this.lastUsed.get(victim)!) victim = ns;
+    }
+    if (victim === undefined) {
+      throw new OverloadedError(`already watching ${this.perNamespace.size} namespaces on demand, all in use (no cluster-wide list/watch permission)`);
+    }
+    const pending = this.perNamespace.get(victim)!;
+    this.perNamespace.delete(victim);
+    this.lastUsed.delete(victim);
+    const set = await pending.catch(() => undefined);
+    if (!set) return;
+    const i = this.settledSets.indexOf(set);
+    if (i >= 0) this.settledSets.splice(i, 1);
+    this.index.invalidate();
+    await set.stop();
+    this.log.info({ namespace: victim }, 'stopped watching an idle namespace to make room');
   }
 
   /** true/false when we can tell; undefined when namespaces cannot be listed and it is not watched. */

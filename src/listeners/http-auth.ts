@@ -7,6 +7,7 @@ import type net from 'node:net';
 import { ProxyAuthRequiredError } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
+import { TOO_MANY_FAILURES } from '../auth/throttle.js';
 import type { ListenerContext } from './listener.js';
 import { endWithReply } from './server-base.js';
 import { rawErrorResponse } from './http-server.js';
@@ -25,17 +26,28 @@ export function parseBasicCredentials(header: string | undefined): { username: B
   return { username: decoded.subarray(0, colon), password: decoded.subarray(colon + 1) };
 }
 
+interface Denial {
+  error: ProxyAuthRequiredError;
+  /** Credentials were presented and are wrong: the answer waits (auth/throttle.ts). */
+  wrong: boolean;
+}
+
 /** undefined when the request may pass; else the error to answer with (407). */
-export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessage): ProxyAuthRequiredError | undefined {
+export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessage): Denial | undefined {
   if (!ctx.auth) return undefined;
   const header = req.headers['proxy-authorization'];
-  if (header === undefined) return new ProxyAuthRequiredError('proxy authentication required: send proxy credentials (Basic)');
+  if (header === undefined) return { error: new ProxyAuthRequiredError('proxy authentication required: send proxy credentials (Basic)'), wrong: false };
   const creds = parseBasicCredentials(header);
-  if (!creds) return new ProxyAuthRequiredError('proxy authentication required: only the Basic scheme is supported');
-  if (!ctx.auth.verify(creds.username, creds.password)) {
-    return new ProxyAuthRequiredError(WRONG_CREDENTIALS);
-  }
+  if (!creds) return { error: new ProxyAuthRequiredError('proxy authentication required: only the Basic scheme is supported'), wrong: false };
+  if (!ctx.auth.throttle.admits(req.socket.remoteAddress ?? 'unknown')) return { error: new ProxyAuthRequiredError(TOO_MANY_FAILURES), wrong: false };
+  if (!ctx.auth.verify(creds.username, creds.password)) return { error: new ProxyAuthRequiredError(WRONG_CREDENTIALS), wrong: true };
   return undefined;
+}
+
+/** Sends `answer` now, or after the throttle's delay for wrong credentials. */
+function answerDenial(ctx: ListenerContext, req: IncomingMessage, denied: Denial, answer: () => void): void {
+  if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(req.socket.remoteAddress ?? 'unknown', answer);
+  else answer();
 }
 
 /** Wraps the absolute-form request handler: requests without valid credentials get 407. */
@@ -45,25 +57,28 @@ export function requireProxyAuth(ctx: ListenerContext, handler: (req: IncomingMe
     const denied = checkProxyAuthorization(ctx, req);
     if (!denied) return handler(req, res);
     const client = formatHostPort(req.socket.remoteAddress ?? 'unknown', req.socket.remotePort ?? 0);
-    const reply = ctx.stats.failed('http-forward', client, undefined, denied);
+    const reply = ctx.stats.failed('http-forward', client, undefined, denied.error);
     const body = `kubectl-proxyout: ${reply.message}\n`;
     // A request body we will not read must not be taken for the next request: close after it.
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-    res.writeHead(reply.http, {
-      'Proxy-Authenticate': PROXY_AUTHENTICATE,
-      'Content-Type': 'text/plain; charset=utf-8',
-      'Content-Length': Buffer.byteLength(body),
-      ...(hasBody ? { Connection: 'close' } : {}),
+    answerDenial(ctx, req, denied, () => {
+      if (res.destroyed || res.writableEnded) return;
+      res.writeHead(reply.http, {
+        'Proxy-Authenticate': PROXY_AUTHENTICATE,
+        'Content-Type': 'text/plain; charset=utf-8',
+        'Content-Length': Buffer.byteLength(body),
+        ...(hasBody ? { Connection: 'close' } : {}),
+      });
+      res.end(body);
     });
-    res.end(body);
   };
 }
 
-/** For CONNECT: true when the client may go on; otherwise it has been answered 407 and closed. */
+/** For CONNECT: true when the client may go on; otherwise it is (or will be) answered 407 and closed. */
 export function authorizeConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, client: string): boolean {
   const denied = checkProxyAuthorization(ctx, req);
   if (!denied) return true;
-  const reply = ctx.stats.failed('http-connect', client, undefined, denied);
-  endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [`Proxy-Authenticate: ${PROXY_AUTHENTICATE}`]));
+  const reply = ctx.stats.failed('http-connect', client, undefined, denied.error);
+  answerDenial(ctx, req, denied, () => endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [`Proxy-Authenticate: ${PROXY_AUTHENTICATE}`])));
   return false;
 }

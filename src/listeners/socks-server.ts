@@ -3,6 +3,7 @@
 import net from 'node:net';
 import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
+import { TOO_MANY_FAILURES } from '../auth/throttle.js';
 import { formatHostPort } from '../core/address.js';
 import type { FrontEnd, OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
@@ -88,6 +89,14 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         continue;
       }
       if (step.type === 'auth') {
+        const address = socket.remoteAddress ?? 'unknown';
+        const throttle = ctx.auth?.throttle;
+        if (throttle && !throttle.admits(address)) {
+          stop();
+          ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(TOO_MANY_FAILURES));
+          endWithReply(socket, encodeAuthStatus(false));
+          return;
+        }
         const ok = ctx.auth?.verify(step.username, step.password) ?? false;
         parser.authResult(ok);
         if (ok) {
@@ -96,7 +105,8 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         }
         stop();
         ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(WRONG_CREDENTIALS));
-        endWithReply(socket, encodeAuthStatus(false));
+        if (throttle) throttle.delayFailure(address, () => endWithReply(socket, encodeAuthStatus(false)));
+        else endWithReply(socket, encodeAuthStatus(false));
         return;
       }
       stop();

@@ -116,6 +116,39 @@ describe('HTTP proxy with Proxy-Authorization: Basic', () => {
 // CLI start-up costs a second or more, so only what units cannot show runs as a process here:
 // the environment alone is exercised by the managed session in no-secrets.test.ts, malformed
 // values and other addresses by test/unit/proxy-auth.test.ts.
+describe('password guessing is slowed down (auth/throttle.ts)', () => {
+  const timed = async <T>(f: () => Promise<T>): Promise<{ value: T; ms: number }> => {
+    const t0 = Date.now();
+    const value = await f();
+    return { value, ms: Date.now() - t0 };
+  };
+
+  test('a wrong password is answered after ~1 s; past 4 waiting per address, attempts are refused unchecked; right ones pass after', async () => {
+    await new Promise((r) => setTimeout(r, 1_200)); // earlier tests' wrong answers have drained
+    const wrong = () => timed(() => exchange([Buffer.from([5, 1, 2]), rfc1929(USER, 'guess')]));
+    const answers = await Promise.all(Array.from({ length: 6 }, wrong));
+    for (const a of answers) assert.deepEqual([...a.value], [5, 2, 1, 1], 'every attempt is refused with RFC 1929 status 1');
+    const slow = answers.filter((a) => a.ms >= 900).length;
+    assert.ok(slow >= 1 && slow <= 4, `answers waited: ${answers.map((a) => a.ms).join(', ')} ms`);
+    await eventually(async () => proxy.logs.some((l) => /too many wrong proxy passwords from this address/.test(String(l.msg))), 3_000, 50);
+    // Nothing is locked out: once the waiting answers are out, the right password works at once.
+    await new Promise((r) => setTimeout(r, 1_100));
+    const r = await curl(['--proxy', `socks5h://${USER}:${encodeURIComponent(PASSWORD)}@${proxy.socks}`, url]);
+    assert.equal(r.code, 0, r.stderr);
+  });
+
+  test('HTTP: wrong credentials wait for their 407, missing ones (a browser\'s first try) do not count', async () => {
+    await new Promise((r) => setTimeout(r, 1_200));
+    const wrong = await timed(() => curl(['-o', '/dev/null', '-w', '%{http_code}', '-x', `http://${proxy.http}`, '--proxy-user', `${USER}:guess`, url]));
+    assert.equal(wrong.value.stdout, '407');
+    assert.ok(wrong.ms >= 900, `answered after ${wrong.ms} ms`);
+    // Missing credentials are a challenge, not a guess: many at once are all answered 407.
+    const missing = await Promise.all(Array.from({ length: 8 }, () => curl(['-o', '/dev/null', '-w', '%{http_code}', '-x', `http://${proxy.http}`, url])));
+    assert.deepEqual(missing.map((m) => m.stdout), Array(8).fill('407'));
+    assert.ok(!proxy.stderr().includes('guess'));
+  });
+});
+
 describe('where the credentials come from', () => {
   test('--proxy-auth on argv wins over the environment, works, and warns that ps shows it', async () => {
     const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--proxy-auth', 'dave:argv-secret'], {
