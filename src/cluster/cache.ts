@@ -16,7 +16,10 @@ class WatchSet {
     const disc = namespace ? `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}` : '/apis/discovery.k8s.io/v1';
     this.services = new ResilientInformer<V1Service>(kc, api, `${core}/services`, log, onChange);
     this.slices = new ResilientInformer<V1EndpointSlice>(kc, api, `${disc}/endpointslices`, log, onChange);
-    this.pods = new ResilientInformer<V1Pod>(kc, api, `${core}/pods`, log, onChange);
+    // Only running pods can be dialled (Pod IPs, named target ports): finished Job pods, often
+    // most of a busy cluster's pods, are not kept. The API server sends DELETED when a watched pod
+    // stops matching the selector.
+    this.pods = new ResilientInformer<V1Pod>(kc, api, `${core}/pods?fieldSelector=${encodeURIComponent('status.phase=Running')}`, log, onChange);
   }
 
   all(): ResilientInformer<any>[] {

@@ -369,6 +369,22 @@ export class SimCluster {
     setTimeout(() => { if (this.store.has('pods', namespace, name)) void this.removePodNow(namespace, name); }, this.terminatingMs).unref();
   }
 
+  /** Extension: the pod's containers exit (a finished Job pod): phase Succeeded or Failed, backends gone, not ready. */
+  async completePod(namespace: string, name: string, phase: 'Succeeded' | 'Failed' = 'Succeeded'): Promise<void> {
+    const rt = this.pods.get(`${namespace}/${name}`);
+    if (!rt) throw new Error(`pods "${name}" not found`);
+    this.kubelet.closePod(namespace, name);
+    this.spdyKubelet.closePod(namespace, name);
+    await rt.backends?.stop();
+    rt.running = false;
+    this.store.update('pods', namespace, name, (o: any) => {
+      o.status.phase = phase;
+      for (const c of o.status.conditions ?? []) if (c.type === 'Ready' || c.type === 'ContainersReady') c.status = 'False';
+      for (const s of o.status.containerStatuses ?? []) s.ready = false;
+    });
+    this.controller.syncNamespace(namespace);
+  }
+
   async setPodReady(namespace: string, name: string, ready: boolean): Promise<void> {
     const at = nowRfc3339();
     const updated = this.store.update('pods', namespace, name, (o: any) => {
