@@ -11,15 +11,15 @@ class WatchSet {
   readonly slices: ResilientInformer<V1EndpointSlice>;
   readonly pods: ResilientInformer<V1Pod>;
 
-  constructor(kc: KubeConfig, api: ApiConnection, log: Logger, readonly namespace: string | undefined, onChange: () => void) {
+  constructor(kc: KubeConfig, api: ApiConnection, log: Logger, readonly namespace: string | undefined, index: ClusterIndex) {
     const core = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}` : '/api/v1';
     const disc = namespace ? `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}` : '/apis/discovery.k8s.io/v1';
-    this.services = new ResilientInformer<V1Service>(kc, api, `${core}/services`, log, onChange);
-    this.slices = new ResilientInformer<V1EndpointSlice>(kc, api, `${disc}/endpointslices`, log, onChange);
+    this.services = new ResilientInformer<V1Service>(kc, api, `${core}/services`, log, (e, o) => index.apply('services', e, o));
+    this.slices = new ResilientInformer<V1EndpointSlice>(kc, api, `${disc}/endpointslices`, log, (e, o) => index.apply('slices', e, o));
     // Only running pods can be dialled (Pod IPs, named target ports): finished Job pods, often
     // most of a busy cluster's pods, are not kept. The API server sends DELETED when a watched pod
     // stops matching the selector.
-    this.pods = new ResilientInformer<V1Pod>(kc, api, `${core}/pods?fieldSelector=${encodeURIComponent('status.phase=Running')}`, log, onChange);
+    this.pods = new ResilientInformer<V1Pod>(kc, api, `${core}/pods?fieldSelector=${encodeURIComponent('status.phase=Running')}`, log, (e, o) => index.apply('pods', e, o));
   }
 
   all(): ResilientInformer<any>[] {
@@ -87,18 +87,18 @@ export class ClusterCache {
 
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
   async start(): Promise<void> {
-    const onChange = () => this.index.invalidate();
-    const cluster = new WatchSet(this.kc, this.api, this.log, undefined, onChange);
+    const cluster = new WatchSet(this.kc, this.api, this.log, undefined, this.index);
     try {
       await cluster.start();
       this.clusterWide = cluster;
+      this.index.invalidate();
       this.log.info('watching Services, EndpointSlices and Pods cluster-wide');
     } catch (err) {
       if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
       this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
       await this.ensureNamespace(this.defaultNamespace);
     }
-    const namespaces = new ResilientInformer<V1Namespace>(this.kc, this.api, '/api/v1/namespaces', this.log, onChange);
+    const namespaces = new ResilientInformer<V1Namespace>(this.kc, this.api, '/api/v1/namespaces', this.log, () => undefined);
     try {
       await namespaces.start();
       this.namespaces = namespaces;
@@ -122,7 +122,7 @@ export class ClusterCache {
     let pending = this.perNamespace.get(namespace);
     if (!pending) {
       if (this.perNamespace.size >= this.limits.maxNamespaces) await this.makeRoom(now);
-      const set = new WatchSet(this.kc, this.api, this.log, namespace, () => this.index.invalidate());
+      const set = new WatchSet(this.kc, this.api, this.log, namespace, this.index);
       pending = set.start().then(() => {
         this.settledSets.push(set);
         this.index.invalidate();

@@ -2,6 +2,7 @@ import { makeInformer, type KubernetesObject, type KubeConfig, type Informer, ty
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
+import type { WatchEvent } from './index.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 
@@ -62,7 +63,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     api: ApiConnection,
     readonly path: string,
     private readonly log: Logger,
-    onChange: () => void,
+    onChange: (event: WatchEvent, obj: T) => void,
     deadlines: WatchDeadlines = WATCH_DEADLINES,
   ) {
     this.firstSync = new Promise((resolve, reject) => {
@@ -74,9 +75,9 @@ export class ResilientInformer<T extends KubernetesObject> {
     // The list goes through our getJson (path as given); only the watch sees the query.
     const watchPath = `${path}${path.includes('?') ? '&' : '?'}timeoutSeconds=${timeoutSeconds}`;
     this.informer = makeInformer<T>(withHeadersTimeout(kc, deadlines.headersTimeoutMs), watchPath, () => api.getJson(path));
-    this.informer.on('add', onChange);
-    this.informer.on('update', onChange);
-    this.informer.on('delete', onChange);
+    this.informer.on('add', (obj: T) => onChange('add', obj));
+    this.informer.on('update', (obj: T) => onChange('update', obj));
+    this.informer.on('delete', (obj: T) => onChange('delete', obj));
     this.informer.on('error', (err: unknown) => this.onError(err));
     // API servers end every watch after a while (and on restarts or load shedding); client-node
     // then resumes from the last resourceVersion by itself. Seen only at debug: it is routine.

@@ -1,0 +1,104 @@
+// ClusterIndex kept up to date event by event must answer exactly like one built from scratch over
+// the same objects: random event sequences (seeded) over a small world of Services, EndpointSlices
+// and Pods whose IPs, phases, hostnames and slice owners change, compared lookup by lookup.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
+import { ClusterIndex, type IndexedKind, type WatchEvent } from '../../src/cluster/index.js';
+
+function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const NAMESPACES = ['a', 'b'];
+const NAMES = ['x', 'y', 'z'];
+const IPS = ['10.0.0.1', '10.0.0.2', '10.0.0.3', 'fd00::1', '::ffff:10.0.0.2'];
+
+type Obj = V1Service | V1EndpointSlice | V1Pod;
+
+function randomObject(kind: IndexedKind, r: () => number): Obj {
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
+  const metadata = { namespace: pick(NAMESPACES), name: pick(NAMES), labels: { 'kubernetes.io/service-name': pick(NAMES) } };
+  if (kind === 'services') {
+    const headless = r() < 0.2;
+    return { metadata, spec: { clusterIP: headless ? 'None' : pick(IPS), clusterIPs: r() < 0.5 ? [pick(IPS)] : undefined } } as V1Service;
+  }
+  if (kind === 'slices') {
+    if (r() < 0.2) delete (metadata.labels as Record<string, string>)['kubernetes.io/service-name'];
+    return { metadata, addressType: 'IPv4', endpoints: [{ addresses: [pick(IPS)] }] } as V1EndpointSlice;
+  }
+  return {
+    metadata: { ...metadata, ...(r() < 0.15 ? { deletionTimestamp: new Date() } : {}) },
+    spec: { containers: [], hostNetwork: r() < 0.3, ...(r() < 0.4 ? { hostname: pick(NAMES), subdomain: pick(NAMES) } : {}) },
+    status: { phase: r() < 0.8 ? 'Running' : 'Pending', podIP: pick(IPS), podIPs: r() < 0.5 ? [{ ip: pick(IPS) }] : undefined },
+  } as V1Pod;
+}
+
+const id = (o: Obj) => `${o.metadata?.namespace}/${o.metadata?.name}`;
+const name = (o: Obj | undefined) => (o ? `${id(o)}#${JSON.stringify(o).length}` : undefined);
+
+function lookups(ix: ClusterIndex): string[] {
+  const out: string[] = [];
+  for (const ns of NAMESPACES) {
+    for (const n of NAMES) {
+      out.push(`svc ${ns}/${n} ${name(ix.service(ns, n))}`);
+      out.push(`pod ${ns}/${n} ${name(ix.pod(ns, n))}`);
+      out.push(`slices ${ns}/${n} ${ix.slicesFor(ns, n).map(name).sort().join(',')}`);
+      for (const h of NAMES) out.push(`host ${ns}/${n}/${h} ${!!ix.podByHostname(ns, n, h)}`);
+    }
+  }
+  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.spec?.hostNetwork ?? '-'}`);
+  return out;
+}
+
+test('incremental updates answer like a rebuild, over 40 seeded random event sequences', () => {
+  for (let seed = 1; seed <= 40; seed++) {
+    const r = prng(seed);
+    const world: Record<IndexedKind, Map<string, Obj>> = { services: new Map(), slices: new Map(), pods: new Map() };
+    const sources = () => [{
+      services: { list: () => [...world.services.values()] as V1Service[] },
+      slices: { list: () => [...world.slices.values()] as V1EndpointSlice[] },
+      pods: { list: () => [...world.pods.values()] as V1Pod[] },
+    }];
+    const live = new ClusterIndex(sources);
+    lookups(live); // built now: from here on only events change it
+    for (let step = 0; step < 200; step++) {
+      const kind = (['services', 'slices', 'pods'] as const)[Math.floor(r() * 3)]!;
+      const obj = randomObject(kind, r);
+      const existing = world[kind].get(id(obj));
+      let event: WatchEvent;
+      if (existing && r() < 0.3) {
+        event = 'delete';
+        world[kind].delete(id(obj));
+        live.apply(kind, event, existing);
+      } else {
+        event = existing ? 'update' : 'add';
+        world[kind].set(id(obj), obj);
+        live.apply(kind, event, obj);
+      }
+      if (step % 10 === 9) {
+        const fresh = new ClusterIndex(sources);
+        assert.deepEqual(lookups(live), lookups(fresh), `seed ${seed}, step ${step}`);
+      }
+    }
+  }
+});
+
+test('events before the first lookup are picked up from the informers; invalidate() rebuilds', () => {
+  const pods: V1Pod[] = [];
+  const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [] }, pods: { list: () => pods } }]);
+  const pod = { metadata: { namespace: 'a', name: 'p' }, spec: { containers: [] }, status: { phase: 'Running', podIP: '10.1.1.1' } } as V1Pod;
+  pods.push(pod);
+  ix.apply('pods', 'add', pod); // not built yet: ignored, the build lists it
+  assert.equal(ix.podByIp('10.1.1.1'), pod);
+  pods.length = 0;
+  ix.invalidate();
+  assert.equal(ix.podByIp('10.1.1.1'), undefined);
+});
