@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { StartupError, errorMessage } from '../core/errors.js';
+import { withOidcRefresh } from './oidc.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -11,8 +12,8 @@ export interface LoadedKubeConfig {
 
 /**
  * Loads the kubeconfig the way kubectl does (--kubeconfig, else $KUBECONFIG, else ~/.kube/config)
- * through client-node, so every auth method it knows (tokens, client certs, exec plugins, OIDC,
- * proxy-url) works unchanged. Fails with a one-line StartupError instead of falling back to
+ * through client-node, so every auth method it knows (tokens, client certs, exec plugins,
+ * proxy-url) works unchanged; OIDC auth-provider refresh is ours (oidc.ts). Fails with a one-line StartupError instead of falling back to
  * client-node's silent "localhost:8080" default.
  */
 export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; namespace?: string }): LoadedKubeConfig {
@@ -48,7 +49,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
   if (!kc.getCurrentUser()) throw new StartupError(`context "${context}" names user "${ctx.user}", which the kubeconfig does not define`);
-  return { kc, context, namespace: opts.namespace || ctx.namespace || 'default', server: cluster.server };
+  return { kc: withOidcRefresh(kc), context, namespace: opts.namespace || ctx.namespace || 'default', server: cluster.server };
 }
 
 /** client-node invents a "loaded-context" at http://localhost:8080 when it finds nothing at all. */

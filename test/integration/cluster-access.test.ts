@@ -9,6 +9,7 @@ import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-p
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { startConnectProxy, startSocks5Relay } from '../helpers/upstream-proxies.js';
+import { startOidcIssuer } from '../helpers/oidc-issuer.js';
 
 let cluster: TestCluster;
 before(async () => {
@@ -18,10 +19,10 @@ after(async () => {
   await cluster?.close();
 });
 
-async function withProxy(yaml: string, fn: (p: ProxyProcess) => Promise<void>): Promise<void> {
+async function withProxy(yaml: string, fn: (p: ProxyProcess) => Promise<void>, env?: NodeJS.ProcessEnv): Promise<void> {
   const file = path.join(cluster.dir, `kc-${Math.random().toString(16).slice(2)}`);
   await writeFile(file, yaml, { mode: 0o600 });
-  const p = await startProxyProcess(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug']);
+  const p = await startProxyProcess(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug'], { env });
   try {
     await fn(p);
   } finally {
@@ -45,6 +46,42 @@ describe('authentication and transport as the kubeconfig says', () => {
 
   test('exec credential plugin', async () => {
     await withProxy(cluster.sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' }), reachesWeb);
+  });
+
+  test('auth-provider oidc: a valid ID token is used as is; an expired one is refreshed at the issuer first', async () => {
+    const issuer = await startOidcIssuer({ refreshToken: 'rt-1', onIdToken: (token) => cluster.sim.issueToken({ token }) });
+    const oidcYaml = (idToken: string, caLine: string) =>
+      cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace(
+        /^(\s+)token: "PLACEHOLDER"$/m,
+        [
+          '$1auth-provider:',
+          '$1  name: oidc',
+          '$1  config:',
+          `$1    client-id: "${issuer.clientId}"`,
+          `$1    id-token: "${idToken}"`,
+          '$1    refresh-token: "rt-1"',
+          `$1    idp-issuer-url: "${issuer.url}"`,
+          ...(caLine ? [`$1    ${caLine}`] : []),
+        ].join('\n'),
+      );
+    const caData = `idp-certificate-authority-data: "${Buffer.from(issuer.caPem).toString('base64')}"`;
+    try {
+      const valid = issuer.idToken('alice@example.com', 3600);
+      cluster.sim.issueToken({ token: valid });
+      await withProxy(oidcYaml(valid, caData), reachesWeb);
+      assert.equal(issuer.refreshes, 0, 'a valid ID token needs no refresh');
+      // Expired and unknown to the API server: only a refreshed token gets in. The issuer's CA
+      // comes from the kubeconfig, as client-go reads it…
+      await withProxy(oidcYaml(issuer.idToken('alice@example.com', -60), caData), reachesWeb);
+      assert.equal(issuer.refreshes, 1, 'the expired ID token was refreshed once');
+      // …or from the trust store (NODE_EXTRA_CA_CERTS stands in for a CA the system trusts).
+      const caFile = path.join(cluster.dir, 'oidc-ca.pem');
+      await writeFile(caFile, issuer.caPem);
+      await withProxy(oidcYaml(issuer.idToken('alice@example.com', -60), ''), reachesWeb, { NODE_EXTRA_CA_CERTS: caFile });
+      assert.equal(issuer.refreshes, 2);
+    } finally {
+      await issuer.close();
+    }
   });
 
   test('insecure-skip-tls-verify (no CA in the kubeconfig)', async () => {

@@ -251,9 +251,9 @@ export class SimCluster {
     return String(this.store.revision);
   }
 
-  issueToken(opts: { namespaces?: string[] } = {}): string {
+  issueToken(opts: { namespaces?: string[]; token?: string } = {}): string {
     const n = ++this.tokenCount;
-    const token = `sim-${randomHex(20)}`;
+    const token = opts.token ?? `sim-${randomHex(20)}`;
     const ns = opts.namespaces ? [...opts.namespaces] : undefined;
     const user = ns ? `system:serviceaccount:${ns[0] ?? 'default'}:proxyout-${n}` : `sim-user-${n}`;
     this.tokens.set(token, { user, groups: ['system:authenticated'], namespaces: ns });

@@ -1,0 +1,120 @@
+// kubeconfig `auth-provider: oidc` (client-go plugin/pkg/client/auth/oidc/oidc.go): the `id-token`
+// is the bearer token; once it has expired, a refresh_token grant at `idp-issuer-url` (OpenID
+// Connect discovery, then the token endpoint) yields a new one. client-node 1.x has this path, but
+// its refresh hands openid-client 6 the issuer as a string where a URL is required, so every
+// refresh fails with '"server" must be an instance of URL' (kubernetes-client/javascript#2202).
+// We do the refresh ourselves and let client-node see a plain token user instead.
+//
+// Like client-go we honour `idp-certificate-authority(-data)` for the issuer's TLS and
+// `client-secret`; unlike kubectl we do not write refreshed tokens back into the kubeconfig file
+// (they live in memory for the proxy's lifetime).
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
+import type { KubeConfig, User } from '@kubernetes/client-node';
+import * as openid from 'openid-client';
+
+/** Refresh this long before the ID token's `exp`, so a request never carries one about to lapse. */
+const EXPIRY_SKEW_S = 10;
+
+type Config = Record<string, string | undefined>;
+
+/** The `exp` claim of a JWT, or 0 when it cannot be read (treated as expired). */
+export function jwtExpiry(token: string): number {
+  const payload = token.split('.')[1];
+  if (!payload) return 0;
+  try {
+    const exp = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { exp?: unknown }).exp;
+    return typeof exp === 'number' ? exp : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** fetch over node:https with the issuer's CA (openid-client's default fetch knows only the system CAs). */
+function fetchWithCa(ca: Buffer): typeof fetch {
+  return ((url: string, init: { method?: string; headers?: Record<string, string> | Headers; body?: string | URLSearchParams; signal?: AbortSignal }) =>
+    new Promise<Response>((resolve, reject) => {
+      const headers = init.headers instanceof Headers ? Object.fromEntries(init.headers.entries()) : (init.headers ?? {});
+      const req = https.request(url, { method: init.method ?? 'GET', headers, ca, signal: init.signal }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const out = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, Array.isArray(v) ? v.join(', ') : v);
+          resolve(new Response(Buffer.concat(chunks), { status: res.statusCode ?? 0, headers: out }));
+        });
+      });
+      req.on('error', reject);
+      req.end(init.body === undefined ? undefined : String(init.body));
+    })) as unknown as typeof fetch;
+}
+
+export class OidcTokenSource {
+  private refreshing?: Promise<void>;
+
+  constructor(private readonly config: Config) {}
+
+  /** A current ID token, refreshed first when expired (concurrent callers share one refresh). */
+  async token(): Promise<string | undefined> {
+    if (this.fresh()) return this.config['id-token'];
+    this.refreshing ??= this.refresh().finally(() => (this.refreshing = undefined));
+    await this.refreshing;
+    return this.config['id-token'];
+  }
+
+  private fresh(): boolean {
+    const token = this.config['id-token'];
+    return !!token && jwtExpiry(token) - EXPIRY_SKEW_S > Date.now() / 1000;
+  }
+
+  private async refresh(): Promise<void> {
+    const issuer = this.config['idp-issuer-url'];
+    const clientId = this.config['client-id'];
+    const refreshToken = this.config['refresh-token'];
+    // Without what a refresh needs, send what we have: the API server's 401 is the clearer message.
+    if (!issuer || !clientId || !refreshToken) return;
+    const ca = this.issuerCa();
+    const options = ca ? { [openid.customFetch]: fetchWithCa(ca) } : undefined;
+    const secret = this.config['client-secret'];
+    const server = await openid.discovery(new URL(issuer), clientId, secret ? { client_secret: secret } : undefined, secret ? undefined : openid.None(), options);
+    const tokens = await openid.refreshTokenGrant(server, refreshToken);
+    if (!tokens.id_token) throw new Error(`the OIDC issuer ${issuer} returned no id_token on refresh`);
+    this.config['id-token'] = tokens.id_token;
+    if (tokens.refresh_token) this.config['refresh-token'] = tokens.refresh_token;
+  }
+
+  private issuerCa(): Buffer | undefined {
+    const data = this.config['idp-certificate-authority-data'];
+    if (data) return Buffer.from(data, 'base64');
+    const file = this.config['idp-certificate-authority'];
+    return file ? readFileSync(file) : undefined;
+  }
+}
+
+/**
+ * The kubeconfig as every consumer (ApiConnection, informers, WebSockets) should see it: when the
+ * current user is an oidc auth-provider, one whose options carry `Bearer <fresh id-token>` and no
+ * auth-provider for client-node to mishandle; otherwise `kc` itself.
+ */
+export function withOidcRefresh(kc: KubeConfig): KubeConfig {
+  const user = kc.getCurrentUser();
+  if (user?.authProvider?.name !== 'oidc' || !user.authProvider.config) return kc;
+  const source = new OidcTokenSource(user.authProvider.config as Config);
+  const scoped = Object.create(kc) as KubeConfig;
+  let token: string | undefined;
+  scoped.getCurrentUser = (): User | null => {
+    const u = kc.getCurrentUser();
+    return u ? ({ ...u, authProvider: undefined, token: token ?? u.token } as User) : null;
+  };
+  const proto = Object.getPrototypeOf(kc) as KubeConfig;
+  scoped.applyToHTTPSOptions = async (opts) => {
+    token = await source.token();
+    return proto.applyToHTTPSOptions.call(scoped, opts);
+  };
+  scoped.applyToFetchOptions = async (opts) => {
+    token = await source.token();
+    return proto.applyToFetchOptions.call(scoped, opts);
+  };
+  return scoped;
+}

@@ -1,0 +1,79 @@
+// A minimal OpenID Connect issuer for the kubeconfig `auth-provider: oidc` path that client-node
+// runs (its oidc_auth.js: openid-client discovery + refresh_token grant). HTTPS with its own CA
+// (openid-client insists on TLS; the proxy trusts the CA through NODE_EXTRA_CA_CERTS), RS256 ID
+// tokens, and a callback that registers each new ID token with the simulated API server.
+import https from 'node:https';
+import { generateKeyPairSync, sign } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { SimPki } from '../sim/pki.js';
+
+export interface OidcIssuer {
+  url: string;
+  caPem: string;
+  clientId: string;
+  /** Refresh-token grants served. */
+  refreshes: number;
+  /** A signed ID token for `sub`, valid for `ttlSeconds` (negative: already expired). */
+  idToken(sub: string, ttlSeconds: number): string;
+  close(): Promise<void>;
+}
+
+const b64url = (v: object | Buffer) => (Buffer.isBuffer(v) ? v : Buffer.from(JSON.stringify(v))).toString('base64url');
+
+export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (token: string) => void }): Promise<OidcIssuer> {
+  const pki = new SimPki();
+  const serving = pki.servingCert();
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const clientId = 'proxyout-test';
+  let url = '';
+  const issuer: OidcIssuer = {
+    url: '',
+    caPem: pki.caPem,
+    clientId,
+    refreshes: 0,
+    idToken(sub, ttlSeconds) {
+      const now = Math.floor(Date.now() / 1000);
+      const head = `${b64url({ alg: 'RS256', typ: 'JWT', kid: 'k1' })}.${b64url({ iss: url, aud: clientId, sub, iat: now, exp: now + ttlSeconds })}`;
+      return `${head}.${b64url(sign('RSA-SHA256', Buffer.from(head), privateKey))}`;
+    },
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+  const server = https.createServer({ key: serving.keyPem, cert: serving.certPem }, (req, res) => {
+    const json = (status: number, body: object) => {
+      res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method === 'GET' && req.url === '/.well-known/openid-configuration') {
+      return json(200, {
+        issuer: url,
+        token_endpoint: `${url}/token`,
+        authorization_endpoint: `${url}/authorize`,
+        jwks_uri: `${url}/jwks`,
+        response_types_supported: ['code'],
+        subject_types_supported: ['public'],
+        id_token_signing_alg_values_supported: ['RS256'],
+        token_endpoint_auth_methods_supported: ['client_secret_post', 'none'],
+      });
+    }
+    if (req.method === 'POST' && req.url === '/token') {
+      let body = '';
+      req.setEncoding('utf8').on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        const form = new URLSearchParams(body);
+        if (form.get('grant_type') !== 'refresh_token' || form.get('refresh_token') !== opts.refreshToken) {
+          return json(400, { error: 'invalid_grant' });
+        }
+        issuer.refreshes++;
+        const idToken = issuer.idToken('alice@example.com', 3600);
+        opts.onIdToken(idToken);
+        json(200, { access_token: `at-${issuer.refreshes}`, token_type: 'Bearer', expires_in: 3600, id_token: idToken, refresh_token: opts.refreshToken });
+      });
+      return;
+    }
+    json(404, { error: 'not_found' });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  issuer.url = url;
+  return issuer;
+}
