@@ -1,13 +1,19 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import yaml from 'js-yaml';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { withOidcRefresh } from './oidc.js';
+import { OidcTokenSource } from './oidc.js';
+import { TokenFileSource, withTokenSource } from './token-source.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
   context: string;
   namespace: string;
   server: string;
+  /** The user's `tokenFile`, absolute, when it has one (managed daemons keep reading it). */
+  tokenFile?: string;
 }
 
 /**
@@ -49,7 +55,43 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
   if (!kc.getCurrentUser()) throw new StartupError(`context "${context}" names user "${ctx.user}", which the kubeconfig does not define`);
-  return { kc: withOidcRefresh(kc), context, namespace: opts.namespace || ctx.namespace || 'default', server: cluster.server };
+  const namespace = opts.namespace || ctx.namespace || 'default';
+  const user = kc.getCurrentUser()!;
+  if (user.authProvider?.name === 'oidc' && user.authProvider.config) {
+    return { kc: withTokenSource(kc, new OidcTokenSource(user.authProvider.config as Record<string, string>)), context, namespace, server: cluster.server };
+  }
+  const tokenFile = findTokenFile(kubeconfigFiles(opts.kubeconfig), ctx.user);
+  if (tokenFile) return { kc: withTokenSource(kc, new TokenFileSource(tokenFile)), context, namespace, server: cluster.server, tokenFile };
+  return { kc, context, namespace, server: cluster.server };
+}
+
+/** The files kubectl would read, in order (the first to define a user wins). */
+function kubeconfigFiles(explicit: string | undefined): string[] {
+  if (explicit) return [explicit];
+  const env = (process.env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
+  return env.length > 0 ? env.filter((f) => existsSync(f)) : [path.join(os.homedir(), '.kube', 'config')];
+}
+
+/**
+ * client-node drops a user's `tokenFile` (it knows only a non-standard `token-file`), so we read
+ * it from the file ourselves: absolute, or relative to the kubeconfig that names it (client-go
+ * resolves paths that way). `token-file` is taken too, to read it the way client-go would.
+ */
+function findTokenFile(files: string[], userName: string): string | undefined {
+  for (const file of files) {
+    let doc: unknown;
+    try {
+      doc = yaml.load(readFileSync(file, 'utf8'));
+    } catch {
+      continue; // client-node loaded it already; a file it could not parse is its error to report
+    }
+    const users = (doc as { users?: Array<{ name?: string; user?: Record<string, unknown> }> } | undefined)?.users;
+    const entry = Array.isArray(users) ? users.find((u) => u?.name === userName) : undefined;
+    if (!entry) continue;
+    const value = entry.user?.tokenFile ?? entry.user?.['token-file'];
+    return typeof value === 'string' && value ? path.resolve(path.dirname(file), value) : undefined;
+  }
+  return undefined;
 }
 
 /** client-node invents a "loaded-context" at http://localhost:8080 when it finds nothing at all. */

@@ -3,15 +3,15 @@
 // Connect discovery, then the token endpoint) yields a new one. client-node 1.x has this path, but
 // its refresh hands openid-client 6 the issuer as a string where a URL is required, so every
 // refresh fails with '"server" must be an instance of URL' (kubernetes-client/javascript#2202).
-// We do the refresh ourselves and let client-node see a plain token user instead.
+// We do the refresh ourselves and let client-node see a plain token user (token-source.ts).
 //
 // Like client-go we honour `idp-certificate-authority(-data)` for the issuer's TLS and
 // `client-secret`; unlike kubectl we do not write refreshed tokens back into the kubeconfig file
 // (they live in memory for the proxy's lifetime).
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
-import type { KubeConfig, User } from '@kubernetes/client-node';
 import * as openid from 'openid-client';
+import type { TokenSource } from './token-source.js';
 
 /** Refresh this long before the ID token's `exp`, so a request never carries one about to lapse. */
 const EXPIRY_SKEW_S = 10;
@@ -50,7 +50,7 @@ function fetchWithCa(ca: Buffer): typeof fetch {
     })) as unknown as typeof fetch;
 }
 
-export class OidcTokenSource {
+export class OidcTokenSource implements TokenSource {
   private refreshing?: Promise<void>;
 
   constructor(private readonly config: Config) {}
@@ -90,31 +90,4 @@ export class OidcTokenSource {
     const file = this.config['idp-certificate-authority'];
     return file ? readFileSync(file) : undefined;
   }
-}
-
-/**
- * The kubeconfig as every consumer (ApiConnection, informers, WebSockets) should see it: when the
- * current user is an oidc auth-provider, one whose options carry `Bearer <fresh id-token>` and no
- * auth-provider for client-node to mishandle; otherwise `kc` itself.
- */
-export function withOidcRefresh(kc: KubeConfig): KubeConfig {
-  const user = kc.getCurrentUser();
-  if (user?.authProvider?.name !== 'oidc' || !user.authProvider.config) return kc;
-  const source = new OidcTokenSource(user.authProvider.config as Config);
-  const scoped = Object.create(kc) as KubeConfig;
-  let token: string | undefined;
-  scoped.getCurrentUser = (): User | null => {
-    const u = kc.getCurrentUser();
-    return u ? ({ ...u, authProvider: undefined, token: token ?? u.token } as User) : null;
-  };
-  const proto = Object.getPrototypeOf(kc) as KubeConfig;
-  scoped.applyToHTTPSOptions = async (opts) => {
-    token = await source.token();
-    return proto.applyToHTTPSOptions.call(scoped, opts);
-  };
-  scoped.applyToFetchOptions = async (opts) => {
-    token = await source.token();
-    return proto.applyToFetchOptions.call(scoped, opts);
-  };
-  return scoped;
 }

@@ -1,7 +1,7 @@
 // The transient kubeconfig a managed daemon runs from: the chosen context only, flattened so it
-// stands alone (CA, client certificate and key files embedded as *-data, a token-file's token as
-// read by client-node), written 0600 into the proxy's 0700 directory. Exec plugins and
-// auth-provider blocks are kept as they are: they run (and refresh) in the daemon exactly as in
+// stands alone (CA, client certificate and key files embedded as *-data; a tokenFile kept as an
+// absolute path, since its token rotates), written 0600 into the proxy's 0700 directory. Exec
+// plugins and auth-provider blocks are kept as they are: they run (and refresh) in the daemon exactly as in
 // the foreground proxy. client-node spawns an exec command relative to the working directory,
 // so the daemon keeps the directory `connect` ran in (see managed/connect.ts).
 import { readFileSync } from 'node:fs';
@@ -12,7 +12,7 @@ import { writePrivateFile } from './store.js';
 type Obj = Record<string, unknown>;
 
 /** A single-context kubeconfig (JSON, which kubectl and client-node read as YAML). */
-export function flattenKubeConfig(kc: KubeConfig, namespace: string): Obj {
+export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?: string): Obj {
   const contextName = kc.getCurrentContext();
   const ctx = kc.getContextObject(contextName);
   if (!ctx) throw new StartupError(`context "${contextName}" not found in kubeconfig`);
@@ -30,7 +30,8 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string): Obj {
   const userOut = compact({
     'client-certificate-data': user.certData || embed(user.certFile, 'client-certificate', `user "${user.name}"`),
     'client-key-data': user.keyData || embed(user.keyFile, 'client-key', `user "${user.name}"`),
-    token: user.token,
+    // A tokenFile stays a file (absolute): the daemon re-reads it as it rotates.
+    ...(tokenFile ? { tokenFile } : { token: user.token }),
     username: user.username,
     password: user.password,
     as: user.impersonateUser,
@@ -49,8 +50,8 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string): Obj {
 }
 
 /** Writes the flattened kubeconfig with mode 0600 (never logged, never printed). */
-export function writeTransientKubeConfig(file: string, kc: KubeConfig, namespace: string): void {
-  writePrivateFile(file, `${JSON.stringify(flattenKubeConfig(kc, namespace), null, 2)}\n`);
+export function writeTransientKubeConfig(file: string, kc: KubeConfig, namespace: string, tokenFile?: string): void {
+  writePrivateFile(file, `${JSON.stringify(flattenKubeConfig(kc, namespace, tokenFile), null, 2)}\n`);
 }
 
 function embed(file: string | undefined, field: string, owner: string): string | undefined {

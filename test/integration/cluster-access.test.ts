@@ -84,6 +84,16 @@ describe('authentication and transport as the kubeconfig says', () => {
     }
   });
 
+  test('tokenFile (the field kubectl reads): trimmed, relative to the kubeconfig; client-node\'s token-file read the same way', async () => {
+    const tokenPath = path.join(cluster.dir, 'admin-token');
+    await writeFile(tokenPath, `${cluster.sim.adminToken}\n`, { mode: 0o600 });
+    // client-node itself reads token-file at load time, from the working directory: absolute there.
+    for (const [field, value] of [['tokenFile', 'admin-token'], ['token-file', tokenPath]]) {
+      const yaml = cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace('token: "PLACEHOLDER"', `${field}: "${value}"`);
+      await withProxy(yaml, reachesWeb);
+    }
+  });
+
   test('insecure-skip-tls-verify (no CA in the kubeconfig)', async () => {
     const yaml = cluster.sim.kubeconfigYaml({ insecureSkipTlsVerify: true });
     assert.doesNotMatch(yaml, /certificate-authority/);

@@ -308,6 +308,17 @@ describe('the daemon', () => {
     await eventually(async () => existsSync(c.logFile) && readFileSync(c.logFile, 'utf8').includes('log file reopened'), 5_000, 50);
     assert.equal(mode(c.logFile), 0o600);
 
+    // A tokenFile user (kubectl's field) stays a file in the transient kubeconfig, so rotation reaches the daemon.
+    const tokenFile = path.join(cluster.dir, 'managed-token');
+    await writeFile(tokenFile, `${cluster.sim.adminToken}\n`, { mode: 0o600 });
+    const tfKubeconfig = path.join(cluster.dir, 'kc-token-file');
+    await writeFile(tfKubeconfig, cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace('token: "PLACEHOLDER"', 'tokenFile: "managed-token"'), { mode: 0o600 });
+    const tf = await connect(['--id', 'tokenfile'], tfKubeconfig);
+    const tfKc = JSON.parse(readFileSync(path.join(proxyDir('tokenfile'), 'kubeconfig'), 'utf8'));
+    assert.deepEqual(tfKc.users[0].user, { tokenFile }, 'an absolute tokenFile, no token copied');
+    assert.match((await curl(['--proxy', `socks5h://${tf.socks}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+    assert.equal((await cli(['disconnect', 'tokenfile'])).code, 0);
+
     const follow = cli(['logs', 'execy', '-f'], 20_000);
     await new Promise((r) => setTimeout(r, 500));
     assert.equal((await cli(['disconnect', 'execy'])).code, 0);

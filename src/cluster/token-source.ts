@@ -1,0 +1,60 @@
+// Credentials that change while the proxy runs, applied where client-node cannot: a kubeconfig
+// user with `tokenFile` (re-read, as client-go does) or an `auth-provider: oidc` (refreshed, see
+// oidc.ts). The KubeConfig every consumer gets (ApiConnection, informers, WebSockets) then shows
+// client-node a plain token user whose token is fetched fresh before each use.
+import { readFileSync } from 'node:fs';
+import type { KubeConfig, User } from '@kubernetes/client-node';
+
+export interface TokenSource {
+  /** The bearer token to send now; undefined sends none (the API server's 401 then explains). */
+  token(): Promise<string | undefined>;
+}
+
+/** How often a token file is read again: client-go's cached file token source uses one minute. */
+const TOKEN_FILE_TTL_MS = 60_000;
+
+/**
+ * kubeconfig `tokenFile` (client-go tools/clientcmd/api/v1 AuthInfo.TokenFile; client-node reads
+ * only a non-standard `token-file`, once, and keeps its trailing newline — an invalid header).
+ * Projected service-account tokens rotate hourly, so the file is read again every minute; a read
+ * that fails keeps the last token that was read, as client-go does.
+ */
+export class TokenFileSource implements TokenSource {
+  private cached?: { token: string; at: number };
+
+  constructor(
+    readonly file: string,
+    private readonly ttlMs = TOKEN_FILE_TTL_MS,
+  ) {}
+
+  async token(): Promise<string | undefined> {
+    if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached.token;
+    try {
+      const token = readFileSync(this.file, 'utf8').trim();
+      this.cached = { token, at: Date.now() };
+    } catch (err) {
+      if (!this.cached) throw new Error(`cannot read the kubeconfig tokenFile ${this.file}: ${(err as Error).message}`, { cause: err });
+    }
+    return this.cached.token;
+  }
+}
+
+/** `kc` as seen through `source`: its current user carries the source's token and no auth-provider. */
+export function withTokenSource(kc: KubeConfig, source: TokenSource): KubeConfig {
+  const scoped = Object.create(kc) as KubeConfig;
+  let token: string | undefined;
+  scoped.getCurrentUser = (): User | null => {
+    const u = kc.getCurrentUser();
+    return u ? ({ ...u, authProvider: undefined, token: token ?? u.token } as User) : null;
+  };
+  const proto = Object.getPrototypeOf(kc) as KubeConfig;
+  scoped.applyToHTTPSOptions = async (opts) => {
+    token = await source.token();
+    return proto.applyToHTTPSOptions.call(scoped, opts);
+  };
+  scoped.applyToFetchOptions = async (opts) => {
+    token = await source.token();
+    return proto.applyToFetchOptions.call(scoped, opts);
+  };
+  return scoped;
+}

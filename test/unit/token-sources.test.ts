@@ -1,0 +1,42 @@
+// Token sources for credentials client-node cannot keep fresh: OIDC ID tokens and tokenFile.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { jwtExpiry, OidcTokenSource } from '../../src/cluster/oidc.js';
+
+const jwt = (payload: object) => `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
+
+test('jwtExpiry reads exp; anything unreadable counts as expired (0)', () => {
+  assert.equal(jwtExpiry(jwt({ exp: 1_900_000_000 })), 1_900_000_000);
+  for (const bad of ['', 'abc', 'a.b.c', jwt({ exp: 'soon' }), jwt({})]) assert.equal(jwtExpiry(bad), 0, bad);
+});
+
+test('a fresh token is returned without a refresh; without refresh settings an expired one is passed on for the API server to judge', async () => {
+  const fresh = jwt({ exp: Math.floor(Date.now() / 1000) + 600 });
+  assert.equal(await new OidcTokenSource({ 'id-token': fresh }).token(), fresh);
+  const stale = jwt({ exp: Math.floor(Date.now() / 1000) - 1 });
+  assert.equal(await new OidcTokenSource({ 'id-token': stale, 'client-id': 'x' }).token(), stale);
+});
+
+test('TokenFileSource: trimmed, read again after its TTL, the last good token kept when the file vanishes', async () => {
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const { TokenFileSource } = await import('../../src/cluster/token-source.js');
+  const dir = mkdtempSync(join(tmpdir(), 'token-file-'));
+  const file = join(dir, 'token');
+  try {
+    writeFileSync(file, 'first-token\n');
+    const source = new TokenFileSource(file, 50);
+    assert.equal(await source.token(), 'first-token');
+    writeFileSync(file, '  second-token \r\n');
+    assert.equal(await source.token(), 'first-token', 'cached within the TTL');
+    await new Promise((r) => setTimeout(r, 70));
+    assert.equal(await source.token(), 'second-token');
+    rmSync(file);
+    await new Promise((r) => setTimeout(r, 70));
+    assert.equal(await source.token(), 'second-token', 'a failed read keeps the last token');
+    await assert.rejects(new TokenFileSource(join(dir, 'missing')).token(), /cannot read the kubeconfig tokenFile/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
