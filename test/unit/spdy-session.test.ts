@@ -162,3 +162,13 @@ test('destroy() tells every open stream and rejects pending pings', async () => 
   assert.match(String(told), /tunnel broke/);
   assert.equal(s.write(Buffer.from('x')), false);
 });
+
+test('PINGs a peer never answers do not pile up: past 8 outstanding the oldest is given up', async () => {
+  const sent: Buffer[] = [];
+  const session = new SpdySession('client', { write: (b) => sent.push(b), close: () => undefined }, {});
+  const results = Array.from({ length: 9 }, () => session.ping().then(() => 'answered', (err: Error) => err.message));
+  assert.equal(await results[0], 'PING not answered', 'the oldest gave way to the ninth');
+  assert.equal(sent.length, 9, 'every PING was sent');
+  session.destroy();
+  for (const r of results.slice(1)) assert.match(await r, /closed/);
+});

@@ -17,6 +17,9 @@ import {
 } from './framer.js';
 import { SpdyStream } from './stream.js';
 
+/** PINGs awaiting an answer at most; older ones are given up. */
+const MAX_OUTSTANDING_PINGS = 8;
+
 export { SpdyStream } from './stream.js';
 
 /** The byte pipe under a session. write() must keep order; close() ends the pipe. */
@@ -97,6 +100,13 @@ export class SpdySession {
     const id = this.nextPingId;
     this.nextPingId = this.nextPingId + 2 > 0x7fffffff ? this.nextPingId + 2 - 0x7ffffffe : this.nextPingId + 2;
     return new Promise<number>((resolve, reject) => {
+      // A peer that never answers PINGs (while sending data, so keepalive is content) must not
+      // make this map grow: past a few outstanding, the oldest is given up.
+      if (this.pings.size >= MAX_OUTSTANDING_PINGS) {
+        const [oldest, p] = this.pings.entries().next().value!;
+        this.pings.delete(oldest);
+        p.done(undefined, new Error('PING not answered'));
+      }
       this.pings.set(id, { at: Date.now(), done: (rtt, err) => (err ? reject(err) : resolve(rtt!)) });
       this.send(encodePing(id));
     });
