@@ -6,6 +6,7 @@ import yaml from 'js-yaml';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { OidcTokenSource } from './oidc.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
+import { addExecInfo } from './exec-info.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -56,6 +57,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
   if (!kc.getCurrentUser()) throw new StartupError(`context "${context}" names user "${ctx.user}", which the kubeconfig does not define`);
   const namespace = opts.namespace || ctx.namespace || 'default';
+  addExecInfo(kc);
   const user = kc.getCurrentUser()!;
   if (user.authProvider?.name === 'oidc' && user.authProvider.config) {
     return { kc: withTokenSource(kc, new OidcTokenSource(user.authProvider.config as Record<string, string>)), context, namespace, server: cluster.server };

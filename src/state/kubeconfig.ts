@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { writePrivateFile } from './store.js';
+import { withoutExecInfo } from '../cluster/exec-info.js';
 
 type Obj = Record<string, unknown>;
 
@@ -35,7 +36,7 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?:
     username: user.username,
     password: user.password,
     as: user.impersonateUser,
-    exec: user.exec ?? undefined,
+    exec: user.exec ? { ...user.exec, env: withoutExecInfo(user.exec.env ?? []) } : undefined,
     'auth-provider': user.authProvider ?? undefined,
   });
   return {

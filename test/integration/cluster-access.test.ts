@@ -3,6 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
@@ -37,6 +38,16 @@ async function reachesWeb(p: ProxyProcess): Promise<void> {
 }
 
 const port = () => Number(new URL(cluster.sim.server).port);
+
+/** Runs a program to completion; undefined when it is not installed. */
+function runCommand(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string } | undefined> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { timeout: 30_000 }, (err, stdout, stderr) => {
+      if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') return resolve(undefined);
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
 const withProxyUrl = (yaml: string, url: string) => yaml.replace(/^(\s+)server: (.*)$/m, `$1server: $2\n$1proxy-url: "${url}"`);
 
 describe('authentication and transport as the kubeconfig says', () => {
@@ -46,6 +57,23 @@ describe('authentication and transport as the kubeconfig says', () => {
 
   test('exec credential plugin', async () => {
     await withProxy(cluster.sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' }), reachesWeb);
+  });
+
+  test('exec plugins get KUBERNETES_EXEC_INFO as client-go sends it (provideClusterInfo → spec.cluster)', async (t) => {
+    // The plugin fails without the exact ExecCredential; real kubectl passing the same kubeconfig
+    // shows the plugin asks for what client-go sends, not for what we happen to send.
+    const yaml = cluster.sim
+      .kubeconfigYaml({ auth: 'exec', namespace: 'shop' })
+      .replace('      provideClusterInfo: false', '      provideClusterInfo: true')
+      .replace('      env:', `      env:\n      - name: "SIM_EXEC_REQUIRE_INFO"\n        value: "1"\n      - name: "SIM_EXEC_EXPECT_SERVER"\n        value: "${cluster.sim.server}"`);
+    assert.match(yaml, /provideClusterInfo: true/);
+    await withProxy(yaml, reachesWeb);
+    const file = path.join(cluster.dir, 'kc-exec-info');
+    await writeFile(file, yaml, { mode: 0o600 });
+    const kubectl = await runCommand('kubectl', ['--kubeconfig', file, 'get', 'pods', '-n', 'shop', '-o', 'name']);
+    if (kubectl === undefined) return t.skip('kubectl not on PATH: the client-go comparison is skipped');
+    assert.equal(kubectl.code, 0, kubectl.stderr);
+    assert.match(kubectl.stdout, /^pod\/web-/m);
   });
 
   test('auth-provider oidc: a valid ID token is used as is; an expired one is refreshed at the issuer first', async () => {
