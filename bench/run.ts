@@ -10,6 +10,7 @@ import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
+import { reportRemoteLatency } from './latency.js';
 import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
@@ -18,6 +19,8 @@ const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 1000);
 const SOAK_SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 30);
 const SOAK_STREAMS = Number(process.env.BENCH_SOAK_STREAMS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Round trip to the API server for the remote-latency table (0 = skip it). */
+const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
 
 type Opener = () => Promise<Duplex>;
 
@@ -121,6 +124,7 @@ for (const [row, name] of Object.entries(muxRows)) {
   muxFigures[row] = { throughput: throughput[name], cpuPerGiB: cpuPerGiB[name], ...latency[name], cps: await connectionsPerSecond(openers[name], CPS_MS) };
 }
 await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
+if (RTT_MS > 0) await reportRemoteLatency(sim, cluster.dir, echoPod, RTT_MS, Number(process.env.BENCH_RTT_ROUNDS ?? 40));
 kubectlPf?.stop();
 await proxyWs.stop();
 
