@@ -3,7 +3,8 @@ import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 
 /** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
-export type ApiRequestOptions = https.RequestOptions & { headers: Record<string, string> };
+/** Header values may be lists: some headers (Impersonate-Group) repeat, one line per value. */
+export type ApiRequestOptions = https.RequestOptions & { headers: Record<string, string | string[]> };
 
 export class ApiStatusError extends Error {
   constructor(
@@ -36,8 +37,8 @@ export class ApiConnection {
     if (this.cached && Date.now() - this.cached.at < OPTIONS_TTL_MS) return this.cached.options;
     const opts: https.RequestOptions = { headers: {} };
     await this.kc.applyToHTTPSOptions(opts);
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = String(v);
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = Array.isArray(v) ? v.map(String) : String(v);
     if (opts.auth) {
       headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
       delete opts.auth;

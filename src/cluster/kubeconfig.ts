@@ -7,6 +7,7 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { OidcTokenSource } from './oidc.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
 import { addExecInfo } from './exec-info.js';
+import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -15,6 +16,8 @@ export interface LoadedKubeConfig {
   server: string;
   /** The user's `tokenFile`, absolute, when it has one (managed daemons keep reading it). */
   tokenFile?: string;
+  /** Impersonation beyond `as` (client-node keeps only `as`), for managed daemons' kubeconfigs. */
+  impersonation?: Impersonation;
 }
 
 /**
@@ -60,11 +63,16 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   addExecInfo(kc);
   const user = kc.getCurrentUser()!;
   if (user.authProvider?.name === 'oidc' && user.authProvider.config) {
-    return { kc: withTokenSource(kc, new OidcTokenSource(user.authProvider.config as Record<string, string>)), context, namespace, server: cluster.server };
+    const raw = findRawUser(kubeconfigFiles(opts.kubeconfig), ctx.user);
+    const oidc = withTokenSource(kc, new OidcTokenSource(user.authProvider.config as Record<string, string>));
+    const impersonation = impersonationOf(raw?.user);
+    return { kc: withImpersonation(oidc, impersonation), context, namespace, server: cluster.server, impersonation };
   }
-  const tokenFile = findTokenFile(kubeconfigFiles(opts.kubeconfig), ctx.user);
-  if (tokenFile) return { kc: withTokenSource(kc, new TokenFileSource(tokenFile)), context, namespace, server: cluster.server, tokenFile };
-  return { kc, context, namespace, server: cluster.server };
+  const raw = findRawUser(kubeconfigFiles(opts.kubeconfig), ctx.user);
+  const tokenFile = tokenFileOf(raw);
+  const credentialed = tokenFile ? withTokenSource(kc, new TokenFileSource(tokenFile)) : kc;
+  const impersonation = impersonationOf(raw?.user);
+  return { kc: withImpersonation(credentialed, impersonation), context, namespace, server: cluster.server, tokenFile, impersonation };
 }
 
 /** The files kubectl would read, in order (the first to define a user wins). */
@@ -74,12 +82,8 @@ function kubeconfigFiles(explicit: string | undefined): string[] {
   return env.length > 0 ? env.filter((f) => existsSync(f)) : [path.join(os.homedir(), '.kube', 'config')];
 }
 
-/**
- * client-node drops a user's `tokenFile` (it knows only a non-standard `token-file`), so we read
- * it from the file ourselves: absolute, or relative to the kubeconfig that names it (client-go
- * resolves paths that way). `token-file` is taken too, to read it the way client-go would.
- */
-function findTokenFile(files: string[], userName: string): string | undefined {
+/** The current user's entry as written in the first kubeconfig file that defines it, and that file. */
+function findRawUser(files: string[], userName: string): { user: Record<string, unknown>; file: string } | undefined {
   for (const file of files) {
     let doc: unknown;
     try {
@@ -89,11 +93,19 @@ function findTokenFile(files: string[], userName: string): string | undefined {
     }
     const users = (doc as { users?: Array<{ name?: string; user?: Record<string, unknown> }> } | undefined)?.users;
     const entry = Array.isArray(users) ? users.find((u) => u?.name === userName) : undefined;
-    if (!entry) continue;
-    const value = entry.user?.tokenFile ?? entry.user?.['token-file'];
-    return typeof value === 'string' && value ? path.resolve(path.dirname(file), value) : undefined;
+    if (entry) return { user: entry.user ?? {}, file };
   }
   return undefined;
+}
+
+/**
+ * client-node drops a user's `tokenFile` (it knows only a non-standard `token-file`), so we take
+ * it from the file ourselves: absolute, or relative to the kubeconfig that names it (client-go
+ * resolves paths that way). `token-file` is taken too, to read it the way client-go would.
+ */
+function tokenFileOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
+  const value = raw?.user.tokenFile ?? raw?.user['token-file'];
+  return raw && typeof value === 'string' && value ? path.resolve(path.dirname(raw.file), value) : undefined;
 }
 
 /** client-node invents a "loaded-context" at http://localhost:8080 when it finds nothing at all. */

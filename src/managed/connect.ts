@@ -83,7 +83,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     };
     writeEntry(l, entry);
     try {
-      writeTransientKubeConfig(l.kubeconfigFile(id), kube.kc, kube.namespace, kube.tokenFile);
+      writeTransientKubeConfig(l.kubeconfigFile(id), kube.kc, kube.namespace, kube.tokenFile, kube.impersonation);
       if (req.proxyAuth) writeProxyAuthFile(l, id, req.proxyAuth);
       const pid = spawnDaemon(l, id);
       return { entry: updateEntry(l, id, (e) => ((e.pid = pid), (e.procIdentity = processIdentity(pid))))!, existing: false };

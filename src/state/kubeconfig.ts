@@ -9,11 +9,12 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { writePrivateFile } from './store.js';
 import { withoutExecInfo } from '../cluster/exec-info.js';
+import type { Impersonation } from '../cluster/impersonation.js';
 
 type Obj = Record<string, unknown>;
 
 /** A single-context kubeconfig (JSON, which kubectl and client-node read as YAML). */
-export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?: string): Obj {
+export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?: string, impersonation?: Impersonation): Obj {
   const contextName = kc.getCurrentContext();
   const ctx = kc.getContextObject(contextName);
   if (!ctx) throw new StartupError(`context "${contextName}" not found in kubeconfig`);
@@ -36,6 +37,9 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?:
     username: user.username,
     password: user.password,
     as: user.impersonateUser,
+    'as-groups': impersonation?.groups.length ? impersonation.groups : undefined,
+    'as-uid': impersonation?.uid,
+    'as-user-extra': impersonation && Object.keys(impersonation.extra).length > 0 ? impersonation.extra : undefined,
     exec: user.exec ? { ...user.exec, env: withoutExecInfo(user.exec.env ?? []) } : undefined,
     'auth-provider': user.authProvider ?? undefined,
   });
@@ -51,8 +55,8 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?:
 }
 
 /** Writes the flattened kubeconfig with mode 0600 (never logged, never printed). */
-export function writeTransientKubeConfig(file: string, kc: KubeConfig, namespace: string, tokenFile?: string): void {
-  writePrivateFile(file, `${JSON.stringify(flattenKubeConfig(kc, namespace, tokenFile), null, 2)}\n`);
+export function writeTransientKubeConfig(file: string, kc: KubeConfig, namespace: string, tokenFile?: string, impersonation?: Impersonation): void {
+  writePrivateFile(file, `${JSON.stringify(flattenKubeConfig(kc, namespace, tokenFile, impersonation), null, 2)}\n`);
 }
 
 function embed(file: string | undefined, field: string, owner: string): string | undefined {

@@ -122,6 +122,32 @@ describe('authentication and transport as the kubeconfig says', () => {
     }
   });
 
+  test('impersonation: as-groups and as-uid are sent as client-go sends them (client-node sends only as)', async (t) => {
+    const impersonating = (extra: string) => cluster.sim.kubeconfigYaml({ namespace: 'shop' }).replace(/^(\s+)token: (.*)$/m, `$1token: $2\n$1as: "bob"${extra.replace(/\n/g, '\n$1')}`);
+    const yaml = impersonating('\nas-groups:\n- "system:masters"\n- "devs"\nas-uid: "u-123"');
+    const before = cluster.sim.impersonations.length;
+    await withProxy(yaml, reachesWeb);
+    const ours = cluster.sim.impersonations.slice(before);
+    assert.ok(ours.length > 0, 'the API server saw impersonated requests');
+    for (const i of ours) assert.deepEqual(i, { user: 'bob', groups: ['system:masters', 'devs', 'system:authenticated'], uid: 'u-123' });
+    // Without its groups bob may do nothing here: the proxy must refuse to start, not half-work.
+    const file = path.join(cluster.dir, 'kc-as-only');
+    await writeFile(file, impersonating(''), { mode: 0o600 });
+    const bare = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(bare.code, 0);
+    assert.match(bare.stderr, /forbidden|not allowed|403/i);
+    // kubectl with the same kubeconfig sends the same headers (one Impersonate-Group line per group).
+    const kubectlFile = path.join(cluster.dir, 'kc-impersonate');
+    await writeFile(kubectlFile, yaml, { mode: 0o600 });
+    const mark = cluster.sim.impersonations.length;
+    const kubectl = await runCommand('kubectl', ['--kubeconfig', kubectlFile, 'get', 'pods', '-n', 'shop', '-o', 'name']);
+    if (kubectl === undefined) return t.skip('kubectl not on PATH: the client-go comparison is skipped');
+    assert.equal(kubectl.code, 0, kubectl.stderr);
+    const theirs = cluster.sim.impersonations.slice(mark);
+    assert.ok(theirs.length > 0);
+    for (const i of theirs) assert.deepEqual(i, ours[0]);
+  });
+
   test('insecure-skip-tls-verify (no CA in the kubeconfig)', async () => {
     const yaml = cluster.sim.kubeconfigYaml({ insecureSkipTlsVerify: true });
     assert.doesNotMatch(yaml, /certificate-authority/);

@@ -193,6 +193,26 @@ export class ApiServer {
     return m ? this.o.tokens.get(m[1]!) : undefined;
   }
 
+  /**
+   * Impersonation (apiserver pkg/endpoints/filters/impersonation.go, simplified): only cluster-wide
+   * identities may impersonate; the impersonated identity has the requested groups (each
+   * Impersonate-Group header line is one group) plus system:authenticated. Stand-in RBAC: it has
+   * cluster-wide access with group system:masters and none otherwise.
+   */
+  private impersonate(id: Identity, req: IncomingMessage): Identity {
+    const user = req.headersDistinct['impersonate-user']?.[0];
+    if (user === undefined) return id;
+    if (id.namespaces) {
+      throw new ApiError(403, 'Forbidden', `users "${user}" is forbidden: User "${id.user}" cannot impersonate resource "users" in API group "" at the cluster scope`, { name: user, kind: 'users' });
+    }
+    const groups = [...(req.headersDistinct['impersonate-group'] ?? []), 'system:authenticated'];
+    this.impersonations.push({ user, groups, uid: req.headersDistinct['impersonate-uid']?.[0] });
+    return { user, groups, namespaces: groups.includes('system:masters') ? undefined : [] };
+  }
+
+  /** Extension: every impersonation seen (user, groups as sent, uid). */
+  readonly impersonations: Array<{ user: string; groups: string[]; uid?: string }> = [];
+
   /** RBAC stand-in: scoped identities see only their namespaces; cluster-scope reads are forbidden. */
   private authorize(id: Identity, verb: string, route: Extract<Route, { t: 'resource' }>): ApiError | undefined {
     const allowed = id.namespaces;
@@ -217,7 +237,7 @@ export class ApiServer {
     try {
       const id = this.authenticate(req);
       if (!id) throw unauthorized();
-      this.dispatch(req, res, url, route, verb, id);
+      this.dispatch(req, res, url, route, verb, this.impersonate(id, req));
     } catch (e) {
       if (e instanceof ApiError) {
         if (!res.headersSent) sendError(res, e);
@@ -266,8 +286,15 @@ export class ApiServer {
     const verb = verbOf(route, url.searchParams);
     this.count(verb, url.pathname);
     this.trace(req);
-    const id = this.authenticate(req);
-    if (!id) return writeRawStatus(socket, unauthorized());
+    const authenticated = this.authenticate(req);
+    if (!authenticated) return writeRawStatus(socket, unauthorized());
+    let id: Identity;
+    try {
+      id = this.impersonate(authenticated, req);
+    } catch (e) {
+      if (e instanceof ApiError) return writeRawStatus(socket, e);
+      throw e;
+    }
     if (route.t !== 'resource' || verb !== 'portforward') {
       return writeRawResponse(socket, 400, 'the simulated API server accepts upgrades only on pods/{name}/portforward', 'text/plain; charset=utf-8');
     }

@@ -475,6 +475,11 @@ export class SimCluster {
     this.api.dropWatches();
   }
 
+  /** Extension: every impersonation the API server honoured (user, groups as sent plus system:authenticated, uid). */
+  get impersonations(): ReadonlyArray<{ user: string; groups: string[]; uid?: string }> {
+    return this.api.impersonations;
+  }
+
   /** Extension: new watch requests get no answer, not even headers, until turned off. */
   stallWatches(on: boolean): void {
     this.api.stallWatches = on;
