@@ -11,6 +11,7 @@ import { writeFile } from 'node:fs/promises';
 import type { SimCluster } from '../test/sim/cluster.js';
 import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
+import { firstByteLatency } from './measure.js';
 
 /** A TCP relay to 127.0.0.1:targetPort that holds every chunk oneWayMs before passing it on. */
 async function startDelayRelay(targetPort: number, oneWayMs: number): Promise<{ port: number; close(): Promise<void> }> {
@@ -43,25 +44,6 @@ async function startDelayRelay(targetPort: number, oneWayMs: number): Promise<{ 
   };
 }
 
-async function firstByte(open: Opener, rounds: number): Promise<{ p50: number; p99: number }> {
-  const once = async () => {
-    const started = process.hrtime.bigint();
-    const s = await open();
-    await new Promise<void>((resolve, reject) => {
-      s.once('data', () => resolve());
-      s.once('error', reject);
-      s.write('x');
-    });
-    s.destroy();
-    return Number(process.hrtime.bigint() - started) / 1e6;
-  };
-  for (let i = 0; i < 3; i++) await once();
-  const times: number[] = [];
-  for (let i = 0; i < rounds; i++) times.push(await once());
-  times.sort((a, b) => a - b);
-  return { p50: times[Math.floor(rounds / 2)]!, p99: times[Math.min(rounds - 1, Math.floor(rounds * 0.99))]! };
-}
-
 export async function reportRemoteLatency(sim: SimCluster, dir: string, echoPod: string, rttMs: number, rounds: number): Promise<void> {
   const relay = await startDelayRelay(Number(new URL(sim.server).port), rttMs / 2);
   const kubeconfig = path.join(dir, 'kubeconfig-remote');
@@ -79,7 +61,7 @@ export async function reportRemoteLatency(sim: SimCluster, dir: string, echoPod:
   console.log('path                                p50 ms   p99 ms   p50 in RTTs');
   try {
     for (const [name, open] of rows) {
-      const r = await firstByte(open, rounds);
+      const r = await firstByteLatency(open, rounds);
       console.log(`${name.padEnd(34)} ${r.p50.toFixed(1).padStart(7)}  ${r.p99.toFixed(1).padStart(7)}   ${(r.p50 / rttMs).toFixed(2).padStart(11)}`);
     }
   } finally {

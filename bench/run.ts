@@ -4,14 +4,14 @@
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import type { Duplex } from 'node:stream';
 import { startTestCluster } from '../test/helpers/cluster.js';
 import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
-import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type PathFigures } from './multiplex.js';
+import { firstByteLatency, roundTrip } from './measure.js';
+import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
@@ -21,8 +21,6 @@ const SOAK_STREAMS = Number(process.env.BENCH_SOAK_STREAMS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** Round trip to the API server for the remote-latency table (0 = skip it). */
 const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
-
-type Opener = () => Promise<Duplex>;
 
 const cluster = await startTestCluster({ namespace: 'data' });
 const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
@@ -172,36 +170,6 @@ async function bulkEcho(open: Opener, total: number): Promise<number> {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   stream.destroy();
   return total / (1 << 20) / seconds;
-}
-
-/** Connect, send one byte, wait for its echo: the time a client waits for its first byte. */
-async function firstByteLatency(open: Opener, rounds: number): Promise<{ p50: number; p99: number }> {
-  for (let i = 0; i < 5; i++) await roundTrip(await open(), Buffer.from('w'), true);
-  const times: number[] = [];
-  for (let i = 0; i < rounds; i++) {
-    const started = process.hrtime.bigint();
-    await roundTrip(await open(), Buffer.from('x'), true);
-    times.push(Number(process.hrtime.bigint() - started) / 1e6);
-  }
-  times.sort((a, b) => a - b);
-  return { p50: times[Math.floor(rounds * 0.5)], p99: times[Math.min(rounds - 1, Math.floor(rounds * 0.99))] };
-}
-
-function roundTrip(stream: Duplex, payload: Buffer, destroy = false): Promise<boolean> {
-  return new Promise((resolve) => {
-    let got = Buffer.alloc(0);
-    const onData = (d: Buffer) => {
-      got = Buffer.concat([got, d]);
-      if (got.length >= payload.length) {
-        stream.off('data', onData);
-        if (destroy) stream.destroy();
-        resolve(got.equals(payload));
-      }
-    };
-    stream.on('data', onData);
-    stream.once('error', () => resolve(false));
-    stream.write(payload);
-  });
 }
 
 /** User + system CPU seconds of a process so far (/proc/PID/stat utime + stime, in clock ticks of 1/100 s). */

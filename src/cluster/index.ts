@@ -38,6 +38,10 @@ class MultiMap<V> {
   values(k: string): Iterable<V> {
     return this.map.get(k)?.values() ?? [];
   }
+
+  clear(): void {
+    this.map.clear();
+  }
 }
 
 function serviceIps(svc: V1Service): string[] {
@@ -135,9 +139,7 @@ export class ClusterIndex {
   }
 
   private rebuild(): void {
-    for (const svc of [...this.services.values()]) this.putService(svc, true);
-    for (const slice of [...this.slices.values()]) this.putSlice(slice, true);
-    for (const pod of [...this.pods.values()]) this.putPod(pod, true);
+    for (const table of [this.services, this.servicesByIp, this.slices, this.slicesByService, this.pods, this.podsByIp, this.podsByHostname]) table.clear();
     for (const source of this.sources()) {
       for (const svc of source.services.list()) this.putService(svc, false);
       for (const slice of source.slices.list()) this.putSlice(slice, false);

@@ -23,8 +23,9 @@ export interface LoadedKubeConfig {
 /**
  * Loads the kubeconfig the way kubectl does (--kubeconfig, else $KUBECONFIG, else ~/.kube/config)
  * through client-node, so every auth method it knows (tokens, client certs, exec plugins,
- * proxy-url) works unchanged; OIDC auth-provider refresh is ours (oidc.ts). Fails with a one-line StartupError instead of falling back to
- * client-node's silent "localhost:8080" default.
+ * proxy-url) works unchanged; where client-node falls short of kubectl we fill in (OIDC refresh,
+ * tokenFile, exec info, impersonation groups). Fails with a one-line StartupError instead of
+ * falling back to client-node's silent "localhost:8080" default.
  */
 export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; namespace?: string }): LoadedKubeConfig {
   const kc = new KubeConfig();
@@ -61,17 +62,14 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   if (!kc.getCurrentUser()) throw new StartupError(`context "${context}" names user "${ctx.user}", which the kubeconfig does not define`);
   const namespace = opts.namespace || ctx.namespace || 'default';
   addExecInfo(kc);
-  const user = kc.getCurrentUser()!;
-  if (user.authProvider?.name === 'oidc' && user.authProvider.config) {
-    const raw = findRawUser(kubeconfigFiles(opts.kubeconfig), ctx.user);
-    const oidc = withTokenSource(kc, new OidcTokenSource(user.authProvider.config as Record<string, string>));
-    const impersonation = impersonationOf(raw?.user);
-    return { kc: withImpersonation(oidc, impersonation), context, namespace, server: cluster.server, impersonation };
-  }
+  // What client-node drops from the user entry (tokenFile, as-groups, …) we read from the file.
   const raw = findRawUser(kubeconfigFiles(opts.kubeconfig), ctx.user);
-  const tokenFile = tokenFileOf(raw);
-  const credentialed = tokenFile ? withTokenSource(kc, new TokenFileSource(tokenFile)) : kc;
   const impersonation = impersonationOf(raw?.user);
+  const provider = kc.getCurrentUser()!.authProvider;
+  const oidc = provider?.name === 'oidc' && provider.config ? new OidcTokenSource(provider.config as Record<string, string>) : undefined;
+  const tokenFile = oidc ? undefined : tokenFileOf(raw);
+  const source = oidc ?? (tokenFile ? new TokenFileSource(tokenFile) : undefined);
+  const credentialed = source ? withTokenSource(kc, source) : kc;
   return { kc: withImpersonation(credentialed, impersonation), context, namespace, server: cluster.server, tokenFile, impersonation };
 }
 

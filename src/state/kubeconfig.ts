@@ -1,8 +1,8 @@
 // The transient kubeconfig a managed daemon runs from: the chosen context only, flattened so it
 // stands alone (CA, client certificate and key files embedded as *-data; a tokenFile kept as an
 // absolute path, since its token rotates), written 0600 into the proxy's 0700 directory. Exec
-// plugins and auth-provider blocks are kept as they are: they run (and refresh) in the daemon exactly as in
-// the foreground proxy. client-node spawns an exec command relative to the working directory,
+// plugins and auth-provider blocks are kept as they are: they run (and refresh) in the daemon
+// exactly as in the foreground proxy. client-node spawns an exec command relative to the working directory,
 // so the daemon keeps the directory `connect` ran in (see managed/connect.ts).
 import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';

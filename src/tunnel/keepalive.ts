@@ -1,7 +1,7 @@
 // Keepalive for long-lived tunnels (per-stream WebSockets and SPDY tunnels). An idle port-forward
-// carries no bytes, so a NAT or load balancer on the way may forget it, and a peer that vanished without a FIN or RST (host
-// gone, state dropped) is never noticed by TCP until we send — an idle stream would then hang
-// forever. Pings keep the path warm and prove the peer is still there.
+// carries no bytes, so a NAT or load balancer on the way may forget it, and a peer that vanished
+// without a FIN or RST (host gone, state dropped) is never noticed by TCP until we send — an idle
+// stream would then hang forever. Pings keep the path warm and prove the peer is still there.
 import WebSocket from 'ws';
 
 export interface KeepaliveOptions {
@@ -10,6 +10,9 @@ export interface KeepaliveOptions {
   /** After a ping, the peer must send something (pong or data) within this time. */
   timeoutMs: number;
 }
+
+/** Keepalive when the owner gives none (tests, tools); the proxy passes --keepalive values. */
+export const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 30_000, timeoutMs: 15_000 };
 
 const noop = (): void => {};
 

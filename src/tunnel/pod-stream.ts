@@ -58,7 +58,7 @@ interface Opening {
 /** One TCP stream to a pod port, as a Duplex; subclasses move the bytes. */
 export abstract class PodStream extends Duplex {
   /** Some payload came from the pod: error text is a break from now on, never a failed dial. */
-  protected podSpoke = false;
+  private podSpoke = false;
   private errorText = '';
   private opening?: Opening;
 

@@ -15,8 +15,7 @@ import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyPortForwardStream } from './spdy/pf-stream.js';
-import type { KeepaliveOptions } from './keepalive.js';
-import { DEFAULT_KEEPALIVE } from './websocket-v4.js';
+import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.js';
 import { abortable } from '../core/abort.js';
 
 export interface SpdyTransportOptions {

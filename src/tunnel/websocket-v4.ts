@@ -9,7 +9,7 @@ import type { Logger } from '../core/log.js';
 import { HostUnreachableError, NotAllowedError, UpstreamApiError, type ProxyError } from '../core/errors.js';
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
-import { pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
+import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
 import { PodStream, where } from './pod-stream.js';
 import { webSocketOptions } from './ws-options.js';
 
@@ -20,8 +20,6 @@ const ERROR = 1;
 const WS_HIGH_WATER = 1 << 20;
 /** After the client's FIN, close once the pod has been silent this long (mirrors the runtimes' ~1 s). */
 const HALF_CLOSE_LINGER_MS = 1_000;
-/** Keepalive when the owner gives none (tests, tools); the proxy passes --keepalive values. */
-export const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 30_000, timeoutMs: 15_000 };
 
 export class WebSocketV4Transport implements Transport {
   readonly name = 'websocket';

@@ -60,7 +60,9 @@ test('healthy watches end at timeoutSeconds and resume without a deadline cut', 
   const inf = servicesInformer({ watchTimeoutSeconds: 1, graceMs: 1_500, headersTimeoutMs: 5_000 });
   await inf.start();
   try {
+    cluster.sim.resetCounters();
     await new Promise((r) => setTimeout(r, 4_500));
+    assert.ok(cluster.sim.counters.watch >= 2, `the watch was renewed at its timeoutSeconds: ${cluster.sim.counters.watch} watch requests`);
     await cluster.sim.createService({ namespace: 'shop', name: 'after-rewatches', selector: { app: 'x' }, ports: [{ port: 80 }] });
     await eventually(async () => has(inf, 'after-rewatches'), 5_000, 20);
     assert.equal(cuts(), before, 'no watch was taken for dead');

@@ -1,0 +1,33 @@
+// Measurements shared by the bench's tables (run.ts, latency.ts).
+import type { Duplex } from 'node:stream';
+import type { Opener } from './multiplex.js';
+
+/** Connect, send one byte, wait for its echo: the time a client waits for its first byte (after 5 warm-ups). */
+export async function firstByteLatency(open: Opener, rounds: number): Promise<{ p50: number; p99: number }> {
+  for (let i = 0; i < 5; i++) await roundTrip(await open(), Buffer.from('w'), true);
+  const times: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const started = process.hrtime.bigint();
+    await roundTrip(await open(), Buffer.from('x'), true);
+    times.push(Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: times[Math.floor(rounds * 0.5)], p99: times[Math.min(rounds - 1, Math.floor(rounds * 0.99))] };
+}
+
+export function roundTrip(stream: Duplex, payload: Buffer, destroy = false): Promise<boolean> {
+  return new Promise((resolve) => {
+    let got = Buffer.alloc(0);
+    const onData = (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      if (got.length >= payload.length) {
+        stream.off('data', onData);
+        if (destroy) stream.destroy();
+        resolve(got.equals(payload));
+      }
+    };
+    stream.on('data', onData);
+    stream.once('error', () => resolve(false));
+    stream.write(payload);
+  });
+}
