@@ -85,6 +85,9 @@ export class ClusterIndex {
   private readonly podsByIp = new MultiMap<V1Pod>();
   private readonly podsByHostname = new MultiMap<V1Pod>();
 
+  /** Told when a pod instance leaves the cache (deleted, stopped running, or replaced under its name). */
+  onPodGone?: (namespace: string, name: string, uid: string | undefined) => void;
+
   constructor(private readonly sources: () => ObjectSource[]) {}
 
   invalidate(): void {
@@ -93,11 +96,22 @@ export class ClusterIndex {
 
   /** One watch event; tables not built yet pick it up from the informers when they are. */
   apply(kind: IndexedKind, event: WatchEvent, obj: V1Service | V1EndpointSlice | V1Pod): void {
+    if (kind === 'pods') this.notePodGone(event, obj as V1Pod);
     if (!this.built) return;
     const remove = event === 'delete';
     if (kind === 'services') this.putService(obj as V1Service, remove);
     else if (kind === 'slices') this.putSlice(obj as V1EndpointSlice, remove);
     else this.putPod(obj as V1Pod, remove);
+  }
+
+  private notePodGone(event: WatchEvent, pod: V1Pod): void {
+    if (!this.onPodGone) return;
+    const namespace = pod.metadata?.namespace ?? '';
+    const name = pod.metadata?.name ?? '';
+    if (event === 'delete') return this.onPodGone(namespace, name, pod.metadata?.uid);
+    // A relist can show the new instance without the old one's DELETED.
+    const before = this.built ? this.pods.get(key(namespace, name)) : undefined;
+    if (before && before.metadata?.uid !== pod.metadata?.uid) this.onPodGone(namespace, name, before.metadata?.uid);
   }
 
   service(namespace: string, name: string): V1Service | undefined {

@@ -26,6 +26,16 @@ export interface OpenedStream {
   stream: Duplex;
   /** Short description of where it really went (e.g. "shop/web-7d9f-abc:8080"), for logs. */
   via: string;
+  /** The --max-streams slot this stream holds, when a limiter gave it (proxy/limits.ts). */
+  slot?: StreamSlot;
+}
+
+/** A place under the stream cap: given back when the client is done with the stream. */
+export interface StreamSlot {
+  /** The client no longer holds this stream (idempotent). */
+  release(): void;
+  /** A client holds it again (a pooled upstream stream reused); never refused. */
+  retake(): void;
 }
 
 /**

@@ -7,7 +7,7 @@ import { pipeline, type Duplex } from 'node:stream';
 import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core/errors.js';
 import { destinationFor, formatHostPort } from '../core/address.js';
 import type { Logger } from '../core/log.js';
-import type { Destination, StreamOpener } from '../core/types.js';
+import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from '../proxy/stats.js';
 import type { ListenerContext } from './listener.js';
 
@@ -37,6 +37,7 @@ export function endToEndHeaders(rawHeaders: readonly string[], drop: readonly st
 
 const noop = (): void => {};
 const vias = new WeakMap<Duplex, string>();
+const slots = new WeakMap<Duplex, StreamSlot>();
 
 /**
  * A keep-alive agent whose "connections" are streams from the opener. Idle tunnels are closed
@@ -54,9 +55,10 @@ export class TunnelAgent extends http.Agent {
     const meta = (options as Record<string, unknown>)[META] as OpenMeta;
     const cb = callback ?? noop;
     this.opener.open({ destination: meta.destination, frontEnd: 'http-forward', client: meta.client, signal: meta.signal }).then(
-      ({ stream, via }) => {
+      ({ stream, via, slot }) => {
         adaptStream(stream, this.log);
         vias.set(stream, via);
+        if (slot) slots.set(stream, slot);
         cb(null, stream);
       },
       (err: unknown) => cb(err instanceof Error ? err : new Error(errorMessage(err)), undefined as unknown as Duplex),
@@ -73,12 +75,15 @@ export class TunnelAgent extends http.Agent {
     const timer = setTimeout(() => socket.destroy(), idle);
     timer.unref();
     this.idleTimers.set(socket, timer);
+    // Idle in the pool, no client holds it: it must not count against --max-streams.
+    slots.get(socket)?.release();
     return true;
   }
 
   override reuseSocket(socket: Duplex, request: ClientRequest): void {
     clearTimeout(this.idleTimers.get(socket));
     this.idleTimers.delete(socket);
+    slots.get(socket)?.retake();
     super.reuseSocket(socket, request);
   }
 }

@@ -14,11 +14,18 @@ export interface RelayResult {
 const noop = (): void => {};
 
 /**
+ * After the client's FIN the upstream side may still send (a half-closed request waiting for its
+ * answer), but once it has been silent this long the stream is reset: tear-down is bounded by us,
+ * not by the far end (containerd waits ~1 s itself; a stuck peer would wait forever).
+ */
+export const TEARDOWN_GRACE_MS = 2000;
+
+/**
  * Moves bytes both ways until both directions are finished or one side fails. `head` (bytes
  * the client sent before the tunnel was open) is written upstream before anything else.
  * Never rejects; resolves exactly once; both streams are destroyed when it resolves.
  */
-export function relay(client: net.Socket, upstream: Duplex, head?: Buffer): Promise<RelayResult> {
+export function relay(client: net.Socket, upstream: Duplex, head?: Buffer, teardownGraceMs = TEARDOWN_GRACE_MS): Promise<RelayResult> {
   return new Promise((resolve) => {
     let bytesFromClient = 0;
     let bytesToClient = 0;
@@ -30,9 +37,11 @@ export function relay(client: net.Socket, upstream: Duplex, head?: Buffer): Prom
       client.destroy();
       upstream.destroy();
     };
+    let teardown: NodeJS.Timeout | undefined;
     const settle = (err?: Error | null): void => {
       if (err) fail(err);
       if (--pending > 0) return;
+      clearTimeout(teardown);
       // Both directions are done; release whatever the streams still hold (autoDestroy may be off).
       client.destroy();
       upstream.destroy();
@@ -49,6 +58,23 @@ export function relay(client: net.Socket, upstream: Duplex, head?: Buffer): Prom
     }
     pump(client, upstream, (n) => (bytesFromClient += n), fail);
     pump(upstream, client, (n) => (bytesToClient += n), fail);
+
+    // The client's FIN starts the tear-down clock; each upstream byte restarts it.
+    const quiet = (): void => {
+      clearTimeout(teardown);
+      teardown = setTimeout(() => upstream.destroy(), teardownGraceMs);
+      teardown.unref();
+    };
+    const onUpstreamData = (): void => {
+      if (teardown) quiet();
+    };
+    const onClientEnd = (): void => {
+      if (!upstream.readableEnded) quiet();
+      upstream.on('data', onUpstreamData);
+    };
+    if (client.readableEnded) onClientEnd();
+    else client.once('end', onClientEnd);
+    upstream.once('end', () => clearTimeout(teardown));
 
     // finished() waits for both 'end' and 'finish' on a Duplex and reports premature closes.
     finished(client, settle);

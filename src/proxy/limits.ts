@@ -1,9 +1,17 @@
-// The cap on concurrent streams (--max-streams). Every stream holds a client socket, a WebSocket
-// to the API server and buffers; without a cap a burst of clients (or a runaway script) exhausts
-// file descriptors or memory and takes every other stream down with the process. Past the cap
-// a new connection is refused at once with OverloadedError (SOCKS 0x01, HTTP 503), which the
-// listeners report and StreamStats logs and counts like any other failure.
-import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
+// The cap on concurrent streams (--max-streams). Every stream holds a client socket, buffers and
+// a tunnel stream; without a cap a burst of clients (or a runaway script) exhausts file
+// descriptors or memory and takes every other stream down with the process. Past the cap a new
+// connection is refused at once with OverloadedError (SOCKS 0x01, HTTP 503), which the listeners
+// report and StreamStats logs and counts like any other failure.
+//
+// The cap counts what clients hold, never our own tear-down: a stream stops counting once its
+// client has finished sending (the relay ends the upstream side on the client's FIN: 'finish'),
+// or when it closes, whichever comes first. What is left after the client's FIN — the pod's last
+// bytes, the kubelet's ~1 s close grace, the RST that bounds it — is the proxy's business and
+// bounded on its own (listeners/relay.ts), so a churning client is never refused under the cap.
+// A pooled HTTP upstream stream idle between requests holds no slot either (slot.release() when
+// it goes back to the pool, slot.retake() when a request reuses it).
+import type { OpenRequest, OpenedStream, StreamOpener, StreamSlot } from '../core/types.js';
 import { OverloadedError } from '../core/errors.js';
 
 export class StreamLimiter implements StreamOpener {
@@ -15,7 +23,7 @@ export class StreamLimiter implements StreamOpener {
     readonly maxStreams: number,
   ) {}
 
-  /** Streams holding a slot: open, or still opening. */
+  /** Streams holding a slot: open (their client still sending), or still opening. */
   get inUse(): number {
     return this.active;
   }
@@ -33,9 +41,35 @@ export class StreamLimiter implements StreamOpener {
       this.active--;
       throw err;
     }
+    const slot = this.slotFor();
     const { stream } = opened;
-    if (stream.destroyed) this.active--;
-    else stream.once('close', () => this.active--);
-    return opened;
+    if (stream.destroyed || stream.writableFinished) slot.release();
+    else {
+      stream.once('finish', slot.release);
+      stream.once('close', () => slot.close());
+    }
+    return { ...opened, slot };
+  }
+
+  private slotFor(): StreamSlot & { close(): void } {
+    let held = true;
+    let closed = false;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      this.active--;
+    };
+    return {
+      release,
+      retake: () => {
+        if (held || closed) return;
+        held = true;
+        this.active++;
+      },
+      close: () => {
+        closed = true;
+        release();
+      },
+    };
   }
 }

@@ -46,6 +46,8 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   const websocket = new WebSocketV4Transport(api, log, keepalive);
   const spdy = new SpdyTransport(api, log, { keepalive, connectTimeoutMs: options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs });
   const transport = new NegotiatingTransport(options.transport ?? DEFAULTS.transport, spdy, websocket, log, kube.context);
+  // Tunnels belong to pod instances: one the cache sees go is closed, not left to fail streams.
+  cache.lookup.onPodGone = (namespace, pod, uid) => transport.podGone({ namespace, pod, uid });
   const resolver = new Resolver(cache, options.clusterDomain);
   const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: options.connectTimeoutMs });
   // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.

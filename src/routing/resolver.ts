@@ -125,7 +125,9 @@ export class Resolver {
         const pod = this.cache.lookup.pod(ref.namespace ?? namespace, ref.name);
         const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
         if (podPort === undefined) continue;
-        candidates.push({ namespace: ref.namespace ?? namespace, pod: ref.name, port: podPort });
+        // The endpoint controller's targetRef names the pod instance it vouched ready.
+        const uid = ref.uid ?? pod?.metadata?.uid;
+        candidates.push({ namespace: ref.namespace ?? namespace, pod: ref.name, port: podPort, ...(uid ? { uid } : {}) });
       }
     }
     if (candidates.length === 0) {
@@ -151,7 +153,8 @@ export class Resolver {
 function podPlan(pod: V1Pod, port: number): Plan {
   const namespace = pod.metadata?.namespace ?? 'default';
   const name = pod.metadata?.name ?? '';
-  return { label: `pod ${namespace}/${name}:${port}`, candidates: [{ namespace, pod: name, port }] };
+  const uid = pod.metadata?.uid;
+  return { label: `pod ${namespace}/${name}:${port}`, candidates: [{ namespace, pod: name, port, ...(uid ? { uid } : {}) }] };
 }
 
 /** targetPort when the slice carries no port: a number, or a name looked up in the pod's containers. */

@@ -37,6 +37,9 @@ export class RetryBeforeFirstByte extends Duplex {
     private readonly maxReplay = MAX_REPLAY_BYTES,
   ) {
     super({ allowHalfOpen: true });
+    // Handed through the router and a listener before the relay listens: an early failure must
+    // not become an uncaught 'error' in between (the relay's listeners still hear it).
+    this.on('error', noop);
     this.attach(first);
   }
 

@@ -12,7 +12,7 @@
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { ProxyError } from '../core/errors.js';
-import type { OpenOptions, PodPort, Transport } from './transport.js';
+import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { TunnelRefusal } from './spdy/tunnel.js';
 import type { PodTransportStats, SpdyTransport } from './spdy-transport.js';
 
@@ -61,6 +61,11 @@ export class NegotiatingTransport implements Transport {
 
   async close(): Promise<void> {
     await Promise.all([this.spdy.close(), this.v4.close()]);
+  }
+
+  podGone(pod: PodRef): void {
+    this.spdy.podGone(pod);
+    this.v4.podGone?.(pod);
   }
 
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {

@@ -10,15 +10,23 @@
 //    failure still shows before the pod has sent a byte, the stream fails with a *retryable* error
 //    and ClusterRoute replays the client's bytes to another endpoint (routing/retry-stream.ts);
 //  - error text after the pod has spoken is a broken connection: what the pod sent is delivered,
-//    then the stream ends.
+//    then the stream ends. Error text before the pod's first byte — a refused dial, a sandbox
+//    that is gone, a timeout, wordings we do not know — means the dial never completed: the
+//    stream fails *retryable* and moves to another endpoint; only text that proves the pod had
+//    accepted ("reset by peer") ends it where it is.
+// A PodStream never lets an 'error' go unheard: it is created, failed and handed over within one
+// burst of frames, before anyone can listen (a noop listener stays; real listeners still hear it).
 import { Duplex, type DuplexOptions } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { ConnectTimeoutError, ConnectionRefusedError, type ProxyError } from '../core/errors.js';
+import { ConnectTimeoutError, ConnectionRefusedError, HostUnreachableError, type ProxyError } from '../core/errors.js';
 import type { OpenOptions, PodPort } from './transport.js';
 
 export const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
 
-/** The kubelet's error text, with the JSON {message, closeConnection} of newer kubelets unwrapped. */
+/**
+ * The kubelet's error text, with the JSON `{closeConnection, message}` of kubelets after the 1.36
+ * line unwrapped (both forms map to the same replies).
+ */
 export function errorStreamMessage(text: string): string {
   const t = text.trim();
   if (t.startsWith('{')) {
@@ -32,22 +40,31 @@ export function errorStreamMessage(text: string): string {
   return t;
 }
 
-/** Error text from a failed dial into the pod → the reply it maps to (always retryable elsewhere). */
+/** containerd's answer on a session whose pod sandbox is gone (the pod was deleted under it). */
+export function isSandboxGone(text: string): boolean {
+  return /failed to find sandbox .* not found|sandbox .* (?:not found|does not exist)/i.test(errorStreamMessage(text));
+}
+
+/** Error text before the pod answered → the reply it maps to (always retryable elsewhere). */
 export function dialError(target: PodPort, text: string): ProxyError {
   const message = errorStreamMessage(text);
   const msg = `pod ${where(target)}: ${message.slice(0, 500)}`;
+  if (isSandboxGone(message)) return new HostUnreachableError(msg, { retryable: true });
   if (/timed? ?out/i.test(message)) return new ConnectTimeoutError(msg, { retryable: true });
   return new ConnectionRefusedError(msg, { retryable: true });
 }
 
 /**
- * Whether error text says the kubelet's dial into the pod failed (containerd, CRI-O, socat
- * wordings), as opposed to a connection that was up and then broke ("reset by peer").
+ * Whether error text proves the pod had accepted the connection, which then broke ("reset by
+ * peer", "broken pipe"): the client's bytes may have reached the pod, so the stream must not be
+ * replayed elsewhere. Any other wording (refused, timed out, sandbox gone, text we do not know)
+ * means the dial never completed.
  */
-export function isDialFailure(text: string): boolean {
-  const message = errorStreamMessage(text);
-  return /failed to connect|dial tcp|connection refused|unable to do port forwarding/i.test(message) && !/reset by peer|broken pipe/i.test(message);
+export function connectionWasUp(text: string): boolean {
+  return /reset by peer|broken pipe/i.test(errorStreamMessage(text));
 }
+
+const noop = (): void => {};
 
 interface Opening {
   fail(err: ProxyError): void;
@@ -68,6 +85,7 @@ export abstract class PodStream extends Duplex {
     options: DuplexOptions,
   ) {
     super({ ...options, allowHalfOpen: true });
+    this.on('error', noop);
   }
 
   /** Whether connected() is still deciding. */
@@ -131,14 +149,20 @@ export abstract class PodStream extends Duplex {
     this.opening?.spoke();
   }
 
+  /** Whether the pod has sent payload (error text is a break from then on, not a failed dial). */
+  protected get podHasSpoken(): boolean {
+    return this.podSpoke;
+  }
+
   /** Text on the error channel/stream (it may come in pieces). */
   protected errorFromKubelet(text: string): void {
     this.errorText += text;
+    if (this.errorText.length > 4096) this.errorText = this.errorText.slice(0, 4096);
     if (this.opening) return this.opening.fail(dialError(this.target, this.errorText));
     if (this.destroyed) return;
-    if (!this.podSpoke && isDialFailure(this.errorText)) {
-      // Called connected without waiting (the port accepted lately), yet the dial failed: no byte
-      // reached the pod, so the route may still move this stream elsewhere.
+    if (!this.podSpoke && !connectionWasUp(this.errorText)) {
+      // Called connected without waiting (the port accepted lately), yet the kubelet reports a
+      // failure before the pod said anything: the route may still move this stream elsewhere.
       this.destroy(dialError(this.target, this.errorText));
       return;
     }

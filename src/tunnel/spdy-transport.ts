@@ -7,12 +7,16 @@
 //    This bounds head-of-line blocking: without SPDY flow control, a reader that falls far behind
 //    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read).
 //  - A broken tunnel fails only its own streams; the next stream opens a new tunnel.
+//  - Tunnels belong to a pod instance (namespace/name and UID): a pod deleted and created again
+//    under its name (StatefulSets) gets a new tunnel. The old one is closed (GOAWAY) when the cache
+//    sees the instance go (podGone), and retired at once when the kubelet says its sandbox is gone
+//    (a session outlives its pod and answers "failed to find sandbox … not found").
 //  - close() sends GOAWAY on every tunnel and closes it.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { ConnectTimeoutError, HostUnreachableError, NotAllowedError, UpstreamApiError, type ProxyError } from '../core/errors.js';
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
-import type { OpenOptions, PodPort, Transport } from './transport.js';
+import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyPortForwardStream } from './spdy/pf-stream.js';
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.js';
@@ -39,6 +43,11 @@ export interface PodTransportStats {
 }
 
 class TunnelEntry {
+  constructor(
+    /** namespace/name */
+    readonly key: string,
+    readonly uid: string | undefined,
+  ) {}
   tunnel?: PodTunnel;
   ready!: Promise<PodTunnel>;
   streams = 0;
@@ -98,10 +107,25 @@ export class SpdyTransport implements Transport {
       release();
       throw this.connectError(target, err, options.signal);
     }
-    return new SpdyPortForwardStream(tunnel, target, this.log, release).open(options);
+    const retire = () => this.retire(entry, 'the kubelet says the pod sandbox is gone');
+    return new SpdyPortForwardStream(tunnel, target, this.log, { release, retire }).open(options);
   }
 
-  private key(t: PodPort): string {
+  /** The cache saw this pod instance go: its tunnels close now (GOAWAY); new streams open new ones. */
+  podGone(pod: PodRef): void {
+    const list = this.pods.get(this.key(pod));
+    if (!list) return;
+    for (const e of [...list]) if (pod.uid === undefined || e.uid === undefined || e.uid === pod.uid) this.retire(e, 'the pod is gone');
+  }
+
+  /** No new streams on this tunnel; it closes now (its streams would only fail on a gone pod). */
+  private retire(entry: TunnelEntry, why: string): void {
+    if (entry.dead) return;
+    this.log.info({ pod: entry.key, uid: entry.uid, why }, 'closing the pod tunnel');
+    this.shutdown(entry);
+  }
+
+  private key(t: PodRef): string {
     return `${t.namespace}/${t.pod}`;
   }
 
@@ -109,7 +133,7 @@ export class SpdyTransport implements Transport {
     const key = this.key(target);
     const list = this.pods.get(key) ?? [];
     this.pods.set(key, list);
-    let entry = list.find((e) => !e.dead && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel);
+    let entry = list.find((e) => !e.dead && e.uid === target.uid && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel);
     if (!entry) {
       entry = this.connect(target, key);
       list.push(entry);
@@ -130,7 +154,7 @@ export class SpdyTransport implements Transport {
   }
 
   private connect(target: PodPort, key: string): TunnelEntry {
-    const entry = new TunnelEntry();
+    const entry = new TunnelEntry(key, target.uid);
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward`;
     entry.ready = (async () => {
       const conn = await this.api.requestOptions();

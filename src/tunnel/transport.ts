@@ -1,9 +1,15 @@
 import type { Duplex } from 'node:stream';
 
-/** One TCP port of one pod: what a transport connects to. */
-export interface PodPort {
+/** One pod instance. A name comes back after a delete (StatefulSets); the UID never does. */
+export interface PodRef {
   namespace: string;
   pod: string;
+  /** metadata.uid when known: tunnels belong to a pod instance, not to its name. */
+  uid?: string;
+}
+
+/** One TCP port of one pod: what a transport connects to. */
+export interface PodPort extends PodRef {
   port: number;
 }
 
@@ -31,5 +37,7 @@ export interface Transport {
   open(target: PodPort, options: OpenOptions): Promise<Duplex>;
   /** Tunnels currently open, for status output. */
   openTunnels(): number;
+  /** The pod instance was deleted (or stopped running): tunnels to it close. */
+  podGone?(pod: PodRef): void;
   close(): Promise<void>;
 }

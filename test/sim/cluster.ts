@@ -10,8 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { SimPki, type KeyAndCert } from './pki.js';
 import { Store, RESOURCES, type KObject } from './store.js';
 import { ApiServer, emptyCounters, type Identity, type SimCounters } from './apiserver.js';
-import { KubeletPortForward, type KubeletDeps } from './kubelet-portforward.js';
-import { KubeletSpdyPortForward } from './kubelet-spdy.js';
+import { KubeletPortForward, type KubeletDeps, type KubeletErrorFormat } from './kubelet-portforward.js';
+import { KubeletSpdyPortForward, type SpdyFailureFrames } from './kubelet-spdy.js';
 import type { Headers } from '../../src/tunnel/spdy/framer.js';
 import { EndpointsController, MANAGED_BY_LABEL, SERVICE_NAME_LABEL, randomSuffix } from './controllers.js';
 import { PodBackends, type BackendKind } from './backends.js';
@@ -40,6 +40,12 @@ export interface SimOptions {
   spdyTunnel?: boolean;
   /** Extension: the kubelet's stream creation timeout for unpaired SPDY streams. Default 30000. */
   streamCreationTimeoutMs?: number;
+  /**
+   * Extension: end a pod's SPDY sessions when it is deleted. A real kubelet does not: the
+   * session stays bound to the gone sandbox and answers new streams "failed to find sandbox".
+   * Default false.
+   */
+  closeSpdySessionsWithPod?: boolean;
 }
 
 export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
@@ -109,6 +115,9 @@ export class SimCluster {
   private readonly kubelet: KubeletPortForward;
   private readonly spdyKubelet: KubeletSpdyPortForward;
   private spdyReplyHeaders: Headers = {};
+  private spdyFailureFrames: SpdyFailureFrames = 'containerd';
+  private kubeletErrorFormat: KubeletErrorFormat = 'text';
+  private readonly closeSpdySessionsWithPod: boolean;
   private readonly controller: EndpointsController;
   private readonly tokens = new Map<string, Identity>();
   private readonly pods = new Map<string, PodRuntime>();
@@ -150,9 +159,12 @@ export class SimCluster {
       },
       closeGraceMs: () => this.closeGraceMs,
       notFound: (name) => notFound(RESOURCES.pods, name),
+      sandboxAlive: (sandboxId) => [...this.pods.values()].some((rt) => rt.sandboxId === sandboxId),
+      errorFormat: () => this.kubeletErrorFormat,
     };
     this.kubelet = new KubeletPortForward(kubeletDeps);
-    this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders });
+    this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders, failureFrames: () => this.spdyFailureFrames });
+    this.closeSpdySessionsWithPod = opts.closeSpdySessionsWithPod ?? false;
     this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
     const serving = this.pki.servingCert(this.host);
     this.api = new ApiServer({
@@ -215,6 +227,21 @@ export class SimCluster {
   /** Extension: SPDY port-forward sessions (tunnelled or plain) currently open. */
   get openSpdySessions(): number {
     return this.spdyKubelet.openSessions;
+  }
+
+  /** Extension: SPDY stream pairs open (or waiting for their partner) in all sessions. */
+  get openSpdyStreamPairs(): number {
+    return this.spdyKubelet.openPairs;
+  }
+
+  /** Extension: the frames a failed SPDY stream pair ends with (kubelet-spdy.ts SpdyFailureFrames). */
+  setSpdyFailureFrames(frames: SpdyFailureFrames): void {
+    this.spdyFailureFrames = frames;
+  }
+
+  /** Extension: plain-text errors (default) or newer kubelets' JSON `{closeConnection, message}`, on both protocols. */
+  setKubeletErrorFormat(format: KubeletErrorFormat): void {
+    this.kubeletErrorFormat = format;
   }
 
   /** Extension: GOAWAY frames the simulated kubelet received from SPDY clients. */
@@ -345,7 +372,7 @@ export class SimCluster {
     const rt = this.pods.get(key);
     this.pods.delete(key);
     this.kubelet.closePod(namespace, name);
-    this.spdyKubelet.closePod(namespace, name);
+    if (this.closeSpdySessionsWithPod) this.spdyKubelet.closePod(namespace, name);
     await rt?.backends?.stop();
     this.store.remove('pods', namespace, name);
     this.controller.syncNamespace(namespace);
@@ -356,7 +383,7 @@ export class SimCluster {
     if (this.terminatingMs <= 0) return this.removePodNow(namespace, name);
     const rt = this.pods.get(`${namespace}/${name}`);
     this.kubelet.closePod(namespace, name);
-    this.spdyKubelet.closePod(namespace, name);
+    if (this.closeSpdySessionsWithPod) this.spdyKubelet.closePod(namespace, name);
     await rt?.backends?.stop();
     if (rt) rt.running = false;
     this.store.update('pods', namespace, name, (o: any) => {

@@ -45,6 +45,25 @@ export interface KubeletDeps {
   dialTarget(namespace: string, name: string, port: number): DialTarget | 'refused';
   closeGraceMs(): number;
   notFound(name: string): ApiError;
+  /** Whether the runtime still has this sandbox (a session can outlive its pod). */
+  sandboxAlive(sandboxId: string): boolean;
+  /** How the error channel/stream carries a failure: plain text, or newer kubelets' JSON. */
+  errorFormat(): KubeletErrorFormat;
+}
+
+/**
+ * Plain text (every kubelet up to the 1.36 line), or the JSON object `{closeConnection, message}`
+ * newer kubelets write on the port-forward error stream.
+ */
+export type KubeletErrorFormat = 'text' | 'json';
+
+export function encodeKubeletError(format: KubeletErrorFormat, message: string): Buffer {
+  return Buffer.from(format === 'json' ? JSON.stringify({ closeConnection: true, message }) : message);
+}
+
+/** containerd's answer when the session's sandbox is gone (pod deleted under a live session). */
+export function sandboxGone(sandboxId: string): string {
+  return `failed to find sandbox "${sandboxId}" in store: not found`;
 }
 
 export function writeRawResponse(socket: Duplex, code: number, body: string, contentType?: string): void {
@@ -150,6 +169,11 @@ class Session {
   }
 
   private dial(p: Pair): void {
+    if (!this.deps.sandboxAlive(this.pod.sandboxId)) {
+      const text = `error forwarding port ${p.port} to pod ${this.pod.sandboxId}, uid : ${sandboxGone(this.pod.sandboxId)}`;
+      setImmediate(() => this.finish(p, text));
+      return;
+    }
     const target = this.deps.dialTarget(this.pod.namespace, this.pod.name, p.port);
     if (target === 'refused') {
       const refused = { code: 'ECONNREFUSED', message: 'connection refused' } as NodeJS.ErrnoException;
@@ -236,7 +260,7 @@ class Session {
     if (p.done) return;
     p.done = true;
     if (p.graceTimer) clearTimeout(p.graceTimer);
-    if (errorText) this.send(2 * p.index + 1, Buffer.from(errorText));
+    if (errorText) this.send(2 * p.index + 1, encodeKubeletError(this.deps.errorFormat(), errorText));
     p.socket?.destroy();
     if (this.fullBackends.delete(p) && this.fullBackends.size === 0) this.ws.resume();
     if (this.pairs.every((x) => x.done)) this.ws.close(1000);

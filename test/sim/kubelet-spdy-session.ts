@@ -5,12 +5,14 @@
 // unpaired request gets "timed out waiting for streams" after the stream creation timeout (30 s).
 // The runtime (containerd internal/cri/server/sandbox_portforward_linux.go) copies both ways; once
 // one direction ends it waits at most closeGraceMs for the other, then closes: FIN on both streams.
-// A failed dial or a reset pod connection: the error text on the error stream, then RST on both.
+// A failed dial or a reset pod connection, in the frame order deps.failureFrames() picks (see
+// SpdyFailureFrames); a session whose sandbox is gone (pod deleted under it) answers every new
+// pair with containerd's "failed to find sandbox … in store: not found".
 // Backpressure as spdystream's blocking data channel: a pod that does not read stalls the session.
 import net from 'node:net';
 import { SpdySession, type SpdyStream } from '../../src/tunnel/spdy/session.js';
 import { RstStatus } from '../../src/tunnel/spdy/framer.js';
-import { goDialError, type PodRuntimeView } from './kubelet-portforward.js';
+import { encodeKubeletError, goDialError, sandboxGone, type PodRuntimeView } from './kubelet-portforward.js';
 import type { SpdyKubeletDeps } from './kubelet-spdy.js';
 import type { ServerWire } from './spdy-wire.js';
 
@@ -106,6 +108,9 @@ export class PodSession {
   }
 
   private dial(p: Pair): void {
+    if (!this.deps.sandboxAlive(this.pod.sandboxId)) {
+      return void setImmediate(() => this.finish(p, `error forwarding port ${p.port} to pod ${this.pod.sandboxId}, uid : ${sandboxGone(this.pod.sandboxId)}`));
+    }
     const target = this.deps.dialTarget(this.pod.namespace, this.pod.name, p.port);
     const failDial = (err: NodeJS.ErrnoException) => {
       const v4 = goDialError(err, 'tcp4', `127.0.0.1:${p.port}`);
@@ -185,20 +190,51 @@ export class PodSession {
     else p.graceTimer = setTimeout(end, grace);
   }
 
-  /** The pair is over: FIN both streams on success; error text then RST both on failure. */
+  /** The pair is over: FIN both streams on success; on failure the frames deps.failureFrames() picks. */
   finish(p: Pair, failure?: string): void {
     if (p.done) return;
     p.done = true;
     this.active.delete(p);
     this.dropPod(p);
-    if (failure) {
-      p.error?.write(Buffer.from(failure));
-      p.data?.reset(RstStatus.CANCEL);
-      p.error?.reset(RstStatus.CANCEL);
-    } else {
+    if (!failure) {
       p.data?.end();
       p.error?.end();
+      return;
     }
+    const text = encodeKubeletError(this.deps.errorFormat(), failure);
+    switch (this.deps.failureFrames()) {
+      case 'containerd':
+        // The runtime closes the data stream it was handed, the kubelet writes the error, and the
+        // error stream is reset as the pair is torn down.
+        p.data?.end();
+        p.error?.write(text);
+        p.error?.reset(RstStatus.CANCEL);
+        break;
+      case 'text-first':
+        p.error?.write(text);
+        p.data?.end();
+        p.error?.end();
+        break;
+      case 'text-then-rst':
+        p.error?.write(text);
+        p.data?.reset(RstStatus.CANCEL);
+        p.error?.reset(RstStatus.CANCEL);
+        break;
+      case 'rst-only':
+        p.data?.reset(RstStatus.CANCEL);
+        p.error?.reset(RstStatus.CANCEL);
+        break;
+      case 'goaway':
+        // The kubelet gives up on the whole connection while the pair is open.
+        this.session.goAway();
+        this.session.destroy();
+        break;
+    }
+  }
+
+  /** Stream pairs open or waiting for their partner (for tests: back to 0 once streams are done). */
+  get pairCount(): number {
+    return this.active.size + this.pairs.size;
   }
 
   private dropPod(p: Pair): void {

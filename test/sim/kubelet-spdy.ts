@@ -20,8 +20,17 @@ import { PodSession } from './kubelet-spdy-session.js';
 export const TUNNEL_PREFIX = 'SPDY/3.1+';
 export const PORT_FORWARD_PROTOCOL = 'portforward.k8s.io';
 
+/**
+ * Frames a failed pair ends with. 'containerd' (default): FIN on the data stream, the error text,
+ * RST on the error stream — what a containerd node sends for a refused dial. 'text-first': text,
+ * then FIN on both. 'text-then-rst': text, then RST on both. 'rst-only': RST on both, no text.
+ * 'goaway': GOAWAY and the connection closes while the pair is open.
+ */
+export type SpdyFailureFrames = 'containerd' | 'text-first' | 'text-then-rst' | 'rst-only' | 'goaway';
+
 export interface SpdyKubeletDeps extends KubeletDeps {
   streamCreationTimeoutMs(): number;
+  failureFrames(): SpdyFailureFrames;
   /** Headers for every SYN_REPLY: the kubelet sends none; tests set some to have Go clients decode our header compression. */
   replyHeaders(): Headers;
 }
@@ -57,6 +66,13 @@ export class KubeletSpdyPortForward {
 
   get openSessions(): number {
     return this.sessions.size;
+  }
+
+  /** Stream pairs open in all sessions. */
+  get openPairs(): number {
+    let n = 0;
+    for (const s of this.sessions) n += s.pairCount;
+    return n;
   }
 
   /** Takes the upgrade if it is SPDY (plain, or tunnelled while `tunnel` is on); false otherwise. */

@@ -9,18 +9,32 @@
 //    about a second to finish). Pod end → FIN from the kubelet: we end the readable side and, as
 //    kubectl does, reset the data stream if we have not finished it, so the kubelet never blocks
 //    on data nobody reads; later client bytes are dropped. Abort → RST_STREAM(CANCEL) on both.
+//  - A failed dial arrives in whatever order the kubelet and runtime send it: containerd's FIN on
+//    the data stream, then the text, then RST on the error stream; or text first; or RST alone.
+//    A data FIN before the pod spoke therefore waits for the error stream to finish (text = failed
+//    dial, clean FIN = the pod accepted and closed); a data RST before the pod spoke is a refusal.
+//  - "Sandbox not found" text retires the whole tunnel (hooks.retire): the session outlived its pod.
 //  - No SPDY flow control: a reader that falls behind by more than STREAM_QUEUE_MAX holds the
 //    whole tunnel until it catches up; writers wait for the tunnel to drain above HIGH_WATER.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/log.js';
 import { UpstreamApiError } from '../../core/errors.js';
 import type { OpenOptions, PodPort } from '../transport.js';
-import { PodStream, where } from '../pod-stream.js';
+import { PodStream, isSandboxGone, where } from '../pod-stream.js';
 import type { SpdyStream } from './session.js';
 import { HIGH_WATER, type PodTunnel } from './tunnel.js';
 
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
+/** After a data FIN before the pod spoke, the error stream gets this long to say why (or end). */
+const ERROR_STREAM_WAIT_MS = 5000;
+
+export interface PodStreamHooks {
+  /** The stream no longer uses its tunnel slot (called once). */
+  release(): void;
+  /** The tunnel's pod is gone: no new streams on it. */
+  retire(): void;
+}
 
 export class SpdyPortForwardStream extends PodStream {
   private data?: SpdyStream;
@@ -31,12 +45,17 @@ export class SpdyPortForwardStream extends PodStream {
   /** The pod side is gone: client bytes are dropped instead of sent. */
   private discardWrites = false;
   private holding = false;
+  /** FIN or RST on the error stream: no more error text can come. */
+  private errorClosed = false;
+  /** FIN on the data stream arrived and waits for the error stream's verdict. */
+  private podFinished = false;
+  private verdictTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly tunnel: PodTunnel,
     target: PodPort,
     log: Logger,
-    private readonly release: () => void,
+    private readonly hooks: PodStreamHooks,
   ) {
     // A 64 KiB socket read fits the writable buffer, so the relay does not pause the client per chunk.
     super(target, log, { readableHighWaterMark: 64 * 1024, writableHighWaterMark: 256 * 1024 });
@@ -67,17 +86,53 @@ export class SpdyPortForwardStream extends PodStream {
     };
     data.onReply = () => this.replied();
     error.onData = (chunk) => this.errorFromKubelet(chunk.toString('utf8'));
-    error.onReset = () => this.refused('reset the error stream');
+    error.onEnd = () => this.errorStreamClosed();
+    error.onReset = () => {
+      this.refused('reset the error stream');
+      this.errorStreamClosed();
+    };
     data.onData = (chunk) => this.onPodData(chunk);
     data.onEnd = () => {
-      this.podEndedEarly();
-      this.endFromPod();
+      this.podFinished = true;
+      if (!this.podHasSpoken && !this.errorClosed) {
+        this.verdictTimer = setTimeout(() => this.errorStreamClosed(), ERROR_STREAM_WAIT_MS);
+        this.verdictTimer.unref();
+      }
+      this.settlePodEnd();
     };
-    data.onReset = () => {
-      this.refused('reset the data stream');
-      this.endFromPod();
-    };
+    data.onReset = () => this.dataReset();
     error.onSessionClose = data.onSessionClose = (err) => this.tunnelGone(err);
+  }
+
+  protected override errorFromKubelet(text: string): void {
+    if (isSandboxGone(text)) this.hooks.retire();
+    super.errorFromKubelet(text);
+  }
+
+  private errorStreamClosed(): void {
+    this.errorClosed = true;
+    clearTimeout(this.verdictTimer);
+    this.settlePodEnd();
+  }
+
+  /** The pod's FIN counts once the pod spoke or the error stream ended without a word. */
+  private settlePodEnd(): void {
+    if (!this.podFinished || this.destroyed) return;
+    if (!this.podHasSpoken && !this.errorClosed) return;
+    this.podFinished = false;
+    this.podEndedEarly();
+    this.endFromPod();
+  }
+
+  private dataReset(): void {
+    if (this.isOpening) return this.refused('reset the data stream');
+    if (this.destroyed) return;
+    if (!this.podHasSpoken) {
+      // Turned away without a word before the pod answered: nothing reached a pod.
+      this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)}: the kubelet reset the stream before the pod answered`, { retryable: true }));
+      return;
+    }
+    this.endFromPod();
   }
 
   private replied(): void {
@@ -144,7 +199,8 @@ export class SpdyPortForwardStream extends PodStream {
     this.holding = false;
     if (this.data?.open) this.data.reset();
     if (this.error?.open) this.error.reset();
-    this.release();
+    clearTimeout(this.verdictTimer);
+    this.hooks.release();
     callback(err);
   }
 }
