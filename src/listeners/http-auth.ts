@@ -7,7 +7,6 @@ import type net from 'node:net';
 import { ProxyAuthRequiredError } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
-import { TOO_MANY_FAILURES } from '../auth/throttle.js';
 import type { ListenerContext } from './listener.js';
 import { endWithReply } from './server-base.js';
 import { rawErrorResponse } from './http-server.js';
@@ -39,14 +38,14 @@ export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessa
   if (header === undefined) return { error: new ProxyAuthRequiredError('proxy authentication required: send proxy credentials (Basic)'), wrong: false };
   const creds = parseBasicCredentials(header);
   if (!creds) return { error: new ProxyAuthRequiredError('proxy authentication required: only the Basic scheme is supported'), wrong: false };
-  if (!ctx.auth.throttle.admits(req.socket.remoteAddress ?? 'unknown')) return { error: new ProxyAuthRequiredError(TOO_MANY_FAILURES), wrong: false };
+  // Checked before any throttling: a right password always passes (auth/throttle.ts).
   if (!ctx.auth.verify(creds.username, creds.password)) return { error: new ProxyAuthRequiredError(WRONG_CREDENTIALS), wrong: true };
   return undefined;
 }
 
 /** Sends `answer` now, or after the throttle's delay for wrong credentials. */
 function answerDenial(ctx: ListenerContext, req: IncomingMessage, denied: Denial, answer: () => void): void {
-  if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(req.socket.remoteAddress ?? 'unknown', answer);
+  if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(req.socket.remoteAddress, answer, () => req.socket.destroyed);
   else answer();
 }
 

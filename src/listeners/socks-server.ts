@@ -3,7 +3,6 @@
 import net from 'node:net';
 import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
-import { TOO_MANY_FAILURES } from '../auth/throttle.js';
 import { formatHostPort } from '../core/address.js';
 import type { FrontEnd, OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
@@ -89,14 +88,8 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         continue;
       }
       if (step.type === 'auth') {
-        const address = socket.remoteAddress ?? 'unknown';
+        // Checked before any throttling: a right password always passes (auth/throttle.ts).
         const throttle = ctx.auth?.throttle;
-        if (throttle && !throttle.admits(address)) {
-          stop();
-          ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(TOO_MANY_FAILURES));
-          endWithReply(socket, encodeAuthStatus(false));
-          return;
-        }
         const ok = ctx.auth?.verify(step.username, step.password) ?? false;
         parser.authResult(ok);
         if (ok) {
@@ -105,7 +98,7 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         }
         stop();
         ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(WRONG_CREDENTIALS));
-        if (throttle) throttle.delayFailure(address, () => endWithReply(socket, encodeAuthStatus(false)));
+        if (throttle) throttle.delayFailure(socket.remoteAddress, () => endWithReply(socket, encodeAuthStatus(false)), () => socket.destroyed);
         else endWithReply(socket, encodeAuthStatus(false));
         return;
       }
