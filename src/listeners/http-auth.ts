@@ -65,6 +65,7 @@ export function requireProxyAuth(ctx: ListenerContext, handler: (req: IncomingMe
       res.writeHead(reply.http, {
         'Proxy-Authenticate': PROXY_AUTHENTICATE,
         'Content-Type': 'text/plain; charset=utf-8',
+        'X-Content-Type-Options': 'nosniff',
         'Content-Length': Buffer.byteLength(body),
         ...(hasBody ? { Connection: 'close' } : {}),
       });

@@ -115,6 +115,8 @@ function sendText(res: ServerResponse, status: number, body: string, close = fal
   }
   res.writeHead(status, {
     'Content-Type': 'text/plain; charset=utf-8',
+    // Our error bodies quote client text (escaped); a browser must never sniff them into HTML.
+    'X-Content-Type-Options': 'nosniff',
     'Content-Length': Buffer.byteLength(body),
     ...(close ? { Connection: 'close' } : {}),
   });

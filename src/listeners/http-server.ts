@@ -70,6 +70,7 @@ export function rawErrorResponse(status: number, body: string, extraHeaders: rea
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
     extraHeaders.map((h) => `${h}\r\n`).join('') +
     'Content-Type: text/plain; charset=utf-8\r\n' +
+    'X-Content-Type-Options: nosniff\r\n' +
     `Content-Length: ${Buffer.byteLength(text)}\r\n` +
     'Connection: close\r\n\r\n' +
     text
