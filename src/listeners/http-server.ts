@@ -49,7 +49,7 @@ export async function startHttpListener(host: string, port: number, ctx: Listene
     });
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(ctx, err, socket as net.Socket));
-  const address = await listenOn(server, host, port, 'HTTP proxy');
+  const address = await listenOn(server, host, port, 'HTTP proxy', { flag: '--listen-http', hasCredentials: ctx.auth !== undefined });
   server.on('error', (err) => ctx.log.error({ err }, 'HTTP listener error'));
   return {
     kind: 'http',

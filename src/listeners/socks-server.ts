@@ -36,7 +36,7 @@ export async function startSocksListener(host: string, port: number, ctx: Listen
     tracker.add(socket);
     handleClient(socket, ctx, policy);
   });
-  const address = await listenOn(server, host, port, 'SOCKS');
+  const address = await listenOn(server, host, port, 'SOCKS', { flag: '--listen-socks', hasCredentials: ctx.auth !== undefined });
   server.on('error', (err) => ctx.log.error({ err }, 'SOCKS listener error'));
   return {
     kind: 'socks',
