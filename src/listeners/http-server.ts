@@ -1,7 +1,7 @@
 // The HTTP proxy front end: CONNECT tunnels (RFC 9110 §9.3.6) and absolute-form forwarding of
 // plain http:// requests (RFC 9112 §3.2.2, see http-forward.ts). Node's http server does the
 // parsing, keep-alive and hostile-input handling; this module adds the limits and the proxying.
-import http, { STATUS_CODES, type IncomingMessage } from 'node:http';
+import http, { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { BadRequestError } from '../core/errors.js';
@@ -91,9 +91,35 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
   endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`));
 }
 
+/**
+ * Waits until every response to requests pipelined before a CONNECT is written. Responses go in
+ * request order (RFC 9112 §9.3.2), but Node hands us the CONNECT's socket as soon as it parses
+ * it: a 200 or 407 written at once would overtake (or, with its close, drop) an earlier answer.
+ * Node keeps the response being written on `socket._httpMessage` and assigns the next queued
+ * one when it finishes.
+ */
+async function earlierResponsesSent(socket: net.Socket): Promise<void> {
+  for (;;) {
+    const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (!pending || socket.destroyed) return;
+    if (!pending.writableFinished && !pending.destroyed) {
+      await new Promise<void>((resolve) => {
+        pending.once('finish', resolve);
+        pending.once('close', resolve);
+      });
+    }
+    // Let Node detach the finished response and assign the next queued one, if any.
+    await new Promise((resolve) => setImmediate(resolve));
+    if ((socket as { _httpMessage?: unknown })._httpMessage === pending) return;
+  }
+}
+
 async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
   const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
-  // The tunnel is ours now: no keep-alive timer from an earlier request may cut it.
+  await earlierResponsesSent(socket);
+  if (socket.destroyed) return;
+  // The tunnel is ours now: no keep-alive timer from an earlier request may cut it (Node arms
+  // one when an earlier response finishes).
   socket.setTimeout(0);
   socket.setNoDelay(true);
   if (!authorizeConnect(ctx, req, socket, client)) return;
