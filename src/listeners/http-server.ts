@@ -12,6 +12,7 @@ import { relay } from './relay.js';
 import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
+import { UnauthenticatedConnections } from './unauthenticated.js';
 
 /** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
 export const MAX_HEADER_SIZE = 32 * 1024;
@@ -23,6 +24,8 @@ const noop = (): void => {};
 export interface HttpListenerOptions {
   /** Idle upstream tunnels kept for reuse are closed after this long (ms). */
   upstreamIdleMs?: number;
+  /** With authentication on: connections not yet authenticated per source (listeners/unauthenticated.ts). */
+  maxUnauthenticatedPerSource?: number;
 }
 
 export async function startHttpListener(host: string, port: number, ctx: ListenerContext, options: HttpListenerOptions = {}): Promise<Listener> {
@@ -40,10 +43,14 @@ export async function startHttpListener(host: string, port: number, ctx: Listene
     // Absolute-form requests carry the authority in the URL; do not insist on Host.
     requireHostHeader: false,
   });
-  server.on('connection', (socket: net.Socket) => tracker.add(socket));
-  server.on('request', requireProxyAuth(ctx, createForwarder(ctx, agent)));
+  const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
+  server.on('connection', (socket: net.Socket) => {
+    tracker.add(socket);
+    unauthenticated?.admit(socket);
+  });
+  server.on('request', requireProxyAuth(ctx, createForwarder(ctx, agent), unauthenticated));
   server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    handleConnect(ctx, req, socket as net.Socket, head).catch((err: unknown) => {
+    handleConnect(ctx, req, socket as net.Socket, head, unauthenticated).catch((err: unknown) => {
       ctx.log.error({ err }, 'HTTP CONNECT failed unexpectedly');
       socket.destroy();
     });
@@ -114,7 +121,7 @@ async function earlierResponsesSent(socket: net.Socket): Promise<void> {
   }
 }
 
-async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer, unauthenticated?: UnauthenticatedConnections): Promise<void> {
   const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
   await earlierResponsesSent(socket);
   if (socket.destroyed) return;
@@ -122,7 +129,7 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
   // one when an earlier response finishes).
   socket.setTimeout(0);
   socket.setNoDelay(true);
-  if (!authorizeConnect(ctx, req, socket, client)) return;
+  if (!authorizeConnect(ctx, req, socket, client, unauthenticated)) return;
   const destination = parseAuthority(req.url ?? '');
   if (!destination) {
     const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(`CONNECT target must be host:port or [ipv6]:port, got "${(req.url ?? '').slice(0, 100)}"`));

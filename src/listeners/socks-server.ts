@@ -7,6 +7,7 @@ import { formatHostPort } from '../core/address.js';
 import type { FrontEnd, OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
+import { UnauthenticatedConnections } from './unauthenticated.js';
 import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
 import {
   SocksHandshakeParser,
@@ -24,6 +25,8 @@ import {
 export interface SocksListenerOptions {
   /** Which RFC 1928 method to pick from a client's offer; defaults to "no authentication". */
   methodPolicy?: SocksMethodPolicy;
+  /** With authentication on: connections not yet authenticated per source (listeners/unauthenticated.ts). */
+  maxUnauthenticatedPerSource?: number;
 }
 
 const noop = (): void => {};
@@ -31,10 +34,12 @@ const noop = (): void => {};
 export async function startSocksListener(host: string, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
   const policy = options.methodPolicy ?? (ctx.auth ? userPassPolicy : noAuthPolicy);
   const tracker = new ClientTracker(ctx.log);
+  const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
     tracker.add(socket);
-    handleClient(socket, ctx, policy);
+    unauthenticated?.admit(socket);
+    handleClient(socket, ctx, policy, unauthenticated);
   });
   const address = await listenOn(server, host, port, 'SOCKS', { flag: '--listen-socks', hasCredentials: ctx.auth !== undefined });
   server.on('error', (err) => ctx.log.error({ err }, 'SOCKS listener error'));
@@ -46,7 +51,7 @@ export async function startSocksListener(host: string, port: number, ctx: Listen
   };
 }
 
-function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMethodPolicy): void {
+function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMethodPolicy, unauthenticated?: UnauthenticatedConnections): void {
   const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
   const parser = new SocksHandshakeParser();
   // A deadline for the whole handshake, not an idle timer: a client dribbling one byte at a
@@ -93,6 +98,7 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         const ok = ctx.auth?.verify(step.username, step.password) ?? false;
         parser.authResult(ok);
         if (ok) {
+          unauthenticated?.authenticated(socket);
           socket.write(encodeAuthStatus(true));
           continue;
         }
