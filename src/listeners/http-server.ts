@@ -124,7 +124,8 @@ async function earlierResponsesSent(socket: net.Socket): Promise<void> {
 async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer, unauthenticated?: UnauthenticatedConnections): Promise<void> {
   const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
   await earlierResponsesSent(socket);
-  if (socket.destroyed) return;
+  // An earlier response may have closed the connection (Connection: close): nothing to answer.
+  if (socket.destroyed || socket.writableEnded) return;
   // The tunnel is ours now: no keep-alive timer from an earlier request may cut it (Node arms
   // one when an earlier response finishes).
   socket.setTimeout(0);
