@@ -83,8 +83,22 @@ export function requireCredentialsOffLoopback(listens: ReadonlyArray<{ flag: str
   if (hasCredentials) return;
   const exposed = listens.find((l) => !isLoopbackHost(l.host));
   if (!exposed) return;
-  throw new StartupError(
-    `${exposed.flag} ${formatHostPort(exposed.host, exposed.port)} is not a loopback address, so other machines could use your cluster access through it: ` +
+  throw exposedWithoutCredentials(`${exposed.flag} ${formatHostPort(exposed.host, exposed.port)} is not a loopback address`);
+}
+
+/**
+ * The check that counts, made after listening: a name (`localhost`, `*.localhost`) passes the
+ * text check above, but resolves through /etc/hosts or DNS to whatever someone configured, so
+ * only the address actually bound says whether the listener is loopback.
+ */
+export function requireCredentialsOnBoundAddress(flag: string, host: string, bound: { address: string; port: number }, hasCredentials: boolean): void {
+  if (hasCredentials || isLoopbackHost(bound.address)) return;
+  throw exposedWithoutCredentials(`${flag} ${formatHostPort(host, bound.port)} bound ${formatHostPort(bound.address, bound.port)}, which is not a loopback address`);
+}
+
+function exposedWithoutCredentials(what: string): StartupError {
+  return new StartupError(
+    `${what}, so other machines could use your cluster access through it: ` +
       `add proxy credentials with --proxy-auth-file FILE (a chmod 600 file holding user:password) or $${PROXY_AUTH_ENV}=user:password`,
   );
 }

@@ -4,7 +4,7 @@ import { Args, Command, Flags } from '@oclif/core';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { inspect } from '../managed/registry.js';
-import { formatLogLine, streamLog } from '../managed/logs.js';
+import { formatLogLine, rawLogLine, streamLog } from '../managed/logs.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { StateDirError } from '../state/paths.js';
 
@@ -46,7 +46,7 @@ export default class Logs extends Command {
       return !found || found.state === 'dead';
     };
     try {
-      await streamLog(file, (line) => this.log(flags.json ? line : formatLogLine(line)), { follow: flags.follow, isDone, signal: abort.signal });
+      await streamLog(file, (line) => this.log(flags.json ? rawLogLine(line) : formatLogLine(line)), { follow: flags.follow, isDone, signal: abort.signal });
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);

@@ -1,6 +1,7 @@
 // Every failure on the data path is one of these typed errors. Each carries the SOCKS5 reply
 // (RFC 1928 §6) and the HTTP status it maps to, so the listeners never guess: `replyFor` is the
 // one place that turns any thrown value into what the client is told.
+import { escapeControls } from './escape.js';
 
 export const SocksReply = {
   succeeded: 0x00,
@@ -122,13 +123,17 @@ export interface Reply {
   message: string;
 }
 
-/** The single mapping from anything thrown on the data path to what the client is told. */
+/**
+ * The single mapping from anything thrown on the data path to what the client is told (and the
+ * log says). Messages quote client text (names, Host headers, URLs), so control characters are
+ * escaped here, once, for every error body and log line that carries them.
+ */
 export function replyFor(err: unknown): Reply {
   if (err instanceof ProxyError) {
-    return { reason: err.reason, socks: err.socksReply, http: err.httpStatus, message: err.message };
+    return { reason: err.reason, socks: err.socksReply, http: err.httpStatus, message: escapeControls(err.message) };
   }
   const message = err instanceof Error ? err.message : String(err);
-  return { reason: 'internal', socks: SocksReply.generalFailure, http: 502, message };
+  return { reason: 'internal', socks: SocksReply.generalFailure, http: 502, message: escapeControls(message) };
 }
 
 /** SOCKS4 has a single failure code; 0x5a is success, 0x5b "rejected or failed" (SOCKS4 spec). */

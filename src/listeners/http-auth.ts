@@ -7,8 +7,8 @@ import type net from 'node:net';
 import { ProxyAuthRequiredError } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
-import { TOO_MANY_FAILURES } from '../auth/throttle.js';
 import type { ListenerContext } from './listener.js';
+import type { UnauthenticatedConnections } from './unauthenticated.js';
 import { endWithReply } from './server-base.js';
 import { rawErrorResponse } from './http-server.js';
 
@@ -39,35 +39,46 @@ export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessa
   if (header === undefined) return { error: new ProxyAuthRequiredError('proxy authentication required: send proxy credentials (Basic)'), wrong: false };
   const creds = parseBasicCredentials(header);
   if (!creds) return { error: new ProxyAuthRequiredError('proxy authentication required: only the Basic scheme is supported'), wrong: false };
-  if (!ctx.auth.throttle.admits(req.socket.remoteAddress ?? 'unknown')) return { error: new ProxyAuthRequiredError(TOO_MANY_FAILURES), wrong: false };
+  // Checked before any throttling: a right password always passes (auth/throttle.ts).
   if (!ctx.auth.verify(creds.username, creds.password)) return { error: new ProxyAuthRequiredError(WRONG_CREDENTIALS), wrong: true };
   return undefined;
 }
 
 /** Sends `answer` now, or after the throttle's delay for wrong credentials. */
 function answerDenial(ctx: ListenerContext, req: IncomingMessage, denied: Denial, answer: () => void): void {
-  if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(req.socket.remoteAddress ?? 'unknown', answer);
+  if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(req.socket.remoteAddress, answer, () => req.socket.destroyed);
   else answer();
 }
 
-/** Wraps the absolute-form request handler: requests without valid credentials get 407. */
-export function requireProxyAuth(ctx: ListenerContext, handler: (req: IncomingMessage, res: ServerResponse) => void): (req: IncomingMessage, res: ServerResponse) => void {
+/**
+ * Wraps the absolute-form request handler: requests without valid credentials get 407. A
+ * connection that has never authenticated is closed after its 407 (a client that has the
+ * credentials comes back with them; one that does not may not keep the connection).
+ */
+export function requireProxyAuth(
+  ctx: ListenerContext, handler: (req: IncomingMessage, res: ServerResponse) => void, unauthenticated?: UnauthenticatedConnections,
+): (req: IncomingMessage, res: ServerResponse) => void {
   if (!ctx.auth) return handler;
   return (req, res) => {
     const denied = checkProxyAuthorization(ctx, req);
-    if (!denied) return handler(req, res);
+    if (!denied) {
+      unauthenticated?.authenticated(req.socket);
+      return handler(req, res);
+    }
     const client = formatHostPort(req.socket.remoteAddress ?? 'unknown', req.socket.remotePort ?? 0);
     const reply = ctx.stats.failed('http-forward', client, undefined, denied.error);
     const body = `kubectl-proxyout: ${reply.message}\n`;
     // A request body we will not read must not be taken for the next request: close after it.
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    const close = hasBody || !unauthenticated?.isAuthenticated(req.socket);
     answerDenial(ctx, req, denied, () => {
       if (res.destroyed || res.writableEnded) return;
       res.writeHead(reply.http, {
         'Proxy-Authenticate': PROXY_AUTHENTICATE,
         'Content-Type': 'text/plain; charset=utf-8',
+        'X-Content-Type-Options': 'nosniff',
         'Content-Length': Buffer.byteLength(body),
-        ...(hasBody ? { Connection: 'close' } : {}),
+        ...(close ? { Connection: 'close' } : {}),
       });
       res.end(body);
     });
@@ -75,9 +86,12 @@ export function requireProxyAuth(ctx: ListenerContext, handler: (req: IncomingMe
 }
 
 /** For CONNECT: true when the client may go on; otherwise it is (or will be) answered 407 and closed. */
-export function authorizeConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, client: string): boolean {
+export function authorizeConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, client: string, unauthenticated?: UnauthenticatedConnections): boolean {
   const denied = checkProxyAuthorization(ctx, req);
-  if (!denied) return true;
+  if (!denied) {
+    unauthenticated?.authenticated(socket);
+    return true;
+  }
   const reply = ctx.stats.failed('http-connect', client, undefined, denied.error);
   answerDenial(ctx, req, denied, () => endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [`Proxy-Authenticate: ${PROXY_AUTHENTICATE}`])));
   return false;

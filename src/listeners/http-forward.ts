@@ -21,12 +21,22 @@ interface OpenMeta {
 
 const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade', 'transfer-encoding'];
 
-/** rawHeaders minus hop-by-hop fields, the fields Connection names, and `drop`. */
+/**
+ * Fields `Connection` may never name: they frame the message or say where it goes. Letting a
+ * client drop Content-Length would send a GET body upstream unframed, read there as a second
+ * request (request smuggling).
+ */
+const NEVER_CONNECTION_OPTIONS = new Set(['content-length', 'transfer-encoding', 'host']);
+
+/** rawHeaders minus hop-by-hop fields, the fields Connection names (bar framing ones), and `drop`. */
 export function endToEndHeaders(rawHeaders: readonly string[], drop: readonly string[] = []): string[] {
   const remove = new Set([...HOP_BY_HOP, ...drop]);
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
-    for (const token of rawHeaders[i + 1]!.split(',')) remove.add(token.trim().toLowerCase());
+    for (const token of rawHeaders[i + 1]!.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (!NEVER_CONNECTION_OPTIONS.has(name)) remove.add(name);
+    }
   }
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
@@ -110,6 +120,8 @@ function sendText(res: ServerResponse, status: number, body: string, close = fal
   }
   res.writeHead(status, {
     'Content-Type': 'text/plain; charset=utf-8',
+    // Our error bodies quote client text (escaped); a browser must never sniff them into HTML.
+    'X-Content-Type-Options': 'nosniff',
     'Content-Length': Buffer.byteLength(body),
     ...(close ? { Connection: 'close' } : {}),
   });
@@ -156,9 +168,12 @@ function forward(
   let path = /^http:\/\/[^/?#]*([^#]*)/i.exec(req.url!)![1]!;
   if (!path.startsWith('/')) path = `/${path}`;
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-  const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect'])];
-  // Node de-chunks the incoming body; declaring chunked again makes the client re-frame it.
+  const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect', 'content-length'])];
+  // The body is always re-framed from what Node's parser read, never from the client's text:
+  // chunked if it came chunked (Node de-chunks it; declaring chunked makes the client re-frame
+  // it), else the parsed Content-Length. Nothing else may frame it (see NEVER_CONNECTION_OPTIONS).
   if (req.headers['transfer-encoding'] !== undefined) headers.push('Transfer-Encoding', 'chunked');
+  else if (req.headers['content-length'] !== undefined) headers.push('Content-Length', req.headers['content-length']);
   const abort = new AbortController();
   let bytesFromClient = 0;
   let bytesToClient = 0;

@@ -1,7 +1,7 @@
 // The HTTP proxy front end: CONNECT tunnels (RFC 9110 §9.3.6) and absolute-form forwarding of
 // plain http:// requests (RFC 9112 §3.2.2, see http-forward.ts). Node's http server does the
 // parsing, keep-alive and hostile-input handling; this module adds the limits and the proxying.
-import http, { STATUS_CODES, type IncomingMessage } from 'node:http';
+import http, { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { BadRequestError } from '../core/errors.js';
@@ -12,6 +12,7 @@ import { relay } from './relay.js';
 import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
+import { UnauthenticatedConnections } from './unauthenticated.js';
 
 /** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
 export const MAX_HEADER_SIZE = 32 * 1024;
@@ -23,6 +24,8 @@ const noop = (): void => {};
 export interface HttpListenerOptions {
   /** Idle upstream tunnels kept for reuse are closed after this long (ms). */
   upstreamIdleMs?: number;
+  /** With authentication on: connections not yet authenticated per source (listeners/unauthenticated.ts). */
+  maxUnauthenticatedPerSource?: number;
 }
 
 export async function startHttpListener(host: string, port: number, ctx: ListenerContext, options: HttpListenerOptions = {}): Promise<Listener> {
@@ -40,16 +43,20 @@ export async function startHttpListener(host: string, port: number, ctx: Listene
     // Absolute-form requests carry the authority in the URL; do not insist on Host.
     requireHostHeader: false,
   });
-  server.on('connection', (socket: net.Socket) => tracker.add(socket));
-  server.on('request', requireProxyAuth(ctx, createForwarder(ctx, agent)));
+  const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
+  server.on('connection', (socket: net.Socket) => {
+    tracker.add(socket);
+    unauthenticated?.admit(socket);
+  });
+  server.on('request', requireProxyAuth(ctx, createForwarder(ctx, agent), unauthenticated));
   server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    handleConnect(ctx, req, socket as net.Socket, head).catch((err: unknown) => {
+    handleConnect(ctx, req, socket as net.Socket, head, unauthenticated).catch((err: unknown) => {
       ctx.log.error({ err }, 'HTTP CONNECT failed unexpectedly');
       socket.destroy();
     });
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(ctx, err, socket as net.Socket));
-  const address = await listenOn(server, host, port, 'HTTP proxy');
+  const address = await listenOn(server, host, port, 'HTTP proxy', { flag: '--listen-http', hasCredentials: ctx.auth !== undefined });
   server.on('error', (err) => ctx.log.error({ err }, 'HTTP listener error'));
   return {
     kind: 'http',
@@ -70,6 +77,7 @@ export function rawErrorResponse(status: number, body: string, extraHeaders: rea
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
     extraHeaders.map((h) => `${h}\r\n`).join('') +
     'Content-Type: text/plain; charset=utf-8\r\n' +
+    'X-Content-Type-Options: nosniff\r\n' +
     `Content-Length: ${Buffer.byteLength(text)}\r\n` +
     'Connection: close\r\n\r\n' +
     text
@@ -90,12 +98,39 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
   endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`));
 }
 
-async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+/**
+ * Waits until every response to requests pipelined before a CONNECT is written. Responses go in
+ * request order (RFC 9112 §9.3.2), but Node hands us the CONNECT's socket as soon as it parses
+ * it: a 200 or 407 written at once would overtake (or, with its close, drop) an earlier answer.
+ * Node keeps the response being written on `socket._httpMessage` and assigns the next queued
+ * one when it finishes.
+ */
+async function earlierResponsesSent(socket: net.Socket): Promise<void> {
+  for (;;) {
+    const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (!pending || socket.destroyed) return;
+    if (!pending.writableFinished && !pending.destroyed) {
+      await new Promise<void>((resolve) => {
+        pending.once('finish', resolve);
+        pending.once('close', resolve);
+      });
+    }
+    // Let Node detach the finished response and assign the next queued one, if any.
+    await new Promise((resolve) => setImmediate(resolve));
+    if ((socket as { _httpMessage?: unknown })._httpMessage === pending) return;
+  }
+}
+
+async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer, unauthenticated?: UnauthenticatedConnections): Promise<void> {
   const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
-  // The tunnel is ours now: no keep-alive timer from an earlier request may cut it.
+  await earlierResponsesSent(socket);
+  // An earlier response may have closed the connection (Connection: close): nothing to answer.
+  if (socket.destroyed || socket.writableEnded) return;
+  // The tunnel is ours now: no keep-alive timer from an earlier request may cut it (Node arms
+  // one when an earlier response finishes).
   socket.setTimeout(0);
   socket.setNoDelay(true);
-  if (!authorizeConnect(ctx, req, socket, client)) return;
+  if (!authorizeConnect(ctx, req, socket, client, unauthenticated)) return;
   const destination = parseAuthority(req.url ?? '');
   if (!destination) {
     const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(`CONNECT target must be host:port or [ipv6]:port, got "${(req.url ?? '').slice(0, 100)}"`));

@@ -4,6 +4,7 @@ import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { StartupError } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
+import { requireCredentialsOnBoundAddress } from '../auth/credentials.js';
 import type { Logger } from '../core/log.js';
 
 const noop = (): void => {};
@@ -24,8 +25,31 @@ function explainListenError(err: NodeJS.ErrnoException): string {
   }
 }
 
-/** Listens, resolving with the bound address or rejecting with a StartupError naming it. */
-export function listenOn(server: net.Server, host: string, port: number, what: string): Promise<AddressInfo> {
+export interface ListenPolicy {
+  /** The flag that set this address, for messages (--listen-socks, --listen-http). */
+  flag: string;
+  /** Without proxy credentials the address bound must be loopback, whatever the host text said. */
+  hasCredentials: boolean;
+}
+
+/**
+ * Listens, resolving with the bound address or rejecting with a StartupError naming it. With a
+ * policy, a listener that bound a non-loopback address without credentials is closed again and
+ * refused (a `*.localhost` name may resolve anywhere).
+ */
+export async function listenOn(server: net.Server, host: string, port: number, what: string, policy?: ListenPolicy): Promise<AddressInfo> {
+  const bound = await bind(server, host, port, what);
+  if (!policy) return bound;
+  try {
+    requireCredentialsOnBoundAddress(policy.flag, host, bound, policy.hasCredentials);
+  } catch (err) {
+    await new Promise((r) => server.close(r));
+    throw err;
+  }
+  return bound;
+}
+
+function bind(server: net.Server, host: string, port: number, what: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException): void => {
       server.off('listening', onListening);

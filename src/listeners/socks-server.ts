@@ -3,11 +3,11 @@
 import net from 'node:net';
 import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
-import { TOO_MANY_FAILURES } from '../auth/throttle.js';
 import { formatHostPort } from '../core/address.js';
 import type { FrontEnd, OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
+import { UnauthenticatedConnections } from './unauthenticated.js';
 import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
 import {
   SocksHandshakeParser,
@@ -25,6 +25,8 @@ import {
 export interface SocksListenerOptions {
   /** Which RFC 1928 method to pick from a client's offer; defaults to "no authentication". */
   methodPolicy?: SocksMethodPolicy;
+  /** With authentication on: connections not yet authenticated per source (listeners/unauthenticated.ts). */
+  maxUnauthenticatedPerSource?: number;
 }
 
 const noop = (): void => {};
@@ -32,12 +34,14 @@ const noop = (): void => {};
 export async function startSocksListener(host: string, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
   const policy = options.methodPolicy ?? (ctx.auth ? userPassPolicy : noAuthPolicy);
   const tracker = new ClientTracker(ctx.log);
+  const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
     tracker.add(socket);
-    handleClient(socket, ctx, policy);
+    unauthenticated?.admit(socket);
+    handleClient(socket, ctx, policy, unauthenticated);
   });
-  const address = await listenOn(server, host, port, 'SOCKS');
+  const address = await listenOn(server, host, port, 'SOCKS', { flag: '--listen-socks', hasCredentials: ctx.auth !== undefined });
   server.on('error', (err) => ctx.log.error({ err }, 'SOCKS listener error'));
   return {
     kind: 'socks',
@@ -47,7 +51,7 @@ export async function startSocksListener(host: string, port: number, ctx: Listen
   };
 }
 
-function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMethodPolicy): void {
+function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMethodPolicy, unauthenticated?: UnauthenticatedConnections): void {
   const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
   const parser = new SocksHandshakeParser();
   // A deadline for the whole handshake, not an idle timer: a client dribbling one byte at a
@@ -89,23 +93,18 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         continue;
       }
       if (step.type === 'auth') {
-        const address = socket.remoteAddress ?? 'unknown';
+        // Checked before any throttling: a right password always passes (auth/throttle.ts).
         const throttle = ctx.auth?.throttle;
-        if (throttle && !throttle.admits(address)) {
-          stop();
-          ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(TOO_MANY_FAILURES));
-          endWithReply(socket, encodeAuthStatus(false));
-          return;
-        }
         const ok = ctx.auth?.verify(step.username, step.password) ?? false;
         parser.authResult(ok);
         if (ok) {
+          unauthenticated?.authenticated(socket);
           socket.write(encodeAuthStatus(true));
           continue;
         }
         stop();
         ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(WRONG_CREDENTIALS));
-        if (throttle) throttle.delayFailure(address, () => endWithReply(socket, encodeAuthStatus(false)));
+        if (throttle) throttle.delayFailure(socket.remoteAddress, () => endWithReply(socket, encodeAuthStatus(false)), () => socket.destroyed);
         else endWithReply(socket, encodeAuthStatus(false));
         return;
       }

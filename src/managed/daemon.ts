@@ -4,8 +4,8 @@
 //   → state "running" (pid, start identity, addresses) → … → SIGTERM / control "stop"
 //   → state "stopping" → drain (RunningProxy.stop(grace)) → remove proxies/<id>/ → exit 0.
 // A startup failure is written to state.json (phase "failed", the one-line error) for `connect`
-// to print; the kubeconfig is removed on every way out. SIGHUP reopens the log (logrotate).
-import { pino } from 'pino';
+// to print; the kubeconfig is removed on every way out. The log rotates by size
+// (managed/rotating-log.ts); SIGHUP reopens it (logrotate).
 import type { Server } from 'node:net';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
@@ -18,6 +18,7 @@ import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddres
 import { processIdentity } from '../state/process.js';
 import { startControlServer } from '../state/control.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
+import { RotatingLogFile } from './rotating-log.js';
 
 export async function runDaemon(id: string): Promise<number> {
   // Everything this process creates (socket, log, state) is for this user only.
@@ -30,7 +31,7 @@ export async function runDaemon(id: string): Promise<number> {
     return 1;
   }
   const level: LogLevel = (LOG_LEVELS as readonly string[]).includes(entry.options.logLevel) ? (entry.options.logLevel as LogLevel) : 'info';
-  const dest = pino.destination({ dest: l.logFile(id), append: true, sync: false, mode: 0o600 });
+  const dest = new RotatingLogFile(l.logFile(id));
   const log = createLogger(level, dest).child({ id });
   return new Daemon(l, entry, log, dest).run();
 }
@@ -47,7 +48,7 @@ class Daemon {
     private readonly l: StateLayout,
     private readonly entry: ProxyEntry,
     private readonly log: Logger,
-    private readonly dest: ReturnType<typeof pino.destination>,
+    private readonly dest: RotatingLogFile,
   ) {}
 
   async run(): Promise<number> {

@@ -3,13 +3,24 @@
 // Lines that are not JSON (a crash trace on the daemon's stderr) are shown unchanged. Following
 // survives logrotate (a new file or a truncated one is read from its start).
 import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { escapeControls, escapeJsonControls } from '../core/escape.js';
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 /** Fields every line has, or that say nothing in a per-proxy log. */
 const OMIT = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'id']);
 const CHUNK = 1 << 16;
 
+/** One readable line; no control character of the log (client text included) reaches the terminal. */
 export function formatLogLine(line: string): string {
+  return escapeControls(formatFields(line));
+}
+
+/** The line as it is (`logs --json`), with any raw control character escaped (lossless for JSON). */
+export function rawLogLine(line: string): string {
+  return escapeControls(escapeJsonControls(line));
+}
+
+function formatFields(line: string): string {
   let obj: Record<string, unknown>;
   try {
     const parsed = JSON.parse(line) as unknown;

@@ -1,6 +1,8 @@
 import type { Logger } from '../core/log.js';
 import type { Destination, FrontEnd } from '../core/types.js';
 import { replyFor, type Reply } from '../core/errors.js';
+import { RepeatedLineLimiter } from '../core/log-limit.js';
+import { sourceBucket } from '../auth/source.js';
 
 export interface StreamRecord {
   id: number;
@@ -18,6 +20,12 @@ export interface StreamTotals {
   bytesFromClients: number;
   bytesToClients: number;
   failuresByReason: Record<string, number>;
+}
+
+/** The source bucket (auth/source.ts) of a "host:port" / "[v6]:port" client text. */
+function sourceOfClient(client: string): string {
+  const host = client.startsWith('[') ? client.slice(1, client.indexOf(']')) : client.slice(0, client.lastIndexOf(':'));
+  return sourceBucket(host);
 }
 
 function target(d: Destination): string {
@@ -40,7 +48,12 @@ export class StreamStats {
     failuresByReason: {},
   };
 
-  constructor(private readonly log: Logger) {}
+  /** Failure lines are one per request: a client must not be able to flood the log with them. */
+  private readonly failureLines: RepeatedLineLimiter;
+
+  constructor(private readonly log: Logger) {
+    this.failureLines = new RepeatedLineLimiter(log);
+  }
 
   /** Call when a stream to the destination is open and bytes are about to flow. */
   opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string): StreamRecord {
@@ -76,7 +89,9 @@ export class StreamStats {
     const reply = replyFor(err);
     this.totals.failedStreams++;
     this.totals.failuresByReason[reply.reason] = (this.totals.failuresByReason[reply.reason] ?? 0) + 1;
-    this.log.warn(
+    this.failureLines.write(
+      'warn',
+      `${reply.reason}|${sourceOfClient(client)}`,
       { frontEnd, client, target: destination ? target(destination) : undefined, reason: reply.reason, socksReply: reply.socks, httpStatus: reply.http },
       `stream failed: ${reply.message}`,
     );
