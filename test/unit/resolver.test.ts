@@ -63,6 +63,7 @@ const cache: ResolverCache = {
   defaultNamespace: 'shop',
   namespaceExists: (ns: string) => ['shop', 'default'].includes(ns),
   ensureNamespace: async () => undefined,
+  noteServed: () => undefined,
 };
 const resolver = new Resolver(cache as never, 'cluster.local');
 const dom = (host: string, port: number): Destination => ({ host, port, type: 'domain' });
