@@ -185,8 +185,8 @@ function spawnDaemon(l: StateLayout, id: string): number {
       // The state dir as resolved here, whatever the daemon's environment would say.
       // Without the credentials variable: the daemon reads them from its private file.
       env: { ...process.env, [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined },
-      // client-node resolves a relative exec-plugin command from the working directory: keep
-      // the user's, so the daemon authenticates exactly as the foreground proxy would.
+      // Exec plugins run in the user's working directory, as under kubectl (their command is
+      // already absolute: see cluster/kubeconfig.ts resolveExecCommand).
       cwd: process.cwd(),
     });
     child.on('error', () => undefined);
