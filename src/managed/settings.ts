@@ -20,6 +20,7 @@ export const FLAG_OPTIONS: Readonly<Record<string, keyof DaemonOptions>> = {
   'keepalive-timeout': 'keepaliveTimeoutMs',
   'max-streams': 'maxStreams',
   transport: 'transport',
+  'allow-host-network-pods': 'allowHostNetworkPods',
 };
 
 export interface RequestedSettings {

@@ -46,7 +46,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   const websocket = new WebSocketV4Transport(api, log, keepalive);
   const spdy = new SpdyTransport(api, log, { keepalive, connectTimeoutMs: options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs });
   const transport = new NegotiatingTransport(options.transport ?? DEFAULTS.transport, spdy, websocket, log, kube.context);
-  const resolver = new Resolver(cache, options.clusterDomain);
+  const resolver = new Resolver(cache, options.clusterDomain, undefined, { allowHostNetworkPods: options.allowHostNetworkPods });
   const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: options.connectTimeoutMs });
   // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.
   let markReady!: () => void;

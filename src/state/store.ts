@@ -32,6 +32,8 @@ export interface DaemonOptions {
   maxStreams?: number;
   /** auto | spdy | websocket (absent in entries written before the flag existed: auto). */
   transport?: TransportMode;
+  /** Pod-IP targets may reach hostNetwork pods (absent in older entries: false). */
+  allowHostNetworkPods?: boolean;
 }
 
 export interface ProxyEntry {
