@@ -17,6 +17,8 @@ export default class Connect extends Command {
     'single-context copy of the kubeconfig and prints its connection ID, addresses and the lines to',
     'paste. The ID is stable for the same server, context and namespace, so connecting twice',
     'reports the running proxy (flags that ask for other settings than it runs with are an error).',
+    'Without proxy credentials it generates a password, carried by the printed lines (connect',
+    'again prints them again); --no-auth for browsers, which cannot send SOCKS credentials.',
     'Stop it with `disconnect ID`; see all with `status`.',
   ].join(' ');
   static override usage = 'connect [--socks] [flags]';

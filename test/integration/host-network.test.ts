@@ -5,7 +5,10 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 
@@ -64,4 +67,21 @@ test('with --allow-host-network-pods the node IP reaches the hostNetwork pod', a
       assert.match(r.stdout, /hello from node-exporter-x7k2p/);
     }
   });
+});
+
+test('managed: connect --allow-host-network-pods honours the flag in the daemon', async () => {
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-hostnet-'));
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir };
+  try {
+    const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--allow-host-network-pods', '--json'], { env });
+    assert.equal(r.code, 0, r.stderr);
+    const { id, env: vars } = JSON.parse(r.stdout) as { id: string; env: { ALL_PROXY: string } };
+    const viaIp = await curl(['--proxy', vars.ALL_PROXY, `http://${nodeIp}:${PORT}/`]);
+    assert.equal(viaIp.code, 0, viaIp.stderr);
+    assert.match(viaIp.stdout, /hello from node-exporter-x7k2p/);
+    assert.equal((await runCli(['disconnect', id], { env })).code, 0);
+  } finally {
+    await runCli(['quit'], { env });
+    rmSync(stateDir, { recursive: true, force: true });
+  }
 });
