@@ -67,6 +67,9 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
       helpValue: '<user:password>',
       exclusive: ['proxy-auth-file'],
     }),
+    'allow-host-network-pods': Flags.boolean({
+      summary: "Let Pod-IP targets reach hostNetwork pods, whose IP is the node's: ports on the node itself (kubelet, etcd, sshd). Services backed by such pods work without it.",
+    }),
     transport: Flags.option({
       options: TRANSPORT_MODES,
       default: DEFAULTS.transport,
@@ -91,6 +94,7 @@ type ParsedProxyFlags = {
     ? string
     : K extends 'keepalive' | 'keepalive-timeout' ? string
     : K extends 'max-streams' ? number
+    : K extends 'allow-host-network-pods' ? boolean
     : string | undefined;
 };
 
@@ -116,5 +120,6 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     maxStreams: flags['max-streams'],
     proxyAuth: proxyAuthFrom(flags),
     transport: (flags.transport ?? DEFAULTS.transport) as TransportMode,
+    allowHostNetworkPods: flags['allow-host-network-pods'],
   };
 }

@@ -9,25 +9,35 @@ export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'>): s
   return `${host}:${address.port}`;
 }
 
-export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace'>, authUser?: string): string[] {
+/**
+ * `password` is given only for credentials `connect` generated: they then go into the exported
+ * proxy URLs (nobody else knows them); credentials the user chose are never printed.
+ */
+export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace'>, authUser?: string, password?: string): string[] {
   const where = `(context ${running.context}, namespace ${running.namespace})`;
   const lines: string[] = [];
   const exports: string[] = [];
+  const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
   if (running.socks) {
     const socks = formatAddress(running.socks);
     lines.push(`kubectl-proxyout: SOCKS5 proxy on ${socks} ${where}`);
     // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
-    exports.push(`export ALL_PROXY=socks5h://${socks}`);
+    exports.push(`export ALL_PROXY=socks5h://${userinfo}${socks}`);
   }
   if (running.http) {
-    const http = formatAddress(running.http);
-    lines.push(`kubectl-proxyout: HTTP proxy on ${http} ${where}`);
-    exports.push(`export HTTP_PROXY=http://${http}`, `export HTTPS_PROXY=http://${http}`);
+    const http = `http://${userinfo}${formatAddress(running.http)}`;
+    lines.push(`kubectl-proxyout: HTTP proxy on ${formatAddress(running.http)} ${where}`);
+    exports.push(`export HTTP_PROXY=${http}`, `export HTTPS_PROXY=${http}`);
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
-    exports.push(`export http_proxy=http://${http}`, `export https_proxy=http://${http}`);
+    exports.push(`export http_proxy=${http}`, `export https_proxy=${http}`);
   }
-  if (authUser !== undefined) lines.push(authLine(authUser));
+  if (authUser !== undefined) lines.push(userinfo ? generatedAuthLine(authUser) : authLine(authUser));
   return [...lines, ...exports];
+}
+
+/** The ready line for generated credentials: the lines below carry the password. */
+export function generatedAuthLine(username: string): string {
+  return `kubectl-proxyout: proxy authentication is on with a generated password for user ${username}; the lines below carry it (connect prints them again; --no-auth for browsers)`;
 }
 
 /** The ready line telling clients they need credentials (the password itself is never printed). */

@@ -1,65 +1,60 @@
-import type { KubeConfig, V1EndpointSlice, V1Namespace, V1Pod, V1Service } from '@kubernetes/client-node';
+import type { KubeConfig, V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from '../core/log.js';
 import { errorMessage, OverloadedError } from '../core/errors.js';
+import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { ResilientInformer, type WatchState } from './informer.js';
 import { ClusterIndex } from './index.js';
-
-/** Informers for one scope: the whole cluster, or one namespace when RBAC allows no more. */
-class WatchSet {
-  readonly services: ResilientInformer<V1Service>;
-  readonly slices: ResilientInformer<V1EndpointSlice>;
-  readonly pods: ResilientInformer<V1Pod>;
-
-  constructor(kc: KubeConfig, api: ApiConnection, log: Logger, readonly namespace: string | undefined, index: ClusterIndex) {
-    const core = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}` : '/api/v1';
-    const disc = namespace ? `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}` : '/apis/discovery.k8s.io/v1';
-    this.services = new ResilientInformer<V1Service>(kc, api, `${core}/services`, log, (e, o) => index.apply('services', e, o));
-    this.slices = new ResilientInformer<V1EndpointSlice>(kc, api, `${disc}/endpointslices`, log, (e, o) => index.apply('slices', e, o));
-    // Only running pods can be dialled (Pod IPs, named target ports): finished Job pods, often
-    // most of a busy cluster's pods, are not kept. The API server sends DELETED when a watched pod
-    // stops matching the selector.
-    this.pods = new ResilientInformer<V1Pod>(kc, api, `${core}/pods?fieldSelector=${encodeURIComponent('status.phase=Running')}`, log, (e, o) => index.apply('pods', e, o));
-  }
-
-  all(): ResilientInformer<any>[] {
-    return [this.services, this.slices, this.pods];
-  }
-
-  async start(): Promise<void> {
-    const results = await Promise.allSettled(this.all().map((i) => i.start()));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) {
-      await this.stop();
-      throw failed.reason;
-    }
-  }
-
-  stop(): Promise<void> {
-    return Promise.all(this.all().map((i) => i.stop())).then(() => undefined);
-  }
-}
+import { WatchSet } from './watch-set.js';
 
 export interface OnDemandLimits {
   /** Namespaces watched on demand at most (each costs three watches). */
   maxNamespaces: number;
-  /** At the limit, a namespace unused this long makes room; none such → the request is refused. */
+  /** At the limit, a namespace that served streams but has been unused this long makes room. */
   evictIdleMs: number;
+  /** A namespace watched for a request that never led to a pod is dropped after this long. */
+  unservedReleaseMs: number;
   /** A namespace RBAC refused is refused again without asking for this long. */
   forbiddenTtlMs: number;
+  /** New namespace look-ups (each three LISTs and watches) allowed per second on average… */
+  lookupsPerSecond: number;
+  /** …and at once. */
+  lookupBurst: number;
 }
 
 /**
  * Without cluster-wide RBAC, any namespace a client names costs three list+watches: bounded here
- * so a client cannot make the proxy watch without limit or hammer the API server with lists it is
- * not allowed.
+ * so a client cannot make the proxy watch without limit, hammer the API server with lists (allowed
+ * or not: every new name costs a token, whatever the answer), or keep the slots full of
+ * namespaces nobody reaches a pod in.
  */
-export const ON_DEMAND_LIMITS: OnDemandLimits = { maxNamespaces: 64, evictIdleMs: 10 * 60_000, forbiddenTtlMs: 30_000 };
+export const ON_DEMAND_LIMITS: OnDemandLimits = {
+  maxNamespaces: 64,
+  evictIdleMs: 10 * 60_000,
+  unservedReleaseMs: 30_000,
+  forbiddenTtlMs: 30_000,
+  lookupsPerSecond: 2,
+  lookupBurst: 8,
+};
+
+/** Refused look-ups are logged at most once per this long, with how many there were. */
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 export interface CacheStatus {
   scope: 'cluster' | 'namespaces';
   namespaces: string[];
   watches: Record<string, WatchState>;
+}
+
+/** One on-demand namespace: its watches, and whether a request ever reached a pod through them. */
+interface Slot {
+  pending: Promise<WatchSet>;
+  /** Set once the first list is in. */
+  set?: WatchSet;
+  lastUsed: number;
+  /** A stream resolved to a pod here: the slot is kept while used (else it is released soon). */
+  served: boolean;
+  releaseTimer?: NodeJS.Timeout;
 }
 
 /**
@@ -69,13 +64,13 @@ export interface CacheStatus {
  */
 export class ClusterCache {
   private clusterWide?: WatchSet;
-  private readonly perNamespace = new Map<string, Promise<WatchSet>>();
-  /** The per-namespace sets whose first list is in, for synchronous lookups. */
-  private readonly settledSets: WatchSet[] = [];
+  private readonly slots = new Map<string, Slot>();
   private namespaces?: ResilientInformer<V1Namespace>;
   private readonly index = new ClusterIndex(() => this.sets());
-  private readonly lastUsed = new Map<string, number>();
   private readonly forbidden = new Map<string, { until: number; err: unknown }>();
+  private readonly lookups: TokenBucket;
+  private refusedLookups = 0;
+  private nextRefusalLog = 0;
 
   constructor(
     private readonly kc: KubeConfig,
@@ -83,7 +78,9 @@ export class ClusterCache {
     private readonly log: Logger,
     readonly defaultNamespace: string,
     private readonly limits: OnDemandLimits = ON_DEMAND_LIMITS,
-  ) {}
+  ) {
+    this.lookups = new TokenBucket({ ratePerSecond: limits.lookupsPerSecond, burst: limits.lookupBurst });
+  }
 
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
   async start(): Promise<void> {
@@ -96,7 +93,7 @@ export class ClusterCache {
     } catch (err) {
       if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
       this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
-      await this.ensureNamespace(this.defaultNamespace);
+      await this.watch(this.defaultNamespace, Date.now()).pending;
     }
     const namespaces = new ResilientInformer<V1Namespace>(this.kc, this.api, '/api/v1/namespaces', this.log, () => undefined);
     try {
@@ -108,66 +105,116 @@ export class ClusterCache {
   }
 
   async stop(): Promise<void> {
-    const sets = [this.clusterWide, ...(await Promise.allSettled(this.perNamespace.values())).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
+    for (const slot of this.slots.values()) clearTimeout(slot.releaseTimer);
+    const sets = [this.clusterWide, ...(await Promise.allSettled([...this.slots.values()].map((s) => s.pending))).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
     await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop()]);
   }
 
-  /** In per-namespace mode, start watching a namespace a request names (once). */
+  /**
+   * In per-namespace mode, start watching a namespace a request names (once). A new one costs a
+   * token of the look-up budget; none left → OverloadedError, without an API request.
+   */
   async ensureNamespace(namespace: string): Promise<void> {
     if (this.clusterWide) return;
     const now = Date.now();
     const refused = this.forbidden.get(namespace);
     if (refused && refused.until > now) throw refused.err;
-    this.lastUsed.set(namespace, now);
-    let pending = this.perNamespace.get(namespace);
-    if (!pending) {
-      if (this.perNamespace.size >= this.limits.maxNamespaces) await this.makeRoom(now);
-      const set = new WatchSet(this.kc, this.api, this.log, namespace, this.index);
-      pending = set.start().then(() => {
-        this.settledSets.push(set);
-        this.index.invalidate();
-        this.log.info({ namespace }, 'watching namespace');
-        return set;
-      });
-      pending.catch((err: unknown) => {
-        this.perNamespace.delete(namespace);
-        this.lastUsed.delete(namespace);
-        if (err instanceof ApiStatusError && err.statusCode === 403) {
-          if (this.forbidden.size >= 10_000) this.forbidden.clear();
-          this.forbidden.set(namespace, { until: Date.now() + this.limits.forbiddenTtlMs, err });
-        }
-      });
-      this.perNamespace.set(namespace, pending);
+    let slot = this.slots.get(namespace);
+    if (!slot) {
+      if (!this.lookups.take()) throw this.overBudget(namespace, now);
+      if (this.slots.size >= this.limits.maxNamespaces) await this.makeRoom(now);
+      slot = this.watch(namespace, now);
     }
-    await pending;
+    slot.lastUsed = now;
+    await slot.pending;
   }
 
-  /** At the limit: stop watching the namespace unused longest, if it has been idle long enough. */
+  /** A request resolved to a pod in this namespace: keep watching it while it is used. */
+  noteServed(namespace: string): void {
+    const slot = this.slots.get(namespace);
+    if (!slot) return;
+    slot.served = true;
+    slot.lastUsed = Date.now();
+    clearTimeout(slot.releaseTimer);
+  }
+
+  private watch(namespace: string, now: number): Slot {
+    const set = new WatchSet(this.kc, this.api, this.log, namespace, this.index);
+    const slot: Slot = { pending: set.start().then(() => set), lastUsed: now, served: namespace === this.defaultNamespace };
+    this.slots.set(namespace, slot);
+    slot.pending.then(
+      () => {
+        if (this.slots.get(namespace) !== slot) return void set.stop(); // dropped (cache stopping) while its first list ran
+        slot.set = set;
+        this.index.invalidate();
+        this.log.info({ namespace }, 'watching namespace');
+        if (!slot.served) {
+          slot.releaseTimer = setTimeout(() => void this.releaseUnserved(namespace, slot), this.limits.unservedReleaseMs);
+          slot.releaseTimer.unref();
+        }
+      },
+      (err: unknown) => {
+        if (this.slots.get(namespace) === slot) this.slots.delete(namespace);
+        if (err instanceof ApiStatusError && err.statusCode === 403) this.rememberForbidden(namespace, err);
+      },
+    );
+    return slot;
+  }
+
+  private rememberForbidden(namespace: string, err: unknown): void {
+    const now = Date.now();
+    if (this.forbidden.size >= 10_000) for (const [ns, f] of this.forbidden) if (f.until <= now) this.forbidden.delete(ns);
+    if (this.forbidden.size >= 10_000) this.forbidden.clear();
+    this.forbidden.set(namespace, { until: now + this.limits.forbiddenTtlMs, err });
+  }
+
+  private overBudget(namespace: string, now: number): OverloadedError {
+    this.refusedLookups++;
+    if (now >= this.nextRefusalLog) {
+      this.log.warn({ refused: this.refusedLookups, perSecond: this.limits.lookupsPerSecond, burst: this.limits.lookupBurst }, 'clients name new namespaces faster than the look-up budget allows; refusing those requests');
+      this.refusedLookups = 0;
+      this.nextRefusalLog = now + REFUSAL_LOG_INTERVAL_MS;
+    }
+    return new OverloadedError(`not watching namespace "${namespace}" now: too many new namespaces named at once (over ${this.limits.lookupsPerSecond}/s, no cluster-wide list/watch permission); try again in a moment`);
+  }
+
+  /**
+   * At the limit: drop a namespace that never served a stream (oldest first), else one that did
+   * but has been unused long enough. Namespaces still on their first list are never dropped.
+   */
   private async makeRoom(now: number): Promise<void> {
     let victim: string | undefined;
-    for (const [ns, at] of this.lastUsed) {
-      if (ns === this.defaultNamespace || !this.perNamespace.has(ns) || now - at < this.limits.evictIdleMs) continue;
-      if (victim === undefined || at < this.lastUsed.get(victim)!) victim = ns;
+    let victimSlot: Slot | undefined;
+    const better = (s: Slot) => !victimSlot || (s.served === victimSlot.served ? s.lastUsed < victimSlot.lastUsed : !s.served);
+    for (const [ns, slot] of this.slots) {
+      if (ns === this.defaultNamespace || !slot.set) continue;
+      if (slot.served && now - slot.lastUsed < this.limits.evictIdleMs) continue;
+      if (better(slot)) [victim, victimSlot] = [ns, slot];
     }
-    if (victim === undefined) {
-      throw new OverloadedError(`already watching ${this.perNamespace.size} namespaces on demand, all in use (no cluster-wide list/watch permission)`);
+    if (victim === undefined || !victimSlot) {
+      throw new OverloadedError(`already watching ${this.slots.size} namespaces on demand, all in use (no cluster-wide list/watch permission)`);
     }
-    const pending = this.perNamespace.get(victim)!;
-    this.perNamespace.delete(victim);
-    this.lastUsed.delete(victim);
-    const set = await pending.catch(() => undefined);
-    if (!set) return;
-    const i = this.settledSets.indexOf(set);
-    if (i >= 0) this.settledSets.splice(i, 1);
+    await this.release(victim, victimSlot);
+    this.log.info({ namespace: victim, servedStreams: victimSlot.served }, 'stopped watching a namespace to make room');
+  }
+
+  private async releaseUnserved(namespace: string, slot: Slot): Promise<void> {
+    if (slot.served || this.slots.get(namespace) !== slot) return;
+    await this.release(namespace, slot);
+    this.log.debug({ namespace }, 'stopped watching a namespace no stream reached a pod in');
+  }
+
+  private async release(namespace: string, slot: Slot): Promise<void> {
+    clearTimeout(slot.releaseTimer);
+    if (this.slots.get(namespace) === slot) this.slots.delete(namespace);
     this.index.invalidate();
-    await set.stop();
-    this.log.info({ namespace: victim }, 'stopped watching an idle namespace to make room');
+    await slot.set?.stop();
   }
 
   /** true/false when we can tell; undefined when namespaces cannot be listed and it is not watched. */
   namespaceExists(namespace: string): boolean | undefined {
     if (this.namespaces) return this.namespaces.get(namespace) !== undefined;
-    return this.perNamespace.has(namespace) ? true : undefined;
+    return this.slots.has(namespace) ? true : undefined;
   }
 
   get lookup(): ClusterIndex {
@@ -180,12 +227,13 @@ export class ClusterCache {
     if (this.namespaces) watches[this.namespaces.path] = this.namespaces.status;
     return {
       scope: this.clusterWide ? 'cluster' : 'namespaces',
-      namespaces: this.clusterWide ? [] : [...this.perNamespace.keys()],
+      namespaces: this.clusterWide ? [] : [...this.slots.keys()],
       watches,
     };
   }
 
   private sets(): WatchSet[] {
-    return this.clusterWide ? [this.clusterWide] : this.settledSets;
+    if (this.clusterWide) return [this.clusterWide];
+    return [...this.slots.values()].flatMap((s) => (s.set ? [s.set] : []));
   }
 }

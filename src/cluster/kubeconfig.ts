@@ -64,6 +64,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   addExecInfo(kc);
   // What client-node drops from the user entry (tokenFile, as-groups, …) we read from the file.
   const raw = findRawUser(kubeconfigFiles(opts.kubeconfig), ctx.user);
+  if (raw) resolveExecCommand(kc, raw.file);
   const impersonation = impersonationOf(raw?.user);
   const provider = kc.getCurrentUser()!.authProvider;
   const oidc = provider?.name === 'oidc' && provider.config ? new OidcTokenSource(provider.config as Record<string, string>) : undefined;
@@ -104,6 +105,20 @@ function findRawUser(files: string[], userName: string): { user: Record<string, 
 function tokenFileOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
   const value = raw?.user.tokenFile ?? raw?.user['token-file'];
   return raw && typeof value === 'string' && value ? path.resolve(path.dirname(raw.file), value) : undefined;
+}
+
+/**
+ * client-go (tools/clientcmd/loader.go, GetAuthInfoFileReferences + ResolvePaths) resolves an
+ * exec plugin `command` that contains a path separator against the directory of the kubeconfig
+ * file that defines it; a bare name stays a PATH look-up. client-node spawns it as written, so
+ * `./cred.sh` would run from the working directory — whatever that directory holds, and a managed
+ * daemon would keep running it from there. We make it absolute first, as kubectl does.
+ */
+function resolveExecCommand(kc: KubeConfig, file: string): void {
+  const exec = kc.getCurrentUser()?.exec as { command?: string } | undefined;
+  const command = exec?.command;
+  if (!exec || !command || !command.includes(path.sep) || path.isAbsolute(command)) return;
+  exec.command = path.join(path.dirname(path.resolve(file)), command);
 }
 
 /** client-node invents a "loaded-context" at http://localhost:8080 when it finds nothing at all. */

@@ -17,6 +17,8 @@ export default class Connect extends Command {
     'single-context copy of the kubeconfig and prints its connection ID, addresses and the lines to',
     'paste. The ID is stable for the same server, context and namespace, so connecting twice',
     'reports the running proxy (flags that ask for other settings than it runs with are an error).',
+    'Without proxy credentials it generates a password, carried by the printed lines (connect',
+    'again prints them again); --no-auth for browsers, which cannot send SOCKS credentials.',
     'Stop it with `disconnect ID`; see all with `status`.',
   ].join(' ');
   static override usage = 'connect [--socks] [flags]';
@@ -30,30 +32,41 @@ export default class Connect extends Command {
     socks: Flags.boolean({ summary: 'SOCKS5 mode (the default and, for now, the only mode).' }),
     ...proxyFlags('Log level of the daemon (see `logs ID`).', 'Time open connections get to finish on disconnect.', MANAGED_GRACE_MS),
     id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-"; up to 40).', helpValue: '<name>' }),
-    json: Flags.boolean({ summary: 'Print one JSON object (id, pid, context, namespace, socks, http, logFile, …).' }),
+    json: Flags.boolean({ summary: 'Print one JSON object (id, pid, context, namespace, socks, http, logFile, env, …).' }),
+    'no-auth': Flags.boolean({
+      summary: 'No proxy credentials, for browsers (Chrome cannot send SOCKS credentials): any local user can then use the proxy. Without this or credentials, connect generates a password.',
+      exclusive: ['proxy-auth-file', 'proxy-auth'],
+    }),
   };
 
   async run(): Promise<void> {
     const { flags, metadata } = await this.parse(Connect);
     const explicitFlags = new Set(Object.keys(flags).filter((name) => !metadata.flags[name]?.setFromDefault));
     // proxyAuth is split off: it reaches the daemon through a private file, never state.json.
-    const { kubeconfig, context, namespace, proxyAuth, ...options } = proxyOptionsFrom(flags);
+    const { kubeconfig, context, namespace, proxyAuth: given, ...options } = proxyOptionsFrom(flags);
+    // --no-auth is explicit: it also wins over $KUBECTL_PROXYOUT_PROXY_AUTH.
+    const noAuth = flags['no-auth'];
+    const proxyAuth = noAuth ? undefined : given;
     if (proxyAuth?.source === 'argv') this.warn(ARGV_WARNING);
-    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, explicitFlags }).catch((err: unknown) => failOnKnownError(this, err));
+    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) => failOnKnownError(this, err));
 
-    const { entry, existing, logFile } = result;
-    const socks = entry.socks ? formatAddress(entry.socks) : null;
-    const http = entry.http ? formatAddress(entry.http) : null;
+    const { entry, existing, logFile, generatedAuth } = result;
+    const lines = readyLines({ socks: entry.socks, http: entry.http, context: entry.context, namespace: entry.namespace }, entry.proxyAuthUser, generatedAuth?.password);
     if (flags.json) {
       const env: Record<string, string> = {};
-      if (socks) env.ALL_PROXY = `socks5h://${socks}`;
-      if (http) env.HTTP_PROXY = env.HTTPS_PROXY = `http://${http}`;
-      const out = { id: entry.id, pid: entry.pid, state: entry.phase, existing, context: entry.context, namespace: entry.namespace, server: entry.server, socks, http, logFile, env };
+      for (const line of lines) {
+        const m = /^export (ALL_PROXY|HTTP_PROXY|HTTPS_PROXY)=(.*)$/.exec(line);
+        if (m) env[m[1]!] = m[2]!;
+      }
+      const socks = entry.socks ? formatAddress(entry.socks) : null;
+      const http = entry.http ? formatAddress(entry.http) : null;
+      const auth = entry.proxyAuthUser === undefined ? null : { user: entry.proxyAuthUser, generated: !!entry.proxyAuthGenerated };
+      const out = { id: entry.id, pid: entry.pid, state: entry.phase, existing, context: entry.context, namespace: entry.namespace, server: entry.server, socks, http, logFile, auth, env };
       this.log(JSON.stringify(out, null, 2));
       return;
     }
     const what = existing ? `${entry.id} is already running` : `connected ${entry.id}`;
     this.log(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
-    this.log(readyLines({ socks: entry.socks, http: entry.http, context: entry.context, namespace: entry.namespace }, existing ? undefined : proxyAuth?.username).join('\n'));
+    this.log(lines.join('\n'));
   }
 }

@@ -18,7 +18,7 @@ import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';
 import { signal } from './stop.js';
 import { PROXY_AUTH_ENV, requireCredentialsOffLoopback, type ProxyCredentials } from '../auth/credentials.js';
-import { writeProxyAuthFile } from '../state/proxy-auth.js';
+import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, type RequestedSettings } from './settings.js';
 
 /** The executable the daemon runs as: this package's bin (dist/src/managed → ../../../bin). */
@@ -34,6 +34,11 @@ export interface ConnectRequest {
   options: DaemonOptions;
   /** Handed to the daemon in a 0600 file beside its kubeconfig, never on argv or in state.json. */
   proxyAuth?: ProxyCredentials;
+  /**
+   * No proxy credentials (`--no-auth`: browsers such as Chrome cannot send SOCKS credentials).
+   * Without it and without proxyAuth, a new proxy gets generated ones.
+   */
+  noAuth?: boolean;
   /** Flags given on the command line: a running proxy for the ID must match these (settings.ts). */
   explicitFlags?: ReadonlySet<string>;
 }
@@ -43,6 +48,8 @@ export interface ConnectResult {
   /** True when the ID was already running (or starting) and nothing new was started. */
   existing: boolean;
   logFile: string;
+  /** The credentials `connect` generated for this proxy (now or when it started): they go into the printed lines. */
+  generatedAuth?: { username: string; password: string };
 }
 
 export async function connect(req: ConnectRequest): Promise<ConnectResult> {
@@ -55,10 +62,15 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   const id = req.id !== undefined ? validateId(req.id) : connectionId(kube.server, kube.context, kube.namespace);
   const l = ensureStateDir(layout());
   checkSocketPath(l.controlSocket(id));
-  const result = (entry: ProxyEntry, existing: boolean): ConnectResult => ({ entry, existing, logFile: l.logFile(id) });
+  const result = (entry: ProxyEntry, existing: boolean): ConnectResult => ({
+    entry,
+    existing,
+    logFile: l.logFile(id),
+    generatedAuth: entry.proxyAuthGenerated ? readClientAuthFile(l, id) : undefined,
+  });
 
   const target = { server: kube.server, context: kube.context, namespace: kube.namespace };
-  const requested: RequestedSettings = { options: req.options, explicitFlags: req.explicitFlags ?? new Set(), proxyAuthUser: req.proxyAuth?.username };
+  const requested: RequestedSettings = { options: req.options, explicitFlags: req.explicitFlags ?? new Set(), proxyAuthUser: req.proxyAuth?.username, proxyAuthOff: req.noAuth };
   const running = await existingProxy(l, id, target);
   if (running) return result(assertSameSettings(running, requested), true);
 
@@ -70,6 +82,10 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     if (current && current.state !== 'dead') return { entry: assertSameSettings(assertSameTarget(current.entry, target), requested), existing: true };
     if (current) removeEntry(l, id);
     await checkPorts(l, listens);
+    // Other local users can reach a loopback port too: a proxy that lives all day gets a password
+    // unless the caller gave one or asked for none.
+    const generated = !req.proxyAuth && !req.noAuth;
+    const credentials = req.proxyAuth ?? (generated ? generateCredentials() : undefined);
     const entry: ProxyEntry = {
       version: 1,
       id,
@@ -77,14 +93,16 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       namespace: kube.namespace,
       server: kube.server,
       options: req.options,
-      ...(req.proxyAuth ? { proxyAuthUser: req.proxyAuth.username } : {}),
+      ...(credentials ? { proxyAuthUser: credentials.username } : {}),
+      ...(generated ? { proxyAuthGenerated: true } : {}),
       phase: 'starting',
       createdAt: new Date().toISOString(),
     };
     writeEntry(l, entry);
     try {
       writeTransientKubeConfig(l.kubeconfigFile(id), kube.kc, kube.namespace, kube.tokenFile, kube.impersonation);
-      if (req.proxyAuth) writeProxyAuthFile(l, id, req.proxyAuth);
+      if (credentials) writeProxyAuthFile(l, id, credentials);
+      if (generated && credentials) writeClientAuthFile(l, id, credentials);
       const pid = spawnDaemon(l, id);
       return { entry: updateEntry(l, id, (e) => ((e.pid = pid), (e.procIdentity = processIdentity(pid))))!, existing: false };
     } catch (err) {
@@ -185,8 +203,8 @@ function spawnDaemon(l: StateLayout, id: string): number {
       // The state dir as resolved here, whatever the daemon's environment would say.
       // Without the credentials variable: the daemon reads them from its private file.
       env: { ...process.env, [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined },
-      // client-node resolves a relative exec-plugin command from the working directory: keep
-      // the user's, so the daemon authenticates exactly as the foreground proxy would.
+      // Exec plugins run in the user's working directory, as under kubectl (their command is
+      // already absolute: see cluster/kubeconfig.ts resolveExecCommand).
       cwd: process.cwd(),
     });
     child.on('error', () => undefined);

@@ -20,6 +20,7 @@ export const FLAG_OPTIONS: Readonly<Record<string, keyof DaemonOptions>> = {
   'keepalive-timeout': 'keepaliveTimeoutMs',
   'max-streams': 'maxStreams',
   transport: 'transport',
+  'allow-host-network-pods': 'allowHostNetworkPods',
 };
 
 export interface RequestedSettings {
@@ -28,6 +29,8 @@ export interface RequestedSettings {
   explicitFlags: ReadonlySet<string>;
   /** The proxy user asked for, if any (passwords are never stored, so only the user is compared). */
   proxyAuthUser?: string;
+  /** `--no-auth`: the caller asked for a proxy without credentials. */
+  proxyAuthOff?: boolean;
 }
 
 const shown = (v: unknown) => (v === undefined ? 'off' : String(v));
@@ -44,6 +47,9 @@ export function settingDifferences(entry: ProxyEntry, req: RequestedSettings): s
   }
   if (req.proxyAuthUser !== undefined && entry.proxyAuthUser !== req.proxyAuthUser) {
     out.push(`proxy authentication (running: ${entry.proxyAuthUser === undefined ? 'off' : `user ${entry.proxyAuthUser}`}, asked: user ${req.proxyAuthUser})`);
+  }
+  if (req.proxyAuthOff && entry.proxyAuthUser !== undefined) {
+    out.push(`proxy authentication (running: user ${entry.proxyAuthUser}, asked: off with --no-auth)`);
   }
   return out;
 }

@@ -30,6 +30,8 @@ export interface ProxyOptions {
   proxyAuth?: ProxyCredentials;
   /** Port-forward transport: one SPDY tunnel per pod, one WebSocket per stream, or auto (default). */
   transport?: TransportMode;
+  /** Pod-IP targets may reach hostNetwork pods (ports on the node itself); Services work regardless. */
+  allowHostNetworkPods?: boolean;
 }
 
 export const DEFAULTS = {
@@ -43,4 +45,5 @@ export const DEFAULTS = {
   keepaliveTimeoutMs: 15_000,
   maxStreams: 1024,
   transport: 'auto',
+  allowHostNetworkPods: false,
 } as const;

@@ -48,7 +48,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   const transport = new NegotiatingTransport(options.transport ?? DEFAULTS.transport, spdy, websocket, log, kube.context);
   // Tunnels belong to pod instances: one the cache sees go is closed, not left to fail streams.
   cache.lookup.onPodGone = (namespace, pod, uid) => transport.podGone({ namespace, pod, uid });
-  const resolver = new Resolver(cache, options.clusterDomain);
+  const resolver = new Resolver(cache, options.clusterDomain, undefined, { allowHostNetworkPods: options.allowHostNetworkPods });
   const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: options.connectTimeoutMs });
   // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.
   let markReady!: () => void;

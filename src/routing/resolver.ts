@@ -16,7 +16,18 @@ import type { PodPort } from '../tunnel/transport.js';
 import { isUnderClusterDomain, parseClusterName } from './names.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
-export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace'>;
+export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed'>;
+
+export interface ResolverOptions {
+  /**
+   * Dial Pod IPs of hostNetwork pods. Their IP is the node's, so such a target is a port in the
+   * node's own network namespace (kubelet, etcd, sshd), not a pod's: refused unless asked for.
+   * Services backed by hostNetwork pods work either way.
+   */
+  allowHostNetworkPods?: boolean;
+}
+
+export const HOST_NETWORK_FLAG = '--allow-host-network-pods';
 
 /** Where a destination goes: the pod ports to try, in order. */
 export interface Plan {
@@ -38,6 +49,7 @@ export class Resolver {
     private readonly cache: ResolverCache,
     private readonly clusterDomain: string,
     private readonly maxCandidates = 3,
+    private readonly options: ResolverOptions = {},
   ) {}
 
   /** Cheap, synchronous: could this destination be ours at all? */
@@ -47,6 +59,13 @@ export class Resolver {
   }
 
   async resolve(dest: Destination): Promise<Plan> {
+    const plan = await this.plan(dest);
+    // The namespace served a stream: an on-demand watch there is worth keeping.
+    for (const ns of new Set(plan.candidates.map((c) => c.namespace))) this.cache.noteServed(ns);
+    return plan;
+  }
+
+  private async plan(dest: Destination): Promise<Plan> {
     // Some clients send IP literals as ATYP "domain" (curl with socks5h does for IPv6).
     if (dest.type !== 'domain' || isIP(dest.host)) return this.resolveIp(dest.host, dest.port);
     const name = parseClusterName(dest.host, this.clusterDomain, this.cache.defaultNamespace);
@@ -58,6 +77,8 @@ export class Resolver {
     if (name.kind === 'service' && name.namespaceNeedsCheck && this.cache.namespaceExists(name.namespace) === false) {
       throw new NotAllowedError(`${dest.host} is not a cluster name (there is no namespace "${name.namespace}")`);
     }
+    // A namespace the cluster does not have is not worth a look-up (it costs LISTs and budget).
+    if (this.cache.namespaceExists(name.namespace) === false) throw new HostUnreachableError(`${dest.host}: there is no namespace "${name.namespace}"`);
     await this.watchNamespace(name.namespace);
     if (name.kind === 'service') {
       const svc = lookup.service(name.namespace, name.service);
@@ -76,7 +97,7 @@ export class Resolver {
     }
     const pod = lookup.podByIp(name.ip);
     if (!pod || pod.metadata?.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
-    return podPlan(pod, dest.port);
+    return this.podIpPlan(pod, name.ip, dest.port);
   }
 
   private async watchNamespace(namespace: string): Promise<void> {
@@ -94,8 +115,16 @@ export class Resolver {
     const svc = this.cache.lookup.serviceByIp(ip);
     if (svc) return this.servicePlan(svc, port);
     const pod = this.cache.lookup.podByIp(ip);
-    if (pod) return podPlan(pod, port);
+    if (pod) return this.podIpPlan(pod, ip, port);
     throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
+  }
+
+  /** A Pod IP target; the lookup prefers a pod of its own, so a hostNetwork pod means the IP is a node's. */
+  private podIpPlan(pod: V1Pod, ip: string, port: number): Plan {
+    if (pod.spec?.hostNetwork && !this.options.allowHostNetworkPods) {
+      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.metadata?.namespace}/${pod.metadata?.name} have it): port ${port} there is the node's own, not a pod's; refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
+    }
+    return podPlan(pod, port);
   }
 
   private servicePlan(svc: V1Service, port: number): Plan {

@@ -2,8 +2,9 @@
 // stands alone (CA, client certificate and key files embedded as *-data; a tokenFile kept as an
 // absolute path, since its token rotates), written 0600 into the proxy's 0700 directory. Exec
 // plugins and auth-provider blocks are kept as they are: they run (and refresh) in the daemon
-// exactly as in the foreground proxy. client-node spawns an exec command relative to the working directory,
-// so the daemon keeps the directory `connect` ran in (see managed/connect.ts).
+// exactly as in the foreground proxy. A relative exec command (`./cred.sh`) is already absolute here:
+// loadKubeConfig resolved it against its kubeconfig's directory, as kubectl does, so the daemon
+// never runs a program from whatever directory it was started in.
 import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError, errorMessage } from '../core/errors.js';

@@ -56,6 +56,8 @@ export interface StateLayout {
   kubeconfigFile(id: string): string;
   controlSocket(id: string): string;
   proxyAuthFile(id: string): string;
+  /** Credentials `connect` generated, kept (0600) so that `connect` can print them again. */
+  clientAuthFile(id: string): string;
   logFile(id: string): string;
 }
 
@@ -73,6 +75,7 @@ export function layout(root: string = stateDir()): StateLayout {
     kubeconfigFile: (id) => path.join(proxyDir(id), 'kubeconfig'),
     controlSocket: (id) => path.join(proxyDir(id), 'control.sock'),
     proxyAuthFile: (id) => path.join(proxyDir(id), 'proxy-auth'),
+    clientAuthFile: (id) => path.join(proxyDir(id), 'client-auth'),
     logFile: (id) => path.join(logsDir, `${validateId(id)}.log`),
   };
 }

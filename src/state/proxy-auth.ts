@@ -2,6 +2,9 @@
 // (inherited, and readable in /proc by the same user) or state.json (read by every command):
 // `connect` writes them to proxies/<id>/proxy-auth (0600, in the 0700 proxy directory) and the
 // daemon deletes that file as soon as it has read it. removeTransient() removes a leftover one.
+// Credentials `connect` generates itself are also kept in proxies/<id>/client-auth (0600) for as
+// long as the proxy lives, so that `connect` can print the lines to paste again.
+import { randomBytes } from 'node:crypto';
 import { readFileSync, unlinkSync } from 'node:fs';
 import type { ProxyCredentials } from '../auth/credentials.js';
 import { writePrivateFile } from './store.js';
@@ -31,4 +34,31 @@ export function takeProxyAuthFile(l: StateLayout, id: string): ProxyCredentials 
   }
   if (typeof parsed?.username !== 'string' || typeof parsed.password !== 'string') throw new Error(`unreadable proxy credentials in ${file}`);
   return { username: parsed.username, password: parsed.password, source: parsed.source ?? 'file' };
+}
+
+/** User name of generated credentials (the password is what keeps others out). */
+export const GENERATED_USER = 'proxyout';
+
+/**
+ * Random credentials for a managed proxy started without any: 192 bits, base64url, so the
+ * password goes into proxy URLs (socks5h://user:pass@…) without percent-encoding.
+ */
+export function generateCredentials(): ProxyCredentials {
+  return { username: GENERATED_USER, password: randomBytes(24).toString('base64url'), source: 'file' };
+}
+
+export function writeClientAuthFile(l: StateLayout, id: string, credentials: Pick<ProxyCredentials, 'username' | 'password'>): void {
+  const { username, password } = credentials;
+  writePrivateFile(l.clientAuthFile(id), `${JSON.stringify({ username, password })}\n`);
+}
+
+/** The generated credentials of a running proxy; undefined when it has none (or they are unreadable). */
+export function readClientAuthFile(l: StateLayout, id: string): { username: string; password: string } | undefined {
+  try {
+    const parsed = JSON.parse(readFileSync(l.clientAuthFile(id), 'utf8')) as { username?: unknown; password?: unknown };
+    if (typeof parsed.username === 'string' && typeof parsed.password === 'string') return { username: parsed.username, password: parsed.password };
+  } catch {
+    // absent, or not ours to explain (its text holds the password)
+  }
+  return undefined;
 }

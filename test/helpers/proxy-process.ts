@@ -27,12 +27,12 @@ export function testTransport(): TransportMode {
 }
 
 /** Runs the real CLI (bin/kubectl-proxyout) and waits until it prints its ready lines. */
-export async function startProxyProcess(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[] } = {}): Promise<ProxyProcess> {
+export async function startProxyProcess(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[]; cwd?: string } = {}): Promise<ProxyProcess> {
   const command = opts.command ?? [process.execPath, binPath];
   // PROXYOUT_TEST_TRANSPORT runs a suite under another transport (npm test runs the fault suite under each).
   const forced = process.env.PROXYOUT_TEST_TRANSPORT;
   if (forced && !args.includes('--transport') && command[command.length - 1] === binPath) args = [...args, '--transport', forced];
-  const proc = spawn(command[0], [...command.slice(1), ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(command[0], [...command.slice(1), ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
   const stdout: string[] = [];
   const logs: Array<Record<string, unknown>> = [];
   let stderrText = '';

@@ -2,7 +2,9 @@
 // insecure-skip-tls-verify, proxy-url — and RBAC decides what we may watch. All of it must work.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import yaml from 'js-yaml';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
@@ -11,6 +13,8 @@ import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { startConnectProxy, startSocks5Relay } from '../helpers/upstream-proxies.js';
 import { startOidcIssuer } from '../helpers/oidc-issuer.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
 
 let cluster: TestCluster;
 before(async () => {
@@ -20,10 +24,10 @@ after(async () => {
   await cluster?.close();
 });
 
-async function withProxy(yaml: string, fn: (p: ProxyProcess) => Promise<void>, env?: NodeJS.ProcessEnv): Promise<void> {
-  const file = path.join(cluster.dir, `kc-${Math.random().toString(16).slice(2)}`);
+async function withProxy(yaml: string, fn: (p: ProxyProcess) => Promise<void>, env?: NodeJS.ProcessEnv, where?: { file: string; cwd: string }): Promise<void> {
+  const file = where?.file ?? path.join(cluster.dir, `kc-${Math.random().toString(16).slice(2)}`);
   await writeFile(file, yaml, { mode: 0o600 });
-  const p = await startProxyProcess(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug'], { env });
+  const p = await startProxyProcess(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug'], { env, cwd: where?.cwd });
   try {
     await fn(p);
   } finally {
@@ -40,9 +44,9 @@ async function reachesWeb(p: ProxyProcess): Promise<void> {
 const port = () => Number(new URL(cluster.sim.server).port);
 
 /** Runs a program to completion; undefined when it is not installed. */
-function runCommand(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string } | undefined> {
+function runCommand(cmd: string, args: string[], cwd?: string): Promise<{ code: number | null; stdout: string; stderr: string } | undefined> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { timeout: 30_000 }, (err, stdout, stderr) => {
+    execFile(cmd, args, { timeout: 30_000, cwd }, (err, stdout, stderr) => {
       if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') return resolve(undefined);
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) });
     });
@@ -57,6 +61,36 @@ describe('authentication and transport as the kubeconfig says', () => {
 
   test('exec credential plugin', async () => {
     await withProxy(cluster.sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' }), reachesWeb);
+  });
+
+  test('a relative exec command (./cred.sh) runs from the kubeconfig\'s directory, as kubectl runs it, never from the working directory', async (t) => {
+    // Dir A holds the kubeconfig and the real plugin; dir B, where we run, holds an impostor.
+    const dirA = path.join(cluster.dir, 'exec-a');
+    const dirB = path.join(cluster.dir, 'exec-b');
+    await mkdir(dirA, { recursive: true });
+    await mkdir(dirB, { recursive: true });
+    const doc = yaml.load(cluster.sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' })) as { users: Array<{ user: { exec: { command: string; args?: string[] } } }> };
+    const exec = doc.users[0]!.user.exec;
+    const quoted = [exec.command, ...(exec.args ?? [])].map((a) => `'${a}'`).join(' ');
+    await writeFile(path.join(dirA, 'cred.sh'), `#!/bin/sh\nexec ${quoted}\n`);
+    const marker = path.join(cluster.dir, 'impostor-ran');
+    await writeFile(path.join(dirB, 'cred.sh'), `#!/bin/sh\necho ran >> '${marker}'\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"impostor"}}'\n`);
+    for (const dir of [dirA, dirB]) await chmod(path.join(dir, 'cred.sh'), 0o700);
+    exec.command = './cred.sh';
+    exec.args = [];
+    const file = path.join(dirA, 'kubeconfig');
+    await withProxy(yaml.dump(doc), reachesWeb, undefined, { file, cwd: dirB });
+    assert.equal(existsSync(marker), false, 'the working directory\'s cred.sh never ran');
+    // A managed daemon's kubeconfig carries the resolved command, whatever directory it starts in.
+    const { kc, namespace } = loadKubeConfig({ kubeconfig: path.relative(process.cwd(), file) });
+    const flat = flattenKubeConfig(kc, namespace) as { users: Array<{ user: { exec: { command: string } } }> };
+    assert.equal(flat.users[0]!.user.exec.command, path.join(dirA, 'cred.sh'));
+    // kubectl with the same kubeconfig, run from B, runs A's plugin too.
+    const kubectl = await runCommand('kubectl', ['--kubeconfig', file, 'get', 'pods', '-n', 'shop', '-o', 'name'], dirB);
+    if (kubectl === undefined) return t.skip('kubectl not on PATH: the client-go comparison is skipped');
+    assert.equal(kubectl.code, 0, kubectl.stderr);
+    assert.match(kubectl.stdout, /^pod\/web-/m);
+    assert.equal(existsSync(marker), false, 'kubectl did not run the working directory\'s cred.sh either');
   });
 
   test('exec plugins get KUBERNETES_EXEC_INFO as client-go sends it (provideClusterInfo → spec.cluster)', async (t) => {

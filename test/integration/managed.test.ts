@@ -27,6 +27,8 @@ interface Connected {
   socks: string | null;
   http: string | null;
   logFile: string;
+  auth: { user: string; generated: boolean } | null;
+  env: Record<string, string>;
 }
 
 const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
@@ -99,9 +101,18 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.equal(c.http, null);
     assert.equal(c.logFile, path.join(stateDir, 'logs', `${c.id}.log`));
 
-    const r = await curl(['--proxy', `socks5h://${c.socks}`, 'http://web.shop:8080/']);
+    // No credentials asked for: connect generated some, and the printed proxy URL carries them.
+    assert.deepEqual(c.auth, { user: 'proxyout', generated: true });
+    const m = /^socks5h:\/\/proxyout:([A-Za-z0-9_-]{32})@(.+)$/.exec(c.env.ALL_PROXY!);
+    assert.ok(m, c.env.ALL_PROXY);
+    const password = m[1]!;
+    assert.equal(m[2], c.socks);
+    const r = await curl(['--proxy', c.env.ALL_PROXY!, 'http://web.shop:8080/']);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /hello from web-/);
+    const anonymous = await curl(['--proxy', `socks5h://${c.socks}`, 'http://web.shop:8080/']);
+    assert.notEqual(anonymous.code, 0, 'another local user without the password is refused');
+    assert.equal(mode(path.join(proxyDir(c.id), 'client-auth')), 0o600, 'kept private in the state directory');
 
     // State layout and modes, as documented.
     for (const dir of [stateDir, path.join(stateDir, 'proxies'), path.join(stateDir, 'logs'), proxyDir(c.id)]) assert.equal(mode(dir), 0o700, dir);
@@ -132,6 +143,8 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.equal(one.id, c.id, 'status ID prints one object');
     const text = await cli(['status']);
     assert.match(text.stdout, new RegExp(`^${c.id} +running +sim +shop +${c.pid} `, 'm'));
+    for (const out of [JSON.stringify(s), JSON.stringify(one), text.stdout, (await cli(['status', c.id])).stdout]) assert.ok(!out.includes(password), 'status never prints the password');
+    assert.ok(!readFileSync(path.join(proxyDir(c.id), 'state.json'), 'utf8').includes(password), 'state.json holds no password');
 
     const logs = await cli(['logs', c.id]);
     assert.equal(logs.code, 0, logs.stderr);
@@ -139,6 +152,7 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.match(logs.stdout, /stream closed .*target=web\.shop:8080/);
     const raw = await cli(['logs', c.id, '--json']);
     assert.ok(raw.stdout.trim().split('\n').every((l) => JSON.parse(l).msg !== undefined));
+    assert.ok(!raw.stdout.includes(password) && !readFileSync(c.logFile, 'utf8').includes(password), 'the log never holds the password');
 
     // Connecting again to the same place: the same ID, the same process.
     const again = await connect();
@@ -146,9 +160,11 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.equal(again.pid, c.pid);
     assert.equal(again.existing, true);
     assert.equal(again.socks, c.socks);
+    assert.equal(again.env.ALL_PROXY, c.env.ALL_PROXY, 'connect prints the same credentials again');
     const human = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0']);
     assert.match(human.stdout, new RegExp(`^kubectl-proxyout: ${c.id} is already running \\(pid ${c.pid}\\)`));
-    assert.ok(human.stdout.includes(`export ALL_PROXY=socks5h://${c.socks}`));
+    assert.ok(human.stdout.includes(`export ALL_PROXY=${c.env.ALL_PROXY}`), human.stdout);
+    assert.match(human.stdout, /generated password for user proxyout/);
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid]);
     // Asking by flag for what the running proxy does not have is an error, not "already running".
     const other = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--transport', 'websocket']);
@@ -159,8 +175,11 @@ describe('a managed proxy from connect to disconnect', () => {
     await writeFile(authFile, 'alice:s3cret-pw\n', { mode: 0o600 });
     const withAuth = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--proxy-auth-file', authFile]);
     assert.equal(withAuth.code, 1);
-    assert.match(withAuth.stderr, /proxy authentication \(running: off, asked: user alice\)/);
-    assert.ok(!withAuth.stderr.includes('s3cret-pw'));
+    assert.match(withAuth.stderr, /proxy authentication \(running: user proxyout, asked: user alice\)/);
+    assert.ok(!withAuth.stderr.includes('s3cret-pw') && !withAuth.stderr.includes(password));
+    const noAuth = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--no-auth']);
+    assert.equal(noAuth.code, 1);
+    assert.match(noAuth.stderr, /proxy authentication \(running: user proxyout, asked: off with --no-auth\)/);
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid], 'nothing new was started');
 
     const d = await cli(['disconnect', c.id]);
@@ -191,13 +210,19 @@ describe('several proxies', () => {
   test('two contexts on their own ports, then disconnect --all', async () => {
     const other = path.join(cluster.dir, 'other-context');
     await cluster.sim.writeKubeconfig(other, { context: 'other', namespace: 'default' });
-    const [a, b] = await Promise.all([connect(['--listen-http', '127.0.0.1:0']), connect([], other)]);
+    const [a, b] = await Promise.all([connect(['--listen-http', '127.0.0.1:0']), connect(['--no-auth'], other)]);
     assert.notEqual(a.id, b.id);
     assert.notEqual(a.socks, b.socks);
     assert.equal(b.context, 'other');
     assert.match(a.http!, /^127\.0\.0\.1:\d+$/);
+    // --no-auth (for browsers): no credentials, as before generated ones existed.
+    assert.equal(b.auth, null);
+    assert.equal(b.env.ALL_PROXY, `socks5h://${b.socks}`);
+    assert.ok(!existsSync(path.join(proxyDir(b.id), 'client-auth')));
     assert.match((await curl(['--proxy', `socks5h://${b.socks}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
-    assert.match((await curl(['-x', `http://${a.http}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+    assert.match(a.env.HTTP_PROXY!, new RegExp(`^http://proxyout:[A-Za-z0-9_-]{32}@${a.http}$`));
+    assert.match((await curl(['-x', a.env.HTTP_PROXY!, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+    assert.match((await curl(['--write-out', '%{http_code}', '-x', `http://${a.http}`, 'http://web.shop:8080/'])).stdout, /407$/);
     const ids = ((await status()) as any[]).map((s) => s.id).sort();
     assert.deepEqual(ids, [a.id, b.id].sort());
 
@@ -232,6 +257,7 @@ describe('crashes and failures', () => {
     assert.equal(s.socks, null);
     assert.match(s.error, /is gone/);
     assert.ok(!existsSync(path.join(proxyDir('crash'), 'kubeconfig')), 'the kubeconfig is reaped at once');
+    assert.ok(!existsSync(path.join(proxyDir('crash'), 'client-auth')), 'so are its generated credentials');
     assert.match((await cli(['status'])).stdout, /crash: dead .*disconnect crash/);
     const d = await cli(['disconnect', 'crash']);
     assert.equal(d.code, 0, d.stderr);
@@ -301,7 +327,7 @@ describe('the daemon', () => {
     const c = await connect(['--id', 'execy'], file);
     const kc = JSON.parse(readFileSync(path.join(proxyDir('execy'), 'kubeconfig'), 'utf8'));
     assert.equal(kc.users[0].user.exec.command, process.execPath, 'exec kept as it was');
-    assert.match((await curl(['--proxy', `socks5h://${c.socks}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+    assert.match((await curl(['--proxy', c.env.ALL_PROXY!, 'http://web.shop:8080/'])).stdout, /hello from web-/);
 
     renameSync(c.logFile, `${c.logFile}.1`);
     process.kill(c.pid, 'SIGHUP');
@@ -316,7 +342,7 @@ describe('the daemon', () => {
     const tf = await connect(['--id', 'tokenfile'], tfKubeconfig);
     const tfKc = JSON.parse(readFileSync(path.join(proxyDir('tokenfile'), 'kubeconfig'), 'utf8'));
     assert.deepEqual(tfKc.users[0].user, { tokenFile }, 'an absolute tokenFile, no token copied');
-    assert.match((await curl(['--proxy', `socks5h://${tf.socks}`, 'http://web.shop:8080/'])).stdout, /hello from web-/);
+    assert.match((await curl(['--proxy', tf.env.ALL_PROXY!, 'http://web.shop:8080/'])).stdout, /hello from web-/);
     assert.equal((await cli(['disconnect', 'tokenfile'])).code, 0);
 
     const follow = cli(['logs', 'execy', '-f'], 20_000);

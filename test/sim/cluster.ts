@@ -15,7 +15,7 @@ import { KubeletSpdyPortForward, type SpdyFailureFrames } from './kubelet-spdy.j
 import type { Headers } from '../../src/tunnel/spdy/framer.js';
 import { EndpointsController, MANAGED_BY_LABEL, SERVICE_NAME_LABEL, randomSuffix } from './controllers.js';
 import { PodBackends, type BackendKind } from './backends.js';
-import { namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject } from './objects.js';
+import { NODE_IP, namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject } from './objects.js';
 import { renderKubeconfig, type KubeconfigAuth } from './kubeconfig.js';
 import { notFound } from './status.js';
 
@@ -59,6 +59,8 @@ export interface SimPodSpec {
   subdomain?: string;
   ready?: boolean;
   phase?: 'Running' | 'Pending';
+  /** Extension: a hostNetwork pod; its IP is the node's (NODE_IP, 127.0.0.1), its backends listen there. */
+  hostNetwork?: boolean;
   ports: Array<SimContainerPort & { backend?: BackendKind }>;
 }
 
@@ -349,7 +351,7 @@ export class SimCluster {
     const key = `${spec.namespace}/${spec.name}`;
     if (this.store.has('pods', spec.namespace, spec.name)) throw new Error(`pods "${spec.name}" already exists`);
     await this.createNamespace(spec.namespace);
-    const ip = spec.ip ?? this.allocatePodIp();
+    const ip = spec.ip ?? (spec.hostNetwork ? NODE_IP : this.allocatePodIp());
     const phase = spec.phase ?? 'Running';
     const uid = randomUUID();
     const rt: PodRuntime = {
@@ -359,7 +361,7 @@ export class SimCluster {
     };
     if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports);
     this.pods.set(key, rt);
-    const obj = podObject({ namespace: spec.namespace, name: spec.name, labels: spec.labels, hostname: spec.hostname, subdomain: spec.subdomain, ports: spec.ports });
+    const obj = podObject({ namespace: spec.namespace, name: spec.name, labels: spec.labels, hostname: spec.hostname, subdomain: spec.subdomain, hostNetwork: spec.hostNetwork, ports: spec.ports });
     obj.metadata.uid = uid;
     obj.status = podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32));
     this.store.create('pods', obj);

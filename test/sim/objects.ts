@@ -39,6 +39,8 @@ export interface PodInput {
   labels?: Record<string, string>;
   hostname?: string;
   subdomain?: string;
+  /** In the node's network namespace: its pod IP is the node's (NODE_IP). */
+  hostNetwork?: boolean;
   ports: PodPortInput[];
 }
 
@@ -67,6 +69,7 @@ export function podObject(p: PodInput): KObject {
   };
   if (p.hostname) spec.hostname = p.hostname;
   if (p.subdomain) spec.subdomain = p.subdomain;
+  if (p.hostNetwork) spec.hostNetwork = true;
   return {
     apiVersion: 'v1',
     kind: 'Pod',

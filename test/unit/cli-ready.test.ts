@@ -53,3 +53,14 @@ test('first signal resolves, a second one exits at once with 128+signo', async (
   emitter.emit('SIGINT', 'SIGINT');
   assert.deepEqual(exits, [130]);
 });
+
+test('generated credentials go into every exported proxy URL; chosen ones never do', () => {
+  const running = { ...where, socks: { address: '127.0.0.1', family: 'IPv4', port: 1080 }, http: { address: '127.0.0.1', family: 'IPv4', port: 3128 } };
+  const generated = readyLines(running, 'proxyout', 'pw_x-1');
+  assert.ok(generated.includes('export ALL_PROXY=socks5h://proxyout:pw_x-1@127.0.0.1:1080'));
+  for (const v of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) assert.ok(generated.includes(`export ${v}=http://proxyout:pw_x-1@127.0.0.1:3128`), v);
+  assert.ok(generated.some((l) => /generated password for user proxyout/.test(l)));
+  const chosen = readyLines(running, 'me');
+  assert.ok(chosen.includes('export ALL_PROXY=socks5h://127.0.0.1:1080'));
+  assert.ok(chosen.some((l) => l.includes('socks5h://me:PASSWORD@')));
+});

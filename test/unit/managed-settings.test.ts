@@ -28,3 +28,9 @@ test('proxy auth: asked for a user the running proxy does not have', () => {
   assert.deepEqual(settingDifferences(entry({}, { proxyAuthUser: 'alice' }), { options, explicitFlags: new Set(), proxyAuthUser: 'alice' }), []);
   assert.deepEqual(settingDifferences(entry({}, { proxyAuthUser: 'alice' }), { options, explicitFlags: new Set() }), [], 'not asking for auth is no conflict');
 });
+
+test('--no-auth against a proxy with credentials is a difference; without it, none', () => {
+  assert.deepEqual(settingDifferences(entry({}, { proxyAuthUser: 'proxyout', proxyAuthGenerated: true }), { options, explicitFlags: new Set(['no-auth']), proxyAuthOff: true }), ['proxy authentication (running: user proxyout, asked: off with --no-auth)']);
+  assert.deepEqual(settingDifferences(entry(), { options, explicitFlags: new Set(['no-auth']), proxyAuthOff: true }), []);
+  assert.deepEqual(settingDifferences(entry({}, { proxyAuthUser: 'proxyout', proxyAuthGenerated: true }), { options, explicitFlags: new Set() }), []);
+});

@@ -63,6 +63,7 @@ const cache: ResolverCache = {
   defaultNamespace: 'shop',
   namespaceExists: (ns: string) => ['shop', 'default'].includes(ns),
   ensureNamespace: async () => undefined,
+  noteServed: () => undefined,
 };
 const resolver = new Resolver(cache as never, 'cluster.local');
 const dom = (host: string, port: number): Destination => ({ host, port, type: 'domain' });
@@ -128,4 +129,32 @@ test('every failure maps to the reply the issue asks for', async () => {
   await assert.rejects(resolver.resolve(dom('ext.shop', 80)), /ExternalName/);
   await assert.rejects(resolver.resolve(dom('manual.shop', 80)), /not pods/);
   await assert.rejects(resolver.resolve(dom('empty.shop', 80)), /no ready endpoint/);
+});
+
+test('a Pod IP only hostNetwork pods have (a node IP) is refused unless allowed; their Service and headless names still work', async () => {
+  const nodePods = [pod('kube-system', 'etcd-node-1', '10.0.9.1', [['client', 2379]], { hostNetwork: true }), pod('shop', 'agent-1', '10.0.9.1', [['m', 9100]], { hostNetwork: true, hostname: 'agent-1', subdomain: 'agents' })];
+  const agents = [svc('shop', 'agent', { clusterIP: '10.96.0.9', ports: [{ port: 9100 }] }), svc('shop', 'agents', { clusterIP: 'None', ports: [{ port: 9100 }] })];
+  const agentSlices = [slice('shop', 'agent', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]), { ...slice('shop', 'agents', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]), metadata: { namespace: 'shop', name: 'agents-x', labels: { 'kubernetes.io/service-name': 'agents' } } }];
+  const ix = new ClusterIndex(() => [{ services: { list: () => agents }, slices: { list: () => agentSlices }, pods: { list: () => nodePods } }]);
+  const strict = new Resolver({ ...cache, lookup: ix, namespaceExists: () => true } as never, 'cluster.local');
+  for (const dest of [{ host: '10.0.9.1', port: 2379, type: 'ipv4' } as const, dom('10-0-9-1.kube-system.pod.cluster.local', 2379)]) {
+    const reply = await strict.resolve(dest).then(() => undefined, replyFor);
+    assert.equal(reply?.socks, 0x02, dest.host);
+    assert.equal(reply?.http, 403);
+    assert.match(reply!.message, /node IP.*hostNetwork.*--allow-host-network-pods/);
+  }
+  assert.deepEqual((await strict.resolve(dom('agent.shop.svc', 9100))).candidates.map((c) => c.pod), ['agent-1']);
+  assert.deepEqual((await strict.resolve({ host: '10.96.0.9', port: 9100, type: 'ipv4' })).candidates.map((c) => c.pod), ['agent-1']);
+  assert.deepEqual((await strict.resolve(dom('agent-1.agents.shop.svc', 9100))).candidates.map((c) => c.pod), ['agent-1']);
+  const open = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local', 3, { allowHostNetworkPods: true });
+  assert.ok(['etcd-node-1', 'agent-1'].includes((await open.resolve({ host: '10.0.9.1', port: 2379, type: 'ipv4' })).candidates[0]!.pod));
+});
+
+test('a name in a namespace the namespace list lacks is refused without a namespace look-up', async () => {
+  let lookups = 0;
+  const r = new Resolver({ ...cache, ensureNamespace: async () => void lookups++ } as never, 'cluster.local');
+  const reply = await r.resolve(dom('web.nope.svc.cluster.local', 80)).then(() => undefined, replyFor);
+  assert.equal(reply?.socks, 0x04);
+  assert.match(reply!.message, /no namespace "nope"/);
+  assert.equal(lookups, 0);
 });
