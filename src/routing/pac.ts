@@ -55,6 +55,7 @@ export function generatePac(matcher: RouteMatcher, listeners: PacListeners, opti
     `// Route names: ${JSON.stringify(snap.routes.map((r) => r.name))}; 1 = through the proxy (cluster, reject), 0 = DIRECT.`,
     `var ROUTES = ${JSON.stringify(snap.routes.map((r) => (r.kind === 'direct' ? 0 : 1)))};`,
     `var DEFAULT_ROUTE = ${snap.defaultRoute};`,
+    `var CLUSTER_DOMAIN = ${JSON.stringify(snap.clusterDomain)};`,
     `var NAMESPACES = ${JSON.stringify(namespaces)};`,
     `// suffix → [route, exclude, length, key labels, min extra labels, max extra labels (-1 any)], in precedence order`,
     `var SUFFIXES = ${JSON.stringify(snap.suffixes)};`,
@@ -111,9 +112,9 @@ function kpoName(name) {
 
 function kpoShortName(labels) {
   var n = labels.length, i;
-  if (labels[n - 1] == "localhost") return false;
+  if (labels[n - 1] == "localhost" || labels.join(".") == CLUSTER_DOMAIN) return false;
   for (i = 0; i < n; i++) if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(labels[i])) return false;
-  if (n == 1) return true;
+  if (n == 1) return labels[0] != "svc";
   if (n == 2) return NAMESPACES !== null && kpoHas(NAMESPACES, labels[1]);
   return labels[2] == "pod" && kpoDashedIp(labels[0]);
 }
