@@ -64,6 +64,8 @@ const byPrecedence = (a: SuffixRule, b: SuffixRule): number =>
 
 export class SuffixIndex {
   private readonly byKey = new Map<string, SuffixRule[]>();
+  /** Keys holding each route's dynamic rules, so replacing them touches only those. */
+  private readonly dynamicKeys = new Map<number, Set<string>>();
 
   /** `describe(route)` names a route in conflict messages ("prod (config.yaml:4)"). */
   constructor(private readonly describe: (route: number) => string) {}
@@ -87,16 +89,21 @@ export class SuffixIndex {
     }
     rules.push(rule);
     rules.sort(byPrecedence);
+    if (rule.dynamic) {
+      let keys = this.dynamicKeys.get(rule.route);
+      if (!keys) this.dynamicKeys.set(rule.route, (keys = new Set()));
+      keys.add(key);
+    }
   }
 
   /** Drops a route's dynamic rules (before adding the new set). */
   removeDynamic(route: number): void {
-    for (const [key, rules] of this.byKey) {
-      const kept = rules.filter((r) => !(r.dynamic && r.route === route));
-      if (kept.length === rules.length) continue;
+    for (const key of this.dynamicKeys.get(route) ?? []) {
+      const kept = (this.byKey.get(key) ?? []).filter((r) => !(r.dynamic && r.route === route));
       if (kept.length === 0) this.byKey.delete(key);
       else this.byKey.set(key, kept);
     }
+    this.dynamicKeys.delete(route);
   }
 
   /**
