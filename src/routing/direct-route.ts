@@ -44,9 +44,12 @@ export class DirectRoute {
     this.lookupAll = options.lookup ?? ((host, cb) => dns.lookup(host, { all: true }, cb));
   }
 
-  /** Opens a stream to the request's destination; `host` is the claim's normalized host when given. */
-  open(request: OpenRequest, signal: AbortSignal, host: string = request.destination.host): Promise<OpenedStream> {
-    return this.dial(host, request.destination.port, signal);
+  /**
+   * Opens a stream to the destination exactly as the client wrote it: not the claim's normalized
+   * host, since "intranet." (absolute) and "intranet" (search domains apply) resolve differently.
+   */
+  open(request: OpenRequest, signal: AbortSignal): Promise<OpenedStream> {
+    return this.dial(request.destination.host, request.destination.port, signal);
   }
 
   dial(host: string, port: number, signal: AbortSignal): Promise<OpenedStream> {
@@ -75,17 +78,18 @@ export class DirectRoute {
       };
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
-      socket.once('connect', () => {
-        signal.removeEventListener('abort', onAbort);
-        socket.removeAllListeners('error');
-        socket.setNoDelay(true);
-        resolve({ stream: socket, via: `direct ${formatHostPort(socket.remoteAddress ?? host, socket.remotePort ?? port)}` });
-      });
-      socket.once('error', (err) => {
+      const onError = (err: Error) => {
         signal.removeEventListener('abort', onAbort);
         socket.destroy();
         reject(refusedSelf ?? dialError(err, host, port));
+      };
+      socket.once('connect', () => {
+        signal.removeEventListener('abort', onAbort);
+        socket.off('error', onError);
+        socket.setNoDelay(true);
+        resolve({ stream: socket, via: `direct ${formatHostPort(socket.remoteAddress ?? host, socket.remotePort ?? port)}` });
       });
+      socket.once('error', onError);
     });
   }
 

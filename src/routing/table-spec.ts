@@ -121,3 +121,23 @@ export function routeNameForContext(context: string): string {
     .filter((l) => l.length > 0);
   return labels.join('.');
 }
+
+/**
+ * What a route serves, one line for the startup lines and `status`:
+ * "prod (cluster prod-admin, default): <svc>.<ns>.prod, *.cluster.local, *.svc, short names,
+ *  prod.example.com, not apps.prod.example.com, 10.96.0.0/12, ingress *.apps.prod.example.com".
+ */
+export function describeRoute(table: RoutingTable, route: RouteSpec): string {
+  const parts: string[] = [];
+  if (route.kind === 'cluster') {
+    parts.push(`<svc>.<ns>.${route.name}`);
+    if (table.defaultRoute === route.name) parts.push(`*.${table.clusterDomain}`, '*.svc', 'short names');
+  }
+  parts.push(...route.include.map((p) => (p === '.' ? 'every other name' : p)));
+  parts.push(...route.exclude.map((p) => `not ${p}`));
+  parts.push(...route.cidrs);
+  if (route.kind === 'cluster') parts.push(...(route.ingress?.domains ?? []).map((d) => `ingress ${d}`));
+  if (table.directRoute === route.name) parts.push('everything no other route claims');
+  const what = route.kind === 'cluster' ? `cluster ${route.context}${table.defaultRoute === route.name ? ', default' : ''}` : route.kind;
+  return `${route.name} (${what}): ${parts.join(', ') || 'nothing'}`;
+}

@@ -73,7 +73,8 @@ test('dials IP literals and names (OS resolver) on loopback and relays bytes', a
     assert.equal(await roundTrip(b.stream as net.Socket), 'ping');
     const c = await route().dial('localhost', v4.port, signal()); // /etc/hosts, through getaddrinfo
     assert.equal(await roundTrip(c.stream as net.Socket), 'ping');
-    const d = await route().open({ destination: { host: '127.0.0.1', port: v4.port, type: 'ipv4' }, frontEnd: 'socks5', client: 'test', signal: signal() }, signal());
+    // open() dials the host as the client wrote it, through the same resolver the client would use.
+    const d = await route().open({ destination: { host: 'localhost', port: v4.port, type: 'domain' }, frontEnd: 'socks5', client: 'test', signal: signal() }, signal());
     assert.equal(await roundTrip(d.stream as net.Socket), 'ping');
   } finally {
     await v4.close();

@@ -198,3 +198,15 @@ test('with 1,000 routes a decision costs one map probe per label, not a scan of 
   assert.equal(probes, 5);
   assert.equal(claimOf(m.matchHost('10.3.231.7'), 'x').route.name, 'c999');
 });
+
+test('describeRoute: one line per route with what it serves, for startup lines and status', async () => {
+  const { describeRoute } = await import('../../src/routing/table-spec.js');
+  const t = tableFromYaml(MULTI_YAML, true);
+  assert.deepEqual(t.routes.map((r) => describeRoute(t, r)), [
+    'prod (cluster prod-admin, default): <svc>.<ns>.prod, *.cluster.local, *.svc, short names, prod.example.com, not apps.prod.example.com, 10.96.0.0/12, fd00:10:96::/112, ingress *.apps.prod.example.com, ingress shop.example.org',
+    'staging (cluster staging): <svc>.<ns>.staging, staging.example.com, *.pages.example.net, 10.96.5.0/24',
+    'intranet (direct): intranet.example.com, wiki.staging.example.com, 192.168.0.0/16',
+    'blocked (reject): ads.example.com, 203.0.113.0/24',
+    'direct (direct): everything no other route claims',
+  ]);
+});
