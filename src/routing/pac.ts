@@ -78,7 +78,7 @@ function kpoRoute(host) {
   var h = String(host).toLowerCase();
   if (h.charAt(0) == "[" && h.charAt(h.length - 1) == "]") h = h.substring(1, h.length - 1);
   if (h.indexOf(":") >= 0) return kpoIp6(h);
-  if (/^(0|[1-9]\d{0,2})(\.(0|[1-9]\d{0,2})){3}$/.test(h)) return kpoIp4(h);
+  if (/^(0|[1-9]\d{0,2})(\.(0|[1-9]\d{0,2})){3}$/.test(h) && kpoOctets(h)) return kpoIp4(h);
   if (h.charAt(h.length - 1) == ".") h = h.substring(0, h.length - 1);
   return kpoName(h);
 }
@@ -128,9 +128,15 @@ function kpoDashedIp(label) {
   return (label.indexOf("--") >= 0 || p.length > 4) && /^[0-9a-f-]+$/.test(label);
 }
 
+function kpoOctets(h) {
+  var p = h.split("."), i;
+  for (i = 0; i < 4; i++) if (Number(p[i]) > 255) return false;
+  return true;
+}
+
 function kpoIp4(h) {
   var p = h.split("."), v = 0, i, c, s;
-  for (i = 0; i < 4; i++) { if (Number(p[i]) > 255) return -1; v = v * 256 + Number(p[i]); }
+  for (i = 0; i < 4; i++) v = v * 256 + Number(p[i]);
   for (i = 0; i < CIDRS4.length; i++) {
     c = CIDRS4[i]; s = 32 - c[1];
     if (c[1] == 0 || Math.floor(v / Math.pow(2, s)) == Math.floor(c[0] / Math.pow(2, s))) return c[2];

@@ -188,3 +188,10 @@ test('loadRoutingTable: --config must exist; the default file is read only witho
   assert.throws(() => loadRoutingTable(flags({ config: file })), (e: Error) => e instanceof ConfigError && e.message.startsWith(`${file}:2: routes[0].colour: unknown key`));
   assert.match(defaultConfigPath(), /kubectl-proxyout[/\\]config\.yaml$/);
 });
+
+test('anchors and aliases share lists; comments and blank lines keep the line numbers right', () => {
+  const text = '# routes\n\nroutes:\n  - name: a          # first\n    kind: cluster\n    exclude: &old [old.example.com]\n\n  - name: b\n    kind: cluster\n    exclude: *old\n    cidrs:\n      # the pod network\n      - 10.244.0.0/16\n      - 10.96.0.0/33\n';
+  refuses(text, 14, 'routes[1].cidrs[1]', /0 to 32/);
+  const cfg = parse(text.replace('/33', '/12'));
+  assert.deepEqual(cfg.routes.map((r) => [r.name, r.exclude, r.origin]), [['a', ['old.example.com'], 'config.yaml:4'], ['b', ['old.example.com'], 'config.yaml:8']]);
+});

@@ -71,11 +71,13 @@ function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: n
     const n = 1 + Math.floor(random() * 6);
     hosts.push(Array.from({ length: n }, () => pick(labels)).join('.') + (random() < 0.1 ? '.' : ''));
   }
-  const octet = () => pick([0, 1, 5, 7, 10, 96, 111, 112, 168, 192, 203, 113, 255, Math.floor(random() * 256)]);
+  const octet = () => pick([0, 1, 5, 7, 10, 96, 111, 112, 168, 192, 203, 113, 255, 256, 999, Math.floor(random() * 256)]);
   for (let i = 0; i < 2000; i++) {
     const v4 = [octet(), octet(), octet(), octet()].join('.');
     hosts.push(v4, `::ffff:${v4}`);
     hosts.push(`fd00:10:${pick(['96', '97', '0'])}::${pick(['', '1:', 'ffff:', 'a:b:'])}${Math.floor(random() * 65536).toString(16)}`);
+    const v6 = `fd00:10:${pick(['96', '97', '0'])}:${pick(['0', '0:0', '1'])}::${Math.floor(random() * 65536).toString(16)}`;
+    hosts.push(pick([v6.toUpperCase(), `[${v6}]`, `::ffff:${Math.floor(random() * 65536).toString(16)}:${pick(['7', 'a00', '1'])}`, `${v6}::1`, `${v6}%eth0`]));
   }
   const counts = { proxy: 0, direct: 0 };
   for (const host of hosts) {
