@@ -11,6 +11,7 @@ import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
 import { firstByteLatency, roundTrip } from './measure.js';
+import { reportRoutingTable } from './routing-table.js';
 import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
@@ -126,6 +127,7 @@ if (RTT_MS > 0) await reportRemoteLatency(sim, cluster.dir, echoPod, RTT_MS, Num
 kubectlPf?.stop();
 await proxyWs.stop();
 
+reportRoutingTable();
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();
 await cluster.close();

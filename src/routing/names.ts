@@ -70,3 +70,19 @@ export function isUnderClusterDomain(host: string, clusterDomain: string): boole
   const domain = clusterDomain.toLowerCase().replace(/^\.|\.$/g, '');
   return !!name && (name.endsWith(`.${domain}`) || name.endsWith('.svc'));
 }
+
+/**
+ * The names a cluster route answers under its own name R when several clusters share a proxy:
+ * <svc>.<ns>.svc.R, <svc>.<ns>.R, headless <pod>.<svc>.<ns>.svc.R and <a-b-c-d>.<ns>.pod.R — the
+ * cluster-domain forms with R in place of the domain, plus the short <svc>.<ns>.R. Undefined for
+ * anything else under R (the route then says there is no such Service or Pod).
+ */
+export function parseRouteName(host: string, routeSuffix: string): ClusterName | undefined {
+  const name = normalizeName(host);
+  if (!name || !name.endsWith(`.${routeSuffix}`)) return undefined;
+  const parsed = parseClusterName(name, routeSuffix, '');
+  if (parsed) return parsed;
+  const labels = name.slice(0, -routeSuffix.length - 1).split('.');
+  if (labels.length !== 2 || labels[1] === 'svc' || labels[1] === 'pod') return undefined;
+  return { kind: 'service', service: labels[0], namespace: labels[1], namespaceNeedsCheck: false };
+}

@@ -50,3 +50,12 @@ test('isUnderClusterDomain claims names the cluster owns even when nothing match
   assert.equal(isUnderClusterDomain('x.y.svc', 'cluster.local'), true);
   assert.equal(isUnderClusterDomain('example.com', 'cluster.local'), false);
 });
+
+test('parseRouteName: the cluster forms under a route name, plus <svc>.<ns>.<route>', async () => {
+  const { parseRouteName } = await import('../../src/routing/names.js');
+  assert.deepEqual(parseRouteName('web.shop.svc.prod', 'prod'), { kind: 'service', service: 'web', namespace: 'shop', namespaceNeedsCheck: false });
+  assert.deepEqual(parseRouteName('Web.Shop.Prod.', 'prod'), { kind: 'service', service: 'web', namespace: 'shop', namespaceNeedsCheck: false });
+  assert.deepEqual(parseRouteName('db-0.db.shop.svc.prod.eu', 'prod.eu'), { kind: 'pod-hostname', hostname: 'db-0', service: 'db', namespace: 'shop' });
+  assert.deepEqual(parseRouteName('10-1-2-3.shop.pod.prod', 'prod'), { kind: 'pod-ip', ip: '10.1.2.3', namespace: 'shop' });
+  for (const h of ['web.prod', 'a.b.c.prod', 'web.svc.prod', 'web.shop.svc.staging', 'web.shop.aprod', 'prod']) assert.equal(parseRouteName(h, 'prod'), undefined, h);
+});

@@ -1,0 +1,135 @@
+// Flags and config file → one validated routing table.
+//
+// Precedence (docs/usage.md "Config file"):
+//  1. The file: `--config FILE` (it must exist); else `config.yaml` in the user's config directory
+//     when it exists and no --context is given (a command line naming contexts stands alone, as
+//     before config files existed); else none.
+//  2. Routes: each --context C, in flag order, is the file's cluster route for context C (or the
+//     cluster route named like C) when there is one, else a new cluster route named after C. Then
+//     the file's other routes, in file order.
+//  3. Default route: the first --context; else the file's `default: true`; else the first cluster route.
+//  4. Direct pass-through: --direct / --no-direct when given; else the file's `direct`; else off.
+//  5. No cluster route at all: one for the kubeconfig's current context, as before.
+// The result is checked by building a RouteMatcher (no two routes may claim the same suffix or CIDR).
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import envPaths from 'env-paths';
+import { StartupError } from '../core/errors.js';
+import { RouteMatcher } from '../routing/table.js';
+import { RoutingTableError } from '../routing/suffix-index.js';
+import {
+  DIRECT_ROUTE_NAME,
+  routeNameForContext,
+  routeNameProblem,
+  type ClusterRouteSpec,
+  type RouteSpec,
+  type RoutingTable,
+} from '../routing/table-spec.js';
+import { parseConfig, type ConfigFile } from './validate.js';
+
+export const CONFIG_FILE_NAME = 'config.yaml';
+
+/** `config.yaml` in the per-user config directory (env-paths: $XDG_CONFIG_HOME/kubectl-proxyout, ~/Library/Preferences/kubectl-proxyout). */
+export function defaultConfigPath(): string {
+  return path.join(envPaths('kubectl-proxyout', { suffix: '' }).config, CONFIG_FILE_NAME);
+}
+
+export interface TableFlags {
+  /** --config FILE */
+  config?: string;
+  /** --context, repeatable, in the order given. */
+  contexts: string[];
+  /** --direct (true) / --no-direct (false); undefined when neither was given. */
+  direct?: boolean;
+  /** --cluster-domain */
+  clusterDomain: string;
+  /** The kubeconfig's current context, used when no route names a cluster. */
+  currentContext?: string;
+}
+
+/** Reads the config file the flags point at (or the default one) and merges the flags into it. */
+export function loadRoutingTable(flags: TableFlags, defaultPath: string = defaultConfigPath()): RoutingTable {
+  const file = flags.config ?? (flags.contexts.length === 0 ? defaultPath : undefined);
+  let config: ConfigFile | undefined;
+  if (file !== undefined) {
+    const text = readConfig(file, flags.config !== undefined);
+    if (text !== undefined) config = parseConfig(text, file, flags.clusterDomain);
+  }
+  return tableFrom(config, flags);
+}
+
+function readConfig(file: string, required: boolean): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && !required) return undefined;
+    throw new StartupError(`cannot read the config file ${file}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`, { cause: err });
+  }
+}
+
+/** Merges flags into a validated file (or none) by the precedence above; pure, for tests. */
+export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): RoutingTable {
+  const fileRoutes = config?.routes ?? [];
+  const fromFlags: RouteSpec[] = [];
+  const seen = new Set<string>();
+  for (const context of flags.contexts) {
+    if (seen.has(context)) throw new StartupError(`--context ${context} is given twice`);
+    seen.add(context);
+    const derived = routeNameForContext(context);
+    const existing = fileRoutes.find((r) => r.kind === 'cluster' && r.context === context) ?? fileRoutes.find((r) => r.name === derived);
+    if (existing && existing.kind !== 'cluster') {
+      throw new StartupError(`--context ${context}: route "${existing.name}" (${existing.origin}) is a ${existing.kind} route, not a cluster; rename one of them`);
+    }
+    if (existing && (existing as ClusterRouteSpec).context !== context) {
+      throw new StartupError(`--context ${context}: route "${existing.name}" (${existing.origin}) is for context ${(existing as ClusterRouteSpec).context}; name the route for ${context} in the config file`);
+    }
+    fromFlags.push(existing ?? clusterRoute(context, `--context ${context}`, flags.clusterDomain));
+  }
+  const routes = [...fromFlags, ...fileRoutes.filter((r) => !fromFlags.includes(r))];
+  checkUniqueNames(routes);
+
+  let defaultRoute = fromFlags[0]?.name ?? config?.defaultRoute ?? routes.find((r) => r.kind === 'cluster')?.name;
+  if (defaultRoute === undefined) {
+    if (!flags.currentContext) throw new StartupError('no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig');
+    const route = clusterRoute(flags.currentContext, 'the current context', flags.clusterDomain);
+    routes.unshift(route);
+    checkUniqueNames(routes);
+    defaultRoute = route.name;
+  }
+
+  const table: RoutingTable = { routes, defaultRoute, clusterDomain: flags.clusterDomain };
+  const direct = flags.direct ?? config?.direct ?? false;
+  if (direct) {
+    const origin = flags.direct !== undefined ? '--direct' : `${config!.file}:${config!.directLine ?? 1}`;
+    const named = routes.find((r) => r.name === DIRECT_ROUTE_NAME);
+    if (named && named.kind !== 'direct') {
+      throw new StartupError(`direct pass-through (${origin}) needs the route name "${DIRECT_ROUTE_NAME}", which route ${named.origin} uses for a ${named.kind} route; rename that route`);
+    }
+    if (!named) routes.push({ kind: 'direct', name: DIRECT_ROUTE_NAME, include: [], exclude: [], cidrs: [], origin });
+    table.directRoute = DIRECT_ROUTE_NAME;
+  }
+  try {
+    new RouteMatcher(table);
+  } catch (err) {
+    if (err instanceof RoutingTableError) throw new StartupError(`invalid routing table: ${err.message}`, { cause: err });
+    throw err;
+  }
+  return table;
+}
+
+function clusterRoute(context: string, origin: string, clusterDomain: string): ClusterRouteSpec {
+  const name = routeNameForContext(context);
+  const problem = name === '' ? 'it has no letters or digits' : routeNameProblem(name, 'cluster', clusterDomain);
+  if (problem) throw new StartupError(`${origin}: context "${context}" cannot name a route (${problem}); give it a route in the config file with its own name`);
+  return { kind: 'cluster', name, context, include: [], exclude: [], cidrs: [], origin };
+}
+
+function checkUniqueNames(routes: RouteSpec[]): void {
+  const byName = new Map<string, RouteSpec>();
+  for (const r of routes) {
+    const other = byName.get(r.name);
+    if (other) throw new StartupError(`routes from ${other.origin} and ${r.origin} are both named "${r.name}"; name them in the config file`);
+    byName.set(r.name, r);
+  }
+}

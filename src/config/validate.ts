@@ -1,0 +1,200 @@
+// The config file's schema, checked strictly: every key known, every value of its type, every
+// suffix and CIDR well formed, route names and contexts unique. Each error names the file, the
+// line and the key (routes[1].include[0]), in one line.
+import { StartupError } from '../core/errors.js';
+import { parseCidr } from '../core/cidr.js';
+import {
+  ROUTE_KINDS,
+  parsePattern,
+  routeNameProblem,
+  type ClusterRouteSpec,
+  type IngressSpec,
+  type RouteKind,
+  type RouteSpec,
+} from '../routing/table-spec.js';
+import { loadYamlWithLines, YamlSyntaxError, type Located } from './yaml-lines.js';
+
+/** A config file that cannot be used: "FILE:LINE: key: what is wrong". */
+export class ConfigError extends StartupError {
+  constructor(
+    readonly file: string,
+    readonly line: number,
+    readonly key: string,
+    problem: string,
+  ) {
+    super(`${file}:${line}: ${key ? `${key}: ` : ''}${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** The validated file, before flags are merged in (config/table.ts). */
+export interface ConfigFile {
+  file: string;
+  direct?: boolean;
+  /** Line of `direct:`, for messages. */
+  directLine?: number;
+  routes: RouteSpec[];
+  /** Name of the route marked `default: true`, if any. */
+  defaultRoute?: string;
+}
+
+const TOP_KEYS = ['direct', 'routes'];
+const COMMON_KEYS = ['name', 'kind', 'include', 'exclude', 'cidrs'];
+/** Keys each kind takes beyond COMMON_KEYS. A new kind (ssh, konnectivity) adds its line here. */
+const KIND_KEYS: Record<RouteKind, string[]> = {
+  cluster: ['context', 'default', 'ingress'],
+  direct: [],
+  reject: [],
+};
+const INGRESS_KEYS = ['domains', 'controller'];
+const CONTROLLER = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\/[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
+
+const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const typeName = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'a list' : typeof v === 'object' ? 'a mapping' : `${typeof v} ${JSON.stringify(v)}`);
+
+/** Parses and validates a config file's text. `clusterDomain` is needed to check route names. */
+export function parseConfig(text: string, file: string, clusterDomain: string): ConfigFile {
+  let doc: Located;
+  try {
+    doc = loadYamlWithLines(text);
+  } catch (err) {
+    if (err instanceof YamlSyntaxError) throw new ConfigError(file, err.line, '', `not valid YAML: ${err.message}`);
+    throw err;
+  }
+  return new Checker(doc, file, clusterDomain).top();
+}
+
+class Checker {
+  constructor(
+    private readonly doc: Located,
+    private readonly file: string,
+    private readonly clusterDomain: string,
+  ) {}
+
+  private fail(line: number, key: string, problem: string): never {
+    throw new ConfigError(this.file, line, key, problem);
+  }
+
+  private keys(map: Record<string, unknown>, allowed: string[], path: string, what: string): void {
+    for (const key of Object.keys(map)) {
+      if (!allowed.includes(key)) this.fail(this.doc.keyLine(map, key), `${path}${key}`, `unknown key in ${what} (allowed: ${allowed.join(', ')})`);
+    }
+  }
+
+  top(): ConfigFile {
+    const root = this.doc.value ?? {};
+    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct" and "routes", not ${typeName(root)}`);
+    this.keys(root, TOP_KEYS, '', 'the top level');
+    const out: ConfigFile = { file: this.file, routes: [] };
+    if ('direct' in root) {
+      out.directLine = this.doc.keyLine(root, 'direct');
+      out.direct = this.bool(root.direct, out.directLine, 'direct');
+    }
+    const routes = root.routes ?? [];
+    if (!Array.isArray(routes)) this.fail(this.doc.keyLine(root, 'routes'), 'routes', `must be a list of routes, not ${typeName(routes)}`);
+    const names = new Map<string, number>();
+    const contexts = new Map<string, string>();
+    routes.forEach((raw, i) => {
+      const line = this.doc.itemLine(routes, i);
+      const route = this.route(raw, `routes[${i}]`, line);
+      const seen = names.get(route.name);
+      if (seen !== undefined) this.fail(this.doc.keyLine(raw as object, 'name'), `routes[${i}].name`, `route name "${route.name}" is already used on line ${seen}`);
+      names.set(route.name, this.doc.keyLine(raw as object, 'name'));
+      if (route.kind === 'cluster') {
+        const other = contexts.get(route.context);
+        if (other) this.fail(this.doc.keyLine(raw as object, 'context'), `routes[${i}].context`, `context "${route.context}" is already used by route ${other}`);
+        contexts.set(route.context, route.name);
+        if ((raw as Record<string, unknown>).default === true) {
+          if (out.defaultRoute) this.fail(this.doc.keyLine(raw as object, 'default'), `routes[${i}].default`, `route ${out.defaultRoute} is already the default; only one route can be`);
+          out.defaultRoute = route.name;
+        }
+      }
+      out.routes.push(route);
+    });
+    return out;
+  }
+
+  private route(raw: unknown, path: string, line: number): RouteSpec {
+    if (!isMapping(raw)) this.fail(line, path, `a route must be a mapping with name and kind, not ${typeName(raw)}`);
+    const at = (key: string) => this.doc.keyLine(raw, key);
+    if (!('name' in raw)) this.fail(line, path, 'a route needs a name');
+    if (!('kind' in raw)) this.fail(line, path, `a route needs a kind (${ROUTE_KINDS.join(', ')})`);
+    const kind = this.str(raw.kind, at('kind'), `${path}.kind`);
+    if (!(ROUTE_KINDS as readonly string[]).includes(kind)) {
+      this.fail(at('kind'), `${path}.kind`, `unknown kind "${kind}" (supported: ${ROUTE_KINDS.join(', ')})`);
+    }
+    const k = kind as RouteKind;
+    this.keys(raw, [...COMMON_KEYS, ...KIND_KEYS[k]], `${path}.`, `a ${k} route`);
+    const name = this.str(raw.name, at('name'), `${path}.name`).toLowerCase();
+    const problem = routeNameProblem(name, k, this.clusterDomain);
+    if (problem) this.fail(at('name'), `${path}.name`, problem);
+    const base = {
+      name,
+      include: this.patterns(raw, 'include', path, { wildcard: true, root: true }),
+      exclude: this.patterns(raw, 'exclude', path, { wildcard: true, root: false }),
+      cidrs: this.cidrs(raw, path),
+      origin: `${this.file}:${line}`,
+    };
+    if (k !== 'cluster') return { kind: k, ...base };
+    const spec: ClusterRouteSpec = { kind: 'cluster', ...base, context: name };
+    if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
+    if ('default' in raw) this.bool(raw.default, at('default'), `${path}.default`);
+    if ('ingress' in raw) spec.ingress = this.ingress(raw.ingress, at('ingress'), `${path}.ingress`);
+    return spec;
+  }
+
+  private ingress(raw: unknown, line: number, path: string): IngressSpec {
+    if (!isMapping(raw)) this.fail(line, path, `must be a mapping with domains and controller, not ${typeName(raw)}`);
+    this.keys(raw, INGRESS_KEYS, `${path}.`, 'ingress');
+    const spec: IngressSpec = { domains: this.patterns(raw, 'domains', path, { wildcard: true, root: false }) };
+    if ('controller' in raw) {
+      const key = `${path}.controller`;
+      const controller = this.str(raw.controller, this.doc.keyLine(raw, 'controller'), key);
+      if (!CONTROLLER.test(controller)) this.fail(this.doc.keyLine(raw, 'controller'), key, `"${controller}" is not namespace/service (e.g. openshift-ingress/router-default)`);
+      spec.controller = controller;
+    }
+    return spec;
+  }
+
+  private list(map: Record<string, unknown>, key: string, path: string): Array<{ text: string; line: number; path: string }> {
+    if (!(key in map)) return [];
+    const value = map[key];
+    const line = this.doc.keyLine(map, key);
+    if (value === null) return [];
+    if (!Array.isArray(value)) this.fail(line, `${path}.${key}`, `must be a list, e.g. [${typeof value === 'string' ? value : 'example.com'}], not ${typeName(value)}`);
+    return value.map((item, i) => {
+      const itemLine = this.doc.itemLine(value, i);
+      return { text: this.str(item, itemLine, `${path}.${key}[${i}]`), line: itemLine, path: `${path}.${key}[${i}]` };
+    });
+  }
+
+  private patterns(map: Record<string, unknown>, key: string, path: string, allow: { wildcard: boolean; root: boolean }): string[] {
+    return this.list(map, key, path).map((item) => {
+      try {
+        return parsePattern(item.text, allow);
+      } catch (err) {
+        return this.fail(item.line, item.path, (err as Error).message);
+      }
+    });
+  }
+
+  private cidrs(map: Record<string, unknown>, path: string): string[] {
+    return this.list(map, 'cidrs', path).map((item) => {
+      try {
+        return parseCidr(item.text).text;
+      } catch (err) {
+        return this.fail(item.line, item.path, (err as Error).message);
+      }
+    });
+  }
+
+  private str(value: unknown, line: number, key: string): string {
+    if (typeof value !== 'string' || value.trim() === '') this.fail(line, key, `must be a non-empty string, not ${typeName(value)}`);
+    return value.trim();
+  }
+
+  private bool(value: unknown, line: number, key: string): boolean {
+    if (typeof value !== 'boolean') this.fail(line, key, `must be true or false, not ${typeName(value)}`);
+    return value;
+  }
+}

@@ -1,0 +1,86 @@
+// YAML with line numbers for every key and list item, so a config error can say where it is.
+//
+// js-yaml (already our kubeconfig parser) builds plain objects and keeps no positions, but its
+// `listener` load option (typed in @types/js-yaml as LoadOptions.listener) reports every node it
+// opens and closes with the parser state. Nesting those events gives a tree in document order:
+// a mapping's children are key, value, key, value…; a sequence's are its items. That is all we
+// need; the `yaml` package's document API would give the same with a second YAML parser in the
+// dependencies, for one feature.
+import yaml from 'js-yaml';
+
+interface Frame {
+  line: number;
+  result: unknown;
+  children: Frame[];
+}
+
+export interface Located {
+  /** The parsed document (plain objects, arrays and scalars; YAML 1.2 core schema). */
+  value: unknown;
+  /** 1-based line of a mapping's key, or of the mapping itself when the key is absent or merged. */
+  keyLine(mapping: object, key: string): number;
+  /** 1-based line of a sequence item. */
+  itemLine(sequence: unknown[], index: number): number;
+  /** 1-based line where a mapping or sequence starts. */
+  lineOf(node: object): number;
+}
+
+export class YamlSyntaxError extends Error {
+  constructor(
+    message: string,
+    readonly line: number,
+  ) {
+    super(message);
+    this.name = 'YamlSyntaxError';
+  }
+}
+
+export function loadYamlWithLines(text: string): Located {
+  const stack: Frame[] = [{ line: 0, result: undefined, children: [] }];
+  let value: unknown;
+  try {
+    value = yaml.load(text, {
+      // Core schema: booleans, numbers, null and strings only; no timestamps or binary.
+      schema: yaml.CORE_SCHEMA,
+      listener(event, state) {
+        if (event === 'open') stack.push({ line: state.line, result: undefined, children: [] });
+        else {
+          const frame = stack.pop()!;
+          frame.result = state.result;
+          stack[stack.length - 1]!.children.push(frame);
+        }
+      },
+    });
+  } catch (err) {
+    if (err instanceof yaml.YAMLException) {
+      throw new YamlSyntaxError(err.reason || err.message, (err.mark?.line ?? 0) + 1);
+    }
+    throw err;
+  }
+
+  const nodeLine = new WeakMap<object, number>();
+  const keyLines = new WeakMap<object, Map<string, number>>();
+  const itemLines = new WeakMap<object, number[]>();
+  const visit = (frame: Frame) => {
+    const r = frame.result;
+    if (r !== null && typeof r === 'object' && !nodeLine.has(r)) {
+      nodeLine.set(r, frame.line + 1);
+      if (Array.isArray(r)) itemLines.set(r, frame.children.map((c) => c.line + 1));
+      else {
+        const keys = new Map<string, number>();
+        for (let i = 0; i + 1 < frame.children.length; i += 2) keys.set(String(frame.children[i]!.result), frame.children[i]!.line + 1);
+        keyLines.set(r, keys);
+      }
+    }
+    frame.children.forEach(visit);
+  };
+  stack[0]!.children.forEach(visit);
+
+  const lineOf = (node: object) => nodeLine.get(node) ?? 1;
+  return {
+    value,
+    lineOf,
+    keyLine: (mapping, key) => keyLines.get(mapping)?.get(key) ?? lineOf(mapping),
+    itemLine: (sequence, index) => itemLines.get(sequence)?.[index] ?? lineOf(sequence),
+  };
+}

@@ -1,0 +1,154 @@
+// The direct route: dial the destination from this machine, as the client would without a proxy.
+// Names go to the OS resolver (getaddrinfo via dns.lookup: /etc/hosts, VPN split DNS, mDNS all
+// apply); both families are tried with Happy Eyeballs (RFC 8305, Node's autoSelectFamily). It never
+// dials the proxy's own listeners: a client asking for them would make the proxy feed itself.
+import dns from 'node:dns';
+import net from 'node:net';
+import os from 'node:os';
+import { formatHostPort, isLoopbackHost, type HostPort } from '../core/address.js';
+import { parseIp } from '../core/cidr.js';
+import type { OpenRequest, OpenedStream } from '../core/types.js';
+import {
+  ConnectionRefusedError,
+  ConnectTimeoutError,
+  HostUnreachableError,
+  NotAllowedError,
+  ProxyError,
+  StartupError,
+  errorMessage,
+} from '../core/errors.js';
+import type { RoutingTable } from './table-spec.js';
+
+type LookupAll = (hostname: string, callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
+
+export interface DirectRouteOptions {
+  /** The proxy's bound listener addresses (server.address()), read at each dial. */
+  ownListeners: () => ReadonlyArray<HostPort>;
+  /** Resolver; the OS resolver by default (tests pass their own). */
+  lookup?: LookupAll;
+  /** Addresses of this machine's interfaces; os.networkInterfaces() by default. */
+  localAddresses?: () => string[];
+}
+
+const RESOLVE_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ENODATA', 'ESERVFAIL', 'ENONAME']);
+const UNREACHABLE_ERRORS = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', 'EHOSTDOWN', 'EADDRNOTAVAIL']);
+
+export class DirectRoute {
+  readonly kind = 'direct';
+  private readonly lookupAll: LookupAll;
+
+  constructor(
+    readonly name: string,
+    private readonly options: DirectRouteOptions,
+  ) {
+    this.lookupAll = options.lookup ?? ((host, cb) => dns.lookup(host, { all: true }, cb));
+  }
+
+  /**
+   * Opens a stream to the destination exactly as the client wrote it: not the claim's normalized
+   * host, since "intranet." (absolute) and "intranet" (search domains apply) resolve differently.
+   */
+  open(request: OpenRequest, signal: AbortSignal): Promise<OpenedStream> {
+    return this.dial(request.destination.host, request.destination.port, signal);
+  }
+
+  dial(host: string, port: number, signal: AbortSignal): Promise<OpenedStream> {
+    const literal = parseIp(host);
+    if (literal && this.isOwnListener(literal.text, port)) return Promise.reject(this.selfError(host, port));
+    return new Promise((resolve, reject) => {
+      let refusedSelf: ProxyError | undefined;
+      // Our lookup sees every address before Node dials any of them: one of ours refuses them all.
+      const lookup = (hostname: string, _opts: object, cb: (...args: unknown[]) => void) => {
+        this.lookupAll(hostname, (err, addresses) => {
+          if (err) return cb(err);
+          if (addresses.some((a) => this.isOwnListener(a.address, port))) {
+            refusedSelf = this.selfError(host, port);
+            return cb(refusedSelf);
+          }
+          if ((_opts as { all?: boolean }).all) return cb(null, addresses);
+          cb(null, addresses[0]?.address, addresses[0]?.family);
+        });
+      };
+      const socket = net.connect({ host: literal ? literal.text : host, port, autoSelectFamily: true, lookup: lookup as unknown as net.LookupFunction });
+      const onAbort = () => {
+        socket.destroy();
+        const reason: unknown = signal.reason;
+        const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
+        reject(timedOut ? new ConnectTimeoutError(`connecting to ${host}:${port} timed out`, { cause: reason }) : new ConnectTimeoutError(`connecting to ${host}:${port} was abandoned`, { cause: reason }));
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      const onError = (err: Error) => {
+        signal.removeEventListener('abort', onAbort);
+        socket.destroy();
+        reject(refusedSelf ?? dialError(err, host, port));
+      };
+      socket.once('connect', () => {
+        signal.removeEventListener('abort', onAbort);
+        socket.off('error', onError);
+        socket.setNoDelay(true);
+        resolve({ stream: socket, via: `direct ${formatHostPort(socket.remoteAddress ?? host, socket.remotePort ?? port)}` });
+      });
+      socket.once('error', onError);
+    });
+  }
+
+  private selfError(host: string, port: number): NotAllowedError {
+    return new NotAllowedError(`${host}:${port} is this proxy's own listener; it does not connect to itself`);
+  }
+
+  /** Would dialling ip:port reach one of our listeners? Unspecified addresses reach loopback. */
+  isOwnListener(address: string, port: number): boolean {
+    const listeners = this.options.ownListeners().filter((l) => l.port === port);
+    if (listeners.length === 0) return false;
+    const ip = parseIp(address);
+    if (!ip) return false;
+    const target = ip.text === '0.0.0.0' ? '127.0.0.1' : ip.text === '::' ? '::1' : ip.text;
+    let local: Set<string> | undefined;
+    const isLocal = () => {
+      local ??= new Set((this.options.localAddresses?.() ?? interfaceAddresses()).map((a) => parseIp(a)?.text ?? a));
+      return isLoopbackHost(target) || local.has(target);
+    };
+    return listeners.some((l) => {
+      const bound = parseIp(l.host)?.text ?? (isLoopbackHost(l.host) ? '127.0.0.1' : l.host);
+      if (bound === '0.0.0.0') return !target.includes(':') && isLocal();
+      if (bound === '::') return isLocal();
+      return bound === target;
+    });
+  }
+}
+
+function interfaceAddresses(): string[] {
+  return Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+}
+
+/** The one mapping of a dial failure to what the client is told. */
+export function dialError(err: unknown, host: string, port: number): ProxyError {
+  if (err instanceof ProxyError) return err;
+  const errors = err instanceof AggregateError ? (err.errors as NodeJS.ErrnoException[]) : [err as NodeJS.ErrnoException];
+  const codes = errors.map((e) => e?.code ?? '');
+  const code = (err as NodeJS.ErrnoException).code ?? codes[0] ?? '';
+  const target = `${host}:${port}`;
+  if (RESOLVE_ERRORS.has(code)) return new HostUnreachableError(`cannot resolve ${host} (${code})`, { cause: err });
+  if (codes.includes('ECONNREFUSED') && codes.every((c) => c === 'ECONNREFUSED' || UNREACHABLE_ERRORS.has(c))) {
+    return new ConnectionRefusedError(`${target} refused the connection`, { cause: err });
+  }
+  if (codes.includes('ETIMEDOUT')) return new ConnectTimeoutError(`connecting to ${target} timed out`, { cause: err });
+  if (codes.some((c) => UNREACHABLE_ERRORS.has(c))) return new HostUnreachableError(`${target} is unreachable (${codes.join(', ')})`, { cause: err });
+  return new HostUnreachableError(`cannot connect to ${target}: ${errorMessage(err)}`, { cause: err });
+}
+
+/**
+ * Direct pass-through makes the proxy an exit to everything this machine reaches; allow it only
+ * when every listener is on loopback or clients must authenticate.
+ */
+export function assertDirectAllowed(table: RoutingTable, listens: ReadonlyArray<{ flag: string; host: string; port: number }>, hasCredentials: boolean): void {
+  const direct = table.routes.find((r) => r.kind === 'direct');
+  if (!direct || hasCredentials) return;
+  const exposed = listens.find((l) => !isLoopbackHost(l.host));
+  if (!exposed) return;
+  throw new StartupError(
+    `direct pass-through (route ${direct.name}, ${direct.origin}) would let anyone who reaches ${exposed.flag} ${exposed.host}:${exposed.port} connect anywhere from this machine: ` +
+      'listen on loopback only, or require proxy credentials (--proxy-auth-file)',
+  );
+}

@@ -1,0 +1,143 @@
+// The routing table as data: what the config file and the flags produce (config/), what the
+// matcher indexes (table.ts) and the PAC file is made from (pac.ts). It lives here, below config/,
+// because routing needs the type and must not import upward.
+//
+// Patterns, compared on whole DNS labels, case-insensitively, without a trailing dot:
+//   suffix   "prod.example.com"        that name and every name under it
+//   wildcard "*.apps.prod.example.com" every name under apps.prod.example.com, not that name itself
+//   root     "."                       every name (a catch-all, consulted after everything else)
+// Label charset: letters, digits, "-" and "_" (the last appears in real host names, e.g. SRV-style).
+
+/** The route kinds this version knows. New kinds (ssh, konnectivity) are added here and in config/. */
+export const ROUTE_KINDS = ['cluster', 'direct', 'reject'] as const;
+export type RouteKind = (typeof ROUTE_KINDS)[number];
+
+interface RouteSpecBase {
+  /** Unique, lowercase. For cluster routes also a name suffix: <svc>.<ns>.<name>, <svc>.<ns>.svc.<name>. */
+  name: string;
+  /** Name suffixes, wildcards or "." this route serves (normalized: lowercase, no trailing dot). */
+  include: string[];
+  /** Name suffixes or wildcards this route does not serve, even where an include or its name would match. */
+  exclude: string[];
+  /** IP blocks this route serves, canonical "network/prefix". */
+  cidrs: string[];
+  /** Where the route was defined, for messages: "config.yaml:12", "--context prod", "--direct". */
+  origin: string;
+}
+
+export interface IngressSpec {
+  /** Exact host names and "*." wildcards sent to the cluster's ingress controller. */
+  domains: string[];
+  /** "namespace/service" of the ingress controller; detected when unset. */
+  controller?: string;
+}
+
+export interface ClusterRouteSpec extends RouteSpecBase {
+  kind: 'cluster';
+  /** A context of the kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config). */
+  context: string;
+  ingress?: IngressSpec;
+}
+
+export interface DirectRouteSpec extends RouteSpecBase {
+  kind: 'direct';
+}
+
+export interface RejectRouteSpec extends RouteSpecBase {
+  kind: 'reject';
+}
+
+export type RouteSpec = ClusterRouteSpec | DirectRouteSpec | RejectRouteSpec;
+
+export interface RoutingTable {
+  /** In order; the order matters only for which cluster route is the default. */
+  routes: RouteSpec[];
+  /** The cluster route that also answers <cluster domain> names and short names, if any. */
+  defaultRoute?: string;
+  /** The direct route that takes what no other route claims (`direct: true`, --direct), if any. */
+  directRoute?: string;
+  /** The clusters' DNS domain (cluster.local). */
+  clusterDomain: string;
+}
+
+/** The route name given to the pass-through route made by `direct: true` / --direct. */
+export const DIRECT_ROUTE_NAME = 'direct';
+
+const LABEL = /^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$/;
+
+/** Lowercase, without one trailing dot, when every label is a host-name label; else undefined. */
+export function normalizeHostName(text: string): string | undefined {
+  const name = (text.endsWith('.') ? text.slice(0, -1) : text).toLowerCase();
+  if (name.length === 0 || name.length > 253) return undefined;
+  return name.split('.').every((l) => LABEL.test(l)) ? name : undefined;
+}
+
+/** A name pattern, checked and normalized; throws an Error whose message says what is wrong. */
+export function parsePattern(text: string, allow: { wildcard: boolean; root: boolean }): string {
+  if (text === '.') {
+    if (allow.root) return '.';
+    throw new Error('"." (every name) is only allowed in include');
+  }
+  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(text) || text.includes(':') || text.includes('/')) {
+    throw new Error(`"${text}" is an IP address or block: put it in cidrs`);
+  }
+  if (text.startsWith('*.')) {
+    if (!allow.wildcard) throw new Error(`"${text}": write "${text.slice(2)}" (a suffix already matches every name under it)`);
+    const rest = normalizeHostName(text.slice(2));
+    if (!rest) throw new Error(`"${text}" is not a valid wildcard domain (expected *.example.com)`);
+    return `*.${rest}`;
+  }
+  if (text.startsWith('.')) throw new Error(`"${text}": write "${text.slice(1)}" without the leading dot (suffixes match whole labels)`);
+  if (text.includes('*')) throw new Error(`"${text}": a "*" may only stand alone as the first label (*.example.com)`);
+  const name = normalizeHostName(text);
+  if (!name) throw new Error(`"${text}" is not a valid DNS name (labels of letters, digits, "-" and "_", at most 63 characters each)`);
+  return name;
+}
+
+/** Why a route name cannot be used; undefined when it can. */
+export function routeNameProblem(name: string, kind: RouteKind, clusterDomain: string): string | undefined {
+  const normalized = normalizeHostName(name);
+  if (!normalized || normalized !== name || name.includes('_')) return `"${name}" is not a valid route name: use lowercase DNS labels (letters, digits, "-"), e.g. "prod"`;
+  if (kind !== 'cluster') return undefined;
+  const domain = clusterDomain.toLowerCase();
+  const reserved = ['svc', 'pod', 'localhost'];
+  const last = name.split('.').pop()!;
+  if (reserved.includes(last) || name === domain || name.endsWith(`.${domain}`)) {
+    return `"${name}" cannot name a cluster route: it is also a suffix of the cluster DNS names (${reserved.join(', ')}, ${domain})`;
+  }
+  return undefined;
+}
+
+/**
+ * A route name for a kube context given with --context: the context name when it is a valid
+ * route name, else a readable stand-in ("arn:aws:eks:…/prod" → "arn-aws-eks-…-prod"). Use the
+ * config file to choose a shorter one.
+ */
+export function routeNameForContext(context: string): string {
+  const labels = context
+    .toLowerCase()
+    .split('.')
+    .map((l) => l.replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63).replace(/-+$/, ''))
+    .filter((l) => l.length > 0);
+  return labels.join('.');
+}
+
+/**
+ * What a route serves, one line for the startup lines and `status`:
+ * "prod (cluster prod-admin, default): <svc>.<ns>.prod, *.cluster.local, *.svc, short names,
+ *  prod.example.com, not apps.prod.example.com, 10.96.0.0/12, ingress *.apps.prod.example.com".
+ */
+export function describeRoute(table: RoutingTable, route: RouteSpec): string {
+  const parts: string[] = [];
+  if (route.kind === 'cluster') {
+    parts.push(`<svc>.<ns>.${route.name}`);
+    if (table.defaultRoute === route.name) parts.push(`*.${table.clusterDomain}`, '*.svc', 'short names');
+  }
+  parts.push(...route.include.map((p) => (p === '.' ? 'every other name' : p)));
+  parts.push(...route.exclude.map((p) => `not ${p}`));
+  parts.push(...route.cidrs);
+  if (route.kind === 'cluster') parts.push(...(route.ingress?.domains ?? []).map((d) => `ingress ${d}`));
+  if (table.directRoute === route.name) parts.push('everything no other route claims');
+  const what = route.kind === 'cluster' ? `cluster ${route.context}${table.defaultRoute === route.name ? ', default' : ''}` : route.kind;
+  return `${route.name} (${what}): ${parts.join(', ') || 'nothing'}`;
+}

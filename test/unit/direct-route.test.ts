@@ -1,0 +1,169 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import type dns from 'node:dns';
+import { once } from 'node:events';
+import {
+  ConnectionRefusedError,
+  ConnectTimeoutError,
+  HostUnreachableError,
+  NotAllowedError,
+  SocksReply,
+  StartupError,
+} from '../../src/core/errors.js';
+import type { HostPort } from '../../src/core/address.js';
+import { DirectRoute, assertDirectAllowed, dialError } from '../../src/routing/direct-route.js';
+import { RejectRoute } from '../../src/routing/reject-route.js';
+import { tableFromYaml } from '../helpers/routing-decisions.js';
+
+/** An echo server on a loopback address; counts the connections it accepted. */
+async function echoServer(host: string): Promise<{ port: number; accepted: () => number; close: () => Promise<void> }> {
+  let accepted = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    accepted++;
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.pipe(s);
+  });
+  server.listen(0, host);
+  await once(server, 'listening');
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    accepted: () => accepted,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+/** A port nothing listens on (bound, then closed). */
+async function closedPort(host: string): Promise<number> {
+  const s = net.createServer().listen(0, host);
+  await once(s, 'listening');
+  const port = (s.address() as net.AddressInfo).port;
+  s.close();
+  await once(s, 'close');
+  return port;
+}
+
+type Lookup = (host: string, cb: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
+const fixedLookup = (addresses: string[]): Lookup => (_h, cb) => cb(null, addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })));
+const route = (listeners: HostPort[] = [], lookup?: Lookup, localAddresses?: () => string[]) => new DirectRoute('direct', { ownListeners: () => listeners, lookup, localAddresses });
+const signal = () => AbortSignal.timeout(5000);
+
+async function roundTrip(stream: NodeJS.ReadWriteStream & { destroy(): void }): Promise<string> {
+  stream.write('ping');
+  const [data] = (await once(stream, 'data')) as [Buffer];
+  stream.destroy();
+  return data.toString();
+}
+
+test('dials IP literals and names (OS resolver) on loopback and relays bytes', async () => {
+  const v4 = await echoServer('127.0.0.1');
+  const v6 = await echoServer('::1');
+  try {
+    const a = await route().dial('127.0.0.1', v4.port, signal());
+    assert.equal(a.via, `direct 127.0.0.1:${v4.port}`);
+    assert.equal(await roundTrip(a.stream as net.Socket), 'ping');
+    const b = await route().dial('::1', v6.port, signal());
+    assert.equal(b.via, `direct [::1]:${v6.port}`);
+    assert.equal(await roundTrip(b.stream as net.Socket), 'ping');
+    const c = await route().dial('localhost', v4.port, signal()); // /etc/hosts, through getaddrinfo
+    assert.equal(await roundTrip(c.stream as net.Socket), 'ping');
+    // open() dials the host as the client wrote it, through the same resolver the client would use.
+    const d = await route().open({ destination: { host: 'localhost', port: v4.port, type: 'domain' }, frontEnd: 'socks5', client: 'test', signal: signal() }, signal());
+    assert.equal(await roundTrip(d.stream as net.Socket), 'ping');
+  } finally {
+    await v4.close();
+    await v6.close();
+  }
+});
+
+test('Happy Eyeballs: a name whose IPv4 address refuses is reached over IPv6', async () => {
+  const v6 = await echoServer('::1');
+  try {
+    const r = route([], fixedLookup(['127.0.0.1', '::1']));
+    const opened = await r.dial('dual.test', v6.port, signal());
+    assert.equal(opened.via, `direct [::1]:${v6.port}`);
+    assert.equal(await roundTrip(opened.stream as net.Socket), 'ping');
+  } finally {
+    await v6.close();
+  }
+});
+
+test('failures map to SOCKS/HTTP replies: unresolvable 0x04, refused 0x05, timeout 0x06', async () => {
+  const notFound: Lookup = (h, cb) => cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${h}`), { code: 'ENOTFOUND' }), []);
+  await assert.rejects(route([], notFound).dial('nowhere.test', 80, signal()), (e: Error) => e instanceof HostUnreachableError && e.socksReply === SocksReply.hostUnreachable && /cannot resolve nowhere\.test \(ENOTFOUND\)/.test(e.message));
+  const port = await closedPort('127.0.0.1');
+  await assert.rejects(route().dial('127.0.0.1', port, signal()), (e: Error) => e instanceof ConnectionRefusedError && e.socksReply === SocksReply.connectionRefused);
+  // Every address of a name refusing (an AggregateError from Happy Eyeballs) is still "refused".
+  const port6 = await closedPort('::1');
+  await assert.rejects(route([], fixedLookup(['127.0.0.1', '::1'])).dial('both.test', port6, signal()), ConnectionRefusedError);
+  // A resolver that never answers: the caller's deadline ends the dial.
+  // (A ref'd timer: AbortSignal.timeout's is unref'd, and nothing else would keep this test alive.)
+  const hanging: Lookup = () => {};
+  const deadline = new AbortController();
+  setTimeout(() => deadline.abort(new DOMException('deadline', 'TimeoutError')), 50);
+  await assert.rejects(route([], hanging).dial('slow.test', 80, deadline.signal), (e: Error) => e instanceof ConnectTimeoutError && e.socksReply === SocksReply.ttlExpired && /timed out/.test(e.message));
+  // Kernel-level failures.
+  const err = (code: string) => Object.assign(new Error(code), { code });
+  assert.ok(dialError(err('ETIMEDOUT'), 'h', 1) instanceof ConnectTimeoutError);
+  assert.ok(dialError(err('EHOSTUNREACH'), 'h', 1) instanceof HostUnreachableError);
+  assert.ok(dialError(err('ENETUNREACH'), 'h', 1) instanceof HostUnreachableError);
+  assert.ok(dialError(new AggregateError([err('ECONNREFUSED'), err('ENETUNREACH')]), 'h', 1) instanceof ConnectionRefusedError);
+  assert.ok(dialError(new AggregateError([err('ETIMEDOUT'), err('ECONNREFUSED')]), 'h', 1) instanceof ConnectTimeoutError);
+});
+
+test('never dials its own listeners: by address, by name, and through wildcard binds', async () => {
+  const own = await echoServer('127.0.0.1');
+  try {
+    const listeners = [{ host: '127.0.0.1', port: own.port }];
+    const r = route(listeners, fixedLookup(['127.0.0.1']));
+    for (const host of ['127.0.0.1', '::ffff:127.0.0.1', '0.0.0.0', 'me.test']) {
+      await assert.rejects(r.dial(host, own.port, signal()), (e: Error) => e instanceof NotAllowedError && /own listener/.test(e.message), host);
+    }
+    assert.equal(own.accepted(), 0);
+    // Another port on the same address is fine.
+    const other = await echoServer('127.0.0.1');
+    await (await r.dial('127.0.0.1', other.port, signal())).stream.destroy();
+    await other.close();
+  } finally {
+    await own.close();
+  }
+  const local = () => ['192.0.2.10', 'fe80::1', '127.0.0.1', '::1'];
+  const anyV4 = route([{ host: '0.0.0.0', port: 1080 }], undefined, local);
+  assert.equal(anyV4.isOwnListener('127.0.0.5', 1080), true);
+  assert.equal(anyV4.isOwnListener('192.0.2.10', 1080), true);
+  assert.equal(anyV4.isOwnListener('::ffff:192.0.2.10', 1080), true);
+  assert.equal(anyV4.isOwnListener('192.0.2.11', 1080), false);
+  assert.equal(anyV4.isOwnListener('192.0.2.10', 1081), false);
+  assert.equal(anyV4.isOwnListener('::1', 1080), false);
+  const anyV6 = route([{ host: '::', port: 1080 }], undefined, local);
+  assert.equal(anyV6.isOwnListener('::1', 1080), true);
+  assert.equal(anyV6.isOwnListener('fe80::1', 1080), true);
+  assert.equal(anyV6.isOwnListener('192.0.2.10', 1080), true); // dual-stack
+  assert.equal(anyV6.isOwnListener('::', 1080), true);
+  const loop6 = route([{ host: '::1', port: 1080 }], undefined, local);
+  assert.equal(loop6.isOwnListener('0:0::1', 1080), true);
+  assert.equal(loop6.isOwnListener('127.0.0.1', 1080), false);
+});
+
+test('direct pass-through is allowed only on loopback listeners or with proxy credentials', () => {
+  const withDirect = tableFromYaml('direct: true\nroutes: [{name: a, kind: cluster}]\n');
+  const directRoute = tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, include: [lan]}]\n');
+  const without = tableFromYaml('routes: [{name: a, kind: cluster}]\n');
+  const loopback = [{ flag: '--listen-socks', host: '127.0.0.1', port: 1080 }, { flag: '--listen-http', host: '::1', port: 3128 }];
+  const exposed = [...loopback, { flag: '--listen-http', host: '0.0.0.0', port: 3129 }];
+  assertDirectAllowed(withDirect, loopback, false);
+  assertDirectAllowed(withDirect, exposed, true);
+  assertDirectAllowed(without, exposed, false);
+  assert.throws(() => assertDirectAllowed(withDirect, exposed, false), (e: Error) => e instanceof StartupError && /route direct, config\.yaml:1\).*--listen-http 0\.0\.0\.0:3129.*--proxy-auth-file/.test(e.message));
+  assert.throws(() => assertDirectAllowed(directRoute, exposed, false), /route lan, config\.yaml:1/);
+});
+
+test('the reject route refuses with SOCKS 0x02 / HTTP 403', async () => {
+  await assert.rejects(new RejectRoute('blocked').open({ destination: { host: 'ads.example.com', port: 443, type: 'domain' }, frontEnd: 'http-connect', client: 'x', signal: signal() }, signal()), (e: Error) => e instanceof NotAllowedError && e.httpStatus === 403 && /ads\.example\.com is blocked by route blocked/.test(e.message));
+});
