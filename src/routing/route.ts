@@ -1,0 +1,35 @@
+// What every kind of route (cluster, direct, reject; ssh, konnectivity next) offers the Router.
+// The Router owns the table: it matches a destination once, refuses what no route claims, and
+// hands the claim (with the parsed name) to the route — no route parses a name twice or writes
+// the "not ours" refusal. Readiness, status and close are per route, so one cluster that is down
+// or still syncing never holds up another route. Stream and byte counts per route are kept by the
+// Router's statistics, not by the routes.
+import type { OpenRequest, OpenedStream } from '../core/types.js';
+import type { Claim } from './table.js';
+
+export type RouteState = 'starting' | 'syncing' | 'ready' | 'error';
+
+export interface RouteStatus {
+  name: string;
+  kind: string;
+  state: RouteState;
+  /** Why it is in error, or what it is waiting for. */
+  reason?: string;
+  /** Kind-specific figures (cache counts, tunnels, an SSH chain…), printed as given. */
+  details?: Record<string, unknown>;
+}
+
+export interface Route {
+  readonly name: string;
+  readonly kind: string;
+  /**
+   * Starts what the route needs (watches, an SSH connection…). Resolves once it can serve;
+   * rejects when it cannot start (the route is then in error; the others keep serving).
+   */
+  start(): Promise<void>;
+  /** A stream for a destination the table gave this route; rejects with a ProxyError. */
+  open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream>;
+  status(): RouteStatus;
+  /** Stops accepting streams and releases what it holds once its open streams have ended. */
+  close(): Promise<void>;
+}
