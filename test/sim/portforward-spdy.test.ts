@@ -60,17 +60,53 @@ test('many pairs on one session; requestid pairing, any order', async () => {
   await raw.until(() => sim.openSpdySessions === 0, 'session gone after GOAWAY');
 });
 
-test('refused dial: the containerd error text on the error stream, then RST on both', async () => {
+const REFUSED_TEXT = /^error forwarding port 7001 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "\/var\/run\/netns\/cni-[0-9a-f-]+": failed to connect to localhost:7001 inside namespace "[0-9a-f]{64}", IPv4: dial tcp4 127\.0\.0\.1:7001: connect: connection refused IPv6 dial tcp6 \[::1\]:7001: connect: connection refused $/;
+
+test('refused dial, containerd order: FIN on the data stream, the error text, RST on the error stream', async () => {
   const raw = await RawSpdy.tunnel(sim, 'data', echoPod);
   const { error, data } = raw.pair(7001, 0);
-  await raw.until(() => error.reset !== undefined && data.reset !== undefined, 'RST on both');
-  assert.match(error.text, /^error forwarding port 7001 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "\/var\/run\/netns\/cni-[0-9a-f-]+": failed to connect to localhost:7001 inside namespace "[0-9a-f]{64}", IPv4: dial tcp4 127\.0\.0\.1:7001: connect: connection refused IPv6 dial tcp6 \[::1\]:7001: connect: connection refused $/);
+  await raw.until(() => error.reset !== undefined && data.ended, 'data FIN and error RST');
+  assert.equal(data.reset, undefined);
+  assert.match(error.text, REFUSED_TEXT);
   assert.equal(error.reset, 5);
   // The session carries on.
   const ok = raw.pair(7000, 1);
   ok.data.stream.write(Buffer.from('still here'));
   await raw.until(() => ok.data.text === 'still here', 'echo after a failed pair');
   raw.close();
+});
+
+test('refused dial, the other frame orders and the JSON error format', async () => {
+  try {
+    sim.setSpdyFailureFrames('text-then-rst');
+    let raw = await RawSpdy.tunnel(sim, 'data', echoPod);
+    let p = raw.pair(7001, 0);
+    await raw.until(() => p.error.reset !== undefined && p.data.reset !== undefined, 'RST on both');
+    assert.match(p.error.text, REFUSED_TEXT);
+    sim.setSpdyFailureFrames('text-first');
+    p = raw.pair(7001, 1);
+    await raw.until(() => p.error.ended && p.data.ended, 'FIN on both');
+    assert.match(p.error.text, REFUSED_TEXT);
+    sim.setSpdyFailureFrames('rst-only');
+    p = raw.pair(7001, 2);
+    await raw.until(() => p.error.reset !== undefined && p.data.reset !== undefined, 'RST on both');
+    assert.equal(p.error.text, '');
+    sim.setSpdyFailureFrames('containerd');
+    sim.setKubeletErrorFormat('json');
+    p = raw.pair(7001, 3);
+    await raw.until(() => p.error.reset !== undefined, 'error RST');
+    const parsed = JSON.parse(p.error.text) as { closeConnection: boolean; message: string };
+    assert.equal(parsed.closeConnection, true);
+    assert.match(parsed.message, REFUSED_TEXT);
+    sim.setSpdyFailureFrames('goaway');
+    p = raw.pair(7001, 4);
+    await raw.until(() => raw.closed, 'the session ends');
+    raw = await RawSpdy.tunnel(sim, 'data', echoPod);
+    raw.close();
+  } finally {
+    sim.setSpdyFailureFrames('containerd');
+    sim.setKubeletErrorFormat('text');
+  }
 });
 
 test('invalid streams are reset without a reply; an unpaired stream times out with the kubelet text', async () => {
@@ -133,8 +169,16 @@ test('killing sessions, deleting the pod: the client sees the connection end', a
   await raw.until(() => raw.closed, 'session closed');
   await sim.createPod({ namespace: 'data', name: 'short-lived', ports: [{ containerPort: 9000, backend: 'echo' }] });
   const raw2 = await RawSpdy.tunnel(sim, 'data', 'short-lived');
-  raw2.pair(9000, 0);
+  const first = raw2.pair(9000, 0);
+  await raw2.until(() => first.data.replied, 'reply');
   await sim.deletePod('data', 'short-lived');
-  await raw2.until(() => raw2.closed, 'session closed with the pod');
-  assert.equal(sim.openSpdySessions, 0);
+  // The pod's connection ends; the session outlives the pod, as a real kubelet's does, and
+  // answers new pairs with containerd's words for a sandbox that is gone.
+  await raw2.until(() => first.data.ended, 'the pod connection ended');
+  const later = raw2.pair(9000, 1);
+  await raw2.until(() => later.error.text.length > 0, 'error text');
+  assert.match(later.error.text, /^error forwarding port 9000 to pod [0-9a-f]{64}, uid : failed to find sandbox "[0-9a-f]{64}" in store: not found$/);
+  assert.equal(raw2.closed, false);
+  raw2.close();
+  await raw2.until(() => sim.openSpdySessions === 0, 'sessions gone once the client closed');
 });
