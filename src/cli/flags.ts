@@ -7,6 +7,7 @@ import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
 import { StartupError } from '../core/errors.js';
 import { resolveCredentials, type ProxyCredentials } from '../auth/credentials.js';
 import { TRANSPORT_MODES, type TransportMode } from '../tunnel/negotiate.js';
+import { tableFlagDefinitions } from '../config/flags.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
@@ -47,8 +48,8 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
     }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port (off unless given).', helpValue: '<addr>' }),
     kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
-    context: Flags.string({ summary: 'Kubeconfig context to use (default: the current context).', helpValue: '<name>' }),
-    namespace: Flags.string({ char: 'n', summary: "Namespace for short names (default: the context's namespace).", helpValue: '<ns>' }),
+    ...tableFlagDefinitions(),
+    namespace: Flags.string({ char: 'n', summary: "Namespace for short names (default: the default route's context namespace).", helpValue: '<ns>' }),
     'cluster-domain': Flags.string({ summary: 'Cluster DNS domain.', helpValue: '<domain>', default: DEFAULTS.clusterDomain }),
     'log-level': Flags.option({ options: LOG_LEVELS, default: DEFAULTS.logLevel, helpValue: '<level>', summary: logSummary })(),
     'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),
@@ -95,6 +96,8 @@ type ParsedProxyFlags = {
     : K extends 'keepalive' | 'keepalive-timeout' ? string
     : K extends 'max-streams' ? number
     : K extends 'allow-host-network-pods' ? boolean
+    : K extends 'context' ? string[] | undefined
+    : K extends 'direct' ? boolean | undefined
     : string | undefined;
 };
 
@@ -108,7 +111,9 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     listenSocks,
     listenHttp: flags['listen-http'],
     kubeconfig: flags.kubeconfig,
-    context: flags.context,
+    contexts: flags.context ?? [],
+    config: flags.config,
+    direct: flags.direct,
     namespace: flags.namespace,
     clusterDomain: flags['cluster-domain'],
     logLevel: flags['log-level'] as LogLevel,

@@ -2,6 +2,7 @@
 // shell lines the user can paste (or `eval`), so they carry the real bound port, not the flag.
 import type { AddressInfo } from 'node:net';
 import type { RunningProxy } from '../proxy/running.js';
+import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 
 /** "host:port" with IPv6 hosts bracketed, as URLs and proxy variables need them. */
 export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'>): string {
@@ -13,8 +14,9 @@ export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'>): s
  * `password` is given only for credentials `connect` generated: they then go into the exported
  * proxy URLs (nobody else knows them); credentials the user chose are never printed.
  */
-export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace'>, authUser?: string, password?: string): string[] {
-  const where = `(context ${running.context}, namespace ${running.namespace})`;
+export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace'> & { table?: RoutingTable }, authUser?: string, password?: string): string[] {
+  const routes = running.table?.routes.length ?? 1;
+  const where = routes > 1 ? `(${routes} routes; default: context ${running.context}, namespace ${running.namespace})` : `(context ${running.context}, namespace ${running.namespace})`;
   const lines: string[] = [];
   const exports: string[] = [];
   const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
@@ -31,6 +33,7 @@ export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'conte
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
     exports.push(`export http_proxy=${http}`, `export https_proxy=${http}`);
   }
+  if (running.table && routes > 1) for (const r of running.table.routes) lines.push(`kubectl-proxyout:   route ${describeRoute(running.table, r)}`);
   if (authUser !== undefined) lines.push(userinfo ? generatedAuthLine(authUser) : authLine(authUser));
   return [...lines, ...exports];
 }

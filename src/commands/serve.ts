@@ -1,7 +1,7 @@
 // `kubectl proxyout [flags]`: the foreground proxy. Hidden because users never type "serve";
 // src/cli/argv.ts routes bare and flag-first invocations here.
 import { Command } from '@oclif/core';
-import { StartupError } from '../core/errors.js';
+import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { DEFAULTS } from '../proxy/options.js';
 import { startProxy } from '../proxy/proxy.js';
@@ -36,7 +36,12 @@ export default class Serve extends Command {
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;
     });
-    this.log(readyLines(running, options.proxyAuth?.username).join('\n'));
+    this.log(readyLines({ ...running, socks: running.socks, http: running.http, table: running.table() }, options.proxyAuth?.username).join('\n'));
+    // SIGHUP re-reads the routing table (config file, kubeconfig); a bad one changes nothing.
+    process.on('SIGHUP', () => {
+      log.info('SIGHUP: reloading the routing table');
+      running.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
+    });
 
     const signal = await firstShutdownSignal();
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');

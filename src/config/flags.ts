@@ -1,5 +1,4 @@
-// The routing-table flags, ready for proxyFlags() (src/cli/flags.ts) when the proxy is wired to
-// the table; `--context` there becomes this repeatable one. Not yet used by any command.
+// The routing-table flags of proxyFlags() (src/cli/flags.ts): --config, repeatable --context, --direct.
 import { Flags } from '@oclif/core';
 import type { TableFlags } from './load.js';
 

@@ -44,6 +44,13 @@ export class HostUnreachableError extends ProxyError {
   readonly httpStatus = 502;
 }
 
+/** The route that serves the destination cannot now (its API server down, its cache not synced). */
+export class RouteUnavailableError extends ProxyError {
+  readonly reason = 'route-unavailable';
+  readonly socksReply = SocksReply.hostUnreachable;
+  readonly httpStatus = 502;
+}
+
 /** The Service exists but has no ready, non-terminating endpoint right now. */
 export class NoReadyEndpointError extends ProxyError {
   readonly reason = 'no-ready-endpoint';

@@ -26,6 +26,8 @@ export interface OpenedStream {
   stream: Duplex;
   /** Short description of where it really went (e.g. "shop/web-7d9f-abc:8080"), for logs. */
   via: string;
+  /** The route of the routing table that carries it (routing/router.ts). */
+  route?: string;
   /** The --max-streams slot this stream holds, when a limiter gave it (proxy/limits.ts). */
   slot?: StreamSlot;
 }

@@ -1,6 +1,7 @@
 import type { LogLevel } from '../core/log.js';
 import type { ProxyCredentials } from '../auth/credentials.js';
 import type { TransportMode } from '../tunnel/negotiate.js';
+import type { RoutingTable } from '../routing/table-spec.js';
 
 /** Everything the foreground proxy and the daemon are started with. */
 export interface ProxyOptions {
@@ -9,7 +10,18 @@ export interface ProxyOptions {
   /** "host:port" for the HTTP proxy listener (CONNECT and absolute-form), or undefined for none. */
   listenHttp?: string;
   kubeconfig?: string;
+  /** One --context (older callers); `contexts` wins when given. */
   context?: string;
+  /** --context, repeatable: a cluster route per context, the first the default. */
+  contexts?: string[];
+  /** --config FILE: the routing table file (else config.yaml in the config directory, when no --context). */
+  config?: string;
+  /** --direct / --no-direct: destinations no route claims are dialled from this machine. */
+  direct?: boolean;
+  /** A table already resolved (managed daemons get theirs from `connect`); wins over the above. */
+  table?: RoutingTable;
+  /** Per cluster route name: the kubeconfig to load it from instead of --kubeconfig. */
+  routeKubeconfigs?: Record<string, string>;
   /** Namespace for short names; defaults to the context's namespace, else "default". */
   namespace?: string;
   clusterDomain: string;

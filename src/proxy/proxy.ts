@@ -1,18 +1,18 @@
+// The composition root: listeners → limiter → router (the routing table) → routes → resolvers,
+// caches and transports. Every way it can fail to start is a one-line StartupError.
 import type { Logger } from '../core/log.js';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { parseListenAddress } from '../core/address.js';
+import { parseListenAddress, type HostPort } from '../core/address.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
-import { ApiConnection, ApiStatusError } from '../cluster/api.js';
-import { ClusterCache } from '../cluster/cache.js';
-import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
-import { SpdyTransport } from '../tunnel/spdy-transport.js';
-import { NegotiatingTransport } from '../tunnel/negotiate.js';
-import { Resolver } from '../routing/resolver.js';
-import { ClusterRoute } from '../routing/cluster-route.js';
 import { Router } from '../routing/router.js';
+import { assertDirectAllowed } from '../routing/direct-route.js';
+import type { RoutingTable } from '../routing/table-spec.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
+import { loadRoutingTable, type TableFlags } from '../config/load.js';
+import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
+import { ClusterRouteRuntime } from '../routes/cluster.js';
 import { StreamStats } from './stats.js';
 import { StreamLimiter } from './limits.js';
 import { DEFAULTS } from './options.js';
@@ -20,80 +20,112 @@ import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
 import { ARGV_WARNING, ProxyAuth, requireCredentialsOffLoopback } from '../auth/credentials.js';
 
-/** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
-const CONFIRM_UNDECLARED_PORT_MS = 150;
-const STARTUP_SYNC_TIMEOUT_MS = 30_000;
+export { probeApi } from '../routes/cluster.js';
 
-/**
- * Builds the data path — listeners → router → cluster route → resolver (watch cache) → transport —
- * and starts it. Every way it can fail to start is a one-line StartupError.
- */
+/** The routing table the options ask for: --config / the default file, --context…, --direct. */
+export function routingTableFor(options: ProxyOptions): RoutingTable {
+  if (options.table) return options.table;
+  const flags: TableFlags = {
+    config: options.config,
+    contexts: options.contexts ?? (options.context ? [options.context] : []),
+    direct: options.direct,
+    clusterDomain: options.clusterDomain,
+    // Read only when the table names no cluster: then the kubeconfig's current context serves.
+    get currentContext() {
+      return loadKubeConfig({ kubeconfig: options.kubeconfig }).context;
+    },
+  };
+  return loadRoutingTable(flags);
+}
+
 export async function startProxy(options: ProxyOptions, log: Logger): Promise<RunningProxy> {
   if (!options.listenSocks && !options.listenHttp) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
   const socksAddr = options.listenSocks ? parseAddress(options.listenSocks, '--listen-socks') : undefined;
   const httpAddr = options.listenHttp ? parseAddress(options.listenHttp, '--listen-http') : undefined;
-  requireCredentialsOffLoopback([...(socksAddr ? [{ flag: '--listen-socks', ...socksAddr }] : []), ...(httpAddr ? [{ flag: '--listen-http', ...httpAddr }] : [])], !!options.proxyAuth);
+  const listens = [...(socksAddr ? [{ flag: '--listen-socks', ...socksAddr }] : []), ...(httpAddr ? [{ flag: '--listen-http', ...httpAddr }] : [])];
+  requireCredentialsOffLoopback(listens, !!options.proxyAuth);
   if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
-  const kube = loadKubeConfig(options);
-  const api = new ApiConnection(kube.kc);
-  await probeApi(api, kube.context, kube.server);
+  const table = routingTableFor(options);
+  assertDirectAllowed(table, listens, !!options.proxyAuth);
 
-  const cache = new ClusterCache(kube.kc, api, log, kube.namespace);
-  const keepalive = {
-    intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs,
-    timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs,
+  const listeners: Listener[] = [];
+  const bound = (): HostPort[] => listeners.map((l) => ({ host: l.address.address, port: l.address.port }));
+  const keepalive = { intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs, timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs };
+  const settings: BuildSettings = {
+    kubeconfig: options.kubeconfig,
+    routeKubeconfigs: options.routeKubeconfigs,
+    namespace: options.namespace,
+    clusterDomain: options.clusterDomain,
+    transport: options.transport ?? DEFAULTS.transport,
+    keepalive,
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
+    allowHostNetworkPods: options.allowHostNetworkPods ?? DEFAULTS.allowHostNetworkPods,
+    ownListeners: bound,
   };
-  const websocket = new WebSocketV4Transport(api, log, keepalive);
-  const spdy = new SpdyTransport(api, log, { keepalive, connectTimeoutMs: options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs });
-  const transport = new NegotiatingTransport(options.transport ?? DEFAULTS.transport, spdy, websocket, log, kube.context);
-  // Tunnels belong to pod instances: one the cache sees go is closed, not left to fail streams.
-  cache.lookup.onPodGone = (namespace, pod, uid) => transport.podGone({ namespace, pod, uid });
-  const resolver = new Resolver(cache, options.clusterDomain, undefined, { allowHostNetworkPods: options.allowHostNetworkPods });
-  const route = new ClusterRoute(kube.context, resolver, transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: options.connectTimeoutMs });
-  // Listeners bind before the cache syncs (a taken port fails fast); early clients wait for it.
-  let markReady!: () => void;
-  const ready = new Promise<void>((resolve) => (markReady = resolve));
-  const router = new Router([route], { connectTimeoutMs: options.connectTimeoutMs, ready });
+  let built = buildTable(table, settings, log);
+  const router = new Router(built, { connectTimeoutMs: options.connectTimeoutMs });
   const stats = new StreamStats(log);
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
   if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
 
-  const listeners: Listener[] = [];
-  const release = async () => {
+  const closeAll = async (graceMs: number) => {
     router.close();
-    await Promise.all(listeners.map((l) => l.close(0)));
-    await transport.close();
-    await cache.stop();
+    await Promise.all(listeners.map((l) => l.close(graceMs)));
+    await Promise.all([...router.current.routes.values()].map((r) => (r instanceof ClusterRouteRuntime ? r.close(true) : r.close())));
   };
   try {
+    // Listeners bind before the routes start (a taken port fails fast); early clients wait for
+    // their route.
     if (socksAddr) listeners.push(await startSocksListener(socksAddr.host, socksAddr.port, ctx));
     if (httpAddr) listeners.push(await startHttpListener(httpAddr.host, httpAddr.port, ctx));
-    await syncCache(cache, kube.server);
-    markReady();
+    await startRoutes(built, log);
   } catch (err) {
-    await release();
+    await closeAll(0);
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
-  log.info({ context: kube.context, namespace: kube.namespace, server: kube.server, listeners: listeners.map((l) => `${l.kind} ${l.address.address}:${l.address.port}`) }, 'proxy ready');
+  const primary = defaultCluster(built);
+  log.info({ context: primary?.kube.context, namespace: primary?.kube.namespace, server: primary?.server, routes: built.table.routes.map((r) => r.name), listeners: listeners.map((l) => `${l.kind} ${l.address.address}:${l.address.port}`) }, 'proxy ready');
   if (ctx.auth) log.info({ user: ctx.auth.username }, 'proxy authentication on: clients must present this user and its password');
 
   let stopping: Promise<void> | undefined;
+  let reloading: Promise<void> = Promise.resolve();
   return {
     socks: listeners.find((l) => l.kind === 'socks')?.address,
     http: listeners.find((l) => l.kind === 'http')?.address,
-    context: kube.context,
-    namespace: kube.namespace,
+    context: primary?.kube.context ?? '',
+    namespace: primary?.kube.namespace ?? '',
+    table: () => built.table,
+    routes: () => [...built.routes.values()].map((r) => r.status()),
     totals: () => stats.snapshot(),
-    cacheStatus: () => cache.status(),
-    transports: () => transport.stats(),
+    cacheStatus: () => defaultCluster(built)?.cacheStatus(),
+    transports: () => defaultCluster(built)?.transportStats() ?? [],
+    reload(next?: RoutingTable) {
+      // One reload at a time; each sees the table the previous one left.
+      const run = reloading.then(async () => {
+        const table = next ?? routingTableFor(options);
+        assertDirectAllowed(table, listens, !!options.proxyAuth);
+        const candidate = buildTable(table, settings, log, built);
+        try {
+          await startRoutes({ ...candidate, routes: new Map(candidate.fresh.map((r) => [r.name, r])) }, log, true);
+        } catch (err) {
+          for (const r of candidate.fresh) void r.close();
+          throw err;
+        }
+        const previous = built;
+        built = candidate;
+        router.swap(candidate);
+        // Routes that left the table close once their open streams end (reused ones stay).
+        for (const [name, route] of previous.routes) if (candidate.routes.get(name) !== route) void route.close();
+        log.info({ routes: table.routes.map((r) => r.name), added: candidate.fresh.map((r) => r.name) }, 'routing table reloaded');
+      });
+      reloading = run.catch(() => undefined);
+      return run;
+    },
     stop(graceMs: number) {
       stopping ??= (async () => {
-        router.close();
         log.info({ openStreams: stats.snapshot().openStreams, graceMs }, 'stopping: no new connections, letting open streams finish');
-        await Promise.all(listeners.map((l) => l.close(graceMs)));
-        await transport.close();
-        await cache.stop();
+        await closeAll(graceMs);
         log.info(stats.snapshot(), 'stopped');
       })();
       return stopping;
@@ -101,40 +133,33 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   };
 }
 
+function defaultCluster(built: BuiltTable): ClusterRouteRuntime | undefined {
+  const route = built.table.defaultRoute ? built.routes.get(built.table.defaultRoute) : undefined;
+  return route instanceof ClusterRouteRuntime ? route : undefined;
+}
+
+/**
+ * Starts every route. With `strict` (a reload) any failure rejects: a table is taken only when
+ * all its new clusters answer and sync. At first start the proxy runs as long as some route
+ * can serve (the others stay in error and retry); it fails only when none can.
+ */
+async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, strict = false): Promise<void> {
+  const routes = [...built.routes.values()];
+  const results = await Promise.allSettled(routes.map((r) => r.start()));
+  const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [{ route: routes[i]!, err: r.reason as unknown }] : []));
+  if (failures.length === 0) return;
+  const first = failures[0]!;
+  const message = (f: { route: { name: string }; err: unknown }) => (routes.length > 1 ? `route ${f.route.name}: ${errorMessage(f.err)}` : errorMessage(f.err));
+  if (strict || failures.length === routes.length) {
+    throw first.err instanceof StartupError && routes.length === 1 ? first.err : new StartupError(failures.map(message).join('; '), { cause: first.err });
+  }
+  for (const f of failures) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route not available at start; the others serve, it keeps trying');
+}
+
 function parseAddress(value: string, flag: string): { host: string; port: number } {
   try {
     return parseListenAddress(value);
   } catch (err) {
     throw new StartupError(`${flag} ${value}: ${errorMessage(err)}`);
-  }
-}
-
-/** Fail fast, in one line, when the API server is unreachable or refuses our credentials. */
-export async function probeApi(api: ApiConnection, context: string, server: string): Promise<void> {
-  try {
-    await api.getJson('/api', 10_000);
-  } catch (err) {
-    if (err instanceof ApiStatusError) {
-      if (err.statusCode === 401) throw new StartupError(`the API server ${server} rejected the credentials of context "${context}" (401 Unauthorized)`);
-      if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery
-      throw new StartupError(`the API server ${server} answered ${err.statusCode}: ${err.message}`);
-    }
-    throw new StartupError(`cannot reach the API server ${server} (context "${context}"): ${errorMessage(err)}`, { cause: err });
-  }
-}
-
-async function syncCache(cache: ClusterCache, server: string): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StartupError(`the cluster cache did not sync from ${server} within ${STARTUP_SYNC_TIMEOUT_MS / 1000} s`)), STARTUP_SYNC_TIMEOUT_MS);
-  });
-  try {
-    await Promise.race([cache.start(), timeout]);
-  } catch (err) {
-    if (err instanceof StartupError) throw err;
-    if (err instanceof ApiStatusError && err.statusCode === 403) throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
-    throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -2,19 +2,30 @@ import type { AddressInfo } from 'node:net';
 import type { StreamTotals } from './stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
+import type { RouteStatus } from '../routing/route.js';
+import type { RoutingTable } from '../routing/table-spec.js';
 
 /** A started proxy, as the commands see it. */
 export interface RunningProxy {
   readonly socks?: AddressInfo;
   readonly http?: AddressInfo;
-  /** Context and namespace actually in use (after kubeconfig defaults). */
+  /** The default cluster route's context and namespace (after kubeconfig defaults). */
   readonly context: string;
   readonly namespace: string;
   totals(): StreamTotals;
   /** Scope and per-watch state of the cluster cache (for `status`). */
-  cacheStatus?(): CacheStatus;
+  cacheStatus?(): CacheStatus | undefined;
   /** Per pod: the port-forward transport in use, its tunnels and streams (for `status`). */
   transports?(): PodTransportStats[];
+  /** The routing table in force. */
+  table(): RoutingTable;
+  /** Each route's kind, state and figures. */
+  routes(): RouteStatus[];
+  /**
+   * Re-reads the table (or takes `next`), starts its new routes and swaps it in; rejects — and
+   * changes nothing — when it does not parse or a new route cannot start.
+   */
+  reload(next?: RoutingTable): Promise<void>;
   /** Stop accepting, let open streams finish for up to graceMs, release everything. */
   stop(graceMs: number): Promise<void>;
 }

@@ -1,9 +1,9 @@
 import type { Logger } from '../core/log.js';
-import type { Destination, OpenRequest, OpenedStream } from '../core/types.js';
+import type { OpenRequest, OpenedStream } from '../core/types.js';
 import { ProxyError, errorMessage } from '../core/errors.js';
 import type { PodPort, Transport } from '../tunnel/transport.js';
-import type { Resolver } from './resolver.js';
-import type { Route } from './router.js';
+import type { Plan, Resolver } from './resolver.js';
+import type { Claim } from './table.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
 export interface ClusterRouteOptions {
@@ -24,8 +24,12 @@ const CONFIRMED_MAX = 10_000;
 const REFUSED_TTL_MS = 10_000;
 const DEFAULT_REOPEN_TIMEOUT_MS = 15_000;
 
-/** Serves one cluster: resolve through the watch cache, then open a stream with the transport. */
-export class ClusterRoute implements Route {
+/**
+ * Opens streams into one cluster: resolve through the watch cache, then open a pod stream with
+ * the transport, moving to another endpoint while that is still possible. (The cluster route as
+ * the Router sees it — readiness, status, close — is routes/cluster.ts, built around this.)
+ */
+export class ClusterRoute {
   private readonly confirmed = new Map<string, number>();
   private readonly refused = new Map<string, number>();
 
@@ -37,12 +41,13 @@ export class ClusterRoute implements Route {
     private readonly options: ClusterRouteOptions,
   ) {}
 
-  claims(destination: Destination): boolean {
-    return this.resolver.claims(destination);
+  /** A destination the routing table gave this cluster, parsed there (claim.name / claim.isIp). */
+  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+    return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim), signal);
   }
 
-  async open(request: OpenRequest, signal: AbortSignal): Promise<OpenedStream> {
-    const plan = await this.resolver.resolve(request.destination);
+  /** Streams to the pod ports of a plan, in its order (also for ingress hosts: the controller's pods). */
+  async openPlan(plan: Plan, signal: AbortSignal): Promise<OpenedStream> {
     const candidates = this.acceptingFirst(plan.candidates);
     let next = 0;
     let current = '';

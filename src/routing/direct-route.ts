@@ -18,6 +18,8 @@ import {
   errorMessage,
 } from '../core/errors.js';
 import type { RoutingTable } from './table-spec.js';
+import type { Route, RouteStatus } from './route.js';
+import type { Claim } from './table.js';
 
 type LookupAll = (hostname: string, callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
 
@@ -33,7 +35,7 @@ export interface DirectRouteOptions {
 const RESOLVE_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ENODATA', 'ESERVFAIL', 'ENONAME']);
 const UNREACHABLE_ERRORS = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', 'EHOSTDOWN', 'EADDRNOTAVAIL']);
 
-export class DirectRoute {
+export class DirectRoute implements Route {
   readonly kind = 'direct';
   private readonly lookupAll: LookupAll;
 
@@ -48,9 +50,17 @@ export class DirectRoute {
    * Opens a stream to the destination exactly as the client wrote it: not the claim's normalized
    * host, since "intranet." (absolute) and "intranet" (search domains apply) resolve differently.
    */
-  open(request: OpenRequest, signal: AbortSignal): Promise<OpenedStream> {
+  open(request: OpenRequest, _claim: Claim | undefined, signal: AbortSignal): Promise<OpenedStream> {
     return this.dial(request.destination.host, request.destination.port, signal);
   }
+
+  async start(): Promise<void> {}
+
+  status(): RouteStatus {
+    return { name: this.name, kind: this.kind, state: 'ready' };
+  }
+
+  async close(): Promise<void> {}
 
   dial(host: string, port: number, signal: AbortSignal): Promise<OpenedStream> {
     const literal = parseIp(host);

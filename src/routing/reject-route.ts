@@ -2,13 +2,23 @@
 // when a shorter rule or direct pass-through would have served them.
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import { NotAllowedError } from '../core/errors.js';
+import type { Route, RouteStatus } from './route.js';
+import type { Claim } from './table.js';
 
-export class RejectRoute {
+export class RejectRoute implements Route {
   readonly kind = 'reject';
 
   constructor(readonly name: string) {}
 
-  open(request: OpenRequest, _signal: AbortSignal, host: string = request.destination.host): Promise<OpenedStream> {
-    return Promise.reject(new NotAllowedError(`${host} is blocked by route ${this.name}`));
+  open(request: OpenRequest, claim?: Claim, _signal?: AbortSignal): Promise<OpenedStream> {
+    return Promise.reject(new NotAllowedError(`${claim?.host ?? request.destination.host} is blocked by route ${this.name}`));
   }
+
+  async start(): Promise<void> {}
+
+  status(): RouteStatus {
+    return { name: this.name, kind: this.kind, state: 'ready' };
+  }
+
+  async close(): Promise<void> {}
 }

@@ -13,7 +13,7 @@ import {
 import type { ClusterCache } from '../cluster/cache.js';
 import { ApiStatusError } from '../cluster/api.js';
 import type { PodPort } from '../tunnel/transport.js';
-import { isUnderClusterDomain, parseClusterName } from './names.js';
+import { isUnderClusterDomain, parseClusterName, type ClusterName } from './names.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
 export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed'>;
@@ -59,7 +59,20 @@ export class Resolver {
   }
 
   async resolve(dest: Destination): Promise<Plan> {
-    const plan = await this.plan(dest);
+    return this.served(await this.plan(dest));
+  }
+
+  /**
+   * Like resolve, for a destination the routing table has already parsed: an IP literal, or a
+   * cluster name (ClusterName) — no name is parsed twice.
+   */
+  async resolveParsed(host: string, port: number, parsed: { isIp: boolean; name?: ClusterName }): Promise<Plan> {
+    if (parsed.isIp) return this.served(await this.resolveIp(host, port));
+    if (!parsed.name) throw new NotAllowedError(`${host} is not a cluster name`);
+    return this.served(await this.planForName(parsed.name, host, port));
+  }
+
+  private served(plan: Plan): Plan {
     // The namespace served a stream: an on-demand watch there is worth keeping.
     for (const ns of new Set(plan.candidates.map((c) => c.namespace))) this.cache.noteServed(ns);
     return plan;
@@ -73,6 +86,11 @@ export class Resolver {
       if (isUnderClusterDomain(dest.host, this.clusterDomain)) throw new HostUnreachableError(`${dest.host} does not name a Service or Pod`);
       throw new NotAllowedError(`${dest.host} is not a cluster name (not under .svc or .${this.clusterDomain}, and no proxy route for it)`);
     }
+    return this.planForName(name, dest.host, dest.port);
+  }
+
+  private async planForName(name: ClusterName, host: string, port: number): Promise<Plan> {
+    const dest = { host, port };
     const lookup = this.cache.lookup;
     if (name.kind === 'service' && name.namespaceNeedsCheck && this.cache.namespaceExists(name.namespace) === false) {
       throw new NotAllowedError(`${dest.host} is not a cluster name (there is no namespace "${name.namespace}")`);

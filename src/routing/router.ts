@@ -1,54 +1,86 @@
-import type { Destination, OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
+// The Router owns the routing table: for every connection it asks the matcher once (table.ts),
+// refuses what no route claims (we are no open relay), hands the claim to the route that claimed
+// it, and enforces the connect timeout. Routes wait for or report their own readiness, so a
+// cluster that is down or still syncing holds up only its own destinations.
+//
+// A reload swaps the whole generation (matcher + routes) at once: streams already open stay with
+// the routes they came from; new ones see the new table. The composition root builds and starts
+// the new routes before the swap and closes the ones that left after it.
+import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
 import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError } from '../core/errors.js';
-import { abortable } from '../core/abort.js';
-
-/** A destination space served one way: one cluster today; later SSH jump hosts, direct pass-through. */
-export interface Route {
-  readonly name: string;
-  /** Synchronous and cheap: is this destination this route's to serve? */
-  claims(destination: Destination): boolean;
-  open(request: OpenRequest, signal: AbortSignal): Promise<OpenedStream>;
-}
+import { refusalError, type Claim, type Decision, type RouteMatcher } from './table.js';
+import type { Route } from './route.js';
 
 export interface RouterOptions {
   connectTimeoutMs: number;
-  /** Resolves when the routes are ready to answer (caches synced); requests wait for it. */
-  ready?: Promise<void>;
 }
 
-/**
- * Picks the route for each destination and enforces the connect timeout. The first route that
- * claims a destination serves it; when none does, the first route answers, so that its resolver
- * can say precisely why (not a cluster name → not allowed: we are no open relay).
- * Suffix routing across clusters will replace the "first claim" rule here and nowhere else.
- */
+/** One routing table in force: the matcher and the live route for each route name in it. */
+export interface TableGeneration {
+  readonly matcher: RouteMatcher;
+  readonly routes: ReadonlyMap<string, Route>;
+}
+
+/** An opened stream, with the route that carries it (for per-route statistics). */
+export type RoutedStream = OpenedStream & { route: string };
+
 export class Router implements StreamOpener {
   private closed = false;
 
   constructor(
-    private readonly routes: Route[],
+    private generation: TableGeneration,
     private readonly options: RouterOptions,
   ) {}
+
+  get current(): TableGeneration {
+    return this.generation;
+  }
+
+  /** Puts a new table in force for new connections; returns the one it replaced. */
+  swap(next: TableGeneration): TableGeneration {
+    const previous = this.generation;
+    this.generation = next;
+    return previous;
+  }
 
   close(): void {
     this.closed = true;
   }
 
-  async open(request: OpenRequest): Promise<OpenedStream> {
+  /** The decision for a destination under the current table (no stream opened). */
+  decide(request: Pick<OpenRequest, 'destination'>): Decision {
+    return this.generation.matcher.match(request.destination);
+  }
+
+  async open(request: OpenRequest): Promise<RoutedStream> {
     if (this.closed) throw new OverloadedError('the proxy is shutting down');
     const timeout = AbortSignal.timeout(this.options.connectTimeoutMs);
     const signal = AbortSignal.any([request.signal, timeout]);
+    const { routes, matcher } = this.generation;
     try {
-      if (this.options.ready) await abortable(this.options.ready, signal);
-      const dest = request.destination;
-      const route = this.routes.find((r) => r.claims(dest)) ?? this.routes[0];
-      if (!route) throw new NotAllowedError(`no route serves ${dest.host}`);
-      return await route.open(request, signal);
+      let decision = matcher.match(request.destination);
+      for (;;) {
+        if (!decision.claimed) throw refusalError(decision);
+        try {
+          return await this.openOn(routes, decision, request, signal);
+        } catch (err) {
+          // "svc.ns" whose namespace the cluster could not confirm: not a cluster name after all.
+          if (!(err instanceof NotAllowedError) || !decision.fallback) throw err;
+          decision = decision.fallback;
+        }
+      }
     } catch (err) {
       if (timeout.aborted && !(err instanceof ProxyError && err.reason !== 'timeout')) {
         throw new ConnectTimeoutError(`could not open a stream to ${request.destination.host}:${request.destination.port} within ${this.options.connectTimeoutMs} ms`, { cause: err });
       }
       throw err;
     }
+  }
+
+  private async openOn(routes: ReadonlyMap<string, Route>, claim: Claim, request: OpenRequest, signal: AbortSignal): Promise<RoutedStream> {
+    const route = routes.get(claim.route.name);
+    if (!route) throw new NotAllowedError(`route ${claim.route.name} is not running`);
+    const opened = await route.open(request, claim, signal);
+    return { ...opened, route: route.name };
   }
 }

@@ -46,6 +46,10 @@ export interface SimOptions {
    * Default false.
    */
   closeSpdySessionsWithPod?: boolean;
+  /** Extension: first Pod IP to hand out (default 127.10.0.2): two clusters in one test can differ. */
+  podIpStart?: string;
+  /** Extension: first ClusterIP to hand out (default 127.96.0.10). */
+  clusterIpStart?: string;
 }
 
 export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
@@ -137,6 +141,8 @@ export class SimCluster {
     this.host = opts.host ?? '127.0.0.1';
     this.clusterDomain = opts.clusterDomain ?? 'cluster.local';
     this.closeGraceMs = opts.closeGraceMs ?? 1000;
+    if (opts.podIpStart) this.nextPodIp = ipv4ToInt(opts.podIpStart);
+    if (opts.clusterIpStart) this.nextClusterIp = ipv4ToInt(opts.clusterIpStart);
     this.terminatingMs = opts.terminatingMs ?? 0;
     this.log = opts.quiet ? () => {} : (m) => process.stderr.write(`[sim] ${m}\n`);
     this.pki = new SimPki();

@@ -74,7 +74,7 @@ test('dials IP literals and names (OS resolver) on loopback and relays bytes', a
     const c = await route().dial('localhost', v4.port, signal()); // /etc/hosts, through getaddrinfo
     assert.equal(await roundTrip(c.stream as net.Socket), 'ping');
     // open() dials the host as the client wrote it, through the same resolver the client would use.
-    const d = await route().open({ destination: { host: 'localhost', port: v4.port, type: 'domain' }, frontEnd: 'socks5', client: 'test', signal: signal() }, signal());
+    const d = await route().open({ destination: { host: 'localhost', port: v4.port, type: 'domain' }, frontEnd: 'socks5', client: 'test', signal: signal() }, undefined, signal());
     assert.equal(await roundTrip(d.stream as net.Socket), 'ping');
   } finally {
     await v4.close();
@@ -165,5 +165,5 @@ test('direct pass-through is allowed only on loopback listeners or with proxy cr
 });
 
 test('the reject route refuses with SOCKS 0x02 / HTTP 403', async () => {
-  await assert.rejects(new RejectRoute('blocked').open({ destination: { host: 'ads.example.com', port: 443, type: 'domain' }, frontEnd: 'http-connect', client: 'x', signal: signal() }, signal()), (e: Error) => e instanceof NotAllowedError && e.httpStatus === 403 && /ads\.example\.com is blocked by route blocked/.test(e.message));
+  await assert.rejects(new RejectRoute('blocked').open({ destination: { host: 'ads.example.com', port: 443, type: 'domain' }, frontEnd: 'http-connect', client: 'x', signal: signal() }, undefined, signal()), (e: Error) => e instanceof NotAllowedError && e.httpStatus === 403 && /ads\.example\.com is blocked by route blocked/.test(e.message));
 });

@@ -1,0 +1,209 @@
+// A cluster route: one kube context of the routing table. It owns that cluster's API connection,
+// watch cache, port-forward transports and resolver, and is ready or not on its own — a cluster
+// whose API server is down or still syncing fails or holds up only its own destinations (SOCKS
+// 0x04 / HTTP 502 naming the route and the reason), never another route's. A route that could
+// not start tries again in the background, with backoff, until it can or it is closed.
+import type { Logger } from '../core/log.js';
+import type { OpenRequest, OpenedStream } from '../core/types.js';
+import { RouteUnavailableError, StartupError, errorMessage } from '../core/errors.js';
+import { abortable } from '../core/abort.js';
+import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
+import { ApiConnection, ApiStatusError } from '../cluster/api.js';
+import { ClusterCache } from '../cluster/cache.js';
+import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
+import { SpdyTransport } from '../tunnel/spdy-transport.js';
+import { NegotiatingTransport, type TransportMode } from '../tunnel/negotiate.js';
+import type { KeepaliveOptions } from '../tunnel/keepalive.js';
+import { Resolver } from '../routing/resolver.js';
+import { ClusterRoute } from '../routing/cluster-route.js';
+import type { Route, RouteState, RouteStatus } from '../routing/route.js';
+import type { ClusterView, Claim } from '../routing/table.js';
+import type { ClusterRouteSpec } from '../routing/table-spec.js';
+
+/** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
+const CONFIRM_UNDECLARED_PORT_MS = 150;
+export const SYNC_TIMEOUT_MS = 30_000;
+const RETRY_MIN_MS = 5_000;
+const RETRY_MAX_MS = 60_000;
+
+export interface ClusterRouteSettings {
+  /** --kubeconfig (or the managed daemon's transient kubeconfig for this route). */
+  kubeconfig?: string;
+  /** Namespace for short names (-n); only the default route takes it. */
+  namespace?: string;
+  clusterDomain: string;
+  transport: TransportMode;
+  keepalive: KeepaliveOptions;
+  connectTimeoutMs: number;
+  allowHostNetworkPods: boolean;
+}
+
+export class ClusterRouteRuntime implements Route, ClusterView {
+  readonly kind = 'cluster';
+  readonly name: string;
+  readonly kube: LoadedKubeConfig;
+  private readonly api: ApiConnection;
+  private readonly cache: ClusterCache;
+  private readonly transport: NegotiatingTransport;
+  private readonly streams: ClusterRoute;
+  private state: RouteState = 'starting';
+  private reason?: string;
+  private ready: Promise<void>;
+  private markReady!: () => void;
+  private retryTimer?: NodeJS.Timeout;
+  private retryMs = RETRY_MIN_MS;
+  private closed = false;
+  private openStreams = 0;
+  private drained?: () => void;
+
+  /** Loads the context (a StartupError when the kubeconfig or context is unusable: a config error). */
+  constructor(
+    readonly spec: ClusterRouteSpec,
+    settings: ClusterRouteSettings,
+    private readonly log: Logger,
+  ) {
+    this.name = spec.name;
+    this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
+    this.api = new ApiConnection(this.kube.kc);
+    this.cache = new ClusterCache(this.kube.kc, this.api, log, this.kube.namespace);
+    const websocket = new WebSocketV4Transport(this.api, log, settings.keepalive);
+    const spdy = new SpdyTransport(this.api, log, { keepalive: settings.keepalive, connectTimeoutMs: settings.connectTimeoutMs });
+    this.transport = new NegotiatingTransport(settings.transport, spdy, websocket, log, this.kube.context);
+    // Tunnels belong to pod instances: one the cache sees go is closed, not left to fail streams.
+    this.cache.lookup.onPodGone = (namespace, pod, uid) => this.transport.podGone({ namespace, pod, uid });
+    const resolver = new Resolver(this.cache, settings.clusterDomain, undefined, { allowHostNetworkPods: settings.allowHostNetworkPods });
+    this.streams = new ClusterRoute(spec.name, resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
+    this.ready = new Promise<void>((resolve) => (this.markReady = resolve));
+  }
+
+  get defaultNamespace(): string {
+    return this.kube.namespace;
+  }
+
+  get server(): string {
+    return this.kube.server;
+  }
+
+  knowsIp(ip: string): boolean {
+    if (this.state !== 'ready') return false;
+    return !!(this.cache.lookup.serviceByIp(ip) || this.cache.lookup.podByIp(ip));
+  }
+
+  namespaceExists(namespace: string): boolean | undefined {
+    return this.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
+  }
+
+  /** Probe the API server and sync the cache; on failure the route is in error and retries later. */
+  async start(): Promise<void> {
+    try {
+      await this.connect();
+    } catch (err) {
+      this.failed(err);
+      throw err;
+    }
+  }
+
+  private async connect(): Promise<void> {
+    this.state = 'starting';
+    await probeApi(this.api, this.kube.context, this.kube.server);
+    this.state = 'syncing';
+    await syncCache(this.cache, this.kube.server);
+    if (this.closed) return;
+    this.state = 'ready';
+    this.reason = undefined;
+    this.retryMs = RETRY_MIN_MS;
+    this.markReady();
+  }
+
+  private failed(err: unknown): void {
+    if (this.closed) return;
+    this.state = 'error';
+    this.reason = errorMessage(err);
+    this.log.warn({ route: this.name, error: this.reason, retryInMs: this.retryMs }, 'cluster route not available; trying again later');
+    this.retryTimer = setTimeout(() => {
+      void this.cache.stop().then(() => this.connect()).catch((e: unknown) => this.failed(e));
+    }, this.retryMs);
+    this.retryTimer.unref();
+    this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+  }
+
+  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+    if (this.state === 'error') throw new RouteUnavailableError(`cluster route ${this.name} is not available: ${this.reason}`);
+    if (this.state !== 'ready') {
+      await abortable(this.ready, signal).catch(() => {
+        throw new RouteUnavailableError(`cluster route ${this.name} is still ${this.state === 'error' ? `failing: ${this.reason}` : 'syncing its cache'}`);
+      });
+    }
+    const opened = await this.streams.open(request, claim, signal);
+    this.openStreams++;
+    opened.stream.once('close', () => {
+      if (--this.openStreams === 0) this.drained?.();
+    });
+    return opened;
+  }
+
+  status(): RouteStatus {
+    return {
+      name: this.name,
+      kind: this.kind,
+      state: this.state,
+      ...(this.reason ? { reason: this.reason } : {}),
+      details: {
+        context: this.kube.context,
+        namespace: this.kube.namespace,
+        server: this.kube.server,
+        transport: this.transport.name,
+        openStreams: this.openStreams,
+        cache: this.cache.status(),
+        pods: this.transport.stats(),
+      },
+    };
+  }
+
+  cacheStatus() {
+    return this.cache.status();
+  }
+
+  transportStats() {
+    return this.transport.stats();
+  }
+
+  /** After the streams it carries have ended (or at once with `now`), its tunnels and watches go. */
+  async close(now = false): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    if (!now && this.openStreams > 0) await new Promise<void>((resolve) => (this.drained = resolve));
+    await this.transport.close();
+    await this.cache.stop();
+  }
+}
+
+/** Fail fast, in one line, when the API server is unreachable or refuses our credentials. */
+export async function probeApi(api: ApiConnection, context: string, server: string): Promise<void> {
+  try {
+    await api.getJson('/api', 10_000);
+  } catch (err) {
+    if (err instanceof ApiStatusError) {
+      if (err.statusCode === 401) throw new StartupError(`the API server ${server} rejected the credentials of context "${context}" (401 Unauthorized)`);
+      if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery
+      throw new StartupError(`the API server ${server} answered ${err.statusCode}: ${err.message}`);
+    }
+    throw new StartupError(`cannot reach the API server ${server} (context "${context}"): ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+async function syncCache(cache: ClusterCache, server: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StartupError(`the cluster cache did not sync from ${server} within ${SYNC_TIMEOUT_MS / 1000} s`)), SYNC_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([cache.start(), timeout]);
+  } catch (err) {
+    if (err instanceof StartupError) throw err;
+    if (err instanceof ApiStatusError && err.statusCode === 403) throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
+    throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
+  }
+}

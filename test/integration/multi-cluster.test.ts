@@ -1,0 +1,197 @@
+// One proxy for two clusters (two simulated API servers, overlapping address ranges): names by
+// route suffix and by the default route's cluster forms, label boundaries and excludes, IPs by
+// which cluster knows them (both knowing one is a refusal naming both, a CIDR settles it), reject
+// routes, direct pass-through to the test's own loopback server, a cluster that is down at start,
+// and reloads (adding, removing, and an invalid change that changes nothing).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { once } from 'node:events';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
+import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { eventually } from '../helpers/cluster.js';
+import { curl } from '../helpers/curl.js';
+import { socks5Connect } from '../helpers/socks-client.js';
+import { openStream, roundTrip } from '../helpers/streams.js';
+
+let multi: MultiCluster;
+let prodWhich: { clusterIP: string; podIP: string };
+let stagingWhich: { clusterIP: string; podIP: string };
+let collidingIp: string;
+let configFile: string;
+let proxy: ProxyProcess;
+
+const STAGING_ROUTE = `  - name: staging
+    kind: cluster
+    context: staging
+    cidrs: [SETTLED/32]
+`;
+let settledIp = '';
+const CONFIG = (extra = '') => `# two clusters, a blocklist
+direct: false
+routes:
+  - name: prod
+    kind: cluster
+    context: prod
+    default: true
+    exclude: [legacy.prod]
+${STAGING_ROUTE.replace('SETTLED', settledIp)}  - name: blocked
+    kind: reject
+    include: [ads.example.test]
+${extra}`;
+
+const via = (url: string, extra: string[] = []) => curl(['--proxy', `socks5h://${proxy.socks}`, ...extra, url]);
+const who = async (url: string) => {
+  const r = await via(url);
+  assert.equal(r.code, 0, `${url}: ${r.stderr}`);
+  return /hello from (\S+) \(/.exec(r.stdout)?.[1];
+};
+async function reply(host: string, port: number): Promise<number> {
+  const { reply: code, socket } = await socks5Connect(proxy.socks!, host, port);
+  socket.destroy();
+  return code;
+}
+
+before(async () => {
+  multi = await startClusters(['prod', 'staging']);
+  const [prod, staging] = multi.clusters;
+  prodWhich = await addWhich(prod!);
+  stagingWhich = await addWhich(staging!);
+  // A staging Service holding a ClusterIP prod also has: neither cluster may take it silently.
+  collidingIp = prodWhich.clusterIP;
+  await staging!.sim.createService({ namespace: 'shop', name: 'twin', clusterIP: collidingIp, selector: { app: 'which' }, ports: [{ port: 80, targetPort: 8080 }] });
+  // Another address in both clusters, which the config gives to staging.
+  settledIp = (await prod!.sim.createService({ namespace: 'shop', name: 'settled', selector: { app: 'which' }, ports: [{ port: 80, targetPort: 8080 }] })).clusterIP;
+  await staging!.sim.createService({ namespace: 'shop', name: 'settled', clusterIP: settledIp, selector: { app: 'which' }, ports: [{ port: 80, targetPort: 8080 }] });
+  configFile = path.join(multi.dir, 'config.yaml');
+  await writeFile(configFile, CONFIG());
+  proxy = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--config', configFile, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug']);
+});
+
+after(async () => {
+  assert.equal(await proxy?.stop(), 0);
+  await multi?.close();
+});
+
+describe('names', () => {
+  test('each route answers <svc>.<ns>[.svc].<route>; the default route also the cluster.local forms and short names', async () => {
+    assert.equal(await who('http://which.shop.prod/'), 'which-prod');
+    assert.equal(await who('http://which.shop.staging/'), 'which-staging');
+    assert.equal(await who('http://which.shop.svc.staging/'), 'which-staging');
+    assert.equal(await who('http://which.shop.svc.cluster.local/'), 'which-prod');
+    assert.equal(await who('http://which.shop/'), 'which-prod');
+    assert.equal(await who('http://which/'), 'which-prod');
+    assert.equal(await who('http://WHICH.Shop.Staging./'), 'which-staging', 'case-insensitive, trailing dot ignored');
+  });
+
+  test('suffixes match whole labels; an exclude takes the name away from its route', async () => {
+    assert.equal(await reply('which.shop.xstaging', 80), 2, 'xstaging is not staging');
+    assert.equal(await reply('which.shop.staging.evil.test', 80), 2);
+    assert.equal(await reply('which.legacy.prod', 80), 2, 'excluded from prod, and nothing else claims it');
+    assert.equal(await reply('ads.example.test', 443), 2, 'the reject route');
+    assert.equal(await reply('tracker.ads.example.test', 443), 2);
+    const r = await curl(['--proxy', `http://${proxy.http}`, 'http://ads.example.test/']);
+    assert.match(r.stdout, /blocked by route blocked/);
+  });
+
+  test('the startup lines list each route and what it serves', () => {
+    const out = proxy.stdout.join('\n');
+    assert.match(out, /route prod \(cluster prod, default\): <svc>\.<ns>\.prod, \*\.cluster\.local/);
+    assert.match(out, new RegExp(`route staging \\(cluster staging\\): <svc>\\.<ns>\\.staging, ${settledIp.replace(/\./g, '\\.')}/32`));
+    assert.match(out, /route blocked \(reject\): ads\.example\.test/);
+  });
+});
+
+describe('IP addresses', () => {
+  test('a ClusterIP or Pod IP goes to the one cluster that knows it', async () => {
+    assert.equal(await who(`http://${stagingWhich.clusterIP}/`), 'which-staging');
+    assert.equal(await who(`http://${stagingWhich.podIP}:8080/`), 'which-staging');
+    assert.equal(await who(`http://${prodWhich.podIP}:8080/`), 'which-prod');
+  });
+
+  test('an IP both clusters know is refused, naming both; a CIDR in the config settles it', async () => {
+    assert.equal(await reply(collidingIp, 80), 2);
+    const r = await curl(['--proxy', `http://${proxy.http}`, `http://${collidingIp}/`]);
+    assert.equal(r.stdout.includes('prod and staging') || r.stdout.includes('staging and prod'), true, r.stdout);
+    assert.equal(await who(`http://${settledIp}/`), 'which-staging', 'the config gives it to staging');
+  });
+});
+
+describe('reload', () => {
+  const reloaded = async (mark: number) =>
+    eventually(async () => proxy.logs.slice(mark).some((l) => l.msg === 'routing table reloaded'), 15_000, 50).catch((err) => {
+      throw new Error(`${err}: ${JSON.stringify(proxy.logs.slice(mark).filter((l) => /reload/.test(String(l.msg))))}`);
+    });
+
+  test('SIGHUP: a removed route is refused while its open streams keep flowing; added again, it serves', async () => {
+    const held = await openStream(proxy.socks!, 'echo.data.staging', 7000);
+    assert.ok((await roundTrip(held, Buffer.from('before'))).equals(Buffer.from('before')));
+    let mark = proxy.logs.length;
+    await writeFile(configFile, CONFIG().replace(STAGING_ROUTE.replace('SETTLED', settledIp), ''));
+    proxy.proc.kill('SIGHUP');
+    await reloaded(mark);
+    assert.equal(await reply('which.shop.staging', 80), 2, 'staging is gone from the table');
+    assert.equal(await who('http://which.shop.prod/'), 'which-prod');
+    assert.ok((await roundTrip(held, Buffer.from('after'))).equals(Buffer.from('after')), 'the stream opened before the reload still flows');
+    held.socket.destroy();
+    mark = proxy.logs.length;
+    await writeFile(configFile, CONFIG());
+    proxy.proc.kill('SIGHUP');
+    await reloaded(mark);
+    assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'added (again): synced before it was swapped in');
+  });
+
+  test('an invalid change (unknown key, unknown context) changes nothing and is logged', async () => {
+    const before = proxy.logs.length;
+    await writeFile(configFile, CONFIG('    colour: blue\n'));
+    proxy.proc.kill('SIGHUP');
+    await eventually(async () => proxy.logs.slice(before).some((l) => l.msg === 'reload failed; the routing table is unchanged'), 10_000, 50);
+    const failed = proxy.logs.slice(before).find((l) => l.msg === 'reload failed; the routing table is unchanged')!;
+    assert.match(String(failed.error), /config\.yaml:\d+: .*colour/);
+    await writeFile(configFile, CONFIG().replace('context: staging', 'context: nowhere'));
+    const mark = proxy.logs.length;
+    proxy.proc.kill('SIGHUP');
+    await eventually(async () => proxy.logs.slice(mark).some((l) => l.msg === 'reload failed; the routing table is unchanged'), 10_000, 50);
+    assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'the last good table still serves');
+    assert.equal(proxy.proc.exitCode, null);
+  });
+});
+
+describe('direct pass-through and a cluster that is down', () => {
+  test('--direct dials what no route claims (the test\'s own loopback server); a down cluster fails only its own names', async () => {
+    const server = http.createServer((req, res) => res.end(`direct ${req.headers.host}\n`)).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as { port: number }).port;
+    // staging points at a port where nothing listens.
+    const closed = http.createServer().listen(0, '127.0.0.1');
+    await once(closed, 'listening');
+    const deadPort = (closed.address() as { port: number }).port;
+    closed.close();
+    const kubeconfig = path.join(multi.dir, 'kubeconfig-down');
+    await multi.writeKubeconfig({ staging: { server: `https://127.0.0.1:${deadPort}` } });
+    const { copyFile } = await import('node:fs/promises');
+    await copyFile(multi.kubeconfig, kubeconfig);
+    await multi.writeKubeconfig();
+    const p2 = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--direct', '--listen-socks', '127.0.0.1:0']);
+    try {
+      const direct = await curl(['--proxy', `socks5h://${p2.socks}`, `http://localhost:${port}/`]);
+      assert.equal(direct.code, 0, direct.stderr);
+      assert.match(direct.stdout, /^direct localhost:/);
+      const prod = await curl(['--proxy', `socks5h://${p2.socks}`, 'http://which.shop.prod/']);
+      assert.match(prod.stdout, /hello from which-prod/);
+      const { reply: code, socket } = await socks5Connect(p2.socks!, 'which.shop.staging', 80);
+      socket.destroy();
+      assert.equal(code, 4, 'the down cluster: host unreachable, at once');
+      assert.ok(p2.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'staging'));
+      // The proxy never dials its own listener.
+      const self = await socks5Connect(p2.socks!, '127.0.0.1', Number(p2.socks!.split(':')[1]));
+      self.socket.destroy();
+      assert.equal(self.reply, 2);
+    } finally {
+      assert.equal(await p2.stop(), 0);
+      server.close();
+    }
+  });
+});
