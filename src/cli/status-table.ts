@@ -1,6 +1,7 @@
 // The human form of `status`: one row per managed proxy, then a line per dead one saying why
 // and how to clean it up. (`status --json` has every figure unrounded.)
 import type { ProxyStatus } from '../managed/status.js';
+import type { RouteStatus } from '../routing/route.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
 
@@ -24,12 +25,24 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
   const line = (c: string[]) => c.map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!))).join('  ');
   const out = [line(HEADERS), ...cells.map(line)];
   for (const r of rows) {
+    // One line per route when a proxy serves a table (a single cluster says it all in its row).
+    if ((r.routes?.length ?? 0) > 1) for (const route of r.routes!) out.push(`${r.id}: ${routeLine(route)}`);
+  }
+  for (const r of rows) {
     for (const t of r.transports ?? []) out.push(`${r.id}: ${t.pod} via ${t.transport}: ${t.tunnels} ${t.tunnels === 1 ? 'tunnel' : 'tunnels'}, ${t.streams} ${t.streams === 1 ? 'stream' : 'streams'}`);
   }
   for (const r of rows) {
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
   }
   return out;
+}
+
+/** "route prod (cluster prod, default): …; ready; 2 open, 14 total, up 1.2KiB, down 20MiB". */
+export function routeLine(route: RouteStatus): string {
+  const state = route.state === 'error' ? `error: ${route.reason ?? 'unknown'}` : route.state;
+  const s = route.streams;
+  const figures = s ? `; ${s.openStreams} open, ${s.totalStreams} total, up ${formatBytes(s.bytesFromClients)}, down ${formatBytes(s.bytesToClients)}` : '';
+  return `route ${route.serves ?? `${route.name} (${route.kind})`}; ${state}${figures}`;
 }
 
 function num(n: number | null): string {

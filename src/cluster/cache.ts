@@ -212,6 +212,11 @@ export class ClusterCache {
   }
 
   /** true/false when we can tell; undefined when namespaces cannot be listed and it is not watched. */
+  /** Every namespace's name, when the namespace list may be watched (the PAC's "svc.ns" names). */
+  knownNamespaces(): string[] | undefined {
+    return this.namespaces?.list().map((n) => n.metadata?.name ?? '').filter(Boolean);
+  }
+
   namespaceExists(namespace: string): boolean | undefined {
     if (this.namespaces) return this.namespaces.get(namespace) !== undefined;
     return this.slots.has(namespace) ? true : undefined;

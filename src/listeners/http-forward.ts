@@ -48,6 +48,7 @@ export function endToEndHeaders(rawHeaders: readonly string[], drop: readonly st
 const noop = (): void => {};
 const vias = new WeakMap<Duplex, string>();
 const slots = new WeakMap<Duplex, StreamSlot>();
+const routes = new WeakMap<Duplex, string>();
 
 /**
  * A keep-alive agent whose "connections" are streams from the opener. Idle tunnels are closed
@@ -65,10 +66,11 @@ export class TunnelAgent extends http.Agent {
     const meta = (options as Record<string, unknown>)[META] as OpenMeta;
     const cb = callback ?? noop;
     this.opener.open({ destination: meta.destination, frontEnd: 'http-forward', client: meta.client, signal: meta.signal }).then(
-      ({ stream, via, slot }) => {
+      ({ stream, via, slot, route }) => {
         adaptStream(stream, this.log);
         vias.set(stream, via);
         if (slot) slots.set(stream, slot);
+        if (route) routes.set(stream, route);
         cb(null, stream);
       },
       (err: unknown) => cb(err instanceof Error ? err : new Error(errorMessage(err)), undefined as unknown as Duplex),
@@ -195,7 +197,7 @@ function forward(
     }
     current = upReq;
     upReq.on('socket', (socket: Duplex) => {
-      record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown');
+      record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket));
     });
     upReq.on('error', (err: NodeJS.ErrnoException) => {
       if (res.destroyed || abort.signal.aborted) {

@@ -13,6 +13,7 @@ import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } 
 import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
+import { isPacRequest, servePac } from './pac-file.js';
 
 /** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
 export const MAX_HEADER_SIZE = 32 * 1024;
@@ -48,7 +49,12 @@ export async function startHttpListener(host: string, port: number, ctx: Listene
     tracker.add(socket);
     unauthenticated?.admit(socket);
   });
-  server.on('request', requireProxyAuth(ctx, createForwarder(ctx, agent), unauthenticated));
+  const proxied = requireProxyAuth(ctx, createForwarder(ctx, agent), unauthenticated);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    // Browsers fetch the PAC file directly and cannot present proxy credentials for it.
+    if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac);
+    proxied(req, res);
+  });
   server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     handleConnect(ctx, req, socket as net.Socket, head, unauthenticated).catch((err: unknown) => {
       ctx.log.error({ err }, 'HTTP CONNECT failed unexpectedly');
@@ -162,7 +168,7 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
     socket.destroy();
     return;
   }
-  const record = ctx.stats.opened('http-connect', client, destination, opened.via);
+  const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
   const result = await relay(socket, opened.stream, pipelined);

@@ -13,6 +13,8 @@ export interface ListenerContext {
   handshakeTimeoutMs: number;
   /** Proxy credentials every client must present (SOCKS5 RFC 1929, HTTP Basic); none when undefined. */
   auth?: ProxyAuth;
+  /** The PAC file for this proxy (served at /proxy.pac on the HTTP listener). */
+  pac?: () => string;
 }
 
 export interface Listener {

@@ -163,7 +163,7 @@ async function connect(socket: net.Socket, ctx: ListenerContext, client: string,
     socket.destroy();
     return;
   }
-  const record = ctx.stats.opened(frontEnd, client, destination, opened.via);
+  const record = ctx.stats.opened(frontEnd, client, destination, opened.via, opened.route);
   socket.write(
     version === 5
       ? encodeSocks5Reply(SocksReply.succeeded, { address: socket.localAddress, port: socket.localPort })

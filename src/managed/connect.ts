@@ -7,13 +7,12 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { parseListenAddress, type HostPort } from '../core/address.js';
-import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection } from '../cluster/api.js';
 import { probeApi } from '../proxy/proxy.js';
 import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { connectionId, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from '../state/store.js';
-import { writeTransientKubeConfig } from '../state/kubeconfig.js';
+import { readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from '../state/store.js';
+import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';
 import { signal } from './stop.js';
@@ -58,8 +57,15 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   req = { ...req, options: daemonOptions };
   const listens = parseListens(req.options);
   requireCredentialsOffLoopback(listens.map((l) => ({ flag: l.flag, ...l.addr })), !!req.proxyAuth);
-  const kube = loadKubeConfig(req);
-  const id = req.id !== undefined ? validateId(req.id) : connectionId(kube.server, kube.context, kube.namespace);
+  const contexts = req.options.contexts?.length ? req.options.contexts : req.context ? [req.context] : [];
+  const managed = resolveManagedTable({ kubeconfig: req.kubeconfig, contexts, config: req.options.config, direct: req.options.direct, clusterDomain: req.options.clusterDomain, namespace: req.namespace });
+  const kube = managed.primary;
+  // What the daemon serves is this resolved table; `reload` makes it again from the same inputs.
+  req = {
+    ...req,
+    options: { ...req.options, table: managed.table, contexts, config: absolute(req.options.config), kubeconfigSource: absolute(req.kubeconfig) },
+  };
+  const id = req.id !== undefined ? validateId(req.id) : managedId(managed);
   const l = ensureStateDir(layout());
   checkSocketPath(l.controlSocket(id));
   const result = (entry: ProxyEntry, existing: boolean): ConnectResult => ({
@@ -74,7 +80,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   const running = await existingProxy(l, id, target);
   if (running) return result(assertSameSettings(running, requested), true);
 
-  await probeApi(new ApiConnection(kube.kc), kube.context, kube.server);
+  // One cluster: fail fast, before forking. With several, the daemon starts as long as one serves.
+  if (managed.table.routes.length === 1) await probeApi(new ApiConnection(kube.kc), kube.context, kube.server);
 
   const started = await withStateLock(l, async () => {
     // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.
@@ -100,7 +107,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     };
     writeEntry(l, entry);
     try {
-      writeTransientKubeConfig(l.kubeconfigFile(id), kube.kc, kube.namespace, kube.tokenFile, kube.impersonation);
+      writeRouteKubeconfigs(l, id, managed);
       if (credentials) writeProxyAuthFile(l, id, credentials);
       if (generated && credentials) writeClientAuthFile(l, id, credentials);
       const pid = spawnDaemon(l, id);

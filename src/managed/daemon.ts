@@ -7,6 +7,8 @@
 // to print; the kubeconfig is removed on every way out. The log rotates by size
 // (managed/rotating-log.ts); SIGHUP reopens it (logrotate).
 import type { Server } from 'node:net';
+import { readFileSync } from 'node:fs';
+import type { RoutingTable } from '../routing/table-spec.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
 import { startProxy } from '../proxy/proxy.js';
@@ -19,6 +21,7 @@ import { processIdentity } from '../state/process.js';
 import { startControlServer } from '../state/control.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
 import { RotatingLogFile } from './rotating-log.js';
+import { routeKubeconfigsFor } from './table.js';
 
 export async function runDaemon(id: string): Promise<number> {
   // Everything this process creates (socket, log, state) is for this user only.
@@ -65,12 +68,17 @@ class Daemon {
           context,
           namespace,
           proxyAuth,
+          // The table `connect` resolved (the daemon never reads the user's config or kubeconfig).
+          config: undefined,
+          contexts: undefined,
+          routeKubeconfigs: options.table ? routeKubeconfigsFor(this.l, id, options.table) : undefined,
         },
         this.log,
       );
       this.control = await startControlServer(this.l.controlSocket(id), {
         status: () => this.liveStatus(),
         stop: () => this.stopRequested('control request'),
+        reload: () => this.reload(),
       });
     } catch (err) {
       const message = err instanceof StartupError ? err.message : `unexpected startup failure: ${errorMessage(err)}`;
@@ -127,12 +135,31 @@ class Daemon {
     return 0;
   }
 
+  /** `reload ID` left a new table (and its kubeconfigs) in our directory: take it, or say why not. */
+  private async reload(): Promise<void> {
+    const { id } = this.entry;
+    let table: RoutingTable;
+    try {
+      table = JSON.parse(readFileSync(this.l.tableFile(id), 'utf8')) as RoutingTable;
+    } catch (err) {
+      throw new Error(`cannot read the new routing table: ${errorMessage(err)}`);
+    }
+    try {
+      await this.running!.reload({ table, routeKubeconfigs: routeKubeconfigsFor(this.l, id, table) });
+    } catch (err) {
+      this.log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged');
+      throw err;
+    }
+    await withStateLock(this.l, () => updateEntry(this.l, id, (e) => (e.options.table = table)));
+  }
+
   private liveStatus() {
     return {
       pid: process.pid,
       phase: this.stopping ? ('stopping' as const) : ('running' as const),
       uptimeMs: Date.now() - this.startedAt,
       totals: this.running!.totals(),
+      routes: this.running!.routes(),
       cache: this.running!.cacheStatus?.(),
       transports: this.running!.transports?.(),
     };

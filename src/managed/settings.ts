@@ -8,7 +8,7 @@ import type { DaemonOptions, ProxyEntry } from '../state/store.js';
 import { DEFAULTS } from '../proxy/options.js';
 
 /** Flag → the DaemonOptions field it sets. */
-export const FLAG_OPTIONS: Readonly<Record<string, keyof DaemonOptions>> = {
+export const FLAG_OPTIONS: Readonly<Record<string, keyof typeof DEFAULTS | 'listenHttp'>> = {
   'listen-socks': 'listenSocks',
   'listen-http': 'listenHttp',
   'cluster-domain': 'clusterDomain',

@@ -3,6 +3,7 @@
 import { formatAddress } from '../cli/ready.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
+import type { RouteStatus } from '../routing/route.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { queryStatus } from '../state/control.js';
@@ -33,6 +34,8 @@ export interface ProxyStatus {
   error?: string;
   /** Per pod: transport in use, tunnels, streams (running proxies that report them). */
   transports?: PodTransportStats[];
+  /** Each route of the routing table: kind, what it serves, state (and why), streams, bytes. */
+  routes?: RouteStatus[];
 }
 
 export async function collectStatus(l: StateLayout, id?: string): Promise<ProxyStatus[]> {
@@ -74,6 +77,7 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     logFile: l.logFile(entry.id),
     ...(entry.error && state === 'dead' ? { error: entry.error } : {}),
     ...(live?.transports ? { transports: live.transports } : {}),
+    ...(live?.routes ? { routes: live.routes } : {}),
   };
 }
 

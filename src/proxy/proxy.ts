@@ -5,8 +5,9 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { parseListenAddress, type HostPort } from '../core/address.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { Router } from '../routing/router.js';
+import { generatePac } from '../routing/pac.js';
 import { assertDirectAllowed } from '../routing/direct-route.js';
-import type { RoutingTable } from '../routing/table-spec.js';
+import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
@@ -68,6 +69,12 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
   if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
+  ctx.pac = () => {
+    const socks = listeners.find((l) => l.kind === 'socks')?.address;
+    const http = listeners.find((l) => l.kind === 'http')?.address;
+    const namespaces = defaultCluster(built)?.knownNamespaces();
+    return generatePac(router.current.matcher, { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}) }, namespaces ? { namespaces } : {});
+  };
 
   const closeAll = async (graceMs: number) => {
     router.close();
@@ -96,14 +103,16 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
     context: primary?.kube.context ?? '',
     namespace: primary?.kube.namespace ?? '',
     table: () => built.table,
-    routes: () => [...built.routes.values()].map((r) => r.status()),
+    routes: () =>
+      built.table.routes.map((spec) => ({ ...built.routes.get(spec.name)!.status(), serves: describeRoute(built.table, spec), streams: stats.forRoute(spec.name) })),
     totals: () => stats.snapshot(),
     cacheStatus: () => defaultCluster(built)?.cacheStatus(),
     transports: () => defaultCluster(built)?.transportStats() ?? [],
-    reload(next?: RoutingTable) {
+    reload(next?: { table: RoutingTable; routeKubeconfigs?: Record<string, string> }) {
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {
-        const table = next ?? routingTableFor(options);
+        const table = next?.table ?? routingTableFor({ ...options, table: undefined });
+        if (next?.routeKubeconfigs) settings.routeKubeconfigs = next.routeKubeconfigs;
         assertDirectAllowed(table, listens, !!options.proxyAuth);
         const candidate = buildTable(table, settings, log, built);
         try {
@@ -132,6 +141,8 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
     },
   };
 }
+
+const hostPort = (a: { address: string; port: number }): HostPort => ({ host: a.address, port: a.port });
 
 function defaultCluster(built: BuiltTable): ClusterRouteRuntime | undefined {
   const route = built.table.defaultRoute ? built.routes.get(built.table.defaultRoute) : undefined;

@@ -25,7 +25,7 @@ export interface RunningProxy {
    * Re-reads the table (or takes `next`), starts its new routes and swaps it in; rejects — and
    * changes nothing — when it does not parse or a new route cannot start.
    */
-  reload(next?: RoutingTable): Promise<void>;
+  reload(next?: { table: RoutingTable; routeKubeconfigs?: Record<string, string> }): Promise<void>;
   /** Stop accepting, let open streams finish for up to graceMs, release everything. */
   stop(graceMs: number): Promise<void>;
 }

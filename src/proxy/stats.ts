@@ -10,6 +10,8 @@ export interface StreamRecord {
   client: string;
   destination: Destination;
   via?: string;
+  /** The routing-table route that carries it. */
+  route?: string;
   startedAt: number;
 }
 
@@ -20,6 +22,14 @@ export interface StreamTotals {
   bytesFromClients: number;
   bytesToClients: number;
   failuresByReason: Record<string, number>;
+}
+
+/** One route's share of the totals (for `status`). */
+export interface RouteTotals {
+  openStreams: number;
+  totalStreams: number;
+  bytesFromClients: number;
+  bytesToClients: number;
 }
 
 /** The source bucket (auth/source.ts) of a "host:port" / "[v6]:port" client text. */
@@ -55,14 +65,33 @@ export class StreamStats {
     this.failureLines = new RepeatedLineLimiter(log);
   }
 
+  private readonly byRoute = new Map<string, RouteTotals>();
+
   /** Call when a stream to the destination is open and bytes are about to flow. */
-  opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string): StreamRecord {
-    const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, startedAt: Date.now() };
+  opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string, route?: string): StreamRecord {
+    const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, route, startedAt: Date.now() };
     this.open.set(record.id, record);
     this.totals.openStreams = this.open.size;
     this.totals.totalStreams++;
-    this.log.info({ stream: record.id, frontEnd, client, target: target(destination), via }, 'stream open');
+    const r = this.routeTotals(route);
+    if (r) {
+      r.openStreams++;
+      r.totalStreams++;
+    }
+    this.log.info({ stream: record.id, frontEnd, client, target: target(destination), via, route }, 'stream open');
     return record;
+  }
+
+  private routeTotals(route: string | undefined): RouteTotals | undefined {
+    if (route === undefined) return undefined;
+    let r = this.byRoute.get(route);
+    if (!r) this.byRoute.set(route, (r = { openStreams: 0, totalStreams: 0, bytesFromClients: 0, bytesToClients: 0 }));
+    return r;
+  }
+
+  /** Streams and bytes of one route (zeros for a route that carried none). */
+  forRoute(route: string): RouteTotals {
+    return { ...(this.byRoute.get(route) ?? { openStreams: 0, totalStreams: 0, bytesFromClients: 0, bytesToClients: 0 }) };
   }
 
   /** Call once when both directions are done (or torn down); `error` only for abnormal ends. */
@@ -71,6 +100,12 @@ export class StreamStats {
     this.totals.openStreams = this.open.size;
     this.totals.bytesFromClients += bytesFromClient;
     this.totals.bytesToClients += bytesToClient;
+    const r = this.routeTotals(record.route);
+    if (r) {
+      r.openStreams--;
+      r.bytesFromClients += bytesFromClient;
+      r.bytesToClients += bytesToClient;
+    }
     const fields = {
       stream: record.id,
       frontEnd: record.frontEnd,

@@ -89,6 +89,11 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     return !!(this.cache.lookup.serviceByIp(ip) || this.cache.lookup.podByIp(ip));
   }
 
+  /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
+  knownNamespaces(): string[] | undefined {
+    return this.state === 'ready' ? this.cache.knownNamespaces() : undefined;
+  }
+
   namespaceExists(namespace: string): boolean | undefined {
     return this.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
   }

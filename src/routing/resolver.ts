@@ -68,7 +68,8 @@ export class Resolver {
    */
   async resolveParsed(host: string, port: number, parsed: { isIp: boolean; name?: ClusterName }): Promise<Plan> {
     if (parsed.isIp) return this.served(await this.resolveIp(host, port));
-    if (!parsed.name) throw new NotAllowedError(`${host} is not a cluster name`);
+    // Claimed for this cluster (under its domain or its route name) but no Service or Pod form.
+    if (!parsed.name) throw new HostUnreachableError(`${host} does not name a Service or Pod`);
     return this.served(await this.planForName(parsed.name, host, port));
   }
 

@@ -17,6 +17,9 @@ export interface RouteStatus {
   reason?: string;
   /** Kind-specific figures (cache counts, tunnels, an SSH chain…), printed as given. */
   details?: Record<string, unknown>;
+  /** Added by the proxy: what the route serves (one line) and its streams and bytes. */
+  serves?: string;
+  streams?: { openStreams: number; totalStreams: number; bytesFromClients: number; bytesToClients: number };
 }
 
 export interface Route {

@@ -8,6 +8,7 @@ import { chmodSync, unlinkSync } from 'node:fs';
 import type { StreamTotals } from '../proxy/stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
+import type { RouteStatus } from '../routing/route.js';
 
 const MAX_LINE = 4096;
 
@@ -16,16 +17,20 @@ export interface LiveStatus {
   phase: 'running' | 'stopping';
   uptimeMs: number;
   totals: StreamTotals;
+  /** Each route of the routing table: kind, state (and why), kind-specific figures. */
+  routes?: RouteStatus[];
   cache?: CacheStatus;
   transports?: PodTransportStats[];
 }
 
-export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' };
+export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' } | { cmd: 'reload' };
 export type ControlResponse = { ok: true; status?: LiveStatus } | { ok: false; error: string };
 
 export interface ControlHandlers {
   status(): LiveStatus;
   stop(): void;
+  /** Takes the routing table `reload` left in the proxy's directory; rejects with why it did not. */
+  reload?(): Promise<void>;
 }
 
 /** Listens on socketPath (replacing a stale socket file) with mode 0600. */
@@ -49,7 +54,7 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
       while ((nl = buffered.indexOf('\n')) >= 0) {
         const line = buffered.slice(0, nl).trim();
         buffered = buffered.slice(nl + 1);
-        if (line !== '') socket.write(`${JSON.stringify(respond(line, handlers))}\n`);
+        if (line !== '') void respond(line, handlers).then((answer) => socket.write(`${JSON.stringify(answer)}\n`));
       }
     });
   });
@@ -64,7 +69,7 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
   return server;
 }
 
-function respond(line: string, handlers: ControlHandlers): ControlResponse {
+async function respond(line: string, handlers: ControlHandlers): Promise<ControlResponse> {
   let req: { cmd?: unknown };
   try {
     req = JSON.parse(line) as { cmd?: unknown };

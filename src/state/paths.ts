@@ -54,6 +54,10 @@ export interface StateLayout {
   proxyDir(id: string): string;
   stateFile(id: string): string;
   kubeconfigFile(id: string): string;
+  /** A cluster route's transient kubeconfig (the default route uses kubeconfigFile). */
+  routeKubeconfigFile(id: string, route: string): string;
+  /** The routing table `reload` hands the daemon. */
+  tableFile(id: string): string;
   controlSocket(id: string): string;
   proxyAuthFile(id: string): string;
   /** Credentials `connect` generated, kept (0600) so that `connect` can print them again. */
@@ -73,6 +77,8 @@ export function layout(root: string = stateDir()): StateLayout {
     proxyDir,
     stateFile: (id) => path.join(proxyDir(id), 'state.json'),
     kubeconfigFile: (id) => path.join(proxyDir(id), 'kubeconfig'),
+    routeKubeconfigFile: (id, route) => path.join(proxyDir(id), `kubeconfig.${route}`),
+    tableFile: (id) => path.join(proxyDir(id), 'table.json'),
     controlSocket: (id) => path.join(proxyDir(id), 'control.sock'),
     proxyAuthFile: (id) => path.join(proxyDir(id), 'proxy-auth'),
     clientAuthFile: (id) => path.join(proxyDir(id), 'client-auth'),

@@ -5,6 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ID_PATTERN, validateId, type StateLayout } from './paths.js';
+import type { RoutingTable } from '../routing/table-spec.js';
 import type { TransportMode } from '../tunnel/negotiate.js';
 
 /** starting: spawned, not ready yet · running: listening, caches synced · stopping: draining ·
@@ -34,6 +35,14 @@ export interface DaemonOptions {
   transport?: TransportMode;
   /** Pod-IP targets may reach hostNetwork pods (absent in older entries: false). */
   allowHostNetworkPods?: boolean;
+  /** The routing table the daemon serves, resolved by `connect`/`reload` (absent: one context). */
+  table?: RoutingTable;
+  /** What the table was made from, so `reload` can make it again. */
+  contexts?: string[];
+  config?: string;
+  direct?: boolean;
+  /** --kubeconfig as given to `connect` (absolute), for `reload`. */
+  kubeconfigSource?: string;
 }
 
 export interface ProxyEntry {
@@ -128,7 +137,13 @@ export function writePrivateFile(file: string, content: string): void {
 
 /** Removes the credentials and the socket but keeps state.json (a "dead" tombstone). */
 export function removeTransient(l: StateLayout, id: string): void {
-  for (const file of [l.kubeconfigFile(id), l.controlSocket(id), l.proxyAuthFile(id), l.clientAuthFile(id)]) {
+  let routeFiles: string[] = [];
+  try {
+    routeFiles = readdirSync(l.proxyDir(id)).filter((f) => f.startsWith('kubeconfig.')).map((f) => path.join(l.proxyDir(id), f));
+  } catch {
+    /* no directory */
+  }
+  for (const file of [l.kubeconfigFile(id), ...routeFiles, l.tableFile(id), l.controlSocket(id), l.proxyAuthFile(id), l.clientAuthFile(id)]) {
     try {
       unlinkSync(file);
     } catch {

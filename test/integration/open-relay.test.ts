@@ -51,14 +51,13 @@ interface Case {
 
 function cases(): Case[] {
   const outside: Array<[string, number]> = [
-    ['example.com', 80], ['www.google.com', 443], ['kubernetes.io', 443], ['canary.localhost', canaryPort],
+    // localhost is never a short Service name (RFC 6761 reserves it for this machine).
+    ['localhost', canaryPort], ['example.com', 80], ['www.google.com', 443], ['kubernetes.io', 443], ['canary.localhost', canaryPort],
     ['web.shop.example.com', 8080], ['web.shop.svc.cluster.local.evil.com', 8080],
     ['127.0.0.1', canaryPort], ['10.0.0.1', 80], ['169.254.169.254', 80], ['8.8.8.8', 53], ...randomIps(4).map((ip): [string, number] => [ip, 80]),
     ['::1', canaryPort], ['2001:db8::1', 443], ['fe80::1', 80], ['::ffff:127.0.0.1', canaryPort], ['::', 80],
   ];
-  // Single labels are short Service names (your namespace), so `localhost` is looked up as one.
   const unknown: Array<[string, number]> = [
-    ['localhost', canaryPort],
     ['nope.shop.svc.cluster.local', 80], ['web.nope.svc.cluster.local', 8080], ['a.b.c.d.svc.cluster.local', 80],
     ['1-2-3-4.shop.pod.cluster.local', 80], ['nope.svc', 80], ['x.cluster.local', 80], ['db-9.db.shop.svc.cluster.local', 5432],
   ];

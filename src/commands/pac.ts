@@ -1,0 +1,50 @@
+// `kubectl proxyout pac [ID]`: the proxy auto-config file a managed proxy serves, or — with the
+// proxy's own flags instead of an ID — the one such a proxy would serve (routing/pac.ts).
+import { Args, Command } from '@oclif/core';
+import { generatePac } from '../routing/pac.js';
+import { RouteMatcher } from '../routing/table.js';
+import { routingTableFor } from '../proxy/proxy.js';
+import { proxyOptionsFrom, proxyFlags, OFF } from '../cli/flags.js';
+import { parseListenAddress } from '../core/address.js';
+import { layout, validateId } from '../state/paths.js';
+import { inspect } from '../managed/registry.js';
+import { UnknownIdError } from '../managed/stop.js';
+import { failOnKnownError } from '../cli/managed-errors.js';
+import { StartupError } from '../core/errors.js';
+import { DEFAULTS } from '../proxy/options.js';
+
+export default class Pac extends Command {
+  static override summary = 'Print the proxy auto-config (PAC) file of a managed proxy, or of the proxy these flags would start.';
+  static override description = [
+    'Cluster names, route suffixes and CIDRs go to the proxy (SOCKS5, then the HTTP listener);',
+    'everything else DIRECT, decided without DNS look-ups. A running proxy with an HTTP listener',
+    'also serves it at http://127.0.0.1:PORT/proxy.pac (for --proxy-pac-url or the system settings).',
+  ].join(' ');
+  static override usage = ['pac ID', 'pac [--config FILE] [--context C…] [--listen-socks ADDR] [--listen-http ADDR] [--direct]'];
+  static override examples = ['<%= config.bin %> pac a1b2c3d4 > proxy.pac', '<%= config.bin %> pac --context prod --context staging --listen-http 127.0.0.1:3128'];
+  static override args = { id: Args.string({ description: 'Connection ID of a managed proxy (see `status`).', required: false }) };
+  static override flags = {
+    ...proxyFlags('Unused here.', 'Unused here.', DEFAULTS.shutdownGraceMs),
+  };
+
+  async run(): Promise<void> {
+    const { args, flags } = await this.parse(Pac);
+    try {
+      if (args.id !== undefined) {
+        const found = inspect(layout(), validateId(args.id));
+        if (!found || found.state === 'dead') throw new UnknownIdError(args.id);
+        const { entry } = found;
+        if (!entry.options.table) throw new StartupError(`proxy ${entry.id} was started before routing tables existed; reconnect it`);
+        const at = (a?: { address: string; port: number }) => (a ? { host: a.address, port: a.port } : undefined);
+        this.log(generatePac(new RouteMatcher(entry.options.table), { socks: at(entry.socks), http: at(entry.http) }));
+        return;
+      }
+      const options = proxyOptionsFrom(flags);
+      const table = routingTableFor(options);
+      const addr = (v?: string) => (v === undefined || v === OFF ? undefined : parseListenAddress(v));
+      this.log(generatePac(new RouteMatcher(table), { socks: addr(options.listenSocks), http: addr(options.listenHttp) }));
+    } catch (err) {
+      failOnKnownError(this, err);
+    }
+  }
+}

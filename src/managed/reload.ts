@@ -1,0 +1,47 @@
+// `reload [ID]`: make a managed daemon's routing table again from what it was connected with
+// (the config file, --context…, the user's kubeconfig), hand it the result, and wait for its
+// verdict: the daemon starts the new routes and swaps the table in only when all of them answer
+// and sync; otherwise nothing changes and the error comes back here.
+import { StartupError, errorMessage } from '../core/errors.js';
+import { controlRequest } from '../state/control.js';
+import type { StateLayout } from '../state/paths.js';
+import { withStateLock } from '../state/lock.js';
+import { inspect, inspectAll } from './registry.js';
+import { UnknownIdError } from './stop.js';
+import { resolveManagedTable, writeRouteKubeconfigs, writeTableFile } from './table.js';
+import type { RoutingTable } from '../routing/table-spec.js';
+
+/** A route sync may take up to 30 s (routes/cluster.ts SYNC_TIMEOUT_MS); then some slack. */
+const RELOAD_TIMEOUT_MS = 45_000;
+
+export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: string; table: RoutingTable }> {
+  const running = inspectAll(l).filter((x) => x.state === 'running');
+  if (id === undefined) {
+    if (running.length !== 1) throw new StartupError(running.length === 0 ? 'no managed proxy is running' : `${running.length} managed proxies are running: name one (see \`status\`)`);
+    id = running[0]!.entry.id;
+  }
+  const found = inspect(l, id);
+  if (!found) throw new UnknownIdError(id);
+  if (found.state !== 'running') throw new StartupError(`proxy ${id} is ${found.state}, not running`);
+  const { options, namespace } = found.entry;
+  const managed = resolveManagedTable({
+    kubeconfig: options.kubeconfigSource,
+    contexts: options.contexts ?? [found.entry.context],
+    config: options.config,
+    direct: options.direct,
+    clusterDomain: options.clusterDomain,
+    namespace,
+  });
+  await withStateLock(l, () => {
+    writeRouteKubeconfigs(l, id!, managed);
+    writeTableFile(l, id!, managed.table);
+  });
+  let answer;
+  try {
+    answer = await controlRequest(l.controlSocket(id), { cmd: 'reload' }, RELOAD_TIMEOUT_MS);
+  } catch (err) {
+    throw new StartupError(`proxy ${id} did not answer the reload: ${errorMessage(err)}`);
+  }
+  if (!answer.ok) throw new StartupError(`proxy ${id} kept its routing table: ${answer.error}`);
+  return { id, table: managed.table };
+}

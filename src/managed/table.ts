@@ -1,0 +1,68 @@
+// The routing table of a managed daemon. `connect` and `reload` resolve it on the user's side
+// (config file, --context…, the user's kubeconfig) and hand the daemon the result: the table
+// itself and a private single-context kubeconfig per cluster route, so the daemon never reads
+// the user's kubeconfig or config file (what it serves is exactly what was checked).
+import path from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
+import { routingTableFor } from '../proxy/proxy.js';
+import type { ProxyOptions } from '../proxy/options.js';
+import type { ClusterRouteSpec, RoutingTable } from '../routing/table-spec.js';
+import type { StateLayout } from '../state/paths.js';
+import { writeTransientKubeConfig } from '../state/kubeconfig.js';
+import { connectionId } from '../state/store.js';
+
+export interface ManagedTable {
+  table: RoutingTable;
+  /** Each cluster route with its loaded context; the default route first. */
+  clusters: Array<{ spec: ClusterRouteSpec; kube: LoadedKubeConfig }>;
+  /** The default cluster route's context (what `status` shows as the proxy's context). */
+  primary: LoadedKubeConfig;
+}
+
+/** Resolves the table and loads every cluster route's context (a StartupError names what is wrong). */
+export function resolveManagedTable(options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'config' | 'direct' | 'clusterDomain'> & { namespace?: string }): ManagedTable {
+  const table = routingTableFor({ ...options } as ProxyOptions);
+  const clusters = table.routes
+    .filter((r): r is ClusterRouteSpec => r.kind === 'cluster')
+    .map((spec) => ({ spec, kube: loadKubeConfig({ kubeconfig: options.kubeconfig, context: spec.context, namespace: spec.name === table.defaultRoute ? options.namespace : undefined }) }))
+    .sort((a, b) => Number(b.spec.name === table.defaultRoute) - Number(a.spec.name === table.defaultRoute));
+  return { table, clusters, primary: clusters[0]!.kube };
+}
+
+/**
+ * The connection ID: for one cluster and nothing else, the same as ever (server, context,
+ * namespace); for a table, a hash of what it serves.
+ */
+export function managedId(m: ManagedTable): string {
+  if (m.table.routes.length === 1) return connectionId(m.primary.server, m.primary.context, m.primary.namespace);
+  const what = m.table.routes.map((r) => JSON.stringify({ ...r, origin: undefined }));
+  const servers = m.clusters.map((c) => `${c.spec.name}=${c.kube.server}/${c.kube.namespace}`);
+  return createHash('sha256').update([...what, ...servers, m.table.defaultRoute ?? '', m.table.directRoute ?? ''].join('\n')).digest('hex').slice(0, 8);
+}
+
+/** Writes the private kubeconfig of each cluster route; returns route name → file. */
+export function writeRouteKubeconfigs(l: StateLayout, id: string, m: ManagedTable): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const { spec, kube } of m.clusters) {
+    const file = spec.name === m.table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, spec.name);
+    writeTransientKubeConfig(file, kube.kc, kube.namespace, kube.tokenFile, kube.impersonation);
+    files[spec.name] = file;
+  }
+  return files;
+}
+
+/** Route name → transient kubeconfig, as the daemon finds them for a table. */
+export function routeKubeconfigsFor(l: StateLayout, id: string, table: RoutingTable): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const r of table.routes) if (r.kind === 'cluster') files[r.name] = r.name === table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, r.name);
+  return files;
+}
+
+/** The table `reload` hands the daemon (0600, beside its kubeconfigs). */
+export function writeTableFile(l: StateLayout, id: string, table: RoutingTable): void {
+  writeFileSync(l.tableFile(id), `${JSON.stringify(table)}\n`, { mode: 0o600 });
+}
+
+export const absolute = (p: string | undefined) => (p === undefined ? undefined : path.resolve(p));

@@ -1,0 +1,107 @@
+// The PAC file: served at /proxy.pac only to loopback Hosts, printed by `pac`, and used by a real
+// browser: Chromium with --proxy-pac-url loads a cluster page through the proxy and a page of the
+// test's own server directly — the proxy never sees the latter.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
+import { once } from 'node:events';
+import os from 'node:os';
+import path from 'node:path';
+import vm from 'node:vm';
+import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+
+let cluster: TestCluster;
+let proxy: ProxyProcess;
+let page: http.Server;
+let pagePort = 0;
+
+before(async () => {
+  cluster = await startTestCluster();
+  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--direct']);
+  page = http.createServer((_req, res) => res.end('<html><body>a page of our own</body></html>')).listen(0, '127.0.0.1');
+  await once(page, 'listening');
+  pagePort = (page.address() as { port: number }).port;
+});
+
+after(async () => {
+  assert.equal(await proxy?.stop(), 0);
+  page?.close();
+  await cluster?.close();
+});
+
+/** Runs FindProxyForURL from a PAC text the way a browser does (no DNS helpers are needed). */
+function findProxy(pac: string, url: string): string {
+  const sandbox: Record<string, unknown> = {};
+  vm.runInNewContext(pac, sandbox);
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  return (sandbox.FindProxyForURL as (u: string, h: string) => string)(url, host);
+}
+
+test('GET /proxy.pac: served to loopback Hosts only, and it sends cluster names to the proxy', async () => {
+  const port = proxy.http!.split(':')[1];
+  const r = await curl(['-i', `http://127.0.0.1:${port}/proxy.pac`]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^HTTP\/1\.1 200/);
+  assert.match(r.stdout, /content-type: application\/x-ns-proxy-autoconfig/i);
+  const pac = r.stdout.slice(r.stdout.indexOf('\r\n\r\n') + 4);
+  assert.equal(findProxy(pac, 'http://web.shop.svc.cluster.local:8080/'), `SOCKS5 ${proxy.socks}; PROXY ${proxy.http}`);
+  assert.equal(findProxy(pac, 'http://web.shop/'), `SOCKS5 ${proxy.socks}; PROXY ${proxy.http}`);
+  assert.equal(findProxy(pac, 'https://example.com/'), 'DIRECT');
+  assert.equal((await curl(['-s', '-o', '/dev/null', '-w', '%{http_code}', `http://localhost:${port}/proxy.pac`])).stdout, '200');
+  // A page that rebinds its own name to 127.0.0.1 sends its own Host.
+  const rebound = await curl(['-s', '-o', '/dev/null', '-w', '%{http_code}', '-H', 'Host: attacker.example:80', `http://127.0.0.1:${port}/proxy.pac`]);
+  assert.equal(rebound.stdout, '403');
+  const named = await curl(['-s', '-o', '/dev/null', '-w', '%{http_code}', '-H', `Host: something.localhost:${port}`, `http://127.0.0.1:${port}/proxy.pac`]);
+  assert.equal(named.stdout, '403');
+});
+
+test('`pac` prints the PAC file the flags would serve', async () => {
+  const r = await runCli(['pac', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:1080', '--listen-http', '127.0.0.1:3128']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(findProxy(r.stdout, 'http://api.shop.svc.cluster.local/'), 'SOCKS5 127.0.0.1:1080; PROXY 127.0.0.1:3128');
+  assert.equal(findProxy(r.stdout, 'http://api/'), 'SOCKS5 127.0.0.1:1080; PROXY 127.0.0.1:3128', 'short names of the default cluster');
+  assert.equal(findProxy(r.stdout, 'http://intranet.example.test/'), 'DIRECT');
+});
+
+function findChromium(): string | undefined {
+  try {
+    return execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser || command -v google-chrome'], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own page directly', async (t) => {
+  const chromium = findChromium();
+  if (!chromium) return t.skip('chromium not installed: browser check skipped');
+  const port = proxy.http!.split(':')[1];
+  const profile = await mkdtemp(path.join(os.tmpdir(), 'proxyout-chromium-'));
+  const dump = (url: string) =>
+    new Promise<string>((resolve, reject) => {
+      execFile(
+        chromium,
+        [
+          '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+          '--disable-background-networking', '--disable-component-update', '--disable-sync',
+          // Without this Chromium never asks the PAC about loopback hosts (implicit bypass).
+          '--proxy-bypass-list=<-loopback>',
+          `--user-data-dir=${profile}`, `--proxy-pac-url=http://127.0.0.1:${port}/proxy.pac`, '--dump-dom', url,
+        ],
+        { encoding: 'utf8', timeout: 60_000 },
+        (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
+      );
+    });
+  try {
+    assert.match(await dump('http://web.shop.svc.cluster.local:8080/'), /hello from web-\S+ \(shop\) port 8081/);
+    assert.match(await dump(`http://127.0.0.1:${pagePort}/`), /a page of our own/);
+    const streams = proxy.logs.filter((l) => l.msg === 'stream open').map((l) => String(l.target));
+    assert.ok(streams.some((s) => s.startsWith('web.shop.svc.cluster.local')), `the cluster page came through the proxy: ${streams.join(', ')}`);
+    assert.ok(!streams.some((s) => s.endsWith(`:${pagePort}`)), `our own page never reached the proxy: ${streams.join(', ')}`);
+  } finally {
+    await rm(profile, { recursive: true, force: true });
+  }
+});
