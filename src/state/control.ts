@@ -83,6 +83,14 @@ async function respond(line: string, handlers: ControlHandlers): Promise<Control
       // Answer first; the drain starts on the next tick.
       setImmediate(() => handlers.stop());
       return { ok: true };
+    case 'reload':
+      if (!handlers.reload) return { ok: false, error: 'this proxy cannot reload' };
+      try {
+        await handlers.reload();
+        return { ok: true };
+      } catch (err) {
+        return { ok: false, error: err instanceof Error ? err.message : String(err) };
+      }
     default:
       return { ok: false, error: `unknown command ${JSON.stringify(req?.cmd)}` };
   }

@@ -1,0 +1,108 @@
+// One managed daemon for a whole routing table: `connect` with two contexts and a config file,
+// `status` per route, `pac ID`, and `reload ID` that adds and removes routes, or — for a bad
+// table — changes nothing, prints the error and exits non-zero.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import vm from 'node:vm';
+import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
+import { runCli } from '../helpers/proxy-process.js';
+import { eventually } from '../helpers/cluster.js';
+import { curl } from '../helpers/curl.js';
+
+let multi: MultiCluster;
+let stateDir: string;
+let configFile: string;
+let id = '';
+let socksUrl = '';
+
+const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
+const cli = (args: string[], timeoutMs = 60_000) => runCli(args, { env: env(), timeoutMs });
+const who = async (url: string) => {
+  const r = await curl(['--proxy', socksUrl, url]);
+  return r.code === 0 ? /hello from (\S+) \(/.exec(r.stdout)?.[1] : `curl ${r.code}`;
+};
+const TABLE = (withStaging: boolean) => `routes:
+  - name: prod
+    kind: cluster
+    context: prod
+${withStaging ? '  - name: staging\n    kind: cluster\n    context: staging\n' : ''}`;
+
+before(async () => {
+  multi = await startClusters(['prod', 'staging']);
+  await addWhich(multi.clusters[0]!);
+  await addWhich(multi.clusters[1]!);
+  stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-state-'));
+  configFile = path.join(multi.dir, 'config.yaml');
+  await writeFile(configFile, TABLE(false));
+});
+
+after(async () => {
+  await cli(['quit']);
+  rmSync(stateDir, { recursive: true, force: true });
+  await multi?.close();
+});
+
+test('connect serves the table: every route answers; status shows each route; pac ID', async () => {
+  const r = await cli(['connect', '--kubeconfig', multi.kubeconfig, '--config', configFile, '--context', 'staging', '--listen-socks', '127.0.0.1:0', '--no-auth', '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { id: string; env: Record<string, string> };
+  id = out.id;
+  socksUrl = out.env.ALL_PROXY!;
+  assert.equal(await who('http://which.shop.staging/'), 'which-staging');
+  assert.equal(await who('http://which.shop.prod/'), 'which-prod');
+  assert.equal(await who('http://which/'), 'which-staging', '--context staging comes first: it is the default route');
+  // Each cluster route has its own private kubeconfig in the proxy's directory, 0600.
+  const files = readdirSync(path.join(stateDir, 'proxies', id)).filter((f) => f.startsWith('kubeconfig'));
+  assert.deepEqual(files.sort(), ['kubeconfig', 'kubeconfig.prod']);
+  for (const f of files) assert.equal(statSync(path.join(stateDir, 'proxies', id, f)).mode & 0o777, 0o600);
+  // Streams count as open until their tear-down is over (about a second after the client left).
+  const status = await eventually(async () => {
+    const s = await cli(['status']);
+    return /route prod [^\n]*; 0 open/.test(s.stdout) && s;
+  }, 10_000, 200);
+  assert.match(status.stdout, new RegExp(`${id}: route staging \\(cluster staging, default\\): [^\\n]*; ready; \\d+ open, 2 total`));
+  assert.match(status.stdout, new RegExp(`${id}: route prod \\(cluster prod\\): <svc>\\.<ns>\\.prod; ready; 0 open, 1 total, up \\d+B, down \\d+`));
+  const json = JSON.parse((await cli(['status', '--json'])).stdout) as Array<{ routes: Array<{ name: string; state: string; kind: string }> }>;
+  assert.deepEqual(json[0]!.routes.map((x) => [x.name, x.kind, x.state]), [['staging', 'cluster', 'ready'], ['prod', 'cluster', 'ready']]);
+  const pac = await cli(['pac', id]);
+  assert.equal(pac.code, 0, pac.stderr);
+  const sandbox: Record<string, unknown> = {};
+  vm.runInNewContext(pac.stdout, sandbox);
+  const find = sandbox.FindProxyForURL as (u: string, h: string) => string;
+  assert.match(find('http://which.shop.prod/', 'which.shop.prod'), /^SOCKS5 127\.0\.0\.1:\d+$/);
+  assert.equal(find('http://example.com/', 'example.com'), 'DIRECT');
+});
+
+test('reload ID: a route added to the file serves; removed, it is refused; a bad file changes nothing', async () => {
+  // prod is in the file; staging comes from --context. Add a reject route, then break the file.
+  await writeFile(configFile, `${TABLE(false)}  - name: blocked\n    kind: reject\n    include: [ads.example.test]\n`);
+  let r = await cli(['reload', id]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /reloaded: 3 routes/);
+  assert.match(r.stdout, /route blocked \(reject\): ads\.example\.test/);
+  const blocked = await curl(['--proxy', socksUrl, 'http://ads.example.test/']);
+  assert.notEqual(blocked.code, 0);
+  assert.equal(await who('http://which.shop.prod/'), 'which-prod');
+  // prod leaves the file.
+  await writeFile(configFile, 'routes: []\n');
+  r = await cli(['reload']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match((await who('http://which.shop.prod/'))!, /^curl /, 'prod is no longer routed');
+  assert.equal(await who('http://which.shop.staging/'), 'which-staging');
+  // A file that does not validate: nothing changes.
+  await writeFile(configFile, 'routes:\n  - name: prod\n    kind: cluster\n    context: prod\n    colour: blue\n');
+  r = await cli(['reload', id]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /config\.yaml:5: .*colour/);
+  // A context the kubeconfig does not have: nothing changes.
+  await writeFile(configFile, 'routes:\n  - name: prod\n    kind: cluster\n    context: nowhere\n');
+  r = await cli(['reload', id]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /context "nowhere" not found/);
+  assert.equal(await who('http://which.shop.staging/'), 'which-staging');
+  assert.match((await who('http://which.shop.prod/'))!, /^curl /);
+});
