@@ -29,11 +29,17 @@ export interface IngressHostWatcherOptions {
   deadlines?: SlimWatchDeadlines;
 }
 
-/** Lowercase, without a trailing dot; undefined for what cannot be a host name at all. */
+/**
+ * Lowercase, without a trailing dot; undefined for what cannot be a host name at all, an IP
+ * literal (the Ingress API refuses those), and "localhost" names (RFC 6761 §6.3: always this
+ * machine — an Ingress in someone's cluster must not take them over).
+ */
 function cleanHost(host: unknown): string | undefined {
   if (typeof host !== 'string') return undefined;
   const h = host.trim().toLowerCase().replace(/\.$/, '');
-  return h.length > 0 && h.length <= 253 && !/[\s/]/.test(h) ? h : undefined;
+  if (h.length === 0 || h.length > 253 || /[\s/:]/.test(h) || /^[\d.]+$/.test(h)) return undefined;
+  if (h === 'localhost' || h.endsWith('.localhost')) return undefined;
+  return h;
 }
 
 function uniqueHosts(list: unknown[]): string[] {

@@ -94,6 +94,8 @@ test('host extraction: Ingress rules and TLS hosts, Route hosts (wildcard policy
   assert.deepEqual(ingressHostsOf({ spec: { rules: [{ host: 'A.example.com.' }, {}, { host: '*.w.example.com' }], tls: [{ hosts: ['a.example.com', 'tls-only.example.com'] }, {}] } }).sort(), ['*.w.example.com', 'a.example.com', 'tls-only.example.com']);
   assert.deepEqual(ingressHostsOf({ spec: { defaultBackend: {} } }), []);
   assert.deepEqual(ingressHostsOf({ spec: { rules: 'garbage', tls: [{ hosts: [7, 'bad host'] }] } }), []);
+  // Never this machine's names, never IP literals.
+  assert.deepEqual(ingressHostsOf({ spec: { rules: [{ host: 'localhost' }, { host: 'app.localhost' }, { host: '10.0.0.1' }, { host: '::1' }, { host: 'ok.example.com' }] } }), ['ok.example.com']);
   assert.deepEqual(routeHostsOf({ spec: { host: 'console.apps.x.com' } }), ['console.apps.x.com']);
   assert.deepEqual(routeHostsOf({ spec: { host: 'wild.apps.x.com', wildcardPolicy: 'Subdomain' } }), ['wild.apps.x.com', '*.apps.x.com']);
   assert.deepEqual(routeHostsOf({ spec: {} }), []);
