@@ -82,6 +82,7 @@ export class IngressHostWatcher {
   private readonly counts = new Map<string, number>();
   private dirty = false;
   private started = false;
+  private stopped = false;
   private readonly sources = new Map<IngressSourceName, { state: 'off'; reason: string } | SlimWatch<string[]>>();
 
   constructor(
@@ -99,12 +100,14 @@ export class IngressHostWatcher {
     const starts: Array<Promise<void>> = [this.startSource('ingresses', INGRESS_PATH, ingressHostsOf)];
     if (this.options.openshiftRoutes !== false) starts.push(this.startRoutes());
     await Promise.all(starts);
+    if (this.stopped) return;
     this.started = true;
     this.dirty = false;
     this.onHosts(this.hosts());
   }
 
   stop(): void {
+    this.stopped = true;
     for (const source of this.sources.values()) if (source instanceof SlimWatch) source.stop();
   }
 
@@ -141,6 +144,7 @@ export class IngressHostWatcher {
   }
 
   private async startSource(name: IngressSourceName, path: string, extract: (obj: unknown) => string[]): Promise<void> {
+    if (this.stopped) return; // stopped while Routes discovery ran
     const watch = new SlimWatch<string[]>({
       api: this.api,
       path,
@@ -188,7 +192,7 @@ export class IngressHostWatcher {
   }
 
   private settled(): void {
-    if (!this.started || !this.dirty) return;
+    if (!this.started || this.stopped || !this.dirty) return;
     this.dirty = false;
     this.onHosts(this.hosts());
   }

@@ -92,6 +92,7 @@ export class SlimWatch<V> {
   /** Lists once (rejecting with ApiStatusError or a network error when that fails), then watches on. */
   async start(): Promise<void> {
     await this.list();
+    if (this.stopped) return;
     this.state = 'synced';
     this.watch();
   }

@@ -163,6 +163,20 @@ test('a watch silent past its server-side end is cut and watched again (short de
   }
 });
 
+test('an API server restart cuts the watch mid-response: the watcher survives and catches up', async () => {
+  const h = await startWatcher({ openshiftRoutes: false });
+  try {
+    await watchOpen();
+    await sim.restartApiServer(300);
+    await sim.createIngress({ namespace: 'shop', name: 'after-restart', rules: [{ host: 'after-restart.sim.test' }] });
+    await eventually(async () => h.last()?.includes('after-restart.sim.test'), 15_000);
+    assert.equal(h.watcher.status().sources.ingresses.state, 'synced');
+  } finally {
+    h.watcher.stop();
+    sim.deleteIngress('shop', 'after-restart');
+  }
+});
+
 test('after stop() no more reports', async () => {
   const h = await startWatcher();
   h.watcher.stop();
@@ -175,4 +189,23 @@ test('after stop() no more reports', async () => {
   assert.equal(h.reports.length, n);
   assert.equal(h.watcher.status().sources.ingresses.state, 'stopped');
   sim.deleteIngress('shop', 'after-stop');
+});
+
+test('stop() while start() is still listing: no report, no watch left behind', async () => {
+  sim.setOpenShiftRoutes(true);
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromString(sim.kubeconfigYaml());
+    const reports: string[][] = [];
+    const watcher = new IngressHostWatcher(new ApiConnection(kc), createLogger('silent'), (hosts) => reports.push(hosts));
+    sim.resetCounters();
+    const starting = watcher.start();
+    watcher.stop();
+    await starting;
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(reports, []);
+    assert.equal(sim.counters.watch, 0, 'no watch opened after stop');
+  } finally {
+    sim.setOpenShiftRoutes(false);
+  }
 });
