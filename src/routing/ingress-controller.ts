@@ -12,6 +12,8 @@ import type { IngressSpec } from './table-spec.js';
 /**
  * The Services the usual ingress controllers install, in the order they are looked for:
  * - openshift-ingress/router-default: OpenShift 4's default IngressController (HAProxy router)
+ * - openshift-ingress/router-internal-default: the same router's ClusterIP Service, the only one
+ *   where the IngressController publishes by HostNetwork or NodePort (bare metal, vSphere)
  * - ingress-nginx/ingress-nginx-controller: the ingress-nginx Helm chart and static manifests
  * - kube-system/ingress-nginx-controller: the same in kube-system (minikube's addon, some distros)
  * - traefik/traefik: the Traefik Helm chart in its own namespace
@@ -21,6 +23,7 @@ import type { IngressSpec } from './table-spec.js';
  */
 export const KNOWN_INGRESS_CONTROLLERS: ReadonlyArray<{ namespace: string; service: string }> = [
   { namespace: 'openshift-ingress', service: 'router-default' },
+  { namespace: 'openshift-ingress', service: 'router-internal-default' },
   { namespace: 'ingress-nginx', service: 'ingress-nginx-controller' },
   { namespace: 'kube-system', service: 'ingress-nginx-controller' },
   { namespace: 'traefik', service: 'traefik' },

@@ -24,6 +24,9 @@ test('detection: the configured controller wins, else the first known Service th
   // OpenShift's router is first.
   const openshift = lookup({ 'openshift-ingress/router-default': { ports: [80, 443] }, 'ingress-nginx/ingress-nginx-controller': { ports: [80] } });
   assert.equal((detectIngressController(undefined, openshift) as { service: string }).service, 'router-default');
+  // A bare-metal OpenShift router (host network) has only its internal ClusterIP Service.
+  const bareMetal = lookup({ 'openshift-ingress/router-internal-default': { ports: [80, 443, 1936] } });
+  assert.equal((detectIngressController(undefined, bareMetal) as { service: string }).service, 'router-internal-default');
   // An ExternalName Service of a known name is no controller.
   assert.equal(detectIngressController(undefined, lookup({ 'traefik/traefik': { ports: [], type: 'ExternalName' } })).found, false);
 });
