@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import os from 'node:os';
 import path from 'node:path';
 import vm from 'node:vm';
-import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 
@@ -80,7 +80,7 @@ test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own
   if (!chromium) return t.skip('chromium not installed: browser check skipped');
   const port = proxy.http!.split(':')[1];
   const profile = await mkdtemp(path.join(os.tmpdir(), 'proxyout-chromium-'));
-  const dump = (url: string) =>
+  const dump = (url: string, proxyFlag = `--proxy-pac-url=http://127.0.0.1:${port}/proxy.pac`) =>
     new Promise<string>((resolve, reject) => {
       execFile(
         chromium,
@@ -89,7 +89,7 @@ test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own
           '--disable-background-networking', '--disable-component-update', '--disable-sync',
           // Without this Chromium never asks the PAC about loopback hosts (implicit bypass).
           '--proxy-bypass-list=<-loopback>',
-          `--user-data-dir=${profile}`, `--proxy-pac-url=http://127.0.0.1:${port}/proxy.pac`, '--dump-dom', url,
+          `--user-data-dir=${profile}`, proxyFlag, '--dump-dom', url,
         ],
         { encoding: 'utf8', timeout: 60_000 },
         (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
@@ -101,6 +101,10 @@ test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own
     const streams = proxy.logs.filter((l) => l.msg === 'stream open').map((l) => String(l.target));
     assert.ok(streams.some((s) => s.startsWith('web.shop.svc.cluster.local')), `the cluster page came through the proxy: ${streams.join(', ')}`);
     assert.ok(!streams.some((s) => s.endsWith(`:${pagePort}`)), `our own page never reached the proxy: ${streams.join(', ')}`);
+    // The control: told to use the proxy for everything, the same browser does send that page
+    // through it (direct pass-through is on), so the absence above is the PAC's doing.
+    assert.match(await dump(`http://127.0.0.1:${pagePort}/`, `--proxy-server=socks5://${proxy.socks}`), /a page of our own/);
+    await eventually(async () => proxy.logs.some((l) => l.msg === 'stream open' && String(l.target).endsWith(`:${pagePort}`)), 5_000, 50);
   } finally {
     await rm(profile, { recursive: true, force: true });
   }

@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream';
 import { RESOURCES, type Resource, type ResourceInfo, type Store } from './store.js';
 import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badRequest, notFound } from './status.js';
 import { handleGet, handleList, handleWatch, isTrue, sendError, sendJson, type ActiveWatch } from './rest.js';
-import { apiGroupList, apiVersions, coreV1Resources, discoveryGroup, discoveryV1Resources, SIM_VERSION } from './discovery.js';
+import { apiGroupList, apiVersions, coreV1Resources, DISCOVERY_GROUP, groupDocument, groupV1Resources, NETWORKING_GROUP, ROUTE_GROUP, SIM_VERSION, type SimApiGroup } from './discovery.js';
 import { writeRawResponse, writeRawStatus } from './kubelet-portforward.js';
 
 export interface SimCounters {
@@ -44,26 +44,30 @@ export type Route =
   | { t: 'apiNotFound' }
   | { t: 'notFound' };
 
-const GROUP_RESOURCES: Record<string, Resource[]> = {
-  '/api/v1': ['namespaces', 'services', 'pods', 'endpoints'],
-  '/apis/discovery.k8s.io/v1': ['endpointslices'],
-};
+/** The API groups served besides the core group: OpenShift's route.openshift.io only when switched on. */
+export function servedGroups(openshiftRoutes: boolean): SimApiGroup[] {
+  return openshiftRoutes ? [DISCOVERY_GROUP, NETWORKING_GROUP, ROUTE_GROUP] : [DISCOVERY_GROUP, NETWORKING_GROUP];
+}
 
-export function parseRoute(pathname: string, serverAddress: string): Route {
+export function parseRoute(pathname: string, serverAddress: string, groups: SimApiGroup[] = servedGroups(false)): Route {
   const path = pathname.length > 1 ? pathname.replace(/\/+$/, '') : pathname;
   switch (path) {
-    case '/': return { t: 'doc', body: () => ({ paths: ['/api', '/api/v1', '/apis', '/apis/discovery.k8s.io', '/apis/discovery.k8s.io/v1', '/healthz', '/livez', '/readyz', '/version'] }) };
+    case '/': return { t: 'doc', body: () => ({ paths: ['/api', '/api/v1', '/apis', ...groups.flatMap((g) => [`/apis/${g.name}`, `/apis/${g.name}/v1`]), '/healthz', '/livez', '/readyz', '/version'] }) };
     case '/version': return { t: 'doc', body: () => SIM_VERSION };
     case '/healthz': case '/livez': case '/readyz': return { t: 'text', body: 'ok' };
     case '/api': return { t: 'doc', body: () => apiVersions(serverAddress) };
-    case '/apis': return { t: 'doc', body: apiGroupList };
+    case '/apis': return { t: 'doc', body: () => apiGroupList(groups) };
     case '/api/v1': return { t: 'doc', body: coreV1Resources };
-    case '/apis/discovery.k8s.io': return { t: 'doc', body: discoveryGroup };
-    case '/apis/discovery.k8s.io/v1': return { t: 'doc', body: discoveryV1Resources };
   }
-  const prefix = Object.keys(GROUP_RESOURCES).find((p) => path.startsWith(p + '/'));
+  for (const g of groups) {
+    if (path === `/apis/${g.name}`) return { t: 'doc', body: () => groupDocument(g) };
+    if (path === `/apis/${g.name}/v1`) return { t: 'doc', body: () => groupV1Resources(g) };
+  }
+  const groupResources: Record<string, Resource[]> = { '/api/v1': ['namespaces', 'services', 'pods', 'endpoints'] };
+  for (const g of groups) groupResources[`/apis/${g.name}/v1`] = g.resources.map((r) => r.resource);
+  const prefix = Object.keys(groupResources).find((p) => path.startsWith(p + '/'));
   if (!prefix) return path.startsWith('/api/') || path.startsWith('/apis/') ? { t: 'apiNotFound' } : { t: 'notFound' };
-  const allowed = GROUP_RESOURCES[prefix]!;
+  const allowed = groupResources[prefix]!;
   let segs = path.slice(prefix.length + 1).split('/').map(decodeURIComponent);
   let watchPrefix = false;
   if (segs[0] === 'watch') {
@@ -159,6 +163,9 @@ export class ApiServer {
   /** New watch requests get no answer at all (not even headers) while this is on. */
   stallWatches = false;
 
+  /** Extension: serve OpenShift's route.openshift.io/v1 (discovery and Routes), as an OpenShift API server does. */
+  openshiftRoutes = false;
+
   /** Open watches go silent and never end; returns how many. */
   freezeWatches(): number {
     for (const w of this.watches) w.freeze();
@@ -229,7 +236,7 @@ export class ApiServer {
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
     const url = new URL(req.url ?? '/', 'https://sim');
-    const route = parseRoute(url.pathname, this.address);
+    const route = parseRoute(url.pathname, this.address, servedGroups(this.openshiftRoutes));
     const verb = verbOf(route, url.searchParams);
     this.count(verb, url.pathname);
     this.trace(req);
@@ -282,7 +289,7 @@ export class ApiServer {
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => {});
     const url = new URL(req.url ?? '/', 'https://sim');
-    const route = parseRoute(url.pathname, this.address);
+    const route = parseRoute(url.pathname, this.address, servedGroups(this.openshiftRoutes));
     const verb = verbOf(route, url.searchParams);
     this.count(verb, url.pathname);
     this.trace(req);

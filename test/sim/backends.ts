@@ -12,11 +12,23 @@
 //        'echo'   raw TCP echo, half-close aware (echoes until the client's FIN, then FIN)
 //        'banner' writes "banner <pod>\n" on accept, then echoes like 'echo'
 //        'none'   nothing listens: the kubelet's dial is refused
+//        'ingress-http' / 'ingress-https'  the simulated ingress controller (ingress.ts): answers
+//                 for the Ingress/Route rule a request's Host and path match; HTTPS terminated
+//                 with a simulated-CA certificate chosen by SNI
 import http from 'node:http';
+import https from 'node:https';
+import type tls from 'node:tls';
 import net from 'node:net';
 import { createHash } from 'node:crypto';
 
-export type BackendKind = 'http' | 'echo' | 'banner' | 'none';
+export type BackendKind = 'http' | 'echo' | 'banner' | 'none' | 'ingress-http' | 'ingress-https';
+
+/** What the ingress-controller backends need from the cluster (ingress.ts SimIngressController). */
+export interface IngressBackend {
+  handler(pod: PodIdentity, port: number, secure: boolean): http.RequestListener;
+  defaultCert(): { key: string; cert: string };
+  sniContext(servername: string, cb: (err: Error | null, ctx?: tls.SecureContext) => void): void;
+}
 
 export interface BackendPort {
   containerPort: number;
@@ -160,10 +172,13 @@ function isLoopbackV4(ip: string): boolean {
 export class PodBackends {
   private readonly listeners = new Map<number, Listener>();
 
-  private constructor(readonly pod: PodIdentity) {}
+  private constructor(
+    readonly pod: PodIdentity,
+    private readonly ingress?: IngressBackend,
+  ) {}
 
-  static async start(pod: PodIdentity, ports: BackendPort[]): Promise<PodBackends> {
-    const b = new PodBackends(pod);
+  static async start(pod: PodIdentity, ports: BackendPort[], ingress?: IngressBackend): Promise<PodBackends> {
+    const b = new PodBackends(pod, ingress);
     try {
       for (const p of ports) await b.add(p.containerPort, p.backend ?? 'http');
     } catch (e) {
@@ -181,6 +196,13 @@ export class PodBackends {
       let server: net.Server;
       if (kind === 'http') {
         server = http.createServer(httpHandler(this.pod, port));
+      } else if (kind === 'ingress-http' || kind === 'ingress-https') {
+        const ingress = this.ingress;
+        if (!ingress) throw new Error(`${kind} backend without an ingress controller`);
+        server = kind === 'ingress-http'
+          ? http.createServer(ingress.handler(this.pod, port, false))
+          : https.createServer({ ...ingress.defaultCert(), SNICallback: (name, cb) => ingress.sniContext(name, cb) }, ingress.handler(this.pod, port, true));
+        server.on('tlsClientError', () => {});
       } else {
         server = net.createServer({ allowHalfOpen: true }, (s) => {
           if (kind === 'banner') s.write(`banner ${this.pod.name}\n`);

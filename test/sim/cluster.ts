@@ -18,9 +18,12 @@ import { PodBackends, type BackendKind } from './backends.js';
 import { NODE_IP, namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject } from './objects.js';
 import { renderKubeconfig, type KubeconfigAuth } from './kubeconfig.js';
 import { notFound } from './status.js';
+import { SimIngressController, ingressObject, routeObject, type SimIngressSpec, type SimRouteSpec } from './ingress.js';
 
 export type { SimCounters } from './apiserver.js';
 export type { BackendKind } from './backends.js';
+export type { SimIngressSpec, SimRouteSpec } from './ingress.js';
+export { DEFAULT_CERT_CN } from './ingress.js';
 export { deterministicBytes, deterministicSha256, DeterministicByteStream } from './backends.js';
 
 export interface SimOptions {
@@ -50,6 +53,8 @@ export interface SimOptions {
   podIpStart?: string;
   /** Extension: first ClusterIP to hand out (default 127.96.0.10). */
   clusterIpStart?: string;
+  /** Extension: serve OpenShift Routes (route.openshift.io/v1) like an OpenShift API server. Default false. */
+  openshiftRoutes?: boolean;
 }
 
 export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
@@ -136,6 +141,7 @@ export class SimCluster {
   private readonly closeGraceMs: number;
   private readonly terminatingMs: number;
   private readonly log: (msg: string) => void;
+  private readonly ingressController: SimIngressController;
 
   private constructor(opts: SimOptions) {
     this.host = opts.host ?? '127.0.0.1';
@@ -174,6 +180,7 @@ export class SimCluster {
     this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders, failureFrames: () => this.spdyFailureFrames });
     this.closeSpdySessionsWithPod = opts.closeSpdySessionsWithPod ?? false;
     this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
+    this.ingressController = new SimIngressController(this.store, this.pki, () => this.api.openshiftRoutes);
     const serving = this.pki.servingCert(this.host);
     this.api = new ApiServer({
       host: this.host,
@@ -185,6 +192,7 @@ export class SimCluster {
       onSpdyPortForward: (req, socket, head, ns, pod, query) => this.spdyKubelet.handle(req, socket, head, ns, pod, query),
       log: this.log,
     });
+    this.api.openshiftRoutes = opts.openshiftRoutes ?? false;
   }
 
   static async start(opts: SimOptions = {}): Promise<SimCluster> {
@@ -343,6 +351,7 @@ export class SimCluster {
     for (const s of this.store.list('services', name)) this.store.remove('services', name, s.metadata.name);
     for (const s of this.store.list('endpointslices', name)) this.store.remove('endpointslices', name, s.metadata.name);
     for (const e of this.store.list('endpoints', name)) this.store.remove('endpoints', name, e.metadata.name);
+    for (const r of ['ingresses', 'routes'] as const) for (const o of this.store.list(r, name)) this.store.remove(r, name, o.metadata.name);
     this.store.remove('namespaces', undefined, name);
   }
 
@@ -365,7 +374,7 @@ export class SimCluster {
       sandboxId: randomHex(32), netnsPath: `/var/run/netns/cni-${randomUUID()}`,
       running: phase === 'Running', refused: new Set(),
     };
-    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports);
+    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports, this.ingressController);
     this.pods.set(key, rt);
     const obj = podObject({ namespace: spec.namespace, name: spec.name, labels: spec.labels, hostname: spec.hostname, subdomain: spec.subdomain, hostNetwork: spec.hostNetwork, ports: spec.ports });
     obj.metadata.uid = uid;
@@ -506,6 +515,46 @@ export class SimCluster {
     this.store.create('endpointslices', slice);
   }
 
+  /** Extension: an Ingress (networking.k8s.io/v1); the simulated ingress controller serves it at once. */
+  async createIngress(spec: SimIngressSpec): Promise<void> {
+    await this.createNamespace(spec.namespace);
+    this.store.create('ingresses', ingressObject(spec, NODE_IP));
+  }
+
+  /** Extension: replaces an Ingress's spec (one MODIFIED event). */
+  updateIngress(spec: SimIngressSpec): void {
+    const next = ingressObject(spec, NODE_IP);
+    const done = this.store.update('ingresses', spec.namespace, spec.name, (o) => {
+      o.spec = next.spec;
+      o.metadata.generation = Number(o.metadata.generation ?? 1) + 1;
+    });
+    if (!done) throw new Error(`ingresses.networking.k8s.io "${spec.name}" not found`);
+  }
+
+  deleteIngress(namespace: string, name: string): void {
+    if (!this.store.remove('ingresses', namespace, name)) throw new Error(`ingresses.networking.k8s.io "${name}" not found`);
+  }
+
+  /** Extension: an OpenShift Route (served by the API only with openshiftRoutes on; stored either way). */
+  async createRoute(spec: SimRouteSpec): Promise<void> {
+    await this.createNamespace(spec.namespace);
+    this.store.create('routes', routeObject(spec));
+  }
+
+  deleteRoute(namespace: string, name: string): void {
+    if (!this.store.remove('routes', namespace, name)) throw new Error(`routes.route.openshift.io "${name}" not found`);
+  }
+
+  /** Extension: serve route.openshift.io/v1 (discovery, list, watch) or answer 404 like a plain Kubernetes API server. */
+  setOpenShiftRoutes(on: boolean): void {
+    this.api.openshiftRoutes = on;
+  }
+
+  /** Extension: the rule the simulated ingress controller picks for a Host and path (undefined = its 404). */
+  ingressMatch(host: string, path = '/'): { via: string; namespace: string; service: string; port: string } | undefined {
+    return this.ingressController.match(host, path);
+  }
+
   dropWatches(): void {
     this.api.dropWatches();
   }
@@ -560,3 +609,4 @@ export class SimCluster {
 }
 
 export { seedSampleCluster } from './sample.js';
+export { seedIngressCluster, INGRESS_SAMPLE } from './ingress-sample.js';

@@ -1,5 +1,6 @@
 // Legacy (non-aggregated) discovery documents: /version, /api, /apis, /api/v1,
-// /apis/discovery.k8s.io/v1, shaped like staging/src/k8s.io/apiserver/pkg/endpoints/discovery/
+// /apis/discovery.k8s.io/v1, /apis/networking.k8s.io/v1 (Ingresses only) and, when switched on,
+// OpenShift's /apis/route.openshift.io/v1, shaped like staging/src/k8s.io/apiserver/pkg/endpoints/discovery/
 // {legacy.go,root.go,group.go,version.go}. The simulator does not implement aggregated discovery
 // (apidiscovery.k8s.io/v2): it answers the aggregated Accept with plain application/json, which
 // client-go's discovery client takes as "server without aggregated discovery" and falls back
@@ -60,20 +61,37 @@ export function coreV1Resources(): object {
   return { kind: 'APIResourceList', groupVersion: 'v1', resources };
 }
 
-const DISCOVERY_GROUP = {
-  name: 'discovery.k8s.io',
-  versions: [{ groupVersion: 'discovery.k8s.io/v1', version: 'v1' }],
-  preferredVersion: { groupVersion: 'discovery.k8s.io/v1', version: 'v1' },
-};
-
-export function apiGroupList(): object {
-  return { kind: 'APIGroupList', apiVersion: 'v1', groups: [DISCOVERY_GROUP] };
+/** An API group with one version, v1, and the resources it serves. */
+export interface SimApiGroup {
+  name: string;
+  resources: ResourceInfo[];
 }
 
-export function discoveryGroup(): object {
-  return { kind: 'APIGroup', apiVersion: 'v1', ...DISCOVERY_GROUP };
+export const DISCOVERY_GROUP: SimApiGroup = { name: 'discovery.k8s.io', resources: [RESOURCES.endpointslices] };
+export const NETWORKING_GROUP: SimApiGroup = { name: 'networking.k8s.io', resources: [RESOURCES.ingresses] };
+export const ROUTE_GROUP: SimApiGroup = { name: 'route.openshift.io', resources: [RESOURCES.routes] };
+
+function groupEntry(g: SimApiGroup): object {
+  const v = { groupVersion: `${g.name}/v1`, version: 'v1' };
+  return { name: g.name, versions: [v], preferredVersion: v };
 }
 
-export function discoveryV1Resources(): object {
-  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: 'discovery.k8s.io/v1', resources: [apiResource(RESOURCES.endpointslices)] };
+export function apiGroupList(groups: SimApiGroup[]): object {
+  return { kind: 'APIGroupList', apiVersion: 'v1', groups: groups.map(groupEntry) };
+}
+
+export function groupDocument(g: SimApiGroup): object {
+  return { kind: 'APIGroup', apiVersion: 'v1', ...groupEntry(g) };
+}
+
+export function groupV1Resources(g: SimApiGroup): object {
+  const resources: object[] = [];
+  for (const info of g.resources) {
+    resources.push(apiResource(info));
+    // Ingresses and Routes have a status subresource (the controller writes the load balancer address).
+    if (info.resource === 'ingresses' || info.resource === 'routes') {
+      resources.push({ name: `${info.resource}/status`, singularName: '', namespaced: true, kind: info.kind, verbs: ['get', 'patch', 'update'] });
+    }
+  }
+  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${g.name}/v1`, resources };
 }

@@ -106,6 +106,18 @@ export class SimPki {
     ]);
   }
 
+  /**
+   * Extension: a serving certificate for host names (SAN DNS entries, "*.x" wildcards allowed),
+   * as cert-manager or an ingress controller's default certificate would hold.
+   */
+  hostCert(hosts: string[], commonName = hosts[0] ?? 'ingress'): KeyAndCert {
+    return this.issue(commonName, undefined, [
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      { name: 'subjectAltName', altNames: hosts.map((value) => ({ type: 2, value })) },
+    ]);
+  }
+
   /** Client certificate: CN is the user name, O the group (as the x509 authenticator reads them). */
   clientCert(user: string, group = 'system:masters'): KeyAndCert {
     return this.issue(user, group, [

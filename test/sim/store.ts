@@ -7,7 +7,7 @@
 // - Synchronous fan-out of every change to subscribers (the watch handlers in rest.ts).
 import { randomUUID } from 'node:crypto';
 
-export type Resource = 'namespaces' | 'services' | 'pods' | 'endpoints' | 'endpointslices';
+export type Resource = 'namespaces' | 'services' | 'pods' | 'endpoints' | 'endpointslices' | 'ingresses' | 'routes';
 
 export interface ResourceInfo {
   resource: Resource;
@@ -38,6 +38,17 @@ export const RESOURCES: Record<Resource, ResourceInfo> = {
     resource: 'endpointslices', kind: 'EndpointSlice', listKind: 'EndpointSliceList', singular: 'endpointslice',
     group: 'discovery.k8s.io', version: 'v1', apiVersion: 'discovery.k8s.io/v1', namespaced: true,
     shortNames: [], categories: [],
+  },
+  ingresses: {
+    resource: 'ingresses', kind: 'Ingress', listKind: 'IngressList', singular: 'ingress',
+    group: 'networking.k8s.io', version: 'v1', apiVersion: 'networking.k8s.io/v1', namespaced: true,
+    shortNames: ['ing'], categories: [],
+  },
+  // OpenShift's Route (github.com/openshift/api route/v1), served only when the sim is told to.
+  routes: {
+    resource: 'routes', kind: 'Route', listKind: 'RouteList', singular: 'route',
+    group: 'route.openshift.io', version: 'v1', apiVersion: 'route.openshift.io/v1', namespaced: true,
+    shortNames: [], categories: ['all'],
   },
 };
 

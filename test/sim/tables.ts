@@ -35,6 +35,21 @@ export const COLUMNS: Record<Resource, TableColumn[]> = {
     NAME, col('AddressType', 'The type of address'), col('Ports', 'The ports of the endpoint slice'),
     col('Endpoints', 'The endpoints of the endpoint slice'), AGE,
   ],
+  ingresses: [
+    NAME, col('Class', 'The name of the IngressClass resource that should be used for additional configuration'),
+    col('Hosts', 'Hosts that incoming requests are matched against before the ingress rule'),
+    col('Address', 'Address is a list containing ingress points for the load-balancer'),
+    col('Ports', 'Ports of TLS configurations that open'), AGE,
+  ],
+  // openshift-apiserver pkg/route/printers/internalversion/printers.go
+  routes: [
+    NAME, col('Host/Port', 'Host is an alias/DNS that points to the service. Can be host or host:port. host and port are combined to follow the net/url URL struct'),
+    col('Path', 'Path that the router watches for, to route traffic for to the service.'),
+    col('Services', 'The name of the service that this route points to'),
+    col('Port', 'The target port on pods selected by the service this route points to'),
+    col('Termination', 'Indicates termination type.'),
+    col('Wildcard', 'Wildcard policy allows a user to specify a wildcard policy for a route.'),
+  ],
 };
 
 export function humanDuration(ms: number): string {
@@ -111,6 +126,17 @@ function cells(resource: Resource, obj: KObject): unknown[] {
       const addrs: string[] = [];
       for (const e of o.endpoints ?? []) addrs.push(...(e.addresses ?? []));
       return [o.metadata.name, o.addressType, ports || '<unset>', addrs.length ? listWithMore(addrs) : '<unset>', age(obj)];
+    }
+    case 'ingresses': {
+      // pkg/printers/internalversion/printers.go printIngress / formatHosts (at most 4 shown).
+      const hosts = ((o.spec?.rules ?? []) as any[]).map((r) => r.host || '*');
+      const lb = ((o.status?.loadBalancer?.ingress ?? []) as any[]).map((i) => i.ip || i.hostname).filter(Boolean);
+      return [o.metadata.name, o.spec?.ingressClassName ?? '<none>', listWithMore(hosts.length ? hosts : ['*'], 4), lb.join(','), o.spec?.tls?.length ? '80, 443' : '80', age(obj)];
+    }
+    case 'routes': {
+      const spec = o.spec ?? {};
+      const port = spec.port?.targetPort;
+      return [o.metadata.name, spec.host ?? '', spec.path ?? '', spec.to?.name ?? '', port === undefined ? '<all>' : String(port), spec.tls?.termination ?? '', spec.wildcardPolicy ?? 'None'];
     }
   }
 }

@@ -1,0 +1,121 @@
+// Where a cluster route sends an ingress host name: to the cluster's ingress controller Service,
+// at the port the client asked for (80 and 443 kept), bytes untouched, so TLS and SNI reach the
+// controller as the client sent them and the controller picks the Ingress by Host/SNI as it does
+// for traffic from its load balancer. The Service is the one configured (`ingress.controller`),
+// else the first of KNOWN_INGRESS_CONTROLLERS the cluster has.
+import type { V1Service } from '@kubernetes/client-node';
+import type { Destination } from '../core/types.js';
+import { ConnectionRefusedError, NoReadyEndpointError } from '../core/errors.js';
+import type { Claim } from './table.js';
+import type { IngressSpec } from './table-spec.js';
+
+/**
+ * The Services the usual ingress controllers install, in the order they are looked for:
+ * - openshift-ingress/router-default: OpenShift 4's default IngressController (HAProxy router)
+ * - openshift-ingress/router-internal-default: the same router's ClusterIP Service, the only one
+ *   where the IngressController publishes by HostNetwork or NodePort (bare metal, vSphere)
+ * - ingress-nginx/ingress-nginx-controller: the ingress-nginx Helm chart and static manifests
+ * - kube-system/ingress-nginx-controller: the same in kube-system (minikube's addon, some distros)
+ * - traefik/traefik: the Traefik Helm chart in its own namespace
+ * - kube-system/traefik: k3s's bundled Traefik
+ * - haproxy-controller/haproxy-kubernetes-ingress: HAProxy Kubernetes Ingress Controller chart
+ * - projectcontour/envoy: Contour's Envoy fleet
+ */
+export const KNOWN_INGRESS_CONTROLLERS: ReadonlyArray<{ namespace: string; service: string }> = [
+  { namespace: 'openshift-ingress', service: 'router-default' },
+  { namespace: 'openshift-ingress', service: 'router-internal-default' },
+  { namespace: 'ingress-nginx', service: 'ingress-nginx-controller' },
+  { namespace: 'kube-system', service: 'ingress-nginx-controller' },
+  { namespace: 'traefik', service: 'traefik' },
+  { namespace: 'kube-system', service: 'traefik' },
+  { namespace: 'haproxy-controller', service: 'haproxy-kubernetes-ingress' },
+  { namespace: 'projectcontour', service: 'envoy' },
+];
+
+/** The config key naming the controller, for messages. */
+export const INGRESS_CONTROLLER_KEY = 'ingress.controller';
+
+/** What detection needs to know of a Service. */
+export interface ServiceSummary {
+  /** Its TCP ports (Service ports, not target ports). */
+  ports: number[];
+  type?: string;
+}
+
+/** A Service by namespace and name, from the cluster's watch cache; undefined when unknown. */
+export type ServiceLookup = (namespace: string, name: string) => ServiceSummary | undefined;
+
+export type DetectedController =
+  | { found: true; namespace: string; service: string; how: 'configured' | 'detected'; ports?: number[] }
+  | { found: false; message: string };
+
+/** A ServiceLookup over anything that finds V1Service objects (ClusterIndex.service does). */
+export function serviceLookup(find: (namespace: string, name: string) => V1Service | undefined): ServiceLookup {
+  return (namespace, name) => {
+    const svc = find(namespace, name);
+    if (!svc) return undefined;
+    const ports = (svc.spec?.ports ?? []).filter((p) => (p.protocol ?? 'TCP') === 'TCP').map((p) => p.port);
+    return { ports, type: svc.spec?.type };
+  };
+}
+
+/**
+ * The ingress controller Service of a cluster: the configured "namespace/service" (taken as
+ * given: the resolver reports a Service that is missing), else the first known controller
+ * Service the cluster has. Detection needs the cache to know those namespaces: with only
+ * per-namespace watch permission it finds nothing, and the message says to configure it.
+ */
+export function detectIngressController(spec: IngressSpec | undefined, service: ServiceLookup): DetectedController {
+  if (spec?.controller) {
+    const [namespace, name] = spec.controller.split('/', 2);
+    if (namespace && name) return { found: true, namespace, service: name, how: 'configured', ports: service(namespace, name)?.ports };
+    return { found: false, message: `${INGRESS_CONTROLLER_KEY} "${spec.controller}" is not namespace/service` };
+  }
+  for (const c of KNOWN_INGRESS_CONTROLLERS) {
+    const svc = service(c.namespace, c.service);
+    if (svc && svc.type !== 'ExternalName') return { found: true, namespace: c.namespace, service: c.service, how: 'detected', ports: svc.ports };
+  }
+  const tried = KNOWN_INGRESS_CONTROLLERS.map((c) => `${c.namespace}/${c.service}`).join(', ');
+  return { found: false, message: `no ingress controller Service found (looked for ${tried}); set ${INGRESS_CONTROLLER_KEY} to its namespace/service in the route's config` };
+}
+
+export interface IngressTarget {
+  namespace: string;
+  service: string;
+  port: number;
+  /** "ingress web.apps.example.com:443 via service openshift-ingress/router-default:443", for logs. */
+  label: string;
+}
+
+/**
+ * The Service and port an ingress claim (reason 'ingress' or 'ingress-host') connects to. Throws
+ * NoReadyEndpointError when the cluster has no controller to send it to, ConnectionRefusedError
+ * when the controller Service has no such port; an Error for a claim that is not an ingress one
+ * (a programming error: the caller checks the reason first).
+ */
+export function ingressTarget(claim: Claim, port: number, detected: DetectedController): IngressTarget {
+  if (claim.reason !== 'ingress' && claim.reason !== 'ingress-host') {
+    throw new Error(`ingressTarget called for a claim by ${claim.reason}, not by an ingress rule`);
+  }
+  const what = `ingress host ${claim.host}:${port} (route ${claim.route.name})`;
+  if (!detected.found) throw new NoReadyEndpointError(`${what}: ${detected.message}`);
+  const via = `${detected.namespace}/${detected.service}`;
+  if (detected.ports && !detected.ports.includes(port)) {
+    throw new ConnectionRefusedError(`${what}: the ingress controller Service ${via} has no TCP port ${port} (ports: ${detected.ports.join(', ') || 'none'})`);
+  }
+  return { namespace: detected.namespace, service: detected.service, port, label: `${what} via service ${via}:${port}` };
+}
+
+/** True for the claims ingressTarget serves. */
+export function isIngressClaim(claim: Claim): boolean {
+  return claim.reason === 'ingress' || claim.reason === 'ingress-host';
+}
+
+/**
+ * The destination the existing Resolver takes for a target: the Service's cluster DNS name
+ * (<svc>.<ns>.svc.<cluster domain>) at the same port, so the ingress connection is resolved,
+ * spread and retried like any Service connection.
+ */
+export function ingressDestination(target: IngressTarget, clusterDomain: string): Destination {
+  return { type: 'domain', host: `${target.service}.${target.namespace}.svc.${clusterDomain}`, port: target.port };
+}
