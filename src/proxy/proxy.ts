@@ -65,6 +65,18 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   };
   let built = buildTable(table, settings, log);
   const router = new Router(built, { connectTimeoutMs: options.connectTimeoutMs });
+  // Cluster routes learn ingress hosts as they go; the table in force takes them (a table still
+  // being checked by a reload gets them when it is swapped in).
+  const feedIngress = (gen: BuiltTable) => {
+    for (const route of gen.routes.values()) {
+      if (!(route instanceof ClusterRouteRuntime)) continue;
+      route.onIngressHosts = (hosts) => {
+        if (router.current === gen) gen.matcher.setIngressHosts(route.name, hosts);
+      };
+      if (router.current === gen) gen.matcher.setIngressHosts(route.name, route.ingressHosts());
+    }
+  };
+  feedIngress(built);
   const stats = new StreamStats(log);
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
@@ -115,15 +127,18 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
         if (next?.routeKubeconfigs) settings.routeKubeconfigs = next.routeKubeconfigs;
         assertDirectAllowed(table, listens, !!options.proxyAuth);
         const candidate = buildTable(table, settings, log, built);
+        feedIngress(candidate);
         try {
           await startRoutes({ ...candidate, routes: new Map(candidate.fresh.map((r) => [r.name, r])) }, log, true);
         } catch (err) {
           for (const r of candidate.fresh) void r.close();
+          feedIngress(built);
           throw err;
         }
         const previous = built;
         built = candidate;
         router.swap(candidate);
+        feedIngress(candidate);
         // Routes that left the table close once their open streams end (reused ones stay).
         for (const [name, route] of previous.routes) if (candidate.routes.get(name) !== route) void route.close();
         log.info({ routes: table.routes.map((r) => r.name), added: candidate.fresh.map((r) => r.name) }, 'routing table reloaded');

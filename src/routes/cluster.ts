@@ -19,6 +19,8 @@ import { ClusterRoute } from '../routing/cluster-route.js';
 import type { Route, RouteState, RouteStatus } from '../routing/route.js';
 import type { ClusterView, Claim } from '../routing/table.js';
 import type { ClusterRouteSpec } from '../routing/table-spec.js';
+import { IngressHostWatcher } from '../cluster/ingress-hosts.js';
+import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from '../routing/ingress-controller.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
@@ -46,6 +48,12 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   private readonly cache: ClusterCache;
   private readonly transport: NegotiatingTransport;
   private readonly streams: ClusterRoute;
+  private readonly resolver: Resolver;
+  private readonly clusterDomain: string;
+  private readonly ingress: IngressHostWatcher;
+  private ingressStarted = false;
+  /** Ingress and OpenShift Route hosts as they change (the proxy feeds them to its matcher). */
+  onIngressHosts?: (hosts: string[]) => void;
   private state: RouteState = 'starting';
   private reason?: string;
   private ready: Promise<void>;
@@ -71,8 +79,10 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.transport = new NegotiatingTransport(settings.transport, spdy, websocket, log, this.kube.context);
     // Tunnels belong to pod instances: one the cache sees go is closed, not left to fail streams.
     this.cache.lookup.onPodGone = (namespace, pod, uid) => this.transport.podGone({ namespace, pod, uid });
-    const resolver = new Resolver(this.cache, settings.clusterDomain, undefined, { allowHostNetworkPods: settings.allowHostNetworkPods });
-    this.streams = new ClusterRoute(spec.name, resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
+    this.resolver = new Resolver(this.cache, settings.clusterDomain, undefined, { allowHostNetworkPods: settings.allowHostNetworkPods });
+    this.clusterDomain = settings.clusterDomain;
+    this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
+    this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
     this.ready = new Promise<void>((resolve) => (this.markReady = resolve));
   }
 
@@ -112,6 +122,12 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.state = 'starting';
     await probeApi(this.api, this.kube.context, this.kube.server);
     this.state = 'syncing';
+    // Ingress hosts arrive when they do; the route does not wait for them. Started once: its
+    // watches retry on their own.
+    if (!this.ingressStarted) {
+      this.ingressStarted = true;
+      void this.ingress.start();
+    }
     await syncCache(this.cache, this.kube.server);
     if (this.closed) return;
     this.state = 'ready';
@@ -139,12 +155,24 @@ export class ClusterRouteRuntime implements Route, ClusterView {
         throw new RouteUnavailableError(`cluster route ${this.name} is still ${this.state === 'error' ? `failing: ${this.reason}` : 'syncing its cache'}`);
       });
     }
-    const opened = await this.streams.open(request, claim, signal);
+    const opened = isIngressClaim(claim) ? await this.openIngress(request, claim, signal) : await this.streams.open(request, claim, signal);
     this.openStreams++;
     opened.stream.once('close', () => {
       if (--this.openStreams === 0) this.drained?.();
     });
     return opened;
+  }
+
+  /** An ingress host: the cluster's ingress controller Service, same port, bytes untouched (TLS/SNI pass). */
+  private async openIngress(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+    const detected = detectIngressController(this.spec.ingress, serviceLookup((ns, name) => this.cache.lookup.service(ns, name)));
+    const target = ingressTarget(claim, request.destination.port, detected);
+    return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain)), signal);
+  }
+
+  /** The ingress hosts known now (a new matcher after a reload is fed these). */
+  ingressHosts(): string[] {
+    return this.ingress.hosts();
   }
 
   status(): RouteStatus {
@@ -160,6 +188,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
         transport: this.transport.name,
         openStreams: this.openStreams,
         cache: this.cache.status(),
+        ingress: this.ingress.status(),
         pods: this.transport.stats(),
       },
     };
@@ -177,6 +206,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   async close(now = false): Promise<void> {
     this.closed = true;
     clearTimeout(this.retryTimer);
+    this.ingress.stop();
     if (!now && this.openStreams > 0) await new Promise<void>((resolve) => (this.drained = resolve));
     await this.transport.close();
     await this.cache.stop();

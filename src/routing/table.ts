@@ -72,6 +72,8 @@ export interface TableSnapshot {
 }
 
 const ANY = Number.MAX_SAFE_INTEGER;
+/** Rule "length" of learnt ingress hosts: above catch-alls (0), below any configured rule (≥ 1). */
+const LEARNT_BASE = 0.5;
 
 export class RouteMatcher {
   private readonly suffixes: SuffixIndex;
@@ -155,7 +157,11 @@ export class RouteMatcher {
       }
       const shape = ruleShape(pattern);
       const wildcard = pattern.startsWith('*.');
-      this.suffixes.add(shape.key, { route, source: 'ingress-host', pattern, exclude: false, length: shape.length, keyLabels: shape.keyLabels, minExtra: shape.minExtra, maxExtra: wildcard ? ANY : 0, dynamic: true });
+      // Learnt hosts rank below every configured rule (anyone who may create an Ingress in that
+      // cluster names them): longest first among themselves, ahead only of catch-alls, short
+      // names, direct pass-through and refusal.
+      const length = LEARNT_BASE + shape.length / 1000;
+      this.suffixes.add(shape.key, { route, source: 'ingress-host', pattern, exclude: false, length, keyLabels: shape.keyLabels, minExtra: shape.minExtra, maxExtra: wildcard ? ANY : 0, dynamic: true });
     }
   }
 

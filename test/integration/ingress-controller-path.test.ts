@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { seedIngressCluster, INGRESS_SAMPLE } from '../sim/ingress-sample.js';
@@ -50,4 +50,30 @@ test('HTTPS through the proxy: SNI reaches the controller, its simulated-CA cert
   const wild = await viaController(`https://${INGRESS_SAMPLE.wild.example}/`, 443);
   assert.equal(wild.code, 0, wild.stderr);
   assert.match(wild.stdout, /-> default\/hello:80 via ingress default\/wild; tls anything\.wild\.sim\.test;/);
+});
+
+// End to end: the ingress host names themselves, learnt from the cluster's Ingresses.
+function direct(url: string, extra: string[] = []) {
+  return curl(['--proxy', `socks5h://${proxy.socks}`, '--cacert', caFile, ...extra, url]);
+}
+
+test('ingress hosts learnt from the cluster route to its controller: HTTP, HTTPS (SNI untouched), wildcards, new Ingresses', async () => {
+  const web = await direct(`http://${INGRESS_SAMPLE.web.host}/x`);
+  assert.equal(web.code, 0, web.stderr);
+  assert.match(web.stdout, /^ingress web\.apps\.sim\.test \/x -> shop\/web:8080 via ingress shop\/web; tls off;/);
+  const secure = await direct(`https://${INGRESS_SAMPLE.secure.host}/login`);
+  assert.equal(secure.code, 0, secure.stderr);
+  assert.match(secure.stdout, /tls secure\.apps\.sim\.test;/);
+  const wild = await direct(`https://${INGRESS_SAMPLE.wild.example}/`);
+  assert.equal(wild.code, 0, wild.stderr);
+  assert.match(wild.stdout, /via ingress default\/wild; tls anything\.wild\.sim\.test;/);
+  // A host that no Ingress names (and no route claims) is refused: learnt hosts are exact.
+  assert.notEqual((await direct('http://other.apps.sim.test/')).code, 0);
+  await cluster.sim.createIngress({ namespace: 'shop', name: 'late', className: 'nginx', rules: [{ host: 'late.apps.sim.test', paths: [{ service: 'web', port: 8080 }] }] });
+  const late = await eventually(async () => {
+    const r = await direct('http://late.apps.sim.test/');
+    return r.code === 0 && r;
+  }, 10_000, 100);
+  assert.match(late.stdout, /^ingress late\.apps\.sim\.test \/ -> shop\/web:8080/);
+  assert.ok(proxy.logs.some((l) => l.msg === 'stream open' && String(l.target).startsWith('late.apps.sim.test') && String(l.via).startsWith('ingress-nginx/')), 'the stream went to the controller pod');
 });

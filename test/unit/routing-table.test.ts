@@ -171,10 +171,12 @@ test('ingress hosts learnt at run time are claimed, replaced, and refused when t
   m.setIngressHosts('staging', []);
   assert.equal(c('shop.example.io').route.name, 'prod');
   assert.equal(c('pr-1.preview.example.io').reason, 'direct');
-  // A learnt host beats a configured wildcard of the same length: a literal label beats "*".
-  m.setIngressHosts('staging', ['console.apps.prod.example.com']);
-  assert.equal(c('console.apps.prod.example.com').route.name, 'staging');
+  // Learnt hosts never beat a configured rule (anyone who may create an Ingress names them):
+  // not a configured wildcard of the same length, not a shorter configured suffix either.
+  m.setIngressHosts('staging', ['console.apps.prod.example.com', 'www.intranet.example.com']);
+  assert.equal(c('console.apps.prod.example.com').route.name, 'prod');
   assert.equal(c('other.apps.prod.example.com').route.name, 'prod');
+  assert.equal(c('www.intranet.example.com').route.name, 'intranet');
 });
 
 test('with 1,000 routes a decision costs one map probe per label, not a scan of the routes', () => {
