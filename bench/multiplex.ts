@@ -67,10 +67,23 @@ export async function startKubectlPortForward(kubeconfig: string, namespace: str
   return { port: local, pid: proc.pid!, stop: () => proc.kill('SIGTERM') };
 }
 
-/** Open → 1-byte round trip → close, from `workers` loops at once for `ms`: completed per second. */
-export async function connectionsPerSecond(open: Opener, ms: number, workers = 8): Promise<number> {
+/** What a measuring loop saw fail: reason → count (never hidden: the tables print every one). */
+export type Failures = Record<string, number>;
+
+export const countFailure = (failures: Failures, reason: string): void => {
+  failures[reason] = (failures[reason] ?? 0) + 1;
+};
+
+/** "3 × SOCKS reply 1, 1 × echo mismatch", or "none". */
+export function describeFailures(failures: Failures): string {
+  const entries = Object.entries(failures).sort((a, b) => b[1] - a[1]);
+  return entries.length === 0 ? 'none' : entries.map(([why, n]) => `${n} × ${why}`).join(', ');
+}
+
+/** Open → 1-byte round trip → close, from `workers` loops at once for `ms`: completed per second, and every failure with its reason. */
+export async function connectionsPerSecond(open: Opener, ms: number, workers = 8): Promise<{ perSecond: number; failures: Failures }> {
   let done = 0;
-  let failed = 0;
+  const failures: Failures = {};
   const until = Date.now() + ms;
   const started = process.hrtime.bigint();
   await Promise.all(Array.from({ length: workers }, async () => {
@@ -80,14 +93,13 @@ export async function connectionsPerSecond(open: Opener, ms: number, workers = 8
         const ok = await echoOnce(s, Buffer.from('c'));
         s.destroy();
         if (ok) done++;
-        else failed++;
-      } catch {
-        failed++;
+        else countFailure(failures, 'echo failed or mismatched');
+      } catch (err) {
+        countFailure(failures, (err as Error).message.split('\n')[0]!.slice(0, 80));
       }
     }
   }));
-  if (failed) console.log(`  (${failed} connections failed while measuring connections per second)`);
-  return done / (Number(process.hrtime.bigint() - started) / 1e9);
+  return { perSecond: done / (Number(process.hrtime.bigint() - started) / 1e9), failures };
 }
 
 function echoOnce(stream: Duplex, payload: Buffer): Promise<boolean> {
@@ -138,6 +150,8 @@ export interface PathFigures {
   p50: number;
   p99: number;
   cps: number;
+  /** Connections that failed while measuring cps, by reason. */
+  cpsFailures: Failures;
 }
 
 /**
@@ -146,11 +160,15 @@ export interface PathFigures {
  */
 export async function reportMultiplex(sim: SimCluster, kubeconfig: string, rows: Record<string, PathFigures | undefined>, concurrent: number): Promise<void> {
   console.log('\nMultiplexed tunnel: (a) proxy, SPDY tunnel per pod · (b) proxy, WebSocket per stream · (c) kubectl port-forward · (d) direct TCP');
-  console.log('path                                 MiB/s   p50 ms   p99 ms    conn/s   cpu s/GiB');
+  console.log('path                                 MiB/s   p50 ms   p99 ms    conn/s   failed   cpu s/GiB');
   for (const [name, f] of Object.entries(rows)) {
     if (!f) continue;
     const cpu = f.cpuPerGiB === undefined ? '-' : f.cpuPerGiB.toFixed(2);
-    console.log(`${name.padEnd(34)} ${f.throughput.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}   ${f.cps.toFixed(0).padStart(7)}   ${cpu.padStart(9)}`);
+    const failed = Object.values(f.cpsFailures).reduce((a, b) => a + b, 0);
+    console.log(`${name.padEnd(34)} ${f.throughput.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}   ${f.cps.toFixed(0).padStart(7)}   ${String(failed).padStart(6)}   ${cpu.padStart(9)}`);
+  }
+  for (const [name, f] of Object.entries(rows)) {
+    if (f && Object.keys(f.cpsFailures).length > 0) console.log(`  conn/s failures on ${name}: ${describeFailures(f.cpsFailures)}`);
   }
   const fresh = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
   const before = sim.counters.portForward;

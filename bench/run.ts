@@ -12,6 +12,7 @@ import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
 import { firstByteLatency, roundTrip } from './measure.js';
 import { reportRoutingTable } from './routing-table.js';
+import { reportChurn } from './churn.js';
 import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
@@ -22,6 +23,8 @@ const SOAK_STREAMS = Number(process.env.BENCH_SOAK_STREAMS ?? 200);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** Round trip to the API server for the remote-latency table (0 = skip it). */
 const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
+/** Sustained connection churn through the proxy (0 = skip it). */
+const CHURN_SECONDS = Number(process.env.BENCH_CHURN_SECONDS ?? 60);
 
 const cluster = await startTestCluster({ namespace: 'data' });
 const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
@@ -120,9 +123,11 @@ const muxRows = { '(a) proxy, SPDY tunnel': 'proxy (SOCKS5)', '(b) proxy, WebSoc
 const muxFigures: Record<string, PathFigures | undefined> = {};
 for (const [row, name] of Object.entries(muxRows)) {
   if (!openers[name]) continue;
-  muxFigures[row] = { throughput: throughput[name], cpuPerGiB: cpuPerGiB[name], ...latency[name], cps: await connectionsPerSecond(openers[name], CPS_MS) };
+  const cps = await connectionsPerSecond(openers[name], CPS_MS);
+  muxFigures[row] = { throughput: throughput[name], cpuPerGiB: cpuPerGiB[name], ...latency[name], cps: cps.perSecond, cpsFailures: cps.failures };
 }
 await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
+if (CHURN_SECONDS > 0) await reportChurn(openers['proxy (SOCKS5)']!, proxy.proc.pid!, sim, CHURN_SECONDS);
 if (RTT_MS > 0) await reportRemoteLatency(sim, cluster.dir, echoPod, RTT_MS, Number(process.env.BENCH_RTT_ROUNDS ?? 40));
 kubectlPf?.stop();
 await proxyWs.stop();
