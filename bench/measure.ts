@@ -1,5 +1,6 @@
 // Measurements shared by the bench's tables (run.ts, latency.ts).
 import type { Duplex } from 'node:stream';
+import { randomBytes } from 'node:crypto';
 import type { Opener } from './multiplex.js';
 
 /** Connect, send one byte, wait for its echo: the time a client waits for its first byte (after 5 warm-ups). */
@@ -30,4 +31,33 @@ export function roundTrip(stream: Duplex, payload: Buffer, destroy = false): Pro
     stream.once('error', () => resolve(false));
     stream.write(payload);
   });
+}
+
+/** Writes `total` bytes and reads them echoed back; MiB/s of payload moved each way. */
+export async function bulkEcho(open: Opener, total: number): Promise<number> {
+  const stream = await open();
+  const chunk = randomBytes(64 * 1024);
+  const started = process.hrtime.bigint();
+  let received = 0;
+  const done = new Promise<void>((resolve, reject) => {
+    stream.on('data', (d: Buffer) => {
+      received += d.length;
+      if (received >= total) resolve();
+    });
+    stream.on('error', reject);
+  });
+  let sent = 0;
+  while (sent < total) {
+    sent += chunk.length;
+    if (!stream.write(chunk)) await new Promise((r) => stream.once('drain', r));
+  }
+  await done;
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  stream.destroy();
+  return total / (1 << 20) / seconds;
+}
+
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
 }

@@ -10,7 +10,8 @@ import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
-import { firstByteLatency, roundTrip } from './measure.js';
+import { bulkEcho, firstByteLatency, median, roundTrip } from './measure.js';
+import { reportDirect } from './direct.js';
 import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
 import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
@@ -132,6 +133,7 @@ if (RTT_MS > 0) await reportRemoteLatency(sim, cluster.dir, echoPod, RTT_MS, Num
 kubectlPf?.stop();
 await proxyWs.stop();
 
+await reportDirect(cluster.kubeconfig, BULK_BYTES, ROUNDS, LATENCY_ROUNDS);
 reportRoutingTable();
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();
@@ -155,39 +157,10 @@ function connectTcp(host: string, port: number): Promise<net.Socket> {
   });
 }
 
-/** Writes `total` bytes and reads them echoed back; MiB/s of payload moved each way. */
-async function bulkEcho(open: Opener, total: number): Promise<number> {
-  const stream = await open();
-  const chunk = randomBytes(64 * 1024);
-  const started = process.hrtime.bigint();
-  let received = 0;
-  const done = new Promise<void>((resolve, reject) => {
-    stream.on('data', (d: Buffer) => {
-      received += d.length;
-      if (received >= total) resolve();
-    });
-    stream.on('error', reject);
-  });
-  let sent = 0;
-  while (sent < total) {
-    sent += chunk.length;
-    if (!stream.write(chunk)) await new Promise((r) => stream.once('drain', r));
-  }
-  await done;
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  stream.destroy();
-  return total / (1 << 20) / seconds;
-}
-
 /** User + system CPU seconds of a process so far (/proc/PID/stat utime + stime, in clock ticks of 1/100 s). */
 function cpuSecondsOf(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 function rssOf(pid: number): number {

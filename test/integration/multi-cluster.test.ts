@@ -159,6 +159,21 @@ describe('reload', () => {
   });
 });
 
+describe('a cluster whose API server goes away', () => {
+  test('its own names fail while it is gone; the other cluster keeps serving; it comes back', async () => {
+    const [prod] = multi.clusters;
+    const down = prod!.sim.restartApiServer(4_000);
+    // Give the proxy's tunnels and watches to prod time to break.
+    await new Promise((r) => setTimeout(r, 500));
+    for (let i = 0; i < 5; i++) assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'staging is untouched');
+    const failing = await via('http://which.shop.prod/', ['--max-time', '3']);
+    assert.notEqual(failing.code, 0, 'prod has no API server right now');
+    await down;
+    await eventually(async () => (await via('http://which.shop.prod/')).code === 0, 20_000, 200);
+    assert.equal(await who('http://which.shop.prod/'), 'which-prod');
+  });
+});
+
 describe('direct pass-through and a cluster that is down', () => {
   test('--direct dials what no route claims (the test\'s own loopback server); a down cluster fails only its own names', async () => {
     const server = http.createServer((req, res) => res.end(`direct ${req.headers.host}\n`)).listen(0, '127.0.0.1');
