@@ -11,6 +11,7 @@ import {
   type IngressSpec,
   type RouteKind,
   type RouteSpec,
+  type SshRouteSpec,
 } from '../routing/table-spec.js';
 import { loadYamlWithLines, YamlSyntaxError, type Located } from './yaml-lines.js';
 
@@ -45,7 +46,11 @@ const KIND_KEYS: Record<RouteKind, string[]> = {
   cluster: ['context', 'default', 'ingress'],
   direct: [],
   reject: [],
+  ssh: ['ssh'],
 };
+const SSH_KEYS = ['host'];
+/** An ssh_config Host alias or [user@]host[:port]: no spaces, no options smuggled in ("-oProxyCommand=…"). */
+const SSH_HOST = /^(?!-)[A-Za-z0-9_.@:%+\[\]-]+$/;
 const INGRESS_KEYS = ['domains', 'controller'];
 const CONTROLLER = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\/[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
@@ -124,7 +129,7 @@ class Checker {
       this.fail(at('kind'), `${path}.kind`, `unknown kind "${kind}" (supported: ${ROUTE_KINDS.join(', ')})`);
     }
     const k = kind as RouteKind;
-    this.keys(raw, [...COMMON_KEYS, ...KIND_KEYS[k]], `${path}.`, `a ${k} route`);
+    this.keys(raw, [...COMMON_KEYS, ...KIND_KEYS[k]], `${path}.`, `${k === 'ssh' ? 'an' : 'a'} ${k} route`);
     const name = this.str(raw.name, at('name'), `${path}.name`).toLowerCase();
     const problem = routeNameProblem(name, k, this.clusterDomain);
     if (problem) this.fail(at('name'), `${path}.name`, problem);
@@ -135,6 +140,10 @@ class Checker {
       cidrs: this.cidrs(raw, path),
       origin: `${this.file}:${line}`,
     };
+    if (k === 'ssh') {
+      if (!('ssh' in raw)) this.fail(line, path, 'an ssh route needs ssh: { host: NAME } (a Host of ~/.ssh/config)');
+      return { kind: 'ssh', ...base, ssh: this.ssh(raw.ssh, at('ssh'), `${path}.ssh`) };
+    }
     if (k !== 'cluster') return { kind: k, ...base };
     const spec: ClusterRouteSpec = { kind: 'cluster', ...base, context: name };
     if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
@@ -154,6 +163,15 @@ class Checker {
       spec.controller = controller;
     }
     return spec;
+  }
+
+  private ssh(raw: unknown, line: number, path: string): SshRouteSpec['ssh'] {
+    if (!isMapping(raw)) this.fail(line, path, `must be a mapping with host, e.g. {host: jump.example.com}, not ${typeName(raw)}`);
+    this.keys(raw, SSH_KEYS, `${path}.`, 'ssh');
+    if (!('host' in raw)) this.fail(line, `${path}.host`, 'is required: a Host of ~/.ssh/config or [user@]host[:port]');
+    const host = this.str(raw.host, this.doc.keyLine(raw, 'host'), `${path}.host`);
+    if (!SSH_HOST.test(host)) this.fail(this.doc.keyLine(raw, 'host'), `${path}.host`, `"${host}" is not an ssh host (a Host of ~/.ssh/config or [user@]host[:port])`);
+    return { host };
   }
 
   private list(map: Record<string, unknown>, key: string, path: string): Array<{ text: string; line: number; path: string }> {
