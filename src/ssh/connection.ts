@@ -181,9 +181,15 @@ export class SshChainConnection {
   private dropped(clients: Client[], hop: SshHop): void {
     if (this.clients !== clients) return; // an older, already torn-down chain
     const wasUp = this.state === 'up';
+    // ssh2 only ends the channels' readable side when the connection goes (and its destroy() just
+    // sends CHANNEL_CLOSE): they are broken, not finished, so the stream is destroyed with the
+    // error — a relay sees it fail and aborts the client, rather than taking it for a clean EOF.
+    const error = hopError(new Error('connection closed'), hop, 'the connection dropped');
+    for (const channel of this.channels) Duplex.prototype.destroy.call(channel, error);
+    this.channels.clear();
     this.teardown();
     if (!wasUp) return;
-    this.failed(hopError(new Error('connection closed'), hop, 'the connection dropped'));
+    this.failed(error);
     // The first retry after a drop goes at once: the common case is a network change.
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
@@ -193,7 +199,7 @@ export class SshChainConnection {
   private teardown(): void {
     const clients = this.clients;
     this.clients = [];
-    for (const c of clients.reverse()) c.end();
+    for (const c of [...clients].reverse()) c.end();
   }
 }
 

@@ -13,8 +13,9 @@
 // interface on those networks, so only the chain reaches the target (the tests never dial them
 // from here: on a machine with a default route that would send packets off the machine). The
 // target's "whoami" port tells who dialled it: always jump2's 10.77.23.2.
-// jump1 is reached from the host through a loopback listener that hands each accepted socket to `ip netns exec A sshd -i` (the
-// socket itself is the sshd's stdin/stdout), so restarting jump1 is killing those sshd processes.
+// jump1 is reached from the host through a loopback listener that hands each accepted socket to
+// `ip netns exec A sshd -i` (the socket itself is the sshd's stdin/stdout), so restarting jump1
+// is killing those sshd processes.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -43,6 +44,33 @@ export interface SshLab {
   /** Writes an ssh config with these extra lines per host; returns its path. */
   writeConfig(name: string, extra?: { jump1?: string[]; jump2?: string[]; all?: string[] }): string;
   close(): Promise<void>;
+}
+
+/** Namespaces of labs whose test process died without cleaning up (a killed run): ours, by name. */
+function removeStaleLabs(): void {
+  const list = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout ?? '';
+  for (const name of list.split('\n').map((l) => l.split(' ')[0]!)) {
+    const m = /^pxo(\d+)[abc]$/.exec(name);
+    if (!m || pidAlive(Number(m[1]))) continue;
+    for (const pid of (spawnSync('ip', ['netns', 'pids', name], { encoding: 'utf8' }).stdout ?? '').split(/\s+/).filter(Boolean)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    spawnSync('ip', ['netns', 'del', name]);
+    rmSync(`/etc/netns/${name}`, { recursive: true, force: true });
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Why the lab cannot run here, or undefined when it can. */
@@ -107,7 +135,7 @@ function sshdConfig(dir: string, name: string, listen?: string): string {
 
 export async function startSshLab(): Promise<SshLab> {
   const dir = mkdtempSync(path.join(tmpdir(), 'ssh-lab-'));
-  const id = `${process.pid % 100000}`;
+  const id = String(process.pid);
   const ns = { a: `pxo${id}a`, b: `pxo${id}b`, c: `pxo${id}c` };
   const children = new Set<ChildProcess>();
   const spawned = (child: ChildProcess) => {
@@ -131,6 +159,8 @@ export async function startSshLab(): Promise<SshLab> {
     }
     rmSync(`/etc/netns/${ns.b}`, { recursive: true, force: true });
   };
+  removeStaleLabs();
+  process.once('exit', cleanup);
   try {
     mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
     for (const n of Object.values(ns)) {
@@ -212,11 +242,13 @@ export async function startSshLab(): Promise<SshLab> {
         return sock;
       },
       async restartJump1(downMs: number) {
-        await new Promise<void>((resolve) => listener.close(() => resolve()));
+        // close() only calls back once every accepted socket is gone: end the sessions first.
+        const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
         for (const s of jump1Sessions) {
           s.child.kill('SIGTERM');
           s.socket.destroy();
         }
+        await closed;
         await new Promise((r) => setTimeout(r, downMs));
         listener = net.createServer({ pauseOnConnect: true }, serve);
         listener.listen(jump1Port, '127.0.0.1');
@@ -245,6 +277,7 @@ export async function startSshLab(): Promise<SshLab> {
         return file;
       },
       async close() {
+        process.off('exit', cleanup);
         listener.close();
         for (const s of jump1Sessions) s.socket.destroy();
         agent?.kill();
