@@ -30,6 +30,8 @@ export interface SshLab {
   dir: string;
   /** jump1's loopback port on this host. */
   jump1Port: number;
+  /** A command whose stdin/stdout is a fresh jump1 sshd (for ProxyCommand). */
+  jump1Command: string;
   /** Unencrypted user key, and a passphrase-protected copy of another key (for the agent). */
   userKey: string;
   encryptedKey: string;
@@ -223,6 +225,7 @@ export async function startSshLab(): Promise<SshLab> {
     return {
       dir,
       jump1Port,
+      jump1Command: `ip netns exec ${ns.a} /usr/sbin/sshd -i -f ${cfg1}`,
       userKey: `${dir}/user_key`,
       encryptedKey: `${dir}/agent_key`,
       knownHostsLines: { jump1: line('jump1', `[127.0.0.1]:${jump1Port}`), jump2: line('jump2', `[${JUMP2.host}]:${JUMP2.port}`) },

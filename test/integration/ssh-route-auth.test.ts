@@ -135,3 +135,20 @@ test('accept-new lets new hosts in and appends their keys (hashed when HashKnown
     await strict.close();
   }
 });
+
+test('a ProxyCommand other than ssh -W runs as a child process carrying the first hop', { skip: unavailable }, async () => {
+  // The first hop's sshd itself, in inetd mode, is the command (as OpenSSH's regress tests do).
+  const kh = knownHosts('kh-command', [lab.knownHostsLines.jump1.replace(/^\S+/, 'jump1-by-command'), lab.knownHostsLines.jump2]);
+  const config = lab.writeConfig('config-command', {
+    jump1: [`ProxyCommand ${lab.jump1Command}`, 'HostKeyAlias jump1-by-command'],
+    all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`],
+  });
+  const route = sshRoute(config, 'jump2');
+  await route.start();
+  try {
+    assert.equal(route.hops?.[0]?.proxyCommand, lab.jump1Command);
+    await echoChecked(await openThrough(route, TARGET.name, TARGET.echoPort), 64 * 1024);
+  } finally {
+    await route.close();
+  }
+});
