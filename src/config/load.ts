@@ -45,6 +45,8 @@ export interface TableFlags {
   clusterDomain: string;
   /** The kubeconfig's current context, used when no route names a cluster. */
   currentContext?: string;
+  /** --extra-ca FILE (beats the file's extraCA). */
+  extraCA?: string;
 }
 
 /** Reads the config file the flags point at (or the default one) and merges the flags into it. */
@@ -99,6 +101,8 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   }
 
   const table: RoutingTable = { routes, defaultRoute, clusterDomain: flags.clusterDomain };
+  const extraCA = flags.extraCA !== undefined ? path.resolve(flags.extraCA) : config?.extraCA;
+  if (extraCA) table.extraCA = extraCA;
   const direct = flags.direct ?? config?.direct ?? false;
   if (direct) {
     const origin = flags.direct !== undefined ? '--direct' : `${config!.file}:${config!.directLine ?? 1}`;

@@ -1,6 +1,7 @@
 // The config file's schema, checked strictly: every key known, every value of its type, every
 // suffix and CIDR well formed, route names and contexts unique. Each error names the file, the
 // line and the key (routes[1].include[0]), in one line.
+import path from 'node:path';
 import { StartupError } from '../core/errors.js';
 import { parseCidr } from '../core/cidr.js';
 import {
@@ -37,9 +38,11 @@ export interface ConfigFile {
   routes: RouteSpec[];
   /** Name of the route marked `default: true`, if any. */
   defaultRoute?: string;
+  /** `extraCA`: a PEM bundle trusted for the API connections besides the kubeconfig's CA (absolute). */
+  extraCA?: string;
 }
 
-const TOP_KEYS = ['direct', 'routes'];
+const TOP_KEYS = ['direct', 'routes', 'extraCA'];
 const COMMON_KEYS = ['name', 'kind', 'include', 'exclude', 'cidrs'];
 /** Keys each kind takes beyond COMMON_KEYS. A new kind (ssh, konnectivity) adds its line here. */
 const KIND_KEYS: Record<RouteKind, string[]> = {
@@ -88,12 +91,16 @@ class Checker {
 
   top(): ConfigFile {
     const root = this.doc.value ?? {};
-    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct" and "routes", not ${typeName(root)}`);
+    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct", "routes" and "extraCA", not ${typeName(root)}`);
     this.keys(root, TOP_KEYS, '', 'the top level');
     const out: ConfigFile = { file: this.file, routes: [] };
     if ('direct' in root) {
       out.directLine = this.doc.keyLine(root, 'direct');
       out.direct = this.bool(root.direct, out.directLine, 'direct');
+    }
+    if ('extraCA' in root) {
+      // Relative to the config file, as kubeconfig paths are relative to the kubeconfig.
+      out.extraCA = path.resolve(path.dirname(path.resolve(this.file)), this.str(root.extraCA, this.doc.keyLine(root, 'extraCA'), 'extraCA'));
     }
     const routes = root.routes ?? [];
     if (!Array.isArray(routes)) this.fail(this.doc.keyLine(root, 'routes'), 'routes', `must be a list of routes, not ${typeName(routes)}`);

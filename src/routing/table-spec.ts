@@ -67,6 +67,8 @@ export interface RoutingTable {
   directRoute?: string;
   /** The clusters' DNS domain (cluster.local). */
   clusterDomain: string;
+  /** --extra-ca / `extraCA`: a PEM bundle trusted for API connections (cluster/egress-proxy.ts loadExtraCA). */
+  extraCA?: string;
 }
 
 /** The route name given to the pass-through route made by `direct: true` / --direct. */

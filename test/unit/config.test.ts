@@ -53,7 +53,7 @@ test('suffixes and CIDRs are normalized; an empty file is an empty table', () =>
 });
 
 test('unknown keys are refused with their line and key', () => {
-  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes\)/);
+  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extraCA\)/);
   refuses('routes:\n  - name: a\n    kind: cluster\n    contxt: a\n', 4, 'routes[0].contxt', /unknown key in a cluster route \(allowed: name, kind, include, exclude, cidrs, context, default, ingress\)/);
   refuses('routes:\n  - name: a\n    kind: direct\n\n    context: x\n', 5, 'routes[0].context', /unknown key in a direct route/);
   refuses('routes:\n  - name: a\n    kind: reject\n    default: true\n', 4, 'routes[0].default', /unknown key in a reject route/);
@@ -213,4 +213,13 @@ test('an ssh route without a usable ssh.host is refused with its line', () => {
   refuses('routes:\n  - name: j\n    kind: ssh\n    ssh:\n      host: jump\n      user: root\n', 6, 'routes[0].ssh.user', /unknown key in ssh \(allowed: host\)/);
   refuses('routes:\n  - name: j\n    kind: ssh\n    ssh:\n      host: -oProxyCommand=sh\n', 5, 'routes[0].ssh.host', /is not an ssh host/);
   refuses('routes:\n  - name: j\n    kind: ssh\n    ssh: {host: jump}\n    context: x\n', 5, 'routes[0].context', /unknown key in an ssh route \(allowed: name, kind, include, exclude, cidrs, ssh\)/);
+});
+
+test('extraCA: relative to the config file; --extra-ca beats it', () => {
+  const cfg = parseConfig('extraCA: certs/corp-ca.pem\nroutes: [{name: a, kind: cluster}]\n', '/etc/proxyout/config.yaml', 'cluster.local');
+  assert.equal(cfg.extraCA, '/etc/proxyout/certs/corp-ca.pem');
+  assert.equal(tableFrom(cfg, flags()).extraCA, '/etc/proxyout/certs/corp-ca.pem');
+  assert.equal(tableFrom(cfg, flags({ extraCA: '/tmp/other.pem' })).extraCA, '/tmp/other.pem');
+  assert.equal(tableFrom(parse('routes: [{name: a, kind: cluster}]\n'), flags()).extraCA, undefined);
+  refuses('extraCA: [a.pem]\n', 1, 'extraCA', /must be a non-empty string/);
 });
