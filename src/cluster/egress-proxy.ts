@@ -138,7 +138,7 @@ function normalizeProxyUrl(value: string, from: string): string {
     throw new StartupError(`${from}=${redactText(value)} is not a proxy URL`);
   }
   if (!['http:', 'https:', 'socks5:', 'socks5h:'].includes(url.protocol) || !url.hostname) {
-    throw new StartupError(`${from}=${redact(url.toString())} is not a supported proxy (http://, https://, socks5://, socks5h://)`);
+    throw new StartupError(`${from}=${redactText(value)} is not a supported proxy (http://, https://, socks5://, socks5h://)`);
   }
   return url.toString();
 }
@@ -175,7 +175,8 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
     const base = opts.ca ? (Array.isArray(opts.ca) ? opts.ca : [opts.ca]) : [...tls.rootCertificates];
     opts.ca = [...base, options.extraCA.pem];
   }
-  if (!options.extraCA && (!egress.url || cluster.proxyUrl)) return egress;
+  const chosen: Egress = egress.proxy ? { proxy: egress.proxy, source: egress.source } : egress.source ? { source: egress.source } : {};
+  if (!options.extraCA && (!egress.url || cluster.proxyUrl)) return chosen;
   const agentOptions: https.AgentOptions = {
     ca: opts.ca,
     cert: opts.cert,
@@ -187,7 +188,7 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
   };
   const create = (kc as unknown as { createAgent(c: object, o: object): https.Agent }).createAgent.bind(kc);
   opts.agent = create({ ...cluster, proxyUrl: egress.url }, agentOptions);
-  return { proxy: egress.proxy, source: egress.source };
+  return chosen;
 }
 
 /** " (through proxy http://proxy:3128 from HTTPS_PROXY)", or "" when direct: for error messages. */
