@@ -14,6 +14,7 @@ import { X509Certificate } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError } from '../core/errors.js';
 import { parseIp, type IpAddress } from '../core/cidr.js';
+import { agentThrough, type DialFunction } from './dial-agent.js';
 
 export interface ExtraCA {
   file: string;
@@ -24,6 +25,8 @@ export interface EgressOptions {
   /** Environment to read *_PROXY from (process.env by default). */
   env?: NodeJS.ProcessEnv;
   extraCA?: ExtraCA;
+  /** `via: ROUTE`: every API connection is dialled through that route (beats proxies). */
+  via?: { route: string; dial: DialFunction };
 }
 
 /** Which proxy (if any) the API connection uses, and why: for messages. */
@@ -168,7 +171,8 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
   const cluster = kc.getCurrentCluster();
   if (!cluster) return {};
   let egress: Egress & { url?: string };
-  if (cluster.proxyUrl) egress = { url: cluster.proxyUrl, proxy: redact(cluster.proxyUrl), source: "the kubeconfig's proxy-url" };
+  if (options.via) egress = { proxy: `route ${options.via.route}`, source: 'via' };
+  else if (cluster.proxyUrl) egress = { url: cluster.proxyUrl, proxy: redact(cluster.proxyUrl), source: "the kubeconfig's proxy-url" };
   else egress = proxyFromEnvironment(new URL(cluster.server), options.env ?? process.env);
   if (options.extraCA) {
     // Without a kubeconfig CA, Node's roots apply; extra CAs must add to them, not replace them.
@@ -176,7 +180,7 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
     opts.ca = [...base, options.extraCA.pem];
   }
   const chosen: Egress = egress.proxy ? { proxy: egress.proxy, source: egress.source } : egress.source ? { source: egress.source } : {};
-  if (!options.extraCA && (!egress.url || cluster.proxyUrl)) return chosen;
+  if (!options.via && !options.extraCA && (!egress.url || cluster.proxyUrl)) return chosen;
   const agentOptions: https.AgentOptions = {
     ca: opts.ca,
     cert: opts.cert,
@@ -186,6 +190,10 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
     rejectUnauthorized: opts.rejectUnauthorized,
     servername: opts.servername ?? (isIP(new URL(cluster.server).hostname) ? undefined : new URL(cluster.server).hostname),
   };
+  if (options.via) {
+    opts.agent = agentThrough(options.via.dial, agentOptions, cluster.server.startsWith('https:'));
+    return chosen;
+  }
   const create = (kc as unknown as { createAgent(c: object, o: object): https.Agent }).createAgent.bind(kc);
   opts.agent = create({ ...cluster, proxyUrl: egress.url }, agentOptions);
   return chosen;
@@ -194,5 +202,6 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
 /** " (through proxy http://proxy:3128 from HTTPS_PROXY)", or "" when direct: for error messages. */
 export function describeEgress(egress: Egress | undefined): string {
   if (!egress?.proxy) return '';
+  if (egress.source === 'via') return ` (through ${egress.proxy})`;
   return ` (through proxy ${egress.proxy}, from ${egress.source})`;
 }

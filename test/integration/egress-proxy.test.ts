@@ -5,6 +5,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import net from 'node:net';
+import { once } from 'node:events';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { loadExtraCA } from '../../src/cluster/egress-proxy.js';
@@ -77,4 +79,32 @@ test('NO_PROXY naming the API server skips the proxy (and then this name resolve
   await api.requestOptions();
   assert.deepEqual(api.egress, { source: 'NO_PROXY excludes api.corp.example' });
   assert.equal(proxy.connects.length, count);
+});
+
+test('via: every API connection is dialled through a route (host and port as the kubeconfig has them), TLS verified over it', async () => {
+  const dialled: string[] = [];
+  const simPort = Number(new URL(cluster.sim.server).port);
+  const dial = async (host: string, port: number) => {
+    dialled.push(`${host}:${port}`);
+    const socket = net.connect(simPort, '127.0.0.1');
+    await once(socket, 'connect');
+    return socket;
+  };
+  // The sim's certificate names localhost, not api.corp.example: verification must refuse it…
+  const strict = new ApiConnection(kubeConfig(), { via: { route: 'jump', dial } });
+  await assert.rejects(strict.getJson('/api'), /(altnames|does not match|Hostname\/IP).*\(through route jump\)/);
+  // …and accept it under a name it holds: a kubeconfig naming the server "localhost".
+  const local = path.join(cluster.dir, 'kubeconfig-via');
+  await writeFile(local, cluster.sim.kubeconfigYaml({ server: 'https://localhost:6443', namespace: 'shop' }), { mode: 0o600 });
+  const kc = new KubeConfig();
+  kc.loadFromFile(local);
+  const proxied = proxy.connects.length;
+  const api = new ApiConnection(kc, { via: { route: 'jump', dial }, env: { HTTPS_PROXY: proxy.url } });
+  assert.equal((await api.getJson<{ kind: string }>('/api')).kind, 'APIVersions');
+  const ws = await dialTunnel(api.url(`/api/v1/namespaces/shop/pods/${SAMPLE.web.pods[0]!}/portforward`, 'ws'), await api.requestOptions(), 10_000);
+  ws.terminate();
+  assert.deepEqual(api.egress, { proxy: 'route jump', source: 'via' });
+  assert.equal(dialled[0], 'api.corp.example:6443');
+  assert.ok(dialled.length >= 2 && dialled.slice(1).every((d) => d === 'localhost:6443'), dialled.join(', '));
+  assert.equal(proxy.connects.length, proxied, 'via beats HTTPS_PROXY');
 });
