@@ -3,6 +3,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { networkInterfaces } from 'node:os';
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { StartupError, UpstreamHopError } from '../../src/core/errors.js';
 import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/ssh-lab.js';
@@ -148,6 +149,24 @@ test('a ProxyCommand other than ssh -W runs as a child process carrying the firs
   try {
     assert.equal(route.hops?.[0]?.proxyCommand, lab.jump1Command);
     await echoChecked(await openThrough(route, TARGET.name, TARGET.echoPort), 64 * 1024);
+  } finally {
+    await route.close();
+  }
+});
+
+test('a key the server does not accept: the stream fails naming the hop (0x01), not the destination', { skip: unavailable }, async () => {
+  const stranger = `${lab.dir}/stranger_key`;
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', stranger]);
+  const kh = knownHosts('kh-stranger', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+  const route = sshRoute(lab.writeConfig('config-stranger', { all: [`IdentityFile ${stranger}`, `UserKnownHostsFile ${kh}`] }), 'jump2');
+  await route.start();
+  try {
+    await assert.rejects(openThrough(route, TARGET.ip, TARGET.echoPort), (err: unknown) => {
+      assert.ok(err instanceof UpstreamHopError, String(err));
+      assert.match(err.message, /ssh hop jump1 \(root@127\.0\.0\.1:\d+\) refused our keys/);
+      return true;
+    });
+    assert.equal(route.status().details?.connection, 'down');
   } finally {
     await route.close();
   }
