@@ -21,6 +21,8 @@ export interface SshHop {
   identityFiles: string[];
   /** Whether IdentityFile was set (defaults that do not exist are skipped quietly). */
   identityFilesConfigured: boolean;
+  /** IdentitiesOnly: of the agent's keys, only those of the IdentityFiles are offered. */
+  identitiesOnly: boolean;
   /** The agent socket: IdentityAgent, else $SSH_AUTH_SOCK; undefined when none. */
   agentSocket?: string;
   hostKeyPolicy: HostKeyPolicy;
@@ -161,6 +163,7 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
     ...base,
     identityFiles,
     identityFilesConfigured: configured.length > 0,
+    identitiesOnly: yes(first(options, 'identitiesonly') ?? 'no'),
     agentSocket: agentSocket || undefined,
     // "ask" cannot ask anyone in a daemon: it refuses, like "yes".
     hostKeyPolicy: strict === 'accept-new' ? 'accept-new' : 'yes',

@@ -12,9 +12,12 @@ import { echoChecked, openThrough, sshRoute } from '../helpers/ssh-route.js';
 const unavailable = sshLabUnavailable();
 if (unavailable) console.log(`# skipping the ssh route tests: ${unavailable}`);
 let lab: SshLab;
+let agentSocket: string;
 
 before(async () => {
-  if (!unavailable) lab = await startSshLab();
+  if (unavailable) return;
+  lab = await startSshLab();
+  agentSocket = await lab.startAgent();
 });
 after(async () => {
   await lab?.close();
@@ -43,7 +46,7 @@ test('the target is dialled by the last hop: it sees jump2 (10.77.23.2), an addr
 });
 
 test('agent auth: the key on disk is encrypted, the agent holds it; the name is resolved by the far end', { skip: unavailable }, async () => {
-  const sock = await lab.startAgent();
+  const sock = agentSocket;
   const kh = knownHosts('kh-agent', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
   const config = lab.writeConfig('config-agent', { all: [`IdentityFile ${lab.encryptedKey}`, `UserKnownHostsFile ${kh}`] });
   const route = sshRoute(config, 'jump2', { authSock: sock });
@@ -169,5 +172,24 @@ test('a key the server does not accept: the stream fails naming the hop (0x01), 
     assert.equal(route.status().details?.connection, 'down');
   } finally {
     await route.close();
+  }
+});
+
+test('IdentitiesOnly: of the agent\'s keys only the IdentityFiles\' are offered', { skip: unavailable }, async () => {
+  const kh = knownHosts('kh-only', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+  const stranger = `${lab.dir}/only_stranger_key`;
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', 'x', '-f', stranger]);
+  // The agent holds an authorized key, but IdentitiesOnly names another one: no login.
+  const other = sshRoute(lab.writeConfig('config-only-other', { all: ['IdentitiesOnly yes', `IdentityFile ${stranger}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: agentSocket });
+  await other.start();
+  await assert.rejects(openThrough(other, TARGET.ip, TARGET.echoPort), /refused our keys/);
+  await other.close();
+  // Naming the agent's key (its .pub is next to it) lets the agent use it.
+  const named = sshRoute(lab.writeConfig('config-only-named', { all: ['IdentitiesOnly yes', `IdentityFile ${lab.encryptedKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: agentSocket });
+  await named.start();
+  try {
+    await echoChecked(await openThrough(named, TARGET.ip, TARGET.echoPort), 4096);
+  } finally {
+    await named.close();
   }
 });
