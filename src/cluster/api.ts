@@ -1,10 +1,15 @@
 import https from 'node:https';
 import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 
 /** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
 /** Header values may be lists: some headers (Impersonate-Group) repeat, one line per value. */
-export type ApiRequestOptions = https.RequestOptions & { headers: Record<string, string | string[]> };
+export type ApiRequestOptions = https.RequestOptions & {
+  headers: Record<string, string | string[]>;
+  /** An extra CA is trusted (--extra-ca): a TLS-intercepting proxy may read what we send. */
+  tlsMayBeIntercepted?: boolean;
+};
 
 export class ApiStatusError extends Error {
   constructor(
@@ -26,8 +31,13 @@ const OPTIONS_TTL_MS = 60_000;
 export class ApiConnection {
   private cached?: { at: number; options: ApiRequestOptions };
   readonly serverUrl: URL;
+  /** The proxy the last requestOptions() chose (egress-proxy.ts), for messages. */
+  egress?: Egress;
 
-  constructor(private readonly kc: KubeConfig) {
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly egressOptions: EgressOptions = {},
+  ) {
     const server = kc.getCurrentCluster()?.server;
     if (!server) throw new Error('kubeconfig has no current cluster');
     this.serverUrl = new URL(server);
@@ -37,15 +47,25 @@ export class ApiConnection {
     if (this.cached && Date.now() - this.cached.at < OPTIONS_TTL_MS) return this.cached.options;
     const opts: https.RequestOptions = { headers: {} };
     await this.kc.applyToHTTPSOptions(opts);
+    this.egress = applyEgress(this.kc, opts, this.egressOptions);
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = Array.isArray(v) ? v.map(String) : String(v);
     if (opts.auth) {
       headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
       delete opts.auth;
     }
-    const options: ApiRequestOptions = { ...opts, headers };
+    const options: ApiRequestOptions = { ...opts, headers, ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}) };
     this.cached = { at: Date.now(), options };
     return options;
+  }
+
+  /** The error with the proxy used named (and a hint when TLS verification failed behind one). */
+  withEgress(err: Error & { code?: string }): Error {
+    const via = describeEgress(this.egress);
+    if (!via) return err;
+    const tlsHint = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(err.code ?? '') ? '; if the proxy intercepts TLS, trust its CA with --extra-ca FILE' : '';
+    const wrapped = new Error(`${err.message}${via}${tlsHint}`, { cause: err });
+    return Object.assign(wrapped, { code: err.code });
   }
 
   /** Drop cached credentials (after a 401, so an exec plugin or token file is asked again). */
@@ -90,7 +110,7 @@ export class ApiConnection {
         });
       });
       req.setTimeout(timeoutMs, () => req.destroy(new Error(`API request timed out after ${timeoutMs} ms`)));
-      req.on('error', reject);
+      req.on('error', (err: Error & { code?: string }) => reject(this.withEgress(err)));
       req.end();
     });
   }

@@ -12,11 +12,15 @@ export function tableFlagDefinitions() {
       // "--context a b" must not swallow b: each value needs its own --context.
       multipleNonGreedy: true,
     }),
+    'extra-ca': Flags.string({
+      summary: 'PEM bundle trusted for the API server connections besides the kubeconfig CA (a TLS-intercepting corporate proxy). Config key: extraCA.',
+      helpValue: '<file>',
+    }),
     direct: Flags.boolean({ summary: 'Dial destinations no route claims from this machine instead of refusing them (--no-direct: refuse).', allowNo: true }),
   };
 }
 
 /** Parsed flag values → TableFlags (currentContext from the kubeconfig, for when no route names a cluster). */
-export function tableFlagsFrom(flags: { config?: string; context?: string[]; direct?: boolean; 'cluster-domain': string }, currentContext?: string): TableFlags {
-  return { config: flags.config, contexts: flags.context ?? [], direct: flags.direct, clusterDomain: flags['cluster-domain'], currentContext };
+export function tableFlagsFrom(flags: { config?: string; context?: string[]; direct?: boolean; 'cluster-domain': string; 'extra-ca'?: string }, currentContext?: string): TableFlags {
+  return { config: flags.config, contexts: flags.context ?? [], direct: flags.direct, clusterDomain: flags['cluster-domain'], currentContext, extraCA: flags['extra-ca'] };
 }

@@ -45,6 +45,8 @@ export interface TableFlags {
   clusterDomain: string;
   /** The kubeconfig's current context, used when no route names a cluster. */
   currentContext?: string;
+  /** --extra-ca FILE (beats the file's extraCA). */
+  extraCA?: string;
 }
 
 /** Reads the config file the flags point at (or the default one) and merges the flags into it. */
@@ -98,7 +100,10 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
     defaultRoute = route.name;
   }
 
+  checkVia(routes);
   const table: RoutingTable = { routes, defaultRoute, clusterDomain: flags.clusterDomain };
+  const extraCA = flags.extraCA !== undefined ? path.resolve(flags.extraCA) : config?.extraCA;
+  if (extraCA) table.extraCA = extraCA;
   const direct = flags.direct ?? config?.direct ?? false;
   if (direct) {
     const origin = flags.direct !== undefined ? '--direct' : `${config!.file}:${config!.directLine ?? 1}`;
@@ -123,6 +128,17 @@ function clusterRoute(context: string, origin: string, clusterDomain: string): C
   const problem = name === '' ? 'it has no letters or digits' : routeNameProblem(name, 'cluster', clusterDomain);
   if (problem) throw new StartupError(`${origin}: context "${context}" cannot name a route (${problem}); give it a route in the config file with its own name`);
   return { kind: 'cluster', name, context, include: [], exclude: [], cidrs: [], origin };
+}
+
+/** `via` names an ssh route of the table (the only kind that can carry a connection today). */
+function checkVia(routes: RouteSpec[]): void {
+  for (const r of routes) {
+    if (r.kind !== 'cluster' || r.via === undefined) continue;
+    const carrier = routes.find((o) => o.name === r.via);
+    const where = `${r.origin.replace(/:\d+$/, '')}:${r.viaLine ?? ''}`.replace(/:$/, '');
+    if (!carrier) throw new StartupError(`${where}: route ${r.name}: via "${r.via}" names no route of the table`);
+    if (carrier.kind !== 'ssh') throw new StartupError(`${where}: route ${r.name}: via "${r.via}" is a ${carrier.kind} route; only ssh routes can carry a cluster's API connection`);
+  }
 }
 
 function checkUniqueNames(routes: RouteSpec[]): void {

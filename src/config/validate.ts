@@ -1,6 +1,7 @@
 // The config file's schema, checked strictly: every key known, every value of its type, every
 // suffix and CIDR well formed, route names and contexts unique. Each error names the file, the
 // line and the key (routes[1].include[0]), in one line.
+import path from 'node:path';
 import { StartupError } from '../core/errors.js';
 import { parseCidr } from '../core/cidr.js';
 import {
@@ -11,6 +12,7 @@ import {
   type IngressSpec,
   type RouteKind,
   type RouteSpec,
+  type SshRouteSpec,
 } from '../routing/table-spec.js';
 import { loadYamlWithLines, YamlSyntaxError, type Located } from './yaml-lines.js';
 
@@ -36,16 +38,22 @@ export interface ConfigFile {
   routes: RouteSpec[];
   /** Name of the route marked `default: true`, if any. */
   defaultRoute?: string;
+  /** `extraCA`: a PEM bundle trusted for the API connections besides the kubeconfig's CA (absolute). */
+  extraCA?: string;
 }
 
-const TOP_KEYS = ['direct', 'routes'];
+const TOP_KEYS = ['direct', 'routes', 'extraCA'];
 const COMMON_KEYS = ['name', 'kind', 'include', 'exclude', 'cidrs'];
 /** Keys each kind takes beyond COMMON_KEYS. A new kind (ssh, konnectivity) adds its line here. */
 const KIND_KEYS: Record<RouteKind, string[]> = {
-  cluster: ['context', 'default', 'ingress'],
+  cluster: ['context', 'default', 'ingress', 'via'],
   direct: [],
   reject: [],
+  ssh: ['ssh'],
 };
+const SSH_KEYS = ['host'];
+/** An ssh_config Host alias or [user@]host[:port]: no spaces, no options smuggled in ("-oProxyCommand=…"). */
+const SSH_HOST = /^(?!-)[A-Za-z0-9_.@:%+\[\]-]+$/;
 const INGRESS_KEYS = ['domains', 'controller'];
 const CONTROLLER = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\/[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
@@ -83,12 +91,16 @@ class Checker {
 
   top(): ConfigFile {
     const root = this.doc.value ?? {};
-    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct" and "routes", not ${typeName(root)}`);
+    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct", "routes" and "extraCA", not ${typeName(root)}`);
     this.keys(root, TOP_KEYS, '', 'the top level');
     const out: ConfigFile = { file: this.file, routes: [] };
     if ('direct' in root) {
       out.directLine = this.doc.keyLine(root, 'direct');
       out.direct = this.bool(root.direct, out.directLine, 'direct');
+    }
+    if ('extraCA' in root) {
+      // Relative to the config file, as kubeconfig paths are relative to the kubeconfig.
+      out.extraCA = path.resolve(path.dirname(path.resolve(this.file)), this.str(root.extraCA, this.doc.keyLine(root, 'extraCA'), 'extraCA'));
     }
     const routes = root.routes ?? [];
     if (!Array.isArray(routes)) this.fail(this.doc.keyLine(root, 'routes'), 'routes', `must be a list of routes, not ${typeName(routes)}`);
@@ -124,7 +136,7 @@ class Checker {
       this.fail(at('kind'), `${path}.kind`, `unknown kind "${kind}" (supported: ${ROUTE_KINDS.join(', ')})`);
     }
     const k = kind as RouteKind;
-    this.keys(raw, [...COMMON_KEYS, ...KIND_KEYS[k]], `${path}.`, `a ${k} route`);
+    this.keys(raw, [...COMMON_KEYS, ...KIND_KEYS[k]], `${path}.`, `${k === 'ssh' ? 'an' : 'a'} ${k} route`);
     const name = this.str(raw.name, at('name'), `${path}.name`).toLowerCase();
     const problem = routeNameProblem(name, k, this.clusterDomain);
     if (problem) this.fail(at('name'), `${path}.name`, problem);
@@ -135,11 +147,19 @@ class Checker {
       cidrs: this.cidrs(raw, path),
       origin: `${this.file}:${line}`,
     };
+    if (k === 'ssh') {
+      if (!('ssh' in raw)) this.fail(line, path, 'an ssh route needs ssh: { host: NAME } (a Host of ~/.ssh/config)');
+      return { kind: 'ssh', ...base, ssh: this.ssh(raw.ssh, at('ssh'), `${path}.ssh`) };
+    }
     if (k !== 'cluster') return { kind: k, ...base };
     const spec: ClusterRouteSpec = { kind: 'cluster', ...base, context: name };
     if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
     if ('default' in raw) this.bool(raw.default, at('default'), `${path}.default`);
     if ('ingress' in raw) spec.ingress = this.ingress(raw.ingress, at('ingress'), `${path}.ingress`);
+    if ('via' in raw) {
+      spec.via = this.str(raw.via, at('via'), `${path}.via`).toLowerCase();
+      spec.viaLine = at('via');
+    }
     return spec;
   }
 
@@ -154,6 +174,15 @@ class Checker {
       spec.controller = controller;
     }
     return spec;
+  }
+
+  private ssh(raw: unknown, line: number, path: string): SshRouteSpec['ssh'] {
+    if (!isMapping(raw)) this.fail(line, path, `must be a mapping with host, e.g. {host: jump.example.com}, not ${typeName(raw)}`);
+    this.keys(raw, SSH_KEYS, `${path}.`, 'ssh');
+    if (!('host' in raw)) this.fail(line, `${path}.host`, 'is required: a Host of ~/.ssh/config or [user@]host[:port]');
+    const host = this.str(raw.host, this.doc.keyLine(raw, 'host'), `${path}.host`);
+    if (!SSH_HOST.test(host)) this.fail(this.doc.keyLine(raw, 'host'), `${path}.host`, `"${host}" is not an ssh host (a Host of ~/.ssh/config or [user@]host[:port])`);
+    return { host };
   }
 
   private list(map: Record<string, unknown>, key: string, path: string): Array<{ text: string; line: number; path: string }> {

@@ -86,6 +86,16 @@ export class UpstreamApiError extends ProxyError {
   readonly httpStatus = 502;
 }
 
+/**
+ * A hop on the way to the destination refused us (an SSH jump host: authentication, host key,
+ * protocol). Not the destination's fault, so not 0x05; the message names the hop.
+ */
+export class UpstreamHopError extends ProxyError {
+  readonly reason = 'hop-failed';
+  readonly socksReply = SocksReply.generalFailure;
+  readonly httpStatus = 502;
+}
+
 /** The proxy is at its stream limit or shutting down. */
 export class OverloadedError extends ProxyError {
   readonly reason = 'overloaded';

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { parseListenAddress, type HostPort } from '../core/address.js';
 import { ApiConnection } from '../cluster/api.js';
+import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { probeApi } from '../proxy/proxy.js';
 import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
@@ -81,7 +82,9 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   if (running) return result(assertSameSettings(running, requested), true);
 
   // One cluster: fail fast, before forking. With several, the daemon starts as long as one serves.
-  if (managed.table.routes.length === 1) await probeApi(new ApiConnection(kube.kc), kube.context, kube.server);
+  if (managed.table.routes.length === 1) {
+    await probeApi(new ApiConnection(kube.kc, managed.table.extraCA ? { extraCA: loadExtraCA(managed.table.extraCA) } : {}), kube.context, kube.server);
+  }
 
   const started = await withStateLock(l, async () => {
     // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.

@@ -7,13 +7,16 @@ import type { Logger } from '../core/log.js';
 import type { HostPort } from '../core/address.js';
 import { DirectRoute } from '../routing/direct-route.js';
 import { RejectRoute } from '../routing/reject-route.js';
+import { SshRoute } from '../routing/ssh-route.js';
 import type { Route } from '../routing/route.js';
 import { RouteMatcher, type ClusterView } from '../routing/table.js';
 import type { RouteSpec, RoutingTable } from '../routing/table-spec.js';
 import type { TableGeneration } from '../routing/router.js';
 import { ClusterRouteRuntime, type ClusterRouteSettings } from './cluster.js';
+import { loadExtraCA } from '../cluster/egress-proxy.js';
 
-export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace'> {
+export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace' | 'egress'> {
+  egress?: ClusterRouteSettings['egress'];
   kubeconfig?: string;
   /** Per route name: the kubeconfig to use instead (a managed daemon's transient kubeconfigs). */
   routeKubeconfigs?: Readonly<Record<string, string>>;
@@ -34,15 +37,23 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
   const routes = new Map<string, Route>();
   const fresh: Route[] = [];
   const views = new Map<string, ClusterView>();
+  const extraCA = table.extraCA ? loadExtraCA(table.extraCA) : undefined;
   try {
-    for (const spec of table.routes) {
-      const kept = reuse && sameSpec(reuse.table, table, spec) ? reuse.routes.get(spec.name) : undefined;
-      const route = kept ?? buildRoute(spec, table, settings, log);
+    // Routes that carry others (`via`) first: a cluster route takes its carrier's dial.
+    const order = [...table.routes].sort((a, b) => Number(a.kind === 'cluster') - Number(b.kind === 'cluster'));
+    for (const spec of order) {
+      const via = spec.kind === 'cluster' && spec.via ? routes.get(spec.via) : undefined;
+      // A route kept across a reload keeps its carrier: not when that carrier is new.
+      const kept = reuse && sameSpec(reuse.table, table, spec) && !(via && fresh.includes(via)) ? reuse.routes.get(spec.name) : undefined;
+      const egress = { ...(extraCA ? { extraCA } : {}), ...(via instanceof SshRoute ? { via: { route: via.name, dial: via.dial.bind(via) } } : {}) };
+      const route = kept ?? buildRoute(spec, table, { ...settings, egress }, log);
       if (!kept) fresh.push(route);
       routes.set(spec.name, route);
       if (route instanceof ClusterRouteRuntime) views.set(spec.name, route);
     }
-    return { table, routes, fresh, matcher: new RouteMatcher(table, views) };
+    // The table's order stays (it decides nothing but is how status lists the routes).
+    const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
+    return { table, routes: ordered, fresh, matcher: new RouteMatcher(table, views) };
   } catch (err) {
     for (const r of fresh) void r.close();
     throw err;
@@ -65,6 +76,8 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
       return new DirectRoute(spec.name, { ownListeners: settings.ownListeners });
     case 'reject':
       return new RejectRoute(spec.name);
+    case 'ssh':
+      return new SshRoute(spec, { log: log.child({ route: spec.name }) });
   }
 }
 

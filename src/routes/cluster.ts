@@ -9,6 +9,7 @@ import { RouteUnavailableError, StartupError, errorMessage } from '../core/error
 import { abortable } from '../core/abort.js';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../cluster/api.js';
+import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { ClusterCache } from '../cluster/cache.js';
 import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
 import { SpdyTransport } from '../tunnel/spdy-transport.js';
@@ -38,6 +39,8 @@ export interface ClusterRouteSettings {
   keepalive: KeepaliveOptions;
   connectTimeoutMs: number;
   allowHostNetworkPods: boolean;
+  /** How the API connection leaves: an extra trusted CA, a route that carries it (`via`). */
+  egress?: EgressOptions;
 }
 
 export class ClusterRouteRuntime implements Route, ClusterView {
@@ -72,7 +75,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   ) {
     this.name = spec.name;
     this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
-    this.api = new ApiConnection(this.kube.kc);
+    this.api = new ApiConnection(this.kube.kc, settings.egress);
     this.cache = new ClusterCache(this.kube.kc, this.api, log, this.kube.namespace);
     const websocket = new WebSocketV4Transport(this.api, log, settings.keepalive);
     const spdy = new SpdyTransport(this.api, log, { keepalive: settings.keepalive, connectTimeoutMs: settings.connectTimeoutMs });

@@ -9,7 +9,7 @@
 // Label charset: letters, digits, "-" and "_" (the last appears in real host names, e.g. SRV-style).
 
 /** The route kinds this version knows. New kinds (ssh, konnectivity) are added here and in config/. */
-export const ROUTE_KINDS = ['cluster', 'direct', 'reject'] as const;
+export const ROUTE_KINDS = ['cluster', 'direct', 'reject', 'ssh'] as const;
 export type RouteKind = (typeof ROUTE_KINDS)[number];
 
 interface RouteSpecBase {
@@ -37,6 +37,10 @@ export interface ClusterRouteSpec extends RouteSpecBase {
   /** A context of the kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config). */
   context: string;
   ingress?: IngressSpec;
+  /** An ssh route whose chain carries this cluster's API connections (its API answers only behind it). */
+  via?: string;
+  /** Line of `via:`, for messages. */
+  viaLine?: number;
 }
 
 export interface DirectRouteSpec extends RouteSpecBase {
@@ -47,7 +51,16 @@ export interface RejectRouteSpec extends RouteSpecBase {
   kind: 'reject';
 }
 
-export type RouteSpec = ClusterRouteSpec | DirectRouteSpec | RejectRouteSpec;
+/** Streams leave through an SSH connection (direct-tcpip channels); the far end resolves names. */
+export interface SshRouteSpec extends RouteSpecBase {
+  kind: 'ssh';
+  ssh: {
+    /** A Host of ~/.ssh/config (or a plain host name, [user@]host[:port]); its ProxyJump chain is followed. */
+    host: string;
+  };
+}
+
+export type RouteSpec = ClusterRouteSpec | DirectRouteSpec | RejectRouteSpec | SshRouteSpec;
 
 export interface RoutingTable {
   /** In order; the order matters only for which cluster route is the default. */
@@ -58,6 +71,8 @@ export interface RoutingTable {
   directRoute?: string;
   /** The clusters' DNS domain (cluster.local). */
   clusterDomain: string;
+  /** --extra-ca / `extraCA`: a PEM bundle trusted for API connections (cluster/egress-proxy.ts loadExtraCA). */
+  extraCA?: string;
 }
 
 /** The route name given to the pass-through route made by `direct: true` / --direct. */
@@ -138,6 +153,7 @@ export function describeRoute(table: RoutingTable, route: RouteSpec): string {
   parts.push(...route.cidrs);
   if (route.kind === 'cluster') parts.push(...(route.ingress?.domains ?? []).map((d) => `ingress ${d}`));
   if (table.directRoute === route.name) parts.push('everything no other route claims');
-  const what = route.kind === 'cluster' ? `cluster ${route.context}${table.defaultRoute === route.name ? ', default' : ''}` : route.kind;
+  const what =
+    route.kind === 'cluster' ? `cluster ${route.context}${table.defaultRoute === route.name ? ', default' : ''}` : route.kind === 'ssh' ? `ssh ${route.ssh.host}` : route.kind;
   return `${route.name} (${what}): ${parts.join(', ') || 'nothing'}`;
 }

@@ -6,14 +6,14 @@
 // TLS to the API server is verified against the kubeconfig's CA, no intermediary can read the
 // frames at all, and an all-zero key lets `ws` (and the server) skip the XOR pass and a copy of
 // every message — a fifth of the proxy's CPU in a bulk transfer. So: zero key over verified TLS
-// only; random keys over plain `http://` and with insecure-skip-tls-verify (where a
-// TLS-intercepting box could sit in the path).
+// only; random keys over plain `http://`, with insecure-skip-tls-verify, and when an extra CA is
+// trusted (--extra-ca: a corporate proxy that intercepts TLS sits in the path by design).
 import type WebSocket from 'ws';
 import type { ApiRequestOptions } from '../cluster/api.js';
 
 /** Whether our frames can be seen by anything but the API server. */
 export function framesVisibleOnPath(url: URL, conn: ApiRequestOptions): boolean {
-  return url.protocol !== 'wss:' || conn.rejectUnauthorized === false;
+  return url.protocol !== 'wss:' || conn.rejectUnauthorized === false || conn.tlsMayBeIntercepted === true;
 }
 
 type Options = NonNullable<ConstructorParameters<typeof WebSocket>[2]>;

@@ -53,7 +53,7 @@ test('suffixes and CIDRs are normalized; an empty file is an empty table', () =>
 });
 
 test('unknown keys are refused with their line and key', () => {
-  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes\)/);
+  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extraCA\)/);
   refuses('routes:\n  - name: a\n    kind: cluster\n    contxt: a\n', 4, 'routes[0].contxt', /unknown key in a cluster route \(allowed: name, kind, include, exclude, cidrs, context, default, ingress\)/);
   refuses('routes:\n  - name: a\n    kind: direct\n\n    context: x\n', 5, 'routes[0].context', /unknown key in a direct route/);
   refuses('routes:\n  - name: a\n    kind: reject\n    default: true\n', 4, 'routes[0].default', /unknown key in a reject route/);
@@ -62,8 +62,8 @@ test('unknown keys are refused with their line and key', () => {
 });
 
 test('an unknown kind names the supported kinds', () => {
-  refuses('routes:\n  - name: jump\n    kind: ssh\n', 3, 'routes[0].kind', /unknown kind "ssh" \(supported: cluster, direct, reject\)/);
-  refuses('routes:\n  - name: jump\n', 2, 'routes[0]', /a route needs a kind \(cluster, direct, reject\)/);
+  refuses('routes:\n  - name: jump\n    kind: konnectivity\n', 3, 'routes[0].kind', /unknown kind "konnectivity" \(supported: cluster, direct, reject, ssh\)/);
+  refuses('routes:\n  - name: jump\n', 2, 'routes[0]', /a route needs a kind \(cluster, direct, reject, ssh\)/);
   refuses('routes:\n  - kind: direct\n', 2, 'routes[0]', /a route needs a name/);
 });
 
@@ -194,4 +194,32 @@ test('anchors and aliases share lists; comments and blank lines keep the line nu
   refuses(text, 14, 'routes[1].cidrs[1]', /0 to 32/);
   const cfg = parse(text.replace('/33', '/12'));
   assert.deepEqual(cfg.routes.map((r) => [r.name, r.exclude, r.origin]), [['a', ['old.example.com'], 'config.yaml:4'], ['b', ['old.example.com'], 'config.yaml:8']]);
+});
+
+test('an ssh route names a Host of ~/.ssh/config and takes include, exclude and cidrs', () => {
+  const cfg = parse('routes:\n  - name: bettersmarter\n    kind: ssh\n    ssh: {host: management4.rma1}\n    include: [vcenter.bettersmarter.ch, storage.bettersmarter.ch]\n    exclude: [apps.c-prod01.example.net]\n    cidrs: [172.18.0.0/16]\n');
+  const route = cfg.routes[0]!;
+  assert.equal(route.kind, 'ssh');
+  if (route.kind !== 'ssh') return;
+  assert.deepEqual(route.ssh, { host: 'management4.rma1' });
+  assert.deepEqual([route.include, route.exclude, route.cidrs], [['vcenter.bettersmarter.ch', 'storage.bettersmarter.ch'], ['apps.c-prod01.example.net'], ['172.18.0.0/16']]);
+  assert.deepEqual((parse('routes: [{name: j, kind: ssh, ssh: {host: "admin@[fd00::1]:2222"}}]\n').routes[0] as { ssh: unknown }).ssh, { host: 'admin@[fd00::1]:2222' });
+});
+
+test('an ssh route without a usable ssh.host is refused with its line', () => {
+  refuses('routes:\n  - name: j\n    kind: ssh\n', 2, 'routes[0]', /an ssh route needs ssh: \{ host: NAME \}/);
+  refuses('routes:\n  - name: j\n    kind: ssh\n    ssh: jump\n', 4, 'routes[0].ssh', /must be a mapping with host/);
+  refuses('routes:\n  - name: j\n    kind: ssh\n    ssh: {}\n', 4, 'routes[0].ssh.host', /is required/);
+  refuses('routes:\n  - name: j\n    kind: ssh\n    ssh:\n      host: jump\n      user: root\n', 6, 'routes[0].ssh.user', /unknown key in ssh \(allowed: host\)/);
+  refuses('routes:\n  - name: j\n    kind: ssh\n    ssh:\n      host: -oProxyCommand=sh\n', 5, 'routes[0].ssh.host', /is not an ssh host/);
+  refuses('routes:\n  - name: j\n    kind: ssh\n    ssh: {host: jump}\n    context: x\n', 5, 'routes[0].context', /unknown key in an ssh route \(allowed: name, kind, include, exclude, cidrs, ssh\)/);
+});
+
+test('extraCA: relative to the config file; --extra-ca beats it', () => {
+  const cfg = parseConfig('extraCA: certs/corp-ca.pem\nroutes: [{name: a, kind: cluster}]\n', '/etc/proxyout/config.yaml', 'cluster.local');
+  assert.equal(cfg.extraCA, '/etc/proxyout/certs/corp-ca.pem');
+  assert.equal(tableFrom(cfg, flags()).extraCA, '/etc/proxyout/certs/corp-ca.pem');
+  assert.equal(tableFrom(cfg, flags({ extraCA: '/tmp/other.pem' })).extraCA, '/tmp/other.pem');
+  assert.equal(tableFrom(parse('routes: [{name: a, kind: cluster}]\n'), flags()).extraCA, undefined);
+  refuses('extraCA: [a.pem]\n', 1, 'extraCA', /must be a non-empty string/);
 });

@@ -77,6 +77,13 @@ test('insecure-skip-tls-verify: random masking keys (a TLS-intercepting box coul
   assert.ok(!masks[0]!.equals(masks[1]!), 'a new key per frame/connection');
 });
 
+test('an extra CA is trusted (--extra-ca, a TLS-intercepting proxy): random masking keys', async () => {
+  const conn: ApiRequestOptions = { headers: {}, ca: [pki.caPem], tlsMayBeIntercepted: true };
+  assert.equal(framesVisibleOnPath(new URL('wss://x'), conn), true);
+  const masks = [await firstMask(true, conn), await firstMask(true, conn)];
+  assert.ok(!masks[0]!.equals(masks[1]!), 'a new key per frame/connection');
+});
+
 test('plain http:// API server: random masking keys', async () => {
   const conn: ApiRequestOptions = { headers: {} };
   assert.equal(framesVisibleOnPath(new URL('ws://x'), conn), true);

@@ -1,0 +1,207 @@
+// How the API connection leaves this machine (seed 001: corporate egress proxies with their own
+// CA). As client-go does it: the kubeconfig's proxy-url wins; else HTTPS_PROXY / HTTP_PROXY (by the
+// server URL's scheme) unless NO_PROXY excludes the server, following
+// golang.org/x/net/http/httpproxy (proxy.go: FromEnvironment, config.init, useProxy): upper case
+// before lower case; NO_PROXY entries are "*", CIDRs, IPs, "host:port", "domain" (itself and
+// names under it), ".domain" / "*.domain" (names under it); localhost and loopback IPs never
+// go through a proxy. An extra CA bundle (--extra-ca, config `extraCA`) is trusted besides the
+// kubeconfig's CA, for proxies that intercept TLS.
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import { isIP } from 'node:net';
+import tls from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { StartupError } from '../core/errors.js';
+import { parseIp, type IpAddress } from '../core/cidr.js';
+import { agentThrough, type DialFunction } from './dial-agent.js';
+
+export interface ExtraCA {
+  file: string;
+  pem: string;
+}
+
+export interface EgressOptions {
+  /** Environment to read *_PROXY from (process.env by default). */
+  env?: NodeJS.ProcessEnv;
+  extraCA?: ExtraCA;
+  /** `via: ROUTE`: every API connection is dialled through that route (beats proxies). */
+  via?: { route: string; dial: DialFunction };
+}
+
+/** Which proxy (if any) the API connection uses, and why: for messages. */
+export interface Egress {
+  /** The proxy URL without credentials; undefined when connecting directly. */
+  proxy?: string;
+  /** "the kubeconfig's proxy-url", "HTTPS_PROXY", …; or why it is direct ("NO_PROXY entry x"). */
+  source?: string;
+}
+
+/** Reads a PEM bundle for --extra-ca / extraCA; every certificate in it must parse. */
+export function loadExtraCA(file: string): ExtraCA {
+  let pem: string;
+  try {
+    pem = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new StartupError(`cannot read the extra CA bundle ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, { cause: err });
+  }
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw new StartupError(`the extra CA bundle ${file} holds no PEM certificate`);
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch (err) {
+      throw new StartupError(`the extra CA bundle ${file} holds a certificate that does not parse: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  return { file, pem: blocks.join('\n') };
+}
+
+type Matcher = (host: string, port: string, ip: IpAddress | undefined) => boolean;
+
+/** NO_PROXY as httpproxy's config.init reads it: a predicate "do not proxy host:port". */
+export function noProxyMatcher(noProxy: string): (host: string, port: string) => boolean {
+  const matchers: Matcher[] = [];
+  for (const raw of noProxy.split(',')) {
+    const entry = raw.trim().toLowerCase();
+    if (!entry) continue;
+    if (entry === '*') return () => true;
+    if (entry.includes('/')) {
+      // net.ParseCIDR: host bits may be set ("10.1.2.3/8" is 10.0.0.0/8).
+      const [addr, len] = entry.split('/', 2) as [string, string];
+      const base = parseIp(addr);
+      const prefix = Number(len);
+      if (base && /^\d{1,3}$/.test(len) && prefix <= base.bytes.length * 8) matchers.push((_h, _p, ip) => ip !== undefined && inBlock(base, prefix, ip));
+      continue;
+    }
+    let host = entry;
+    let port = '';
+    const hp = /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(entry);
+    if (hp) {
+      host = hp[1]!.replace(/^\[|\]$/g, '');
+      port = hp[2]!;
+    } else if (entry.startsWith('[') && entry.endsWith(']')) host = entry.slice(1, -1);
+    const literal = parseIp(host);
+    if (literal) {
+      matchers.push((_h, p, ip) => ip?.text === literal.text && (port === '' || port === p));
+      continue;
+    }
+    if (!host) continue;
+    if (host.startsWith('*.')) host = host.slice(1);
+    const matchHost = !host.startsWith('.');
+    const suffix = matchHost ? `.${host}` : host;
+    matchers.push((h, p) => (h.endsWith(suffix) || (matchHost && h === suffix.slice(1))) && (port === '' || port === p));
+  }
+  return (host, port) => {
+    const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+    const ip = parseIp(h);
+    return matchers.some((m) => m(h, port, ip));
+  };
+}
+
+function inBlock(base: IpAddress, prefix: number, ip: IpAddress): boolean {
+  if (base.family !== ip.family) return false;
+  for (let bit = 0; bit < prefix; bit++) {
+    const mask = 0x80 >> (bit & 7);
+    if ((base.bytes[bit >> 3]! & mask) !== (ip.bytes[bit >> 3]! & mask)) return false;
+  }
+  return true;
+}
+
+function env(e: NodeJS.ProcessEnv, name: string): { value: string; name: string } | undefined {
+  for (const n of [name, name.toLowerCase()]) {
+    const v = e[n];
+    if (v) return { value: v, name: n };
+  }
+  return undefined;
+}
+
+/** The proxy for a server URL from the environment (httpproxy ProxyFunc), or why there is none. */
+export function proxyFromEnvironment(server: URL, e: NodeJS.ProcessEnv = process.env): Egress & { url?: string } {
+  const scheme = server.protocol.replace(/:$/, '');
+  const chosen = scheme === 'https' ? env(e, 'HTTPS_PROXY') : scheme === 'http' ? env(e, 'HTTP_PROXY') : undefined;
+  if (!chosen) return {};
+  const host = server.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  const port = server.port || (scheme === 'https' ? '443' : '80');
+  const ip = parseIp(host);
+  if (host === 'localhost' || (ip && (ip.text.startsWith('127.') || ip.text === '::1'))) return { source: 'loopback is never proxied' };
+  const noProxy = env(e, 'NO_PROXY');
+  if (noProxy && noProxyMatcher(noProxy.value)(host, port)) return { source: `${noProxy.name} excludes ${host}` };
+  const url = normalizeProxyUrl(chosen.value, chosen.name);
+  return { url, proxy: redact(url), source: chosen.name };
+}
+
+/** httpproxy parseProxy: a bare "host:port" means http://; only http, https, socks5(h) are proxies. */
+function normalizeProxyUrl(value: string, from: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new StartupError(`${from}=${redactText(value)} is not a proxy URL`);
+  }
+  if (!['http:', 'https:', 'socks5:', 'socks5h:'].includes(url.protocol) || !url.hostname) {
+    throw new StartupError(`${from}=${redactText(value)} is not a supported proxy (http://, https://, socks5://, socks5h://)`);
+  }
+  return url.toString();
+}
+
+/** A proxy URL fit for messages: no user or password. */
+export function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString().replace(/\/$/, '');
+  } catch {
+    return redactText(url);
+  }
+}
+
+function redactText(text: string): string {
+  return text.replace(/\/\/[^@/]*@/, '//');
+}
+
+/**
+ * Applies the egress rules to request options client-node has just filled in (applyToHTTPSOptions):
+ * with the extra CA, or a proxy from the environment, the agent is made again (client-node's own
+ * createAgent, so proxy-url keeps its agent types). Returns what was chosen, for messages.
+ */
+export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options: EgressOptions): Egress {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) return {};
+  let egress: Egress & { url?: string };
+  if (options.via) egress = { proxy: `route ${options.via.route}`, source: 'via' };
+  else if (cluster.proxyUrl) egress = { url: cluster.proxyUrl, proxy: redact(cluster.proxyUrl), source: "the kubeconfig's proxy-url" };
+  else egress = proxyFromEnvironment(new URL(cluster.server), options.env ?? process.env);
+  if (options.extraCA) {
+    // Without a kubeconfig CA, Node's roots apply; extra CAs must add to them, not replace them.
+    const base = opts.ca ? (Array.isArray(opts.ca) ? opts.ca : [opts.ca]) : [...tls.rootCertificates];
+    opts.ca = [...base, options.extraCA.pem];
+  }
+  const chosen: Egress = egress.proxy ? { proxy: egress.proxy, source: egress.source } : egress.source ? { source: egress.source } : {};
+  if (!options.via && !options.extraCA && (!egress.url || cluster.proxyUrl)) return chosen;
+  const agentOptions: https.AgentOptions = {
+    ca: opts.ca,
+    cert: opts.cert,
+    key: opts.key,
+    pfx: opts.pfx,
+    passphrase: opts.passphrase,
+    rejectUnauthorized: opts.rejectUnauthorized,
+    servername: opts.servername ?? (isIP(new URL(cluster.server).hostname) ? undefined : new URL(cluster.server).hostname),
+  };
+  if (options.via) {
+    opts.agent = agentThrough(options.via.dial, agentOptions, cluster.server.startsWith('https:'));
+    return chosen;
+  }
+  const create = (kc as unknown as { createAgent(c: object, o: object): https.Agent }).createAgent.bind(kc);
+  opts.agent = create({ ...cluster, proxyUrl: egress.url }, agentOptions);
+  return chosen;
+}
+
+/** " (through proxy http://proxy:3128 from HTTPS_PROXY)", or "" when direct: for error messages. */
+export function describeEgress(egress: Egress | undefined): string {
+  if (!egress?.proxy) return '';
+  if (egress.source === 'via') return ` (through ${egress.proxy})`;
+  return ` (through proxy ${egress.proxy}, from ${egress.source})`;
+}

@@ -1,0 +1,95 @@
+// The ssh route (`kind: ssh`, `ssh: {host: NAME}`): streams leave through NAME, reached the way
+// `ssh NAME` reaches it from ~/.ssh/config (ProxyJump chains, ProxyCommand). The destination goes
+// to the last hop as the client wrote it, so names are resolved there (socks5h semantics), never
+// here. start() reads the config and the keys, so a config we cannot follow fails at start; the
+// SSH connection itself is opened on first use and kept (ssh/connection.ts).
+import type { Logger } from '../core/log.js';
+import type { OpenRequest, OpenedStream } from '../core/types.js';
+import { StartupError, errorMessage } from '../core/errors.js';
+import { formatHostPort } from '../core/address.js';
+import { loadCredentials } from '../ssh/auth.js';
+import { resolveChain, type SshHop } from '../ssh/chain.js';
+import { SshConfigFile, type ReadOptions } from '../ssh/config.js';
+import { SshChainConnection, type ChainOptions } from '../ssh/connection.js';
+import type { Route, RouteStatus } from './route.js';
+import type { Claim } from './table.js';
+import type { SshRouteSpec } from './table-spec.js';
+
+export interface SshRouteOptions extends ChainOptions {
+  /** Where ~/.ssh/config is, and the home for "~" (tests pass their own). */
+  sshConfig?: ReadOptions;
+  /** $SSH_AUTH_SOCK (the process's by default). */
+  authSock?: string;
+  log?: Logger;
+  /** Open the connection in start() instead of at first use (a start-up check). */
+  connectOnStart?: boolean;
+}
+
+export class SshRoute implements Route {
+  readonly kind = 'ssh';
+  readonly name: string;
+  private connection: SshChainConnection | undefined;
+  private startError: string | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly spec: SshRouteSpec,
+    private readonly options: SshRouteOptions = {},
+  ) {
+    this.name = spec.name;
+  }
+
+  /** The hops, resolved at start (undefined before). */
+  get hops(): readonly SshHop[] | undefined {
+    return this.connection?.hops;
+  }
+
+  async start(): Promise<void> {
+    try {
+      const config = new SshConfigFile(this.options.sshConfig);
+      const hops = resolveChain(config, this.spec.ssh.host, { authSock: this.options.authSock });
+      for (const hop of hops) loadCredentials(hop);
+      this.connection = new SshChainConnection(hops, this.options);
+    } catch (err) {
+      this.startError = errorMessage(err);
+      throw new StartupError(`route ${this.name} (${this.spec.origin}): ssh ${this.spec.ssh.host}: ${this.startError}`, { cause: err });
+    }
+    if (this.options.connectOnStart) await this.connection.connect();
+  }
+
+  /** A stream to the destination as the client wrote it, opened by the chain's last hop. */
+  async open(request: OpenRequest, _claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+    const stream = await this.dial(request.destination.host, request.destination.port, signal);
+    return { stream, via: `ssh ${this.connection!.describe()} ${formatHostPort(request.destination.host, request.destination.port)}` };
+  }
+
+  /**
+   * A Duplex to host:port through the chain, like net.connect but opened by the last hop: what a
+   * cluster route riding this route (`via`) uses for its API connection.
+   */
+  dial(host: string, port: number, signal: AbortSignal): ReturnType<SshChainConnection['dial']> {
+    if (!this.connection) return Promise.reject(new StartupError(`route ${this.name} is not started${this.startError ? `: ${this.startError}` : ''}`));
+    return this.connection.dial(host, port, signal);
+  }
+
+  status(): RouteStatus {
+    const base = { name: this.name, kind: this.kind };
+    if (this.closed) return { ...base, state: 'error', reason: 'closed' };
+    if (this.startError) return { ...base, state: 'error', reason: this.startError };
+    if (!this.connection) return { ...base, state: 'starting' };
+    const s = this.connection.status();
+    return {
+      ...base,
+      // The route serves as soon as the config is good: the connection opens on first use, and a
+      // chain that is down is reported here while each stream gets the hop's error.
+      state: 'ready',
+      reason: s.state === 'down' ? s.lastError : undefined,
+      details: { chain: s.chain, connection: s.state, channels: s.channels, connects: s.connects },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.connection?.close();
+  }
+}

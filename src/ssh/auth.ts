@@ -1,0 +1,95 @@
+// Public-key authentication as ssh does it without a terminal: the agent's keys first
+// (SSH_AUTH_SOCK or IdentityAgent), then each IdentityFile that can be read without a
+// passphrase. A proxy running as a daemon never prompts: an encrypted key with no agent to hold
+// it is an error that says so, found at start rather than at the first connection.
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import ssh2 from 'ssh2';
+import type { AnyAuthMethod, AuthenticationType, ParsedKey } from 'ssh2';
+import type { SshHop } from './chain.js';
+import { SshConfigError } from './config.js';
+
+export interface HopCredentials {
+  agentSocket?: string;
+  /** With IdentitiesOnly: the public keys (base64 SSH wire form) the agent may offer. */
+  agentKeysAllowed?: Set<string>;
+  /** Unencrypted private keys, by file. */
+  keys: Array<{ file: string; key: Buffer }>;
+  /** Key files we cannot use without a passphrase (the agent may hold them). */
+  encrypted: string[];
+}
+
+/** Reads the hop's keys; throws when there is nothing to log in with, saying why. */
+export function loadCredentials(hop: SshHop): HopCredentials {
+  const agentSocket = hop.agentSocket && socketExists(hop.agentSocket) ? hop.agentSocket : undefined;
+  const keys: HopCredentials['keys'] = [];
+  const encrypted: string[] = [];
+  const unreadable: string[] = [];
+  const publicKeys = new Set<string>();
+  for (const file of hop.identityFiles) {
+    const pub = readPublicKey(`${file}.pub`);
+    if (pub) publicKeys.add(pub);
+    if (!existsSync(file)) continue;
+    let data: Buffer;
+    try {
+      data = readFileSync(file);
+    } catch (err) {
+      unreadable.push(`${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      continue;
+    }
+    const parsed = ssh2.utils.parseKey(data);
+    if (parsed instanceof Error) {
+      if (/passphrase/i.test(parsed.message)) encrypted.push(file);
+      else unreadable.push(`${file} (${parsed.message})`);
+      continue;
+    }
+    keys.push({ file, key: data });
+    publicKeys.add((Array.isArray(parsed) ? parsed[0]! : parsed).getPublicSSH().toString('base64'));
+  }
+  if (agentSocket || keys.length > 0) return { agentSocket, keys, encrypted, ...(hop.identitiesOnly ? { agentKeysAllowed: publicKeys } : {}) };
+  const who = `${hop.user}@${hop.alias}`;
+  const agentNote = hop.agentSocket ? `the ssh-agent socket ${hop.agentSocket} does not exist` : 'no ssh-agent (SSH_AUTH_SOCK is not set)';
+  if (encrypted.length > 0) {
+    throw new SshConfigError(`cannot log in to ${who}: the key ${encrypted.join(', ')} is encrypted and ${agentNote}; add the key to an ssh-agent (ssh-add) — the proxy never asks for a passphrase`);
+  }
+  const tried = hop.identityFilesConfigured ? hop.identityFiles.join(', ') : 'the default keys in ~/.ssh';
+  throw new SshConfigError(`cannot log in to ${who}: ${agentNote} and no usable IdentityFile (tried ${tried}${unreadable.length ? `; unreadable: ${unreadable.join(', ')}` : ''})`);
+}
+
+/** ssh2's authHandler: agent, then each key, then give up (never password or keyboard-interactive). */
+export function authHandler(user: string, credentials: HopCredentials): (left: AuthenticationType[], partial: boolean, next: (m: AnyAuthMethod | false) => void) => void {
+  const queue: AnyAuthMethod[] = [];
+  if (credentials.agentSocket) {
+    const agent = credentials.agentKeysAllowed ? filteredAgent(credentials.agentSocket, credentials.agentKeysAllowed) : credentials.agentSocket;
+    queue.push({ type: 'agent', username: user, agent });
+  }
+  for (const { key } of credentials.keys) queue.push({ type: 'publickey', username: user, key });
+  return (_left, _partial, next) => {
+    next(queue.shift() ?? false);
+  };
+}
+
+/** The agent, offering only the allowed keys (ssh's IdentitiesOnly; sshconnect2.c pubkey_prepare). */
+function filteredAgent(socket: string, allowed: Set<string>): ssh2.BaseAgent {
+  const agent = new ssh2.OpenSSHAgent(socket);
+  const all = agent.getIdentities.bind(agent);
+  agent.getIdentities = (cb) => all((err, keys) => (err ? cb(err) : cb(undefined, (keys ?? []).filter((k) => allowed.has((k as ParsedKey).getPublicSSH().toString('base64'))))));
+  return agent;
+}
+
+function readPublicKey(file: string): string | undefined {
+  try {
+    const parsed = ssh2.utils.parseKey(readFileSync(file));
+    if (parsed instanceof Error) return undefined;
+    return (Array.isArray(parsed) ? parsed[0]! : parsed).getPublicSSH().toString('base64');
+  } catch {
+    return undefined;
+  }
+}
+
+function socketExists(file: string): boolean {
+  try {
+    return statSync(file).isSocket();
+  } catch {
+    return false;
+  }
+}

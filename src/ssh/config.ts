@@ -1,0 +1,223 @@
+// ~/.ssh/config read the way OpenSSH reads it (ssh_config(5), readconf.c): lines in file order,
+// Host and Match blocks apply when they match, and for each option the FIRST value obtained wins
+// (IdentityFile accumulates). The `ssh-config` package parses the text (quoting, "Key=value",
+// comments); which blocks apply is decided here, because its own compute() differs from OpenSSH
+// ("?" matches zero characters, Include is not followed, Match exec runs commands).
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import SSHConfig from 'ssh-config';
+
+/** A config that cannot be used: names the file (and host) so the user can fix it. */
+export class SshConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SshConfigError';
+  }
+}
+
+/** Options for one host, keys lowercased; every value as written (tokens not yet expanded). */
+export type HostOptions = Map<string, string[]>;
+
+interface Line {
+  type: number;
+  param?: string;
+  value?: string | Array<{ val: string; separator?: string; quoted?: boolean }>;
+  quoted?: boolean;
+  criteria?: Record<string, string | string[]>;
+  config?: Line[];
+}
+
+const DIRECTIVE = 1;
+/** Options that may be given several times, every value kept (readconf.c: IdentityFile, …). */
+const ACCUMULATE = new Set(['identityfile', 'certificatefile', 'localforward', 'remoteforward', 'dynamicforward', 'sendenv', 'setenv']);
+/** Options whose value is a command line: the text is kept as written. */
+const COMMANDS = new Set(['proxycommand', 'localcommand', 'remotecommand', 'knownhostscommand']);
+/** Match criteria we can evaluate without running anything. */
+const MATCH_CRITERIA = new Set(['all', 'host', 'originalhost', 'user', 'localuser']);
+const MAX_INCLUDE_DEPTH = 16; // readconf.c READCONF_MAX_DEPTH
+
+export interface ReadOptions {
+  /** The file to read (~/.ssh/config by default); a missing file is an empty config. */
+  file?: string;
+  /** The home directory for "~" and relative Include paths (os.homedir() by default). */
+  home?: string;
+  /** The local user name (%u, Match localuser). */
+  localUser?: string;
+}
+
+export class SshConfigFile {
+  readonly file: string;
+  readonly home: string;
+  readonly localUser: string;
+  private readonly lines: Line[];
+
+  constructor(options: ReadOptions = {}) {
+    this.home = options.home ?? os.homedir();
+    this.localUser = options.localUser ?? safeUserName();
+    this.file = options.file ?? path.join(this.home, '.ssh', 'config');
+    this.lines = this.load(this.file, 0, true);
+  }
+
+  /** Text of a config, for tests: parsed as if it were `file`. */
+  static fromText(text: string, options: ReadOptions & { file: string }): SshConfigFile {
+    const config = Object.create(SshConfigFile.prototype) as SshConfigFile;
+    Object.assign(config, { home: options.home ?? os.homedir(), localUser: options.localUser ?? safeUserName(), file: options.file });
+    Object.assign(config, { lines: config.parse(text, options.file, 0) });
+    return config;
+  }
+
+  private load(file: string, depth: number, optional: boolean): Line[] {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if (optional && (err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw new SshConfigError(`cannot read ssh config ${file}: ${(err as Error).message}`);
+    }
+    return this.parse(text, file, depth);
+  }
+
+  private parse(text: string, file: string, depth: number): Line[] {
+    let parsed: Line[];
+    try {
+      parsed = SSHConfig.parse(text) as unknown as Line[];
+    } catch (err) {
+      throw new SshConfigError(`cannot parse ssh config ${file}: ${(err as Error).message}`);
+    }
+    // Include is expanded in place, inside the block it appears in (readconf.c process_config_line).
+    const expand = (lines: Line[]): Line[] =>
+      lines.flatMap((line) => {
+        if (line.type !== DIRECTIVE) return [];
+        if (line.config) return [{ ...line, config: expand(line.config) }];
+        if (line.param?.toLowerCase() !== 'include') return [line];
+        if (depth >= MAX_INCLUDE_DEPTH) throw new SshConfigError(`${file}: Include nested more than ${MAX_INCLUDE_DEPTH} deep`);
+        return words(line).flatMap((pattern) => this.includeFiles(pattern).flatMap((f) => this.load(f, depth + 1, false)));
+      });
+    return expand(parsed);
+  }
+
+  /** Include paths: "~" expanded, relative ones under ~/.ssh, globs in the last component. */
+  private includeFiles(pattern: string): string[] {
+    let full = pattern.startsWith('~') ? path.join(this.home, pattern.slice(1)) : pattern;
+    if (!path.isAbsolute(full)) full = path.join(this.home, '.ssh', full);
+    const dir = path.dirname(full);
+    const base = path.basename(full);
+    if (/[*?[]/.test(dir)) throw new SshConfigError(`Include ${pattern}: wildcards are only supported in the file name`);
+    if (!/[*?]/.test(base)) return existsFile(full) ? [full] : [];
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return [];
+    }
+    return names
+      .filter((n) => !n.startsWith('.') && matchPattern(base, n))
+      .sort()
+      .map((n) => path.join(dir, n))
+      .filter(existsFile);
+  }
+
+  /**
+   * The options for `host` (the name given, an alias): every Host/Match block that matches, in
+   * file order, first value wins. `user` is a user given with the name (user@host), which beats
+   * the config's User, as on OpenSSH's command line.
+   */
+  optionsFor(host: string, user?: string): HostOptions {
+    const out: HostOptions = new Map();
+    if (user !== undefined) out.set('user', [user]);
+    const set = (line: Line) => {
+      const key = line.param!.toLowerCase();
+      const values = key === 'include' ? [] : COMMANDS.has(key) ? [commandText(line)] : ACCUMULATE.has(key) ? words(line) : [words(line).join(' ')];
+      if (ACCUMULATE.has(key)) out.set(key, [...(out.get(key) ?? []), ...values]);
+      else if (!out.has(key)) out.set(key, values);
+    };
+    const walk = (lines: Line[]) => {
+      for (const line of lines) {
+        const key = line.param?.toLowerCase();
+        if (key === 'host') {
+          if (hostMatches(words(line), host)) walk(line.config ?? []);
+        } else if (key === 'match') {
+          if (this.matchApplies(line, host, out)) walk(line.config ?? []);
+        } else if (line.param) {
+          set(line);
+        }
+      }
+    };
+    walk(this.lines);
+    return out;
+  }
+
+  /** Match blocks (ssh_config(5) "Match"); criteria that would run commands are refused. */
+  private matchApplies(line: Line, host: string, options: HostOptions): boolean {
+    const criteria = Object.entries(line.criteria ?? {});
+    for (const [name, value] of criteria) {
+      const negated = name.startsWith('!');
+      const key = name.replace(/^!/, '').toLowerCase();
+      if (!MATCH_CRITERIA.has(key)) throw new SshConfigError(`${this.file}: "Match ${key}" is not supported (supported: ${[...MATCH_CRITERIA].join(', ')})`);
+      if (key === 'all') continue;
+      const list = (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(','));
+      const subject =
+        key === 'host' ? (options.get('hostname')?.[0] ?? host) : key === 'originalhost' ? host : key === 'user' ? (options.get('user')?.[0] ?? this.localUser) : this.localUser;
+      if (matchList(list, subject) === negated) return false;
+    }
+    return true;
+  }
+}
+
+/** ssh_config pattern: "*" any run, "?" exactly one character (match.c match_pattern). */
+export function matchPattern(pattern: string, text: string): boolean {
+  const re = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  return new RegExp(`^${re}$`, 'i').test(text);
+}
+
+/**
+ * A pattern list (match.c match_pattern_list): any negated pattern that matches rejects the
+ * whole list, whatever else matches; otherwise any positive match accepts.
+ */
+export function matchList(patterns: string[], text: string): boolean {
+  let matched = false;
+  for (const p of patterns) {
+    if (p.startsWith('!')) {
+      if (matchPattern(p.slice(1), text)) return false;
+    } else if (matchPattern(p, text)) matched = true;
+  }
+  return matched;
+}
+
+function hostMatches(patterns: string[], host: string): boolean {
+  return matchList(patterns.flatMap((p) => p.split(',')).filter((p) => p !== ''), host);
+}
+
+function words(line: Line): string[] {
+  const v = line.value;
+  if (v === undefined) return [];
+  if (typeof v === 'string') return [v];
+  return v.map((w) => w.val);
+}
+
+/** A command option's text as written (quotes kept), as readconf.c keeps the rest of the line. */
+function commandText(line: Line): string {
+  const v = line.value;
+  if (typeof v === 'string' || v === undefined) return v ?? '';
+  return v
+    .map((w) => `${w.separator ?? ' '}${w.quoted ? `"${w.val.replace(/"/g, '\\"')}"` : w.val}`)
+    .join('')
+    .trim();
+}
+
+function existsFile(file: string): boolean {
+  try {
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function safeUserName(): string {
+  try {
+    return os.userInfo().username;
+  } catch {
+    return process.env.USER ?? process.env.LOGNAME ?? 'root';
+  }
+}

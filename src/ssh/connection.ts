@@ -1,0 +1,264 @@
+// One SSH connection per chain: each hop logged in through a direct-tcpip channel of the one
+// before (what `ssh -J` does), opened on first use and kept, with keepalives (ServerAliveInterval,
+// default 15 s). When any hop drops, the whole chain is down: open streams end, and it is opened
+// again in the background with backoff. Every stream is a direct-tcpip channel (RFC 4254 §7.2)
+// from the last hop, naming the destination as the client wrote it — the far end resolves it.
+import { spawn } from 'node:child_process';
+import { Duplex } from 'node:stream';
+import ssh2 from 'ssh2';
+import type { Client, ClientChannel } from 'ssh2';
+import { abortable } from '../core/abort.js';
+import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { authHandler, loadCredentials } from './auth.js';
+import { describeHop, type SshHop } from './chain.js';
+import { channelOpenError, hopError, HostKeyRefusal } from './failures.js';
+import { verifyHostKey } from './host-key-check.js';
+
+export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
+
+export interface ChainStatus {
+  chain: string;
+  state: ChainState;
+  channels: number;
+  /** Why the last attempt failed or the connection dropped. */
+  lastError?: string;
+  connects: number;
+}
+
+export interface ChainOptions {
+  log?: Logger;
+  /** First retry delay after a failure or a drop; doubles up to maxBackoffMs. */
+  initialBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+export class SshChainConnection {
+  private clients: Client[] = [];
+  private state: ChainState = 'idle';
+  private attempt: Promise<Client> | undefined;
+  private lastError: ProxyError | undefined;
+  private backoffMs: number;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private readonly channels = new Set<ClientChannel>();
+  private connects = 0;
+
+  constructor(
+    readonly hops: SshHop[],
+    private readonly options: ChainOptions = {},
+  ) {
+    if (hops.length === 0) throw new Error('an SSH chain needs at least one hop');
+    this.backoffMs = options.initialBackoffMs ?? 500;
+  }
+
+  /** "jump1 → jump2 → target". */
+  describe(): string {
+    return this.hops.map((h) => h.alias).join(' → ');
+  }
+
+  status(): ChainStatus {
+    return { chain: this.describe(), state: this.state, channels: this.channels.size, lastError: this.lastError?.message, connects: this.connects };
+  }
+
+  /**
+   * A byte stream to host:port opened by the last hop (a direct-tcpip channel; a Duplex, usable
+   * wherever a net.Socket is: ending it sends EOF, destroying it closes the channel). Rejects with
+   * a ProxyError naming the hop that failed.
+   */
+  async dial(host: string, port: number, signal: AbortSignal): Promise<Duplex> {
+    if (this.state === 'closed') throw new ConnectTimeoutError(`the ssh route to ${this.describe()} is closed`);
+    const client = await abortable(this.connection(), signal).catch((err: unknown) => {
+      throw abortedError(err, signal, `connecting to ${this.describe()}`);
+    });
+    const channel = await abortable(forwardOut(client, host, port), signal).catch((err: unknown) => {
+      if (signal.aborted) throw abortedError(err, signal, `opening ${host}:${port} through ${this.describe()}`);
+      throw channelOpenError(err, host, port, this.hops.at(-1)!);
+    });
+    if (signal.aborted) {
+      channel.destroy();
+      throw abortedError(signal.reason, signal, `opening ${host}:${port} through ${this.describe()}`);
+    }
+    this.channels.add(channel);
+    channel.once('close', () => this.channels.delete(channel));
+    return channel;
+  }
+
+  /** Connects now (for a start-up check); resolves once every hop is logged in. */
+  async connect(): Promise<void> {
+    await this.connection();
+  }
+
+  /** Stops taking streams; the connection is closed once the open streams have ended. */
+  async close(): Promise<void> {
+    this.state = 'closed';
+    clearTimeout(this.retryTimer);
+    while (this.channels.size > 0) {
+      await new Promise((resolve) => [...this.channels][0]!.once('close', resolve));
+    }
+    this.teardown();
+  }
+
+  /** The live last-hop client, or the attempt under way, or a new attempt (unless backing off). */
+  private connection(): Promise<Client> {
+    if (this.state === 'up' && this.clients.length === this.hops.length) return Promise.resolve(this.clients.at(-1)!);
+    if (this.attempt) return this.attempt;
+    // Backing off after a failure: fail fast with why, rather than hammer a host that is down.
+    if (this.lastError && this.retryTimer) return Promise.reject(this.lastError);
+    return this.start();
+  }
+
+  private start(): Promise<Client> {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.state = 'connecting';
+    const attempt = this.open().then(
+      (client) => {
+        this.attempt = undefined;
+        if (this.state === 'closed') {
+          this.teardown();
+          throw new ConnectTimeoutError(`the ssh route to ${this.describe()} is closed`);
+        }
+        this.state = 'up';
+        this.connects++;
+        this.lastError = undefined;
+        this.backoffMs = this.options.initialBackoffMs ?? 500;
+        this.options.log?.info({ chain: this.describe() }, 'ssh chain up');
+        return client;
+      },
+      (err: unknown) => {
+        this.attempt = undefined;
+        this.teardown();
+        this.failed(err as ProxyError);
+        throw err;
+      },
+    );
+    this.attempt = attempt;
+    return attempt;
+  }
+
+  private failed(err: ProxyError): void {
+    if (this.state === 'closed') return;
+    this.state = 'down';
+    this.lastError = err;
+    this.options.log?.warn({ chain: this.describe(), err: err.message, retryInMs: this.backoffMs }, 'ssh chain down');
+    this.scheduleRetry();
+  }
+
+  /** Keeps the chain: retries in the background, the delay doubling up to maxBackoffMs. */
+  private scheduleRetry(): void {
+    clearTimeout(this.retryTimer);
+    const delay = this.backoffMs;
+    this.backoffMs = Math.min(this.backoffMs * 2, this.options.maxBackoffMs ?? 30_000);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.state === 'down' && !this.attempt) this.start().catch(() => undefined);
+    }, delay);
+    this.retryTimer.unref();
+  }
+
+  /** Logs in to every hop in turn; any hop closing later takes the whole chain down. */
+  private async open(): Promise<Client> {
+    const clients: Client[] = [];
+    this.clients = clients;
+    for (let i = 0; i < this.hops.length; i++) {
+      const hop = this.hops[i]!;
+      let sock: Duplex | undefined;
+      if (i > 0) {
+        sock = await forwardOut(clients[i - 1]!, hop.hostName, hop.port).catch((err: unknown) => {
+          throw hopError(err, hop, `${describeHop(this.hops[i - 1]!)} cannot reach it`);
+        });
+      } else if (hop.proxyCommand) {
+        sock = proxyCommandStream(hop.proxyCommand, this.options.log);
+      }
+      const client = await login(hop, sock);
+      clients.push(client);
+      client.on('close', () => this.dropped(clients, hop));
+      client.on('error', (err) => this.options.log?.debug({ hop: hop.alias, err: err.message }, 'ssh hop error'));
+    }
+    return clients.at(-1)!;
+  }
+
+  private dropped(clients: Client[], hop: SshHop): void {
+    if (this.clients !== clients) return; // an older, already torn-down chain
+    const wasUp = this.state === 'up';
+    // ssh2 only ends the channels' readable side when the connection goes (and its destroy() just
+    // sends CHANNEL_CLOSE): they are broken, not finished, so the stream is destroyed with the
+    // error — a relay sees it fail and aborts the client, rather than taking it for a clean EOF.
+    const error = hopError(new Error('connection closed'), hop, 'the connection dropped');
+    for (const channel of this.channels) Duplex.prototype.destroy.call(channel, error);
+    this.channels.clear();
+    this.teardown();
+    if (!wasUp) return;
+    this.failed(error);
+    // The first retry after a drop goes at once: the common case is a network change.
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.start().catch(() => undefined);
+  }
+
+  private teardown(): void {
+    const clients = this.clients;
+    this.clients = [];
+    for (const c of [...clients].reverse()) c.end();
+  }
+}
+
+function login(hop: SshHop, sock: Duplex | undefined): Promise<Client> {
+  const credentials = loadCredentials(hop);
+  const client = new ssh2.Client();
+  let refusal: HostKeyRefusal | undefined;
+  return new Promise<Client>((resolve, reject) => {
+    client.once('ready', () => {
+      client.removeAllListeners('error');
+      client.on('error', () => undefined);
+      resolve(client);
+    });
+    client.once('error', (err: Error & { level?: string }) => {
+      client.end();
+      sock?.destroy();
+      reject(refusal ?? hopError(err, hop));
+    });
+    client.once('close', () => reject(refusal ?? hopError(new Error('connection closed during login'), hop)));
+    client.connect({
+      ...(sock ? { sock } : { host: hop.hostName, port: hop.port, ...(hop.family === 4 ? { forceIPv4: true } : hop.family === 6 ? { forceIPv6: true } : {}) }),
+      username: hop.user,
+      // ssh2 takes `false` for "no more methods" (client.js doNextAuth); its typings leave it out.
+      authHandler: authHandler(hop.user, credentials) as never,
+      hostVerifier: (key: Buffer) => {
+        refusal = verifyHostKey(hop, key);
+        return refusal === undefined;
+      },
+      keepaliveInterval: hop.serverAliveIntervalMs,
+      keepaliveCountMax: hop.serverAliveCountMax,
+      readyTimeout: hop.connectTimeoutMs ?? 20_000,
+    });
+  });
+}
+
+function forwardOut(client: Client, host: string, port: number): Promise<ClientChannel> {
+  return new Promise((resolve, reject) => {
+    try {
+      client.forwardOut('127.0.0.1', 0, host, port, (err, channel) => (err ? reject(err) : resolve(channel)));
+    } catch (err) {
+      reject(err as Error);
+    }
+  });
+}
+
+/** ProxyCommand: run with the user's shell as ssh does (sshconnect.c: $SHELL -c "exec …"). */
+function proxyCommandStream(command: string, log: Logger | undefined): Duplex {
+  const child = spawn(process.env.SHELL || '/bin/sh', ['-c', `exec ${command}`], { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.stderr.on('data', (chunk: Buffer) => log?.debug({ proxyCommand: command.split(/\s/)[0], stderr: chunk.toString('utf8').trim().slice(0, 300) }, 'ProxyCommand stderr'));
+  const stream = Duplex.from({ readable: child.stdout, writable: child.stdin });
+  child.once('error', (err) => stream.destroy(err));
+  child.once('exit', () => stream.push(null));
+  stream.once('close', () => child.kill());
+  return stream;
+}
+
+function abortedError(err: unknown, signal: AbortSignal, what: string): unknown {
+  if (!signal.aborted) return err;
+  const reason: unknown = signal.reason;
+  const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
+  return new ConnectTimeoutError(`${what} ${timedOut ? 'timed out' : 'was abandoned'}`, { cause: reason });
+}

@@ -1,0 +1,68 @@
+// SSH failures as the ProxyErrors the listeners report (core/errors.ts). A direct-tcpip channel
+// refused by the last hop is about the destination (RFC 4254 §5.1 reason codes, plus OpenSSH's
+// description text to tell "refused" from "unknown host": both come as CONNECT_FAILED, see
+// channels.c connect_to_helper / channel_post_connecting). A hop that cannot be reached or
+// logged in to is about the chain: the message names the hop, and the reply is never 0x05, so a
+// client does not take a jump host's failure for the destination's.
+import {
+  ConnectionRefusedError,
+  ConnectTimeoutError,
+  HostUnreachableError,
+  NotAllowedError,
+  OverloadedError,
+  UpstreamHopError,
+  errorMessage,
+  type ProxyError,
+} from '../core/errors.js';
+import { describeHop, type SshHop } from './chain.js';
+
+/** RFC 4254 §5.1 SSH_MSG_CHANNEL_OPEN_FAILURE reason codes. */
+export const OpenFailure = {
+  administrativelyProhibited: 1,
+  connectFailed: 2,
+  unknownChannelType: 3,
+  resourceShortage: 4,
+} as const;
+
+/** A host key we will not accept; the message has the fingerprint and what to do. */
+export class HostKeyRefusal extends UpstreamHopError {}
+
+const NAME_FAILURE = /name or service not known|nodename nor servname|temporary failure in name resolution|no address associated|non-recoverable failure in name resolution|unknown host|name resolution/i;
+
+export function channelOpenError(err: unknown, host: string, port: number, lastHop: SshHop): ProxyError {
+  const reason = (err as { reason?: unknown }).reason;
+  const description = errorMessage(err).replace(/^\(SSH\) Channel open failure: /, '');
+  const by = `${lastHop.alias}`;
+  const target = `${host}:${port}`;
+  switch (reason) {
+    case OpenFailure.administrativelyProhibited:
+      return new NotAllowedError(`${by} does not allow forwarding to ${target} (administratively prohibited${description ? `: ${description}` : ''})`, { cause: err });
+    case OpenFailure.connectFailed:
+      if (/refused/i.test(description)) return new ConnectionRefusedError(`${target} refused the connection (from ${by})`, { cause: err });
+      if (NAME_FAILURE.test(description)) return new HostUnreachableError(`${by} cannot resolve ${host} (${description})`, { cause: err });
+      if (/timed out/i.test(description)) return new ConnectTimeoutError(`connecting to ${target} from ${by} timed out`, { cause: err });
+      return new HostUnreachableError(`${by} cannot connect to ${target}${description ? ` (${description})` : ''}`, { cause: err });
+    case OpenFailure.resourceShortage:
+      return new OverloadedError(`${by} is out of resources for more channels (${target})`, { cause: err });
+    default:
+      return new UpstreamHopError(`${by} did not open a channel to ${target}: ${description}`, { cause: err });
+  }
+}
+
+/** A hop that failed: unreachable (0x04), timed out, or refused us (0x01), named with its address. */
+export function hopError(err: unknown, hop: SshHop, context?: string): ProxyError {
+  if (err instanceof HostKeyRefusal) return err;
+  const e = err as Error & { level?: string; code?: string; reason?: unknown };
+  const name = `ssh hop ${describeHop(hop)}`;
+  const detail = context ?? errorMessage(err);
+  if (typeof e.reason === 'number') {
+    // Opening the channel to this hop from the one before failed.
+    const why = errorMessage(err).replace(/^\(SSH\) Channel open failure: /, '');
+    return new HostUnreachableError(`${name} is unreachable: ${detail}${why ? ` (${why})` : ''}`, { cause: err });
+  }
+  if (e.level === 'client-authentication') return new UpstreamHopError(`${name} refused our keys (publickey authentication failed)`, { cause: err });
+  if (e.level === 'client-timeout') return new HostUnreachableError(`${name} did not complete the SSH handshake in time`, { cause: err });
+  if (e.level === 'client-socket' || e.code) return new HostUnreachableError(`${name} is unreachable: ${e.code ?? ''} ${errorMessage(err)}`.replace(/\s+/g, ' ').trim(), { cause: err });
+  if (e.level === 'protocol' || e.level === 'client-ssh') return new UpstreamHopError(`${name}: SSH protocol failure: ${errorMessage(err)}`, { cause: err });
+  return new HostUnreachableError(`${name}: ${detail}`, { cause: err });
+}

@@ -1,0 +1,35 @@
+// The host key policy (docs/security.md): a hop's key must be listed for it in known_hosts. An
+// unknown key is refused unless the user's config says `StrictHostKeyChecking accept-new`, which
+// appends it; a changed or revoked key is always refused. Refusals print the SHA256 fingerprint.
+import { describeHop, type SshHop } from './chain.js';
+import { HostKeyRefusal } from './failures.js';
+import { appendHostKey, checkHostKey, fingerprint, keyType, knownHostsName } from './known-hosts.js';
+
+/** undefined when the key is accepted; else the refusal to report. */
+export function verifyHostKey(hop: SshHop, key: Buffer): HostKeyRefusal | undefined {
+  const name = hop.hostKeyAlias ?? knownHostsName(hop.hostName, hop.port);
+  const files = [...hop.knownHostsFiles, ...hop.globalKnownHostsFiles];
+  const verdict = checkHostKey(files, name, key);
+  const shown = `${keyType(key)} ${fingerprint(key)}`;
+  const hopName = `ssh hop ${describeHop(hop)}`;
+  switch (verdict.status) {
+    case 'known':
+      return undefined;
+    case 'revoked':
+      return new HostKeyRefusal(`${hopName}: host key ${shown} is marked @revoked in ${verdict.file}:${verdict.line}; refusing to connect`);
+    case 'changed':
+      return new HostKeyRefusal(
+        `${hopName}: HOST KEY CHANGED: the server offers ${shown}, but ${verdict.file}:${verdict.line} lists another ${keyType(key)} key for ${name}; ` +
+          `refusing to connect (someone may be intercepting). If the change is expected, remove the old key: ssh-keygen -R '${name}'`,
+      );
+    case 'unknown':
+      if (hop.hostKeyPolicy === 'accept-new') {
+        appendHostKey(hop.knownHostsFiles[0]!, name, key, hop.hashKnownHosts);
+        return undefined;
+      }
+      return new HostKeyRefusal(
+        `${hopName}: unknown host key ${shown} for ${name} (not in ${files.join(', ')}); refusing to connect. ` +
+          `Check the fingerprint and add the key (e.g. connect once with ssh), or set StrictHostKeyChecking accept-new for this host`,
+      );
+  }
+}

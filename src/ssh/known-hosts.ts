@@ -1,0 +1,95 @@
+// Host key checking against known_hosts files, as OpenSSH's hostfile.c reads them (sshd(8)
+// "SSH_KNOWN_HOSTS FILE FORMAT"): comma-separated patterns with "!" negation and wildcards,
+// "[host]:port" for ports other than 22, hashed names "|1|base64(salt)|base64(HMAC-SHA1(salt,
+// name))", and the @revoked marker (@cert-authority lines are skipped: no certificate support).
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { matchList } from './config.js';
+
+export type HostKeyVerdict =
+  | { status: 'known'; file: string; line: number }
+  | { status: 'unknown' }
+  | { status: 'changed'; file: string; line: number }
+  | { status: 'revoked'; file: string; line: number };
+
+/** "SHA256:…" as ssh-keygen -l and ssh print it (base64 without padding). */
+export function fingerprint(keyBlob: Buffer): string {
+  return `SHA256:${createHash('sha256').update(keyBlob).digest('base64').replace(/=+$/, '')}`;
+}
+
+/** The key type written inside an SSH public key blob (RFC 4253 §6.6: string type, then fields). */
+export function keyType(keyBlob: Buffer): string {
+  if (keyBlob.length < 4) return 'unknown';
+  const len = keyBlob.readUInt32BE(0);
+  return keyBlob.subarray(4, 4 + len).toString('latin1');
+}
+
+/** The name a host's key is stored under: "host" on port 22, else "[host]:port" (hostfile.c put_host_port). */
+export function knownHostsName(host: string, port: number): string {
+  return port === 22 ? host : `[${host}]:${port}`;
+}
+
+function hostMatches(field: string, name: string): boolean {
+  if (field.startsWith('|1|')) {
+    const [, , salt, hash] = field.split('|');
+    if (!salt || !hash) return false;
+    const mac = createHmac('sha1', Buffer.from(salt, 'base64')).update(name).digest('base64');
+    return mac === hash;
+  }
+  return matchList(field.split(','), name);
+}
+
+/**
+ * What the files say about `key` for `name` (as knownHostsName gives it). A key listed for the
+ * name is known; a revoked key is refused wherever it is listed; another key of the same type
+ * listed for the name means the key changed. Other key types for the name leave it unknown
+ * (OpenSSH then asks, or with accept-new adds the new type).
+ */
+export function checkHostKey(files: string[], name: string, key: Buffer): HostKeyVerdict {
+  const type = keyType(key);
+  const blob = key.toString('base64');
+  let changed: HostKeyVerdict | undefined;
+  for (const file of files) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    const lines = text.split('\n');
+    for (let i = 0; i < lines.length; i++) {
+      const fields = lines[i]!.trim().split(/\s+/);
+      if (fields.length < 3 || fields[0]!.startsWith('#')) continue;
+      let marker: string | undefined;
+      if (fields[0]!.startsWith('@')) marker = fields.shift();
+      const [hosts, lineType, lineBlob] = fields as [string, string, string | undefined];
+      if (marker === '@revoked') {
+        if (lineBlob === blob) return { status: 'revoked', file, line: i + 1 };
+        continue;
+      }
+      if (marker !== undefined || lineBlob === undefined || !hostMatches(hosts, name)) continue;
+      if (lineBlob === blob) return { status: 'known', file, line: i + 1 };
+      if (lineType === type) changed ??= { status: 'changed', file, line: i + 1 };
+    }
+  }
+  return changed ?? { status: 'unknown' };
+}
+
+/** Appends "name type base64" (hashed when HashKnownHosts is on), creating the file as ssh does. */
+export function appendHostKey(file: string, name: string, key: Buffer, hash: boolean): void {
+  let field = name;
+  if (hash) {
+    const salt = randomBytes(20);
+    field = `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')}`;
+  }
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  let prefix = '';
+  try {
+    const text = readFileSync(file, 'utf8');
+    if (text.length > 0 && !text.endsWith('\n')) prefix = '\n';
+  } catch {
+    // a new file
+  }
+  appendFileSync(file, `${prefix}${field} ${keyType(key)} ${key.toString('base64')}\n`, { mode: 0o600 });
+}

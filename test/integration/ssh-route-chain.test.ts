@@ -1,0 +1,90 @@
+// The ssh route's one kept connection per chain, against real OpenSSH jump hosts in network
+// namespaces (test/helpers/ssh-lab.ts): many streams over it, and a jump host that restarts.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import type { Duplex } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { HostUnreachableError } from '../../src/core/errors.js';
+import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/ssh-lab.js';
+import { echoChecked, openThrough, sshRoute } from '../helpers/ssh-route.js';
+import type { SshRoute } from '../../src/routing/ssh-route.js';
+
+const unavailable = sshLabUnavailable();
+if (unavailable) console.log(`# skipping the ssh route tests: ${unavailable}`);
+let lab: SshLab;
+let route: SshRoute;
+
+before(async () => {
+  if (unavailable) return;
+  lab = await startSshLab();
+  const kh = `${lab.dir}/known_hosts`;
+  writeFileSync(kh, `${lab.knownHostsLines.jump1}\n${lab.knownHostsLines.jump2}\n`);
+  route = sshRoute(lab.writeConfig('config', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`, 'ServerAliveInterval 2'] }), 'jump2');
+  await route.start();
+});
+after(async () => {
+  await route?.close();
+  await lab?.close();
+});
+
+test('200 concurrent streams over one chain, every byte checked with sha256', { skip: unavailable }, async () => {
+  const streams = await Promise.all(Array.from({ length: 200 }, (_, i) => openThrough(route, i % 2 ? TARGET.name : TARGET.ip, TARGET.echoPort, 30_000)));
+  assert.equal(route.status().details?.channels, 200);
+  await Promise.all(streams.map((s, i) => echoChecked(s, 16 * 1024 + i * 97)));
+  // All of it on one SSH connection (one login per hop).
+  assert.equal(route.status().details?.connects, 1);
+});
+
+test('a jump host restarted mid-run: its open streams end, new ones succeed after the reconnect', { skip: unavailable }, async () => {
+  const open: Duplex = await openThrough(route, TARGET.ip, TARGET.echoPort);
+  await echoCheckedKeepOpen(open);
+  // The stream fails (an abort, not a clean EOF that would look like a complete response).
+  const ended = finished(open).then(
+    () => assert.fail('the stream on the dropped chain ended cleanly'),
+    (err: Error) => assert.match(err.message, /ssh hop jump\d .*the connection dropped/),
+  );
+  const connectsBefore = route.status().details?.connects as number;
+
+  await lab.restartJump1(1500);
+  await withTimeout(ended, 10_000, 'the stream on the restarted chain did not end');
+
+  // While jump1 was down, or right after, a stream may fail — always with jump1 named, never 0x05.
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      await echoChecked(await openThrough(route, TARGET.name, TARGET.echoPort, 5000), 32 * 1024);
+      break;
+    } catch (err) {
+      assert.ok(err instanceof HostUnreachableError || (err as Error).name === 'UpstreamHopError' || (err as Error).name === 'ConnectTimeoutError', String(err));
+      assert.notEqual((err as { socksReply?: number }).socksReply, 0x05);
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  assert.equal(route.status().details?.connects, connectsBefore + 1);
+  assert.equal(route.status().details?.connection, 'up');
+});
+
+/** One echo round trip that leaves the stream open. */
+async function echoCheckedKeepOpen(stream: Duplex): Promise<void> {
+  const payload = Buffer.from('still here\n');
+  const back = await new Promise<Buffer>((resolve) => {
+    let got = Buffer.alloc(0);
+    const onData = (c: Buffer) => {
+      got = Buffer.concat([got, c]);
+      if (got.length >= payload.length) {
+        stream.off('data', onData);
+        resolve(got);
+      }
+    };
+    stream.on('data', onData);
+    stream.write(payload);
+  });
+  assert.deepEqual(back, payload);
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([p, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,74 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadExtraCA, noProxyMatcher, proxyFromEnvironment, redact } from '../../src/cluster/egress-proxy.js';
+import { SimPki } from '../sim/pki.js';
+
+// Cases from golang.org/x/net/http/httpproxy proxy_test.go (TestUseProxy / useProxyTests).
+test('NO_PROXY as httpproxy reads it: domains and their subdomains, .suffixes, *.suffixes, host:port', () => {
+  const skip = noProxyMatcher('foobar.com, .barbaz.net, *.wildcard.org, example.com:8080, Bar.Example');
+  const direct = (host: string, port = '443') => skip(host, port);
+  assert.equal(direct('foobar.com'), true);
+  assert.equal(direct('www.foobar.com'), true);
+  assert.equal(direct('xfoobar.com'), false, 'whole labels only');
+  assert.equal(direct('barbaz.net'), false, '".barbaz.net" does not match barbaz.net itself');
+  assert.equal(direct('www.barbaz.net'), true);
+  assert.equal(direct('wildcard.org'), false);
+  assert.equal(direct('a.wildcard.org'), true);
+  assert.equal(direct('example.com', '8080'), true);
+  assert.equal(direct('example.com', '443'), false, 'the port must match when given');
+  assert.equal(direct('api.bar.example'), true, 'entries are case-insensitive');
+  assert.equal(direct('FOOBAR.COM'), true);
+});
+
+test('NO_PROXY IPs and CIDRs match IP literals only; "*" matches everything; empty entries are skipped', () => {
+  const skip = noProxyMatcher('10.0.0.0/8, 192.168.1.1, 172.16.1.2:6443, [fd00::1]:443, 2001:db8::/32, 10.1.2.3/16, ,');
+  assert.equal(skip('10.200.0.7', '6443'), true);
+  assert.equal(skip('192.168.1.1', '1'), true);
+  assert.equal(skip('192.168.1.2', '1'), false);
+  assert.equal(skip('172.16.1.2', '6443'), true);
+  assert.equal(skip('172.16.1.2', '443'), false);
+  assert.equal(skip('[fd00::1]', '443'), true);
+  assert.equal(skip('2001:db8:1::5', '443'), true);
+  assert.equal(skip('ten.example', '443'), false);
+  assert.equal(noProxyMatcher('*')('anything.example', '1'), true);
+  assert.equal(noProxyMatcher(' , ')('anything.example', '1'), false);
+});
+
+test('which proxy: by scheme, upper case first, bare host:port means http://, loopback never proxied', () => {
+  const env = { HTTPS_PROXY: 'proxy.corp:3128', https_proxy: 'http://lower:1', HTTP_PROXY: 'http://plain:8080' };
+  assert.deepEqual(proxyFromEnvironment(new URL('https://api.prod.example:6443'), env), { url: 'http://proxy.corp:3128/', proxy: 'http://proxy.corp:3128', source: 'HTTPS_PROXY' });
+  assert.equal(proxyFromEnvironment(new URL('https://api.prod.example:6443'), { https_proxy: 'http://lower:1' }).source, 'https_proxy');
+  assert.equal(proxyFromEnvironment(new URL('http://api.prod.example'), env).proxy, 'http://plain:8080');
+  assert.equal(proxyFromEnvironment(new URL('https://api.prod.example'), { HTTP_PROXY: 'http://plain:8080' }).proxy, undefined, 'https servers use HTTPS_PROXY only');
+  assert.equal(proxyFromEnvironment(new URL('https://127.0.0.1:6443'), env).proxy, undefined);
+  assert.equal(proxyFromEnvironment(new URL('https://localhost:6443'), env).proxy, undefined);
+  assert.equal(proxyFromEnvironment(new URL('https://[::1]:6443'), env).proxy, undefined);
+  const excluded = proxyFromEnvironment(new URL('https://api.prod.example:6443'), { ...env, no_proxy: '.prod.example' });
+  assert.deepEqual([excluded.proxy, excluded.source], [undefined, 'no_proxy excludes api.prod.example']);
+  assert.equal(proxyFromEnvironment(new URL('https://api.prod.example'), { HTTPS_PROXY: 'socks5h://s:1080' }).proxy, 'socks5h://s:1080');
+  assert.throws(() => proxyFromEnvironment(new URL('https://api.prod.example'), { HTTPS_PROXY: 'ftp://x:21' }), /HTTPS_PROXY=ftp:\/\/x:21 is not a supported proxy/);
+});
+
+test('credentials in a proxy URL never reach a message', () => {
+  assert.equal(redact('http://user:secret@proxy.corp:3128'), 'http://proxy.corp:3128');
+  const chosen = proxyFromEnvironment(new URL('https://api.example'), { HTTPS_PROXY: 'http://user:secret@proxy.corp:3128' });
+  assert.equal(chosen.proxy, 'http://proxy.corp:3128');
+  assert.ok(chosen.url?.includes('secret'), 'the agent still gets them');
+});
+
+test('loadExtraCA: PEM certificates only, each one must parse', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'extra-ca-'));
+  const good = path.join(dir, 'good.pem');
+  writeFileSync(good, `# corp bundle\n${new SimPki().caPem}\n${new SimPki().caPem}`);
+  assert.equal((loadExtraCA(good).pem.match(/BEGIN CERTIFICATE/g) ?? []).length, 2);
+  const empty = path.join(dir, 'empty.pem');
+  writeFileSync(empty, 'not a certificate\n');
+  assert.throws(() => loadExtraCA(empty), /holds no PEM certificate/);
+  const broken = path.join(dir, 'broken.pem');
+  writeFileSync(broken, '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
+  assert.throws(() => loadExtraCA(broken), /does not parse/);
+  assert.throws(() => loadExtraCA(path.join(dir, 'missing.pem')), /cannot read the extra CA bundle .*ENOENT/);
+});

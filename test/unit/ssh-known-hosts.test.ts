@@ -1,0 +1,77 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHmac, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { appendHostKey, checkHostKey, fingerprint, knownHostsName } from '../../src/ssh/known-hosts.js';
+import { channelOpenError } from '../../src/ssh/failures.js';
+import type { SshHop } from '../../src/ssh/chain.js';
+import { SocksReply } from '../../src/core/errors.js';
+
+/** A key blob as SSH writes it: string "ssh-ed25519", string 32 bytes. */
+function ed25519Blob(): Buffer {
+  const type = Buffer.from('ssh-ed25519');
+  const key = randomBytes(32);
+  const out = Buffer.alloc(8 + type.length + key.length);
+  out.writeUInt32BE(type.length, 0);
+  type.copy(out, 4);
+  out.writeUInt32BE(key.length, 4 + type.length);
+  key.copy(out, 8 + type.length);
+  return out;
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), 'known-'));
+const file = (name: string, text: string) => {
+  const f = path.join(dir, name);
+  writeFileSync(f, text);
+  return f;
+};
+
+test('plain, [host]:port, pattern and hashed entries are found; other ports are not the same host', () => {
+  const key = ed25519Blob();
+  const line = `ssh-ed25519 ${key.toString('base64')}`;
+  const salt = randomBytes(20);
+  const hashed = `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update('[jump.example]:2222').digest('base64')}`;
+  const f = file('k1', `# comment\nother.example ${line}\n*.corp,!bad.corp ${line}\n${hashed} ${line}\n[10.0.0.1]:2200 ${line}\n`);
+  assert.equal(checkHostKey([f], 'x.corp', key).status, 'known');
+  assert.equal(checkHostKey([f], 'bad.corp', key).status, 'unknown');
+  assert.equal(checkHostKey([f], knownHostsName('jump.example', 2222), key).status, 'known');
+  assert.equal(checkHostKey([f], knownHostsName('jump.example', 22), key).status, 'unknown');
+  assert.equal(checkHostKey([f], knownHostsName('10.0.0.1', 2200), key).status, 'known');
+  assert.equal(checkHostKey([f], knownHostsName('10.0.0.1', 22), key).status, 'unknown');
+});
+
+test('another key of the same type is a change; a @revoked key is refused anywhere; missing files are skipped', () => {
+  const key = ed25519Blob();
+  const old = ed25519Blob();
+  const f = file('k2', `jump ssh-ed25519 ${old.toString('base64')}\n@revoked * ssh-ed25519 ${key.toString('base64')}\n`);
+  assert.deepEqual(checkHostKey([path.join(dir, 'missing'), f], 'jump', ed25519Blob()), { status: 'changed', file: f, line: 1 });
+  assert.deepEqual(checkHostKey([f], 'elsewhere', key), { status: 'revoked', file: f, line: 2 });
+  assert.equal(checkHostKey([file('k3', `jump ssh-rsa AAAA\n`)], 'jump', key).status, 'unknown');
+});
+
+test('appended keys (plain and hashed) are found again; the fingerprint is ssh-keygen -l style', () => {
+  const key = ed25519Blob();
+  const f = file('k4', 'no-newline-at-end ssh-ed25519 AAAA');
+  appendHostKey(f, '[h]:2222', key, false);
+  appendHostKey(f, 'hashed', key, true);
+  assert.equal(checkHostKey([f], '[h]:2222', key).status, 'known');
+  assert.equal(checkHostKey([f], 'hashed', key).status, 'known');
+  const lines = readFileSync(f, 'utf8').split('\n');
+  assert.equal(lines[1], `[h]:2222 ssh-ed25519 ${key.toString('base64')}`);
+  assert.match(lines[2]!, /^\|1\|[A-Za-z0-9+/=]+\|[A-Za-z0-9+/=]+ ssh-ed25519 /);
+  assert.match(fingerprint(key), /^SHA256:[A-Za-z0-9+/]{43}$/);
+});
+
+test('channel open failures map to SOCKS replies by RFC 4254 reason and OpenSSH text', () => {
+  const hop = { alias: 'jump2' } as SshHop;
+  const fail = (reason: number, description: string) => Object.assign(new Error(`(SSH) Channel open failure: ${description}`), { reason });
+  assert.equal(channelOpenError(fail(1, 'administratively prohibited'), 'db', 5432, hop).socksReply, SocksReply.notAllowed);
+  assert.equal(channelOpenError(fail(2, 'Connection refused'), 'db', 5432, hop).socksReply, SocksReply.connectionRefused);
+  const unknown = channelOpenError(fail(2, 'Name or service not known'), 'nope.internal', 80, hop);
+  assert.equal(unknown.socksReply, SocksReply.hostUnreachable);
+  assert.match(unknown.message, /jump2 cannot resolve nope.internal/);
+  assert.equal(channelOpenError(fail(2, 'No route to host'), 'db', 1, hop).socksReply, SocksReply.hostUnreachable);
+  assert.equal(channelOpenError(fail(4, 'resource shortage'), 'db', 1, hop).socksReply, SocksReply.generalFailure);
+});
