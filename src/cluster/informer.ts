@@ -33,9 +33,15 @@ export const WATCH_DEADLINES: WatchDeadlines = { watchTimeoutSeconds: 60, graceM
  * 2's `timeout` bounds exactly the wait for headers (it does not apply to a streamed body): we add
  * it to the options client-node builds for each watch, on a KubeConfig that inherits the rest.
  */
-function withHeadersTimeout(kc: KubeConfig, timeoutMs: number): KubeConfig {
+function withHeadersTimeout(kc: KubeConfig, api: ApiConnection, timeoutMs: number): KubeConfig {
   const scoped = Object.create(kc) as KubeConfig;
-  scoped.applyToFetchOptions = async (opts) => ({ ...(await kc.applyToFetchOptions(opts)), timeout: timeoutMs }) as Awaited<ReturnType<KubeConfig['applyToFetchOptions']>>;
+  scoped.applyToFetchOptions = async (opts) => {
+    const fetchOptions = await kc.applyToFetchOptions(opts);
+    // The watch leaves the way every API connection does (egress-proxy.ts: `via` a route, a
+    // proxy from the environment, the extra CA): the same agent as the lists, never client-node's own.
+    const { agent } = await api.requestOptions();
+    return { ...fetchOptions, ...(agent ? { agent } : {}), timeout: timeoutMs } as Awaited<ReturnType<KubeConfig['applyToFetchOptions']>>;
+  };
   return scoped;
 }
 
@@ -74,7 +80,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     const timeoutSeconds = Math.max(1, Math.round(deadlines.watchTimeoutSeconds * (1 + Math.random())));
     // The list goes through our getJson (path as given); only the watch sees the query.
     const watchPath = `${path}${path.includes('?') ? '&' : '?'}timeoutSeconds=${timeoutSeconds}`;
-    this.informer = makeInformer<T>(withHeadersTimeout(kc, deadlines.headersTimeoutMs), watchPath, () => api.getJson(path));
+    this.informer = makeInformer<T>(withHeadersTimeout(kc, api, deadlines.headersTimeoutMs), watchPath, () => api.getJson(path));
     this.informer.on('add', (obj: T) => onChange('add', obj));
     this.informer.on('update', (obj: T) => onChange('update', obj));
     this.informer.on('delete', (obj: T) => onChange('delete', obj));

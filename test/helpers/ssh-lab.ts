@@ -24,10 +24,14 @@ import path from 'node:path';
 import { once } from 'node:events';
 
 export const JUMP2 = { host: '10.77.12.2', port: 2222 };
+/** Every lab address is in here; the host routes it nowhere (see startSshLab). */
+const LAB_NET = '10.77.0.0/16';
 export const TARGET = { ip: '10.77.23.3', name: 'target.internal', echoPort: 7000, closedPort: 7001, whoamiPort: 7002 };
 
 export interface SshLab {
   dir: string;
+  /** The lab's network namespaces: jump1's (a), jump2's (b), the target's (c). */
+  namespaces: { a: string; b: string; c: string };
   /** jump1's loopback port on this host. */
   jump1Port: number;
   /** A command whose stdin/stdout is a fresh jump1 sshd (for ProxyCommand). */
@@ -160,9 +164,15 @@ export async function startSshLab(): Promise<SshLab> {
       spawnSync('ip', ['netns', 'del', n]);
     }
     rmSync(`/etc/netns/${ns.b}`, { recursive: true, force: true });
+    // The last lab out takes the guard route away.
+    const others = (spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout ?? '').split('\n').some((l) => /^pxo\d+[abc]\b/.test(l));
+    if (!others) spawnSync('ip', ['route', 'del', 'unreachable', LAB_NET]);
   };
   removeStaleLabs();
   process.once('exit', cleanup);
+  // A guard for bugs: this host has no interface on the lab's networks, and a connection to them
+  // that did not go through the chain must fail here, never leave the machine by its default route.
+  run('ip', ['route', 'replace', 'unreachable', LAB_NET]);
   try {
     mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
     for (const n of Object.values(ns)) {
@@ -224,6 +234,7 @@ export async function startSshLab(): Promise<SshLab> {
 
     return {
       dir,
+      namespaces: ns,
       jump1Port,
       jump1Command: `ip netns exec ${ns.a} /usr/sbin/sshd -i -f ${cfg1}`,
       userKey: `${dir}/user_key`,

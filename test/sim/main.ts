@@ -1,5 +1,5 @@
 // Runs the simulated cluster with the sample objects until SIGINT/SIGTERM.
-//   node dist/test/sim/main.js [kubeconfig-path]
+//   node dist/test/sim/main.js [kubeconfig-path]     (SIM_HOST, SIM_PORT: where the API server listens)
 // Prints one JSON line on stdout: {"server","kubeconfig","adminToken","pid"}.
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,7 +8,7 @@ import { SimCluster } from './cluster.js';
 import { seedSampleCluster } from './sample.js';
 
 async function main(): Promise<void> {
-  const sim = await SimCluster.start({ quiet: true, port: Number(process.env.SIM_PORT ?? 0) });
+  const sim = await SimCluster.start({ quiet: true, host: process.env.SIM_HOST, port: Number(process.env.SIM_PORT ?? 0) });
   await seedSampleCluster(sim);
   const kubeconfig = process.argv[2] ? resolve(process.argv[2]) : join(await mkdtemp(join(tmpdir(), 'proxyout-sim-')), 'kubeconfig');
   await sim.writeKubeconfig(kubeconfig);
