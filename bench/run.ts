@@ -12,6 +12,7 @@ import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
 import { bulkEcho, firstByteLatency, median, roundTrip } from './measure.js';
 import { reportDirect } from './direct.js';
+import { reportSsh } from './ssh.js';
 import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
 import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
@@ -134,6 +135,7 @@ kubectlPf?.stop();
 await proxyWs.stop();
 
 await reportDirect(cluster.kubeconfig, BULK_BYTES, ROUNDS, LATENCY_ROUNDS);
+await reportSsh(cluster.kubeconfig, Math.min(BULK_BYTES, 64 << 20), ROUNDS, LATENCY_ROUNDS);
 reportRoutingTable();
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();

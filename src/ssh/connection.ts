@@ -211,6 +211,9 @@ function login(hop: SshHop, sock: Duplex | undefined): Promise<Client> {
     client.once('ready', () => {
       client.removeAllListeners('error');
       client.on('error', () => undefined);
+      // ssh2 leaves Nagle on: a stream's small writes (a request, an echo) would wait for the
+      // peer's delayed ACK, ~40 ms each. OpenSSH sets TCP_NODELAY too (sshconnect.c).
+      if (!sock) client.setNoDelay(true);
       resolve(client);
     });
     client.once('error', (err: Error & { level?: string }) => {
