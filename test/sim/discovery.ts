@@ -5,6 +5,7 @@
 // client-go's discovery client takes as "server without aggregated discovery" and falls back
 // (staging/src/k8s.io/client-go/discovery/discovery_client.go).
 import { RESOURCES, type ResourceInfo } from './store.js';
+import { authorizationGroup } from './access-review.js';
 
 export const SIM_VERSION = {
   major: '1',
@@ -67,7 +68,7 @@ const DISCOVERY_GROUP = {
 };
 
 export function apiGroupList(): object {
-  return { kind: 'APIGroupList', apiVersion: 'v1', groups: [DISCOVERY_GROUP] };
+  return { kind: 'APIGroupList', apiVersion: 'v1', groups: [DISCOVERY_GROUP, authorizationGroup()] };
 }
 
 export function discoveryGroup(): object {
