@@ -13,8 +13,13 @@ export function isSingleExecutable(): boolean {
   }
 }
 
-/** This package's bin script (dist/src/core → ../../../bin), for the npm install. */
+/**
+ * The script node runs: this package's bin script (dist/src/core → ../../../bin) for the npm
+ * install; the bundle file itself when running as the bundle (scripts/package.mjs defines
+ * PROXYOUT_BUNDLE there, and import.meta.url is the bundle's own URL).
+ */
 export function binScriptPath(): string {
+  if (process.env.PROXYOUT_BUNDLE === '1') return fileURLToPath(import.meta.url);
   return fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
 }
 

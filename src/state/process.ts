@@ -74,11 +74,14 @@ export function isOurDaemon(pid: number, identity: string | undefined, id: strin
   return isDaemonCommand(info.command, id);
 }
 
-/** `<node> …/kubectl-proxyout daemon --id ID`, as managed.ts spawns it. */
+/** The program's own name: the bin script, the bundle, or a single executable (kubectl-proxyout-linux-amd64, .exe). */
+const SELF_NAME = /(^|[\\/])kubectl-proxyout(-[a-z]+-[a-z0-9]+)?(\.exe|\.cjs)?$/;
+
+/** `<node> …/kubectl-proxyout daemon --id ID` or `…/kubectl-proxyout-<os>-<arch> daemon --id ID`, as connect spawns it. */
 export function isDaemonCommand(command: string, id: string): boolean {
   const words = command.split(/\s+/);
   const at = words.indexOf('daemon');
-  if (at < 1 || !words.slice(0, at).some((w) => w.endsWith('kubectl-proxyout'))) return false;
+  if (at < 1 || !words.slice(0, at).some((w) => SELF_NAME.test(w))) return false;
   const after = words.slice(at + 1);
   return after.some((w, i) => (w === '--id' && after[i + 1] === id) || w === `--id=${id}`);
 }
