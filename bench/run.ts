@@ -12,6 +12,7 @@ import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
 import { firstByteLatency, roundTrip } from './measure.js';
 import { reportRoutingTable } from './routing-table.js';
+import { reportStartup } from './startup.js';
 import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
@@ -128,6 +129,8 @@ kubectlPf?.stop();
 await proxyWs.stop();
 
 reportRoutingTable();
+// Start-up figures (bench/startup.ts, ~15 s): --help, status, connect to synced, idle daemon RSS.
+if (process.env.BENCH_STARTUP !== '0') await reportStartup(cluster);
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();
 await cluster.close();

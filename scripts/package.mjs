@@ -57,6 +57,16 @@ await build({
       },
     },
     {
+      // KubeConfig (client-node config.js) needs two names from the generated API package; the
+      // rest of it (every model and API class) is never used here and costs ~60 MiB per process.
+      name: 'client-node-gen-slim',
+      setup(b) {
+        b.onResolve({ filter: /^\.\/gen\/index\.js$/ }, (args) =>
+          /@kubernetes[\\/]client-node[\\/]dist[\\/]config\.js$/.test(args.importer) ? { path: path.join(root, 'scripts', 'client-node-gen-slim.mjs') } : undefined,
+        );
+      },
+    },
+    {
       name: 'oclif-module-loader',
       setup(b) {
         b.onResolve({ filter: /module-loader$/ }, (args) =>

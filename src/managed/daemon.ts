@@ -65,6 +65,8 @@ class Daemon {
           context,
           namespace,
           proxyAuth,
+          // connect checked the context and the API server with these credentials just before starting us.
+          apiChecked: true,
         },
         this.log,
       );

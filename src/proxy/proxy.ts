@@ -36,7 +36,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
   const kube = loadKubeConfig(options);
   const api = new ApiConnection(kube.kc);
-  await probeApi(api, kube.context, kube.server);
+  if (!options.apiChecked) await probeApi(api, kube.context, kube.server);
 
   const cache = new ClusterCache(kube.kc, api, log, kube.namespace);
   const keepalive = {

@@ -136,19 +136,29 @@ test('krew: the rendered manifest passes krew rules; installed the krew way it r
   assert.match(help.stdout, /^USAGE\n {2}\$ kubectl proxyout \[flags\]/m);
 });
 
-test('npm pack ships the CLI and its docs, no tests, no simulator, no type declarations', async () => {
+/** What `npm pack` runs as prepack after the build (tests run after the build): the bundle, in about a second. */
+async function bundle(): Promise<void> {
+  const r = await run(process.execPath, [path.join(repoRoot, 'scripts', 'package.mjs'), '--bundle-only'], { cwd: repoRoot });
+  assert.equal(r.code, 0, r.stderr);
+}
+
+test('npm pack ships the bin script, the bundle and the docs: no sources, tests, simulator or dependencies', async () => {
+  await bundle();
   const r = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: repoRoot });
   assert.equal(r.code, 0, r.stderr);
   const [info] = JSON.parse(r.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
   const files = info!.files.map((f) => f.path);
-  for (const needed of ['package.json', 'bin/kubectl-proxyout', 'dist/src/cli/main.js', 'dist/src/commands/serve.js', 'oclif.manifest.json', 'README.md', 'LICENSE', 'docs/usage.md']) {
+  for (const needed of ['package.json', 'bin/kubectl-proxyout', 'dist/pkg/kubectl-proxyout.cjs', 'README.md', 'LICENSE', 'docs/usage.md']) {
     assert.ok(files.includes(needed), `${needed} is shipped`);
   }
-  const unwanted = files.filter((f) => /^(test|dist\/test|src|scripts|bench|\.github)\//.test(f) || /\.d\.ts$|\.map$|sim/.test(f));
+  const unwanted = files.filter((f) => /^(test|dist\/test|dist\/src|src|scripts|bench|\.github)\//.test(f) || /\.d\.ts$|\.map$|sim/.test(f));
   assert.deepEqual(unwanted, []);
+  const pjson = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { dependencies?: object };
+  assert.deepEqual(Object.keys(pjson.dependencies ?? {}), [], 'the bundle carries every dependency: nothing to install');
 });
 
 test('npm: the packed tarball installed into a temporary global prefix runs as `kubectl proxyout`', { skip: noKubectl }, async (t) => {
+  await bundle();
   const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: repoRoot });
   assert.equal(packed.code, 0, packed.stderr);
   const tarball = path.join(dir, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0]!.filename);
@@ -168,4 +178,9 @@ test('npm: the packed tarball installed into a temporary global prefix runs as `
   assert.equal(help.code, 0, help.stderr);
   assert.match(help.stdout, /^USAGE\n {2}\$ kubectl proxyout \[flags\]/m);
   assert.match(help.stdout, /service-install/);
+  const status = await run('kubectl', ['proxyout', 'status'], { env: { ...env, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') }, cwd: dir });
+  assert.equal(status.code, 0, status.stderr);
+  assert.match(status.stdout, /no managed proxies/);
+  const installed = process.platform === 'win32' ? path.join(prefix, 'node_modules', 'kubectl-proxyout') : path.join(prefix, 'lib', 'node_modules', 'kubectl-proxyout');
+  assert.deepEqual(readdirSync(installed).sort(), ['LICENSE', 'README.md', 'bin', 'dist', 'docs', 'package.json'], 'no node_modules');
 });
