@@ -200,7 +200,7 @@ function spawnDaemon(l: StateLayout, id: string): number {
   try {
     fchmodSync(logFd, 0o600);
     const child = spawn(self.command, [...self.args, 'daemon', '--id', id], {
-      detached: true,
+      ...detachedSpawnOptions(),
       stdio: ['ignore', logFd, logFd],
       // The state dir as resolved here, whatever the daemon's environment would say.
       // Without the credentials variable: the daemon reads them from its private file.
@@ -263,4 +263,13 @@ async function discard(l: StateLayout, id: string): Promise<void> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * How the daemon outlives `connect`: its own session (Unix: setsid, so the terminal's SIGHUP and
+ * Ctrl-C do not reach it); on Windows its own process group without a console window of its own
+ * (`detached` alone would open one).
+ */
+export function detachedSpawnOptions(platform: NodeJS.Platform = process.platform): { detached: true; windowsHide: boolean } {
+  return { detached: true, windowsHide: platform === 'win32' };
 }

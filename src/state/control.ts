@@ -8,6 +8,7 @@ import { chmodSync, unlinkSync } from 'node:fs';
 import type { StreamTotals } from '../proxy/stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
+import { isNamedPipe } from './paths.js';
 
 const MAX_LINE = 4096;
 
@@ -28,12 +29,19 @@ export interface ControlHandlers {
   stop(): void;
 }
 
-/** Listens on socketPath (replacing a stale socket file) with mode 0600. */
+/**
+ * Listens on socketPath (replacing a stale socket file) with mode 0600; on Windows a named pipe
+ * (state/paths.ts controlEndpoint), which leaves nothing behind and has no file mode: its default
+ * security gives full access to its creator, administrators and SYSTEM only.
+ */
 export async function startControlServer(socketPath: string, handlers: ControlHandlers): Promise<net.Server> {
-  try {
-    unlinkSync(socketPath);
-  } catch {
-    /* none left over */
+  const pipe = isNamedPipe(socketPath);
+  if (!pipe) {
+    try {
+      unlinkSync(socketPath);
+    } catch {
+      /* none left over */
+    }
   }
   const server = net.createServer((socket) => {
     socket.setEncoding('utf8');
@@ -60,7 +68,7 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
       resolve();
     });
   });
-  chmodSync(socketPath, 0o600);
+  if (!pipe) chmodSync(socketPath, 0o600);
   return server;
 }
 
