@@ -9,6 +9,7 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { once } from 'node:events';
 import path from 'node:path';
+import yaml from 'js-yaml';
 import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
 import { binPath } from '../helpers/proxy-process.js';
 
@@ -174,4 +175,35 @@ test("a running managed proxy: its health is reported (control socket answers, c
   } finally {
     await run(process.execPath, [binPath, 'disconnect', id], env);
   }
+});
+
+test('--config: every cluster route of the file is checked under its own name; --context picks one', async () => {
+  // One kubeconfig with two contexts: "prod" (cluster-wide) and "limited" (a token scoped to namespace data, context namespace shop).
+  type Kc = { clusters: Array<{ name: string }>; users: Array<{ name: string }>; contexts: Array<{ name: string; context: { cluster: string; user: string; namespace?: string } }> };
+  const admin = yaml.load(cluster.sim.kubeconfigYaml({ context: 'prod', namespace: 'shop' })) as Kc;
+  const scoped = yaml.load(cluster.sim.kubeconfigYaml({ context: 'limited', namespace: 'shop', token: cluster.sim.issueToken({ namespaces: ['data'] }) })) as Kc;
+  scoped.clusters[0]!.name = 'limited-cluster';
+  scoped.users[0]!.name = 'limited-user';
+  scoped.contexts[0]!.context = { ...scoped.contexts[0]!.context, cluster: 'limited-cluster', user: 'limited-user' };
+  const merged = { ...admin, clusters: [...admin.clusters, ...scoped.clusters], users: [...admin.users, ...scoped.users], contexts: [...admin.contexts, ...scoped.contexts] };
+  const kubeconfig = await kubeconfigWith('two-contexts', yaml.dump(merged));
+  const config = path.join(cluster.dir, 'routes.yaml');
+  await writeFile(config, ['routes:', '  - { name: prod, kind: cluster, context: prod }', '  - { name: lim, kind: cluster, context: limited }', '  - { name: blocked, kind: reject, include: [ads.example.com] }', ''].join('\n'));
+
+  const both = await doctor(kubeconfig, ['--config', config]);
+  assert.equal(both.code, 1, both.stdout);
+  const scopes = [...new Set(both.report.checks.map((c) => c.scope))];
+  assert.deepEqual(scopes, ['prod', 'lim', 'local']);
+  const rbac = (scope: string) => both.report.checks.find((c) => c.scope === scope && c.name === 'rbac')!;
+  assert.equal(rbac('prod').status, 'ok');
+  assert.equal(rbac('lim').status, 'fail');
+  assert.match(rbac('lim').detail, /not allowed in namespace shop nor cluster-wide/);
+
+  const one = await doctor(kubeconfig, ['--context', 'prod']);
+  assert.equal(one.code, 0, one.stdout);
+  assert.deepEqual([...new Set(one.report.checks.map((c) => c.scope))], ['prod', 'local']);
+
+  const missing = await doctor(kubeconfig, ['--config', path.join(cluster.dir, 'no-such.yaml')]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.get('routes').detail, /cannot read the config file .*no such file/);
 });
