@@ -38,6 +38,7 @@ await build({
     'import.meta.url': '__proxyout_import_meta_url',
     'process.env.PROXYOUT_BUNDLE': '"1"',
     __PROXYOUT_PJSON__: JSON.stringify({ name: pjson.name, version: pjson.version, description: pjson.description, oclif: pjson.oclif }),
+    __PROXYOUT_MANIFEST__: readFileSync(path.join(root, 'oclif.manifest.json'), 'utf8'),
   },
   // import.meta.url for our modules (self.ts, main.ts): the bundle's own file. oclif's engine
   // check requires its package.json from disk, which a single executable has not: it is off (the
@@ -64,6 +65,21 @@ await build({
         b.onResolve({ filter: /^\.\/gen\/index\.js$/ }, (args) =>
           /@kubernetes[\\/]client-node[\\/]dist[\\/]config\.js$/.test(args.importer) ? { path: path.join(root, 'scripts', 'client-node-gen-slim.mjs') } : undefined,
         );
+      },
+    },
+    {
+      // oclif reads its manifest with util/fs readJson; the bundle's is built in (bundle-main.ts).
+      name: 'oclif-manifest-in-memory',
+      setup(b) {
+        b.onResolve({ filter: /^\.\.\/util\/fs$/ }, (args) =>
+          /@oclif[\\/]core[\\/]lib[\\/]config[\\/]/.test(args.importer) ? { path: path.join(path.dirname(args.importer), '..', 'util', 'fs.js'), namespace: 'oclif-fs' } : undefined,
+        );
+        b.onLoad({ filter: /.*/, namespace: 'oclif-fs' }, (args) => ({
+          loader: 'js',
+          resolveDir: path.dirname(args.path),
+          contents: `const real = require(${JSON.stringify(args.path)});
+module.exports = { ...real, readJson: async (p, useCache) => (/oclif\\.manifest\\.json$/.test(p) ? globalThis.__proxyoutManifest : real.readJson(p, useCache)) };`,
+        }));
       },
     },
     {

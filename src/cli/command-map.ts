@@ -1,27 +1,22 @@
-// Every command class by id, for the single-file bundle (scripts/package.mjs), where oclif cannot
-// import command files from a directory. The npm install keeps oclif's directory discovery and
-// the committed manifest, so `--help` there loads no command module at all.
+// Every command by id, loaded on demand, for the single-file bundle (scripts/package.mjs), where
+// oclif cannot import command files from a directory: the bundle gives oclif the committed
+// manifest (help and command lookup need no command module) and answers its request for command
+// `id` from here, so `--help` or `status` evaluates only what that command needs. The npm
+// package's clone (dist/src) keeps oclif's directory discovery.
 // test/unit/command-map.test.ts checks this list against src/commands/.
-import Connect from '../commands/connect.js';
-import Daemon from '../commands/daemon.js';
-import Disconnect from '../commands/disconnect.js';
-import Doctor from '../commands/doctor.js';
-import Logs from '../commands/logs.js';
-import Quit from '../commands/quit.js';
-import Serve from '../commands/serve.js';
-import ServiceInstall from '../commands/service-install.js';
-import ServiceUninstall from '../commands/service-uninstall.js';
-import Status from '../commands/status.js';
+import type { Command } from '@oclif/core';
 
-export const COMMANDS = {
-  connect: Connect,
-  daemon: Daemon,
-  disconnect: Disconnect,
-  doctor: Doctor,
-  logs: Logs,
-  quit: Quit,
-  serve: Serve,
-  'service-install': ServiceInstall,
-  'service-uninstall': ServiceUninstall,
-  status: Status,
+type CommandModule = { default: Command.Class };
+
+export const COMMAND_LOADERS: Record<string, () => Promise<CommandModule>> = {
+  connect: () => import('../commands/connect.js'),
+  daemon: () => import('../commands/daemon.js'),
+  disconnect: () => import('../commands/disconnect.js'),
+  doctor: () => import('../commands/doctor.js'),
+  logs: () => import('../commands/logs.js'),
+  quit: () => import('../commands/quit.js'),
+  serve: () => import('../commands/serve.js'),
+  'service-install': () => import('../commands/service-install.js'),
+  'service-uninstall': () => import('../commands/service-uninstall.js'),
+  status: () => import('../commands/status.js'),
 };
