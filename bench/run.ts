@@ -15,6 +15,7 @@ import { reportDirect } from './direct.js';
 import { reportSsh } from './ssh.js';
 import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
+import { reportStartup } from './startup.js';
 import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
@@ -137,6 +138,8 @@ await proxyWs.stop();
 await reportDirect(cluster.kubeconfig, BULK_BYTES, ROUNDS, LATENCY_ROUNDS);
 await reportSsh(cluster.kubeconfig, Math.min(BULK_BYTES, 64 << 20), ROUNDS, LATENCY_ROUNDS);
 reportRoutingTable();
+// Start-up figures (bench/startup.ts, ~15 s): --help, status, connect to synced, idle daemon RSS.
+if (process.env.BENCH_STARTUP !== '0') await reportStartup(cluster);
 console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
 await proxy.stop();
 await cluster.close();

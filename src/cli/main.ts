@@ -1,14 +1,15 @@
 // Process entry (bin/kubectl-proxyout imports this). Owns argv routing and error printing so
 // that expected failures are one `Error: …` line on stderr, never a stack trace.
-import { Errors, flush, handle, run } from '@oclif/core';
+import { Errors, flush, handle, run, type Interfaces } from '@oclif/core';
 import { routeArgv } from './argv.js';
 
 /** Exit code for usage errors (bad flag, unknown command), as oclif and most CLIs use. */
 const USAGE_EXIT = 2;
 
-export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<void> {
+/** `load` defaults to this package (package.json, manifest, command files); the bundle passes its own. */
+export async function main(argv: readonly string[] = process.argv.slice(2), load?: Interfaces.LoadOptions): Promise<void> {
   try {
-    await run(routeArgv(argv), import.meta.url);
+    await run(routeArgv(argv), load ?? import.meta.url);
     await flush();
   } catch (err) {
     await flush().catch(() => undefined);

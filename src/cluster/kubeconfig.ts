@@ -1,7 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+// The module, not the package index: the index also loads every generated API model and
+// client, which nothing here uses (issue 13: start-up time and the daemon's memory).
+import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
 import yaml from 'js-yaml';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { OidcTokenSource } from './oidc.js';

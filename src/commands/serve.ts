@@ -1,8 +1,9 @@
 // `kubectl proxyout [flags]`: the foreground proxy. Hidden because users never type "serve";
 // src/cli/argv.ts routes bare and flag-first invocations here.
-import { Command } from '@oclif/core';
+import { Command, Flags } from '@oclif/core';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
+import { LOG_FORMATS, stderrDestination, type LogFormat } from '../core/log-format.js';
 import { DEFAULTS } from '../proxy/options.js';
 import { startProxy } from '../proxy/proxy.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
@@ -24,12 +25,20 @@ export default class Serve extends Command {
     '<%= config.bin %> --listen-socks 127.0.0.1:0 --log-level debug',
   ];
 
-  static override flags = proxyFlags('Log level (JSON lines on stderr).', 'Time open connections get to finish on Ctrl-C/SIGTERM.', DEFAULTS.shutdownGraceMs);
+  static override flags = {
+    ...proxyFlags('Log level (on stderr).', 'Time open connections get to finish on Ctrl-C/SIGTERM.', DEFAULTS.shutdownGraceMs),
+    'log-format': Flags.option({
+      options: LOG_FORMATS,
+      default: 'auto' as const,
+      helpValue: '<format>',
+      summary: 'Log shape on stderr: pretty (one coloured line per event), json (JSON lines), or auto (pretty in a terminal, else json).',
+    })(),
+  };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(Serve);
     const options = proxyOptionsFrom(flags);
-    const log = createLogger(options.logLevel);
+    const log = createLogger(options.logLevel, stderrDestination(flags['log-format'] as LogFormat));
 
     const running = await startProxy(options, log).catch((err: unknown) => {
       // Expected failures (port taken, bad kubeconfig, API down) are one line, no stack.

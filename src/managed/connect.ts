@@ -4,8 +4,8 @@
 import { spawn } from 'node:child_process';
 import { closeSync, fchmodSync, openSync } from 'node:fs';
 import net from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { StartupError, errorMessage } from '../core/errors.js';
+import { selfInvocation } from '../core/self.js';
 import { parseListenAddress, type HostPort } from '../core/address.js';
 import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
@@ -21,8 +21,6 @@ import { PROXY_AUTH_ENV, requireCredentialsOffLoopback, type ProxyCredentials } 
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, type RequestedSettings } from './settings.js';
 
-/** The executable the daemon runs as: this package's bin (dist/src/managed → ../../../bin). */
-export const BIN_PATH = fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
 const READY_TIMEOUT_MS = 45_000;
 const POLL_MS = 100;
 
@@ -202,13 +200,17 @@ function bindProblem(addr: HostPort): Promise<string | undefined> {
   });
 }
 
-/** Starts `<node> <bin> daemon --id ID` detached, in its own session, stdio on its log file. */
+/**
+ * Starts `<node> <bin> daemon --id ID` (the single executable: `<binary> daemon --id ID`)
+ * detached, in its own session, stdio on its log file.
+ */
 function spawnDaemon(l: StateLayout, id: string): number {
+  const self = selfInvocation();
   const logFd = openSync(l.logFile(id), 'a', 0o600);
   try {
     fchmodSync(logFd, 0o600);
-    const child = spawn(process.execPath, [BIN_PATH, 'daemon', '--id', id], {
-      detached: true,
+    const child = spawn(self.command, [...self.args, 'daemon', '--id', id], {
+      ...detachedSpawnOptions(),
       stdio: ['ignore', logFd, logFd],
       // The state dir as resolved here, whatever the daemon's environment would say.
       // Without the credentials variable: the daemon reads them from its private file.
@@ -218,7 +220,7 @@ function spawnDaemon(l: StateLayout, id: string): number {
       cwd: process.cwd(),
     });
     child.on('error', () => undefined);
-    if (child.pid === undefined) throw new StartupError(`cannot start the proxy daemon (${process.execPath} ${BIN_PATH})`);
+    if (child.pid === undefined) throw new StartupError(`cannot start the proxy daemon (${[self.command, ...self.args].join(' ')})`);
     child.unref();
     return child.pid;
   } finally {
@@ -271,4 +273,13 @@ async function discard(l: StateLayout, id: string): Promise<void> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * How the daemon outlives `connect`: its own session (Unix: setsid, so the terminal's SIGHUP and
+ * Ctrl-C do not reach it); on Windows its own process group without a console window of its own
+ * (`detached` alone would open one).
+ */
+export function detachedSpawnOptions(platform: NodeJS.Platform = process.platform): { detached: true; windowsHide: boolean } {
+  return { detached: true, windowsHide: platform === 'win32' };
 }

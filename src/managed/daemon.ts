@@ -72,6 +72,8 @@ class Daemon {
           config: undefined,
           contexts: undefined,
           routeKubeconfigs: options.table ? routeKubeconfigsFor(this.l, id, options.table) : undefined,
+          // connect checked a lone cluster's API server with these credentials just before starting us.
+          apiChecked: (options.table?.routes.length ?? 1) === 1,
         },
         this.log,
       );

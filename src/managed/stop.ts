@@ -1,13 +1,14 @@
 // `disconnect` and `quit`: stop a managed daemon and remove its entry (state, kubeconfig,
 // socket); its log stays. The pid is signalled only after checking it still is our daemon
-// (start identity + command line, state/process.ts): SIGTERM, up to the drain time for a
-// graceful exit, then SIGKILL. The state lock is not held while waiting, because the daemon
+// (start identity + command line, state/process.ts): SIGTERM (Windows: a stop request on its
+// control pipe), up to the drain time for a graceful exit, then SIGKILL. The state lock is not held while waiting, because the daemon
 // takes it to record "stopping" and to remove its own entry.
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ID_PATTERN, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon } from '../state/process.js';
+import { controlRequest } from '../state/control.js';
 import { listIds, readEntry, removeEntry, type ProxyEntry } from '../state/store.js';
 import { inspect } from './registry.js';
 
@@ -40,7 +41,7 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
     }
     // inspect() has just verified pid, start identity and command line.
     const pid = current.entry.pid!;
-    if (!signal(pid, 'SIGTERM')) {
+    if (process.platform !== 'win32' && !signal(pid, 'SIGTERM')) {
       removeEntry(l, id);
       return { entry: current.entry, pid: undefined };
     }
@@ -48,6 +49,7 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
   });
   const { entry, pid } = signalled;
   if (pid === undefined) return { id, entry, outcome: 'was-dead' };
+  if (process.platform === 'win32') await askToStop(pid, l.controlSocket(id), 'win32');
 
   let outcome: StopOutcome = 'stopped';
   if (!(await waitForExit(pid, Math.max(MIN_TERM_WAIT_MS, entry.options.shutdownGraceMs + 1_000)))) {
@@ -87,6 +89,20 @@ export async function stopAll(l: StateLayout, opts: { sweep?: boolean } = {}): P
     });
   }
   return results.filter((r): r is Stopped => r !== undefined);
+}
+
+/**
+ * A graceful stop where signals cannot ask for one. On Windows process.kill(pid, 'SIGTERM') ends
+ * the process at once (TerminateProcess: no drain, no clean-up), so the daemon is asked over its
+ * control pipe, as `{"cmd":"stop"}`; only when it does not answer is it terminated. Elsewhere
+ * SIGTERM is that request. Returns how it was asked.
+ */
+export async function askToStop(pid: number, endpoint: string, platform: NodeJS.Platform = process.platform): Promise<'control' | 'signal' | 'gone'> {
+  if (platform === 'win32') {
+    const answer = await controlRequest(endpoint, { cmd: 'stop' }).catch(() => undefined);
+    if (answer?.ok) return 'control';
+  }
+  return signal(pid, 'SIGTERM') ? 'signal' : 'gone';
 }
 
 /** False when the process is already gone (it exited between the check and the signal). */

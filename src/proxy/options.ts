@@ -44,6 +44,12 @@ export interface ProxyOptions {
   transport?: TransportMode;
   /** Pod-IP targets may reach hostNetwork pods (ports on the node itself); Services work regardless. */
   allowHostNetworkPods?: boolean;
+  /**
+   * The caller checked the API server with these credentials a moment ago (a managed daemon:
+   * `connect` did, just before starting it), so start-up skips that round trip; a failure still
+   * surfaces when the cache lists.
+   */
+  apiChecked?: boolean;
 }
 
 export const DEFAULTS = {

@@ -61,6 +61,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
     keepalive,
     connectTimeoutMs: options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
     allowHostNetworkPods: options.allowHostNetworkPods ?? DEFAULTS.allowHostNetworkPods,
+    apiChecked: options.apiChecked,
     ownListeners: bound,
   };
   let built = buildTable(table, settings, log);

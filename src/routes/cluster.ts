@@ -41,6 +41,8 @@ export interface ClusterRouteSettings {
   allowHostNetworkPods: boolean;
   /** How the API connection leaves: an extra trusted CA, a route that carries it (`via`). */
   egress?: EgressOptions;
+  /** `connect` has just probed this API server with these credentials: the first start skips it. */
+  apiChecked?: boolean;
 }
 
 export class ClusterRouteRuntime implements Route, ClusterView {
@@ -55,6 +57,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   private readonly clusterDomain: string;
   private readonly ingress: IngressHostWatcher;
   private ingressStarted = false;
+  private skipProbe: boolean;
   /** Ingress and OpenShift Route hosts as they change (the proxy feeds them to its matcher). */
   onIngressHosts?: (hosts: string[]) => void;
   private state: RouteState = 'starting';
@@ -87,6 +90,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
     this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
     this.ready = new Promise<void>((resolve) => (this.markReady = resolve));
+    this.skipProbe = settings.apiChecked ?? false;
   }
 
   get defaultNamespace(): string {
@@ -123,7 +127,8 @@ export class ClusterRouteRuntime implements Route, ClusterView {
 
   private async connect(): Promise<void> {
     this.state = 'starting';
-    await probeApi(this.api, this.kube.context, this.kube.server);
+    if (this.skipProbe) this.skipProbe = false;
+    else await probeApi(this.api, this.kube.context, this.kube.server);
     this.state = 'syncing';
     // Ingress hosts arrive when they do; the route does not wait for them. Started once: its
     // watches retry on their own.

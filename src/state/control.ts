@@ -9,6 +9,7 @@ import type { StreamTotals } from '../proxy/stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';
+import { isNamedPipe } from './paths.js';
 
 const MAX_LINE = 4096;
 
@@ -33,12 +34,19 @@ export interface ControlHandlers {
   reload?(): Promise<void>;
 }
 
-/** Listens on socketPath (replacing a stale socket file) with mode 0600. */
+/**
+ * Listens on socketPath (replacing a stale socket file) with mode 0600; on Windows a named pipe
+ * (state/paths.ts controlEndpoint), which leaves nothing behind and has no file mode: its default
+ * security gives full access to its creator, administrators and SYSTEM only.
+ */
 export async function startControlServer(socketPath: string, handlers: ControlHandlers): Promise<net.Server> {
-  try {
-    unlinkSync(socketPath);
-  } catch {
-    /* none left over */
+  const pipe = isNamedPipe(socketPath);
+  if (!pipe) {
+    try {
+      unlinkSync(socketPath);
+    } catch {
+      /* none left over */
+    }
   }
   const server = net.createServer((socket) => {
     socket.setEncoding('utf8');
@@ -65,7 +73,7 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
       resolve();
     });
   });
-  chmodSync(socketPath, 0o600);
+  if (!pipe) chmodSync(socketPath, 0o600);
   return server;
 }
 

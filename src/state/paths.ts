@@ -12,6 +12,7 @@
 // per-user place: $XDG_STATE_HOME/kubectl-proxyout (~/.local/state/kubectl-proxyout) on Linux and
 // other Unixes, ~/Library/Application Support/kubectl-proxyout on macOS.
 import { chmodSync, lstatSync, mkdirSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import envPaths from 'env-paths';
 
@@ -65,7 +66,25 @@ export interface StateLayout {
   logFile(id: string): string;
 }
 
-export function layout(root: string = stateDir()): StateLayout {
+/**
+ * The daemon's control endpoint: a unix socket in its proxy directory; on Windows, which has no
+ * unix sockets for Node's net module, a named pipe named after the state directory and the ID
+ * (pipes live in one machine-wide namespace, so the state directory's hash keeps users apart).
+ */
+export function controlEndpoint(root: string, id: string, platform: NodeJS.Platform = process.platform): string {
+  if (platform === 'win32') {
+    const hash = createHash('sha256').update(path.win32.resolve(root).toLowerCase()).digest('hex').slice(0, 16);
+    return `\\\\.\\pipe\\kubectl-proxyout-${hash}-${validateId(id)}`;
+  }
+  return path.join(root, 'proxies', validateId(id), 'control.sock');
+}
+
+/** A Windows named pipe path (\\.\pipe\…), not a file. */
+export function isNamedPipe(endpoint: string): boolean {
+  return /^[\\/]{2}[.?][\\/]pipe[\\/]/i.test(endpoint);
+}
+
+export function layout(root: string = stateDir(), platform: NodeJS.Platform = process.platform): StateLayout {
   const proxiesDir = path.join(root, 'proxies');
   const logsDir = path.join(root, 'logs');
   const proxyDir = (id: string) => path.join(proxiesDir, validateId(id));
@@ -79,7 +98,7 @@ export function layout(root: string = stateDir()): StateLayout {
     kubeconfigFile: (id) => path.join(proxyDir(id), 'kubeconfig'),
     routeKubeconfigFile: (id, route) => path.join(proxyDir(id), `kubeconfig.${route}`),
     tableFile: (id) => path.join(proxyDir(id), 'table.json'),
-    controlSocket: (id) => path.join(proxyDir(id), 'control.sock'),
+    controlSocket: (id) => controlEndpoint(root, id, platform),
     proxyAuthFile: (id) => path.join(proxyDir(id), 'proxy-auth'),
     clientAuthFile: (id) => path.join(proxyDir(id), 'client-auth'),
     logFile: (id) => path.join(logsDir, `${validateId(id)}.log`),
@@ -88,6 +107,7 @@ export function layout(root: string = stateDir()): StateLayout {
 
 /** A clear error before forking rather than EINVAL/ENAMETOOLONG from listen() in the daemon. */
 export function checkSocketPath(socketPath: string): void {
+  if (isNamedPipe(socketPath)) return;
   if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
     throw new StateDirError(
       `the control socket path ${socketPath} is too long for a unix socket (${Buffer.byteLength(socketPath)} > ${MAX_SOCKET_PATH} bytes): ` +

@@ -5,9 +5,25 @@
 //  - Linux: /proc/<pid>/stat field 22 (start time in clock ticks since boot) prefixed with the
 //    boot id, so a pid that starts at the same tick after a reboot still differs;
 //    /proc/<pid>/cmdline for the command line; state "Z" (a zombie nobody reaped) counts as gone.
+//  - Windows: the process's CreationDate and CommandLine from CIM (Win32_Process), via PowerShell.
 //  - elsewhere (macOS, BSDs): `ps -o lstart=,command= -p PID`.
+// The platform and the ways to run a command or read a file are parameters (ProcessHost), so each
+// branch is tested on any machine.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+
+export interface ProcessHost {
+  platform: NodeJS.Platform;
+  /** Runs a program, returns its stdout; throws when it fails. */
+  run(file: string, args: string[]): string;
+  readFile(file: string): string;
+}
+
+export const systemHost: ProcessHost = {
+  platform: process.platform,
+  run: (file, args) => execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000, windowsHide: true }),
+  readFile: (file) => readFileSync(file, 'utf8'),
+};
 
 export interface ProcessInfo {
   /** Stable for the life of the process, different for any other process. */
@@ -17,7 +33,7 @@ export interface ProcessInfo {
 }
 
 /** Signal 0: true when a process with this pid exists and is not a zombie. */
-export function isAlive(pid: number): boolean {
+export function isAlive(pid: number, host: ProcessHost = systemHost): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
@@ -25,29 +41,30 @@ export function isAlive(pid: number): boolean {
     // EPERM: it exists but belongs to someone else (so certainly not our daemon, but alive).
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  if (process.platform === 'linux') {
-    const stat = readLinuxStat(pid);
+  if (host.platform === 'linux') {
+    const stat = readLinuxStat(pid, host);
     return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
   }
   return true;
 }
 
 /** Identity and command line of a running process, or undefined when it is gone. */
-export function processInfo(pid: number): ProcessInfo | undefined {
+export function processInfo(pid: number, host: ProcessHost = systemHost): ProcessInfo | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  if (process.platform === 'linux') {
-    const stat = readLinuxStat(pid);
+  if (host.platform === 'linux') {
+    const stat = readLinuxStat(pid, host);
     if (!stat || stat.state === 'Z' || stat.state === 'X') return undefined;
     let command = '';
     try {
-      command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');
+      command = host.readFile(`/proc/${pid}/cmdline`).split('\0').filter(Boolean).join(' ');
     } catch {
       return undefined;
     }
-    return { identity: `${bootId()}:${stat.startTime}`, command };
+    return { identity: `${bootId(host)}:${stat.startTime}`, command };
   }
+  if (host.platform === 'win32') return windowsProcessInfo(pid, host);
   try {
-    const out = execFileSync('ps', ['-o', 'lstart=,command=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000 });
+    const out = host.run('ps', ['-o', 'lstart=,command=', '-p', String(pid)]);
     // lstart is fixed-width: "Wed Nov 26 00:27:01 2025" (24 characters), then the command.
     const line = out.split('\n').find((l) => l.trim() !== '');
     if (!line) return undefined;
@@ -58,27 +75,45 @@ export function processInfo(pid: number): ProcessInfo | undefined {
   }
 }
 
+/**
+ * Windows: CreationDate (to the microsecond, stable for the life of the process) and CommandLine
+ * of Win32_Process, one per line; nothing when there is no such process.
+ */
+function windowsProcessInfo(pid: number, host: ProcessHost): ProcessInfo | undefined {
+  const script = `$p = Get-CimInstance Win32_Process -Filter 'ProcessId=${pid}'; if ($p) { $p.CreationDate.ToUniversalTime().ToString('o'); $p.CommandLine }`;
+  try {
+    const [created, ...command] = host.run('powershell.exe', ['-NoProfile', '-NonInteractive', '-Command', script]).split(/\r?\n/);
+    if (!created?.trim()) return undefined;
+    return { identity: created.trim(), command: command.join(' ').trim() };
+  } catch {
+    return undefined;
+  }
+}
+
 /** The identity to record for a process we just started (or for ourselves). */
-export function processIdentity(pid: number): string | undefined {
-  return processInfo(pid)?.identity;
+export function processIdentity(pid: number, host: ProcessHost = systemHost): string | undefined {
+  return processInfo(pid, host)?.identity;
 }
 
 /**
  * True only when pid runs, has the recorded identity, and its command line is our daemon for
  * this ID (`… daemon --id ID`). Anything else must never be signalled.
  */
-export function isOurDaemon(pid: number, identity: string | undefined, id: string): boolean {
-  const info = processInfo(pid);
+export function isOurDaemon(pid: number, identity: string | undefined, id: string, host: ProcessHost = systemHost): boolean {
+  const info = processInfo(pid, host);
   if (!info) return false;
   if (identity !== undefined && info.identity !== identity) return false;
   return isDaemonCommand(info.command, id);
 }
 
-/** `<node> …/kubectl-proxyout daemon --id ID`, as managed.ts spawns it. */
+/** The program's own name: the bin script, the bundle, or a single executable (kubectl-proxyout-linux-amd64, .exe). */
+const SELF_NAME = /(^|[\\/])kubectl-proxyout(-[a-z]+-[a-z0-9]+)?(\.exe|\.cjs)?$/;
+
+/** `<node> …/kubectl-proxyout daemon --id ID` or `…/kubectl-proxyout-<os>-<arch> daemon --id ID`, as connect spawns it. */
 export function isDaemonCommand(command: string, id: string): boolean {
   const words = command.split(/\s+/);
   const at = words.indexOf('daemon');
-  if (at < 1 || !words.slice(0, at).some((w) => w.endsWith('kubectl-proxyout'))) return false;
+  if (at < 1 || !words.slice(0, at).some((w) => SELF_NAME.test(w))) return false;
   const after = words.slice(at + 1);
   return after.some((w, i) => (w === '--id' && after[i + 1] === id) || w === `--id=${id}`);
 }
@@ -88,10 +123,10 @@ interface LinuxStat {
   startTime: string;
 }
 
-function readLinuxStat(pid: number): LinuxStat | undefined {
+function readLinuxStat(pid: number, host: ProcessHost): LinuxStat | undefined {
   let text: string;
   try {
-    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    text = host.readFile(`/proc/${pid}/stat`);
   } catch {
     return undefined;
   }
@@ -105,13 +140,16 @@ function readLinuxStat(pid: number): LinuxStat | undefined {
 }
 
 let cachedBootId: string | undefined;
-function bootId(): string {
-  if (cachedBootId === undefined) {
-    try {
-      cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-    } catch {
-      cachedBootId = 'unknown-boot';
-    }
-  }
+function bootId(host: ProcessHost): string {
+  if (host !== systemHost) return readBootId(host);
+  cachedBootId ??= readBootId(host);
   return cachedBootId;
+}
+
+function readBootId(host: ProcessHost): string {
+  try {
+    return host.readFile('/proc/sys/kernel/random/boot_id').trim();
+  } catch {
+    return 'unknown-boot';
+  }
 }

@@ -9,6 +9,8 @@ import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 
 function findChromium(): string | undefined {
+  // CI installs Chrome where it likes and says where (browser-actions/setup-chrome).
+  if (process.env.CHROME_PATH) return process.env.CHROME_PATH;
   for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
     try {
       return execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim() || undefined;

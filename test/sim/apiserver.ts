@@ -15,6 +15,7 @@ import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badR
 import { handleGet, handleList, handleWatch, isTrue, sendError, sendJson, type ActiveWatch } from './rest.js';
 import { apiGroupList, apiVersions, coreV1Resources, DISCOVERY_GROUP, groupDocument, groupV1Resources, NETWORKING_GROUP, ROUTE_GROUP, SIM_VERSION, type SimApiGroup } from './discovery.js';
 import { writeRawResponse, writeRawStatus } from './kubelet-portforward.js';
+import { ACCESS_REVIEW_PATH, authorizationGroup, authorizationV1Resources, handleAccessReview } from './access-review.js';
 
 export interface SimCounters {
   total: number;
@@ -41,6 +42,7 @@ export type Route =
   | { t: 'doc'; body: () => object }
   | { t: 'text'; body: string }
   | { t: 'resource'; info: ResourceInfo; namespace?: string; name?: string; sub?: string; watchPrefix: boolean }
+  | { t: 'review' }
   | { t: 'apiNotFound' }
   | { t: 'notFound' };
 
@@ -52,12 +54,15 @@ export function servedGroups(openshiftRoutes: boolean): SimApiGroup[] {
 export function parseRoute(pathname: string, serverAddress: string, groups: SimApiGroup[] = servedGroups(false)): Route {
   const path = pathname.length > 1 ? pathname.replace(/\/+$/, '') : pathname;
   switch (path) {
-    case '/': return { t: 'doc', body: () => ({ paths: ['/api', '/api/v1', '/apis', ...groups.flatMap((g) => [`/apis/${g.name}`, `/apis/${g.name}/v1`]), '/healthz', '/livez', '/readyz', '/version'] }) };
+    case '/': return { t: 'doc', body: () => ({ paths: ['/api', '/api/v1', '/apis', '/apis/authorization.k8s.io', '/apis/authorization.k8s.io/v1', ...groups.flatMap((g) => [`/apis/${g.name}`, `/apis/${g.name}/v1`]), '/healthz', '/livez', '/readyz', '/version'] }) };
     case '/version': return { t: 'doc', body: () => SIM_VERSION };
     case '/healthz': case '/livez': case '/readyz': return { t: 'text', body: 'ok' };
     case '/api': return { t: 'doc', body: () => apiVersions(serverAddress) };
     case '/apis': return { t: 'doc', body: () => apiGroupList(groups) };
     case '/api/v1': return { t: 'doc', body: coreV1Resources };
+    case '/apis/authorization.k8s.io': return { t: 'doc', body: () => ({ kind: 'APIGroup', apiVersion: 'v1', ...authorizationGroup() }) };
+    case '/apis/authorization.k8s.io/v1': return { t: 'doc', body: authorizationV1Resources };
+    case ACCESS_REVIEW_PATH: return { t: 'review' };
   }
   for (const g of groups) {
     if (path === `/apis/${g.name}`) return { t: 'doc', body: () => groupDocument(g) };
@@ -264,6 +269,12 @@ export class ApiServer {
       return void res.end('404 page not found\n');
     }
     if (route.t === 'apiNotFound') throw pathNotFound();
+    if (route.t === 'review') {
+      return void handleAccessReview(req, res, id).catch((e: unknown) => {
+        if (e instanceof ApiError && !res.headersSent) sendError(res, e);
+        else res.destroy();
+      });
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed();
     if (route.t === 'text') {
       res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' });

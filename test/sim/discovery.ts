@@ -6,6 +6,7 @@
 // client-go's discovery client takes as "server without aggregated discovery" and falls back
 // (staging/src/k8s.io/client-go/discovery/discovery_client.go).
 import { RESOURCES, type ResourceInfo } from './store.js';
+import { authorizationGroup } from './access-review.js';
 
 export const SIM_VERSION = {
   major: '1',
@@ -77,7 +78,8 @@ function groupEntry(g: SimApiGroup): object {
 }
 
 export function apiGroupList(groups: SimApiGroup[]): object {
-  return { kind: 'APIGroupList', apiVersion: 'v1', groups: groups.map(groupEntry) };
+  // authorization.k8s.io serves SelfSubjectAccessReview only (access-review.ts).
+  return { kind: 'APIGroupList', apiVersion: 'v1', groups: [...groups.map(groupEntry), authorizationGroup()] };
 }
 
 export function groupDocument(g: SimApiGroup): object {

@@ -87,6 +87,15 @@ test('isDaemonCommand parses the command line strictly', () => {
   assert.equal(isDaemonCommand('sleep 100', 'a1'), false);
 });
 
+test('isDaemonCommand knows the single executable and the bundle, and nothing merely named like them', () => {
+  assert.equal(isDaemonCommand('/home/u/.krew/store/proxyout/v0.1.0/kubectl-proxyout-linux-amd64 daemon --id a1', 'a1'), true);
+  assert.equal(isDaemonCommand('/usr/local/bin/kubectl-proxyout daemon --id a1', 'a1'), true);
+  assert.equal(isDaemonCommand('C:\\Users\\u\\kubectl-proxyout.exe daemon --id a1', 'a1'), true);
+  assert.equal(isDaemonCommand('/usr/bin/node /x/dist/pkg/kubectl-proxyout.cjs daemon --id a1', 'a1'), true);
+  assert.equal(isDaemonCommand('/usr/bin/not-kubectl-proxyout daemon --id a1', 'a1'), false);
+  assert.equal(isDaemonCommand('/usr/bin/kubectl-proxyout-evil.sh daemon --id a1', 'a1'), false);
+});
+
 test('control socket: status and stop over newline-delimited JSON, mode 0600', async (t) => {
   const dir = tempDir(t);
   const sock = path.join(dir, 'control.sock');

@@ -1,0 +1,134 @@
+// Start-up figures (issue 13 "instant start"), for the npm install (node + bin script) and the
+// single executable (dist/pkg, when `npm run package` built it), next to kubectl itself against
+// the same simulated cluster: `--help`, `status` (no proxies), `connect` until it returns with the
+// daemon listening and its caches synced, and the idle daemon's RSS. Wall times are medians of
+// BENCH_STARTUP_ROUNDS runs; they swing with the machine's load, so read them side by side.
+// Alone: `npm run build && node dist/bench/startup.js`; also printed at the end of `npm run bench`.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestCluster } from '../test/helpers/cluster.js';
+import { binPath } from '../test/helpers/proxy-process.js';
+import { packagedBinary } from '../test/helpers/package.js';
+
+const ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 3);
+
+interface Run {
+  ms: number;
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function timed(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
+  return new Promise((resolve) => {
+    const started = process.hrtime.bigint();
+    execFile(file, args, { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ ms: Number(process.hrtime.bigint() - started) / 1e6, code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
+}
+
+/** Resident set size of a process, MiB (/proc on Linux, ps elsewhere). */
+async function rssMiB(pid: number): Promise<number> {
+  if (process.platform === 'linux') {
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+    return kb / 1024;
+  }
+  const r = await timed('ps', ['-o', 'rss=', '-p', String(pid)], {});
+  return Number(r.stdout.trim()) / 1024;
+}
+
+export interface StartupRow {
+  what: string;
+  helpMs: number;
+  statusMs: number;
+  connectMs: number;
+  idleRssMiB: number;
+}
+
+async function measureCli(what: string, command: string[], kubeconfig: string): Promise<StartupRow> {
+  const state = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-state-'));
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
+  const [file, ...lead] = command as [string, ...string[]];
+  const run = (args: string[]) => timed(file, [...lead, ...args], env);
+  const help: number[] = [];
+  const status: number[] = [];
+  const connect: number[] = [];
+  const rss: number[] = [];
+  try {
+    for (let i = 0; i < ROUNDS; i++) {
+      help.push((await must(run(['--help']))).ms);
+      status.push((await must(run(['status']))).ms);
+      const c = await must(run(['connect', '--socks', '--no-auth', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json']));
+      connect.push(c.ms);
+      const { id, pid } = JSON.parse(c.stdout) as { id: string; pid: number };
+      // Idle: listening, caches synced, no client. A second for start-up garbage to be collected.
+      await new Promise((r) => setTimeout(r, 1_000));
+      rss.push(await rssMiB(pid));
+      await must(run(['disconnect', id]));
+    }
+  } finally {
+    rmSync(state, { recursive: true, force: true });
+  }
+  return { what, helpMs: median(help), statusMs: median(status), connectMs: median(connect), idleRssMiB: median(rss) };
+}
+
+async function must(p: Promise<Run>): Promise<Run> {
+  const r = await p;
+  if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr || r.stdout}`);
+  return r;
+}
+
+async function measureKubectl(kubeconfig: string): Promise<{ versionMs: number; getNsMs: number } | undefined> {
+  const probe = await timed('kubectl', ['version', '--client'], {});
+  if (probe.code !== 0) return undefined;
+  const version: number[] = [];
+  const getNs: number[] = [];
+  const cache = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-kube-'));
+  try {
+    for (let i = 0; i < ROUNDS; i++) {
+      version.push((await must(timed('kubectl', ['version', '--client'], {}))).ms);
+      getNs.push((await must(timed('kubectl', ['--kubeconfig', kubeconfig, '--cache-dir', cache, 'get', 'ns'], {}))).ms);
+    }
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
+  }
+  return { versionMs: median(version), getNsMs: median(getNs) };
+}
+
+/** Prints the start-up table; `cluster` is the simulated cluster the other benchmarks use. */
+export async function reportStartup(cluster: TestCluster): Promise<StartupRow[]> {
+  const rows = [await measureCli('clone: node + dist/src', [process.execPath, binPath], cluster.kubeconfig)];
+  const bundle = path.join(path.dirname(packagedBinary), 'kubectl-proxyout.cjs');
+  if (existsSync(bundle)) rows.push(await measureCli('npm package: node + bundle', [process.execPath, bundle], cluster.kubeconfig));
+  if (existsSync(packagedBinary)) rows.push(await measureCli('single executable', [packagedBinary], cluster.kubeconfig));
+  const kubectl = await measureKubectl(cluster.kubeconfig);
+  const ms = (v: number) => v.toFixed(0).padStart(8);
+  console.log(`\nStart-up (median of ${ROUNDS}; connect = until the daemon listens with synced caches; RSS of the idle daemon)`);
+  console.log('what                          --help ms  status ms  connect ms  idle RSS MiB');
+  for (const r of rows) console.log(`${r.what.padEnd(28)}${ms(r.helpMs)}   ${ms(r.statusMs)}    ${ms(r.connectMs)}    ${r.idleRssMiB.toFixed(1).padStart(8)}`);
+  if (!existsSync(packagedBinary)) console.log(`single executable: not built (npm run package)`);
+  if (kubectl) console.log(`kubectl version --client: ${kubectl.versionMs.toFixed(0)} ms; kubectl get ns (same cluster): ${kubectl.getNsMs.toFixed(0)} ms`);
+  else console.log('kubectl: not installed');
+  console.log('Targets: --help and status ≤ 150 ms; connect ≤ 1 s; idle daemon RSS ≤ 80 MiB.');
+  return rows;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  const { startTestCluster } = await import('../test/helpers/cluster.js');
+  const cluster = await startTestCluster();
+  try {
+    console.log(`kubectl-proxyout start-up benchmark — node ${process.version}, ${new Date().toISOString()}, load ${os.loadavg()[0]!.toFixed(2)}`);
+    await reportStartup(cluster);
+  } finally {
+    await cluster.close();
+  }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// Renders the krew plugin manifest (apiVersion krew.googlecontainertools.github.com/v1alpha2,
+// https://krew.sigs.k8s.io/docs/developer-guide/plugin-manifest/) from the archives
+// `npm run package` built: one platform per kubectl-proxyout-<os>-<arch>.tar.gz, with its
+// download URI, its sha256, the binary inside it and an os/arch selector.
+//
+//   node scripts/krew-manifest.mjs --base-url https://github.com/O/R/releases/download/v0.1.0 \
+//        [--version v0.1.0] [--homepage URL] [--out plugins/proxyout.yaml] dist/pkg/*.tar.gz
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import yaml from 'js-yaml';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const pjson = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+const ARCHIVE = /^kubectl-proxyout-(linux|darwin|windows)-(amd64|arm64)\.tar\.gz$/;
+
+export function renderManifest({ version, baseUrl, homepage, archives }) {
+  if (!/^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/.test(version)) throw new Error(`version ${version}: krew wants semver with a leading "v"`);
+  if (archives.length === 0) throw new Error('no archives given');
+  const platforms = archives.map((file) => {
+    const m = ARCHIVE.exec(path.basename(file));
+    if (!m) throw new Error(`${file}: not a kubectl-proxyout-<os>-<arch>.tar.gz archive`);
+    const [, os, arch] = m;
+    return {
+      selector: { matchLabels: { os, arch } },
+      uri: `${baseUrl.replace(/\/$/, '')}/${path.basename(file)}`,
+      sha256: createHash('sha256').update(readFileSync(file)).digest('hex'),
+      bin: os === 'windows' ? 'kubectl-proxyout.exe' : 'kubectl-proxyout',
+    };
+  });
+  platforms.sort((a, b) => a.uri.localeCompare(b.uri));
+  const manifest = {
+    apiVersion: 'krew.googlecontainertools.github.com/v1alpha2',
+    kind: 'Plugin',
+    metadata: { name: 'proxyout' },
+    spec: {
+      version,
+      ...(homepage ? { homepage } : {}),
+      shortDescription: 'SOCKS5/HTTP proxy into clusters via port-forward',
+      description: [
+        'A local SOCKS5 and HTTP proxy into your Kubernetes clusters. Point curl, a browser or any',
+        'proxy-aware tool at it and Service names (web.shop.svc.cluster.local:8080), ClusterIPs and',
+        "Pod IPs just work: every TCP stream rides the API server's pod port-forward, so it works",
+        'wherever `kubectl port-forward` works — no VPN routes, no admin rights, nothing installed in',
+        'the cluster. Uses your kubeconfig as kubectl does.',
+      ].join('\n') + '\n',
+      caveats: [
+        'Start a proxy in the foreground (Ctrl-C stops it):',
+        '  kubectl proxyout --context CONTEXT',
+        '  curl --proxy socks5h://127.0.0.1:1080 http://web.NAMESPACE:8080/',
+        'or keep one running in the background:',
+        '  kubectl proxyout connect --socks --context CONTEXT',
+        'Something wrong? `kubectl proxyout doctor` checks the kubeconfig, the API server,',
+        'RBAC (list/watch services, endpointslices, pods; create pods/portforward) and says how to fix it.',
+      ].join('\n') + '\n',
+      platforms,
+    },
+  };
+  return yaml.dump(manifest, { lineWidth: -1, noRefs: true });
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  const args = process.argv.slice(2);
+  const opt = (name) => {
+    const i = args.indexOf(name);
+    if (i < 0) return undefined;
+    const [, value] = args.splice(i, 2);
+    return value;
+  };
+  const version = opt('--version') ?? `v${pjson.version}`;
+  const baseUrl = opt('--base-url');
+  const homepage = opt('--homepage') ?? pjson.homepage;
+  const out = opt('--out');
+  if (!baseUrl) {
+    console.error('usage: krew-manifest.mjs --base-url URL [--version vX.Y.Z] [--homepage URL] [--out FILE] ARCHIVE…');
+    process.exit(2);
+  }
+  const text = renderManifest({ version, baseUrl, homepage, archives: args });
+  if (out) writeFileSync(out, text);
+  else process.stdout.write(text);
+}

@@ -1,0 +1,72 @@
+// `kubectl proxyout doctor`: checks what the proxy needs, per cluster route and on this machine,
+// and says how to fix each failure. Exit 1 when any check fails.
+import { Command, Flags } from '@oclif/core';
+import { DEFAULTS } from '../proxy/options.js';
+import { loadRoutingTable } from '../config/load.js';
+import { loadKubeConfig } from '../cluster/kubeconfig.js';
+import { errorMessage } from '../core/errors.js';
+import { checkCluster } from '../doctor/cluster.js';
+import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doctor/local.js';
+import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
+import { parseDuration } from '../cli/duration.js';
+import { durationFlag } from '../cli/flags.js';
+import type { ProxyStatus } from '../managed/status.js';
+
+export default class Doctor extends Command {
+  static override summary = 'Check the kubeconfig, API server, port-forward protocols, RBAC and local state; say how to fix what fails.';
+  static override description = [
+    'For each cluster route (the --context given, else the config file routes, else the current context):',
+    'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers (version, round trip, proxy),',
+    'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services,',
+    'EndpointSlices and Pods and create on pods/portforward. Locally: the listen addresses are free, the',
+    "state directory is private, running managed proxies answer. Exit status 1 when a check fails.",
+  ].join(' ');
+  static override usage = 'doctor [--context C | --config F] [--json]';
+  static override examples = ['<%= config.bin %> doctor', '<%= config.bin %> doctor --context staging --json'];
+
+  static override flags = {
+    kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
+    context: Flags.string({ summary: 'Check this context (repeatable).', helpValue: '<name>', multiple: true }),
+    config: Flags.string({ summary: 'Check the cluster routes of this config file.', helpValue: '<file>' }),
+    'listen-socks': Flags.string({ summary: 'SOCKS5 listen address to check.', helpValue: '<addr>', default: DEFAULTS.listenSocks }),
+    'listen-http': Flags.string({ summary: 'HTTP proxy listen address to check.', helpValue: '<addr>' }),
+    timeout: durationFlag('Time each API request may take.', 10_000, false),
+    json: Flags.boolean({ summary: 'Print the checks as JSON: {"ok": bool, "checks": [{scope, name, status, detail, fix}]}.' }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(Doctor);
+    const timeoutMs = parseDuration(flags.timeout);
+    const checks: Check[] = [];
+    let contexts: Array<{ scope: string; context?: string }> = [];
+    try {
+      let currentContext: string | undefined;
+      try {
+        currentContext = loadKubeConfig({ kubeconfig: flags.kubeconfig }).context;
+      } catch {
+        // reported by the kubeconfig check below
+      }
+      const table = loadRoutingTable({ config: flags.config, contexts: flags.context ?? [], clusterDomain: DEFAULTS.clusterDomain, currentContext });
+      contexts = table.routes.flatMap((r) => (r.kind === 'cluster' ? [{ scope: r.name, context: r.context }] : []));
+    } catch (err) {
+      checks.push({ scope: 'config', name: 'routes', status: 'fail', detail: errorMessage(err), fix: 'fix the config file or the --context flags (see docs/usage.md "Config file")' });
+    }
+    if (contexts.length === 0 && checks.length === 0) contexts = [{ scope: 'current-context' }];
+    for (const c of contexts) checks.push(...(await checkCluster({ kubeconfig: flags.kubeconfig, context: c.context, scope: c.scope, timeoutMs })));
+
+    let running: ProxyStatus[] = [];
+    try {
+      running = await runningProxies();
+    } catch (err) {
+      checks.push({ scope: 'local', name: 'daemon', status: 'fail', detail: `cannot read the managed proxies: ${errorMessage(err)}`, fix: 'see the state-dir check' });
+    }
+    const listen = [{ flag: '--listen-socks', address: flags['listen-socks'] }, ...(flags['listen-http'] ? [{ flag: '--listen-http', address: flags['listen-http'] }] : [])].filter((a) => a.address !== 'off');
+    checks.push(...(await checkListen(listen, running)));
+    checks.push(...checkStateDir());
+    checks.push(...checkDaemons(running));
+
+    const code = exitCodeOf(checks);
+    this.log(flags.json ? JSON.stringify({ ok: code === 0, checks }, null, 2) : renderChecks(checks));
+    if (code !== 0) this.exit(code);
+  }
+}

@@ -1,0 +1,56 @@
+// `kubectl proxyout service-install`: run the foreground proxy as a login service (systemd user
+// unit on Linux, launchd LaunchAgent on macOS).
+import os from 'node:os';
+import { Command, Flags } from '@oclif/core';
+import { StartupError } from '../core/errors.js';
+import { LOG_LEVELS } from '../core/log.js';
+import { selfInvocation } from '../core/self.js';
+import { stateDir } from '../state/paths.js';
+import { DEFAULT_SERVICE_NAME, installService, validateServiceName } from '../service/install.js';
+import { serviceSpec } from '../service/spec.js';
+
+export default class ServiceInstall extends Command {
+  static override summary = 'Install a login service (systemd user unit / launchd agent) that runs the proxy.';
+  static override description = [
+    'Writes ~/.config/systemd/user/NAME.service (Linux) or ~/Library/LaunchAgents/NAME.plist (macOS) running',
+    'the foreground proxy with these flags and absolute paths; it restarts on failure, logs JSON lines to',
+    '<state dir>/logs/NAME.log and gets SSH_AUTH_SOCK. Prints the systemctl/launchctl lines that start it.',
+    'A file you edited is not overwritten without --force.',
+  ].join(' ');
+  static override usage = 'service-install [--context C] [--listen-socks ADDR] [--listen-http ADDR] [--dry-run] [--force]';
+  static override examples = ['<%= config.bin %> service-install --context prod --listen-http 127.0.0.1:3128', '<%= config.bin %> service-install --dry-run'];
+
+  static override flags = {
+    name: Flags.string({ summary: 'Service name (unit name / launchd label).', helpValue: '<name>', default: DEFAULT_SERVICE_NAME }),
+    kubeconfig: Flags.string({ summary: 'Kubeconfig file for the service (default: $KUBECONFIG as now, then ~/.kube/config).', helpValue: '<file>' }),
+    context: Flags.string({ summary: 'Kubeconfig context (repeatable; default: the current context when the service starts).', helpValue: '<name>', multiple: true }),
+    namespace: Flags.string({ char: 'n', summary: 'Namespace for short names.', helpValue: '<ns>' }),
+    'listen-socks': Flags.string({ summary: 'SOCKS5 listen address host:port ("off" for none).', helpValue: '<addr>' }),
+    'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port.', helpValue: '<addr>' }),
+    'proxy-auth-file': Flags.string({ summary: 'Require proxy credentials from this file (chmod 600).', helpValue: '<file>' }),
+    'log-level': Flags.option({ options: LOG_LEVELS, helpValue: '<level>', summary: 'Log level.' })(),
+    'dry-run': Flags.boolean({ summary: 'Print the file instead of writing it.' }),
+    force: Flags.boolean({ summary: 'Overwrite a service file that was edited since it was written.' }),
+  };
+
+  async run(): Promise<void> {
+    const { flags } = await this.parse(ServiceInstall);
+    try {
+      const name = validateServiceName(flags.name);
+      const host = { platform: process.platform, home: os.homedir(), uid: process.getuid?.() ?? 0, env: process.env };
+      const spec = serviceSpec({ name, flags, invocation: selfInvocation(), stateRoot: stateDir(), env: process.env, cwd: process.cwd(), home: host.home });
+      const result = installService(host, spec, { dryRun: flags['dry-run'], force: flags.force });
+      if (flags['dry-run']) {
+        this.log(result.text.trimEnd());
+        return;
+      }
+      this.log(result.changed ? `wrote ${result.file}` : `${result.file} is already up to date`);
+      this.log(`logs: ${spec.logFile}`);
+      this.log('start it with:');
+      for (const line of result.next) this.log(`  ${line}`);
+    } catch (err) {
+      if (err instanceof StartupError) this.error(err.message, { exit: 1 });
+      throw err;
+    }
+  }
+}

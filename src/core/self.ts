@@ -1,0 +1,29 @@
+// How this program starts itself again (the managed daemon, a service unit): the single
+// executable alone (Node SEA, `npm run package`), or node with the package's bin script.
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** True inside a Node single executable application (node:sea, Node ≥ 20.12). */
+export function isSingleExecutable(): boolean {
+  try {
+    const sea = createRequire(import.meta.url)('node:sea') as { isSea(): boolean };
+    return sea.isSea();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The script node runs: this package's bin script (dist/src/core → ../../../bin) for the npm
+ * install; the bundle file itself when running as the bundle (scripts/package.mjs defines
+ * PROXYOUT_BUNDLE there, and import.meta.url is the bundle's own URL).
+ */
+export function binScriptPath(): string {
+  if (process.env.PROXYOUT_BUNDLE === '1') return fileURLToPath(import.meta.url);
+  return fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
+}
+
+/** Executable and leading arguments that run this CLI: [binary] or [node, bin script]. */
+export function selfInvocation(sea: boolean = isSingleExecutable()): { command: string; args: string[] } {
+  return sea ? { command: process.execPath, args: [] } : { command: process.execPath, args: [binScriptPath()] };
+}

@@ -1,0 +1,211 @@
+// Per cluster route: does the kubeconfig load, does the API server answer these credentials, which
+// port-forward protocols does it offer, and does RBAC allow what the proxy does. Each failure
+// says what to do.
+import http from 'node:http';
+import https from 'node:https';
+import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
+import { ApiConnection, ApiStatusError, statusMessage } from '../cluster/api.js';
+import { errorMessage } from '../core/errors.js';
+import { findExecutable } from './exec-path.js';
+import { PROTOCOL_LABELS, probeProtocols } from './protocols.js';
+import type { Check } from './report.js';
+
+export interface ClusterCheckOptions {
+  kubeconfig?: string;
+  /** undefined: the kubeconfig's current context. */
+  context?: string;
+  /** The route's name, for the report. */
+  scope: string;
+  timeoutMs: number;
+  env?: NodeJS.ProcessEnv;
+}
+
+export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
+  const checks: Check[] = [];
+  const add = (c: Omit<Check, 'scope'>) => checks.push({ scope: o.scope, ...c });
+  let loaded: LoadedKubeConfig;
+  try {
+    loaded = loadKubeConfig({ kubeconfig: o.kubeconfig, context: o.context });
+  } catch (err) {
+    add({ name: 'kubeconfig', status: 'fail', detail: errorMessage(err), fix: 'check --kubeconfig/$KUBECONFIG and the context name: `kubectl config get-contexts`' });
+    return checks;
+  }
+  const auth = authKind(loaded, o.env);
+  add(auth.problem ? { name: 'kubeconfig', status: 'fail', detail: auth.detail, fix: auth.problem } : { name: 'kubeconfig', status: 'ok', detail: auth.detail });
+  if (auth.problem) return checks;
+
+  const api = new ApiConnection(loaded.kc);
+  const proxy = proxyOf(loaded);
+  const started = Date.now();
+  try {
+    const version = await api.getJson<{ gitVersion?: string }>('/version', o.timeoutMs);
+    add({ name: 'api-server', status: 'ok', detail: `${loaded.server} answers: ${version.gitVersion ?? 'unknown version'}, ${Date.now() - started} ms round trip, ${proxy}` });
+  } catch (err) {
+    add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${proxy}): ${errorMessage(err)}`, fix: apiFix(err) });
+    return checks;
+  }
+  checks.push(...(await checkRbac(api, loaded.namespace, o)));
+  checks.push(await checkProtocols(api, loaded.namespace, o));
+  return checks;
+}
+
+function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { detail: string; problem?: string } {
+  const user = l.kc.getCurrentUser()!;
+  const where = `context ${l.context} (namespace ${l.namespace}), user ${user.name}`;
+  if (user.exec) {
+    const command = String((user.exec as { command?: string }).command ?? '');
+    const found = command ? findExecutable(command, env) : undefined;
+    if (!found) return { detail: `${where}, auth: exec plugin "${command}" not found`, problem: `install "${command}" or put it on PATH (the exec plugin of user ${user.name}), or fix users[].user.exec.command` };
+    return { detail: `${where}, auth: exec plugin ${found}` };
+  }
+  if (user.authProvider) return { detail: `${where}, auth: auth-provider ${user.authProvider.name}` };
+  if (l.tokenFile) return { detail: `${where}, auth: token file ${l.tokenFile}` };
+  if (user.token) return { detail: `${where}, auth: bearer token` };
+  if (user.certData || user.certFile) return { detail: `${where}, auth: client certificate` };
+  if (user.username) return { detail: `${where}, auth: basic (username/password)` };
+  return { detail: `${where}, auth: none (anonymous)` };
+}
+
+/** Which proxy carries API requests: the cluster's proxy-url, else none (userinfo never shown). */
+function proxyOf(l: LoadedKubeConfig): string {
+  const proxyUrl = l.kc.getCurrentCluster()?.proxyUrl;
+  if (!proxyUrl) return 'no proxy';
+  try {
+    const u = new URL(proxyUrl);
+    return `via proxy ${u.protocol}//${u.host}`;
+  } catch {
+    return 'via proxy (unparsable proxy-url)';
+  }
+}
+
+function apiFix(err: unknown): string {
+  if (err instanceof ApiStatusError && err.statusCode === 401) return 'the API server rejects these credentials: log in again or renew the token (try `kubectl get --raw /version`)';
+  if (err instanceof ApiStatusError && err.statusCode === 403) return 'the credentials are valid but may not read /version: ask for the system:public-info-viewer role';
+  if (err instanceof ApiStatusError) return 'the API server answered with an error: see the message, and try `kubectl get --raw /version`';
+  return 'the API server cannot be reached: check the network/VPN, the server address and any proxy-url in the kubeconfig';
+}
+
+const WATCHED: Array<{ resource: string; group: string; label: string }> = [
+  { resource: 'services', group: '', label: 'services' },
+  { resource: 'endpointslices', group: 'discovery.k8s.io', label: 'endpointslices.discovery.k8s.io' },
+  { resource: 'pods', group: '', label: 'pods' },
+];
+
+interface Ask {
+  verb: string;
+  resource: string;
+  group: string;
+  subresource?: string;
+  label: string;
+}
+
+const ASKS: Ask[] = [
+  ...WATCHED.flatMap((w) => ['list', 'watch'].map((verb) => ({ verb, resource: w.resource, group: w.group, label: `${verb} ${w.label}` }))),
+  { verb: 'create', resource: 'pods', group: '', subresource: 'portforward', label: 'create pods/portforward' },
+];
+
+/** RBAC by SelfSubjectAccessReview: cluster-wide first, else in the route's namespace. */
+async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckOptions): Promise<Check[]> {
+  const base = { scope: o.scope, name: 'rbac' };
+  let clusterWide: boolean[];
+  try {
+    clusterWide = await Promise.all(ASKS.map((a) => canI(api, a, '', o.timeoutMs)));
+  } catch (err) {
+    return [{ ...base, status: 'fail', detail: `SelfSubjectAccessReview failed: ${errorMessage(err)}`, fix: 'the API server must allow creating selfsubjectaccessreviews.authorization.k8s.io (every authenticated user may, by default)' }];
+  }
+  if (clusterWide.every(Boolean)) return [{ ...base, status: 'ok', detail: `cluster-wide: ${ASKS.map((a) => a.label).join(', ')}` }];
+  const inNamespace = await Promise.all(ASKS.map((a, i) => (clusterWide[i] ? true : canI(api, a, namespace, o.timeoutMs))));
+  const missing = ASKS.filter((_, i) => !inNamespace[i]);
+  const wideMissing = ASKS.filter((_, i) => !clusterWide[i]).map((a) => a.label);
+  if (missing.length === 0) {
+    return [{ ...base, status: 'ok', detail: `in namespace ${namespace} only (not cluster-wide: ${wideMissing.join(', ')}); names in other namespaces are refused` }];
+  }
+  const canIs = missing.map((a) => `kubectl auth can-i ${a.verb} ${a.subresource ? `${a.resource}/${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`);
+  return [
+    {
+      ...base,
+      status: 'fail',
+      detail: `not allowed in namespace ${namespace} nor cluster-wide: ${missing.map((a) => a.label).join(', ')}`,
+      fix: `ask your cluster admin for a Role in ${namespace} (or a ClusterRole) granting list/watch on services, endpointslices.discovery.k8s.io and pods and create on pods/portforward; check with: ${canIs[0]}`,
+    },
+  ];
+}
+
+async function canI(api: ApiConnection, a: Ask, namespace: string, timeoutMs: number): Promise<boolean> {
+  const review = {
+    kind: 'SelfSubjectAccessReview',
+    apiVersion: 'authorization.k8s.io/v1',
+    spec: { resourceAttributes: { namespace, verb: a.verb, group: a.group, resource: a.resource, ...(a.subresource ? { subresource: a.subresource } : {}) } },
+  };
+  const answer = await postJson<{ status?: { allowed?: boolean } }>(api, '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', review, timeoutMs);
+  return answer.status?.allowed === true;
+}
+
+async function postJson<T>(api: ApiConnection, path: string, body: unknown, timeoutMs: number): Promise<T> {
+  const options = await api.requestOptions();
+  const url = api.url(path);
+  const text = JSON.stringify(body);
+  const client = url.protocol === 'http:' ? http : https;
+  return new Promise<T>((resolve, reject) => {
+    const req = client.request(url, { ...options, method: 'POST', headers: { ...options.headers, Accept: 'application/json', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(text)) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const answer = Buffer.concat(chunks).toString('utf8');
+        const status = res.statusCode ?? 0;
+        if (status < 200 || status >= 300) return reject(new ApiStatusError(status, statusMessage(answer) ?? `HTTP ${status}`));
+        try {
+          resolve(JSON.parse(answer) as T);
+        } catch {
+          reject(new ApiStatusError(status, `invalid JSON from ${path}`));
+        }
+      });
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`API request timed out after ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+interface PodList {
+  items?: Array<{ metadata?: { name?: string; namespace?: string }; spec?: { hostNetwork?: boolean; containers?: Array<{ ports?: Array<{ containerPort?: number }> }> }; status?: { phase?: string } }>;
+}
+
+/** A running pod to ask about protocols: in the route's namespace, else anywhere visible. */
+async function findPod(api: ApiConnection, namespace: string, timeoutMs: number): Promise<{ namespace: string; name: string; port: number } | undefined> {
+  for (const path of [`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods?limit=100`, '/api/v1/pods?limit=100']) {
+    let list: PodList;
+    try {
+      list = await api.getJson<PodList>(path, timeoutMs);
+    } catch {
+      continue;
+    }
+    const pod = (list.items ?? []).find((p) => p.status?.phase === 'Running' && !p.spec?.hostNetwork && p.metadata?.name);
+    if (pod) {
+      const port = pod.spec?.containers?.flatMap((c) => c.ports ?? []).find((p) => p.containerPort)?.containerPort ?? 80;
+      return { namespace: pod.metadata!.namespace ?? namespace, name: pod.metadata!.name!, port };
+    }
+  }
+  return undefined;
+}
+
+async function checkProtocols(api: ApiConnection, namespace: string, o: ClusterCheckOptions): Promise<Check> {
+  const base = { scope: o.scope, name: 'port-forward' };
+  const pod = await findPod(api, namespace, o.timeoutMs);
+  if (!pod) return { ...base, status: 'skip', detail: `no running pod visible (namespace ${namespace}, then cluster-wide): the protocols were not probed` };
+  const answers = await probeProtocols(api, pod, o.timeoutMs);
+  const summary = answers.map((a) => `${PROTOCOL_LABELS[a.protocol]}: ${a.offered ? 'yes' : `no (${a.answer})`}`).join('; ');
+  const detail = `pod ${pod.namespace}/${pod.name}: ${summary}`;
+  const usable = answers.some((a) => a.offered && a.protocol !== 'spdy');
+  if (usable) return { ...base, status: 'ok', detail };
+  const denied = answers.find((a) => a.status === 401 || a.status === 403);
+  return {
+    ...base,
+    status: 'fail',
+    detail,
+    fix: denied
+      ? 'port-forward to this pod is refused: see the rbac check (create on pods/portforward)'
+      : 'the proxy needs the WebSocket port-forward (Kubernetes ≥ 1.30 for the tunnel; any version for v4.channel.k8s.io): a proxy or load balancer in front of the API server may drop WebSocket upgrades',
+  };
+}

@@ -1,0 +1,140 @@
+// This machine: the listen addresses are free, the state directory is private, and every managed
+// proxy answers on its control socket with its caches synced.
+import { lstatSync, readdirSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { errorMessage } from '../core/errors.js';
+import { collectStatus, type ProxyStatus } from '../managed/status.js';
+import { layout, type StateLayout } from '../state/paths.js';
+import type { Check } from './report.js';
+
+const scope = 'local';
+
+/** Each "host:port" can be bound now; one held by a managed proxy is a warning, not a failure. */
+export async function checkListen(addresses: Array<{ flag: string; address: string }>, running: readonly ProxyStatus[]): Promise<Check[]> {
+  const checks: Check[] = [];
+  for (const { flag, address } of addresses) {
+    const parsed = splitAddress(address);
+    if (!parsed) {
+      checks.push({ scope, name: 'listen', status: 'fail', detail: `${flag} ${address}: not host:port`, fix: `pass ${flag} 127.0.0.1:PORT` });
+      continue;
+    }
+    const err = await tryListen(parsed.host, parsed.port);
+    if (!err) {
+      checks.push({ scope, name: 'listen', status: 'ok', detail: `${flag} ${address} is free` });
+      continue;
+    }
+    const owner = running.find((p) => p.socks === address || p.http === address);
+    checks.push(
+      owner
+        ? { scope, name: 'listen', status: 'warn', detail: `${flag} ${address} is used by managed proxy ${owner.id}`, fix: `use that proxy, or \`kubectl proxyout disconnect ${owner.id}\`, or pick another port` }
+        : {
+            scope,
+            name: 'listen',
+            status: 'fail',
+            detail: `${flag} ${address}: ${err}`,
+            fix: `stop what listens there (\`lsof -iTCP:${parsed.port} -sTCP:LISTEN\` or \`ss -ltnp 'sport = :${parsed.port}'\`) or pass ${flag} with another port (port 0 picks a free one)`,
+          },
+    );
+  }
+  return checks;
+}
+
+function splitAddress(address: string): { host: string; port: number } | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  return port <= 65535 ? { host: m[1] ?? m[2]!, port } : undefined;
+}
+
+function tryListen(host: string, port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE' ? 'address in use' : errorMessage(err)));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(undefined)));
+  });
+}
+
+/** Owner and modes of the state directory, its subdirectories and its files (Unix only). */
+export function checkStateDir(l: StateLayout = layout(), uid: number | undefined = process.getuid?.()): Check[] {
+  let root;
+  try {
+    root = lstatSync(l.root);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root} does not exist yet (created on the first connect)` }];
+    return [{ scope, name: 'state-dir', status: 'fail', detail: `${l.root}: ${errorMessage(err)}`, fix: 'make the directory readable by you, or set KUBECTL_PROXYOUT_STATE_DIR' }];
+  }
+  if (uid === undefined) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root} (owner and mode checks are for Unix)` }];
+  const problems: string[] = [];
+  const fixes: string[] = [];
+  const check = (file: string, dir: boolean) => {
+    let st;
+    try {
+      st = lstatSync(file);
+    } catch {
+      return;
+    }
+    if (st.isSymbolicLink()) {
+      problems.push(`${file} is a symbolic link`);
+      fixes.push(`remove ${file}`);
+      return;
+    }
+    if (st.uid !== uid) {
+      problems.push(`${file} is owned by uid ${st.uid}, not you (${uid})`);
+      fixes.push(`chown ${uid} ${file}`);
+    }
+    if ((st.mode & 0o077) !== 0) {
+      problems.push(`${file} has mode ${(st.mode & 0o777).toString(8)}`);
+      fixes.push(`chmod ${dir ? '700' : '600'} ${file}`);
+    }
+  };
+  if (!root.isDirectory()) return [{ scope, name: 'state-dir', status: 'fail', detail: `${l.root} is not a directory`, fix: `move ${l.root} away` }];
+  check(l.root, true);
+  for (const dir of [l.proxiesDir, l.logsDir]) {
+    check(dir, true);
+    for (const name of safeList(dir)) {
+      const file = path.join(dir, name);
+      const isDir = safeIsDir(file);
+      check(file, isDir);
+      if (isDir) for (const inner of safeList(file)) if (!inner.endsWith('.sock')) check(path.join(file, inner), false);
+    }
+  }
+  if (problems.length === 0) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root}: owned by you, private (0700 directories, 0600 files)` }];
+  return [{ scope, name: 'state-dir', status: 'fail', detail: problems.slice(0, 3).join('; ') + (problems.length > 3 ? ` (+${problems.length - 3} more)` : ''), fix: fixes.slice(0, 3).join('; ') }];
+}
+
+function safeList(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+function safeIsDir(file: string): boolean {
+  try {
+    return lstatSync(file).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Every managed proxy: answering, caches synced; dead ones are listed with how to clear them. */
+export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
+  if (proxies.length === 0) return [{ scope, name: 'daemon', status: 'ok', detail: 'no managed proxies' }];
+  return proxies.map((p): Check => {
+    const name = 'daemon';
+    const what = `${p.id} (context ${p.context}, pid ${p.pid ?? '-'})`;
+    if (p.state === 'dead') return { scope, name, status: 'warn', detail: `${what} is dead${p.error ? `: ${p.error}` : ''}`, fix: `see \`kubectl proxyout logs ${p.id}\`; \`kubectl proxyout disconnect ${p.id}\` clears it` };
+    if (p.state === 'running' && p.openStreams === null) {
+      return { scope, name, status: 'fail', detail: `${what} does not answer on its control socket`, fix: `\`kubectl proxyout disconnect ${p.id}\`, then connect again; see \`kubectl proxyout logs ${p.id}\`` };
+    }
+    const cache = p.cache?.state ?? 'unknown';
+    if (p.state === 'running' && cache !== 'synced') return { scope, name, status: 'warn', detail: `${what} is running, caches ${cache}`, fix: `see \`kubectl proxyout logs ${p.id}\` (the API server or RBAC)` };
+    return { scope, name, status: 'ok', detail: `${what} is ${p.state}, caches ${cache}, ${p.openStreams ?? 0} open streams` };
+  });
+}
+
+export async function runningProxies(l: StateLayout = layout()): Promise<ProxyStatus[]> {
+  return collectStatus(l);
+}

@@ -1,0 +1,58 @@
+// What the service runs: this CLI (the single executable, or node + the bin script) as the
+// foreground proxy with the user's flags, every path made absolute now (a service starts in
+// another directory), JSON log lines appended to <state dir>/logs/NAME.log.
+import path from 'node:path';
+import type { ServiceSpec } from './units.js';
+
+export interface ServiceFlags {
+  kubeconfig?: string;
+  context?: string[];
+  namespace?: string;
+  'listen-socks'?: string;
+  'listen-http'?: string;
+  'proxy-auth-file'?: string;
+  'log-level'?: string;
+}
+
+export interface SpecInput {
+  name: string;
+  flags: ServiceFlags;
+  invocation: { command: string; args: string[] };
+  stateRoot: string;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  home: string;
+}
+
+export function serviceSpec(i: SpecInput): ServiceSpec {
+  const abs = (p: string) => path.resolve(i.cwd, p);
+  const f = i.flags;
+  const args: string[] = [];
+  if (f.kubeconfig) args.push('--kubeconfig', abs(f.kubeconfig));
+  for (const c of f.context ?? []) args.push('--context', c);
+  if (f.namespace) args.push('--namespace', f.namespace);
+  if (f['listen-socks']) args.push('--listen-socks', f['listen-socks']);
+  if (f['listen-http']) args.push('--listen-http', f['listen-http']);
+  if (f['proxy-auth-file']) args.push('--proxy-auth-file', abs(f['proxy-auth-file']));
+  if (f['log-level']) args.push('--log-level', f['log-level']);
+  args.push('--log-format', 'json');
+
+  const env: Record<string, string> = {};
+  // Exec credential plugins (aws, gke-gcloud-auth-plugin, kubelogin) are found on PATH; a
+  // service manager's own PATH is minimal, so the installing shell's is kept.
+  if (i.env.PATH) env.PATH = i.env.PATH;
+  if (!f.kubeconfig && i.env.KUBECONFIG) {
+    env.KUBECONFIG = i.env.KUBECONFIG.split(path.delimiter).filter(Boolean).map(abs).join(path.delimiter);
+  }
+  env.KUBECTL_PROXYOUT_STATE_DIR = i.stateRoot;
+  const where = f.context?.length ? `context ${f.context.join(', ')}` : 'current context';
+  return {
+    name: i.name,
+    command: i.invocation.command,
+    args: [...i.invocation.args, ...args],
+    logFile: path.join(i.stateRoot, 'logs', `${i.name}.log`),
+    workingDirectory: i.home,
+    env,
+    description: `kubectl-proxyout: SOCKS5/HTTP proxy into Kubernetes (${where})`,
+  };
+}

@@ -1,0 +1,118 @@
+// The service definitions `service-install` writes: a systemd user unit (Linux; systemd.service(5),
+// systemd.exec(5)) or a launchd LaunchAgent property list (macOS; launchd.plist(5)). Both run the
+// foreground proxy with absolute paths, restart it when it fails, append its log (JSON lines) to
+// the state directory and hand it the user's ssh-agent socket (SSH_AUTH_SOCK). Each file carries
+// the sha256 of its own body, so that a later install can tell a file the user edited.
+import { createHash } from 'node:crypto';
+
+export type ServicePlatform = 'systemd' | 'launchd';
+
+export interface ServiceSpec {
+  /** systemd unit name without ".service", launchd label. */
+  name: string;
+  /** Absolute executable and its arguments (the foreground proxy's flags included). */
+  command: string;
+  args: string[];
+  /** Absolute log file (in the state directory). */
+  logFile: string;
+  workingDirectory: string;
+  /** Environment fixed at install time (PATH for exec plugins, KUBECONFIG, the state dir). */
+  env: Record<string, string>;
+  description: string;
+}
+
+export const MARKER = 'kubectl-proxyout-sha256:';
+
+/** The file's text: the body, preceded by a comment holding the body's sha256. */
+export function renderService(platform: ServicePlatform, spec: ServiceSpec): string {
+  if (platform === 'systemd') {
+    const body = systemdBody(spec);
+    return `# Written by kubectl-proxyout service-install. If you edit this file, service-install\n# will not overwrite it without --force.\n# ${MARKER} ${sha256(body)}\n${body}`;
+  }
+  const body = launchdBody(spec);
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<!-- Written by kubectl-proxyout service-install. ${MARKER} ${sha256(body)} -->\n${body}`;
+}
+
+/** Whether the file is exactly as service-install wrote it (its recorded hash matches its body). */
+export function isUnchanged(text: string): boolean {
+  const m = new RegExp(`${MARKER} ([0-9a-f]{64})(?: -->)?\\n`).exec(text);
+  if (!m) return false;
+  return sha256(text.slice(m.index + m[0].length)) === m[1];
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+// systemd: an argument is quoted with "…" and \-escapes (systemd.service(5) "Command lines");
+// "%" is a specifier and "$" an expansion, so both are doubled.
+function systemdWord(word: string): string {
+  const escaped = word.replace(/%/g, '%%').replace(/\$/g, '$$$$');
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped;
+  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
+}
+
+function systemdBody(s: ServiceSpec): string {
+  const env = Object.entries(s.env).map(([k, v]) => `Environment=${systemdWord(`${k}=${v}`)}`);
+  return [
+    '[Unit]',
+    `Description=${s.description}`,
+    'After=network-online.target',
+    'Wants=network-online.target',
+    '',
+    '[Service]',
+    'Type=simple',
+    `ExecStart=${[s.command, ...s.args].map(systemdWord).join(' ')}`,
+    `WorkingDirectory=${systemdWord(s.workingDirectory)}`,
+    ...env,
+    // The user manager's ssh-agent socket, when it has one (`systemctl --user import-environment SSH_AUTH_SOCK`).
+    'PassEnvironment=SSH_AUTH_SOCK',
+    'Restart=on-failure',
+    'RestartSec=5s',
+    `StandardOutput=append:${s.logFile}`,
+    `StandardError=append:${s.logFile}`,
+    '',
+    '[Install]',
+    'WantedBy=default.target',
+    '',
+  ].join('\n');
+}
+
+function xml(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}
+
+function launchdBody(s: ServiceSpec): string {
+  const str = (v: string) => `<string>${xml(v)}</string>`;
+  const lines = [
+    '<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">',
+    '<plist version="1.0">',
+    '<dict>',
+    `  <key>Label</key>${str(s.name)}`,
+    '  <key>ProgramArguments</key>',
+    '  <array>',
+    ...[s.command, ...s.args].map((a) => `    ${str(a)}`),
+    '  </array>',
+    // launchd starts agents in the gui domain with the session's environment, SSH_AUTH_SOCK (the
+    // system ssh-agent's socket) included; only what we fix here is added to it.
+    '  <key>EnvironmentVariables</key>',
+    '  <dict>',
+    ...Object.entries(s.env).map(([k, v]) => `    <key>${xml(k)}</key>${str(v)}`),
+    '  </dict>',
+    `  <key>WorkingDirectory</key>${str(s.workingDirectory)}`,
+    '  <key>RunAtLoad</key><true/>',
+    // Restart when it exits with a failure, not after a clean stop.
+    '  <key>KeepAlive</key>',
+    '  <dict>',
+    '    <key>SuccessfulExit</key><false/>',
+    '  </dict>',
+    '  <key>ThrottleInterval</key><integer>5</integer>',
+    '  <key>ProcessType</key><string>Background</string>',
+    `  <key>StandardOutPath</key>${str(s.logFile)}`,
+    `  <key>StandardErrorPath</key>${str(s.logFile)}`,
+    '</dict>',
+    '</plist>',
+    '',
+  ];
+  return lines.join('\n');
+}

@@ -1,0 +1,209 @@
+// `kubectl proxyout doctor` against the simulated cluster: every check passes with a good
+// kubeconfig; a bad token, an unreachable server, an RBAC-limited user, a missing exec plugin, a
+// taken port and a group-readable state directory each fail with a fix and exit 1. The RBAC
+// answers are cross-checked with real `kubectl auth can-i` against the same simulator.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawnSync } from 'node:child_process';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import { once } from 'node:events';
+import path from 'node:path';
+import yaml from 'js-yaml';
+import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
+import { binPath } from '../helpers/proxy-process.js';
+
+interface Check {
+  scope: string;
+  name: string;
+  status: 'ok' | 'warn' | 'fail' | 'skip';
+  detail: string;
+  fix?: string;
+}
+
+const hasKubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
+let cluster: TestCluster;
+let n = 0;
+
+before(async () => {
+  cluster = await startTestCluster();
+});
+after(async () => {
+  await cluster?.close();
+});
+
+function run(file: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(file, args, { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+async function doctor(kubeconfig: string, extra: string[] = [], stateDir = path.join(cluster.dir, `state-${++n}`)) {
+  const r = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...extra], { KUBECTL_PROXYOUT_STATE_DIR: stateDir });
+  let report: { ok: boolean; checks: Check[] };
+  try {
+    report = JSON.parse(r.stdout) as typeof report;
+  } catch {
+    throw new Error(`doctor printed no JSON (exit ${r.code}): ${r.stdout}${r.stderr}`);
+  }
+  const get = (name: string) => {
+    const c = report.checks.find((x) => x.name === name);
+    assert.ok(c, `no ${name} check in ${r.stdout}`);
+    return c;
+  };
+  return { ...r, report, get };
+}
+
+async function kubeconfigWith(name: string, yaml: string): Promise<string> {
+  const file = path.join(cluster.dir, name);
+  await writeFile(file, yaml, { mode: 0o600 });
+  return file;
+}
+
+test('a good kubeconfig: every check passes, exit 0, protocols and version reported', async () => {
+  const r = await doctor(cluster.kubeconfig);
+  assert.equal(r.code, 0, r.stdout);
+  assert.equal(r.report.ok, true);
+  for (const c of r.report.checks) assert.equal(c.status, 'ok', JSON.stringify(c));
+  assert.match(r.get('kubeconfig').detail, /auth: bearer token/);
+  assert.match(r.get('api-server').detail, /v1\.32\.0, \d+ ms round trip, no proxy/);
+  assert.match(r.get('rbac').detail, /^cluster-wide: /);
+  assert.match(r.get('port-forward').detail, /SPDY over WebSocket: yes; per-stream WebSocket v4: yes; legacy SPDY: yes/);
+  // The human form says the same, one line per check.
+  const text = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], { KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state-text') });
+  assert.equal(text.code, 0);
+  assert.match(text.stdout, /^route sim:\n  ok   kubeconfig: /m);
+  assert.match(text.stdout, /all checks passed/);
+});
+
+test('a token the API server rejects: api-server fails with a credentials fix, exit 1', async () => {
+  const r = await doctor(await kubeconfigWith('bad-token', cluster.sim.kubeconfigYaml({ token: 'not-a-valid-token' })));
+  assert.equal(r.code, 1);
+  assert.equal(r.report.ok, false);
+  const api = r.get('api-server');
+  assert.equal(api.status, 'fail');
+  assert.match(api.detail, /Unauthorized/);
+  assert.match(api.fix ?? '', /rejects these credentials/);
+  assert.doesNotMatch(r.stdout, /not-a-valid-token/, 'the token is never printed');
+});
+
+test('an unreachable API server: api-server fails with a network fix, exit 1', async () => {
+  const r = await doctor(await unreachableKubeconfig(cluster));
+  assert.equal(r.code, 1);
+  const api = r.get('api-server');
+  assert.equal(api.status, 'fail');
+  assert.match(api.detail, /ECONNREFUSED/);
+  assert.match(api.fix ?? '', /cannot be reached/);
+});
+
+test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails naming what is missing; kubectl auth can-i agrees', async () => {
+  const token = cluster.sim.issueToken({ namespaces: ['shop'] });
+  const inShop = await kubeconfigWith('scoped-shop', cluster.sim.kubeconfigYaml({ token, namespace: 'shop' }));
+  const ok = await doctor(inShop);
+  assert.equal(ok.code, 0, ok.stdout);
+  assert.match(ok.get('rbac').detail, /in namespace shop only \(not cluster-wide: list services, watch services, /);
+  assert.match(ok.get('port-forward').detail, /pod shop\//);
+
+  const inData = await kubeconfigWith('scoped-data', cluster.sim.kubeconfigYaml({ token, namespace: 'data' }));
+  const bad = await doctor(inData);
+  assert.equal(bad.code, 1);
+  const rbac = bad.get('rbac');
+  assert.equal(rbac.status, 'fail');
+  assert.match(rbac.detail, /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, watch pods, create pods\/portforward/);
+  assert.match(rbac.fix ?? '', /kubectl auth can-i list services -n data/);
+
+  if (!hasKubectl) return;
+  const canI = async (kc: string, ...args: string[]) => (await run('kubectl', ['--kubeconfig', kc, 'auth', 'can-i', ...args])).stdout.trim();
+  assert.equal(await canI(inShop, 'list', 'services', '-A'), 'no');
+  assert.equal(await canI(inShop, 'watch', 'endpointslices.discovery.k8s.io', '-n', 'shop'), 'yes');
+  assert.equal(await canI(inShop, 'create', 'pods/portforward', '-n', 'shop'), 'yes');
+  assert.equal(await canI(inData, 'create', 'pods', '--subresource=portforward', '-n', 'data'), 'no');
+  assert.equal(await canI(cluster.kubeconfig, 'list', 'pods', '-A'), 'yes');
+});
+
+test('an exec plugin that is not on PATH: kubeconfig fails naming it', async () => {
+  const yaml = cluster.sim.kubeconfigYaml({ auth: 'exec' }).replace(/command: .*/, 'command: proxyout-no-such-credential-plugin');
+  assert.match(yaml, /command: proxyout-no-such-credential-plugin/);
+  const r = await doctor(await kubeconfigWith('missing-exec', yaml));
+  assert.equal(r.code, 1);
+  const kc = r.get('kubeconfig');
+  assert.equal(kc.status, 'fail');
+  assert.match(kc.detail, /exec plugin "proxyout-no-such-credential-plugin" not found/);
+  assert.match(kc.fix ?? '', /put it on PATH/);
+});
+
+test('locally: a taken listen port and a group-readable state directory fail with their fixes', async () => {
+  const holder = net.createServer().listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  const port = (holder.address() as net.AddressInfo).port;
+  const state = path.join(cluster.dir, 'state-open');
+  await mkdir(path.join(state, 'logs'), { recursive: true });
+  await chmod(state, 0o755);
+  try {
+    const r = await doctor(cluster.kubeconfig, ['--listen-http', `127.0.0.1:${port}`], state);
+    assert.equal(r.code, 1);
+    const listen = r.report.checks.filter((c) => c.name === 'listen');
+    assert.deepEqual(listen.map((c) => c.status), ['ok', 'fail']);
+    assert.match(listen[1]!.detail, new RegExp(`--listen-http 127\\.0\\.0\\.1:${port}: address in use`));
+    const dir = r.get('state-dir');
+    assert.equal(dir.status, 'fail');
+    assert.match(dir.detail, /has mode 755/);
+    assert.match(dir.fix ?? '', new RegExp(`chmod 700 ${state.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+  } finally {
+    holder.close();
+  }
+});
+
+test("a running managed proxy: its health is reported (control socket answers, caches synced), its port a warning", async () => {
+  const state = path.join(cluster.dir, 'state-daemon');
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
+  const c = await run(process.execPath, [binPath, 'connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json'], env);
+  assert.equal(c.code, 0, c.stderr);
+  const { id, socks } = JSON.parse(c.stdout) as { id: string; socks: string };
+  try {
+    const r = await doctor(cluster.kubeconfig, ['--listen-http', socks], state);
+    const daemon = r.get('daemon');
+    assert.equal(daemon.status, 'ok', JSON.stringify(daemon));
+    assert.match(daemon.detail, new RegExp(`^${id} \\(context sim, pid \\d+\\) is running, caches synced`));
+    const held = r.report.checks.find((x) => x.name === 'listen' && x.detail.includes(socks));
+    assert.equal(held?.status, 'warn');
+    assert.match(held?.detail ?? '', new RegExp(`used by managed proxy ${id}`));
+    assert.equal(r.get('state-dir').status, 'ok');
+    assert.equal(r.code, 0, r.stdout);
+  } finally {
+    await run(process.execPath, [binPath, 'disconnect', id], env);
+  }
+});
+
+test('--config: every cluster route of the file is checked under its own name; --context picks one', async () => {
+  // One kubeconfig with two contexts: "prod" (cluster-wide) and "limited" (a token scoped to namespace data, context namespace shop).
+  type Kc = { clusters: Array<{ name: string }>; users: Array<{ name: string }>; contexts: Array<{ name: string; context: { cluster: string; user: string; namespace?: string } }> };
+  const admin = yaml.load(cluster.sim.kubeconfigYaml({ context: 'prod', namespace: 'shop' })) as Kc;
+  const scoped = yaml.load(cluster.sim.kubeconfigYaml({ context: 'limited', namespace: 'shop', token: cluster.sim.issueToken({ namespaces: ['data'] }) })) as Kc;
+  scoped.clusters[0]!.name = 'limited-cluster';
+  scoped.users[0]!.name = 'limited-user';
+  scoped.contexts[0]!.context = { ...scoped.contexts[0]!.context, cluster: 'limited-cluster', user: 'limited-user' };
+  const merged = { ...admin, clusters: [...admin.clusters, ...scoped.clusters], users: [...admin.users, ...scoped.users], contexts: [...admin.contexts, ...scoped.contexts] };
+  const kubeconfig = await kubeconfigWith('two-contexts', yaml.dump(merged));
+  const config = path.join(cluster.dir, 'routes.yaml');
+  await writeFile(config, ['routes:', '  - { name: prod, kind: cluster, context: prod }', '  - { name: lim, kind: cluster, context: limited }', '  - { name: blocked, kind: reject, include: [ads.example.com] }', ''].join('\n'));
+
+  const both = await doctor(kubeconfig, ['--config', config]);
+  assert.equal(both.code, 1, both.stdout);
+  const scopes = [...new Set(both.report.checks.map((c) => c.scope))];
+  assert.deepEqual(scopes, ['prod', 'lim', 'local']);
+  const rbac = (scope: string) => both.report.checks.find((c) => c.scope === scope && c.name === 'rbac')!;
+  assert.equal(rbac('prod').status, 'ok');
+  assert.equal(rbac('lim').status, 'fail');
+  assert.match(rbac('lim').detail, /not allowed in namespace shop nor cluster-wide/);
+
+  const one = await doctor(kubeconfig, ['--context', 'prod']);
+  assert.equal(one.code, 0, one.stdout);
+  assert.deepEqual([...new Set(one.report.checks.map((c) => c.scope))], ['prod', 'local']);
+
+  const missing = await doctor(kubeconfig, ['--config', path.join(cluster.dir, 'no-such.yaml')]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.get('routes').detail, /cannot read the config file .*no such file/);
+});

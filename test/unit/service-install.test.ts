@@ -1,0 +1,210 @@
+// service-install / service-uninstall with the platform, home and environment injected: the
+// systemd user unit passes `systemd-analyze verify` with no warning, the launchd plist parses as a
+// property list with the right keys, edits by the user are kept without --force, and the printed
+// lines are the ones that start and stop the service.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { installService, serviceFile, uninstallService, type ServiceHost } from '../../src/service/install.js';
+import { serviceSpec } from '../../src/service/spec.js';
+import { isUnchanged } from '../../src/service/units.js';
+import { runCli } from '../helpers/proxy-process.js';
+
+function hostFor(platform: NodeJS.Platform, env: NodeJS.ProcessEnv = {}): ServiceHost & { cleanup(): void } {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-'));
+  return { platform, home, uid: 501, env: { PATH: '/usr/local/bin:/usr/bin:/bin', ...env }, cleanup: () => rmSync(home, { recursive: true, force: true }) };
+}
+
+function specFor(host: ServiceHost, extra: { kubeconfig?: string } = {}) {
+  return serviceSpec({
+    name: 'kubectl-proxyout',
+    flags: { kubeconfig: extra.kubeconfig ?? 'kube/config', context: ['prod', 'staging'], 'listen-socks': '127.0.0.1:1080', 'listen-http': '127.0.0.1:3128', 'proxy-auth-file': 'auth' },
+    invocation: { command: process.execPath, args: ['/opt/kubectl-proxyout/bin/kubectl-proxyout'] },
+    stateRoot: path.join(host.home, '.local/state/kubectl-proxyout'),
+    env: host.env,
+    cwd: path.join(host.home, 'work'),
+    home: host.home,
+  });
+}
+
+const verifyRuns = spawnSync('systemd-analyze', ['--version'], { stdio: 'ignore' }).status === 0;
+
+test('systemd: a user unit with absolute paths, restart on failure, logs in the state dir, SSH_AUTH_SOCK passed; systemd-analyze verify is silent', (t) => {
+  const host = hostFor('linux', { SSH_AUTH_SOCK: '/run/user/501/ssh-agent.sock', KUBECONFIG: 'relative/kc' });
+  try {
+    const spec = specFor(host, { kubeconfig: 'my dir/kc%1$x' });
+    const r = installService(host, spec, { dryRun: false, force: false });
+    assert.equal(r.file, path.join(host.home, '.config/systemd/user/kubectl-proxyout.service'));
+    const text = readFileSync(r.file, 'utf8');
+    const kc = path.join(host.home, 'work', 'my dir/kc%%1$$x');
+    assert.ok(text.includes(`ExecStart=${process.execPath} /opt/kubectl-proxyout/bin/kubectl-proxyout --kubeconfig "${kc}" --context prod --context staging --listen-socks 127.0.0.1:1080 --listen-http 127.0.0.1:3128 --proxy-auth-file ${path.join(host.home, 'work/auth')} --log-format json\n`), text);
+    assert.match(text, /^Restart=on-failure$/m);
+    assert.match(text, /^PassEnvironment=SSH_AUTH_SOCK$/m);
+    assert.match(text, new RegExp(`^StandardError=append:${host.home}/\\.local/state/kubectl-proxyout/logs/kubectl-proxyout\\.log$`, 'm'));
+    assert.match(text, /^Environment=PATH=\/usr\/local\/bin:\/usr\/bin:\/bin$/m);
+    assert.doesNotMatch(text, /KUBECONFIG/, '--kubeconfig given: $KUBECONFIG is not carried');
+    assert.match(text, /^WantedBy=default\.target$/m);
+    assert.deepEqual(r.next, ['systemctl --user import-environment SSH_AUTH_SOCK', 'systemctl --user daemon-reload', 'systemctl --user enable --now kubectl-proxyout.service']);
+    assert.ok(isUnchanged(text));
+
+    if (!verifyRuns) return t.skip('systemd-analyze is not installed (apt-get install systemd)');
+    const v = spawnSync('systemd-analyze', ['verify', r.file], { encoding: 'utf8' });
+    assert.equal(v.status, 0, v.stderr);
+    assert.equal(v.stderr.trim(), '', 'no directive systemd ignores or refuses');
+  } finally {
+    host.cleanup();
+  }
+});
+
+test('systemd: $KUBECONFIG is kept (absolute) when no --kubeconfig is given', () => {
+  const host = hostFor('linux', { KUBECONFIG: `a/kc${path.delimiter}/abs/kc2` });
+  try {
+    const spec = serviceSpec({ name: 'x', flags: {}, invocation: { command: '/usr/local/bin/kubectl-proxyout', args: [] }, stateRoot: '/s', env: host.env, cwd: '/w', home: host.home });
+    assert.deepEqual(spec.args, ['--log-format', 'json']);
+    assert.equal(spec.env.KUBECONFIG, `/w/a/kc${path.delimiter}/abs/kc2`);
+    assert.equal(spec.command, '/usr/local/bin/kubectl-proxyout');
+  } finally {
+    host.cleanup();
+  }
+});
+
+test('an edited file is neither overwritten nor removed without --force; an unchanged one is', () => {
+  const host = hostFor('linux');
+  try {
+    const spec = specFor(host);
+    const first = installService(host, spec, { dryRun: false, force: false });
+    assert.equal(installService(host, spec, { dryRun: false, force: false }).changed, false, 'the same file again: nothing to do');
+    const edited = readFileSync(first.file, 'utf8').replace('RestartSec=5s', 'RestartSec=30s');
+    writeFileSync(first.file, edited);
+    assert.throws(() => installService(host, spec, { dryRun: false, force: false }), /was changed after service-install wrote it.*--force/);
+    assert.throws(() => uninstallService(host, 'kubectl-proxyout', { force: false }), /--force to remove it/);
+    assert.equal(readFileSync(first.file, 'utf8'), edited, 'kept');
+    const forced = installService(host, spec, { dryRun: false, force: true });
+    assert.equal(readFileSync(forced.file, 'utf8'), first.text);
+    assert.deepEqual(forced.next.at(-1), 'systemctl --user enable kubectl-proxyout.service && systemctl --user restart kubectl-proxyout.service');
+
+    // enable's link is removed with the unit; a foreign file next to it is not touched.
+    const wants = path.join(path.dirname(forced.file), 'default.target.wants');
+    mkdirSync(wants);
+    symlinkSync(forced.file, path.join(wants, 'kubectl-proxyout.service'));
+    writeFileSync(path.join(wants, 'other.service'), '');
+    const u = uninstallService(host, 'kubectl-proxyout', { force: false });
+    assert.equal(u.removed, true);
+    assert.ok(!existsSync(forced.file));
+    assert.ok(!existsSync(path.join(wants, 'kubectl-proxyout.service')));
+    assert.ok(existsSync(path.join(wants, 'other.service')));
+    assert.deepEqual(u.next, ['systemctl --user stop kubectl-proxyout.service', 'systemctl --user daemon-reload', 'systemctl --user reset-failed kubectl-proxyout.service']);
+    assert.equal(uninstallService(host, 'kubectl-proxyout', { force: false }).removed, false);
+  } finally {
+    host.cleanup();
+  }
+});
+
+/** A property list (launchd.plist(5) subset: dict, array, string, integer, true, false) as JS values. */
+function parsePlist(text: string): unknown {
+  const body = text.replace(/<\?xml[^>]*\?>/, '').replace(/<!--[\s\S]*?-->/g, '').replace(/<!DOCTYPE[^>]*>/, '').trim();
+  const tokens = body.match(/<[^>]+>|[^<]+/g)!.filter((t) => t.trim() !== '');
+  let i = 0;
+  const unescape = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&amp;/g, '&');
+  const expect = (tag: string) => assert.equal(tokens[i++], tag);
+  const value = (): unknown => {
+    const tag = tokens[i++]!;
+    if (tag === '<true/>') return true;
+    if (tag === '<false/>') return false;
+    if (tag === '<string>' || tag === '<integer>' || tag === '<key>') {
+      const text = tokens[i]!.startsWith('<') ? '' : unescape(tokens[i++]!);
+      expect(tag.replace('<', '</'));
+      return tag === '<integer>' ? Number(text) : text;
+    }
+    if (tag === '<array>') {
+      const out: unknown[] = [];
+      while (tokens[i] !== '</array>') out.push(value());
+      i++;
+      return out;
+    }
+    if (tag === '<dict>') {
+      const out: Record<string, unknown> = {};
+      while (tokens[i] !== '</dict>') {
+        assert.equal(tokens[i], '<key>', `a key in a dict, not ${tokens[i]}`);
+        const key = value() as string;
+        out[key] = value();
+      }
+      i++;
+      return out;
+    }
+    throw new Error(`unexpected ${tag}`);
+  };
+  expect('<plist version="1.0">');
+  const root = value();
+  expect('</plist>');
+  assert.equal(i, tokens.length);
+  return root;
+}
+
+test('launchd: a LaunchAgent plist that parses, with the command, KeepAlive on failure and logs; bootstrap line for gui/UID', () => {
+  const host = hostFor('darwin');
+  try {
+    const spec = specFor(host, { kubeconfig: 'a&b<c>/kc' });
+    const r = installService(host, spec, { dryRun: false, force: false });
+    assert.equal(r.file, path.join(host.home, 'Library/LaunchAgents/kubectl-proxyout.plist'));
+    const text = readFileSync(r.file, 'utf8');
+    assert.match(text, /^<\?xml version="1\.0" encoding="UTF-8"\?>\n/);
+    const plist = parsePlist(text) as Record<string, any>;
+    assert.equal(plist.Label, 'kubectl-proxyout');
+    assert.deepEqual(plist.ProgramArguments, [spec.command, ...spec.args]);
+    assert.ok(plist.ProgramArguments.includes(path.join(host.home, 'work', 'a&b<c>/kc')));
+    assert.deepEqual(plist.KeepAlive, { SuccessfulExit: false });
+    assert.equal(plist.RunAtLoad, true);
+    assert.equal(plist.StandardOutPath, spec.logFile);
+    assert.equal(plist.StandardErrorPath, spec.logFile);
+    assert.equal(plist.EnvironmentVariables.PATH, '/usr/local/bin:/usr/bin:/bin');
+    assert.equal(plist.WorkingDirectory, host.home);
+    assert.deepEqual(r.next, [`launchctl bootstrap gui/501 ${r.file}`]);
+    if (spawnSync('plutil', ['-help'], { stdio: 'ignore' }).status !== null) {
+      const lint = spawnSync('plutil', ['-lint', r.file], { encoding: 'utf8' });
+      assert.equal(lint.status, 0, lint.stdout + lint.stderr);
+    }
+    assert.deepEqual(installService(host, spec, { dryRun: true, force: false }).next, [`launchctl bootout gui/501/kubectl-proxyout`, `launchctl bootstrap gui/501 ${r.file}`]);
+    assert.deepEqual(uninstallService(host, 'kubectl-proxyout', { force: false }).next, ['launchctl bootout gui/501/kubectl-proxyout']);
+  } finally {
+    host.cleanup();
+  }
+});
+
+test('Windows and other platforms: a one-line refusal', () => {
+  const host = hostFor('win32');
+  try {
+    assert.throws(() => serviceFile(host, 'kubectl-proxyout'), /supports Linux .* and macOS .*, not win32/);
+  } finally {
+    host.cleanup();
+  }
+});
+
+test('the CLI: --dry-run prints the unit and writes nothing; install prints the start lines; uninstall removes it', { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux (the platform halves above run anywhere)' : false }, async () => {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-cli-'));
+  const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '' };
+  try {
+    const dry = await runCli(['service-install', '--dry-run', '--context', 'prod'], { env });
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stdout, /^ExecStart=.*kubectl-proxyout --context prod --log-format json$/m);
+    const file = path.join(home, '.config/systemd/user/kubectl-proxyout.service');
+    assert.ok(!existsSync(file));
+    const real = await runCli(['service-install', '--context', 'prod'], { env });
+    assert.equal(real.code, 0, real.stderr);
+    assert.equal(real.stdout, `wrote ${file}\nlogs: ${home}/.local/state/kubectl-proxyout/logs/kubectl-proxyout.log\nstart it with:\n  systemctl --user daemon-reload\n  systemctl --user enable --now kubectl-proxyout.service\n`);
+    assert.equal(readFileSync(file, 'utf8').trimEnd(), dry.stdout.trimEnd());
+    writeFileSync(file, readFileSync(file, 'utf8') + '# mine\n');
+    const refused = await runCli(['service-install', '--context', 'prod'], { env });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^Error: .* was changed after service-install wrote it .*--force/);
+    const removed = await runCli(['service-uninstall', '--force'], { env });
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.match(removed.stdout, /^removed .*\nstop the running service with:\n  systemctl --user stop kubectl-proxyout\.service\n/);
+    assert.ok(!existsSync(file));
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+});
