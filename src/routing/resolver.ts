@@ -52,12 +52,6 @@ export class Resolver {
     private readonly options: ResolverOptions = {},
   ) {}
 
-  /** Cheap, synchronous: could this destination be ours at all? */
-  claims(dest: Destination): boolean {
-    if (dest.type !== 'domain' || isIP(dest.host)) return !!(this.cache.lookup.serviceByIp(dest.host) || this.cache.lookup.podByIp(dest.host));
-    return !!parseClusterName(dest.host, this.clusterDomain, this.cache.defaultNamespace) || isUnderClusterDomain(dest.host, this.clusterDomain);
-  }
-
   async resolve(dest: Destination): Promise<Plan> {
     return this.served(await this.plan(dest));
   }
