@@ -189,7 +189,7 @@ describe('direct pass-through and a cluster that is down', () => {
     const { copyFile } = await import('node:fs/promises');
     await copyFile(multi.kubeconfig, kubeconfig);
     await multi.writeKubeconfig();
-    const p2 = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--direct', '--listen-socks', '127.0.0.1:0']);
+    const p2 = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--direct', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
     try {
       const direct = await curl(['--proxy', `socks5h://${p2.socks}`, `http://localhost:${port}/`]);
       assert.equal(direct.code, 0, direct.stderr);
@@ -199,6 +199,8 @@ describe('direct pass-through and a cluster that is down', () => {
       const { reply: code, socket } = await socks5Connect(p2.socks!, 'which.shop.staging', 80);
       socket.destroy();
       assert.equal(code, 4, 'the down cluster: host unreachable, at once');
+      const viaHttp = await curl(['-s', '-w', '%{http_code}', '--proxy', `http://${p2.http}`, 'http://which.shop.staging/']);
+      assert.match(viaHttp.stdout, /cluster route staging is not available: cannot reach the API server https:\/\/127\.0\.0\.1:\d+ \(context "staging"\)[^\n]*\n502$/);
       assert.ok(p2.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'staging'));
       // The proxy never dials its own listener.
       const self = await socks5Connect(p2.socks!, '127.0.0.1', Number(p2.socks!.split(':')[1]));
