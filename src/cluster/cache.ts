@@ -1,9 +1,10 @@
-import type { KubeConfig, V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from '../core/log.js';
 import { errorMessage, OverloadedError } from '../core/errors.js';
 import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
-import { ResilientInformer, type WatchState } from './informer.js';
+import { ResilientInformer, WATCH_DEADLINES, type InformerOptions, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
+import { closeAgents } from './list-watch.js';
+import { slimNamespace, type SlimNamespace } from './slim.js';
 import { ClusterIndex } from './index.js';
 import { WatchSet } from './watch-set.js';
 
@@ -44,6 +45,20 @@ export interface CacheStatus {
   scope: 'cluster' | 'namespaces';
   namespaces: string[];
   watches: Record<string, WatchState>;
+  /** Watches still on their first list (start-up): objects listed so far, of how many when known. */
+  syncing?: Record<string, SyncProgress>;
+}
+
+export interface CacheWatchOptions extends InformerOptions {
+  deadlines?: WatchDeadlines;
+}
+
+/** While the cache syncs, a progress line per kind this often. */
+const PROGRESS_LOG_INTERVAL_MS = 1_000;
+
+/** "pods" for "/api/v1/pods?fieldSelector=…", "endpointslices" for a namespaced path. */
+export function kindOf(path: string): string {
+  return path.split('?')[0]!.split('/').pop() ?? path;
 }
 
 /** One on-demand namespace: its watches, and whether a request ever reached a pod through them. */
@@ -65,49 +80,101 @@ interface Slot {
 export class ClusterCache {
   private clusterWide?: WatchSet;
   private readonly slots = new Map<string, Slot>();
-  private namespaces?: ResilientInformer<V1Namespace>;
+  private namespaces?: ResilientInformer<SlimNamespace>;
   private readonly index = new ClusterIndex(() => this.sets());
   private readonly forbidden = new Map<string, { until: number; err: unknown }>();
   private readonly lookups: TokenBucket;
   private refusedLookups = 0;
   private nextRefusalLog = 0;
+  /** While start() runs: the cluster-wide set and the namespace list, still on their first list. */
+  private syncingSet?: WatchSet;
+  private syncingNamespaces?: ResilientInformer<SlimNamespace>;
 
   constructor(
-    private readonly kc: KubeConfig,
     private readonly api: ApiConnection,
     private readonly log: Logger,
     readonly defaultNamespace: string,
     private readonly limits: OnDemandLimits = ON_DEMAND_LIMITS,
+    private readonly watchOptions: CacheWatchOptions = {},
   ) {
     this.lookups = new TokenBucket({ ratePerSecond: limits.lookupsPerSecond, burst: limits.lookupBurst });
   }
 
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
   async start(): Promise<void> {
-    const cluster = new WatchSet(this.kc, this.api, this.log, undefined, this.index);
+    const startedAt = Date.now();
+    // The namespace list runs alongside: it only decides which names are worth a look-up.
+    const namespaces = new ResilientInformer(this.api, '/api/v1/namespaces', this.log, () => undefined, slimNamespace, this.deadlines, this.watchOptions);
+    this.syncingNamespaces = namespaces;
+    const namespacesSynced = namespaces.start().then(
+      () => {
+        if (this.syncingNamespaces === namespaces) this.namespaces = namespaces;
+      },
+      (err: unknown) => this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known'),
+    );
+    const progress = setInterval(() => this.logProgress(), PROGRESS_LOG_INTERVAL_MS);
+    progress.unref();
     try {
-      await cluster.start();
-      this.clusterWide = cluster;
-      this.index.invalidate();
-      this.log.info('watching Services, EndpointSlices and Pods cluster-wide');
+      const cluster = this.newWatchSet(undefined);
+      this.syncingSet = cluster;
+      try {
+        await cluster.start();
+        this.clusterWide = cluster;
+        this.index.invalidate();
+        this.log.info('watching Services, EndpointSlices and Pods cluster-wide');
+      } catch (err) {
+        if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
+        this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
+        await this.watch(this.defaultNamespace, Date.now()).pending;
+      } finally {
+        this.syncingSet = undefined;
+      }
+      await namespacesSynced;
     } catch (err) {
-      if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
-      this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
-      await this.watch(this.defaultNamespace, Date.now()).pending;
+      await namespaces.stop();
+      throw err;
+    } finally {
+      clearInterval(progress);
+      this.syncingNamespaces = undefined;
     }
-    const namespaces = new ResilientInformer<V1Namespace>(this.kc, this.api, '/api/v1/namespaces', this.log, () => undefined);
-    try {
-      await namespaces.start();
-      this.namespaces = namespaces;
-    } catch (err) {
-      this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known');
+    const ms = Date.now() - startedAt;
+    const counts = Object.fromEntries(this.sets().flatMap((set) => set.all().map((inf) => [kindOf(inf.path), inf.size] as const)));
+    if (ms >= PROGRESS_LOG_INTERVAL_MS) this.log.info({ ...counts, ms }, 'cluster cache synced');
+    else this.log.debug({ ...counts, ms }, 'cluster cache synced');
+  }
+
+  private get deadlines(): WatchDeadlines {
+    return this.watchOptions.deadlines ?? WATCH_DEADLINES;
+  }
+
+  private newWatchSet(namespace: string | undefined): WatchSet {
+    return new WatchSet(this.api, this.log, namespace, this.index, this.deadlines, this.watchOptions);
+  }
+
+  /** A start-up that takes more than a moment says so: objects listed per kind, of how many. */
+  private logProgress(): void {
+    for (const [path, p] of Object.entries(this.syncProgress())) {
+      this.log.info({ kind: kindOf(path), listed: p.listed, ...(p.total !== undefined ? { of: p.total } : {}) }, 'syncing the cluster cache');
     }
+  }
+
+  /** Per watch path still on its first list: objects received so far, and the total when known. */
+  private syncProgress(): Record<string, SyncProgress> {
+    const out: Record<string, SyncProgress> = {};
+    const informers = [...this.sets(), ...(this.syncingSet ? [this.syncingSet] : [])].flatMap((set) => set.all());
+    if (this.syncingNamespaces) informers.push(this.syncingNamespaces as never);
+    for (const inf of informers) {
+      const p = inf.progress;
+      if (p) out[inf.path] = p;
+    }
+    return out;
   }
 
   async stop(): Promise<void> {
     for (const slot of this.slots.values()) clearTimeout(slot.releaseTimer);
-    const sets = [this.clusterWide, ...(await Promise.allSettled([...this.slots.values()].map((s) => s.pending))).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
-    await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop()]);
+    const sets = [this.clusterWide, this.syncingSet, ...(await Promise.allSettled([...this.slots.values()].map((s) => s.pending))).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
+    await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop(), this.syncingNamespaces?.stop()]);
+    closeAgents(this.api);
   }
 
   /**
@@ -139,7 +206,7 @@ export class ClusterCache {
   }
 
   private watch(namespace: string, now: number): Slot {
-    const set = new WatchSet(this.kc, this.api, this.log, namespace, this.index);
+    const set = this.newWatchSet(namespace);
     const slot: Slot = { pending: set.start().then(() => set), lastUsed: now, served: namespace === this.defaultNamespace };
     this.slots.set(namespace, slot);
     slot.pending.then(
@@ -223,12 +290,15 @@ export class ClusterCache {
 
   status(): CacheStatus {
     const watches: Record<string, WatchState> = {};
-    for (const set of this.sets()) for (const inf of set.all()) watches[inf.path] = inf.status;
-    if (this.namespaces) watches[this.namespaces.path] = this.namespaces.status;
+    for (const set of [...this.sets(), ...(this.syncingSet ? [this.syncingSet] : [])]) for (const inf of set.all()) watches[inf.path] = inf.status;
+    const namespaces = this.namespaces ?? this.syncingNamespaces;
+    if (namespaces) watches[namespaces.path] = namespaces.status;
+    const syncing = this.syncProgress();
     return {
-      scope: this.clusterWide ? 'cluster' : 'namespaces',
-      namespaces: this.clusterWide ? [] : [...this.slots.keys()],
+      scope: this.clusterWide || this.syncingSet ? 'cluster' : 'namespaces',
+      namespaces: this.clusterWide || this.syncingSet ? [] : [...this.slots.keys()],
       watches,
+      ...(Object.keys(syncing).length ? { syncing } : {}),
     };
   }
 

@@ -1,42 +1,53 @@
-import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
 import { normalizeIp } from '../core/ip.js';
+import type { SlimPod, SlimService, SlimSlice } from './slim.js';
 
 interface Listable<T> {
-  list(namespace?: string): readonly T[];
+  list(): Iterable<T>;
 }
 export interface ObjectSource {
-  services: Listable<V1Service>;
-  slices: Listable<V1EndpointSlice>;
-  pods: Listable<V1Pod>;
+  services: Listable<SlimService>;
+  slices: Listable<SlimSlice>;
+  pods: Listable<SlimPod>;
 }
 
 export type WatchEvent = 'add' | 'update' | 'delete';
 export type IndexedKind = 'services' | 'slices' | 'pods';
 
-const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+const key = (namespace: string, name: string) => `${namespace}/${name}`;
 
-const key = (namespace: string | undefined, name: string | undefined) => `${namespace ?? ''}/${name ?? ''}`;
-const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => key(o.metadata?.namespace, o.metadata?.name);
-
-/** A many-valued map: lookups by IP or hostname may match several objects at once. */
+/**
+ * A many-valued map: lookups by IP or hostname may match several objects at once. Nearly every
+ * key has one value, kept as is; a Map per key (~200 bytes) only where there are several.
+ */
 class MultiMap<V> {
-  private readonly map = new Map<string, Map<string, V>>();
+  private readonly map = new Map<string, { id: string; v: V } | Map<string, V>>();
 
   add(k: string, id: string, v: V): void {
-    let inner = this.map.get(k);
-    if (!inner) this.map.set(k, (inner = new Map()));
-    inner.set(id, v);
+    const cur = this.map.get(k);
+    if (cur === undefined) this.map.set(k, { id, v });
+    else if (cur instanceof Map) cur.set(id, v);
+    else if (cur.id === id) cur.v = v;
+    else this.map.set(k, new Map([[cur.id, cur.v], [id, v]]));
   }
 
   remove(k: string, id: string): void {
-    const inner = this.map.get(k);
-    if (!inner) return;
-    inner.delete(id);
-    if (inner.size === 0) this.map.delete(k);
+    const cur = this.map.get(k);
+    if (cur === undefined) return;
+    if (!(cur instanceof Map)) {
+      if (cur.id === id) this.map.delete(k);
+      return;
+    }
+    cur.delete(id);
+    if (cur.size === 1) {
+      const [[oid, ov]] = cur;
+      this.map.set(k, { id: oid, v: ov });
+    }
   }
 
   values(k: string): Iterable<V> {
-    return this.map.get(k)?.values() ?? [];
+    const cur = this.map.get(k);
+    if (cur === undefined) return [];
+    return cur instanceof Map ? cur.values() : [cur.v];
   }
 
   clear(): void {
@@ -44,46 +55,31 @@ class MultiMap<V> {
   }
 }
 
-function serviceIps(svc: V1Service): string[] {
-  const ips = new Set([svc.spec?.clusterIP, ...(svc.spec?.clusterIPs ?? [])]);
-  return [...ips].filter((ip): ip is string => !!ip && ip !== 'None').map(normalizeIp);
-}
-
-const dialable = (pod: V1Pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp;
+const dialable = (pod: SlimPod) => pod.phase === 'Running' && !pod.deleting;
 
 /** IPs a pod answers on, only while it runs and is not being deleted. */
-function podIps(pod: V1Pod): string[] {
-  if (!dialable(pod)) return [];
-  const ips = new Set([pod.status?.podIP, ...(pod.status?.podIPs ?? []).map((p) => p.ip)]);
-  return [...ips].filter((ip): ip is string => !!ip).map(normalizeIp);
-}
+const podIps = (pod: SlimPod): readonly string[] => (dialable(pod) ? pod.ips : []);
 
-function podHostname(pod: V1Pod): string | undefined {
+function podHostname(pod: SlimPod): string | undefined {
   if (!dialable(pod)) return undefined;
-  const { hostname, subdomain } = pod.spec ?? {};
-  return hostname && subdomain ? `${pod.metadata?.namespace}/${subdomain}/${hostname}` : undefined;
-}
-
-function sliceService(slice: V1EndpointSlice): string | undefined {
-  const svc = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
-  return svc ? key(slice.metadata?.namespace, svc) : undefined;
+  return pod.hostname && pod.subdomain ? `${pod.namespace}/${pod.subdomain}/${pod.hostname}` : undefined;
 }
 
 /**
- * Lookup tables over the informers' objects, kept up to date event by event: a busy cluster sends
- * pod and EndpointSlice events all the time, and rebuilding every table after each would cost a
- * pass over every object per connection. A change of which informers exist (a namespace watched
- * or dropped) calls invalidate(): the tables are rebuilt from the informers at the next lookup.
+ * Lookup tables over the informers' slim records (cluster/slim.ts), kept up to date event by event:
+ * a busy cluster sends pod and EndpointSlice events all the time, and rebuilding every table after
+ * each would cost a pass over every object per connection. A change of which informers exist (a
+ * namespace watched or dropped) calls invalidate(): the tables are rebuilt at the next lookup.
  */
 export class ClusterIndex {
   private built = false;
-  private readonly services = new Map<string, V1Service>();
-  private readonly servicesByIp = new MultiMap<V1Service>();
-  private readonly slices = new Map<string, V1EndpointSlice>();
-  private readonly slicesByService = new MultiMap<V1EndpointSlice>();
-  private readonly pods = new Map<string, V1Pod>();
-  private readonly podsByIp = new MultiMap<V1Pod>();
-  private readonly podsByHostname = new MultiMap<V1Pod>();
+  private readonly services = new Map<string, SlimService>();
+  private readonly servicesByIp = new MultiMap<SlimService>();
+  private readonly slices = new Map<string, SlimSlice>();
+  private readonly slicesByService = new MultiMap<SlimSlice>();
+  private readonly pods = new Map<string, SlimPod>();
+  private readonly podsByIp = new MultiMap<SlimPod>();
+  private readonly podsByHostname = new MultiMap<SlimPod>();
 
   /** Told when a pod instance leaves the cache (deleted, stopped running, or replaced under its name). */
   onPodGone?: (namespace: string, name: string, uid: string | undefined) => void;
@@ -95,54 +91,52 @@ export class ClusterIndex {
   }
 
   /** One watch event; tables not built yet pick it up from the informers when they are. */
-  apply(kind: IndexedKind, event: WatchEvent, obj: V1Service | V1EndpointSlice | V1Pod): void {
-    if (kind === 'pods') this.notePodGone(event, obj as V1Pod);
+  apply(kind: IndexedKind, event: WatchEvent, obj: SlimService | SlimSlice | SlimPod): void {
+    if (kind === 'pods') this.notePodGone(event, obj as SlimPod);
     if (!this.built) return;
     const remove = event === 'delete';
-    if (kind === 'services') this.putService(obj as V1Service, remove);
-    else if (kind === 'slices') this.putSlice(obj as V1EndpointSlice, remove);
-    else this.putPod(obj as V1Pod, remove);
+    if (kind === 'services') this.putService(obj as SlimService, remove);
+    else if (kind === 'slices') this.putSlice(obj as SlimSlice, remove);
+    else this.putPod(obj as SlimPod, remove);
   }
 
-  private notePodGone(event: WatchEvent, pod: V1Pod): void {
+  private notePodGone(event: WatchEvent, pod: SlimPod): void {
     if (!this.onPodGone) return;
-    const namespace = pod.metadata?.namespace ?? '';
-    const name = pod.metadata?.name ?? '';
-    if (event === 'delete') return this.onPodGone(namespace, name, pod.metadata?.uid);
+    if (event === 'delete') return this.onPodGone(pod.namespace, pod.name, pod.uid);
     // A relist can show the new instance without the old one's DELETED.
-    const before = this.built ? this.pods.get(key(namespace, name)) : undefined;
-    if (before && before.metadata?.uid !== pod.metadata?.uid) this.onPodGone(namespace, name, before.metadata?.uid);
+    const before = this.built ? this.pods.get(pod.key) : undefined;
+    if (before && before.uid !== pod.uid) this.onPodGone(pod.namespace, pod.name, before.uid);
   }
 
-  service(namespace: string, name: string): V1Service | undefined {
+  service(namespace: string, name: string): SlimService | undefined {
     return this.ready().services.get(key(namespace, name));
   }
 
-  serviceByIp(ip: string): V1Service | undefined {
+  serviceByIp(ip: string): SlimService | undefined {
     for (const svc of this.ready().servicesByIp.values(normalizeIp(ip))) return svc;
     return undefined;
   }
 
-  slicesFor(namespace: string, service: string): V1EndpointSlice[] {
+  slicesFor(namespace: string, service: string): SlimSlice[] {
     return [...this.ready().slicesByService.values(key(namespace, service))];
   }
 
-  pod(namespace: string, name: string): V1Pod | undefined {
+  pod(namespace: string, name: string): SlimPod | undefined {
     return this.ready().pods.get(key(namespace, name));
   }
 
   /** The running pod with this IP (host-network pods share node IPs, so they lose ties). */
-  podByIp(ip: string): V1Pod | undefined {
-    let fallback: V1Pod | undefined;
+  podByIp(ip: string): SlimPod | undefined {
+    let fallback: SlimPod | undefined;
     for (const pod of this.ready().podsByIp.values(normalizeIp(ip))) {
-      if (!pod.spec?.hostNetwork) return pod;
+      if (!pod.hostNetwork) return pod;
       fallback ??= pod;
     }
     return fallback;
   }
 
   /** A pod addressed as <hostname>.<subdomain>.<namespace>.svc (headless Service DNS). */
-  podByHostname(namespace: string, subdomain: string, hostname: string): V1Pod | undefined {
+  podByHostname(namespace: string, subdomain: string, hostname: string): SlimPod | undefined {
     for (const pod of this.ready().podsByHostname.values(`${namespace}/${subdomain}/${hostname}`)) return pod;
     return undefined;
   }
@@ -163,34 +157,32 @@ export class ClusterIndex {
   }
 
   /** Replaces (or removes) what the object's previous version put in the tables. */
-  private putService(svc: V1Service, remove: boolean): void {
-    const k = keyOf(svc);
+  private putService(svc: SlimService, remove: boolean): void {
+    const k = svc.key;
     const old = this.services.get(k);
-    if (old) for (const ip of serviceIps(old)) this.servicesByIp.remove(ip, k);
+    if (old) for (const ip of old.clusterIPs) this.servicesByIp.remove(ip, k);
     if (remove) {
       this.services.delete(k);
       return;
     }
     this.services.set(k, svc);
-    for (const ip of serviceIps(svc)) this.servicesByIp.add(ip, k, svc);
+    for (const ip of svc.clusterIPs) this.servicesByIp.add(ip, k, svc);
   }
 
-  private putSlice(slice: V1EndpointSlice, remove: boolean): void {
-    const k = keyOf(slice);
+  private putSlice(slice: SlimSlice, remove: boolean): void {
+    const k = slice.key;
     const old = this.slices.get(k);
-    const oldSvc = old && sliceService(old);
-    if (oldSvc) this.slicesByService.remove(oldSvc, k);
+    if (old?.serviceKey) this.slicesByService.remove(old.serviceKey, k);
     if (remove) {
       this.slices.delete(k);
       return;
     }
     this.slices.set(k, slice);
-    const svc = sliceService(slice);
-    if (svc) this.slicesByService.add(svc, k, slice);
+    if (slice.serviceKey) this.slicesByService.add(slice.serviceKey, k, slice);
   }
 
-  private putPod(pod: V1Pod, remove: boolean): void {
-    const k = keyOf(pod);
+  private putPod(pod: SlimPod, remove: boolean): void {
+    const k = pod.key;
     const old = this.pods.get(k);
     if (old) {
       for (const ip of podIps(old)) this.podsByIp.remove(ip, k);

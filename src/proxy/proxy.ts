@@ -38,7 +38,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   const api = new ApiConnection(kube.kc);
   await probeApi(api, kube.context, kube.server);
 
-  const cache = new ClusterCache(kube.kc, api, log, kube.namespace);
+  const cache = new ClusterCache(api, log, kube.namespace);
   const keepalive = {
     intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs,
     timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs,

@@ -1,5 +1,4 @@
 import { isIP } from 'node:net';
-import type { V1Pod, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import type { Destination } from '../core/types.js';
 import {
   ConnectionRefusedError,
@@ -11,6 +10,7 @@ import {
   errorMessage,
 } from '../core/errors.js';
 import type { ClusterCache } from '../cluster/cache.js';
+import type { SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
 import { ApiStatusError } from '../cluster/api.js';
 import type { PodPort } from '../tunnel/transport.js';
 import { isUnderClusterDomain, parseClusterName } from './names.js';
@@ -96,7 +96,7 @@ export class Resolver {
       return podPlan(pod, dest.port);
     }
     const pod = lookup.podByIp(name.ip);
-    if (!pod || pod.metadata?.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
+    if (!pod || pod.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
     return this.podIpPlan(pod, name.ip, dest.port);
   }
 
@@ -120,32 +120,31 @@ export class Resolver {
   }
 
   /** A Pod IP target; the lookup prefers a pod of its own, so a hostNetwork pod means the IP is a node's. */
-  private podIpPlan(pod: V1Pod, ip: string, port: number): Plan {
-    if (pod.spec?.hostNetwork && !this.options.allowHostNetworkPods) {
-      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.metadata?.namespace}/${pod.metadata?.name} have it): port ${port} there is the node's own, not a pod's; refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
+  private podIpPlan(pod: SlimPod, ip: string, port: number): Plan {
+    if (pod.hostNetwork && !this.options.allowHostNetworkPods) {
+      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.namespace}/${pod.name} have it): port ${port} there is the node's own, not a pod's; refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
     }
     return podPlan(pod, port);
   }
 
-  private servicePlan(svc: V1Service, port: number): Plan {
-    const namespace = svc.metadata?.namespace ?? 'default';
-    const name = svc.metadata?.name ?? '';
+  private servicePlan(svc: SlimService, port: number): Plan {
+    const { namespace, name } = svc;
     const label = `service ${namespace}/${name}:${port}`;
-    if (svc.spec?.type === 'ExternalName') {
-      throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.spec.externalName}); connect to that name instead`);
+    if (svc.type === 'ExternalName') {
+      throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.externalName}); connect to that name instead`);
     }
-    const headless = svc.spec?.clusterIP === 'None';
-    const servicePort = headless ? undefined : svc.spec?.ports?.find((p) => p.port === port && (p.protocol ?? 'TCP') === 'TCP');
+    const headless = svc.headless;
+    const servicePort = headless ? undefined : svc.ports.find((p) => p.port === port && p.protocol === 'TCP');
     if (!headless && !servicePort) {
-      const ports = (svc.spec?.ports ?? []).map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
+      const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
       throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
     }
     const candidates: Plan['candidates'] = [];
     let nonPodEndpoints = 0;
     for (const slice of this.cache.lookup.slicesFor(namespace, name)) {
-      const slicePort = servicePort ? slice.ports?.find((p) => (p.name ?? '') === (servicePort.name ?? '')) : undefined;
-      for (const ep of slice.endpoints ?? []) {
-        if (ep.conditions?.ready === false || ep.conditions?.terminating === true) continue;
+      const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
+      for (const ep of slice.endpoints) {
+        if (ep.ready === false || ep.terminating === true) continue;
         const ref = ep.targetRef;
         if (ref?.kind !== 'Pod' || !ref.name) {
           nonPodEndpoints++;
@@ -155,7 +154,7 @@ export class Resolver {
         const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
         if (podPort === undefined) continue;
         // The endpoint controller's targetRef names the pod instance it vouched ready.
-        const uid = ref.uid ?? pod?.metadata?.uid;
+        const uid = ref.uid ?? pod?.uid;
         candidates.push({ namespace: ref.namespace ?? namespace, pod: ref.name, port: podPort, ...(uid ? { uid } : {}) });
       }
     }
@@ -179,21 +178,15 @@ export class Resolver {
   }
 }
 
-function podPlan(pod: V1Pod, port: number): Plan {
-  const namespace = pod.metadata?.namespace ?? 'default';
-  const name = pod.metadata?.name ?? '';
-  const uid = pod.metadata?.uid;
+function podPlan(pod: SlimPod, port: number): Plan {
+  const { namespace, name, uid } = pod;
   return { label: `pod ${namespace}/${name}:${port}`, candidates: [{ namespace, pod: name, port, ...(uid ? { uid } : {}) }] };
 }
 
 /** targetPort when the slice carries no port: a number, or a name looked up in the pod's containers. */
-function targetPortOf(servicePort: V1ServicePort, pod: V1Pod | undefined): number | undefined {
-  const target = servicePort.targetPort ?? servicePort.port;
+function targetPortOf(servicePort: SlimServicePort, pod: SlimPod | undefined): number | undefined {
+  const target = servicePort.targetPort;
   if (typeof target === 'number') return target;
   if (/^\d+$/.test(target)) return Number(target);
-  for (const c of pod?.spec?.containers ?? []) {
-    const found = c.ports?.find((p) => p.name === target && (p.protocol ?? 'TCP') === 'TCP');
-    if (found) return found.containerPort;
-  }
-  return undefined;
+  return pod?.namedPorts.find((p) => p.name === target && p.protocol === 'TCP')?.containerPort;
 }

@@ -20,7 +20,7 @@ before(async () => {
   await cluster.sim.completePod('batch', 'job-done');
   await cluster.sim.createPod({ namespace: 'batch', name: 'job-running', labels: { job: 'x' }, ports: [{ containerPort: 8080 }] });
   const { kc } = loadKubeConfig({ kubeconfig: cluster.kubeconfig });
-  cache = new ClusterCache(kc, new ApiConnection(kc), createLogger('silent'), 'shop');
+  cache = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'shop');
   await cache.start();
 });
 
@@ -33,7 +33,7 @@ test('finished pods are not kept; a running pod that finishes leaves the cache',
   assert.equal(cache.status().scope, 'cluster');
   assert.equal(cache.lookup.pod('batch', 'job-done'), undefined, 'a Succeeded pod is not listed');
   const ip = cluster.sim.podIP('batch', 'job-running');
-  assert.equal(cache.lookup.podByIp(ip)?.metadata?.name, 'job-running');
+  assert.equal(cache.lookup.podByIp(ip)?.name, 'job-running');
   await cluster.sim.completePod('batch', 'job-running');
   await eventually(async () => cache.lookup.pod('batch', 'job-running') === undefined, 5_000, 20);
   assert.equal(cache.lookup.podByIp(ip), undefined);

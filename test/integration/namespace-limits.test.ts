@@ -28,7 +28,7 @@ async function scopedCache(name: string, namespaces: string[], limits: Partial<O
   await writeFile(file, cluster.sim.kubeconfigYaml({ token, namespace: 'shop' }), { mode: 0o600 });
   const { kc } = loadKubeConfig({ kubeconfig: file });
   const log = lines ? createLogger('info', { write: (l: string) => void lines.push(l) }) : createLogger('silent');
-  const c = new ClusterCache(kc, new ApiConnection(kc), log, 'shop', { ...ON_DEMAND_LIMITS, ...limits });
+  const c = new ClusterCache(new ApiConnection(kc), log, 'shop', { ...ON_DEMAND_LIMITS, ...limits });
   caches.push(c);
   await c.start();
   return c;

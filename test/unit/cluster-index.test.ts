@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
 import { ClusterIndex, type IndexedKind, type WatchEvent } from '../../src/cluster/index.js';
+import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from '../../src/cluster/slim.js';
 
 function prng(seed: number): () => number {
   let s = seed >>> 0;
@@ -22,6 +23,14 @@ const NAMES = ['x', 'y', 'z'];
 const IPS = ['10.0.0.1', '10.0.0.2', '10.0.0.3', 'fd00::1', '::ffff:10.0.0.2'];
 
 type Obj = V1Service | V1EndpointSlice | V1Pod;
+type SlimObj = SlimService | SlimSlice | SlimPod;
+
+/** What the informers hand the index: the slim record of each object. */
+function slim(kind: IndexedKind, o: Obj): SlimObj {
+  const s = kind === 'services' ? slimService(o) : kind === 'slices' ? slimSlice(o) : slimPod(o);
+  assert.ok(s);
+  return s;
+}
 
 function randomObject(kind: IndexedKind, r: () => number): Obj {
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
@@ -42,7 +51,7 @@ function randomObject(kind: IndexedKind, r: () => number): Obj {
 }
 
 const id = (o: Obj) => `${o.metadata?.namespace}/${o.metadata?.name}`;
-const name = (o: Obj | undefined) => (o ? `${id(o)}#${JSON.stringify(o).length}` : undefined);
+const name = (o: SlimObj | undefined) => (o ? `${o.key}#${JSON.stringify(o).length}` : undefined);
 
 function lookups(ix: ClusterIndex): string[] {
   const out: string[] = [];
@@ -54,7 +63,7 @@ function lookups(ix: ClusterIndex): string[] {
       for (const h of NAMES) out.push(`host ${ns}/${n}/${h} ${!!ix.podByHostname(ns, n, h)}`);
     }
   }
-  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.spec?.hostNetwork ?? '-'}`);
+  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.hostNetwork ?? '-'}`);
   return out;
 }
 
@@ -63,9 +72,9 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
     const r = prng(seed);
     const world: Record<IndexedKind, Map<string, Obj>> = { services: new Map(), slices: new Map(), pods: new Map() };
     const sources = () => [{
-      services: { list: () => [...world.services.values()] as V1Service[] },
-      slices: { list: () => [...world.slices.values()] as V1EndpointSlice[] },
-      pods: { list: () => [...world.pods.values()] as V1Pod[] },
+      services: { list: () => [...world.services.values()].map((o) => slim('services', o) as SlimService) },
+      slices: { list: () => [...world.slices.values()].map((o) => slim('slices', o) as SlimSlice) },
+      pods: { list: () => [...world.pods.values()].map((o) => slim('pods', o) as SlimPod) },
     }];
     const live = new ClusterIndex(sources);
     lookups(live); // built now: from here on only events change it
@@ -77,11 +86,11 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
       if (existing && r() < 0.3) {
         event = 'delete';
         world[kind].delete(id(obj));
-        live.apply(kind, event, existing);
+        live.apply(kind, event, slim(kind, existing));
       } else {
         event = existing ? 'update' : 'add';
         world[kind].set(id(obj), obj);
-        live.apply(kind, event, obj);
+        live.apply(kind, event, slim(kind, obj));
       }
       if (step % 10 === 9) {
         const fresh = new ClusterIndex(sources);
@@ -92,9 +101,9 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
 });
 
 test('events before the first lookup are picked up from the informers; invalidate() rebuilds', () => {
-  const pods: V1Pod[] = [];
+  const pods: SlimPod[] = [];
   const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [] }, pods: { list: () => pods } }]);
-  const pod = { metadata: { namespace: 'a', name: 'p' }, spec: { containers: [] }, status: { phase: 'Running', podIP: '10.1.1.1' } } as V1Pod;
+  const pod = slim('pods', { metadata: { namespace: 'a', name: 'p' }, spec: { containers: [] }, status: { phase: 'Running', podIP: '10.1.1.1' } } as V1Pod) as SlimPod;
   pods.push(pod);
   ix.apply('pods', 'add', pod); // not built yet: ignored, the build lists it
   assert.equal(ix.podByIp('10.1.1.1'), pod);

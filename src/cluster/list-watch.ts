@@ -1,0 +1,162 @@
+// The HTTP half of our list+watch client: paged LIST requests and streamed WATCH responses over
+// one keep-alive agent per API connection, with the credentials and TLS options ApiConnection
+// computes. client-node's informer opens a new connection for every list and watch and gives the
+// watch request no timeout; here both use pooled connections and bounded waits.
+import http from 'node:http';
+import https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
+import { ApiStatusError, statusMessage, type ApiConnection } from './api.js';
+
+/** A raw watch event, parsed; its object is slimmed by the caller before anything else. */
+export interface RawWatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: Record<string, any>;
+}
+
+export interface ListPage {
+  items: Array<Record<string, any>>;
+  resourceVersion: string;
+  continueToken?: string;
+  remainingItemCount?: number;
+}
+
+/** A Status body bigger than this is cut (error bodies only; list pages and watches stream). */
+const MAX_ERROR_BODY = 64 * 1024;
+
+const agents = new WeakMap<ApiConnection, { http: http.Agent; https: https.Agent }>();
+
+/** Kept-alive sockets for every list and watch of one API connection (TLS options are part of the pool key). */
+function agentFor(api: ApiConnection, protocol: string): http.Agent {
+  let pair = agents.get(api);
+  if (!pair) {
+    pair = { http: new http.Agent({ keepAlive: true, maxSockets: 64 }), https: new https.Agent({ keepAlive: true, maxSockets: 64 }) };
+    agents.set(api, pair);
+  }
+  return protocol === 'http:' ? pair.http : pair.https;
+}
+
+/** Ends the pooled connections of an API connection (on stop, so the process can exit). */
+export function closeAgents(api: ApiConnection): void {
+  const pair = agents.get(api);
+  agents.delete(api);
+  pair?.http.destroy();
+  pair?.https.destroy();
+}
+
+export const withQuery = (path: string, query: Record<string, string | undefined>): string => {
+  const params = Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined).map(([k, v]) => `${k}=${encodeURIComponent(v)}`);
+  if (!params.length) return path;
+  return `${path}${path.includes('?') ? '&' : '?'}${params.join('&')}`;
+};
+
+/**
+ * GET with a limit on the wait for the response headers; resolves with the 2xx response, rejects
+ * with ApiStatusError (the Status message) otherwise. `signal` aborts at any time.
+ */
+export async function apiGet(api: ApiConnection, path: string, signal: AbortSignal, headersTimeoutMs: number): Promise<http.IncomingMessage> {
+  const options = await api.requestOptions();
+  const url = api.url(path);
+  const client = url.protocol === 'http:' ? http : https;
+  // A kubeconfig proxy-url brings its own agent (client-node's); else our pooled one.
+  const agent = options.agent ?? agentFor(api, url.protocol);
+  return new Promise((resolve, reject) => {
+    const req = client.request(url, { ...options, agent, method: 'GET', signal, headers: { ...options.headers, Accept: 'application/json' } });
+    const timer = setTimeout(() => req.destroy(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)), headersTimeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.on('response', (res) => {
+      clearTimeout(timer);
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) return resolve(res);
+      if (status === 401) api.invalidate();
+      readText(res, MAX_ERROR_BODY).then(
+        (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`)),
+        () => reject(new ApiStatusError(status, `HTTP ${status}`)),
+      );
+    });
+    req.end();
+  });
+}
+
+function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (c: Buffer) => {
+      if (size < max) chunks.push(c);
+      size += c.length;
+    });
+    res.on('error', reject);
+    res.on('aborted', () => reject(new Error('response aborted')));
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+  });
+}
+
+/** One page of a LIST (`limit` + `continue`, staging/src/k8s.io/client-go/tools/pager/pager.go). */
+export async function listPage(api: ApiConnection, path: string, limit: number, continueToken: string | undefined, signal: AbortSignal, timeoutMs: number): Promise<ListPage> {
+  const res = await apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs);
+  const text = await readText(res);
+  let body: { metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number }; items?: unknown };
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    throw new ApiStatusError(res.statusCode ?? 0, `invalid JSON from ${path}`);
+  }
+  return {
+    items: Array.isArray(body.items) ? (body.items as ListPage['items']) : [],
+    resourceVersion: body.metadata?.resourceVersion ?? '',
+    ...(body.metadata?.continue ? { continueToken: body.metadata.continue } : {}),
+    ...(typeof body.metadata?.remainingItemCount === 'number' ? { remainingItemCount: body.metadata.remainingItemCount } : {}),
+  };
+}
+
+/**
+ * Streams a watch response: newline-delimited JSON events (apiserver
+ * pkg/endpoints/handlers/watch.go), each handed over as soon as its line is complete, so at most
+ * one event's raw JSON is held at a time. Resolves when the server ends the watch.
+ */
+export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEvent) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const decoder = new StringDecoder('utf8');
+    let pending = '';
+    let failed = false;
+    const fail = (err: unknown) => {
+      if (failed) return;
+      failed = true;
+      res.destroy();
+      reject(err);
+    };
+    res.on('data', (chunk: Buffer) => {
+      if (failed) return;
+      let text = pending + decoder.write(chunk);
+      let start = 0;
+      let nl: number;
+      try {
+        while ((nl = text.indexOf('\n', start)) >= 0) {
+          const line = text.slice(start, nl);
+          start = nl + 1;
+          if (line.trim()) onEvent(JSON.parse(line) as RawWatchEvent);
+        }
+      } catch (err) {
+        return fail(err);
+      }
+      pending = text.slice(start);
+      text = '';
+    });
+    res.on('error', fail);
+    res.on('aborted', () => fail(new Error('watch connection lost')));
+    res.on('close', () => {
+      if (failed) return;
+      if (!res.complete) return fail(new Error('watch connection lost'));
+      try {
+        const rest = pending + decoder.end();
+        if (rest.trim()) onEvent(JSON.parse(rest) as RawWatchEvent);
+      } catch (err) {
+        return fail(err);
+      }
+      resolve();
+    });
+  });
+}
