@@ -258,6 +258,8 @@ export class ResilientInformer<T extends Slim> {
     for (const [k, v] of Object.entries(query)) if (v !== undefined) params.set(k, v);
     const path = `${this.path}${this.path.includes('?') ? '&' : '?'}${params.toString()}`;
     const res = await apiGet(this.api, path, controller.signal, this.deadlines.headersTimeoutMs);
+    // A resumed watch the server took: the informer is whole again (a watch-list is once its initial events are in).
+    if (!initial && this.state === 'retrying') this.recovered();
     const deadlineMs = this.timeoutSeconds * 1000 + this.deadlines.graceMs;
     const deadline = setTimeout(() => {
       if (this.state === 'stopped') return;
@@ -320,10 +322,12 @@ export class ResilientInformer<T extends Slim> {
     this.items = fresh;
     this.resourceVersion = resourceVersion;
     this.endSync();
-    if (this.state !== 'synced') {
-      if (this.failuresSinceSync > 0) this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
-      else this.log.debug({ path: this.path, objects: fresh.size }, 'watch synced');
-    }
+    if (this.state === 'starting') this.log.debug({ path: this.path, objects: fresh.size }, 'watch synced');
+    this.recovered();
+  }
+
+  private recovered(): void {
+    if (this.state === 'retrying') this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
     this.state = 'synced';
     this.failuresSinceSync = 0;
     this.backoffMs = BACKOFF_MIN_MS;
