@@ -2,11 +2,11 @@ import type { Logger } from '../core/log.js';
 import { errorMessage, OverloadedError } from '../core/errors.js';
 import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
-import { ResilientInformer, WATCH_DEADLINES, type InformerOptions, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
+import { ResilientInformer, WATCH_DEADLINES, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
 import { closeAgents } from './list-watch.js';
 import { slimNamespace, type SlimNamespace } from './slim.js';
 import { ClusterIndex } from './index.js';
-import { WatchSet } from './watch-set.js';
+import { WatchSet, type WatchSetOptions } from './watch-set.js';
 
 export interface OnDemandLimits {
   /** Namespaces watched on demand at most (each costs three watches). */
@@ -49,7 +49,7 @@ export interface CacheStatus {
   syncing?: Record<string, SyncProgress>;
 }
 
-export interface CacheWatchOptions extends InformerOptions {
+export interface CacheWatchOptions extends WatchSetOptions {
   deadlines?: WatchDeadlines;
 }
 

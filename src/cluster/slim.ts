@@ -35,21 +35,20 @@ export interface SlimService extends Slim {
   readonly ports: readonly SlimServicePort[];
 }
 
-export interface SlimTargetRef {
-  readonly kind: string;
-  readonly namespace: string | undefined;
-  readonly name: string;
-  readonly uid: string | undefined;
-}
-
+/**
+ * One endpoint: its conditions and the object it points at (targetRef, flattened). Addresses,
+ * `serving`, hostname and zone are not kept: routing dials the pod the targetRef names (Pod IPs and
+ * hostnames come from the pods), and uses an endpoint only when ready and not terminating.
+ */
 export interface SlimEndpoint {
-  readonly addresses: readonly string[];
   /** Conditions as the slice has them: undefined means unknown (treated as ready). */
   readonly ready: boolean | undefined;
-  readonly serving: boolean | undefined;
   readonly terminating: boolean | undefined;
-  readonly hostname: string | undefined;
-  readonly targetRef: SlimTargetRef | undefined;
+  /** targetRef: kind ("Pod"), namespace, name and uid; refName undefined without a targetRef. */
+  readonly refKind: string | undefined;
+  readonly refNamespace: string | undefined;
+  readonly refName: string | undefined;
+  readonly refUid: string | undefined;
 }
 
 export interface SlimSlicePort {
@@ -106,6 +105,21 @@ function intern(s: string): string {
   return s;
 }
 
+/**
+ * The pods of one Deployment, and the Services and slices of one chart, have identical port lists:
+ * one frozen copy is shared (keyed by its JSON), bounded like the strings.
+ */
+const sharedLists = new Map<string, readonly object[]>();
+function shared<T extends object>(list: T[]): readonly T[] {
+  if (list.length === 0) return EMPTY;
+  const k = JSON.stringify(list);
+  const hit = sharedLists.get(k);
+  if (hit) return hit as readonly T[];
+  const frozen = Object.freeze(list.map((o) => Object.freeze(o)));
+  if (sharedLists.size < INTERN_MAX) sharedLists.set(k, frozen);
+  return frozen;
+}
+
 type Json = Record<string, any>;
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
@@ -140,14 +154,19 @@ export function slimService(o: Json): SlimService | undefined {
     protocol: intern(str(p.protocol) ?? 'TCP'),
     targetPort: typeof p.targetPort === 'number' ? p.targetPort : typeof p.targetPort === 'string' ? intern(p.targetPort) : Number(p.port),
   }));
+  // Literal objects with every field (no spread): V8 keeps the fields in the object itself, one
+  // shape for all records of a kind; a spread plus extra fields costs a separate property array.
   return {
-    ...m,
+    key: m.key,
+    namespace: m.namespace,
+    name: m.name,
+    resourceVersion: m.resourceVersion,
     uid: str(o.metadata.uid),
     type: intern(str(spec.type) ?? 'ClusterIP'),
     clusterIPs: uniqueIps([str(spec.clusterIP), ...arr(spec.clusterIPs).map(str)]),
     headless: spec.clusterIP === 'None',
     externalName: str(spec.externalName),
-    ports: ports.length ? ports : EMPTY,
+    ports: shared(ports),
   };
 }
 
@@ -156,14 +175,12 @@ function slimEndpoint(e: Json): SlimEndpoint {
   const ref = e.targetRef;
   const refName = str(ref?.name);
   return {
-    addresses: uniqueIps(arr(e.addresses).map(str)),
     ready: bool(c.ready),
-    serving: bool(c.serving),
     terminating: bool(c.terminating),
-    hostname: str(e.hostname),
-    targetRef: refName
-      ? { kind: intern(str(ref.kind) ?? ''), namespace: ref.namespace === undefined ? undefined : intern(String(ref.namespace)), name: refName, uid: str(ref.uid) }
-      : undefined,
+    refKind: refName ? intern(str(ref.kind) ?? '') : undefined,
+    refNamespace: refName && ref.namespace !== undefined ? intern(String(ref.namespace)) : undefined,
+    refName,
+    refUid: refName ? str(ref.uid) : undefined,
   };
 }
 
@@ -172,10 +189,18 @@ export function slimSlice(o: Json): SlimSlice | undefined {
   if (!m) return undefined;
   const service = str(o.metadata.labels?.[SERVICE_NAME_LABEL]);
   const ports = Array.isArray(o.ports)
-    ? arr(o.ports).map((p): SlimSlicePort => ({ name: intern(str(p.name) ?? ''), port: typeof p.port === 'number' ? p.port : undefined, protocol: intern(str(p.protocol) ?? 'TCP') }))
+    ? shared(arr(o.ports).map((p): SlimSlicePort => ({ name: intern(str(p.name) ?? ''), port: typeof p.port === 'number' ? p.port : undefined, protocol: intern(str(p.protocol) ?? 'TCP') })))
     : null;
   const endpoints = arr(o.endpoints).map(slimEndpoint);
-  return { ...m, serviceKey: service ? `${m.namespace}/${service}` : undefined, ports, endpoints: endpoints.length ? endpoints : EMPTY };
+  return {
+    key: m.key,
+    namespace: m.namespace,
+    name: m.name,
+    resourceVersion: m.resourceVersion,
+    serviceKey: service ? `${m.namespace}/${service}` : undefined,
+    ports,
+    endpoints: endpoints.length ? endpoints : EMPTY,
+  };
 }
 
 export function slimPod(o: Json): SlimPod | undefined {
@@ -190,7 +215,10 @@ export function slimPod(o: Json): SlimPod | undefined {
     }
   }
   return {
-    ...m,
+    key: m.key,
+    namespace: m.namespace,
+    name: m.name,
+    resourceVersion: m.resourceVersion,
     uid: str(o.metadata.uid),
     phase: status.phase === undefined ? undefined : intern(String(status.phase)),
     deleting: !!o.metadata.deletionTimestamp,
@@ -198,11 +226,11 @@ export function slimPod(o: Json): SlimPod | undefined {
     hostNetwork: spec.hostNetwork === true,
     hostname: str(spec.hostname),
     subdomain: spec.subdomain === undefined ? undefined : intern(String(spec.subdomain)),
-    namedPorts: namedPorts.length ? namedPorts : EMPTY,
+    namedPorts: shared(namedPorts),
   };
 }
 
 export function slimNamespace(o: Json): SlimNamespace | undefined {
   const m = meta(o);
-  return m && { ...m, key: m.name };
+  return m && { key: m.name, namespace: m.namespace, name: m.name, resourceVersion: m.resourceVersion };
 }

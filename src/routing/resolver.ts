@@ -145,17 +145,17 @@ export class Resolver {
       const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
       for (const ep of slice.endpoints) {
         if (ep.ready === false || ep.terminating === true) continue;
-        const ref = ep.targetRef;
-        if (ref?.kind !== 'Pod' || !ref.name) {
+        if (ep.refKind !== 'Pod' || !ep.refName) {
           nonPodEndpoints++;
           continue;
         }
-        const pod = this.cache.lookup.pod(ref.namespace ?? namespace, ref.name);
+        const podNamespace = ep.refNamespace ?? namespace;
+        const pod = this.cache.lookup.pod(podNamespace, ep.refName);
         const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
         if (podPort === undefined) continue;
         // The endpoint controller's targetRef names the pod instance it vouched ready.
-        const uid = ref.uid ?? pod?.uid;
-        candidates.push({ namespace: ref.namespace ?? namespace, pod: ref.name, port: podPort, ...(uid ? { uid } : {}) });
+        const uid = ep.refUid ?? pod?.uid;
+        candidates.push({ namespace: podNamespace, pod: ep.refName, port: podPort, ...(uid ? { uid } : {}) });
       }
     }
     if (candidates.length === 0) {

@@ -6,7 +6,7 @@
 // objects of one Service share their unchanging parts (spec, managedFields…), so 50,000 pods cost
 // the simulator little memory while every one serializes in full.
 import { randomUUID } from 'node:crypto';
-import type { KObject } from './store.js';
+import { itemJson, type KObject } from './store.js';
 import type { SimCluster } from './cluster.js';
 import { namespaceObject } from './objects.js';
 import { MANAGED_BY_LABEL, SERVICE_NAME_LABEL, SLICE_CONTROLLER } from './controllers.js';
@@ -19,6 +19,8 @@ export interface BigClusterOptions {
 }
 
 export interface BigCluster {
+  /** Mean JSON size of a pod, a Service, an EndpointSlice (bytes). */
+  jsonBytes: { pod: number; service: number; slice: number };
   /** "svc-N.team-M" for each Service, with its ClusterIP and pods' IPs (for look-ups in benches). */
   services: Array<{ namespace: string; name: string; clusterIP: string; podIPs: string[] }>;
   podIPs: string[];
@@ -176,5 +178,8 @@ export function loadBigCluster(sim: SimCluster, o: BigClusterOptions): BigCluste
     };
   });
   sim.bulkLoad('endpointslices', slices);
-  return { services, podIPs };
+  // Serialized now, once (the simulator keeps each object's JSON), so start-up figures measure the
+  // client, not the simulator's first JSON.stringify of every object.
+  const mean = (objs: KObject[]) => (objs.length ? Math.round(objs.reduce((n, o) => n + itemJson(o).length, 0) / objs.length) : 0);
+  return { services, podIPs, jsonBytes: { pod: mean(pods), service: mean(svcObjects), slice: mean(slices) } };
 }
