@@ -4,7 +4,9 @@ import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { ResilientInformer, WATCH_DEADLINES, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
 import { closeAgents } from './list-watch.js';
-import { slimNamespace, type SlimNamespace } from './slim.js';
+import { PodLookup, POD_LOOKUP_LIMITS, type PodLookupLimits } from './pod-lookup.js';
+import { normalizeIp } from '../core/ip.js';
+import { slimNamespace, type SlimNamespace, type SlimPod } from './slim.js';
 import { ClusterIndex } from './index.js';
 import { WatchSet, type WatchSetOptions } from './watch-set.js';
 
@@ -51,6 +53,9 @@ export interface CacheStatus {
 
 export interface CacheWatchOptions extends WatchSetOptions {
   deadlines?: WatchDeadlines;
+  /** Default false: pods are looked up on demand (see pod-lookup.ts); true watches running pods. */
+  watchPods?: boolean;
+  podLookup?: PodLookupLimits;
 }
 
 /** While the cache syncs, a progress line per kind this often. */
@@ -89,6 +94,7 @@ export class ClusterCache {
   /** While start() runs: the cluster-wide set and the namespace list, still on their first list. */
   private syncingSet?: WatchSet;
   private syncingNamespaces?: ResilientInformer<SlimNamespace>;
+  private readonly pods: PodLookup;
 
   constructor(
     private readonly api: ApiConnection,
@@ -98,6 +104,34 @@ export class ClusterCache {
     private readonly watchOptions: CacheWatchOptions = {},
   ) {
     this.lookups = new TokenBucket({ ratePerSecond: limits.lookupsPerSecond, burst: limits.lookupBurst });
+    this.pods = new PodLookup(api, log, (pod) => this.index.onPodGone?.(pod.namespace, pod.name, pod.uid), watchOptions.podLookup ?? POD_LOOKUP_LIMITS);
+  }
+
+  private get watchPods(): boolean {
+    return this.watchOptions.watchPods === true;
+  }
+
+  /** Is this IP a Service ClusterIP, an endpoint's or a pod's this cluster knows? Synchronous, no API request. */
+  knowsIp(ip: string): boolean {
+    const n = normalizeIp(ip);
+    return this.index.knowsIp(n) || this.pods.knows(n);
+  }
+
+  /**
+   * The running pod with this IP (host-network pods lose ties). Watched pods: from the index;
+   * else looked up (cluster-wide, or in `namespace` / the default one without cluster-wide
+   * permission), the answer kept a few seconds.
+   */
+  async findPodByIp(ip: string, namespace?: string): Promise<SlimPod | undefined> {
+    const n = normalizeIp(ip);
+    if (this.watchPods) return this.index.podByIp(n);
+    return this.pods.byIp(n, this.clusterWide ? namespace : (namespace ?? this.defaultNamespace));
+  }
+
+  /** A running pod by name (watched, or looked up). */
+  async findPod(namespace: string, name: string): Promise<SlimPod | undefined> {
+    if (this.watchPods) return this.index.pod(namespace, name);
+    return this.pods.byName(namespace, name);
   }
 
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
@@ -121,7 +155,7 @@ export class ClusterCache {
         await cluster.start();
         this.clusterWide = cluster;
         this.index.invalidate();
-        this.log.info('watching Services, EndpointSlices and Pods cluster-wide');
+        this.log.info(this.watchPods ? 'watching Services, EndpointSlices and Pods cluster-wide' : 'watching Services and EndpointSlices cluster-wide');
       } catch (err) {
         if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
         this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
@@ -148,7 +182,7 @@ export class ClusterCache {
   }
 
   private newWatchSet(namespace: string | undefined): WatchSet {
-    return new WatchSet(this.api, this.log, namespace, this.index, this.deadlines, this.watchOptions);
+    return new WatchSet(this.api, this.log, namespace, this.index, this.deadlines, { ...this.watchOptions, watchPods: this.watchPods });
   }
 
   /** A start-up that takes more than a moment says so: objects listed per kind, of how many. */
@@ -174,6 +208,7 @@ export class ClusterCache {
     for (const slot of this.slots.values()) clearTimeout(slot.releaseTimer);
     const sets = [this.clusterWide, this.syncingSet, ...(await Promise.allSettled([...this.slots.values()].map((s) => s.pending))).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
     await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop(), this.syncingNamespaces?.stop()]);
+    this.pods.clear();
     closeAgents(this.api);
   }
 

@@ -1,5 +1,5 @@
 import { normalizeIp } from '../core/ip.js';
-import type { SlimPod, SlimService, SlimSlice } from './slim.js';
+import type { SlimEndpoint, SlimPod, SlimService, SlimSlice } from './slim.js';
 
 interface Listable<T> {
   list(): Iterable<T>;
@@ -11,6 +11,13 @@ export interface ObjectSource {
 }
 
 export type WatchEvent = 'add' | 'update' | 'delete';
+
+/** A pod to dial: what a plan needs (a SlimPod is one; so is an endpoint's targetRef). */
+export interface PodTarget {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string | undefined;
+}
 export type IndexedKind = 'services' | 'slices' | 'pods';
 
 const key = (namespace: string, name: string) => `${namespace}/${name}`;
@@ -80,6 +87,12 @@ export class ClusterIndex {
   private readonly pods = new Map<string, SlimPod>();
   private readonly podsByIp = new MultiMap<SlimPod>();
   private readonly podsByHostname = new MultiMap<SlimPod>();
+  /** From EndpointSlices (so without a pod watch): endpoint IP → slices listing it. */
+  private readonly endpointIps = new MultiMap<SlimSlice>();
+  /** From EndpointSlices: "namespace/service/hostname" → the endpoint (headless Service DNS). */
+  private readonly endpointHostnames = new MultiMap<{ namespace: string; ep: SlimEndpoint }>();
+  /** Pod UID → endpoints naming it, over every slice: 0 after a slice update means the pod is gone. */
+  private readonly uidRefs = new Map<string, number>();
 
   /** Told when a pod instance leaves the cache (deleted, stopped running, or replaced under its name). */
   onPodGone?: (namespace: string, name: string, uid: string | undefined) => void;
@@ -135,10 +148,30 @@ export class ClusterIndex {
     return fallback;
   }
 
-  /** A pod addressed as <hostname>.<subdomain>.<namespace>.svc (headless Service DNS). */
-  podByHostname(namespace: string, subdomain: string, hostname: string): SlimPod | undefined {
-    for (const pod of this.ready().podsByHostname.values(`${namespace}/${subdomain}/${hostname}`)) return pod;
-    return undefined;
+  /**
+   * A pod addressed as <hostname>.<subdomain>.<namespace>.svc (headless Service DNS): a watched
+   * running pod, else the endpoint of Service <subdomain> with that hostname (not terminating).
+   */
+  podByHostname(namespace: string, subdomain: string, hostname: string): PodTarget | undefined {
+    const k = `${namespace}/${subdomain}/${hostname}`;
+    // Several pods or slices may have it: take the same one however the events came (lowest name).
+    let best: PodTarget | undefined;
+    for (const pod of this.ready().podsByHostname.values(k)) if (!best || pod.name < best.name) best = pod;
+    if (best) return best;
+    for (const { namespace: ns, ep } of this.endpointHostnames.values(k)) {
+      if (!best || ep.refName! < best.name || (ep.refName === best.name && (ep.refUid ?? '') < (best.uid ?? ''))) best = { namespace: ep.refNamespace ?? ns, name: ep.refName!, uid: ep.refUid };
+    }
+    return best;
+  }
+
+  /** Is this a Service ClusterIP, an endpoint's IP or a watched running pod's IP? (sync: routing decisions) */
+  knowsIp(ip: string): boolean {
+    const n = normalizeIp(ip);
+    const ix = this.ready();
+    for (const _ of ix.servicesByIp.values(n)) return true;
+    for (const _ of ix.endpointIps.values(n)) return true;
+    for (const _ of ix.podsByIp.values(n)) return true;
+    return false;
   }
 
   private ready(): this {
@@ -147,7 +180,7 @@ export class ClusterIndex {
   }
 
   private rebuild(): void {
-    for (const table of [this.services, this.servicesByIp, this.slices, this.slicesByService, this.pods, this.podsByIp, this.podsByHostname]) table.clear();
+    for (const table of [this.services, this.servicesByIp, this.slices, this.slicesByService, this.pods, this.podsByIp, this.podsByHostname, this.endpointIps, this.endpointHostnames, this.uidRefs]) table.clear();
     for (const source of this.sources()) {
       for (const svc of source.services.list()) this.putService(svc, false);
       for (const slice of source.slices.list()) this.putSlice(slice, false);
@@ -172,6 +205,7 @@ export class ClusterIndex {
   private putSlice(slice: SlimSlice, remove: boolean): void {
     const k = slice.key;
     const old = this.slices.get(k);
+    if (old) this.sliceEndpoints(old, false);
     if (old?.serviceKey) this.slicesByService.remove(old.serviceKey, k);
     if (remove) {
       this.slices.delete(k);
@@ -179,6 +213,36 @@ export class ClusterIndex {
     }
     this.slices.set(k, slice);
     if (slice.serviceKey) this.slicesByService.add(slice.serviceKey, k, slice);
+    this.sliceEndpoints(slice, true);
+    // A slice changed and a pod it listed is in no slice any more: the endpoint controller took it
+    // out because the pod went (deleted, or replaced under its name). A slice deleted as a whole
+    // (its Service went) says nothing about its pods.
+    if (old && this.onPodGone) {
+      for (const ep of old.endpoints) {
+        if (ep.refKind === 'Pod' && ep.refName && ep.refUid && !this.uidRefs.has(ep.refUid)) this.onPodGone(ep.refNamespace ?? old.namespace, ep.refName, ep.refUid);
+      }
+    }
+  }
+
+  /** Adds (or removes) what a slice's endpoints put in the endpoint tables. */
+  private sliceEndpoints(slice: SlimSlice, add: boolean): void {
+    const service = slice.serviceKey;
+    for (const ep of slice.endpoints) {
+      if (ep.address) {
+        if (add) this.endpointIps.add(ep.address, slice.key, slice);
+        else this.endpointIps.remove(ep.address, slice.key);
+      }
+      if (service && ep.hostname && ep.refName && ep.terminating !== true) {
+        const host = `${service}/${ep.hostname}`;
+        if (add) this.endpointHostnames.add(host, slice.key, { namespace: slice.namespace, ep });
+        else this.endpointHostnames.remove(host, slice.key);
+      }
+      if (ep.refUid) {
+        const n = (this.uidRefs.get(ep.refUid) ?? 0) + (add ? 1 : -1);
+        if (n > 0) this.uidRefs.set(ep.refUid, n);
+        else this.uidRefs.delete(ep.refUid);
+      }
+    }
   }
 
   private putPod(pod: SlimPod, remove: boolean): void {

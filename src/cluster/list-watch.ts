@@ -160,3 +160,20 @@ export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEve
     });
   });
 }
+
+/** GET one object as JSON; 404 → undefined. */
+export async function getObject(api: ApiConnection, path: string, signal: AbortSignal, headersTimeoutMs: number): Promise<Record<string, any> | undefined> {
+  let res: http.IncomingMessage;
+  try {
+    res = await apiGet(api, path, signal, headersTimeoutMs);
+  } catch (err) {
+    if (err instanceof ApiStatusError && err.statusCode === 404) return undefined;
+    throw err;
+  }
+  const text = await readText(res);
+  try {
+    return JSON.parse(text) as Record<string, any>;
+  } catch {
+    throw new ApiStatusError(res.statusCode ?? 0, `invalid JSON from ${path}`);
+  }
+}

@@ -36,11 +36,13 @@ export interface SlimService extends Slim {
 }
 
 /**
- * One endpoint: its conditions and the object it points at (targetRef, flattened). Addresses,
- * `serving`, hostname and zone are not kept: routing dials the pod the targetRef names (Pod IPs and
- * hostnames come from the pods), and uses an endpoint only when ready and not terminating.
+ * One endpoint: its first address (slices are per address family; it is the Pod IP), hostname
+ * (set when the pod's subdomain is this Service: headless DNS), conditions and the object it
+ * points at (targetRef, flattened). `serving`, nodeName, zone and hints are not kept.
  */
 export interface SlimEndpoint {
+  readonly address: string | undefined;
+  readonly hostname: string | undefined;
   /** Conditions as the slice has them: undefined means unknown (treated as ready). */
   readonly ready: boolean | undefined;
   readonly terminating: boolean | undefined;
@@ -174,7 +176,10 @@ function slimEndpoint(e: Json): SlimEndpoint {
   const c = e.conditions ?? {};
   const ref = e.targetRef;
   const refName = str(ref?.name);
+  const address = arr(e.addresses).map(str)[0];
   return {
+    address: address ? normalizeIp(address) : undefined,
+    hostname: str(e.hostname),
     ready: bool(c.ready),
     terminating: bool(c.terminating),
     refKind: refName ? intern(str(ref.kind) ?? '') : undefined,

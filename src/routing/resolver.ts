@@ -6,17 +6,19 @@ import {
   NoReadyEndpointError,
   NotAllowedError,
   UnsupportedTargetError,
+  ProxyError,
   UpstreamApiError,
   errorMessage,
 } from '../core/errors.js';
 import type { ClusterCache } from '../cluster/cache.js';
 import type { SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
+import type { PodTarget } from '../cluster/index.js';
 import { ApiStatusError } from '../cluster/api.js';
 import type { PodPort } from '../tunnel/transport.js';
 import { isUnderClusterDomain, parseClusterName } from './names.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
-export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed'>;
+export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed' | 'knowsIp' | 'findPodByIp' | 'findPod'>;
 
 export interface ResolverOptions {
   /**
@@ -54,7 +56,7 @@ export class Resolver {
 
   /** Cheap, synchronous: could this destination be ours at all? */
   claims(dest: Destination): boolean {
-    if (dest.type !== 'domain' || isIP(dest.host)) return !!(this.cache.lookup.serviceByIp(dest.host) || this.cache.lookup.podByIp(dest.host));
+    if (dest.type !== 'domain' || isIP(dest.host)) return this.cache.knowsIp(dest.host);
     return !!parseClusterName(dest.host, this.clusterDomain, this.cache.defaultNamespace) || isUnderClusterDomain(dest.host, this.clusterDomain);
   }
 
@@ -95,7 +97,7 @@ export class Resolver {
       if (!pod) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
       return podPlan(pod, dest.port);
     }
-    const pod = lookup.podByIp(name.ip);
+    const pod = await this.findPodByIp(name.ip, name.namespace);
     if (!pod || pod.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
     return this.podIpPlan(pod, name.ip, dest.port);
   }
@@ -111,10 +113,19 @@ export class Resolver {
     }
   }
 
-  private resolveIp(ip: string, port: number): Plan {
+  private async findPodByIp(ip: string, namespace?: string): Promise<SlimPod | undefined> {
+    try {
+      return await this.cache.findPodByIp(ip, namespace);
+    } catch (err) {
+      if (err instanceof ProxyError) throw err;
+      throw new UpstreamApiError(`cannot look up the pod with IP ${ip}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private async resolveIp(ip: string, port: number): Promise<Plan> {
     const svc = this.cache.lookup.serviceByIp(ip);
     if (svc) return this.servicePlan(svc, port);
-    const pod = this.cache.lookup.podByIp(ip);
+    const pod = await this.findPodByIp(ip);
     if (pod) return this.podIpPlan(pod, ip, port);
     throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
   }
@@ -127,7 +138,7 @@ export class Resolver {
     return podPlan(pod, port);
   }
 
-  private servicePlan(svc: SlimService, port: number): Plan {
+  private async servicePlan(svc: SlimService, port: number): Promise<Plan> {
     const { namespace, name } = svc;
     const label = `service ${namespace}/${name}:${port}`;
     if (svc.type === 'ExternalName') {
@@ -150,7 +161,8 @@ export class Resolver {
           continue;
         }
         const podNamespace = ep.refNamespace ?? namespace;
-        const pod = this.cache.lookup.pod(podNamespace, ep.refName);
+        // Slices carry the resolved port; only a slice without ports sends us to the pod's containers.
+        const pod = !headless && slicePort?.port === undefined && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort) ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined) : undefined;
         const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
         if (podPort === undefined) continue;
         // The endpoint controller's targetRef names the pod instance it vouched ready.
@@ -178,7 +190,7 @@ export class Resolver {
   }
 }
 
-function podPlan(pod: SlimPod, port: number): Plan {
+function podPlan(pod: PodTarget, port: number): Plan {
   const { namespace, name, uid } = pod;
   return { label: `pod ${namespace}/${name}:${port}`, candidates: [{ namespace, pod: name, port, ...(uid ? { uid } : {}) }] };
 }

@@ -21,6 +21,7 @@ function prng(seed: number): () => number {
 const NAMESPACES = ['a', 'b'];
 const NAMES = ['x', 'y', 'z'];
 const IPS = ['10.0.0.1', '10.0.0.2', '10.0.0.3', 'fd00::1', '::ffff:10.0.0.2'];
+const UIDS = ['u1', 'u2', 'u3', 'u4'];
 
 type Obj = V1Service | V1EndpointSlice | V1Pod;
 type SlimObj = SlimService | SlimSlice | SlimPod;
@@ -41,7 +42,13 @@ function randomObject(kind: IndexedKind, r: () => number): Obj {
   }
   if (kind === 'slices') {
     if (r() < 0.2) delete (metadata.labels as Record<string, string>)['kubernetes.io/service-name'];
-    return { metadata, addressType: 'IPv4', endpoints: [{ addresses: [pick(IPS)] }] } as V1EndpointSlice;
+    const endpoint = () => ({
+      addresses: [pick(IPS)],
+      conditions: { ready: r() < 0.7, terminating: r() < 0.2 },
+      ...(r() < 0.4 ? { hostname: pick(NAMES) } : {}),
+      ...(r() < 0.7 ? { targetRef: { kind: 'Pod', namespace: metadata.namespace, name: pick(NAMES), uid: pick(UIDS) } } : {}),
+    });
+    return { metadata, addressType: 'IPv4', endpoints: Array.from({ length: 1 + Math.floor(r() * 3) }, endpoint) } as V1EndpointSlice;
   }
   return {
     metadata: { ...metadata, ...(r() < 0.15 ? { deletionTimestamp: new Date() } : {}) },
@@ -60,10 +67,13 @@ function lookups(ix: ClusterIndex): string[] {
       out.push(`svc ${ns}/${n} ${name(ix.service(ns, n))}`);
       out.push(`pod ${ns}/${n} ${name(ix.pod(ns, n))}`);
       out.push(`slices ${ns}/${n} ${ix.slicesFor(ns, n).map(name).sort().join(',')}`);
-      for (const h of NAMES) out.push(`host ${ns}/${n}/${h} ${!!ix.podByHostname(ns, n, h)}`);
+      for (const h of NAMES) {
+        const p = ix.podByHostname(ns, n, h);
+        out.push(`host ${ns}/${n}/${h} ${p ? `${p.namespace}/${p.name}/${p.uid}` : '-'}`);
+      }
     }
   }
-  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.hostNetwork ?? '-'}`);
+  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.hostNetwork ?? '-'} known=${ix.knowsIp(ip)}`);
   return out;
 }
 
@@ -110,4 +120,31 @@ test('events before the first lookup are picked up from the informers; invalidat
   pods.length = 0;
   ix.invalidate();
   assert.equal(ix.podByIp('10.1.1.1'), undefined);
+});
+
+test('without a pod watch, a pod the endpoint controller takes out of every slice is gone; a deleted slice says nothing', () => {
+  const slices = new Map<string, SlimSlice>();
+  const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [...slices.values()] }, pods: { list: () => [] } }]);
+  const gone: string[] = [];
+  ix.onPodGone = (ns, name, uid) => gone.push(`${ns}/${name}/${uid}`);
+  const slice = (name: string, service: string, pods: Array<[string, string]>) =>
+    slim('slices', { metadata: { namespace: 'a', name, labels: { 'kubernetes.io/service-name': service } }, addressType: 'IPv4', endpoints: pods.map(([pod, uid], i) => ({ addresses: [`10.0.0.${i + 1}`], conditions: { ready: true }, targetRef: { kind: 'Pod', namespace: 'a', name: pod, uid } })) } as V1EndpointSlice) as SlimSlice;
+  const put = (s: SlimSlice, event: WatchEvent) => {
+    if (event === 'delete') slices.delete(s.key);
+    else slices.set(s.key, s);
+    ix.apply('slices', event, s);
+  };
+  put(slice('web-1', 'web', [['p1', 'u1'], ['p2', 'u2']]), 'add');
+  put(slice('web-2', 'web', [['p3', 'u3']]), 'add');
+  put(slice('all', 'all', [['p1', 'u1'], ['p3', 'u3']]), 'add');
+  assert.ok(ix.knowsIp('10.0.0.2'), 'endpoint IPs are known');
+  put(slice('web-1', 'web', [['p1', 'u1']]), 'update');
+  assert.deepEqual(gone, ['a/p2/u2'], 'p2 left its only slice');
+  put(slice('web-1', 'web', [['p1', 'u1b']]), 'update');
+  assert.deepEqual(gone, ['a/p2/u2'], 'p1 (u1) is still in slice "all"');
+  put(slice('all', 'all', [['p3', 'u3']]), 'update');
+  assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'replaced under its name: the old instance went');
+  put(slice('web-2', 'web', [['p3', 'u3']]), 'delete');
+  put(slice('all', 'all', [['p3', 'u3']]), 'delete');
+  assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'slices deleted with their Service: their pods may well run on');
 });

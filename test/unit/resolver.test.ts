@@ -74,6 +74,16 @@ const cache: ResolverCache = {
   namespaceExists: (ns: string) => ['shop', 'default'].includes(ns),
   ensureNamespace: async () => undefined,
   noteServed: () => undefined,
+  // As a cache that watches pods answers (methods: `{ ...cache, lookup }` copies use their own index).
+  knowsIp(ip: string) {
+    return this.lookup.knowsIp(ip);
+  },
+  async findPodByIp(ip: string) {
+    return this.lookup.podByIp(ip);
+  },
+  async findPod(ns: string, name: string) {
+    return this.lookup.pod(ns, name);
+  },
 };
 const resolver = new Resolver(cache as never, 'cluster.local');
 const dom = (host: string, port: number): Destination => ({ host, port, type: 'domain' });
