@@ -4,7 +4,8 @@
 //   - the real CLI: time from spawn to ready, RSS once synced, requests and bytes the API server
 //     served during start-up;
 //   - in this process: a ClusterCache + Resolver on the same cluster, the routing decision
-//     (Resolver.resolve of Service names, ClusterIPs and Pod IPs) p50/p99, API requests during it;
+//     (Resolver.resolve of Service names and ClusterIPs) p50/p99 and API requests during it; Pod IPs
+//     (looked up on first use): the first ask and later ones;
 //   - the cache alone in this process, with and without the pod watch: sync time, bytes, heap
 //     after GC (what not watching Pods would save; see docs/architecture.md).
 // Environment: BENCH_BIG_PODS="0,5000,50000", BENCH_BIG_SERVICES=10000, BENCH_BIG_DECISIONS=20000.
@@ -20,6 +21,7 @@ import { startProxyProcess } from '../test/helpers/proxy-process.js';
 import { loadKubeConfig } from '../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../src/cluster/api.js';
 import { ClusterCache, ON_DEMAND_LIMITS } from '../src/cluster/cache.js';
+import { POD_LOOKUP_LIMITS } from '../src/cluster/pod-lookup.js';
 import { Resolver } from '../src/routing/resolver.js';
 import { createLogger } from '../src/core/log.js';
 import type { Destination } from '../src/core/types.js';
@@ -52,6 +54,10 @@ interface Row {
   decisionP50us: number;
   decisionP99us: number;
   decisionApiRequests: number;
+  /** Pod IPs not behind the index: first ask (one look-up each) and again (from memory). */
+  podIpColdP50ms: number;
+  podIpWarmP99us: number;
+  podIpLookups: number;
   cacheOnly: Record<'withPods' | 'withoutPods', { syncMs: number; bytes: number; heapMiB: number }>;
 }
 
@@ -69,21 +75,22 @@ async function proxyFigures(sim: SimCluster, kubeconfig: string): Promise<Pick<R
   return { readyMs, rssMiB, requests, bytes: c.bytes };
 }
 
+/** Service names and ClusterIPs: answered from the cache, never an API request. */
 function destinations(big: BigCluster): Destination[] {
   const out: Destination[] = [];
   for (let i = 0; i < 3000 && big.services.length; i++) {
     const s = big.services[(i * 7919) % big.services.length]!;
     out.push({ host: `${s.name}.${s.namespace}`, port: 80, type: 'domain' });
     out.push({ host: s.clusterIP, port: 80, type: 'ipv4' });
-    const ip = big.podIPs[(i * 104729) % Math.max(1, big.podIPs.length)];
-    if (ip) out.push({ host: ip, port: 8080, type: 'ipv4' });
   }
   return out;
 }
 
 async function cacheIn(kubeconfig: string, watchPods: boolean): Promise<{ cache: ClusterCache; syncMs: number }> {
   const { kc } = loadKubeConfig({ kubeconfig });
-  const cache = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'team-0', ON_DEMAND_LIMITS, { watchPods });
+  // A look-up budget the bench does not exhaust (it asks 200 Pod IPs at once).
+  const podLookup = { ...POD_LOOKUP_LIMITS, lookupsPerSecond: 1e6, lookupBurst: 1e6, foundTtlMs: 600_000 };
+  const cache = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'team-0', ON_DEMAND_LIMITS, { watchPods, podLookup });
   const started = performance.now();
   await cache.start();
   return { cache, syncMs: performance.now() - started };
@@ -95,8 +102,8 @@ function heapMiB(): number {
 }
 
 /** Routing decisions on a synced cache in this process: no API request, time per decision. */
-async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigCluster): Promise<Pick<Row, 'decisionP50us' | 'decisionP99us' | 'decisionApiRequests'>> {
-  const { cache } = await cacheIn(kubeconfig, true);
+async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigCluster): Promise<Pick<Row, 'decisionP50us' | 'decisionP99us' | 'decisionApiRequests' | 'podIpColdP50ms' | 'podIpWarmP99us' | 'podIpLookups'>> {
+  const { cache } = await cacheIn(kubeconfig, false);
   const resolver = new Resolver(cache, 'cluster.local');
   const dests = destinations(big);
   const times: number[] = [];
@@ -109,21 +116,40 @@ async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigClus
     times.push((performance.now() - t) * 1000);
   }
   const c = sim.counters;
+  // Pod IPs: the first ask looks the pod up (one API request), later ones are answered from memory.
+  const podIps = big.podIPs.filter((_, i) => i % Math.max(1, Math.floor(big.podIPs.length / 200)) === 0).slice(0, 200);
+  const cold: number[] = [];
+  const warm: number[] = [];
+  sim.resetCounters();
+  for (const [list, ips] of [[cold, podIps], [warm, podIps], [warm, podIps]] as const) {
+    for (const ip of ips) {
+      const t = performance.now();
+      await resolver.resolve({ host: ip, port: 8080, type: 'ipv4' });
+      list.push((performance.now() - t) * 1000);
+    }
+  }
+  const lookups = sim.counters.total - sim.counters.watch;
   await cache.stop();
   times.sort((a, b) => a - b);
-  return { decisionP50us: percentile(times, 50), decisionP99us: percentile(times, 99), decisionApiRequests: c.total - c.watch };
+  cold.sort((a, b) => a - b);
+  warm.sort((a, b) => a - b);
+  return {
+    decisionP50us: percentile(times, 50), decisionP99us: percentile(times, 99), decisionApiRequests: c.total - c.watch,
+    podIpColdP50ms: percentile(cold, 50) / 1000, podIpWarmP99us: percentile(warm, 99), podIpLookups: lookups,
+  };
 }
 
 /** The cache alone, with and without the pod watch: sync time, bytes served, heap it holds. */
 async function cacheOnlyFigures(sim: SimCluster, kubeconfig: string): Promise<Row['cacheOnly']> {
   const out = {} as Row['cacheOnly'];
   for (const watchPods of [true, false]) {
-    const before = heapMiB();
     sim.resetCounters();
     const { cache, syncMs } = await cacheIn(kubeconfig, watchPods);
     const bytes = sim.counters.bytes;
-    out[watchPods ? 'withPods' : 'withoutPods'] = { syncMs, bytes, heapMiB: heapMiB() - before };
+    cache.lookup.service('team-0', 'svc-0'); // builds the index
+    const held = heapMiB();
     await cache.stop();
+    out[watchPods ? 'withPods' : 'withoutPods'] = { syncMs, bytes, heapMiB: held - heapMiB() };
   }
   return out;
 }
@@ -148,10 +174,10 @@ for (const pods of SIZES) {
 
 const f = (n: number, d = 0) => n.toFixed(d);
 console.log(`\n## Big clusters (${SERVICES} Services + EndpointSlices, realistic pods; node ${process.version}, ${os.cpus().length} CPUs)\n`);
-console.log('| running pods | pod JSON | time to ready | proxy RSS synced | start-up API requests | start-up API bytes | decision p50 / p99 | API requests in decisions |');
-console.log('|---|---|---|---|---|---|---|---|');
+console.log('| running pods | pod JSON | time to ready | proxy RSS synced | start-up API requests | start-up API bytes | decision p50 / p99 (names, ClusterIPs) | API requests in those | Pod IP: first ask p50 / again p99 | look-ups for 200 Pod IPs asked 3× |');
+console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} MiB | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} |`);
+  console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} MiB | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs | ${r.podIpLookups} |`);
 }
 const base = rows.find((r) => r.pods === 0);
 const top = rows[rows.length - 1];

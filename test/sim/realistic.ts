@@ -107,6 +107,17 @@ function podTemplate(app: string, namespace: string, node: string, containerCoun
   return { spec, managedFields, conditions, containerStatuses, labels, annotations, ownerReferences, namespace };
 }
 
+/** One realistic running pod of Service `svc-<s>` (for tests that want a real-looking object). */
+export function realisticPod(s: number, ip: string): KObject {
+  const t = podTemplate(`svc-${s}`, `team-${s}`, `node-${s}`, 3);
+  return structuredClone({
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: { name: `svc-${s}-${t.labels['pod-template-hash']}-x7k2p`, generateName: `svc-${s}-${t.labels['pod-template-hash']}-`, namespace: t.namespace, uid: randomUUID(), resourceVersion: '4711', creationTimestamp: AT, labels: t.labels, annotations: t.annotations, ownerReferences: t.ownerReferences, managedFields: t.managedFields },
+    spec: t.spec,
+    status: { phase: 'Running', conditions: t.conditions, hostIP: '10.0.0.7', hostIPs: [{ ip: '10.0.0.7' }], podIP: ip, podIPs: [{ ip }], startTime: AT, containerStatuses: t.containerStatuses, qosClass: 'Burstable' },
+  });
+}
+
 /**
  * Fills a simulated cluster with `services` Services (ports http 80 → "http", metrics 9090 →
  * "metrics"), `pods` running pods spread round-robin over them, and one EndpointSlice per Service.
