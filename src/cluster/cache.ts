@@ -47,7 +47,7 @@ export interface CacheStatus {
   scope: 'cluster' | 'namespaces';
   namespaces: string[];
   watches: Record<string, WatchState>;
-  /** Watches still on their first list (start-up): objects listed so far, of how many when known. */
+  /** Per watch still on its first list (start-up), by label ("pods", "services in shop"): objects listed so far, of how many when known. */
   syncing?: Record<string, SyncProgress>;
 }
 
@@ -64,6 +64,12 @@ const PROGRESS_LOG_INTERVAL_MS = 1_000;
 /** "pods" for "/api/v1/pods?fieldSelector=…", "endpointslices" for a namespaced path. */
 export function kindOf(path: string): string {
   return path.split('?')[0]!.split('/').pop() ?? path;
+}
+
+/** "services", or "services in shop" for a namespaced watch (status and progress lines). */
+export function watchLabel(path: string): string {
+  const ns = /\/namespaces\/([^/]+)\/[^/?]+/.exec(path);
+  return ns ? `${kindOf(path)} in ${decodeURIComponent(ns[1]!)}` : kindOf(path);
 }
 
 /** One on-demand namespace: its watches, and whether a request ever reached a pod through them. */
@@ -187,8 +193,8 @@ export class ClusterCache {
 
   /** A start-up that takes more than a moment says so: objects listed per kind, of how many. */
   private logProgress(): void {
-    for (const [path, p] of Object.entries(this.syncProgress())) {
-      this.log.info({ kind: kindOf(path), listed: p.listed, ...(p.total !== undefined ? { of: p.total } : {}) }, 'syncing the cluster cache');
+    for (const [kind, p] of Object.entries(this.syncProgress())) {
+      this.log.info({ kind, listed: p.listed, ...(p.total !== undefined ? { of: p.total } : {}) }, 'syncing the cluster cache');
     }
   }
 
@@ -199,7 +205,7 @@ export class ClusterCache {
     if (this.syncingNamespaces) informers.push(this.syncingNamespaces as never);
     for (const inf of informers) {
       const p = inf.progress;
-      if (p) out[inf.path] = p;
+      if (p) out[watchLabel(inf.path)] = p;
     }
     return out;
   }

@@ -16,7 +16,8 @@ import { ensureStateDir, layout, validateId, type StateLayout } from '../state/p
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from '../state/store.js';
 import { processIdentity } from '../state/process.js';
-import { startControlServer } from '../state/control.js';
+import { startControlServer, type LiveStatus } from '../state/control.js';
+import type { CacheStatus } from '../cluster/cache.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
 import { RotatingLogFile } from './rotating-log.js';
 
@@ -38,6 +39,8 @@ export async function runDaemon(id: string): Promise<number> {
 
 class Daemon {
   private running?: RunningProxy;
+  /** While startProxy runs: the cache's status (its first sync's progress). */
+  private startingCache?: () => CacheStatus;
   private control?: Server;
   private readonly startedAt = Date.now();
   private stopRequested!: (reason: string) => void;
@@ -57,6 +60,11 @@ class Daemon {
     this.log.info({ context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, cwd: process.cwd() }, 'daemon starting');
     try {
       const proxyAuth = takeProxyAuthFile(this.l, id);
+      // The control socket answers from the start, so `status` shows a long first sync's progress.
+      this.control = await startControlServer(this.l.controlSocket(id), {
+        status: () => this.liveStatus(),
+        stop: () => this.stopRequested('control request'),
+      });
       this.running = await startProxy(
         {
           ...options,
@@ -67,15 +75,13 @@ class Daemon {
           proxyAuth,
         },
         this.log,
+        { cacheStarting: (status) => (this.startingCache = status) },
       );
-      this.control = await startControlServer(this.l.controlSocket(id), {
-        status: () => this.liveStatus(),
-        stop: () => this.stopRequested('control request'),
-      });
     } catch (err) {
       const message = err instanceof StartupError ? err.message : `unexpected startup failure: ${errorMessage(err)}`;
       this.log.error({ error: message }, 'daemon failed to start');
       await this.running?.stop(0).catch(() => undefined);
+      await new Promise<void>((resolve) => (this.control ? this.control.close(() => resolve()) : resolve()));
       await withStateLock(this.l, () => {
         removeTransient(this.l, id);
         updateEntry(this.l, id, (e) => {
@@ -127,14 +133,23 @@ class Daemon {
     return 0;
   }
 
-  private liveStatus() {
+  private liveStatus(): LiveStatus {
+    if (!this.running) {
+      return {
+        pid: process.pid,
+        phase: 'starting',
+        uptimeMs: Date.now() - this.startedAt,
+        totals: { openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0, bytesToClients: 0, failuresByReason: {} },
+        cache: this.startingCache?.(),
+      };
+    }
     return {
       pid: process.pid,
-      phase: this.stopping ? ('stopping' as const) : ('running' as const),
+      phase: this.stopping ? 'stopping' : 'running',
       uptimeMs: Date.now() - this.startedAt,
-      totals: this.running!.totals(),
-      cache: this.running!.cacheStatus?.(),
-      transports: this.running!.transports?.(),
+      totals: this.running.totals(),
+      cache: this.running.cacheStatus?.(),
+      transports: this.running.transports?.(),
     };
   }
 

@@ -3,7 +3,7 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { parseListenAddress } from '../core/address.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../cluster/api.js';
-import { ClusterCache } from '../cluster/cache.js';
+import { ClusterCache, type CacheStatus } from '../cluster/cache.js';
 import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
 import { SpdyTransport } from '../tunnel/spdy-transport.js';
 import { NegotiatingTransport } from '../tunnel/negotiate.js';
@@ -28,7 +28,12 @@ const STARTUP_SYNC_TIMEOUT_MS = 30_000;
  * Builds the data path — listeners → router → cluster route → resolver (watch cache) → transport —
  * and starts it. Every way it can fail to start is a one-line StartupError.
  */
-export async function startProxy(options: ProxyOptions, log: Logger): Promise<RunningProxy> {
+export interface StartHooks {
+  /** Called as soon as the cluster cache exists, before it syncs: `status` can then show its progress. */
+  cacheStarting?(status: () => CacheStatus): void;
+}
+
+export async function startProxy(options: ProxyOptions, log: Logger, hooks: StartHooks = {}): Promise<RunningProxy> {
   if (!options.listenSocks && !options.listenHttp) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
   const socksAddr = options.listenSocks ? parseAddress(options.listenSocks, '--listen-socks') : undefined;
   const httpAddr = options.listenHttp ? parseAddress(options.listenHttp, '--listen-http') : undefined;
@@ -39,6 +44,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   await probeApi(api, kube.context, kube.server);
 
   const cache = new ClusterCache(api, log, kube.namespace);
+  hooks.cacheStarting?.(() => cache.status());
   const keepalive = {
     intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs,
     timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs,
