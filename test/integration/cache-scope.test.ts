@@ -10,6 +10,7 @@ import { ApiConnection } from '../../src/cluster/api.js';
 import { ClusterCache, ON_DEMAND_LIMITS } from '../../src/cluster/cache.js';
 import { POD_LOOKUP_LIMITS } from '../../src/cluster/pod-lookup.js';
 import { createLogger } from '../../src/core/log.js';
+import { replyFor } from '../../src/core/errors.js';
 import { SAMPLE } from '../sim/sample.js';
 
 const SAMPLE_WEB = SAMPLE.web.pods[0]!;
@@ -65,4 +66,27 @@ test('pods not watched: a Pod IP is looked up once, kept briefly, and a finished
   await eventually(async () => (await cache.findPodByIp(ip)) === undefined, 5_000, 100);
   assert.equal(await cache.findPod('batch', 'job-done'), undefined, 'a Succeeded pod is not dialled');
   assert.ok(cache.knowsIp(cluster.sim.podIP('shop', SAMPLE_WEB)), 'a pod behind a Service is known from its EndpointSlice');
+});
+
+test('unknown Pod IPs named in a burst cost look-ups only within the budget; the rest are refused (0x01 / 503) without an API request', async () => {
+  const { kc } = loadKubeConfig({ kubeconfig: cluster.kubeconfig });
+  const limits = { ...POD_LOOKUP_LIMITS, lookupsPerSecond: 2, lookupBurst: 5 };
+  const cache = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'shop', ON_DEMAND_LIMITS, { podLookup: limits });
+  caches.push(cache);
+  await cache.start();
+  cluster.sim.resetCounters();
+  const started = Date.now();
+  const ips = Array.from({ length: 50 }, (_, i) => `10.99.${i >> 8}.${i & 255}`);
+  const results = await Promise.allSettled(ips.map((ip) => cache.findPodByIp(ip)));
+  const allowed = Math.floor(limits.lookupBurst + (limits.lookupsPerSecond * (Date.now() - started)) / 1000);
+  const c = cluster.sim.counters;
+  assert.ok(c.list <= allowed && c.list >= limits.lookupBurst, `${c.list} look-ups; the budget allows ${allowed}`);
+  const refused = results.filter((r) => r.status === 'rejected');
+  assert.equal(refused.length, ips.length - c.list);
+  const reply = replyFor((refused[0] as PromiseRejectedResult).reason);
+  assert.deepEqual([reply.socks, reply.http], [0x01, 503]);
+  // Asked again at once: the answers ("no such pod") come from memory, no new look-up.
+  const answered = ips.filter((_, i) => results[i]!.status === 'fulfilled');
+  await Promise.all(answered.map((ip) => cache.findPodByIp(ip)));
+  assert.equal(cluster.sim.counters.list, c.list, 'negative answers are kept');
 });
