@@ -11,7 +11,7 @@ import { ClusterIndex } from './index.js';
 import { WatchSet, type WatchSetOptions } from './watch-set.js';
 
 export interface OnDemandLimits {
-  /** Namespaces watched on demand at most (each costs three watches). */
+  /** Namespaces watched on demand at most (each costs two watches: Services, EndpointSlices). */
   maxNamespaces: number;
   /** At the limit, a namespace that served streams but has been unused this long makes room. */
   evictIdleMs: number;
@@ -19,14 +19,14 @@ export interface OnDemandLimits {
   unservedReleaseMs: number;
   /** A namespace RBAC refused is refused again without asking for this long. */
   forbiddenTtlMs: number;
-  /** New namespace look-ups (each three LISTs and watches) allowed per second on average… */
+  /** New namespace look-ups (each two lists and watches) allowed per second on average… */
   lookupsPerSecond: number;
   /** …and at once. */
   lookupBurst: number;
 }
 
 /**
- * Without cluster-wide RBAC, any namespace a client names costs three list+watches: bounded here
+ * Without cluster-wide RBAC, any namespace a client names costs two list+watches: bounded here
  * so a client cannot make the proxy watch without limit, hammer the API server with lists (allowed
  * or not: every new name costs a token, whatever the answer), or keep the slots full of
  * namespaces nobody reaches a pod in.

@@ -9,7 +9,7 @@ import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import type { WatchEvent } from './index.js';
-import { apiGet, listPage, streamEvents, type RawWatchEvent } from './list-watch.js';
+import { apiGet, countObjects, isGone, listAll, streamEvents, type RawWatchEvent } from './list-watch.js';
 import type { Slim } from './slim.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
@@ -18,8 +18,6 @@ const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
 /** Objects per LIST page (client-go's pager default). */
 export const PAGE_SIZE = 500;
-/** A LIST page must arrive within this (the headers timeout only bounds the wait for headers). */
-const PAGE_TIMEOUT_MS = 60_000;
 /** While a sync runs longer than this, ask for the total (one object, `limit=1`) for the progress lines. */
 const TOTAL_PROBE_AFTER_MS = 1_000;
 const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
@@ -54,12 +52,8 @@ export interface SyncProgress {
   total?: number;
 }
 
-class GoneError extends Error {}
-
 /** API connections whose server refused a watch-list (older than 1.27, or the WatchList gate off). */
 const noWatchList = new WeakSet<ApiConnection>();
-
-const isGone = (err: unknown) => err instanceof GoneError || (err instanceof ApiStatusError && err.statusCode === 410);
 
 /**
  * A list+watch of one resource path that keeps going: failures are retried with jittered exponential
@@ -210,41 +204,21 @@ export class ResilientInformer<T extends Slim> {
   }
 
   private async listPaged(): Promise<void> {
-    const pageSize = this.options.pageSize ?? PAGE_SIZE;
-    let fresh = new Map<string, T>();
-    let continueToken: string | undefined;
-    let resourceVersion = '';
-    let restarts = 0;
     this.beginSync(false);
     const controller = new AbortController();
     this.controller = controller;
-    for (;;) {
-      let page;
-      try {
-        page = await listPage(this.api, this.path, pageSize, continueToken, AbortSignal.any([controller.signal, AbortSignal.timeout(PAGE_TIMEOUT_MS)]), this.deadlines.headersTimeoutMs);
-      } catch (err) {
-        // The snapshot the continue token reads from was compacted: start over (client-go's pager does a full list).
-        if (continueToken && isGone(err) && restarts++ < 3) {
-          this.log.debug({ path: this.path, listed: fresh.size }, 'list continue token expired (410); listing again from the start');
-          fresh = new Map();
-          continueToken = undefined;
-          continue;
-        }
-        throw err;
-      }
-      for (const raw of page.items) {
-        const s = this.slim(raw);
-        if (s) fresh.set(s.key, s);
-      }
-      resourceVersion = page.resourceVersion;
-      if (this.syncing) {
-        this.syncing.listed = fresh.size;
-        if (page.remainingItemCount !== undefined) this.syncing.total = fresh.size + page.remainingItemCount;
-      }
-      if (!page.continueToken) break;
-      continueToken = page.continueToken;
-    }
-    this.replace(fresh, resourceVersion);
+    const { items, resourceVersion } = await listAll(this.api, this.path, this.slim, {
+      pageSize: this.options.pageSize ?? PAGE_SIZE,
+      signal: controller.signal,
+      headersTimeoutMs: this.deadlines.headersTimeoutMs,
+      onPage: (listed, total) => {
+        if (!this.syncing) return;
+        this.syncing.listed = listed;
+        if (total !== undefined) this.syncing.total = total;
+      },
+      onRestart: (listed) => this.log.debug({ path: this.path, listed }, 'list continue token expired (410); listing again from the start'),
+    });
+    this.replace(items, resourceVersion);
   }
 
   /**
@@ -301,7 +275,7 @@ export class ResilientInformer<T extends Slim> {
       case 'ERROR': {
         const code = Number(ev.object?.code);
         const message = String(ev.object?.message ?? 'watch error');
-        throw code === 410 ? new GoneError(message) : new ApiStatusError(code || 500, message);
+        throw new ApiStatusError(code || 500, message);
       }
       default:
         return;
@@ -341,10 +315,9 @@ export class ResilientInformer<T extends Slim> {
     // The watch-list says nothing of the total; a sync that takes a while asks for it once.
     const progress = this.syncing;
     progress.probe = setTimeout(() => {
-      listPage(this.api, this.path, 1, undefined, AbortSignal.timeout(PAGE_TIMEOUT_MS), this.deadlines.headersTimeoutMs).then(
-        (page) => {
-          if (page.remainingItemCount !== undefined) progress.total = page.items.length + page.remainingItemCount;
-          else if (!page.continueToken) progress.total = page.items.length;
+      countObjects(this.api, this.path, this.deadlines.headersTimeoutMs).then(
+        (total) => {
+          if (total !== undefined) progress.total = total;
         },
         () => undefined,
       );

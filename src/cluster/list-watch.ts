@@ -20,6 +20,11 @@ export interface ListPage {
   remainingItemCount?: number;
 }
 
+/** A LIST page must arrive within this (the headers timeout only bounds the wait for headers). */
+const PAGE_TIMEOUT_MS = 60_000;
+
+export const isGone = (err: unknown) => err instanceof ApiStatusError && err.statusCode === 410;
+
 /** A Status body bigger than this is cut (error bodies only; list pages and watches stream). */
 const MAX_ERROR_BODY = 64 * 1024;
 
@@ -176,4 +181,54 @@ export async function getObject(api: ApiConnection, path: string, signal: AbortS
   } catch {
     throw new ApiStatusError(res.statusCode ?? 0, `invalid JSON from ${path}`);
   }
+}
+
+export interface ListAllOptions {
+  pageSize: number;
+  signal: AbortSignal;
+  headersTimeoutMs: number;
+  /** After each page: objects so far, and the total when the server counts (remainingItemCount). */
+  onPage(listed: number, total: number | undefined): void;
+  onRestart(listedBefore: number): void;
+}
+
+/**
+ * A whole LIST, page by page (client-go tools/pager), each page slimmed before the next is asked
+ * for: at most one page (500 objects) of raw JSON in memory. A continue token whose snapshot was
+ * compacted (410) starts over, at most three times. The resourceVersion is the snapshot's.
+ */
+export async function listAll<T extends { key: string }>(api: ApiConnection, path: string, slim: (raw: Record<string, any>) => T | undefined, o: ListAllOptions): Promise<{ items: Map<string, T>; resourceVersion: string }> {
+  let items = new Map<string, T>();
+  let continueToken: string | undefined;
+  let resourceVersion = '';
+  let restarts = 0;
+  for (;;) {
+    let page: ListPage;
+    try {
+      page = await listPage(api, path, o.pageSize, continueToken, AbortSignal.any([o.signal, AbortSignal.timeout(PAGE_TIMEOUT_MS)]), o.headersTimeoutMs);
+    } catch (err) {
+      if (continueToken && isGone(err) && restarts++ < 3) {
+        o.onRestart(items.size);
+        items = new Map();
+        continueToken = undefined;
+        continue;
+      }
+      throw err;
+    }
+    for (const raw of page.items) {
+      const s = slim(raw);
+      if (s) items.set(s.key, s);
+    }
+    resourceVersion = page.resourceVersion;
+    o.onPage(items.size, page.remainingItemCount === undefined ? undefined : items.size + page.remainingItemCount);
+    if (!page.continueToken) return { items, resourceVersion };
+    continueToken = page.continueToken;
+  }
+}
+
+/** How many objects a path lists, from one `limit=1` page; undefined when the server does not say (selectors). */
+export async function countObjects(api: ApiConnection, path: string, headersTimeoutMs: number): Promise<number | undefined> {
+  const page = await listPage(api, path, 1, undefined, AbortSignal.timeout(PAGE_TIMEOUT_MS), headersTimeoutMs);
+  if (page.remainingItemCount !== undefined) return page.items.length + page.remainingItemCount;
+  return page.continueToken ? undefined : page.items.length;
 }
