@@ -183,7 +183,7 @@ console.log(`\n## Big clusters (${SERVICES} Services + EndpointSlices, realistic
 console.log('| running pods | pod JSON | time to ready | proxy RSS synced | start-up API requests | start-up API bytes | decision p50 / p99 (names, ClusterIPs) | API requests in those | Pod IP: first ask p50 / again p99 | look-ups for 200 Pod IPs asked 3× |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} MiB | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs | ${r.podIpLookups} |`);
+  console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} MiB | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${r.podIpLookups ? `${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs` : '—'} | ${r.podIpLookups} |`);
 }
 const base = rows.find((r) => r.pods === 0);
 const top = rows[rows.length - 1];

@@ -16,6 +16,8 @@ export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
+/** A watch the server ends sooner than this is followed by a pause of about as long. */
+const MIN_WATCH_MS = 1_000;
 /** Objects per LIST page (client-go's pager default). */
 export const PAGE_SIZE = 500;
 /** While a sync runs longer than this, ask for the total (one object, `limit=1`) for the progress lines. */
@@ -137,11 +139,14 @@ export class ResilientInformer<T extends Slim> {
   private async loop(): Promise<void> {
     while (this.state !== 'stopped') {
       const wasResuming = this.resourceVersion !== undefined;
+      const startedAt = Date.now();
       try {
         if (this.resourceVersion === undefined) await this.relist();
         else await this.watch({ resourceVersion: this.resourceVersion });
-        // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once.
+        // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once —
+        // unless it ends them as soon as they start (a proxy in between?): then not in a hot loop.
         if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
+        if (Date.now() - startedAt < MIN_WATCH_MS) await this.sleep(MIN_WATCH_MS * (0.8 + Math.random() * 0.4));
       } catch (err) {
         if (this.stopped()) return;
         if (this.cutByDeadline) {
@@ -350,8 +355,14 @@ export class ResilientInformer<T extends Slim> {
       this.log.debug({ path: this.path, error: error.message, retryInMs: delay }, 'watch still failing');
     }
     this.state = 'retrying';
+    await this.sleep(delay);
+    return !this.stopped();
+  }
+
+  /** A pause stop() cuts short. */
+  private async sleep(ms: number): Promise<void> {
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, delay);
+      const timer = setTimeout(resolve, ms);
       timer.unref();
       this.wake = () => {
         clearTimeout(timer);
@@ -359,6 +370,5 @@ export class ResilientInformer<T extends Slim> {
       };
     });
     this.wake = undefined;
-    return !this.stopped();
   }
 }

@@ -87,3 +87,21 @@ test('a watch request whose headers never come times out and is retried', async 
     await inf.stop();
   }
 });
+
+test('watches the server ends as soon as they start are renewed about once a second, not in a hot loop', async () => {
+  const inf = servicesInformer({ watchTimeoutSeconds: 30, graceMs: 5_000, headersTimeoutMs: 5_000 });
+  await inf.start();
+  cluster.sim.endWatchesAtOnce(true);
+  try {
+    cluster.sim.dropWatches();
+    cluster.sim.resetCounters();
+    await new Promise((r) => setTimeout(r, 3_000));
+    const watches = cluster.sim.counters.watch;
+    assert.ok(watches >= 1 && watches <= 5, `${watches} watch requests in 3 s`);
+  } finally {
+    cluster.sim.endWatchesAtOnce(false);
+  }
+  await cluster.sim.createService({ namespace: 'shop', name: 'after-cuts', selector: { app: 'x' }, ports: [{ port: 80 }] });
+  await eventually(async () => has(inf, 'after-cuts'), 5_000, 20);
+  await inf.stop();
+});

@@ -171,6 +171,8 @@ export class ApiServer {
 
   /** New watch requests get no answer at all (not even headers) while this is on. */
   stallWatches = false;
+  /** New watch requests are answered 200 and ended at once, without an event, while this is on. */
+  endWatchesAtOnce = false;
 
   /** Open watches go silent and never end; returns how many. */
   freezeWatches(): number {
@@ -311,6 +313,10 @@ export class ApiServer {
     if (sub !== undefined && sub !== 'status') throw pathNotFound();
     // A stalled path (e.g. a buffering proxy): the watch request is taken and nothing is answered.
     if (verb === 'watch' && this.stallWatches) return;
+    if (verb === 'watch' && this.endWatchesAtOnce) {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+      return void res.end();
+    }
     if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches, this.watchList);
     if (verb === 'get') return handleGet(store, info, namespace, name!, q, req.headers.accept, res);
     return handleList(store, info, namespace, q, req.headers.accept, res, { snapshots: this.listSnapshots, afterPage: (r) => this.afterListPage?.(r) });

@@ -533,6 +533,11 @@ export class SimCluster {
     this.api.stallWatches = on;
   }
 
+  /** Extension: new watches are answered and ended at once, empty (a proxy in between that cuts streams). */
+  endWatchesAtOnce(on: boolean): void {
+    this.api.endWatchesAtOnce = on;
+  }
+
   /** Extension: every open watch goes silent without ending (a dead path TCP has not noticed); returns how many. */
   freezeWatches(): number {
     return this.api.freezeWatches();
