@@ -125,13 +125,14 @@ export class ClusterCache {
 
   /**
    * The running pod with this IP (host-network pods lose ties). Watched pods: from the index;
-   * else looked up (cluster-wide, or in `namespace` / the default one without cluster-wide
-   * permission), the answer kept a few seconds.
+   * else looked up (cluster-wide, or in one namespace without cluster-wide permission), the
+   * answer kept a few seconds.
    */
   async findPodByIp(ip: string, namespace?: string): Promise<SlimPod | undefined> {
     const n = normalizeIp(ip);
     if (this.watchPods) return this.index.podByIp(n);
-    return this.pods.byIp(n, this.clusterWide ? namespace : (namespace ?? this.defaultNamespace));
+    // Without cluster-wide permission: the namespace asked for, else the one whose Service lists the IP, else the default.
+    return this.pods.byIp(n, this.clusterWide ? namespace : (namespace ?? this.index.endpointNamespace(n) ?? this.defaultNamespace));
   }
 
   /** A running pod by name (watched, or looked up). */

@@ -164,6 +164,15 @@ export class ClusterIndex {
     return best;
   }
 
+  /** The namespace of an endpoint with this IP (a Pod IP behind a Service), if any. */
+  endpointNamespace(ip: string): string | undefined {
+    for (const slice of this.ready().endpointIps.values(normalizeIp(ip))) {
+      const ep = slice.endpoints.find((e) => e.address === normalizeIp(ip));
+      return ep?.refNamespace ?? slice.namespace;
+    }
+    return undefined;
+  }
+
   /** Is this a Service ClusterIP, an endpoint's IP or a watched running pod's IP? (sync: routing decisions) */
   knowsIp(ip: string): boolean {
     const n = normalizeIp(ip);

@@ -142,3 +142,14 @@ test('a namespace watched for a request that never reached a pod is released soo
   await sleep(700);
   assert.deepEqual(c.status().namespaces.sort(), ['data', 'shop']);
 });
+
+test('without cluster-wide permission, a Pod IP behind a Service of a watched namespace is looked up in that namespace', async () => {
+  const c = await scopedCache('pod-ip', ['shop', 'data'], UNLIMITED);
+  await c.ensureNamespace('data');
+  const echo = 'echo-6b8f9d7c5-r2lsm';
+  const ip = cluster.sim.podIP('data', echo);
+  assert.ok(c.knowsIp(ip), 'known from the EndpointSlice of data/echo');
+  cluster.sim.resetCounters();
+  assert.equal((await c.findPodByIp(ip))?.name, echo);
+  assert.deepEqual(Object.keys(cluster.sim.counters.byPath), ['/api/v1/namespaces/data/pods'], 'one look-up, in "data" (not the default "shop", nor cluster-wide: forbidden)');
+});
