@@ -55,6 +55,8 @@ export interface CacheWatchOptions extends WatchSetOptions {
   deadlines?: WatchDeadlines;
   /** Default false: pods are looked up on demand (see pod-lookup.ts); true watches running pods. */
   watchPods?: boolean;
+  /** While the first sync runs, a progress line per kind this often (default 1 s). */
+  progressIntervalMs?: number;
   podLookup?: PodLookupLimits;
 }
 
@@ -153,7 +155,8 @@ export class ClusterCache {
       },
       (err: unknown) => this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known'),
     );
-    const progress = setInterval(() => this.logProgress(), PROGRESS_LOG_INTERVAL_MS);
+    const progressMs = this.watchOptions.progressIntervalMs ?? PROGRESS_LOG_INTERVAL_MS;
+    const progress = setInterval(() => this.logProgress(), progressMs);
     progress.unref();
     try {
       const cluster = this.newWatchSet(undefined);
@@ -180,7 +183,7 @@ export class ClusterCache {
     }
     const ms = Date.now() - startedAt;
     const counts = Object.fromEntries(this.sets().flatMap((set) => set.all().map((inf) => [kindOf(inf.path), inf.size] as const)));
-    if (ms >= PROGRESS_LOG_INTERVAL_MS) this.log.info({ ...counts, ms }, 'cluster cache synced');
+    if (ms >= progressMs) this.log.info({ ...counts, ms }, 'cluster cache synced');
     else this.log.debug({ ...counts, ms }, 'cluster cache synced');
   }
 

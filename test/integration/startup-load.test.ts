@@ -144,3 +144,23 @@ test('while the first sync runs, status() says per kind how many objects are lis
     sim.setWatchList(true);
   }
 });
+
+test('a first sync that takes a while logs per kind what is listed (of how many), then the counts', async () => {
+  sim.setWatchList(false);
+  try {
+    const { kc } = loadKubeConfig({ kubeconfig });
+    const lines: Array<Record<string, any>> = [];
+    const log = createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) } as never);
+    const cache = new ClusterCache(new ApiConnection(kc), log, 'team-0', ON_DEMAND_LIMITS, { watchPods: true, progressIntervalMs: 20 });
+    caches.push(cache);
+    await cache.start();
+    const progress = lines.filter((l) => l.msg === 'syncing the cluster cache');
+    assert.ok(progress.some((l) => l.kind === 'pods' && l.listed > 0 && l.of === undefined), `pod progress lines: ${JSON.stringify(progress.slice(0, 5))}`);
+    assert.ok(progress.some((l) => l.kind === 'services' && l.listed > 0 && l.of > SERVICES), 'services: listed of the total (remainingItemCount)');
+    const synced = lines.find((l) => l.msg === 'cluster cache synced');
+    assert.equal(synced?.pods, PODS);
+    assert.ok(synced?.services > SERVICES && synced?.endpointslices > SERVICES);
+  } finally {
+    sim.setWatchList(true);
+  }
+});
