@@ -4,11 +4,14 @@ import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { ResilientInformer, WATCH_DEADLINES, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
 import { closeAgents } from './list-watch.js';
-import { PodLookup, POD_LOOKUP_LIMITS, type PodLookupLimits } from './pod-lookup.js';
+import { PodLookup, POD_LOOKUP_LIMITS } from './pod-lookup.js';
 import { normalizeIp } from '../core/ip.js';
 import { slimNamespace, type SlimNamespace, type SlimPod } from './slim.js';
 import { ClusterIndex } from './index.js';
-import { WatchSet, type WatchSetOptions } from './watch-set.js';
+import { WatchSet } from './watch-set.js';
+import { kindOf, PROGRESS_LOG_INTERVAL_MS, watchLabel, type CacheStatus, type CacheWatchOptions } from './cache-status.js';
+
+export { kindOf, watchLabel, type CacheStatus, type CacheWatchOptions } from './cache-status.js';
 
 export interface OnDemandLimits {
   /** Namespaces watched on demand at most (each costs two watches: Services, EndpointSlices). */
@@ -42,37 +45,6 @@ export const ON_DEMAND_LIMITS: OnDemandLimits = {
 
 /** Refused look-ups are logged at most once per this long, with how many there were. */
 const REFUSAL_LOG_INTERVAL_MS = 10_000;
-
-export interface CacheStatus {
-  scope: 'cluster' | 'namespaces';
-  namespaces: string[];
-  watches: Record<string, WatchState>;
-  /** Per watch still on its first list (start-up), by label ("pods", "services in shop"): objects listed so far, of how many when known. */
-  syncing?: Record<string, SyncProgress>;
-}
-
-export interface CacheWatchOptions extends WatchSetOptions {
-  deadlines?: WatchDeadlines;
-  /** Default false: pods are looked up on demand (see pod-lookup.ts); true watches running pods. */
-  watchPods?: boolean;
-  /** While the first sync runs, a progress line per kind this often (default 1 s). */
-  progressIntervalMs?: number;
-  podLookup?: PodLookupLimits;
-}
-
-/** While the cache syncs, a progress line per kind this often. */
-const PROGRESS_LOG_INTERVAL_MS = 1_000;
-
-/** "pods" for "/api/v1/pods?fieldSelector=…", "endpointslices" for a namespaced path. */
-export function kindOf(path: string): string {
-  return path.split('?')[0]!.split('/').pop() ?? path;
-}
-
-/** "services", or "services in shop" for a namespaced watch (status and progress lines). */
-export function watchLabel(path: string): string {
-  const ns = /\/namespaces\/([^/]+)\/[^/?]+/.exec(path);
-  return ns ? `${kindOf(path)} in ${decodeURIComponent(ns[1]!)}` : kindOf(path);
-}
 
 /** One on-demand namespace: its watches, and whether a request ever reached a pod through them. */
 interface Slot {
