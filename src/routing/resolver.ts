@@ -161,8 +161,10 @@ export class Resolver {
           continue;
         }
         const podNamespace = ep.refNamespace ?? namespace;
-        // Slices carry the resolved port; only a slice without ports sends us to the pod's containers.
-        const pod = !headless && slicePort?.port === undefined && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort) ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined) : undefined;
+        // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
+        // pod's containers for a named targetPort: a controller's slice without this port name is
+        // the controller saying these pods lack it, and asking the API server would not change that.
+        const pod = !headless && !slice.ports?.length && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort) ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined) : undefined;
         const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
         if (podPort === undefined) continue;
         // The endpoint controller's targetRef names the pod instance it vouched ready.

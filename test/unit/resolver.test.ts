@@ -178,3 +178,15 @@ test('a name in a namespace the namespace list lacks is refused without a namesp
   assert.match(reply!.message, /no namespace "nope"/);
   assert.equal(lookups, 0);
 });
+
+test('a pod is looked up for a named targetPort only when its slice has no ports at all', async () => {
+  const svcs = [svc('shop', 'multi', { clusterIP: '10.96.0.7', ports: [{ name: 'http', port: 80, targetPort: 'http' as never }, { name: 'admin', port: 81, targetPort: 'admin' as never }] })];
+  // The controller found no "admin" port on web-1: its slice lists only http.
+  const sl = [{ ...slice('shop', 'multi', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }]), metadata: { namespace: 'shop', name: 'multi-x', labels: { 'kubernetes.io/service-name': 'multi' } } }];
+  const ix = new ClusterIndex(() => [source(svcs, sl, pods)]);
+  let podLookups = 0;
+  const r = new Resolver({ ...cache, lookup: ix, findPod: async () => void podLookups++ } as never, 'cluster.local');
+  assert.deepEqual((await r.resolve(dom('multi.shop', 80))).candidates.map((c) => [c.pod, c.port]), [['web-1', 8080]]);
+  await assert.rejects(r.resolve(dom('multi.shop', 81)), /no ready endpoint/);
+  assert.equal(podLookups, 0, 'no API look-up per connection');
+});
