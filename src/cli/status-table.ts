@@ -19,7 +19,7 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     num(r.totalStreams),
     r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),
     r.bytesToClients === null ? '-' : formatBytes(r.bytesToClients),
-    r.cache?.state ?? '-',
+    cacheCell(r.cache),
   ]);
   const widths = HEADERS.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => c.map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!))).join('  ');
@@ -43,6 +43,13 @@ export function routeLine(route: RouteStatus): string {
   const s = route.streams;
   const figures = s ? `; ${s.openStreams} open, ${s.totalStreams} total, up ${formatBytes(s.bytesFromClients)}, down ${formatBytes(s.bytesToClients)}` : '';
   return `route ${route.serves ?? `${route.name} (${route.kind})`}; ${state}${figures}`;
+}
+
+/** "synced", or while the first sync runs "syncing (pods 12000/50000, services 3000)". */
+export function cacheCell(cache: ProxyStatus['cache']): string {
+  if (!cache) return '-';
+  const progress = Object.entries(cache.syncing ?? {}).map(([kind, p]) => `${kind} ${p.listed}${p.total !== undefined ? `/${p.total}` : ''}`);
+  return progress.length ? `${cache.state} (${progress.join(', ')})` : cache.state;
 }
 
 function num(n: number | null): string {

@@ -1,14 +1,20 @@
-import type { KubeConfig, V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from '../core/log.js';
 import { errorMessage, OverloadedError } from '../core/errors.js';
 import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
-import { ResilientInformer, type WatchState } from './informer.js';
+import { ResilientInformer, WATCH_DEADLINES, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
+import { closeAgents } from './list-watch.js';
+import { PodLookup, POD_LOOKUP_LIMITS } from './pod-lookup.js';
+import { normalizeIp } from '../core/ip.js';
+import { slimNamespace, type SlimNamespace, type SlimPod } from './slim.js';
 import { ClusterIndex } from './index.js';
 import { WatchSet } from './watch-set.js';
+import { kindOf, PROGRESS_LOG_INTERVAL_MS, watchLabel, type CacheStatus, type CacheWatchOptions } from './cache-status.js';
+
+export { kindOf, watchLabel, type CacheStatus, type CacheWatchOptions } from './cache-status.js';
 
 export interface OnDemandLimits {
-  /** Namespaces watched on demand at most (each costs three watches). */
+  /** Namespaces watched on demand at most (each costs two watches: Services, EndpointSlices). */
   maxNamespaces: number;
   /** At the limit, a namespace that served streams but has been unused this long makes room. */
   evictIdleMs: number;
@@ -16,14 +22,14 @@ export interface OnDemandLimits {
   unservedReleaseMs: number;
   /** A namespace RBAC refused is refused again without asking for this long. */
   forbiddenTtlMs: number;
-  /** New namespace look-ups (each three LISTs and watches) allowed per second on average… */
+  /** New namespace look-ups (each two lists and watches) allowed per second on average… */
   lookupsPerSecond: number;
   /** …and at once. */
   lookupBurst: number;
 }
 
 /**
- * Without cluster-wide RBAC, any namespace a client names costs three list+watches: bounded here
+ * Without cluster-wide RBAC, any namespace a client names costs two list+watches: bounded here
  * so a client cannot make the proxy watch without limit, hammer the API server with lists (allowed
  * or not: every new name costs a token, whatever the answer), or keep the slots full of
  * namespaces nobody reaches a pod in.
@@ -39,12 +45,6 @@ export const ON_DEMAND_LIMITS: OnDemandLimits = {
 
 /** Refused look-ups are logged at most once per this long, with how many there were. */
 const REFUSAL_LOG_INTERVAL_MS = 10_000;
-
-export interface CacheStatus {
-  scope: 'cluster' | 'namespaces';
-  namespaces: string[];
-  watches: Record<string, WatchState>;
-}
 
 /** One on-demand namespace: its watches, and whether a request ever reached a pod through them. */
 interface Slot {
@@ -65,49 +65,133 @@ interface Slot {
 export class ClusterCache {
   private clusterWide?: WatchSet;
   private readonly slots = new Map<string, Slot>();
-  private namespaces?: ResilientInformer<V1Namespace>;
+  private namespaces?: ResilientInformer<SlimNamespace>;
   private readonly index = new ClusterIndex(() => this.sets());
   private readonly forbidden = new Map<string, { until: number; err: unknown }>();
   private readonly lookups: TokenBucket;
   private refusedLookups = 0;
   private nextRefusalLog = 0;
+  /** While start() runs: the cluster-wide set and the namespace list, still on their first list. */
+  private syncingSet?: WatchSet;
+  private syncingNamespaces?: ResilientInformer<SlimNamespace>;
+  private readonly pods: PodLookup;
 
   constructor(
-    private readonly kc: KubeConfig,
     private readonly api: ApiConnection,
     private readonly log: Logger,
     readonly defaultNamespace: string,
     private readonly limits: OnDemandLimits = ON_DEMAND_LIMITS,
+    private readonly watchOptions: CacheWatchOptions = {},
   ) {
     this.lookups = new TokenBucket({ ratePerSecond: limits.lookupsPerSecond, burst: limits.lookupBurst });
+    this.pods = new PodLookup(api, log, (pod) => this.index.onPodGone?.(pod.namespace, pod.name, pod.uid), watchOptions.podLookup ?? POD_LOOKUP_LIMITS);
+  }
+
+  private get watchPods(): boolean {
+    return this.watchOptions.watchPods === true;
+  }
+
+  /** Is this IP a Service ClusterIP, an endpoint's or a pod's this cluster knows? Synchronous, no API request. */
+  knowsIp(ip: string): boolean {
+    const n = normalizeIp(ip);
+    return this.index.knowsIp(n) || this.pods.knows(n);
+  }
+
+  /**
+   * The running pod with this IP (host-network pods lose ties). Watched pods: from the index;
+   * else looked up (cluster-wide, or in one namespace without cluster-wide permission), the
+   * answer kept a few seconds.
+   */
+  async findPodByIp(ip: string, namespace?: string): Promise<SlimPod | undefined> {
+    const n = normalizeIp(ip);
+    if (this.watchPods) return this.index.podByIp(n);
+    // Without cluster-wide permission: the namespace asked for, else the one whose Service lists the IP, else the default.
+    return this.pods.byIp(n, this.clusterWide ? namespace : (namespace ?? this.index.endpointNamespace(n) ?? this.defaultNamespace));
+  }
+
+  /** A running pod by name (watched, or looked up). */
+  async findPod(namespace: string, name: string): Promise<SlimPod | undefined> {
+    if (this.watchPods) return this.index.pod(namespace, name);
+    return this.pods.byName(namespace, name);
   }
 
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
   async start(): Promise<void> {
-    const cluster = new WatchSet(this.kc, this.api, this.log, undefined, this.index);
+    const startedAt = Date.now();
+    // The namespace list runs alongside: it only decides which names are worth a look-up.
+    const namespaces = new ResilientInformer(this.api, '/api/v1/namespaces', this.log, () => undefined, slimNamespace, this.deadlines, this.watchOptions);
+    this.syncingNamespaces = namespaces;
+    const namespacesSynced = namespaces.start().then(
+      () => {
+        if (this.syncingNamespaces === namespaces) this.namespaces = namespaces;
+      },
+      (err: unknown) => this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known'),
+    );
+    const progressMs = this.watchOptions.progressIntervalMs ?? PROGRESS_LOG_INTERVAL_MS;
+    const progress = setInterval(() => this.logProgress(), progressMs);
+    progress.unref();
     try {
-      await cluster.start();
-      this.clusterWide = cluster;
-      this.index.invalidate();
-      this.log.info('watching Services, EndpointSlices and Pods cluster-wide');
+      const cluster = this.newWatchSet(undefined);
+      this.syncingSet = cluster;
+      try {
+        await cluster.start();
+        this.clusterWide = cluster;
+        this.index.invalidate();
+        this.log.info(this.watchPods ? 'watching Services, EndpointSlices and Pods cluster-wide' : 'watching Services and EndpointSlices cluster-wide');
+      } catch (err) {
+        if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
+        this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
+        await this.watch(this.defaultNamespace, Date.now()).pending;
+      } finally {
+        this.syncingSet = undefined;
+      }
+      await namespacesSynced;
     } catch (err) {
-      if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
-      this.log.info({ namespace: this.defaultNamespace, reason: errorMessage(err) }, 'not allowed to watch cluster-wide; watching namespaces on demand');
-      await this.watch(this.defaultNamespace, Date.now()).pending;
+      await namespaces.stop();
+      throw err;
+    } finally {
+      clearInterval(progress);
+      this.syncingNamespaces = undefined;
     }
-    const namespaces = new ResilientInformer<V1Namespace>(this.kc, this.api, '/api/v1/namespaces', this.log, () => undefined);
-    try {
-      await namespaces.start();
-      this.namespaces = namespaces;
-    } catch (err) {
-      this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known');
+    const ms = Date.now() - startedAt;
+    const counts = Object.fromEntries(this.sets().flatMap((set) => set.all().map((inf) => [kindOf(inf.path), inf.size] as const)));
+    if (ms >= progressMs) this.log.info({ ...counts, ms }, 'cluster cache synced');
+    else this.log.debug({ ...counts, ms }, 'cluster cache synced');
+  }
+
+  private get deadlines(): WatchDeadlines {
+    return this.watchOptions.deadlines ?? WATCH_DEADLINES;
+  }
+
+  private newWatchSet(namespace: string | undefined): WatchSet {
+    return new WatchSet(this.api, this.log, namespace, this.index, this.deadlines, { ...this.watchOptions, watchPods: this.watchPods });
+  }
+
+  /** A start-up that takes more than a moment says so: objects listed per kind, of how many. */
+  private logProgress(): void {
+    for (const [kind, p] of Object.entries(this.syncProgress())) {
+      this.log.info({ kind, listed: p.listed, ...(p.total !== undefined ? { of: p.total } : {}) }, 'syncing the cluster cache');
     }
+  }
+
+  /** Per watch path still on its first list: objects received so far, and the total when known. */
+  private syncProgress(): Record<string, SyncProgress> {
+    const out: Record<string, SyncProgress> = {};
+    const informers = [...this.sets(), ...(this.syncingSet ? [this.syncingSet] : [])].flatMap((set) => set.all());
+    if (this.syncingNamespaces) informers.push(this.syncingNamespaces as never);
+    for (const inf of informers) {
+      const p = inf.progress;
+      if (p) out[watchLabel(inf.path)] = p;
+    }
+    return out;
   }
 
   async stop(): Promise<void> {
     for (const slot of this.slots.values()) clearTimeout(slot.releaseTimer);
-    const sets = [this.clusterWide, ...(await Promise.allSettled([...this.slots.values()].map((s) => s.pending))).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
-    await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop()]);
+    const sets = [this.clusterWide, this.syncingSet, ...(await Promise.allSettled([...this.slots.values()].map((s) => s.pending))).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
+    await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop(), this.syncingNamespaces?.stop()]);
+    this.pods.clear();
+    closeAgents(this.api);
   }
 
   /**
@@ -139,7 +223,7 @@ export class ClusterCache {
   }
 
   private watch(namespace: string, now: number): Slot {
-    const set = new WatchSet(this.kc, this.api, this.log, namespace, this.index);
+    const set = this.newWatchSet(namespace);
     const slot: Slot = { pending: set.start().then(() => set), lastUsed: now, served: namespace === this.defaultNamespace };
     this.slots.set(namespace, slot);
     slot.pending.then(
@@ -211,12 +295,12 @@ export class ClusterCache {
     await slot.set?.stop();
   }
 
-  /** true/false when we can tell; undefined when namespaces cannot be listed and it is not watched. */
   /** Every namespace's name, when the namespace list may be watched (the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined {
-    return this.namespaces?.list().map((n) => n.metadata?.name ?? '').filter(Boolean);
+    return this.namespaces ? [...this.namespaces.list()].map((n) => n.name) : undefined;
   }
 
+  /** true/false when we can tell; undefined when namespaces cannot be listed and it is not watched. */
   namespaceExists(namespace: string): boolean | undefined {
     if (this.namespaces) return this.namespaces.get(namespace) !== undefined;
     return this.slots.has(namespace) ? true : undefined;
@@ -228,12 +312,15 @@ export class ClusterCache {
 
   status(): CacheStatus {
     const watches: Record<string, WatchState> = {};
-    for (const set of this.sets()) for (const inf of set.all()) watches[inf.path] = inf.status;
-    if (this.namespaces) watches[this.namespaces.path] = this.namespaces.status;
+    for (const set of [...this.sets(), ...(this.syncingSet ? [this.syncingSet] : [])]) for (const inf of set.all()) watches[inf.path] = inf.status;
+    const namespaces = this.namespaces ?? this.syncingNamespaces;
+    if (namespaces) watches[namespaces.path] = namespaces.status;
+    const syncing = this.syncProgress();
     return {
-      scope: this.clusterWide ? 'cluster' : 'namespaces',
-      namespaces: this.clusterWide ? [] : [...this.slots.keys()],
+      scope: this.clusterWide || this.syncingSet ? 'cluster' : 'namespaces',
+      namespaces: this.clusterWide || this.syncingSet ? [] : [...this.slots.keys()],
       watches,
+      ...(Object.keys(syncing).length ? { syncing } : {}),
     };
   }
 

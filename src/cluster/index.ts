@@ -1,42 +1,60 @@
-import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
 import { normalizeIp } from '../core/ip.js';
+import type { SlimEndpoint, SlimPod, SlimService, SlimSlice } from './slim.js';
 
 interface Listable<T> {
-  list(namespace?: string): readonly T[];
+  list(): Iterable<T>;
 }
 export interface ObjectSource {
-  services: Listable<V1Service>;
-  slices: Listable<V1EndpointSlice>;
-  pods: Listable<V1Pod>;
+  services: Listable<SlimService>;
+  slices: Listable<SlimSlice>;
+  pods: Listable<SlimPod>;
 }
 
 export type WatchEvent = 'add' | 'update' | 'delete';
+
+/** A pod to dial: what a plan needs (a SlimPod is one; so is an endpoint's targetRef). */
+export interface PodTarget {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string | undefined;
+}
 export type IndexedKind = 'services' | 'slices' | 'pods';
 
-const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+const key = (namespace: string, name: string) => `${namespace}/${name}`;
 
-const key = (namespace: string | undefined, name: string | undefined) => `${namespace ?? ''}/${name ?? ''}`;
-const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => key(o.metadata?.namespace, o.metadata?.name);
-
-/** A many-valued map: lookups by IP or hostname may match several objects at once. */
+/**
+ * A many-valued map: lookups by IP or hostname may match several objects at once. Nearly every
+ * key has one value, kept as is; a Map per key (~200 bytes) only where there are several.
+ */
 class MultiMap<V> {
-  private readonly map = new Map<string, Map<string, V>>();
+  private readonly map = new Map<string, { id: string; v: V } | Map<string, V>>();
 
   add(k: string, id: string, v: V): void {
-    let inner = this.map.get(k);
-    if (!inner) this.map.set(k, (inner = new Map()));
-    inner.set(id, v);
+    const cur = this.map.get(k);
+    if (cur === undefined) this.map.set(k, { id, v });
+    else if (cur instanceof Map) cur.set(id, v);
+    else if (cur.id === id) cur.v = v;
+    else this.map.set(k, new Map([[cur.id, cur.v], [id, v]]));
   }
 
   remove(k: string, id: string): void {
-    const inner = this.map.get(k);
-    if (!inner) return;
-    inner.delete(id);
-    if (inner.size === 0) this.map.delete(k);
+    const cur = this.map.get(k);
+    if (cur === undefined) return;
+    if (!(cur instanceof Map)) {
+      if (cur.id === id) this.map.delete(k);
+      return;
+    }
+    cur.delete(id);
+    if (cur.size === 1) {
+      const [[oid, ov]] = cur;
+      this.map.set(k, { id: oid, v: ov });
+    }
   }
 
   values(k: string): Iterable<V> {
-    return this.map.get(k)?.values() ?? [];
+    const cur = this.map.get(k);
+    if (cur === undefined) return [];
+    return cur instanceof Map ? cur.values() : [cur.v];
   }
 
   clear(): void {
@@ -44,46 +62,37 @@ class MultiMap<V> {
   }
 }
 
-function serviceIps(svc: V1Service): string[] {
-  const ips = new Set([svc.spec?.clusterIP, ...(svc.spec?.clusterIPs ?? [])]);
-  return [...ips].filter((ip): ip is string => !!ip && ip !== 'None').map(normalizeIp);
-}
-
-const dialable = (pod: V1Pod) => pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp;
+const dialable = (pod: SlimPod) => pod.phase === 'Running' && !pod.deleting;
 
 /** IPs a pod answers on, only while it runs and is not being deleted. */
-function podIps(pod: V1Pod): string[] {
-  if (!dialable(pod)) return [];
-  const ips = new Set([pod.status?.podIP, ...(pod.status?.podIPs ?? []).map((p) => p.ip)]);
-  return [...ips].filter((ip): ip is string => !!ip).map(normalizeIp);
-}
+const podIps = (pod: SlimPod): readonly string[] => (dialable(pod) ? pod.ips : []);
 
-function podHostname(pod: V1Pod): string | undefined {
+function podHostname(pod: SlimPod): string | undefined {
   if (!dialable(pod)) return undefined;
-  const { hostname, subdomain } = pod.spec ?? {};
-  return hostname && subdomain ? `${pod.metadata?.namespace}/${subdomain}/${hostname}` : undefined;
-}
-
-function sliceService(slice: V1EndpointSlice): string | undefined {
-  const svc = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
-  return svc ? key(slice.metadata?.namespace, svc) : undefined;
+  return pod.hostname && pod.subdomain ? `${pod.namespace}/${pod.subdomain}/${pod.hostname}` : undefined;
 }
 
 /**
- * Lookup tables over the informers' objects, kept up to date event by event: a busy cluster sends
- * pod and EndpointSlice events all the time, and rebuilding every table after each would cost a
- * pass over every object per connection. A change of which informers exist (a namespace watched
- * or dropped) calls invalidate(): the tables are rebuilt from the informers at the next lookup.
+ * Lookup tables over the informers' slim records (cluster/slim.ts), kept up to date event by event:
+ * a busy cluster sends pod and EndpointSlice events all the time, and rebuilding every table after
+ * each would cost a pass over every object per connection. A change of which informers exist (a
+ * namespace watched or dropped) calls invalidate(): the tables are rebuilt at the next lookup.
  */
 export class ClusterIndex {
   private built = false;
-  private readonly services = new Map<string, V1Service>();
-  private readonly servicesByIp = new MultiMap<V1Service>();
-  private readonly slices = new Map<string, V1EndpointSlice>();
-  private readonly slicesByService = new MultiMap<V1EndpointSlice>();
-  private readonly pods = new Map<string, V1Pod>();
-  private readonly podsByIp = new MultiMap<V1Pod>();
-  private readonly podsByHostname = new MultiMap<V1Pod>();
+  private readonly services = new Map<string, SlimService>();
+  private readonly servicesByIp = new MultiMap<SlimService>();
+  private readonly slices = new Map<string, SlimSlice>();
+  private readonly slicesByService = new MultiMap<SlimSlice>();
+  private readonly pods = new Map<string, SlimPod>();
+  private readonly podsByIp = new MultiMap<SlimPod>();
+  private readonly podsByHostname = new MultiMap<SlimPod>();
+  /** From EndpointSlices (so without a pod watch): endpoint IP → slices listing it. */
+  private readonly endpointIps = new MultiMap<SlimSlice>();
+  /** From EndpointSlices: "namespace/service/hostname" → the endpoint (headless Service DNS). */
+  private readonly endpointHostnames = new MultiMap<{ namespace: string; ep: SlimEndpoint }>();
+  /** Pod UID → endpoints naming it, over every slice: 0 after a slice update means the pod is gone. */
+  private readonly uidRefs = new Map<string, number>();
 
   /** Told when a pod instance leaves the cache (deleted, stopped running, or replaced under its name). */
   onPodGone?: (namespace: string, name: string, uid: string | undefined) => void;
@@ -95,56 +104,83 @@ export class ClusterIndex {
   }
 
   /** One watch event; tables not built yet pick it up from the informers when they are. */
-  apply(kind: IndexedKind, event: WatchEvent, obj: V1Service | V1EndpointSlice | V1Pod): void {
-    if (kind === 'pods') this.notePodGone(event, obj as V1Pod);
+  apply(kind: IndexedKind, event: WatchEvent, obj: SlimService | SlimSlice | SlimPod): void {
+    if (kind === 'pods') this.notePodGone(event, obj as SlimPod);
     if (!this.built) return;
     const remove = event === 'delete';
-    if (kind === 'services') this.putService(obj as V1Service, remove);
-    else if (kind === 'slices') this.putSlice(obj as V1EndpointSlice, remove);
-    else this.putPod(obj as V1Pod, remove);
+    if (kind === 'services') this.putService(obj as SlimService, remove);
+    else if (kind === 'slices') this.putSlice(obj as SlimSlice, remove);
+    else this.putPod(obj as SlimPod, remove);
   }
 
-  private notePodGone(event: WatchEvent, pod: V1Pod): void {
+  private notePodGone(event: WatchEvent, pod: SlimPod): void {
     if (!this.onPodGone) return;
-    const namespace = pod.metadata?.namespace ?? '';
-    const name = pod.metadata?.name ?? '';
-    if (event === 'delete') return this.onPodGone(namespace, name, pod.metadata?.uid);
+    if (event === 'delete') return this.onPodGone(pod.namespace, pod.name, pod.uid);
     // A relist can show the new instance without the old one's DELETED.
-    const before = this.built ? this.pods.get(key(namespace, name)) : undefined;
-    if (before && before.metadata?.uid !== pod.metadata?.uid) this.onPodGone(namespace, name, before.metadata?.uid);
+    const before = this.built ? this.pods.get(pod.key) : undefined;
+    if (before && before.uid !== pod.uid) this.onPodGone(pod.namespace, pod.name, before.uid);
   }
 
-  service(namespace: string, name: string): V1Service | undefined {
+  service(namespace: string, name: string): SlimService | undefined {
     return this.ready().services.get(key(namespace, name));
   }
 
-  serviceByIp(ip: string): V1Service | undefined {
+  serviceByIp(ip: string): SlimService | undefined {
     for (const svc of this.ready().servicesByIp.values(normalizeIp(ip))) return svc;
     return undefined;
   }
 
-  slicesFor(namespace: string, service: string): V1EndpointSlice[] {
+  slicesFor(namespace: string, service: string): SlimSlice[] {
     return [...this.ready().slicesByService.values(key(namespace, service))];
   }
 
-  pod(namespace: string, name: string): V1Pod | undefined {
+  pod(namespace: string, name: string): SlimPod | undefined {
     return this.ready().pods.get(key(namespace, name));
   }
 
   /** The running pod with this IP (host-network pods share node IPs, so they lose ties). */
-  podByIp(ip: string): V1Pod | undefined {
-    let fallback: V1Pod | undefined;
+  podByIp(ip: string): SlimPod | undefined {
+    let fallback: SlimPod | undefined;
     for (const pod of this.ready().podsByIp.values(normalizeIp(ip))) {
-      if (!pod.spec?.hostNetwork) return pod;
+      if (!pod.hostNetwork) return pod;
       fallback ??= pod;
     }
     return fallback;
   }
 
-  /** A pod addressed as <hostname>.<subdomain>.<namespace>.svc (headless Service DNS). */
-  podByHostname(namespace: string, subdomain: string, hostname: string): V1Pod | undefined {
-    for (const pod of this.ready().podsByHostname.values(`${namespace}/${subdomain}/${hostname}`)) return pod;
+  /**
+   * A pod addressed as <hostname>.<subdomain>.<namespace>.svc (headless Service DNS): a watched
+   * running pod, else the endpoint of Service <subdomain> with that hostname (not terminating).
+   */
+  podByHostname(namespace: string, subdomain: string, hostname: string): PodTarget | undefined {
+    const k = `${namespace}/${subdomain}/${hostname}`;
+    // Several pods or slices may have it: take the same one however the events came (lowest name).
+    let best: PodTarget | undefined;
+    for (const pod of this.ready().podsByHostname.values(k)) if (!best || pod.name < best.name) best = pod;
+    if (best) return best;
+    for (const { namespace: ns, ep } of this.endpointHostnames.values(k)) {
+      if (!best || ep.refName! < best.name || (ep.refName === best.name && (ep.refUid ?? '') < (best.uid ?? ''))) best = { namespace: ep.refNamespace ?? ns, name: ep.refName!, uid: ep.refUid };
+    }
+    return best;
+  }
+
+  /** The namespace of an endpoint with this IP (a Pod IP behind a Service), if any. */
+  endpointNamespace(ip: string): string | undefined {
+    for (const slice of this.ready().endpointIps.values(normalizeIp(ip))) {
+      const ep = slice.endpoints.find((e) => e.address === normalizeIp(ip));
+      return ep?.refNamespace ?? slice.namespace;
+    }
     return undefined;
+  }
+
+  /** Is this a Service ClusterIP, an endpoint's IP or a watched running pod's IP? (sync: routing decisions) */
+  knowsIp(ip: string): boolean {
+    const n = normalizeIp(ip);
+    const ix = this.ready();
+    for (const _ of ix.servicesByIp.values(n)) return true;
+    for (const _ of ix.endpointIps.values(n)) return true;
+    for (const _ of ix.podsByIp.values(n)) return true;
+    return false;
   }
 
   private ready(): this {
@@ -153,7 +189,7 @@ export class ClusterIndex {
   }
 
   private rebuild(): void {
-    for (const table of [this.services, this.servicesByIp, this.slices, this.slicesByService, this.pods, this.podsByIp, this.podsByHostname]) table.clear();
+    for (const table of [this.services, this.servicesByIp, this.slices, this.slicesByService, this.pods, this.podsByIp, this.podsByHostname, this.endpointIps, this.endpointHostnames, this.uidRefs]) table.clear();
     for (const source of this.sources()) {
       for (const svc of source.services.list()) this.putService(svc, false);
       for (const slice of source.slices.list()) this.putSlice(slice, false);
@@ -163,34 +199,63 @@ export class ClusterIndex {
   }
 
   /** Replaces (or removes) what the object's previous version put in the tables. */
-  private putService(svc: V1Service, remove: boolean): void {
-    const k = keyOf(svc);
+  private putService(svc: SlimService, remove: boolean): void {
+    const k = svc.key;
     const old = this.services.get(k);
-    if (old) for (const ip of serviceIps(old)) this.servicesByIp.remove(ip, k);
+    if (old) for (const ip of old.clusterIPs) this.servicesByIp.remove(ip, k);
     if (remove) {
       this.services.delete(k);
       return;
     }
     this.services.set(k, svc);
-    for (const ip of serviceIps(svc)) this.servicesByIp.add(ip, k, svc);
+    for (const ip of svc.clusterIPs) this.servicesByIp.add(ip, k, svc);
   }
 
-  private putSlice(slice: V1EndpointSlice, remove: boolean): void {
-    const k = keyOf(slice);
+  private putSlice(slice: SlimSlice, remove: boolean): void {
+    const k = slice.key;
     const old = this.slices.get(k);
-    const oldSvc = old && sliceService(old);
-    if (oldSvc) this.slicesByService.remove(oldSvc, k);
+    if (old) this.sliceEndpoints(old, false);
+    if (old?.serviceKey) this.slicesByService.remove(old.serviceKey, k);
     if (remove) {
       this.slices.delete(k);
       return;
     }
     this.slices.set(k, slice);
-    const svc = sliceService(slice);
-    if (svc) this.slicesByService.add(svc, k, slice);
+    if (slice.serviceKey) this.slicesByService.add(slice.serviceKey, k, slice);
+    this.sliceEndpoints(slice, true);
+    // A slice changed and a pod it listed is in no slice any more: the endpoint controller took it
+    // out because the pod went (deleted, or replaced under its name). A slice deleted as a whole
+    // (its Service went) says nothing about its pods.
+    if (old && this.onPodGone) {
+      for (const ep of old.endpoints) {
+        if (ep.refKind === 'Pod' && ep.refName && ep.refUid && !this.uidRefs.has(ep.refUid)) this.onPodGone(ep.refNamespace ?? old.namespace, ep.refName, ep.refUid);
+      }
+    }
   }
 
-  private putPod(pod: V1Pod, remove: boolean): void {
-    const k = keyOf(pod);
+  /** Adds (or removes) what a slice's endpoints put in the endpoint tables. */
+  private sliceEndpoints(slice: SlimSlice, add: boolean): void {
+    const service = slice.serviceKey;
+    for (const ep of slice.endpoints) {
+      if (ep.address) {
+        if (add) this.endpointIps.add(ep.address, slice.key, slice);
+        else this.endpointIps.remove(ep.address, slice.key);
+      }
+      if (service && ep.hostname && ep.refName && ep.terminating !== true) {
+        const host = `${service}/${ep.hostname}`;
+        if (add) this.endpointHostnames.add(host, slice.key, { namespace: slice.namespace, ep });
+        else this.endpointHostnames.remove(host, slice.key);
+      }
+      if (ep.refUid) {
+        const n = (this.uidRefs.get(ep.refUid) ?? 0) + (add ? 1 : -1);
+        if (n > 0) this.uidRefs.set(ep.refUid, n);
+        else this.uidRefs.delete(ep.refUid);
+      }
+    }
+  }
+
+  private putPod(pod: SlimPod, remove: boolean): void {
+    const k = pod.key;
     const old = this.pods.get(k);
     if (old) {
       for (const ip of podIps(old)) this.podsByIp.remove(ip, k);

@@ -1,20 +1,35 @@
-import { makeInformer, type KubernetesObject, type KubeConfig, type Informer, type ObjectCache } from '@kubernetes/client-node';
+// Our list+watch client (client-go's Reflector, staging/src/k8s.io/client-go/tools/cache/reflector.go,
+// cut to what the proxy needs). Every object is slimmed (cluster/slim.ts) the moment its JSON is
+// parsed; the informer's store holds only slim records. A (re)list is the streaming watch-list
+// (KEP-3157: sendInitialEvents=true, resourceVersionMatch=NotOlderThan, ended by the
+// "k8s.io/initial-events-end" bookmark) where the API server supports it, else a paged LIST
+// (limit + continue); either way no whole-cluster list is in memory at once. Watches resume from the
+// last resourceVersion seen (events and bookmarks); 410 Gone relists.
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import type { WatchEvent } from './index.js';
+import { apiGet, countObjects, isGone, listAll, streamEvents, type RawWatchEvent } from './list-watch.js';
+import type { Slim } from './slim.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
+/** A watch the server ends sooner than this is followed by a pause of about as long. */
+const MIN_WATCH_MS = 1_000;
+/** Objects per LIST page (client-go's pager default). */
+export const PAGE_SIZE = 500;
+/** While a sync runs longer than this, ask for the total (one object, `limit=1`) for the progress lines. */
+const TOTAL_PROBE_AFTER_MS = 1_000;
+const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 export interface WatchDeadlines {
   /** The API server ends each watch after this (`timeoutSeconds`); picked at random in [min, 2×min) per informer. */
   watchTimeoutSeconds: number;
   /** A watch still open this long after its server-side end is on a dead path: cut it and watch again. */
   graceMs: number;
-  /** Limit for the response headers of a watch request. */
+  /** Limit for the response headers of a list or watch request. */
   headersTimeoutMs: number;
 }
 
@@ -27,143 +42,310 @@ export interface WatchDeadlines {
  */
 export const WATCH_DEADLINES: WatchDeadlines = { watchTimeoutSeconds: 60, graceMs: 15_000, headersTimeoutMs: 30_000 };
 
-/**
- * client-node's Watch (watch.js) gives its fetch no timeout (a 30 s signal is built and then
- * overwritten), so a watch request whose headers never come hangs its informer for good. node-fetch
- * 2's `timeout` bounds exactly the wait for headers (it does not apply to a streamed body): we add
- * it to the options client-node builds for each watch, on a KubeConfig that inherits the rest.
- */
-function withHeadersTimeout(kc: KubeConfig, api: ApiConnection, timeoutMs: number): KubeConfig {
-  const scoped = Object.create(kc) as KubeConfig;
-  scoped.applyToFetchOptions = async (opts) => {
-    const fetchOptions = await kc.applyToFetchOptions(opts);
-    // The watch leaves the way every API connection does (egress-proxy.ts: `via` a route, a
-    // proxy from the environment, the extra CA): the same agent as the lists, never client-node's own.
-    const { agent } = await api.requestOptions();
-    return { ...fetchOptions, ...(agent ? { agent } : {}), timeout: timeoutMs } as Awaited<ReturnType<KubeConfig['applyToFetchOptions']>>;
-  };
-  return scoped;
+export interface InformerOptions {
+  /** Try the streaming watch-list first (default true); servers without it are remembered per connection. */
+  watchList?: boolean;
+  pageSize?: number;
 }
 
+/** Objects received so far by a (re)list still running, and how many there are when the server says. */
+export interface SyncProgress {
+  listed: number;
+  total?: number;
+}
+
+/** API connections whose server refused a watch-list (older than 1.27, or the WatchList gate off). */
+const noWatchList = new WeakSet<ApiConnection>();
+
 /**
- * A client-node informer that keeps going. client-node 1.x relists by itself on 410 Gone but
- * stops for good on any other error (src/cache.ts, ListWatch.doneHandler); we restart it with
- * jittered exponential backoff and log every change of state once, not every retry.
+ * A list+watch of one resource path that keeps going: failures are retried with jittered exponential
+ * backoff (0.5 s → 30 s), each change of state logged once; permission refused on the first sync
+ * is reported to the owner instead.
  */
-export class ResilientInformer<T extends KubernetesObject> {
-  private readonly informer: Informer<T> & ObjectCache<T>;
+export class ResilientInformer<T extends Slim> {
+  private items = new Map<string, T>();
+  private resourceVersion?: string;
   private state: WatchState = 'starting';
   private backoffMs = BACKOFF_MIN_MS;
-  private retryTimer?: NodeJS.Timeout;
   private failuresSinceSync = 0;
-  private deadlineTimer?: NodeJS.Timeout;
+  private controller?: AbortController;
+  private wake?: () => void;
   /** The watch was cut by our deadline: its error is expected. */
   private cutByDeadline = false;
-  private firstSync: Promise<void>;
+  private syncing?: SyncProgress & { probe?: NodeJS.Timeout };
+  private readonly timeoutSeconds: number;
+  private readonly firstSync: Promise<void>;
   private resolveFirstSync!: () => void;
   private rejectFirstSync!: (err: Error) => void;
   lastError?: Error;
 
   constructor(
-    kc: KubeConfig,
-    api: ApiConnection,
+    private readonly api: ApiConnection,
     readonly path: string,
     private readonly log: Logger,
-    onChange: (event: WatchEvent, obj: T) => void,
-    deadlines: WatchDeadlines = WATCH_DEADLINES,
+    private readonly onChange: (event: WatchEvent, obj: T) => void,
+    private readonly slim: (raw: Record<string, any>) => T | undefined,
+    private readonly deadlines: WatchDeadlines = WATCH_DEADLINES,
+    private readonly options: InformerOptions = {},
   ) {
     this.firstSync = new Promise((resolve, reject) => {
       this.resolveFirstSync = resolve;
       this.rejectFirstSync = reject;
     });
     this.firstSync.catch(() => undefined);
-    const timeoutSeconds = Math.max(1, Math.round(deadlines.watchTimeoutSeconds * (1 + Math.random())));
-    // The list goes through our getJson (path as given); only the watch sees the query.
-    const watchPath = `${path}${path.includes('?') ? '&' : '?'}timeoutSeconds=${timeoutSeconds}`;
-    this.informer = makeInformer<T>(withHeadersTimeout(kc, api, deadlines.headersTimeoutMs), watchPath, () => api.getJson(path));
-    this.informer.on('add', (obj: T) => onChange('add', obj));
-    this.informer.on('update', (obj: T) => onChange('update', obj));
-    this.informer.on('delete', (obj: T) => onChange('delete', obj));
-    this.informer.on('error', (err: unknown) => this.onError(err));
-    // API servers end every watch after a while (and on restarts or load shedding); client-node
-    // then resumes from the last resourceVersion by itself. Seen only at debug: it is routine.
-    this.informer.on('connect', () => {
-      if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
-      this.cutByDeadline = false;
-      this.armDeadline(timeoutSeconds * 1000 + deadlines.graceMs);
-    });
+    this.timeoutSeconds = Math.max(1, Math.round(deadlines.watchTimeoutSeconds * (1 + Math.random())));
   }
 
   get status(): WatchState {
     return this.state;
   }
 
-  /** Starts listing and watching; resolves once the first list is in, rejects if it fails. */
+  /** A method, not a field read: stop() may have run during any await. */
+  private stopped(): boolean {
+    return this.state === 'stopped';
+  }
+
+  /** While a (re)list runs: objects received so far and the total when known. */
+  get progress(): SyncProgress | undefined {
+    return this.syncing && { listed: this.syncing.listed, ...(this.syncing.total !== undefined ? { total: this.syncing.total } : {}) };
+  }
+
+  get size(): number {
+    return this.items.size;
+  }
+
+  /** Starts listing and watching; resolves once the first list is in, rejects if it is refused. */
   start(): Promise<void> {
-    void this.run();
+    void this.loop();
     return this.firstSync;
   }
 
-  list(namespace?: string): readonly T[] {
-    return this.informer.list(namespace);
+  list(): Iterable<T> {
+    return this.items.values();
   }
 
-  get(name: string, namespace?: string): T | undefined {
-    return this.informer.get(name, namespace);
+  /** By key: "namespace/name" (the name alone for cluster-scoped objects). */
+  get(key: string): T | undefined {
+    return this.items.get(key);
   }
 
   async stop(): Promise<void> {
     this.state = 'stopped';
-    clearTimeout(this.retryTimer);
-    clearTimeout(this.deadlineTimer);
-    await this.informer.stop();
+    this.controller?.abort();
+    this.wake?.();
+    this.endSync();
   }
 
-  private async run(): Promise<void> {
-    this.lastError = undefined;
-    await this.informer.start();
-    if (this.state === 'stopped' || this.lastError) return;
-    // start() resolves after the list is in and the watch is open: that is "synced".
-    if (this.state !== 'synced') {
-      if (this.failuresSinceSync > 0) this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
-      else this.log.debug({ path: this.path }, 'watch synced');
+  private async loop(): Promise<void> {
+    while (this.state !== 'stopped') {
+      const wasResuming = this.resourceVersion !== undefined;
+      const startedAt = Date.now();
+      try {
+        if (this.resourceVersion === undefined) await this.relist();
+        else await this.watch({ resourceVersion: this.resourceVersion });
+        // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once —
+        // unless it ends them as soon as they start (a proxy in between?): then not in a hot loop.
+        if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
+        if (Date.now() - startedAt < MIN_WATCH_MS) await this.sleep(MIN_WATCH_MS * (0.8 + Math.random() * 0.4));
+      } catch (err) {
+        if (this.stopped()) return;
+        if (this.cutByDeadline) {
+          this.cutByDeadline = false;
+          continue;
+        }
+        if (wasResuming && isGone(err)) {
+          this.log.debug({ path: this.path }, 'resourceVersion too old (410 Gone); listing again');
+          this.resourceVersion = undefined;
+          continue;
+        }
+        if (!(await this.failed(err))) return;
+      }
     }
+  }
+
+  /** A fresh picture: watch-list where the server streams it, else paged LIST. */
+  private async relist(): Promise<void> {
+    if (this.options.watchList !== false && !noWatchList.has(this.api)) {
+      let initialEvents = 0;
+      try {
+        await this.watchList(() => initialEvents++);
+        return;
+      } catch (err) {
+        const unsupported = err instanceof ApiStatusError && (err.statusCode === 400 || err.statusCode === 422) && initialEvents === 0;
+        if (!unsupported) throw err;
+        noWatchList.add(this.api);
+        this.log.debug({ path: this.path, reason: err.message }, 'the API server does not stream initial events (watch-list); listing in pages');
+      }
+    }
+    await this.listPaged();
+  }
+
+  private async watchList(counted: () => void): Promise<void> {
+    const fresh = new Map<string, T>();
+    let initialDone = false;
+    this.beginSync();
+    await this.watch({ sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' }, (ev) => {
+      if (initialDone) return false;
+      counted();
+      if (ev.type === 'BOOKMARK' && ev.object.metadata?.annotations?.[INITIAL_EVENTS_END] === 'true') {
+        initialDone = true;
+        this.replace(fresh, String(ev.object.metadata.resourceVersion ?? ''));
+        return true;
+      }
+      if (ev.type === 'ADDED' || ev.type === 'MODIFIED') {
+        const s = this.slim(ev.object);
+        if (s) fresh.set(s.key, s);
+        if (this.syncing) this.syncing.listed = fresh.size;
+        return true;
+      }
+      if (ev.type === 'DELETED') {
+        const s = this.slim(ev.object);
+        if (s) fresh.delete(s.key);
+        return true;
+      }
+      return false; // BOOKMARK without the annotation, ERROR: the usual handling
+    });
+    if (!initialDone) throw new Error('the watch-list ended before its initial events were complete');
+  }
+
+  private async listPaged(): Promise<void> {
+    this.beginSync(false);
+    const controller = new AbortController();
+    this.controller = controller;
+    const { items, resourceVersion } = await listAll(this.api, this.path, this.slim, {
+      pageSize: this.options.pageSize ?? PAGE_SIZE,
+      signal: controller.signal,
+      headersTimeoutMs: this.deadlines.headersTimeoutMs,
+      onPage: (listed, total) => {
+        if (!this.syncing) return;
+        this.syncing.listed = listed;
+        if (total !== undefined) this.syncing.total = total;
+      },
+      onRestart: (listed) => this.log.debug({ path: this.path, listed }, 'list continue token expired (410); listing again from the start'),
+    });
+    this.replace(items, resourceVersion);
+  }
+
+  /**
+   * One watch request, from `query`; resolves when the server ends it. `initial` sees each event
+   * first (the watch-list's initial events); it returns true for events it consumed.
+   */
+  private async watch(query: Record<string, string | undefined>, initial?: (ev: RawWatchEvent) => boolean): Promise<void> {
+    const controller = new AbortController();
+    this.controller = controller;
+    const params = new URLSearchParams({ watch: '1', allowWatchBookmarks: 'true', timeoutSeconds: String(this.timeoutSeconds) });
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) params.set(k, v);
+    const path = `${this.path}${this.path.includes('?') ? '&' : '?'}${params.toString()}`;
+    const res = await apiGet(this.api, path, controller.signal, this.deadlines.headersTimeoutMs);
+    // A resumed watch the server took: the informer is whole again (a watch-list is once its initial events are in).
+    if (!initial && this.state === 'retrying') this.recovered();
+    const deadlineMs = this.timeoutSeconds * 1000 + this.deadlines.graceMs;
+    const deadline = setTimeout(() => {
+      if (this.state === 'stopped') return;
+      this.log.warn({ path: this.path, afterMs: deadlineMs }, 'watch silent past its server-side end; the connection is presumed dead, watching again');
+      this.cutByDeadline = true;
+      controller.abort();
+    }, deadlineMs);
+    deadline.unref();
+    try {
+      await streamEvents(res, (ev) => {
+        if (this.state === 'stopped') return;
+        if (initial?.(ev)) return;
+        this.onEvent(ev);
+      });
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
+
+  private onEvent(ev: RawWatchEvent): void {
+    const rv = ev.object?.metadata?.resourceVersion;
+    switch (ev.type) {
+      case 'ADDED':
+      case 'MODIFIED': {
+        const s = this.slim(ev.object);
+        if (!s) break;
+        const had = this.items.has(s.key);
+        this.items.set(s.key, s);
+        this.onChange(had ? 'update' : 'add', s);
+        break;
+      }
+      case 'DELETED': {
+        const s = this.slim(ev.object);
+        if (s && this.items.delete(s.key)) this.onChange('delete', s);
+        break;
+      }
+      case 'BOOKMARK':
+        break;
+      case 'ERROR': {
+        const code = Number(ev.object?.code);
+        const message = String(ev.object?.message ?? 'watch error');
+        throw new ApiStatusError(code || 500, message);
+      }
+      default:
+        return;
+    }
+    if (typeof rv === 'string' && rv) this.resourceVersion = rv;
+  }
+
+  /** A (re)list is complete: tell the index what changed against what we had, then we are synced. */
+  private replace(fresh: Map<string, T>, resourceVersion: string): void {
+    const before = this.items;
+    for (const [k, old] of before) if (!fresh.has(k)) this.onChange('delete', old);
+    for (const [k, s] of fresh) {
+      const old = before.get(k);
+      if (!old) this.onChange('add', s);
+      else if (old.resourceVersion !== s.resourceVersion || !s.resourceVersion) this.onChange('update', s);
+      else fresh.set(k, old); // unchanged: the index keeps the record it has
+    }
+    this.items = fresh;
+    this.resourceVersion = resourceVersion;
+    this.endSync();
+    if (this.state === 'starting') this.log.debug({ path: this.path, objects: fresh.size }, 'watch synced');
+    this.recovered();
+  }
+
+  private recovered(): void {
+    if (this.state === 'retrying') this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
     this.state = 'synced';
     this.failuresSinceSync = 0;
     this.backoffMs = BACKOFF_MIN_MS;
     this.resolveFirstSync();
   }
 
-  /** Each (re)connect starts a new list+watch; one still running at `ms` is on a dead path. */
-  private armDeadline(ms: number): void {
-    clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = setTimeout(() => {
-      // ListWatch keeps the running watch's AbortController in `request` (client-node cache.js).
-      const request = (this.informer as unknown as { request?: AbortController }).request;
-      if (this.state === 'stopped' || !request) return;
-      this.log.warn({ path: this.path, afterMs: ms }, 'watch silent past its server-side end; the connection is presumed dead, watching again');
-      this.cutByDeadline = true;
-      request.abort();
-    }, ms);
-    this.deadlineTimer.unref();
+  private beginSync(probeTotal = true): void {
+    this.endSync();
+    this.syncing = { listed: 0 };
+    if (!probeTotal) return;
+    // The watch-list says nothing of the total; a sync that takes a while asks for it once.
+    const progress = this.syncing;
+    progress.probe = setTimeout(() => {
+      countObjects(this.api, this.path, this.deadlines.headersTimeoutMs).then(
+        (total) => {
+          if (total !== undefined) progress.total = total;
+        },
+        () => undefined,
+      );
+    }, TOTAL_PROBE_AFTER_MS);
+    progress.probe.unref();
   }
 
-  private onError(err: unknown): void {
-    if (this.state === 'stopped') return;
-    if (this.cutByDeadline) {
-      this.cutByDeadline = false;
-      clearTimeout(this.retryTimer);
-      this.retryTimer = setTimeout(() => void this.run(), 0);
-      return;
-    }
+  private endSync(): void {
+    clearTimeout(this.syncing?.probe);
+    this.syncing = undefined;
+  }
+
+  /** Backs off before the next attempt; false when the informer gives up (refused at start). */
+  private async failed(err: unknown): Promise<boolean> {
     const error = err instanceof Error ? err : new Error(errorMessage(err));
     this.lastError = error;
     this.failuresSinceSync++;
     // A list refused for permissions will not heal by retrying: report it to the owner at once.
     if (err instanceof ApiStatusError && (err.statusCode === 403 || err.statusCode === 401) && this.state === 'starting') {
+      this.endSync();
       this.rejectFirstSync(error);
       this.state = 'stopped';
-      return;
+      return false;
     }
     const delay = Math.round(this.backoffMs * (0.8 + Math.random() * 0.4));
     this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS);
@@ -173,8 +355,20 @@ export class ResilientInformer<T extends KubernetesObject> {
       this.log.debug({ path: this.path, error: error.message, retryInMs: delay }, 'watch still failing');
     }
     this.state = 'retrying';
-    clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => void this.run(), delay);
-    this.retryTimer.unref();
+    await this.sleep(delay);
+    return !this.stopped();
+  }
+
+  /** A pause stop() cuts short. */
+  private async sleep(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      timer.unref();
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wake = undefined;
   }
 }

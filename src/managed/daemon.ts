@@ -18,7 +18,8 @@ import { ensureStateDir, layout, validateId, type StateLayout } from '../state/p
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from '../state/store.js';
 import { processIdentity } from '../state/process.js';
-import { startControlServer } from '../state/control.js';
+import { startControlServer, type LiveStatus } from '../state/control.js';
+import type { CacheStatus } from '../cluster/cache.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
 import { RotatingLogFile } from './rotating-log.js';
 import { routeKubeconfigsFor } from './table.js';
@@ -41,6 +42,8 @@ export async function runDaemon(id: string): Promise<number> {
 
 class Daemon {
   private running?: RunningProxy;
+  /** While startProxy runs: the cache's status (its first sync's progress). */
+  private startingCache?: () => CacheStatus | undefined;
   private control?: Server;
   private readonly startedAt = Date.now();
   private stopRequested!: (reason: string) => void;
@@ -60,6 +63,12 @@ class Daemon {
     this.log.info({ context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, cwd: process.cwd() }, 'daemon starting');
     try {
       const proxyAuth = takeProxyAuthFile(this.l, id);
+      // The control socket answers from the start, so `status` shows a long first sync's progress.
+      this.control = await startControlServer(this.l.controlSocket(id), {
+        status: () => this.liveStatus(),
+        stop: () => this.stopRequested('control request'),
+        reload: () => this.reload(),
+      });
       this.running = await startProxy(
         {
           ...options,
@@ -76,16 +85,13 @@ class Daemon {
           apiChecked: (options.table?.routes.length ?? 1) === 1,
         },
         this.log,
+        { cacheStarting: (status) => (this.startingCache = status) },
       );
-      this.control = await startControlServer(this.l.controlSocket(id), {
-        status: () => this.liveStatus(),
-        stop: () => this.stopRequested('control request'),
-        reload: () => this.reload(),
-      });
     } catch (err) {
       const message = err instanceof StartupError ? err.message : `unexpected startup failure: ${errorMessage(err)}`;
       this.log.error({ error: message }, 'daemon failed to start');
       await this.running?.stop(0).catch(() => undefined);
+      await new Promise<void>((resolve) => (this.control ? this.control.close(() => resolve()) : resolve()));
       await withStateLock(this.l, () => {
         removeTransient(this.l, id);
         updateEntry(this.l, id, (e) => {
@@ -146,8 +152,9 @@ class Daemon {
     } catch (err) {
       throw new Error(`cannot read the new routing table: ${errorMessage(err)}`);
     }
+    if (!this.running) throw new Error('the proxy is still starting');
     try {
-      await this.running!.reload({ table, routeKubeconfigs: routeKubeconfigsFor(this.l, id, table) });
+      await this.running.reload({ table, routeKubeconfigs: routeKubeconfigsFor(this.l, id, table) });
     } catch (err) {
       this.log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged');
       throw err;
@@ -155,15 +162,24 @@ class Daemon {
     await withStateLock(this.l, () => updateEntry(this.l, id, (e) => (e.options.table = table)));
   }
 
-  private liveStatus() {
+  private liveStatus(): LiveStatus {
+    if (!this.running) {
+      return {
+        pid: process.pid,
+        phase: 'starting',
+        uptimeMs: Date.now() - this.startedAt,
+        totals: { openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0, bytesToClients: 0, failuresByReason: {} },
+        cache: this.startingCache?.(),
+      };
+    }
     return {
       pid: process.pid,
-      phase: this.stopping ? ('stopping' as const) : ('running' as const),
+      phase: this.stopping ? 'stopping' : 'running',
       uptimeMs: Date.now() - this.startedAt,
-      totals: this.running!.totals(),
-      routes: this.running!.routes(),
-      cache: this.running!.cacheStatus?.(),
-      transports: this.running!.transports?.(),
+      totals: this.running.totals(),
+      routes: this.running.routes(),
+      cache: this.running.cacheStatus?.(),
+      transports: this.running.transports?.(),
     };
   }
 

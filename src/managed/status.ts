@@ -29,7 +29,7 @@ export interface ProxyStatus {
   bytesFromClients: number | null;
   bytesToClients: number | null;
   failuresByReason: Record<string, number>;
-  cache: { state: string; scope?: string; namespaces?: string[] } | null;
+  cache: { state: string; scope?: string; namespaces?: string[]; syncing?: Record<string, { listed: number; total?: number }> } | null;
   logFile: string;
   error?: string;
   /** Per pod: transport in use, tunnels, streams (running proxies that report them). */
@@ -53,7 +53,8 @@ export async function collectStatus(l: StateLayout, id?: string): Promise<ProxyS
 }
 
 async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<ProxyStatus> {
-  const live = state === 'running' || state === 'stopping' ? await queryStatus(l.controlSocket(entry.id), 1_500) : undefined;
+  // A starting daemon answers too (its control socket opens before the cache syncs).
+  const live = state === 'running' || state === 'stopping' || state === 'starting' ? await queryStatus(l.controlSocket(entry.id), 1_500) : undefined;
   const startedAt = entry.startedAt ?? null;
   return {
     id: entry.id,
@@ -73,7 +74,7 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     bytesFromClients: live?.totals.bytesFromClients ?? null,
     bytesToClients: live?.totals.bytesToClients ?? null,
     failuresByReason: live?.totals.failuresByReason ?? {},
-    cache: live ? cacheSummary(live.cache) : state === 'starting' ? { state: 'syncing' } : null,
+    cache: live?.cache ? cacheSummary(live.cache) : live || state === 'starting' ? { state: 'syncing' } : null,
     logFile: l.logFile(entry.id),
     ...(entry.error && state === 'dead' ? { error: entry.error } : {}),
     ...(live?.transports ? { transports: live.transports } : {}),
@@ -85,10 +86,14 @@ function address(state: LiveState, a: ListenAddress | undefined): string | null 
   return a && state !== 'dead' ? formatAddress(a) : null;
 }
 
-/** One word for the cache: synced, syncing, retrying (a watch is reconnecting) or stopped. */
+/**
+ * One word for the cache: synced, syncing, retrying (a watch is reconnecting) or stopped; while
+ * syncing, per kind the objects listed so far (and of how many, when the API server says).
+ */
 export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache'] {
   if (!cache) return { state: 'unknown' };
   const states = Object.values(cache.watches);
   const state = states.includes('retrying') ? 'retrying' : states.includes('starting') ? 'syncing' : states.length > 0 && states.every((s) => s === 'stopped') ? 'stopped' : 'synced';
-  return { state, scope: cache.scope, namespaces: cache.namespaces };
+  const syncing = cache.syncing && Object.keys(cache.syncing).length ? cache.syncing : undefined;
+  return { state, scope: cache.scope, namespaces: cache.namespaces, ...(syncing ? { syncing } : {}) };
 }

@@ -4,6 +4,7 @@ import type { Logger } from '../core/log.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { parseListenAddress, type HostPort } from '../core/address.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
+import type { CacheStatus } from '../cluster/cache.js';
 import { Router } from '../routing/router.js';
 import { generatePac } from '../routing/pac.js';
 import { assertDirectAllowed } from '../routing/direct-route.js';
@@ -39,7 +40,12 @@ export function routingTableFor(options: ProxyOptions): RoutingTable {
   return loadRoutingTable(flags);
 }
 
-export async function startProxy(options: ProxyOptions, log: Logger): Promise<RunningProxy> {
+export interface StartHooks {
+  /** Called as soon as the default cluster's cache exists, before it syncs: `status` can then show its progress. */
+  cacheStarting?(status: () => CacheStatus | undefined): void;
+}
+
+export async function startProxy(options: ProxyOptions, log: Logger, hooks: StartHooks = {}): Promise<RunningProxy> {
   if (!options.listenSocks && !options.listenHttp) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
   const socksAddr = options.listenSocks ? parseAddress(options.listenSocks, '--listen-socks') : undefined;
   const httpAddr = options.listenHttp ? parseAddress(options.listenHttp, '--listen-http') : undefined;
@@ -65,6 +71,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
     ownListeners: bound,
   };
   let built = buildTable(table, settings, log);
+  hooks.cacheStarting?.(() => defaultCluster(built)?.cacheStatus());
   const router = new Router(built, { connectTimeoutMs: options.connectTimeoutMs });
   // Cluster routes learn ingress hosts as they go; the table in force takes them (a table still
   // being checked by a reload gets them when it is swapped in).

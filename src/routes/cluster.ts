@@ -79,7 +79,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.name = spec.name;
     this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
     this.api = new ApiConnection(this.kube.kc, settings.egress);
-    this.cache = new ClusterCache(this.kube.kc, this.api, log, this.kube.namespace);
+    this.cache = new ClusterCache(this.api, log, this.kube.namespace);
     const websocket = new WebSocketV4Transport(this.api, log, settings.keepalive);
     const spdy = new SpdyTransport(this.api, log, { keepalive: settings.keepalive, connectTimeoutMs: settings.connectTimeoutMs });
     this.transport = new NegotiatingTransport(settings.transport, spdy, websocket, log, this.kube.context);
@@ -102,13 +102,18 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   }
 
   knowsIp(ip: string): boolean {
-    if (this.state !== 'ready') return false;
-    return !!(this.cache.lookup.serviceByIp(ip) || this.cache.lookup.podByIp(ip));
+    return this.state === 'ready' && this.cache.knowsIp(ip);
   }
 
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined {
     return this.state === 'ready' ? this.cache.knownNamespaces() : undefined;
+  }
+
+  async learnIp(ip: string): Promise<void> {
+    if (this.state !== 'ready') return;
+    // A bounded, cached look-up (cluster/pod-lookup.ts); a refusal of the budget is no answer.
+    await this.cache.findPodByIp(ip).catch(() => undefined);
   }
 
   namespaceExists(namespace: string): boolean | undefined {

@@ -3,7 +3,7 @@
 // controller as the client sent them and the controller picks the Ingress by Host/SNI as it does
 // for traffic from its load balancer. The Service is the one configured (`ingress.controller`),
 // else the first of KNOWN_INGRESS_CONTROLLERS the cluster has.
-import type { V1Service } from '@kubernetes/client-node';
+import type { SlimService } from '../cluster/slim.js';
 import type { Destination } from '../core/types.js';
 import { ConnectionRefusedError, NoReadyEndpointError } from '../core/errors.js';
 import type { Claim } from './table.js';
@@ -49,13 +49,13 @@ export type DetectedController =
   | { found: true; namespace: string; service: string; how: 'configured' | 'detected'; ports?: number[] }
   | { found: false; message: string };
 
-/** A ServiceLookup over anything that finds V1Service objects (ClusterIndex.service does). */
-export function serviceLookup(find: (namespace: string, name: string) => V1Service | undefined): ServiceLookup {
+/** A ServiceLookup over anything that finds Services (ClusterIndex.service does). */
+export function serviceLookup(find: (namespace: string, name: string) => SlimService | undefined): ServiceLookup {
   return (namespace, name) => {
     const svc = find(namespace, name);
     if (!svc) return undefined;
-    const ports = (svc.spec?.ports ?? []).filter((p) => (p.protocol ?? 'TCP') === 'TCP').map((p) => p.port);
-    return { ports, type: svc.spec?.type };
+    const ports = svc.ports.filter((p) => p.protocol === 'TCP').map((p) => p.port);
+    return { ports, type: svc.type };
   };
 }
 

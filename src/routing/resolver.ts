@@ -1,5 +1,4 @@
 import { isIP } from 'node:net';
-import type { V1Pod, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import type { Destination } from '../core/types.js';
 import {
   ConnectionRefusedError,
@@ -7,16 +6,19 @@ import {
   NoReadyEndpointError,
   NotAllowedError,
   UnsupportedTargetError,
+  ProxyError,
   UpstreamApiError,
   errorMessage,
 } from '../core/errors.js';
 import type { ClusterCache } from '../cluster/cache.js';
+import type { SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
+import type { PodTarget } from '../cluster/index.js';
 import { ApiStatusError } from '../cluster/api.js';
 import type { PodPort } from '../tunnel/transport.js';
 import { isUnderClusterDomain, parseClusterName, type ClusterName } from './names.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
-export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed'>;
+export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed' | 'knowsIp' | 'findPodByIp' | 'findPod'>;
 
 export interface ResolverOptions {
   /**
@@ -108,8 +110,8 @@ export class Resolver {
       if (!pod) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
       return podPlan(pod, dest.port);
     }
-    const pod = lookup.podByIp(name.ip);
-    if (!pod || pod.metadata?.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
+    const pod = await this.findPodByIp(name.ip, name.namespace);
+    if (!pod || pod.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
     return this.podIpPlan(pod, name.ip, dest.port);
   }
 
@@ -124,52 +126,63 @@ export class Resolver {
     }
   }
 
-  private resolveIp(ip: string, port: number): Plan {
+  private async findPodByIp(ip: string, namespace?: string): Promise<SlimPod | undefined> {
+    try {
+      return await this.cache.findPodByIp(ip, namespace);
+    } catch (err) {
+      if (err instanceof ProxyError) throw err;
+      throw new UpstreamApiError(`cannot look up the pod with IP ${ip}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private async resolveIp(ip: string, port: number): Promise<Plan> {
     const svc = this.cache.lookup.serviceByIp(ip);
     if (svc) return this.servicePlan(svc, port);
-    const pod = this.cache.lookup.podByIp(ip);
+    const pod = await this.findPodByIp(ip);
     if (pod) return this.podIpPlan(pod, ip, port);
     throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
   }
 
   /** A Pod IP target; the lookup prefers a pod of its own, so a hostNetwork pod means the IP is a node's. */
-  private podIpPlan(pod: V1Pod, ip: string, port: number): Plan {
-    if (pod.spec?.hostNetwork && !this.options.allowHostNetworkPods) {
-      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.metadata?.namespace}/${pod.metadata?.name} have it): port ${port} there is the node's own, not a pod's; refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
+  private podIpPlan(pod: SlimPod, ip: string, port: number): Plan {
+    if (pod.hostNetwork && !this.options.allowHostNetworkPods) {
+      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.namespace}/${pod.name} have it): port ${port} there is the node's own, not a pod's; refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
     }
     return podPlan(pod, port);
   }
 
-  private servicePlan(svc: V1Service, port: number): Plan {
-    const namespace = svc.metadata?.namespace ?? 'default';
-    const name = svc.metadata?.name ?? '';
+  private async servicePlan(svc: SlimService, port: number): Promise<Plan> {
+    const { namespace, name } = svc;
     const label = `service ${namespace}/${name}:${port}`;
-    if (svc.spec?.type === 'ExternalName') {
-      throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.spec.externalName}); connect to that name instead`);
+    if (svc.type === 'ExternalName') {
+      throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.externalName}); connect to that name instead`);
     }
-    const headless = svc.spec?.clusterIP === 'None';
-    const servicePort = headless ? undefined : svc.spec?.ports?.find((p) => p.port === port && (p.protocol ?? 'TCP') === 'TCP');
+    const headless = svc.headless;
+    const servicePort = headless ? undefined : svc.ports.find((p) => p.port === port && p.protocol === 'TCP');
     if (!headless && !servicePort) {
-      const ports = (svc.spec?.ports ?? []).map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
+      const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
       throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
     }
     const candidates: Plan['candidates'] = [];
     let nonPodEndpoints = 0;
     for (const slice of this.cache.lookup.slicesFor(namespace, name)) {
-      const slicePort = servicePort ? slice.ports?.find((p) => (p.name ?? '') === (servicePort.name ?? '')) : undefined;
-      for (const ep of slice.endpoints ?? []) {
-        if (ep.conditions?.ready === false || ep.conditions?.terminating === true) continue;
-        const ref = ep.targetRef;
-        if (ref?.kind !== 'Pod' || !ref.name) {
+      const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
+      for (const ep of slice.endpoints) {
+        if (ep.ready === false || ep.terminating === true) continue;
+        if (ep.refKind !== 'Pod' || !ep.refName) {
           nonPodEndpoints++;
           continue;
         }
-        const pod = this.cache.lookup.pod(ref.namespace ?? namespace, ref.name);
+        const podNamespace = ep.refNamespace ?? namespace;
+        // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
+        // pod's containers for a named targetPort: a controller's slice without this port name is
+        // the controller saying these pods lack it, and asking the API server would not change that.
+        const pod = !headless && !slice.ports?.length && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort) ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined) : undefined;
         const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
         if (podPort === undefined) continue;
         // The endpoint controller's targetRef names the pod instance it vouched ready.
-        const uid = ref.uid ?? pod?.metadata?.uid;
-        candidates.push({ namespace: ref.namespace ?? namespace, pod: ref.name, port: podPort, ...(uid ? { uid } : {}) });
+        const uid = ep.refUid ?? pod?.uid;
+        candidates.push({ namespace: podNamespace, pod: ep.refName, port: podPort, ...(uid ? { uid } : {}) });
       }
     }
     if (candidates.length === 0) {
@@ -192,21 +205,15 @@ export class Resolver {
   }
 }
 
-function podPlan(pod: V1Pod, port: number): Plan {
-  const namespace = pod.metadata?.namespace ?? 'default';
-  const name = pod.metadata?.name ?? '';
-  const uid = pod.metadata?.uid;
+function podPlan(pod: PodTarget, port: number): Plan {
+  const { namespace, name, uid } = pod;
   return { label: `pod ${namespace}/${name}:${port}`, candidates: [{ namespace, pod: name, port, ...(uid ? { uid } : {}) }] };
 }
 
 /** targetPort when the slice carries no port: a number, or a name looked up in the pod's containers. */
-function targetPortOf(servicePort: V1ServicePort, pod: V1Pod | undefined): number | undefined {
-  const target = servicePort.targetPort ?? servicePort.port;
+function targetPortOf(servicePort: SlimServicePort, pod: SlimPod | undefined): number | undefined {
+  const target = servicePort.targetPort;
   if (typeof target === 'number') return target;
   if (/^\d+$/.test(target)) return Number(target);
-  for (const c of pod?.spec?.containers ?? []) {
-    const found = c.ports?.find((p) => p.name === target && (p.protocol ?? 'TCP') === 'TCP');
-    if (found) return found.containerPort;
-  }
-  return undefined;
+  return pod?.namedPorts.find((p) => p.name === target && p.protocol === 'TCP')?.containerPort;
 }

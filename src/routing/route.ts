@@ -33,6 +33,11 @@ export interface Route {
   /** A stream for a destination the table gave this route; rejects with a ProxyError. */
   open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream>;
   status(): RouteStatus;
+  /**
+   * Learn whether an IP the table does not know is this route's (a cluster looks up a Pod IP it
+   * does not watch); afterwards the matcher's view answers for it. Optional; never throws.
+   */
+  learnIp?(ip: string, signal: AbortSignal): Promise<void>;
   /** Stops accepting streams and releases what it holds once its open streams have ended. */
   close(): Promise<void>;
 }

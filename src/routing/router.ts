@@ -59,6 +59,11 @@ export class Router implements StreamOpener {
     const { routes, matcher } = this.generation;
     try {
       let decision = matcher.match(request.destination);
+      if (this.worthLookingUp(request, decision)) {
+        // A Pod IP no watch covers (pods are looked up, not watched): ask the clusters, then decide.
+        await Promise.all([...routes.values()].map((r) => r.learnIp?.(request.destination.host, signal)));
+        decision = matcher.match(request.destination);
+      }
       for (;;) {
         if (!decision.claimed) throw refusalError(decision);
         try {
@@ -75,6 +80,12 @@ export class Router implements StreamOpener {
       }
       throw err;
     }
+  }
+
+  /** An IP literal that would be refused, go direct or hit a /0 block: a cluster may yet know it. */
+  private worthLookingUp(request: OpenRequest, d: Decision): boolean {
+    if (request.destination.type === 'domain' && !/^[0-9.]+$|:/.test(request.destination.host)) return false;
+    return !d.claimed || d.reason === 'direct' || (d.reason === 'cidr' && /\/0$/.test(d.pattern ?? ''));
   }
 
   private async openOn(routes: ReadonlyMap<string, Route>, claim: Claim, request: OpenRequest, signal: AbortSignal): Promise<RoutedStream> {

@@ -15,7 +15,8 @@ const MAX_LINE = 4096;
 
 export interface LiveStatus {
   pid: number;
-  phase: 'running' | 'stopping';
+  /** starting: the cache is still on its first sync (the listeners may not be up yet). */
+  phase: 'starting' | 'running' | 'stopping';
   uptimeMs: number;
   totals: StreamTotals;
   /** Each route of the routing table: kind, state (and why), kind-specific figures. */

@@ -206,6 +206,36 @@ describe('a managed proxy from connect to disconnect', () => {
   });
 });
 
+describe('a daemon whose cache is still syncing', () => {
+  test('status answers while it starts and shows per kind what is listed so far', async () => {
+    // Watch-lists end before their first event until this is turned off: the first sync keeps retrying.
+    cluster.sim.endWatchesAtOnce(true);
+    let connecting: Promise<{ code: number | null; stdout: string; stderr: string }> | undefined;
+    try {
+      connecting = cli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', '--id', 'syncing']);
+      const row = await eventually(async () => {
+        const r = await status('syncing').catch(() => undefined);
+        return r?.state === 'starting' && r.cache?.syncing ? r : undefined;
+      }, 20_000, 200);
+      // Its first attempts failed: "retrying", with what the attempt under way has listed.
+      assert.match(row.cache.state, /^(syncing|retrying)$/);
+      assert.deepEqual(row.cache.syncing.services, { listed: 0 });
+      const table = await cli(['status', 'syncing']);
+      assert.match(table.stdout, /(syncing|retrying) \(.*services 0/);
+    } finally {
+      cluster.sim.endWatchesAtOnce(false);
+    }
+    const r = await connecting!;
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as Connected;
+    daemons.add(out.pid);
+    const synced = await status('syncing');
+    assert.equal(synced.cache.state, 'synced');
+    assert.equal((await cli(['disconnect', 'syncing'])).code, 0);
+    await gone(out.pid, 10_000);
+  });
+});
+
 describe('several proxies', () => {
   test('two contexts on their own ports, then disconnect --all', async () => {
     const other = path.join(cluster.dir, 'other-context');

@@ -111,6 +111,12 @@ describe('IP addresses', () => {
     assert.equal(await who(`http://${prodWhich.podIP}:8080/`), 'which-prod');
   });
 
+  test('a Pod IP behind no Service is looked up in the clusters (pods are not watched) and reached', async () => {
+    const [, staging] = multi.clusters;
+    const { ip } = await staging!.sim.createPod({ namespace: 'shop', name: 'loner', ports: [{ containerPort: 8080, backend: 'http' }] });
+    assert.equal(await who(`http://${ip}:8080/`), 'loner');
+  });
+
   test('an IP both clusters know is refused, naming both; a CIDR in the config settles it', async () => {
     assert.equal(await reply(collidingIp, 80), 2);
     const r = await curl(['--proxy', `http://${proxy.http}`, `http://${collidingIp}/`]);

@@ -1,13 +1,12 @@
-// Watches on a dead path: client-node's informer (real HTTP to the simulated API server) under our
-// ResilientInformer, with short deadlines so the dead path shows in seconds, not minutes.
+// Watches on a dead path: our list+watch client, ResilientInformer (real HTTP to the simulated API server), with short deadlines so the dead path shows in seconds, not minutes.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
-import type { V1Service } from '@kubernetes/client-node';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { ResilientInformer } from '../../src/cluster/informer.js';
+import { slimService, type SlimService } from '../../src/cluster/slim.js';
 import { createLogger } from '../../src/core/log.js';
 
 let cluster: TestCluster;
@@ -27,12 +26,12 @@ after(async () => {
   await cluster?.close();
 });
 
-function servicesInformer(deadlines: { watchTimeoutSeconds: number; graceMs: number; headersTimeoutMs: number }): ResilientInformer<V1Service> {
+function servicesInformer(deadlines: { watchTimeoutSeconds: number; graceMs: number; headersTimeoutMs: number }): ResilientInformer<SlimService> {
   const { kc } = loadKubeConfig({ kubeconfig: cluster.kubeconfig });
-  return new ResilientInformer<V1Service>(kc, new ApiConnection(kc), '/api/v1/namespaces/shop/services', log, () => undefined, deadlines);
+  return new ResilientInformer(new ApiConnection(kc), '/api/v1/namespaces/shop/services', log, () => undefined, slimService, deadlines);
 }
 
-const has = (inf: ResilientInformer<V1Service>, name: string) => inf.list().some((s) => s.metadata?.name === name);
+const has = (inf: ResilientInformer<SlimService>, name: string) => inf.get(`shop/${name}`) !== undefined;
 
 test('a watch that goes silent without ending is cut after its server-side timeout + grace; new objects show up again', async () => {
   const inf = servicesInformer({ watchTimeoutSeconds: 1, graceMs: 500, headersTimeoutMs: 5_000 });
@@ -87,4 +86,22 @@ test('a watch request whose headers never come times out and is retried', async 
     cluster.sim.stallWatches(false);
     await inf.stop();
   }
+});
+
+test('watches the server ends as soon as they start are renewed about once a second, not in a hot loop', async () => {
+  const inf = servicesInformer({ watchTimeoutSeconds: 30, graceMs: 5_000, headersTimeoutMs: 5_000 });
+  await inf.start();
+  cluster.sim.endWatchesAtOnce(true);
+  try {
+    cluster.sim.dropWatches();
+    cluster.sim.resetCounters();
+    await new Promise((r) => setTimeout(r, 3_000));
+    const watches = cluster.sim.counters.watch;
+    assert.ok(watches >= 1 && watches <= 5, `${watches} watch requests in 3 s`);
+  } finally {
+    cluster.sim.endWatchesAtOnce(false);
+  }
+  await cluster.sim.createService({ namespace: 'shop', name: 'after-cuts', selector: { app: 'x' }, ports: [{ port: 80 }] });
+  await eventually(async () => has(inf, 'after-cuts'), 5_000, 20);
+  await inf.stop();
 });

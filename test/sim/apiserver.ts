@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import { RESOURCES, type Resource, type ResourceInfo, type Store } from './store.js';
 import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badRequest, notFound } from './status.js';
 import { handleGet, handleList, handleWatch, isTrue, sendError, sendJson, type ActiveWatch } from './rest.js';
+import { ListSnapshots } from './paging.js';
 import { apiGroupList, apiVersions, coreV1Resources, DISCOVERY_GROUP, groupDocument, groupV1Resources, NETWORKING_GROUP, ROUTE_GROUP, SIM_VERSION, type SimApiGroup } from './discovery.js';
 import { writeRawResponse, writeRawStatus } from './kubelet-portforward.js';
 import { ACCESS_REVIEW_PATH, authorizationGroup, authorizationV1Resources, handleAccessReview } from './access-review.js';
@@ -25,10 +26,17 @@ export interface SimCounters {
   portForward: number;
   other: number;
   byPath: Record<string, number>;
+  /** Extension: watches that asked for initial events (watch-list, sendInitialEvents=true). */
+  watchList: number;
+  /** Extension: list pages that carried a continue token (a paged list's every page but the last). */
+  continued: number;
+  /** Extension: response body bytes of get/list/watch requests, in all and per path. */
+  bytes: number;
+  bytesByPath: Record<string, number>;
 }
 
 export function emptyCounters(): SimCounters {
-  return { total: 0, list: 0, watch: 0, get: 0, portForward: 0, other: 0, byPath: {} };
+  return { total: 0, list: 0, watch: 0, get: 0, portForward: 0, other: 0, byPath: {}, watchList: 0, continued: 0, bytes: 0, bytesByPath: {} };
 }
 
 export interface Identity {
@@ -121,6 +129,11 @@ export class ApiServer {
   private readonly watches = new Set<ActiveWatch>();
   counters: SimCounters = emptyCounters();
   port: number;
+  /** Extension: false = a server without the WatchList feature (sendInitialEvents → 422), as before 1.27 or with the gate off. */
+  watchList = true;
+  /** Extension: called after each list page that has a continue token (tests compact the store there). */
+  afterListPage?: (resource: string) => void;
+  readonly listSnapshots = new ListSnapshots();
 
   constructor(private readonly o: ApiServerOptions) {
     this.port = o.port;
@@ -167,6 +180,8 @@ export class ApiServer {
 
   /** New watch requests get no answer at all (not even headers) while this is on. */
   stallWatches = false;
+  /** New watch requests are answered 200 and ended at once, without an event, while this is on. */
+  endWatchesAtOnce = false;
 
   /** Extension: serve OpenShift's route.openshift.io/v1 (discovery and Routes), as an OpenShift API server does. */
   openshiftRoutes = false;
@@ -189,6 +204,27 @@ export class ApiServer {
     if (verb === 'portforward') c.portForward++;
     else c[verb]++;
     c.byPath[pathname] = (c.byPath[pathname] ?? 0) + 1;
+  }
+
+  /** Counts what the response body carries (strings as UTF-8), wherever it is written from. */
+  private countBytes(res: ServerResponse, pathname: string): void {
+    const add = (chunk: unknown): void => {
+      if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
+      const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : (chunk as Uint8Array).byteLength ?? 0;
+      const c = this.counters;
+      c.bytes += n;
+      c.bytesByPath[pathname] = (c.bytesByPath[pathname] ?? 0) + n;
+    };
+    const write = res.write.bind(res) as (...a: unknown[]) => boolean;
+    const end = res.end.bind(res) as (...a: unknown[]) => ServerResponse;
+    res.write = ((chunk: unknown, ...rest: unknown[]) => {
+      add(chunk);
+      return write(chunk, ...rest);
+    }) as ServerResponse['write'];
+    res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+      add(chunk);
+      return end(chunk, ...rest);
+    }) as ServerResponse['end'];
   }
 
   private authenticate(req: IncomingMessage): Identity | undefined {
@@ -244,7 +280,10 @@ export class ApiServer {
     const route = parseRoute(url.pathname, this.address, servedGroups(this.openshiftRoutes));
     const verb = verbOf(route, url.searchParams);
     this.count(verb, url.pathname);
+    if (verb === 'watch' && isTrue(url.searchParams.get('sendInitialEvents'))) this.counters.watchList++;
+    if (verb === 'list' && url.searchParams.get('continue')) this.counters.continued++;
     this.trace(req);
+    this.countBytes(res, url.pathname);
     res.on('error', () => {});
     try {
       const id = this.authenticate(req);
@@ -292,9 +331,13 @@ export class ApiServer {
     if (sub !== undefined && sub !== 'status') throw pathNotFound();
     // A stalled path (e.g. a buffering proxy): the watch request is taken and nothing is answered.
     if (verb === 'watch' && this.stallWatches) return;
-    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches);
+    if (verb === 'watch' && this.endWatchesAtOnce) {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+      return void res.end();
+    }
+    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches, this.watchList);
     if (verb === 'get') return handleGet(store, info, namespace, name!, q, req.headers.accept, res);
-    return handleList(store, info, namespace, q, req.headers.accept, res);
+    return handleList(store, info, namespace, q, req.headers.accept, res, { snapshots: this.listSnapshots, afterPage: (r) => this.afterListPage?.(r) });
   }
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {

@@ -228,7 +228,26 @@ export class SimCluster {
 
   get counters(): SimCounters {
     const c = this.api.counters;
-    return { ...c, byPath: { ...c.byPath } };
+    return { ...c, byPath: { ...c.byPath }, bytesByPath: { ...c.bytesByPath } };
+  }
+
+  /** Extension: with false, a server without the WatchList feature: sendInitialEvents is refused (422). */
+  setWatchList(enabled: boolean): void {
+    this.api.watchList = enabled;
+  }
+
+  /** Extension: called after every list page that has a continue token (e.g. to compact mid-list). */
+  onListPage(fn: ((resource: string) => void) | undefined): void {
+    this.api.afterListPage = fn;
+  }
+
+  /**
+   * Extension: store many objects at once (Store.bulkLoad: no events, older resourceVersions
+   * compacted). Objects are taken as they are and may share nested parts; no controllers run and
+   * no pod gets backends, so they are for listing and watching, not for dialling.
+   */
+  bulkLoad(resource: 'pods' | 'services' | 'endpointslices' | 'namespaces', objects: KObject[]): void {
+    this.store.bulkLoad(resource, objects);
   }
 
   resetCounters(): void {
@@ -567,6 +586,11 @@ export class SimCluster {
   /** Extension: new watch requests get no answer, not even headers, until turned off. */
   stallWatches(on: boolean): void {
     this.api.stallWatches = on;
+  }
+
+  /** Extension: new watches are answered and ended at once, empty (a proxy in between that cuts streams). */
+  endWatchesAtOnce(on: boolean): void {
+    this.api.endWatchesAtOnce = on;
   }
 
   /** Extension: every open watch goes silent without ending (a dead path TCP has not noticed); returns how many. */

@@ -84,3 +84,21 @@ test('kubectl with client-certificate and exec kubeconfigs', async (t) => {
   assert.notEqual(denied.code, 0);
   assert.match(denied.stderr, /Forbidden|forbidden/);
 });
+
+test('kubectl get --chunk-size pages through limit/continue (table and JSON), with the same objects as one list', async (t) => {
+  if (!kubectl) return t.skip('kubectl not on PATH: fidelity check skipped');
+  const kc = join(dir, 'token.yaml');
+  await sim.writeKubeconfig(kc);
+  const whole = await run(kc, ['get', 'pods,svc', '-A', '-o', 'name', '--chunk-size=0']);
+  assert.equal(whole.code, 0, whole.stderr);
+  sim.resetCounters();
+  const paged = await run(kc, ['get', 'pods,svc', '-A', '-o', 'name', '--chunk-size=2']);
+  assert.equal(paged.code, 0, paged.stderr);
+  assert.deepEqual(paged.stdout.trim().split('\n').sort(), whole.stdout.trim().split('\n').sort());
+  assert.ok(sim.counters.continued >= 2, `continue requests: ${JSON.stringify(sim.counters)}`);
+  sim.resetCounters();
+  const table = await run(kc, ['get', 'pods', '-A', '--chunk-size=1']);
+  assert.equal(table.code, 0, table.stderr);
+  for (const p of SAMPLE.web.pods) assert.match(table.stdout, new RegExp(`^shop\\s+${p}\\s`, 'm'));
+  assert.ok(sim.counters.continued >= SAMPLE.web.pods.length, 'one page per pod');
+});

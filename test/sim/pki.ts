@@ -31,9 +31,13 @@ function newRsaKeys(): ForgeKeys {
   };
 }
 
-// Go (kubectl) refuses negative serial numbers: keep the top bit of the first byte clear.
+// Go (kubectl) refuses negative serial numbers: keep the top bit of the first byte clear. And DER
+// wants the shortest encoding: a first byte 0x00 before one below 0x80 is "illegal padding" to
+// OpenSSL 3 (it was 1 in 32 certificates with a random first nibble). First byte 0x01–0x7f.
 function serialNumber(): string {
-  return '0' + randomBytes(15).toString('hex').slice(1);
+  const bytes = randomBytes(16);
+  bytes[0] = 1 + (bytes[0]! % 127);
+  return bytes.toString('hex');
 }
 
 function validity(cert: forge.pki.Certificate, years: number): void {

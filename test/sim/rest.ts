@@ -5,7 +5,8 @@
 // stops matching a selector is sent as DELETED, one that starts matching as ADDED).
 import type { ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { RESOURCES, type KObject, type ResourceInfo, type Store, type StoreEvent } from './store.js';
+import { RESOURCES, itemJson, objectJson, type KObject, type ResourceInfo, type Store, type StoreEvent } from './store.js';
+import { continueExpired, decodeContinue, encodeContinue, parseLimit, writeParts, type ListSnapshots } from './paging.js';
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector, SelectorError, type FieldRequirement, type LabelRequirement } from './selectors.js';
 import { ApiError, badRequest, expired, notAcceptable, notFound } from './status.js';
 import { toTable, type IncludeObject } from './tables.js';
@@ -56,12 +57,6 @@ function includeObject(q: URLSearchParams): IncludeObject {
   return v === 'None' || v === 'Object' ? v : 'Metadata';
 }
 
-/** Object without kind/apiVersion, as items inside a list are serialized. */
-function asListItem(o: KObject): Record<string, unknown> {
-  const { kind: _k, apiVersion: _a, ...rest } = o;
-  return rest;
-}
-
 interface Filter {
   namespace?: string;
   labels: LabelRequirement[];
@@ -97,16 +92,59 @@ export function handleGet(store: Store, info: ResourceInfo, namespace: string | 
   }
 }
 
-export function handleList(store: Store, info: ResourceInfo, namespace: string | undefined, q: URLSearchParams, accept: string | undefined, res: ServerResponse): void {
+export interface ListContext {
+  snapshots: ListSnapshots;
+  /** Extension: called after a page that has a continue token was sent. */
+  afterPage?: (resource: string) => void;
+}
+
+/**
+ * LIST, paged when `limit` is given (see paging.ts). JSON bodies are written in batches as the
+ * socket drains: a 50,000-pod list is ~500 MB, more than one JavaScript string may hold.
+ */
+export function handleList(store: Store, info: ResourceInfo, namespace: string | undefined, q: URLSearchParams, accept: string | undefined, res: ServerResponse, ctx: ListContext): void {
   const neg = negotiate(accept);
   const filter = parseFilter(info, namespace, q);
-  const rv = String(store.revision);
-  const items = store.list(info.resource, namespace).filter((o) => matches(info, filter, o));
-  if (neg.type === 'table') {
-    sendJson(res, 200, toTable(info.resource, items, rv, neg.version, includeObject(q)), tableContentType(neg.version));
-    return;
+  const limit = parseLimit(q.get('limit'));
+  const token = q.get('continue');
+  let all: readonly KObject[];
+  let rv: number;
+  let start = 0;
+  let snapshotId: string | undefined;
+  if (token) {
+    const t = decodeContinue(token);
+    const items = ctx.snapshots.get(t.id);
+    if (!items || t.rv < store.oldestResumable) throw continueExpired();
+    [all, rv, start, snapshotId] = [items, t.rv, t.start, t.id];
+  } else {
+    all = store.listShared(info.resource, namespace).filter((o) => matches(info, filter, o));
+    rv = store.revision;
   }
-  sendJson(res, 200, { kind: info.listKind, apiVersion: info.apiVersion, metadata: { resourceVersion: rv }, items: items.map(asListItem) });
+  const end = limit > 0 ? Math.min(start + limit, all.length) : all.length;
+  const page = all.slice(start, end);
+  const metadata: Record<string, unknown> = { resourceVersion: String(rv) };
+  if (end < all.length) {
+    snapshotId ??= ctx.snapshots.open(rv, all);
+    metadata.continue = encodeContinue({ rv, start: end, id: snapshotId });
+    // Upstream counts the rest only when no selector filters it.
+    if (!q.get('labelSelector') && !q.get('fieldSelector')) metadata.remainingItemCount = all.length - end;
+  }
+  if (neg.type === 'table') {
+    const table = toTable(info.resource, [...page], String(rv), neg.version, includeObject(q)) as { metadata: Record<string, unknown> };
+    table.metadata = metadata;
+    sendJson(res, 200, table, tableContentType(neg.version));
+  } else {
+    commonHeaders(res);
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    const head = `{"kind":${JSON.stringify(info.listKind)},"apiVersion":${JSON.stringify(info.apiVersion)},"metadata":${JSON.stringify(metadata)},"items":[`;
+    function* parts(): Generator<string> {
+      yield head;
+      for (let i = 0; i < page.length; i++) yield i ? `,${itemJson(page[i]!)}` : itemJson(page[i]!);
+      yield ']}';
+    }
+    void writeParts(res, parts()).then((ok) => ok && res.end());
+  }
+  if (metadata.continue) ctx.afterPage?.(info.resource);
 }
 
 export interface ActiveWatch {
@@ -119,18 +157,48 @@ export function isTrue(v: string | null): boolean {
   return v !== null && ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(v);
 }
 
+/** 422 Invalid for ListOptions, worded as staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go. */
+function invalidListOptions(field: string, detail: string): ApiError {
+  return new ApiError(422, 'Invalid', `ListOptions.meta.k8s.io "" is invalid: ${field}: Forbidden: ${detail}`, {
+    group: 'meta.k8s.io', kind: 'ListOptions', causes: [{ reason: 'FieldValueForbidden', message: `Forbidden: ${detail}`, field }],
+  });
+}
+
 /**
- * Streams watch events as newline-delimited JSON. resourceVersion absent or "0": ADDED for the
- * current objects first. Older than the kept history: 200 + one ERROR event (410 Expired), then
- * the response ends, which is what client-go reflectors and client-node informers expect.
+ * The watch-list parameters (KEP-3157) as the API server validates them: sendInitialEvents needs
+ * the WatchList feature (else 422, which clients take as "list instead"), allowWatchBookmarks=true
+ * and resourceVersionMatch=NotOlderThan; resourceVersionMatch alone is forbidden on a watch.
+ */
+function initialEventsMode(q: URLSearchParams, watchList: boolean): boolean | undefined {
+  const send = q.get('sendInitialEvents');
+  const match = q.get('resourceVersionMatch') ?? '';
+  if (send === null) {
+    if (match) throw invalidListOptions('resourceVersionMatch', 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided');
+    return undefined;
+  }
+  if (!watchList) throw invalidListOptions('sendInitialEvents', 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled');
+  const on = isTrue(send);
+  if (on && !isTrue(q.get('allowWatchBookmarks'))) throw invalidListOptions('allowWatchBookmarks', 'allowWatchBookmarks must be set to true when sendInitialEvents is true');
+  if (match !== 'NotOlderThan') throw invalidListOptions('resourceVersionMatch', "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+  return on;
+}
+
+/**
+ * Streams watch events as newline-delimited JSON. resourceVersion absent or "0" (no
+ * sendInitialEvents): ADDED for the current objects first. sendInitialEvents=true: the current
+ * objects as ADDED, then a BOOKMARK annotated "k8s.io/initial-events-end" at the snapshot's
+ * resourceVersion (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go, cache_watcher.go);
+ * events of the meantime follow it. Older than the kept history: 200 + one ERROR event (410
+ * Expired), then the response ends, which is what client-go reflectors and client-node informers expect.
  */
 export function handleWatch(
   store: Store, info: ResourceInfo, namespace: string | undefined, name: string | undefined,
-  q: URLSearchParams, accept: string | undefined, res: ServerResponse, registry: Set<ActiveWatch>,
+  q: URLSearchParams, accept: string | undefined, res: ServerResponse, registry: Set<ActiveWatch>, watchList = true,
 ): void {
   const neg = negotiate(accept);
   const filter = parseFilter(info, namespace, q);
   if (name !== undefined) filter.fields.push({ key: 'metadata.name', op: 'eq', value: name });
+  const initialEvents = initialEventsMode(q, watchList);
   const rvParam = q.get('resourceVersion') ?? '';
   let fromRv: number | undefined;
   if (rvParam !== '' && rvParam !== '0') {
@@ -146,15 +214,19 @@ export function handleWatch(
   // client's fetch resolves before the first event; client-node's ListWatch waits on exactly that.
   res.flushHeaders();
   let first = true;
-  const write = (type: string, obj: unknown): void => {
-    if (res.writableEnded || res.destroyed) return;
-    let payload = obj;
+  const line = (type: string, obj: unknown): string => {
     if (neg.type === 'table' && (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED')) {
       const o = obj as KObject;
-      payload = toTable(info.resource, [o], o.metadata.resourceVersion ?? '', neg.version, includeObject(q), first);
+      const table = toTable(info.resource, [o], o.metadata.resourceVersion ?? '', neg.version, includeObject(q), first);
       first = false;
+      return JSON.stringify({ type, object: table }) + '\n';
     }
-    res.write(JSON.stringify({ type, object: payload }) + '\n');
+    const json = type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED' ? objectJson(obj as KObject) : JSON.stringify(obj);
+    return `{"type":${JSON.stringify(type)},"object":${json}}\n`;
+  };
+  const write = (type: string, obj: unknown): void => {
+    if (res.writableEnded || res.destroyed) return;
+    res.write(line(type, obj));
   };
 
   let unsubscribe = (): void => {};
@@ -191,13 +263,33 @@ export function handleWatch(
       write(e.type, e.object);
     }
   };
-
-  if (fromRv === undefined) {
-    for (const o of store.list(info.resource, namespace)) if (matches(info, filter, o)) write('ADDED', o);
-    if (isTrue(q.get('sendInitialEvents'))) {
-      write('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(store.revision), annotations: { 'k8s.io/initial-events-end': 'true' } } });
+  const startTimer = (): void => {
+    if (timeoutSeconds !== undefined && Number.isFinite(timeoutSeconds) && timeoutSeconds > 0) {
+      timer = setTimeout(() => active.end(), timeoutSeconds * 1000);
     }
-  } else {
+  };
+
+  if (initialEvents === true || (fromRv === undefined && initialEvents === undefined)) {
+    // The snapshot is taken now; changes while it is being written wait behind it.
+    const snapshotRv = store.revision;
+    const snapshot = store.listShared(info.resource, namespace).filter((o) => matches(info, filter, o));
+    const queued: StoreEvent[] = [];
+    let live = false;
+    unsubscribe = store.subscribe((e) => (live ? deliver(e) : queued.push(e)));
+    startTimer();
+    const parts = function* (): Generator<string> {
+      for (const o of snapshot) yield line('ADDED', o);
+      if (initialEvents) {
+        yield line('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(snapshotRv), annotations: { 'k8s.io/initial-events-end': 'true' } } });
+      }
+    };
+    void writeParts(res, parts()).then(() => {
+      live = true;
+      for (const e of queued) if (e.rv > snapshotRv) deliver(e);
+    });
+    return;
+  }
+  if (fromRv !== undefined) {
     const events = store.since(fromRv);
     if (!events) {
       const err = expired(`too old resource version: ${fromRv} (${store.oldestResumable})`);
@@ -208,9 +300,7 @@ export function handleWatch(
     for (const e of events) deliver(e);
   }
   unsubscribe = store.subscribe(deliver);
-  if (timeoutSeconds !== undefined && Number.isFinite(timeoutSeconds) && timeoutSeconds > 0) {
-    timer = setTimeout(() => active.end(), timeoutSeconds * 1000);
-  }
+  startTimer();
 }
 
 export { RESOURCES };

@@ -98,6 +98,8 @@ export class Store {
   /** Every event with rv <= compactedThrough is forgotten. */
   private compactedThrough: number;
   private readonly listeners = new Set<(e: StoreEvent) => void>();
+  /** Sorted keys per resource, dropped when an object is created or removed (not on update). */
+  private readonly sortedKeys = new Map<Resource, string[]>();
 
   constructor(private readonly maxHistory = 10_000, startRevision = 100) {
     this.rev = startRevision;
@@ -128,14 +130,43 @@ export class Store {
 
   /** Current objects, sorted by namespace/name like an etcd range read. */
   list(resource: Resource, namespace?: string): KObject[] {
+    return this.listShared(resource, namespace).map(clone);
+  }
+
+  /**
+   * Like list(), without the copies: the stored objects themselves, which are never changed in
+   * place (update and remove store new objects). For serving lists and watches: read, never write.
+   */
+  listShared(resource: Resource, namespace?: string): readonly KObject[] {
+    const bucket = this.bucket(resource);
+    let keys = this.sortedKeys.get(resource);
+    if (!keys) this.sortedKeys.set(resource, (keys = [...bucket.keys()].sort()));
     const out: KObject[] = [];
-    const keys = [...this.bucket(resource).keys()].sort();
     for (const k of keys) {
-      const o = this.bucket(resource).get(k)!;
-      if (namespace !== undefined && o.metadata.namespace !== namespace) continue;
-      out.push(clone(o));
+      const o = bucket.get(k)!;
+      if (namespace === undefined || o.metadata.namespace === namespace) out.push(o);
     }
     return out;
+  }
+
+  /**
+   * Extension: many objects at once, as if the API server had just started on an etcd that holds
+   * them: no events, and every older resourceVersion is compacted (a watch from before gets 410).
+   * The objects are taken as they are (not copied) and must not be changed afterwards; they may
+   * share nested parts with each other. For building big clusters fast (bench/big-cluster.ts).
+   */
+  bulkLoad(resource: Resource, objects: KObject[]): void {
+    const bucket = this.bucket(resource);
+    for (const o of objects) {
+      const k = key(o.metadata.namespace, o.metadata.name);
+      if (bucket.has(k)) throw new ConflictError(`${resource} "${o.metadata.name}" already exists`);
+      o.metadata.uid ??= randomUUID();
+      o.metadata.creationTimestamp ??= new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      o.metadata.resourceVersion = String(++this.rev);
+      bucket.set(k, o);
+    }
+    this.sortedKeys.delete(resource);
+    this.compact();
   }
 
   create(resource: Resource, obj: KObject): KObject {
@@ -148,6 +179,7 @@ export class Store {
     stored.metadata.creationTimestamp ??= new Date().toISOString().replace(/\.\d+Z$/, 'Z');
     stored.metadata.resourceVersion = String(++this.rev);
     this.bucket(resource).set(k, stored);
+    this.sortedKeys.delete(resource);
     this.emit({ type: 'ADDED', resource, rv: this.rev, object: clone(stored) });
     return clone(stored);
   }
@@ -176,6 +208,7 @@ export class Store {
     const current = this.bucket(resource).get(k);
     if (!current) return undefined;
     this.bucket(resource).delete(k);
+    this.sortedKeys.delete(resource);
     const gone = clone(current);
     gone.metadata.resourceVersion = String(++this.rev);
     this.emit({ type: 'DELETED', resource, rv: this.rev, object: clone(gone) });
@@ -213,4 +246,27 @@ export class Store {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
   }
+}
+
+/**
+ * JSON of a stored object as a list item (no kind/apiVersion), made once per stored object and
+ * kept while the object is: the API server's watch cache likewise serializes an object once for
+ * every watcher (staging/src/k8s.io/apiserver/pkg/storage/cacher/caching_object.go).
+ */
+const itemJsonCache = new WeakMap<KObject, string>();
+export function itemJson(o: KObject): string {
+  let json = itemJsonCache.get(o);
+  if (json === undefined) {
+    const { kind: _k, apiVersion: _a, ...rest } = o;
+    json = JSON.stringify(rest);
+    itemJsonCache.set(o, json);
+  }
+  return json;
+}
+
+/** JSON of the whole object (kind and apiVersion first), from the cached item form. */
+export function objectJson(o: KObject): string {
+  const item = itemJson(o);
+  const head = `{"kind":${JSON.stringify(o.kind)},"apiVersion":${JSON.stringify(o.apiVersion)}`;
+  return item === '{}' ? `${head}}` : `${head},${item.slice(1)}`;
 }

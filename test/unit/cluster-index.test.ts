@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
 import { ClusterIndex, type IndexedKind, type WatchEvent } from '../../src/cluster/index.js';
+import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from '../../src/cluster/slim.js';
 
 function prng(seed: number): () => number {
   let s = seed >>> 0;
@@ -20,8 +21,17 @@ function prng(seed: number): () => number {
 const NAMESPACES = ['a', 'b'];
 const NAMES = ['x', 'y', 'z'];
 const IPS = ['10.0.0.1', '10.0.0.2', '10.0.0.3', 'fd00::1', '::ffff:10.0.0.2'];
+const UIDS = ['u1', 'u2', 'u3', 'u4'];
 
 type Obj = V1Service | V1EndpointSlice | V1Pod;
+type SlimObj = SlimService | SlimSlice | SlimPod;
+
+/** What the informers hand the index: the slim record of each object. */
+function slim(kind: IndexedKind, o: Obj): SlimObj {
+  const s = kind === 'services' ? slimService(o) : kind === 'slices' ? slimSlice(o) : slimPod(o);
+  assert.ok(s);
+  return s;
+}
 
 function randomObject(kind: IndexedKind, r: () => number): Obj {
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
@@ -32,7 +42,13 @@ function randomObject(kind: IndexedKind, r: () => number): Obj {
   }
   if (kind === 'slices') {
     if (r() < 0.2) delete (metadata.labels as Record<string, string>)['kubernetes.io/service-name'];
-    return { metadata, addressType: 'IPv4', endpoints: [{ addresses: [pick(IPS)] }] } as V1EndpointSlice;
+    const endpoint = () => ({
+      addresses: [pick(IPS)],
+      conditions: { ready: r() < 0.7, terminating: r() < 0.2 },
+      ...(r() < 0.4 ? { hostname: pick(NAMES) } : {}),
+      ...(r() < 0.7 ? { targetRef: { kind: 'Pod', namespace: metadata.namespace, name: pick(NAMES), uid: pick(UIDS) } } : {}),
+    });
+    return { metadata, addressType: 'IPv4', endpoints: Array.from({ length: 1 + Math.floor(r() * 3) }, endpoint) } as V1EndpointSlice;
   }
   return {
     metadata: { ...metadata, ...(r() < 0.15 ? { deletionTimestamp: new Date() } : {}) },
@@ -42,7 +58,7 @@ function randomObject(kind: IndexedKind, r: () => number): Obj {
 }
 
 const id = (o: Obj) => `${o.metadata?.namespace}/${o.metadata?.name}`;
-const name = (o: Obj | undefined) => (o ? `${id(o)}#${JSON.stringify(o).length}` : undefined);
+const name = (o: SlimObj | undefined) => (o ? `${o.key}#${JSON.stringify(o).length}` : undefined);
 
 function lookups(ix: ClusterIndex): string[] {
   const out: string[] = [];
@@ -51,10 +67,13 @@ function lookups(ix: ClusterIndex): string[] {
       out.push(`svc ${ns}/${n} ${name(ix.service(ns, n))}`);
       out.push(`pod ${ns}/${n} ${name(ix.pod(ns, n))}`);
       out.push(`slices ${ns}/${n} ${ix.slicesFor(ns, n).map(name).sort().join(',')}`);
-      for (const h of NAMES) out.push(`host ${ns}/${n}/${h} ${!!ix.podByHostname(ns, n, h)}`);
+      for (const h of NAMES) {
+        const p = ix.podByHostname(ns, n, h);
+        out.push(`host ${ns}/${n}/${h} ${p ? `${p.namespace}/${p.name}/${p.uid}` : '-'}`);
+      }
     }
   }
-  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.spec?.hostNetwork ?? '-'}`);
+  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.hostNetwork ?? '-'} known=${ix.knowsIp(ip)}`);
   return out;
 }
 
@@ -63,9 +82,9 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
     const r = prng(seed);
     const world: Record<IndexedKind, Map<string, Obj>> = { services: new Map(), slices: new Map(), pods: new Map() };
     const sources = () => [{
-      services: { list: () => [...world.services.values()] as V1Service[] },
-      slices: { list: () => [...world.slices.values()] as V1EndpointSlice[] },
-      pods: { list: () => [...world.pods.values()] as V1Pod[] },
+      services: { list: () => [...world.services.values()].map((o) => slim('services', o) as SlimService) },
+      slices: { list: () => [...world.slices.values()].map((o) => slim('slices', o) as SlimSlice) },
+      pods: { list: () => [...world.pods.values()].map((o) => slim('pods', o) as SlimPod) },
     }];
     const live = new ClusterIndex(sources);
     lookups(live); // built now: from here on only events change it
@@ -77,11 +96,11 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
       if (existing && r() < 0.3) {
         event = 'delete';
         world[kind].delete(id(obj));
-        live.apply(kind, event, existing);
+        live.apply(kind, event, slim(kind, existing));
       } else {
         event = existing ? 'update' : 'add';
         world[kind].set(id(obj), obj);
-        live.apply(kind, event, obj);
+        live.apply(kind, event, slim(kind, obj));
       }
       if (step % 10 === 9) {
         const fresh = new ClusterIndex(sources);
@@ -92,13 +111,40 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
 });
 
 test('events before the first lookup are picked up from the informers; invalidate() rebuilds', () => {
-  const pods: V1Pod[] = [];
+  const pods: SlimPod[] = [];
   const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [] }, pods: { list: () => pods } }]);
-  const pod = { metadata: { namespace: 'a', name: 'p' }, spec: { containers: [] }, status: { phase: 'Running', podIP: '10.1.1.1' } } as V1Pod;
+  const pod = slim('pods', { metadata: { namespace: 'a', name: 'p' }, spec: { containers: [] }, status: { phase: 'Running', podIP: '10.1.1.1' } } as V1Pod) as SlimPod;
   pods.push(pod);
   ix.apply('pods', 'add', pod); // not built yet: ignored, the build lists it
   assert.equal(ix.podByIp('10.1.1.1'), pod);
   pods.length = 0;
   ix.invalidate();
   assert.equal(ix.podByIp('10.1.1.1'), undefined);
+});
+
+test('without a pod watch, a pod the endpoint controller takes out of every slice is gone; a deleted slice says nothing', () => {
+  const slices = new Map<string, SlimSlice>();
+  const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [...slices.values()] }, pods: { list: () => [] } }]);
+  const gone: string[] = [];
+  ix.onPodGone = (ns, name, uid) => gone.push(`${ns}/${name}/${uid}`);
+  const slice = (name: string, service: string, pods: Array<[string, string]>) =>
+    slim('slices', { metadata: { namespace: 'a', name, labels: { 'kubernetes.io/service-name': service } }, addressType: 'IPv4', endpoints: pods.map(([pod, uid], i) => ({ addresses: [`10.0.0.${i + 1}`], conditions: { ready: true }, targetRef: { kind: 'Pod', namespace: 'a', name: pod, uid } })) } as V1EndpointSlice) as SlimSlice;
+  const put = (s: SlimSlice, event: WatchEvent) => {
+    if (event === 'delete') slices.delete(s.key);
+    else slices.set(s.key, s);
+    ix.apply('slices', event, s);
+  };
+  put(slice('web-1', 'web', [['p1', 'u1'], ['p2', 'u2']]), 'add');
+  put(slice('web-2', 'web', [['p3', 'u3']]), 'add');
+  put(slice('all', 'all', [['p1', 'u1'], ['p3', 'u3']]), 'add');
+  assert.ok(ix.knowsIp('10.0.0.2'), 'endpoint IPs are known');
+  put(slice('web-1', 'web', [['p1', 'u1']]), 'update');
+  assert.deepEqual(gone, ['a/p2/u2'], 'p2 left its only slice');
+  put(slice('web-1', 'web', [['p1', 'u1b']]), 'update');
+  assert.deepEqual(gone, ['a/p2/u2'], 'p1 (u1) is still in slice "all"');
+  put(slice('all', 'all', [['p3', 'u3']]), 'update');
+  assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'replaced under its name: the old instance went');
+  put(slice('web-2', 'web', [['p3', 'u3']]), 'delete');
+  put(slice('all', 'all', [['p3', 'u3']]), 'delete');
+  assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'slices deleted with their Service: their pods may well run on');
 });

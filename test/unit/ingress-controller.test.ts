@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { V1Service } from '@kubernetes/client-node';
+import { slimService } from '../../src/cluster/slim.js';
 import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, KNOWN_INGRESS_CONTROLLERS, serviceLookup, type ServiceSummary } from '../../src/routing/ingress-controller.js';
 import { RouteMatcher, type Claim } from '../../src/routing/table.js';
 import type { RoutingTable } from '../../src/routing/table-spec.js';
@@ -40,8 +40,8 @@ test('detection: nothing found names every Service looked for and the config key
   assert.equal(detectIngressController({ domains: [], controller: 'no-slash' }, () => undefined).found, false);
 });
 
-test('serviceLookup summarizes V1Services: TCP ports and type', () => {
-  const svc: V1Service = { metadata: { namespace: 'n', name: 's' }, spec: { type: 'NodePort', ports: [{ port: 80 }, { port: 443, protocol: 'TCP' }, { port: 53, protocol: 'UDP' }] } };
+test('serviceLookup summarizes Services (as the cache keeps them): TCP ports and type', () => {
+  const svc = slimService({ metadata: { namespace: 'n', name: 's' }, spec: { type: 'NodePort', ports: [{ port: 80 }, { port: 443, protocol: 'TCP' }, { port: 53, protocol: 'UDP' }] } })!;
   const l = serviceLookup((ns, name) => (ns === 'n' && name === 's' ? svc : undefined));
   assert.deepEqual(l('n', 's'), { ports: [80, 443], type: 'NodePort' });
   assert.equal(l('n', 'x'), undefined);

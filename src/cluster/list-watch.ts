@@ -1,0 +1,234 @@
+// The HTTP half of our list+watch client: paged LIST requests and streamed WATCH responses over
+// one keep-alive agent per API connection, with the credentials and TLS options ApiConnection
+// computes. client-node's informer opens a new connection for every list and watch and gives the
+// watch request no timeout; here both use pooled connections and bounded waits.
+import http from 'node:http';
+import https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
+import { ApiStatusError, statusMessage, type ApiConnection } from './api.js';
+
+/** A raw watch event, parsed; its object is slimmed by the caller before anything else. */
+export interface RawWatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: Record<string, any>;
+}
+
+export interface ListPage {
+  items: Array<Record<string, any>>;
+  resourceVersion: string;
+  continueToken?: string;
+  remainingItemCount?: number;
+}
+
+/** A LIST page must arrive within this (the headers timeout only bounds the wait for headers). */
+const PAGE_TIMEOUT_MS = 60_000;
+
+export const isGone = (err: unknown) => err instanceof ApiStatusError && err.statusCode === 410;
+
+/** A Status body bigger than this is cut (error bodies only; list pages and watches stream). */
+const MAX_ERROR_BODY = 64 * 1024;
+
+const agents = new WeakMap<ApiConnection, { http: http.Agent; https: https.Agent }>();
+
+/** Kept-alive sockets for every list and watch of one API connection (TLS options are part of the pool key). */
+function agentFor(api: ApiConnection, protocol: string): http.Agent {
+  let pair = agents.get(api);
+  if (!pair) {
+    pair = { http: new http.Agent({ keepAlive: true, maxSockets: 64 }), https: new https.Agent({ keepAlive: true, maxSockets: 64 }) };
+    agents.set(api, pair);
+  }
+  return protocol === 'http:' ? pair.http : pair.https;
+}
+
+/** Ends the pooled connections of an API connection (on stop, so the process can exit). */
+export function closeAgents(api: ApiConnection): void {
+  const pair = agents.get(api);
+  agents.delete(api);
+  pair?.http.destroy();
+  pair?.https.destroy();
+}
+
+export const withQuery = (path: string, query: Record<string, string | undefined>): string => {
+  const params = Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined).map(([k, v]) => `${k}=${encodeURIComponent(v)}`);
+  if (!params.length) return path;
+  return `${path}${path.includes('?') ? '&' : '?'}${params.join('&')}`;
+};
+
+/**
+ * GET with a limit on the wait for the response headers; resolves with the 2xx response, rejects
+ * with ApiStatusError (the Status message) otherwise. `signal` aborts at any time.
+ */
+export async function apiGet(api: ApiConnection, path: string, signal: AbortSignal, headersTimeoutMs: number): Promise<http.IncomingMessage> {
+  const options = await api.requestOptions();
+  const url = api.url(path);
+  const client = url.protocol === 'http:' ? http : https;
+  // A kubeconfig proxy-url brings its own agent (client-node's); else our pooled one.
+  const agent = options.agent ?? agentFor(api, url.protocol);
+  return new Promise((resolve, reject) => {
+    const req = client.request(url, { ...options, agent, method: 'GET', signal, headers: { ...options.headers, Accept: 'application/json' } });
+    const timer = setTimeout(() => req.destroy(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)), headersTimeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.on('response', (res) => {
+      clearTimeout(timer);
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) return resolve(res);
+      if (status === 401) api.invalidate();
+      readText(res, MAX_ERROR_BODY).then(
+        (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`)),
+        () => reject(new ApiStatusError(status, `HTTP ${status}`)),
+      );
+    });
+    req.end();
+  });
+}
+
+function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (c: Buffer) => {
+      if (size < max) chunks.push(c);
+      size += c.length;
+    });
+    res.on('error', reject);
+    res.on('aborted', () => reject(new Error('response aborted')));
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+  });
+}
+
+/** One page of a LIST (`limit` + `continue`, staging/src/k8s.io/client-go/tools/pager/pager.go). */
+export async function listPage(api: ApiConnection, path: string, limit: number, continueToken: string | undefined, signal: AbortSignal, timeoutMs: number): Promise<ListPage> {
+  const res = await apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs);
+  const text = await readText(res);
+  let body: { metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number }; items?: unknown };
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    throw new ApiStatusError(res.statusCode ?? 0, `invalid JSON from ${path}`);
+  }
+  return {
+    items: Array.isArray(body.items) ? (body.items as ListPage['items']) : [],
+    resourceVersion: body.metadata?.resourceVersion ?? '',
+    ...(body.metadata?.continue ? { continueToken: body.metadata.continue } : {}),
+    ...(typeof body.metadata?.remainingItemCount === 'number' ? { remainingItemCount: body.metadata.remainingItemCount } : {}),
+  };
+}
+
+/**
+ * Streams a watch response: newline-delimited JSON events (apiserver
+ * pkg/endpoints/handlers/watch.go), each handed over as soon as its line is complete, so at most
+ * one event's raw JSON is held at a time. Resolves when the server ends the watch.
+ */
+export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEvent) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const decoder = new StringDecoder('utf8');
+    let pending = '';
+    let failed = false;
+    const fail = (err: unknown) => {
+      if (failed) return;
+      failed = true;
+      res.destroy();
+      reject(err);
+    };
+    res.on('data', (chunk: Buffer) => {
+      if (failed) return;
+      let text = pending + decoder.write(chunk);
+      let start = 0;
+      let nl: number;
+      try {
+        while ((nl = text.indexOf('\n', start)) >= 0) {
+          const line = text.slice(start, nl);
+          start = nl + 1;
+          if (line.trim()) onEvent(JSON.parse(line) as RawWatchEvent);
+        }
+      } catch (err) {
+        return fail(err);
+      }
+      pending = text.slice(start);
+      text = '';
+    });
+    res.on('error', fail);
+    res.on('aborted', () => fail(new Error('watch connection lost')));
+    res.on('close', () => {
+      if (failed) return;
+      if (!res.complete) return fail(new Error('watch connection lost'));
+      try {
+        const rest = pending + decoder.end();
+        if (rest.trim()) onEvent(JSON.parse(rest) as RawWatchEvent);
+      } catch (err) {
+        return fail(err);
+      }
+      resolve();
+    });
+  });
+}
+
+/** GET one object as JSON; 404 → undefined. */
+export async function getObject(api: ApiConnection, path: string, signal: AbortSignal, headersTimeoutMs: number): Promise<Record<string, any> | undefined> {
+  let res: http.IncomingMessage;
+  try {
+    res = await apiGet(api, path, signal, headersTimeoutMs);
+  } catch (err) {
+    if (err instanceof ApiStatusError && err.statusCode === 404) return undefined;
+    throw err;
+  }
+  const text = await readText(res);
+  try {
+    return JSON.parse(text) as Record<string, any>;
+  } catch {
+    throw new ApiStatusError(res.statusCode ?? 0, `invalid JSON from ${path}`);
+  }
+}
+
+export interface ListAllOptions {
+  pageSize: number;
+  signal: AbortSignal;
+  headersTimeoutMs: number;
+  /** After each page: objects so far, and the total when the server counts (remainingItemCount). */
+  onPage(listed: number, total: number | undefined): void;
+  onRestart(listedBefore: number): void;
+}
+
+/**
+ * A whole LIST, page by page (client-go tools/pager), each page slimmed before the next is asked
+ * for: at most one page (500 objects) of raw JSON in memory. A continue token whose snapshot was
+ * compacted (410) starts over, at most three times. The resourceVersion is the snapshot's.
+ */
+export async function listAll<T extends { key: string }>(api: ApiConnection, path: string, slim: (raw: Record<string, any>) => T | undefined, o: ListAllOptions): Promise<{ items: Map<string, T>; resourceVersion: string }> {
+  let items = new Map<string, T>();
+  let continueToken: string | undefined;
+  let resourceVersion = '';
+  let restarts = 0;
+  for (;;) {
+    let page: ListPage;
+    try {
+      page = await listPage(api, path, o.pageSize, continueToken, AbortSignal.any([o.signal, AbortSignal.timeout(PAGE_TIMEOUT_MS)]), o.headersTimeoutMs);
+    } catch (err) {
+      if (continueToken && isGone(err) && restarts++ < 3) {
+        o.onRestart(items.size);
+        items = new Map();
+        continueToken = undefined;
+        continue;
+      }
+      throw err;
+    }
+    for (const raw of page.items) {
+      const s = slim(raw);
+      if (s) items.set(s.key, s);
+    }
+    resourceVersion = page.resourceVersion;
+    o.onPage(items.size, page.remainingItemCount === undefined ? undefined : items.size + page.remainingItemCount);
+    if (!page.continueToken) return { items, resourceVersion };
+    continueToken = page.continueToken;
+  }
+}
+
+/** How many objects a path lists, from one `limit=1` page; undefined when the server does not say (selectors). */
+export async function countObjects(api: ApiConnection, path: string, headersTimeoutMs: number): Promise<number | undefined> {
+  const page = await listPage(api, path, 1, undefined, AbortSignal.timeout(PAGE_TIMEOUT_MS), headersTimeoutMs);
+  if (page.remainingItemCount !== undefined) return page.items.length + page.remainingItemCount;
+  return page.continueToken ? undefined : page.items.length;
+}

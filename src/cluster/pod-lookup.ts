@@ -1,0 +1,130 @@
+// Pods looked up when a request needs one, instead of watching every pod of the cluster: a Pod IP
+// destination (GET pods?fieldSelector=status.podIP=…), or a pod by name when a Service's named
+// targetPort must be resolved without slice ports. Answers, found or not, are kept a short while;
+// new look-ups draw on a token bucket so clients cannot turn connections into API load.
+// Why not a pod watch: docs/architecture.md "Pods are looked up, not watched".
+import type { Logger } from '../core/log.js';
+import { OverloadedError } from '../core/errors.js';
+import { TokenBucket } from '../core/token-bucket.js';
+import type { ApiConnection } from './api.js';
+import { getObject, listPage } from './list-watch.js';
+import { slimPod, type SlimPod } from './slim.js';
+
+export interface PodLookupLimits {
+  /** A pod found is trusted this long (its IP could be reused by another pod after it goes). */
+  foundTtlMs: number;
+  /** "No such pod" is trusted this long. */
+  missingTtlMs: number;
+  /** New look-ups per second on average, and at once. */
+  lookupsPerSecond: number;
+  lookupBurst: number;
+  /** Answers kept at most (oldest dropped first). */
+  maxEntries: number;
+  timeoutMs: number;
+}
+
+export const POD_LOOKUP_LIMITS: PodLookupLimits = { foundTtlMs: 10_000, missingTtlMs: 5_000, lookupsPerSecond: 10, lookupBurst: 20, maxEntries: 10_000, timeoutMs: 10_000 };
+
+interface Entry {
+  until: number;
+  pod: SlimPod | undefined;
+  pending?: Promise<SlimPod | undefined>;
+}
+
+const dialable = (p: SlimPod) => p.phase === 'Running' && !p.deleting;
+
+export class PodLookup {
+  private readonly entries = new Map<string, Entry>();
+  /** IPs a look-up found a pod for, and until when that holds. */
+  private readonly found = new Map<string, number>();
+  private readonly bucket: TokenBucket;
+  private refused = 0;
+  private nextRefusalLog = 0;
+
+  constructor(
+    private readonly api: ApiConnection,
+    private readonly log: Logger,
+    /** A pod instance found before under this IP or name is gone (another one or none answers now). */
+    private readonly onGone: (pod: SlimPod) => void,
+    private readonly limits: PodLookupLimits = POD_LOOKUP_LIMITS,
+  ) {
+    this.bucket = new TokenBucket({ ratePerSecond: limits.lookupsPerSecond, burst: limits.lookupBurst });
+  }
+
+  /** A pod found lately under this IP (sync: routing decisions ask it). */
+  knows(ip: string): boolean {
+    return (this.found.get(ip) ?? 0) > Date.now();
+  }
+
+  /**
+   * The running pod with this IP (in `namespace`, else cluster-wide); host-network pods share
+   * node IPs, so they lose ties, as in the watched index.
+   */
+  byIp(ip: string, namespace: string | undefined): Promise<SlimPod | undefined> {
+    const base = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods` : '/api/v1/pods';
+    const path = `${base}?fieldSelector=${encodeURIComponent(`status.podIP=${ip},status.phase=Running`)}`;
+    return this.cached(`ip ${namespace ?? ''}/${ip}`, async (signal) => {
+      const page = await listPage(this.api, path, 50, undefined, signal, this.limits.timeoutMs);
+      const pods = page.items.map((o) => slimPod(o)).filter((p): p is SlimPod => !!p && dialable(p));
+      const pod = pods.find((p) => !p.hostNetwork) ?? pods[0];
+      if (pod) {
+        this.found.delete(ip);
+        this.found.set(ip, Date.now() + this.limits.foundTtlMs);
+        while (this.found.size > this.limits.maxEntries) this.found.delete(this.found.keys().next().value!);
+      }
+      return pod;
+    });
+  }
+
+  byName(namespace: string, name: string): Promise<SlimPod | undefined> {
+    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
+    return this.cached(`name ${namespace}/${name}`, async (signal) => {
+      const obj = await getObject(this.api, path, signal, this.limits.timeoutMs);
+      const pod = obj && slimPod(obj);
+      return pod && dialable(pod) ? pod : undefined;
+    });
+  }
+
+  /** Forget everything (the cache stops). */
+  clear(): void {
+    this.entries.clear();
+    this.found.clear();
+  }
+
+  private cached(key: string, fetch: (signal: AbortSignal) => Promise<SlimPod | undefined>): Promise<SlimPod | undefined> {
+    const now = Date.now();
+    const hit = this.entries.get(key);
+    if (hit?.pending) return hit.pending;
+    if (hit && hit.until > now) return Promise.resolve(hit.pod);
+    if (!this.bucket.take()) return Promise.reject(this.overBudget(now));
+    const entry: Entry = { until: 0, pod: hit?.pod };
+    entry.pending = fetch(AbortSignal.timeout(this.limits.timeoutMs)).then(
+      (pod) => {
+        entry.pending = undefined;
+        const before = entry.pod;
+        if (before && before.uid !== pod?.uid) this.onGone(before);
+        entry.pod = pod;
+        entry.until = Date.now() + (pod ? this.limits.foundTtlMs : this.limits.missingTtlMs);
+        return pod;
+      },
+      (err: unknown) => {
+        if (this.entries.get(key) === entry) this.entries.delete(key);
+        throw err;
+      },
+    );
+    this.entries.delete(key); // re-inserted last: the Map's order is the eviction order
+    this.entries.set(key, entry);
+    while (this.entries.size > this.limits.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    return entry.pending;
+  }
+
+  private overBudget(now: number): OverloadedError {
+    this.refused++;
+    if (now >= this.nextRefusalLog) {
+      this.log.warn({ refused: this.refused, perSecond: this.limits.lookupsPerSecond }, 'clients name unknown Pod IPs faster than the look-up budget allows; refusing those requests');
+      this.refused = 0;
+      this.nextRefusalLog = now + 10_000;
+    }
+    return new OverloadedError(`not looking up more pods now: too many unknown Pod IPs or pods named at once (over ${this.limits.lookupsPerSecond}/s); try again in a moment`);
+  }
+}
