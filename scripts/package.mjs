@@ -52,8 +52,10 @@ await build({
       // node-fetch's encoding): a module that throws, as when they are not installed. Left
       // external, a single executable would warn that it cannot require them.
       name: 'absent-optional',
+      // ssh2's native crypto and cpu-features are optional the same way (ssh2 falls back to
+      // JavaScript crypto when they do not load).
       setup(b) {
-        b.onResolve({ filter: /^(bufferutil|utf-8-validate|encoding)$/ }, (args) => ({ path: args.path, namespace: 'absent' }));
+        b.onResolve({ filter: /^(bufferutil|utf-8-validate|encoding|cpu-features)$|\.node$/ }, (args) => ({ path: args.path, namespace: 'absent' }));
         b.onLoad({ filter: /.*/, namespace: 'absent' }, (args) => ({ contents: `throw new Error('${args.path} is not bundled');`, loader: 'js' }));
       },
     },

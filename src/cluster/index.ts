@@ -173,12 +173,14 @@ export class ClusterIndex {
     return undefined;
   }
 
-  /** Is this a Service ClusterIP, an endpoint's IP or a watched running pod's IP? (sync: routing decisions) */
+  /** Is this a Service ClusterIP, a pod endpoint's IP or a known running pod's IP? (sync: routing decisions) */
   knowsIp(ip: string): boolean {
     const n = normalizeIp(ip);
     const ix = this.ready();
     for (const _ of ix.servicesByIp.values(n)) return true;
-    for (const _ of ix.endpointIps.values(n)) return true;
+    // Only endpoints that are pods: a selector-less Service's endpoints (the API server itself,
+    // an external database) are no Pod IPs and cannot be reached by port-forward.
+    for (const slice of ix.endpointIps.values(n)) if (slice.endpoints.some((e) => e.address === n && e.refKind === 'Pod')) return true;
     for (const _ of ix.podsByIp.values(n)) return true;
     return false;
   }
