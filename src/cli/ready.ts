@@ -32,9 +32,11 @@ export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'conte
     exports.push(`export ALL_PROXY=socks5h://${userinfo}${socks}`);
   }
   if (running.http && running.http.family === UNIX_FAMILY) {
-    // No proxy variable can name a unix socket; curl can (--unix-socket carries the proxy connection).
+    // No proxy variable can name a unix socket, and curl's --unix-socket bypasses --proxy; but it
+    // sends an absolute-form request (a plain http:// proxy request) with --request-target.
     const path = running.http.address;
-    lines.push(`kubectl-proxyout: HTTP proxy on unix socket ${path} ${where}; curl --unix-socket ${shellQuote(path)} --proxy http://${userinfo}localhost URL`);
+    const auth = userinfo ? ` -H 'Proxy-Authorization: Basic ${Buffer.from(`${authUser}:${password}`).toString('base64')}'` : '';
+    lines.push(`kubectl-proxyout: HTTP proxy on unix socket ${path} ${where}; plain http:// with curl: curl --unix-socket ${shellQuote(path)}${auth} --request-target http://NAME/ http://NAME/`);
   } else if (running.http) {
     const http = `http://${userinfo}${formatAddress(running.http)}`;
     lines.push(`kubectl-proxyout: HTTP proxy on ${formatAddress(running.http)} ${where}`);
