@@ -14,7 +14,8 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     r.namespace,
     r.pid === null ? '-' : String(r.pid),
     r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
-    [r.socks && (r.socks.startsWith('unix:') ? `socks5h+${r.socks}` : `socks5h://${r.socks}`), r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`)].filter(Boolean).join(',') || '-',
+    // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.
+    [r.socks && (r.socks.startsWith('unix:') ? `socks5h://localhost${r.socks.slice(5)}` : `socks5h://${r.socks}`), r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`)].filter(Boolean).join(',') || '-',
     num(r.openStreams),
     num(r.totalStreams),
     r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),

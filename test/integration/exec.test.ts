@@ -142,3 +142,26 @@ describe('a managed proxy with mappings, and exec using it', () => {
     assert.ok(totals.totalStreams >= 2);
   });
 });
+
+test('a managed proxy on a unix socket in the state directory: status shows curl’s form, exec hands it (with the password) to CMD', async () => {
+  const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--namespace', 'default', '--listen-socks', 'unix:m.sock', '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { id: string; pid: number; socks: string; env: Record<string, string> };
+  const socket = path.join(stateDir, 'm.sock');
+  try {
+    assert.equal(out.socks, `unix:${socket}`);
+    assert.match(out.env.ALL_PROXY!, new RegExp(`^socks5h://proxyout:[A-Za-z0-9_-]{32}@localhost${socket.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
+    const table = await cli(['status']);
+    assert.ok(table.stdout.includes(`socks5h://localhost${socket}`), table.stdout);
+    const ran = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--namespace', 'default', '--', 'sh', '-c', 'echo ALL_PROXY=$ALL_PROXY; echo HTTP_PROXY=${HTTP_PROXY:-unset}; curl -s --max-time 20 http://hello.default/']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stderr, new RegExp(`using managed proxy ${out.id} .*socks unix:`));
+    const vars = parseEnv(ran.stdout);
+    assert.equal(vars.ALL_PROXY, out.env.ALL_PROXY);
+    assert.equal(vars.HTTP_PROXY, 'unset', 'no HTTP listener, no HTTP_PROXY');
+    assert.match(ran.stdout, /hello from hello-/);
+  } finally {
+    await cli(['disconnect', out.id]);
+    await eventually(async () => !isAlive(out.pid), 10_000, 50).catch(() => undefined);
+  }
+});
