@@ -6,7 +6,8 @@
 // to report a failure in: the client's connection is closed once the reason is logged.
 import net from 'node:net';
 import type { Destination, OpenedStream } from '../core/types.js';
-import { formatHostPort } from '../core/address.js';
+import { formatHostPort, isLoopbackHost } from '../core/address.js';
+import { StartupError } from '../core/errors.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
 import { ClientTracker, clientName, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
@@ -21,7 +22,7 @@ export interface ForwardListener extends Listener {
 /**
  * Listens on host:port for `target`. The flag text is for messages. A mapping has no way to
  * authenticate its clients, so it refuses to bind anything but loopback (with or without proxy
- * credentials): listenOn's check runs on the address actually bound.
+ * credentials), checked on the address actually bound.
  */
 export async function startForwardListener(host: string, port: number, target: Destination, ctx: ListenerContext, flag = '--forward'): Promise<ForwardListener> {
   const tracker = new ClientTracker(ctx.log);
@@ -33,7 +34,13 @@ export async function startForwardListener(host: string, port: number, target: D
       socket.destroy();
     });
   });
-  const address = await listenOn(server, host, port, `port mapping to ${formatHostPort(target.host, target.port)}`, { flag, hasCredentials: false });
+  const address = await listenOn(server, host, port, `port mapping to ${formatHostPort(target.host, target.port)}`);
+  // The text check (core/address.ts forwardListenProblem) passed a name like `localhost`; only the
+  // address actually bound says whether it is loopback.
+  if (!isLoopbackHost(address.address)) {
+    await new Promise((r) => server.close(r));
+    throw new StartupError(`${flag}: ${host} bound ${formatHostPort(address.address, address.port)}, which is not a loopback address; a port mapping cannot authenticate its clients, so it listens on loopback only`);
+  }
   server.on('error', (err) => ctx.log.error({ err }, 'port mapping listener error'));
   return {
     kind: 'forward',

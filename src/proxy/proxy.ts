@@ -51,6 +51,7 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
   requireCredentialsOffLoopback(listens, !!options.proxyAuth);
   if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
   const table = routingTableFor(options);
+  const startedTable = table;
   const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])]);
   if (!socksAddr && !httpAddr && forwards.length === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
   assertDirectAllowed(table, listens, !!options.proxyAuth);
@@ -134,6 +135,9 @@ export async function startProxy(options: ProxyOptions, log: Logger): Promise<Ru
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {
         const table = next?.table ?? routingTableFor({ ...options, table: undefined });
+        if (JSON.stringify(table.forwards ?? []) !== JSON.stringify(startedTable.forwards ?? [])) {
+          log.warn({ running: startedTable.forwards ?? [], file: table.forwards ?? [] }, 'the config file changed its port mappings: they take effect when the proxy restarts (a reload keeps its listeners)');
+        }
         if (next?.routeKubeconfigs) settings.routeKubeconfigs = next.routeKubeconfigs;
         assertDirectAllowed(table, listens, !!options.proxyAuth);
         const candidate = buildTable(table, settings, log, built);
