@@ -132,6 +132,22 @@ describe('a foreground proxy with mappings', () => {
     assert.equal(got.digest, createHash('sha256').update(data).digest('hex'));
   });
 
+  test('a short request sent with its FIN at once (printf … | nc -N) still gets its answer', async () => {
+    // The first connection to this pod: its tunnel is opened for it, so the request and FIN are
+    // read long before the stream exists. A FIN must not count as the client leaving.
+    const port = mappedPort(proxy, 'hello.default:80');
+    for (let i = 0; i < 3; i++) {
+      const socket = net.connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      let answer = '';
+      socket.setEncoding('utf8').on('data', (c: string) => (answer += c));
+      socket.end('GET / HTTP/1.0\r\nHost: hello.default\r\n\r\n');
+      await once(socket, 'end');
+      socket.destroy();
+      assert.match(answer, /^HTTP\/1\.1 200 OK\r\n[\s\S]*hello from hello-/, `round ${i}: ${JSON.stringify(answer)}`);
+    }
+  });
+
   test('a target that cannot be opened: the client connection is closed and the failure logged once, as forward', async () => {
     const port = mappedPort(proxy, 'nothing-here.shop:80');
     const socket = net.connect(port, '127.0.0.1');
