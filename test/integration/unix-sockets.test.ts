@@ -29,15 +29,9 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Starts the proxy with unix listeners and waits for its ready lines (the helper waits for TCP exports). */
-async function startUnixProxy(args: string[]): Promise<ProxyProcess> {
-  // The helper resolves once ALL_PROXY is printed; with an HTTP unix listener there is no HTTP_PROXY
-  // line to wait for, so the HTTP listener is asked through a flag the helper does not look for.
-  return startProxyProcess(['--kubeconfig', cluster.kubeconfig, ...args.map((a) => (a === '--listen-http' ? '--listen-http=' : a))].reduce<string[]>((out, a) => {
-    if (out.length > 0 && out[out.length - 1] === '--listen-http=') out[out.length - 1] = `--listen-http=${a}`;
-    else out.push(a);
-    return out;
-  }, []));
+/** Starts the real CLI with unix listeners and waits for its ready lines. */
+function startUnixProxy(args: string[]): Promise<ProxyProcess> {
+  return startProxyProcess(['--kubeconfig', cluster.kubeconfig, ...args]);
 }
 
 describe('a proxy on unix sockets', () => {
