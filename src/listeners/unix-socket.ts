@@ -36,6 +36,11 @@ function checkParent(file: string, flag: string): void {
   }
   const st = statSync(dir);
   const uid = myUid();
+  // A symlink someone else owns can be pointed elsewhere after we checked its target.
+  const link = lstatSync(dir);
+  if (uid !== undefined && link.isSymbolicLink() && link.uid !== uid) {
+    throw new StartupError(`${flag} unix:${file}: refusing the directory ${dir}: it is a symlink owned by uid ${link.uid}, not by you (uid ${uid})`);
+  }
   if (!st.isDirectory()) throw new StartupError(`${flag} unix:${file}: ${dir} is not a directory`);
   if (uid !== undefined && st.uid !== uid) {
     throw new StartupError(`${flag} unix:${file}: refusing the directory ${dir}: it is owned by uid ${st.uid}, not by you (uid ${uid}); put the socket in a directory of your own`);

@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -229,5 +229,13 @@ describe('another local user', { skip: typeof other === 'string' ? other : false
     assert.equal(r.code, 1);
     assert.match(r.stderr, new RegExp(`refusing a path owned by uid ${user.uid}, not by you`));
     assert.ok(lstatSync(foreign).isSocket());
+
+    // A directory reached through a symlink that user owns (they could re-point it) is refused.
+    const link = path.join(dir, 'their-link');
+    symlinkSync(shared, link);
+    lchownSync(link, user.uid, user.gid);
+    const viaLink = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', `unix:${path.join(link, 'x.sock')}`]);
+    assert.equal(viaLink.code, 1);
+    assert.match(viaLink.stderr, new RegExp(`refusing the directory .*their-link: it is a symlink owned by uid ${user.uid}, not by you`));
   });
 });
