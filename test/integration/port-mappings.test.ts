@@ -206,3 +206,25 @@ describe('refused mappings', () => {
     assert.match(r.stderr, new RegExp(`^Error: ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:4: forward\\[1\\]: port mapping "10\\.1\\.2\\.3:80=web\\.shop:8080" would listen on 10\\.1\\.2\\.3, which is not a loopback address`, 'm'));
   });
 });
+
+test('a reload (SIGHUP) keeps the running mappings and warns when the file changed them', async () => {
+  const config = path.join(cluster.dir, 'reload-forward.yaml');
+  writeFileSync(config, 'forward:\n  - "0=web.shop:8080"\n');
+  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0']);
+  try {
+    const port = mappedPort(proxy, 'web.shop:8080');
+    writeFileSync(config, 'forward:\n  - "0=api.shop:80"\n');
+    // At once: serve handles SIGHUP from the moment it prints its ready lines.
+    proxy.proc.kill('SIGHUP');
+    const warned = await eventually(async () => proxy.logs.find((l) => String(l.msg).startsWith('the config file changed its port mappings'))).catch((err: Error) =>
+      assert.fail(`${err.message}; exit ${proxy.proc.exitCode} ${proxy.proc.signalCode}; ${proxy.stderr().slice(-600)}`),
+    );
+    assert.deepEqual(warned.running, ['0=web.shop:8080']);
+    assert.deepEqual(warned.file, ['0=api.shop:80']);
+    const r = await curl([`http://127.0.0.1:${port}/whoami`]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match((JSON.parse(r.stdout) as { pod: string }).pod, /^web-/);
+  } finally {
+    await proxy.stop();
+  }
+});
