@@ -6,10 +6,13 @@ import net from 'node:net';
 import { ipv6ToBytes } from '../core/address.js';
 
 export const LOOPBACK_SOURCE = 'loopback';
+/** Every client of a unix-socket listener (all of them are this machine's processes of users the socket's mode admits). */
+export const UNIX_SOURCE = 'unix';
 
 /** The bucket key of a socket's remoteAddress ("unknown" when the socket has none). */
 export function sourceBucket(address: string | undefined): string {
   if (address === undefined || address === '') return 'unknown';
+  if (address === UNIX_SOURCE) return UNIX_SOURCE;
   let text = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
   const zone = text.indexOf('%');
   if (zone >= 0) text = text.slice(0, zone);

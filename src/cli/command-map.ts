@@ -13,6 +13,7 @@ export const COMMAND_LOADERS: Record<string, () => Promise<CommandModule>> = {
   daemon: () => import('../commands/daemon.js'),
   disconnect: () => import('../commands/disconnect.js'),
   doctor: () => import('../commands/doctor.js'),
+  exec: () => import('../commands/exec.js'),
   logs: () => import('../commands/logs.js'),
   pac: () => import('../commands/pac.js'),
   quit: () => import('../commands/quit.js'),

@@ -42,11 +42,17 @@ export const OFF = 'off';
 export function proxyFlags(logSummary: string, graceSummary: string, graceMs: number) {
   return {
     'listen-socks': Flags.string({
-      summary: `SOCKS5 listen address host:port ("${OFF}" for none; port 0 picks a free one).`,
+      summary: `SOCKS5 listen address host:port or unix:PATH ("${OFF}" for none; port 0 picks a free one; unix: alone is a socket in the state directory).`,
       helpValue: '<addr>',
       default: DEFAULTS.listenSocks,
     }),
-    'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port (off unless given).', helpValue: '<addr>' }),
+    'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port or unix:PATH (off unless given).', helpValue: '<addr>' }),
+    forward: Flags.string({
+      summary: 'Port mapping [ADDR:]LPORT=TARGET:PORT: a plain TCP port on loopback (ADDR 127.0.0.1, LPORT 0 = a free one) whose connections go to TARGET as a SOCKS CONNECT would. Repeatable. Config key: forward.',
+      helpValue: '<map>',
+      multiple: true,
+      multipleNonGreedy: true,
+    }),
     kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
     ...tableFlagDefinitions(),
     namespace: Flags.string({ char: 'n', summary: "Namespace for short names (default: the default route's context namespace).", helpValue: '<ns>' }),
@@ -96,7 +102,7 @@ type ParsedProxyFlags = {
     : K extends 'keepalive' | 'keepalive-timeout' ? string
     : K extends 'max-streams' ? number
     : K extends 'allow-host-network-pods' ? boolean
-    : K extends 'context' ? string[] | undefined
+    : K extends 'context' | 'forward' ? string[] | undefined
     : K extends 'direct' ? boolean | undefined
     : string | undefined;
 };
@@ -104,12 +110,14 @@ type ParsedProxyFlags = {
 /** ProxyOptions from parsed proxyFlags; a usage error when both listeners are off. */
 export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
   const listenSocks = flags['listen-socks'] === OFF ? undefined : flags['listen-socks'];
-  if (listenSocks === undefined && flags['listen-http'] === undefined) {
-    throw new Errors.CLIError('nothing to listen on: --listen-socks is off and --listen-http is not given', { exit: 2 });
+  // A config file may still bring port mappings (`forward:`); startProxy says so if it does not.
+  if (listenSocks === undefined && flags['listen-http'] === undefined && !flags.forward?.length && flags.config === undefined) {
+    throw new Errors.CLIError('nothing to listen on: --listen-socks is off and neither --listen-http nor --forward is given', { exit: 2 });
   }
   return {
     listenSocks,
     listenHttp: flags['listen-http'],
+    ...(flags.forward?.length ? { forwards: flags.forward } : {}),
     kubeconfig: flags.kubeconfig,
     contexts: flags.context ?? [],
     config: flags.config,

@@ -3,9 +3,11 @@
 import type { AddressInfo } from 'node:net';
 import type { RunningProxy } from '../proxy/running.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
+import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 
-/** "host:port" with IPv6 hosts bracketed, as URLs and proxy variables need them. */
-export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'>): string {
+/** "host:port" with IPv6 hosts bracketed, as URLs and proxy variables need them; "unix:PATH" for a unix socket. */
+export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'> & { family?: string }): string {
+  if (address.family === UNIX_FAMILY) return `unix:${address.address}`;
   const host = address.address.includes(':') ? `[${address.address}]` : address.address;
   return `${host}:${address.port}`;
 }
@@ -14,25 +16,35 @@ export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'>): s
  * `password` is given only for credentials `connect` generated: they then go into the exported
  * proxy URLs (nobody else knows them); credentials the user chose are never printed.
  */
-export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace'> & { table?: RoutingTable }, authUser?: string, password?: string): string[] {
+export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards'> & { table?: RoutingTable }, authUser?: string, password?: string): string[] {
   const routes = running.table?.routes.length ?? 1;
   const where = routes > 1 ? `(${routes} routes; default: context ${running.context}, namespace ${running.namespace})` : `(context ${running.context}, namespace ${running.namespace})`;
   const lines: string[] = [];
   const exports: string[] = [];
   const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
-  if (running.socks) {
+  if (running.socks && running.socks.family === UNIX_FAMILY) {
+    lines.push(`kubectl-proxyout: SOCKS5 proxy on unix socket ${running.socks.address} ${where}`);
+    exports.push(`export ALL_PROXY=${unixSocksUrl(running.socks.address, userinfo)}`);
+  } else if (running.socks) {
     const socks = formatAddress(running.socks);
     lines.push(`kubectl-proxyout: SOCKS5 proxy on ${socks} ${where}`);
     // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
     exports.push(`export ALL_PROXY=socks5h://${userinfo}${socks}`);
   }
-  if (running.http) {
+  if (running.http && running.http.family === UNIX_FAMILY) {
+    // No proxy variable can name a unix socket, and curl's --unix-socket bypasses --proxy; but it
+    // sends an absolute-form request (a plain http:// proxy request) with --request-target.
+    const path = running.http.address;
+    const auth = userinfo ? ` -H 'Proxy-Authorization: Basic ${Buffer.from(`${authUser}:${password}`).toString('base64')}'` : '';
+    lines.push(`kubectl-proxyout: HTTP proxy on unix socket ${path} ${where}; plain http:// with curl: curl --unix-socket ${shellQuote(path)}${auth} --request-target http://NAME/ http://NAME/`);
+  } else if (running.http) {
     const http = `http://${userinfo}${formatAddress(running.http)}`;
     lines.push(`kubectl-proxyout: HTTP proxy on ${formatAddress(running.http)} ${where}`);
     exports.push(`export HTTP_PROXY=${http}`, `export HTTPS_PROXY=${http}`);
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
     exports.push(`export http_proxy=${http}`, `export https_proxy=${http}`);
   }
+  for (const f of running.forwards ?? []) lines.push(`kubectl-proxyout: port ${formatAddress(f.address)} → ${f.target} (${forwardExample(f.address, f.target)})`);
   if (running.table && routes > 1) for (const r of running.table.routes) lines.push(`kubectl-proxyout:   route ${describeRoute(running.table, r)}`);
   if (authUser !== undefined) lines.push(userinfo ? generatedAuthLine(authUser) : authLine(authUser));
   return [...lines, ...exports];
@@ -46,4 +58,40 @@ export function generatedAuthLine(username: string): string {
 /** The ready line telling clients they need credentials (the password itself is never printed). */
 export function authLine(username: string): string {
   return `kubectl-proxyout: proxy authentication is on: clients use socks5h://${encodeURIComponent(username)}:PASSWORD@… or http://${encodeURIComponent(username)}:PASSWORD@…`;
+}
+
+/** curl's (≥ 7.84) form for a SOCKS proxy on a unix socket: socks5h://localhost/ABSOLUTE/PATH. */
+export function unixSocksUrl(path: string, userinfo = ''): string {
+  return `socks5h://${userinfo}localhost${path.startsWith('/') ? '' : '/'}${path}`;
+}
+
+const shellQuote = (s: string) => (/^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+
+/** A command to paste for a mapping, by the target's well-known port (psql, redis-cli, …; else nc). */
+export function forwardExample(address: Pick<AddressInfo, 'address' | 'port'>, target: string): string {
+  const host = address.address;
+  const p = address.port;
+  const targetPort = Number(target.slice(target.lastIndexOf(':') + 1));
+  const targetHost = target.slice(0, target.lastIndexOf(':'));
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  const isDefault = host === '127.0.0.1';
+  switch (targetPort) {
+    case 5432:
+      return `psql -h ${host} -p ${p}`;
+    case 6379:
+      return isDefault ? `redis-cli -p ${p}` : `redis-cli -h ${host} -p ${p}`;
+    case 3306:
+      return `mysql -h ${host} -P ${p}`;
+    case 27017:
+      return isDefault ? `mongosh --port ${p}` : `mongosh --host ${host} --port ${p}`;
+    case 443:
+    case 8443:
+      // TLS names the target, not 127.0.0.1: keep the name and connect to the mapping.
+      return `curl --connect-to ${targetHost}:${targetPort}:${urlHost}:${p} https://${targetHost}${targetPort === 443 ? '' : `:${targetPort}`}/`;
+    case 80:
+    case 8080:
+      return `curl http://${urlHost}:${p}/`;
+    default:
+      return `nc ${host} ${p}`;
+  }
 }

@@ -14,7 +14,8 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     r.namespace,
     r.pid === null ? '-' : String(r.pid),
     r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
-    [r.socks && `socks5h://${r.socks}`, r.http && `http://${r.http}`].filter(Boolean).join(',') || '-',
+    // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.
+    [r.socks && (r.socks.startsWith('unix:') ? `socks5h://localhost${r.socks.slice(5)}` : `socks5h://${r.socks}`), r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`)].filter(Boolean).join(',') || '-',
     num(r.openStreams),
     num(r.totalStreams),
     r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),
@@ -24,6 +25,7 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
   const widths = HEADERS.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => c.map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!))).join('  ');
   const out = [line(HEADERS), ...cells.map(line)];
+  for (const r of rows) for (const f of r.forwards ?? []) out.push(`${r.id}: port ${f.listen} → ${f.target}`);
   for (const r of rows) {
     // One line per route when a proxy serves a table (a single cluster says it all in its row).
     if ((r.routes?.length ?? 0) > 1) for (const route of r.routes!) out.push(`${r.id}: ${routeLine(route)}`);

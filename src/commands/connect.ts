@@ -51,7 +51,7 @@ export default class Connect extends Command {
     const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) => failOnKnownError(this, err));
 
     const { entry, existing, logFile, generatedAuth } = result;
-    const lines = readyLines({ socks: entry.socks, http: entry.http, context: entry.context, namespace: entry.namespace }, entry.proxyAuthUser, generatedAuth?.password);
+    const lines = readyLines({ socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace }, entry.proxyAuthUser, generatedAuth?.password);
     if (flags.json) {
       const env: Record<string, string> = {};
       for (const line of lines) {
@@ -61,7 +61,8 @@ export default class Connect extends Command {
       const socks = entry.socks ? formatAddress(entry.socks) : null;
       const http = entry.http ? formatAddress(entry.http) : null;
       const auth = entry.proxyAuthUser === undefined ? null : { user: entry.proxyAuthUser, generated: !!entry.proxyAuthGenerated };
-      const out = { id: entry.id, pid: entry.pid, state: entry.phase, existing, context: entry.context, namespace: entry.namespace, server: entry.server, socks, http, logFile, auth, env };
+      const forwards = (entry.forwards ?? []).map((f) => ({ listen: formatAddress(f.address), port: f.address.port, target: f.target }));
+      const out = { id: entry.id, pid: entry.pid, state: entry.phase, existing, context: entry.context, namespace: entry.namespace, server: entry.server, socks, http, forwards, logFile, auth, env };
       this.log(JSON.stringify(out, null, 2));
       return;
     }

@@ -5,7 +5,8 @@ import { generatePac } from '../routing/pac.js';
 import { RouteMatcher } from '../routing/table.js';
 import { routingTableFor } from '../proxy/proxy.js';
 import { proxyOptionsFrom, proxyFlags, OFF } from '../cli/flags.js';
-import { parseListenAddress } from '../core/address.js';
+import { parseListenAddress, unixListenPath } from '../core/address.js';
+import { isUnixAddress } from '../listeners/unix-socket.js';
 import { layout, validateId } from '../state/paths.js';
 import { inspect } from '../managed/registry.js';
 import { UnknownIdError } from '../managed/stop.js';
@@ -35,13 +36,14 @@ export default class Pac extends Command {
         if (!found || found.state === 'dead') throw new UnknownIdError(args.id);
         const { entry } = found;
         if (!entry.options.table) throw new StartupError(`proxy ${entry.id} was started before routing tables existed; reconnect it`);
-        const at = (a?: { address: string; port: number }) => (a ? { host: a.address, port: a.port } : undefined);
+        // Browsers cannot use unix sockets: the PAC file names TCP listeners only.
+        const at = (a?: { address: string; port: number; family: string }) => (a && !isUnixAddress(a) ? { host: a.address, port: a.port } : undefined);
         this.log(generatePac(new RouteMatcher(entry.options.table), { socks: at(entry.socks), http: at(entry.http) }));
         return;
       }
       const options = proxyOptionsFrom(flags);
       const table = routingTableFor(options);
-      const addr = (v?: string) => (v === undefined || v === OFF ? undefined : parseListenAddress(v));
+      const addr = (v?: string) => (v === undefined || v === OFF || unixListenPath(v) !== undefined ? undefined : parseListenAddress(v));
       this.log(generatePac(new RouteMatcher(table), { socks: addr(options.listenSocks), http: addr(options.listenHttp) }));
     } catch (err) {
       failOnKnownError(this, err);

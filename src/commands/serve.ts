@@ -45,12 +45,14 @@ export default class Serve extends Command {
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;
     });
-    this.log(readyLines({ ...running, socks: running.socks, http: running.http, table: running.table() }, options.proxyAuth?.username).join('\n'));
     // SIGHUP re-reads the routing table (config file, kubeconfig); a bad one changes nothing.
+    // Installed before the ready lines: whoever reads them may signal at once, and SIGHUP's
+    // default action would end the proxy.
     process.on('SIGHUP', () => {
       log.info('SIGHUP: reloading the routing table');
       running.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
     });
+    this.log(readyLines({ ...running, socks: running.socks, http: running.http, table: running.table() }, options.proxyAuth?.username).join('\n'));
 
     const signal = await firstShutdownSignal();
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');

@@ -104,6 +104,7 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   const table: RoutingTable = { routes, defaultRoute, clusterDomain: flags.clusterDomain };
   const extraCA = flags.extraCA !== undefined ? path.resolve(flags.extraCA) : config?.extraCA;
   if (extraCA) table.extraCA = extraCA;
+  if (config?.forwards?.length) table.forwards = config.forwards;
   const direct = flags.direct ?? config?.direct ?? false;
   if (direct) {
     const origin = flags.direct !== undefined ? '--direct' : `${config!.file}:${config!.directLine ?? 1}`;

@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { StartupError } from '../core/errors.js';
 import { parseCidr } from '../core/cidr.js';
+import { forwardListenProblem, parseForwardSpec } from '../core/address.js';
 import {
   ROUTE_KINDS,
   parsePattern,
@@ -40,9 +41,11 @@ export interface ConfigFile {
   defaultRoute?: string;
   /** `extraCA`: a PEM bundle trusted for the API connections besides the kubeconfig's CA (absolute). */
   extraCA?: string;
+  /** `forward`: port mappings "[ADDR:]LPORT=TARGET:PORT" (checked here, bound at start). */
+  forwards?: string[];
 }
 
-const TOP_KEYS = ['direct', 'routes', 'extraCA'];
+const TOP_KEYS = ['direct', 'routes', 'extraCA', 'forward'];
 const COMMON_KEYS = ['name', 'kind', 'include', 'exclude', 'cidrs'];
 /** Keys each kind takes beyond COMMON_KEYS. A new kind (ssh, konnectivity) adds its line here. */
 const KIND_KEYS: Record<RouteKind, string[]> = {
@@ -91,7 +94,7 @@ class Checker {
 
   top(): ConfigFile {
     const root = this.doc.value ?? {};
-    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct", "routes" and "extraCA", not ${typeName(root)}`);
+    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct", "routes", "extraCA" and "forward", not ${typeName(root)}`);
     this.keys(root, TOP_KEYS, '', 'the top level');
     const out: ConfigFile = { file: this.file, routes: [] };
     if ('direct' in root) {
@@ -102,6 +105,7 @@ class Checker {
       // Relative to the config file, as kubeconfig paths are relative to the kubeconfig.
       out.extraCA = path.resolve(path.dirname(path.resolve(this.file)), this.str(root.extraCA, this.doc.keyLine(root, 'extraCA'), 'extraCA'));
     }
+    if ('forward' in root) out.forwards = this.forwards(root.forward, this.doc.keyLine(root, 'forward'));
     const routes = root.routes ?? [];
     if (!Array.isArray(routes)) this.fail(this.doc.keyLine(root, 'routes'), 'routes', `must be a list of routes, not ${typeName(routes)}`);
     const names = new Map<string, number>();
@@ -161,6 +165,26 @@ class Checker {
       spec.viaLine = at('via');
     }
     return spec;
+  }
+
+  /** `forward: ["5432=db.shop:5432", …]`: each a mapping on loopback (a mapping cannot ask for credentials). */
+  private forwards(value: unknown, line: number): string[] {
+    if (value === null) return [];
+    if (!Array.isArray(value)) this.fail(line, 'forward', `must be a list of port mappings, e.g. ["5432=db.shop:5432"], not ${typeName(value)}`);
+    return value.map((item, i) => {
+      const itemLine = this.doc.itemLine(value, i);
+      const key = `forward[${i}]`;
+      const text = this.str(item, itemLine, key);
+      let spec;
+      try {
+        spec = parseForwardSpec(text);
+      } catch (err) {
+        return this.fail(itemLine, key, (err as Error).message);
+      }
+      const problem = forwardListenProblem(spec);
+      if (problem) this.fail(itemLine, key, problem);
+      return text;
+    });
   }
 
   private ingress(raw: unknown, line: number, path: string): IngressSpec {

@@ -168,3 +168,58 @@ export function parseAuthority(text: string): Destination | undefined {
   const port = parsePort(portText, false);
   return port === undefined ? undefined : destinationFor(host, port);
 }
+
+/** A port mapping (--forward [ADDR:]LPORT=TARGET:PORT): a local TCP listener for one fixed target. */
+export interface ForwardSpec {
+  /** Where to listen; ADDR defaults to 127.0.0.1, port 0 picks a free one. */
+  listen: HostPort;
+  target: Destination;
+  /** The text as given, for messages and for comparing a running managed proxy's settings. */
+  text: string;
+}
+
+/**
+ * Parses "[ADDR:]LPORT=TARGET:PORT": "5432=db.shop:5432", "127.0.0.2:0=10.0.0.7:6379",
+ * "[::1]:8080=[fd00::7]:80". TARGET is any name or IP a SOCKS client could ask for.
+ */
+export function parseForwardSpec(s: string): ForwardSpec {
+  const text = s.trim();
+  const example = 'expected [ADDR:]LPORT=TARGET:PORT, e.g. 5432=db.shop:5432 or 127.0.0.1:0=redis.cache:6379';
+  const eq = text.indexOf('=');
+  if (eq < 0) throw new Error(`invalid port mapping "${s}": missing "=" (${example})`);
+  const left = text.slice(0, eq);
+  const right = text.slice(eq + 1);
+  let listen: HostPort;
+  if (/^\d+$/.test(left)) {
+    const port = parsePort(left, true);
+    if (port === undefined) throw new Error(`invalid port mapping "${s}": local port "${left}" is not a number from 0 to 65535`);
+    listen = { host: '127.0.0.1', port };
+  } else {
+    try {
+      listen = parseListenAddress(left);
+    } catch (err) {
+      throw new Error(`invalid port mapping "${s}": ${(err as Error).message.replace(/^invalid listen address "[^"]*": /, '')} (${example})`);
+    }
+  }
+  const target = parseAuthority(right);
+  if (!target) throw new Error(`invalid port mapping "${s}": target "${right}" is not HOST:PORT with a port from 1 to 65535 (${example})`);
+  return { listen, target, text };
+}
+
+/** The prefix that makes a listen address a unix socket: unix:PATH (unix: alone / a bare name: in the state directory). */
+export const UNIX_PREFIX = 'unix:';
+
+/** The path text of a "unix:…" listen address (possibly empty), or undefined for a TCP one. */
+export function unixListenPath(s: string): string | undefined {
+  const text = s.trim();
+  return text.startsWith(UNIX_PREFIX) ? text.slice(UNIX_PREFIX.length) : undefined;
+}
+
+/**
+ * Why a mapping may not listen where it asks, or undefined: a plain TCP mapping cannot ask its
+ * clients for credentials, so anything but loopback would hand the cluster to whoever reaches it.
+ */
+export function forwardListenProblem(spec: ForwardSpec): string | undefined {
+  if (isLoopbackHost(spec.listen.host)) return undefined;
+  return `port mapping "${spec.text}" would listen on ${spec.listen.host}, which is not a loopback address: a port mapping cannot authenticate its clients, so it listens on loopback only (use --listen-socks/--listen-http with --proxy-auth-file for other machines)`;
+}

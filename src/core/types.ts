@@ -10,7 +10,8 @@ export interface Destination {
 }
 
 /** The front end that accepted the request, for logs and statistics. */
-export type FrontEnd = 'socks5' | 'socks4' | 'http-connect' | 'http-forward';
+/** 'forward': a plain TCP port mapping (--forward), opened as a SOCKS CONNECT to its fixed target would be. */
+export type FrontEnd = 'socks5' | 'socks4' | 'http-connect' | 'http-forward' | 'forward';
 
 export interface OpenRequest {
   destination: Destination;

@@ -5,11 +5,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type net from 'node:net';
 import { ProxyAuthRequiredError } from '../core/errors.js';
-import { formatHostPort } from '../core/address.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
 import type { ListenerContext } from './listener.js';
 import type { UnauthenticatedConnections } from './unauthenticated.js';
-import { endWithReply } from './server-base.js';
+import { clientName, clientSource, endWithReply } from './server-base.js';
 import { rawErrorResponse } from './http-server.js';
 
 export const PROXY_AUTH_REALM = 'kubectl-proxyout';
@@ -46,7 +45,7 @@ export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessa
 
 /** Sends `answer` now, or after the throttle's delay for wrong credentials. */
 function answerDenial(ctx: ListenerContext, req: IncomingMessage, denied: Denial, answer: () => void): void {
-  if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(req.socket.remoteAddress, answer, () => req.socket.destroyed);
+  if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(clientSource(req.socket), answer, () => req.socket.destroyed);
   else answer();
 }
 
@@ -65,7 +64,7 @@ export function requireProxyAuth(
       unauthenticated?.authenticated(req.socket);
       return handler(req, res);
     }
-    const client = formatHostPort(req.socket.remoteAddress ?? 'unknown', req.socket.remotePort ?? 0);
+    const client = clientName(req.socket);
     const reply = ctx.stats.failed('http-forward', client, undefined, denied.error);
     const body = `kubectl-proxyout: ${reply.message}\n`;
     // A request body we will not read must not be taken for the next request: close after it.

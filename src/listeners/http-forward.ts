@@ -5,11 +5,12 @@
 import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
 import { pipeline, type Duplex } from 'node:stream';
 import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core/errors.js';
-import { destinationFor, formatHostPort } from '../core/address.js';
+import { destinationFor } from '../core/address.js';
 import type { Logger } from '../core/log.js';
 import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from '../proxy/stats.js';
 import type { ListenerContext } from './listener.js';
+import { clientName } from './server-base.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
 const META = 'proxyoutOpen';
@@ -133,7 +134,7 @@ function sendText(res: ServerResponse, status: number, body: string, close = fal
 /** Returns the 'request' handler of the HTTP listener. */
 export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
-    const client = formatHostPort(req.socket.remoteAddress ?? 'unknown', req.socket.remotePort ?? 0);
+    const client = clientName(req.socket);
     const fail = (err: unknown, destination?: Destination, close = false): void => {
       const reply = ctx.stats.failed('http-forward', client, destination, err);
       sendText(res, reply.http, `kubectl-proxyout: ${reply.message}\n`, close);

@@ -9,7 +9,7 @@ import { formatHostPort, parseAuthority } from '../core/address.js';
 import type { OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
-import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
+import { ClientTracker, clientName, closeServer, endWithReply, holdWhileOpening, listenOn, type UnixListen } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
@@ -29,7 +29,7 @@ export interface HttpListenerOptions {
   maxUnauthenticatedPerSource?: number;
 }
 
-export async function startHttpListener(host: string, port: number, ctx: ListenerContext, options: HttpListenerOptions = {}): Promise<Listener> {
+export async function startHttpListener(host: string | UnixListen, port: number, ctx: ListenerContext, options: HttpListenerOptions = {}): Promise<Listener> {
   const tracker = new ClientTracker(ctx.log);
   const agent = new TunnelAgent(ctx.opener, ctx.log, options.upstreamIdleMs);
   const server = http.createServer({
@@ -128,7 +128,7 @@ async function earlierResponsesSent(socket: net.Socket): Promise<void> {
 }
 
 async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer, unauthenticated?: UnauthenticatedConnections): Promise<void> {
-  const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
+  const client = clientName(socket);
   await earlierResponsesSent(socket);
   // An earlier response may have closed the connection (Connection: close): nothing to answer.
   if (socket.destroyed || socket.writableEnded) return;

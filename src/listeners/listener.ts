@@ -18,7 +18,8 @@ export interface ListenerContext {
 }
 
 export interface Listener {
-  readonly kind: 'socks' | 'http';
+  readonly kind: 'socks' | 'http' | 'forward';
+  /** The bound address; for a unix socket family 'unix', address the path, port 0 (unix-socket.ts). */
   readonly address: AddressInfo;
   /** Number of client connections currently open on this listener. */
   connections(): number;

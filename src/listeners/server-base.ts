@@ -6,8 +6,29 @@ import { StartupError } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
 import { requireCredentialsOnBoundAddress } from '../auth/credentials.js';
 import type { Logger } from '../core/log.js';
+import { UNIX_SOURCE } from '../auth/source.js';
+import { listenUnix } from './unix-socket.js';
 
 const noop = (): void => {};
+
+/** Sockets accepted on a unix-socket listener: they have no remote address (unix-socket.ts). */
+const unixClients = new WeakSet<net.Socket>();
+
+/** Call on accept in a unix-socket listener, before anything reads the client's address. */
+export function markUnixClient(socket: net.Socket): void {
+  unixClients.add(socket);
+}
+
+/** The client as logs name it: "ip:port", or "unix" for a unix-socket client. */
+export function clientName(socket: net.Socket): string {
+  if (unixClients.has(socket)) return UNIX_SOURCE;
+  return formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
+}
+
+/** The address the auth throttle and the unauthenticated-connection cap key by (auth/source.ts). */
+export function clientSource(socket: net.Socket): string | undefined {
+  return unixClients.has(socket) ? UNIX_SOURCE : socket.remoteAddress;
+}
 
 function explainListenError(err: NodeJS.ErrnoException): string {
   switch (err.code) {
@@ -25,6 +46,11 @@ function explainListenError(err: NodeJS.ErrnoException): string {
   }
 }
 
+/** Where a unix-socket listener listens: an absolute path (listeners/unix-socket.ts). */
+export interface UnixListen {
+  unix: string;
+}
+
 export interface ListenPolicy {
   /** The flag that set this address, for messages (--listen-socks, --listen-http). */
   flag: string;
@@ -37,7 +63,12 @@ export interface ListenPolicy {
  * policy, a listener that bound a non-loopback address without credentials is closed again and
  * refused (a `*.localhost` name may resolve anywhere).
  */
-export async function listenOn(server: net.Server, host: string, port: number, what: string, policy?: ListenPolicy): Promise<AddressInfo> {
+export async function listenOn(server: net.Server, host: string | UnixListen, port: number, what: string, policy?: ListenPolicy): Promise<AddressInfo> {
+  if (typeof host !== 'string') {
+    // A unix socket is local by construction: no credentials needed (its file mode keeps others out).
+    server.prependListener('connection', markUnixClient);
+    return listenUnix(server, host.unix, what, policy?.flag ?? what);
+  }
   const bound = await bind(server, host, port, what);
   if (!policy) return bound;
   try {
@@ -121,9 +152,11 @@ export interface HeldClient {
  * Keeps reading a client while its upstream stream is being opened: a paused socket would not
  * notice the client leaving (no EOF or reset is read), and the bytes it pipelines must be kept
  * for the upstream. A FIN before our reply counts as leaving: no client half-closes before it
- * knows whether its tunnel exists. Reading stops at `maxBuffered` so memory stays bounded.
+ * knows whether its tunnel exists — except on a plain port mapping, whose client never hears of a
+ * tunnel and may send its request and FIN at once (`finIsGone` false: only a close counts).
+ * Reading stops at `maxBuffered` so memory stays bounded.
  */
-export function holdWhileOpening(socket: net.Socket, onGone: () => void, maxBuffered = 256 * 1024): HeldClient {
+export function holdWhileOpening(socket: net.Socket, onGone: () => void, maxBuffered = 256 * 1024, finIsGone = true): HeldClient {
   const chunks: Buffer[] = [];
   let size = 0;
   let gone = false;
@@ -137,10 +170,11 @@ export function holdWhileOpening(socket: net.Socket, onGone: () => void, maxBuff
     size += chunk.length;
     if (size >= maxBuffered) socket.pause();
   };
+  const onEnd = finIsGone ? markGone : noop;
   socket.on('data', onData);
-  socket.on('end', markGone);
+  socket.on('end', onEnd);
   socket.on('close', markGone);
-  if (socket.destroyed || socket.readableEnded) markGone();
+  if (socket.destroyed || (finIsGone && socket.readableEnded)) markGone();
   else socket.resume();
   return {
     get gone() {
@@ -148,7 +182,7 @@ export function holdWhileOpening(socket: net.Socket, onGone: () => void, maxBuff
     },
     release() {
       socket.off('data', onData);
-      socket.off('end', markGone);
+      socket.off('end', onEnd);
       socket.off('close', markGone);
       socket.pause();
       return Buffer.concat(chunks);

@@ -3,12 +3,11 @@
 import net from 'node:net';
 import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
-import { formatHostPort } from '../core/address.js';
 import type { FrontEnd, OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
-import { ClientTracker, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
+import { ClientTracker, clientName, clientSource, closeServer, endWithReply, holdWhileOpening, listenOn, type UnixListen } from './server-base.js';
 import {
   SocksHandshakeParser,
   SocksMethod,
@@ -31,7 +30,7 @@ export interface SocksListenerOptions {
 
 const noop = (): void => {};
 
-export async function startSocksListener(host: string, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
+export async function startSocksListener(host: string | UnixListen, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
   const policy = options.methodPolicy ?? (ctx.auth ? userPassPolicy : noAuthPolicy);
   const tracker = new ClientTracker(ctx.log);
   const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
@@ -52,7 +51,7 @@ export async function startSocksListener(host: string, port: number, ctx: Listen
 }
 
 function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMethodPolicy, unauthenticated?: UnauthenticatedConnections): void {
-  const client = formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
+  const client = clientName(socket);
   const parser = new SocksHandshakeParser();
   // A deadline for the whole handshake, not an idle timer: a client dribbling one byte at a
   // time must not hold the connection forever.
@@ -104,7 +103,7 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         }
         stop();
         ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(WRONG_CREDENTIALS));
-        if (throttle) throttle.delayFailure(socket.remoteAddress, () => endWithReply(socket, encodeAuthStatus(false)), () => socket.destroyed);
+        if (throttle) throttle.delayFailure(clientSource(socket), () => endWithReply(socket, encodeAuthStatus(false)), () => socket.destroyed);
         else endWithReply(socket, encodeAuthStatus(false));
         return;
       }

@@ -8,6 +8,7 @@ import type net from 'node:net';
 import type { Logger } from '../core/log.js';
 import { RepeatedLineLimiter } from '../core/log-limit.js';
 import { sourceBucket } from '../auth/source.js';
+import { clientSource } from './server-base.js';
 
 /** Browsers open ~6 connections per proxy, a busy machine a few dozen at once; 64 leaves room. */
 export const MAX_UNAUTHENTICATED_PER_SOURCE = 64;
@@ -24,7 +25,7 @@ export class UnauthenticatedConnections {
 
   /** Call on accept: the socket counts against its source until it authenticates or closes. */
   admit(socket: net.Socket): void {
-    const source = sourceBucket(socket.remoteAddress);
+    const source = sourceBucket(clientSource(socket));
     let sockets = this.bySource.get(source);
     if (!sockets) this.bySource.set(source, (sockets = new Set()));
     sockets.add(socket);

@@ -6,11 +6,11 @@ import { closeSync, fchmodSync, openSync } from 'node:fs';
 import net from 'node:net';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { selfInvocation } from '../core/self.js';
-import { parseListenAddress, type HostPort } from '../core/address.js';
+import { forwardListenProblem, parseForwardSpec, parseListenAddress, unixListenPath, UNIX_PREFIX, type HostPort } from '../core/address.js';
 import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { probeApi } from '../proxy/proxy.js';
-import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, validateId, type StateLayout } from '../state/paths.js';
+import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, unixSocketPath, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from '../state/store.js';
 import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
@@ -53,9 +53,10 @@ export interface ConnectResult {
 export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   // Whatever a caller passes in options, credentials never reach state.json.
   const { proxyAuth: _stray, ...daemonOptions } = req.options as DaemonOptions & { proxyAuth?: unknown };
-  req = { ...req, options: daemonOptions };
+  req = { ...req, options: withUnixPaths(daemonOptions, layout().root) };
   const listens = parseListens(req.options);
-  requireCredentialsOffLoopback(listens.map((l) => ({ flag: l.flag, ...l.addr })), !!req.proxyAuth);
+  // Port mappings are loopback-only whatever the credentials (forward-server.ts); unix sockets are local.
+  requireCredentialsOffLoopback(listens.filter((l) => l.flag !== '--forward').map((l) => ({ flag: l.flag, ...l.addr })), !!req.proxyAuth);
   const contexts = req.options.contexts?.length ? req.options.contexts : req.context ? [req.context] : [];
   const managed = resolveManagedTable({ kubeconfig: req.kubeconfig, contexts, config: req.options.config, direct: req.options.direct, clusterDomain: req.options.clusterDomain, namespace: req.namespace });
   const kube = managed.primary;
@@ -153,17 +154,47 @@ function assertSameTarget(entry: ProxyEntry, target: Target): ProxyEntry {
   return entry;
 }
 
+/** unix:, unix:NAME and relative paths made absolute here: the daemon and `status` see the real file. */
+function withUnixPaths(options: DaemonOptions, root: string): DaemonOptions {
+  const resolve = (text: string | undefined, kind: 'socks' | 'http') => {
+    const unix = text === undefined ? undefined : unixListenPath(text);
+    if (unix === undefined) return text;
+    try {
+      return `${UNIX_PREFIX}${unixSocketPath(unix, kind, root)}`;
+    } catch (err) {
+      throw new StartupError(`--listen-${kind} ${text}: ${errorMessage(err)}`);
+    }
+  };
+  return { ...options, listenSocks: resolve(options.listenSocks, 'socks'), listenHttp: resolve(options.listenHttp, 'http') };
+}
+
+/** The TCP listeners and port mappings, parsed (unix sockets are checked by the daemon when it listens). */
 function parseListens(options: DaemonOptions): Array<{ flag: string; addr: HostPort; text: string }> {
   const out: Array<{ flag: string; addr: HostPort; text: string }> = [];
+  let unix = 0;
   for (const [flag, text] of [['--listen-socks', options.listenSocks], ['--listen-http', options.listenHttp]] as const) {
     if (text === undefined) continue;
+    if (unixListenPath(text) !== undefined) {
+      unix++;
+      continue;
+    }
     try {
       out.push({ flag, addr: parseListenAddress(text), text });
     } catch (err) {
       throw new StartupError(`${flag} ${text}: ${errorMessage(err)}`);
     }
   }
-  if (out.length === 0) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
+  for (const text of [...(options.forwards ?? []), ...(options.table?.forwards ?? [])]) {
+    try {
+      const spec = parseForwardSpec(text);
+      const problem = forwardListenProblem(spec);
+      if (problem) throw new Error(problem);
+      out.push({ flag: '--forward', addr: spec.listen, text });
+    } catch (err) {
+      throw new StartupError(`--forward ${text}: ${errorMessage(err)}`);
+    }
+  }
+  if (out.length === 0 && unix === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
   return out;
 }
 
@@ -172,8 +203,8 @@ async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: H
   const others = inspectAll(l).filter((x) => x.state !== 'dead');
   for (const { flag, addr, text } of listens) {
     if (addr.port === 0) continue;
-    const hint = `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
-    const owner = others.find(({ entry }) => [entry.socks, entry.http].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)));
+    const hint = flag === '--forward' ? 'pick another local port, or 0 for a free one' : `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
+    const owner = others.find(({ entry }) => [entry.socks, entry.http, ...(entry.forwards ?? []).map((f) => f.address)].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)));
     if (owner) {
       throw new StartupError(`${flag} ${text}: the address is taken by managed proxy ${owner.entry.id} (context ${owner.entry.context}); ${hint}`);
     }

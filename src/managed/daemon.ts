@@ -60,7 +60,7 @@ class Daemon {
   async run(): Promise<number> {
     const { id, context, namespace, server, options } = this.entry;
     this.installHandlers();
-    this.log.info({ context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, cwd: process.cwd() }, 'daemon starting');
+    this.log.info({ context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, forwards: options.forwards, cwd: process.cwd() }, 'daemon starting');
     try {
       const proxyAuth = takeProxyAuthFile(this.l, id);
       // The control socket answers from the start, so `status` shows a long first sync's progress.
@@ -111,6 +111,8 @@ class Daemon {
         e.startedAt = new Date().toISOString();
         e.socks = addressOf(this.running!.socks);
         e.http = addressOf(this.running!.http);
+        const forwards = this.running!.forwards ?? [];
+        if (forwards.length > 0) e.forwards = forwards.map((f) => ({ address: addressOf(f.address)!, target: f.target }));
         delete e.error;
       }),
     );

@@ -8,9 +8,10 @@ import type { DaemonOptions, ProxyEntry } from '../state/store.js';
 import { DEFAULTS } from '../proxy/options.js';
 
 /** Flag → the DaemonOptions field it sets. */
-export const FLAG_OPTIONS: Readonly<Record<string, keyof typeof DEFAULTS | 'listenHttp'>> = {
+export const FLAG_OPTIONS: Readonly<Record<string, keyof typeof DEFAULTS | 'listenHttp' | 'forwards'>> = {
   'listen-socks': 'listenSocks',
   'listen-http': 'listenHttp',
+  forward: 'forwards',
   'cluster-domain': 'clusterDomain',
   'log-level': 'logLevel',
   'connect-timeout': 'connectTimeoutMs',
@@ -33,7 +34,7 @@ export interface RequestedSettings {
   proxyAuthOff?: boolean;
 }
 
-const shown = (v: unknown) => (v === undefined ? 'off' : String(v));
+const shown = (v: unknown) => (v === undefined ? 'off' : Array.isArray(v) ? v.join(' ') : String(v));
 
 /** Each explicitly requested setting the running proxy does not have, as "--flag (running: x, asked: y)". */
 export function settingDifferences(entry: ProxyEntry, req: RequestedSettings): string[] {
@@ -41,9 +42,10 @@ export function settingDifferences(entry: ProxyEntry, req: RequestedSettings): s
   for (const [flag, key] of Object.entries(FLAG_OPTIONS)) {
     if (!req.explicitFlags.has(flag)) continue;
     // Entries written before a flag existed ran with its default.
-    const running = entry.options[key] ?? (key === 'listenSocks' || key === 'listenHttp' ? undefined : DEFAULTS[key]);
+    const running = entry.options[key] ?? (key === 'listenSocks' || key === 'listenHttp' || key === 'forwards' ? undefined : DEFAULTS[key]);
     const asked = req.options[key];
-    if (running !== asked) out.push(`--${flag} (running: ${shown(running)}, asked: ${shown(asked)})`);
+    // Lists (--forward) compare by content, in order.
+    if (JSON.stringify(running) !== JSON.stringify(asked)) out.push(`--${flag} (running: ${shown(running)}, asked: ${shown(asked)})`);
   }
   if (req.proxyAuthUser !== undefined && entry.proxyAuthUser !== req.proxyAuthUser) {
     out.push(`proxy authentication (running: ${entry.proxyAuthUser === undefined ? 'off' : `user ${entry.proxyAuthUser}`}, asked: user ${req.proxyAuthUser})`);

@@ -20,6 +20,8 @@ export interface ProxyStatus {
   pid: number | null;
   socks: string | null;
   http: string | null;
+  /** Each port mapping: the address it bound (LPORT 0 resolved), that port, and its target. */
+  forwards?: Array<{ listen: string; port: number; target: string }>;
   createdAt: string;
   startedAt: string | null;
   uptimeSeconds: number | null;
@@ -65,6 +67,7 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     pid: entry.pid ?? null,
     socks: address(state, entry.socks),
     http: address(state, entry.http),
+    forwards: state === 'dead' ? [] : (entry.forwards ?? []).map((f) => ({ listen: formatAddress(f.address), port: f.address.port, target: f.target })),
     createdAt: entry.createdAt,
     startedAt,
     uptimeSeconds: live ? Math.round(live.uptimeMs / 1000) : state !== 'dead' && startedAt ? Math.round((Date.now() - Date.parse(startedAt)) / 1000) : null,

@@ -9,6 +9,8 @@ export interface ProxyOptions {
   listenSocks?: string;
   /** "host:port" for the HTTP proxy listener (CONNECT and absolute-form), or undefined for none. */
   listenHttp?: string;
+  /** --forward [ADDR:]LPORT=TARGET:PORT, repeatable: a plain TCP listener per mapping (loopback only). */
+  forwards?: string[];
   kubeconfig?: string;
   /** One --context (older callers); `contexts` wins when given. */
   context?: string;

@@ -2,7 +2,11 @@
 // caches and transports. Every way it can fail to start is a one-line StartupError.
 import type { Logger } from '../core/log.js';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { parseListenAddress, type HostPort } from '../core/address.js';
+import { forwardListenProblem, formatHostPort, parseForwardSpec, parseListenAddress, unixListenPath, type ForwardSpec, type HostPort } from '../core/address.js';
+import { unixSocketPath } from '../state/paths.js';
+import { startForwardListener, type ForwardListener } from '../listeners/forward-server.js';
+import { isUnixAddress } from '../listeners/unix-socket.js';
+import type { UnixListen } from '../listeners/server-base.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { Router } from '../routing/router.js';
@@ -46,17 +50,21 @@ export interface StartHooks {
 }
 
 export async function startProxy(options: ProxyOptions, log: Logger, hooks: StartHooks = {}): Promise<RunningProxy> {
-  if (!options.listenSocks && !options.listenHttp) throw new StartupError('nothing to listen on: give --listen-socks and/or --listen-http');
-  const socksAddr = options.listenSocks ? parseAddress(options.listenSocks, '--listen-socks') : undefined;
-  const httpAddr = options.listenHttp ? parseAddress(options.listenHttp, '--listen-http') : undefined;
-  const listens = [...(socksAddr ? [{ flag: '--listen-socks', ...socksAddr }] : []), ...(httpAddr ? [{ flag: '--listen-http', ...httpAddr }] : [])];
+  const socksAddr = options.listenSocks ? parseListen(options.listenSocks, '--listen-socks', 'socks') : undefined;
+  const httpAddr = options.listenHttp ? parseListen(options.listenHttp, '--listen-http', 'http') : undefined;
+  // Unix sockets are local by construction (0600 in a private directory): only TCP listeners count here.
+  const listens = [socksAddr, httpAddr].filter((a): a is TcpListen => a !== undefined && 'host' in a);
   requireCredentialsOffLoopback(listens, !!options.proxyAuth);
   if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
   const table = routingTableFor(options);
+  const startedTable = table;
+  const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])]);
+  if (!socksAddr && !httpAddr && forwards.length === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
   assertDirectAllowed(table, listens, !!options.proxyAuth);
 
   const listeners: Listener[] = [];
-  const bound = (): HostPort[] => listeners.map((l) => ({ host: l.address.address, port: l.address.port }));
+  // Our own TCP addresses (mappings included), which a direct route must never dial back into.
+  const bound = (): HostPort[] => listeners.filter((l) => !isUnixAddress(l.address)).map((l) => ({ host: l.address.address, port: l.address.port }));
   const keepalive = { intervalMs: options.keepaliveMs ?? DEFAULTS.keepaliveMs, timeoutMs: options.keepaliveTimeoutMs ?? DEFAULTS.keepaliveTimeoutMs };
   const settings: BuildSettings = {
     kubeconfig: options.kubeconfig,
@@ -90,8 +98,9 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
   if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
   ctx.pac = () => {
-    const socks = listeners.find((l) => l.kind === 'socks')?.address;
-    const http = listeners.find((l) => l.kind === 'http')?.address;
+    // Browsers cannot use a unix socket: the PAC file names TCP listeners only.
+    const socks = listeners.find((l) => l.kind === 'socks' && !isUnixAddress(l.address))?.address;
+    const http = listeners.find((l) => l.kind === 'http' && !isUnixAddress(l.address))?.address;
     const namespaces = defaultCluster(built)?.knownNamespaces();
     return generatePac(router.current.matcher, { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}) }, namespaces ? { namespaces } : {});
   };
@@ -104,15 +113,16 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   try {
     // Listeners bind before the routes start (a taken port fails fast); early clients wait for
     // their route.
-    if (socksAddr) listeners.push(await startSocksListener(socksAddr.host, socksAddr.port, ctx));
-    if (httpAddr) listeners.push(await startHttpListener(httpAddr.host, httpAddr.port, ctx));
+    if (socksAddr) listeners.push(await startSocksListener(listenAt(socksAddr), 'port' in socksAddr ? socksAddr.port : 0, ctx));
+    if (httpAddr) listeners.push(await startHttpListener(listenAt(httpAddr), 'port' in httpAddr ? httpAddr.port : 0, ctx));
+    for (const f of forwards) listeners.push(await startForwardListener(f.listen.host, f.listen.port, f.target, ctx, `--forward ${f.text}`));
     await startRoutes(built, log);
   } catch (err) {
     await closeAll(0);
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
   const primary = defaultCluster(built);
-  log.info({ context: primary?.kube.context, namespace: primary?.kube.namespace, server: primary?.server, routes: built.table.routes.map((r) => r.name), listeners: listeners.map((l) => `${l.kind} ${l.address.address}:${l.address.port}`) }, 'proxy ready');
+  log.info({ context: primary?.kube.context, namespace: primary?.kube.namespace, server: primary?.server, routes: built.table.routes.map((r) => r.name), listeners: listeners.map(describeListener) }, 'proxy ready');
   if (ctx.auth) log.info({ user: ctx.auth.username }, 'proxy authentication on: clients must present this user and its password');
 
   let stopping: Promise<void> | undefined;
@@ -120,6 +130,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   return {
     socks: listeners.find((l) => l.kind === 'socks')?.address,
     http: listeners.find((l) => l.kind === 'http')?.address,
+    forwards: listeners.filter((l): l is ForwardListener => l.kind === 'forward').map((l) => ({ address: l.address, target: formatHostPort(l.target.host, l.target.port) })),
     context: primary?.kube.context ?? '',
     namespace: primary?.kube.namespace ?? '',
     table: () => built.table,
@@ -132,6 +143,9 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {
         const table = next?.table ?? routingTableFor({ ...options, table: undefined });
+        if (JSON.stringify(table.forwards ?? []) !== JSON.stringify(startedTable.forwards ?? [])) {
+          log.warn({ running: startedTable.forwards ?? [], file: table.forwards ?? [] }, 'the config file changed its port mappings: they take effect when the proxy restarts (a reload keeps its listeners)');
+        }
         if (next?.routeKubeconfigs) settings.routeKubeconfigs = next.routeKubeconfigs;
         assertDirectAllowed(table, listens, !!options.proxyAuth);
         const candidate = buildTable(table, settings, log, built);
@@ -190,10 +204,44 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
   for (const f of failures) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route not available at start; the others serve, it keeps trying');
 }
 
-function parseAddress(value: string, flag: string): { host: string; port: number } {
+type TcpListen = { flag: string; host: string; port: number };
+type ListenSpec = TcpListen | { flag: string; unix: string };
+
+/** host:port, or unix:PATH (state/paths.ts unixSocketPath: "" or a bare name is in the state directory). */
+function parseListen(value: string, flag: string, kind: 'socks' | 'http'): ListenSpec {
   try {
-    return parseListenAddress(value);
+    const unix = unixListenPath(value);
+    if (unix !== undefined) return { flag, unix: unixSocketPath(unix, kind) };
+    return { flag, ...parseListenAddress(value) };
   } catch (err) {
     throw new StartupError(`${flag} ${value}: ${errorMessage(err)}`);
   }
+}
+
+const listenAt = (spec: ListenSpec): string | UnixListen => ('unix' in spec ? { unix: spec.unix } : spec.host);
+
+/** Each mapping parsed; a second mapping on the same fixed local port is an error before binding. */
+function forwardSpecs(texts: readonly string[]): ForwardSpec[] {
+  const seen = new Map<string, string>();
+  return texts.map((text) => {
+    let spec: ForwardSpec;
+    try {
+      spec = parseForwardSpec(text);
+    } catch (err) {
+      throw new StartupError(`--forward ${text}: ${errorMessage(err)}`);
+    }
+    const problem = forwardListenProblem(spec);
+    if (problem) throw new StartupError(`--forward ${text}: ${problem}`);
+    const where = formatHostPort(spec.listen.host, spec.listen.port);
+    const other = seen.get(where);
+    if (spec.listen.port !== 0 && other !== undefined) throw new StartupError(`--forward ${text}: ${where} is already used by the mapping ${other}`);
+    seen.set(where, text);
+    return spec;
+  });
+}
+
+function describeListener(l: Listener): string {
+  if (isUnixAddress(l.address)) return `${l.kind} unix:${l.address.address}`;
+  const where = formatHostPort(l.address.address, l.address.port);
+  return l.kind === 'forward' ? `forward ${where}=${formatHostPort((l as ForwardListener).target.host, (l as ForwardListener).target.port)}` : `${l.kind} ${where}`;
 }

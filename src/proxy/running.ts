@@ -5,10 +5,19 @@ import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 
+/** A port mapping as it runs: where it listens and the target it opens. */
+export interface ForwardStatus {
+  address: AddressInfo;
+  /** TARGET:PORT as given. */
+  target: string;
+}
+
 /** A started proxy, as the commands see it. */
 export interface RunningProxy {
   readonly socks?: AddressInfo;
   readonly http?: AddressInfo;
+  /** Each port mapping (--forward, config `forward`) with the address it bound. */
+  readonly forwards?: ForwardStatus[];
   /** The default cluster route's context and namespace (after kubeconfig defaults). */
   readonly context: string;
   readonly namespace: string;

@@ -2,7 +2,7 @@ import type { Logger } from '../core/log.js';
 import type { Destination, FrontEnd } from '../core/types.js';
 import { replyFor, type Reply } from '../core/errors.js';
 import { RepeatedLineLimiter } from '../core/log-limit.js';
-import { sourceBucket } from '../auth/source.js';
+import { sourceBucket, UNIX_SOURCE } from '../auth/source.js';
 
 export interface StreamRecord {
   id: number;
@@ -34,6 +34,7 @@ export interface RouteTotals {
 
 /** The source bucket (auth/source.ts) of a "host:port" / "[v6]:port" client text. */
 function sourceOfClient(client: string): string {
+  if (client === UNIX_SOURCE) return UNIX_SOURCE;
   const host = client.startsWith('[') ? client.slice(1, client.indexOf(']')) : client.slice(0, client.lastIndexOf(':'));
   return sourceBucket(host);
 }

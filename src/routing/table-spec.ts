@@ -73,6 +73,12 @@ export interface RoutingTable {
   clusterDomain: string;
   /** --extra-ca / `extraCA`: a PEM bundle trusted for API connections (cluster/egress-proxy.ts loadExtraCA). */
   extraCA?: string;
+  /**
+   * The config file's `forward:` port mappings. Listeners, not routes: carried with the table only
+   * because the file is read once; they take effect when the proxy starts (a reload keeps the
+   * listeners it has).
+   */
+  forwards?: string[];
 }
 
 /** The route name given to the pass-through route made by `direct: true` / --direct. */

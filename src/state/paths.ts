@@ -174,3 +174,15 @@ function checkSafe(dir: string): void {
     throw new StateDirError(`refusing the state directory ${dir}: it is writable by group or others (mode ${mode}); run chmod 700 ${dir}`);
   }
 }
+
+/**
+ * The file of a unix-socket listener (--listen-socks unix:PATH): "" → <state dir>/<kind>.sock, a
+ * bare name → <state dir>/NAME, anything with a "/" → that path (relative to the working directory).
+ */
+export function unixSocketPath(text: string, kind: 'socks' | 'http', root: string = stateDir()): string {
+  const file = text === '' ? path.join(root, `${kind}.sock`) : text.includes('/') ? path.resolve(text) : path.join(root, text);
+  if (Buffer.byteLength(file) > MAX_SOCKET_PATH) {
+    throw new StateDirError(`the socket path ${file} is too long for a unix socket (${Buffer.byteLength(file)} > ${MAX_SOCKET_PATH} bytes): choose a shorter one`);
+  }
+  return file;
+}

@@ -81,7 +81,9 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
         const http = /^export HTTP_PROXY=http:\/\/(.+)$/.exec(line);
         if (http) result.http = http[1];
       }
-      const wantHttp = args.includes('--listen-http');
+      // An HTTP listener on a unix socket prints no HTTP_PROXY line (no variable can name one).
+      const httpAt = args.indexOf('--listen-http');
+      const wantHttp = httpAt >= 0 && !args[httpAt + 1]?.startsWith('unix:');
       const wantSocks = !args.some((a, i) => a === '--listen-socks' && args[i + 1] === 'off');
       if ((!wantSocks || result.socks) && (!wantHttp || result.http)) {
         clearTimeout(timer);

@@ -12,6 +12,8 @@
 //        'echo'   raw TCP echo, half-close aware (echoes until the client's FIN, then FIN)
 //        'banner' writes "banner <pod>\n" on accept, then echoes like 'echo'
 //        'none'   nothing listens: the kubelet's dial is refused
+//        'external' a real local server the test started (redis-server on a loopback port): the
+//                 kubelet dials BackendPort.target, so the pod's port is that server
 //        'ingress-http' / 'ingress-https'  the simulated ingress controller (ingress.ts): answers
 //                 for the Ingress/Route rule a request's Host and path match; HTTPS terminated
 //                 with a simulated-CA certificate chosen by SNI
@@ -21,7 +23,7 @@ import type tls from 'node:tls';
 import net from 'node:net';
 import { createHash } from 'node:crypto';
 
-export type BackendKind = 'http' | 'echo' | 'banner' | 'none' | 'ingress-http' | 'ingress-https';
+export type BackendKind = 'http' | 'echo' | 'banner' | 'none' | 'ingress-http' | 'ingress-https' | 'external';
 
 /** What the ingress-controller backends need from the cluster (ingress.ts SimIngressController). */
 export interface IngressBackend {
@@ -33,6 +35,8 @@ export interface IngressBackend {
 export interface BackendPort {
   containerPort: number;
   backend?: BackendKind;
+  /** For 'external': the loopback address of the real server behind this port. */
+  target?: DialTarget;
 }
 
 export interface PodIdentity {
@@ -180,7 +184,7 @@ export class PodBackends {
   static async start(pod: PodIdentity, ports: BackendPort[], ingress?: IngressBackend): Promise<PodBackends> {
     const b = new PodBackends(pod, ingress);
     try {
-      for (const p of ports) await b.add(p.containerPort, p.backend ?? 'http');
+      for (const p of ports) await b.add(p.containerPort, p.backend ?? 'http', p.target);
     } catch (e) {
       await b.stop();
       throw e;
@@ -188,10 +192,15 @@ export class PodBackends {
     return b;
   }
 
-  private async add(port: number, kind: BackendKind): Promise<void> {
+  private async add(port: number, kind: BackendKind, external?: DialTarget): Promise<void> {
     const l: Listener = { port, kind, sockets: new Set() };
     this.listeners.set(port, l);
     if (kind === 'none') return;
+    if (kind === 'external') {
+      if (!external || !isLoopbackV4(external.host)) throw new Error(`an external backend needs a loopback target, got ${JSON.stringify(external)}`);
+      l.target = external;
+      return;
+    }
     const make = (): net.Server => {
       let server: net.Server;
       if (kind === 'http') {

@@ -70,7 +70,7 @@ export interface SimPodSpec {
   phase?: 'Running' | 'Pending';
   /** Extension: a hostNetwork pod; its IP is the node's (NODE_IP, 127.0.0.1), its backends listen there. */
   hostNetwork?: boolean;
-  ports: Array<SimContainerPort & { backend?: BackendKind }>;
+  ports: Array<SimContainerPort & { backend?: BackendKind; target?: { host: string; port: number } }>;
 }
 
 export interface SimServiceSpec {

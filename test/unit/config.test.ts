@@ -53,7 +53,7 @@ test('suffixes and CIDRs are normalized; an empty file is an empty table', () =>
 });
 
 test('unknown keys are refused with their line and key', () => {
-  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extraCA\)/);
+  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extraCA, forward\)/);
   refuses('routes:\n  - name: a\n    kind: cluster\n    contxt: a\n', 4, 'routes[0].contxt', /unknown key in a cluster route \(allowed: name, kind, include, exclude, cidrs, context, default, ingress, via\)/);
   refuses('routes:\n  - name: a\n    kind: direct\n\n    context: x\n', 5, 'routes[0].context', /unknown key in a direct route/);
   refuses('routes:\n  - name: a\n    kind: reject\n    default: true\n', 4, 'routes[0].default', /unknown key in a reject route/);

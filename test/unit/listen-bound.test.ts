@@ -9,6 +9,7 @@ import { ProxyAuth, requireCredentialsOffLoopback } from '../../src/auth/credent
 import { StartupError } from '../../src/core/errors.js';
 import { startHttpListener } from '../../src/listeners/http-server.js';
 import { startSocksListener } from '../../src/listeners/socks-server.js';
+import { startForwardListener } from '../../src/listeners/forward-server.js';
 import { FakeOpener, quietContext } from './socks-fixtures.test.js';
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string, family: number) => void;
@@ -47,4 +48,16 @@ test('a *.localhost name that binds loopback needs no credentials', async (t) =>
   const listener = await startSocksListener('proxy.localhost', 0, quietContext(new FakeOpener({})));
   assert.equal(listener.address.address, '127.0.0.1');
   await listener.close(0);
+});
+
+test('a port mapping on a *.localhost name that binds a non-loopback address is refused, even with credentials', async (t) => {
+  resolveLocalhostNamesTo('0.0.0.0', t);
+  const ctx = quietContext(new FakeOpener({}));
+  ctx.auth = new ProxyAuth({ username: 'u', password: 'p' });
+  const target = { host: 'db.shop', port: 5432, type: 'domain' as const };
+  await assert.rejects(startForwardListener('db.localhost', 0, target, ctx, '--forward db.localhost:0=db.shop:5432'), (err: unknown) => {
+    assert.ok(err instanceof StartupError);
+    assert.match(err.message, /^--forward db\.localhost:0=db\.shop:5432: db\.localhost bound 0\.0\.0\.0:\d+, which is not a loopback address; a port mapping cannot authenticate its clients/);
+    return true;
+  });
 });

@@ -1,0 +1,132 @@
+// `kubectl proxyout exec [flags] -- CMD ARGS…`: CMD runs with the proxy variables set
+// (cli/exec-env.ts) for the managed proxy `connect` would start or report for the same flags (same
+// ID: managed/table.ts managedId), or — when none runs — for a temporary in-process proxy on
+// 127.0.0.1:0 that lives exactly as long as CMD. CMD's exit status is ours (128+N when it died of
+// signal N), and SIGINT/SIGTERM/SIGHUP are passed on to it.
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import { Command, Errors, Flags } from '@oclif/core';
+import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
+import { formatAddress } from '../cli/ready.js';
+import { proxyEnvironment } from '../cli/exec-env.js';
+import { failOnKnownError } from '../cli/managed-errors.js';
+import { LOG_LEVELS, createLogger, type LogLevel } from '../core/log.js';
+import { startProxy } from '../proxy/proxy.js';
+import type { RunningProxy } from '../proxy/running.js';
+import { layout, stateDirExists, validateId } from '../state/paths.js';
+import { withStateLock } from '../state/lock.js';
+import { generateCredentials, readClientAuthFile } from '../state/proxy-auth.js';
+import type { ProxyEntry } from '../state/store.js';
+import { inspect } from '../managed/registry.js';
+import { managedId, resolveManagedTable } from '../managed/table.js';
+
+const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/** The proxy flags that choose a cluster and tune a temporary proxy; its listeners are always 127.0.0.1:0. */
+function execFlags() {
+  const { 'listen-socks': _socks, 'listen-http': _http, forward: _forward, 'log-level': _level, ...rest } = proxyFlags('', 'Time open connections of a temporary proxy get to finish after CMD exits.', 0);
+  return rest;
+}
+
+export default class Exec extends Command {
+  static override summary = 'Run a command with the proxy variables set (ALL_PROXY, HTTP(S)_PROXY, NO_PROXY).';
+  static override description = [
+    'Uses the managed proxy that `connect` with the same flags would report (its generated password',
+    'goes into the URLs); when none runs, starts a temporary proxy on 127.0.0.1 (free ports, a',
+    'generated password) that lives exactly as long as CMD. Says on stderr which one it used.',
+    "Exits with CMD's status (128+N when CMD died of signal N); SIGINT, SIGTERM and SIGHUP are passed on to CMD.",
+  ].join(' ');
+  static override usage = 'exec [flags] -- CMD [ARGS…]';
+  static override strict = false;
+  static override examples = ['<%= config.bin %> exec -- curl http://web.shop:8080/', '<%= config.bin %> exec --context staging -n shop -- ./integration-tests.sh'];
+
+  static override flags = {
+    ...execFlags(),
+    id: Flags.string({ summary: 'Use the managed proxy with this connection ID instead of the derived one.', helpValue: '<name>' }),
+    'log-level': Flags.option({ options: LOG_LEVELS, default: 'warn' as const, helpValue: '<level>', summary: 'Log level of a temporary proxy (JSON lines on stderr).' })(),
+  };
+
+  async run(): Promise<void> {
+    const { flags, argv } = await this.parse(Exec);
+    const command = (argv as string[]).filter((a, i) => !(i === 0 && a === '--'));
+    if (command.length === 0) throw new Errors.CLIError('no command to run: kubectl proxyout exec [flags] -- CMD [ARGS…]', { exit: 2 });
+    const options = proxyOptionsFrom({ ...flags, 'listen-socks': '127.0.0.1:0', 'listen-http': '127.0.0.1:0', forward: undefined });
+    const given = proxyAuthFrom(flags);
+
+    const managed = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
+    let env: Record<string, string>;
+    let temporary: RunningProxy | undefined;
+    let log: ReturnType<typeof createLogger> | undefined;
+    if (managed) {
+      const generated = managed.proxyAuthGenerated ? readClientAuthFile(layout(), managed.id) : undefined;
+      const auth = generated ?? (given && given.username === managed.proxyAuthUser ? given : undefined);
+      if (managed.proxyAuthUser !== undefined && !auth) {
+        this.warn(`proxy ${managed.id} requires the password of user ${managed.proxyAuthUser}, which exec does not know: give it with --proxy-auth-file or $KUBECTL_PROXYOUT_PROXY_AUTH`);
+      }
+      env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth);
+      const where = [managed.socks && `socks ${formatAddress(managed.socks)}`, managed.http && `http ${formatAddress(managed.http)}`].filter(Boolean).join(', ');
+      process.stderr.write(`kubectl-proxyout: using managed proxy ${managed.id} (context ${managed.context}, namespace ${managed.namespace}; ${where})\n`);
+    } else {
+      // Any local user can reach a loopback port while CMD runs: a password keeps them out.
+      const proxyAuth = given ?? generateCredentials();
+      log = createLogger(flags['log-level'] as LogLevel);
+      temporary = await startProxy({ ...options, proxyAuth }, log).catch((err: unknown) => failOnKnownError(this, err));
+      env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth);
+      process.stderr.write(
+        `kubectl-proxyout: no managed proxy for context ${temporary.context}; started a temporary one for this command ` +
+          `(context ${temporary.context}, namespace ${temporary.namespace}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)})\n`,
+      );
+    }
+
+    const code = await runCommand(command, env);
+    if (temporary) {
+      await temporary.stop(options.shutdownGraceMs);
+      await new Promise<void>((resolve) => log!.flush(() => resolve()));
+    }
+    this.exit(code);
+  }
+
+  /** The running managed proxy for these flags' ID, or undefined (none, or not running). */
+  private async findManaged(id: string | undefined, options: ReturnType<typeof proxyOptionsFrom>): Promise<ProxyEntry | undefined> {
+    const l = layout();
+    if (!stateDirExists(l)) return undefined;
+    const wanted =
+      id !== undefined
+        ? validateId(id)
+        : managedId(
+            resolveManagedTable({
+              kubeconfig: options.kubeconfig,
+              contexts: options.contexts ?? [],
+              config: options.config,
+              direct: options.direct,
+              clusterDomain: options.clusterDomain,
+              namespace: options.namespace,
+            }),
+          );
+    const found = await withStateLock(l, () => inspect(l, wanted));
+    return found?.state === 'running' ? found.entry : undefined;
+  }
+}
+
+/** Runs CMD with the variables added; resolves with its exit status (128+N for signal N). */
+function runCommand(command: string[], env: Record<string, string>): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit', env: { ...process.env, ...env } });
+    const forward = (signal: NodeJS.Signals) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    };
+    for (const s of FORWARDED_SIGNALS) process.on(s, forward);
+    const done = (code: number) => {
+      for (const s of FORWARDED_SIGNALS) process.off(s, forward);
+      resolve(code);
+    };
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      // As a shell: 127 for a command not found, 126 for one that cannot be run.
+      process.stderr.write(`kubectl-proxyout: cannot run ${command[0]}: ${err.message}\n`);
+      done(err.code === 'ENOENT' ? 127 : 126);
+    });
+    child.once('exit', (code, signal) => done(signal ? 128 + (constants.signals[signal] ?? 0) : (code ?? 1)));
+  });
+}
+
+

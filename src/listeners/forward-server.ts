@@ -1,0 +1,85 @@
+// Port mappings (--forward [ADDR:]LPORT=TARGET:PORT): a plain TCP listener per mapping for
+// clients that speak no proxy protocol (database shells, redis-cli, gRPC tools). Each accepted
+// connection is opened exactly as a SOCKS CONNECT to TARGET would be — through the same opener
+// (limiter → router → routes), so it is spread over ready endpoints, moved to another one on a
+// refusal and reaches new pods after a restart — then relayed byte for byte. There is no protocol
+// to report a failure in: the client's connection is closed once the reason is logged.
+import net from 'node:net';
+import type { Destination, OpenedStream } from '../core/types.js';
+import { formatHostPort, isLoopbackHost } from '../core/address.js';
+import { StartupError } from '../core/errors.js';
+import type { Listener, ListenerContext } from './listener.js';
+import { relay } from './relay.js';
+import { ClientTracker, clientName, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
+
+const noop = (): void => {};
+
+export interface ForwardListener extends Listener {
+  readonly kind: 'forward';
+  readonly target: Destination;
+}
+
+/**
+ * Listens on host:port for `target`. The flag text is for messages. A mapping has no way to
+ * authenticate its clients, so it refuses to bind anything but loopback (with or without proxy
+ * credentials), checked on the address actually bound.
+ */
+export async function startForwardListener(host: string, port: number, target: Destination, ctx: ListenerContext, flag = '--forward'): Promise<ForwardListener> {
+  const tracker = new ClientTracker(ctx.log);
+  // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+    tracker.add(socket);
+    handleClient(socket, target, ctx).catch((err: unknown) => {
+      ctx.log.error({ err }, 'port mapping connection failed unexpectedly');
+      socket.destroy();
+    });
+  });
+  const address = await listenOn(server, host, port, `port mapping to ${formatHostPort(target.host, target.port)}`);
+  // The text check (core/address.ts forwardListenProblem) passed a name like `localhost`; only the
+  // address actually bound says whether it is loopback.
+  if (!isLoopbackHost(address.address)) {
+    await new Promise((r) => server.close(r));
+    throw new StartupError(`${flag}: ${host} bound ${formatHostPort(address.address, address.port)}, which is not a loopback address; a port mapping cannot authenticate its clients, so it listens on loopback only`);
+  }
+  server.on('error', (err) => ctx.log.error({ err }, 'port mapping listener error'));
+  return {
+    kind: 'forward',
+    address,
+    target,
+    connections: () => tracker.size,
+    close: (graceMs: number) => closeServer(server, tracker, graceMs),
+  };
+}
+
+async function handleClient(socket: net.Socket, destination: Destination, ctx: ListenerContext): Promise<void> {
+  const client = clientName(socket);
+  const abort = new AbortController();
+  // The client may speak first (redis, HTTP): its bytes are kept for the upstream meanwhile.
+  const held = holdWhileOpening(socket, () => abort.abort(new Error('client disconnected')), undefined, false);
+  let opened: OpenedStream;
+  try {
+    opened = await ctx.opener.open({ destination, frontEnd: 'forward', client, signal: abort.signal });
+  } catch (err) {
+    held.release();
+    if (held.gone) {
+      ctx.log.debug({ client }, 'port mapping client left while its stream was opening');
+      socket.destroy();
+      return;
+    }
+    // Logged and counted in the one place; the client only sees its connection close.
+    ctx.stats.failed('forward', client, destination, err);
+    endWithReply(socket, Buffer.alloc(0));
+    return;
+  }
+  const head = held.release();
+  if (held.gone) {
+    ctx.log.debug({ client, via: opened.via }, 'port mapping client left before its stream opened; closing the stream');
+    opened.stream.on('error', noop);
+    opened.stream.destroy();
+    socket.destroy();
+    return;
+  }
+  const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route);
+  const result = await relay(socket, opened.stream, head);
+  ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error);
+}

@@ -1,0 +1,167 @@
+// `exec` and managed port mappings, end to end with the real CLI: a temporary proxy that lives as
+// long as CMD, a running managed proxy found by its derived ID, the variables CMD gets, its exit
+// status and signals, and mappings in `connect`/`status`.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { binPath, runCli } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+import { isAlive } from '../../src/state/process.js';
+
+let cluster: TestCluster;
+let stateDir: string;
+const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
+const cli = (args: string[]) => runCli(args, { env: env(), timeoutMs: 60_000 });
+/** Prints the proxy variables CMD got, one per line, then fetches a Service with them (curl reads ALL_PROXY). */
+const SHOW_ENV_AND_CURL = 'for v in ALL_PROXY all_proxy HTTP_PROXY http_proxy HTTPS_PROXY https_proxy NO_PROXY no_proxy; do eval "echo $v=\\${$v:-}"; done; curl -s --max-time 20 http://web.shop:8080/whoami';
+
+function parseEnv(stdout: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of stdout.split('\n')) {
+    const m = /^([A-Za-z_]+)=(.*)$/.exec(line);
+    if (m) out[m[1]!] = m[2]!;
+  }
+  return out;
+}
+
+before(async () => {
+  cluster = await startTestCluster();
+  stateDir = mkdtempSync(path.join(tmpdir(), 'pxe-'));
+});
+
+after(async () => {
+  await cli(['quit']).catch(() => undefined);
+  await cluster?.close();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+describe('exec without a managed proxy: a temporary one', () => {
+  test('CMD gets every variable (with a generated password) and reaches the cluster; the proxy is gone after', async () => {
+    const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /^kubectl-proxyout: no managed proxy for context sim; started a temporary one for this command \(context sim, namespace shop; socks 127\.0\.0\.1:\d+, http 127\.0\.0\.1:\d+\)$/m);
+    const vars = parseEnv(r.stdout);
+    assert.match(vars.ALL_PROXY!, /^socks5h:\/\/proxyout:[A-Za-z0-9_-]{32}@127\.0\.0\.1:\d+$/);
+    assert.equal(vars.all_proxy, vars.ALL_PROXY);
+    assert.match(vars.HTTP_PROXY!, /^http:\/\/proxyout:[A-Za-z0-9_-]{32}@127\.0\.0\.1:\d+$/);
+    for (const k of ['http_proxy', 'HTTPS_PROXY', 'https_proxy']) assert.equal(vars[k], vars.HTTP_PROXY, k);
+    assert.equal(vars.NO_PROXY, 'localhost,127.0.0.1,::1');
+    assert.equal(vars.no_proxy, vars.NO_PROXY);
+    assert.match(r.stdout, /"namespace":"shop"/, 'curl reached web.shop through the proxy');
+    // The temporary proxy lived exactly as long as CMD: its port is closed now.
+    const port = Number(/:(\d+)$/.exec(vars.ALL_PROXY!)![1]);
+    const after = await curl(['--proxy', `socks5h://127.0.0.1:${port}`, 'http://web.shop:8080/']);
+    assert.equal(after.code, 7, 'connection refused once exec returned');
+  });
+
+  test("CMD's exit status is exec's; 128+N when CMD died of signal N; 127 when CMD does not exist", async () => {
+    assert.equal((await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'exit 7'])).code, 7);
+    assert.equal((await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'kill -TERM $$'])).code, 143);
+    const missing = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'no-such-command-here']);
+    assert.equal(missing.code, 127);
+    assert.match(missing.stderr, /cannot run no-such-command-here/);
+    const none = await cli(['exec', '--kubeconfig', cluster.kubeconfig]);
+    assert.equal(none.code, 2);
+    assert.match(none.stderr, /no command to run/);
+  });
+
+  test('SIGTERM, SIGINT and SIGHUP sent to exec reach CMD', async () => {
+    for (const [signal, code] of [['SIGTERM', 42], ['SIGINT', 43], ['SIGHUP', 44]] as const) {
+      const script = `trap 'exit ${code}' ${signal.slice(3)}; echo ready; while :; do sleep 0.05; done`;
+      const proc = spawn(process.execPath, [binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', script], { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      proc.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+      await eventually(async () => out.includes('ready'), 30_000, 50);
+      proc.kill(signal);
+      const [exit] = (await once(proc, 'exit')) as [number | null];
+      assert.equal(exit, code, `${signal}: CMD's trap decides the status`);
+    }
+  });
+});
+
+describe('a managed proxy with mappings, and exec using it', () => {
+  let id: string;
+  let pid: number;
+  before(async () => {
+    const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--forward', '0=web.shop:8080', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as { id: string; pid: number; forwards: Array<{ listen: string; port: number; target: string }> };
+    id = out.id;
+    pid = out.pid;
+    assert.equal(out.forwards.length, 1);
+    assert.equal(out.forwards[0]!.target, 'web.shop:8080');
+    assert.ok(out.forwards[0]!.port > 0, 'LPORT 0 is reported as the bound port');
+  });
+  after(async () => {
+    await cli(['disconnect', id]);
+    await eventually(async () => !isAlive(pid), 10_000, 50).catch(() => undefined);
+  });
+
+  test('status (and --json) report each mapping with its bound port; curl works through it', async () => {
+    const s = await cli(['status', id, '--json']);
+    assert.equal(s.code, 0, s.stderr);
+    const row = JSON.parse(s.stdout) as { forwards: Array<{ listen: string; port: number; target: string }> };
+    assert.equal(row.forwards.length, 1);
+    const { port, listen, target } = row.forwards[0]!;
+    assert.equal(listen, `127.0.0.1:${port}`);
+    assert.equal(target, 'web.shop:8080');
+    const table = await cli(['status']);
+    assert.ok(table.stdout.split('\n').includes(`${id}: port 127.0.0.1:${port} → web.shop:8080`), table.stdout);
+    const r = await curl([`http://127.0.0.1:${port}/whoami`]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /"namespace":"shop"/);
+  });
+
+  test('connect again asking for other mappings is an error naming --forward; the same ones report the running proxy', async () => {
+    const other = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--forward', '0=api.shop:80']);
+    assert.equal(other.code, 1);
+    assert.match(other.stderr, /--forward \(running: 0=web\.shop:8080, asked: 0=api\.shop:80\)/);
+    const same = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--forward', '0=web.shop:8080']);
+    assert.equal(same.code, 0, same.stderr);
+    assert.match(same.stdout, /already running/);
+    assert.match(same.stdout, /port 127\.0\.0\.1:\d+ → web\.shop:8080 \(curl http:\/\/127\.0\.0\.1:\d+\/\)/);
+  });
+
+  test('exec uses the running managed proxy (its generated password in the URLs) and says so', async () => {
+    const s = JSON.parse((await cli(['status', id, '--json'])).stdout) as { socks: string; http: string };
+    const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, new RegExp(`^kubectl-proxyout: using managed proxy ${id} \\(context sim, namespace shop; socks ${s.socks.replace(/\./g, '\\.')}, http ${s.http.replace(/\./g, '\\.')}\\)$`, 'm'));
+    const vars = parseEnv(r.stdout);
+    assert.match(vars.ALL_PROXY!, new RegExp(`^socks5h://proxyout:[A-Za-z0-9_-]{32}@${s.socks.replace(/\./g, '\\.')}$`));
+    assert.match(vars.https_proxy!, new RegExp(`^http://proxyout:[A-Za-z0-9_-]{32}@${s.http.replace(/\./g, '\\.')}$`));
+    assert.equal(vars.NO_PROXY, 'localhost,127.0.0.1,::1');
+    assert.match(r.stdout, /"namespace":"shop"/);
+    // It really went through the daemon: its stream count grew.
+    const totals = JSON.parse((await cli(['status', id, '--json'])).stdout) as { totalStreams: number };
+    assert.ok(totals.totalStreams >= 2);
+  });
+});
+
+test('a managed proxy on a unix socket in the state directory: status shows curl’s form, exec hands it (with the password) to CMD', async () => {
+  const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--namespace', 'default', '--listen-socks', 'unix:m.sock', '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { id: string; pid: number; socks: string; env: Record<string, string> };
+  const socket = path.join(stateDir, 'm.sock');
+  try {
+    assert.equal(out.socks, `unix:${socket}`);
+    assert.match(out.env.ALL_PROXY!, new RegExp(`^socks5h://proxyout:[A-Za-z0-9_-]{32}@localhost${socket.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
+    const table = await cli(['status']);
+    assert.ok(table.stdout.includes(`socks5h://localhost${socket}`), table.stdout);
+    const ran = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--namespace', 'default', '--', 'sh', '-c', 'echo ALL_PROXY=$ALL_PROXY; echo HTTP_PROXY=${HTTP_PROXY:-unset}; curl -s --max-time 20 http://hello.default/']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stderr, new RegExp(`using managed proxy ${out.id} .*socks unix:`));
+    const vars = parseEnv(ran.stdout);
+    assert.equal(vars.ALL_PROXY, out.env.ALL_PROXY);
+    assert.equal(vars.HTTP_PROXY, 'unset', 'no HTTP listener, no HTTP_PROXY');
+    assert.match(ran.stdout, /hello from hello-/);
+  } finally {
+    await cli(['disconnect', out.id]);
+    await eventually(async () => !isAlive(out.pid), 10_000, 50).catch(() => undefined);
+  }
+});
