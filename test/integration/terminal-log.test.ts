@@ -3,7 +3,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { binPath, startProxyProcess } from '../helpers/proxy-process.js';
 
 const hasScript = spawnSync('script', ['--version']).status === 0;
@@ -59,7 +59,8 @@ test('--log-format json keeps JSON lines even on a terminal', { skip: hasScript 
 test('on a pipe (no terminal) the log stays JSON lines', async () => {
   const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig]);
   try {
-    assert.ok(proxy.logs.some((l) => l.msg === 'proxy ready'), proxy.stderr());
+    // The log line is written asynchronously: it may arrive after the ready lines on stdout.
+    await eventually(async () => proxy.logs.some((l) => l.msg === 'proxy ready'), 5_000, 20).catch(() => assert.fail(proxy.stderr()));
     for (const line of proxy.stderr().split('\n').filter(Boolean)) assert.doesNotThrow(() => JSON.parse(line), line);
   } finally {
     await proxy.stop();
