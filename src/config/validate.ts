@@ -9,9 +9,11 @@ import {
   routeNameProblem,
   type ClusterRouteSpec,
   type IngressSpec,
+  type KonnectivityRouteSpec,
   type RouteKind,
   type RouteSpec,
 } from '../routing/table-spec.js';
+import { KONNECTIVITY_MODES, parseServerAddress, tlsProblem, type KonnectivitySpec } from '../konnectivity/options.js';
 import { loadYamlWithLines, YamlSyntaxError, type Located } from './yaml-lines.js';
 
 /** A config file that cannot be used: "FILE:LINE: key: what is wrong". */
@@ -45,7 +47,10 @@ const KIND_KEYS: Record<RouteKind, string[]> = {
   cluster: ['context', 'default', 'ingress'],
   direct: [],
   reject: [],
+  konnectivity: ['context', 'default', 'konnectivity'],
 };
+/** konnectivity: { server, mode, ca, cert, key } — see konnectivity/options.ts. */
+const KONNECTIVITY_KEYS = ['server', 'mode', 'ca', 'cert', 'key'];
 const INGRESS_KEYS = ['domains', 'controller'];
 const CONTROLLER = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\/[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
@@ -100,7 +105,7 @@ class Checker {
       const seen = names.get(route.name);
       if (seen !== undefined) this.fail(this.doc.keyLine(raw as object, 'name'), `routes[${i}].name`, `route name "${route.name}" is already used on line ${seen}`);
       names.set(route.name, this.doc.keyLine(raw as object, 'name'));
-      if (route.kind === 'cluster') {
+      if (route.kind === 'cluster' || route.kind === 'konnectivity') {
         const other = contexts.get(route.context);
         if (other) this.fail(this.doc.keyLine(raw as object, 'context'), `routes[${i}].context`, `context "${route.context}" is already used by route ${other}`);
         contexts.set(route.context, route.name);
@@ -135,6 +140,13 @@ class Checker {
       cidrs: this.cidrs(raw, path),
       origin: `${this.file}:${line}`,
     };
+    if (k === 'konnectivity') {
+      if (!('konnectivity' in raw)) this.fail(line, path, 'a konnectivity route needs konnectivity: {server, mode, ca, cert, key}');
+      const spec: KonnectivityRouteSpec = { kind: 'konnectivity', ...base, context: name, konnectivity: this.konnectivity(raw.konnectivity, at('konnectivity'), `${path}.konnectivity`) };
+      if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
+      if ('default' in raw) this.bool(raw.default, at('default'), `${path}.default`);
+      return spec;
+    }
     if (k !== 'cluster') return { kind: k, ...base };
     const spec: ClusterRouteSpec = { kind: 'cluster', ...base, context: name };
     if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
@@ -153,6 +165,26 @@ class Checker {
       if (!CONTROLLER.test(controller)) this.fail(this.doc.keyLine(raw, 'controller'), key, `"${controller}" is not namespace/service (e.g. openshift-ingress/router-default)`);
       spec.controller = controller;
     }
+    return spec;
+  }
+
+  private konnectivity(raw: unknown, line: number, path: string): KonnectivitySpec {
+    if (!isMapping(raw)) this.fail(line, path, `must be a mapping with server, mode, ca, cert and key, not ${typeName(raw)}`);
+    this.keys(raw, KONNECTIVITY_KEYS, `${path}.`, 'konnectivity');
+    const at = (key: string) => this.doc.keyLine(raw, key);
+    if (!('server' in raw)) this.fail(line, path, 'needs a server: https://host:port or unix:///path');
+    const server = this.str(raw.server, at('server'), `${path}.server`);
+    try {
+      parseServerAddress(server);
+    } catch (err) {
+      this.fail(at('server'), `${path}.server`, (err as Error).message);
+    }
+    const mode = 'mode' in raw ? this.str(raw.mode, at('mode'), `${path}.mode`) : 'grpc';
+    if (!(KONNECTIVITY_MODES as readonly string[]).includes(mode)) this.fail(at('mode'), `${path}.mode`, `unknown mode "${mode}" (supported: ${KONNECTIVITY_MODES.join(', ')})`);
+    const spec: KonnectivitySpec = { server, mode: mode as KonnectivitySpec['mode'] };
+    for (const key of ['ca', 'cert', 'key'] as const) if (key in raw) spec[key] = this.str(raw[key], at(key), `${path}.${key}`);
+    const problem = tlsProblem(spec);
+    if (problem) this.fail(line, path, problem);
     return spec;
   }
 
