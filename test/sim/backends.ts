@@ -160,10 +160,11 @@ function isLoopbackV4(ip: string): boolean {
 export class PodBackends {
   private readonly listeners = new Map<number, Listener>();
 
-  private constructor(readonly pod: PodIdentity) {}
+  private constructor(readonly pod: PodIdentity, private readonly bindPodIp = true) {}
 
-  static async start(pod: PodIdentity, ports: BackendPort[]): Promise<PodBackends> {
-    const b = new PodBackends(pod);
+  /** `bindPodIp: false`: listen on 127.0.0.1:<ephemeral> only, never on the pod IP (a guest cluster's pods). */
+  static async start(pod: PodIdentity, ports: BackendPort[], bindPodIp = true): Promise<PodBackends> {
+    const b = new PodBackends(pod, bindPodIp);
     try {
       for (const p of ports) await b.add(p.containerPort, p.backend ?? 'http');
     } catch (e) {
@@ -194,7 +195,7 @@ export class PodBackends {
       });
       return server;
     };
-    if (isLoopbackV4(this.pod.ip)) {
+    if (this.bindPodIp && isLoopbackV4(this.pod.ip)) {
       const server = make();
       try {
         l.target = await listen(server, this.pod.ip, port);

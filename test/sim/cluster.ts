@@ -46,6 +46,12 @@ export interface SimOptions {
    * Default false.
    */
   closeSpdySessionsWithPod?: boolean;
+  /**
+   * Extension: backends never listen on the pod IP, only on 127.0.0.1:<ephemeral>, so Pod IPs
+   * answer only through the kubelet or a konnectivity server (a guest cluster; guest-network.ts).
+   * Default false.
+   */
+  isolatePodIps?: boolean;
 }
 
 export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
@@ -120,6 +126,7 @@ export class SimCluster {
   private spdyFailureFrames: SpdyFailureFrames = 'containerd';
   private kubeletErrorFormat: KubeletErrorFormat = 'text';
   private readonly closeSpdySessionsWithPod: boolean;
+  private readonly isolatePodIps: boolean;
   private readonly controller: EndpointsController;
   private readonly tokens = new Map<string, Identity>();
   private readonly pods = new Map<string, PodRuntime>();
@@ -167,6 +174,7 @@ export class SimCluster {
     this.kubelet = new KubeletPortForward(kubeletDeps);
     this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders, failureFrames: () => this.spdyFailureFrames });
     this.closeSpdySessionsWithPod = opts.closeSpdySessionsWithPod ?? false;
+    this.isolatePodIps = opts.isolatePodIps ?? false;
     this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
     const serving = this.pki.servingCert(this.host);
     this.api = new ApiServer({
@@ -359,7 +367,7 @@ export class SimCluster {
       sandboxId: randomHex(32), netnsPath: `/var/run/netns/cni-${randomUUID()}`,
       running: phase === 'Running', refused: new Set(),
     };
-    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports);
+    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports, !this.isolatePodIps);
     this.pods.set(key, rt);
     const obj = podObject({ namespace: spec.namespace, name: spec.name, labels: spec.labels, hostname: spec.hostname, subdomain: spec.subdomain, hostNetwork: spec.hostNetwork, ports: spec.ports });
     obj.metadata.uid = uid;
