@@ -21,6 +21,7 @@ export const GUEST = {
   refused: { ip: '127.77.0.12', port: 9000 },
   closedPort: { ip: '127.77.0.13', port: 9001 },
   timeout: { ip: '127.77.0.14', port: 9002 },
+  blackHole: { ip: '127.77.0.15', port: 9003 },
   unrouted: { ip: '127.77.9.9', port: 80 },
 } as const;
 
@@ -78,7 +79,8 @@ export async function startKonnectivityBed(mode: 'grpc' | 'http-connect', transp
     .set(GUEST.bytes.ip, GUEST.bytes.port, { host: '127.0.0.1', port: bytesPort })
     .set(GUEST.refused.ip, GUEST.refused.port, 'refused')
     .set(GUEST.closedPort.ip, GUEST.closedPort.port, { host: '127.0.0.1', port: closedPort })
-    .set(GUEST.timeout.ip, GUEST.timeout.port, 'timeout');
+    .set(GUEST.timeout.ip, GUEST.timeout.port, 'timeout')
+    .set(GUEST.blackHole.ip, GUEST.blackHole.port, 'hang');
   const ca = sharedPki();
   const serving = ca.servingCert();
   const client = ca.clientCert('konnectivity-client', 'system:konnectivity');
@@ -129,17 +131,20 @@ export function echoRoundTrip(stream: Duplex, payload: Buffer): Promise<Buffer> 
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     let got = 0;
+    const onEnd = () => reject(new Error(`the stream ended after ${got} of ${payload.length} echoed bytes`));
     const onData = (c: Buffer) => {
       parts.push(c);
       got += c.length;
       if (got >= payload.length) {
         stream.off('data', onData);
         stream.off('error', reject);
+        stream.off('end', onEnd);
         resolve(Buffer.concat(parts));
       }
     };
     stream.on('data', onData);
     stream.once('error', reject);
+    stream.once('end', onEnd);
     let off = 0;
     const write = (): void => {
       while (off < payload.length) {

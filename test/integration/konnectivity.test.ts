@@ -109,6 +109,19 @@ for (const { mode, transport } of cases) {
       }
     });
 
+    it('a dial the client gives up is abandoned (grpc: DIAL_CLS) and reported as a timeout (0x06)', async () => {
+      const cancelsBefore = bed.server.counters.dialCancels;
+      const started = Date.now();
+      const err = await dialer.dial(GUEST.blackHole.ip, GUEST.blackHole.port, AbortSignal.timeout(300)).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof ProxyError, String(err));
+      assert.equal(replyFor(err).socks, SocksReply.ttlExpired);
+      assert.ok(Date.now() - started < 5_000, 'the dial gives up when the signal says so, not when the agent does');
+      if (mode === 'grpc') {
+        for (let i = 0; i < 50 && bed.server.counters.dialCancels === cancelsBefore; i++) await new Promise((r) => setTimeout(r, 20));
+        assert.equal(bed.server.counters.dialCancels, cancelsBefore + 1, 'the server got DIAL_CLS');
+      }
+    });
+
     it('100 concurrent streams each carry their own bytes', async () => {
       const streams = await Promise.all(Array.from({ length: 100 }, () => dialer.dial(GUEST.echo.ip, GUEST.echo.port, signal())));
       const results = await Promise.all(

@@ -10,7 +10,8 @@
 import https from 'node:https';
 import type { SimCluster } from './cluster.js';
 
-export type GuestOutcome = { host: string; port: number } | 'refused' | 'unreachable' | 'timeout';
+/** 'hang': the dial never completes (a black-holed address) until the agent's own 30 s timeout. */
+export type GuestOutcome = { host: string; port: number } | 'refused' | 'unreachable' | 'timeout' | 'hang';
 
 export interface GuestResolver {
   /** Where the agent's dial of "ip:port" ends up; undefined → no route to host. */

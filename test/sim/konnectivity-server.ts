@@ -65,6 +65,7 @@ export class SimKonnectivityServer {
   private readonly sockets = new Set<net.Socket>();
   private readonly remotes = new Set<net.Socket>();
   private nextConnectId = 0n;
+  private readonly hanging = new Set<() => void>();
 
   private constructor(private readonly options: SimKonnectivityOptions) {
     this.port = options.port ?? 0;
@@ -126,6 +127,16 @@ export class SimKonnectivityServer {
     if (!m) return fail(`dial tcp ${address}: address ${address}: missing port in address`);
     const outcome = await this.options.network.resolve(m[1]!, Number(m[2]));
     if (outcome === undefined) return fail(GO_ERRORS.unreachable(address));
+    if (outcome === 'hang') {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 30_000);
+        this.hanging.add(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return fail(GO_ERRORS.timeout(address));
+    }
     if (typeof outcome === 'string') return fail(GO_ERRORS[outcome](address));
     return new Promise((resolve) => {
       const s = net.connect({ host: outcome.host, port: outcome.port, allowHalfOpen: true });
@@ -231,6 +242,8 @@ export class SimKonnectivityServer {
 
   /** Drops every connection and stream now and stops listening; restart() listens again. */
   async stop(): Promise<void> {
+    for (const release of this.hanging) release();
+    this.hanging.clear();
     for (const s of this.sockets) s.destroy();
     if (this.grpcServer) {
       this.grpcServer.forceShutdown();
