@@ -7,7 +7,8 @@ import type { Duplex } from 'node:stream';
 import { GrpcDialer } from './grpc-dialer.js';
 import { HttpConnectDialer } from './http-connect-dialer.js';
 import { loadTls, parseServerAddress, tlsProblem, type KonnectivitySpec, type KonnectivityMode } from './options.js';
-import { StartupError } from '../core/errors.js';
+import { isIP } from 'node:net';
+import { NotAllowedError, StartupError } from '../core/errors.js';
 
 export interface KonnectivityStats {
   dials: number;
@@ -43,6 +44,8 @@ export async function createKonnectivityDialer(spec: KonnectivitySpec): Promise<
     server: spec.server,
     mode: spec.mode,
     async dial(ip, port, signal) {
+      // Names never go to the server (it would resolve them in the cluster's DNS, past our table).
+      if (isIP(ip) === 0) throw new NotAllowedError(`konnectivity dials IP addresses only, not "${ip}"`);
       stats.dials++;
       let stream: Duplex;
       try {

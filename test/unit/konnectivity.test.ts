@@ -148,3 +148,11 @@ test('the route passes the resolver\'s refusal through and reports a dialer that
   assert.equal(broken.status().state, 'error');
   assert.match(broken.status().reason ?? '', /nonexistent/);
 });
+
+test('the dialer takes IP addresses only: a name never reaches the server', async () => {
+  const { createKonnectivityDialer } = await import('../../src/konnectivity/dialer.js');
+  const dialer = await createKonnectivityDialer({ server: 'unix:///nonexistent/konnectivity.sock', mode: 'http-connect' });
+  await assert.rejects(dialer.dial('web.shop.svc.cluster.local', 80, new AbortController().signal), (err: unknown) => err instanceof NotAllowedError && replyFor(err).socks === SocksReply.notAllowed);
+  assert.equal(dialer.stats().dials, 0);
+  dialer.close();
+});
