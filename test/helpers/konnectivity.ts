@@ -34,6 +34,8 @@ export interface KonnectivityBed {
   spec: KonnectivitySpec;
   /** Bytes the "bytes" backend sends per connection. */
   bytesSize: number;
+  /** Bytes the "bytes" backend has handed to its sockets so far (all connections). */
+  bytesSent(): number;
   close(): Promise<void>;
 }
 
@@ -57,6 +59,7 @@ export async function startKonnectivityBed(mode: 'grpc' | 'http-connect', transp
     track(s);
     s.pipe(s);
   });
+  let sent = 0;
   const bytes = net.createServer((s) => {
     track(s);
     const gen = new DeterministicByteStream();
@@ -65,6 +68,7 @@ export async function startKonnectivityBed(mode: 'grpc' | 'http-connect', transp
       while (left > 0) {
         const k = Math.min(left, 64 * 1024);
         left -= k;
+        sent += k;
         if (!s.write(gen.next(k))) return void s.once('drain', pump);
       }
       s.end();
@@ -103,6 +107,7 @@ export async function startKonnectivityBed(mode: 'grpc' | 'http-connect', transp
     network,
     spec,
     bytesSize,
+    bytesSent: () => sent,
     async close() {
       await server.stop();
       for (const s of sockets) s.destroy();

@@ -73,6 +73,27 @@ for (const { mode, transport } of cases) {
       assert.ok(bed.server.counters.open < openBefore, 'the far connection closes after the stream is destroyed');
     });
 
+    it('a reader that stops reading holds back the far end (backpressure)', async () => {
+      const big = await startKonnectivityBed(mode, transport, { bytesSize: 256 * 1024 * 1024 });
+      const slow = await createKonnectivityDialer(big.spec);
+      try {
+        const s = await slow.dial(GUEST.bytes.ip, GUEST.bytes.port, signal());
+        await new Promise((r) => s.once('data', r)); // flowing, then stopped: the reader is full
+        s.pause();
+        let last = -1;
+        // Wait until the source is held back: nothing more sent for a while.
+        for (let i = 0; i < 100 && big.bytesSent() !== last; i++) {
+          last = big.bytesSent();
+          await new Promise((r) => setTimeout(r, 200));
+        }
+        assert.ok(big.bytesSent() < 64 * 1024 * 1024, `the source sent ${big.bytesSent()} bytes to a reader that stopped reading`);
+        s.destroy();
+      } finally {
+        slow.close();
+        await big.close();
+      }
+    });
+
     it('holds the client\'s FIN (the protocol cannot carry it): the answer written after it still arrives', async () => {
       const s = await dialer.dial(GUEST.echo.ip, GUEST.echo.port, signal());
       const payload = randomBytes(256 * 1024);
