@@ -49,7 +49,7 @@ export interface SimOptions {
   /**
    * Extension: backends never listen on the pod IP, only on 127.0.0.1:<ephemeral>, so Pod IPs
    * answer only through the kubelet or a konnectivity server (a guest cluster; guest-network.ts).
-   * Default false.
+   * Their IPs come from 127.12.0.2 on (no simulator binds there). Default false.
    */
   isolatePodIps?: boolean;
 }
@@ -131,7 +131,7 @@ export class SimCluster {
   private readonly tokens = new Map<string, Identity>();
   private readonly pods = new Map<string, PodRuntime>();
   private readonly usedClusterIPs = new Set<string>();
-  private nextPodIp = ipv4ToInt('127.10.0.2');
+  private nextPodIp: number;
   private nextClusterIp = ipv4ToInt('127.96.0.10');
   private nextNodePort = 30000;
   private tokenCount = 0;
@@ -175,6 +175,9 @@ export class SimCluster {
     this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders, failureFrames: () => this.spdyFailureFrames });
     this.closeSpdySessionsWithPod = opts.closeSpdySessionsWithPod ?? false;
     this.isolatePodIps = opts.isolatePodIps ?? false;
+    // Isolated pods take their IPs from a block no simulator binds, so that nothing (another
+    // simulator's pods in a parallel test process included) answers there directly.
+    this.nextPodIp = ipv4ToInt(this.isolatePodIps ? '127.12.0.2' : '127.10.0.2');
     this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
     const serving = this.pki.servingCert(this.host);
     this.api = new ApiServer({
