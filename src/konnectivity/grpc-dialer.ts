@@ -47,11 +47,14 @@ export class GrpcDialer {
       ? grpc.credentials.createInsecure()
       : grpc.credentials.createSsl(options.tls.ca ?? null, options.tls.key ?? null, options.tls.cert ?? null);
     this.client = new grpc.Client(target, credentials, {
-      // A restarted server is found again quickly; keepalive notices a dead path.
+      // A restarted server is found again quickly.
       'grpc.initial_reconnect_backoff_ms': 250,
       'grpc.max_reconnect_backoff_ms': 5_000,
-      'grpc.keepalive_time_ms': 30_000,
-      'grpc.keepalive_timeout_ms': 10_000,
+      // Keepalive notices a dead path, but upstream's frontend sets no enforcement policy
+      // (cmd/server/app/server.go), so Go's default applies: pings less than 5 minutes apart
+      // earn strikes and a GOAWAY "too_many_pings" that would end every stream. Stay above it.
+      'grpc.keepalive_time_ms': 330_000,
+      'grpc.keepalive_timeout_ms': 20_000,
       'grpc.primary_user_agent': 'kubectl-proxyout',
     });
   }
