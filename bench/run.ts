@@ -13,6 +13,7 @@ import { reportRemoteLatency } from './latency.js';
 import { bulkEcho, firstByteLatency, median, roundTrip } from './measure.js';
 import { reportDirect } from './direct.js';
 import { reportSsh } from './ssh.js';
+import { reportKonnectivity } from './konnectivity.js';
 import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
 import { reportStartup } from './startup.js';
@@ -137,6 +138,7 @@ await proxyWs.stop();
 
 await reportDirect(cluster.kubeconfig, BULK_BYTES, ROUNDS, LATENCY_ROUNDS);
 await reportSsh(cluster.kubeconfig, Math.min(BULK_BYTES, 64 << 20), ROUNDS, LATENCY_ROUNDS);
+await reportKonnectivity();
 reportRoutingTable();
 // Start-up figures (bench/startup.ts, ~15 s): --help, status, connect to synced, idle daemon RSS.
 if (process.env.BENCH_STARTUP !== '0') await reportStartup(cluster);

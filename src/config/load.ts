@@ -18,6 +18,7 @@ import { StartupError } from '../core/errors.js';
 import { RouteMatcher } from '../routing/table.js';
 import { RoutingTableError } from '../routing/suffix-index.js';
 import {
+  hasClusterNames,
   DIRECT_ROUTE_NAME,
   routeNameForContext,
   routeNameProblem,
@@ -91,7 +92,7 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   const routes = [...fromFlags, ...fileRoutes.filter((r) => !fromFlags.includes(r))];
   checkUniqueNames(routes);
 
-  let defaultRoute = fromFlags[0]?.name ?? config?.defaultRoute ?? routes.find((r) => r.kind === 'cluster')?.name;
+  let defaultRoute = fromFlags[0]?.name ?? config?.defaultRoute ?? routes.find(hasClusterNames)?.name;
   if (defaultRoute === undefined) {
     if (!flags.currentContext) throw new StartupError('no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig');
     const route = clusterRoute(flags.currentContext, 'the current context', flags.clusterDomain);

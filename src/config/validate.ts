@@ -11,10 +11,12 @@ import {
   routeNameProblem,
   type ClusterRouteSpec,
   type IngressSpec,
+  type KonnectivityRouteSpec,
   type RouteKind,
   type RouteSpec,
   type SshRouteSpec,
 } from '../routing/table-spec.js';
+import { KONNECTIVITY_MODES, parseServerAddress, tlsProblem, type KonnectivitySpec } from '../konnectivity/options.js';
 import { loadYamlWithLines, YamlSyntaxError, type Located } from './yaml-lines.js';
 
 /** A config file that cannot be used: "FILE:LINE: key: what is wrong". */
@@ -53,10 +55,13 @@ const KIND_KEYS: Record<RouteKind, string[]> = {
   direct: [],
   reject: [],
   ssh: ['ssh'],
+  konnectivity: ['context', 'default', 'konnectivity'],
 };
 const SSH_KEYS = ['host'];
 /** An ssh_config Host alias or [user@]host[:port]: no spaces, no options smuggled in ("-oProxyCommand=…"). */
 const SSH_HOST = /^(?!-)[A-Za-z0-9_.@:%+\[\]-]+$/;
+/** konnectivity: { server, mode, ca, cert, key } — see konnectivity/options.ts. */
+const KONNECTIVITY_KEYS = ['server', 'mode', 'ca', 'cert', 'key'];
 const INGRESS_KEYS = ['domains', 'controller'];
 const CONTROLLER = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\/[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
@@ -116,7 +121,7 @@ class Checker {
       const seen = names.get(route.name);
       if (seen !== undefined) this.fail(this.doc.keyLine(raw as object, 'name'), `routes[${i}].name`, `route name "${route.name}" is already used on line ${seen}`);
       names.set(route.name, this.doc.keyLine(raw as object, 'name'));
-      if (route.kind === 'cluster') {
+      if (route.kind === 'cluster' || route.kind === 'konnectivity') {
         const other = contexts.get(route.context);
         if (other) this.fail(this.doc.keyLine(raw as object, 'context'), `routes[${i}].context`, `context "${route.context}" is already used by route ${other}`);
         contexts.set(route.context, route.name);
@@ -154,6 +159,13 @@ class Checker {
     if (k === 'ssh') {
       if (!('ssh' in raw)) this.fail(line, path, 'an ssh route needs ssh: { host: NAME } (a Host of ~/.ssh/config)');
       return { kind: 'ssh', ...base, ssh: this.ssh(raw.ssh, at('ssh'), `${path}.ssh`) };
+    }
+    if (k === 'konnectivity') {
+      if (!('konnectivity' in raw)) this.fail(line, path, 'a konnectivity route needs konnectivity: {server, mode, ca, cert, key}');
+      const spec: KonnectivityRouteSpec = { kind: 'konnectivity', ...base, context: name, konnectivity: this.konnectivity(raw.konnectivity, at('konnectivity'), `${path}.konnectivity`) };
+      if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
+      if ('default' in raw) this.bool(raw.default, at('default'), `${path}.default`);
+      return spec;
     }
     if (k !== 'cluster') return { kind: k, ...base };
     const spec: ClusterRouteSpec = { kind: 'cluster', ...base, context: name };
@@ -207,6 +219,26 @@ class Checker {
     const host = this.str(raw.host, this.doc.keyLine(raw, 'host'), `${path}.host`);
     if (!SSH_HOST.test(host)) this.fail(this.doc.keyLine(raw, 'host'), `${path}.host`, `"${host}" is not an ssh host (a Host of ~/.ssh/config or [user@]host[:port])`);
     return { host };
+  }
+
+  private konnectivity(raw: unknown, line: number, path: string): KonnectivitySpec {
+    if (!isMapping(raw)) this.fail(line, path, `must be a mapping with server, mode, ca, cert and key, not ${typeName(raw)}`);
+    this.keys(raw, KONNECTIVITY_KEYS, `${path}.`, 'konnectivity');
+    const at = (key: string) => this.doc.keyLine(raw, key);
+    if (!('server' in raw)) this.fail(line, path, 'needs a server: https://host:port or unix:///path');
+    const server = this.str(raw.server, at('server'), `${path}.server`);
+    try {
+      parseServerAddress(server);
+    } catch (err) {
+      this.fail(at('server'), `${path}.server`, (err as Error).message);
+    }
+    const mode = 'mode' in raw ? this.str(raw.mode, at('mode'), `${path}.mode`) : 'grpc';
+    if (!(KONNECTIVITY_MODES as readonly string[]).includes(mode)) this.fail(at('mode'), `${path}.mode`, `unknown mode "${mode}" (supported: ${KONNECTIVITY_MODES.join(', ')})`);
+    const spec: KonnectivitySpec = { server, mode: mode as KonnectivitySpec['mode'] };
+    for (const key of ['ca', 'cert', 'key'] as const) if (key in raw) spec[key] = this.str(raw[key], at(key), `${path}.${key}`);
+    const problem = tlsProblem(spec);
+    if (problem) this.fail(line, path, problem);
+    return spec;
   }
 
   private list(map: Record<string, unknown>, key: string, path: string): Array<{ text: string; line: number; path: string }> {

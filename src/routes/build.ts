@@ -13,6 +13,7 @@ import { RouteMatcher, type ClusterView } from '../routing/table.js';
 import type { RouteSpec, RoutingTable } from '../routing/table-spec.js';
 import type { TableGeneration } from '../routing/router.js';
 import { ClusterRouteRuntime, type ClusterRouteSettings } from './cluster.js';
+import { KonnectivityRouteRuntime } from './konnectivity.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 
 export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace' | 'egress'> {
@@ -49,7 +50,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       const route = kept ?? buildRoute(spec, table, { ...settings, egress }, log);
       if (!kept) fresh.push(route);
       routes.set(spec.name, route);
-      if (route instanceof ClusterRouteRuntime) views.set(spec.name, route);
+      if (route instanceof ClusterRouteRuntime || route instanceof KonnectivityRouteRuntime) views.set(spec.name, route);
     }
     // The table's order stays (it decides nothing but is how status lists the routes).
     const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
@@ -78,6 +79,17 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
       return new RejectRoute(spec.name);
     case 'ssh':
       return new SshRoute(spec, { log: log.child({ route: spec.name }) });
+    case 'konnectivity':
+      return new KonnectivityRouteRuntime(
+        spec,
+        {
+          kubeconfig: settings.routeKubeconfigs?.[spec.name] ?? settings.kubeconfig,
+          namespace: table.defaultRoute === spec.name ? settings.namespace : undefined,
+          allowHostNetworkPods: settings.allowHostNetworkPods,
+          egress: settings.egress,
+        },
+        log.child({ route: spec.name }),
+      );
   }
 }
 

@@ -240,7 +240,7 @@ export async function probeApi(api: ApiConnection, context: string, server: stri
   }
 }
 
-async function syncCache(cache: ClusterCache, server: string): Promise<void> {
+export async function syncCache(cache: ClusterCache, server: string): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new StartupError(`the cluster cache did not sync from ${server} within ${SYNC_TIMEOUT_MS / 1000} s`)), SYNC_TIMEOUT_MS);

@@ -8,8 +8,10 @@
 //   root     "."                       every name (a catch-all, consulted after everything else)
 // Label charset: letters, digits, "-" and "_" (the last appears in real host names, e.g. SRV-style).
 
+import type { KonnectivitySpec } from '../konnectivity/options.js';
+
 /** The route kinds this version knows. New kinds (ssh, konnectivity) are added here and in config/. */
-export const ROUTE_KINDS = ['cluster', 'direct', 'reject', 'ssh'] as const;
+export const ROUTE_KINDS = ['cluster', 'direct', 'reject', 'ssh', 'konnectivity'] as const;
 export type RouteKind = (typeof ROUTE_KINDS)[number];
 
 interface RouteSpecBase {
@@ -43,6 +45,17 @@ export interface ClusterRouteSpec extends RouteSpecBase {
   viaLine?: number;
 }
 
+/**
+ * A guest cluster reached through an apiserver-network-proxy (konnectivity) server: names and IPs
+ * resolve through `context`'s watch cache like a cluster route's, bytes go through the server.
+ */
+export interface KonnectivityRouteSpec extends RouteSpecBase {
+  kind: 'konnectivity';
+  /** The guest cluster's kubeconfig context (its API answers the watches). */
+  context: string;
+  konnectivity: KonnectivitySpec;
+}
+
 export interface DirectRouteSpec extends RouteSpecBase {
   kind: 'direct';
 }
@@ -60,7 +73,12 @@ export interface SshRouteSpec extends RouteSpecBase {
   };
 }
 
-export type RouteSpec = ClusterRouteSpec | DirectRouteSpec | RejectRouteSpec | SshRouteSpec;
+export type RouteSpec = ClusterRouteSpec | KonnectivityRouteSpec | DirectRouteSpec | RejectRouteSpec | SshRouteSpec;
+
+/** Routes whose names and IPs come from a cluster's watch cache (cluster and konnectivity). */
+export function hasClusterNames(route: RouteSpec): route is ClusterRouteSpec | KonnectivityRouteSpec {
+  return route.kind === 'cluster' || route.kind === 'konnectivity';
+}
 
 export interface RoutingTable {
   /** In order; the order matters only for which cluster route is the default. */
@@ -119,7 +137,7 @@ export function parsePattern(text: string, allow: { wildcard: boolean; root: boo
 export function routeNameProblem(name: string, kind: RouteKind, clusterDomain: string): string | undefined {
   const normalized = normalizeHostName(name);
   if (!normalized || normalized !== name || name.includes('_')) return `"${name}" is not a valid route name: use lowercase DNS labels (letters, digits, "-"), e.g. "prod"`;
-  if (kind !== 'cluster') return undefined;
+  if (kind !== 'cluster' && kind !== 'konnectivity') return undefined;
   const domain = clusterDomain.toLowerCase();
   const reserved = ['svc', 'pod', 'localhost'];
   const last = name.split('.').pop()!;
@@ -150,7 +168,7 @@ export function routeNameForContext(context: string): string {
  */
 export function describeRoute(table: RoutingTable, route: RouteSpec): string {
   const parts: string[] = [];
-  if (route.kind === 'cluster') {
+  if (hasClusterNames(route)) {
     parts.push(`<svc>.<ns>.${route.name}`);
     if (table.defaultRoute === route.name) parts.push(`*.${table.clusterDomain}`, '*.svc', 'short names');
   }
@@ -159,7 +177,9 @@ export function describeRoute(table: RoutingTable, route: RouteSpec): string {
   parts.push(...route.cidrs);
   if (route.kind === 'cluster') parts.push(...(route.ingress?.domains ?? []).map((d) => `ingress ${d}`));
   if (table.directRoute === route.name) parts.push('everything no other route claims');
-  const what =
-    route.kind === 'cluster' ? `cluster ${route.context}${table.defaultRoute === route.name ? ', default' : ''}` : route.kind === 'ssh' ? `ssh ${route.ssh.host}` : route.kind;
+  const isDefault = table.defaultRoute === route.name ? ', default' : '';
+  const what = route.kind === 'cluster'
+    ? `cluster ${route.context}${isDefault}`
+    : route.kind === 'konnectivity' ? `konnectivity ${route.context} via ${route.konnectivity.server} (${route.konnectivity.mode})${isDefault}` : route.kind === 'ssh' ? `ssh ${route.ssh.host}` : route.kind;
   return `${route.name} (${what}): ${parts.join(', ') || 'nothing'}`;
 }

@@ -17,7 +17,7 @@ import { NotAllowedError } from '../core/errors.js';
 import { CidrIndex, parseCidr, parseIp } from '../core/cidr.js';
 import { parseClusterName, parseRouteName, type ClusterName } from './names.js';
 import { labelCount, ruleShape, RoutingTableError, SuffixIndex, type RuleSource, type SuffixRule } from './suffix-index.js';
-import { normalizeHostName, parsePattern, type RouteSpec, type RoutingTable } from './table-spec.js';
+import { hasClusterNames, normalizeHostName, parsePattern, type RouteSpec, type RoutingTable } from './table-spec.js';
 
 /** What the table asks a cluster route's watch cache, synchronously (ClusterCache has these). */
 export interface ClusterView {
@@ -97,7 +97,7 @@ export class RouteMatcher {
     table.routes.forEach((route, i) => {
       this.addRoute(route, i);
       const view = views.get(route.name);
-      if (view && route.kind === 'cluster') {
+      if (view && hasClusterNames(route)) {
         this.clusterViews.push({ route: i, view });
         this.viewOf[i] = view;
       }
@@ -118,13 +118,13 @@ export class RouteMatcher {
     };
     for (const p of route.include) add(parsePattern(p, { wildcard: true, root: true }), 'include');
     for (const p of route.exclude) add(parsePattern(p, { wildcard: true, root: false }), 'exclude');
-    if (route.kind === 'cluster') {
+    if (hasClusterNames(route)) {
       add(route.name, 'route-name', { minExtra: 2 });
       if (i === this.defaultRoute) {
         add(this.table.clusterDomain, 'cluster-domain', { minExtra: 1 });
         add('svc', 'cluster-domain', { minExtra: 1 });
       }
-      for (const d of route.ingress?.domains ?? []) {
+      for (const d of (route.kind === 'cluster' ? route.ingress?.domains : undefined) ?? []) {
         const p = parsePattern(d, { wildcard: true, root: false });
         add(p, 'ingress', p.startsWith('*.') ? undefined : { maxExtra: 0 });
       }

@@ -179,10 +179,12 @@ export class PodBackends {
   private constructor(
     readonly pod: PodIdentity,
     private readonly ingress?: IngressBackend,
+    private readonly bindPodIp = true,
   ) {}
 
-  static async start(pod: PodIdentity, ports: BackendPort[], ingress?: IngressBackend): Promise<PodBackends> {
-    const b = new PodBackends(pod, ingress);
+  /** `bindPodIp: false`: listen on 127.0.0.1:<ephemeral> only, never on the pod IP (a guest cluster's pods). */
+  static async start(pod: PodIdentity, ports: BackendPort[], ingress?: IngressBackend, bindPodIp = true): Promise<PodBackends> {
+    const b = new PodBackends(pod, ingress, bindPodIp);
     try {
       for (const p of ports) await b.add(p.containerPort, p.backend ?? 'http', p.target);
     } catch (e) {
@@ -225,7 +227,7 @@ export class PodBackends {
       });
       return server;
     };
-    if (isLoopbackV4(this.pod.ip)) {
+    if (this.bindPodIp && isLoopbackV4(this.pod.ip)) {
       const server = make();
       try {
         l.target = await listen(server, this.pod.ip, port);

@@ -55,6 +55,12 @@ export interface SimOptions {
   clusterIpStart?: string;
   /** Extension: serve OpenShift Routes (route.openshift.io/v1) like an OpenShift API server. Default false. */
   openshiftRoutes?: boolean;
+  /**
+   * Extension: backends never listen on the pod IP, only on 127.0.0.1:<ephemeral>, so Pod IPs
+   * answer only through the kubelet or a konnectivity server (a guest cluster; guest-network.ts).
+   * Their IPs come from 127.12.0.2 on (no simulator binds there). Default false.
+   */
+  isolatePodIps?: boolean;
 }
 
 export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
@@ -129,11 +135,12 @@ export class SimCluster {
   private spdyFailureFrames: SpdyFailureFrames = 'containerd';
   private kubeletErrorFormat: KubeletErrorFormat = 'text';
   private readonly closeSpdySessionsWithPod: boolean;
+  private readonly isolatePodIps: boolean;
   private readonly controller: EndpointsController;
   private readonly tokens = new Map<string, Identity>();
   private readonly pods = new Map<string, PodRuntime>();
   private readonly usedClusterIPs = new Set<string>();
-  private nextPodIp = ipv4ToInt('127.10.0.2');
+  private nextPodIp: number;
   private nextClusterIp = ipv4ToInt('127.96.0.10');
   private nextNodePort = 30000;
   private tokenCount = 0;
@@ -179,6 +186,10 @@ export class SimCluster {
     this.kubelet = new KubeletPortForward(kubeletDeps);
     this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders, failureFrames: () => this.spdyFailureFrames });
     this.closeSpdySessionsWithPod = opts.closeSpdySessionsWithPod ?? false;
+    this.isolatePodIps = opts.isolatePodIps ?? false;
+    // Isolated pods take their IPs from a block no simulator binds, so that nothing (another
+    // simulator's pods in a parallel test process included) answers there directly.
+    this.nextPodIp = ipv4ToInt(this.isolatePodIps ? '127.12.0.2' : '127.10.0.2');
     this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
     this.ingressController = new SimIngressController(this.store, this.pki, () => this.api.openshiftRoutes);
     const serving = this.pki.servingCert(this.host);
@@ -393,7 +404,7 @@ export class SimCluster {
       sandboxId: randomHex(32), netnsPath: `/var/run/netns/cni-${randomUUID()}`,
       running: phase === 'Running', refused: new Set(),
     };
-    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports, this.ingressController);
+    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports, this.ingressController, !this.isolatePodIps);
     this.pods.set(key, rt);
     const obj = podObject({ namespace: spec.namespace, name: spec.name, labels: spec.labels, hostname: spec.hostname, subdomain: spec.subdomain, hostNetwork: spec.hostNetwork, ports: spec.ports });
     obj.metadata.uid = uid;

@@ -62,8 +62,8 @@ test('unknown keys are refused with their line and key', () => {
 });
 
 test('an unknown kind names the supported kinds', () => {
-  refuses('routes:\n  - name: jump\n    kind: konnectivity\n', 3, 'routes[0].kind', /unknown kind "konnectivity" \(supported: cluster, direct, reject, ssh\)/);
-  refuses('routes:\n  - name: jump\n', 2, 'routes[0]', /a route needs a kind \(cluster, direct, reject, ssh\)/);
+  refuses('routes:\n  - name: jump\n    kind: vpn\n', 3, 'routes[0].kind', /unknown kind "vpn" \(supported: cluster, direct, reject, ssh, konnectivity\)/);
+  refuses('routes:\n  - name: jump\n', 2, 'routes[0]', /a route needs a kind \(cluster, direct, reject, ssh, konnectivity\)/);
   refuses('routes:\n  - kind: direct\n', 2, 'routes[0]', /a route needs a name/);
 });
 

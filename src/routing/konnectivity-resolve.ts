@@ -1,0 +1,120 @@
+// The addresses a konnectivity route dials, from the guest cluster's watch cache (the same cache a
+// cluster route's Resolver reads). The agent dials inside the guest's network, so a Service is its
+// ClusterIP (the guest's kube-proxy balances over ready endpoints, selector-less Services work
+// too) and a pod is its Pod IP; a headless Service is its ready endpoints' Pod IPs. The port is
+// the client's: kube-proxy maps a Service port to its targetPort. Names never go to the server.
+import type { SlimPod, SlimService } from '../cluster/slim.js';
+import {
+  ConnectionRefusedError,
+  HostUnreachableError,
+  NoReadyEndpointError,
+  NotAllowedError,
+  UnsupportedTargetError,
+  UpstreamApiError,
+  ProxyError,
+  errorMessage,
+} from '../core/errors.js';
+import { ApiStatusError } from '../cluster/api.js';
+import { HOST_NETWORK_FLAG, type ResolverCache } from './resolver.js';
+import type { KonnectivityResolve, KonnectivityTarget } from './konnectivity-route.js';
+
+export interface KonnectivityResolveOptions {
+  /** As for cluster routes: an IP only hostNetwork pods have is a node's, refused unless allowed. */
+  allowHostNetworkPods?: boolean;
+}
+
+/**
+ * A `resolve` for KonnectivityRoute over a cluster's watch cache. IPs the table gave the route by
+ * one of its `cidrs` are dialled as they are (the user said the block is the guest's); others
+ * must be a ClusterIP or Pod IP the cache knows.
+ */
+export function konnectivityResolve(cache: ResolverCache, options: KonnectivityResolveOptions = {}): KonnectivityResolve {
+  const lookup = () => cache.lookup;
+
+  const servicePort = (svc: SlimService, port: number): void => {
+    if (svc.ports.some((p) => p.port === port && p.protocol === 'TCP')) return;
+    const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
+    throw new ConnectionRefusedError(`Service ${svc.namespace}/${svc.name} has no TCP port ${port} (ports: ${ports})`);
+  };
+
+  const serviceTargets = (svc: SlimService, port: number): KonnectivityTarget[] => {
+    const label = `Service ${svc.namespace}/${svc.name}`;
+    if (svc.type === 'ExternalName') throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.externalName}); connect to that name instead`);
+    if (!svc.headless && svc.clusterIPs[0]) {
+      servicePort(svc, port);
+      return [{ ip: svc.clusterIPs[0], port }];
+    }
+    // Headless: the ready endpoints themselves, port unchanged (as cluster DNS would answer).
+    const targets: KonnectivityTarget[] = [];
+    for (const slice of lookup().slicesFor(svc.namespace, svc.name)) {
+      for (const ep of slice.endpoints) {
+        if (ep.ready === false || ep.terminating === true || !ep.address) continue;
+        targets.push({ ip: ep.address, port });
+      }
+    }
+    if (targets.length === 0) throw new NoReadyEndpointError(`${label} (headless) has no ready endpoint`);
+    return targets;
+  };
+
+  const findPod = async (ip: string, namespace?: string): Promise<SlimPod | undefined> => {
+    try {
+      return await cache.findPodByIp(ip, namespace);
+    } catch (err) {
+      if (err instanceof ProxyError) throw err;
+      throw new UpstreamApiError(`cannot look up the pod with IP ${ip}: ${errorMessage(err)}`, { cause: err });
+    }
+  };
+
+  const ipTargets = async (ip: string, port: number, byCidr: boolean, known?: SlimPod): Promise<KonnectivityTarget[]> => {
+    const svc = lookup().serviceByIp(ip);
+    if (svc) {
+      servicePort(svc, port);
+      return [{ ip, port }];
+    }
+    const pod = known ?? (byCidr ? undefined : await findPod(ip));
+    if (pod?.hostNetwork && !options.allowHostNetworkPods) {
+      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.namespace}/${pod.name} have it); refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
+    }
+    if (pod || byCidr) return [{ ip, port }];
+    throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
+  };
+
+  return async (claim, port) => {
+    if (claim.isIp) return ipTargets(claim.host, port, claim.reason === 'cidr');
+    const name = claim.name;
+    if (!name) throw new HostUnreachableError(`${claim.host} does not name a Service or pod of the cluster (konnectivity routes dial addresses the cluster's cache knows)`);
+    if (cache.namespaceExists(name.namespace) === false) {
+      if (name.kind === 'service' && name.namespaceNeedsCheck) throw new NotAllowedError(`${claim.host} is not a cluster name (there is no namespace "${name.namespace}")`);
+      throw new HostUnreachableError(`${claim.host}: there is no namespace "${name.namespace}"`);
+    }
+    try {
+      await cache.ensureNamespace(name.namespace);
+    } catch (err) {
+      if (err instanceof ApiStatusError && err.statusCode === 403) throw new NotAllowedError(`not allowed to watch namespace "${name.namespace}": ${err.message}`, { cause: err });
+      throw new UpstreamApiError(`cannot watch namespace "${name.namespace}": ${errorMessage(err)}`, { cause: err });
+    }
+    let targets: KonnectivityTarget[];
+    if (name.kind === 'service') {
+      const svc = lookup().service(name.namespace, name.service);
+      if (!svc) {
+        if (name.namespaceNeedsCheck && cache.namespaceExists(name.namespace) !== true) throw new NotAllowedError(`${claim.host} is not a cluster name (namespace "${name.namespace}" is not known)`);
+        throw new HostUnreachableError(`no Service "${name.service}" in namespace "${name.namespace}"`);
+      }
+      targets = serviceTargets(svc, port);
+    } else if (name.kind === 'pod-hostname') {
+      // Headless DNS: the endpoint of that Service whose hostname it is (its address is the Pod IP).
+      const ep = lookup()
+        .slicesFor(name.namespace, name.service)
+        .flatMap((slice) => slice.endpoints)
+        .find((e) => e.hostname === name.hostname && e.address && e.terminating !== true);
+      if (!ep?.address) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
+      targets = [{ ip: ep.address, port }];
+    } else {
+      const pod = await findPod(name.ip, name.namespace);
+      if (!pod || pod.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
+      targets = await ipTargets(name.ip, port, false, pod);
+    }
+    cache.noteServed(name.namespace);
+    return targets;
+  };
+}

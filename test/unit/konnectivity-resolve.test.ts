@@ -1,0 +1,100 @@
+// konnectivityResolve: a konnectivity route's claims → addresses in the guest's network, from the
+// watch cache (ClusterIP for a Service, Pod IPs for headless names and pods), with the same
+// refusals as a cluster route's Resolver.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
+import { ClusterIndex } from '../../src/cluster/index.js';
+import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from '../../src/cluster/slim.js';
+import type { ResolverCache } from '../../src/routing/resolver.js';
+import { konnectivityResolve } from '../../src/routing/konnectivity-resolve.js';
+import { RouteMatcher } from '../../src/routing/table.js';
+import type { RoutingTable } from '../../src/routing/table-spec.js';
+import { replyFor, SocksReply } from '../../src/core/errors.js';
+
+const pod = (name: string, ip: string, extra: Partial<V1Pod['spec']> = {}): V1Pod => ({
+  metadata: { namespace: 'shop', name },
+  spec: { containers: [{ name: 'c' }], ...extra },
+  status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] },
+});
+const svc = (name: string, spec: V1Service['spec']): V1Service => ({ metadata: { namespace: 'shop', name }, spec });
+// The endpoint controller puts a pod's hostname on its endpoint when the pod's subdomain is the Service.
+const slice = (service: string, eps: Array<{ ip: string; pod: string; ready?: boolean; hostname?: string }>): V1EndpointSlice => ({
+  addressType: 'IPv4',
+  metadata: { namespace: 'shop', name: `${service}-x`, labels: { 'kubernetes.io/service-name': service } },
+  ports: [{ name: '', port: 5432, protocol: 'TCP' }],
+  endpoints: eps.map((e) => ({ addresses: [e.ip], hostname: e.hostname, conditions: { ready: e.ready ?? true }, targetRef: { kind: 'Pod', namespace: 'shop', name: e.pod } })),
+});
+
+const pods = [pod('web-1', '10.244.0.1'), pod('db-0', '10.244.0.10', { hostname: 'db-0', subdomain: 'db' }), pod('db-1', '10.244.0.11', { hostname: 'db-1', subdomain: 'db' }), pod('node-agent', '192.168.1.5', { hostNetwork: true })];
+const services = [
+  svc('web', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80 }] }),
+  svc('db', { clusterIP: 'None', ports: [{ port: 5432 }] }),
+  svc('ext', { type: 'ExternalName', externalName: 'example.org' }),
+];
+const slices = [slice('db', [{ ip: '10.244.0.10', pod: 'db-0', hostname: 'db-0' }, { ip: '10.244.0.11', pod: 'db-1', ready: false, hostname: 'db-1' }])];
+const served: string[] = [];
+const cache: ResolverCache = {
+  // The index holds slim records, made from the objects as the informers make them.
+  lookup: new ClusterIndex(() => [
+    {
+      services: { list: () => services.map((o) => slimService(o) as SlimService) },
+      slices: { list: () => slices.map((o) => slimSlice(o) as SlimSlice) },
+      pods: { list: () => pods.map((o) => slimPod(o) as SlimPod) },
+    },
+  ]),
+  defaultNamespace: 'shop',
+  namespaceExists: (ns: string) => ns === 'shop',
+  ensureNamespace: async () => undefined,
+  noteServed: (ns: string) => void served.push(ns),
+  knowsIp(ip: string) {
+    return this.lookup.knowsIp(ip);
+  },
+  async findPodByIp(ip: string) {
+    return this.lookup.podByIp(ip);
+  },
+  async findPod(ns: string, name: string) {
+    return this.lookup.pod(ns, name);
+  },
+};
+const table: RoutingTable = {
+  routes: [{ kind: 'konnectivity', name: 'guest', context: 'guest', konnectivity: { server: 'unix:///s', mode: 'grpc' }, include: [], exclude: [], cidrs: ['172.16.0.0/16'], origin: 'test' }],
+  defaultRoute: 'guest',
+  clusterDomain: 'cluster.local',
+};
+const matcher = new RouteMatcher(table, new Map([['guest', { knowsIp: (ip: string) => cache.knowsIp(ip), namespaceExists: cache.namespaceExists, defaultNamespace: 'shop' }]]));
+const resolve = konnectivityResolve(cache);
+const targets = (host: string, port: number) => {
+  const d = matcher.matchHost(host);
+  assert.ok(d.claimed, `${host} is claimed`);
+  return resolve(d, port, new AbortController().signal);
+};
+const refusal = async (host: string, port: number) => replyFor(await targets(host, port).then(() => undefined, (e: unknown) => e)).socks;
+
+test('a Service is its ClusterIP on the client\'s port (kube-proxy maps it); the namespace counts as served', async () => {
+  assert.deepEqual(await targets('web.shop.guest', 80), [{ ip: '10.96.0.1', port: 80 }]);
+  assert.deepEqual(await targets('web', 80), [{ ip: '10.96.0.1', port: 80 }]);
+  assert.deepEqual(await targets('10.96.0.1', 80), [{ ip: '10.96.0.1', port: 80 }]);
+  assert.ok(served.includes('shop'));
+});
+
+test('headless names and Pod IPs are Pod IPs, port unchanged; only ready endpoints', async () => {
+  assert.deepEqual(await targets('db.shop.svc.cluster.local', 5432), [{ ip: '10.244.0.10', port: 5432 }]);
+  assert.deepEqual(await targets('db-1.db.shop.svc.cluster.local', 5432), [{ ip: '10.244.0.11', port: 5432 }]);
+  assert.deepEqual(await targets('10.244.0.1', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
+  assert.deepEqual(await targets('10-244-0-1.shop.pod.cluster.local', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
+  assert.deepEqual(await targets('172.16.3.4', 22), [{ ip: '172.16.3.4', port: 22 }], 'an IP in the route\'s cidrs is dialled as it is');
+});
+
+test('refusals: a port the Service lacks 0x05, no such Service 0x04, ExternalName 0x04, node IP 0x02', async () => {
+  assert.equal(await refusal('web.shop.guest', 443), SocksReply.connectionRefused);
+  assert.equal(await refusal('10.96.0.1', 443), SocksReply.connectionRefused);
+  assert.equal(await refusal('nope.shop.guest', 80), SocksReply.hostUnreachable);
+  assert.equal(await refusal('ext.shop.guest', 80), SocksReply.hostUnreachable);
+  assert.equal(await refusal('a.b.c.guest', 80), SocksReply.hostUnreachable, 'a name under the route that is no Service or pod');
+  assert.equal(await refusal('192.168.1.5', 10250), SocksReply.notAllowed);
+  const allowed = konnectivityResolve(cache, { allowHostNetworkPods: true });
+  const d = matcher.matchHost('192.168.1.5');
+  assert.ok(d.claimed);
+  assert.deepEqual(await allowed(d, 10250, new AbortController().signal), [{ ip: '192.168.1.5', port: 10250 }]);
+});
