@@ -154,7 +154,6 @@ export class SimCluster {
     this.host = opts.host ?? '127.0.0.1';
     this.clusterDomain = opts.clusterDomain ?? 'cluster.local';
     this.closeGraceMs = opts.closeGraceMs ?? 1000;
-    if (opts.podIpStart) this.nextPodIp = ipv4ToInt(opts.podIpStart);
     if (opts.clusterIpStart) this.nextClusterIp = ipv4ToInt(opts.clusterIpStart);
     this.terminatingMs = opts.terminatingMs ?? 0;
     this.log = opts.quiet ? () => {} : (m) => process.stderr.write(`[sim] ${m}\n`);
@@ -189,7 +188,7 @@ export class SimCluster {
     this.isolatePodIps = opts.isolatePodIps ?? false;
     // Isolated pods take their IPs from a block no simulator binds, so that nothing (another
     // simulator's pods in a parallel test process included) answers there directly.
-    this.nextPodIp = ipv4ToInt(this.isolatePodIps ? '127.12.0.2' : '127.10.0.2');
+    this.nextPodIp = ipv4ToInt(opts.podIpStart ?? (this.isolatePodIps ? '127.12.0.2' : '127.10.0.2'));
     this.spdyKubelet.tunnel = opts.spdyTunnel ?? true;
     this.ingressController = new SimIngressController(this.store, this.pki, () => this.api.openshiftRoutes);
     const serving = this.pki.servingCert(this.host);
