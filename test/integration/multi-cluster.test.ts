@@ -180,6 +180,28 @@ describe('a cluster whose API server goes away', () => {
   });
 });
 
+describe('a cluster that is down at start and comes up later', () => {
+  test('the proxy starts with the other cluster, and the late one serves once its API server answers', async () => {
+    const [prod] = multi.clusters;
+    const down = prod!.sim.restartApiServer(6_000);
+    const p3 = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--context', 'staging', '--context', 'prod', '--listen-socks', '127.0.0.1:0']);
+    try {
+      await eventually(async () => p3.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'prod'), 5_000, 20);
+      const staging = await curl(['--proxy', `socks5h://${p3.socks}`, 'http://which.shop.staging/']);
+      assert.match(staging.stdout, /hello from which-staging/);
+      await down;
+      // Retried in the background (5 s, then doubling): prod serves without a restart of the proxy.
+      const late = await eventually(async () => {
+        const r = await curl(['--proxy', `socks5h://${p3.socks}`, 'http://which.shop.prod/']);
+        return r.code === 0 && r;
+      }, 30_000, 250);
+      assert.match(late.stdout, /hello from which-prod/);
+    } finally {
+      assert.equal(await p3.stop(), 0);
+    }
+  });
+});
+
 describe('direct pass-through and a cluster that is down', () => {
   test('--direct dials what no route claims (the test\'s own loopback server); a down cluster fails only its own names', async () => {
     const server = http.createServer((req, res) => res.end(`direct ${req.headers.host}\n`)).listen(0, '127.0.0.1');
@@ -207,7 +229,7 @@ describe('direct pass-through and a cluster that is down', () => {
       assert.equal(code, 4, 'the down cluster: host unreachable, at once');
       const viaHttp = await curl(['-s', '-w', '%{http_code}', '--proxy', `http://${p2.http}`, 'http://which.shop.staging/']);
       assert.match(viaHttp.stdout, /cluster route staging is not available: cannot reach the API server https:\/\/127\.0\.0\.1:\d+ \(context "staging"\)[^\n]*\n502$/);
-      assert.ok(p2.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'staging'));
+      await eventually(async () => p2.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'staging'), 5_000, 20);
       // The proxy never dials its own listener.
       const self = await socks5Connect(p2.socks!, '127.0.0.1', Number(p2.socks!.split(':')[1]));
       self.socket.destroy();
