@@ -1,4 +1,4 @@
-// One builder per route kind: the composition root hands a validated table to buildRoutes and
+// One builder per route kind: the composition root hands a validated table to buildTable and
 // gets a live Route per entry (plus the cluster views the matcher asks about IPs and namespaces).
 // Construction is synchronous and fails with a StartupError for what the table got wrong (an
 // unknown context, an unreadable kubeconfig); what can only be found out over the network is
