@@ -5,14 +5,13 @@
 // refusal and reaches new pods after a restart — then relayed byte for byte. There is no protocol
 // to report a failure in: the client's connection is closed once the reason is logged.
 import net from 'node:net';
-import type { Destination, OpenedStream } from '../core/types.js';
+import type { Destination } from '../core/types.js';
 import { formatHostPort, isLoopbackHost } from '../core/address.js';
 import { StartupError } from '../core/errors.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
-import { ClientTracker, clientName, closeServer, endWithReply, holdWhileOpening, listenOn } from './server-base.js';
+import { ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn } from './server-base.js';
 
-const noop = (): void => {};
 
 export interface ForwardListener extends Listener {
   readonly kind: 'forward';
@@ -53,32 +52,17 @@ export async function startForwardListener(host: string, port: number, target: D
 
 async function handleClient(socket: net.Socket, destination: Destination, ctx: ListenerContext): Promise<void> {
   const client = clientName(socket);
-  const abort = new AbortController();
-  // The client may speak first (redis, HTTP): its bytes are kept for the upstream meanwhile.
-  const held = holdWhileOpening(socket, () => abort.abort(new Error('client disconnected')), undefined, false);
-  let opened: OpenedStream;
-  try {
-    opened = await ctx.opener.open({ destination, frontEnd: 'forward', client, signal: abort.signal });
-  } catch (err) {
-    held.release();
-    if (held.gone) {
-      ctx.log.debug({ client }, 'port mapping client left while its stream was opening');
-      socket.destroy();
-      return;
-    }
+  // The client may speak first (redis, HTTP): its bytes are kept for the upstream meanwhile, and
+  // its FIN may come with them (finIsGone false).
+  const outcome = await openHeld(ctx.opener, ctx.log, socket, { destination, frontEnd: 'forward', client }, 'port mapping client', false);
+  if (!outcome) return;
+  if ('failed' in outcome) {
     // Logged and counted in the one place; the client only sees its connection close.
-    ctx.stats.failed('forward', client, destination, err);
+    ctx.stats.failed('forward', client, destination, outcome.failed);
     endWithReply(socket, Buffer.alloc(0));
     return;
   }
-  const head = held.release();
-  if (held.gone) {
-    ctx.log.debug({ client, via: opened.via }, 'port mapping client left before its stream opened; closing the stream');
-    opened.stream.on('error', noop);
-    opened.stream.destroy();
-    socket.destroy();
-    return;
-  }
+  const { opened, head } = outcome;
   const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route);
   const result = await relay(socket, opened.stream, head);
   ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error);

@@ -6,10 +6,9 @@ import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { BadRequestError } from '../core/errors.js';
 import { formatHostPort, parseAuthority } from '../core/address.js';
-import type { OpenedStream } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
-import { ClientTracker, clientName, closeServer, endWithReply, holdWhileOpening, listenOn, type UnixListen } from './server-base.js';
+import { ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
@@ -20,7 +19,6 @@ export const MAX_HEADER_SIZE = 32 * 1024;
 /** Idle time allowed between requests on a client keep-alive connection. */
 export const CLIENT_KEEP_ALIVE_MS = 30_000;
 
-const noop = (): void => {};
 
 export interface HttpListenerOptions {
   /** Idle upstream tunnels kept for reuse are closed after this long (ms). */
@@ -143,31 +141,15 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
     endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`));
     return;
   }
-  const abort = new AbortController();
-  const held = holdWhileOpening(socket, () => abort.abort(new Error('client disconnected')));
-  let opened: OpenedStream;
-  try {
-    opened = await ctx.opener.open({ destination, frontEnd: 'http-connect', client, signal: abort.signal });
-  } catch (err) {
-    held.release();
-    if (held.gone) {
-      ctx.log.debug({ client }, 'CONNECT client left while its stream was opening');
-      socket.destroy();
-      return;
-    }
-    const reply = ctx.stats.failed('http-connect', client, destination, err);
+  const outcome = await openHeld(ctx.opener, ctx.log, socket, { destination, frontEnd: 'http-connect', client }, 'CONNECT client');
+  if (!outcome) return;
+  if ('failed' in outcome) {
+    const reply = ctx.stats.failed('http-connect', client, destination, outcome.failed);
     const what = formatHostPort(destination.host, destination.port);
     endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: cannot connect to ${what}: ${reply.message}`));
     return;
   }
-  const later = held.release();
-  if (held.gone) {
-    ctx.log.debug({ client, via: opened.via }, 'CONNECT client left before its stream opened; closing the stream');
-    opened.stream.on('error', noop);
-    opened.stream.destroy();
-    socket.destroy();
-    return;
-  }
+  const { opened, head: later } = outcome;
   const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;

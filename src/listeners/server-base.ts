@@ -6,6 +6,7 @@ import { StartupError } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
 import { requireCredentialsOnBoundAddress } from '../auth/credentials.js';
 import type { Logger } from '../core/log.js';
+import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
 import { UNIX_SOURCE } from '../auth/source.js';
 import { listenUnix } from './unix-socket.js';
 
@@ -203,4 +204,41 @@ export function endWithReply(socket: net.Socket, reply: Buffer | string, lingerM
   const timer = setTimeout(() => socket.destroy(), lingerMs);
   timer.unref();
   socket.once('close', () => clearTimeout(timer));
+}
+
+/** What openHeld found: the stream and the client's bytes so far, or why it could not open. */
+export type HeldOpen = { opened: OpenedStream; head: Buffer } | { failed: unknown };
+
+/**
+ * Opens the stream for a client while holding it (holdWhileOpening). A client that left
+ * meanwhile is closed here — and a stream that opened for it is destroyed — with a debug line
+ * naming `what` ("SOCKS client", …); the caller then gets undefined and has nothing to answer.
+ */
+export async function openHeld(
+  opener: StreamOpener,
+  log: Logger,
+  socket: net.Socket,
+  request: Omit<OpenRequest, 'signal'>,
+  what: string,
+  finIsGone = true,
+): Promise<HeldOpen | undefined> {
+  const abort = new AbortController();
+  const held = holdWhileOpening(socket, () => abort.abort(new Error('client disconnected')), undefined, finIsGone);
+  let opened: OpenedStream;
+  try {
+    opened = await opener.open({ ...request, signal: abort.signal });
+  } catch (err) {
+    held.release();
+    if (!held.gone) return { failed: err };
+    log.debug({ client: request.client }, `${what} left while its stream was opening`);
+    socket.destroy();
+    return undefined;
+  }
+  const head = held.release();
+  if (!held.gone) return { opened, head };
+  log.debug({ client: request.client, via: opened.via }, `${what} left before its stream opened; closing the stream`);
+  opened.stream.on('error', noop);
+  opened.stream.destroy();
+  socket.destroy();
+  return undefined;
 }

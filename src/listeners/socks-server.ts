@@ -3,11 +3,11 @@
 import net from 'node:net';
 import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
-import type { FrontEnd, OpenedStream } from '../core/types.js';
+import type { FrontEnd } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { relay } from './relay.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
-import { ClientTracker, clientName, clientSource, closeServer, endWithReply, holdWhileOpening, listenOn, type UnixListen } from './server-base.js';
+import { ClientTracker, clientName, clientSource, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
 import {
   SocksHandshakeParser,
   SocksMethod,
@@ -28,7 +28,6 @@ export interface SocksListenerOptions {
   maxUnauthenticatedPerSource?: number;
 }
 
-const noop = (): void => {};
 
 export async function startSocksListener(host: string | UnixListen, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
   const policy = options.methodPolicy ?? (ctx.auth ? userPassPolicy : noAuthPolicy);
@@ -138,30 +137,14 @@ function frontEndOf(version: 4 | 5): FrontEnd {
 async function connect(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): Promise<void> {
   const { version, destination } = step;
   const frontEnd = frontEndOf(version);
-  const abort = new AbortController();
-  const held = holdWhileOpening(socket, () => abort.abort(new Error('client disconnected')));
-  let opened: OpenedStream;
-  try {
-    opened = await ctx.opener.open({ destination, frontEnd, client, signal: abort.signal });
-  } catch (err) {
-    held.release();
-    if (held.gone) {
-      ctx.log.debug({ client }, 'SOCKS client left while its stream was opening');
-      socket.destroy();
-      return;
-    }
-    const reply = ctx.stats.failed(frontEnd, client, destination, err);
+  const outcome = await openHeld(ctx.opener, ctx.log, socket, { destination, frontEnd, client }, 'SOCKS client');
+  if (!outcome) return;
+  if ('failed' in outcome) {
+    const reply = ctx.stats.failed(frontEnd, client, destination, outcome.failed);
     endWithReply(socket, version === 5 ? encodeSocks5Reply(reply.socks) : encodeSocks4Reply(false));
     return;
   }
-  const later = held.release();
-  if (held.gone) {
-    ctx.log.debug({ client, via: opened.via }, 'SOCKS client left before its stream opened; closing the stream');
-    opened.stream.on('error', noop);
-    opened.stream.destroy();
-    socket.destroy();
-    return;
-  }
+  const { opened, head: later } = outcome;
   const record = ctx.stats.opened(frontEnd, client, destination, opened.via, opened.route);
   socket.write(
     version === 5

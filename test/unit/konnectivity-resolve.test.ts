@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
 import { ClusterIndex } from '../../src/cluster/index.js';
-import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from '../../src/cluster/slim.js';
+import { indexCache, objectSource } from '../helpers/index-cache.js';
 import type { ResolverCache } from '../../src/routing/resolver.js';
 import { konnectivityResolve } from '../../src/routing/konnectivity-resolve.js';
 import { RouteMatcher } from '../../src/routing/table.js';
@@ -34,29 +34,12 @@ const services = [
 ];
 const slices = [slice('db', [{ ip: '10.244.0.10', pod: 'db-0', hostname: 'db-0' }, { ip: '10.244.0.11', pod: 'db-1', ready: false, hostname: 'db-1' }])];
 const served: string[] = [];
-const cache: ResolverCache = {
-  // The index holds slim records, made from the objects as the informers make them.
-  lookup: new ClusterIndex(() => [
-    {
-      services: { list: () => services.map((o) => slimService(o) as SlimService) },
-      slices: { list: () => slices.map((o) => slimSlice(o) as SlimSlice) },
-      pods: { list: () => pods.map((o) => slimPod(o) as SlimPod) },
-    },
-  ]),
+const cache: ResolverCache = indexCache(new ClusterIndex(() => [objectSource(services, slices, pods)]), {
   defaultNamespace: 'shop',
   namespaceExists: (ns: string) => ns === 'shop',
   ensureNamespace: async () => undefined,
   noteServed: (ns: string) => void served.push(ns),
-  knowsIp(ip: string) {
-    return this.lookup.knowsIp(ip);
-  },
-  async findPodByIp(ip: string) {
-    return this.lookup.podByIp(ip);
-  },
-  async findPod(ns: string, name: string) {
-    return this.lookup.pod(ns, name);
-  },
-};
+});
 const table: RoutingTable = {
   routes: [{ kind: 'konnectivity', name: 'guest', context: 'guest', konnectivity: { server: 'unix:///s', mode: 'grpc' }, include: [], exclude: [], cidrs: ['172.16.0.0/16'], origin: 'test' }],
   defaultRoute: 'guest',

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
-import { ClusterIndex, type ObjectSource } from '../../src/cluster/index.js';
-import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from '../../src/cluster/slim.js';
+import { ClusterIndex } from '../../src/cluster/index.js';
+import { indexCache, objectSource } from '../helpers/index-cache.js';
 import { Resolver, type ResolverCache } from '../../src/routing/resolver.js';
 import type { Destination } from '../../src/core/types.js';
 import { replyFor } from '../../src/core/errors.js';
@@ -28,15 +28,6 @@ function slice(ns: string, service: string, port: { name?: string; port: number 
       conditions: { ready: e.ready ?? true, terminating: e.terminating ?? false },
       targetRef: e.pod ? { kind: 'Pod', namespace: ns, name: e.pod } : undefined,
     })),
-  };
-}
-
-/** The index holds slim records, made from the objects as the informers make them. */
-function source(svcs: V1Service[], slcs: V1EndpointSlice[], pds: V1Pod[]): ObjectSource {
-  return {
-    services: { list: () => svcs.map((o) => slimService(o) as SlimService) },
-    slices: { list: () => slcs.map((o) => slimSlice(o) as SlimSlice) },
-    pods: { list: () => pds.map((o) => slimPod(o) as SlimPod) },
   };
 }
 
@@ -67,24 +58,14 @@ const slices = [
   slice('shop', 'manual', { port: 80 }, [{ ip: '192.0.2.1' }]),
 ];
 
-const index = new ClusterIndex(() => [source(services, slices, pods)]);
-const cache: ResolverCache = {
-  lookup: index,
+const index = new ClusterIndex(() => [objectSource(services, slices, pods)]);
+// The index holds slim records, made from the objects as the informers make them.
+const cache: ResolverCache = indexCache(index, {
   defaultNamespace: 'shop',
   namespaceExists: (ns: string) => ['shop', 'default'].includes(ns),
   ensureNamespace: async () => undefined,
   noteServed: () => undefined,
-  // As a cache that watches pods answers (methods: `{ ...cache, lookup }` copies use their own index).
-  knowsIp(ip: string) {
-    return this.lookup.knowsIp(ip);
-  },
-  async findPodByIp(ip: string) {
-    return this.lookup.podByIp(ip);
-  },
-  async findPod(ns: string, name: string) {
-    return this.lookup.pod(ns, name);
-  },
-};
+});
 const resolver = new Resolver(cache as never, 'cluster.local');
 const dom = (host: string, port: number): Destination => ({ host, port, type: 'domain' });
 
@@ -125,7 +106,7 @@ test('headless Service names and pod hostnames keep the requested port', async (
 test('connections spread round-robin over ready endpoints', async () => {
   const more = [...slices];
   more[0] = slice('shop', 'web', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }, { pod: 'web-2', ip: '10.0.0.2' }, { pod: 'web-3', ip: '10.0.0.3' }]);
-  const ix = new ClusterIndex(() => [source(services, more, pods)]);
+  const ix = new ClusterIndex(() => [objectSource(services, more, pods)]);
   const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local', 2);
   const firsts = new Set<string>();
   for (let i = 0; i < 6; i++) {
@@ -155,7 +136,7 @@ test('a Pod IP only hostNetwork pods have (a node IP) is refused unless allowed;
   const nodePods = [pod('kube-system', 'etcd-node-1', '10.0.9.1', [['client', 2379]], { hostNetwork: true }), pod('shop', 'agent-1', '10.0.9.1', [['m', 9100]], { hostNetwork: true, hostname: 'agent-1', subdomain: 'agents' })];
   const agents = [svc('shop', 'agent', { clusterIP: '10.96.0.9', ports: [{ port: 9100 }] }), svc('shop', 'agents', { clusterIP: 'None', ports: [{ port: 9100 }] })];
   const agentSlices = [slice('shop', 'agent', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]), { ...slice('shop', 'agents', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]), metadata: { namespace: 'shop', name: 'agents-x', labels: { 'kubernetes.io/service-name': 'agents' } } }];
-  const ix = new ClusterIndex(() => [source(agents, agentSlices, nodePods)]);
+  const ix = new ClusterIndex(() => [objectSource(agents, agentSlices, nodePods)]);
   const strict = new Resolver({ ...cache, lookup: ix, namespaceExists: () => true } as never, 'cluster.local');
   for (const dest of [{ host: '10.0.9.1', port: 2379, type: 'ipv4' } as const, dom('10-0-9-1.kube-system.pod.cluster.local', 2379)]) {
     const reply = await strict.resolve(dest).then(() => undefined, replyFor);
@@ -183,7 +164,7 @@ test('a pod is looked up for a named targetPort only when its slice has no ports
   const svcs = [svc('shop', 'multi', { clusterIP: '10.96.0.7', ports: [{ name: 'http', port: 80, targetPort: 'http' as never }, { name: 'admin', port: 81, targetPort: 'admin' as never }] })];
   // The controller found no "admin" port on web-1: its slice lists only http.
   const sl = [{ ...slice('shop', 'multi', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }]), metadata: { namespace: 'shop', name: 'multi-x', labels: { 'kubernetes.io/service-name': 'multi' } } }];
-  const ix = new ClusterIndex(() => [source(svcs, sl, pods)]);
+  const ix = new ClusterIndex(() => [objectSource(svcs, sl, pods)]);
   let podLookups = 0;
   const r = new Resolver({ ...cache, lookup: ix, findPod: async () => void podLookups++ } as never, 'cluster.local');
   assert.deepEqual((await r.resolve(dom('multi.shop', 80))).candidates.map((c) => [c.pod, c.port]), [['web-1', 8080]]);
