@@ -5,7 +5,7 @@
 // BENCH_STARTUP_ROUNDS runs; they swing with the machine's load, so read them side by side.
 // Alone: `npm run build && node dist/bench/startup.js`; also printed at the end of `npm run bench`.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +13,7 @@ import type { TestCluster } from '../test/helpers/cluster.js';
 import { binPath } from '../test/helpers/proxy-process.js';
 import { packagedBinary } from '../test/helpers/package.js';
 
-const ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 5);
 
 interface Run {
   ms: number;
@@ -54,9 +54,9 @@ export interface StartupRow {
   idleRssMiB: number;
 }
 
-async function measureCli(what: string, command: string[], kubeconfig: string): Promise<StartupRow> {
+async function measureCli(what: string, command: string[], kubeconfig: string, extraEnv: Record<string, string> = {}): Promise<StartupRow> {
   const state = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-state-'));
-  const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
+  const env = { ...extraEnv, KUBECTL_PROXYOUT_STATE_DIR: state };
   const [file, ...lead] = command as [string, ...string[]];
   const run = (args: string[]) => timed(file, [...lead, ...args], env);
   const help: number[] = [];
@@ -108,7 +108,23 @@ async function measureKubectl(kubeconfig: string): Promise<{ versionMs: number; 
 export async function reportStartup(cluster: TestCluster): Promise<StartupRow[]> {
   const rows = [await measureCli('clone: node + dist/src', [process.execPath, binPath], cluster.kubeconfig)];
   const bundle = path.join(path.dirname(packagedBinary), 'kubectl-proxyout.cjs');
-  if (existsSync(bundle)) rows.push(await measureCli('npm package: node + bundle', [process.execPath, bundle], cluster.kubeconfig));
+  if (existsSync(bundle)) {
+    // What `npm install -g` lays out: bin/ beside dist/pkg/; the bin script loads the bundle with
+    // its code cache (written by a first, unmeasured run).
+    const pkg = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-npm-'));
+    try {
+      mkdirSync(path.join(pkg, 'bin'));
+      mkdirSync(path.join(pkg, 'dist', 'pkg'), { recursive: true });
+      copyFileSync(binPath, path.join(pkg, 'bin', 'kubectl-proxyout'));
+      copyFileSync(bundle, path.join(pkg, 'dist', 'pkg', 'kubectl-proxyout.cjs'));
+      writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'kubectl-proxyout', type: 'module' }));
+      const command = [process.execPath, path.join(pkg, 'bin', 'kubectl-proxyout')];
+      await timed(command[0]!, [command[1]!, '--help'], { XDG_CACHE_HOME: path.join(pkg, 'cache') });
+      rows.push(await measureCli('npm package: bin + bundle', command, cluster.kubeconfig, { XDG_CACHE_HOME: path.join(pkg, 'cache') }));
+    } finally {
+      rmSync(pkg, { recursive: true, force: true });
+    }
+  }
   if (existsSync(packagedBinary)) rows.push(await measureCli('single executable', [packagedBinary], cluster.kubeconfig));
   const kubectl = await measureKubectl(cluster.kubeconfig);
   const ms = (v: number) => v.toFixed(0).padStart(8);

@@ -1,5 +1,6 @@
 // How this program starts itself again (the managed daemon, a service unit): the single
 // executable alone (Node SEA, `npm run package`), or node with the package's bin script.
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
@@ -19,7 +20,13 @@ export function isSingleExecutable(): boolean {
  * PROXYOUT_BUNDLE there, and import.meta.url is the bundle's own URL).
  */
 export function binScriptPath(): string {
-  if (process.env.PROXYOUT_BUNDLE === '1') return fileURLToPath(import.meta.url);
+  if (process.env.PROXYOUT_BUNDLE === '1') {
+    // The npm package: dist/pkg/kubectl-proxyout.cjs beside ../../bin/kubectl-proxyout, which
+    // loads the bundle with its compiled code cached (a faster daemon start). A bundle on its own
+    // runs itself.
+    const bin = fileURLToPath(new URL('../../bin/kubectl-proxyout', import.meta.url));
+    return existsSync(bin) ? bin : fileURLToPath(import.meta.url);
+  }
   return fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
 }
 

@@ -1,0 +1,92 @@
+// The npm package's bin script loads the bundle with V8's code cache (bin/kubectl-proxyout): the
+// cache is written once, private (0600 in 0700), accepted on later runs (not rewritten), replaced
+// when it does not fit, and never in the way: a corrupt or unwritable cache only costs time, and
+// NODE_DISABLE_COMPILE_CACHE=1 writes none. The package is laid out as npm installs it (bin/ and
+// dist/pkg/ side by side) in a temporary directory.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { repoRoot } from '../helpers/proxy-process.js';
+
+let dir: string;
+let bin: string;
+
+function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH, ...env } }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+before(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'proxyout-codecache-'));
+  const built = await new Promise<number>((resolve) =>
+    execFile(process.execPath, [path.join(repoRoot, 'scripts', 'package.mjs'), '--bundle-only'], { cwd: repoRoot }, (err) => resolve(err ? 1 : 0)),
+  );
+  assert.equal(built, 0, 'the bundle builds');
+  const pkg = path.join(dir, 'pkg');
+  mkdirSync(path.join(pkg, 'bin'), { recursive: true });
+  mkdirSync(path.join(pkg, 'dist', 'pkg'), { recursive: true });
+  bin = path.join(pkg, 'bin', 'kubectl-proxyout');
+  copyFileSync(path.join(repoRoot, 'bin', 'kubectl-proxyout'), bin);
+  copyFileSync(path.join(repoRoot, 'dist', 'pkg', 'kubectl-proxyout.cjs'), path.join(pkg, 'dist', 'pkg', 'kubectl-proxyout.cjs'));
+  // As in the npm package: "type": "module" decides how Node reads the extensionless bin script.
+  writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'kubectl-proxyout', type: 'module' }));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function cacheFiles(cacheHome: string): string[] {
+  const v8 = path.join(cacheHome, 'kubectl-proxyout', 'v8');
+  return existsSync(v8) ? readdirSync(v8).map((f) => path.join(v8, f)) : [];
+}
+
+test('bin script: the code cache is written once (0600 in 0700), accepted after, and the output is the same', { skip: process.platform === 'win32' && 'POSIX modes' }, async () => {
+  const cacheHome = path.join(dir, 'cache-a');
+  const env = { XDG_CACHE_HOME: cacheHome, HOME: dir };
+  const first = await run(['--help'], env);
+  assert.equal(first.code, 0, first.stderr);
+  assert.match(first.stdout, /^USAGE/m);
+  const [file, ...more] = cacheFiles(cacheHome);
+  assert.ok(file, 'a cache file was written');
+  assert.deepEqual(more, [], 'one cache file');
+  assert.match(path.basename(file), new RegExp(`^bundle-\\d+-\\d+-${process.version.replace(/\./g, '\\.')}-${process.arch}\\.bin$`));
+  assert.equal(statSync(file).mode & 0o777, 0o600);
+  assert.equal(statSync(path.dirname(file)).mode & 0o777, 0o700);
+  const written = readFileSync(file);
+  const mtime = statSync(file).mtimeMs;
+
+  const second = await run(['--help'], env);
+  assert.equal(second.code, 0, second.stderr);
+  assert.equal(second.stdout, first.stdout);
+  assert.equal(statSync(file).mtimeMs, mtime, 'an accepted cache is not written again');
+  assert.deepEqual(readFileSync(file), written);
+
+  // A cache V8 rejects (here: garbage) still runs, and is replaced by a good one.
+  writeFileSync(file, Buffer.alloc(written.length, 0x5a));
+  const third = await run(['status'], { ...env, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') });
+  assert.equal(third.code, 0, third.stderr);
+  assert.match(third.stdout, /no managed proxies/);
+  assert.notDeepEqual(readFileSync(file), Buffer.alloc(written.length, 0x5a), 'the rejected cache was replaced');
+});
+
+test('bin script: NODE_DISABLE_COMPILE_CACHE=1 writes no cache; an unwritable cache directory only costs time', { skip: process.platform === 'win32' && 'POSIX modes' }, async () => {
+  const off = path.join(dir, 'cache-off');
+  const r = await run(['--help'], { XDG_CACHE_HOME: off, HOME: dir, NODE_DISABLE_COMPILE_CACHE: '1' });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^USAGE/m);
+  assert.equal(existsSync(off), false);
+
+  // A file where the cache directory should be: mkdir fails, the command does not.
+  const blocked = path.join(dir, 'cache-blocked');
+  mkdirSync(blocked);
+  writeFileSync(path.join(blocked, 'kubectl-proxyout'), 'not a directory');
+  chmodSync(blocked, 0o500);
+  const b = await run(['--help'], { XDG_CACHE_HOME: blocked, HOME: dir });
+  assert.equal(b.code, 0, b.stderr);
+  assert.match(b.stdout, /^USAGE/m);
+  assert.equal(b.stderr, '');
+});
