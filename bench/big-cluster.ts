@@ -10,6 +10,7 @@
 //     after GC (what not watching Pods would save; see docs/architecture.md).
 // Environment: BENCH_BIG_PODS="0,5000,50000", BENCH_BIG_SERVICES=10000, BENCH_BIG_DECISIONS=20000.
 // Run with: npm run bench:big   (node --expose-gc --max-old-space-size=8192 dist/bench/big-cluster.js)
+import { npmLayout, type NpmLayout } from './npm-layout.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -49,6 +50,9 @@ interface Row {
   podJson: number;
   readyMs: number;
   rssMiB: number;
+  /** The same for the clone (node + dist/src), when the npm form was measured above. */
+  cloneRssMiB?: number;
+  cloneReadyMs?: number;
   requests: string;
   bytes: number;
   decisionP50us: number;
@@ -62,10 +66,10 @@ interface Row {
 }
 
 /** The real CLI: spawn → ready, RSS once synced, and what the API server served meanwhile. */
-async function proxyFigures(sim: SimCluster, kubeconfig: string): Promise<Pick<Row, 'readyMs' | 'rssMiB' | 'requests' | 'bytes'>> {
+async function proxyFigures(sim: SimCluster, kubeconfig: string, installed?: NpmLayout): Promise<Pick<Row, 'readyMs' | 'rssMiB' | 'requests' | 'bytes'>> {
   sim.resetCounters();
   const started = performance.now();
-  const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'info'], { timeoutMs: 180_000 });
+  const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'info'], { timeoutMs: 180_000, command: installed?.command, env: installed?.env });
   const readyMs = performance.now() - started;
   const c = sim.counters;
   await sleep(SETTLE_MS);
@@ -160,6 +164,8 @@ async function cacheOnlyFigures(sim: SimCluster, kubeconfig: string): Promise<Ro
   return out;
 }
 
+const installed = await npmLayout();
+if (!installed) process.stderr.write('[bench:big] the bundle is not built (npm run package): measuring the clone only\n');
 const rows: Row[] = [];
 for (const pods of SIZES) {
   const sim = await SimCluster.start({ quiet: true });
@@ -170,20 +176,25 @@ for (const pods of SIZES) {
   const kubeconfig = path.join(dir, 'kubeconfig');
   await sim.writeKubeconfig(kubeconfig, { namespace: 'team-0' });
   process.stderr.write(`[bench:big] ${pods} pods, ${SERVICES} services loaded in ${Math.round(loadMs)} ms (pod JSON ${big.jsonBytes.pod} B)\n`);
-  const proxy = await proxyFigures(sim, kubeconfig);
+  // The figures of the npm install (the bundle: client-node's generated API models left out, see
+  // scripts/package.mjs); the clone (node + dist/src) beside it for its RSS.
+  const proxy = await proxyFigures(sim, kubeconfig, installed);
+  const clone = installed ? await proxyFigures(sim, kubeconfig) : undefined;
   const decisions = await decisionFigures(sim, kubeconfig, big);
   const cacheOnly = await cacheOnlyFigures(sim, kubeconfig);
-  rows.push({ pods, podJson: big.jsonBytes.pod, ...proxy, ...decisions, cacheOnly });
+  rows.push({ pods, podJson: big.jsonBytes.pod, ...proxy, cloneRssMiB: clone?.rssMiB, cloneReadyMs: clone?.readyMs, ...decisions, cacheOnly });
   await sim.stop();
   await rm(dir, { recursive: true, force: true });
 }
 
+installed?.dispose();
 const f = (n: number, d = 0) => n.toFixed(d);
 console.log(`\n## Big clusters (${SERVICES} Services + EndpointSlices, realistic pods; node ${process.version}, ${os.cpus().length} CPUs)\n`);
+console.log(installed ? 'The proxy as installed by npm (bin + bundle); in brackets the clone (node + dist/src).\n' : 'The clone (node + dist/src); the bundle is not built.\n');
 console.log('| running pods | pod JSON | time to ready | proxy RSS synced | start-up API requests | start-up API bytes | decision p50 / p99 (names, ClusterIPs) | API requests in those | Pod IP: first ask p50 / again p99 | look-ups for 200 Pod IPs asked 3× |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} MiB | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${r.podIpLookups ? `${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs` : '—'} | ${r.podIpLookups} |`);
+  console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s${r.cloneReadyMs !== undefined ? ` (${f(r.cloneReadyMs / 1000, 2)} s)` : ''} | ${f(r.rssMiB)} MiB${r.cloneRssMiB !== undefined ? ` (${f(r.cloneRssMiB)} MiB)` : ''} | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${r.podIpLookups ? `${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs` : '—'} | ${r.podIpLookups} |`);
 }
 const base = rows.find((r) => r.pods === 0);
 const top = rows[rows.length - 1];

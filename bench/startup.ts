@@ -5,13 +5,14 @@
 // BENCH_STARTUP_ROUNDS runs; they swing with the machine's load, so read them side by side.
 // Alone: `npm run build && node dist/bench/startup.js`; also printed at the end of `npm run bench`.
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestCluster } from '../test/helpers/cluster.js';
 import { binPath } from '../test/helpers/proxy-process.js';
 import { packagedBinary } from '../test/helpers/package.js';
+import { npmLayout } from './npm-layout.js';
 
 const ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 5);
 
@@ -107,22 +108,12 @@ async function measureKubectl(kubeconfig: string): Promise<{ versionMs: number; 
 /** Prints the start-up table; `cluster` is the simulated cluster the other benchmarks use. */
 export async function reportStartup(cluster: TestCluster): Promise<StartupRow[]> {
   const rows = [await measureCli('clone: node + dist/src', [process.execPath, binPath], cluster.kubeconfig)];
-  const bundle = path.join(path.dirname(packagedBinary), 'kubectl-proxyout.cjs');
-  if (existsSync(bundle)) {
-    // What `npm install -g` lays out: bin/ beside dist/pkg/; the bin script loads the bundle with
-    // its code cache (written by a first, unmeasured run).
-    const pkg = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-npm-'));
+  const npm = await npmLayout();
+  if (npm) {
     try {
-      mkdirSync(path.join(pkg, 'bin'));
-      mkdirSync(path.join(pkg, 'dist', 'pkg'), { recursive: true });
-      copyFileSync(binPath, path.join(pkg, 'bin', 'kubectl-proxyout'));
-      copyFileSync(bundle, path.join(pkg, 'dist', 'pkg', 'kubectl-proxyout.cjs'));
-      writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'kubectl-proxyout', type: 'module' }));
-      const command = [process.execPath, path.join(pkg, 'bin', 'kubectl-proxyout')];
-      await timed(command[0]!, [command[1]!, '--help'], { XDG_CACHE_HOME: path.join(pkg, 'cache') });
-      rows.push(await measureCli('npm package: bin + bundle', command, cluster.kubeconfig, { XDG_CACHE_HOME: path.join(pkg, 'cache') }));
+      rows.push(await measureCli('npm package: bin + bundle', npm.command, cluster.kubeconfig, npm.env));
     } finally {
-      rmSync(pkg, { recursive: true, force: true });
+      npm.dispose();
     }
   }
   if (existsSync(packagedBinary)) rows.push(await measureCli('single executable', [packagedBinary], cluster.kubeconfig));

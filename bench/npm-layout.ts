@@ -1,0 +1,33 @@
+// The npm package as `npm install -g` lays it out (bin/ beside dist/pkg/), in a temporary
+// directory: what the benchmarks run as "the npm install". The bin script loads the bundle with
+// V8's code cache (bin/kubectl-proxyout), kept in this layout's own cache directory and written by
+// a first, unmeasured run.
+import { execFile } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { binPath, repoRoot } from '../test/helpers/proxy-process.js';
+
+export const bundlePath = path.join(repoRoot, 'dist', 'pkg', 'kubectl-proxyout.cjs');
+
+export interface NpmLayout {
+  /** [node, bin script] */
+  command: string[];
+  env: Record<string, string>;
+  dispose(): void;
+}
+
+/** undefined when the bundle is not built (`npm run package`). */
+export async function npmLayout(): Promise<NpmLayout | undefined> {
+  if (!existsSync(bundlePath)) return undefined;
+  const pkg = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-npm-'));
+  mkdirSync(path.join(pkg, 'bin'));
+  mkdirSync(path.join(pkg, 'dist', 'pkg'), { recursive: true });
+  copyFileSync(binPath, path.join(pkg, 'bin', 'kubectl-proxyout'));
+  copyFileSync(bundlePath, path.join(pkg, 'dist', 'pkg', 'kubectl-proxyout.cjs'));
+  writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'kubectl-proxyout', type: 'module' }));
+  const command = [process.execPath, path.join(pkg, 'bin', 'kubectl-proxyout')];
+  const env = { XDG_CACHE_HOME: path.join(pkg, 'cache') };
+  await new Promise<void>((resolve) => execFile(command[0]!, [command[1]!, '--help'], { env: { ...process.env, ...env } }, () => resolve()));
+  return { command, env, dispose: () => rmSync(pkg, { recursive: true, force: true }) };
+}
