@@ -3,7 +3,7 @@
 // throughput ≥ 0.9×, connect → first byte p50 ≤ +1 ms.
 import net from 'node:net';
 import { once } from 'node:events';
-import { startProxyProcess } from '../test/helpers/proxy-process.js';
+import { startBenchProxy } from './npm-layout.js';
 import { socksOpener, tcpOpener, type Opener } from './multiplex.js';
 import { bulkEcho, firstByteLatency, median } from './measure.js';
 
@@ -11,7 +11,7 @@ export async function reportDirect(kubeconfig: string, bulkBytes: number, rounds
   const echo = net.createServer((s) => s.pipe(s)).listen(0, '127.0.0.1');
   await once(echo, 'listening');
   const port = (echo.address() as net.AddressInfo).port;
-  const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--direct']);
+  const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--direct']);
   try {
     const openers: Record<string, Opener> = {
       'no proxy': tcpOpener('127.0.0.1', port),

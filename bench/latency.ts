@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { writeFile } from 'node:fs/promises';
 import type { SimCluster } from '../test/sim/cluster.js';
-import { startProxyProcess } from '../test/helpers/proxy-process.js';
+import { startBenchProxy } from './npm-layout.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
 import { firstByteLatency } from './measure.js';
 
@@ -49,8 +49,8 @@ export async function reportRemoteLatency(sim: SimCluster, dir: string, echoPod:
   const kubeconfig = path.join(dir, 'kubeconfig-remote');
   await writeFile(kubeconfig, sim.kubeconfigYaml({ server: `https://127.0.0.1:${relay.port}`, namespace: 'data' }), { mode: 0o600 });
   const base = ['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn'];
-  const spdy = await startProxyProcess([...base, '--transport', 'spdy'], { timeoutMs: 60_000 });
-  const ws = await startProxyProcess([...base, '--transport', 'websocket'], { timeoutMs: 60_000 });
+  const spdy = await startBenchProxy([...base, '--transport', 'spdy'], { timeoutMs: 60_000 });
+  const ws = await startBenchProxy([...base, '--transport', 'websocket'], { timeoutMs: 60_000 });
   const kubectl = await startKubectlPortForward(kubeconfig, 'data', echoPod, 7000);
   const rows: Array<[string, Opener]> = [
     ['(a) proxy, SPDY tunnel', socksOpener(spdy.socks!, 'echo.data', 7000)],

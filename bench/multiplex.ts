@@ -12,7 +12,7 @@ import { randomBytes, createHash } from 'node:crypto';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { socks5Connect } from '../test/helpers/socks-client.js';
-import { startProxyProcess } from '../test/helpers/proxy-process.js';
+import { startBenchProxy } from './npm-layout.js';
 import type { SimCluster } from '../test/sim/cluster.js';
 
 export type Opener = () => Promise<Duplex>;
@@ -170,7 +170,7 @@ export async function reportMultiplex(sim: SimCluster, kubeconfig: string, rows:
   for (const [name, f] of Object.entries(rows)) {
     if (f && Object.keys(f.cpsFailures).length > 0) console.log(`  conn/s failures on ${name}: ${describeFailures(f.cpsFailures)}`);
   }
-  const fresh = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
+  const fresh = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
   const before = sim.counters.portForward;
   const intact = await concurrentIntact(socksOpener(fresh.socks!, 'echo.data', 7000), concurrent);
   const tunnels = sim.counters.portForward - before;

@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { binPath, repoRoot } from '../test/helpers/proxy-process.js';
+import { binPath, repoRoot, startProxyProcess } from '../test/helpers/proxy-process.js';
 
 export const bundlePath = path.join(repoRoot, 'dist', 'pkg', 'kubectl-proxyout.cjs');
 
@@ -30,4 +30,25 @@ export async function npmLayout(): Promise<NpmLayout | undefined> {
   const env = { XDG_CACHE_HOME: path.join(pkg, 'cache') };
   await new Promise<void>((resolve) => execFile(command[0]!, [command[1]!, '--help'], { env: { ...process.env, ...env } }, () => resolve()));
   return { command, env, dispose: () => rmSync(pkg, { recursive: true, force: true }) };
+}
+
+let shared: Promise<NpmLayout | undefined> | undefined;
+
+/**
+ * The proxy the benchmarks measure: as npm installs it when the bundle is built (what users run;
+ * `npm run bench` builds it), else the clone. One layout for the whole run, removed at exit.
+ */
+export async function startBenchProxy(args: string[], opts: Parameters<typeof startProxyProcess>[1] = {}): ReturnType<typeof startProxyProcess> {
+  shared ??= npmLayout().then((layout) => {
+    if (layout) process.once('exit', () => layout.dispose());
+    return layout;
+  });
+  const layout = await shared;
+  if (!layout || opts.command) return startProxyProcess(args, opts);
+  return startProxyProcess(args, { ...opts, command: layout.command, env: { ...layout.env, ...opts.env } });
+}
+
+/** What startBenchProxy runs, for the report's first line. */
+export function benchProxyForm(): string {
+  return existsSync(bundlePath) ? 'the npm package (bin script + bundle, code cache warm)' : 'the clone (node + dist/src; the bundle is not built)';
 }

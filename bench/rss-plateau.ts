@@ -3,12 +3,12 @@
 //   node dist/bench/rss-plateau.js            (MALLOC_ARENA_MAX=N in the environment is passed to the proxy)
 import { readFileSync } from 'node:fs';
 import { startTestCluster } from '../test/helpers/cluster.js';
-import { startProxyProcess } from '../test/helpers/proxy-process.js';
+import { startBenchProxy } from './npm-layout.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 
 const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 const cluster = await startTestCluster({ namespace: 'data' });
-const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn']);
+const proxy = await startBenchProxy(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn']);
 const pid = proxy.proc.pid!;
 
 async function churn(ms: number): Promise<number> {

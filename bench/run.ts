@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { startTestCluster } from '../test/helpers/cluster.js';
-import { startProxyProcess } from '../test/helpers/proxy-process.js';
+import { benchProxyForm, startBenchProxy } from './npm-layout.js';
+import { reportForwardingCost } from './forwarding-cost.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
@@ -31,7 +32,7 @@ const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 20);
 const CHURN_SECONDS = Number(process.env.BENCH_CHURN_SECONDS ?? 60);
 
 const cluster = await startTestCluster({ namespace: 'data' });
-const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
+const proxy = await startBenchProxy(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
 const sim = cluster.sim;
 // A crash must not leave the proxies running behind us.
 process.on('exit', () => proxy.proc.kill());
@@ -39,7 +40,7 @@ const echoPod = await firstPod('data', 'echo');
 const podIp = sim.podIP('data', echoPod);
 // Multiplexed-tunnel comparison (bench/multiplex.ts): the proxy above uses the default transport
 // (auto → one SPDY tunnel per pod); this one a WebSocket per stream; and real kubectl port-forward.
-const proxyWs = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'websocket']);
+const proxyWs = await startBenchProxy(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'websocket']);
 const kubectlPf = await startKubectlPortForward(cluster.kubeconfig, 'data', echoPod, 7000);
 const CPS_MS = Number(process.env.BENCH_CPS_MS ?? 3000);
 const MUX_CONCURRENT = Number(process.env.BENCH_MUX_CONCURRENT ?? 200);
@@ -59,7 +60,7 @@ const openers: Record<string, Opener> = {
   ...(kubectlPf ? { 'kubectl port-forward': tcpOpener('127.0.0.1', kubectlPf.port) } : {}),
 };
 
-console.log(`kubectl-proxyout benchmark — node ${process.version}, ${new Date().toISOString()}`);
+console.log(`kubectl-proxyout benchmark — node ${process.version}, ${new Date().toISOString()}; the proxy measured: ${benchProxyForm()}`);
 console.log(`echo backend pod data/${echoPod}; bulk ${BULK_BYTES >> 20} MiB each way (median of ${ROUNDS} rounds); ${LATENCY_ROUNDS} latency rounds; ${CONCURRENT} concurrent streams\n`);
 
 // Bulk throughput swings with whatever else the two cores run: paths take turns for BENCH_ROUNDS
@@ -132,6 +133,8 @@ for (const [row, name] of Object.entries(muxRows)) {
 }
 await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
 if (CHURN_SECONDS > 0) await reportChurn(openers['proxy (SOCKS5)']!, proxy.proc.pid!, sim, CHURN_SECONDS);
+// Forwarding cost against kubectl port-forward (issue 15): CPU per GiB, first byte p99, download.
+await reportForwardingCost(sim, cluster.kubeconfig, { socks: proxy.socks!, pid: proxy.proc.pid!, echo: openers['proxy (SOCKS5)']! }, echoPod, BULK_BYTES, LATENCY_ROUNDS);
 if (RTT_MS > 0) await reportRemoteLatency(sim, cluster.dir, echoPod, RTT_MS, Number(process.env.BENCH_RTT_ROUNDS ?? 40));
 kubectlPf?.stop();
 await proxyWs.stop();

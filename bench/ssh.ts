@@ -10,7 +10,7 @@ import { Duplex } from 'node:stream';
 import net from 'node:net';
 import path from 'node:path';
 import { sshLabUnavailable, startSshLab, TARGET } from '../test/helpers/ssh-lab.js';
-import { startProxyProcess } from '../test/helpers/proxy-process.js';
+import { startBenchProxy } from './npm-layout.js';
 import { socksOpener, type Opener } from './multiplex.js';
 import { bulkEcho, firstByteLatency, median } from './measure.js';
 
@@ -22,7 +22,7 @@ export async function reportSsh(kubeconfig: string, bulkBytes: number, rounds: n
   }
   const lab = await startSshLab();
   const children: ChildProcess[] = [];
-  let proxy: Awaited<ReturnType<typeof startProxyProcess>> | undefined;
+  let proxy: Awaited<ReturnType<typeof startBenchProxy>> | undefined;
   try {
     const home = path.join(lab.dir, 'home');
     await mkdir(path.join(home, '.ssh'), { recursive: true, mode: 0o700 });
@@ -32,7 +32,7 @@ export async function reportSsh(kubeconfig: string, bulkBytes: number, rounds: n
     await copyFile(lab.writeConfig('bench', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${knownHosts}`, 'BatchMode yes'] }), sshConfig);
     const config = path.join(lab.dir, 'proxyout.yaml');
     await writeFile(config, `routes:\n  - name: jump\n    kind: ssh\n    ssh: { host: jump2 }\n    cidrs: [10.77.23.0/24]\n`);
-    proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn'], { env: { HOME: home, SSH_AUTH_SOCK: '' } });
+    proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn'], { env: { HOME: home, SSH_AUTH_SOCK: '' } });
     const dPort = await freePort();
     const d = spawn('ssh', ['-F', sshConfig, '-N', '-D', `127.0.0.1:${dPort}`, 'jump2'], { stdio: 'ignore' });
     children.push(d);

@@ -1,0 +1,169 @@
+// What forwarding costs, the proxy against real `kubectl port-forward` to the same pod (issue 15):
+//   1. bulk echo: CPU seconds of the forwarding process per GiB moved (both directions counted),
+//      the median of BENCH_COST_ROUNDS interleaved rounds after one unmeasured warm-up round each;
+//   2. connect → first echoed byte, p50 and p99 over BENCH_COST_LATENCY_ROUNDS, the paths taking turns;
+//   3. one-way download: curl through the proxy (socks5h) against curl through kubectl
+//      port-forward, BENCH_DOWNLOAD_MB from one HTTP pod, the median of interleaved rounds, with
+//      the forwarder's CPU per GiB.
+// The download's pod is backed by a bulk server in its own process (a static buffer written over
+// and over), so the backend is never what limits the rate: the kubelet, the forwarder and curl are.
+// Targets: CPU per GiB ≤ 0.9× kubectl's; p99 first byte ≤ kubectl's; download ≥ 1.0× kubectl's.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import type { SimCluster } from '../test/sim/cluster.js';
+import { bulkEcho, median, roundTrip } from './measure.js';
+import { startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
+
+const ROUNDS = Number(process.env.BENCH_COST_ROUNDS ?? 5);
+const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? 128);
+/** A p99 needs many samples; the paths take turns so that both see the same machine. */
+const LATENCY_ROUNDS = Number(process.env.BENCH_COST_LATENCY_ROUNDS ?? 1000);
+
+export function cpuSecondsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+interface Forwarder {
+  name: string;
+  pid: number;
+  echo: Opener;
+  /** curl arguments that fetch `path` from the download pod through this forwarder. */
+  curl: (path: string) => string[];
+}
+
+const BULK_SERVER = `
+const http = require('node:http');
+const chunk = require('node:crypto').randomBytes(1 << 20);
+http.createServer((req, res) => {
+  const n = Number(/^\\/bytes\\/(\\d+)$/.exec(req.url)?.[1] ?? NaN);
+  if (!Number.isFinite(n)) { res.writeHead(404); return res.end(); }
+  res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': n });
+  let left = n;
+  const pump = () => {
+    while (left > 0) {
+      const k = Math.min(left, chunk.length);
+      left -= k;
+      if (!res.write(k === chunk.length ? chunk : chunk.subarray(0, k))) return void res.once('drain', pump);
+    }
+    res.end();
+  };
+  pump();
+}).listen(0, '127.0.0.1', function () { console.log(this.address().port); });
+`;
+
+async function startBulkServer(): Promise<{ port: number; proc: ChildProcess }> {
+  const proc = spawn(process.execPath, ['-e', BULK_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [line] = (await once(proc.stdout!, 'data')) as [Buffer];
+  return { port: Number(line.toString().trim()), proc };
+}
+
+/** curl in its own process, awaited (never spawnSync: the simulated cluster runs in this process). */
+async function curlDownload(args: string[], bytes: number): Promise<{ mibs: number; firstByteMs: number }> {
+  const proc = spawn('curl', ['-sS', '-o', '/dev/null', '--max-time', '120', '-w', '%{http_code} %{size_download} %{time_total} %{time_starttransfer}', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (c: Buffer) => (out += c));
+  proc.stderr.on('data', (c: Buffer) => (err += c));
+  const [status] = (await once(proc, 'exit')) as [number | null];
+  const [code, size, total, first] = out.trim().split(' ');
+  if (status !== 0 || code !== '200' || Number(size) !== bytes) throw new Error(`curl ${args.join(' ')}: exit ${status}, HTTP ${code}, ${size} of ${bytes} bytes: ${err.trim()}`);
+  return { mibs: bytes / 2 ** 20 / Number(total), firstByteMs: Number(first) * 1000 };
+}
+
+/** Connect → one byte → its echo, the forwarders taking turns round by round (after 20 warm-ups each). */
+async function interleavedFirstByte(forwarders: Forwarder[], rounds: number): Promise<Record<string, { p50: number; p99: number }>> {
+  for (const f of forwarders) for (let i = 0; i < 20; i++) await roundTrip(await f.echo(), Buffer.from('w'), true);
+  const times: Record<string, number[]> = {};
+  for (let i = 0; i < rounds; i++) {
+    for (const f of forwarders) {
+      const started = process.hrtime.bigint();
+      const ok = await roundTrip(await f.echo(), Buffer.from('x'), true);
+      if (!ok) throw new Error(`${f.name}: the first byte did not come back`);
+      (times[f.name] ??= []).push(Number(process.hrtime.bigint() - started) / 1e6);
+    }
+  }
+  const out: Record<string, { p50: number; p99: number }> = {};
+  for (const [name, t] of Object.entries(times)) {
+    t.sort((a, b) => a - b);
+    out[name] = { p50: t[Math.floor(t.length * 0.5)]!, p99: t[Math.min(t.length - 1, Math.floor(t.length * 0.99))]! };
+  }
+  return out;
+}
+
+function ratioLine(what: string, ours: number, theirs: number, target: string, met: boolean): string {
+  return `${what}: ${(ours / theirs).toFixed(2)} × kubectl (target ${target}: ${met ? 'met' : 'NOT met'})`;
+}
+
+/**
+ * `proxy` is a running proxy (its SOCKS address and pid) on the cluster whose kubeconfig is given;
+ * `echo` opens an echo stream through it to data/<echoPod>:7000.
+ */
+export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, proxy: { socks: string; pid: number; echo: Opener }, echoPod: string, bulkBytes: number, latencyRounds: number): Promise<void> {
+  const kubectlEcho = await startKubectlPortForward(kubeconfig, 'data', echoPod, 7000);
+  if (!kubectlEcho) return;
+  const bulk = await startBulkServer();
+  await sim.createPod({ namespace: 'data', name: 'bulk-0', labels: { app: 'bulk' }, ports: [{ name: 'http', containerPort: 8080, backend: 'external', target: { host: '127.0.0.1', port: bulk.port } }] });
+  await sim.createService({ namespace: 'data', name: 'bulk', selector: { app: 'bulk' }, ports: [{ name: 'http', port: 8080, targetPort: 8080 }] });
+  const kubectlBulk = await startKubectlPortForward(kubeconfig, 'data', 'bulk-0', 8080);
+  try {
+    const forwarders: Forwarder[] = [
+      { name: 'proxy', pid: proxy.pid, echo: proxy.echo, curl: (p) => ['--socks5-hostname', proxy.socks, `http://bulk.data:8080${p}`] },
+      { name: 'kubectl port-forward', pid: kubectlEcho.pid, echo: tcpOpener('127.0.0.1', kubectlEcho.port), curl: (p) => [`http://127.0.0.1:${kubectlBulk!.port}${p}`] },
+    ];
+    // The download through kubectl runs in its second port-forward process: CPU is read there.
+    const downloadPid = (f: Forwarder) => (f.name === 'proxy' ? proxy.pid : kubectlBulk!.pid);
+    const bytes = DOWNLOAD_MB << 20;
+    // Warm-up, one full unmeasured round each: tunnels open, the pod's address known, and the
+    // proxy's code optimized by V8 (its first bulk round costs ~1.6× the later ones in CPU).
+    for (const f of forwarders) {
+      await bulkEcho(f.echo, bulkBytes);
+      await curlDownload(f.curl(`/bytes/${bytes}`), bytes);
+    }
+    const echoCpu: Record<string, number[]> = {};
+    const echoMibs: Record<string, number[]> = {};
+    const down: Record<string, { mibs: number[]; cpu: number[]; first: number[] }> = {};
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const f of forwarders) {
+        const before = cpuSecondsOf(f.pid);
+        (echoMibs[f.name] ??= []).push(await bulkEcho(f.echo, bulkBytes));
+        (echoCpu[f.name] ??= []).push((cpuSecondsOf(f.pid) - before) / ((2 * bulkBytes) / 2 ** 30));
+        const pid = downloadPid(f);
+        const cpuBefore = cpuSecondsOf(pid);
+        const d = await curlDownload(f.curl(`/bytes/${bytes}`), bytes);
+        const row = (down[f.name] ??= { mibs: [], cpu: [], first: [] });
+        row.mibs.push(d.mibs);
+        row.cpu.push((cpuSecondsOf(pid) - cpuBefore) / (bytes / 2 ** 30));
+        row.first.push(d.firstByteMs);
+      }
+    }
+    const latency = await interleavedFirstByte(forwarders, Math.max(latencyRounds, LATENCY_ROUNDS));
+
+    const fmt = (v: number[], d = 2) => v.map((x) => x.toFixed(d)).join(' ');
+    console.log(`\nForwarding cost against kubectl port-forward (median of ${ROUNDS} interleaved rounds after a warm-up; every round shown)`);
+    console.log(`echo ${bulkBytes >> 20} MiB each way      MiB/s    cpu s/GiB   rounds (cpu s/GiB)            first byte p50 / p99 ms`);
+    for (const f of forwarders) {
+      console.log(`${f.name.padEnd(28)} ${median(echoMibs[f.name]!).toFixed(1).padStart(6)}   ${median(echoCpu[f.name]!).toFixed(2).padStart(9)}   ${fmt(echoCpu[f.name]!).padEnd(28)}  ${latency[f.name]!.p50.toFixed(2)} / ${latency[f.name]!.p99.toFixed(2)}`);
+    }
+    console.log(`download ${DOWNLOAD_MB} MiB (curl)        MiB/s    cpu s/GiB   rounds (MiB/s)                first byte p50 ms`);
+    for (const f of forwarders) {
+      const d = down[f.name]!;
+      console.log(`${f.name.padEnd(28)} ${median(d.mibs).toFixed(1).padStart(6)}   ${median(d.cpu).toFixed(2).padStart(9)}   ${fmt(d.mibs, 0).padEnd(28)}  ${median(d.first).toFixed(2)}`);
+    }
+    const [ours, theirs] = forwarders.map((f) => f.name) as [string, string];
+    const cpuOurs = median(echoCpu[ours]!);
+    const cpuTheirs = median(echoCpu[theirs]!);
+    console.log(ratioLine('echo CPU per GiB', cpuOurs, cpuTheirs, '≤ 0.90', cpuOurs <= 0.9 * cpuTheirs));
+    console.log(ratioLine('download CPU per GiB', median(down[ours]!.cpu), median(down[theirs]!.cpu), 'none; for reading', true).replace(' (target none; for reading: met)', ''));
+    console.log(`first byte p99: ${latency[ours]!.p99.toFixed(2)} ms against ${latency[theirs]!.p99.toFixed(2)} ms (target ≤ kubectl's: ${latency[ours]!.p99 <= latency[theirs]!.p99 ? 'met' : 'NOT met'})`);
+    console.log(ratioLine('echo throughput', median(echoMibs[ours]!), median(echoMibs[theirs]!), '≥ 1.0', median(echoMibs[ours]!) >= median(echoMibs[theirs]!)));
+    console.log(ratioLine('download throughput', median(down[ours]!.mibs), median(down[theirs]!.mibs), '≥ 1.0', median(down[ours]!.mibs) >= median(down[theirs]!.mibs)));
+  } finally {
+    kubectlEcho.stop();
+    kubectlBulk?.stop();
+    bulk.proc.kill();
+    await sim.deleteService('data', 'bulk').catch(() => undefined);
+    await sim.deletePod('data', 'bulk-0').catch(() => undefined);
+  }
+}
