@@ -193,6 +193,7 @@ function defaultCluster(built: BuiltTable): ClusterRouteRuntime | undefined {
  */
 async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, strict = false): Promise<void> {
   const routes = [...built.routes.values()];
+  await Promise.all(routes.map((r) => r.prepare?.()));
   const results = await Promise.allSettled(routes.map((r) => r.start()));
   const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [{ route: routes[i]!, err: r.reason as unknown }] : []));
   if (failures.length === 0) return;

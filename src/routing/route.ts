@@ -30,6 +30,12 @@ export interface Route {
    * rejects when it cannot start (the route is then in error; the others keep serving).
    */
   start(): Promise<void>;
+  /**
+   * Work done for every route before any starts (loading a library the route kind needs), so
+   * that start() itself can set the route up in one go: a route carried by another (`via`) may
+   * ask for it as soon as its own start begins.
+   */
+  prepare?(): Promise<void>;
   /** A stream for a destination the table gave this route; rejects with a ProxyError. */
   open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream>;
   status(): RouteStatus;

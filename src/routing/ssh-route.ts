@@ -8,6 +8,7 @@ import type { OpenRequest, OpenedStream } from '../core/types.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
 import { loadCredentials } from '../ssh/auth.js';
+import { loadSsh2, ssh2Loaded } from '../ssh/ssh2-lib.js';
 import { resolveChain, type SshHop } from '../ssh/chain.js';
 import { SshConfigFile, type ReadOptions } from '../ssh/config.js';
 import { SshChainConnection, type ChainOptions } from '../ssh/connection.js';
@@ -44,7 +45,13 @@ export class SshRoute implements Route {
     return this.connection?.hops;
   }
 
+  /** ssh2 is loaded only for a table with ssh routes (src/ssh/ssh2-lib.ts). */
+  async prepare(): Promise<void> {
+    await loadSsh2();
+  }
+
   async start(): Promise<void> {
+    if (!ssh2Loaded()) await loadSsh2();
     try {
       const config = new SshConfigFile(this.options.sshConfig);
       const hops = resolveChain(config, this.spec.ssh.host, { authSock: this.options.authSock });

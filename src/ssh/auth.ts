@@ -3,8 +3,8 @@
 // passphrase. A proxy running as a daemon never prompts: an encrypted key with no agent to hold
 // it is an error that says so, found at start rather than at the first connection.
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import ssh2 from 'ssh2';
-import type { AnyAuthMethod, AuthenticationType, ParsedKey } from 'ssh2';
+import { ssh2 } from './ssh2-lib.js';
+import type { AnyAuthMethod, AuthenticationType, BaseAgent, ParsedKey } from 'ssh2';
 import type { SshHop } from './chain.js';
 import { SshConfigError } from './config.js';
 
@@ -36,7 +36,7 @@ export function loadCredentials(hop: SshHop): HopCredentials {
       unreadable.push(`${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
       continue;
     }
-    const parsed = ssh2.utils.parseKey(data);
+    const parsed = ssh2().utils.parseKey(data);
     if (parsed instanceof Error) {
       if (/passphrase/i.test(parsed.message)) encrypted.push(file);
       else unreadable.push(`${file} (${parsed.message})`);
@@ -69,8 +69,8 @@ export function authHandler(user: string, credentials: HopCredentials): (left: A
 }
 
 /** The agent, offering only the allowed keys (ssh's IdentitiesOnly; sshconnect2.c pubkey_prepare). */
-function filteredAgent(socket: string, allowed: Set<string>): ssh2.BaseAgent {
-  const agent = new ssh2.OpenSSHAgent(socket);
+function filteredAgent(socket: string, allowed: Set<string>): BaseAgent {
+  const agent = new (ssh2().OpenSSHAgent)(socket);
   const all = agent.getIdentities.bind(agent);
   agent.getIdentities = (cb) => all((err, keys) => (err ? cb(err) : cb(undefined, (keys ?? []).filter((k) => allowed.has((k as ParsedKey).getPublicSSH().toString('base64'))))));
   return agent;
@@ -78,7 +78,7 @@ function filteredAgent(socket: string, allowed: Set<string>): ssh2.BaseAgent {
 
 function readPublicKey(file: string): string | undefined {
   try {
-    const parsed = ssh2.utils.parseKey(readFileSync(file));
+    const parsed = ssh2().utils.parseKey(readFileSync(file));
     if (parsed instanceof Error) return undefined;
     return (Array.isArray(parsed) ? parsed[0]! : parsed).getPublicSSH().toString('base64');
   } catch {

@@ -5,7 +5,7 @@
 // from the last hop, naming the destination as the client wrote it — the far end resolves it.
 import { spawn } from 'node:child_process';
 import { Duplex } from 'node:stream';
-import ssh2 from 'ssh2';
+import { loadSsh2 } from './ssh2-lib.js';
 import type { Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';
 import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
@@ -203,7 +203,8 @@ export class SshChainConnection {
   }
 }
 
-function login(hop: SshHop, sock: Duplex | undefined): Promise<Client> {
+async function login(hop: SshHop, sock: Duplex | undefined): Promise<Client> {
+  const ssh2 = await loadSsh2();
   const credentials = loadCredentials(hop);
   const client = new ssh2.Client();
   let refusal: HostKeyRefusal | undefined;
