@@ -8,6 +8,8 @@ import type { WebSocket, RawData } from 'ws';
 import type { SessionWire, SpdySession } from '../../src/tunnel/spdy/session.js';
 
 export const HIGH_WATER = 1 << 20;
+/** io.Copy's buffer: the largest message the API server's tunnel sends. */
+export const TUNNEL_MESSAGE_MAX = 32 * 1024;
 export const LOW_WATER = 256 * 1024;
 
 export abstract class ServerWire implements SessionWire {
@@ -109,9 +111,17 @@ export class WebSocketWire extends ServerWire {
     return this.ws.bufferedAmount;
   }
 
+  /**
+   * The API server relays the kubelet's SPDY connection into the WebSocket with io.Copy
+   * (apimachinery util/proxy/upgradeaware.go; tunneling_connection.go writes one binary message
+   * per Write): messages of at most 32 KiB, cut wherever a read ended — frames span messages.
+   */
   protected send(data: Buffer): void {
     if (this.ws.readyState !== this.ws.OPEN) return;
-    this.ws.send(data, { binary: true }, () => this.sent());
+    for (let off = 0; off < data.length; off += TUNNEL_MESSAGE_MAX) {
+      const last = off + TUNNEL_MESSAGE_MAX >= data.length;
+      this.ws.send(data.subarray(off, off + TUNNEL_MESSAGE_MAX), { binary: true }, last ? () => this.sent() : undefined);
+    }
   }
 
   protected shut(abrupt: boolean): void {

@@ -20,18 +20,60 @@ test('the SPDY/3 dictionary is 1423 bytes with Adler-32 0xE3C6A7C2, the DICTID z
   assert.ok(SPDY_DICTIONARY.toString('latin1').endsWith(',*,enq=0.'));
 });
 
+/** Frames as read from `bytes` cut at `splits`, a DATA frame's pieces joined back into one frame. */
 function readAll(bytes: Buffer, splits: number[]): Frame[] {
   const r = new FrameReader();
   const frames: Frame[] = [];
   let prev = 0;
+  let open: Extract<Frame, { type: 'data' }> | undefined;
   for (const at of [...splits, bytes.length]) {
     r.push(bytes.subarray(prev, at));
     prev = at;
-    for (let f = r.next(); f; f = r.next()) frames.push(f);
+    for (let f = r.next(); f; f = r.next()) {
+      if (f.type !== 'data') {
+        assert.equal(open, undefined, 'a control frame never comes between the pieces of a DATA frame');
+        frames.push(f);
+        continue;
+      }
+      if (open) {
+        assert.equal(f.streamId, open.streamId);
+        open.data = Buffer.concat([open.data, f.data]);
+        open.fin = f.fin;
+      } else {
+        open = { ...f };
+        frames.push(open);
+      }
+      if (!r.inDataFrame) open = undefined;
+    }
   }
   assert.equal(r.buffered, 0);
+  assert.equal(r.inDataFrame, false);
   return frames;
 }
+
+test('a DATA frame comes out as its bytes arrive, in slices of the received chunks, FIN on the last', () => {
+  const payload = Buffer.alloc(40_000, 7);
+  const bytes = encodeData(5, payload, true);
+  const r = new FrameReader();
+  const first = Buffer.from(bytes.subarray(0, 20_008));
+  const second = Buffer.from(bytes.subarray(20_008, 30_008));
+  const third = Buffer.from(bytes.subarray(30_008));
+  r.push(first);
+  const a = r.next();
+  assert.deepEqual(a && { ...a, data: a.type === 'data' ? a.data.length : -1 }, { type: 'data', streamId: 5, fin: false, data: 20_000 });
+  assert.equal(r.next(), undefined, 'nothing more until more bytes arrive');
+  r.push(second);
+  r.push(third);
+  const b = r.next() as Extract<Frame, { type: 'data' }>;
+  const c = r.next() as Extract<Frame, { type: 'data' }>;
+  assert.deepEqual([b.data.length, b.fin, c.data.length, c.fin], [10_000, false, 10_000, true]);
+  // Slices, not copies: each piece shares memory with the chunk it came in.
+  assert.equal((a as Extract<Frame, { type: 'data' }>).data.buffer, first.buffer);
+  assert.equal(b.data.buffer, second.buffer);
+  assert.equal(c.data.buffer, third.buffer);
+  assert.equal(r.next(), undefined);
+  assert.equal(r.buffered, 0);
+});
 
 test('frames survive being cut at every byte boundary and being glued together', () => {
   const block = Buffer.from([1, 2, 3]);

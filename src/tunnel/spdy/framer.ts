@@ -64,13 +64,27 @@ export class SpdyProtocolError extends Error {
   }
 }
 
-/** Accumulates bytes and hands out whole frames; frames may span any number of chunks. */
+/**
+ * Accumulates bytes and hands out frames; frames may span any number of chunks. Control frames
+ * come out whole. A DATA frame comes out in pieces as its bytes arrive — each piece a slice of a
+ * received chunk, never a copy, the frame's FIN on its last piece: through the API server's
+ * WebSocket tunnel the SPDY byte stream arrives in messages of up to 32 KiB cut anywhere
+ * (streamtunnel.go relays the kubelet connection with io.Copy), so nearly every 32 KiB DATA frame
+ * spans two messages, and joining them would copy every byte forwarded.
+ */
 export class FrameReader {
   private chunks: Buffer[] = [];
   private length = 0;
+  /** The DATA frame whose payload is being handed out: its stream, bytes still to come, FIN. */
+  private data?: { streamId: number; remaining: number; fin: boolean };
 
   get buffered(): number {
     return this.length;
+  }
+
+  /** Whether the last frame handed out was a DATA piece with more of its frame to follow. */
+  get inDataFrame(): boolean {
+    return this.data !== undefined;
   }
 
   push(chunk: Buffer): void {
@@ -79,24 +93,39 @@ export class FrameReader {
     this.length += chunk.length;
   }
 
-  /** The next complete frame, or undefined until more bytes arrive. Throws SpdyProtocolError. */
+  /** The next frame (or DATA piece), or undefined until more bytes arrive. Throws SpdyProtocolError. */
   next(): Frame | undefined {
+    if (this.data) return this.nextPiece(this.data);
     if (this.length < 8) return undefined;
     const head = this.peek(8);
     const length = head.readUInt32BE(4) & 0xffffff;
-    if (this.length < 8 + length) return undefined;
-    this.take(8);
-    const payload = this.take(length);
     const flags = head[4]!;
     const first = head.readUInt32BE(0);
     if ((first & 0x80000000) === 0) {
       const streamId = first & MAX_STREAM_ID;
       if (streamId === 0) throw new SpdyProtocolError('DATA frame on stream 0');
-      return { type: 'data', streamId, fin: (flags & FLAG_FIN) !== 0, data: payload };
+      this.take(8);
+      const fin = (flags & FLAG_FIN) !== 0;
+      if (length === 0) return { type: 'data', streamId, fin, data: Buffer.alloc(0) };
+      this.data = { streamId, remaining: length, fin };
+      return this.nextPiece(this.data);
     }
+    if (this.length < 8 + length) return undefined;
+    this.take(8);
+    const payload = this.take(length);
     const version = (first >>> 16) & 0x7fff;
     if (version !== SPDY_VERSION) throw new SpdyProtocolError(`unsupported SPDY version ${version}`);
     return parseControl(first & 0xffff, flags, payload);
+  }
+
+  /** What the first chunk holds of the current DATA frame's payload (a slice of it). */
+  private nextPiece(data: { streamId: number; remaining: number; fin: boolean }): Frame | undefined {
+    if (this.length === 0) return undefined;
+    const n = Math.min(this.chunks[0]!.length, data.remaining);
+    const piece = this.take(n);
+    data.remaining -= n;
+    if (data.remaining === 0) this.data = undefined;
+    return { type: 'data', streamId: data.streamId, fin: data.remaining === 0 && data.fin, data: piece };
   }
 
   private peek(n: number): Buffer {
