@@ -71,6 +71,10 @@ const throughput: Record<string, number> = {};
 const cpuPerGiB: Record<string, number | undefined> = {};
 const latency: Record<string, { p50: number; p99: number }> = {};
 const rounds: Record<string, { mibs: number[]; cpu: number[] }> = {};
+// One unmeasured round per path first: a forwarder's first bulk round after start costs up to
+// twice the later ones (V8 optimizing the hot path, the allocator growing its arenas) — what a
+// long-running proxy pays is the steady state.
+for (const open of Object.values(openers)) await bulkEcho(open, BULK_BYTES);
 for (let round = 0; round < ROUNDS; round++) {
   for (const [name, open] of Object.entries(openers)) {
     const r = (rounds[name] ??= { mibs: [], cpu: [] });
