@@ -2,11 +2,12 @@
 // cache is written once, private (0600 in 0700), accepted on later runs (not rewritten), replaced
 // when it does not fit, and never in the way: a corrupt or unwritable cache only costs time, and
 // NODE_DISABLE_COMPILE_CACHE=1 writes none. The package is laid out as npm installs it (bin/ and
-// dist/pkg/ side by side) in a temporary directory.
+// dist/pkg/ side by side) in a temporary directory. Cached bytecode runs as code, so a cache
+// directory another user owns is never used, and one of ours open to others is closed first.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../helpers/proxy-process.js';
@@ -89,4 +90,24 @@ test('bin script: NODE_DISABLE_COMPILE_CACHE=1 writes no cache; an unwritable ca
   assert.equal(b.code, 0, b.stderr);
   assert.match(b.stdout, /^USAGE/m);
   assert.equal(b.stderr, '');
+});
+
+test('bin script: a cache directory of another user is not used; one of ours open to others is narrowed to 0700', { skip: process.getuid?.() !== 0 && 'needs root to make a directory another user owns' }, async () => {
+  const foreign = path.join(dir, 'cache-foreign');
+  const v8 = path.join(foreign, 'kubectl-proxyout', 'v8');
+  mkdirSync(v8, { recursive: true, mode: 0o700 });
+  chownSync(v8, 65534, 65534);
+  const r = await run(['--help'], { XDG_CACHE_HOME: foreign, HOME: dir });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^USAGE/m);
+  assert.deepEqual(readdirSync(v8), [], 'nothing read or written there');
+
+  const open = path.join(dir, 'cache-open');
+  const ours = path.join(open, 'kubectl-proxyout', 'v8');
+  mkdirSync(ours, { recursive: true });
+  chmodSync(ours, 0o777);
+  const o = await run(['--help'], { XDG_CACHE_HOME: open, HOME: dir });
+  assert.equal(o.code, 0, o.stderr);
+  assert.equal(statSync(ours).mode & 0o777, 0o700);
+  assert.equal(cacheFiles(open).length, 1);
 });
