@@ -165,6 +165,7 @@ async function cacheOnlyFigures(sim: SimCluster, kubeconfig: string): Promise<Ro
 }
 
 const installed = await npmLayout();
+process.once('exit', () => installed?.dispose());
 if (!installed) process.stderr.write('[bench:big] the bundle is not built (npm run package): measuring the clone only\n');
 const rows: Row[] = [];
 for (const pods of SIZES) {

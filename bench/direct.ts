@@ -8,7 +8,8 @@
 //     net.Socket pipe in its own process) shows how close any Node relay gets, and so what is the
 //     proxy's own overhead and what is the machine's.
 //   - a host on a 1 Gbit/s link: an echo server in a network namespace of the bench's own behind
-//     a veth pair shaped with tbf to 1 Gbit/s each way (a LAN or VPN host). This is where the
+//     a veth pair shaped with tbf to 1 Gbit/s each way (a LAN or VPN host), addressed from the
+//     benchmarking range 198.18.0.0/15 (RFC 2544) and checked to route through that veth. This is where the
 //     target is judged: a user's direct traffic goes to other machines over a link, and the
 //     question is whether the proxy costs them throughput there. Skipped, with the reason, where
 //     network namespaces cannot be made (not root, no `ip`/`tc`).
@@ -19,7 +20,7 @@ import { startBenchProxy } from './npm-layout.js';
 import { socksOpener, tcpOpener, type Opener } from './multiplex.js';
 import { bulkEcho, firstByteLatency, median } from './measure.js';
 
-const LINK = { ns: `pxodirect${process.pid}`, hostIf: `vpxd${process.pid % 100000}h`, nsIf: `vpxd${process.pid % 100000}n`, hostIp: '10.79.0.1', nsIp: '10.79.0.2', rate: '1gbit', port: 7000 };
+const LINK = { ns: `pxodirect${process.pid}`, hostIf: `vpxd${process.pid % 100000}h`, nsIf: `vpxd${process.pid % 100000}n`, hostIp: '198.18.79.1', nsIp: '198.18.79.2', rate: '1gbit', port: 7000 };
 
 interface Figures {
   mibs: number;
@@ -89,6 +90,8 @@ async function startLinkHost(): Promise<{ echo: ChildProcess; close(): void } | 
     ['tc', ['qdisc', 'add', 'dev', LINK.hostIf, 'root', 'tbf', 'rate', LINK.rate, 'burst', '256kb', 'latency', '50ms']],
     ['tc', ['-n', LINK.ns, 'qdisc', 'add', 'dev', LINK.nsIf, 'root', 'tbf', 'rate', LINK.rate, 'burst', '256kb', 'latency', '50ms']],
   ];
+  // A crash or Ctrl-C must not leave the namespace and the veth behind.
+  process.once('exit', close);
   for (const [cmd, args] of steps) {
     const r = run(cmd, args);
     if (!r.ok) {
@@ -96,31 +99,43 @@ async function startLinkHost(): Promise<{ echo: ChildProcess; close(): void } | 
       return `${cmd} ${args.join(' ')}: ${r.err}`;
     }
   }
+  // The bulk traffic must go through our veth, never by another route off the machine.
+  const route = spawnSync('ip', ['route', 'get', LINK.nsIp], { encoding: 'utf8' }).stdout ?? '';
+  if (!route.includes(`dev ${LINK.hostIf}`)) {
+    close();
+    return `${LINK.nsIp} does not route through ${LINK.hostIf}: ${route.trim()}`;
+  }
   const echo = spawn('ip', ['netns', 'exec', LINK.ns, process.execPath, '-e', `require('node:net').createServer((s) => { s.on('error', () => {}); s.pipe(s); }).listen(${LINK.port}, '${LINK.nsIp}', () => console.log('ready'));`], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await once(echo.stdout!, 'data');
-  return {
-    echo,
-    close() {
-      echo.kill();
-      close();
-    },
+  const ready = await Promise.race([once(echo.stdout!, 'data').then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 10_000).unref())]);
+  const stop = () => {
+    echo.kill();
+    close();
+    process.off('exit', close);
   };
+  if (!ready) {
+    stop();
+    return 'the echo server in the namespace did not start within 10 s';
+  }
+  return { echo, close: stop };
 }
 
 export async function reportDirect(kubeconfig: string, bulkBytes: number, rounds: number, latencyRounds: number): Promise<void> {
   const echo = net.createServer((s) => s.pipe(s)).listen(0, '127.0.0.1');
   await once(echo, 'listening');
   const port = (echo.address() as net.AddressInfo).port;
-  const minimal = spawn(process.execPath, ['-e', MINIMAL_RELAY, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const minimalPort = await childPort(minimal);
-  const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--direct']);
-  const link = await startLinkHost();
+  let minimal: ChildProcess | undefined;
+  let proxy: Awaited<ReturnType<typeof startBenchProxy>> | undefined;
+  let link: Awaited<ReturnType<typeof startLinkHost>> | undefined;
   try {
+    minimal = spawn(process.execPath, ['-e', MINIMAL_RELAY, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const minimalPort = await childPort(minimal);
+    proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--direct']);
+    link = await startLinkHost();
     console.log('\nDirect pass-through (echo servers of our own)');
     const loop = await measure(
       {
         'no proxy': tcpOpener('127.0.0.1', port),
-        'proxy, direct route': socksOpener(proxy.socks!, '127.0.0.1', port),
+        'proxy, direct route': socksOpener(proxy!.socks!, '127.0.0.1', port),
         'minimal Node relay': tcpOpener('127.0.0.1', minimalPort),
       },
       bulkBytes,
@@ -132,7 +147,7 @@ export async function reportDirect(kubeconfig: string, bulkBytes: number, rounds
       console.log(`a host on a 1 Gbit/s link: skipped (${link})`);
     } else {
       const onLink = await measure(
-        { 'no proxy': tcpOpener(LINK.nsIp, LINK.port), 'proxy, direct route': socksOpener(proxy.socks!, LINK.nsIp, LINK.port) },
+        { 'no proxy': tcpOpener(LINK.nsIp, LINK.port), 'proxy, direct route': socksOpener(proxy!.socks!, LINK.nsIp, LINK.port) },
         Math.min(bulkBytes, 128 << 20),
         rounds,
         latencyRounds,
@@ -143,9 +158,9 @@ export async function reportDirect(kubeconfig: string, bulkBytes: number, rounds
     const relayShare = loop['proxy, direct route']!.mibs / loop['minimal Node relay']!.mibs;
     console.log(`${verdict('on loopback', loop['proxy, direct route']!, loop['no proxy']!)}; the proxy moves ${relayShare.toFixed(2)} × what a bare Node relay does`);
   } finally {
-    if (typeof link !== 'string') link.close();
-    minimal.kill();
-    await proxy.stop();
+    if (link && typeof link !== 'string') link.close();
+    minimal?.kill();
+    await proxy?.stop();
     echo.close();
   }
 }

@@ -17,8 +17,8 @@ import { startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js'
 
 const ROUNDS = Number(process.env.BENCH_COST_ROUNDS ?? 5);
 const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? 128);
-/** A p99 needs many samples; the paths take turns so that both see the same machine. */
-const LATENCY_ROUNDS = Number(process.env.BENCH_COST_LATENCY_ROUNDS ?? 1000);
+/** A p99 needs many samples (default 1,000); the paths take turns so both see the same machine. */
+const LATENCY_ROUNDS = process.env.BENCH_COST_LATENCY_ROUNDS === undefined ? undefined : Number(process.env.BENCH_COST_LATENCY_ROUNDS);
 
 export function cpuSecondsOf(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -55,8 +55,16 @@ http.createServer((req, res) => {
 
 async function startBulkServer(): Promise<{ port: number; proc: ChildProcess }> {
   const proc = spawn(process.execPath, ['-e', BULK_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [line] = (await once(proc.stdout!, 'data')) as [Buffer];
-  return { port: Number(line.toString().trim()), proc };
+  const started = await Promise.race([
+    once(proc.stdout!, 'data').then(([line]) => Number((line as Buffer).toString().trim())),
+    once(proc, 'exit').then(([code]) => new Error(`the bulk server exited (${String(code)})`)),
+    new Promise<Error>((r) => setTimeout(() => r(new Error('the bulk server did not start within 10 s')), 10_000).unref()),
+  ]);
+  if (started instanceof Error) {
+    proc.kill();
+    throw started;
+  }
+  return { port: started, proc };
 }
 
 /** curl in its own process, awaited (never spawnSync: the simulated cluster runs in this process). */
@@ -66,7 +74,8 @@ async function curlDownload(args: string[], bytes: number): Promise<{ mibs: numb
   let err = '';
   proc.stdout.on('data', (c: Buffer) => (out += c));
   proc.stderr.on('data', (c: Buffer) => (err += c));
-  const [status] = (await once(proc, 'exit')) as [number | null];
+  // 'close': the process has exited and its output is all read.
+  const [status] = (await once(proc, 'close')) as [number | null];
   const [code, size, total, first] = out.trim().split(' ');
   if (status !== 0 || code !== '200' || Number(size) !== bytes) throw new Error(`curl ${args.join(' ')}: exit ${status}, HTTP ${code}, ${size} of ${bytes} bytes: ${err.trim()}`);
   return { mibs: bytes / 2 ** 20 / Number(total), firstByteMs: Number(first) * 1000 };
@@ -74,7 +83,7 @@ async function curlDownload(args: string[], bytes: number): Promise<{ mibs: numb
 
 /** Connect → one byte → its echo, the forwarders taking turns round by round (after 20 warm-ups each). */
 async function interleavedFirstByte(forwarders: Forwarder[], rounds: number): Promise<Record<string, { p50: number; p99: number }>> {
-  for (const f of forwarders) for (let i = 0; i < 20; i++) await roundTrip(await f.echo(), Buffer.from('w'), true);
+  for (const f of forwarders) for (let i = 0; i < 20; i++) if (!(await roundTrip(await f.echo(), Buffer.from('w'), true))) throw new Error(`${f.name}: a warm-up byte did not come back`);
   const times: Record<string, number[]> = {};
   for (let i = 0; i < rounds; i++) {
     for (const f of forwarders) {
@@ -103,17 +112,21 @@ function ratioLine(what: string, ours: number, theirs: number, target: string, m
 export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, proxy: { socks: string; pid: number; echo: Opener }, echoPod: string, bulkBytes: number, latencyRounds: number): Promise<void> {
   const kubectlEcho = await startKubectlPortForward(kubeconfig, 'data', echoPod, 7000);
   if (!kubectlEcho) return;
-  const bulk = await startBulkServer();
-  await sim.createPod({ namespace: 'data', name: 'bulk-0', labels: { app: 'bulk' }, ports: [{ name: 'http', containerPort: 8080, backend: 'external', target: { host: '127.0.0.1', port: bulk.port } }] });
-  await sim.createService({ namespace: 'data', name: 'bulk', selector: { app: 'bulk' }, ports: [{ name: 'http', port: 8080, targetPort: 8080 }] });
-  const kubectlBulk = await startKubectlPortForward(kubeconfig, 'data', 'bulk-0', 8080);
+  let bulk: { port: number; proc: ChildProcess } | undefined;
+  let kubectlBulk: Awaited<ReturnType<typeof startKubectlPortForward>>;
   try {
+    bulk = await startBulkServer();
+    await sim.createPod({ namespace: 'data', name: 'bulk-0', labels: { app: 'bulk' }, ports: [{ name: 'http', containerPort: 8080, backend: 'external', target: { host: '127.0.0.1', port: bulk.port } }] });
+    await sim.createService({ namespace: 'data', name: 'bulk', selector: { app: 'bulk' }, ports: [{ name: 'http', port: 8080, targetPort: 8080 }] });
+    kubectlBulk = await startKubectlPortForward(kubeconfig, 'data', 'bulk-0', 8080);
+    if (!kubectlBulk) throw new Error('kubectl port-forward to the bulk pod did not start');
+    const bulkForward = kubectlBulk;
     const forwarders: Forwarder[] = [
       { name: 'proxy', pid: proxy.pid, echo: proxy.echo, curl: (p) => ['--socks5-hostname', proxy.socks, `http://bulk.data:8080${p}`] },
-      { name: 'kubectl port-forward', pid: kubectlEcho.pid, echo: tcpOpener('127.0.0.1', kubectlEcho.port), curl: (p) => [`http://127.0.0.1:${kubectlBulk!.port}${p}`] },
+      { name: 'kubectl port-forward', pid: kubectlEcho.pid, echo: tcpOpener('127.0.0.1', kubectlEcho.port), curl: (p) => [`http://127.0.0.1:${bulkForward.port}${p}`] },
     ];
     // The download through kubectl runs in its second port-forward process: CPU is read there.
-    const downloadPid = (f: Forwarder) => (f.name === 'proxy' ? proxy.pid : kubectlBulk!.pid);
+    const downloadPid = (f: Forwarder) => (f.name === 'proxy' ? proxy.pid : bulkForward.pid);
     const bytes = DOWNLOAD_MB << 20;
     // Warm-up, one full unmeasured round each: tunnels open, the pod's address known, and the
     // proxy's code optimized by V8 (its first bulk round costs ~1.6× the later ones in CPU).
@@ -138,7 +151,7 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
         row.first.push(d.firstByteMs);
       }
     }
-    const latency = await interleavedFirstByte(forwarders, Math.max(latencyRounds, LATENCY_ROUNDS));
+    const latency = await interleavedFirstByte(forwarders, LATENCY_ROUNDS ?? Math.max(latencyRounds, 1000));
 
     const fmt = (v: number[], d = 2) => v.map((x) => x.toFixed(d)).join(' ');
     console.log(`\nForwarding cost against kubectl port-forward (median of ${ROUNDS} interleaved rounds after a warm-up; every round shown)`);
@@ -162,7 +175,7 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
   } finally {
     kubectlEcho.stop();
     kubectlBulk?.stop();
-    bulk.proc.kill();
+    bulk?.proc.kill();
     await sim.deleteService('data', 'bulk').catch(() => undefined);
     await sim.deletePod('data', 'bulk-0').catch(() => undefined);
   }

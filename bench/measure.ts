@@ -5,11 +5,15 @@ import type { Opener } from './multiplex.js';
 
 /** Connect, send one byte, wait for its echo: the time a client waits for its first byte (after 5 warm-ups). */
 export async function firstByteLatency(open: Opener, rounds: number): Promise<{ p50: number; p99: number }> {
-  for (let i = 0; i < 5; i++) await roundTrip(await open(), Buffer.from('w'), true);
+  // A round whose byte does not come back is a failure, never a fast sample: the bench stops.
+  const must = async (payload: string, i: number) => {
+    if (!(await roundTrip(await open(), Buffer.from(payload), true))) throw new Error(`first-byte round ${i + 1}: the byte did not come back`);
+  };
+  for (let i = 0; i < 5; i++) await must('w', i);
   const times: number[] = [];
   for (let i = 0; i < rounds; i++) {
     const started = process.hrtime.bigint();
-    await roundTrip(await open(), Buffer.from('x'), true);
+    await must('x', i);
     times.push(Number(process.hrtime.bigint() - started) / 1e6);
   }
   times.sort((a, b) => a - b);

@@ -28,8 +28,13 @@ export async function npmLayout(): Promise<NpmLayout | undefined> {
   writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'kubectl-proxyout', type: 'module' }));
   const command = [process.execPath, path.join(pkg, 'bin', 'kubectl-proxyout')];
   const env = { XDG_CACHE_HOME: path.join(pkg, 'cache') };
-  await new Promise<void>((resolve) => execFile(command[0]!, [command[1]!, '--help'], { env: { ...process.env, ...env } }, () => resolve()));
-  return { command, env, dispose: () => rmSync(pkg, { recursive: true, force: true }) };
+  const dispose = () => rmSync(pkg, { recursive: true, force: true });
+  const warm = await new Promise<Error | null>((resolve) => execFile(command[0]!, [command[1]!, '--help'], { env: { ...process.env, ...env } }, (err) => resolve(err)));
+  if (warm) {
+    dispose();
+    throw new Error(`the npm layout's first run (writing the code cache) failed: ${warm.message}`);
+  }
+  return { command, env, dispose };
 }
 
 let shared: Promise<NpmLayout | undefined> | undefined;

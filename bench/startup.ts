@@ -76,16 +76,25 @@ async function measureCli(what: string, command: string[], kubeconfig: string, e
       const c = await must(run(['connect', '--socks', '--no-auth', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json']));
       connect.push(c.ms);
       const { id, pid } = JSON.parse(c.stdout) as { id: string; pid: number };
-      // Idle: listening, caches synced, no client. A second for start-up garbage to be collected.
-      await new Promise((r) => setTimeout(r, 1_000));
-      rss.push(await rssMiB(pid));
-      // The last daemon stays idle longer: V8's memory reducer gives the start-up heap back after
-      // ~15–20 s of quiet, which is what an idle daemon holds from then on.
-      if (i === ROUNDS - 1 && SETTLE_S > 0) {
-        await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
-        settled = await rssMiB(pid);
+      try {
+        // Idle: listening, caches synced, no client. A second for start-up garbage to be collected.
+        await new Promise((r) => setTimeout(r, 1_000));
+        rss.push(await rssMiB(pid));
+        // The last daemon stays idle longer: V8's memory reducer gives the start-up heap back after
+        // ~15–20 s of quiet, which is what an idle daemon holds from then on (median of 3 readings).
+        if (i === ROUNDS - 1 && SETTLE_S > 0) {
+          await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
+          const readings: number[] = [];
+          for (let k = 0; k < 3; k++) {
+            if (k > 0) await new Promise((r) => setTimeout(r, 1_000));
+            readings.push(await rssMiB(pid));
+          }
+          settled = median(readings);
+        }
+      } finally {
+        // Never leave a daemon behind, even when a reading failed.
+        await must(run(['disconnect', id]));
       }
-      await must(run(['disconnect', id]));
     }
   } finally {
     rmSync(state, { recursive: true, force: true });

@@ -98,8 +98,16 @@ module.exports = { ...real, readJson: async (p, useCache) => (/oclif\\.manifest\
 // esbuild escapes non-ASCII characters except in regular expression literals (ansi-regex has a
 // raw U+009B there). Escaped too, the bundle is pure ASCII, which the bin script relies on: it
 // reads the file as latin1, three times faster than decoding UTF-8 (bin/kubectl-proxyout).
+// A \uXXXX escape means the same character in strings, templates, identifiers and regular
+// expressions — except after a backslash (`/\é/`), in String.raw or a tagged template's raw text,
+// and for characters beyond U+FFFF; the build stops on the first two kinds it can see rather than
+// change the program's meaning.
 {
   const text = readFileSync(bundle, 'utf8');
+  for (const m of text.matchAll(/(\\?)([^\x00-\x7f])/gu)) {
+    const where = text.slice(Math.max(0, m.index - 40), m.index + 10).replace(/\s+/g, ' ');
+    if (m[1] || m[2].codePointAt(0) > 0xffff) throw new Error(`bundle: cannot escape U+${m[2].codePointAt(0).toString(16)} safely near: ${where}`);
+  }
   const ascii = text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   if (ascii !== text) writeFileSync(bundle, ascii);
 }

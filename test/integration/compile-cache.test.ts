@@ -7,7 +7,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { repoRoot } from '../helpers/proxy-process.js';
@@ -54,7 +54,7 @@ test('bin script: the code cache is written once (0600 in 0700), accepted after,
   const [file, ...more] = cacheFiles(cacheHome);
   assert.ok(file, 'a cache file was written');
   assert.deepEqual(more, [], 'one cache file');
-  assert.match(path.basename(file), new RegExp(`^bundle-\\d+-\\d+-${process.version.replace(/\./g, '\\.')}-${process.arch}\\.bin$`));
+  assert.match(path.basename(file), new RegExp(`^bundle-[0-9a-f]{32}-${process.version.replace(/\./g, '\\.')}-${process.arch}\\.bin$`));
   assert.equal(statSync(file).mode & 0o777, 0o600);
   assert.equal(statSync(path.dirname(file)).mode & 0o777, 0o700);
   const written = readFileSync(file);
@@ -110,4 +110,42 @@ test('bin script: a cache directory of another user is not used; one of ours ope
   assert.equal(o.code, 0, o.stderr);
   assert.equal(statSync(ours).mode & 0o777, 0o700);
   assert.equal(cacheFiles(open).length, 1);
+});
+
+test('bin script: a bundle of the same size and mtime (an npm upgrade) never runs the old bundle\'s bytecode', { skip: process.platform === 'win32' && 'POSIX modes' }, async () => {
+  const cacheHome = path.join(dir, 'cache-upgrade');
+  const bundleFile = path.join(dir, 'pkg', 'dist', 'pkg', 'kubectl-proxyout.cjs');
+  const original = readFileSync(bundleFile, 'latin1');
+  const before = statSync(bundleFile);
+  try {
+    const first = await run(['--help'], { XDG_CACHE_HOME: cacheHome, HOME: dir });
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /A kubectl\/oc plugin that gives you/);
+    // The same bundle with one word changed, same length, the same mtime: what npm installs.
+    const changed = original.replace('A kubectl/oc plugin that gives you', 'A KUBECTL/OC PLUGIN THAT GIVES YOU');
+    assert.equal(changed.length, original.length);
+    assert.notEqual(changed, original);
+    writeFileSync(bundleFile, changed, 'latin1');
+    utimesSync(bundleFile, before.atime, before.mtime);
+    const second = await run(['--help'], { XDG_CACHE_HOME: cacheHome, HOME: dir });
+    assert.equal(second.code, 0, second.stderr);
+    assert.match(second.stdout, /A KUBECTL\/OC PLUGIN THAT GIVES YOU/, 'the new bundle runs');
+    assert.equal(cacheFiles(cacheHome).length, 2, 'one cache per bundle');
+  } finally {
+    writeFileSync(bundleFile, original, 'latin1');
+  }
+});
+
+test('bin script: a cache file another user could write is not read', { skip: process.getuid?.() !== 0 && 'needs root to give a file to another user' }, async () => {
+  const cacheHome = path.join(dir, 'cache-planted');
+  const env = { XDG_CACHE_HOME: cacheHome, HOME: dir };
+  assert.equal((await run(['--help'], env)).code, 0);
+  const [file] = cacheFiles(cacheHome);
+  // A good cache, but owned by someone else: used, it would stay as it is (an accepted cache is
+  // not written again); not read, a fresh one of ours replaces it.
+  chownSync(file!, 65534, 65534);
+  const r = await run(['--help'], env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^USAGE/m);
+  assert.equal(statSync(file!).uid, process.getuid!(), 'the foreign file was not used but replaced');
 });

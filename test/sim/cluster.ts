@@ -284,6 +284,14 @@ export class SimCluster {
     this.spdyFailureFrames = frames;
   }
 
+  /**
+   * Extension: the largest message the SPDY-over-WebSocket tunnel sends (default 32 KiB, the API
+   * server's io.Copy buffer). A few bytes cut every frame, error texts included, into pieces.
+   */
+  setTunnelMessageMax(bytes: number): void {
+    this.spdyKubelet.tunnelMessageMax = bytes;
+  }
+
   /** Extension: plain-text errors (default) or newer kubelets' JSON `{closeConnection, message}`, on both protocols. */
   setKubeletErrorFormat(format: KubeletErrorFormat): void {
     this.kubeletErrorFormat = format;

@@ -14,7 +14,7 @@ import { WebSocketServer } from 'ws';
 import { parsePortsQuery, writeRawResponse, writeRawStatus, type KubeletDeps, type PodRuntimeView } from './kubelet-portforward.js';
 import type { ApiError } from './status.js';
 import type { Headers } from '../../src/tunnel/spdy/framer.js';
-import { ServerWire, SocketWire, WebSocketWire } from './spdy-wire.js';
+import { ServerWire, SocketWire, TUNNEL_MESSAGE_MAX, WebSocketWire } from './spdy-wire.js';
 import { PodSession } from './kubelet-spdy-session.js';
 
 export const TUNNEL_PREFIX = 'SPDY/3.1+';
@@ -50,6 +50,8 @@ function isSpdyUpgrade(req: IncomingMessage): boolean {
 export class KubeletSpdyPortForward {
   /** false: a server without the WebSocket tunnel (Kubernetes ≤ 1.29, or the feature gate off). */
   tunnel = true;
+  /** Extension: the largest tunnel message (the API server's io.Copy buffer, 32 KiB); tests cut smaller. */
+  tunnelMessageMax = TUNNEL_MESSAGE_MAX;
   // `ws` refuses "SPDY/3.1+…" as a subprotocol ("/" is not a token character), where gorilla/
   // websocket takes it: the header is taken off the request before the handshake and the chosen
   // protocol written into the 101 ourselves.
@@ -102,7 +104,7 @@ export class KubeletSpdyPortForward {
       const chosen = offered(req).find((p) => p === TUNNEL_PREFIX + PORT_FORWARD_PROTOCOL);
       delete req.headers['sec-websocket-protocol'];
       Object.assign(req, { spdyTunnelProtocol: chosen });
-      this.wss.handleUpgrade(req, socket, head, (ws) => this.start(new WebSocketWire(ws), pod));
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.start(new WebSocketWire(ws, this.tunnelMessageMax), pod));
       return true;
     }
     if (!/upgrade/i.test(String(req.headers.connection ?? ''))) {

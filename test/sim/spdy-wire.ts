@@ -81,7 +81,11 @@ export abstract class ServerWire implements SessionWire {
 }
 
 export class WebSocketWire extends ServerWire {
-  constructor(private readonly ws: WebSocket) {
+  /** `messageMax`: the largest message sent (TUNNEL_MESSAGE_MAX; tests cut much smaller). */
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly messageMax = TUNNEL_MESSAGE_MAX,
+  ) {
     super();
     ws.on('message', (data: RawData, isBinary: boolean) => {
       if (!isBinary) return this.session?.destroy(new Error('invalid message type received'));
@@ -118,9 +122,9 @@ export class WebSocketWire extends ServerWire {
    */
   protected send(data: Buffer): void {
     if (this.ws.readyState !== this.ws.OPEN) return;
-    for (let off = 0; off < data.length; off += TUNNEL_MESSAGE_MAX) {
-      const last = off + TUNNEL_MESSAGE_MAX >= data.length;
-      this.ws.send(data.subarray(off, off + TUNNEL_MESSAGE_MAX), { binary: true }, last ? () => this.sent() : undefined);
+    for (let off = 0; off < data.length; off += this.messageMax) {
+      const last = off + this.messageMax >= data.length;
+      this.ws.send(data.subarray(off, off + this.messageMax), { binary: true }, last ? () => this.sent() : undefined);
     }
   }
 

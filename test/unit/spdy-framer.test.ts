@@ -35,15 +35,17 @@ function readAll(bytes: Buffer, splits: number[]): Frame[] {
         frames.push(f);
         continue;
       }
+      assert.equal(f.end, !r.inDataFrame, 'end marks the piece that completes its frame');
       if (open) {
         assert.equal(f.streamId, open.streamId);
         open.data = Buffer.concat([open.data, f.data]);
         open.fin = f.fin;
+        open.end = f.end;
       } else {
         open = { ...f };
         frames.push(open);
       }
-      if (!r.inDataFrame) open = undefined;
+      if (f.end) open = undefined;
     }
   }
   assert.equal(r.buffered, 0);
@@ -60,13 +62,13 @@ test('a DATA frame comes out as its bytes arrive, in slices of the received chun
   const third = Buffer.from(bytes.subarray(30_008));
   r.push(first);
   const a = r.next();
-  assert.deepEqual(a && { ...a, data: a.type === 'data' ? a.data.length : -1 }, { type: 'data', streamId: 5, fin: false, data: 20_000 });
+  assert.deepEqual(a && { ...a, data: a.type === 'data' ? a.data.length : -1 }, { type: 'data', streamId: 5, fin: false, data: 20_000, end: false });
   assert.equal(r.next(), undefined, 'nothing more until more bytes arrive');
   r.push(second);
   r.push(third);
   const b = r.next() as Extract<Frame, { type: 'data' }>;
   const c = r.next() as Extract<Frame, { type: 'data' }>;
-  assert.deepEqual([b.data.length, b.fin, c.data.length, c.fin], [10_000, false, 10_000, true]);
+  assert.deepEqual([b.data.length, b.fin, b.end, c.data.length, c.fin, c.end], [10_000, false, false, 10_000, true, true]);
   // Slices, not copies: each piece shares memory with the chunk it came in.
   assert.equal((a as Extract<Frame, { type: 'data' }>).data.buffer, first.buffer);
   assert.equal(b.data.buffer, second.buffer);
@@ -91,8 +93,8 @@ test('frames survive being cut at every byte boundary and being glued together',
   const expected = readAll(bytes, []);
   assert.deepEqual(expected.map((f) => f.type), ['syn_stream', 'syn_reply', 'data', 'data', 'rst_stream', 'ping', 'goaway', 'settings', 'window_update']);
   assert.deepEqual(expected[0], { type: 'syn_stream', streamId: 1, associatedId: 0, priority: 7, slot: 0, flags: 1, block });
-  assert.deepEqual(expected[2], { type: 'data', streamId: 1, fin: false, data: Buffer.from('hello') });
-  assert.deepEqual(expected[3], { type: 'data', streamId: 3, fin: true, data: Buffer.alloc(0) });
+  assert.deepEqual(expected[2], { type: 'data', streamId: 1, fin: false, data: Buffer.from('hello'), end: true });
+  assert.deepEqual(expected[3], { type: 'data', streamId: 3, fin: true, data: Buffer.alloc(0), end: true });
   assert.deepEqual(expected[4], { type: 'rst_stream', streamId: 5, status: 5 });
   assert.deepEqual(expected[6], { type: 'goaway', lastGoodStreamId: 9, status: 0 });
   assert.deepEqual(expected[7], { type: 'settings', flags: 0, entries: [{ flags: 1, id: 4, value: 100 }] });

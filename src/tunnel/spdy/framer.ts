@@ -46,7 +46,8 @@ export const MAX_STREAM_ID = 0x7fffffff;
 export type Headers = Record<string, string>;
 
 export type Frame =
-  | { type: 'data'; streamId: number; fin: boolean; data: Buffer }
+  /** A DATA frame or a piece of one (see FrameReader); `end`: this piece completes its frame. */
+  | { type: 'data'; streamId: number; fin: boolean; data: Buffer; end: boolean }
   | { type: 'syn_stream'; streamId: number; associatedId: number; priority: number; slot: number; flags: number; block: Buffer }
   | { type: 'syn_reply'; streamId: number; flags: number; block: Buffer }
   | { type: 'headers'; streamId: number; flags: number; block: Buffer }
@@ -106,7 +107,7 @@ export class FrameReader {
       if (streamId === 0) throw new SpdyProtocolError('DATA frame on stream 0');
       this.take(8);
       const fin = (flags & FLAG_FIN) !== 0;
-      if (length === 0) return { type: 'data', streamId, fin, data: Buffer.alloc(0) };
+      if (length === 0) return { type: 'data', streamId, fin, data: Buffer.alloc(0), end: true };
       this.data = { streamId, remaining: length, fin };
       return this.nextPiece(this.data);
     }
@@ -125,7 +126,7 @@ export class FrameReader {
     const piece = this.take(n);
     data.remaining -= n;
     if (data.remaining === 0) this.data = undefined;
-    return { type: 'data', streamId: data.streamId, fin: data.remaining === 0 && data.fin, data: piece };
+    return { type: 'data', streamId: data.streamId, fin: data.remaining === 0 && data.fin, data: piece, end: data.remaining === 0 };
   }
 
   private peek(n: number): Buffer {

@@ -24,6 +24,9 @@ import { PodStream, isSandboxGone, where } from '../pod-stream.js';
 import type { SpdyStream } from './session.js';
 import { HIGH_WATER, type PodTunnel } from './tunnel.js';
 
+/** The most of one error message we keep (PodStream keeps 4 KiB of error text in all). */
+const ERROR_MESSAGE_MAX = 8 * 1024;
+
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
 /** After a data FIN before the pod spoke, the error stream gets this long to say why (or end). */
@@ -85,7 +88,22 @@ export class SpdyPortForwardStream extends PodStream {
       this.replied();
     };
     data.onReply = () => this.replied();
-    error.onData = (chunk) => this.errorFromKubelet(chunk.toString('utf8'));
+    // The kubelet writes each error message at once (one DATA frame), but the frame may reach us
+    // in pieces: classify the whole message, decoded as a whole (a character may straddle pieces).
+    // Kept to ERROR_MESSAGE_MAX bytes: a server cannot make us hold a 16 MiB frame.
+    let errorPieces: Buffer[] = [];
+    let errorBytes = 0;
+    error.onData = (chunk, frameEnd) => {
+      if (errorBytes < ERROR_MESSAGE_MAX) {
+        errorPieces.push(chunk.subarray(0, ERROR_MESSAGE_MAX - errorBytes));
+        errorBytes += chunk.length;
+      }
+      if (!frameEnd) return;
+      const message = Buffer.concat(errorPieces).toString('utf8');
+      errorPieces = [];
+      errorBytes = 0;
+      this.errorFromKubelet(message);
+    };
     error.onEnd = () => this.errorStreamClosed();
     error.onReset = () => {
       this.refused('reset the error stream');

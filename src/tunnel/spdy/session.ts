@@ -256,7 +256,8 @@ export class SpdySession {
         const stream = this.streams.get(frame.streamId);
         if (!stream || stream.remoteClosed || stream.resetDone) return;
         if (stream.local && !stream.replied) return; // dropped, as spdystream does
-        if (frame.data.length > 0) stream.onData?.(frame.data);
+        // The last piece of a frame with a payload is never empty: empty frames carry nothing to deliver.
+        if (frame.data.length > 0) stream.onData?.(frame.data, frame.end);
         if (frame.fin && stream.open && !stream.remoteClosed) this.remoteFin(stream);
         return;
       }

@@ -15,7 +15,11 @@ export class SpdyStream {
   resetDone = false;
   /** The peer accepted our stream (SYN_REPLY; its headers are not needed for port-forward). */
   onReply?: () => void;
-  onData?: (chunk: Buffer) => void;
+  /**
+   * Payload as it arrives: a DATA frame may come in several pieces (spdy/framer.ts FrameReader);
+   * `frameEnd` is true on the piece that completes its frame. Empty frames are not delivered.
+   */
+  onData?: (chunk: Buffer, frameEnd: boolean) => void;
   /** The peer sent FIN: no more data will arrive. */
   onEnd?: () => void;
   /** The peer reset the stream (status from RstStatus). */
