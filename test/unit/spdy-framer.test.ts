@@ -223,8 +223,8 @@ test('a SYN_STREAM pair as kubectl sends it decodes, headers and all', async () 
     { id: 1, flags: 0, priority: 0, h: { streamtype: 'error', port: '7000', requestid: '0' } },
     { id: 3, flags: 0, priority: 0, h: { streamtype: 'data', port: '7000', requestid: '0' } },
   ]);
-  assert.deepEqual(frames[1], { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0) });
-  assert.deepEqual(frames[3], { type: 'data', streamId: 3, fin: false, data: Buffer.from('02d48d83966b663385f636', 'hex') });
-  assert.deepEqual(frames[4], { type: 'data', streamId: 3, fin: true, data: Buffer.alloc(0) });
+  assert.deepEqual(frames[1], { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0), end: true });
+  assert.deepEqual(frames[3], { type: 'data', streamId: 3, fin: false, data: Buffer.from('02d48d83966b663385f636', 'hex'), end: true });
+  assert.deepEqual(frames[4], { type: 'data', streamId: 3, fin: true, data: Buffer.alloc(0), end: true });
   d.close();
 });
