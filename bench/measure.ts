@@ -1,6 +1,7 @@
 // Measurements shared by the bench's tables (run.ts, latency.ts).
 import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Opener } from './multiplex.js';
 
 /** Connect, send one byte, wait for its echo: the time a client waits for its first byte (after 5 warm-ups). */
@@ -64,4 +65,10 @@ export async function bulkEcho(open: Opener, total: number): Promise<number> {
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+/** CPU seconds (user + system) a process has used so far (Linux /proc). */
+export function cpuSecondsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }

@@ -11,7 +11,7 @@ import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
-import { bulkEcho, firstByteLatency, median, roundTrip } from './measure.js';
+import { bulkEcho, cpuSecondsOf, firstByteLatency, median, roundTrip } from './measure.js';
 import { reportDirect } from './direct.js';
 import { reportSsh } from './ssh.js';
 import { reportKonnectivity } from './konnectivity.js';
@@ -181,11 +181,6 @@ function connectTcp(host: string, port: number): Promise<net.Socket> {
 }
 
 /** User + system CPU seconds of a process so far (/proc/PID/stat utime + stime, in clock ticks of 1/100 s). */
-function cpuSecondsOf(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 function rssOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;

@@ -83,11 +83,6 @@ export class FrameReader {
     return this.length;
   }
 
-  /** Whether the last frame handed out was a DATA piece with more of its frame to follow. */
-  get inDataFrame(): boolean {
-    return this.data !== undefined;
-  }
-
   push(chunk: Buffer): void {
     if (chunk.length === 0) return;
     this.chunks.push(chunk);
