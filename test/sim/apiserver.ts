@@ -6,9 +6,9 @@
 // staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go, discovery, per-request
 // counters, and the port-forward upgrade hand-off to the simulated kubelet.
 import https from 'node:https';
+import tls, { type TLSSocket } from 'node:tls';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { RESOURCES, type Resource, type ResourceInfo, type Store } from './store.js';
 import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badRequest, notFound } from './status.js';
@@ -17,6 +17,8 @@ import { ListSnapshots } from './paging.js';
 import { apiGroupList, apiVersions, coreV1Resources, DISCOVERY_GROUP, groupDocument, groupV1Resources, NETWORKING_GROUP, ROUTE_GROUP, SIM_VERSION, type SimApiGroup } from './discovery.js';
 import { writeRawResponse, writeRawStatus } from './kubelet-portforward.js';
 import { ACCESS_REVIEW_PATH, authorizationGroup, authorizationV1Resources, handleAccessReview } from './access-review.js';
+
+const GO_CIPHERS = ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', ...tls.DEFAULT_CIPHERS.split(':').filter((c) => !c.startsWith('TLS_'))].join(':');
 
 export interface SimCounters {
   total: number;
@@ -137,7 +139,13 @@ export class ApiServer {
 
   constructor(private readonly o: ApiServerOptions) {
     this.port = o.port;
-    this.server = https.createServer({ key: o.tls.key, cert: o.tls.cert, ca: [o.tls.ca], requestCert: true, rejectUnauthorized: false }, (req, res) => this.onRequest(req, res));
+    this.server = https.createServer(
+      // TLS 1.3 suites in a Go server's order (crypto/tls cipher_suites.go defaultCipherSuitesTLS13;
+      // handshake_server_tls13.go picks from it, not from the client's list): AES-128-GCM for any
+      // client that offers it, as kube-apiserver does. OpenSSL's own default would be AES-256.
+      { key: o.tls.key, cert: o.tls.cert, ca: [o.tls.ca], requestCert: true, rejectUnauthorized: false, ciphers: GO_CIPHERS, honorCipherOrder: true },
+      (req, res) => this.onRequest(req, res),
+    );
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
     const track = (s: Socket): void => {
       this.sockets.add(s);

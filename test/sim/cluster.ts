@@ -285,8 +285,9 @@ export class SimCluster {
   }
 
   /**
-   * Extension: the largest message the SPDY-over-WebSocket tunnel sends (default 32 KiB, the API
-   * server's io.Copy buffer). A few bytes cut every frame, error texts included, into pieces.
+   * Extension: the largest message the SPDY-over-WebSocket tunnel sends (default 16 KiB, one TLS
+   * record per read of the kubelet's connection). A few bytes cut every frame, error texts
+   * included, into pieces.
    */
   setTunnelMessageMax(bytes: number): void {
     this.spdyKubelet.tunnelMessageMax = bytes;

@@ -50,7 +50,7 @@ function isSpdyUpgrade(req: IncomingMessage): boolean {
 export class KubeletSpdyPortForward {
   /** false: a server without the WebSocket tunnel (Kubernetes ≤ 1.29, or the feature gate off). */
   tunnel = true;
-  /** Extension: the largest tunnel message (the API server's io.Copy buffer, 32 KiB); tests cut smaller. */
+  /** Extension: the largest tunnel message (one TLS record, 16 KiB, per read of the kubelet's connection); tests cut smaller. */
   tunnelMessageMax = TUNNEL_MESSAGE_MAX;
   // `ws` refuses "SPDY/3.1+…" as a subprotocol ("/" is not a token character), where gorilla/
   // websocket takes it: the header is taken off the request before the handshake and the chosen

@@ -4,7 +4,6 @@
 import https from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type WebSocket from 'ws';
 import { SpdySession, type SpdyStream } from '../../src/tunnel/spdy/session.js';
 import { dialTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import type { Headers } from '../../src/tunnel/spdy/framer.js';
@@ -49,10 +48,10 @@ export class RawSpdy {
   /** The WebSocket tunnel (subprotocol SPDY/3.1+portforward.k8s.io). */
   static async tunnel(sim: SimCluster, ns: string, pod: string): Promise<RawSpdy> {
     const url = new URL(sim.server.replace('https:', 'wss:') + path(ns, pod));
-    const ws: WebSocket = await dialTunnel(url, { ca: sim.caPem, headers: { Authorization: `Bearer ${sim.adminToken}` } }, 5000);
-    const raw = new RawSpdy((b) => ws.send(b), () => ws.close(1000));
-    ws.on('message', (d: Buffer) => raw.session.receive(d));
-    ws.on('close', () => raw.session.destroy());
+    const ws = await dialTunnel(url, { ca: sim.caPem, headers: { Authorization: `Bearer ${sim.adminToken}` } }, 5000);
+    const raw = new RawSpdy((b) => ws.send([b], b.length), () => ws.close());
+    ws.onData = (d) => raw.session.receive(d);
+    ws.onClose(() => raw.session.destroy());
     return raw;
   }
 

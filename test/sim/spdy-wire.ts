@@ -8,8 +8,11 @@ import type { WebSocket, RawData } from 'ws';
 import type { SessionWire, SpdySession } from '../../src/tunnel/spdy/session.js';
 
 export const HIGH_WATER = 1 << 20;
-/** io.Copy's buffer: the largest message the API server's tunnel sends. */
-export const TUNNEL_MESSAGE_MAX = 32 * 1024;
+/**
+ * The largest message the API server's tunnel sends: io.Copy's buffer is 32 KiB, but each read of
+ * the kubelet's TLS connection returns at most one record (Go crypto/tls conn.go Read), ≤ 16 KiB.
+ */
+export const TUNNEL_MESSAGE_MAX = 16 * 1024;
 export const LOW_WATER = 256 * 1024;
 
 export abstract class ServerWire implements SessionWire {
@@ -118,7 +121,8 @@ export class WebSocketWire extends ServerWire {
   /**
    * The API server relays the kubelet's SPDY connection into the WebSocket with io.Copy
    * (apimachinery util/proxy/upgradeaware.go; tunneling_connection.go writes one binary message
-   * per Write): messages of at most 32 KiB, cut wherever a read ended — frames span messages.
+   * per Write): messages of at most one TLS record's 16 KiB, cut wherever a read ended — frames
+   * span messages.
    */
   protected send(data: Buffer): void {
     if (this.ws.readyState !== this.ws.OPEN) return;

@@ -1,4 +1,4 @@
-// The masking policy of our port-forward WebSockets, read off the wire: a bare server (TLS or
+// The masking policy of our port-forward WebSockets (both `ws` and our own tunnel client), read off the wire: a bare server (TLS or
 // plain) answers the upgrade by hand and reports the 4-byte masking key of the client's first frame.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,6 +8,7 @@ import tls from 'node:tls';
 import WebSocket from 'ws';
 import { SimPki, type KeyAndCert } from '../sim/pki.js';
 import { framesVisibleOnPath, webSocketOptions } from '../../src/tunnel/ws-options.js';
+import { dialTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import type { ApiRequestOptions } from '../../src/cluster/api.js';
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
@@ -19,8 +20,11 @@ before(() => {
   serving = pki.servingCert();
 });
 
-/** Serves one upgrade and resolves with the masking key of the first client frame. */
-async function firstMask(secure: boolean, conn: ApiRequestOptions): Promise<Buffer> {
+/**
+ * Serves one upgrade and resolves with the masking key of the first client frame: from `ws` with
+ * webSocketOptions (per-stream v4 WebSockets) or from our own client (the SPDY tunnel, dialTunnel).
+ */
+async function firstMask(secure: boolean, conn: ApiRequestOptions, client: Client): Promise<Buffer> {
   let resolveMask!: (m: Buffer) => void;
   const mask = new Promise<Buffer>((r) => (resolveMask = r));
   const onSocket = (socket: net.Socket) => {
@@ -31,9 +35,11 @@ async function firstMask(secure: boolean, conn: ApiRequestOptions): Promise<Buff
       if (!upgraded) {
         const end = buf.indexOf('\r\n\r\n');
         if (end < 0) return;
-        const key = /sec-websocket-key: *(\S+)/i.exec(buf.subarray(0, end).toString())![1];
+        const head = buf.subarray(0, end).toString();
+        const key = /sec-websocket-key: *(\S+)/i.exec(head)![1];
+        const protocol = /sec-websocket-protocol: *(\S+)/i.exec(head)?.[1];
         const accept = createHash('sha1').update(key + GUID).digest('base64');
-        socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+        socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n${protocol ? `Sec-WebSocket-Protocol: ${protocol}\r\n` : ''}\r\n`);
         upgraded = true;
         buf = buf.subarray(end + 4);
       }
@@ -50,43 +56,56 @@ async function firstMask(secure: boolean, conn: ApiRequestOptions): Promise<Buff
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as net.AddressInfo).port;
   const url = new URL(`${secure ? 'wss' : 'ws'}://127.0.0.1:${port}/api/v1/namespaces/a/pods/b/portforward`);
-  const ws = new WebSocket(url, [], webSocketOptions(url, conn));
-  ws.on('error', () => undefined);
-  ws.on('open', () => ws.send(Buffer.from('hello')));
+  let stop = (): void => undefined;
+  if (client === 'ws') {
+    const ws = new WebSocket(url, [], webSocketOptions(url, conn));
+    ws.on('error', () => undefined);
+    ws.on('open', () => ws.send(Buffer.from('hello')));
+    stop = () => ws.terminate();
+  } else {
+    const tunnel = await dialTunnel(url, conn, 5000);
+    tunnel.send([Buffer.from('hello')], 5);
+    stop = () => tunnel.terminate();
+  }
   try {
     return await mask;
   } finally {
-    ws.terminate();
+    stop();
     server.close();
   }
 }
 
+type Client = 'ws' | 'tunnel';
+const clients: Client[] = ['ws', 'tunnel'];
+
 const zero = Buffer.alloc(4);
 
-test('verified TLS to the API server: all-zero masking key (nothing on the path can read frames)', async () => {
-  const conn: ApiRequestOptions = { headers: {}, ca: pki.caPem };
-  assert.equal(framesVisibleOnPath(new URL('wss://x'), conn), false);
-  assert.deepEqual(await firstMask(true, conn), zero);
-});
+for (const client of clients) {
+  test(`${client}: verified TLS to the API server: all-zero masking key (nothing on the path can read frames)`, async () => {
+    const conn: ApiRequestOptions = { headers: {}, ca: pki.caPem };
+    assert.equal(framesVisibleOnPath(new URL('wss://x'), conn), false);
+    assert.deepEqual(await firstMask(true, conn, client), zero);
+  });
 
-test('insecure-skip-tls-verify: random masking keys (a TLS-intercepting box could read frames)', async () => {
-  const conn: ApiRequestOptions = { headers: {}, rejectUnauthorized: false };
-  assert.equal(framesVisibleOnPath(new URL('wss://x'), conn), true);
-  const masks = [await firstMask(true, conn), await firstMask(true, conn)];
-  assert.ok(!masks[0]!.equals(zero) || !masks[1]!.equals(zero), 'keys are random');
-  assert.ok(!masks[0]!.equals(masks[1]!), 'a new key per frame/connection');
-});
+  test(`${client}: insecure-skip-tls-verify: random masking keys (a TLS-intercepting box could read frames)`, async () => {
+    const conn: ApiRequestOptions = { headers: {}, rejectUnauthorized: false };
+    assert.equal(framesVisibleOnPath(new URL('wss://x'), conn), true);
+    const masks = [await firstMask(true, conn, client), await firstMask(true, conn, client)];
+    assert.ok(!masks[0]!.equals(zero) || !masks[1]!.equals(zero), 'keys are random');
+    assert.ok(!masks[0]!.equals(masks[1]!), 'a new key per frame/connection');
+  });
 
-test('an extra CA is trusted (--extra-ca, a TLS-intercepting proxy): random masking keys', async () => {
-  const conn: ApiRequestOptions = { headers: {}, ca: [pki.caPem], tlsMayBeIntercepted: true };
-  assert.equal(framesVisibleOnPath(new URL('wss://x'), conn), true);
-  const masks = [await firstMask(true, conn), await firstMask(true, conn)];
-  assert.ok(!masks[0]!.equals(masks[1]!), 'a new key per frame/connection');
-});
+  test(`${client}: an extra CA is trusted (--extra-ca, a TLS-intercepting proxy): random masking keys`, async () => {
+    const conn: ApiRequestOptions = { headers: {}, ca: [pki.caPem], tlsMayBeIntercepted: true };
+    assert.equal(framesVisibleOnPath(new URL('wss://x'), conn), true);
+    const masks = [await firstMask(true, conn, client), await firstMask(true, conn, client)];
+    assert.ok(!masks[0]!.equals(masks[1]!), 'a new key per frame/connection');
+  });
 
-test('plain http:// API server: random masking keys', async () => {
-  const conn: ApiRequestOptions = { headers: {} };
-  assert.equal(framesVisibleOnPath(new URL('ws://x'), conn), true);
-  const masks = [await firstMask(false, conn), await firstMask(false, conn)];
-  assert.ok(!masks[0]!.equals(masks[1]!), 'random keys');
-});
+  test(`${client}: plain http:// API server: random masking keys`, async () => {
+    const conn: ApiRequestOptions = { headers: {} };
+    assert.equal(framesVisibleOnPath(new URL('ws://x'), conn), true);
+    const masks = [await firstMask(false, conn, client), await firstMask(false, conn, client)];
+    assert.ok(!masks[0]!.equals(masks[1]!), 'random keys');
+  });
+}

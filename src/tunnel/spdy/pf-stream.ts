@@ -27,6 +27,13 @@ import { HIGH_WATER, type PodTunnel } from './tunnel.js';
 /** The most of one error message we keep (PodStream keeps 4 KiB of error text in all). */
 const ERROR_MESSAGE_MAX = 8 * 1024;
 
+/**
+ * A DATA frame reaches us in pieces when tunnel messages cut it (the API server relays ≤ 16 KiB
+ * reads); handing the reader one chunk per frame, as kubectl's framer does, costs one send to
+ * the client per frame instead of one per piece. Frames larger than this go out in parts.
+ */
+const FRAME_JOIN_MAX = 64 * 1024;
+
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
 /** After a data FIN before the pod spoke, the error stream gets this long to say why (or end). */
@@ -53,6 +60,9 @@ export class SpdyPortForwardStream extends PodStream {
   /** FIN on the data stream arrived and waits for the error stream's verdict. */
   private podFinished = false;
   private verdictTimer?: NodeJS.Timeout;
+  /** Pieces of the DATA frame under way (tunnel messages cut frames anywhere). */
+  private framePieces: Buffer[] = [];
+  private framePieceBytes = 0;
 
   constructor(
     private readonly tunnel: PodTunnel,
@@ -109,7 +119,7 @@ export class SpdyPortForwardStream extends PodStream {
       this.refused('reset the error stream');
       this.errorStreamClosed();
     };
-    data.onData = (chunk) => this.onPodData(chunk);
+    data.onData = (chunk, frameEnd) => this.onPodData(chunk, frameEnd);
     data.onEnd = () => {
       this.podFinished = true;
       if (!this.podHasSpoken && !this.errorClosed) {
@@ -162,8 +172,17 @@ export class SpdyPortForwardStream extends PodStream {
     this.failOpening(new UpstreamApiError(`port-forward to ${where(this.target)}: the kubelet ${what}`, { retryable: true }));
   }
 
-  private onPodData(chunk: Buffer): void {
+  private onPodData(piece: Buffer, frameEnd: boolean): void {
     if (this.podEnded || this.destroyed) return;
+    let chunk = piece;
+    if (!frameEnd || this.framePieces.length > 0) {
+      this.framePieces.push(piece);
+      this.framePieceBytes += piece.length;
+      if (!frameEnd && this.framePieceBytes < FRAME_JOIN_MAX) return;
+      chunk = this.framePieces.length === 1 ? piece : Buffer.concat(this.framePieces, this.framePieceBytes);
+      this.framePieces = [];
+      this.framePieceBytes = 0;
+    }
     this.podSending();
     if (!this.push(chunk) && !this.holding && this.readableLength > STREAM_QUEUE_MAX) {
       this.holding = true;

@@ -9,11 +9,12 @@
 // `buffered` and wait for `whenDrained` above HIGH_WATER; readers that fall behind hold the whole
 // tunnel (there is no SPDY flow control, see pf-stream.ts); PING keeps it alive and detects a dead
 // path; GOAWAY then close 1000 ends it.
-import WebSocket from 'ws';
 import { SpdySession, type SessionWire } from './session.js';
 import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
 import type { ApiRequestOptions } from '../../cluster/api.js';
-import { webSocketOptions } from '../ws-options.js';
+import { framesVisibleOnPath } from '../ws-options.js';
+import { ByteWebSocket, type WebSocketEnd } from '../websocket/byte-socket.js';
+import { UpgradeRefusal, upgradeToWebSocket } from '../websocket/handshake.js';
 
 export const TUNNEL_PROTOCOL = 'SPDY/3.1+portforward.k8s.io';
 export const HIGH_WATER = 1 << 20;
@@ -33,41 +34,18 @@ export class TunnelRefusal extends Error {
 }
 
 /** Opens the WebSocket; rejects with TunnelRefusal or the network error. */
-export function dialTunnel(url: URL, conn: ApiRequestOptions, timeoutMs: number): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    // `ws` will not send or accept "SPDY/3.1+…" as a subprotocol ("/" is no token character):
-    // we send the header ourselves and take the server's answer off the response before `ws`
-    // checks it against the (empty) list it was given.
-    const ws = new WebSocket(
-      url,
-      [],
-      webSocketOptions(url, conn, { headers: { ...conn.headers, 'Sec-WebSocket-Protocol': TUNNEL_PROTOCOL }, handshakeTimeout: timeoutMs }),
-    );
-    let protocol: string | undefined;
-    let settled = false;
-    const done = (err?: Error) => {
-      if (settled) return;
-      settled = true;
-      if (err) {
-        ws.terminate();
-        reject(err);
-      } else resolve(ws);
-    };
-    ws.once('upgrade', (res) => {
-      const p = res.headers['sec-websocket-protocol'];
-      protocol = Array.isArray(p) ? p.join(',') : p;
-      delete res.headers['sec-websocket-protocol'];
-    });
-    ws.once('unexpected-response', (_req, res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.length < 16 && chunks.push(c));
-      res.on('end', () => done(new TunnelRefusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
-      res.on('error', () => done(new TunnelRefusal(res.statusCode ?? 0, '')));
-    });
-    ws.once('open', () => (protocol === TUNNEL_PROTOCOL ? done() : done(new TunnelRefusal(101, '', protocol))));
-    ws.on('error', (err) => done(err));
-    ws.once('close', () => done(new Error('the API server closed the connection during the upgrade')));
-  });
+export async function dialTunnel(url: URL, conn: ApiRequestOptions, timeoutMs: number): Promise<ByteWebSocket> {
+  let upgraded;
+  try {
+    upgraded = await upgradeToWebSocket(url, conn, TUNNEL_PROTOCOL, timeoutMs);
+  } catch (err) {
+    throw err instanceof UpgradeRefusal ? new TunnelRefusal(err.status, err.body) : err;
+  }
+  if (upgraded.protocol !== TUNNEL_PROTOCOL) {
+    upgraded.socket.destroy();
+    throw new TunnelRefusal(101, '', upgraded.protocol);
+  }
+  return new ByteWebSocket(upgraded.socket, upgraded.head, framesVisibleOnPath(url, conn) ? 'random' : 'zero');
 }
 
 export interface TunnelOptions {
@@ -91,16 +69,13 @@ export class PodTunnel implements SessionWire {
   private stopKeepalive?: () => void;
 
   constructor(
-    private readonly ws: WebSocket,
+    private readonly ws: ByteWebSocket,
     private readonly options: TunnelOptions,
   ) {
     this.session = new SpdySession('client', this, { onClose: (err) => this.onSessionClosed(err) });
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
-      if (!isBinary) return this.session.destroy(new Error('the tunnel carried a non-binary message'));
-      this.session.receive(data);
-    });
-    ws.on('close', (code: number) => this.session.destroy(code === 1000 ? undefined : new Error(`the tunnel closed (${code})`)));
-    ws.on('error', (err: Error) => this.session.destroy(err));
+    // Pieces as the socket delivers them: the session's frame reader takes a byte stream.
+    ws.onData = (piece) => this.session.receive(piece);
+    ws.onClose((end) => this.session.destroy(end.error ? new Error(`the tunnel closed: ${end.error.message}`, { cause: end.error }) : undefined));
     this.stopKeepalive = startKeepalive(this.pingable(), options.keepalive, (silentMs) => {
       options.onUnanswered?.(silentMs);
       this.kill(new Error(`the tunnel stopped answering pings: nothing within ${options.keepalive.timeoutMs} ms (${silentMs} ms)`));
@@ -151,7 +126,7 @@ export class PodTunnel implements SessionWire {
   close(err?: Error): void {
     this.flush();
     if (err) this.ws.terminate();
-    else if (this.ws.readyState === WebSocket.OPEN) this.ws.close(1000);
+    else this.ws.close();
   }
 
   /** GOAWAY, then close: streams still open fail. */
@@ -167,11 +142,12 @@ export class PodTunnel implements SessionWire {
 
   private flush(): void {
     if (this.pending.length === 0) return;
-    const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes);
+    const pieces = this.pending;
+    const total = this.pendingBytes;
     this.pending = [];
     this.pendingBytes = 0;
-    if (this.ws.readyState !== WebSocket.OPEN) return;
-    this.ws.send(data, { binary: true }, () => {
+    // One frame, built in one buffer behind its header (frame-writer.ts).
+    this.ws.send(pieces, total, () => {
       if (this.drainWaiters.length > 0 && this.buffered < LOW_WATER) for (const cb of this.drainWaiters.splice(0)) cb();
     });
   }
@@ -180,7 +156,7 @@ export class PodTunnel implements SessionWire {
     const tunnel = this;
     return {
       get isOpen() {
-        return !tunnel.closed && tunnel.ws.readyState === WebSocket.OPEN;
+        return !tunnel.closed && tunnel.ws.isOpen;
       },
       // A pod that does not read makes the kubelet stop reading the session: then our bytes queue
       // and its PING reply waits behind everything else.
@@ -189,11 +165,12 @@ export class PodTunnel implements SessionWire {
       },
       ping: () => void tunnel.session.ping().catch(() => undefined),
       listen(heard, closed) {
-        tunnel.ws.on('message', heard);
-        tunnel.ws.once('close', closed);
+        tunnel.ws.onHeard = heard;
+        const onEnd = (_end: WebSocketEnd): void => closed();
+        tunnel.ws.onClose(onEnd);
         return () => {
-          tunnel.ws.off('message', heard);
-          tunnel.ws.off('close', closed);
+          tunnel.ws.onHeard = () => undefined;
+          tunnel.ws.offClose(onEnd);
         };
       },
     };

@@ -1,0 +1,108 @@
+// A client's WebSocket opening handshake (RFC 6455 §4.1, §4.2.2): GET with Upgrade: websocket, a
+// fresh Sec-WebSocket-Key, the subprotocol we ask for; the server must answer 101 with
+// Sec-WebSocket-Accept = base64(SHA-1(key + GUID)). Node's http client does the request through
+// whatever the kubeconfig chose (TLS material, auth headers, a proxy agent or a `via` route) and
+// hands over the socket at the 101. We check the subprotocol ourselves: `ws` refuses
+// "SPDY/3.1+portforward.k8s.io" ("/" is not a token character, yet client-go sends it).
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import type net from 'node:net';
+import type { ApiRequestOptions } from '../../cluster/api.js';
+
+const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
+/** The most of a refusal's body we keep (for the message; the status decides). */
+const REFUSAL_BODY_MAX = 16 * 1024;
+
+/** The server answered with something other than 101 (its status and the start of its body). */
+export class UpgradeRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
+    super(`HTTP ${status}`);
+    this.name = 'UpgradeRefusal';
+  }
+}
+
+export interface Upgraded {
+  socket: net.Socket;
+  /** Bytes the server sent right behind the 101 (already frames). */
+  head: Buffer;
+  /** The subprotocol the server chose, if any. */
+  protocol?: string;
+}
+
+export function acceptFor(key: string): string {
+  return createHash('sha1').update(key + GUID).digest('base64');
+}
+
+/** Upgrades `url` (ws: or wss:) to a WebSocket; rejects with UpgradeRefusal or the network error. */
+export function upgradeToWebSocket(url: URL, conn: ApiRequestOptions, protocol: string, timeoutMs: number): Promise<Upgraded> {
+  return new Promise((resolve, reject) => {
+    const key = randomBytes(16).toString('base64');
+    const secure = url.protocol === 'wss:';
+    const { tlsMayBeIntercepted: _, ...options } = conn;
+    const req = (secure ? https : http).request({
+      ...options,
+      // No agent of ours: the socket leaves any pool at the upgrade, and a kept-alive one is not wanted.
+      agent: conn.agent ?? false,
+      method: 'GET',
+      host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: url.port || (secure ? 443 : 80),
+      path: `${url.pathname}${url.search}`,
+      headers: {
+        ...conn.headers,
+        Connection: 'Upgrade',
+        Upgrade: 'websocket',
+        'Sec-WebSocket-Version': '13',
+        'Sec-WebSocket-Key': key,
+        'Sec-WebSocket-Protocol': protocol,
+      },
+    });
+    let settled = false;
+    const fail = (err: Error): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.destroy();
+      reject(err);
+    };
+    const timer = setTimeout(() => fail(new Error(`the WebSocket upgrade was not answered within ${timeoutMs} ms`)), timeoutMs);
+    timer.unref();
+    req.on('error', fail);
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      let kept = 0;
+      res.on('data', (c: Buffer) => {
+        if (kept < REFUSAL_BODY_MAX) chunks.push(c.subarray(0, REFUSAL_BODY_MAX - kept));
+        kept += c.length;
+      });
+      res.on('end', () => fail(new UpgradeRefusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
+      res.on('error', () => fail(new UpgradeRefusal(res.statusCode ?? 0, '')));
+    });
+    req.on('upgrade', (res, socket: net.Socket, head: Buffer) => {
+      if (settled) return void socket.destroy();
+      const upgrade = res.headers.upgrade;
+      const problem =
+        res.statusCode !== 101
+          ? `HTTP ${res.statusCode} with an upgrade`
+          : upgrade?.toLowerCase() !== 'websocket'
+            ? `the server upgraded to "${upgrade ?? ''}", not websocket`
+            : res.headers['sec-websocket-accept'] !== acceptFor(key)
+              ? 'the server answered with a wrong Sec-WebSocket-Accept'
+              : res.headers['sec-websocket-extensions']
+                ? 'the server chose an extension we did not offer'
+                : undefined;
+      if (problem) {
+        socket.destroy();
+        return fail(new Error(`WebSocket upgrade failed: ${problem}`));
+      }
+      settled = true;
+      clearTimeout(timer);
+      const p = res.headers['sec-websocket-protocol'];
+      resolve({ socket, head, protocol: Array.isArray(p) ? p.join(',') : p });
+    });
+    req.end();
+  });
+}
