@@ -1,0 +1,22 @@
+// The forwarding-cost section of the bench on its own (`npm run bench:cost`, ~4 minutes): a fresh
+// simulated cluster, a fresh proxy in the npm package form, and real kubectl port-forward
+// (bench/forwarding-cost.ts). For working on the data path without the whole bench.
+import { apiGet, startTestCluster } from '../test/helpers/cluster.js';
+import { reportForwardingCost } from './forwarding-cost.js';
+import { socksOpener } from './multiplex.js';
+import { startBenchProxy } from './npm-layout.js';
+
+const cluster = await startTestCluster({ namespace: 'data' });
+const proxy = await startBenchProxy(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
+process.on('exit', () => proxy.proc.kill());
+try {
+  const pods = (await apiGet(cluster.sim, '/api/v1/namespaces/data/pods')) as { items: Array<{ metadata: { name: string } }> };
+  const echoPod = pods.items.find((p) => p.metadata.name.startsWith('echo'))?.metadata.name;
+  if (!echoPod) throw new Error('no echo pod in data');
+  await reportForwardingCost(cluster.sim, cluster.kubeconfig, { socks: proxy.socks!, pid: proxy.proc.pid!, echo: socksOpener(proxy.socks!, 'echo.data', 7000) }, echoPod, Number(process.env.BENCH_BULK_MB ?? 256) << 20, 1000);
+} finally {
+  await proxy.stop();
+  await cluster.close();
+}
+// As in run.ts: the simulated cluster's handles would keep the process alive.
+process.exit(0);
