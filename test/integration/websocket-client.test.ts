@@ -138,6 +138,20 @@ test('a server breaking the framing (a text message) fails the socket with 1003 
   assert.equal(code, 1003);
 });
 
+test('an exception behind onData fails only this connection, with 1011 to the server', async () => {
+  const { client, peer } = await open();
+  client.onData = () => {
+    throw new Error('bug behind onData');
+  };
+  const peerClosed = once(peer, 'close');
+  peer.send(Buffer.from('boom'));
+  const end = await ended(client);
+  assert.equal(end.code, 1011);
+  assert.match(end.error!.message, /bug behind onData/);
+  const [code] = (await peerClosed) as [number];
+  assert.equal(code, 1011);
+});
+
 test('refusals: HTTP status with its body, another subprotocol, a wrong accept key, silence', async () => {
   const url = (p: number, scheme = 'wss') => new URL(`${scheme}://localhost:${p}/x`);
   await assert.rejects(upgradeToWebSocket(url(port), conn(), 'v4.channel.k8s.io', 5000), (err: unknown) => err instanceof UpgradeRefusal && err.status === 403 && err.body === 'unable to negotiate protocol');
@@ -175,14 +189,15 @@ test('refusals: HTTP status with its body, another subprotocol, a wrong accept k
   );
   await bad(() => '', (err) => /not answered within 300 ms/.test(err.message), 300);
   // A 101 with the right key: the subprotocol is reported for the caller to judge.
-  const s = net.createServer((socket) =>
+  const s = net.createServer((socket) => {
+    socket.on('error', () => undefined);
     socket.once('data', (d) => {
       const key = /sec-websocket-key: *(\S+)/i.exec(d.toString())![1]!;
       socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n`);
       // A frame right behind the 101 arrives as `head`, and is read first.
       socket.write(Buffer.from([0x82, 3, 0x61, 0x62, 0x63]));
-    }),
-  );
+    });
+  });
   s.listen(0, '127.0.0.1');
   await once(s, 'listening');
   const up = await upgradeToWebSocket(url((s.address() as net.AddressInfo).port, 'ws'), { headers: {} }, PROTOCOL, 5000);

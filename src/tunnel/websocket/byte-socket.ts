@@ -96,8 +96,7 @@ export class ByteWebSocket {
   close(code: number = CloseCode.NORMAL): void {
     if (this.closeSent || this.ended) return;
     this.sendClose(code);
-    this.closeTimer = setTimeout(() => this.socket.destroy(), CLOSE_WAIT_MS);
-    this.closeTimer.unref();
+    this.destroySoon();
   }
 
   /** Drops the connection at once. */
@@ -111,9 +110,11 @@ export class ByteWebSocket {
     try {
       this.reader.push(chunk);
     } catch (err) {
-      const e = err as WebSocketProtocolError;
-      if (!this.closeSent) this.sendClose(e.closeCode);
-      this.finish({ code: e.closeCode, error: e });
+      // A framing violation closes with its code; anything else thrown on the way (a bug behind
+      // onData) fails this connection with 1011 rather than the whole process.
+      const code = err instanceof WebSocketProtocolError ? err.closeCode : CloseCode.INTERNAL_ERROR;
+      if (!this.closeSent) this.sendClose(code);
+      this.finish({ code, error: err instanceof Error ? err : new Error(String(err)) });
       this.socket.destroy();
     }
   }
@@ -126,6 +127,11 @@ export class ByteWebSocket {
     this.finish(error ? { code: received, error } : { code: received });
     // The server closes TCP first (§7.1.1); our FIN follows its.
     this.socket.end();
+    this.destroySoon();
+  }
+
+  /** The socket is destroyed if the server has not closed it within CLOSE_WAIT_MS. */
+  private destroySoon(): void {
     clearTimeout(this.closeTimer);
     this.closeTimer = setTimeout(() => this.socket.destroy(), CLOSE_WAIT_MS);
     this.closeTimer.unref();

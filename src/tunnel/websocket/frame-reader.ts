@@ -12,7 +12,7 @@
 export const Opcode = { CONTINUATION: 0x0, TEXT: 0x1, BINARY: 0x2, CLOSE: 0x8, PING: 0x9, PONG: 0xa } as const;
 
 /** Close codes (RFC 6455 §7.4.1) this side sends. */
-export const CloseCode = { NORMAL: 1000, PROTOCOL_ERROR: 1002, UNSUPPORTED_DATA: 1003, NO_STATUS: 1005, ABNORMAL: 1006 } as const;
+export const CloseCode = { NORMAL: 1000, PROTOCOL_ERROR: 1002, UNSUPPORTED_DATA: 1003, NO_STATUS: 1005, ABNORMAL: 1006, INTERNAL_ERROR: 1011 } as const;
 
 /** The server broke the framing rules: the connection must fail with `closeCode`. */
 export class WebSocketProtocolError extends Error {
