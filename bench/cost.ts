@@ -3,7 +3,6 @@
 // (bench/forwarding-cost.ts). For working on the data path without the whole bench.
 import { apiGet, startTestCluster } from '../test/helpers/cluster.js';
 import { reportForwardingCost } from './forwarding-cost.js';
-import { socksOpener } from './multiplex.js';
 import { startBenchProxy } from './npm-layout.js';
 
 const cluster = await startTestCluster({ namespace: 'data' });
@@ -13,7 +12,7 @@ try {
   const pods = (await apiGet(cluster.sim, '/api/v1/namespaces/data/pods')) as { items: Array<{ metadata: { name: string } }> };
   const echoPod = pods.items.find((p) => p.metadata.name.startsWith('echo'))?.metadata.name;
   if (!echoPod) throw new Error('no echo pod in data');
-  await reportForwardingCost(cluster.sim, cluster.kubeconfig, { socks: proxy.socks!, pid: proxy.proc.pid!, echo: socksOpener(proxy.socks!, 'echo.data', 7000) }, echoPod, Number(process.env.BENCH_BULK_MB ?? 256) << 20, 1000);
+  await reportForwardingCost(cluster.sim, cluster.kubeconfig, { socks: proxy.socks!, pid: proxy.proc.pid! }, echoPod, Number(process.env.BENCH_BULK_MB ?? 256) << 20, 1000);
 } finally {
   await proxy.stop();
   await cluster.close();

@@ -2,7 +2,8 @@
 //   1. bulk echo: CPU seconds of the forwarding process per GiB moved (both directions counted),
 //      the median of BENCH_COST_ROUNDS (7) interleaved rounds after one unmeasured warm-up round each,
 //      and the median of the per-round ratios (each round against the one beside it in time);
-//   2. connect → first echoed byte, p50 and p99 over BENCH_COST_LATENCY_ROUNDS, the paths taking turns;
+//   2. connect → first echoed byte, p50 and p99 over BENCH_COST_LATENCY_ROUNDS (3,000) after
+//      BENCH_COST_LATENCY_WARMUP (2,500) rounds whose figures are printed apart, the paths taking turns;
 //   3. one-way download: curl through the proxy (socks5h) against curl through kubectl
 //      port-forward, BENCH_DOWNLOAD_MB from one HTTP pod, the median of interleaved rounds, with
 //      the forwarder's CPU per GiB.
@@ -12,13 +13,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import type { SimCluster } from '../test/sim/cluster.js';
-import { bulkEcho, cpuSecondsOf, median, roundTrip } from './measure.js';
-import { startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
+import { fileURLToPath } from 'node:url';
+import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, median, type FirstByte } from './measure.js';
+import type { FirstByteTarget } from './first-byte-client.js';
+import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
 
 const ROUNDS = Number(process.env.BENCH_COST_ROUNDS ?? 7);
 const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? 128);
-/** A p99 needs many samples (default 1,000); the paths take turns so both see the same machine. */
+/** A p99 needs many samples (default 3,000: the 30th slowest); the paths take turns so both see the same machine. */
 const LATENCY_ROUNDS = process.env.BENCH_COST_LATENCY_ROUNDS === undefined ? undefined : Number(process.env.BENCH_COST_LATENCY_ROUNDS);
+/** Rounds before the measured ones (interleavedFirstByte says why so many); their figures are printed too. */
+const LATENCY_WARMUP = Number(process.env.BENCH_COST_LATENCY_WARMUP ?? 2500);
 
 interface Forwarder {
   name: string;
@@ -26,6 +31,8 @@ interface Forwarder {
   echo: Opener;
   /** curl arguments that fetch `path` from the download pod through this forwarder. */
   curl: (path: string) => string[];
+  /** How a client in another process reaches the echo pod through this forwarder. */
+  target: FirstByteTarget;
 }
 
 const BULK_SERVER = `
@@ -76,24 +83,34 @@ async function curlDownload(args: string[], bytes: number): Promise<{ mibs: numb
   return { mibs: bytes / 2 ** 20 / Number(total), firstByteMs: Number(first) * 1000 };
 }
 
-/** Connect → one byte → its echo, the forwarders taking turns round by round (after 20 warm-ups each). */
-async function interleavedFirstByte(forwarders: Forwarder[], rounds: number): Promise<Record<string, { p50: number; p99: number }>> {
-  for (const f of forwarders) for (let i = 0; i < 20; i++) if (!(await roundTrip(await f.echo(), Buffer.from('w'), true))) throw new Error(`${f.name}: a warm-up byte did not come back`);
-  const times: Record<string, number[]> = {};
-  for (let i = 0; i < rounds; i++) {
-    for (const f of forwarders) {
-      const started = process.hrtime.bigint();
-      const ok = await roundTrip(await f.echo(), Buffer.from('x'), true);
-      if (!ok) throw new Error(`${f.name}: the first byte did not come back`);
-      (times[f.name] ??= []).push(Number(process.hrtime.bigint() - started) / 1e6);
-    }
-  }
-  const out: Record<string, { p50: number; p99: number }> = {};
-  for (const [name, t] of Object.entries(times)) {
-    t.sort((a, b) => a - b);
-    out[name] = { p50: t[Math.floor(t.length * 0.5)]!, p99: t[Math.min(t.length - 1, Math.floor(t.length * 0.99))]! };
-  }
-  return out;
+/**
+ * Connect → one byte → its echo, the forwarders taking turns: `warmup` rounds, then `rounds`
+ * measured ones, twice — with the client in this process and in a process of its own.
+ *
+ * The warm-up is long because the proxy is JIT-compiled: V8 goes on optimizing its connection
+ * path for the first ~2,000 connections of its life (compile jobs on worker threads, seen with
+ * --trace-opt), while kubectl is compiled ahead of time. Its figures are printed too.
+ *
+ * The client's own process matters for SOCKS: this process is also the simulated API server and
+ * kubelet, and a SOCKS client wakes three times per connection (method, reply, echo) where a
+ * port-forward client wakes once, so the simulator's stalls reach it three times. A real client
+ * (curl, a browser) is a process of its own; both placements are measured and printed.
+ */
+async function firstByte(forwarders: Forwarder[], warmup: number, rounds: number): Promise<Record<'inProcess' | 'ownProcess' | 'warmup', Record<string, FirstByte>> & { cpuMsPerConnection: Record<string, number> }> {
+  const warm = warmup > 0 ? await interleavedFirstByteRounds(forwarders, warmup) : {};
+  // CPU per connection of each forwarder over the measured rounds, read once the last ones have
+  // been torn down (the runtime holds a closed connection for ~1 s: sim closeGraceMs).
+  await new Promise((r) => setTimeout(r, 1500));
+  const cpuBefore = forwarders.map((f) => cpuSecondsOf(f.pid));
+  const inProcess = await interleavedFirstByteRounds(forwarders, rounds);
+  await new Promise((r) => setTimeout(r, 1500));
+  const cpuMsPerConnection = Object.fromEntries(forwarders.map((f, i) => [f.name, ((cpuSecondsOf(f.pid) - cpuBefore[i]!) * 1000) / rounds]));
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./first-byte-client.js', import.meta.url)), JSON.stringify({ paths: forwarders.map((f) => ({ name: f.name, ...f.target })), warmup, rounds })], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c));
+  const [code] = (await once(child, 'close')) as [number | null];
+  if (code !== 0) throw new Error(`the first-byte client process exited ${code}`);
+  return { inProcess, ownProcess: JSON.parse(out) as Record<string, FirstByte>, warmup: warm, cpuMsPerConnection };
 }
 
 /**
@@ -112,9 +129,9 @@ function ratioLine(what: string, ours: number[], theirs: number[], target?: stri
 
 /**
  * `proxy` is a running proxy (its SOCKS address and pid) on the cluster whose kubeconfig is given;
- * `echo` opens an echo stream through it to data/<echoPod>:7000.
+ * its clients reach data/<echoPod>:7000 as echo.data:7000 (the echo Service).
  */
-export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, proxy: { socks: string; pid: number; echo: Opener }, echoPod: string, bulkBytes: number, latencyRounds: number): Promise<void> {
+export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, proxy: { socks: string; pid: number }, echoPod: string, bulkBytes: number, latencyRounds: number): Promise<void> {
   const kubectlEcho = await startKubectlPortForward(kubeconfig, 'data', echoPod, 7000);
   if (!kubectlEcho) return;
   let bulk: { port: number; proc: ChildProcess } | undefined;
@@ -127,8 +144,20 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
     if (!kubectlBulk) throw new Error('kubectl port-forward to the bulk pod did not start');
     const bulkForward = kubectlBulk;
     const forwarders: Forwarder[] = [
-      { name: 'proxy', pid: proxy.pid, echo: proxy.echo, curl: (p) => ['--socks5-hostname', proxy.socks, `http://bulk.data:8080${p}`] },
-      { name: 'kubectl port-forward', pid: kubectlEcho.pid, echo: tcpOpener('127.0.0.1', kubectlEcho.port), curl: (p) => [`http://127.0.0.1:${bulkForward.port}${p}`] },
+      {
+        name: 'proxy',
+        pid: proxy.pid,
+        echo: socksOpener(proxy.socks, 'echo.data', 7000),
+        curl: (p) => ['--socks5-hostname', proxy.socks, `http://bulk.data:8080${p}`],
+        target: { socks: proxy.socks, host: 'echo.data', port: 7000 },
+      },
+      {
+        name: 'kubectl port-forward',
+        pid: kubectlEcho.pid,
+        echo: tcpOpener('127.0.0.1', kubectlEcho.port),
+        curl: (p) => [`http://127.0.0.1:${bulkForward.port}${p}`],
+        target: { host: '127.0.0.1', port: kubectlEcho.port },
+      },
     ];
     // The download through kubectl runs in its second port-forward process: CPU is read there.
     const downloadPid = (f: Forwarder) => (f.name === 'proxy' ? proxy.pid : bulkForward.pid);
@@ -156,7 +185,8 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
         row.first.push(d.firstByteMs);
       }
     }
-    const latency = await interleavedFirstByte(forwarders, LATENCY_ROUNDS ?? Math.max(latencyRounds, 1000));
+    const fb = await firstByte(forwarders, LATENCY_WARMUP, LATENCY_ROUNDS ?? Math.max(latencyRounds, 3000));
+    const latency = fb.inProcess;
 
     const fmt = (v: number[], d = 2) => v.map((x) => x.toFixed(d)).join(' ');
     console.log(`\nForwarding cost against kubectl port-forward (median of ${ROUNDS} interleaved rounds after a warm-up; every round shown)`);
@@ -172,7 +202,12 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
     const [ours, theirs] = forwarders.map((f) => f.name) as [string, string];
     console.log(ratioLine('echo CPU per GiB', echoCpu[ours]!, echoCpu[theirs]!, '≤ 0.90', (r) => r <= 0.9));
     console.log(ratioLine('download CPU per GiB', down[ours]!.cpu, down[theirs]!.cpu));
-    console.log(`first byte p99: ${latency[ours]!.p99.toFixed(2)} ms against ${latency[theirs]!.p99.toFixed(2)} ms (target ≤ kubectl's: ${latency[ours]!.p99 <= latency[theirs]!.p99 ? 'met' : 'NOT met'})`);
+    const p99Line = (what: string, r: Record<string, FirstByte>) =>
+      `first byte p99, ${what}: ${r[ours]!.p99.toFixed(2)} ms against ${r[theirs]!.p99.toFixed(2)} ms (p50 ${r[ours]!.p50.toFixed(2)} against ${r[theirs]!.p50.toFixed(2)}; target ≤ kubectl's: ${r[ours]!.p99 <= r[theirs]!.p99 ? 'met' : 'NOT met'})`;
+    console.log(p99Line('client in the simulator\'s process', fb.inProcess));
+    console.log(p99Line('client in its own process', fb.ownProcess));
+    console.log(`CPU per connection (connect, one byte each way, close; measured rounds): ${fb.cpuMsPerConnection[ours]!.toFixed(3)} ms against ${fb.cpuMsPerConnection[theirs]!.toFixed(3)} ms (${(fb.cpuMsPerConnection[ours]! / fb.cpuMsPerConnection[theirs]!).toFixed(2)} ×)`);
+    if (LATENCY_WARMUP > 0) console.log(`first byte during the ${LATENCY_WARMUP} warm-up rounds (the proxy still being optimized; client in the simulator's process): p50 / p99 ${fb.warmup[ours]!.p50.toFixed(2)} / ${fb.warmup[ours]!.p99.toFixed(2)} ms against ${fb.warmup[theirs]!.p50.toFixed(2)} / ${fb.warmup[theirs]!.p99.toFixed(2)} ms`);
     console.log(ratioLine('echo throughput', echoMibs[ours]!, echoMibs[theirs]!, '≥ 1.0', (r) => r >= 1));
     console.log(ratioLine('download throughput', down[ours]!.mibs, down[theirs]!.mibs, '≥ 1.0', (r) => r >= 1));
   } finally {

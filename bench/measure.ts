@@ -4,6 +4,33 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Opener } from './multiplex.js';
 
+export interface FirstByte {
+  p50: number;
+  p99: number;
+}
+
+/**
+ * `rounds` rounds of connect → one byte → its echo, the paths taking turns within each round so
+ * all see the same machine; p50 and p99 per path. A byte that does not come back stops the bench.
+ */
+export async function interleavedFirstByteRounds(paths: Array<{ name: string; echo: Opener }>, rounds: number): Promise<Record<string, FirstByte>> {
+  const times: Record<string, number[]> = {};
+  for (let i = 0; i < rounds; i++) {
+    for (const p of paths) {
+      const started = process.hrtime.bigint();
+      const ok = await roundTrip(await p.echo(), Buffer.from('x'), true);
+      if (!ok) throw new Error(`${p.name}: the first byte did not come back`);
+      (times[p.name] ??= []).push(Number(process.hrtime.bigint() - started) / 1e6);
+    }
+  }
+  const out: Record<string, FirstByte> = {};
+  for (const [name, t] of Object.entries(times)) {
+    t.sort((a, b) => a - b);
+    out[name] = { p50: t[Math.floor(t.length * 0.5)]!, p99: t[Math.min(t.length - 1, Math.floor(t.length * 0.99))]! };
+  }
+  return out;
+}
+
 /** Connect, send one byte, wait for its echo: the time a client waits for its first byte (after 5 warm-ups). */
 export async function firstByteLatency(open: Opener, rounds: number): Promise<{ p50: number; p99: number }> {
   // A round whose byte does not come back is a failure, never a fast sample: the bench stops.

@@ -143,7 +143,7 @@ if (CHURN_SECONDS > 0) await reportChurn(openers['proxy (SOCKS5)']!, proxy.proc.
 {
   const fresh = await startBenchProxy(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
   try {
-    await reportForwardingCost(sim, cluster.kubeconfig, { socks: fresh.socks!, pid: fresh.proc.pid!, echo: socksOpener(fresh.socks!, 'echo.data', 7000) }, echoPod, BULK_BYTES, LATENCY_ROUNDS);
+    await reportForwardingCost(sim, cluster.kubeconfig, { socks: fresh.socks!, pid: fresh.proc.pid! }, echoPod, BULK_BYTES, LATENCY_ROUNDS);
   } finally {
     await fresh.stop();
   }

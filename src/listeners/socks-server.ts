@@ -58,10 +58,14 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
     ctx.log.debug({ client }, 'SOCKS handshake timed out');
     socket.destroy();
   }, ctx.handshakeTimeoutMs > 0 ? ctx.handshakeTimeoutMs : 2 ** 31 - 1);
+  const onClose = (): void => clearTimeout(timer);
+  // Once the handshake is over nothing may keep this scope (the parser and its bytes) alive for
+  // the connection's life: no listener of ours stays on the socket.
   const stop = (): void => {
     clearTimeout(timer);
     socket.off('data', onData);
     socket.off('end', onEnd);
+    socket.off('close', onClose);
   };
   const onEnd = (): void => {
     stop();
@@ -117,15 +121,12 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         const reply = ctx.stats.failed(frontEndOf(step.version), client, step.destination, step.error);
         endWithReply(socket, step.version === 5 ? encodeSocks5Reply(reply.socks) : encodeSocks4Reply(false));
       } else {
-        connect(socket, ctx, client, step, parser.rest()).catch((err: unknown) => {
-          ctx.log.error({ err, client }, 'SOCKS connection failed unexpectedly');
-          socket.destroy();
-        });
+        void connect(socket, ctx, client, step, parser.rest());
       }
       return;
     }
   };
-  socket.once('close', () => clearTimeout(timer));
+  socket.once('close', onClose);
   socket.on('data', onData);
   socket.on('end', onEnd);
 }
@@ -134,7 +135,17 @@ function frontEndOf(version: 4 | 5): FrontEnd {
   return version === 5 ? 'socks5' : 'socks4';
 }
 
+/** Never rejects: a failure nobody mapped is logged and the client cut off. */
 async function connect(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): Promise<void> {
+  try {
+    await connectAndRelay(socket, ctx, client, step, pipelined);
+  } catch (err) {
+    ctx.log.error({ err, client }, 'SOCKS connection failed unexpectedly');
+    socket.destroy();
+  }
+}
+
+async function connectAndRelay(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): Promise<void> {
   const { version, destination } = step;
   const frontEnd = frontEndOf(version);
   const outcome = await openHeld(ctx.opener, ctx.log, socket, { destination, frontEnd, client }, 'SOCKS client');

@@ -29,7 +29,8 @@ export class RetryBeforeFirstByte extends Duplex {
   private clientEnded = false;
   private waitingWrite?: (err?: Error | null) => void;
   private detach = noop;
-  private readonly gone = new AbortController();
+  /** Made only when a move starts: aborting one costs an AbortError with a stack trace. */
+  private gone?: AbortController;
 
   constructor(
     first: Duplex,
@@ -94,6 +95,7 @@ export class RetryBeforeFirstByte extends Duplex {
     this.detach();
     this.inner = undefined;
     inner.destroy();
+    this.gone ??= new AbortController();
     this.reopen(err, this.gone.signal).then(
       (next) => this.continueOn(next, err),
       (reopenErr: unknown) => this.destroy(reopenErr instanceof Error ? reopenErr : err),
@@ -156,7 +158,7 @@ export class RetryBeforeFirstByte extends Duplex {
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     this.detach();
-    this.gone.abort();
+    this.gone?.abort();
     this.inner?.destroy();
     this.inner = undefined;
     this.releaseWrite();

@@ -54,8 +54,19 @@ export class Router implements StreamOpener {
 
   async open(request: OpenRequest): Promise<RoutedStream> {
     if (this.closed) throw new OverloadedError('the proxy is shutting down');
-    const timeout = AbortSignal.timeout(this.options.connectTimeoutMs);
-    const signal = AbortSignal.any([request.signal, timeout]);
+    // One controller and one timer per connection, both released when open() returns (cheaper
+    // than AbortSignal.timeout + any(), which every connection paid for in CPU and heap).
+    const deadline = new AbortController();
+    const signal = deadline.signal;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      // The reason AbortSignal.timeout() gives: routes tell a timeout from a client leaving by its name.
+      deadline.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+    }, this.options.connectTimeoutMs);
+    const onClientAbort = (): void => deadline.abort(request.signal.reason);
+    if (request.signal.aborted) onClientAbort();
+    else request.signal.addEventListener('abort', onClientAbort, { once: true });
     const { routes, matcher } = this.generation;
     try {
       let decision = matcher.match(request.destination);
@@ -75,10 +86,13 @@ export class Router implements StreamOpener {
         }
       }
     } catch (err) {
-      if (timeout.aborted && !(err instanceof ProxyError && err.reason !== 'timeout')) {
+      if (timedOut && !(err instanceof ProxyError && err.reason !== 'timeout')) {
         throw new ConnectTimeoutError(`could not open a stream to ${request.destination.host}:${request.destination.port} within ${this.options.connectTimeoutMs} ms`, { cause: err });
       }
       throw err;
+    } finally {
+      clearTimeout(timer);
+      request.signal.removeEventListener('abort', onClientAbort);
     }
   }
 

@@ -5,12 +5,16 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { createLogger } from '../../src/core/log.js';
 import { SpdyTransport, type SpdyTransportOptions } from '../../src/tunnel/spdy-transport.js';
 import type { PodPort } from '../../src/tunnel/transport.js';
+import { FrameReader } from '../../src/tunnel/spdy/framer.js';
 import { SAMPLE } from '../sim/sample.js';
 
 let cluster: TestCluster;
@@ -100,4 +104,32 @@ test('PING: a tunnel whose path went silent is dropped; the next stream opens a 
   assert.equal(cluster.sim.counters.portForward, 1);
   await t.close();
   cluster.sim.killSpdySessions();
+});
+
+test('a stream opens in one tunnel message: SYN_STREAM error, its FIN, SYN_STREAM data — kubectl’s frames and order', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'spdy-capture-'));
+  const capture = path.join(dir, 'client-bytes');
+  process.env.SIM_SPDY_CAPTURE = capture;
+  const t = transport({ idleMs: 60_000 });
+  try {
+    const s = await open(t);
+    assert.equal((await roundTrip(s, Buffer.from('one message'))).toString(), 'one message');
+    s.destroy();
+  } finally {
+    delete process.env.SIM_SPDY_CAPTURE;
+    await t.close();
+  }
+  // One line per tunnel message the simulated API server relayed to the kubelet.
+  const first = Buffer.from(readFileSync(capture, 'utf8').split('\n')[0]!, 'hex');
+  rmSync(dir, { recursive: true, force: true });
+  const reader = new FrameReader();
+  reader.push(first);
+  const frames = [];
+  for (let f = reader.next(); f; f = reader.next()) frames.push(f);
+  const [errorSyn, errorFin, dataSyn] = frames;
+  assert.equal(errorSyn?.type, 'syn_stream');
+  assert.equal(dataSyn?.type, 'syn_stream');
+  assert.ok(errorSyn.type === 'syn_stream' && dataSyn.type === 'syn_stream');
+  assert.deepEqual([errorSyn.streamId, dataSyn.streamId], [1, 3]);
+  assert.deepEqual(errorFin, { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0), end: true }, 'the error stream is finished at once: we never write on it');
 });

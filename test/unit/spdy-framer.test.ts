@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { SPDY_DICTIONARY, adler32 } from '../../src/tunnel/spdy/dictionary.js';
-import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, decodeHeaderBlocks, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
+import { HeaderCompressor, HeaderDecompressor, MAX_HEADER_BLOCK, decodeHeaderBlock, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
   FrameReader, SpdyProtocolError, encodeData, encodeGoAway, encodePing, encodeRawControl,
   encodeRstStream, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame, type Headers,
@@ -157,11 +157,10 @@ test('our header blocks (stored deflate blocks + sync marker) decode with zlib a
   assert.deepEqual(blocks[0]!.subarray(0, 6), Buffer.from('7820e3c6a7c2', 'hex'), 'zlib header with FDICT and the dictionary id');
   for (const b of blocks) assert.deepEqual(b.subarray(-5), Buffer.from('000000ffff', 'hex'), 'every block ends on a sync-flush marker');
   const d = new HeaderDecompressor();
-  for (const [i, b] of blocks.entries()) assert.deepEqual({ ...decodeHeaderBlock(await d.decompress(b)) }, sessionHeaders[i]);
+  for (const [i, b] of blocks.entries()) assert.deepEqual({ ...decodeHeaderBlock(d.decompress(b)) }, sessionHeaders[i]);
   // A plain zlib inflater with the dictionary reads the concatenation too.
   const all = zlib.inflateSync(Buffer.concat(blocks), { dictionary: SPDY_DICTIONARY, finishFlush: zlib.constants.Z_SYNC_FLUSH });
   assert.deepEqual(all, Buffer.concat(sessionHeaders.map(encodeHeaderBlock)));
-  d.close();
 });
 
 test('real zlib compression with Z_SYNC_FLUSH per block (as spdystream writes) decodes frame by frame', async () => {
@@ -177,28 +176,63 @@ test('real zlib compression with Z_SYNC_FLUSH per block (as spdystream writes) d
   deflate.close();
   assert.ok(compressed[1]!.length < 20, 'the second block reuses the window: a few bytes');
   const d = new HeaderDecompressor();
-  const decoded = await Promise.all(compressed.map((b) => d.decompress(b)));
+  const decoded = compressed.map((b) => d.decompress(b));
   assert.deepEqual(decoded.map((b) => ({ ...decodeHeaderBlock(b) })), sessionHeaders);
-  d.close();
 });
 
-test('consecutive blocks of several frames inflate in one call and split back exactly', async () => {
+test('consecutive blocks of several frames inflate in one call, back to back', async () => {
   const c = new HeaderCompressor();
   const blocks = sessionHeaders.map((h) => c.compress(encodeHeaderBlock(h)));
   const d = new HeaderDecompressor();
-  const first = await d.decompress(blocks[0]!);
+  const first = d.decompress(blocks[0]!);
   assert.deepEqual({ ...decodeHeaderBlock(first) }, sessionHeaders[0]);
-  const rest = await d.decompress(Buffer.concat(blocks.slice(1)));
-  assert.deepEqual(decodeHeaderBlocks(rest, blocks.length - 1).map((h) => ({ ...h })), sessionHeaders.slice(1));
-  assert.throws(() => decodeHeaderBlocks(rest, 2), /trailing/);
-  d.close();
+  const rest = d.decompress(Buffer.concat(blocks.slice(1)));
+  assert.deepEqual(rest, Buffer.concat(sessionHeaders.slice(1).map(encodeHeaderBlock)));
 });
 
-test('a corrupt header block fails that and every later decompression', async () => {
+test('a corrupt header block fails that and every later decompression', () => {
   const d = new HeaderDecompressor();
-  await assert.rejects(d.decompress(Buffer.from('78bbffffffff0000', 'hex')), /does not decompress/);
-  await assert.rejects(d.decompress(new HeaderCompressor().compress(encodeHeaderBlock({}))));
-  d.close();
+  assert.throws(() => d.decompress(Buffer.from('78bbffffffff0000', 'hex')), /does not decompress/);
+  assert.throws(() => d.decompress(new HeaderCompressor().compress(encodeHeaderBlock({}))), /does not decompress/);
+});
+
+test('a header block primed with another dictionary does not decompress', () => {
+  const other = zlib.deflateSync(encodeHeaderBlock({ a: 'b' }), { dictionary: Buffer.from('not the spdy dictionary'), finishFlush: zlib.constants.Z_SYNC_FLUSH });
+  assert.throws(() => new HeaderDecompressor().decompress(other), /does not decompress/);
+});
+
+test('a header block that expands past MAX_HEADER_BLOCK fails the context instead of filling memory', () => {
+  // 4 MiB of zeros deflate to ~4 KiB: a small frame, a large block.
+  const bomb = zlib.deflateSync(Buffer.alloc(4 * MAX_HEADER_BLOCK), { dictionary: SPDY_DICTIONARY, finishFlush: zlib.constants.Z_SYNC_FLUSH, flush: zlib.constants.Z_SYNC_FLUSH });
+  assert.ok(bomb.length < 64 * 1024);
+  const d = new HeaderDecompressor();
+  assert.throws(() => d.decompress(bomb), /does not decompress: header block of more than 1048576 bytes/);
+  assert.throws(() => d.decompress(bomb), /does not decompress/);
+});
+
+test('a compressed stream that ends (a final deflate block) fails: later blocks could not be read', () => {
+  const ended = zlib.deflateSync(encodeHeaderBlock({ a: 'b' }), { dictionary: SPDY_DICTIONARY });
+  assert.throws(() => new HeaderDecompressor().decompress(ended), /the compressed stream ended/);
+});
+
+test('property: blocks zlib compresses at any level and strategy, one sync flush each, decode in order', async () => {
+  const rnd = (n: number) => Math.floor(Math.random() * n);
+  const word = () => Buffer.from(Array.from({ length: 1 + rnd(40) }, () => 97 + rnd(6))).toString();
+  for (let round = 0; round < 40; round++) {
+    const level = rnd(10);
+    const strategy = [zlib.constants.Z_DEFAULT_STRATEGY, zlib.constants.Z_FILTERED, zlib.constants.Z_HUFFMAN_ONLY, zlib.constants.Z_RLE, zlib.constants.Z_FIXED][rnd(5)];
+    const deflate = zlib.createDeflate({ dictionary: SPDY_DICTIONARY, level, strategy });
+    const out: Buffer[] = [];
+    deflate.on('data', (b: Buffer) => out.push(b));
+    const headers: Headers[] = Array.from({ length: 1 + rnd(12) }, () => Object.fromEntries(Array.from({ length: rnd(6) }, (_, i) => [`${word()}-${i}`, rnd(8) === 0 ? 'v'.repeat(rnd(5000)) : word()])));
+    const d = new HeaderDecompressor();
+    for (const h of headers) {
+      deflate.write(encodeHeaderBlock(h));
+      await new Promise<void>((r) => deflate.flush(zlib.constants.Z_SYNC_FLUSH, () => r()));
+      assert.deepEqual({ ...decodeHeaderBlock(d.decompress(Buffer.concat(out.splice(0)))) }, h, `level ${level} strategy ${strategy}`);
+    }
+    deflate.close();
+  }
 });
 
 // Captured from real kubectl v1.32.4 (`kubectl port-forward pod/echo-… 17000:7000`, tunnelled in a
@@ -217,7 +251,7 @@ test('a SYN_STREAM pair as kubectl sends it decodes, headers and all', async () 
   assert.deepEqual(frames.map((f) => f.type), ['syn_stream', 'data', 'syn_stream', 'data', 'data']);
   const d = new HeaderDecompressor();
   const headers = [];
-  for (const f of frames) if (f.type === 'syn_stream') headers.push({ id: f.streamId, flags: f.flags, priority: f.priority, h: { ...decodeHeaderBlock(await d.decompress(f.block)) } });
+  for (const f of frames) if (f.type === 'syn_stream') headers.push({ id: f.streamId, flags: f.flags, priority: f.priority, h: { ...decodeHeaderBlock(d.decompress(f.block)) } });
   assert.deepEqual(headers, [
     { id: 1, flags: 0, priority: 0, h: { streamtype: 'error', port: '7000', requestid: '0' } },
     { id: 3, flags: 0, priority: 0, h: { streamtype: 'data', port: '7000', requestid: '0' } },
@@ -225,5 +259,4 @@ test('a SYN_STREAM pair as kubectl sends it decodes, headers and all', async () 
   assert.deepEqual(frames[1], { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0), end: true });
   assert.deepEqual(frames[3], { type: 'data', streamId: 3, fin: false, data: Buffer.from('02d48d83966b663385f636', 'hex'), end: true });
   assert.deepEqual(frames[4], { type: 'data', streamId: 3, fin: true, data: Buffer.alloc(0), end: true });
-  d.close();
 });

@@ -11,11 +11,11 @@
 // the same empty stored block (00 00 00 ff ff) that Z_SYNC_FLUSH appends. Go's flate reader only
 // hands out a block's bytes once it has read the next block header, so that marker is required:
 // without it spdystream would read past the frame and fail the session. Header blocks here are a
-// few dozen bytes per stream, so compressing them would save nothing worth a thread-pool hop.
+// few dozen bytes per stream, so compressing them would save next to nothing.
 //
-// Reading: Node's zlib inflate (the peer compresses for real), fed block by block in order; the
-// output of a sync flush is exactly that block's bytes.
-import zlib from 'node:zlib';
+// Reading: a real inflater (the peer compresses for real: Go's zlib at BestCompression), fed block
+// by block in order; the output of a sync flush is exactly that block's bytes.
+import { Inflate, Z_SYNC_FLUSH } from 'pako';
 import { DICTIONARY_ADLER32, SPDY_DICTIONARY } from './dictionary.js';
 import { SpdyProtocolError, type Headers } from './framer.js';
 
@@ -56,63 +56,49 @@ export class HeaderCompressor {
   }
 }
 
-/** Decompresses the peer's header blocks in order; one inflate context for the session. */
+/**
+ * Decompresses the peer's header blocks in order; one inflate context for the session. pako's
+ * inflate (a port of zlib) runs synchronously: Node's zlib streams only inflate through the
+ * thread pool, and a header block of a few dozen bytes cost a round trip to a worker thread and
+ * back (two context switches and a loop wake-up, twice per port-forward connection).
+ */
 export class HeaderDecompressor {
-  // Every write is inflated with Z_SYNC_FLUSH (one pass through the thread pool per block, where
-  // write + flush() took two). The output arrives as 'data' before the write's callback, as
-  // ws's permessage-deflate relies on for flush().
-  private readonly inflate = zlib.createInflate({ dictionary: SPDY_DICTIONARY, flush: zlib.constants.Z_SYNC_FLUSH });
-  private out: Buffer[] = [];
+  // Output comes in chunks of this size: a block is usually a few dozen bytes, and pako allocates
+  // a whole chunk for every block it decodes.
+  private readonly inflate = new Inflate({ dictionary: SPDY_DICTIONARY, chunkSize: 1024 });
+  private out: Uint8Array[] = [];
   private outLength = 0;
-  private tail: Promise<unknown> = Promise.resolve();
   private failed?: Error;
-  private onFail?: (err: Error) => void;
 
   constructor() {
-    this.inflate.on('data', (chunk: Buffer) => {
-      this.out.push(chunk);
+    this.inflate.onData = (chunk: Uint8Array) => {
       this.outLength += chunk.length;
-    });
-    this.inflate.on('error', (err: Error) => this.fail(new Error(`header block does not decompress: ${err.message}`)));
+      // Thrown out of push(): the session fails and this inflater is never used again.
+      if (this.outLength > MAX_HEADER_BLOCK) throw new Error(`header block of more than ${MAX_HEADER_BLOCK} bytes`);
+      this.out.push(chunk);
+    };
   }
 
   /**
-   * Resolves with the uncompressed bytes; calls are served strictly in order. `compressed` may be
-   * several consecutive blocks: the output is then those header blocks back to back.
+   * The uncompressed bytes of `compressed` (one block, or several consecutive blocks: then those
+   * header blocks back to back). Throws when the bytes do not inflate; the context is then dead.
    */
-  decompress(compressed: Buffer): Promise<Buffer> {
-    const run = () => this.run(compressed);
-    const p = this.tail.then(run, run);
-    this.tail = p.catch(() => undefined);
-    return p;
-  }
-
-  close(): void {
-    this.failed ??= new Error('session closed');
-    this.inflate.close();
-  }
-
-  private run(compressed: Buffer): Promise<Buffer> {
-    return new Promise<Buffer>((resolve, reject) => {
-      if (this.failed) return reject(this.failed);
-      this.onFail = reject;
-      this.inflate.write(compressed, () => {
-        this.onFail = undefined;
-        if (this.failed) return reject(this.failed);
-        const block = this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out, this.outLength);
-        this.out = [];
-        this.outLength = 0;
-        if (block.length > MAX_HEADER_BLOCK) return reject(this.fail(new Error(`header block of ${block.length} bytes is too large`)));
-        resolve(block);
-      });
-    });
-  }
-
-  private fail(err: Error): Error {
-    this.failed ??= err;
-    this.onFail?.(this.failed);
-    this.onFail = undefined;
-    return this.failed;
+  decompress(compressed: Buffer): Buffer {
+    if (this.failed) throw this.failed;
+    try {
+      if (!this.inflate.push(compressed, Z_SYNC_FLUSH)) throw new Error(this.inflate.msg || `inflate error ${this.inflate.err}`);
+      // A deflate stream that ended (a final block) decodes nothing more: later blocks would be lost.
+      if (this.inflate.ended) throw new Error('the compressed stream ended');
+    } catch (err) {
+      this.out = [];
+      this.failed = new SpdyProtocolError(`header block does not decompress: ${(err as Error).message}`);
+      throw this.failed;
+    }
+    const parts = this.out;
+    const length = this.outLength;
+    this.out = [];
+    this.outLength = 0;
+    return parts.length === 1 ? Buffer.from(parts[0]!.buffer, parts[0]!.byteOffset, length) : Buffer.concat(parts, length);
   }
 }
 
@@ -139,19 +125,6 @@ export function decodeHeaderBlock(block: Buffer): Headers {
   const { headers, end } = parseHeaderBlock(block, 0);
   if (end !== block.length) throw new SpdyProtocolError(`header block has ${block.length - end} trailing bytes`);
   return headers;
-}
-
-/** Parses `count` header blocks that follow each other (several frames inflated at once). */
-export function decodeHeaderBlocks(data: Buffer, count: number): Headers[] {
-  const out: Headers[] = [];
-  let off = 0;
-  for (let i = 0; i < count; i++) {
-    const { headers, end } = parseHeaderBlock(data, off);
-    out.push(headers);
-    off = end;
-  }
-  if (off !== data.length) throw new SpdyProtocolError(`header blocks have ${data.length - off} trailing bytes`);
-  return out;
 }
 
 function parseHeaderBlock(block: Buffer, start: number): { headers: Headers; end: number } {

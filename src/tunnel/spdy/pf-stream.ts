@@ -92,11 +92,11 @@ export class SpdyPortForwardStream extends PodStream {
     const session = this.tunnel.session;
     const common = { port: String(this.target.port), requestid: this.tunnel.requestId() };
     const error = (this.error = session.openStream({ streamtype: 'error', ...common }));
+    // We never write on the error stream: its FIN goes right behind its SYN_STREAM, as kubectl
+    // v1.32 sends it (the capture in test/unit/spdy-framer.test.ts), in the same tunnel message.
+    error.end();
     const data = (this.data = session.openStream({ streamtype: 'data', ...common }));
-    error.onReply = () => {
-      error.end(); // we never write on the error stream
-      this.replied();
-    };
+    error.onReply = () => this.replied();
     data.onReply = () => this.replied();
     // The kubelet writes each error message at once (one DATA frame), but the frame may reach us
     // in pieces: classify the whole message, decoded as a whole (a character may straddle pieces).

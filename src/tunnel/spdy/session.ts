@@ -10,7 +10,7 @@
 //  - PING ids of the peer's parity are echoed; our own come back as replies;
 //  - a stream is forgotten once both directions have ended (FIN both ways) or either side reset it;
 //  - any framing or header-block error ends the whole session (GOAWAY PROTOCOL_ERROR, close).
-import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, decodeHeaderBlocks, encodeHeaderBlock } from './header-block.js';
+import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, encodeHeaderBlock } from './header-block.js';
 import {
   FrameReader, GoAwayStatus, MAX_STREAM_ID, RstStatus, SpdyProtocolError, FLAG_FIN, FLAG_UNIDIRECTIONAL,
   encodeGoAway, encodePing, encodeRstStream, encodeSynStream, type Frame, type Headers,
@@ -52,9 +52,6 @@ export class SpdySession {
   private nextStreamId: number;
   private nextPingId: number;
   private lastPeerStreamId = 0;
-  private inflating = false;
-  /** Header blocks of SYN_REPLY/HEADERS frames already acted on, still to pass the inflater. */
-  private pendingBlocks: Buffer[] = [];
 
   constructor(
     readonly role: 'client' | 'server',
@@ -123,7 +120,6 @@ export class SpdySession {
   destroy(err?: Error): void {
     if (this.closed) return;
     this.closed = true;
-    this.decompressor.close();
     const streams = [...this.streams.values()];
     this.streams.clear();
     for (const s of streams) s.onSessionClose?.(err);
@@ -161,57 +157,25 @@ export class SpdySession {
   }
 
   /**
-   * Handles complete frames in order. A SYN_STREAM waits for its header block to be inflated (a
-   * thread-pool round trip). SYN_REPLY and HEADERS are acted on at once — port-forward needs
-   * nothing from their headers — while their blocks still go through the inflater in order (those
-   * of one batch of bytes together), to keep the zlib context in step and to fail the session on a
-   * bad block.
+   * Handles complete frames in order. Every header block (SYN_STREAM, SYN_REPLY, HEADERS) goes
+   * through the inflater as it comes, to keep the zlib context in step and to fail the session on
+   * a bad block before acting on its frame, as spdystream does.
    */
   private pump(): void {
-    while (!this.inflating && !this.closed) {
+    while (!this.closed) {
       let frame: Frame | undefined;
+      let headers: Headers | undefined;
       try {
         frame = this.reader.next();
+        if (!frame) return;
+        if ('block' in frame) headers = decodeHeaderBlock(this.decompressor.decompress(frame.block));
       } catch (err) {
         return this.fail(err);
       }
-      if (!frame) return this.inflatePending();
-      if (frame.type === 'syn_reply' || frame.type === 'headers') {
-        this.pendingBlocks.push(frame.block);
-        this.withHeaders(frame);
-        continue;
-      }
-      if (frame.type === 'syn_stream') {
-        this.inflatePending();
-        const f = frame;
-        this.inflating = true;
-        this.decompressor.decompress(f.block).then(
-          (raw) => {
-            this.inflating = false;
-            if (this.closed) return;
-            try {
-              this.onSynStream(f, decodeHeaderBlock(raw));
-            } catch (err) {
-              return this.fail(err);
-            }
-            this.pump();
-          },
-          (err: unknown) => this.fail(err),
-        );
-        return;
-      }
-      this.handle(frame);
+      if (frame.type === 'syn_stream') this.onSynStream(frame, headers!);
+      else if (frame.type === 'syn_reply' || frame.type === 'headers') this.withHeaders(frame);
+      else this.handle(frame);
     }
-  }
-
-  private inflatePending(): void {
-    const blocks = this.pendingBlocks;
-    if (blocks.length === 0) return;
-    this.pendingBlocks = [];
-    this.decompressor
-      .decompress(blocks.length === 1 ? blocks[0]! : Buffer.concat(blocks))
-      .then((raw) => decodeHeaderBlocks(raw, blocks.length))
-      .catch((err: unknown) => this.fail(err));
   }
 
   private withHeaders(f: Extract<Frame, { type: 'syn_reply' | 'headers' }>): void {
