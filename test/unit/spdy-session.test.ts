@@ -172,3 +172,35 @@ test('PINGs a peer never answers do not pile up: past 8 outstanding the oldest i
   session.destroy();
   for (const r of results.slice(1)) assert.match(await r, /closed/);
 });
+
+test('header blocks inflate as their frames arrive: a bad block ends the session before its frame is acted on; a throwing stream handler ends the session too', async () => {
+  // A SYN_REPLY whose block does not inflate: the stream never hears of a reply.
+  const out: Buffer[] = [];
+  let closedWith: Error | undefined;
+  const client = new SpdySession('client', { write: (b) => out.push(b), close: () => {} }, { onClose: (err) => (closedWith = err) });
+  const s = client.openStream({ streamtype: 'data' });
+  let replied = false;
+  s.onReply = () => (replied = true);
+  client.receive(encodeSynReply(s.id, Buffer.from('78bbffffffff0000', 'hex')));
+  assert.equal(client.closed, true, 'synchronously: no thread-pool round trip in between');
+  assert.equal(replied, false);
+  assert.match(String(closedWith), /header block does not decompress/);
+  assert.ok(frames(out).some((f) => f.type === 'goaway' && f.status === 1), 'GOAWAY PROTOCOL_ERROR');
+
+  // Several SYN_STREAMs in one chunk are all handled within receive(), in order.
+  const seen: string[] = [];
+  const server = new SpdySession('server', { write: () => {}, close: () => {} }, {
+    onStream: (st) => {
+      seen.push(st.headers.n!);
+      if (st.headers.n === 'boom') throw new Error('handler bug');
+      st.reply();
+    },
+    onClose: (err) => (closedWith = err),
+  });
+  const c = new HeaderCompressor();
+  server.receive(Buffer.concat([1, 3, 5].map((id) => encodeSynStream(id, c.compress(encodeHeaderBlock({ n: String(id) }))))));
+  assert.deepEqual(seen, ['1', '3', '5']);
+  server.receive(encodeSynStream(7, c.compress(encodeHeaderBlock({ n: 'boom' }))));
+  assert.equal(server.closed, true);
+  assert.match(String(closedWith), /handler bug/);
+});

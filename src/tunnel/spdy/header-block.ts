@@ -122,13 +122,13 @@ export function encodeHeaderBlock(headers: Headers): Buffer {
 
 /** Parses an uncompressed header block; it must be consumed exactly. */
 export function decodeHeaderBlock(block: Buffer): Headers {
-  const { headers, end } = parseHeaderBlock(block, 0);
+  const { headers, end } = parseHeaderBlock(block);
   if (end !== block.length) throw new SpdyProtocolError(`header block has ${block.length - end} trailing bytes`);
   return headers;
 }
 
-function parseHeaderBlock(block: Buffer, start: number): { headers: Headers; end: number } {
-  let off = start;
+function parseHeaderBlock(block: Buffer): { headers: Headers; end: number } {
+  let off = 0;
   const u32 = (what: string): number => {
     if (off + 4 > block.length) throw new SpdyProtocolError(`header block truncated (${what})`);
     const v = block.readUInt32BE(off);

@@ -172,9 +172,18 @@ export class SpdySession {
       } catch (err) {
         return this.fail(err);
       }
-      if (frame.type === 'syn_stream') this.onSynStream(frame, headers!);
-      else if (frame.type === 'syn_reply' || frame.type === 'headers') this.withHeaders(frame);
-      else this.handle(frame);
+      if (frame.type === 'syn_stream') {
+        // A stream handler that throws fails the session, not whoever fed us the bytes.
+        try {
+          this.onSynStream(frame, headers!);
+        } catch (err) {
+          return this.fail(err);
+        }
+      } else if (frame.type === 'syn_reply' || frame.type === 'headers') {
+        this.withHeaders(frame);
+      } else {
+        this.handle(frame);
+      }
     }
   }
 
