@@ -73,6 +73,12 @@ export class ClusterRoute {
       throw lastError;
     };
     const first = await attempt(signal);
+    if (next >= candidates.length) {
+      // Nowhere left to move to: a wrapper would only pass bytes through a second stream layer
+      // for the connection's life. A refusal still marks the port, so the next stream waits.
+      first.stream.on('error', (err) => this.noteFailure(first.via, err));
+      return first;
+    }
     const stream = new RetryBeforeFirstByte(first.stream, async (err, gone) => {
       const from = current;
       this.noteFailure(from, err);

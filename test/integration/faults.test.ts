@@ -70,6 +70,21 @@ describe('watches', () => {
   });
 });
 
+/**
+ * Every endpoint of `host` (port 80) now refuses, the last one having accepted lately: one stream
+ * may still be called open before the refusal shows and must then close at once; the refusal is
+ * noted, so the next stream waits for the dial and gets 0x05.
+ */
+async function refusedAfterAtMostOneOpen(host: string): Promise<void> {
+  const first = await socks5Connect(socks, host, 80);
+  if (first.reply === 0) await closedWithin(first.socket, 5_000, `a stream to ${host} no endpoint accepted`);
+  else assert.equal(first.reply, 0x05);
+  first.socket.destroy();
+  const second = await socks5Connect(socks, host, 80);
+  assert.equal(second.reply, 0x05, `${host}: connection refused once no endpoint is left`);
+  second.socket.destroy();
+}
+
 describe('a pod that refuses its port', () => {
   test('a warm pod that starts refusing: streams move to another endpoint, clients never notice', async () => {
     const seen = new Set<string>();
@@ -100,13 +115,24 @@ describe('a pod that refuses its port', () => {
     cluster.sim.refusePort('shop', 'flaky-2', 9000);
     // flaky-2 accepted a moment ago, so one stream may still be called open before its refusal
     // shows; it must then close at once. After that, every endpoint is known to refuse.
-    const first = await socks5Connect(socks, 'flaky.shop', 80);
-    if (first.reply === 0) await closedWithin(first.socket, 5_000, 'a stream no endpoint accepted');
-    else assert.equal(first.reply, 0x05);
-    first.socket.destroy();
-    const second = await socks5Connect(socks, 'flaky.shop', 80);
-    assert.equal(second.reply, 0x05, 'connection refused once no endpoint is left');
-    second.socket.destroy();
+    await refusedAfterAtMostOneOpen('flaky.shop');
+  });
+
+  test('a single warm endpoint that starts refusing: at most one stream is called open and closes; then 0x05', async () => {
+    await cluster.sim.createPod({ namespace: 'shop', name: 'solo-1', labels: { app: 'solo' }, ports: [{ containerPort: 9100 }] });
+    await cluster.sim.createService({ namespace: 'shop', name: 'solo', selector: { app: 'solo' }, ports: [{ port: 80, targetPort: 9100 }] });
+    const body = await eventually(async () => {
+      const got = await curl(['--proxy', `socks5h://${socks}`, 'http://solo.shop/']);
+      return got.code === 0 && got.stdout;
+    }, 10_000, 100);
+    assert.match(body, /hello from solo-1/, 'the port accepted: it is trusted to accept again');
+    cluster.sim.refusePort('shop', 'solo-1', 9100);
+    try {
+      // No other endpoint, so no retry wrapper: the refusal must still be noted.
+      await refusedAfterAtMostOneOpen('solo.shop');
+    } finally {
+      cluster.sim.refusePort('shop', 'solo-1', 9100, false);
+    }
   });
 });
 
