@@ -3,7 +3,9 @@
 //      the median of BENCH_COST_ROUNDS (7) interleaved rounds after one unmeasured warm-up round each,
 //      and the median of the per-round ratios (each round against the one beside it in time);
 //   2. connect → first echoed byte, p50 and p99 over BENCH_COST_LATENCY_ROUNDS (3,000) after
-//      BENCH_COST_LATENCY_WARMUP (2,500) rounds whose figures are printed apart, the paths taking turns;
+//      BENCH_COST_LATENCY_WARMUP (2,500) rounds whose figures are printed apart, the paths taking
+//      turns, with the client in this process and in its own (first-byte-client.ts); and each
+//      forwarder's CPU per connection over those rounds;
 //   3. one-way download: curl through the proxy (socks5h) against curl through kubectl
 //      port-forward, BENCH_DOWNLOAD_MB from one HTTP pod, the median of interleaved rounds, with
 //      the forwarder's CPU per GiB.
@@ -12,8 +14,8 @@
 // Targets: CPU per GiB ≤ 0.9× kubectl's; p99 first byte ≤ kubectl's; download ≥ 1.0× kubectl's.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import type { SimCluster } from '../test/sim/cluster.js';
 import { fileURLToPath } from 'node:url';
+import type { SimCluster } from '../test/sim/cluster.js';
 import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, median, type FirstByte } from './measure.js';
 import type { FirstByteTarget } from './first-byte-client.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
@@ -22,7 +24,7 @@ const ROUNDS = Number(process.env.BENCH_COST_ROUNDS ?? 7);
 const DOWNLOAD_MB = Number(process.env.BENCH_DOWNLOAD_MB ?? 128);
 /** A p99 needs many samples (default 3,000: the 30th slowest); the paths take turns so both see the same machine. */
 const LATENCY_ROUNDS = process.env.BENCH_COST_LATENCY_ROUNDS === undefined ? undefined : Number(process.env.BENCH_COST_LATENCY_ROUNDS);
-/** Rounds before the measured ones (interleavedFirstByte says why so many); their figures are printed too. */
+/** Rounds before the measured ones (firstByte() says why so many); their figures are printed too. */
 const LATENCY_WARMUP = Number(process.env.BENCH_COST_LATENCY_WARMUP ?? 2500);
 
 interface Forwarder {
