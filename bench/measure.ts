@@ -32,20 +32,11 @@ export async function interleavedFirstByteRounds(paths: Array<{ name: string; ec
 }
 
 /** Connect, send one byte, wait for its echo: the time a client waits for its first byte (after 5 warm-ups). */
-export async function firstByteLatency(open: Opener, rounds: number): Promise<{ p50: number; p99: number }> {
+export async function firstByteLatency(open: Opener, rounds: number): Promise<FirstByte> {
   // A round whose byte does not come back is a failure, never a fast sample: the bench stops.
-  const must = async (payload: string, i: number) => {
-    if (!(await roundTrip(await open(), Buffer.from(payload), true))) throw new Error(`first-byte round ${i + 1}: the byte did not come back`);
-  };
-  for (let i = 0; i < 5; i++) await must('w', i);
-  const times: number[] = [];
-  for (let i = 0; i < rounds; i++) {
-    const started = process.hrtime.bigint();
-    await must('x', i);
-    times.push(Number(process.hrtime.bigint() - started) / 1e6);
-  }
-  times.sort((a, b) => a - b);
-  return { p50: times[Math.floor(rounds * 0.5)], p99: times[Math.min(rounds - 1, Math.floor(rounds * 0.99))] };
+  const path = [{ name: 'first byte', echo: open }];
+  await interleavedFirstByteRounds(path, 5);
+  return (await interleavedFirstByteRounds(path, rounds))['first byte']!;
 }
 
 export function roundTrip(stream: Duplex, payload: Buffer, destroy = false): Promise<boolean> {
