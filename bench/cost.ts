@@ -4,6 +4,7 @@
 import { apiGet, startTestCluster } from '../test/helpers/cluster.js';
 import { reportForwardingCost } from './forwarding-cost.js';
 import { startBenchProxy } from './npm-layout.js';
+import { reportGcGuard } from './gc-guard.js';
 
 const cluster = await startTestCluster({ namespace: 'data' });
 const proxy = await startBenchProxy(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
@@ -13,6 +14,7 @@ try {
   const echoPod = pods.items.find((p) => p.metadata.name.startsWith('echo'))?.metadata.name;
   if (!echoPod) throw new Error('no echo pod in data');
   await reportForwardingCost(cluster.sim, cluster.kubeconfig, { socks: proxy.socks!, pid: proxy.proc.pid! }, echoPod, Number(process.env.BENCH_BULK_MB ?? 256) << 20, 1000);
+  await reportGcGuard(cluster.kubeconfig, Number(process.env.BENCH_BULK_MB ?? 256) << 20);
 } finally {
   await proxy.stop();
   await cluster.close();

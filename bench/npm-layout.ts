@@ -43,14 +43,16 @@ let shared: Promise<NpmLayout | undefined> | undefined;
  * The proxy the benchmarks measure: as npm installs it when the bundle is built (what users run;
  * `npm run bench` builds it), else the clone. One layout for the whole run, removed at exit.
  */
-export async function startBenchProxy(args: string[], opts: Parameters<typeof startProxyProcess>[1] = {}): ReturnType<typeof startProxyProcess> {
+export async function startBenchProxy(args: string[], opts: Parameters<typeof startProxyProcess>[1] & { nodeFlags?: string[] } = {}): ReturnType<typeof startProxyProcess> {
   shared ??= npmLayout().then((layout) => {
     if (layout) process.once('exit', () => layout.dispose());
     return layout;
   });
   const layout = await shared;
-  if (!layout || opts.command) return startProxyProcess(args, opts);
-  return startProxyProcess(args, { ...opts, command: layout.command, env: { ...layout.env, ...opts.env } });
+  const { nodeFlags = [], ...rest } = opts;
+  if (rest.command) return startProxyProcess(args, rest);
+  const [node, script] = layout?.command ?? [process.execPath, binPath];
+  return startProxyProcess(args, { ...rest, command: [node!, ...nodeFlags, script!], env: { ...layout?.env, ...rest.env } });
 }
 
 /** What startBenchProxy runs, for the report's first line. */

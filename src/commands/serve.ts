@@ -3,6 +3,7 @@
 import { Command, Flags } from '@oclif/core';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
+import { startGcGuard } from '../core/gc-guard.js';
 import { LOG_FORMATS, stderrDestination, type LogFormat } from '../core/log-format.js';
 import { DEFAULTS } from '../proxy/options.js';
 import { startProxy } from '../proxy/proxy.js';
@@ -39,6 +40,8 @@ export default class Serve extends Command {
     const { flags } = await this.parse(Serve);
     const options = proxyOptionsFrom(flags);
     const log = createLogger(options.logLevel, stderrDestination(flags['log-format'] as LogFormat));
+    // Bulk transfers can make V8 mark the whole heap every few dozen ms (core/gc-guard.ts).
+    const gcGuard = startGcGuard(log);
 
     const running = await startProxy(options, log).catch((err: unknown) => {
       // Expected failures (port taken, bad kubeconfig, API down) are one line, no stack.
@@ -57,6 +60,7 @@ export default class Serve extends Command {
     const signal = await firstShutdownSignal();
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');
     await running.stop(options.shutdownGraceMs);
+    gcGuard?.stop();
     // pino writes asynchronously; without this the last lines are lost at exit.
     await new Promise<void>((resolve) => log.flush(() => resolve()));
     this.exit(0);

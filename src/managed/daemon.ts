@@ -12,6 +12,7 @@ import type { RoutingTable } from '../routing/table-spec.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
 import { startProxy } from '../proxy/proxy.js';
+import { startGcGuard } from '../core/gc-guard.js';
 import { formatAddress } from '../cli/ready.js';
 import type { RunningProxy } from '../proxy/running.js';
 import { ensureStateDir, layout, validateId, type StateLayout } from '../state/paths.js';
@@ -37,7 +38,13 @@ export async function runDaemon(id: string): Promise<number> {
   const level: LogLevel = (LOG_LEVELS as readonly string[]).includes(entry.options.logLevel) ? (entry.options.logLevel as LogLevel) : 'info';
   const dest = new RotatingLogFile(l.logFile(id));
   const log = createLogger(level, dest).child({ id });
-  return new Daemon(l, entry, log, dest).run();
+  // Bulk transfers can make V8 mark the whole heap every few dozen ms (core/gc-guard.ts).
+  const gcGuard = startGcGuard(log);
+  try {
+    return await new Daemon(l, entry, log, dest).run();
+  } finally {
+    gcGuard?.stop();
+  }
 }
 
 class Daemon {

@@ -1,0 +1,83 @@
+// The garbage-collection guard (src/core/gc-guard.ts) runs in both processes that serve: the
+// foreground proxy and the managed daemon. V8's thrashing during bulk transfers cannot be brought
+// about on demand (whether a process falls into it is chance), so a preloaded fixture stands in
+// for it: on SIGUSR2 it runs six full collections at once, which is what thrashing looks like to
+// the guard. The real CLI must then log that it turned incremental marking off, and keep serving.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { runCli, startProxyProcess } from '../helpers/proxy-process.js';
+import { socks5Connect } from '../helpers/socks-client.js';
+
+let cluster: TestCluster;
+let dir: string;
+let env: NodeJS.ProcessEnv;
+
+before(async () => {
+  cluster = await startTestCluster();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'proxyout-gc-'));
+  const fixture = path.join(dir, 'six-full-gcs-on-sigusr2.cjs');
+  await writeFile(
+    fixture,
+    [
+      "const v8 = require('node:v8');",
+      "const vm = require('node:vm');",
+      "v8.setFlagsFromString('--expose-gc');",
+      "const gc = vm.runInNewContext('gc');",
+      "process.on('SIGUSR2', () => { for (let i = 0; i < 6; i++) gc(); });",
+    ].join('\n'),
+  );
+  env = { NODE_OPTIONS: `--require ${fixture}`, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') };
+});
+
+after(async () => {
+  await runCli(['quit'], { env }).catch(() => undefined);
+  await cluster?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const ENGAGED = /V8 keeps marking the whole heap while data flows; incremental marking off/;
+
+/** GET /bytes/N from web.shop through the proxy: the number of body bytes that came back. */
+async function download(socks: string, bytes: number): Promise<number> {
+  const { reply, socket, rest } = await socks5Connect(socks, 'web.shop.svc.cluster.local', 8080);
+  assert.equal(reply, 0);
+  socket.write(`GET /bytes/${bytes} HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n`);
+  const chunks: Buffer[] = [Buffer.from(rest)];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  socket.resume(); // socks5Connect hands the socket over paused
+  await new Promise((resolve, reject) => socket.on('end', resolve).on('error', reject));
+  const all = Buffer.concat(chunks);
+  return all.length - (all.indexOf('\r\n\r\n') + 4);
+}
+
+test('the foreground proxy turns incremental marking off when major collections pile up, and keeps serving', async () => {
+  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--log-format', 'json'], { env });
+  try {
+    assert.equal(await download(proxy.socks!, 1 << 20), 1 << 20);
+    assert.ok(!proxy.logs.some((l) => ENGAGED.test(String(l.msg))), 'no thrashing, no guard');
+    proxy.proc.kill('SIGUSR2');
+    await eventually(async () => proxy.logs.some((l) => ENGAGED.test(String(l.msg))), 10_000, 50);
+    assert.equal(await download(proxy.socks!, 8 << 20), 8 << 20);
+  } finally {
+    assert.equal(await proxy.stop(), 0);
+  }
+});
+
+test('so does the managed daemon', async () => {
+  const r = await runCli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--no-auth', '--json'], { env });
+  assert.equal(r.code, 0, r.stderr);
+  const { id, pid, socks, logFile } = JSON.parse(r.stdout) as { id: string; pid: number; socks: string; logFile: string };
+  try {
+    process.kill(pid, 'SIGUSR2');
+    await eventually(async () => ENGAGED.test(readFileSync(logFile, 'utf8')), 10_000, 50);
+    assert.equal(await download(socks, 8 << 20), 8 << 20);
+  } finally {
+    const d = await runCli(['disconnect', id], { env });
+    assert.equal(d.code, 0, d.stderr);
+  }
+});
