@@ -23,10 +23,11 @@
 // scavenge frees anyway) reach the limit, as one full collection. After the hold it turns
 // incremental marking back on, so start-up heaps, idle memory reduction and large caches get
 // V8's defaults whenever the proxy is not thrashing, and asks for one full collection: V8's
-// memory reducer starts only after a mark-compact (MemoryReducer::NotifyMarkCompact), and without
-// one the heap a burst grew stayed 40–60 MiB above where V8's default would have brought it. The flag is read at each decision
-// (IncrementalMarking::CanBeStarted), so setting it at run time takes effect at once; Node keeps
-// V8's flags writable after start-up for v8.setFlagsFromString.
+// memory reducer starts only after a mark-compact (MemoryReducer::NotifyMarkCompact), and
+// without one the heap a burst grew stayed 40–60 MiB above where V8's default brings it.
+// The flag is read at each decision (IncrementalMarking::CanBeStarted), so setting it at run
+// time takes effect at once; Node keeps V8's flags writable after start-up for
+// v8.setFlagsFromString.
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -76,10 +77,14 @@ export const realGcHooks: GcGuardHooks = {
     return () => observer.disconnect();
   },
   collectGarbage() {
-    // Node exposes V8's gc() only to contexts made after --expose-gc is set (as Jest's leak
-    // detector does); this process's own global scope stays without it.
-    exposedGc ??= exposeGc();
-    exposedGc({ type: 'major', execution: 'async' }).catch(() => undefined);
+    try {
+      // Node exposes V8's gc() only to contexts made after --expose-gc is set (as Jest's leak
+      // detector does); this process's own global scope stays without it.
+      exposedGc ??= exposeGc();
+      void Promise.resolve(exposedGc({ type: 'major', execution: 'async' })).catch(() => undefined);
+    } catch {
+      // A Node without it: the memory reducer then waits for V8's next mark-compact.
+    }
   },
   setTimer(fn, ms) {
     const timer = setTimeout(fn, ms);
