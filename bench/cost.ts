@@ -1,6 +1,7 @@
-// The forwarding-cost section of the bench on its own (`npm run bench:cost`, ~4 minutes): a fresh
+// The forwarding-cost section of the bench on its own (`npm run bench:cost`, ~2 minutes): a fresh
 // simulated cluster, a fresh proxy in the npm package form, and real kubectl port-forward
-// (bench/forwarding-cost.ts). For working on the data path without the whole bench.
+// (bench/forwarding-cost.ts), then CPU per GiB across fresh proxy processes with and without the
+// GC guard (bench/gc-guard.ts). For working on the data path without the whole bench.
 import { apiGet, startTestCluster } from '../test/helpers/cluster.js';
 import { reportForwardingCost } from './forwarding-cost.js';
 import { startBenchProxy } from './npm-layout.js';
