@@ -1,8 +1,10 @@
 // The garbage-collection guard (src/core/gc-guard.ts) runs in both processes that serve: the
 // foreground proxy and the managed daemon. V8's thrashing during bulk transfers cannot be brought
 // about on demand (whether a process falls into it is chance), so a preloaded fixture stands in
-// for it: on SIGUSR2 it runs six full collections at once, which is what thrashing looks like to
-// the guard. The real CLI must then log that it turned incremental marking off, and keep serving.
+// for it: once the file named by PROXYOUT_TEST_GC_TRIGGER exists (a file, not a signal, so it
+// works on Windows too) it runs six full collections at once, which is what thrashing looks like
+// to the guard. The real CLI must then log that it turned incremental marking off, and keep
+// serving.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -20,18 +22,28 @@ let env: NodeJS.ProcessEnv;
 before(async () => {
   cluster = await startTestCluster();
   dir = await mkdtemp(path.join(os.tmpdir(), 'proxyout-gc-'));
-  const fixture = path.join(dir, 'six-full-gcs-on-sigusr2.cjs');
+  const fixture = path.join(dir, 'six-full-gcs-on-trigger.cjs');
   await writeFile(
     fixture,
     [
+      "const fs = require('node:fs');",
       "const v8 = require('node:v8');",
       "const vm = require('node:vm');",
       "v8.setFlagsFromString('--expose-gc');",
       "const gc = vm.runInNewContext('gc');",
-      "process.on('SIGUSR2', () => { for (let i = 0; i < 6; i++) gc(); });",
+      'const trigger = process.env.PROXYOUT_TEST_GC_TRIGGER;',
+      'if (trigger) {',
+      '  const poll = setInterval(() => {',
+      '    if (!fs.existsSync(trigger)) return;',
+      '    clearInterval(poll);',
+      '    for (let i = 0; i < 6; i++) gc();',
+      '  }, 50);',
+      '  poll.unref();',
+      '}',
     ].join('\n'),
   );
-  env = { NODE_OPTIONS: `--require ${fixture}`, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') };
+  // JSON quoting: NODE_OPTIONS takes a double-quoted value with backslash escapes (Windows paths).
+  env = { NODE_OPTIONS: `--require ${JSON.stringify(fixture)}`, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') };
 });
 
 after(async () => {
@@ -56,11 +68,12 @@ async function download(socks: string, bytes: number): Promise<number> {
 }
 
 test('the foreground proxy turns incremental marking off when major collections pile up, and keeps serving', async () => {
-  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--log-format', 'json'], { env });
+  const trigger = path.join(dir, 'foreground-trigger');
+  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--log-format', 'json'], { env: { ...env, PROXYOUT_TEST_GC_TRIGGER: trigger } });
   try {
     assert.equal(await download(proxy.socks!, 1 << 20), 1 << 20);
     assert.ok(!proxy.logs.some((l) => ENGAGED.test(String(l.msg))), 'no thrashing, no guard');
-    proxy.proc.kill('SIGUSR2');
+    await writeFile(trigger, '');
     await eventually(async () => proxy.logs.some((l) => ENGAGED.test(String(l.msg))), 10_000, 50);
     assert.equal(await download(proxy.socks!, 8 << 20), 8 << 20);
   } finally {
@@ -69,11 +82,13 @@ test('the foreground proxy turns incremental marking off when major collections 
 });
 
 test('so does the managed daemon', async () => {
-  const r = await runCli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--no-auth', '--json'], { env });
+  const trigger = path.join(dir, 'daemon-trigger');
+  const r = await runCli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--no-auth', '--json'], { env: { ...env, PROXYOUT_TEST_GC_TRIGGER: trigger } });
   assert.equal(r.code, 0, r.stderr);
-  const { id, pid, socks, logFile } = JSON.parse(r.stdout) as { id: string; pid: number; socks: string; logFile: string };
+  const { id, socks, logFile } = JSON.parse(r.stdout) as { id: string; socks: string; logFile: string };
   try {
-    process.kill(pid, 'SIGUSR2');
+    assert.ok(!ENGAGED.test(readFileSync(logFile, 'utf8')), 'no thrashing, no guard');
+    await writeFile(trigger, '');
     await eventually(async () => ENGAGED.test(readFileSync(logFile, 'utf8')), 10_000, 50);
     assert.equal(await download(socks, 8 << 20), 8 << 20);
   } finally {
