@@ -12,13 +12,12 @@ function fakeHooks() {
     now: 0,
     flags: [] as string[],
     collections: 0,
-    onMajor: undefined as (() => void) | undefined,
+    onMajor: undefined as ((startedAt: number) => void) | undefined,
     timers: [] as Array<{ fn: () => void; at: number; cancelled: boolean }>,
   };
   const hooks: GcGuardHooks = {
     setV8Flags: (flags) => state.flags.push(flags),
     collectGarbage: () => state.collections++,
-    now: () => state.now,
     observeMajorGcs(onMajor) {
       state.onMajor = onMajor;
       return () => (state.onMajor = undefined);
@@ -30,8 +29,8 @@ function fakeHooks() {
     },
   };
   const majorGcAt = (t: number) => {
-    state.now = t;
-    state.onMajor?.();
+    state.now = Math.max(state.now, t);
+    state.onMajor?.(t);
   };
   const advanceTo = (t: number) => {
     state.now = t;
@@ -61,6 +60,17 @@ test('five major collections within a second turn incremental marking off; four 
   assert.deepEqual(state.flags, ['--no-incremental-marking']);
 });
 
+test('the window is measured between the collections themselves, its end included', () => {
+  const { state, hooks, majorGcAt } = fakeHooks();
+  new MarkingThrashGuard(log, options, hooks).start();
+  // Delivered together (a busy event loop batches gc entries), but run 800 ms apart.
+  for (const t of [0, 800, 1600, 2400, 3200]) majorGcAt(t);
+  assert.deepEqual(state.flags, [], 'five collections over 3.2 s are not thrashing, however they arrive');
+  // Exactly one window from the first of five to the last still counts.
+  for (const t of [10_000, 10_250, 10_500, 10_750, 11_000]) majorGcAt(t);
+  assert.deepEqual(state.flags, ['--no-incremental-marking']);
+});
+
 test('major collections spread wider than the window never engage the guard', () => {
   const { state, hooks, majorGcAt } = fakeHooks();
   new MarkingThrashGuard(log, options, hooks).start();
@@ -79,12 +89,23 @@ test('after the hold, incremental marking comes back on, and thrashing again tur
   assert.equal(guard.engaged, false);
   assert.deepEqual(state.flags, ['--no-incremental-marking', '--incremental-marking']);
   assert.equal(state.collections, 1, 'one full collection after the hold (it arms the memory reducer)');
-  // Collections from before the hold do not count towards the next engagement.
   for (const t of [30_100, 30_200, 30_300, 30_400]) majorGcAt(t);
   assert.equal(guard.engaged, false);
   majorGcAt(30_500);
   assert.equal(guard.engaged, true);
   assert.equal(guard.engagements, 2);
+});
+
+test('collections from before a hold do not count towards the next engagement', () => {
+  const { state, hooks, majorGcAt, advanceTo } = fakeHooks();
+  // A hold shorter than the window: the collections that engaged it would still be in it.
+  const guard = new MarkingThrashGuard(log, { threshold: 5, windowMs: 1_000, holdMs: 100 }, hooks).start();
+  for (const t of [0, 10, 20, 30, 40]) majorGcAt(t);
+  advanceTo(140);
+  assert.equal(guard.engaged, false);
+  majorGcAt(150);
+  assert.equal(guard.engaged, false, 'one collection after the hold, not six');
+  assert.deepEqual(state.flags, ['--no-incremental-marking', '--incremental-marking']);
 });
 
 test('stop gives V8 its default back and stops watching', () => {
@@ -130,9 +151,9 @@ test("the real hooks see this process's major collections, set V8's flag and col
         realGcHooks.setV8Flags(f);
       },
       observeMajorGcs: (onMajor) =>
-        realGcHooks.observeMajorGcs(() => {
+        realGcHooks.observeMajorGcs((startedAt) => {
           majors++;
-          onMajor();
+          onMajor(startedAt);
         }),
     },
   ).start();
@@ -150,4 +171,43 @@ test("the real hooks see this process's major collections, set V8's flag and col
   assert.equal(majors, 4);
   guard.stop();
   assert.deepEqual(flags, ['--no-incremental-marking', '--incremental-marking']);
+});
+
+test('the real observer times collections by when they ran, not by when their entries arrive', async () => {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const flags: string[] = [];
+  let majors = 0;
+  const guard = new MarkingThrashGuard(
+    log,
+    { threshold: 3, windowMs: 150, holdMs: 60_000 },
+    {
+      ...realGcHooks,
+      setV8Flags: (f) => flags.push(f),
+      observeMajorGcs: (onMajor) =>
+        realGcHooks.observeMajorGcs((startedAt) => {
+          majors++;
+          onMajor(startedAt);
+        }),
+    },
+  ).start();
+  const busy = (ms: number) => {
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+  };
+  // Three collections 300 ms apart in one turn of the event loop: their entries arrive together.
+  gc();
+  busy(300);
+  gc();
+  busy(300);
+  gc();
+  for (let i = 0; i < 50 && majors < 3; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(majors, 3);
+  assert.deepEqual(flags, [], '600 ms apart is not within 150 ms');
+  gc();
+  gc();
+  gc();
+  for (let i = 0; i < 50 && majors < 6; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(flags, ['--no-incremental-marking'], 'back to back is');
+  guard.stop();
 });
