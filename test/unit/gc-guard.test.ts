@@ -126,6 +126,7 @@ test('stop gives V8 its default back and stops watching', () => {
 test('a process started with an explicit incremental-marking flag keeps it: no guard', () => {
   assert.equal(startGcGuard(log, ['--no-incremental-marking']), undefined);
   assert.equal(startGcGuard(log, ['--max-old-space-size=512', '--incremental_marking']), undefined);
+  assert.equal(startGcGuard(log, ['--noincremental-marking']), undefined, "V8's own negation");
   const guard = startGcGuard(log, ['--max-old-space-size=512']);
   assert.ok(guard instanceof MarkingThrashGuard);
   guard.stop();
