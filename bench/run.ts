@@ -8,6 +8,7 @@ import { startTestCluster } from '../test/helpers/cluster.js';
 import { benchProxyForm, startBenchProxy } from './npm-layout.js';
 import { reportForwardingCost } from './forwarding-cost.js';
 import { reportGcGuard } from './gc-guard.js';
+import { reportGcSurvivors } from './gc-survivors.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
@@ -150,6 +151,7 @@ if (CHURN_SECONDS > 0) await reportChurn(openers['proxy (SOCKS5)']!, proxy.proc.
   }
 }
 await reportGcGuard(cluster.kubeconfig, BULK_BYTES);
+await reportGcSurvivors(sim, cluster.kubeconfig);
 if (RTT_MS > 0) await reportRemoteLatency(sim, cluster.dir, echoPod, RTT_MS, Number(process.env.BENCH_RTT_ROUNDS ?? 40));
 kubectlPf?.stop();
 await proxyWs.stop();

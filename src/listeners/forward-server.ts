@@ -9,7 +9,7 @@ import type { Destination } from '../core/types.js';
 import { formatHostPort, isLoopbackHost } from '../core/address.js';
 import { StartupError } from '../core/errors.js';
 import type { Listener, ListenerContext } from './listener.js';
-import { relay } from './relay.js';
+import { startRelay } from './relay.js';
 import { ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn } from './server-base.js';
 
 
@@ -64,6 +64,5 @@ async function handleClient(socket: net.Socket, destination: Destination, ctx: L
   }
   const { opened, head } = outcome;
   const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route);
-  const result = await relay(socket, opened.stream, head);
-  ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error);
+  startRelay(socket, opened.stream, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import { BadRequestError } from '../core/errors.js';
 import { formatHostPort, parseAuthority } from '../core/address.js';
 import type { Listener, ListenerContext } from './listener.js';
-import { relay } from './relay.js';
+import { startRelay } from './relay.js';
 import { ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
@@ -153,6 +153,5 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
   const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
-  const result = await relay(socket, opened.stream, pipelined);
-  ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error);
+  startRelay(socket, opened.stream, pipelined, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

@@ -2,7 +2,8 @@
 // HTTP CONNECT). Semantics are those of a TCP splice: each direction is flow-controlled on its
 // own, a FIN is forwarded as a FIN (half-close), and any error or abort tears down both sides.
 import type net from 'node:net';
-import { finished, type Duplex } from 'node:stream';
+import type { Logger } from '../core/log.js';
+import type { Duplex } from 'node:stream';
 
 export interface RelayResult {
   bytesFromClient: number;
@@ -26,60 +27,115 @@ export const TEARDOWN_GRACE_MS = 2000;
  * Never rejects; resolves exactly once; both streams are destroyed when it resolves.
  */
 export function relay(client: net.Socket, upstream: Duplex, head?: Buffer, teardownGraceMs = TEARDOWN_GRACE_MS): Promise<RelayResult> {
-  return new Promise((resolve) => {
-    let bytesFromClient = 0;
-    let bytesToClient = 0;
-    let error: Error | undefined;
-    let pending = 2;
+  return new Promise((resolve) => splice(client, upstream, head, teardownGraceMs, resolve));
+}
 
-    const fail = (err: Error): void => {
-      error ??= err;
-      client.destroy();
-      upstream.destroy();
-    };
-    let teardown: NodeJS.Timeout | undefined;
-    const settle = (err?: Error | null): void => {
-      if (err) fail(err);
-      if (--pending > 0) return;
-      clearTimeout(teardown);
-      // Both directions are done; release whatever the streams still hold (autoDestroy may be off).
-      client.destroy();
-      upstream.destroy();
-      resolve(error ? { bytesFromClient, bytesToClient, error } : { bytesFromClient, bytesToClient });
-    };
-
-    // Permanent listeners: a late 'error' (e.g. after destroy) must never become uncaught.
-    client.on('error', noop);
-    upstream.on('error', noop);
-
-    if (head && head.length > 0) {
-      bytesFromClient += head.length;
-      upstream.write(head);
+/**
+ * Starts the relay and hands its result to `onEnd` when it is over. The listeners call this
+ * instead of awaiting relay(): an async function suspended for the connection's life keeps its
+ * saved registers — the request, the opened stream, the client's first bytes, stale values from
+ * earlier awaits included — and a lingering connection would hold all of that (and three
+ * promises) for every young-generation collection to copy (docs/performance.md, "What a
+ * lingering connection holds").
+ */
+export function startRelay(client: net.Socket, upstream: Duplex, head: Buffer | undefined, log: Logger, onEnd: (result: RelayResult) => void): void {
+  splice(client, upstream, head, TEARDOWN_GRACE_MS, (result) => {
+    try {
+      onEnd(result);
+    } catch (err) {
+      log.error({ err }, 'recording the end of a stream failed');
     }
-    pump(client, upstream, (n) => (bytesFromClient += n), fail);
-    pump(upstream, client, (n) => (bytesToClient += n), fail);
-
-    // The client's FIN starts the tear-down clock; each upstream byte restarts it.
-    const quiet = (): void => {
-      clearTimeout(teardown);
-      teardown = setTimeout(() => upstream.destroy(), teardownGraceMs);
-      teardown.unref();
-    };
-    const onUpstreamData = (): void => {
-      if (teardown) quiet();
-    };
-    const onClientEnd = (): void => {
-      if (!upstream.readableEnded) quiet();
-      upstream.on('data', onUpstreamData);
-    };
-    if (client.readableEnded) onClientEnd();
-    else client.once('end', onClientEnd);
-    upstream.once('end', () => clearTimeout(teardown));
-
-    // finished() waits for both 'end' and 'finish' on a Duplex and reports premature closes.
-    finished(client, settle);
-    finished(upstream, settle);
   });
+}
+
+/** relay() with a callback: `resolve` is called exactly once. */
+function splice(client: net.Socket, upstream: Duplex, head: Buffer | undefined, teardownGraceMs: number, resolve: (result: RelayResult) => void): void {
+  let bytesFromClient = 0;
+  let bytesToClient = 0;
+  let error: Error | undefined;
+  let pending = 2;
+
+  const fail = (err: Error): void => {
+    error ??= err;
+    client.destroy();
+    upstream.destroy();
+  };
+  let teardown: NodeJS.Timeout | undefined;
+  const settle = (err?: Error | null): void => {
+    if (err) fail(err);
+    if (--pending > 0) return;
+    clearTimeout(teardown);
+    // Both directions are done; release whatever the streams still hold (autoDestroy may be off).
+    client.destroy();
+    upstream.destroy();
+    resolve(error ? { bytesFromClient, bytesToClient, error } : { bytesFromClient, bytesToClient });
+  };
+
+  // Permanent listeners: a late 'error' (e.g. after destroy) must never become uncaught.
+  client.on('error', noop);
+  upstream.on('error', noop);
+
+  if (head && head.length > 0) {
+    bytesFromClient += head.length;
+    upstream.write(head);
+  }
+  pump(client, upstream, (n) => (bytesFromClient += n), fail);
+  pump(upstream, client, (n) => (bytesToClient += n), fail);
+
+  // The client's FIN starts the tear-down clock; each upstream byte restarts it.
+  const quiet = (): void => {
+    clearTimeout(teardown);
+    teardown = setTimeout(() => upstream.destroy(), teardownGraceMs);
+    teardown.unref();
+  };
+  const onUpstreamData = (): void => {
+    if (teardown) quiet();
+  };
+  const onClientEnd = (): void => {
+    if (!upstream.readableEnded) quiet();
+    upstream.on('data', onUpstreamData);
+  };
+  // `on`, not `once`: 'end' comes at most once, and once() would wrap each listener in two more objects.
+  if (client.readableEnded) onClientEnd();
+  else client.on('end', onClientEnd);
+  upstream.on('end', () => clearTimeout(teardown));
+
+  whenDone(client, settle);
+  whenDone(upstream, settle);
+}
+
+/**
+ * Calls `done` once, when the stream has both ended and finished (a TCP splice is over only when
+ * both directions are), or with the error or premature close that stopped it. What
+ * stream.finished() does for a Duplex, with three listeners instead of its eight closures: a
+ * lingering connection (the runtime keeps a half-closed one ~1 s) holds less for every
+ * young-generation collection to copy (docs/performance.md, "What a lingering connection holds").
+ */
+function whenDone(stream: Duplex, done: (err?: Error) => void): void {
+  let called = false;
+  const finish = (err?: Error): void => {
+    if (called) return;
+    called = true;
+    done(err);
+  };
+  const check = (): void => {
+    if (stream.readableEnded && stream.writableFinished) finish();
+  };
+  const onClose = (): void => {
+    if (stream.readableEnded && stream.writableFinished) return finish();
+    finish(stream.errored ?? prematureClose());
+  };
+  stream.on('end', check);
+  stream.on('finish', check);
+  stream.on('error', finish);
+  stream.on('close', onClose);
+  if (stream.errored) finish(stream.errored);
+  else if (stream.closed) onClose();
+  else check();
+}
+
+function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
 }
 
 /** One direction with pipe semantics, plus byte counting and FIN propagation. */

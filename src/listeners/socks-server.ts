@@ -5,7 +5,7 @@ import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
 import type { FrontEnd } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
-import { relay } from './relay.js';
+import { startRelay } from './relay.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
 import { ClientTracker, clientName, clientSource, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
 import {
@@ -121,7 +121,7 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         const reply = ctx.stats.failed(frontEndOf(step.version), client, step.destination, step.error);
         endWithReply(socket, step.version === 5 ? encodeSocks5Reply(reply.socks) : encodeSocks4Reply(false));
       } else {
-        void connect(socket, ctx, client, step, parser.rest());
+        connect(socket, ctx, client, step, parser.rest());
       }
       return;
     }
@@ -136,13 +136,11 @@ function frontEndOf(version: 4 | 5): FrontEnd {
 }
 
 /** Never rejects: a failure nobody mapped is logged and the client cut off. */
-async function connect(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): Promise<void> {
-  try {
-    await connectAndRelay(socket, ctx, client, step, pipelined);
-  } catch (err) {
+function connect(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): void {
+  connectAndRelay(socket, ctx, client, step, pipelined).catch((err: unknown) => {
     ctx.log.error({ err, client }, 'SOCKS connection failed unexpectedly');
     socket.destroy();
-  }
+  });
 }
 
 async function connectAndRelay(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): Promise<void> {
@@ -163,6 +161,5 @@ async function connectAndRelay(socket: net.Socket, ctx: ListenerContext, client:
       : encodeSocks4Reply(true),
   );
   const head = later.length > 0 ? Buffer.concat([pipelined, later]) : pipelined;
-  const result = await relay(socket, opened.stream, head);
-  ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error);
+  startRelay(socket, opened.stream, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

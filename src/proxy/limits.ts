@@ -41,35 +41,45 @@ export class StreamLimiter implements StreamOpener {
       this.active--;
       throw err;
     }
-    const slot = this.slotFor();
+    const slot = new LimiterSlot(this);
     const { stream } = opened;
     if (stream.destroyed || stream.writableFinished) slot.release();
     else {
-      stream.once('finish', slot.release);
-      stream.once('close', () => slot.close());
+      // `on`, not `once` (each event comes once; the slot's methods are idempotent): once() would
+      // add two objects per listener to what a lingering stream holds.
+      stream.on('finish', slot.release);
+      stream.on('close', slot.close);
     }
     return { ...opened, slot };
   }
 
-  private slotFor(): StreamSlot & { close(): void } {
-    let held = true;
-    let closed = false;
-    const release = (): void => {
-      if (!held) return;
-      held = false;
-      this.active--;
-    };
-    return {
-      release,
-      retake: () => {
-        if (held || closed) return;
-        held = true;
-        this.active++;
-      },
-      close: () => {
-        closed = true;
-        release();
-      },
-    };
+  /** For LimiterSlot only. */
+  adjust(delta: 1 | -1): void {
+    this.active += delta;
   }
+}
+
+/** A class rather than closures over a scope: what each open stream holds is one small object. */
+class LimiterSlot implements StreamSlot {
+  private held = true;
+  private closed = false;
+
+  constructor(private readonly limiter: StreamLimiter) {}
+
+  readonly release = (): void => {
+    if (!this.held) return;
+    this.held = false;
+    this.limiter.adjust(-1);
+  };
+
+  retake(): void {
+    if (this.held || this.closed) return;
+    this.held = true;
+    this.limiter.adjust(1);
+  }
+
+  readonly close = (): void => {
+    this.closed = true;
+    this.release();
+  };
 }

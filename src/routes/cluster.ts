@@ -170,11 +170,14 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     }
     const opened = isIngressClaim(claim) ? await this.openIngress(request, claim, signal) : await this.streams.open(request, claim, signal);
     this.openStreams++;
-    opened.stream.once('close', () => {
-      if (--this.openStreams === 0) this.drained?.();
-    });
+    opened.stream.on('close', this.streamClosed);
     return opened;
   }
+
+  /** One listener shared by every stream ('close' comes once per stream). */
+  private readonly streamClosed = (): void => {
+    if (--this.openStreams === 0) this.drained?.();
+  };
 
   /** An ingress host: the cluster's ingress controller Service, same port, bytes untouched (TLS/SNI pass). */
   private async openIngress(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {

@@ -4,6 +4,7 @@ import { ProxyError, errorMessage } from '../core/errors.js';
 import type { PodPort, Transport } from '../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
 import type { Claim } from './table.js';
+import type { Duplex } from 'node:stream';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
 export interface ClusterRouteOptions {
@@ -76,7 +77,7 @@ export class ClusterRoute {
     if (next >= candidates.length) {
       // Nowhere left to move to: a wrapper would only pass bytes through a second stream layer
       // for the connection's life. A refusal still marks the port, so the next stream waits.
-      first.stream.on('error', (err) => this.noteFailure(first.via, err));
+      this.noteFailuresOf(first.stream, first.via);
       return first;
     }
     const stream = new RetryBeforeFirstByte(first.stream, async (err, gone) => {
@@ -92,6 +93,14 @@ export class ClusterRoute {
       return moved?.stream;
     });
     return { stream, via: first.via };
+  }
+
+  /**
+   * A listener that holds only `via` and this route: one defined inside openPlan would keep its
+   * whole scope (the plan, the candidates) for the stream's life.
+   */
+  private noteFailuresOf(stream: Duplex, via: string): void {
+    stream.on('error', (err) => this.noteFailure(via, err));
   }
 
   /** A refused port is no longer trusted to accept, and goes last for a while. */

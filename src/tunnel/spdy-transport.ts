@@ -18,7 +18,7 @@ import { ConnectTimeoutError, HostUnreachableError, NotAllowedError, UpstreamApi
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
-import { SpdyPortForwardStream } from './spdy/pf-stream.js';
+import { SpdyPortForwardStream, type PodStreamHooks } from './spdy/pf-stream.js';
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.js';
 import { abortable } from '../core/abort.js';
 
@@ -53,6 +53,8 @@ class TunnelEntry {
   streams = 0;
   dead = false;
   idleTimer?: NodeJS.Timeout;
+  /** What each stream on this tunnel calls when it is done with its slot, or finds the pod gone. */
+  hooks!: PodStreamHooks;
 }
 
 export class SpdyTransport implements Transport {
@@ -94,21 +96,15 @@ export class SpdyTransport implements Transport {
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
     if (this.closed) throw new UpstreamApiError('the proxy is shutting down');
     const entry = this.acquire(target);
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      this.release(target, entry);
-    };
     let tunnel: PodTunnel;
     try {
       tunnel = await abortable(entry.ready, options.signal);
     } catch (err) {
-      release();
+      entry.hooks.release();
       throw this.connectError(target, err, options.signal);
     }
-    const retire = () => this.retire(entry, 'the kubelet says the pod sandbox is gone');
-    return new SpdyPortForwardStream(tunnel, target, this.log, { release, retire }).open(options);
+    // The stream calls release() once, when it is destroyed (pf-stream.ts _destroy).
+    return new SpdyPortForwardStream(tunnel, target, this.log, entry.hooks).open(options);
   }
 
   /** The cache saw this pod instance go: its tunnels close now (GOAWAY); new streams open new ones. */
@@ -143,18 +139,20 @@ export class SpdyTransport implements Transport {
     return entry;
   }
 
-  private release(target: PodPort, entry: TunnelEntry): void {
+  private release(entry: TunnelEntry): void {
     entry.streams--;
     if (entry.streams > 0 || entry.dead) return;
     entry.idleTimer = setTimeout(() => {
       if (entry.streams === 0) this.shutdown(entry, 'idle');
     }, this.options.idleMs);
     entry.idleTimer.unref();
-    if (!entry.tunnel) this.log.debug({ pod: this.key(target) }, 'tunnel unused before it opened');
+    if (!entry.tunnel) this.log.debug({ pod: entry.key }, 'tunnel unused before it opened');
   }
 
   private connect(target: PodPort, key: string): TunnelEntry {
     const entry = new TunnelEntry(key, target.uid);
+    // One pair of hooks per tunnel, shared by its streams: a stream holds no closures of its own.
+    entry.hooks = { release: () => this.release(entry), retire: () => this.retire(entry, 'the kubelet says the pod sandbox is gone') };
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward`;
     entry.ready = (async () => {
       const conn = await this.api.requestOptions();

@@ -145,7 +145,8 @@ export class SimCluster {
   private nextNodePort = 30000;
   private tokenCount = 0;
   private certCache?: KeyAndCert;
-  private readonly closeGraceMs: number;
+  /** The runtime's wait for the other direction after one ends (SimOptions); tests and benches may change it. */
+  closeGraceMs: number;
   private readonly terminatingMs: number;
   private readonly log: (msg: string) => void;
   private readonly ingressController: SimIngressController;

@@ -4,21 +4,9 @@ import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import { once } from 'node:events';
-import { relay, type RelayResult } from '../../src/listeners/relay.js';
-
-/** A connected TCP pair on 127.0.0.1: `outer` is what a test drives, `inner` what relay gets. */
-async function socketPair(): Promise<{ outer: net.Socket; inner: net.Socket; close: () => void }> {
-  const server = net.createServer({ allowHalfOpen: true });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as net.AddressInfo;
-  const accepted = once(server, 'connection');
-  const outer = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
-  const [[inner]] = (await Promise.all([accepted, once(outer, 'connect')])) as [[net.Socket], unknown];
-  outer.on('error', () => {});
-  inner.on('error', () => {});
-  return { outer, inner, close: () => server.close() };
-}
+import { relay, startRelay, type RelayResult } from '../../src/listeners/relay.js';
+import type { Logger } from '../../src/core/log.js';
+import { socketPair } from '../helpers/socket-pair.js';
 
 function collect(s: net.Socket): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -192,5 +180,56 @@ test('data from a client whose peer has fully closed tears the relay down', asyn
   a.outer.write('too late');
   const result = await done;
   assert.ok(result.error);
+  a.close();
+});
+
+test('an upstream destroyed without an error is a premature close: both sides go, the result says so', async () => {
+  const a = await socketPair();
+  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+  const done = relay(a.inner, upstream);
+  const clientEnded = once(a.outer, 'end');
+  a.outer.resume();
+  upstream.destroy();
+  const result = await done;
+  await clientEnded;
+  assert.equal((result.error as NodeJS.ErrnoException | undefined)?.code, 'ERR_STREAM_PREMATURE_CLOSE');
+  assert.ok(a.inner.destroyed);
+  a.close();
+});
+
+test('an upstream that closed before the relay started ends the relay at once', async () => {
+  const a = await socketPair();
+  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+  upstream.on('error', () => {});
+  upstream.destroy(new Error('gone before we began'));
+  await new Promise((r) => upstream.on('close', r));
+  const result = await relay(a.inner, upstream);
+  assert.equal(result.error?.message, 'gone before we began');
+  assert.ok(a.inner.destroyed);
+  a.close();
+});
+
+test('startRelay hands the result to its callback; a callback that throws is logged, not fatal', async () => {
+  const a = await socketPair();
+  const echo = new Duplex({
+    read() {},
+    write(chunk, _enc, cb) { this.push(chunk); cb(); },
+    final(cb) { this.push(null); cb(); },
+  });
+  const logged: string[] = [];
+  const log = { error: (_o: unknown, msg: string) => logged.push(msg) } as unknown as Logger;
+  const results: RelayResult[] = [];
+  startRelay(a.inner, echo, undefined, log, (r) => {
+    results.push(r);
+    throw new Error('stats broke');
+  });
+  const closed = new Promise((r) => a.inner.on('close', r));
+  const got = collect(a.outer);
+  a.outer.end('abc');
+  assert.equal((await got).toString(), 'abc');
+  await closed;
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(results, [{ bytesFromClient: 3, bytesToClient: 3 }]);
+  assert.deepEqual(logged, ['recording the end of a stream failed']);
   a.close();
 });

@@ -60,6 +60,9 @@ export class SpdyPortForwardStream extends PodStream {
   /** FIN on the data stream arrived and waits for the error stream's verdict. */
   private podFinished = false;
   private verdictTimer?: NodeJS.Timeout;
+  /** Pieces of the error message under way, and their size. */
+  private errorPieces?: Buffer[];
+  private errorBytes = 0;
   /** Pieces of the DATA frame under way (tunnel messages cut frames anywhere). */
   private framePieces: Buffer[] = [];
   private framePieceBytes = 0;
@@ -96,40 +99,73 @@ export class SpdyPortForwardStream extends PodStream {
     // v1.32 sends it (the capture in test/unit/spdy-framer.test.ts), in the same tunnel message.
     error.end();
     const data = (this.data = session.openStream({ streamtype: 'data', ...common }));
-    error.onReply = () => this.replied();
-    data.onReply = () => this.replied();
-    // The kubelet writes each error message at once (one DATA frame), but the frame may reach us
-    // in pieces: classify the whole message, decoded as a whole (a character may straddle pieces).
-    // Kept to ERROR_MESSAGE_MAX bytes: a server cannot make us hold a 16 MiB frame.
-    let errorPieces: Buffer[] = [];
-    let errorBytes = 0;
-    error.onData = (chunk, frameEnd) => {
-      if (errorBytes < ERROR_MESSAGE_MAX) {
-        errorPieces.push(chunk.subarray(0, ERROR_MESSAGE_MAX - errorBytes));
-        errorBytes += chunk.length;
-      }
-      if (!frameEnd) return;
-      const message = Buffer.concat(errorPieces).toString('utf8');
-      errorPieces = [];
-      errorBytes = 0;
-      this.errorFromKubelet(message);
-    };
-    error.onEnd = () => this.errorStreamClosed();
-    error.onReset = () => {
-      this.refused('reset the error stream');
-      this.errorStreamClosed();
-    };
-    data.onData = (chunk, frameEnd) => this.onPodData(chunk, frameEnd);
-    data.onEnd = () => {
-      this.podFinished = true;
-      if (!this.podHasSpoken && !this.errorClosed) {
-        this.verdictTimer = setTimeout(() => this.errorStreamClosed(), ERROR_STREAM_WAIT_MS);
-        this.verdictTimer.unref();
-      }
-      this.settlePodEnd();
-    };
-    data.onReset = () => this.dataReset();
-    error.onSessionClose = data.onSessionClose = (err) => this.tunnelGone(err);
+    // Callbacks shared by every stream of this class (see SpdyStream.owner): a connection that
+    // lingers (the runtime keeps a half-closed one ~1 s) holds no closures of its own here.
+    error.owner = data.owner = this;
+    error.onReply = data.onReply = SpdyPortForwardStream.onReply;
+    error.onData = SpdyPortForwardStream.onErrorData;
+    error.onEnd = SpdyPortForwardStream.onErrorEnd;
+    error.onReset = SpdyPortForwardStream.onErrorReset;
+    data.onData = SpdyPortForwardStream.onData;
+    data.onEnd = SpdyPortForwardStream.onDataEnd;
+    data.onReset = SpdyPortForwardStream.onDataReset;
+    error.onSessionClose = data.onSessionClose = SpdyPortForwardStream.onSessionClose;
+  }
+
+  private static ownerOf(stream: SpdyStream): SpdyPortForwardStream {
+    return stream.owner as SpdyPortForwardStream;
+  }
+
+  private static onReply(this: SpdyStream): void {
+    SpdyPortForwardStream.ownerOf(this).replied();
+  }
+
+  // The kubelet writes each error message at once (one DATA frame), but the frame may reach us
+  // in pieces: classify the whole message, decoded as a whole (a character may straddle pieces).
+  // Kept to ERROR_MESSAGE_MAX bytes: a server cannot make us hold a 16 MiB frame.
+  private static onErrorData(this: SpdyStream, chunk: Buffer, frameEnd: boolean): void {
+    const self = SpdyPortForwardStream.ownerOf(this);
+    if (self.errorBytes < ERROR_MESSAGE_MAX) {
+      (self.errorPieces ??= []).push(chunk.subarray(0, ERROR_MESSAGE_MAX - self.errorBytes));
+      self.errorBytes += chunk.length;
+    }
+    if (!frameEnd) return;
+    const message = Buffer.concat(self.errorPieces ?? []).toString('utf8');
+    self.errorPieces = undefined;
+    self.errorBytes = 0;
+    self.errorFromKubelet(message);
+  }
+
+  private static onErrorEnd(this: SpdyStream): void {
+    SpdyPortForwardStream.ownerOf(this).errorStreamClosed();
+  }
+
+  private static onErrorReset(this: SpdyStream): void {
+    const self = SpdyPortForwardStream.ownerOf(this);
+    self.refused('reset the error stream');
+    self.errorStreamClosed();
+  }
+
+  private static onData(this: SpdyStream, chunk: Buffer, frameEnd: boolean): void {
+    SpdyPortForwardStream.ownerOf(this).onPodData(chunk, frameEnd);
+  }
+
+  private static onDataEnd(this: SpdyStream): void {
+    const self = SpdyPortForwardStream.ownerOf(this);
+    self.podFinished = true;
+    if (!self.podHasSpoken && !self.errorClosed) {
+      self.verdictTimer = setTimeout(() => self.errorStreamClosed(), ERROR_STREAM_WAIT_MS);
+      self.verdictTimer.unref();
+    }
+    self.settlePodEnd();
+  }
+
+  private static onDataReset(this: SpdyStream): void {
+    SpdyPortForwardStream.ownerOf(this).dataReset();
+  }
+
+  private static onSessionClose(this: SpdyStream, err?: Error): void {
+    SpdyPortForwardStream.ownerOf(this).tunnelGone(err);
   }
 
   protected override errorFromKubelet(text: string): void {

@@ -17,6 +17,9 @@ import {
 } from './framer.js';
 import { SpdyStream } from './stream.js';
 
+/** What a stream we opened keeps of its headers (see openStream). */
+const NO_HEADERS: Headers = Object.freeze({});
+
 /** PINGs awaiting an answer at most; older ones are given up. */
 const MAX_OUTSTANDING_PINGS = 8;
 
@@ -84,7 +87,8 @@ export class SpdySession {
     if (!this.canOpen) throw new Error(this.closed ? 'SPDY session is closed' : 'SPDY session is going away');
     const id = this.nextStreamId;
     this.nextStreamId += 2;
-    const stream = new SpdyStream(this, id, true, headers);
+    // The headers go out compressed and are not kept: a stream may live long, and nothing reads them.
+    const stream = new SpdyStream(this, id, true, NO_HEADERS);
     this.streams.set(id, stream);
     this.send(encodeSynStream(id, this.compress(headers), { flags: options.fin ? FLAG_FIN : 0 }));
     if (options.fin) stream.localClosed = true;

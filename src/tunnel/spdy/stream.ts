@@ -26,11 +26,18 @@ export class SpdyStream {
   onReset?: (status: number) => void;
   /** The session ended while this stream was open. */
   onSessionClose?: (err?: Error) => void;
+  /**
+   * Whoever set the callbacks above. The session calls them as methods (`this` is the stream),
+   * so callbacks shared by many streams can find their owner here instead of each stream
+   * needing closures of its own.
+   */
+  owner?: object;
 
   constructor(
     private readonly session: SpdySession,
     readonly id: number,
     readonly local: boolean,
+    /** The peer's SYN_STREAM headers; empty on streams we opened (session.ts openStream). */
     readonly headers: Headers,
   ) {}
 

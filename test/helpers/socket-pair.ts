@@ -1,0 +1,17 @@
+// A connected TCP pair on 127.0.0.1 for unit tests of what listeners do with a client socket.
+import net from 'node:net';
+import { once } from 'node:events';
+
+/** `outer` is what a test drives (the client), `inner` the accepted socket the code under test gets. */
+export async function socketPair(): Promise<{ outer: net.Socket; inner: net.Socket; close: () => void }> {
+  const server = net.createServer({ allowHalfOpen: true });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  const accepted = once(server, 'connection');
+  const outer = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+  const [[inner]] = (await Promise.all([accepted, once(outer, 'connect')])) as [[net.Socket], unknown];
+  outer.on('error', () => {});
+  inner.on('error', () => {});
+  return { outer, inner, close: () => server.close() };
+}
