@@ -82,10 +82,12 @@ function splice(client: net.Socket, upstream: Duplex, head: Buffer | undefined, 
   pump(client, upstream, (n) => (bytesFromClient += n), fail);
   pump(upstream, client, (n) => (bytesToClient += n), fail);
 
-  // The client's FIN starts the tear-down clock; each upstream byte restarts it.
+  // The client's FIN starts the tear-down clock; each upstream byte restarts it. A client that
+  // is not reading holds the upstream paused (pump): its silence is ours, not the far end's,
+  // and the pod's last bytes and FIN may be waiting in it — the clock starts over instead.
   const quiet = (): void => {
     clearTimeout(teardown);
-    teardown = setTimeout(() => upstream.destroy(), teardownGraceMs);
+    teardown = setTimeout(() => (client.writableNeedDrain ? quiet() : upstream.destroy()), teardownGraceMs);
     teardown.unref();
   };
   const onUpstreamData = (): void => {
@@ -106,10 +108,13 @@ function splice(client: net.Socket, upstream: Duplex, head: Buffer | undefined, 
 
 /**
  * Calls `done` once, when the stream has both ended and finished (a TCP splice is over only when
- * both directions are), or with the error or premature close that stopped it. What
- * stream.finished() does for a Duplex, with three listeners instead of its eight closures: a
- * lingering connection (the runtime keeps a half-closed one ~1 s) holds less for every
- * young-generation collection to copy (docs/performance.md, "What a lingering connection holds").
+ * both directions are), or with the error or premature close that stopped it. Like
+ * stream.finished() on a Duplex, with three closures instead of its nine, so a lingering
+ * connection (the runtime keeps a half-closed one ~1 s) holds less for every young-generation
+ * collection to copy (docs/performance.md, "What a lingering connection holds"). Stricter on
+ * one point: a close after the readable side reached EOF but before 'end' was emitted (bytes
+ * still held back for a slow client) is a premature close here, since those bytes never reached
+ * the client.
  */
 function whenDone(stream: Duplex, done: (err?: Error) => void): void {
   let called = false;

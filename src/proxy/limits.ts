@@ -59,7 +59,7 @@ export class StreamLimiter implements StreamOpener {
   }
 }
 
-/** A class rather than closures over a scope: what each open stream holds is one small object. */
+/** A class rather than closures over open()'s scope: each open stream holds this object and its two listeners. */
 class LimiterSlot implements StreamSlot {
   private held = true;
   private closed = false;

@@ -89,6 +89,18 @@ test('an unused tunnel closes after the idle linger, with GOAWAY', async () => {
   await t.close();
 });
 
+test('a stream given up while its tunnel opens gives its place back: nothing counted, the tunnel idles out', async () => {
+  const t = transport({ idleMs: 150 });
+  await assert.rejects(t.open(echo, { signal: AbortSignal.abort(), confirmMs: 0 }), /did not open in time/);
+  assert.deepEqual(t.stats().map((p) => p.streams), [0]);
+  const s = await open(t);
+  await roundTrip(s, Buffer.from('x'));
+  assert.deepEqual(t.stats().map((p) => p.streams), [1]);
+  s.end();
+  await eventually(async () => t.openTunnels() === 0 && t.stats().length === 0, 5000, 20);
+  await t.close();
+});
+
 test('PING: a tunnel whose path went silent is dropped; the next stream opens a new one', async () => {
   const t = transport({ keepalive: { intervalMs: 100, timeoutMs: 300 }, idleMs: 60_000 });
   const s = await open(t);

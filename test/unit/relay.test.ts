@@ -183,7 +183,7 @@ test('data from a client whose peer has fully closed tears the relay down', asyn
   a.close();
 });
 
-test('an upstream destroyed without an error is a premature close: both sides go, the result says so', async () => {
+test('an upstream destroyed without an error is a premature close: both sides go, the result says so', { timeout: 10_000 }, async () => {
   const a = await socketPair();
   const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
   const done = relay(a.inner, upstream);
@@ -197,19 +197,22 @@ test('an upstream destroyed without an error is a premature close: both sides go
   a.close();
 });
 
-test('an upstream that closed before the relay started ends the relay at once', async () => {
-  const a = await socketPair();
-  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
-  upstream.on('error', () => {});
-  upstream.destroy(new Error('gone before we began'));
-  await new Promise((r) => upstream.on('close', r));
-  const result = await relay(a.inner, upstream);
-  assert.equal(result.error?.message, 'gone before we began');
-  assert.ok(a.inner.destroyed);
-  a.close();
+test('an upstream that failed or closed before the relay started ends the relay at once', { timeout: 10_000 }, async () => {
+  for (const waitForClose of [true, false]) {
+    const a = await socketPair();
+    const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+    upstream.on('error', () => {});
+    upstream.destroy(new Error('gone before we began'));
+    // Closed already, or errored with its 'close' still to come.
+    if (waitForClose) await new Promise((r) => upstream.on('close', r));
+    const result = await relay(a.inner, upstream);
+    assert.equal(result.error?.message, 'gone before we began');
+    assert.ok(a.inner.destroyed);
+    a.close();
+  }
 });
 
-test('startRelay hands the result to its callback; a callback that throws is logged, not fatal', async () => {
+test('startRelay hands the result to its callback; a callback that throws is logged, not fatal', { timeout: 10_000 }, async () => {
   const a = await socketPair();
   const echo = new Duplex({
     read() {},
@@ -231,5 +234,36 @@ test('startRelay hands the result to its callback; a callback that throws is log
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(results, [{ bytesFromClient: 3, bytesToClient: 3 }]);
   assert.deepEqual(logged, ['recording the end of a stream failed']);
+  a.close();
+});
+
+test('a client that reads slowly after its FIN still gets every byte and the FIN: the tear-down clock waits for it', { timeout: 10_000 }, async () => {
+  const a = await socketPair();
+  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); }, final(cb) { cb(); } });
+  const done = relay(a.inner, upstream, undefined, 100);
+  a.outer.pause();
+  a.outer.end(); // request (none here) then FIN; the answer is read later
+  // The pod answers until the relay holds it back for the slow client, then sends its FIN.
+  const chunk = Buffer.alloc(64 << 10, 7);
+  let sent = 0;
+  await new Promise<void>((resolve) => {
+    const more = (): void => {
+      if (upstream.isPaused() && upstream.readableLength === 0) {
+        upstream.push(null);
+        return resolve();
+      }
+      upstream.push(chunk);
+      sent += chunk.length;
+      setImmediate(more);
+    };
+    more();
+  });
+  await new Promise((r) => setTimeout(r, 400)); // four tear-down graces without reading
+  const got = collect(a.outer);
+  a.outer.resume();
+  assert.equal((await got).length, sent);
+  const result = await done;
+  assert.equal(result.error, undefined);
+  assert.equal(result.bytesToClient, sent);
   a.close();
 });
