@@ -2,8 +2,8 @@
 // HTTP CONNECT). Semantics are those of a TCP splice: each direction is flow-controlled on its
 // own, a FIN is forwarded as a FIN (half-close), and any error or abort tears down both sides.
 import type net from 'node:net';
-import type { Logger } from '../core/log.js';
 import type { Duplex } from 'node:stream';
+import type { Logger } from '../core/log.js';
 
 export interface RelayResult {
   bytesFromClient: number;

@@ -135,7 +135,7 @@ function frontEndOf(version: 4 | 5): FrontEnd {
   return version === 5 ? 'socks5' : 'socks4';
 }
 
-/** Never rejects: a failure nobody mapped is logged and the client cut off. */
+/** Never throws: a failure nobody mapped is logged and the client cut off. */
 function connect(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): void {
   connectAndRelay(socket, ctx, client, step, pipelined).catch((err: unknown) => {
     ctx.log.error({ err, client }, 'SOCKS connection failed unexpectedly');

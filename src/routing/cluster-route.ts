@@ -1,10 +1,10 @@
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import { ProxyError, errorMessage } from '../core/errors.js';
 import type { PodPort, Transport } from '../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
 import type { Claim } from './table.js';
-import type { Duplex } from 'node:stream';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
 export interface ClusterRouteOptions {
