@@ -28,6 +28,11 @@ export async function reportGcSurvivors(sim: SimCluster, kubeconfig: string, rou
         const mark = proxy.stdout.length;
         await interleavedFirstByteRounds(path, rounds);
         const scavenges = proxy.stdout.slice(mark).filter((l) => / gc=s /.test(l));
+        if (scavenges.length === 0) {
+          // A figure of 0 would read as "nothing survived": say what is missing instead.
+          console.log(`${label.padEnd(28)} no scavenge lines in the proxy's --trace-gc-nvp output; no figures`);
+          continue;
+        }
         const sum = (key: string) => scavenges.reduce((n, l) => n + field(l, key), 0);
         const perConn = (key: string) => `${(sum(key) / rounds / 1024).toFixed(1)} KiB`.padStart(9);
         console.log(`${label.padEnd(28)} ${perConn('allocated')}  ${perConn('new_space_survived')}  ${perConn('promoted')}   ${String(scavenges.length).padStart(9)}   ${(sum('pause') / Math.max(1, scavenges.length)).toFixed(2).padStart(13)}`);
