@@ -10,7 +10,7 @@ import { formatHostPort, isLoopbackHost } from '../core/address.js';
 import { StartupError } from '../core/errors.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
-import { ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn } from './server-base.js';
+import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn } from './server-base.js';
 
 
 export interface ForwardListener extends Listener {
@@ -26,7 +26,7 @@ export interface ForwardListener extends Listener {
 export async function startForwardListener(host: string, port: number, target: Destination, ctx: ListenerContext, flag = '--forward'): Promise<ForwardListener> {
   const tracker = new ClientTracker(ctx.log);
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
-  const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: CLIENT_SOCKET_HIGH_WATER }, (socket) => {
     tracker.add(socket);
     handleClient(socket, target, ctx).catch((err: unknown) => {
       ctx.log.error({ err }, 'port mapping connection failed unexpectedly');

@@ -8,7 +8,7 @@ import { BadRequestError } from '../core/errors.js';
 import { formatHostPort, parseAuthority } from '../core/address.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
-import { ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
+import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
@@ -41,6 +41,7 @@ export async function startHttpListener(host: string | UnixListen, port: number,
     connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(ctx.handshakeTimeoutMs / 4))),
     // Absolute-form requests carry the authority in the URL; do not insist on Host.
     requireHostHeader: false,
+    highWaterMark: CLIENT_SOCKET_HIGH_WATER,
   });
   const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   server.on('connection', (socket: net.Socket) => {

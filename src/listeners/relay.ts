@@ -4,6 +4,7 @@
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
+import { continuesAfter } from '../core/stream-pieces.js';
 
 export interface RelayResult {
   bytesFromClient: number;
@@ -143,8 +144,14 @@ function prematureClose(): Error {
   return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
 }
 
-/** One direction with pipe semantics, plus byte counting and FIN propagation. */
+/**
+ * One direction with pipe semantics, plus byte counting and FIN propagation. A chunk whose unit
+ * continues in the next one (core/stream-pieces.ts) is held in `dst` (cork) until the unit is
+ * complete, so the pieces go out in one write; pausing for a full `dst` waits for that too.
+ */
 function pump(src: Duplex, dst: Duplex, count: (n: number) => void, fail: (err: Error) => void): void {
+  let corked = false;
+  let full = false;
   const onData = (chunk: Buffer | string): void => {
     const len = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
     if (dst.destroyed || dst.writableEnded) {
@@ -154,7 +161,21 @@ function pump(src: Duplex, dst: Duplex, count: (n: number) => void, fail: (err: 
       return;
     }
     count(len);
-    if (!dst.write(chunk)) src.pause();
+    const more = typeof chunk !== 'string' && continuesAfter(src, chunk);
+    if (more && !corked) {
+      corked = true;
+      dst.cork();
+    }
+    if (!dst.write(chunk)) full = true;
+    if (more) return;
+    if (corked) {
+      corked = false;
+      dst.uncork();
+    }
+    if (full) {
+      full = false;
+      src.pause();
+    }
   };
   const onEnd = (): void => {
     if (!dst.destroyed && !dst.writableEnded) dst.end();

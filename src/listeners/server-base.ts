@@ -12,6 +12,13 @@ import { listenUnix } from './unix-socket.js';
 
 const noop = (): void => {};
 
+/**
+ * Buffer size of accepted client sockets, both ways. Node 20's default, 16 KiB, is half a SPDY
+ * DATA frame: each frame would fill the client socket, pause the relay, and have the frame's
+ * pieces sent apart or joined by a copy (relay.ts pump, core/stream-pieces.ts).
+ */
+export const CLIENT_SOCKET_HIGH_WATER = 64 * 1024;
+
 /** Sockets accepted on a unix-socket listener: they have no remote address (unix-socket.ts). */
 const unixClients = new WeakSet<net.Socket>();
 

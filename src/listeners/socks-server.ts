@@ -7,7 +7,7 @@ import type { FrontEnd } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
-import { ClientTracker, clientName, clientSource, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
+import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, clientSource, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
 import {
   SocksHandshakeParser,
   SocksMethod,
@@ -34,7 +34,7 @@ export async function startSocksListener(host: string | UnixListen, port: number
   const tracker = new ClientTracker(ctx.log);
   const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
-  const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: CLIENT_SOCKET_HIGH_WATER }, (socket) => {
     tracker.add(socket);
     unauthenticated?.admit(socket);
     handleClient(socket, ctx, policy, unauthenticated);

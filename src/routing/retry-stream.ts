@@ -9,6 +9,7 @@
 // more than we keep for replay, the stream is committed and behaves like the one underneath.
 import { Duplex } from 'node:stream';
 import { ProxyError } from '../core/errors.js';
+import { continuesAfter, type PieceHints } from '../core/stream-pieces.js';
 
 /** Client bytes kept for a replay; a client sending more before any answer commits the stream. */
 export const MAX_REPLAY_BYTES = 256 * 1024;
@@ -21,7 +22,7 @@ export type Reopen = (err: ProxyError, signal: AbortSignal) => Promise<Duplex | 
 
 const noop = (): void => {};
 
-export class RetryBeforeFirstByte extends Duplex {
+export class RetryBeforeFirstByte extends Duplex implements PieceHints {
   private inner?: Duplex;
   /** What the client wrote so far; undefined once committed (no retry possible any more). */
   private replay?: Buffer[] = [];
@@ -47,6 +48,11 @@ export class RetryBeforeFirstByte extends Duplex {
   /** Whether the stream can still move (tests and logs). */
   get committed(): boolean {
     return this.replay === undefined;
+  }
+
+  /** The hints of the stream underneath (core/stream-pieces.ts): its chunks pass through as they are. */
+  continuesAfter(chunk: Buffer): boolean {
+    return this.inner !== undefined && continuesAfter(this.inner, chunk);
   }
 
   private attach(inner: Duplex): void {

@@ -267,3 +267,149 @@ test('a client that reads slowly after its FIN still gets every byte and the FIN
   assert.equal(result.bytesToClient, sent);
   a.close();
 });
+
+/**
+ * An upstream whose chunks come in units cut into pieces, as SPDY DATA frames reach the proxy
+ * (core/stream-pieces.ts): `piece(bytes, more)` pushes one, `more` saying the unit continues.
+ */
+class PiecedUpstream extends Duplex {
+  private readonly continuing = new WeakSet<Buffer>();
+  constructor() {
+    super({ allowHalfOpen: true });
+  }
+  piece(bytes: Buffer, more: boolean): boolean {
+    if (more) this.continuing.add(bytes);
+    return this.push(bytes);
+  }
+  continuesAfter(chunk: Buffer): boolean {
+    return this.continuing.has(chunk);
+  }
+  override _read(): void {}
+  override _write(_chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    cb();
+  }
+}
+
+/** Records what reaches the socket's write methods: one entry per write, the buffers it carried. */
+function spyWrites(socket: net.Socket): Buffer[][] {
+  const writes: Buffer[][] = [];
+  const s = socket as unknown as {
+    _write(chunk: Buffer, enc: BufferEncoding, cb: (err?: Error | null) => void): void;
+    _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void;
+  };
+  const write = s._write.bind(socket);
+  const writev = s._writev.bind(socket);
+  s._write = (chunk, enc, cb) => {
+    writes.push([chunk]);
+    write(chunk, enc, cb);
+  };
+  s._writev = (chunks, cb) => {
+    writes.push(chunks.map((c) => c.chunk));
+    writev(chunks, cb);
+  };
+  return writes;
+}
+
+const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+test('the pieces of one unit leave in one write, held across event-loop turns, not copied', { timeout: 10_000 }, async () => {
+  const a = await socketPair();
+  try {
+    const upstream = new PiecedUpstream();
+    const writes = spyWrites(a.inner);
+    const done = relay(a.inner, upstream);
+    const got = collect(a.outer);
+    const pieces = [randomBytes(16 * 1024), randomBytes(16 * 1024), randomBytes(100)];
+    upstream.piece(pieces[0]!, true);
+    await tick();
+    upstream.piece(pieces[1]!, true);
+    await tick();
+    assert.equal(writes.length, 0, 'nothing is sent while the unit is incomplete');
+    upstream.piece(pieces[2]!, false);
+    const single = randomBytes(300);
+    upstream.piece(single, false);
+    await tick();
+    assert.equal(writes.length, 2);
+    // The very buffers the upstream pushed, in one write: no join, no copy.
+    assert.equal(writes[0]!.length, 3);
+    writes[0]!.forEach((b, i) => assert.equal(b, pieces[i]));
+    assert.equal(writes[1]![0], single);
+    upstream.push(null);
+    a.outer.end();
+    assert.equal(sha(await got), sha(Buffer.concat([...pieces, single])));
+    assert.equal((await done).error, undefined);
+  } finally {
+    a.outer.destroy();
+    a.inner.destroy();
+    a.close();
+  }
+});
+
+test('a unit still under way when the upstream ends is sent before the FIN', { timeout: 10_000 }, async () => {
+  const a = await socketPair();
+  try {
+    const upstream = new PiecedUpstream();
+    const done = relay(a.inner, upstream);
+    const got = collect(a.outer);
+    upstream.piece(Buffer.from('half a frame'), true);
+    await tick();
+    upstream.push(null);
+    assert.equal((await got).toString(), 'half a frame');
+    a.outer.end();
+    assert.equal((await done).error, undefined);
+  } finally {
+    a.outer.destroy();
+    a.inner.destroy();
+    a.close();
+  }
+});
+
+test('pieced units to a slow reader: every byte arrives in order, and the relay holds back the upstream', { timeout: 30_000 }, async () => {
+  const a = await socketPair();
+  try {
+    const upstream = new PiecedUpstream();
+    const done = relay(a.inner, upstream);
+    const total = 32 * 1024 * 1024;
+    const unit = randomBytes(32 * 1024);
+    const cuts = [0, 5000, 16 * 1024, 16 * 1024 + 1, 32 * 1024];
+    let sent = 0;
+    let heldBack = false;
+    const produce = (): void => {
+      while (sent < total) {
+        let accepted = true;
+        for (let i = 0; i + 1 < cuts.length; i++) {
+          const piece = unit.subarray(cuts[i], cuts[i + 1]);
+          if (piece.length > 0) accepted = upstream.piece(piece, i + 2 < cuts.length) && accepted;
+        }
+        sent += unit.length;
+        // The relay paused us: wait for it to read again, as a tunnel would.
+        if (!accepted) {
+          heldBack = true;
+          setTimeout(produce, 1);
+          return;
+        }
+      }
+      upstream.push(null);
+    };
+    let received = 0;
+    let mismatch = false;
+    a.outer.on('data', (c: Buffer) => {
+      for (let i = 0; i < c.length; i++) if (c[i] !== unit[(received + i) % unit.length]) mismatch = true;
+      received += c.length;
+      a.outer.pause();
+      setTimeout(() => a.outer.resume(), 0);
+    });
+    const ended = once(a.outer, 'end');
+    produce();
+    await ended;
+    assert.equal(received, total);
+    assert.equal(mismatch, false, 'bytes arrived out of order or changed');
+    assert.ok(heldBack, 'the relay paused the upstream for the slow reader');
+    a.outer.end();
+    assert.equal((await done).bytesToClient, total);
+  } finally {
+    a.outer.destroy();
+    a.inner.destroy();
+    a.close();
+  }
+});

@@ -17,6 +17,7 @@
 //  - No SPDY flow control: a reader that falls behind by more than STREAM_QUEUE_MAX holds the
 //    whole tunnel until it catches up; writers wait for the tunnel to drain above HIGH_WATER.
 import type { Duplex } from 'node:stream';
+import type { PieceHints } from '../../core/stream-pieces.js';
 import type { Logger } from '../../core/log.js';
 import { UpstreamApiError } from '../../core/errors.js';
 import type { OpenOptions, PodPort } from '../transport.js';
@@ -29,8 +30,10 @@ const ERROR_MESSAGE_MAX = 8 * 1024;
 
 /**
  * A DATA frame reaches us in pieces when tunnel messages cut it (the API server relays ≤ 16 KiB
- * reads); handing the reader one chunk per frame, as kubectl's framer does, costs one send to
- * the client per frame instead of one per piece. Frames larger than this go out in parts.
+ * reads). kubectl's framer hands its connection one write per frame; so do we: a reader keeping
+ * up gets the pieces at once, each but the last marked as continuing (continuesAfter), and the
+ * relay sends them in one write with no copy; a reader that has fallen behind gets the frame
+ * joined. Either way a frame larger than this goes out in parts.
  */
 const FRAME_JOIN_MAX = 64 * 1024;
 
@@ -46,7 +49,7 @@ export interface PodStreamHooks {
   retire(): void;
 }
 
-export class SpdyPortForwardStream extends PodStream {
+export class SpdyPortForwardStream extends PodStream implements PieceHints {
   private data?: SpdyStream;
   private error?: SpdyStream;
   private replies = 0;
@@ -63,9 +66,12 @@ export class SpdyPortForwardStream extends PodStream {
   /** Pieces of the error message under way, and their size. */
   private errorPieces?: Buffer[];
   private errorBytes = 0;
-  /** Pieces of the DATA frame under way (tunnel messages cut frames anywhere). */
+  /** Pieces of the DATA frame under way, held to be joined (tunnel messages cut frames anywhere). */
   private framePieces: Buffer[] = [];
   private framePieceBytes = 0;
+  /** Bytes of the frame under way handed on piece by piece, and the last such piece if more follow. */
+  private pieceRun = 0;
+  private continuingPiece?: Buffer;
 
   constructor(
     private readonly tunnel: PodTunnel,
@@ -210,20 +216,40 @@ export class SpdyPortForwardStream extends PodStream {
 
   private onPodData(piece: Buffer, frameEnd: boolean): void {
     if (this.podEnded || this.destroyed) return;
+    // A reader that takes each chunk as it is pushed ('data' emitted within push): the piece
+    // goes on now, marked when the rest of its frame follows (FRAME_JOIN_MAX).
+    if (this.framePieces.length === 0 && this.readableFlowing === true && this.readableLength === 0) {
+      this.pieceRun += piece.length;
+      const last = frameEnd || this.pieceRun >= FRAME_JOIN_MAX;
+      if (last) this.pieceRun = 0;
+      this.continuingPiece = last ? undefined : piece;
+      return this.pushFromPod(piece);
+    }
     let chunk = piece;
     if (!frameEnd || this.framePieces.length > 0) {
       this.framePieces.push(piece);
       this.framePieceBytes += piece.length;
-      if (!frameEnd && this.framePieceBytes < FRAME_JOIN_MAX) return;
+      if (!frameEnd && this.pieceRun + this.framePieceBytes < FRAME_JOIN_MAX) return;
       chunk = this.framePieces.length === 1 ? piece : Buffer.concat(this.framePieces, this.framePieceBytes);
       this.framePieces = [];
       this.framePieceBytes = 0;
     }
+    // The frame (or its part up to FRAME_JOIN_MAX) is complete with this chunk.
+    this.pieceRun = 0;
+    this.continuingPiece = undefined;
+    this.pushFromPod(chunk);
+  }
+
+  private pushFromPod(chunk: Buffer): void {
     this.podSending();
     if (!this.push(chunk) && !this.holding && this.readableLength > STREAM_QUEUE_MAX) {
       this.holding = true;
       this.tunnel.hold(this, true);
     }
+  }
+
+  continuesAfter(chunk: Buffer): boolean {
+    return chunk === this.continuingPiece;
   }
 
   /** Pod end or break: end the readable side and, as kubectl does, reset a data stream we have not finished. */

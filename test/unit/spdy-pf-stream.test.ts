@@ -1,0 +1,120 @@
+// How a port-forward stream hands on DATA frames that reach it in pieces (spdy/pf-stream.ts):
+// to a reader keeping up, each piece at once, every piece but a frame's last marked as continuing
+// (core/stream-pieces.ts) so the relay sends the frame in one write without copying it; to a
+// reader that has fallen behind, the frame joined. Either way a run stops at 64 KiB.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { SpdySession } from '../../src/tunnel/spdy/session.js';
+import { SpdyPortForwardStream } from '../../src/tunnel/spdy/pf-stream.js';
+import type { PodTunnel } from '../../src/tunnel/spdy/tunnel.js';
+import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
+import { encodeData, encodeSynReply } from '../../src/tunnel/spdy/framer.js';
+import { createLogger } from '../../src/core/log.js';
+
+const DATA_STREAM = 3; // the error stream is 1, the data stream 3 (openStreams order)
+
+/** A stream over a bare client session; `receive` feeds it bytes as the kubelet's side would. */
+async function openStream() {
+  const session = new SpdySession('client', { write: () => {}, close: () => {} });
+  let requestIds = 0;
+  const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {} });
+  await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
+  const headers = new HeaderCompressor();
+  session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
+  session.receive(encodeSynReply(DATA_STREAM, headers.compress(encodeHeaderBlock({}))));
+  return { stream, receive: (bytes: Buffer) => session.receive(bytes) };
+}
+
+/** Lets a new 'data' listener start the flow (a Readable reads for the first time on the next tick). */
+const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/** A DATA frame's bytes cut at `cuts` (offsets into its payload), header first. */
+function cutFrame(payload: Buffer, cuts: number[]): Buffer[] {
+  const frame = encodeData(DATA_STREAM, payload, false);
+  const at = [0, ...cuts.map((c) => c + 8), frame.length];
+  return at.slice(1).map((end, i) => frame.subarray(at[i], end));
+}
+
+test('a reader keeping up gets each piece at once, the frame\'s last unmarked, and no byte copied', async () => {
+  const { stream, receive } = await openStream();
+  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
+  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
+  await settle();
+  const payload = randomBytes(32 * 1024);
+  const parts = cutFrame(payload, [10_000, 16 * 1024]);
+  for (const part of parts) receive(part);
+  assert.deepEqual(got.map((g) => [g.chunk.length, g.continues]), [[10_000, true], [16 * 1024 - 10_000, true], [16 * 1024, false]]);
+  // Slices of what the session received, not copies.
+  assert.ok(got.every((g, i) => g.chunk.buffer === parts[i]!.buffer));
+  assert.deepEqual(Buffer.concat(got.map((g) => g.chunk)), payload);
+  // The next frame starts a run of its own.
+  got.length = 0;
+  receive(encodeData(DATA_STREAM, Buffer.from('whole'), false));
+  assert.deepEqual(got.map((g) => [g.chunk.toString(), g.continues]), [['whole', false]]);
+  stream.destroy();
+});
+
+test('a reader that has fallen behind gets the frame joined, unmarked', async () => {
+  const { stream, receive } = await openStream();
+  stream.pause();
+  const payload = randomBytes(32 * 1024);
+  for (const part of cutFrame(payload, [5000, 20_000])) receive(part);
+  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
+  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
+  stream.resume();
+  await settle();
+  assert.equal(got.length, 1);
+  assert.equal(got[0]!.continues, false);
+  assert.deepEqual(got[0]!.chunk, payload);
+  stream.destroy();
+});
+
+test('a run of pieces ends at 64 KiB, whether handed on or joined', async () => {
+  const payload = randomBytes(100 * 1024);
+  const cuts = Array.from({ length: 9 }, (_, i) => (i + 1) * 10 * 1024); // ten 10 KiB pieces
+  {
+    const { stream, receive } = await openStream();
+    const marks: boolean[] = [];
+    stream.on('data', (chunk: Buffer) => marks.push(stream.continuesAfter(chunk)));
+    await settle();
+    for (const part of cutFrame(payload, cuts)) receive(part);
+    // 7 pieces make 70 KiB ≥ 64 KiB: the 7th ends the run; the frame's last ends the next.
+    assert.deepEqual(marks, [true, true, true, true, true, true, false, true, true, false]);
+    stream.destroy();
+  }
+  {
+    const { stream, receive } = await openStream();
+    stream.pause();
+    for (const part of cutFrame(payload, cuts)) receive(part);
+    const sizes: number[] = [];
+    stream.on('data', (chunk: Buffer) => sizes.push(chunk.length));
+    stream.resume();
+    await settle();
+    assert.deepEqual(sizes, [70 * 1024, 30 * 1024]);
+    stream.destroy();
+  }
+});
+
+test('a frame begun piece by piece and finished while the reader is behind: the rest comes joined, the run starts over', async () => {
+  const { stream, receive } = await openStream();
+  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
+  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
+  await settle();
+  const payload = randomBytes(30 * 1024);
+  const [p1, p2, p3] = cutFrame(payload, [10 * 1024, 20 * 1024]);
+  receive(p1!);
+  stream.pause();
+  receive(p2!);
+  receive(p3!);
+  stream.resume();
+  await settle();
+  assert.deepEqual(got.map((g) => [g.chunk.length, g.continues]), [[10 * 1024, true], [20 * 1024, false]]);
+  assert.deepEqual(Buffer.concat(got.map((g) => g.chunk)), payload);
+  got.length = 0;
+  const next = randomBytes(40 * 1024);
+  for (const part of cutFrame(next, [20 * 1024])) receive(part);
+  assert.deepEqual(got.map((g) => [g.chunk.length, g.continues]), [[20 * 1024, true], [20 * 1024, false]]);
+  stream.destroy();
+});
