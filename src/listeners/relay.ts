@@ -4,7 +4,7 @@
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { continuesAfter } from '../core/stream-pieces.js';
+import { continuesAfter, handPiecesOn } from '../core/stream-pieces.js';
 
 export interface RelayResult {
   bytesFromClient: number;
@@ -81,14 +81,18 @@ function splice(client: net.Socket, upstream: Duplex, head: Buffer | undefined, 
     upstream.write(head);
   }
   pump(client, upstream, (n) => (bytesFromClient += n), fail);
+  // The relay sends a unit's pieces in one write (pump): ask for them unjoined.
+  handPiecesOn(upstream);
   pump(upstream, client, (n) => (bytesToClient += n), fail);
 
   // The client's FIN starts the tear-down clock; each upstream byte restarts it. A client that
   // is not reading holds the upstream paused (pump): its silence is ours, not the far end's,
   // and the pod's last bytes and FIN may be waiting in it — the clock starts over instead.
+  // Bytes held by the cork (a frame whose rest has not come, pump) keep writableNeedDrain up
+  // however fast the client reads: that silence is the far end's, so the clock runs out.
   const quiet = (): void => {
     clearTimeout(teardown);
-    teardown = setTimeout(() => (client.writableNeedDrain ? quiet() : upstream.destroy()), teardownGraceMs);
+    teardown = setTimeout(() => (client.writableNeedDrain && client.writableCorked === 0 ? quiet() : upstream.destroy()), teardownGraceMs);
     teardown.unref();
   };
   const onUpstreamData = (): void => {

@@ -14,8 +14,9 @@ const noop = (): void => {};
 
 /**
  * Buffer size of accepted client sockets, both ways. Node 20's default, 16 KiB, is half a SPDY
- * DATA frame: each frame would fill the client socket, pause the relay, and have the frame's
- * pieces sent apart or joined by a copy (relay.ts pump, core/stream-pieces.ts).
+ * DATA frame: writing each frame would fill the client socket and pause the relay, and the next
+ * frame, reaching a paused stream, would be joined by a copy (relay.ts pump,
+ * core/stream-pieces.ts).
  */
 export const CLIENT_SOCKET_HIGH_WATER = 64 * 1024;
 

@@ -9,7 +9,7 @@
 // more than we keep for replay, the stream is committed and behaves like the one underneath.
 import { Duplex } from 'node:stream';
 import { ProxyError } from '../core/errors.js';
-import { continuesAfter, type PieceHints } from '../core/stream-pieces.js';
+import { continuesAfter, handPiecesOn, type PieceHints } from '../core/stream-pieces.js';
 
 /** Client bytes kept for a replay; a client sending more before any answer commits the stream. */
 export const MAX_REPLAY_BYTES = 256 * 1024;
@@ -32,6 +32,8 @@ export class RetryBeforeFirstByte extends Duplex implements PieceHints {
   private detach = noop;
   /** Made only when a move starts: aborting one costs an AbortError with a stack trace. */
   private gone?: AbortController;
+  /** The reader asked for pieces (handPiecesOn): every stream underneath is asked too. */
+  private piecesWanted = false;
 
   constructor(
     first: Duplex,
@@ -50,13 +52,20 @@ export class RetryBeforeFirstByte extends Duplex implements PieceHints {
     return this.replay === undefined;
   }
 
-  /** The hints of the stream underneath (core/stream-pieces.ts): its chunks pass through as they are. */
+  /** Pieces from the stream underneath, and from any it moves to (core/stream-pieces.ts). */
+  handPiecesOn(): void {
+    this.piecesWanted = true;
+    if (this.inner) handPiecesOn(this.inner);
+  }
+
+  /** The hints of the stream underneath: its chunks pass through as they are. */
   continuesAfter(chunk: Buffer): boolean {
     return this.inner !== undefined && continuesAfter(this.inner, chunk);
   }
 
   private attach(inner: Duplex): void {
     this.inner = inner;
+    if (this.piecesWanted) handPiecesOn(inner);
     const onData = (chunk: Buffer): void => {
       this.commit();
       if (!this.push(chunk)) inner.pause();

@@ -5,6 +5,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import { once } from 'node:events';
 import { relay, startRelay, type RelayResult } from '../../src/listeners/relay.js';
+import { RetryBeforeFirstByte } from '../../src/routing/retry-stream.js';
+import { ConnectionRefusedError } from '../../src/core/errors.js';
 import type { Logger } from '../../src/core/log.js';
 import { socketPair } from '../helpers/socket-pair.js';
 
@@ -274,8 +276,12 @@ test('a client that reads slowly after its FIN still gets every byte and the FIN
  */
 class PiecedUpstream extends Duplex {
   private readonly continuing = new WeakSet<Buffer>();
+  piecesAsked = false;
   constructor() {
     super({ allowHalfOpen: true });
+  }
+  handPiecesOn(): void {
+    this.piecesAsked = true;
   }
   piece(bytes: Buffer, more: boolean): boolean {
     if (more) this.continuing.add(bytes);
@@ -318,6 +324,7 @@ test('the pieces of one unit leave in one write, held across event-loop turns, n
     const upstream = new PiecedUpstream();
     const writes = spyWrites(a.inner);
     const done = relay(a.inner, upstream);
+    assert.ok(upstream.piecesAsked, 'the relay asks for pieces');
     const got = collect(a.outer);
     const pieces = [randomBytes(16 * 1024), randomBytes(16 * 1024), randomBytes(100)];
     upstream.piece(pieces[0]!, true);
@@ -391,6 +398,8 @@ test('pieced units to a slow reader: every byte arrives in order, and the relay 
       }
       upstream.push(null);
     };
+    let maxBuffered = 0;
+    const sampler = setInterval(() => (maxBuffered = Math.max(maxBuffered, a.inner.writableLength + upstream.readableLength)), 1);
     let received = 0;
     let mismatch = false;
     a.outer.on('data', (c: Buffer) => {
@@ -402,11 +411,69 @@ test('pieced units to a slow reader: every byte arrives in order, and the relay 
     const ended = once(a.outer, 'end');
     produce();
     await ended;
+    clearInterval(sampler);
+    // Pauses wait for a unit's end: the client socket holds at most a unit more than its 16 KiB.
+    assert.ok(maxBuffered <= 256 * 1024, `relay buffered up to ${maxBuffered} bytes`);
     assert.equal(received, total);
     assert.equal(mismatch, false, 'bytes arrived out of order or changed');
     assert.ok(heldBack, 'the relay paused the upstream for the slow reader');
     a.outer.end();
     assert.equal((await done).bytesToClient, total);
+  } finally {
+    a.outer.destroy();
+    a.inner.destroy();
+    a.close();
+  }
+});
+
+test('a client FIN while a unit is held in the cork: the tear-down clock still runs out', { timeout: 10_000 }, async () => {
+  const a = await socketPair();
+  try {
+    const upstream = new PiecedUpstream();
+    const done = relay(a.inner, upstream, undefined, 100);
+    a.outer.resume();
+    // 16 KiB held in the cork fills the client socket's 16 KiB: writableNeedDrain stays up
+    // however fast the client reads, until the rest of the frame comes, which it never does.
+    upstream.piece(randomBytes(16 * 1024), true);
+    await tick();
+    assert.ok(a.inner.writableNeedDrain && a.inner.writableCorked > 0);
+    a.outer.end();
+    const result = await done;
+    assert.equal((result.error as NodeJS.ErrnoException | undefined)?.code, 'ERR_STREAM_PREMATURE_CLOSE');
+  } finally {
+    a.outer.destroy();
+    a.inner.destroy();
+    a.close();
+  }
+});
+
+test('through RetryBeforeFirstByte: pieces asked for, also of the stream it moves to, and sent in one write', { timeout: 10_000 }, async () => {
+  const a = await socketPair();
+  try {
+    const first = new PiecedUpstream();
+    const second = new PiecedUpstream();
+    const wrapper = new RetryBeforeFirstByte(first, async () => second);
+    const writes = spyWrites(a.inner);
+    const done = relay(a.inner, wrapper);
+    assert.ok(first.piecesAsked);
+    // The first endpoint refuses before its first byte: the stream moves, and asks again.
+    first.destroy(new ConnectionRefusedError('refused late', { retryable: true }));
+    await tick();
+    assert.ok(second.piecesAsked, 'the stream moved to was asked for pieces');
+    const got = collect(a.outer);
+    await tick();
+    const pieces = [randomBytes(16 * 1024), randomBytes(5000)];
+    second.piece(pieces[0]!, true);
+    await tick();
+    assert.equal(writes.length, 0);
+    second.piece(pieces[1]!, false);
+    await tick();
+    assert.equal(writes.length, 1);
+    writes[0]!.forEach((b, i) => assert.equal(b, pieces[i]));
+    second.push(null);
+    a.outer.end();
+    assert.equal(sha(await got), sha(Buffer.concat(pieces)));
+    assert.equal((await done).error, undefined);
   } finally {
     a.outer.destroy();
     a.inner.destroy();

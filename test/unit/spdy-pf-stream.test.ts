@@ -1,7 +1,8 @@
 // How a port-forward stream hands on DATA frames that reach it in pieces (spdy/pf-stream.ts):
-// to a reader keeping up, each piece at once, every piece but a frame's last marked as continuing
-// (core/stream-pieces.ts) so the relay sends the frame in one write without copying it; to a
-// reader that has fallen behind, the frame joined. Either way a run stops at 64 KiB.
+// to a reader that asked for pieces and keeps up, each piece at once, every piece but a frame's
+// last marked as continuing (core/stream-pieces.ts) so the relay sends the frame in one write
+// without copying it; to other readers and to one that has fallen behind, the frame joined.
+// Either way a run stops at 64 KiB. A tunnel that ends cleanly inside a frame breaks the stream.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -15,16 +16,18 @@ import { createLogger } from '../../src/core/log.js';
 const DATA_STREAM = 3; // the error stream is 1, the data stream 3 (openStreams order)
 
 /** A stream over a bare client session; `receive` feeds it bytes as the kubelet's side would. */
-async function openStream() {
+async function openStream(pieces = true) {
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   let requestIds = 0;
   const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
   const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {} });
   await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
+  stream.on('error', () => {});
+  if (pieces) stream.handPiecesOn();
   const headers = new HeaderCompressor();
   session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
   session.receive(encodeSynReply(DATA_STREAM, headers.compress(encodeHeaderBlock({}))));
-  return { stream, receive: (bytes: Buffer) => session.receive(bytes) };
+  return { stream, session, receive: (bytes: Buffer) => session.receive(bytes) };
 }
 
 /** Lets a new 'data' listener start the flow (a Readable reads for the first time on the next tick). */
@@ -117,4 +120,39 @@ test('a frame begun piece by piece and finished while the reader is behind: the 
   for (const part of cutFrame(next, [20 * 1024])) receive(part);
   assert.deepEqual(got.map((g) => [g.chunk.length, g.continues]), [[20 * 1024, true], [20 * 1024, false]]);
   stream.destroy();
+});
+
+test('a reader that did not ask for pieces gets whole frames, though it keeps up', async () => {
+  const { stream, receive } = await openStream(false);
+  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
+  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
+  await settle();
+  const payload = randomBytes(32 * 1024);
+  for (const part of cutFrame(payload, [10_000, 16 * 1024])) receive(part);
+  assert.equal(got.length, 1);
+  assert.equal(got[0]!.continues, false);
+  assert.deepEqual(got[0]!.chunk, payload);
+  stream.destroy();
+});
+
+test('a tunnel that ends cleanly inside a DATA frame breaks the stream; between frames it ends it', async () => {
+  for (const inside of [true, false]) {
+    const { stream, session, receive } = await openStream();
+    const got: Buffer[] = [];
+    stream.on('data', (chunk: Buffer) => got.push(chunk));
+    await settle();
+    const payload = randomBytes(32 * 1024);
+    const parts = cutFrame(payload, [16 * 1024]);
+    receive(parts[0]!);
+    if (!inside) receive(parts[1]!);
+    const outcome = new Promise<string>((resolve) => {
+      stream.on('end', () => resolve('end'));
+      stream.on('error', (err) => resolve(`error: ${err.message}`));
+    });
+    session.destroy(); // the WebSocket closed with 1000: no error
+    const result = await outcome;
+    if (inside) assert.match(result, /^error: .*closed in the middle of a DATA frame/);
+    else assert.equal(result, 'end');
+    stream.destroy();
+  }
 });

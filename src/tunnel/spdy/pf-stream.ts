@@ -30,10 +30,11 @@ const ERROR_MESSAGE_MAX = 8 * 1024;
 
 /**
  * A DATA frame reaches us in pieces when tunnel messages cut it (the API server relays ≤ 16 KiB
- * reads). kubectl's framer hands its connection one write per frame; so do we: a reader keeping
- * up gets the pieces at once, each but the last marked as continuing (continuesAfter), and the
- * relay sends them in one write with no copy; a reader that has fallen behind gets the frame
- * joined. Either way a frame larger than this goes out in parts.
+ * reads). kubectl's framer hands its connection one write per frame; so do we: the relay asks
+ * for pieces (handPiecesOn) and, while it keeps up, gets each at once, all but the last marked
+ * as continuing (continuesAfter), and sends them in one write with no copy. Other readers, and
+ * a relay that has fallen behind, get the frame joined. Either way a frame larger than this goes
+ * out in parts.
  */
 const FRAME_JOIN_MAX = 64 * 1024;
 
@@ -69,9 +70,13 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
   /** Pieces of the DATA frame under way, held to be joined (tunnel messages cut frames anywhere). */
   private framePieces: Buffer[] = [];
   private framePieceBytes = 0;
+  /** The reader takes pieces (handPiecesOn): the relay, which sends a frame's pieces in one write. */
+  private piecesWanted = false;
   /** Bytes of the frame under way handed on piece by piece, and the last such piece if more follow. */
   private pieceRun = 0;
   private continuingPiece?: Buffer;
+  /** Part of a DATA frame has come and its end has not. */
+  private midFrame = false;
 
   constructor(
     private readonly tunnel: PodTunnel,
@@ -216,9 +221,10 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
 
   private onPodData(piece: Buffer, frameEnd: boolean): void {
     if (this.podEnded || this.destroyed) return;
-    // A reader that takes each chunk as it is pushed ('data' emitted within push): the piece
-    // goes on now, marked when the rest of its frame follows (FRAME_JOIN_MAX).
-    if (this.framePieces.length === 0 && this.readableFlowing === true && this.readableLength === 0) {
+    this.midFrame = !frameEnd;
+    // A reader that asked for pieces and takes each chunk as it is pushed ('data' emitted within
+    // push): the piece goes on now, marked when the rest of its frame follows (FRAME_JOIN_MAX).
+    if (this.piecesWanted && this.framePieces.length === 0 && this.readableFlowing === true && this.readableLength === 0) {
       this.pieceRun += piece.length;
       const last = frameEnd || this.pieceRun >= FRAME_JOIN_MAX;
       if (last) this.pieceRun = 0;
@@ -248,6 +254,10 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
     }
   }
 
+  handPiecesOn(): void {
+    this.piecesWanted = true;
+  }
+
   continuesAfter(chunk: Buffer): boolean {
     return chunk === this.continuingPiece;
   }
@@ -268,6 +278,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
       return;
     }
     if (err) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} broke: ${err.message}`, { cause: err }));
+    // A tunnel that ends cleanly inside a DATA frame cut the pod's bytes short: a break, not an end.
+    else if (this.midFrame) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed in the middle of a DATA frame`));
     else this.endFromPod();
   }
 
