@@ -231,7 +231,8 @@ describe('RBAC: namespace-scoped credentials', () => {
   test('watches the context namespace, then namespaces a request names; forbidden ones → 0x02', async () => {
     const token = cluster.sim.issueToken({ namespaces: ['shop', 'data'] });
     await withProxy(cluster.sim.kubeconfigYaml({ token, namespace: 'shop' }), async (p) => {
-      assert.ok(p.logs.some((l) => String(l.msg).includes('not allowed to watch cluster-wide')));
+      // Logs come on stderr, the ready line on stdout: two pipes, read in either order.
+      await eventually(async () => p.logs.some((l) => String(l.msg).includes('not allowed to watch cluster-wide')));
       await reachesWeb(p);
       const echo = await socks5Connect(p.socks!, 'echo.data.svc', 7000);
       assert.equal(echo.reply, 0, 'a namespace named by the request is watched on demand');
