@@ -290,7 +290,13 @@ class PiecedUpstream extends Duplex {
   continuesAfter(chunk: Buffer): boolean {
     return this.continuing.has(chunk);
   }
-  override _read(): void {}
+  /** Called once when the reader wants more (a producer held back by push() returning false). */
+  onRead?: () => void;
+  override _read(): void {
+    const wake = this.onRead;
+    this.onRead = undefined;
+    wake?.();
+  }
   override _write(_chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
     cb();
   }
@@ -392,7 +398,7 @@ test('pieced units to a slow reader: every byte arrives in order, and the relay 
         // The relay paused us: wait for it to read again, as a tunnel would.
         if (!accepted) {
           heldBack = true;
-          setTimeout(produce, 1);
+          upstream.onRead = produce;
           return;
         }
       }
