@@ -12,13 +12,16 @@ import { startSocksListener } from '../../src/listeners/socks-server.js';
 import { startForwardListener } from '../../src/listeners/forward-server.js';
 import { FakeOpener, quietContext } from './socks-fixtures.test.js';
 
-type LookupCallback = (err: NodeJS.ErrnoException | null, address: string, family: number) => void;
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Array<{ address: string; family: number }>, family?: number) => void;
 
 function resolveLocalhostNamesTo(address: string, t: { after(fn: () => void): void }): void {
   const real = dns.lookup;
   (dns as { lookup: unknown }).lookup = (host: string, options: unknown, callback?: LookupCallback) => {
     const cb = (typeof options === 'function' ? options : callback) as LookupCallback;
-    if (host.endsWith('.localhost')) return process.nextTick(() => cb(null, address, net.isIP(address)));
+    const family = net.isIP(address);
+    // Node ≥ 22's net.Server.listen asks for every address ({ all: true }); Node 20 for one.
+    const all = typeof options === 'object' && options !== null && (options as { all?: boolean }).all === true;
+    if (host.endsWith('.localhost')) return process.nextTick(() => (all ? cb(null, [{ address, family }]) : cb(null, address, family)));
     return (real as (...args: unknown[]) => void)(host, options, callback);
   };
   t.after(() => ((dns as { lookup: unknown }).lookup = real));

@@ -418,7 +418,7 @@ test('pieced units to a slow reader: every byte arrives in order, and the relay 
     produce();
     await ended;
     clearInterval(sampler);
-    // Pauses wait for a unit's end: the client socket holds at most a unit more than its 16 KiB.
+    // Pauses wait for a unit's end: the client socket holds at most a unit more than its buffer.
     assert.ok(maxBuffered <= 256 * 1024, `relay buffered up to ${maxBuffered} bytes`);
     assert.equal(received, total);
     assert.equal(mismatch, false, 'bytes arrived out of order or changed');
@@ -438,9 +438,10 @@ test('a client FIN while a unit is held in the cork: the tear-down clock still r
     const upstream = new PiecedUpstream();
     const done = relay(a.inner, upstream, undefined, 100);
     a.outer.resume();
-    // 16 KiB held in the cork fills the client socket's 16 KiB: writableNeedDrain stays up
-    // however fast the client reads, until the rest of the frame comes, which it never does.
-    upstream.piece(randomBytes(16 * 1024), true);
+    // A piece held in the cork that fills the client socket's buffer (16 KiB on Node 20, 64 KiB
+    // from 22): writableNeedDrain stays up however fast the client reads, until the rest of the
+    // frame comes, which it never does.
+    upstream.piece(randomBytes(a.inner.writableHighWaterMark), true);
     await tick();
     assert.ok(a.inner.writableNeedDrain && a.inner.writableCorked > 0);
     a.outer.end();
