@@ -16,6 +16,13 @@ import { deterministicSha256 } from '../sim/backends.js';
 const TOTAL = 1 << 30;
 const PAUSE_EVERY = 32 << 20;
 const PAUSE_MS = 250;
+/**
+ * What "flat" allows: the young generation and the young read buffers V8 lets pile up before a
+ * scavenge (core/gc-guard.ts: twice the semi-space). Node 24's V8 grows the young generation to
+ * twice Node 20's (new space 64 MiB against 32), and RSS growth there was 60–75 MiB for the same
+ * transfer. Buffering the gigabyte would be ten times either bound.
+ */
+const RSS_GROWTH_MAX_MIB = Number(process.versions.node.split('.')[0]) >= 22 ? 96 : 64;
 
 let sim: ChildProcess;
 let dir: string;
@@ -91,5 +98,5 @@ test('1 GiB to a stalling client: intact, and proxy RSS stays flat', { timeout: 
   assert.equal(result.sha256, deterministicSha256(TOTAL));
   const growthMiB = (peak - baseline) / (1 << 20);
   console.log(`# proxy RSS baseline ${(baseline / (1 << 20)).toFixed(1)} MiB, peak growth ${growthMiB.toFixed(1)} MiB over a 1 GiB transfer`);
-  assert.ok(growthMiB < 64, `proxy RSS grew by ${growthMiB.toFixed(1)} MiB`);
+  assert.ok(growthMiB < RSS_GROWTH_MAX_MIB, `proxy RSS grew by ${growthMiB.toFixed(1)} MiB (at most ${RSS_GROWTH_MAX_MIB} allowed on Node ${process.versions.node})`);
 });
