@@ -18,14 +18,18 @@ export interface PieceHints {
   continuesAfter(chunk: Buffer): boolean;
 }
 
+/** Whether `stream` gives piece hints. */
+export function givesPieceHints<T extends object>(stream: T): stream is T & PieceHints {
+  const hints = stream as Partial<PieceHints>;
+  return typeof hints.handPiecesOn === 'function' && typeof hints.continuesAfter === 'function';
+}
+
 /** handPiecesOn() for any stream: streams that give no hints are left as they are. */
 export function handPiecesOn(stream: object): void {
-  const hints = stream as Partial<PieceHints>;
-  if (typeof hints.handPiecesOn === 'function') hints.handPiecesOn();
+  if (givesPieceHints(stream)) stream.handPiecesOn();
 }
 
 /** continuesAfter() for any stream: false for streams that give no hints. */
 export function continuesAfter(stream: object, chunk: Buffer): boolean {
-  const hints = stream as Partial<PieceHints>;
-  return typeof hints.continuesAfter === 'function' && hints.continuesAfter(chunk);
+  return givesPieceHints(stream) && stream.continuesAfter(chunk);
 }

@@ -4,7 +4,7 @@
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { continuesAfter, handPiecesOn } from '../core/stream-pieces.js';
+import { givesPieceHints, handPiecesOn } from '../core/stream-pieces.js';
 
 export interface RelayResult {
   bytesFromClient: number;
@@ -154,6 +154,8 @@ function prematureClose(): Error {
  * complete, so the pieces go out in one write; pausing for a full `dst` waits for that too.
  */
 function pump(src: Duplex, dst: Duplex, count: (n: number) => void, fail: (err: Error) => void): void {
+  // Looked up once: whether a stream gives hints does not change while it is relayed.
+  const hints = givesPieceHints(src) ? src : undefined;
   let corked = false;
   let full = false;
   const onData = (chunk: Buffer | string): void => {
@@ -165,7 +167,7 @@ function pump(src: Duplex, dst: Duplex, count: (n: number) => void, fail: (err: 
       return;
     }
     count(len);
-    const more = typeof chunk !== 'string' && continuesAfter(src, chunk);
+    const more = hints !== undefined && typeof chunk !== 'string' && hints.continuesAfter(chunk);
     if (more && !corked) {
       corked = true;
       dst.cork();

@@ -15,3 +15,15 @@ export async function socketPair(): Promise<{ outer: net.Socket; inner: net.Sock
   inner.on('error', () => {});
   return { outer, inner, close: () => server.close() };
 }
+
+/** Runs `fn` with a fresh pair; both sockets and the server are closed afterwards, whatever happened. */
+export async function withSocketPair<T>(fn: (pair: { outer: net.Socket; inner: net.Socket }) => Promise<T>): Promise<T> {
+  const pair = await socketPair();
+  try {
+    return await fn(pair);
+  } finally {
+    pair.outer.destroy();
+    pair.inner.destroy();
+    pair.close();
+  }
+}

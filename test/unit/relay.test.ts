@@ -8,7 +8,7 @@ import { relay, startRelay, type RelayResult } from '../../src/listeners/relay.j
 import { RetryBeforeFirstByte } from '../../src/routing/retry-stream.js';
 import { ConnectionRefusedError } from '../../src/core/errors.js';
 import type { Logger } from '../../src/core/log.js';
-import { socketPair } from '../helpers/socket-pair.js';
+import { socketPair, withSocketPair } from '../helpers/socket-pair.js';
 
 function collect(s: net.Socket): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -325,8 +325,7 @@ function spyWrites(socket: net.Socket): Buffer[][] {
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 test('the pieces of one unit leave in one write, held across event-loop turns, not copied', { timeout: 10_000 }, async () => {
-  const a = await socketPair();
-  try {
+  await withSocketPair(async (a) => {
     const upstream = new PiecedUpstream();
     const writes = spyWrites(a.inner);
     const done = relay(a.inner, upstream);
@@ -351,16 +350,11 @@ test('the pieces of one unit leave in one write, held across event-loop turns, n
     a.outer.end();
     assert.equal(sha(await got), sha(Buffer.concat([...pieces, single])));
     assert.equal((await done).error, undefined);
-  } finally {
-    a.outer.destroy();
-    a.inner.destroy();
-    a.close();
-  }
+  });
 });
 
 test('a unit still under way when the upstream ends is sent before the FIN', { timeout: 10_000 }, async () => {
-  const a = await socketPair();
-  try {
+  await withSocketPair(async (a) => {
     const upstream = new PiecedUpstream();
     const done = relay(a.inner, upstream);
     const got = collect(a.outer);
@@ -370,16 +364,11 @@ test('a unit still under way when the upstream ends is sent before the FIN', { t
     assert.equal((await got).toString(), 'half a frame');
     a.outer.end();
     assert.equal((await done).error, undefined);
-  } finally {
-    a.outer.destroy();
-    a.inner.destroy();
-    a.close();
-  }
+  });
 });
 
 test('pieced units to a slow reader: every byte arrives in order, and the relay holds back the upstream', { timeout: 30_000 }, async () => {
-  const a = await socketPair();
-  try {
+  await withSocketPair(async (a) => {
     const upstream = new PiecedUpstream();
     const done = relay(a.inner, upstream);
     const total = 32 * 1024 * 1024;
@@ -425,16 +414,11 @@ test('pieced units to a slow reader: every byte arrives in order, and the relay 
     assert.ok(heldBack, 'the relay paused the upstream for the slow reader');
     a.outer.end();
     assert.equal((await done).bytesToClient, total);
-  } finally {
-    a.outer.destroy();
-    a.inner.destroy();
-    a.close();
-  }
+  });
 });
 
 test('a client FIN while a unit is held in the cork: the tear-down clock still runs out', { timeout: 10_000 }, async () => {
-  const a = await socketPair();
-  try {
+  await withSocketPair(async (a) => {
     const upstream = new PiecedUpstream();
     const done = relay(a.inner, upstream, undefined, 100);
     a.outer.resume();
@@ -447,16 +431,11 @@ test('a client FIN while a unit is held in the cork: the tear-down clock still r
     a.outer.end();
     const result = await done;
     assert.equal((result.error as NodeJS.ErrnoException | undefined)?.code, 'ERR_STREAM_PREMATURE_CLOSE');
-  } finally {
-    a.outer.destroy();
-    a.inner.destroy();
-    a.close();
-  }
+  });
 });
 
 test('through RetryBeforeFirstByte: pieces asked for, also of the stream it moves to, and sent in one write', { timeout: 10_000 }, async () => {
-  const a = await socketPair();
-  try {
+  await withSocketPair(async (a) => {
     const first = new PiecedUpstream();
     const second = new PiecedUpstream();
     const wrapper = new RetryBeforeFirstByte(first, async () => second);
@@ -481,9 +460,5 @@ test('through RetryBeforeFirstByte: pieces asked for, also of the stream it move
     a.outer.end();
     assert.equal(sha(await got), sha(Buffer.concat(pieces)));
     assert.equal((await done).error, undefined);
-  } finally {
-    a.outer.destroy();
-    a.inner.destroy();
-    a.close();
-  }
+  });
 });

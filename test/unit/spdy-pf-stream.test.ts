@@ -33,6 +33,14 @@ async function openStream(pieces = true) {
 /** Lets a new 'data' listener start the flow (a Readable reads for the first time on the next tick). */
 const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
 
+/** Reads `stream` as the relay does, recording each chunk and whether it was marked as continuing. */
+async function readPieces(stream: SpdyPortForwardStream): Promise<Array<{ chunk: Buffer; continues: boolean }>> {
+  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
+  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
+  await settle();
+  return got;
+}
+
 /** A DATA frame's bytes cut at `cuts` (offsets into its payload), header first. */
 function cutFrame(payload: Buffer, cuts: number[]): Buffer[] {
   const frame = encodeData(DATA_STREAM, payload, false);
@@ -42,9 +50,7 @@ function cutFrame(payload: Buffer, cuts: number[]): Buffer[] {
 
 test('a reader keeping up gets each piece at once, the frame\'s last unmarked, and no byte copied', async () => {
   const { stream, receive } = await openStream();
-  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
-  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
-  await settle();
+  const got = await readPieces(stream);
   const payload = randomBytes(32 * 1024);
   const parts = cutFrame(payload, [10_000, 16 * 1024]);
   for (const part of parts) receive(part);
@@ -102,9 +108,7 @@ test('a run of pieces ends at 64 KiB, whether handed on or joined', async () => 
 
 test('a frame begun piece by piece and finished while the reader is behind: the rest comes joined, the run starts over', async () => {
   const { stream, receive } = await openStream();
-  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
-  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
-  await settle();
+  const got = await readPieces(stream);
   const payload = randomBytes(30 * 1024);
   const [p1, p2, p3] = cutFrame(payload, [10 * 1024, 20 * 1024]);
   receive(p1!);
@@ -124,9 +128,7 @@ test('a frame begun piece by piece and finished while the reader is behind: the 
 
 test('a reader that did not ask for pieces gets whole frames, though it keeps up', async () => {
   const { stream, receive } = await openStream(false);
-  const got: Array<{ chunk: Buffer; continues: boolean }> = [];
-  stream.on('data', (chunk: Buffer) => got.push({ chunk, continues: stream.continuesAfter(chunk) }));
-  await settle();
+  const got = await readPieces(stream);
   const payload = randomBytes(32 * 1024);
   for (const part of cutFrame(payload, [10_000, 16 * 1024])) receive(part);
   assert.equal(got.length, 1);
