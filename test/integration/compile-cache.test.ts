@@ -49,14 +49,24 @@ before(async () => {
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
 
+/**
+ * A cache of the test's own: the environment for run() and the directory the bin script keeps its
+ * cache under there (compileCacheDir in bin/kubectl-proxyout: ~/Library/Caches on macOS, which
+ * only HOME moves; $XDG_CACHE_HOME elsewhere).
+ */
+function ownCache(name: string): { env: NodeJS.ProcessEnv; cacheHome: string } {
+  const base = path.join(dir, name);
+  if (process.platform === 'darwin') return { env: { HOME: base }, cacheHome: path.join(base, 'Library', 'Caches') };
+  return { env: { XDG_CACHE_HOME: base, HOME: dir }, cacheHome: base };
+}
+
 function cacheFiles(cacheHome: string): string[] {
   const v8 = path.join(cacheHome, 'kubectl-proxyout', 'v8');
   return existsSync(v8) ? readdirSync(v8).map((f) => path.join(v8, f)) : [];
 }
 
 test('bin script: the code cache is written once (0600 in 0700), accepted after, and the output is the same', { skip: (process.platform === 'win32' && 'POSIX modes') || ownCacheOnly }, async () => {
-  const cacheHome = path.join(dir, 'cache-a');
-  const env = { XDG_CACHE_HOME: cacheHome, HOME: dir };
+  const { env, cacheHome } = ownCache('cache-a');
   const first = await run(['--help'], env);
   assert.equal(first.code, 0, first.stderr);
   assert.match(first.stdout, /^USAGE/m);
@@ -84,50 +94,50 @@ test('bin script: the code cache is written once (0600 in 0700), accepted after,
 });
 
 test('bin script: NODE_DISABLE_COMPILE_CACHE=1 writes no cache; an unwritable cache directory only costs time', { skip: process.platform === 'win32' && 'POSIX modes' }, async () => {
-  const off = path.join(dir, 'cache-off');
-  const r = await run(['--help'], { XDG_CACHE_HOME: off, HOME: dir, NODE_DISABLE_COMPILE_CACHE: '1' });
+  const off = ownCache('cache-off');
+  const r = await run(['--help'], { ...off.env, NODE_DISABLE_COMPILE_CACHE: '1' });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^USAGE/m);
-  assert.equal(existsSync(off), false);
+  assert.equal(existsSync(path.join(off.cacheHome, 'kubectl-proxyout')), false);
 
   // A file where the cache directory should be: mkdir fails, the command does not.
-  const blocked = path.join(dir, 'cache-blocked');
-  mkdirSync(blocked);
-  writeFileSync(path.join(blocked, 'kubectl-proxyout'), 'not a directory');
-  chmodSync(blocked, 0o500);
-  const b = await run(['--help'], { XDG_CACHE_HOME: blocked, HOME: dir });
+  const blocked = ownCache('cache-blocked');
+  mkdirSync(blocked.cacheHome, { recursive: true });
+  writeFileSync(path.join(blocked.cacheHome, 'kubectl-proxyout'), 'not a directory');
+  chmodSync(blocked.cacheHome, 0o500);
+  const b = await run(['--help'], blocked.env);
   assert.equal(b.code, 0, b.stderr);
   assert.match(b.stdout, /^USAGE/m);
   assert.equal(b.stderr, '');
 });
 
 test('bin script: a cache directory of another user is not used; one of ours open to others is narrowed to 0700', { skip: process.getuid?.() !== 0 && 'needs root to make a directory another user owns' }, async () => {
-  const foreign = path.join(dir, 'cache-foreign');
-  const v8 = path.join(foreign, 'kubectl-proxyout', 'v8');
+  const foreign = ownCache('cache-foreign');
+  const v8 = path.join(foreign.cacheHome, 'kubectl-proxyout', 'v8');
   mkdirSync(v8, { recursive: true, mode: 0o700 });
   chownSync(v8, 65534, 65534);
-  const r = await run(['--help'], { XDG_CACHE_HOME: foreign, HOME: dir });
+  const r = await run(['--help'], foreign.env);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^USAGE/m);
   assert.deepEqual(readdirSync(v8), [], 'nothing read or written there');
 
-  const open = path.join(dir, 'cache-open');
-  const ours = path.join(open, 'kubectl-proxyout', 'v8');
+  const open = ownCache('cache-open');
+  const ours = path.join(open.cacheHome, 'kubectl-proxyout', 'v8');
   mkdirSync(ours, { recursive: true });
   chmodSync(ours, 0o777);
-  const o = await run(['--help'], { XDG_CACHE_HOME: open, HOME: dir });
+  const o = await run(['--help'], open.env);
   assert.equal(o.code, 0, o.stderr);
   assert.equal(statSync(ours).mode & 0o777, 0o700);
-  assert.equal(cacheFiles(open).length, 1);
+  assert.equal(cacheFiles(open.cacheHome).length, 1);
 });
 
 test('bin script: a bundle of the same size and mtime (an npm upgrade) never runs the old bundle\'s bytecode', { skip: process.platform === 'win32' && 'POSIX modes' }, async () => {
-  const cacheHome = path.join(dir, 'cache-upgrade');
+  const { env, cacheHome } = ownCache('cache-upgrade');
   const bundleFile = path.join(dir, 'pkg', 'dist', 'pkg', 'kubectl-proxyout.cjs');
   const original = readFileSync(bundleFile, 'latin1');
   const before = statSync(bundleFile);
   try {
-    const first = await run(['--help'], { XDG_CACHE_HOME: cacheHome, HOME: dir });
+    const first = await run(['--help'], env);
     assert.equal(first.code, 0, first.stderr);
     assert.match(first.stdout, /A kubectl\/oc plugin that gives you/);
     // The same bundle with one word changed, same length, the same mtime: what npm installs.
@@ -136,7 +146,7 @@ test('bin script: a bundle of the same size and mtime (an npm upgrade) never run
     assert.notEqual(changed, original);
     writeFileSync(bundleFile, changed, 'latin1');
     utimesSync(bundleFile, before.atime, before.mtime);
-    const second = await run(['--help'], { XDG_CACHE_HOME: cacheHome, HOME: dir });
+    const second = await run(['--help'], env);
     assert.equal(second.code, 0, second.stderr);
     assert.match(second.stdout, /A KUBECTL\/OC PLUGIN THAT GIVES YOU/, 'the new bundle runs');
     if (!nodeKeepsCache) assert.equal(cacheFiles(cacheHome).length, 2, 'one cache per bundle');
@@ -146,8 +156,7 @@ test('bin script: a bundle of the same size and mtime (an npm upgrade) never run
 });
 
 test('bin script: a cache file another user could write is not read', { skip: (process.getuid?.() !== 0 && 'needs root to give a file to another user') || ownCacheOnly }, async () => {
-  const cacheHome = path.join(dir, 'cache-planted');
-  const env = { XDG_CACHE_HOME: cacheHome, HOME: dir };
+  const { env, cacheHome } = ownCache('cache-planted');
   assert.equal((await run(['--help'], env)).code, 0);
   const [file] = cacheFiles(cacheHome);
   // A good cache, but owned by someone else: used, it would stay as it is (an accepted cache is
@@ -160,8 +169,7 @@ test('bin script: a cache file another user could write is not read', { skip: (p
 });
 
 test('bin script on Node ≥ 22.1: Node keeps the cache, in our private directory, and the output is the same', { skip: (!nodeKeepsCache && `Node ${process.version} has no module.enableCompileCache: the bin script keeps the cache`) || (process.platform === 'win32' && 'POSIX modes') }, async () => {
-  const cacheHome = path.join(dir, 'cache-node');
-  const env = { XDG_CACHE_HOME: cacheHome, HOME: dir };
+  const { env, cacheHome } = ownCache('cache-node');
   const first = await run(['--help'], env);
   assert.equal(first.code, 0, first.stderr);
   assert.match(first.stdout, /^USAGE/m);
