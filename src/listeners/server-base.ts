@@ -15,7 +15,7 @@ const noop = (): void => {};
 /**
  * Buffer size of accepted client sockets, both ways. Node 20's default, 16 KiB, is half a SPDY
  * DATA frame: writing each frame would fill the client socket and pause the relay, and the next
- * frame, reaching a paused stream, would be joined by a copy (relay.ts pump,
+ * frame, reaching a paused stream, would be joined by a copy (relay.ts Side.forward,
  * core/stream-pieces.ts).
  */
 export const CLIENT_SOCKET_HIGH_WATER = 64 * 1024;
