@@ -17,8 +17,8 @@ export default class Doctor extends Command {
   static override description = [
     'For each cluster route (the --context given, else the config file routes, else the current context):',
     'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers (version, round trip, proxy),',
-    'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services,',
-    'EndpointSlices and Pods and create on pods/portforward. Locally: the listen addresses are free, the',
+    'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services and',
+    'EndpointSlices, list/get on Pods and create on pods/portforward. Locally: the listen addresses are free, the',
     "state directory is private, running managed proxies answer. Exit status 1 when a check fails.",
   ].join(' ');
   static override usage = 'doctor [--context C | --config F] [--json]';

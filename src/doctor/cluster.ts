@@ -85,10 +85,14 @@ function apiFix(err: unknown): string {
   return 'the API server cannot be reached: check the network/VPN, the server address and any proxy-url in the kubeconfig';
 }
 
-const WATCHED: Array<{ resource: string; group: string; label: string }> = [
-  { resource: 'services', group: '', label: 'services' },
-  { resource: 'endpointslices', group: 'discovery.k8s.io', label: 'endpointslices.discovery.k8s.io' },
-  { resource: 'pods', group: '', label: 'pods' },
+/**
+ * What the proxy reads: Services and EndpointSlices are watched; Pods only looked up, by IP (a
+ * list with a field selector) or by name (cluster/pod-lookup.ts), so they need list and get.
+ */
+const READ: Array<{ resource: string; group: string; label: string; verbs: string[] }> = [
+  { resource: 'services', group: '', label: 'services', verbs: ['list', 'watch'] },
+  { resource: 'endpointslices', group: 'discovery.k8s.io', label: 'endpointslices.discovery.k8s.io', verbs: ['list', 'watch'] },
+  { resource: 'pods', group: '', label: 'pods', verbs: ['list', 'get'] },
 ];
 
 interface Ask {
@@ -100,7 +104,7 @@ interface Ask {
 }
 
 const ASKS: Ask[] = [
-  ...WATCHED.flatMap((w) => ['list', 'watch'].map((verb) => ({ verb, resource: w.resource, group: w.group, label: `${verb} ${w.label}` }))),
+  ...READ.flatMap((r) => r.verbs.map((verb) => ({ verb, resource: r.resource, group: r.group, label: `${verb} ${r.label}` }))),
   { verb: 'create', resource: 'pods', group: '', subresource: 'portforward', label: 'create pods/portforward' },
 ];
 
@@ -126,7 +130,7 @@ async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckO
       ...base,
       status: 'fail',
       detail: `not allowed in namespace ${namespace} nor cluster-wide: ${missing.map((a) => a.label).join(', ')}`,
-      fix: `ask your cluster admin for a Role in ${namespace} (or a ClusterRole) granting list/watch on services, endpointslices.discovery.k8s.io and pods and create on pods/portforward; check with: ${canIs[0]}`,
+      fix: `ask your cluster admin for a Role in ${namespace} (or a ClusterRole) granting list/watch on services and endpointslices.discovery.k8s.io, list/get on pods and create on pods/portforward; check with: ${canIs[0]}`,
     },
   ];
 }

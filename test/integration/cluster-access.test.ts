@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import yaml from 'js-yaml';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
+import { apiGet, startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
@@ -241,6 +241,22 @@ describe('RBAC: namespace-scoped credentials', () => {
       assert.equal(hello.reply, 0x02, 'a namespace RBAC forbids → not allowed');
       hello.socket.destroy();
       await reachesWeb(p);
+    });
+  });
+});
+
+describe('RBAC: exactly the rights the README lists', () => {
+  test('list/watch on Services and EndpointSlices, list/get on Pods (no pod watch, no namespaces, no Ingresses): Service names and Pod IPs work', async () => {
+    const denied = ['watch pods', 'list namespaces', 'watch namespaces', 'get namespaces', 'list ingresses', 'watch ingresses'];
+    const token = cluster.sim.issueToken({ denied });
+    const pods = (await apiGet(cluster.sim, '/api/v1/namespaces/shop/pods')) as { items: Array<{ metadata: { name: string }; status: { podIP?: string } }> };
+    const web = pods.items.find((p) => p.metadata.name.startsWith('web-') && p.status.podIP);
+    assert.ok(web, 'a web pod with an IP');
+    await withProxy(cluster.sim.kubeconfigYaml({ token, namespace: 'shop' }), async (p) => {
+      await reachesWeb(p);
+      const byIp = await curl(['--proxy', `socks5h://${p.socks}`, `http://${web.status.podIP}:8081/`]);
+      assert.equal(byIp.code, 0, byIp.stderr);
+      assert.match(byIp.stdout, new RegExp(`hello from ${web.metadata.name}`));
     });
   });
 });

@@ -98,6 +98,30 @@ test('an unreachable API server: api-server fails with a network fix, exit 1', a
   assert.match(api.fix ?? '', /cannot be reached/);
 });
 
+test('exactly the rights the README asks for (no watch on pods: pods are looked up) pass; without get on pods the check fails naming it; kubectl auth can-i agrees', async () => {
+  const asDocumented = await kubeconfigWith('no-pod-watch', cluster.sim.kubeconfigYaml({ token: cluster.sim.issueToken({ denied: ['watch pods'] }) }));
+  const ok = await doctor(asDocumented);
+  assert.equal(ok.get('rbac').status, 'ok', ok.get('rbac').detail);
+  assert.match(ok.get('rbac').detail, /^cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward$/);
+  assert.equal(ok.code, 0, ok.stdout);
+
+  const noGet = await kubeconfigWith('no-pod-get', cluster.sim.kubeconfigYaml({ token: cluster.sim.issueToken({ denied: ['get pods'] }) }));
+  const bad = await doctor(noGet);
+  assert.equal(bad.code, 1);
+  const rbac = bad.get('rbac');
+  assert.equal(rbac.status, 'fail');
+  assert.match(rbac.detail, /nor cluster-wide: get pods$/);
+  assert.match(rbac.fix ?? '', /list\/get on pods/);
+  assert.match(rbac.fix ?? '', /kubectl auth can-i get pods -n /);
+
+  if (!hasKubectl) return;
+  const canI = async (kc: string, ...args: string[]) => (await run('kubectl', ['--kubeconfig', kc, 'auth', 'can-i', ...args])).stdout.trim();
+  assert.equal(await canI(asDocumented, 'watch', 'pods', '-A'), 'no');
+  assert.equal(await canI(asDocumented, 'list', 'pods', '-A'), 'yes');
+  assert.equal(await canI(noGet, 'get', 'pods', '-n', 'data'), 'no');
+  assert.equal(await canI(noGet, 'list', 'pods', '-n', 'data'), 'yes');
+});
+
 test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails naming what is missing; kubectl auth can-i agrees', async () => {
   const token = cluster.sim.issueToken({ namespaces: ['shop'] });
   const inShop = await kubeconfigWith('scoped-shop', cluster.sim.kubeconfigYaml({ token, namespace: 'shop' }));
@@ -111,7 +135,7 @@ test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails nam
   assert.equal(bad.code, 1);
   const rbac = bad.get('rbac');
   assert.equal(rbac.status, 'fail');
-  assert.match(rbac.detail, /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, watch pods, create pods\/portforward/);
+  assert.match(rbac.detail, /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward/);
   assert.match(rbac.fix ?? '', /kubectl auth can-i list services -n data/);
 
   if (!hasKubectl) return;

@@ -19,6 +19,8 @@ export interface ReviewIdentity {
   user: string;
   /** undefined = cluster-wide access; else only these namespaces. */
   namespaces?: string[];
+  /** Refused wherever they are, as "verb resource[/subresource]" (apiserver.ts Identity). */
+  denied?: string[];
 }
 
 interface ResourceAttributes {
@@ -32,6 +34,7 @@ interface ResourceAttributes {
 
 /** The stand-in RBAC decision for one request; the same rule apiserver.ts applies to real requests. */
 export function allows(id: ReviewIdentity, a: ResourceAttributes): boolean {
+  if (id.denied?.includes(`${a.verb ?? ''} ${a.resource ?? ''}${a.subresource ? `/${a.subresource}` : ''}`)) return false;
   const allowed = id.namespaces;
   if (!allowed) return true;
   if (a.resource === 'namespaces' && (a.group ?? '') === '') return a.name !== undefined && a.name !== '' && allowed.includes(a.name);

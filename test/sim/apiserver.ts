@@ -46,6 +46,8 @@ export interface Identity {
   groups: string[];
   /** undefined = cluster-wide access; else only these namespaces. */
   namespaces?: string[];
+  /** Extension: requests refused wherever they are, as "verb resource[/subresource]" (e.g. "watch pods"). */
+  denied?: string[];
 }
 
 export type Route =
@@ -271,9 +273,10 @@ export class ApiServer {
 
   /** RBAC stand-in: scoped identities see only their namespaces; cluster-scope reads are forbidden. */
   private authorize(id: Identity, verb: string, route: Extract<Route, { t: 'resource' }>): ApiError | undefined {
+    const { info, namespace, name, sub } = route;
+    if (id.denied?.includes(`${verb} ${info.resource}${sub ? `/${sub}` : ''}`)) return forbidden(id.user, verb, info, namespace, name, sub);
     const allowed = id.namespaces;
     if (!allowed) return undefined;
-    const { info, namespace, name, sub } = route;
     if (info.resource === 'namespaces') {
       if (name !== undefined && allowed.includes(name)) return undefined;
       return forbidden(id.user, verb, info, name, name);

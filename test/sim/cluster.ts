@@ -333,12 +333,13 @@ export class SimCluster {
     return String(this.store.revision);
   }
 
-  issueToken(opts: { namespaces?: string[]; token?: string } = {}): string {
+  /** A bearer token; `namespaces` scopes it (stand-in RBAC), `denied` refuses "verb resource" pairs anywhere. */
+  issueToken(opts: { namespaces?: string[]; token?: string; denied?: string[] } = {}): string {
     const n = ++this.tokenCount;
     const token = opts.token ?? `sim-${randomHex(20)}`;
     const ns = opts.namespaces ? [...opts.namespaces] : undefined;
     const user = ns ? `system:serviceaccount:${ns[0] ?? 'default'}:proxyout-${n}` : `sim-user-${n}`;
-    this.tokens.set(token, { user, groups: ['system:authenticated'], namespaces: ns });
+    this.tokens.set(token, { user, groups: ['system:authenticated'], namespaces: ns, ...(opts.denied ? { denied: [...opts.denied] } : {}) });
     return token;
   }
 
