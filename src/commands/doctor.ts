@@ -21,7 +21,7 @@ export default class Doctor extends Command {
     'EndpointSlices, list/get on Pods and create on pods/portforward. Locally: the listen addresses are free, the',
     "state directory is private, running managed proxies answer. Exit status 1 when a check fails.",
   ].join(' ');
-  static override usage = 'doctor [--context C | --config F] [--json]';
+  static override usage = 'doctor [--context C]… [--config F] [--timeout T] [--json]';
   static override examples = ['<%= config.bin %> doctor', '<%= config.bin %> doctor --context staging --json'];
 
   static override flags = {

@@ -14,6 +14,17 @@ import { failOnKnownError } from '../cli/managed-errors.js';
 import { StartupError } from '../core/errors.js';
 import { DEFAULTS } from '../proxy/options.js';
 
+/**
+ * A proxy's flags that do not change its PAC file: still accepted (a proxy's whole command line
+ * can be handed to `pac`), but left out of `pac --help`.
+ */
+const NOT_IN_PAC = new Set(['forward', 'extra-ca', 'log-level', 'connect-timeout', 'handshake-timeout', 'shutdown-grace', 'keepalive', 'keepalive-timeout', 'max-streams', 'proxy-auth-file', 'proxy-auth', 'allow-host-network-pods', 'transport']);
+
+function pacFlags(): ReturnType<typeof proxyFlags> {
+  const flags = proxyFlags('Unused here.', 'Unused here.', DEFAULTS.shutdownGraceMs);
+  return Object.fromEntries(Object.entries(flags).map(([name, flag]) => [name, NOT_IN_PAC.has(name) ? { ...flag, hidden: true } : flag])) as typeof flags;
+}
+
 export default class Pac extends Command {
   static override summary = 'Print the proxy auto-config (PAC) file of a managed proxy, or of the proxy these flags would start.';
   static override description = [
@@ -24,9 +35,7 @@ export default class Pac extends Command {
   static override usage = ['pac ID', 'pac [--config FILE] [--context C…] [--listen-socks ADDR] [--listen-http ADDR] [--direct]'];
   static override examples = ['<%= config.bin %> pac a1b2c3d4 > proxy.pac', '<%= config.bin %> pac --context prod --context staging --listen-http 127.0.0.1:3128'];
   static override args = { id: Args.string({ description: 'Connection ID of a managed proxy (see `status`).', required: false }) };
-  static override flags = {
-    ...proxyFlags('Unused here.', 'Unused here.', DEFAULTS.shutdownGraceMs),
-  };
+  static override flags = pacFlags();
 
   async run(): Promise<void> {
     const { args, flags } = await this.parse(Pac);

@@ -65,6 +65,15 @@ test('`pac` prints the PAC file the flags would serve', async () => {
   assert.equal(findProxy(r.stdout, 'http://api.shop.svc.cluster.local/'), 'SOCKS5 127.0.0.1:1080; PROXY 127.0.0.1:3128');
   assert.equal(findProxy(r.stdout, 'http://api/'), 'SOCKS5 127.0.0.1:1080; PROXY 127.0.0.1:3128', 'short names of the default cluster');
   assert.equal(findProxy(r.stdout, 'http://intranet.example.test/'), 'DIRECT');
+
+  // A proxy's whole command line is accepted; the flags that do not shape the file are not listed.
+  const same = await runCli(['pac', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:1080', '--listen-http', '127.0.0.1:3128', '--connect-timeout', '5s', '--transport', 'websocket', '--max-streams', '8']);
+  assert.equal(same.code, 0, same.stderr);
+  assert.equal(same.stdout, r.stdout);
+  const help = await runCli(['pac', '--help']);
+  assert.match(help.stdout, /--listen-socks/);
+  assert.match(help.stdout, /--\[no-\]direct/);
+  assert.doesNotMatch(help.stdout, /--connect-timeout|--transport|--max-streams|--proxy-auth|Unused here/);
 });
 
 function findChromium(): string | undefined {
