@@ -6,7 +6,10 @@
 //    boot id, so a pid that starts at the same tick after a reboot still differs;
 //    /proc/<pid>/cmdline for the command line; state "Z" (a zombie nobody reaped) counts as gone.
 //  - Windows: the process's CreationDate and CommandLine from CIM (Win32_Process), via PowerShell.
-//  - elsewhere (macOS, BSDs): `ps -o lstart=,command= -p PID`.
+//  - elsewhere (macOS, BSDs): `ps -o lstart=,command= -p PID`, in the C locale and UTC: lstart is
+//    strftime's %c of the local time, so the caller's TZ or LC_TIME (a laptop that changed time
+//    zone, a command run with another locale) would otherwise change the text, and a live daemon
+//    would look like another process.
 // The platform and the ways to run a command or read a file are parameters (ProcessHost), so each
 // branch is tested on any machine.
 import { execFileSync } from 'node:child_process';
@@ -14,14 +17,14 @@ import { readFileSync } from 'node:fs';
 
 export interface ProcessHost {
   platform: NodeJS.Platform;
-  /** Runs a program, returns its stdout; throws when it fails. */
-  run(file: string, args: string[]): string;
+  /** Runs a program (with `env` added to the environment), returns its stdout; throws when it fails. */
+  run(file: string, args: string[], env?: Record<string, string>): string;
   readFile(file: string): string;
 }
 
 export const systemHost: ProcessHost = {
   platform: process.platform,
-  run: (file, args) => execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000, windowsHide: true }),
+  run: (file, args, env) => execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000, windowsHide: true, ...(env ? { env: { ...process.env, ...env } } : {}) }),
   readFile: (file) => readFileSync(file, 'utf8'),
 };
 
@@ -49,7 +52,7 @@ export function isAlive(pid: number, host: ProcessHost = systemHost): boolean {
 }
 
 /** Identity and command line of a running process, or undefined when it is gone. */
-export function processInfo(pid: number, host: ProcessHost = systemHost): ProcessInfo | undefined {
+export function processInfo(pid: number, host: ProcessHost = systemHost, psEnv: Record<string, string> | null = PS_ENV): ProcessInfo | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   if (host.platform === 'linux') {
     const stat = readLinuxStat(pid, host);
@@ -64,7 +67,8 @@ export function processInfo(pid: number, host: ProcessHost = systemHost): Proces
   }
   if (host.platform === 'win32') return windowsProcessInfo(pid, host);
   try {
-    const out = host.run('ps', ['-o', 'lstart=,command=', '-p', String(pid)]);
+    // null: the caller's own locale and zone (startedAsRecordedBefore).
+    const out = host.run('ps', ['-o', 'lstart=,command=', '-p', String(pid)], psEnv ?? undefined);
     // lstart is fixed-width: "Wed Nov 26 00:27:01 2025" (24 characters), then the command.
     const line = out.split('\n').find((l) => l.trim() !== '');
     if (!line) return undefined;
@@ -74,6 +78,9 @@ export function processInfo(pid: number, host: ProcessHost = systemHost): Proces
     return undefined;
   }
 }
+
+/** The same lstart text whoever asks: C locale, UTC (macOS `ps`, see the top of this file). */
+const PS_ENV = { LC_ALL: 'C', TZ: 'UTC0' };
 
 /**
  * Windows: CreationDate (to the microsecond, stable for the life of the process) and CommandLine
@@ -102,8 +109,18 @@ export function processIdentity(pid: number, host: ProcessHost = systemHost): st
 export function isOurDaemon(pid: number, identity: string | undefined, id: string, host: ProcessHost = systemHost): boolean {
   const info = processInfo(pid, host);
   if (!info) return false;
-  if (identity !== undefined && info.identity !== identity) return false;
+  if (identity !== undefined && info.identity !== identity && !startedAsRecordedBefore(pid, identity, host)) return false;
   return isDaemonCommand(info.command, id);
+}
+
+/**
+ * Daemons started by earlier versions recorded `ps`'s lstart in the caller's locale and time zone
+ * (macOS, BSDs). Read that way it is still this very process's start time, so such a daemon stays
+ * ours across an upgrade instead of being orphaned; new daemons record the C-locale UTC text.
+ */
+function startedAsRecordedBefore(pid: number, identity: string, host: ProcessHost): boolean {
+  if (host.platform === 'linux' || host.platform === 'win32') return false;
+  return processInfo(pid, host, null)?.identity === identity;
 }
 
 /** The program's own name: the bin script, the bundle, or a single executable (kubectl-proxyout-linux-amd64, .exe). */

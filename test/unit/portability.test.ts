@@ -9,19 +9,22 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { isDaemonCommand, isOurDaemon, processInfo, type ProcessHost } from '../../src/state/process.js';
+import { isDaemonCommand, isOurDaemon, processInfo, systemHost, type ProcessHost } from '../../src/state/process.js';
 import { checkSocketPath, controlEndpoint, isNamedPipe, layout } from '../../src/state/paths.js';
 import { startControlServer } from '../../src/state/control.js';
 import { askToStop } from '../../src/managed/stop.js';
 import { detachedSpawnOptions } from '../../src/managed/connect.js';
 
-function host(platform: NodeJS.Platform, answers: { run?: (file: string, args: string[]) => string; files?: Record<string, string> }): ProcessHost & { calls: Array<[string, string[]]> } {
+function host(platform: NodeJS.Platform, answers: { run?: (file: string, args: string[]) => string; files?: Record<string, string> }): ProcessHost & { calls: Array<[string, string[]]>; envs: Array<Record<string, string> | undefined> } {
   const calls: Array<[string, string[]]> = [];
+  const envs: Array<Record<string, string> | undefined> = [];
   return {
     platform,
     calls,
-    run(file, args) {
+    envs,
+    run(file, args, env) {
       calls.push([file, args]);
+      envs.push(env);
       if (!answers.run) throw new Error('no such program');
       return answers.run(file, args);
     },
@@ -37,10 +40,45 @@ test('macOS: identity and command line from `ps -o lstart=,command= -p PID`', ()
   const mac = host('darwin', { run: () => 'Wed Nov 26 08:01:07 2025 /usr/local/bin/kubectl-proxyout daemon --id a1\n' });
   assert.deepEqual(processInfo(4242, mac), { identity: 'Wed Nov 26 08:01:07 2025', command: '/usr/local/bin/kubectl-proxyout daemon --id a1' });
   assert.deepEqual(mac.calls, [['ps', ['-o', 'lstart=,command=', '-p', '4242']]]);
+  assert.deepEqual(mac.envs, [{ LC_ALL: 'C', TZ: 'UTC0' }], 'the same text whatever the caller\'s locale and time zone');
   assert.equal(isOurDaemon(4242, 'Wed Nov 26 08:01:07 2025', 'a1', mac), true);
   assert.equal(isOurDaemon(4242, 'Thu Nov 27 09:00:00 2025', 'a1', mac), false, 'another process under a reused pid');
   assert.equal(processInfo(4242, host('darwin', { run: () => '' })), undefined, 'no such process: ps prints nothing');
+  // A daemon an earlier version started recorded lstart in the caller's zone: still ours.
+  const zoned = host('darwin', {});
+  zoned.run = (file, args, env) => {
+    zoned.calls.push([file, args]);
+    return `${env?.TZ === 'UTC0' ? 'Wed Nov 26 08:01:07 2025' : 'Wed Nov 26 09:01:07 2025'} /usr/local/bin/kubectl-proxyout daemon --id a1\n`;
+  };
+  assert.equal(isOurDaemon(4242, 'Wed Nov 26 09:01:07 2025', 'a1', zoned), true, 'recorded in local time by an earlier version');
+  assert.equal(isOurDaemon(4242, 'Wed Nov 26 10:01:07 2025', 'a1', zoned), false, 'neither reading matches: another process');
   assert.equal(processInfo(4242, host('darwin', {})), undefined, 'ps fails');
+});
+
+test('the ps branch with this machine\'s real ps: a daemon\'s identity does not change with the caller\'s time zone or locale', (t) => {
+  if (process.platform === 'win32') return t.skip('no ps on Windows');
+  try {
+    systemHost.run('ps', ['-o', 'lstart=', '-p', String(process.pid)]);
+  } catch {
+    return t.skip('ps with -o lstart= is not available here');
+  }
+  const viaPs: ProcessHost = { ...systemHost, platform: 'darwin' };
+  const saved = { TZ: process.env.TZ, LC_ALL: process.env.LC_ALL };
+  const identityWith = (env: { TZ: string; LC_ALL: string }): string | undefined => {
+    Object.assign(process.env, env);
+    try {
+      return processInfo(process.pid, viaPs)?.identity;
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  };
+  const home = identityWith({ TZ: 'UTC0', LC_ALL: 'C' });
+  assert.ok(home, 'an identity');
+  assert.equal(identityWith({ TZ: 'JST-9', LC_ALL: 'C' }), home, 'another time zone (9 h east)');
+  assert.equal(identityWith({ TZ: 'EST5EDT', LC_ALL: 'de_DE.UTF-8' }), home, 'another zone and locale');
 });
 
 test('Windows: identity (CreationDate) and command line from Win32_Process through PowerShell', () => {
