@@ -116,6 +116,9 @@ function adaptStream(stream: Duplex, log: Logger): void {
 
 const RETRYABLE = new Set(['ECONNRESET', 'EPIPE', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_STREAM_DESTROYED']);
 
+/** Methods a proxy may send again on its own: the idempotent ones (RFC 9110 §9.2.2). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
 function sendText(res: ServerResponse, status: number, body: string, close = false): void {
   if (res.headersSent || res.destroyed) {
     res.destroy();
@@ -197,6 +200,7 @@ function forward(
       return fail(new BadRequestError(`cannot forward this request: ${errorMessage(err)}`), destination);
     }
     current = upReq;
+    let answered = false;
     upReq.on('socket', (socket: Duplex) => {
       record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket));
     });
@@ -208,12 +212,16 @@ function forward(
       if (record) {
         ctx.stats.closed(record, bytesFromClient, bytesToClient, err);
         record = undefined;
-        // A pooled tunnel the origin closed just as we reused it: safe to retry a bodiless request once.
-        if (first && upReq.reusedSocket && !hasBody && RETRYABLE.has(err.code ?? '')) return attempt(false);
+        // A pooled tunnel the origin closed just as we reused it: an idempotent request without a
+        // body is sent once more on a fresh one — never after its answer began (a reset then
+        // reaches the request too), and never a POST, which the origin may have acted on.
+        const again = first && upReq.reusedSocket && !hasBody && !answered && IDEMPOTENT.has(req.method ?? '');
+        if (again && RETRYABLE.has(err.code ?? '')) return attempt(false);
       }
       fail(err, destination, hasBody);
     });
     upReq.on('response', (upRes: IncomingMessage) => {
+      answered = true;
       const rec = record;
       const status = upRes.statusCode ?? 502;
       try {

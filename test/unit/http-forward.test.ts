@@ -50,10 +50,12 @@ async function startOrigin(name: string, keepAliveTimeout = 5000): Promise<{ por
 /**
  * An origin that loses the keep-alive race on purpose: on each connection it answers the first
  * request and drops the connection when a second one arrives, as a server whose idle timer
- * fired just as the request was sent.
+ * fired just as the request was sent. `midResponse`: it drops it after starting the second
+ * answer instead. `requests` counts each request line it read.
  */
-async function startRacyOrigin(): Promise<{ port: number; server: net.Server }> {
+async function startRacyOrigin(midResponse = false): Promise<{ port: number; server: net.Server; requests: Map<string, number> }> {
   let connections = 0;
+  const requests = new Map<string, number>();
   const server = net.createServer((sock) => {
     const id = ++connections;
     let seen = '';
@@ -65,8 +67,14 @@ async function startRacyOrigin(): Promise<{ port: number; server: net.Server }> 
         const end = seen.indexOf('\r\n\r\n') + 4;
         const length = Number(/content-length: *(\d+)/i.exec(seen.slice(0, end))?.[1] ?? 0);
         if (seen.length < end + length) return;
+        const line = seen.slice(0, seen.indexOf('\r\n'));
+        requests.set(line, (requests.get(line) ?? 0) + 1);
         seen = seen.slice(end + length);
-        if (answered++ > 0) return void sock.destroy();
+        if (answered++ > 0) {
+          if (midResponse) sock.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial');
+          // Mid-response the connection is reset (RST), which the HTTP client reports as an error of the request.
+          return void setTimeout(() => (midResponse ? sock.resetAndDestroy() : sock.destroy()), midResponse ? 20 : 0);
+        }
         const body = `conn ${id}`;
         sock.write(`HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
       }
@@ -74,18 +82,20 @@ async function startRacyOrigin(): Promise<{ port: number; server: net.Server }> 
   });
   server.listen(0, LOOPBACK);
   await once(server, 'listening');
-  return { port: (server.address() as AddressInfo).port, server };
+  return { port: (server.address() as AddressInfo).port, server, requests };
 }
 
 const web = await startOrigin('web');
 const other = await startOrigin('other');
 const flaky = await startOrigin('flaky', 100); // closes idle keep-alive connections quickly
 const race = await startRacyOrigin();
+const midway = await startRacyOrigin(true);
 const opener = new FakeOpener({
   'web.test': () => tcpStream(web.port),
   'other.test': () => tcpStream(other.port),
   'flaky.test': () => tcpStream(flaky.port),
   'race.test': () => tcpStream(race.port),
+  'midway.test': () => tcpStream(midway.port),
   'refused.test': () => Promise.reject(new ConnectionRefusedError('nothing listens on 80')),
   'not-allowed.test': () => Promise.reject(new NotAllowedError('outside every route')),
 });
@@ -96,7 +106,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'proxyout-http-'));
 
 after(async () => {
   await listener.close(100);
-  for (const o of [web, other, flaky, race]) o.server.close();
+  for (const o of [web, other, flaky, race, midway]) o.server.close();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -182,6 +192,22 @@ test('a bodiless request on a tunnel the origin just dropped is retried once on 
   const third = await curl('-i', '--data-binary', 'payload', 'http://race.test/3');
   assert.match(third.stdout, /^HTTP\/1\.1 502 /);
   assert.equal(opensFor('race.test'), 2, 'the POST reused the retried tunnel and was not replayed');
+
+  // Nor is a bodiless POST: not idempotent (RFC 9110 §9.2.2), whatever its size.
+  assert.equal((await curl('http://race.test/4')).stdout, 'conn 3');
+  const post = await curl('-i', '-X', 'POST', 'http://race.test/5');
+  assert.match(post.stdout, /^HTTP\/1\.1 502 /);
+  assert.equal(race.requests.get('POST /5 HTTP/1.1'), 1, 'the origin saw the POST once');
+  assert.equal(opensFor('race.test'), 3, 'no fresh tunnel for a replay');
+});
+
+test('a request whose answer had begun is never sent again when the tunnel breaks', async () => {
+  assert.equal((await curl('http://midway.test/a')).stdout, 'conn 1');
+  const cut = await curl('-i', 'http://midway.test/b').then(() => 'whole', () => 'cut short');
+  assert.equal(cut, 'cut short', 'the client sees the answer cut short');
+  await delay(100);
+  assert.equal(midway.requests.get('GET /b HTTP/1.1'), 1, 'the origin saw the GET once');
+  assert.equal(opensFor('midway.test'), 1, 'no fresh tunnel for a replay');
 });
 
 test('chunked request body is re-framed and arrives intact; chunked response streams back', async () => {
