@@ -4,7 +4,7 @@
 // and sync; otherwise nothing changes and the error comes back here.
 import { StartupError, errorMessage } from '../core/errors.js';
 import { controlRequest } from '../state/control.js';
-import type { StateLayout } from '../state/paths.js';
+import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { inspect, inspectAll } from './registry.js';
 import { UnknownIdError } from './stop.js';
@@ -15,13 +15,20 @@ import type { RoutingTable } from '../routing/table-spec.js';
 const RELOAD_TIMEOUT_MS = 45_000;
 
 export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: string; table: RoutingTable }> {
-  const running = inspectAll(l).filter((x) => x.state === 'running');
-  if (id === undefined) {
-    if (running.length !== 1) throw new StartupError(running.length === 0 ? 'no managed proxy is running' : `${running.length} managed proxies are running: name one (see \`status\`)`);
-    id = running[0]!.entry.id;
-  }
-  const found = inspect(l, id);
-  if (!found) throw new UnknownIdError(id);
+  // The same checks as the other commands: a state directory others may write is refused.
+  if (!stateDirExists(l)) throw id === undefined ? new StartupError('no managed proxy is running') : new UnknownIdError(id);
+  // Under the lock: inspect() counts an entry whose daemon has not recorded its pid yet (a
+  // `connect` under way) as dead and removes its files; connect holds the lock until it has.
+  const found = await withStateLock(l, () => {
+    if (id === undefined) {
+      const running = inspectAll(l).filter((x) => x.state === 'running');
+      if (running.length !== 1) throw new StartupError(running.length === 0 ? 'no managed proxy is running' : `${running.length} managed proxies are running: name one (see \`status\`)`);
+      return running[0]!;
+    }
+    return inspect(l, id);
+  });
+  if (!found) throw new UnknownIdError(id!);
+  id = found.entry.id;
   if (found.state !== 'running') throw new StartupError(`proxy ${id} is ${found.state}, not running`);
   const { options, namespace } = found.entry;
   const managed = resolveManagedTable({
