@@ -31,12 +31,20 @@ function sizeOf(file: string): number {
 
 /** A pino destination (write, flush, flushSync, reopen) that rotates its file by size. */
 export class RotatingLogFile {
-  private readonly dest: ReturnType<typeof pino.destination>;
+  private dest: ReturnType<typeof pino.destination>;
   private size: number;
 
   constructor(readonly file: string, private readonly rotation: LogRotation = LOG_ROTATION_DEFAULTS) {
-    this.dest = pino.destination({ dest: file, append: true, sync: true, mode: 0o600 });
+    this.dest = this.open();
     this.size = sizeOf(file);
+  }
+
+  /** A destination on FILE; throws when FILE cannot be opened. */
+  private open(): ReturnType<typeof pino.destination> {
+    const dest = pino.destination({ dest: this.file, append: true, sync: true, mode: 0o600 });
+    // Its late events (a failed close of the file it leaves) must never end the daemon.
+    dest.on('error', () => {});
+    return dest;
   }
 
   write(line: string): boolean {
@@ -61,14 +69,35 @@ export class RotatingLogFile {
       // Could not rotate (a read-only directory?): keep writing where we are rather than lose lines.
       return;
     }
-    this.dest.reopen();
+    this.reopenOrKeep();
+    // Also when the new FILE could not be opened: the next try comes after another maxBytes,
+    // not at every line.
     this.size = 0;
   }
 
   /** Reopens FILE by name (SIGHUP, after logrotate moved it). */
   reopen(): void {
-    this.dest.reopen();
-    this.size = sizeOf(this.file);
+    if (this.reopenOrKeep()) this.size = sizeOf(this.file);
+  }
+
+  /**
+   * A new destination on FILE, the old one closed; when FILE cannot be opened (its directory was
+   * removed, EMFILE) the old one is kept and writing goes on there. Not SonicBoom's reopen(): in
+   * sync mode it throws from the log call that rotated (ending the daemon), and each failed try
+   * leaves a listener that closes the old descriptor again once a later try succeeds — by then
+   * perhaps another file's.
+   */
+  private reopenOrKeep(): boolean {
+    let next: ReturnType<typeof pino.destination>;
+    try {
+      next = this.open();
+    } catch {
+      return false;
+    }
+    const old = this.dest;
+    this.dest = next;
+    old.destroy();
+    return true;
   }
 
   flush(cb?: (err?: Error) => void): void {

@@ -2,7 +2,7 @@
 // and `logs -f` (streamLog) keeps following across rotations without losing or repeating a line.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLogger } from '../../src/core/log.js';
@@ -61,4 +61,24 @@ test('logs -f follows across rotations: every line once, in order', async (t) =>
   await following;
   assert.ok(existsSync(`${file}.3`), 'the file rotated several times meanwhile');
   assert.deepEqual(seen, Array.from({ length: n }, (_, i) => i));
+});
+
+test('a log whose directory was removed under it: rotation and SIGHUP reopen fail quietly, the writer goes on and recovers', (t) => {
+  const dir = path.join(tempDir(t), 'proxies', 'abc');
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, 'daemon.log');
+  const dest = new RotatingLogFile(file, { maxBytes: 500, keep: 2 });
+  const log = createLogger('info', dest);
+  log.info({ n: 0 }, 'before');
+  rmSync(dir, { recursive: true, force: true });
+  // Several rotations' worth: each would reopen a file that cannot be created.
+  assert.doesNotThrow(() => {
+    for (let n = 1; n < 50; n++) log.info({ n, pad: 'x'.repeat(40) }, 'line');
+  });
+  assert.doesNotThrow(() => dest.reopen(), 'SIGHUP');
+  // The directory comes back (a new connect, or the user): the next reopen writes there again.
+  mkdirSync(dir, { recursive: true });
+  dest.reopen();
+  log.info({ n: 50 }, 'after');
+  assert.deepEqual(numbers(readFileSync(file, 'utf8')), [50]);
 });
