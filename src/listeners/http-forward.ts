@@ -116,6 +116,12 @@ function adaptStream(stream: Duplex, log: Logger): void {
 
 const RETRYABLE = new Set(['ECONNRESET', 'EPIPE', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_STREAM_DESTROYED']);
 
+/**
+ * Largest response head taken from an origin. Node's default (16 KiB) is below what sites send
+ * (cookies, CSP) and below the 32 KiB we take from clients; 64 KiB is about Envoy's default.
+ */
+const MAX_RESPONSE_HEAD = 64 * 1024;
+
 /** Methods a proxy may send again on its own: the idempotent ones (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
@@ -195,7 +201,7 @@ function forward(
   const attempt = (first: boolean): void => {
     let upReq: ClientRequest;
     try {
-      upReq = http.request({ agent, host: destination.host, port: destination.port, method: req.method, path, headers, [META]: { destination, client, signal: abort.signal } } as ClientRequestArgs);
+      upReq = http.request({ agent, host: destination.host, port: destination.port, method: req.method, path, headers, maxHeaderSize: MAX_RESPONSE_HEAD, [META]: { destination, client, signal: abort.signal } } as ClientRequestArgs);
     } catch (err) {
       return fail(new BadRequestError(`cannot forward this request: ${errorMessage(err)}`), destination);
     }

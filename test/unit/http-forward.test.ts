@@ -34,6 +34,9 @@ async function startOrigin(name: string, keepAliveTimeout = 5000): Promise<{ por
       } else if (req.url === '/hop') {
         res.writeHead(200, { Connection: 'X-Hop', 'X-Hop': 'secret', 'Keep-Alive': 'timeout=60', 'X-End': 'kept' });
         res.end('hop');
+      } else if (req.url === '/bighead') {
+        res.writeHead(200, { 'Set-Cookie': `session=${'c'.repeat(40 * 1024)}` });
+        res.end('big head');
       } else if (req.url === '/nocontent') {
         res.writeHead(204).end();
       } else {
@@ -208,6 +211,13 @@ test('a request whose answer had begun is never sent again when the tunnel break
   await delay(100);
   assert.equal(midway.requests.get('GET /b HTTP/1.1'), 1, 'the origin saw the GET once');
   assert.equal(opensFor('midway.test'), 1, 'no fresh tunnel for a replay');
+});
+
+test('a response head larger than Node\'s 16 KiB default (a 40 KiB cookie) is forwarded', async () => {
+  const { stdout } = await curl('-i', 'http://web.test/bighead');
+  assert.match(stdout, /^HTTP\/1\.1 200 /);
+  assert.match(stdout, new RegExp(`Set-Cookie: session=c{${40 * 1024}}\r\n`, 'i'));
+  assert.ok(stdout.endsWith('big head'));
 });
 
 test('chunked request body is re-framed and arrives intact; chunked response streams back', async () => {
