@@ -76,7 +76,7 @@ class Daemon {
         stop: () => this.stopRequested('control request'),
         reload: () => this.reload(),
       });
-      this.running = await startProxy(
+      const starting = startProxy(
         {
           ...options,
           logLevel: this.log.level as LogLevel,
@@ -94,6 +94,15 @@ class Daemon {
         this.log,
         { cacheStarting: (status) => (this.startingCache = status) },
       );
+      // A stop asked for during the first sync (disconnect, quit, a signal) ends the start: nothing
+      // is served yet, and what startProxy has begun ends with the process. Waiting for the sync
+      // instead made every such stop end in SIGKILL after the grace.
+      const stoppedEarly = await Promise.race([starting.then(() => undefined), this.stopSignal]);
+      if (stoppedEarly !== undefined) {
+        starting.catch(() => undefined);
+        return await this.shutdown(`${stoppedEarly} while starting`);
+      }
+      this.running = await starting;
     } catch (err) {
       const message = err instanceof StartupError ? err.message : `unexpected startup failure: ${errorMessage(err)}`;
       this.log.error({ error: message }, 'daemon failed to start');

@@ -236,6 +236,31 @@ describe('a daemon whose cache is still syncing', () => {
   });
 });
 
+describe('stopped while its cache syncs', () => {
+  test('disconnect during the first sync: the daemon exits at once, its state goes, nothing is killed', async () => {
+    // Watches get no answer: the first sync cannot finish while this is on.
+    cluster.sim.stallWatches(true);
+    try {
+      const connecting = cli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', '--id', 'early-stop']);
+      const row = await eventually(async () => {
+        const r = await status('early-stop').catch(() => undefined);
+        // Per-kind progress comes from the daemon itself: it is up and in its first sync.
+        return r?.state === 'starting' && r.pid && r.cache?.syncing ? r : undefined;
+      }, 20_000, 200);
+      const d = await cli(['disconnect', 'early-stop']);
+      assert.equal(d.code, 0, d.stderr);
+      assert.match(d.stdout, /disconnected early-stop/);
+      assert.doesNotMatch(d.stdout, /killed/);
+      await gone(row.pid as number, 5_000);
+      assert.equal(existsSync(proxyDir('early-stop')), false, 'its state is removed');
+      const c = await connecting;
+      assert.notEqual(c.code, 0, 'the connect that was waiting says it did not start');
+    } finally {
+      cluster.sim.stallWatches(false);
+    }
+  });
+});
+
 describe('several proxies', () => {
   test('two contexts on their own ports, then disconnect --all', async () => {
     const other = path.join(cluster.dir, 'other-context');
