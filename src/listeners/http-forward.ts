@@ -181,6 +181,9 @@ function forward(
   if (!path.startsWith('/')) path = `/${path}`;
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
   const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect', 'content-length'])];
+  // The one expectation HTTP defines goes on to the origin, whose 100 reaches the client below.
+  const expectsContinue = hasBody && /^\s*100-continue\s*$/i.test(req.headers.expect ?? '');
+  if (expectsContinue) headers.push('Expect', '100-continue');
   // The body is always re-framed from what Node's parser read, never from the client's text:
   // chunked if it came chunked (Node de-chunks it; declaring chunked makes the client re-frame
   // it), else the parsed Content-Length. Nothing else may frame it (see NEVER_CONNECTION_OPTIONS).
@@ -207,6 +210,7 @@ function forward(
     }
     current = upReq;
     let answered = false;
+    if (expectsContinue) upReq.on('continue', () => res.headersSent || res.writeContinue());
     upReq.on('socket', (socket: Duplex) => {
       record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket));
     });

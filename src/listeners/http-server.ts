@@ -49,11 +49,17 @@ export async function startHttpListener(host: string | UnixListen, port: number,
     unauthenticated?.admit(socket);
   });
   const proxied = requireProxyAuth(ctx, createForwarder(ctx, agent), unauthenticated);
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     // Browsers fetch the PAC file directly and cannot present proxy credentials for it.
     if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac);
     proxied(req, res);
-  });
+  };
+  server.on('request', onRequest);
+  // Expect: 100-continue: Node would send 100 at once for every such request, before proxy
+  // authentication and routing have had their say. Handled as any request instead: a refusal is
+  // the final status before the body; otherwise the origin's own 100 is passed on
+  // (http-forward.ts). RFC 9110 §10.1.1.
+  server.on('checkContinue', onRequest);
   server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     handleConnect(ctx, req, socket as net.Socket, head, unauthenticated).catch((err: unknown) => {
       ctx.log.error({ err }, 'HTTP CONNECT failed unexpectedly');

@@ -105,6 +105,13 @@ describe('HTTP proxy with Proxy-Authorization: Basic', () => {
     }
   });
 
+  test('an upload expecting 100-continue without credentials: 407 before the body, no 100', async () => {
+    const r = await curl(['-v', '-o', '/dev/null', '-D', '-', '-x', `http://${proxy.http}`, '-H', 'Expect: 100-continue', '--data-binary', 'x'.repeat(64 * 1024), url]);
+    assert.match(r.stdout, /^HTTP\/1\.1 407 /);
+    assert.doesNotMatch(r.stderr, /100 Continue/);
+    assert.doesNotMatch(r.stderr, /upload completely sent/, 'the body was never sent');
+  });
+
   test('the credentials are not forwarded to the origin', async () => {
     const r = await curl(['-x', `http://${proxy.http}`, '--proxy-user', `${USER}:${PASSWORD}`, 'http://web.shop:8080/whoami']);
     assert.equal(r.code, 0, r.stderr);

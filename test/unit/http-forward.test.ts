@@ -237,6 +237,20 @@ test('chunked request body is re-framed and arrives intact; chunked response str
   assert.ok(chunked.stdout.endsWith('part1,part2'));
 });
 
+test('Expect: 100-continue: the origin\'s 100 reaches the client, then the body; a refusal comes before the body, with no 100', async () => {
+  const file = join(tmp, 'expect.bin');
+  writeFileSync(file, big);
+  const ok = await curl('-v', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://web.test/upload');
+  assert.match(ok.stderr, /< HTTP\/1\.1 100 Continue/);
+  const got = JSON.parse(ok.stdout) as Echoed;
+  assert.equal(got.headers.expect, '100-continue', 'the expectation went on to the origin');
+  assert.equal(got.bodySha, sha(big));
+  const refused = await curl('-v', '-i', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://not-allowed.test/upload').catch((e: { stdout: string; stderr: string }) => e);
+  assert.match(refused.stdout, /^HTTP\/1\.1 403 /);
+  assert.doesNotMatch(refused.stderr, /100 Continue/, 'no 100 for a request the proxy refuses');
+  assert.doesNotMatch(refused.stderr, /upload completely sent/, 'the body was never sent');
+});
+
 test('a 4 MiB response arrives intact; HEAD and 204 have no body', async () => {
   const { stdout } = await curl('http://web.test/big');
   assert.equal(sha(Buffer.from(stdout, 'latin1')), sha(big));
