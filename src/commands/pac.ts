@@ -7,8 +7,9 @@ import { routingTableFor } from '../proxy/proxy.js';
 import { proxyOptionsFrom, proxyFlags, OFF } from '../cli/flags.js';
 import { parseListenAddress, unixListenPath } from '../core/address.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
-import { layout, validateId } from '../state/paths.js';
+import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { inspect } from '../managed/registry.js';
+import { withStateLock } from '../state/lock.js';
 import { UnknownIdError } from '../managed/stop.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { StartupError } from '../core/errors.js';
@@ -41,7 +42,10 @@ export default class Pac extends Command {
     const { args, flags } = await this.parse(Pac);
     try {
       if (args.id !== undefined) {
-        const found = inspect(layout(), validateId(args.id));
+        const l = layout();
+        const id = validateId(args.id);
+        // Under the lock, as every command that inspects (managed/reload.ts says why).
+        const found = stateDirExists(l) ? await withStateLock(l, () => inspect(l, id)) : undefined;
         if (!found || found.state === 'dead') throw new UnknownIdError(args.id);
         const { entry } = found;
         if (!entry.options.table) throw new StartupError(`proxy ${entry.id} was started before routing tables existed; reconnect it`);

@@ -181,8 +181,9 @@ function forward(
   if (!path.startsWith('/')) path = `/${path}`;
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
   const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect', 'content-length'])];
-  // The one expectation HTTP defines goes on to the origin, whose 100 reaches the client below.
-  const expectsContinue = hasBody && /^\s*100-continue\s*$/i.test(req.headers.expect ?? '');
+  // The one expectation HTTP defines goes on to the origin, whose 100 reaches the client below
+  // (as Node matches it; never for HTTP/1.0 clients, which must not get a 1xx: RFC 9110 §15.2).
+  const expectsContinue = hasBody && req.httpVersion !== '1.0' && /(?:^|\W)100-continue(?:$|\W)/i.test(req.headers.expect ?? '');
   if (expectsContinue) headers.push('Expect', '100-continue');
   // The body is always re-framed from what Node's parser read, never from the client's text:
   // chunked if it came chunked (Node de-chunks it; declaring chunked makes the client re-frame
@@ -210,7 +211,13 @@ function forward(
     }
     current = upReq;
     let answered = false;
-    if (expectsContinue) upReq.on('continue', () => res.headersSent || res.writeContinue());
+    let continued = false;
+    if (expectsContinue) {
+      upReq.on('continue', () => {
+        continued = true;
+        if (!res.headersSent) res.writeContinue();
+      });
+    }
     upReq.on('socket', (socket: Duplex) => {
       record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket));
     });
@@ -246,6 +253,14 @@ function forward(
       // pipeline gives backpressure and tears down the other side if either fails.
       pipeline(upRes, res, (err) => {
         if (rec) ctx.stats.closed(rec, bytesFromClient, bytesToClient, err ?? undefined);
+        // A 100-continue upload the origin refused (a final status without 100): the body is not
+        // coming, and a tunnel waiting for it serves nobody. Whatever the client sends anyway
+        // (after its own wait) is read and dropped, as Node does for an unread request body.
+        if (expectsContinue && !continued && !upReq.writableFinished) {
+          req.unpipe(upReq);
+          req.resume();
+          upReq.destroy();
+        }
       });
     });
     if (hasBody) req.pipe(upReq);

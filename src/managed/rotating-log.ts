@@ -42,7 +42,9 @@ export class RotatingLogFile {
   /** A destination on FILE; throws when FILE cannot be opened. */
   private open(): ReturnType<typeof pino.destination> {
     const dest = pino.destination({ dest: this.file, append: true, sync: true, mode: 0o600 });
-    // Its late events (a failed close of the file it leaves) must never end the daemon.
+    // A log must never end the daemon: a failed write (ENOSPC) keeps its lines in the
+    // destination until the next rotation replaces it (every maxBytes counted), and a failed
+    // close of the file it leaves is of no consequence.
     dest.on('error', () => {});
     return dest;
   }

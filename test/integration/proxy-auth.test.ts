@@ -106,7 +106,7 @@ describe('HTTP proxy with Proxy-Authorization: Basic', () => {
   });
 
   test('an upload expecting 100-continue without credentials: 407 before the body, no 100', async () => {
-    const r = await curl(['-v', '-o', '/dev/null', '-D', '-', '-x', `http://${proxy.http}`, '-H', 'Expect: 100-continue', '--data-binary', 'x'.repeat(64 * 1024), url]);
+    const r = await curl(['-v', '-o', '/dev/null', '-D', '-', '-x', `http://${proxy.http}`, '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', 'x'.repeat(64 * 1024), url]);
     assert.match(r.stdout, /^HTTP\/1\.1 407 /);
     assert.doesNotMatch(r.stderr, /100 Continue/);
     assert.doesNotMatch(r.stderr, /upload completely sent/, 'the body was never sent');

@@ -88,17 +88,39 @@ async function startRacyOrigin(midResponse = false): Promise<{ port: number; ser
   return { port: (server.address() as AddressInfo).port, server, requests };
 }
 
+/** An origin that refuses every upload expecting 100-continue (417) and keeps the connection open. */
+async function startRefusingOrigin(): Promise<{ port: number; server: net.Server; open: () => number }> {
+  let open = 0;
+  const server = net.createServer((sock) => {
+    open++;
+    sock.on('close', () => open--);
+    sock.on('error', () => {});
+    let seen = '';
+    sock.on('data', (c: Buffer) => {
+      seen += c.toString('latin1');
+      if (!seen.includes('\r\n\r\n')) return;
+      seen = '';
+      sock.write('HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n\r\n');
+    });
+  });
+  server.listen(0, LOOPBACK);
+  await once(server, 'listening');
+  return { port: (server.address() as AddressInfo).port, server, open: () => open };
+}
+
 const web = await startOrigin('web');
 const other = await startOrigin('other');
 const flaky = await startOrigin('flaky', 100); // closes idle keep-alive connections quickly
 const race = await startRacyOrigin();
 const midway = await startRacyOrigin(true);
+const refuser = await startRefusingOrigin();
 const opener = new FakeOpener({
   'web.test': () => tcpStream(web.port),
   'other.test': () => tcpStream(other.port),
   'flaky.test': () => tcpStream(flaky.port),
   'race.test': () => tcpStream(race.port),
   'midway.test': () => tcpStream(midway.port),
+  'refuser.test': () => tcpStream(refuser.port),
   'refused.test': () => Promise.reject(new ConnectionRefusedError('nothing listens on 80')),
   'not-allowed.test': () => Promise.reject(new NotAllowedError('outside every route')),
 });
@@ -109,7 +131,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'proxyout-http-'));
 
 after(async () => {
   await listener.close(100);
-  for (const o of [web, other, flaky, race, midway]) o.server.close();
+  for (const o of [web, other, flaky, race, midway, refuser]) o.server.close();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -240,15 +262,22 @@ test('chunked request body is re-framed and arrives intact; chunked response str
 test('Expect: 100-continue: the origin\'s 100 reaches the client, then the body; a refusal comes before the body, with no 100', async () => {
   const file = join(tmp, 'expect.bin');
   writeFileSync(file, big);
-  const ok = await curl('-v', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://web.test/upload');
+  const ok = await curl('-v', '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://web.test/upload');
   assert.match(ok.stderr, /< HTTP\/1\.1 100 Continue/);
   const got = JSON.parse(ok.stdout) as Echoed;
   assert.equal(got.headers.expect, '100-continue', 'the expectation went on to the origin');
   assert.equal(got.bodySha, sha(big));
-  const refused = await curl('-v', '-i', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://not-allowed.test/upload').catch((e: { stdout: string; stderr: string }) => e);
+  const refused = await curl('-v', '-i', '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://not-allowed.test/upload').catch((e: { stdout: string; stderr: string }) => e);
   assert.match(refused.stdout, /^HTTP\/1\.1 403 /);
   assert.doesNotMatch(refused.stderr, /100 Continue/, 'no 100 for a request the proxy refuses');
   assert.doesNotMatch(refused.stderr, /upload completely sent/, 'the body was never sent');
+});
+
+test('an origin that refuses a 100-continue upload: its answer reaches the client and the half-sent request\'s tunnel is closed', async () => {
+  const r = await curl('-i', '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', 'x'.repeat(4096), 'http://refuser.test/up');
+  assert.match(r.stdout, /^HTTP\/1\.1 417 /);
+  for (let i = 0; i < 100 && refuser.open() > 0; i++) await delay(30);
+  assert.equal(refuser.open(), 0, 'no tunnel left waiting for a body that will not come');
 });
 
 test('a 4 MiB response arrives intact; HEAD and 204 have no body', async () => {
