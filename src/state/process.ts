@@ -52,7 +52,7 @@ export function isAlive(pid: number, host: ProcessHost = systemHost): boolean {
 }
 
 /** Identity and command line of a running process, or undefined when it is gone. */
-export function processInfo(pid: number, host: ProcessHost = systemHost, psEnv: Record<string, string> | null = PS_ENV): ProcessInfo | undefined {
+export function processInfo(pid: number, host: ProcessHost = systemHost): ProcessInfo | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   if (host.platform === 'linux') {
     const stat = readLinuxStat(pid, host);
@@ -66,9 +66,16 @@ export function processInfo(pid: number, host: ProcessHost = systemHost, psEnv: 
     return { identity: `${bootId(host)}:${stat.startTime}`, command };
   }
   if (host.platform === 'win32') return windowsProcessInfo(pid, host);
+  return psProcessInfo(pid, host, PS_ENV);
+}
+
+/** The same lstart text whoever asks: C locale, UTC (macOS `ps`, see the top of this file). */
+const PS_ENV = { LC_ALL: 'C', TZ: 'UTC0' };
+
+/** `ps -o lstart=,command=`; without `env`, in the caller's own locale and zone. */
+function psProcessInfo(pid: number, host: ProcessHost, env?: Record<string, string>): ProcessInfo | undefined {
   try {
-    // null: the caller's own locale and zone (startedAsRecordedBefore).
-    const out = host.run('ps', ['-o', 'lstart=,command=', '-p', String(pid)], psEnv ?? undefined);
+    const out = host.run('ps', ['-o', 'lstart=,command=', '-p', String(pid)], env);
     // lstart is fixed-width: "Wed Nov 26 00:27:01 2025" (24 characters), then the command.
     const line = out.split('\n').find((l) => l.trim() !== '');
     if (!line) return undefined;
@@ -78,9 +85,6 @@ export function processInfo(pid: number, host: ProcessHost = systemHost, psEnv: 
     return undefined;
   }
 }
-
-/** The same lstart text whoever asks: C locale, UTC (macOS `ps`, see the top of this file). */
-const PS_ENV = { LC_ALL: 'C', TZ: 'UTC0' };
 
 /**
  * Windows: CreationDate (to the microsecond, stable for the life of the process) and CommandLine
@@ -120,7 +124,7 @@ export function isOurDaemon(pid: number, identity: string | undefined, id: strin
  */
 function startedAsRecordedBefore(pid: number, identity: string, host: ProcessHost): boolean {
   if (host.platform === 'linux' || host.platform === 'win32') return false;
-  return processInfo(pid, host, null)?.identity === identity;
+  return psProcessInfo(pid, host)?.identity === identity;
 }
 
 /** The program's own name: the bin script, the bundle, or a single executable (kubectl-proxyout-linux-amd64, .exe). */

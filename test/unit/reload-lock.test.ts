@@ -10,6 +10,7 @@ import { ensureStateDir, layout, StateDirError } from '../../src/state/paths.js'
 import { withStateLock } from '../../src/state/lock.js';
 import { readEntry, writeEntry } from '../../src/state/store.js';
 import { reloadProxy } from '../../src/managed/reload.js';
+import { proxyEntry } from '../helpers/proxy-entry.js';
 
 function stateIn(t: { after(fn: () => void): void }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-reload-'));
@@ -23,16 +24,7 @@ test('reload waits for the state lock: an entry a connect is still writing is le
   let reloading: Promise<unknown> | undefined;
   await withStateLock(l, async () => {
     // What connect has done so far: the entry and a route kubeconfig, no pid yet.
-    writeEntry(l, {
-      version: 1,
-      id: 'abc',
-      context: 'sim',
-      namespace: 'shop',
-      server: 'https://127.0.0.1:6443',
-      options: { listenSocks: '127.0.0.1:0', clusterDomain: 'cluster.local', logLevel: 'info', connectTimeoutMs: 15_000, handshakeTimeoutMs: 10_000, shutdownGraceMs: 4_000 },
-      phase: 'starting',
-      createdAt: new Date().toISOString(),
-    });
+    writeEntry(l, proxyEntry('abc'));
     const kubeconfig = path.join(l.proxyDir('abc'), 'kubeconfig');
     writeFileSync(kubeconfig, 'apiVersion: v1\n', { mode: 0o600 });
     reloading = reloadProxy(l, 'abc').finally(() => (settled = true));

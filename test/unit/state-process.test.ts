@@ -15,6 +15,7 @@ import { inspect, inspectAll } from '../../src/managed/registry.js';
 import { formatLogLine, LogReader } from '../../src/managed/logs.js';
 import { cacheSummary } from '../../src/managed/status.js';
 import { formatBytes, formatUptime, statusTable } from '../../src/cli/status-table.js';
+import { proxyEntry } from '../helpers/proxy-entry.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-proc-unit-'));
@@ -33,19 +34,7 @@ async function fakeDaemon(t: { after(fn: () => void): void }, id: string): Promi
   return child;
 }
 
-function entry(id: string, extra: Partial<ProxyEntry> = {}): ProxyEntry {
-  return {
-    version: 1,
-    id,
-    context: 'sim',
-    namespace: 'shop',
-    server: 'https://127.0.0.1:6443',
-    options: { listenSocks: '127.0.0.1:0', clusterDomain: 'cluster.local', logLevel: 'info', connectTimeoutMs: 15_000, handshakeTimeoutMs: 10_000, shutdownGraceMs: 4_000 },
-    phase: 'running',
-    createdAt: new Date().toISOString(),
-    ...extra,
-  };
-}
+const entry = (id: string, extra: Partial<ProxyEntry> = {}): ProxyEntry => proxyEntry(id, { phase: 'running', ...extra });
 
 test('isAlive: this process yes, an exited one no, nonsense pids no', async () => {
   assert.equal(isAlive(process.pid), true);

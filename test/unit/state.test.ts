@@ -8,8 +8,9 @@ import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { checkSocketPath, ensureStateDir, layout, stateDir, stateDirExists, StateDirError, validateId } from '../../src/state/paths.js';
 import { withStateLock } from '../../src/state/lock.js';
-import { connectionId, listIds, readEntry, removeEntry, removeTransient, updateEntry, writeEntry, type ProxyEntry } from '../../src/state/store.js';
+import { connectionId, listIds, readEntry, removeEntry, removeTransient, updateEntry, writeEntry } from '../../src/state/store.js';
 import { flattenKubeConfig, writeTransientKubeConfig } from '../../src/state/kubeconfig.js';
+import { proxyEntry } from '../helpers/proxy-entry.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-state-unit-'));
@@ -19,19 +20,7 @@ function tempDir(t: { after(fn: () => void): void }): string {
 
 const mode = (p: string) => statSync(p).mode & 0o777;
 
-function entry(id: string, extra: Partial<ProxyEntry> = {}): ProxyEntry {
-  return {
-    version: 1,
-    id,
-    context: 'sim',
-    namespace: 'shop',
-    server: 'https://127.0.0.1:6443',
-    options: { listenSocks: '127.0.0.1:0', clusterDomain: 'cluster.local', logLevel: 'info', connectTimeoutMs: 15_000, handshakeTimeoutMs: 10_000, shutdownGraceMs: 4_000 },
-    phase: 'starting',
-    createdAt: new Date().toISOString(),
-    ...extra,
-  };
-}
+const entry = proxyEntry;
 
 test('KUBECTL_PROXYOUT_STATE_DIR overrides; otherwise XDG_STATE_HOME-style on Linux', () => {
   assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: '/x/y' }), '/x/y');
