@@ -1,7 +1,7 @@
 // Plain-HTTP forwarding for absolute-form requests (RFC 9112 §3.2.2), what `http_proxy=…`
 // clients send for http:// URLs. The request is re-sent in origin form over a stream from the
-// StreamOpener; hop-by-hop fields are dropped (RFC 9110 §7.6.1) and Node's http client re-frames
-// the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
+// StreamOpener; hop-by-hop fields are dropped (RFC 9110 §7.6.1, http-messages.ts) and Node's http
+// client re-frames the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
 import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
 import { pipeline, type Duplex } from 'node:stream';
 import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core/errors.js';
@@ -11,6 +11,7 @@ import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from '../proxy/stats.js';
 import type { ListenerContext } from './listener.js';
 import { clientName } from './server-base.js';
+import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFormTarget } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
 const META = 'proxyoutOpen';
@@ -18,32 +19,6 @@ interface OpenMeta {
   destination: Destination;
   client: string;
   signal: AbortSignal;
-}
-
-const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade', 'transfer-encoding'];
-
-/**
- * Fields `Connection` may never name: they frame the message or say where it goes. Letting a
- * client drop Content-Length would send a GET body upstream unframed, read there as a second
- * request (request smuggling).
- */
-const NEVER_CONNECTION_OPTIONS = new Set(['content-length', 'transfer-encoding', 'host']);
-
-/** rawHeaders minus hop-by-hop fields, the fields Connection names (bar framing ones), and `drop`. */
-export function endToEndHeaders(rawHeaders: readonly string[], drop: readonly string[] = []): string[] {
-  const remove = new Set([...HOP_BY_HOP, ...drop]);
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
-    for (const token of rawHeaders[i + 1]!.split(',')) {
-      const name = token.trim().toLowerCase();
-      if (!NEVER_CONNECTION_OPTIONS.has(name)) remove.add(name);
-    }
-  }
-  const out: string[] = [];
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (!remove.has(rawHeaders[i]!.toLowerCase())) out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
-  }
-  return out;
 }
 
 const noop = (): void => {};
@@ -176,11 +151,18 @@ function forward(
   ctx: ListenerContext, agent: TunnelAgent, req: IncomingMessage, res: ServerResponse, client: string,
   destination: Destination, target: URL, fail: (err: unknown, destination?: Destination, close?: boolean) => void,
 ): void {
-  // The raw path, not the URL object's normalised one: a proxy must not rewrite it.
-  let path = /^http:\/\/[^/?#]*([^#]*)/i.exec(req.url!)![1]!;
-  if (!path.startsWith('/')) path = `/${path}`;
+  const path = originFormTarget(req.url!, req.method);
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-  const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect', 'content-length'])];
+  const maxForwards = req.headers['max-forwards'];
+  const hops = maxForwardsFor(req.method, typeof maxForwards === 'string' ? maxForwards : undefined);
+  if (hops.answerHere) {
+    const { headers, body } = finalRecipientAnswer(req);
+    res.writeHead(200, headers);
+    res.end(body);
+    return;
+  }
+  const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect', 'content-length', ...(hops.forwardAs === undefined ? [] : ['max-forwards'])])];
+  if (hops.forwardAs !== undefined) headers.push('Max-Forwards', hops.forwardAs);
   // The one expectation HTTP defines goes on to the origin, whose 100 reaches the client below
   // (as Node matches it; never for HTTP/1.0 clients, which must not get a 1xx: RFC 9110 §15.2).
   const expectsContinue = hasBody && req.httpVersion !== '1.0' && /(?:^|\W)100-continue(?:$|\W)/i.test(req.headers.expect ?? '');
@@ -218,6 +200,17 @@ function forward(
         if (!res.headersSent) res.writeContinue();
       });
     }
+    // Other 1xx answers a proxy must pass on (RFC 9110 §15.2), to HTTP/1.1 clients only.
+    upReq.on('information', (info: { statusCode: number; rawHeaders: string[] }) => {
+      if (res.headersSent || req.httpVersion === '1.0') return;
+      try {
+        if (info.statusCode === 102) res.writeProcessing();
+        const hints = info.statusCode === 103 ? earlyHintsFrom(info.rawHeaders) : undefined;
+        if (hints) res.writeEarlyHints(hints);
+      } catch (err) {
+        ctx.log.debug({ err: errorMessage(err), status: info.statusCode }, 'an interim response from the origin could not be passed on');
+      }
+    });
     upReq.on('socket', (socket: Duplex) => {
       record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket));
     });
@@ -234,6 +227,13 @@ function forward(
         // reaches the request too), and never a POST, which the origin may have acted on.
         const again = first && upReq.reusedSocket && !hasBody && !answered && IDEMPOTENT.has(req.method ?? '');
         if (again && RETRYABLE.has(err.code ?? '')) return attempt(false);
+      }
+      if (hasBody) {
+        // The rest of the body is read and dropped while the answer goes out and the connection
+        // closes in stages (http-server.ts lingeringClose): a client sending all of it before
+        // reading still gets the answer.
+        req.unpipe(upReq);
+        req.resume();
       }
       fail(err, destination, hasBody);
     });

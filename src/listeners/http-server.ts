@@ -18,7 +18,10 @@ import { isPacRequest, servePac } from './pac-file.js';
 export const MAX_HEADER_SIZE = 32 * 1024;
 /** Idle time allowed between requests on a client keep-alive connection. */
 export const CLIENT_KEEP_ALIVE_MS = 30_000;
-
+/** A closing connection reads and drops what the client still sends for this long at most… */
+export const LINGER_MS = 30_000;
+/** …and gives up sooner when the client sends nothing for this long (nginx's lingering defaults). */
+export const LINGER_IDLE_MS = 5_000;
 
 export interface HttpListenerOptions {
   /** Idle upstream tunnels kept for reuse are closed after this long (ms). */
@@ -47,6 +50,7 @@ export async function startHttpListener(host: string | UnixListen, port: number,
   server.on('connection', (socket: net.Socket) => {
     tracker.add(socket);
     unauthenticated?.admit(socket);
+    (socket as { destroySoon?: () => void }).destroySoon = lingeringClose;
   });
   const proxied = requireProxyAuth(ctx, createForwarder(ctx, agent), unauthenticated);
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -79,6 +83,28 @@ export async function startHttpListener(host: string | UnixListen, port: number,
       agent.destroy();
     },
   };
+}
+
+/**
+ * Closes after a response that said `Connection: close` (Node's http server calls the socket's
+ * destroySoon then, lib/_http_server.js resOnFinish). Node's own closes the descriptor as soon as
+ * the response is flushed; a client still sending a request body we refused (a 407, a 502 to an
+ * upload) then meets a RST, which also throws away the response it has not read yet — clients
+ * that send the whole body before reading, as Python's http.client does, never see the answer.
+ * So this closes in stages (RFC 9112 §9.6): FIN after the response, then read on until the
+ * client closes, or it has been quiet LINGER_IDLE_MS, or LINGER_MS have passed. What it sends
+ * meanwhile is the refused body, which the parser drops (a request body left flowing: Node's
+ * _dump for an unread one, http-forward.ts for one it stopped forwarding).
+ */
+function lingeringClose(this: net.Socket): void {
+  if (this.destroyed) return;
+  if (this.writable) this.end();
+  this.setTimeout(LINGER_IDLE_MS, () => this.destroy());
+  const deadline = setTimeout(() => this.destroy(), LINGER_MS);
+  deadline.unref();
+  this.once('close', () => clearTimeout(deadline));
+  // The client's FIN ends it, once our response and FIN are out.
+  this.once('end', () => (this.writableFinished ? this.destroy() : this.once('finish', () => this.destroy())));
 }
 
 /** A complete, self-contained error response on a raw socket, then a graceful close. */

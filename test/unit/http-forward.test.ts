@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import net, { type AddressInfo } from 'node:net';
 import { ConnectionRefusedError, NotAllowedError } from '../../src/core/errors.js';
 import { startHttpListener } from '../../src/listeners/http-server.js';
-import { endToEndHeaders } from '../../src/listeners/http-forward.js';
-import { FakeOpener, LOOPBACK, Reader, connectClient, delay, quietContext, tcpStream, waitFor } from './socks-fixtures.test.js';
+import { endToEndHeaders } from '../../src/listeners/http-messages.js';
+import { FakeOpener, LOOPBACK, Reader, connectClient, delay, quietContext, tcpStream, uploadThenRead, waitFor } from './socks-fixtures.test.js';
 
 const run = promisify(execFile);
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -37,6 +37,10 @@ async function startOrigin(name: string, keepAliveTimeout = 5000): Promise<{ por
       } else if (req.url === '/bighead') {
         res.writeHead(200, { 'Set-Cookie': `session=${'c'.repeat(40 * 1024)}` });
         res.end('big head');
+      } else if (req.url === '/hints') {
+        res.writeProcessing();
+        res.writeEarlyHints({ link: ['</a.css>; rel=preload; as=style', '</b.js>; rel=preload; as=script'], 'x-hint': 'early' });
+        res.end('after hints');
       } else if (req.url === '/nocontent') {
         res.writeHead(204).end();
       } else {
@@ -108,12 +112,27 @@ async function startRefusingOrigin(): Promise<{ port: number; server: net.Server
   return { port: (server.address() as AddressInfo).port, server, open: () => open };
 }
 
+/** An origin that resets the connection once a request has sent it 1 MiB, before answering. */
+async function startResettingOrigin(): Promise<{ port: number; server: net.Server }> {
+  const server = net.createServer((sock) => {
+    let seen = 0;
+    sock.on('error', () => {});
+    sock.on('data', (c: Buffer) => {
+      if ((seen += c.length) > 1024 * 1024) sock.resetAndDestroy();
+    });
+  });
+  server.listen(0, LOOPBACK);
+  await once(server, 'listening');
+  return { port: (server.address() as AddressInfo).port, server };
+}
+
 const web = await startOrigin('web');
 const other = await startOrigin('other');
 const flaky = await startOrigin('flaky', 100); // closes idle keep-alive connections quickly
 const race = await startRacyOrigin();
 const midway = await startRacyOrigin(true);
 const refuser = await startRefusingOrigin();
+const resetter = await startResettingOrigin();
 const opener = new FakeOpener({
   'web.test': () => tcpStream(web.port),
   'other.test': () => tcpStream(other.port),
@@ -121,6 +140,7 @@ const opener = new FakeOpener({
   'race.test': () => tcpStream(race.port),
   'midway.test': () => tcpStream(midway.port),
   'refuser.test': () => tcpStream(refuser.port),
+  'resetter.test': () => tcpStream(resetter.port),
   'refused.test': () => Promise.reject(new ConnectionRefusedError('nothing listens on 80')),
   'not-allowed.test': () => Promise.reject(new NotAllowedError('outside every route')),
 });
@@ -131,7 +151,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'proxyout-http-'));
 
 after(async () => {
   await listener.close(100);
-  for (const o of [web, other, flaky, race, midway, refuser]) o.server.close();
+  for (const o of [web, other, flaky, race, midway, refuser, resetter]) o.server.close();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -294,6 +314,59 @@ test('failures answer with the mapped status and a text body; the connection sta
   const { stdout, stderr } = await curl('-v', '-i', 'http://refused.test/', 'http://not-allowed.test/', 'http://web.test/after');
   assert.match(stdout, /^HTTP\/1\.1 502 [^]*nothing listens on 80[^]*HTTP\/1\.1 403 [^]*outside every route[^]*HTTP\/1\.1 200 /);
   assert.equal(stderr.match(/Re-using existing connection/g)?.length, 2);
+});
+
+test('a refused upload: a client that sends the whole body before reading still gets the answer, not a reset', async () => {
+  const body = Buffer.alloc(32 * 1024 * 1024, 1);
+  for (let i = 0; i < 3; i++) {
+    const { response, error } = await uploadThenRead(listener.address.port, `POST http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nContent-Length: ${body.length}\r\n\r\n`, body);
+    assert.equal(error, undefined);
+    assert.match(response, /^HTTP\/1\.1 502 [^]*Connection: close[^]*nothing listens on 80/);
+  }
+  // Refused midway: the origin took 1 MiB of the body, then reset.
+  const { response, error } = await uploadThenRead(listener.address.port, `POST http://resetter.test/ HTTP/1.1\r\nHost: resetter.test\r\nContent-Length: ${body.length}\r\n\r\n`, body);
+  assert.equal(error, undefined);
+  assert.match(response, /^HTTP\/1\.1 502 [^]*Connection: close/);
+});
+
+/** Sends one raw request with Connection: close and returns everything the proxy answered. */
+async function exchange(request: string): Promise<string> {
+  const s = await connectClient(listener.address.port);
+  const reader = new Reader(s);
+  s.write(request);
+  const out = (await reader.rest()).toString('latin1');
+  s.destroy();
+  return out;
+}
+
+test('OPTIONS with an empty path goes on as "*"; with a path or query, as itself', async () => {
+  const star = await exchange('OPTIONS http://web.test HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n');
+  assert.equal((JSON.parse(star.slice(star.indexOf('\r\n\r\n') + 4)) as Echoed).url, '*');
+  const query = await exchange('OPTIONS http://web.test?x=1 HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n');
+  assert.equal((JSON.parse(query.slice(query.indexOf('\r\n\r\n') + 4)) as Echoed).url, '/?x=1');
+  const { stdout } = await curl('-X', 'OPTIONS', 'http://web.test/p');
+  assert.equal((JSON.parse(stdout) as Echoed).url, '/p');
+});
+
+test('Max-Forwards: 0 on TRACE and OPTIONS is answered by the proxy; above 0 it goes on one lower; other methods untouched', async () => {
+  const before = opensFor('web.test');
+  const options = await exchange('OPTIONS http://web.test/ HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n');
+  assert.match(options, /^HTTP\/1\.1 200 [^]*\r\nAllow: [^\r]*CONNECT/);
+  const trace = await exchange('TRACE http://web.test/t HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nX-Mine: 1\r\nCookie: s=secret\r\nAuthorization: Basic c2VjcmV0\r\nConnection: close\r\n\r\n');
+  assert.match(trace, /^HTTP\/1\.1 200 [^]*Content-Type: message\/http\r\n[^]*\r\n\r\nTRACE http:\/\/web\.test\/t HTTP\/1\.1\r\n[^]*X-Mine: 1\r\n/);
+  assert.doesNotMatch(trace, /secret|c2VjcmV0/);
+  assert.equal(opensFor('web.test'), before, 'neither reached the origin');
+  const onward = await curl('-X', 'TRACE', '-H', 'Max-Forwards: 3', 'http://web.test/t');
+  assert.equal((JSON.parse(onward.stdout) as Echoed).headers['max-forwards'], '2');
+  const get = await curl('-H', 'Max-Forwards: 0', 'http://web.test/g');
+  assert.equal((JSON.parse(get.stdout) as Echoed).headers['max-forwards'], '0');
+});
+
+test('the origin\'s 102 and 103 Early Hints reach an HTTP/1.1 client before its answer; an HTTP/1.0 client gets only the answer', async () => {
+  const out = await exchange('GET http://web.test/hints HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n');
+  assert.match(out, /^HTTP\/1\.1 102 Processing\r\n\r\nHTTP\/1\.1 103 Early Hints\r\nLink: <\/a\.css>; rel=preload; as=style, <\/b\.js>; rel=preload; as=script\r\nx-hint: early\r\n\r\nHTTP\/1\.1 200 [^]*after hints$/);
+  const old = await exchange('GET http://web.test/hints HTTP/1.0\r\nHost: web.test\r\n\r\n');
+  assert.match(old, /^HTTP\/1\.1 200 [^]*after hints$/);
 });
 
 test('non-proxy requests get 400 (origin form, https absolute form); upgrades 501', async () => {

@@ -8,7 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { once } from 'node:events';
 import { startHttpListener } from '../../src/listeners/http-server.js';
-import { endToEndHeaders } from '../../src/listeners/http-forward.js';
+import { endToEndHeaders } from '../../src/listeners/http-messages.js';
 import { FakeOpener, LOOPBACK, quietContext, tcpStream } from './socks-fixtures.test.js';
 
 interface Seen { method: string; url: string; bodyLength: number; headers: http.IncomingHttpHeaders }

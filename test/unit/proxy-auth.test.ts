@@ -17,7 +17,7 @@ import { ensureStateDir, layout } from '../../src/state/paths.js';
 import { proxyAuthFrom } from '../../src/cli/flags.js';
 import { removeTransient } from '../../src/state/store.js';
 import { takeProxyAuthFile, writeProxyAuthFile } from '../../src/state/proxy-auth.js';
-import { FakeOpener, LOOPBACK, Reader, connectClient, quietContext, startEcho, tcpStream } from './socks-fixtures.test.js';
+import { FakeOpener, LOOPBACK, Reader, connectClient, quietContext, startEcho, tcpStream, uploadThenRead } from './socks-fixtures.test.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-auth-unit-'));
@@ -172,4 +172,10 @@ test('in-process listeners: SOCKS5 with and without credentials, SOCKS4 refused,
   await once(res, 'end');
   assert.equal(res.statusCode, 407);
   assert.equal(res.headers['proxy-authenticate'], 'Basic realm="kubectl-proxyout"');
+
+  // An upload without credentials, sent whole before the client reads: the 407 is not lost to a reset.
+  const upload = Buffer.alloc(16 * 1024 * 1024, 1);
+  const denied = await uploadThenRead(httpL.address.port, `POST http://echo.svc:7/ HTTP/1.1\r\nHost: echo.svc:7\r\nContent-Length: ${upload.length}\r\n\r\n`, upload);
+  assert.equal(denied.error, undefined);
+  assert.match(denied.response, /^HTTP\/1\.1 407 [^]*Connection: close/);
 });

@@ -114,3 +114,22 @@ export async function waitFor(cond: () => boolean, timeoutMs = 3000, what = 'con
 }
 
 export const delay = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A client that sends its whole request, body and all, before it reads a byte — as Python's
+ * http.client does. Returns what it then read and the socket error it met, if any.
+ */
+export async function uploadThenRead(port: number, head: string, body: Buffer): Promise<{ response: string; error?: string }> {
+  const s = net.connect({ host: LOOPBACK, port });
+  s.pause();
+  let error: string | undefined;
+  s.on('error', (err: NodeJS.ErrnoException) => (error ??= err.code ?? err.message));
+  await once(s, 'connect');
+  s.write(head);
+  await new Promise<void>((resolve) => s.write(body, () => resolve()));
+  let response = '';
+  s.on('data', (c: Buffer) => (response += c.toString('latin1')));
+  s.resume();
+  if (!s.destroyed) await once(s, 'close');
+  return { response, error };
+}

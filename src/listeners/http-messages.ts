@@ -1,0 +1,117 @@
+// What a forwarding proxy changes in the messages it passes on (RFC 9110 §7.6, RFC 9112 §3.2):
+// hop-by-hop fields, the request target it sends, Max-Forwards, and the 1xx answers it relays.
+// http-forward.ts does the forwarding; this module holds the rules, free of sockets.
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+
+const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade', 'transfer-encoding'];
+
+/**
+ * Fields `Connection` may never name: they frame the message or say where it goes. Letting a
+ * client drop Content-Length would send a GET body upstream unframed, read there as a second
+ * request (request smuggling).
+ */
+const NEVER_CONNECTION_OPTIONS = new Set(['content-length', 'transfer-encoding', 'host']);
+
+/** rawHeaders minus hop-by-hop fields, the fields Connection names (bar framing ones), and `drop`. */
+export function endToEndHeaders(rawHeaders: readonly string[], drop: readonly string[] = []): string[] {
+  const remove = new Set([...HOP_BY_HOP, ...drop]);
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
+    for (const token of rawHeaders[i + 1]!.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (!NEVER_CONNECTION_OPTIONS.has(name)) remove.add(name);
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (!remove.has(rawHeaders[i]!.toLowerCase())) out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  }
+  return out;
+}
+
+/**
+ * The origin-form target to send for an absolute-form one: its raw path and query, never the
+ * URL object's normalised form (a proxy must not rewrite them). An OPTIONS with an empty path and
+ * no query asks about the server as a whole and goes on as `*` (RFC 9112 §3.2.4).
+ */
+export function originFormTarget(absoluteUrl: string, method: string | undefined): string {
+  const pathAndQuery = /^http:\/\/[^/?#]*([^#]*)/i.exec(absoluteUrl)?.[1] ?? '';
+  if (pathAndQuery === '' && method === 'OPTIONS') return '*';
+  return pathAndQuery.startsWith('/') ? pathAndQuery : `/${pathAndQuery}`;
+}
+
+/**
+ * Max-Forwards on TRACE and OPTIONS (RFC 9110 §7.6.2): 0 means this proxy is the final
+ * recipient and answers itself; otherwise the request goes on with the value one lower. Other
+ * methods, and a value that is not a number, pass unchanged.
+ */
+export type MaxForwards = { answerHere: true } | { answerHere: false; forwardAs?: string };
+
+export function maxForwardsFor(method: string | undefined, value: string | undefined): MaxForwards {
+  if ((method !== 'TRACE' && method !== 'OPTIONS') || value === undefined || !/^\s*\d+\s*$/.test(value)) return { answerHere: false };
+  const hops = Number(value);
+  if (hops === 0) return { answerHere: true };
+  return { answerHere: false, forwardAs: String(Math.min(hops, Number.MAX_SAFE_INTEGER) - 1) };
+}
+
+/** Methods this proxy forwards (Allow in its own OPTIONS answer). */
+const ALLOWED = 'GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT';
+
+/** Fields a TRACE reflection leaves out: credentials the page reading it should never see. */
+const NOT_REFLECTED = new Set(['authorization', 'proxy-authorization', 'cookie']);
+
+/**
+ * The proxy's own answer to a TRACE or OPTIONS whose Max-Forwards ran out: OPTIONS gets the
+ * methods it forwards; TRACE gets the request it received back as message/http (RFC 9110
+ * §9.3.8), without credentials.
+ */
+export function finalRecipientAnswer(req: IncomingMessage): { headers: OutgoingHttpHeaders; body: string } {
+  if (req.method === 'OPTIONS') return { headers: { Allow: ALLOWED, 'Content-Length': 0 }, body: '' };
+  const lines = [`${req.method} ${req.url} HTTP/${req.httpVersion}`];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (!NOT_REFLECTED.has(req.rawHeaders[i]!.toLowerCase())) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+  }
+  const body = `${lines.join('\r\n')}\r\n\r\n`;
+  return { headers: { 'Content-Type': 'message/http', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(body) }, body };
+}
+
+/** A Link field value split into its links: at commas outside <URI> and quoted strings (RFC 8288 §3). */
+export function splitLinks(value: string): string[] {
+  const links: string[] = [];
+  let inUri = false;
+  let inQuotes = false;
+  let start = 0;
+  for (let i = 0; i < value.length; i++) {
+    const c = value[i];
+    if (inQuotes) {
+      if (c === '\\') i++;
+      else if (c === '"') inQuotes = false;
+    } else if (c === '"') inQuotes = true;
+    else if (c === '<') inUri = true;
+    else if (c === '>') inUri = false;
+    else if (c === ',' && !inUri) {
+      links.push(value.slice(start, i).trim());
+      start = i + 1;
+    }
+  }
+  links.push(value.slice(start).trim());
+  return links.filter((link) => link !== '');
+}
+
+/**
+ * The fields of an origin's 103 Early Hints as Node's writeEarlyHints takes them (its `link`
+ * key is required: one link per entry), or undefined when it has no Link to pass on.
+ */
+export function earlyHintsFrom(rawHeaders: readonly string[]): Record<string, string | string[]> | undefined {
+  const hints: Record<string, string | string[]> = {};
+  const links: string[] = [];
+  const fields = endToEndHeaders(rawHeaders);
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i]!.toLowerCase();
+    if (name === 'link') links.push(...splitLinks(fields[i + 1]!));
+    else hints[name] = fields[i + 1]!;
+  }
+  if (links.length === 0) return undefined;
+  hints.link = links;
+  return hints;
+}
