@@ -272,7 +272,11 @@ async function waitForReady(l: StateLayout, id: string, ours: boolean): Promise<
       problem = `proxy ${id} was stopped while it started`;
       break;
     }
-    if (entry.phase === 'running' || entry.phase === 'stopping') return entry;
+    if (entry.phase === 'running') return entry;
+    if (entry.phase === 'stopping') {
+      // A disconnect (or the daemon's own stop) got there first; whoever stops it removes it.
+      throw new StartupError(`proxy ${id} was stopped while it started`);
+    }
     if (entry.phase === 'failed' || entry.phase === 'dead') {
       problem = entry.error ?? `the proxy daemon exited before it was ready; see ${l.logFile(id)}`;
       break;

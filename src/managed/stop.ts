@@ -9,7 +9,7 @@ import { ID_PATTERN, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon } from '../state/process.js';
 import { controlRequest } from '../state/control.js';
-import { listIds, readEntry, removeEntry, type ProxyEntry } from '../state/store.js';
+import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from '../state/store.js';
 import { inspect } from './registry.js';
 
 /** Wait at least this long for a graceful exit before SIGKILL (longer if the drain time is). */
@@ -41,6 +41,9 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
     }
     // inspect() has just verified pid, start identity and command line.
     const pid = current.entry.pid!;
+    // Recorded before the signal, not left to the daemon: a `connect` for this ID from now on
+    // waits for it to go instead of reporting it "already running".
+    updateEntry(l, id, (e) => (e.phase = 'stopping'));
     if (process.platform !== 'win32' && !signal(pid, 'SIGTERM')) {
       removeEntry(l, id);
       return { entry: current.entry, pid: undefined };

@@ -12,6 +12,7 @@ import { controlRequest, queryStatus, startControlServer } from '../../src/state
 import { ensureStateDir, layout } from '../../src/state/paths.js';
 import { readEntry, writeEntry, type ProxyEntry } from '../../src/state/store.js';
 import { inspect, inspectAll } from '../../src/managed/registry.js';
+import { stopProxy } from '../../src/managed/stop.js';
 import { formatLogLine, LogReader } from '../../src/managed/logs.js';
 import { cacheSummary } from '../../src/managed/status.js';
 import { formatBytes, formatUptime, statusTable } from '../../src/cli/status-table.js';
@@ -24,17 +25,36 @@ function tempDir(t: { after(fn: () => void): void }): string {
 }
 
 /** A process whose command line looks like our daemon: `node …/kubectl-proxyout daemon --id ID`. */
-async function fakeDaemon(t: { after(fn: () => void): void }, id: string): Promise<ChildProcess> {
+async function fakeDaemon(t: { after(fn: () => void): void }, id: string, body = ''): Promise<ChildProcess> {
   const dir = tempDir(t);
   const script = path.join(dir, 'kubectl-proxyout');
-  writeFileSync(script, 'setInterval(() => {}, 1000);\n');
-  const child = spawn(process.execPath, [script, 'daemon', '--id', id], { stdio: 'ignore' });
+  writeFileSync(script, `${body}\nsetInterval(() => {}, 1000);\nprocess.stdout.write('up');\n`);
+  const child = spawn(process.execPath, [script, 'daemon', '--id', id], { stdio: ['ignore', 'pipe', 'ignore'] });
   t.after(() => child.kill('SIGKILL'));
-  await once(child, 'spawn');
+  await once(child.stdout!, 'data');
   return child;
 }
 
 const entry = (id: string, extra: Partial<ProxyEntry> = {}): ProxyEntry => proxyEntry(id, { phase: 'running', ...extra });
+
+test('disconnect records "stopping" before its SIGTERM: a connect meanwhile waits for the daemon to go, not "already running"', async (t) => {
+  const l = layout(tempDir(t));
+  ensureStateDir(l);
+  // A daemon slow to write its own "stopping" (here: never) and to exit.
+  const child = await fakeDaemon(t, 'slow-stop', "process.on('SIGTERM', () => setTimeout(() => process.exit(0), 500));");
+  writeEntry(l, entry('slow-stop', { pid: child.pid, procIdentity: processIdentity(child.pid!) }));
+  const stopping = stopProxy(l, 'slow-stop');
+  const exited = once(child, 'exit');
+  while (readEntry(l, 'slow-stop')?.phase !== 'stopping') {
+    assert.equal(child.exitCode, null, 'still running when "stopping" is recorded');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.equal(inspect(l, 'slow-stop')?.state, 'stopping');
+  assert.equal(isAlive(child.pid!), true);
+  assert.equal((await stopping).outcome, 'stopped');
+  await exited;
+  assert.equal(readEntry(l, 'slow-stop'), undefined, 'the entry goes with it');
+});
 
 test('isAlive: this process yes, an exited one no, nonsense pids no', async () => {
   assert.equal(isAlive(process.pid), true);
