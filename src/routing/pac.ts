@@ -97,7 +97,7 @@ function kpoName(name) {
     }
   }
   cands.sort(function (a, b) { return (b[2] - a[2]) || (b[1] - a[1]) || (b[3] - a[3]); });
-  for (i = 0; i < cands.length && cands[i][2] > 0; i++) {
+  for (i = 0; i < cands.length && cands[i][2] >= 1; i++) {
     r = cands[i];
     if (r[1]) blocked[r[0]] = 1;
     else if (!blocked[r[0]]) return r[0];

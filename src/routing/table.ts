@@ -72,7 +72,7 @@ export interface TableSnapshot {
 }
 
 const ANY = Number.MAX_SAFE_INTEGER;
-/** Rule "length" of learnt ingress hosts: above catch-alls (0), below any configured rule (≥ 1). */
+/** Rule "length" of learnt ingress hosts: above catch-alls (0), below any configured rule (≥ 1) and short names. */
 const LEARNT_BASE = 0.5;
 
 export class RouteMatcher {
@@ -157,9 +157,9 @@ export class RouteMatcher {
       }
       const shape = ruleShape(pattern);
       const wildcard = pattern.startsWith('*.');
-      // Learnt hosts rank below every configured rule (anyone who may create an Ingress in that
-      // cluster names them): longest first among themselves, ahead only of catch-alls, short
-      // names, direct pass-through and refusal.
+      // Learnt hosts rank below every configured rule and the default route's short names
+      // (anyone who may create an Ingress in that cluster names them): longest first among
+      // themselves, ahead only of catch-alls, direct pass-through and refusal.
       const length = LEARNT_BASE + shape.length / 1000;
       this.suffixes.add(shape.key, { route, source: 'ingress-host', pattern, exclude: false, length, keyLabels: shape.keyLabels, minExtra: shape.minExtra, maxExtra: wildcard ? ANY : 0, dynamic: true });
     }
@@ -201,7 +201,9 @@ export class RouteMatcher {
     const rules = this.suffixes.candidates(name, labels);
     const blocked: SuffixRule[] = [];
     let i = 0;
-    for (; i < rules.length && rules[i]!.length > 0; i++) {
+    // Configured rules (length ≥ 1) first; learnt ingress hosts only after the short names, which
+    // are the default route's by configuration (an Ingress elsewhere must not take `web.shop`).
+    for (; i < rules.length && rules[i]!.length >= 1; i++) {
       const r = rules[i]!;
       if (r.exclude) blocked.push(r);
       else if (!blocked.some((b) => b.route === r.route)) return this.claimRule(rules, i, blocked, name);

@@ -90,7 +90,7 @@ function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: n
 
 test('PAC and matcher agree on random names and addresses built from the table\'s own labels', () => {
   const matcher = multiMatcher(true);
-  matcher.setIngressHosts('staging', ['shop.example.io', '*.preview.example.io']);
+  matcher.setIngressHosts('staging', ['shop.example.io', '*.preview.example.io', 'web', '*.shop', 'db-0.default']);
   agreeOnRandomHosts(matcher, PROD_NAMESPACES, 20261126);
   agreeOnRandomHosts(multiMatcher(false), PROD_NAMESPACES, 7);
   // Catch-alls: "." and /0 on a reject route (so that they show in the PAC), a short exclude.

@@ -177,6 +177,11 @@ test('ingress hosts learnt at run time are claimed, replaced, and refused when t
   assert.equal(c('console.apps.prod.example.com').route.name, 'prod');
   assert.equal(c('other.apps.prod.example.com').route.name, 'prod');
   assert.equal(c('www.intranet.example.com').route.name, 'intranet');
+  // Nor the default route's short names: an Ingress host "web" or "*.shop" in staging leaves
+  // prod's Service web and namespace shop alone; a name prod does not claim goes to staging.
+  m.setIngressHosts('staging', ['web', '*.shop', '*.nowhere']);
+  for (const h of ['web', 'web.shop', 'db.shop']) assert.deepEqual([c(h).route.name, c(h).reason], ['prod', 'short-name'], h);
+  assert.deepEqual([c('x.nowhere').route.name, c('x.nowhere').reason], ['staging', 'ingress-host']);
 });
 
 test('with 1,000 routes a decision costs one map probe per label, not a scan of the routes', () => {
