@@ -5,7 +5,7 @@
 // not start tries again in the background, with backoff, until it can or it is closed.
 import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { RouteUnavailableError, StartupError, errorMessage } from '../core/errors.js';
+import { ConnectTimeoutError, RouteUnavailableError, StartupError, errorMessage } from '../core/errors.js';
 import { abortable } from '../core/abort.js';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../cluster/api.js';
@@ -165,7 +165,10 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     if (this.state === 'error') throw new RouteUnavailableError(`cluster route ${this.name} is not available: ${this.reason}`);
     if (this.state !== 'ready') {
       await abortable(this.ready, signal).catch(() => {
-        throw new RouteUnavailableError(`cluster route ${this.name} is still ${this.state === 'error' ? `failing: ${this.reason}` : 'syncing its cache'}`);
+        const still = this.state === 'error' ? `failing: ${this.reason}` : 'syncing its cache';
+        // The connect timeout ran out while we waited: a timeout (SOCKS 0x06 / 504), as documented.
+        if ((signal.reason as Error | undefined)?.name === 'TimeoutError') throw new ConnectTimeoutError(`cluster route ${this.name} is still ${still}`);
+        throw new RouteUnavailableError(`cluster route ${this.name} is still ${still}`);
       });
     }
     const opened = isIngressClaim(claim) ? await this.openIngress(request, claim, signal) : await this.streams.open(request, claim, signal);

@@ -7,7 +7,7 @@
 // the routes they came from; new ones see the new table. The composition root builds and starts
 // the new routes before the swap and closes the ones that left after it.
 import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
-import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError } from '../core/errors.js';
+import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError, RouteUnavailableError } from '../core/errors.js';
 import { refusalError, type Claim, type Decision, type RouteMatcher } from './table.js';
 import type { Route } from './route.js';
 
@@ -80,14 +80,21 @@ export class Router implements StreamOpener {
         try {
           return await this.openOn(routes, decision, request, signal);
         } catch (err) {
-          // "svc.ns" whose namespace the cluster could not confirm: not a cluster name after all.
-          if (!(err instanceof NotAllowedError) || !decision.fallback) throw err;
-          decision = decision.fallback;
+          // "svc.ns" whose namespace the cluster could not confirm: not a cluster name after all
+          // (NotAllowed once it has synced), or the cluster cannot tell because it is down — then
+          // `github.com` must not fail with it when the rules below send it elsewhere (when they
+          // refuse it, the cluster's own error says more).
+          const fallback = decision.fallback;
+          const takeIt = err instanceof NotAllowedError || (err instanceof RouteUnavailableError && fallback?.claimed === true);
+          if (!fallback || !takeIt) throw err;
+          decision = fallback;
         }
       }
     } catch (err) {
       if (timedOut && !(err instanceof ProxyError && err.reason !== 'timeout')) {
-        throw new ConnectTimeoutError(`could not open a stream to ${request.destination.host}:${request.destination.port} within ${this.options.connectTimeoutMs} ms`, { cause: err });
+        // What the route was waiting for, when it said (a cluster still syncing, a slow dial).
+        const what = err instanceof ProxyError ? `: ${err.message}` : '';
+        throw new ConnectTimeoutError(`could not open a stream to ${request.destination.host}:${request.destination.port} within ${this.options.connectTimeoutMs} ms${what}`, { cause: err });
       }
       throw err;
     } finally {

@@ -1,0 +1,62 @@
+// The Router over a real matcher and stand-in routes: which route a connection ends on when the
+// route that claimed it cannot answer.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
+import { destinationFor } from '../../src/core/address.js';
+import { NotAllowedError, RouteUnavailableError } from '../../src/core/errors.js';
+import { RouteMatcher, type Claim } from '../../src/routing/table.js';
+import { Router } from '../../src/routing/router.js';
+import type { Route } from '../../src/routing/route.js';
+import { MULTI_YAML, fixedView, tableFromYaml } from '../helpers/routing-decisions.js';
+
+/** A route that opens a PassThrough, or fails with what `fail` gives for the claim. */
+function standIn(name: string, fail?: (claim: Claim) => Error | undefined): Route & { opened: string[] } {
+  const opened: string[] = [];
+  return {
+    name,
+    kind: 'stand-in',
+    opened,
+    start: async () => {},
+    status: () => ({ name, kind: 'stand-in', state: 'ready' }),
+    close: async () => {},
+    async open(request, claim) {
+      const err = fail?.(claim);
+      if (err) throw err;
+      opened.push(request.destination.host);
+      return { stream: new PassThrough(), via: name };
+    },
+  };
+}
+
+function routerWith(direct: boolean, prodFails: (claim: Claim) => Error | undefined) {
+  // prod (the default) cannot tell which namespaces exist: "x.y" names are claimed with a fallback.
+  const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, direct), new Map([['prod', fixedView([], undefined)]]));
+  const routes = new Map<string, Route>();
+  for (const { name } of matcher.snapshot().routes) routes.set(name, standIn(name, name === 'prod' ? prodFails : undefined));
+  return { router: new Router({ matcher, routes }, { connectTimeoutMs: 2000 }), routes };
+}
+
+const open = (router: Router, host: string) => router.open({ destination: destinationFor(host, 443), frontEnd: 'socks5', client: 'test', signal: new AbortController().signal });
+
+test('the default cluster down: a two-label name it might have owned takes the rules below (direct); its own names fail with its error', async () => {
+  const down = () => new RouteUnavailableError('cluster route prod is not available: cannot reach the API server');
+  const { router } = routerWith(true, down);
+  const viaDirect = await open(router, 'github.com');
+  assert.equal(viaDirect.route, 'direct');
+  viaDirect.stream.destroy();
+  await assert.rejects(open(router, 'web.shop.svc.cluster.local'), RouteUnavailableError);
+  await assert.rejects(open(router, 'web'), RouteUnavailableError, 'a single label has no fallback');
+  // With nothing below to take it, the cluster's own error says more than "served by no route".
+  const { router: noDirect } = routerWith(false, down);
+  await assert.rejects(open(noDirect, 'github.com'), /cluster route prod is not available/);
+});
+
+test('a namespace the synced cluster does not have: the name falls to the rules below, even a refusal', async () => {
+  const noNamespace = (claim: Claim) => (claim.name?.namespace === 'com' ? new NotAllowedError('no namespace com') : undefined);
+  const { router } = routerWith(true, noNamespace);
+  assert.equal((await open(router, 'github.com')).route, 'direct');
+  assert.equal((await open(router, 'web.shop')).route, 'prod');
+  const { router: noDirect } = routerWith(false, noNamespace);
+  await assert.rejects(open(noDirect, 'github.com'), (err: Error) => err instanceof NotAllowedError && /not served by any route/.test(err.message));
+});
