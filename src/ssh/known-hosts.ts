@@ -27,7 +27,10 @@ export function keyType(keyBlob: Buffer): string {
 
 /** The name a host's key is stored under: "host" on port 22, else "[host]:port" (hostfile.c put_host_port). */
 export function knownHostsName(host: string, port: number): string {
-  return port === 22 ? host : `[${host}]:${port}`;
+  // ssh looks names up in lower case (ssh.c lowercases the host it connects to), and hashed
+  // entries are HMACs of that form.
+  const name = host.toLowerCase();
+  return port === 22 ? name : `[${name}]:${port}`;
 }
 
 function hostMatches(field: string, name: string): boolean {
@@ -41,14 +44,16 @@ function hostMatches(field: string, name: string): boolean {
 }
 
 /**
- * What the files say about `key` for `name` (as knownHostsName gives it). A key listed for the
- * name is known; a revoked key is refused wherever it is listed; another key of the same type
- * listed for the name means the key changed. Other key types for the name leave it unknown
- * (OpenSSH then asks, or with accept-new adds the new type).
+ * What the files say about `key` for `name` (as knownHostsName gives it). A revoked key is
+ * refused wherever it is listed, in any file, before or after lines that list it as known
+ * (OpenSSH checks revocation first: sshconnect.c check_host_key); a key listed for the name is
+ * known; another key of the same type listed for the name means the key changed. Other key types
+ * for the name leave it unknown (OpenSSH then asks, or with accept-new adds the new type).
  */
 export function checkHostKey(files: string[], name: string, key: Buffer): HostKeyVerdict {
   const type = keyType(key);
   const blob = key.toString('base64');
+  let known: HostKeyVerdict | undefined;
   let changed: HostKeyVerdict | undefined;
   for (const file of files) {
     let text: string;
@@ -69,11 +74,11 @@ export function checkHostKey(files: string[], name: string, key: Buffer): HostKe
         continue;
       }
       if (marker !== undefined || lineBlob === undefined || !hostMatches(hosts, name)) continue;
-      if (lineBlob === blob) return { status: 'known', file, line: i + 1 };
-      if (lineType === type) changed ??= { status: 'changed', file, line: i + 1 };
+      if (lineBlob === blob) known ??= { status: 'known', file, line: i + 1 };
+      else if (lineType === type) changed ??= { status: 'changed', file, line: i + 1 };
     }
   }
-  return changed ?? { status: 'unknown' };
+  return known ?? changed ?? { status: 'unknown' };
 }
 
 /** Appends "name type base64" (hashed when HashKnownHosts is on), creating the file as ssh does. */

@@ -49,6 +49,23 @@ test('another key of the same type is a change; a @revoked key is refused anywhe
   assert.deepEqual(checkHostKey([path.join(dir, 'missing'), f], 'jump', ed25519Blob()), { status: 'changed', file: f, line: 1 });
   assert.deepEqual(checkHostKey([f], 'elsewhere', key), { status: 'revoked', file: f, line: 2 });
   assert.equal(checkHostKey([file('k3', `jump ssh-rsa AAAA\n`)], 'jump', key).status, 'unknown');
+  // Revoked after the line that lists it, in the same file or in a later one (the user's file
+  // comes before /etc/ssh/ssh_known_hosts): still refused, as OpenSSH refuses it.
+  const listed = `jump ssh-ed25519 ${key.toString('base64')}\n`;
+  const revoke = `@revoked jump ssh-ed25519 ${key.toString('base64')}\n`;
+  assert.deepEqual(checkHostKey([file('k5', listed + revoke)], 'jump', key), { status: 'revoked', file: path.join(dir, 'k5'), line: 2 });
+  const global = file('k6', revoke);
+  assert.deepEqual(checkHostKey([file('k7', listed), global], 'jump', key), { status: 'revoked', file: global, line: 1 });
+});
+
+test('names are looked up in lower case, as ssh does: plain and hashed entries', () => {
+  const key = ed25519Blob();
+  const salt = randomBytes(20);
+  const hashed = `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update('[bastion.example.com]:2222').digest('base64')}`;
+  const f = file('k8', `${hashed} ssh-ed25519 ${key.toString('base64')}\nlocalhost ssh-ed25519 ${key.toString('base64')}\n`);
+  assert.equal(knownHostsName('Bastion.Example.com', 2222), '[bastion.example.com]:2222');
+  assert.equal(checkHostKey([f], knownHostsName('Bastion.Example.com', 2222), key).status, 'known');
+  assert.equal(checkHostKey([f], knownHostsName('LocalHost', 22), key).status, 'known');
 });
 
 test('appended keys (plain and hashed) are found again; the fingerprint is ssh-keygen -l style', () => {
