@@ -130,13 +130,38 @@ export function canonicalIPv6(text: string): string | undefined {
 }
 
 /**
+ * The IPv4 address a name in one of inet_aton's other spellings stands for — `2130706433`,
+ * `127.1`, `0x7f.0.0.1`, `0177.0.0.1`, `010.0.0.1` (octal: 8.0.0.1) — or undefined. The system
+ * resolver (glibc getaddrinfo → inet_aton) and browsers (the WHATWG URL host parser) read these
+ * as addresses, never as names; so must the routing table, or a `cidrs` rule would not apply to
+ * what is dialled. One trailing dot is allowed, as the URL parser allows it.
+ */
+export function inetAton(text: string): string | undefined {
+  const parts = (text.endsWith('.') ? text.slice(0, -1) : text).split('.');
+  if (parts.length > 4) return undefined;
+  const values: number[] = [];
+  for (const part of parts) {
+    const value = /^0x[0-9a-f]+$/i.test(part) ? parseInt(part.slice(2), 16) : /^0[0-7]*$/.test(part) ? parseInt(part, 8) : /^[1-9][0-9]*$/.test(part) ? Number(part) : NaN;
+    if (!Number.isSafeInteger(value)) return undefined;
+    values.push(value);
+  }
+  const last = values.pop()!;
+  if (values.some((v) => v > 255) || last >= 2 ** (8 * (4 - values.length))) return undefined;
+  const address = values.reduce((acc, v, i) => acc + v * 2 ** (8 * (3 - i)), 0) + last;
+  return [address >>> 24, (address >>> 16) & 255, (address >>> 8) & 255, address & 255].join('.');
+}
+
+/**
  * A Destination from host text as a client sent it. IP literals are typed as such even when a
- * client sent them as a name (SOCKS5 ATYP 3, HTTP authorities), so the core has one rule.
+ * client sent them as a name (SOCKS5 ATYP 3, HTTP authorities), in any spelling the resolver
+ * would read as one (inetAton), so the core has one rule.
  */
 export function destinationFor(host: string, port: number): Destination {
   let h = host;
   if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
   if (net.isIPv4(h)) return { host: h, port, type: 'ipv4' };
+  const v4 = inetAton(h);
+  if (v4 !== undefined) return { host: v4, port, type: 'ipv4' };
   const v6 = canonicalIPv6(h);
   if (v6 !== undefined) return { host: v6, port, type: 'ipv6' };
   // A scoped literal (fe80::1%eth0) names an interface of the client's own machine: still an

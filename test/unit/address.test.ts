@@ -1,10 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { lookup } from 'node:dns/promises';
 import {
   canonicalIPv6,
   destinationFor,
   formatHostPort,
   formatIPv6,
+  inetAton,
   ipv6ToBytes,
   isLoopbackHost,
   parseAuthority,
@@ -82,6 +84,23 @@ test('destinationFor types IP literals and canonicalises IPv6', () => {
   assert.deepEqual(destinationFor('web.shop', 80), { host: 'web.shop', port: 80, type: 'domain' });
   assert.deepEqual(destinationFor('10.1.2.3', 80), { host: '10.1.2.3', port: 80, type: 'ipv4' });
   assert.deepEqual(destinationFor('[FD00::0:1]', 80), { host: 'fd00::1', port: 80, type: 'ipv6' });
+});
+
+test('IPv4 in inet_aton\'s other spellings is the address the system resolver reads, not a name', async () => {
+  const spellings: Array<[string, string]> = [
+    ['2130706434', '127.0.0.2'], ['127.2', '127.0.0.2'], ['127.0.2', '127.0.0.2'], ['0x7f.0.0.2', '127.0.0.2'], ['0177.0.0.2', '127.0.0.2'],
+    ['010.0.0.1', '8.0.0.1'], ['0x7F000002', '127.0.0.2'], ['169.254.43518', '169.254.169.254'], ['0', '0.0.0.0'], ['4294967295', '255.255.255.255'], ['10.0.0.1.', '10.0.0.1'],
+  ];
+  for (const [text, address] of spellings) {
+    assert.equal(inetAton(text), address, text);
+    assert.deepEqual(destinationFor(text, 80), { host: address, port: 80, type: 'ipv4' }, text);
+    // glibc parses these itself (inet_aton): no DNS query leaves the machine.
+    if (!text.endsWith('.')) assert.equal((await lookup(text, { family: 4 })).address, address, `the resolver reads ${text} as ${address}`);
+  }
+  for (const name of ['example.com', '1.2.3.4.5', '08.0.0.1', '0x', '256.1.1.1', '1.2.65536', '4294967296', '1..2', 'a.1', '-1', '1e3', ' 1']) {
+    assert.equal(inetAton(name), undefined, name);
+  }
+  assert.deepEqual(parseAuthority('0x7f.1:443'), { host: '127.0.0.1', port: 443, type: 'ipv4' });
 });
 
 test('parseAuthority (CONNECT targets)', () => {

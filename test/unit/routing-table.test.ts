@@ -38,6 +38,14 @@ test('several clusters, includes, ingress domains, direct and reject routes, IP 
   checkDecisions(multi(false), MULTI_DECISIONS, false);
 });
 
+test('an IPv4 address sent as a name in another spelling meets the IP rules (a reject block is not bypassed)', () => {
+  const m = multi(true);
+  for (const spelling of ['3405803777', '203.28929', '0xcb.0.0x71.1', '0313.0.0161.01']) {
+    const d = m.match(destinationFor(spelling, 80));
+    assert.deepEqual([claimOf(d, spelling).route.name, (d as Claim).reason, (d as Claim).host], ['blocked', 'cidr', '203.0.113.1'], spelling);
+  }
+});
+
 test('claims carry the parsed cluster name, so routes never parse it again', () => {
   const m = multi(false);
   const name = (host: string) => claimOf(m.matchHost(host), host).name;
