@@ -31,7 +31,16 @@ export function servePac(req: IncomingMessage, res: ServerResponse, pac: () => s
     res.end(body);
     return;
   }
-  const text = pac();
+  let text: string;
+  try {
+    text = pac();
+  } catch (err) {
+    // Every listener is a unix socket: no PAC file can name one a browser could use.
+    const body = `kubectl-proxyout: no PAC file: ${(err as Error).message}\n`;
+    res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(body) });
+    res.end(req.method === 'HEAD' ? undefined : body);
+    return;
+  }
   res.writeHead(200, { 'Content-Type': PAC_TYPE, 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(text) });
   res.end(req.method === 'HEAD' ? undefined : text);
 }

@@ -71,6 +71,13 @@ describe('a proxy on unix sockets', () => {
     assert.match((JSON.parse(r.stdout) as { pod: string }).pod, /^api-/);
   });
 
+  test('asking the HTTP socket for the PAC file gets a 404 that says why; the proxy keeps serving', async () => {
+    const r = await curl(['-s', '-w', '%{http_code}', '--unix-socket', http, 'http://localhost/proxy.pac']);
+    assert.match(r.stdout, /no PAC file: a PAC file needs a SOCKS5 or HTTP listener[^\n]*\n404$/);
+    const again = await curl(['--proxy', `socks5h://localhost${socks}`, 'http://web.shop:8080/whoami']);
+    assert.equal(again.code, 0, again.stderr);
+  });
+
   test('the client is logged as "unix"', () => {
     const opened = proxy.logs.filter((l) => l.msg === 'stream open');
     assert.ok(opened.length >= 2);
