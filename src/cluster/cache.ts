@@ -48,6 +48,8 @@ const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 /** One on-demand namespace: its watches, and whether a request ever reached a pod through them. */
 interface Slot {
+  /** The namespace's watches, from the start (stop() must reach them during their first list). */
+  watching: WatchSet;
   pending: Promise<WatchSet>;
   /** Set once the first list is in. */
   set?: WatchSet;
@@ -188,7 +190,10 @@ export class ClusterCache {
 
   async stop(): Promise<void> {
     for (const slot of this.slots.values()) clearTimeout(slot.releaseTimer);
-    const sets = [this.clusterWide, this.syncingSet, ...(await Promise.allSettled([...this.slots.values()].map((s) => s.pending))).map((r) => (r.status === 'fulfilled' ? r.value : undefined))];
+    // Slots still on their first list are stopped too (waiting for that list could take for ever
+    // while the API server fails); their waiters are told the cache stopped.
+    const sets = [this.clusterWide, this.syncingSet, ...[...this.slots.values()].map((s) => s.watching)];
+    this.slots.clear();
     await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop(), this.syncingNamespaces?.stop()]);
     this.pods.clear();
     closeAgents(this.api);
@@ -224,7 +229,7 @@ export class ClusterCache {
 
   private watch(namespace: string, now: number): Slot {
     const set = this.newWatchSet(namespace);
-    const slot: Slot = { pending: set.start().then(() => set), lastUsed: now, served: namespace === this.defaultNamespace };
+    const slot: Slot = { watching: set, pending: set.start().then(() => set), lastUsed: now, served: namespace === this.defaultNamespace };
     this.slots.set(namespace, slot);
     slot.pending.then(
       () => {

@@ -134,6 +134,8 @@ export class ResilientInformer<T extends Slim> {
     this.controller?.abort();
     this.wake?.();
     this.endSync();
+    // Whoever waits for a first sync that will now never come is told so (no-op once synced).
+    this.rejectFirstSync(new Error(`the watch of ${this.path} was stopped before its first list`));
   }
 
   private async loop(): Promise<void> {
