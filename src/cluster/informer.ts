@@ -11,11 +11,10 @@ import { ApiStatusError, type ApiConnection } from './api.js';
 import type { WatchEvent } from './index.js';
 import { apiGet, countObjects, isGone, listAll, streamEvents, type RawWatchEvent } from './list-watch.js';
 import type { Slim } from './slim.js';
+import { WatchBackoff } from './backoff.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 
-const BACKOFF_MIN_MS = 500;
-const BACKOFF_MAX_MS = 30_000;
 /** A watch the server ends sooner than this is followed by a pause of about as long. */
 const MIN_WATCH_MS = 1_000;
 /** Objects per LIST page (client-go's pager default). */
@@ -66,7 +65,7 @@ export class ResilientInformer<T extends Slim> {
   private items = new Map<string, T>();
   private resourceVersion?: string;
   private state: WatchState = 'starting';
-  private backoffMs = BACKOFF_MIN_MS;
+  private readonly backoff = new WatchBackoff();
   private failuresSinceSync = 0;
   private controller?: AbortController;
   private wake?: () => void;
@@ -156,8 +155,10 @@ export class ResilientInformer<T extends Slim> {
           continue;
         }
         if (wasResuming && isGone(err)) {
-          this.log.debug({ path: this.path }, 'resourceVersion too old (410 Gone); listing again');
+          const delay = this.backoff.next();
+          this.log.debug({ path: this.path, inMs: delay }, 'resourceVersion too old (410 Gone); listing again');
           this.resourceVersion = undefined;
+          await this.sleep(delay);
           continue;
         }
         if (!(await this.failed(err))) return;
@@ -311,7 +312,6 @@ export class ResilientInformer<T extends Slim> {
     if (this.state === 'retrying') this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
     this.state = 'synced';
     this.failuresSinceSync = 0;
-    this.backoffMs = BACKOFF_MIN_MS;
     this.resolveFirstSync();
   }
 
@@ -349,8 +349,7 @@ export class ResilientInformer<T extends Slim> {
       this.state = 'stopped';
       return false;
     }
-    const delay = Math.round(this.backoffMs * (0.8 + Math.random() * 0.4));
-    this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS);
+    const delay = this.backoff.next();
     if (this.state !== 'retrying') {
       this.log.warn({ path: this.path, error: error.message, retryInMs: delay }, 'watch failed, retrying with backoff');
     } else {

@@ -11,6 +11,7 @@ import https from 'node:https';
 import { errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { ApiStatusError, statusMessage, type ApiConnection } from './api.js';
+import { WatchBackoff } from './backoff.js';
 
 export type SlimWatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 
@@ -26,8 +27,6 @@ export interface SlimWatchDeadlines {
 /** The same figures as informer.ts WATCH_DEADLINES (kept here so this file needs nothing of the informer's internals). */
 export const SLIM_WATCH_DEADLINES: SlimWatchDeadlines = { watchTimeoutSeconds: 60, graceMs: 15_000, headersTimeoutMs: 30_000 };
 
-const BACKOFF_MIN_MS = 500;
-const BACKOFF_MAX_MS = 30_000;
 /** One watch event larger than this is not something we keep host names from: the watch is cut and relisted. */
 const MAX_EVENT_BYTES = 16 * 1024 * 1024;
 /** A watch the server ends sooner than this after it opened is resumed after a backoff delay. */
@@ -66,7 +65,7 @@ export class SlimWatch<V> {
   private readonly values = new Map<string, V>();
   private state: SlimWatchState = 'starting';
   private resourceVersion = '';
-  private backoffMs = BACKOFF_MIN_MS;
+  private readonly backoff = new WatchBackoff();
   private retryTimer?: NodeJS.Timeout;
   private request?: http.ClientRequest;
   private readonly deadlines: SlimWatchDeadlines;
@@ -140,7 +139,6 @@ export class SlimWatch<V> {
       if (this.stopped) return;
       if (this.state === 'retrying') this.o.log.info({ path: this.o.path }, 'watch recovered');
       this.state = 'synced';
-      this.backoffMs = BACKOFF_MIN_MS;
       this.watch();
     } catch (err) {
       this.fail(err);
@@ -161,9 +159,7 @@ export class SlimWatch<V> {
   }
 
   private nextDelay(): number {
-    const delay = Math.round(this.backoffMs * (0.8 + Math.random() * 0.4));
-    this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS);
-    return delay;
+    return this.backoff.next();
   }
 
   /** One watch request from the current resourceVersion; its end decides what comes next. */
@@ -235,16 +231,20 @@ export class SlimWatch<V> {
       // proxy in the way closing it), waits like a failure so it cannot spin.
       const quick = Date.now() - openedAt < QUICK_END_MS;
       this.o.log.debug({ path: this.o.path, quick }, 'watch ended by the API server; resuming');
-      if (!quick) {
-        this.backoffMs = BACKOFF_MIN_MS;
-        return this.watch();
-      }
+      if (!quick) return this.watch();
       clearTimeout(this.retryTimer);
       this.retryTimer = setTimeout(() => this.watch(), this.nextDelay());
       this.retryTimer.unref();
       return;
     }
-    if (outcome === 'relist') return void this.relist();
+    if (outcome === 'relist') {
+      // 410: list again — paced like any restart, so a server that expires every watch is not
+      // listed in a loop.
+      clearTimeout(this.retryTimer);
+      this.retryTimer = setTimeout(() => void this.relist(), this.nextDelay());
+      this.retryTimer.unref();
+      return;
+    }
     this.fail(outcome);
   }
 

@@ -3,6 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClusterCache } from '../../src/cluster/cache.js';
+import { ResilientInformer } from '../../src/cluster/informer.js';
+import { SlimWatch } from '../../src/cluster/slim-watch.js';
+import { slimService } from '../../src/cluster/slim.js';
 import { createLogger } from '../../src/core/log.js';
 import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
 
@@ -30,4 +33,48 @@ test('stopping a per-namespace cache while a namespace\'s first list keeps faili
   const after = fake.requests.length;
   await new Promise((r) => setTimeout(r, 2500));
   assert.equal(fake.requests.length, after, 'nothing is requested after stop()');
+});
+
+/** A server whose lists work and whose every watch is accepted (200), then fails at once with `event`. */
+async function failingWatches(event: { code: number; message: string }) {
+  return startFakeApi((url, res) => {
+    if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    if (url.searchParams.get('watch')) return res.end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: event.code, message: event.message } })}\n`);
+    res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
+  });
+}
+
+const count = (requests: URL[], watch: boolean) => requests.filter((u) => (u.searchParams.get('watch') === '1') === watch).length;
+
+// client-go's reflector: 0.8 s doubling to 30 s, reset only after 2 minutes without a retry. Over
+// 4 s that is three or four attempts; a backoff reset by every accepted watch made eight or more,
+// and a 410 relisted every second (SlimWatch: thousands of times a second). The four cases run
+// side by side, each against its own server.
+test('a server that accepts every watch and fails it at once (ERROR 500, ERROR 410) is retried with a growing backoff', { concurrency: true }, async (t) => {
+  const cases = [['ERROR 500', { code: 500, message: 'etcd unavailable' }], ['ERROR 410', { code: 410, message: 'too old resource version' }]] as const;
+  const runs: Array<Promise<void>> = [];
+  for (const [what, event] of cases) {
+    runs.push(t.test(`informer, ${what}`, async (tt) => {
+      const fake = await failingWatches(event);
+      tt.after(() => fake.close());
+      const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', createLogger('silent'), () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+      await inf.start();
+      tt.after(() => inf.stop());
+      await new Promise((r) => setTimeout(r, 4000));
+      const watches = count(fake.requests, true);
+      assert.ok(watches >= 2 && watches <= 5, `${watches} watches (and ${count(fake.requests, false)} lists) in 4 s`);
+    }));
+    runs.push(t.test(`SlimWatch, ${what}`, async (tt) => {
+      const fake = await failingWatches(event);
+      tt.after(() => fake.close());
+      const watch = new SlimWatch({ api: fake.api, path: '/apis/networking.k8s.io/v1/ingresses', log: createLogger('silent'), extract: () => 1, changed: () => undefined, settled: () => undefined });
+      await watch.start();
+      tt.after(() => watch.stop());
+      await new Promise((r) => setTimeout(r, 4000));
+      const [watches, lists] = [count(fake.requests, true), count(fake.requests, false)];
+      assert.ok(watches >= 2 && watches <= 5 && lists <= 5, `${watches} watches and ${lists} lists in 4 s`);
+    }));
+  }
+  await Promise.all(runs);
 });
