@@ -243,7 +243,8 @@ export class ClusterIndex {
         if (add) this.endpointIps.add(ep.address, slice.key, slice);
         else this.endpointIps.remove(ep.address, slice.key);
       }
-      if (service && ep.hostname && ep.refName && ep.terminating !== true) {
+      // Headless DNS names only ready endpoints (CoreDNS's kubernetes plugin, endpointsliceReady).
+      if (service && ep.hostname && ep.refName && ep.ready !== false && ep.terminating !== true) {
         const host = `${service}/${ep.hostname}`;
         if (add) this.endpointHostnames.add(host, slice.key, { namespace: slice.namespace, ep });
         else this.endpointHostnames.remove(host, slice.key);

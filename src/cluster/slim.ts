@@ -38,13 +38,15 @@ export interface SlimService extends Slim {
 /**
  * One endpoint: its first address (slices are per address family; it is the Pod IP), hostname
  * (set when the pod's subdomain is this Service: headless DNS), conditions and the object it
- * points at (targetRef, flattened). `serving`, nodeName, zone and hints are not kept.
+ * points at (targetRef, flattened). nodeName, zone and hints are not kept.
  */
 export interface SlimEndpoint {
   readonly address: string | undefined;
   readonly hostname: string | undefined;
   /** Conditions as the slice has them: undefined means unknown (treated as ready). */
   readonly ready: boolean | undefined;
+  /** Ready regardless of terminating (a pod shutting down that still answers): kube-proxy's fallback. */
+  readonly serving: boolean | undefined;
   readonly terminating: boolean | undefined;
   /** targetRef: kind ("Pod"), namespace, name and uid; refName undefined without a targetRef. */
   readonly refKind: string | undefined;
@@ -181,6 +183,7 @@ function slimEndpoint(e: Json): SlimEndpoint {
     address: address ? normalizeIp(address) : undefined,
     hostname: str(e.hostname),
     ready: bool(c.ready),
+    serving: bool(c.serving),
     terminating: bool(c.terminating),
     refKind: refName ? intern(str(ref.kind) ?? '') : undefined,
     refNamespace: refName && ref.namespace !== undefined ? intern(String(ref.namespace)) : undefined,

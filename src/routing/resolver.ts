@@ -11,7 +11,7 @@ import {
   errorMessage,
 } from '../core/errors.js';
 import type { ClusterCache } from '../cluster/cache.js';
-import type { SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
+import type { SlimEndpoint, SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
 import type { PodTarget } from '../cluster/index.js';
 import { ApiStatusError } from '../cluster/api.js';
 import type { PodPort } from '../tunnel/transport.js';
@@ -164,11 +164,20 @@ export class Resolver {
       throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
     }
     const candidates: Plan['candidates'] = [];
+    // A pod in an IPv4 and an IPv6 slice of a dual-stack Service is one candidate, not two.
+    const seen = new Set<string>();
     let nonPodEndpoints = 0;
-    for (const slice of this.cache.lookup.slicesFor(namespace, name)) {
+    // Ready endpoints; only when there are none, those still serving while they terminate (a
+    // one-replica rollout, a graceful shutdown) — kube-proxy's fallback (pkg/proxy/topology.go
+    // CategorizeEndpoints). Unknown conditions count as ready / serving, as there.
+    const usable = (ep: SlimEndpoint, terminatingOnes: boolean): boolean =>
+      terminatingOnes ? ep.terminating === true && ep.serving !== false : ep.ready !== false && ep.terminating !== true;
+    const slices = this.cache.lookup.slicesFor(namespace, name);
+    const fallback = !slices.some((slice) => slice.endpoints.some((ep) => usable(ep, false)));
+    for (const slice of slices) {
       const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
       for (const ep of slice.endpoints) {
-        if (ep.ready === false || ep.terminating === true) continue;
+        if (!usable(ep, fallback)) continue;
         if (ep.refKind !== 'Pod' || !ep.refName) {
           nonPodEndpoints++;
           continue;
@@ -182,6 +191,9 @@ export class Resolver {
         if (podPort === undefined) continue;
         // The endpoint controller's targetRef names the pod instance it vouched ready.
         const uid = ep.refUid ?? pod?.uid;
+        const key = `${podNamespace}/${ep.refName}/${uid ?? ''}:${podPort}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
         candidates.push({ namespace: podNamespace, pod: ep.refName, port: podPort, ...(uid ? { uid } : {}) });
       }
     }

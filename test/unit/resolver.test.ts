@@ -17,7 +17,7 @@ function pod(ns: string, name: string, ip: string, ports: Array<[string, number]
 function svc(ns: string, name: string, spec: V1Service['spec']): V1Service {
   return { metadata: { namespace: ns, name }, spec };
 }
-function slice(ns: string, service: string, port: { name?: string; port: number } | null, eps: Array<{ pod?: string; ip: string; ready?: boolean; terminating?: boolean; hostname?: string }>): V1EndpointSlice {
+function slice(ns: string, service: string, port: { name?: string; port: number } | null, eps: Array<{ pod?: string; ip: string; ready?: boolean; serving?: boolean; terminating?: boolean; hostname?: string }>): V1EndpointSlice {
   return {
     addressType: 'IPv4',
     metadata: { namespace: ns, name: `${service}-x`, labels: { 'kubernetes.io/service-name': service } },
@@ -25,7 +25,7 @@ function slice(ns: string, service: string, port: { name?: string; port: number 
     endpoints: eps.map((e) => ({
       addresses: [e.ip],
       hostname: e.hostname,
-      conditions: { ready: e.ready ?? true, terminating: e.terminating ?? false },
+      conditions: { ready: e.ready ?? true, ...(e.serving !== undefined ? { serving: e.serving } : {}), terminating: e.terminating ?? false },
       targetRef: e.pod ? { kind: 'Pod', namespace: ns, name: e.pod } : undefined,
     })),
   };
@@ -170,4 +170,34 @@ test('a pod is looked up for a named targetPort only when its slice has no ports
   assert.deepEqual((await r.resolve(dom('multi.shop', 80))).candidates.map((c) => [c.pod, c.port]), [['web-1', 8080]]);
   await assert.rejects(r.resolve(dom('multi.shop', 81)), /no ready endpoint/);
   assert.equal(podLookups, 0, 'no API look-up per connection');
+});
+
+test('no ready endpoint: those still serving while they terminate are used, as kube-proxy does; not-serving ones never', async () => {
+  const svcs = [svc('shop', 'roll', { clusterIP: '10.96.0.8', ports: [{ port: 80 }] })];
+  const only = (eps: Parameters<typeof slice>[3]) => {
+    const ix = new ClusterIndex(() => [objectSource(svcs, [slice('shop', 'roll', { port: 8080 }, eps)], pods)]);
+    return new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
+  };
+  const terminatingServing = { pod: 'web-1', ip: '10.0.0.1', ready: false, serving: true, terminating: true };
+  assert.deepEqual((await only([terminatingServing]).resolve(dom('roll.shop', 80))).candidates.map((c) => c.pod), ['web-1']);
+  // A ready endpoint beside it: only that one.
+  assert.deepEqual((await only([terminatingServing, { pod: 'web-2', ip: '10.0.0.2' }]).resolve(dom('roll.shop', 80))).candidates.map((c) => c.pod), ['web-2']);
+  await assert.rejects(only([{ ...terminatingServing, serving: false }]).resolve(dom('roll.shop', 80)), /no ready endpoint/);
+});
+
+test('dual-stack: a pod in the IPv4 and the IPv6 slice of its Service is one candidate', async () => {
+  const svcs = [svc('shop', 'dual', { clusterIP: '10.96.0.11', ports: [{ port: 80 }] })];
+  const v4 = { ...slice('shop', 'dual', { port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }, { pod: 'web-2', ip: '10.0.0.2' }]), metadata: { namespace: 'shop', name: 'dual-v4', labels: { 'kubernetes.io/service-name': 'dual' } } };
+  const v6 = { ...slice('shop', 'dual', { port: 8080 }, [{ pod: 'web-1', ip: 'fd00::1' }, { pod: 'web-2', ip: 'fd00::2' }]), addressType: 'IPv6', metadata: { namespace: 'shop', name: 'dual-v6', labels: { 'kubernetes.io/service-name': 'dual' } } };
+  const ix = new ClusterIndex(() => [objectSource(svcs, [v4, v6], pods)]);
+  const plan = await new Resolver({ ...cache, lookup: ix } as never, 'cluster.local').resolve(dom('dual.shop', 80));
+  assert.deepEqual(plan.candidates.map((c) => c.pod).sort(), ['web-1', 'web-2']);
+});
+
+test('a headless pod hostname names only a ready endpoint (as CoreDNS answers)', async () => {
+  const svcs = [svc('shop', 'pg', { clusterIP: 'None', ports: [{ port: 5432 }] })];
+  const sl = [{ ...slice('shop', 'pg', { port: 5432 }, [{ pod: 'db-0', ip: '10.0.0.10', hostname: 'pg-0', ready: false }]), metadata: { namespace: 'shop', name: 'pg-x', labels: { 'kubernetes.io/service-name': 'pg' } } }];
+  const ix = new ClusterIndex(() => [objectSource(svcs, sl, pods)]);
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
+  await assert.rejects(r.resolve(dom('pg-0.pg.shop.svc.cluster.local', 5432)));
 });

@@ -84,9 +84,9 @@ test('EndpointSlices: the Service, ports, and per endpoint its address, hostname
     key: 'shop/web-abc', namespace: 'shop', name: 'web-abc', resourceVersion: '12', serviceKey: 'shop/web',
     ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
     endpoints: [
-      { address: '10.0.0.1', hostname: 'web-0', ready: true, terminating: false, refKind: 'Pod', refNamespace: 'shop', refName: 'web-0', refUid: 'u-web-0' },
-      { address: '10.0.0.2', hostname: undefined, ready: undefined, terminating: undefined, refKind: 'Pod', refNamespace: undefined, refName: 'web-1', refUid: undefined },
-      { address: '192.0.2.1', hostname: undefined, ready: true, terminating: undefined, refKind: undefined, refNamespace: undefined, refName: undefined, refUid: undefined },
+      { address: '10.0.0.1', hostname: 'web-0', ready: true, serving: true, terminating: false, refKind: 'Pod', refNamespace: 'shop', refName: 'web-0', refUid: 'u-web-0' },
+      { address: '10.0.0.2', hostname: undefined, ready: undefined, serving: undefined, terminating: undefined, refKind: 'Pod', refNamespace: undefined, refName: 'web-1', refUid: undefined },
+      { address: '192.0.2.1', hostname: undefined, ready: true, serving: undefined, terminating: undefined, refKind: undefined, refNamespace: undefined, refName: undefined, refUid: undefined },
     ],
   });
   const placeholder = slimSlice({ metadata: { namespace: 'shop', name: 'idle-x', labels: { 'kubernetes.io/service-name': 'idle' } }, addressType: 'IPv4', endpoints: null, ports: null })!;
