@@ -9,6 +9,12 @@ export type ApiRequestOptions = https.RequestOptions & {
   headers: Record<string, string | string[]>;
   /** An extra CA is trusted (--extra-ca): a TLS-intercepting proxy may read what we send. */
   tlsMayBeIntercepted?: boolean;
+  /**
+   * No proxy in between: any agent given these request options (their TLS material is part of
+   * Node's pool key) reaches the server as `agent` would — so a keep-alive pool may be used
+   * instead of client-node's agent, which keeps no connection alive.
+   */
+  direct?: boolean;
 };
 
 export class ApiStatusError extends Error {
@@ -54,7 +60,7 @@ export class ApiConnection {
       headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
       delete opts.auth;
     }
-    const options: ApiRequestOptions = { ...opts, headers, ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}) };
+    const options: ApiRequestOptions = { ...opts, headers, direct: this.egress.proxy === undefined, ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}) };
     this.cached = { at: Date.now(), options };
     return options;
   }

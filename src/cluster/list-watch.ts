@@ -62,8 +62,10 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
   const options = await api.requestOptions();
   const url = api.url(path);
   const client = url.protocol === 'http:' ? http : https;
-  // A kubeconfig proxy-url brings its own agent (client-node's); else our pooled one.
-  const agent = options.agent ?? agentFor(api, url.protocol);
+  // Our pooled agent, unless a proxy is in between (a kubeconfig proxy-url, an environment proxy,
+  // a route it goes through): then the agent made for it. client-node always makes one, with no
+  // keep-alive: using it opened a connection (and a TLS handshake) per page and per watch.
+  const agent = options.direct ? agentFor(api, url.protocol) : (options.agent ?? agentFor(api, url.protocol));
   return new Promise((resolve, reject) => {
     const req = client.request(url, { ...options, agent, method: 'GET', signal, headers: { ...options.headers, Accept: 'application/json' } });
     const timer = setTimeout(() => req.destroy(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)), headersTimeoutMs);
@@ -76,10 +78,13 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
       const status = res.statusCode ?? 0;
       if (status >= 200 && status < 300) return resolve(res);
       if (status === 401) api.invalidate();
+      // The error's body gets the same bound as the headers: one that never ends must not hold
+      // the caller (a watch whose own deadline starts only once it has its response) for ever.
+      const bodyTimer = setTimeout(() => res.destroy(), headersTimeoutMs);
       readText(res, MAX_ERROR_BODY).then(
         (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`)),
         () => reject(new ApiStatusError(status, `HTTP ${status}`)),
-      );
+      ).finally(() => clearTimeout(bodyTimer));
     });
     req.end();
   });
@@ -96,6 +101,8 @@ function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('response aborted')));
     res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    // Destroyed before its end (a timeout above): settled as a failure (a no-op after 'end').
+    res.on('close', () => reject(new Error('response closed before its end')));
   });
 }
 

@@ -9,6 +9,8 @@ import { ApiConnection } from '../../src/cluster/api.js';
 export interface FakeApi {
   api: ApiConnection;
   requests: URL[];
+  /** TCP connections the server accepted. */
+  connections(): number;
   close(): Promise<void>;
 }
 
@@ -25,6 +27,8 @@ export async function startFakeApi(handler: (url: URL, res: http.ServerResponse)
     requests.push(url);
     handler(url, res);
   });
+  let connections = 0;
+  server.on('connection', () => connections++);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const kc = new KubeConfig();
@@ -37,6 +41,7 @@ export async function startFakeApi(handler: (url: URL, res: http.ServerResponse)
   return {
     api: new ApiConnection(kc),
     requests,
+    connections: () => connections,
     async close() {
       server.closeAllConnections();
       server.close();

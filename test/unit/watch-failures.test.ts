@@ -3,6 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClusterCache } from '../../src/cluster/cache.js';
+import { ApiStatusError } from '../../src/cluster/api.js';
+import { apiGet, closeAgents, listPage } from '../../src/cluster/list-watch.js';
 import { ResilientInformer } from '../../src/cluster/informer.js';
 import { SlimWatch } from '../../src/cluster/slim-watch.js';
 import { slimService } from '../../src/cluster/slim.js';
@@ -77,4 +79,34 @@ test('a server that accepts every watch and fails it at once (ERROR 500, ERROR 4
     }));
   }
   await Promise.all(runs);
+});
+
+test('lists and watches share kept-alive connections: ten list pages over one', async (t) => {
+  const fake = await startFakeApi((url, res) => {
+    const page = Number(url.searchParams.get('continue') ?? 0);
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ metadata: { resourceVersion: '10', ...(page < 9 ? { continue: String(page + 1) } : {}) }, items: [] }));
+  });
+  t.after(() => fake.close());
+  let token: string | undefined;
+  let pages = 0;
+  do {
+    token = (await listPage(fake.api, '/api/v1/services', 500, token, new AbortController().signal, 5000)).continueToken;
+    pages++;
+  } while (token);
+  closeAgents(fake.api);
+  assert.equal(pages, 10);
+  assert.equal(fake.connections(), 1, `${fake.connections()} connections for 10 pages`);
+});
+
+test('an error response whose body never ends is given up after the headers timeout', async (t) => {
+  const fake = await startFakeApi((_url, res) => {
+    res.writeHead(503, { 'Content-Type': 'application/json' });
+    res.write('{"kind":"Status",');
+  });
+  t.after(() => fake.close());
+  const started = Date.now();
+  await assert.rejects(within(apiGet(fake.api, '/api/v1/services?watch=1', new AbortController().signal, 400), 3000, 'apiGet'), (err: Error) => err instanceof ApiStatusError && err.statusCode === 503);
+  assert.ok(Date.now() - started < 2000);
+  closeAgents(fake.api);
 });
