@@ -174,10 +174,18 @@ export class ResilientInformer<T extends Slim> {
         await this.watchList(() => initialEvents++);
         return;
       } catch (err) {
+        if (this.stopped()) throw err;
         const unsupported = err instanceof ApiStatusError && (err.statusCode === 400 || err.statusCode === 422) && initialEvents === 0;
-        if (!unsupported) throw err;
-        noWatchList.add(this.api);
-        this.log.debug({ path: this.path, reason: err.message }, 'the API server does not stream initial events (watch-list); listing in pages');
+        if (unsupported) {
+          noWatchList.add(this.api);
+          this.log.debug({ path: this.path, reason: err.message }, 'the API server does not stream initial events (watch-list); listing in pages');
+        } else {
+          // Any other failure: this relist goes on as a paged LIST, as client-go's reflector falls
+          // back ("making progress is better than deadlocking", reflector.go ListAndWatch) — a
+          // watch-list that times out, or loses its query to a proxy, must not block the sync.
+          this.log.debug({ path: this.path, error: errorMessage(err), initialEvents }, 'watch-list failed; listing in pages this time');
+          this.cutByDeadline = false;
+        }
       }
     }
     await this.listPaged();
@@ -190,7 +198,10 @@ export class ResilientInformer<T extends Slim> {
     await this.watch({ sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' }, (ev) => {
       if (initialDone) return false;
       counted();
-      if (ev.type === 'BOOKMARK' && ev.object.metadata?.annotations?.[INITIAL_EVENTS_END] === 'true') {
+      if (ev.type === 'BOOKMARK') {
+        // Only the annotated bookmark ends the initial events; a plain one before it carries a
+        // resourceVersion we must not resume from (the picture under it is not complete).
+        if (ev.object.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return true;
         initialDone = true;
         this.replace(fresh, String(ev.object.metadata.resourceVersion ?? ''));
         return true;
@@ -206,7 +217,7 @@ export class ResilientInformer<T extends Slim> {
         if (s) fresh.delete(s.key);
         return true;
       }
-      return false; // BOOKMARK without the annotation, ERROR: the usual handling
+      return false; // ERROR: the usual handling
     });
     if (!initialDone) throw new Error('the watch-list ended before its initial events were complete');
   }

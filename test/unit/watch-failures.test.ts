@@ -32,6 +32,8 @@ test('stopping a per-namespace cache while a namespace\'s first list keeps faili
   assert.ok(fake.requests.some((u) => u.pathname.includes('/namespaces/other/')), 'its lists were tried');
   await within(cache.stop(), 3000, 'stop()');
   await assert.rejects(within(waiting, 1000, 'ensureNamespace'), /stopped before its first list/);
+  // A request sent just before stop() may still reach the server: count from a moment later.
+  await new Promise((r) => setTimeout(r, 300));
   const after = fake.requests.length;
   await new Promise((r) => setTimeout(r, 2500));
   assert.equal(fake.requests.length, after, 'nothing is requested after stop()');
@@ -109,4 +111,23 @@ test('an error response whose body never ends is given up after the headers time
   await assert.rejects(within(apiGet(fake.api, '/api/v1/services?watch=1', new AbortController().signal, 400), 3000, 'apiGet'), (err: Error) => err instanceof ApiStatusError && err.statusCode === 503);
   assert.ok(Date.now() - started < 2000);
   closeAgents(fake.api);
+});
+
+test('a watch-list that ends before its initial events are complete (a plain bookmark on the way) falls back to a paged LIST', async (t) => {
+  const service = (name: string) => ({ metadata: { namespace: 'shop', name, resourceVersion: '7', uid: name }, spec: { clusterIP: '10.96.0.1', ports: [{ port: 80 }] } });
+  const fake = await startFakeApi((url, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    if (url.searchParams.get('sendInitialEvents')) {
+      // One object, a bookmark without the initial-events-end annotation, then the end.
+      return res.end([{ type: 'ADDED', object: service('a') }, { type: 'BOOKMARK', object: { metadata: { resourceVersion: '20' } } }].map((e) => `${JSON.stringify(e)}\n`).join(''));
+    }
+    if (url.searchParams.get('watch')) return res.flushHeaders();
+    res.end(JSON.stringify({ metadata: { resourceVersion: '21' }, items: [service('a'), service('b')] }));
+  });
+  t.after(() => fake.close());
+  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', createLogger('silent'), () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  t.after(() => inf.stop());
+  await within(inf.start(), 5000, 'first sync');
+  assert.deepEqual([...inf.list()].map((s) => s.name).sort(), ['a', 'b'], 'the whole picture, from the LIST');
+  assert.ok(fake.requests.some((u) => !u.searchParams.get('watch')), 'a LIST was made');
 });
