@@ -3,17 +3,14 @@
 // default 15 s). When any hop drops, the whole chain is down: open streams end, and it is opened
 // again in the background with backoff. Every stream is a direct-tcpip channel (RFC 4254 §7.2)
 // from the last hop, naming the destination as the client wrote it — the far end resolves it.
-import { spawn } from 'node:child_process';
 import { Duplex } from 'node:stream';
-import { loadSsh2 } from './ssh2-lib.js';
 import type { Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';
 import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import { authHandler, loadCredentials } from './auth.js';
 import { describeHop, type SshHop } from './chain.js';
-import { channelOpenError, hopError, HostKeyRefusal } from './failures.js';
-import { verifyHostKey } from './host-key-check.js';
+import { channelOpenError, hopError } from './failures.js';
+import { forwardOut, login, proxyCommandStream } from './hop-login.js';
 
 export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
 
@@ -201,63 +198,6 @@ export class SshChainConnection {
     this.clients = [];
     for (const c of [...clients].reverse()) c.end();
   }
-}
-
-async function login(hop: SshHop, sock: Duplex | undefined): Promise<Client> {
-  const ssh2 = await loadSsh2();
-  const credentials = loadCredentials(hop);
-  const client = new ssh2.Client();
-  let refusal: HostKeyRefusal | undefined;
-  return new Promise<Client>((resolve, reject) => {
-    client.once('ready', () => {
-      client.removeAllListeners('error');
-      client.on('error', () => undefined);
-      // ssh2 leaves Nagle on: a stream's small writes (a request, an echo) would wait for the
-      // peer's delayed ACK, ~40 ms each. OpenSSH sets TCP_NODELAY too (sshconnect.c).
-      if (!sock) client.setNoDelay(true);
-      resolve(client);
-    });
-    client.once('error', (err: Error & { level?: string }) => {
-      client.end();
-      sock?.destroy();
-      reject(refusal ?? hopError(err, hop));
-    });
-    client.once('close', () => reject(refusal ?? hopError(new Error('connection closed during login'), hop)));
-    client.connect({
-      ...(sock ? { sock } : { host: hop.hostName, port: hop.port, ...(hop.family === 4 ? { forceIPv4: true } : hop.family === 6 ? { forceIPv6: true } : {}) }),
-      username: hop.user,
-      // ssh2 takes `false` for "no more methods" (client.js doNextAuth); its typings leave it out.
-      authHandler: authHandler(hop.user, credentials) as never,
-      hostVerifier: (key: Buffer) => {
-        refusal = verifyHostKey(hop, key);
-        return refusal === undefined;
-      },
-      keepaliveInterval: hop.serverAliveIntervalMs,
-      keepaliveCountMax: hop.serverAliveCountMax,
-      readyTimeout: hop.connectTimeoutMs ?? 20_000,
-    });
-  });
-}
-
-function forwardOut(client: Client, host: string, port: number): Promise<ClientChannel> {
-  return new Promise((resolve, reject) => {
-    try {
-      client.forwardOut('127.0.0.1', 0, host, port, (err, channel) => (err ? reject(err) : resolve(channel)));
-    } catch (err) {
-      reject(err as Error);
-    }
-  });
-}
-
-/** ProxyCommand: run with the user's shell as ssh does (sshconnect.c: $SHELL -c "exec …"). */
-function proxyCommandStream(command: string, log: Logger | undefined): Duplex {
-  const child = spawn(process.env.SHELL || '/bin/sh', ['-c', `exec ${command}`], { stdio: ['pipe', 'pipe', 'pipe'] });
-  child.stderr.on('data', (chunk: Buffer) => log?.debug({ proxyCommand: command.split(/\s/)[0], stderr: chunk.toString('utf8').trim().slice(0, 300) }, 'ProxyCommand stderr'));
-  const stream = Duplex.from({ readable: child.stdout, writable: child.stdin });
-  child.once('error', (err) => stream.destroy(err));
-  child.once('exit', () => stream.push(null));
-  stream.once('close', () => child.kill());
-  return stream;
 }
 
 function abortedError(err: unknown, signal: AbortSignal, what: string): unknown {
