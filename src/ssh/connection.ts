@@ -67,8 +67,15 @@ export class SshChainConnection {
     const client = await abortable(this.connection(), signal).catch((err: unknown) => {
       throw abortedError(err, signal, `connecting to ${this.describe()}`);
     });
-    const channel = await abortable(forwardOut(client, host, port), signal).catch((err: unknown) => {
-      if (signal.aborted) throw abortedError(err, signal, `opening ${host}:${port} through ${this.describe()}`);
+    const opening = forwardOut(client, host, port);
+    const channel = await abortable(opening, signal).catch((err: unknown) => {
+      if (signal.aborted) {
+        // The hop goes on opening the channel (there is no cancelling a CHANNEL_OPEN, RFC 4254
+        // §5.1): close it when it is confirmed, or the hop keeps its connection to the
+        // destination for as long as the chain lives.
+        opening.then((late) => late.destroy(), () => undefined);
+        throw abortedError(err, signal, `opening ${host}:${port} through ${this.describe()}`);
+      }
       throw channelOpenError(err, host, port, this.hops.at(-1)!);
     });
     if (signal.aborted) {
