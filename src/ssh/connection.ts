@@ -10,7 +10,7 @@ import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { describeHop, type SshHop } from './chain.js';
 import { channelOpenError, hopError } from './failures.js';
-import { forwardOut, login, proxyCommandStream } from './hop-login.js';
+import { login, openChannel, proxyCommandStream } from './hop-login.js';
 
 export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
 
@@ -32,6 +32,8 @@ export interface ChainOptions {
 
 export class SshChainConnection {
   private clients: Client[] = [];
+  /** Aborted when the hops in `clients` are torn down, to stop the login still under way. */
+  private stopLogins: AbortController | undefined;
   private state: ChainState = 'idle';
   private attempt: Promise<Client> | undefined;
   private lastError: ProxyError | undefined;
@@ -63,19 +65,12 @@ export class SshChainConnection {
    * a ProxyError naming the hop that failed.
    */
   async dial(host: string, port: number, signal: AbortSignal): Promise<Duplex> {
-    if (this.state === 'closed') throw new ConnectTimeoutError(`the ssh route to ${this.describe()} is closed`);
+    if (this.state === 'closed') throw this.closedError();
     const client = await abortable(this.connection(), signal).catch((err: unknown) => {
       throw abortedError(err, signal, `connecting to ${this.describe()}`);
     });
-    const opening = forwardOut(client, host, port);
-    const channel = await abortable(opening, signal).catch((err: unknown) => {
-      if (signal.aborted) {
-        // The hop goes on opening the channel (there is no cancelling a CHANNEL_OPEN, RFC 4254
-        // §5.1): close it when it is confirmed, or the hop keeps its connection to the
-        // destination for as long as the chain lives.
-        opening.then((late) => late.destroy(), () => undefined);
-        throw abortedError(err, signal, `opening ${host}:${port} through ${this.describe()}`);
-      }
+    const channel = await openChannel(client, host, port, signal).catch((err: unknown) => {
+      if (signal.aborted) throw abortedError(err, signal, `opening ${host}:${port} through ${this.describe()}`);
       throw channelOpenError(err, host, port, this.hops.at(-1)!);
     });
     if (signal.aborted) {
@@ -120,7 +115,7 @@ export class SshChainConnection {
         this.attempt = undefined;
         if (this.state === 'closed') {
           this.teardown();
-          throw new ConnectTimeoutError(`the ssh route to ${this.describe()} is closed`);
+          throw this.closedError();
         }
         this.state = 'up';
         this.connects++;
@@ -160,21 +155,32 @@ export class SshChainConnection {
     this.retryTimer.unref();
   }
 
-  /** Logs in to every hop in turn; any hop closing later takes the whole chain down. */
+  /**
+   * Logs in to every hop in turn; any hop closing later takes the whole chain down. A teardown
+   * while this runs (close(), or a hop already up dropping) gives up the login under way, and
+   * ends a login that completed regardless: the hops are no longer anyone's to end.
+   */
   private async open(): Promise<Client> {
     const clients: Client[] = [];
+    const stop = new AbortController();
     this.clients = clients;
+    this.stopLogins = stop;
     for (let i = 0; i < this.hops.length; i++) {
       const hop = this.hops[i]!;
       let sock: Duplex | undefined;
       if (i > 0) {
-        sock = await forwardOut(clients[i - 1]!, hop.hostName, hop.port).catch((err: unknown) => {
-          throw hopError(err, hop, `${describeHop(this.hops[i - 1]!)} cannot reach it`);
+        sock = await openChannel(clients[i - 1]!, hop.hostName, hop.port, stop.signal).catch((err: unknown) => {
+          throw stop.signal.aborted ? err : hopError(err, hop, `${describeHop(this.hops[i - 1]!)} cannot reach it`);
         });
       } else if (hop.proxyCommand) {
         sock = proxyCommandStream(hop.proxyCommand, this.options.log);
       }
-      const client = await login(hop, sock);
+      const client = await login(hop, sock, stop.signal);
+      if (stop.signal.aborted) {
+        // Logged in just as the chain was torn down.
+        client.end();
+        throw stop.signal.reason;
+      }
       clients.push(client);
       client.on('close', () => this.dropped(clients, hop));
       client.on('error', (err) => this.options.log?.debug({ hop: hop.alias, err: err.message }, 'ssh hop error'));
@@ -191,7 +197,7 @@ export class SshChainConnection {
     const error = hopError(new Error('connection closed'), hop, 'the connection dropped');
     for (const channel of this.channels) Duplex.prototype.destroy.call(channel, error);
     this.channels.clear();
-    this.teardown();
+    this.teardown(error);
     if (!wasUp) return;
     this.failed(error);
     // The first retry after a drop goes at once: the common case is a network change.
@@ -200,7 +206,14 @@ export class SshChainConnection {
     this.start().catch(() => undefined);
   }
 
-  private teardown(): void {
+  private closedError(): ConnectTimeoutError {
+    return new ConnectTimeoutError(`the ssh route to ${this.describe()} is closed`);
+  }
+
+  /** Ends the hops that are up, the last first, and gives up a login under way. */
+  private teardown(reason: unknown = this.closedError()): void {
+    this.stopLogins?.abort(reason);
+    this.stopLogins = undefined;
     const clients = this.clients;
     this.clients = [];
     for (const c of [...clients].reverse()) c.end();

@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { Duplex } from 'node:stream';
 import type { Client, ClientChannel } from 'ssh2';
+import { abortable } from '../core/abort.js';
 import type { Logger } from '../core/log.js';
 import { loadSsh2 } from './ssh2-lib.js';
 import { authHandler, loadCredentials } from './auth.js';
@@ -10,13 +11,27 @@ import type { SshHop } from './chain.js';
 import { hopError, HostKeyRefusal } from './failures.js';
 import { verifyHostKey } from './host-key-check.js';
 
-export async function login(hop: SshHop, sock: Duplex | undefined): Promise<Client> {
+/**
+ * Logs in to `hop` (over `sock` when given, else TCP). When `stop` aborts first, the login is
+ * given up: the connection is ended and the promise rejects with the signal's reason.
+ */
+export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal): Promise<Client> {
   const ssh2 = await loadSsh2();
   const credentials = loadCredentials(hop);
   const client = new ssh2.Client();
   let refusal: HostKeyRefusal | undefined;
   return new Promise<Client>((resolve, reject) => {
+    const fail = (err: unknown) => {
+      stop.removeEventListener('abort', onStop);
+      client.end();
+      sock?.destroy();
+      reject(err);
+    };
+    const onStop = () => fail(stop.reason);
+    if (stop.aborted) return onStop();
+    stop.addEventListener('abort', onStop, { once: true });
     client.once('ready', () => {
+      stop.removeEventListener('abort', onStop);
       client.removeAllListeners('error');
       client.on('error', () => undefined);
       // ssh2 leaves Nagle on: a stream's small writes (a request, an echo) would wait for the
@@ -24,12 +39,8 @@ export async function login(hop: SshHop, sock: Duplex | undefined): Promise<Clie
       if (!sock) client.setNoDelay(true);
       resolve(client);
     });
-    client.once('error', (err: Error & { level?: string }) => {
-      client.end();
-      sock?.destroy();
-      reject(refusal ?? hopError(err, hop));
-    });
-    client.once('close', () => reject(refusal ?? hopError(new Error('connection closed during login'), hop)));
+    client.once('error', (err: Error & { level?: string }) => fail(refusal ?? hopError(err, hop)));
+    client.once('close', () => fail(refusal ?? hopError(new Error('connection closed during login'), hop)));
     client.connect({
       ...(sock ? { sock } : { host: hop.hostName, port: hop.port, ...(hop.family === 4 ? { forceIPv4: true } : hop.family === 6 ? { forceIPv6: true } : {}) }),
       username: hop.user,
@@ -46,7 +57,21 @@ export async function login(hop: SshHop, sock: Duplex | undefined): Promise<Clie
   });
 }
 
-export function forwardOut(client: Client, host: string, port: number): Promise<ClientChannel> {
+/**
+ * A direct-tcpip channel to host:port from `client`'s hop, or a rejection with the signal's
+ * reason as soon as it aborts. The hop goes on opening the channel (a CHANNEL_OPEN cannot be
+ * called off, RFC 4254 §5.1): one confirmed after the abort is closed when it arrives, or the
+ * hop would keep its connection to the destination for as long as the chain lives.
+ */
+export function openChannel(client: Client, host: string, port: number, signal: AbortSignal): Promise<ClientChannel> {
+  const opening = forwardOut(client, host, port);
+  return abortable(opening, signal).catch((err: unknown) => {
+    if (signal.aborted) opening.then((late) => late.destroy(), () => undefined);
+    throw err;
+  });
+}
+
+function forwardOut(client: Client, host: string, port: number): Promise<ClientChannel> {
   return new Promise((resolve, reject) => {
     try {
       client.forwardOut('127.0.0.1', 0, host, port, (err, channel) => (err ? reject(err) : resolve(channel)));

@@ -25,3 +25,22 @@ test('a stream abandoned while the hop opens its channel: the channel is closed 
     await server.close();
   }
 });
+
+test('close() during a login: the login is ended, not kept alive by a chain that is gone', async () => {
+  const server = await startSsh2Server({ authDelayMs: 400 });
+  const chain = new SshChainConnection([server.hop()]);
+  try {
+    const connecting = chain.connect();
+    const failed = assert.rejects(connecting, /the ssh route to hop is closed/);
+    await eventually(() => server.connections.size === 1, 5000, 'no connection reached the hop');
+    await chain.close();
+    assert.equal(chain.status().state, 'closed');
+    await failed;
+    // The hop sees the session go, whether it was still logging in or had just finished: nothing
+    // keeps an SSH connection (and its keepalive timer) for a closed route.
+    await eventually(() => server.connections.size === 0, 3000, 'the session logged in after close() stayed open');
+    assert.equal(chain.status().state, 'closed');
+  } finally {
+    await server.close();
+  }
+});
