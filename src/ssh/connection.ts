@@ -28,6 +28,8 @@ export interface ChainOptions {
   /** First retry delay after a failure or a drop; doubles up to maxBackoffMs. */
   initialBackoffMs?: number;
   maxBackoffMs?: number;
+  /** How long the chain must stay up for a drop to count as a new failure (the backoff resets). */
+  stableAfterMs?: number;
 }
 
 export class SshChainConnection {
@@ -41,6 +43,7 @@ export class SshChainConnection {
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly channels = new Set<ClientChannel>();
   private connects = 0;
+  private upSince = 0;
 
   constructor(
     readonly hops: SshHop[],
@@ -120,7 +123,9 @@ export class SshChainConnection {
         this.state = 'up';
         this.connects++;
         this.lastError = undefined;
-        this.backoffMs = this.options.initialBackoffMs ?? 500;
+        // The backoff is not reset here but when the chain has held (dropped()): a hop that ends
+        // each session right after login would otherwise be logged in to without pause.
+        this.upSince = Date.now();
         this.options.log?.info({ chain: this.describe() }, 'ssh chain up');
         return client;
       },
@@ -135,12 +140,15 @@ export class SshChainConnection {
     return attempt;
   }
 
-  private failed(err: ProxyError): void {
+  private failed(err: ProxyError, retryAtOnce = false): void {
     if (this.state === 'closed') return;
     this.state = 'down';
     this.lastError = err;
-    this.options.log?.warn({ chain: this.describe(), err: err.message, retryInMs: this.backoffMs }, 'ssh chain down');
-    this.scheduleRetry();
+    this.options.log?.warn({ chain: this.describe(), err: err.message, retryInMs: retryAtOnce ? 0 : this.backoffMs }, 'ssh chain down');
+    if (!retryAtOnce) return this.scheduleRetry();
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.start().catch(() => undefined);
   }
 
   /** Keeps the chain: retries in the background, the delay doubling up to maxBackoffMs. */
@@ -199,11 +207,13 @@ export class SshChainConnection {
     this.channels.clear();
     this.teardown(error);
     if (!wasUp) return;
-    this.failed(error);
-    // The first retry after a drop goes at once: the common case is a network change.
-    clearTimeout(this.retryTimer);
-    this.retryTimer = undefined;
-    this.start().catch(() => undefined);
+    // A chain that held for a while and dropped is opened again at once, the backoff starting
+    // over: the common case is a network change. One that drops soon after its login (a hop
+    // that lets us in and then closes the connection) is a failure like any other, retried
+    // after the backoff, which keeps growing (0.5 s doubling to 30 s by default).
+    const held = Date.now() - this.upSince >= (this.options.stableAfterMs ?? 30_000);
+    if (held) this.backoffMs = this.options.initialBackoffMs ?? 500;
+    this.failed(error, held);
   }
 
   private closedError(): ConnectTimeoutError {

@@ -44,3 +44,33 @@ test('close() during a login: the login is ended, not kept alive by a chain that
     await server.close();
   }
 });
+
+test('a hop that ends every session right after login is retried with backoff, not at once each time', async () => {
+  const server = await startSsh2Server({ endAfterLoginMs: 20 });
+  const chain = new SshChainConnection([server.hop()], { initialBackoffMs: 200, maxBackoffMs: 1000 });
+  try {
+    await chain.connect();
+    await new Promise((r) => setTimeout(r, 2500));
+    // Logins at about 0, 0.2, 0.6, 1.4 and 2.4 s (each drop waits 200, 400, 800, 1000 ms); a
+    // chain that reconnected at every drop logged in dozens of times.
+    assert.ok(server.logins >= 3 && server.logins <= 6, `${server.logins} logins in 2.5 s`);
+    assert.match(chain.status().lastError ?? '', /ssh hop hop .*the connection dropped/);
+  } finally {
+    await chain.close();
+    await server.close();
+  }
+});
+
+test('a chain that stayed up a while and drops is opened again at once (a network change), backoff reset', async () => {
+  const server = await startSsh2Server({ endAfterLoginMs: 400 });
+  // Up for 300 ms counts as stable here (30 s by default): each drop, 400 ms after its login,
+  // reconnects at once, though the backoff would be seconds.
+  const chain = new SshChainConnection([server.hop()], { initialBackoffMs: 5000, maxBackoffMs: 10_000, stableAfterMs: 300 });
+  try {
+    await chain.connect();
+    await eventually(() => server.logins >= 3, 3000, `only ${server.logins} logins: the drops waited for the backoff`);
+  } finally {
+    await chain.close();
+    await server.close();
+  }
+});
