@@ -183,7 +183,7 @@ export class SshChainConnection {
       } else if (hop.proxyCommand) {
         sock = proxyCommandStream(hop.proxyCommand, this.options.log);
       }
-      const client = await login(hop, sock, stop.signal);
+      const client = await login(hop, sock, stop.signal, this.options.log);
       if (stop.signal.aborted) {
         // Logged in just as the chain was torn down.
         client.end();

@@ -49,8 +49,11 @@ export function channelOpenError(err: unknown, host: string, port: number, lastH
   }
 }
 
-/** A hop that failed: unreachable (0x04), timed out, or refused us (0x01), named with its address. */
-export function hopError(err: unknown, hop: SshHop, context?: string): ProxyError {
+/**
+ * A hop that failed: unreachable (0x04), timed out, or refused us (0x01), named with its address.
+ * `authNote` is added when authentication failed (what became of the agent).
+ */
+export function hopError(err: unknown, hop: SshHop, context?: string, authNote?: string): ProxyError {
   if (err instanceof HostKeyRefusal) return err;
   const e = err as Error & { level?: string; code?: string; reason?: unknown };
   const name = `ssh hop ${describeHop(hop)}`;
@@ -60,7 +63,7 @@ export function hopError(err: unknown, hop: SshHop, context?: string): ProxyErro
     const why = errorMessage(err).replace(/^\(SSH\) Channel open failure: /, '');
     return new HostUnreachableError(`${name} is unreachable: ${detail}${why ? ` (${why})` : ''}`, { cause: err });
   }
-  if (e.level === 'client-authentication') return new UpstreamHopError(`${name} refused our keys (publickey authentication failed)`, { cause: err });
+  if (e.level === 'client-authentication') return new UpstreamHopError(`${name} refused our keys (publickey authentication failed${authNote ? `; ${authNote}` : ''})`, { cause: err });
   if (e.level === 'client-timeout') return new HostUnreachableError(`${name} did not complete the SSH handshake in time`, { cause: err });
   if (e.level === 'client-socket' || e.code) return new HostUnreachableError(`${name} is unreachable: ${e.code ?? ''} ${errorMessage(err)}`.replace(/\s+/g, ' ').trim(), { cause: err });
   if (e.level === 'protocol' || e.level === 'client-ssh') return new UpstreamHopError(`${name}: SSH protocol failure: ${errorMessage(err)}`, { cause: err });

@@ -15,11 +15,12 @@ import { verifyHostKey } from './host-key-check.js';
  * Logs in to `hop` (over `sock` when given, else TCP). When `stop` aborts first, the login is
  * given up: the connection is ended and the promise rejects with the signal's reason.
  */
-export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal): Promise<Client> {
+export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal, log?: Logger): Promise<Client> {
   const ssh2 = await loadSsh2();
   const credentials = loadCredentials(hop);
   const client = new ssh2.Client();
   let refusal: HostKeyRefusal | undefined;
+  let agentFailure: Error | undefined;
   return new Promise<Client>((resolve, reject) => {
     const fail = (err: unknown) => {
       stop.removeEventListener('abort', onStop);
@@ -32,6 +33,7 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
     stop.addEventListener('abort', onStop, { once: true });
     client.once('ready', () => {
       stop.removeEventListener('abort', onStop);
+      client.off('close', onClose);
       client.removeAllListeners('error');
       client.on('error', () => undefined);
       // ssh2 leaves Nagle on: a stream's small writes (a request, an echo) would wait for the
@@ -39,8 +41,23 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
       if (!sock) client.setNoDelay(true);
       resolve(client);
     });
-    client.once('error', (err: Error & { level?: string }) => fail(refusal ?? hopError(err, hop)));
-    client.once('close', () => fail(refusal ?? hopError(new Error('connection closed during login'), hop)));
+    client.on('error', (err: Error & { level?: string }) => {
+      if (err.level === 'agent') {
+        // The agent could not be used (a dead agent's socket left behind, or it would not
+        // sign): ssh2 goes on to the next method, the IdentityFiles, as ssh does
+        // (sshconnect2.c pubkey_prepare notes the agent error and carries on).
+        agentFailure = err;
+        log?.warn({ hop: hop.alias, agent: credentials.agentSocket, err: err.message }, 'ssh-agent not usable; trying the IdentityFiles');
+        return;
+      }
+      if (!loginFatal(err)) {
+        log?.warn({ hop: hop.alias, err: err.message }, 'an IdentityFile could not sign; trying the next');
+        return;
+      }
+      fail(refusal ?? hopError(err, hop, undefined, agentFailure && `the ssh-agent at ${credentials.agentSocket} could not be used: ${agentFailure.message}`));
+    });
+    const onClose = () => fail(refusal ?? hopError(new Error('connection closed during login'), hop));
+    client.once('close', onClose);
     client.connect({
       ...(sock ? { sock } : { host: hop.hostName, port: hop.port, ...(hop.family === 4 ? { forceIPv4: true } : hop.family === 6 ? { forceIPv6: true } : {}) }),
       username: hop.user,
@@ -55,6 +72,17 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
       readyTimeout: hop.connectTimeoutMs ?? 20_000,
     });
   });
+}
+
+/**
+ * Whether an error ssh2 emits during login ends it. ssh2 emits some and carries on with the next
+ * authentication method (client.js): level 'agent' (the agent could not be reached or would not
+ * sign) and a key that failed to sign ("Error while signing…", level 'client-authentication',
+ * which is also the level of the final "All configured authentication methods failed").
+ */
+function loginFatal(err: Error & { level?: string }): boolean {
+  if (err.level === 'agent') return false;
+  return !(err.level === 'client-authentication' && /^Error (while signing|signing data)/.test(err.message));
 }
 
 /**

@@ -196,3 +196,30 @@ test('IdentitiesOnly: of the agent\'s keys only the IdentityFiles\' are offered'
     await named.close();
   }
 });
+
+test('a dead ssh-agent (its socket left behind) is passed over as ssh passes it over: the IdentityFile logs in', { skip: unavailable }, async () => {
+  // What an agent that was killed leaves: the socket file, with no one accepting on it.
+  const stale = `${lab.dir}/dead-agent.sock`;
+  execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(stale)}, () => process.exit(0))`]);
+  const kh = knownHosts('kh-dead-agent', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+  const route = sshRoute(lab.writeConfig('config-dead-agent', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: stale });
+  await route.start();
+  try {
+    await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
+    assert.equal(route.status().details?.connects, 1);
+  } finally {
+    await route.close();
+  }
+  // With nothing else to log in with, the refusal says what became of the agent.
+  const agentOnly = sshRoute(lab.writeConfig('config-dead-agent-only', { all: [`IdentityFile ${lab.dir}/no-such-key`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: stale });
+  await agentOnly.start();
+  try {
+    await assert.rejects(openThrough(agentOnly, TARGET.ip, TARGET.echoPort), (err: unknown) => {
+      assert.ok(err instanceof UpstreamHopError, String(err));
+      assert.match(err.message, /ssh hop jump1 .*refused our keys \(publickey authentication failed; the ssh-agent at \S+dead-agent\.sock could not be used: Failed to connect to agent\)/);
+      return true;
+    });
+  } finally {
+    await agentOnly.close();
+  }
+});
