@@ -2,14 +2,14 @@
 // hop before, or over a ProxyCommand's stdin/stdout), and opening direct-tcpip channels.
 import { spawn } from 'node:child_process';
 import { Duplex } from 'node:stream';
-import type { Client, ClientChannel } from 'ssh2';
+import type { Algorithms as AlgorithmsOption, Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';
 import type { Logger } from '../core/log.js';
 import { loadSsh2 } from './ssh2-lib.js';
 import { authHandler, loadCredentials } from './auth.js';
 import type { SshHop } from './chain.js';
 import { hopError, HostKeyRefusal } from './failures.js';
-import { verifyHostKey } from './host-key-check.js';
+import { preferredHostKeyAlgorithms, verifyHostKey } from './host-key-check.js';
 
 /**
  * Logs in to `hop` (over `sock` when given, else TCP). When `stop` aborts first, the login is
@@ -67,11 +67,19 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
         refusal = verifyHostKey(hop, key);
         return refusal === undefined;
       },
+      ...hostKeyAlgorithms(hop),
       keepaliveInterval: hop.serverAliveIntervalMs,
       keepaliveCountMax: hop.serverAliveCountMax,
       readyTimeout: hop.connectTimeoutMs ?? 20_000,
     });
   });
+}
+
+/** The known key types' algorithms moved to the front of ssh2's default list, the rest kept after. */
+function hostKeyAlgorithms(hop: SshHop): { algorithms?: AlgorithmsOption } {
+  const first = preferredHostKeyAlgorithms(hop);
+  // ssh2 applies these to its default list in this order: take them out, put them in front.
+  return first.length > 0 ? { algorithms: { serverHostKey: { remove: first, prepend: first, append: [] } } } : {};
 }
 
 /**

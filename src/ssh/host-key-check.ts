@@ -3,12 +3,44 @@
 // appends it; a changed or revoked key is always refused. Refusals print the SHA256 fingerprint.
 import { describeHop, type SshHop } from './chain.js';
 import { HostKeyRefusal } from './failures.js';
-import { appendHostKey, checkHostKey, fingerprint, keyType, knownHostsName } from './known-hosts.js';
+import type { ServerHostKeyAlgorithm } from 'ssh2';
+import { appendHostKey, checkHostKey, fingerprint, keyType, knownHostsName, knownKeyTypes } from './known-hosts.js';
+
+/** The host key algorithms that verify a key of each type listed in known_hosts. */
+const ALGORITHMS_FOR_KEY_TYPE: Record<string, ServerHostKeyAlgorithm[]> = {
+  'ssh-ed25519': ['ssh-ed25519'],
+  'ecdsa-sha2-nistp256': ['ecdsa-sha2-nistp256'],
+  'ecdsa-sha2-nistp384': ['ecdsa-sha2-nistp384'],
+  'ecdsa-sha2-nistp521': ['ecdsa-sha2-nistp521'],
+  'ssh-rsa': ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'],
+};
+/** ssh2's default order (lib/protocol/constants.js DEFAULT_SERVER_HOST_KEY). */
+const DEFAULT_ORDER = Object.values(ALGORITHMS_FOR_KEY_TYPE).flat();
+
+/**
+ * The host key algorithms to ask the hop for first: those of the key types known_hosts lists
+ * for it, in ssh2's default order; ssh2's other defaults follow (see login). Without this ssh2
+ * asks for ed25519 first, and a host that has one but is known by its RSA or ECDSA key would be
+ * refused as unknown (or, with accept-new, get a second key appended). OpenSSH does the same
+ * (sshconnect2.c order_hostkeyalgs, user and global known_hosts files).
+ */
+export function preferredHostKeyAlgorithms(hop: SshHop): ServerHostKeyAlgorithm[] {
+  const types = knownKeyTypes(knownHostsFiles(hop), knownHostsNameOf(hop));
+  return DEFAULT_ORDER.filter((alg) => [...types].some((t) => ALGORITHMS_FOR_KEY_TYPE[t]?.includes(alg)));
+}
+
+function knownHostsNameOf(hop: SshHop): string {
+  return hop.hostKeyAlias ?? knownHostsName(hop.hostName, hop.port);
+}
+
+function knownHostsFiles(hop: SshHop): string[] {
+  return [...hop.knownHostsFiles, ...hop.globalKnownHostsFiles];
+}
 
 /** undefined when the key is accepted; else the refusal to report. */
 export function verifyHostKey(hop: SshHop, key: Buffer): HostKeyRefusal | undefined {
-  const name = hop.hostKeyAlias ?? knownHostsName(hop.hostName, hop.port);
-  const files = [...hop.knownHostsFiles, ...hop.globalKnownHostsFiles];
+  const name = knownHostsNameOf(hop);
+  const files = knownHostsFiles(hop);
   const verdict = checkHostKey(files, name, key);
   const shown = `${keyType(key)} ${fingerprint(key)}`;
   const hopName = `ssh hop ${describeHop(hop)}`;

@@ -81,6 +81,28 @@ export function checkHostKey(files: string[], name: string, key: Buffer): HostKe
   return known ?? changed ?? { status: 'unknown' };
 }
 
+/**
+ * The key types listed for `name` (plain entries; @revoked and @cert-authority lines name no key
+ * the host may use): which host key algorithms to ask the host for first.
+ */
+export function knownKeyTypes(files: string[], name: string): Set<string> {
+  const types = new Set<string>();
+  for (const file of files) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n')) {
+      const [hosts, type, blob] = line.trim().split(/\s+/);
+      if (!hosts || !type || !blob || hosts.startsWith('#') || hosts.startsWith('@')) continue;
+      if (hostMatches(hosts, name)) types.add(type);
+    }
+  }
+  return types;
+}
+
 /** Appends "name type base64" (hashed when HashKnownHosts is on), creating the file as ssh does. */
 export function appendHostKey(file: string, name: string, key: Buffer, hash: boolean): void {
   let field = name;

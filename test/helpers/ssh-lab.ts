@@ -39,8 +39,8 @@ export interface SshLab {
   /** Unencrypted user key, and a passphrase-protected copy of another key (for the agent). */
   userKey: string;
   encryptedKey: string;
-  /** "name type base64" lines for known_hosts. */
-  knownHostsLines: { jump1: string; jump2: string };
+  /** "name type base64" lines for known_hosts (jump1 also has an RSA and an ECDSA host key). */
+  knownHostsLines: { jump1: string; jump2: string; jump1Rsa: string; jump1Ecdsa: string };
   /** SHA256 fingerprints as ssh-keygen -l prints them. */
   fingerprints: { jump1: string; jump2: string };
   /** Starts an ssh-agent holding the encrypted key; returns its socket. */
@@ -116,13 +116,14 @@ async function waitFor(child: ChildProcess, pattern: RegExp, what: string): Prom
   });
 }
 
-function sshdConfig(dir: string, name: string, listen?: string): string {
+function sshdConfig(dir: string, name: string, listen?: string, moreHostKeys: string[] = []): string {
   const file = path.join(dir, `${name}_sshd_config`);
   writeFileSync(
     file,
     [
       ...(listen ? [`ListenAddress ${listen}`] : []),
       `HostKey ${dir}/${name}_host_key`,
+      ...moreHostKeys.map((k) => `HostKey ${dir}/${k}`),
       `PidFile ${dir}/${name}.pid`,
       `AuthorizedKeysFile ${dir}/authorized_keys`,
       'PermitRootLogin prohibit-password',
@@ -193,11 +194,14 @@ export async function startSshLab(): Promise<SshLab> {
     writeFileSync(`/etc/netns/${ns.b}/hosts`, `127.0.0.1 localhost\n${TARGET.ip} ${TARGET.name}\n`);
 
     for (const name of ['jump1', 'jump2']) run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', name, '-f', `${dir}/${name}_host_key`]);
+    // jump1 has the three key types a stock sshd generates; clients prefer ed25519 of them.
+    run('ssh-keygen', ['-q', '-t', 'rsa', '-b', '2048', '-N', '', '-C', 'jump1', '-f', `${dir}/jump1_host_key_rsa`]);
+    run('ssh-keygen', ['-q', '-t', 'ecdsa', '-N', '', '-C', 'jump1', '-f', `${dir}/jump1_host_key_ecdsa`]);
     run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'user', '-f', `${dir}/user_key`]);
     run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', 'not-typed-by-anyone', '-C', 'agent', '-f', `${dir}/agent_key`]);
     writeFileSync(`${dir}/authorized_keys`, readFileSync(`${dir}/user_key.pub`, 'utf8') + readFileSync(`${dir}/agent_key.pub`, 'utf8'));
 
-    const cfg1 = sshdConfig(dir, 'jump1');
+    const cfg1 = sshdConfig(dir, 'jump1', undefined, ['jump1_host_key_rsa', 'jump1_host_key_ecdsa']);
     const cfg2 = sshdConfig(dir, 'jump2', `${JUMP2.host}:${JUMP2.port}`);
     const jump2 = spawned(spawn('ip', ['netns', 'exec', ns.b, '/usr/sbin/sshd', '-D', '-e', '-f', cfg2], { stdio: ['ignore', 'pipe', 'pipe'] }));
     await waitFor(jump2, /Server listening on/, 'jump2 sshd');
@@ -228,7 +232,7 @@ export async function startSshLab(): Promise<SshLab> {
     await once(listener, 'listening');
     const jump1Port = (listener.address() as net.AddressInfo).port;
 
-    const line = (name: string, label: string) => `${label} ${readFileSync(`${dir}/${name}_host_key.pub`, 'utf8').trim().split(/\s+/).slice(0, 2).join(' ')}`;
+    const line = (name: string, label: string, suffix = '') => `${label} ${readFileSync(`${dir}/${name}_host_key${suffix}.pub`, 'utf8').trim().split(/\s+/).slice(0, 2).join(' ')}`;
     const fp = (name: string) => run('ssh-keygen', ['-l', '-f', `${dir}/${name}_host_key.pub`]).split(/\s+/)[1]!;
     let agent: ChildProcess | undefined;
 
@@ -239,7 +243,12 @@ export async function startSshLab(): Promise<SshLab> {
       jump1Command: `ip netns exec ${ns.a} /usr/sbin/sshd -i -f ${cfg1}`,
       userKey: `${dir}/user_key`,
       encryptedKey: `${dir}/agent_key`,
-      knownHostsLines: { jump1: line('jump1', `[127.0.0.1]:${jump1Port}`), jump2: line('jump2', `[${JUMP2.host}]:${JUMP2.port}`) },
+      knownHostsLines: {
+        jump1: line('jump1', `[127.0.0.1]:${jump1Port}`),
+        jump2: line('jump2', `[${JUMP2.host}]:${JUMP2.port}`),
+        jump1Rsa: line('jump1', `[127.0.0.1]:${jump1Port}`, '_rsa'),
+        jump1Ecdsa: line('jump1', `[127.0.0.1]:${jump1Port}`, '_ecdsa'),
+      },
       fingerprints: { jump1: fp('jump1'), jump2: fp('jump2') },
       async startAgent() {
         const sock = `${dir}/agent.sock`;

@@ -223,3 +223,28 @@ test('a dead ssh-agent (its socket left behind) is passed over as ssh passes it 
     await agentOnly.close();
   }
 });
+
+test('a host known by its RSA or ECDSA key only is asked for that key, though it also has ed25519 (as ssh orders them)', { skip: unavailable }, async () => {
+  // jump1 offers ed25519, ECDSA and RSA host keys; ssh2 alone prefers ed25519 and would find it
+  // unknown. OpenSSH puts the algorithms of the key types known for the host first
+  // (sshconnect2.c order_hostkeyalgs).
+  for (const [type, known] of [['rsa', lab.knownHostsLines.jump1Rsa], ['ecdsa', lab.knownHostsLines.jump1Ecdsa]] as const) {
+    const kh = knownHosts(`kh-only-${type}`, [known, lab.knownHostsLines.jump2]);
+    // accept-new: an ed25519 key taken for new would have been appended beside the known one.
+    const route = sshRoute(lab.writeConfig(`config-only-${type}`, { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`, 'StrictHostKeyChecking accept-new'] }), 'jump2');
+    await route.start();
+    try {
+      await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
+    } finally {
+      await route.close();
+    }
+    assert.deepEqual(readFileSync(kh, 'utf8').split('\n').filter(Boolean), [known, lab.knownHostsLines.jump2], `${type}: known_hosts unchanged`);
+    const strict = sshRoute(lab.writeConfig(`config-only-${type}-strict`, { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2');
+    await strict.start();
+    try {
+      await echoChecked(await openThrough(strict, TARGET.ip, TARGET.echoPort), 4096);
+    } finally {
+      await strict.close();
+    }
+  }
+});

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { appendHostKey, checkHostKey, fingerprint, knownHostsName } from '../../src/ssh/known-hosts.js';
 import { channelOpenError } from '../../src/ssh/failures.js';
+import { preferredHostKeyAlgorithms } from '../../src/ssh/host-key-check.js';
 import type { SshHop } from '../../src/ssh/chain.js';
 import { SocksReply } from '../../src/core/errors.js';
 
@@ -91,4 +92,21 @@ test('channel open failures map to SOCKS replies by RFC 4254 reason and OpenSSH 
   assert.match(unknown.message, /jump2 cannot resolve nope.internal/);
   assert.equal(channelOpenError(fail(2, 'No route to host'), 'db', 1, hop).socksReply, SocksReply.hostUnreachable);
   assert.equal(channelOpenError(fail(4, 'resource shortage'), 'db', 1, hop).socksReply, SocksReply.generalFailure);
+});
+
+test('host key algorithms asked for first: those of the key types listed for the host (OpenSSH order_hostkeyalgs)', () => {
+  const blob = ed25519Blob().toString('base64');
+  const hashed = (name: string) => {
+    const salt = randomBytes(20);
+    return `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')}`;
+  };
+  const user = file('kh-order-user', `[bastion]:2222 ssh-rsa AAAA\n${hashed('[bastion]:2222')} ecdsa-sha2-nistp384 AAAA\nother ssh-ed25519 ${blob}\n@revoked * ssh-ed25519 ${blob}\n`);
+  const global = file('kh-order-global', `alias-name ssh-ed25519 ${blob}\n`);
+  const hop = { hostName: 'Bastion', port: 2222, knownHostsFiles: [user], globalKnownHostsFiles: [global] } as SshHop;
+  // In ssh2's default order, RSA's three signature algorithms for one ssh-rsa key.
+  assert.deepEqual(preferredHostKeyAlgorithms(hop), ['ecdsa-sha2-nistp384', 'rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa']);
+  // HostKeyAlias names the entry; the global file counts too.
+  assert.deepEqual(preferredHostKeyAlgorithms({ ...hop, hostKeyAlias: 'alias-name' }), ['ssh-ed25519']);
+  // Nothing known: ssh2's own order.
+  assert.deepEqual(preferredHostKeyAlgorithms({ ...hop, hostName: 'elsewhere' }), []);
 });
