@@ -2,11 +2,11 @@
 // watch cache, port-forward transports and resolver, and is ready or not on its own — a cluster
 // whose API server is down or still syncing fails or holds up only its own destinations (SOCKS
 // 0x04 / HTTP 502 naming the route and the reason), never another route's. A route that could
-// not start tries again in the background, with backoff, until it can or it is closed.
+// not start tries again in the background, with backoff, until it can or it is closed
+// (lifecycle.ts, shared with konnectivity routes).
 import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { ConnectTimeoutError, RouteUnavailableError, StartupError, errorMessage } from '../core/errors.js';
-import { abortable } from '../core/abort.js';
+import { StartupError, errorMessage } from '../core/errors.js';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../cluster/api.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
@@ -17,17 +17,16 @@ import { NegotiatingTransport, type TransportMode } from '../tunnel/negotiate.js
 import type { KeepaliveOptions } from '../tunnel/keepalive.js';
 import { Resolver } from '../routing/resolver.js';
 import { ClusterRoute } from '../routing/cluster-route.js';
-import type { Route, RouteState, RouteStatus } from '../routing/route.js';
+import type { Route, RouteStatus } from '../routing/route.js';
 import type { ClusterView, Claim } from '../routing/table.js';
 import type { ClusterRouteSpec } from '../routing/table-spec.js';
 import { IngressHostWatcher } from '../cluster/ingress-hosts.js';
 import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from '../routing/ingress-controller.js';
+import { RouteLifecycle, type Step } from './lifecycle.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
 export const SYNC_TIMEOUT_MS = 30_000;
-const RETRY_MIN_MS = 5_000;
-const RETRY_MAX_MS = 60_000;
 
 export interface ClusterRouteSettings {
   /** --kubeconfig (or the managed daemon's transient kubeconfig for this route). */
@@ -60,13 +59,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   private skipProbe: boolean;
   /** Ingress and OpenShift Route hosts as they change (the proxy feeds them to its matcher). */
   onIngressHosts?: (hosts: string[]) => void;
-  private state: RouteState = 'starting';
-  private reason?: string;
-  private ready: Promise<void>;
-  private markReady!: () => void;
-  private retryTimer?: NodeJS.Timeout;
-  private retryMs = RETRY_MIN_MS;
-  private closed = false;
+  private readonly life: RouteLifecycle;
   private openStreams = 0;
   private drained?: () => void;
 
@@ -74,7 +67,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   constructor(
     readonly spec: ClusterRouteSpec,
     settings: ClusterRouteSettings,
-    private readonly log: Logger,
+    log: Logger,
   ) {
     this.name = spec.name;
     this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
@@ -89,7 +82,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.clusterDomain = settings.clusterDomain;
     this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
     this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
-    this.ready = new Promise<void>((resolve) => (this.markReady = resolve));
+    this.life = new RouteLifecycle('cluster', spec.name, log, { connect: (step) => this.connect(step), reset: () => this.cache.stop() });
     this.skipProbe = settings.apiChecked ?? false;
   }
 
@@ -102,39 +95,34 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   }
 
   knowsIp(ip: string): boolean {
-    return this.state === 'ready' && this.cache.knowsIp(ip);
+    return this.life.state === 'ready' && this.cache.knowsIp(ip);
   }
 
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined {
-    return this.state === 'ready' ? this.cache.knownNamespaces() : undefined;
+    return this.life.state === 'ready' ? this.cache.knownNamespaces() : undefined;
   }
 
   async learnIp(ip: string): Promise<void> {
-    if (this.state !== 'ready') return;
+    if (this.life.state !== 'ready') return;
     // A bounded, cached look-up (cluster/pod-lookup.ts); a refusal of the budget is no answer.
     await this.cache.findPodByIp(ip).catch(() => undefined);
   }
 
   namespaceExists(namespace: string): boolean | undefined {
-    return this.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
+    return this.life.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
   }
 
   /** Probe the API server and sync the cache; on failure the route is in error and retries later. */
-  async start(): Promise<void> {
-    try {
-      await this.connect();
-    } catch (err) {
-      this.failed(err);
-      throw err;
-    }
+  start(): Promise<void> {
+    return this.life.start();
   }
 
-  private async connect(): Promise<void> {
-    this.state = 'starting';
+  /** One attempt (lifecycle.ts): `step` throws once the route is closed, so nothing restarts after close(). */
+  private async connect(step: Step): Promise<void> {
     if (this.skipProbe) this.skipProbe = false;
     else await probeApi(this.api, this.kube.context, this.kube.server);
-    this.state = 'syncing';
+    step('syncing');
     // Ingress hosts arrive when they do; the route does not wait for them. Started once: its
     // watches retry on their own.
     if (!this.ingressStarted) {
@@ -142,35 +130,10 @@ export class ClusterRouteRuntime implements Route, ClusterView {
       void this.ingress.start();
     }
     await syncCache(this.cache, this.kube.server);
-    if (this.closed) return;
-    this.state = 'ready';
-    this.reason = undefined;
-    this.retryMs = RETRY_MIN_MS;
-    this.markReady();
-  }
-
-  private failed(err: unknown): void {
-    if (this.closed) return;
-    this.state = 'error';
-    this.reason = errorMessage(err);
-    this.log.warn({ route: this.name, error: this.reason, retryInMs: this.retryMs }, 'cluster route not available; trying again later');
-    this.retryTimer = setTimeout(() => {
-      void this.cache.stop().then(() => this.connect()).catch((e: unknown) => this.failed(e));
-    }, this.retryMs);
-    this.retryTimer.unref();
-    this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
   }
 
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
-    if (this.state === 'error') throw new RouteUnavailableError(`cluster route ${this.name} is not available: ${this.reason}`);
-    if (this.state !== 'ready') {
-      await abortable(this.ready, signal).catch(() => {
-        const still = this.state === 'error' ? `failing: ${this.reason}` : 'syncing its cache';
-        // The connect timeout ran out while we waited: a timeout (SOCKS 0x06 / 504), as documented.
-        if ((signal.reason as Error | undefined)?.name === 'TimeoutError') throw new ConnectTimeoutError(`cluster route ${this.name} is still ${still}`);
-        throw new RouteUnavailableError(`cluster route ${this.name} is still ${still}`);
-      });
-    }
+    await this.life.whenReady(signal);
     const opened = isIngressClaim(claim) ? await this.openIngress(request, claim, signal) : await this.streams.open(request, claim, signal);
     this.openStreams++;
     opened.stream.on('close', this.streamClosed);
@@ -198,8 +161,8 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     return {
       name: this.name,
       kind: this.kind,
-      state: this.state,
-      ...(this.reason ? { reason: this.reason } : {}),
+      state: this.life.state,
+      ...(this.life.reason ? { reason: this.life.reason } : {}),
       details: {
         context: this.kube.context,
         namespace: this.kube.namespace,
@@ -223,8 +186,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
 
   /** After the streams it carries have ended (or at once with `now`), its tunnels and watches go. */
   async close(now = false): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.retryTimer);
+    this.life.close();
     this.ingress.stop();
     if (!now && this.openStreams > 0) await new Promise<void>((resolve) => (this.drained = resolve));
     await this.transport.close();

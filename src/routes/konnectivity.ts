@@ -2,20 +2,23 @@
 // names, ClusterIPs and Pod IPs resolve through the guest cluster's watch cache, exactly as for a
 // cluster route, and the stream is dialled through the apiserver-network-proxy server instead of
 // a pod port-forward (routing/konnectivity-route.ts, konnectivity/). This owns the cache's life:
-// the route is ready once the guest's API server answers and its cache has synced.
+// the route is ready once the konnectivity dialer is made, the guest's API server answers and its
+// cache has synced. It starts, waits and retries exactly as a cluster route does (lifecycle.ts): a
+// guest that is down at start or slow to sync is tried again with backoff, and a stream for it
+// waits while it starts or syncs.
 import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { RouteUnavailableError, errorMessage } from '../core/errors.js';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection } from '../cluster/api.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { ClusterCache } from '../cluster/cache.js';
 import { KonnectivityRoute } from '../routing/konnectivity-route.js';
 import { konnectivityResolve } from '../routing/konnectivity-resolve.js';
-import type { Route, RouteState, RouteStatus } from '../routing/route.js';
+import type { Route, RouteStatus } from '../routing/route.js';
 import type { Claim, ClusterView } from '../routing/table.js';
 import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
 import { probeApi, syncCache } from './cluster.js';
+import { RouteLifecycle, type Step } from './lifecycle.js';
 
 export interface KonnectivityRouteSettings {
   kubeconfig?: string;
@@ -31,8 +34,7 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
   private readonly api: ApiConnection;
   private readonly cache: ClusterCache;
   private readonly route: KonnectivityRoute;
-  private state: RouteState = 'starting';
-  private reason?: string;
+  private readonly life: RouteLifecycle;
 
   constructor(spec: KonnectivityRouteSpec, settings: KonnectivityRouteSettings, log: Logger) {
     this.name = spec.name;
@@ -40,6 +42,15 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
     this.api = new ApiConnection(this.kube.kc, settings.egress);
     this.cache = new ClusterCache(this.api, log, this.kube.namespace);
     this.route = new KonnectivityRoute(spec.name, spec.konnectivity, { resolve: konnectivityResolve(this.cache, { allowHostNetworkPods: settings.allowHostNetworkPods }), log });
+    // A failed attempt's cache and dialer go before the next (the dialer is made anew: its TLS
+    // files are read again).
+    this.life = new RouteLifecycle('konnectivity', spec.name, log, {
+      connect: (step) => this.connect(step),
+      reset: async () => {
+        this.route.stop();
+        await this.cache.stop();
+      },
+    });
   }
 
   get defaultNamespace(): string {
@@ -47,42 +58,45 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
   }
 
   knowsIp(ip: string): boolean {
-    return this.state === 'ready' && this.cache.knowsIp(ip);
+    return this.life.state === 'ready' && this.cache.knowsIp(ip);
   }
 
   namespaceExists(namespace: string): boolean | undefined {
-    return this.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
+    return this.life.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
   }
 
   async learnIp(ip: string): Promise<void> {
-    if (this.state === 'ready') await this.cache.findPodByIp(ip).catch(() => undefined);
+    if (this.life.state === 'ready') await this.cache.findPodByIp(ip).catch(() => undefined);
   }
 
-  async start(): Promise<void> {
-    try {
-      await this.route.start();
-      await probeApi(this.api, this.kube.context, this.kube.server);
-      this.state = 'syncing';
-      await syncCache(this.cache, this.kube.server);
-      this.state = 'ready';
-    } catch (err) {
-      this.state = 'error';
-      this.reason = errorMessage(err);
-      throw err;
-    }
+  /** On failure the route is in error and tries again later (lifecycle.ts). */
+  start(): Promise<void> {
+    return this.life.start();
   }
 
+  /** One attempt: `step` throws once the route is closed, so nothing restarts after close(). */
+  private async connect(step: Step): Promise<void> {
+    await this.route.start();
+    step('starting');
+    await probeApi(this.api, this.kube.context, this.kube.server);
+    step('syncing');
+    await syncCache(this.cache, this.kube.server);
+  }
+
+  /** Waits while the route starts or syncs, bounded by `signal`; fails at once while it is in error. */
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
-    if (this.state !== 'ready') throw new RouteUnavailableError(`konnectivity route ${this.name} is not available: ${this.reason ?? `still ${this.state}`}`);
+    await this.life.whenReady(signal);
     return this.route.open(request, claim, signal);
   }
 
   status(): RouteStatus {
     const inner = this.route.status();
-    return { ...inner, state: this.state === 'ready' ? inner.state : this.state, ...(this.reason ? { reason: this.reason } : {}), details: { ...inner.details, context: this.kube.context, cache: this.cache.status() } };
+    const { state, reason } = this.life;
+    return { ...inner, state: state === 'ready' ? inner.state : state, ...(reason ? { reason } : {}), details: { ...inner.details, context: this.kube.context, cache: this.cache.status() } };
   }
 
   async close(): Promise<void> {
+    this.life.close();
     await this.route.close();
     await this.cache.stop();
   }

@@ -46,9 +46,16 @@ export class KonnectivityRoute implements Route {
     private readonly deps: KonnectivityRouteDeps,
   ) {}
 
+  /** Makes the dialer (a dialer of an earlier start goes); a route closed meanwhile keeps none. */
   async start(): Promise<void> {
     try {
-      this.dialer = await (this.deps.makeDialer ?? createKonnectivityDialer)(this.spec);
+      const dialer = await (this.deps.makeDialer ?? createKonnectivityDialer)(this.spec);
+      if (this.closing) {
+        dialer.close();
+        throw new OverloadedError(`route ${this.name} is closing`);
+      }
+      this.dialer?.close();
+      this.dialer = dialer;
       this.state = 'ready';
       this.reason = undefined;
     } catch (err) {
@@ -86,6 +93,14 @@ export class KonnectivityRoute implements Route {
   status(): RouteStatus {
     const details: Record<string, unknown> = { server: this.spec.server, mode: this.spec.mode, ...(this.dialer?.stats() ?? {}) };
     return { name: this.name, kind: this.kind, state: this.state, ...(this.reason ? { reason: this.reason } : {}), details };
+  }
+
+  /** Drops the dialer of a start that did not lead to serving (the owner tries again with start()). */
+  stop(): void {
+    this.dialer?.close();
+    this.dialer = undefined;
+    this.state = 'starting';
+    this.reason = undefined;
   }
 
   /** Stops new streams; the open ones keep going until they end, then the gRPC channel closes. */

@@ -1,0 +1,136 @@
+// The life of a route that must reach a cluster's API server and sync its watch cache before it
+// can serve: a cluster route (cluster.ts) and a konnectivity route (konnectivity.ts). 'starting'
+// (reaching the API server, the konnectivity server) → 'syncing' → 'ready'. An attempt that fails
+// leaves the route in 'error' and the next follows 5 s later, doubling to a minute, until one
+// succeeds or the route is closed; what the failed attempt left running (watches, a tunnel) is
+// stopped first. A stream for a route still starting or syncing waits for it, bounded by the
+// caller's signal (its connect timeout running out is a timeout: SOCKS 0x06 / HTTP 504); one for a
+// route in error fails at once (0x04 / 502). close() ends the retries, and an attempt running at
+// that moment stops at its next step: it never restarts what close() has stopped.
+import type { Logger } from '../core/log.js';
+import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../core/errors.js';
+import { abortable } from '../core/abort.js';
+import type { RouteState } from '../routing/route.js';
+
+export const RETRY_MIN_MS = 5_000;
+export const RETRY_MAX_MS = 60_000;
+
+/** Records the state an attempt has reached; throws when the route was closed meanwhile. */
+export type Step = (state: 'starting' | 'syncing') => void;
+
+export interface RouteAttempt {
+  /** One attempt to become ready: call `step` after every await (and to say it now syncs). */
+  connect(step: Step): Promise<void>;
+  /** Stops what a failed attempt left running, before the next attempt. */
+  reset(): Promise<void>;
+}
+
+export class RouteLifecycle {
+  private current: RouteState = 'starting';
+  private why?: string;
+  private closed = false;
+  /** Resolves once the route is ready; rejects when it is closed first. */
+  private readonly ready: Promise<void>;
+  private settle!: { ready: () => void; closed: (err: Error) => void };
+  private retryTimer?: NodeJS.Timeout;
+  private retryMs = RETRY_MIN_MS;
+
+  constructor(
+    private readonly kind: string,
+    private readonly name: string,
+    private readonly log: Logger,
+    private readonly attempt: RouteAttempt,
+  ) {
+    this.ready = new Promise<void>((resolve, reject) => (this.settle = { ready: resolve, closed: reject }));
+    this.ready.catch(() => undefined);
+  }
+
+  get state(): RouteState {
+    return this.current;
+  }
+
+  /** Why the last attempt failed (kept while the next one runs; cleared once ready). */
+  get reason(): string | undefined {
+    return this.why;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  private get label(): string {
+    return `${this.kind} route ${this.name}`;
+  }
+
+  /** The first attempt: rejects when it fails (the route is then in error and tries again later). */
+  async start(): Promise<void> {
+    try {
+      await this.run();
+    } catch (err) {
+      this.failed(err);
+      throw err;
+    }
+  }
+
+  private async run(): Promise<void> {
+    this.step('starting');
+    await this.attempt.connect((state) => this.step(state));
+    if (this.closed) throw this.closedError();
+    this.current = 'ready';
+    this.why = undefined;
+    this.retryMs = RETRY_MIN_MS;
+    this.settle.ready();
+  }
+
+  private step(state: 'starting' | 'syncing'): void {
+    if (this.closed) throw this.closedError();
+    this.current = state;
+  }
+
+  private closedError(): RouteUnavailableError {
+    return new RouteUnavailableError(`${this.label} is closed`);
+  }
+
+  private failed(err: unknown): void {
+    if (this.closed) return;
+    this.current = 'error';
+    this.why = errorMessage(err);
+    this.log.warn({ route: this.name, error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);
+    this.retryTimer = setTimeout(() => void this.retry(), this.retryMs);
+    this.retryTimer.unref();
+    this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+  }
+
+  private async retry(): Promise<void> {
+    try {
+      await this.attempt.reset();
+      await this.run();
+    } catch (err) {
+      this.failed(err);
+    }
+  }
+
+  /**
+   * Resolves when the route can serve. In error: a RouteUnavailableError at once. Starting or
+   * syncing: waits until it is ready or `signal` aborts — a ConnectTimeoutError when the signal's
+   * reason is a TimeoutError (the connect timeout), else a RouteUnavailableError saying why.
+   */
+  async whenReady(signal: AbortSignal): Promise<void> {
+    if (this.current === 'ready') return;
+    if (this.closed) throw this.closedError();
+    if (this.current === 'error') throw new RouteUnavailableError(`${this.label} is not available: ${this.why}`);
+    await abortable(this.ready, signal).catch(() => {
+      if (this.closed) throw this.closedError();
+      const still = this.current === 'error' ? `failing: ${this.why}` : this.current === 'syncing' ? 'syncing its cache' : 'starting';
+      if ((signal.reason as Error | undefined)?.name === 'TimeoutError') throw new ConnectTimeoutError(`${this.label} is still ${still}`);
+      throw new RouteUnavailableError(`${this.label} is still ${still}`);
+    });
+  }
+
+  /** No further attempts; the one running stops at its next step; waiting streams fail. */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    this.settle.closed(this.closedError());
+  }
+}

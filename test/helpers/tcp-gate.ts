@@ -1,0 +1,70 @@
+// A TCP relay in front of a loopback server (a kubeconfig `server:` names it) that decides what
+// becomes of each new connection: 'pass' relays it, 'reset' closes it at once (a server that is
+// down), 'hold' accepts it and keeps it waiting until the gate passes again (a server slow to
+// answer). It counts the connections it accepted. Loopback only.
+import net from 'node:net';
+import { once } from 'node:events';
+
+export type GateMode = 'pass' | 'hold' | 'reset';
+
+export interface TcpGate {
+  /** https://127.0.0.1:PORT, to put in a kubeconfig. */
+  url: string;
+  /** Connections accepted so far, whatever became of them. */
+  readonly connections: number;
+  /** New connections get this; held ones are relayed on 'pass' and closed on 'reset'. */
+  set(mode: GateMode): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpGate(target: { host: string; port: number }, initial: GateMode = 'pass'): Promise<TcpGate> {
+  let mode = initial;
+  let connections = 0;
+  const sockets = new Set<net.Socket>();
+  const held: net.Socket[] = [];
+  const track = (s: net.Socket) => {
+    sockets.add(s);
+    s.on('error', () => {});
+    s.on('close', () => sockets.delete(s));
+  };
+  const relay = (client: net.Socket) => {
+    if (client.destroyed) return;
+    const upstream = net.connect(target.port, target.host);
+    track(upstream);
+    client.pipe(upstream).pipe(client);
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+    client.resume();
+  };
+  const server = net.createServer((client) => {
+    connections++;
+    track(client);
+    if (mode === 'reset') return void client.destroy();
+    if (mode === 'hold') {
+      client.pause();
+      return void held.push(client);
+    }
+    relay(client);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `https://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    get connections() {
+      return connections;
+    },
+    set(next) {
+      mode = next;
+      if (next === 'hold') return;
+      for (const c of held.splice(0)) {
+        if (next === 'pass') relay(c);
+        else c.destroy();
+      }
+    },
+    async close() {
+      for (const s of sockets) s.destroy();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
