@@ -8,6 +8,7 @@ import { StartupError } from '../core/errors.js';
 import { resolveCredentials, type ProxyCredentials } from '../auth/credentials.js';
 import { TRANSPORT_MODES, type TransportMode } from '../tunnel/negotiate.js';
 import { tableFlagDefinitions } from '../config/flags.js';
+import { normalizeHostName } from '../routing/table-spec.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
@@ -123,7 +124,7 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     config: flags.config,
     direct: flags.direct,
     namespace: flags.namespace,
-    clusterDomain: flags['cluster-domain'],
+    clusterDomain: clusterDomainFrom(flags['cluster-domain']),
     logLevel: flags['log-level'] as LogLevel,
     connectTimeoutMs: parseDuration(flags['connect-timeout']),
     handshakeTimeoutMs: parseDuration(flags['handshake-timeout']),
@@ -135,4 +136,14 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     transport: (flags.transport ?? DEFAULTS.transport) as TransportMode,
     allowHostNetworkPods: flags['allow-host-network-pods'],
   };
+}
+
+/**
+ * --cluster-domain as every name is compared: lower case, without a trailing dot. `Cluster.Local.`
+ * used to be a routing-table suffix no name could match (they went direct, or were refused).
+ */
+export function clusterDomainFrom(text: string): string {
+  const domain = normalizeHostName(text);
+  if (!domain) throw new Errors.CLIError(`--cluster-domain: "${text}" is not a DNS domain (e.g. cluster.local)`, { exit: 2 });
+  return domain;
 }

@@ -62,6 +62,12 @@ describe('fails fast with one clear line and a non-zero exit', () => {
     assert.ok(Date.now() - started < 15_000, 'fails within seconds, not after a long timeout');
   });
 
+  test('a --cluster-domain that is no DNS domain', async () => {
+    const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--cluster-domain', 'a..b', '--listen-socks', '127.0.0.1:0']);
+    assert.equal(r.code, 2);
+    assertOneLineError(r.stderr, /--cluster-domain: "a\.\.b" is not a DNS domain/);
+  });
+
   test('the API server rejects the credentials', async () => {
     const file = path.join(cluster.dir, 'badtoken');
     await writeFile(file, cluster.sim.kubeconfigYaml({ token: 'not-a-valid-token' }), { mode: 0o600 });
@@ -83,6 +89,17 @@ describe('running', () => {
       assert.match(r.stdout, /hello from web-/);
     } finally {
       assert.equal(await p.stop('SIGINT'), 0, 'SIGINT exits 0');
+    }
+  });
+
+  test('--cluster-domain is taken as names are compared: "Cluster.Local." serves web.shop.svc.cluster.local', async () => {
+    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--cluster-domain', 'Cluster.Local.']);
+    try {
+      const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop.svc.cluster.local:8080/']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /hello from web-/);
+    } finally {
+      await p.stop();
     }
   });
 
