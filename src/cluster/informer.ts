@@ -174,7 +174,8 @@ export class ResilientInformer<T extends Slim> {
         await this.watchList(() => initialEvents++);
         return;
       } catch (err) {
-        if (this.stopped()) throw err;
+        // Stopped, or refused for permissions (a LIST would be refused the same): no fallback.
+        if (this.stopped() || (err instanceof ApiStatusError && [401, 403].includes(err.statusCode))) throw err;
         const unsupported = err instanceof ApiStatusError && (err.statusCode === 400 || err.statusCode === 422) && initialEvents === 0;
         if (unsupported) {
           noWatchList.add(this.api);

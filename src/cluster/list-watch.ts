@@ -34,7 +34,8 @@ const agents = new WeakMap<ApiConnection, { http: http.Agent; https: https.Agent
 function agentFor(api: ApiConnection, protocol: string): http.Agent {
   let pair = agents.get(api);
   if (!pair) {
-    pair = { http: new http.Agent({ keepAlive: true, maxSockets: 64 }), https: new https.Agent({ keepAlive: true, maxSockets: 64 }) };
+    // No cap on sockets: every watch holds one for its life (three or four per watched namespace).
+    pair = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
     agents.set(api, pair);
   }
   return protocol === 'http:' ? pair.http : pair.https;

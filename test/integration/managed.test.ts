@@ -208,8 +208,10 @@ describe('a managed proxy from connect to disconnect', () => {
 
 describe('a daemon whose cache is still syncing', () => {
   test('status answers while it starts and shows per kind what is listed so far', async () => {
-    // Watch-lists end before their first event until this is turned off: the first sync keeps retrying.
+    // Watch-lists end before their first event, and the LIST the informer falls back to gets no
+    // answer, until these are turned off: the first sync keeps retrying.
     cluster.sim.endWatchesAtOnce(true);
+    cluster.sim.stallLists(true);
     let connecting: Promise<{ code: number | null; stdout: string; stderr: string }> | undefined;
     try {
       connecting = cli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', '--id', 'syncing']);
@@ -224,6 +226,7 @@ describe('a daemon whose cache is still syncing', () => {
       assert.match(table.stdout, /(syncing|retrying) \(.*services 0/);
     } finally {
       cluster.sim.endWatchesAtOnce(false);
+      cluster.sim.stallLists(false);
     }
     const r = await connecting!;
     assert.equal(r.code, 0, r.stderr);
@@ -238,8 +241,9 @@ describe('a daemon whose cache is still syncing', () => {
 
 describe('stopped while its cache syncs', () => {
   test('disconnect during the first sync: the daemon exits at once, its state goes, nothing is killed', async () => {
-    // Watches get no answer: the first sync cannot finish while this is on.
+    // Watches and lists get no answer: the first sync cannot finish while this is on.
     cluster.sim.stallWatches(true);
+    cluster.sim.stallLists(true);
     try {
       const connecting = cli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', '--id', 'early-stop']);
       const row = await eventually(async () => {
@@ -257,6 +261,7 @@ describe('stopped while its cache syncs', () => {
       assert.notEqual(c.code, 0, 'the connect that was waiting says it did not start');
     } finally {
       cluster.sim.stallWatches(false);
+      cluster.sim.stallLists(false);
     }
   });
 });

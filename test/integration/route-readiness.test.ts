@@ -27,11 +27,13 @@ before(async () => {
 });
 after(async () => {
   cluster.sim.stallWatches(false);
+  cluster.sim.stallLists(false);
   await cluster.close();
 });
 
 test('the connect timeout running out while the first sync runs is a timeout (0x06 / 504) that says so', async () => {
   cluster.sim.stallWatches(true);
+  cluster.sim.stallLists(true);
   // It listens at once but prints its addresses only once synced: the ports are chosen here.
   const [socksPort, httpPort] = [await freePort(), await freePort()];
   const proc = spawn(process.execPath, [binPath, '--kubeconfig', cluster.kubeconfig, '--listen-socks', `127.0.0.1:${socksPort}`, '--listen-http', `127.0.0.1:${httpPort}`, '--connect-timeout', '1s'], { stdio: 'ignore' });
@@ -44,6 +46,7 @@ test('the connect timeout running out while the first sync runs is a timeout (0x
     assert.match(viaHttp.stdout, /within 1000 ms: cluster route \S+ is still syncing its cache[^\n]*\n504$/);
   } finally {
     cluster.sim.stallWatches(false);
+    cluster.sim.stallLists(false);
     proc.kill('SIGTERM');
     await exited;
   }

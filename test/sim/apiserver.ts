@@ -192,6 +192,15 @@ export class ApiServer {
   stallWatches = false;
   /** New watch requests are answered 200 and ended at once, without an event, while this is on. */
   endWatchesAtOnce = false;
+  /** LIST requests that came while lists were held (stallLists): answered when the hold ends. */
+  private readonly heldLists: Array<() => void> = [];
+  private listsHeld = false;
+
+  /** LIST requests get no answer while this is on; turned off, those held are answered then. */
+  holdLists(on: boolean): void {
+    this.listsHeld = on;
+    if (!on) for (const answer of this.heldLists.splice(0)) answer();
+  }
 
   /** Extension: serve OpenShift's route.openshift.io/v1 (discovery and Routes), as an OpenShift API server does. */
   openshiftRoutes = false;
@@ -296,6 +305,14 @@ export class ApiServer {
     this.trace(req);
     this.countBytes(res, url.pathname);
     res.on('error', () => {});
+    if (verb === 'list' && this.listsHeld) {
+      this.heldLists.push(() => this.serve(req, res, url, route, verb));
+      return;
+    }
+    this.serve(req, res, url, route, verb);
+  }
+
+  private serve(req: IncomingMessage, res: ServerResponse, url: URL, route: Route, verb: Verb): void {
     try {
       const id = this.authenticate(req);
       if (!id) throw unauthorized();

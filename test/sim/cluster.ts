@@ -609,6 +609,14 @@ export class SimCluster {
     this.api.stallWatches = on;
   }
 
+  /**
+   * Extension: LIST requests get no answer while on; turned off, the held ones are answered then
+   * (with stallWatches or endWatchesAtOnce: a first sync that cannot finish, even by a paged LIST).
+   */
+  stallLists(on: boolean): void {
+    this.api.holdLists(on);
+  }
+
   /** Extension: new watches are answered and ended at once, empty (a proxy in between that cuts streams). */
   endWatchesAtOnce(on: boolean): void {
     this.api.endWatchesAtOnce = on;
