@@ -7,8 +7,7 @@ import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
 import { StartupError } from '../core/errors.js';
 import { resolveCredentials, type ProxyCredentials } from '../auth/credentials.js';
 import { TRANSPORT_MODES, type TransportMode } from '../tunnel/negotiate.js';
-import { tableFlagDefinitions } from '../config/flags.js';
-import { normalizeHostName } from '../routing/table-spec.js';
+import { clusterDomainFrom, tableFlagDefinitions } from '../config/flags.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
@@ -138,12 +137,3 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
   };
 }
 
-/**
- * --cluster-domain as every name is compared: lower case, without a trailing dot. `Cluster.Local.`
- * used to be a routing-table suffix no name could match (they went direct, or were refused).
- */
-export function clusterDomainFrom(text: string): string {
-  const domain = normalizeHostName(text);
-  if (!domain) throw new Errors.CLIError(`--cluster-domain: "${text}" is not a DNS domain (e.g. cluster.local)`, { exit: 2 });
-  return domain;
-}

@@ -1,6 +1,7 @@
 // The routing-table flags of proxyFlags() (src/cli/flags.ts): --config, repeatable --context, --direct.
-import { Flags } from '@oclif/core';
+import { Errors, Flags } from '@oclif/core';
 import type { TableFlags } from './load.js';
+import { normalizeHostName } from '../routing/table-spec.js';
 
 export function tableFlagDefinitions() {
   return {
@@ -22,5 +23,15 @@ export function tableFlagDefinitions() {
 
 /** Parsed flag values → TableFlags (currentContext from the kubeconfig, for when no route names a cluster). */
 export function tableFlagsFrom(flags: { config?: string; context?: string[]; direct?: boolean; 'cluster-domain': string; 'extra-ca'?: string }, currentContext?: string): TableFlags {
-  return { config: flags.config, contexts: flags.context ?? [], direct: flags.direct, clusterDomain: flags['cluster-domain'], currentContext, extraCA: flags['extra-ca'] };
+  return { config: flags.config, contexts: flags.context ?? [], direct: flags.direct, clusterDomain: clusterDomainFrom(flags['cluster-domain']), currentContext, extraCA: flags['extra-ca'] };
+}
+
+/**
+ * --cluster-domain as every name is compared: lower case, without a trailing dot. `Cluster.Local.`
+ * used to be a routing-table suffix no name could match (they went direct, or were refused).
+ */
+export function clusterDomainFrom(text: string): string {
+  const domain = normalizeHostName(text);
+  if (!domain) throw new Errors.CLIError(`--cluster-domain: "${text}" is not a DNS domain (e.g. cluster.local)`, { exit: 2 });
+  return domain;
 }

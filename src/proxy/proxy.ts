@@ -146,9 +146,10 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
         if (JSON.stringify(table.forwards ?? []) !== JSON.stringify(startedTable.forwards ?? [])) {
           log.warn({ running: startedTable.forwards ?? [], file: table.forwards ?? [] }, 'the config file changed its port mappings: they take effect when the proxy restarts (a reload keeps its listeners)');
         }
-        if (next?.routeKubeconfigs) settings.routeKubeconfigs = next.routeKubeconfigs;
+        // The settings change only with a reload that succeeds (built.settings is what is in force).
+        const nextSettings = next?.routeKubeconfigs ? { ...built.settings, routeKubeconfigs: next.routeKubeconfigs } : built.settings;
         assertDirectAllowed(table, listens, !!options.proxyAuth);
-        const candidate = buildTable(table, settings, log, built);
+        const candidate = buildTable(table, nextSettings, log, built);
         feedIngress(candidate);
         try {
           await startRoutes({ ...candidate, routes: new Map(candidate.fresh.map((r) => [r.name, r])) }, log, true);

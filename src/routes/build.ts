@@ -30,6 +30,8 @@ export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' |
 /** A table with its live routes; `reuse` keeps routes of an older generation whose spec is unchanged. */
 export interface BuiltTable extends TableGeneration {
   readonly table: RoutingTable;
+  /** What its routes were built with (a reload keeps a route only when these are the same for it). */
+  readonly settings: BuildSettings;
   /** The routes made for this table (not the reused ones): start them, and close them if it is not taken. */
   readonly fresh: Route[];
 }
@@ -45,7 +47,10 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
     for (const spec of order) {
       const via = spec.kind === 'cluster' && spec.via ? routes.get(spec.via) : undefined;
       // A route kept across a reload keeps its carrier: not when that carrier is new.
-      const kept = reuse && sameSpec(reuse.table, table, spec) && !(via && fresh.includes(via)) ? reuse.routes.get(spec.name) : undefined;
+      const previous = reuse && sameSpec(reuse.table, table, spec) && !(via && fresh.includes(via)) ? reuse.routes.get(spec.name) : undefined;
+      // A route in error is made anew: a reload is how a user says "try again with what is on
+      // disk now" (a fixed kubeconfig, a renewed CA file).
+      const kept = previous && previous.status().state !== 'error' && sameCredentials(reuse!.settings, settings, spec.name) ? previous : undefined;
       const egress = { ...(extraCA ? { extraCA } : {}), ...(via instanceof SshRoute ? { via: { route: via.name, dial: via.dial.bind(via) } } : {}) };
       const route = kept ?? buildRoute(spec, table, { ...settings, egress }, log);
       if (!kept) fresh.push(route);
@@ -54,7 +59,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
     }
     // The table's order stays (it decides nothing but is how status lists the routes).
     const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
-    return { table, routes: ordered, fresh, matcher: new RouteMatcher(table, views) };
+    return { table, settings, routes: ordered, fresh, matcher: new RouteMatcher(table, views) };
   } catch (err) {
     for (const r of fresh) void r.close();
     throw err;
@@ -99,5 +104,10 @@ function sameSpec(before: RoutingTable, after: RoutingTable, spec: RouteSpec): b
   if (!old) return false;
   const strip = (r: RouteSpec) => JSON.stringify({ ...r, origin: undefined });
   const role = (t: RoutingTable) => t.defaultRoute === spec.name;
-  return strip(old) === strip(spec) && role(before) === role(after) && before.clusterDomain === after.clusterDomain;
+  return strip(old) === strip(spec) && role(before) === role(after) && before.clusterDomain === after.clusterDomain && before.extraCA === after.extraCA;
+}
+
+/** The same kubeconfig file for the route (a managed daemon's reload may hand it another). */
+function sameCredentials(before: BuildSettings, after: BuildSettings, name: string): boolean {
+  return (before.routeKubeconfigs?.[name] ?? before.kubeconfig) === (after.routeKubeconfigs?.[name] ?? after.kubeconfig);
 }

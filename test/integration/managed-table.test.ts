@@ -4,7 +4,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { copyFile, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import vm from 'node:vm';
@@ -105,4 +107,28 @@ test('reload ID: a route added to the file serves; removed, it is refused; a bad
   assert.match(r.stderr, /context "nowhere" not found/);
   assert.equal(await who('http://which.shop.staging/'), 'which-staging');
   assert.match((await who('http://which.shop.prod/'))!, /^curl /);
+});
+
+test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile is used', async () => {
+  // staging's server is a port where nothing listens: that route is in error from the start.
+  const closed = net.createServer().listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const deadPort = (closed.address() as net.AddressInfo).port;
+  closed.close();
+  const kubeconfig = path.join(multi.dir, 'kubeconfig-fixable');
+  await multi.writeKubeconfig({ staging: { server: `https://127.0.0.1:${deadPort}` } });
+  await copyFile(multi.kubeconfig, kubeconfig);
+  await multi.writeKubeconfig();
+  const r = await cli(['connect', '--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--listen-socks', '127.0.0.1:0', '--no-auth', '--json', '--id', 'fixable']);
+  assert.equal(r.code, 0, r.stderr);
+  const proxy = (JSON.parse(r.stdout) as { env: Record<string, string> }).env.ALL_PROXY!;
+  const via = async (url: string) => (await curl(['-s', '--proxy', proxy, url])).stdout;
+  assert.match(await via('http://which.shop.prod/'), /hello from which-prod/);
+  assert.doesNotMatch(await via('http://which.shop.staging/'), /hello/);
+  // The kubeconfig is fixed; the reload carries it to the route in error.
+  await copyFile(multi.kubeconfig, kubeconfig);
+  const reloaded = await cli(['reload', 'fixable']);
+  assert.equal(reloaded.code, 0, reloaded.stderr);
+  await eventually(async () => /hello from which-staging/.test(await via('http://which.shop.staging/')), 15_000, 250);
+  assert.equal((await cli(['disconnect', 'fixable'])).code, 0);
 });
