@@ -108,7 +108,15 @@ export class ClusterCache {
     const n = normalizeIp(ip);
     if (this.watchPods) return this.index.podByIp(n);
     // Without cluster-wide permission: the namespace asked for, else the one whose Service lists the IP, else the default.
-    return this.pods.byIp(n, this.clusterWide ? namespace : (namespace ?? this.index.endpointNamespace(n) ?? this.defaultNamespace));
+    const found = await this.pods.byIp(n, this.clusterWide ? namespace : (namespace ?? this.index.endpointNamespace(n) ?? this.defaultNamespace));
+    if (found) return found;
+    // The field selector status.podIP matches a pod's first IP only (pkg/registry/core/pod/
+    // strategy.go PodToSelectableFields): a dual-stack pod's other address is found through the
+    // EndpointSlice endpoint that lists it, by the pod's name.
+    const ref = this.index.endpointPod(n);
+    if (!ref || (namespace !== undefined && ref.namespace !== namespace)) return undefined;
+    const pod = await this.pods.byName(ref.namespace, ref.name);
+    return pod?.ips.includes(n) ? pod : undefined;
   }
 
   /** A running pod by name (watched, or looked up). */

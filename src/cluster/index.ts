@@ -173,6 +173,16 @@ export class ClusterIndex {
     return undefined;
   }
 
+  /** The pod an endpoint with this IP points at (its targetRef), if any. */
+  endpointPod(ip: string): { namespace: string; name: string } | undefined {
+    const n = normalizeIp(ip);
+    for (const slice of this.ready().endpointIps.values(n)) {
+      const ep = slice.endpoints.find((e) => e.address === n && e.refKind === 'Pod' && e.refName);
+      if (ep) return { namespace: ep.refNamespace ?? slice.namespace, name: ep.refName! };
+    }
+    return undefined;
+  }
+
   /** Is this a Service ClusterIP, a pod endpoint's IP or a known running pod's IP? (sync: routing decisions) */
   knowsIp(ip: string): boolean {
     const n = normalizeIp(ip);
