@@ -9,6 +9,7 @@
 import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
 import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError, RouteUnavailableError } from '../core/errors.js';
 import { refusalError, type Claim, type Decision, type RouteMatcher } from './table.js';
+import { abortable } from '../core/abort.js';
 import type { Route } from './route.js';
 
 export interface RouterOptions {
@@ -72,7 +73,8 @@ export class Router implements StreamOpener {
       let decision = matcher.match(request.destination);
       if (this.worthLookingUp(request, decision)) {
         // A Pod IP no watch covers (pods are looked up, not watched): ask the clusters, then decide.
-        await Promise.all([...routes.values()].map((r) => r.learnIp?.(request.destination.host, signal)));
+        // Bounded by the connect timeout (a look-up has its own, longer one, and goes on to fill its cache).
+        await abortable(Promise.all([...routes.values()].map((r) => r.learnIp?.(request.destination.host, signal))), signal);
         decision = matcher.match(request.destination);
       }
       for (;;) {

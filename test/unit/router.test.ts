@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { destinationFor } from '../../src/core/address.js';
-import { NotAllowedError, RouteUnavailableError } from '../../src/core/errors.js';
+import { ConnectTimeoutError, NotAllowedError, RouteUnavailableError } from '../../src/core/errors.js';
 import { RouteMatcher, type Claim } from '../../src/routing/table.js';
 import { Router } from '../../src/routing/router.js';
 import type { Route } from '../../src/routing/route.js';
@@ -59,4 +59,16 @@ test('a namespace the synced cluster does not have: the name falls to the rules 
   assert.equal((await open(router, 'web.shop')).route, 'prod');
   const { router: noDirect } = routerWith(false, noNamespace);
   await assert.rejects(open(noDirect, 'github.com'), (err: Error) => err instanceof NotAllowedError && /not served by any route/.test(err.message));
+});
+
+test('a Pod IP look-up that takes longer than the connect timeout ends as a timeout, at the timeout', { timeout: 5000 }, async () => {
+  const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, false), new Map([['prod', fixedView([], undefined)]]));
+  const routes = new Map<string, Route>();
+  for (const { name } of matcher.snapshot().routes) routes.set(name, standIn(name));
+  // prod's look-up never answers (an API server that stopped responding).
+  (routes.get('prod') as Route).learnIp = () => new Promise(() => {});
+  const router = new Router({ matcher, routes }, { connectTimeoutMs: 300 });
+  const started = Date.now();
+  await assert.rejects(router.open({ destination: destinationFor('172.16.5.5', 80), frontEnd: 'socks5', client: 'test', signal: new AbortController().signal }), ConnectTimeoutError);
+  assert.ok(Date.now() - started < 2000, `${Date.now() - started} ms`);
 });
