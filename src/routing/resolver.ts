@@ -44,6 +44,9 @@ export interface Plan {
  * endpoint by the EndpointSlice controller, else from the pod's container ports), only endpoints
  * that are ready and not terminating, spread round-robin; headless names and Pod IPs keep the port.
  */
+/** Services (and ports) whose rotation is remembered. */
+const ROUND_ROBIN_MAX = 10_000;
+
 export class Resolver {
   private readonly roundRobin = new Map<string, number>();
 
@@ -209,6 +212,9 @@ export class Resolver {
   /** Spreads connections: each call starts one further along, and tries at most a few. */
   private rotate<T>(key: string, list: T[]): T[] {
     const start = this.roundRobin.get(key) ?? 0;
+    // One entry per Service and port asked for (any port, for a headless Service): bounded, as
+    // forgetting where a rotation stood costs nothing but an even spread for a moment.
+    if (this.roundRobin.size >= ROUND_ROBIN_MAX && !this.roundRobin.has(key)) this.roundRobin.clear();
     this.roundRobin.set(key, (start + 1) % 1_000_000);
     const n = list.length;
     const out: T[] = [];

@@ -201,3 +201,10 @@ test('a headless pod hostname names only a ready endpoint (as CoreDNS answers)',
   const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
   await assert.rejects(r.resolve(dom('pg-0.pg.shop.svc.cluster.local', 5432)));
 });
+
+test('where each rotation stands is remembered for a bounded number of Services and ports', async () => {
+  // A headless Service answers on any port: one rotation per port asked for.
+  for (let port = 1; port <= 10_050; port++) await resolver.resolve(dom('db.shop.svc', port));
+  const kept = (resolver as unknown as { roundRobin: Map<string, number> }).roundRobin.size;
+  assert.ok(kept <= 10_000, `${kept} rotations kept`);
+});
