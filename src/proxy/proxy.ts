@@ -13,6 +13,7 @@ import { Router } from '../routing/router.js';
 import { generatePac } from '../routing/pac.js';
 import { assertDirectAllowed } from '../routing/direct-route.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
+import type { Route } from '../routing/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
@@ -152,7 +153,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
         const candidate = buildTable(table, nextSettings, log, built);
         feedIngress(candidate);
         try {
-          await startRoutes({ ...candidate, routes: new Map(candidate.fresh.map((r) => [r.name, r])) }, log, true);
+          await startRoutes({ ...candidate, routes: new Map(candidate.fresh.map((r) => [r.name, r])) }, log, true, candidate.retried);
         } catch (err) {
           for (const r of candidate.fresh) void r.close();
           feedIngress(built);
@@ -192,11 +193,17 @@ function defaultCluster(built: BuiltTable): ClusterRouteRuntime | undefined {
  * all its new clusters answer and sync. At first start the proxy runs as long as some route
  * can serve (the others stay in error and retry); it fails only when none can.
  */
-async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, strict = false): Promise<void> {
+/**
+ * Starts routes. `strict` (a reload): any failure fails the whole — except for routes in
+ * `tolerated` (made anew in place of failing ones), which may fail again and keep trying.
+ */
+async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, strict = false, tolerated: ReadonlySet<Route> = new Set()): Promise<void> {
   const routes = [...built.routes.values()];
   await Promise.all(routes.map((r) => r.prepare?.()));
   const results = await Promise.allSettled(routes.map((r) => r.start()));
-  const failures = results.flatMap((r, i) => (r.status === 'rejected' ? [{ route: routes[i]!, err: r.reason as unknown }] : []));
+  const all = results.flatMap((r, i) => (r.status === 'rejected' ? [{ route: routes[i]!, err: r.reason as unknown }] : []));
+  const failures = strict ? all.filter((f) => !tolerated.has(f.route)) : all;
+  for (const f of all) if (strict && tolerated.has(f.route)) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route still not available after the reload; it keeps trying');
   if (failures.length === 0) return;
   const first = failures[0]!;
   const message = (f: { route: { name: string }; err: unknown }) => (routes.length > 1 ? `route ${f.route.name}: ${errorMessage(f.err)}` : errorMessage(f.err));

@@ -32,6 +32,8 @@ export interface BuiltTable extends TableGeneration {
   readonly table: RoutingTable;
   /** What its routes were built with (a reload keeps a route only when these are the same for it). */
   readonly settings: BuildSettings;
+  /** Fresh routes made in place of failing ones: a reload does not fail when they still fail. */
+  readonly retried: ReadonlySet<Route>;
   /** The routes made for this table (not the reused ones): start them, and close them if it is not taken. */
   readonly fresh: Route[];
 }
@@ -39,6 +41,7 @@ export interface BuiltTable extends TableGeneration {
 export function buildTable(table: RoutingTable, settings: BuildSettings, log: Logger, reuse?: BuiltTable): BuiltTable {
   const routes = new Map<string, Route>();
   const fresh: Route[] = [];
+  const retried = new Set<Route>();
   const views = new Map<string, ClusterView>();
   const extraCA = table.extraCA ? loadExtraCA(table.extraCA) : undefined;
   try {
@@ -48,18 +51,20 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       const via = spec.kind === 'cluster' && spec.via ? routes.get(spec.via) : undefined;
       // A route kept across a reload keeps its carrier: not when that carrier is new.
       const previous = reuse && sameSpec(reuse.table, table, spec) && !(via && fresh.includes(via)) ? reuse.routes.get(spec.name) : undefined;
-      // A route in error is made anew: a reload is how a user says "try again with what is on
-      // disk now" (a fixed kubeconfig, a renewed CA file).
-      const kept = previous && previous.status().state !== 'error' && sameCredentials(reuse!.settings, settings, spec.name) ? previous : undefined;
+      // A route that is failing (in error, or on a retry since) is made anew: a reload is how a
+      // user says "try again with what is on disk now" (a fixed kubeconfig, a renewed CA file).
+      const failing = previous !== undefined && isFailing(previous);
+      const kept = previous && !failing && sameCredentials(reuse!.settings, settings, spec.name) ? previous : undefined;
       const egress = { ...(extraCA ? { extraCA } : {}), ...(via instanceof SshRoute ? { via: { route: via.name, dial: via.dial.bind(via) } } : {}) };
       const route = kept ?? buildRoute(spec, table, { ...settings, egress }, log);
       if (!kept) fresh.push(route);
+      if (failing) retried.add(route);
       routes.set(spec.name, route);
       if (route instanceof ClusterRouteRuntime || route instanceof KonnectivityRouteRuntime) views.set(spec.name, route);
     }
     // The table's order stays (it decides nothing but is how status lists the routes).
     const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
-    return { table, settings, routes: ordered, fresh, matcher: new RouteMatcher(table, views) };
+    return { table, settings, routes: ordered, fresh, retried, matcher: new RouteMatcher(table, views) };
   } catch (err) {
     for (const r of fresh) void r.close();
     throw err;
@@ -105,6 +110,11 @@ function sameSpec(before: RoutingTable, after: RoutingTable, spec: RouteSpec): b
   const strip = (r: RouteSpec) => JSON.stringify({ ...r, origin: undefined });
   const role = (t: RoutingTable) => t.defaultRoute === spec.name;
   return strip(old) === strip(spec) && role(before) === role(after) && before.clusterDomain === after.clusterDomain && before.extraCA === after.extraCA;
+}
+
+function isFailing(route: Route): boolean {
+  const { state, reason } = route.status();
+  return state === 'error' || (state !== 'ready' && reason !== undefined);
 }
 
 /** The same kubeconfig file for the route (a managed daemon's reload may hand it another). */

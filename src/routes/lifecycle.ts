@@ -3,9 +3,10 @@
 // (reaching the API server, the konnectivity server) → 'syncing' → 'ready'. An attempt that fails
 // leaves the route in 'error' and the next follows 5 s later, doubling to a minute, until one
 // succeeds or the route is closed; what the failed attempt left running (watches, a tunnel) is
-// stopped first. A stream for a route still starting or syncing waits for it, bounded by the
-// caller's signal (its connect timeout running out is a timeout: SOCKS 0x06 / HTTP 504); one for a
-// route in error fails at once (0x04 / 502). close() ends the retries, and an attempt running at
+// stopped first. A stream for a route on its first start (starting or syncing) waits for it,
+// bounded by the caller's signal (its connect timeout running out is a timeout: SOCKS 0x06 /
+// HTTP 504); one for a route that has failed fails at once (0x04 / 502) until an attempt succeeds
+// — also while the next attempt runs, so a cluster that is down answers alike all the time. close() ends the retries, and an attempt running at
 // that moment stops at its next step: it never restarts what close() has stopped.
 import type { Logger } from '../core/log.js';
 import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../core/errors.js';
@@ -111,14 +112,15 @@ export class RouteLifecycle {
   }
 
   /**
-   * Resolves when the route can serve. In error: a RouteUnavailableError at once. Starting or
-   * syncing: waits until it is ready or `signal` aborts — a ConnectTimeoutError when the signal's
+   * Resolves when the route can serve. Failed before (in error, or retrying since): a
+   * RouteUnavailableError at once. On its first start: waits until it is ready or `signal` aborts — a ConnectTimeoutError when the signal's
    * reason is a TimeoutError (the connect timeout), else a RouteUnavailableError saying why.
    */
   async whenReady(signal: AbortSignal): Promise<void> {
     if (this.current === 'ready') return;
     if (this.closed) throw this.closedError();
-    if (this.current === 'error') throw new RouteUnavailableError(`${this.label} is not available: ${this.why}`);
+    // Failed before (in error, or retrying): down until an attempt succeeds.
+    if (this.current === 'error' || this.why !== undefined) throw new RouteUnavailableError(`${this.label} is not available: ${this.why}`);
     await abortable(this.ready, signal).catch(() => {
       if (this.closed) throw this.closedError();
       const still = this.current === 'error' ? `failing: ${this.why}` : this.current === 'syncing' ? 'syncing its cache' : 'starting';

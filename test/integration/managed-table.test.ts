@@ -109,7 +109,7 @@ test('reload ID: a route added to the file serves; removed, it is refused; a bad
   assert.match((await who('http://which.shop.prod/'))!, /^curl /);
 });
 
-test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile is used', async () => {
+test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile is used; a reload while it still fails is taken', async () => {
   // staging's server is a port where nothing listens: that route is in error from the start.
   const closed = net.createServer().listen(0, '127.0.0.1');
   await once(closed, 'listening');
@@ -125,6 +125,10 @@ test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile 
   const via = async (url: string) => (await curl(['-s', '--proxy', proxy, url])).stdout;
   assert.match(await via('http://which.shop.prod/'), /hello from which-prod/);
   assert.doesNotMatch(await via('http://which.shop.staging/'), /hello/);
+  // A reload while it still fails: taken (the route is made anew and goes on trying).
+  const early = await cli(['reload', 'fixable']);
+  assert.equal(early.code, 0, early.stderr);
+  assert.match(await via('http://which.shop.prod/'), /hello from which-prod/);
   // The kubeconfig is fixed; the reload carries it to the route in error.
   await copyFile(multi.kubeconfig, kubeconfig);
   const reloaded = await cli(['reload', 'fixable']);
