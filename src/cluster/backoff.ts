@@ -1,6 +1,6 @@
 // The retry delays of the watch clients (informer.ts, slim-watch.ts), as client-go's reflector
 // paces ListAndWatch (staging/src/k8s.io/client-go/tools/cache/reflector.go: an exponential
-// backoff manager, 800 ms → 30 s, reset after 2 minutes without a retry). Every restart counts —
+// backoff manager, 800 ms → 30 s, reset after 2 minutes without a retry; ours starts at 500 ms). Every restart counts —
 // a failure, a 410 relist, a watch the server ends at once — and the delay grows until the
 // server has been left alone for a while. It is never reset by a request that merely succeeded:
 // a server that accepts each watch and fails it at once would reset it every time.

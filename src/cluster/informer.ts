@@ -71,6 +71,8 @@ export class ResilientInformer<T extends Slim> {
   private wake?: () => void;
   /** The watch was cut by our deadline: its error is expected. */
   private cutByDeadline = false;
+  /** The watch-list under way has delivered its initial events (it goes on as the watch). */
+  private initialEventsDone = false;
   private syncing?: SyncProgress & { probe?: NodeJS.Timeout };
   private readonly timeoutSeconds: number;
   private readonly firstSync: Promise<void>;
@@ -147,14 +149,15 @@ export class ResilientInformer<T extends Slim> {
         // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once —
         // unless it ends them as soon as they start (a proxy in between?): then not in a hot loop.
         if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
-        if (Date.now() - startedAt < MIN_WATCH_MS) await this.sleep(MIN_WATCH_MS * (0.8 + Math.random() * 0.4));
+        // Such quick ends count as restarts for the backoff (backoff.ts): again and again, they wait longer.
+        if (Date.now() - startedAt < MIN_WATCH_MS) await this.sleep(Math.max(MIN_WATCH_MS * (0.8 + Math.random() * 0.4), this.backoff.next()));
       } catch (err) {
         if (this.stopped()) return;
         if (this.cutByDeadline) {
           this.cutByDeadline = false;
           continue;
         }
-        if (wasResuming && isGone(err)) {
+        if ((wasResuming || this.initialEventsDone) && isGone(err)) {
           const delay = this.backoff.next();
           this.log.debug({ path: this.path, inMs: delay }, 'resourceVersion too old (410 Gone); listing again');
           this.resourceVersion = undefined;
@@ -174,8 +177,10 @@ export class ResilientInformer<T extends Slim> {
         await this.watchList(() => initialEvents++);
         return;
       } catch (err) {
-        // Stopped, or refused for permissions (a LIST would be refused the same): no fallback.
-        if (this.stopped() || (err instanceof ApiStatusError && [401, 403].includes(err.statusCode))) throw err;
+        // Stopped; refused for permissions (a LIST would be refused the same); or the initial
+        // events were in and this is the watch that followed ending (resumed from its
+        // resourceVersion, paced, as any watch): no fallback.
+        if (this.stopped() || this.initialEventsDone || (err instanceof ApiStatusError && [401, 403].includes(err.statusCode))) throw err;
         const unsupported = err instanceof ApiStatusError && (err.statusCode === 400 || err.statusCode === 422) && initialEvents === 0;
         if (unsupported) {
           noWatchList.add(this.api);
@@ -195,6 +200,7 @@ export class ResilientInformer<T extends Slim> {
   private async watchList(counted: () => void): Promise<void> {
     const fresh = new Map<string, T>();
     let initialDone = false;
+    this.initialEventsDone = false;
     this.beginSync();
     await this.watch({ sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' }, (ev) => {
       if (initialDone) return false;
@@ -204,6 +210,7 @@ export class ResilientInformer<T extends Slim> {
         // resourceVersion we must not resume from (the picture under it is not complete).
         if (ev.object.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return true;
         initialDone = true;
+        this.initialEventsDone = true;
         this.replace(fresh, String(ev.object.metadata.resourceVersion ?? ''));
         return true;
       }

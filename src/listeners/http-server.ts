@@ -54,6 +54,13 @@ export async function startHttpListener(host: string | UnixListen, port: number,
   });
   const proxied = requireProxyAuth(ctx, createForwarder(ctx, agent), unauthenticated);
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    // A request that arrives on a connection closing after a `Connection: close` answer (Node's
+    // parser reads on while we linger): no answer can reach the client any more, so it is not
+    // acted on — only its body is dropped.
+    if (req.socket.writableEnded) {
+      req.resume();
+      return;
+    }
     // Browsers fetch the PAC file directly and cannot present proxy credentials for it.
     if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac);
     proxied(req, res);

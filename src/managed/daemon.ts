@@ -121,7 +121,8 @@ class Daemon {
 
     const stillWanted = await withStateLock(this.l, () =>
       updateEntry(this.l, id, (e) => {
-        e.phase = 'running';
+        // A disconnect that got here first (it records 'stopping' before its SIGTERM) stays seen.
+        e.phase = e.phase === 'stopping' ? 'stopping' : 'running';
         e.pid = process.pid;
         e.procIdentity = processIdentity(process.pid) ?? e.procIdentity;
         e.startedAt = new Date().toISOString();

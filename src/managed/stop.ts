@@ -44,7 +44,15 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
     // Recorded before the signal, not left to the daemon: a `connect` for this ID from now on
     // waits for it to go instead of reporting it "already running".
     updateEntry(l, id, (e) => (e.phase = 'stopping'));
-    if (process.platform !== 'win32' && !signal(pid, 'SIGTERM')) {
+    let sent: boolean;
+    try {
+      sent = process.platform === 'win32' || signal(pid, 'SIGTERM');
+    } catch (err) {
+      // Not ours to signal after all (EPERM): it goes on running, so it is not stopping.
+      updateEntry(l, id, (e) => (e.phase = current.entry.phase));
+      throw err;
+    }
+    if (!sent) {
       removeEntry(l, id);
       return { entry: current.entry, pid: undefined };
     }

@@ -38,15 +38,16 @@ export interface Plan {
   candidates: PodPort[];
 }
 
-/**
- * Turns a destination (name or IP, port) into pod ports using only the watch cache. Follows what
- * kube-proxy and cluster DNS would do: Service port → targetPort (named ports resolved per
- * endpoint by the EndpointSlice controller, else from the pod's container ports), only endpoints
- * that are ready and not terminating, spread round-robin; headless names and Pod IPs keep the port.
- */
 /** Services (and ports) whose rotation is remembered. */
 const ROUND_ROBIN_MAX = 10_000;
 
+/**
+ * Turns a destination (name or IP, port) into pod ports using only the watch cache. Follows what
+ * kube-proxy and cluster DNS would do: Service port → targetPort (named ports resolved per
+ * endpoint by the EndpointSlice controller, else from the pod's container ports), endpoints that
+ * are ready and not terminating (else, as kube-proxy, those terminating but still serving), spread
+ * round-robin; headless names and Pod IPs keep the port.
+ */
 export class Resolver {
   private readonly roundRobin = new Map<string, number>();
 

@@ -51,9 +51,10 @@ test('a hop that ends every session right after login is retried with backoff, n
   try {
     await chain.connect();
     await new Promise((r) => setTimeout(r, 2500));
-    // Logins at about 0, 0.2, 0.6, 1.4 and 2.4 s (each drop waits 200, 400, 800, 1000 ms); a
-    // chain that reconnected at every drop logged in dozens of times.
-    assert.ok(server.logins >= 3 && server.logins <= 6, `${server.logins} logins in 2.5 s`);
+    // Logins at about 0, 0.2, 0.6, 1.4 and 2.4 s (each drop waits 200, 400, 800, 1000 ms, plus
+    // the login itself, slower on a loaded 2-core machine); a chain that reconnected at every drop
+    // logged in dozens of times.
+    assert.ok(server.logins >= 2 && server.logins <= 6, `${server.logins} logins in 2.5 s`);
     assert.match(chain.status().lastError ?? '', /ssh hop hop .*the connection dropped/);
   } finally {
     await chain.close();

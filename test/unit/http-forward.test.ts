@@ -339,6 +339,21 @@ async function exchange(request: string): Promise<string> {
   return out;
 }
 
+test('a request sent after a Connection: close answer (while the connection lingers) is not acted on', async () => {
+  const s = await connectClient(listener.address.port);
+  const reader = new Reader(s);
+  const before = opensFor('web.test');
+  s.write('POST http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nContent-Length: 4\r\n\r\nbody');
+  let out = '';
+  while (!/nothing listens on 80\n$/.test(out)) out += (await reader.read(1)).toString();
+  assert.match(out, /^HTTP\/1\.1 502 [^]*Connection: close/);
+  // The client ignores the close and sends another request: it must not reach the origin.
+  s.write('POST http://web.test/second HTTP/1.1\r\nHost: web.test\r\nContent-Length: 2\r\n\r\nhi');
+  await delay(300);
+  assert.equal(opensFor('web.test'), before, 'no stream was opened for it');
+  s.destroy();
+});
+
 test('OPTIONS with an empty path goes on as "*"; with a path or query, as itself', async () => {
   const star = await exchange('OPTIONS http://web.test HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n');
   assert.equal((JSON.parse(star.slice(star.indexOf('\r\n\r\n') + 4)) as Echoed).url, '*');
