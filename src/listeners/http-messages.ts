@@ -63,11 +63,13 @@ const NOT_REFLECTED = new Set(['authorization', 'proxy-authorization', 'cookie']
 /**
  * The proxy's own answer to a TRACE or OPTIONS whose Max-Forwards ran out: OPTIONS gets the
  * methods it forwards; TRACE gets the request it received back as message/http (RFC 9110
- * §9.3.8), without credentials.
+ * §9.3.8), without credentials (headers or URL userinfo).
  */
 export function finalRecipientAnswer(req: IncomingMessage): { headers: OutgoingHttpHeaders; body: string } {
   if (req.method === 'OPTIONS') return { headers: { Allow: ALLOWED, 'Content-Length': 0 }, body: '' };
-  const lines = [`${req.method} ${req.url} HTTP/${req.httpVersion}`];
+  // Credentials in the URL (http://user:pass@host/) are left out as the headers' are.
+  const target = (req.url ?? '').replace(/^(http:\/\/)[^/?#@]*@/i, '$1');
+  const lines = [`${req.method} ${target} HTTP/${req.httpVersion}`];
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     if (!NOT_REFLECTED.has(req.rawHeaders[i]!.toLowerCase())) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
   }

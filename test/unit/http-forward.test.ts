@@ -370,6 +370,9 @@ test('Max-Forwards: 0 on TRACE and OPTIONS is answered by the proxy; above 0 it 
   const trace = await exchange('TRACE http://web.test/t HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nX-Mine: 1\r\nCookie: s=secret\r\nAuthorization: Basic c2VjcmV0\r\nConnection: close\r\n\r\n');
   assert.match(trace, /^HTTP\/1\.1 200 [^]*Content-Type: message\/http\r\n[^]*\r\n\r\nTRACE http:\/\/web\.test\/t HTTP\/1\.1\r\n[^]*X-Mine: 1\r\n/);
   assert.doesNotMatch(trace, /secret|c2VjcmV0/);
+  const withUser = await exchange('TRACE http://alice:pw-in-url@web.test/t HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n');
+  assert.match(withUser, /\r\n\r\nTRACE http:\/\/web\.test\/t HTTP\/1\.1\r\n/);
+  assert.doesNotMatch(withUser, /pw-in-url/);
   assert.equal(opensFor('web.test'), before, 'neither reached the origin');
   const onward = await curl('-X', 'TRACE', '-H', 'Max-Forwards: 3', 'http://web.test/t');
   assert.equal((JSON.parse(onward.stdout) as Echoed).headers['max-forwards'], '2');
