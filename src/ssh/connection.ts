@@ -10,7 +10,7 @@ import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { describeHop, type SshHop } from './chain.js';
 import { channelOpenError, hopError } from './failures.js';
-import { login, openChannel, proxyCommandStream } from './hop-login.js';
+import { HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
 
 export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
 
@@ -177,8 +177,15 @@ export class SshChainConnection {
       const hop = this.hops[i]!;
       let sock: Duplex | undefined;
       if (i > 0) {
-        sock = await openChannel(clients[i - 1]!, hop.hostName, hop.port, stop.signal).catch((err: unknown) => {
-          throw stop.signal.aborted ? err : hopError(err, hop, `${describeHop(this.hops[i - 1]!)} cannot reach it`);
+        // The hop before dials this one: bounded by this hop's ConnectTimeout, as ssh bounds the
+        // wait for a ProxyJump hop's banner, which starts before that channel is open.
+        const timeoutMs = hop.connectTimeoutMs ?? HOP_CONNECT_TIMEOUT_MS;
+        const dialed = AbortSignal.any([stop.signal, AbortSignal.timeout(timeoutMs)]);
+        sock = await openChannel(clients[i - 1]!, hop.hostName, hop.port, dialed).catch((err: unknown) => {
+          if (stop.signal.aborted) throw err;
+          const reach = `${describeHop(this.hops[i - 1]!)} cannot reach it`;
+          if (dialed.aborted) throw hopError(new Error('timed out'), hop, `${reach} within ${timeoutMs} ms (ConnectTimeout)`);
+          throw hopError(err, hop, reach);
         });
       } else if (hop.proxyCommand) {
         sock = proxyCommandStream(hop.proxyCommand, this.options.log);

@@ -11,6 +11,9 @@ import type { SshHop } from './chain.js';
 import { hopError, HostKeyRefusal } from './failures.js';
 import { preferredHostKeyAlgorithms, verifyHostKey } from './host-key-check.js';
 
+/** A hop's ConnectTimeout when ssh config sets none (ssh2's readyTimeout default). */
+export const HOP_CONNECT_TIMEOUT_MS = 20_000;
+
 /**
  * Logs in to `hop` (over `sock` when given, else TCP). When `stop` aborts first, the login is
  * given up: the connection is ended and the promise rejects with the signal's reason.
@@ -70,7 +73,7 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
       ...hostKeyAlgorithms(hop),
       keepaliveInterval: hop.serverAliveIntervalMs,
       keepaliveCountMax: hop.serverAliveCountMax,
-      readyTimeout: hop.connectTimeoutMs ?? 20_000,
+      readyTimeout: hop.connectTimeoutMs ?? HOP_CONNECT_TIMEOUT_MS,
     });
   });
 }

@@ -75,3 +75,19 @@ test('a chain that stayed up a while and drops is opened again at once (a networ
     await server.close();
   }
 });
+
+test('a hop the hop before cannot reach in time fails the chain at its ConnectTimeout, not the kernel\'s', async () => {
+  // The first hop takes 3 s to open any channel: the second hop's dial hangs that long.
+  const server = await startSsh2Server({ openDelayMs: 3000 });
+  const chain = new SshChainConnection([server.hop(), server.hop({ alias: 'second', connectTimeoutMs: 400 })]);
+  try {
+    const started = Date.now();
+    await assert.rejects(chain.connect(), /second.*cannot reach it within 400 ms \(ConnectTimeout\)/);
+    assert.ok(Date.now() - started < 2500, `${Date.now() - started} ms`);
+    // The failed chain leaves no session behind on the first hop.
+    await eventually(() => server.connections.size === 0, 3000, 'the first hop\'s session was left open');
+  } finally {
+    await chain.close();
+    await server.close();
+  }
+});
