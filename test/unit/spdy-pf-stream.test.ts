@@ -158,3 +158,45 @@ test('a tunnel that ends cleanly inside a DATA frame breaks the stream; between 
     stream.destroy();
   }
 });
+
+test('a stream whose pod has ended releases its hold on the tunnel, however slowly its client reads', async () => {
+  const session = new SpdySession('client', { write: () => {}, close: () => {} });
+  const holders = new Set<unknown>();
+  let requestIds = 0;
+  const tunnel = { session, requestId: () => String(requestIds++), hold: (h: unknown, on: boolean) => (on ? holders.add(h) : holders.delete(h)), buffered: 0, whenDrained: (cb: () => void) => cb() };
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {} });
+  await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
+  const headers = new HeaderCompressor();
+  session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
+  session.receive(encodeSynReply(DATA_STREAM, headers.compress(encodeHeaderBlock({}))));
+  stream.pause();
+  // 1.25 MiB and the pod's FIN in one socket chunk: more than a stream may queue, so it holds the tunnel.
+  const frames: Buffer[] = [];
+  for (let i = 0; i < 40; i++) frames.push(encodeData(DATA_STREAM, Buffer.alloc(32 * 1024, 1), false));
+  frames.push(encodeData(DATA_STREAM, Buffer.alloc(0), true));
+  session.receive(Buffer.concat(frames));
+  assert.equal(holders.size, 0, 'the pod ended: nothing more comes for this stream, the other streams must go on');
+  let got = 0;
+  stream.on('data', (c: Buffer) => (got += c.length));
+  const ended = new Promise((r) => stream.once('end', r));
+  stream.resume();
+  await ended;
+  assert.equal(got, 40 * 32 * 1024, 'every byte still reaches the reader');
+  stream.destroy();
+});
+
+test('"sandbox not found" on a port not yet confirmed fails the open with the kubelet\'s text (host unreachable), then retires the tunnel', async () => {
+  const session = new SpdySession('client', { write: () => {}, close: () => {} });
+  let retired = false;
+  let requestIds = 0;
+  const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
+  // Retiring closes the session, as SpdyTransport's shutdown does.
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() { retired = true; session.destroy(); } });
+  const opened = stream.open({ signal: new AbortController().signal, confirmMs: 150 });
+  const headers = new HeaderCompressor();
+  session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
+  session.receive(encodeSynReply(DATA_STREAM, headers.compress(encodeHeaderBlock({}))));
+  session.receive(encodeData(1, Buffer.from('error forwarding port 80 to pod p, uid u: failed to find sandbox "abc" in store: not found'), false));
+  await assert.rejects(opened, (err: Error & { socksReply?: number }) => err.socksReply === 0x04 && /sandbox/.test(err.message));
+  assert.equal(retired, true);
+});

@@ -180,8 +180,10 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
   }
 
   protected override errorFromKubelet(text: string): void {
-    if (isSandboxGone(text)) this.hooks.retire();
+    // The kubelet's verdict first (a cold port's open fails with it: 0x04), then the tunnel goes:
+    // retiring it first closed this stream as "tunnel closed" (0x01) and lost the text.
     super.errorFromKubelet(text);
+    if (isSandboxGone(text)) this.hooks.retire();
   }
 
   private errorStreamClosed(): void {
@@ -267,6 +269,12 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
     if (!this.podEnded && !this.destroyed) {
       this.podEnded = true;
       this.push(null);
+    }
+    // No byte comes for this stream any more: it must not hold the tunnel for its slow reader
+    // (Node calls _read on no ended stream, so the hold would last until the client closes).
+    if (this.holding) {
+      this.holding = false;
+      this.tunnel.hold(this, false);
     }
     this.discardWrites = true;
     if (this.data && !this.data.localClosed) this.data.reset();
