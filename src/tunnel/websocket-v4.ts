@@ -69,6 +69,8 @@ class PortForwardStream extends PodStream {
   private clientEnded = false;
   /** The pod side reported an error after data: no more bytes go to the reader. */
   private podEnded = false;
+  /** We started the close (see the 'close' handler). */
+  private closingByUs = false;
 
   constructor(
     private readonly ws: WebSocket,
@@ -77,10 +79,16 @@ class PortForwardStream extends PodStream {
   ) {
     super(target, log, {});
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
-    // The pod side closed: end our readable side unless an error already destroyed us.
-    ws.on('close', () => {
+    // The pod side closed: end our readable side unless an error already destroyed us. Only a
+    // normal close is an end (x/net/websocket, the kubelet's, closes with 1000; 1005 is a close
+    // frame without a code); a connection that broke (1006: no close frame) or a server error
+    // (1011…) cut the pod's bytes short, and the client must see that, not a clean FIN — unless
+    // we closed it ourselves (the linger after the client's FIN, or a stream we abandoned).
+    ws.on('close', (code: number) => {
       clearTimeout(this.lingerTimer);
-      if (!this.destroyed) this.push(null);
+      if (this.destroyed) return;
+      if (this.closingByUs || code === 1000 || code === 1005) this.push(null);
+      else this.destroy(new UpstreamApiError(`port-forward to ${where(target)} broke (WebSocket close code ${code})`));
     });
   }
 
@@ -104,7 +112,13 @@ class PortForwardStream extends PodStream {
         ws.once('open', () => {
           if (ws.protocol !== V4_PROTOCOL) fail(new UpstreamApiError(`API server answered port-forward with subprotocol "${ws.protocol}"`));
         });
-        ws.once('close', () => this.podEndedEarly());
+        ws.once('close', (code: number) => {
+          // The kubelet sends both channels' port prefixes as soon as it has the stream: a close
+          // before them is a stream that was never set up (another endpoint may do), not a pod
+          // that accepted and closed.
+          if (this.prefixPending[DATA] || this.prefixPending[ERROR]) fail(new UpstreamApiError(`port-forward to ${where(target)} closed before it was set up (WebSocket close code ${code})`, { retryable: true }));
+          else this.podEndedEarly();
+        });
       },
       () => ws.terminate(),
     );
@@ -176,12 +190,16 @@ class PortForwardStream extends PodStream {
 
   private armLinger(): void {
     clearTimeout(this.lingerTimer);
-    this.lingerTimer = setTimeout(() => this.ws.close(1000), HALF_CLOSE_LINGER_MS);
+    this.lingerTimer = setTimeout(() => {
+      this.closingByUs = true;
+      this.ws.close(1000);
+    }, HALF_CLOSE_LINGER_MS);
     this.lingerTimer.unref();
   }
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     clearTimeout(this.lingerTimer);
+    this.closingByUs = true;
     // A close handshake needs the server's close frame, which queues behind pod data we have
     // not read; when we abandon that data (a client cancelled a download) it would stall for
     // ws's 30 s close timeout with the tunnel and the pod's connection still open. Cut instead.
