@@ -9,7 +9,14 @@ export interface KeepaliveOptions {
   intervalMs: number;
   /** After a ping, the peer must send something (pong or data) within this time. */
   timeoutMs: number;
+  /**
+   * How long a peer we keep sending data to may stay silent (our bytes, and the ping behind
+   * them, may wait in the kernel while it reads slowly); default 2 minutes.
+   */
+  busySilenceMs?: number;
 }
+
+const BUSY_SILENCE_MS = 120_000;
 
 /** Keepalive when the owner gives none (tests, tools); the proxy passes --keepalive values. */
 export const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 30_000, timeoutMs: 15_000 };
@@ -21,6 +28,8 @@ export interface Pingable {
   readonly isOpen: boolean;
   /** A live peer's answer could not have been seen: we paused reading, or our bytes still queue. */
   readonly isStalled: boolean;
+  /** When we last sent data (Date.now()): bytes the kernel has taken may still wait for the peer. */
+  readonly lastSentAt?: number;
   /** Sends a ping the peer answers (WebSocket ping → pong; SPDY PING → PING). */
   ping(): void;
   /** Calls `heard` on every answer or other message; `closed` once; returns an unsubscribe. */
@@ -28,13 +37,16 @@ export interface Pingable {
 }
 
 /** A WebSocket as a Pingable: the API server answers its pings (v4 per-stream tunnels). */
-export function pingableWebSocket(ws: WebSocket): Pingable {
+export function pingableWebSocket(ws: WebSocket, lastSentAt: () => number = () => 0): Pingable {
   return {
     get isOpen() {
       return ws.readyState === WebSocket.OPEN;
     },
     get isStalled() {
       return ws.isPaused || ws.bufferedAmount > 0;
+    },
+    get lastSentAt() {
+      return lastSentAt();
     },
     ping: () => ws.ping(),
     listen(heard, closed) {
@@ -53,21 +65,27 @@ export function pingableWebSocket(ws: WebSocket): Pingable {
 /**
  * Pings every intervalMs; calls onDead (once) when nothing came back within timeoutMs of a
  * ping. Anything received counts as an answer, so a busy tunnel never looks dead. A stalled
- * tunnel (see Pingable.isStalled) stops the clock: TCP itself gives up on those in time.
+ * tunnel (see Pingable.isStalled) stops the clock — TCP itself gives up on a peer that is gone,
+ * in time — and so, for up to busySilenceMs of silence, does one we sent data on since we last
+ * heard from it: our bytes may sit in the kernel's buffers with the ping behind them while the
+ * peer reads slowly (a pod that does not keep up with an upload).
  * Returns a function that stops it; it also stops when the tunnel closes.
  */
 export function startKeepalive(tunnel: Pingable, options: KeepaliveOptions, onDead: (silentMs: number) => void): () => void {
   if (options.intervalMs <= 0) return noop;
   let deadline: NodeJS.Timeout | undefined;
   let pingAt = 0;
+  let heardAt = Date.now();
   const heard = (): void => {
+    heardAt = Date.now();
     clearTimeout(deadline);
     deadline = undefined;
   };
   const expire = (): void => {
     deadline = undefined;
     if (!tunnel.isOpen) return;
-    if (tunnel.isStalled) {
+    const busy = (tunnel.lastSentAt ?? 0) > heardAt && Date.now() - heardAt < (options.busySilenceMs ?? BUSY_SILENCE_MS);
+    if (tunnel.isStalled || busy) {
       deadline = setTimeout(expire, options.timeoutMs);
       deadline.unref();
       return;

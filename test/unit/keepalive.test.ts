@@ -75,3 +75,20 @@ test('interval 0 is off', async () => {
   assert.equal(dead, false);
   client.terminate();
 });
+
+test('data we sent since we last heard from the peer stops the clock (it may wait in the kernel with the ping behind it)', async () => {
+  const { client } = await connect(false);
+  let lastSentAt = 0;
+  let dead = false;
+  startKeepalive(pingableWebSocket(client, () => lastSentAt), { intervalMs: 30, timeoutMs: 80, busySilenceMs: 700 }, () => (dead = true));
+  // An upload the peer reads slowly: our bytes keep going out; nothing comes back.
+  const upload = setInterval(() => (lastSentAt = Date.now()), 20);
+  await sleep(400);
+  clearInterval(upload);
+  assert.equal(dead, false, 'not dead while our data is on its way');
+  // The peer stays silent past busySilenceMs: dead (a peer that is gone is still found).
+  const started = Date.now();
+  while (!dead && Date.now() - started < 3000) await sleep(10);
+  assert.equal(dead, true);
+  client.terminate();
+});

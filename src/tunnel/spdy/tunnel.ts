@@ -163,6 +163,9 @@ export class PodTunnel implements SessionWire {
       get isStalled() {
         return tunnel.ws.isPaused || tunnel.buffered > 0;
       },
+      get lastSentAt() {
+        return tunnel.session.lastDataSentAt;
+      },
       ping: () => void tunnel.session.ping().catch(() => undefined),
       listen(heard, closed) {
         tunnel.ws.onHeard = heard;
