@@ -48,7 +48,10 @@ export default class Exec extends Command {
 
   async run(): Promise<void> {
     const { flags, argv } = await this.parse(Exec);
-    const command = (argv as string[]).filter((a, i) => !(i === 0 && a === '--'));
+    // After the first `--`, the command exactly as given: oclif's parsed argv drops every `--`,
+    // also those CMD needs (`exec -- kubectl exec pod -- ls`, `npm test -- --grep x`).
+    const separator = this.argv.indexOf('--');
+    const command = separator >= 0 ? this.argv.slice(separator + 1) : (argv as string[]);
     if (command.length === 0) throw new Errors.CLIError('no command to run: kubectl proxyout exec [flags] -- CMD [ARGS…]', { exit: 2 });
     const options = proxyOptionsFrom({ ...flags, 'listen-socks': '127.0.0.1:0', 'listen-http': '127.0.0.1:0', forward: undefined });
     const given = proxyAuthFrom(flags);
@@ -100,6 +103,7 @@ export default class Exec extends Command {
               config: options.config,
               direct: options.direct,
               clusterDomain: options.clusterDomain,
+              extraCA: options.extraCA,
               namespace: options.namespace,
             }),
           );

@@ -68,6 +68,10 @@ describe('exec without a managed proxy: a temporary one', () => {
     const none = await cli(['exec', '--kubeconfig', cluster.kubeconfig]);
     assert.equal(none.code, 2);
     assert.match(none.stderr, /no command to run/);
+    // CMD's own `--` and flag-like words reach it as given (kubectl exec pod -- ls, npm test -- --grep).
+    const args = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'printf "%s," "$@"', 'x', 'a', '--', '--id', '--', 'b']);
+    assert.equal(args.code, 0, args.stderr);
+    assert.equal(args.stdout, 'a,--,--id,--,b,');
   });
 
   test('SIGTERM, SIGINT and SIGHUP sent to exec reach CMD', async () => {
