@@ -1,5 +1,6 @@
 // Flag definitions shared by the foreground proxy (`serve`) and `connect`, so both parse and
 // document them the same way.
+import path from 'node:path';
 import { Errors, Flags } from '@oclif/core';
 import { formatDuration, parseDuration } from './duration.js';
 import { LOG_LEVELS, type LogLevel } from '../core/log.js';
@@ -122,6 +123,8 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     contexts: flags.context ?? [],
     config: flags.config,
     direct: flags.direct,
+    // Made absolute here: a managed daemon reads it from another working directory.
+    ...(flags['extra-ca'] !== undefined ? { extraCA: path.resolve(flags['extra-ca']) } : {}),
     namespace: flags.namespace,
     clusterDomain: clusterDomainFrom(flags['cluster-domain']),
     logLevel: flags['log-level'] as LogLevel,

@@ -58,7 +58,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   // Port mappings are loopback-only whatever the credentials (forward-server.ts); unix sockets are local.
   requireCredentialsOffLoopback(listens.filter((l) => l.flag !== '--forward').map((l) => ({ flag: l.flag, ...l.addr })), !!req.proxyAuth);
   const contexts = req.options.contexts?.length ? req.options.contexts : req.context ? [req.context] : [];
-  const managed = resolveManagedTable({ kubeconfig: req.kubeconfig, contexts, config: req.options.config, direct: req.options.direct, clusterDomain: req.options.clusterDomain, namespace: req.namespace });
+  const managed = resolveManagedTable({ kubeconfig: req.kubeconfig, contexts, config: req.options.config, direct: req.options.direct, clusterDomain: req.options.clusterDomain, extraCA: req.options.extraCA, namespace: req.namespace });
   const kube = managed.primary;
   // What the daemon serves is this resolved table; `reload` makes it again from the same inputs.
   req = {

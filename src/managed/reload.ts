@@ -37,6 +37,7 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
     config: options.config,
     direct: options.direct,
     clusterDomain: options.clusterDomain,
+    extraCA: options.extraCA,
     namespace,
   });
   await withStateLock(l, () => {

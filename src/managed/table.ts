@@ -22,7 +22,7 @@ export interface ManagedTable {
 }
 
 /** Resolves the table and loads every cluster route's context (a StartupError names what is wrong). */
-export function resolveManagedTable(options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'config' | 'direct' | 'clusterDomain'> & { namespace?: string }): ManagedTable {
+export function resolveManagedTable(options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'config' | 'direct' | 'clusterDomain' | 'extraCA'> & { namespace?: string }): ManagedTable {
   const table = routingTableFor({ ...options } as ProxyOptions);
   const clusters = table.routes
     .filter((r): r is ClusterRouteSpec => r.kind === 'cluster')

@@ -20,6 +20,8 @@ export interface ProxyOptions {
   config?: string;
   /** --direct / --no-direct: destinations no route claims are dialled from this machine. */
   direct?: boolean;
+  /** --extra-ca FILE (absolute): a PEM bundle trusted for API connections besides the kubeconfig's CA. */
+  extraCA?: string;
   /** A table already resolved (managed daemons get theirs from `connect`); wins over the above. */
   table?: RoutingTable;
   /** Per cluster route name: the kubeconfig to load it from instead of --kubeconfig. */

@@ -37,6 +37,7 @@ export function routingTableFor(options: ProxyOptions): RoutingTable {
     contexts: options.contexts ?? (options.context ? [options.context] : []),
     direct: options.direct,
     clusterDomain: options.clusterDomain,
+    extraCA: options.extraCA,
     // Read only when the table names no cluster: then the kubeconfig's current context serves.
     get currentContext() {
       return loadKubeConfig({ kubeconfig: options.kubeconfig }).context;

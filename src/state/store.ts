@@ -43,6 +43,8 @@ export interface DaemonOptions {
   contexts?: string[];
   config?: string;
   direct?: boolean;
+  /** --extra-ca (absolute), for `reload`. */
+  extraCA?: string;
   /** --kubeconfig as given to `connect` (absolute), for `reload`. */
   kubeconfigSource?: string;
 }

@@ -14,7 +14,8 @@ import { probeApi } from '../../src/proxy/proxy.js';
 import { dialTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { startInterceptingProxy, type InterceptingProxy } from '../helpers/intercepting-proxy.js';
-import { runCli } from '../helpers/proxy-process.js';
+import { runCli, startProxyProcess } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
 import { SAMPLE } from '../sim/sample.js';
 
 // A name only the proxy resolves (it serves the one upstream it knows): without the proxy,
@@ -59,6 +60,20 @@ test('the real CLI reads HTTPS_PROXY too, and says which proxy it used when it c
   const r = await runCli(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0'], { env: { HTTPS_PROXY: proxy.url, NO_PROXY: '' } });
   assert.notEqual(r.code, 0);
   assert.ok(r.stderr.includes(`through proxy ${proxy.url}, from HTTPS_PROXY`), r.stderr);
+});
+
+test('the real CLI with --extra-ca starts through that proxy and serves (the flag was once accepted and ignored)', async () => {
+  const p = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--extra-ca', caFile], { env: { HTTPS_PROXY: proxy.url, NO_PROXY: '' } });
+  try {
+    const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop:8080/']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /hello from web-/);
+  } finally {
+    await p.stop();
+  }
+  const missing = await runCli(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--extra-ca', path.join(cluster.dir, 'no-such-ca.pem')]);
+  assert.notEqual(missing.code, 0);
+  assert.match(missing.stderr, /extra CA/);
 });
 
 test('with --extra-ca the API requests and the port-forward WebSocket go through the proxy', async () => {
