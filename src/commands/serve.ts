@@ -1,5 +1,6 @@
 // `kubectl proxyout [flags]`: the foreground proxy. Hidden because users never type "serve";
 // src/cli/argv.ts routes bare and flag-first invocations here.
+import { closeSync, openSync } from 'node:fs';
 import { Command, Flags } from '@oclif/core';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
@@ -51,7 +52,10 @@ export default class Serve extends Command {
     // SIGHUP re-reads the routing table (config file, kubeconfig); a bad one changes nothing.
     // Installed before the ready lines: whoever reads them may signal at once, and SIGHUP's
     // default action would end the proxy.
+    const onTerminal = process.stdin.isTTY === true || process.stderr.isTTY === true;
     process.on('SIGHUP', () => {
+      // The terminal it runs in was closed: a hangup, as for any program in it — stop.
+      if (onTerminal && !hasControllingTerminal()) return void process.kill(process.pid, 'SIGTERM');
       log.info('SIGHUP: reloading the routing table');
       running.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
     });
@@ -64,5 +68,15 @@ export default class Serve extends Command {
     // pino writes asynchronously; without this the last lines are lost at exit.
     await new Promise<void>((resolve) => log.flush(() => resolve()));
     this.exit(0);
+  }
+}
+
+/** Whether this process still has a controlling terminal (a hung-up one is gone: ENXIO/EIO). */
+function hasControllingTerminal(): boolean {
+  try {
+    closeSync(openSync('/dev/tty', 'r'));
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -1,9 +1,10 @@
 // Where the foreground proxy's log goes and in which shape. The records are always the ones pino
 // writes (core/log.ts); in a terminal pino-pretty turns each into one short coloured line, and
 // anywhere else (a pipe, a file, the tests' stderr parser) they stay JSON lines.
-import { pino, type DestinationStream } from 'pino';
+import type { DestinationStream } from 'pino';
 import { prettyFactory } from 'pino-pretty';
 import { escapeControls } from './escape.js';
+import { stderrStream } from './log.js';
 
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
@@ -52,7 +53,7 @@ export function prettyDestination(sink: Sink, opts: { colorize?: boolean } = {})
 
 /** stderr in the requested shape; `auto` decides by whether stderr is a terminal. */
 export function stderrDestination(format: LogFormat): DestinationStream {
-  const fd2 = pino.destination({ fd: 2, sync: false });
+  const fd2 = stderrStream();
   return resolveLogFormat(format) === 'pretty' ? prettyDestination(fd2) : fd2;
 }
 

@@ -3,7 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
@@ -100,6 +101,40 @@ describe('running', () => {
       assert.match(r.stdout, /hello from web-/);
     } finally {
       await p.stop();
+    }
+  });
+
+  test('closing the terminal it runs in stops it and frees its port (a hangup, not a reload)', async (t) => {
+    if (!existsSync('/usr/bin/script')) return t.skip('script(1) is not installed: no pseudo-terminal to close');
+    const port = await new Promise<number>((resolve) => {
+      const probe = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = (probe.address() as net.AddressInfo).port;
+        probe.close(() => resolve(p));
+      });
+    });
+    // script(1) runs the proxy on a pseudo-terminal; killing script closes that terminal.
+    const term = spawn('/usr/bin/script', ['-qfec', `exec ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${cluster.kubeconfig} --listen-socks 127.0.0.1:${port}`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    term.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    const deadline = Date.now() + 30_000;
+    while (!out.includes('ALL_PROXY') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(out.includes('ALL_PROXY'), `the proxy did not start on the terminal: ${out}`);
+    const pid = execFileSync('pgrep', ['-f', `listen-socks 127.0.0.1:${port}`]).toString().split('\n').map(Number).find((p) => p > 0 && readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'node');
+    assert.ok(pid, 'found the proxy process');
+    try {
+      term.kill('SIGKILL');
+      const gone = Date.now() + 10_000;
+      while (existsSync(`/proc/${pid}`) && Date.now() < gone) await new Promise((r) => setTimeout(r, 100));
+      assert.equal(existsSync(`/proc/${pid}`), false, 'the proxy still runs after its terminal was closed');
+      const s = net.connect(port, '127.0.0.1');
+      const [err] = (await once(s, 'error')) as [NodeJS.ErrnoException];
+      assert.equal(err.code, 'ECONNREFUSED', 'its port is free');
+    } finally {
+      try {
+        process.kill(pid!, 'SIGKILL');
+      } catch {
+        // gone, as it should be
+      }
     }
   });
 
