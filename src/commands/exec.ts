@@ -11,7 +11,7 @@ import { formatAddress } from '../cli/ready.js';
 import { proxyEnvironment } from '../cli/exec-env.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { LOG_LEVELS, createLogger, type LogLevel } from '../core/log.js';
-import { startProxy } from '../proxy/proxy.js';
+import { routingTableFor, startProxy } from '../proxy/proxy.js';
 import type { RunningProxy } from '../proxy/running.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
@@ -73,7 +73,16 @@ export default class Exec extends Command {
       // Any local user can reach a loopback port while CMD runs: a password keeps them out.
       const proxyAuth = given ?? generateCredentials();
       log = createLogger(flags['log-level'] as LogLevel);
-      temporary = await startProxy({ ...options, proxyAuth }, log).catch((err: unknown) => failOnKnownError(this, err));
+      // Its listeners are loopback port 0, as --help says: not the config file's port mappings,
+      // which a proxy already running (service-install) may hold.
+      const table = (() => {
+        try {
+          return { ...routingTableFor(options), forwards: [] };
+        } catch (err) {
+          return failOnKnownError(this, err);
+        }
+      })();
+      temporary = await startProxy({ ...options, table, proxyAuth }, log).catch((err: unknown) => failOnKnownError(this, err));
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth);
       process.stderr.write(
         `kubectl-proxyout: no managed proxy for context ${temporary.context}; started a temporary one for this command ` +

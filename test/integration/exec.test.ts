@@ -5,7 +5,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
@@ -72,6 +73,21 @@ describe('exec without a managed proxy: a temporary one', () => {
     const args = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'printf "%s," "$@"', 'x', 'a', '--', '--id', '--', 'b']);
     assert.equal(args.code, 0, args.stderr);
     assert.equal(args.stdout, 'a,--,--id,--,b,');
+  });
+
+  test("the temporary proxy does not bind the config file's port mappings (one may be taken by a running proxy)", async () => {
+    const taken = net.createServer().listen(0, '127.0.0.1');
+    await once(taken, 'listening');
+    const port = (taken.address() as net.AddressInfo).port;
+    const config = path.join(cluster.dir, 'exec-forwards.yaml');
+    writeFileSync(config, `forward: ["${port}=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
+    try {
+      const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--config', config, '--', 'sh', '-c', 'curl -s --max-time 20 http://web.shop:8080/whoami']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /"namespace":"shop"/);
+    } finally {
+      taken.close();
+    }
   });
 
   test('SIGTERM, SIGINT and SIGHUP sent to exec reach CMD', async () => {
