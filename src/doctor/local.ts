@@ -4,6 +4,7 @@ import { lstatSync, readdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { errorMessage } from '../core/errors.js';
+import { parseListenAddress, unixListenPath } from '../core/address.js';
 import { collectStatus, type ProxyStatus } from '../managed/status.js';
 import { layout, type StateLayout } from '../state/paths.js';
 import type { Check } from './report.js';
@@ -14,9 +15,18 @@ const scope = 'local';
 export async function checkListen(addresses: Array<{ flag: string; address: string }>, running: readonly ProxyStatus[]): Promise<Check[]> {
   const checks: Check[] = [];
   for (const { flag, address } of addresses) {
-    const parsed = splitAddress(address);
-    if (!parsed) {
-      checks.push({ scope, name: 'listen', status: 'fail', detail: `${flag} ${address}: not host:port`, fix: `pass ${flag} 127.0.0.1:PORT` });
+    if (address.trim() === 'off') continue;
+    if (unixListenPath(address) !== undefined) {
+      // A unix socket path is checked when the proxy makes it (the directory's owner and mode).
+      checks.push({ scope, name: 'listen', status: 'ok', detail: `${flag} ${address}: a unix socket` });
+      continue;
+    }
+    let parsed: { host: string; port: number };
+    try {
+      // As the proxy reads it: ":3128" is 127.0.0.1:3128.
+      parsed = parseListenAddress(address);
+    } catch (err) {
+      checks.push({ scope, name: 'listen', status: 'fail', detail: `${flag} ${address}: ${errorMessage(err)}`, fix: `pass ${flag} 127.0.0.1:PORT` });
       continue;
     }
     const err = await tryListen(parsed.host, parsed.port);
@@ -38,13 +48,6 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
     );
   }
   return checks;
-}
-
-function splitAddress(address: string): { host: string; port: number } | undefined {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
-  if (!m) return undefined;
-  const port = Number(m[3]);
-  return port <= 65535 ? { host: m[1] ?? m[2]!, port } : undefined;
 }
 
 function tryListen(host: string, port: number): Promise<string | undefined> {

@@ -180,6 +180,14 @@ test('locally: a taken listen port and a group-readable state directory fail wit
   }
 });
 
+test('the documented listen forms pass: ":PORT" (loopback) and "unix:" (a socket in the state directory)', async () => {
+  for (const form of [':0', 'unix:']) {
+    const r = await doctor(cluster.kubeconfig, ['--listen-http', form]);
+    const listen = r.report.checks.filter((c) => c.name === 'listen');
+    assert.deepEqual(listen.map((c) => c.status), ['ok', 'ok'], `${form}: ${JSON.stringify(listen)}`);
+  }
+});
+
 test("a running managed proxy: its health is reported (control socket answers, caches synced), its port a warning", async () => {
   const state = path.join(cluster.dir, 'state-daemon');
   const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
