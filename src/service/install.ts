@@ -2,7 +2,7 @@
 // clobbering a user's edits, and the lines that start or stop it (printed, not run: enabling a
 // login service is the user's call). Platform, home, uid and environment are parameters so that
 // each platform is tested anywhere.
-import { lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { StartupError } from '../core/errors.js';
 import { isUnchanged, renderService, type ServicePlatform, type ServiceSpec } from './units.js';
@@ -59,6 +59,9 @@ export function installService(host: ServiceHost, spec: ServiceSpec, opts: { dry
   if (existing !== text) {
     mkdirSync(path.dirname(file), { recursive: true });
     mkdirSync(path.dirname(spec.logFile), { recursive: true, mode: 0o700 });
+    // Made here, 0600: systemd's append: and launchd create a missing log file 0644 (0666 minus
+    // the umask), which would be readable by others — and doctor fails the state directory for it.
+    closeSync(openSync(spec.logFile, 'a', 0o600));
     writeFileSync(file, text, { mode: 0o644 });
   }
   return { file, text, changed: existing !== text, next };

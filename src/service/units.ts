@@ -3,6 +3,7 @@
 // foreground proxy with absolute paths, restart it when it fails, append its log (JSON lines) to
 // the state directory and hand it the user's ssh-agent socket (SSH_AUTH_SOCK). Each file carries
 // the sha256 of its own body, so that a later install can tell a file the user edited.
+import { StartupError } from '../core/errors.js';
 import { createHash } from 'node:crypto';
 
 export type ServicePlatform = 'systemd' | 'launchd';
@@ -52,25 +53,41 @@ function systemdWord(word: string): string {
   return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 }
 
+/**
+ * A path setting (WorkingDirectory=, StandardOutput=append:): the rest of the line is the path,
+ * taken as it is — no quotes are removed — with specifiers expanded: "%" doubled (systemd.exec(5)).
+ */
+function systemdPath(p: string): string {
+  if (/[\r\n]/.test(p) || p !== p.trim()) throw new StartupError(`a systemd unit cannot name the path ${JSON.stringify(p)}`);
+  return p.replace(/%/g, '%%');
+}
+
+/** Environment=: one assignment, quoted when it needs to be; "%" is a specifier, "$" nothing special (systemd.exec(5)). */
+function systemdEnvironment(assignment: string): string {
+  const escaped = assignment.replace(/%/g, '%%');
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped;
+  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+}
+
 function systemdBody(s: ServiceSpec): string {
-  const env = Object.entries(s.env).map(([k, v]) => `Environment=${systemdWord(`${k}=${v}`)}`);
+  const env = Object.entries(s.env).map(([k, v]) => `Environment=${systemdEnvironment(`${k}=${v}`)}`);
   return [
     '[Unit]',
-    `Description=${s.description}`,
+    `Description=${s.description.replace(/%/g, '%%')}`,
     'After=network-online.target',
     'Wants=network-online.target',
     '',
     '[Service]',
     'Type=simple',
     `ExecStart=${[s.command, ...s.args].map(systemdWord).join(' ')}`,
-    `WorkingDirectory=${systemdWord(s.workingDirectory)}`,
+    `WorkingDirectory=${systemdPath(s.workingDirectory)}`,
     ...env,
     // The user manager's ssh-agent socket, when it has one (`systemctl --user import-environment SSH_AUTH_SOCK`).
     'PassEnvironment=SSH_AUTH_SOCK',
     'Restart=on-failure',
     'RestartSec=5s',
-    `StandardOutput=append:${s.logFile}`,
-    `StandardError=append:${s.logFile}`,
+    `StandardOutput=append:${systemdPath(s.logFile)}`,
+    `StandardError=append:${systemdPath(s.logFile)}`,
     '',
     '[Install]',
     'WantedBy=default.target',

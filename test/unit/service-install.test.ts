@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { installService, serviceFile, uninstallService, type ServiceHost } from '../../src/service/install.js';
@@ -49,6 +49,8 @@ test('systemd: a user unit with absolute paths, restart on failure, logs in the 
     assert.match(text, /^WantedBy=default\.target$/m);
     assert.deepEqual(r.next, ['systemctl --user import-environment SSH_AUTH_SOCK', 'systemctl --user daemon-reload', 'systemctl --user enable --now kubectl-proxyout.service']);
     assert.ok(isUnchanged(text));
+    // The log file exists, 0600, before systemd's append: would make it 0644.
+    assert.equal(statSync(path.join(host.home, '.local/state/kubectl-proxyout/logs/kubectl-proxyout.log')).mode & 0o777, 0o600);
 
     if (!verifyRuns) return t.skip('systemd-analyze is not installed (apt-get install systemd)');
     const v = spawnSync('systemd-analyze', ['verify', r.file], { encoding: 'utf8' });
@@ -56,6 +58,24 @@ test('systemd: a user unit with absolute paths, restart on failure, logs in the 
     assert.equal(v.stderr.trim(), '', 'no directive systemd ignores or refuses');
   } finally {
     host.cleanup();
+  }
+});
+
+test('systemd: a home with a space, a "%", non-ASCII letters and a "$" in PATH — systemd-analyze verify still finds nothing to refuse or ignore', (t) => {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout svc %é-'));
+  const host: ServiceHost = { platform: 'linux', home, uid: 501, env: { PATH: '/opt/a$b:/usr/bin:/bin' } };
+  try {
+    const r = installService(host, specFor(host), { dryRun: false, force: false });
+    const text = readFileSync(r.file, 'utf8');
+    assert.ok(text.includes(`WorkingDirectory=${home.replace(/%/g, '%%')}\n`), text);
+    assert.ok(text.includes(`StandardOutput=append:${path.join(home, '.local/state/kubectl-proxyout/logs/kubectl-proxyout.log').replace(/%/g, '%%')}\n`), text);
+    assert.ok(text.includes('Environment="PATH=/opt/a$b:/usr/bin:/bin"\n'), 'a $ in Environment= is nothing special to systemd: not doubled');
+    if (!verifyRuns) return t.skip('systemd-analyze is not installed (apt-get install systemd)');
+    const v = spawnSync('systemd-analyze', ['verify', r.file], { encoding: 'utf8' });
+    assert.equal(v.status, 0, v.stderr);
+    assert.equal(v.stderr.trim(), '', 'no directive systemd ignores or refuses');
+  } finally {
+    rmSync(home, { recursive: true, force: true });
   }
 });
 
