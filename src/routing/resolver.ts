@@ -11,7 +11,7 @@ import {
   errorMessage,
 } from '../core/errors.js';
 import type { ClusterCache } from '../cluster/cache.js';
-import type { SlimEndpoint, SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
+import type { SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
 import type { PodTarget } from '../cluster/index.js';
 import { ApiStatusError } from '../cluster/api.js';
 import type { PodPort } from '../tunnel/transport.js';
@@ -168,37 +168,41 @@ export class Resolver {
       throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
     }
     const candidates: Plan['candidates'] = [];
+    const slices = this.cache.lookup.slicesFor(namespace, name);
     // A pod in an IPv4 and an IPv6 slice of a dual-stack Service is one candidate, not two.
-    const seen = new Set<string>();
+    const seen = slices.length > 1 ? new Set<string>() : undefined;
     let nonPodEndpoints = 0;
+    let anyReady = false;
     // Ready endpoints; only when there are none, those still serving while they terminate (a
     // one-replica rollout, a graceful shutdown) — kube-proxy's fallback (pkg/proxy/topology.go
     // CategorizeEndpoints). Unknown conditions count as ready / serving, as there.
-    const usable = (ep: SlimEndpoint, terminatingOnes: boolean): boolean =>
-      terminatingOnes ? ep.terminating === true && ep.serving !== false : ep.ready !== false && ep.terminating !== true;
-    const slices = this.cache.lookup.slicesFor(namespace, name);
-    const fallback = !slices.some((slice) => slice.endpoints.some((ep) => usable(ep, false)));
-    for (const slice of slices) {
-      const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
-      for (const ep of slice.endpoints) {
-        if (!usable(ep, fallback)) continue;
-        if (ep.refKind !== 'Pod' || !ep.refName) {
-          nonPodEndpoints++;
-          continue;
+    for (const terminatingOnes of [false, true]) {
+      if (terminatingOnes && anyReady) break;
+      for (const slice of slices) {
+        const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
+        for (const ep of slice.endpoints) {
+          if (terminatingOnes ? !(ep.terminating === true && ep.serving !== false) : ep.ready === false || ep.terminating === true) continue;
+          anyReady = true;
+          if (ep.refKind !== 'Pod' || !ep.refName) {
+            nonPodEndpoints++;
+            continue;
+          }
+          const podNamespace = ep.refNamespace ?? namespace;
+          // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
+          // pod's containers for a named targetPort: a controller's slice without this port name is
+          // the controller saying these pods lack it, and asking the API server would not change that.
+          const pod = !headless && !slice.ports?.length && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort) ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined) : undefined;
+          const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
+          if (podPort === undefined) continue;
+          // The endpoint controller's targetRef names the pod instance it vouched ready.
+          const uid = ep.refUid ?? pod?.uid;
+          if (seen) {
+            const key = `${podNamespace}/${ep.refName}/${uid ?? ''}:${podPort}`;
+            if (seen.has(key)) continue;
+            seen.add(key);
+          }
+          candidates.push({ namespace: podNamespace, pod: ep.refName, port: podPort, ...(uid ? { uid } : {}) });
         }
-        const podNamespace = ep.refNamespace ?? namespace;
-        // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
-        // pod's containers for a named targetPort: a controller's slice without this port name is
-        // the controller saying these pods lack it, and asking the API server would not change that.
-        const pod = !headless && !slice.ports?.length && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort) ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined) : undefined;
-        const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
-        if (podPort === undefined) continue;
-        // The endpoint controller's targetRef names the pod instance it vouched ready.
-        const uid = ep.refUid ?? pod?.uid;
-        const key = `${podNamespace}/${ep.refName}/${uid ?? ''}:${podPort}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        candidates.push({ namespace: podNamespace, pod: ep.refName, port: podPort, ...(uid ? { uid } : {}) });
       }
     }
     if (candidates.length === 0) {

@@ -55,28 +55,14 @@ export function checkHostKey(files: string[], name: string, key: Buffer): HostKe
   const blob = key.toString('base64');
   let known: HostKeyVerdict | undefined;
   let changed: HostKeyVerdict | undefined;
-  for (const file of files) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch {
+  for (const e of knownHostsEntries(files)) {
+    if (e.marker === '@revoked') {
+      if (e.blob === blob) return { status: 'revoked', file: e.file, line: e.line };
       continue;
     }
-    const lines = text.split('\n');
-    for (let i = 0; i < lines.length; i++) {
-      const fields = lines[i]!.trim().split(/\s+/);
-      if (fields.length < 3 || fields[0]!.startsWith('#')) continue;
-      let marker: string | undefined;
-      if (fields[0]!.startsWith('@')) marker = fields.shift();
-      const [hosts, lineType, lineBlob] = fields as [string, string, string | undefined];
-      if (marker === '@revoked') {
-        if (lineBlob === blob) return { status: 'revoked', file, line: i + 1 };
-        continue;
-      }
-      if (marker !== undefined || lineBlob === undefined || !hostMatches(hosts, name)) continue;
-      if (lineBlob === blob) known ??= { status: 'known', file, line: i + 1 };
-      else if (lineType === type) changed ??= { status: 'changed', file, line: i + 1 };
-    }
+    if (e.marker !== undefined || !hostMatches(e.hosts, name)) continue;
+    if (e.blob === blob) known ??= { status: 'known', file: e.file, line: e.line };
+    else if (e.type === type) changed ??= { status: 'changed', file: e.file, line: e.line };
   }
   return known ?? changed ?? { status: 'unknown' };
 }
@@ -87,6 +73,22 @@ export function checkHostKey(files: string[], name: string, key: Buffer): HostKe
  */
 export function knownKeyTypes(files: string[], name: string): Set<string> {
   const types = new Set<string>();
+  for (const e of knownHostsEntries(files)) if (e.marker === undefined && hostMatches(e.hosts, name)) types.add(e.type);
+  return types;
+}
+
+interface KnownHostsEntry {
+  file: string;
+  /** 1-based, for messages. */
+  line: number;
+  marker: string | undefined;
+  hosts: string;
+  type: string;
+  blob: string;
+}
+
+/** Every entry of the files in order ("[@marker] hosts type base64"); unreadable files, comments and short lines skipped. */
+function* knownHostsEntries(files: string[]): Generator<KnownHostsEntry> {
   for (const file of files) {
     let text: string;
     try {
@@ -94,13 +96,15 @@ export function knownKeyTypes(files: string[], name: string): Set<string> {
     } catch {
       continue;
     }
-    for (const line of text.split('\n')) {
-      const [hosts, type, blob] = line.trim().split(/\s+/);
-      if (!hosts || !type || !blob || hosts.startsWith('#') || hosts.startsWith('@')) continue;
-      if (hostMatches(hosts, name)) types.add(type);
+    const lines = text.split('\n');
+    for (let i = 0; i < lines.length; i++) {
+      const fields = lines[i]!.trim().split(/\s+/);
+      const marker = fields[0]!.startsWith('@') ? fields.shift() : undefined;
+      const [hosts, type, blob] = fields;
+      if (!hosts || !type || !blob || hosts.startsWith('#')) continue;
+      yield { file, line: i + 1, marker, hosts, type, blob };
     }
   }
-  return types;
 }
 
 /** Appends "name type base64" (hashed when HashKnownHosts is on), creating the file as ssh does. */

@@ -10,8 +10,9 @@ export interface KeepaliveOptions {
   /** After a ping, the peer must send something (pong or data) within this time. */
   timeoutMs: number;
   /**
-   * How long a peer we keep sending data to may stay silent (our bytes, and the ping behind
-   * them, may wait in the kernel while it reads slowly); default 2 minutes.
+   * How long after an unanswered ping a peer we sent data to since it last spoke may stay silent
+   * (our bytes, and the ping behind them, may wait in the kernel while it reads slowly); default
+   * 2 minutes.
    */
   busySilenceMs?: number;
 }
@@ -28,8 +29,8 @@ export interface Pingable {
   readonly isOpen: boolean;
   /** A live peer's answer could not have been seen: we paused reading, or our bytes still queue. */
   readonly isStalled: boolean;
-  /** When we last sent data (Date.now()): bytes the kernel has taken may still wait for the peer. */
-  readonly lastSentAt?: number;
+  /** Data writes so far, a count that grows as we send: bytes the kernel has taken may still wait for the peer. */
+  readonly sent?: number;
   /** Sends a ping the peer answers (WebSocket ping → pong; SPDY PING → PING). */
   ping(): void;
   /** Calls `heard` on every answer or other message; `closed` once; returns an unsubscribe. */
@@ -37,7 +38,7 @@ export interface Pingable {
 }
 
 /** A WebSocket as a Pingable: the API server answers its pings (v4 per-stream tunnels). */
-export function pingableWebSocket(ws: WebSocket, lastSentAt: () => number = () => 0): Pingable {
+export function pingableWebSocket(ws: WebSocket, sent: () => number = () => 0): Pingable {
   return {
     get isOpen() {
       return ws.readyState === WebSocket.OPEN;
@@ -45,8 +46,8 @@ export function pingableWebSocket(ws: WebSocket, lastSentAt: () => number = () =
     get isStalled() {
       return ws.isPaused || ws.bufferedAmount > 0;
     },
-    get lastSentAt() {
-      return lastSentAt();
+    get sent() {
+      return sent();
     },
     ping: () => ws.ping(),
     listen(heard, closed) {
@@ -66,8 +67,8 @@ export function pingableWebSocket(ws: WebSocket, lastSentAt: () => number = () =
  * Pings every intervalMs; calls onDead (once) when nothing came back within timeoutMs of a
  * ping. Anything received counts as an answer, so a busy tunnel never looks dead. A stalled
  * tunnel (see Pingable.isStalled) stops the clock — TCP itself gives up on a peer that is gone,
- * in time — and so, for up to busySilenceMs of silence, does one we sent data on since we last
- * heard from it: our bytes may sit in the kernel's buffers with the ping behind them while the
+ * in time — and so, for up to busySilenceMs after the ping, does one we sent data on since we
+ * last heard from it: our bytes may sit in the kernel's buffers with the ping behind them while the
  * peer reads slowly (a pod that does not keep up with an upload).
  * Returns a function that stops it; it also stops when the tunnel closes.
  */
@@ -75,16 +76,17 @@ export function startKeepalive(tunnel: Pingable, options: KeepaliveOptions, onDe
   if (options.intervalMs <= 0) return noop;
   let deadline: NodeJS.Timeout | undefined;
   let pingAt = 0;
-  let heardAt = Date.now();
+  // What we had sent when the peer last spoke (a count: no clock read per message).
+  let sentWhenHeard = tunnel.sent ?? 0;
   const heard = (): void => {
-    heardAt = Date.now();
+    sentWhenHeard = tunnel.sent ?? 0;
     clearTimeout(deadline);
     deadline = undefined;
   };
   const expire = (): void => {
     deadline = undefined;
     if (!tunnel.isOpen) return;
-    const busy = (tunnel.lastSentAt ?? 0) > heardAt && Date.now() - heardAt < (options.busySilenceMs ?? BUSY_SILENCE_MS);
+    const busy = (tunnel.sent ?? 0) > sentWhenHeard && Date.now() - pingAt < (options.busySilenceMs ?? BUSY_SILENCE_MS);
     if (tunnel.isStalled || busy) {
       deadline = setTimeout(expire, options.timeoutMs);
       deadline.unref();

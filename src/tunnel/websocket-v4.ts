@@ -71,8 +71,8 @@ class PortForwardStream extends PodStream {
   private podEnded = false;
   /** We started the close (see the 'close' handler). */
   private closingByUs = false;
-  /** When the client's bytes last went out (keepalive.ts). */
-  private lastSentAt = 0;
+  /** Writes of the client's bytes so far (keepalive.ts). */
+  private writes = 0;
 
   constructor(
     private readonly ws: WebSocket,
@@ -154,7 +154,7 @@ class PortForwardStream extends PodStream {
       callback(new UpstreamApiError(`port-forward to ${where(this.target)} is closed`));
       return;
     }
-    this.lastSentAt = Date.now();
+    this.writes++;
     const frame = Buffer.allocUnsafe(chunk.length + 1);
     frame[0] = DATA;
     chunk.copy(frame, 1);
@@ -179,7 +179,7 @@ class PortForwardStream extends PodStream {
 
   /** Pings the tunnel while it is open; a peer that stopped answering fails the stream. */
   keepAlive(options: KeepaliveOptions): void {
-    const stop = startKeepalive(pingableWebSocket(this.ws, () => this.lastSentAt), options, (silentMs) => {
+    const stop = startKeepalive(pingableWebSocket(this.ws, () => this.writes), options, (silentMs) => {
       this.log.warn({ target: where(this.target), silentMs }, 'port-forward tunnel stopped answering pings; closing it');
       this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)} stopped answering: no pong within ${options.timeoutMs} ms`));
     });

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import type net from 'node:net';
+import type { Duplex } from 'node:stream';
 import { socks5Connect, Reader } from './socks-client.js';
 import { DeterministicByteStream } from '../sim/cluster.js';
 
@@ -112,4 +113,19 @@ export class Download {
       });
     }
   }
+}
+
+/** One GET on a raw stream to an HTTP server (Host: guest); resolves with the whole response once its body is in. */
+export function httpGet(stream: Duplex, path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (c: string) => {
+      text += c;
+      const m = /Content-Length: (\d+)\r\n[\s\S]*?\r\n\r\n/i.exec(text);
+      if (m && text.length >= text.indexOf('\r\n\r\n') + 4 + Number(m[1])) resolve(text);
+    });
+    stream.once('error', reject);
+    stream.write(`GET ${path} HTTP/1.1\r\nHost: guest\r\n\r\n`);
+  });
 }

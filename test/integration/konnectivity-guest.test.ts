@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Duplex } from 'node:stream';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { SimCluster } from '../sim/cluster.js';
@@ -29,22 +28,9 @@ import { startSocksListener } from '../../src/listeners/socks-server.js';
 import type { Listener } from '../../src/listeners/listener.js';
 import { StreamStats } from '../../src/proxy/stats.js';
 import { createLogger } from '../../src/core/log.js';
+import { httpGet } from '../helpers/streams.js';
 import { replyFor, SocksReply } from '../../src/core/errors.js';
 import type { OpenRequest, StreamOpener } from '../../src/core/types.js';
-
-function httpGet(stream: Duplex, path: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    stream.setEncoding('utf8');
-    stream.on('data', (c: string) => {
-      text += c;
-      const m = /Content-Length: (\d+)\r\n[\s\S]*?\r\n\r\n/i.exec(text);
-      if (m && text.length >= text.indexOf('\r\n\r\n') + 4 + Number(m[1])) resolve(text);
-    });
-    stream.once('error', reject);
-    stream.write(`GET ${path} HTTP/1.1\r\nHost: guest\r\n\r\n`);
-  });
-}
 
 for (const mode of ['grpc', 'http-connect'] as const) {
   describe(`a guest cluster reachable only through konnectivity (${mode})`, () => {

@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import os from 'node:os';
 import { after, before, describe, it } from 'node:test';
-import type { Duplex } from 'node:stream';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { SimCluster } from '../sim/cluster.js';
 import { SAMPLE, seedSampleCluster } from '../sim/sample.js';
@@ -24,24 +23,11 @@ import { KonnectivityRouteRuntime } from '../../src/routes/konnectivity.js';
 import { ClusterRouteRuntime } from '../../src/routes/cluster.js';
 import { DEFAULT_KEEPALIVE } from '../../src/tunnel/keepalive.js';
 import { createLogger } from '../../src/core/log.js';
+import { httpGet } from '../helpers/streams.js';
 import { ConnectTimeoutError, RouteUnavailableError, SocksReply, replyFor } from '../../src/core/errors.js';
 import type { OpenedStream } from '../../src/core/types.js';
 
 const log = createLogger('silent');
-
-function httpGet(stream: Duplex, path: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    stream.setEncoding('utf8');
-    stream.on('data', (c: string) => {
-      text += c;
-      const m = /Content-Length: (\d+)\r\n[\s\S]*?\r\n\r\n/i.exec(text);
-      if (m && text.length >= text.indexOf('\r\n\r\n') + 4 + Number(m[1])) resolve(text);
-    });
-    stream.once('error', reject);
-    stream.write(`GET ${path} HTTP/1.1\r\nHost: guest\r\n\r\n`);
-  });
-}
 
 let sim: SimCluster;
 let server: SimKonnectivityServer;

@@ -41,8 +41,8 @@ export interface SessionHandlers {
 
 export class SpdySession {
   closed = false;
-  /** When a stream last sent DATA (keepalive: bytes of ours may still wait in the kernel). */
-  lastDataSentAt = 0;
+  /** DATA writes so far (keepalive: bytes of ours sent since the peer last spoke may still wait in the kernel). */
+  dataWrites = 0;
   /** We sent GOAWAY: no new streams either way. */
   goneAway = false;
   /** The peer sent GOAWAY: we must not open streams. */

@@ -163,8 +163,8 @@ export class PodTunnel implements SessionWire {
       get isStalled() {
         return tunnel.ws.isPaused || tunnel.buffered > 0;
       },
-      get lastSentAt() {
-        return tunnel.session.lastDataSentAt;
+      get sent() {
+        return tunnel.session.dataWrites;
       },
       ping: () => void tunnel.session.ping().catch(() => undefined),
       listen(heard, closed) {
