@@ -21,6 +21,7 @@ import { loadRoutingTable, type TableFlags } from '../config/load.js';
 import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
 import { ClusterRouteRuntime } from '../routes/cluster.js';
 import { StreamStats } from './stats.js';
+import { IngressHostFeed } from './ingress-feed.js';
 import { StreamLimiter } from './limits.js';
 import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
@@ -83,18 +84,10 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   let built = buildTable(table, settings, log);
   hooks.cacheStarting?.(() => defaultCluster(built)?.cacheStatus());
   const router = new Router(built, { connectTimeoutMs: options.connectTimeoutMs });
-  // Cluster routes learn ingress hosts as they go; the table in force takes them (a table still
-  // being checked by a reload gets them when it is swapped in).
-  const feedIngress = (gen: BuiltTable) => {
-    for (const route of gen.routes.values()) {
-      if (!(route instanceof ClusterRouteRuntime)) continue;
-      route.onIngressHosts = (hosts) => {
-        if (router.current === gen) gen.matcher.setIngressHosts(route.name, hosts);
-      };
-      if (router.current === gen) gen.matcher.setIngressHosts(route.name, route.ingressHosts());
-    }
-  };
-  feedIngress(built);
+  // Cluster routes learn ingress hosts as they go: the table in force takes them, and so does a
+  // table a reload is still checking (either may end up in force).
+  const ingress = new IngressHostFeed();
+  ingress.add(built);
   const stats = new StreamStats(log);
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
@@ -152,18 +145,18 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
         const nextSettings = next?.routeKubeconfigs ? { ...built.settings, routeKubeconfigs: next.routeKubeconfigs } : built.settings;
         assertDirectAllowed(table, listens, !!options.proxyAuth);
         const candidate = buildTable(table, nextSettings, log, built);
-        feedIngress(candidate);
+        ingress.add(candidate);
         try {
           await startRoutes({ ...candidate, routes: new Map(candidate.fresh.map((r) => [r.name, r])) }, log, true, candidate.retried);
         } catch (err) {
+          ingress.drop(candidate);
           for (const r of candidate.fresh) void r.close();
-          feedIngress(built);
           throw err;
         }
         const previous = built;
         built = candidate;
         router.swap(candidate);
-        feedIngress(candidate);
+        ingress.drop(previous);
         // Routes that left the table close once their open streams end (reused ones stay).
         for (const [name, route] of previous.routes) if (candidate.routes.get(name) !== route) void route.close();
         log.info({ routes: table.routes.map((r) => r.name), added: candidate.fresh.map((r) => r.name) }, 'routing table reloaded');

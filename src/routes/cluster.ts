@@ -57,7 +57,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   private readonly ingress: IngressHostWatcher;
   private ingressStarted = false;
   private skipProbe: boolean;
-  /** Ingress and OpenShift Route hosts as they change (the proxy feeds them to its matcher). */
+  /** Ingress and OpenShift Route hosts as they change (proxy/ingress-feed.ts feeds them to the matchers). */
   onIngressHosts?: (hosts: string[]) => void;
   private readonly life: RouteLifecycle;
   private openStreams = 0;
@@ -152,7 +152,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain)), signal);
   }
 
-  /** The ingress hosts known now (a new matcher after a reload is fed these). */
+  /** The ingress hosts known now (what a matcher starts from when it is fed). */
   ingressHosts(): string[] {
     return this.ingress.hosts();
   }
