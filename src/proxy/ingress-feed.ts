@@ -4,11 +4,19 @@
 // reload is being checked, the candidate too. So whichever table ends up in force — the
 // candidate swapped in, or the old one kept after a failed reload — has every change, additions
 // and removals alike, and the PAC file (made from the matcher in force) with it.
+import type { Logger } from '../core/log.js';
 import type { TableGeneration } from '../routing/router.js';
 import { ClusterRouteRuntime } from '../routes/cluster.js';
 
 export class IngressHostFeed {
   private readonly fed = new Set<TableGeneration>();
+  /** Conflicts of the matcher in force already logged, so each is logged once while it lasts. */
+  private logged = new Set<string>();
+
+  constructor(
+    private readonly inForce: () => TableGeneration,
+    private readonly log: Logger,
+  ) {}
 
   /** Feeds a generation from now on: every cluster route's hosts known now, then each change. */
   add(gen: TableGeneration): void {
@@ -19,14 +27,33 @@ export class IngressHostFeed {
       route.onIngressHosts = (hosts) => this.learnt(route, hosts);
       gen.matcher.setIngressHosts(route.name, route.ingressHosts());
     }
+    this.reportConflicts();
   }
 
   /** Stops feeding a generation: the one a reload replaced, or a reload's candidate not taken. */
   drop(gen: TableGeneration): void {
     this.fed.delete(gen);
+    this.reportConflicts();
   }
 
   private learnt(route: ClusterRouteRuntime, hosts: string[]): void {
     for (const gen of this.fed) if (gen.routes.get(route.name) === route) gen.matcher.setIngressHosts(route.name, hosts);
+    this.reportConflicts();
+  }
+
+  /**
+   * A host two clusters learnt is refused by the proxy and sent DIRECT by the PAC file: a browser
+   * never shows why, so the proxy says it when the conflict arises in the table in force.
+   */
+  private reportConflicts(): void {
+    const now = new Set<string>();
+    for (const { host, routes } of this.inForce().matcher.ingressHostConflicts()) {
+      const key = `${host} ${routes.join(' ')}`;
+      now.add(key);
+      if (!this.logged.has(key)) {
+        this.log.warn({ host, routes }, 'an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT, unless a configured rule decides it; add it to one route\'s include to choose');
+      }
+    }
+    this.logged = now;
   }
 }

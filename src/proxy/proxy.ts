@@ -86,7 +86,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const router = new Router(built, { connectTimeoutMs: options.connectTimeoutMs });
   // Cluster routes learn ingress hosts as they go: the table in force takes them, and so does a
   // table a reload is still checking (either may end up in force).
-  const ingress = new IngressHostFeed();
+  const ingress = new IngressHostFeed(() => router.current, log);
   ingress.add(built);
   const stats = new StreamStats(log);
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);

@@ -3,7 +3,9 @@
 // and the same decision procedure in plain ES5, so the browser decides exactly as the proxy would
 // (test/unit/pac.test.ts runs both over one decision table):
 //   names and IP literals a cluster or reject route claims → "SOCKS5 <socks>; PROXY <http>";
-//   names a direct route claims and everything unclaimed → "DIRECT".
+//   names a direct route claims, everything unclaimed, and what the proxy refuses (an ingress
+//   host two clusters learnt) → "DIRECT": sending the browser to a proxy that refuses the name
+//   would only give it an error page.
 // Deliberately without dnsResolve/isInNet: no DNS look-up of any name the browser visits. IP
 // literals are matched by parsing the host text. Two things only the proxy knows are left out:
 // the ClusterIPs and Pod IPs in the watch caches (route them with `cidrs`), and whether "svc.ns"
@@ -100,14 +102,24 @@ function kpoName(name) {
   for (i = 0; i < cands.length && cands[i][2] >= 1; i++) {
     r = cands[i];
     if (r[1]) blocked[r[0]] = 1;
-    else if (!blocked[r[0]]) return r[0];
+    else if (!blocked[r[0]]) return kpoClaim(cands, i, blocked);
   }
   if (DEFAULT_ROUTE >= 0 && !blocked[DEFAULT_ROUTE] && n <= 3 && kpoShortName(labels)) return DEFAULT_ROUTE;
   for (; i < cands.length; i++) {
     r = cands[i];
-    if (!r[1] && !blocked[r[0]]) return r[0];
+    if (!r[1] && !blocked[r[0]]) return kpoClaim(cands, i, blocked);
   }
   return -1;
+}
+
+function kpoClaim(cands, i, blocked) {
+  var r = cands[i], j, o;
+  // A rule of another route as long and keyed alike (one ingress host two clusters learnt): refused.
+  for (j = i + 1; j < cands.length && cands[j][2] == r[2] && cands[j][3] == r[3]; j++) {
+    o = cands[j];
+    if (!o[1] && o[0] != r[0] && !blocked[o[0]]) return -1;
+  }
+  return r[0];
 }
 
 function kpoShortName(labels) {

@@ -165,6 +165,26 @@ export class RouteMatcher {
     }
   }
 
+  /**
+   * The learnt hosts (as patterns: "shop.example.io", "*.apps.example.io") that more than one
+   * cluster route learnt, with those routes, sorted. A name such a host decides is refused (see
+   * claimRule; the PAC file sends it DIRECT), so the proxy logs them.
+   */
+  ingressHostConflicts(): Array<{ host: string; routes: string[] }> {
+    const out: Array<{ host: string; routes: string[] }> = [];
+    for (const [, rules] of this.suffixes.entries()) {
+      let learnt = 0;
+      for (const r of rules) if (r.dynamic) learnt++;
+      if (learnt < 2) continue; // most keys: nothing to compare, nothing to allocate
+      const byPattern = new Map<string, Set<number>>();
+      for (const r of rules) if (r.dynamic) byPattern.set(r.pattern, (byPattern.get(r.pattern) ?? new Set()).add(r.route));
+      for (const [host, routes] of byPattern) {
+        if (routes.size > 1) out.push({ host, routes: [...routes].sort((a, b) => a - b).map((i) => this.table.routes[i]!.name) });
+      }
+    }
+    return out.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
+  }
+
   match(destination: Destination): Decision {
     return destination.type === 'domain' ? this.matchHost(destination.host) : this.matchIp(destination.host);
   }
@@ -240,7 +260,9 @@ export class RouteMatcher {
     for (let j = i + 1; j < rules.length && rules[j]!.length === r.length && rules[j]!.keyLabels === r.keyLabels; j++) {
       const o = rules[j]!;
       if (!o.exclude && o.route !== r.route && !blocked.some((b) => b.route === o.route)) {
-        return { claimed: false, message: `${name} is served by both ${this.table.routes[r.route]!.name} and ${this.table.routes[o.route]!.name}: add it to one route's include to choose` };
+        // Refused, not a silent pick between two clusters (the PAC file sends it DIRECT, as any
+        // name the proxy refuses; the proxy logs the conflict when it arises: ingress-feed.ts).
+        return { claimed: false, message: `${name} is served by both ${this.table.routes[r.route]!.name} and ${this.table.routes[o.route]!.name} (an Ingress or Route host in each): add it to one route's include to choose` };
       }
     }
     const route = this.table.routes[r.route]!;

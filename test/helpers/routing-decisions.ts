@@ -3,12 +3,14 @@
 // route does (direct pass-through when on, else refused).
 import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
-import type { ClusterView } from '../../src/routing/table.js';
+import type { ClusterView, RouteMatcher } from '../../src/routing/table.js';
 import type { RoutingTable } from '../../src/routing/table-spec.js';
 
 export interface Decision {
   host: string;
   route: string | undefined;
+  /** Refused even with direct pass-through on (an ingress host two clusters learnt); the PAC file: DIRECT. */
+  refused?: true;
 }
 
 /** A table from config-file text, as the proxy would build it (no flags). */
@@ -149,6 +151,43 @@ export const MULTI_DECISIONS: Decision[] = [
   { host: '203.0.113.9', route: 'blocked' },
   { host: '8.8.8.8', route: undefined },
   { host: '2001:db8::1', route: undefined },
+];
+
+/**
+ * Ingress hosts the clusters of MULTI_YAML learn, several of them in both (what their watchers
+ * would report to RouteMatcher.setIngressHosts).
+ */
+export const MULTI_INGRESS_HOSTS: Record<string, string[]> = {
+  prod: ['shop.example.io', '*.preview.example.io', 'prod-only.example.io', '*.both.example.io', 'apps.prod.example.com', 'web', 'console.apps.prod.example.com', 'www.intranet.example.com'],
+  staging: ['shop.example.io', '*.preview.example.io', 'staging-only.example.io', '*.both.example.io', 'x.both.example.io', 'apps.prod.example.com', 'web', 'console.apps.prod.example.com', 'www.intranet.example.com'],
+};
+
+/** The matcher of MULTI_YAML with MULTI_INGRESS_HOSTS learnt. */
+export function withIngressHosts(matcher: RouteMatcher): RouteMatcher {
+  for (const [route, hosts] of Object.entries(MULTI_INGRESS_HOSTS)) matcher.setIngressHosts(route, hosts);
+  return matcher;
+}
+
+export const MULTI_INGRESS_DECISIONS: Decision[] = [
+  // A host one cluster learnt is that cluster's.
+  { host: 'prod-only.example.io', route: 'prod' },
+  { host: 'staging-only.example.io', route: 'staging' },
+  // One both learnt is refused, direct on or off: no silent pick between two clusters.
+  { host: 'shop.example.io', route: undefined, refused: true },
+  { host: 'pr-1.preview.example.io', route: undefined, refused: true },
+  { host: 'a.b.preview.example.io', route: undefined, refused: true },
+  { host: 'y.both.example.io', route: undefined, refused: true },
+  // An exact host beats a wildcard of the same length: staging's x.both.example.io is staging's.
+  { host: 'x.both.example.io', route: 'staging' },
+  // A wildcard does not cover its own domain.
+  { host: 'preview.example.io', route: undefined },
+  { host: 'www.shop.example.io', route: undefined },
+  // Configured rules decide before learnt hosts: prod's exclude leaves the name to staging; an
+  // ingress domain, a direct route's include and a short name are never in question.
+  { host: 'apps.prod.example.com', route: 'staging' },
+  { host: 'console.apps.prod.example.com', route: 'prod' },
+  { host: 'www.intranet.example.com', route: 'intranet' },
+  { host: 'web', route: 'prod' },
 ];
 
 /** A cluster view from fixed sets (what a ClusterRoute's watch cache answers). */

@@ -1,9 +1,12 @@
 // Learnt ingress hosts in the routing table of the real CLI, with two simulated clusters that each
-// run the sample ingress controller: Ingresses that come and go while a reload is being checked
-// reach the table in force at once and the table swapped in.
+// run the sample ingress controller (so both learn its hosts): a host both learnt is refused by the
+// proxy and sent DIRECT by its PAC file, in real Chromium too; Ingresses that come and go while a
+// reload is being checked reach the table in force at once and the table swapped in.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
+import http from 'node:http';
 import path from 'node:path';
 import vm from 'node:vm';
 import { startClusters, type MultiCluster } from '../helpers/multi-cluster.js';
@@ -11,7 +14,8 @@ import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.j
 import { eventually } from '../helpers/cluster.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
-import { seedIngressCluster } from '../sim/ingress-sample.js';
+import { headlessChromium } from '../helpers/chromium.js';
+import { INGRESS_SAMPLE, seedIngressCluster } from '../sim/ingress-sample.js';
 
 let multi: MultiCluster;
 let configFile: string;
@@ -57,6 +61,48 @@ async function pacFile(proxy: ProxyProcess): Promise<(host: string) => string> {
   vm.runInNewContext(r.stdout, sandbox);
   return (host) => (sandbox.FindProxyForURL as (u: string, h: string) => string)(`http://${host}/`, host);
 }
+
+const CONFLICT = "an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT, unless a configured rule decides it; add it to one route's include to choose";
+
+test('a host both clusters learnt: the proxy refuses it naming both, the PAC file sends it DIRECT (so does Chromium), one log line says so', async (t) => {
+  const [, staging] = multi.clusters;
+  await staging!.sim.createIngress({ namespace: 'shop', name: 'own', rules: [{ host: 'own.staging.sim.test', paths: [{ service: 'web', port: 8080 }] }] });
+  const proxy = await startProxy(['prod', 'staging']);
+  // Where Chromium's resolver rule sends the shared host when it goes DIRECT.
+  const page = http.createServer((req, res) => res.end(`<html><body>direct to ${req.headers.host}</body></html>`)).listen(0, '127.0.0.1');
+  await once(page, 'listening');
+  const pagePort = (page.address() as { port: number }).port;
+  try {
+    const shared = INGRESS_SAMPLE.web.host;
+    await eventually(async () => proxy.logs.some((l) => l.msg === CONFLICT && l.host === shared), 10_000, 50);
+    await eventually(async () => (await reply(proxy, 'own.staging.sim.test')) === 0);
+    assert.equal(await reply(proxy, shared), 2);
+    const viaHttp = await curl(['-s', '-w', '%{http_code}', '--proxy', `http://${proxy.http}`, `http://${shared}/`]);
+    assert.match(viaHttp.stdout, /web\.apps\.sim\.test is served by both prod and staging \(an Ingress or Route host in each\): add it to one route's include to choose\n403$/);
+    const pac = await pacFile(proxy);
+    assert.equal(pac(shared), 'DIRECT');
+    assert.equal(pac(INGRESS_SAMPLE.wild.example), 'DIRECT');
+    assert.equal(pac('own.staging.sim.test'), `SOCKS5 ${proxy.socks}; PROXY ${proxy.http}`);
+    // One line per shared host, naming both routes.
+    const lines = proxy.logs.filter((l) => l.msg === CONFLICT).map((l) => ({ host: l.host, routes: l.routes, level: l.level }));
+    lines.sort((a, b) => String(a.host).localeCompare(String(b.host)));
+    assert.deepEqual(lines, [...INGRESS_SAMPLE.hosts].sort((a, b) => a.localeCompare(b)).map((host) => ({ host, routes: ['prod', 'staging'], level: 40 })));
+
+    const browser = await headlessChromium();
+    if (!browser) return t.diagnostic('chromium not installed: browser check skipped');
+    try {
+      const pacFlag = `--proxy-pac-url=http://${proxy.http}/proxy.pac`;
+      const direct = await browser.dump(`http://${shared}:${pagePort}/`, [pacFlag, `--host-resolver-rules=MAP ${shared} 127.0.0.1`]);
+      assert.match(direct, new RegExp(`direct to ${shared.replace(/\./g, '\\.')}:${pagePort}`), 'the browser went DIRECT, not to the proxy that refuses the host');
+      assert.match(await browser.dump('http://own.staging.sim.test/', [pacFlag]), /ingress own\.staging\.sim\.test \/ -&gt; shop\/web:8080/);
+    } finally {
+      await browser.close();
+    }
+  } finally {
+    page.close();
+    assert.equal(await proxy.stop(), 0);
+  }
+});
 
 const tableReloaded = (proxy: ProxyProcess, mark: number) => proxy.logs.slice(mark).some((l) => l.msg === 'routing table reloaded');
 

@@ -3,16 +3,13 @@
 // test's own server directly — the proxy never sees the latter.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import { once } from 'node:events';
-import os from 'node:os';
-import path from 'node:path';
 import vm from 'node:vm';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { headlessChromium } from '../helpers/chromium.js';
 
 let cluster: TestCluster;
 let proxy: ProxyProcess;
@@ -76,34 +73,11 @@ test('`pac` prints the PAC file the flags would serve', async () => {
   assert.doesNotMatch(help.stdout, /--connect-timeout|--transport|--max-streams|--proxy-auth|Unused here/);
 });
 
-function findChromium(): string | undefined {
-  try {
-    return execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser || command -v google-chrome'], { encoding: 'utf8' }).trim() || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own page directly', async (t) => {
-  const chromium = findChromium();
-  if (!chromium) return t.skip('chromium not installed: browser check skipped');
+  const browser = await headlessChromium();
+  if (!browser) return t.skip('chromium not installed: browser check skipped');
   const port = proxy.http!.split(':')[1];
-  const profile = await mkdtemp(path.join(os.tmpdir(), 'proxyout-chromium-'));
-  const dump = (url: string, proxyFlag = `--proxy-pac-url=http://127.0.0.1:${port}/proxy.pac`) =>
-    new Promise<string>((resolve, reject) => {
-      execFile(
-        chromium,
-        [
-          '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-          '--disable-background-networking', '--disable-component-update', '--disable-sync',
-          // Without this Chromium never asks the PAC about loopback hosts (implicit bypass).
-          '--proxy-bypass-list=<-loopback>',
-          `--user-data-dir=${profile}`, proxyFlag, '--dump-dom', url,
-        ],
-        { encoding: 'utf8', timeout: 60_000 },
-        (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
-      );
-    });
+  const dump = (url: string, proxyFlag = `--proxy-pac-url=http://127.0.0.1:${port}/proxy.pac`) => browser.dump(url, [proxyFlag]);
   try {
     assert.match(await dump('http://web.shop.svc.cluster.local:8080/'), /hello from web-\S+ \(shop\) port 8081/);
     assert.match(await dump(`http://127.0.0.1:${pagePort}/`), /a page of our own/);
@@ -115,6 +89,6 @@ test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own
     assert.match(await dump(`http://127.0.0.1:${pagePort}/`, `--proxy-server=socks5://${proxy.socks}`), /a page of our own/);
     await eventually(async () => proxy.logs.some((l) => l.msg === 'stream open' && String(l.target).endsWith(`:${pagePort}`)), 5_000, 50);
   } finally {
-    await rm(profile, { recursive: true, force: true });
+    await browser.close();
   }
 });

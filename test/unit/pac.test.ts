@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import vm from 'node:vm';
 import { RouteMatcher, type Claim } from '../../src/routing/table.js';
 import { generatePac, proxyDirective } from '../../src/routing/pac.js';
-import { MULTI_DECISIONS, MULTI_YAML, PROD_NAMESPACES, SEED_002_DECISIONS, SEED_002_YAML, fixedView, tableFromYaml, type Decision } from '../helpers/routing-decisions.js';
+import { MULTI_DECISIONS, MULTI_INGRESS_DECISIONS, MULTI_INGRESS_HOSTS, MULTI_YAML, PROD_NAMESPACES, SEED_002_DECISIONS, SEED_002_YAML, fixedView, tableFromYaml, withIngressHosts, type Decision } from '../helpers/routing-decisions.js';
 
 const LISTENERS = { socks: { host: '127.0.0.1', port: 1080 }, http: { host: '::1', port: 3128 } };
 const PROXY = 'SOCKS5 127.0.0.1:1080; PROXY [::1]:3128';
@@ -35,6 +35,7 @@ function checkTable(matcher: RouteMatcher, decisions: Decision[], namespaces: st
   const pac = compilePac(generatePac(matcher, LISTENERS, { namespaces }));
   for (const { host, route } of decisions) {
     assert.equal(pac(`https://${host}/`, host), expected(matcher, host), host);
+    // What the proxy refuses goes DIRECT, as names no route claims do: a browser sent to the proxy would get an error page.
     const kind = route === undefined ? undefined : matcher.table.routes.find((r) => r.name === route)!.kind;
     assert.equal(pac(`https://${host}/`, host), kind === undefined || kind === 'direct' ? 'DIRECT' : PROXY, `${host} (${route})`);
   }
@@ -50,6 +51,14 @@ test('the PAC file decides the multi-cluster table as the matcher does, direct o
   checkTable(multiMatcher(false), MULTI_DECISIONS, PROD_NAMESPACES);
 });
 
+test('an ingress host two clusters learnt: refused by the matcher, DIRECT in the PAC file, direct on or off', () => {
+  for (const direct of [true, false]) {
+    const matcher = withIngressHosts(multiMatcher(direct));
+    assert.equal(matcher.matchHost('shop.example.io').claimed, false);
+    checkTable(matcher, MULTI_INGRESS_DECISIONS, PROD_NAMESPACES);
+  }
+});
+
 /** A small seeded PRNG (mulberry32), so a failure names a case that replays. */
 function prng(seed: number): () => number {
   return () => {
@@ -60,7 +69,8 @@ function prng(seed: number): () => number {
   };
 }
 
-function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: number): void {
+/** `suffixes`: names to build half the random names on (0–2 random labels in front), so that rare rules are met. */
+function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: number, suffixes: string[] = []): { ties: number } {
   const pac = compilePac(generatePac(matcher, LISTENERS, { namespaces }));
   const labels = ['prod', 'staging', 'example', 'com', 'net', 'org', 'io', 'apps', 'svc', 'cluster', 'local', 'pod', 'shop', 'web', 'db-0', 'ads',
     'intranet', 'wiki', 'pages', 'preview', 'aprod', 'localhost', 'monitoring', 'default', '10-244-1-7', 'x_y', 'WEB', 'a'];
@@ -68,8 +78,9 @@ function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: n
   const pick = <T>(list: T[]) => list[Math.floor(random() * list.length)]!;
   const hosts: string[] = [];
   for (let i = 0; i < 4000; i++) {
-    const n = 1 + Math.floor(random() * 6);
-    hosts.push(Array.from({ length: n }, () => pick(labels)).join('.') + (random() < 0.1 ? '.' : ''));
+    const onSuffix = suffixes.length > 0 && random() < 0.5;
+    const n = onSuffix ? Math.floor(random() * 3) : 1 + Math.floor(random() * 6);
+    hosts.push([...Array.from({ length: n }, () => pick(labels)), ...(onSuffix ? [pick(suffixes)] : [])].join('.') + (random() < 0.1 ? '.' : ''));
   }
   const octet = () => pick([0, 1, 5, 7, 10, 96, 111, 112, 168, 192, 203, 113, 255, 256, 999, Math.floor(random() * 256)]);
   for (let i = 0; i < 2000; i++) {
@@ -79,13 +90,16 @@ function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: n
     const v6 = `fd00:10:${pick(['96', '97', '0'])}:${pick(['0', '0:0', '1'])}::${Math.floor(random() * 65536).toString(16)}`;
     hosts.push(pick([v6.toUpperCase(), `[${v6}]`, `::ffff:${Math.floor(random() * 65536).toString(16)}:${pick(['7', 'a00', '1'])}`, `${v6}::1`, `${v6}%eth0`]));
   }
-  const counts = { proxy: 0, direct: 0 };
+  const counts = { proxy: 0, direct: 0, ties: 0 };
   for (const host of hosts) {
     const want = expected(matcher, host);
     counts[want === 'DIRECT' ? 'direct' : 'proxy']++;
+    const d = matcher.matchHost(host);
+    if (!d.claimed && d.message.includes(' is served by both ')) counts.ties++;
     assert.equal(pac(`http://${host}/`, host), want, host);
   }
   assert.ok(counts.proxy > 100 && counts.direct > 100, `the random hosts should exercise both answers (${JSON.stringify(counts)})`);
+  return counts;
 }
 
 test('PAC and matcher agree on random names and addresses built from the table\'s own labels', () => {
@@ -93,6 +107,12 @@ test('PAC and matcher agree on random names and addresses built from the table\'
   matcher.setIngressHosts('staging', ['shop.example.io', '*.preview.example.io', 'web', '*.shop', 'db-0.default']);
   agreeOnRandomHosts(matcher, PROD_NAMESPACES, 20261126);
   agreeOnRandomHosts(multiMatcher(false), PROD_NAMESPACES, 7);
+  // Both clusters learning hosts, several the same: names they tie on are refused, and DIRECT in
+  // the PAC file, direct on or off.
+  const learnt = [...new Set(Object.values(MULTI_INGRESS_HOSTS).flat().map((h) => h.replace(/^\*\./, '')))];
+  const ties = agreeOnRandomHosts(withIngressHosts(multiMatcher(true)), PROD_NAMESPACES, 31, learnt);
+  assert.ok(ties.ties > 100, `the random hosts should meet hosts both clusters learnt (${ties.ties})`);
+  agreeOnRandomHosts(withIngressHosts(multiMatcher(false)), PROD_NAMESPACES, 32, learnt);
   // Catch-alls: "." and /0 on a reject route (so that they show in the PAC), a short exclude.
   const catchAll = new RouteMatcher(tableFromYaml(`
 routes:

@@ -2,10 +2,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { destinationFor } from '../../src/core/address.js';
 import { NotAllowedError, SocksReply } from '../../src/core/errors.js';
-import { RouteMatcher, refusalError, type Claim, type ClusterView, type Decision } from '../../src/routing/table.js';
+import { RouteMatcher, refusalError, type Claim, type ClusterView, type Decision, type Refusal } from '../../src/routing/table.js';
 import { RoutingTableError } from '../../src/routing/suffix-index.js';
 import type { RoutingTable, RouteSpec } from '../../src/routing/table-spec.js';
-import { MULTI_DECISIONS, MULTI_YAML, PROD_NAMESPACES, SEED_002_DECISIONS, SEED_002_YAML, fixedView, tableFromYaml } from '../helpers/routing-decisions.js';
+import { MULTI_DECISIONS, MULTI_INGRESS_DECISIONS, MULTI_YAML, PROD_NAMESPACES, SEED_002_DECISIONS, SEED_002_YAML, fixedView, tableFromYaml, withIngressHosts, type Decision as DecisionRow } from '../helpers/routing-decisions.js';
 
 const views = (entries: Record<string, ClusterView>) => new Map(Object.entries(entries));
 const multi = (direct?: boolean, extra: Record<string, ClusterView> = {}) =>
@@ -17,10 +17,11 @@ function claimOf(d: Decision, host: string): Claim {
 }
 
 /** Checks every decision, with direct pass-through on (unclaimed → the direct route) and off (refused). */
-function checkDecisions(matcher: RouteMatcher, decisions: Array<{ host: string; route: string | undefined }>, direct: boolean): void {
-  for (const { host, route } of decisions) {
+function checkDecisions(matcher: RouteMatcher, decisions: DecisionRow[], direct: boolean): void {
+  for (const { host, route, refused } of decisions) {
     const d = matcher.matchHost(host);
-    if (route !== undefined) assert.equal(claimOf(d, host).route.name, route, host);
+    if (refused) assert.equal(d.claimed, false, `${host} should be refused whatever direct says, got route ${(d as Claim).route?.name}`);
+    else if (route !== undefined) assert.equal(claimOf(d, host).route.name, route, host);
     else if (direct) assert.equal(claimOf(d, host).reason, 'direct', host);
     else assert.equal(d.claimed, false, `${host} should be refused, got route ${(d as Claim).route?.name}`);
   }
@@ -190,6 +191,22 @@ test('ingress hosts learnt at run time are claimed, replaced, and refused when t
   m.setIngressHosts('staging', ['web', '*.shop', '*.nowhere']);
   for (const h of ['web', 'web.shop', 'db.shop']) assert.deepEqual([c(h).route.name, c(h).reason], ['prod', 'short-name'], h);
   assert.deepEqual([c('x.nowhere').route.name, c('x.nowhere').reason], ['staging', 'ingress-host']);
+});
+
+test('an ingress host two clusters learnt is refused naming both, direct on or off, unless a configured rule decides; the conflicts are listed', () => {
+  for (const direct of [true, false]) checkDecisions(withIngressHosts(multi(direct)), MULTI_INGRESS_DECISIONS, direct);
+  const m = withIngressHosts(multi(true));
+  for (const host of ['shop.example.io', 'pr-1.preview.example.io']) {
+    const d = m.matchHost(host);
+    assert.equal(d.claimed, false);
+    assert.equal((d as Refusal).message, `${host} is served by both prod and staging (an Ingress or Route host in each): add it to one route's include to choose`);
+    assert.equal(refusalError(d as Refusal).socksReply, SocksReply.notAllowed);
+  }
+  const conflicts = ['*.both.example.io', '*.preview.example.io', 'apps.prod.example.com', 'console.apps.prod.example.com', 'shop.example.io', 'web', 'www.intranet.example.com'];
+  assert.deepEqual(m.ingressHostConflicts(), conflicts.map((host) => ({ host, routes: ['prod', 'staging'] })));
+  m.setIngressHosts('staging', ['staging-only.example.io']);
+  assert.deepEqual(m.ingressHostConflicts(), []);
+  assert.equal(claimOf(m.matchHost('shop.example.io'), 'shop.example.io').route.name, 'prod', 'staging no longer serves it');
 });
 
 test('with 1,000 routes a decision costs one map probe per label, not a scan of the routes', () => {
