@@ -4,17 +4,20 @@ import os from 'node:os';
 import { Command, Flags } from '@oclif/core';
 import { StartupError } from '../core/errors.js';
 import { LOG_LEVELS } from '../core/log.js';
-import { selfInvocation } from '../core/self.js';
+import { selfProgram } from '../core/self.js';
 import { stateDir } from '../state/paths.js';
 import { DEFAULT_SERVICE_NAME, installService, validateServiceName } from '../service/install.js';
 import { serviceSpec } from '../service/spec.js';
+import { executableLines, serviceExecutable } from '../service/executable.js';
 
 export default class ServiceInstall extends Command {
   static override summary = 'Install a login service (systemd user unit / launchd agent) that runs the proxy.';
   static override description = [
     'Writes ~/.config/systemd/user/NAME.service (Linux) or ~/Library/LaunchAgents/NAME.plist (macOS) running',
     'the foreground proxy with these flags and absolute paths; it restarts on failure, logs JSON lines to',
-    '<state dir>/logs/NAME.log and gets SSH_AUTH_SOCK. Prints the systemctl/launchctl lines that start it.',
+    '<state dir>/logs/NAME.log and gets SSH_AUTH_SOCK. It runs the kubectl-proxyout on your PATH that is this',
+    "program (krew's, Homebrew's or npm's link, which upgrades keep), else this program's own file.",
+    'Prints what it runs and the systemctl/launchctl lines that start it.',
     'A file you edited is not overwritten without --force.',
   ].join(' ');
   static override usage = 'service-install [--context C] [--listen-socks ADDR] [--listen-http ADDR] [--dry-run] [--force]';
@@ -38,13 +41,18 @@ export default class ServiceInstall extends Command {
     try {
       const name = validateServiceName(flags.name);
       const host = { platform: process.platform, home: os.homedir(), uid: process.getuid?.() ?? 0, env: process.env };
-      const spec = serviceSpec({ name, flags, invocation: selfInvocation(), stateRoot: stateDir(), env: process.env, cwd: process.cwd(), home: host.home });
+      // The unit keeps the installing shell's PATH (spec.ts): the stable name is looked up there.
+      const executable = serviceExecutable(selfProgram(), process.env.PATH, host.home);
+      const spec = serviceSpec({ name, flags, invocation: executable, stateRoot: stateDir(), env: process.env, cwd: process.cwd(), home: host.home });
       const result = installService(host, spec, { dryRun: flags['dry-run'], force: flags.force });
       if (flags['dry-run']) {
         this.log(result.text.trimEnd());
+        // stdout is the file; what it runs goes to stderr.
+        for (const line of executableLines(executable)) process.stderr.write(`${line}\n`);
         return;
       }
       this.log(result.changed ? `wrote ${result.file}` : `${result.file} is already up to date`);
+      for (const line of executableLines(executable)) this.log(line);
       this.log(`logs: ${spec.logFile}`);
       this.log('start it with:');
       for (const line of result.next) this.log(`  ${line}`);

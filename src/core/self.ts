@@ -30,6 +30,17 @@ export function binScriptPath(): string {
   return fileURLToPath(new URL('../../../bin/kubectl-proxyout', import.meta.url));
 }
 
+/** How this process runs: the single executable, or node (execPath) with the bin script. */
+export interface SelfProgram {
+  sea: boolean;
+  execPath: string;
+  binScript: string;
+}
+
+export function selfProgram(sea: boolean = isSingleExecutable()): SelfProgram {
+  return { sea, execPath: process.execPath, binScript: binScriptPath() };
+}
+
 /** Executable and leading arguments that run this CLI: [binary] or [node, bin script]. */
 export function selfInvocation(sea: boolean = isSingleExecutable()): { command: string; args: string[] } {
   return sea ? { command: process.execPath, args: [] } : { command: process.execPath, args: [binScriptPath()] };

@@ -1,4 +1,4 @@
-// What the service runs: this CLI (the single executable, or node + the bin script) as the
+// What the service runs: this CLI (the file service/executable.ts chooses) as the
 // foreground proxy with the user's flags, every path made absolute now (a service starts in
 // another directory), JSON log lines appended to <state dir>/logs/NAME.log.
 import path from 'node:path';

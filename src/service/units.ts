@@ -86,6 +86,11 @@ function systemdBody(s: ServiceSpec): string {
     'PassEnvironment=SSH_AUTH_SOCK',
     'Restart=on-failure',
     'RestartSec=5s',
+    // Restarting cannot help when the program is gone (203: exec failed — a versioned file an
+    // upgrade removed; 127: `env` found no node for npm's script) or refuses its own arguments
+    // (2: a usage error). Other failures (1: the API server unreachable while the network comes
+    // up) are retried for as long as they last: no start limit could tell them apart.
+    'RestartPreventExitStatus=2 127 203',
     `StandardOutput=append:${systemdPath(s.logFile)}`,
     `StandardError=append:${systemdPath(s.logFile)}`,
     '',

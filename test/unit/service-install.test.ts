@@ -11,7 +11,7 @@ import path from 'node:path';
 import { installService, serviceFile, uninstallService, type ServiceHost } from '../../src/service/install.js';
 import { serviceSpec } from '../../src/service/spec.js';
 import { isUnchanged } from '../../src/service/units.js';
-import { runCli } from '../helpers/proxy-process.js';
+import { binPath, runCli } from '../helpers/proxy-process.js';
 
 function hostFor(platform: NodeJS.Platform, env: NodeJS.ProcessEnv = {}): ServiceHost & { cleanup(): void } {
   const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-'));
@@ -42,6 +42,8 @@ test('systemd: a user unit with absolute paths, restart on failure, logs in the 
     const kc = path.join(host.home, 'work', 'my dir/kc%%1$$x');
     assert.ok(text.includes(`ExecStart=${process.execPath} /opt/kubectl-proxyout/bin/kubectl-proxyout --kubeconfig "${kc}" --context prod --context staging --listen-socks 127.0.0.1:1080 --listen-http 127.0.0.1:3128 --proxy-auth-file ${path.join(host.home, 'work/auth')} --log-format json\n`), text);
     assert.match(text, /^Restart=on-failure$/m);
+    // A program that is gone (203/EXEC, env's 127) or refuses its arguments (2) is not restarted for ever.
+    assert.match(text, /^RestartPreventExitStatus=2 127 203$/m);
     assert.match(text, /^PassEnvironment=SSH_AUTH_SOCK$/m);
     assert.match(text, new RegExp(`^StandardError=append:${host.home}/\\.local/state/kubectl-proxyout/logs/kubectl-proxyout\\.log$`, 'm'));
     assert.match(text, /^Environment=PATH=\/usr\/local\/bin:\/usr\/bin:\/bin$/m);
@@ -214,7 +216,7 @@ test('the CLI: --dry-run prints the unit and writes nothing; install prints the 
     assert.ok(!existsSync(file));
     const real = await runCli(['service-install', '--context', 'prod'], { env });
     assert.equal(real.code, 0, real.stderr);
-    assert.equal(real.stdout, `wrote ${file}\nlogs: ${home}/.local/state/kubectl-proxyout/logs/kubectl-proxyout.log\nstart it with:\n  systemctl --user daemon-reload\n  systemctl --user enable --now kubectl-proxyout.service\n`);
+    assert.equal(real.stdout, `wrote ${file}\nruns: ${process.execPath} ${binPath} (no kubectl-proxyout on your PATH is this program)\nlogs: ${home}/.local/state/kubectl-proxyout/logs/kubectl-proxyout.log\nstart it with:\n  systemctl --user daemon-reload\n  systemctl --user enable --now kubectl-proxyout.service\n`);
     assert.equal(readFileSync(file, 'utf8').trimEnd(), dry.stdout.trimEnd());
     writeFileSync(file, readFileSync(file, 'utf8') + '# mine\n');
     const refused = await runCli(['service-install', '--context', 'prod'], { env });
