@@ -2,13 +2,14 @@
 // unit on Linux, launchd LaunchAgent on macOS).
 import os from 'node:os';
 import { Command, Flags } from '@oclif/core';
-import { StartupError } from '../core/errors.js';
 import { LOG_LEVELS } from '../core/log.js';
 import { selfProgram } from '../core/self.js';
 import { stateDir } from '../state/paths.js';
 import { DEFAULT_SERVICE_NAME, installService, validateServiceName } from '../service/install.js';
 import { serviceSpec } from '../service/spec.js';
 import { executableLines, serviceExecutable } from '../service/executable.js';
+import { checkServiceFlags } from '../service/check.js';
+import { failOnKnownError } from '../cli/managed-errors.js';
 
 export default class ServiceInstall extends Command {
   static override summary = 'Install a login service (systemd user unit / launchd agent) that runs the proxy.';
@@ -17,7 +18,9 @@ export default class ServiceInstall extends Command {
     'the foreground proxy with these flags and absolute paths; it restarts on failure, logs JSON lines to',
     '<state dir>/logs/NAME.log and gets SSH_AUTH_SOCK. It runs the kubectl-proxyout on your PATH that is this',
     "program (krew's, Homebrew's or npm's link, which upgrades keep), else this program's own file.",
-    'Prints what it runs and the systemctl/launchctl lines that start it.',
+    'Prints what it runs and the systemctl/launchctl lines that start it. Flags the proxy would refuse (a bad',
+    'listen address, a missing or group-readable --proxy-auth-file, a kubeconfig or context that does not load)',
+    'are an error, and nothing is written.',
     'A file you edited is not overwritten without --force.',
   ].join(' ');
   static override usage = 'service-install [--context C] [--listen-socks ADDR] [--listen-http ADDR] [--dry-run] [--force]';
@@ -40,6 +43,8 @@ export default class ServiceInstall extends Command {
     const { flags } = await this.parse(ServiceInstall);
     try {
       const name = validateServiceName(flags.name);
+      // A unit that fails on every start is refused before anything is written (--dry-run too).
+      checkServiceFlags(flags);
       const host = { platform: process.platform, home: os.homedir(), uid: process.getuid?.() ?? 0, env: process.env };
       // The unit keeps the installing shell's PATH (spec.ts): the stable name is looked up there.
       const executable = serviceExecutable(selfProgram(), process.env.PATH, host.home);
@@ -57,8 +62,7 @@ export default class ServiceInstall extends Command {
       this.log('start it with:');
       for (const line of result.next) this.log(`  ${line}`);
     } catch (err) {
-      if (err instanceof StartupError) this.error(err.message, { exit: 1 });
-      throw err;
+      failOnKnownError(this, err);
     }
   }
 }

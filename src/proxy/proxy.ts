@@ -2,12 +2,10 @@
 // caches and transports. Every way it can fail to start is a one-line StartupError.
 import type { Logger } from '../core/log.js';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { forwardListenProblem, formatHostPort, parseForwardSpec, parseListenAddress, unixListenPath, type ForwardSpec, type HostPort } from '../core/address.js';
-import { unixSocketPath } from '../state/paths.js';
+import { formatHostPort, type HostPort } from '../core/address.js';
 import { startForwardListener, type ForwardListener } from '../listeners/forward-server.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
 import type { UnixListen } from '../listeners/server-base.js';
-import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { Router } from '../routing/router.js';
 import { generatePac } from '../routing/pac.js';
@@ -17,7 +15,6 @@ import type { Route } from '../routing/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
-import { loadRoutingTable, type TableFlags } from '../config/load.js';
 import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
 import { ClusterRouteRuntime } from '../routes/cluster.js';
 import { StreamStats } from './stats.js';
@@ -26,26 +23,12 @@ import { StreamLimiter } from './limits.js';
 import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
-import { ARGV_WARNING, ProxyAuth, requireCredentialsOffLoopback } from '../auth/credentials.js';
+import { ARGV_WARNING, ProxyAuth } from '../auth/credentials.js';
+import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js';
+
+export { routingTableFor };
 
 export { probeApi } from '../routes/cluster.js';
-
-/** The routing table the options ask for: --config / the default file, --context…, --direct. */
-export function routingTableFor(options: ProxyOptions): RoutingTable {
-  if (options.table) return options.table;
-  const flags: TableFlags = {
-    config: options.config,
-    contexts: options.contexts ?? (options.context ? [options.context] : []),
-    direct: options.direct,
-    clusterDomain: options.clusterDomain,
-    extraCA: options.extraCA,
-    // Read only when the table names no cluster: then the kubeconfig's current context serves.
-    get currentContext() {
-      return loadKubeConfig({ kubeconfig: options.kubeconfig }).context;
-    },
-  };
-  return loadRoutingTable(flags);
-}
 
 export interface StartHooks {
   /** Called as soon as the default cluster's cache exists, before it syncs: `status` can then show its progress. */
@@ -53,17 +36,9 @@ export interface StartHooks {
 }
 
 export async function startProxy(options: ProxyOptions, log: Logger, hooks: StartHooks = {}): Promise<RunningProxy> {
-  const socksAddr = options.listenSocks ? parseListen(options.listenSocks, '--listen-socks', 'socks') : undefined;
-  const httpAddr = options.listenHttp ? parseListen(options.listenHttp, '--listen-http', 'http') : undefined;
-  // Unix sockets are local by construction (0600 in a private directory): only TCP listeners count here.
-  const listens = [socksAddr, httpAddr].filter((a): a is TcpListen => a !== undefined && 'host' in a);
-  requireCredentialsOffLoopback(listens, !!options.proxyAuth);
+  const { socks: socksAddr, http: httpAddr, listens, table, forwards } = planStart(options);
   if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
-  const table = routingTableFor(options);
   const startedTable = table;
-  const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])]);
-  if (!socksAddr && !httpAddr && forwards.length === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
-  assertDirectAllowed(table, listens, !!options.proxyAuth);
 
   const listeners: Listener[] = [];
   // Our own TCP addresses (mappings included), which a direct route must never dial back into.
@@ -207,41 +182,7 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
   for (const f of failures) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route not available at start; the others serve, it keeps trying');
 }
 
-type TcpListen = { flag: string; host: string; port: number };
-type ListenSpec = TcpListen | { flag: string; unix: string };
-
-/** host:port, or unix:PATH (state/paths.ts unixSocketPath: "" or a bare name is in the state directory). */
-function parseListen(value: string, flag: string, kind: 'socks' | 'http'): ListenSpec {
-  try {
-    const unix = unixListenPath(value);
-    if (unix !== undefined) return { flag, unix: unixSocketPath(unix, kind) };
-    return { flag, ...parseListenAddress(value) };
-  } catch (err) {
-    throw new StartupError(`${flag} ${value}: ${errorMessage(err)}`);
-  }
-}
-
 const listenAt = (spec: ListenSpec): string | UnixListen => ('unix' in spec ? { unix: spec.unix } : spec.host);
-
-/** Each mapping parsed; a second mapping on the same fixed local port is an error before binding. */
-function forwardSpecs(texts: readonly string[]): ForwardSpec[] {
-  const seen = new Map<string, string>();
-  return texts.map((text) => {
-    let spec: ForwardSpec;
-    try {
-      spec = parseForwardSpec(text);
-    } catch (err) {
-      throw new StartupError(`--forward ${text}: ${errorMessage(err)}`);
-    }
-    const problem = forwardListenProblem(spec);
-    if (problem) throw new StartupError(`--forward ${text}: ${problem}`);
-    const where = formatHostPort(spec.listen.host, spec.listen.port);
-    const other = seen.get(where);
-    if (spec.listen.port !== 0 && other !== undefined) throw new StartupError(`--forward ${text}: ${where} is already used by the mapping ${other}`);
-    seen.set(where, text);
-    return spec;
-  });
-}
 
 function describeListener(l: Listener): string {
   if (isUnixAddress(l.address)) return `${l.kind} unix:${l.address.address}`;

@@ -85,6 +85,9 @@ test('npm: the global bin link runs through its #!/usr/bin/env node on the PATH 
 test('the CLI runs the stable name and says so', { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux' : false }, async (t) => {
   const home = tmp(t);
   const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
+  // A kubeconfig whose current context the unit will serve (service-install checks it).
+  mkdirSync(path.join(home, '.kube'));
+  writeFileSync(path.join(home, '.kube/config'), 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\ncurrent-context: prod\n', { mode: 0o600 });
   const npmLink = link(binScriptPath(), path.join(home, 'npm/bin/kubectl-proxyout'));
   const unitPath = `${path.dirname(npmLink)}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
   const dry = await runCli(['service-install', '--dry-run'], { env: { ...env, PATH: unitPath } });

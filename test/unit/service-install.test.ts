@@ -207,7 +207,10 @@ test('Windows and other platforms: a one-line refusal', () => {
 
 test('the CLI: --dry-run prints the unit and writes nothing; install prints the start lines; uninstall removes it', { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux (the platform halves above run anywhere)' : false }, async () => {
   const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-cli-'));
-  const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '' };
+  const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
+  // The context the unit names exists (service-install checks it).
+  mkdirSync(path.join(home, '.kube'));
+  writeFileSync(path.join(home, '.kube/config'), 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\n', { mode: 0o600 });
   try {
     const dry = await runCli(['service-install', '--dry-run', '--context', 'prod'], { env });
     assert.equal(dry.code, 0, dry.stderr);

@@ -1,0 +1,103 @@
+// What the proxy checks before it binds a port or opens a connection — the listen addresses,
+// credentials on any listener other machines can reach, the routing table, the port mappings —
+// in one place, so that `service-install` refuses a unit that would fail on every start with the
+// very checks (and messages) the proxy itself would fail with. Every failure is a one-line
+// StartupError.
+import { StartupError, errorMessage } from '../core/errors.js';
+import { forwardListenProblem, formatHostPort, parseForwardSpec, parseListenAddress, unixListenPath, type ForwardSpec } from '../core/address.js';
+import { unixSocketPath } from '../state/paths.js';
+import { loadKubeConfig } from '../cluster/kubeconfig.js';
+import { loadExtraCA } from '../cluster/egress-proxy.js';
+import { assertDirectAllowed } from '../routing/direct-route.js';
+import type { RoutingTable } from '../routing/table-spec.js';
+import { loadRoutingTable, type TableFlags } from '../config/load.js';
+import { requireCredentialsOffLoopback } from '../auth/credentials.js';
+import type { ProxyOptions } from './options.js';
+
+export type TcpListen = { flag: string; host: string; port: number };
+export type ListenSpec = TcpListen | { flag: string; unix: string };
+
+/** The options these checks read. */
+export type StartOptions = Pick<ProxyOptions, 'listenSocks' | 'listenHttp' | 'forwards' | 'proxyAuth' | 'kubeconfig' | 'context' | 'contexts' | 'config' | 'direct' | 'extraCA' | 'table' | 'clusterDomain'>;
+
+export interface StartPlan {
+  socks?: ListenSpec;
+  http?: ListenSpec;
+  /** The TCP listeners (unix sockets are local by construction: 0600 in a private directory). */
+  listens: TcpListen[];
+  table: RoutingTable;
+  forwards: ForwardSpec[];
+}
+
+/** The routing table the options ask for: --config / the default file, --context…, --direct. */
+export function routingTableFor(options: StartOptions): RoutingTable {
+  if (options.table) return options.table;
+  const flags: TableFlags = {
+    config: options.config,
+    contexts: options.contexts ?? (options.context ? [options.context] : []),
+    direct: options.direct,
+    clusterDomain: options.clusterDomain,
+    extraCA: options.extraCA,
+    // Read only when the table names no cluster: then the kubeconfig's current context serves.
+    get currentContext() {
+      return loadKubeConfig({ kubeconfig: options.kubeconfig }).context;
+    },
+  };
+  return loadRoutingTable(flags);
+}
+
+/** Everything startProxy checks before it listens. */
+export function planStart(options: StartOptions): StartPlan {
+  const socks = options.listenSocks ? parseListen(options.listenSocks, '--listen-socks', 'socks') : undefined;
+  const http = options.listenHttp ? parseListen(options.listenHttp, '--listen-http', 'http') : undefined;
+  const listens = [socks, http].filter((a): a is TcpListen => a !== undefined && 'host' in a);
+  requireCredentialsOffLoopback(listens, !!options.proxyAuth);
+  const table = routingTableFor(options);
+  const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])]);
+  if (!socks && !http && forwards.length === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
+  assertDirectAllowed(table, listens, !!options.proxyAuth);
+  return { socks, http, listens, table, forwards };
+}
+
+/**
+ * The files the table's routes load when they are built (routes/build.ts): the extra CA, and the
+ * kubeconfig and context of each route that names one. What only the network can tell is not
+ * checked here.
+ */
+export function checkRouteFiles(table: RoutingTable, kubeconfig: string | undefined): void {
+  if (table.extraCA) loadExtraCA(table.extraCA);
+  for (const route of table.routes) {
+    if (route.kind === 'cluster' || route.kind === 'konnectivity') loadKubeConfig({ kubeconfig, context: route.context });
+  }
+}
+
+/** host:port, or unix:PATH (state/paths.ts unixSocketPath: "" or a bare name is in the state directory). */
+export function parseListen(value: string, flag: string, kind: 'socks' | 'http'): ListenSpec {
+  try {
+    const unix = unixListenPath(value);
+    if (unix !== undefined) return { flag, unix: unixSocketPath(unix, kind) };
+    return { flag, ...parseListenAddress(value) };
+  } catch (err) {
+    throw new StartupError(`${flag} ${value}: ${errorMessage(err)}`);
+  }
+}
+
+/** Each mapping parsed; a second mapping on the same fixed local port is an error before binding. */
+function forwardSpecs(texts: readonly string[]): ForwardSpec[] {
+  const seen = new Map<string, string>();
+  return texts.map((text) => {
+    let spec: ForwardSpec;
+    try {
+      spec = parseForwardSpec(text);
+    } catch (err) {
+      throw new StartupError(`--forward ${text}: ${errorMessage(err)}`);
+    }
+    const problem = forwardListenProblem(spec);
+    if (problem) throw new StartupError(`--forward ${text}: ${problem}`);
+    const where = formatHostPort(spec.listen.host, spec.listen.port);
+    const other = seen.get(where);
+    if (spec.listen.port !== 0 && other !== undefined) throw new StartupError(`--forward ${text}: ${where} is already used by the mapping ${other}`);
+    seen.set(where, text);
+    return spec;
+  });
+}
