@@ -6,28 +6,33 @@ import { loadRoutingTable } from '../config/load.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { errorMessage } from '../core/errors.js';
 import { checkCluster } from '../doctor/cluster.js';
+import { DoctorEgress } from '../doctor/egress.js';
+import type { ClusterRouteSpec } from '../routing/table-spec.js';
 import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doctor/local.js';
 import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
 import { parseDuration } from '../cli/duration.js';
 import { durationFlag } from '../cli/flags.js';
+import { tableFlagDefinitions } from '../config/flags.js';
 import type { ProxyStatus } from '../managed/status.js';
 
 export default class Doctor extends Command {
   static override summary = 'Check the kubeconfig, API server, port-forward protocols, RBAC and local state; say how to fix what fails.';
   static override description = [
     'For each cluster route (the --context given, else the config file routes, else the current context):',
-    'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers (version, round trip, proxy),',
+    'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers, reached as the proxy reaches it',
+    '(proxy-url or HTTPS_PROXY, --extra-ca / extraCA, a route\'s via; version, round trip),',
     'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services and',
     'EndpointSlices, list/get on Pods and create on pods/portforward. Locally: the listen addresses are free, the',
     "state directory is private, running managed proxies answer. Exit status 1 when a check fails.",
   ].join(' ');
-  static override usage = 'doctor [--context C]… [--config F] [--timeout T] [--json]';
+  static override usage = 'doctor [--context C]… [--config F] [--extra-ca F] [--timeout T] [--json]';
   static override examples = ['<%= config.bin %> doctor', '<%= config.bin %> doctor --context staging --json'];
 
   static override flags = {
     kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
     context: Flags.string({ summary: 'Check this context (repeatable).', helpValue: '<name>', multiple: true }),
     config: Flags.string({ summary: 'Check the cluster routes of this config file.', helpValue: '<file>' }),
+    'extra-ca': tableFlagDefinitions()['extra-ca'],
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address to check.', helpValue: '<addr>', default: DEFAULTS.listenSocks }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address to check.', helpValue: '<addr>' }),
     timeout: durationFlag('Time each API request may take.', 10_000, false),
@@ -38,7 +43,8 @@ export default class Doctor extends Command {
     const { flags } = await this.parse(Doctor);
     const timeoutMs = parseDuration(flags.timeout);
     const checks: Check[] = [];
-    let contexts: Array<{ scope: string; context?: string }> = [];
+    let contexts: Array<{ scope: string; context?: string; route?: ClusterRouteSpec }> = [];
+    let egress: DoctorEgress | undefined;
     try {
       let currentContext: string | undefined;
       try {
@@ -46,13 +52,26 @@ export default class Doctor extends Command {
       } catch {
         // reported by the kubeconfig check below
       }
-      const table = loadRoutingTable({ config: flags.config, contexts: flags.context ?? [], clusterDomain: DEFAULTS.clusterDomain, currentContext });
-      contexts = table.routes.flatMap((r) => (r.kind === 'cluster' ? [{ scope: r.name, context: r.context }] : []));
+      const table = loadRoutingTable({ config: flags.config, contexts: flags.context ?? [], clusterDomain: DEFAULTS.clusterDomain, currentContext, extraCA: flags['extra-ca'] });
+      contexts = table.routes.flatMap((r) => (r.kind === 'cluster' ? [{ scope: r.name, context: r.context, route: r }] : []));
+      egress = new DoctorEgress(table);
+      if (egress.extraCAProblem) {
+        checks.push({ scope: 'config', name: 'extra-ca', status: 'fail', detail: egress.extraCAProblem, fix: 'give --extra-ca (config: extraCA) a readable PEM bundle holding the CA of the proxy that intercepts TLS' });
+      }
     } catch (err) {
       checks.push({ scope: 'config', name: 'routes', status: 'fail', detail: errorMessage(err), fix: 'fix the config file or the --context flags (see docs/usage.md "Config file")' });
     }
     if (contexts.length === 0 && checks.length === 0) contexts = [{ scope: 'current-context' }];
-    for (const c of contexts) checks.push(...(await checkCluster({ kubeconfig: flags.kubeconfig, context: c.context, scope: c.scope, timeoutMs })));
+    try {
+      for (const c of contexts) {
+        const { route } = c;
+        const reach = egress;
+        const routeEgress = route && reach ? () => reach.for(route) : undefined;
+        checks.push(...(await checkCluster({ kubeconfig: flags.kubeconfig, context: c.context, scope: c.scope, timeoutMs, egress: routeEgress })));
+      }
+    } finally {
+      await egress?.close();
+    }
 
     let running: ProxyStatus[] = [];
     try {

@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, statusMessage } from '../cluster/api.js';
+import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { errorMessage } from '../core/errors.js';
 import { findExecutable } from './exec-path.js';
 import { PROTOCOL_LABELS, probeProtocols } from './protocols.js';
@@ -18,6 +19,11 @@ export interface ClusterCheckOptions {
   scope: string;
   timeoutMs: number;
   env?: NodeJS.ProcessEnv;
+  /**
+   * How API connections leave, as the proxy's do (doctor/egress.ts: the extra CA, the route that
+   * carries them); rejects when that route cannot start.
+   */
+  egress?: () => Promise<EgressOptions>;
 }
 
 export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
@@ -34,14 +40,20 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
   add(auth.problem ? { name: 'kubeconfig', status: 'fail', detail: auth.detail, fix: auth.problem } : { name: 'kubeconfig', status: 'ok', detail: auth.detail });
   if (auth.problem) return checks;
 
-  const api = new ApiConnection(loaded.kc);
-  const proxy = proxyOf(loaded);
+  let egress: EgressOptions;
+  try {
+    egress = (await o.egress?.()) ?? {};
+  } catch (err) {
+    add({ name: 'api-server', status: 'fail', detail: `${loaded.server}: ${errorMessage(err)}`, fix: 'the ssh route this cluster is reached through (via) cannot start: fix its host in ~/.ssh/config until `ssh HOST` works from here' });
+    return checks;
+  }
+  const api = new ApiConnection(loaded.kc, egress);
   const started = Date.now();
   try {
     const version = await api.getJson<{ gitVersion?: string }>('/version', o.timeoutMs);
-    add({ name: 'api-server', status: 'ok', detail: `${loaded.server} answers: ${version.gitVersion ?? 'unknown version'}, ${Date.now() - started} ms round trip, ${proxy}` });
+    add({ name: 'api-server', status: 'ok', detail: `${loaded.server} answers: ${version.gitVersion ?? 'unknown version'}, ${Date.now() - started} ms round trip, ${egressOf(api, egress)}` });
   } catch (err) {
-    add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${proxy}): ${errorMessage(err)}`, fix: apiFix(err) });
+    add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`, fix: apiFix(err, egress) });
     return checks;
   }
   checks.push(...(await checkRbac(api, loaded.namespace, o)));
@@ -66,22 +78,20 @@ function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { 
   return { detail: `${where}, auth: none (anonymous)` };
 }
 
-/** Which proxy carries API requests: the cluster's proxy-url, else none (userinfo never shown). */
-function proxyOf(l: LoadedKubeConfig): string {
-  const proxyUrl = l.kc.getCurrentCluster()?.proxyUrl;
-  if (!proxyUrl) return 'no proxy';
-  try {
-    const u = new URL(proxyUrl);
-    return `via proxy ${u.protocol}//${u.host}`;
-  } catch {
-    return 'via proxy (unparsable proxy-url)';
-  }
+/** How the API requests went: the proxy or route that carried them (no userinfo), the extra CA trusted. */
+function egressOf(api: ApiConnection, egress: EgressOptions): string {
+  const e = api.egress;
+  const how = !e?.proxy ? 'no proxy' : e.source === 'via' ? `through ${e.proxy}` : `via proxy ${e.proxy} (${e.source})`;
+  return egress.extraCA ? `${how}, extra CA ${egress.extraCA.file}` : how;
 }
 
-function apiFix(err: unknown): string {
+function apiFix(err: unknown, egress: EgressOptions): string {
   if (err instanceof ApiStatusError && err.statusCode === 401) return 'the API server rejects these credentials: log in again or renew the token (try `kubectl get --raw /version`)';
   if (err instanceof ApiStatusError && err.statusCode === 403) return 'the credentials are valid but may not read /version: ask for the system:public-info-viewer role';
   if (err instanceof ApiStatusError) return 'the API server answered with an error: see the message, and try `kubectl get --raw /version`';
+  if (egress.via) return `the API server cannot be reached through route ${egress.via.route}: check that its ssh chain works (\`ssh HOST\`) and that the server address answers from its last hop`;
+  const tls = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|certificate/i.test(errorMessage(err));
+  if (tls && !egress.extraCA) return 'TLS verification failed: if a corporate proxy intercepts TLS, trust its CA with --extra-ca FILE (config: extraCA), as the proxy would need too';
   return 'the API server cannot be reached: check the network/VPN, the server address and any proxy-url in the kubeconfig';
 }
 

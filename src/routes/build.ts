@@ -14,7 +14,7 @@ import type { RouteSpec, RoutingTable } from '../routing/table-spec.js';
 import type { TableGeneration } from '../routing/router.js';
 import { ClusterRouteRuntime, type ClusterRouteSettings } from './cluster.js';
 import { KonnectivityRouteRuntime } from './konnectivity.js';
-import { loadExtraCA } from '../cluster/egress-proxy.js';
+import { loadExtraCA, type EgressOptions, type ExtraCA } from '../cluster/egress-proxy.js';
 
 export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace' | 'egress'> {
   egress?: ClusterRouteSettings['egress'];
@@ -55,7 +55,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       // user says "try again with what is on disk now" (a fixed kubeconfig, a renewed CA file).
       const failing = previous !== undefined && isFailing(previous);
       const kept = previous && !failing && sameCredentials(reuse!.settings, settings, spec.name) ? previous : undefined;
-      const egress = { ...(extraCA ? { extraCA } : {}), ...(via instanceof SshRoute ? { via: { route: via.name, dial: via.dial.bind(via) } } : {}) };
+      const egress = egressFor(extraCA, via);
       const route = kept ?? buildRoute(spec, table, { ...settings, egress }, log);
       if (!kept) fresh.push(route);
       if (failing) retried.add(route);
@@ -69,6 +69,11 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
     for (const r of fresh) void r.close();
     throw err;
   }
+}
+
+/** How a cluster route's API connections leave: the extra CA trusted, and the route that carries them (`via`: an ssh route's dial). */
+export function egressFor(extraCA: ExtraCA | undefined, carrier: Route | undefined): EgressOptions {
+  return { ...(extraCA ? { extraCA } : {}), ...(carrier instanceof SshRoute ? { via: { route: carrier.name, dial: carrier.dial.bind(carrier) } } : {}) };
 }
 
 function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSettings, log: Logger): Route {

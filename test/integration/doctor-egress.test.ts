@@ -1,0 +1,136 @@
+// `doctor` reaches the API server the way the proxy does: through a TLS-intercepting corporate
+// proxy with --extra-ca or the config file's extraCA, and through an SSH chain for a cluster route
+// `via` an ssh route (the simulated cluster then answers only inside the chain's target network).
+// It used to call both API servers unreachable while the proxy worked.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { startInterceptingProxy, type InterceptingProxy } from '../helpers/intercepting-proxy.js';
+import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/ssh-lab.js';
+import { binPath } from '../helpers/proxy-process.js';
+
+interface Check {
+  scope: string;
+  name: string;
+  status: 'ok' | 'warn' | 'fail' | 'skip';
+  detail: string;
+  fix?: string;
+}
+
+const API_HOST = 'api.corp.example';
+let cluster: TestCluster;
+let corp: InterceptingProxy;
+let corpKubeconfig = '';
+let caFile = '';
+let n = 0;
+
+before(async () => {
+  cluster = await startTestCluster();
+  corp = await startInterceptingProxy({ port: Number(new URL(cluster.sim.server).port), caPem: cluster.sim.caPem });
+  corpKubeconfig = path.join(cluster.dir, 'kubeconfig-corp');
+  await writeFile(corpKubeconfig, cluster.sim.kubeconfigYaml({ server: `https://${API_HOST}:6443`, namespace: 'shop' }), { mode: 0o600 });
+  caFile = path.join(cluster.dir, 'corp-ca.pem');
+  await writeFile(caFile, corp.caPem);
+});
+after(async () => {
+  await corp?.close();
+  await cluster?.close();
+});
+
+async function doctor(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; report: { ok: boolean; checks: Check[] }; get(name: string): Check; out: string }> {
+  const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [binPath, 'doctor', '--listen-socks', '127.0.0.1:0', '--json', ...args], { encoding: 'utf8', env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, `state-${++n}`), ...env }, timeout: 120_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+  let report: { ok: boolean; checks: Check[] };
+  try {
+    report = JSON.parse(r.stdout) as typeof report;
+  } catch {
+    throw new Error(`doctor printed no JSON (exit ${r.code}): ${r.stdout}${r.stderr}`);
+  }
+  const get = (name: string) => {
+    const c = report.checks.find((x) => x.name === name);
+    assert.ok(c, `no ${name} check in ${r.stdout}`);
+    return c;
+  };
+  return { code: r.code, report, get, out: r.stdout + r.stderr };
+}
+
+test('behind a TLS-intercepting proxy: --extra-ca (or the config file extraCA) makes every cluster check pass, through the proxy', async () => {
+  const env = { HTTPS_PROXY: corp.url, NO_PROXY: '' };
+  const without = await doctor(['--kubeconfig', corpKubeconfig], env);
+  assert.equal(without.code, 1);
+  assert.equal(without.get('api-server').status, 'fail');
+  assert.match(without.get('api-server').fix ?? '', /--extra-ca FILE/, 'the fix names the flag');
+
+  const before = corp.intercepted;
+  const r = await doctor(['--kubeconfig', corpKubeconfig, '--extra-ca', caFile], env);
+  for (const name of ['kubeconfig', 'api-server', 'rbac', 'port-forward']) assert.equal(r.get(name).status, 'ok', JSON.stringify(r.get(name)));
+  assert.ok(r.get('api-server').detail.includes(`via proxy ${corp.url} (HTTPS_PROXY), extra CA ${caFile}`), r.get('api-server').detail);
+  assert.match(r.get('port-forward').detail, /SPDY over WebSocket: yes; per-stream WebSocket v4: yes/);
+  assert.ok(corp.intercepted > before, 'the requests went through the intercepting proxy');
+
+  const config = path.join(cluster.dir, 'corp.yaml');
+  await writeFile(config, [`extraCA: ${caFile}`, 'routes:', '  - name: corp', '    kind: cluster', '    context: sim', ''].join('\n'));
+  const fromFile = await doctor(['--kubeconfig', corpKubeconfig, '--config', config], env);
+  assert.equal(fromFile.get('api-server').status, 'ok', JSON.stringify(fromFile.get('api-server')));
+  assert.equal(fromFile.get('api-server').scope, 'corp');
+
+  const missing = await doctor(['--kubeconfig', corpKubeconfig, '--extra-ca', path.join(cluster.dir, 'no-such-ca.pem')], env);
+  assert.equal(missing.code, 1);
+  assert.equal(missing.get('extra-ca').status, 'fail');
+  assert.match(missing.get('extra-ca').detail, /cannot read the extra CA bundle .*no-such-ca\.pem: ENOENT/);
+});
+
+const unavailable = sshLabUnavailable();
+const SIM_MAIN = fileURLToPath(new URL('../sim/main.js', import.meta.url));
+
+test('a cluster route via an ssh route: doctor reaches its API server through the chain', async (t) => {
+  if (unavailable) return t.skip(`ssh lab unavailable: ${unavailable}`);
+  let lab: SshLab | undefined;
+  let sim: ChildProcess | undefined;
+  try {
+    lab = await startSshLab();
+    // The simulated cluster inside the target's namespace, on the target's address: this host has no route there.
+    sim = spawn('ip', ['netns', 'exec', lab.namespaces.c, process.execPath, SIM_MAIN, path.join(lab.dir, 'kubeconfig')], {
+      env: { ...process.env, SIM_HOST: TARGET.ip, SIM_PORT: '6443' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: sim!.stdout! }).once('line', resolve);
+      sim!.once('exit', (code) => reject(new Error(`the simulated cluster exited (${code})`)));
+    });
+    const kubeconfig = (JSON.parse(line) as { kubeconfig: string }).kubeconfig;
+    const home = path.join(lab.dir, 'home');
+    await mkdir(path.join(home, '.ssh'), { recursive: true, mode: 0o700 });
+    const knownHosts = path.join(home, '.ssh', 'known_hosts');
+    await writeFile(knownHosts, `${lab.knownHostsLines.jump1}\n${lab.knownHostsLines.jump2}\n`);
+    await copyFile(lab.writeConfig('via', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${knownHosts}`] }), path.join(home, '.ssh', 'config'));
+    const config = path.join(lab.dir, 'proxyout.yaml');
+    await writeFile(config, ['routes:', '  - name: jump', '    kind: ssh', '    ssh: { host: jump2 }', '  - name: hidden', '    kind: cluster', '    context: sim', '    default: true', '    via: jump', ''].join('\n'));
+
+    const r = await doctor(['--kubeconfig', kubeconfig, '--config', config], { HOME: home, SSH_AUTH_SOCK: '' });
+    const api = r.get('api-server');
+    assert.equal(api.scope, 'hidden');
+    assert.equal(api.status, 'ok', JSON.stringify(api));
+    assert.match(api.detail, /through route jump/);
+    assert.equal(r.get('rbac').status, 'ok', JSON.stringify(r.get('rbac')));
+    assert.equal(r.get('port-forward').status, 'ok', JSON.stringify(r.get('port-forward')));
+
+    // A chain that cannot start (no usable key): the API check says so, with the ssh fix.
+    await writeFile(path.join(home, '.ssh', 'config'), 'Host jump2\n  HostName 192.0.2.1\n  ProxyCommand nc %h %p\n');
+    const broken = await doctor(['--kubeconfig', kubeconfig, '--config', config], { HOME: home, SSH_AUTH_SOCK: '' });
+    assert.equal(broken.code, 1);
+    assert.equal(broken.get('api-server').status, 'fail');
+    assert.match(broken.get('api-server').detail, /route jump/);
+  } finally {
+    sim?.kill('SIGTERM');
+    await lab?.close();
+  }
+});
