@@ -3,17 +3,20 @@
 import { Args, Command } from '@oclif/core';
 import { generatePac } from '../routing/pac.js';
 import { RouteMatcher } from '../routing/table.js';
-import { routingTableFor } from '../proxy/proxy.js';
+import { routingTableFor } from '../proxy/startup-checks.js';
 import { proxyOptionsFrom, proxyFlags, OFF } from '../cli/flags.js';
 import { parseListenAddress, unixListenPath } from '../core/address.js';
-import { isUnixAddress } from '../listeners/unix-socket.js';
+import { controlRequest, type ControlResponse } from '../state/control.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { inspect } from '../managed/registry.js';
 import { withStateLock } from '../state/lock.js';
 import { UnknownIdError } from '../managed/stop.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
-import { StartupError } from '../core/errors.js';
+import { StartupError, errorMessage } from '../core/errors.js';
 import { DEFAULTS } from '../proxy/options.js';
+
+/** A large table's PAC file is a few hundred KiB, made in milliseconds. */
+const PAC_TIMEOUT_MS = 5_000;
 
 /**
  * A proxy's flags that do not change its PAC file: still accepted (a proxy's whole command line
@@ -31,7 +34,9 @@ export default class Pac extends Command {
   static override description = [
     'Cluster names, route suffixes and CIDRs go to the proxy (SOCKS5, then the HTTP listener);',
     'everything else DIRECT, decided without DNS look-ups. A running proxy with an HTTP listener',
-    'also serves it at http://127.0.0.1:PORT/proxy.pac (for --proxy-pac-url or the system settings).',
+    'also serves it at http://127.0.0.1:PORT/proxy.pac (for --proxy-pac-url or the system settings);',
+    'pac ID prints those same bytes. From flags, svc.ns names (which need the namespaces a running',
+    'proxy knows) go DIRECT: use svc.ns.svc.',
   ].join(' ');
   static override usage = ['pac ID', 'pac [--config FILE] [--context C…] [--listen-socks ADDR] [--listen-http ADDR] [--direct]'];
   static override examples = ['<%= config.bin %> pac a1b2c3d4 > proxy.pac', '<%= config.bin %> pac --context prod --context staging --listen-http 127.0.0.1:3128'];
@@ -47,19 +52,32 @@ export default class Pac extends Command {
         // Under the lock, as every command that inspects (managed/reload.ts says why).
         const found = stateDirExists(l) ? await withStateLock(l, () => inspect(l, id)) : undefined;
         if (!found || found.state === 'dead') throw new UnknownIdError(args.id);
-        const { entry } = found;
-        if (!entry.options.table) throw new StartupError(`proxy ${entry.id} was started before routing tables existed; reconnect it`);
-        // Browsers cannot use unix sockets: the PAC file names TCP listeners only.
-        const at = (a?: { address: string; port: number; family: string }) => (a && !isUnixAddress(a) ? { host: a.address, port: a.port } : undefined);
-        this.log(generatePac(new RouteMatcher(entry.options.table), { socks: at(entry.socks), http: at(entry.http) }));
+        // The file the proxy itself serves at /proxy.pac, byte for byte: its table in force, its
+        // listeners, the namespaces its cache knows (svc.ns names) — asked over its control socket.
+        process.stdout.write(await daemonPac(l.controlSocket(id), id));
         return;
       }
       const options = proxyOptionsFrom(flags);
       const table = routingTableFor(options);
       const addr = (v?: string) => (v === undefined || v === OFF || unixListenPath(v) !== undefined ? undefined : parseListenAddress(v));
-      this.log(generatePac(new RouteMatcher(table), { socks: addr(options.listenSocks), http: addr(options.listenHttp) }));
+      process.stdout.write(generatePac(new RouteMatcher(table), { socks: addr(options.listenSocks), http: addr(options.listenHttp) }));
     } catch (err) {
       failOnKnownError(this, err);
     }
   }
+}
+
+/** The PAC file a managed proxy serves, from its control socket; a one-line error when it has none. */
+async function daemonPac(socket: string, id: string): Promise<string> {
+  let answer: ControlResponse;
+  try {
+    answer = await controlRequest(socket, { cmd: 'pac' }, PAC_TIMEOUT_MS);
+  } catch (err) {
+    throw new StartupError(`proxy ${id} does not answer on its control socket: ${errorMessage(err)}`, { cause: err });
+  }
+  if (answer.ok && typeof answer.pac === 'string') return answer.pac;
+  const error = answer.ok ? 'no PAC file in its answer' : answer.error;
+  // A daemon of an older release knows no "pac" request.
+  if (/^unknown command/.test(error)) throw new StartupError(`proxy ${id} runs an older kubectl-proxyout that cannot hand out its PAC file: disconnect and connect it again`);
+  throw new StartupError(`proxy ${id}: no PAC file: ${error}`);
 }

@@ -75,6 +75,10 @@ class Daemon {
         status: () => this.liveStatus(),
         stop: () => this.stopRequested('control request'),
         reload: () => this.reload(),
+        pac: () => {
+          if (!this.running) throw new Error('the proxy is still starting; try again in a moment');
+          return this.running.pac();
+        },
       });
       const starting = startProxy(
         {

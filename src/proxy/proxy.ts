@@ -67,13 +67,15 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
   if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
-  ctx.pac = () => {
+  // The one PAC generator of a running proxy: GET /proxy.pac and `pac ID` (over the control socket).
+  const pac = () => {
     // Browsers cannot use a unix socket: the PAC file names TCP listeners only.
     const socks = listeners.find((l) => l.kind === 'socks' && !isUnixAddress(l.address))?.address;
     const http = listeners.find((l) => l.kind === 'http' && !isUnixAddress(l.address))?.address;
     const namespaces = defaultCluster(built)?.knownNamespaces();
     return generatePac(router.current.matcher, { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}) }, namespaces ? { namespaces } : {});
   };
+  ctx.pac = pac;
 
   const closeAll = async (graceMs: number) => {
     router.close();
@@ -104,6 +106,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     context: primary?.kube.context ?? '',
     namespace: primary?.kube.namespace ?? '',
     table: () => built.table,
+    pac,
     routes: () =>
       built.table.routes.map((spec) => ({ ...built.routes.get(spec.name)!.status(), serves: describeRoute(built.table, spec), streams: stats.forRoute(spec.name) })),
     totals: () => stats.snapshot(),

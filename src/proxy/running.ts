@@ -28,6 +28,8 @@ export interface RunningProxy {
   transports?(): PodTransportStats[];
   /** The routing table in force. */
   table(): RoutingTable;
+  /** The PAC file it serves at /proxy.pac (throws when it has no TCP listener a browser could use). */
+  pac(): string;
   /** Each route's kind, state and figures. */
   routes(): RouteStatus[];
   /**

@@ -2,6 +2,8 @@
 // speaks newline-delimited JSON. One request per line, one response line each:
 //   {"cmd":"status"}  →  {"ok":true,"status":{…live figures…}}
 //   {"cmd":"stop"}    →  {"ok":true}  and the daemon drains and exits as on SIGTERM
+//   {"cmd":"reload"}  →  {"ok":true}  once the table `reload` left is in force
+//   {"cmd":"pac"}     →  {"ok":true,"pac":"…"}  the PAC file it serves at /proxy.pac
 //   anything else     →  {"ok":false,"error":"…"}
 import net from 'node:net';
 import { chmodSync, unlinkSync } from 'node:fs';
@@ -25,14 +27,16 @@ export interface LiveStatus {
   transports?: PodTransportStats[];
 }
 
-export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' } | { cmd: 'reload' };
-export type ControlResponse = { ok: true; status?: LiveStatus } | { ok: false; error: string };
+export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' } | { cmd: 'reload' } | { cmd: 'pac' };
+export type ControlResponse = { ok: true; status?: LiveStatus; pac?: string } | { ok: false; error: string };
 
 export interface ControlHandlers {
   status(): LiveStatus;
   stop(): void;
   /** Takes the routing table `reload` left in the proxy's directory; rejects with why it did not. */
   reload?(): Promise<void>;
+  /** The PAC file the proxy serves (RunningProxy.pac); throws why there is none. */
+  pac?(): string;
 }
 
 /**
@@ -97,6 +101,13 @@ async function respond(line: string, handlers: ControlHandlers): Promise<Control
       try {
         await handlers.reload();
         return { ok: true };
+      } catch (err) {
+        return { ok: false, error: err instanceof Error ? err.message : String(err) };
+      }
+    case 'pac':
+      if (!handlers.pac) return { ok: false, error: 'this proxy has no PAC file' };
+      try {
+        return { ok: true, pac: handlers.pac() };
       } catch (err) {
         return { ok: false, error: err instanceof Error ? err.message : String(err) };
       }

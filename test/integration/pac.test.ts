@@ -3,8 +3,11 @@
 // test's own server directly — the proxy never sees the latter.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import { once } from 'node:events';
+import os from 'node:os';
+import path from 'node:path';
 import vm from 'node:vm';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
@@ -71,6 +74,30 @@ test('`pac` prints the PAC file the flags would serve', async () => {
   assert.match(help.stdout, /--listen-socks/);
   assert.match(help.stdout, /--\[no-\]direct/);
   assert.doesNotMatch(help.stdout, /--connect-timeout|--transport|--max-streams|--proxy-auth|Unused here/);
+});
+
+test('`pac ID` prints, byte for byte, the file that managed proxy serves at /proxy.pac (its namespaces included)', async (t) => {
+  const stateDir = await mkdtemp(path.join(os.tmpdir(), 'proxyout-pac-state-'));
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir };
+  t.after(async () => {
+    await runCli(['quit'], { env });
+    await rm(stateDir, { recursive: true, force: true });
+  });
+  const connected = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--no-auth', '--json'], { env, timeoutMs: 60_000 });
+  assert.equal(connected.code, 0, connected.stderr);
+  const { id, socks, http: httpAddr } = JSON.parse(connected.stdout) as { id: string; socks: string; http: string };
+  const served = await curl(['-s', '-f', `http://${httpAddr}/proxy.pac`]);
+  assert.equal(served.code, 0, served.stderr);
+  const printed = await runCli(['pac', id], { env });
+  assert.equal(printed.code, 0, printed.stderr);
+  assert.equal(printed.stdout, served.stdout, 'the same bytes');
+  // svc.ns names route through the proxy because the daemon knows the namespace "shop".
+  assert.equal(findProxy(printed.stdout, 'http://web.shop/'), `SOCKS5 ${socks}; PROXY ${httpAddr}`);
+  assert.equal(findProxy(printed.stdout, 'http://web.nonexistent-ns/'), 'DIRECT');
+
+  const unknown = await runCli(['pac', 'nosuchid'], { env });
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /^Error: .*nosuchid/);
 });
 
 test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own page directly', async (t) => {
