@@ -3,9 +3,9 @@
 import { Args, Command } from '@oclif/core';
 import { generatePac } from '../routing/pac.js';
 import { RouteMatcher } from '../routing/table.js';
-import { routingTableFor } from '../proxy/startup-checks.js';
+import { parseListen, routingTableFor } from '../proxy/startup-checks.js';
 import { proxyOptionsFrom, proxyFlags, OFF } from '../cli/flags.js';
-import { parseListenAddress, unixListenPath } from '../core/address.js';
+import type { HostPort } from '../core/address.js';
 import { controlRequest, type ControlResponse } from '../state/control.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { inspect } from '../managed/registry.js';
@@ -58,13 +58,22 @@ export default class Pac extends Command {
         return;
       }
       const options = proxyOptionsFrom(flags);
+      // The listen addresses first, as the proxy reads them: the same one-line error for a bad one.
+      const socks = tcpListen(options.listenSocks, '--listen-socks', 'socks');
+      const http = tcpListen(options.listenHttp, '--listen-http', 'http');
       const table = routingTableFor(options);
-      const addr = (v?: string) => (v === undefined || v === OFF || unixListenPath(v) !== undefined ? undefined : parseListenAddress(v));
-      process.stdout.write(generatePac(new RouteMatcher(table), { socks: addr(options.listenSocks), http: addr(options.listenHttp) }));
+      process.stdout.write(generatePac(new RouteMatcher(table), { socks, http }));
     } catch (err) {
       failOnKnownError(this, err);
     }
   }
+}
+
+/** A listen flag as the proxy parses it (proxy/startup-checks.ts); undefined for none or a unix socket, which browsers cannot use. */
+function tcpListen(value: string | undefined, flag: string, kind: 'socks' | 'http'): HostPort | undefined {
+  if (value === undefined || value === OFF) return undefined;
+  const spec = parseListen(value, flag, kind);
+  return 'host' in spec ? { host: spec.host, port: spec.port } : undefined;
 }
 
 /** The PAC file a managed proxy serves, from its control socket; a one-line error when it has none. */

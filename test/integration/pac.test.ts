@@ -70,6 +70,16 @@ test('`pac` prints the PAC file the flags would serve', async () => {
   const same = await runCli(['pac', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:1080', '--listen-http', '127.0.0.1:3128', '--connect-timeout', '5s', '--transport', 'websocket', '--max-streams', '8']);
   assert.equal(same.code, 0, same.stderr);
   assert.equal(same.stdout, r.stdout);
+  // A bad listen address: the foreground proxy's one line and exit status, naming the flag.
+  for (const [flag, value] of [['--listen-socks', 'nope'], ['--listen-http', '[::1]']]) {
+    const pac = await runCli(['pac', '--kubeconfig', cluster.kubeconfig, flag!, value!]);
+    const serve = await runCli(['--kubeconfig', cluster.kubeconfig, flag!, value!]);
+    assert.equal(serve.code, 1, serve.stderr);
+    assert.match(serve.stderr, new RegExp(`^Error: ${flag} \\S+: invalid listen address .*\n$`));
+    assert.equal(pac.code, serve.code);
+    assert.equal(pac.stderr, serve.stderr);
+    assert.equal(pac.stdout, '');
+  }
   const help = await runCli(['pac', '--help']);
   assert.match(help.stdout, /--listen-socks/);
   assert.match(help.stdout, /--\[no-\]direct/);
