@@ -3,6 +3,7 @@
 // another directory), JSON log lines appended to <state dir>/logs/NAME.log.
 import path from 'node:path';
 import type { ServiceSpec } from './units.js';
+import { UNIX_PREFIX, unixListenPath } from '../core/address.js';
 
 export interface ServiceFlags {
   kubeconfig?: string;
@@ -31,8 +32,14 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
   if (f.kubeconfig) args.push('--kubeconfig', abs(f.kubeconfig));
   for (const c of f.context ?? []) args.push('--context', c);
   if (f.namespace) args.push('--namespace', f.namespace);
-  if (f['listen-socks']) args.push('--listen-socks', f['listen-socks']);
-  if (f['listen-http']) args.push('--listen-http', f['listen-http']);
+  // unix:PATH with a directory is a path like the others (state/paths.ts unixSocketPath resolves
+  // it from the working directory); unix: and unix:NAME are in the state directory already.
+  const listen = (v: string) => {
+    const unix = unixListenPath(v);
+    return unix !== undefined && unix.includes('/') ? `${UNIX_PREFIX}${abs(unix)}` : v;
+  };
+  if (f['listen-socks']) args.push('--listen-socks', listen(f['listen-socks']));
+  if (f['listen-http']) args.push('--listen-http', listen(f['listen-http']));
   if (f['proxy-auth-file']) args.push('--proxy-auth-file', abs(f['proxy-auth-file']));
   if (f['log-level']) args.push('--log-level', f['log-level']);
   args.push('--log-format', 'json');

@@ -81,6 +81,16 @@ test('systemd: a home with a space, a "%", non-ASCII letters and a "$" in PATH â
   }
 });
 
+test('a unix socket path is made absolute like the other paths; unix: and unix:NAME stay in the state directory', () => {
+  const spec = (listen: string) => serviceSpec({ name: 'x', flags: { 'listen-socks': listen }, invocation: { command: '/bin/kubectl-proxyout', args: [] }, stateRoot: '/s', env: {}, cwd: '/w', home: '/h' }).args[1];
+  assert.equal(spec('unix:run/socks.sock'), 'unix:/w/run/socks.sock', 'the service starts in the home, not here');
+  assert.equal(spec('unix:./s.sock'), 'unix:/w/s.sock');
+  assert.equal(spec('unix:/abs/s.sock'), 'unix:/abs/s.sock');
+  assert.equal(spec('unix:'), 'unix:');
+  assert.equal(spec('unix:mine.sock'), 'unix:mine.sock');
+  assert.equal(spec('127.0.0.1:1080'), '127.0.0.1:1080');
+});
+
 test('systemd: $KUBECONFIG is kept (absolute) when no --kubeconfig is given', () => {
   const host = hostFor('linux', { KUBECONFIG: `a/kc${path.delimiter}/abs/kc2` });
   try {
