@@ -6,6 +6,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { SshConfigError, type HostOptions, type SshConfigFile } from './config.js';
+import { parseHostKeyAlgorithms, type HostKeyAlgorithms } from './host-key-algorithms.js';
 
 export type HostKeyPolicy = 'yes' | 'accept-new';
 
@@ -32,6 +33,8 @@ export interface SshHop {
   hashKnownHosts: boolean;
   /** Name the host key is stored under (HostKeyAlias), instead of hostName/[hostName]:port. */
   hostKeyAlias?: string;
+  /** HostKeyAlgorithms as set (undefined: ssh2's defaults, known_hosts' key types first). */
+  hostKeyAlgorithms?: HostKeyAlgorithms;
   serverAliveIntervalMs: number;
   serverAliveCountMax: number;
   connectTimeoutMs?: number;
@@ -159,6 +162,13 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
   const count = Number(first(options, 'serveralivecountmax') ?? '3');
   const timeout = first(options, 'connecttimeout');
   const family = (first(options, 'addressfamily') ?? 'any').toLowerCase();
+  const algorithms = first(options, 'hostkeyalgorithms');
+  let hostKeyAlgorithms: HostKeyAlgorithms | undefined;
+  try {
+    hostKeyAlgorithms = algorithms === undefined ? undefined : parseHostKeyAlgorithms(algorithms);
+  } catch (err) {
+    throw new SshConfigError(`${where}: ${(err as Error).message}`);
+  }
   return {
     ...base,
     identityFiles,
@@ -171,6 +181,7 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
     globalKnownHostsFiles: globalKnown.map((f) => expandPath(f, base, config, 'GlobalKnownHostsFile')),
     hashKnownHosts: yes(first(options, 'hashknownhosts') ?? 'no'),
     hostKeyAlias: first(options, 'hostkeyalias'),
+    hostKeyAlgorithms,
     // OpenSSH's ServerAliveInterval 0 means off; we keep 15 s then, as a kept connection needs it.
     serverAliveIntervalMs: (Number.isFinite(alive) && alive > 0 ? alive : 15) * 1000,
     serverAliveCountMax: Number.isInteger(count) && count > 0 ? count : 3,

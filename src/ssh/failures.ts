@@ -50,6 +50,17 @@ export function channelOpenError(err: unknown, host: string, port: number, lastH
 }
 
 /**
+ * ssh2's "no matching host key format": the hop has no host key of a type asked for (OpenSSH:
+ * "no matching host key type found"). undefined for any other error.
+ */
+export function noCommonHostKeyError(err: unknown, hop: SshHop, offered: readonly string[]): ProxyError | undefined {
+  const e = err as Error & { level?: string };
+  if (e.level !== 'handshake' || !/no matching host key/.test(errorMessage(err))) return undefined;
+  const from = hop.hostKeyAlgorithms ? 'HostKeyAlgorithms' : 'the defaults';
+  return new UpstreamHopError(`ssh hop ${describeHop(hop)}: no matching host key type found: it has no host key for any of ${offered.join(', ')} (${from})`, { cause: err });
+}
+
+/**
  * A hop that failed: unreachable (0x04), timed out, or refused us (0x01), named with its address.
  * `authNote` is added when authentication failed (what became of the agent).
  */

@@ -2,14 +2,14 @@
 // hop before, or over a ProxyCommand's stdin/stdout), and opening direct-tcpip channels.
 import { spawn } from 'node:child_process';
 import { Duplex } from 'node:stream';
-import type { Algorithms as AlgorithmsOption, Client, ClientChannel } from 'ssh2';
+import type { Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';
 import type { Logger } from '../core/log.js';
 import { loadSsh2 } from './ssh2-lib.js';
 import { authHandler, loadCredentials } from './auth.js';
 import type { SshHop } from './chain.js';
-import { hopError, HostKeyRefusal } from './failures.js';
-import { preferredHostKeyAlgorithms, verifyHostKey } from './host-key-check.js';
+import { hopError, HostKeyRefusal, noCommonHostKeyError } from './failures.js';
+import { hostKeyAlgorithmsFor, verifyHostKey } from './host-key-check.js';
 
 /** A hop's ConnectTimeout when ssh config sets none (ssh2's readyTimeout default). */
 export const HOP_CONNECT_TIMEOUT_MS = 20_000;
@@ -24,6 +24,7 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
   const client = new ssh2.Client();
   let refusal: HostKeyRefusal | undefined;
   let agentFailure: Error | undefined;
+  const hostKeyAlgorithms = hostKeyAlgorithmsFor(hop);
   return new Promise<Client>((resolve, reject) => {
     const fail = (err: unknown) => {
       stop.removeEventListener('abort', onStop);
@@ -57,7 +58,11 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
         log?.warn({ hop: hop.alias, err: err.message }, 'an IdentityFile could not sign; trying the next');
         return;
       }
-      fail(refusal ?? hopError(err, hop, undefined, agentFailure && `the ssh-agent at ${credentials.agentSocket} could not be used: ${agentFailure.message}`));
+      fail(
+        refusal ??
+          noCommonHostKeyError(err, hop, hostKeyAlgorithms) ??
+          hopError(err, hop, undefined, agentFailure && `the ssh-agent at ${credentials.agentSocket} could not be used: ${agentFailure.message}`),
+      );
     });
     const onClose = () => fail(refusal ?? hopError(new Error('connection closed during login'), hop));
     client.once('close', onClose);
@@ -70,19 +75,13 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
         refusal = verifyHostKey(hop, key);
         return refusal === undefined;
       },
-      ...hostKeyAlgorithms(hop),
+      // The whole list in order: HostKeyAlgorithms, known_hosts ordering applied (host-key-check.ts).
+      algorithms: { serverHostKey: hostKeyAlgorithms },
       keepaliveInterval: hop.serverAliveIntervalMs,
       keepaliveCountMax: hop.serverAliveCountMax,
       readyTimeout: hop.connectTimeoutMs ?? HOP_CONNECT_TIMEOUT_MS,
     });
   });
-}
-
-/** The known key types' algorithms moved to the front of ssh2's default list, the rest kept after. */
-function hostKeyAlgorithms(hop: SshHop): { algorithms?: AlgorithmsOption } {
-  const first = preferredHostKeyAlgorithms(hop);
-  // ssh2 applies these to its default list in this order: take them out, put them in front.
-  return first.length > 0 ? { algorithms: { serverHostKey: { remove: first, prepend: first, append: [] } } } : {};
 }
 
 /**

@@ -4,29 +4,20 @@
 import { describeHop, type SshHop } from './chain.js';
 import { HostKeyRefusal } from './failures.js';
 import type { ServerHostKeyAlgorithm } from 'ssh2';
+import { orderByKnownKeyTypes, parseHostKeyAlgorithms } from './host-key-algorithms.js';
 import { appendHostKey, checkHostKey, fingerprint, keyType, knownHostsName, knownKeyTypes } from './known-hosts.js';
 
-/** The host key algorithms that verify a key of each type listed in known_hosts. */
-const ALGORITHMS_FOR_KEY_TYPE: Record<string, ServerHostKeyAlgorithm[]> = {
-  'ssh-ed25519': ['ssh-ed25519'],
-  'ecdsa-sha2-nistp256': ['ecdsa-sha2-nistp256'],
-  'ecdsa-sha2-nistp384': ['ecdsa-sha2-nistp384'],
-  'ecdsa-sha2-nistp521': ['ecdsa-sha2-nistp521'],
-  'ssh-rsa': ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'],
-};
-/** ssh2's default order (lib/protocol/constants.js DEFAULT_SERVER_HOST_KEY). */
-const DEFAULT_ORDER = Object.values(ALGORITHMS_FOR_KEY_TYPE).flat();
-
 /**
- * The host key algorithms to ask the hop for first: those of the key types known_hosts lists
- * for it, in ssh2's default order; ssh2's other defaults follow (see login). Without this ssh2
- * asks for ed25519 first, and a host that has one but is known by its RSA or ECDSA key would be
- * refused as unknown (or, with accept-new, get a second key appended). OpenSSH does the same
- * (sshconnect2.c order_hostkeyalgs, user and global known_hosts files).
+ * The host key algorithms to offer the hop, in order: HostKeyAlgorithms (ssh2's defaults when
+ * unset) with, unless it was given outright or with "^", the algorithms of the key types
+ * known_hosts lists for the hop first (host-key-algorithms.ts, as sshconnect2.c ssh_kex2 does it,
+ * from the user and global known_hosts files). Without that ordering ssh2 asks for ed25519
+ * first, and a host that has one but is known by its RSA or ECDSA key would be refused as
+ * unknown (or, with accept-new, get a second key appended).
  */
-export function preferredHostKeyAlgorithms(hop: SshHop): ServerHostKeyAlgorithm[] {
-  const types = knownKeyTypes(knownHostsFiles(hop), knownHostsNameOf(hop));
-  return DEFAULT_ORDER.filter((alg) => [...types].some((t) => ALGORITHMS_FOR_KEY_TYPE[t]?.includes(alg)));
+export function hostKeyAlgorithmsFor(hop: SshHop): ServerHostKeyAlgorithm[] {
+  const { list, knownHostsOrder } = hop.hostKeyAlgorithms ?? parseHostKeyAlgorithms(undefined);
+  return knownHostsOrder ? orderByKnownKeyTypes(list, knownKeyTypes(knownHostsFiles(hop), knownHostsNameOf(hop))) : [...list];
 }
 
 function knownHostsNameOf(hop: SshHop): string {
