@@ -2,15 +2,19 @@
 // (SSH_AUTH_SOCK or IdentityAgent), then each IdentityFile that can be read without a
 // passphrase. A proxy running as a daemon never prompts: an encrypted key with no agent to hold
 // it is an error that says so, found at start rather than at the first connection.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { ssh2 } from './ssh2-lib.js';
 import type { AnyAuthMethod, AuthenticationType, BaseAgent, ParsedKey } from 'ssh2';
 import type { SshHop } from './chain.js';
 import { SshConfigError } from './config.js';
+import { readIdentityFile } from './key-files.js';
 
 export interface HopCredentials {
   agentSocket?: string;
-  /** With IdentitiesOnly: the public keys (base64 SSH wire form) the agent may offer. */
+  /**
+   * With IdentitiesOnly: the public keys (base64 SSH wire form) the agent may offer, those of the
+   * IdentityFiles — also of an encrypted one without a .pub beside it (key-files.ts).
+   */
   agentKeysAllowed?: Set<string>;
   /** Unencrypted private keys, by file. */
   keys: Array<{ file: string; key: Buffer }>;
@@ -26,24 +30,11 @@ export function loadCredentials(hop: SshHop): HopCredentials {
   const unreadable: string[] = [];
   const publicKeys = new Set<string>();
   for (const file of hop.identityFiles) {
-    const pub = readPublicKey(`${file}.pub`);
-    if (pub) publicKeys.add(pub);
-    if (!existsSync(file)) continue;
-    let data: Buffer;
-    try {
-      data = readFileSync(file);
-    } catch (err) {
-      unreadable.push(`${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
-      continue;
-    }
-    const parsed = ssh2().utils.parseKey(data);
-    if (parsed instanceof Error) {
-      if (/passphrase/i.test(parsed.message)) encrypted.push(file);
-      else unreadable.push(`${file} (${parsed.message})`);
-      continue;
-    }
-    keys.push({ file, key: data });
-    publicKeys.add((Array.isArray(parsed) ? parsed[0]! : parsed).getPublicSSH().toString('base64'));
+    const identity = readIdentityFile(file);
+    if (identity.publicKey) publicKeys.add(identity.publicKey);
+    if (identity.privateKey) keys.push({ file, key: identity.privateKey });
+    if (identity.encrypted) encrypted.push(file);
+    if (identity.unreadable) unreadable.push(identity.unreadable);
   }
   if (agentSocket || keys.length > 0) return { agentSocket, keys, encrypted, ...(hop.identitiesOnly ? { agentKeysAllowed: publicKeys } : {}) };
   const who = `${hop.user}@${hop.alias}`;
@@ -74,16 +65,6 @@ function filteredAgent(socket: string, allowed: Set<string>): BaseAgent {
   const all = agent.getIdentities.bind(agent);
   agent.getIdentities = (cb) => all((err, keys) => (err ? cb(err) : cb(undefined, (keys ?? []).filter((k) => allowed.has((k as ParsedKey).getPublicSSH().toString('base64'))))));
   return agent;
-}
-
-function readPublicKey(file: string): string | undefined {
-  try {
-    const parsed = ssh2().utils.parseKey(readFileSync(file));
-    if (parsed instanceof Error) return undefined;
-    return (Array.isArray(parsed) ? parsed[0]! : parsed).getPublicSSH().toString('base64');
-  } catch {
-    return undefined;
-  }
 }
 
 function socketExists(file: string): boolean {

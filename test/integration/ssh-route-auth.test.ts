@@ -4,7 +4,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { networkInterfaces } from 'node:os';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { StartupError, UpstreamHopError } from '../../src/core/errors.js';
 import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/ssh-lab.js';
 import { echoChecked, openThrough, sshRoute } from '../helpers/ssh-route.js';
@@ -194,6 +194,20 @@ test('IdentitiesOnly: of the agent\'s keys only the IdentityFiles\' are offered'
     await echoChecked(await openThrough(named, TARGET.ip, TARGET.echoPort), 4096);
   } finally {
     await named.close();
+  }
+});
+
+test('IdentitiesOnly with an encrypted IdentityFile and no .pub beside it: its public half is read from the file, as ssh reads it', { skip: unavailable }, async () => {
+  const kh = knownHosts('kh-only-nopub', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+  // The agent's key alone in a directory: OpenSSH's format keeps the public key unencrypted.
+  mkdirSync(`${lab.dir}/nopub`);
+  copyFileSync(lab.encryptedKey, `${lab.dir}/nopub/agent_key`);
+  const route = sshRoute(lab.writeConfig('config-only-nopub', { all: ['IdentitiesOnly yes', `IdentityFile ${lab.dir}/nopub/agent_key`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: agentSocket });
+  await route.start();
+  try {
+    await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
+  } finally {
+    await route.close();
   }
 });
 
