@@ -5,6 +5,7 @@
 import { statSync } from 'node:fs';
 import { ssh2 } from './ssh2-lib.js';
 import type { AnyAuthMethod, AuthenticationType, BaseAgent, ParsedKey } from 'ssh2';
+import type { Logger } from '../core/log.js';
 import type { SshHop } from './chain.js';
 import { SshConfigError } from './config.js';
 import { readIdentityFile } from './key-files.js';
@@ -65,6 +66,32 @@ function filteredAgent(socket: string, allowed: Set<string>): BaseAgent {
   const all = agent.getIdentities.bind(agent);
   agent.getIdentities = (cb) => all((err, keys) => (err ? cb(err) : cb(undefined, (keys ?? []).filter((k) => allowed.has((k as ParsedKey).getPublicSSH().toString('base64'))))));
   return agent;
+}
+
+/**
+ * What a route has said about its ssh-agents. An agent that cannot be used (a dead agent's socket
+ * left behind) is warned about once, not at every login: a chain that keeps reconnecting would
+ * repeat the same warning at each attempt. Later failures go to the debug log; the first login
+ * that finds the agent working again says so, and a failure after that is warned about again.
+ */
+export class AgentNotices {
+  private readonly unusable = new Set<string>();
+
+  constructor(private readonly log: Logger | undefined) {}
+
+  failed(hop: string, socket: string, err: Error): void {
+    const fields = { hop, agent: socket, err: err.message };
+    if (this.unusable.has(socket)) {
+      this.log?.debug(fields, 'ssh-agent still not usable; trying the IdentityFiles');
+      return;
+    }
+    this.unusable.add(socket);
+    this.log?.warn(fields, 'ssh-agent not usable; trying the IdentityFiles (not repeated until it works again)');
+  }
+
+  worked(hop: string, socket: string): void {
+    if (this.unusable.delete(socket)) this.log?.info({ hop, agent: socket }, 'ssh-agent usable again');
+  }
 }
 
 function socketExists(file: string): boolean {

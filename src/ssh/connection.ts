@@ -9,6 +9,7 @@ import { abortable } from '../core/abort.js';
 import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { describeHop, type SshHop } from './chain.js';
+import { AgentNotices } from './auth.js';
 import { channelOpenError, hopError } from './failures.js';
 import { HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
 
@@ -44,6 +45,8 @@ export class SshChainConnection {
   private readonly channels = new Set<ClientChannel>();
   private connects = 0;
   private upSince = 0;
+  /** Agents this chain has warned about: a dead one is reported once, not at every reconnect. */
+  private readonly agents: AgentNotices;
 
   constructor(
     readonly hops: SshHop[],
@@ -51,6 +54,7 @@ export class SshChainConnection {
   ) {
     if (hops.length === 0) throw new Error('an SSH chain needs at least one hop');
     this.backoffMs = options.initialBackoffMs ?? 500;
+    this.agents = new AgentNotices(options.log);
   }
 
   /** "jump1 → jump2 → target". */
@@ -190,7 +194,7 @@ export class SshChainConnection {
       } else if (hop.proxyCommand) {
         sock = proxyCommandStream(hop.proxyCommand, this.options.log);
       }
-      const client = await login(hop, sock, stop.signal, this.options.log);
+      const client = await login(hop, sock, stop.signal, this.options.log, this.agents);
       if (stop.signal.aborted) {
         // Logged in just as the chain was torn down.
         client.end();

@@ -6,7 +6,7 @@ import type { Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';
 import type { Logger } from '../core/log.js';
 import { loadSsh2 } from './ssh2-lib.js';
-import { authHandler, loadCredentials } from './auth.js';
+import { AgentNotices, authHandler, loadCredentials } from './auth.js';
 import type { SshHop } from './chain.js';
 import { hopError, HostKeyRefusal, noCommonHostKeyError } from './failures.js';
 import { hostKeyAlgorithmsFor, verifyHostKey } from './host-key-check.js';
@@ -16,9 +16,10 @@ export const HOP_CONNECT_TIMEOUT_MS = 20_000;
 
 /**
  * Logs in to `hop` (over `sock` when given, else TCP). When `stop` aborts first, the login is
- * given up: the connection is ended and the promise rejects with the signal's reason.
+ * given up: the connection is ended and the promise rejects with the signal's reason. `agents`
+ * is the route's record of agents it has warned about (one for this login alone by default).
  */
-export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal, log?: Logger): Promise<Client> {
+export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal, log?: Logger, agents = new AgentNotices(log)): Promise<Client> {
   const ssh2 = await loadSsh2();
   const credentials = loadCredentials(hop);
   const client = new ssh2.Client();
@@ -40,6 +41,8 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
       client.off('close', onClose);
       client.removeAllListeners('error');
       client.on('error', () => undefined);
+      // The agent was asked first; no error from it means it answered.
+      if (credentials.agentSocket && !agentFailure) agents.worked(hop.alias, credentials.agentSocket);
       // ssh2 leaves Nagle on: a stream's small writes (a request, an echo) would wait for the
       // peer's delayed ACK, ~40 ms each. OpenSSH sets TCP_NODELAY too (sshconnect.c).
       if (!sock) client.setNoDelay(true);
@@ -51,7 +54,7 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
         // sign): ssh2 goes on to the next method, the IdentityFiles, as ssh does
         // (sshconnect2.c pubkey_prepare notes the agent error and carries on).
         agentFailure = err;
-        log?.warn({ hop: hop.alias, agent: credentials.agentSocket, err: err.message }, 'ssh-agent not usable; trying the IdentityFiles');
+        agents.failed(hop.alias, credentials.agentSocket!, err);
         return;
       }
       if (!loginFatal(err)) {

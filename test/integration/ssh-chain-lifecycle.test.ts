@@ -4,8 +4,19 @@
 // session right after login.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { createLogger } from '../../src/core/log.js';
 import { SshChainConnection } from '../../src/ssh/connection.js';
 import { eventually, startSsh2Server } from '../helpers/ssh2-server.js';
+
+const agentUnavailable = spawnSync('sh', ['-c', 'command -v ssh-agent']).status === 0 ? undefined : 'ssh-agent is not installed';
+/** pino's levels. */
+const [DEBUG, INFO, WARN] = [20, 30, 40];
 
 test('a stream abandoned while the hop opens its channel: the channel is closed when it arrives', async () => {
   const server = await startSsh2Server({ openDelayMs: 400 });
@@ -89,5 +100,41 @@ test('a hop the hop before cannot reach in time fails the chain at its ConnectTi
   } finally {
     await chain.close();
     await server.close();
+  }
+});
+
+test('a dead ssh-agent is warned about once per route, not at every reconnect; again after it has worked', { skip: agentUnavailable }, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dead-agent-'));
+  const socket = path.join(dir, 'agent.sock');
+  // What an agent that was killed leaves: the socket file, with no one accepting on it.
+  const leaveDeadSocket = () => execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(socket)}, () => process.exit(0))`]);
+  leaveDeadSocket();
+  const lines: Array<{ level: number; msg: string }> = [];
+  const sink = new Writable({ write: (chunk: Buffer, _enc, cb) => (lines.push(JSON.parse(chunk.toString('utf8')) as { level: number; msg: string }), cb()) });
+  const agentLines = (level: number) => lines.filter((l) => l.level === level && /ssh-agent/.test(l.msg)).length;
+  // Each session ends right after its login: the chain logs in again and again (the IdentityFile
+  // gets it in), and each login finds the agent dead.
+  const server = await startSsh2Server({ endAfterLoginMs: 20 });
+  const chain = new SshChainConnection([server.hop({ agentSocket: socket })], { log: createLogger('debug', sink), initialBackoffMs: 50, maxBackoffMs: 100, stableAfterMs: 60_000 });
+  let agent: ChildProcess | undefined;
+  try {
+    await chain.connect();
+    await eventually(() => server.logins >= 4, 5000, `only ${server.logins} logins`);
+    assert.equal(agentLines(WARN), 1, 'one warning for the dead agent');
+    assert.ok(agentLines(DEBUG) >= 3, 'the later logins say it at debug level');
+    // An agent on that socket again: the next login says it works, and a later death is news.
+    rmSync(socket);
+    agent = spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' });
+    await eventually(() => lines.some((l) => l.level === INFO && l.msg === 'ssh-agent usable again'), 5000, 'the agent working again was not noticed');
+    agent.kill();
+    await once(agent, 'exit');
+    rmSync(socket, { force: true });
+    leaveDeadSocket();
+    await eventually(() => agentLines(WARN) === 2, 5000, 'the agent dying again was not warned about');
+  } finally {
+    agent?.kill();
+    await chain.close();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
