@@ -74,7 +74,7 @@ class Daemon {
       this.control = await startControlServer(this.l.controlSocket(id), {
         status: () => this.liveStatus(),
         stop: () => this.stopRequested('control request'),
-        reload: () => this.reload(),
+        reload: (request) => this.reload(request.createdAt),
         pac: () => {
           if (!this.running) throw new Error('the proxy is still starting; try again in a moment');
           return this.running.pac();
@@ -167,8 +167,10 @@ class Daemon {
   }
 
   /** `reload ID` left a new table (and its kubeconfigs) in our directory: take it, or say why not. */
-  private async reload(): Promise<void> {
+  private async reload(createdAt: string | undefined): Promise<void> {
     const { id } = this.entry;
+    // Made for the entry of another daemon under our ID (one we replaced after reload looked).
+    if (createdAt !== undefined && createdAt !== this.entry.createdAt) throw new Error(`this is another proxy under the ID ${id}, connected since reload looked; nothing was reloaded: run reload again`);
     let table: RoutingTable;
     try {
       table = JSON.parse(readFileSync(this.l.tableFile(id), 'utf8')) as RoutingTable;

@@ -6,7 +6,7 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { controlRequest } from '../state/control.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { inspect, inspectAll } from './registry.js';
+import { inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
 import { resolveManagedTable, writeRouteKubeconfigs, writeTableFile } from './table.js';
 import type { RoutingTable } from '../routing/table-spec.js';
@@ -40,16 +40,32 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
     extraCA: options.extraCA,
     namespace,
   });
+  const createdAt = found.entry.createdAt;
   await withStateLock(l, () => {
+    // The table was made without the lock (from the user's config file and kubeconfig): the
+    // daemon may have been disconnected meanwhile, or replaced by another `connect` for this ID,
+    // whose files and socket these now are.
+    assertSameDaemon(found, inspect(l, id!));
     writeRouteKubeconfigs(l, id!, managed);
     writeTableFile(l, id!, managed.table);
   });
   let answer;
   try {
-    answer = await controlRequest(l.controlSocket(id), { cmd: 'reload' }, RELOAD_TIMEOUT_MS);
+    // createdAt again: a daemon that replaced ours after the files were written refuses the request.
+    answer = await controlRequest(l.controlSocket(id), { cmd: 'reload', createdAt }, RELOAD_TIMEOUT_MS);
   } catch (err) {
     throw new StartupError(`proxy ${id} did not answer the reload: ${errorMessage(err)}`);
   }
   if (!answer.ok) throw new StartupError(`proxy ${id} kept its routing table: ${answer.error}`);
   return { id, table: managed.table };
+}
+
+/** The daemon a reload was prepared for is still the one that runs under its ID (call under the lock). */
+function assertSameDaemon(before: Inspected, now: Inspected | undefined): void {
+  const { id, createdAt, pid, procIdentity } = before.entry;
+  if (!now || now.state === 'dead') throw new StartupError(`proxy ${id} stopped while its new routing table was made; nothing was reloaded`);
+  if (now.entry.createdAt !== createdAt || now.entry.pid !== pid || now.entry.procIdentity !== procIdentity) {
+    throw new StartupError(`proxy ${id} was replaced (disconnected and connected again) while its new routing table was made; nothing was reloaded: run reload again`);
+  }
+  if (now.state !== 'running') throw new StartupError(`proxy ${id} is ${now.state}, not running`);
 }

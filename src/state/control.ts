@@ -27,14 +27,15 @@ export interface LiveStatus {
   transports?: PodTransportStats[];
 }
 
-export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' } | { cmd: 'reload' } | { cmd: 'pac' };
+/** reload's createdAt: the entry it was prepared for (a daemon started for another refuses it). */
+export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' } | { cmd: 'reload'; createdAt?: string } | { cmd: 'pac' };
 export type ControlResponse = { ok: true; status?: LiveStatus; pac?: string } | { ok: false; error: string };
 
 export interface ControlHandlers {
   status(): LiveStatus;
   stop(): void;
   /** Takes the routing table `reload` left in the proxy's directory; rejects with why it did not. */
-  reload?(): Promise<void>;
+  reload?(request: { createdAt?: string }): Promise<void>;
   /** The PAC file the proxy serves (RunningProxy.pac); throws why there is none. */
   pac?(): string;
 }
@@ -83,9 +84,9 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
 }
 
 async function respond(line: string, handlers: ControlHandlers): Promise<ControlResponse> {
-  let req: { cmd?: unknown };
+  let req: { cmd?: unknown; createdAt?: unknown };
   try {
-    req = JSON.parse(line) as { cmd?: unknown };
+    req = JSON.parse(line) as { cmd?: unknown; createdAt?: unknown };
   } catch {
     return { ok: false, error: 'not JSON' };
   }
@@ -99,7 +100,7 @@ async function respond(line: string, handlers: ControlHandlers): Promise<Control
     case 'reload':
       if (!handlers.reload) return { ok: false, error: 'this proxy cannot reload' };
       try {
-        await handlers.reload();
+        await handlers.reload({ createdAt: typeof req.createdAt === 'string' ? req.createdAt : undefined });
         return { ok: true };
       } catch (err) {
         return { ok: false, error: err instanceof Error ? err.message : String(err) };
