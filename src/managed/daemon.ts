@@ -80,6 +80,7 @@ class Daemon {
           return this.running.pac();
         },
       });
+      const callOff = new AbortController();
       const starting = startProxy(
         {
           ...options,
@@ -96,14 +97,17 @@ class Daemon {
           apiChecked: (options.table?.routes.length ?? 1) === 1,
         },
         this.log,
-        { cacheStarting: (status) => (this.startingCache = status) },
+        { cacheStarting: (status) => (this.startingCache = status), signal: callOff.signal },
       );
       // A stop asked for during the first sync (disconnect, quit, a signal) ends the start: nothing
-      // is served yet, and what startProxy has begun ends with the process. Waiting for the sync
-      // instead made every such stop end in SIGKILL after the grace.
+      // is served yet. Waiting for the sync instead made every such stop end in SIGKILL after the
+      // grace. What startProxy bound is closed first, before our entry goes: a `connect` waiting
+      // for that may bind the same ports at once.
       const stoppedEarly = await Promise.race([starting.then(() => undefined), this.stopSignal]);
       if (stoppedEarly !== undefined) {
-        starting.catch(() => undefined);
+        callOff.abort();
+        // Started after all (in the same turn): then it is drained like any.
+        this.running = await starting.catch(() => undefined);
         return await this.shutdown(`${stoppedEarly} while starting`);
       }
       this.running = await starting;

@@ -33,6 +33,11 @@ export { probeApi } from '../routes/cluster.js';
 export interface StartHooks {
   /** Called as soon as the default cluster's cache exists, before it syncs: `status` can then show its progress. */
   cacheStarting?(status: () => CacheStatus | undefined): void;
+  /**
+   * Aborted: the start is called off (a daemon told to stop during its first sync). What is bound
+   * closes at once, routes included, and startProxy rejects once it has, not when the sync ends.
+   */
+  signal?: AbortSignal;
 }
 
 export async function startProxy(options: ProxyOptions, log: Logger, hooks: StartHooks = {}): Promise<RunningProxy> {
@@ -88,7 +93,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     if (socksAddr) listeners.push(await startSocksListener(listenAt(socksAddr), 'port' in socksAddr ? socksAddr.port : 0, ctx));
     if (httpAddr) listeners.push(await startHttpListener(listenAt(httpAddr), 'port' in httpAddr ? httpAddr.port : 0, ctx));
     for (const f of forwards) listeners.push(await startForwardListener(f.listen.host, f.listen.port, f.target, ctx, `--forward ${f.text}`));
-    await startRoutes(built, log);
+    await unlessCalledOff(startRoutes(built, log), hooks.signal);
   } catch (err) {
     await closeAll(0);
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
@@ -183,6 +188,21 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
     throw first.err instanceof StartupError && routes.length === 1 ? first.err : new StartupError(failures.map(message).join('; '), { cause: first.err });
   }
   for (const f of failures) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route not available at start; the others serve, it keeps trying');
+}
+
+/**
+ * The routes' start, unless the start is called off first: then a StartupError at once (binding
+ * is quick, so the signal is checked here only; the abandoned start settles as its routes close).
+ */
+function unlessCalledOff(starting: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return starting;
+  starting.catch(() => undefined);
+  return new Promise((resolve, reject) => {
+    const calledOff = () => reject(new StartupError('stopped while starting'));
+    if (signal.aborted) return calledOff();
+    signal.addEventListener('abort', calledOff, { once: true });
+    starting.then(resolve, reject).finally(() => signal.removeEventListener('abort', calledOff));
+  });
 }
 
 const listenAt = (spec: ListenSpec): string | UnixListen => ('unix' in spec ? { unix: spec.unix } : spec.host);

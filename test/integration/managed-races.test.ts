@@ -4,15 +4,20 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { open, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startClusters, type MultiCluster } from '../helpers/multi-cluster.js';
+import { eventually } from '../helpers/cluster.js';
 import { runCli } from '../helpers/proxy-process.js';
 import { controlRequest } from '../../src/state/control.js';
 import { layout } from '../../src/state/paths.js';
-import { readEntry } from '../../src/state/store.js';
+import { withStateLock } from '../../src/state/lock.js';
+import { readEntry, updateEntry } from '../../src/state/store.js';
+import { isAlive } from '../../src/state/process.js';
 
 let multi: MultiCluster;
 let stateDir: string;
@@ -39,6 +44,48 @@ async function routesOf(id: string): Promise<string[]> {
   const r = await cli(['status', id, '--json']);
   assert.equal(r.code, 0, r.stderr);
   return (JSON.parse(r.stdout) as { routes: Array<{ name: string }> }).routes.map((x) => x.name);
+}
+
+/** Binds host:port exclusively and closes again; the error code when that fails. */
+async function bindCode(port: number): Promise<string | undefined> {
+  const server = net.createServer();
+  try {
+    await once(server.listen({ host: '127.0.0.1', port, exclusive: true }), 'listening');
+    return undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code;
+  } finally {
+    await new Promise((r) => server.close(r));
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/**
+ * `connect --id ID` started while prod's API server answers no list or watch: resolves once the
+ * daemon is in its first sync, with its listener bound; `connecting` is the connect CLI.
+ */
+async function connectStalled(id: string, port: number, extra: string[] = []) {
+  const prod = multi.clusters[0]!.sim;
+  prod.stallWatches(true);
+  prod.stallLists(true);
+  const connecting = cli(['connect', '--kubeconfig', multi.kubeconfig, '--context', 'prod', '--listen-socks', `127.0.0.1:${port}`, '--no-auth', '--json', '--id', id, ...extra]);
+  const pid = await eventually(async () => {
+    const entry = readEntry(layout(stateDir), id);
+    return entry?.phase === 'starting' && entry.pid !== undefined && (await bindCode(port)) === 'EADDRINUSE' && entry.pid;
+  }, 20_000, 100);
+  daemons.add(pid);
+  const release = () => {
+    prod.stallWatches(false);
+    prod.stallLists(false);
+  };
+  return { pid, connecting, release };
 }
 
 before(async () => {
@@ -93,4 +140,59 @@ test('reload of a proxy replaced while its table was made: refused, the new prox
   assert.match((answer as { error: string }).error, /another proxy under the ID replaced/);
   assert.equal((await cli(['disconnect', 'replaced'])).code, 0);
   assert.equal(existsSync(proxyDir('replaced')), false);
+});
+
+test('a daemon stopped during its start frees its ports at once, before it can record anything', async () => {
+  const port = await freePort();
+  // A long grace: the daemon's own deadlines are far off; only the stop itself may free the port.
+  const { pid, connecting, release } = await connectStalled('early-ports', port, ['--shutdown-grace', '30s']);
+  try {
+    // Another command holds the state lock, so the daemon cannot record "stopping" or remove its
+    // entry. It is told to stop as disconnect tells it (SIGTERM) and must close its listener
+    // anyway: a `connect` waiting for the entry to go binds the same port next.
+    await withStateLock(layout(stateDir), async () => {
+      process.kill(pid, 'SIGTERM');
+      await eventually(async () => (await bindCode(port)) === undefined, 10_000, 100);
+      assert.equal(isAlive(pid), true, 'freed while the daemon still waits for the lock');
+    });
+    await eventually(async () => !isAlive(pid), 10_000, 50);
+    const c = await connecting;
+    assert.notEqual(c.code, 0);
+    assert.match(c.stderr, /stopped while it started/);
+    assert.equal(existsSync(proxyDir('early-ports')), false, 'its entry is gone');
+  } finally {
+    release();
+  }
+});
+
+test('a daemon that finishes starting after disconnect recorded "stopping" keeps it (a connect meanwhile waits, not "already running")', async () => {
+  const id = 'late-ready';
+  const { pid, connecting, release } = await connectStalled(id, await freePort());
+  const l = layout(stateDir);
+  try {
+    await withStateLock(l, async () => {
+      // The first sync ends; the daemon then waits for the lock to record itself ready.
+      release();
+      const log = path.join(stateDir, 'logs', `${id}.log`);
+      await eventually(async () => readFileSync(log, 'utf8').includes('"proxy ready"'), 20_000, 100);
+      // What disconnect does under the lock before its SIGTERM; the signal is held back here, so
+      // the record below is what a daemon that has not yet handled it writes.
+      updateEntry(l, id, (e) => (e.phase = 'stopping'));
+    });
+    const recorded = await eventually(async () => {
+      const e = readEntry(l, id);
+      return e?.startedAt !== undefined && e;
+    }, 10_000, 50);
+    assert.equal(recorded.phase, 'stopping');
+    assert.equal(recorded.pid, pid);
+    const s = await cli(['status', id, '--json']);
+    assert.equal((JSON.parse(s.stdout) as { state: string }).state, 'stopping');
+    const c = await connecting;
+    assert.match(c.stderr, /stopped while it started/);
+  } finally {
+    release();
+    process.kill(pid, 'SIGTERM');
+  }
+  await eventually(async () => !isAlive(pid), 10_000, 50);
+  assert.equal(existsSync(proxyDir(id)), false);
 });
