@@ -20,6 +20,7 @@ import { signal } from './stop.js';
 import { PROXY_AUTH_ENV, requireCredentialsOffLoopback, type ProxyCredentials } from '../auth/credentials.js';
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, type RequestedSettings } from './settings.js';
+import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 
 const READY_TIMEOUT_MS = 45_000;
 const POLL_MS = 100;
@@ -129,8 +130,8 @@ async function existingProxy(l: StateLayout, id: string, target: Target): Promis
   if (!current || current.state === 'dead') return undefined;
   assertSameTarget(current.entry, target);
   if (current.state === 'stopping') {
-    // Being disconnected right now: wait until it is gone, then start afresh.
-    const deadline = Date.now() + current.entry.options.shutdownGraceMs + 5_000;
+    // Being disconnected right now: wait until it is gone (killed, at worst), then start afresh.
+    const deadline = Date.now() + termWaitMs(current.entry.options.shutdownGraceMs) + KILL_WAIT_MS + 1_000;
     while (Date.now() < deadline) {
       await sleep(POLL_MS);
       const pid = current.entry.pid;

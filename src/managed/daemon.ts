@@ -6,7 +6,6 @@
 // A startup failure is written to state.json (phase "failed", the one-line error) for `connect`
 // to print; the kubeconfig is removed on every way out. The log rotates by size
 // (managed/rotating-log.ts); SIGHUP reopens it (logrotate).
-import type { Server } from 'node:net';
 import { readFileSync } from 'node:fs';
 import type { RoutingTable } from '../routing/table-spec.js';
 import { StartupError, errorMessage } from '../core/errors.js';
@@ -19,11 +18,12 @@ import { ensureStateDir, layout, validateId, type StateLayout } from '../state/p
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from '../state/store.js';
 import { processIdentity } from '../state/process.js';
-import { startControlServer, type LiveStatus } from '../state/control.js';
+import { startControlServer, type ControlServer, type LiveStatus } from '../state/control.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
 import { RotatingLogFile } from './rotating-log.js';
 import { routeKubeconfigsFor } from './table.js';
+import { CONTROL_CLOSE_MS, settlesBy, shutdownPlan, type ShutdownPlan } from './stop-budget.js';
 
 export async function runDaemon(id: string): Promise<number> {
   // Everything this process creates (socket, log, state) is for this user only.
@@ -51,10 +51,18 @@ class Daemon {
   private running?: RunningProxy;
   /** While startProxy runs: the cache's status (its first sync's progress). */
   private startingCache?: () => CacheStatus | undefined;
-  private control?: Server;
+  private control?: ControlServer;
   private readonly startedAt = Date.now();
   private stopRequested!: (reason: string) => void;
-  private readonly stopSignal = new Promise<string>((resolve) => (this.stopRequested = resolve));
+  /** The first stop's deadlines (stop-budget.ts), from when it was seen. */
+  private plan?: ShutdownPlan;
+  private readonly stopSignal = new Promise<string>(
+    (resolve) =>
+      (this.stopRequested = (reason) => {
+        this.plan ??= shutdownPlan(this.entry.options.shutdownGraceMs, Date.now());
+        resolve(reason);
+      }),
+  );
   private stopping = false;
 
   constructor(
@@ -107,7 +115,8 @@ class Daemon {
       if (stoppedEarly !== undefined) {
         callOff.abort();
         // Started after all (in the same turn): then it is drained like any.
-        this.running = await starting.catch(() => undefined);
+        const settled = starting.catch(() => undefined);
+        if (await settlesBy(this.plan!.drainUntil, settled)) this.running = await settled;
         return await this.shutdown(`${stoppedEarly} while starting`);
       }
       this.running = await starting;
@@ -115,7 +124,7 @@ class Daemon {
       const message = err instanceof StartupError ? err.message : `unexpected startup failure: ${errorMessage(err)}`;
       this.log.error({ error: message }, 'daemon failed to start');
       await this.running?.stop(0).catch(() => undefined);
-      await new Promise<void>((resolve) => (this.control ? this.control.close(() => resolve()) : resolve()));
+      await this.control?.closeWithin(CONTROL_CLOSE_MS);
       await withStateLock(this.l, () => {
         removeTransient(this.l, id);
         updateEntry(this.l, id, (e) => {
@@ -150,24 +159,41 @@ class Daemon {
     return this.shutdown(reason);
   }
 
+  /**
+   * Drain and go, within the plan the stop was seen with: whoever stopped us kills us after
+   * stop-budget.ts termWaitMs, and we are to be gone by then without holding the state lock.
+   */
   private async shutdown(reason: string): Promise<number> {
     const { id, options } = this.entry;
+    const plan = (this.plan ??= shutdownPlan(options.shutdownGraceMs, Date.now()));
     this.stopping = true;
     this.log.info({ reason, graceMs: options.shutdownGraceMs }, 'daemon stopping');
-    await withStateLock(this.l, () => updateEntry(this.l, id, (e) => (e.phase = 'stopping'))).catch(() => undefined);
-    await this.running?.stop(options.shutdownGraceMs);
-    await new Promise<void>((resolve) => (this.control ? this.control.close(() => resolve()) : resolve()));
-    await withStateLock(this.l, () => {
+    // Recorded while the drain runs (disconnect has recorded it already); not worth waiting past it.
+    const recorded = this.underLock(plan.drainUntil, 'record "stopping"', () => updateEntry(this.l, id, (e) => (e.phase = 'stopping')));
+    if (!(await settlesBy(plan.drainUntil, this.running?.stop(options.shutdownGraceMs)))) this.log.warn('the drain did not end in time; what is left is cut off');
+    await recorded;
+    await this.control?.closeWithin(CONTROL_CLOSE_MS);
+    const removed = await this.underLock(plan.lockUntil, 'remove the entry', () => {
       // Remove only our own entry: a new `connect` may have replaced it meanwhile.
       const current = readEntry(this.l, id);
       if (!current || current.createdAt === this.entry.createdAt) removeEntry(this.l, id);
-    }).catch((err: unknown) => {
-      this.log.warn({ error: errorMessage(err) }, 'could not take the state lock; removing the transient files anyway');
-      removeTransient(this.l, id);
     });
+    // The credentials go in any case; the entry then goes with the stopper (or as dead).
+    if (!removed) removeTransient(this.l, id);
     this.log.info('daemon exited');
     await this.flush();
     return 0;
+  }
+
+  /** fn under the state lock, unless it cannot be had by `until`: then false, and a warning. */
+  private async underLock(until: number, what: string, fn: () => unknown): Promise<boolean> {
+    try {
+      await withStateLock(this.l, fn, { until });
+      return true;
+    } catch (err) {
+      this.log.warn({ error: errorMessage(err) }, `could not ${what} under the state lock in time; going on without`);
+      return false;
+    }
   }
 
   /** `reload ID` left a new table (and its kubeconfigs) in our directory: take it, or say why not. */
@@ -182,12 +208,17 @@ class Daemon {
       throw new Error(`cannot read the new routing table: ${errorMessage(err)}`);
     }
     if (!this.running) throw new Error('the proxy is still starting');
-    try {
-      await this.running.reload({ table, routeKubeconfigs: routeKubeconfigsFor(this.l, id, table) });
-    } catch (err) {
-      this.log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged');
-      throw err;
-    }
+    if (this.stopping) throw new Error('the proxy is stopping');
+    const reloading = this.running.reload({ table, routeKubeconfigs: routeKubeconfigsFor(this.l, id, table) });
+    reloading.catch((err: unknown) => this.log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
+    // A stop answers a reload still checking its routes (up to their 30 s sync) at once: waiting
+    // for it held the control socket open, and the daemon past its stopper's kill.
+    const stopped = this.stopSignal.then(() => {
+      throw new Error('the proxy is stopping; nothing was reloaded');
+    });
+    stopped.catch(() => undefined);
+    await Promise.race([reloading, stopped]);
+    if (this.stopping) return; // its entry goes anyway
     await withStateLock(this.l, () => updateEntry(this.l, id, (e) => (e.options.table = table)));
   }
 

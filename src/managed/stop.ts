@@ -1,20 +1,19 @@
 // `disconnect` and `quit`: stop a managed daemon and remove its entry (state, kubeconfig,
 // socket); its log stays. The pid is signalled only after checking it still is our daemon
 // (start identity + command line, state/process.ts): SIGTERM (Windows: a stop request on its
-// control pipe), up to the drain time for a graceful exit, then SIGKILL. The state lock is not held while waiting, because the daemon
-// takes it to record "stopping" and to remove its own entry.
+// control pipe), up to the drain time and a second for a graceful exit (stop-budget.ts: the
+// daemon plans to be gone by then), then SIGKILL — under the state lock, so never while the
+// daemon holds it. The lock is not held while waiting, because the daemon takes it to record
+// "stopping" and to remove its own entry.
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { ID_PATTERN, type StateLayout } from '../state/paths.js';
+import { ID_PATTERN, StateDirError, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon } from '../state/process.js';
 import { controlRequest } from '../state/control.js';
 import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from '../state/store.js';
 import { inspect } from './registry.js';
-
-/** Wait at least this long for a graceful exit before SIGKILL (longer if the drain time is). */
-const MIN_TERM_WAIT_MS = 5_000;
-const KILL_WAIT_MS = 2_000;
+import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 
 export type StopOutcome = 'stopped' | 'killed' | 'was-dead';
 
@@ -63,11 +62,9 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
   if (process.platform === 'win32') await askToStop(pid, l.controlSocket(id), 'win32');
 
   let outcome: StopOutcome = 'stopped';
-  if (!(await waitForExit(pid, Math.max(MIN_TERM_WAIT_MS, entry.options.shutdownGraceMs + 1_000)))) {
-    if (isOurDaemon(pid, entry.procIdentity, id) && signal(pid, 'SIGKILL')) {
-      outcome = 'killed';
-      await waitForExit(pid, KILL_WAIT_MS);
-    }
+  if (!(await waitForExit(pid, termWaitMs(entry.options.shutdownGraceMs))) && (await killUnderLock(l, pid, entry))) {
+    outcome = 'killed';
+    await waitForExit(pid, KILL_WAIT_MS);
   }
   await withStateLock(l, () => {
     // The daemon removes its own entry on a graceful exit; after SIGKILL we do. Leave alone a
@@ -76,6 +73,23 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
     if (!now || now.createdAt === entry.createdAt) removeEntry(l, id);
   });
   return { id, entry, outcome };
+}
+
+/**
+ * SIGKILL, taken under the state lock: the daemon cannot hold it then (recording its phase,
+ * removing its entry), so the kill never leaves the lock for everyone to wait out (proper-lockfile
+ * takes a dead holder's lock over only when it is 10 s stale). A daemon that exits while we wait
+ * for the lock is not killed. A lock nobody lets go of for ~19 s is most likely held by this
+ * daemon, hung: it is killed anyway. False when there was nothing to kill.
+ */
+async function killUnderLock(l: StateLayout, pid: number, entry: ProxyEntry): Promise<boolean> {
+  const kill = () => isOurDaemon(pid, entry.procIdentity, entry.id) && signal(pid, 'SIGKILL');
+  try {
+    return await withStateLock(l, kill);
+  } catch (err) {
+    if (err instanceof StateDirError) return kill();
+    throw err;
+  }
 }
 
 /** Stops every managed proxy (in parallel); with sweep, also removes anything else under proxies/. */

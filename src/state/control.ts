@@ -40,12 +40,15 @@ export interface ControlHandlers {
   pac?(): string;
 }
 
+/** A control server; closeWithin stops accepting and cuts off connections still open after waitMs. */
+export type ControlServer = net.Server & { closeWithin(waitMs: number): Promise<void> };
+
 /**
  * Listens on socketPath (replacing a stale socket file) with mode 0600; on Windows a named pipe
  * (state/paths.ts controlEndpoint), which leaves nothing behind and has no file mode: its default
  * security gives full access to its creator, administrators and SYSTEM only.
  */
-export async function startControlServer(socketPath: string, handlers: ControlHandlers): Promise<net.Server> {
+export async function startControlServer(socketPath: string, handlers: ControlHandlers): Promise<ControlServer> {
   const pipe = isNamedPipe(socketPath);
   if (!pipe) {
     try {
@@ -54,7 +57,10 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
       /* none left over */
     }
   }
+  const clients = new Set<net.Socket>();
   const server = net.createServer((socket) => {
+    clients.add(socket);
+    socket.on('close', () => clients.delete(socket));
     socket.setEncoding('utf8');
     let buffered = '';
     socket.on('error', () => undefined);
@@ -80,7 +86,16 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
     });
   });
   if (!pipe) chmodSync(socketPath, 0o600);
-  return server;
+  const closeWithin = (waitMs: number) =>
+    new Promise<void>((resolve) => {
+      // A client that sends nothing (or waits on an answer that will not come) must not hold a stop.
+      const cutOff = setTimeout(() => clients.forEach((s) => s.destroy()), waitMs);
+      server.close(() => {
+        clearTimeout(cutOff);
+        resolve();
+      });
+    });
+  return Object.assign(server, { closeWithin });
 }
 
 async function respond(line: string, handlers: ControlHandlers): Promise<ControlResponse> {

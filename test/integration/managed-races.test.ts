@@ -196,3 +196,54 @@ test('a daemon that finishes starting after disconnect recorded "stopping" keeps
   await eventually(async () => !isAlive(pid), 10_000, 50);
   assert.equal(existsSync(proxyDir(id)), false);
 });
+
+test('disconnect during a reload still checking its routes: the daemon answers the reload and exits by itself, not killed', async () => {
+  const configFile = path.join(multi.dir, 'reloading.yaml');
+  await writeFile(configFile, TABLE(false));
+  const c = await connect('reloading', ['--config', configFile]);
+  // The reload adds staging, whose API server answers no list or watch: its sync would take 30 s.
+  await writeFile(configFile, TABLE(true));
+  const staging = multi.clusters[1]!.sim;
+  staging.resetCounters();
+  staging.stallWatches(true);
+  staging.stallLists(true);
+  try {
+    const reloading = cli(['reload', 'reloading']);
+    await eventually(async () => staging.counters.watch + staging.counters.list > 0, 20_000, 100);
+    const d = await cli(['disconnect', 'reloading']);
+    assert.equal(d.code, 0, d.stderr);
+    assert.doesNotMatch(d.stdout, /killed/);
+    const r = await reloading;
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /proxy reloading kept its routing table: the proxy is stopping/);
+    assert.equal(isAlive(c.pid), false);
+    assert.equal(existsSync(proxyDir('reloading')), false);
+  } finally {
+    staging.stallWatches(false);
+    staging.stallLists(false);
+  }
+});
+
+test('another command holding the state lock while a daemon stops: it gives the lock up in time and exits, not killed', async () => {
+  const c = await connect('lock-held', ['--context', 'prod']);
+  // A client that keeps its connection: the drain takes the whole grace (4 s), so the daemon
+  // reaches its last state change while the lock below is held.
+  const [host, port] = [c.socks.slice(0, c.socks.lastIndexOf(':')), Number(c.socks.slice(c.socks.lastIndexOf(':') + 1))];
+  const client = net.connect(port, host);
+  client.on('error', () => undefined);
+  await once(client, 'connect');
+  const l = layout(stateDir);
+  try {
+    const disconnecting = cli(['disconnect', 'lock-held']);
+    await eventually(async () => readEntry(l, 'lock-held')?.phase === 'stopping', 20_000, 5);
+    // Held past the moment disconnect would SIGKILL (5 s after its SIGTERM).
+    await withStateLock(l, () => new Promise((r) => setTimeout(r, 6_500)));
+    const d = await disconnecting;
+    assert.equal(d.code, 0, d.stderr);
+    assert.doesNotMatch(d.stdout, /killed/);
+    assert.equal(existsSync(proxyDir('lock-held')), false, 'disconnect removed the entry the daemon could not');
+    assert.match(readFileSync(path.join(stateDir, 'logs', 'lock-held.log'), 'utf8'), /could not remove the entry under the state lock in time/);
+  } finally {
+    client.destroy();
+  }
+});

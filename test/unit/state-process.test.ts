@@ -13,6 +13,8 @@ import { ensureStateDir, layout } from '../../src/state/paths.js';
 import { readEntry, writeEntry, type ProxyEntry } from '../../src/state/store.js';
 import { inspect, inspectAll } from '../../src/managed/registry.js';
 import { stopProxy } from '../../src/managed/stop.js';
+import { termWaitMs } from '../../src/managed/stop-budget.js';
+import { withStateLock } from '../../src/state/lock.js';
 import { formatLogLine, LogReader } from '../../src/managed/logs.js';
 import { cacheSummary } from '../../src/managed/status.js';
 import { formatBytes, formatUptime, statusTable } from '../../src/cli/status-table.js';
@@ -54,6 +56,25 @@ test('disconnect records "stopping" before its SIGTERM: a connect meanwhile wait
   assert.equal((await stopping).outcome, 'stopped');
   await exited;
   assert.equal(readEntry(l, 'slow-stop'), undefined, 'the entry goes with it');
+});
+
+test('a daemon that ignores SIGTERM is killed, but never while the state lock is held (as a daemon removing its entry holds it)', async (t) => {
+  const l = layout(tempDir(t));
+  ensureStateDir(l);
+  const child = await fakeDaemon(t, 'deaf', "process.on('SIGTERM', () => {});");
+  const deaf = entry('deaf', { pid: child.pid, procIdentity: processIdentity(child.pid!) });
+  writeEntry(l, deaf);
+  const exited = once(child, 'exit');
+  const stopping = stopProxy(l, 'deaf');
+  while (readEntry(l, 'deaf')?.phase !== 'stopping') await new Promise((r) => setTimeout(r, 10));
+  // Held past the moment disconnect gives up waiting and kills.
+  await withStateLock(l, async () => {
+    await new Promise((r) => setTimeout(r, termWaitMs(deaf.options.shutdownGraceMs) + 1_500));
+    assert.equal(isAlive(child.pid!), true, 'not killed while the lock is held');
+  });
+  assert.equal((await stopping).outcome, 'killed');
+  assert.deepEqual(await exited, [null, 'SIGKILL']);
+  assert.equal(readEntry(l, 'deaf'), undefined, 'the entry goes with it');
 });
 
 test('isAlive: this process yes, an exited one no, nonsense pids no', async () => {

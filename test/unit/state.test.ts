@@ -154,6 +154,23 @@ test('a stale lock (its holder crashed) is taken over', async (t) => {
   assert.ok(Date.now() - started < 5_000);
 });
 
+test('a lock wait with a deadline gives up by then (a stopping daemon), where it would wait ~19 s', async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  let outcome: unknown;
+  await withStateLock(l, async () => {
+    const waiting = withStateLock(l, () => 'taken', { until: Date.now() + 300 }).then(
+      (v) => v,
+      (err: unknown) => err,
+    );
+    // Held 3 s: a waiter without its deadline would take the lock after that.
+    await new Promise((r) => setTimeout(r, 3_000));
+    outcome = await Promise.race([waiting, 'still waiting']);
+  });
+  assert.ok(outcome instanceof StateDirError, String(outcome));
+  await assert.rejects(withStateLock(l, () => 'late', { until: Date.now() - 1 }), StateDirError, 'no time left: not even tried');
+  assert.equal(await withStateLock(l, () => 'free', { until: Date.now() + 1_000 }), 'free');
+});
+
 test('the lock is released when the function throws', async (t) => {
   const l = ensureStateDir(layout(tempDir(t)));
   await assert.rejects(withStateLock(l, () => { throw new Error('boom'); }), /boom/);
