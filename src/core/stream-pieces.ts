@@ -1,7 +1,7 @@
 // Chunks that are pieces of one larger unit. A SPDY DATA frame reaches the proxy cut into tunnel
 // messages (the API server relays ≤ 16 KiB reads), so a 32 KiB frame arrives in several chunks.
 // Sent to the client as they come, that is several sends per frame; joined, it is a copy of every
-// byte (spdy/pf-stream.ts). The relay asks for pieces (handPiecesOn); an upstream that hands them
+// byte (spdy/frame-pieces.ts). The relay asks for pieces (handPiecesOn); an upstream that hands them
 // on says which continue, and the relay holds those in the client socket (cork) until the unit is
 // complete: one write of several buffers (writev), no copy. Other readers (the HTTP client of
 // plain-HTTP forwarding) keep getting whole units.

@@ -1,4 +1,4 @@
-// How a port-forward stream hands on DATA frames that reach it in pieces (spdy/pf-stream.ts):
+// How a port-forward stream hands on DATA frames that reach it in pieces (spdy/frame-pieces.ts):
 // to a reader that asked for pieces and keeps up, each piece at once, every piece but a frame's
 // last marked as continuing (core/stream-pieces.ts) so the relay sends the frame in one write
 // without copying it; to other readers and to one that has fallen behind, the frame joined.

@@ -16,6 +16,7 @@
 //  - "Sandbox not found" text retires the whole tunnel (hooks.retire): the session outlived its pod.
 //  - No SPDY flow control: a reader that falls behind by more than STREAM_QUEUE_MAX holds the
 //    whole tunnel until it catches up; writers wait for the tunnel to drain above HIGH_WATER.
+//  - DATA frames come cut by tunnel messages: frame-pieces.ts hands them on piece by piece or joined.
 import type { Duplex } from 'node:stream';
 import type { PieceHints } from '../../core/stream-pieces.js';
 import type { Logger } from '../../core/log.js';
@@ -24,19 +25,10 @@ import type { OpenOptions, PodPort } from '../transport.js';
 import { PodStream, isSandboxGone, where } from '../pod-stream.js';
 import type { SpdyStream } from './session.js';
 import { HIGH_WATER, type PodTunnel } from './tunnel.js';
+import { FramePieces } from './frame-pieces.js';
 
 /** The most of one error message we keep (PodStream keeps 4 KiB of error text in all). */
 const ERROR_MESSAGE_MAX = 8 * 1024;
-
-/**
- * A DATA frame reaches us in pieces when tunnel messages cut it (the API server relays ≤ 16 KiB
- * reads). kubectl's framer hands its connection one write per frame; so do we: the relay asks
- * for pieces (handPiecesOn) and, while it keeps up, gets each at once, all but the last marked
- * as continuing (continuesAfter), and sends them in one write with no copy. Other readers, and
- * a relay that has fallen behind, get the frame joined. Either way a frame larger than this goes
- * out in parts.
- */
-const FRAME_JOIN_MAX = 64 * 1024;
 
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
@@ -67,16 +59,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
   /** Pieces of the error message under way, and their size. */
   private errorPieces?: Buffer[];
   private errorBytes = 0;
-  /** Pieces of the DATA frame under way, held to be joined (tunnel messages cut frames anywhere). */
-  private framePieces: Buffer[] = [];
-  private framePieceBytes = 0;
-  /** The reader takes pieces (handPiecesOn): the relay, which sends a frame's pieces in one write. */
-  private piecesWanted = false;
-  /** Bytes of the frame under way handed on piece by piece, and the last such piece if more follow. */
-  private pieceRun = 0;
-  private continuingPiece?: Buffer;
-  /** Part of a DATA frame has come and its end has not. */
-  private midFrame = false;
+  /** DATA frames cut into pieces by tunnel messages: handed on as they come, or joined. */
+  private readonly frames = new FramePieces();
 
   constructor(
     private readonly tunnel: PodTunnel,
@@ -223,29 +207,9 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
 
   private onPodData(piece: Buffer, frameEnd: boolean): void {
     if (this.podEnded || this.destroyed) return;
-    this.midFrame = !frameEnd;
-    // A reader that asked for pieces and takes each chunk as it is pushed ('data' emitted within
-    // push): the piece goes on now, marked when the rest of its frame follows (FRAME_JOIN_MAX).
-    if (this.piecesWanted && this.framePieces.length === 0 && this.readableFlowing === true && this.readableLength === 0) {
-      this.pieceRun += piece.length;
-      const last = frameEnd || this.pieceRun >= FRAME_JOIN_MAX;
-      if (last) this.pieceRun = 0;
-      this.continuingPiece = last ? undefined : piece;
-      return this.pushFromPod(piece);
-    }
-    let chunk = piece;
-    if (!frameEnd || this.framePieces.length > 0) {
-      this.framePieces.push(piece);
-      this.framePieceBytes += piece.length;
-      if (!frameEnd && this.pieceRun + this.framePieceBytes < FRAME_JOIN_MAX) return;
-      chunk = this.framePieces.length === 1 ? piece : Buffer.concat(this.framePieces, this.framePieceBytes);
-      this.framePieces = [];
-      this.framePieceBytes = 0;
-    }
-    // The frame (or its part up to FRAME_JOIN_MAX) is complete with this chunk.
-    this.pieceRun = 0;
-    this.continuingPiece = undefined;
-    this.pushFromPod(chunk);
+    // A reader keeps up when it takes each chunk as it is pushed ('data' emitted within push).
+    const chunk = this.frames.take(piece, frameEnd, this.readableFlowing === true && this.readableLength === 0);
+    if (chunk) this.pushFromPod(chunk);
   }
 
   private pushFromPod(chunk: Buffer): void {
@@ -257,11 +221,11 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
   }
 
   handPiecesOn(): void {
-    this.piecesWanted = true;
+    this.frames.piecesWanted = true;
   }
 
   continuesAfter(chunk: Buffer): boolean {
-    return chunk === this.continuingPiece;
+    return this.frames.continuesAfter(chunk);
   }
 
   /** Pod end or break: end the readable side and, as kubectl does, reset a data stream we have not finished. */
@@ -287,7 +251,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
     }
     if (err) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} broke: ${err.message}`, { cause: err }));
     // A tunnel that ends cleanly inside a DATA frame cut the pod's bytes short: a break, not an end.
-    else if (this.midFrame) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed in the middle of a DATA frame`));
+    else if (this.frames.midFrame) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed in the middle of a DATA frame`));
     else this.endFromPod();
   }
 
