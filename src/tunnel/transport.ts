@@ -23,6 +23,20 @@ export interface OpenOptions {
 }
 
 /**
+ * A stream the server may still turn away as never processed (ProxyError.unprocessed) after
+ * open() resolved: a SPDY stream called connected before its SYN_REPLYs, whose SYN_STREAMs a
+ * GOAWAY may have crossed. ClusterRoute keeps such a stream movable even with no other endpoint.
+ */
+export interface MayBeUnprocessed {
+  readonly mayBeUnprocessed: boolean;
+}
+
+/** Whether `stream` may still fail unprocessed (false for streams that never do). */
+export function mayBeUnprocessed(stream: object): boolean {
+  return (stream as Partial<MayBeUnprocessed>).mayBeUnprocessed === true;
+}
+
+/**
  * Carries one TCP stream to a pod port. Implementations: per-stream port-forward WebSocket
  * (v4.channel.k8s.io), SPDY-over-WebSocket multiplexing (one tunnel per pod), and the choice
  * between them (negotiate.ts); konnectivity and SSH later.
@@ -31,6 +45,8 @@ export interface OpenOptions {
  * A dial into the pod that fails after open() resolved (confirmMs 0) but before the pod sent a
  * byte destroys the Duplex with a *retryable* ProxyError: ClusterRoute then replays the client's
  * bytes to another endpoint (routing/retry-stream.ts). Other failures are never retryable then.
+ * An *unprocessed* ProxyError (before or after open() resolved) says the server never took the
+ * stream: ClusterRoute opens it again at the same endpoint (a new tunnel) before moving on.
  */
 export interface Transport {
   readonly name: string;

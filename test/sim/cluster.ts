@@ -275,6 +275,11 @@ export class SimCluster {
     return this.spdyKubelet.openSessions;
   }
 
+  /** Extension: SPDY port-forward sessions to one pod currently open. */
+  spdySessionsOf(namespace: string, name: string): number {
+    return this.spdyKubelet.sessionsOf(namespace, name);
+  }
+
   /** Extension: SPDY stream pairs open (or waiting for their partner) in all sessions. */
   get openSpdyStreamPairs(): number {
     return this.spdyKubelet.openPairs;
@@ -321,6 +326,16 @@ export class SimCluster {
   /** Extension: cut the connections of SPDY sessions (all, or one namespace/pod's) like a broken network. */
   killSpdySessions(namespace?: string, name?: string): number {
     return this.spdyKubelet.killSessions(namespace, name);
+  }
+
+  /**
+   * Extension: the kubelet ends SPDY sessions as spdystream does (GOAWAY, later SYN_STREAMs dropped
+   * without a word, open streams carry on, the connection closes when they are done) — now, or with
+   * `atNextStream` right before each session's next SYN_STREAM arrives (a client stream that crosses
+   * the GOAWAY on the wire). Returns how many sessions.
+   */
+  goAwaySpdySessions(namespace?: string, name?: string, options: { atNextStream?: boolean } = {}): number {
+    return this.spdyKubelet.goAwaySessions(namespace, name, options.atNextStream ?? false);
   }
 
   /** Extension: SPDY sessions stop reading and answering, their connections left open (a silently dead path). */

@@ -9,12 +9,15 @@
 // SpdyFailureFrames); a session whose sandbox is gone (pod deleted under it) answers every new
 // pair with containerd's "failed to find sandbox … in store: not found".
 // Backpressure as spdystream's blocking data channel: a pod that does not read stalls the session.
+// Going away as spdystream's Connection.Close (connection.go; the kubelet's idle timeout, a
+// streaming server shutting down): GOAWAY naming the last stream taken, later SYN_STREAMs dropped
+// without a word (session.ts), open streams carry on, the connection closes once none is left.
 import net from 'node:net';
 import { SpdySession, type SpdyStream } from '../../src/tunnel/spdy/session.js';
 import { RstStatus } from '../../src/tunnel/spdy/framer.js';
 import { encodeKubeletError, goDialError, sandboxGone, type PodRuntimeView } from './kubelet-portforward.js';
 import type { SpdyKubeletDeps } from './kubelet-spdy.js';
-import type { ServerWire } from './spdy-wire.js';
+import { SynStreamFinder, type ServerWire } from './spdy-wire.js';
 
 const FRAME_CHUNK = 32 * 1024; // io.Copy buffer: one DATA frame per 32 KiB read
 
@@ -40,6 +43,10 @@ export class PodSession {
   private readonly active = new Set<Pair>();
   private readonly fullPods = new Set<net.Socket>();
   private readonly pausedPods = new Set<net.Socket>();
+  private readonly synStreams = new SynStreamFinder();
+  /** Go away just before the next SYN_STREAM is read: it crossed our GOAWAY on the wire. */
+  private goAwayAtNextStream = false;
+  private goingAway = false;
 
   constructor(readonly wire: ServerWire, readonly pod: PodRuntimeView, private readonly deps: SpdyKubeletDeps, head: Buffer | undefined, onGone: () => void, onGoAway: () => void) {
     this.session = new SpdySession('server', wire, {
@@ -59,7 +66,35 @@ export class PodSession {
       for (const s of this.pausedPods) s.resume();
       this.pausedPods.clear();
     };
-    wire.attach(this.session, head);
+    wire.attach(this.session, head, (bytes) => this.receive(bytes));
+  }
+
+  /** Sends GOAWAY now, or (`atNextStream`) right before the next SYN_STREAM arrives, which is then dropped. */
+  goAway(atNextStream = false): void {
+    if (atNextStream) {
+      this.goAwayAtNextStream = true;
+      return;
+    }
+    this.session.goAway();
+    this.goingAway = true;
+    this.closeIfDone();
+  }
+
+  private receive(bytes: Buffer): void {
+    const at = this.synStreams.find(bytes);
+    if (this.goAwayAtNextStream && at >= 0) {
+      this.goAwayAtNextStream = false;
+      this.session.receive(bytes.subarray(0, at));
+      this.goAway();
+      bytes = bytes.subarray(at);
+    }
+    this.session.receive(bytes);
+    this.closeIfDone();
+  }
+
+  /** spdystream's shutdown after GOAWAY: the connection closes when no stream is left. */
+  private closeIfDone(): void {
+    if (this.goingAway && this.session.activeStreams === 0) this.session.destroy();
   }
 
   private onStream(s: SpdyStream): void {
@@ -199,6 +234,7 @@ export class PodSession {
     if (!failure) {
       p.data?.end();
       p.error?.end();
+      this.closeIfDone();
       return;
     }
     const text = encodeKubeletError(this.deps.errorFormat(), failure);

@@ -66,6 +66,11 @@ export class KubeletSpdyPortForward {
     });
   }
 
+  /** Sessions open now (of one pod when named). */
+  sessionsOf(namespace?: string, name?: string): number {
+    return this.matching(namespace, name).length;
+  }
+
   get openSessions(): number {
     return this.sessions.size;
   }
@@ -122,6 +127,11 @@ export class KubeletSpdyPortForward {
     this.sessions.add(s);
   }
 
+  /** Sessions of one namespace, one pod, or all. */
+  private matching(namespace?: string, name?: string): PodSession[] {
+    return [...this.sessions].filter((s) => (namespace === undefined || s.pod.namespace === namespace) && (name === undefined || s.pod.name === name));
+  }
+
   /** Pod deleted: its sessions end at once. */
   closePod(namespace: string, name: string): void {
     for (const s of [...this.sessions]) if (s.pod.namespace === namespace && s.pod.name === name) s.session.destroy();
@@ -129,14 +139,24 @@ export class KubeletSpdyPortForward {
 
   /** Extension: cut the connections of matching sessions without a goodbye (a broken tunnel). */
   killSessions(namespace?: string, name?: string): number {
-    const hit = [...this.sessions].filter((s) => (namespace === undefined || s.pod.namespace === namespace) && (name === undefined || s.pod.name === name));
+    const hit = this.matching(namespace, name);
     for (const s of hit) s.wire.kill();
+    return hit.length;
+  }
+
+  /**
+   * Extension: matching sessions go away as spdystream's Connection.Close does (kubelet-spdy-session.ts),
+   * now or (`atNextStream`) right before each one's next SYN_STREAM arrives; returns how many.
+   */
+  goAwaySessions(namespace?: string, name?: string, atNextStream = false): number {
+    const hit = this.matching(namespace, name);
+    for (const s of hit) s.goAway(atNextStream);
     return hit.length;
   }
 
   /** Extension: matching sessions stop reading and answering (a path that silently died); returns how many. */
   freezeSessions(namespace?: string, name?: string): number {
-    const hit = [...this.sessions].filter((s) => (namespace === undefined || s.pod.namespace === namespace) && (name === undefined || s.pod.name === name));
+    const hit = this.matching(namespace, name);
     for (const s of hit) s.wire.pause();
     return hit.length;
   }

@@ -122,6 +122,32 @@ test('invalid streams are reset without a reply; an unpaired stream times out wi
   raw.close();
 });
 
+test('the kubelet going away (spdystream Connection.Close): GOAWAY names the last stream taken, a SYN_STREAM that crossed it is dropped without a word, open pairs carry on, the connection closes once they are done', async () => {
+  const raw = await RawSpdy.tunnel(sim, 'data', echoPod);
+  const held = raw.pair(7000, 0);
+  await raw.until(() => held.data.replied, 'reply');
+  assert.equal(sim.goAwaySpdySessions('data', echoPod, { atNextStream: true }), 1);
+  assert.equal(raw.goAwayLastGood, undefined, 'armed: nothing sent yet');
+  const crossed = raw.pair(7000, 1);
+  await raw.until(() => raw.goAwayLastGood !== undefined, 'GOAWAY');
+  assert.equal(raw.goAwayLastGood, held.data.stream.id, 'the last stream the kubelet took');
+  assert.ok(crossed.error.unprocessed && crossed.data.unprocessed);
+  assert.ok(!crossed.error.replied && !crossed.data.replied);
+  assert.equal(sim.openSpdyStreamPairs, 1, 'the crossing pair never reached the kubelet');
+  held.data.stream.write(Buffer.from('after GOAWAY'));
+  await raw.until(() => held.data.text === 'after GOAWAY', 'the pair taken before carries on');
+  assert.equal(raw.closed, false);
+  held.data.stream.end();
+  held.error.stream.end();
+  await raw.until(() => held.data.ended && held.error.ended, 'FIN both ways');
+  await raw.until(() => raw.closed, 'the kubelet closes the connection once its streams are done');
+
+  const idle = await RawSpdy.tunnel(sim, 'data', echoPod);
+  assert.equal(sim.goAwaySpdySessions('data', echoPod), 1);
+  await idle.until(() => idle.closed, 'a session without streams closes at once');
+  assert.equal(idle.goAwayLastGood, 0);
+});
+
 test('plain SPDY: 101 with Connection/Upgrade/X-Stream-Protocol-Version; handshake errors in kubelet words', async () => {
   const raw = (await RawSpdy.plain(sim, 'data', echoPod)) as RawSpdy;
   assert.ok(raw instanceof RawSpdy);

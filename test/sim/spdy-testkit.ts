@@ -14,6 +14,8 @@ export class Recorded {
   replied = false;
   ended = false;
   reset?: number;
+  /** The peer's GOAWAY left this stream out (it never took it). */
+  unprocessed = false;
 
   constructor(readonly stream: SpdyStream, wake: () => void) {
     stream.onReply = () => { this.replied = true; wake(); };
@@ -21,6 +23,7 @@ export class Recorded {
     stream.onEnd = () => { this.ended = true; wake(); };
     stream.onReset = (status) => { this.reset = status; wake(); };
     stream.onSessionClose = () => wake();
+    stream.onUnprocessed = () => { this.unprocessed = true; wake(); };
   }
 
   get bytes(): Buffer {
@@ -39,10 +42,15 @@ const path = (ns: string, pod: string) => `/api/v1/namespaces/${ns}/pods/${pod}/
 export class RawSpdy {
   readonly session: SpdySession;
   closed = false;
+  /** lastGoodStreamId of the peer's GOAWAY, once one came. */
+  goAwayLastGood?: number;
   private waiters: Array<() => void> = [];
 
   private constructor(write: (b: Buffer) => void, end: () => void) {
-    this.session = new SpdySession('client', { write, close: end }, { onClose: () => { this.closed = true; this.wake(); } });
+    this.session = new SpdySession('client', { write, close: end }, {
+      onClose: () => { this.closed = true; this.wake(); },
+      onGoAway: (last) => { this.goAwayLastGood = last; this.wake(); },
+    });
   }
 
   /** The WebSocket tunnel (subprotocol SPDY/3.1+portforward.k8s.io). */

@@ -17,6 +17,7 @@ export const LOW_WATER = 256 * 1024;
 
 export abstract class ServerWire implements SessionWire {
   protected session?: SpdySession;
+  private receive?: (bytes: Buffer) => void;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   private scheduled = false;
@@ -27,8 +28,10 @@ export abstract class ServerWire implements SessionWire {
   /** Extension: every byte received, for captures (SIM_SPDY_CAPTURE). */
   onBytes?: (bytes: Buffer) => void;
 
-  attach(session: SpdySession, head?: Buffer): void {
+  /** Bytes received go to `receive` (by default the session's own). */
+  attach(session: SpdySession, head?: Buffer, receive: (bytes: Buffer) => void = (b) => session.receive(b)): void {
     this.session = session;
+    this.receive = receive;
     if (head && head.length) this.deliver(head);
   }
 
@@ -55,7 +58,7 @@ export abstract class ServerWire implements SessionWire {
 
   protected deliver(bytes: Buffer): void {
     this.onBytes?.(bytes);
-    this.session?.receive(bytes);
+    this.receive?.(bytes);
   }
 
   protected sent(): void {
@@ -175,5 +178,43 @@ export class SocketWire extends ServerWire {
   protected shut(abrupt: boolean): void {
     if (abrupt) this.socket.destroy();
     else this.socket.end(() => this.socket.destroy());
+  }
+}
+
+/**
+ * Finds where SYN_STREAM frames begin in a SPDY byte stream cut anywhere: every frame starts with
+ * an 8-byte header, control frames with the high bit set and their type in bytes 2–3, the payload
+ * length in bytes 5–7 (draft-mbelshe-httpbis-spdy-00 §2.2).
+ */
+export class SynStreamFinder {
+  private readonly header = Buffer.alloc(8);
+  private headerBytes = 0;
+  private payloadLeft = 0;
+
+  /**
+   * Walks all of `chunk`. Returns where in it the first SYN_STREAM whose header completes in it
+   * begins (0 when that header began in an earlier chunk), or -1.
+   */
+  find(chunk: Buffer): number {
+    let found = -1;
+    let off = 0;
+    while (off < chunk.length) {
+      if (this.payloadLeft > 0) {
+        const n = Math.min(this.payloadLeft, chunk.length - off);
+        this.payloadLeft -= n;
+        off += n;
+        continue;
+      }
+      const start = Math.max(0, off - this.headerBytes);
+      const n = Math.min(8 - this.headerBytes, chunk.length - off);
+      chunk.copy(this.header, this.headerBytes, off, off + n);
+      this.headerBytes += n;
+      off += n;
+      if (this.headerBytes < 8) break;
+      this.headerBytes = 0;
+      this.payloadLeft = this.header.readUIntBE(5, 3);
+      if (found < 0 && (this.header[0]! & 0x80) !== 0 && this.header.readUInt16BE(2) === 1) found = start;
+    }
+    return found;
   }
 }

@@ -3,6 +3,7 @@
 // last marked as continuing (core/stream-pieces.ts) so the relay sends the frame in one write
 // without copying it; to other readers and to one that has fallen behind, the frame joined.
 // Either way a run stops at 64 KiB. A tunnel that ends cleanly inside a frame breaks the stream.
+// Also: the kubelet's texts and GOAWAYs as the stream's open or end.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -10,8 +11,17 @@ import { SpdySession } from '../../src/tunnel/spdy/session.js';
 import { SpdyPortForwardStream } from '../../src/tunnel/spdy/pf-stream.js';
 import type { PodTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
-import { encodeData, encodeSynReply } from '../../src/tunnel/spdy/framer.js';
+import { FrameReader, encodeData, encodeGoAway, encodeSynReply, type Frame } from '../../src/tunnel/spdy/framer.js';
 import { createLogger } from '../../src/core/log.js';
+import type { UpstreamApiError } from '../../src/core/errors.js';
+
+function frames(bufs: Buffer[]): Frame[] {
+  const r = new FrameReader();
+  for (const b of bufs) r.push(b);
+  const out: Frame[] = [];
+  for (let f = r.next(); f; f = r.next()) out.push(f);
+  return out;
+}
 
 const DATA_STREAM = 3; // the error stream is 1, the data stream 3 (openStreams order)
 
@@ -199,4 +209,33 @@ test('"sandbox not found" on a port not yet confirmed fails the open with the ku
   session.receive(encodeData(1, Buffer.from('error forwarding port 80 to pod p, uid u: failed to find sandbox "abc" in store: not found'), false));
   await assert.rejects(opened, (err: Error & { socksReply?: number }) => err.socksReply === 0x04 && /sandbox/.test(err.message));
   assert.equal(retired, true);
+});
+
+test('a GOAWAY that crossed the pair\'s SYN_STREAMs: the open fails at once, or the stream called connected fails, unprocessed; the kubelet is sent nothing for streams it never took', async () => {
+  const out: Buffer[] = [];
+  const session = new SpdySession('client', { write: (b) => out.push(b), close: () => {} });
+  let requestIds = 0;
+  const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
+  const make = () => new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {} });
+  const headers = new HeaderCompressor();
+  // Streams 1+3: taken and replied to. 5+7: called connected (a warm port). 9+11: still opening (a cold port).
+  const taken = make();
+  await taken.open({ signal: new AbortController().signal, confirmMs: 0 });
+  assert.equal(taken.mayBeUnprocessed, true, 'no SYN_REPLY yet');
+  session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
+  session.receive(encodeSynReply(3, headers.compress(encodeHeaderBlock({}))));
+  assert.equal(taken.mayBeUnprocessed, false, 'both replies in: the kubelet has the pair');
+  const warm = make();
+  await warm.open({ signal: new AbortController().signal, confirmMs: 0 });
+  const warmError = new Promise<Error>((r) => warm.once('error', r));
+  const cold = make().open({ signal: AbortSignal.timeout(60_000), confirmMs: 150 });
+  const sentBefore = out.length;
+  // The kubelet took the error stream of the warm pair (5), not its data stream (7).
+  session.receive(encodeGoAway(5));
+  await assert.rejects(cold, (err: UpstreamApiError) => err.unprocessed && err.retryable && /GOAWAY/.test(err.message));
+  const err = (await warmError) as UpstreamApiError;
+  assert.ok(err.unprocessed, String(err));
+  const resets = frames(out.slice(sentBefore)).filter((f) => f.type === 'rst_stream').map((f) => f.streamId);
+  assert.deepEqual(resets, [5], 'only the error stream the kubelet took is reset');
+  assert.equal(taken.destroyed, false);
 });

@@ -1,12 +1,12 @@
 // SPDY session semantics, client and server wired back to back: stream ids, reply, data, FIN
-// half-close, RST, PING, GOAWAY, ignored SETTINGS/WINDOW_UPDATE, DATA before SYN_REPLY dropped,
-// stale stream ids refused, unknown control frames fatal.
+// half-close, RST, PING, GOAWAY (streams it left out end at once), ignored SETTINGS/WINDOW_UPDATE,
+// DATA before SYN_REPLY dropped, stale stream ids refused, unknown control frames fatal.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SpdySession, type SpdyStream, type SessionHandlers } from '../../src/tunnel/spdy/session.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
-  FrameReader, encodeData, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
+  FrameReader, encodeData, encodeGoAway, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
 } from '../../src/tunnel/spdy/framer.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -124,6 +124,31 @@ test('GOAWAY: no new streams after it, existing ones carry on', async () => {
   s.onData = (d) => (data += d);
   serverStream!.write(Buffer.from('after goaway'));
   await until(() => data === 'after goaway', 'data after GOAWAY');
+});
+
+test('GOAWAY: our streams above lastGoodStreamId that got no reply end at once as unprocessed, without RST; the others carry on', () => {
+  const out: Buffer[] = [];
+  const client = new SpdySession('client', { write: (b) => out.push(b), close: () => {} });
+  const peer = new HeaderCompressor();
+  const streams = [1, 3, 5, 7, 9].map(() => client.openStream({}));
+  const unprocessed: number[] = [];
+  for (const s of streams) s.onUnprocessed = () => unprocessed.push(s.id);
+  // The peer replied to 1 and (a peer that contradicts itself) to 9; it names 3 as the last it took.
+  client.receive(encodeSynReply(1, peer.compress(encodeHeaderBlock({}))));
+  client.receive(encodeSynReply(9, peer.compress(encodeHeaderBlock({}))));
+  const before = out.length;
+  client.receive(encodeGoAway(3));
+  assert.deepEqual(unprocessed, [5, 7], 'synchronously, as the GOAWAY is read');
+  assert.equal(client.activeStreams, 3);
+  assert.equal(streams[2]!.open, false);
+  assert.equal(streams[2]!.write(Buffer.from('x')), false);
+  streams[2]!.reset();
+  assert.equal(out.length, before, 'nothing sent for streams the peer never took');
+  let replied = false;
+  streams[1]!.onReply = () => (replied = true);
+  client.receive(encodeSynReply(3, peer.compress(encodeHeaderBlock({}))));
+  assert.equal(replied, true, 'a stream at lastGoodStreamId still gets its reply');
+  assert.deepEqual(unprocessed, [5, 7]);
 });
 
 test('a SYN_STREAM with a stale id is refused with RST PROTOCOL_ERROR; unknown control frames end the session', async () => {

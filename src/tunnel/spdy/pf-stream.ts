@@ -14,6 +14,10 @@
 //    A data FIN before the pod spoke therefore waits for the error stream to finish (text = failed
 //    dial, clean FIN = the pod accepted and closed); a data RST before the pod spoke is a refusal.
 //  - "Sandbox not found" text retires the whole tunnel (hooks.retire): the session outlived its pod.
+//  - A GOAWAY that crossed our SYN_STREAMs (session.ts onUnprocessed): the kubelet never took the
+//    pair, so the stream fails at once with an `unprocessed` error and the route opens it again on
+//    a new tunnel — replaying what the client sent (routing/retry-stream.ts) if it was called
+//    connected already (mayBeUnprocessed: until both SYN_REPLYs are in).
 //  - No SPDY flow control: a reader that falls behind by more than STREAM_QUEUE_MAX holds the
 //    whole tunnel until it catches up; writers wait for the tunnel to drain above HIGH_WATER.
 //  - DATA frames come cut by tunnel messages: frame-pieces.ts hands them on piece by piece or joined.
@@ -78,7 +82,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
       try {
         this.openStreams();
       } catch (err) {
-        return fail(new UpstreamApiError(`port-forward to ${where(this.target)}: ${(err as Error).message}`, { cause: err, retryable: true }));
+        // The session is closed or going away: nothing was sent, a new tunnel may take the stream.
+        return fail(new UpstreamApiError(`port-forward to ${where(this.target)}: ${(err as Error).message}`, { cause: err, unprocessed: true }));
       }
       // A port that accepted lately: connected at once, without waiting a round trip for the
       // replies. The kubelet takes DATA right behind a SYN_STREAM (it replies before reading on).
@@ -105,6 +110,12 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
     data.onEnd = SpdyPortForwardStream.onDataEnd;
     data.onReset = SpdyPortForwardStream.onDataReset;
     error.onSessionClose = data.onSessionClose = SpdyPortForwardStream.onSessionClose;
+    error.onUnprocessed = data.onUnprocessed = SpdyPortForwardStream.onUnprocessed;
+  }
+
+  /** Whether a GOAWAY may still turn this stream away unprocessed: its SYN_REPLYs are not both in. */
+  get mayBeUnprocessed(): boolean {
+    return this.replies < 2 && !this.destroyed;
   }
 
   private static ownerOf(stream: SpdyStream): SpdyPortForwardStream {
@@ -161,6 +172,14 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
 
   private static onSessionClose(this: SpdyStream, err?: Error): void {
     SpdyPortForwardStream.ownerOf(this).tunnelGone(err);
+  }
+
+  /** Called for each stream of the pair the GOAWAY left out; the first one decides. */
+  private static onUnprocessed(this: SpdyStream): void {
+    const self = SpdyPortForwardStream.ownerOf(this);
+    const err = new UpstreamApiError(`port-forward to ${where(self.target)}: the kubelet closed the tunnel (GOAWAY) before it took the stream`, { unprocessed: true });
+    if (self.isOpening) self.failOpening(err);
+    else if (!self.destroyed) self.destroy(err);
   }
 
   protected override errorFromKubelet(text: string): void {

@@ -8,6 +8,10 @@
 //  - DATA for a stream we opened is dropped until its SYN_REPLY arrives; DATA for unknown or
 //    remotely finished streams is dropped;
 //  - PING ids of the peer's parity are echoed; our own come back as replies;
+//  - GOAWAY (draft-mbelshe-httpbis-spdy-00 §2.6.6): streams we opened above the peer's
+//    lastGoodStreamId, not replied to, were never processed — spdystream drops a SYN_STREAM that
+//    crosses its GOAWAY without a word — so they end at once (onUnprocessed) instead of waiting
+//    for a SYN_REPLY that never comes;
 //  - a stream is forgotten once both directions have ended (FIN both ways) or either side reset it;
 //  - any framing or header-block error ends the whole session (GOAWAY PROTOCOL_ERROR, close).
 import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, encodeHeaderBlock } from './header-block.js';
@@ -258,12 +262,27 @@ export class SpdySession {
       }
       case 'goaway':
         this.peerGoneAway = true;
+        this.dropUnprocessed(frame.lastGoodStreamId);
         this.handlers.onGoAway?.(frame.lastGoodStreamId, frame.status);
         return;
       case 'settings':
       case 'window_update':
         return; // no flow control in spdystream: ignored
     }
+  }
+
+  /**
+   * Our streams above the peer's lastGoodStreamId that it never replied to were not processed:
+   * gone for both sides (no RST_STREAM goes out for them), and their owners told at once.
+   */
+  private dropUnprocessed(lastGoodStreamId: number): void {
+    const unprocessed = [...this.streams.values()].filter((s) => s.local && !s.replied && s.id > lastGoodStreamId);
+    // All gone before any owner hears: one that tears down its other stream must not reset it.
+    for (const stream of unprocessed) {
+      this.forget(stream);
+      stream.resetDone = true;
+    }
+    for (const stream of unprocessed) stream.onUnprocessed?.();
   }
 
   private remoteFin(stream: SpdyStream): void {

@@ -27,6 +27,11 @@ export class SpdyStream {
   /** The session ended while this stream was open. */
   onSessionClose?: (err?: Error) => void;
   /**
+   * The peer's GOAWAY says it never processed this stream of ours (its id is above
+   * lastGoodStreamId, and no SYN_REPLY came): it is gone, and may be opened again elsewhere.
+   */
+  onUnprocessed?: () => void;
+  /**
    * Whoever set the callbacks above. The session calls them as methods (`this` is the stream),
    * so callbacks shared by many streams can find their owner here instead of each stream
    * needing closures of its own.

@@ -3,7 +3,8 @@
 // server or kubelet might send. The proxy has opened one port-forward stream pair (error + data,
 // as pf-stream.ts does); the input is the peer's byte stream. receive() must never throw (a bad
 // frame fails the session, not the proxy), callbacks must follow the stream's life (nothing after
-// a reset or the session's end, no data after FIN), and the session must end exactly once.
+// a reset, a GOAWAY that left it out or the session's end, no data after FIN), and the session must
+// end exactly once.
 // The first input byte picks how the bytes are chunked.
 import { SpdySession, type SpdyStream } from '../../../src/tunnel/spdy/session.js';
 import type { FuzzTarget } from '../engine.js';
@@ -39,6 +40,11 @@ function watch(stream: SpdyStream, sessionClosed: () => boolean): void {
   stream.onSessionClose = () => {
     check(!gone && sessionClosed(), `stream ${stream.id}: session close twice or while open`);
     gone = true;
+  };
+  // A GOAWAY that left the stream out: it is gone, nothing may follow (not even the session's end).
+  stream.onUnprocessed = () => {
+    check(!reset && !gone && !stream.open, `stream ${stream.id}: unprocessed after reset/close, or still open`);
+    reset = gone = true;
   };
 }
 
@@ -89,6 +95,8 @@ export function spdySeeds(): Buffer[] {
     Buffer.concat([...replies, encodePing(1), encodePing(2), encodeSettings([{ id: 4, value: 1000 }]), encodeWindowUpdate(3, 65536), encodeGoAway(0)]),
     Buffer.concat([encodeData(3, Buffer.from('early'), false), ...replies, encodeSynStream(2, block({ streamtype: 'data' })), encodeRawControl(FrameType.HEADERS, 0, Buffer.concat([Buffer.from([0, 0, 0, 3]), block({ a: 'b' })]))]),
     Buffer.concat([...replies, encodeRawControl(0x0f, 0, Buffer.alloc(4))]),
+    // The kubelet went away having taken only the error stream: the data stream is left out.
+    Buffer.concat([encodeGoAway(1), replies[0]!, encodeData(3, Buffer.from('ignored'), false), encodeData(1, Buffer.alloc(0), true)]),
   ];
   return seeds.map((s, i) => Buffer.concat([Buffer.from([i]), s]));
 }
