@@ -18,6 +18,7 @@ import { ConnectTimeoutError, HostUnreachableError, NotAllowedError, UpstreamApi
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
+import { SpdyFloodError } from './spdy/session.js';
 import { SpdyPortForwardStream, type PodStreamHooks } from './spdy/pf-stream.js';
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.js';
 import { abortable } from '../core/abort.js';
@@ -191,7 +192,10 @@ export class SpdyTransport implements Transport {
     entry.dead = true;
     clearTimeout(entry.idleTimer);
     this.forget(key, entry);
-    this.log.info({ pod: key, transport: 'spdy', ...this.figures(key), ...(err ? { error: err.message } : {}) }, 'tunnel closed');
+    const fields = { pod: key, transport: 'spdy', ...this.figures(key), ...(err ? { error: err.message } : {}) };
+    // A server that floods the tunnel with PINGs it does not read the answers to (owed-replies.ts).
+    if (err instanceof SpdyFloodError) this.log.warn(fields, 'port-forward tunnel flooded with PINGs; closed it');
+    else this.log.info(fields, 'tunnel closed');
   }
 
   private forget(key: string, entry: TunnelEntry): void {

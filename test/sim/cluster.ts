@@ -338,6 +338,11 @@ export class SimCluster {
     return this.spdyKubelet.goAwaySessions(namespace, name, options.atNextStream ?? false);
   }
 
+  /** Extension: SPDY sessions flood their client with PINGs and stop reading its echoes (a broken or hostile server). */
+  floodSpdyPings(namespace?: string, name?: string): number {
+    return this.spdyKubelet.floodPings(namespace, name);
+  }
+
   /** Extension: SPDY sessions stop reading and answering, their connections left open (a silently dead path). */
   freezeSpdySessions(namespace?: string, name?: string): number {
     return this.spdyKubelet.freezeSessions(namespace, name);

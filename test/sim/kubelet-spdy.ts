@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { parsePortsQuery, writeRawResponse, writeRawStatus, type KubeletDeps, type PodRuntimeView } from './kubelet-portforward.js';
 import type { ApiError } from './status.js';
-import type { Headers } from '../../src/tunnel/spdy/framer.js';
+import { encodePing, type Headers } from '../../src/tunnel/spdy/framer.js';
 import { ServerWire, SocketWire, TUNNEL_MESSAGE_MAX, WebSocketWire } from './spdy-wire.js';
 import { PodSession } from './kubelet-spdy-session.js';
 
@@ -151,6 +151,30 @@ export class KubeletSpdyPortForward {
   goAwaySessions(namespace?: string, name?: string, atNextStream = false): number {
     const hit = this.matching(namespace, name);
     for (const s of hit) s.goAway(atNextStream);
+    return hit.length;
+  }
+
+  /**
+   * Extension: matching sessions send PINGs as fast as their connection takes them (at most 1 MiB
+   * queued here) until they end, and stop reading — a broken or hostile server that never reads
+   * the echoes. Returns how many sessions.
+   */
+  floodPings(namespace?: string, name?: string): number {
+    const hit = this.matching(namespace, name);
+    for (const s of hit) {
+      s.wire.pause();
+      let id = 2;
+      const burst = (): void => {
+        if (s.session.closed) return;
+        if (s.wire.buffered < 1 << 20) {
+          const pings: Buffer[] = [];
+          for (let i = 0; i < 4096; i++, id = id >= 0x7ffffffe ? 2 : id + 2) pings.push(encodePing(id));
+          s.wire.write(Buffer.concat(pings));
+          setImmediate(burst);
+        } else setTimeout(burst, 1);
+      };
+      burst();
+    }
     return hit.length;
   }
 

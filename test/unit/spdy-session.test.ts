@@ -1,12 +1,13 @@
 // SPDY session semantics, client and server wired back to back: stream ids, reply, data, FIN
 // half-close, RST, PING, GOAWAY (streams it left out end at once), ignored SETTINGS/WINDOW_UPDATE,
-// DATA before SYN_REPLY dropped, stale stream ids refused, unknown control frames fatal.
+// DATA before SYN_REPLY dropped, stale stream ids refused, unknown control frames fatal, a bound
+// on the replies a peer makes us owe.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SpdySession, type SpdyStream, type SessionHandlers } from '../../src/tunnel/spdy/session.js';
+import { MAX_QUEUED_REPLIES, SpdyFloodError, SpdySession, type SpdyStream, type SessionHandlers } from '../../src/tunnel/spdy/session.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
-  FrameReader, encodeData, encodeGoAway, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
+  FrameReader, encodeData, encodeGoAway, encodePing, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
 } from '../../src/tunnel/spdy/framer.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -196,6 +197,47 @@ test('PINGs a peer never answers do not pile up: past 8 outstanding the oldest i
   assert.equal(sent.length, 9, 'every PING was sent');
   session.destroy();
   for (const r of results.slice(1)) assert.match(await r, /closed/);
+});
+
+/** PINGs with the server's (even) ids, as one chunk. */
+const peerPings = (n: number, from = 0) => Buffer.concat(Array.from({ length: n }, (_, i) => encodePing(2 * (from + i + 1))));
+
+test('a peer that sends PINGs and never reads the echoes ends the session once 10,000 wait unsent: no more are queued', () => {
+  const out: Buffer[] = [];
+  let closedWith: Error | undefined;
+  // A wire whose bytes never leave (the peer stopped reading): whenSent never calls back.
+  const session = new SpdySession('client', { write: (b) => out.push(b), close: () => {}, whenSent: () => {} }, { onClose: (err) => (closedWith = err) });
+  session.receive(peerPings(MAX_QUEUED_REPLIES));
+  assert.equal(session.closed, false, 'up to the bound every PING is answered');
+  session.receive(peerPings(MAX_QUEUED_REPLIES, MAX_QUEUED_REPLIES));
+  assert.equal(session.closed, true);
+  assert.ok(closedWith instanceof SpdyFloodError, String(closedWith));
+  assert.match(closedWith.message, /PINGs .* faster than it read the replies: 10000 replies unsent/);
+  const sent = frames(out);
+  assert.equal(sent.filter((f) => f.type === 'ping').length, MAX_QUEUED_REPLIES, 'no echo past the bound');
+  assert.ok(sent.some((f) => f.type === 'goaway' && f.status === 1), 'GOAWAY PROTOCOL_ERROR');
+});
+
+test('a peer that reads its echoes may send any number of PINGs; SYN_STREAMs refused count like PINGs; our own PING still comes back', async () => {
+  const out: Buffer[] = [];
+  const session = new SpdySession('client', { write: (b) => out.push(b), close: () => {}, whenSent: (cb) => setImmediate(cb) });
+  for (let burst = 0; burst < 6; burst++) {
+    session.receive(peerPings(MAX_QUEUED_REPLIES / 2, burst * (MAX_QUEUED_REPLIES / 2)));
+    await tick();
+  }
+  assert.equal(session.closed, false);
+  assert.equal(frames(out).filter((f) => f.type === 'ping').length, 3 * MAX_QUEUED_REPLIES, 'every PING echoed');
+  const rtt = session.ping();
+  session.receive(encodePing(1));
+  assert.ok((await rtt) >= 0, 'keepalive round trip');
+
+  // A client has no stream handler: each server stream is refused, and those refusals are owed too.
+  const c = new HeaderCompressor();
+  const stuck = new SpdySession('client', { write: () => {}, close: () => {}, whenSent: () => {} });
+  stuck.receive(Buffer.concat(Array.from({ length: MAX_QUEUED_REPLIES }, (_, i) => encodeSynStream(2 * (i + 1), c.compress(encodeHeaderBlock({}))))));
+  assert.equal(stuck.closed, false);
+  stuck.receive(encodePing(2));
+  assert.equal(stuck.closed, true, 'the next reply past the bound ends it');
 });
 
 test('header blocks inflate as their frames arrive: a bad block ends the session before its frame is acted on; a throwing stream handler ends the session too', async () => {

@@ -12,6 +12,8 @@
 //    lastGoodStreamId, not replied to, were never processed — spdystream drops a SYN_STREAM that
 //    crosses its GOAWAY without a word — so they end at once (onUnprocessed) instead of waiting
 //    for a SYN_REPLY that never comes;
+//  - replies the peer makes us owe (PING echoes, RST_STREAMs refusing its streams) are bounded
+//    while they wait to be sent: see MAX_QUEUED_REPLIES;
 //  - a stream is forgotten once both directions have ended (FIN both ways) or either side reset it;
 //  - any framing or header-block error ends the whole session (GOAWAY PROTOCOL_ERROR, close).
 import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, encodeHeaderBlock } from './header-block.js';
@@ -20,6 +22,7 @@ import {
   encodeGoAway, encodePing, encodeRstStream, encodeSynStream, type Frame, type Headers,
 } from './framer.js';
 import { SpdyStream } from './stream.js';
+import { OwedReplies } from './owed-replies.js';
 
 /** What a stream we opened keeps of its headers (see openStream). */
 const NO_HEADERS: Headers = Object.freeze({});
@@ -28,11 +31,17 @@ const NO_HEADERS: Headers = Object.freeze({});
 const MAX_OUTSTANDING_PINGS = 8;
 
 export { SpdyStream } from './stream.js';
+export { MAX_QUEUED_REPLIES, SpdyFloodError } from './owed-replies.js';
 
 /** The byte pipe under a session. write() must keep order; close() ends the pipe. */
 export interface SessionWire {
   write(bytes: Buffer): void;
   close(err?: Error): void;
+  /**
+   * Calls `cb` once every byte written so far has left (been handed to the kernel). Optional: a
+   * wire without it counts each write as sent at once (no bound on replies, see MAX_QUEUED_REPLIES).
+   */
+  whenSent?(cb: () => void): void;
 }
 
 export interface SessionHandlers {
@@ -57,6 +66,7 @@ export class SpdySession {
   private readonly compressor = new HeaderCompressor();
   private readonly decompressor = new HeaderDecompressor();
   private readonly streams = new Map<number, SpdyStream>();
+  private readonly owed: OwedReplies;
   private readonly pings = new Map<number, { at: number; done: (rtt?: number, err?: Error) => void }>();
   private nextStreamId: number;
   private nextPingId: number;
@@ -69,6 +79,7 @@ export class SpdySession {
   ) {
     this.nextStreamId = role === 'client' ? 1 : 2;
     this.nextPingId = role === 'client' ? 1 : 2;
+    this.owed = new OwedReplies(wire);
   }
 
   /** Streams not yet finished both ways nor reset. */
@@ -160,6 +171,14 @@ export class SpdySession {
     if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
   }
 
+  /** A frame the peer made us owe (PING echo, RST_STREAM refusing its stream): bounded while unsent. */
+  private sendReply(frame: Buffer): void {
+    const flood = this.owed.flood();
+    if (flood) return this.fail(flood);
+    this.send(frame);
+    this.owed.written();
+  }
+
   private fail(err: unknown): void {
     const e = err instanceof Error ? err : new SpdyProtocolError(String(err));
     this.goAway(GoAwayStatus.PROTOCOL_ERROR);
@@ -214,17 +233,17 @@ export class SpdySession {
     if (this.goneAway) return; // spdystream ignores new streams once it sent GOAWAY
     const peerParity = this.role === 'server' ? 1 : 0;
     if (f.streamId % 2 !== peerParity || f.streamId <= this.lastPeerStreamId) {
-      this.send(encodeRstStream(f.streamId, RstStatus.PROTOCOL_ERROR));
+      this.sendReply(encodeRstStream(f.streamId, RstStatus.PROTOCOL_ERROR));
       return;
     }
     this.lastPeerStreamId = f.streamId;
+    if (!this.handlers.onStream) {
+      this.sendReply(encodeRstStream(f.streamId, RstStatus.REFUSED_STREAM));
+      return;
+    }
     const stream = new SpdyStream(this, f.streamId, false, headers);
     if (f.flags & FLAG_UNIDIRECTIONAL) stream.localClosed = true;
     this.streams.set(f.streamId, stream);
-    if (!this.handlers.onStream) {
-      stream.reset(RstStatus.REFUSED_STREAM);
-      return;
-    }
     if (f.flags & FLAG_FIN) stream.remoteClosed = true;
     this.handlers.onStream(stream);
     if (stream.remoteClosed && stream.open) {
@@ -254,7 +273,7 @@ export class SpdySession {
       }
       case 'ping': {
         const mine = (frame.id & 1) === (this.nextPingId & 1);
-        if (!mine) return this.send(encodePing(frame.id));
+        if (!mine) return this.sendReply(encodePing(frame.id));
         const p = this.pings.get(frame.id);
         this.pings.delete(frame.id);
         p?.done(Date.now() - p.at);

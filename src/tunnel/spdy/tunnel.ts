@@ -65,6 +65,11 @@ export class PodTunnel implements SessionWire {
   private pendingBytes = 0;
   private scheduled = false;
   private drainWaiters: Array<() => void> = [];
+  /** Messages handed to the socket, and of them the last one written out (their callbacks run in order). */
+  private messagesSent = 0;
+  private messagesOut = 0;
+  /** whenSent: the session's one callback, and the message it waits for. */
+  private sentWaiter?: { message: number; cb: () => void };
   private readonly holders = new Set<object>();
   private stopKeepalive?: () => void;
 
@@ -122,6 +127,14 @@ export class PodTunnel implements SessionWire {
     });
   }
 
+  /** SessionWire.whenSent: `cb` once everything written so far is out of the process (one waiter at a time). */
+  whenSent(cb: () => void): void {
+    if (this.closed) return;
+    const message = this.messagesSent + (this.pending.length > 0 ? 1 : 0);
+    if (message <= this.messagesOut) return cb();
+    this.sentWaiter = { message, cb };
+  }
+
   /** SessionWire.close: the session ended; end the WebSocket (cleanly unless there was an error). */
   close(err?: Error): void {
     this.flush();
@@ -146,8 +159,15 @@ export class PodTunnel implements SessionWire {
     const total = this.pendingBytes;
     this.pending = [];
     this.pendingBytes = 0;
+    const message = ++this.messagesSent;
     // One frame, built in one buffer behind its header (frame-writer.ts).
     this.ws.send(pieces, total, () => {
+      this.messagesOut = message;
+      const waiter = this.sentWaiter;
+      if (waiter && waiter.message <= message) {
+        this.sentWaiter = undefined;
+        waiter.cb();
+      }
       if (this.drainWaiters.length > 0 && this.buffered < LOW_WATER) for (const cb of this.drainWaiters.splice(0)) cb();
     });
   }
