@@ -49,9 +49,10 @@ export default class Serve extends Command {
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;
     });
+    // Signal handlers are installed before the ready lines: whoever reads them may signal at once,
+    // and the default actions end the process (SIGINT/SIGTERM without the drain and exit 0).
+    const stopSignal = firstShutdownSignal();
     // SIGHUP re-reads the routing table (config file, kubeconfig); a bad one changes nothing.
-    // Installed before the ready lines: whoever reads them may signal at once, and SIGHUP's
-    // default action would end the proxy.
     const onTerminal = process.stdin.isTTY === true || process.stderr.isTTY === true;
     process.on('SIGHUP', () => {
       // The terminal it runs in was closed: a hangup, as for any program in it — stop.
@@ -61,7 +62,7 @@ export default class Serve extends Command {
     });
     this.log(readyLines({ ...running, socks: running.socks, http: running.http, table: running.table() }, options.proxyAuth?.username).join('\n'));
 
-    const signal = await firstShutdownSignal();
+    const signal = await stopSignal;
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');
     await running.stop(options.shutdownGraceMs);
     gcGuard?.stop();

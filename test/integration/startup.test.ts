@@ -93,6 +93,16 @@ describe('running', () => {
     }
   });
 
+  test('a SIGTERM sent the moment the ready lines appear is a clean stop (exit 0), not a death by signal', async () => {
+    // Whoever reads the ready lines may signal at once; the handlers must be in place by then.
+    // The window was short, so a few tries.
+    for (let i = 0; i < 6; i++) {
+      const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0']);
+      const code = await p.stop('SIGTERM');
+      assert.equal(code, 0, `try ${i + 1}: exit ${code} (signal ${p.proc.signalCode})`);
+    }
+  });
+
   test('--cluster-domain is taken as names are compared: "Cluster.Local." serves web.shop.svc.cluster.local', async () => {
     const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--cluster-domain', 'Cluster.Local.']);
     try {
