@@ -28,16 +28,28 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
 }
 
 /**
- * pino's stream to stderr, given up on its first write error. A terminal closed under us answers
- * EIO (a closed pipe, EPIPE), and sonic-boom's flushSync — which pino calls at exit and after a
- * fatal line — retries every error but EAGAIN for ever, in a sleep loop that also keeps signals
- * from being handled: the proxy would hang, holding its ports. So a terminal is written
- * synchronously, as Node writes process.stderr to one (nothing is left for flushSync), and after
- * the first error the log is dropped and the proxy goes on (or stops when told). A pipe stays
- * asynchronous (a slow reader must not stall the proxy).
+ * pino's stream to stderr. A reader that is gone or has stopped reading must never keep the proxy
+ * from stopping. sonic-boom 4 (pino's) retries a failed write for ever in its flushSync — which
+ * pino calls at exit and after a fatal line — in a sleep loop that also keeps signals from being
+ * handled: the process hung at exit, holding its ports, after a closed terminal's EIO, on a pipe
+ * whose reader had gone (EPIPE) and on one whose reader had stopped reading (EAGAIN).
+ *  - A terminal is written synchronously, as Node writes process.stderr to one (nothing is left for
+ *    flushSync), and given up on its first write error.
+ *  - Anything else (a pipe, a socket, a file) is written through Node's process.stderr, which has
+ *    no flushSync: a pipe is written at once when it has room and queued otherwise (a slow reader
+ *    does not stall the proxy), nothing queued is waited for at exit, and the first error (EPIPE)
+ *    drops the log. flush() waits for the queue to drain, at most FLUSH_WAIT_MS: the last lines
+ *    reach a reader that reads, and one that stopped does not hold the exit.
  */
 export function stderrStream(): DestinationStream {
-  const dest = pino.destination({ fd: 2, sync: process.stderr.isTTY === true });
+  return process.stderr.isTTY === true ? terminalStream() : processStderr();
+}
+
+/** How long flush() waits for lines still queued for stderr's reader. */
+const FLUSH_WAIT_MS = 1_000;
+
+function terminalStream(): DestinationStream {
+  const dest = pino.destination({ fd: 2, sync: true });
   // `on`, not `once`: a later error with no listener would end the process.
   dest.on('error', () => {
     const gone = dest as unknown as Record<string, unknown>;
@@ -47,4 +59,36 @@ export function stderrStream(): DestinationStream {
     gone.end = () => undefined;
   });
   return dest;
+}
+
+let stderrFailed = false;
+let watchingStderr = false;
+
+function processStderr(): DestinationStream & { flush(cb?: () => void): void } {
+  const stderr = process.stderr;
+  if (!watchingStderr) {
+    // One listener for every logger; `on`, not `once`: Node's stdio streams come back after an
+    // error (they are never destroyed), so a later write can fail again.
+    watchingStderr = true;
+    stderr.on('error', () => {
+      stderrFailed = true;
+    });
+  }
+  return {
+    write(line: string) {
+      if (!stderrFailed) stderr.write(line);
+    },
+    flush(cb?: () => void) {
+      if (stderrFailed || stderr.writableLength === 0) return void cb?.();
+      const done = () => {
+        clearTimeout(timer);
+        stderr.off('drain', done);
+        stderr.off('close', done);
+        cb?.();
+      };
+      const timer = setTimeout(done, FLUSH_WAIT_MS);
+      stderr.once('drain', done);
+      stderr.once('close', done);
+    },
+  };
 }
