@@ -43,7 +43,7 @@ export const OFF = 'off';
 export function proxyFlags(logSummary: string, graceSummary: string, graceMs: number) {
   return {
     'listen-socks': Flags.string({
-      summary: `SOCKS5 listen address host:port or unix:PATH ("${OFF}" for none; port 0 picks a free one; unix: alone is a socket in the state directory).`,
+      summary: `SOCKS5 listen address host:port or unix:PATH ("${OFF}" for none; port 0 picks a free one; unix: alone is a socket in the state directory, or under $TMPDIR when a URL cannot name that path as it is).`,
       helpValue: '<addr>',
       default: DEFAULTS.listenSocks,
     }),

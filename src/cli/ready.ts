@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { RunningProxy } from '../proxy/running.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
+import { curlCannotName, encodeUrlPath } from '../core/url-path.js';
 
 /** "host:port" with IPv6 hosts bracketed, as URLs and proxy variables need them; "unix:PATH" for a unix socket. */
 export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'> & { family?: string }): string {
@@ -16,38 +17,51 @@ export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'> & {
  * `password` is given only for credentials `connect` generated: they then go into the exported
  * proxy URLs (nobody else knows them); credentials the user chose are never printed.
  */
-export function readyLines(running: Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards'> & { table?: RoutingTable }, authUser?: string, password?: string): string[] {
+export function readyLines(running: ReadyView, authUser?: string, password?: string): string[] {
   const routes = running.table?.routes.length ?? 1;
   const where = routes > 1 ? `(${routes} routes; default: context ${running.context}, namespace ${running.namespace})` : `(context ${running.context}, namespace ${running.namespace})`;
   const lines: string[] = [];
-  const exports: string[] = [];
-  const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
   if (running.socks && running.socks.family === UNIX_FAMILY) {
     lines.push(`kubectl-proxyout: SOCKS5 proxy on unix socket ${running.socks.address} ${where}`);
-    exports.push(`export ALL_PROXY=${unixSocksUrl(running.socks.address, userinfo)}`);
+    if (curlCannotName(running.socks.address)) lines.push('kubectl-proxyout: curl cannot use this socket: it takes a proxy URL whose path has non-ASCII letters for a bad host name; choose a path without them');
   } else if (running.socks) {
-    const socks = formatAddress(running.socks);
-    lines.push(`kubectl-proxyout: SOCKS5 proxy on ${socks} ${where}`);
-    // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
-    exports.push(`export ALL_PROXY=socks5h://${userinfo}${socks}`);
+    lines.push(`kubectl-proxyout: SOCKS5 proxy on ${formatAddress(running.socks)} ${where}`);
   }
   if (running.http && running.http.family === UNIX_FAMILY) {
     // No proxy variable can name a unix socket, and curl's --unix-socket bypasses --proxy; but it
     // sends an absolute-form request (a plain http:// proxy request) with --request-target.
     const path = running.http.address;
-    const auth = userinfo ? ` -H 'Proxy-Authorization: Basic ${Buffer.from(`${authUser}:${password}`).toString('base64')}'` : '';
+    const auth = authUser !== undefined && password !== undefined ? ` -H 'Proxy-Authorization: Basic ${Buffer.from(`${authUser}:${password}`).toString('base64')}'` : '';
     lines.push(`kubectl-proxyout: HTTP proxy on unix socket ${path} ${where}; plain http:// with curl: curl --unix-socket ${shellQuote(path)}${auth} --request-target http://NAME/ http://NAME/`);
   } else if (running.http) {
-    const http = `http://${userinfo}${formatAddress(running.http)}`;
     lines.push(`kubectl-proxyout: HTTP proxy on ${formatAddress(running.http)} ${where}`);
-    exports.push(`export HTTP_PROXY=${http}`, `export HTTPS_PROXY=${http}`);
-    // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
-    exports.push(`export http_proxy=${http}`, `export https_proxy=${http}`);
   }
   for (const f of running.forwards ?? []) lines.push(`kubectl-proxyout: port ${formatAddress(f.address)} → ${f.target} (${forwardExample(f.address, f.target)})`);
   if (running.table && routes > 1) for (const r of running.table.routes) lines.push(`kubectl-proxyout:   route ${describeRoute(running.table, r)}`);
-  if (authUser !== undefined) lines.push(userinfo ? generatedAuthLine(authUser) : authLine(authUser));
+  if (authUser !== undefined) lines.push(password !== undefined ? generatedAuthLine(authUser) : authLine(authUser));
+  // Pasted into a shell (or eval'd): each value quoted when it holds anything a shell would read.
+  const exports = Object.entries(exportedVariables(running, authUser, password)).map(([name, value]) => `export ${name}=${shellQuote(value)}`);
   return [...lines, ...exports];
+}
+
+type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards'> & { table?: RoutingTable };
+
+/**
+ * The variables the ready lines export, in their order: ALL_PROXY (the SOCKS listener), then
+ * HTTP_PROXY, HTTPS_PROXY and their lower-case forms for an HTTP listener on TCP. The URLs carry
+ * generated credentials only (see readyLines).
+ */
+export function exportedVariables(running: Pick<ReadyView, 'socks' | 'http'>, authUser?: string, password?: string): Record<string, string> {
+  const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
+  const vars: Record<string, string> = {};
+  // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
+  if (running.socks) vars.ALL_PROXY = running.socks.family === UNIX_FAMILY ? unixSocksUrl(running.socks.address, userinfo) : `socks5h://${userinfo}${formatAddress(running.socks)}`;
+  if (running.http && running.http.family !== UNIX_FAMILY) {
+    const http = `http://${userinfo}${formatAddress(running.http)}`;
+    // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
+    for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = http;
+  }
+  return vars;
 }
 
 /** The ready line for generated credentials: the lines below carry the password. */
@@ -60,11 +74,12 @@ export function authLine(username: string): string {
   return `kubectl-proxyout: proxy authentication is on: clients use socks5h://${encodeURIComponent(username)}:PASSWORD@… or http://${encodeURIComponent(username)}:PASSWORD@…`;
 }
 
-/** curl's (≥ 7.84) form for a SOCKS proxy on a unix socket: socks5h://localhost/ABSOLUTE/PATH. */
+/** curl's (≥ 7.84) form for a SOCKS proxy on a unix socket: socks5h://localhost/ABSOLUTE/PATH, the path percent-encoded (core/url-path.ts). */
 export function unixSocksUrl(path: string, userinfo = ''): string {
-  return `socks5h://${userinfo}localhost${path.startsWith('/') ? '' : '/'}${path}`;
+  return `socks5h://${userinfo}localhost${path.startsWith('/') ? '' : '/'}${encodeUrlPath(path)}`;
 }
 
+/** A word a POSIX shell reads as the text itself: bare when it has nothing special, else single-quoted. */
 const shellQuote = (s: string) => (/^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 /** A command to paste for a mapping, by the target's well-known port (psql, redis-cli, …; else nc). */

@@ -2,6 +2,7 @@
 // and how to clean it up. (`status --json` has every figure unrounded.)
 import type { ProxyStatus } from '../managed/status.js';
 import type { RouteStatus } from '../routing/route.js';
+import { unixSocksUrl } from './ready.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
 
@@ -15,7 +16,7 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     r.pid === null ? '-' : String(r.pid),
     r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
     // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.
-    [r.socks && (r.socks.startsWith('unix:') ? `socks5h://localhost${r.socks.slice(5)}` : `socks5h://${r.socks}`), r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`)].filter(Boolean).join(',') || '-',
+    [r.socks && (r.socks.startsWith('unix:') ? unixSocksUrl(r.socks.slice(5)) : `socks5h://${r.socks}`), r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`)].filter(Boolean).join(',') || '-',
     num(r.openStreams),
     num(r.totalStreams),
     r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),

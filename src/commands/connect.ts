@@ -2,7 +2,7 @@
 // closes (src/managed/connect.ts does the work; this is flags and output).
 import { Command, Flags } from '@oclif/core';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
-import { readyLines, formatAddress } from '../cli/ready.js';
+import { exportedVariables, readyLines, formatAddress } from '../cli/ready.js';
 import { connect } from '../managed/connect.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { ARGV_WARNING } from '../auth/credentials.js';
@@ -51,13 +51,10 @@ export default class Connect extends Command {
     const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) => failOnKnownError(this, err));
 
     const { entry, existing, logFile, generatedAuth } = result;
-    const lines = readyLines({ socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace }, entry.proxyAuthUser, generatedAuth?.password);
     if (flags.json) {
-      const env: Record<string, string> = {};
-      for (const line of lines) {
-        const m = /^export (ALL_PROXY|HTTP_PROXY|HTTPS_PROXY)=(.*)$/.exec(line);
-        if (m) env[m[1]!] = m[2]!;
-      }
+      // The values the export lines set (unquoted), upper case only.
+      const { ALL_PROXY, HTTP_PROXY, HTTPS_PROXY } = exportedVariables({ socks: entry.socks, http: entry.http }, entry.proxyAuthUser, generatedAuth?.password);
+      const env = Object.fromEntries(Object.entries({ ALL_PROXY, HTTP_PROXY, HTTPS_PROXY }).filter(([, v]) => v !== undefined));
       const socks = entry.socks ? formatAddress(entry.socks) : null;
       const http = entry.http ? formatAddress(entry.http) : null;
       const auth = entry.proxyAuthUser === undefined ? null : { user: entry.proxyAuthUser, generated: !!entry.proxyAuthGenerated };
@@ -66,6 +63,7 @@ export default class Connect extends Command {
       this.log(JSON.stringify(out, null, 2));
       return;
     }
+    const lines = readyLines({ socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace }, entry.proxyAuthUser, generatedAuth?.password);
     const what = existing ? `${entry.id} is already running` : `connected ${entry.id}`;
     this.log(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
     this.log(lines.join('\n'));

@@ -14,7 +14,9 @@
 import { chmodSync, lstatSync, mkdirSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
+import { tmpdir } from 'node:os';
 import envPaths from 'env-paths';
+import { isPlainUrlPath } from '../core/url-path.js';
 
 export const STATE_DIR_ENV = 'KUBECTL_PROXYOUT_STATE_DIR';
 const APP = 'kubectl-proxyout';
@@ -176,13 +178,39 @@ function checkSafe(dir: string): void {
 }
 
 /**
- * The file of a unix-socket listener (--listen-socks unix:PATH): "" → <state dir>/<kind>.sock, a
- * bare name → <state dir>/NAME, anything with a "/" → that path (relative to the working directory).
+ * The file of a unix-socket listener (--listen-socks unix:PATH): "" → <socket dir>/<kind>.sock, a
+ * bare name → <socket dir>/NAME, anything with a "/" → that path (relative to the working
+ * directory), as given.
  */
-export function unixSocketPath(text: string, kind: 'socks' | 'http', root: string = stateDir()): string {
-  const file = text === '' ? path.join(root, `${kind}.sock`) : text.includes('/') ? path.resolve(text) : path.join(root, text);
+export function unixSocketPath(text: string, kind: 'socks' | 'http', root: string = stateDir(), place: SocketPlace = {}): string {
+  const file = text === '' ? path.join(socketDir(root, place), `${kind}.sock`) : text.includes('/') ? path.resolve(text) : path.join(socketDir(root, place), text);
   if (Buffer.byteLength(file) > MAX_SOCKET_PATH) {
     throw new StateDirError(`the socket path ${file} is too long for a unix socket (${Buffer.byteLength(file)} > ${MAX_SOCKET_PATH} bytes): choose a shorter one`);
   }
   return file;
+}
+
+/** The temporary directory and user the socket directory is chosen by (tests pass their own). */
+export interface SocketPlace {
+  tmp?: string;
+  uid?: number;
+}
+
+/**
+ * Where `unix:` and `unix:NAME` sockets go: the state directory, unless its path has characters a
+ * proxy URL cannot carry as they are (core/url-path.ts) — macOS's ~/Library/Application Support
+ * has a space, a home may have non-ASCII letters (which curl cannot take at all). The SOCKS URL
+ * (socks5h://localhost/PATH) of a socket there is then plain: it goes in kubectl-proxyout-UID under
+ * the temporary directory ($TMPDIR: per user on macOS), else under /tmp. listenUnix creates it 0700
+ * and refuses one another user owns or others can write, as for any socket directory.
+ */
+export function socketDir(root: string, place: SocketPlace = {}): string {
+  if (isPlainUrlPath(root)) return root;
+  const uid = place.uid ?? (typeof process.getuid === 'function' ? process.getuid() : undefined);
+  if (uid === undefined) return root;
+  for (const base of [place.tmp ?? tmpdir(), '/tmp']) {
+    const dir = path.join(base, `kubectl-proxyout-${uid}`);
+    if (isPlainUrlPath(dir)) return dir;
+  }
+  return root;
 }

@@ -76,9 +76,9 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
       outPartial = lines.pop() ?? '';
       for (const line of lines) {
         stdout.push(line);
-        const socks = /^export ALL_PROXY=socks5h:\/\/(.+)$/.exec(line);
+        const socks = /^export ALL_PROXY='?socks5h:\/\/([^']+)'?$/.exec(line);
         if (socks) result.socks = socks[1];
-        const http = /^export HTTP_PROXY=http:\/\/(.+)$/.exec(line);
+        const http = /^export HTTP_PROXY='?http:\/\/([^']+)'?$/.exec(line);
         if (http) result.http = http[1];
       }
       // An HTTP listener on a unix socket prints no HTTP_PROXY line (no variable can name one).

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { formatAddress, readyLines } from '../../src/cli/ready.js';
+import { execFileSync } from 'node:child_process';
+import { exportedVariables, formatAddress, readyLines, unixSocksUrl } from '../../src/cli/ready.js';
 import { firstShutdownSignal } from '../../src/cli/signals.js';
 
 const where = { context: 'sim', namespace: 'default' };
@@ -24,10 +25,11 @@ test('both listeners: status lines first, then every export, IPv6 bracketed', ()
     'kubectl-proxyout: SOCKS5 proxy on 127.0.0.1:40000 (context prod, namespace shop)',
     'kubectl-proxyout: HTTP proxy on [::1]:3128 (context prod, namespace shop)',
     'export ALL_PROXY=socks5h://127.0.0.1:40000',
-    'export HTTP_PROXY=http://[::1]:3128',
-    'export HTTPS_PROXY=http://[::1]:3128',
-    'export http_proxy=http://[::1]:3128',
-    'export https_proxy=http://[::1]:3128',
+    // Brackets are a shell pattern (dash expands them in export's arguments): quoted.
+    "export HTTP_PROXY='http://[::1]:3128'",
+    "export HTTPS_PROXY='http://[::1]:3128'",
+    "export http_proxy='http://[::1]:3128'",
+    "export https_proxy='http://[::1]:3128'",
   ]);
 });
 
@@ -63,4 +65,34 @@ test('generated credentials go into every exported proxy URL; chosen ones never 
   const chosen = readyLines(running, 'me');
   assert.ok(chosen.includes('export ALL_PROXY=socks5h://127.0.0.1:1080'));
   assert.ok(chosen.some((l) => l.includes('socks5h://me:PASSWORD@')));
+});
+
+test('a unix socket path a URL cannot carry raw is percent-encoded in ALL_PROXY (curl decodes it); non-ASCII gets a warning', () => {
+  const file = "/home/a b/Application Support/50%#?'$(x)/s.sock";
+  assert.equal(unixSocksUrl(file), 'socks5h://localhost/home/a%20b/Application%20Support/50%25%23%3F%27%24%28x%29/s.sock');
+  assert.equal(unixSocksUrl('/run/user/1000/kubectl-proxyout/socks.sock'), 'socks5h://localhost/run/user/1000/kubectl-proxyout/socks.sock', 'a plain path stays as it is');
+  assert.equal(decodeURIComponent(unixSocksUrl(file).slice('socks5h://localhost'.length)), file);
+  assert.equal(unixSocksUrl('/home/josé/s.sock'), 'socks5h://localhost/home/jos%C3%A9/s.sock');
+  const plain = readyLines({ ...where, socks: { address: file, family: 'unix', port: 0 } });
+  assert.ok(!plain.some((l) => /curl cannot use/.test(l)));
+  const accented = readyLines({ ...where, socks: { address: '/home/josé/s.sock', family: 'unix', port: 0 } });
+  assert.ok(accented.some((l) => /curl cannot use this socket/.test(l)), accented.join('\n'));
+});
+
+test('every export line, run by a real sh, sets exactly the value (quoted when it holds shell characters)', () => {
+  const views = [
+    { ...where, socks: { address: "/tmp/a b/it's $(x) `y` [z]*.sock", family: 'unix', port: 0 } },
+    { ...where, socks: { address: '::1', family: 'IPv6', port: 1080 }, http: { address: '::1', family: 'IPv6', port: 3128 } },
+  ];
+  for (const view of views) {
+    for (const [user, password] of [[undefined, undefined], ["o'b(r)$x", 'p w!*']] as const) {
+      const vars = exportedVariables(view, user, password);
+      const lines = readyLines(view, user, password).filter((l) => l.startsWith('export '));
+      assert.equal(lines.length, Object.keys(vars).length);
+      for (const [name, value] of Object.entries(vars)) {
+        const line = lines.find((l) => l.startsWith(`export ${name}=`))!;
+        assert.equal(execFileSync('sh', ['-c', `${line}\nprintf %s "$${name}"`], { encoding: 'utf8', cwd: '/' }), value, line);
+      }
+    }
+  }
 });

@@ -8,7 +8,7 @@ import { tableFrom } from '../../src/config/load.js';
 import { forwardExample, readyLines } from '../../src/cli/ready.js';
 import { proxyEnvironment } from '../../src/cli/exec-env.js';
 import { sourceBucket } from '../../src/auth/source.js';
-import { unixSocketPath } from '../../src/state/paths.js';
+import { socketDir, unixSocketPath } from '../../src/state/paths.js';
 import { settingDifferences } from '../../src/managed/settings.js';
 import type { DaemonOptions, ProxyEntry } from '../../src/state/store.js';
 
@@ -46,6 +46,16 @@ test('unix listen addresses: unix:PATH, unix: alone and bare names in the state 
   assert.equal(unixSocketPath('mine.sock', 'socks', '/state'), '/state/mine.sock');
   assert.equal(unixSocketPath('/run/user/1000/p.sock', 'socks', '/state'), '/run/user/1000/p.sock');
   assert.throws(() => unixSocketPath(`/${'x'.repeat(120)}`, 'socks', '/state'), /too long for a unix socket/);
+  // A state directory whose path a URL cannot carry raw (macOS: Application Support): unix: and
+  // bare names go to a private directory under the temporary one (else /tmp); explicit paths stay.
+  const mac = '/Users/me/Library/Application Support/kubectl-proxyout';
+  const place = { tmp: '/var/folders/x1/abc_d/T/', uid: 501 };
+  assert.equal(socketDir(mac, place), '/var/folders/x1/abc_d/T/kubectl-proxyout-501');
+  assert.equal(unixSocketPath('', 'socks', mac, place), '/var/folders/x1/abc_d/T/kubectl-proxyout-501/socks.sock');
+  assert.equal(unixSocketPath('prod.sock', 'socks', mac, place), '/var/folders/x1/abc_d/T/kubectl-proxyout-501/prod.sock');
+  assert.equal(unixSocketPath(`${mac}/mine.sock`, 'socks', mac, place), `${mac}/mine.sock`);
+  assert.equal(socketDir('/home/josé/.local/state/kubectl-proxyout', { tmp: '/tmp/my tmp', uid: 1000 }), '/tmp/kubectl-proxyout-1000');
+  assert.equal(socketDir('/home/me/.local/state/kubectl-proxyout', place), '/home/me/.local/state/kubectl-proxyout', 'a plain state directory keeps its sockets');
 });
 
 test('config file: forward is a list of mappings, each checked on its own line', () => {
