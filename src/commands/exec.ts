@@ -2,7 +2,8 @@
 // (cli/exec-env.ts) for the managed proxy `connect` would start or report for the same flags (same
 // ID: managed/table.ts managedId), or — when none runs — for a temporary in-process proxy on
 // 127.0.0.1:0 that lives exactly as long as CMD. CMD's exit status is ours (128+N when it died of
-// signal N), and SIGINT/SIGTERM/SIGHUP are passed on to it.
+// signal N); SIGINT/SIGQUIT/SIGTERM/SIGHUP are passed on to it unless the terminal sent them to
+// its group already (cli/exec-signals.ts).
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { Command, Errors, Flags } from '@oclif/core';
@@ -10,6 +11,7 @@ import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../cli/ready.js';
 import { proxyEnvironment } from '../cli/exec-env.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
+import { relaySignals } from '../cli/exec-signals.js';
 import { LOG_LEVELS, createLogger, type LogLevel } from '../core/log.js';
 import { routingTableFor, startProxy } from '../proxy/proxy.js';
 import type { RunningProxy } from '../proxy/running.js';
@@ -19,8 +21,6 @@ import { generateCredentials, readClientAuthFile } from '../state/proxy-auth.js'
 import type { ProxyEntry } from '../state/store.js';
 import { inspect } from '../managed/registry.js';
 import { managedId, resolveManagedTable } from '../managed/table.js';
-
-const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 /** The proxy flags that choose a cluster and tune a temporary proxy; its listeners are always 127.0.0.1:0. */
 function execFlags() {
@@ -34,7 +34,9 @@ export default class Exec extends Command {
     'Uses the managed proxy that `connect` with the same flags would report (its generated password',
     'goes into the URLs); when none runs, starts a temporary proxy on 127.0.0.1 (free ports, a',
     'generated password) that lives exactly as long as CMD. Says on stderr which one it used.',
-    "Exits with CMD's status (128+N when CMD died of signal N); SIGINT, SIGTERM and SIGHUP are passed on to CMD.",
+    "Exits with CMD's status (128+N when CMD died of signal N). SIGINT, SIGQUIT, SIGTERM and SIGHUP",
+    'are passed on to CMD, except those a terminal sent to the whole job (Ctrl-C, Ctrl-\\, a hangup):',
+    'CMD got those itself.',
   ].join(' ');
   static override usage = 'exec [flags] -- CMD [ARGS…]';
   static override strict = false;
@@ -125,12 +127,10 @@ export default class Exec extends Command {
 function runCommand(command: string[], env: Record<string, string>): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit', env: { ...process.env, ...env } });
-    const forward = (signal: NodeJS.Signals) => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    };
-    for (const s of FORWARDED_SIGNALS) process.on(s, forward);
+    // A signal the terminal sent to CMD's group reaches CMD once (cli/exec-signals.ts).
+    const stopRelaying = relaySignals(child);
     const done = (code: number) => {
-      for (const s of FORWARDED_SIGNALS) process.off(s, forward);
+      stopRelaying();
       resolve(code);
     };
     child.once('error', (err: NodeJS.ErrnoException) => {

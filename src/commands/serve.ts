@@ -1,6 +1,5 @@
 // `kubectl proxyout [flags]`: the foreground proxy. Hidden because users never type "serve";
 // src/cli/argv.ts routes bare and flag-first invocations here.
-import { closeSync, openSync } from 'node:fs';
 import { Command, Flags } from '@oclif/core';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
@@ -11,6 +10,7 @@ import { startProxy } from '../proxy/proxy.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines } from '../cli/ready.js';
 import { firstShutdownSignal } from '../cli/signals.js';
+import { hasControllingTerminal } from '../core/terminal.js';
 
 export default class Serve extends Command {
   static override hidden = true;
@@ -69,15 +69,5 @@ export default class Serve extends Command {
     // pino writes asynchronously; without this the last lines are lost at exit.
     await new Promise<void>((resolve) => log.flush(() => resolve()));
     this.exit(0);
-  }
-}
-
-/** Whether this process still has a controlling terminal (a hung-up one is gone: ENXIO/EIO). */
-function hasControllingTerminal(): boolean {
-  try {
-    closeSync(openSync('/dev/tty', 'r'));
-    return true;
-  } catch {
-    return false;
   }
 }

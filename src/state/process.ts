@@ -10,6 +10,8 @@
 //    strftime's %c of the local time, so the caller's TZ or LC_TIME (a laptop that changed time
 //    zone, a command run with another locale) would otherwise change the text, and a live daemon
 //    would look like another process.
+// processGroupInfo reads, the same ways, where a process stands among terminal signals (its
+// process group, its terminal's foreground group, session leadership) for exec (cli/exec-signals.ts).
 // The platform and the ways to run a command or read a file are parameters (ProcessHost), so each
 // branch is tested on any machine.
 import { execFileSync } from 'node:child_process';
@@ -142,6 +144,10 @@ export function isDaemonCommand(command: string, id: string): boolean {
 interface LinuxStat {
   state: string;
   startTime: string;
+  pgrp: number;
+  session: number;
+  /** The foreground process group of the controlling terminal; -1 without one. */
+  tpgid: number;
 }
 
 function readLinuxStat(pid: number, host: ProcessHost): LinuxStat | undefined {
@@ -153,11 +159,41 @@ function readLinuxStat(pid: number, host: ProcessHost): LinuxStat | undefined {
   }
   // Field 2 is "(comm)" and comm may hold spaces and parentheses: split after the last ")".
   const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // rest[0] is field 3 (state), so field 22 (starttime) is rest[19].
+  // rest[0] is field 3 (state), so field 22 (starttime) is rest[19]; pgrp, session and tpgid are
+  // fields 5, 6 and 8.
   const state = rest[0];
   const startTime = rest[19];
   if (!state || !startTime) return undefined;
-  return { state, startTime };
+  return { state, startTime, pgrp: Number(rest[2]), session: Number(rest[3]), tpgid: Number(rest[5]) };
+}
+
+/** A process's place among terminal signals (cli/exec-signals.ts). */
+export interface ProcessGroupInfo {
+  pgrp: number;
+  /** The foreground process group of its controlling terminal; 0 or -1 when it has none. */
+  terminalGroup: number;
+  sessionLeader: boolean;
+}
+
+/**
+ * Linux: /proc/<pid>/stat (pgrp, session, tpgid). macOS and BSDs: `ps -o pgid=,tpgid=,stat=`
+ * (an "s" in stat marks a session leader). Windows has no process groups of this kind: undefined,
+ * as for a process that is gone.
+ */
+export function processGroupInfo(pid: number, host: ProcessHost = systemHost): ProcessGroupInfo | undefined {
+  if (!Number.isInteger(pid) || pid <= 0 || host.platform === 'win32') return undefined;
+  if (host.platform === 'linux') {
+    const stat = readLinuxStat(pid, host);
+    if (!stat || !(stat.pgrp > 0)) return undefined;
+    return { pgrp: stat.pgrp, terminalGroup: stat.tpgid, sessionLeader: stat.session === pid };
+  }
+  try {
+    const [pgid, tpgid, stat] = host.run('ps', ['-o', 'pgid=,tpgid=,stat=', '-p', String(pid)]).trim().split(/\s+/);
+    if (!(Number(pgid) > 0) || stat === undefined) return undefined;
+    return { pgrp: Number(pgid), terminalGroup: Number(tpgid), sessionLeader: stat.includes('s') };
+  } catch {
+    return undefined;
+  }
 }
 
 let cachedBootId: string | undefined;

@@ -90,10 +90,12 @@ describe('exec without a managed proxy: a temporary one', () => {
     }
   });
 
-  test('SIGTERM, SIGINT and SIGHUP sent to exec reach CMD', async () => {
-    for (const [signal, code] of [['SIGTERM', 42], ['SIGINT', 43], ['SIGHUP', 44]] as const) {
+  test('SIGTERM, SIGINT, SIGQUIT and SIGHUP sent to exec reach CMD (no terminal: as under a service manager)', async () => {
+    for (const [signal, code] of [['SIGTERM', 42], ['SIGINT', 43], ['SIGHUP', 44], ['SIGQUIT', 45]] as const) {
       const script = `trap 'exit ${code}' ${signal.slice(3)}; echo ready; while :; do sleep 0.05; done`;
-      const proc = spawn(process.execPath, [binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', script], { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
+      // detached: a session of its own, without the terminal this test may run in (on one, a
+      // SIGINT to the foreground job is the terminal's, which CMD gets by itself: exec-terminal.test.ts).
+      const proc = spawn(process.execPath, [binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', script], { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
       let out = '';
       proc.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
       await eventually(async () => out.includes('ready'), 30_000, 50);
