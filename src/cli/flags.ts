@@ -47,7 +47,7 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
       helpValue: '<addr>',
       default: DEFAULTS.listenSocks,
     }),
-    'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port or unix:PATH (off unless given).', helpValue: '<addr>' }),
+    'listen-http': Flags.string({ summary: `HTTP proxy listen address host:port or unix:PATH (none unless given; "${OFF}" for none).`, helpValue: '<addr>' }),
     forward: Flags.string({
       summary: 'Port mapping [ADDR:]LPORT=TARGET:PORT: a plain TCP port on loopback (ADDR 127.0.0.1, LPORT 0 = a free one) whose connections go to TARGET as a SOCKS CONNECT would. Repeatable. Config key: forward.',
       helpValue: '<map>',
@@ -111,13 +111,14 @@ type ParsedProxyFlags = {
 /** ProxyOptions from parsed proxyFlags; a usage error when both listeners are off. */
 export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
   const listenSocks = flags['listen-socks'] === OFF ? undefined : flags['listen-socks'];
+  const listenHttp = flags['listen-http'] === OFF ? undefined : flags['listen-http'];
   // A config file may still bring port mappings (`forward:`); startProxy says so if it does not.
-  if (listenSocks === undefined && flags['listen-http'] === undefined && !flags.forward?.length && flags.config === undefined) {
+  if (listenSocks === undefined && listenHttp === undefined && !flags.forward?.length && flags.config === undefined) {
     throw new Errors.CLIError('nothing to listen on: --listen-socks is off and neither --listen-http nor --forward is given', { exit: 2 });
   }
   return {
     listenSocks,
-    listenHttp: flags['listen-http'],
+    listenHttp,
     ...(flags.forward?.length ? { forwards: flags.forward } : {}),
     kubeconfig: flags.kubeconfig,
     contexts: flags.context ?? [],

@@ -16,7 +16,7 @@ export function checkServiceFlags(f: ServiceFlags): void {
   const listenSocks = f['listen-socks'] ?? DEFAULTS.listenSocks;
   const plan = planStart({
     listenSocks: listenSocks === OFF ? undefined : listenSocks,
-    listenHttp: f['listen-http'],
+    listenHttp: f['listen-http'] === OFF ? undefined : f['listen-http'],
     kubeconfig: f.kubeconfig,
     contexts: f.context ?? [],
     clusterDomain: DEFAULTS.clusterDomain,

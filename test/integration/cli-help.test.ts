@@ -127,6 +127,8 @@ test('a bad flag value is one line and a non-zero exit', async () => {
 test('flag-first argv reaches serve (its flags parse, its errors show)', async () => {
   assertOneLineError(await run(BIN, ['-n']), /--namespace expects a value/);
   assertOneLineError(await run(BIN, ['--listen-socks', 'off']), /nothing to listen on/);
+  // "off" means none for either listener, as --help says.
+  assertOneLineError(await run(BIN, ['--listen-socks', 'off', '--listen-http', 'off']), /nothing to listen on/);
 });
 
 test('an unknown command is oclif’s error, non-zero', async () => {
