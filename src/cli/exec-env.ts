@@ -2,16 +2,16 @@
 // ALL_PROXY (curl, git, most SDKs) prefers the SOCKS listener (socks5h: names resolve in the
 // cluster); HTTP(S)_PROXY only for an HTTP listener on TCP (no variable can name a unix socket for
 // HTTP). Both cases of each name: curl ignores upper-case HTTP_PROXY (httpoxy), Go and Python read
-// either. NO_PROXY keeps this machine's own loopback services off the proxy.
+// either. NO_PROXY keeps this machine's own loopback services and the routes' API servers off the
+// proxy, and the command's own NO_PROXY entries (cli/no-proxy.ts).
 import type { AddressInfo } from 'node:net';
 import { formatAddress, unixSocksUrl } from './ready.js';
+import { noProxyValue } from './no-proxy.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
-
-export const NO_PROXY_VALUE = 'localhost,127.0.0.1,::1';
 
 type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };
 
-export function proxyEnvironment(listeners: { socks?: Address; http?: Address }, auth?: { username: string; password: string }): Record<string, string> {
+export function proxyEnvironment(listeners: { socks?: Address; http?: Address }, auth: { username: string; password: string } | undefined, apiServers: readonly string[]): Record<string, string> {
   const userinfo = auth ? `${encodeURIComponent(auth.username)}:${encodeURIComponent(auth.password)}@` : '';
   const env: Record<string, string> = {};
   const httpUrl = listeners.http && listeners.http.family !== UNIX_FAMILY ? `http://${userinfo}${formatAddress(listeners.http)}` : undefined;
@@ -23,6 +23,6 @@ export function proxyEnvironment(listeners: { socks?: Address; http?: Address },
   const all = socksUrl ?? httpUrl;
   if (all) env.ALL_PROXY = env.all_proxy = all;
   if (httpUrl) env.HTTP_PROXY = env.http_proxy = env.HTTPS_PROXY = env.https_proxy = httpUrl;
-  env.NO_PROXY = env.no_proxy = NO_PROXY_VALUE;
+  env.NO_PROXY = env.no_proxy = noProxyValue(apiServers);
   return env;
 }

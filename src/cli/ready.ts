@@ -5,6 +5,7 @@ import type { RunningProxy } from '../proxy/running.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 import { curlCannotName, encodeUrlPath } from '../core/url-path.js';
+import { noProxyValue } from './no-proxy.js';
 
 /** "host:port" with IPv6 hosts bracketed, as URLs and proxy variables need them; "unix:PATH" for a unix socket. */
 export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'> & { family?: string }): string {
@@ -44,14 +45,19 @@ export function readyLines(running: ReadyView, authUser?: string, password?: str
   return [...lines, ...exports];
 }
 
-type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards'> & { table?: RoutingTable };
+type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards'> & {
+  table?: RoutingTable;
+  /** The cluster routes' API server URLs: NO_PROXY keeps them off the proxy (cli/no-proxy.ts). */
+  apiServers?: readonly string[];
+};
 
 /**
  * The variables the ready lines export, in their order: ALL_PROXY (the SOCKS listener), then
- * HTTP_PROXY, HTTPS_PROXY and their lower-case forms for an HTTP listener on TCP. The URLs carry
- * generated credentials only (see readyLines).
+ * HTTP_PROXY, HTTPS_PROXY and their lower-case forms for an HTTP listener on TCP, then NO_PROXY
+ * and no_proxy (cli/no-proxy.ts) when any of those is set. The URLs carry generated credentials
+ * only (see readyLines).
  */
-export function exportedVariables(running: Pick<ReadyView, 'socks' | 'http'>, authUser?: string, password?: string): Record<string, string> {
+export function exportedVariables(running: Pick<ReadyView, 'socks' | 'http' | 'apiServers'>, authUser?: string, password?: string): Record<string, string> {
   const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
   const vars: Record<string, string> = {};
   // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
@@ -60,6 +66,10 @@ export function exportedVariables(running: Pick<ReadyView, 'socks' | 'http'>, au
     const http = `http://${userinfo}${formatAddress(running.http)}`;
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
     for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = http;
+  }
+  if (Object.keys(vars).length > 0) {
+    vars.NO_PROXY = noProxyValue(running.apiServers ?? []);
+    vars.no_proxy = vars.NO_PROXY;
   }
   return vars;
 }

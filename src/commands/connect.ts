@@ -3,6 +3,8 @@
 import { Command, Flags } from '@oclif/core';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { exportedVariables, readyLines, formatAddress } from '../cli/ready.js';
+import { managedApiServers } from '../managed/status.js';
+import { layout } from '../state/paths.js';
 import { connect } from '../managed/connect.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { ARGV_WARNING } from '../auth/credentials.js';
@@ -51,10 +53,11 @@ export default class Connect extends Command {
     const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) => failOnKnownError(this, err));
 
     const { entry, existing, logFile, generatedAuth } = result;
+    const apiServers = await managedApiServers(layout(), entry);
     if (flags.json) {
       // The values the export lines set (unquoted), upper case only.
-      const { ALL_PROXY, HTTP_PROXY, HTTPS_PROXY } = exportedVariables({ socks: entry.socks, http: entry.http }, entry.proxyAuthUser, generatedAuth?.password);
-      const env = Object.fromEntries(Object.entries({ ALL_PROXY, HTTP_PROXY, HTTPS_PROXY }).filter(([, v]) => v !== undefined));
+      const { ALL_PROXY, HTTP_PROXY, HTTPS_PROXY, NO_PROXY } = exportedVariables({ socks: entry.socks, http: entry.http, apiServers }, entry.proxyAuthUser, generatedAuth?.password);
+      const env = Object.fromEntries(Object.entries({ ALL_PROXY, HTTP_PROXY, HTTPS_PROXY, NO_PROXY }).filter(([, v]) => v !== undefined));
       const socks = entry.socks ? formatAddress(entry.socks) : null;
       const http = entry.http ? formatAddress(entry.http) : null;
       const auth = entry.proxyAuthUser === undefined ? null : { user: entry.proxyAuthUser, generated: !!entry.proxyAuthGenerated };
@@ -63,7 +66,7 @@ export default class Connect extends Command {
       this.log(JSON.stringify(out, null, 2));
       return;
     }
-    const lines = readyLines({ socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace }, entry.proxyAuthUser, generatedAuth?.password);
+    const lines = readyLines({ socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace, apiServers }, entry.proxyAuthUser, generatedAuth?.password);
     const what = existing ? `${entry.id} is already running` : `connected ${entry.id}`;
     this.log(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
     this.log(lines.join('\n'));

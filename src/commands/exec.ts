@@ -10,6 +10,7 @@ import { Command, Errors, Flags } from '@oclif/core';
 import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../cli/ready.js';
 import { proxyEnvironment } from '../cli/exec-env.js';
+import { apiServersOf } from '../cli/no-proxy.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { relaySignals } from '../cli/exec-signals.js';
 import { LOG_LEVELS, createLogger, type LogLevel } from '../core/log.js';
@@ -20,6 +21,7 @@ import { withStateLock } from '../state/lock.js';
 import { generateCredentials, readClientAuthFile } from '../state/proxy-auth.js';
 import type { ProxyEntry } from '../state/store.js';
 import { inspect } from '../managed/registry.js';
+import { managedApiServers } from '../managed/status.js';
 import { managedId, resolveManagedTable } from '../managed/table.js';
 
 /** The proxy flags that choose a cluster and tune a temporary proxy; its listeners are always 127.0.0.1:0. */
@@ -68,7 +70,7 @@ export default class Exec extends Command {
       if (managed.proxyAuthUser !== undefined && !auth) {
         this.warn(`proxy ${managed.id} requires the password of user ${managed.proxyAuthUser}, which exec does not know: give it with --proxy-auth-file or $KUBECTL_PROXYOUT_PROXY_AUTH`);
       }
-      env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth);
+      env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth, await managedApiServers(layout(), managed));
       const where = [managed.socks && `socks ${formatAddress(managed.socks)}`, managed.http && `http ${formatAddress(managed.http)}`].filter(Boolean).join(', ');
       process.stderr.write(`kubectl-proxyout: using managed proxy ${managed.id} (context ${managed.context}, namespace ${managed.namespace}; ${where})\n`);
     } else {
@@ -85,7 +87,7 @@ export default class Exec extends Command {
         }
       })();
       temporary = await startProxy({ ...options, table, proxyAuth }, log).catch((err: unknown) => failOnKnownError(this, err));
-      env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth);
+      env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()));
       process.stderr.write(
         `kubectl-proxyout: no managed proxy for context ${temporary.context}; started a temporary one for this command ` +
           `(context ${temporary.context}, namespace ${temporary.namespace}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)})\n`,

@@ -9,6 +9,7 @@ import { DEFAULTS } from '../proxy/options.js';
 import { startProxy } from '../proxy/proxy.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines } from '../cli/ready.js';
+import { apiServersOf } from '../cli/no-proxy.js';
 import { firstShutdownSignal } from '../cli/signals.js';
 import { hasControllingTerminal } from '../core/terminal.js';
 
@@ -60,7 +61,7 @@ export default class Serve extends Command {
       log.info('SIGHUP: reloading the routing table');
       running.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
     });
-    this.log(readyLines({ ...running, socks: running.socks, http: running.http, table: running.table() }, options.proxyAuth?.username).join('\n'));
+    this.log(readyLines({ ...running, socks: running.socks, http: running.http, table: running.table(), apiServers: apiServersOf(running.routes()) }, options.proxyAuth?.username).join('\n'));
 
     const signal = await stopSignal;
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');

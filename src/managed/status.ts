@@ -1,13 +1,14 @@
 // `status`: every managed proxy, reaped, with live figures asked from each daemon over its
 // control socket. A daemon that is gone shows as "dead" (with why), never as an error.
 import { formatAddress } from '../cli/ready.js';
+import { apiServersOf } from '../cli/no-proxy.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { queryStatus } from '../state/control.js';
-import type { ListenAddress } from '../state/store.js';
+import type { ListenAddress, ProxyEntry } from '../state/store.js';
 import { inspect, inspectAll, type Inspected, type LiveState } from './registry.js';
 import { UnknownIdError } from './stop.js';
 
@@ -99,4 +100,13 @@ export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache
   const state = states.includes('retrying') ? 'retrying' : states.includes('starting') ? 'syncing' : states.length > 0 && states.every((s) => s === 'stopped') ? 'stopped' : 'synced';
   const syncing = cache.syncing && Object.keys(cache.syncing).length ? cache.syncing : undefined;
   return { state, scope: cache.scope, namespaces: cache.namespaces, ...(syncing ? { syncing } : {}) };
+}
+
+/**
+ * The API servers of a managed proxy's cluster routes, as it reports them (NO_PROXY for the
+ * variables we hand out: cli/no-proxy.ts); the entry's default server when it does not answer.
+ */
+export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'server'>): Promise<string[]> {
+  const servers = apiServersOf((await queryStatus(l.controlSocket(entry.id), 1_500))?.routes ?? []);
+  return servers.length > 0 ? servers : [entry.server];
 }

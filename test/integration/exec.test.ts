@@ -3,11 +3,12 @@
 // status and signals, and mappings in `connect`/`status`.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import os, { tmpdir } from 'node:os';
+import dns from 'node:dns/promises';
 import path from 'node:path';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { binPath, runCli } from '../helpers/proxy-process.js';
@@ -20,6 +21,8 @@ const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
 const cli = (args: string[]) => runCli(args, { env: env(), timeoutMs: 60_000 });
 /** Prints the proxy variables CMD got, one per line, then fetches a Service with them (curl reads ALL_PROXY). */
 const SHOW_ENV_AND_CURL = 'for v in ALL_PROXY all_proxy HTTP_PROXY http_proxy HTTPS_PROXY https_proxy NO_PROXY no_proxy; do eval "echo $v=\\${$v:-}"; done; curl -s --max-time 20 http://web.shop:8080/whoami';
+
+const findKubectl = () => spawnSync('sh', ['-c', 'command -v kubectl'], { encoding: 'utf8' }).stdout.trim() || undefined;
 
 function parseEnv(stdout: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -88,6 +91,23 @@ describe('exec without a managed proxy: a temporary one', () => {
     } finally {
       taken.close();
     }
+  });
+
+  test('kubectl in CMD reaches its API server directly: NO_PROXY names the routes\' API servers and keeps the caller\'s entries', async (t) => {
+    // HTTPS_PROXY names our HTTP listener, and kubectl (client-go) reads it: without its API server
+    // in NO_PROXY, kubectl asked our proxy for it and was refused (403). Go never proxies loopback
+    // IPs or "localhost", so the API server is named by this machine's host name (loopback here).
+    const host = os.hostname().toLowerCase();
+    const resolved = await dns.lookup(host).catch(() => undefined);
+    if (!resolved || !/^127\./.test(resolved.address)) return t.skip(`the host name ${host} does not resolve to a loopback address here: nothing to name the API server by`);
+    if (!findKubectl()) return t.skip('kubectl is not on PATH');
+    const kubeconfig = path.join(cluster.dir, 'by-host-name.kubeconfig');
+    await cluster.sim.writeKubeconfig(kubeconfig, { server: cluster.sim.server.replace('127.0.0.1', host), insecureSkipTlsVerify: true, context: 'by-name', namespace: 'shop' });
+    const script = 'echo "NO_PROXY=$NO_PROXY"; kubectl get services -o name';
+    const r = await runCli(['exec', '--kubeconfig', kubeconfig, '--', 'sh', '-c', script], { env: { ...env(), KUBECONFIG: kubeconfig, NO_PROXY: '.corp.example', no_proxy: '' }, timeoutMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(parseEnv(r.stdout).NO_PROXY, `localhost,127.0.0.1,::1,${host},.corp.example`);
+    assert.match(r.stdout, /^service\/web$/m, 'kubectl listed the Services');
   });
 
   test('SIGTERM, SIGINT, SIGQUIT and SIGHUP sent to exec reach CMD (no terminal: as under a service manager)', async () => {

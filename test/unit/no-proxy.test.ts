@@ -1,0 +1,34 @@
+// NO_PROXY for the variables we hand out (cli/no-proxy.ts): read back as client-go reads it
+// (cluster/egress-proxy.ts follows golang.org/x/net/http/httpproxy), the routes' API servers go
+// direct while cluster names still go to the proxy.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { apiServersOf, noProxyValue } from '../../src/cli/no-proxy.js';
+import { exportedVariables } from '../../src/cli/ready.js';
+import { proxyFromEnvironment } from '../../src/cluster/egress-proxy.js';
+
+test('loopback names, then each API server host (no port, no brackets, lower case), then the caller’s entries, each once', () => {
+  const servers = ['https://API.prod.example:6443', 'https://10.0.0.1', 'https://[fd00::1]:6443', 'https://api.prod.example:443', 'not a url'];
+  assert.equal(noProxyValue(servers, {}), 'localhost,127.0.0.1,::1,api.prod.example,10.0.0.1,fd00::1');
+  assert.equal(noProxyValue([], { NO_PROXY: '.corp.example, 10.0.0.0/8,,localhost', no_proxy: 'git.corp.example' }), 'localhost,127.0.0.1,::1,.corp.example,10.0.0.0/8,git.corp.example');
+});
+
+test('the exported variables send kubectl to its API servers directly and cluster names to the proxy', () => {
+  const vars = exportedVariables({ http: { address: '127.0.0.1', family: 'IPv4', port: 3128 }, apiServers: ['https://api.prod.example:6443', 'https://10.1.2.3:6443'] });
+  const env = { ...vars };
+  for (const server of ['https://api.prod.example:6443', 'https://10.1.2.3:6443']) {
+    assert.equal(proxyFromEnvironment(new URL(server), env).proxy, undefined, server);
+  }
+  assert.equal(proxyFromEnvironment(new URL('https://web.shop.svc.cluster.local:8443'), env).url, 'http://127.0.0.1:3128/');
+  assert.equal(vars.no_proxy, vars.NO_PROXY);
+});
+
+test('no proxy variable, no NO_PROXY; API servers come from cluster routes only', () => {
+  assert.deepEqual(exportedVariables({ apiServers: ['https://a:6443'] }), {});
+  const routes = [
+    { name: 'prod', kind: 'cluster', state: 'ready' as const, details: { server: 'https://a:6443' } },
+    { name: 'k', kind: 'konnectivity', state: 'ready' as const, details: { server: 'konnectivity.example:8090' } },
+    { name: 'jump', kind: 'ssh', state: 'ready' as const },
+  ];
+  assert.deepEqual(apiServersOf(routes), ['https://a:6443']);
+});
