@@ -33,6 +33,8 @@ function sizeOf(file: string): number {
 export class RotatingLogFile {
   private dest: ReturnType<typeof pino.destination>;
   private size: number;
+  /** The destination's last write failed (ENOSPC, EIO): what it holds cannot be written now. */
+  private failing = false;
 
   constructor(readonly file: string, private readonly rotation: LogRotation = LOG_ROTATION_DEFAULTS) {
     this.dest = this.open();
@@ -45,7 +47,12 @@ export class RotatingLogFile {
     // A log must never end the daemon: a failed write (ENOSPC) keeps its lines in the
     // destination until the next rotation replaces it (every maxBytes counted), and a failed
     // close of the file it leaves is of no consequence.
-    dest.on('error', () => {});
+    dest.on('error', () => {
+      if (dest === this.dest) this.failing = true;
+    });
+    dest.on('write', () => {
+      if (dest === this.dest) this.failing = false;
+    });
     return dest;
   }
 
@@ -98,6 +105,7 @@ export class RotatingLogFile {
     }
     const old = this.dest;
     this.dest = next;
+    this.failing = false;
     old.destroy();
     return true;
   }
@@ -106,7 +114,13 @@ export class RotatingLogFile {
     this.dest.flush(cb);
   }
 
+  /**
+   * Writes what the destination holds, unless its last write failed: sonic-boom 4's flushSync
+   * retries a failing write for ever in a sleep loop deaf to signals (a daemon on a full disk hung
+   * in its crash handler, holding its ports). Writes are synchronous, so a destination whose last
+   * write worked holds nothing.
+   */
   flushSync(): void {
-    this.dest.flushSync();
+    if (!this.failing) this.dest.flushSync();
   }
 }

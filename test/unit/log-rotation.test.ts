@@ -1,6 +1,8 @@
 // The managed daemon's log rotates by size (FILE → FILE.1 → … → FILE.keep, the oldest dropped),
 // and `logs -f` (streamLog) keeps following across rotations without losing or repeating a line.
 import { test } from 'node:test';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -81,4 +83,23 @@ test('a log whose directory was removed under it: rotation and SIGHUP reopen fai
   dest.reopen();
   log.info({ n: 50 }, 'after');
   assert.deepEqual(numbers(readFileSync(file, 'utf8')), [50]);
+});
+
+test('a log whose writes fail (a full disk: /dev/full) lets flushSync return; the crash handler and a second signal call it', async (t) => {
+  if (!existsSync('/dev/full')) return t.skip('no /dev/full here (Linux only)');
+  // In a child process: sonic-boom 4's flushSync retried ENOSPC for ever in a sleep loop, which
+  // would hang this test process too.
+  const script = `
+    const { RotatingLogFile } = await import(${JSON.stringify(new URL('../../src/managed/rotating-log.js', import.meta.url).href)});
+    const dest = new RotatingLogFile('/dev/full');
+    dest.write('{"msg":"one"}\\n');
+    dest.flushSync();
+    process.stdout.write('returned');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+  const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  clearTimeout(killer);
+  assert.deepEqual([code, signal, out], [0, null, 'returned'], 'flushSync returned and the process exited');
 });
