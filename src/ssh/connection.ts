@@ -10,6 +10,7 @@ import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { describeHop, type SshHop } from './chain.js';
 import { AgentNotices } from './auth.js';
+import { closeOnDestroy } from './channel-end.js';
 import { channelOpenError, hopError } from './failures.js';
 import { HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
 
@@ -42,7 +43,11 @@ export class SshChainConnection {
   private lastError: ProxyError | undefined;
   private backoffMs: number;
   private retryTimer: NodeJS.Timeout | undefined;
+  /** Channels handed out and not yet done (closed, destroyed by their user, or dropped). */
   private readonly channels = new Set<ClientChannel>();
+  /** Called when the last channel is done, while close() waits for that. */
+  private drained: (() => void) | undefined;
+  private closing: Promise<void> | undefined;
   private connects = 0;
   private upSince = 0;
   /** Agents this chain has warned about: a dead one is reported once, not at every reconnect. */
@@ -85,7 +90,10 @@ export class SshChainConnection {
       throw abortedError(signal.reason, signal, `opening ${host}:${port} through ${this.describe()}`);
     }
     this.channels.add(channel);
-    channel.once('close', () => this.channels.delete(channel));
+    const done = () => this.channelDone(channel);
+    channel.once('close', done);
+    // A channel its user destroyed is done at once: nothing more of it is for anyone.
+    closeOnDestroy(channel, done);
     return channel;
   }
 
@@ -94,14 +102,22 @@ export class SshChainConnection {
     await this.connection();
   }
 
-  /** Stops taking streams; the connection is closed once the open streams have ended. */
-  async close(): Promise<void> {
-    this.state = 'closed';
-    clearTimeout(this.retryTimer);
-    while (this.channels.size > 0) {
-      await new Promise((resolve) => [...this.channels][0]!.once('close', resolve));
-    }
-    this.teardown();
+  /**
+   * Stops taking streams; the connection is closed once the open streams have ended (closed, or
+   * destroyed by whoever uses them: their unread data is not waited for).
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.state = 'closed';
+      clearTimeout(this.retryTimer);
+      if (this.channels.size > 0) await new Promise<void>((resolve) => (this.drained = resolve));
+      this.teardown();
+    })();
+    return this.closing;
+  }
+
+  private channelDone(channel: ClientChannel): void {
+    if (this.channels.delete(channel) && this.channels.size === 0) this.drained?.();
   }
 
   /** The live last-hop client, or the attempt under way, or a new attempt (unless backing off). */
@@ -216,6 +232,7 @@ export class SshChainConnection {
     const error = hopError(new Error('connection closed'), hop, 'the connection dropped');
     for (const channel of this.channels) Duplex.prototype.destroy.call(channel, error);
     this.channels.clear();
+    this.drained?.();
     this.teardown(error);
     if (!wasUp) return;
     // A chain that held for a while and dropped is opened again at once, the backoff starting

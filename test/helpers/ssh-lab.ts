@@ -34,6 +34,8 @@ export interface SshLab {
   namespaces: { a: string; b: string; c: string };
   /** jump1's loopback port on this host. */
   jump1Port: number;
+  /** SSH connections to jump1 still open (each its own sshd on the jump host). */
+  readonly jump1Sessions: number;
   /** A command whose stdin/stdout is a fresh jump1 sshd (for ProxyCommand). */
   jump1Command: string;
   /** Unencrypted user key, and a passphrase-protected copy of another key (for the agent). */
@@ -240,6 +242,9 @@ export async function startSshLab(): Promise<SshLab> {
       dir,
       namespaces: ns,
       jump1Port,
+      get jump1Sessions() {
+        return jump1Sessions.size;
+      },
       jump1Command: `ip netns exec ${ns.a} /usr/sbin/sshd -i -f ${cfg1}`,
       userKey: `${dir}/user_key`,
       encryptedKey: `${dir}/agent_key`,

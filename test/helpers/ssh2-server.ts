@@ -1,11 +1,12 @@
 // An SSH server of ssh2's own (its Server class) on 127.0.0.1, for the chain's lifecycle tests:
 // what a real sshd (test/helpers/ssh-lab.ts) cannot be made to do on cue — hold a login or a
 // channel open for a while, or end every session right after login. Any public key logs in;
-// direct-tcpip channels are served here as echo streams (nothing leaves the process), and the
-// server counts logins, live connections and live channels.
+// direct-tcpip channels are served here as echo streams (nothing leaves the process), or with
+// `dialOut` connected to their destination as sshd does, and the server counts logins, live
+// connections and live channels.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Connection, ServerChannel } from 'ssh2';
@@ -19,6 +20,8 @@ export interface Ssh2ServerOptions {
   openDelayMs?: number;
   /** Ends each session this long after its login. */
   endAfterLoginMs?: number;
+  /** Serve direct-tcpip channels as sshd does, by connecting to their destination, instead of echoing. */
+  dialOut?: boolean;
 }
 
 export interface Ssh2TestServer {
@@ -64,13 +67,20 @@ export async function startSsh2Server(options: Ssh2ServerOptions = {}): Promise<
       logins++;
       if (options.endAfterLoginMs !== undefined) setTimeout(() => conn.end(), options.endAfterLoginMs);
     });
-    conn.on('tcpip', (accept) =>
+    conn.on('tcpip', (accept, _reject, info) =>
       later(options.openDelayMs, () => {
         const channel = accept();
         channelsOpened++;
         channels.add(channel);
         channel.on('close', () => channels.delete(channel));
-        channel.pipe(channel);
+        if (options.dialOut) {
+          const out = net.connect(info.destPort, info.destIP);
+          out.on('error', () => channel.destroy());
+          channel.on('close', () => out.destroy());
+          channel.pipe(out).pipe(channel);
+        } else {
+          channel.pipe(channel);
+        }
       }),
     );
   });

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import type net from 'node:net';
-import type { Duplex } from 'node:stream';
+import { once } from 'node:events';
+import type { Duplex, Writable } from 'node:stream';
 import { socks5Connect, Reader } from './socks-client.js';
 import { DeterministicByteStream } from '../sim/cluster.js';
 
@@ -128,4 +129,18 @@ export function httpGet(stream: Duplex, path: string): Promise<string> {
     stream.once('error', reject);
     stream.write(`GET ${path} HTTP/1.1\r\nHost: guest\r\n\r\n`);
   });
+}
+
+/**
+ * Writes 1 MiB chunks to `out` until one has not drained for `quietMs`: nothing moves any more,
+ * every buffer on the way to a reader that reads nothing is full. Fails after `maxMiB`.
+ */
+export async function writeUntilStalled(out: Writable, quietMs = 1000, maxMiB = 512): Promise<void> {
+  const chunk = Buffer.alloc(1 << 20, 0x61);
+  for (let i = 0; i < maxMiB; i++) {
+    if (out.write(chunk)) continue;
+    const drained = await Promise.race([once(out, 'drain').then(() => true), sleep(quietMs).then(() => false)]);
+    if (!drained) return;
+  }
+  throw new Error(`${maxMiB} MiB went to a reader that reads nothing`);
 }

@@ -1,18 +1,24 @@
 // The chain connection's life over real sockets, against ssh2's own SSH server on loopback
 // (test/helpers/ssh2-server.ts): the timings a real sshd cannot be made to hit on cue — a stream
 // abandoned while its channel is being opened, close() during a login, a hop that ends every
-// session right after login.
+// session right after login, an API connection (`via`) cut mid-response.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import https from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger } from '../../src/core/log.js';
 import { SshChainConnection } from '../../src/ssh/connection.js';
+import { agentThrough } from '../../src/cluster/dial-agent.js';
+import { SimPki } from '../sim/pki.js';
 import { eventually, startSsh2Server } from '../helpers/ssh2-server.js';
+import { writeUntilStalled } from '../helpers/streams.js';
 
 const agentUnavailable = spawnSync('sh', ['-c', 'command -v ssh-agent']).status === 0 ? undefined : 'ssh-agent is not installed';
 /** pino's levels. */
@@ -136,5 +142,63 @@ test('a dead ssh-agent is warned about once per route, not at every reconnect; a
     await chain.close();
     await server.close();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a `via` API connection destroyed mid-response: its channel is done at once, and close() does not wait for it', async () => {
+  // An API server reached through the hop (which dials out, as sshd does), over the TLS that
+  // agentThrough runs on each channel; it answers until nothing moves (a response nobody reads).
+  const pki = new SimPki();
+  const cert = pki.servingCert();
+  let stalled!: () => void;
+  const answerStalled = new Promise<void>((resolve) => (stalled = resolve));
+  const api = https.createServer({ key: cert.keyPem, cert: cert.certPem }, (_req, res) => void writeUntilStalled(res).then(stalled));
+  api.listen(0, '127.0.0.1');
+  await once(api, 'listening');
+  const apiPort = (api.address() as AddressInfo).port;
+  const server = await startSsh2Server({ dialOut: true });
+  const chain = new SshChainConnection([server.hop()]);
+  try {
+    const agent = agentThrough((host, port, signal) => chain.dial(host, port, signal), { ca: pki.caPem });
+    const response = await new Promise<IncomingMessage>((resolve, reject) => https.get({ host: '127.0.0.1', port: apiPort, path: '/api', agent }, resolve).on('error', reject));
+    assert.equal(chain.status().channels, 1);
+    await answerStalled;
+    // Cut with its data unread (a watch stopped, a reload dropping the cluster).
+    response.destroy();
+    await eventually(() => chain.status().channels === 0, 5000, 'the channel under the destroyed TLS socket still counts as open');
+    const closed = await Promise.race([chain.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('still waiting'), 5000))]);
+    assert.equal(closed, 'closed');
+    await eventually(() => server.connections.size === 0, 5000, 'the session stayed open on the hop');
+  } finally {
+    // Bounded: a close() waiting for the channel would hold the test for ever.
+    await Promise.race([chain.close(), new Promise((r) => setTimeout(r, 1000))]);
+    await server.close();
+    api.closeAllConnections();
+    api.close();
+  }
+});
+
+test("a destroyed channel emits 'close' once, as a socket does: at once, not again when the hop answers", async () => {
+  const server = await startSsh2Server();
+  const chain = new SshChainConnection([server.hop()]);
+  try {
+    await chain.connect();
+    const channel = await chain.dial('echo.test', 7, AbortSignal.timeout(5000));
+    await eventually(() => server.channels.size === 1, 5000, 'the hop has no channel');
+    const events: string[] = [];
+    channel.on('error', (err) => events.push(`error ${err.message}`));
+    channel.on('close', () => events.push('close'));
+    channel.destroy(new Error('client gone'));
+    assert.equal(chain.status().channels, 0);
+    await new Promise((r) => process.nextTick(r));
+    assert.deepEqual(events, ['error client gone', 'close']);
+    // The hop answers our CHANNEL_CLOSE; ssh2 then forgets the channel without a second 'close'.
+    await eventually(() => server.channels.size === 0, 5000, 'the hop kept the channel');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(events, ['error client gone', 'close']);
+  } finally {
+    // Bounded: a close() waiting for the destroyed channel would hold the test for ever.
+    await Promise.race([chain.close(), new Promise((r) => setTimeout(r, 1000))]);
+    await server.close();
   }
 });
