@@ -14,6 +14,14 @@ import { closeOnDestroy } from './channel-end.js';
 import { channelOpenError, hopError } from './failures.js';
 import { HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
 
+/**
+ * How long hops get to close the connection after our DISCONNECT before it is ended regardless.
+ * A hop that is there closes within a round trip (RFC 4253 §11.1; sshd exits on it); 5 s is that
+ * many times over on a slow link through several hops, and the grace a konnectivity server gets
+ * after our CLOSE_REQ — without keeping a shutdown waiting on a jump host that has gone silent.
+ */
+export const CLOSE_DEADLINE_MS = 5_000;
+
 export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
 
 export interface ChainStatus {
@@ -32,6 +40,8 @@ export interface ChainOptions {
   maxBackoffMs?: number;
   /** How long the chain must stay up for a drop to count as a new failure (the backoff resets). */
   stableAfterMs?: number;
+  /** How long hops get to close the connection once it is ended (CLOSE_DEADLINE_MS). */
+  closeDeadlineMs?: number;
 }
 
 export class SshChainConnection {
@@ -48,6 +58,8 @@ export class SshChainConnection {
   /** Called when the last channel is done, while close() waits for that. */
   private drained: (() => void) | undefined;
   private closing: Promise<void> | undefined;
+  /** Settles when the hop's connection has closed, for each hop logged in. */
+  private readonly hopClosed = new WeakMap<Client, Promise<void>>();
   private connects = 0;
   private upSince = 0;
   /** Agents this chain has warned about: a dead one is reported once, not at every reconnect. */
@@ -111,7 +123,7 @@ export class SshChainConnection {
       this.state = 'closed';
       clearTimeout(this.retryTimer);
       if (this.channels.size > 0) await new Promise<void>((resolve) => (this.drained = resolve));
-      this.teardown();
+      await this.teardown();
     })();
     return this.closing;
   }
@@ -137,7 +149,7 @@ export class SshChainConnection {
       (client) => {
         this.attempt = undefined;
         if (this.state === 'closed') {
-          this.teardown();
+          void this.teardown();
           throw this.closedError();
         }
         this.state = 'up';
@@ -151,7 +163,7 @@ export class SshChainConnection {
       },
       (err: unknown) => {
         this.attempt = undefined;
-        this.teardown();
+        void this.teardown();
         this.failed(err as ProxyError);
         throw err;
       },
@@ -217,6 +229,7 @@ export class SshChainConnection {
         throw stop.signal.reason;
       }
       clients.push(client);
+      this.hopClosed.set(client, new Promise((resolve) => client.once('close', () => resolve())));
       client.on('close', () => this.dropped(clients, hop));
       client.on('error', (err) => this.options.log?.debug({ hop: hop.alias, err: err.message }, 'ssh hop error'));
     }
@@ -233,7 +246,7 @@ export class SshChainConnection {
     for (const channel of this.channels) Duplex.prototype.destroy.call(channel, error);
     this.channels.clear();
     this.drained?.();
-    this.teardown(error);
+    void this.teardown(error);
     if (!wasUp) return;
     // A chain that held for a while and dropped is opened again at once, the backoff starting
     // over: the common case is a network change. One that drops soon after its login (a hop
@@ -248,14 +261,36 @@ export class SshChainConnection {
     return new ConnectTimeoutError(`the ssh route to ${this.describe()} is closed`);
   }
 
-  /** Ends the hops that are up, the last first, and gives up a login under way. */
-  private teardown(reason: unknown = this.closedError()): void {
+  /**
+   * Ends the hops that are up, the last first, and gives up a login under way; resolves once
+   * they have closed. Hops that have not within the deadline (a jump host gone silent, a
+   * ProxyCommand that outlives its stdin) are ended regardless: the first hop's transport is
+   * destroyed, which takes the hops it carries with it. ssh2 cannot do this itself: end() stops
+   * its keepalives, and its destroy() does nothing once end() has been called (client.js).
+   */
+  private teardown(reason: unknown = this.closedError()): Promise<void> {
     this.stopLogins?.abort(reason);
     this.stopLogins = undefined;
     const clients = this.clients;
     this.clients = [];
+    if (clients.length === 0) return Promise.resolve();
     for (const c of [...clients].reverse()) c.end();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        transportOf(clients[0]!)?.destroy();
+        resolve();
+      }, this.options.closeDeadlineMs ?? CLOSE_DEADLINE_MS);
+      timer.unref();
+    });
+    const closed = Promise.all(clients.map((c) => this.hopClosed.get(c)));
+    return Promise.race([closed, deadline]).then(() => clearTimeout(timer));
   }
+}
+
+/** A hop's transport: ssh2 keeps it as _sock (client.js connect): its TCP socket, or the stream given as `sock`. */
+function transportOf(client: Client): Duplex | undefined {
+  return (client as unknown as { _sock?: Duplex })._sock;
 }
 
 function abortedError(err: unknown, signal: AbortSignal, what: string): unknown {

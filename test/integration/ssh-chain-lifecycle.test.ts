@@ -1,7 +1,7 @@
 // The chain connection's life over real sockets, against ssh2's own SSH server on loopback
 // (test/helpers/ssh2-server.ts): the timings a real sshd cannot be made to hit on cue — a stream
 // abandoned while its channel is being opened, close() during a login, a hop that ends every
-// session right after login, an API connection (`via`) cut mid-response.
+// session right after login, an API connection (`via`) cut mid-response, a hop gone silent.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import https from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -19,6 +19,7 @@ import { agentThrough } from '../../src/cluster/dial-agent.js';
 import { SimPki } from '../sim/pki.js';
 import { eventually, startSsh2Server } from '../helpers/ssh2-server.js';
 import { writeUntilStalled } from '../helpers/streams.js';
+import { startFreezableProxy } from '../helpers/freezable-proxy.js';
 
 const agentUnavailable = spawnSync('sh', ['-c', 'command -v ssh-agent']).status === 0 ? undefined : 'ssh-agent is not installed';
 /** pino's levels. */
@@ -202,3 +203,44 @@ test("a destroyed channel emits 'close' once, as a socket does: at once, not aga
     await server.close();
   }
 });
+
+test('a hop gone silent is not waited for at close(): after the deadline its ProxyCommand is ended, not left running', async () => {
+  const server = await startSsh2Server();
+  // The hop is reached through a ProxyCommand relay that, like `nc` without -N, keeps its
+  // connection when its stdin ends; in front of the hop, a relay that can go silent.
+  const silent = await startFreezableProxy(server.port);
+  const relay = path.join(server.dir, 'relay.cjs');
+  const pidFile = path.join(server.dir, 'relay.pid');
+  writeFileSync(
+    relay,
+    `const s = require('net').connect(Number(process.argv[2]), '127.0.0.1');
+     require('fs').writeFileSync(process.argv[3], String(process.pid));
+     process.stdin.pipe(s, { end: false });
+     s.pipe(process.stdout);
+     s.on('close', () => process.exit(0));`,
+  );
+  const silentPort = Number(new URL(silent.url).port);
+  const hop = server.hop({ proxyCommand: `${process.execPath} ${relay} ${silentPort} ${pidFile}` });
+  const chain = new SshChainConnection([hop], { closeDeadlineMs: 500 });
+  try {
+    await chain.connect();
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    // The hop goes silent: our DISCONNECT never reaches it, and nothing ever closes the relay.
+    assert.equal(silent.freeze(), 1);
+    await chain.close();
+    await eventually(() => !alive(pid), 5000, 'the ProxyCommand of a closed route is still running');
+  } finally {
+    await chain.close();
+    await silent.close();
+    await server.close();
+  }
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
