@@ -47,16 +47,25 @@ export function loadCredentials(hop: SshHop): HopCredentials {
   throw new SshConfigError(`cannot log in to ${who}: ${agentNote} and no usable IdentityFile (tried ${tried}${unreadable.length ? `; unreadable: ${unreadable.join(', ')}` : ''})`);
 }
 
-/** ssh2's authHandler: agent, then each key, then give up (never password or keyboard-interactive). */
-export function authHandler(user: string, credentials: HopCredentials): (left: AuthenticationType[], partial: boolean, next: (m: AnyAuthMethod | false) => void) => void {
-  const queue: AnyAuthMethod[] = [];
+/**
+ * ssh2's authHandler: agent, then each key, then give up (never password or keyboard-interactive).
+ * `trying` is told the IdentityFile of each key as it is tried (undefined for the agent).
+ */
+export function authHandler(
+  user: string,
+  credentials: HopCredentials,
+  trying: (identityFile: string | undefined) => void = () => undefined,
+): (left: AuthenticationType[], partial: boolean, next: (m: AnyAuthMethod | false) => void) => void {
+  const queue: Array<{ method: AnyAuthMethod; file?: string }> = [];
   if (credentials.agentSocket) {
     const agent = credentials.agentKeysAllowed ? filteredAgent(credentials.agentSocket, credentials.agentKeysAllowed) : credentials.agentSocket;
-    queue.push({ type: 'agent', username: user, agent });
+    queue.push({ method: { type: 'agent', username: user, agent } });
   }
-  for (const { key } of credentials.keys) queue.push({ type: 'publickey', username: user, key });
+  for (const { file, key } of credentials.keys) queue.push({ method: { type: 'publickey', username: user, key }, file });
   return (_left, _partial, next) => {
-    next(queue.shift() ?? false);
+    const method = queue.shift();
+    trying(method?.file);
+    next(method?.method ?? false);
   };
 }
 
@@ -69,28 +78,41 @@ function filteredAgent(socket: string, allowed: Set<string>): BaseAgent {
 }
 
 /**
- * What a route has said about its ssh-agents. An agent that cannot be used (a dead agent's socket
- * left behind) is warned about once, not at every login: a chain that keeps reconnecting would
- * repeat the same warning at each attempt. Later failures go to the debug log; the first login
- * that finds the agent working again says so, and a failure after that is warned about again.
+ * What a route has said about the ways it logs in that failed it: an ssh-agent that cannot be used
+ * (a dead agent's socket left behind), an IdentityFile that could not sign. Each is warned about
+ * once, not at every login: a chain that keeps reconnecting would repeat the same warning at each
+ * attempt. Later failures go to the debug log; the first login that finds it working again says
+ * so, and a failure after that is warned about again.
  */
-export class AgentNotices {
-  private readonly unusable = new Set<string>();
+export class AuthNotices {
+  private readonly failing = new Set<string>();
 
   constructor(private readonly log: Logger | undefined) {}
 
-  failed(hop: string, socket: string, err: Error): void {
-    const fields = { hop, agent: socket, err: err.message };
-    if (this.unusable.has(socket)) {
-      this.log?.debug(fields, 'ssh-agent still not usable; trying the IdentityFiles');
-      return;
-    }
-    this.unusable.add(socket);
-    this.log?.warn(fields, 'ssh-agent not usable; trying the IdentityFiles (not repeated until it works again)');
+  agentFailed(hop: string, socket: string, err: Error): void {
+    this.failed(`agent ${socket}`, { hop, agent: socket, err: err.message }, 'ssh-agent not usable; trying the IdentityFiles', 'ssh-agent still not usable; trying the IdentityFiles');
   }
 
-  worked(hop: string, socket: string): void {
-    if (this.unusable.delete(socket)) this.log?.info({ hop, agent: socket }, 'ssh-agent usable again');
+  agentWorked(hop: string, socket: string): void {
+    this.worked(`agent ${socket}`, { hop, agent: socket }, 'ssh-agent usable again');
+  }
+
+  keyFailed(hop: string, file: string, err: Error): void {
+    this.failed(`key ${file}`, { hop, identityFile: file, err: err.message }, 'an IdentityFile could not sign; trying the next', 'an IdentityFile still cannot sign; trying the next');
+  }
+
+  keyWorked(hop: string, file: string): void {
+    this.worked(`key ${file}`, { hop, identityFile: file }, 'IdentityFile signs again');
+  }
+
+  private failed(what: string, fields: object, warning: string, again: string): void {
+    if (this.failing.has(what)) return this.log?.debug(fields, again);
+    this.failing.add(what);
+    this.log?.warn(fields, `${warning} (not repeated until it works again)`);
+  }
+
+  private worked(what: string, fields: object, message: string): void {
+    if (this.failing.delete(what)) this.log?.info(fields, message);
   }
 }
 

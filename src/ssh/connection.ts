@@ -9,7 +9,7 @@ import { abortable } from '../core/abort.js';
 import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { describeHop, type SshHop } from './chain.js';
-import { AgentNotices } from './auth.js';
+import { AuthNotices } from './auth.js';
 import { closeOnDestroy } from './channel-end.js';
 import { channelOpenError, hopError } from './failures.js';
 import { HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
@@ -62,8 +62,8 @@ export class SshChainConnection {
   private readonly hopClosed = new WeakMap<Client, Promise<void>>();
   private connects = 0;
   private upSince = 0;
-  /** Agents this chain has warned about: a dead one is reported once, not at every reconnect. */
-  private readonly agents: AgentNotices;
+  /** Agents and keys this chain has warned about: each once, not at every reconnect. */
+  private readonly notices: AuthNotices;
 
   constructor(
     readonly hops: SshHop[],
@@ -71,7 +71,7 @@ export class SshChainConnection {
   ) {
     if (hops.length === 0) throw new Error('an SSH chain needs at least one hop');
     this.backoffMs = options.initialBackoffMs ?? 500;
-    this.agents = new AgentNotices(options.log);
+    this.notices = new AuthNotices(options.log);
   }
 
   /** "jump1 → jump2 → target". */
@@ -222,7 +222,7 @@ export class SshChainConnection {
       } else if (hop.proxyCommand) {
         sock = proxyCommandStream(hop.proxyCommand, this.options.log);
       }
-      const client = await login(hop, sock, stop.signal, this.options.log, this.agents);
+      const client = await login(hop, sock, stop.signal, this.options.log, this.notices);
       if (stop.signal.aborted) {
         // Logged in just as the chain was torn down.
         client.end();

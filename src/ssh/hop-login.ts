@@ -6,7 +6,7 @@ import type { Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';
 import type { Logger } from '../core/log.js';
 import { loadSsh2 } from './ssh2-lib.js';
-import { AgentNotices, authHandler, loadCredentials } from './auth.js';
+import { AuthNotices, authHandler, loadCredentials } from './auth.js';
 import type { SshHop } from './chain.js';
 import { hopError, HostKeyRefusal, noCommonHostKeyError } from './failures.js';
 import { hostKeyAlgorithmsFor, verifyHostKey } from './host-key-check.js';
@@ -16,15 +16,18 @@ export const HOP_CONNECT_TIMEOUT_MS = 20_000;
 
 /**
  * Logs in to `hop` (over `sock` when given, else TCP). When `stop` aborts first, the login is
- * given up: the connection is ended and the promise rejects with the signal's reason. `agents`
- * is the route's record of agents it has warned about (one for this login alone by default).
+ * given up: the connection is ended and the promise rejects with the signal's reason. `notices`
+ * is the route's record of the agents and keys it has warned about (one for this login alone by
+ * default).
  */
-export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal, log?: Logger, agents = new AgentNotices(log)): Promise<Client> {
+export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal, log?: Logger, notices = new AuthNotices(log)): Promise<Client> {
   const ssh2 = await loadSsh2();
   const credentials = loadCredentials(hop);
   const client = new ssh2.Client();
   let refusal: HostKeyRefusal | undefined;
   let agentFailure: Error | undefined;
+  /** The IdentityFile being tried (ssh2 tries one method at a time). */
+  let identityFile: string | undefined;
   const hostKeyAlgorithms = hostKeyAlgorithmsFor(hop);
   return new Promise<Client>((resolve, reject) => {
     const fail = (err: unknown) => {
@@ -42,7 +45,8 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
       client.removeAllListeners('error');
       client.on('error', () => undefined);
       // The agent was asked first; no error from it means it answered.
-      if (credentials.agentSocket && !agentFailure) agents.worked(hop.alias, credentials.agentSocket);
+      if (credentials.agentSocket && !agentFailure) notices.agentWorked(hop.alias, credentials.agentSocket);
+      if (identityFile) notices.keyWorked(hop.alias, identityFile);
       // ssh2 leaves Nagle on: a stream's small writes (a request, an echo) would wait for the
       // peer's delayed ACK, ~40 ms each. OpenSSH sets TCP_NODELAY too (sshconnect.c).
       if (!sock) client.setNoDelay(true);
@@ -54,11 +58,12 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
         // sign): ssh2 goes on to the next method, the IdentityFiles, as ssh does
         // (sshconnect2.c pubkey_prepare notes the agent error and carries on).
         agentFailure = err;
-        agents.failed(hop.alias, credentials.agentSocket!, err);
+        notices.agentFailed(hop.alias, credentials.agentSocket!, err);
         return;
       }
       if (!loginFatal(err)) {
-        log?.warn({ hop: hop.alias, err: err.message }, 'an IdentityFile could not sign; trying the next');
+        // A key that could not sign (after the hop accepted it): ssh2 goes on to the next.
+        notices.keyFailed(hop.alias, identityFile ?? 'an IdentityFile', err);
         return;
       }
       fail(
@@ -73,7 +78,7 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
       ...(sock ? { sock } : { host: hop.hostName, port: hop.port, ...(hop.family === 4 ? { forceIPv4: true } : hop.family === 6 ? { forceIPv6: true } : {}) }),
       username: hop.user,
       // ssh2 takes `false` for "no more methods" (client.js doNextAuth); its typings leave it out.
-      authHandler: authHandler(hop.user, credentials) as never,
+      authHandler: authHandler(hop.user, credentials, (file) => (identityFile = file)) as never,
       hostVerifier: (key: Buffer) => {
         refusal = verifyHostKey(hop, key);
         return refusal === undefined;

@@ -1,7 +1,8 @@
 // The chain connection's life over real sockets, against ssh2's own SSH server on loopback
 // (test/helpers/ssh2-server.ts): the timings a real sshd cannot be made to hit on cue — a stream
 // abandoned while its channel is being opened, close() during a login, a hop that ends every
-// session right after login, an API connection (`via`) cut mid-response, a hop gone silent.
+// session right after login, an API connection (`via`) cut mid-response, a hop gone silent, a
+// key the hop accepts and that cannot sign.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -14,7 +15,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { createLogger } from '../../src/core/log.js';
+import type { ParsedKey } from 'ssh2';
 import { SshChainConnection } from '../../src/ssh/connection.js';
+import { ssh2 } from '../../src/ssh/ssh2-lib.js';
 import { agentThrough } from '../../src/cluster/dial-agent.js';
 import { SimPki } from '../sim/pki.js';
 import { eventually, startSsh2Server } from '../helpers/ssh2-server.js';
@@ -243,4 +246,55 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+test('an IdentityFile that cannot sign is warned about once per route, not at every reconnect; again after it has signed', async () => {
+  const lines: Array<{ level: number; msg: string; identityFile?: string }> = [];
+  const sink = new Writable({ write: (chunk: Buffer, _enc, cb) => (lines.push(JSON.parse(chunk.toString('utf8')) as (typeof lines)[number]), cb()) });
+  const keyLines = (level: number) => lines.filter((l) => l.level === level && /IdentityFile/.test(l.msg)).length;
+  // Each session ends right after its login: the chain logs in again and again. The first key
+  // is damaged (the hop accepts it, it cannot sign), the second gets us in.
+  const server = await startSsh2Server({ endAfterLoginMs: 20 });
+  const { good, damaged } = rsaKeyAndDamagedCopy();
+  const file = path.join(server.dir, 'id_rsa');
+  writeFileSync(file, damaged, { mode: 0o600 });
+  const hop = server.hop();
+  const chain = new SshChainConnection([{ ...hop, identityFiles: [file, ...hop.identityFiles] }], { log: createLogger('debug', sink), initialBackoffMs: 50, maxBackoffMs: 100, stableAfterMs: 60_000 });
+  try {
+    await chain.connect();
+    await eventually(() => server.logins >= 4, 5000, `only ${server.logins} logins`);
+    assert.equal(keyLines(WARN), 1, 'one warning for the key that cannot sign');
+    assert.equal(lines.find((l) => l.level === WARN && /IdentityFile/.test(l.msg))?.identityFile, file);
+    assert.ok(keyLines(DEBUG) >= 3, 'the later logins say it at debug level');
+    // The key repaired: the next login signs with it and says so; damaged again, that is news.
+    writeFileSync(file, good);
+    await eventually(() => lines.some((l) => l.level === INFO && l.msg === 'IdentityFile signs again'), 5000, 'the key signing again was not noticed');
+    writeFileSync(file, damaged);
+    await eventually(() => keyLines(WARN) === 2, 5000, 'the key failing again was not warned about');
+  } finally {
+    await chain.close();
+    await server.close();
+  }
+});
+
+/**
+ * An RSA key in OpenSSH's format, and a copy with its prime p zeroed: ssh2 reads the copy (its
+ * public half is intact) but cannot sign with it ("RSA lib"), as with a key file damaged on disk.
+ */
+function rsaKeyAndDamagedCopy(): { good: string; damaged: string } {
+  const good = ssh2().utils.generateKeyPairSync('rsa', { bits: 1024 }).private;
+  const blob = Buffer.from(good.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
+  // OpenSSH PROTOCOL.key: magic, then strings and words up to the prime p.
+  let at = 'openssh-key-v1\0'.length;
+  const skip = () => (at += 4 + blob.readUInt32BE(at));
+  for (let i = 0; i < 3; i++) skip(); // cipher, kdf, kdf options
+  at += 4; // key count
+  skip(); // public key
+  at += 4 + 8; // the private part's length, two check words
+  for (let i = 0; i < 5; i++) skip(); // key type, n, e, d, iqmp
+  blob.fill(0, at + 4, at + 4 + blob.readUInt32BE(at));
+  const damaged = `-----BEGIN OPENSSH PRIVATE KEY-----\n${blob.toString('base64').replace(/.{70}/g, '$&\n')}\n-----END OPENSSH PRIVATE KEY-----\n`;
+  const parsed = ssh2().utils.parseKey(damaged) as ParsedKey;
+  assert.ok(parsed.sign(Buffer.from('x')) instanceof Error, 'the damaged key still signs');
+  return { good, damaged };
 }
