@@ -7,6 +7,8 @@
 // route's close() waited for it for ever. Nor does the peer's CHANNEL_CLOSE always come: OpenSSH
 // answers ours only once it has written what it holds for the destination (nchan.c
 // chan_rcvd_oclose, CHAN_OUTPUT_WAIT_DRAIN), never if the destination has stopped reading.
+// The same holds for a channel that carries the next hop of a chain: ssh2 destroys it when that
+// hop stops answering keepalives, and a hop behind one that never answered stayed "up" for ever.
 import { Duplex } from 'node:stream';
 import type { ClientChannel } from 'ssh2';
 
@@ -16,7 +18,7 @@ import type { ClientChannel } from 'ssh2';
  * later (when the peer's CHANNEL_CLOSE comes, or the connection ends, and ssh2 forgets the
  * channel) is not emitted again. `onDestroyed` runs at the first destroy().
  */
-export function closeOnDestroy(channel: ClientChannel, onDestroyed: () => void): void {
+export function closeOnDestroy(channel: ClientChannel, onDestroyed: () => void = () => undefined): void {
   let closeEmitted = false;
   channel.once('close', () => (closeEmitted = true));
   const destroy = function (this: ClientChannel, err?: Error): ClientChannel {

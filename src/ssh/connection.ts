@@ -213,12 +213,17 @@ export class SshChainConnection {
         // wait for a ProxyJump hop's banner, which starts before that channel is open.
         const timeoutMs = hop.connectTimeoutMs ?? HOP_CONNECT_TIMEOUT_MS;
         const dialed = AbortSignal.any([stop.signal, AbortSignal.timeout(timeoutMs)]);
-        sock = await openChannel(clients[i - 1]!, hop.hostName, hop.port, dialed).catch((err: unknown) => {
+        const channel = await openChannel(clients[i - 1]!, hop.hostName, hop.port, dialed).catch((err: unknown) => {
           if (stop.signal.aborted) throw err;
           const reach = `${describeHop(this.hops[i - 1]!)} cannot reach it`;
           if (dialed.aborted) throw hopError(new Error('timed out'), hop, `${reach} within ${timeoutMs} ms (ConnectTimeout)`);
           throw hopError(err, hop, reach);
         });
+        // This hop's client destroys its transport when the hop stops answering (keepalive) and
+        // drops only at the transport's 'close', which must not wait for the hop before to
+        // answer our CHANNEL_CLOSE: that one may never come (channel-end.ts).
+        closeOnDestroy(channel);
+        sock = channel;
       } else if (hop.proxyCommand) {
         sock = proxyCommandStream(hop.proxyCommand, this.options.log);
       }

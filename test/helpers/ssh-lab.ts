@@ -49,6 +49,12 @@ export interface SshLab {
   startAgent(): Promise<string>;
   /** Drops every connection to jump1 and refuses for `downMs`, then serves again (same host key). */
   restartJump1(downMs: number): Promise<void>;
+  /**
+   * Stops jump2's sshd processes (SIGSTOP): a jump host that hangs. Its kernel still accepts and
+   * acknowledges what arrives, until its buffers are full; nothing answers. resumeJump2() undoes it.
+   */
+  hangJump2(): void;
+  resumeJump2(): void;
   /** Writes an ssh config with these extra lines per host; returns its path. */
   writeConfig(name: string, extra?: { jump1?: string[]; jump2?: string[]; all?: string[] }): string;
   close(): Promise<void>;
@@ -237,6 +243,16 @@ export async function startSshLab(): Promise<SshLab> {
     const line = (name: string, label: string, suffix = '') => `${label} ${readFileSync(`${dir}/${name}_host_key${suffix}.pub`, 'utf8').trim().split(/\s+/).slice(0, 2).join(' ')}`;
     const fp = (name: string) => run('ssh-keygen', ['-l', '-f', `${dir}/${name}_host_key.pub`]).split(/\s+/)[1]!;
     let agent: ChildProcess | undefined;
+    let hung: number[] = [];
+    const signalJump2 = (pids: number[], signal: NodeJS.Signals) => {
+      for (const pid of pids) {
+        try {
+          process.kill(pid, signal);
+        } catch {
+          // gone
+        }
+      }
+    };
 
     return {
       dir,
@@ -282,6 +298,14 @@ export async function startSshLab(): Promise<SshLab> {
         listener.listen(jump1Port, '127.0.0.1');
         await once(listener, 'listening');
       },
+      hangJump2() {
+        hung = (spawnSync('ip', ['netns', 'pids', ns.b], { encoding: 'utf8' }).stdout ?? '').split(/\s+/).filter(Boolean).map(Number);
+        signalJump2(hung, 'SIGSTOP');
+      },
+      resumeJump2() {
+        signalJump2(hung, 'SIGCONT');
+        hung = [];
+      },
       writeConfig(name, extra = {}) {
         const file = path.join(dir, name);
         writeFileSync(
@@ -306,6 +330,7 @@ export async function startSshLab(): Promise<SshLab> {
       },
       async close() {
         process.off('exit', cleanup);
+        signalJump2(hung, 'SIGCONT');
         listener.close();
         for (const s of jump1Sessions) s.socket.destroy();
         agent?.kill();

@@ -1,5 +1,6 @@
 // The ssh route's one kept connection per chain, against real OpenSSH jump hosts in network
-// namespaces (test/helpers/ssh-lab.ts): many streams over it, and a jump host that restarts.
+// namespaces (test/helpers/ssh-lab.ts): many streams over it, a jump host that restarts, and one
+// that hangs.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -8,6 +9,8 @@ import { finished } from 'node:stream/promises';
 import { HostUnreachableError } from '../../src/core/errors.js';
 import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/ssh-lab.js';
 import { echoChecked, openThrough, sshRoute } from '../helpers/ssh-route.js';
+import { eventually } from '../helpers/cluster.js';
+import { writeUntilStalled } from '../helpers/streams.js';
 import type { SshRoute } from '../../src/routing/ssh-route.js';
 
 const unavailable = sshLabUnavailable();
@@ -64,6 +67,35 @@ test('a jump host restarted mid-run: its open streams end, new ones succeed afte
   }
   assert.equal(route.status().details?.connects, connectsBefore + 1);
   assert.equal(route.status().details?.connection, 'up');
+});
+
+test('a jump host behind another that hangs mid-upload: the chain drops at its keepalive and reconnects once it answers', { skip: unavailable }, async () => {
+  // jump2 is reached through a channel of jump1. When jump2 stops answering, our keepalive gives
+  // up and ssh2 destroys that channel; jump1 answers our CHANNEL_CLOSE only once it has written
+  // what it holds for jump2 — never, with jump2 hung and an upload filling the way there.
+  const kh = `${lab.dir}/known_hosts`;
+  const hanging = sshRoute(lab.writeConfig('config-hang', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`], jump2: ['ServerAliveInterval 1', 'ServerAliveCountMax 2', 'ConnectTimeout 3'] }), 'jump2');
+  await hanging.start();
+  const upload = await openThrough(hanging, TARGET.ip, TARGET.echoPort);
+  try {
+    upload.on('error', () => undefined);
+    upload.resume();
+    lab.hangJump2();
+    await writeUntilStalled(upload);
+    await eventually(async () => hanging.status().details?.connection !== 'up', 15_000).catch(() => {
+      throw new Error('the chain still counts as up with jump2 hung: it never drops, never reconnects');
+    });
+    lab.resumeJump2();
+    await eventually(async () => {
+      await echoChecked(await openThrough(hanging, TARGET.ip, TARGET.echoPort, 5000), 1024);
+      return true;
+    }, 30_000);
+    assert.equal(hanging.status().details?.connection, 'up');
+  } finally {
+    lab.resumeJump2();
+    upload.destroy();
+    await hanging.close();
+  }
 });
 
 /** One echo round trip that leaves the stream open. */
