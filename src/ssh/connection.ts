@@ -12,15 +12,7 @@ import { describeHop, type SshHop } from './chain.js';
 import { AuthNotices } from './auth.js';
 import { closeOnDestroy } from './channel-end.js';
 import { channelOpenError, hopError } from './failures.js';
-import { HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
-
-/**
- * How long hops get to close the connection after our DISCONNECT before it is ended regardless.
- * A hop that is there closes within a round trip (RFC 4253 §11.1; sshd exits on it); 5 s is that
- * many times over on a slow link through several hops, and the grace a konnectivity server gets
- * after our CLOSE_REQ — without keeping a shutdown waiting on a jump host that has gone silent.
- */
-export const CLOSE_DEADLINE_MS = 5_000;
+import { endHops, HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
 
 export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
 
@@ -40,7 +32,7 @@ export interface ChainOptions {
   maxBackoffMs?: number;
   /** How long the chain must stay up for a drop to count as a new failure (the backoff resets). */
   stableAfterMs?: number;
-  /** How long hops get to close the connection once it is ended (CLOSE_DEADLINE_MS). */
+  /** How long hops get to close the connection once it is ended (hop-login.ts CLOSE_DEADLINE_MS). */
   closeDeadlineMs?: number;
 }
 
@@ -267,11 +259,8 @@ export class SshChainConnection {
   }
 
   /**
-   * Ends the hops that are up, the last first, and gives up a login under way; resolves once
-   * they have closed. Hops that have not within the deadline (a jump host gone silent, a
-   * ProxyCommand that outlives its stdin) are ended regardless: the first hop's transport is
-   * destroyed, which takes the hops it carries with it. ssh2 cannot do this itself: end() stops
-   * its keepalives, and its destroy() does nothing once end() has been called (client.js).
+   * Ends the hops that are up and gives up a login under way; resolves once the hops have
+   * closed, or were ended regardless after the deadline (endHops).
    */
   private teardown(reason: unknown = this.closedError()): Promise<void> {
     this.stopLogins?.abort(reason);
@@ -279,23 +268,8 @@ export class SshChainConnection {
     const clients = this.clients;
     this.clients = [];
     if (clients.length === 0) return Promise.resolve();
-    for (const c of [...clients].reverse()) c.end();
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        transportOf(clients[0]!)?.destroy();
-        resolve();
-      }, this.options.closeDeadlineMs ?? CLOSE_DEADLINE_MS);
-      timer.unref();
-    });
-    const closed = Promise.all(clients.map((c) => this.hopClosed.get(c)));
-    return Promise.race([closed, deadline]).then(() => clearTimeout(timer));
+    return endHops(clients, Promise.all(clients.map((c) => this.hopClosed.get(c))), this.options.closeDeadlineMs);
   }
-}
-
-/** A hop's transport: ssh2 keeps it as _sock (client.js connect): its TCP socket, or the stream given as `sock`. */
-function transportOf(client: Client): Duplex | undefined {
-  return (client as unknown as { _sock?: Duplex })._sock;
 }
 
 function abortedError(err: unknown, signal: AbortSignal, what: string): unknown {

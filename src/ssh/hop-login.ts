@@ -1,5 +1,6 @@
 // Logging in to one hop of a chain (ssh2's Client over TCP, over a direct-tcpip channel of the
-// hop before, or over a ProxyCommand's stdin/stdout), and opening direct-tcpip channels.
+// hop before, or over a ProxyCommand's stdin/stdout), opening direct-tcpip channels, and ending
+// the hops.
 import { spawn } from 'node:child_process';
 import { Duplex } from 'node:stream';
 import type { Client, ClientChannel } from 'ssh2';
@@ -13,6 +14,14 @@ import { hostKeyAlgorithmsFor, verifyHostKey } from './host-key-check.js';
 
 /** A hop's ConnectTimeout when ssh config sets none (ssh2's readyTimeout default). */
 export const HOP_CONNECT_TIMEOUT_MS = 20_000;
+
+/**
+ * How long hops get to close the connection after our DISCONNECT before it is ended regardless.
+ * A hop that is there closes within a round trip (RFC 4253 §11.1; sshd exits on it); 5 s is that
+ * many times over on a slow link through several hops, and the grace a konnectivity server gets
+ * after our CLOSE_REQ — without keeping a shutdown waiting on a jump host that has gone silent.
+ */
+export const CLOSE_DEADLINE_MS = 5_000;
 
 /**
  * Logs in to `hop` (over `sock` when given, else TCP). When `stop` aborts first, the login is
@@ -136,4 +145,29 @@ export function proxyCommandStream(command: string, log: Logger | undefined): Du
   child.once('exit', () => stream.push(null));
   stream.once('close', () => child.kill());
   return stream;
+}
+
+/**
+ * Ends a chain's hops, the last first (DISCONNECT, then FIN), and resolves once `closed` has
+ * (their connections closed). Hops that have not within `deadlineMs` (a jump host gone silent, a
+ * ProxyCommand that outlives its stdin) are ended regardless: the first hop's transport is
+ * destroyed, which takes the hops it carries with it. ssh2 cannot do this itself: end() stops its
+ * keepalives, and its destroy() does nothing once end() has been called (client.js).
+ */
+export function endHops(clients: Client[], closed: Promise<unknown>, deadlineMs = CLOSE_DEADLINE_MS): Promise<void> {
+  for (const c of [...clients].reverse()) c.end();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      transportOf(clients[0]!)?.destroy();
+      resolve();
+    }, deadlineMs);
+    timer.unref();
+  });
+  return Promise.race([closed, deadline]).then(() => clearTimeout(timer));
+}
+
+/** A hop's transport: ssh2 keeps it as _sock (client.js connect): its TCP socket, or the stream given as `sock`. */
+function transportOf(client: Client): Duplex | undefined {
+  return (client as unknown as { _sock?: Duplex })._sock;
 }
