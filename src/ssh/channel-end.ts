@@ -23,7 +23,12 @@ export function closeOnDestroy(channel: ClientChannel, onDestroyed: () => void =
   channel.once('close', () => (closeEmitted = true));
   const destroy = function (this: ClientChannel, err?: Error): ClientChannel {
     if (this.destroyed) return this;
-    this.close();
+    try {
+      this.close();
+    } catch {
+      // Its connection has closed already: ssh2's protocol is unusable then (Protocol.js
+      // _destruct), and there is no peer left to tell.
+    }
     Duplex.prototype.destroy.call(this, err);
     onDestroyed();
     if (closeEmitted) return this;

@@ -215,6 +215,11 @@ export class SshChainConnection {
         // drops only at the transport's 'close', which must not wait for the hop before to
         // answer our CHANNEL_CLOSE: that one may never come (channel-end.ts).
         closeOnDestroy(channel);
+        // EOF from the hop before: this hop's connection is gone (its sshd ended), and SSH cannot
+        // go on over a half-closed transport — ssh ends the connection when a read gets EOF
+        // (packet.c). Nor would more come: OpenSSH sends CHANNEL_CLOSE only once we write again,
+        // and ssh2 stops writing (its keepalives) at EOF, so the chain stayed "up", and dead.
+        channel.once('end', () => channel.destroy());
         sock = channel;
       } else if (hop.proxyCommand) {
         sock = proxyCommandStream(hop.proxyCommand, this.options.log);

@@ -55,6 +55,8 @@ export interface SshLab {
    */
   hangJump2(): void;
   resumeJump2(): void;
+  /** Ends every session on jump2 (SIGTERM to their sshd processes, as a restart does); it keeps listening. */
+  endJump2Sessions(): void;
   /** Writes an ssh config with these extra lines per host; returns its path. */
   writeConfig(name: string, extra?: { jump1?: string[]; jump2?: string[]; all?: string[] }): string;
   close(): Promise<void>;
@@ -305,6 +307,10 @@ export async function startSshLab(): Promise<SshLab> {
       resumeJump2() {
         signalJump2(hung, 'SIGCONT');
         hung = [];
+      },
+      endJump2Sessions() {
+        const pids = (spawnSync('ip', ['netns', 'pids', ns.b], { encoding: 'utf8' }).stdout ?? '').split(/\s+/).filter(Boolean).map(Number);
+        signalJump2(pids.filter((pid) => pid !== jump2.pid), 'SIGTERM');
       },
       writeConfig(name, extra = {}) {
         const file = path.join(dir, name);

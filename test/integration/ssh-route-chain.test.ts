@@ -1,6 +1,6 @@
 // The ssh route's one kept connection per chain, against real OpenSSH jump hosts in network
-// namespaces (test/helpers/ssh-lab.ts): many streams over it, a jump host that restarts, and one
-// that hangs.
+// namespaces (test/helpers/ssh-lab.ts): many streams over it, a jump host that restarts, one
+// that ends our session, one that hangs.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -67,6 +67,27 @@ test('a jump host restarted mid-run: its open streams end, new ones succeed afte
   }
   assert.equal(route.status().details?.connects, connectsBefore + 1);
   assert.equal(route.status().details?.connection, 'up');
+});
+
+test('a jump host behind another that ends our session (its sshd killed): the chain drops and reconnects', { skip: unavailable }, async () => {
+  const connectsBefore = route.status().details?.connects as number;
+  const open = await openThrough(route, TARGET.ip, TARGET.echoPort);
+  const ended = finished(open).then(
+    () => assert.fail('the stream on the dropped chain ended cleanly'),
+    (err: Error) => assert.match(err.message, /ssh hop jump2 .*the connection dropped/),
+  );
+  try {
+    lab.endJump2Sessions();
+    await withTimeout(ended, 10_000, 'the stream through the ended session did not end: the chain still counts as up');
+    // A stream asked for during the backoff fails with the drop; one after it goes through.
+    await eventually(async () => {
+      await echoChecked(await openThrough(route, TARGET.name, TARGET.echoPort, 5000), 32 * 1024);
+      return true;
+    }, 15_000);
+    assert.equal(route.status().details?.connects, connectsBefore + 1);
+  } finally {
+    open.destroy();
+  }
 });
 
 test('a jump host behind another that hangs mid-upload: the chain drops at its keepalive and reconnects once it answers', { skip: unavailable }, async () => {
