@@ -73,7 +73,11 @@ async function freePort(): Promise<number> {
  */
 async function connectStalled(id: string, port: number, extra: string[] = []) {
   const prod = multi.clusters[0]!.sim;
-  prod.stallWatches(true);
+  // Watches end at once (a watch-list then falls back to a paged LIST) and LISTs are held: the
+  // first sync cannot finish, and the release answers what it holds. Watches held instead
+  // (stallWatches) are never answered: a watch-list sent before the release would keep the sync
+  // waiting past its 30 s deadline, whatever the release did.
+  prod.endWatchesAtOnce(true);
   prod.stallLists(true);
   const connecting = cli(['connect', '--kubeconfig', multi.kubeconfig, '--context', 'prod', '--listen-socks', `127.0.0.1:${port}`, '--no-auth', '--json', '--id', id, ...extra]);
   const pid = await eventually(async () => {
@@ -82,7 +86,7 @@ async function connectStalled(id: string, port: number, extra: string[] = []) {
   }, 20_000, 100);
   daemons.add(pid);
   const release = () => {
-    prod.stallWatches(false);
+    prod.endWatchesAtOnce(false);
     prod.stallLists(false);
   };
   return { pid, connecting, release };
