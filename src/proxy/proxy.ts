@@ -2,6 +2,7 @@
 // caches and transports. Every way it can fail to start is a one-line StartupError.
 import type { Logger } from '../core/log.js';
 import { StartupError, errorMessage } from '../core/errors.js';
+import { abortable } from '../core/abort.js';
 import { formatHostPort, type HostPort } from '../core/address.js';
 import { startForwardListener, type ForwardListener } from '../listeners/forward-server.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
@@ -93,9 +94,13 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     if (socksAddr) listeners.push(await startSocksListener(listenAt(socksAddr), 'port' in socksAddr ? socksAddr.port : 0, ctx));
     if (httpAddr) listeners.push(await startHttpListener(listenAt(httpAddr), 'port' in httpAddr ? httpAddr.port : 0, ctx));
     for (const f of forwards) listeners.push(await startForwardListener(f.listen.host, f.listen.port, f.target, ctx, `--forward ${f.text}`));
-    await unlessCalledOff(startRoutes(built, log), hooks.signal);
+    // Called off (a stop during the first sync): a StartupError at once; binding is quick, so the
+    // signal is checked here only, and the abandoned start settles as its routes close.
+    const starting = startRoutes(built, log);
+    await (hooks.signal ? abortable(starting, hooks.signal) : starting);
   } catch (err) {
     await closeAll(0);
+    if (hooks.signal?.aborted) throw new StartupError('stopped while starting', { cause: err });
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
   const primary = defaultCluster(built);
@@ -188,21 +193,6 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
     throw first.err instanceof StartupError && routes.length === 1 ? first.err : new StartupError(failures.map(message).join('; '), { cause: first.err });
   }
   for (const f of failures) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route not available at start; the others serve, it keeps trying');
-}
-
-/**
- * The routes' start, unless the start is called off first: then a StartupError at once (binding
- * is quick, so the signal is checked here only; the abandoned start settles as its routes close).
- */
-function unlessCalledOff(starting: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
-  if (!signal) return starting;
-  starting.catch(() => undefined);
-  return new Promise((resolve, reject) => {
-    const calledOff = () => reject(new StartupError('stopped while starting'));
-    if (signal.aborted) return calledOff();
-    signal.addEventListener('abort', calledOff, { once: true });
-    starting.then(resolve, reject).finally(() => signal.removeEventListener('abort', calledOff));
-  });
 }
 
 const listenAt = (spec: ListenSpec): string | UnixListen => ('unix' in spec ? { unix: spec.unix } : spec.host);
