@@ -27,11 +27,15 @@ export interface ServiceExecutable {
 export function serviceExecutable(self: SelfProgram, unitPath: string | undefined, workingDirectory: string): ServiceExecutable {
   const own = realpathOrUndefined(self.sea ? self.execPath : self.binScript);
   const entry = own === undefined ? undefined : stableEntry(own, unitPath);
-  if (entry !== undefined && self.sea) return { command: entry, args: [], stableName: entry };
+  // A PATH entry can be in a versioned directory too: npm's global link under nvm
+  // (~/.nvm/versions/node/v20.11.0/bin/kubectl-proxyout), gone with that node version.
+  if (entry !== undefined && self.sea) return withVersioned({ command: entry, args: [], stableName: entry });
   if (entry !== undefined) {
     // npm's link is a script: `#!/usr/bin/env node` finds node on the PATH the unit keeps, as
-    // the user's shell does. Without a node there, our own node runs it (the script is stable).
-    if (runsThroughEnvNode(entry) && nodeOnPath(unitPath, workingDirectory)) return { command: entry, args: [], stableName: entry };
+    // the user's shell does (that node may be a versioned one too). Without a node there, our own
+    // node runs it.
+    const node = runsThroughEnvNode(entry) ? nodeOnPath(unitPath, workingDirectory) : undefined;
+    if (node !== undefined) return withVersioned({ command: entry, args: [], stableName: entry }, node);
     return withVersioned({ command: self.execPath, args: [entry], stableName: entry });
   }
   return withVersioned(self.sea ? { command: self.execPath, args: [] } : { command: self.execPath, args: [self.binScript] });
@@ -62,19 +66,19 @@ function runsThroughEnvNode(file: string): boolean {
   }
 }
 
-/** `env node` under the unit's PATH finds a node (relative entries count from the working directory, as env reads them). */
-function nodeOnPath(unitPath: string | undefined, workingDirectory: string): boolean {
-  if (unitPath === undefined) return false;
+/** The node `env node` finds under the unit's PATH (relative entries count from the working directory, as env reads them). */
+function nodeOnPath(unitPath: string | undefined, workingDirectory: string): string | undefined {
+  if (unitPath === undefined) return undefined;
   const absolute = unitPath
     .split(path.delimiter)
     .map((dir) => path.resolve(workingDirectory, dir === '' ? '.' : dir))
     .join(path.delimiter);
-  return findExecutable('node', { PATH: absolute }) !== undefined;
+  return findExecutable('node', { PATH: absolute });
 }
 
 /** What the service runs, and a warning when an upgrade will remove it. */
 export function executableLines(e: ServiceExecutable): string[] {
-  const how = e.stableName ? `${e.stableName} is on your PATH: upgrades keep it` : `no ${EXECUTABLE_NAME} on your PATH is this program`;
+  const how = !e.stableName ? `no ${EXECUTABLE_NAME} on your PATH is this program` : e.versioned ? `${e.stableName} is on your PATH` : `${e.stableName} is on your PATH: upgrades keep it`;
   const lines = [`runs: ${[e.command, ...e.args].join(' ')} (${how})`];
   if (e.versioned) {
     lines.push(
@@ -85,8 +89,9 @@ export function executableLines(e: ServiceExecutable): string[] {
   return lines;
 }
 
-function withVersioned(e: ServiceExecutable): ServiceExecutable {
-  const versioned = [e.command, ...e.args.slice(0, 1)].find((file) => versionedDirectory(file) !== undefined);
+/** `e`, with the first of its files (and `others`, such as the node env finds) that an upgrade removes. */
+function withVersioned(e: ServiceExecutable, ...others: string[]): ServiceExecutable {
+  const versioned = [e.command, ...e.args.slice(0, 1), ...others].find((file) => versionedDirectory(file) !== undefined);
   return versioned === undefined ? e : { ...e, versioned };
 }
 

@@ -97,3 +97,21 @@ test('the CLI runs the stable name and says so', { skip: process.platform !== 'l
   assert.ok(dry.stderr.includes(`runs: ${npmLink} (${npmLink} is on your PATH: upgrades keep it)`), dry.stderr);
 
 });
+
+test('npm under nvm: the global link is found but is in a versioned directory, so the warning stays', (t) => {
+  const home = tmp(t);
+  const version = path.join(home, '.nvm/versions/node/v20.11.0');
+  const script = executable(path.join(version, 'lib/node_modules/kubectl-proxyout/bin/kubectl-proxyout'), '#!/usr/bin/env node\n');
+  const node = executable(path.join(version, 'bin/node'));
+  const npmLink = link('../lib/node_modules/kubectl-proxyout/bin/kubectl-proxyout', path.join(version, 'bin/kubectl-proxyout'));
+  const found = serviceExecutable({ sea: false, execPath: node, binScript: script }, `${path.dirname(npmLink)}:/usr/bin`, home);
+  assert.deepEqual(found, { command: npmLink, args: [], stableName: npmLink, versioned: npmLink });
+  const [runs, warning] = executableLines(found);
+  assert.equal(runs, `runs: ${npmLink} (${npmLink} is on your PATH)`, 'not "upgrades keep it"');
+  assert.match(warning!, /is in a versioned directory \(v20\.11\.0\)/);
+
+  // A stable link whose `env node` finds a versioned node: that node is what an upgrade removes.
+  const stable = link(script, path.join(home, 'bin/kubectl-proxyout'));
+  const viaEnv = serviceExecutable({ sea: false, execPath: node, binScript: script }, `${path.dirname(stable)}:${path.dirname(node)}`, home);
+  assert.deepEqual(viaEnv, { command: stable, args: [], stableName: stable, versioned: node });
+});
