@@ -136,7 +136,7 @@ class Daemon {
       return 1;
     }
 
-    const stillWanted = await withStateLock(this.l, () =>
+    const recording = withStateLock(this.l, () =>
       updateEntry(this.l, id, (e) => {
         // A disconnect that got here first (it records 'stopping' before its SIGTERM) stays seen.
         e.phase = e.phase === 'stopping' ? 'stopping' : 'running';
@@ -150,8 +150,26 @@ class Daemon {
         delete e.error;
       }),
     );
+    // A stop while another command holds the lock is not kept waiting for it: the stop's plan
+    // (stop-budget.ts) runs from the moment it is seen, and the listeners get their whole grace.
+    // The record, if it comes later, keeps a "stopping" the shutdown wrote, or finds no entry.
+    const recorded = await Promise.race([
+      recording.then(
+        (stillWanted) => ({ stillWanted }),
+        (err: unknown) => ({ failed: errorMessage(err) }),
+      ),
+      this.stopSignal.then((reason) => ({ reason })),
+    ]);
+    if ('reason' in recorded) {
+      recording.catch(() => undefined);
+      return this.shutdown(recorded.reason);
+    }
+    if ('failed' in recorded) {
+      this.log.error({ error: recorded.failed }, 'could not record the daemon as running; stopping');
+      return this.shutdown('its state could not be recorded');
+    }
     // Gone while we started: `disconnect`/`quit` removed our entry; do not linger unmanaged.
-    if (!stillWanted) this.stopRequested('state entry removed while starting');
+    if (!recorded.stillWanted) this.stopRequested('state entry removed while starting');
     const { socks, http } = this.running;
     this.log.info({ socks: socks && formatAddress(socks), http: http && formatAddress(http) }, 'daemon ready');
 

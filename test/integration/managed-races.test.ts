@@ -201,6 +201,32 @@ test('a daemon that finishes starting after disconnect recorded "stopping" keeps
   assert.equal(existsSync(proxyDir(id)), false);
 });
 
+test('a stop while the daemon waits for the lock to record itself running is acted on at once: it drains and frees its port without the lock', async () => {
+  const id = 'stop-while-recording';
+  const port = await freePort();
+  const { pid, connecting, release } = await connectStalled(id, port);
+  const l = layout(stateDir);
+  const log = path.join(stateDir, 'logs', `${id}.log`);
+  try {
+    await withStateLock(l, async () => {
+      // The first sync ends; the daemon then waits for the lock, which we hold, to record itself.
+      release();
+      await eventually(async () => readFileSync(log, 'utf8').includes('"proxy ready"'), 20_000, 100);
+      process.kill(pid, 'SIGTERM');
+      // It stops now, not once the lock is free: its drain starts and its listener closes.
+      await eventually(async () => readFileSync(log, 'utf8').includes('"daemon stopping"'), 10_000, 50);
+      await eventually(async () => (await bindCode(port)) === undefined, 10_000, 100);
+      assert.equal(isAlive(pid), true, 'stopping while the lock is still held elsewhere');
+    });
+  } finally {
+    release();
+  }
+  await eventually(async () => !isAlive(pid), 10_000, 50);
+  const c = await connecting;
+  assert.notEqual(c.code, 0, c.stdout);
+  assert.equal(existsSync(proxyDir(id)), false, 'its entry is gone');
+});
+
 test('disconnect during a reload still checking its routes: the daemon answers the reload and exits by itself, not killed', async () => {
   const configFile = path.join(multi.dir, 'reloading.yaml');
   await writeFile(configFile, TABLE(false));
