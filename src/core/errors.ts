@@ -23,17 +23,10 @@ export abstract class ProxyError extends Error {
   abstract readonly httpStatus: number;
   /** True when another endpoint of the same Service may well succeed (pod gone, dial refused). */
   readonly retryable: boolean;
-  /**
-   * True when the server never took the stream (a SPDY GOAWAY's lastGoodStreamId is below it):
-   * nothing reached the pod, so the same endpoint may be tried again over a new tunnel. Implies
-   * retryable.
-   */
-  readonly unprocessed: boolean;
-  constructor(message: string, options?: { cause?: unknown; retryable?: boolean; unprocessed?: boolean }) {
+  constructor(message: string, options?: { cause?: unknown; retryable?: boolean }) {
     super(message, options);
     this.name = new.target.name;
-    this.unprocessed = options?.unprocessed ?? false;
-    this.retryable = this.unprocessed || (options?.retryable ?? false);
+    this.retryable = options?.retryable ?? false;
   }
 }
 

@@ -2,7 +2,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import { ProxyError, errorMessage } from '../core/errors.js';
-import { mayBeUnprocessed, type PodPort, type Transport } from '../tunnel/transport.js';
+import type { PodPort, Transport } from '../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
 import type { Claim } from './table.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
@@ -24,12 +24,6 @@ const CONFIRMED_MAX = 10_000;
 /** A pod port that refused is tried after the others for this long (it may be restarting). */
 const REFUSED_TTL_MS = 10_000;
 const DEFAULT_REOPEN_TIMEOUT_MS = 15_000;
-/**
- * How often one stream is opened again at the same endpoint after the server turned it away
- * unprocessed (a GOAWAY crossed it): a new tunnel takes it; a server that keeps going away does not
- * hold the stream in a loop.
- */
-const MAX_UNPROCESSED_RETRIES = 2;
 
 /**
  * Opens streams into one cluster: resolve through the watch cache, then open a pod stream with
@@ -58,9 +52,7 @@ export class ClusterRoute {
     const candidates = this.acceptingFirst(plan.candidates);
     let next = 0;
     let current = '';
-    let sameAgain = MAX_UNPROCESSED_RETRIES;
-    // Tries the candidates from `next` on; a retryable failure moves to the one after, an
-    // unprocessed one tries the same candidate again first (the transport opens a new tunnel).
+    // Tries the candidates from `next` on; a retryable failure moves to the one after.
     const attempt = async (sig: AbortSignal): Promise<OpenedStream> => {
       let lastError: unknown;
       while (next < candidates.length) {
@@ -74,12 +66,6 @@ export class ClusterRoute {
         } catch (err) {
           lastError = err;
           this.noteFailure(via, err);
-          if (err instanceof ProxyError && err.unprocessed && !sig.aborted && sameAgain > 0) {
-            sameAgain--;
-            next--;
-            this.log.debug({ target: plan.label, via, error: errorMessage(err) }, 'endpoint did not take the stream; opening it there again');
-            continue;
-          }
           const retry = err instanceof ProxyError && err.retryable && !sig.aborted && next < candidates.length;
           this.log.debug({ target: plan.label, via, error: errorMessage(err), retry }, 'endpoint failed');
           if (!retry) break;
@@ -88,32 +74,22 @@ export class ClusterRoute {
       throw lastError;
     };
     const first = await attempt(signal);
-    if (next >= candidates.length && !mayBeUnprocessed(first.stream)) {
-      // Nowhere left to move to, and the server has taken the stream: a wrapper would only pass
-      // bytes through a second stream layer for the connection's life. A refusal still marks the
-      // port, so the next stream waits. (A warm SPDY stream is called connected before the kubelet
-      // took it, and a GOAWAY may yet turn it away: it keeps the wrapper to be opened again.)
+    if (next >= candidates.length) {
+      // Nowhere left to move to: a wrapper would only pass bytes through a second stream layer
+      // for the connection's life. A refusal still marks the port, so the next stream waits.
       this.noteFailuresOf(first.stream, first.via);
       return first;
     }
     const stream = new RetryBeforeFirstByte(first.stream, async (err, gone) => {
       const from = current;
       this.noteFailure(from, err);
-      // The stream in use is candidates[next - 1]: the server never took it, so it goes there again.
-      const again = err.unprocessed && sameAgain > 0;
-      if (again) {
-        sameAgain--;
-        next--;
-      }
-      const what = err.unprocessed ? 'the kubelet did not take the stream (GOAWAY)' : 'pod refused after the stream opened';
       if (next >= candidates.length) {
-        this.log.info({ target: plan.label, via: from, error: err.message }, `${what}; no other endpoint left`);
+        this.log.info({ target: plan.label, via: from, error: err.message }, 'pod refused after the stream opened; no other endpoint left');
         return undefined;
       }
       const sig = AbortSignal.any([gone, AbortSignal.timeout(this.options.reopenTimeoutMs ?? DEFAULT_REOPEN_TIMEOUT_MS)]);
       const moved = await attempt(sig).catch(() => undefined);
-      const outcome = !moved ? 'no other endpoint accepted' : again ? 'opened it again on a new tunnel' : 'moved to another endpoint';
-      this.log.info({ target: plan.label, from, to: moved?.via, error: err.message }, `${what}; ${outcome}`);
+      this.log.info({ target: plan.label, from, to: moved?.via, error: err.message }, moved ? 'pod refused after the stream opened; moved to another endpoint' : 'pod refused after the stream opened; no other endpoint accepted');
       return moved?.stream;
     });
     return { stream, via: first.via };

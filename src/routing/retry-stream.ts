@@ -10,9 +10,7 @@
 import { Duplex } from 'node:stream';
 import { ProxyError } from '../core/errors.js';
 import { continuesAfter, handPiecesOn, type PieceHints } from '../core/stream-pieces.js';
-
-/** Client bytes kept for a replay; a client sending more before any answer commits the stream. */
-export const MAX_REPLAY_BYTES = 256 * 1024;
+import { MAX_REPLAY_BYTES } from '../tunnel/transport.js';
 
 /**
  * Opens the next endpoint after `err`; undefined when none is left (then `err` ends the stream).

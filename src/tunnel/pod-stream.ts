@@ -138,6 +138,12 @@ export abstract class PodStream extends Duplex {
     this.opening?.fail(err);
   }
 
+  /** The transport failed: the open with `err`, or the stream once open (no-op once destroyed). */
+  failStream(err: ProxyError): void {
+    if (this.opening) this.opening.fail(err);
+    else if (!this.destroyed) this.destroy(err);
+  }
+
   /** Call before pushing payload from the pod. */
   protected podSending(): void {
     this.podSpoke = true;

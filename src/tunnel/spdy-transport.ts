@@ -6,7 +6,9 @@
 //  - At most maxStreamsPerTunnel TCP streams share one tunnel; the next stream opens another.
 //    This bounds head-of-line blocking: without SPDY flow control, a reader that falls far behind
 //    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read).
-//  - A broken tunnel fails only its own streams; the next stream opens a new tunnel.
+//  - A broken tunnel fails only its own streams; the next stream opens a new tunnel. A tunnel that
+//    got the kubelet's GOAWAY takes no new streams; one whose SYN_STREAMs crossed the GOAWAY asks
+//    for a new tunnel to the same pod itself (hooks.reopen, spdy/goaway-replay.ts).
 //  - Tunnels belong to a pod instance (namespace/name and UID): a pod deleted and created again
 //    under its name (StatefulSets) gets a new tunnel. The old one is closed (GOAWAY) when the cache
 //    sees the instance go (podGone), and retired at once when the kubelet says its sandbox is gone
@@ -19,7 +21,7 @@ import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyFloodError } from './spdy/session.js';
-import { SpdyPortForwardStream, type PodStreamHooks } from './spdy/pf-stream.js';
+import { SpdyPortForwardStream, type PodStreamHooks, type TunnelSlot } from './spdy/pf-stream.js';
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.js';
 import { abortable } from '../core/abort.js';
 
@@ -95,17 +97,21 @@ export class SpdyTransport implements Transport {
   }
 
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
+    const { tunnel, hooks } = await this.slot(target, options.signal);
+    // The stream calls release() once, when it is destroyed or moves to another slot (pf-stream.ts).
+    return new SpdyPortForwardStream(tunnel, target, this.log, hooks).open(options);
+  }
+
+  /** A tunnel to the pod that takes one more stream, its slot taken; rejects with a ProxyError. */
+  private async slot(target: PodPort, signal: AbortSignal): Promise<TunnelSlot> {
     if (this.closed) throw new UpstreamApiError('the proxy is shutting down');
     const entry = this.acquire(target);
-    let tunnel: PodTunnel;
     try {
-      tunnel = await abortable(entry.ready, options.signal);
+      return { tunnel: await abortable(entry.ready, signal), hooks: entry.hooks };
     } catch (err) {
       entry.hooks.release();
-      throw this.connectError(target, err, options.signal);
+      throw this.connectError(target, err, signal);
     }
-    // The stream calls release() once, when it is destroyed (pf-stream.ts _destroy).
-    return new SpdyPortForwardStream(tunnel, target, this.log, entry.hooks).open(options);
   }
 
   /** The cache saw this pod instance go: its tunnels close now (GOAWAY); new streams open new ones. */
@@ -152,8 +158,13 @@ export class SpdyTransport implements Transport {
 
   private connect(target: PodPort, key: string): TunnelEntry {
     const entry = new TunnelEntry(key, target.uid);
-    // One pair of hooks per tunnel, shared by its streams: a stream holds no closures of its own.
-    entry.hooks = { release: () => this.release(entry), retire: () => this.retire(entry, 'the kubelet says the pod sandbox is gone') };
+    // One set of hooks per tunnel, shared by its streams: a stream holds no closures of its own.
+    // reopen: acquire() passes over tunnels that take no more streams (the kubelet's GOAWAY).
+    entry.hooks = {
+      release: () => this.release(entry),
+      retire: () => this.retire(entry, 'the kubelet says the pod sandbox is gone'),
+      reopen: (pod, signal) => this.slot(pod, signal),
+    };
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward`;
     entry.ready = (async () => {
       const conn = await this.api.requestOptions();

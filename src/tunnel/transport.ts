@@ -23,18 +23,11 @@ export interface OpenOptions {
 }
 
 /**
- * A stream the server may still turn away as never processed (ProxyError.unprocessed) after
- * open() resolved: a SPDY stream called connected before its SYN_REPLYs, whose SYN_STREAMs a
- * GOAWAY may have crossed. ClusterRoute keeps such a stream movable even with no other endpoint.
+ * Client bytes a stream keeps to write them again elsewhere: the route's retry wrapper until the
+ * pod's first byte (routing/retry-stream.ts), a SPDY stream until the kubelet took it
+ * (spdy/goaway-replay.ts). A client that sends more first gives that chance up.
  */
-export interface MayBeUnprocessed {
-  readonly mayBeUnprocessed: boolean;
-}
-
-/** Whether `stream` may still fail unprocessed (false for streams that never do). */
-export function mayBeUnprocessed(stream: object): boolean {
-  return (stream as Partial<MayBeUnprocessed>).mayBeUnprocessed === true;
-}
+export const MAX_REPLAY_BYTES = 256 * 1024;
 
 /**
  * Carries one TCP stream to a pod port. Implementations: per-stream port-forward WebSocket
@@ -45,8 +38,8 @@ export function mayBeUnprocessed(stream: object): boolean {
  * A dial into the pod that fails after open() resolved (confirmMs 0) but before the pod sent a
  * byte destroys the Duplex with a *retryable* ProxyError: ClusterRoute then replays the client's
  * bytes to another endpoint (routing/retry-stream.ts). Other failures are never retryable then.
- * An *unprocessed* ProxyError (before or after open() resolved) says the server never took the
- * stream: ClusterRoute opens it again at the same endpoint (a new tunnel) before moving on.
+ * A stream the server never took at all (a SPDY GOAWAY crossed it) is the transport's own affair:
+ * it opens it again on a new tunnel to the same pod (spdy/goaway-replay.ts) before it fails.
  */
 export interface Transport {
   readonly name: string;

@@ -13,7 +13,10 @@ import type { PodTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import { FrameReader, encodeData, encodeGoAway, encodeSynReply, type Frame } from '../../src/tunnel/spdy/framer.js';
 import { createLogger } from '../../src/core/log.js';
-import type { UpstreamApiError } from '../../src/core/errors.js';
+import { UpstreamApiError } from '../../src/core/errors.js';
+
+/** The transport's answer when a GOAWAY sends a stream to look for a new tunnel: none came. */
+const noTunnel = () => Promise.reject(new UpstreamApiError('port-forward tunnel to ns/p failed: connect ECONNREFUSED', { retryable: true }));
 
 function frames(bufs: Buffer[]): Frame[] {
   const r = new FrameReader();
@@ -30,7 +33,7 @@ async function openStream(pieces = true) {
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   let requestIds = 0;
   const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
-  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {} });
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {}, reopen: noTunnel });
   await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
   stream.on('error', () => {});
   if (pieces) stream.handPiecesOn();
@@ -174,7 +177,7 @@ test('a stream whose pod has ended releases its hold on the tunnel, however slow
   const holders = new Set<unknown>();
   let requestIds = 0;
   const tunnel = { session, requestId: () => String(requestIds++), hold: (h: unknown, on: boolean) => (on ? holders.add(h) : holders.delete(h)), buffered: 0, whenDrained: (cb: () => void) => cb() };
-  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {} });
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {}, reopen: noTunnel });
   await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
   const headers = new HeaderCompressor();
   session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
@@ -201,7 +204,7 @@ test('"sandbox not found" on a port not yet confirmed fails the open with the ku
   let requestIds = 0;
   const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
   // Retiring closes the session, as SpdyTransport's shutdown does.
-  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() { retired = true; session.destroy(); } });
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() { retired = true; session.destroy(); }, reopen: noTunnel });
   const opened = stream.open({ signal: new AbortController().signal, confirmMs: 150 });
   const headers = new HeaderCompressor();
   session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
@@ -211,20 +214,23 @@ test('"sandbox not found" on a port not yet confirmed fails the open with the ku
   assert.equal(retired, true);
 });
 
-test('a GOAWAY that crossed the pair\'s SYN_STREAMs: the open fails at once, or the stream called connected fails, unprocessed; the kubelet is sent nothing for streams it never took', async () => {
+test('a GOAWAY that crossed the pair\'s SYN_STREAMs, and no new tunnel comes: the open fails at once, or the stream called connected fails, retryable; the kubelet is sent nothing for streams it never took', async () => {
   const out: Buffer[] = [];
   const session = new SpdySession('client', { write: (b) => out.push(b), close: () => {} });
   let requestIds = 0;
   const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
-  const make = () => new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {} });
+  const asked: string[] = [];
+  const reopen = (target: { pod: string }) => {
+    asked.push(target.pod);
+    return noTunnel();
+  };
+  const make = () => new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {}, reopen });
   const headers = new HeaderCompressor();
   // Streams 1+3: taken and replied to. 5+7: called connected (a warm port). 9+11: still opening (a cold port).
   const taken = make();
   await taken.open({ signal: new AbortController().signal, confirmMs: 0 });
-  assert.equal(taken.mayBeUnprocessed, true, 'no SYN_REPLY yet');
   session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
   session.receive(encodeSynReply(3, headers.compress(encodeHeaderBlock({}))));
-  assert.equal(taken.mayBeUnprocessed, false, 'both replies in: the kubelet has the pair');
   const warm = make();
   await warm.open({ signal: new AbortController().signal, confirmMs: 0 });
   const warmError = new Promise<Error>((r) => warm.once('error', r));
@@ -232,9 +238,10 @@ test('a GOAWAY that crossed the pair\'s SYN_STREAMs: the open fails at once, or 
   const sentBefore = out.length;
   // The kubelet took the error stream of the warm pair (5), not its data stream (7).
   session.receive(encodeGoAway(5));
-  await assert.rejects(cold, (err: UpstreamApiError) => err.unprocessed && err.retryable && /GOAWAY/.test(err.message));
+  await assert.rejects(cold, (err: UpstreamApiError) => err.retryable && /ECONNREFUSED/.test(err.message));
   const err = (await warmError) as UpstreamApiError;
-  assert.ok(err.unprocessed, String(err));
+  assert.ok(err.retryable && /ECONNREFUSED/.test(err.message), String(err));
+  assert.deepEqual(asked, ['p', 'p'], 'each stream the GOAWAY left out asked for a new tunnel to its pod, once');
   const resets = frames(out.slice(sentBefore)).filter((f) => f.type === 'rst_stream').map((f) => f.streamId);
   assert.deepEqual(resets, [5], 'only the error stream the kubelet took is reset');
   assert.equal(taken.destroyed, false);

@@ -1,5 +1,5 @@
 // SPDY session semantics, client and server wired back to back: stream ids, reply, data, FIN
-// half-close, RST, PING, GOAWAY (streams it left out end at once), ignored SETTINGS/WINDOW_UPDATE,
+// half-close, RST, PING, GOAWAY (streams it left out end at once; outOfStreams), ignored SETTINGS/WINDOW_UPDATE,
 // DATA before SYN_REPLY dropped, stale stream ids refused, unknown control frames fatal, a bound
 // on the replies a peer makes us owe.
 import { test } from 'node:test';
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { MAX_QUEUED_REPLIES, SpdyFloodError, SpdySession, type SpdyStream, type SessionHandlers } from '../../src/tunnel/spdy/session.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
-  FrameReader, encodeData, encodeGoAway, encodePing, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
+  FrameReader, MAX_STREAM_ID, encodeData, encodeGoAway, encodePing, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
 } from '../../src/tunnel/spdy/framer.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -150,6 +150,26 @@ test('GOAWAY: our streams above lastGoodStreamId that got no reply end at once a
   client.receive(encodeSynReply(3, peer.compress(encodeHeaderBlock({}))));
   assert.equal(replied, true, 'a stream at lastGoodStreamId still gets its reply');
   assert.deepEqual(unprocessed, [5, 7]);
+});
+
+test('outOfStreams: a session that lives on but takes no new streams — the peer\'s GOAWAY, or the ids ran out — not one that is closed or that we sent GOAWAY on', () => {
+  const session = () => new SpdySession('client', { write: () => {}, close: () => {} });
+  const peerWent = session();
+  assert.equal(peerWent.outOfStreams, false);
+  peerWent.receive(encodeGoAway(0));
+  assert.equal(peerWent.outOfStreams, true);
+  const spent = session();
+  (spent as unknown as { nextStreamId: number }).nextStreamId = MAX_STREAM_ID;
+  spent.openStream({});
+  assert.throws(() => spent.openStream({}));
+  assert.equal(spent.outOfStreams, true, 'the last id used');
+  const ours = session();
+  ours.goAway();
+  assert.equal(ours.outOfStreams, false);
+  const closed = session();
+  closed.receive(encodeGoAway(0));
+  closed.destroy();
+  assert.equal(closed.outOfStreams, false);
 });
 
 test('a SYN_STREAM with a stale id is refused with RST PROTOCOL_ERROR; unknown control frames end the session', async () => {

@@ -14,10 +14,10 @@
 //    A data FIN before the pod spoke therefore waits for the error stream to finish (text = failed
 //    dial, clean FIN = the pod accepted and closed); a data RST before the pod spoke is a refusal.
 //  - "Sandbox not found" text retires the whole tunnel (hooks.retire): the session outlived its pod.
-//  - A GOAWAY that crossed our SYN_STREAMs (session.ts onUnprocessed): the kubelet never took the
-//    pair, so the stream fails at once with an `unprocessed` error and the route opens it again on
-//    a new tunnel — replaying what the client sent (routing/retry-stream.ts) if it was called
-//    connected already (mayBeUnprocessed: until both SYN_REPLYs are in).
+//  - A GOAWAY that crossed our SYN_STREAMs (session.ts onUnprocessed), or a tunnel that takes no
+//    more streams: the kubelet never took the pair, so it opens again on a fresh tunnel to the same
+//    pod (hooks.reopen) and what the client wrote goes there again (goaway-replay.ts). The route
+//    never hears of it, unless that fails twice over: then the stream fails, retryable.
 //  - No SPDY flow control: a reader that falls behind by more than STREAM_QUEUE_MAX holds the
 //    whole tunnel until it catches up; writers wait for the tunnel to drain above HIGH_WATER.
 //  - DATA frames come cut by tunnel messages: frame-pieces.ts hands them on piece by piece or joined.
@@ -30,6 +30,7 @@ import { PodStream, isSandboxGone, where } from '../pod-stream.js';
 import type { SpdyStream } from './session.js';
 import { HIGH_WATER, type PodTunnel } from './tunnel.js';
 import { FramePieces } from './frame-pieces.js';
+import { GoAwayReplay, type PairOwner } from './goaway-replay.js';
 
 /** The most of one error message we keep (PodStream keeps 4 KiB of error text in all). */
 const ERROR_MESSAGE_MAX = 8 * 1024;
@@ -44,9 +45,21 @@ export interface PodStreamHooks {
   release(): void;
   /** The tunnel's pod is gone: no new streams on it. */
   retire(): void;
+  /**
+   * The kubelet never took this stream's pair (its GOAWAY): a tunnel to the same pod instance that
+   * takes streams — a new one if no other does — with a slot taken there for this stream. Rejects
+   * with a ProxyError, having given that slot back.
+   */
+  reopen(target: PodPort, signal: AbortSignal): Promise<TunnelSlot>;
 }
 
-export class SpdyPortForwardStream extends PodStream implements PieceHints {
+/** A tunnel with a slot taken for one stream, and what that stream calls when done with it. */
+export interface TunnelSlot {
+  readonly tunnel: PodTunnel;
+  readonly hooks: PodStreamHooks;
+}
+
+export class SpdyPortForwardStream extends PodStream implements PieceHints, PairOwner {
   private data?: SpdyStream;
   private error?: SpdyStream;
   private replies = 0;
@@ -65,12 +78,17 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
   private errorBytes = 0;
   /** DATA frames cut into pieces by tunnel messages: handed on as they come, or joined. */
   private readonly frames = new FramePieces();
+  /** Connected without waiting for the replies (a port that accepted lately). */
+  private warm = false;
+  /** What a GOAWAY crossing the pair would need written again; only until both replies are in. */
+  private replay?: GoAwayReplay;
 
   constructor(
-    private readonly tunnel: PodTunnel,
+    /** Both change when a GOAWAY moves the stream to another tunnel. */
+    private tunnel: PodTunnel,
     target: PodPort,
     log: Logger,
-    private readonly hooks: PodStreamHooks,
+    private hooks: PodStreamHooks,
   ) {
     // A 64 KiB socket read fits the writable buffer, so the relay does not pause the client per chunk.
     super(target, log, { readableHighWaterMark: 64 * 1024, writableHighWaterMark: 256 * 1024 });
@@ -78,17 +96,24 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
 
   /** Resolves with this stream once open (pod-stream.ts); a warm port does not wait for the replies. */
   open(options: OpenOptions): Promise<Duplex> {
-    return this.connected(options, (fail) => {
-      try {
-        this.openStreams();
-      } catch (err) {
-        // The session is closed or going away: nothing was sent, a new tunnel may take the stream.
-        return fail(new UpstreamApiError(`port-forward to ${where(this.target)}: ${(err as Error).message}`, { cause: err, unprocessed: true }));
-      }
-      // A port that accepted lately: connected at once, without waiting a round trip for the
-      // replies. The kubelet takes DATA right behind a SYN_STREAM (it replies before reading on).
-      if (options.confirmMs <= 0) this.tunnelReady();
-    });
+    // A port that accepted lately: connected at once, without waiting a round trip for the
+    // replies. The kubelet takes DATA right behind a SYN_STREAM (it replies before reading on).
+    this.warm = options.confirmMs <= 0;
+    return this.connected(options, () => this.openPair());
+  }
+
+  /** Opens the pair on the tunnel (a warm stream is then open); false when the tunnel took none. */
+  private openPair(): boolean {
+    try {
+      this.openStreams();
+    } catch (err) {
+      if (this.tunnel.session.outOfStreams) this.notTaken('the tunnel takes no more streams (GOAWAY)');
+      // Closed, or retired by us (idle, pod gone): nothing was sent; another endpoint may take it.
+      else this.failStream(new UpstreamApiError(`port-forward to ${where(this.target)}: ${(err as Error).message}`, { cause: err, retryable: true }));
+      return false;
+    }
+    if (this.warm) this.tunnelReady();
+    return true;
   }
 
   private openStreams(): void {
@@ -113,9 +138,9 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
     error.onUnprocessed = data.onUnprocessed = SpdyPortForwardStream.onUnprocessed;
   }
 
-  /** Whether a GOAWAY may still turn this stream away unprocessed: its SYN_REPLYs are not both in. */
-  get mayBeUnprocessed(): boolean {
-    return this.replies < 2 && !this.destroyed;
+  /** Client bytes kept to be written again should a GOAWAY turn the pair away (tests). */
+  get keptForReplay(): number {
+    return this.replay?.keptBytes ?? 0;
   }
 
   private static ownerOf(stream: SpdyStream): SpdyPortForwardStream {
@@ -177,9 +202,27 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
   /** Called for each stream of the pair the GOAWAY left out; the first one decides. */
   private static onUnprocessed(this: SpdyStream): void {
     const self = SpdyPortForwardStream.ownerOf(this);
-    const err = new UpstreamApiError(`port-forward to ${where(self.target)}: the kubelet closed the tunnel (GOAWAY) before it took the stream`, { unprocessed: true });
-    if (self.isOpening) self.failOpening(err);
-    else if (!self.destroyed) self.destroy(err);
+    if (self.destroyed || self.replay?.moving || (this !== self.data && this !== self.error)) return;
+    self.notTaken('the kubelet closed the tunnel (GOAWAY) before it took the stream');
+  }
+
+  /** The kubelet never took the pair: it opens again on a new tunnel (goaway-replay.ts), or fails. */
+  private notTaken(why: string): void {
+    if (this.error?.open) this.error.reset(); // the one of the pair the kubelet did take, if any
+    if (this.data?.open) this.data.reset();
+    const err = new UpstreamApiError(`port-forward to ${where(this.target)}: ${why}`, { retryable: true });
+    (this.replay ??= new GoAwayReplay()).move(this, this.hooks, this.target, err);
+  }
+
+  /** PairOwner (goaway-replay.ts): the stream moves to `slot`'s tunnel and opens its pair there. */
+  adopt(slot: TunnelSlot): SpdyStream | undefined {
+    this.hooks.release();
+    this.tunnel = slot.tunnel;
+    this.hooks = slot.hooks;
+    this.replies = 0;
+    if (!this.openPair()) return undefined;
+    this.log.info({ target: where(this.target) }, 'the kubelet did not take the stream (GOAWAY); opened it again on a new tunnel');
+    return this.data;
   }
 
   protected override errorFromKubelet(text: string): void {
@@ -216,7 +259,9 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
   }
 
   private replied(): void {
-    if (++this.replies === 2) this.tunnelReady();
+    if (++this.replies < 2) return;
+    this.replay = undefined; // the kubelet has the pair: nothing will be written again
+    this.tunnelReady();
   }
 
   /** A reset before the stream is up: the kubelet turned us away (error text, if any, came first). */
@@ -283,15 +328,23 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
 
   override _write(chunk: Buffer, _enc: BufferEncoding, callback: (err?: Error | null) => void): void {
     if (this.discardWrites) return callback();
+    // Kept until the kubelet took the pair; during a move, written with the rest once moved.
+    if (this.replies < 2 && (this.replay ??= new GoAwayReplay()).keep(chunk, callback)) return;
     if (!this.data || !this.data.write(chunk)) {
       callback(new UpstreamApiError(`port-forward to ${where(this.target)} is closed`));
       return;
     }
+    this.afterWrite(callback);
+  }
+
+  /** PairOwner: `callback` once the tunnel has room for more. */
+  afterWrite(callback: () => void): void {
     if (this.tunnel.buffered < HIGH_WATER) callback();
     else this.tunnel.whenDrained(() => callback());
   }
 
   override _final(callback: (err?: Error | null) => void): void {
+    if (this.replies < 2) (this.replay ??= new GoAwayReplay()).keepFin();
     if (!this.discardWrites) this.data?.end();
     callback();
   }
@@ -302,6 +355,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints {
     if (this.data?.open) this.data.reset();
     if (this.error?.open) this.error.reset();
     clearTimeout(this.verdictTimer);
+    this.replay?.abandon();
     this.hooks.release();
     callback(err);
   }

@@ -92,6 +92,15 @@ export class SpdySession {
     return !this.closed && !this.goneAway && !this.peerGoneAway && this.nextStreamId <= MAX_STREAM_ID;
   }
 
+  /**
+   * Whether openStream() fails only because this session takes no more streams while it lives on:
+   * the peer sent GOAWAY, or the stream ids ran out. A new session to the same peer would take
+   * them — unlike a session that is closed, or one we sent GOAWAY on ourselves.
+   */
+  get outOfStreams(): boolean {
+    return !this.closed && !this.goneAway && (this.peerGoneAway || this.nextStreamId > MAX_STREAM_ID);
+  }
+
   /** Bytes from the peer, in order, in chunks of any size. */
   receive(chunk: Buffer): void {
     if (this.closed) return;
