@@ -21,7 +21,8 @@ import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyFloodError } from './spdy/session.js';
-import { SpdyPortForwardStream, type PodStreamHooks, type TunnelSlot } from './spdy/pf-stream.js';
+import { SpdyPortForwardStream } from './spdy/pf-stream.js';
+import type { PodStreamHooks, TunnelSlot } from './spdy/tunnel-slot.js';
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.js';
 import { abortable } from '../core/abort.js';
 

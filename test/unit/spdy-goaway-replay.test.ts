@@ -7,7 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { GoAwayReplay, MAX_MOVES, type PairOwner } from '../../src/tunnel/spdy/goaway-replay.js';
-import { SpdyPortForwardStream, type PodStreamHooks, type TunnelSlot } from '../../src/tunnel/spdy/pf-stream.js';
+import { SpdyPortForwardStream } from '../../src/tunnel/spdy/pf-stream.js';
+import type { PodStreamHooks, TunnelSlot } from '../../src/tunnel/spdy/tunnel-slot.js';
 import { SpdySession, type SpdyStream } from '../../src/tunnel/spdy/session.js';
 import type { PodTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';

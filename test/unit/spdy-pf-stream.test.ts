@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { SpdySession } from '../../src/tunnel/spdy/session.js';
 import { SpdyPortForwardStream } from '../../src/tunnel/spdy/pf-stream.js';
+import { JoinedFrame } from '../../src/tunnel/spdy/frame-pieces.js';
 import type { PodTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import { FrameReader, encodeData, encodeGoAway, encodeSynReply, type Frame } from '../../src/tunnel/spdy/framer.js';
@@ -170,6 +171,14 @@ test('a tunnel that ends cleanly inside a DATA frame breaks the stream; between 
     else assert.equal(result, 'end');
     stream.destroy();
   }
+});
+
+test('a frame read as one message (the kubelet\'s error text) is joined from its pieces, cut at its cap; the next starts afresh', () => {
+  const joined = new JoinedFrame(10);
+  assert.equal(joined.add(Buffer.from('abc'), false), undefined);
+  assert.equal(joined.add(Buffer.from('defghijkl'), false), undefined);
+  assert.equal(joined.add(Buffer.from('mno'), true)?.toString(), 'abcdefghij');
+  assert.equal(joined.add(Buffer.from('x'), true)?.toString(), 'x');
 });
 
 test('a stream whose pod has ended releases its hold on the tunnel, however slowly its client reads', async () => {

@@ -4,7 +4,8 @@
 // keeps up, gets each at once, all but the last marked as continuing (continuesAfter,
 // core/stream-pieces.ts), and sends them in one write with no copy. Other readers, and a relay
 // that has fallen behind, get the frame joined. Either way a frame larger than FRAME_JOIN_MAX goes
-// out in parts.
+// out in parts. A frame read as one message (the kubelet's error text) is joined, up to a cap
+// (JoinedFrame).
 
 const FRAME_JOIN_MAX = 64 * 1024;
 
@@ -54,5 +55,26 @@ export class FramePieces {
   /** Whether `chunk`, just handed on, is a piece whose frame continues in the next one. */
   continuesAfter(chunk: Buffer): boolean {
     return chunk === this.continuing;
+  }
+}
+
+/** One DATA frame joined from its pieces, kept to `max` bytes (a peer cannot make us hold 16 MiB). */
+export class JoinedFrame {
+  private pieces?: Buffer[];
+  private bytes = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** One piece (`frameEnd` on its last): the frame, cut at `max`, with its last piece; else undefined. */
+  add(piece: Buffer, frameEnd: boolean): Buffer | undefined {
+    if (this.bytes < this.max) {
+      (this.pieces ??= []).push(piece.subarray(0, this.max - this.bytes));
+      this.bytes += piece.length;
+    }
+    if (!frameEnd) return undefined;
+    const frame = Buffer.concat(this.pieces ?? []);
+    this.pieces = undefined;
+    this.bytes = 0;
+    return frame;
   }
 }

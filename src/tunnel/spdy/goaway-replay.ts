@@ -18,7 +18,7 @@
 //    stream in a loop; the next one fails it the same way.
 import { ProxyError } from '../../core/errors.js';
 import { MAX_REPLAY_BYTES, type PodPort } from '../transport.js';
-import type { PodStreamHooks, TunnelSlot } from './pf-stream.js';
+import type { PodStreamHooks, TunnelSlot } from './tunnel-slot.js';
 import type { SpdyStream } from './stream.js';
 
 /** How often one stream is opened again on a new tunnel after GOAWAYs left it out. */

@@ -29,8 +29,9 @@ import type { OpenOptions, PodPort } from '../transport.js';
 import { PodStream, isSandboxGone, where } from '../pod-stream.js';
 import type { SpdyStream } from './session.js';
 import { HIGH_WATER, type PodTunnel } from './tunnel.js';
-import { FramePieces } from './frame-pieces.js';
+import { FramePieces, JoinedFrame } from './frame-pieces.js';
 import { GoAwayReplay, type PairOwner } from './goaway-replay.js';
+import type { PodStreamHooks, TunnelSlot } from './tunnel-slot.js';
 
 /** The most of one error message we keep (PodStream keeps 4 KiB of error text in all). */
 const ERROR_MESSAGE_MAX = 8 * 1024;
@@ -39,25 +40,6 @@ const ERROR_MESSAGE_MAX = 8 * 1024;
 export const STREAM_QUEUE_MAX = 1 << 20;
 /** After a data FIN before the pod spoke, the error stream gets this long to say why (or end). */
 const ERROR_STREAM_WAIT_MS = 5000;
-
-export interface PodStreamHooks {
-  /** The stream no longer uses its tunnel slot (called once). */
-  release(): void;
-  /** The tunnel's pod is gone: no new streams on it. */
-  retire(): void;
-  /**
-   * The kubelet never took this stream's pair (its GOAWAY): a tunnel to the same pod instance that
-   * takes streams — a new one if no other does — with a slot taken there for this stream. Rejects
-   * with a ProxyError, having given that slot back.
-   */
-  reopen(target: PodPort, signal: AbortSignal): Promise<TunnelSlot>;
-}
-
-/** A tunnel with a slot taken for one stream, and what that stream calls when done with it. */
-export interface TunnelSlot {
-  readonly tunnel: PodTunnel;
-  readonly hooks: PodStreamHooks;
-}
 
 export class SpdyPortForwardStream extends PodStream implements PieceHints, PairOwner {
   private data?: SpdyStream;
@@ -73,9 +55,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   /** FIN on the data stream arrived and waits for the error stream's verdict. */
   private podFinished = false;
   private verdictTimer?: NodeJS.Timeout;
-  /** Pieces of the error message under way, and their size. */
-  private errorPieces?: Buffer[];
-  private errorBytes = 0;
+  /** The error message under way, joined from its pieces. */
+  private errorMessage?: JoinedFrame;
   /** DATA frames cut into pieces by tunnel messages: handed on as they come, or joined. */
   private readonly frames = new FramePieces();
   /** Connected without waiting for the replies (a port that accepted lately). */
@@ -156,15 +137,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   // Kept to ERROR_MESSAGE_MAX bytes: a server cannot make us hold a 16 MiB frame.
   private static onErrorData(this: SpdyStream, chunk: Buffer, frameEnd: boolean): void {
     const self = SpdyPortForwardStream.ownerOf(this);
-    if (self.errorBytes < ERROR_MESSAGE_MAX) {
-      (self.errorPieces ??= []).push(chunk.subarray(0, ERROR_MESSAGE_MAX - self.errorBytes));
-      self.errorBytes += chunk.length;
-    }
-    if (!frameEnd) return;
-    const message = Buffer.concat(self.errorPieces ?? []).toString('utf8');
-    self.errorPieces = undefined;
-    self.errorBytes = 0;
-    self.errorFromKubelet(message);
+    const message = (self.errorMessage ??= new JoinedFrame(ERROR_MESSAGE_MAX)).add(chunk, frameEnd);
+    if (message) self.errorFromKubelet(message.toString('utf8'));
   }
 
   private static onErrorEnd(this: SpdyStream): void {
@@ -300,10 +274,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     }
     // No byte comes for this stream any more: it must not hold the tunnel for its slow reader
     // (Node calls _read on no ended stream, so the hold would last until the client closes).
-    if (this.holding) {
-      this.holding = false;
-      this.tunnel.hold(this, false);
-    }
+    this.letGo();
     this.discardWrites = true;
     if (this.data && !this.data.localClosed) this.data.reset();
   }
@@ -320,10 +291,14 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   }
 
   override _read(): void {
-    if (this.holding) {
-      this.holding = false;
-      this.tunnel.hold(this, false);
-    }
+    this.letGo();
+  }
+
+  /** The tunnel may read again as far as this stream is concerned. */
+  private letGo(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    this.tunnel.hold(this, false);
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, callback: (err?: Error | null) => void): void {
@@ -350,8 +325,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   }
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
-    if (this.holding) this.tunnel.hold(this, false);
-    this.holding = false;
+    this.letGo();
     if (this.data?.open) this.data.reset();
     if (this.error?.open) this.error.reset();
     clearTimeout(this.verdictTimer);
