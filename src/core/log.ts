@@ -37,8 +37,8 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
  *    flushSync), and given up on its first write error.
  *  - Anything else (a pipe, a socket, a file) is written through Node's process.stderr, which has
  *    no flushSync: a pipe is written at once when it has room and queued otherwise (a slow reader
- *    does not stall the proxy), nothing queued is waited for at exit, and the first error (EPIPE)
- *    drops the log. flush() waits for the queue to drain, at most FLUSH_WAIT_MS: the last lines
+ *    does not stall the proxy) up to STDERR_QUEUE_MAX, beyond which lines are counted and dropped,
+ *    nothing queued is waited for at exit, and the first error (EPIPE) drops the log. flush() waits for the queue to drain, at most FLUSH_WAIT_MS: the last lines
  *    reach a reader that reads, and one that stopped does not hold the exit.
  */
 export function stderrStream(): DestinationStream {
@@ -63,6 +63,17 @@ function terminalStream(): DestinationStream {
 
 let stderrFailed = false;
 let watchingStderr = false;
+/** Bytes queued for stderr's reader beyond which lines are dropped (and counted). */
+const STDERR_QUEUE_MAX = 1 << 20;
+let droppedLines = 0;
+
+/** A pino-shaped warning with the count of lines dropped while stderr's reader fell behind. */
+function reportDropped(): void {
+  const count = droppedLines;
+  droppedLines = 0;
+  if (count === 0 || stderrFailed) return;
+  process.stderr.write(`${JSON.stringify({ level: 40, time: Date.now(), pid: process.pid, dropped: count, msg: "log lines dropped: stderr's reader did not keep up" })}\n`);
+}
 
 function processStderr(): DestinationStream & { flush(cb?: () => void): void } {
   const stderr = process.stderr;
@@ -76,7 +87,14 @@ function processStderr(): DestinationStream & { flush(cb?: () => void): void } {
   }
   return {
     write(line: string) {
-      if (!stderrFailed) stderr.write(line);
+      if (stderrFailed) return;
+      // A reader that stopped reading (a paused pager): lines beyond the bound are counted, not
+      // queued without end, and the count is said once the reader catches up.
+      if (stderr.writableLength >= STDERR_QUEUE_MAX) {
+        if (droppedLines++ === 0) stderr.once('drain', reportDropped);
+        return;
+      }
+      stderr.write(line);
     },
     flush(cb?: () => void) {
       if (stderrFailed || stderr.writableLength === 0) return void cb?.();

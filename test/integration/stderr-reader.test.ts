@@ -86,3 +86,37 @@ test('a reader that reads gets every line written before a flush and exit', asyn
   assert.equal(numbers.length, 2_000, 'no line lost');
   assert.equal(numbers.at(-1), 1_999);
 });
+
+test('lines for a reader that stopped reading are bounded: past ~1 MiB queued they are counted, and the count is logged once it reads again', async (t) => {
+  const script = `
+    const { createLogger } = await import(${JSON.stringify(logModule)});
+    const log = createLogger('info');
+    process.stdin.once('data', () => {
+      for (let n = 0; n < 20000; n++) log.info({ n, pad: 'x'.repeat(200) }, 'line');
+      process.stdout.write(String(process.stderr.writableLength) + '\\n');
+      process.stdin.once('data', () => log.flush(() => process.exit(0)));
+    });
+    process.stdout.write('ready\\n');`;
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+  // A failed assertion must not leave it waiting on its stdin (and this file with it).
+  t.after(() => proc.kill('SIGKILL'));
+  const stdout: string[] = [];
+  proc.stdout!.setEncoding('utf8').on('data', (c: string) => stdout.push(...c.split('\n').filter(Boolean)));
+  await eventually(async () => stdout.includes('ready'), 10_000, 20);
+  proc.stderr!.pause(); // nothing reads while ~5 MB of lines are logged
+  proc.stdin!.write('go\n');
+  await eventually(async () => stdout.length >= 2, 20_000, 20);
+  const queued = Number(stdout[1]);
+  assert.ok(queued <= (1 << 20) + 1024, `queued for the reader: ${queued} bytes`);
+  let text = '';
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => (text += c));
+  proc.stderr!.resume();
+  proc.stdin!.end('done\n');
+  assert.equal(await exitWithin(proc, 20_000), 0);
+  const records = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { n?: number; dropped?: number; msg: string });
+  const report = records.find((r) => r.dropped !== undefined);
+  assert.ok(report, 'the drop is reported');
+  assert.match(report.msg, /log lines dropped/);
+  const delivered = records.filter((r) => r.n !== undefined).length;
+  assert.equal(delivered + report.dropped!, 20_000, 'every line is either delivered or counted');
+});
