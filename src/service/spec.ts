@@ -4,6 +4,7 @@
 import path from 'node:path';
 import type { ServiceSpec } from './units.js';
 import { UNIX_PREFIX, unixListenPath } from '../core/address.js';
+import { unixSocketPath } from '../state/paths.js';
 
 export interface ServiceFlags {
   kubeconfig?: string;
@@ -32,14 +33,17 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
   if (f.kubeconfig) args.push('--kubeconfig', abs(f.kubeconfig));
   for (const c of f.context ?? []) args.push('--context', c);
   if (f.namespace) args.push('--namespace', f.namespace);
-  // unix:PATH with a directory is a path like the others (state/paths.ts unixSocketPath resolves
-  // it from the working directory); unix: and unix:NAME are in the state directory already.
-  const listen = (v: string) => {
+  // Every unix socket path is fixed now, where the user will look for it: unix:PATH with a
+  // directory is a path like the others (from the working directory); unix: and unix:NAME are in
+  // the state directory, or under $TMPDIR when a URL cannot name that (state/paths.ts socketDir) —
+  // and a service manager may give the service another TMPDIR, or none.
+  const listen = (v: string, kind: 'socks' | 'http') => {
     const unix = unixListenPath(v);
-    return unix !== undefined && unix.includes('/') ? `${UNIX_PREFIX}${abs(unix)}` : v;
+    if (unix === undefined) return v;
+    return `${UNIX_PREFIX}${unix.includes('/') ? abs(unix) : unixSocketPath(unix, kind, i.stateRoot)}`;
   };
-  if (f['listen-socks']) args.push('--listen-socks', listen(f['listen-socks']));
-  if (f['listen-http']) args.push('--listen-http', listen(f['listen-http']));
+  if (f['listen-socks']) args.push('--listen-socks', listen(f['listen-socks'], 'socks'));
+  if (f['listen-http']) args.push('--listen-http', listen(f['listen-http'], 'http'));
   if (f['proxy-auth-file']) args.push('--proxy-auth-file', abs(f['proxy-auth-file']));
   if (f['log-level']) args.push('--log-level', f['log-level']);
   args.push('--log-format', 'json');

@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { installService, serviceFile, uninstallService, type ServiceHost } from '../../src/service/install.js';
 import { serviceSpec } from '../../src/service/spec.js';
+import { socketDir } from '../../src/state/paths.js';
 import { isUnchanged } from '../../src/service/units.js';
 import { binPath, runCli } from '../helpers/proxy-process.js';
 
@@ -81,13 +82,18 @@ test('systemd: a home with a space, a "%", non-ASCII letters and a "$" in PATH â
   }
 });
 
-test('a unix socket path is made absolute like the other paths; unix: and unix:NAME stay in the state directory', () => {
-  const spec = (listen: string) => serviceSpec({ name: 'x', flags: { 'listen-socks': listen }, invocation: { command: '/bin/kubectl-proxyout', args: [] }, stateRoot: '/s', env: {}, cwd: '/w', home: '/h' }).args[1];
+test('every unix socket path is fixed at install time: relative ones made absolute, unix: and unix:NAME where this shell would put them', () => {
+  const spec = (listen: string, stateRoot = '/s') => serviceSpec({ name: 'x', flags: { 'listen-socks': listen }, invocation: { command: '/bin/kubectl-proxyout', args: [] }, stateRoot, env: {}, cwd: '/w', home: '/h' }).args[1];
   assert.equal(spec('unix:run/socks.sock'), 'unix:/w/run/socks.sock', 'the service starts in the home, not here');
   assert.equal(spec('unix:./s.sock'), 'unix:/w/s.sock');
   assert.equal(spec('unix:/abs/s.sock'), 'unix:/abs/s.sock');
-  assert.equal(spec('unix:'), 'unix:');
-  assert.equal(spec('unix:mine.sock'), 'unix:mine.sock');
+  assert.equal(spec('unix:'), 'unix:/s/socks.sock');
+  assert.equal(spec('unix:mine.sock'), 'unix:/s/mine.sock');
+  // A state directory a URL cannot name as it is (macOS: "Application Support"): under $TMPDIR
+  // as this shell has it, written into the unit (a launchd agent may see another TMPDIR, or none).
+  const macState = '/Users/u/Library/Application Support/kubectl-proxyout';
+  assert.equal(spec('unix:', macState), `unix:${socketDir(macState)}/socks.sock`);
+  assert.notEqual(socketDir(macState), macState);
   assert.equal(spec('127.0.0.1:1080'), '127.0.0.1:1080');
 });
 
