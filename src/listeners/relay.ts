@@ -145,6 +145,9 @@ class Side {
   /** Looked up once: whether a stream gives hints does not change while it is relayed. */
   private readonly hints: PieceHints | undefined;
   private corked = false;
+  /** The last chunk written continues in the next one (its unit is incomplete). */
+  private midUnit = false;
+  private uncorkQueued = false;
   private full = false;
   private done = false;
 
@@ -201,21 +204,36 @@ class Side {
     }
     if (this.isClient) this.splice.bytesFromClient += len;
     else this.splice.bytesToClient += len;
-    const more = this.hints !== undefined && typeof chunk !== 'string' && this.hints.continuesAfter(chunk);
-    if (more && !this.corked) {
+    if (this.hints === undefined || typeof chunk === 'string') {
+      if (!dst.write(chunk)) this.stream.pause();
+      return;
+    }
+    // A unit's pieces go out in one write, and so do the units that come in one turn of the
+    // event loop (one socket read of the tunnel holds several): the peer is corked until the
+    // turn is over (uncorkAfterTurn), or longer while a unit is still incomplete.
+    this.midUnit = this.hints.continuesAfter(chunk);
+    if (!this.corked) {
       this.corked = true;
       dst.cork();
     }
     if (!dst.write(chunk)) this.full = true;
-    if (more) return;
-    if (this.corked) {
-      this.corked = false;
-      dst.uncork();
+    if (this.midUnit) return;
+    if (!this.uncorkQueued) {
+      this.uncorkQueued = true;
+      process.nextTick(uncorkAfterTurn, this);
     }
     if (this.full) {
       this.full = false;
       this.stream.pause();
     }
+  }
+
+  /** The turn that wrote complete units is over: send them, unless a unit is still incomplete. */
+  uncork(): void {
+    this.uncorkQueued = false;
+    if (this.midUnit || !this.corked) return;
+    this.corked = false;
+    this.peer.stream.uncork();
   }
 
   // `on`, not `once`: 'end' comes at most once, and once() would wrap each listener in two more objects.
@@ -254,6 +272,11 @@ class Side {
     this.done = true;
     this.splice.settle(err);
   }
+}
+
+/** A function and an argument for process.nextTick, not a closure per unit. */
+function uncorkAfterTurn(side: Side): void {
+  side.uncork();
 }
 
 function prematureClose(): Error {

@@ -353,6 +353,33 @@ test('the pieces of one unit leave in one write, held across event-loop turns, n
   });
 });
 
+test('complete units that arrive in one turn (one socket read of the tunnel) leave in one write', { timeout: 10_000 }, async () => {
+  await withSocketPair(async (a) => {
+    const upstream = new PiecedUpstream();
+    const writes = spyWrites(a.inner);
+    const done = relay(a.inner, upstream);
+    const got = collect(a.outer);
+    const units = [[randomBytes(200), randomBytes(300)], [randomBytes(400)], [randomBytes(100), randomBytes(50)]];
+    for (const unit of units) unit.forEach((piece, i) => upstream.piece(piece, i < unit.length - 1));
+    await tick();
+    assert.equal(writes.length, 1, 'one write for the three units');
+    assert.deepEqual(writes[0], units.flat(), 'the very buffers, in order');
+    // A unit left incomplete at the end of a turn is still held until its last piece.
+    const late = [randomBytes(64), randomBytes(64)];
+    upstream.piece(late[0]!, true);
+    await tick();
+    assert.equal(writes.length, 1, 'nothing sent while the unit is incomplete');
+    upstream.piece(late[1]!, false);
+    await tick();
+    assert.equal(writes.length, 2);
+    assert.deepEqual(writes[1], late);
+    upstream.push(null);
+    a.outer.end();
+    assert.equal(sha(await got), sha(Buffer.concat([...units.flat(), ...late])));
+    assert.equal((await done).error, undefined);
+  });
+});
+
 test('a unit still under way when the upstream ends is sent before the FIN', { timeout: 10_000 }, async () => {
   await withSocketPair(async (a) => {
     const upstream = new PiecedUpstream();
