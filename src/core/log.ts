@@ -37,9 +37,10 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
  *    flushSync), and given up on its first write error.
  *  - Anything else (a pipe, a socket, a file) is written through Node's process.stderr, which has
  *    no flushSync: a pipe is written at once when it has room and queued otherwise (a slow reader
- *    does not stall the proxy) up to STDERR_QUEUE_MAX, beyond which lines are counted and dropped,
- *    nothing queued is waited for at exit, and the first error (EPIPE) drops the log. flush() waits for the queue to drain, at most FLUSH_WAIT_MS: the last lines
- *    reach a reader that reads, and one that stopped does not hold the exit.
+ *    does not stall the proxy) up to STDERR_QUEUE_MAX, beyond which lines are counted and
+ *    dropped; nothing queued is waited for at exit, and the first error (EPIPE) drops the log.
+ *    flush() waits for the queue to drain, at most FLUSH_WAIT_MS: the last lines reach a reader
+ *    that reads, and one that stopped does not hold the exit.
  */
 export function stderrStream(): DestinationStream {
   return process.stderr.isTTY === true ? terminalStream() : processStderr();
