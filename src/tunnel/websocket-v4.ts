@@ -12,6 +12,7 @@ import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
 import { PodStream, where } from './pod-stream.js';
 import { webSocketOptions } from './ws-options.js';
+import { PongPacer } from './pong-pacer.js';
 
 export const V4_PROTOCOL = 'v4.channel.k8s.io';
 const DATA = 0;
@@ -44,7 +45,9 @@ export class WebSocketV4Transport implements Transport {
     const conn = await this.api.requestOptions();
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward?ports=${target.port}`;
     const url = this.api.url(path, 'ws');
-    const ws = new WebSocket(url, [V4_PROTOCOL], webSocketOptions(url, conn));
+    // Pings are answered by PongPacer (one pong in flight, pong-pacer.ts), not ws's one per ping.
+    const ws = new WebSocket(url, [V4_PROTOCOL], { ...webSocketOptions(url, conn), autoPong: false });
+    answerPings(ws);
     this.live.add(ws);
     ws.once('close', () => this.live.delete(ws));
     const stream = new PortForwardStream(ws, target, this.log);
@@ -52,6 +55,15 @@ export class WebSocketV4Transport implements Transport {
     stream.keepAlive(this.keepalive);
     return opened;
   }
+}
+
+function answerPings(ws: WebSocket): void {
+  const pongs = new PongPacer((payload, done) => {
+    if (ws.readyState !== WebSocket.OPEN) return false;
+    ws.pong(payload, true, () => done());
+    return true;
+  });
+  ws.on('ping', (payload: Buffer) => pongs.ping(payload));
 }
 
 /** Maps a refused upgrade (the API server's HTTP status) to a reply. */

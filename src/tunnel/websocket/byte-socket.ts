@@ -2,11 +2,13 @@
 // tools/portforward/tunneling_connection.go): binary messages in both directions, boundaries
 // meaning nothing. Written for the data path: received payload goes to `onData` in pieces as the
 // socket delivers it (frame-reader.ts), and each send is one frame built in one buffer
-// (frame-writer.ts). Pings from the server are answered; the close handshake is RFC 6455 §7:
-// whoever closes first sends a close frame and the other echoes it, then TCP closes.
+// (frame-writer.ts). Pings from the server are answered, one pong in flight (../pong-pacer.ts);
+// the close handshake is RFC 6455 §7: whoever closes first sends a close frame and the other
+// echoes it, then TCP closes.
 import type net from 'node:net';
 import { CloseCode, FrameReader, Opcode, WebSocketProtocolError, type FrameSink } from './frame-reader.js';
 import { encodeClientFrame, type MaskKeys } from './frame-writer.js';
+import { PongPacer } from '../pong-pacer.js';
 
 /** How long we wait for the server's close frame (and its FIN) after sending ours. */
 const CLOSE_WAIT_MS = 2000;
@@ -27,6 +29,7 @@ export class ByteWebSocket {
   private closeSent = false;
   private ended?: WebSocketEnd;
   private closeTimer?: NodeJS.Timeout;
+  private readonly pongs = new PongPacer((payload, done) => this.sendControl(Opcode.PONG, payload, done));
 
   constructor(
     private readonly socket: net.Socket,
@@ -35,7 +38,7 @@ export class ByteWebSocket {
   ) {
     const sink: FrameSink = {
       binary: (piece) => this.onData(piece),
-      ping: (payload) => this.sendControl(Opcode.PONG, payload),
+      ping: (payload) => this.pongs.ping(payload),
       pong: () => undefined,
       close: (code, reason) => this.closeReceived(code, reason),
     };
@@ -143,8 +146,11 @@ export class ByteWebSocket {
     if (!this.socket.destroyed && this.socket.writable) this.socket.write(encodeClientFrame(Opcode.CLOSE, [body], body.length, this.keys));
   }
 
-  private sendControl(opcode: number, payload: Buffer): void {
-    if (this.isOpen && this.socket.writable) this.socket.write(encodeClientFrame(opcode, [payload], payload.length, this.keys));
+  /** Whether the frame was written; `done` once the socket has taken it. */
+  private sendControl(opcode: number, payload: Buffer, done: () => void): boolean {
+    if (!(this.isOpen && this.socket.writable)) return false;
+    this.socket.write(encodeClientFrame(opcode, [payload], payload.length, this.keys), () => done());
+    return true;
   }
 
   private finish(end: WebSocketEnd): void {
