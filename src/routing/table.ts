@@ -52,6 +52,8 @@ export interface Claim {
 export interface Refusal {
   readonly claimed: false;
   readonly message: string;
+  /** Refused because learnt ingress hosts of these routes tie (claimRule). */
+  readonly tie?: readonly string[];
 }
 
 export type Decision = Claim | Refusal;
@@ -74,6 +76,8 @@ export interface TableSnapshot {
 const ANY = Number.MAX_SAFE_INTEGER;
 /** Rule "length" of learnt ingress hosts: above catch-alls (0), below any configured rule (≥ 1) and short names. */
 const LEARNT_BASE = 0.5;
+/** A label no configured rule names, to ask how a name under a learnt wildcard is decided. */
+const UNNAMED_LABEL = 'x--ingress-conflict-check';
 
 export class RouteMatcher {
   private readonly suffixes: SuffixIndex;
@@ -167,8 +171,9 @@ export class RouteMatcher {
 
   /**
    * The learnt hosts (as patterns: "shop.example.io", "*.apps.example.io") that more than one
-   * cluster route learnt, with those routes, sorted. A name such a host decides is refused (see
-   * claimRule; the PAC file sends it DIRECT), so the proxy logs them.
+   * cluster route learnt and that no configured rule decides first, with those routes, sorted. A
+   * name such a host decides is refused (see claimRule; the PAC file sends it DIRECT), so the
+   * proxy logs them.
    */
   ingressHostConflicts(): Array<{ host: string; routes: string[] }> {
     const out: Array<{ host: string; routes: string[] }> = [];
@@ -179,7 +184,13 @@ export class RouteMatcher {
       const byPattern = new Map<string, Set<number>>();
       for (const r of rules) if (r.dynamic) byPattern.set(r.pattern, (byPattern.get(r.pattern) ?? new Set()).add(r.route));
       for (const [host, routes] of byPattern) {
-        if (routes.size > 1) out.push({ host, routes: [...routes].sort((a, b) => a - b).map((i) => this.table.routes[i]!.name) });
+        if (routes.size < 2) continue;
+        // Only where the tie decides: a configured rule (an include, an exclude, the default
+        // route's short names) that outranks learnt hosts leaves no conflict to report. A
+        // wildcard is asked with a name under it that no configured name rule spells out.
+        const decision = this.matchName(host.startsWith('*.') ? `${UNNAMED_LABEL}${host.slice(1)}` : host);
+        if (decision.claimed || !decision.tie) continue;
+        out.push({ host, routes: [...routes].sort((a, b) => a - b).map((i) => this.table.routes[i]!.name) });
       }
     }
     return out.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
@@ -262,7 +273,8 @@ export class RouteMatcher {
       if (!o.exclude && o.route !== r.route && !blocked.some((b) => b.route === o.route)) {
         // Refused, not a silent pick between two clusters (the PAC file sends it DIRECT, as any
         // name the proxy refuses; the proxy logs the conflict when it arises: ingress-feed.ts).
-        return { claimed: false, message: `${name} is served by both ${this.table.routes[r.route]!.name} and ${this.table.routes[o.route]!.name} (an Ingress or Route host in each): add it to one route's include to choose` };
+        const both = [this.table.routes[r.route]!.name, this.table.routes[o.route]!.name];
+        return { claimed: false, tie: both, message: `${name} is served by both ${both[0]} and ${both[1]} (an Ingress or Route host in each): add it to one route's include to choose` };
       }
     }
     const route = this.table.routes[r.route]!;

@@ -62,7 +62,7 @@ async function pacFile(proxy: ProxyProcess): Promise<(host: string) => string> {
   return (host) => (sandbox.FindProxyForURL as (u: string, h: string) => string)(`http://${host}/`, host);
 }
 
-const CONFLICT = "an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT, unless a configured rule decides it; add it to one route's include to choose";
+const CONFLICT = "an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT; add it to one route's include to choose";
 
 test('a host both clusters learnt: the proxy refuses it naming both, the PAC file sends it DIRECT (so does Chromium), one log line says so', async (t) => {
   const [, staging] = multi.clusters;
