@@ -10,12 +10,14 @@ import { serviceSpec } from '../service/spec.js';
 import { executableLines, serviceExecutable } from '../service/executable.js';
 import { checkServiceFlags } from '../service/check.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
+import { tableFlagDefinitions } from '../config/flags.js';
 
 export default class ServiceInstall extends Command {
   static override summary = 'Install a login service (systemd user unit / launchd agent) that runs the proxy.';
   static override description = [
     'Writes ~/.config/systemd/user/NAME.service (Linux) or ~/Library/LaunchAgents/NAME.plist (macOS) running',
-    'the foreground proxy with these flags and absolute paths; it restarts on failure, logs JSON lines to',
+    'the foreground proxy with these flags (a routing table: --config, --context…, --direct) and absolute paths;',
+    'it restarts on failure, logs JSON lines to',
     '<state dir>/logs/NAME.log and gets SSH_AUTH_SOCK. It runs the kubectl-proxyout on your PATH that is this',
     "program (krew's, Homebrew's or npm's link, which upgrades keep), else this program's own file.",
     'Prints what it runs and the systemctl/launchctl lines that start it. Flags the proxy would refuse (a bad',
@@ -23,13 +25,18 @@ export default class ServiceInstall extends Command {
     'are an error, and nothing is written.',
     'A file you edited is not overwritten without --force.',
   ].join(' ');
-  static override usage = 'service-install [--context C] [--listen-socks ADDR] [--listen-http ADDR] [--dry-run] [--force]';
+  static override usage = 'service-install [--context C]… [--config F] [--listen-socks ADDR] [--listen-http ADDR] [--forward MAP]… [--dry-run] [--force]';
   static override examples = ['<%= config.bin %> service-install --context prod --listen-http 127.0.0.1:3128', '<%= config.bin %> service-install --dry-run'];
 
   static override flags = {
     name: Flags.string({ summary: 'Service name (unit name / launchd label).', helpValue: '<name>', default: DEFAULT_SERVICE_NAME }),
     kubeconfig: Flags.string({ summary: 'Kubeconfig file for the service (default: $KUBECONFIG as now, then ~/.kube/config).', helpValue: '<file>' }),
-    context: Flags.string({ summary: 'Kubeconfig context (repeatable; default: the current context when the service starts).', helpValue: '<name>', multiple: true }),
+    context: Flags.string({ summary: 'Kubeconfig context (repeatable; default: the config file routes, else the current context when the service starts).', helpValue: '<name>', multiple: true, multipleNonGreedy: true }),
+    config: Flags.string({ summary: 'Routing table file for the service (default: config.yaml in your config directory, read at each start, when no --context is given).', helpValue: '<file>' }),
+    'extra-ca': tableFlagDefinitions()['extra-ca'],
+    direct: tableFlagDefinitions().direct,
+    'cluster-domain': Flags.string({ summary: 'Cluster DNS domain.', helpValue: '<domain>' }),
+    forward: Flags.string({ summary: 'Port mapping [ADDR:]LPORT=TARGET:PORT (repeatable), as the proxy takes it.', helpValue: '<map>', multiple: true, multipleNonGreedy: true }),
     namespace: Flags.string({ char: 'n', summary: 'Namespace for short names.', helpValue: '<ns>' }),
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address host:port ("off" for none).', helpValue: '<addr>' }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port.', helpValue: '<addr>' }),

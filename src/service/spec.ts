@@ -9,6 +9,11 @@ import { unixSocketPath } from '../state/paths.js';
 export interface ServiceFlags {
   kubeconfig?: string;
   context?: string[];
+  config?: string;
+  'extra-ca'?: string;
+  direct?: boolean;
+  'cluster-domain'?: string;
+  forward?: string[];
   namespace?: string;
   'listen-socks'?: string;
   'listen-http'?: string;
@@ -32,6 +37,11 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
   const args: string[] = [];
   if (f.kubeconfig) args.push('--kubeconfig', abs(f.kubeconfig));
   for (const c of f.context ?? []) args.push('--context', c);
+  if (f.config) args.push('--config', abs(f.config));
+  if (f['extra-ca']) args.push('--extra-ca', abs(f['extra-ca']));
+  if (f.direct !== undefined) args.push(f.direct ? '--direct' : '--no-direct');
+  if (f['cluster-domain']) args.push('--cluster-domain', f['cluster-domain']);
+  for (const m of f.forward ?? []) args.push('--forward', m);
   if (f.namespace) args.push('--namespace', f.namespace);
   // Every unix socket path is fixed now, where the user will look for it: unix:PATH with a
   // directory is a path like the others (from the working directory); unix: and unix:NAME are in
@@ -56,7 +66,10 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
     env.KUBECONFIG = i.env.KUBECONFIG.split(path.delimiter).filter(Boolean).map(abs).join(path.delimiter);
   }
   env.KUBECTL_PROXYOUT_STATE_DIR = i.stateRoot;
-  const where = f.context?.length ? `context ${f.context.join(', ')}` : 'current context';
+  // Without --config the proxy reads config.yaml in the config directory at each start, which
+  // env-paths finds from $XDG_CONFIG_HOME on Linux: the service reads the file this shell would.
+  if (i.env.XDG_CONFIG_HOME && path.isAbsolute(i.env.XDG_CONFIG_HOME)) env.XDG_CONFIG_HOME = i.env.XDG_CONFIG_HOME;
+  const where = f.context?.length ? `context ${f.context.join(', ')}` : f.config ? `routes of ${path.basename(f.config)}` : 'current context';
   return {
     name: i.name,
     command: i.invocation.command,

@@ -99,8 +99,8 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
 }
 
 /** Runs the CLI to completion (for commands that are expected to exit). */
-export async function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [binPath, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [binPath, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
   let stdout = '';
   let stderr = '';
   proc.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));

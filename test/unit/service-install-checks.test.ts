@@ -1,6 +1,7 @@
 // service-install refuses, in one line and before writing anything (--dry-run too), the flags the
 // proxy would refuse on every start of the service: listen addresses, the credentials file (and
-// its mode), the kubeconfig and its contexts, a listener others can reach without credentials.
+// its mode), the kubeconfig and its contexts, a listener others can reach without credentials, a
+// port mapping, the config file (test/integration/service-run.test.ts runs the units themselves).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -47,6 +48,8 @@ test('flags the proxy would refuse: one line, exit 1, nothing written — with a
     [['--proxy-auth-file', 'no-such-file'], /^Error: --proxy-auth-file no-such-file: ENOENT/],
     [['--proxy-auth-file', path.join(h.dir, 'open-auth')], /^Error: --proxy-auth-file .*open-auth: refusing a file that group or others can access \(mode 644\); run chmod 600/],
     [['--listen-http', '0.0.0.0:3128'], /^Error: --listen-http 0\.0\.0\.0:3128 is not a loopback address, so other machines could use your cluster access through it/],
+    [['--forward', 'nope'], /^Error: --forward nope: invalid port mapping "nope": missing "="/],
+    [['--config', 'no-such.yaml'], /^Error: cannot read the config file no-such\.yaml: no such file/],
   ];
   // Each case once, with and without --dry-run in turn (the checks come before that choice): a
   // CLI start costs a second or more here.
