@@ -6,10 +6,11 @@ import { closeSync, fchmodSync, openSync } from 'node:fs';
 import net from 'node:net';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { selfInvocation } from '../core/self.js';
-import { forwardListenProblem, parseForwardSpec, parseListenAddress, unixListenPath, UNIX_PREFIX, type HostPort } from '../core/address.js';
+import { formatHostPort, unixListenPath, UNIX_PREFIX, type HostPort } from '../core/address.js';
 import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { probeApi } from '../proxy/proxy.js';
+import { planStart, type StartPlan } from '../proxy/startup-checks.js';
 import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, unixSocketPath, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from '../state/store.js';
@@ -17,7 +18,7 @@ import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from 
 import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';
 import { signal } from './stop.js';
-import { PROXY_AUTH_ENV, requireCredentialsOffLoopback, type ProxyCredentials } from '../auth/credentials.js';
+import { PROXY_AUTH_ENV, type ProxyCredentials } from '../auth/credentials.js';
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, type RequestedSettings } from './settings.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
@@ -55,11 +56,13 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   // Whatever a caller passes in options, credentials never reach state.json.
   const { proxyAuth: _stray, ...daemonOptions } = req.options as DaemonOptions & { proxyAuth?: unknown };
   req = { ...req, options: withUnixPaths(daemonOptions, layout().root) };
-  const listens = parseListens(req.options);
-  // Port mappings are loopback-only whatever the credentials (forward-server.ts); unix sockets are local.
-  requireCredentialsOffLoopback(listens.filter((l) => l.flag !== '--forward').map((l) => ({ flag: l.flag, ...l.addr })), !!req.proxyAuth);
   const contexts = req.options.contexts?.length ? req.options.contexts : req.context ? [req.context] : [];
   const managed = resolveManagedTable({ kubeconfig: req.kubeconfig, contexts, config: req.options.config, direct: req.options.direct, clusterDomain: req.options.clusterDomain, extraCA: req.options.extraCA, namespace: req.namespace });
+  // The daemon's own start-up checks (proxy/startup-checks.ts), made here so a refusal is the
+  // caller's error at once: listen addresses, credentials off loopback (only the caller's count:
+  // the unit of trust is the user who gave them), direct pass-through, the mappings of the flags
+  // and of the config file alike.
+  const listens = listensOf(planStart({ ...req.options, table: managed.table, proxyAuth: req.proxyAuth }));
   const kube = managed.primary;
   // What the daemon serves is this resolved table; `reload` makes it again from the same inputs.
   req = {
@@ -169,34 +172,12 @@ function withUnixPaths(options: DaemonOptions, root: string): DaemonOptions {
   return { ...options, listenSocks: resolve(options.listenSocks, 'socks'), listenHttp: resolve(options.listenHttp, 'http') };
 }
 
-/** The TCP listeners and port mappings, parsed (unix sockets are checked by the daemon when it listens). */
-function parseListens(options: DaemonOptions): Array<{ flag: string; addr: HostPort; text: string }> {
-  const out: Array<{ flag: string; addr: HostPort; text: string }> = [];
-  let unix = 0;
-  for (const [flag, text] of [['--listen-socks', options.listenSocks], ['--listen-http', options.listenHttp]] as const) {
-    if (text === undefined) continue;
-    if (unixListenPath(text) !== undefined) {
-      unix++;
-      continue;
-    }
-    try {
-      out.push({ flag, addr: parseListenAddress(text), text });
-    } catch (err) {
-      throw new StartupError(`${flag} ${text}: ${errorMessage(err)}`);
-    }
-  }
-  for (const text of [...(options.forwards ?? []), ...(options.table?.forwards ?? [])]) {
-    try {
-      const spec = parseForwardSpec(text);
-      const problem = forwardListenProblem(spec);
-      if (problem) throw new Error(problem);
-      out.push({ flag: '--forward', addr: spec.listen, text });
-    } catch (err) {
-      throw new StartupError(`--forward ${text}: ${errorMessage(err)}`);
-    }
-  }
-  if (out.length === 0 && unix === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
-  return out;
+/** The TCP listeners and port mappings the plan binds, for the port checks (unix sockets are checked by the daemon when it listens). */
+function listensOf(plan: StartPlan): Array<{ flag: string; addr: HostPort; text: string }> {
+  return [
+    ...plan.listens.map((l) => ({ flag: l.flag, addr: { host: l.host, port: l.port }, text: formatHostPort(l.host, l.port) })),
+    ...plan.forwards.map((f) => ({ flag: '--forward', addr: f.listen, text: f.text })),
+  ];
 }
 
 /** Refuses a fixed port another managed proxy or any other program already listens on. */

@@ -185,6 +185,35 @@ describe('a managed proxy with mappings, and exec using it', () => {
   });
 });
 
+test("connect with the config file's mappings only (--listen-socks off): the daemon serves them; a fixed port already taken is refused before the daemon starts", async () => {
+  const config = path.join(cluster.dir, 'connect-forwards.yaml');
+  writeFileSync(config, `forward: ["0=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
+  const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', 'off', '--id', 'cfgmaps', '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { pid: number; forwards: Array<{ port: number; target: string }> };
+  try {
+    assert.equal(out.forwards.length, 1);
+    const got = await curl([`http://127.0.0.1:${out.forwards[0]!.port}/whoami`]);
+    assert.equal(got.code, 0, got.stderr);
+    assert.match(got.stdout, /"namespace":"shop"/);
+  } finally {
+    await cli(['disconnect', 'cfgmaps']);
+    await eventually(async () => !isAlive(out.pid), 10_000, 50).catch(() => undefined);
+  }
+  const taken = net.createServer().listen(0, '127.0.0.1');
+  await once(taken, 'listening');
+  const port = (taken.address() as net.AddressInfo).port;
+  try {
+    writeFileSync(config, `forward: ["${port}=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
+    const refused = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--id', 'cfgmaps']);
+    assert.equal(refused.code, 1, refused.stdout);
+    assert.match(refused.stderr, new RegExp(`^Error: --forward ${port}=web\\.shop:8080: the address is already in use by another program; pick another local port`));
+    assert.match((await cli(['status', '--json'])).stdout, /^\[\]$/m, 'no daemon was started');
+  } finally {
+    taken.close();
+  }
+});
+
 test('a managed proxy on a unix socket in the state directory: status shows curl’s form, exec hands it (with the password) to CMD', async () => {
   const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--namespace', 'default', '--listen-socks', 'unix:m.sock', '--json']);
   assert.equal(r.code, 0, r.stderr);
