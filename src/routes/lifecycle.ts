@@ -96,7 +96,8 @@ export class RouteLifecycle {
     if (this.closed) return;
     this.current = 'error';
     this.why = errorMessage(err);
-    this.log.warn({ route: this.name, error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);
+    // The route name is bound to this logger (routes/build.ts).
+    this.log.warn({ error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);
     this.retryTimer = setTimeout(() => void this.retry(), this.retryMs);
     this.retryTimer.unref();
     this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);

@@ -83,7 +83,7 @@ export class KonnectivityRoute implements Route {
       } catch (err) {
         lastError = err;
         const retry = err instanceof ProxyError && err.retryable && !signal.aborted && i + 1 < targets.length;
-        this.deps.log.debug({ route: this.name, target: joinHostPort(t.ip, t.port), error: errorMessage(err), retry }, 'konnectivity dial failed');
+        this.deps.log.debug({ target: joinHostPort(t.ip, t.port), error: errorMessage(err), retry }, 'konnectivity dial failed');
         if (!retry) break;
       }
     }

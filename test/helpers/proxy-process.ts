@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { DEFAULTS } from '../../src/proxy/options.js';
 import type { TransportMode } from '../../src/tunnel/negotiate.js';
+import { duplicateKeys } from './log-lines.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const binPath = path.join(repoRoot, 'bin', 'kubectl-proxyout');
@@ -35,6 +37,7 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
   const proc = spawn(command[0], [...command.slice(1), ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
   const stdout: string[] = [];
   const logs: Array<Record<string, unknown>> = [];
+  const twiceKeyed: string[] = [];
   let stderrText = '';
   let exited = false;
   const exit = once(proc, 'exit').then(([code]) => {
@@ -52,8 +55,9 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
       try {
         logs.push(JSON.parse(line) as Record<string, unknown>);
       } catch {
-        /* not a log line */
+        continue; // not a log line
       }
+      if (duplicateKeys(line).length > 0) twiceKeyed.push(line);
     }
   });
   const result: ProxyProcess = {
@@ -63,7 +67,10 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
     stderr: () => stderrText,
     async stop(signal = 'SIGTERM') {
       if (!exited) proc.kill(signal);
-      return exit;
+      const code = await exit;
+      // Every test that stops a proxy also checks that no log line had a key twice (log-lines.ts).
+      assert.deepEqual(twiceKeyed, [], 'log lines with a key written twice');
+      return code;
     },
   };
   proc.stdout!.setEncoding('utf8');
