@@ -102,9 +102,8 @@ test('a hop the hop before cannot reach in time fails the chain at its ConnectTi
   const server = await startSsh2Server({ openDelayMs: 3000 });
   const chain = new SshChainConnection([server.hop(), server.hop({ alias: 'second', connectTimeoutMs: 400 })]);
   try {
-    const started = Date.now();
+    // The message names the timer that fired: without it the dial would succeed after 3 s.
     await assert.rejects(chain.connect(), /second.*cannot reach it within 400 ms \(ConnectTimeout\)/);
-    assert.ok(Date.now() - started < 2500, `${Date.now() - started} ms`);
     // The failed chain leaves no session behind on the first hop.
     await eventually(() => server.connections.size === 0, 3000, 'the first hop\'s session was left open');
   } finally {

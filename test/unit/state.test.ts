@@ -149,9 +149,8 @@ test('a stale lock (its holder crashed) is taken over', async (t) => {
   mkdirSync(l.lockFile);
   const old = new Date(Date.now() - 60_000);
   utimesSync(l.lockFile, old, old);
-  const started = Date.now();
+  // Not taken over, the lock would be waited for (~19 s) and then refused: the answer shows it was.
   assert.equal(await withStateLock(l, () => 42), 42);
-  assert.ok(Date.now() - started < 5_000);
 });
 
 test('a lock wait with a deadline gives up by then (a stopping daemon), where it would wait ~19 s', async (t) => {
