@@ -7,7 +7,8 @@ import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { errorMessage } from '../core/errors.js';
 import { checkCluster } from '../doctor/cluster.js';
 import { DoctorEgress } from '../doctor/egress.js';
-import type { ClusterRouteSpec } from '../routing/table-spec.js';
+import { checkSshRoute } from '../doctor/ssh.js';
+import type { ClusterRouteSpec, SshRouteSpec } from '../routing/table-spec.js';
 import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doctor/local.js';
 import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
 import { parseDuration } from '../cli/duration.js';
@@ -16,13 +17,15 @@ import { tableFlagDefinitions } from '../config/flags.js';
 import type { ProxyStatus } from '../managed/status.js';
 
 export default class Doctor extends Command {
-  static override summary = 'Check the kubeconfig, API server, port-forward protocols, RBAC and local state; say how to fix what fails.';
+  static override summary = 'Check the kubeconfig, API server, port-forward protocols, RBAC, ssh routes and local state; say how to fix what fails.';
   static override description = [
     'For each cluster route (the --context given, else the config file routes, else the current context):',
     'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers, reached as the proxy reaches it',
     '(proxy-url or HTTPS_PROXY, --extra-ca / extraCA, a route\'s via; version, round trip),',
     'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services and',
-    'EndpointSlices, list/get on Pods and create on pods/portforward. Locally: the listen addresses are free, the',
+    'EndpointSlices, list/get on Pods and create on pods/portforward. For each ssh route of the config file: a login',
+    'through its whole chain as the route logs in (each hop reached, its host key known, our key accepted), naming the',
+    'hop that fails. Locally: the listen addresses are free, the',
     "state directory is private, running managed proxies answer. Exit status 1 when a check fails.",
   ].join(' ');
   static override usage = 'doctor [--context C]… [--config F] [--extra-ca F] [--timeout T] [--json]';
@@ -31,11 +34,11 @@ export default class Doctor extends Command {
   static override flags = {
     kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
     context: Flags.string({ summary: 'Check this context (repeatable).', helpValue: '<name>', multiple: true }),
-    config: Flags.string({ summary: 'Check the cluster routes of this config file.', helpValue: '<file>' }),
+    config: Flags.string({ summary: 'Check the routes of this config file.', helpValue: '<file>' }),
     'extra-ca': tableFlagDefinitions()['extra-ca'],
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address to check.', helpValue: '<addr>', default: DEFAULTS.listenSocks }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address to check.', helpValue: '<addr>' }),
-    timeout: durationFlag('Time each API request may take.', 10_000, false),
+    timeout: durationFlag('Time each API request, and each ssh route\'s login through its chain, may take.', 10_000, false),
     json: Flags.boolean({ summary: 'Print the checks as JSON: {"ok": bool, "checks": [{scope, name, status, detail, fix}]}.' }),
   };
 
@@ -44,6 +47,7 @@ export default class Doctor extends Command {
     const timeoutMs = parseDuration(flags.timeout);
     const checks: Check[] = [];
     let contexts: Array<{ scope: string; context?: string; route?: ClusterRouteSpec }> = [];
+    let sshRoutes: SshRouteSpec[] = [];
     let egress: DoctorEgress | undefined;
     try {
       let currentContext: string | undefined;
@@ -54,6 +58,7 @@ export default class Doctor extends Command {
       }
       const table = loadRoutingTable({ config: flags.config, contexts: flags.context ?? [], clusterDomain: DEFAULTS.clusterDomain, currentContext, extraCA: flags['extra-ca'] });
       contexts = table.routes.flatMap((r) => (r.kind === 'cluster' ? [{ scope: r.name, context: r.context, route: r }] : []));
+      sshRoutes = table.routes.flatMap((r) => (r.kind === 'ssh' ? [r] : []));
       egress = new DoctorEgress(table);
       if (egress.extraCAProblem) {
         checks.push({ scope: 'config', name: 'extra-ca', status: 'fail', detail: egress.extraCAProblem, fix: 'give --extra-ca (config: extraCA) a readable PEM bundle holding the CA of the proxy that intercepts TLS' });
@@ -62,6 +67,9 @@ export default class Doctor extends Command {
       checks.push({ scope: 'config', name: 'routes', status: 'fail', detail: errorMessage(err), fix: 'fix the config file or the --context flags (see docs/usage.md "Config file")' });
     }
     if (contexts.length === 0 && checks.length === 0) contexts = [{ scope: 'current-context' }];
+    // The routes that carry others first: a cluster route's failing API check through a chain
+    // then follows the check that says which hop of it fails.
+    for (const route of sshRoutes) checks.push(...(await checkSshRoute(route, { timeoutMs })));
     try {
       for (const c of contexts) {
         const { route } = c;

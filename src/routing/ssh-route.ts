@@ -11,7 +11,7 @@ import { loadCredentials } from '../ssh/auth.js';
 import { loadSsh2, ssh2Loaded } from '../ssh/ssh2-lib.js';
 import { resolveChain, type SshHop } from '../ssh/chain.js';
 import { SshConfigFile, type ReadOptions } from '../ssh/config.js';
-import { SshChainConnection, type ChainOptions } from '../ssh/connection.js';
+import { SshChainConnection, type ChainOptions, type ChainStatus } from '../ssh/connection.js';
 import type { Route, RouteStatus } from './route.js';
 import type { Claim } from './table.js';
 import type { SshRouteSpec } from './table-spec.js';
@@ -43,6 +43,11 @@ export class SshRoute implements Route {
   /** The hops, resolved at start (undefined before). */
   get hops(): readonly SshHop[] | undefined {
     return this.connection?.hops;
+  }
+
+  /** The chain's own status (undefined before start): doctor reads how far a login got. */
+  chainStatus(): ChainStatus | undefined {
+    return this.connection?.status();
   }
 
   /** ssh2 is loaded only for a table with ssh routes (src/ssh/ssh2-lib.ts). */

@@ -11,7 +11,7 @@ import type { Logger } from '../core/log.js';
 import { describeHop, type SshHop } from './chain.js';
 import { AuthNotices } from './auth.js';
 import { closeOnDestroy } from './channel-end.js';
-import { channelOpenError, hopError } from './failures.js';
+import { channelOpenError, hopError, tagHopFailure } from './failures.js';
 import { endHops, HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
 
 export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
@@ -23,6 +23,8 @@ export interface ChainStatus {
   /** Why the last attempt failed or the connection dropped. */
   lastError?: string;
   connects: number;
+  /** Hops logged in, of the connection or the attempt under way (doctor: where a login stalled). */
+  loggedIn: number;
 }
 
 export interface ChainOptions {
@@ -72,7 +74,7 @@ export class SshChainConnection {
   }
 
   status(): ChainStatus {
-    return { chain: this.describe(), state: this.state, channels: this.channels.size, lastError: this.lastError?.message, connects: this.connects };
+    return { chain: this.describe(), state: this.state, channels: this.channels.size, lastError: this.lastError?.message, connects: this.connects, loggedIn: this.clients.length };
   }
 
   /**
@@ -208,7 +210,7 @@ export class SshChainConnection {
         const channel = await openChannel(clients[i - 1]!, hop.hostName, hop.port, dialed).catch((err: unknown) => {
           if (stop.signal.aborted) throw err;
           const reach = `${describeHop(this.hops[i - 1]!)} cannot reach it`;
-          if (dialed.aborted) throw hopError(new Error('timed out'), hop, `${reach} within ${timeoutMs} ms (ConnectTimeout)`);
+          if (dialed.aborted) throw tagHopFailure(hopError(new Error('timed out'), hop, `${reach} within ${timeoutMs} ms (ConnectTimeout)`), hop, 'timeout');
           throw hopError(err, hop, reach);
         });
         // This hop's client destroys its transport when the hop stops answering (keepalive) and

@@ -27,6 +27,30 @@ export const OpenFailure = {
 /** A host key we will not accept; the message has the fingerprint and what to do. */
 export class HostKeyRefusal extends UpstreamHopError {}
 
+/**
+ * What went wrong at which hop of a chain, in a form `doctor` can pick its fix from (the message
+ * is for people; doctor/ssh.ts must not parse it). Kept beside the error rather than on it: the
+ * errors are the listeners' ProxyErrors, and only a failed login carries a hop.
+ */
+export type HopFailureKind = 'host-key-unknown' | 'host-key-changed' | 'host-key-revoked' | 'host-key-type' | 'auth' | 'unreachable' | 'timeout' | 'protocol' | 'closed';
+export interface HopFailure {
+  hop: SshHop;
+  kind: HopFailureKind;
+}
+
+const hopFailures = new WeakMap<object, HopFailure>();
+
+/** Records which hop `err` is about and what kind of failure it is; returns `err`. */
+export function tagHopFailure<T extends ProxyError>(err: T, hop: SshHop, kind: HopFailureKind): T {
+  hopFailures.set(err, { hop, kind });
+  return err;
+}
+
+/** The hop a login failure is about (undefined for any other error). */
+export function hopFailureOf(err: unknown): HopFailure | undefined {
+  return typeof err === 'object' && err !== null ? hopFailures.get(err) : undefined;
+}
+
 const NAME_FAILURE = /name or service not known|nodename nor servname|temporary failure in name resolution|no address associated|non-recoverable failure in name resolution|unknown host|name resolution/i;
 
 export function channelOpenError(err: unknown, host: string, port: number, lastHop: SshHop): ProxyError {
@@ -57,7 +81,7 @@ export function noCommonHostKeyError(err: unknown, hop: SshHop, offered: readonl
   const e = err as Error & { level?: string };
   if (e.level !== 'handshake' || !/no matching host key/.test(errorMessage(err))) return undefined;
   const from = hop.hostKeyAlgorithms ? 'HostKeyAlgorithms' : 'the defaults';
-  return new UpstreamHopError(`ssh hop ${describeHop(hop)}: no matching host key type found: it has no host key for any of ${offered.join(', ')} (${from})`, { cause: err });
+  return tagHopFailure(new UpstreamHopError(`ssh hop ${describeHop(hop)}: no matching host key type found: it has no host key for any of ${offered.join(', ')} (${from})`, { cause: err }), hop, 'host-key-type');
 }
 
 /**
@@ -72,11 +96,14 @@ export function hopError(err: unknown, hop: SshHop, context?: string, authNote?:
   if (typeof e.reason === 'number') {
     // Opening the channel to this hop from the one before failed.
     const why = errorMessage(err).replace(/^\(SSH\) Channel open failure: /, '');
-    return new HostUnreachableError(`${name} is unreachable: ${detail}${why ? ` (${why})` : ''}`, { cause: err });
+    return tagHopFailure(new HostUnreachableError(`${name} is unreachable: ${detail}${why ? ` (${why})` : ''}`, { cause: err }), hop, 'unreachable');
   }
-  if (e.level === 'client-authentication') return new UpstreamHopError(`${name} refused our keys (publickey authentication failed${authNote ? `; ${authNote}` : ''})`, { cause: err });
-  if (e.level === 'client-timeout') return new HostUnreachableError(`${name} did not complete the SSH handshake in time`, { cause: err });
-  if (e.level === 'client-socket' || e.code) return new HostUnreachableError(`${name} is unreachable: ${e.code ?? ''} ${errorMessage(err)}`.replace(/\s+/g, ' ').trim(), { cause: err });
-  if (e.level === 'protocol' || e.level === 'client-ssh') return new UpstreamHopError(`${name}: SSH protocol failure: ${errorMessage(err)}`, { cause: err });
-  return new HostUnreachableError(`${name}: ${detail}`, { cause: err });
+  if (e.level === 'client-authentication') return tagHopFailure(new UpstreamHopError(`${name} refused our keys (publickey authentication failed${authNote ? `; ${authNote}` : ''})`, { cause: err }), hop, 'auth');
+  if (e.level === 'client-timeout') return tagHopFailure(new HostUnreachableError(`${name} did not complete the SSH handshake in time`, { cause: err }), hop, 'timeout');
+  if (e.level === 'client-socket' || e.code) {
+    const unreachable = new HostUnreachableError(`${name} is unreachable: ${e.code ?? ''} ${errorMessage(err)}`.replace(/\s+/g, ' ').trim(), { cause: err });
+    return tagHopFailure(unreachable, hop, e.code === 'ETIMEDOUT' ? 'timeout' : 'unreachable');
+  }
+  if (e.level === 'protocol' || e.level === 'client-ssh') return tagHopFailure(new UpstreamHopError(`${name}: SSH protocol failure: ${errorMessage(err)}`, { cause: err }), hop, 'protocol');
+  return tagHopFailure(new HostUnreachableError(`${name}: ${detail}`, { cause: err }), hop, 'closed');
 }

@@ -2,7 +2,7 @@
 // unknown key is refused unless the user's config says `StrictHostKeyChecking accept-new`, which
 // appends it; a changed or revoked key is always refused. Refusals print the SHA256 fingerprint.
 import { describeHop, type SshHop } from './chain.js';
-import { HostKeyRefusal } from './failures.js';
+import { HostKeyRefusal, tagHopFailure } from './failures.js';
 import type { ServerHostKeyAlgorithm } from 'ssh2';
 import { orderByKnownKeyTypes, parseHostKeyAlgorithms } from './host-key-algorithms.js';
 import { appendHostKey, checkHostKey, fingerprint, keyType, knownHostsName, knownKeyTypes } from './known-hosts.js';
@@ -39,20 +39,20 @@ export function verifyHostKey(hop: SshHop, key: Buffer): HostKeyRefusal | undefi
     case 'known':
       return undefined;
     case 'revoked':
-      return new HostKeyRefusal(`${hopName}: host key ${shown} is marked @revoked in ${verdict.file}:${verdict.line}; refusing to connect`);
+      return tagHopFailure(new HostKeyRefusal(`${hopName}: host key ${shown} is marked @revoked in ${verdict.file}:${verdict.line}; refusing to connect`), hop, 'host-key-revoked');
     case 'changed':
-      return new HostKeyRefusal(
+      return tagHopFailure(new HostKeyRefusal(
         `${hopName}: HOST KEY CHANGED: the server offers ${shown}, but ${verdict.file}:${verdict.line} lists another ${keyType(key)} key for ${name}; ` +
           `refusing to connect (someone may be intercepting). If the change is expected, remove the old key: ssh-keygen -R '${name}'`,
-      );
+      ), hop, 'host-key-changed');
     case 'unknown':
       if (hop.hostKeyPolicy === 'accept-new') {
         appendHostKey(hop.knownHostsFiles[0]!, name, key, hop.hashKnownHosts);
         return undefined;
       }
-      return new HostKeyRefusal(
+      return tagHopFailure(new HostKeyRefusal(
         `${hopName}: unknown host key ${shown} for ${name} (not in ${files.join(', ')}); refusing to connect. ` +
           `Check the fingerprint and add the key (e.g. connect once with ssh), or set StrictHostKeyChecking accept-new for this host`,
-      );
+      ), hop, 'host-key-unknown');
   }
 }

@@ -4,7 +4,7 @@
 // It used to call both API servers unreachable while the proxy worked.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
@@ -12,15 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { startInterceptingProxy, type InterceptingProxy } from '../helpers/intercepting-proxy.js';
 import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/ssh-lab.js';
-import { binPath } from '../helpers/proxy-process.js';
-
-interface Check {
-  scope: string;
-  name: string;
-  status: 'ok' | 'warn' | 'fail' | 'skip';
-  detail: string;
-  fix?: string;
-}
+import { runDoctor } from '../helpers/doctor.js';
 
 const API_HOST = 'api.corp.example';
 let cluster: TestCluster;
@@ -42,24 +34,8 @@ after(async () => {
   await cluster?.close();
 });
 
-async function doctor(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; report: { ok: boolean; checks: Check[] }; get(name: string): Check; out: string }> {
-  const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [binPath, 'doctor', '--listen-socks', '127.0.0.1:0', '--json', ...args], { encoding: 'utf8', env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, `state-${++n}`), ...env }, timeout: 120_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-  let report: { ok: boolean; checks: Check[] };
-  try {
-    report = JSON.parse(r.stdout) as typeof report;
-  } catch {
-    throw new Error(`doctor printed no JSON (exit ${r.code}): ${r.stdout}${r.stderr}`);
-  }
-  const get = (name: string) => {
-    const c = report.checks.find((x) => x.name === name);
-    assert.ok(c, `no ${name} check in ${r.stdout}`);
-    return c;
-  };
-  return { code: r.code, report, get, out: r.stdout + r.stderr };
+function doctor(args: string[], env: NodeJS.ProcessEnv) {
+  return runDoctor(args, path.join(cluster.dir, `state-${++n}`), env);
 }
 
 test('behind a TLS-intercepting proxy: --extra-ca (or the config file extraCA) makes every cluster check pass, through the proxy', async () => {
