@@ -8,7 +8,8 @@ import { errorMessage } from '../core/errors.js';
 import { checkCluster } from '../doctor/cluster.js';
 import { DoctorEgress } from '../doctor/egress.js';
 import { checkSshRoute } from '../doctor/ssh.js';
-import type { ClusterRouteSpec, SshRouteSpec } from '../routing/table-spec.js';
+import { checkKonnectivity } from '../doctor/konnectivity.js';
+import type { ClusterRouteSpec, KonnectivityRouteSpec, SshRouteSpec } from '../routing/table-spec.js';
 import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doctor/local.js';
 import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
 import { parseDuration } from '../cli/duration.js';
@@ -17,7 +18,7 @@ import { tableFlagDefinitions } from '../config/flags.js';
 import type { ProxyStatus } from '../managed/status.js';
 
 export default class Doctor extends Command {
-  static override summary = 'Check the kubeconfig, API server, port-forward protocols, RBAC, ssh routes and local state; say how to fix what fails.';
+  static override summary = 'Check the kubeconfig, API server, port-forward protocols, RBAC, ssh and konnectivity routes and local state; say how to fix what fails.';
   static override description = [
     'For each cluster route (the --context given, else the config file routes, else the current context):',
     'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers, reached as the proxy reaches it',
@@ -25,7 +26,9 @@ export default class Doctor extends Command {
     'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services and',
     'EndpointSlices, list/get on Pods and create on pods/portforward. For each ssh route of the config file: a login',
     'through its whole chain as the route logs in (each hop reached, its host key known, our key accepted), naming the',
-    'hop that fails. Locally: the listen addresses are free, the',
+    'hop that fails. For each konnectivity route: its guest cluster as above (RBAC without pods/portforward), and a',
+    "test dial through its server (mode, TLS files) to the guest's kubernetes Service: server reachable, our",
+    'certificate taken, an agent connected, the guest network reached. Locally: the listen addresses are free, the',
     "state directory is private, running managed proxies answer. Exit status 1 when a check fails.",
   ].join(' ');
   static override usage = 'doctor [--context C]… [--config F] [--extra-ca F] [--timeout T] [--json]';
@@ -38,7 +41,7 @@ export default class Doctor extends Command {
     'extra-ca': tableFlagDefinitions()['extra-ca'],
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address to check.', helpValue: '<addr>', default: DEFAULTS.listenSocks }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address to check.', helpValue: '<addr>' }),
-    timeout: durationFlag('Time each API request, and each ssh route\'s login through its chain, may take.', 10_000, false),
+    timeout: durationFlag('Time each API request, each ssh route\'s login through its chain and each konnectivity test dial may take.', 10_000, false),
     json: Flags.boolean({ summary: 'Print the checks as JSON: {"ok": bool, "checks": [{scope, name, status, detail, fix}]}.' }),
   };
 
@@ -46,7 +49,7 @@ export default class Doctor extends Command {
     const { flags } = await this.parse(Doctor);
     const timeoutMs = parseDuration(flags.timeout);
     const checks: Check[] = [];
-    let contexts: Array<{ scope: string; context?: string; route?: ClusterRouteSpec }> = [];
+    let contexts: Array<{ scope: string; context?: string; route?: ClusterRouteSpec | KonnectivityRouteSpec }> = [];
     let sshRoutes: SshRouteSpec[] = [];
     let egress: DoctorEgress | undefined;
     try {
@@ -57,7 +60,7 @@ export default class Doctor extends Command {
         // reported by the kubeconfig check below
       }
       const table = loadRoutingTable({ config: flags.config, contexts: flags.context ?? [], clusterDomain: DEFAULTS.clusterDomain, currentContext, extraCA: flags['extra-ca'] });
-      contexts = table.routes.flatMap((r) => (r.kind === 'cluster' ? [{ scope: r.name, context: r.context, route: r }] : []));
+      contexts = table.routes.flatMap((r) => (r.kind === 'cluster' || r.kind === 'konnectivity' ? [{ scope: r.name, context: r.context, route: r }] : []));
       sshRoutes = table.routes.flatMap((r) => (r.kind === 'ssh' ? [r] : []));
       egress = new DoctorEgress(table);
       if (egress.extraCAProblem) {
@@ -75,7 +78,13 @@ export default class Doctor extends Command {
         const { route } = c;
         const reach = egress;
         const routeEgress = route && reach ? () => reach.for(route) : undefined;
-        checks.push(...(await checkCluster({ kubeconfig: flags.kubeconfig, context: c.context, scope: c.scope, timeoutMs, egress: routeEgress })));
+        const konnectivity = route?.kind === 'konnectivity' ? route : undefined;
+        const found = await checkCluster({ kubeconfig: flags.kubeconfig, context: c.context, scope: c.scope, timeoutMs, egress: routeEgress, konnectivity: konnectivity && ((api) => checkKonnectivity(konnectivity, api, timeoutMs)) });
+        checks.push(...found);
+        // The test dial's address comes from the guest's API server: say why there was none.
+        if (konnectivity && !found.some((f) => f.name === 'konnectivity')) {
+          checks.push({ scope: c.scope, name: 'konnectivity', status: 'skip', detail: `${konnectivity.konnectivity.server}: not checked: the test dial goes to the guest's kubernetes Service, and the guest's API server (above) did not tell its address` });
+        }
       }
     } finally {
       await egress?.close();

@@ -24,6 +24,12 @@ export interface ClusterCheckOptions {
    * carries them); rejects when that route cannot start.
    */
   egress?: () => Promise<EgressOptions>;
+  /**
+   * A konnectivity route's guest cluster: its streams go through the konnectivity server, not
+   * pods/portforward, so RBAC is asked only for what the watch cache reads, and this check (of
+   * the server, doctor/konnectivity.ts) is made in place of the port-forward protocols'.
+   */
+  konnectivity?: (api: ApiConnection) => Promise<Check>;
 }
 
 export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
@@ -57,7 +63,7 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
     return checks;
   }
   checks.push(...(await checkRbac(api, loaded.namespace, o)));
-  checks.push(await checkProtocols(api, loaded.namespace, o));
+  checks.push(await (o.konnectivity ? o.konnectivity(api) : checkProtocols(api, loaded.namespace, o)));
   return checks;
 }
 
@@ -113,24 +119,23 @@ interface Ask {
   label: string;
 }
 
-const ASKS: Ask[] = [
-  ...READ.flatMap((r) => r.verbs.map((verb) => ({ verb, resource: r.resource, group: r.group, label: `${verb} ${r.label}` }))),
-  { verb: 'create', resource: 'pods', group: '', subresource: 'portforward', label: 'create pods/portforward' },
-];
+const READ_ASKS: Ask[] = READ.flatMap((r) => r.verbs.map((verb) => ({ verb, resource: r.resource, group: r.group, label: `${verb} ${r.label}` })));
+const ALL_ASKS: Ask[] = [...READ_ASKS, { verb: 'create', resource: 'pods', group: '', subresource: 'portforward', label: 'create pods/portforward' }];
 
 /** RBAC by SelfSubjectAccessReview: cluster-wide first, else in the route's namespace. */
 async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckOptions): Promise<Check[]> {
   const base = { scope: o.scope, name: 'rbac' };
+  const asks = o.konnectivity ? READ_ASKS : ALL_ASKS;
   let clusterWide: boolean[];
   try {
-    clusterWide = await Promise.all(ASKS.map((a) => canI(api, a, '', o.timeoutMs)));
+    clusterWide = await Promise.all(asks.map((a) => canI(api, a, '', o.timeoutMs)));
   } catch (err) {
     return [{ ...base, status: 'fail', detail: `SelfSubjectAccessReview failed: ${errorMessage(err)}`, fix: 'the API server must allow creating selfsubjectaccessreviews.authorization.k8s.io (every authenticated user may, by default)' }];
   }
-  if (clusterWide.every(Boolean)) return [{ ...base, status: 'ok', detail: `cluster-wide: ${ASKS.map((a) => a.label).join(', ')}` }];
-  const inNamespace = await Promise.all(ASKS.map((a, i) => (clusterWide[i] ? true : canI(api, a, namespace, o.timeoutMs))));
-  const missing = ASKS.filter((_, i) => !inNamespace[i]);
-  const wideMissing = ASKS.filter((_, i) => !clusterWide[i]).map((a) => a.label);
+  if (clusterWide.every(Boolean)) return [{ ...base, status: 'ok', detail: `cluster-wide: ${asks.map((a) => a.label).join(', ')}` }];
+  const inNamespace = await Promise.all(asks.map((a, i) => (clusterWide[i] ? true : canI(api, a, namespace, o.timeoutMs))));
+  const missing = asks.filter((_, i) => !inNamespace[i]);
+  const wideMissing = asks.filter((_, i) => !clusterWide[i]).map((a) => a.label);
   if (missing.length === 0) {
     return [{ ...base, status: 'ok', detail: `in namespace ${namespace} only (not cluster-wide: ${wideMissing.join(', ')}); names in other namespaces are refused` }];
   }
@@ -140,7 +145,7 @@ async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckO
       ...base,
       status: 'fail',
       detail: `not allowed in namespace ${namespace} nor cluster-wide: ${missing.map((a) => a.label).join(', ')}`,
-      fix: `ask your cluster admin for a Role in ${namespace} (or a ClusterRole) granting list/watch on services and endpointslices.discovery.k8s.io, list/get on pods and create on pods/portforward; check with: ${canIs[0]}`,
+      fix: `ask your cluster admin for a Role in ${namespace} (or a ClusterRole) granting list/watch on services and endpointslices.discovery.k8s.io, list/get on pods${o.konnectivity ? '' : ' and create on pods/portforward'}; check with: ${canIs[0]}`,
     },
   ];
 }

@@ -7,7 +7,7 @@ import { createLogger } from '../core/log.js';
 import { loadExtraCA, type EgressOptions, type ExtraCA } from '../cluster/egress-proxy.js';
 import { egressFor } from '../routes/build.js';
 import { SshRoute } from '../routing/ssh-route.js';
-import type { ClusterRouteSpec, RoutingTable } from '../routing/table-spec.js';
+import type { ClusterRouteSpec, KonnectivityRouteSpec, RoutingTable } from '../routing/table-spec.js';
 
 export class DoctorEgress {
   private readonly carriers = new Map<string, Promise<SshRoute>>();
@@ -25,9 +25,10 @@ export class DoctorEgress {
     }
   }
 
-  /** The egress of a cluster route; rejects (a one-line StartupError) when its carrier cannot start. */
-  async for(route: ClusterRouteSpec): Promise<EgressOptions> {
-    return egressFor(this.extraCA, route.via === undefined ? undefined : await this.carrier(route.via));
+  /** The egress of a cluster or konnectivity route; rejects (a one-line StartupError) when its carrier cannot start. */
+  async for(route: ClusterRouteSpec | KonnectivityRouteSpec): Promise<EgressOptions> {
+    const via = route.kind === 'cluster' ? route.via : undefined;
+    return egressFor(this.extraCA, via === undefined ? undefined : await this.carrier(via));
   }
 
   /** Closes the ssh connections the checks opened. */

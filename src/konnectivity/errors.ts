@@ -22,6 +22,12 @@ function quote(text: string): string {
   return t.length > MAX_QUOTED ? `${t.slice(0, MAX_QUOTED)}…` : t;
 }
 
+/**
+ * The server has no agent connected to dial through (its answer, not the far end's): a class of
+ * its own so that doctor can tell it from the server failing and from the agent's dial failing.
+ */
+export class NoAgentError extends UpstreamApiError {}
+
 type Kind = 'refused' | 'timeout' | 'unreachable' | 'no-agent' | 'dial-closed';
 
 /** What the text says happened, when it says something we know. */
@@ -40,7 +46,7 @@ function errorOf(kind: Kind, target: string, said: string): ProxyError {
     case 'refused': return new ConnectionRefusedError(`${target} refused the connection (konnectivity: ${said})`, { retryable: true });
     case 'timeout': return new ConnectTimeoutError(`connecting to ${target} through konnectivity timed out (${said})`);
     case 'unreachable': return new HostUnreachableError(`${target} is unreachable from the cluster's network (konnectivity: ${said})`);
-    case 'no-agent': return new UpstreamApiError(`the konnectivity server has no agent to dial ${target} (${said})`);
+    case 'no-agent': return new NoAgentError(`the konnectivity server has no agent to dial ${target} (${said})`);
     case 'dial-closed': return new HostUnreachableError(`the konnectivity agent dropped the dial to ${target}`);
   }
 }
