@@ -12,7 +12,12 @@
 import type { ServerHostKeyAlgorithm } from 'ssh2';
 import { matchList } from './config.js';
 
-/** ssh2's default list, in its order (lib/protocol/constants.js DEFAULT_SERVER_HOST_KEY). */
+/**
+ * ssh2's default list, in its order (lib/protocol/constants.js DEFAULT_SERVER_HOST_KEY), without
+ * ssh-rsa: RSA signatures over SHA-1, which OpenSSH 8.8 took out of its defaults (myproposal.h
+ * KEX_DEFAULT_PK_ALG). An RSA host key is still verified with rsa-sha2-512/256; a host that can
+ * sign only with SHA-1 (OpenSSH before 7.2) needs `HostKeyAlgorithms +ssh-rsa`, as with ssh.
+ */
 export const DEFAULT_HOST_KEY_ALGORITHMS: readonly ServerHostKeyAlgorithm[] = [
   'ssh-ed25519',
   'ecdsa-sha2-nistp256',
@@ -20,10 +25,9 @@ export const DEFAULT_HOST_KEY_ALGORITHMS: readonly ServerHostKeyAlgorithm[] = [
   'ecdsa-sha2-nistp521',
   'rsa-sha2-512',
   'rsa-sha2-256',
-  'ssh-rsa',
 ];
-/** What ssh2 can verify (SUPPORTED_SERVER_HOST_KEY): the defaults and ssh-dss. */
-export const SUPPORTED_HOST_KEY_ALGORITHMS: readonly ServerHostKeyAlgorithm[] = [...DEFAULT_HOST_KEY_ALGORITHMS, 'ssh-dss'];
+/** What ssh2 can verify (SUPPORTED_SERVER_HOST_KEY): the defaults, ssh-rsa and ssh-dss. */
+export const SUPPORTED_HOST_KEY_ALGORITHMS: readonly ServerHostKeyAlgorithm[] = [...DEFAULT_HOST_KEY_ALGORITHMS, 'ssh-rsa', 'ssh-dss'];
 
 export interface HostKeyAlgorithms {
   /** The algorithms to offer, in order, before any known_hosts ordering. */

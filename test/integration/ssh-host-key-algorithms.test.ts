@@ -88,3 +88,16 @@ test('a host with none of the listed key types fails naming the hop; names we ca
     return true;
   });
 });
+
+test('a host that signs only with SHA-1 RSA (ssh-rsa) is refused by default, as OpenSSH ≥ 8.8 refuses it; "+ssh-rsa" lets it in', { skip: unavailable }, async () => {
+  // jump1's own sshd as the first hop's ProxyCommand, told to offer ssh-rsa signatures only.
+  const command = `${lab.jump1Command} -o HostKeyAlgorithms=ssh-rsa`;
+  const kh = knownHosts('kh-sha1', [lab.knownHostsLines.jump1Rsa.replace(/^\S+/, 'jump1-sha1'), lab.knownHostsLines.jump2]);
+  const jump1 = [`ProxyCommand ${command}`, 'HostKeyAlias jump1-sha1'];
+  await assert.rejects(throughChain('sha1-default', jump1, kh), (err: unknown) => {
+    assert.ok(err instanceof UpstreamHopError, String(err));
+    assert.match(err.message, /ssh hop jump1 .*no matching host key type found/);
+    return true;
+  });
+  await throughChain('sha1-plus', [...jump1, 'HostKeyAlgorithms +ssh-rsa'], kh);
+});
