@@ -4,7 +4,7 @@
 import type { DestinationStream } from 'pino';
 import { prettyFactory } from 'pino-pretty';
 import { escapeControls } from './escape.js';
-import { stderrStream } from './log.js';
+import { stderrStream, type RenderRecord } from './log.js';
 
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
@@ -27,12 +27,7 @@ interface Sink {
  * must not reach the terminal. Colour comes from pino-pretty itself (NO_COLOR/FORCE_COLOR obeyed).
  */
 export function prettyDestination(sink: Sink, opts: { colorize?: boolean } = {}): DestinationStream & { flush(cb?: (err?: Error | null) => void): void } {
-  const prettify = prettyFactory({
-    colorize: opts.colorize ?? defaultColorize(),
-    singleLine: true,
-    ignore: 'pid,hostname',
-    translateTime: 'SYS:HH:MM:ss.l',
-  });
+  const prettify = prettyRenderer(opts);
   return {
     write(line: string) {
       let record: unknown;
@@ -51,10 +46,21 @@ export function prettyDestination(sink: Sink, opts: { colorize?: boolean } = {})
   };
 }
 
+/** One record as one pino-pretty line. */
+function prettyRenderer(opts: { colorize?: boolean } = {}): RenderRecord {
+  return prettyFactory({
+    colorize: opts.colorize ?? defaultColorize(),
+    singleLine: true,
+    ignore: 'pid,hostname',
+    translateTime: 'SYS:HH:MM:ss.l',
+  });
+}
+
 /** stderr in the requested shape; `auto` decides by whether stderr is a terminal. */
 export function stderrDestination(format: LogFormat): DestinationStream {
-  const fd2 = stderrStream();
-  return resolveLogFormat(format) === 'pretty' ? prettyDestination(fd2) : fd2;
+  if (resolveLogFormat(format) !== 'pretty') return stderrStream();
+  // What the stream writes itself (the count of lines dropped for a slow reader) is pretty too.
+  return prettyDestination(stderrStream(prettyRenderer()));
 }
 
 function defaultColorize(): boolean {

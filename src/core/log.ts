@@ -42,9 +42,13 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
  *    flush() waits for the queue to drain, at most FLUSH_WAIT_MS: the last lines reach a reader
  *    that reads, and one that stopped does not hold the exit.
  */
-export function stderrStream(): DestinationStream {
-  return process.stderr.isTTY === true ? terminalStream() : processStderr();
+export function stderrStream(render: RenderRecord = jsonLine): DestinationStream {
+  return process.stderr.isTTY === true ? terminalStream() : processStderr(render);
 }
+
+/** A record as the stream's reader sees it: a JSON line, or what --log-format pretty makes of it. */
+export type RenderRecord = (record: Record<string, unknown>) => string;
+const jsonLine: RenderRecord = (record) => `${JSON.stringify(record)}\n`;
 
 /** How long flush() waits for lines still queued for stderr's reader. */
 const FLUSH_WAIT_MS = 1_000;
@@ -69,14 +73,14 @@ const STDERR_QUEUE_MAX = 1 << 20;
 let droppedLines = 0;
 
 /** A pino-shaped warning with the count of lines dropped while stderr's reader fell behind. */
-function reportDropped(): void {
+function reportDropped(render: RenderRecord): void {
   const count = droppedLines;
   droppedLines = 0;
   if (count === 0 || stderrFailed) return;
-  process.stderr.write(`${JSON.stringify({ level: 40, time: Date.now(), pid: process.pid, dropped: count, msg: "log lines dropped: stderr's reader did not keep up" })}\n`);
+  process.stderr.write(render({ level: 40, time: Date.now(), pid: process.pid, dropped: count, msg: "log lines dropped: stderr's reader did not keep up" }));
 }
 
-function processStderr(): DestinationStream & { flush(cb?: () => void): void } {
+function processStderr(render: RenderRecord): DestinationStream & { flush(cb?: () => void): void } {
   const stderr = process.stderr;
   if (!watchingStderr) {
     // One listener for every logger; `on`, not `once`: Node's stdio streams come back after an
@@ -92,7 +96,7 @@ function processStderr(): DestinationStream & { flush(cb?: () => void): void } {
       // A reader that stopped reading (a paused pager): lines beyond the bound are counted, not
       // queued without end, and the count is said once the reader catches up.
       if (stderr.writableLength >= STDERR_QUEUE_MAX) {
-        if (droppedLines++ === 0) stderr.once('drain', reportDropped);
+        if (droppedLines++ === 0) stderr.once('drain', () => reportDropped(render));
         return;
       }
       stderr.write(line);

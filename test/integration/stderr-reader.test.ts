@@ -120,3 +120,38 @@ test('lines for a reader that stopped reading are bounded: past ~1 MiB queued th
   const delivered = records.filter((r) => r.n !== undefined).length;
   assert.equal(delivered + report.dropped!, 20_000, 'every line is either delivered or counted');
 });
+
+test('with --log-format pretty the count of dropped lines is a pretty line too, not JSON', async (t) => {
+  const formatModule = logModule.replace(/log\.js$/, 'log-format.js');
+  const script = `
+    const { createLogger } = await import(${JSON.stringify(logModule)});
+    const { stderrDestination } = await import(${JSON.stringify(formatModule)});
+    const log = createLogger('info', stderrDestination('pretty'));
+    process.stdin.once('data', () => {
+      for (let n = 0; n < 20000; n++) log.info({ n, pad: 'x'.repeat(200) }, 'line');
+      process.stdout.write('logged\\n');
+      process.stdin.once('data', () => log.flush(() => process.exit(0)));
+    });
+    process.stdout.write('ready\\n');`;
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  t.after(() => proc.kill('SIGKILL'));
+  const stdout: string[] = [];
+  proc.stdout!.setEncoding('utf8').on('data', (c: string) => stdout.push(...c.split('\n').filter(Boolean)));
+  await eventually(async () => stdout.includes('ready'), 10_000, 20);
+  proc.stderr!.pause();
+  proc.stdin!.write('go\n');
+  await eventually(async () => stdout.includes('logged'), 20_000, 20);
+  let text = '';
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => (text += c));
+  proc.stderr!.resume();
+  proc.stdin!.end('done\n');
+  assert.equal(await exitWithin(proc, 20_000), 0);
+  const lines = text.split('\n').filter(Boolean);
+  const report = lines.find((l) => l.includes('log lines dropped'));
+  assert.ok(report, 'the drop is reported');
+  assert.doesNotMatch(report, /^\{/, `a pretty line: ${report}`);
+  assert.match(report, /^\[[\d:.]+\] WARN: log lines dropped: stderr's reader did not keep up \{"dropped":(\d+)\}$/);
+  const dropped = Number(/"dropped":(\d+)/.exec(report)![1]);
+  const delivered = lines.filter((l) => / INFO: line \{"n":\d+,/.test(l)).length;
+  assert.equal(delivered + dropped, 20_000, 'every line is either delivered or counted');
+});
