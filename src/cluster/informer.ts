@@ -8,19 +8,20 @@
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
+import { InformerStore } from './informer-store.js';
 import type { WatchEvent } from './index.js';
-import { apiGet, countObjects, isGone, listAll, streamEvents, type RawWatchEvent } from './list-watch.js';
+import { apiGet, isGone, listAll, streamEvents, type RawWatchEvent } from './list-watch.js';
+import { SyncProgressTracker, type SyncProgress } from './sync-progress.js';
 import type { Slim } from './slim.js';
 import { WatchBackoff } from './backoff.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
+export type { SyncProgress } from './sync-progress.js';
 
 /** A watch the server ends sooner than this is followed by a pause of about as long. */
 const MIN_WATCH_MS = 1_000;
 /** Objects per LIST page (client-go's pager default). */
 export const PAGE_SIZE = 500;
-/** While a sync runs longer than this, ask for the total (one object, `limit=1`) for the progress lines. */
-const TOTAL_PROBE_AFTER_MS = 1_000;
 const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 export interface WatchDeadlines {
@@ -47,11 +48,6 @@ export interface InformerOptions {
   pageSize?: number;
 }
 
-/** Objects received so far by a (re)list still running, and how many there are when the server says. */
-export interface SyncProgress {
-  listed: number;
-  total?: number;
-}
 
 /** API connections whose server refused a watch-list (older than 1.27, or the WatchList gate off). */
 const noWatchList = new WeakSet<ApiConnection>();
@@ -62,8 +58,7 @@ const noWatchList = new WeakSet<ApiConnection>();
  * is reported to the owner instead.
  */
 export class ResilientInformer<T extends Slim> {
-  private items = new Map<string, T>();
-  private resourceVersion?: string;
+  private readonly store: InformerStore<T>;
   private state: WatchState = 'starting';
   private readonly backoff = new WatchBackoff();
   private failuresSinceSync = 0;
@@ -73,7 +68,7 @@ export class ResilientInformer<T extends Slim> {
   private cutByDeadline = false;
   /** The watch-list under way has delivered its initial events (it goes on as the watch). */
   private initialEventsDone = false;
-  private syncing?: SyncProgress & { probe?: NodeJS.Timeout };
+  private readonly syncing: SyncProgressTracker;
   private readonly timeoutSeconds: number;
   private readonly firstSync: Promise<void>;
   private resolveFirstSync!: () => void;
@@ -84,7 +79,7 @@ export class ResilientInformer<T extends Slim> {
     private readonly api: ApiConnection,
     readonly path: string,
     private readonly log: Logger,
-    private readonly onChange: (event: WatchEvent, obj: T) => void,
+    onChange: (event: WatchEvent, obj: T) => void,
     private readonly slim: (raw: Record<string, any>) => T | undefined,
     private readonly deadlines: WatchDeadlines = WATCH_DEADLINES,
     private readonly options: InformerOptions = {},
@@ -94,6 +89,8 @@ export class ResilientInformer<T extends Slim> {
       this.rejectFirstSync = reject;
     });
     this.firstSync.catch(() => undefined);
+    this.syncing = new SyncProgressTracker(api, path, deadlines.headersTimeoutMs);
+    this.store = new InformerStore(onChange, slim);
     this.timeoutSeconds = Math.max(1, Math.round(deadlines.watchTimeoutSeconds * (1 + Math.random())));
   }
 
@@ -108,11 +105,11 @@ export class ResilientInformer<T extends Slim> {
 
   /** While a (re)list runs: objects received so far and the total when known. */
   get progress(): SyncProgress | undefined {
-    return this.syncing && { listed: this.syncing.listed, ...(this.syncing.total !== undefined ? { total: this.syncing.total } : {}) };
+    return this.syncing.progress;
   }
 
   get size(): number {
-    return this.items.size;
+    return this.store.size;
   }
 
   /** Starts listing and watching; resolves once the first list is in, rejects if it is refused. */
@@ -122,30 +119,30 @@ export class ResilientInformer<T extends Slim> {
   }
 
   list(): Iterable<T> {
-    return this.items.values();
+    return this.store.list();
   }
 
   /** By key: "namespace/name" (the name alone for cluster-scoped objects). */
   get(key: string): T | undefined {
-    return this.items.get(key);
+    return this.store.get(key);
   }
 
   async stop(): Promise<void> {
     this.state = 'stopped';
     this.controller?.abort();
     this.wake?.();
-    this.endSync();
+    this.syncing.end();
     // Whoever waits for a first sync that will now never come is told so (no-op once synced).
     this.rejectFirstSync(new Error(`the watch of ${this.path} was stopped before its first list`));
   }
 
   private async loop(): Promise<void> {
     while (this.state !== 'stopped') {
-      const wasResuming = this.resourceVersion !== undefined;
+      const wasResuming = this.store.resourceVersion !== undefined;
       const startedAt = Date.now();
       try {
-        if (this.resourceVersion === undefined) await this.relist();
-        else await this.watch({ resourceVersion: this.resourceVersion });
+        if (this.store.resourceVersion === undefined) await this.relist();
+        else await this.watch({ resourceVersion: this.store.resourceVersion });
         // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once —
         // unless it ends them as soon as they start (a proxy in between?): then not in a hot loop.
         if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
@@ -160,7 +157,7 @@ export class ResilientInformer<T extends Slim> {
         if ((wasResuming || this.initialEventsDone) && isGone(err)) {
           const delay = this.backoff.next();
           this.log.debug({ path: this.path, inMs: delay }, 'resourceVersion too old (410 Gone); listing again');
-          this.resourceVersion = undefined;
+          this.store.resourceVersion = undefined;
           await this.sleep(delay);
           continue;
         }
@@ -201,7 +198,8 @@ export class ResilientInformer<T extends Slim> {
     const fresh = new Map<string, T>();
     let initialDone = false;
     this.initialEventsDone = false;
-    this.beginSync();
+    // The watch-list says nothing of the total: a sync that takes a while asks for it once.
+    this.syncing.begin(true);
     await this.watch({ sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' }, (ev) => {
       if (initialDone) return false;
       counted();
@@ -217,7 +215,7 @@ export class ResilientInformer<T extends Slim> {
       if (ev.type === 'ADDED' || ev.type === 'MODIFIED') {
         const s = this.slim(ev.object);
         if (s) fresh.set(s.key, s);
-        if (this.syncing) this.syncing.listed = fresh.size;
+        this.syncing.listed(fresh.size);
         return true;
       }
       if (ev.type === 'DELETED') {
@@ -231,18 +229,14 @@ export class ResilientInformer<T extends Slim> {
   }
 
   private async listPaged(): Promise<void> {
-    this.beginSync(false);
+    this.syncing.begin(false);
     const controller = new AbortController();
     this.controller = controller;
     const { items, resourceVersion } = await listAll(this.api, this.path, this.slim, {
       pageSize: this.options.pageSize ?? PAGE_SIZE,
       signal: controller.signal,
       headersTimeoutMs: this.deadlines.headersTimeoutMs,
-      onPage: (listed, total) => {
-        if (!this.syncing) return;
-        this.syncing.listed = listed;
-        if (total !== undefined) this.syncing.total = total;
-      },
+      onPage: (listed, total) => this.syncing.listed(listed, total),
       onRestart: (listed) => this.log.debug({ path: this.path, listed }, 'list continue token expired (410); listing again from the start'),
     });
     this.replace(items, resourceVersion);
@@ -273,56 +267,17 @@ export class ResilientInformer<T extends Slim> {
       await streamEvents(res, (ev) => {
         if (this.state === 'stopped') return;
         if (initial?.(ev)) return;
-        this.onEvent(ev);
+        this.store.apply(ev);
       });
     } finally {
       clearTimeout(deadline);
     }
   }
 
-  private onEvent(ev: RawWatchEvent): void {
-    const rv = ev.object?.metadata?.resourceVersion;
-    switch (ev.type) {
-      case 'ADDED':
-      case 'MODIFIED': {
-        const s = this.slim(ev.object);
-        if (!s) break;
-        const had = this.items.has(s.key);
-        this.items.set(s.key, s);
-        this.onChange(had ? 'update' : 'add', s);
-        break;
-      }
-      case 'DELETED': {
-        const s = this.slim(ev.object);
-        if (s && this.items.delete(s.key)) this.onChange('delete', s);
-        break;
-      }
-      case 'BOOKMARK':
-        break;
-      case 'ERROR': {
-        const code = Number(ev.object?.code);
-        const message = String(ev.object?.message ?? 'watch error');
-        throw new ApiStatusError(code || 500, message);
-      }
-      default:
-        return;
-    }
-    if (typeof rv === 'string' && rv) this.resourceVersion = rv;
-  }
-
   /** A (re)list is complete: tell the index what changed against what we had, then we are synced. */
   private replace(fresh: Map<string, T>, resourceVersion: string): void {
-    const before = this.items;
-    for (const [k, old] of before) if (!fresh.has(k)) this.onChange('delete', old);
-    for (const [k, s] of fresh) {
-      const old = before.get(k);
-      if (!old) this.onChange('add', s);
-      else if (old.resourceVersion !== s.resourceVersion || !s.resourceVersion) this.onChange('update', s);
-      else fresh.set(k, old); // unchanged: the index keeps the record it has
-    }
-    this.items = fresh;
-    this.resourceVersion = resourceVersion;
-    this.endSync();
+    this.store.replace(fresh, resourceVersion);
+    this.syncing.end();
     if (this.state === 'starting') this.log.debug({ path: this.path, objects: fresh.size }, 'watch synced');
     this.recovered();
   }
@@ -334,28 +289,6 @@ export class ResilientInformer<T extends Slim> {
     this.resolveFirstSync();
   }
 
-  private beginSync(probeTotal = true): void {
-    this.endSync();
-    this.syncing = { listed: 0 };
-    if (!probeTotal) return;
-    // The watch-list says nothing of the total; a sync that takes a while asks for it once.
-    const progress = this.syncing;
-    progress.probe = setTimeout(() => {
-      countObjects(this.api, this.path, this.deadlines.headersTimeoutMs).then(
-        (total) => {
-          if (total !== undefined) progress.total = total;
-        },
-        () => undefined,
-      );
-    }, TOTAL_PROBE_AFTER_MS);
-    progress.probe.unref();
-  }
-
-  private endSync(): void {
-    clearTimeout(this.syncing?.probe);
-    this.syncing = undefined;
-  }
-
   /** Backs off before the next attempt; false when the informer gives up (refused at start). */
   private async failed(err: unknown): Promise<boolean> {
     const error = err instanceof Error ? err : new Error(errorMessage(err));
@@ -363,7 +296,7 @@ export class ResilientInformer<T extends Slim> {
     this.failuresSinceSync++;
     // A list refused for permissions will not heal by retrying: report it to the owner at once.
     if (err instanceof ApiStatusError && (err.statusCode === 403 || err.statusCode === 401) && this.state === 'starting') {
-      this.endSync();
+      this.syncing.end();
       this.rejectFirstSync(error);
       this.state = 'stopped';
       return false;

@@ -1,0 +1,58 @@
+// How far a (re)list of one informer has got, for the start-up progress lines: objects received
+// so far, and the total once known — a paged LIST says it with each page (remainingItemCount), the
+// streaming watch-list says nothing, so a sync that takes a while asks for it once (`limit=1`).
+import type { ApiConnection } from './api.js';
+import { countObjects } from './list-watch.js';
+
+/** While a sync runs longer than this, ask for the total (one object, `limit=1`) for the progress lines. */
+const TOTAL_PROBE_AFTER_MS = 1_000;
+
+/** Objects received so far by a (re)list still running, and how many there are when the server says. */
+export interface SyncProgress {
+  listed: number;
+  total?: number;
+}
+
+export class SyncProgressTracker {
+  private syncing?: SyncProgress & { probe?: NodeJS.Timeout };
+
+  constructor(
+    private readonly api: ApiConnection,
+    private readonly path: string,
+    private readonly headersTimeoutMs: number,
+  ) {}
+
+  /** While a (re)list runs: objects received so far and the total when known. */
+  get progress(): SyncProgress | undefined {
+    return this.syncing && { listed: this.syncing.listed, ...(this.syncing.total !== undefined ? { total: this.syncing.total } : {}) };
+  }
+
+  /** A (re)list begins; `probeTotal` when the way of listing will not say the total itself. */
+  begin(probeTotal: boolean): void {
+    this.end();
+    const progress: SyncProgress & { probe?: NodeJS.Timeout } = { listed: 0 };
+    this.syncing = progress;
+    if (!probeTotal) return;
+    progress.probe = setTimeout(() => {
+      countObjects(this.api, this.path, this.headersTimeoutMs).then(
+        (total) => {
+          if (total !== undefined) progress.total = total;
+        },
+        () => undefined,
+      );
+    }, TOTAL_PROBE_AFTER_MS);
+    progress.probe.unref();
+  }
+
+  /** Objects received so far (and the total, when the server said it); ignored when no sync runs. */
+  listed(count: number, total?: number): void {
+    if (!this.syncing) return;
+    this.syncing.listed = count;
+    if (total !== undefined) this.syncing.total = total;
+  }
+
+  end(): void {
+    clearTimeout(this.syncing?.probe);
+    this.syncing = undefined;
+  }
+}
