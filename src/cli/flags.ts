@@ -2,7 +2,7 @@
 // document them the same way.
 import path from 'node:path';
 import { Errors, Flags } from '@oclif/core';
-import { formatDuration, parseDuration } from './duration.js';
+import { formatDuration, parseDuration } from '../core/duration.js';
 import { LOG_LEVELS, type LogLevel } from '../core/log.js';
 import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
 import { StartupError } from '../core/errors.js';

@@ -12,7 +12,7 @@ import { checkKonnectivity } from '../doctor/konnectivity.js';
 import type { ClusterRouteSpec, KonnectivityRouteSpec, SshRouteSpec } from '../routing/table-spec.js';
 import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doctor/local.js';
 import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
-import { parseDuration } from '../cli/duration.js';
+import { parseDuration } from '../core/duration.js';
 import { durationFlag } from '../cli/flags.js';
 import { tableFlagDefinitions } from '../config/flags.js';
 import type { ProxyStatus } from '../managed/status.js';

@@ -11,6 +11,16 @@ import { executableLines, serviceExecutable } from '../service/executable.js';
 import { checkServiceFlags } from '../service/check.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { tableFlagDefinitions } from '../config/flags.js';
+import { proxyFlags } from '../cli/flags.js';
+import { DEFAULTS } from '../proxy/options.js';
+import { SERVICE_PASSED_FLAGS } from '../service/spec.js';
+
+/** The proxy's flags service-install carries as they are given: no defaults here, so only what the user set lands in the unit. */
+function passedThrough() {
+  const proxy = proxyFlags('', 'Time open connections get to finish when the service is stopped (systemctl stop, launchctl bootout).', DEFAULTS.shutdownGraceMs);
+  const names = [...SERVICE_PASSED_FLAGS];
+  return Object.fromEntries(names.map((name) => [name, { ...proxy[name], default: undefined }])) as { [K in (typeof SERVICE_PASSED_FLAGS)[number]]: (typeof proxy)[K] };
+}
 
 export default class ServiceInstall extends Command {
   static override summary = 'Install a login service (systemd user unit / launchd agent) that runs the proxy.';
@@ -42,6 +52,8 @@ export default class ServiceInstall extends Command {
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port.', helpValue: '<addr>' }),
     'proxy-auth-file': Flags.string({ summary: 'Require proxy credentials from this file (chmod 600).', helpValue: '<file>' }),
     'log-level': Flags.option({ options: LOG_LEVELS, helpValue: '<level>', summary: 'Log level.' })(),
+    // The foreground proxy's tuning, carried into the unit when given (its own defaults otherwise).
+    ...passedThrough(),
     'dry-run': Flags.boolean({ summary: 'Print the file instead of writing it.' }),
     force: Flags.boolean({ summary: 'Overwrite a service file that was edited since it was written.' }),
   };

@@ -5,8 +5,20 @@ import path from 'node:path';
 import type { ServiceSpec } from './units.js';
 import { UNIX_PREFIX, unixListenPath } from '../core/address.js';
 import { unixSocketPath } from '../state/paths.js';
+import { parseDuration } from '../core/duration.js';
+
+/** Flags of the foreground proxy the unit carries as given (values that name no file). */
+export const SERVICE_PASSED_FLAGS = ['connect-timeout', 'handshake-timeout', 'shutdown-grace', 'keepalive', 'keepalive-timeout', 'max-streams', 'transport', 'allow-host-network-pods'] as const;
 
 export interface ServiceFlags {
+  'connect-timeout'?: string;
+  'handshake-timeout'?: string;
+  'shutdown-grace'?: string;
+  keepalive?: string;
+  'keepalive-timeout'?: string;
+  'max-streams'?: number;
+  transport?: string;
+  'allow-host-network-pods'?: boolean;
   kubeconfig?: string;
   context?: string[];
   config?: string;
@@ -56,6 +68,11 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
   if (f['listen-http']) args.push('--listen-http', listen(f['listen-http'], 'http'));
   if (f['proxy-auth-file']) args.push('--proxy-auth-file', abs(f['proxy-auth-file']));
   if (f['log-level']) args.push('--log-level', f['log-level']);
+  for (const name of SERVICE_PASSED_FLAGS) {
+    const value = f[name];
+    if (value === undefined || value === false) continue;
+    args.push(`--${name}`, ...(value === true ? [] : [String(value)]));
+  }
   args.push('--log-format', 'json');
 
   const env: Record<string, string> = {};
@@ -78,5 +95,7 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
     workingDirectory: i.home,
     env,
     description: `kubectl-proxyout: SOCKS5/HTTP proxy into Kubernetes (${where})`,
+    // The drain the proxy was asked to give open connections, and 10 s to close and exit after it.
+    ...(f['shutdown-grace'] !== undefined ? { stopTimeoutSec: Math.ceil(parseDuration(f['shutdown-grace']) / 1000) + 10 } : {}),
   };
 }

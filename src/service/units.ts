@@ -20,6 +20,11 @@ export interface ServiceSpec {
   /** Environment fixed at install time (PATH for exec plugins, KUBECONFIG, the state dir). */
   env: Record<string, string>;
   description: string;
+  /**
+   * Seconds the service manager waits after its SIGTERM before SIGKILL, when --shutdown-grace
+   * asks for more than its defaults allow (systemd TimeoutStopSec 90 s, launchd ExitTimeOut 20 s).
+   */
+  stopTimeoutSec?: number;
 }
 
 export const MARKER = 'kubectl-proxyout-sha256:';
@@ -91,6 +96,7 @@ function systemdBody(s: ServiceSpec): string {
     // (2: a usage error). Other failures (1: the API server unreachable while the network comes
     // up) are retried for as long as they last: no start limit could tell them apart.
     'RestartPreventExitStatus=2 127 203',
+    ...(s.stopTimeoutSec !== undefined ? [`TimeoutStopSec=${s.stopTimeoutSec}s`] : []),
     `StandardOutput=append:${systemdPath(s.logFile)}`,
     `StandardError=append:${systemdPath(s.logFile)}`,
     '',
@@ -129,6 +135,7 @@ function launchdBody(s: ServiceSpec): string {
     '    <key>SuccessfulExit</key><false/>',
     '  </dict>',
     '  <key>ThrottleInterval</key><integer>5</integer>',
+    ...(s.stopTimeoutSec !== undefined ? [`  <key>ExitTimeOut</key><integer>${s.stopTimeoutSec}</integer>`] : []),
     '  <key>ProcessType</key><string>Background</string>',
     `  <key>StandardOutPath</key>${str(s.logFile)}`,
     `  <key>StandardErrorPath</key>${str(s.logFile)}`,

@@ -63,14 +63,17 @@ test('a --config given relative to the installing shell, --forward and --no-dire
   mkdirSync(work, { recursive: true });
   writeFileSync(path.join(work, 'proxy.yaml'), 'routes:\n  - { name: lab, kind: cluster, context: sim }\n');
   const port = await freePort();
-  const installed = await runCli(['service-install', '--dry-run', '--kubeconfig', cluster.kubeconfig, '--config', 'proxy.yaml', '--listen-socks', '127.0.0.1:0', '--forward', `127.0.0.1:${port}=web.shop.svc.lab:8080`, '--no-direct'], { cwd: work, env: { HOME: home, XDG_CONFIG_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: path.join(home, 'state') } });
+  const installed = await runCli(['service-install', '--dry-run', '--kubeconfig', cluster.kubeconfig, '--config', 'proxy.yaml', '--listen-socks', '127.0.0.1:0', '--forward', `127.0.0.1:${port}=web.shop.svc.lab:8080`, '--no-direct', '--transport', 'websocket', '--connect-timeout', '20s'], { cwd: work, env: { HOME: home, XDG_CONFIG_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: path.join(home, 'state') } });
   assert.equal(installed.code, 0, installed.stderr);
   assert.match(installed.stdout, new RegExp(`--config ${path.join(work, 'proxy.yaml').replace(/\./g, '\\.')} --no-direct --forward 127\\.0\\.0\\.1:${port}=web\\.shop\\.svc\\.lab:8080 `));
+  assert.match(installed.stdout, / --connect-timeout 20s --transport websocket --log-format json$/m, 'the tuning flags given, and no defaults');
   const proxy = await runUnit(installed.stdout);
   try {
     const viaRoute = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web.shop.svc.lab:8080/whoami']);
     assert.equal(viaRoute.code, 0, viaRoute.stderr);
     assert.match(viaRoute.stdout, /"namespace":"shop"/);
+    // --transport websocket reached the service: its stream went over a per-stream WebSocket.
+    assert.ok(proxy.logs.some((l) => l.msg === 'stream open' && l.target === 'web.shop.svc.lab:8080') && !proxy.logs.some((l) => l.transport === 'spdy'), JSON.stringify(proxy.logs.filter((l) => l.transport)));
     const viaMapping = await curl([`http://127.0.0.1:${port}/whoami`]);
     assert.equal(viaMapping.code, 0, viaMapping.stderr);
     assert.match(viaMapping.stdout, /"namespace":"shop"/);

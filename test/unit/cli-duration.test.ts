@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatDuration, parseDuration } from '../../src/cli/duration.js';
+import { formatDuration, parseDuration } from '../../src/core/duration.js';
 
 test('units and bare numbers (seconds)', () => {
   const cases: Array<[string, number]> = [

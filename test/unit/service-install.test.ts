@@ -182,6 +182,29 @@ function parsePlist(text: string): unknown {
   return root;
 }
 
+test('the proxy tuning given is carried as given, defaults are not; a longer --shutdown-grace lengthens the stop timeout (systemd TimeoutStopSec, launchd ExitTimeOut)', (t) => {
+  const flags = { 'connect-timeout': '30s', 'max-streams': 0, transport: 'websocket', 'allow-host-network-pods': true, 'shutdown-grace': '2m' };
+  for (const platform of ['linux', 'darwin'] as const) {
+    const host = hostFor(platform);
+    try {
+      const spec = serviceSpec({ name: 'x', flags, invocation: { command: '/usr/local/bin/kubectl-proxyout', args: [] }, stateRoot: path.join(host.home, 's'), env: host.env, cwd: '/w', home: host.home });
+      assert.deepEqual(spec.args, ['--connect-timeout', '30s', '--shutdown-grace', '2m', '--max-streams', '0', '--transport', 'websocket', '--allow-host-network-pods', '--log-format', 'json']);
+      assert.equal(spec.stopTimeoutSec, 130, 'the grace, and 10 s to close and exit');
+      const text = installService(host, spec, { dryRun: true, force: false }).text;
+      if (platform === 'linux') assert.match(text, /^TimeoutStopSec=130s$/m);
+      else assert.equal((parsePlist(text) as Record<string, unknown>).ExitTimeOut, 130);
+    } finally {
+      host.cleanup();
+    }
+  }
+  // Nothing given: nothing carried, the service managers' own stop timeouts.
+  const host = hostFor('linux');
+  t.after(() => host.cleanup());
+  const plain = serviceSpec({ name: 'x', flags: {}, invocation: { command: '/k', args: [] }, stateRoot: '/s', env: host.env, cwd: '/w', home: host.home });
+  assert.deepEqual(plain.args, ['--log-format', 'json']);
+  assert.doesNotMatch(installService(host, plain, { dryRun: true, force: false }).text, /TimeoutStopSec/);
+});
+
 test('launchd: a LaunchAgent plist that parses, with the command, KeepAlive on failure and logs; bootstrap line for gui/UID', () => {
   const host = hostFor('darwin');
   try {
