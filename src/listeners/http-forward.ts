@@ -140,8 +140,12 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
     const port = target.port === '' ? 80 : Number(target.port);
     if (target.hostname === '' || port === 0) return fail(new BadRequestError('request URL has no usable host or port'));
     const destination = destinationFor(target.hostname, port);
-    if (req.headers.upgrade !== undefined) {
-      return fail(new CommandNotSupportedError('protocol upgrades (e.g. WebSocket) through a plain-HTTP proxy are not supported; use CONNECT'), destination, true);
+    // Upgrade is an offer a recipient may decline (RFC 9110 §7.8): h2c, which `curl --http2` and
+    // git's http.version=HTTP/2 offer on every http:// URL, is declined by forwarding the request
+    // without it (Upgrade is hop-by-hop) and answering in HTTP/1.1. A WebSocket client fails
+    // without its 101, which only a tunnel can carry: it is told to use CONNECT.
+    if (/(?:^|,)\s*websocket\s*(?:\/|,|$)/i.test(String(req.headers.upgrade ?? ''))) {
+      return fail(new CommandNotSupportedError('WebSocket upgrades through a plain-HTTP proxy are not supported; use CONNECT'), destination, true);
     }
     forward(ctx, agent, req, res, client, destination, target, fail);
   };
