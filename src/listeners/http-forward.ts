@@ -3,6 +3,7 @@
 // StreamOpener; hop-by-hop fields are dropped (RFC 9110 §7.6.1, http-messages.ts) and Node's http
 // client re-frames the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
 import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
+import type net from 'node:net';
 import { pipeline, type Duplex } from 'node:stream';
 import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core/errors.js';
 import { destinationFor } from '../core/address.js';
@@ -115,6 +116,21 @@ function sendText(res: ServerResponse, status: number, body: string, close = fal
   res.end(body);
 }
 
+/** Per client connection, the requests to abandon if it closes (one 'close' listener each). */
+const owed = new WeakMap<net.Socket, Set<() => void>>();
+
+/** Runs `gone` if `socket` closes before the returned function is called. */
+function whenClientCloses(socket: net.Socket, gone: () => void): () => void {
+  let pending = owed.get(socket);
+  if (!pending) {
+    const set = (pending = new Set());
+    owed.set(socket, set);
+    socket.once('close', () => set.forEach((fn) => fn()));
+  }
+  pending.add(gone);
+  return () => pending.delete(gone);
+}
+
 /** Returns the 'request' handler of the HTTP listener. */
 export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
@@ -181,10 +197,19 @@ function forward(
   let bytesToClient = 0;
   let record: StreamRecord | undefined;
   let current: ClientRequest | undefined;
-  res.once('close', () => {
-    if (res.writableFinished) return;
+  // The client left before its answer was sent: the request is abandoned, and its tunnel with it.
+  // Node closes only the response being written; one queued behind it on a pipelined connection
+  // never closes, and its tunnel would stay open (and count against --max-streams) for ever.
+  const clientGone = (): void => {
+    if (res.writableFinished || abort.signal.aborted) return;
     abort.abort(new Error('client disconnected'));
     current?.destroy();
+    res.destroy();
+  };
+  const forget = whenClientCloses(req.socket, clientGone);
+  res.once('close', () => {
+    forget();
+    clientGone();
   });
   if (hasBody) req.on('data', (chunk: Buffer) => (bytesFromClient += chunk.length));
 
