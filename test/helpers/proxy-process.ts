@@ -31,6 +31,8 @@ export function testTransport(): TransportMode {
 /** Runs the real CLI (bin/kubectl-proxyout) and waits until it prints its ready lines. */
 export async function startProxyProcess(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[]; cwd?: string } = {}): Promise<ProxyProcess> {
   const command = opts.command ?? [process.execPath, binPath];
+  // Test files run two at a time: a proxy on the default 127.0.0.1:1080 collides with another's.
+  if (!opts.command && !args.includes('--listen-socks')) throw new Error('startProxyProcess: give --listen-socks (127.0.0.1:0, a unix socket or off), not the default port');
   // PROXYOUT_TEST_TRANSPORT runs a suite under another transport (npm test runs the fault suite under each).
   const forced = process.env.PROXYOUT_TEST_TRANSPORT;
   if (forced && !args.includes('--transport') && command[command.length - 1] === binPath) args = [...args, '--transport', forced];

@@ -205,7 +205,7 @@ test("connect with the config file's mappings only (--listen-socks off): the dae
   const port = (taken.address() as net.AddressInfo).port;
   try {
     writeFileSync(config, `forward: ["${port}=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
-    const refused = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--id', 'cfgmaps']);
+    const refused = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', 'off', '--id', 'cfgmaps']);
     assert.equal(refused.code, 1, refused.stdout);
     assert.match(refused.stderr, new RegExp(`^Error: --forward ${port}=web\\.shop:8080: the address is already in use by another program; pick another local port`));
     assert.match((await cli(['status', '--json'])).stdout, /^\[\]$/m, 'no daemon was started');

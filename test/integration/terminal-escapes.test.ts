@@ -16,7 +16,7 @@ let proxy: ProxyProcess;
 
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-http', '127.0.0.1:0']);
+  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
 });
 
 after(async () => {

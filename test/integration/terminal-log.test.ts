@@ -57,7 +57,7 @@ test('--log-format json keeps JSON lines even on a terminal', { skip: hasScript 
 });
 
 test('on a pipe (no terminal) the log stays JSON lines', async () => {
-  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig]);
+  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0']);
   try {
     // The log line is written asynchronously: it may arrive after the ready lines on stdout.
     await eventually(async () => proxy.logs.some((l) => l.msg === 'proxy ready'), 5_000, 20).catch(() => assert.fail(proxy.stderr()));

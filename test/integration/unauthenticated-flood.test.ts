@@ -16,7 +16,7 @@ let proxy: ProxyProcess;
 
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-http', '127.0.0.1:0'], { env: { KUBECTL_PROXYOUT_PROXY_AUTH: 'alice:s3cret-pw' } });
+  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0'], { env: { KUBECTL_PROXYOUT_PROXY_AUTH: 'alice:s3cret-pw' } });
 });
 
 after(async () => {
