@@ -1,9 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-// The module, not the package index: the index also loads every generated API model and
-// client, which nothing here uses (issue 13: start-up time and the daemon's memory).
-import { KubeConfig } from '@kubernetes/client-node/dist/config.js';
+// Not the package index (issue 13: start-up time and the daemon's memory): client-node-config.ts says how.
+import { KubeConfig } from './client-node-config.js';
 import yaml from 'js-yaml';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { OidcTokenSource } from './oidc.js';
