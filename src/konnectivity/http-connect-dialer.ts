@@ -11,9 +11,8 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { Duplex } from 'node:stream';
 import { UpstreamApiError } from '../core/errors.js';
-import { joinHostPort } from './packet.js';
 import { connectAnswerError, serverError } from './errors.js';
-import type { ServerAddress, TlsMaterial } from './options.js';
+import { joinHostPort, type ServerAddress, type TlsMaterial } from './options.js';
 import { ConnectTimeoutError } from '../core/errors.js';
 
 const MAX_HEAD = 16 * 1024;

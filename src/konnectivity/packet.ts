@@ -117,7 +117,5 @@ export function newDialId(random: (n: number) => Buffer): bigint {
   }
 }
 
-/** "ip:port", IPv6 in brackets, as Go's net.JoinHostPort writes it (the agent dials this). */
-export function joinHostPort(ip: string, port: number): string {
-  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
-}
+// In options.ts, which does not load protobufjs: http-connect mode and the route need it too.
+export { joinHostPort } from './options.js';

@@ -7,8 +7,7 @@ import type { OpenRequest, OpenedStream } from '../core/types.js';
 import type { Logger } from '../core/log.js';
 import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../core/errors.js';
 import { createKonnectivityDialer, type KonnectivityDialer } from '../konnectivity/dialer.js';
-import type { KonnectivitySpec } from '../konnectivity/options.js';
-import { joinHostPort } from '../konnectivity/packet.js';
+import { joinHostPort, type KonnectivitySpec } from '../konnectivity/options.js';
 import type { Route, RouteState, RouteStatus } from './route.js';
 import type { Claim } from './table.js';
 
