@@ -80,7 +80,9 @@ describe('fails fast with one clear line and a non-zero exit', () => {
 
 describe('running', () => {
   test('prints bound addresses and paste-ready lines; IPv6 listeners work', async () => {
-    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '[::1]:0', '--listen-http', '127.0.0.1:0']);
+    // --shutdown-grace 0 here and below: the simulated runtime keeps a finished stream ~1 s after
+    // curl's FIN (as containerd does), and a drain on stop is the grace-period test's subject.
+    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '[::1]:0', '--listen-http', '127.0.0.1:0', '--shutdown-grace', '0']);
     try {
       assert.match(p.stdout.join('\n'), /SOCKS5 proxy on \[::1\]:\d+/);
       assert.ok(p.stdout.includes(`export HTTP_PROXY=http://${p.http}`));
@@ -104,7 +106,7 @@ describe('running', () => {
   });
 
   test('--cluster-domain is taken as names are compared: "Cluster.Local." serves web.shop.svc.cluster.local', async () => {
-    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--cluster-domain', 'Cluster.Local.']);
+    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--cluster-domain', 'Cluster.Local.', '--shutdown-grace', '0']);
     try {
       const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop.svc.cluster.local:8080/']);
       assert.equal(r.code, 0, r.stderr);
@@ -171,7 +173,7 @@ describe('running', () => {
       t.skip('kubectl not on PATH: plugin discovery check skipped');
       return;
     }
-    const p = await startProxyProcess(['proxyout', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], {
+    const p = await startProxyProcess(['proxyout', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--shutdown-grace', '0'], {
       command: [kubectl],
       env: { PATH: `${path.join(repoRoot, 'bin')}:${path.dirname(process.execPath)}:${process.env.PATH}` },
     });
