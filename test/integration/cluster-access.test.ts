@@ -269,13 +269,18 @@ describe('watch recovery', () => {
     await withProxy(yaml, async (p) => {
       await reachesWeb(p);
       // While the API server is down, objects change and history is compacted: the informers
-      // come back with a resourceVersion the server no longer has.
-      const down = cluster.sim.restartApiServer(1500);
-      await new Promise((r) => setTimeout(r, 200));
-      await cluster.sim.createPod({ namespace: 'shop', name: 'after-410', labels: { app: 'after-410' }, ports: [{ name: 'http', containerPort: 8080 }] });
-      await cluster.sim.createService({ namespace: 'shop', name: 'after-410', selector: { app: 'after-410' }, ports: [{ port: 80, targetPort: 8080 }] });
-      cluster.sim.compact();
-      cluster.sim.resetCounters();
+      // come back with a resourceVersion the server no longer has. It comes back once that is done.
+      let bringUp!: () => void;
+      const down = cluster.sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
+      try {
+        await new Promise((r) => setTimeout(r, 200));
+        await cluster.sim.createPod({ namespace: 'shop', name: 'after-410', labels: { app: 'after-410' }, ports: [{ name: 'http', containerPort: 8080 }] });
+        await cluster.sim.createService({ namespace: 'shop', name: 'after-410', selector: { app: 'after-410' }, ports: [{ port: 80, targetPort: 8080 }] });
+        cluster.sim.compact();
+        cluster.sim.resetCounters();
+      } finally {
+        bringUp();
+      }
       await down;
       const body = await eventually(async () => {
         const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://after-410.shop.svc/']);

@@ -297,10 +297,16 @@ describe('the cluster changes under the proxy', () => {
   test('API server restart: open streams end (no hang); a Service created after it is reachable; API down → 0x01', async () => {
     // Every tunnel runs through the API server, so its restart ends them; clients must see that.
     const open = await openStream(socks, 'echo.data', 7000);
-    const restarted = cluster.sim.restartApiServer(1500);
-    await closedWithin(open.socket, 10_000, 'a stream open across the API server restart');
-    await new Promise((r) => setTimeout(r, 300));
-    assert.equal(await replyCode('web.shop', 8080), 0x01, 'API unreachable → general failure');
+    // Down until the proxy has been seen failing without it.
+    let bringUp!: () => void;
+    const restarted = cluster.sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
+    try {
+      await closedWithin(open.socket, 10_000, 'a stream open across the API server restart');
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(await replyCode('web.shop', 8080), 0x01, 'API unreachable → general failure');
+    } finally {
+      bringUp();
+    }
     await restarted;
     await cluster.sim.createPod({ namespace: 'shop', name: 'late-1', labels: { app: 'late' }, ports: [{ name: 'http', containerPort: 8080 }] });
     await cluster.sim.createService({ namespace: 'shop', name: 'late', selector: { app: 'late' }, ports: [{ port: 80, targetPort: 8080 }] });

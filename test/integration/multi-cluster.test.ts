@@ -168,12 +168,18 @@ describe('reload', () => {
 describe('a cluster whose API server goes away', () => {
   test('its own names fail while it is gone; the other cluster keeps serving; it comes back', async () => {
     const [prod] = multi.clusters;
-    const down = prod!.sim.restartApiServer(4_000);
-    // Give the proxy's tunnels and watches to prod time to break.
-    await new Promise((r) => setTimeout(r, 500));
-    for (let i = 0; i < 5; i++) assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'staging is untouched');
-    const failing = await via('http://which.shop.prod/', ['--max-time', '3']);
-    assert.notEqual(failing.code, 0, 'prod has no API server right now');
+    // Down until the checks below have seen it gone.
+    let bringUp!: () => void;
+    const down = prod!.sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
+    try {
+      // Give the proxy's tunnels and watches to prod time to break.
+      await new Promise((r) => setTimeout(r, 500));
+      for (let i = 0; i < 5; i++) assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'staging is untouched');
+      const failing = await via('http://which.shop.prod/', ['--max-time', '3']);
+      assert.notEqual(failing.code, 0, 'prod has no API server right now');
+    } finally {
+      bringUp();
+    }
     await down;
     await eventually(async () => (await via('http://which.shop.prod/')).code === 0, 20_000, 200);
     assert.equal(await who('http://which.shop.prod/'), 'which-prod');
@@ -183,12 +189,18 @@ describe('a cluster whose API server goes away', () => {
 describe('a cluster that is down at start and comes up later', () => {
   test('the proxy starts with the other cluster, and the late one serves once its API server answers', async () => {
     const [prod] = multi.clusters;
-    const down = prod!.sim.restartApiServer(6_000);
-    const p3 = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--context', 'staging', '--context', 'prod', '--listen-socks', '127.0.0.1:0']);
+    // prod's API server stays down until the proxy has started without it and staging served.
+    let bringUp!: () => void;
+    const down = prod!.sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
+    const p3 = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--context', 'staging', '--context', 'prod', '--listen-socks', '127.0.0.1:0']).catch((err: unknown) => {
+      bringUp();
+      throw err;
+    });
     try {
       await eventually(async () => p3.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'prod'), 5_000, 20);
       const staging = await curl(['--proxy', `socks5h://${p3.socks}`, 'http://which.shop.staging/']);
       assert.match(staging.stdout, /hello from which-staging/);
+      bringUp();
       await down;
       // Retried in the background (5 s, then doubling): prod serves without a restart of the proxy.
       const late = await eventually(async () => {
@@ -197,6 +209,7 @@ describe('a cluster that is down at start and comes up later', () => {
       }, 30_000, 250);
       assert.match(late.stdout, /hello from which-prod/);
     } finally {
+      bringUp(); // a failure above must not leave prod down for the tests after this one
       assert.equal(await p3.stop(), 0);
     }
   });

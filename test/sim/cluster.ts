@@ -651,11 +651,13 @@ export class SimCluster {
     this.store.compact();
   }
 
-  async restartApiServer(downMs = 200): Promise<void> {
+  /** `down`: milliseconds, or a promise: down until it settles (a test brings it back when it has seen what it waits for). */
+  async restartApiServer(down: number | PromiseLike<unknown> = 200): Promise<void> {
     await this.api.close();
     this.kubelet.closeAll();
     this.spdyKubelet.closeAll();
-    await new Promise((r) => setTimeout(r, downMs));
+    if (typeof down === 'number') await new Promise((r) => setTimeout(r, down));
+    else await Promise.resolve(down).catch(() => undefined);
     await this.api.listen();
   }
 
