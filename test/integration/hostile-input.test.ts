@@ -65,7 +65,10 @@ async function exchange(addr: string, parts: Buffer[], opts: { gapMs?: number; e
     s.write(part);
   }
   if (opts.end && !closed) s.end();
-  await Promise.race([done, new Promise((r) => setTimeout(r, opts.waitMs ?? HANDSHAKE_MS + 2000))]);
+  // Cleared once decided: a timer left running kept the file's process alive after its last test.
+  let bound: NodeJS.Timeout | undefined;
+  await Promise.race([done, new Promise((r) => (bound = setTimeout(r, opts.waitMs ?? HANDSHAKE_MS + 2000)))]);
+  clearTimeout(bound);
   s.destroy();
   return { reply: Buffer.concat(chunks), closed, ms: Date.now() - started };
 }

@@ -40,7 +40,9 @@ async function exchange(chunks: Buffer[]): Promise<Buffer> {
   await once(s, 'connect');
   const reader = new Reader(s);
   for (const c of chunks) s.write(c);
-  const out = await Promise.race([reader.readAll(), new Promise<Buffer>((r) => setTimeout(() => r(reader.detach()), 3000))]);
+  let bound: NodeJS.Timeout | undefined;
+  const out = await Promise.race([reader.readAll(), new Promise<Buffer>((r) => (bound = setTimeout(() => r(reader.detach()), 3000)))]);
+  clearTimeout(bound); // left running, it would keep the file's process alive after its last test
   s.destroy();
   return out;
 }

@@ -24,6 +24,12 @@ import { eventually, startSsh2Server } from '../helpers/ssh2-server.js';
 import { writeUntilStalled } from '../helpers/streams.js';
 import { startFreezableProxy } from '../helpers/freezable-proxy.js';
 
+/** `p`, or `late` after `ms`; the timer is cleared once decided (left running, it kept the file's process alive after its last test). */
+function bounded<T, L>(p: Promise<T>, ms: number, late: L): Promise<T | L> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<L>((r) => (timer = setTimeout(() => r(late), ms)))]).finally(() => clearTimeout(timer));
+}
+
 const agentUnavailable = spawnSync('sh', ['-c', 'command -v ssh-agent']).status === 0 ? undefined : 'ssh-agent is not installed';
 /** pino's levels. */
 const [DEBUG, INFO, WARN] = [20, 30, 40];
@@ -169,12 +175,12 @@ test('a `via` API connection destroyed mid-response: its channel is done at once
     // Cut with its data unread (a watch stopped, a reload dropping the cluster).
     response.destroy();
     await eventually(() => chain.status().channels === 0, 5000, 'the channel under the destroyed TLS socket still counts as open');
-    const closed = await Promise.race([chain.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('still waiting'), 5000))]);
+    const closed = await bounded(chain.close().then(() => 'closed'), 5000, 'still waiting');
     assert.equal(closed, 'closed');
     await eventually(() => server.connections.size === 0, 5000, 'the session stayed open on the hop');
   } finally {
     // Bounded: a close() waiting for the channel would hold the test for ever.
-    await Promise.race([chain.close(), new Promise((r) => setTimeout(r, 1000))]);
+    await bounded(chain.close(), 1000, undefined);
     await server.close();
     api.closeAllConnections();
     api.close();
@@ -201,7 +207,7 @@ test("a destroyed channel emits 'close' once, as a socket does: at once, not aga
     assert.deepEqual(events, ['error client gone', 'close']);
   } finally {
     // Bounded: a close() waiting for the destroyed channel would hold the test for ever.
-    await Promise.race([chain.close(), new Promise((r) => setTimeout(r, 1000))]);
+    await bounded(chain.close(), 1000, undefined);
     await server.close();
   }
 });

@@ -88,7 +88,9 @@ test('shutdown ends the login and the process, after a stream on the route was c
   try {
     await streamCutWithDataUnread(proxy);
     const exited = proxy.stop('SIGTERM');
-    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 15_000))]);
+    // The bound's timer is cleared once the race is decided: left running, it kept the file's process alive 15 s after its last test.
+    let bound: NodeJS.Timeout | undefined;
+    const code = await Promise.race([exited, new Promise((r) => (bound = setTimeout(() => r('still running'), 15_000)))]).finally(() => clearTimeout(bound));
     assert.equal(code, 0, 'the proxy exited after SIGTERM');
     await eventually(async () => lab.jump1Sessions === 0, 10_000);
   } finally {

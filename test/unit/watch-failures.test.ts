@@ -11,8 +11,11 @@ import { slimService } from '../../src/cluster/slim.js';
 import { createLogger } from '../../src/core/log.js';
 import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
 
-const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
-  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
+// The timer is cleared once decided: left running, it kept the file's process alive after its last test.
+const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> => {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+};
 
 test('stopping a per-namespace cache while a namespace\'s first list keeps failing: stop() returns, the waiter is told, no request follows', async (t) => {
   const fake = await startFakeApi((url, res) => {
