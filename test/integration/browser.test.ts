@@ -31,6 +31,9 @@ before(async () => {
   proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
 });
 after(async () => {
+  // The runtime keeps a stream ~1 s after a FIN (closeGraceMs): the last tests' streams end now, so
+  // the stop below has none to drain (teardown, not a test of the drain).
+  cluster?.sim.endLingeringStreams();
   await proxy?.stop();
   await cluster?.close();
 });

@@ -651,6 +651,17 @@ export class SimCluster {
     this.store.compact();
   }
 
+  /**
+   * Extension, for teardown: the runtime's close grace is over. Stream pairs waiting it out (one
+   * direction ended, as after a client's FIN) end now, in both kubelets, and from now on a pair
+   * ends as soon as one direction does (closeGraceMs 0: a FIN still on its way is not missed).
+   * A proxy stopped after that has no finished stream left to drain. Returns how many ended now.
+   */
+  endLingeringStreams(): number {
+    this.closeGraceMs = 0;
+    return this.kubelet.endLingering() + this.spdyKubelet.endLingering();
+  }
+
   /** `down`: milliseconds, or a promise: down until it settles (a test brings it back when it has seen what it waits for). */
   async restartApiServer(down: number | PromiseLike<unknown> = 200): Promise<void> {
     await this.api.close();

@@ -120,6 +120,8 @@ interface Pair {
   connected: boolean;
   done: boolean;
   graceTimer?: NodeJS.Timeout;
+  /** What the grace timer runs (endLingering runs it early). */
+  graceEnd?: () => void;
   readError?: NodeJS.ErrnoException;
 }
 
@@ -235,7 +237,22 @@ class Session {
       this.finish(p, text);
     };
     if (grace <= 0) end();
-    else p.graceTimer = setTimeout(end, grace);
+    else {
+      p.graceEnd = end;
+      // unref: a grace still running when a test file is done (a pair of a session already gone)
+      // must not hold its process; the sockets it waits for keep the loop alive while they last.
+      p.graceTimer = setTimeout(end, grace).unref();
+    }
+  }
+
+  /** Extension: pairs waiting out the close grace (one direction done) end now; returns how many. */
+  endLingering(): number {
+    const lingering = this.pairs.filter((p) => p.graceTimer && !p.done);
+    for (const p of lingering) {
+      clearTimeout(p.graceTimer);
+      p.graceEnd?.();
+    }
+    return lingering.length;
   }
 
   private fromClient(data: Buffer): void {
@@ -336,6 +353,13 @@ export class KubeletPortForward {
 
   closePod(namespace: string, name: string): void {
     for (const s of [...this.sessions]) if (s.pod.namespace === namespace && s.pod.name === name) s.abort();
+  }
+
+  /** Extension: every session's pairs waiting out the close grace end now; returns how many. */
+  endLingering(): number {
+    let n = 0;
+    for (const s of this.sessions) n += s.endLingering();
+    return n;
   }
 
   closeAll(): void {

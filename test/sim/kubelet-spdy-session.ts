@@ -34,6 +34,8 @@ interface Pair {
   podDone: boolean;
   readError?: NodeJS.ErrnoException;
   graceTimer?: NodeJS.Timeout;
+  /** What the grace timer runs (endLingering runs it early). */
+  graceEnd?: () => void;
   done: boolean;
 }
 
@@ -222,7 +224,22 @@ export class PodSession {
     if (p.graceTimer) return;
     const grace = this.deps.closeGraceMs();
     if (grace <= 0) end();
-    else p.graceTimer = setTimeout(end, grace);
+    else {
+      p.graceEnd = end;
+      // unref: a grace still running when a test file is done (a pair of a session already gone)
+      // must not hold its process; the sockets it waits for keep the loop alive while they last.
+      p.graceTimer = setTimeout(end, grace).unref();
+    }
+  }
+
+  /** Extension: pairs waiting out the close grace (one direction done) end now; returns how many. */
+  endLingering(): number {
+    const lingering = [...this.active, ...this.pairs.values()].filter((p) => p.graceTimer && !p.done);
+    for (const p of lingering) {
+      clearTimeout(p.graceTimer);
+      p.graceEnd?.();
+    }
+    return lingering.length;
   }
 
   /** The pair is over: FIN both streams on success; on failure the frames deps.failureFrames() picks. */

@@ -185,6 +185,13 @@ export class KubeletSpdyPortForward {
     return hit.length;
   }
 
+  /** Extension: every session's pairs waiting out the close grace end now; returns how many. */
+  endLingering(): number {
+    let n = 0;
+    for (const s of this.sessions) n += s.endLingering();
+    return n;
+  }
+
   closeAll(): void {
     for (const s of [...this.sessions]) s.wire.kill();
     this.sessions.clear();
