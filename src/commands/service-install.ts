@@ -80,6 +80,8 @@ export default class ServiceInstall extends Command {
       this.log(`logs: ${spec.logFile}`);
       this.log('start it with:');
       for (const line of result.next) this.log(`  ${line}`);
+      this.log('after editing its config file or kubeconfig, reload it (the routing table is read again) with:');
+      this.log(`  ${result.reload}`);
     } catch (err) {
       failOnKnownError(this, err);
     }

@@ -44,6 +44,8 @@ export interface InstallResult {
   changed: boolean;
   /** Lines for the user to run. */
   next: string[];
+  /** The line that makes the running service re-read its routing table (SIGHUP). */
+  reload: string;
 }
 
 export function installService(host: ServiceHost, spec: ServiceSpec, opts: { dryRun: boolean; force: boolean }): InstallResult {
@@ -55,7 +57,8 @@ export function installService(host: ServiceHost, spec: ServiceSpec, opts: { dry
     throw new StartupError(`${file} was changed after service-install wrote it (or was not written by it): pass --force to overwrite it`);
   }
   const next = startLines(platform, host, spec.name, file, existing !== undefined);
-  if (opts.dryRun) return { file, text, changed: existing !== text, next };
+  const reload = platform === 'systemd' ? `systemctl --user reload ${spec.name}.service` : `launchctl kill SIGHUP gui/${host.uid}/${spec.name}`;
+  if (opts.dryRun) return { file, text, changed: existing !== text, next, reload };
   if (existing !== text) {
     mkdirSync(path.dirname(file), { recursive: true });
     mkdirSync(path.dirname(spec.logFile), { recursive: true, mode: 0o700 });
@@ -64,7 +67,7 @@ export function installService(host: ServiceHost, spec: ServiceSpec, opts: { dry
     closeSync(openSync(spec.logFile, 'a', 0o600));
     writeFileSync(file, text, { mode: 0o644 });
   }
-  return { file, text, changed: existing !== text, next };
+  return { file, text, changed: existing !== text, next, reload };
 }
 
 function startLines(platform: ServicePlatform, host: ServiceHost, name: string, file: string, existed: boolean): string[] {

@@ -85,6 +85,9 @@ function systemdBody(s: ServiceSpec): string {
     '[Service]',
     'Type=simple',
     `ExecStart=${[s.command, ...s.args].map(systemdWord).join(' ')}`,
+    // `systemctl --user reload`: the proxy re-reads its routing table on SIGHUP (serve.ts); a bad
+    // one changes nothing and it keeps serving.
+    'ExecReload=/bin/kill -HUP $MAINPID',
     `WorkingDirectory=${systemdPath(s.workingDirectory)}`,
     ...env,
     // The user manager's ssh-agent socket, when it has one (`systemctl --user import-environment SSH_AUTH_SOCK`).

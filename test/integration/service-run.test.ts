@@ -1,8 +1,8 @@
 // The unit service-install writes, run as systemd would run it: its ExecStart, in its
 // WorkingDirectory, with only its Environment= (and HOME) — against a simulated cluster. The
 // service serves the routing table it was installed with: a --config file given relative to the
-// installing shell, port mappings and --no-direct; and, with no --config, the default config.yaml
-// this shell would read ($XDG_CONFIG_HOME/kubectl-proxyout/config.yaml), which a service manager
+// installing shell, port mappings and --no-direct (its ExecReload makes it read the edited file);
+// and, with no --config, the default config.yaml this shell would read ($XDG_CONFIG_HOME/kubectl-proxyout/config.yaml), which a service manager
 // that starts the service without $XDG_CONFIG_HOME would not find.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +10,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { execFileSync } from 'node:child_process';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 
@@ -80,6 +81,14 @@ test('a --config given relative to the installing shell, --forward and --no-dire
     // --no-direct: a name no route claims is refused, not dialled from this machine.
     const refused = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://example.invalid/']);
     assert.equal(refused.code, 97, refused.stderr);
+    // The unit's ExecReload (what `systemctl --user reload` runs) makes it read the edited file.
+    writeFileSync(path.join(work, 'proxy.yaml'), 'routes:\n  - { name: lab-b, kind: cluster, context: sim }\n');
+    const reload = /^ExecReload=(.*)$/m.exec(installed.stdout)?.[1];
+    assert.equal(reload, '/bin/kill -HUP $MAINPID');
+    execFileSync('sh', ['-c', reload!.replace('$MAINPID', String(proxy.proc.pid))]);
+    await eventually(async () => proxy.logs.some((l) => l.msg === 'routing table reloaded'), 10_000, 50);
+    const renamed = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web.shop.svc.lab-b:8080/whoami']);
+    assert.equal(renamed.code, 0, renamed.stderr);
   } finally {
     assert.equal(await proxy.stop(), 0);
   }

@@ -43,6 +43,9 @@ test('systemd: a user unit with absolute paths, restart on failure, logs in the 
     const kc = path.join(host.home, 'work', 'my dir/kc%%1$$x');
     assert.ok(text.includes(`ExecStart=${process.execPath} /opt/kubectl-proxyout/bin/kubectl-proxyout --kubeconfig "${kc}" --context prod --context staging --listen-socks 127.0.0.1:1080 --listen-http 127.0.0.1:3128 --proxy-auth-file ${path.join(host.home, 'work/auth')} --log-format json\n`), text);
     assert.match(text, /^Restart=on-failure$/m);
+    // `systemctl --user reload` sends what makes the proxy re-read its routing table.
+    assert.match(text, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
+    assert.equal(r.reload, 'systemctl --user reload kubectl-proxyout.service');
     // A program that is gone (203/EXEC, env's 127) or refuses its arguments (2) is not restarted for ever.
     assert.match(text, /^RestartPreventExitStatus=2 127 203$/m);
     assert.match(text, /^PassEnvironment=SSH_AUTH_SOCK$/m);
@@ -224,6 +227,7 @@ test('launchd: a LaunchAgent plist that parses, with the command, KeepAlive on f
     assert.equal(plist.EnvironmentVariables.PATH, '/usr/local/bin:/usr/bin:/bin');
     assert.equal(plist.WorkingDirectory, host.home);
     assert.deepEqual(r.next, [`launchctl bootstrap gui/501 ${r.file}`]);
+    assert.equal(r.reload, 'launchctl kill SIGHUP gui/501/kubectl-proxyout');
     if (spawnSync('plutil', ['-help'], { stdio: 'ignore' }).status !== null) {
       const lint = spawnSync('plutil', ['-lint', r.file], { encoding: 'utf8' });
       assert.equal(lint.status, 0, lint.stdout + lint.stderr);
@@ -258,7 +262,7 @@ test('the CLI: --dry-run prints the unit and writes nothing; install prints the 
     assert.ok(!existsSync(file));
     const real = await runCli(['service-install', '--context', 'prod'], { env });
     assert.equal(real.code, 0, real.stderr);
-    assert.equal(real.stdout, `wrote ${file}\nruns: ${process.execPath} ${binPath} (no kubectl-proxyout on your PATH is this program)\nlogs: ${home}/.local/state/kubectl-proxyout/logs/kubectl-proxyout.log\nstart it with:\n  systemctl --user daemon-reload\n  systemctl --user enable --now kubectl-proxyout.service\n`);
+    assert.equal(real.stdout, `wrote ${file}\nruns: ${process.execPath} ${binPath} (no kubectl-proxyout on your PATH is this program)\nlogs: ${home}/.local/state/kubectl-proxyout/logs/kubectl-proxyout.log\nstart it with:\n  systemctl --user daemon-reload\n  systemctl --user enable --now kubectl-proxyout.service\nafter editing its config file or kubeconfig, reload it (the routing table is read again) with:\n  systemctl --user reload kubectl-proxyout.service\n`);
     assert.equal(readFileSync(file, 'utf8').trimEnd(), dry.stdout.trimEnd());
     writeFileSync(file, readFileSync(file, 'utf8') + '# mine\n');
     const refused = await runCli(['service-install', '--context', 'prod'], { env });
