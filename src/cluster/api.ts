@@ -2,6 +2,7 @@ import https from 'node:https';
 import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
+import { expireExecCredentials } from './exec-credential.js';
 
 /** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
 /** Header values may be lists: some headers (Impersonate-Group) repeat, one line per value. */
@@ -77,6 +78,7 @@ export class ApiConnection {
   /** Drop cached credentials (after a 401, so an exec plugin or token file is asked again). */
   invalidate(): void {
     this.cached = undefined;
+    expireExecCredentials(this.kc);
   }
 
   /** Full URL for an API path, keeping any path prefix the server URL has (e.g. Rancher's). */

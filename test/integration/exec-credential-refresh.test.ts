@@ -1,0 +1,57 @@
+// Exec credential plugins in a proxy that runs all day: the credential a plugin gave is asked for
+// again when the API server refuses it (client-go plugin/pkg/client/auth/exec/exec.go: a 401
+// makes the next request run the plugin), not kept until its expirationTimestamp.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import yaml from 'js-yaml';
+import { SimCluster } from '../sim/cluster.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
+
+let sim: SimCluster;
+let dir: string;
+before(async () => {
+  sim = await SimCluster.start({ quiet: true });
+  dir = await mkdtemp(path.join(tmpdir(), 'exec-refresh-'));
+});
+after(async () => {
+  await sim?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A kubeconfig whose exec plugin prints the token in `tokenFile` (valid for a day) and logs each run. */
+async function pluginKubeconfig(name: string, script: (tokenFile: string, runs: string) => string): Promise<{ kubeconfig: string; tokenFile: string; runs: string }> {
+  const tokenFile = path.join(dir, `${name}.token`);
+  const runs = path.join(dir, `${name}.runs`);
+  const plugin = path.join(dir, `${name}.sh`);
+  await writeFile(runs, '');
+  await writeFile(plugin, script(tokenFile, runs));
+  await chmod(plugin, 0o700);
+  const doc = yaml.load(sim.kubeconfigYaml({ auth: 'exec' })) as { users: Array<{ user: { exec: { command: string; args?: string[]; env?: unknown } } }> };
+  Object.assign(doc.users[0]!.user.exec, { command: plugin, args: [], env: null });
+  const kubeconfig = path.join(dir, `${name}.kubeconfig`);
+  await writeFile(kubeconfig, yaml.dump(doc), { mode: 0o600 });
+  return { kubeconfig, tokenFile, runs };
+}
+
+const printsToken = (tokenFile: string, runs: string) =>
+  `#!/bin/sh\necho run >> '${runs}'\n` +
+  `printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"2099-01-01T00:00:00Z"}}\\n' "$(cat '${tokenFile}')"\n`;
+
+const runCount = async (runs: string) => (await readFile(runs, 'utf8')).split('\n').filter(Boolean).length;
+
+test('a 401 makes the next request run the exec plugin again, though its credential has not expired', async () => {
+  const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('refresh', printsToken);
+  // The plugin's token is revoked (or the cluster was re-created) long before its expiry.
+  await writeFile(tokenFile, 'revoked-token');
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc);
+  await assert.rejects(api.getJson('/api/v1/namespaces'), (err: unknown) => err instanceof ApiStatusError && err.statusCode === 401);
+  // The plugin now hands out a good token (the user logged in again; kubectl works at once).
+  await writeFile(tokenFile, sim.issueToken());
+  const list = await api.getJson<{ kind: string }>('/api/v1/namespaces');
+  assert.equal(list.kind, 'NamespaceList');
+  assert.equal(await runCount(runs), 2, 'the plugin ran once per credential');
+});
