@@ -37,6 +37,9 @@ const OPTIONS_TTL_MS = 60_000;
  */
 export class ApiConnection {
   private cached?: { at: number; options: ApiRequestOptions };
+  private pending?: { generation: number; options: Promise<ApiRequestOptions> };
+  /** Bumped by invalidate(): options computed before it are not cached or shared after it. */
+  private generation = 0;
   readonly serverUrl: URL;
   /** The proxy the last requestOptions() chose (egress-proxy.ts), for messages. */
   egress?: Egress;
@@ -50,8 +53,23 @@ export class ApiConnection {
     this.serverUrl = new URL(server);
   }
 
-  async requestOptions(): Promise<ApiRequestOptions> {
-    if (this.cached && Date.now() - this.cached.at < OPTIONS_TTL_MS) return this.cached.options;
+  /**
+   * Callers that arrive together share one computation: each would otherwise run the exec plugin
+   * (client-node's ExecAuth has no lock; client-go's exec.go Authenticator holds one), so a
+   * start-up or a burst of streams after a 401 spawned a plugin per request.
+   */
+  requestOptions(): Promise<ApiRequestOptions> {
+    if (this.cached && Date.now() - this.cached.at < OPTIONS_TTL_MS) return Promise.resolve(this.cached.options);
+    if (this.pending?.generation === this.generation) return this.pending.options;
+    const generation = this.generation;
+    const options = this.computeOptions(generation).finally(() => {
+      if (this.pending?.options === options) this.pending = undefined;
+    });
+    this.pending = { generation, options };
+    return options;
+  }
+
+  private async computeOptions(generation: number): Promise<ApiRequestOptions> {
     const opts: https.RequestOptions = { headers: {} };
     await this.kc.applyToHTTPSOptions(opts);
     this.egress = applyEgress(this.kc, opts, this.egressOptions);
@@ -62,7 +80,8 @@ export class ApiConnection {
       delete opts.auth;
     }
     const options: ApiRequestOptions = { ...opts, headers, direct: this.egress.proxy === undefined, ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}) };
-    this.cached = { at: Date.now(), options };
+    // Computed before an invalidate(): may carry the credential the server just refused.
+    if (generation === this.generation) this.cached = { at: Date.now(), options };
     return options;
   }
 
@@ -78,6 +97,7 @@ export class ApiConnection {
   /** Drop cached credentials (after a 401, so an exec plugin or token file is asked again). */
   invalidate(): void {
     this.cached = undefined;
+    this.generation++;
     expireExecCredentials(this.kc);
   }
 

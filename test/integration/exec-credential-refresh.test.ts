@@ -55,3 +55,17 @@ test('a 401 makes the next request run the exec plugin again, though its credent
   assert.equal(list.kind, 'NamespaceList');
   assert.equal(await runCount(runs), 2, 'the plugin ran once per credential');
 });
+
+test('requests that start together run the plugin once, not once each (client-go holds one credential behind a lock)', async () => {
+  const slow = (tokenFile: string, runs: string) => printsToken(tokenFile, runs).replace('\n', '\nsleep 0.3\n');
+  const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('together', slow);
+  await writeFile(tokenFile, sim.issueToken());
+  // A proxy starting (its watches and first streams) or a burst of streams after a 401.
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc);
+  const lists = await Promise.all(Array.from({ length: 8 }, () => api.getJson<{ kind: string }>('/api/v1/namespaces')));
+  assert.ok(lists.every((l) => l.kind === 'NamespaceList'));
+  assert.equal(await runCount(runs), 1);
+  api.invalidate();
+  await Promise.all(Array.from({ length: 8 }, () => api.getJson('/api/v1/namespaces')));
+  assert.equal(await runCount(runs), 2);
+});
