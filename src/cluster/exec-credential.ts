@@ -4,6 +4,13 @@
 // once the server answers 401 to the credential it gave: a token revoked, a cluster re-created,
 // a user who logged in again — kubectl then works at once, so the proxy must too, not an hour
 // later. ExecAuth is reached through the KubeConfig's authenticators (not public API).
+//
+// client-node also spawns the plugin with stdin an open pipe it never writes to or closes, so a
+// plugin that reads stdin (a prompt, "press Enter to open the browser") waits for ever, and with
+// it every request of the proxy. We never have a terminal for it (exec-info.ts sends
+// interactive: false), so, as client-go does for a non-interactive plugin (exec.go: cmd.Stdin is
+// set only when interactive), its stdin is the null device: a read sees end-of-file at once.
+import { spawn, type SpawnOptions } from 'node:child_process';
 import type { KubeConfig } from '@kubernetes/client-node';
 
 interface ExecAuthLike {
@@ -15,6 +22,12 @@ interface ExecAuthLike {
 export function execAuthOf(kc: KubeConfig): ExecAuthLike | undefined {
   const list = (kc as unknown as { authenticators?: unknown[] }).authenticators;
   return list?.find((a): a is ExecAuthLike => !!a && typeof a === 'object' && 'tokenCache' in a && 'execFn' in a);
+}
+
+/** Makes the KubeConfig's exec plugins run without stdin (in place); no-op without ExecAuth. */
+export function runExecPluginsWithoutStdin(kc: KubeConfig): void {
+  const auth = execAuthOf(kc);
+  if (auth) auth.execFn = (command: string, args: string[] | undefined, opts: SpawnOptions) => spawn(command, args ?? [], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** Forget every cached exec credential, so the next request runs the plugin again (after a 401). */

@@ -8,6 +8,7 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { OidcTokenSource } from './oidc.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
 import { addExecInfo } from './exec-info.js';
+import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 
 export interface LoadedKubeConfig {
@@ -63,6 +64,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   if (!kc.getCurrentUser()) throw new StartupError(`context "${context}" names user "${ctx.user}", which the kubeconfig does not define`);
   const namespace = opts.namespace || ctx.namespace || 'default';
   addExecInfo(kc);
+  runExecPluginsWithoutStdin(kc);
   // What client-node drops from the user entry (tokenFile, as-groups, …) we read from the file.
   const raw = findRawUser(kubeconfigFiles(opts.kubeconfig), ctx.user);
   if (raw) resolveExecCommand(kc, raw.file);

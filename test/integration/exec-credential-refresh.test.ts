@@ -69,3 +69,21 @@ test('requests that start together run the plugin once, not once each (client-go
   await Promise.all(Array.from({ length: 8 }, () => api.getJson('/api/v1/namespaces')));
   assert.equal(await runCount(runs), 2);
 });
+
+test('the plugin gets no open stdin: one that reads it sees end-of-file at once, as under kubectl without a terminal', async () => {
+  // client-go gives a non-interactive plugin no stdin (exec.go: cmd.Stdin only when interactive);
+  // an open pipe nobody writes to would hold a plugin that asks for input for ever.
+  const asks = (tokenFile: string, runs: string) => printsToken(tokenFile, runs).replace('\n', "\nread -r answer || echo 'no terminal: skipping the prompt' >&2\n");
+  const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('stdin', asks);
+  await writeFile(tokenFile, sim.issueToken());
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc);
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<never>((_r, reject) => (timer = setTimeout(() => reject(new Error('the plugin was still waiting for stdin after 5 s')), 5_000)));
+  try {
+    const list = await Promise.race([api.getJson<{ kind: string }>('/api/v1/namespaces'), hung]);
+    assert.equal(list.kind, 'NamespaceList');
+  } finally {
+    clearTimeout(timer);
+  }
+  assert.equal(await runCount(runs), 1);
+});
