@@ -17,7 +17,7 @@ const TOKEN_FILE_TTL_MS = 60_000;
  * kubeconfig `tokenFile` (client-go tools/clientcmd/api/v1 AuthInfo.TokenFile; client-node reads
  * only a non-standard `token-file`, once, and keeps its trailing newline — an invalid header).
  * Projected service-account tokens rotate hourly, so the file is read again every minute; a read
- * that fails keeps the last token that was read, as client-go does.
+ * that fails or finds the file empty keeps the last token that was read, as client-go does.
  */
 export class TokenFileSource implements TokenSource {
   private cached?: { token: string; at: number };
@@ -31,6 +31,9 @@ export class TokenFileSource implements TokenSource {
     if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached.token;
     try {
       const token = readFileSync(this.file, 'utf8').trim();
+      // A file rewritten in place (truncated, then written) can be read empty: that is no token,
+      // so the last one stays (client-go transport/token_source.go: "read empty token from file").
+      if (!token) throw new Error('the file is empty');
       this.cached = { token, at: Date.now() };
     } catch (err) {
       if (!this.cached) throw new Error(`cannot read the kubeconfig tokenFile ${this.file}: ${(err as Error).message}`, { cause: err });

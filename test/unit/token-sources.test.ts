@@ -1,7 +1,11 @@
 // Token sources for credentials client-node cannot keep fresh: OIDC ID tokens and tokenFile.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { jwtExpiry, OidcTokenSource } from '../../src/cluster/oidc.js';
+import { TokenFileSource } from '../../src/cluster/token-source.js';
 
 const jwt = (payload: object) => `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
 
@@ -17,14 +21,18 @@ test('a fresh token is returned without a refresh; without refresh settings an e
   assert.equal(await new OidcTokenSource({ 'id-token': stale, 'client-id': 'x' }).token(), stale);
 });
 
-test('TokenFileSource: trimmed, read again after its TTL, the last good token kept when the file vanishes', async () => {
-  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
-  const { join } = await import('node:path');
-  const { tmpdir } = await import('node:os');
-  const { TokenFileSource } = await import('../../src/cluster/token-source.js');
+/** Runs `fn` with a token file path in a fresh directory, removed afterwards. */
+async function withTokenFile(fn: (file: string, dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'token-file-'));
-  const file = join(dir, 'token');
   try {
+    await fn(join(dir, 'token'), dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('TokenFileSource: trimmed, read again after its TTL, the last good token kept when the file vanishes', async () => {
+  await withTokenFile(async (file, dir) => {
     writeFileSync(file, 'first-token\n');
     const source = new TokenFileSource(file, 50);
     assert.equal(await source.token(), 'first-token');
@@ -36,7 +44,22 @@ test('TokenFileSource: trimmed, read again after its TTL, the last good token ke
     await new Promise((r) => setTimeout(r, 70));
     assert.equal(await source.token(), 'second-token', 'a failed read keeps the last token');
     await assert.rejects(new TokenFileSource(join(dir, 'missing')).token(), /cannot read the kubeconfig tokenFile/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
+});
+
+test('TokenFileSource: a file caught empty (rewritten in place) keeps the last token, as client-go does', async () => {
+  await withTokenFile(async (file) => {
+    writeFileSync(file, 'first-token\n');
+    const source = new TokenFileSource(file, 20);
+    assert.equal(await source.token(), 'first-token');
+    // `echo $T > file` truncates before it writes: a read in between sees nothing.
+    writeFileSync(file, '\n');
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(await source.token(), 'first-token', 'an empty read is not a token');
+    writeFileSync(file, 'second-token\n');
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(await source.token(), 'second-token');
+    writeFileSync(file, '');
+    await assert.rejects(new TokenFileSource(file).token(), /tokenFile .*: the file is empty/);
+  });
 });
