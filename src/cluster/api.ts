@@ -2,7 +2,7 @@ import https from 'node:https';
 import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
-import { expireExecCredentials } from './exec-credential.js';
+import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 
 /** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
 /** Header values may be lists: some headers (Impersonate-Group) repeat, one line per value. */
@@ -71,7 +71,11 @@ export class ApiConnection {
 
   private async computeOptions(generation: number): Promise<ApiRequestOptions> {
     const opts: https.RequestOptions = { headers: {} };
-    await this.kc.applyToHTTPSOptions(opts);
+    try {
+      await this.kc.applyToHTTPSOptions(opts);
+    } catch (err) {
+      throw withoutPluginOutput(err);
+    }
     this.egress = applyEgress(this.kc, opts, this.egressOptions);
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = Array.isArray(v) ? v.map(String) : String(v);

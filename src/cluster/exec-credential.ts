@@ -35,3 +35,14 @@ export function expireExecCredentials(kc: KubeConfig): void {
   const auth = execAuthOf(kc);
   if (auth) auth.tokenCache = {};
 }
+
+/**
+ * An exec plugin whose stdout is not JSON fails inside client-node's JSON.parse, and V8's message
+ * quotes the start of that output ('Unexpected token 'a', "abc123sec"... is not valid JSON'): a
+ * plugin that prints a raw token would have it logged. The message keeps the position only.
+ */
+export function withoutPluginOutput(err: unknown): unknown {
+  if (!(err instanceof SyntaxError)) return err;
+  const at = /at position \d+/.exec(err.message)?.[0];
+  return new Error(`the kubeconfig's exec credential plugin printed something that is not an ExecCredential JSON object${at ? ` (${at})` : ''}; run the plugin by hand to see its output`);
+}

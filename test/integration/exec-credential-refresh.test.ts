@@ -87,3 +87,13 @@ test('the plugin gets no open stdin: one that reads it sees end-of-file at once,
   }
   assert.equal(await runCount(runs), 1);
 });
+
+test('a plugin that prints a raw token instead of an ExecCredential: the error says so without quoting its output', async () => {
+  const { kubeconfig } = await pluginKubeconfig('raw', () => '#!/bin/sh\necho s3cr3tT0kenValue0123456789\n');
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc);
+  await assert.rejects(api.getJson('/api/v1/namespaces'), (err: Error) => {
+    assert.doesNotMatch(err.message, /s3cr3t/, 'no part of the plugin output in the message');
+    assert.match(err.message, /exec credential plugin printed something that is not an ExecCredential JSON object/);
+    return true;
+  });
+});
