@@ -14,6 +14,7 @@ import { apiServersOf } from '../cli/no-proxy.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { relaySignals } from '../cli/exec-signals.js';
 import { LOG_LEVELS, createLogger, type LogLevel } from '../core/log.js';
+import { logProcessWarnings } from '../core/process-warnings.js';
 import { routingTableFor, startProxy } from '../proxy/proxy.js';
 import type { RunningProxy } from '../proxy/running.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
@@ -77,6 +78,7 @@ export default class Exec extends Command {
       // Any local user can reach a loopback port while CMD runs: a password keeps them out.
       const proxyAuth = given ?? generateCredentials();
       log = createLogger(flags['log-level'] as LogLevel);
+      logProcessWarnings(log);
       // Its listeners are loopback port 0, as --help says: not the config file's port mappings,
       // which a proxy already running (service-install) may hold.
       const table = (() => {

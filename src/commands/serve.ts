@@ -3,6 +3,7 @@
 import { Command, Flags } from '@oclif/core';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
+import { logProcessWarnings } from '../core/process-warnings.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { LOG_FORMATS, stderrDestination, type LogFormat } from '../core/log-format.js';
 import { DEFAULTS } from '../proxy/options.js';
@@ -42,6 +43,7 @@ export default class Serve extends Command {
     const { flags } = await this.parse(Serve);
     const options = proxyOptionsFrom(flags);
     const log = createLogger(options.logLevel, stderrDestination(flags['log-format'] as LogFormat));
+    logProcessWarnings(log);
     // Bulk transfers can make V8 mark the whole heap every few dozen ms (core/gc-guard.ts).
     const gcGuard = startGcGuard(log);
 

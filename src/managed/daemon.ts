@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import type { RoutingTable } from '../routing/table-spec.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
+import { logProcessWarnings } from '../core/process-warnings.js';
 import { startProxy } from '../proxy/proxy.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { formatAddress } from '../cli/ready.js';
@@ -38,6 +39,7 @@ export async function runDaemon(id: string): Promise<number> {
   const level: LogLevel = (LOG_LEVELS as readonly string[]).includes(entry.options.logLevel) ? (entry.options.logLevel as LogLevel) : 'info';
   const dest = new RotatingLogFile(l.logFile(id));
   const log = createLogger(level, dest).child({ id });
+  logProcessWarnings(log);
   // Bulk transfers can make V8 mark the whole heap every few dozen ms (core/gc-guard.ts).
   const gcGuard = startGcGuard(log);
   try {

@@ -70,8 +70,10 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
     async stop(signal = 'SIGTERM') {
       if (!exited) proc.kill(signal);
       const code = await exit;
-      // Every test that stops a proxy also checks that no log line had a key twice (log-lines.ts).
+      // Every test that stops a proxy also checks that no log line had a key twice (log-lines.ts),
+      // and that Node wrote no warning of its own among the log lines (core/process-warnings.ts).
       assert.deepEqual(twiceKeyed, [], 'log lines with a key written twice');
+      assert.deepEqual(stderrText.split('\n').filter((l) => /^\(node:\d+\) /.test(l)), [], "Node's own warning lines on stderr");
       return code;
     },
   };
