@@ -18,7 +18,7 @@ import { once } from 'node:events';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { startBenchProxy } from './npm-layout.js';
 import { socksOpener, tcpOpener, type Opener } from './multiplex.js';
-import { bulkEcho, firstByteLatency, median } from './measure.js';
+import { bulkEcho, firstByteLatency, judge, median } from './measure.js';
 
 const LINK = { ns: `pxodirect${process.pid}`, hostIf: `vpxd${process.pid % 100000}h`, nsIf: `vpxd${process.pid % 100000}n`, hostIp: '198.18.79.1', nsIp: '198.18.79.2', rate: '1gbit', port: 7000 };
 
@@ -30,10 +30,10 @@ interface Figures {
 
 async function measure(openers: Record<string, Opener>, bulkBytes: number, rounds: number, latencyRounds: number): Promise<Record<string, Figures>> {
   const mibs: Record<string, number[]> = {};
-  for (const open of Object.values(openers)) await bulkEcho(open, Math.min(bulkBytes, 32 << 20)); // warm-up
-  for (let r = 0; r < rounds; r++) for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes));
+  for (const [name, open] of Object.entries(openers)) await bulkEcho(open, Math.min(bulkBytes, 32 << 20), `${name} (warm-up)`);
+  for (let r = 0; r < rounds; r++) for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes, `${name}, round ${r + 1}`));
   const out: Record<string, Figures> = {};
-  for (const [name, open] of Object.entries(openers)) out[name] = { mibs: median(mibs[name]!), ...(await firstByteLatency(open, latencyRounds)) };
+  for (const [name, open] of Object.entries(openers)) out[name] = { mibs: median(mibs[name]!), ...(await firstByteLatency(open, latencyRounds, name)) };
   return out;
 }
 
@@ -46,7 +46,7 @@ function print(title: string, figures: Record<string, Figures>): void {
 function verdict(where: string, proxy: Figures, none: Figures): string {
   const ratio = proxy.mibs / none.mibs;
   const added = proxy.p50 - none.p50;
-  return `${where}: throughput ${ratio.toFixed(2)} × (target ≥ 0.9 ×: ${ratio >= 0.9 ? 'met' : 'NOT met'}), p50 +${added.toFixed(2)} ms (target ≤ +1 ms: ${added <= 1 ? 'met' : 'NOT met'})`;
+  return `${where}: throughput ${ratio.toFixed(2)} × (target ≥ 0.9 ×: ${judge(ratio >= 0.9, [ratio])}), p50 +${added.toFixed(2)} ms (target ≤ +1 ms: ${judge(added <= 1, [added])})`;
 }
 
 const MINIMAL_RELAY = `

@@ -22,7 +22,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { SimCluster } from '../test/sim/cluster.js';
-import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, median, type FirstByte } from './measure.js';
+import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, judge, median, type FirstByte } from './measure.js';
 import type { FirstByteTarget } from './first-byte-client.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
 import { startBenchProxy } from './npm-layout.js';
@@ -152,7 +152,7 @@ function ratioLine(what: string, ours: number[], theirs: number[], target?: stri
   const paired = median(ours.map((o, i) => o / theirs[i]!));
   const figures = `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} ×`;
   if (!target || !ok) return figures;
-  const verdict = ok(ofMedians) && ok(paired) ? 'met' : ok(ofMedians) || ok(paired) ? 'met by one estimator only' : 'NOT met';
+  const verdict = !Number.isFinite(ofMedians) || !Number.isFinite(paired) ? judge(false, [ofMedians, paired]) : ok(ofMedians) && ok(paired) ? 'met' : ok(ofMedians) || ok(paired) ? 'met by one estimator only' : 'NOT met';
   return `${figures} (target ${target}: ${verdict})`;
 }
 
@@ -195,7 +195,7 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
     // Warm-up, one full unmeasured round each: tunnels open, the pod's address known, and the
     // proxy's code optimized by V8 (its first bulk round costs ~1.6× the later ones in CPU).
     for (const f of forwarders) {
-      await bulkEcho(f.echo, bulkBytes);
+      await bulkEcho(f.echo, bulkBytes, `${f.name} (warm-up)`);
       await curlDownload(f.curl(`/bytes/${bytes}`), bytes);
     }
     const echoCpu: Record<string, number[]> = {};
@@ -204,7 +204,7 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
     for (let r = 0; r < ROUNDS; r++) {
       for (const f of forwarders) {
         const before = cpuSecondsOf(f.pid);
-        (echoMibs[f.name] ??= []).push(await bulkEcho(f.echo, bulkBytes));
+        (echoMibs[f.name] ??= []).push(await bulkEcho(f.echo, bulkBytes, `${f.name}, round ${r + 1}`));
         (echoCpu[f.name] ??= []).push((cpuSecondsOf(f.pid) - before) / ((2 * bulkBytes) / 2 ** 30));
         const pid = downloadPid(f);
         const cpuBefore = cpuSecondsOf(pid);

@@ -34,7 +34,7 @@ export async function reportGcGuard(kubeconfig: string, bulkBytes: number, proce
         for (const [gi, g] of groups.entries()) {
           const proxy = started[i * groups.length + gi]!;
           const before = cpuSecondsOf(proxy.proc.pid!);
-          await bulkEcho(socksOpener(proxy.socks!, 'echo.data', 7000), bulkBytes);
+          await bulkEcho(socksOpener(proxy.socks!, 'echo.data', 7000), bulkBytes, `proxy ${i + 1} of ${processes}, ${g.name}, round ${r}`);
           if (r > 0) g.perProcess[i]!.push((cpuSecondsOf(proxy.proc.pid!) - before) / gib);
         }
       }

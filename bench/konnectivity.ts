@@ -23,7 +23,7 @@ export interface KonnectivityRow {
 }
 
 async function measure(path: string, openEcho: Opener, openBytes: Opener): Promise<KonnectivityRow> {
-  const latency = await firstByteLatency(openEcho, ROUNDS);
+  const latency = await firstByteLatency(openEcho, ROUNDS, path);
   const started = process.hrtime.bigint();
   const got = await drain(await openBytes());
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;

@@ -61,7 +61,7 @@ export async function reportRemoteLatency(sim: SimCluster, dir: string, echoPod:
   console.log('path                                p50 ms   p99 ms   p50 in RTTs');
   try {
     for (const [name, open] of rows) {
-      const r = await firstByteLatency(open, rounds);
+      const r = await firstByteLatency(open, rounds, name);
       console.log(`${name.padEnd(34)} ${r.p50.toFixed(1).padStart(7)}  ${r.p99.toFixed(1).padStart(7)}   ${(r.p50 / rttMs).toFixed(2).padStart(11)}`);
     }
   } finally {

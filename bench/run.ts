@@ -76,20 +76,20 @@ const rounds: Record<string, { mibs: number[]; cpu: number[] }> = {};
 // One unmeasured round per path first: a forwarder's first bulk round after start costs up to
 // twice the later ones (V8 optimizing the hot path, the allocator growing its arenas) — what a
 // long-running proxy pays is the steady state.
-for (const open of Object.values(openers)) await bulkEcho(open, BULK_BYTES);
+for (const [name, open] of Object.entries(openers)) await bulkEcho(open, BULK_BYTES, `${name} (warm-up)`);
 for (let round = 0; round < ROUNDS; round++) {
   for (const [name, open] of Object.entries(openers)) {
     const r = (rounds[name] ??= { mibs: [], cpu: [] });
     const pid = forwarderPid[name];
     const cpuBefore = pid ? cpuSecondsOf(pid) : 0;
-    r.mibs.push(await bulkEcho(open, BULK_BYTES));
+    r.mibs.push(await bulkEcho(open, BULK_BYTES, `${name}, round ${round + 1}`));
     if (pid) r.cpu.push((cpuSecondsOf(pid) - cpuBefore) / ((2 * BULK_BYTES) / 2 ** 30));
   }
 }
 for (const [name, open] of Object.entries(openers)) {
   throughput[name] = median(rounds[name]!.mibs);
   cpuPerGiB[name] = rounds[name]!.cpu.length ? median(rounds[name]!.cpu) : undefined;
-  latency[name] = await firstByteLatency(open, LATENCY_ROUNDS);
+  latency[name] = await firstByteLatency(open, LATENCY_ROUNDS, name);
 }
 const base = 'bare port-forward';
 console.log('path                 throughput MiB/s   vs bare   p50 ms   p99 ms   p50 vs bare');
@@ -112,7 +112,7 @@ console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.p
 await new Promise((r) => setTimeout(r, 1500));
 const rssBefore = rssOf(proxy.proc.pid!);
 const streams = await Promise.all(Array.from({ length: CONCURRENT }, () => openers['proxy (SOCKS5)']().catch(() => undefined)));
-const ok = await Promise.all(streams.map((s) => (s ? roundTrip(s, randomBytes(1024)) : Promise.resolve(false))));
+const ok = await Promise.all(streams.map(async (s) => (s ? (await roundTrip(s, randomBytes(1024))) === undefined : false)));
 await new Promise((r) => setTimeout(r, 500));
 const rssAfter = rssOf(proxy.proc.pid!);
 const good = ok.filter(Boolean).length;

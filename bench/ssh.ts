@@ -47,12 +47,12 @@ export async function reportSsh(kubeconfig: string, bulkBytes: number, rounds: n
       '(c) ssh -W per connection': sshW,
     };
     const mibs: Record<string, number[]> = {};
-    for (let r = 0; r < rounds; r++) for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes));
+    for (let r = 0; r < rounds; r++) for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes, `${name}, round ${r + 1}`));
     console.log('\nSSH jump hosts (two hops, network namespaces): echo through the chain');
     console.log('path                          MiB/s   first byte p50 ms   p99 ms');
     const figures: Record<string, { mibs: number; p50: number }> = {};
     for (const [name, open] of Object.entries(openers)) {
-      const lat = await firstByteLatency(open, name.startsWith('(c)') ? Math.min(20, latencyRounds) : latencyRounds);
+      const lat = await firstByteLatency(open, name.startsWith('(c)') ? Math.min(20, latencyRounds) : latencyRounds, name);
       figures[name] = { mibs: median(mibs[name]!), p50: lat.p50 };
       console.log(`${name.padEnd(27)} ${figures[name].mibs.toFixed(1).padStart(7)}   ${lat.p50.toFixed(2).padStart(17)}   ${lat.p99.toFixed(2).padStart(6)}`);
     }
