@@ -8,11 +8,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, delimiter } from 'node:path';
-import { randomBytes, createHash } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { startBenchProxy } from './npm-layout.js';
+import { judge, reasonOf, roundTrip } from './measure.js';
 import type { SimCluster } from '../test/sim/cluster.js';
 
 export type Opener = () => Promise<Duplex>;
@@ -88,59 +89,32 @@ export async function connectionsPerSecond(open: Opener, ms: number, workers = 8
   const started = process.hrtime.bigint();
   await Promise.all(Array.from({ length: workers }, async () => {
     while (Date.now() < until) {
+      let s: Duplex;
       try {
-        const s = await open();
-        const ok = await echoOnce(s, Buffer.from('c'));
-        s.destroy();
-        if (ok) done++;
-        else countFailure(failures, 'echo failed or mismatched');
+        s = await open();
       } catch (err) {
-        countFailure(failures, (err as Error).message.split('\n')[0]!.slice(0, 80));
+        countFailure(failures, `opening failed: ${reasonOf(err)}`);
+        continue;
       }
+      const failure = await roundTrip(s, Buffer.from('c'), true);
+      if (failure) countFailure(failures, failure);
+      else done++;
     }
   }));
   return { perSecond: done / (Number(process.hrtime.bigint() - started) / 1e9), failures };
 }
 
-function echoOnce(stream: Duplex, payload: Buffer): Promise<boolean> {
-  return new Promise((resolve) => {
-    const got: Buffer[] = [];
-    let n = 0;
-    const onData = (d: Buffer) => {
-      got.push(d);
-      n += d.length;
-      if (n >= payload.length) {
-        stream.off('data', onData);
-        resolve(Buffer.concat(got).equals(payload));
-      }
-    };
-    stream.on('data', onData);
-    stream.once('error', () => resolve(false));
-    stream.write(payload);
-  });
-}
-
-/** N streams open at once through `open`, 64 KiB each way per stream, sha256-checked. */
-export async function concurrentIntact(open: Opener, n: number): Promise<number> {
-  const streams = await Promise.all(Array.from({ length: n }, () => open().catch(() => undefined)));
+/** N streams open at once through `open`, 64 KiB each way per stream, each byte checked: how many came back intact, and why the others did not. */
+export async function concurrentIntact(open: Opener, n: number): Promise<{ intact: number; failures: Failures }> {
+  const failures: Failures = {};
+  const streams = await Promise.all(Array.from({ length: n }, () => open().catch((err: unknown) => void countFailure(failures, `opening failed: ${reasonOf(err)}`))));
   const ok = await Promise.all(streams.map(async (s) => {
     if (!s) return false;
-    const payload = randomBytes(64 * 1024);
-    const back = await new Promise<Buffer>((resolve) => {
-      const got: Buffer[] = [];
-      let len = 0;
-      s.on('data', (d: Buffer) => {
-        got.push(d);
-        len += d.length;
-        if (len >= payload.length) resolve(Buffer.concat(got));
-      });
-      s.once('error', () => resolve(Buffer.alloc(0)));
-      s.write(payload);
-    });
-    s.destroy();
-    return createHash('sha256').update(back).digest('hex') === createHash('sha256').update(payload).digest('hex');
+    const failure = await roundTrip(s, randomBytes(64 * 1024), true);
+    if (failure) countFailure(failures, failure);
+    return !failure;
   }));
-  return ok.filter(Boolean).length;
+  return { intact: ok.filter(Boolean).length, failures };
 }
 
 export interface PathFigures {
@@ -172,14 +146,27 @@ export async function reportMultiplex(sim: SimCluster, kubeconfig: string, rows:
   }
   const fresh = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
   const before = sim.counters.portForward;
-  const intact = await concurrentIntact(socksOpener(fresh.socks!, 'echo.data', 7000), concurrent);
+  const concurrentRun = await concurrentIntact(socksOpener(fresh.socks!, 'echo.data', 7000), concurrent);
   const tunnels = sim.counters.portForward - before;
   await fresh.stop();
-  console.log(`${concurrent} concurrent streams through a fresh proxy (a): ${intact} intact (64 KiB each way, sha256) over ${tunnels} ${tunnels === 1 ? 'tunnel' : 'tunnels'}`);
-  const row = (k: string) => Object.entries(rows).find(([name]) => name.startsWith(k))?.[1];
+  for (const line of multiplexTargets(rows, concurrent, concurrentRun, tunnels)) console.log(line);
+}
+
+const failureCount = (f: Failures) => Object.values(f).reduce((a, b) => a + b, 0);
+
+/**
+ * The concurrent-streams line and the target lines of the (a)–(d) table. A comparison is judged
+ * only when neither side lost a connection while measuring (its conn/s failures): a path that
+ * failed some rounds is not compared as if it had not.
+ */
+export function multiplexTargets(rows: Record<string, PathFigures | undefined>, concurrent: number, run: { intact: number; failures: Failures }, tunnels: number): string[] {
+  const out = [`${concurrent} concurrent streams through a fresh proxy (a): ${run.intact} intact (64 KiB each way, each byte checked) over ${tunnels} ${tunnels === 1 ? 'tunnel' : 'tunnels'}; failures: ${describeFailures(run.failures)}`];
+  const row = (k: string) => Object.entries(rows).find((e): e is [string, PathFigures] => e[1] !== undefined && e[0].startsWith(k));
   const [a, b, c] = [row('(a)'), row('(b)'), row('(c)')];
-  if (a && b) console.log(`target (a) p50 ≤ 0.50 × (b): ${(a.p50 / b.p50).toFixed(2)} × — ${a.p50 <= 0.5 * b.p50 ? 'met' : 'NOT met'}`);
-  if (a && c) console.log(`target (a) throughput ≥ 1.00 × (c): ${(a.throughput / c.throughput).toFixed(2)} × — ${a.throughput >= c.throughput ? 'met' : 'NOT met'}`);
-  if (a?.cpuPerGiB && c?.cpuPerGiB) console.log(`(a) forwarding CPU per GiB vs (c): ${(a.cpuPerGiB / c.cpuPerGiB).toFixed(2)} ×`);
-  console.log(`target ${concurrent} concurrent streams intact: ${intact === concurrent ? 'met' : 'NOT met'}`);
+  const failed = (...sides: Array<[string, PathFigures]>) => sides.map(([name, f]): [string, number] => [name, failureCount(f.cpsFailures)]);
+  if (a && b) out.push(`target (a) p50 ≤ 0.50 × (b): ${(a[1].p50 / b[1].p50).toFixed(2)} × — ${judge(a[1].p50 <= 0.5 * b[1].p50, [a[1].p50, b[1].p50], failed(a, b))}`);
+  if (a && c) out.push(`target (a) throughput ≥ 1.00 × (c): ${(a[1].throughput / c[1].throughput).toFixed(2)} × — ${judge(a[1].throughput >= c[1].throughput, [a[1].throughput, c[1].throughput], failed(a, c))}`);
+  if (a?.[1].cpuPerGiB && c?.[1].cpuPerGiB) out.push(`(a) forwarding CPU per GiB vs (c): ${(a[1].cpuPerGiB / c[1].cpuPerGiB).toFixed(2)} ×`);
+  out.push(`target ${concurrent} concurrent streams intact: ${judge(run.intact === concurrent, [run.intact])}`);
+  return out;
 }
