@@ -13,14 +13,14 @@ import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
-import { bulkEcho, cpuSecondsOf, firstByteLatency, median, roundTrip } from './measure.js';
+import { bulkEcho, cpuSecondsOf, firstByteLatency, median, reasonOf, roundTrip } from './measure.js';
 import { reportDirect } from './direct.js';
 import { reportSsh } from './ssh.js';
 import { reportKonnectivity } from './konnectivity.js';
 import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
 import { reportStartup } from './startup.js';
-import { connectionsPerSecond, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Opener, type PathFigures } from './multiplex.js';
+import { connectionsPerSecond, countFailure, describeFailures, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Failures, type Opener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
@@ -102,7 +102,12 @@ for (const name of Object.keys(openers)) {
 
 // API requests per new connection once warm.
 sim.resetCounters();
-for (let i = 0; i < 1000; i++) (await openers['proxy (SOCKS5)']()).destroy();
+for (let i = 0; i < 1000; i++) {
+  const s = await openers['proxy (SOCKS5)']!().catch((err: unknown) => {
+    throw new Error(`proxy (SOCKS5): API requests per connection, connection ${i + 1} of 1,000: opening failed: ${reasonOf(err)}`);
+  });
+  s.destroy();
+}
 const c = sim.counters;
 console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.portForward - c.watch} (port-forward upgrades: ${c.portForward}; background watch renewals meanwhile: ${c.watch})`);
 
@@ -111,12 +116,24 @@ console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.p
 // tunnel up to a second), so they do not count against --max-streams here.
 await new Promise((r) => setTimeout(r, 1500));
 const rssBefore = rssOf(proxy.proc.pid!);
-const streams = await Promise.all(Array.from({ length: CONCURRENT }, () => openers['proxy (SOCKS5)']().catch(() => undefined)));
-const ok = await Promise.all(streams.map(async (s) => (s ? (await roundTrip(s, randomBytes(1024))) === undefined : false)));
+const concurrentFailures: Failures = {};
+const streams = await Promise.all(
+  Array.from({ length: CONCURRENT }, () => openers['proxy (SOCKS5)']!().catch((err: unknown) => void countFailure(concurrentFailures, `opening failed: ${reasonOf(err)}`))),
+);
+const ok = await Promise.all(
+  streams.map(async (s) => {
+    const failure = s && (await roundTrip(s, randomBytes(1024)));
+    if (failure) countFailure(concurrentFailures, failure);
+    return s !== undefined && failure === undefined;
+  }),
+);
 await new Promise((r) => setTimeout(r, 500));
 const rssAfter = rssOf(proxy.proc.pid!);
 const good = ok.filter(Boolean).length;
-console.log(`${CONCURRENT} concurrent streams: ${good} succeeded; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${((rssAfter - rssBefore) / 1024 / CONCURRENT).toFixed(1)} KiB per open stream`);
+// Per stream that is open and working: a failed stream holds little, and dividing by all asked
+// would show a smaller figure than the proxy's.
+const perStream = good > 0 ? `${((rssAfter - rssBefore) / 1024 / good).toFixed(1)} KiB per open stream` : 'no stream open: no RSS per stream';
+console.log(`${CONCURRENT} concurrent streams through proxy (SOCKS5): ${good} succeeded, failures: ${describeFailures(concurrentFailures)}; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${perStream}`);
 for (const s of streams) s?.destroy();
 
 // Soak: streams held through faults injected around them (bench/soak.ts).
