@@ -11,7 +11,7 @@ import { reportGcGuard } from './gc-guard.js';
 import { reportGcSurvivors } from './gc-survivors.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
-import { soak } from './soak.js';
+import { describeSoak, soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
 import { bulkEcho, cpuSecondsOf, firstByteLatency, median, reasonOf, roundTrip } from './measure.js';
 import { reportDirect } from './direct.js';
@@ -140,12 +140,7 @@ for (const s of streams) s?.destroy();
 if (SOAK_SECONDS > 0) {
   await new Promise((r) => setTimeout(r, 2000));
   const r = await soak(sim, proxy.socks!, proxy.proc.pid!, { seconds: SOAK_SECONDS, held: SOAK_STREAMS, downloaders: 8, faultEveryMs: 2000 });
-  const f = r.faults;
-  console.log(
-    `soak ${r.seconds} s: ${r.held} streams held (${r.heldCut} cut), ${r.downloads} downloads (${r.downloadsCut} cut by faults, ${r.downloadsRefused} refused), ` +
-      `${mib(r.bytesMoved)} MiB moved; faults: ${f.podDeletions} pod deletions, ${f.backendResets} backend resets, ${f.droppedWatches} dropped watches; ` +
-      `bytes lost ${r.bytesLost}; proxy RSS ${mib(r.rssStart)} → ${mib(r.rssEnd)} MiB`,
-  );
+  console.log(describeSoak(r, mib));
 }
 const muxRows = { '(a) proxy, SPDY tunnel': 'proxy (SOCKS5)', '(b) proxy, WebSocket per stream': 'proxy, WebSocket/stream', '(c) kubectl port-forward': 'kubectl port-forward', '(d) direct TCP': 'direct TCP' };
 const muxFigures: Record<string, PathFigures | undefined> = {};

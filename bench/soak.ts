@@ -9,6 +9,8 @@ import type { SimCluster } from '../test/sim/cluster.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { apiGet } from '../test/helpers/cluster.js';
 import { Download, rssOf, sleep } from '../test/helpers/streams.js';
+import { reasonOf } from './measure.js';
+import { countFailure, describeFailures, type Failures } from './multiplex.js';
 
 export interface SoakOptions {
   seconds: number;
@@ -27,6 +29,8 @@ export interface SoakResult {
   downloads: number;
   downloadsCut: number;
   downloadsRefused: number;
+  /** Held streams that could not be opened, and downloads refused or failed before their request, by reason. */
+  failures: { held: Failures; downloads: Failures };
   bytesMoved: number;
   bytesLost: number;
   faults: { podDeletions: number; backendResets: number; droppedWatches: number };
@@ -42,10 +46,19 @@ interface Held {
   cut: boolean;
 }
 
-/** One held stream: write a random chunk, wait for exactly it to come back, repeat until `until`. */
-async function holdEcho(socks: string, until: () => boolean): Promise<Held> {
-  const { reply, socket, rest } = await socks5Connect(socks, 'echo.data.svc.cluster.local', 7000);
-  if (reply !== 0) throw new Error(`SOCKS reply ${reply} for a held stream`);
+/** One held stream: write a random chunk, wait for exactly it to come back, repeat until `until`; why not when it could not be opened. */
+async function holdEcho(socks: string, until: () => boolean): Promise<Held | string> {
+  let opened: Awaited<ReturnType<typeof socks5Connect>>;
+  try {
+    opened = await socks5Connect(socks, 'echo.data.svc.cluster.local', 7000);
+  } catch (err) {
+    return `SOCKS handshake failed: ${reasonOf(err)}`;
+  }
+  const { reply, socket, rest } = opened;
+  if (reply !== 0) {
+    socket.destroy();
+    return `SOCKS reply ${reply}`;
+  }
   const h: Held = { socket, sent: 0, echoed: 0, lost: 0, cut: false };
   let expected = Buffer.alloc(0);
   let got: Buffer = rest;
@@ -81,7 +94,7 @@ export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: 
   const deadline = Date.now() + o.seconds * 1000;
   const over = () => Date.now() >= deadline;
   const result: SoakResult = {
-    seconds: o.seconds, held: o.held, heldCut: 0, downloads: 0, downloadsCut: 0, downloadsRefused: 0,
+    seconds: o.seconds, held: o.held, heldCut: 0, downloads: 0, downloadsCut: 0, downloadsRefused: 0, failures: { held: {}, downloads: {} },
     bytesMoved: 0, bytesLost: 0, faults: { podDeletions: 0, backendResets: 0, droppedWatches: 0 },
     rssStart: rssOf(proxyPid), rssEnd: 0,
   };
@@ -90,13 +103,17 @@ export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: 
   const download = async (): Promise<void> => {
     while (!over()) {
       const size = 1024 + Math.floor(Math.random() * (1 << 20));
-      const { reply, socket, rest } = await socks5Connect(socks, 'web.shop.svc.cluster.local', 8080);
-      if (reply !== 0) {
+      // A handshake that fails (reset, closed) is counted with its reason like a refusal; thrown,
+      // it would end this loop and, unhandled until the soak ends, the whole bench.
+      const opened = await socks5Connect(socks, 'web.shop.svc.cluster.local', 8080).catch((err: unknown) => `SOCKS handshake failed: ${reasonOf(err)}`);
+      if (typeof opened === 'string' || opened.reply !== 0) {
         result.downloadsRefused++;
-        socket.destroy();
+        countFailure(result.failures.downloads, typeof opened === 'string' ? opened : `SOCKS reply ${opened.reply}`);
+        if (typeof opened !== 'string') opened.socket.destroy();
         await sleep(50);
         continue;
       }
+      const { socket, rest } = opened;
       if (rest.length) socket.unshift(rest);
       socket.on('error', () => undefined);
       const d = new Download(socket);
@@ -134,10 +151,26 @@ export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: 
   await Promise.all(downloading);
   result.rssEnd = rssOf(proxyPid);
   for (const h of await Promise.all(holding)) {
+    if (typeof h === 'string') {
+      countFailure(result.failures.held, h);
+      continue;
+    }
     result.bytesMoved += h.sent + h.echoed;
     result.bytesLost += h.lost;
     if (h.cut) result.heldCut++;
     h.socket.destroy();
   }
   return result;
+}
+
+/** The soak's line in the bench report: every held stream that failed to open and every refused download, with its reason. */
+export function describeSoak(r: SoakResult, mib: (bytes: number) => string): string {
+  const f = r.faults;
+  const heldFailed = Object.values(r.failures.held).reduce((a, b) => a + b, 0);
+  return (
+    `soak ${r.seconds} s: ${r.held} streams held (${heldFailed} could not be opened: ${describeFailures(r.failures.held)}; ${r.heldCut} cut), ` +
+    `${r.downloads} downloads (${r.downloadsCut} cut by faults, ${r.downloadsRefused} refused: ${describeFailures(r.failures.downloads)}), ` +
+    `${mib(r.bytesMoved)} MiB moved; faults: ${f.podDeletions} pod deletions, ${f.backendResets} backend resets, ${f.droppedWatches} dropped watches; ` +
+    `bytes lost ${r.bytesLost}; proxy RSS ${mib(r.rssStart)} → ${mib(r.rssEnd)} MiB`
+  );
 }
