@@ -4,7 +4,9 @@
 // come back to where they were within seconds after it stops.
 import { readdirSync, readFileSync } from 'node:fs';
 import type { SimCluster } from '../test/sim/cluster.js';
+import type { Duplex } from 'node:stream';
 import { countFailure, describeFailures, type Failures, type Opener } from './multiplex.js';
+import { reasonOf, roundTrip } from './measure.js';
 
 const WORKERS = 16;
 const WINDOW_MS = 5_000;
@@ -22,19 +24,17 @@ export async function reportChurn(open: Opener, pid: number, sim: SimCluster, se
   await Promise.all(
     Array.from({ length: WORKERS }, async () => {
       while (Date.now() < until) {
+        let s: Duplex;
         try {
-          const s = await open();
-          await new Promise<void>((resolve, reject) => {
-            s.once('data', () => resolve());
-            s.once('error', reject);
-            s.once('close', () => reject(new Error('closed before the echo')));
-            s.write('c');
-          });
-          s.destroy();
-          doneAt.push(Date.now());
+          s = await open();
         } catch (err) {
-          countFailure(failures, (err as Error).message.split('\n')[0]!.slice(0, 80));
+          countFailure(failures, `opening failed: ${reasonOf(err)}`);
+          continue;
         }
+        // The byte must come back as sent: any byte, or a close, is not an echo.
+        const failure = await roundTrip(s, Buffer.from('c'), true);
+        if (failure) countFailure(failures, failure);
+        else doneAt.push(Date.now());
       }
     }),
   );
@@ -45,8 +45,8 @@ export async function reportChurn(open: Opener, pid: number, sim: SimCluster, se
   await new Promise((r) => setTimeout(r, 5_000));
   const after = { rss: rss(pid), fds: fds(pid), pairs: sim.openSpdyStreamPairs };
   console.log(
-    `\nchurn ${seconds} s, ${WORKERS} clients (SPDY tunnel): ${doneAt.length} connections, conn/s ${atStart.toFixed(0)} in the first 5 s and ${atEnd.toFixed(0)} in the last 5 s (${(atEnd / atStart).toFixed(2)} ×); ` +
-      `failures: ${describeFailures(failures)}\n` +
+    `\nchurn ${seconds} s, ${WORKERS} clients (SPDY tunnel): ${doneAt.length} connections, conn/s ${atStart.toFixed(0)} in the first 5 s and ${atEnd.toFixed(0)} in the last 5 s (${atStart > 0 ? `${(atEnd / atStart).toFixed(2)} ×` : 'no ratio: none completed in the first 5 s'}); ` +
+      `failures through proxy (SOCKS5): ${describeFailures(failures)}\n` +
       `  proxy RSS ${before.rss.toFixed(0)} → ${peak.rss.toFixed(0)} at the end → ${after.rss.toFixed(0)} MiB 5 s later; fds ${before.fds} → ${peak.fds} → ${after.fds}; kubelet stream pairs ${before.pairs} → ${after.pairs}`,
   );
 }
