@@ -23,13 +23,28 @@ interface Run {
   code: number;
   stdout: string;
   stderr: string;
+  /** The command line, and why it failed when it did: "exit 2", "killed by SIGTERM after the 60 s timeout", "spawn … ENOENT". */
+  command: string;
+  failure?: string;
+}
+
+const TIMEOUT_MS = 60_000;
+
+/** Why execFile's callback got an error: a timeout and a signal are not an exit code (both used to read "exit 1"). */
+export function runFailure(err: (Error & { code?: unknown; killed?: boolean; signal?: string | null }) | null, timeoutMs: number): string | undefined {
+  if (!err) return undefined;
+  if (typeof err.code === 'number') return `exit ${err.code}`;
+  if (err.killed && err.signal) return `killed by ${err.signal} after the ${timeoutMs / 1000} s timeout`;
+  if (err.signal) return `killed by ${err.signal}`;
+  return err.message.split('\n')[0]!;
 }
 
 function timed(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
   return new Promise((resolve) => {
     const started = process.hrtime.bigint();
-    execFile(file, args, { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ ms: Number(process.hrtime.bigint() - started) / 1e6, code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    execFile(file, args, { env: { ...process.env, ...env }, encoding: 'utf8', timeout: TIMEOUT_MS }, (err, stdout, stderr) => {
+      const failure = runFailure(err, TIMEOUT_MS);
+      resolve({ ms: Number(process.hrtime.bigint() - started) / 1e6, code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, command: [file, ...args].join(' '), failure });
     });
   });
 }
@@ -63,7 +78,8 @@ async function measureCli(what: string, command: string[], kubeconfig: string, e
   const state = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-state-'));
   const env = { ...extraEnv, KUBECTL_PROXYOUT_STATE_DIR: state };
   const [file, ...lead] = command as [string, ...string[]];
-  const run = (args: string[]) => timed(file, [...lead, ...args], env);
+  // A failure names the row it was measuring, as well as the command and why.
+  const run = (args: string[]) => timed(file, [...lead, ...args], env).then((r) => (r.failure ? { ...r, command: `${what}: ${r.command}` } : r));
   const help: number[] = [];
   const status: number[] = [];
   const connect: number[] = [];
@@ -104,13 +120,14 @@ async function measureCli(what: string, command: string[], kubeconfig: string, e
 
 async function must(p: Promise<Run>): Promise<Run> {
   const r = await p;
-  if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr || r.stdout}`);
+  if (r.failure) throw new Error(`${r.command}: ${r.failure}: ${(r.stderr || r.stdout).trim()}`);
   return r;
 }
 
-async function measureKubectl(kubeconfig: string): Promise<{ versionMs: number; getNsMs: number } | undefined> {
+async function measureKubectl(kubeconfig: string): Promise<{ versionMs: number; getNsMs: number } | string> {
   const probe = await timed('kubectl', ['version', '--client'], {});
-  if (probe.code !== 0) return undefined;
+  // Not installed (spawn ENOENT) is one reason; a kubectl that fails or hangs is another, not "not installed".
+  if (probe.failure) return `${probe.command}: ${probe.failure}`;
   const version: number[] = [];
   const getNs: number[] = [];
   const cache = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-kube-'));
@@ -143,8 +160,8 @@ export async function reportStartup(cluster: TestCluster): Promise<StartupRow[]>
   console.log(`what                          --help ms  status ms  connect ms  RSS 1 s MiB  RSS ${SETTLE_S} s MiB`);
   for (const r of rows) console.log(`${r.what.padEnd(28)}${ms(r.helpMs)}   ${ms(r.statusMs)}    ${ms(r.connectMs)}    ${r.idleRssMiB.toFixed(1).padStart(8)}    ${r.settledRssMiB?.toFixed(1).padStart(8) ?? '       -'}`);
   if (!existsSync(packagedBinary)) console.log(`single executable: not built (npm run package)`);
-  if (kubectl) console.log(`kubectl version --client: ${kubectl.versionMs.toFixed(0)} ms; kubectl get ns (same cluster): ${kubectl.getNsMs.toFixed(0)} ms`);
-  else console.log('kubectl: not installed');
+  if (typeof kubectl === 'object') console.log(`kubectl version --client: ${kubectl.versionMs.toFixed(0)} ms; kubectl get ns (same cluster): ${kubectl.getNsMs.toFixed(0)} ms`);
+  else console.log(`kubectl: no figures (${kubectl})`);
   console.log(`Targets: --help and status ≤ 150 ms; connect ≤ 1 s; idle daemon RSS ≤ 80 MiB (read ${SETTLE_S} s after connect, when the start-up heap is given back).`);
   return rows;
 }
