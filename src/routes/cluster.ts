@@ -22,7 +22,7 @@ import type { ClusterView, Claim } from '../routing/table.js';
 import type { ClusterRouteSpec } from '../routing/table-spec.js';
 import { IngressHostWatcher } from '../cluster/ingress-hosts.js';
 import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from '../routing/ingress-controller.js';
-import { RouteLifecycle, type Step } from './lifecycle.js';
+import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
@@ -42,6 +42,8 @@ export interface ClusterRouteSettings {
   egress?: EgressOptions;
   /** `connect` has just probed this API server with these credentials: the first start skips it. */
   apiChecked?: boolean;
+  /** Test hook only (lifecycle.ts RetryTiming): the first retry's delay. */
+  retry?: RetryTiming;
 }
 
 export class ClusterRouteRuntime implements Route, ClusterView {
@@ -82,7 +84,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.clusterDomain = settings.clusterDomain;
     this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
     this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
-    this.life = new RouteLifecycle('cluster', spec.name, log, { connect: (step) => this.connect(step), reset: () => this.cache.stop() });
+    this.life = new RouteLifecycle('cluster', spec.name, log, { connect: (step) => this.connect(step), reset: () => this.cache.stop() }, settings.retry);
     this.skipProbe = settings.apiChecked ?? false;
   }
 

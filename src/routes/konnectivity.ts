@@ -18,13 +18,15 @@ import type { Route, RouteStatus } from '../routing/route.js';
 import type { Claim, ClusterView } from '../routing/table.js';
 import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
 import { probeApi, syncCache } from './cluster.js';
-import { RouteLifecycle, type Step } from './lifecycle.js';
+import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 
 export interface KonnectivityRouteSettings {
   kubeconfig?: string;
   namespace?: string;
   allowHostNetworkPods: boolean;
   egress?: EgressOptions;
+  /** Test hook only (lifecycle.ts RetryTiming): the first retry's delay. */
+  retry?: RetryTiming;
 }
 
 export class KonnectivityRouteRuntime implements Route, ClusterView {
@@ -50,7 +52,7 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
         this.route.stop();
         await this.cache.stop();
       },
-    });
+    }, settings.retry);
   }
 
   get defaultNamespace(): string {

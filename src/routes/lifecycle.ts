@@ -16,6 +16,14 @@ import type { RouteState } from '../routing/route.js';
 export const RETRY_MIN_MS = 5_000;
 export const RETRY_MAX_MS = 60_000;
 
+/**
+ * Test hook, set by no flag, config key or environment variable: the first retry's delay
+ * (RETRY_MIN_MS otherwise), so in-process tests of the retries need not wait 5 s for each.
+ */
+export interface RetryTiming {
+  retryMinMs?: number;
+}
+
 /** Records the state an attempt has reached; throws when the route was closed meanwhile. */
 export type Step = (state: 'starting' | 'syncing') => void;
 
@@ -34,14 +42,18 @@ export class RouteLifecycle {
   private readonly ready: Promise<void>;
   private settle!: { ready: () => void; closed: (err: Error) => void };
   private retryTimer?: NodeJS.Timeout;
-  private retryMs = RETRY_MIN_MS;
+  private readonly retryMinMs: number;
+  private retryMs: number;
 
   constructor(
     private readonly kind: string,
     private readonly name: string,
     private readonly log: Logger,
     private readonly attempt: RouteAttempt,
+    timing: RetryTiming = {},
   ) {
+    this.retryMinMs = timing.retryMinMs ?? RETRY_MIN_MS;
+    this.retryMs = this.retryMinMs;
     this.ready = new Promise<void>((resolve, reject) => (this.settle = { ready: resolve, closed: reject }));
     this.ready.catch(() => undefined);
   }
@@ -79,7 +91,7 @@ export class RouteLifecycle {
     if (this.closed) throw this.closedError();
     this.current = 'ready';
     this.why = undefined;
-    this.retryMs = RETRY_MIN_MS;
+    this.retryMs = this.retryMinMs;
     this.settle.ready();
   }
 
