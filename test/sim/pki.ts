@@ -31,6 +31,14 @@ function newRsaKeys(): ForgeKeys {
   };
 }
 
+// The certificates a CA issues share one key pair per process: RSA key generation is ~0.4 s of
+// CPU, and the suite's simulated clusters, konnectivity servers and proxies issued hundreds of
+// them. Each certificate is still its own (serial, subject, issuer, signature); each CA keeps a
+// key of its own, so two CAs never vouch for each other's certificates (tests of trust
+// failures rely on it). Nothing here checks that two leaf certificates hold different keys.
+let leafKeys: ForgeKeys | undefined;
+const sharedLeafKeys = (): ForgeKeys => (leafKeys ??= newRsaKeys());
+
 // Go (kubectl) refuses negative serial numbers: keep the top bit of the first byte clear. And DER
 // wants the shortest encoding: a first byte 0x00 before one below 0x80 is "illegal padding" to
 // OpenSSL 3 (it was 1 in 32 certificates with a random first nibble). First byte 0x01–0x7f.
@@ -73,7 +81,7 @@ export class SimPki {
   }
 
   private issue(commonName: string, organization: string | undefined, extensions: object[]): KeyAndCert {
-    const keys = newRsaKeys();
+    const keys = sharedLeafKeys();
     const cert = forge.pki.createCertificate();
     cert.publicKey = keys.publicKey;
     cert.serialNumber = serialNumber();
