@@ -188,7 +188,8 @@ describe('a managed proxy with mappings, and exec using it', () => {
 test("connect with the config file's mappings only (--listen-socks off): the daemon serves them; a fixed port already taken is refused before the daemon starts", async () => {
   const config = path.join(cluster.dir, 'connect-forwards.yaml');
   writeFileSync(config, `forward: ["0=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
-  const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', 'off', '--id', 'cfgmaps', '--json']);
+  // --shutdown-grace 0: disconnect does not wait ~1 s for curl's stream (the simulated runtime's close grace).
+  const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', 'off', '--id', 'cfgmaps', '--shutdown-grace', '0', '--json']);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout) as { pid: number; forwards: Array<{ port: number; target: string }> };
   try {
@@ -232,6 +233,10 @@ test('a managed proxy on a unix socket in the state directory: status shows curl
     assert.equal(vars.HTTP_PROXY, 'unset', 'no HTTP listener, no HTTP_PROXY');
     assert.match(ran.stdout, /hello from hello-/);
   } finally {
+    // The file's last test: curl's stream ends now, not after the runtime's ~1 s close grace that
+    // the daemon's drain on disconnect would wait out (exec's flags must match the proxy's, so
+    // this one keeps its default --shutdown-grace).
+    cluster.sim.endLingeringStreams();
     await cli(['disconnect', out.id]);
     await eventually(async () => !isAlive(out.pid), 10_000, 50).catch(() => undefined);
   }

@@ -119,7 +119,8 @@ test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile 
   await multi.writeKubeconfig({ staging: { server: `https://127.0.0.1:${deadPort}` } });
   await copyFile(multi.kubeconfig, kubeconfig);
   await multi.writeKubeconfig();
-  const r = await cli(['connect', '--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--listen-socks', '127.0.0.1:0', '--no-auth', '--json', '--id', 'fixable']);
+  // --shutdown-grace 0: the disconnect at the end does not wait ~1 s for curl's last stream (the simulated runtime's close grace).
+  const r = await cli(['connect', '--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--listen-socks', '127.0.0.1:0', '--no-auth', '--json', '--id', 'fixable', '--shutdown-grace', '0']);
   assert.equal(r.code, 0, r.stderr);
   const proxy = (JSON.parse(r.stdout) as { env: Record<string, string> }).env.ALL_PROXY!;
   const via = async (url: string) => (await curl(['-s', '--proxy', proxy, url])).stdout;

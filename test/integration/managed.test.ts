@@ -399,7 +399,8 @@ describe('the daemon', () => {
     await writeFile(tokenFile, `${cluster.sim.adminToken}\n`, { mode: 0o600 });
     const tfKubeconfig = path.join(cluster.dir, 'kc-token-file');
     await writeFile(tfKubeconfig, cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace('token: "PLACEHOLDER"', 'tokenFile: "managed-token"'), { mode: 0o600 });
-    const tf = await connect(['--id', 'tokenfile'], tfKubeconfig);
+    // --shutdown-grace 0: its disconnect does not wait ~1 s for curl's stream (the simulated runtime's close grace).
+    const tf = await connect(['--id', 'tokenfile', '--shutdown-grace', '0'], tfKubeconfig);
     const tfKc = JSON.parse(readFileSync(path.join(proxyDir('tokenfile'), 'kubeconfig'), 'utf8'));
     assert.deepEqual(tfKc.users[0].user, { tokenFile }, 'an absolute tokenFile, no token copied');
     assert.match((await curl(['--proxy', tf.env.ALL_PROXY!, 'http://web.shop:8080/'])).stdout, /hello from web-/);
