@@ -17,11 +17,20 @@ export const RETRY_MIN_MS = 5_000;
 export const RETRY_MAX_MS = 60_000;
 
 /**
- * Test hook, set by no flag, config key or environment variable: the first retry's delay
- * (RETRY_MIN_MS otherwise), so in-process tests of the retries need not wait 5 s for each.
+ * Test hook, set by no flag or config key: the first retry's delay (RETRY_MIN_MS otherwise), so
+ * tests of the retries need not wait 5 s for each. In-process tests pass it to the route
+ * runtimes; a proxy the tests run as a process reads TEST_RETRY_ENV (whole milliseconds, at
+ * least 1; anything else is ignored). Not documented for users: the product's timing is 5 s.
  */
 export interface RetryTiming {
   retryMinMs?: number;
+}
+
+export const TEST_RETRY_ENV = 'KUBECTL_PROXYOUT_TEST_ROUTE_RETRY_MS';
+
+function retryMinFromEnv(): number | undefined {
+  const raw = process.env[TEST_RETRY_ENV];
+  return raw !== undefined && /^[1-9]\d{0,5}$/.test(raw) ? Number(raw) : undefined;
 }
 
 /** Records the state an attempt has reached; throws when the route was closed meanwhile. */
@@ -52,7 +61,7 @@ export class RouteLifecycle {
     private readonly attempt: RouteAttempt,
     timing: RetryTiming = {},
   ) {
-    this.retryMinMs = timing.retryMinMs ?? RETRY_MIN_MS;
+    this.retryMinMs = timing.retryMinMs ?? retryMinFromEnv() ?? RETRY_MIN_MS;
     this.retryMs = this.retryMinMs;
     this.ready = new Promise<void>((resolve, reject) => (this.settle = { ready: resolve, closed: reject }));
     this.ready.catch(() => undefined);
