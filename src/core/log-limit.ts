@@ -15,6 +15,18 @@ export interface RepeatLimit {
 
 export const REPEAT_LIMIT_DEFAULTS: RepeatLimit = { windowMs: 10_000, burst: 20, maxKeys: 1024 };
 
+/**
+ * Test hook, set by no flag or config key: a proxy the tests run as a process reads the window
+ * from this variable (whole milliseconds, at least 1; anything else is ignored), so a test of the
+ * summary line need not wait 10 s for it. Not documented for users: the window is 10 s.
+ */
+export const TEST_WINDOW_ENV = 'KUBECTL_PROXYOUT_TEST_LOG_REPEAT_WINDOW_MS';
+
+function defaultLimit(): RepeatLimit {
+  const raw = process.env[TEST_WINDOW_ENV];
+  return raw !== undefined && /^[1-9]\d{0,5}$/.test(raw) ? { ...REPEAT_LIMIT_DEFAULTS, windowMs: Number(raw) } : REPEAT_LIMIT_DEFAULTS;
+}
+
 type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 const OVERFLOW_KEY = '(other)';
 
@@ -29,7 +41,7 @@ interface Window {
 export class RepeatedLineLimiter {
   private readonly windows = new Map<string, Window>();
 
-  constructor(private readonly log: Logger, private readonly limit: RepeatLimit = REPEAT_LIMIT_DEFAULTS) {}
+  constructor(private readonly log: Logger, private readonly limit: RepeatLimit = defaultLimit()) {}
 
   /** Logs the line, or counts it when `key` has used its burst; true when it was written. */
   write(level: Level, key: string, fields: Record<string, unknown>, msg: string): boolean {
