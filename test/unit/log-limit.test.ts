@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { createLogger } from '../../src/core/log.js';
-import { RepeatedLineLimiter } from '../../src/core/log-limit.js';
+import { RepeatedLineLimiter, TEST_WINDOW_ENV } from '../../src/core/log-limit.js';
 
 function capture(): { lines: Array<Record<string, unknown>>; log: ReturnType<typeof createLogger> } {
   const lines: Array<Record<string, unknown>> = [];
@@ -41,4 +41,26 @@ test('keys beyond maxKeys share one window, so memory stays bounded', async () =
   limiter.flush();
   await settle(20);
   assert.equal(lines.at(-1)!.msg, '2 more like this in 60 s, the last: e');
+});
+
+test('the window test hook: the environment variable (whole milliseconds only) sets the default window, else 10 s', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const saved = process.env[TEST_WINDOW_ENV];
+  t.after(() => (saved === undefined ? delete process.env[TEST_WINDOW_ENV] : (process.env[TEST_WINDOW_ENV] = saved)));
+  /** Whether the summary of a flood past the burst is out `ms` after its first line. */
+  const summarisedAfter = (ms: number): boolean => {
+    const { lines, log } = capture();
+    const limiter = new RepeatedLineLimiter(log);
+    for (let i = 0; i < 30; i++) limiter.write('warn', 'auth-failed|loopback', {}, 'stream failed');
+    t.mock.timers.tick(ms);
+    return lines.some((l) => l.suppressed !== undefined);
+  };
+  delete process.env[TEST_WINDOW_ENV];
+  assert.equal(summarisedAfter(9_999), false, 'the product: 10 s');
+  process.env[TEST_WINDOW_ENV] = '500';
+  assert.equal(summarisedAfter(500), true, 'the variable');
+  for (const ignored of ['0', '-1', '1.5', '2e3', 'soon', '']) {
+    process.env[TEST_WINDOW_ENV] = ignored;
+    assert.equal(summarisedAfter(9_999), false, `${JSON.stringify(ignored)} is ignored`);
+  }
 });

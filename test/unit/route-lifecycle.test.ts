@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConnectTimeoutError, RouteUnavailableError } from '../../src/core/errors.js';
 import { createLogger } from '../../src/core/log.js';
-import { RETRY_MIN_MS, RouteLifecycle } from '../../src/routes/lifecycle.js';
+import { RETRY_MIN_MS, RouteLifecycle, TEST_RETRY_ENV } from '../../src/routes/lifecycle.js';
 
 test('a route that has failed answers "not available" at once, also while its next attempt runs; on its first start a stream waits', { timeout: 10_000 }, async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] });
@@ -34,4 +34,42 @@ test('a route that has failed answers "not available" at once, also while its ne
   assert.equal(life.state, 'ready');
   await life.whenReady(new AbortController().signal);
   life.close();
+});
+
+test('the retry delay test hook: the option, then the environment variable (whole milliseconds only), else 5 s', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const saved = process.env[TEST_RETRY_ENV];
+  t.after(() => (saved === undefined ? delete process.env[TEST_RETRY_ENV] : (process.env[TEST_RETRY_ENV] = saved)));
+  /** How many attempts have run `ms` after a failed first start. */
+  const attemptsAfter = async (ms: number, timing?: { retryMinMs?: number }): Promise<number> => {
+    let attempts = 0;
+    const life = new RouteLifecycle(
+      'cluster',
+      'prod',
+      createLogger('silent'),
+      {
+        connect: async () => {
+          attempts++;
+          throw new Error('down');
+        },
+        reset: async () => {},
+      },
+      timing,
+    );
+    await assert.rejects(life.start());
+    t.mock.timers.tick(ms);
+    await new Promise((r) => setImmediate(r));
+    life.close();
+    return attempts;
+  };
+  delete process.env[TEST_RETRY_ENV];
+  assert.equal(await attemptsAfter(RETRY_MIN_MS - 1), 1, 'the product: 5 s');
+  assert.equal(await attemptsAfter(300, { retryMinMs: 300 }), 2, 'the option');
+  process.env[TEST_RETRY_ENV] = '200';
+  assert.equal(await attemptsAfter(200), 2, 'the variable');
+  assert.equal(await attemptsAfter(250, { retryMinMs: 300 }), 1, 'the option before the variable');
+  for (const ignored of ['0', '-1', '1.5', '2e3', 'soon', '']) {
+    process.env[TEST_RETRY_ENV] = ignored;
+    assert.equal(await attemptsAfter(RETRY_MIN_MS - 1), 1, `${JSON.stringify(ignored)} is ignored`);
+  }
 });
