@@ -25,6 +25,7 @@ import { ClusterCache, ON_DEMAND_LIMITS } from '../src/cluster/cache.js';
 import { POD_LOOKUP_LIMITS } from '../src/cluster/pod-lookup.js';
 import { Resolver } from '../src/routing/resolver.js';
 import { createLogger } from '../src/core/log.js';
+import { ProxyError } from '../src/core/errors.js';
 import type { Destination } from '../src/core/types.js';
 
 const SIZES = (process.env.BENCH_BIG_PODS ?? '0,5000,50000').split(',').map(Number);
@@ -58,6 +59,8 @@ interface Row {
   decisionP50us: number;
   decisionP99us: number;
   decisionApiRequests: number;
+  /** How the decisions ended: "answered", or the error's name and reply for a refusal. */
+  decisionOutcomes: Record<string, number>;
   /** Pod IPs not behind the index: first ask (one look-up each) and again (from memory). */
   podIpColdP50ms: number;
   podIpWarmP99us: number;
@@ -106,17 +109,22 @@ function heapMiB(): number {
 }
 
 /** Routing decisions on a synced cache in this process: no API request, time per decision. */
-async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigCluster): Promise<Pick<Row, 'decisionP50us' | 'decisionP99us' | 'decisionApiRequests' | 'podIpColdP50ms' | 'podIpWarmP99us' | 'podIpLookups'>> {
+async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigCluster): Promise<Pick<Row, 'decisionP50us' | 'decisionP99us' | 'decisionApiRequests' | 'decisionOutcomes' | 'podIpColdP50ms' | 'podIpWarmP99us' | 'podIpLookups'>> {
   const { cache } = await cacheIn(kubeconfig, false);
   const resolver = new Resolver(cache, 'cluster.local');
   const dests = destinations(big);
   const times: number[] = [];
+  const outcomes: Record<string, number> = {};
+  const count = (what: string) => (outcomes[what] = (outcomes[what] ?? 0) + 1);
   sim.resetCounters();
   for (let i = 0; i < DECISIONS && dests.length; i++) {
     const d = dests[i % dests.length]!;
     const t = performance.now();
-    // A refusal (no ready endpoint at 0 pods) is a decision too.
-    await resolver.resolve(d).catch(() => undefined);
+    // A refusal (no ready endpoint at 0 pods) is a decision too; every outcome is counted and printed.
+    await resolver.resolve(d).then(
+      () => count('answered'),
+      (err: unknown) => count(err instanceof ProxyError ? `${err.name} (SOCKS 0x0${err.socksReply.toString(16)})` : `unexpected ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`),
+    );
     times.push((performance.now() - t) * 1000);
   }
   const c = sim.counters;
@@ -138,7 +146,7 @@ async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigClus
   cold.sort((a, b) => a - b);
   warm.sort((a, b) => a - b);
   return {
-    decisionP50us: percentile(times, 50), decisionP99us: percentile(times, 99), decisionApiRequests: c.total - c.watch,
+    decisionP50us: percentile(times, 50), decisionP99us: percentile(times, 99), decisionApiRequests: c.total - c.watch, decisionOutcomes: outcomes,
     podIpColdP50ms: percentile(cold, 50) / 1000, podIpWarmP99us: percentile(warm, 99), podIpLookups: lookups,
   };
 }
@@ -196,6 +204,10 @@ console.log('| running pods | pod JSON | time to ready | proxy RSS synced | star
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s${r.cloneReadyMs !== undefined ? ` (${f(r.cloneReadyMs / 1000, 2)} s)` : ''} | ${f(r.rssMiB)} MiB${r.cloneRssMiB !== undefined ? ` (${f(r.cloneRssMiB)} MiB)` : ''} | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${r.podIpLookups ? `${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs` : '—'} | ${r.podIpLookups} |`);
+}
+for (const r of rows) {
+  const outcomes = Object.entries(r.decisionOutcomes).sort((a, b) => b[1] - a[1]).map(([what, n]) => `${what} ${n}`).join(', ');
+  console.log(`${r.pods === rows[0]!.pods ? '\n' : ''}Decisions at ${r.pods} pods: ${outcomes || 'none'}.`);
 }
 const base = rows.find((r) => r.pods === 0);
 const top = rows[rows.length - 1];

@@ -162,7 +162,12 @@ function ratioLine(what: string, ours: number[], theirs: number[], target?: stri
  */
 export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, proxy: { socks: string; pid: number }, echoPod: string, bulkBytes: number, latencyRounds: number): Promise<void> {
   const kubectlEcho = await startKubectlPortForward(kubeconfig, 'data', echoPod, 7000);
-  if (!kubectlEcho) return;
+  if (!kubectlEcho) {
+    // Every figure here is against kubectl's: without it there is nothing to compare, so the
+    // whole section is left out (startKubectlPortForward said only that its row would be).
+    console.log('Forwarding cost against kubectl port-forward: left out, kubectl is not on PATH (no target of this section can be judged)');
+    return;
+  }
   let bulk: { port: number; proc: ChildProcess } | undefined;
   let kubectlBulk: Awaited<ReturnType<typeof startKubectlPortForward>>;
   let mapping: Awaited<ReturnType<typeof startPortMapping>> | undefined;
