@@ -15,6 +15,12 @@ import type { TokenSource } from './token-source.js';
 
 /** Refresh this long before the ID token's `exp`, so a request never carries one about to lapse. */
 const EXPIRY_SKEW_S = 10;
+/**
+ * After a refresh fails, requests get its error for this long without asking the issuer again:
+ * each client connection asks for credentials, and a browser opening page after page would send
+ * the identity provider a refresh per connection (concurrent ones already share one).
+ */
+const FAILED_REFRESH_HOLD_MS = 5_000;
 
 type Config = Record<string, string | undefined>;
 
@@ -52,13 +58,26 @@ function fetchWithCa(ca: Buffer): typeof fetch {
 
 export class OidcTokenSource implements TokenSource {
   private refreshing?: Promise<void>;
+  private failed?: { at: number; err: unknown };
 
-  constructor(private readonly config: Config) {}
+  constructor(
+    private readonly config: Config,
+    private readonly failedHoldMs = FAILED_REFRESH_HOLD_MS,
+  ) {}
 
   /** A current ID token, refreshed first when expired (concurrent callers share one refresh). */
   async token(): Promise<string | undefined> {
     if (this.fresh()) return this.config['id-token'];
-    this.refreshing ??= this.refresh().finally(() => (this.refreshing = undefined));
+    if (this.failed && Date.now() - this.failed.at < this.failedHoldMs) throw this.failed.err;
+    this.refreshing ??= this.refresh()
+      .then(
+        () => void (this.failed = undefined),
+        (err: unknown) => {
+          this.failed = { at: Date.now(), err };
+          throw err;
+        },
+      )
+      .finally(() => (this.refreshing = undefined));
     await this.refreshing;
     return this.config['id-token'];
   }

@@ -13,6 +13,8 @@ export interface OidcIssuer {
   clientId: string;
   /** Refresh-token grants served. */
   refreshes: number;
+  /** Token requests received, refused ones included. */
+  tokenRequests: number;
   /** A signed ID token for `sub`, valid for `ttlSeconds` (negative: already expired). */
   idToken(sub: string, ttlSeconds: number): string;
   close(): Promise<void>;
@@ -31,6 +33,7 @@ export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (
     caPem: pki.caPem,
     clientId,
     refreshes: 0,
+    tokenRequests: 0,
     idToken(sub, ttlSeconds) {
       const now = Math.floor(Date.now() / 1000);
       const head = `${b64url({ alg: 'RS256', typ: 'JWT', kid: 'k1' })}.${b64url({ iss: url, aud: clientId, sub, iat: now, exp: now + ttlSeconds })}`;
@@ -56,6 +59,7 @@ export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (
       });
     }
     if (req.method === 'POST' && req.url === '/token') {
+      issuer.tokenRequests++;
       let body = '';
       req.setEncoding('utf8').on('data', (c: string) => (body += c));
       req.on('end', () => {

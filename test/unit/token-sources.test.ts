@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jwtExpiry, OidcTokenSource } from '../../src/cluster/oidc.js';
 import { TokenFileSource } from '../../src/cluster/token-source.js';
+import { startOidcIssuer } from '../helpers/oidc-issuer.js';
 
 const jwt = (payload: object) => `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
 
@@ -19,6 +20,25 @@ test('a fresh token is returned without a refresh; without refresh settings an e
   assert.equal(await new OidcTokenSource({ 'id-token': fresh }).token(), fresh);
   const stale = jwt({ exp: Math.floor(Date.now() / 1000) - 1 });
   assert.equal(await new OidcTokenSource({ 'id-token': stale, 'client-id': 'x' }).token(), stale);
+});
+
+test('a failed OIDC refresh is not asked again of the issuer for a few seconds: requests in turn get its error', async (t) => {
+  const issuer = await startOidcIssuer({ refreshToken: 'the-right-one', onIdToken: () => undefined });
+  t.after(() => issuer.close());
+  const config = () => ({
+    'id-token': jwt({ exp: Math.floor(Date.now() / 1000) - 60 }),
+    'idp-issuer-url': issuer.url,
+    'client-id': issuer.clientId,
+    'refresh-token': 'revoked',
+    'idp-certificate-authority-data': Buffer.from(issuer.caPem).toString('base64'),
+  });
+  const held = new OidcTokenSource(config());
+  for (let i = 0; i < 3; i++) await assert.rejects(held.token(), /server responded with an error/);
+  assert.equal(issuer.tokenRequests, 1, 'one refresh for three requests in turn');
+  // Without the hold (0 ms) each request asks again: what the hold saves the identity provider.
+  const unheld = new OidcTokenSource(config(), 0);
+  for (let i = 0; i < 3; i++) await assert.rejects(unheld.token(), /server responded with an error/);
+  assert.equal(issuer.tokenRequests, 4);
 });
 
 /** Runs `fn` with a token file path in a fresh directory, removed afterwards. */
