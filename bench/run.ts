@@ -13,7 +13,7 @@ import { socks5Connect } from '../test/helpers/socks-client.js';
 import { barePortForward } from './bare-client.js';
 import { describeSoak, soak } from './soak.js';
 import { reportRemoteLatency } from './latency.js';
-import { bulkEcho, cpuSecondsOf, firstByteLatency, median, reasonOf, roundTrip } from './measure.js';
+import { bulkEcho, cpuSecondsOf, firstByteLatency, judge, median, reasonOf, roundTrip } from './measure.js';
 import { reportDirect } from './direct.js';
 import { reportSsh } from './ssh.js';
 import { reportKonnectivity } from './konnectivity.js';
@@ -109,7 +109,8 @@ for (let i = 0; i < 1000; i++) {
   s.destroy();
 }
 const c = sim.counters;
-console.log(`\nAPI requests per 1,000 new connections once warm: ${c.total - c.portForward - c.watch} (port-forward upgrades: ${c.portForward}; background watch renewals meanwhile: ${c.watch})`);
+const apiPerThousand = c.total - c.portForward - c.watch;
+console.log(`\nAPI requests per 1,000 new connections once warm: ${apiPerThousand} (port-forward upgrades: ${c.portForward}; background watch renewals meanwhile: ${c.watch})`);
 
 // Many concurrent idle streams: do they all work, and what does each cost the proxy in RSS?
 // First let the streams just closed linger out (v4 has no half-close: a client's FIN keeps its
@@ -132,7 +133,9 @@ const rssAfter = rssOf(proxy.proc.pid!);
 const good = ok.filter(Boolean).length;
 // Per stream that is open and working: a failed stream holds little, and dividing by all asked
 // would show a smaller figure than the proxy's.
-const perStream = good > 0 ? `${((rssAfter - rssBefore) / 1024 / good).toFixed(1)} KiB per open stream` : 'no stream open: no RSS per stream';
+const kibPerStream = good > 0 ? (rssAfter - rssBefore) / 1024 / good : NaN;
+const perStream = good > 0 ? `${kibPerStream.toFixed(1)} KiB per open stream` : 'no stream open: no RSS per stream';
+const concurrentFailed = Object.values(concurrentFailures).reduce((a, b) => a + b, 0);
 console.log(`${CONCURRENT} concurrent streams through proxy (SOCKS5): ${good} succeeded, failures: ${describeFailures(concurrentFailures)}; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${perStream}`);
 for (const s of streams) s?.destroy();
 
@@ -174,7 +177,16 @@ await reportKonnectivity();
 reportRoutingTable();
 // Start-up figures (bench/startup.ts, ~15 s): --help, status, connect to synced, idle daemon RSS.
 if (process.env.BENCH_STARTUP !== '0') await reportStartup(cluster);
-console.log('\nTargets: proxy throughput ≥ 0.90× bare; p50 ≤ 1.20× bare; 0 API requests per connection; ≤ 64 KiB RSS per idle stream.');
+// Each target judged on the figures above (measure.ts judge(): "cannot be judged" when a side
+// failed or a figure is missing). A failed bulk or first-byte round ends the bench before here.
+const proxyPath = 'proxy (SOCKS5)';
+const tp = throughput[proxyPath]! / throughput[base]!;
+const p50 = latency[proxyPath]!.p50 / latency[base]!.p50;
+console.log('\nTargets:');
+console.log(`  proxy throughput ≥ 0.90× bare: ${tp.toFixed(2)} × — ${judge(tp >= 0.9, [tp])}`);
+console.log(`  proxy p50 ≤ 1.20× bare: ${p50.toFixed(2)} × — ${judge(p50 <= 1.2, [p50])}`);
+console.log(`  0 API requests per connection once warm: ${apiPerThousand} per 1,000 — ${judge(apiPerThousand === 0, [apiPerThousand])}`);
+console.log(`  ≤ 64 KiB RSS per idle stream: ${perStream} — ${judge(kibPerStream <= 64, [kibPerStream], [[proxyPath, concurrentFailed]])}`);
 await proxy.stop();
 await cluster.close();
 // Exit explicitly: with thousands of sockets behind it, Node 20 sometimes spins at 100 % CPU in

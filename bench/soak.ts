@@ -28,6 +28,8 @@ export interface SoakResult {
   heldCut: number;
   downloads: number;
   downloadsCut: number;
+  /** Of those, cut while no fault was injected from their start to their end: not the faults' doing. */
+  downloadsCutWithoutFault: number;
   downloadsRefused: number;
   /** Held streams that could not be opened, and downloads refused or failed before their request, by reason. */
   failures: { held: Failures; downloads: Failures };
@@ -94,12 +96,13 @@ export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: 
   const deadline = Date.now() + o.seconds * 1000;
   const over = () => Date.now() >= deadline;
   const result: SoakResult = {
-    seconds: o.seconds, held: o.held, heldCut: 0, downloads: 0, downloadsCut: 0, downloadsRefused: 0, failures: { held: {}, downloads: {} },
+    seconds: o.seconds, held: o.held, heldCut: 0, downloads: 0, downloadsCut: 0, downloadsCutWithoutFault: 0, downloadsRefused: 0, failures: { held: {}, downloads: {} },
     bytesMoved: 0, bytesLost: 0, faults: { podDeletions: 0, backendResets: 0, droppedWatches: 0 },
     rssStart: rssOf(proxyPid), rssEnd: 0,
   };
   const holding = Array.from({ length: o.held }, () => holdEcho(socks, over));
 
+  const faultsSoFar = (): number => result.faults.podDeletions + result.faults.backendResets + result.faults.droppedWatches;
   const download = async (): Promise<void> => {
     while (!over()) {
       const size = 1024 + Math.floor(Math.random() * (1 << 20));
@@ -117,12 +120,16 @@ export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: 
       if (rest.length) socket.unshift(rest);
       socket.on('error', () => undefined);
       const d = new Download(socket);
+      const faultsBefore = faultsSoFar();
       socket.write(`GET /bytes/${size} HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n`);
       await new Promise((r) => socket.once('close', r));
       result.downloads++;
       result.bytesMoved += d.received;
       if (d.corrupt) result.bytesLost += d.received;
-      if (d.received < size) result.downloadsCut++;
+      if (d.received < size) {
+        result.downloadsCut++;
+        if (faultsSoFar() === faultsBefore) result.downloadsCutWithoutFault++;
+      }
     }
   };
   const downloading = Array.from({ length: o.downloaders }, download);
@@ -169,7 +176,7 @@ export function describeSoak(r: SoakResult, mib: (bytes: number) => string): str
   const heldFailed = Object.values(r.failures.held).reduce((a, b) => a + b, 0);
   return (
     `soak ${r.seconds} s: ${r.held} streams held (${heldFailed} could not be opened: ${describeFailures(r.failures.held)}; ${r.heldCut} cut), ` +
-    `${r.downloads} downloads (${r.downloadsCut} cut by faults, ${r.downloadsRefused} refused: ${describeFailures(r.failures.downloads)}), ` +
+    `${r.downloads} downloads (${r.downloadsCut} cut short, ${r.downloadsCutWithoutFault} of them with no fault injected meanwhile; ${r.downloadsRefused} refused: ${describeFailures(r.failures.downloads)}), ` +
     `${mib(r.bytesMoved)} MiB moved; faults: ${f.podDeletions} pod deletions, ${f.backendResets} backend resets, ${f.droppedWatches} dropped watches; ` +
     `bytes lost ${r.bytesLost}; proxy RSS ${mib(r.rssStart)} → ${mib(r.rssEnd)} MiB`
   );
