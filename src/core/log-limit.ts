@@ -3,6 +3,7 @@
 // `burst` lines of a window are written; the rest are counted, and when the window ends one line
 // says how many more there were. Counters elsewhere (status totals) stay exact.
 import type { Logger } from './log.js';
+import { testHookMs } from './test-hooks.js';
 
 export interface RepeatLimit {
   /** How long one key's window lasts, from its first line. */
@@ -23,8 +24,8 @@ export const REPEAT_LIMIT_DEFAULTS: RepeatLimit = { windowMs: 10_000, burst: 20,
 export const TEST_WINDOW_ENV = 'KUBECTL_PROXYOUT_TEST_LOG_REPEAT_WINDOW_MS';
 
 function defaultLimit(): RepeatLimit {
-  const raw = process.env[TEST_WINDOW_ENV];
-  return raw !== undefined && /^[1-9]\d{0,5}$/.test(raw) ? { ...REPEAT_LIMIT_DEFAULTS, windowMs: Number(raw) } : REPEAT_LIMIT_DEFAULTS;
+  const windowMs = testHookMs(TEST_WINDOW_ENV);
+  return windowMs !== undefined ? { ...REPEAT_LIMIT_DEFAULTS, windowMs } : REPEAT_LIMIT_DEFAULTS;
 }
 
 type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';

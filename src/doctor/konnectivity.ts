@@ -9,7 +9,7 @@ import type { ApiConnection } from '../cluster/api.js';
 import { ConnectTimeoutError, ConnectionRefusedError, HostUnreachableError, ProxyError, errorMessage } from '../core/errors.js';
 import { createKonnectivityDialer, type KonnectivityDialer } from '../konnectivity/dialer.js';
 import { NoAgentError } from '../konnectivity/errors.js';
-import { joinHostPort } from '../konnectivity/packet.js';
+import { formatHostPort } from '../core/address.js';
 import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
 import type { Check } from './report.js';
 
@@ -38,7 +38,7 @@ export async function checkKonnectivity(route: KonnectivityRouteSpec, api: ApiCo
     ip = svc.spec?.clusterIP ?? '';
     port = svc.spec?.ports?.[0]?.port ?? 443;
     if (!ip || ip === 'None') throw new Error('it has no ClusterIP');
-    target = `the kubernetes Service (${joinHostPort(ip, port)})`;
+    target = `the kubernetes Service (${formatHostPort(ip, port)})`;
   } catch (err) {
     const why = err instanceof ApiStatusError && err.statusCode === 403 ? 'reading it is not allowed' : errorMessage(err);
     dialer.close();

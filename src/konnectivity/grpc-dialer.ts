@@ -19,7 +19,8 @@ import { randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import grpc from '@grpc/grpc-js';
 import { ConnectTimeoutError, UpstreamApiError } from '../core/errors.js';
-import { decodePacket, encodePacket, joinHostPort, newDialId, PROXY_METHOD, type Packet } from './packet.js';
+import { decodePacket, encodePacket, newDialId, PROXY_METHOD, type Packet } from './packet.js';
+import { formatHostPort } from '../core/address.js';
 import { dialFailure, serverError } from './errors.js';
 import type { ServerAddress, TlsMaterial } from './options.js';
 
@@ -60,7 +61,7 @@ export class GrpcDialer {
   }
 
   dial(ip: string, port: number, signal: AbortSignal): Promise<Duplex> {
-    const target = joinHostPort(ip, port);
+    const target = formatHostPort(ip, port);
     const label = this.options.label;
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(abortError(signal, target));

@@ -12,7 +12,8 @@ import tls from 'node:tls';
 import { Duplex } from 'node:stream';
 import { UpstreamApiError } from '../core/errors.js';
 import { connectAnswerError, serverError } from './errors.js';
-import { joinHostPort, type ServerAddress, type TlsMaterial } from './options.js';
+import { type ServerAddress, type TlsMaterial } from './options.js';
+import { formatHostPort } from '../core/address.js';
 import { ConnectTimeoutError } from '../core/errors.js';
 
 const MAX_HEAD = 16 * 1024;
@@ -30,7 +31,7 @@ export class HttpConnectDialer {
   constructor(private readonly options: HttpConnectDialerOptions) {}
 
   dial(ip: string, port: number, signal: AbortSignal): Promise<Duplex> {
-    const target = joinHostPort(ip, port);
+    const target = formatHostPort(ip, port);
     const { address: a, tls: t, label } = this.options;
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(abortError(signal, target));

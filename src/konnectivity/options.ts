@@ -66,8 +66,3 @@ export async function loadTls(spec: KonnectivitySpec): Promise<TlsMaterial> {
   };
   return { ca: await read('ca', spec.ca), cert: await read('cert', spec.cert), key: await read('key', spec.key) };
 }
-
-/** "ip:port", IPv6 in brackets, as Go's net.JoinHostPort writes it (the agent dials this). */
-export function joinHostPort(ip: string, port: number): string {
-  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
-}

@@ -116,6 +116,3 @@ export function newDialId(random: (n: number) => Buffer): bigint {
     if (v !== 0n) return v;
   }
 }
-
-// In options.ts, which does not load protobufjs: http-connect mode and the route need it too.
-export { joinHostPort } from './options.js';

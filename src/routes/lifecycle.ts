@@ -11,6 +11,7 @@
 import type { Logger } from '../core/log.js';
 import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../core/errors.js';
 import { abortable } from '../core/abort.js';
+import { testHookMs } from '../core/test-hooks.js';
 import type { RouteState } from '../routing/route.js';
 
 export const RETRY_MIN_MS = 5_000;
@@ -27,11 +28,6 @@ export interface RetryTiming {
 }
 
 export const TEST_RETRY_ENV = 'KUBECTL_PROXYOUT_TEST_ROUTE_RETRY_MS';
-
-function retryMinFromEnv(): number | undefined {
-  const raw = process.env[TEST_RETRY_ENV];
-  return raw !== undefined && /^[1-9]\d{0,5}$/.test(raw) ? Number(raw) : undefined;
-}
 
 /** Records the state an attempt has reached; throws when the route was closed meanwhile. */
 export type Step = (state: 'starting' | 'syncing') => void;
@@ -61,7 +57,7 @@ export class RouteLifecycle {
     private readonly attempt: RouteAttempt,
     timing: RetryTiming = {},
   ) {
-    this.retryMinMs = timing.retryMinMs ?? retryMinFromEnv() ?? RETRY_MIN_MS;
+    this.retryMinMs = timing.retryMinMs ?? testHookMs(TEST_RETRY_ENV) ?? RETRY_MIN_MS;
     this.retryMs = this.retryMinMs;
     this.ready = new Promise<void>((resolve, reject) => (this.settle = { ready: resolve, closed: reject }));
     this.ready.catch(() => undefined);

@@ -7,7 +7,8 @@ import type { OpenRequest, OpenedStream } from '../core/types.js';
 import type { Logger } from '../core/log.js';
 import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../core/errors.js';
 import { createKonnectivityDialer, type KonnectivityDialer } from '../konnectivity/dialer.js';
-import { joinHostPort, type KonnectivitySpec } from '../konnectivity/options.js';
+import type { KonnectivitySpec } from '../konnectivity/options.js';
+import { formatHostPort } from '../core/address.js';
 import type { Route, RouteState, RouteStatus } from './route.js';
 import type { Claim } from './table.js';
 
@@ -78,11 +79,11 @@ export class KonnectivityRoute implements Route {
         const stream = await dialer.dial(t.ip, t.port, signal);
         this.streams.add(stream);
         stream.once('close', () => this.streams.delete(stream));
-        return { stream, via: `konnectivity ${this.spec.server} → ${joinHostPort(t.ip, t.port)}` };
+        return { stream, via: `konnectivity ${this.spec.server} → ${formatHostPort(t.ip, t.port)}` };
       } catch (err) {
         lastError = err;
         const retry = err instanceof ProxyError && err.retryable && !signal.aborted && i + 1 < targets.length;
-        this.deps.log.debug({ target: joinHostPort(t.ip, t.port), error: errorMessage(err), retry }, 'konnectivity dial failed');
+        this.deps.log.debug({ target: formatHostPort(t.ip, t.port), error: errorMessage(err), retry }, 'konnectivity dial failed');
         if (!retry) break;
       }
     }

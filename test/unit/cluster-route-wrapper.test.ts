@@ -16,18 +16,8 @@ import { SpdySession } from '../../src/tunnel/spdy/session.js';
 import { SpdyPortForwardStream } from '../../src/tunnel/spdy/pf-stream.js';
 import type { PodTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import type { OpenOptions, PodPort, Transport } from '../../src/tunnel/transport.js';
+import { RecordingDuplex } from '../helpers/recording-duplex.js';
 
-class FakeStream extends Duplex {
-  readonly written: Buffer[] = [];
-  constructor() {
-    super({ allowHalfOpen: true });
-  }
-  override _read(): void {}
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
-    this.written.push(chunk);
-    cb();
-  }
-}
 
 /** A transport that answers each open() with the next outcome: a stream, or an error to throw. */
 function transport(outcomes: Array<(target: PodPort, options: OpenOptions) => Promise<Duplex>>): Transport & { opened: string[] } {
@@ -75,8 +65,8 @@ test('a warm SPDY stream to the only endpoint is the transport\'s own stream: no
 });
 
 test('with another endpoint the stream is wrapped, and one the transport could not keep (GOAWAY, failed retryable) moves there with the client\'s bytes', async () => {
-  const first = new FakeStream();
-  const second = new FakeStream();
+  const first = new RecordingDuplex();
+  const second = new RecordingDuplex();
   const t = transport([async () => first, async () => second]);
   const opened = await route(t).openPlan(plan('a', 'b'), signal());
   assert.ok(opened.stream instanceof RetryBeforeFirstByte);

@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import { decodePacket, encodePacket, joinHostPort, newDialId, type Packet } from '../../src/konnectivity/packet.js';
+import { decodePacket, encodePacket, newDialId, type Packet } from '../../src/konnectivity/packet.js';
+import { formatHostPort } from '../../src/core/address.js';
 import { connectAnswerError, dialFailure } from '../../src/konnectivity/errors.js';
 import { parseServerAddress } from '../../src/konnectivity/options.js';
 import { ConnectionRefusedError, HostUnreachableError, NotAllowedError, replyFor, SocksReply } from '../../src/core/errors.js';
@@ -43,8 +44,8 @@ test('dial ids are positive 63-bit and never zero; addresses are Go host:port', 
   let calls = 0;
   const id = newDialId((n) => (calls++ === 0 ? Buffer.alloc(n) : Buffer.alloc(n, 0xff)));
   assert.equal(id, 0x7fff_ffff_ffff_ffffn);
-  assert.equal(joinHostPort('10.0.0.1', 80), '10.0.0.1:80');
-  assert.equal(joinHostPort('fd00::1', 80), '[fd00::1]:80');
+  assert.equal(formatHostPort('10.0.0.1', 80), '10.0.0.1:80');
+  assert.equal(formatHostPort('fd00::1', 80), '[fd00::1]:80');
 });
 
 test('the agent\'s dial errors map to the SOCKS/HTTP replies', () => {

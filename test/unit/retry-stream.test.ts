@@ -2,38 +2,19 @@
 // StreamLimiter (--max-streams), against in-memory streams.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Duplex, PassThrough } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { once } from 'node:events';
 import { RetryBeforeFirstByte, type Reopen } from '../../src/routing/retry-stream.js';
 import { StreamLimiter } from '../../src/proxy/limits.js';
 import { ConnectionRefusedError, OverloadedError, UpstreamApiError } from '../../src/core/errors.js';
 import type { OpenRequest, StreamOpener } from '../../src/core/types.js';
+import { RecordingDuplex } from '../helpers/recording-duplex.js';
 
-/** An upstream stand-in: records what it is sent; the test pushes what "the pod" answers. */
-class FakeUpstream extends Duplex {
-  readonly written: Buffer[] = [];
-  ended = false;
-  constructor() {
-    super({ allowHalfOpen: true });
-  }
-  override _read(): void {}
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
-    this.written.push(chunk);
-    cb();
-  }
-  override _final(cb: () => void): void {
-    this.ended = true;
-    cb();
-  }
-  text(): string {
-    return Buffer.concat(this.written).toString();
-  }
-}
 
 const refused = () => new ConnectionRefusedError('dial refused', { retryable: true });
 const tick = () => new Promise((r) => setImmediate(r));
 
-function reopenWith(...next: Array<FakeUpstream | undefined>): Reopen & { calls: number } {
+function reopenWith(...next: Array<RecordingDuplex | undefined>): Reopen & { calls: number } {
   const fn = Object.assign(async () => {
     fn.calls++;
     return next.shift();
@@ -42,8 +23,8 @@ function reopenWith(...next: Array<FakeUpstream | undefined>): Reopen & { calls:
 }
 
 test('a refusal before the first byte moves the stream: bytes and FIN are replayed, answers flow', async () => {
-  const a = new FakeUpstream();
-  const b = new FakeUpstream();
+  const a = new RecordingDuplex();
+  const b = new RecordingDuplex();
   const reopen = reopenWith(b);
   const s = new RetryBeforeFirstByte(a, reopen);
   s.write('GET / HTTP/1.1\r\n');
@@ -64,8 +45,8 @@ test('a refusal before the first byte moves the stream: bytes and FIN are replay
 });
 
 test('after the pod spoke, an error ends the stream instead of moving it', async () => {
-  const a = new FakeUpstream();
-  const reopen = reopenWith(new FakeUpstream());
+  const a = new RecordingDuplex();
+  const reopen = reopenWith(new RecordingDuplex());
   const s = new RetryBeforeFirstByte(a, reopen);
   s.resume();
   a.push('banner\n');
@@ -78,13 +59,13 @@ test('after the pod spoke, an error ends the stream instead of moving it', async
 });
 
 test('errors that are not retryable, or too much unanswered upload, are never replayed', async () => {
-  const s1 = new RetryBeforeFirstByte(new FakeUpstream(), reopenWith(new FakeUpstream()));
+  const s1 = new RetryBeforeFirstByte(new RecordingDuplex(), reopenWith(new RecordingDuplex()));
   const e1 = once(s1, 'error');
-  (s1 as unknown as { inner: FakeUpstream }).inner.destroy(new UpstreamApiError('tunnel broke'));
+  (s1 as unknown as { inner: RecordingDuplex }).inner.destroy(new UpstreamApiError('tunnel broke'));
   assert.ok((await e1)[0] instanceof UpstreamApiError);
 
-  const a = new FakeUpstream();
-  const reopen = reopenWith(new FakeUpstream());
+  const a = new RecordingDuplex();
+  const reopen = reopenWith(new RecordingDuplex());
   const s2 = new RetryBeforeFirstByte(a, reopen, 8);
   s2.write(Buffer.alloc(9));
   await tick();
@@ -96,14 +77,14 @@ test('errors that are not retryable, or too much unanswered upload, are never re
 });
 
 test('no endpoint left: the original refusal ends the stream; destroyed while moving: the new one is closed', async () => {
-  const a = new FakeUpstream();
+  const a = new RecordingDuplex();
   const s = new RetryBeforeFirstByte(a, reopenWith(undefined));
   const failed = once(s, 'error');
   a.destroy(refused());
   assert.ok((await failed)[0] instanceof ConnectionRefusedError);
 
-  const b = new FakeUpstream();
-  const late = new FakeUpstream();
+  const b = new RecordingDuplex();
+  const late = new RecordingDuplex();
   let release!: () => void;
   const s2 = new RetryBeforeFirstByte(b, async (_err, signal) => {
     await new Promise<void>((r) => (release = r));
