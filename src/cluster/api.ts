@@ -22,6 +22,8 @@ export class ApiStatusError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
+    /** The response's Retry-After in seconds (429, 503), when it gave one. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = 'ApiStatusError';

@@ -13,7 +13,7 @@ export class InformerStore<T extends Slim> {
   resourceVersion?: string;
 
   constructor(
-    private readonly onChange: (event: WatchEvent, obj: T) => void,
+    private readonly onChange: (event: WatchEvent, obj: T, previous?: T) => void,
     private readonly slim: (raw: Record<string, any>) => T | undefined,
   ) {}
 
@@ -37,14 +37,15 @@ export class InformerStore<T extends Slim> {
       case 'MODIFIED': {
         const s = this.slim(ev.object);
         if (!s) break;
-        const had = this.items.has(s.key);
+        const previous = this.items.get(s.key);
         this.items.set(s.key, s);
-        this.onChange(had ? 'update' : 'add', s);
+        this.onChange(previous ? 'update' : 'add', s, previous);
         break;
       }
       case 'DELETED': {
         const s = this.slim(ev.object);
-        if (s && this.items.delete(s.key)) this.onChange('delete', s);
+        const previous = s && this.items.get(s.key);
+        if (s && previous && this.items.delete(s.key)) this.onChange('delete', s, previous);
         break;
       }
       case 'BOOKMARK':
@@ -63,11 +64,11 @@ export class InformerStore<T extends Slim> {
   /** A (re)list is complete: tell the index what changed against what we had, and keep `fresh`. */
   replace(fresh: Map<string, T>, resourceVersion: string): void {
     const before = this.items;
-    for (const [k, old] of before) if (!fresh.has(k)) this.onChange('delete', old);
+    for (const [k, old] of before) if (!fresh.has(k)) this.onChange('delete', old, old);
     for (const [k, s] of fresh) {
       const old = before.get(k);
       if (!old) this.onChange('add', s);
-      else if (old.resourceVersion !== s.resourceVersion || !s.resourceVersion) this.onChange('update', s);
+      else if (old.resourceVersion !== s.resourceVersion || !s.resourceVersion) this.onChange('update', s, old);
       else fresh.set(k, old); // unchanged: the index keeps the record it has
     }
     this.items = fresh;

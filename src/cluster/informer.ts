@@ -4,19 +4,22 @@
 // (KEP-3157: sendInitialEvents=true, resourceVersionMatch=NotOlderThan, ended by the
 // "k8s.io/initial-events-end" bookmark) where the API server supports it, else a paged LIST
 // (limit + continue); either way no whole-cluster list is in memory at once. Watches resume from the
-// last resourceVersion seen (events and bookmarks); 410 Gone relists.
+// last resourceVersion seen (events and bookmarks); 410 Gone relists (watch-recovery.ts).
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { InformerStore } from './informer-store.js';
 import type { WatchEvent } from './index.js';
-import { apiGet, isGone, listAll, streamEvents, type RawWatchEvent } from './list-watch.js';
+import { apiGet, listAll, streamEvents, type RawWatchEvent } from './list-watch.js';
 import { SyncProgressTracker, type SyncProgress } from './sync-progress.js';
 import type { Slim } from './slim.js';
-import { WatchBackoff } from './backoff.js';
+import { ApiReachability } from './api-reachability.js';
+import { WatchRecovery } from './watch-recovery.js';
+import { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 export type { SyncProgress } from './sync-progress.js';
+export { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
 
 /** A watch the server ends sooner than this is followed by a pause of about as long. */
 const MIN_WATCH_MS = 1_000;
@@ -24,43 +27,21 @@ const MIN_WATCH_MS = 1_000;
 export const PAGE_SIZE = 500;
 const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
-export interface WatchDeadlines {
-  /** The API server ends each watch after this (`timeoutSeconds`); picked at random in [min, 2×min) per informer. */
-  watchTimeoutSeconds: number;
-  /** A watch still open this long after its server-side end is on a dead path: cut it and watch again. */
-  graceMs: number;
-  /** Limit for the response headers of a list or watch request. */
-  headersTimeoutMs: number;
-}
-
-/**
- * A watch on a connection that died silently (laptop asleep, VPN reconnected, NAT state dropped)
- * sends nothing and never ends: TCP keepalive would notice after ~11 minutes, with the caches
- * stale all along. client-go bounds every watch with a server-side `timeoutSeconds`; we do the
- * same and treat a watch that outlives it as dead. Shorter than client-go's 5–10 min: a re-watch
- * from the last resourceVersion costs the API server almost nothing, a stale route costs users.
- */
-export const WATCH_DEADLINES: WatchDeadlines = { watchTimeoutSeconds: 60, graceMs: 15_000, headersTimeoutMs: 30_000 };
-
-export interface InformerOptions {
-  /** Try the streaming watch-list first (default true); servers without it are remembered per connection. */
-  watchList?: boolean;
-  pageSize?: number;
-}
-
-
 /** API connections whose server refused a watch-list (older than 1.27, or the WatchList gate off). */
 const noWatchList = new WeakSet<ApiConnection>();
 
 /**
- * A list+watch of one resource path that keeps going: failures are retried with jittered exponential
- * backoff (0.5 s → 30 s), each change of state logged once; permission refused on the first sync
- * is reported to the owner instead.
+ * A list+watch of one resource path that keeps going: what follows an end or a failure is
+ * watch-recovery.ts's decision (resume, relist, back off, wait for the server), each change of
+ * state logged once; a refusal on the first sync is reported to the owner instead.
  */
 export class ResilientInformer<T extends Slim> {
   private readonly store: InformerStore<T>;
   private state: WatchState = 'starting';
-  private readonly backoff = new WatchBackoff();
+  private readonly recovery = new WatchRecovery();
+  /** The first (re)list is in: refusals no longer stop the watch. */
+  private everSynced = false;
+  private readonly stopOn: readonly number[];
   private failuresSinceSync = 0;
   private controller?: AbortController;
   private wake?: () => void;
@@ -79,11 +60,13 @@ export class ResilientInformer<T extends Slim> {
     private readonly api: ApiConnection,
     readonly path: string,
     private readonly log: Logger,
-    onChange: (event: WatchEvent, obj: T) => void,
+    onChange: (event: WatchEvent, obj: T, previous?: T) => void,
     private readonly slim: (raw: Record<string, any>) => T | undefined,
     private readonly deadlines: WatchDeadlines = WATCH_DEADLINES,
     private readonly options: InformerOptions = {},
+    private readonly hooks: InformerHooks = {},
   ) {
+    this.stopOn = hooks.stopOn ?? [401, 403];
     this.firstSync = new Promise((resolve, reject) => {
       this.resolveFirstSync = resolve;
       this.rejectFirstSync = reject;
@@ -137,31 +120,43 @@ export class ResilientInformer<T extends Slim> {
   }
 
   private async loop(): Promise<void> {
-    while (this.state !== 'stopped') {
-      const wasResuming = this.store.resourceVersion !== undefined;
+    while (!this.stopped()) {
+      const resuming = this.store.resourceVersion !== undefined;
       const startedAt = Date.now();
       try {
-        if (this.store.resourceVersion === undefined) await this.relist();
+        if (!resuming) await this.relist();
         else await this.watch({ resourceVersion: this.store.resourceVersion });
         // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once —
         // unless it ends them as soon as they start (a proxy in between?): then not in a hot loop.
-        if (this.state === 'synced') this.log.debug({ path: this.path }, 'watch ended by the API server; resuming');
-        // Such quick ends count as restarts for the backoff (backoff.ts): again and again, they wait longer.
-        if (Date.now() - startedAt < MIN_WATCH_MS) await this.sleep(Math.max(MIN_WATCH_MS * (0.8 + Math.random() * 0.4), this.backoff.next()));
+        const delay = this.recovery.afterEnd(Date.now() - startedAt, MIN_WATCH_MS);
+        if (this.state === 'synced') this.log.debug({ path: this.path, inMs: delay }, 'watch ended by the API server; resuming');
+        if (delay > 0) await this.sleep(delay);
       } catch (err) {
         if (this.stopped()) return;
         if (this.cutByDeadline) {
           this.cutByDeadline = false;
           continue;
         }
-        if ((wasResuming || this.initialEventsDone) && isGone(err)) {
-          const delay = this.backoff.next();
-          this.log.debug({ path: this.path, inMs: delay }, 'resourceVersion too old (410 Gone); listing again');
+        this.recovery.watchRan(Date.now() - startedAt);
+        const next = this.recovery.afterError(err, { starting: !this.everSynced, resuming: resuming || this.initialEventsDone, stopOn: this.stopOn });
+        if (next.kind === 'relist') {
+          this.log.debug({ path: this.path, inMs: next.delayMs }, 'resourceVersion too old (410 Gone); listing again');
           this.store.resourceVersion = undefined;
-          await this.sleep(delay);
+          await this.sleep(next.delayMs);
           continue;
         }
-        if (!(await this.failed(err))) return;
+        const error = err instanceof Error ? err : new Error(errorMessage(err));
+        this.lastError = error;
+        if (next.kind === 'stop') {
+          // Refused on the first sync (permissions, not served): retrying will not heal it.
+          this.syncing.end();
+          this.rejectFirstSync(error);
+          this.state = 'stopped';
+          return;
+        }
+        this.noteFailure(error, next.delayMs);
+        if (next.untilReachable) await this.sleepUntilServerBack(next.delayMs);
+        else await this.sleep(next.delayMs);
       }
     }
   }
@@ -177,7 +172,7 @@ export class ResilientInformer<T extends Slim> {
         // Stopped; refused for permissions (a LIST would be refused the same); or the initial
         // events were in and this is the watch that followed ending (resumed from its
         // resourceVersion, paced, as any watch): no fallback.
-        if (this.stopped() || this.initialEventsDone || (err instanceof ApiStatusError && [401, 403].includes(err.statusCode))) throw err;
+        if (this.stopped() || this.initialEventsDone || (err instanceof ApiStatusError && [401, 403, ...this.stopOn].includes(err.statusCode))) throw err;
         const unsupported = err instanceof ApiStatusError && (err.statusCode === 400 || err.statusCode === 422) && initialEvents === 0;
         if (unsupported) {
           noWatchList.add(this.api);
@@ -268,6 +263,7 @@ export class ResilientInformer<T extends Slim> {
         if (this.state === 'stopped') return;
         if (initial?.(ev)) return;
         this.store.apply(ev);
+        if (ev.type !== 'BOOKMARK') this.hooks.settled?.();
       });
     } finally {
       clearTimeout(deadline);
@@ -285,31 +281,28 @@ export class ResilientInformer<T extends Slim> {
   private recovered(): void {
     if (this.state === 'retrying') this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
     this.state = 'synced';
+    this.everSynced = true;
     this.failuresSinceSync = 0;
     this.resolveFirstSync();
+    this.hooks.settled?.();
   }
 
-  /** Backs off before the next attempt; false when the informer gives up (refused at start). */
-  private async failed(err: unknown): Promise<boolean> {
-    const error = err instanceof Error ? err : new Error(errorMessage(err));
-    this.lastError = error;
+  /** Logs a failure (a warning when the watch was fine until now) and marks the watch retrying. */
+  private noteFailure(error: Error, retryInMs: number): void {
     this.failuresSinceSync++;
-    // A list refused for permissions will not heal by retrying: report it to the owner at once.
-    if (err instanceof ApiStatusError && (err.statusCode === 403 || err.statusCode === 401) && this.state === 'starting') {
-      this.syncing.end();
-      this.rejectFirstSync(error);
-      this.state = 'stopped';
-      return false;
-    }
-    const delay = this.backoff.next();
-    if (this.state !== 'retrying') {
-      this.log.warn({ path: this.path, error: error.message, retryInMs: delay }, 'watch failed, retrying with backoff');
-    } else {
-      this.log.debug({ path: this.path, error: error.message, retryInMs: delay }, 'watch still failing');
-    }
+    if (!this.everSynced && this.failuresSinceSync === 1) this.hooks.firstFailure?.(error);
+    const fields = { path: this.path, error: error.message, retryInMs };
+    if (this.state !== 'retrying') this.log.warn(fields, 'watch failed, retrying with backoff');
+    else this.log.debug(fields, 'watch still failing');
     this.state = 'retrying';
-    await this.sleep(delay);
-    return !this.stopped();
+  }
+
+  /** The backoff's pause, cut short when the API server is seen gone and back (api-reachability.ts). */
+  private async sleepUntilServerBack(ms: number): Promise<void> {
+    const controller = new AbortController();
+    this.wake = () => controller.abort();
+    await ApiReachability.of(this.api).waitForReturn(ms, controller.signal);
+    this.wake = undefined;
   }
 
   /** A pause stop() cuts short. */

@@ -164,8 +164,8 @@ export class IngressHostWatcher {
         const why = err.statusCode === 403 ? `not allowed to list ${name} cluster-wide` : `${name} not served by this cluster`;
         return this.off(name, `${why}: ${err.message}`);
       }
-      this.log.warn({ source: name, error: errorMessage(err) }, 'cannot list ingress host names yet; retrying in the background');
-      watch.retry(err);
+      // The watch goes on trying by itself (its own warning says so once).
+      this.log.debug({ source: name, error: errorMessage(err) }, 'cannot list ingress host names yet; retrying in the background');
     }
   }
 

@@ -25,6 +25,9 @@ const PAGE_TIMEOUT_MS = 60_000;
 
 export const isGone = (err: unknown) => err instanceof ApiStatusError && err.statusCode === 410;
 
+/** One watch event longer than this ends the watch (nothing the proxy keeps comes in such objects). */
+const MAX_EVENT_CHARS = 16 * 1024 * 1024;
+
 /** A Status body bigger than this is cut (error bodies only; list pages and watches stream). */
 const MAX_ERROR_BODY = 64 * 1024;
 
@@ -82,13 +85,19 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
       // The error's body gets the same bound as the headers: one that never ends must not hold
       // the caller (a watch whose own deadline starts only once it has its response) for ever.
       const bodyTimer = setTimeout(() => res.destroy(), headersTimeoutMs);
+      const retryAfter = retryAfterSeconds(res.headers['retry-after']);
       readText(res, MAX_ERROR_BODY).then(
-        (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`)),
-        () => reject(new ApiStatusError(status, `HTTP ${status}`)),
+        (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfter)),
+        () => reject(new ApiStatusError(status, `HTTP ${status}`, retryAfter)),
       ).finally(() => clearTimeout(bodyTimer));
     });
     req.end();
   });
+}
+
+/** Retry-After as whole seconds (the API server sends seconds, never a date); undefined otherwise. */
+function retryAfterSeconds(header: string | undefined): number | undefined {
+  return header !== undefined && /^\d{1,6}$/.test(header.trim()) ? Number(header.trim()) : undefined;
 }
 
 function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
@@ -157,6 +166,7 @@ export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEve
       }
       pending = text.slice(start);
       text = '';
+      if (pending.length > MAX_EVENT_CHARS) fail(new Error(`a watch event over ${MAX_EVENT_CHARS} characters`));
     });
     res.on('error', fail);
     res.on('aborted', () => fail(new Error('watch connection lost')));

@@ -188,6 +188,14 @@ export class ApiServer {
     for (const w of [...this.watches]) w.end();
   }
 
+  /**
+   * BOOKMARK events to watches that allow them, this often (the watch cache sends them about once
+   * a minute, staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go bookmarkFrequency); 0: none.
+   */
+  bookmarkIntervalMs = 60_000;
+  /** Extension: the list and watch requests served, in order (path, resourceVersion asked, watch-list or not). */
+  readonly listWatchLog: Array<{ at: number; verb: 'list' | 'watch'; path: string; resourceVersion?: string; watchList: boolean }> = [];
+
   /** New watch requests get no answer at all (not even headers) while this is on. */
   stallWatches = false;
   /** New watch requests are answered 200 and ended at once, without an event, while this is on. */
@@ -302,6 +310,10 @@ export class ApiServer {
     this.count(verb, url.pathname);
     if (verb === 'watch' && isTrue(url.searchParams.get('sendInitialEvents'))) this.counters.watchList++;
     if (verb === 'list' && url.searchParams.get('continue')) this.counters.continued++;
+    if ((verb === 'list' || verb === 'watch') && this.listWatchLog.length < 100_000) {
+      const rv = url.searchParams.get('resourceVersion') ?? undefined;
+      this.listWatchLog.push({ at: Date.now(), verb, path: url.pathname, ...(rv !== undefined ? { resourceVersion: rv } : {}), watchList: verb === 'watch' && isTrue(url.searchParams.get('sendInitialEvents')) });
+    }
     this.trace(req);
     this.countBytes(res, url.pathname);
     res.on('error', () => {});
@@ -363,7 +375,7 @@ export class ApiServer {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
       return void res.end();
     }
-    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches, this.watchList);
+    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches, this.watchList, this.bookmarkIntervalMs);
     if (verb === 'get') return handleGet(store, info, namespace, name!, q, req.headers.accept, res);
     return handleList(store, info, namespace, q, req.headers.accept, res, { snapshots: this.listSnapshots, afterPage: (r) => this.afterListPage?.(r) });
   }

@@ -619,6 +619,16 @@ export class SimCluster {
     this.api.dropWatches();
   }
 
+  /** Extension: BOOKMARK events this often on watches that allow them (default 60000, as the watch cache; 0: none). */
+  setBookmarkInterval(ms: number): void {
+    this.api.bookmarkIntervalMs = ms;
+  }
+
+  /** Extension: the list and watch requests served so far, in order. */
+  get listWatchLog(): ReadonlyArray<{ at: number; verb: 'list' | 'watch'; path: string; resourceVersion?: string; watchList: boolean }> {
+    return this.api.listWatchLog;
+  }
+
   /** Extension: every impersonation the API server honoured (user, groups as sent plus system:authenticated, uid). */
   get impersonations(): ReadonlyArray<{ user: string; groups: string[]; uid?: string }> {
     return this.api.impersonations;
@@ -663,12 +673,17 @@ export class SimCluster {
   }
 
   /** `down`: milliseconds, or a promise: down until it settles (a test brings it back when it has seen what it waits for). */
+  /**
+   * The watch history is lost, as a real API server's watch cache is (it starts from a fresh list):
+   * a watch resumed from any older resourceVersion gets 410 Expired.
+   */
   async restartApiServer(down: number | PromiseLike<unknown> = 200): Promise<void> {
     await this.api.close();
     this.kubelet.closeAll();
     this.spdyKubelet.closeAll();
     if (typeof down === 'number') await new Promise((r) => setTimeout(r, down));
     else await Promise.resolve(down).catch(() => undefined);
+    this.store.compact();
     await this.api.listen();
   }
 

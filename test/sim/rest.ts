@@ -193,7 +193,7 @@ function initialEventsMode(q: URLSearchParams, watchList: boolean): boolean | un
  */
 export function handleWatch(
   store: Store, info: ResourceInfo, namespace: string | undefined, name: string | undefined,
-  q: URLSearchParams, accept: string | undefined, res: ServerResponse, registry: Set<ActiveWatch>, watchList = true,
+  q: URLSearchParams, accept: string | undefined, res: ServerResponse, registry: Set<ActiveWatch>, watchList = true, bookmarkIntervalMs = 0,
 ): void {
   const neg = negotiate(accept);
   const filter = parseFilter(info, namespace, q);
@@ -231,16 +231,24 @@ export function handleWatch(
 
   let unsubscribe = (): void => {};
   let timer: NodeJS.Timeout | undefined;
+  // Periodic bookmarks at the store's revision, once the watch is live (not inside a watch-list's initial events).
+  let live = false;
+  const bookmarks = bookmarkIntervalMs > 0 && isTrue(q.get('allowWatchBookmarks')) && neg.type !== 'table'
+    ? setInterval(() => { if (live) write('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(store.revision) } }); }, bookmarkIntervalMs)
+    : undefined;
+  bookmarks?.unref();
   const active: ActiveWatch = {
     end: () => { if (!res.writableEnded) res.end(); },
     freeze: () => {
       unsubscribe();
       if (timer) clearTimeout(timer);
       timer = undefined;
+      clearInterval(bookmarks);
     },
   };
   const cleanup = (): void => {
     unsubscribe();
+    clearInterval(bookmarks);
     if (timer) clearTimeout(timer);
     registry.delete(active);
   };
@@ -274,7 +282,6 @@ export function handleWatch(
     const snapshotRv = store.revision;
     const snapshot = store.listShared(info.resource, namespace).filter((o) => matches(info, filter, o));
     const queued: StoreEvent[] = [];
-    let live = false;
     unsubscribe = store.subscribe((e) => (live ? deliver(e) : queued.push(e)));
     startTimer();
     const parts = function* (): Generator<string> {
@@ -300,6 +307,7 @@ export function handleWatch(
     for (const e of events) deliver(e);
   }
   unsubscribe = store.subscribe(deliver);
+  live = true;
   startTimer();
 }
 

@@ -1,0 +1,91 @@
+// What a list+watch does after its watch request ended or failed: the one recovery policy of
+// every watch the proxy keeps (informer.ts, and slim-watch.ts on top of it). It follows client-go's
+// reflector (staging/src/k8s.io/client-go/tools/cache/reflector.go: resume from the last
+// resourceVersion; 410 Expired relists; everything else retried with a growing backoff), with
+// three differences that matter after a compaction, a restart or a sleep:
+// - the first 410 after a healthy watch relists at once: the watch was fine, only its position was
+//   compacted away (a quiet resource resumed after its server restarted, say) — waiting the
+//   backoff grown by the outage before it only delays every change made meanwhile;
+// - a failure with no HTTP answer (refused, reset, timed out) waits the backoff or until the API
+//   server is seen back (api-reachability.ts), whichever comes first;
+// - 429 and 503 with Retry-After (an API server whose watch cache is initialising) wait what the
+//   server asks, within bounds.
+import { ApiStatusError } from './api.js';
+import { WatchBackoff } from './backoff.js';
+import { isGone } from './list-watch.js';
+
+/** A watch that ran at least this long was healthy: a 410 after it relists at once. */
+export const HEALTHY_WATCH_MS = 1_000;
+/** Retry-After is honoured within these bounds (seconds). */
+const RETRY_AFTER_MIN_S = 1;
+const RETRY_AFTER_MAX_S = 30;
+
+export type Recovery =
+  /** The resourceVersion is gone: list again after `delayMs`. */
+  | { kind: 'relist'; delayMs: number }
+  /** Try the same request again after `delayMs`; `untilReachable`: sooner if the server is seen back. */
+  | { kind: 'retry'; delayMs: number; untilReachable: boolean }
+  /** Refused while starting (permissions, a resource not served): the owner is told, no retry. */
+  | { kind: 'stop' };
+
+export interface RecoveryContext {
+  /** The failed request was the first list, or a watch-list still sending its initial events. */
+  starting: boolean;
+  /** A watch from a resourceVersion was under way (so a 410 means that version is gone). */
+  resuming: boolean;
+  /** Status codes that stop a watch still on its first list (default 401, 403). */
+  stopOn?: readonly number[];
+}
+
+/** No HTTP answer at all: the API server (or the path to it) is not there. */
+export function isUnreachable(err: unknown): boolean {
+  return !(err instanceof ApiStatusError);
+}
+
+export class WatchRecovery {
+  private readonly backoff = new WatchBackoff();
+  /** 410s since the last healthy watch: the first relists at once, the next ones are paced. */
+  private gonesInARow = 0;
+  /** Watches the server ended as soon as they began, in a row. */
+  private quickEndsInARow = 0;
+
+  /** A watch ran this long before it ended or failed (a healthy one clears the run of 410s). */
+  watchRan(ms: number): void {
+    if (ms < HEALTHY_WATCH_MS) return;
+    this.gonesInARow = 0;
+    this.quickEndsInARow = 0;
+  }
+
+  /** What to do after `err` ended a list or watch. */
+  afterError(err: unknown, ctx: RecoveryContext): Recovery {
+    if (ctx.starting && err instanceof ApiStatusError && (ctx.stopOn ?? [401, 403]).includes(err.statusCode)) return { kind: 'stop' };
+    if (ctx.resuming && isGone(err)) {
+      // A server that expires every watch at once is not listed in a loop: the second 410 in a row waits.
+      const delayMs = this.gonesInARow++ === 0 ? 0 : this.backoff.next();
+      return { kind: 'relist', delayMs };
+    }
+    const retryAfter = retryAfterMs(err);
+    if (retryAfter !== undefined) {
+      this.backoff.next(); // still counts as a restart
+      return { kind: 'retry', delayMs: retryAfter, untilReachable: false };
+    }
+    return { kind: 'retry', delayMs: this.backoff.next(), untilReachable: isUnreachable(err) };
+  }
+
+  /**
+   * The wait before resuming a watch the server ended (timeoutSeconds, a restart, a load balancer)
+   * after `ranMs`: none, unless it keeps ending them as soon as they start (a proxy in between
+   * cutting every watch?): the second quick end in a row waits at least `minMs`, and longer as it goes on.
+   */
+  afterEnd(ranMs: number, minMs: number): number {
+    this.watchRan(ranMs);
+    if (ranMs >= HEALTHY_WATCH_MS || this.quickEndsInARow++ === 0) return 0;
+    return Math.max(minMs * (0.8 + Math.random() * 0.4), this.backoff.next());
+  }
+}
+
+/** Retry-After of a 429 or 503, in milliseconds, within bounds; undefined when it does not apply. */
+function retryAfterMs(err: unknown): number | undefined {
+  if (!(err instanceof ApiStatusError) || (err.statusCode !== 429 && err.statusCode !== 503) || err.retryAfterSeconds === undefined) return undefined;
+  return Math.min(Math.max(err.retryAfterSeconds, RETRY_AFTER_MIN_S), RETRY_AFTER_MAX_S) * 1000;
+}
