@@ -28,8 +28,10 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
   const out = [line(HEADERS), ...cells.map(line)];
   for (const r of rows) for (const f of r.forwards ?? []) out.push(`${r.id}: port ${f.listen} → ${f.target}`);
   for (const r of rows) {
-    // One line per route when a proxy serves a table (a single cluster says it all in its row).
-    if ((r.routes?.length ?? 0) > 1) for (const route of r.routes!) out.push(`${r.id}: ${routeLine(route)}`);
+    // One line per route when a proxy serves a table; a single cluster says it all in its row,
+    // unless it is not serving (degraded, failing): then why and since when.
+    const routes = r.routes ?? [];
+    for (const route of routes) if (routes.length > 1 || (route.state !== 'ready' && route.reason)) out.push(`${r.id}: ${routeLine(route)}`);
   }
   for (const r of rows) {
     for (const t of r.transports ?? []) out.push(`${r.id}: ${t.pod} via ${t.transport}: ${t.tunnels} ${t.tunnels === 1 ? 'tunnel' : 'tunnels'}, ${t.streams} ${t.streams === 1 ? 'stream' : 'streams'}`);
@@ -42,10 +44,19 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
 
 /** "route prod (cluster prod, default): …; ready; 2 open, 14 total, up 1.2KiB, down 20MiB". */
 export function routeLine(route: RouteStatus): string {
-  const state = route.state === 'error' ? `error: ${route.reason ?? 'unknown'}` : route.state;
+  const since = route.since ? ` since ${clockTime(route.since)}` : '';
+  const state = route.state === 'error' || route.state === 'degraded' ? `${route.state}${since}: ${route.reason ?? 'unknown'}` : route.state;
   const s = route.streams;
   const figures = s ? `; ${s.openStreams} open, ${s.totalStreams} total, up ${formatBytes(s.bytesFromClients)}, down ${formatBytes(s.bytesToClients)}` : '';
   return `route ${route.serves ?? `${route.name} (${route.kind})`}; ${state}${figures}`;
+}
+
+/** "14:03:07" in local time, or the date too when it is not today. */
+function clockTime(iso: string): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  const time = d.toTimeString().slice(0, 8);
+  return d.toDateString() === new Date().toDateString() ? time : `${d.toISOString().slice(0, 10)} ${time}`;
 }
 
 /** "synced", or while the first sync runs "syncing (pods 12000/50000, services 3000)". */

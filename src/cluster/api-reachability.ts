@@ -14,10 +14,13 @@ export const PROBE_INTERVAL_MS = 1_000;
 const PROBE_TIMEOUT_MS = 3_000;
 const PROBE_PATH = '/readyz';
 
-/** How the last probe went, for status. */
+/** What the last probe (or the last watch that got an answer) saw, for a route's health. */
 export interface ReachabilityState {
-  reachable: boolean;
-  /** Since when (ms since the epoch) the server has been in that state, as far as the probes saw. */
+  /** The server answered over HTTP at all (false: refused, reset, timed out: nothing to send a stream to). */
+  answered: boolean;
+  /** It answered and is serving (not 5xx or 429). */
+  serving: boolean;
+  /** Since when (ms since the epoch) the server has been in that state, as far as we saw. */
   since: number;
   lastError?: string;
 }
@@ -86,24 +89,34 @@ export class ApiReachability {
     this.timer.unref();
   }
 
+  /** Something else got an answer from the server (a watch resumed): it is there, whatever the last probe said. */
+  sawAnswer(): void {
+    this.record(true, true);
+  }
+
+  private record(answered: boolean, serving: boolean, error?: string): void {
+    if (!this.state || this.state.answered !== answered || this.state.serving !== serving) this.state = { answered, serving, since: Date.now(), ...(error ? { lastError: error } : {}) };
+    else if (error) this.state.lastError = error;
+  }
+
   private async probe(): Promise<void> {
     this.probing = true;
-    let answered: boolean;
+    let answered = true;
+    let serving = true;
     let error: string | undefined;
     try {
       const res = await apiGet(this.api, PROBE_PATH, AbortSignal.timeout(PROBE_TIMEOUT_MS), PROBE_TIMEOUT_MS);
       res.resume();
-      answered = true;
     } catch (err) {
       // Any answer but "not ready" means the server is there (401/403/404: it does not let us
       // see its readiness, but it answers); 5xx and 429 mean it is not serving yet.
-      answered = err instanceof ApiStatusError && err.statusCode < 500 && err.statusCode !== 429;
-      if (!answered) error = err instanceof Error ? err.message : String(err);
+      answered = err instanceof ApiStatusError;
+      serving = answered && (err as ApiStatusError).statusCode < 500 && (err as ApiStatusError).statusCode !== 429;
+      if (!serving) error = err instanceof Error ? err.message : String(err);
     }
     this.probing = false;
-    if (!this.state || this.state.reachable !== answered) this.state = { reachable: answered, since: Date.now(), ...(error ? { lastError: error } : {}) };
-    else if (error) this.state.lastError = error;
-    if (!answered) this.sawAway = true;
+    this.record(answered, serving, error);
+    if (!serving) this.sawAway = true;
     else if (this.sawAway) {
       this.sawAway = false;
       for (const wake of [...this.waiters]) wake();

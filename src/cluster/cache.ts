@@ -200,6 +200,12 @@ export class ClusterCache {
     };
   }
 
+  /** The watches retrying now, each with its last error (a route's health: routes/health.ts). */
+  failingWatches(): Array<{ path: string; error: string }> {
+    const informers = [...this.sets().flatMap((set) => set.all()), ...(this.namespaces ? [this.namespaces] : [])];
+    return informers.filter((i) => i.status === 'retrying').map((i) => ({ path: i.path, error: i.lastError?.message ?? 'failing' }));
+  }
+
   private sets(): WatchSet[] {
     if (this.clusterWide) return [this.clusterWide];
     return this.onDemand.sets();

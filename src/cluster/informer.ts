@@ -279,7 +279,10 @@ export class ResilientInformer<T extends Slim> {
   }
 
   private recovered(): void {
-    if (this.state === 'retrying') this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
+    if (this.state === 'retrying') {
+      this.log.info({ path: this.path, failures: this.failuresSinceSync }, 'watch recovered');
+      ApiReachability.of(this.api).sawAnswer();
+    }
     this.state = 'synced';
     this.everSynced = true;
     this.failuresSinceSync = 0;

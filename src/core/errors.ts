@@ -143,6 +143,17 @@ export class ProxyAuthRequiredError extends ProxyError {
   readonly httpStatus = 407;
 }
 
+/**
+ * The same failure (class, replies, cause) with `prefix` before its message: the router names the
+ * route a failure was on with it. A copy, so an error shared by several waiters is not changed.
+ */
+export function withMessagePrefix<E extends ProxyError>(err: E, prefix: string): E {
+  const copy = Object.assign(Object.create(Object.getPrototypeOf(err) as object) as E, err);
+  Object.defineProperty(copy, 'message', { value: `${prefix}${err.message}`, writable: true, configurable: true });
+  if (err.cause !== undefined) Object.defineProperty(copy, 'cause', { value: err.cause, writable: true, configurable: true });
+  return copy;
+}
+
 export interface Reply {
   reason: string;
   socks: SocksReplyCode;

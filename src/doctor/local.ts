@@ -132,6 +132,12 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
     if (p.state === 'running' && p.openStreams === null) {
       return { scope, name, status: 'fail', detail: `${what} does not answer on its control socket`, fix: `\`kubectl proxyout disconnect ${p.id}\`, then connect again; see \`kubectl proxyout logs ${p.id}\`` };
     }
+    // A route that is not serving (degraded, failing) is named with why and since when.
+    const troubled = (p.routes ?? []).filter((r) => r.state === 'degraded' || r.state === 'error');
+    if (p.state === 'running' && troubled.length > 0) {
+      const lines = troubled.map((r) => `route ${r.name} ${r.state}${r.since ? ` since ${r.since}` : ''}: ${r.reason ?? 'unknown'}`);
+      return { scope, name, status: 'warn', detail: `${what}: ${lines.join('; ')}`, fix: `check that the API server answers (\`kubectl --context … get --raw /readyz\`); see \`kubectl proxyout logs ${p.id}\`` };
+    }
     const cache = p.cache?.state ?? 'unknown';
     if (p.state === 'running' && cache !== 'synced') return { scope, name, status: 'warn', detail: `${what} is running, caches ${cache}`, fix: `see \`kubectl proxyout logs ${p.id}\` (the API server or RBAC)` };
     return { scope, name, status: 'ok', detail: `${what} is ${p.state}, caches ${cache}, ${p.openStreams ?? 0} open streams` };

@@ -23,6 +23,8 @@ import type { ClusterRouteSpec } from '../routing/table-spec.js';
 import { IngressHostWatcher } from '../cluster/ingress-hosts.js';
 import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from '../routing/ingress-controller.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
+import { RouteHealth } from './health.js';
+import { RouteUnavailableError } from '../core/errors.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
@@ -62,6 +64,8 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   /** Ingress and OpenShift Route hosts as they change (proxy/ingress-feed.ts feeds them to the matchers). */
   onIngressHosts?: (hosts: string[]) => void;
   private readonly life: RouteLifecycle;
+  private readonly health: RouteHealth;
+  readonly label: string;
   private openStreams = 0;
   private drained?: () => void;
 
@@ -84,7 +88,13 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.clusterDomain = settings.clusterDomain;
     this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
     this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
-    this.life = new RouteLifecycle('cluster', spec.name, log, { connect: (step) => this.connect(step), reset: () => this.cache.stop() }, settings.retry);
+    this.label = `cluster route ${spec.name}${this.kube.context !== spec.name ? ` (context ${this.kube.context})` : ''}`;
+    this.health = new RouteHealth('cluster', this.api, this.kube.server, this.cache, log);
+    const reset = () => {
+      this.health.stop();
+      return this.cache.stop();
+    };
+    this.life = new RouteLifecycle('cluster', spec.name, log, { connect: (step) => this.connect(step), reset }, settings.retry, this.label);
     this.skipProbe = settings.apiChecked ?? false;
   }
 
@@ -132,10 +142,14 @@ export class ClusterRouteRuntime implements Route, ClusterView {
       void this.ingress.start();
     }
     await syncCache(this.cache, this.kube.server);
+    this.health.start();
   }
 
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
     await this.life.whenReady(signal);
+    // No answer from the API server at all: a tunnel cannot open; say so now, not after the connect timeout.
+    const degraded = this.health.current;
+    if (degraded?.unreachable) throw new RouteUnavailableError(`${degraded.reason} (since ${new Date(degraded.since).toISOString()})`);
     const opened = isIngressClaim(claim) ? await this.openIngress(request, claim, signal) : await this.streams.open(request, claim, signal);
     this.openStreams++;
     opened.stream.on('close', this.streamClosed);
@@ -160,11 +174,13 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   }
 
   status(): RouteStatus {
+    const degraded = this.life.state === 'ready' ? this.health.check() : undefined;
     return {
       name: this.name,
       kind: this.kind,
-      state: this.life.state,
-      ...(this.life.reason ? { reason: this.life.reason } : {}),
+      state: degraded ? 'degraded' : this.life.state,
+      ...(degraded ? { reason: degraded.reason } : this.life.reason ? { reason: this.life.reason } : {}),
+      since: new Date(degraded?.since ?? this.life.since).toISOString(),
       details: {
         context: this.kube.context,
         namespace: this.kube.namespace,
@@ -189,6 +205,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   /** After the streams it carries have ended (or at once with `now`), its tunnels and watches go. */
   async close(now = false): Promise<void> {
     this.life.close();
+    this.health.stop();
     this.ingress.stop();
     if (!now && this.openStreams > 0) await new Promise<void>((resolve) => (this.drained = resolve));
     await this.transport.close();

@@ -41,6 +41,8 @@ export interface RouteAttempt {
 
 export class RouteLifecycle {
   private current: RouteState = 'starting';
+  /** When the route entered its current state (ms since the epoch). */
+  private changedAt = Date.now();
   private why?: string;
   private closed = false;
   /** Resolves once the route is ready; rejects when it is closed first. */
@@ -56,6 +58,8 @@ export class RouteLifecycle {
     private readonly log: Logger,
     private readonly attempt: RouteAttempt,
     timing: RetryTiming = {},
+    /** How its errors name the route (`${kind} route ${name}` when not given). */
+    private readonly describedAs?: string,
   ) {
     this.retryMinMs = timing.retryMinMs ?? testHookMs(TEST_RETRY_ENV) ?? RETRY_MIN_MS;
     this.retryMs = this.retryMinMs;
@@ -65,6 +69,16 @@ export class RouteLifecycle {
 
   get state(): RouteState {
     return this.current;
+  }
+
+  /** Since when (ms since the epoch) the route has been in its current state. */
+  get since(): number {
+    return this.changedAt;
+  }
+
+  private enter(state: RouteState): void {
+    if (state !== this.current) this.changedAt = Date.now();
+    this.current = state;
   }
 
   /** Why the last attempt failed (kept while the next one runs; cleared once ready). */
@@ -77,7 +91,7 @@ export class RouteLifecycle {
   }
 
   private get label(): string {
-    return `${this.kind} route ${this.name}`;
+    return this.describedAs ?? `${this.kind} route ${this.name}`;
   }
 
   /** The first attempt: rejects when it fails (the route is then in error and tries again later). */
@@ -94,7 +108,7 @@ export class RouteLifecycle {
     this.step('starting');
     await this.attempt.connect((state) => this.step(state));
     if (this.closed) throw this.closedError();
-    this.current = 'ready';
+    this.enter('ready');
     this.why = undefined;
     this.retryMs = this.retryMinMs;
     this.settle.ready();
@@ -102,7 +116,9 @@ export class RouteLifecycle {
 
   private step(state: 'starting' | 'syncing'): void {
     if (this.closed) throw this.closedError();
-    this.current = state;
+    // A retry after a failure: the route is still failing (it answers alike all the time) since then.
+    if (this.why !== undefined) this.current = state;
+    else this.enter(state);
   }
 
   private closedError(): RouteUnavailableError {
@@ -111,7 +127,8 @@ export class RouteLifecycle {
 
   private failed(err: unknown): void {
     if (this.closed) return;
-    this.current = 'error';
+    if (this.why === undefined) this.enter('error');
+    else this.current = 'error'; // a retry failed: failing since the first failure
     this.why = errorMessage(err);
     // The route name is bound to this logger (routes/build.ts).
     this.log.warn({ error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);

@@ -7,14 +7,17 @@
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import type { Claim } from './table.js';
 
-export type RouteState = 'starting' | 'syncing' | 'ready' | 'error';
+/** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (routes/health.ts). */
+export type RouteState = 'starting' | 'syncing' | 'ready' | 'degraded' | 'error';
 
 export interface RouteStatus {
   name: string;
   kind: string;
   state: RouteState;
-  /** Why it is in error, or what it is waiting for. */
+  /** Why it is in error or degraded, or what it is waiting for. */
   reason?: string;
+  /** Since when it has been in that state (ISO 8601), where the route keeps it. */
+  since?: string;
   /** Kind-specific figures (cache counts, tunnels, an SSH chain…), printed as given. */
   details?: Record<string, unknown>;
   /** Added by the proxy: what the route serves (one line) and its streams and bytes. */
@@ -25,6 +28,8 @@ export interface RouteStatus {
 export interface Route {
   readonly name: string;
   readonly kind: string;
+  /** How failures name it ("cluster route prod (context prod-admin)"); `${kind} route ${name}` when absent. */
+  readonly label?: string;
   /**
    * Starts what the route needs (watches, an SSH connection…). Resolves once it can serve;
    * rejects when it cannot start (the route is then in error; the others keep serving).

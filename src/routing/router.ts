@@ -7,7 +7,7 @@
 // the routes they came from; new ones see the new table. The composition root builds and starts
 // the new routes before the swap and closes the ones that left after it.
 import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
-import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError, RouteUnavailableError } from '../core/errors.js';
+import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError, RouteUnavailableError, withMessagePrefix } from '../core/errors.js';
 import { refusalError, type Claim, type Decision, type RouteMatcher } from './table.js';
 import { abortable } from '../core/abort.js';
 import type { Route } from './route.js';
@@ -114,7 +114,13 @@ export class Router implements StreamOpener {
   private async openOn(routes: ReadonlyMap<string, Route>, claim: Claim, request: OpenRequest, signal: AbortSignal): Promise<RoutedStream> {
     const route = routes.get(claim.route.name);
     if (!route) throw new NotAllowedError(`route ${claim.route.name} is not running`);
-    const opened = await route.open(request, claim, signal);
-    return { ...opened, route: route.name };
+    try {
+      const opened = await route.open(request, claim, signal);
+      return { ...opened, route: route.name };
+    } catch (err) {
+      // Every failure names the route it was on (two clusters may both have a demo/web).
+      if (!(err instanceof ProxyError) || err.message.includes(`route ${route.name}`)) throw err;
+      throw withMessagePrefix(err, `${route.label ?? `${route.kind} route ${route.name}`}: `);
+    }
   }
 }

@@ -144,7 +144,7 @@ test('waiting for the API server: woken within about a second of its return; not
   await s.up();
   assert.equal(await waiting, true);
   assert.ok(Date.now() - backAt < 1500, `woken ${Date.now() - backAt} ms after the return`);
-  assert.equal(reach.last?.reachable, true);
+  assert.equal(reach.last?.serving, true);
   // Nobody waits: no probes.
   const probes = s.readyz();
   await new Promise((r) => setTimeout(r, 600));

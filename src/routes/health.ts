@@ -1,0 +1,83 @@
+// Whether a route that became ready still serves: 'degraded' while its API server does not answer
+// (api-reachability.ts saw it away: its cache still names Services, but no new tunnel can open) or
+// a watch of its cache keeps failing (names may be stale). Checked once a second while the route
+// is ready, so `status`, `status --json` and `doctor` are true within seconds; each change is one
+// log line, however many requests fail meanwhile.
+import type { Logger } from '../core/log.js';
+import type { ApiConnection } from '../cluster/api.js';
+import { ApiReachability } from '../cluster/api-reachability.js';
+import type { ClusterCache } from '../cluster/cache.js';
+import { kindOf } from '../cluster/cache-status.js';
+
+const CHECK_INTERVAL_MS = 1_000;
+/** A watch must fail at this many checks in a row before it makes the route degraded (one retry is routine). */
+const WATCH_FAILING_CHECKS = 2;
+
+export interface Degraded {
+  reason: string;
+  /** Since when (ms since the epoch). */
+  since: number;
+  /** The API server gives no answer at all: a new stream cannot open, so it fails at once. */
+  unreachable: boolean;
+}
+
+export class RouteHealth {
+  private timer?: NodeJS.Timeout;
+  private degraded?: Degraded;
+  private watchFailingChecks = 0;
+
+  constructor(
+    private readonly kind: string,
+    private readonly api: ApiConnection,
+    private readonly server: string,
+    private readonly cache: ClusterCache,
+    /** The route's logger (its name is bound to it). */
+    private readonly log: Logger,
+  ) {}
+
+  /** Starts the checks (idempotent); the route calls it once it is ready. */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.check(), CHECK_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.degraded = undefined;
+  }
+
+  /** Degraded now, and why (undefined: healthy). */
+  get current(): Degraded | undefined {
+    return this.degraded;
+  }
+
+  /** One check: what is wrong now, logged when that changes. */
+  check(): Degraded | undefined {
+    const next = this.evaluate();
+    const was = this.degraded;
+    if (next && (!was || was.reason !== next.reason || was.unreachable !== next.unreachable)) {
+      // The same trouble seen a second way keeps its start.
+      this.degraded = was ? { ...next, since: was.since } : next;
+      if (!was) this.log.warn({ reason: next.reason }, `${this.kind} route degraded`);
+    } else if (!next && was) {
+      this.degraded = undefined;
+      this.log.info({ degradedForMs: Date.now() - was.since }, `${this.kind} route serving again`);
+    }
+    return this.degraded;
+  }
+
+  private evaluate(): Degraded | undefined {
+    const reach = ApiReachability.of(this.api).last;
+    if (reach && !reach.serving) {
+      const what = reach.answered ? 'is not serving' : 'does not answer';
+      return { reason: `the API server ${this.server} ${what}${reach.lastError ? `: ${reach.lastError}` : ''}`, since: reach.since, unreachable: !reach.answered };
+    }
+    const failing = this.cache.failingWatches();
+    this.watchFailingChecks = failing.length ? this.watchFailingChecks + 1 : 0;
+    if (this.watchFailingChecks < WATCH_FAILING_CHECKS) return undefined;
+    const first = failing[0]!;
+    return { reason: `the watch of ${kindOf(first.path)} is failing: ${first.error}`, since: Date.now(), unreachable: false };
+  }
+}
