@@ -6,7 +6,7 @@
 // that answers at the first probe wakes nobody: its watch failing was not the server being away,
 // and its normal backoff applies (no retry loop against a server that is up).
 import type { ApiConnection } from './api.js';
-import { ApiStatusError } from './api.js';
+import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
 
 export const PROBE_INTERVAL_MS = 1_000;
@@ -108,6 +108,12 @@ export class ApiReachability {
       const res = await apiGet(this.api, PROBE_PATH, AbortSignal.timeout(PROBE_TIMEOUT_MS), PROBE_TIMEOUT_MS);
       res.resume();
     } catch (err) {
+      if (err instanceof CredentialError) {
+        // No request could be sent: this says nothing of the server (the route's health shows the credentials).
+        this.probing = false;
+        this.schedule(this.intervalMs);
+        return;
+      }
       // Any answer but "not ready" means the server is there (401/403/404: it does not let us
       // see its readiness, but it answers); 5xx and 429 mean it is not serving yet.
       answered = err instanceof ApiStatusError;

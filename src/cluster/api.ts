@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
+import { escapeControls } from '../core/escape.js';
 
 /** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
 /** Header values may be lists: some headers (Impersonate-Group) repeat, one line per value. */
@@ -30,7 +31,26 @@ export class ApiStatusError extends Error {
   }
 }
 
+/**
+ * The kubeconfig's credentials could not be had: an exec plugin failed (an SSO session expired),
+ * an OIDC refresh was refused, a token file is unreadable. The message carries the plugin's own
+ * first line of stderr, which usually says what to run (`aws sso login`).
+ */
+export class CredentialError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CredentialError';
+  }
+}
+
 const OPTIONS_TTL_MS = 60_000;
+/**
+ * After credentials fail, every request gets that failure at once for this long, doubling to the
+ * maximum while they keep failing: a plugin is run once per step, however many requests arrive,
+ * and a user who logs in again is noticed within the step.
+ */
+const CREDENTIAL_HOLD_MIN_MS = 1_000;
+const CREDENTIAL_HOLD_MAX_MS = 8_000;
 
 /**
  * One place that knows how to talk to the API server. client-node computes TLS material, auth
@@ -45,6 +65,8 @@ export class ApiConnection {
   readonly serverUrl: URL;
   /** The proxy the last requestOptions() chose (egress-proxy.ts), for messages. */
   egress?: Egress;
+  /** The last computation of credentials failed: its error, held until `until`, failing since `since`. */
+  private credentialFailure?: { error: CredentialError; until: number; holdMs: number; since: number };
 
   constructor(
     private readonly kc: KubeConfig,
@@ -62,6 +84,8 @@ export class ApiConnection {
    */
   requestOptions(): Promise<ApiRequestOptions> {
     if (this.cached && Date.now() - this.cached.at < OPTIONS_TTL_MS) return Promise.resolve(this.cached.options);
+    const failure = this.credentialFailure;
+    if (failure && Date.now() < failure.until) return Promise.reject(failure.error);
     if (this.pending?.generation === this.generation) return this.pending.options;
     const generation = this.generation;
     const options = this.computeOptions(generation).finally(() => {
@@ -76,8 +100,9 @@ export class ApiConnection {
     try {
       await this.kc.applyToHTTPSOptions(opts);
     } catch (err) {
-      throw withoutPluginOutput(err);
+      throw this.credentialsFailed(withoutPluginOutput(err));
     }
+    this.credentialFailure = undefined;
     this.egress = applyEgress(this.kc, opts, this.egressOptions);
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = Array.isArray(v) ? v.map(String) : String(v);
@@ -89,6 +114,23 @@ export class ApiConnection {
     // Computed before an invalidate(): may carry the credential the server just refused.
     if (generation === this.generation) this.cached = { at: Date.now(), options };
     return options;
+  }
+
+  /** While credentials fail: the message (the plugin's first line) and since when (ms since the epoch). */
+  get credentialProblem(): { message: string; since: number } | undefined {
+    const f = this.credentialFailure;
+    return f && { message: f.error.message, since: f.since };
+  }
+
+  private credentialsFailed(err: unknown): CredentialError {
+    const text = err instanceof Error ? err.message : String(err);
+    // client-node rejects with the plugin's whole stderr: its first line says what is wrong.
+    const first = text.split('\n').map((l) => l.trim()).find(Boolean)?.slice(0, 300) ?? 'the exec credential plugin failed and wrote nothing on stderr';
+    const error = new CredentialError(`the credentials of context "${this.kc.getCurrentContext()}" could not be obtained: ${escapeControls(first)}`, { cause: err });
+    const prev = this.credentialFailure;
+    const holdMs = prev ? Math.min(prev.holdMs * 2, CREDENTIAL_HOLD_MAX_MS) : CREDENTIAL_HOLD_MIN_MS;
+    this.credentialFailure = { error, until: Date.now() + holdMs, holdMs, since: prev?.since ?? Date.now() };
+    return error;
   }
 
   /** The error with the proxy used named (and a hint when TLS verification failed behind one). */

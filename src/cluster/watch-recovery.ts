@@ -2,20 +2,25 @@
 // every watch the proxy keeps (informer.ts, and slim-watch.ts on top of it). It follows client-go's
 // reflector (staging/src/k8s.io/client-go/tools/cache/reflector.go: resume from the last
 // resourceVersion; 410 Expired relists; everything else retried with a growing backoff), with
-// three differences that matter after a compaction, a restart or a sleep:
+// these differences that matter after a compaction, a restart or a sleep:
 // - the first 410 after a healthy watch relists at once: the watch was fine, only its position was
 //   compacted away (a quiet resource resumed after its server restarted, say) — waiting the
 //   backoff grown by the outage before it only delays every change made meanwhile;
 // - a failure with no HTTP answer (refused, reset, timed out) waits the backoff or until the API
 //   server is seen back (api-reachability.ts), whichever comes first;
 // - 429 and 503 with Retry-After (an API server whose watch cache is initialising) wait what the
-//   server asks, within bounds.
-import { ApiStatusError } from './api.js';
+//   server asks, within bounds;
+// - credentials that cannot be had (an SSO session expired) are tried again every second: the API
+//   connection holds the failure, so the plugin itself runs once per hold step, and a user who
+//   logs in again is noticed at the end of the step.
+import { ApiStatusError, CredentialError } from './api.js';
 import { WatchBackoff } from './backoff.js';
 import { isGone } from './list-watch.js';
 
 /** A watch that ran at least this long was healthy: a 410 after it relists at once. */
 export const HEALTHY_WATCH_MS = 1_000;
+/** A watch whose credentials cannot be had tries again this often (ApiConnection holds the failure meanwhile). */
+const CREDENTIAL_RETRY_MS = 1_000;
 /** Retry-After is honoured within these bounds (seconds). */
 const RETRY_AFTER_MIN_S = 1;
 const RETRY_AFTER_MAX_S = 30;
@@ -37,9 +42,9 @@ export interface RecoveryContext {
   stopOn?: readonly number[];
 }
 
-/** No HTTP answer at all: the API server (or the path to it) is not there. */
+/** No HTTP answer at all: the API server (or the path to it) is not there (credentials that could not be had are not that). */
 export function isUnreachable(err: unknown): boolean {
-  return !(err instanceof ApiStatusError);
+  return !(err instanceof ApiStatusError) && !(err instanceof CredentialError);
 }
 
 export class WatchRecovery {
@@ -64,6 +69,10 @@ export class WatchRecovery {
       const delayMs = this.gonesInARow++ === 0 ? 0 : this.backoff.next();
       return { kind: 'relist', delayMs };
     }
+    // Credentials that cannot be had fail at once, without running the plugin again, until
+    // ApiConnection's hold runs out: retrying every second costs nothing and notices a user who
+    // logged in again within a second of the hold.
+    if (err instanceof CredentialError) return { kind: 'retry', delayMs: Math.round(CREDENTIAL_RETRY_MS * (0.8 + Math.random() * 0.4)), untilReachable: false };
     const retryAfter = retryAfterMs(err);
     if (retryAfter !== undefined) {
       this.backoff.next(); // still counts as a restart

@@ -8,7 +8,7 @@ import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
-import { ApiConnection, ApiStatusError } from '../cluster/api.js';
+import { ApiConnection, ApiStatusError, CredentialError } from '../cluster/api.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { ClusterCache } from '../cluster/cache.js';
 import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
@@ -218,6 +218,7 @@ export async function probeApi(api: ApiConnection, context: string, server: stri
   try {
     await api.getJson('/api', 10_000);
   } catch (err) {
+    if (err instanceof CredentialError) throw new StartupError(err.message, { cause: err });
     if (err instanceof ApiStatusError) {
       if (err.statusCode === 401) throw new StartupError(`the API server ${server} rejected the credentials of context "${context}" (401 Unauthorized)`);
       if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery

@@ -1,4 +1,5 @@
-// Whether a route that became ready still serves: 'degraded' while its API server does not answer
+// Whether a route that became ready still serves: 'degraded' while its credentials cannot be had
+// (an exec plugin failing: an SSO session expired), its API server does not answer
 // (api-reachability.ts saw it away: its cache still names Services, but no new tunnel can open) or
 // a watch of its cache keeps failing (names may be stale). Checked once a second while the route
 // is ready, so `status`, `status --json` and `doctor` are true within seconds; each change is one
@@ -17,7 +18,7 @@ export interface Degraded {
   reason: string;
   /** Since when (ms since the epoch). */
   since: number;
-  /** The API server gives no answer at all: a new stream cannot open, so it fails at once. */
+  /** No request reaches the API server (no answer at all, or no credentials to send): a new stream cannot open, so it fails at once. */
   unreachable: boolean;
 }
 
@@ -69,6 +70,9 @@ export class RouteHealth {
   }
 
   private evaluate(): Degraded | undefined {
+    // Credentials that cannot be had: no request can be sent; the plugin's own words say why.
+    const credentials = this.api.credentialProblem;
+    if (credentials) return { reason: credentials.message, since: credentials.since, unreachable: true };
     const reach = ApiReachability.of(this.api).last;
     if (reach && !reach.serving) {
       const what = reach.answered ? 'is not serving' : 'does not answer';

@@ -363,6 +363,11 @@ export class SimCluster {
     return token;
   }
 
+  /** Extension: the token is refused from now on (401), as a revoked or expired one is. */
+  revokeToken(token: string): void {
+    this.tokens.delete(token);
+  }
+
   issueClientCert(user: string): { certPem: string; keyPem: string } {
     return this.pki.clientCert(user);
   }
