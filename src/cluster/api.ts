@@ -4,6 +4,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { escapeControls } from '../core/escape.js';
+import { monotonicMs } from '../core/clock.js';
 
 /** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
 /** Header values may be lists: some headers (Impersonate-Group) repeat, one line per value. */
@@ -83,9 +84,9 @@ export class ApiConnection {
    * start-up or a burst of streams after a 401 spawned a plugin per request.
    */
   requestOptions(): Promise<ApiRequestOptions> {
-    if (this.cached && Date.now() - this.cached.at < OPTIONS_TTL_MS) return Promise.resolve(this.cached.options);
+    if (this.cached && monotonicMs() - this.cached.at < OPTIONS_TTL_MS) return Promise.resolve(this.cached.options);
     const failure = this.credentialFailure;
-    if (failure && Date.now() < failure.until) return Promise.reject(failure.error);
+    if (failure && monotonicMs() < failure.until) return Promise.reject(failure.error);
     if (this.pending?.generation === this.generation) return this.pending.options;
     const generation = this.generation;
     const options = this.computeOptions(generation).finally(() => {
@@ -112,7 +113,7 @@ export class ApiConnection {
     }
     const options: ApiRequestOptions = { ...opts, headers, direct: this.egress.proxy === undefined, ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}) };
     // Computed before an invalidate(): may carry the credential the server just refused.
-    if (generation === this.generation) this.cached = { at: Date.now(), options };
+    if (generation === this.generation) this.cached = { at: monotonicMs(), options };
     return options;
   }
 
@@ -129,7 +130,7 @@ export class ApiConnection {
     const error = new CredentialError(`the credentials of context "${this.kc.getCurrentContext()}" could not be obtained: ${escapeControls(first)}`, { cause: err });
     const prev = this.credentialFailure;
     const holdMs = prev ? Math.min(prev.holdMs * 2, CREDENTIAL_HOLD_MAX_MS) : CREDENTIAL_HOLD_MIN_MS;
-    this.credentialFailure = { error, until: Date.now() + holdMs, holdMs, since: prev?.since ?? Date.now() };
+    this.credentialFailure = { error, until: monotonicMs() + holdMs, holdMs, since: prev?.since ?? Date.now() };
     return error;
   }
 

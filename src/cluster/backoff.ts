@@ -4,6 +4,8 @@
 // a failure, a 410 relist, a watch the server ends at once — and the delay grows until the
 // server has been left alone for a while. It is never reset by a request that merely succeeded:
 // a server that accepts each watch and fails it at once would reset it every time.
+import { monotonicMs } from '../core/clock.js';
+
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
 const BACKOFF_RESET_MS = 120_000;
@@ -13,7 +15,7 @@ export class WatchBackoff {
   private lastRetryAt = -Infinity;
 
   /** The wait before this retry (±20 % jitter); the next one waits twice as long, up to 30 s. */
-  next(now = Date.now()): number {
+  next(now = monotonicMs()): number {
     if (now - this.lastRetryAt > BACKOFF_RESET_MS) this.delayMs = BACKOFF_MIN_MS;
     this.lastRetryAt = now;
     const delay = Math.round(this.delayMs * (0.8 + Math.random() * 0.4));

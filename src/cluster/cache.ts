@@ -200,6 +200,24 @@ export class ClusterCache {
     };
   }
 
+  /**
+   * After a pause (a laptop asleep): pooled API connections are dropped (they may be dead without
+   * a sign) and every watch watches again now from where it was; Pod look-up answers from before
+   * are forgotten. Resolves once every watch is back, or after `maxMs`.
+   */
+  afterPause(maxMs: number): Promise<void> {
+    const informers = [...this.sets().flatMap((set) => set.all()), ...(this.namespaces ? [this.namespaces] : [])];
+    const back = Promise.all(informers.map((i) => i.rewatch()));
+    closeAgents(this.api);
+    this.pods.clear();
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, maxMs);
+      timer.unref();
+    });
+    return Promise.race([back.then(() => undefined), bound]).finally(() => clearTimeout(timer));
+  }
+
   /** The watches retrying now, each with its last error (a route's health: routes/health.ts). */
   failingWatches(): Array<{ path: string; error: string }> {
     const informers = [...this.sets().flatMap((set) => set.all()), ...(this.namespaces ? [this.namespaces] : [])];

@@ -15,7 +15,10 @@ import { SyncProgressTracker, type SyncProgress } from './sync-progress.js';
 import type { Slim } from './slim.js';
 import { ApiReachability } from './api-reachability.js';
 import { WatchRecovery } from './watch-recovery.js';
+import { WakeableWait } from './wakeable-wait.js';
+import { InitialEvents } from './initial-events.js';
 import { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
+import { monotonicMs } from '../core/clock.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 export type { SyncProgress } from './sync-progress.js';
@@ -23,9 +26,10 @@ export { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDe
 
 /** A watch the server ends sooner than this is followed by a pause of about as long. */
 const MIN_WATCH_MS = 1_000;
+/** After a resumed watch's headers, its pending events are in this soon (or it had none). */
+const RESUMED_EVENTS_MS = 200;
 /** Objects per LIST page (client-go's pager default). */
 export const PAGE_SIZE = 500;
-const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 /** API connections whose server refused a watch-list (older than 1.27, or the WatchList gate off). */
 const noWatchList = new WeakSet<ApiConnection>();
@@ -44,9 +48,13 @@ export class ResilientInformer<T extends Slim> {
   private readonly stopOn: readonly number[];
   private failuresSinceSync = 0;
   private controller?: AbortController;
-  private wake?: () => void;
-  /** The watch was cut by our deadline: its error is expected. */
+  private readonly waits = new WakeableWait();
+  /** The watch was cut by our deadline (or a rewatch): its error is expected. */
   private cutByDeadline = false;
+  /** A list or watch request is under way (what rewatch() cuts). */
+  private inFlight = false;
+  /** rewatch() callers waiting for the watch to be back. */
+  private readonly backWaiters: Array<() => void> = [];
   /** The watch-list under way has delivered its initial events (it goes on as the watch). */
   private initialEventsDone = false;
   private readonly syncing: SyncProgressTracker;
@@ -112,8 +120,9 @@ export class ResilientInformer<T extends Slim> {
 
   async stop(): Promise<void> {
     this.state = 'stopped';
+    this.back();
     this.controller?.abort();
-    this.wake?.();
+    this.waits.wake();
     this.syncing.end();
     // Whoever waits for a first sync that will now never come is told so (no-op once synced).
     this.rejectFirstSync(new Error(`the watch of ${this.path} was stopped before its first list`));
@@ -122,27 +131,27 @@ export class ResilientInformer<T extends Slim> {
   private async loop(): Promise<void> {
     while (!this.stopped()) {
       const resuming = this.store.resourceVersion !== undefined;
-      const startedAt = Date.now();
+      const startedAt = monotonicMs();
       try {
         if (!resuming) await this.relist();
         else await this.watch({ resourceVersion: this.store.resourceVersion });
         // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once —
         // unless it ends them as soon as they start (a proxy in between?): then not in a hot loop.
-        const delay = this.recovery.afterEnd(Date.now() - startedAt, MIN_WATCH_MS);
+        const delay = this.recovery.afterEnd(monotonicMs() - startedAt, MIN_WATCH_MS);
         if (this.state === 'synced') this.log.debug({ path: this.path, inMs: delay }, 'watch ended by the API server; resuming');
-        if (delay > 0) await this.sleep(delay);
+        if (delay > 0) await this.waits.delay(delay);
       } catch (err) {
         if (this.stopped()) return;
         if (this.cutByDeadline) {
           this.cutByDeadline = false;
           continue;
         }
-        this.recovery.watchRan(Date.now() - startedAt);
+        this.recovery.watchRan(monotonicMs() - startedAt);
         const next = this.recovery.afterError(err, { starting: !this.everSynced, resuming: resuming || this.initialEventsDone, stopOn: this.stopOn });
         if (next.kind === 'relist') {
           this.log.debug({ path: this.path, inMs: next.delayMs }, 'resourceVersion too old (410 Gone); listing again');
           this.store.resourceVersion = undefined;
-          await this.sleep(next.delayMs);
+          await this.waits.delay(next.delayMs);
           continue;
         }
         const error = err instanceof Error ? err : new Error(errorMessage(err));
@@ -155,8 +164,8 @@ export class ResilientInformer<T extends Slim> {
           return;
         }
         this.noteFailure(error, next.delayMs);
-        if (next.untilReachable) await this.sleepUntilServerBack(next.delayMs);
-        else await this.sleep(next.delayMs);
+        if (next.untilReachable) await this.waits.untilServerBack(this.api, next.delayMs);
+        else await this.waits.delay(next.delayMs);
       }
     }
   }
@@ -190,37 +199,19 @@ export class ResilientInformer<T extends Slim> {
   }
 
   private async watchList(counted: () => void): Promise<void> {
-    const fresh = new Map<string, T>();
-    let initialDone = false;
     this.initialEventsDone = false;
+    const initial = new InitialEvents(this.slim, (n) => this.syncing.listed(n), (fresh, resourceVersion) => {
+      this.initialEventsDone = true;
+      this.replace(fresh, resourceVersion);
+    });
     // The watch-list says nothing of the total: a sync that takes a while asks for it once.
     this.syncing.begin(true);
     await this.watch({ sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' }, (ev) => {
-      if (initialDone) return false;
+      if (initial.isComplete) return false;
       counted();
-      if (ev.type === 'BOOKMARK') {
-        // Only the annotated bookmark ends the initial events; a plain one before it carries a
-        // resourceVersion we must not resume from (the picture under it is not complete).
-        if (ev.object.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return true;
-        initialDone = true;
-        this.initialEventsDone = true;
-        this.replace(fresh, String(ev.object.metadata.resourceVersion ?? ''));
-        return true;
-      }
-      if (ev.type === 'ADDED' || ev.type === 'MODIFIED') {
-        const s = this.slim(ev.object);
-        if (s) fresh.set(s.key, s);
-        this.syncing.listed(fresh.size);
-        return true;
-      }
-      if (ev.type === 'DELETED') {
-        const s = this.slim(ev.object);
-        if (s) fresh.delete(s.key);
-        return true;
-      }
-      return false; // ERROR: the usual handling
+      return initial.take(ev);
     });
-    if (!initialDone) throw new Error('the watch-list ended before its initial events were complete');
+    if (!initial.isComplete) throw new Error('the watch-list ended before its initial events were complete');
   }
 
   private async listPaged(): Promise<void> {
@@ -247,9 +238,23 @@ export class ResilientInformer<T extends Slim> {
     const params = new URLSearchParams({ watch: '1', allowWatchBookmarks: 'true', timeoutSeconds: String(this.timeoutSeconds) });
     for (const [k, v] of Object.entries(query)) if (v !== undefined) params.set(k, v);
     const path = `${this.path}${this.path.includes('?') ? '&' : '?'}${params.toString()}`;
-    const res = await apiGet(this.api, path, controller.signal, this.deadlines.headersTimeoutMs);
+    this.inFlight = true;
+    let res: Awaited<ReturnType<typeof apiGet>>;
+    try {
+      res = await apiGet(this.api, path, controller.signal, this.deadlines.headersTimeoutMs);
+    } catch (err) {
+      this.inFlight = false;
+      throw err;
+    }
     // A resumed watch the server took: the informer is whole again (a watch-list is once its initial events are in).
     if (!initial && this.state === 'retrying') this.recovered();
+    // The events since its resourceVersion come right behind the headers: whoever waits for the
+    // watch to be back (rewatch) is told at the first of them, or shortly after the headers.
+    let backTimer: NodeJS.Timeout | undefined;
+    if (!initial && this.backWaiters.length > 0) {
+      backTimer = setTimeout(() => this.back(), RESUMED_EVENTS_MS);
+      backTimer.unref();
+    }
     const deadlineMs = this.timeoutSeconds * 1000 + this.deadlines.graceMs;
     const deadline = setTimeout(() => {
       if (this.state === 'stopped') return;
@@ -264,16 +269,40 @@ export class ResilientInformer<T extends Slim> {
         if (initial?.(ev)) return;
         this.store.apply(ev);
         if (ev.type !== 'BOOKMARK') this.hooks.settled?.();
+        if (backTimer) this.back();
       });
     } finally {
+      this.inFlight = false;
       clearTimeout(deadline);
+      clearTimeout(backTimer);
     }
+  }
+
+  /**
+   * Cuts the watch under way (or the wait before the next attempt) and watches again now, from the
+   * last resourceVersion (after a pause: its connection may be dead without a sign). Resolves once
+   * the watch is back (its first events in, or a relist done), or the informer stopped.
+   */
+  rewatch(): Promise<void> {
+    if (this.stopped()) return Promise.resolve();
+    const back = new Promise<void>((resolve) => this.backWaiters.push(resolve));
+    if (this.inFlight) {
+      this.cutByDeadline = true;
+      this.controller?.abort();
+    }
+    this.waits.wake();
+    return back;
+  }
+
+  private back(): void {
+    for (const resolve of this.backWaiters.splice(0)) resolve();
   }
 
   /** A (re)list is complete: tell the index what changed against what we had, then we are synced. */
   private replace(fresh: Map<string, T>, resourceVersion: string): void {
     this.store.replace(fresh, resourceVersion);
     this.syncing.end();
+    this.back();
     if (this.state === 'starting') this.log.debug({ path: this.path, objects: fresh.size }, 'watch synced');
     this.recovered();
   }
@@ -298,26 +327,5 @@ export class ResilientInformer<T extends Slim> {
     if (this.state !== 'retrying') this.log.warn(fields, 'watch failed, retrying with backoff');
     else this.log.debug(fields, 'watch still failing');
     this.state = 'retrying';
-  }
-
-  /** The backoff's pause, cut short when the API server is seen gone and back (api-reachability.ts). */
-  private async sleepUntilServerBack(ms: number): Promise<void> {
-    const controller = new AbortController();
-    this.wake = () => controller.abort();
-    await ApiReachability.of(this.api).waitForReturn(ms, controller.signal);
-    this.wake = undefined;
-  }
-
-  /** A pause stop() cuts short. */
-  private async sleep(ms: number): Promise<void> {
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      timer.unref();
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-    this.wake = undefined;
   }
 }

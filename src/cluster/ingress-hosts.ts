@@ -111,6 +111,11 @@ export class IngressHostWatcher {
     for (const source of this.sources.values()) if (source instanceof SlimWatch) source.stop();
   }
 
+  /** After a pause: each source watches again now. */
+  afterPause(): void {
+    for (const source of this.sources.values()) if (source instanceof SlimWatch) void source.rewatch();
+  }
+
   /** The host names known now, sorted. */
   hosts(): string[] {
     return [...this.counts.keys()].sort();

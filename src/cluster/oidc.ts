@@ -12,6 +12,7 @@ import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import * as openid from 'openid-client';
 import type { TokenSource } from './token-source.js';
+import { monotonicMs } from '../core/clock.js';
 
 /** Refresh this long before the ID token's `exp`, so a request never carries one about to lapse. */
 const EXPIRY_SKEW_S = 10;
@@ -68,12 +69,12 @@ export class OidcTokenSource implements TokenSource {
   /** A current ID token, refreshed first when expired (concurrent callers share one refresh). */
   async token(): Promise<string | undefined> {
     if (this.fresh()) return this.config['id-token'];
-    if (this.failed && Date.now() - this.failed.at < this.failedHoldMs) throw this.failed.err;
+    if (this.failed && monotonicMs() - this.failed.at < this.failedHoldMs) throw this.failed.err;
     this.refreshing ??= this.refresh()
       .then(
         () => void (this.failed = undefined),
         (err: unknown) => {
-          this.failed = { at: Date.now(), err };
+          this.failed = { at: monotonicMs(), err };
           throw err;
         },
       )

@@ -80,6 +80,11 @@ export class SlimWatch<V> {
     await Promise.race([synced, failed]);
   }
 
+  /** Watch again now from where it was (after a pause: the connection may be dead). */
+  rewatch(): Promise<void> {
+    return this.informer.rewatch();
+  }
+
   stop(): void {
     void this.informer.stop();
   }

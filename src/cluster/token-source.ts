@@ -4,6 +4,7 @@
 // client-node a plain token user whose token is fetched fresh before each use.
 import { readFileSync } from 'node:fs';
 import type { KubeConfig, User } from '@kubernetes/client-node';
+import { monotonicMs } from '../core/clock.js';
 
 export interface TokenSource {
   /** The bearer token to send now; undefined sends none (the API server's 401 then explains). */
@@ -28,13 +29,13 @@ export class TokenFileSource implements TokenSource {
   ) {}
 
   async token(): Promise<string | undefined> {
-    if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached.token;
+    if (this.cached && monotonicMs() - this.cached.at < this.ttlMs) return this.cached.token;
     try {
       const token = readFileSync(this.file, 'utf8').trim();
       // A file rewritten in place (truncated, then written) can be read empty: that is no token,
       // so the last one stays (client-go transport/token_source.go: "read empty token from file").
       if (!token) throw new Error('the file is empty');
-      this.cached = { token, at: Date.now() };
+      this.cached = { token, at: monotonicMs() };
     } catch (err) {
       if (!this.cached) throw new Error(`cannot read the kubeconfig tokenFile ${this.file}: ${(err as Error).message}`, { cause: err });
     }

@@ -18,6 +18,7 @@ import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
 import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
 import { ClusterRouteRuntime } from '../routes/cluster.js';
+import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from './stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
 import { StreamLimiter } from './limits.js';
@@ -107,6 +108,12 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   log.info({ context: primary?.kube.context, namespace: primary?.kube.namespace, server: primary?.server, routes: built.table.routes.map((r) => r.name), listeners: listeners.map(describeListener) }, 'proxy ready');
   if (ctx.auth) log.info({ user: ctx.auth.username }, 'proxy authentication on: clients must present this user and its password');
 
+  // After a sleep every route checks what it holds before a client waits on it (core/pause-detector.ts).
+  const pauses = new PauseDetector((pausedMs) => {
+    log.info({ pausedMs }, 'the process did not run for a while (sleep?); checking watches and tunnels');
+    for (const route of router.current.routes.values()) route.afterPause?.(pausedMs);
+  });
+  pauses.start();
   let stopping: Promise<void> | undefined;
   let reloading: Promise<void> = Promise.resolve();
   return {
@@ -154,6 +161,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     },
     stop(graceMs: number) {
       stopping ??= (async () => {
+        pauses.stop();
         log.info({ openStreams: stats.snapshot().openStreams, graceMs }, 'stopping: no new connections, letting open streams finish');
         await closeAll(graceMs);
         log.info(stats.snapshot(), 'stopped');

@@ -25,10 +25,15 @@ import { detectIngressController, ingressDestination, ingressTarget, isIngressCl
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth } from './health.js';
 import { RouteUnavailableError } from '../core/errors.js';
+import { abortable } from '../core/abort.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
 export const SYNC_TIMEOUT_MS = 30_000;
+/** After a pause, streams wait at most this long for the watches to be back. */
+const RESYNC_AFTER_PAUSE_MS = 3_000;
+/** After a pause, a tunnel that carries streams must answer a PING within this. */
+const TUNNEL_CHECK_AFTER_PAUSE_MS = 3_000;
 
 export interface ClusterRouteSettings {
   /** --kubeconfig (or the managed daemon's transient kubeconfig for this route). */
@@ -68,6 +73,8 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   readonly label: string;
   private openStreams = 0;
   private drained?: () => void;
+  /** After a pause: the watches coming back (streams wait for it, bounded). */
+  private resyncing?: Promise<void>;
 
   /** Loads the context (a StartupError when the kubeconfig or context is unusable: a config error). */
   constructor(
@@ -147,6 +154,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
 
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
     await this.life.whenReady(signal);
+    if (this.resyncing) await abortable(this.resyncing, signal);
     // No answer from the API server at all: a tunnel cannot open; say so now, not after the connect timeout.
     const degraded = this.health.current;
     if (degraded?.unreachable) throw new RouteUnavailableError(`${degraded.reason} (since ${new Date(degraded.since).toISOString()})`);
@@ -154,6 +162,23 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.openStreams++;
     opened.stream.on('close', this.streamClosed);
     return opened;
+  }
+
+  /**
+   * The process did not run for a while (core/pause-detector.ts): every watch watches again and
+   * every tunnel is checked before it carries a new stream. Streams asked for meanwhile wait
+   * (bounded) until the watches are back, so they go to pods that still exist.
+   */
+  afterPause(): void {
+    if (this.life.state !== 'ready') return;
+    const resync = this.cache.afterPause(RESYNC_AFTER_PAUSE_MS);
+    this.resyncing = resync;
+    void resync.then(() => {
+      if (this.resyncing === resync) this.resyncing = undefined;
+    });
+    this.ingress.afterPause();
+    this.transport.afterPause(TUNNEL_CHECK_AFTER_PAUSE_MS);
+    this.health.check();
   }
 
   /** One listener shared by every stream ('close' comes once per stream). */

@@ -49,6 +49,11 @@ export interface Route {
    * does not watch); afterwards the matcher's view answers for it. Optional; never throws.
    */
   learnIp?(ip: string, signal: AbortSignal): Promise<void>;
+  /**
+   * The process did not run for `pausedMs` (a laptop asleep): what the route held open may be dead
+   * without a sign. Check or replace it before a client waits on it. Optional; never throws.
+   */
+  afterPause?(pausedMs: number): void;
   /** Stops accepting streams and releases what it holds once its open streams have ended. */
   close(): Promise<void>;
 }

@@ -3,6 +3,7 @@
 // without a FIN or RST (host gone, state dropped) is never noticed by TCP until we send — an idle
 // stream would then hang forever. Pings keep the path warm and prove the peer is still there.
 import WebSocket from 'ws';
+import { monotonicMs } from '../core/clock.js';
 
 export interface KeepaliveOptions {
   /** Ping this often; 0 turns keepalive off. */
@@ -86,18 +87,18 @@ export function startKeepalive(tunnel: Pingable, options: KeepaliveOptions, onDe
   const expire = (): void => {
     deadline = undefined;
     if (!tunnel.isOpen) return;
-    const busy = (tunnel.sent ?? 0) > sentWhenHeard && Date.now() - pingAt < (options.busySilenceMs ?? BUSY_SILENCE_MS);
+    const busy = (tunnel.sent ?? 0) > sentWhenHeard && monotonicMs() - pingAt < (options.busySilenceMs ?? BUSY_SILENCE_MS);
     if (tunnel.isStalled || busy) {
       deadline = setTimeout(expire, options.timeoutMs);
       deadline.unref();
       return;
     }
     stop();
-    onDead(Date.now() - pingAt);
+    onDead(Math.round(monotonicMs() - pingAt));
   };
   const ping = (): void => {
     if (!tunnel.isOpen || deadline) return;
-    pingAt = Date.now();
+    pingAt = monotonicMs();
     tunnel.ping();
     deadline = setTimeout(expire, Math.max(1, options.timeoutMs));
     deadline.unref();

@@ -68,6 +68,11 @@ export class NegotiatingTransport implements Transport {
     this.v4.podGone?.(pod);
   }
 
+  afterPause(checkMs: number): void {
+    this.spdy.afterPause(checkMs);
+    this.v4.afterPause?.(checkMs);
+  }
+
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
     if (this.mode === 'websocket' || this.learned === 'websocket') return this.openV4(target, options);
     if (this.mode === 'spdy') return this.spdy.open(target, options);

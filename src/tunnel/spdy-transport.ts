@@ -56,6 +56,8 @@ class TunnelEntry {
   ready!: Promise<PodTunnel>;
   streams = 0;
   dead = false;
+  /** Held across a pause and not yet heard from: takes no new stream. */
+  suspect = false;
   idleTimer?: NodeJS.Timeout;
   /** What each stream on this tunnel calls when it is done with its slot, or finds the pod gone. */
   hooks!: PodStreamHooks;
@@ -122,6 +124,28 @@ export class SpdyTransport implements Transport {
     for (const e of [...list]) if (pod.uid === undefined || e.uid === undefined || e.uid === pod.uid) this.retire(e, 'the pod is gone');
   }
 
+  /**
+   * After a pause (core/pause-detector.ts) every tunnel may be dead without a sign: idle ones
+   * close; busy ones take no new stream until a PING comes back within `checkMs`, and close when
+   * none does (their streams fail now, not after the keepalive's 45 s). New streams open new tunnels.
+   */
+  afterPause(checkMs: number): void {
+    for (const list of [...this.pods.values()]) {
+      for (const e of [...list]) {
+        if (e.dead || !e.tunnel) continue;
+        if (e.streams === 0) {
+          this.shutdown(e, 'idle across a pause');
+          continue;
+        }
+        e.suspect = true;
+        void e.tunnel.checkNow(checkMs).then((alive) => {
+          if (alive) e.suspect = false;
+          else this.retire(e, 'no answer to a PING after the process was paused');
+        });
+      }
+    }
+  }
+
   /** No new streams on this tunnel; it closes now (its streams would only fail on a gone pod). */
   private retire(entry: TunnelEntry, why: string): void {
     if (entry.dead) return;
@@ -137,7 +161,7 @@ export class SpdyTransport implements Transport {
     const key = this.key(target);
     const list = this.pods.get(key) ?? [];
     this.pods.set(key, list);
-    let entry = list.find((e) => !e.dead && e.uid === target.uid && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel);
+    let entry = list.find((e) => !e.dead && !e.suspect && e.uid === target.uid && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel);
     if (!entry) {
       entry = this.connect(target, key);
       list.push(entry);

@@ -48,5 +48,7 @@ export interface Transport {
   openTunnels(): number;
   /** The pod instance was deleted (or stopped running): tunnels to it close. */
   podGone?(pod: PodRef): void;
+  /** The process was paused (asleep): tunnels held across it are checked within `checkMs`; none is reused unchecked. */
+  afterPause?(checkMs: number): void;
   close(): Promise<void>;
 }

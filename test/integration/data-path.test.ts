@@ -297,7 +297,7 @@ describe('the cluster changes under the proxy', () => {
     assert.ok(c.watch <= 4, `watch renewals: ${c.watch}`);
   });
 
-  test('API server restart: open streams end (no hang); a Service created after it is reachable; API down → 0x01', async () => {
+  test('API server restart: open streams end (no hang); a Service created after it is reachable; API down → 0x04', async () => {
     // Every tunnel runs through the API server, so its restart ends them; clients must see that.
     const open = await openStream(socks, 'echo.data', 7000);
     // Down until the proxy has been seen failing without it.
@@ -306,7 +306,8 @@ describe('the cluster changes under the proxy', () => {
     try {
       await closedWithin(open.socket, 10_000, 'a stream open across the API server restart');
       await new Promise((r) => setTimeout(r, 300));
-      assert.equal(await replyCode('web.shop', 8080), 0x01, 'API unreachable → general failure');
+      // The route knows its API server does not answer (routes/health.ts): host unreachable, at once.
+      assert.equal(await replyCode('web.shop', 8080), 0x04, 'API unreachable → host unreachable (the route is degraded)');
     } finally {
       bringUp();
     }

@@ -12,6 +12,7 @@ import { ResilientInformer } from '../../src/cluster/informer.js';
 import { SlimWatch } from '../../src/cluster/slim-watch.js';
 import { slimService } from '../../src/cluster/slim.js';
 import { WatchRecovery } from '../../src/cluster/watch-recovery.js';
+import { WatchBackoff } from '../../src/cluster/backoff.js';
 import { createLogger } from '../../src/core/log.js';
 import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
 
@@ -149,4 +150,16 @@ test('waiting for the API server: woken within about a second of its return; not
   const probes = s.readyz();
   await new Promise((r) => setTimeout(r, 600));
   assert.equal(s.readyz(), probes, 'no probe without a waiter');
+});
+
+test('a wall clock that jumps a day forward (a laptop waking the next day) resets no backoff: durations are monotonic', (t) => {
+  const real = Date.now;
+  let offset = 0;
+  t.mock.method(Date, 'now', () => real.call(Date) + offset);
+  const backoff = new WatchBackoff();
+  const first = backoff.next();
+  offset += 86_400_000;
+  const second = backoff.next();
+  // 500 ms ±20 %, then 1 s ±20 %: a reset (the wall clock's two minutes "passed") would give ~500 ms again.
+  assert.ok(second >= 800 && second > first, `${first} ms, then ${second} ms`);
 });

@@ -87,6 +87,23 @@ export class PodTunnel implements SessionWire {
     });
   }
 
+  /** A PING now: true once anything comes back within `timeoutMs`, false when nothing does or it closes. */
+  checkNow(timeoutMs: number): Promise<boolean> {
+    const p = this.pingable();
+    if (!p.isOpen) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (alive: boolean) => {
+        clearTimeout(timer);
+        unlisten();
+        resolve(alive);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      timer.unref();
+      const unlisten = p.listen(() => done(true), () => done(false));
+      p.ping();
+    });
+  }
+
   /** A per-tunnel counter from 0, like kubectl's per-forwarder request ids. */
   requestId(): string {
     return String(this.nextRequestId++);
