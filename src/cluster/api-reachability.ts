@@ -1,6 +1,8 @@
 // "Is the API server back?" — one answer per API connection for every watch waiting out a backoff
-// after the server stopped answering (a restart, a laptop offline, a VPN reconnecting). While
-// anyone waits, /readyz is asked about once a second (one request at a time); once it has seen the
+// after the server stopped answering (a restart, a laptop offline, a VPN reconnecting), and for
+// the route's health (routes/health.ts). While anyone waits, or once a failed stream made it
+// suspect the path, and for as long as the server is then seen away, /readyz is asked about once
+// a second (one request at a time); once it has seen the
 // server gone and then answering again, every waiter is woken, so the watches resume within about
 // a second of the server's return instead of after a backoff grown through the outage. A server
 // that answers at the first probe wakes nobody: its watch failing was not the server being away,
@@ -61,7 +63,7 @@ export class ApiReachability {
         clearTimeout(timeout);
         signal?.removeEventListener('abort', aborted);
         this.waiters.delete(wake);
-        if (this.waiters.size === 0) this.idle();
+        if (this.waiters.size === 0 && this.state?.serving !== false) this.idle();
         resolve(back);
       };
       const wake = () => done(true);
@@ -80,8 +82,23 @@ export class ApiReachability {
     this.timer = undefined;
   }
 
+  /**
+   * A stream or tunnel to this server failed without an answer (a dial timed out, a tunnel stopped
+   * answering pings): probe now, and keep probing while the server does not serve, so a route
+   * knows within seconds that its path is dead, and again when it is back.
+   */
+  suspect(): void {
+    this.schedule(0);
+  }
+
+  /** Someone waits for the server, or the last probe found it away: keep asking. */
+  private get wanted(): boolean {
+    return this.waiters.size > 0 || this.state?.serving === false;
+  }
+
   private schedule(ms: number): void {
-    if (this.timer || this.probing || this.waiters.size === 0) return;
+    if (this.timer || this.probing) return;
+    if (ms > 0 && !this.wanted) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.probe();

@@ -24,7 +24,8 @@ import { IngressHostWatcher } from '../cluster/ingress-hosts.js';
 import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from '../routing/ingress-controller.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth } from './health.js';
-import { RouteUnavailableError } from '../core/errors.js';
+import { ProxyError, RouteUnavailableError } from '../core/errors.js';
+import { ApiReachability } from '../cluster/api-reachability.js';
 import { abortable } from '../core/abort.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
@@ -158,7 +159,15 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     // No answer from the API server at all: a tunnel cannot open; say so now, not after the connect timeout.
     const degraded = this.health.current;
     if (degraded?.unreachable) throw new RouteUnavailableError(`${degraded.reason} (since ${new Date(degraded.since).toISOString()})`);
-    const opened = isIngressClaim(claim) ? await this.openIngress(request, claim, signal) : await this.streams.open(request, claim, signal);
+    let opened: OpenedStream;
+    try {
+      opened = isIngressClaim(claim) ? await this.openIngress(request, claim, signal) : await this.streams.open(request, claim, signal);
+    } catch (err) {
+      // A dial that timed out or got no answer: is the path to the API server dead? (The health
+      // check then shows it, and later streams fail at once instead of each waiting its timeout.)
+      if (err instanceof ProxyError && (err.reason === 'timeout' || err.reason === 'api-error')) ApiReachability.of(this.api).suspect();
+      throw err;
+    }
     this.openStreams++;
     opened.stream.on('close', this.streamClosed);
     return opened;

@@ -19,6 +19,12 @@ export interface KeepaliveOptions {
 }
 
 const BUSY_SILENCE_MS = 120_000;
+/**
+ * Bytes sent since the peer last spoke that can hold a ping back: a socket's send buffer holds
+ * this much and more, a slow reader's window keeps it there. Less (a client that keeps sending a
+ * little) is out of the kernel at once on a live path, so it pauses nothing.
+ */
+const BUSY_BYTES = 64 * 1024;
 
 /** Keepalive when the owner gives none (tests, tools); the proxy passes --keepalive values. */
 export const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 30_000, timeoutMs: 15_000 };
@@ -30,7 +36,7 @@ export interface Pingable {
   readonly isOpen: boolean;
   /** A live peer's answer could not have been seen: we paused reading, or our bytes still queue. */
   readonly isStalled: boolean;
-  /** Data writes so far, a count that grows as we send: bytes the kernel has taken may still wait for the peer. */
+  /** Data bytes sent so far: bytes the kernel has taken may still wait for the peer. */
   readonly sent?: number;
   /** Sends a ping the peer answers (WebSocket ping → pong; SPDY PING → PING). */
   ping(): void;
@@ -87,7 +93,7 @@ export function startKeepalive(tunnel: Pingable, options: KeepaliveOptions, onDe
   const expire = (): void => {
     deadline = undefined;
     if (!tunnel.isOpen) return;
-    const busy = (tunnel.sent ?? 0) > sentWhenHeard && monotonicMs() - pingAt < (options.busySilenceMs ?? BUSY_SILENCE_MS);
+    const busy = (tunnel.sent ?? 0) - sentWhenHeard >= BUSY_BYTES && monotonicMs() - pingAt < (options.busySilenceMs ?? BUSY_SILENCE_MS);
     if (tunnel.isStalled || busy) {
       deadline = setTimeout(expire, options.timeoutMs);
       deadline.unref();

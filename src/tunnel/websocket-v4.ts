@@ -83,8 +83,8 @@ class PortForwardStream extends PodStream {
   private podEnded = false;
   /** We started the close (see the 'close' handler). */
   private closingByUs = false;
-  /** Writes of the client's bytes so far (keepalive.ts). */
-  private writes = 0;
+  /** Bytes of the client's sent so far (keepalive.ts). */
+  private bytesSent = 0;
 
   constructor(
     private readonly ws: WebSocket,
@@ -166,7 +166,7 @@ class PortForwardStream extends PodStream {
       callback(new UpstreamApiError(`port-forward to ${where(this.target)} is closed`));
       return;
     }
-    this.writes++;
+    this.bytesSent += chunk.length;
     const frame = Buffer.allocUnsafe(chunk.length + 1);
     frame[0] = DATA;
     chunk.copy(frame, 1);
@@ -191,7 +191,7 @@ class PortForwardStream extends PodStream {
 
   /** Pings the tunnel while it is open; a peer that stopped answering fails the stream. */
   keepAlive(options: KeepaliveOptions): void {
-    const stop = startKeepalive(pingableWebSocket(this.ws, () => this.writes), options, (silentMs) => {
+    const stop = startKeepalive(pingableWebSocket(this.ws, () => this.bytesSent), options, (silentMs) => {
       this.log.warn({ target: where(this.target), silentMs }, 'port-forward tunnel stopped answering pings; closing it');
       this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)} stopped answering: no pong within ${options.timeoutMs} ms`));
     });

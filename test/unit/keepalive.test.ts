@@ -81,8 +81,8 @@ test('data we sent since we last heard from the peer stops the clock (it may wai
   let sent = 0;
   let dead = false;
   startKeepalive(pingableWebSocket(client, () => sent), { intervalMs: 30, timeoutMs: 80, busySilenceMs: 700 }, () => (dead = true));
-  // An upload the peer reads slowly: our bytes keep going out; nothing comes back.
-  const upload = setInterval(() => sent++, 20);
+  // An upload the peer reads slowly: our bytes keep going out (16 KiB every 20 ms); nothing comes back.
+  const upload = setInterval(() => (sent += 16 * 1024), 20);
   await sleep(400);
   clearInterval(upload);
   assert.equal(dead, false, 'not dead while our data is on its way');
@@ -90,5 +90,20 @@ test('data we sent since we last heard from the peer stops the clock (it may wai
   const started = Date.now();
   while (!dead && Date.now() - started < 3000) await sleep(10);
   assert.equal(dead, true);
+  client.terminate();
+});
+
+test('a client that keeps sending a little does not stop the clock: a dead peer is found within the timeout', async () => {
+  const { client } = await connect(false);
+  let sent = 0;
+  let dead = false;
+  const started = Date.now();
+  startKeepalive(pingableWebSocket(client, () => sent), { intervalMs: 30, timeoutMs: 80, busySilenceMs: 5000 }, () => (dead = true));
+  // A few bytes every 20 ms (a chat, a heartbeat of the client's own): the kernel takes them at once.
+  const trickle = setInterval(() => (sent += 20), 20);
+  while (!dead && Date.now() - started < 3000) await sleep(10);
+  clearInterval(trickle);
+  assert.equal(dead, true, 'found dead though the client kept sending');
+  assert.ok(Date.now() - started < 1000, `after ${Date.now() - started} ms (interval 30 + timeout 80; busySilence 5000)`);
   client.terminate();
 });

@@ -54,8 +54,8 @@ export interface SessionHandlers {
 
 export class SpdySession {
   closed = false;
-  /** DATA writes so far (keepalive: bytes of ours sent since the peer last spoke may still wait in the kernel). */
-  dataWrites = 0;
+  /** DATA bytes sent so far (keepalive: bytes of ours sent since the peer last spoke may still wait in the kernel). */
+  dataBytes = 0;
   /** We sent GOAWAY: no new streams either way. */
   goneAway = false;
   /** The peer sent GOAWAY: we must not open streams. */

@@ -53,7 +53,7 @@ export class SpdyStream {
   /** Sends DATA frames; false when the stream can no longer send. */
   write(data: Buffer): boolean {
     if (this.localClosed || this.resetDone || this.session.closed) return false;
-    this.session.dataWrites++;
+    this.session.dataBytes += data.length;
     for (let off = 0; off < data.length; off += MAX_DATA_CHUNK) {
       const chunk = data.subarray(off, off + MAX_DATA_CHUNK);
       this.session.send(dataFrameHeader(this.id, chunk.length, false), chunk);

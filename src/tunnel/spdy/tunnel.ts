@@ -201,7 +201,7 @@ export class PodTunnel implements SessionWire {
         return tunnel.ws.isPaused || tunnel.buffered > 0;
       },
       get sent() {
-        return tunnel.session.dataWrites;
+        return tunnel.session.dataBytes;
       },
       ping: () => void tunnel.session.ping().catch(() => undefined),
       listen(heard, closed) {
