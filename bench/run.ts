@@ -20,6 +20,7 @@ import { reportKonnectivity } from './konnectivity.js';
 import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
 import { reportStartup } from './startup.js';
+import { reportRecovery } from './recovery.js';
 import { connectionsPerSecond, countFailure, describeFailures, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Failures, type Opener, type PathFigures } from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
@@ -177,6 +178,8 @@ await reportKonnectivity();
 reportRoutingTable();
 // Start-up figures (bench/startup.ts, ~15 s): --help, status, connect to synced, idle daemon RSS.
 if (process.env.BENCH_STARTUP !== '0') await reportStartup(cluster);
+// Recovery after a freeze and a dead path (bench/recovery.ts, ~3.5 min with the default 120 s + 60 s).
+if (process.env.BENCH_RECOVERY !== '0') await reportRecovery();
 // Each target judged on the figures above (measure.ts judge(): "cannot be judged" when a side
 // failed or a figure is missing). A failed bulk or first-byte round ends the bench before here.
 const proxyPath = 'proxy (SOCKS5)';
