@@ -1,0 +1,423 @@
+// A real Kubernetes control plane on loopback for the tests: embedded etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler built from k8s.io/kubernetes, and a node stand-in
+// serving the kubelet's port-forward with the upstream CRI streaming server (see
+// docs/real-cluster.md). The binaries come from test/real-cluster/build.sh, cached outside the
+// clone under a key made of the module's sources; when they are not built the tests skip with a
+// reason, except where PROXYOUT_REQUIRE_REAL_CLUSTER=1 (CI builds them first), where they fail.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createWriteStream, existsSync, readFileSync, readdirSync, statSync, type WriteStream } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { repoRoot } from './proxy-process.js';
+
+export const KUBERNETES_VERSION = 'v1.37.2';
+const MODULE_DIR = path.join(repoRoot, 'test', 'real-cluster');
+const BINARIES = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'proxyout-etcd', 'proxyout-node', 'proxyout-pki'] as const;
+type Binary = (typeof BINARIES)[number];
+
+/** The files whose contents key the build cache: the same list and hash as build.sh's. */
+function keyFiles(dir: string, rel = ''): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = rel ? `${rel}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) out.push(...keyFiles(dir, r));
+    else if (/\.go$|^go\.(mod|sum)$|^build\.sh$/.test(entry.name)) out.push(r);
+  }
+  return out;
+}
+
+/** build.sh: sha256sum of each file (sorted, relative to test/real-cluster), hashed again; 16 hex digits. */
+export function buildKey(): string {
+  const files = keyFiles(MODULE_DIR).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)); // ASCII paths: LC_ALL=C order
+  const listing = files.map((f) => `${createHash('sha256').update(readFileSync(path.join(MODULE_DIR, f))).digest('hex')}  ./${f}\n`).join('');
+  return createHash('sha256').update(listing).digest('hex').slice(0, 16);
+}
+
+export function cacheRoot(): string {
+  return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'kubectl-proxyout', 'real-cluster');
+}
+
+/** Where build.sh puts this checkout's binaries (they are there when .complete is). */
+export function binDir(): string {
+  return path.join(cacheRoot(), buildKey());
+}
+
+export function isBuilt(): boolean {
+  return existsSync(path.join(binDir(), '.complete'));
+}
+
+/** false when the test bed is built; else the skip reason (or a throw under PROXYOUT_REQUIRE_REAL_CLUSTER=1). */
+export function skipUnlessRealCluster(): false | string {
+  if (isBuilt()) return false;
+  const reason = `real-cluster test bed not built: run bash test/real-cluster/build.sh (looked in ${binDir()})`;
+  if (process.env.PROXYOUT_REQUIRE_REAL_CLUSTER === '1') throw new Error(reason);
+  return reason;
+}
+
+export interface KubectlResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface RealCluster {
+  /** https://127.0.0.1:PORT */
+  server: string;
+  /** Path of a kubeconfig with contexts admin (token, current), limited (token, namespace-limited) and cert (client certificate). */
+  kubeconfig: string;
+  /** The namespace the limited user administers (and nothing else). */
+  limitedNamespace: string;
+  tokens: { admin: string; limited: string };
+  dir: string;
+  /** Milliseconds from start to ready. */
+  startupMs: number;
+  /** Real kubectl against this cluster (context admin unless args name another); throws on a non-zero exit unless allowFail. */
+  kubectl(args: string[], opts?: { input?: string; allowFail?: boolean; context?: string; timeoutMs?: number }): Promise<KubectlResult>;
+  /** A GET against the API server as admin; parsed JSON. */
+  get<T = unknown>(apiPath: string): Promise<T>;
+  /** Compacts etcd at its current revision; returns that revision. */
+  compact(): Promise<number>;
+  /** Stops the API server (SIGTERM) and starts it again on the same port; resolves when ready. */
+  restartApiServer(): Promise<void>;
+  /** Throws (with the log's last lines) if a component has died. */
+  assertHealthy(): void;
+  /** The last lines of a component's log. */
+  logTail(component: string, lines?: number): string;
+  stop(): Promise<void>;
+}
+
+interface Component {
+  name: string;
+  proc: ChildProcess;
+  log: string;
+  exited?: { code: number | null; signal: NodeJS.Signals | null };
+  stopping: boolean;
+}
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const port = (srv.address() as net.AddressInfo).port;
+  srv.close();
+  await once(srv, 'close');
+  return port;
+}
+
+function tail(file: string, lines = 25): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+function kubeconfigYaml(server: string, caFile: string, users: Array<{ name: string; token?: string; cert?: [string, string]; namespace?: string }>, current: string): string {
+  const ctx = users.map((u) => `- name: ${u.name}\n  context:\n    cluster: real\n    user: ${u.name}\n    namespace: ${u.namespace ?? 'default'}\n`).join('');
+  const usr = users
+    .map((u) => `- name: ${u.name}\n  user:\n` + (u.token ? `    token: ${u.token}\n` : `    client-certificate: ${u.cert![0]}\n    client-key: ${u.cert![1]}\n`))
+    .join('');
+  return `apiVersion: v1\nkind: Config\nclusters:\n- name: real\n  cluster:\n    server: ${server}\n    certificate-authority: ${caFile}\ncontexts:\n${ctx}current-context: ${current}\nusers:\n${usr}`;
+}
+
+export interface StartOptions {
+  /** Names of the stand-in nodes (default one, node-1). */
+  nodes?: string[];
+  /** Namespace the limited user administers (default shop). */
+  limitedNamespace?: string;
+  /** Extra kube-apiserver flags (e.g. --feature-gates=...). */
+  apiServerFlags?: string[];
+  /** Keep the temp dir (logs, kubeconfig) after stop. Also PROXYOUT_KEEP_REAL_CLUSTER=1. */
+  keep?: boolean;
+  /** Progress lines go here (default: nowhere). */
+  progress?: (line: string) => void;
+}
+
+export async function startRealCluster(opts: StartOptions = {}): Promise<RealCluster> {
+  const t0 = Date.now();
+  const bin = (b: Binary) => path.join(binDir(), b);
+  if (!isBuilt()) throw new Error(`real-cluster test bed not built: run bash test/real-cluster/build.sh (looked in ${binDir()})`);
+  const progress = opts.progress ?? (() => {});
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'proxyout-real-cluster-'));
+  const pki = path.join(dir, 'pki');
+  const p = (f: string) => path.join(pki, f);
+  const limitedNamespace = opts.limitedNamespace ?? 'shop';
+  const components = new Map<string, Component>();
+  let stopped = false;
+
+  const launch = (name: string, file: Binary, args: string[]): Component => {
+    const log = path.join(dir, `${name}.log`);
+    const out: WriteStream = createWriteStream(log, { flags: 'a' });
+    const proc = spawn(bin(file), args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
+    proc.stdout!.pipe(out, { end: false });
+    proc.stderr!.pipe(out, { end: false });
+    const c: Component = { name, proc, log, stopping: false };
+    proc.on('exit', (code, signal) => {
+      c.exited = { code, signal };
+      if (!c.stopping && !stopped) progress(`${name} exited (${code ?? signal}):\n${tail(log)}`);
+    });
+    components.set(name, c);
+    return c;
+  };
+  const assertHealthy = () => {
+    for (const c of components.values()) {
+      if (c.exited && !c.stopping) throw new Error(`real cluster: ${c.name} exited (${c.exited.code ?? c.exited.signal}); last lines of ${c.log}:\n${tail(c.log)}`);
+    }
+  };
+  const stopComponent = async (c: Component) => {
+    c.stopping = true;
+    if (c.exited) return;
+    const exit = once(c.proc, 'exit');
+    c.proc.kill('SIGTERM');
+    const killer = setTimeout(() => c.proc.kill('SIGKILL'), 10_000);
+    await exit;
+    clearTimeout(killer);
+  };
+  const stopAll = async () => {
+    stopped = true;
+    for (const name of ['proxyout-node', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd']) {
+      const c = components.get(name);
+      if (c) await stopComponent(c);
+    }
+    if (!(opts.keep || process.env.PROXYOUT_KEEP_REAL_CLUSTER === '1')) await rm(dir, { recursive: true, force: true });
+  };
+  /** Polls check() until it gives a value, failing early when a component dies. */
+  const waitFor = async <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> => {
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown;
+    for (;;) {
+      assertHealthy();
+      try {
+        const v = await check();
+        if (v !== undefined) return v;
+      } catch (err) {
+        last = err;
+      }
+      if (Date.now() > deadline) throw new Error(`real cluster: ${what} not within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+      await delay(100);
+    }
+  };
+
+  try {
+    // PKI, tokens, kubeconfigs.
+    const pkiRun = spawn(bin('proxyout-pki'), ['--dir', pki], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let pkiErr = '';
+    pkiRun.stderr!.setEncoding('utf8').on('data', (d: string) => (pkiErr += d));
+    const [pkiCode] = (await once(pkiRun, 'exit')) as [number | null];
+    if (pkiCode !== 0) throw new Error(`proxyout-pki failed: ${pkiErr}`);
+    const token = () => randomBytes(16).toString('hex');
+    const tokens = { admin: token(), limited: token(), kcm: token(), scheduler: token(), node: token() };
+    await writeFile(
+      path.join(dir, 'tokens.csv'),
+      [
+        `${tokens.admin},proxyout-admin,uid-admin,"system:masters"`,
+        `${tokens.limited},proxyout-limited,uid-limited`,
+        // The components act as cluster admins: the test bed checks the proxy, not their RBAC.
+        `${tokens.kcm},system:kube-controller-manager,uid-kcm,"system:masters"`,
+        `${tokens.scheduler},system:kube-scheduler,uid-scheduler,"system:masters"`,
+        `${tokens.node},proxyout-node,uid-node,"system:masters"`,
+      ].join('\n') + '\n',
+      { mode: 0o600 },
+    );
+    const ca = p('ca.crt');
+    const caPem = await readFile(ca);
+
+    // etcd
+    const etcdReady = path.join(dir, 'etcd.json');
+    launch('etcd', 'proxyout-etcd', ['--data-dir', path.join(dir, 'etcd'), '--ready-file', etcdReady]);
+    const etcd = await waitFor('etcd serving', async () => (existsSync(etcdReady) ? (JSON.parse(await readFile(etcdReady, 'utf8')) as { clientURL: string; controlURL: string }) : undefined));
+    progress(`etcd ${etcd.clientURL} (${Date.now() - t0} ms)`);
+
+    // kube-apiserver
+    const apiPort = await freePort();
+    const server = `https://127.0.0.1:${apiPort}`;
+    const apiArgs = [
+      `--etcd-servers=${etcd.clientURL}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      // The "kubernetes" Service's endpoints cannot be a loopback address: leave them unmanaged.
+      '--endpoint-reconciler-type=none',
+      `--secure-port=${apiPort}`,
+      `--cert-dir=${path.join(dir, 'apiserver-certs')}`,
+      `--tls-cert-file=${p('apiserver.crt')}`,
+      `--tls-private-key-file=${p('apiserver.key')}`,
+      `--client-ca-file=${ca}`,
+      `--token-auth-file=${path.join(dir, 'tokens.csv')}`,
+      '--authorization-mode=Node,RBAC',
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${p('sa.pub')}`,
+      `--service-account-signing-key-file=${p('sa.key')}`,
+      '--service-cluster-ip-range=10.96.0.0/16',
+      `--kubelet-client-certificate=${p('apiserver-kubelet-client.crt')}`,
+      `--kubelet-client-key=${p('apiserver-kubelet-client.key')}`,
+      `--kubelet-certificate-authority=${ca}`,
+      '--kubelet-preferred-address-types=InternalIP',
+      '--allow-privileged=true',
+      '--profiling=false',
+      ...(opts.apiServerFlags ?? []),
+    ];
+    const adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
+    const request = (method: string, apiPath: string, timeoutMs = 10_000): Promise<{ status: number; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = https.request(`${server}${apiPath}`, { method, agent: adminAgent, headers: { authorization: `Bearer ${tokens.admin}` }, timeout: timeoutMs }, (res) => {
+          let body = '';
+          res.setEncoding('utf8').on('data', (d: string) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          res.on('error', reject);
+        });
+        req.on('timeout', () => req.destroy(new Error(`${method} ${apiPath}: timed out`)));
+        req.on('error', reject);
+        req.end();
+      });
+    const get = async <T>(apiPath: string): Promise<T> => {
+      const r = await request('GET', apiPath);
+      if (r.status !== 200) throw new Error(`GET ${apiPath}: ${r.status} ${r.body.slice(0, 300)}`);
+      return JSON.parse(r.body) as T;
+    };
+    const startApiServer = async () => {
+      launch('kube-apiserver', 'kube-apiserver', apiArgs);
+      await waitFor('kube-apiserver ready', async () => ((await request('GET', '/readyz', 2000)).status === 200 ? true : undefined), 90_000);
+    };
+    await startApiServer();
+    progress(`kube-apiserver ${server} ready (${Date.now() - t0} ms)`);
+
+    const kubeconfig = path.join(dir, 'kubeconfig');
+    await writeFile(
+      kubeconfig,
+      kubeconfigYaml(
+        server,
+        ca,
+        [
+          { name: 'admin', token: tokens.admin },
+          { name: 'limited', token: tokens.limited, namespace: limitedNamespace },
+          { name: 'cert', cert: [p('cert-user.crt'), p('cert-user.key')] },
+        ],
+        'admin',
+      ),
+      { mode: 0o600 },
+    );
+    const componentConfig = async (name: string, tok: string) => {
+      const f = path.join(dir, `${name}.kubeconfig`);
+      await writeFile(f, kubeconfigYaml(server, ca, [{ name, token: tok }], name), { mode: 0o600 });
+      return f;
+    };
+
+    launch('kube-controller-manager', 'kube-controller-manager', [
+      `--kubeconfig=${await componentConfig('kube-controller-manager', tokens.kcm)}`,
+      '--controllers=endpointslice-controller,endpoints-controller,deployment-controller,replicaset-controller,statefulset-controller,serviceaccount-controller,clusterrole-aggregation-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller',
+      // The node lifecycle controller lifts the not-ready taint the API server puts on a new Node;
+      // it looks every second here (5 s upstream) so that the first pod is scheduled at once.
+      '--node-monitor-period=1s',
+      '--leader-elect=false',
+      '--secure-port=0',
+      '--use-service-account-credentials=false',
+    ]);
+    launch('kube-scheduler', 'kube-scheduler', [`--kubeconfig=${await componentConfig('kube-scheduler', tokens.scheduler)}`, '--leader-elect=false', '--secure-port=0']);
+    const nodeNames = opts.nodes ?? ['node-1'];
+    const nodeReady = path.join(dir, 'node.json');
+    launch('proxyout-node', 'proxyout-node', [
+      `--kubeconfig=${await componentConfig('proxyout-node', tokens.node)}`,
+      `--nodes=${nodeNames.join(',')}`,
+      `--tls-cert-file=${p('node.crt')}`,
+      `--tls-private-key-file=${p('node.key')}`,
+      `--client-ca-file=${ca}`,
+      `--ready-file=${nodeReady}`,
+    ]);
+
+    const kubectl: RealCluster['kubectl'] = async (args, o = {}) => {
+      const proc = spawn('kubectl', ['--kubeconfig', kubeconfig, '--context', o.context ?? 'admin', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      proc.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+      proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+      proc.stdin!.end(o.input ?? '');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), o.timeoutMs ?? 60_000);
+      const [code] = (await once(proc, 'exit')) as [number | null];
+      clearTimeout(timer);
+      if (code !== 0 && !o.allowFail) throw new Error(`kubectl ${args.join(' ')} exited ${code}: ${stderr}${stdout}`);
+      return { code, stdout, stderr };
+    };
+
+    await kubectl(['apply', '-f', '-'], {
+      input: `apiVersion: v1
+kind: Namespace
+metadata:
+  name: ${limitedNamespace}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: proxyout-limited-admin
+  namespace: ${limitedNamespace}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: admin
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: proxyout-limited
+`,
+    });
+
+    type NodeList = { items: Array<{ metadata: { name: string }; spec?: { taints?: unknown[] }; status?: { conditions?: Array<{ type: string; status: string }> } }> };
+    await waitFor('nodes Ready and untainted', async () => {
+      const list = await get<NodeList>('/api/v1/nodes');
+      const ready = list.items
+        .filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') && !(n.spec?.taints ?? []).length)
+        .map((n) => n.metadata.name);
+      return nodeNames.every((n) => ready.includes(n)) ? true : undefined;
+    });
+    for (const ns of ['default', limitedNamespace]) {
+      await waitFor(`ServiceAccount ${ns}/default`, async () => ((await request('GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`)).status === 200 ? true : undefined));
+    }
+    // The admin ClusterRole gets its rules from the aggregation controller.
+    await waitFor('ClusterRole admin aggregated', async () => {
+      const role = await get<{ rules?: unknown[] }>('/apis/rbac.authorization.k8s.io/v1/clusterroles/admin');
+      return role.rules && role.rules.length > 0 ? true : undefined;
+    });
+    const startupMs = Date.now() - t0;
+    progress(`cluster ready (${startupMs} ms); logs and kubeconfig in ${dir}`);
+
+    return {
+      server,
+      kubeconfig,
+      limitedNamespace,
+      tokens: { admin: tokens.admin, limited: tokens.limited },
+      dir,
+      startupMs,
+      kubectl,
+      get,
+      async compact() {
+        const res = await fetch(`${etcd.controlURL}/compact`, { method: 'POST' });
+        if (!res.ok) throw new Error(`etcd compact: ${res.status} ${await res.text()}`);
+        return ((await res.json()) as { revision: number }).revision;
+      },
+      async restartApiServer() {
+        assertHealthy();
+        await stopComponent(components.get('kube-apiserver')!);
+        components.delete('kube-apiserver');
+        await startApiServer();
+      },
+      assertHealthy,
+      logTail: (component, lines) => tail(path.join(dir, `${component}.log`), lines),
+      stop: stopAll,
+    };
+  } catch (err) {
+    const logs = [...components.values()].map((c) => `--- ${c.name} (${c.log}):\n${tail(c.log, 15)}`).join('\n');
+    await stopAll().catch(() => {});
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${logs}`);
+  }
+}
+
+/** For docs and error messages: how old the cached build is. */
+export function builtAt(): Date | undefined {
+  const f = path.join(binDir(), '.complete');
+  return existsSync(f) ? statSync(f).mtime : undefined;
+}

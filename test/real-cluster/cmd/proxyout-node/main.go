@@ -1,0 +1,575 @@
+// Command proxyout-node stands in for the kubelet of one or more Nodes in the test bed.
+//
+// For each node it registers a Node (InternalIP 127.0.0.1, its own TLS port as the kubelet
+// endpoint, Ready), watches the pods bound to it, runs every declared container port as a
+// local server on 127.0.0.1 (what it serves is chosen by the container image, see servers.go),
+// reports the pod Running with a pod IP from 10.244.<node>.0/24 (never dialled: the API server
+// reaches pods only through the node), and serves the kubelet's /portForward/{namespace}/{pod}
+// with the upstream CRI streaming port-forward server, whose PortForwarder dials the pod's local
+// server. Deleted pods have their servers stopped and are then removed with grace period 0.
+//
+// Readiness can be driven from a test: the annotation proxyout.test/ready: "false" keeps or
+// turns the pod's Ready condition false (its servers keep running).
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	translator "k8s.io/apiserver/pkg/util/proxy"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+)
+
+const readyAnnotation = "proxyout.test/ready"
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
+	nodeNames := flag.String("nodes", "node-1", "comma-separated names of the nodes to stand in for")
+	certFile := flag.String("tls-cert-file", "", "serving certificate (SAN 127.0.0.1)")
+	keyFile := flag.String("tls-private-key-file", "", "serving key")
+	clientCA := flag.String("client-ca-file", "", "CA that signs the API server's kubelet client certificate")
+	readyFile := flag.String("ready-file", "", "file to write {node: port} as JSON to once every node is registered")
+	flag.Parse()
+	if *kubeconfig == "" || *certFile == "" || *keyFile == "" || *clientCA == "" {
+		fmt.Fprintln(os.Stderr, "usage: proxyout-node --kubeconfig F --tls-cert-file F --tls-private-key-file F --client-ca-file F [--nodes a,b] [--ready-file F]")
+		os.Exit(2)
+	}
+	if err := run(*kubeconfig, strings.Split(*nodeNames, ","), *certFile, *keyFile, *clientCA, *readyFile); err != nil {
+		fmt.Fprintln(os.Stderr, "proxyout-node:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, readyFile string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "proxyout-node"
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return err
+	}
+	caPEM, err := os.ReadFile(clientCAFile)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return fmt.Errorf("no certificate in %s", clientCAFile)
+	}
+	tlsConfig := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		NextProtos:   []string{"http/1.1"},
+	}
+
+	ports := map[string]int{}
+	var nodes []*node
+	for i, name := range names {
+		n := &node{name: name, index: i + 1, client: client, pods: map[types.UID]*podRuntime{}}
+		l, err := tls.Listen("tcp4", "127.0.0.1:0", tlsConfig)
+		if err != nil {
+			return err
+		}
+		n.port = l.Addr().(*net.TCPAddr).Port
+		srv := &http.Server{Handler: n.handler(), ReadHeaderTimeout: 30 * time.Second}
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintf(os.Stderr, "proxyout-node: %s: serve: %v\n", name, err)
+				os.Exit(1)
+			}
+		}()
+		if err := n.register(ctx); err != nil {
+			return fmt.Errorf("register node %s: %w", name, err)
+		}
+		ports[name] = n.port
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		if err := n.watchPods(ctx); err != nil {
+			return err
+		}
+		go n.heartbeat(ctx)
+	}
+	if readyFile != "" {
+		data, _ := json.Marshal(ports)
+		if err := os.WriteFile(readyFile+".tmp", data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(readyFile+".tmp", readyFile); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "proxyout-node: serving %v\n", ports)
+	<-ctx.Done()
+	for _, n := range nodes {
+		n.stopAll()
+	}
+	return nil
+}
+
+type node struct {
+	name   string
+	index  int
+	port   int
+	client kubernetes.Interface
+
+	mu     sync.Mutex
+	pods   map[types.UID]*podRuntime
+	nextIP int
+}
+
+// podRuntime is one pod's "containers": a server per declared container port.
+type podRuntime struct {
+	namespace, name string
+	uid             types.UID
+	ip              string
+	started         metav1.Time
+	servers         map[int32]*server // container port -> local server
+	ready           bool              // last readiness reported
+	reported        bool
+	deleting        bool
+}
+
+func (n *node) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	mux.HandleFunc("/portForward/{namespace}/{pod}", n.servePortForward)
+	mux.HandleFunc("/portForward/{namespace}/{pod}/{uid}", n.servePortForward)
+	return mux
+}
+
+// servePortForward does what the kubelet's handler does (pod lookup, V4 options, WebSocket
+// tunnelling when asked for) and then hands the connection to the CRI streaming server's
+// ServePortForward, as containerd and CRI-O do.
+func (n *node) servePortForward(w http.ResponseWriter, r *http.Request) {
+	ns, podName, uid := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("uid")
+	tunnel := wsstream.IsWebSocketRequestWithTunnelingProtocol(r)
+	opts := &portforward.V4Options{}
+	if !tunnel {
+		o, err := portforward.NewV4Options(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		opts = o
+	}
+	p := n.findPod(ns, podName)
+	if p == nil {
+		http.Error(w, "pod does not exist", http.StatusNotFound)
+		return
+	}
+	if uid != "" && types.UID(uid) != p.uid {
+		http.Error(w, "pod not found", http.StatusNotFound)
+		return
+	}
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// As containerd's streaming server: the pod is named by its sandbox ID, the UID is left empty.
+		portforward.ServePortForward(w, r, &forwarder{node: n, pod: p}, p.sandboxID(), "", opts,
+			4*time.Hour, 30*time.Second, portforward.SupportedProtocols)
+	})
+	if tunnel {
+		h = translator.NewTunnelingHandler(h)
+	}
+	h.ServeHTTP(w, r)
+}
+
+func (n *node) findPod(ns, name string) *podRuntime {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.pods {
+		if p.namespace == ns && p.name == name && !p.deleting {
+			return p
+		}
+	}
+	return nil
+}
+
+type forwarder struct {
+	node *node
+	pod  *podRuntime
+}
+
+// sandboxID is what containerd names a pod's sandbox by: 64 hex digits.
+func (p *podRuntime) sandboxID() string {
+	sum := sha256.Sum256([]byte(p.uid))
+	return hex.EncodeToString(sum[:])
+}
+
+// PortForward dials the pod's server for the port, as containerd dials localhost:port in the
+// pod's network namespace, and returns that dial's error (in containerd's words) when nothing
+// listens there.
+func (f *forwarder) PortForward(ctx context.Context, sandboxID string, _ string, port int32, stream io.ReadWriteCloser) error {
+	netns := "/var/run/netns/cni-" + sandboxID[:8] + "-" + sandboxID[8:12] + "-" + sandboxID[12:16] + "-" + sandboxID[16:20] + "-" + sandboxID[20:32]
+	f.node.mu.Lock()
+	var addr string
+	if s := f.pod.servers[port]; s != nil && !f.pod.deleting {
+		addr = s.addr()
+	}
+	f.node.mu.Unlock()
+	var conn net.Conn
+	if addr != "" {
+		c, err := net.DialTimeout("tcp4", addr, 5*time.Second)
+		if err != nil {
+			return fmt.Errorf("failed to execute portforward in network namespace %q: failed to connect to localhost:%d inside namespace %q: %w", netns, port, sandboxID, err)
+		}
+		conn = c
+	} else {
+		// Nothing listens on that port in the pod: the dial inside the pod's namespace is refused.
+		refused := func(network, ip string) error {
+			return &net.OpError{Op: "dial", Net: network, Addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: int(port)},
+				Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		}
+		return fmt.Errorf("failed to execute portforward in network namespace %q: failed to connect to localhost:%d inside namespace %q, IPv4: %v IPv6 %v ",
+			netns, port, sandboxID, refused("tcp4", "127.0.0.1"), refused("tcp6", "::1"))
+	}
+	defer conn.Close()
+	errCh := make(chan error, 2)
+	go func() { _, err := io.Copy(stream, conn); errCh <- err }()
+	go func() { _, err := io.Copy(conn, stream); errCh <- err }()
+	var first error
+	select {
+	case first = <-errCh:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Like containerd: give the other direction a second to finish after the first one ends.
+	select {
+	case err := <-errCh:
+		if first == nil {
+			first = err
+		}
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+	}
+	return first
+}
+
+func (n *node) register(ctx context.Context) error {
+	nodeObj := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": n.name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+				"proxyout.test/node":     "stand-in",
+			},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.244.%d.0/24", n.index), PodCIDRs: []string{fmt.Sprintf("10.244.%d.0/24", n.index)}},
+	}
+	_, err := n.client.CoreV1().Nodes().Create(ctx, nodeObj, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return n.updateStatus(ctx)
+}
+
+func (n *node) updateStatus(ctx context.Context) error {
+	cur, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("64"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("10000"),
+	}
+	cur.Status.Capacity = capacity
+	cur.Status.Allocatable = capacity
+	cur.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "127.0.0.1"},
+		{Type: corev1.NodeHostName, Address: n.name},
+	}
+	cur.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(n.port)
+	cur.Status.NodeInfo = corev1.NodeSystemInfo{
+		KubeletVersion: "v1.37.2", OperatingSystem: "linux", Architecture: "amd64",
+		ContainerRuntimeVersion: "proxyout://stand-in", OSImage: "proxyout node stand-in",
+	}
+	transition := now
+	for _, c := range cur.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			transition = c.LastTransitionTime
+		}
+	}
+	cur.Status.Conditions = []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "proxyout stand-in is posting ready status",
+			LastHeartbeatTime: now, LastTransitionTime: transition},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now, LastTransitionTime: transition},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now, LastTransitionTime: transition},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now, LastTransitionTime: transition},
+	}
+	_, err = n.client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+	return err
+}
+
+// heartbeat renews the node's Lease every 10 s and re-posts its status every 20 s (re-registering
+// the node if it was deleted), as the kubelet does, so that the node lifecycle controller takes
+// the node for alive: it lifts the not-ready taint and keeps its pods.
+func (n *node) heartbeat(ctx context.Context) {
+	n.renewLease(ctx)
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for i := 1; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.renewLease(ctx)
+			if i%2 == 0 {
+				if err := n.register(ctx); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(os.Stderr, "proxyout-node: %s: status: %v\n", n.name, err)
+				}
+			}
+		}
+	}
+}
+
+func (n *node) renewLease(ctx context.Context) {
+	leases := n.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	duration := int32(40)
+	lease, err := leases.Get(ctx, n.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		node, nerr := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if nerr != nil {
+			err = nerr
+		} else {
+			_, err = leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: corev1.NamespaceNodeLease,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &n.name, LeaseDurationSeconds: &duration, RenewTime: &now},
+			}, metav1.CreateOptions{})
+		}
+	} else if err == nil {
+		lease.Spec.RenewTime = &now
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	}
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "proxyout-node: %s: lease: %v\n", n.name, err)
+	}
+}
+
+func (n *node) watchPods(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(n.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", n.name).String()
+		}))
+	inf := factory.Core().V1().Pods().Informer()
+	queue := make(chan *corev1.Pod, 1024)
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { queue <- obj.(*corev1.Pod) },
+		UpdateFunc: func(_, obj any) { queue <- obj.(*corev1.Pod) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				n.forget(p.UID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case p := <-queue:
+				go n.sync(ctx, p)
+			}
+		}
+	}()
+	factory.Start(ctx.Done())
+	return nil
+}
+
+func (n *node) forget(uid types.UID) {
+	n.mu.Lock()
+	p := n.pods[uid]
+	delete(n.pods, uid)
+	n.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+func (n *node) stopAll() {
+	n.mu.Lock()
+	pods := n.pods
+	n.pods = map[types.UID]*podRuntime{}
+	n.mu.Unlock()
+	for _, p := range pods {
+		p.stop()
+	}
+}
+
+func (p *podRuntime) stop() {
+	for _, s := range p.servers {
+		s.close()
+	}
+}
+
+// sync brings one pod's local state and reported status in line with its spec.
+func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
+	if pod.DeletionTimestamp != nil {
+		n.mu.Lock()
+		p := n.pods[pod.UID]
+		if p != nil {
+			if p.deleting {
+				n.mu.Unlock()
+				return
+			}
+			p.deleting = true
+		}
+		n.mu.Unlock()
+		if p != nil {
+			p.stop()
+		}
+		zero := int64(0)
+		uid := pod.UID
+		err := n.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "proxyout-node: delete %s/%s: %v\n", pod.Namespace, pod.Name, err)
+		}
+		n.forget(pod.UID)
+		return
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return
+	}
+	n.mu.Lock()
+	p := n.pods[pod.UID]
+	if p == nil {
+		n.nextIP++
+		p = &podRuntime{
+			namespace: pod.Namespace, name: pod.Name, uid: pod.UID,
+			ip:      fmt.Sprintf("10.244.%d.%d", n.index, 2+n.nextIP%250),
+			started: metav1.Now(),
+			servers: map[int32]*server{},
+		}
+		n.pods[pod.UID] = p
+		for _, c := range pod.Spec.Containers {
+			for _, cp := range c.Ports {
+				if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
+					continue
+				}
+				s, err := startServer(c.Image, pod, c, cp.ContainerPort)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "proxyout-node: %s/%s: container %s port %d: %v\n", pod.Namespace, pod.Name, c.Name, cp.ContainerPort, err)
+					continue
+				}
+				if s != nil {
+					p.servers[cp.ContainerPort] = s
+				}
+			}
+		}
+	}
+	ready := pod.Annotations[readyAnnotation] != "false"
+	if p.reported && p.ready == ready && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ip {
+		n.mu.Unlock()
+		return
+	}
+	p.ready, p.reported = ready, true
+	ip, started := p.ip, p.started
+	n.mu.Unlock()
+
+	if err := n.postStatus(ctx, pod, ip, started, ready); err != nil && ctx.Err() == nil {
+		if !apierrors.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "proxyout-node: status %s/%s: %v\n", pod.Namespace, pod.Name, err)
+		}
+		n.mu.Lock()
+		p.reported = false
+		n.mu.Unlock()
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := n.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); gerr == nil && fresh.UID == pod.UID {
+				n.sync(ctx, fresh)
+			}
+		}
+	}
+}
+
+func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, started metav1.Time, ready bool) error {
+	pod = pod.DeepCopy()
+	now := metav1.Now()
+	readyStatus := corev1.ConditionFalse
+	if ready {
+		readyStatus = corev1.ConditionTrue
+	}
+	cond := func(t corev1.PodConditionType, s corev1.ConditionStatus) corev1.PodCondition {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == t && c.Status == s {
+				return c
+			}
+		}
+		return corev1.PodCondition{Type: t, Status: s, LastTransitionTime: now}
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.HostIP = "127.0.0.1"
+	pod.Status.HostIPs = []corev1.HostIP{{IP: "127.0.0.1"}}
+	pod.Status.PodIP = ip
+	pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	pod.Status.StartTime = &started
+	pod.Status.Conditions = []corev1.PodCondition{
+		cond(corev1.PodReadyToStartContainers, corev1.ConditionTrue),
+		cond(corev1.PodInitialized, corev1.ConditionTrue),
+		cond(corev1.PodReady, readyStatus),
+		cond(corev1.ContainersReady, readyStatus),
+		cond(corev1.PodScheduled, corev1.ConditionTrue),
+	}
+	pod.Status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name:        c.Name,
+			Image:       c.Image,
+			ImageID:     "proxyout://" + c.Image,
+			ContainerID: "proxyout://" + string(pod.UID) + "/" + c.Name,
+			Ready:       ready,
+			Started:     &[]bool{true}[0],
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+		})
+	}
+	_, err := n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	return err
+}

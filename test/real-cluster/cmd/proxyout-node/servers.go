@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The "images" the stand-in can run. A container's image (its tag is ignored) decides what
+// each of its declared ports serves:
+//
+//	proxyout/http   HTTP; every answer is "pod=<name> namespace=<ns> port=<containerPort>\n"
+//	proxyout/echo   TCP echo
+//	proxyout/bulk   on connect, sends BULK_BYTES (env, default 1 MiB) bytes, then closes
+//	proxyout/none   nothing listens (port-forwarding to it is refused)
+const (
+	imageHTTP = "proxyout/http"
+	imageEcho = "proxyout/echo"
+	imageBulk = "proxyout/bulk"
+	imageNone = "proxyout/none"
+)
+
+type server struct {
+	l     net.Listener
+	once  sync.Once
+	conns sync.Map // net.Conn -> struct{}
+	http  *http.Server
+}
+
+func (s *server) addr() string { return s.l.Addr().String() }
+
+func (s *server) close() {
+	s.once.Do(func() {
+		if s.http != nil {
+			s.http.Close()
+		}
+		s.l.Close()
+		s.conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+	})
+}
+
+func imageName(image string) string {
+	name := image
+	if i := strings.LastIndex(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return strings.TrimPrefix(name, "docker.io/")
+}
+
+func envOf(c corev1.Container, key, def string) string {
+	for _, e := range c.Env {
+		if e.Name == key {
+			return e.Value
+		}
+	}
+	return def
+}
+
+// startServer starts what the image serves on one container port; nil for "nothing listens".
+func startServer(image string, pod *corev1.Pod, c corev1.Container, port int32) (*server, error) {
+	kind := imageName(image)
+	if kind == imageNone {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &server{l: l}
+	switch kind {
+	case imageHTTP:
+		body := fmt.Sprintf("pod=%s namespace=%s port=%d\n", pod.Name, pod.Namespace, port)
+		s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("X-Pod-Name", pod.Name)
+			io.WriteString(w, body)
+		})}
+		go s.http.Serve(l)
+	case imageEcho:
+		go s.accept(func(conn net.Conn) { io.Copy(conn, conn) })
+	case imageBulk:
+		n, err := strconv.ParseInt(envOf(c, "BULK_BYTES", "1048576"), 10, 64)
+		if err != nil || n < 0 {
+			l.Close()
+			return nil, fmt.Errorf("bad BULK_BYTES: %v", err)
+		}
+		go s.accept(func(conn net.Conn) {
+			buf := make([]byte, 64*1024)
+			for i := range buf {
+				buf[i] = byte('a' + i%26)
+			}
+			for left := n; left > 0; {
+				chunk := int64(len(buf))
+				if left < chunk {
+					chunk = left
+				}
+				if _, err := conn.Write(buf[:chunk]); err != nil {
+					return
+				}
+				left -= chunk
+			}
+		})
+	default:
+		l.Close()
+		return nil, fmt.Errorf("unknown image %q (the stand-in runs %s, %s, %s, %s): nothing listens", image, imageHTTP, imageEcho, imageBulk, imageNone)
+	}
+	return s, nil
+}
+
+func (s *server) accept(handle func(net.Conn)) {
+	for {
+		conn, err := s.l.Accept()
+		if err != nil {
+			return
+		}
+		s.conns.Store(conn, struct{}{})
+		go func() {
+			defer func() { conn.Close(); s.conns.Delete(conn) }()
+			handle(conn)
+		}()
+	}
+}

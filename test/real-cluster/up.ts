@@ -1,0 +1,24 @@
+// Starts a real-cluster test bed by hand and keeps it up until Ctrl-C:
+//   bash test/real-cluster/build.sh && npm run build && node dist/test/real-cluster/up.js [node-1,node-2]
+// Prints the kubeconfig to use (contexts admin, limited, cert) and where the components' logs are.
+import { startRealCluster } from '../helpers/real-cluster.js';
+
+const nodes = process.argv[2]?.split(',').filter(Boolean);
+const cluster = await startRealCluster({ nodes, keep: true, progress: (line) => console.error(line) });
+console.log(`export KUBECONFIG=${cluster.kubeconfig}`);
+console.log(`# server ${cluster.server}; contexts admin (current), limited (namespace ${cluster.limitedNamespace}), cert`);
+console.log(`# started in ${cluster.startupMs} ms; logs in ${cluster.dir}; Ctrl-C stops it`);
+const stop = async () => {
+  await cluster.stop();
+  process.exit(0);
+};
+process.once('SIGINT', () => void stop());
+process.once('SIGTERM', () => void stop());
+setInterval(() => {
+  try {
+    cluster.assertHealthy();
+  } catch (err) {
+    console.error(String(err));
+    void cluster.stop().then(() => process.exit(1));
+  }
+}, 1000);
