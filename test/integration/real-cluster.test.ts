@@ -1,0 +1,356 @@
+// The real CLI against a real control plane (test/helpers/real-cluster.ts: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler v1.37.2, a node stand-in serving the upstream CRI
+// streaming port-forward), driven by real kubectl and real curl. One cluster for the file; a
+// proxy per transport. Skips with a reason when the test bed is not built (fails instead under
+// PROXYOUT_REQUIRE_REAL_CLUSTER=1, as CI sets it).
+import { after, before, describe, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as delay } from 'node:timers/promises';
+import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+import { socks5Connect, Reader } from '../helpers/socks-client.js';
+
+const skip = skipUnlessRealCluster();
+
+const MANIFESTS = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: shop}
+spec:
+  replicas: 2
+  podManagementPolicy: Parallel
+  serviceName: db-headless
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers:
+      - {name: db, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db-headless, namespace: shop}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{name: http, port: 8080}]
+---
+# Two Deployments behind one Service whose named targetPort is another number in each.
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: named-a, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: named, variant: a}}
+  template:
+    metadata: {labels: {app: named, variant: a}}
+    spec:
+      containers:
+      - {name: app, image: proxyout/http, ports: [{name: app, containerPort: 8081}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: named-b, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: named, variant: b}}
+  template:
+    metadata: {labels: {app: named, variant: b}}
+    spec:
+      containers:
+      - {name: app, image: proxyout/http, ports: [{name: app, containerPort: 8082}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: named, namespace: shop}
+spec:
+  selector: {app: named}
+  ports: [{port: 80, targetPort: app}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: multi, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: multi}}
+  template:
+    metadata: {labels: {app: multi}}
+    spec:
+      containers:
+      - {name: http, image: proxyout/http, ports: [{name: web, containerPort: 8080}, {name: alt, containerPort: 9090}]}
+      - {name: echo, image: proxyout/echo, ports: [{name: echo, containerPort: 9000}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: multi, namespace: shop}
+spec:
+  selector: {app: multi}
+  ports:
+  - {name: web, port: 80, targetPort: web}
+  - {name: alt, port: 8090, targetPort: 9090}
+  - {name: echo, port: 7000, targetPort: echo}
+---
+# Running, never ready: its Service has an endpoint, none of them ready.
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: unready, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: unready}}
+  template:
+    metadata:
+      labels: {app: unready}
+      annotations: {proxyout.test/ready: "false"}
+    spec:
+      containers:
+      - {name: web, image: proxyout/http, ports: [{containerPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: unready, namespace: shop}
+spec:
+  selector: {app: unready}
+  ports: [{port: 80, targetPort: 8080}]
+`;
+
+const TRANSPORTS = ['spdy', 'websocket'] as const;
+type Transport = (typeof TRANSPORTS)[number];
+
+let cluster: RealCluster | undefined;
+const proxies = new Map<Transport, ProxyProcess>();
+let webClusterIP = '';
+let webPodIP = '';
+let webPodName = '';
+
+interface PodList {
+  items: Array<{ metadata: { name: string; deletionTimestamp?: string }; status: { podIP?: string; phase?: string } }>;
+}
+
+before(async () => {
+  if (skip) return;
+  cluster = await startRealCluster({ progress: (line) => console.log(`# ${line}`) });
+  console.log(`# real cluster up in ${cluster.startupMs} ms`);
+  const t0 = Date.now();
+  await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
+  for (const d of ['deployment/web', 'deployment/named-a', 'deployment/named-b', 'deployment/multi', 'statefulset/db']) {
+    await cluster.kubectl(['-n', 'shop', 'rollout', 'status', d, '--timeout=60s']);
+  }
+  console.log(`# workloads rolled out in ${Date.now() - t0} ms`);
+  webClusterIP = (await cluster.kubectl(['-n', 'shop', 'get', 'svc', 'web', '-o', 'jsonpath={.spec.clusterIP}'])).stdout.trim();
+  const pods = JSON.parse((await cluster.kubectl(['-n', 'shop', 'get', 'pods', '-l', 'app=web', '-o', 'json'])).stdout) as PodList;
+  const running = pods.items.find((p) => p.status.phase === 'Running' && p.status.podIP && !p.metadata.deletionTimestamp)!;
+  webPodIP = running.status.podIP!;
+  webPodName = running.metadata.name;
+  for (const transport of TRANSPORTS) {
+    proxies.set(
+      transport,
+      await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--namespace', 'shop', '--transport', transport, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug']),
+    );
+  }
+});
+
+after(async () => {
+  const codes: Array<number | null> = [];
+  for (const p of proxies.values()) codes.push(await p.stop());
+  await cluster?.stop();
+  for (const code of codes) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
+});
+
+function proxy(t: Transport): ProxyProcess {
+  return proxies.get(t)!;
+}
+
+async function viaSocks(t: Transport, url: string): Promise<string> {
+  const r = await curl(['--proxy', `socks5h://${proxy(t).socks}`, url]);
+  assert.equal(r.code, 0, `curl socks5h ${url}: ${r.stderr}\n${cluster?.logTail('kube-apiserver', 5)}`);
+  return r.stdout;
+}
+
+async function viaConnect(t: Transport, url: string): Promise<string> {
+  const r = await curl(['-p', '-x', `http://${proxy(t).http}`, url]);
+  assert.equal(r.code, 0, `curl CONNECT ${url}: ${r.stderr}`);
+  return r.stdout;
+}
+
+async function viaAbsoluteForm(t: Transport, url: string): Promise<string> {
+  const r = await curl(['-x', `http://${proxy(t).http}`, url]);
+  assert.equal(r.code, 0, `curl absolute-form ${url}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** The HTTP status of an absolute-form request through the HTTP listener. */
+async function httpStatus(t: Transport, url: string): Promise<number> {
+  const r = await curl(['-x', `http://${proxy(t).http}`, '-o', '/dev/null', '-w', '%{http_code}', url]);
+  return Number(r.stdout);
+}
+
+/** The HTTP status a CONNECT gets (curl reports it as %{http_connect}). */
+async function connectStatus(t: Transport, host: string, port: number): Promise<number> {
+  const r = await curl(['-p', '-x', `http://${proxy(t).http}`, '-o', '/dev/null', '-w', '%{http_connect}', `http://${host}:${port}/`]);
+  return Number(r.stdout);
+}
+
+async function socksReply(t: Transport, host: string, port: number): Promise<number> {
+  const { reply, socket } = await socks5Connect(proxy(t).socks!, host, port);
+  socket.destroy();
+  return reply;
+}
+
+const servedBy = (body: string) => /^pod=(\S+) namespace=(\S+) port=(\d+)$/m.exec(body);
+
+for (const transport of TRANSPORTS) {
+  describe(`real cluster, --transport ${transport}`, { skip }, () => {
+    describe('destination forms (socks5h)', () => {
+      for (const name of ['web', 'web.shop', 'web.shop.svc', 'web.shop.svc.cluster.local']) {
+        test(name, async () => {
+          const m = servedBy(await viaSocks(transport, `http://${name}/`));
+          assert.ok(m, 'answered by a pod');
+          assert.match(m[1], /^web-[a-z0-9]+-[a-z0-9]+$/);
+          assert.equal(m[2], 'shop');
+          assert.equal(m[3], '8080', 'Service port 80 → named targetPort http = 8080');
+        });
+      }
+
+      test('the Service ClusterIP', async () => {
+        assert.match(await viaSocks(transport, `http://${webClusterIP}/`), /^pod=web-\S+ namespace=shop port=8080$/m);
+      });
+
+      test('a Pod IP (port unchanged)', async () => {
+        assert.equal(servedBy(await viaSocks(transport, `http://${webPodIP}:8080/`))?.[1], webPodName);
+      });
+
+      test('a headless Service pod name', async () => {
+        for (const pod of ['db-0', 'db-1']) {
+          assert.equal(servedBy(await viaSocks(transport, `http://${pod}.db-headless.shop.svc.cluster.local:8080/`))?.[1], pod);
+        }
+      });
+
+      test('a named targetPort that is another number in each pod', async () => {
+        const seen = new Set<string>();
+        for (let i = 0; i < 8; i++) {
+          const m = servedBy(await viaSocks(transport, 'http://named.shop/'));
+          assert.ok(m);
+          const want = m[1].startsWith('named-a-') ? '8081' : m[1].startsWith('named-b-') ? '8082' : '?';
+          assert.equal(m[3], want, `${m[1]} answers on its own port for targetPort "app"`);
+          seen.add(m[1].slice(0, 7));
+        }
+        console.log(`# named targetPort: answered by ${[...seen].join(', ')}`);
+      });
+
+      test('a multi-port Service', async () => {
+        assert.match(await viaSocks(transport, 'http://multi.shop:80/'), /^pod=multi-\S+ namespace=shop port=8080$/m);
+        assert.match(await viaSocks(transport, 'http://multi.shop:8090/'), /^pod=multi-\S+ namespace=shop port=9090$/m);
+        const { reply, socket, rest } = await socks5Connect(proxy(transport).socks!, 'multi.shop', 7000);
+        assert.equal(reply, 0);
+        const payload = Buffer.from(`echo through ${transport}\n`);
+        socket.write(payload);
+        const back = Buffer.concat([rest, await new Reader(socket).read(payload.length - rest.length)]);
+        socket.destroy();
+        assert.deepEqual(back, payload);
+      });
+    });
+
+    describe('HTTP listener', () => {
+      test('CONNECT', async () => {
+        assert.match(await viaConnect(transport, 'http://web.shop/'), /^pod=web-\S+ namespace=shop port=8080$/m);
+        assert.match(await viaConnect(transport, 'http://db-1.db-headless.shop.svc.cluster.local:8080/'), /^pod=db-1 /m);
+      });
+
+      test('absolute-form', async () => {
+        assert.match(await viaAbsoluteForm(transport, 'http://web.shop/'), /^pod=web-\S+ namespace=shop port=8080$/m);
+        assert.match(await viaAbsoluteForm(transport, `http://${webClusterIP}/`), /^pod=web-\S+ namespace=shop port=8080$/m);
+      });
+    });
+
+    describe('refusals', () => {
+      test('an unknown Service: SOCKS 0x04, HTTP 502', async () => {
+        assert.equal(await socksReply(transport, 'nosuch.shop', 80), 0x04);
+        assert.equal(await httpStatus(transport, 'http://nosuch.shop/'), 502);
+        assert.equal(await connectStatus(transport, 'nosuch.shop', 80), 502);
+      });
+
+      test('a Service with no ready endpoint: SOCKS 0x04, HTTP 503', async () => {
+        assert.equal(await socksReply(transport, 'unready.shop', 80), 0x04);
+        assert.equal(await httpStatus(transport, 'http://unready.shop/'), 503);
+      });
+
+      test('a port the Service lacks: SOCKS 0x05, HTTP 502', async () => {
+        assert.equal(await socksReply(transport, 'web.shop', 81), 0x05);
+        assert.equal(await httpStatus(transport, 'http://web.shop:81/'), 502);
+      });
+
+      test('a pod port nothing listens on (the streaming server refuses): SOCKS 0x05, HTTP 502', async () => {
+        assert.equal(await socksReply(transport, webPodIP, 9999), 0x05);
+        assert.equal(await httpStatus(transport, `http://${webPodIP}:9999/`), 502);
+        await viaSocks(transport, 'http://web.shop/'); // and the tunnel still serves
+      });
+    });
+  });
+}
+
+/** Creates a Service like web under a new name and times until the proxy reaches it. */
+async function timeNewService(t: TestContext, name: string, transport: Transport): Promise<number> {
+  const c = cluster!;
+  const t0 = Date.now();
+  await c.kubectl(['apply', '-f', '-'], {
+    input: `apiVersion: v1\nkind: Service\nmetadata: {name: ${name}, namespace: shop}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: http}]\n`,
+  });
+  const created = Date.now();
+  for (;;) {
+    const r = await curl(['--proxy', `socks5h://${proxy(transport).socks}`, `http://${name}.shop/`], 5_000);
+    if (r.code === 0 && /^pod=web-/m.test(r.stdout)) break;
+    if (Date.now() - created > 30_000) assert.fail(`${name}.shop not reachable within 30 s of its creation: ${r.stderr}`);
+    await delay(100);
+  }
+  const ms = Date.now() - created;
+  t.diagnostic(`${name}: reachable ${ms} ms after kubectl apply returned (${created - t0} ms for the apply)`);
+  console.log(`# ${name} via ${transport}: reachable ${ms} ms after it was created`);
+  return ms;
+}
+
+describe('real cluster: etcd compaction and API server restart', { skip }, () => {
+  test('a Service created after an etcd compaction is reachable within 2 s', async (t) => {
+    // Some churn first, so that the compaction leaves the proxy's watches behind.
+    for (let i = 0; i < 3; i++) await cluster!.kubectl(['-n', 'shop', 'annotate', '--overwrite', 'svc/web', `churn=${i}`]);
+    const rev = await cluster!.compact();
+    t.diagnostic(`compacted at revision ${rev}`);
+    for (const transport of TRANSPORTS) {
+      const ms = await timeNewService(t, `after-compact-${transport}`, transport);
+      assert.ok(ms <= 2000, `reachable after ${ms} ms; target 2 s`);
+    }
+  });
+
+  test('a Service created after the API server restarts (etcd compacted meanwhile) is reachable within 2 s', async (t) => {
+    const c = cluster!;
+    const t0 = Date.now();
+    await c.restartApiServer();
+    t.diagnostic(`API server restarted in ${Date.now() - t0} ms`);
+    for (let i = 0; i < 3; i++) await c.kubectl(['-n', 'shop', 'annotate', '--overwrite', 'svc/web', `churn=r${i}`]);
+    await c.compact();
+    for (const transport of TRANSPORTS) {
+      const ms = await timeNewService(t, `after-restart-${transport}`, transport);
+      assert.ok(ms <= 2000, `reachable after ${ms} ms; target 2 s`);
+    }
+    c.assertHealthy();
+  });
+});
