@@ -83,8 +83,8 @@ export interface RealCluster {
   get<T = unknown>(apiPath: string): Promise<T>;
   /** Compacts etcd at its current revision; returns that revision. */
   compact(): Promise<number>;
-  /** Stops the API server (SIGTERM) and starts it again on the same port; resolves when ready. */
-  restartApiServer(): Promise<void>;
+  /** Stops the API server (SIGTERM), runs whileDown, and starts it again on the same port; resolves when ready. */
+  restartApiServer(opts?: { whileDown?: () => Promise<void> }): Promise<void>;
   /** Throws (with the log's last lines) if a component has died. */
   assertHealthy(): void;
   /** The last lines of a component's log. */
@@ -170,12 +170,16 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       if (c.exited && !c.stopping) throw new Error(`real cluster: ${c.name} exited (${c.exited.code ?? c.exited.signal}); last lines of ${c.log}:\n${tail(c.log)}`);
     }
   };
-  const stopComponent = async (c: Component) => {
+  /** SIGTERM, then SIGKILL after graceMs (kube-apiserver, with port-forward tunnels open, takes ~10 s to exit). */
+  const stopComponent = async (c: Component, graceMs = 5_000) => {
     c.stopping = true;
     if (c.exited) return;
     const exit = once(c.proc, 'exit');
     c.proc.kill('SIGTERM');
-    const killer = setTimeout(() => c.proc.kill('SIGKILL'), 10_000);
+    const killer = setTimeout(() => {
+      progress(`${c.name} still running ${graceMs} ms after SIGTERM: SIGKILL`);
+      c.proc.kill('SIGKILL');
+    }, graceMs);
     await exit;
     clearTimeout(killer);
   };
@@ -399,10 +403,11 @@ subjects:
         if (!res.ok) throw new Error(`etcd compact: ${res.status} ${await res.text()}`);
         return ((await res.json()) as { revision: number }).revision;
       },
-      async restartApiServer() {
+      async restartApiServer(o = {}) {
         assertHealthy();
         await stopComponent(components.get('kube-apiserver')!);
         components.delete('kube-apiserver');
+        await o.whileDown?.();
         await startApiServer();
       },
       assertHealthy,
