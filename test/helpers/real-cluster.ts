@@ -4,10 +4,10 @@
 // docs/real-cluster.md). The binaries come from test/real-cluster/build.sh, cached outside the
 // clone under a key made of the module's sources; when they are not built the tests skip with a
 // reason, except where PROXYOUT_REQUIRE_REAL_CLUSTER=1 (CI builds them first), where they fail.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { createWriteStream, existsSync, readFileSync, readdirSync, statSync, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync, readdirSync, type WriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import net from 'node:net';
@@ -54,6 +54,8 @@ export function isBuilt(): boolean {
 
 /** false when the test bed is built; else the skip reason (or a throw under PROXYOUT_REQUIRE_REAL_CLUSTER=1). */
 export function skipUnlessRealCluster(): false | string {
+  // The tests apply their manifests with real kubectl; CI's machine may lack it (.ci/run says so).
+  if (spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).error) return 'kubectl is not on PATH: the real-cluster tests apply their manifests with it';
   if (isBuilt()) return false;
   const reason = `real-cluster test bed not built: run bash test/real-cluster/build.sh (looked in ${binDir()})`;
   if (process.env.PROXYOUT_REQUIRE_REAL_CLUSTER === '1') throw new Error(reason);
@@ -419,10 +421,4 @@ subjects:
     await stopAll().catch(() => {});
     throw new Error(`${err instanceof Error ? err.message : String(err)}\n${logs}`);
   }
-}
-
-/** For docs and error messages: how old the cached build is. */
-export function builtAt(): Date | undefined {
-  const f = path.join(binDir(), '.complete');
-  return existsSync(f) ? statSync(f).mtime : undefined;
 }
