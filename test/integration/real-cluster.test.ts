@@ -15,6 +15,9 @@ import { socks5Connect, Reader } from '../helpers/socks-client.js';
 
 const skip = skipUnlessRealCluster();
 
+/** What proxyout/bulk sends per connection: several times the SPDY and WebSocket flow-control windows. */
+const BULK_BYTES = 8 << 20;
+
 const MANIFESTS = `
 apiVersion: v1
 kind: Namespace
@@ -124,6 +127,28 @@ spec:
   - {name: alt, port: 8090, targetPort: 9090}
   - {name: echo, port: 7000, targetPort: echo}
 ---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bulk, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: bulk}}
+  template:
+    metadata: {labels: {app: bulk}}
+    spec:
+      containers:
+      - name: bulk
+        image: proxyout/bulk
+        env: [{name: BULK_BYTES, value: "${BULK_BYTES}"}]
+        ports: [{name: bulk, containerPort: 9100}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: bulk, namespace: shop}
+spec:
+  selector: {app: bulk}
+  ports: [{port: 9100, targetPort: bulk}]
+---
 # Running, never ready: its Service has an endpoint, none of them ready.
 apiVersion: apps/v1
 kind: Deployment
@@ -166,7 +191,7 @@ before(async () => {
   console.log(`# real cluster up in ${cluster.startupMs} ms`);
   const t0 = Date.now();
   await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
-  for (const d of ['deployment/web', 'deployment/named-a', 'deployment/named-b', 'deployment/multi', 'statefulset/db']) {
+  for (const d of ['deployment/web', 'deployment/named-a', 'deployment/named-b', 'deployment/multi', 'deployment/bulk', 'statefulset/db']) {
     await cluster.kubectl(['-n', 'shop', 'rollout', 'status', d, '--timeout=60s']);
   }
   console.log(`# workloads rolled out in ${Date.now() - t0} ms`);
@@ -285,6 +310,36 @@ for (const transport of TRANSPORTS) {
         const back = Buffer.concat([rest, await new Reader(socket).read(payload.length - rest.length)]);
         socket.destroy();
         assert.deepEqual(back, payload);
+      });
+    });
+
+    describe('data through the real streaming server', () => {
+      test('a download of 8 MiB arrives whole and in order', async () => {
+        const { reply, socket, rest } = await socks5Connect(proxy(transport).socks!, 'bulk.shop', 9100);
+        assert.equal(reply, 0);
+        const t0 = Date.now();
+        const reader = new Reader(socket);
+        const body = Buffer.concat([rest, await reader.read(BULK_BYTES - rest.length)]);
+        const ms = Date.now() - t0;
+        // Then the close: the streaming server (as containerd) gives the other direction a second.
+        assert.equal((await reader.readAll()).length, 0, 'nothing after the 8 MiB');
+        const closeMs = Date.now() - t0 - ms;
+        socket.destroy();
+        // proxyout/bulk repeats a..z in 64 KiB blocks.
+        for (let i = 0; i < body.length; i += 4099) assert.equal(body[i], 97 + ((i % 65536) % 26), `byte ${i}`);
+        console.log(`# ${transport}: 8 MiB in ${ms} ms, closed ${closeMs} ms after the last byte`);
+      });
+
+      test('4 MiB echoed while being sent', async () => {
+        const payload = Buffer.alloc(4 << 20);
+        for (let i = 0; i < payload.length; i++) payload[i] = (i * 7 + (i >> 12)) & 0xff;
+        const { reply, socket, rest } = await socks5Connect(proxy(transport).socks!, 'multi.shop', 7000);
+        assert.equal(reply, 0);
+        const reader = new Reader(socket);
+        socket.write(payload);
+        const back = Buffer.concat([rest, await reader.read(payload.length - rest.length, 60_000)]);
+        socket.destroy();
+        assert.ok(back.equals(payload), 'the same bytes came back');
       });
     });
 
