@@ -133,8 +133,10 @@ export interface StartOptions {
   nodes?: string[];
   /** Namespace the limited user administers (default shop). */
   limitedNamespace?: string;
-  /** Extra kube-apiserver flags (e.g. --feature-gates=...). */
+  /** Extra kube-apiserver flags (e.g. --feature-gates=PortForwardWebsockets=false,WatchList=false). */
   apiServerFlags?: string[];
+  /** Extra proxyout-node flags (e.g. --websocket-tunnel=false: a kubelet that does not tunnel SPDY in a WebSocket). */
+  nodeFlags?: string[];
   /** Keep the temp dir (logs, kubeconfig) after stop. Also PROXYOUT_KEEP_REAL_CLUSTER=1. */
   keep?: boolean;
   /** Progress lines go here (default: nowhere). */
@@ -334,6 +336,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       `--tls-private-key-file=${p('node.key')}`,
       `--client-ca-file=${ca}`,
       `--ready-file=${nodeReady}`,
+      ...(opts.nodeFlags ?? []),
     ]);
 
     const kubectl: RealCluster['kubectl'] = async (args, o = {}) => {

@@ -1,10 +1,19 @@
 // Starts a real-cluster test bed by hand and keeps it up until Ctrl-C:
 //   bash test/real-cluster/build.sh && npm run build && node dist/test/real-cluster/up.js [node-1,node-2]
+//     [--apiserver-flag=--feature-gates=PortForwardWebsockets=false,WatchList=false] [--node-flag=--websocket-tunnel=false]
 // Prints the kubeconfig to use (contexts admin, limited, cert) and where the components' logs are.
 import { startRealCluster } from '../helpers/real-cluster.js';
 
-const nodes = process.argv[2]?.split(',').filter(Boolean);
-const cluster = await startRealCluster({ nodes, keep: true, progress: (line) => console.error(line) });
+const args = process.argv.slice(2);
+const flagsOf = (name: string) => args.filter((a) => a.startsWith(`--${name}=`)).map((a) => a.slice(name.length + 3));
+const nodes = args.find((a) => !a.startsWith('--'))?.split(',').filter(Boolean);
+const cluster = await startRealCluster({
+  nodes,
+  apiServerFlags: flagsOf('apiserver-flag'),
+  nodeFlags: flagsOf('node-flag'),
+  keep: true,
+  progress: (line) => console.error(line),
+});
 console.log(`export KUBECONFIG=${cluster.kubeconfig}`);
 console.log(`# server ${cluster.server}; contexts admin (current), limited (namespace ${cluster.limitedNamespace}), cert`);
 console.log(`# started in ${cluster.startupMs} ms; logs in ${cluster.dir}; Ctrl-C stops it`);

@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,15 +41,21 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	"k8s.io/apimachinery/pkg/util/proxy"
 	translator "k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
+	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 )
 
 const readyAnnotation = "proxyout.test/ready"
+
+var websocketTunnel = true
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
@@ -57,6 +64,8 @@ func main() {
 	keyFile := flag.String("tls-private-key-file", "", "serving key")
 	clientCA := flag.String("client-ca-file", "", "CA that signs the API server's kubelet client certificate")
 	readyFile := flag.String("ready-file", "", "file to write {node: port} as JSON to once every node is registered")
+	flag.BoolVar(&websocketTunnel, "websocket-tunnel", true,
+		"tunnel SPDY in a WebSocket as the kubelet does with ExtendWebSocketsToKubelet (default on since 1.36); off: as an older kubelet, such a request goes to the v4 WebSocket handler")
 	flag.Parse()
 	if *kubeconfig == "" || *certFile == "" || *keyFile == "" || *clientCA == "" {
 		fmt.Fprintln(os.Stderr, "usage: proxyout-node --kubeconfig F --tls-cert-file F --tls-private-key-file F --client-ca-file F [--nodes a,b] [--ready-file F]")
@@ -104,6 +113,18 @@ func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, rea
 	var nodes []*node
 	for i, name := range names {
 		n := &node{name: name, index: i + 1, client: client, pods: map[types.UID]*podRuntime{}}
+		sl, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		cfg := streaming.DefaultConfig
+		cfg.Addr = sl.Addr().String()
+		cfg.BaseURL = &url.URL{Scheme: "http", Host: cfg.Addr}
+		n.streaming, err = streaming.NewServer(cfg, runtime{node: n})
+		if err != nil {
+			return err
+		}
+		go http.Serve(sl, n.streaming)
 		l, err := tls.Listen("tcp4", "127.0.0.1:0", tlsConfig)
 		if err != nil {
 			return err
@@ -154,6 +175,8 @@ type node struct {
 	mu     sync.Mutex
 	pods   map[types.UID]*podRuntime
 	nextIP int
+
+	streaming streaming.Server // the runtime's streaming server (plain HTTP on loopback, as containerd's default)
 }
 
 // podRuntime is one pod's "containers": a server per declared container port.
@@ -176,12 +199,13 @@ func (n *node) handler() http.Handler {
 	return mux
 }
 
-// servePortForward does what the kubelet's handler does (pod lookup, V4 options, WebSocket
-// tunnelling when asked for) and then hands the connection to the CRI streaming server's
-// ServePortForward, as containerd and CRI-O do.
+// servePortForward does what the kubelet's handler does: look the pod up, read the V4 options,
+// ask the runtime's streaming server for a port-forward URL, and proxy the request there with
+// the upgrade-aware proxy — through the WebSocket-to-SPDY tunnelling handler when the client asks
+// for that tunnel (the kubelet's ExtendWebSocketsToKubelet).
 func (n *node) servePortForward(w http.ResponseWriter, r *http.Request) {
 	ns, podName, uid := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("uid")
-	tunnel := wsstream.IsWebSocketRequestWithTunnelingProtocol(r)
+	tunnel := websocketTunnel && wsstream.IsWebSocketRequestWithTunnelingProtocol(r)
 	opts := &portforward.V4Options{}
 	if !tunnel {
 		o, err := portforward.NewV4Options(r)
@@ -200,15 +224,29 @@ func (n *node) servePortForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pod not found", http.StatusNotFound)
 		return
 	}
-	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// As containerd's streaming server: the pod is named by its sandbox ID, the UID is left empty.
-		portforward.ServePortForward(w, r, &forwarder{node: n, pod: p}, p.sandboxID(), "", opts,
-			4*time.Hour, 30*time.Second, portforward.SupportedProtocols)
-	})
+	resp, err := n.streaming.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: p.sandboxID(), Port: opts.Ports})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	target, err := url.Parse(resp.Url)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var h http.Handler = proxy.NewUpgradeAwareHandler(target, nil, false, true, responder{})
 	if tunnel {
 		h = translator.NewTunnelingHandler(h)
 	}
 	h.ServeHTTP(w, r)
+}
+
+// responder answers a failed proxying as the kubelet's does.
+type responder struct{}
+
+func (responder) Error(w http.ResponseWriter, _ *http.Request, err error) {
+	fmt.Fprintf(os.Stderr, "proxyout-node: error while proxying request: %v\n", err)
+	http.Error(w, err.Error(), http.StatusInternalServerError)
 }
 
 func (n *node) findPod(ns, name string) *podRuntime {
@@ -222,9 +260,15 @@ func (n *node) findPod(ns, name string) *podRuntime {
 	return nil
 }
 
-type forwarder struct {
-	node *node
-	pod  *podRuntime
+func (n *node) findSandbox(id string) *podRuntime {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.pods {
+		if p.sandboxID() == id && !p.deleting {
+			return p
+		}
+	}
+	return nil
 }
 
 // sandboxID is what containerd names a pod's sandbox by: 64 hex digits.
@@ -233,25 +277,38 @@ func (p *podRuntime) sandboxID() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// runtime is the node's "container runtime" behind the CRI streaming server (which serves the
+// port-forward protocols, as in containerd and CRI-O); only port-forward is implemented.
+type runtime struct{ node *node }
+
+func (runtime) Exec(context.Context, string, []string, io.Reader, io.WriteCloser, io.WriteCloser, bool, <-chan remotecommandserver.TerminalSize) error {
+	return errors.New("exec is not supported by the proxyout node stand-in")
+}
+
+func (runtime) Attach(context.Context, string, io.Reader, io.WriteCloser, io.WriteCloser, bool, <-chan remotecommandserver.TerminalSize) error {
+	return errors.New("attach is not supported by the proxyout node stand-in")
+}
+
 // PortForward dials the pod's server for the port, as containerd dials localhost:port in the
 // pod's network namespace, and returns that dial's error (in containerd's words) when nothing
 // listens there.
-func (f *forwarder) PortForward(ctx context.Context, sandboxID string, _ string, port int32, stream io.ReadWriteCloser) error {
+func (rt runtime) PortForward(ctx context.Context, sandboxID string, port int32, stream io.ReadWriteCloser) error {
+	if port <= 0 || port > 65535 {
+		return fmt.Errorf("invalid port %d", port)
+	}
+	defer stream.Close()
+	p := rt.node.findSandbox(sandboxID)
+	if p == nil {
+		return fmt.Errorf("failed to find sandbox %q in store: not found", sandboxID)
+	}
 	netns := "/var/run/netns/cni-" + sandboxID[:8] + "-" + sandboxID[8:12] + "-" + sandboxID[12:16] + "-" + sandboxID[16:20] + "-" + sandboxID[20:32]
-	f.node.mu.Lock()
+	rt.node.mu.Lock()
 	var addr string
-	if s := f.pod.servers[port]; s != nil && !f.pod.deleting {
+	if s := p.servers[port]; s != nil {
 		addr = s.addr()
 	}
-	f.node.mu.Unlock()
-	var conn net.Conn
-	if addr != "" {
-		c, err := net.DialTimeout("tcp4", addr, 5*time.Second)
-		if err != nil {
-			return fmt.Errorf("failed to execute portforward in network namespace %q: failed to connect to localhost:%d inside namespace %q: %w", netns, port, sandboxID, err)
-		}
-		conn = c
-	} else {
+	rt.node.mu.Unlock()
+	if addr == "" {
 		// Nothing listens on that port in the pod: the dial inside the pod's namespace is refused.
 		refused := func(network, ip string) error {
 			return &net.OpError{Op: "dial", Net: network, Addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: int(port)},
@@ -259,6 +316,10 @@ func (f *forwarder) PortForward(ctx context.Context, sandboxID string, _ string,
 		}
 		return fmt.Errorf("failed to execute portforward in network namespace %q: failed to connect to localhost:%d inside namespace %q, IPv4: %v IPv6 %v ",
 			netns, port, sandboxID, refused("tcp4", "127.0.0.1"), refused("tcp6", "::1"))
+	}
+	conn, err := net.DialTimeout("tcp4", addr, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("failed to execute portforward in network namespace %q: failed to connect to localhost:%d inside namespace %q: %w", netns, port, sandboxID, err)
 	}
 	defer conn.Close()
 	errCh := make(chan error, 2)
