@@ -381,6 +381,35 @@ for (const transport of TRANSPORTS) {
   });
 }
 
+describe('real cluster: a StatefulSet pod deleted and recreated under its name', { skip }, () => {
+  for (const transport of TRANSPORTS) {
+    test(`is reached again within seconds (--transport ${transport})`, async (t) => {
+      const c = cluster!;
+      const url = 'http://db-0.db-headless.shop.svc.cluster.local:8080/';
+      const uidVia = async (): Promise<string | undefined> => {
+        const r = await curl(['--proxy', `socks5h://${proxy(transport).socks}`, '-si', url], 5_000);
+        return r.code === 0 ? /^x-pod-uid: (\S+)/im.exec(r.stdout)?.[1] : undefined;
+      };
+      const oldUid = await uidVia();
+      assert.ok(oldUid, 'db-0 answers before');
+      await c.kubectl(['-n', 'shop', 'delete', 'pod', 'db-0', '--wait=false']);
+      const t0 = Date.now();
+      let failures = 0;
+      for (;;) {
+        const uid = await uidVia();
+        if (uid && uid !== oldUid) break;
+        if (!uid) failures++;
+        if (Date.now() - t0 > 20_000) assert.fail(`the new db-0 not reached within 20 s (${failures} failed requests)`);
+        await delay(100);
+      }
+      const ms = Date.now() - t0;
+      t.diagnostic(`new db-0 reached ${ms} ms after the delete (${failures} requests failed meanwhile)`);
+      console.log(`# ${transport}: new db-0 reached ${ms} ms after the delete (${failures} requests failed meanwhile)`);
+      assert.ok(ms <= 10_000, `reached after ${ms} ms`);
+    });
+  }
+});
+
 describe('real cluster: the namespace-limited user (RBAC: admin in shop only)', { skip }, () => {
   let limited: ProxyProcess | undefined;
   after(async () => {

@@ -15,7 +15,7 @@ import (
 // The "images" the stand-in can run. A container's image (its tag is ignored) decides what
 // each of its declared ports serves:
 //
-//	proxyout/http   HTTP; every answer is "pod=<name> namespace=<ns> port=<containerPort>\n"
+//	proxyout/http   HTTP; every answer is "pod=<name> namespace=<ns> port=<containerPort>\n", with headers X-Pod-Name and X-Pod-UID
 //	proxyout/echo   TCP echo
 //	proxyout/bulk   on connect, sends BULK_BYTES (env, default 1 MiB) bytes, then closes
 //	proxyout/none   nothing listens (port-forwarding to it is refused)
@@ -82,6 +82,7 @@ func startServer(image string, pod *corev1.Pod, c corev1.Container, port int32) 
 		s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.Header().Set("X-Pod-Name", pod.Name)
+			w.Header().Set("X-Pod-UID", string(pod.UID))
 			io.WriteString(w, body)
 		})}
 		go s.http.Serve(l)
