@@ -149,6 +149,29 @@ spec:
   selector: {app: bulk}
   ports: [{port: 9100, targetPort: bulk}]
 ---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: roll, namespace: shop}
+spec:
+  replicas: 2
+  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  selector: {matchLabels: {app: roll}}
+  template:
+    metadata:
+      labels: {app: roll}
+      # A preStop sleep, as zero-downtime rollouts use: the pod keeps serving a second after its deletion.
+      annotations: {proxyout.test/stop-delay: 1s}
+    spec:
+      containers:
+      - {name: web, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: roll, namespace: shop}
+spec:
+  selector: {app: roll}
+  ports: [{port: 80, targetPort: http}]
+---
 # Running, never ready: its Service has an endpoint, none of them ready.
 apiVersion: apps/v1
 kind: Deployment
@@ -191,7 +214,7 @@ before(async () => {
   console.log(`# real cluster up in ${cluster.startupMs} ms`);
   const t0 = Date.now();
   await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
-  for (const d of ['deployment/web', 'deployment/named-a', 'deployment/named-b', 'deployment/multi', 'deployment/bulk', 'statefulset/db']) {
+  for (const d of ['deployment/web', 'deployment/named-a', 'deployment/named-b', 'deployment/multi', 'deployment/bulk', 'deployment/roll', 'statefulset/db']) {
     await cluster.kubectl(['-n', 'shop', 'rollout', 'status', d, '--timeout=60s']);
   }
   console.log(`# workloads rolled out in ${Date.now() - t0} ms`);
@@ -380,6 +403,47 @@ for (const transport of TRANSPORTS) {
     });
   });
 }
+
+describe('real cluster: a Deployment rolled while 8 clients make requests', { skip }, () => {
+  for (const transport of TRANSPORTS) {
+    test(`no request fails (--transport ${transport})`, async (t) => {
+      const c = cluster!;
+      type PodList = { items: Array<{ metadata: { name: string; deletionTimestamp?: string } }> };
+      const podsNow = async () => (JSON.parse((await c.kubectl(['-n', 'shop', 'get', 'pods', '-l', 'app=roll', '-o', 'json'])).stdout) as PodList).items;
+      const before = new Set((await podsNow()).map((p) => p.metadata.name));
+      let running = true;
+      let ok = 0;
+      const failures: string[] = [];
+      const seen = new Set<string>();
+      const client = async () => {
+        while (running) {
+          const r = await curl(['--proxy', `socks5h://${proxy(transport).socks}`, 'http://roll.shop/'], 10_000);
+          const pod = r.code === 0 ? servedBy(r.stdout)?.[1] : undefined;
+          if (pod) {
+            ok++;
+            seen.add(pod);
+          } else failures.push(`curl ${r.code}: ${r.stderr.trim()}`);
+        }
+      };
+      const clients = Array.from({ length: 8 }, client);
+      await delay(300);
+      const t0 = Date.now();
+      await c.kubectl(['-n', 'shop', 'rollout', 'restart', 'deployment/roll']);
+      await c.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/roll', '--timeout=60s']);
+      // Until the old pods are gone (not just replaced in the rollout's count).
+      while ((await podsNow()).some((p) => before.has(p.metadata.name)) && Date.now() - t0 < 60_000) await delay(100);
+      const rolledMs = Date.now() - t0;
+      await delay(500);
+      running = false;
+      await Promise.all(clients);
+      const line = `${transport}: rolled in ${rolledMs} ms; ${ok} requests answered by ${seen.size} pods, ${failures.length} failed`;
+      t.diagnostic(line);
+      console.log(`# ${line}`);
+      assert.deepEqual(failures, [], 'no failed request during the rollout');
+      assert.ok([...seen].some((p) => !before.has(p)), 'the new pods answered');
+    });
+  }
+});
 
 describe('real cluster: a StatefulSet pod deleted and recreated under its name', { skip }, () => {
   for (const transport of TRANSPORTS) {

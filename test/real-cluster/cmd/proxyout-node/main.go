@@ -253,7 +253,7 @@ func (n *node) findPod(ns, name string) *podRuntime {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range n.pods {
-		if p.namespace == ns && p.name == name && !p.deleting {
+		if p.namespace == ns && p.name == name {
 			return p
 		}
 	}
@@ -264,7 +264,7 @@ func (n *node) findSandbox(id string) *podRuntime {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range n.pods {
-		if p.sandboxID() == id && !p.deleting {
+		if p.sandboxID() == id {
 			return p
 		}
 	}
@@ -511,6 +511,29 @@ func (p *podRuntime) stop() {
 	}
 }
 
+const stopDelayAnnotation = "proxyout.test/stop-delay"
+
+// terminate stops a deleted pod's containers as the kubelet and a well-behaved app would: the
+// servers keep serving for the pod's proxyout.test/stop-delay (a Go duration, default 0: a
+// preStop sleep), then stop accepting and finish what is in flight, within the pod's grace
+// period. Port-forwarding to the pod works until then (a terminating pod still runs).
+func (p *podRuntime) terminate(pod *corev1.Pod) {
+	grace := 30 * time.Second
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	}
+	deadline := time.Now().Add(grace)
+	if d, err := time.ParseDuration(pod.Annotations[stopDelayAnnotation]); err == nil && d > 0 {
+		time.Sleep(min(d, grace))
+	}
+	var wg sync.WaitGroup
+	for _, s := range p.servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.shutdown(time.Until(deadline)) }()
+	}
+	wg.Wait()
+}
+
 // sync brings one pod's local state and reported status in line with its spec.
 func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil {
@@ -525,7 +548,7 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 		}
 		n.mu.Unlock()
 		if p != nil {
-			p.stop()
+			p.terminate(pod)
 		}
 		zero := int64(0)
 		uid := pod.UID

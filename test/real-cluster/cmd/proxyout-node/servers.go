@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -43,6 +45,29 @@ func (s *server) close() {
 		s.l.Close()
 		s.conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
 	})
+}
+
+// shutdown stops accepting and lets what is in flight finish (HTTP: the answers being written;
+// TCP: open connections) for up to timeout, then closes the rest.
+func (s *server) shutdown(timeout time.Duration) {
+	if timeout > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if s.http != nil {
+			s.http.Shutdown(ctx)
+		} else {
+			s.l.Close()
+			for ctx.Err() == nil {
+				open := false
+				s.conns.Range(func(_, _ any) bool { open = true; return false })
+				if !open {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	s.close()
 }
 
 func imageName(image string) string {
