@@ -94,6 +94,24 @@ export interface RealCluster {
   stop(): Promise<void>;
 }
 
+// Components must not outlive the test process, even one that crashes or is killed: on Linux each
+// runs under setpriv --pdeathsig KILL (killed when this process dies); and an exiting process
+// SIGKILLs whatever is still running.
+const SETPRIV = process.platform === 'linux' && existsSync('/usr/bin/setpriv') ? '/usr/bin/setpriv' : undefined;
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const proc of live) proc.kill('SIGKILL');
+});
+
+function spawnComponent(file: string, args: string[], cwd: string): ChildProcess {
+  const proc = SETPRIV
+    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', file, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd })
+    : spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd });
+  live.add(proc);
+  proc.on('exit', () => live.delete(proc));
+  return proc;
+}
+
 interface Component {
   name: string;
   proc: ChildProcess;
@@ -158,7 +176,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
   const launch = (name: string, file: Binary, args: string[]): Component => {
     const log = path.join(dir, `${name}.log`);
     const out: WriteStream = createWriteStream(log, { flags: 'a' });
-    const proc = spawn(bin(file), args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir });
+    const proc = spawnComponent(bin(file), args, dir);
     proc.stdout!.pipe(out, { end: false });
     proc.stderr!.pipe(out, { end: false });
     const c: Component = { name, proc, log, stopping: false };
