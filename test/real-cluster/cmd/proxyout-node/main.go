@@ -53,7 +53,11 @@ import (
 	remotecommandserver "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 )
 
-const readyAnnotation = "proxyout.test/ready"
+const (
+	readyAnnotation     = "proxyout.test/ready"
+	goneAnnotation      = "proxyout.test/kubelet-gone"
+	dialDelayAnnotation = "proxyout.test/dial-delay"
+)
 
 var websocketTunnel = true
 
@@ -189,6 +193,8 @@ type podRuntime struct {
 	ready           bool              // last readiness reported
 	reported        bool
 	deleting        bool
+	dialDelay       time.Duration // proxyout.test/dial-delay: the runtime waits this long before dialling the pod's port
+	gone            bool          // proxyout.test/kubelet-gone: "true": /portForward answers 404 as for a pod the kubelet no longer has
 }
 
 func (n *node) handler() http.Handler {
@@ -216,7 +222,7 @@ func (n *node) servePortForward(w http.ResponseWriter, r *http.Request) {
 		opts = o
 	}
 	p := n.findPod(ns, podName)
-	if p == nil {
+	if p == nil || p.gone {
 		http.Error(w, "pod does not exist", http.StatusNotFound)
 		return
 	}
@@ -307,7 +313,16 @@ func (rt runtime) PortForward(ctx context.Context, sandboxID string, port int32,
 	if s := p.servers[port]; s != nil {
 		addr = s.addr()
 	}
+	dialDelay := p.dialDelay
 	rt.node.mu.Unlock()
+	if dialDelay > 0 {
+		// A slow runtime or network namespace: the answer (data or refusal) comes this much later.
+		select {
+		case <-time.After(dialDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if addr == "" {
 		// Nothing listens on that port in the pod: the dial inside the pod's namespace is refused.
 		refused := func(network, ip string) error {
@@ -591,6 +606,8 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 		}
 	}
 	ready := pod.Annotations[readyAnnotation] != "false"
+	p.gone = pod.Annotations[goneAnnotation] == "true"
+	p.dialDelay, _ = time.ParseDuration(pod.Annotations[dialDelayAnnotation])
 	if p.reported && p.ready == ready && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ip {
 		n.mu.Unlock()
 		return
