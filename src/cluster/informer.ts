@@ -133,8 +133,9 @@ export class ResilientInformer<T extends Slim> {
       const resuming = this.store.resourceVersion !== undefined;
       const startedAt = monotonicMs();
       try {
-        if (!resuming) await this.relist();
-        else await this.watch({ resourceVersion: this.store.resourceVersion });
+        // A paged LIST is no watch: the watch from its resourceVersion follows at once.
+        if (!resuming && !(await this.relist())) continue;
+        if (resuming) await this.watch({ resourceVersion: this.store.resourceVersion });
         // The server ended the watch (timeoutSeconds, restart, load shedding): resume at once —
         // unless it ends them as soon as they start (a proxy in between?): then not in a hot loop.
         const delay = this.recovery.afterEnd(monotonicMs() - startedAt, MIN_WATCH_MS);
@@ -170,13 +171,13 @@ export class ResilientInformer<T extends Slim> {
     }
   }
 
-  /** A fresh picture: watch-list where the server streams it, else paged LIST. */
-  private async relist(): Promise<void> {
+  /** A fresh picture; true when it came by a watch-list, which went on as the watch until now. */
+  private async relist(): Promise<boolean> {
     if (this.options.watchList !== false && !noWatchList.has(this.api)) {
       let initialEvents = 0;
       try {
         await this.watchList(() => initialEvents++);
-        return;
+        return true;
       } catch (err) {
         // Stopped; refused for permissions (a LIST would be refused the same); or the initial
         // events were in and this is the watch that followed ending (resumed from its
@@ -196,6 +197,7 @@ export class ResilientInformer<T extends Slim> {
       }
     }
     await this.listPaged();
+    return false;
   }
 
   private async watchList(counted: () => void): Promise<void> {

@@ -163,3 +163,21 @@ test('a wall clock that jumps a day forward (a laptop waking the next day) reset
   // 500 ms ±20 %, then 1 s ±20 %: a reset (the wall clock's two minutes "passed") would give ~500 ms again.
   assert.ok(second >= 800 && second > first, `${first} ms, then ${second} ms`);
 });
+
+test('a paged LIST is followed by its watch at once, not taken for a watch the server ended', async (t) => {
+  const lines: Array<{ msg?: string }> = [];
+  const log = createLogger('debug', { write: (s: string) => void lines.push(JSON.parse(s) as { msg?: string }) });
+  const fake = await startFakeApi((url, res) => {
+    if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    if (!url.searchParams.get('watch')) return res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
+    res.flushHeaders();
+  });
+  t.after(() => fake.close());
+  const inf = new ResilientInformer(fake.api, '/api/v1/services', log, () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  t.after(() => inf.stop());
+  await inf.start();
+  for (let i = 0; i < 50 && !fake.requests.some((u) => u.searchParams.get('resourceVersion') === '10'); i++) await new Promise((r) => setTimeout(r, 20));
+  assert.ok(fake.requests.some((u) => u.searchParams.get('resourceVersion') === '10'), 'watching from the list');
+  assert.deepEqual(lines.filter((l) => l.msg === 'watch ended by the API server; resuming'), []);
+});
