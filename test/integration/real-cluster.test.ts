@@ -5,11 +5,12 @@
 // PROXYOUT_REQUIRE_REAL_CLUSTER=1, as CI sets it).
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import yaml from 'js-yaml';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect, Reader } from '../helpers/socks-client.js';
 
@@ -504,6 +505,41 @@ describe('real cluster: the namespace-limited user (RBAC: admin in shop only)', 
       assert.equal(l.reason, 'not-allowed');
       assert.match(String(l.msg), /not allowed to watch namespace "other": services is forbidden: User "proxyout-limited" cannot watch resource "services"/);
     }
+  });
+
+  test('doctor reports the real RBAC verdicts: cluster-wide, one namespace, and no port-forward (a viewer, by impersonation)', async () => {
+    const c = cluster!;
+    // A ServiceAccount with the built-in view ClusterRole in shop: it may list and watch, not port-forward.
+    await c.kubectl(['apply', '-f', '-'], {
+      input: `apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: viewer, namespace: shop}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: viewer, namespace: shop}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{kind: ServiceAccount, name: viewer, namespace: shop}]\n`,
+    });
+    type Doc = { users: Array<{ name: string; user: Record<string, unknown> }>; contexts: Array<{ name: string; context: Record<string, unknown> }> };
+    const doc = yaml.load(await readFile(c.kubeconfig, 'utf8')) as Doc;
+    const cluster0 = doc.contexts[0]!.context.cluster;
+    doc.users.push({ name: 'viewer', user: { token: c.tokens.admin, as: 'system:serviceaccount:shop:viewer' } });
+    doc.contexts.push({ name: 'viewer', context: { cluster: cluster0, user: 'viewer', namespace: 'shop' } });
+    const kubeconfig = path.join(c.dir, 'kubeconfig-viewer');
+    await writeFile(kubeconfig, yaml.dump(doc), { mode: 0o600 });
+    const doctor = async (context: string) => {
+      const r = await runCli(['doctor', '--kubeconfig', kubeconfig, '--context', context, '--listen-socks', '127.0.0.1:0', '--json']);
+      const checks = (JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> }).checks;
+      return { code: r.code, rbac: checks.find((x) => x.name === 'rbac')!, portForward: checks.find((x) => x.name === 'port-forward')! };
+    };
+    const admin = await doctor('admin');
+    assert.equal(admin.rbac.status, 'ok');
+    assert.match(admin.rbac.detail, /^cluster-wide: list services, watch services, .*create pods\/portforward$/);
+    assert.match(admin.portForward.detail, /SPDY over WebSocket: yes; per-stream WebSocket v4: yes; legacy SPDY: yes/);
+    const limitedUser = await doctor('limited');
+    assert.equal(limitedUser.rbac.status, 'ok');
+    assert.match(limitedUser.rbac.detail, /^in namespace shop only \(not cluster-wide/);
+    const viewer = await doctor('viewer');
+    assert.equal(viewer.code, 1);
+    assert.equal(viewer.rbac.status, 'fail');
+    assert.match(viewer.rbac.detail, /not allowed in namespace shop nor cluster-wide: create pods\/portforward$/);
+    // Each protocol's refusal in the API server's words, not its JSON.
+    assert.equal(viewer.portForward.status, 'fail');
+    assert.match(viewer.portForward.detail, /SPDY over WebSocket: no \(HTTP 403: pods "\S+" is forbidden: User "system:serviceaccount:shop:viewer" cannot get resource "pods\/portforward"/);
+    assert.doesNotMatch(viewer.portForward.detail, /"kind":"Status"/);
   });
 });
 

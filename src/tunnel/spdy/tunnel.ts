@@ -11,7 +11,7 @@
 // path; GOAWAY then close 1000 ends it.
 import { SpdySession, type SessionWire } from './session.js';
 import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
-import type { ApiRequestOptions } from '../../cluster/api.js';
+import { statusMessage, type ApiRequestOptions } from '../../cluster/api.js';
 import { framesVisibleOnPath } from '../ws-options.js';
 import { ByteWebSocket, type WebSocketEnd } from '../websocket/byte-socket.js';
 import { UpgradeRefusal, upgradeToWebSocket } from '../websocket/handshake.js';
@@ -28,7 +28,9 @@ export class TunnelRefusal extends Error {
     readonly body: string,
     readonly protocol?: string,
   ) {
-    super(status === 101 ? `upgraded with subprotocol "${protocol ?? ''}" instead of ${TUNNEL_PROTOCOL}` : `HTTP ${status}${body ? `: ${body.trim().split('\n')[0]!.slice(0, 300)}` : ''}`);
+    // The body of a refusal is a Status object (its message), or plain text (its first line).
+    const detail = body ? statusMessage(body) : undefined;
+    super(status === 101 ? `upgraded with subprotocol "${protocol ?? ''}" instead of ${TUNNEL_PROTOCOL}` : `HTTP ${status}${detail ? `: ${detail}` : ''}`);
     this.name = 'TunnelRefusal';
   }
 }
