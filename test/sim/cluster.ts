@@ -53,6 +53,8 @@ export interface SimOptions {
   podIpStart?: string;
   /** Extension: first ClusterIP to hand out (default 127.96.0.10). */
   clusterIpStart?: string;
+  /** Extension: the EndpointSlice (and Endpoints) controllers run this long after a change, not in the same instant (upstream: ~10 ms). Default 0. */
+  endpointSliceDelayMs?: number;
   /** Extension: serve OpenShift Routes (route.openshift.io/v1) like an OpenShift API server. Default false. */
   openshiftRoutes?: boolean;
   /**
@@ -151,12 +153,17 @@ export class SimCluster {
   private readonly log: (msg: string) => void;
   private readonly ingressController: SimIngressController;
 
+  /** Extension: how long after a change the EndpointSlice controllers run (SimOptions.endpointSliceDelayMs). */
+  endpointSliceDelayMs: number;
+  private stopped = false;
+
   private constructor(opts: SimOptions) {
     this.host = opts.host ?? '127.0.0.1';
     this.clusterDomain = opts.clusterDomain ?? 'cluster.local';
     this.closeGraceMs = opts.closeGraceMs ?? 1000;
     if (opts.clusterIpStart) this.nextClusterIp = ipv4ToInt(opts.clusterIpStart);
     this.terminatingMs = opts.terminatingMs ?? 0;
+    this.endpointSliceDelayMs = opts.endpointSliceDelayMs ?? 0;
     this.log = opts.quiet ? () => {} : (m) => process.stderr.write(`[sim] ${m}\n`);
     this.pki = new SimPki();
     this.caPem = this.pki.caPem;
@@ -445,7 +452,7 @@ export class SimCluster {
     obj.metadata.uid = uid;
     obj.status = podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32));
     this.store.create('pods', obj);
-    this.controller.syncNamespace(spec.namespace);
+    this.reconcile(() => this.controller.syncNamespace(spec.namespace));
     return { ip, uid };
   }
 
@@ -457,7 +464,7 @@ export class SimCluster {
     if (this.closeSpdySessionsWithPod) this.spdyKubelet.closePod(namespace, name);
     await rt?.backends?.stop();
     this.store.remove('pods', namespace, name);
-    this.controller.syncNamespace(namespace);
+    this.reconcile(() => this.controller.syncNamespace(namespace));
   }
 
   async deletePod(namespace: string, name: string): Promise<void> {
@@ -474,7 +481,7 @@ export class SimCluster {
       for (const c of o.status.conditions ?? []) if (c.type === 'Ready' || c.type === 'ContainersReady') c.status = 'False';
       for (const s of o.status.containerStatuses ?? []) s.ready = false;
     });
-    this.controller.syncNamespace(namespace);
+    this.reconcile(() => this.controller.syncNamespace(namespace));
     setTimeout(() => { if (this.store.has('pods', namespace, name)) void this.removePodNow(namespace, name); }, this.terminatingMs).unref();
   }
 
@@ -491,7 +498,7 @@ export class SimCluster {
       for (const c of o.status.conditions ?? []) if (c.type === 'Ready' || c.type === 'ContainersReady') c.status = 'False';
       for (const s of o.status.containerStatuses ?? []) s.ready = false;
     });
-    this.controller.syncNamespace(namespace);
+    this.reconcile(() => this.controller.syncNamespace(namespace));
   }
 
   async setPodReady(namespace: string, name: string, ready: boolean): Promise<void> {
@@ -507,7 +514,7 @@ export class SimCluster {
       for (const s of o.status.containerStatuses ?? []) s.ready = ready;
     });
     if (!updated) throw new Error(`pods "${name}" not found`);
-    this.controller.syncNamespace(namespace);
+    this.reconcile(() => this.controller.syncNamespace(namespace));
   }
 
   refusePort(namespace: string, name: string, port: number, refuse = true): void {
@@ -550,7 +557,7 @@ export class SimCluster {
       namespace: spec.namespace, name: spec.name, selector: spec.selector, ports, type, clusterIP,
       ipv6ClusterIP: clusterIP && clusterIP !== 'None' ? spec.ipv6ClusterIP : undefined, externalName: spec.externalName,
     }));
-    this.controller.syncService(spec.namespace, spec.name);
+    this.reconcile(() => this.controller.syncService(spec.namespace, spec.name));
     return { clusterIP: clusterIP ?? '' };
   }
 
@@ -558,7 +565,7 @@ export class SimCluster {
     const gone = this.store.remove('services', namespace, name) as any;
     if (!gone) throw new Error(`services "${name}" not found`);
     if (gone.spec?.clusterIP && gone.spec.clusterIP !== 'None') this.usedClusterIPs.delete(gone.spec.clusterIP);
-    this.controller.syncService(namespace, name);
+    this.reconcile(() => this.controller.syncService(namespace, name));
   }
 
   /** A hand-made slice for a selector-less service: no targetRef, conditions {ready: true} only. */
@@ -622,6 +629,20 @@ export class SimCluster {
 
   dropWatches(): void {
     this.api.dropWatches();
+  }
+
+  /**
+   * The EndpointSlice and Endpoints controllers after a change: at once, or `endpointSliceDelayMs`
+   * later, as kube-controller-manager writes them after it has seen the change (~10 ms; about 1 s
+   * after an API server restart). A stopped simulator reconciles nothing.
+   */
+  private reconcile(run: () => void): void {
+    const delay = this.endpointSliceDelayMs;
+    if (delay <= 0) return run();
+    const timer = setTimeout(() => {
+      if (!this.stopped) run();
+    }, delay);
+    timer.unref();
   }
 
   /** Extension: BOOKMARK events this often on watches that allow them (default 60000, as the watch cache; 0: none). */
@@ -706,6 +727,7 @@ export class SimCluster {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     this.kubelet.closeAll();
     this.spdyKubelet.closeAll();
     await this.api.close();

@@ -8,14 +8,19 @@
 import { RESOURCES, type ResourceInfo } from './store.js';
 import { authorizationGroup } from './access-review.js';
 
+/** As the real-cluster test bed's kube-apiserver answers (built with gitVersion set, docs/real-cluster.md). */
 export const SIM_VERSION = {
   major: '1',
-  minor: '32',
-  gitVersion: 'v1.32.0',
-  gitCommit: '70d3cc986aa8221cd1dfb1121852688902d3bf53',
+  minor: '37',
+  emulationMajor: '1',
+  emulationMinor: '37',
+  minCompatibilityMajor: '1',
+  minCompatibilityMinor: '36',
+  gitVersion: 'v1.37.2',
+  gitCommit: '',
   gitTreeState: 'clean',
-  buildDate: '2024-12-11T17:59:15Z',
-  goVersion: 'go1.23.3',
+  buildDate: '1970-01-01T00:00:00Z',
+  goVersion: 'go1.26.8',
   compiler: 'gc',
   platform: 'linux/amd64',
 };
