@@ -119,7 +119,8 @@ function sameSpec(before: RoutingTable, after: RoutingTable, spec: RouteSpec): b
 
 function isFailing(route: Route): boolean {
   const { state, reason } = route.status();
-  return state === 'error' || (state !== 'ready' && reason !== undefined);
+  // Degraded is a route that started and keeps its cache: a reload keeps it as it is.
+  return state === 'error' || (state !== 'ready' && state !== 'degraded' && reason !== undefined);
 }
 
 /** The same kubeconfig file for the route (a managed daemon's reload may hand it another). */

@@ -19,6 +19,11 @@ import type { Claim, ClusterView } from '../routing/table.js';
 import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
 import { probeApi, syncCache } from './cluster.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
+import { RouteHealth } from './health.js';
+import { abortable } from '../core/abort.js';
+
+/** After a pause, streams wait at most this long for the guest's watches to be back. */
+const RESYNC_AFTER_PAUSE_MS = 3_000;
 
 export interface KonnectivityRouteSettings {
   kubeconfig?: string;
@@ -37,6 +42,9 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
   private readonly cache: ClusterCache;
   private readonly route: KonnectivityRoute;
   private readonly life: RouteLifecycle;
+  private readonly health: RouteHealth;
+  /** After a pause: the guest's watches coming back (streams wait for it, bounded). */
+  private resyncing?: Promise<void>;
 
   constructor(spec: KonnectivityRouteSpec, settings: KonnectivityRouteSettings, log: Logger) {
     this.name = spec.name;
@@ -46,9 +54,11 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
     this.route = new KonnectivityRoute(spec.name, spec.konnectivity, { resolve: konnectivityResolve(this.cache, { allowHostNetworkPods: settings.allowHostNetworkPods }), log });
     // A failed attempt's cache and dialer go before the next (the dialer is made anew: its TLS
     // files are read again).
+    this.health = new RouteHealth('konnectivity', this.api, this.kube.server, this.cache, log);
     this.life = new RouteLifecycle('konnectivity', spec.name, log, {
       connect: (step) => this.connect(step),
       reset: async () => {
+        this.health.stop();
         this.route.stop();
         await this.cache.stop();
       },
@@ -83,22 +93,40 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
     await probeApi(this.api, this.kube.context, this.kube.server);
     step('syncing');
     await syncCache(this.cache, this.kube.server);
+    this.health.start();
+  }
+
+  /** After a pause (core/pause-detector.ts): the guest's watches watch again; streams wait for them (bounded). */
+  afterPause(): void {
+    if (this.life.state !== 'ready') return;
+    const resync = this.cache.afterPause(RESYNC_AFTER_PAUSE_MS);
+    this.resyncing = resync;
+    void resync.then(() => {
+      if (this.resyncing === resync) this.resyncing = undefined;
+    });
+    this.health.check();
   }
 
   /** Waits while the route starts or syncs, bounded by `signal`; fails at once while it is in error. */
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
     await this.life.whenReady(signal);
+    if (this.resyncing) await abortable(this.resyncing, signal);
+    // Streams go through the konnectivity server, not the guest's API server: a degraded guest
+    // (names from a cache that may be stale) still serves them.
     return this.route.open(request, claim, signal);
   }
 
   status(): RouteStatus {
     const inner = this.route.status();
-    const { state, reason } = this.life;
-    return { ...inner, state: state === 'ready' ? inner.state : state, ...(reason ? { reason } : {}), details: { ...inner.details, context: this.kube.context, cache: this.cache.status() } };
+    const { state, reason, since } = this.life;
+    const degraded = state === 'ready' && inner.state === 'ready' ? this.health.check() : undefined;
+    const shown = degraded ? { state: 'degraded' as const, reason: degraded.reason, since: degraded.since } : { state: state === 'ready' ? inner.state : state, ...(reason ? { reason } : {}), since };
+    return { ...inner, ...shown, since: new Date(shown.since).toISOString(), details: { ...inner.details, context: this.kube.context, cache: this.cache.status() } };
   }
 
   async close(): Promise<void> {
     this.life.close();
+    this.health.stop();
     await this.route.close();
     await this.cache.stop();
   }

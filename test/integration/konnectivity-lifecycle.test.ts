@@ -115,6 +115,31 @@ describe('a konnectivity route', () => {
     }
   });
 
+  it('whose guest API server goes away after start shows degraded, still serves through the konnectivity server, and is ready again on its return', async () => {
+    gate.set('pass');
+    const { route, matcher } = konnectivityRoute();
+    let bringUp!: () => void;
+    let down: Promise<void> | undefined;
+    try {
+      await route.start();
+      assert.equal(route.status().state, 'ready');
+      const stoppedAt = Date.now();
+      down = sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
+      await eventually(async () => route.status().state === 'degraded', 8_000, 100);
+      assert.ok(Date.now() - stoppedAt <= 5_000, `degraded after ${Date.now() - stoppedAt} ms`);
+      assert.match(route.status().reason ?? '', /^the API server https:\/\/127\.0\.0\.1:\d+ does not answer/);
+      // Names come from the cache; the stream itself goes through the konnectivity server.
+      await assertServes(route, matcher);
+      bringUp();
+      await down;
+      await eventually(async () => route.status().state === 'ready', 8_000, 100);
+    } finally {
+      bringUp?.();
+      await down;
+      await route.close();
+    }
+  });
+
   it('waits for its start with a stream opened meanwhile, then serves it', async () => {
     gate.set('hold');
     const { route, matcher } = konnectivityRoute();
