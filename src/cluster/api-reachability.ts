@@ -36,6 +36,7 @@ export class ApiReachability {
   /** A probe since the waiters arrived found the server away: the next answer is its return. */
   private sawAway = false;
   private state?: ReachabilityState;
+  private readonly returnListeners = new Set<() => void>();
 
   static of(api: ApiConnection): ApiReachability {
     let r = registry.get(api);
@@ -47,6 +48,16 @@ export class ApiReachability {
     private readonly api: ApiConnection,
     private readonly intervalMs = PROBE_INTERVAL_MS,
   ) {}
+
+  /**
+   * Called each time the server, seen away, answers again. What was open to it across the absence
+   * may be dead without a sign (a NAT that forgot it, a new address): the owner renews it.
+   * Returns an unsubscribe.
+   */
+  onReturn(listener: () => void): () => void {
+    this.returnListeners.add(listener);
+    return () => this.returnListeners.delete(listener);
+  }
 
   get last(): ReachabilityState | undefined {
     return this.state;
@@ -71,7 +82,8 @@ export class ApiReachability {
       const timeout = setTimeout(() => done(false), maxMs);
       timeout.unref();
       signal?.addEventListener('abort', aborted, { once: true });
-      if (this.waiters.size === 0) this.sawAway = false;
+      // A new round of waiting forgets an old absence, unless the server is away now.
+      if (this.waiters.size === 0 && this.state?.serving !== false) this.sawAway = false;
       this.waiters.add(wake);
       this.schedule(0);
     });
@@ -143,6 +155,7 @@ export class ApiReachability {
     else if (this.sawAway) {
       this.sawAway = false;
       for (const wake of [...this.waiters]) wake();
+      for (const listener of [...this.returnListeners]) listener();
     }
     this.schedule(this.intervalMs);
   }

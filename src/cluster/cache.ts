@@ -3,6 +3,7 @@ import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { ResilientInformer, WATCH_DEADLINES, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
 import { closeAgents } from './list-watch.js';
+import { ApiReachability } from './api-reachability.js';
 import { PodLookup, POD_LOOKUP_LIMITS } from './pod-lookup.js';
 import { normalizeIp } from '../core/ip.js';
 import { slimNamespace, type SlimNamespace, type SlimPod } from './slim.js';
@@ -40,6 +41,8 @@ export class ClusterCache {
     this.onDemand = new OnDemandNamespaces(log, defaultNamespace, limits, (ns) => this.newWatchSet(ns), () => this.index.invalidate());
     this.pods = new PodLookup(api, log, (pod) => this.index.onPodGone?.(pod.namespace, pod.name, pod.uid), watchOptions.podLookup ?? POD_LOOKUP_LIMITS);
   }
+
+  private stopListening?: () => void;
 
   private get watchPods(): boolean {
     return this.watchOptions.watchPods === true;
@@ -80,6 +83,12 @@ export class ClusterCache {
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
   async start(): Promise<void> {
     const startedAt = Date.now();
+    // The API server back after an absence: the watches held across it may be dead without a
+    // sign (a NAT that forgot them, the name now resolving elsewhere): watch again, on new connections.
+    this.stopListening ??= ApiReachability.of(this.api).onReturn(() => {
+      this.log.info('the API server answers again; renewing the watches');
+      void this.afterPause(0);
+    });
     // The namespace list runs alongside: it only decides which names are worth a look-up.
     const namespaces = new ResilientInformer(this.api, '/api/v1/namespaces', this.log, () => undefined, slimNamespace, this.deadlines, this.watchOptions);
     this.syncingNamespaces = namespaces;
@@ -149,6 +158,8 @@ export class ClusterCache {
   }
 
   async stop(): Promise<void> {
+    this.stopListening?.();
+    this.stopListening = undefined;
     // Namespaces still on their first list are stopped too (waiting for that list could take for
     // ever while the API server fails); their waiters are told the cache stopped.
     const sets = [this.clusterWide, this.syncingSet, ...this.onDemand.clear()];

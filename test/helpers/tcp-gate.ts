@@ -16,6 +16,11 @@ export interface TcpGate {
   readonly connections: number;
   /** New connections get this; held ones are relayed on 'pass' and closed on 'reset'. */
   set(mode: GateMode): void;
+  /**
+   * The connections being relayed are forgotten, as by a NAT that dropped its state: they stay
+   * open and silent for good ('pass' does not revive them); new ones work as the mode says.
+   */
+  forget(): void;
   close(): Promise<void>;
 }
 
@@ -86,6 +91,10 @@ export async function startTcpGate(target: { host: string; port: number }, initi
         if (next === 'pass') relay(c);
         else c.destroy();
       }
+    },
+    forget() {
+      flow(false);
+      pairs.clear();
     },
     async close() {
       for (const s of sockets) s.destroy();

@@ -3,7 +3,9 @@
 // dead within --keepalive + --keepalive-timeout though its client keeps sending a little; a request
 // fails within the connect timeout, and at once once the route knows its path is dead, naming the
 // route; the route shows degraded; everything serves again within seconds of the path coming back,
-// without a restart. Real CLI, real curl, the simulated cluster behind the relay.
+// without a restart — also when what was open across it stays dead (a NAT that forgot it): the
+// watches are renewed once the server answers again. Real CLI, real curl, the simulated cluster
+// behind the relay.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -67,4 +69,23 @@ test('bytes silently stop: the tunnel is found dead, requests fail at once namin
   await eventually(async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://web.shop:8080/'])).stdout), 10_000, 200);
   assert.ok(Date.now() - backAt <= 5_000, `serving ${Date.now() - backAt} ms after the path came back`);
   assert.ok(proxy.logs.some((l) => l.msg === 'cluster route serving again'));
+});
+
+test('behind a NAT that forgot every connection while the path was dead: the watches are renewed when the server answers again', async () => {
+  const sim = cluster.sim;
+  assert.match((await curl(['-sS', '-x', `socks5h://${proxy.socks}`, 'http://web.shop:8080/'])).stdout, /hello from/);
+  const mark = proxy.logs.length;
+  gate.set('blackhole');
+  // A failed request makes the route look at its path (it then shows degraded).
+  await curl(['-sS', '--max-time', '8', '-x', `socks5h://${proxy.socks}`, 'http://api.shop/']);
+  await eventually(async () => proxy.logs.slice(mark).some((l) => l.msg === 'cluster route degraded'), 8_000, 100);
+  await sim.createPod({ namespace: 'shop', name: 'during-1', labels: { app: 'during' }, ports: [{ containerPort: 8080, backend: 'http' }] });
+  await sim.createService({ namespace: 'shop', name: 'during', selector: { app: 'during' }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] });
+  // Every connection open before is dead for good, watches included; new ones work.
+  gate.forget();
+  gate.set('pass');
+  const backAt = Date.now();
+  await eventually(async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://during.shop/'])).stdout), 10_000, 200);
+  assert.ok(Date.now() - backAt <= 5_000, `the Service created meanwhile answered ${Date.now() - backAt} ms after the return`);
+  assert.ok(proxy.logs.slice(mark).some((l) => l.msg === 'the API server answers again; renewing the watches'));
 });

@@ -68,7 +68,7 @@ test('a good kubeconfig: every check passes, exit 0, protocols and version repor
   assert.equal(r.report.ok, true);
   for (const c of r.report.checks) assert.equal(c.status, 'ok', JSON.stringify(c));
   assert.match(r.get('kubeconfig').detail, /auth: bearer token/);
-  assert.match(r.get('api-server').detail, /v1\.32\.0, \d+ ms round trip, no proxy/);
+  assert.match(r.get('api-server').detail, /v1\.37\.2, \d+ ms round trip, no proxy/);
   assert.match(r.get('rbac').detail, /^cluster-wide: /);
   assert.match(r.get('port-forward').detail, /SPDY over WebSocket: yes; per-stream WebSocket v4: yes; legacy SPDY: yes/);
   // The human form says the same, one line per check.
