@@ -100,6 +100,9 @@ export class ApiReachability {
    * knows within seconds that its path is dead, and again when it is back.
    */
   suspect(): void {
+    // Something open to the server died: once it answers (maybe at a new address), what is still
+    // open to it is renewed (onReturn), as after an absence.
+    this.sawAway = true;
     this.schedule(0);
   }
 

@@ -4,6 +4,10 @@ import { ApiStatusError, type ApiConnection } from './api.js';
 import { ResilientInformer, WATCH_DEADLINES, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
 import { closeAgents } from './list-watch.js';
 import { ApiReachability } from './api-reachability.js';
+import { monotonicMs } from '../core/clock.js';
+
+/** The watches are renewed after a return of the API server at most this often. */
+const RENEW_MIN_INTERVAL_MS = 5_000;
 import { PodLookup, POD_LOOKUP_LIMITS } from './pod-lookup.js';
 import { normalizeIp } from '../core/ip.js';
 import { slimNamespace, type SlimNamespace, type SlimPod } from './slim.js';
@@ -43,6 +47,7 @@ export class ClusterCache {
   }
 
   private stopListening?: () => void;
+  private renewedAt = -Infinity;
 
   private get watchPods(): boolean {
     return this.watchOptions.watchPods === true;
@@ -86,6 +91,9 @@ export class ClusterCache {
     // The API server back after an absence: the watches held across it may be dead without a
     // sign (a NAT that forgot them, the name now resolving elsewhere): watch again, on new connections.
     this.stopListening ??= ApiReachability.of(this.api).onReturn(() => {
+      // Not more than every few seconds, however many streams fail meanwhile.
+      if (monotonicMs() - this.renewedAt < RENEW_MIN_INTERVAL_MS) return;
+      this.renewedAt = monotonicMs();
       this.log.info('the API server answers again; renewing the watches');
       void this.afterPause(0);
     });

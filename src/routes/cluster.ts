@@ -87,8 +87,10 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
     this.api = new ApiConnection(this.kube.kc, settings.egress);
     this.cache = new ClusterCache(this.api, log, this.kube.namespace);
-    const websocket = new WebSocketV4Transport(this.api, log, settings.keepalive);
-    const spdy = new SpdyTransport(this.api, log, { keepalive: settings.keepalive, connectTimeoutMs: settings.connectTimeoutMs });
+    // A tunnel that stopped answering: is the path to the API server dead? (api-reachability.ts)
+    const onDeadTunnel = () => ApiReachability.of(this.api).suspect();
+    const websocket = new WebSocketV4Transport(this.api, log, settings.keepalive, onDeadTunnel);
+    const spdy = new SpdyTransport(this.api, log, { keepalive: settings.keepalive, connectTimeoutMs: settings.connectTimeoutMs, onDeadTunnel });
     this.transport = new NegotiatingTransport(settings.transport, spdy, websocket, log, this.kube.context);
     // Tunnels belong to pod instances: one the cache sees go is closed, not left to fail streams.
     this.cache.lookup.onPodGone = (namespace, pod, uid) => this.transport.podGone({ namespace, pod, uid });

@@ -34,6 +34,8 @@ export interface SpdyTransportOptions {
   keepalive: KeepaliveOptions;
   /** Limit for the WebSocket upgrade of a new tunnel. */
   connectTimeoutMs: number;
+  /** A tunnel stopped answering pings: the path to the API server may be dead (the route checks it). */
+  onDeadTunnel?: () => void;
 }
 
 export const SPDY_DEFAULTS: SpdyTransportOptions = { maxStreamsPerTunnel: 256, idleMs: 10_000, keepalive: DEFAULT_KEEPALIVE, connectTimeoutMs: 30_000 };
@@ -196,7 +198,10 @@ export class SpdyTransport implements Transport {
       const ws = await dialTunnel(this.api.url(path, 'ws'), conn, this.options.connectTimeoutMs);
       const tunnel = new PodTunnel(ws, {
         keepalive: this.options.keepalive,
-        onUnanswered: (silentMs) => this.log.warn({ target: key, transport: 'spdy', silentMs }, 'port-forward tunnel stopped answering pings; closing it'),
+        onUnanswered: (silentMs) => {
+          this.log.warn({ target: key, transport: 'spdy', silentMs }, 'port-forward tunnel stopped answering pings; closing it');
+          this.options.onDeadTunnel?.();
+        },
         onClosed: (_t, err) => this.closedTunnel(key, entry, err),
       });
       entry.tunnel = tunnel;

@@ -30,6 +30,8 @@ export class WebSocketV4Transport implements Transport {
     private readonly api: ApiConnection,
     private readonly log: Logger,
     private readonly keepalive: KeepaliveOptions = DEFAULT_KEEPALIVE,
+    /** A stream's WebSocket stopped answering pings: the path to the API server may be dead. */
+    private readonly onDeadTunnel?: () => void,
   ) {}
 
   openTunnels(): number {
@@ -52,7 +54,7 @@ export class WebSocketV4Transport implements Transport {
     ws.once('close', () => this.live.delete(ws));
     const stream = new PortForwardStream(ws, target, this.log);
     const opened = await stream.open(options, () => this.api.invalidate());
-    stream.keepAlive(this.keepalive);
+    stream.keepAlive(this.keepalive, this.onDeadTunnel);
     return opened;
   }
 }
@@ -190,9 +192,10 @@ class PortForwardStream extends PodStream {
   }
 
   /** Pings the tunnel while it is open; a peer that stopped answering fails the stream. */
-  keepAlive(options: KeepaliveOptions): void {
+  keepAlive(options: KeepaliveOptions, onDead?: () => void): void {
     const stop = startKeepalive(pingableWebSocket(this.ws, () => this.bytesSent), options, (silentMs) => {
       this.log.warn({ target: where(this.target), silentMs }, 'port-forward tunnel stopped answering pings; closing it');
+      onDead?.();
       this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)} stopped answering: no pong within ${options.timeoutMs} ms`));
     });
     this.once('close', stop);

@@ -24,7 +24,8 @@ export interface TcpGate {
   close(): Promise<void>;
 }
 
-export async function startTcpGate(target: { host: string; port: number }, initial: GateMode = 'pass'): Promise<TcpGate> {
+/** `listen`: where the relay listens (default 127.0.0.1, a free port); loopback addresses only. */
+export async function startTcpGate(target: { host: string; port: number }, initial: GateMode = 'pass', listen: { host?: string; port?: number } = {}): Promise<TcpGate> {
   let mode = initial;
   let connections = 0;
   const sockets = new Set<net.Socket>();
@@ -74,10 +75,10 @@ export async function startTcpGate(target: { host: string; port: number }, initi
     }
     relay(client);
   });
-  server.listen(0, '127.0.0.1');
+  server.listen(listen.port ?? 0, listen.host ?? '127.0.0.1');
   await once(server, 'listening');
   return {
-    url: `https://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    url: `https://${listen.host ?? '127.0.0.1'}:${(server.address() as net.AddressInfo).port}`,
     get connections() {
       return connections;
     },
