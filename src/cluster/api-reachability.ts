@@ -1,12 +1,13 @@
-// "Is the API server back?" — one answer per API connection for every watch waiting out a backoff
-// after the server stopped answering (a restart, a laptop offline, a VPN reconnecting), and for
-// the route's health (routes/health.ts). While anyone waits, or once a failed stream made it
-// suspect the path, and for as long as the server is then seen away, /readyz is asked about once
-// a second (one request at a time); once it has seen the
-// server gone and then answering again, every waiter is woken, so the watches resume within about
-// a second of the server's return instead of after a backoff grown through the outage. A server
-// that answers at the first probe wakes nobody: its watch failing was not the server being away,
-// and its normal backoff applies (no retry loop against a server that is up).
+// "Is the API server back?" — one answer per API connection, for the watches waiting out a backoff
+// after the server stopped answering (a restart, a laptop offline, a VPN reconnecting), for the
+// route's health (routes/health.ts), and for whoever must renew what was open across an absence.
+// /readyz is asked about once a second, one request at a time, while anyone waits, and — once a
+// stream that died made the route suspect the path (suspect()) — for as long as the server does
+// not answer. When it answers after an absence (seen by a probe, or suspected), every waiter is
+// woken and every onReturn listener called: the watches resume within about a second of the
+// return, on new connections. A server that answers at the first probe of a plain wait wakes
+// nobody: its watch failing was not the server being away, and the normal backoff applies (no
+// retry loop against a server that is up).
 import type { ApiConnection } from './api.js';
 import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
@@ -33,7 +34,7 @@ export class ApiReachability {
   private readonly waiters = new Set<() => void>();
   private timer?: NodeJS.Timeout;
   private probing = false;
-  /** A probe since the waiters arrived found the server away: the next answer is its return. */
+  /** A probe found the server away, or a dead stream made us suspect it: the next answer is its return. */
   private sawAway = false;
   private state?: ReachabilityState;
   private readonly returnListeners = new Set<() => void>();
@@ -64,8 +65,8 @@ export class ApiReachability {
   }
 
   /**
-   * Resolves once a probe has seen the server away and then answering (true), or after `maxMs`
-   * (false), or when `signal` aborts (false). Probing runs only while someone waits.
+   * Resolves once the server, seen away, answers again (true), or after `maxMs` (false), or when
+   * `signal` aborts (false).
    */
   waitForReturn(maxMs: number, signal?: AbortSignal): Promise<boolean> {
     return new Promise((resolve) => {
