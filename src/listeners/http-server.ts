@@ -61,8 +61,8 @@ export async function startHttpListener(host: string | UnixListen, port: number,
       req.resume();
       return;
     }
-    // Browsers fetch the PAC file directly and cannot present proxy credentials for it.
-    if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac);
+    // Browsers fetch the PAC file directly: who may have it is pac-file.ts's decision (by peer address).
+    if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac, ctx.auth);
     proxied(req, res);
   };
   server.on('request', onRequest);

@@ -1,10 +1,18 @@
 // GET /proxy.pac on the HTTP listener: the proxy auto-config file for this proxy's routing table
-// (routing/pac.ts writes it). Browsers fetch it directly, without proxy credentials, so it is
-// served only to requests whose Host is a loopback literal or "localhost": a web page that makes
-// the browser resolve its own name to 127.0.0.1 (DNS rebinding) sends its own Host and gets 403.
+// (routing/pac.ts writes it). Who may have it is decided by the connection's peer address, never
+// by a header the client chooses:
+// - a peer on this machine (loopback, a unix socket) gets it without credentials, as browsers
+//   fetch it, when the Host is a loopback literal or "localhost": a web page that makes the
+//   browser resolve its own name to 127.0.0.1 (DNS rebinding) sends its own Host and gets 403;
+// - any other peer needs the proxy's credentials, as for everything else it asks of the
+//   listener (Basic, in Authorization — a PAC URL with user:password@ — or Proxy-Authorization):
+//   the file names every namespace of the default cluster and the routing table's rules.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { isLoopbackHost } from '../core/address.js';
+import type { ProxyAuth } from '../auth/credentials.js';
+import { clientSource } from './server-base.js';
+import { parseBasicCredentials, PROXY_AUTH_REALM } from './http-auth.js';
 
 export const PAC_PATH = '/proxy.pac';
 /** The PAC MIME type browsers expect (Netscape's proposal; Chrome and Firefox accept it). */
@@ -22,14 +30,35 @@ function hostOf(header: string | undefined): string | undefined {
   return m ? (m[1] ?? m[2])!.toLowerCase() : undefined;
 }
 
-export function servePac(req: IncomingMessage, res: ServerResponse, pac: () => string): void {
-  const host = hostOf(req.headers.host);
-  const literalLoopback = host !== undefined && (host === 'localhost' || (isIP(host) !== 0 && isLoopbackHost(host)));
-  if (!literalLoopback) {
-    const body = 'kubectl-proxyout: the PAC file is served only to http://127.0.0.1:PORT/proxy.pac or http://localhost:PORT/proxy.pac\n';
-    res.writeHead(403, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(body) });
-    res.end(body);
-    return;
+/** A peer on this machine: a unix socket (no remote address) or a loopback address. */
+function peerIsLocal(req: IncomingMessage): boolean {
+  const address = req.socket.remoteAddress;
+  return address === undefined || isLoopbackHost(address);
+}
+
+function refuse(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+export function servePac(req: IncomingMessage, res: ServerResponse, pac: () => string, auth?: ProxyAuth): void {
+  if (!peerIsLocal(req)) {
+    if (auth) {
+      const creds = parseBasicCredentials(req.headers.authorization) ?? parseBasicCredentials(req.headers['proxy-authorization']);
+      if (!creds || !auth.verify(creds.username, creds.password)) {
+        const answer = () => {
+          if (!res.writableEnded && !res.destroyed) refuse(res, 401, 'kubectl-proxyout: the PAC file needs the proxy\'s credentials from another machine (http://USER:PASSWORD@HOST:PORT/proxy.pac)\n', { 'WWW-Authenticate': `Basic realm="${PROXY_AUTH_REALM}"` });
+        };
+        // Wrong credentials wait, as for proxy requests (auth/throttle.ts); none at all are answered at once.
+        if (creds) auth.throttle.delayFailure(clientSource(req.socket), answer, () => req.socket.destroyed);
+        else answer();
+        return;
+      }
+    }
+  } else {
+    const host = hostOf(req.headers.host);
+    const literalLoopback = host !== undefined && (host === 'localhost' || (isIP(host) !== 0 && isLoopbackHost(host)));
+    if (!literalLoopback) return refuse(res, 403, 'kubectl-proxyout: the PAC file is served only to http://127.0.0.1:PORT/proxy.pac or http://localhost:PORT/proxy.pac\n');
   }
   let text: string;
   try {

@@ -1,0 +1,64 @@
+// Who gets the PAC file (listeners/pac-file.ts): decided by the connection's peer address, never
+// by the Host header a client chooses. A peer on this machine needs a loopback Host (DNS
+// rebinding); any other peer needs the proxy's credentials, whatever Host it sends.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { servePac } from '../../src/listeners/pac-file.js';
+import { ProxyAuth } from '../../src/auth/credentials.js';
+
+const PAC = 'function FindProxyForURL(url, host) { return "DIRECT"; }';
+const basic = (user: string, pass: string) => `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+
+/** One request to servePac from `remoteAddress` (undefined: a unix socket); resolves with the status and body. */
+function ask(remoteAddress: string | undefined, headers: Record<string, string>, auth?: ProxyAuth): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  // The throttle's timer for wrong credentials does not keep a process alive: this does, meanwhile.
+  const keep = setInterval(() => undefined, 50);
+  return new Promise<{ status: number; body: string; headers: Record<string, unknown> }>((resolve) => {
+    const req = { method: 'GET', url: '/proxy.pac', headers, socket: { remoteAddress, destroyed: false } } as unknown as IncomingMessage;
+    let status = 0;
+    let sent: Record<string, unknown> = {};
+    const res = {
+      writableEnded: false,
+      destroyed: false,
+      writeHead(code: number, h: Record<string, unknown>) {
+        status = code;
+        sent = h;
+        return res;
+      },
+      end(body?: string) {
+        res.writableEnded = true;
+        resolve({ status, body: body ?? '', headers: sent });
+      },
+    };
+    servePac(req, res as unknown as ServerResponse, () => PAC, auth);
+  }).finally(() => clearInterval(keep));
+}
+
+const auth = () => new ProxyAuth({ username: 'dev', password: 's3cret-pass' }, { delayMs: 10, maxPendingPerSource: 4 });
+
+test('a peer on this machine: served with a loopback Host, refused (403) with another Host', async () => {
+  for (const peer of ['127.0.0.1', '::1', '::ffff:127.0.0.1', undefined]) {
+    assert.equal((await ask(peer, { host: '127.0.0.1:3128' }, auth())).status, 200, `peer ${peer}`);
+    assert.equal((await ask(peer, { host: 'attacker.example' }, auth())).body.includes('FindProxyForURL'), false);
+  }
+  assert.equal((await ask('127.0.0.1', { host: 'localhost:3128' })).status, 200);
+  assert.equal((await ask('127.0.0.1', { host: 'attacker.example:80' })).status, 403);
+});
+
+test('another machine sending Host: 127.0.0.1 gets 401, not the file; with the credentials it gets it', async () => {
+  const a = auth();
+  const spoofed = await ask('192.0.2.7', { host: '127.0.0.1' }, a);
+  assert.equal(spoofed.status, 401);
+  assert.match(String(spoofed.headers['WWW-Authenticate']), /^Basic realm="kubectl-proxyout"$/);
+  assert.doesNotMatch(spoofed.body, /FindProxyForURL/);
+  assert.equal((await ask('192.0.2.7', { host: '127.0.0.1', authorization: basic('dev', 'wrong') }, a)).status, 401);
+  const withCredentials = await ask('192.0.2.7', { host: 'proxy.corp.example:3128', authorization: basic('dev', 's3cret-pass') }, a);
+  assert.equal(withCredentials.status, 200);
+  assert.equal(withCredentials.body, PAC);
+  assert.equal((await ask('192.0.2.7', { host: 'proxy.corp.example:3128', 'proxy-authorization': basic('dev', 's3cret-pass') }, a)).status, 200);
+});
+
+test('a listener without proxy authentication (an explicit choice) serves other machines as it serves everything else', async () => {
+  assert.equal((await ask('192.0.2.7', { host: 'proxy.corp.example:3128' })).status, 200);
+});
