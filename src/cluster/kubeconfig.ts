@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { checkRegularFile, NotRegularFileError } from '../core/regular-file.js';
 import os from 'node:os';
 import path from 'node:path';
 // Not the package index (issue 13: start-up time and the daemon's memory): client-node-config.ts says how.
@@ -34,16 +35,20 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   try {
     if (opts.kubeconfig) {
       if (!existsSync(opts.kubeconfig)) throw new StartupError(`kubeconfig ${opts.kubeconfig} does not exist`);
+      // client-node reads it synchronously: a FIFO would block the whole process (core/regular-file.ts).
+      checkRegularFile(opts.kubeconfig);
       kc.loadFromFile(opts.kubeconfig);
     } else {
       const envFiles = (process.env.KUBECONFIG ?? '').split(process.platform === 'win32' ? ';' : ':').filter(Boolean);
       if (envFiles.length > 0 && !envFiles.some((f) => existsSync(f))) {
         throw new StartupError(`no kubeconfig file from KUBECONFIG exists (${envFiles.join(', ')})`);
       }
+      for (const f of envFiles.length > 0 ? envFiles.filter((x) => existsSync(x)) : kubeconfigFiles(undefined).filter((x) => existsSync(x))) checkRegularFile(f);
       kc.loadFromDefault();
     }
   } catch (err) {
     if (err instanceof StartupError) throw err;
+    if (err instanceof NotRegularFileError) throw new StartupError(`cannot load kubeconfig: ${err.message}`, { cause: err });
     throw new StartupError(`cannot load kubeconfig: ${errorMessage(err).split('\n')[0]}`, { cause: err });
   }
   if (kc.getContexts().length === 0 || isClientNodeFallback(kc)) {

@@ -11,7 +11,7 @@
 //  4. Direct pass-through: --direct / --no-direct when given; else the file's `direct`; else off.
 //  5. No cluster route at all: one for the kubeconfig's current context, as before.
 // The result is checked by building a RouteMatcher (no two routes may claim the same suffix or CIDR).
-import { readFileSync } from 'node:fs';
+import { NotRegularFileError, readRegularFile } from '../core/regular-file.js';
 import path from 'node:path';
 import envPaths from 'env-paths';
 import { StartupError } from '../core/errors.js';
@@ -63,8 +63,9 @@ export function loadRoutingTable(flags: TableFlags, defaultPath: string = defaul
 
 function readConfig(file: string, required: boolean): string | undefined {
   try {
-    return readFileSync(file, 'utf8');
+    return readRegularFile(file);
   } catch (err) {
+    if (err instanceof NotRegularFileError) throw new StartupError(`cannot read the config file: ${err.message}`, { cause: err });
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' && !required) return undefined;
     throw new StartupError(`cannot read the config file ${file}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`, { cause: err });
