@@ -40,6 +40,16 @@ function reachable(l: HostPort): string {
   return formatHostPort(host, l.port);
 }
 
+/**
+ * A value as an ASCII-only JavaScript literal. JSON leaves U+2028 and U+2029 as they are, which
+ * older PAC engines take for line ends (a namespace name from a hostile API server could end the
+ * comment it stands in, or break the file), and some engines read the file as Latin-1: every
+ * character past ASCII is written as an escape.
+ */
+export function pacLiteral(value: unknown): string {
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 export function generatePac(matcher: RouteMatcher, listeners: PacListeners, options: PacOptions = {}): string {
   const snap = matcher.snapshot();
   const v4: Array<[number, number, number]> = [];
@@ -53,16 +63,16 @@ export function generatePac(matcher: RouteMatcher, listeners: PacListeners, opti
   v6.sort((a, b) => b[1] - a[1]);
   const namespaces = options.namespaces ? Object.fromEntries([...options.namespaces].map((n) => [n, 1])) : null;
   const data = [
-    `var PROXY = ${JSON.stringify(proxyDirective(listeners))};`,
-    `// Route names: ${JSON.stringify(snap.routes.map((r) => r.name))}; 1 = through the proxy (cluster, reject), 0 = DIRECT.`,
-    `var ROUTES = ${JSON.stringify(snap.routes.map((r) => (r.kind === 'direct' ? 0 : 1)))};`,
+    `var PROXY = ${pacLiteral(proxyDirective(listeners))};`,
+    `// Route names: ${pacLiteral(snap.routes.map((r) => r.name))}; 1 = through the proxy (cluster, reject), 0 = DIRECT.`,
+    `var ROUTES = ${pacLiteral(snap.routes.map((r) => (r.kind === 'direct' ? 0 : 1)))};`,
     `var DEFAULT_ROUTE = ${snap.defaultRoute};`,
-    `var CLUSTER_DOMAIN = ${JSON.stringify(snap.clusterDomain)};`,
-    `var NAMESPACES = ${JSON.stringify(namespaces)};`,
-    `// suffix → [route, exclude, length, key labels, min extra labels, max extra labels (-1 any)], in precedence order`,
-    `var SUFFIXES = ${JSON.stringify(snap.suffixes)};`,
-    `var CIDRS4 = ${JSON.stringify(v4)};`,
-    `var CIDRS6 = ${JSON.stringify(v6)};`,
+    `var CLUSTER_DOMAIN = ${pacLiteral(snap.clusterDomain)};`,
+    `var NAMESPACES = ${pacLiteral(namespaces)};`,
+    `// suffix -> [route, exclude, length, key labels, min extra labels, max extra labels (-1 any)], in precedence order`,
+    `var SUFFIXES = ${pacLiteral(snap.suffixes)};`,
+    `var CIDRS4 = ${pacLiteral(v4)};`,
+    `var CIDRS6 = ${pacLiteral(v6)};`,
   ];
   return `// kubectl-proxyout proxy auto-config: generated, do not edit.\n${data.join('\n')}\n${PAC_LOGIC}`;
 }

@@ -144,3 +144,13 @@ test('the PAC names only the listeners that exist, reachable addresses for wildc
   assert.equal(onlyHttp('http://web.shop.svc.prod/', 'web.shop.svc.prod'), 'PROXY 127.0.0.1:3128');
   assert.equal(onlyHttp('https://www.example.com/', 'www.example.com'), 'DIRECT');
 });
+
+test('names from a hostile API server are written as ASCII escapes: U+2028 cannot end a line of the PAC file', () => {
+  const hostile = ['shop', 'evil\u2028var PROXY = "PROXY attacker:1";//', 'caf\u00e9', 'x\u2029y'];
+  const text = generatePac(multiMatcher(true), LISTENERS, { namespaces: hostile });
+  assert.equal(/[^\x00-\x7e]/.test(text), false, 'only ASCII in the file');
+  const context = vm.createContext({});
+  new vm.Script(text, { filename: 'proxy.pac' }).runInContext(context);
+  assert.deepEqual(Object.keys(context.NAMESPACES as object).sort(), [...hostile].sort(), 'the names themselves, unchanged');
+  assert.equal(context.PROXY, PROXY);
+});
