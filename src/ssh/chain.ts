@@ -156,8 +156,10 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
   const agentSocket =
     agent === undefined ? authSock || undefined : agent.toLowerCase() === 'none' ? undefined : agent === 'SSH_AUTH_SOCK' ? authSock || undefined : expandPath(agent.replace(/^\$\{?SSH_AUTH_SOCK\}?$/, authSock ?? ''), base, config, 'IdentityAgent');
   const strict = (first(options, 'stricthostkeychecking') ?? 'ask').toLowerCase();
-  const known = (first(options, 'userknownhostsfile') ?? '~/.ssh/known_hosts ~/.ssh/known_hosts2').split(/\s+/);
-  const globalKnown = (first(options, 'globalknownhostsfile') ?? '/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2').split(/\s+/);
+  // "none" is no file at all, as OpenSSH reads it (ssh_config(5)), not a file named "none".
+  const files = (v: string) => (v.trim().toLowerCase() === 'none' ? [] : v.split(/\s+/));
+  const known = files(first(options, 'userknownhostsfile') ?? '~/.ssh/known_hosts ~/.ssh/known_hosts2');
+  const globalKnown = files(first(options, 'globalknownhostsfile') ?? '/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2');
   const alive = Number(first(options, 'serveraliveinterval') ?? '15');
   const count = Number(first(options, 'serveralivecountmax') ?? '3');
   const timeout = first(options, 'connecttimeout');

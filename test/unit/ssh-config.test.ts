@@ -108,3 +108,10 @@ test('jump specs: [user@]host[:port], IPv6 in brackets, bad ones refused', () =>
   assert.throws(() => parseJumpSpec('b:99999'), /not a jump host/);
   assert.throws(() => parseJumpSpec('@b'), /not a jump host/);
 });
+
+test('UserKnownHostsFile none and GlobalKnownHostsFile none are no files, as OpenSSH reads them, not files named "none"', () => {
+  const [none] = hops('Host a\n  UserKnownHostsFile none\n  GlobalKnownHostsFile none\n', 'a');
+  assert.deepEqual([none!.knownHostsFiles, none!.globalKnownHostsFiles], [[], []]);
+  const [some] = hops('Host b\n  UserKnownHostsFile ~/.ssh/kh_a ~/.ssh/kh_b\n', 'b');
+  assert.deepEqual(some!.knownHostsFiles, [`${HOME}/.ssh/kh_a`, `${HOME}/.ssh/kh_b`]);
+});

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { appendHostKey, checkHostKey, fingerprint, knownHostsName } from '../../src/ssh/known-hosts.js';
 import { channelOpenError } from '../../src/ssh/failures.js';
-import { hostKeyAlgorithmsFor } from '../../src/ssh/host-key-check.js';
+import { hostKeyAlgorithmsFor, verifyHostKey } from '../../src/ssh/host-key-check.js';
 import { DEFAULT_HOST_KEY_ALGORITHMS } from '../../src/ssh/host-key-algorithms.js';
 import type { SshHop } from '../../src/ssh/chain.js';
 import { SocksReply } from '../../src/core/errors.js';
@@ -110,4 +110,11 @@ test('host key algorithms asked for first: those of the key types listed for the
   assert.deepEqual(hostKeyAlgorithmsFor({ ...hop, hostKeyAlias: 'alias-name' }), DEFAULT_HOST_KEY_ALGORITHMS);
   // Nothing known: ssh2's own order.
   assert.deepEqual(hostKeyAlgorithmsFor({ ...hop, hostName: 'elsewhere' }), DEFAULT_HOST_KEY_ALGORITHMS);
+});
+
+test('accept-new with no known_hosts file at all (UserKnownHostsFile none) refuses a new key: it has nowhere to keep it', () => {
+  const hop = { alias: 'a', user: 'u', hostName: 'a.example', port: 22, knownHostsFiles: [], globalKnownHostsFiles: [], hostKeyPolicy: 'accept-new', hashKnownHosts: false } as unknown as SshHop;
+  const refusal = verifyHostKey(hop, ed25519Blob());
+  assert.ok(refusal, 'refused');
+  assert.match(refusal.message, /unknown host key .*\(not in any known_hosts file: UserKnownHostsFile and GlobalKnownHostsFile are none\)/);
 });
