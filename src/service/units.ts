@@ -50,12 +50,26 @@ function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
+/**
+ * Inside "…" systemd takes C escapes (systemd.syntax(7) "Quoting"): a backslash and a quote are
+ * escaped, and so is every control character (\xNN), so no newline or carriage return can end
+ * the line and start a directive of its own.
+ */
+function systemdQuoted(text: string): string {
+  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)}"`;
+}
+
 // systemd: an argument is quoted with "…" and \-escapes (systemd.service(5) "Command lines");
 // "%" is a specifier and "$" an expansion, so both are doubled.
 function systemdWord(word: string): string {
   const escaped = word.replace(/%/g, '%%').replace(/\$/g, '$$$$');
   if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped;
-  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
+  return systemdQuoted(escaped);
+}
+
+/** Description=: free text for people; control characters (a newline in a context name) become spaces. */
+function systemdText(text: string): string {
+  return text.replace(/[\x00-\x1f\x7f]/g, ' ').replace(/%/g, '%%');
 }
 
 /**
@@ -71,14 +85,14 @@ function systemdPath(p: string): string {
 function systemdEnvironment(assignment: string): string {
   const escaped = assignment.replace(/%/g, '%%');
   if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(escaped)) return escaped;
-  return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+  return systemdQuoted(escaped);
 }
 
 function systemdBody(s: ServiceSpec): string {
   const env = Object.entries(s.env).map(([k, v]) => `Environment=${systemdEnvironment(`${k}=${v}`)}`);
   return [
     '[Unit]',
-    `Description=${s.description.replace(/%/g, '%%')}`,
+    `Description=${systemdText(s.description)}`,
     'After=network-online.target',
     'Wants=network-online.target',
     '',
@@ -109,8 +123,14 @@ function systemdBody(s: ServiceSpec): string {
   ].join('\n');
 }
 
+/**
+ * Text in a plist <string>: XML-escaped; a newline, carriage return or tab as a character
+ * reference (a parser would fold a raw CR into LF); other control characters cannot be in XML 1.0
+ * at all, so such a value is refused.
+ */
 function xml(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+  if (/[\x00-\x08\x0b\x0c\x0e-\x1f]/.test(text)) throw new StartupError(`a launchd property list cannot hold the control characters in ${JSON.stringify(text)}`);
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/[\t\n\r]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 function launchdBody(s: ServiceSpec): string {

@@ -276,3 +276,39 @@ test('the CLI: --dry-run prints the unit and writes nothing; install prints the 
     rmSync(home, { recursive: true, force: true });
   }
 });
+
+test('newlines and carriage returns in a context name, $KUBECONFIG or PATH inject nothing: systemd escapes, a plist character references', (t) => {
+  const host = hostFor('linux', { PATH: '/usr/bin:/bin\r:/opt', KUBECONFIG: '/h/kube\nExecStartPre=/bin/touch /tmp/pwned' });
+  try {
+    const spec = serviceSpec({
+      name: 'kubectl-proxyout',
+      flags: { context: ['prod\nExecStartPre=/bin/touch /tmp/pwned', 'st\raging'], 'listen-socks': '127.0.0.1:1080' },
+      invocation: { command: process.execPath, args: ['/opt/kubectl-proxyout/bin/kubectl-proxyout'] },
+      stateRoot: path.join(host.home, '.local/state/kubectl-proxyout'),
+      env: host.env,
+      cwd: path.join(host.home, 'work'),
+      home: host.home,
+    });
+    const r = installService(host, spec, { dryRun: false, force: false });
+    const text = readFileSync(r.file, 'utf8');
+    const directives = text.split('\n').filter((l) => /^[A-Za-z]+=/.test(l)).map((l) => l.slice(0, l.indexOf('=')));
+    assert.equal(directives.includes('ExecStartPre'), false, text);
+    assert.equal(text.includes('\r'), false, 'no carriage return reaches the file');
+    assert.match(text, /ExecStart=.* --context "prod\\x0aExecStartPre=\/bin\/touch \/tmp\/pwned" --context "st\\x0daging"/);
+    if (!verifyRuns) return t.skip('systemd-analyze is not installed (apt-get install systemd)');
+    const v = spawnSync('systemd-analyze', ['verify', r.file], { encoding: 'utf8' });
+    assert.equal(v.status, 0, v.stderr);
+    assert.equal(v.stderr.trim(), '', 'no directive systemd ignores or refuses');
+  } finally {
+    host.cleanup();
+  }
+  const mac = hostFor('darwin', { KUBECONFIG: '/h/kube\nconfig\r' });
+  try {
+    const spec = serviceSpec({ name: 'x', flags: { context: ['a\nb'], 'listen-socks': '127.0.0.1:1080' }, invocation: { command: '/bin/kubectl-proxyout', args: [] }, stateRoot: path.join(mac.home, 's'), env: mac.env, cwd: mac.home, home: mac.home });
+    const text = readFileSync(installService(mac, spec, { dryRun: false, force: false }).file, 'utf8');
+    assert.match(text, /<string>a&#10;b<\/string>/);
+    assert.match(text, /<string>\/h\/kube&#10;config&#13;<\/string>/);
+  } finally {
+    mac.cleanup();
+  }
+});
