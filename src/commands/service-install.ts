@@ -4,7 +4,7 @@ import os from 'node:os';
 import { Command, Flags } from '@oclif/core';
 import { LOG_LEVELS } from '../core/log.js';
 import { selfProgram } from '../core/self.js';
-import { stateDir } from '../state/paths.js';
+import { ensureStateDir, layout, stateDir, stateDirExists } from '../state/paths.js';
 import { DEFAULT_SERVICE_NAME, installService, validateServiceName } from '../service/install.js';
 import { serviceSpec } from '../service/spec.js';
 import { executableLines, serviceExecutable } from '../service/executable.js';
@@ -62,12 +62,17 @@ export default class ServiceInstall extends Command {
     const { flags } = await this.parse(ServiceInstall);
     try {
       const name = validateServiceName(flags.name);
+      // The unit appends to a log in the state directory: the same checks as connect's (owned by
+      // us, 0700), else another user could point that log anywhere of ours.
+      const state = layout(stateDir());
+      if (flags['dry-run']) stateDirExists(state);
+      else ensureStateDir(state);
       // A unit that fails on every start is refused before anything is written (--dry-run too).
       checkServiceFlags(flags);
       const host = { platform: process.platform, home: os.homedir(), uid: process.getuid?.() ?? 0, env: process.env };
       // The unit keeps the installing shell's PATH (spec.ts): the stable name is looked up there.
       const executable = serviceExecutable(selfProgram(), process.env.PATH, host.home);
-      const spec = serviceSpec({ name, flags, invocation: executable, stateRoot: stateDir(), env: process.env, cwd: process.cwd(), home: host.home });
+      const spec = serviceSpec({ name, flags, invocation: executable, stateRoot: state.root, env: process.env, cwd: process.cwd(), home: host.home });
       const result = installService(host, spec, { dryRun: flags['dry-run'], force: flags.force });
       if (flags['dry-run']) {
         this.log(result.text.trimEnd());

@@ -3,12 +3,13 @@
 // under a permissive umask. Changing owners needs root; those cases skip otherwise.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, lchownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureStateDir, layout, stateDirExists } from '../../src/state/paths.js';
 import { writeEntry, writePrivateFile } from '../../src/state/store.js';
 import { writeProxyAuthFile } from '../../src/state/proxy-auth.js';
+import { runCli } from '../helpers/proxy-process.js';
 
 const NOBODY = 65534;
 const isRoot = process.getuid?.() === 0;
@@ -65,4 +66,18 @@ test('under umask 000, entries, credentials and private files are still 0600 in 
   } finally {
     process.umask(old);
   }
+});
+
+test('service-install refuses a state directory owned by another user, as connect does: no unit names its log', { skip: !isRoot && 'needs root to chown' }, async (t) => {
+  const home = mkdtempSync(path.join(tmpdir(), 'proxyout-svc-home-'));
+  t.after(() => rmSync(home, { recursive: true, force: true }));
+  const shared = path.join(home, 'shared-state');
+  mkdirSync(shared, { mode: 0o700 });
+  chownSync(shared, NOBODY, NOBODY);
+  for (const dryRun of [[], ['--dry-run']]) {
+    const r = await runCli(['service-install', ...dryRun, '--listen-socks', '127.0.0.1:1080'], { env: { HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), KUBECTL_PROXYOUT_STATE_DIR: shared } });
+    assert.equal(r.code, 1, `${dryRun.join(' ')}: ${r.stdout}${r.stderr}`);
+    assert.match(r.stderr, /owned by another user|owned by uid/);
+  }
+  assert.equal(existsSync(path.join(home, '.config', 'systemd', 'user', 'kubectl-proxyout.service')), false, 'no unit written');
 });
