@@ -6,7 +6,7 @@
 // (another user's file, a regular file, a live listener) is refused.
 import net from 'node:net';
 import path from 'node:path';
-import { chmodSync, lstatSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, realpathSync, statSync, unlinkSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { StartupError } from '../core/errors.js';
 import { UNIX_SOURCE } from '../auth/source.js';
@@ -47,6 +47,27 @@ function checkParent(file: string, flag: string): void {
   }
   if ((st.mode & 0o022) !== 0) {
     throw new StartupError(`${flag} unix:${file}: refusing the directory ${dir}: group or others can write it (mode ${octal(st.mode)}), so they could replace the socket; use a 0700 directory`);
+  }
+  if (uid !== undefined) checkAncestors(realpathSync(dir), uid, file, flag);
+}
+
+/**
+ * Every directory above the socket's own, up to /, must be ours or root's, and writable by no one
+ * else unless it is sticky (/tmp): whoever can rename an entry on the way can move our directory
+ * aside and put their own socket in its place, and our clients would then hand them their
+ * credentials and targets. As OpenSSH checks its control paths (misc.c safe_path).
+ */
+function checkAncestors(dir: string, uid: number, file: string, flag: string): void {
+  let child = dir;
+  for (let current = path.dirname(dir); ; child = current, current = path.dirname(current)) {
+    const st = statSync(current);
+    if (st.uid !== uid && st.uid !== 0) {
+      throw new StartupError(`${flag} unix:${file}: refusing ${current} on the way to the socket: it is owned by uid ${st.uid}, who could move ${child} aside and put a socket of theirs in its place; put the socket under directories only you or root own`);
+    }
+    if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
+      throw new StartupError(`${flag} unix:${file}: refusing ${current} on the way to the socket: group or others can write it (mode ${octal(st.mode)}) and it is not sticky, so they could move ${child} aside`);
+    }
+    if (current === path.dirname(current)) return;
   }
 }
 

@@ -244,5 +244,16 @@ describe('another local user', { skip: typeof other === 'string' ? other : false
     const viaLink = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', `unix:${path.join(link, 'x.sock')}`]);
     assert.equal(viaLink.code, 1);
     assert.match(viaLink.stderr, new RegExp(`refusing the directory .*their-link: it is a symlink owned by uid ${user.uid}, not by you`));
+
+    // Our own 0700 directory inside one that user owns: they could rename ours and put their own
+    // socket in its place, so every directory on the way counts, not only the socket's own.
+    const theirs = path.join(dir, 'theirs');
+    mkdirSync(theirs, { mode: 0o755 });
+    chownSync(theirs, user.uid, user.gid);
+    const proj = path.join(theirs, 'proj');
+    mkdirSync(proj, { mode: 0o700 });
+    const under = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', `unix:${path.join(proj, 's.sock')}`]);
+    assert.equal(under.code, 1);
+    assert.match(under.stderr, new RegExp(`refusing .*theirs on the way to the socket: it is owned by uid ${user.uid}, who could move .*proj aside`));
   });
 });
