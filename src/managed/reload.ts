@@ -2,6 +2,7 @@
 // (the config file, --context…, the user's kubeconfig), hand it the result, and wait for its
 // verdict: the daemon starts the new routes and swaps the table in only when all of them answer
 // and sync; otherwise nothing changes and the error comes back here.
+import { testHookPause } from '../core/test-hooks.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { controlRequest } from '../state/control.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
@@ -10,6 +11,9 @@ import { inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
 import { resolveManagedTable, writeRouteKubeconfigs, writeTableFile } from './table.js';
 import type { RoutingTable } from '../routing/table-spec.js';
+
+/** Test hook (core/test-hooks.ts testHookPause): hold a reload between making its table and writing it. */
+export const TEST_RELOAD_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_PAUSE';
 
 /** A route sync may take up to 30 s (routes/cluster.ts SYNC_TIMEOUT_MS); then some slack. */
 const RELOAD_TIMEOUT_MS = 45_000;
@@ -41,6 +45,7 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
     namespace,
   });
   const createdAt = found.entry.createdAt;
+  await testHookPause(TEST_RELOAD_PAUSE_ENV);
   await withStateLock(l, () => {
     // The table was made without the lock (from the user's config file and kubeconfig): the
     // daemon may have been disconnected meanwhile, or replaced by another `connect` for this ID,

@@ -3,9 +3,8 @@
 // at a known point (no sleeps deciding who wins).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { open, rm, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
@@ -18,6 +17,7 @@ import { layout } from '../../src/state/paths.js';
 import { withStateLock } from '../../src/state/lock.js';
 import { readEntry, updateEntry } from '../../src/state/store.js';
 import { isAlive } from '../../src/state/process.js';
+import { TEST_RELOAD_PAUSE_ENV } from '../../src/managed/reload.js';
 
 let multi: MultiCluster;
 let stateDir: string;
@@ -110,27 +110,26 @@ after(async () => {
   await multi?.close();
 });
 
-test('reload of a proxy replaced while its table was made: refused, the new proxy and its files untouched', { skip: process.platform === 'win32' && 'needs a FIFO' }, async () => {
+test('reload of a proxy replaced while its table was made: refused, the new proxy and its files untouched', async () => {
   const configFile = path.join(multi.dir, 'replaced.yaml');
   await writeFile(configFile, TABLE(false));
   const old = await connect('replaced', ['--config', configFile]);
   const oldCreatedAt = readEntry(layout(stateDir), 'replaced')!.createdAt;
-  // The config file becomes a FIFO: reload, having looked at the entry, waits in its read of
-  // the file until we write it — the time a slow disk or network home directory takes.
-  await rm(configFile);
-  execFileSync('mkfifo', ['-m', '600', configFile]);
-  const reloading = cli(['reload', 'replaced']);
-  const writer = await open(configFile, 'w'); // opens once reload opened the file to read it
+  await writeFile(configFile, TABLE(true));
+  // Reload, having looked at the entry and made its table, waits at the test hook (as long as a
+  // slow disk or network home directory would keep it) until the pause file exists.
+  const pause = path.join(multi.dir, 'reload-pause');
+  const reloading = runCli(['reload', 'replaced'], { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir, [TEST_RELOAD_PAUSE_ENV]: pause }, timeoutMs: 60_000 });
   try {
+    await eventually(async () => existsSync(`${pause}.waiting`), 20_000, 20);
     // Meanwhile the proxy is disconnected and connected again under its ID, from another file.
     assert.equal((await cli(['disconnect', 'replaced'])).code, 0);
     const other = path.join(multi.dir, 'replacement.yaml');
     await writeFile(other, TABLE(false));
     const now = await connect('replaced', ['--config', other]);
     assert.notEqual(now.pid, old.pid);
-    await writer.write(TABLE(true));
   } finally {
-    await writer.close();
+    await writeFile(pause, '');
   }
   const r = await reloading;
   assert.equal(r.code, 1, r.stdout);
