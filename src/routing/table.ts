@@ -273,7 +273,8 @@ export class RouteMatcher {
       if (!o.exclude && o.route !== r.route && !blocked.some((b) => b.route === o.route)) {
         // Refused, not a silent pick between two clusters (the PAC file sends it DIRECT, as any
         // name the proxy refuses; the proxy logs the conflict when it arises: ingress-feed.ts).
-        const both = [this.table.routes[r.route]!.name, this.table.routes[o.route]!.name];
+        // In the table's order, whichever cluster learnt the host first.
+        const both = [r.route, o.route].sort((a, b) => a - b).map((k) => this.table.routes[k]!.name);
         return { claimed: false, tie: both, message: `${name} is served by both ${both[0]} and ${both[1]} (an Ingress or Route host in each): add it to one route's include to choose` };
       }
     }
