@@ -365,7 +365,8 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
       proc.stdin!.end(o.input ?? '');
       const timer = setTimeout(() => proc.kill('SIGKILL'), o.timeoutMs ?? 60_000);
-      const [code] = (await once(proc, 'exit')) as [number | null];
+      // 'close', not 'exit': the exit can come before the last of stdout has been read.
+      const [code] = (await once(proc, 'close')) as [number | null];
       clearTimeout(timer);
       if (code !== 0 && !o.allowFail) throw new Error(`kubectl ${args.join(' ')} exited ${code}: ${stderr}${stdout}`);
       return { code, stdout, stderr };
