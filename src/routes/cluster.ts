@@ -26,13 +26,11 @@ import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth } from './health.js';
 import { ProxyError, RouteUnavailableError } from '../core/errors.js';
 import { ApiReachability } from '../cluster/api-reachability.js';
-import { abortable } from '../core/abort.js';
+import { CacheResync } from './resync.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
 export const SYNC_TIMEOUT_MS = 30_000;
-/** After a pause, streams wait at most this long for the watches to be back. */
-const RESYNC_AFTER_PAUSE_MS = 3_000;
 /** After a pause, a tunnel that carries streams must answer a PING within this. */
 const TUNNEL_CHECK_AFTER_PAUSE_MS = 3_000;
 
@@ -74,8 +72,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   readonly label: string;
   private openStreams = 0;
   private drained?: () => void;
-  /** After a pause: the watches coming back (streams wait for it, bounded). */
-  private resyncing?: Promise<void>;
+  private readonly resync: CacheResync;
 
   /** Loads the context (a StartupError when the kubeconfig or context is unusable: a config error). */
   constructor(
@@ -100,6 +97,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
     this.label = `cluster route ${spec.name}${this.kube.context !== spec.name ? ` (context ${this.kube.context})` : ''}`;
     this.health = new RouteHealth('cluster', this.api, this.kube.server, this.cache, log);
+    this.resync = new CacheResync(this.cache);
     const reset = () => {
       this.health.stop();
       return this.cache.stop();
@@ -157,7 +155,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
 
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
     await this.life.whenReady(signal);
-    if (this.resyncing) await abortable(this.resyncing, signal);
+    await this.resync.wait(signal);
     // No answer from the API server at all: a tunnel cannot open; say so now, not after the connect timeout.
     const degraded = this.health.current;
     if (degraded?.unreachable) throw new RouteUnavailableError(`${degraded.reason} (since ${new Date(degraded.since).toISOString()})`);
@@ -182,11 +180,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
    */
   afterPause(): void {
     if (this.life.state !== 'ready') return;
-    const resync = this.cache.afterPause(RESYNC_AFTER_PAUSE_MS);
-    this.resyncing = resync;
-    void resync.then(() => {
-      if (this.resyncing === resync) this.resyncing = undefined;
-    });
+    this.resync.start();
     this.ingress.afterPause();
     this.transport.afterPause(TUNNEL_CHECK_AFTER_PAUSE_MS);
     this.health.check();

@@ -20,10 +20,7 @@ import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
 import { probeApi, syncCache } from './cluster.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth } from './health.js';
-import { abortable } from '../core/abort.js';
-
-/** After a pause, streams wait at most this long for the guest's watches to be back. */
-const RESYNC_AFTER_PAUSE_MS = 3_000;
+import { CacheResync } from './resync.js';
 
 export interface KonnectivityRouteSettings {
   kubeconfig?: string;
@@ -43,8 +40,7 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
   private readonly route: KonnectivityRoute;
   private readonly life: RouteLifecycle;
   private readonly health: RouteHealth;
-  /** After a pause: the guest's watches coming back (streams wait for it, bounded). */
-  private resyncing?: Promise<void>;
+  private readonly resync: CacheResync;
 
   constructor(spec: KonnectivityRouteSpec, settings: KonnectivityRouteSettings, log: Logger) {
     this.name = spec.name;
@@ -55,6 +51,7 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
     // A failed attempt's cache and dialer go before the next (the dialer is made anew: its TLS
     // files are read again).
     this.health = new RouteHealth('konnectivity', this.api, this.kube.server, this.cache, log);
+    this.resync = new CacheResync(this.cache);
     this.life = new RouteLifecycle('konnectivity', spec.name, log, {
       connect: (step) => this.connect(step),
       reset: async () => {
@@ -99,18 +96,14 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
   /** After a pause (core/pause-detector.ts): the guest's watches watch again; streams wait for them (bounded). */
   afterPause(): void {
     if (this.life.state !== 'ready') return;
-    const resync = this.cache.afterPause(RESYNC_AFTER_PAUSE_MS);
-    this.resyncing = resync;
-    void resync.then(() => {
-      if (this.resyncing === resync) this.resyncing = undefined;
-    });
+    this.resync.start();
     this.health.check();
   }
 
   /** Waits while the route starts or syncs, bounded by `signal`; fails at once while it is in error. */
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
     await this.life.whenReady(signal);
-    if (this.resyncing) await abortable(this.resyncing, signal);
+    await this.resync.wait(signal);
     // Streams go through the konnectivity server, not the guest's API server: a degraded guest
     // (names from a cache that may be stale) still serves them.
     return this.route.open(request, claim, signal);
