@@ -165,7 +165,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     } catch (err) {
       // A dial that timed out or got no answer: is the path to the API server dead? (The health
       // check then shows it, and later streams fail at once instead of each waiting its timeout.)
-      if (err instanceof ProxyError && (err.reason === 'timeout' || err.reason === 'api-error')) ApiReachability.of(this.api).suspect();
+      if (noAnswer(err)) ApiReachability.of(this.api).suspect();
       throw err;
     }
     this.openStreams++;
@@ -241,6 +241,17 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     await this.transport.close();
     await this.cache.stop();
   }
+}
+
+/**
+ * A stream that failed without an HTTP answer: timed out, or the connection refused, reset or
+ * unreachable (a system error underneath). A refusal in HTTP (a 403, a kubelet's 500) is an
+ * answer: it says nothing of the path, and must not make the route renew its watches.
+ */
+export function noAnswer(err: unknown): boolean {
+  if (!(err instanceof ProxyError)) return false;
+  if (err.reason === 'timeout') return true;
+  return err.reason === 'api-error' && typeof (err.cause as NodeJS.ErrnoException | undefined)?.code === 'string';
 }
 
 /** Fail fast, in one line, when the API server is unreachable or refuses our credentials. */
