@@ -9,10 +9,11 @@ import type { ApiConnection } from '../cluster/api.js';
 import { ApiReachability } from '../cluster/api-reachability.js';
 import type { ClusterCache } from '../cluster/cache.js';
 import { kindOf } from '../cluster/cache-status.js';
+import { monotonicMs } from '../core/clock.js';
 
 const CHECK_INTERVAL_MS = 1_000;
-/** A watch must fail at this many checks in a row before it makes the route degraded (one retry is routine). */
-const WATCH_FAILING_CHECKS = 2;
+/** Watches must have been failing this long before they make the route degraded (one retry is routine). */
+const WATCH_FAILING_MS = 1_500;
 
 export interface Degraded {
   reason: string;
@@ -25,7 +26,8 @@ export interface Degraded {
 export class RouteHealth {
   private timer?: NodeJS.Timeout;
   private degraded?: Degraded;
-  private watchFailingChecks = 0;
+  /** Since when (monotonic) some watch has been failing, as the checks saw it. */
+  private watchFailingSince?: number;
 
   constructor(
     private readonly kind: string,
@@ -79,8 +81,10 @@ export class RouteHealth {
       return { reason: `the API server ${this.server} ${what}${reach.lastError ? `: ${reach.lastError}` : ''}`, since: reach.since, unreachable: !reach.answered };
     }
     const failing = this.cache.failingWatches();
-    this.watchFailingChecks = failing.length ? this.watchFailingChecks + 1 : 0;
-    if (this.watchFailingChecks < WATCH_FAILING_CHECKS) return undefined;
+    // By time, not by count: status() checks too, and its callers must not make it quicker.
+    if (!failing.length) this.watchFailingSince = undefined;
+    else this.watchFailingSince ??= monotonicMs();
+    if (this.watchFailingSince === undefined || monotonicMs() - this.watchFailingSince < WATCH_FAILING_MS) return undefined;
     const first = failing[0]!;
     return { reason: `the watch of ${kindOf(first.path)} is failing: ${first.error}`, since: Date.now(), unreachable: false };
   }
