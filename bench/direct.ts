@@ -13,6 +13,8 @@
 //     target is judged: a user's direct traffic goes to other machines over a link, and the
 //     question is whether the proxy costs them throughput there. Skipped, with the reason, where
 //     network namespaces cannot be made (not root, no `ip`/`tc`).
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import net from 'node:net';
 import { once } from 'node:events';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -129,7 +131,10 @@ export async function reportDirect(kubeconfig: string, bulkBytes: number, rounds
   try {
     minimal = spawn(process.execPath, ['-e', MINIMAL_RELAY, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
     const minimalPort = await childPort(minimal);
-    proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--direct']);
+    // The loopback echo server is reachable only through an allow list (direct-dial-policy.ts).
+    const config = path.join(path.dirname(kubeconfig), 'direct-allow.yaml');
+    await writeFile(config, 'routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8]\n');
+    proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--direct']);
     link = await startLinkHost();
     console.log('\nDirect pass-through (echo servers of our own)');
     const loop = await measure(

@@ -52,7 +52,7 @@ const COMMON_KEYS = ['name', 'kind', 'include', 'exclude', 'cidrs'];
 /** Keys each kind takes beyond COMMON_KEYS. A new kind (ssh, konnectivity) adds its line here. */
 const KIND_KEYS: Record<RouteKind, string[]> = {
   cluster: ['context', 'default', 'ingress', 'via'],
-  direct: [],
+  direct: ['allow'],
   reject: [],
   ssh: ['ssh'],
   konnectivity: ['context', 'default', 'konnectivity'],
@@ -167,6 +167,10 @@ class Checker {
       if ('default' in raw) this.bool(raw.default, at('default'), `${path}.default`);
       return spec;
     }
+    if (k === 'direct') {
+      const allow = this.cidrs(raw, path, 'allow');
+      return allow.length > 0 ? { kind: 'direct', ...base, allow } : { kind: 'direct', ...base };
+    }
     if (k !== 'cluster') return { kind: k, ...base };
     const spec: ClusterRouteSpec = { kind: 'cluster', ...base, context: name };
     if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
@@ -263,8 +267,8 @@ class Checker {
     });
   }
 
-  private cidrs(map: Record<string, unknown>, path: string): string[] {
-    return this.list(map, 'cidrs', path).map((item) => {
+  private cidrs(map: Record<string, unknown>, path: string, key = 'cidrs'): string[] {
+    return this.list(map, key, path).map((item) => {
       try {
         return parseCidr(item.text).text;
       } catch (err) {

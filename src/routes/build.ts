@@ -5,6 +5,7 @@
 // start()'s business, route by route.
 import type { Logger } from '../core/log.js';
 import type { HostPort } from '../core/address.js';
+import { parseCidr } from '../core/cidr.js';
 import { DirectRoute } from '../routing/direct-route.js';
 import { RejectRoute } from '../routing/reject-route.js';
 import { SshRoute } from '../routing/ssh-route.js';
@@ -89,7 +90,7 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
         log.child({ route: spec.name }),
       );
     case 'direct':
-      return new DirectRoute(spec.name, { ownListeners: settings.ownListeners });
+      return new DirectRoute(spec.name, { ownListeners: settings.ownListeners, allow: (spec.allow ?? []).map((block) => parseCidr(block)) });
     case 'reject':
       return new RejectRoute(spec.name);
     case 'ssh':

@@ -1,12 +1,14 @@
 // The direct route: dial the destination from this machine, as the client would without a proxy.
 // Names go to the OS resolver (getaddrinfo via dns.lookup: /etc/hosts, VPN split DNS, mDNS all
 // apply); both families are tried with Happy Eyeballs (RFC 8305, Node's autoSelectFamily). It never
-// dials the proxy's own listeners: a client asking for them would make the proxy feed itself.
+// dials the proxy's own listeners: a client asking for them would make the proxy feed itself; nor,
+// unless the route's allow list names them, this machine's own or metadata addresses
+// (direct-dial-policy.ts).
 import dns from 'node:dns';
 import net from 'node:net';
 import os from 'node:os';
 import { formatHostPort, isLoopbackHost, type HostPort } from '../core/address.js';
-import { parseIp } from '../core/cidr.js';
+import { parseIp, type Cidr } from '../core/cidr.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import {
   ConnectionRefusedError,
@@ -17,6 +19,7 @@ import {
   StartupError,
   errorMessage,
 } from '../core/errors.js';
+import { DirectDialPolicy } from './direct-dial-policy.js';
 import type { RoutingTable } from './table-spec.js';
 import type { Route, RouteStatus } from './route.js';
 import type { Claim } from './table.js';
@@ -30,6 +33,8 @@ export interface DirectRouteOptions {
   lookup?: LookupAll;
   /** Addresses of this machine's interfaces; os.networkInterfaces() by default. */
   localAddresses?: () => string[];
+  /** Blocks the route may dial though they are loopback, link-local or metadata addresses (`allow`). */
+  allow?: ReadonlyArray<Cidr>;
 }
 
 const RESOLVE_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ENODATA', 'ESERVFAIL', 'ENONAME']);
@@ -38,12 +43,14 @@ const UNREACHABLE_ERRORS = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', '
 export class DirectRoute implements Route {
   readonly kind = 'direct';
   private readonly lookupAll: LookupAll;
+  private readonly policy: DirectDialPolicy;
 
   constructor(
     readonly name: string,
     private readonly options: DirectRouteOptions,
   ) {
     this.lookupAll = options.lookup ?? ((host, cb) => dns.lookup(host, { all: true }, cb));
+    this.policy = new DirectDialPolicy(options.allow);
   }
 
   /**
@@ -65,18 +72,27 @@ export class DirectRoute implements Route {
   dial(host: string, port: number, signal: AbortSignal): Promise<OpenedStream> {
     const literal = parseIp(host);
     if (literal && this.isOwnListener(literal.text, port)) return Promise.reject(this.selfError(host, port));
+    const literalRefusal = literal && this.policy.refusal(literal);
+    if (literalRefusal) return Promise.reject(this.policyError(`${literal.text} is a ${literalRefusal}`));
     return new Promise((resolve, reject) => {
-      let refusedSelf: ProxyError | undefined;
-      // Our lookup sees every address before Node dials any of them: one of ours refuses them all.
+      let refusal: ProxyError | undefined;
+      // Our lookup sees every address before Node dials any of them: one of ours refuses them all;
+      // those the policy refuses are dropped, and a name left with none is refused.
       const lookup = (hostname: string, _opts: object, cb: (...args: unknown[]) => void) => {
         this.lookupAll(hostname, (err, addresses) => {
           if (err) return cb(err);
           if (addresses.some((a) => this.isOwnListener(a.address, port))) {
-            refusedSelf = this.selfError(host, port);
-            return cb(refusedSelf);
+            refusal = this.selfError(host, port);
+            return cb(refusal);
           }
-          if ((_opts as { all?: boolean }).all) return cb(null, addresses);
-          cb(null, addresses[0]?.address, addresses[0]?.family);
+          const dialable = addresses.filter((a) => this.addressRefusal(a.address) === undefined);
+          if (dialable.length === 0 && addresses.length > 0) {
+            const kinds = new Set(addresses.map((a) => this.addressRefusal(a.address)));
+            refusal = this.policyError(`${host} resolves only to ${addresses.map((a) => a.address).join(', ')} (${[...kinds].join(', ')})`);
+            return cb(refusal);
+          }
+          if ((_opts as { all?: boolean }).all) return cb(null, dialable);
+          cb(null, dialable[0]?.address, dialable[0]?.family);
         });
       };
       const socket = net.connect({ host: literal ? literal.text : host, port, autoSelectFamily: true, lookup: lookup as unknown as net.LookupFunction });
@@ -91,7 +107,7 @@ export class DirectRoute implements Route {
       const onError = (err: Error) => {
         signal.removeEventListener('abort', onAbort);
         socket.destroy();
-        reject(refusedSelf ?? dialError(err, host, port));
+        reject(refusal ?? dialError(err, host, port));
       };
       socket.once('connect', () => {
         signal.removeEventListener('abort', onAbort);
@@ -101,6 +117,16 @@ export class DirectRoute implements Route {
       });
       socket.once('error', onError);
     });
+  }
+
+  /** The policy's verdict on a resolved address (a zone index, "fe80::1%eth0", does not change it). */
+  private addressRefusal(address: string): string | undefined {
+    const ip = parseIp(address.replace(/%.*$/, ''));
+    return ip ? this.policy.refusal(ip) : 'address the proxy cannot read';
+  }
+
+  private policyError(what: string): NotAllowedError {
+    return new NotAllowedError(`${what}: a direct route dials loopback, link-local and cloud-metadata addresses only when its allow list names them`);
   }
 
   private selfError(host: string, port: number): NotAllowedError {

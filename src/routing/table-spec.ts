@@ -58,6 +58,8 @@ export interface KonnectivityRouteSpec extends RouteSpecBase {
 
 export interface DirectRouteSpec extends RouteSpecBase {
   kind: 'direct';
+  /** Canonical CIDR blocks it may dial though they are loopback, link-local or metadata addresses. */
+  allow?: string[];
 }
 
 export interface RejectRouteSpec extends RouteSpecBase {
@@ -177,6 +179,7 @@ export function describeRoute(table: RoutingTable, route: RouteSpec): string {
   parts.push(...route.cidrs);
   if (route.kind === 'cluster') parts.push(...(route.ingress?.domains ?? []).map((d) => `ingress ${d}`));
   if (table.directRoute === route.name) parts.push('everything no other route claims');
+  if (route.kind === 'direct' && route.allow?.length) parts.push(`may dial ${route.allow.join(', ')}`);
   const isDefault = table.defaultRoute === route.name ? ', default' : '';
   const what = route.kind === 'cluster'
     ? `cluster ${route.context}${isDefault}`

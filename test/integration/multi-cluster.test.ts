@@ -1,7 +1,8 @@
 // One proxy for two clusters (two simulated API servers, overlapping address ranges): names by
 // route suffix and by the default route's cluster forms, label boundaries and excludes, IPs by
 // which cluster knows them (both knowing one is a refusal naming both, a CIDR settles it), reject
-// routes, direct pass-through to the test's own loopback server, a cluster that is down at start,
+// routes, direct pass-through (refusing loopback by default; to the test's own loopback server when
+// its allow list names it), a cluster that is down at start,
 // and reloads (adding, removing, and an invalid change that changes nothing).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -219,7 +220,7 @@ describe('a cluster that is down at start and comes up later', () => {
 });
 
 describe('direct pass-through and a cluster that is down', () => {
-  test('--direct dials what no route claims (the test\'s own loopback server); a down cluster fails only its own names', async () => {
+  test('--direct dials what no route claims (loopback only when allowed); a down cluster fails only its own names', async () => {
     const server = http.createServer((req, res) => res.end(`direct ${req.headers.host}\n`)).listen(0, '127.0.0.1');
     await once(server, 'listening');
     const port = (server.address() as { port: number }).port;
@@ -233,7 +234,23 @@ describe('direct pass-through and a cluster that is down', () => {
     const { copyFile } = await import('node:fs/promises');
     await copyFile(multi.kubeconfig, kubeconfig);
     await multi.writeKubeconfig();
-    const p2 = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--direct', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
+    // By default a direct route does not dial this machine's loopback (nor link-local, metadata).
+    const strict = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'prod', '--direct', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
+    try {
+      const refused = await socks5Connect(strict.socks!, 'localhost', port);
+      refused.socket.destroy();
+      assert.equal(refused.reply, 2, 'not allowed');
+      const viaHttp = await curl(['-s', '-w', '%{http_code}', '--proxy', `http://${strict.http}`, `http://127.0.0.1:${port}/`]);
+      assert.match(viaHttp.stdout, /route direct: 127\.0\.0\.1 is a loopback address: a direct route dials loopback, link-local and cloud-metadata addresses only when its allow list names them[^\n]*\n403$/);
+      const metadata = await socks5Connect(strict.socks!, '169.254.169.254', 80);
+      metadata.socket.destroy();
+      assert.equal(metadata.reply, 2, 'cloud metadata: not allowed, and not dialled');
+    } finally {
+      assert.equal(await strict.stop(), 0);
+    }
+    const allowConfig = path.join(multi.dir, 'direct-allow.yaml');
+    await writeFile(allowConfig, 'routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8, "::1"]\n');
+    const p2 = await startProxyProcess(['--kubeconfig', kubeconfig, '--config', allowConfig, '--context', 'prod', '--context', 'staging', '--direct', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
     try {
       const direct = await curl(['--proxy', `socks5h://${p2.socks}`, `http://localhost:${port}/`]);
       assert.equal(direct.code, 0, direct.stderr);

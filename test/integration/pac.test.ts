@@ -1,9 +1,9 @@
-// The PAC file: served at /proxy.pac only to loopback Hosts, printed by `pac`, and used by a real
+// The PAC file: served at /proxy.pac to loopback peers, printed by `pac`, and used by a real
 // browser: Chromium with --proxy-pac-url loads a cluster page through the proxy and a page of the
 // test's own server directly — the proxy never sees the latter.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import { once } from 'node:events';
 import os from 'node:os';
@@ -21,7 +21,10 @@ let pagePort = 0;
 
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--direct']);
+  // The direct route may dial loopback (the test's own page): the control below needs it.
+  const config = path.join(cluster.dir, 'direct-allow.yaml');
+  await writeFile(config, 'routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8]\n');
+  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--direct']);
   page = http.createServer((_req, res) => res.end('<html><body>a page of our own</body></html>')).listen(0, '127.0.0.1');
   await once(page, 'listening');
   pagePort = (page.address() as { port: number }).port;

@@ -14,6 +14,9 @@ import {
 import type { HostPort } from '../../src/core/address.js';
 import { DirectRoute, assertDirectAllowed, dialError } from '../../src/routing/direct-route.js';
 import { RejectRoute } from '../../src/routing/reject-route.js';
+import { parseCidr, type Cidr } from '../../src/core/cidr.js';
+import { buildTable, type BuildSettings } from '../../src/routes/build.js';
+import { createLogger } from '../../src/core/log.js';
 import { tableFromYaml } from '../helpers/routing-decisions.js';
 
 /** An echo server on a loopback address; counts the connections it accepted. */
@@ -51,7 +54,10 @@ async function closedPort(host: string): Promise<number> {
 
 type Lookup = (host: string, cb: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
 const fixedLookup = (addresses: string[]): Lookup => (_h, cb) => cb(null, addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })));
-const route = (listeners: HostPort[] = [], lookup?: Lookup, localAddresses?: () => string[]) => new DirectRoute('direct', { ownListeners: () => listeners, lookup, localAddresses });
+// The test servers are on loopback, which a direct route dials only when its allow list names it.
+const LOOPBACK = ['127.0.0.0/8', '::1/128'].map((b) => parseCidr(b));
+const route = (listeners: HostPort[] = [], lookup?: Lookup, localAddresses?: () => string[], allow: Cidr[] = LOOPBACK) =>
+  new DirectRoute('direct', { ownListeners: () => listeners, lookup, localAddresses, allow });
 const signal = () => AbortSignal.timeout(5000);
 
 async function roundTrip(stream: NodeJS.ReadWriteStream & { destroy(): void }): Promise<string> {
@@ -115,6 +121,77 @@ test('failures map to SOCKS/HTTP replies: unresolvable 0x04, refused 0x05, timeo
   assert.ok(dialError(err('ENETUNREACH'), 'h', 1) instanceof HostUnreachableError);
   assert.ok(dialError(new AggregateError([err('ECONNREFUSED'), err('ENETUNREACH')]), 'h', 1) instanceof ConnectionRefusedError);
   assert.ok(dialError(new AggregateError([err('ETIMEDOUT'), err('ECONNREFUSED')]), 'h', 1) instanceof ConnectTimeoutError);
+});
+
+test('by default refuses loopback, "this host", link-local and metadata addresses, after DNS', async () => {
+  const v4 = await echoServer('127.0.0.1');
+  const v6 = await echoServer('::1');
+  const notAllowed = (re: RegExp) => (e: Error) => e instanceof NotAllowedError && e.socksReply === SocksReply.notAllowed && re.test(e.message) && /allow list/.test(e.message);
+  try {
+    const strict = (lookup?: Lookup) => route([], lookup, undefined, []);
+    const literals: Array<[string, RegExp]> = [
+      ['127.0.0.1', /^127\.0\.0\.1 is a loopback address/],
+      ['127.1.2.3', /loopback/],
+      ['::ffff:127.0.0.1', /^127\.0\.0\.1 is a loopback/],
+      ['::1', /^::1 is a loopback/],
+      ['0.0.0.0', /"this host"/],
+      ['::', /unspecified/],
+      ['169.254.169.254', /cloud instance-metadata/],
+      ['::ffff:169.254.169.254', /cloud instance-metadata/],
+      ['169.254.10.1', /link-local/],
+      ['fe80::1', /link-local/],
+      ['fd00:ec2::254', /cloud instance-metadata/],
+      ['100.100.100.200', /cloud instance-metadata/],
+      ['::127.0.0.1', /IPv4-compatible/],
+    ];
+    for (const [host, re] of literals) await assert.rejects(strict().dial(host, v4.port, signal()), notAllowed(re), host);
+    // Judged on the addresses the name resolves to: the OS resolver's localhost, a name pointing at metadata.
+    await assert.rejects(strict().dial('localhost', v4.port, signal()), notAllowed(/^localhost resolves only to .*127\.0\.0\.1.* \(loopback address\)/));
+    await assert.rejects(strict(fixedLookup(['169.254.169.254'])).dial('metadata.google.internal', 80, signal()), notAllowed(/metadata\.google\.internal resolves only to 169\.254\.169\.254 \(cloud instance-metadata address\)/));
+    await assert.rejects(strict(fixedLookup(['fe80::1%eth0'])).dial('printer.local', 80, signal()), notAllowed(/link-local/));
+    assert.equal(v4.accepted() + v6.accepted(), 0, 'nothing was dialled');
+    // A name with a refused and an allowed address dials only the allowed one: ::1 is allowed here, 127.0.0.1 not.
+    const only6 = route([], fixedLookup(['127.0.0.1', '::1']), undefined, [parseCidr('::1')]);
+    const v6same = await echoServer('::1');
+    const v4same = net.createServer((s) => s.destroy()).listen(v6same.port, '127.0.0.1');
+    await once(v4same, 'listening');
+    let v4hits = 0;
+    v4same.on('connection', () => v4hits++);
+    const opened = await only6.dial('mixed.test', v6same.port, signal());
+    assert.equal(opened.via, `direct [::1]:${v6same.port}`);
+    assert.equal(await roundTrip(opened.stream as net.Socket), 'ping');
+    assert.equal(v4hits, 0, 'the refused address was not dialled');
+    v4same.close();
+    await v6same.close();
+    // The allow list opts back in, block by block.
+    const allowed = route([], undefined, undefined, [parseCidr('127.0.0.0/8')]);
+    assert.equal(await roundTrip((await allowed.dial('127.0.0.1', v4.port, signal())).stream as net.Socket), 'ping');
+    await assert.rejects(allowed.dial('::1', v6.port, signal()), notAllowed(/loopback/));
+    // Other private addresses are not this machine's: they are the LANs a direct route is for.
+    const policyOnly = strict(fixedLookup(['10.0.0.1']));
+    assert.equal((policyOnly as unknown as { addressRefusal(a: string): string | undefined }).addressRefusal('10.0.0.1'), undefined);
+    assert.equal((policyOnly as unknown as { addressRefusal(a: string): string | undefined }).addressRefusal('192.168.1.1'), undefined);
+  } finally {
+    await v4.close();
+    await v6.close();
+  }
+});
+
+test('a config file\'s direct route takes allow; the route built from it dials what it names', async () => {
+  const table = tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, include: [lan], allow: [127.0.0.0/8, "::1"]}]\n');
+  const spec = table.routes.find((r) => r.name === 'lan')!;
+  assert.deepEqual(spec.kind === 'direct' && spec.allow, ['127.0.0.0/8', '::1/128']);
+  // Built alone: the cluster route would need a kubeconfig.
+  const built = buildTable({ ...table, routes: [spec], defaultRoute: undefined }, { ownListeners: () => [] } as unknown as BuildSettings, createLogger('silent')).routes.get('lan') as DirectRoute;
+  const v4 = await echoServer('127.0.0.1');
+  try {
+    assert.equal(await roundTrip((await built.dial('127.0.0.1', v4.port, signal())).stream as net.Socket), 'ping');
+    await assert.rejects(built.dial('169.254.169.254', 80, signal()), NotAllowedError);
+  } finally {
+    await v4.close();
+  }
+  assert.throws(() => tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, allow: [127.0.0.1/8]}]\n'), /routes\[1\]\.allow\[0\].*host bits set; did you mean 127\.0\.0\.0\/8/);
+  assert.throws(() => tableFromYaml('routes: [{name: a, kind: cluster, allow: [127.0.0.0/8]}]\n'), /allow/);
 });
 
 test('never dials its own listeners: by address, by name, and through wildcard binds', async () => {
