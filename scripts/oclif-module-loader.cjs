@@ -1,5 +1,5 @@
 // Stand-in for @oclif/core/lib/module-loader.js inside the bundle (scripts/package.mjs). There are
-// no files to import: oclif's requests are answered by the bundle's entry (src/cli/bundle-main.ts)
+// no files to import: oclif's requests are answered by the bundle's entry (src/entry/bundle-main.ts)
 // — a command by its manifest id, loaded only when it runs, and the help class.
 'use strict';
 const lookup = (target) => globalThis.__proxyoutModules(String(target));

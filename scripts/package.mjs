@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run package`: the CLI as one file, then as one executable for this platform.
-//   1. esbuild bundles dist/src/cli/bundle-main.js (after `npm run build`) with every dependency
+//   1. esbuild bundles dist/src/entry/bundle-main.js (after `npm run build`) with every dependency
 //      into dist/pkg/kubectl-proxyout.cjs (CommonJS: what a Node single executable runs).
 //   2. Node's single executable applications (https://nodejs.org/api/single-executable-applications.html):
 //      a preparation blob from sea-config, injected with postject into a copy of this node binary
@@ -25,7 +25,7 @@ mkdirSync(out, { recursive: true });
 const bundle = path.join(out, 'kubectl-proxyout.cjs');
 
 await build({
-  entryPoints: [path.join(root, 'dist', 'src', 'cli', 'bundle-main.js')],
+  entryPoints: [path.join(root, 'dist', 'src', 'entry', 'bundle-main.js')],
   outfile: bundle,
   bundle: true,
   platform: 'node',

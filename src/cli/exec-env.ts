@@ -5,7 +5,8 @@
 // either. NO_PROXY keeps this machine's own loopback services and the routes' API servers off the
 // proxy, and the command's own NO_PROXY entries (cli/no-proxy.ts).
 import type { AddressInfo } from 'node:net';
-import { formatAddress, unixSocksUrl } from './ready.js';
+import { unixSocksUrl } from './ready.js';
+import { formatAddress } from '../listeners/bound-address.js';
 import { noProxyValue } from './no-proxy.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 

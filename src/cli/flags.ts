@@ -8,7 +8,7 @@ import { DEFAULTS, type ProxyOptions } from '../proxy/options.js';
 import { StartupError } from '../core/errors.js';
 import { resolveCredentials, type ProxyCredentials } from '../auth/credentials.js';
 import { TRANSPORT_MODES, type TransportMode } from '../tunnel/negotiate.js';
-import { clusterDomainFrom, tableFlagDefinitions } from '../config/flags.js';
+import { clusterDomainFrom, tableFlagDefinitions } from './table-flags.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole

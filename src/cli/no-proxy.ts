@@ -6,14 +6,8 @@
 //  - this machine's loopback names (programs reaching local services);
 //  - the API servers of the cluster routes, reached as before the variables were set;
 //  - whatever NO_PROXY (or no_proxy) already said, so a user's own exceptions stay in force.
-import type { RouteStatus } from '../routing/route.js';
 
 export const LOOPBACK_NO_PROXY = ['localhost', '127.0.0.1', '::1'] as const;
-
-/** The API server URLs of the cluster routes among `routes` (their status details name them). */
-export function apiServersOf(routes: readonly RouteStatus[]): string[] {
-  return routes.flatMap((r) => (r.kind === 'cluster' && typeof r.details?.server === 'string' ? [r.details.server] : []));
-}
 
 /** The host of a server URL as NO_PROXY names it (no port, no IPv6 brackets); undefined when it is no URL. */
 function hostOf(server: string): string | undefined {

@@ -3,16 +3,10 @@
 import type { AddressInfo } from 'node:net';
 import type { RunningProxy } from '../proxy/running.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
+import { formatAddress } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 import { curlCannotName, encodeUrlPath } from '../core/url-path.js';
 import { noProxyValue } from './no-proxy.js';
-
-/** "host:port" with IPv6 hosts bracketed, as URLs and proxy variables need them; "unix:PATH" for a unix socket. */
-export function formatAddress(address: Pick<AddressInfo, 'address' | 'port'> & { family?: string }): string {
-  if (address.family === UNIX_FAMILY) return `unix:${address.address}`;
-  const host = address.address.includes(':') ? `[${address.address}]` : address.address;
-  return `${host}:${address.port}`;
-}
 
 /**
  * `password` is given only for credentials `connect` generated: they then go into the exported

@@ -14,7 +14,7 @@ import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doc
 import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
 import { parseDuration } from '../core/duration.js';
 import { durationFlag } from '../cli/flags.js';
-import { tableFlagDefinitions } from '../config/flags.js';
+import { tableFlagDefinitions } from '../cli/table-flags.js';
 import type { ProxyStatus } from '../managed/status.js';
 
 export default class Doctor extends Command {

@@ -6,7 +6,7 @@ import { RouteMatcher } from '../routing/table.js';
 import { parseListen, routingTableFor } from '../proxy/startup-checks.js';
 import { proxyOptionsFrom, proxyFlags, OFF } from '../cli/flags.js';
 import type { HostPort } from '../core/address.js';
-import { controlRequest, type ControlResponse } from '../state/control.js';
+import { controlRequest, type ControlResponse } from '../managed/control.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { inspect } from '../managed/registry.js';
 import { withStateLock } from '../state/lock.js';

@@ -10,7 +10,7 @@ import { serviceSpec } from '../service/spec.js';
 import { executableLines, serviceExecutable } from '../service/executable.js';
 import { checkServiceFlags } from '../service/check.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
-import { tableFlagDefinitions } from '../config/flags.js';
+import { tableFlagDefinitions } from '../cli/table-flags.js';
 import { proxyFlags } from '../cli/flags.js';
 import { DEFAULTS } from '../proxy/options.js';
 import { SERVICE_PASSED_FLAGS } from '../service/spec.js';

@@ -9,7 +9,7 @@ import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core
 import { destinationFor } from '../core/address.js';
 import type { Logger } from '../core/log.js';
 import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
-import type { StreamRecord } from '../proxy/stats.js';
+import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
 import { clientName } from './server-base.js';
 import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFormTarget } from './http-messages.js';

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../core/log.js';
 import type { StreamOpener } from '../core/types.js';
-import type { StreamStats } from '../proxy/stats.js';
+import type { StreamStats } from './stream-stats.js';
 import type { ProxyAuth } from '../auth/credentials.js';
 
 /** What every front end (SOCKS, HTTP) needs from the proxy core. */

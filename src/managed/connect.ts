@@ -13,7 +13,7 @@ import { probeApi } from '../proxy/proxy.js';
 import { planStart, type StartPlan } from '../proxy/startup-checks.js';
 import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, unixSocketPath, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from '../state/store.js';
+import { readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
 import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';

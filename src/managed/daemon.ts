@@ -13,13 +13,13 @@ import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/lo
 import { logProcessWarnings } from '../core/process-warnings.js';
 import { startProxy } from '../proxy/proxy.js';
 import { startGcGuard } from '../core/gc-guard.js';
-import { formatAddress } from '../cli/ready.js';
+import { formatAddress } from '../listeners/bound-address.js';
 import type { RunningProxy } from '../proxy/running.js';
 import { ensureStateDir, layout, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from '../state/store.js';
+import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from './store.js';
 import { processIdentity } from '../state/process.js';
-import { startControlServer, type ControlServer, type LiveStatus } from '../state/control.js';
+import { startControlServer, type ControlServer, type LiveStatus } from './control.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
 import { RotatingLogFile } from './rotating-log.js';

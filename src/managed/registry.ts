@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import type { StateLayout } from '../state/paths.js';
 import { isOurDaemon } from '../state/process.js';
-import { listIds, readEntry, removeEntry, removeTransient, updateEntry, type ProxyEntry } from '../state/store.js';
+import { listIds, readEntry, removeEntry, removeTransient, updateEntry, type ProxyEntry } from './store.js';
 
 export type LiveState = 'starting' | 'running' | 'stopping' | 'dead';
 

@@ -4,7 +4,7 @@
 // and sync; otherwise nothing changes and the error comes back here.
 import { testHookPause } from '../core/test-hooks.js';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { controlRequest } from '../state/control.js';
+import { controlRequest } from './control.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { inspect, inspectAll, type Inspected } from './registry.js';

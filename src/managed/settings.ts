@@ -4,7 +4,7 @@
 // naming each difference. Only flags given explicitly count: a plain `connect` after
 // `connect --listen-socks 127.0.0.1:0` is the same request, not a different one.
 import { StartupError } from '../core/errors.js';
-import type { DaemonOptions, ProxyEntry } from '../state/store.js';
+import type { DaemonOptions, ProxyEntry } from './store.js';
 import { DEFAULTS } from '../proxy/options.js';
 
 /** Flag → the DaemonOptions field it sets. */

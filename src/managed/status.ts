@@ -1,14 +1,14 @@
 // `status`: every managed proxy, reaped, with live figures asked from each daemon over its
 // control socket. A daemon that is gone shows as "dead" (with why), never as an error.
-import { formatAddress } from '../cli/ready.js';
-import { apiServersOf } from '../cli/no-proxy.js';
+import { formatAddress } from '../listeners/bound-address.js';
+import { apiServersOf } from '../routing/route.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
-import { queryStatus } from '../state/control.js';
-import type { ListenAddress, ProxyEntry } from '../state/store.js';
+import { queryStatus } from './control.js';
+import type { ListenAddress, ProxyEntry } from './store.js';
 import { inspect, inspectAll, type Inspected, type LiveState } from './registry.js';
 import { UnknownIdError } from './stop.js';
 

@@ -10,8 +10,8 @@ import path from 'node:path';
 import { ID_PATTERN, StateDirError, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon } from '../state/process.js';
-import { controlRequest } from '../state/control.js';
-import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from '../state/store.js';
+import { controlRequest } from './control.js';
+import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
 import { inspect } from './registry.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 

@@ -11,7 +11,7 @@ import type { ProxyOptions } from '../proxy/options.js';
 import type { ClusterRouteSpec, RoutingTable } from '../routing/table-spec.js';
 import type { StateLayout } from '../state/paths.js';
 import { writeTransientKubeConfig } from '../state/kubeconfig.js';
-import { connectionId } from '../state/store.js';
+import { connectionId } from './store.js';
 
 export interface ManagedTable {
   table: RoutingTable;

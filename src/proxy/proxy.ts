@@ -19,7 +19,7 @@ import type { Listener, ListenerContext } from '../listeners/listener.js';
 import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
 import { ClusterRouteRuntime } from '../routes/cluster.js';
 import { PauseDetector } from '../core/pause-detector.js';
-import { StreamStats } from './stats.js';
+import { StreamStats } from '../listeners/stream-stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
 import { StreamLimiter } from './limits.js';
 import { DEFAULTS } from './options.js';

@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import type { StreamTotals } from './stats.js';
+import type { StreamTotals } from '../listeners/stream-stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';

@@ -57,3 +57,8 @@ export interface Route {
   /** Stops accepting streams and releases what it holds once its open streams have ended. */
   close(): Promise<void>;
 }
+
+/** The API server URLs of the cluster routes among `routes` (their status details name them). */
+export function apiServersOf(routes: readonly RouteStatus[]): string[] {
+  return routes.flatMap((r) => (r.kind === 'cluster' && typeof r.details?.server === 'string' ? [r.details.server] : []));
+}

@@ -7,7 +7,7 @@ import { DEFAULTS } from '../proxy/options.js';
 import { checkRouteFiles, planStart } from '../proxy/startup-checks.js';
 import { resolveCredentials } from '../auth/credentials.js';
 import { OFF } from '../cli/flags.js';
-import { clusterDomainFrom } from '../config/flags.js';
+import { clusterDomainFrom } from '../cli/table-flags.js';
 import type { ServiceFlags } from './spec.js';
 
 /** Throws a one-line StartupError when the proxy would refuse to start with these flags. */

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { writePrivateFile } from './store.js';
+import { writePrivateFile } from './private-file.js';
 import { withoutExecInfo } from '../cluster/exec-info.js';
 import type { Impersonation } from '../cluster/impersonation.js';
 

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, unlinkSync } from 'node:fs';
 import type { ProxyCredentials } from '../auth/credentials.js';
-import { writePrivateFile } from './store.js';
+import { writePrivateFile } from './private-file.js';
 import type { StateLayout } from './paths.js';
 
 export function writeProxyAuthFile(l: StateLayout, id: string, credentials: ProxyCredentials): void {

@@ -1,6 +1,6 @@
-// A managed proxy's state entry (state/store.ts) as `connect` writes it, for tests of the state
+// A managed proxy's state entry (managed/store.ts) as `connect` writes it, for tests of the state
 // directory and the commands that read it.
-import type { ProxyEntry } from '../../src/state/store.js';
+import type { ProxyEntry } from '../../src/managed/store.js';
 
 /** An entry for `id` in phase "starting" (no pid yet); `extra` overrides any field. */
 export function proxyEntry(id: string, extra: Partial<ProxyEntry> = {}): ProxyEntry {

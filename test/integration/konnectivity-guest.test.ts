@@ -26,7 +26,7 @@ import { ApiConnection } from '../../src/cluster/api.js';
 import { ClusterCache } from '../../src/cluster/cache.js';
 import { startSocksListener } from '../../src/listeners/socks-server.js';
 import type { Listener } from '../../src/listeners/listener.js';
-import { StreamStats } from '../../src/proxy/stats.js';
+import { StreamStats } from '../../src/listeners/stream-stats.js';
 import { createLogger } from '../../src/core/log.js';
 import { httpGet } from '../helpers/streams.js';
 import { replyFor, SocksReply } from '../../src/core/errors.js';

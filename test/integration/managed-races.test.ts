@@ -12,10 +12,10 @@ import path from 'node:path';
 import { startClusters, type MultiCluster } from '../helpers/multi-cluster.js';
 import { eventually } from '../helpers/cluster.js';
 import { runCli } from '../helpers/proxy-process.js';
-import { controlRequest } from '../../src/state/control.js';
+import { controlRequest } from '../../src/managed/control.js';
 import { layout } from '../../src/state/paths.js';
 import { withStateLock } from '../../src/state/lock.js';
-import { readEntry, updateEntry } from '../../src/state/store.js';
+import { readEntry, updateEntry } from '../../src/managed/store.js';
 import { isAlive } from '../../src/state/process.js';
 import { TEST_RELOAD_PAUSE_ENV } from '../../src/managed/reload.js';
 

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { execFileSync } from 'node:child_process';
-import { exportedVariables, formatAddress, readyLines, unixSocksUrl } from '../../src/cli/ready.js';
+import { exportedVariables, readyLines, unixSocksUrl } from '../../src/cli/ready.js';
+import { formatAddress } from '../../src/listeners/bound-address.js';
 import { firstShutdownSignal } from '../../src/cli/signals.js';
 
 const where = { context: 'sim', namespace: 'default' };

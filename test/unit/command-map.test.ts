@@ -1,11 +1,11 @@
-// The bundle's command map (src/cli/command-map.ts) lists exactly the commands of src/commands/
+// The bundle's command map (src/entry/command-map.ts) lists exactly the commands of src/commands/
 // — a command missing there would be missing from the single executable — each loading that
 // command's class, and selfInvocation starts the right program in each packaging.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
-import { COMMAND_LOADERS } from '../../src/cli/command-map.js';
+import { COMMAND_LOADERS } from '../../src/entry/command-map.js';
 import { binScriptPath, selfInvocation } from '../../src/core/self.js';
 import { repoRoot } from '../helpers/proxy-process.js';
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Flags, Parser } from '@oclif/core';
-import { tableFlagDefinitions, tableFlagsFrom } from '../../src/config/flags.js';
+import { tableFlagDefinitions, tableFlagsFrom } from '../../src/cli/table-flags.js';
 
 const flags = { ...tableFlagDefinitions(), 'cluster-domain': Flags.string({ default: 'cluster.local' }) };
 const parse = async (argv: string[]) => (await Parser.parse(argv, { flags, strict: true })).flags;

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { settingDifferences } from '../../src/managed/settings.js';
-import type { DaemonOptions, ProxyEntry } from '../../src/state/store.js';
+import type { DaemonOptions, ProxyEntry } from '../../src/managed/store.js';
 
 const options: DaemonOptions = { listenSocks: '127.0.0.1:1080', clusterDomain: 'cluster.local', logLevel: 'info', connectTimeoutMs: 15_000, handshakeTimeoutMs: 10_000, shutdownGraceMs: 4_000, transport: 'auto' };
 const entry = (o: Partial<DaemonOptions> = {}, extra: Partial<ProxyEntry> = {}): ProxyEntry => ({ version: 1, id: 'abc', context: 'c', namespace: 'n', server: 's', options: { ...options, ...o }, phase: 'running', createdAt: '', ...extra });

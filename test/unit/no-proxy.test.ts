@@ -3,7 +3,8 @@
 // direct while cluster names still go to the proxy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { apiServersOf, noProxyValue } from '../../src/cli/no-proxy.js';
+import { noProxyValue } from '../../src/cli/no-proxy.js';
+import { apiServersOf } from '../../src/routing/route.js';
 import { exportedVariables } from '../../src/cli/ready.js';
 import { proxyFromEnvironment } from '../../src/cluster/egress-proxy.js';
 

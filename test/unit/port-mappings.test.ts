@@ -10,7 +10,7 @@ import { proxyEnvironment } from '../../src/cli/exec-env.js';
 import { sourceBucket } from '../../src/auth/source.js';
 import { socketDir, unixSocketPath } from '../../src/state/paths.js';
 import { settingDifferences } from '../../src/managed/settings.js';
-import type { DaemonOptions, ProxyEntry } from '../../src/state/store.js';
+import type { DaemonOptions, ProxyEntry } from '../../src/managed/store.js';
 
 test('mappings: [ADDR:]LPORT=TARGET:PORT, ADDR 127.0.0.1 by default, any target form', () => {
   assert.deepEqual(parseForwardSpec('5432=db.shop:5432'), { listen: { host: '127.0.0.1', port: 5432 }, target: { host: 'db.shop', port: 5432, type: 'domain' }, text: '5432=db.shop:5432' });

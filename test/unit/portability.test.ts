@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isDaemonCommand, isOurDaemon, processInfo, systemHost, type ProcessHost } from '../../src/state/process.js';
 import { checkSocketPath, controlEndpoint, isNamedPipe, layout } from '../../src/state/paths.js';
-import { startControlServer } from '../../src/state/control.js';
+import { startControlServer } from '../../src/managed/control.js';
 import { askToStop } from '../../src/managed/stop.js';
 import { detachedSpawnOptions } from '../../src/managed/connect.js';
 

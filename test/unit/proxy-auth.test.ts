@@ -15,7 +15,7 @@ import { startSocksListener } from '../../src/listeners/socks-server.js';
 import { startHttpListener } from '../../src/listeners/http-server.js';
 import { ensureStateDir, layout } from '../../src/state/paths.js';
 import { proxyAuthFrom } from '../../src/cli/flags.js';
-import { removeTransient } from '../../src/state/store.js';
+import { removeTransient } from '../../src/managed/store.js';
 import { takeProxyAuthFile, writeProxyAuthFile } from '../../src/state/proxy-auth.js';
 import { FakeOpener, LOOPBACK, Reader, connectClient, quietContext, startEcho, tcpStream, uploadThenRead } from './socks-fixtures.test.js';
 

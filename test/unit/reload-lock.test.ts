@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureStateDir, layout, StateDirError } from '../../src/state/paths.js';
 import { withStateLock } from '../../src/state/lock.js';
-import { readEntry, writeEntry } from '../../src/state/store.js';
+import { readEntry, writeEntry } from '../../src/managed/store.js';
 import { reloadProxy } from '../../src/managed/reload.js';
 import { proxyEntry } from '../helpers/proxy-entry.js';
 

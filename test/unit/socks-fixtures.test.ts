@@ -3,7 +3,7 @@
 import net from 'node:net';
 import { once } from 'node:events';
 import { pino } from 'pino';
-import { StreamStats } from '../../src/proxy/stats.js';
+import { StreamStats } from '../../src/listeners/stream-stats.js';
 import type { ListenerContext } from '../../src/listeners/listener.js';
 import type { OpenRequest, OpenedStream, StreamOpener } from '../../src/core/types.js';
 

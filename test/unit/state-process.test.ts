@@ -8,9 +8,9 @@ import { appendFileSync, existsSync, mkdtempSync, renameSync, rmSync, statSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isAlive, isDaemonCommand, isOurDaemon, processIdentity, processInfo } from '../../src/state/process.js';
-import { controlRequest, queryStatus, startControlServer } from '../../src/state/control.js';
+import { controlRequest, queryStatus, startControlServer } from '../../src/managed/control.js';
 import { ensureStateDir, layout } from '../../src/state/paths.js';
-import { readEntry, writeEntry, type ProxyEntry } from '../../src/state/store.js';
+import { readEntry, writeEntry, type ProxyEntry } from '../../src/managed/store.js';
 import { inspect, inspectAll } from '../../src/managed/registry.js';
 import { stopProxy } from '../../src/managed/stop.js';
 import { termWaitMs } from '../../src/managed/stop-budget.js';

@@ -7,7 +7,8 @@ import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, mkdtempSync, r
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureStateDir, layout, stateDirExists } from '../../src/state/paths.js';
-import { writeEntry, writePrivateFile } from '../../src/state/store.js';
+import { writeEntry } from '../../src/managed/store.js';
+import { writePrivateFile } from '../../src/state/private-file.js';
 import { writeProxyAuthFile } from '../../src/state/proxy-auth.js';
 import { runCli } from '../helpers/proxy-process.js';
 

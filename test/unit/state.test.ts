@@ -8,7 +8,7 @@ import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { checkSocketPath, ensureStateDir, layout, stateDir, stateDirExists, StateDirError, validateId } from '../../src/state/paths.js';
 import { withStateLock } from '../../src/state/lock.js';
-import { connectionId, listIds, readEntry, removeEntry, removeTransient, updateEntry, writeEntry } from '../../src/state/store.js';
+import { connectionId, listIds, readEntry, removeEntry, removeTransient, updateEntry, writeEntry } from '../../src/managed/store.js';
 import { flattenKubeConfig, writeTransientKubeConfig } from '../../src/state/kubeconfig.js';
 import { proxyEntry } from '../helpers/proxy-entry.js';
 

@@ -12,7 +12,7 @@ import { pino } from 'pino';
 import { ConnectTimeoutError, NotAllowedError } from '../../../src/core/errors.js';
 import type { OpenRequest, OpenedStream, StreamOpener } from '../../../src/core/types.js';
 import { ProxyAuth } from '../../../src/auth/credentials.js';
-import { StreamStats } from '../../../src/proxy/stats.js';
+import { StreamStats } from '../../../src/listeners/stream-stats.js';
 import type { Listener, ListenerContext } from '../../../src/listeners/listener.js';
 import { startHttpListener } from '../../../src/listeners/http-server.js';
 import type { FuzzTarget } from '../engine.js';

@@ -6,8 +6,8 @@
 import path from 'node:path';
 import type { Interfaces } from '@oclif/core';
 import { COMMAND_LOADERS } from './command-map.js';
-import ProxyoutHelp from './help.js';
-import { main } from './main.js';
+import ProxyoutHelp from '../cli/help.js';
+import { main } from '../cli/main.js';
 
 declare const __PROXYOUT_PJSON__: Interfaces.PJSON;
 declare const __PROXYOUT_MANIFEST__: unknown;

@@ -7,11 +7,11 @@
 //   anything else     →  {"ok":false,"error":"…"}
 import net from 'node:net';
 import { chmodSync, unlinkSync } from 'node:fs';
-import type { StreamTotals } from '../proxy/stats.js';
+import type { StreamTotals } from '../listeners/stream-stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';
-import { isNamedPipe } from './paths.js';
+import { isNamedPipe } from '../state/paths.js';
 
 const MAX_LINE = 4096;
 

@@ -1,10 +1,11 @@
 // proxies/<id>/state.json: what a managed proxy was started with and what it reports back.
 // Written atomically (temporary file, then rename) with mode 0600, and only under the state
 // lock (lock.ts), so a reader sees either the old or the new content, never half of it.
-import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
-import { ID_PATTERN, validateId, type StateLayout } from './paths.js';
+import { ID_PATTERN, validateId, type StateLayout } from '../state/paths.js';
+import { writePrivateFile } from '../state/private-file.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 import type { TransportMode } from '../tunnel/negotiate.js';
 
@@ -126,19 +127,6 @@ export function updateEntry(l: StateLayout, id: string, change: (e: ProxyEntry) 
   change(entry);
   writePrivateFile(l.stateFile(id), `${JSON.stringify(entry, null, 2)}\n`);
   return entry;
-}
-
-/** Writes a file no one else can read: created 0600 under a temporary name, then renamed. */
-export function writePrivateFile(file: string, content: string): void {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  try {
-    writeFileSync(tmp, content, { mode: 0o600, flag: 'wx' });
-    chmodSync(tmp, 0o600); // in case of an unusual umask
-    renameSync(tmp, file);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
-  }
 }
 
 /** Removes the credentials and the socket but keeps state.json (a "dead" tombstone). */

@@ -1,6 +1,6 @@
 // The routing-table flags of proxyFlags() (src/cli/flags.ts): --config, repeatable --context, --direct.
 import { Errors, Flags } from '@oclif/core';
-import type { TableFlags } from './load.js';
+import type { TableFlags } from '../config/load.js';
 import { normalizeHostName } from '../routing/table-spec.js';
 
 export function tableFlagDefinitions() {
