@@ -11,6 +11,7 @@ cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-proxyout/real-cluster"
 key=$(find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum -o -name build.sh \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 out="$cache_root/$key"
 if [ -f "$out/.complete" ]; then
+  touch "$out/.complete" # last used: what the pruning below goes by
   echo "real-cluster test bed: built ($out)"
   exit 0
 fi
@@ -45,6 +46,7 @@ build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 mv "$tmp"/* "$out"/
 touch "$out/.complete"
-# Each key's binaries take ~300 MB: keep the three newest (other checkouts may use older ones).
-ls -1dt "$cache_root"/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
+# Each key's binaries take ~300 MB. Other checkouts and worktrees use other keys at the same time,
+# so none is pruned for being older than this one: only keys no build has used for 30 days.
+find "$cache_root" -mindepth 2 -maxdepth 2 -name .complete -mtime +30 -printf '%h\n' | xargs -r rm -rf
 echo "real-cluster test bed: built in $(( $(date +%s) - start )) s ($out)"
