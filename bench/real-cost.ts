@@ -7,9 +7,14 @@
 // - first byte: BENCH_LATENCY_ROUNDS (default 1000) connections (connect, one byte each way,
 //   close), p50 and p99.
 // Targets (as for the simulator): CPU per GiB ≤ 0.8× kubectl's, download ≥ 1.1× kubectl's, first
-// byte p99 ≤ kubectl's. On loopback only: the links of 20 and 80 ms round trip are not built here.
+// byte p99 ≤ kubectl's — on loopback and with the API server behind a link of BENCH_REAL_LINKS
+// (default 20,80) ms round trip (test/helpers/latency-link.ts), where the link's figures use
+// BENCH_LINK_BULK_MB (default 32) MiB and BENCH_LINK_LATENCY_ROUNDS (default 200) connections.
 // Needs the test bed built (bash test/real-cluster/build.sh).
-import { isBuilt, startRealCluster } from '../test/helpers/real-cluster.js';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { isBuilt, startRealCluster, type RealCluster } from '../test/helpers/real-cluster.js';
+import { startLatencyLink } from '../test/helpers/latency-link.js';
 import { startBenchProxy } from './npm-layout.js';
 import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, judge, median, reasonOf } from './measure.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
@@ -19,6 +24,9 @@ import { socks5Connect } from '../test/helpers/socks-client.js';
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 128) << 20;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 1000);
+const LINKS = (process.env.BENCH_REAL_LINKS ?? '20,80').split(',').filter(Boolean).map(Number);
+const LINK_BULK_BYTES = Number(process.env.BENCH_LINK_BULK_MB ?? 32) << 20;
+const LINK_LATENCY_ROUNDS = Number(process.env.BENCH_LINK_LATENCY_ROUNDS ?? 200);
 
 const MANIFESTS = `
 apiVersion: v1
@@ -42,6 +50,17 @@ apiVersion: v1
 kind: Service
 metadata: {name: bulk, namespace: shop}
 spec: {selector: {app: bulk}, ports: [{port: 9000, targetPort: 9000}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bulk-link, namespace: shop, labels: {app: bulk-link}}
+spec:
+  containers: [{name: bulk, image: proxyout/bulk, env: [{name: BULK_BYTES, value: "${LINK_BULK_BYTES}"}], ports: [{containerPort: 9000}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: bulk-link, namespace: shop}
+spec: {selector: {app: bulk-link}, ports: [{port: 9000, targetPort: 9000}]}
 `;
 
 /** A SOCKS5 stream whose pod talks first: the bytes that came with the reply stay readable. */
@@ -56,7 +75,7 @@ function socksDownloadOpener(proxy: string, host: string, port: number): Opener 
 }
 
 /** Reads what the pod sends on connect to its end: MiB/s; throws naming the path when it comes short. */
-async function download(open: Opener, path: string): Promise<number> {
+async function download(open: Opener, path: string, bytes: number): Promise<number> {
   const stream: Duplex = await open();
   const started = performance.now();
   let got = 0;
@@ -69,7 +88,7 @@ async function download(open: Opener, path: string): Promise<number> {
     throw new Error(`${path}: download failed after ${got} bytes: ${reasonOf(err)}`);
   });
   stream.destroy();
-  if (got !== BULK_BYTES) throw new Error(`${path}: download ended after ${got} of ${BULK_BYTES} bytes`);
+  if (got !== bytes) throw new Error(`${path}: download ended after ${got} of ${bytes} bytes`);
   return got / 2 ** 20 / ((performance.now() - started) / 1000);
 }
 
@@ -80,56 +99,85 @@ function ratioLine(what: string, ours: number[], theirs: number[], target: strin
   return `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} × (target ${target}: ${verdict})`;
 }
 
+/** The cluster's kubeconfig with its server behind a link of rttMs (0: the cluster's own). */
+async function kubeconfigBehind(cluster: RealCluster, rttMs: number, stops: Array<() => unknown>): Promise<string> {
+  if (rttMs === 0) return cluster.kubeconfig;
+  const server = new URL(cluster.server);
+  const link = await startLatencyLink({ host: server.hostname, port: Number(server.port) }, rttMs);
+  stops.push(() => link.stop());
+  const file = path.join(cluster.dir, `kubeconfig-${rttMs}ms`);
+  const text = await readFile(cluster.kubeconfig, 'utf8');
+  await writeFile(file, text.replace(cluster.server, `https://${link.host}:${link.port}`), { mode: 0o600 });
+  return file;
+}
+
+/** One link's comparison: proxy and kubectl port-forward, rounds interleaved; prints the table and verdicts. */
+async function compareOn(cluster: RealCluster, rttMs: number): Promise<void> {
+  const stops: Array<() => unknown> = [];
+  const bulkBytes = rttMs === 0 ? BULK_BYTES : LINK_BULK_BYTES;
+  const [bulkService, bulkPod] = rttMs === 0 ? ['bulk', 'bulk-0'] : ['bulk-link', 'bulk-link'];
+  const latencyRounds = rttMs === 0 ? LATENCY_ROUNDS : LINK_LATENCY_ROUNDS;
+  try {
+    const kubeconfig = await kubeconfigBehind(cluster, rttMs, stops);
+    // BENCH_PROXY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=DIR" profiles the proxy (written at its exit).
+    const nodeFlags = (process.env.BENCH_PROXY_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+    const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'], { nodeFlags });
+    stops.push(() => proxy.stop());
+    const kEcho = await startKubectlPortForward(kubeconfig, 'shop', 'echo-0', 7000);
+    const kBulk = await startKubectlPortForward(kubeconfig, 'shop', bulkPod, 9000);
+    if (!kEcho || !kBulk) throw new Error('kubectl port-forward did not start');
+    stops.push(() => kEcho.stop(), () => kBulk.stop());
+    const paths = [
+      { name: 'proxy', echo: socksOpener(proxy.socks!, 'echo.shop', 7000), bulk: socksDownloadOpener(proxy.socks!, `${bulkService}.shop`, 9000), pid: proxy.proc.pid!, downloadPid: proxy.proc.pid! },
+      { name: 'kubectl port-forward', echo: tcpOpener('127.0.0.1', kEcho.port), bulk: tcpOpener('127.0.0.1', kBulk.port), pid: kEcho.pid, downloadPid: kBulk.pid },
+    ];
+    for (const p of paths) {
+      await bulkEcho(p.echo, bulkBytes, `${p.name} (warm-up)`);
+      await download(p.bulk, `${p.name} (warm-up)`, bulkBytes);
+    }
+    const figures: Record<string, { echoMibs: number[]; echoCpu: number[]; downMibs: number[]; downCpu: number[] }> = {};
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const p of paths) {
+        const f = (figures[p.name] ??= { echoMibs: [], echoCpu: [], downMibs: [], downCpu: [] });
+        let before = cpuSecondsOf(p.pid);
+        f.echoMibs.push(await bulkEcho(p.echo, bulkBytes, `${p.name}, round ${r + 1}`));
+        f.echoCpu.push((cpuSecondsOf(p.pid) - before) / ((2 * bulkBytes) / 2 ** 30));
+        before = cpuSecondsOf(p.downloadPid);
+        f.downMibs.push(await download(p.bulk, `${p.name}, round ${r + 1}`, bulkBytes));
+        f.downCpu.push((cpuSecondsOf(p.downloadPid) - before) / (bulkBytes / 2 ** 30));
+      }
+    }
+    const latency = await interleavedFirstByteRounds(paths.map((p) => ({ name: p.name, echo: p.echo })), latencyRounds);
+    const where = rttMs === 0 ? 'loopback' : `API server behind a link of ${rttMs} ms round trip`;
+    console.log(`\nForwarding cost through a real control plane (kube-apiserver v1.37.2, the CRI streaming server; ${where}), ${bulkBytes >> 20} MiB, median of ${ROUNDS} interleaved rounds, ${latencyRounds} connections`);
+    console.log(`path                        echo MiB/s  cpu s/GiB   download MiB/s  cpu s/GiB   first byte p50 / p99 ms`);
+    for (const p of paths) {
+      const f = figures[p.name]!;
+      console.log(`${p.name.padEnd(28)}${median(f.echoMibs).toFixed(1).padStart(10)}  ${median(f.echoCpu).toFixed(2).padStart(9)}   ${median(f.downMibs).toFixed(1).padStart(14)}  ${median(f.downCpu).toFixed(2).padStart(9)}   ${latency[p.name]!.p50.toFixed(2)} / ${latency[p.name]!.p99.toFixed(2)}`);
+    }
+    const [ours, theirs] = [figures.proxy!, figures['kubectl port-forward']!];
+    console.log(ratioLine('echo CPU per GiB', ours.echoCpu, theirs.echoCpu, '≤ 0.8', (x) => x <= 0.8));
+    console.log(ratioLine('download CPU per GiB', ours.downCpu, theirs.downCpu, '≤ 0.8', (x) => x <= 0.8));
+    console.log(ratioLine('download throughput', ours.downMibs, theirs.downMibs, '≥ 1.1', (x) => x >= 1.1));
+    const [lo, lk] = [latency.proxy!, latency['kubectl port-forward']!];
+    console.log(`first byte p99 (client in this process): ${lo.p99.toFixed(2)} ms against ${lk.p99.toFixed(2)} ms (target ≤ kubectl's: ${lo.p99 <= lk.p99 ? 'met' : 'NOT met'})`);
+  } catch (err) {
+    console.log(`\n${rttMs === 0 ? 'loopback' : `${rttMs} ms link`}: FAILED: ${reasonOf(err)}`);
+  } finally {
+    for (const stop of stops.reverse()) await stop();
+  }
+}
+
 if (!isBuilt()) {
   console.log('Forwarding cost through a real control plane: left out, the test bed is not built (bash test/real-cluster/build.sh)');
   process.exit(0);
 }
 const cluster = await startRealCluster({ progress: () => undefined });
-const stops: Array<() => unknown> = [];
 try {
   await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
-  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo-0', 'pod/bulk-0', '--timeout=60s']);
-  const proxy = await startBenchProxy(['--kubeconfig', cluster.kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy']);
-  stops.push(() => proxy.stop());
-  const kEcho = await startKubectlPortForward(cluster.kubeconfig, 'shop', 'echo-0', 7000);
-  const kBulk = await startKubectlPortForward(cluster.kubeconfig, 'shop', 'bulk-0', 9000);
-  if (!kEcho || !kBulk) throw new Error('kubectl port-forward did not start');
-  stops.push(() => kEcho.stop(), () => kBulk.stop());
-  const paths = [
-    { name: 'proxy', echo: socksOpener(proxy.socks!, 'echo.shop', 7000), bulk: socksDownloadOpener(proxy.socks!, 'bulk.shop', 9000), pid: proxy.proc.pid!, downloadPid: proxy.proc.pid! },
-    { name: 'kubectl port-forward', echo: tcpOpener('127.0.0.1', kEcho.port), bulk: tcpOpener('127.0.0.1', kBulk.port), pid: kEcho.pid, downloadPid: kBulk.pid },
-  ];
-  for (const p of paths) {
-    await bulkEcho(p.echo, BULK_BYTES, `${p.name} (warm-up)`);
-    await download(p.bulk, `${p.name} (warm-up)`);
-  }
-  const figures: Record<string, { echoMibs: number[]; echoCpu: number[]; downMibs: number[]; downCpu: number[] }> = {};
-  for (let r = 0; r < ROUNDS; r++) {
-    for (const p of paths) {
-      const f = (figures[p.name] ??= { echoMibs: [], echoCpu: [], downMibs: [], downCpu: [] });
-      let before = cpuSecondsOf(p.pid);
-      f.echoMibs.push(await bulkEcho(p.echo, BULK_BYTES, `${p.name}, round ${r + 1}`));
-      f.echoCpu.push((cpuSecondsOf(p.pid) - before) / ((2 * BULK_BYTES) / 2 ** 30));
-      before = cpuSecondsOf(p.downloadPid);
-      f.downMibs.push(await download(p.bulk, `${p.name}, round ${r + 1}`));
-      f.downCpu.push((cpuSecondsOf(p.downloadPid) - before) / (BULK_BYTES / 2 ** 30));
-    }
-  }
-  const latency = await interleavedFirstByteRounds(paths.map((p) => ({ name: p.name, echo: p.echo })), LATENCY_ROUNDS);
-  console.log(`\nForwarding cost through a real control plane (kube-apiserver v1.37.2, the CRI streaming server; loopback), median of ${ROUNDS} interleaved rounds`);
-  console.log(`path                        echo MiB/s  cpu s/GiB   download MiB/s  cpu s/GiB   first byte p50 / p99 ms`);
-  for (const p of paths) {
-    const f = figures[p.name]!;
-    console.log(`${p.name.padEnd(28)}${median(f.echoMibs).toFixed(1).padStart(10)}  ${median(f.echoCpu).toFixed(2).padStart(9)}   ${median(f.downMibs).toFixed(1).padStart(14)}  ${median(f.downCpu).toFixed(2).padStart(9)}   ${latency[p.name]!.p50.toFixed(2)} / ${latency[p.name]!.p99.toFixed(2)}`);
-  }
-  const [ours, theirs] = [figures.proxy!, figures['kubectl port-forward']!];
-  console.log(ratioLine('echo CPU per GiB', ours.echoCpu, theirs.echoCpu, '≤ 0.8', (x) => x <= 0.8));
-  console.log(ratioLine('download CPU per GiB', ours.downCpu, theirs.downCpu, '≤ 0.8', (x) => x <= 0.8));
-  console.log(ratioLine('download throughput', ours.downMibs, theirs.downMibs, '≥ 1.1', (x) => x >= 1.1));
-  const [lo, lk] = [latency.proxy!, latency['kubectl port-forward']!];
-  console.log(`first byte p99 (client in this process): ${lo.p99.toFixed(2)} ms against ${lk.p99.toFixed(2)} ms (target ≤ kubectl's: ${lo.p99 <= lk.p99 ? 'met' : 'NOT met'})`);
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo-0', 'pod/bulk-0', 'pod/bulk-link', '--timeout=60s']);
+  for (const rtt of [Number(process.env.BENCH_REAL_LOOPBACK ?? 1) ? [0] : [], LINKS].flat()) await compareOn(cluster, rtt);
 } finally {
-  for (const stop of stops.reverse()) await stop();
   await cluster.stop();
 }
 process.exit(0);
