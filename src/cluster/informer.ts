@@ -204,7 +204,7 @@ export class ResilientInformer<T extends Slim> {
     this.initialEventsDone = false;
     const initial = new InitialEvents(this.slim, (n) => this.syncing.listed(n), (fresh, resourceVersion) => {
       this.initialEventsDone = true;
-      this.replace(fresh, resourceVersion);
+      this.replace(fresh, resourceVersion, 'watch-list');
     });
     // The watch-list says nothing of the total: a sync that takes a while asks for it once.
     this.syncing.begin(true);
@@ -227,7 +227,7 @@ export class ResilientInformer<T extends Slim> {
       onPage: (listed, total) => this.syncing.listed(listed, total),
       onRestart: (listed) => this.log.debug({ path: this.path, listed }, 'list continue token expired (410); listing again from the start'),
     });
-    this.replace(items, resourceVersion);
+    this.replace(items, resourceVersion, 'paged list');
   }
 
   /**
@@ -301,11 +301,11 @@ export class ResilientInformer<T extends Slim> {
   }
 
   /** A (re)list is complete: tell the index what changed against what we had, then we are synced. */
-  private replace(fresh: Map<string, T>, resourceVersion: string): void {
+  private replace(fresh: Map<string, T>, resourceVersion: string, by: 'watch-list' | 'paged list'): void {
     this.store.replace(fresh, resourceVersion);
     this.syncing.end();
     this.back();
-    if (this.state === 'starting') this.log.debug({ path: this.path, objects: fresh.size }, 'watch synced');
+    if (this.state === 'starting') this.log.debug({ path: this.path, objects: fresh.size, by }, 'watch synced');
     this.recovered();
   }
 

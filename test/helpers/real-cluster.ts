@@ -1,66 +1,22 @@
 // A real Kubernetes control plane on loopback for the tests: embedded etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler built from k8s.io/kubernetes, and a node stand-in
-// serving the kubelet's port-forward with the upstream CRI streaming server (see
-// docs/real-cluster.md). The binaries come from test/real-cluster/build.sh, cached outside the
-// clone under a key made of the module's sources; when they are not built the tests skip with a
-// reason, except where PROXYOUT_REQUIRE_REAL_CLUSTER=1 (CI builds them first), where they fail.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+// kube-controller-manager and kube-scheduler built from k8s.io/kubernetes (v1.37.2, or v1.34.4 with
+// version: 'v1.34'), and a node stand-in serving the kubelet's port-forward with the upstream CRI
+// streaming server (see docs/real-cluster.md). The binaries come from test/real-cluster/build.sh
+// (real-cluster-build.ts finds them); when they are not built the tests skip with a reason, except
+// where PROXYOUT_REQUIRE_REAL_CLUSTER=1 (CI builds them first), where they fail.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { createWriteStream, existsSync, readFileSync, readdirSync, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync, type WriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { repoRoot } from './proxy-process.js';
+import { CONTROL_PLANES, binaryPath, notBuiltReason, type Binary, type ControlPlaneVersion } from './real-cluster-build.js';
 
-export const KUBERNETES_VERSION = 'v1.37.2';
-const MODULE_DIR = path.join(repoRoot, 'test', 'real-cluster');
-const BINARIES = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'proxyout-etcd', 'proxyout-node', 'proxyout-pki'] as const;
-type Binary = (typeof BINARIES)[number];
-
-/** The files whose contents key the build cache: the same list and hash as build.sh's. */
-function keyFiles(dir: string, rel = ''): string[] {
-  const out: string[] = [];
-  for (const entry of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-    const r = rel ? `${rel}/${entry.name}` : entry.name;
-    if (entry.isDirectory()) out.push(...keyFiles(dir, r));
-    else if (/\.go$|^go\.(mod|sum)$|^build\.sh$/.test(entry.name)) out.push(r);
-  }
-  return out;
-}
-
-/** build.sh: sha256sum of each file (sorted, relative to test/real-cluster), hashed again; 16 hex digits. */
-export function buildKey(): string {
-  const files = keyFiles(MODULE_DIR).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)); // ASCII paths: LC_ALL=C order
-  const listing = files.map((f) => `${createHash('sha256').update(readFileSync(path.join(MODULE_DIR, f))).digest('hex')}  ./${f}\n`).join('');
-  return createHash('sha256').update(listing).digest('hex').slice(0, 16);
-}
-
-export function cacheRoot(): string {
-  return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'kubectl-proxyout', 'real-cluster');
-}
-
-/** Where build.sh puts this checkout's binaries (they are there when .complete is). */
-export function binDir(): string {
-  return path.join(cacheRoot(), buildKey());
-}
-
-export function isBuilt(): boolean {
-  return existsSync(path.join(binDir(), '.complete'));
-}
-
-/** false when the test bed is built; else the skip reason (or a throw under PROXYOUT_REQUIRE_REAL_CLUSTER=1). */
-export function skipUnlessRealCluster(): false | string {
-  // The tests apply their manifests with real kubectl; CI's machine may lack it (.ci/run says so).
-  if (spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).error) return 'kubectl is not on PATH: the real-cluster tests apply their manifests with it';
-  if (isBuilt()) return false;
-  const reason = `real-cluster test bed not built: run bash test/real-cluster/build.sh (looked in ${binDir()})`;
-  if (process.env.PROXYOUT_REQUIRE_REAL_CLUSTER === '1') throw new Error(reason);
-  return reason;
-}
+export { CONTROL_PLANES, KUBERNETES_VERSION, binDir, buildKey, cacheRoot, isBuilt, skipUnlessRealCluster, type ControlPlaneVersion } from './real-cluster-build.js';
 
 export interface KubectlResult {
   code: number | null;
@@ -79,14 +35,16 @@ export interface RealCluster {
   dir: string;
   /** Milliseconds from start to ready. */
   startupMs: number;
+  /** The control plane's release (its /version gitVersion), e.g. v1.37.2. */
+  kubernetesVersion: string;
   /** Real kubectl against this cluster (context admin unless args name another); throws on a non-zero exit unless allowFail. */
   kubectl(args: string[], opts?: { input?: string; allowFail?: boolean; context?: string; timeoutMs?: number }): Promise<KubectlResult>;
   /** A GET against the API server as admin; parsed JSON. */
   get<T = unknown>(apiPath: string): Promise<T>;
   /** Compacts etcd at its current revision; returns that revision. */
   compact(): Promise<number>;
-  /** Stops the API server (SIGTERM), runs whileDown, and starts it again on the same port; resolves when ready. */
-  restartApiServer(opts?: { whileDown?: () => Promise<void> }): Promise<void>;
+  /** Stops the API server (SIGTERM), runs whileDown, and starts it again on the same port (apiServerFlags, when given, replace the start's); resolves when ready. */
+  restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[] }): Promise<void>;
   /** Throws (with the log's last lines) if a component has died. */
   assertHealthy(): void;
   /** The last lines of a component's log. */
@@ -147,6 +105,8 @@ function kubeconfigYaml(server: string, caFile: string, users: Array<{ name: str
 }
 
 export interface StartOptions {
+  /** The control plane's version (default v1.37: v1.37.2; v1.34: v1.34.4, with a node that does not tunnel, as a v1.34 kubelet). */
+  version?: ControlPlaneVersion;
   /** Names of the stand-in nodes (default one, node-1). */
   nodes?: string[];
   /** Namespace the limited user administers (default shop). */
@@ -163,8 +123,10 @@ export interface StartOptions {
 
 export async function startRealCluster(opts: StartOptions = {}): Promise<RealCluster> {
   const t0 = Date.now();
-  const bin = (b: Binary) => path.join(binDir(), b);
-  if (!isBuilt()) throw new Error(`real-cluster test bed not built: run bash test/real-cluster/build.sh (looked in ${binDir()})`);
+  const version = opts.version ?? 'v1.37';
+  const bin = (b: Binary) => binaryPath(version, b);
+  const notBuilt = notBuiltReason(version);
+  if (notBuilt) throw new Error(notBuilt);
   const progress = opts.progress ?? (() => {});
   const dir = await mkdtemp(path.join(os.tmpdir(), 'proxyout-real-cluster-'));
   const pki = path.join(dir, 'pki');
@@ -286,8 +248,9 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       '--kubelet-preferred-address-types=InternalIP',
       '--allow-privileged=true',
       '--profiling=false',
-      ...(opts.apiServerFlags ?? []),
     ];
+    // What restartApiServer may replace (e.g. feature gates turned off for the rest of a test file).
+    let extraApiFlags = opts.apiServerFlags ?? [];
     const adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
     const request = (method: string, apiPath: string, timeoutMs = 10_000): Promise<{ status: number; body: string }> =>
       new Promise((resolve, reject) => {
@@ -307,7 +270,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       return JSON.parse(r.body) as T;
     };
     const startApiServer = async () => {
-      launch('kube-apiserver', 'kube-apiserver', apiArgs);
+      launch('kube-apiserver', 'kube-apiserver', [...apiArgs, ...extraApiFlags]);
       await waitFor('kube-apiserver ready', async () => ((await request('GET', '/readyz', 2000)).status === 200 ? true : undefined), 90_000);
     };
     await startApiServer();
@@ -354,6 +317,9 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       `--tls-private-key-file=${p('node.key')}`,
       `--client-ca-file=${ca}`,
       `--ready-file=${nodeReady}`,
+      // A v1.34 kubelet does not tunnel SPDY in a WebSocket (ExtendWebSocketsToKubelet came in
+      // v1.36); first, so that nodeFlags can say otherwise.
+      ...(version === 'v1.34' ? ['--websocket-tunnel=false'] : []),
       ...(opts.nodeFlags ?? []),
     ]);
 
@@ -420,6 +386,7 @@ subjects:
       tokens: { admin: tokens.admin, limited: tokens.limited },
       dir,
       startupMs,
+      kubernetesVersion: CONTROL_PLANES[version].kubernetes,
       kubectl,
       get,
       async compact() {
@@ -432,6 +399,7 @@ subjects:
         await stopComponent(components.get('kube-apiserver')!);
         components.delete('kube-apiserver');
         await o.whileDown?.();
+        if (o.apiServerFlags) extraApiFlags = o.apiServerFlags;
         await startApiServer();
       },
       assertHealthy,

@@ -1,13 +1,16 @@
 // Starts a real-cluster test bed by hand and keeps it up until Ctrl-C:
 //   bash test/real-cluster/build.sh && npm run build && node dist/test/real-cluster/up.js [node-1,node-2]
-//     [--apiserver-flag=--feature-gates=PortForwardWebsockets=false,WatchList=false] [--node-flag=--websocket-tunnel=false]
+//     [--version=v1.34] [--apiserver-flag=--feature-gates=PortForwardWebsockets=false,WatchList=false] [--node-flag=--websocket-tunnel=false]
 // Prints the kubeconfig to use (contexts admin, limited, cert) and where the components' logs are.
-import { startRealCluster } from '../helpers/real-cluster.js';
+import { CONTROL_PLANES, startRealCluster, type ControlPlaneVersion } from '../helpers/real-cluster.js';
 
 const args = process.argv.slice(2);
 const flagsOf = (name: string) => args.filter((a) => a.startsWith(`--${name}=`)).map((a) => a.slice(name.length + 3));
 const nodes = args.find((a) => !a.startsWith('--'))?.split(',').filter(Boolean);
+const version = (flagsOf('version').pop() ?? 'v1.37') as ControlPlaneVersion;
+if (!(version in CONTROL_PLANES)) throw new Error(`--version: one of ${Object.keys(CONTROL_PLANES).join(', ')}`);
 const cluster = await startRealCluster({
+  version,
   nodes,
   apiServerFlags: flagsOf('apiserver-flag'),
   nodeFlags: flagsOf('node-flag'),
@@ -15,7 +18,7 @@ const cluster = await startRealCluster({
   progress: (line) => console.error(line),
 });
 console.log(`export KUBECONFIG=${cluster.kubeconfig}`);
-console.log(`# server ${cluster.server}; contexts admin (current), limited (namespace ${cluster.limitedNamespace}), cert`);
+console.log(`# ${cluster.kubernetesVersion} at ${cluster.server}; contexts admin (current), limited (namespace ${cluster.limitedNamespace}), cert`);
 console.log(`# started in ${cluster.startupMs} ms; logs in ${cluster.dir}; Ctrl-C stops it`);
 const stop = async () => {
   await cluster.stop();

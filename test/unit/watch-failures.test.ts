@@ -11,6 +11,13 @@ import { slimService } from '../../src/cluster/slim.js';
 import { createLogger } from '../../src/core/log.js';
 import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
 
+/** A debug logger whose lines are kept; synced() is each 'watch synced' line's `by`. */
+function recordedLogs() {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger('debug', { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  return { logger, synced: () => lines.filter((l) => l.msg === 'watch synced').map((l) => l.by) };
+}
+
 // The timer is cleared once decided: left running, it kept the file's process alive after its last test.
 const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> => {
   let timer: NodeJS.Timeout | undefined;
@@ -129,11 +136,13 @@ test('a watch-list that ends before its initial events are complete (a plain boo
     res.end(JSON.stringify({ metadata: { resourceVersion: '21' }, items: [service('a'), service('b')] }));
   });
   t.after(() => fake.close());
-  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', createLogger('silent'), () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  const logs = recordedLogs();
+  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', logs.logger, () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
   t.after(() => inf.stop());
   await within(inf.start(), 5000, 'first sync');
   assert.deepEqual([...inf.list()].map((s) => s.name).sort(), ['a', 'b'], 'the whole picture, from the LIST');
   assert.ok(fake.requests.some((u) => !u.searchParams.get('watch')), 'a LIST was made');
+  assert.deepEqual(logs.synced(), ['paged list'], 'the sync says how it came');
 });
 
 test('the watch a watch-list goes on as, ending after its initial events, is resumed from its resourceVersion, not listed again', async (t) => {
@@ -149,9 +158,11 @@ test('the watch a watch-list goes on as, ending after its initial events, is res
     res.end(JSON.stringify({ metadata: { resourceVersion: '21' }, items: [service] }));
   });
   t.after(() => fake.close());
-  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', createLogger('silent'), () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  const logs = recordedLogs();
+  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', logs.logger, () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
   t.after(() => inf.stop());
   await within(inf.start(), 5000, 'first sync');
+  assert.deepEqual(logs.synced(), ['watch-list'], 'the sync says how it came');
   await new Promise((r) => setTimeout(r, 2500));
   // The break is a failure with no answer: /readyz is asked whether the server went away (api-reachability.ts); that is no LIST.
   assert.equal(fake.requests.filter((u) => !u.searchParams.get('watch') && u.pathname !== '/readyz').length, 0, 'no LIST');
