@@ -193,8 +193,8 @@ function forward(
   if (req.headers['transfer-encoding'] !== undefined) headers.push('Transfer-Encoding', 'chunked');
   else if (req.headers['content-length'] !== undefined) headers.push('Content-Length', req.headers['content-length']);
   const abort = new AbortController();
-  let bytesFromClient = 0;
-  let bytesToClient = 0;
+  // Counted as they flow; status reads them while the answer is on its way (StreamRecord.live).
+  const bytes = { bytesFromClient: 0, bytesToClient: 0 };
   let record: StreamRecord | undefined;
   let current: ClientRequest | undefined;
   // The client left before its answer was sent: the request is abandoned, and its tunnel with it.
@@ -211,7 +211,7 @@ function forward(
     forget();
     clientGone();
   });
-  if (hasBody) req.on('data', (chunk: Buffer) => (bytesFromClient += chunk.length));
+  if (hasBody) req.on('data', (chunk: Buffer) => (bytes.bytesFromClient += chunk.length));
 
   const attempt = (first: boolean): void => {
     let upReq: ClientRequest;
@@ -242,14 +242,15 @@ function forward(
     });
     upReq.on('socket', (socket: Duplex) => {
       record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket));
+      record.live = bytes;
     });
     upReq.on('error', (err: NodeJS.ErrnoException) => {
       if (res.destroyed || abort.signal.aborted) {
-        if (record) ctx.stats.closed(record, bytesFromClient, bytesToClient, err);
+        if (record) ctx.stats.closed(record, bytes.bytesFromClient, bytes.bytesToClient, err);
         return;
       }
       if (record) {
-        ctx.stats.closed(record, bytesFromClient, bytesToClient, err);
+        ctx.stats.closed(record, bytes.bytesFromClient, bytes.bytesToClient, err);
         record = undefined;
         // A pooled tunnel the origin closed just as we reused it: an idempotent request without a
         // body is sent once more on a fresh one — never after its answer began (a reset then
@@ -275,13 +276,13 @@ function forward(
       } catch {
         // Node re-validates what it writes; an origin head it refuses becomes our 502.
         upRes.destroy();
-        if (rec) ctx.stats.closed(rec, bytesFromClient, 0, new Error('unforwardable response head'));
+        if (rec) ctx.stats.closed(rec, bytes.bytesFromClient, 0, new Error('unforwardable response head'));
         return sendText(res, 502, 'kubectl-proxyout: the origin sent a response head that cannot be forwarded\n', true);
       }
-      upRes.on('data', (chunk: Buffer) => (bytesToClient += chunk.length));
+      upRes.on('data', (chunk: Buffer) => (bytes.bytesToClient += chunk.length));
       // pipeline gives backpressure and tears down the other side if either fails.
       pipeline(upRes, res, (err) => {
-        if (rec) ctx.stats.closed(rec, bytesFromClient, bytesToClient, err ?? undefined);
+        if (rec) ctx.stats.closed(rec, bytes.bytesFromClient, bytes.bytesToClient, err ?? undefined);
         // A 100-continue upload the origin refused (a final status without 100): the body is not
         // coming, and a tunnel waiting for it serves nobody. Whatever the client sends anyway
         // (after its own wait) is read and dropped, as Node does for an unread request body.

@@ -193,5 +193,5 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
   const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
-  startRelay(socket, opened.stream, pipelined, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
+  record.live = startRelay(socket, opened.stream, pipelined, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

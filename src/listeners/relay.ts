@@ -5,6 +5,7 @@ import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { givesPieceHints, handPiecesOn, type PieceHints } from '../core/stream-pieces.js';
+import type { LiveBytes } from './stream-stats.js';
 
 export interface RelayResult {
   bytesFromClient: number;
@@ -30,15 +31,16 @@ export function relay(client: net.Socket, upstream: Duplex, head?: Buffer, teard
 }
 
 /**
- * Starts the relay and hands its result to `onEnd` when it is over. The listeners call this
+ * Starts the relay and hands its result to `onEnd` when it is over; returns its byte counters,
+ * which move while it runs (status shows a download's bytes as they flow). The listeners call this
  * instead of awaiting relay(): an async function suspended for the connection's life keeps its
  * saved registers — the request, the opened stream, the client's first bytes, stale values from
  * earlier awaits included — and a lingering connection would hold all of that (and three
  * promises) for every young-generation collection to copy (docs/performance.md, "What a
  * lingering connection holds").
  */
-export function startRelay(client: net.Socket, upstream: Duplex, head: Buffer | undefined, log: Logger, onEnd: (result: RelayResult) => void): void {
-  splice(client, upstream, head, TEARDOWN_GRACE_MS, (result) => {
+export function startRelay(client: net.Socket, upstream: Duplex, head: Buffer | undefined, log: Logger, onEnd: (result: RelayResult) => void): LiveBytes {
+  return new Splice(client, upstream, head, TEARDOWN_GRACE_MS, (result) => {
     try {
       onEnd(result);
     } catch (err) {

@@ -161,5 +161,5 @@ async function connectAndRelay(socket: net.Socket, ctx: ListenerContext, client:
       : encodeSocks4Reply(true),
   );
   const head = later.length > 0 ? Buffer.concat([pipelined, later]) : pipelined;
-  startRelay(socket, opened.stream, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
+  record.live = startRelay(socket, opened.stream, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

@@ -4,6 +4,12 @@ import { replyFor, type Reply } from '../core/errors.js';
 import { RepeatedLineLimiter } from '../core/log-limit.js';
 import { sourceBucket, UNIX_SOURCE } from '../auth/source.js';
 
+/** A stream's bytes so far, counted by whoever moves them (the relay): read when asked, never copied. */
+export interface LiveBytes {
+  readonly bytesFromClient: number;
+  readonly bytesToClient: number;
+}
+
 export interface StreamRecord {
   id: number;
   frontEnd: FrontEnd;
@@ -13,6 +19,8 @@ export interface StreamRecord {
   /** The routing-table route that carries it. */
   route?: string;
   startedAt: number;
+  /** Set once bytes flow: the totals include an open stream's bytes while it is open. */
+  live?: LiveBytes;
 }
 
 export interface StreamTotals {
@@ -37,6 +45,12 @@ function sourceOfClient(client: string): string {
   if (client === UNIX_SOURCE) return UNIX_SOURCE;
   const host = client.startsWith('[') ? client.slice(1, client.indexOf(']')) : client.slice(0, client.lastIndexOf(':'));
   return sourceBucket(host);
+}
+
+function addLive(totals: { bytesFromClients: number; bytesToClients: number }, record: StreamRecord): void {
+  if (!record.live) return;
+  totals.bytesFromClients += record.live.bytesFromClient;
+  totals.bytesToClients += record.live.bytesToClient;
 }
 
 function target(d: Destination): string {
@@ -70,7 +84,7 @@ export class StreamStats {
 
   /** Call when a stream to the destination is open and bytes are about to flow. */
   opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string, route?: string): StreamRecord {
-    const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, route, startedAt: Date.now() };
+    const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, route, startedAt: Date.now(), live: undefined };
     this.open.set(record.id, record);
     this.totals.openStreams = this.open.size;
     this.totals.totalStreams++;
@@ -92,7 +106,9 @@ export class StreamStats {
 
   /** Streams and bytes of one route (zeros for a route that carried none). */
   forRoute(route: string): RouteTotals {
-    return { ...(this.byRoute.get(route) ?? { openStreams: 0, totalStreams: 0, bytesFromClients: 0, bytesToClients: 0 }) };
+    const totals = { ...(this.byRoute.get(route) ?? { openStreams: 0, totalStreams: 0, bytesFromClients: 0, bytesToClients: 0 }) };
+    for (const record of this.open.values()) if (record.route === route) addLive(totals, record);
+    return totals;
   }
 
   /** Call once when both directions are done (or torn down); `error` only for abnormal ends. */
@@ -134,8 +150,11 @@ export class StreamStats {
     return reply;
   }
 
+  /** The totals, open streams' bytes so far included (closed() adds their final counts instead). */
   snapshot(): StreamTotals {
-    return { ...this.totals, failuresByReason: { ...this.totals.failuresByReason } };
+    const totals = { ...this.totals, failuresByReason: { ...this.totals.failuresByReason } };
+    for (const record of this.open.values()) addLive(totals, record);
+    return totals;
   }
 
   openRecords(): StreamRecord[] {

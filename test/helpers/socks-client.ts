@@ -12,14 +12,26 @@ export interface SocksConnectResult {
 }
 
 /** A deliberately minimal RFC 1928 client so tests see the exact reply code. */
-export async function socks5Connect(proxy: string, host: string, port: number, opts: { atyp?: 'domain' | 'ipv4' | 'ipv6'; pipelined?: Buffer } = {}): Promise<SocksConnectResult> {
+export async function socks5Connect(
+  proxy: string,
+  host: string,
+  port: number,
+  opts: { atyp?: 'domain' | 'ipv4' | 'ipv6'; pipelined?: Buffer; auth?: { user: string; password: string } } = {},
+): Promise<SocksConnectResult> {
   const [phost, pport] = splitHostPort(proxy);
   const socket = net.connect(pport, phost);
   await once(socket, 'connect');
   const reader = new Reader(socket);
-  socket.write(Buffer.from([5, 1, 0]));
+  socket.write(Buffer.from([5, 1, opts.auth ? 2 : 0]));
   const method = await reader.read(2);
-  if (method[1] !== 0) throw new Error(`method ${method[1]}`);
+  if (method[1] !== (opts.auth ? 2 : 0)) throw new Error(`method ${method[1]}`);
+  if (opts.auth) {
+    // RFC 1929 username/password.
+    const [user, password] = [Buffer.from(opts.auth.user), Buffer.from(opts.auth.password)];
+    socket.write(Buffer.concat([Buffer.from([1, user.length]), user, Buffer.from([password.length]), password]));
+    const verdict = await reader.read(2);
+    if (verdict[1] !== 0) throw new Error(`credentials refused (${verdict[1]})`);
+  }
   const atyp = opts.atyp ?? (net.isIPv4(host) ? 'ipv4' : net.isIPv6(host) ? 'ipv6' : 'domain');
   let addr: Buffer;
   if (atyp === 'ipv4') addr = Buffer.from([1, ...host.split('.').map(Number)]);

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { eventually, startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
 import { runCli } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { socks5Connect } from '../helpers/socks-client.js';
 import { isAlive } from '../../src/state/process.js';
 
 let cluster: TestCluster;
@@ -125,6 +126,20 @@ describe('a managed proxy from connect to disconnect', () => {
     const kc = JSON.parse(readFileSync(path.join(proxyDir(c.id), 'kubeconfig'), 'utf8'));
     assert.equal(kc.contexts.length, 1);
     assert.ok(kc.clusters[0].cluster['certificate-authority-data']);
+
+    // Bytes count while they flow: a stream still open shows what it moved so far.
+    const echo = await socks5Connect(c.socks!, 'echo.data', 7000, { auth: { user: 'proxyout', password } });
+    assert.equal(echo.reply, 0);
+    const chunk = Buffer.alloc(256 * 1024, 7);
+    echo.socket.write(chunk);
+    let echoed = echo.rest.length;
+    echo.socket.on('data', (d: Buffer) => (echoed += d.length));
+    echo.socket.resume();
+    await eventually(async () => echoed === chunk.length, 8_000);
+    const live = (await status(c.id)) as { openStreams: number; bytesFromClients: number; bytesToClients: number };
+    assert.ok(live.openStreams >= 1, 'the echo stream is still open');
+    assert.ok(live.bytesFromClients >= chunk.length && live.bytesToClients >= chunk.length, `status counts an open stream's bytes: ${JSON.stringify(live)}`);
+    echo.socket.destroy();
 
     // The stream closes a quiet second after curl's FIN (v4 has no half-close): poll for it.
     const s = await eventually(async () => {

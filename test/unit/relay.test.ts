@@ -7,7 +7,8 @@ import { once } from 'node:events';
 import { relay, startRelay, type RelayResult } from '../../src/listeners/relay.js';
 import { RetryBeforeFirstByte } from '../../src/routing/retry-stream.js';
 import { ConnectionRefusedError } from '../../src/core/errors.js';
-import type { Logger } from '../../src/core/log.js';
+import { createLogger, type Logger } from '../../src/core/log.js';
+import { StreamStats } from '../../src/listeners/stream-stats.js';
 import { socketPair, withSocketPair } from '../helpers/socket-pair.js';
 
 function collect(s: net.Socket): Promise<Buffer> {
@@ -236,6 +237,38 @@ test('startRelay hands the result to its callback; a callback that throws is log
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(results, [{ bytesFromClient: 3, bytesToClient: 3 }]);
   assert.deepEqual(logged, ['recording the end of a stream failed']);
+  a.close();
+});
+
+test('startRelay\'s counters move while bytes flow, and StreamStats totals include an open stream\'s', { timeout: 10_000 }, async () => {
+  const a = await socketPair();
+  const echo = new Duplex({
+    read() {},
+    write(chunk, _enc, cb) { this.push(chunk); cb(); },
+    final(cb) { this.push(null); cb(); },
+  });
+  const stats = new StreamStats(createLogger('silent'));
+  const record = stats.opened('socks5', '127.0.0.1:1', { host: 'echo.data', port: 7000, type: 'domain' }, 'test', 'r1');
+  let result: RelayResult | undefined;
+  record.live = startRelay(a.inner, echo, undefined, createLogger('silent'), (r) => {
+    result = r;
+    stats.closed(record, r.bytesFromClient, r.bytesToClient, r.error);
+  });
+  let got = 0;
+  a.outer.on('data', (d: Buffer) => (got += d.length));
+  a.outer.write(Buffer.alloc(100_000));
+  while (got < 100_000) await new Promise((r) => setTimeout(r, 5));
+  assert.equal(result, undefined, 'still open');
+  assert.deepEqual([record.live.bytesFromClient, record.live.bytesToClient], [100_000, 100_000]);
+  const open = stats.snapshot();
+  assert.deepEqual([open.openStreams, open.bytesFromClients, open.bytesToClients], [1, 100_000, 100_000]);
+  assert.deepEqual(stats.forRoute('r1'), { openStreams: 1, totalStreams: 1, bytesFromClients: 100_000, bytesToClients: 100_000 });
+  assert.equal(stats.forRoute('r2').bytesToClients, 0, 'another route\'s stream is not counted');
+  // Closed: the final counts are added once, not on top of the live ones.
+  a.outer.end();
+  while (!result) await new Promise((r) => setTimeout(r, 5));
+  const done = stats.snapshot();
+  assert.deepEqual([done.openStreams, done.bytesFromClients, done.bytesToClients], [0, 100_000, 100_000]);
   a.close();
 });
 
