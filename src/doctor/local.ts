@@ -6,12 +6,13 @@ import path from 'node:path';
 import { errorMessage } from '../core/errors.js';
 import { parseListenAddress, unixListenPath } from '../core/address.js';
 import { collectStatus, type ProxyStatus } from '../managed/status.js';
-import { layout, type StateLayout } from '../state/paths.js';
+import { layout, stateDirRefusal, type StateLayout } from '../state/paths.js';
 import type { Check } from './report.js';
+import { isProxyout, portHolder } from './port-holder.js';
 
 const scope = 'local';
 
-/** Each "host:port" can be bound now; one held by a managed proxy is a warning, not a failure. */
+/** Each "host:port" can be bound now; one held by a kubectl-proxyout (managed or foreground) is a warning, not a failure. */
 export async function checkListen(addresses: Array<{ flag: string; address: string }>, running: readonly ProxyStatus[]): Promise<Check[]> {
   const checks: Check[] = [];
   for (const { flag, address } of addresses) {
@@ -35,17 +36,22 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
       continue;
     }
     const owner = running.find((p) => p.socks === address || p.http === address);
-    checks.push(
-      owner
-        ? { scope, name: 'listen', status: 'warn', detail: `${flag} ${address} is used by managed proxy ${owner.id}`, fix: `use that proxy, or \`kubectl proxyout disconnect ${owner.id}\`, or pick another port` }
-        : {
-            scope,
-            name: 'listen',
-            status: 'fail',
-            detail: `${flag} ${address}: ${err}`,
-            fix: `stop what listens there (\`lsof -iTCP:${parsed.port} -sTCP:LISTEN\` or \`ss -ltnp 'sport = :${parsed.port}'\`) or pass ${flag} with another port (port 0 picks a free one)`,
-          },
-    );
+    const holder = owner ? undefined : portHolder(parsed.port);
+    if (owner) {
+      checks.push({ scope, name: 'listen', status: 'warn', detail: `${flag} ${address} is used by managed proxy ${owner.id}`, fix: `use that proxy, or \`kubectl proxyout disconnect ${owner.id}\`, or pick another port` });
+    } else if (holder && isProxyout(holder)) {
+      // Your own proxy in the foreground: information, not a failure.
+      checks.push({ scope, name: 'listen', status: 'warn', detail: `${flag} ${address} is used by a kubectl-proxyout in the foreground (pid ${holder.pid})`, fix: `use that proxy, or stop it (kill ${holder.pid}), or pick another port` });
+    } else {
+      const by = holder ? ` by pid ${holder.pid} (${holder.program})` : '';
+      checks.push({
+        scope,
+        name: 'listen',
+        status: 'fail',
+        detail: `${flag} ${address}: ${err}${by}`,
+        fix: `stop what listens there${holder ? '' : ` (\`lsof -iTCP:${parsed.port} -sTCP:LISTEN\` or \`ss -ltnp 'sport = :${parsed.port}'\`)`} or pass ${flag} with another port (port 0 picks a free one)`,
+      });
+    }
   }
   return checks;
 }
@@ -58,7 +64,10 @@ function tryListen(host: string, port: number): Promise<string | undefined> {
   });
 }
 
-/** Owner and modes of the state directory, its subdirectories and its files (Unix only). */
+/**
+ * The state directory: what every command refuses (state/paths.ts stateDirRefusal, the one rule)
+ * fails; what it accepts but others can read — a 0755 directory, a 0644 file — is a warning.
+ */
 export function checkStateDir(l: StateLayout = layout(), uid: number | undefined = process.getuid?.()): Check[] {
   let root;
   try {
@@ -68,7 +77,17 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
     return [{ scope, name: 'state-dir', status: 'fail', detail: `${l.root}: ${errorMessage(err)}`, fix: 'make the directory readable by you, or set KUBECTL_PROXYOUT_STATE_DIR' }];
   }
   if (uid === undefined) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root} (owner and mode checks are for Unix)` }];
-  const problems: string[] = [];
+  const refused = [l.root, l.proxiesDir, l.logsDir].flatMap((dir) => {
+    try {
+      return [stateDirRefusal(dir, uid)].filter((r): r is string => r !== undefined);
+    } catch {
+      return []; // proxies/ or logs/ not made yet
+    }
+  });
+  if (refused.length > 0) {
+    return [{ scope, name: 'state-dir', status: 'fail', detail: refused.join('; '), fix: `every command refuses it: chown and chmod 700 it, or set KUBECTL_PROXYOUT_STATE_DIR to a directory of your own` }];
+  }
+  const readable: string[] = [];
   const fixes: string[] = [];
   const check = (file: string, dir: boolean) => {
     let st;
@@ -77,22 +96,15 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
     } catch {
       return;
     }
-    if (st.isSymbolicLink()) {
-      problems.push(`${file} is a symbolic link`);
+    if (st.isSymbolicLink() || st.uid !== uid) {
+      readable.push(`${file} is ${st.isSymbolicLink() ? 'a symbolic link' : `owned by uid ${st.uid}`}`);
       fixes.push(`remove ${file}`);
-      return;
-    }
-    if (st.uid !== uid) {
-      problems.push(`${file} is owned by uid ${st.uid}, not you (${uid})`);
-      fixes.push(`chown ${uid} ${file}`);
-    }
-    if ((st.mode & 0o077) !== 0) {
-      problems.push(`${file} has mode ${(st.mode & 0o777).toString(8)}`);
+    } else if ((st.mode & 0o077) !== 0) {
+      readable.push(`${file} has mode ${(st.mode & 0o777).toString(8)}`);
       fixes.push(`chmod ${dir ? '700' : '600'} ${file}`);
     }
   };
-  if (!root.isDirectory()) return [{ scope, name: 'state-dir', status: 'fail', detail: `${l.root} is not a directory`, fix: `move ${l.root} away` }];
-  check(l.root, true);
+  check(l.root, root.isDirectory());
   for (const dir of [l.proxiesDir, l.logsDir]) {
     check(dir, true);
     for (const name of safeList(dir)) {
@@ -102,8 +114,9 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
       if (isDir) for (const inner of safeList(file)) if (!inner.endsWith('.sock')) check(path.join(file, inner), false);
     }
   }
-  if (problems.length === 0) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root}: owned by you, private (0700 directories, 0600 files)` }];
-  return [{ scope, name: 'state-dir', status: 'fail', detail: problems.slice(0, 3).join('; ') + (problems.length > 3 ? ` (+${problems.length - 3} more)` : ''), fix: fixes.slice(0, 3).join('; ') }];
+  if (readable.length === 0) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root}: owned by you, private (0700 directories, 0600 files)` }];
+  const more = readable.length > 3 ? ` (+${readable.length - 3} more)` : '';
+  return [{ scope, name: 'state-dir', status: 'warn', detail: `accepted, but others may read what it holds: ${readable.slice(0, 3).join('; ')}${more}`, fix: fixes.slice(0, 3).join('; ') }];
 }
 
 function safeList(dir: string): string[] {

@@ -160,21 +160,29 @@ function ensurePrivateDir(dir: string, isRoot: boolean): void {
 }
 
 function checkSafe(dir: string): void {
+  const refusal = stateDirRefusal(dir);
+  if (refusal) throw new StateDirError(refusal);
+}
+
+/**
+ * Why an existing state directory (or its proxies/, logs/) is refused, or undefined: the one rule,
+ * for every command that uses it and for `doctor`. Others could tamper with what it holds when it
+ * is not a directory, is owned by another user (or reached through their symlink, which they can
+ * point elsewhere after we checked), or is writable by group or others.
+ */
+export function stateDirRefusal(dir: string, uid: number | undefined = process.getuid?.()): string | undefined {
   const st = statSync(dir);
-  if (!st.isDirectory()) throw new StateDirError(`the state directory ${dir} is not a directory`);
-  const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
-  // A symlink someone else owns can be pointed elsewhere after we checked its target.
+  if (!st.isDirectory()) return `the state directory ${dir} is not a directory`;
   const link = lstatSync(dir);
   if (uid !== undefined && link.isSymbolicLink() && link.uid !== uid) {
-    throw new StateDirError(`refusing the state directory ${dir}: it is a symlink owned by uid ${link.uid}, not by you (uid ${uid})`);
+    return `refusing the state directory ${dir}: it is a symlink owned by uid ${link.uid}, not by you (uid ${uid})`;
   }
-  if (uid !== undefined && st.uid !== uid) {
-    throw new StateDirError(`refusing the state directory ${dir}: it is owned by uid ${st.uid}, not by you (uid ${uid})`);
-  }
+  if (uid !== undefined && st.uid !== uid) return `refusing the state directory ${dir}: it is owned by uid ${st.uid}, not by you (uid ${uid})`;
   if (process.platform !== 'win32' && (st.mode & 0o022) !== 0) {
     const mode = (st.mode & 0o777).toString(8).padStart(3, '0');
-    throw new StateDirError(`refusing the state directory ${dir}: it is writable by group or others (mode ${mode}); run chmod 700 ${dir}`);
+    return `refusing the state directory ${dir}: it is writable by group or others (mode ${mode}); run chmod 700 ${dir}`;
   }
+  return undefined;
 }
 
 /**

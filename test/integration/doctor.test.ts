@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import path from 'node:path';
 import yaml from 'js-yaml';
 import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
-import { binPath } from '../helpers/proxy-process.js';
+import { binPath, startProxyProcess } from '../helpers/proxy-process.js';
 
 interface Check {
   scope: string;
@@ -158,7 +158,7 @@ test('an exec plugin that is not on PATH: kubeconfig fails naming it', async () 
   assert.match(kc.fix ?? '', /put it on PATH/);
 });
 
-test('locally: a taken listen port and a group-readable state directory fail with their fixes', async () => {
+test('locally: a taken listen port fails; a state directory others may read warns, one they may write fails as every command refuses it', async () => {
   const holder = net.createServer().listen(0, '127.0.0.1');
   await once(holder, 'listening');
   const port = (holder.address() as net.AddressInfo).port;
@@ -170,13 +170,38 @@ test('locally: a taken listen port and a group-readable state directory fail wit
     assert.equal(r.code, 1);
     const listen = r.report.checks.filter((c) => c.name === 'listen');
     assert.deepEqual(listen.map((c) => c.status), ['ok', 'fail']);
-    assert.match(listen[1]!.detail, new RegExp(`--listen-http 127\\.0\\.0\\.1:${port}: address in use`));
+    // What holds it is named: this test's own process, program and script only (never its arguments).
+    assert.match(listen[1]!.detail, new RegExp(`--listen-http 127\\.0\\.0\\.1:${port}: address in use by pid ${process.pid} \\(node doctor\\.test\\.js\\)$`));
+    // 0755: every command accepts it (only group/others-writable is refused), so a warning.
     const dir = r.get('state-dir');
-    assert.equal(dir.status, 'fail');
-    assert.match(dir.detail, /has mode 755/);
+    assert.equal(dir.status, 'warn');
+    assert.match(dir.detail, /^accepted, but others may read what it holds: .*has mode 755/);
     assert.match(dir.fix ?? '', new RegExp(`chmod 700 ${state.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+    // 0775: refused by every command, and doctor fails it with the same words.
+    await chmod(state, 0o775);
+    const refused = await doctor(cluster.kubeconfig, [], state);
+    assert.equal(refused.get('state-dir').status, 'fail');
+    const status = await run(process.execPath, [binPath, 'status'], { KUBECTL_PROXYOUT_STATE_DIR: state });
+    assert.equal(status.code, 1);
+    const words = `refusing the state directory ${state}: it is writable by group or others (mode 775); run chmod 700 ${state}`;
+    assert.ok(status.stderr.includes(words), status.stderr);
+    assert.ok(refused.get('state-dir').detail.includes(words), refused.get('state-dir').detail);
+    assert.equal(refused.code, 1);
   } finally {
     holder.close();
+  }
+});
+
+test('a port your own foreground proxy holds is information, not a failure', async () => {
+  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
+  try {
+    const r = await doctor(cluster.kubeconfig, ['--listen-http', proxy.http!]);
+    const held = r.report.checks.find((c) => c.name === 'listen' && c.detail.includes(proxy.http!));
+    assert.equal(held?.status, 'warn', JSON.stringify(held));
+    assert.equal(held?.detail, `--listen-http ${proxy.http} is used by a kubectl-proxyout in the foreground (pid ${proxy.proc.pid})`);
+    assert.equal(r.code, 0, r.stdout);
+  } finally {
+    assert.equal(await proxy.stop(), 0);
   }
 });
 
