@@ -41,6 +41,8 @@ export interface RealCluster {
   kubectl(args: string[], opts?: { input?: string; allowFail?: boolean; context?: string; timeoutMs?: number }): Promise<KubectlResult>;
   /** A GET against the API server as admin; parsed JSON. */
   get<T = unknown>(apiPath: string): Promise<T>;
+  /** Any request as admin (a JSON body when given); the status and the body as text. */
+  request(method: string, apiPath: string, body?: unknown): Promise<{ status: number; body: string }>;
   /** Compacts etcd at its current revision; returns that revision. */
   compact(): Promise<number>;
   /** Stops the API server (SIGTERM), runs whileDown, and starts it again on the same port (apiServerFlags, when given, replace the start's); resolves when ready. */
@@ -115,6 +117,9 @@ export interface StartOptions {
   apiServerFlags?: string[];
   /** Extra proxyout-node flags (e.g. --websocket-tunnel=false: a kubelet that does not tunnel SPDY in a WebSocket). */
   nodeFlags?: string[];
+  /** Extra kube-controller-manager and kube-scheduler flags (e.g. --kube-api-qps for thousands of pods). */
+  controllerManagerFlags?: string[];
+  schedulerFlags?: string[];
   /** Keep the temp dir (logs, kubeconfig) after stop. Also PROXYOUT_KEEP_REAL_CLUSTER=1. */
   keep?: boolean;
   /** Progress lines go here (default: nowhere). */
@@ -252,9 +257,11 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     // What restartApiServer may replace (e.g. feature gates turned off for the rest of a test file).
     let extraApiFlags = opts.apiServerFlags ?? [];
     const adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
-    const request = (method: string, apiPath: string, timeoutMs = 10_000): Promise<{ status: number; body: string }> =>
+    const request = (method: string, apiPath: string, timeoutMs = 10_000, body?: unknown): Promise<{ status: number; body: string }> =>
       new Promise((resolve, reject) => {
-        const req = https.request(`${server}${apiPath}`, { method, agent: adminAgent, headers: { authorization: `Bearer ${tokens.admin}` }, timeout: timeoutMs }, (res) => {
+        const headers: Record<string, string> = { authorization: `Bearer ${tokens.admin}` };
+        if (body !== undefined) headers['content-type'] = 'application/json';
+        const req = https.request(`${server}${apiPath}`, { method, agent: adminAgent, headers, timeout: timeoutMs }, (res) => {
           let body = '';
           res.setEncoding('utf8').on('data', (d: string) => (body += d));
           res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -262,7 +269,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
         });
         req.on('timeout', () => req.destroy(new Error(`${method} ${apiPath}: timed out`)));
         req.on('error', reject);
-        req.end();
+        req.end(body === undefined ? undefined : JSON.stringify(body));
       });
     const get = async <T>(apiPath: string): Promise<T> => {
       const r = await request('GET', apiPath);
@@ -306,8 +313,9 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       '--leader-elect=false',
       '--secure-port=0',
       '--use-service-account-credentials=false',
+      ...(opts.controllerManagerFlags ?? []),
     ]);
-    launch('kube-scheduler', 'kube-scheduler', [`--kubeconfig=${await componentConfig('kube-scheduler', tokens.scheduler)}`, '--leader-elect=false', '--secure-port=0']);
+    launch('kube-scheduler', 'kube-scheduler', [`--kubeconfig=${await componentConfig('kube-scheduler', tokens.scheduler)}`, '--leader-elect=false', '--secure-port=0', ...(opts.schedulerFlags ?? [])]);
     const nodeNames = opts.nodes ?? ['node-1'];
     const nodeReady = path.join(dir, 'node.json');
     launch('proxyout-node', 'proxyout-node', [
@@ -389,6 +397,7 @@ subjects:
       kubernetesVersion: CONTROL_PLANES[version].kubernetes,
       kubectl,
       get,
+      request: (method, apiPath, body) => request(method, apiPath, 30_000, body),
       async compact() {
         const res = await fetch(`${etcd.controlURL}/compact`, { method: 'POST' });
         if (!res.ok) throw new Error(`etcd compact: ${res.status} ${await res.text()}`);

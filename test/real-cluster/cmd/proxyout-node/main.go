@@ -47,6 +47,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/cri-streaming/pkg/streaming"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
@@ -59,7 +60,12 @@ const (
 	dialDelayAnnotation = "proxyout.test/dial-delay"
 )
 
-var websocketTunnel = true
+var (
+	websocketTunnel = true
+	// maxPods is each Node's pod capacity (the kubelet's --max-pods, default 110); a node's pod
+	// IPs come from its /24, so at most 253.
+	maxPods = 110
+)
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
@@ -70,18 +76,25 @@ func main() {
 	readyFile := flag.String("ready-file", "", "file to write {node: port} as JSON to once every node is registered")
 	flag.BoolVar(&websocketTunnel, "websocket-tunnel", true,
 		"tunnel SPDY in a WebSocket as the kubelet does with ExtendWebSocketsToKubelet (default on since 1.36); off: as an older kubelet, such a request goes to the v4 WebSocket handler")
+	flag.IntVar(&maxPods, "max-pods", 110, "pods per node (the Node's pods capacity, as the kubelet's --max-pods); at most 253, the addresses of its /24")
+	qps := flag.Float64("kube-api-qps", 100, "client QPS towards the API server (all nodes share one client)")
+	burst := flag.Int("kube-api-burst", 200, "client burst towards the API server")
 	flag.Parse()
+	if maxPods < 1 || maxPods > maxPodIPs {
+		fmt.Fprintf(os.Stderr, "proxyout-node: --max-pods must be 1..%d (a node's pod IPs are its /24)\n", maxPodIPs)
+		os.Exit(2)
+	}
 	if *kubeconfig == "" || *certFile == "" || *keyFile == "" || *clientCA == "" {
 		fmt.Fprintln(os.Stderr, "usage: proxyout-node --kubeconfig F --tls-cert-file F --tls-private-key-file F --client-ca-file F [--nodes a,b] [--ready-file F]")
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, strings.Split(*nodeNames, ","), *certFile, *keyFile, *clientCA, *readyFile); err != nil {
+	if err := run(*kubeconfig, strings.Split(*nodeNames, ","), *certFile, *keyFile, *clientCA, *readyFile, float32(*qps), *burst); err != nil {
 		fmt.Fprintln(os.Stderr, "proxyout-node:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, readyFile string) error {
+func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, readyFile string, qps float32, burst int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -89,7 +102,10 @@ func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, rea
 		return err
 	}
 	cfg.UserAgent = "proxyout-node"
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = qps, burst
+	if len(names) > 254 {
+		return fmt.Errorf("%d nodes: at most 254 (node i gets 10.244.i.0/24)", len(names))
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -116,7 +132,7 @@ func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, rea
 	ports := map[string]int{}
 	var nodes []*node
 	for i, name := range names {
-		n := &node{name: name, index: i + 1, client: client, pods: map[types.UID]*podRuntime{}}
+		n := &node{name: name, index: i + 1, client: client, pods: map[types.UID]*podRuntime{}, ips: map[int]bool{}}
 		sl, err := net.Listen("tcp4", "127.0.0.1:0")
 		if err != nil {
 			return err
@@ -178,7 +194,8 @@ type node struct {
 
 	mu     sync.Mutex
 	pods   map[types.UID]*podRuntime
-	nextIP int
+	ips    map[int]bool // host numbers of 10.244.<index>.0/24 in use
+	nextIP int          // the search for a free host number starts at 2+nextIP
 
 	streaming streaming.Server // the runtime's streaming server (plain HTTP on loopback, as containerd's default)
 }
@@ -187,6 +204,7 @@ type node struct {
 type podRuntime struct {
 	namespace, name string
 	uid             types.UID
+	host            int // ip's last byte
 	ip              string
 	started         metav1.Time
 	servers         map[int32]*server // container port -> local server
@@ -375,7 +393,9 @@ func (n *node) register(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return n.updateStatus(ctx)
+	// The node lifecycle controller may write the Node between our read and our write (with
+	// dozens of nodes it does): read again and retry, as the kubelet does.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return n.updateStatus(ctx) })
 }
 
 func (n *node) updateStatus(ctx context.Context) error {
@@ -387,7 +407,7 @@ func (n *node) updateStatus(ctx context.Context) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("64"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("10000"),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 	}
 	cur.Status.Capacity = capacity
 	cur.Status.Allocatable = capacity
@@ -504,6 +524,9 @@ func (n *node) forget(uid types.UID) {
 	n.mu.Lock()
 	p := n.pods[uid]
 	delete(n.pods, uid)
+	if p != nil {
+		delete(n.ips, p.host)
+	}
 	n.mu.Unlock()
 	if p != nil {
 		p.stop()
@@ -581,10 +604,16 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 	n.mu.Lock()
 	p := n.pods[pod.UID]
 	if p == nil {
-		n.nextIP++
+		host := n.allocateIP()
+		if host == 0 {
+			n.mu.Unlock()
+			// As a kubelet whose CNI has no address left: the pod stays Pending.
+			fmt.Fprintf(os.Stderr, "proxyout-node: %s/%s: no pod IP left in 10.244.%d.0/24\n", pod.Namespace, pod.Name, n.index)
+			return
+		}
 		p = &podRuntime{
-			namespace: pod.Namespace, name: pod.Name, uid: pod.UID,
-			ip:      fmt.Sprintf("10.244.%d.%d", n.index, 2+n.nextIP%250),
+			namespace: pod.Namespace, name: pod.Name, uid: pod.UID, host: host,
+			ip:      fmt.Sprintf("10.244.%d.%d", n.index, host),
 			started: metav1.Now(),
 			servers: map[int32]*server{},
 		}
@@ -629,6 +658,23 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 			}
 		}
 	}
+}
+
+// maxPodIPs is how many pod IPs a node's /24 gives: .2 to .254 (.1 is the bridge's, as with
+// the bridge CNI plugin).
+const maxPodIPs = 253
+
+// allocateIP takes the next free host number after the one given last, as host-local IPAM
+// does (a freed address is not handed out again at once); 0 when all are in use. n.mu is held.
+func (n *node) allocateIP() int {
+	for i := 0; i < maxPodIPs; i++ {
+		host := 2 + (n.nextIP+i)%maxPodIPs
+		if !n.ips[host] {
+			n.ips[host], n.nextIP = true, (host-1)%maxPodIPs
+			return host
+		}
+	}
+	return 0
 }
 
 func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, started metav1.Time, ready bool) error {
