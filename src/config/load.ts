@@ -9,7 +9,7 @@
 //     the file's other routes, in file order.
 //  3. Default route: the first --context; else the file's `default: true`; else the first cluster route.
 //  4. Direct pass-through: --direct / --no-direct when given; else the file's `direct`; else off.
-//  5. No cluster route at all: one for the kubeconfig's current context, as before.
+//  5. No route at all (no --context, no file routes): one for the kubeconfig's current context.
 // The result is checked by building a RouteMatcher (no two routes may claim the same suffix or CIDR).
 import { NotRegularFileError, readRegularFile } from '../core/regular-file.js';
 import path from 'node:path';
@@ -94,7 +94,9 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   checkUniqueNames(routes);
 
   let defaultRoute = fromFlags[0]?.name ?? config?.defaultRoute ?? routes.find(hasClusterNames)?.name;
-  if (defaultRoute === undefined) {
+  // The kubeconfig's current context serves only when nothing else was configured: a table of
+  // ssh, direct or reject routes alone needs no kubeconfig.
+  if (defaultRoute === undefined && routes.length === 0) {
     if (!flags.currentContext) throw new StartupError('no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig');
     const route = clusterRoute(flags.currentContext, 'the current context', flags.clusterDomain);
     routes.unshift(route);

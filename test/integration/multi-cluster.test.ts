@@ -273,3 +273,27 @@ describe('direct pass-through and a cluster that is down', () => {
     }
   });
 });
+
+describe('a table without a cluster', () => {
+  test('direct and reject routes alone: no kubeconfig read, the proxy serves them', async () => {
+    const server = http.createServer((_req, res) => res.end('lan page\n')).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as { port: number }).port;
+    const home = path.join(multi.dir, 'home-without-kubeconfig');
+    const config = path.join(multi.dir, 'no-cluster.yaml');
+    await writeFile(config, 'direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n');
+    const env = { HOME: home, KUBECONFIG: path.join(home, 'no-such-kubeconfig') };
+    const p = await startProxyProcess(['--config', config, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0'], { env });
+    try {
+      assert.match(p.stdout.join(''), /SOCKS5 proxy on 127\.0\.0\.1:\d+ \(2 routes; no cluster\)/);
+      const page = await curl(['--proxy', `socks5h://${p.socks}`, `http://127.0.0.1:${port}/`]);
+      assert.equal(page.stdout, 'lan page\n', page.stderr);
+      const blocked = await socks5Connect(p.socks!, 'ads.example.com', 443);
+      blocked.socket.destroy();
+      assert.equal(blocked.reply, 2);
+    } finally {
+      assert.equal(await p.stop(), 0);
+      server.close();
+    }
+  });
+});

@@ -132,6 +132,18 @@ test('flags alone: one cluster route per --context, the first is the default; --
   assert.throws(() => tableFrom(undefined, flags({ contexts: ['a', 'a'] })), /--context a is given twice/);
 });
 
+test('a table of routes without a cluster needs no kubeconfig; the current context serves only when no route was configured', () => {
+  let asked = 0;
+  const lazy = (ctx?: string) => ({ ...flags(), get currentContext() { asked++; return ctx; } });
+  const t = tableFrom(parse('direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n'), lazy('kind-kind'));
+  assert.deepEqual(t.routes.map((r) => [r.name, r.kind]), [['blocked', 'reject'], ['direct', 'direct']]);
+  assert.equal(t.defaultRoute, undefined);
+  assert.equal(asked, 0, 'the kubeconfig was not read');
+  // No routes at all: the kubeconfig's current context is the one route (as before config files).
+  assert.deepEqual(tableFrom(parse('routes: []\n'), lazy('kind-kind')).routes.map((r) => r.name), ['kind-kind']);
+  assert.throws(() => tableFrom(parse('routes: []\n'), lazy(undefined)), /no cluster to serve/);
+});
+
 test('contexts that are no DNS name get a readable route name; clashes are refused', () => {
   const t = tableFrom(undefined, flags({ contexts: ['arn:aws:eks:eu-west-1:123456789012:cluster/Prod', 'default/api-x-example-com:6443/kube:admin', 'admin@kind'] }));
   assert.deepEqual(t.routes.map((r) => r.name), ['arn-aws-eks-eu-west-1-123456789012-cluster-prod', 'default-api-x-example-com-6443-kube-admin', 'admin-kind']);
@@ -155,9 +167,9 @@ test('file and flags: --context picks the file route for that context and makes 
   // Without --context the file's default: true decides, else the first cluster route.
   assert.equal(tableFrom(cfg, flags()).defaultRoute, 'prod');
   assert.equal(tableFrom(parse('routes:\n  - {name: x, kind: direct}\n  - {name: b, kind: cluster}\n  - {name: c, kind: cluster}\n'), flags()).defaultRoute, 'b');
-  // A file with no cluster route gets the current context, first.
+  // A file with routes but no cluster route serves those routes alone: no cluster is added.
   const onlyDirect = tableFrom(parse('direct: true\nroutes:\n  - {name: lan, kind: direct, include: [lan]}\n'), flags({ currentContext: 'kind-kind' }));
-  assert.deepEqual([onlyDirect.routes.map((r) => r.name), onlyDirect.defaultRoute], [['kind-kind', 'lan', 'direct'], 'kind-kind']);
+  assert.deepEqual([onlyDirect.routes.map((r) => r.name), onlyDirect.defaultRoute], [['lan', 'direct'], undefined]);
 });
 
 test('direct: --direct and --no-direct beat the file; a route named "direct" of another kind is refused', () => {
