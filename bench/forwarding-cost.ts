@@ -1,4 +1,4 @@
-// What forwarding costs, the proxy against real `kubectl port-forward` to the same pod (issue 15):
+// What forwarding costs, the proxy against real `kubectl port-forward` to the same pod:
 //   1. bulk echo: CPU seconds of the forwarding process per GiB moved (both directions counted),
 //      the median of BENCH_COST_ROUNDS (7) interleaved rounds after one unmeasured warm-up round each,
 //      and the median of the per-round ratios (each round against the one beside it in time);

@@ -2,7 +2,7 @@
 // server, grpc and http-connect modes, over mutual TLS), against dialling the same loopback
 // backends directly. The simulated server folds the agent in, so this measures our dialer, the
 // protocol and one extra hop on loopback — not a real server's agent round trip.
-// Not wired into `npm run bench` yet; on its own (about 10 s):
+// Part of `npm run bench`; on its own (about 10 s):
 //   npm run build && node dist/bench/konnectivity.js
 import net from 'node:net';
 import { pathToFileURL } from 'node:url';

@@ -1,4 +1,4 @@
-// `npm run bench`, multiplexed-tunnel section (issue 5): the same echo pod reached by
+// `npm run bench`, multiplexed-tunnel section: the same echo pod reached by
 //  (a) the proxy over one SPDY/3.1 tunnel per pod (the default transport),
 //  (b) the proxy with one port-forward WebSocket per stream (--transport websocket),
 //  (c) real `kubectl port-forward` (SPDY tunnelled in a WebSocket, kubectl ≥ 1.31),

@@ -16,7 +16,8 @@
 // 0 keeps the defaults: 20, 50 and 100),
 // BENCH_REAL_BIG_DECISIONS (default 20000). Before each measurement the control plane is let go
 // quiet (under half a core over 5 s, 2 min at most); what it used is printed.
-// Needs the test bed built (bash test/real-cluster/build.sh).
+// Needs the test bed built (bash test/real-cluster/build.sh). Figures also go to
+// bench/results/real-big-cluster.json (bench/results.ts), the sizes measured before a failure too.
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -29,6 +30,7 @@ import { createBlocks, createNamespaces, HTTP_APP, PODS_PER_BLOCK, SERVICES_PER_
 import { AuditLog, CountingRelay } from './real-big-meter.js';
 import { decisionFigures, type DecisionFigures } from './real-big-decisions.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
+import { writeResults } from './results.js';
 
 const SIZES = (process.env.BENCH_REAL_BIG_PODS ?? '5000,10000,20000').split(',').map(Number).filter((n) => n > 0);
 const PER_NODE = Number(process.env.BENCH_REAL_BIG_PODS_PER_NODE ?? 250);
@@ -225,4 +227,13 @@ for (const r of rows.filter((x) => x.pods > 0)) {
   console.log(`Above the empty cluster at ${r.pods} pods: RSS ${perPod(r.rssMiB, base.rssMiB)} bytes per pod (target ≤ 1024), the cache's heap ${perPod(r.decisions.cacheHeapMiB, base.decisions.cacheHeapMiB)}.`);
 }
 for (const failure of failures) console.log(`FAILED: ${failure}`);
+writeResults('real-big-cluster', {
+  apiServer: 'kube-apiserver v1.37.2',
+  proxy: benchProxyForm(),
+  nodes: nodeCount,
+  podsPerNode: PER_NODE,
+  servicesPer1000Pods: SERVICES_PER_BLOCK,
+  rows: rows.map((r) => ({ ...r, rssPerPodAboveEmpty: base && r.pods > 0 ? ((r.rssMiB - base.rssMiB) * MiB) / r.pods : undefined })),
+  failures,
+});
 process.exit(failures.length ? 1 : 0);

@@ -10,7 +10,8 @@
 // byte p99 ≤ kubectl's — on loopback and with the API server behind a link of BENCH_REAL_LINKS
 // (default 20,80) ms round trip (test/helpers/latency-link.ts), where the link's figures use
 // BENCH_LINK_BULK_MB (default 32) MiB and BENCH_LINK_LATENCY_ROUNDS (default 200) connections.
-// Needs the test bed built (bash test/real-cluster/build.sh).
+// Needs the test bed built (bash test/real-cluster/build.sh). Figures also go to
+// bench/results/real-cost.json (bench/results.ts).
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isBuilt, startRealCluster, type RealCluster } from '../test/helpers/real-cluster.js';
@@ -20,6 +21,7 @@ import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, judge, median, reas
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
 import type { Duplex } from 'node:stream';
 import { socks5Connect } from '../test/helpers/socks-client.js';
+import { writeResults } from './results.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 128) << 20;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -111,12 +113,32 @@ async function kubeconfigBehind(cluster: RealCluster, rttMs: number, stops: Arra
   return file;
 }
 
+/** Per-round figures of one path, and its first byte. */
+interface PathFigures {
+  echoMibs: number[];
+  echoCpu: number[];
+  downMibs: number[];
+  downCpu: number[];
+  firstByte?: { p50: number; p99: number };
+}
+
+/** One link's figures for bench/results/real-cost.json. */
+interface LinkResult {
+  rttMs: number;
+  bulkMiB: number;
+  rounds: number;
+  latencyRounds: number;
+  paths?: Record<string, PathFigures>;
+  failed?: string;
+}
+
 /** One link's comparison: proxy and kubectl port-forward, rounds interleaved; prints the table and verdicts. */
-async function compareOn(cluster: RealCluster, rttMs: number): Promise<void> {
+async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResult> {
   const stops: Array<() => unknown> = [];
   const bulkBytes = rttMs === 0 ? BULK_BYTES : LINK_BULK_BYTES;
   const [bulkService, bulkPod] = rttMs === 0 ? ['bulk', 'bulk-0'] : ['bulk-link', 'bulk-link'];
   const latencyRounds = rttMs === 0 ? LATENCY_ROUNDS : LINK_LATENCY_ROUNDS;
+  const result: LinkResult = { rttMs, bulkMiB: bulkBytes >> 20, rounds: ROUNDS, latencyRounds };
   try {
     const kubeconfig = await kubeconfigBehind(cluster, rttMs, stops);
     // BENCH_PROXY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=DIR" profiles the proxy (written at its exit).
@@ -135,7 +157,7 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<void> {
       await bulkEcho(p.echo, bulkBytes, `${p.name} (warm-up)`);
       await download(p.bulk, `${p.name} (warm-up)`, bulkBytes);
     }
-    const figures: Record<string, { echoMibs: number[]; echoCpu: number[]; downMibs: number[]; downCpu: number[] }> = {};
+    const figures: Record<string, PathFigures> = {};
     for (let r = 0; r < ROUNDS; r++) {
       for (const p of paths) {
         const f = (figures[p.name] ??= { echoMibs: [], echoCpu: [], downMibs: [], downCpu: [] });
@@ -161,11 +183,15 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<void> {
     console.log(ratioLine('download throughput', ours.downMibs, theirs.downMibs, '≥ 1.1', (x) => x >= 1.1));
     const [lo, lk] = [latency.proxy!, latency['kubectl port-forward']!];
     console.log(`first byte p99 (client in this process): ${lo.p99.toFixed(2)} ms against ${lk.p99.toFixed(2)} ms (target ≤ kubectl's: ${lo.p99 <= lk.p99 ? 'met' : 'NOT met'})`);
+    for (const p of paths) figures[p.name]!.firstByte = { p50: latency[p.name]!.p50, p99: latency[p.name]!.p99 };
+    result.paths = figures;
   } catch (err) {
     console.log(`\n${rttMs === 0 ? 'loopback' : `${rttMs} ms link`}: FAILED: ${reasonOf(err)}`);
+    result.failed = reasonOf(err);
   } finally {
     for (const stop of stops.reverse()) await stop();
   }
+  return result;
 }
 
 if (!isBuilt()) {
@@ -176,7 +202,9 @@ const cluster = await startRealCluster({ progress: () => undefined });
 try {
   await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo-0', 'pod/bulk-0', 'pod/bulk-link', '--timeout=60s']);
-  for (const rtt of [Number(process.env.BENCH_REAL_LOOPBACK ?? 1) ? [0] : [], LINKS].flat()) await compareOn(cluster, rtt);
+  const links: LinkResult[] = [];
+  for (const rtt of [Number(process.env.BENCH_REAL_LOOPBACK ?? 1) ? [0] : [], LINKS].flat()) links.push(await compareOn(cluster, rtt));
+  writeResults('real-cost', { apiServer: 'kube-apiserver v1.37.2', links });
 } finally {
   await cluster.stop();
 }

@@ -155,7 +155,7 @@ for (const [row, name] of Object.entries(muxRows)) {
 }
 await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
 if (CHURN_SECONDS > 0) await reportChurn(openers['proxy (SOCKS5)']!, proxy.proc.pid!, sim, CHURN_SECONDS);
-// Forwarding cost against kubectl port-forward (issue 15): CPU per GiB, first byte p99, download.
+// Forwarding cost against kubectl port-forward: CPU per GiB, first byte p99, download.
 // A fresh proxy, as both kubectl processes are fresh: like against like (the first proxy has been
 // through the soak and the churn by now).
 {

@@ -1,4 +1,4 @@
-// Start-up figures (issue 13 "instant start"), for the npm install (node + bin script) and the
+// Start-up figures ("instant start"), for the npm install (node + bin script) and the
 // single executable (dist/pkg, when `npm run package` built it), next to kubectl itself against
 // the same simulated cluster: `--help`, `status` (no proxies), `connect` until it returns with the
 // daemon listening and its caches synced, and the idle daemon's RSS. Wall times are medians of

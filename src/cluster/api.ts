@@ -6,8 +6,10 @@ import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js
 import { escapeControls } from '../core/escape.js';
 import { monotonicMs } from '../core/clock.js';
 
-/** Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url). */
-/** Header values may be lists: some headers (Impersonate-Group) repeat, one line per value. */
+/**
+ * Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url).
+ * Header values may be lists: some headers (Impersonate-Group) repeat, one line per value.
+ */
 export type ApiRequestOptions = https.RequestOptions & {
   headers: Record<string, string | string[]>;
   /** An extra CA is trusted (--extra-ca): a TLS-intercepting proxy may read what we send. */

@@ -1,5 +1,5 @@
-// How the API connection leaves this machine (seed 001: corporate egress proxies with their own
-// CA). As client-go does it: the kubeconfig's proxy-url wins; else HTTPS_PROXY / HTTP_PROXY (by the
+// How the API connection leaves this machine (corporate egress proxies, some with their own CA).
+// As client-go does it: the kubeconfig's proxy-url wins; else HTTPS_PROXY / HTTP_PROXY (by the
 // server URL's scheme) unless NO_PROXY excludes the server, following
 // golang.org/x/net/http/httpproxy (proxy.go: FromEnvironment, config.init, useProxy): upper case
 // before lower case; NO_PROXY entries are "*", CIDRs, IPs, "host:port", "domain" (itself and

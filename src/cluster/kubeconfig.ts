@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { checkRegularFile, NotRegularFileError } from '../core/regular-file.js';
 import os from 'node:os';
 import path from 'node:path';
-// Not the package index (issue 13: start-up time and the daemon's memory): client-node-config.ts says how.
+// Not the package index (start-up time and the daemon's memory): client-node-config.ts says how.
 import { KubeConfig } from './client-node-config.js';
 import yaml from 'js-yaml';
 import { StartupError, errorMessage } from '../core/errors.js';

@@ -9,8 +9,10 @@ export interface Destination {
   type: 'domain' | 'ipv4' | 'ipv6';
 }
 
-/** The front end that accepted the request, for logs and statistics. */
-/** 'forward': a plain TCP port mapping (--forward), opened as a SOCKS CONNECT to its fixed target would be. */
+/**
+ * The front end that accepted the request, for logs and statistics. 'forward': a plain TCP port
+ * mapping (--forward), opened as a SOCKS CONNECT to its fixed target would be.
+ */
 export type FrontEnd = 'socks5' | 'socks4' | 'http-connect' | 'http-forward' | 'forward';
 
 export interface OpenRequest {

@@ -179,13 +179,11 @@ function defaultCluster(built: BuiltTable): ClusterRouteRuntime | undefined {
 }
 
 /**
- * Starts every route. With `strict` (a reload) any failure rejects: a table is taken only when
- * all its new clusters answer and sync. At first start the proxy runs as long as some route
- * can serve (the others stay in error and retry); it fails only when none can.
- */
-/**
- * Starts routes. `strict` (a reload): any failure fails the whole — except for routes in
- * `tolerated` (made anew in place of failing ones), which may fail again and keep trying.
+ * Starts every route (each one's `prepare` first, for all of them). With `strict` (a reload) any
+ * failure rejects: a table is taken only when all its new clusters answer and sync — except for
+ * routes in `tolerated` (made anew in place of failing ones), which may fail again and keep
+ * trying. At first start the proxy runs as long as some route can serve (the others stay in
+ * error and retry); it fails only when none can.
  */
 async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, strict = false, tolerated: ReadonlySet<Route> = new Set()): Promise<void> {
   const routes = [...built.routes.values()];

@@ -1,4 +1,4 @@
-// A konnectivity route (seeds 000/004: hosted control planes reaching their guest clusters):
+// A konnectivity route (how hosted control planes reach their guest clusters):
 // names, ClusterIPs and Pod IPs resolve through the guest cluster's watch cache, exactly as for a
 // cluster route, and the stream is dialled through the apiserver-network-proxy server instead of
 // a pod port-forward (routing/konnectivity-route.ts, konnectivity/). This owns the cache's life:

@@ -1,8 +1,8 @@
 // A konnectivity route: names and IPs of a guest cluster resolve through that cluster's watch
 // cache (the `resolve` the composition root passes, e.g. built on the cluster Resolver), and the
 // stream is dialled through an apiserver-network-proxy server (konnectivity/dialer.ts) instead of
-// a pod port-forward. This is how hosted control planes reach their guest clusters (seeds 000 and
-// 004); the SOCKS sidecar of seed 000 is this route.
+// a pod port-forward. This is how hosted control planes reach their guest clusters; it does the
+// job of the SOCKS sidecar such a control plane runs beside its components.
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import type { Logger } from '../core/log.js';
 import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../core/errors.js';

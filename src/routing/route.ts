@@ -1,9 +1,10 @@
-// What every kind of route (cluster, direct, reject; ssh, konnectivity next) offers the Router.
+// What every kind of route (cluster, direct, reject, ssh, konnectivity) offers the Router.
 // The Router owns the table: it matches a destination once, refuses what no route claims, and
 // hands the claim (with the parsed name) to the route — no route parses a name twice or writes
 // the "not ours" refusal. Readiness, status and close are per route, so one cluster that is down
 // or still syncing never holds up another route. Stream and byte counts per route are kept by the
-// Router's statistics, not by the routes.
+// listeners' stream statistics (listeners/stream-stats.ts), from the route the Router names on
+// each opened stream — not by the routes.
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import type { Claim } from './table.js';
 

@@ -22,7 +22,7 @@ export interface TableGeneration {
   readonly routes: ReadonlyMap<string, Route>;
 }
 
-/** An opened stream, with the route that carries it (for per-route statistics). */
+/** An opened stream, with the route that carries it (stream statistics count per route: listeners/stream-stats.ts). */
 export type RoutedStream = OpenedStream & { route: string };
 
 export class Router implements StreamOpener {

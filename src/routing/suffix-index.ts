@@ -2,7 +2,7 @@
 // suffix text, so deciding a name costs one map probe per label of the name (walked from the
 // whole name to its last label, then the root), whatever the number of routes.
 //
-// Precedence (seed 002 "longest suffix first; exclusions beat inclusions", made exact):
+// Precedence (longest suffix first, exclusions beat inclusions, made exact):
 //   1. longer rules first; a rule's length is its labels as written, "*" counting as one
 //      ("*.apps.x.com" is 4, "apps.x.com" is 3, "." is 0);
 //   2. at equal length an exclude comes first: it beats an include of the same or shorter length;

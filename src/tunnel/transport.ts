@@ -32,7 +32,8 @@ export const MAX_REPLAY_BYTES = 256 * 1024;
 /**
  * Carries one TCP stream to a pod port. Implementations: per-stream port-forward WebSocket
  * (v4.channel.k8s.io), SPDY-over-WebSocket multiplexing (one tunnel per pod), and the choice
- * between them (negotiate.ts); konnectivity and SSH later.
+ * between them (negotiate.ts). SSH and konnectivity routes dial without a Transport
+ * (routing/ssh-route.ts, routing/konnectivity-route.ts).
  * open() rejects with a ProxyError (core/errors.ts); the Duplex it resolves to ends when the pod
  * side ends and is destroyed with a ProxyError when the pod side fails.
  * A dial into the pod that fails after open() resolved (confirmMs 0) but before the pod sent a
