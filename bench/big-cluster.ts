@@ -72,7 +72,11 @@ interface Row {
 async function proxyFigures(sim: SimCluster, kubeconfig: string, installed?: NpmLayout): Promise<Pick<Row, 'readyMs' | 'rssMiB' | 'requests' | 'bytes'>> {
   sim.resetCounters();
   const started = performance.now();
-  const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'info'], { timeoutMs: 180_000, command: installed?.command, env: installed?.env });
+  const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'info'], {
+    timeoutMs: 180_000,
+    command: installed?.command,
+    env: installed?.env,
+  });
   const readyMs = performance.now() - started;
   const c = sim.counters;
   await sleep(SETTLE_MS);
@@ -109,7 +113,11 @@ function heapMiB(): number {
 }
 
 /** Routing decisions on a synced cache in this process: no API request, time per decision. */
-async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigCluster): Promise<Pick<Row, 'decisionP50us' | 'decisionP99us' | 'decisionApiRequests' | 'decisionOutcomes' | 'podIpColdP50ms' | 'podIpWarmP99us' | 'podIpLookups'>> {
+async function decisionFigures(
+  sim: SimCluster,
+  kubeconfig: string,
+  big: BigCluster,
+): Promise<Pick<Row, 'decisionP50us' | 'decisionP99us' | 'decisionApiRequests' | 'decisionOutcomes' | 'podIpColdP50ms' | 'podIpWarmP99us' | 'podIpLookups'>> {
   const { cache } = await cacheIn(kubeconfig, false);
   const resolver = new Resolver(cache, 'cluster.local');
   const dests = destinations(big);
@@ -123,7 +131,12 @@ async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigClus
     // A refusal (no ready endpoint at 0 pods) is a decision too; every outcome is counted and printed.
     await resolver.resolve(d).then(
       () => count('answered'),
-      (err: unknown) => count(err instanceof ProxyError ? `${err.name} (SOCKS 0x0${err.socksReply.toString(16)})` : `unexpected ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`),
+      (err: unknown) =>
+        count(
+          err instanceof ProxyError
+            ? `${err.name} (SOCKS 0x0${err.socksReply.toString(16)})`
+            : `unexpected ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`,
+        ),
     );
     times.push((performance.now() - t) * 1000);
   }
@@ -133,7 +146,11 @@ async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigClus
   const cold: number[] = [];
   const warm: number[] = [];
   sim.resetCounters();
-  for (const [list, ips] of [[cold, podIps], [warm, podIps], [warm, podIps]] as const) {
+  for (const [list, ips] of [
+    [cold, podIps],
+    [warm, podIps],
+    [warm, podIps],
+  ] as const) {
     for (const ip of ips) {
       const t = performance.now();
       await resolver.resolve({ host: ip, port: 8080, type: 'ipv4' });
@@ -146,8 +163,13 @@ async function decisionFigures(sim: SimCluster, kubeconfig: string, big: BigClus
   cold.sort((a, b) => a - b);
   warm.sort((a, b) => a - b);
   return {
-    decisionP50us: percentile(times, 50), decisionP99us: percentile(times, 99), decisionApiRequests: c.total - c.watch, decisionOutcomes: outcomes,
-    podIpColdP50ms: percentile(cold, 50) / 1000, podIpWarmP99us: percentile(warm, 99), podIpLookups: lookups,
+    decisionP50us: percentile(times, 50),
+    decisionP99us: percentile(times, 99),
+    decisionApiRequests: c.total - c.watch,
+    decisionOutcomes: outcomes,
+    podIpColdP50ms: percentile(cold, 50) / 1000,
+    podIpWarmP99us: percentile(warm, 99),
+    podIpLookups: lookups,
   };
 }
 
@@ -199,24 +221,38 @@ for (const pods of SIZES) {
 installed?.dispose();
 const f = (n: number, d = 0) => n.toFixed(d);
 console.log(`\n## Big clusters (${SERVICES} Services + EndpointSlices, realistic pods; node ${process.version}, ${os.cpus().length} CPUs)\n`);
-console.log(installed ? 'The proxy as installed by npm (bin + bundle); in brackets the clone (node + dist/src).\n' : 'The clone (node + dist/src); the bundle is not built.\n');
-console.log('| running pods | pod JSON | time to ready | proxy RSS synced | start-up API requests | start-up API bytes | decision p50 / p99 (names, ClusterIPs) | API requests in those | Pod IP: first ask p50 / again p99 | look-ups for 200 Pod IPs asked 3× |');
+console.log(
+  installed
+    ? 'The proxy as installed by npm (bin + bundle); in brackets the clone (node + dist/src).\n'
+    : 'The clone (node + dist/src); the bundle is not built.\n',
+);
+console.log(
+  '| running pods | pod JSON | time to ready | proxy RSS synced | start-up API requests | start-up API bytes | decision p50 / p99 (names, ClusterIPs) | API requests in those | Pod IP: first ask p50 / again p99 | look-ups for 200 Pod IPs asked 3× |',
+);
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  console.log(`| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s${r.cloneReadyMs !== undefined ? ` (${f(r.cloneReadyMs / 1000, 2)} s)` : ''} | ${f(r.rssMiB)} MiB${r.cloneRssMiB !== undefined ? ` (${f(r.cloneRssMiB)} MiB)` : ''} | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${r.podIpLookups ? `${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs` : '—'} | ${r.podIpLookups} |`);
+  console.log(
+    `| ${r.pods} | ${(r.podJson / 1024).toFixed(1)} KB | ${f(r.readyMs / 1000, 2)} s${r.cloneReadyMs !== undefined ? ` (${f(r.cloneReadyMs / 1000, 2)} s)` : ''} | ${f(r.rssMiB)} MiB${r.cloneRssMiB !== undefined ? ` (${f(r.cloneRssMiB)} MiB)` : ''} | ${r.requests} | ${mb(r.bytes)} | ${f(r.decisionP50us, 1)} / ${f(r.decisionP99us, 1)} µs | ${r.decisionApiRequests} | ${r.podIpLookups ? `${f(r.podIpColdP50ms, 2)} ms / ${f(r.podIpWarmP99us, 1)} µs` : '—'} | ${r.podIpLookups} |`,
+  );
 }
 for (const r of rows) {
-  const outcomes = Object.entries(r.decisionOutcomes).sort((a, b) => b[1] - a[1]).map(([what, n]) => `${what} ${n}`).join(', ');
+  const outcomes = Object.entries(r.decisionOutcomes)
+    .sort((a, b) => b[1] - a[1])
+    .map(([what, n]) => `${what} ${n}`)
+    .join(', ');
   console.log(`${r.pods === rows[0]!.pods ? '\n' : ''}Decisions at ${r.pods} pods: ${outcomes || 'none'}.`);
 }
 const base = rows.find((r) => r.pods === 0);
 const top = rows[rows.length - 1];
-if (base && top && top.pods > 0) console.log(`\nRSS above the idle baseline: ${f(((top.rssMiB - base.rssMiB) * MiB) / top.pods)} bytes per pod at ${top.pods} pods.`);
+if (base && top && top.pods > 0)
+  console.log(`\nRSS above the idle baseline: ${f(((top.rssMiB - base.rssMiB) * MiB) / top.pods)} bytes per pod at ${top.pods} pods.`);
 console.log('\n### The cache alone in one process: pods watched or not\n');
 console.log('| running pods | with pods: sync / API bytes / heap | without pods: sync / API bytes / heap |');
 console.log('|---|---|---|');
 for (const r of rows) {
   const w = r.cacheOnly.withPods;
   const wo = r.cacheOnly.withoutPods;
-  console.log(`| ${r.pods} | ${f(w.syncMs / 1000, 2)} s / ${mb(w.bytes)} / ${f(w.heapMiB, 1)} MiB | ${f(wo.syncMs / 1000, 2)} s / ${mb(wo.bytes)} / ${f(wo.heapMiB, 1)} MiB |`);
+  console.log(
+    `| ${r.pods} | ${f(w.syncMs / 1000, 2)} s / ${mb(w.bytes)} / ${f(w.heapMiB, 1)} MiB | ${f(wo.syncMs / 1000, 2)} s / ${mb(wo.bytes)} / ${f(wo.heapMiB, 1)} MiB |`,
+  );
 }

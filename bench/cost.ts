@@ -16,7 +16,14 @@ try {
   const pods = (await apiGet(cluster.sim, '/api/v1/namespaces/data/pods')) as { items: Array<{ metadata: { name: string } }> };
   const echoPod = pods.items.find((p) => p.metadata.name.startsWith('echo'))?.metadata.name;
   if (!echoPod) throw new Error('no echo pod in data');
-  await reportForwardingCost(cluster.sim, cluster.kubeconfig, { socks: proxy.socks!, pid: proxy.proc.pid! }, echoPod, Number(process.env.BENCH_BULK_MB ?? 256) << 20, 1000);
+  await reportForwardingCost(
+    cluster.sim,
+    cluster.kubeconfig,
+    { socks: proxy.socks!, pid: proxy.proc.pid! },
+    echoPod,
+    Number(process.env.BENCH_BULK_MB ?? 256) << 20,
+    1000,
+  );
   await reportGcGuard(cluster.kubeconfig, Number(process.env.BENCH_BULK_MB ?? 256) << 20);
   await reportGcSurvivors(cluster.sim, cluster.kubeconfig);
 } finally {

@@ -22,7 +22,15 @@ import { startBenchProxy } from './npm-layout.js';
 import { socksOpener, tcpOpener, type Opener } from './multiplex.js';
 import { bulkEcho, firstByteLatency, judge, median } from './measure.js';
 
-const LINK = { ns: `pxodirect${process.pid}`, hostIf: `vpxd${process.pid % 100000}h`, nsIf: `vpxd${process.pid % 100000}n`, hostIp: '198.18.79.1', nsIp: '198.18.79.2', rate: '1gbit', port: 7000 };
+const LINK = {
+  ns: `pxodirect${process.pid}`,
+  hostIf: `vpxd${process.pid % 100000}h`,
+  nsIf: `vpxd${process.pid % 100000}n`,
+  hostIp: '198.18.79.1',
+  nsIp: '198.18.79.2',
+  rate: '1gbit',
+  port: 7000,
+};
 
 interface Figures {
   mibs: number;
@@ -33,7 +41,8 @@ interface Figures {
 async function measure(openers: Record<string, Opener>, bulkBytes: number, rounds: number, latencyRounds: number): Promise<Record<string, Figures>> {
   const mibs: Record<string, number[]> = {};
   for (const [name, open] of Object.entries(openers)) await bulkEcho(open, Math.min(bulkBytes, 32 << 20), `${name} (warm-up)`);
-  for (let r = 0; r < rounds; r++) for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes, `${name}, round ${r + 1}`));
+  for (let r = 0; r < rounds; r++)
+    for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes, `${name}, round ${r + 1}`));
   const out: Record<string, Figures> = {};
   for (const [name, open] of Object.entries(openers)) out[name] = { mibs: median(mibs[name]!), ...(await firstByteLatency(open, latencyRounds, name)) };
   return out;
@@ -42,7 +51,8 @@ async function measure(openers: Record<string, Opener>, bulkBytes: number, round
 function print(title: string, figures: Record<string, Figures>): void {
   console.log(title);
   console.log('path                        MiB/s   p50 ms   p99 ms');
-  for (const [name, f] of Object.entries(figures)) console.log(`${name.padEnd(25)} ${f.mibs.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}`);
+  for (const [name, f] of Object.entries(figures))
+    console.log(`${name.padEnd(25)} ${f.mibs.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}`);
 }
 
 function verdict(where: string, proxy: Figures, none: Figures): string {
@@ -107,7 +117,18 @@ async function startLinkHost(): Promise<{ echo: ChildProcess; close(): void } | 
     close();
     return `${LINK.nsIp} does not route through ${LINK.hostIf}: ${route.trim()}`;
   }
-  const echo = spawn('ip', ['netns', 'exec', LINK.ns, process.execPath, '-e', `require('node:net').createServer((s) => { s.on('error', () => {}); s.pipe(s); }).listen(${LINK.port}, '${LINK.nsIp}', () => console.log('ready'));`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const echo = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      LINK.ns,
+      process.execPath,
+      '-e',
+      `require('node:net').createServer((s) => { s.on('error', () => {}); s.pipe(s); }).listen(${LINK.port}, '${LINK.nsIp}', () => console.log('ready'));`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const ready = await Promise.race([once(echo.stdout!, 'data').then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 10_000).unref())]);
   const stop = () => {
     echo.kill();
@@ -161,7 +182,9 @@ export async function reportDirect(kubeconfig: string, bulkBytes: number, rounds
       console.log(verdict('on the link', onLink['proxy, direct route']!, onLink['no proxy']!));
     }
     const relayShare = loop['proxy, direct route']!.mibs / loop['minimal Node relay']!.mibs;
-    console.log(`${verdict('on loopback', loop['proxy, direct route']!, loop['no proxy']!)}; the proxy moves ${relayShare.toFixed(2)} × what a bare Node relay does`);
+    console.log(
+      `${verdict('on loopback', loop['proxy, direct route']!, loop['no proxy']!)}; the proxy moves ${relayShare.toFixed(2)} × what a bare Node relay does`,
+    );
   } finally {
     if (link && typeof link !== 'string') link.close();
     minimal?.kill();

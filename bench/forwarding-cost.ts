@@ -80,7 +80,11 @@ async function startBulkServer(): Promise<{ port: number; proc: ChildProcess }> 
 
 /** curl in its own process, awaited (never spawnSync: the simulated cluster runs in this process). */
 async function curlDownload(args: string[], bytes: number): Promise<{ mibs: number; firstByteMs: number }> {
-  const proc = spawn('curl', ['-sS', '-o', '/dev/null', '--max-time', '120', '-w', '%{http_code} %{size_download} %{time_total} %{time_starttransfer}', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    'curl',
+    ['-sS', '-o', '/dev/null', '--max-time', '120', '-w', '%{http_code} %{size_download} %{time_total} %{time_starttransfer}', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   let err = '';
   proc.stdout.on('data', (c: Buffer) => (out += c));
@@ -88,7 +92,8 @@ async function curlDownload(args: string[], bytes: number): Promise<{ mibs: numb
   // 'close': the process has exited and its output is all read.
   const [status] = (await once(proc, 'close')) as [number | null];
   const [code, size, total, first] = out.trim().split(' ');
-  if (status !== 0 || code !== '200' || Number(size) !== bytes) throw new Error(`curl ${args.join(' ')}: exit ${status}, HTTP ${code}, ${size} of ${bytes} bytes: ${err.trim()}`);
+  if (status !== 0 || code !== '200' || Number(size) !== bytes)
+    throw new Error(`curl ${args.join(' ')}: exit ${status}, HTTP ${code}, ${size} of ${bytes} bytes: ${err.trim()}`);
   return { mibs: bytes / 2 ** 20 / Number(total), firstByteMs: Number(first) * 1000 };
 }
 
@@ -106,7 +111,11 @@ async function curlDownload(args: string[], bytes: number): Promise<{ mibs: numb
  * (curl, a browser) is a process of its own; both placements are measured and printed, for the
  * proxy's SOCKS listener and for a port mapping (a plain TCP client, as kubectl's).
  */
-async function firstByte(forwarders: Forwarder[], warmup: number, rounds: number): Promise<Record<'inProcess' | 'ownProcess' | 'warmup', Record<string, FirstByte>> & { cpuMsPerConnection: Record<string, number> }> {
+async function firstByte(
+  forwarders: Forwarder[],
+  warmup: number,
+  rounds: number,
+): Promise<Record<'inProcess' | 'ownProcess' | 'warmup', Record<string, FirstByte>> & { cpuMsPerConnection: Record<string, number> }> {
   const warm = warmup > 0 ? await interleavedFirstByteRounds(forwarders, warmup) : {};
   // CPU per connection of each forwarder over the measured rounds, read once the last ones have
   // been torn down (the runtime holds a closed connection for ~1 s: sim closeGraceMs).
@@ -115,7 +124,14 @@ async function firstByte(forwarders: Forwarder[], warmup: number, rounds: number
   const inProcess = await interleavedFirstByteRounds(forwarders, rounds);
   await new Promise((r) => setTimeout(r, 1500));
   const cpuMsPerConnection = Object.fromEntries(forwarders.map((f, i) => [f.name, ((cpuSecondsOf(f.pid) - cpuBefore[i]!) * 1000) / rounds]));
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./first-byte-client.js', import.meta.url)), JSON.stringify({ paths: forwarders.map((f) => ({ name: f.name, ...f.target })), warmup, rounds })], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [
+      fileURLToPath(new URL('./first-byte-client.js', import.meta.url)),
+      JSON.stringify({ paths: forwarders.map((f) => ({ name: f.name, ...f.target })), warmup, rounds }),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out += c));
   const [code] = (await once(child, 'close')) as [number | null];
@@ -131,7 +147,18 @@ async function startPortMapping(kubeconfig: string): Promise<{ forwarder: Forwar
   await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
   const port = (probe.address() as net.AddressInfo).port;
   await new Promise((r) => probe.close(r));
-  const proc = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', 'off', '--forward', `127.0.0.1:${port}=echo.data:7000`, '--log-level', 'warn', '--transport', 'spdy']);
+  const proc = await startBenchProxy([
+    '--kubeconfig',
+    kubeconfig,
+    '--listen-socks',
+    'off',
+    '--forward',
+    `127.0.0.1:${port}=echo.data:7000`,
+    '--log-level',
+    'warn',
+    '--transport',
+    'spdy',
+  ]);
   const forwarder: Forwarder = {
     name: MAPPING,
     pid: proc.proc.pid!,
@@ -152,7 +179,14 @@ function ratioLine(what: string, ours: number[], theirs: number[], target?: stri
   const paired = median(ours.map((o, i) => o / theirs[i]!));
   const figures = `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} ×`;
   if (!target || !ok) return figures;
-  const verdict = !Number.isFinite(ofMedians) || !Number.isFinite(paired) ? judge(false, [ofMedians, paired]) : ok(ofMedians) && ok(paired) ? 'met' : ok(ofMedians) || ok(paired) ? 'met by one estimator only' : 'NOT met';
+  const verdict =
+    !Number.isFinite(ofMedians) || !Number.isFinite(paired)
+      ? judge(false, [ofMedians, paired])
+      : ok(ofMedians) && ok(paired)
+        ? 'met'
+        : ok(ofMedians) || ok(paired)
+          ? 'met by one estimator only'
+          : 'NOT met';
   return `${figures} (target ${target}: ${verdict})`;
 }
 
@@ -160,7 +194,14 @@ function ratioLine(what: string, ours: number[], theirs: number[], target?: stri
  * `proxy` is a running proxy (its SOCKS address and pid) on the cluster whose kubeconfig is given;
  * its clients reach data/<echoPod>:7000 as echo.data:7000 (the echo Service).
  */
-export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, proxy: { socks: string; pid: number }, echoPod: string, bulkBytes: number, latencyRounds: number): Promise<void> {
+export async function reportForwardingCost(
+  sim: SimCluster,
+  kubeconfig: string,
+  proxy: { socks: string; pid: number },
+  echoPod: string,
+  bulkBytes: number,
+  latencyRounds: number,
+): Promise<void> {
   const kubectlEcho = await startKubectlPortForward(kubeconfig, 'data', echoPod, 7000);
   if (!kubectlEcho) {
     // Every figure here is against kubectl's: without it there is nothing to compare, so the
@@ -173,7 +214,12 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
   let mapping: Awaited<ReturnType<typeof startPortMapping>> | undefined;
   try {
     bulk = await startBulkServer();
-    await sim.createPod({ namespace: 'data', name: 'bulk-0', labels: { app: 'bulk' }, ports: [{ name: 'http', containerPort: 8080, backend: 'external', target: { host: '127.0.0.1', port: bulk.port } }] });
+    await sim.createPod({
+      namespace: 'data',
+      name: 'bulk-0',
+      labels: { app: 'bulk' },
+      ports: [{ name: 'http', containerPort: 8080, backend: 'external', target: { host: '127.0.0.1', port: bulk.port } }],
+    });
     await sim.createService({ namespace: 'data', name: 'bulk', selector: { app: 'bulk' }, ports: [{ name: 'http', port: 8080, targetPort: 8080 }] });
     kubectlBulk = await startKubectlPortForward(kubeconfig, 'data', 'bulk-0', 8080);
     if (!kubectlBulk) throw new Error('kubectl port-forward to the bulk pod did not start');
@@ -239,12 +285,16 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
     console.log(`\nForwarding cost against kubectl port-forward (median of ${ROUNDS} interleaved rounds after a warm-up; every round shown)`);
     console.log(`echo ${bulkBytes >> 20} MiB each way      MiB/s    cpu s/GiB   rounds (cpu s/GiB)            first byte p50 / p99 ms`);
     for (const f of forwarders) {
-      console.log(`${f.name.padEnd(28)} ${median(echoMibs[f.name]!).toFixed(1).padStart(6)}   ${median(echoCpu[f.name]!).toFixed(2).padStart(9)}   ${fmt(echoCpu[f.name]!).padEnd(28)}  ${latency[f.name]!.p50.toFixed(2)} / ${latency[f.name]!.p99.toFixed(2)}`);
+      console.log(
+        `${f.name.padEnd(28)} ${median(echoMibs[f.name]!).toFixed(1).padStart(6)}   ${median(echoCpu[f.name]!).toFixed(2).padStart(9)}   ${fmt(echoCpu[f.name]!).padEnd(28)}  ${latency[f.name]!.p50.toFixed(2)} / ${latency[f.name]!.p99.toFixed(2)}`,
+      );
     }
     console.log(`download ${DOWNLOAD_MB} MiB (curl)        MiB/s    cpu s/GiB   rounds (MiB/s)                first byte p50 ms   simulator busy`);
     for (const f of forwarders) {
       const d = down[f.name]!;
-      console.log(`${f.name.padEnd(28)} ${median(d.mibs).toFixed(1).padStart(6)}   ${median(d.cpu).toFixed(2).padStart(9)}   ${fmt(d.mibs, 0).padEnd(28)}  ${median(d.first).toFixed(2).padStart(17)}   ${(100 * median(d.simBusy)).toFixed(0)} % of a core (all threads)`);
+      console.log(
+        `${f.name.padEnd(28)} ${median(d.mibs).toFixed(1).padStart(6)}   ${median(d.cpu).toFixed(2).padStart(9)}   ${fmt(d.mibs, 0).padEnd(28)}  ${median(d.first).toFixed(2).padStart(17)}   ${(100 * median(d.simBusy)).toFixed(0)} % of a core (all threads)`,
+      );
     }
     const [ours, theirs] = forwarders.map((f) => f.name) as [string, string];
     console.log(ratioLine('echo CPU per GiB', echoCpu[ours]!, echoCpu[theirs]!, '≤ 0.90', (r) => r <= 0.9));
@@ -261,9 +311,16 @@ export async function reportForwardingCost(sim: SimCluster, kubeconfig: string, 
     console.log(p99Line(MAPPING, "client in the simulator's process", fb.inProcess));
     console.log(p99Line(MAPPING, 'client in its own process', fb.ownProcess));
     const own = fb.ownProcess;
-    console.log(`first byte p99 through the proxy, client in its own process (target ≤ kubectl's): ${own[ours]!.p99.toFixed(2)} ms against ${own[theirs]!.p99.toFixed(2)} ms: ${own[ours]!.p99 <= own[theirs]!.p99 ? 'met' : 'NOT met'}`);
-    console.log(`CPU per connection (connect, one byte each way, close; measured rounds): ${fb.cpuMsPerConnection[ours]!.toFixed(3)} ms against ${fb.cpuMsPerConnection[theirs]!.toFixed(3)} ms (${(fb.cpuMsPerConnection[ours]! / fb.cpuMsPerConnection[theirs]!).toFixed(2)} ×); port mapping ${fb.cpuMsPerConnection[MAPPING]!.toFixed(3)} ms`);
-    if (LATENCY_WARMUP > 0) console.log(`first byte during the ${LATENCY_WARMUP} warm-up rounds (the proxy still being optimized; client in the simulator's process): p50 / p99 ${fb.warmup[ours]!.p50.toFixed(2)} / ${fb.warmup[ours]!.p99.toFixed(2)} ms against ${fb.warmup[theirs]!.p50.toFixed(2)} / ${fb.warmup[theirs]!.p99.toFixed(2)} ms`);
+    console.log(
+      `first byte p99 through the proxy, client in its own process (target ≤ kubectl's): ${own[ours]!.p99.toFixed(2)} ms against ${own[theirs]!.p99.toFixed(2)} ms: ${own[ours]!.p99 <= own[theirs]!.p99 ? 'met' : 'NOT met'}`,
+    );
+    console.log(
+      `CPU per connection (connect, one byte each way, close; measured rounds): ${fb.cpuMsPerConnection[ours]!.toFixed(3)} ms against ${fb.cpuMsPerConnection[theirs]!.toFixed(3)} ms (${(fb.cpuMsPerConnection[ours]! / fb.cpuMsPerConnection[theirs]!).toFixed(2)} ×); port mapping ${fb.cpuMsPerConnection[MAPPING]!.toFixed(3)} ms`,
+    );
+    if (LATENCY_WARMUP > 0)
+      console.log(
+        `first byte during the ${LATENCY_WARMUP} warm-up rounds (the proxy still being optimized; client in the simulator's process): p50 / p99 ${fb.warmup[ours]!.p50.toFixed(2)} / ${fb.warmup[ours]!.p99.toFixed(2)} ms against ${fb.warmup[theirs]!.p50.toFixed(2)} / ${fb.warmup[theirs]!.p99.toFixed(2)} ms`,
+      );
     console.log(ratioLine('echo throughput', echoMibs[ours]!, echoMibs[theirs]!, '≥ 1.0', (r) => r >= 1));
     console.log(ratioLine('download throughput', down[ours]!.mibs, down[theirs]!.mibs, '≥ 1.0', (r) => r >= 1));
   } finally {

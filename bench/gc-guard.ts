@@ -22,7 +22,9 @@ export async function reportGcGuard(kubeconfig: string, bulkBytes: number, proce
   try {
     for (let i = 0; i < processes; i++) {
       for (const g of groups) {
-        const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'], { nodeFlags: g.nodeFlags });
+        const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'], {
+          nodeFlags: g.nodeFlags,
+        });
         started.push(proxy);
         g.perProcess.push([]);
       }
@@ -43,7 +45,9 @@ export async function reportGcGuard(kubeconfig: string, bulkBytes: number, proce
     await Promise.all(started.map((p) => p.stop()));
   }
   const mb = bulkBytes >> 20;
-  console.log(`\nEcho CPU per GiB in ${processes} fresh proxy processes per kind (${mb} MiB each way per round; one unmeasured round, then the median of ${rounds})`);
+  console.log(
+    `\nEcho CPU per GiB in ${processes} fresh proxy processes per kind (${mb} MiB each way per round; one unmeasured round, then the median of ${rounds})`,
+  );
   const best = Math.min(...groups.flatMap((g) => g.perProcess.map(median)));
   for (const g of groups) {
     const figures = g.perProcess.map(median);

@@ -15,13 +15,20 @@ import { interleavedFirstByteRounds } from './measure.js';
 const field = (line: string, key: string): number => Number(new RegExp(`\\b${key}=([0-9.]+)`).exec(line)?.[1] ?? NaN);
 
 export async function reportGcSurvivors(sim: SimCluster, kubeconfig: string, rounds = 4000): Promise<void> {
-  console.log(`\nYoung-generation survivors per connection (fresh proxy with --trace-gc-nvp; ${rounds} sequential connect → byte → echo → close rounds after 1,500 unmeasured)`);
+  console.log(
+    `\nYoung-generation survivors per connection (fresh proxy with --trace-gc-nvp; ${rounds} sequential connect → byte → echo → close rounds after 1,500 unmeasured)`,
+  );
   console.log('runtime close                  allocated   survived   promoted   scavenges   mean pause ms');
   const saved = sim.closeGraceMs;
   try {
-    for (const [label, graceMs] of [['after ~1 s (containerd)', 1000], ['at once', 0]] as const) {
+    for (const [label, graceMs] of [
+      ['after ~1 s (containerd)', 1000],
+      ['at once', 0],
+    ] as const) {
       sim.closeGraceMs = graceMs;
-      const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'], { nodeFlags: ['--trace-gc-nvp'] });
+      const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'], {
+        nodeFlags: ['--trace-gc-nvp'],
+      });
       try {
         const path = [{ name: 'proxy', echo: socksOpener(proxy.socks!, 'echo.data', 7000) }];
         await interleavedFirstByteRounds(path, 1500);
@@ -35,7 +42,9 @@ export async function reportGcSurvivors(sim: SimCluster, kubeconfig: string, rou
         }
         const sum = (key: string) => scavenges.reduce((n, l) => n + field(l, key), 0);
         const perConn = (key: string) => `${(sum(key) / rounds / 1024).toFixed(1)} KiB`.padStart(9);
-        console.log(`${label.padEnd(28)} ${perConn('allocated')}  ${perConn('new_space_survived')}  ${perConn('promoted')}   ${String(scavenges.length).padStart(9)}   ${(sum('pause') / Math.max(1, scavenges.length)).toFixed(2).padStart(13)}`);
+        console.log(
+          `${label.padEnd(28)} ${perConn('allocated')}  ${perConn('new_space_survived')}  ${perConn('promoted')}   ${String(scavenges.length).padStart(9)}   ${(sum('pause') / Math.max(1, scavenges.length)).toFixed(2).padStart(13)}`,
+        );
       } finally {
         await proxy.stop();
       }

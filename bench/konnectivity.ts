@@ -51,7 +51,10 @@ export async function benchKonnectivity(): Promise<KonnectivityRow[]> {
         if (typeof echo !== 'object' || typeof bytes !== 'object') throw new Error('the bench bed has no backends');
         rows.push(await measure('direct (loopback)', direct(echo), direct(bytes)));
       }
-      const open = (t: { ip: string; port: number }): Opener => () => dialer.dial(t.ip, t.port, AbortSignal.timeout(10_000));
+      const open =
+        (t: { ip: string; port: number }): Opener =>
+        () =>
+          dialer.dial(t.ip, t.port, AbortSignal.timeout(10_000));
       rows.push(await measure(`konnectivity ${mode} (mTLS)`, open(GUEST.echo), open(GUEST.bytes)));
     } finally {
       dialer.close();

@@ -15,7 +15,9 @@ export const ECHO_TIMEOUT_MS = 10_000;
 /** "opening failed: connect ECONNREFUSED …": an error's first line, for a failure's reason. */
 export function reasonOf(err: unknown): string {
   const e = err as { code?: string; message?: string };
-  const message = String(e?.message ?? err).split('\n')[0]!.slice(0, 120);
+  const message = String(e?.message ?? err)
+    .split('\n')[0]!
+    .slice(0, 120);
   return e?.code && !message.includes(e.code) ? `${e.code}: ${message}` : message;
 }
 
@@ -81,7 +83,8 @@ export function roundTrip(stream: Duplex, payload: Buffer, destroy = false, time
     };
     const onData = (d: Buffer) => {
       got = Buffer.concat([got, d]);
-      if (got.length >= payload.length) finish(got.equals(payload) ? undefined : got.length > payload.length ? `${got.length} bytes came back for ${payload.length}` : 'wrong bytes came back');
+      if (got.length >= payload.length)
+        finish(got.equals(payload) ? undefined : got.length > payload.length ? `${got.length} bytes came back for ${payload.length}` : 'wrong bytes came back');
     };
     const onError = (err: Error) => finish(`stream error: ${reasonOf(err)}`);
     const onClose = () => finish(`closed after ${got.length} of ${payload.length} bytes`);
@@ -127,7 +130,7 @@ export async function bulkEcho(open: Opener, total: number, path: string, stallM
     stream.on('data', (d: Buffer) => {
       if (failed) return;
       // The same chunk is written over and over: byte n must be chunk[n % chunk.length].
-      for (let at = 0; at < d.length && received + at < total; ) {
+      for (let at = 0; at < d.length && received + at < total;) {
         const offset = (received + at) % chunk.length;
         const n = Math.min(d.length - at, chunk.length - offset, total - received - at);
         if (!d.subarray(at, at + n).equals(chunk.subarray(offset, offset + n))) return fail(`wrong bytes at offset ${received + at}`);

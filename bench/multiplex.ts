@@ -45,12 +45,17 @@ export interface KubectlForward {
 
 /** `kubectl port-forward pod/NAME :PORT`, or undefined (with the reason printed) without kubectl. */
 export async function startKubectlPortForward(kubeconfig: string, namespace: string, pod: string, port: number): Promise<KubectlForward | undefined> {
-  const kubectl = (process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'kubectl')).find((p) => existsSync(p));
+  const kubectl = (process.env.PATH ?? '')
+    .split(delimiter)
+    .map((d) => join(d, 'kubectl'))
+    .find((p) => existsSync(p));
   if (!kubectl) {
     console.log('kubectl is not on PATH: the kubectl port-forward row is left out');
     return undefined;
   }
-  const proc: ChildProcess = spawn(kubectl, ['--kubeconfig', kubeconfig, '-n', namespace, 'port-forward', `pod/${pod}`, `:${port}`, '--address', '127.0.0.1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: ChildProcess = spawn(kubectl, ['--kubeconfig', kubeconfig, '-n', namespace, 'port-forward', `pod/${pod}`, `:${port}`, '--address', '127.0.0.1'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   proc.stdout!.on('data', (c: Buffer) => (out += c));
   proc.stderr!.on('data', (c: Buffer) => (out += c));
@@ -87,33 +92,39 @@ export async function connectionsPerSecond(open: Opener, ms: number, workers = 8
   const failures: Failures = {};
   const until = Date.now() + ms;
   const started = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: workers }, async () => {
-    while (Date.now() < until) {
-      let s: Duplex;
-      try {
-        s = await open();
-      } catch (err) {
-        countFailure(failures, `opening failed: ${reasonOf(err)}`);
-        continue;
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (Date.now() < until) {
+        let s: Duplex;
+        try {
+          s = await open();
+        } catch (err) {
+          countFailure(failures, `opening failed: ${reasonOf(err)}`);
+          continue;
+        }
+        const failure = await roundTrip(s, Buffer.from('c'), true);
+        if (failure) countFailure(failures, failure);
+        else done++;
       }
-      const failure = await roundTrip(s, Buffer.from('c'), true);
-      if (failure) countFailure(failures, failure);
-      else done++;
-    }
-  }));
+    }),
+  );
   return { perSecond: done / (Number(process.hrtime.bigint() - started) / 1e9), failures };
 }
 
 /** N streams open at once through `open`, 64 KiB each way per stream, each byte checked: how many came back intact, and why the others did not. */
 export async function concurrentIntact(open: Opener, n: number): Promise<{ intact: number; failures: Failures }> {
   const failures: Failures = {};
-  const streams = await Promise.all(Array.from({ length: n }, () => open().catch((err: unknown) => void countFailure(failures, `opening failed: ${reasonOf(err)}`))));
-  const ok = await Promise.all(streams.map(async (s) => {
-    if (!s) return false;
-    const failure = await roundTrip(s, randomBytes(64 * 1024), true);
-    if (failure) countFailure(failures, failure);
-    return !failure;
-  }));
+  const streams = await Promise.all(
+    Array.from({ length: n }, () => open().catch((err: unknown) => void countFailure(failures, `opening failed: ${reasonOf(err)}`))),
+  );
+  const ok = await Promise.all(
+    streams.map(async (s) => {
+      if (!s) return false;
+      const failure = await roundTrip(s, randomBytes(64 * 1024), true);
+      if (failure) countFailure(failures, failure);
+      return !failure;
+    }),
+  );
   return { intact: ok.filter(Boolean).length, failures };
 }
 
@@ -139,7 +150,9 @@ export async function reportMultiplex(sim: SimCluster, kubeconfig: string, rows:
     if (!f) continue;
     const cpu = f.cpuPerGiB === undefined ? '-' : f.cpuPerGiB.toFixed(2);
     const failed = Object.values(f.cpsFailures).reduce((a, b) => a + b, 0);
-    console.log(`${name.padEnd(34)} ${f.throughput.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}   ${f.cps.toFixed(0).padStart(7)}   ${String(failed).padStart(6)}   ${cpu.padStart(9)}`);
+    console.log(
+      `${name.padEnd(34)} ${f.throughput.toFixed(1).padStart(7)}   ${f.p50.toFixed(2).padStart(6)}   ${f.p99.toFixed(2).padStart(6)}   ${f.cps.toFixed(0).padStart(7)}   ${String(failed).padStart(6)}   ${cpu.padStart(9)}`,
+    );
   }
   for (const [name, f] of Object.entries(rows)) {
     if (f && Object.keys(f.cpsFailures).length > 0) console.log(`  conn/s failures on ${name}: ${describeFailures(f.cpsFailures)}`);
@@ -159,13 +172,24 @@ const failureCount = (f: Failures) => Object.values(f).reduce((a, b) => a + b, 0
  * only when neither side lost a connection while measuring (its conn/s failures): a path that
  * failed some rounds is not compared as if it had not.
  */
-export function multiplexTargets(rows: Record<string, PathFigures | undefined>, concurrent: number, run: { intact: number; failures: Failures }, tunnels: number): string[] {
-  const out = [`${concurrent} concurrent streams through a fresh proxy (a): ${run.intact} intact (64 KiB each way, each byte checked) over ${tunnels} ${tunnels === 1 ? 'tunnel' : 'tunnels'}; failures: ${describeFailures(run.failures)}`];
+export function multiplexTargets(
+  rows: Record<string, PathFigures | undefined>,
+  concurrent: number,
+  run: { intact: number; failures: Failures },
+  tunnels: number,
+): string[] {
+  const out = [
+    `${concurrent} concurrent streams through a fresh proxy (a): ${run.intact} intact (64 KiB each way, each byte checked) over ${tunnels} ${tunnels === 1 ? 'tunnel' : 'tunnels'}; failures: ${describeFailures(run.failures)}`,
+  ];
   const row = (k: string) => Object.entries(rows).find((e): e is [string, PathFigures] => e[1] !== undefined && e[0].startsWith(k));
   const [a, b, c] = [row('(a)'), row('(b)'), row('(c)')];
   const failed = (...sides: Array<[string, PathFigures]>) => sides.map(([name, f]): [string, number] => [name, failureCount(f.cpsFailures)]);
-  if (a && b) out.push(`target (a) p50 ≤ 0.50 × (b): ${(a[1].p50 / b[1].p50).toFixed(2)} × — ${judge(a[1].p50 <= 0.5 * b[1].p50, [a[1].p50, b[1].p50], failed(a, b))}`);
-  if (a && c) out.push(`target (a) throughput ≥ 1.00 × (c): ${(a[1].throughput / c[1].throughput).toFixed(2)} × — ${judge(a[1].throughput >= c[1].throughput, [a[1].throughput, c[1].throughput], failed(a, c))}`);
+  if (a && b)
+    out.push(`target (a) p50 ≤ 0.50 × (b): ${(a[1].p50 / b[1].p50).toFixed(2)} × — ${judge(a[1].p50 <= 0.5 * b[1].p50, [a[1].p50, b[1].p50], failed(a, b))}`);
+  if (a && c)
+    out.push(
+      `target (a) throughput ≥ 1.00 × (c): ${(a[1].throughput / c[1].throughput).toFixed(2)} × — ${judge(a[1].throughput >= c[1].throughput, [a[1].throughput, c[1].throughput], failed(a, c))}`,
+    );
   if (a?.[1].cpuPerGiB && c?.[1].cpuPerGiB) out.push(`(a) forwarding CPU per GiB vs (c): ${(a[1].cpuPerGiB / c[1].cpuPerGiB).toFixed(2)} ×`);
   out.push(`target ${concurrent} concurrent streams intact: ${judge(run.intact === concurrent, [run.intact])}`);
   return out;

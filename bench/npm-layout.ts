@@ -29,7 +29,9 @@ export async function npmLayout(): Promise<NpmLayout | undefined> {
   const command = [process.execPath, path.join(pkg, 'bin', 'kubectl-proxyout')];
   const env = { XDG_CACHE_HOME: path.join(pkg, 'cache') };
   const dispose = () => rmSync(pkg, { recursive: true, force: true });
-  const warm = await new Promise<Error | null>((resolve) => execFile(command[0]!, [command[1]!, '--help'], { env: { ...process.env, ...env } }, (err) => resolve(err)));
+  const warm = await new Promise<Error | null>((resolve) =>
+    execFile(command[0]!, [command[1]!, '--help'], { env: { ...process.env, ...env } }, (err) => resolve(err)),
+  );
   if (warm) {
     dispose();
     throw new Error(`the npm layout's first run (writing the code cache) failed: ${warm.message}`);
@@ -43,7 +45,10 @@ let shared: Promise<NpmLayout | undefined> | undefined;
  * The proxy the benchmarks measure: as npm installs it when the bundle is built (what users run;
  * `npm run bench` builds it), else the clone. One layout for the whole run, removed at exit.
  */
-export async function startBenchProxy(args: string[], opts: Parameters<typeof startProxyProcess>[1] & { nodeFlags?: string[] } = {}): ReturnType<typeof startProxyProcess> {
+export async function startBenchProxy(
+  args: string[],
+  opts: Parameters<typeof startProxyProcess>[1] & { nodeFlags?: string[] } = {},
+): ReturnType<typeof startProxyProcess> {
   shared ??= npmLayout().then((layout) => {
     if (layout) process.once('exit', () => layout.dispose());
     return layout;

@@ -32,7 +32,10 @@ import { decisionFigures, type DecisionFigures } from './real-big-decisions.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { writeResults } from './results.js';
 
-const SIZES = (process.env.BENCH_REAL_BIG_PODS ?? '5000,10000,20000').split(',').map(Number).filter((n) => n > 0);
+const SIZES = (process.env.BENCH_REAL_BIG_PODS ?? '5000,10000,20000')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 const PER_NODE = Number(process.env.BENCH_REAL_BIG_PODS_PER_NODE ?? 250);
 const QPS = Number(process.env.BENCH_REAL_BIG_QPS ?? 200);
 const WAIT_MS = Number(process.env.BENCH_REAL_BIG_WAIT_S ?? 1200) * 1000;
@@ -118,7 +121,15 @@ async function forwardCheck(socks: string): Promise<string> {
   return /^HTTP\/1\.1 200/.test(got) && got.includes(`namespace=${HTTP_APP.namespace}`) ? 'answered' : `unexpected answer: ${JSON.stringify(got.slice(0, 80))}`;
 }
 
-async function measure(cluster: RealCluster, relay: CountingRelay, audit: AuditLog, proxyKubeconfig: string, directKubeconfig: string, pods: number, fillS?: number): Promise<Row> {
+async function measure(
+  cluster: RealCluster,
+  relay: CountingRelay,
+  audit: AuditLog,
+  proxyKubeconfig: string,
+  directKubeconfig: string,
+  pods: number,
+  fillS?: number,
+): Promise<Row> {
   const objects = (await cluster.get<{ items: unknown[] }>('/api/v1/services')).items.length;
   const slices = (await cluster.get<{ items: unknown[] }>('/apis/discovery.k8s.io/v1/endpointslices')).items.length;
   const busyBefore = await quiet(cluster.dir);
@@ -138,8 +149,25 @@ async function measure(cluster: RealCluster, relay: CountingRelay, audit: AuditL
   const requests = (await audit.between(since, until)).summary();
   const decisions = await decisionFigures(cluster, directKubeconfig, audit);
   // Each size as it comes: a later size that fails leaves these.
-  log(`${pods} pods: control plane ${busyBefore.toFixed(2)} cores busy before, ${busyDuring.toFixed(2)} during; ready in ${Math.round(readyMs)} ms, RSS ${rssMiB.toFixed(1)} MiB, ${requests}, ${bytesIn} bytes in, forwarded: ${forwarded}, decision p99 ${decisions.p99us.toFixed(1)} µs`);
-  return { pods, services: objects, slices, fillS, readyMs, rssMiB, requests, bytesIn, bytesOut, forwarded, busyBefore, busyDuring, decisions, components: componentRss(cluster.dir) };
+  log(
+    `${pods} pods: control plane ${busyBefore.toFixed(2)} cores busy before, ${busyDuring.toFixed(2)} during; ready in ${Math.round(readyMs)} ms, RSS ${rssMiB.toFixed(1)} MiB, ${requests}, ${bytesIn} bytes in, forwarded: ${forwarded}, decision p99 ${decisions.p99us.toFixed(1)} µs`,
+  );
+  return {
+    pods,
+    services: objects,
+    slices,
+    fillS,
+    readyMs,
+    rssMiB,
+    requests,
+    bytesIn,
+    bytesOut,
+    forwarded,
+    busyBefore,
+    busyDuring,
+    decisions,
+    components: componentRss(cluster.dir),
+  };
 }
 
 if (!isBuilt()) {
@@ -151,7 +179,10 @@ const maxPods = Math.max(0, ...SIZES);
 const nodeCount = Math.max(1, Math.ceil((maxPods * 1.1) / PER_NODE));
 const work = await mkdtemp(path.join(os.tmpdir(), 'proxyout-real-big-'));
 const policy = path.join(work, 'audit-policy.yaml');
-await writeFile(policy, 'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [proxyout-cert-user]\n- level: None\n');
+await writeFile(
+  policy,
+  'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [proxyout-cert-user]\n- level: None\n',
+);
 const auditFile = path.join(work, 'audit.log');
 // 0: the upstream defaults (and the node stand-in's own).
 const qpsFlags = QPS > 0 ? [`--kube-api-qps=${QPS}`, `--kube-api-burst=${QPS * 2}`] : [];
@@ -197,7 +228,7 @@ try {
     rows.push(await measure(cluster, relay, audit, proxyKubeconfig, directKubeconfig, target * PODS_PER_BLOCK, fillS));
   }
 } catch (err) {
-  failures.push(`run failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+  failures.push(`run failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
 } finally {
   await relay?.close();
   await cluster.stop();
@@ -206,25 +237,40 @@ try {
 
 const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : '—');
 const mb = (n: number) => (n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : `${(n / 1e6).toFixed(1)} MB`);
-console.log(`\n## Big clusters against the real control plane (kube-apiserver v1.37.2, ${nodeCount} stand-in nodes; node ${process.version}, ${os.cpus().length} CPUs)\n`);
+console.log(
+  `\n## Big clusters against the real control plane (kube-apiserver v1.37.2, ${nodeCount} stand-in nodes; node ${process.version}, ${os.cpus().length} CPUs)\n`,
+);
 console.log(`The proxy: ${benchProxyForm()}. Per 1,000 pods ${SERVICES_PER_BLOCK} Deployments behind as many Services.\n`);
-console.log('| running pods | Services / EndpointSlices | pods ready after | time to ready | proxy RSS synced | start-up API requests | start-up bytes from / to the API server | decision p50 / p99 | API requests in those | Pod IP: first ask p50 / again p99 | forwarded |');
+console.log(
+  '| running pods | Services / EndpointSlices | pods ready after | time to ready | proxy RSS synced | start-up API requests | start-up bytes from / to the API server | decision p50 / p99 | API requests in those | Pod IP: first ask p50 / again p99 | forwarded |',
+);
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const d = r.decisions;
-  console.log(`| ${r.pods} | ${r.services} / ${r.slices} | ${r.fillS === undefined ? '—' : `${f(r.fillS)} s`} | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} MiB | ${r.requests} | ${mb(r.bytesIn)} / ${mb(r.bytesOut)} | ${f(d.p50us, 1)} / ${f(d.p99us, 1)} µs | ${d.apiRequests} | ${d.podIpCount ? `${f(d.podIpColdP50ms, 2)} ms / ${f(d.podIpWarmP99us, 1)} µs` : '—'} | ${r.forwarded} |`);
+  console.log(
+    `| ${r.pods} | ${r.services} / ${r.slices} | ${r.fillS === undefined ? '—' : `${f(r.fillS)} s`} | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} MiB | ${r.requests} | ${mb(r.bytesIn)} / ${mb(r.bytesOut)} | ${f(d.p50us, 1)} / ${f(d.p99us, 1)} µs | ${d.apiRequests} | ${d.podIpCount ? `${f(d.podIpColdP50ms, 2)} ms / ${f(d.podIpWarmP99us, 1)} µs` : '—'} | ${r.forwarded} |`,
+  );
 }
 console.log('');
 for (const r of rows) {
-  const outcomes = Object.entries(r.decisions.outcomes).map(([what, n]) => `${what} ${n}`).join(', ');
-  const comps = Object.entries(r.components).sort().map(([name, rss]) => `${name} ${f(rss / MiB)}`).join(', ');
-  console.log(`At ${r.pods} pods: control plane ${f(r.busyBefore, 2)} cores busy in the 5 s before the proxy started, ${f(r.busyDuring, 2)} during its start-up; the cache's heap in this process ${f(r.decisions.cacheHeapMiB, 1)} MiB; decisions ${outcomes || 'none'}; Pod IP look-ups ${r.decisions.podIpLookups} for ${r.decisions.podIpCount} IPs asked 3×; cluster RSS MiB: ${comps}.`);
+  const outcomes = Object.entries(r.decisions.outcomes)
+    .map(([what, n]) => `${what} ${n}`)
+    .join(', ');
+  const comps = Object.entries(r.components)
+    .sort()
+    .map(([name, rss]) => `${name} ${f(rss / MiB)}`)
+    .join(', ');
+  console.log(
+    `At ${r.pods} pods: control plane ${f(r.busyBefore, 2)} cores busy in the 5 s before the proxy started, ${f(r.busyDuring, 2)} during its start-up; the cache's heap in this process ${f(r.decisions.cacheHeapMiB, 1)} MiB; decisions ${outcomes || 'none'}; Pod IP look-ups ${r.decisions.podIpLookups} for ${r.decisions.podIpCount} IPs asked 3×; cluster RSS MiB: ${comps}.`,
+  );
 }
 const base = rows.find((r) => r.pods === 0);
 for (const r of rows.filter((x) => x.pods > 0)) {
   if (!base) break;
   const perPod = (mib: number, baseMib: number) => f(((mib - baseMib) * MiB) / r.pods);
-  console.log(`Above the empty cluster at ${r.pods} pods: RSS ${perPod(r.rssMiB, base.rssMiB)} bytes per pod (target ≤ 1024), the cache's heap ${perPod(r.decisions.cacheHeapMiB, base.decisions.cacheHeapMiB)}.`);
+  console.log(
+    `Above the empty cluster at ${r.pods} pods: RSS ${perPod(r.rssMiB, base.rssMiB)} bytes per pod (target ≤ 1024), the cache's heap ${perPod(r.decisions.cacheHeapMiB, base.decisions.cacheHeapMiB)}.`,
+  );
 }
 for (const failure of failures) console.log(`FAILED: ${failure}`);
 writeResults('real-big-cluster', {

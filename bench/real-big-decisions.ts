@@ -58,7 +58,9 @@ export async function decisionFigures(cluster: RealCluster, kubeconfig: string, 
       dests.push({ host: `${s.metadata.name}.${s.metadata.namespace}`, port: 80, type: 'domain' });
       if (s.spec.clusterIP && s.spec.clusterIP !== 'None') dests.push({ host: s.spec.clusterIP, port: 80, type: 'ipv4' });
     }
-    const ips = (await cluster.get<SliceList>('/apis/discovery.k8s.io/v1/endpointslices')).items.flatMap((s) => (s.endpoints ?? []).flatMap((e) => e.addresses));
+    const ips = (await cluster.get<SliceList>('/apis/discovery.k8s.io/v1/endpointslices')).items.flatMap((s) =>
+      (s.endpoints ?? []).flatMap((e) => e.addresses),
+    );
     const podIps = ips.filter((_, i) => i % Math.max(1, Math.floor(ips.length / POD_IPS)) === 0).slice(0, POD_IPS);
     const resolver = new Resolver(cache, 'cluster.local');
     const times: number[] = [];
@@ -71,7 +73,12 @@ export async function decisionFigures(cluster: RealCluster, kubeconfig: string, 
       // A refusal (no ready endpoint) is a decision too; every outcome is counted and printed.
       await resolver.resolve(d).then(
         () => count('answered'),
-        (err: unknown) => count(err instanceof ProxyError ? `${err.name} (SOCKS 0x0${err.socksReply.toString(16)})` : `unexpected ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`),
+        (err: unknown) =>
+          count(
+            err instanceof ProxyError
+              ? `${err.name} (SOCKS 0x0${err.socksReply.toString(16)})`
+              : `unexpected ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`,
+          ),
       );
       times.push((performance.now() - t) * 1000);
     }
@@ -81,7 +88,9 @@ export async function decisionFigures(cluster: RealCluster, kubeconfig: string, 
     for (const list of [cold, warm, warm]) {
       for (const ip of podIps) {
         const t = performance.now();
-        await resolver.resolve({ host: ip, port: 8080, type: 'ipv4' }).catch((err: unknown) => count(`Pod IP ${err instanceof Error ? err.name : String(err)}`));
+        await resolver
+          .resolve({ host: ip, port: 8080, type: 'ipv4' })
+          .catch((err: unknown) => count(`Pod IP ${err instanceof Error ? err.name : String(err)}`));
         list.push((performance.now() - t) * 1000);
       }
     }
@@ -90,9 +99,13 @@ export async function decisionFigures(cluster: RealCluster, kubeconfig: string, 
     cold.sort((a, b) => a - b);
     warm.sort((a, b) => a - b);
     return {
-      p50us: percentile(times, 50), p99us: percentile(times, 99),
-      apiRequests: (await audit.between(t0, t1)).events.filter((e) => e.verb !== 'watch').length, outcomes,
-      podIpCount: podIps.length, podIpColdP50ms: percentile(cold, 50) / 1000, podIpWarmP99us: percentile(warm, 99),
+      p50us: percentile(times, 50),
+      p99us: percentile(times, 99),
+      apiRequests: (await audit.between(t0, t1)).events.filter((e) => e.verb !== 'watch').length,
+      outcomes,
+      podIpCount: podIps.length,
+      podIpColdP50ms: percentile(cold, 50) / 1000,
+      podIpWarmP99us: percentile(warm, 99),
       podIpLookups: (await audit.between(t1, t2)).events.filter((e) => e.verb !== 'watch').length,
       cacheHeapMiB,
     };

@@ -58,7 +58,10 @@ function deployment(a: App): unknown {
             {
               name: 'app',
               image: `${a.image}:1.4.2`,
-              ports: [{ name: 'http', containerPort: 8080 }, { name: 'metrics', containerPort: 9090 }],
+              ports: [
+                { name: 'http', containerPort: 8080 },
+                { name: 'metrics', containerPort: 9090 },
+              ],
               env: [
                 { name: 'APP_NAME', value: a.name },
                 { name: 'LOG_LEVEL', value: 'info' },
@@ -93,9 +96,11 @@ function service(a: App): unknown {
 /** Runs fn over items, `width` at a time. */
 async function pool<T>(items: T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
 async function create(cluster: RealCluster, path: string, body: unknown): Promise<void> {
@@ -172,11 +177,19 @@ export async function waitForPods(cluster: RealCluster, pods: number, timeoutMs:
     last = await progress(cluster);
     if (last.readyPods >= pods && last.endpoints >= pods) return last;
     if (Date.now() - lastLog > 15_000) {
-      log(`${Math.round((Date.now() - started) / 1000)} s: ${last.readyPods} of ${pods} pods ready, ${last.endpoints} ready endpoints in ${last.slices} EndpointSlices`);
+      log(
+        `${Math.round((Date.now() - started) / 1000)} s: ${last.readyPods} of ${pods} pods ready, ${last.endpoints} ready endpoints in ${last.slices} EndpointSlices`,
+      );
       lastLog = Date.now();
     }
-    if (memAvailable() < MEMORY_FLOOR) throw new Error(`the machine's available memory fell to ${(memAvailable() / 2 ** 30).toFixed(1)} GiB (floor ${MEMORY_FLOOR / 2 ** 30} GiB) at ${last.readyPods} of ${pods} pods ready`);
-    if (Date.now() - started > timeoutMs) throw new Error(`${pods} pods not ready within ${timeoutMs / 1000} s: ${last.readyPods} pods ready, ${last.endpoints} ready endpoints in ${last.slices} EndpointSlices`);
+    if (memAvailable() < MEMORY_FLOOR)
+      throw new Error(
+        `the machine's available memory fell to ${(memAvailable() / 2 ** 30).toFixed(1)} GiB (floor ${MEMORY_FLOOR / 2 ** 30} GiB) at ${last.readyPods} of ${pods} pods ready`,
+      );
+    if (Date.now() - started > timeoutMs)
+      throw new Error(
+        `${pods} pods not ready within ${timeoutMs / 1000} s: ${last.readyPods} pods ready, ${last.endpoints} ready endpoints in ${last.slices} EndpointSlices`,
+      );
     await delay(3_000);
   }
 }

@@ -11,7 +11,10 @@ export class CountingRelay {
   toServer = 0;
   private readonly sockets = new Set<net.Socket>();
 
-  private constructor(private readonly server: net.Server, readonly url: string) {}
+  private constructor(
+    private readonly server: net.Server,
+    readonly url: string,
+  ) {}
 
   /** A relay to target (https://127.0.0.1:PORT) on a free loopback port. */
   static async start(target: URL): Promise<CountingRelay> {
@@ -71,7 +74,9 @@ export class AuditWindow {
     const watches = by((e) => e.verb === 'watch');
     const watchLists = by((e) => e.verb === 'watch' && /[?&]sendInitialEvents=true/.test(e.requestURI));
     const other = this.count - lists - watches;
-    const failed = this.events.filter((e) => (e.responseStatus?.code ?? 200) >= 400).map((e) => `${e.verb} ${e.requestURI.split('?')[0]} ${e.responseStatus?.code}`);
+    const failed = this.events
+      .filter((e) => (e.responseStatus?.code ?? 200) >= 400)
+      .map((e) => `${e.verb} ${e.requestURI.split('?')[0]} ${e.responseStatus?.code}`);
     return `${this.count} (${lists} list of which ${continued} continued, ${watches} watch of which ${watchLists} watch-list, ${other} other${failed.length ? `; answered ≥ 400: ${failed.join(', ')}` : ''})`;
   }
 }

@@ -97,7 +97,14 @@ async function download(open: Opener, path: string, bytes: number): Promise<numb
 function ratioLine(what: string, ours: number[], theirs: number[], target: string, ok: (r: number) => boolean): string {
   const ofMedians = median(ours) / median(theirs);
   const paired = median(ours.map((o, i) => o / theirs[i]!));
-  const verdict = !Number.isFinite(ofMedians) || !Number.isFinite(paired) ? judge(false, [ofMedians, paired]) : ok(ofMedians) && ok(paired) ? 'met' : ok(ofMedians) || ok(paired) ? 'met by one estimator only' : 'NOT met';
+  const verdict =
+    !Number.isFinite(ofMedians) || !Number.isFinite(paired)
+      ? judge(false, [ofMedians, paired])
+      : ok(ofMedians) && ok(paired)
+        ? 'met'
+        : ok(ofMedians) || ok(paired)
+          ? 'met by one estimator only'
+          : 'NOT met';
   return `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} × (target ${target}: ${verdict})`;
 }
 
@@ -143,15 +150,33 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
     const kubeconfig = await kubeconfigBehind(cluster, rttMs, stops);
     // BENCH_PROXY_NODE_FLAGS="--cpu-prof --cpu-prof-dir=DIR" profiles the proxy (written at its exit).
     const nodeFlags = (process.env.BENCH_PROXY_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-    const proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'], { nodeFlags });
+    const proxy = await startBenchProxy(
+      ['--kubeconfig', kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'],
+      { nodeFlags },
+    );
     stops.push(() => proxy.stop());
     const kEcho = await startKubectlPortForward(kubeconfig, 'shop', 'echo-0', 7000);
     const kBulk = await startKubectlPortForward(kubeconfig, 'shop', bulkPod, 9000);
     if (!kEcho || !kBulk) throw new Error('kubectl port-forward did not start');
-    stops.push(() => kEcho.stop(), () => kBulk.stop());
+    stops.push(
+      () => kEcho.stop(),
+      () => kBulk.stop(),
+    );
     const paths = [
-      { name: 'proxy', echo: socksOpener(proxy.socks!, 'echo.shop', 7000), bulk: socksDownloadOpener(proxy.socks!, `${bulkService}.shop`, 9000), pid: proxy.proc.pid!, downloadPid: proxy.proc.pid! },
-      { name: 'kubectl port-forward', echo: tcpOpener('127.0.0.1', kEcho.port), bulk: tcpOpener('127.0.0.1', kBulk.port), pid: kEcho.pid, downloadPid: kBulk.pid },
+      {
+        name: 'proxy',
+        echo: socksOpener(proxy.socks!, 'echo.shop', 7000),
+        bulk: socksDownloadOpener(proxy.socks!, `${bulkService}.shop`, 9000),
+        pid: proxy.proc.pid!,
+        downloadPid: proxy.proc.pid!,
+      },
+      {
+        name: 'kubectl port-forward',
+        echo: tcpOpener('127.0.0.1', kEcho.port),
+        bulk: tcpOpener('127.0.0.1', kBulk.port),
+        pid: kEcho.pid,
+        downloadPid: kBulk.pid,
+      },
     ];
     for (const p of paths) {
       await bulkEcho(p.echo, bulkBytes, `${p.name} (warm-up)`);
@@ -169,20 +194,29 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
         f.downCpu.push((cpuSecondsOf(p.downloadPid) - before) / (bulkBytes / 2 ** 30));
       }
     }
-    const latency = await interleavedFirstByteRounds(paths.map((p) => ({ name: p.name, echo: p.echo })), latencyRounds);
+    const latency = await interleavedFirstByteRounds(
+      paths.map((p) => ({ name: p.name, echo: p.echo })),
+      latencyRounds,
+    );
     const where = rttMs === 0 ? 'loopback' : `API server behind a link of ${rttMs} ms round trip`;
-    console.log(`\nForwarding cost through a real control plane (kube-apiserver v1.37.2, the CRI streaming server; ${where}), ${bulkBytes >> 20} MiB, median of ${ROUNDS} interleaved rounds, ${latencyRounds} connections`);
+    console.log(
+      `\nForwarding cost through a real control plane (kube-apiserver v1.37.2, the CRI streaming server; ${where}), ${bulkBytes >> 20} MiB, median of ${ROUNDS} interleaved rounds, ${latencyRounds} connections`,
+    );
     console.log(`path                        echo MiB/s  cpu s/GiB   download MiB/s  cpu s/GiB   first byte p50 / p99 ms`);
     for (const p of paths) {
       const f = figures[p.name]!;
-      console.log(`${p.name.padEnd(28)}${median(f.echoMibs).toFixed(1).padStart(10)}  ${median(f.echoCpu).toFixed(2).padStart(9)}   ${median(f.downMibs).toFixed(1).padStart(14)}  ${median(f.downCpu).toFixed(2).padStart(9)}   ${latency[p.name]!.p50.toFixed(2)} / ${latency[p.name]!.p99.toFixed(2)}`);
+      console.log(
+        `${p.name.padEnd(28)}${median(f.echoMibs).toFixed(1).padStart(10)}  ${median(f.echoCpu).toFixed(2).padStart(9)}   ${median(f.downMibs).toFixed(1).padStart(14)}  ${median(f.downCpu).toFixed(2).padStart(9)}   ${latency[p.name]!.p50.toFixed(2)} / ${latency[p.name]!.p99.toFixed(2)}`,
+      );
     }
     const [ours, theirs] = [figures.proxy!, figures['kubectl port-forward']!];
     console.log(ratioLine('echo CPU per GiB', ours.echoCpu, theirs.echoCpu, '≤ 0.8', (x) => x <= 0.8));
     console.log(ratioLine('download CPU per GiB', ours.downCpu, theirs.downCpu, '≤ 0.8', (x) => x <= 0.8));
     console.log(ratioLine('download throughput', ours.downMibs, theirs.downMibs, '≥ 1.1', (x) => x >= 1.1));
     const [lo, lk] = [latency.proxy!, latency['kubectl port-forward']!];
-    console.log(`first byte p99 (client in this process): ${lo.p99.toFixed(2)} ms against ${lk.p99.toFixed(2)} ms (target ≤ kubectl's: ${lo.p99 <= lk.p99 ? 'met' : 'NOT met'})`);
+    console.log(
+      `first byte p99 (client in this process): ${lo.p99.toFixed(2)} ms against ${lk.p99.toFixed(2)} ms (target ≤ kubectl's: ${lo.p99 <= lk.p99 ? 'met' : 'NOT met'})`,
+    );
     for (const p of paths) figures[p.name]!.firstByte = { p50: latency[p.name]!.p50, p99: latency[p.name]!.p99 };
     result.paths = figures;
   } catch (err) {

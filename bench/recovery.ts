@@ -54,7 +54,12 @@ function answerOf(socket: import('node:net').Socket): Promise<string> {
 }
 
 /** Requests back to back for `ms` to every host: failures by reason, and when `watched` first answered. */
-async function requestsFor(socks: string, targets: Array<[string, number]>, watched: string, ms: number): Promise<{ failures: Failures; failed: number; total: number; firstOk?: number }> {
+async function requestsFor(
+  socks: string,
+  targets: Array<[string, number]>,
+  watched: string,
+  ms: number,
+): Promise<{ failures: Failures; failed: number; total: number; firstOk?: number }> {
   const started = Date.now();
   const failures: Failures = {};
   let failed = 0;
@@ -93,13 +98,28 @@ async function freeze(): Promise<string> {
     proxy.proc.kill('SIGSTOP');
     const pods = await apiGet(cluster.sim, '/api/v1/namespaces/shop/pods?labelSelector=app%3Dweb');
     for (const pod of pods.items as Array<{ metadata: { name: string } }>) await cluster.sim.deletePod('shop', pod.metadata.name);
-    for (let i = 0; i < 2; i++) await cluster.sim.createPod({ namespace: 'shop', name: `web-slept-${i}`, labels: { app: 'web' }, ports: [{ name: 'http', containerPort: 8081, backend: 'http' }] });
+    for (let i = 0; i < 2; i++)
+      await cluster.sim.createPod({
+        namespace: 'shop',
+        name: `web-slept-${i}`,
+        labels: { app: 'web' },
+        ports: [{ name: 'http', containerPort: 8081, backend: 'http' }],
+      });
     await addService(cluster, 'slept');
     cluster.sim.compact();
     cluster.sim.dropWatches();
     await new Promise((r) => setTimeout(r, FREEZE_S * 1000));
     proxy.proc.kill('SIGCONT');
-    const r = await requestsFor(proxy.socks!, [['slept.shop', 80], ['web.shop', 8080], ['api.shop', 80]], 'slept.shop', AFTER_MS);
+    const r = await requestsFor(
+      proxy.socks!,
+      [
+        ['slept.shop', 80],
+        ['web.shop', 8080],
+        ['api.shop', 80],
+      ],
+      'slept.shop',
+      AFTER_MS,
+    );
     return line(`after a ${FREEZE_S} s freeze (SIGSTOP; pods replaced, history compacted, a Service created)`, r, 'SIGCONT');
   } finally {
     proxy.proc.kill('SIGCONT');
@@ -121,7 +141,15 @@ async function deadPath(): Promise<string> {
     gate.set('blackhole');
     await new Promise((r) => setTimeout(r, DEAD_S * 1000));
     gate.set('pass');
-    const r = await requestsFor(proxy.socks!, [['web.shop', 8080], ['api.shop', 80]], 'web.shop', AFTER_MS);
+    const r = await requestsFor(
+      proxy.socks!,
+      [
+        ['web.shop', 8080],
+        ['api.shop', 80],
+      ],
+      'web.shop',
+      AFTER_MS,
+    );
     return line(`after a ${DEAD_S} s dead path (bytes silently dropped, then flowing)`, r, "the path's return");
   } finally {
     gate.set('pass');

@@ -15,7 +15,11 @@ const DEFAULT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 function commit(): string | undefined {
   try {
     const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: path.dirname(DEFAULT_DIR), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: path.dirname(DEFAULT_DIR), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
+      cwd: path.dirname(DEFAULT_DIR),
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
     return dirty ? `${head}+dirty` : head;
   } catch {
     return undefined; // not a git checkout, or no git
@@ -38,7 +42,11 @@ export function writeResults(name: string, data: unknown): string | undefined {
     memoryGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
     kernel: `${os.type()} ${os.release()}`,
     commit: commit(),
-    settings: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_')).sort()),
+    settings: Object.fromEntries(
+      Object.entries(process.env)
+        .filter(([k]) => k.startsWith('BENCH_'))
+        .sort(),
+    ),
     figures: data,
   };
   try {

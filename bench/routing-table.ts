@@ -16,7 +16,10 @@ function bigTable(): { table: RoutingTable; views: Map<string, ClusterView> } {
   for (let i = 0; i < ROUTES; i++) {
     const name = `c${i}`;
     routes.push({
-      kind: 'cluster', name, context: name, origin: 'bench',
+      kind: 'cluster',
+      name,
+      context: name,
+      origin: 'bench',
       include: [`${name}.example.com`, `${name}.corp.example.net`],
       exclude: [`legacy.${name}.example.com`],
       cidrs: [`10.${i >> 8}.${i & 255}.0/24`],
@@ -61,7 +64,11 @@ export function reportRoutingTable(): void {
   console.log(`\nRouting decisions with ${ROUTES} routes (table built in ${buildMs.toFixed(1)} ms):`);
   console.log('destination                            decisions/s');
   for (const [label, hosts] of rows) {
-    console.log(`${label.padEnd(36)} ${Math.round(perSecond(hosts, (h) => matcher.matchHost(h))).toLocaleString('en-US').padStart(14)}`);
+    console.log(
+      `${label.padEnd(36)} ${Math.round(perSecond(hosts, (h) => matcher.matchHost(h)))
+        .toLocaleString('en-US')
+        .padStart(14)}`,
+    );
   }
   const p0 = process.hrtime.bigint();
   const pac = generatePac(matcher, { socks: { host: '127.0.0.1', port: 1080 } });

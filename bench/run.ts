@@ -21,7 +21,18 @@ import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
 import { reportStartup } from './startup.js';
 import { reportRecovery } from './recovery.js';
-import { connectionsPerSecond, countFailure, describeFailures, reportMultiplex, socksOpener, startKubectlPortForward, tcpOpener, type Failures, type Opener, type PathFigures } from './multiplex.js';
+import {
+  connectionsPerSecond,
+  countFailure,
+  describeFailures,
+  reportMultiplex,
+  socksOpener,
+  startKubectlPortForward,
+  tcpOpener,
+  type Failures,
+  type Opener,
+  type PathFigures,
+} from './multiplex.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 256) << 20;
 const LATENCY_ROUNDS = Number(process.env.BENCH_LATENCY_ROUNDS ?? 200);
@@ -64,12 +75,18 @@ const openers: Record<string, Opener> = {
 };
 
 console.log(`kubectl-proxyout benchmark — node ${process.version}, ${new Date().toISOString()}; the proxy measured: ${benchProxyForm()}`);
-console.log(`echo backend pod data/${echoPod}; bulk ${BULK_BYTES >> 20} MiB each way (median of ${ROUNDS} rounds); ${LATENCY_ROUNDS} latency rounds; ${CONCURRENT} concurrent streams\n`);
+console.log(
+  `echo backend pod data/${echoPod}; bulk ${BULK_BYTES >> 20} MiB each way (median of ${ROUNDS} rounds); ${LATENCY_ROUNDS} latency rounds; ${CONCURRENT} concurrent streams\n`,
+);
 
 // Bulk throughput swings with whatever else the two cores run: paths take turns for BENCH_ROUNDS
 // rounds and each keeps its median. CPU seconds per GiB of the forwarding process (proxy,
 // kubectl) does not depend on that contention, so it is printed too.
-const forwarderPid: Record<string, number | undefined> = { 'proxy (SOCKS5)': proxy.proc.pid, 'proxy, WebSocket/stream': proxyWs.proc.pid, 'kubectl port-forward': kubectlPf?.pid };
+const forwarderPid: Record<string, number | undefined> = {
+  'proxy (SOCKS5)': proxy.proc.pid,
+  'proxy, WebSocket/stream': proxyWs.proc.pid,
+  'kubectl port-forward': kubectlPf?.pid,
+};
 const throughput: Record<string, number> = {};
 const cpuPerGiB: Record<string, number | undefined> = {};
 const latency: Record<string, { p50: number; p99: number }> = {};
@@ -111,7 +128,9 @@ for (let i = 0; i < 1000; i++) {
 }
 const c = sim.counters;
 const apiPerThousand = c.total - c.portForward - c.watch;
-console.log(`\nAPI requests per 1,000 new connections once warm: ${apiPerThousand} (port-forward upgrades: ${c.portForward}; background watch renewals meanwhile: ${c.watch})`);
+console.log(
+  `\nAPI requests per 1,000 new connections once warm: ${apiPerThousand} (port-forward upgrades: ${c.portForward}; background watch renewals meanwhile: ${c.watch})`,
+);
 
 // Many concurrent idle streams: do they all work, and what does each cost the proxy in RSS?
 // First let the streams just closed linger out (v4 has no half-close: a client's FIN keeps its
@@ -120,7 +139,9 @@ await new Promise((r) => setTimeout(r, 1500));
 const rssBefore = rssOf(proxy.proc.pid!);
 const concurrentFailures: Failures = {};
 const streams = await Promise.all(
-  Array.from({ length: CONCURRENT }, () => openers['proxy (SOCKS5)']!().catch((err: unknown) => void countFailure(concurrentFailures, `opening failed: ${reasonOf(err)}`))),
+  Array.from({ length: CONCURRENT }, () =>
+    openers['proxy (SOCKS5)']!().catch((err: unknown) => void countFailure(concurrentFailures, `opening failed: ${reasonOf(err)}`)),
+  ),
 );
 const ok = await Promise.all(
   streams.map(async (s) => {
@@ -137,7 +158,9 @@ const good = ok.filter(Boolean).length;
 const kibPerStream = good > 0 ? (rssAfter - rssBefore) / 1024 / good : NaN;
 const perStream = good > 0 ? `${kibPerStream.toFixed(1)} KiB per open stream` : 'no stream open: no RSS per stream';
 const concurrentFailed = Object.values(concurrentFailures).reduce((a, b) => a + b, 0);
-console.log(`${CONCURRENT} concurrent streams through proxy (SOCKS5): ${good} succeeded, failures: ${describeFailures(concurrentFailures)}; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${perStream}`);
+console.log(
+  `${CONCURRENT} concurrent streams through proxy (SOCKS5): ${good} succeeded, failures: ${describeFailures(concurrentFailures)}; proxy RSS ${mib(rssBefore)} → ${mib(rssAfter)} MiB, ${perStream}`,
+);
 for (const s of streams) s?.destroy();
 
 // Soak: streams held through faults injected around them (bench/soak.ts).
@@ -146,7 +169,12 @@ if (SOAK_SECONDS > 0) {
   const r = await soak(sim, proxy.socks!, proxy.proc.pid!, { seconds: SOAK_SECONDS, held: SOAK_STREAMS, downloaders: 8, faultEveryMs: 2000 });
   console.log(describeSoak(r, mib));
 }
-const muxRows = { '(a) proxy, SPDY tunnel': 'proxy (SOCKS5)', '(b) proxy, WebSocket per stream': 'proxy, WebSocket/stream', '(c) kubectl port-forward': 'kubectl port-forward', '(d) direct TCP': 'direct TCP' };
+const muxRows = {
+  '(a) proxy, SPDY tunnel': 'proxy (SOCKS5)',
+  '(b) proxy, WebSocket per stream': 'proxy, WebSocket/stream',
+  '(c) kubectl port-forward': 'kubectl port-forward',
+  '(d) direct TCP': 'direct TCP',
+};
 const muxFigures: Record<string, PathFigures | undefined> = {};
 for (const [row, name] of Object.entries(muxRows)) {
   if (!openers[name]) continue;

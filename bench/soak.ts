@@ -96,9 +96,19 @@ export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: 
   const deadline = Date.now() + o.seconds * 1000;
   const over = () => Date.now() >= deadline;
   const result: SoakResult = {
-    seconds: o.seconds, held: o.held, heldCut: 0, downloads: 0, downloadsCut: 0, downloadsCutWithoutFault: 0, downloadsRefused: 0, failures: { held: {}, downloads: {} },
-    bytesMoved: 0, bytesLost: 0, faults: { podDeletions: 0, backendResets: 0, droppedWatches: 0 },
-    rssStart: rssOf(proxyPid), rssEnd: 0,
+    seconds: o.seconds,
+    held: o.held,
+    heldCut: 0,
+    downloads: 0,
+    downloadsCut: 0,
+    downloadsCutWithoutFault: 0,
+    downloadsRefused: 0,
+    failures: { held: {}, downloads: {} },
+    bytesMoved: 0,
+    bytesLost: 0,
+    faults: { podDeletions: 0, backendResets: 0, droppedWatches: 0 },
+    rssStart: rssOf(proxyPid),
+    rssEnd: 0,
   };
   const holding = Array.from({ length: o.held }, () => holdEcho(socks, over));
 
@@ -138,7 +148,10 @@ export async function soak(sim: SimCluster, socks: string, proxyPid: number, o: 
   for (let i = 0; !over(); i++) {
     await sleep(o.faultEveryMs);
     if (over()) break;
-    const list = await apiGet<{ items: Array<{ metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string } }> }>(sim, '/api/v1/namespaces/shop/pods');
+    const list = await apiGet<{ items: Array<{ metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string } }> }>(
+      sim,
+      '/api/v1/namespaces/shop/pods',
+    );
     const pods = list.items.filter((p) => p.metadata.labels?.app === 'web' && !p.metadata.deletionTimestamp).map((p) => p.metadata.name);
     const victim = pods[Math.floor(Math.random() * pods.length)];
     if (!victim) continue;

@@ -32,7 +32,9 @@ export async function reportSsh(kubeconfig: string, bulkBytes: number, rounds: n
     await copyFile(lab.writeConfig('bench', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${knownHosts}`, 'BatchMode yes'] }), sshConfig);
     const config = path.join(lab.dir, 'proxyout.yaml');
     await writeFile(config, `routes:\n  - name: jump\n    kind: ssh\n    ssh: { host: jump2 }\n    cidrs: [10.77.23.0/24]\n`);
-    proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn'], { env: { HOME: home, SSH_AUTH_SOCK: '' } });
+    proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn'], {
+      env: { HOME: home, SSH_AUTH_SOCK: '' },
+    });
     const dPort = await freePort();
     const d = spawn('ssh', ['-F', sshConfig, '-N', '-D', `127.0.0.1:${dPort}`, 'jump2'], { stdio: 'ignore' });
     children.push(d);
@@ -47,7 +49,8 @@ export async function reportSsh(kubeconfig: string, bulkBytes: number, rounds: n
       '(c) ssh -W per connection': sshW,
     };
     const mibs: Record<string, number[]> = {};
-    for (let r = 0; r < rounds; r++) for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes, `${name}, round ${r + 1}`));
+    for (let r = 0; r < rounds; r++)
+      for (const [name, open] of Object.entries(openers)) (mibs[name] ??= []).push(await bulkEcho(open, bulkBytes, `${name}, round ${r + 1}`));
     console.log('\nSSH jump hosts (two hops, network namespaces): echo through the chain');
     console.log('path                          MiB/s   first byte p50 ms   p99 ms');
     const figures: Record<string, { mibs: number; p50: number }> = {};

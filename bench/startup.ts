@@ -44,7 +44,14 @@ function timed(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<Ru
     const started = process.hrtime.bigint();
     execFile(file, args, { env: { ...process.env, ...env }, encoding: 'utf8', timeout: TIMEOUT_MS }, (err, stdout, stderr) => {
       const failure = runFailure(err, TIMEOUT_MS);
-      resolve({ ms: Number(process.hrtime.bigint() - started) / 1e6, code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, command: [file, ...args].join(' '), failure });
+      resolve({
+        ms: Number(process.hrtime.bigint() - started) / 1e6,
+        code: err ? (typeof err.code === 'number' ? err.code : 1) : 0,
+        stdout,
+        stderr,
+        command: [file, ...args].join(' '),
+        failure,
+      });
     });
   });
 }
@@ -158,11 +165,17 @@ export async function reportStartup(cluster: TestCluster): Promise<StartupRow[]>
   const ms = (v: number) => v.toFixed(0).padStart(8);
   console.log(`\nStart-up (median of ${ROUNDS}; connect = until the daemon listens with synced caches; RSS of the idle daemon)`);
   console.log(`what                          --help ms  status ms  connect ms  RSS 1 s MiB  RSS ${SETTLE_S} s MiB`);
-  for (const r of rows) console.log(`${r.what.padEnd(28)}${ms(r.helpMs)}   ${ms(r.statusMs)}    ${ms(r.connectMs)}    ${r.idleRssMiB.toFixed(1).padStart(8)}    ${r.settledRssMiB?.toFixed(1).padStart(8) ?? '       -'}`);
+  for (const r of rows)
+    console.log(
+      `${r.what.padEnd(28)}${ms(r.helpMs)}   ${ms(r.statusMs)}    ${ms(r.connectMs)}    ${r.idleRssMiB.toFixed(1).padStart(8)}    ${r.settledRssMiB?.toFixed(1).padStart(8) ?? '       -'}`,
+    );
   if (!existsSync(packagedBinary)) console.log(`single executable: not built (npm run package)`);
-  if (typeof kubectl === 'object') console.log(`kubectl version --client: ${kubectl.versionMs.toFixed(0)} ms; kubectl get ns (same cluster): ${kubectl.getNsMs.toFixed(0)} ms`);
+  if (typeof kubectl === 'object')
+    console.log(`kubectl version --client: ${kubectl.versionMs.toFixed(0)} ms; kubectl get ns (same cluster): ${kubectl.getNsMs.toFixed(0)} ms`);
   else console.log(`kubectl: no figures (${kubectl})`);
-  console.log(`Targets: --help and status ≤ 150 ms; connect ≤ 1 s; idle daemon RSS ≤ 80 MiB (read ${SETTLE_S} s after connect, when the start-up heap is given back).`);
+  console.log(
+    `Targets: --help and status ≤ 150 ms; connect ≤ 1 s; idle daemon RSS ≤ 80 MiB (read ${SETTLE_S} s after connect, when the start-up heap is given back).`,
+  );
   return rows;
 }
 

@@ -39,22 +39,24 @@ export function renderManifest({ version, baseUrl, homepage, archives }) {
       version,
       ...(homepage ? { homepage } : {}),
       shortDescription: 'SOCKS5/HTTP proxy into clusters via port-forward',
-      description: [
-        'A local SOCKS5 and HTTP proxy into your Kubernetes clusters. Point curl, a browser or any',
-        'proxy-aware tool at it and Service names (web.shop.svc.cluster.local:8080), ClusterIPs and',
-        "Pod IPs just work: every TCP stream rides the API server's pod port-forward, so it works",
-        'wherever `kubectl port-forward` works — no VPN routes, no admin rights, nothing installed in',
-        'the cluster. Uses your kubeconfig as kubectl does.',
-      ].join('\n') + '\n',
-      caveats: [
-        'Start a proxy in the foreground (Ctrl-C stops it):',
-        '  kubectl proxyout --context CONTEXT',
-        '  curl --proxy socks5h://127.0.0.1:1080 http://web.NAMESPACE:8080/',
-        'or keep one running in the background:',
-        '  kubectl proxyout connect --socks --context CONTEXT',
-        'Something wrong? `kubectl proxyout doctor` checks the kubeconfig, the API server,',
-        'RBAC (list/watch services, endpointslices, pods; create pods/portforward) and says how to fix it.',
-      ].join('\n') + '\n',
+      description:
+        [
+          'A local SOCKS5 and HTTP proxy into your Kubernetes clusters. Point curl, a browser or any',
+          'proxy-aware tool at it and Service names (web.shop.svc.cluster.local:8080), ClusterIPs and',
+          "Pod IPs just work: every TCP stream rides the API server's pod port-forward, so it works",
+          'wherever `kubectl port-forward` works — no VPN routes, no admin rights, nothing installed in',
+          'the cluster. Uses your kubeconfig as kubectl does.',
+        ].join('\n') + '\n',
+      caveats:
+        [
+          'Start a proxy in the foreground (Ctrl-C stops it):',
+          '  kubectl proxyout --context CONTEXT',
+          '  curl --proxy socks5h://127.0.0.1:1080 http://web.NAMESPACE:8080/',
+          'or keep one running in the background:',
+          '  kubectl proxyout connect --socks --context CONTEXT',
+          'Something wrong? `kubectl proxyout doctor` checks the kubeconfig, the API server,',
+          'RBAC (list/watch services, endpointslices, pods; create pods/portforward) and says how to fix it.',
+        ].join('\n') + '\n',
       platforms,
     },
   };

@@ -45,7 +45,8 @@ function layerProblems(file, text) {
   for (const { line, n } of codeLines(text)) {
     for (const m of line.matchAll(IMPORT)) {
       const spec = m[1] ?? m[2];
-      if (spec.startsWith('@oclif/') && !OCLIF_ALLOWED.includes(folder)) out.push(`${file}:${n}: imports ${spec}; only src/${OCLIF_ALLOWED.join(' and src/')} may`);
+      if (spec.startsWith('@oclif/') && !OCLIF_ALLOWED.includes(folder))
+        out.push(`${file}:${n}: imports ${spec}; only src/${OCLIF_ALLOWED.join(' and src/')} may`);
       if (!spec.startsWith('.') || folder.endsWith('.ts')) continue;
       const target = normalize(join(dirname(file), spec)).split(sep);
       const to = target.length > 2 && target[0] === 'src' ? target[1] : undefined;

@@ -65,7 +65,9 @@ await build({
       name: 'client-node-gen-slim',
       setup(b) {
         b.onResolve({ filter: /^\.\/gen\/index\.js$/ }, (args) =>
-          /@kubernetes[\\/]client-node[\\/]dist[\\/]config\.js$/.test(args.importer) ? { path: path.join(root, 'scripts', 'client-node-gen-slim.mjs') } : undefined,
+          /@kubernetes[\\/]client-node[\\/]dist[\\/]config\.js$/.test(args.importer)
+            ? { path: path.join(root, 'scripts', 'client-node-gen-slim.mjs') }
+            : undefined,
         );
       },
     },
@@ -74,7 +76,9 @@ await build({
       name: 'oclif-manifest-in-memory',
       setup(b) {
         b.onResolve({ filter: /^\.\.\/util\/fs$/ }, (args) =>
-          /@oclif[\\/]core[\\/]lib[\\/]config[\\/]/.test(args.importer) ? { path: path.join(path.dirname(args.importer), '..', 'util', 'fs.js'), namespace: 'oclif-fs' } : undefined,
+          /@oclif[\\/]core[\\/]lib[\\/]config[\\/]/.test(args.importer)
+            ? { path: path.join(path.dirname(args.importer), '..', 'util', 'fs.js'), namespace: 'oclif-fs' }
+            : undefined,
         );
         b.onLoad({ filter: /.*/, namespace: 'oclif-fs' }, (args) => ({
           loader: 'js',
@@ -127,7 +131,15 @@ if (process.platform === 'darwin') execFileSync('codesign', ['--remove-signature
 const postject = path.join(root, 'node_modules', 'postject', 'dist', 'cli.js');
 execFileSync(
   process.execPath,
-  [postject, binary, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2', ...(process.platform === 'darwin' ? ['--macho-segment-name', 'NODE_SEA'] : [])],
+  [
+    postject,
+    binary,
+    'NODE_SEA_BLOB',
+    blob,
+    '--sentinel-fuse',
+    'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2',
+    ...(process.platform === 'darwin' ? ['--macho-segment-name', 'NODE_SEA'] : []),
+  ],
   { stdio: 'inherit' },
 );
 if (process.platform === 'darwin') execFileSync('codesign', ['--sign', '-', binary], { stdio: 'inherit' });

@@ -22,8 +22,17 @@ const slim = path.join(root, 'scripts', 'client-node-gen-slim.mjs');
 const out = path.join(root, 'dist', 'src', 'cluster', 'client-node-config.js');
 
 const source = readFileSync(config, 'utf8');
-const imports = [...source.matchAll(/import\s*\{([^}]*)\}\s*from\s*['"]\.\/gen\/index\.js['"]/g)].flatMap((m) => m[1].split(',').map((s) => s.trim()).filter(Boolean));
-if (imports.sort().join() !== 'ServerConfiguration,createConfiguration' || /from\s*['"]\.\/gen\/(?!index\.js)/.test(source) || /\bimport\s*\(|\brequire\s*\(/.test(source)) {
+const imports = [...source.matchAll(/import\s*\{([^}]*)\}\s*from\s*['"]\.\/gen\/index\.js['"]/g)].flatMap((m) =>
+  m[1]
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
+);
+if (
+  imports.sort().join() !== 'ServerConfiguration,createConfiguration' ||
+  /from\s*['"]\.\/gen\/(?!index\.js)/.test(source) ||
+  /\bimport\s*\(|\brequire\s*\(/.test(source)
+) {
   throw new Error(`${config}: not the imports scripts/client-node-gen-slim.mjs stands in for (see test/unit/client-node-slim.test.ts)`);
 }
 const relative = (file) => {

@@ -26,9 +26,13 @@ await sim.writeKubeconfig(kubeconfig, { namespace: 'shop', context: 'demo' });
 
 const socksPort = await freeOr(1080);
 const httpPort = await freeOr(3128);
-const proxy = spawn(process.execPath, [binPath, '--kubeconfig', kubeconfig, '--listen-socks', `127.0.0.1:${socksPort}`, '--listen-http', `127.0.0.1:${httpPort}`], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
+const proxy = spawn(
+  process.execPath,
+  [binPath, '--kubeconfig', kubeconfig, '--listen-socks', `127.0.0.1:${socksPort}`, '--listen-http', `127.0.0.1:${httpPort}`],
+  {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  },
+);
 
 let printed = false;
 proxy.stdout.setEncoding('utf8').on('data', (text: string) => {

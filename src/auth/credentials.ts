@@ -25,7 +25,10 @@ export function parseCredentials(text: string, where: string, source: ProxyCrede
   if (colon < 0) throw new StartupError(`${where}: expected user:password`);
   const username = text.slice(0, colon);
   const password = text.slice(colon + 1);
-  for (const [what, value] of [['user name', username], ['password', password]] as const) {
+  for (const [what, value] of [
+    ['user name', username],
+    ['password', password],
+  ] as const) {
     const bytes = Buffer.byteLength(value);
     if (bytes === 0) throw new StartupError(`${where}: the ${what} is empty (expected user:password)`);
     if (bytes > MAX_FIELD_BYTES) throw new StartupError(`${where}: the ${what} is longer than ${MAX_FIELD_BYTES} bytes (SOCKS5 cannot carry it)`);
@@ -93,7 +96,9 @@ export function requireCredentialsOffLoopback(listens: ReadonlyArray<{ flag: str
  */
 export function requireCredentialsOnBoundAddress(flag: string, host: string, bound: { address: string; port: number }, hasCredentials: boolean): void {
   if (hasCredentials || isLoopbackHost(bound.address)) return;
-  throw exposedWithoutCredentials(`${flag} ${formatHostPort(host, bound.port)} bound ${formatHostPort(bound.address, bound.port)}, which is not a loopback address`);
+  throw exposedWithoutCredentials(
+    `${flag} ${formatHostPort(host, bound.port)} bound ${formatHostPort(bound.address, bound.port)}, which is not a loopback address`,
+  );
 }
 
 function exposedWithoutCredentials(what: string): StartupError {

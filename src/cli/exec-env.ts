@@ -12,7 +12,11 @@ import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 
 type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };
 
-export function proxyEnvironment(listeners: { socks?: Address; http?: Address }, auth: { username: string; password: string } | undefined, apiServers: readonly string[]): Record<string, string> {
+export function proxyEnvironment(
+  listeners: { socks?: Address; http?: Address },
+  auth: { username: string; password: string } | undefined,
+  apiServers: readonly string[],
+): Record<string, string> {
   const userinfo = auth ? `${encodeURIComponent(auth.username)}:${encodeURIComponent(auth.password)}@` : '';
   const env: Record<string, string> = {};
   const httpUrl = listeners.http && listeners.http.family !== UNIX_FAMILY ? `http://${userinfo}${formatAddress(listeners.http)}` : undefined;

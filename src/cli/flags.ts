@@ -32,7 +32,6 @@ export function durationFlag(summary: string, defaultMs: number, allowZero: bool
   });
 }
 
-
 /** A listener flag value that turns the listener off. */
 export const OFF = 'off';
 
@@ -49,7 +48,8 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
     }),
     'listen-http': Flags.string({ summary: `HTTP proxy listen address host:port or unix:PATH (none unless given; "${OFF}" for none).`, helpValue: '<addr>' }),
     forward: Flags.string({
-      summary: 'Port mapping [ADDR:]LPORT=TARGET:PORT: a plain TCP port on loopback (ADDR 127.0.0.1, LPORT 0 = a free one) whose connections go to TARGET as a SOCKS CONNECT would. Repeatable. Config key: forward.',
+      summary:
+        'Port mapping [ADDR:]LPORT=TARGET:PORT: a plain TCP port on loopback (ADDR 127.0.0.1, LPORT 0 = a free one) whose connections go to TARGET as a SOCKS CONNECT would. Repeatable. Config key: forward.',
       helpValue: '<map>',
       multiple: true,
       multipleNonGreedy: true,
@@ -63,8 +63,17 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
     'handshake-timeout': durationFlag('Time a client has to send its SOCKS/HTTP request.', DEFAULTS.handshakeTimeoutMs, false),
     'shutdown-grace': durationFlag(graceSummary, graceMs, true),
     keepalive: durationFlag('Ping each port-forward tunnel this often, so idle streams stay up and dead ones are found (0 = off).', DEFAULTS.keepaliveMs, true),
-    'keepalive-timeout': durationFlag('Close a tunnel (and its client connection) that answers nothing this long after a ping.', DEFAULTS.keepaliveTimeoutMs, false),
-    'max-streams': Flags.integer({ summary: 'Concurrent streams; more are refused (SOCKS 0x01, HTTP 503). 0 = no limit.', helpValue: '<n>', default: DEFAULTS.maxStreams, min: 0 }),
+    'keepalive-timeout': durationFlag(
+      'Close a tunnel (and its client connection) that answers nothing this long after a ping.',
+      DEFAULTS.keepaliveTimeoutMs,
+      false,
+    ),
+    'max-streams': Flags.integer({
+      summary: 'Concurrent streams; more are refused (SOCKS 0x01, HTTP 503). 0 = no limit.',
+      helpValue: '<n>',
+      default: DEFAULTS.maxStreams,
+      min: 0,
+    }),
     'proxy-auth-file': Flags.string({
       summary: 'Require proxy credentials: a file (chmod 600) whose first line is user:password. Also: $KUBECTL_PROXYOUT_PROXY_AUTH.',
       helpValue: '<file>',
@@ -76,7 +85,8 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
       exclusive: ['proxy-auth-file'],
     }),
     'allow-host-network-pods': Flags.boolean({
-      summary: "Let Pod-IP targets reach hostNetwork pods, whose IP is the node's: ports on the node itself (kubelet, etcd, sshd). Services backed by such pods work without it.",
+      summary:
+        "Let Pod-IP targets reach hostNetwork pods, whose IP is the node's: ports on the node itself (kubelet, etcd, sshd). Services backed by such pods work without it.",
     }),
     transport: Flags.option({
       options: TRANSPORT_MODES,
@@ -88,7 +98,10 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
 }
 
 /** Proxy credentials from the flags or $KUBECTL_PROXYOUT_PROXY_AUTH; a one-line error (exit 1) when unusable. */
-export function proxyAuthFrom(flags: { 'proxy-auth-file'?: string; 'proxy-auth'?: string }, env: NodeJS.ProcessEnv = process.env): ProxyCredentials | undefined {
+export function proxyAuthFrom(
+  flags: { 'proxy-auth-file'?: string; 'proxy-auth'?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): ProxyCredentials | undefined {
   try {
     return resolveCredentials({ file: flags['proxy-auth-file'], inline: flags['proxy-auth'] }, env);
   } catch (err) {
@@ -98,14 +111,20 @@ export function proxyAuthFrom(flags: { 'proxy-auth-file'?: string; 'proxy-auth'?
 }
 
 type ParsedProxyFlags = {
-  [K in keyof ReturnType<typeof proxyFlags>]: K extends 'listen-socks' | 'cluster-domain' | 'log-level' | 'connect-timeout' | 'handshake-timeout' | 'shutdown-grace'
+  [K in keyof ReturnType<typeof proxyFlags>]: K extends
+    'listen-socks' | 'cluster-domain' | 'log-level' | 'connect-timeout' | 'handshake-timeout' | 'shutdown-grace'
     ? string
-    : K extends 'keepalive' | 'keepalive-timeout' ? string
-    : K extends 'max-streams' ? number
-    : K extends 'allow-host-network-pods' ? boolean
-    : K extends 'context' | 'forward' ? string[] | undefined
-    : K extends 'direct' ? boolean | undefined
-    : string | undefined;
+    : K extends 'keepalive' | 'keepalive-timeout'
+      ? string
+      : K extends 'max-streams'
+        ? number
+        : K extends 'allow-host-network-pods'
+          ? boolean
+          : K extends 'context' | 'forward'
+            ? string[] | undefined
+            : K extends 'direct'
+              ? boolean | undefined
+              : string | undefined;
 };
 
 /** ProxyOptions from parsed proxyFlags; a usage error when both listeners are off. */
@@ -140,4 +159,3 @@ export function proxyOptionsFrom(flags: ParsedProxyFlags): ProxyOptions {
     allowHostNetworkPods: flags['allow-host-network-pods'],
   };
 }
-

@@ -19,7 +19,10 @@ export function readyLines(running: ReadyView, authUser?: string, password?: str
   const lines: string[] = [];
   if (running.socks && running.socks.family === UNIX_FAMILY) {
     lines.push(`kubectl-proxyout: SOCKS5 proxy on unix socket ${running.socks.address} ${where}`);
-    if (curlCannotName(running.socks.address)) lines.push('kubectl-proxyout: curl cannot use this socket: it takes a proxy URL whose path has non-ASCII letters for a bad host name; choose a path without them');
+    if (curlCannotName(running.socks.address))
+      lines.push(
+        'kubectl-proxyout: curl cannot use this socket: it takes a proxy URL whose path has non-ASCII letters for a bad host name; choose a path without them',
+      );
   } else if (running.socks) {
     lines.push(`kubectl-proxyout: SOCKS5 proxy on ${formatAddress(running.socks)} ${where}`);
   }
@@ -27,12 +30,16 @@ export function readyLines(running: ReadyView, authUser?: string, password?: str
     // No proxy variable can name a unix socket, and curl's --unix-socket bypasses --proxy; but it
     // sends an absolute-form request (a plain http:// proxy request) with --request-target.
     const path = running.http.address;
-    const auth = authUser !== undefined && password !== undefined ? ` -H 'Proxy-Authorization: Basic ${Buffer.from(`${authUser}:${password}`).toString('base64')}'` : '';
-    lines.push(`kubectl-proxyout: HTTP proxy on unix socket ${path} ${where}; plain http:// with curl: curl --unix-socket ${shellQuote(path)}${auth} --request-target http://NAME/ http://NAME/`);
+    const auth =
+      authUser !== undefined && password !== undefined ? ` -H 'Proxy-Authorization: Basic ${Buffer.from(`${authUser}:${password}`).toString('base64')}'` : '';
+    lines.push(
+      `kubectl-proxyout: HTTP proxy on unix socket ${path} ${where}; plain http:// with curl: curl --unix-socket ${shellQuote(path)}${auth} --request-target http://NAME/ http://NAME/`,
+    );
   } else if (running.http) {
     lines.push(`kubectl-proxyout: HTTP proxy on ${formatAddress(running.http)} ${where}`);
   }
-  for (const f of running.forwards ?? []) lines.push(`kubectl-proxyout: port ${formatAddress(f.address)} → ${f.target} (${forwardExample(f.address, f.target)})`);
+  for (const f of running.forwards ?? [])
+    lines.push(`kubectl-proxyout: port ${formatAddress(f.address)} → ${f.target} (${forwardExample(f.address, f.target)})`);
   if (running.table && routes > 1) for (const r of running.table.routes) lines.push(`kubectl-proxyout:   route ${describeRoute(running.table, r)}`);
   if (authUser !== undefined) lines.push(password !== undefined ? generatedAuthLine(authUser) : authLine(authUser));
   // Pasted into a shell (or eval'd): each value quoted when it holds anything a shell would read.
@@ -56,7 +63,9 @@ export function exportedVariables(running: Pick<ReadyView, 'socks' | 'http' | 'a
   const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
   const vars: Record<string, string> = {};
   // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
-  if (running.socks) vars.ALL_PROXY = running.socks.family === UNIX_FAMILY ? unixSocksUrl(running.socks.address, userinfo) : `socks5h://${userinfo}${formatAddress(running.socks)}`;
+  if (running.socks)
+    vars.ALL_PROXY =
+      running.socks.family === UNIX_FAMILY ? unixSocksUrl(running.socks.address, userinfo) : `socks5h://${userinfo}${formatAddress(running.socks)}`;
   if (running.http && running.http.family !== UNIX_FAMILY) {
     const http = `http://${userinfo}${formatAddress(running.http)}`;
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.

@@ -16,7 +16,12 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     r.pid === null ? '-' : String(r.pid),
     r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
     // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.
-    [r.socks && (r.socks.startsWith('unix:') ? unixSocksUrl(r.socks.slice(5)) : `socks5h://${r.socks}`), r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`)].filter(Boolean).join(',') || '-',
+    [
+      r.socks && (r.socks.startsWith('unix:') ? unixSocksUrl(r.socks.slice(5)) : `socks5h://${r.socks}`),
+      r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`),
+    ]
+      .filter(Boolean)
+      .join(',') || '-',
     num(r.openStreams),
     num(r.totalStreams),
     r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),
@@ -34,7 +39,10 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     for (const route of routes) if (routes.length > 1 || (route.state !== 'ready' && route.reason)) out.push(`${r.id}: ${routeLine(route)}`);
   }
   for (const r of rows) {
-    for (const t of r.transports ?? []) out.push(`${r.id}: ${t.pod} via ${t.transport}: ${t.tunnels} ${t.tunnels === 1 ? 'tunnel' : 'tunnels'}, ${t.streams} ${t.streams === 1 ? 'stream' : 'streams'}`);
+    for (const t of r.transports ?? [])
+      out.push(
+        `${r.id}: ${t.pod} via ${t.transport}: ${t.tunnels} ${t.tunnels === 1 ? 'tunnel' : 'tunnels'}, ${t.streams} ${t.streams === 1 ? 'stream' : 'streams'}`,
+      );
   }
   for (const r of rows) {
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);

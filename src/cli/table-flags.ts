@@ -22,8 +22,18 @@ export function tableFlagDefinitions() {
 }
 
 /** Parsed flag values → TableFlags (currentContext from the kubeconfig, for when no route names a cluster). */
-export function tableFlagsFrom(flags: { config?: string; context?: string[]; direct?: boolean; 'cluster-domain': string; 'extra-ca'?: string }, currentContext?: string): TableFlags {
-  return { config: flags.config, contexts: flags.context ?? [], direct: flags.direct, clusterDomain: clusterDomainFrom(flags['cluster-domain']), currentContext, extraCA: flags['extra-ca'] };
+export function tableFlagsFrom(
+  flags: { config?: string; context?: string[]; direct?: boolean; 'cluster-domain': string; 'extra-ca'?: string },
+  currentContext?: string,
+): TableFlags {
+  return {
+    config: flags.config,
+    contexts: flags.context ?? [],
+    direct: flags.direct,
+    clusterDomain: clusterDomainFrom(flags['cluster-domain']),
+    currentContext,
+    extraCA: flags['extra-ca'],
+  };
 }
 
 /**

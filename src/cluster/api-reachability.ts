@@ -128,7 +128,8 @@ export class ApiReachability {
   }
 
   private record(answered: boolean, serving: boolean, error?: string): void {
-    if (!this.state || this.state.answered !== answered || this.state.serving !== serving) this.state = { answered, serving, since: Date.now(), ...(error ? { lastError: error } : {}) };
+    if (!this.state || this.state.answered !== answered || this.state.serving !== serving)
+      this.state = { answered, serving, since: Date.now(), ...(error ? { lastError: error } : {}) };
     else if (error) this.state.lastError = error;
   }
 

@@ -113,7 +113,12 @@ export class ApiConnection {
       headers.Authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
       delete opts.auth;
     }
-    const options: ApiRequestOptions = { ...opts, headers, direct: this.egress.proxy === undefined, ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}) };
+    const options: ApiRequestOptions = {
+      ...opts,
+      headers,
+      direct: this.egress.proxy === undefined,
+      ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}),
+    };
     // Computed before an invalidate(): may carry the credential the server just refused.
     if (generation === this.generation) this.cached = { at: monotonicMs(), options };
     return options;
@@ -128,8 +133,15 @@ export class ApiConnection {
   private credentialsFailed(err: unknown): CredentialError {
     const text = err instanceof Error ? err.message : String(err);
     // client-node rejects with the plugin's whole stderr: its first line says what is wrong.
-    const first = text.split('\n').map((l) => l.trim()).find(Boolean)?.slice(0, 300) ?? 'the exec credential plugin failed and wrote nothing on stderr';
-    const error = new CredentialError(`the credentials of context "${this.kc.getCurrentContext()}" could not be obtained: ${escapeControls(first)}`, { cause: err });
+    const first =
+      text
+        .split('\n')
+        .map((l) => l.trim())
+        .find(Boolean)
+        ?.slice(0, 300) ?? 'the exec credential plugin failed and wrote nothing on stderr';
+    const error = new CredentialError(`the credentials of context "${this.kc.getCurrentContext()}" could not be obtained: ${escapeControls(first)}`, {
+      cause: err,
+    });
     const prev = this.credentialFailure;
     const holdMs = prev ? Math.min(prev.holdMs * 2, CREDENTIAL_HOLD_MAX_MS) : CREDENTIAL_HOLD_MIN_MS;
     this.credentialFailure = { error, until: monotonicMs() + holdMs, holdMs, since: prev?.since ?? Date.now() };

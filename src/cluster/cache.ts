@@ -42,7 +42,13 @@ export class ClusterCache {
     limits: OnDemandLimits = ON_DEMAND_LIMITS,
     private readonly watchOptions: CacheWatchOptions = {},
   ) {
-    this.onDemand = new OnDemandNamespaces(log, defaultNamespace, limits, (ns) => this.newWatchSet(ns), () => this.index.invalidate());
+    this.onDemand = new OnDemandNamespaces(
+      log,
+      defaultNamespace,
+      limits,
+      (ns) => this.newWatchSet(ns),
+      () => this.index.invalidate(),
+    );
     this.pods = new PodLookup(api, log, (pod) => this.index.onPodGone?.(pod.namespace, pod.name, pod.uid), watchOptions.podLookup ?? POD_LOOKUP_LIMITS);
   }
 

@@ -17,7 +17,10 @@ export function agentThrough(dial: DialFunction, options: https.AgentOptions, se
   // No keep-alive, like the agent client-node makes: ApiConnection makes a new agent each minute.
   const agent = secure ? new https.Agent(options) : new http.Agent();
   type Callback = (err: Error | null, socket?: Duplex) => void;
-  (agent as unknown as { createConnection: (o: tls.ConnectionOptions & { host: string; port: number }, cb: Callback) => undefined }).createConnection = (o, cb) => {
+  (agent as unknown as { createConnection: (o: tls.ConnectionOptions & { host: string; port: number }, cb: Callback) => undefined }).createConnection = (
+    o,
+    cb,
+  ) => {
     dial(o.host, Number(o.port), AbortSignal.timeout(DIAL_TIMEOUT_MS)).then(
       (stream) => {
         if (!secure) return cb(null, stream);

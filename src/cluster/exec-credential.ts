@@ -27,7 +27,9 @@ export function execAuthOf(kc: KubeConfig): ExecAuthLike | undefined {
 /** Makes the KubeConfig's exec plugins run without stdin (in place); no-op without ExecAuth. */
 export function runExecPluginsWithoutStdin(kc: KubeConfig): void {
   const auth = execAuthOf(kc);
-  if (auth) auth.execFn = (command: string, args: string[] | undefined, opts: SpawnOptions) => spawn(command, args ?? [], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (auth)
+    auth.execFn = (command: string, args: string[] | undefined, opts: SpawnOptions) =>
+      spawn(command, args ?? [], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** Forget every cached exec credential, so the next request runs the plugin again (after a 401). */
@@ -44,5 +46,7 @@ export function expireExecCredentials(kc: KubeConfig): void {
 export function withoutPluginOutput(err: unknown): unknown {
   if (!(err instanceof SyntaxError)) return err;
   const at = /at position \d+/.exec(err.message)?.[0];
-  return new Error(`the kubeconfig's exec credential plugin printed something that is not an ExecCredential JSON object${at ? ` (${at})` : ''}; run the plugin by hand to see its output`);
+  return new Error(
+    `the kubeconfig's exec credential plugin printed something that is not an ExecCredential JSON object${at ? ` (${at})` : ''}; run the plugin by hand to see its output`,
+  );
 }

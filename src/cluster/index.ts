@@ -34,7 +34,14 @@ class MultiMap<V> {
     if (cur === undefined) this.map.set(k, { id, v });
     else if (cur instanceof Map) cur.set(id, v);
     else if (cur.id === id) cur.v = v;
-    else this.map.set(k, new Map([[cur.id, cur.v], [id, v]]));
+    else
+      this.map.set(
+        k,
+        new Map([
+          [cur.id, cur.v],
+          [id, v],
+        ]),
+      );
   }
 
   remove(k: string, id: string): void {
@@ -159,7 +166,8 @@ export class ClusterIndex {
     for (const pod of this.ready().podsByHostname.values(k)) if (!best || pod.name < best.name) best = pod;
     if (best) return best;
     for (const { namespace: ns, ep } of this.endpointHostnames.values(k)) {
-      if (!best || ep.refName! < best.name || (ep.refName === best.name && (ep.refUid ?? '') < (best.uid ?? ''))) best = { namespace: ep.refNamespace ?? ns, name: ep.refName!, uid: ep.refUid };
+      if (!best || ep.refName! < best.name || (ep.refName === best.name && (ep.refUid ?? '') < (best.uid ?? '')))
+        best = { namespace: ep.refNamespace ?? ns, name: ep.refName!, uid: ep.refUid };
     }
     return best;
   }
@@ -201,7 +209,19 @@ export class ClusterIndex {
   }
 
   private rebuild(): void {
-    for (const table of [this.services, this.servicesByIp, this.slices, this.slicesByService, this.pods, this.podsByIp, this.podsByHostname, this.endpointIps, this.endpointHostnames, this.uidRefs]) table.clear();
+    for (const table of [
+      this.services,
+      this.servicesByIp,
+      this.slices,
+      this.slicesByService,
+      this.pods,
+      this.podsByIp,
+      this.podsByHostname,
+      this.endpointIps,
+      this.endpointHostnames,
+      this.uidRefs,
+    ])
+      table.clear();
     for (const source of this.sources()) {
       for (const svc of source.services.list()) this.putService(svc, false);
       for (const slice of source.slices.list()) this.putSlice(slice, false);
@@ -240,7 +260,8 @@ export class ClusterIndex {
     // (its Service went) says nothing about its pods.
     if (old && this.onPodGone) {
       for (const ep of old.endpoints) {
-        if (ep.refKind === 'Pod' && ep.refName && ep.refUid && !this.uidRefs.has(ep.refUid)) this.onPodGone(ep.refNamespace ?? old.namespace, ep.refName, ep.refUid);
+        if (ep.refKind === 'Pod' && ep.refName && ep.refUid && !this.uidRefs.has(ep.refUid))
+          this.onPodGone(ep.refNamespace ?? old.namespace, ep.refName, ep.refUid);
       }
     }
   }

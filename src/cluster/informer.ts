@@ -202,10 +202,14 @@ export class ResilientInformer<T extends Slim> {
 
   private async watchList(counted: () => void): Promise<void> {
     this.initialEventsDone = false;
-    const initial = new InitialEvents(this.slim, (n) => this.syncing.listed(n), (fresh, resourceVersion) => {
-      this.initialEventsDone = true;
-      this.replace(fresh, resourceVersion, 'watch-list');
-    });
+    const initial = new InitialEvents(
+      this.slim,
+      (n) => this.syncing.listed(n),
+      (fresh, resourceVersion) => {
+        this.initialEventsDone = true;
+        this.replace(fresh, resourceVersion, 'watch-list');
+      },
+    );
     // The watch-list says nothing of the total: a sync that takes a while asks for it once.
     this.syncing.begin(true);
     await this.watch({ sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' }, (ev) => {

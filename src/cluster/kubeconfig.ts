@@ -43,7 +43,8 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
       if (envFiles.length > 0 && !envFiles.some((f) => existsSync(f))) {
         throw new StartupError(`no kubeconfig file from KUBECONFIG exists (${envFiles.join(', ')})`);
       }
-      for (const f of envFiles.length > 0 ? envFiles.filter((x) => existsSync(x)) : kubeconfigFiles(undefined).filter((x) => existsSync(x))) checkRegularFile(f);
+      for (const f of envFiles.length > 0 ? envFiles.filter((x) => existsSync(x)) : kubeconfigFiles(undefined).filter((x) => existsSync(x)))
+        checkRegularFile(f);
       kc.loadFromDefault();
     }
   } catch (err) {
@@ -56,7 +57,10 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   }
   if (opts.context) {
     if (!kc.getContextObject(opts.context)) {
-      const known = kc.getContexts().map((c) => c.name).join(', ');
+      const known = kc
+        .getContexts()
+        .map((c) => c.name)
+        .join(', ');
       throw new StartupError(`context "${opts.context}" not found in kubeconfig (known: ${known})`);
     }
     kc.setCurrentContext(opts.context);

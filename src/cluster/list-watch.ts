@@ -53,7 +53,9 @@ export function closeAgents(api: ApiConnection): void {
 }
 
 export const withQuery = (path: string, query: Record<string, string | undefined>): string => {
-  const params = Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined).map(([k, v]) => `${k}=${encodeURIComponent(v)}`);
+  const params = Object.entries(query)
+    .filter((e): e is [string, string] => e[1] !== undefined)
+    .map(([k, v]) => `${k}=${encodeURIComponent(v)}`);
   if (!params.length) return path;
   return `${path}${path.includes('?') ? '&' : '?'}${params.join('&')}`;
 };
@@ -86,10 +88,12 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
       // the caller (a watch whose own deadline starts only once it has its response) for ever.
       const bodyTimer = setTimeout(() => res.destroy(), headersTimeoutMs);
       const retryAfter = retryAfterSeconds(res.headers['retry-after']);
-      readText(res, MAX_ERROR_BODY).then(
-        (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfter)),
-        () => reject(new ApiStatusError(status, `HTTP ${status}`, retryAfter)),
-      ).finally(() => clearTimeout(bodyTimer));
+      readText(res, MAX_ERROR_BODY)
+        .then(
+          (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfter)),
+          () => reject(new ApiStatusError(status, `HTTP ${status}`, retryAfter)),
+        )
+        .finally(() => clearTimeout(bodyTimer));
     });
     req.end();
   });
@@ -117,7 +121,14 @@ function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
 }
 
 /** One page of a LIST (`limit` + `continue`, staging/src/k8s.io/client-go/tools/pager/pager.go). */
-export async function listPage(api: ApiConnection, path: string, limit: number, continueToken: string | undefined, signal: AbortSignal, timeoutMs: number): Promise<ListPage> {
+export async function listPage(
+  api: ApiConnection,
+  path: string,
+  limit: number,
+  continueToken: string | undefined,
+  signal: AbortSignal,
+  timeoutMs: number,
+): Promise<ListPage> {
   const res = await apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs);
   const text = await readText(res);
   let body: { metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number }; items?: unknown };
@@ -215,7 +226,12 @@ export interface ListAllOptions {
  * for: at most one page (500 objects) of raw JSON in memory. A continue token whose snapshot was
  * compacted (410) starts over, at most three times. The resourceVersion is the snapshot's.
  */
-export async function listAll<T extends { key: string }>(api: ApiConnection, path: string, slim: (raw: Record<string, any>) => T | undefined, o: ListAllOptions): Promise<{ items: Map<string, T>; resourceVersion: string }> {
+export async function listAll<T extends { key: string }>(
+  api: ApiConnection,
+  path: string,
+  slim: (raw: Record<string, any>) => T | undefined,
+  o: ListAllOptions,
+): Promise<{ items: Map<string, T>; resourceVersion: string }> {
   let items = new Map<string, T>();
   let continueToken: string | undefined;
   let resourceVersion = '';

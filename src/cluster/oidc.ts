@@ -97,7 +97,13 @@ export class OidcTokenSource implements TokenSource {
     const ca = this.issuerCa();
     const options = ca ? { [openid.customFetch]: fetchWithCa(ca) } : undefined;
     const secret = this.config['client-secret'];
-    const server = await openid.discovery(new URL(issuer), clientId, secret ? { client_secret: secret } : undefined, secret ? undefined : openid.None(), options);
+    const server = await openid.discovery(
+      new URL(issuer),
+      clientId,
+      secret ? { client_secret: secret } : undefined,
+      secret ? undefined : openid.None(),
+      options,
+    );
     const tokens = await openid.refreshTokenGrant(server, refreshToken);
     if (!tokens.id_token) throw new Error(`the OIDC issuer ${issuer} returned no id_token on refresh`);
     this.config['id-token'] = tokens.id_token;

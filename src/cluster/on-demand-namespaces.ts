@@ -159,11 +159,16 @@ export class OnDemandNamespaces {
   private overBudget(namespace: string, now: number): OverloadedError {
     this.refusedLookups++;
     if (now >= this.nextRefusalLog) {
-      this.log.warn({ refused: this.refusedLookups, perSecond: this.limits.lookupsPerSecond, burst: this.limits.lookupBurst }, 'clients name new namespaces faster than the look-up budget allows; refusing those requests');
+      this.log.warn(
+        { refused: this.refusedLookups, perSecond: this.limits.lookupsPerSecond, burst: this.limits.lookupBurst },
+        'clients name new namespaces faster than the look-up budget allows; refusing those requests',
+      );
       this.refusedLookups = 0;
       this.nextRefusalLog = now + REFUSAL_LOG_INTERVAL_MS;
     }
-    return new OverloadedError(`not watching namespace "${namespace}" now: too many new namespaces named at once (over ${this.limits.lookupsPerSecond}/s, no cluster-wide list/watch permission); try again in a moment`);
+    return new OverloadedError(
+      `not watching namespace "${namespace}" now: too many new namespaces named at once (over ${this.limits.lookupsPerSecond}/s, no cluster-wide list/watch permission); try again in a moment`,
+    );
   }
 
   /**

@@ -23,7 +23,14 @@ export interface PodLookupLimits {
   timeoutMs: number;
 }
 
-export const POD_LOOKUP_LIMITS: PodLookupLimits = { foundTtlMs: 10_000, missingTtlMs: 5_000, lookupsPerSecond: 10, lookupBurst: 20, maxEntries: 10_000, timeoutMs: 10_000 };
+export const POD_LOOKUP_LIMITS: PodLookupLimits = {
+  foundTtlMs: 10_000,
+  missingTtlMs: 5_000,
+  lookupsPerSecond: 10,
+  lookupBurst: 20,
+  maxEntries: 10_000,
+  timeoutMs: 10_000,
+};
 
 interface Entry {
   until: number;
@@ -121,10 +128,15 @@ export class PodLookup {
   private overBudget(now: number): OverloadedError {
     this.refused++;
     if (now >= this.nextRefusalLog) {
-      this.log.warn({ refused: this.refused, perSecond: this.limits.lookupsPerSecond }, 'clients name unknown Pod IPs faster than the look-up budget allows; refusing those requests');
+      this.log.warn(
+        { refused: this.refused, perSecond: this.limits.lookupsPerSecond },
+        'clients name unknown Pod IPs faster than the look-up budget allows; refusing those requests',
+      );
       this.refused = 0;
       this.nextRefusalLog = now + 10_000;
     }
-    return new OverloadedError(`not looking up more pods now: too many unknown Pod IPs or pods named at once (over ${this.limits.lookupsPerSecond}/s); try again in a moment`);
+    return new OverloadedError(
+      `not looking up more pods now: too many unknown Pod IPs or pods named at once (over ${this.limits.lookupsPerSecond}/s); try again in a moment`,
+    );
   }
 }

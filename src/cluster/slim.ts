@@ -197,7 +197,13 @@ export function slimSlice(o: Json): SlimSlice | undefined {
   if (!m) return undefined;
   const service = str(o.metadata.labels?.[SERVICE_NAME_LABEL]);
   const ports = Array.isArray(o.ports)
-    ? shared(arr(o.ports).map((p): SlimSlicePort => ({ name: intern(str(p.name) ?? ''), port: typeof p.port === 'number' ? p.port : undefined, protocol: intern(str(p.protocol) ?? 'TCP') })))
+    ? shared(
+        arr(o.ports).map((p): SlimSlicePort => ({
+          name: intern(str(p.name) ?? ''),
+          port: typeof p.port === 'number' ? p.port : undefined,
+          protocol: intern(str(p.protocol) ?? 'TCP'),
+        })),
+      )
     : null;
   const endpoints = arr(o.endpoints).map(slimEndpoint);
   return {
@@ -219,7 +225,8 @@ export function slimPod(o: Json): SlimPod | undefined {
   const namedPorts: SlimContainerPort[] = [];
   for (const c of arr(spec.containers)) {
     for (const p of arr(c.ports)) {
-      if (typeof p.name === 'string' && p.name) namedPorts.push({ name: intern(p.name), containerPort: Number(p.containerPort), protocol: intern(str(p.protocol) ?? 'TCP') });
+      if (typeof p.name === 'string' && p.name)
+        namedPorts.push({ name: intern(p.name), containerPort: Number(p.containerPort), protocol: intern(str(p.protocol) ?? 'TCP') });
     }
   }
   return {

@@ -19,7 +19,14 @@ export class WatchSet {
   readonly pods: ResilientInformer<SlimPod>;
   private readonly watchPods: boolean;
 
-  constructor(api: ApiConnection, log: Logger, readonly namespace: string | undefined, index: ClusterIndex, deadlines: WatchDeadlines = WATCH_DEADLINES, options: WatchSetOptions = {}) {
+  constructor(
+    api: ApiConnection,
+    log: Logger,
+    readonly namespace: string | undefined,
+    index: ClusterIndex,
+    deadlines: WatchDeadlines = WATCH_DEADLINES,
+    options: WatchSetOptions = {},
+  ) {
     const core = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}` : '/api/v1';
     const disc = namespace ? `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}` : '/apis/discovery.k8s.io/v1';
     this.services = new ResilientInformer(api, `${core}/services`, log, (e, o) => index.apply('services', e, o), slimService, deadlines, options);
@@ -28,7 +35,15 @@ export class WatchSet {
     // most of a busy cluster's pods, are not kept. The API server sends DELETED when a watched pod
     // stops matching the selector.
     this.watchPods = options.watchPods !== false;
-    this.pods = new ResilientInformer(api, `${core}/pods?fieldSelector=${encodeURIComponent('status.phase=Running')}`, log, (e, o) => index.apply('pods', e, o), slimPod, deadlines, options);
+    this.pods = new ResilientInformer(
+      api,
+      `${core}/pods?fieldSelector=${encodeURIComponent('status.phase=Running')}`,
+      log,
+      (e, o) => index.apply('pods', e, o),
+      slimPod,
+      deadlines,
+      options,
+    );
   }
 
   all(): Array<ResilientInformer<SlimService> | ResilientInformer<SlimSlice> | ResilientInformer<SlimPod>> {

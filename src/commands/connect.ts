@@ -37,7 +37,8 @@ export default class Connect extends Command {
     id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-"; up to 40).', helpValue: '<name>' }),
     json: Flags.boolean({ summary: 'Print one JSON object (id, pid, context, namespace, socks, http, logFile, env, …).' }),
     'no-auth': Flags.boolean({
-      summary: 'No proxy credentials, for browsers (Chrome cannot send SOCKS credentials): any local user can then use the proxy. Without this or credentials, connect generates a password.',
+      summary:
+        'No proxy credentials, for browsers (Chrome cannot send SOCKS credentials): any local user can then use the proxy. Without this or credentials, connect generates a password.',
       exclusive: ['proxy-auth-file', 'proxy-auth'],
     }),
   };
@@ -51,23 +52,47 @@ export default class Connect extends Command {
     const noAuth = flags['no-auth'];
     const proxyAuth = noAuth ? undefined : given;
     if (proxyAuth?.source === 'argv') this.warn(ARGV_WARNING);
-    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) => failOnKnownError(this, err));
+    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) =>
+      failOnKnownError(this, err),
+    );
 
     const { entry, existing, logFile, generatedAuth } = result;
     const apiServers = await managedApiServers(layout(), entry);
     if (flags.json) {
       // The values the export lines set (unquoted), upper case only.
-      const { ALL_PROXY, HTTP_PROXY, HTTPS_PROXY, NO_PROXY } = exportedVariables({ socks: entry.socks, http: entry.http, apiServers }, entry.proxyAuthUser, generatedAuth?.password);
+      const { ALL_PROXY, HTTP_PROXY, HTTPS_PROXY, NO_PROXY } = exportedVariables(
+        { socks: entry.socks, http: entry.http, apiServers },
+        entry.proxyAuthUser,
+        generatedAuth?.password,
+      );
       const env = Object.fromEntries(Object.entries({ ALL_PROXY, HTTP_PROXY, HTTPS_PROXY, NO_PROXY }).filter(([, v]) => v !== undefined));
       const socks = entry.socks ? formatAddress(entry.socks) : null;
       const http = entry.http ? formatAddress(entry.http) : null;
       const auth = entry.proxyAuthUser === undefined ? null : { user: entry.proxyAuthUser, generated: !!entry.proxyAuthGenerated };
       const forwards = (entry.forwards ?? []).map((f) => ({ listen: formatAddress(f.address), port: f.address.port, target: f.target }));
-      const out = { id: entry.id, pid: entry.pid, state: entry.phase, existing, context: entry.context, namespace: entry.namespace, server: entry.server, socks, http, forwards, logFile, auth, env };
+      const out = {
+        id: entry.id,
+        pid: entry.pid,
+        state: entry.phase,
+        existing,
+        context: entry.context,
+        namespace: entry.namespace,
+        server: entry.server,
+        socks,
+        http,
+        forwards,
+        logFile,
+        auth,
+        env,
+      };
       this.log(JSON.stringify(out, null, 2));
       return;
     }
-    const lines = readyLines({ socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace, apiServers }, entry.proxyAuthUser, generatedAuth?.password);
+    const lines = readyLines(
+      { socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace, apiServers },
+      entry.proxyAuthUser,
+      generatedAuth?.password,
+    );
     const what = existing ? `${entry.id} is already running` : `connected ${entry.id}`;
     this.log(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
     this.log(lines.join('\n'));

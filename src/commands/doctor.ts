@@ -18,18 +18,19 @@ import { tableFlagDefinitions } from '../cli/table-flags.js';
 import type { ProxyStatus } from '../managed/status.js';
 
 export default class Doctor extends Command {
-  static override summary = 'Check the kubeconfig, API server, port-forward protocols, RBAC, ssh and konnectivity routes and local state; say how to fix what fails.';
+  static override summary =
+    'Check the kubeconfig, API server, port-forward protocols, RBAC, ssh and konnectivity routes and local state; say how to fix what fails.';
   static override description = [
     'For each cluster route (the --context given, else the config file routes, else the current context):',
     'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers, reached as the proxy reaches it',
-    '(proxy-url or HTTPS_PROXY, --extra-ca / extraCA, a route\'s via; version, round trip),',
+    "(proxy-url or HTTPS_PROXY, --extra-ca / extraCA, a route's via; version, round trip),",
     'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services and',
     'EndpointSlices, list/get on Pods and create on pods/portforward. For each ssh route of the config file: a login',
     'through its whole chain as the route logs in (each hop reached, its host key known, our key accepted), naming the',
     'hop that fails. For each konnectivity route: its guest cluster as above (RBAC without pods/portforward), and a',
     "test dial through its server (mode, TLS files) to the guest's kubernetes Service: server reachable, our",
     'certificate taken, an agent connected, the guest network reached. Locally: the listen addresses are free, the',
-    "state directory is private, running managed proxies answer. Exit status 1 when a check fails.",
+    'state directory is private, running managed proxies answer. Exit status 1 when a check fails.',
   ].join(' ');
   static override usage = 'doctor [--context C]… [--config F] [--extra-ca F] [--timeout T] [--json]';
   static override examples = ['<%= config.bin %> doctor', '<%= config.bin %> doctor --context staging --json'];
@@ -41,7 +42,7 @@ export default class Doctor extends Command {
     'extra-ca': tableFlagDefinitions()['extra-ca'],
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address to check.', helpValue: '<addr>', default: DEFAULTS.listenSocks }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address to check.', helpValue: '<addr>' }),
-    timeout: durationFlag('Time each API request, each ssh route\'s login through its chain and each konnectivity test dial may take.', 10_000, false),
+    timeout: durationFlag("Time each API request, each ssh route's login through its chain and each konnectivity test dial may take.", 10_000, false),
     json: Flags.boolean({ summary: 'Print the checks as JSON: {"ok": bool, "checks": [{scope, name, status, detail, fix}]}.' }),
   };
 
@@ -59,15 +60,33 @@ export default class Doctor extends Command {
       } catch {
         // reported by the kubeconfig check below
       }
-      const table = loadRoutingTable({ config: flags.config, contexts: flags.context ?? [], clusterDomain: DEFAULTS.clusterDomain, currentContext, extraCA: flags['extra-ca'] });
+      const table = loadRoutingTable({
+        config: flags.config,
+        contexts: flags.context ?? [],
+        clusterDomain: DEFAULTS.clusterDomain,
+        currentContext,
+        extraCA: flags['extra-ca'],
+      });
       contexts = table.routes.flatMap((r) => (r.kind === 'cluster' || r.kind === 'konnectivity' ? [{ scope: r.name, context: r.context, route: r }] : []));
       sshRoutes = table.routes.flatMap((r) => (r.kind === 'ssh' ? [r] : []));
       egress = new DoctorEgress(table);
       if (egress.extraCAProblem) {
-        checks.push({ scope: 'config', name: 'extra-ca', status: 'fail', detail: egress.extraCAProblem, fix: 'give --extra-ca (config: extraCA) a readable PEM bundle holding the CA of the proxy that intercepts TLS' });
+        checks.push({
+          scope: 'config',
+          name: 'extra-ca',
+          status: 'fail',
+          detail: egress.extraCAProblem,
+          fix: 'give --extra-ca (config: extraCA) a readable PEM bundle holding the CA of the proxy that intercepts TLS',
+        });
       }
     } catch (err) {
-      checks.push({ scope: 'config', name: 'routes', status: 'fail', detail: errorMessage(err), fix: 'fix the config file or the --context flags (see docs/usage.md "Config file")' });
+      checks.push({
+        scope: 'config',
+        name: 'routes',
+        status: 'fail',
+        detail: errorMessage(err),
+        fix: 'fix the config file or the --context flags (see docs/usage.md "Config file")',
+      });
     }
     if (contexts.length === 0 && checks.length === 0) contexts = [{ scope: 'current-context' }];
     // The routes that carry others first: a cluster route's failing API check through a chain
@@ -79,11 +98,23 @@ export default class Doctor extends Command {
         const reach = egress;
         const routeEgress = route && reach ? () => reach.for(route) : undefined;
         const konnectivity = route?.kind === 'konnectivity' ? route : undefined;
-        const found = await checkCluster({ kubeconfig: flags.kubeconfig, context: c.context, scope: c.scope, timeoutMs, egress: routeEgress, konnectivity: konnectivity && ((api) => checkKonnectivity(konnectivity, api, timeoutMs)) });
+        const found = await checkCluster({
+          kubeconfig: flags.kubeconfig,
+          context: c.context,
+          scope: c.scope,
+          timeoutMs,
+          egress: routeEgress,
+          konnectivity: konnectivity && ((api) => checkKonnectivity(konnectivity, api, timeoutMs)),
+        });
         checks.push(...found);
         // The test dial's address comes from the guest's API server: say why there was none.
         if (konnectivity && !found.some((f) => f.name === 'konnectivity')) {
-          checks.push({ scope: c.scope, name: 'konnectivity', status: 'skip', detail: `${konnectivity.konnectivity.server}: not checked: the test dial goes to the guest's kubernetes Service, and the guest's API server (above) did not tell its address` });
+          checks.push({
+            scope: c.scope,
+            name: 'konnectivity',
+            status: 'skip',
+            detail: `${konnectivity.konnectivity.server}: not checked: the test dial goes to the guest's kubernetes Service, and the guest's API server (above) did not tell its address`,
+          });
         }
       }
     } finally {
@@ -94,9 +125,18 @@ export default class Doctor extends Command {
     try {
       running = await runningProxies();
     } catch (err) {
-      checks.push({ scope: 'local', name: 'daemon', status: 'fail', detail: `cannot read the managed proxies: ${errorMessage(err)}`, fix: 'see the state-dir check' });
+      checks.push({
+        scope: 'local',
+        name: 'daemon',
+        status: 'fail',
+        detail: `cannot read the managed proxies: ${errorMessage(err)}`,
+        fix: 'see the state-dir check',
+      });
     }
-    const listen = [{ flag: '--listen-socks', address: flags['listen-socks'] }, ...(flags['listen-http'] ? [{ flag: '--listen-http', address: flags['listen-http'] }] : [])].filter((a) => a.address !== 'off');
+    const listen = [
+      { flag: '--listen-socks', address: flags['listen-socks'] },
+      ...(flags['listen-http'] ? [{ flag: '--listen-http', address: flags['listen-http'] }] : []),
+    ].filter((a) => a.address !== 'off');
     checks.push(...(await checkListen(listen, running)));
     checks.push(...checkStateDir());
     checks.push(...checkDaemons(running));

@@ -27,7 +27,13 @@ import { managedId, resolveManagedTable } from '../managed/table.js';
 
 /** The proxy flags that choose a cluster and tune a temporary proxy; its listeners are always 127.0.0.1:0. */
 function execFlags() {
-  const { 'listen-socks': _socks, 'listen-http': _http, forward: _forward, 'log-level': _level, ...rest } = proxyFlags('', 'Time open connections of a temporary proxy get to finish after CMD exits.', 0);
+  const {
+    'listen-socks': _socks,
+    'listen-http': _http,
+    forward: _forward,
+    'log-level': _level,
+    ...rest
+  } = proxyFlags('', 'Time open connections of a temporary proxy get to finish after CMD exits.', 0);
   return rest;
 }
 
@@ -43,12 +49,20 @@ export default class Exec extends Command {
   ].join(' ');
   static override usage = 'exec [flags] -- CMD [ARGS…]';
   static override strict = false;
-  static override examples = ['<%= config.bin %> exec -- curl http://web.shop:8080/', '<%= config.bin %> exec --context staging -n shop -- ./integration-tests.sh'];
+  static override examples = [
+    '<%= config.bin %> exec -- curl http://web.shop:8080/',
+    '<%= config.bin %> exec --context staging -n shop -- ./integration-tests.sh',
+  ];
 
   static override flags = {
     ...execFlags(),
     id: Flags.string({ summary: 'Use the managed proxy with this connection ID instead of the derived one.', helpValue: '<name>' }),
-    'log-level': Flags.option({ options: LOG_LEVELS, default: 'warn' as const, helpValue: '<level>', summary: 'Log level of a temporary proxy (JSON lines on stderr).' })(),
+    'log-level': Flags.option({
+      options: LOG_LEVELS,
+      default: 'warn' as const,
+      helpValue: '<level>',
+      summary: 'Log level of a temporary proxy (JSON lines on stderr).',
+    })(),
   };
 
   async run(): Promise<void> {
@@ -69,10 +83,14 @@ export default class Exec extends Command {
       const generated = managed.proxyAuthGenerated ? readClientAuthFile(layout(), managed.id) : undefined;
       const auth = generated ?? (given && given.username === managed.proxyAuthUser ? given : undefined);
       if (managed.proxyAuthUser !== undefined && !auth) {
-        this.warn(`proxy ${managed.id} requires the password of user ${managed.proxyAuthUser}, which exec does not know: give it with --proxy-auth-file or $KUBECTL_PROXYOUT_PROXY_AUTH`);
+        this.warn(
+          `proxy ${managed.id} requires the password of user ${managed.proxyAuthUser}, which exec does not know: give it with --proxy-auth-file or $KUBECTL_PROXYOUT_PROXY_AUTH`,
+        );
       }
       env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth, await managedApiServers(layout(), managed));
-      const where = [managed.socks && `socks ${formatAddress(managed.socks)}`, managed.http && `http ${formatAddress(managed.http)}`].filter(Boolean).join(', ');
+      const where = [managed.socks && `socks ${formatAddress(managed.socks)}`, managed.http && `http ${formatAddress(managed.http)}`]
+        .filter(Boolean)
+        .join(', ');
       process.stderr.write(`kubectl-proxyout: using managed proxy ${managed.id} (context ${managed.context}, namespace ${managed.namespace}; ${where})\n`);
     } else {
       // Any local user can reach a loopback port while CMD runs: a password keeps them out.
@@ -145,5 +163,3 @@ function runCommand(command: string[], env: Record<string, string>): Promise<num
     child.once('exit', (code, signal) => done(signal ? 128 + (constants.signals[signal] ?? 0) : (code ?? 1)));
   });
 }
-
-

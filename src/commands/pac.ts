@@ -22,7 +22,21 @@ const PAC_TIMEOUT_MS = 5_000;
  * A proxy's flags that do not change its PAC file: still accepted (a proxy's whole command line
  * can be handed to `pac`), but left out of `pac --help`.
  */
-const NOT_IN_PAC = new Set(['forward', 'extra-ca', 'log-level', 'connect-timeout', 'handshake-timeout', 'shutdown-grace', 'keepalive', 'keepalive-timeout', 'max-streams', 'proxy-auth-file', 'proxy-auth', 'allow-host-network-pods', 'transport']);
+const NOT_IN_PAC = new Set([
+  'forward',
+  'extra-ca',
+  'log-level',
+  'connect-timeout',
+  'handshake-timeout',
+  'shutdown-grace',
+  'keepalive',
+  'keepalive-timeout',
+  'max-streams',
+  'proxy-auth-file',
+  'proxy-auth',
+  'allow-host-network-pods',
+  'transport',
+]);
 
 function pacFlags(): ReturnType<typeof proxyFlags> {
   const flags = proxyFlags('Unused here.', 'Unused here.', DEFAULTS.shutdownGraceMs);
@@ -39,7 +53,10 @@ export default class Pac extends Command {
     'proxy knows) go DIRECT: use svc.ns.svc.',
   ].join(' ');
   static override usage = ['pac ID', 'pac [--config FILE] [--context C…] [--listen-socks ADDR] [--listen-http ADDR] [--direct]'];
-  static override examples = ['<%= config.bin %> pac a1b2c3d4 > proxy.pac', '<%= config.bin %> pac --context prod --context staging --listen-http 127.0.0.1:3128'];
+  static override examples = [
+    '<%= config.bin %> pac a1b2c3d4 > proxy.pac',
+    '<%= config.bin %> pac --context prod --context staging --listen-http 127.0.0.1:3128',
+  ];
   static override args = { id: Args.string({ description: 'Connection ID of a managed proxy (see `status`).', required: false }) };
   static override flags = pacFlags();
 
@@ -87,6 +104,7 @@ async function daemonPac(socket: string, id: string): Promise<string> {
   if (answer.ok && typeof answer.pac === 'string') return answer.pac;
   const error = answer.ok ? 'no PAC file in its answer' : answer.error;
   // A daemon of an older release knows no "pac" request.
-  if (/^unknown command/.test(error)) throw new StartupError(`proxy ${id} runs an older kubectl-proxyout that cannot hand out its PAC file: disconnect and connect it again`);
+  if (/^unknown command/.test(error))
+    throw new StartupError(`proxy ${id} runs an older kubectl-proxyout that cannot hand out its PAC file: disconnect and connect it again`);
   throw new StartupError(`proxy ${id}: no PAC file: ${error}`);
 }

@@ -22,7 +22,9 @@ export default class Reload extends Command {
 
   async run(): Promise<void> {
     const { args } = await this.parse(Reload);
-    const { id, table } = await reloadProxy(layout(), args.id === undefined ? undefined : validateId(args.id)).catch((err: unknown) => failOnKnownError(this, err));
+    const { id, table } = await reloadProxy(layout(), args.id === undefined ? undefined : validateId(args.id)).catch((err: unknown) =>
+      failOnKnownError(this, err),
+    );
     this.log(`kubectl-proxyout: ${id} reloaded: ${table.routes.length} route${table.routes.length === 1 ? '' : 's'}`);
     for (const r of table.routes) this.log(`kubectl-proxyout:   route ${describeRoute(table, r)}`);
   }

@@ -63,7 +63,12 @@ export default class Serve extends Command {
       log.info('SIGHUP: reloading the routing table');
       running.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
     });
-    this.log(readyLines({ ...running, socks: running.socks, http: running.http, table: running.table(), apiServers: apiServersOf(running.routes()) }, options.proxyAuth?.username).join('\n'));
+    this.log(
+      readyLines(
+        { ...running, socks: running.socks, http: running.http, table: running.table(), apiServers: apiServersOf(running.routes()) },
+        options.proxyAuth?.username,
+      ).join('\n'),
+    );
 
     const signal = await stopSignal;
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');

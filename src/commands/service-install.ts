@@ -17,9 +17,15 @@ import { SERVICE_PASSED_FLAGS } from '../service/spec.js';
 
 /** The proxy's flags service-install carries as they are given: no defaults here, so only what the user set lands in the unit. */
 function passedThrough() {
-  const proxy = proxyFlags('', 'Time open connections get to finish when the service is stopped (systemctl stop, launchctl bootout).', DEFAULTS.shutdownGraceMs);
+  const proxy = proxyFlags(
+    '',
+    'Time open connections get to finish when the service is stopped (systemctl stop, launchctl bootout).',
+    DEFAULTS.shutdownGraceMs,
+  );
   const names = [...SERVICE_PASSED_FLAGS];
-  return Object.fromEntries(names.map((name) => [name, { ...proxy[name], default: undefined }])) as { [K in (typeof SERVICE_PASSED_FLAGS)[number]]: (typeof proxy)[K] };
+  return Object.fromEntries(names.map((name) => [name, { ...proxy[name], default: undefined }])) as {
+    [K in (typeof SERVICE_PASSED_FLAGS)[number]]: (typeof proxy)[K];
+  };
 }
 
 export default class ServiceInstall extends Command {
@@ -41,12 +47,25 @@ export default class ServiceInstall extends Command {
   static override flags = {
     name: Flags.string({ summary: 'Service name (unit name / launchd label).', helpValue: '<name>', default: DEFAULT_SERVICE_NAME }),
     kubeconfig: Flags.string({ summary: 'Kubeconfig file for the service (default: $KUBECONFIG as now, then ~/.kube/config).', helpValue: '<file>' }),
-    context: Flags.string({ summary: 'Kubeconfig context (repeatable; default: the config file routes, else the current context when the service starts).', helpValue: '<name>', multiple: true, multipleNonGreedy: true }),
-    config: Flags.string({ summary: 'Routing table file for the service (default: config.yaml in your config directory, read at each start, when no --context is given).', helpValue: '<file>' }),
+    context: Flags.string({
+      summary: 'Kubeconfig context (repeatable; default: the config file routes, else the current context when the service starts).',
+      helpValue: '<name>',
+      multiple: true,
+      multipleNonGreedy: true,
+    }),
+    config: Flags.string({
+      summary: 'Routing table file for the service (default: config.yaml in your config directory, read at each start, when no --context is given).',
+      helpValue: '<file>',
+    }),
     'extra-ca': tableFlagDefinitions()['extra-ca'],
     direct: tableFlagDefinitions().direct,
     'cluster-domain': Flags.string({ summary: 'Cluster DNS domain.', helpValue: '<domain>' }),
-    forward: Flags.string({ summary: 'Port mapping [ADDR:]LPORT=TARGET:PORT (repeatable), as the proxy takes it.', helpValue: '<map>', multiple: true, multipleNonGreedy: true }),
+    forward: Flags.string({
+      summary: 'Port mapping [ADDR:]LPORT=TARGET:PORT (repeatable), as the proxy takes it.',
+      helpValue: '<map>',
+      multiple: true,
+      multipleNonGreedy: true,
+    }),
     namespace: Flags.string({ char: 'n', summary: 'Namespace for short names.', helpValue: '<ns>' }),
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address host:port ("off" for none).', helpValue: '<addr>' }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port.', helpValue: '<addr>' }),

@@ -6,7 +6,8 @@ import { DEFAULT_SERVICE_NAME, uninstallService, validateServiceName } from '../
 
 export default class ServiceUninstall extends Command {
   static override summary = 'Remove the login service written by service-install.';
-  static override description = 'Removes the unit (and its enable link) or the LaunchAgent, and prints the lines that stop the running service. A file you edited is not removed without --force.';
+  static override description =
+    'Removes the unit (and its enable link) or the LaunchAgent, and prints the lines that stop the running service. A file you edited is not removed without --force.';
   static override usage = 'service-uninstall [--name NAME] [--force]';
   static override examples = ['<%= config.bin %> service-uninstall'];
 

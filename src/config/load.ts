@@ -83,10 +83,14 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
     const derived = routeNameForContext(context);
     const existing = fileRoutes.find((r) => r.kind === 'cluster' && r.context === context) ?? fileRoutes.find((r) => r.name === derived);
     if (existing && existing.kind !== 'cluster') {
-      throw new StartupError(`--context ${context}: route "${existing.name}" (${existing.origin}) is a ${existing.kind} route, not a cluster; rename one of them`);
+      throw new StartupError(
+        `--context ${context}: route "${existing.name}" (${existing.origin}) is a ${existing.kind} route, not a cluster; rename one of them`,
+      );
     }
     if (existing && (existing as ClusterRouteSpec).context !== context) {
-      throw new StartupError(`--context ${context}: route "${existing.name}" (${existing.origin}) is for context ${(existing as ClusterRouteSpec).context}; name the route for ${context} in the config file`);
+      throw new StartupError(
+        `--context ${context}: route "${existing.name}" (${existing.origin}) is for context ${(existing as ClusterRouteSpec).context}; name the route for ${context} in the config file`,
+      );
     }
     fromFlags.push(existing ?? clusterRoute(context, `--context ${context}`, flags.clusterDomain));
   }
@@ -97,7 +101,8 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   // The kubeconfig's current context serves only when nothing else was configured: a table of
   // ssh, direct or reject routes alone needs no kubeconfig.
   if (defaultRoute === undefined && routes.length === 0) {
-    if (!flags.currentContext) throw new StartupError('no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig');
+    if (!flags.currentContext)
+      throw new StartupError('no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig');
     const route = clusterRoute(flags.currentContext, 'the current context', flags.clusterDomain);
     routes.unshift(route);
     checkUniqueNames(routes);
@@ -114,7 +119,9 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
     const origin = flags.direct !== undefined ? '--direct' : `${config!.file}:${config!.directLine ?? 1}`;
     const named = routes.find((r) => r.name === DIRECT_ROUTE_NAME);
     if (named && named.kind !== 'direct') {
-      throw new StartupError(`direct pass-through (${origin}) needs the route name "${DIRECT_ROUTE_NAME}", which route ${named.origin} uses for a ${named.kind} route; rename that route`);
+      throw new StartupError(
+        `direct pass-through (${origin}) needs the route name "${DIRECT_ROUTE_NAME}", which route ${named.origin} uses for a ${named.kind} route; rename that route`,
+      );
     }
     if (!named) routes.push({ kind: 'direct', name: DIRECT_ROUTE_NAME, include: [], exclude: [], cidrs: [], origin });
     table.directRoute = DIRECT_ROUTE_NAME;
@@ -142,7 +149,8 @@ function checkVia(routes: RouteSpec[]): void {
     const carrier = routes.find((o) => o.name === r.via);
     const where = `${r.origin.replace(/:\d+$/, '')}:${r.viaLine ?? ''}`.replace(/:$/, '');
     if (!carrier) throw new StartupError(`${where}: route ${r.name}: via "${r.via}" names no route of the table`);
-    if (carrier.kind !== 'ssh') throw new StartupError(`${where}: route ${r.name}: via "${r.via}" is a ${carrier.kind} route; only ssh routes can carry a cluster's API connection`);
+    if (carrier.kind !== 'ssh')
+      throw new StartupError(`${where}: route ${r.name}: via "${r.via}" is a ${carrier.kind} route; only ssh routes can carry a cluster's API connection`);
   }
 }
 

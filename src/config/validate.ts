@@ -119,14 +119,21 @@ class Checker {
       const line = this.doc.itemLine(routes, i);
       const route = this.route(raw, `routes[${i}]`, line);
       const seen = names.get(route.name);
-      if (seen !== undefined) this.fail(this.doc.keyLine(raw as object, 'name'), `routes[${i}].name`, `route name "${route.name}" is already used on line ${seen}`);
+      if (seen !== undefined)
+        this.fail(this.doc.keyLine(raw as object, 'name'), `routes[${i}].name`, `route name "${route.name}" is already used on line ${seen}`);
       names.set(route.name, this.doc.keyLine(raw as object, 'name'));
       if (route.kind === 'cluster' || route.kind === 'konnectivity') {
         const other = contexts.get(route.context);
-        if (other) this.fail(this.doc.keyLine(raw as object, 'context'), `routes[${i}].context`, `context "${route.context}" is already used by route ${other}`);
+        if (other)
+          this.fail(this.doc.keyLine(raw as object, 'context'), `routes[${i}].context`, `context "${route.context}" is already used by route ${other}`);
         contexts.set(route.context, route.name);
         if ((raw as Record<string, unknown>).default === true) {
-          if (out.defaultRoute) this.fail(this.doc.keyLine(raw as object, 'default'), `routes[${i}].default`, `route ${out.defaultRoute} is already the default; only one route can be`);
+          if (out.defaultRoute)
+            this.fail(
+              this.doc.keyLine(raw as object, 'default'),
+              `routes[${i}].default`,
+              `route ${out.defaultRoute} is already the default; only one route can be`,
+            );
           out.defaultRoute = route.name;
         }
       }
@@ -162,7 +169,12 @@ class Checker {
     }
     if (k === 'konnectivity') {
       if (!('konnectivity' in raw)) this.fail(line, path, 'a konnectivity route needs konnectivity: {server, mode, ca, cert, key}');
-      const spec: KonnectivityRouteSpec = { kind: 'konnectivity', ...base, context: name, konnectivity: this.konnectivity(raw.konnectivity, at('konnectivity'), `${path}.konnectivity`) };
+      const spec: KonnectivityRouteSpec = {
+        kind: 'konnectivity',
+        ...base,
+        context: name,
+        konnectivity: this.konnectivity(raw.konnectivity, at('konnectivity'), `${path}.konnectivity`),
+      };
       if ('context' in raw) spec.context = this.str(raw.context, at('context'), `${path}.context`);
       if ('default' in raw) this.bool(raw.default, at('default'), `${path}.default`);
       return spec;
@@ -210,7 +222,8 @@ class Checker {
     if ('controller' in raw) {
       const key = `${path}.controller`;
       const controller = this.str(raw.controller, this.doc.keyLine(raw, 'controller'), key);
-      if (!CONTROLLER.test(controller)) this.fail(this.doc.keyLine(raw, 'controller'), key, `"${controller}" is not namespace/service (e.g. openshift-ingress/router-default)`);
+      if (!CONTROLLER.test(controller))
+        this.fail(this.doc.keyLine(raw, 'controller'), key, `"${controller}" is not namespace/service (e.g. openshift-ingress/router-default)`);
       spec.controller = controller;
     }
     return spec;
@@ -221,7 +234,8 @@ class Checker {
     this.keys(raw, SSH_KEYS, `${path}.`, 'ssh');
     if (!('host' in raw)) this.fail(line, `${path}.host`, 'is required: a Host of ~/.ssh/config or [user@]host[:port]');
     const host = this.str(raw.host, this.doc.keyLine(raw, 'host'), `${path}.host`);
-    if (!SSH_HOST.test(host)) this.fail(this.doc.keyLine(raw, 'host'), `${path}.host`, `"${host}" is not an ssh host (a Host of ~/.ssh/config or [user@]host[:port])`);
+    if (!SSH_HOST.test(host))
+      this.fail(this.doc.keyLine(raw, 'host'), `${path}.host`, `"${host}" is not an ssh host (a Host of ~/.ssh/config or [user@]host[:port])`);
     return { host };
   }
 
@@ -237,7 +251,8 @@ class Checker {
       this.fail(at('server'), `${path}.server`, (err as Error).message);
     }
     const mode = 'mode' in raw ? this.str(raw.mode, at('mode'), `${path}.mode`) : 'grpc';
-    if (!(KONNECTIVITY_MODES as readonly string[]).includes(mode)) this.fail(at('mode'), `${path}.mode`, `unknown mode "${mode}" (supported: ${KONNECTIVITY_MODES.join(', ')})`);
+    if (!(KONNECTIVITY_MODES as readonly string[]).includes(mode))
+      this.fail(at('mode'), `${path}.mode`, `unknown mode "${mode}" (supported: ${KONNECTIVITY_MODES.join(', ')})`);
     const spec: KonnectivitySpec = { server, mode: mode as KonnectivitySpec['mode'] };
     for (const key of ['ca', 'cert', 'key'] as const) if (key in raw) spec[key] = this.str(raw[key], at(key), `${path}.${key}`);
     const problem = tlsProblem(spec);
@@ -250,7 +265,8 @@ class Checker {
     const value = map[key];
     const line = this.doc.keyLine(map, key);
     if (value === null) return [];
-    if (!Array.isArray(value)) this.fail(line, `${path}.${key}`, `must be a list, e.g. [${typeof value === 'string' ? value : 'example.com'}], not ${typeName(value)}`);
+    if (!Array.isArray(value))
+      this.fail(line, `${path}.${key}`, `must be a list, e.g. [${typeof value === 'string' ? value : 'example.com'}], not ${typeName(value)}`);
     return value.map((item, i) => {
       const itemLine = this.doc.itemLine(value, i);
       return { text: this.str(item, itemLine, `${path}.${key}[${i}]`), line: itemLine, path: `${path}.${key}[${i}]` };

@@ -65,7 +65,11 @@ export function loadYamlWithLines(text: string): Located {
     const r = frame.result;
     if (r !== null && typeof r === 'object' && !nodeLine.has(r)) {
       nodeLine.set(r, frame.line + 1);
-      if (Array.isArray(r)) itemLines.set(r, frame.children.map((c) => c.line + 1));
+      if (Array.isArray(r))
+        itemLines.set(
+          r,
+          frame.children.map((c) => c.line + 1),
+        );
       else {
         const keys = new Map<string, number>();
         for (let i = 0; i + 1 < frame.children.length; i += 2) keys.set(String(frame.children[i]!.result), frame.children[i]!.line + 1);

@@ -111,11 +111,17 @@ export function formatIPv6(bytes: Uint8Array): string {
   for (let i = 0; i < 16; i += 2) groups.push((bytes[i]! << 8) | bytes[i + 1]!);
   let bestStart = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) { i++; continue; }
+  for (let i = 0; i < 8;) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
     let j = i;
     while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) { bestStart = i; bestLen = j - i; }
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
     i = j;
   }
   const hex = groups.map((g) => g.toString(16));
@@ -141,7 +147,13 @@ export function inetAton(text: string): string | undefined {
   if (parts.length > 4) return undefined;
   const values: number[] = [];
   for (const part of parts) {
-    const value = /^0x[0-9a-f]+$/i.test(part) ? parseInt(part.slice(2), 16) : /^0[0-7]*$/.test(part) ? parseInt(part, 8) : /^[1-9][0-9]*$/.test(part) ? Number(part) : NaN;
+    const value = /^0x[0-9a-f]+$/i.test(part)
+      ? parseInt(part.slice(2), 16)
+      : /^0[0-7]*$/.test(part)
+        ? parseInt(part, 8)
+        : /^[1-9][0-9]*$/.test(part)
+          ? Number(part)
+          : NaN;
     if (!Number.isSafeInteger(value)) return undefined;
     values.push(value);
   }

@@ -42,7 +42,10 @@ interface Window {
 export class RepeatedLineLimiter {
   private readonly windows = new Map<string, Window>();
 
-  constructor(private readonly log: Logger, private readonly limit: RepeatLimit = defaultLimit()) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly limit: RepeatLimit = defaultLimit(),
+  ) {}
 
   /** Logs the line, or counts it when `key` has used its burst; true when it was written. */
   write(level: Level, key: string, fields: Record<string, unknown>, msg: string): boolean {

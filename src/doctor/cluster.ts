@@ -39,25 +39,41 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
   try {
     loaded = loadKubeConfig({ kubeconfig: o.kubeconfig, context: o.context });
   } catch (err) {
-    add({ name: 'kubeconfig', status: 'fail', detail: errorMessage(err), fix: 'check --kubeconfig/$KUBECONFIG and the context name: `kubectl config get-contexts`' });
+    add({
+      name: 'kubeconfig',
+      status: 'fail',
+      detail: errorMessage(err),
+      fix: 'check --kubeconfig/$KUBECONFIG and the context name: `kubectl config get-contexts`',
+    });
     return checks;
   }
   const auth = authKind(loaded, o.env);
-  add(auth.problem ? { name: 'kubeconfig', status: 'fail', detail: auth.detail, fix: auth.problem } : { name: 'kubeconfig', status: 'ok', detail: auth.detail });
+  add(
+    auth.problem ? { name: 'kubeconfig', status: 'fail', detail: auth.detail, fix: auth.problem } : { name: 'kubeconfig', status: 'ok', detail: auth.detail },
+  );
   if (auth.problem) return checks;
 
   let egress: EgressOptions;
   try {
     egress = (await o.egress?.()) ?? {};
   } catch (err) {
-    add({ name: 'api-server', status: 'fail', detail: `${loaded.server}: ${errorMessage(err)}`, fix: 'the ssh route this cluster is reached through (via) cannot start: fix its host in ~/.ssh/config until `ssh HOST` works from here' });
+    add({
+      name: 'api-server',
+      status: 'fail',
+      detail: `${loaded.server}: ${errorMessage(err)}`,
+      fix: 'the ssh route this cluster is reached through (via) cannot start: fix its host in ~/.ssh/config until `ssh HOST` works from here',
+    });
     return checks;
   }
   const api = new ApiConnection(loaded.kc, egress);
   const started = Date.now();
   try {
     const version = await api.getJson<{ gitVersion?: string }>('/version', o.timeoutMs);
-    add({ name: 'api-server', status: 'ok', detail: `${loaded.server} answers: ${version.gitVersion ?? 'unknown version'}, ${Date.now() - started} ms round trip, ${egressOf(api, egress)}` });
+    add({
+      name: 'api-server',
+      status: 'ok',
+      detail: `${loaded.server} answers: ${version.gitVersion ?? 'unknown version'}, ${Date.now() - started} ms round trip, ${egressOf(api, egress)}`,
+    });
   } catch (err) {
     add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`, fix: apiFix(err, egress) });
     return checks;
@@ -73,7 +89,11 @@ function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { 
   if (user.exec) {
     const command = String((user.exec as { command?: string }).command ?? '');
     const found = command ? findExecutable(command, env) : undefined;
-    if (!found) return { detail: `${where}, auth: exec plugin "${command}" not found`, problem: `install "${command}" or put it on PATH (the exec plugin of user ${user.name}), or fix users[].user.exec.command` };
+    if (!found)
+      return {
+        detail: `${where}, auth: exec plugin "${command}" not found`,
+        problem: `install "${command}" or put it on PATH (the exec plugin of user ${user.name}), or fix users[].user.exec.command`,
+      };
     return { detail: `${where}, auth: exec plugin ${found}` };
   }
   if (user.authProvider) return { detail: `${where}, auth: auth-provider ${user.authProvider.name}` };
@@ -92,12 +112,16 @@ function egressOf(api: ApiConnection, egress: EgressOptions): string {
 }
 
 function apiFix(err: unknown, egress: EgressOptions): string {
-  if (err instanceof ApiStatusError && err.statusCode === 401) return 'the API server rejects these credentials: log in again or renew the token (try `kubectl get --raw /version`)';
-  if (err instanceof ApiStatusError && err.statusCode === 403) return 'the credentials are valid but may not read /version: ask for the system:public-info-viewer role';
+  if (err instanceof ApiStatusError && err.statusCode === 401)
+    return 'the API server rejects these credentials: log in again or renew the token (try `kubectl get --raw /version`)';
+  if (err instanceof ApiStatusError && err.statusCode === 403)
+    return 'the credentials are valid but may not read /version: ask for the system:public-info-viewer role';
   if (err instanceof ApiStatusError) return 'the API server answered with an error: see the message, and try `kubectl get --raw /version`';
-  if (egress.via) return `the API server cannot be reached through route ${egress.via.route}: check that its ssh chain works (\`ssh HOST\`) and that the server address answers from its last hop`;
+  if (egress.via)
+    return `the API server cannot be reached through route ${egress.via.route}: check that its ssh chain works (\`ssh HOST\`) and that the server address answers from its last hop`;
   const tls = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|certificate/i.test(errorMessage(err));
-  if (tls && !egress.extraCA) return 'TLS verification failed: if a corporate proxy intercepts TLS, trust its CA with --extra-ca FILE (config: extraCA), as the proxy would need too';
+  if (tls && !egress.extraCA)
+    return 'TLS verification failed: if a corporate proxy intercepts TLS, trust its CA with --extra-ca FILE (config: extraCA), as the proxy would need too';
   return 'the API server cannot be reached: check the network/VPN, the server address and any proxy-url in the kubeconfig';
 }
 
@@ -130,16 +154,28 @@ async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckO
   try {
     clusterWide = await Promise.all(asks.map((a) => canI(api, a, '', o.timeoutMs)));
   } catch (err) {
-    return [{ ...base, status: 'fail', detail: `SelfSubjectAccessReview failed: ${errorMessage(err)}`, fix: 'the API server must allow creating selfsubjectaccessreviews.authorization.k8s.io (every authenticated user may, by default)' }];
+    return [
+      {
+        ...base,
+        status: 'fail',
+        detail: `SelfSubjectAccessReview failed: ${errorMessage(err)}`,
+        fix: 'the API server must allow creating selfsubjectaccessreviews.authorization.k8s.io (every authenticated user may, by default)',
+      },
+    ];
   }
   if (clusterWide.every(Boolean)) return [{ ...base, status: 'ok', detail: `cluster-wide: ${asks.map((a) => a.label).join(', ')}` }];
   const inNamespace = await Promise.all(asks.map((a, i) => (clusterWide[i] ? true : canI(api, a, namespace, o.timeoutMs))));
   const missing = asks.filter((_, i) => !inNamespace[i]);
   const wideMissing = asks.filter((_, i) => !clusterWide[i]).map((a) => a.label);
   if (missing.length === 0) {
-    return [{ ...base, status: 'ok', detail: `in namespace ${namespace} only (not cluster-wide: ${wideMissing.join(', ')}); names in other namespaces are refused` }];
+    return [
+      { ...base, status: 'ok', detail: `in namespace ${namespace} only (not cluster-wide: ${wideMissing.join(', ')}); names in other namespaces are refused` },
+    ];
   }
-  const canIs = missing.map((a) => `kubectl auth can-i ${a.verb} ${a.subresource ? `${a.resource}/${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`);
+  const canIs = missing.map(
+    (a) =>
+      `kubectl auth can-i ${a.verb} ${a.subresource ? `${a.resource}/${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`,
+  );
   return [
     {
       ...base,
@@ -166,21 +202,29 @@ async function postJson<T>(api: ApiConnection, path: string, body: unknown, time
   const text = JSON.stringify(body);
   const client = url.protocol === 'http:' ? http : https;
   return new Promise<T>((resolve, reject) => {
-    const req = client.request(url, { ...options, method: 'POST', headers: { ...options.headers, Accept: 'application/json', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(text)) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const answer = Buffer.concat(chunks).toString('utf8');
-        const status = res.statusCode ?? 0;
-        if (status < 200 || status >= 300) return reject(new ApiStatusError(status, statusMessage(answer) ?? `HTTP ${status}`));
-        try {
-          resolve(JSON.parse(answer) as T);
-        } catch {
-          reject(new ApiStatusError(status, `invalid JSON from ${path}`));
-        }
-      });
-    });
+    const req = client.request(
+      url,
+      {
+        ...options,
+        method: 'POST',
+        headers: { ...options.headers, Accept: 'application/json', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(text)) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const answer = Buffer.concat(chunks).toString('utf8');
+          const status = res.statusCode ?? 0;
+          if (status < 200 || status >= 300) return reject(new ApiStatusError(status, statusMessage(answer) ?? `HTTP ${status}`));
+          try {
+            resolve(JSON.parse(answer) as T);
+          } catch {
+            reject(new ApiStatusError(status, `invalid JSON from ${path}`));
+          }
+        });
+      },
+    );
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`API request timed out after ${timeoutMs} ms`)));
     req.on('error', reject);
     req.end(text);
@@ -188,7 +232,11 @@ async function postJson<T>(api: ApiConnection, path: string, body: unknown, time
 }
 
 interface PodList {
-  items?: Array<{ metadata?: { name?: string; namespace?: string }; spec?: { hostNetwork?: boolean; containers?: Array<{ ports?: Array<{ containerPort?: number }> }> }; status?: { phase?: string } }>;
+  items?: Array<{
+    metadata?: { name?: string; namespace?: string };
+    spec?: { hostNetwork?: boolean; containers?: Array<{ ports?: Array<{ containerPort?: number }> }> };
+    status?: { phase?: string };
+  }>;
 }
 
 /** A running pod to ask about protocols: in the route's namespace, else anywhere visible. */

@@ -42,7 +42,11 @@ export async function checkKonnectivity(route: KonnectivityRouteSpec, api: ApiCo
   } catch (err) {
     const why = err instanceof ApiStatusError && err.statusCode === 403 ? 'reading it is not allowed' : errorMessage(err);
     dialer.close();
-    return { ...base, status: 'skip', detail: `${server}: no test dial: the guest's default/kubernetes Service, the address dialled, could not be read (${why})` };
+    return {
+      ...base,
+      status: 'skip',
+      detail: `${server}: no test dial: the guest's default/kubernetes Service, the address dialled, could not be read (${why})`,
+    };
   }
   const started = Date.now();
   const deadline = AbortSignal.timeout(timeoutMs);
@@ -62,14 +66,29 @@ function verdict(err: unknown, timedOut: boolean, route: KonnectivityRouteSpec, 
   const k = route.konnectivity;
   const detail = errorMessage(err);
   if (timedOut) {
-    return { status: 'fail', detail: `no answer to the test dial of ${target} within ${timeoutMs} ms (--timeout): ${detail}`, fix: `check that ${k.server} is the konnectivity server's frontend and that it answers from here; a slow agent may need a longer --timeout` };
+    return {
+      status: 'fail',
+      detail: `no answer to the test dial of ${target} within ${timeoutMs} ms (--timeout): ${detail}`,
+      fix: `check that ${k.server} is the konnectivity server's frontend and that it answers from here; a slow agent may need a longer --timeout`,
+    };
   }
   if (err instanceof NoAgentError) {
-    return { status: 'fail', detail, fix: 'the server has no konnectivity agent connected: check the konnectivity-agent pods of the guest cluster (their logs say why they cannot reach the server)' };
+    return {
+      status: 'fail',
+      detail,
+      fix: 'the server has no konnectivity agent connected: check the konnectivity-agent pods of the guest cluster (their logs say why they cannot reach the server)',
+    };
   }
   // The agent's own dial failed: the server and its agent work, the guest's network did not answer.
-  if (!(err instanceof ProxyError && err.cause) && (err instanceof ConnectionRefusedError || err instanceof HostUnreachableError || err instanceof ConnectTimeoutError)) {
-    return { status: 'warn', detail: `${k.server} and its agent answered, but the agent could not reach ${target}: ${detail}`, fix: "check the agent's network in the guest cluster (kube-proxy on its node, NetworkPolicies around the agent)" };
+  if (
+    !(err instanceof ProxyError && err.cause) &&
+    (err instanceof ConnectionRefusedError || err instanceof HostUnreachableError || err instanceof ConnectTimeoutError)
+  ) {
+    return {
+      status: 'warn',
+      detail: `${k.server} and its agent answered, but the agent could not reach ${target}: ${detail}`,
+      fix: "check the agent's network in the guest cluster (kube-proxy on its node, NetworkPolicies around the agent)",
+    };
   }
   return { status: 'fail', detail, fix: serverFix(err instanceof ProxyError && err.cause ? errorMessage(err.cause) : detail, route) };
 }
@@ -80,7 +99,8 @@ function serverFix(text: string, route: KonnectivityRouteSpec): string {
   const other = k.mode === 'grpc' ? 'http-connect' : 'grpc';
   const where = `route ${route.name} (${route.origin})`;
   if (/ENOENT/.test(text)) return `no unix socket at ${k.server}: is the konnectivity server running on this machine, with --uds-name set to that path?`;
-  if (/ECONNREFUSED/.test(text)) return `nothing listens at ${k.server}: is the konnectivity server running, and is that its frontend port (--server-port, often 8090 or 8131)?`;
+  if (/ECONNREFUSED/.test(text))
+    return `nothing listens at ${k.server}: is the konnectivity server running, and is that its frontend port (--server-port, often 8090 or 8131)?`;
   if (/ENOTFOUND|EAI_AGAIN|getaddrinfo/.test(text)) return `the server's host name does not resolve from here: fix konnectivity.server of ${where}`;
   if (/ETIMEDOUT|EHOSTUNREACH|ENETUNREACH/.test(text)) return `${k.server} cannot be reached from here: check the network (a VPN, a firewall) and the address`;
   if (/no application protocol/i.test(text)) return `the server does not speak ${k.mode} there: set mode: ${other} for ${where} (the server's --mode)`;

@@ -38,10 +38,22 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
     const owner = running.find((p) => p.socks === address || p.http === address);
     const holder = owner ? undefined : portHolder(parsed.port);
     if (owner) {
-      checks.push({ scope, name: 'listen', status: 'warn', detail: `${flag} ${address} is used by managed proxy ${owner.id}`, fix: `use that proxy, or \`kubectl proxyout disconnect ${owner.id}\`, or pick another port` });
+      checks.push({
+        scope,
+        name: 'listen',
+        status: 'warn',
+        detail: `${flag} ${address} is used by managed proxy ${owner.id}`,
+        fix: `use that proxy, or \`kubectl proxyout disconnect ${owner.id}\`, or pick another port`,
+      });
     } else if (holder && isProxyout(holder)) {
       // Your own proxy in the foreground: information, not a failure.
-      checks.push({ scope, name: 'listen', status: 'warn', detail: `${flag} ${address} is used by a kubectl-proxyout in the foreground (pid ${holder.pid})`, fix: `use that proxy, or stop it (kill ${holder.pid}), or pick another port` });
+      checks.push({
+        scope,
+        name: 'listen',
+        status: 'warn',
+        detail: `${flag} ${address} is used by a kubectl-proxyout in the foreground (pid ${holder.pid})`,
+        fix: `use that proxy, or stop it (kill ${holder.pid}), or pick another port`,
+      });
     } else {
       const by = holder ? ` by pid ${holder.pid} (${holder.program})` : '';
       checks.push({
@@ -73,8 +85,17 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
   try {
     root = lstatSync(l.root);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root} does not exist yet (created on the first connect)` }];
-    return [{ scope, name: 'state-dir', status: 'fail', detail: `${l.root}: ${errorMessage(err)}`, fix: 'make the directory readable by you, or set KUBECTL_PROXYOUT_STATE_DIR' }];
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+      return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root} does not exist yet (created on the first connect)` }];
+    return [
+      {
+        scope,
+        name: 'state-dir',
+        status: 'fail',
+        detail: `${l.root}: ${errorMessage(err)}`,
+        fix: 'make the directory readable by you, or set KUBECTL_PROXYOUT_STATE_DIR',
+      },
+    ];
   }
   if (uid === undefined) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root} (owner and mode checks are for Unix)` }];
   const refused = [l.root, l.proxiesDir, l.logsDir].flatMap((dir) => {
@@ -85,7 +106,15 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
     }
   });
   if (refused.length > 0) {
-    return [{ scope, name: 'state-dir', status: 'fail', detail: refused.join('; '), fix: `every command refuses it: chown and chmod 700 it, or set KUBECTL_PROXYOUT_STATE_DIR to a directory of your own` }];
+    return [
+      {
+        scope,
+        name: 'state-dir',
+        status: 'fail',
+        detail: refused.join('; '),
+        fix: `every command refuses it: chown and chmod 700 it, or set KUBECTL_PROXYOUT_STATE_DIR to a directory of your own`,
+      },
+    ];
   }
   const readable: string[] = [];
   const fixes: string[] = [];
@@ -116,7 +145,15 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
   }
   if (readable.length === 0) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root}: owned by you, private (0700 directories, 0600 files)` }];
   const more = readable.length > 3 ? ` (+${readable.length - 3} more)` : '';
-  return [{ scope, name: 'state-dir', status: 'warn', detail: `accepted, but others may read what it holds: ${readable.slice(0, 3).join('; ')}${more}`, fix: fixes.slice(0, 3).join('; ') }];
+  return [
+    {
+      scope,
+      name: 'state-dir',
+      status: 'warn',
+      detail: `accepted, but others may read what it holds: ${readable.slice(0, 3).join('; ')}${more}`,
+      fix: fixes.slice(0, 3).join('; '),
+    },
+  ];
 }
 
 function safeList(dir: string): string[] {
@@ -141,18 +178,44 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
   return proxies.map((p): Check => {
     const name = 'daemon';
     const what = `${p.id} (context ${p.context}, pid ${p.pid ?? '-'})`;
-    if (p.state === 'dead') return { scope, name, status: 'warn', detail: `${what} is dead${p.error ? `: ${p.error}` : ''}`, fix: `see \`kubectl proxyout logs ${p.id}\`; \`kubectl proxyout disconnect ${p.id}\` clears it` };
+    if (p.state === 'dead')
+      return {
+        scope,
+        name,
+        status: 'warn',
+        detail: `${what} is dead${p.error ? `: ${p.error}` : ''}`,
+        fix: `see \`kubectl proxyout logs ${p.id}\`; \`kubectl proxyout disconnect ${p.id}\` clears it`,
+      };
     if (p.state === 'running' && p.openStreams === null) {
-      return { scope, name, status: 'fail', detail: `${what} does not answer on its control socket`, fix: `\`kubectl proxyout disconnect ${p.id}\`, then connect again; see \`kubectl proxyout logs ${p.id}\`` };
+      return {
+        scope,
+        name,
+        status: 'fail',
+        detail: `${what} does not answer on its control socket`,
+        fix: `\`kubectl proxyout disconnect ${p.id}\`, then connect again; see \`kubectl proxyout logs ${p.id}\``,
+      };
     }
     // A route that is not serving (degraded, failing) is named with why and since when.
     const troubled = (p.routes ?? []).filter((r) => r.state === 'degraded' || r.state === 'error');
     if (p.state === 'running' && troubled.length > 0) {
       const lines = troubled.map((r) => `route ${r.name} ${r.state}${r.since ? ` since ${r.since}` : ''}: ${r.reason ?? 'unknown'}`);
-      return { scope, name, status: 'warn', detail: `${what}: ${lines.join('; ')}`, fix: `check that the API server answers (\`kubectl --context … get --raw /readyz\`); see \`kubectl proxyout logs ${p.id}\`` };
+      return {
+        scope,
+        name,
+        status: 'warn',
+        detail: `${what}: ${lines.join('; ')}`,
+        fix: `check that the API server answers (\`kubectl --context … get --raw /readyz\`); see \`kubectl proxyout logs ${p.id}\``,
+      };
     }
     const cache = p.cache?.state ?? 'unknown';
-    if (p.state === 'running' && cache !== 'synced') return { scope, name, status: 'warn', detail: `${what} is running, caches ${cache}`, fix: `see \`kubectl proxyout logs ${p.id}\` (the API server or RBAC)` };
+    if (p.state === 'running' && cache !== 'synced')
+      return {
+        scope,
+        name,
+        status: 'warn',
+        detail: `${what} is running, caches ${cache}`,
+        fix: `see \`kubectl proxyout logs ${p.id}\` (the API server or RBAC)`,
+      };
     return { scope, name, status: 'ok', detail: `${what} is ${p.state}, caches ${cache}, ${p.openStreams ?? 0} open streams` };
   });
 }

@@ -33,7 +33,11 @@ export const PROTOCOL_LABELS: Record<ProtocolName, string> = {
 export async function probeProtocols(api: ApiConnection, pod: { namespace: string; name: string; port: number }, timeoutMs: number): Promise<ProtocolAnswer[]> {
   const base = `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods/${encodeURIComponent(pod.name)}/portforward`;
   const conn = await api.requestOptions();
-  return Promise.all([probeTunnel(api, conn, base, timeoutMs), probeV4(api, conn, `${base}?ports=${pod.port}`, timeoutMs), probeSpdy(api, conn, base, timeoutMs)]);
+  return Promise.all([
+    probeTunnel(api, conn, base, timeoutMs),
+    probeV4(api, conn, `${base}?ports=${pod.port}`, timeoutMs),
+    probeSpdy(api, conn, base, timeoutMs),
+  ]);
 }
 
 type Conn = Awaited<ReturnType<ApiConnection['requestOptions']>>;

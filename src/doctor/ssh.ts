@@ -38,7 +38,12 @@ export async function checkSshRoute(spec: SshRouteSpec, o: SshCheckOptions): Pro
   } catch (err) {
     const hops = route.hops;
     if (!hops) {
-      add({ name: 'ssh-config', status: 'fail', detail: errorMessage(err), fix: `fix Host ${host} in ~/.ssh/config until \`ssh ${host}\` works from here; docs/usage.md "SSH routes" lists what the route follows and what it refuses` });
+      add({
+        name: 'ssh-config',
+        status: 'fail',
+        detail: errorMessage(err),
+        fix: `fix Host ${host} in ~/.ssh/config until \`ssh ${host}\` works from here; docs/usage.md "SSH routes" lists what the route follows and what it refuses`,
+      });
       return checks;
     }
     add(configOk(host, hops));
@@ -56,7 +61,13 @@ export async function checkSshRoute(spec: SshRouteSpec, o: SshCheckOptions): Pro
       else if (i > at) add({ name: 'ssh-hop', status: 'skip', detail: `${where}: not tried (${hop.alias} failed)` });
     });
     const detail = failure ? errorMessage(err) : `ssh hop ${describeHop(hop)}: the login did not complete within ${o.timeoutMs} ms (--timeout)`;
-    checks.splice(1 + at, 0, { scope: spec.name, name: 'ssh-hop', status: 'fail', detail: `${position(at, hops)} ${detail}`, fix: fixFor(failure?.kind ?? 'timeout', hops, at, host) });
+    checks.splice(1 + at, 0, {
+      scope: spec.name,
+      name: 'ssh-hop',
+      status: 'fail',
+      detail: `${position(at, hops)} ${detail}`,
+      fix: fixFor(failure?.kind ?? 'timeout', hops, at, host),
+    });
     return checks;
   } finally {
     await route.close();
@@ -89,7 +100,8 @@ function fixFor(kind: HopFailureKind, hops: readonly SshHop[], at: number, host:
     case 'auth':
       return `${hop.user}@${hop.alias} did not accept our keys: add your public key to ~${hop.user}/.ssh/authorized_keys there (ssh-copy-id), set IdentityFile for ${hop.alias} in ~/.ssh/config, or load a passphrase-protected key into ssh-agent (the route reads only unencrypted key files); \`ssh -v ${host}\` shows what is offered`;
     case 'unreachable':
-      if (before) return `${before.alias} cannot reach ${hop.hostName}:${hop.port}: check HostName and Port of ${hop.alias} (as ${before.alias} resolves them), that sshd runs there, and that ${before.alias} allows forwarding (AllowTcpForwarding)`;
+      if (before)
+        return `${before.alias} cannot reach ${hop.hostName}:${hop.port}: check HostName and Port of ${hop.alias} (as ${before.alias} resolves them), that sshd runs there, and that ${before.alias} allows forwarding (AllowTcpForwarding)`;
       if (hop.proxyCommand) return `the ProxyCommand of ${hop.alias} did not connect: run it by hand (\`${hop.proxyCommand}\`) and check what it prints`;
       return `check HostName and Port of ${hop.alias} in ~/.ssh/config, that sshd runs there, and the network from here (a VPN?)`;
     case 'timeout':

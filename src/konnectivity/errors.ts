@@ -5,14 +5,7 @@
 // open files" 503, everything else 502; servers before that change answered 503 for every dial
 // error, and pkg/server/tunnel.go answers 500 "currently no tunnels available" when no agent is
 // connected). So the text decides; the status is only the fallback.
-import {
-  ConnectionRefusedError,
-  ConnectTimeoutError,
-  HostUnreachableError,
-  ProxyError,
-  UpstreamApiError,
-  errorMessage,
-} from '../core/errors.js';
+import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError, ProxyError, UpstreamApiError, errorMessage } from '../core/errors.js';
 
 /** Longest piece of server text we quote (it is the far end's, so it is also escaped by replyFor). */
 const MAX_QUOTED = 200;
@@ -43,11 +36,16 @@ function classify(text: string): Kind | undefined {
 
 function errorOf(kind: Kind, target: string, said: string): ProxyError {
   switch (kind) {
-    case 'refused': return new ConnectionRefusedError(`${target} refused the connection (konnectivity: ${said})`, { retryable: true });
-    case 'timeout': return new ConnectTimeoutError(`connecting to ${target} through konnectivity timed out (${said})`);
-    case 'unreachable': return new HostUnreachableError(`${target} is unreachable from the cluster's network (konnectivity: ${said})`);
-    case 'no-agent': return new NoAgentError(`the konnectivity server has no agent to dial ${target} (${said})`);
-    case 'dial-closed': return new HostUnreachableError(`the konnectivity agent dropped the dial to ${target}`);
+    case 'refused':
+      return new ConnectionRefusedError(`${target} refused the connection (konnectivity: ${said})`, { retryable: true });
+    case 'timeout':
+      return new ConnectTimeoutError(`connecting to ${target} through konnectivity timed out (${said})`);
+    case 'unreachable':
+      return new HostUnreachableError(`${target} is unreachable from the cluster's network (konnectivity: ${said})`);
+    case 'no-agent':
+      return new NoAgentError(`the konnectivity server has no agent to dial ${target} (${said})`);
+    case 'dial-closed':
+      return new HostUnreachableError(`the konnectivity agent dropped the dial to ${target}`);
   }
 }
 

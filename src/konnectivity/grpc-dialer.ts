@@ -44,9 +44,10 @@ export class GrpcDialer {
   constructor(private readonly options: GrpcDialerOptions) {
     const a = options.address;
     const target = a.kind === 'unix' ? `unix://${a.path}` : `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
-    const credentials = a.kind === 'unix'
-      ? grpc.credentials.createInsecure()
-      : grpc.credentials.createSsl(options.tls.ca ?? null, options.tls.key ?? null, options.tls.cert ?? null);
+    const credentials =
+      a.kind === 'unix'
+        ? grpc.credentials.createInsecure()
+        : grpc.credentials.createSsl(options.tls.ca ?? null, options.tls.key ?? null, options.tls.cert ?? null);
     this.client = new grpc.Client(target, credentials, {
       // A restarted server is found again quickly.
       'grpc.initial_reconnect_backoff_ms': 250,

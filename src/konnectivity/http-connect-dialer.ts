@@ -35,9 +35,18 @@ export class HttpConnectDialer {
     const { address: a, tls: t, label } = this.options;
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(abortError(signal, target));
-      const socket: net.Socket = a.kind === 'unix'
-        ? net.connect({ path: a.path })
-        : tls.connect({ host: a.host, port: a.port, ca: t.ca, cert: t.cert, key: t.key, servername: net.isIP(a.host) ? undefined : a.host, ALPNProtocols: ['http/1.1'] });
+      const socket: net.Socket =
+        a.kind === 'unix'
+          ? net.connect({ path: a.path })
+          : tls.connect({
+              host: a.host,
+              port: a.port,
+              ca: t.ca,
+              cert: t.cert,
+              key: t.key,
+              servername: net.isIP(a.host) ? undefined : a.host,
+              ALPNProtocols: ['http/1.1'],
+            });
       let head = Buffer.alloc(0);
       let settled = false;
       const finish = (err?: Error) => {

@@ -74,13 +74,27 @@ const id = (v: string | undefined): bigint => BigInt(v ?? '0');
 export function encodePacket(p: Packet): Buffer {
   let body: Record<string, unknown>;
   switch (p.type) {
-    case 'DIAL_REQ': body = { dial: { protocol: p.protocol, address: p.address, random: p.random.toString() } }; break;
-    case 'DIAL_RSP': body = { dialAnswer: { error: p.error, connectID: p.connectID.toString(), random: p.random.toString() } }; break;
-    case 'DATA': body = { bytes: { connectID: p.connectID.toString(), error: p.error, data: p.data } }; break;
-    case 'CLOSE_REQ': body = { close: { connectID: p.connectID.toString() } }; break;
-    case 'CLOSE_RSP': body = { closeAnswer: { error: p.error, connectID: p.connectID.toString() } }; break;
-    case 'DIAL_CLS': body = { dialCancel: { random: p.random.toString() } }; break;
-    case 'DRAIN': body = { drain: {} }; break;
+    case 'DIAL_REQ':
+      body = { dial: { protocol: p.protocol, address: p.address, random: p.random.toString() } };
+      break;
+    case 'DIAL_RSP':
+      body = { dialAnswer: { error: p.error, connectID: p.connectID.toString(), random: p.random.toString() } };
+      break;
+    case 'DATA':
+      body = { bytes: { connectID: p.connectID.toString(), error: p.error, data: p.data } };
+      break;
+    case 'CLOSE_REQ':
+      body = { close: { connectID: p.connectID.toString() } };
+      break;
+    case 'CLOSE_RSP':
+      body = { closeAnswer: { error: p.error, connectID: p.connectID.toString() } };
+      break;
+    case 'DIAL_CLS':
+      body = { dialCancel: { random: p.random.toString() } };
+      break;
+    case 'DRAIN':
+      body = { drain: {} };
+      break;
   }
   const message = PacketType.fromObject({ kind: p.type, ...body });
   const bytes = PacketType.encode(message).finish();
@@ -92,17 +106,29 @@ export function decodePacket(buf: Buffer): Packet {
   const o = PacketType.toObject(PacketType.decode(buf), { longs: String, enums: String, defaults: false }) as WireObject;
   const kind = o.kind ?? 'DIAL_REQ'; // proto3 omits the zero value
   switch (kind) {
-    case 'DIAL_REQ': return { type: kind, protocol: o.dial?.protocol ?? '', address: o.dial?.address ?? '', random: id(o.dial?.random) };
-    case 'DIAL_RSP': return { type: kind, random: id(o.dialAnswer?.random), connectID: id(o.dialAnswer?.connectID), error: o.dialAnswer?.error ?? '' };
+    case 'DIAL_REQ':
+      return { type: kind, protocol: o.dial?.protocol ?? '', address: o.dial?.address ?? '', random: id(o.dial?.random) };
+    case 'DIAL_RSP':
+      return { type: kind, random: id(o.dialAnswer?.random), connectID: id(o.dialAnswer?.connectID), error: o.dialAnswer?.error ?? '' };
     case 'DATA': {
       const d = o.bytes?.data;
-      return { type: kind, connectID: id(o.bytes?.connectID), error: o.bytes?.error ?? '', data: d ? Buffer.from(d.buffer, d.byteOffset, d.byteLength) : Buffer.alloc(0) };
+      return {
+        type: kind,
+        connectID: id(o.bytes?.connectID),
+        error: o.bytes?.error ?? '',
+        data: d ? Buffer.from(d.buffer, d.byteOffset, d.byteLength) : Buffer.alloc(0),
+      };
     }
-    case 'CLOSE_REQ': return { type: kind, connectID: id(o.close?.connectID) };
-    case 'CLOSE_RSP': return { type: kind, connectID: id(o.closeAnswer?.connectID), error: o.closeAnswer?.error ?? '' };
-    case 'DIAL_CLS': return { type: kind, random: id(o.dialCancel?.random) };
-    case 'DRAIN': return { type: kind };
-    default: throw new Error(`unknown konnectivity packet kind ${kind}`);
+    case 'CLOSE_REQ':
+      return { type: kind, connectID: id(o.close?.connectID) };
+    case 'CLOSE_RSP':
+      return { type: kind, connectID: id(o.closeAnswer?.connectID), error: o.closeAnswer?.error ?? '' };
+    case 'DIAL_CLS':
+      return { type: kind, random: id(o.dialCancel?.random) };
+    case 'DRAIN':
+      return { type: kind };
+    default:
+      throw new Error(`unknown konnectivity packet kind ${kind}`);
   }
 }
 

@@ -12,7 +12,6 @@ import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
 import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn } from './server-base.js';
 
-
 export interface ForwardListener extends Listener {
   readonly kind: 'forward';
   readonly target: Destination;
@@ -23,7 +22,13 @@ export interface ForwardListener extends Listener {
  * authenticate its clients, so it refuses to bind anything but loopback (with or without proxy
  * credentials), checked on the address actually bound.
  */
-export async function startForwardListener(host: string, port: number, target: Destination, ctx: ListenerContext, flag = '--forward'): Promise<ForwardListener> {
+export async function startForwardListener(
+  host: string,
+  port: number,
+  target: Destination,
+  ctx: ListenerContext,
+  flag = '--forward',
+): Promise<ForwardListener> {
   const tracker = new ClientTracker(ctx.log);
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: CLIENT_SOCKET_HIGH_WATER }, (socket) => {
@@ -38,7 +43,9 @@ export async function startForwardListener(host: string, port: number, target: D
   // address actually bound says whether it is loopback.
   if (!isLoopbackHost(address.address)) {
     await new Promise((r) => server.close(r));
-    throw new StartupError(`${flag}: ${host} bound ${formatHostPort(address.address, address.port)}, which is not a loopback address; a port mapping cannot authenticate its clients, so it listens on loopback only`);
+    throw new StartupError(
+      `${flag}: ${host} bound ${formatHostPort(address.address, address.port)}, which is not a loopback address; a port mapping cannot authenticate its clients, so it listens on loopback only`,
+    );
   }
   server.on('error', (err) => ctx.log.error({ err }, 'port mapping listener error'));
   return {
@@ -64,5 +71,7 @@ async function handleClient(socket: net.Socket, destination: Destination, ctx: L
   }
   const { opened, head } = outcome;
   const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route);
-  record.live = startRelay(socket, opened.stream, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
+  record.live = startRelay(socket, opened.stream, head, ctx.log, (result) =>
+    ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error),
+  );
 }

@@ -55,7 +55,9 @@ function answerDenial(ctx: ListenerContext, req: IncomingMessage, denied: Denial
  * credentials comes back with them; one that does not may not keep the connection).
  */
 export function requireProxyAuth(
-  ctx: ListenerContext, handler: (req: IncomingMessage, res: ServerResponse) => void, unauthenticated?: UnauthenticatedConnections,
+  ctx: ListenerContext,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  unauthenticated?: UnauthenticatedConnections,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   if (!ctx.auth) return handler;
   return (req, res) => {
@@ -85,13 +87,21 @@ export function requireProxyAuth(
 }
 
 /** For CONNECT: true when the client may go on; otherwise it is (or will be) answered 407 and closed. */
-export function authorizeConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, client: string, unauthenticated?: UnauthenticatedConnections): boolean {
+export function authorizeConnect(
+  ctx: ListenerContext,
+  req: IncomingMessage,
+  socket: net.Socket,
+  client: string,
+  unauthenticated?: UnauthenticatedConnections,
+): boolean {
   const denied = checkProxyAuthorization(ctx, req);
   if (!denied) {
     unauthenticated?.authenticated(socket);
     return true;
   }
   const reply = ctx.stats.failed('http-connect', client, undefined, denied.error);
-  answerDenial(ctx, req, denied, () => endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [`Proxy-Authenticate: ${PROXY_AUTHENTICATE}`])));
+  answerDenial(ctx, req, denied, () =>
+    endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [`Proxy-Authenticate: ${PROXY_AUTHENTICATE}`])),
+  );
   return false;
 }

@@ -35,7 +35,11 @@ const routes = new WeakMap<Duplex, string>();
 export class TunnelAgent extends http.Agent {
   private readonly idleTimers = new WeakMap<Duplex, NodeJS.Timeout>();
 
-  constructor(private readonly opener: StreamOpener, private readonly log: Logger, private readonly idleMs = 4000) {
+  constructor(
+    private readonly opener: StreamOpener,
+    private readonly log: Logger,
+    private readonly idleMs = 4000,
+  ) {
     super({ keepAlive: true, maxFreeSockets: 16, scheduling: 'lifo' });
   }
 
@@ -81,7 +85,10 @@ export class TunnelAgent extends http.Agent {
 function adaptStream(stream: Duplex, log: Logger): void {
   const s = stream as unknown as Record<string, unknown>;
   for (const name of ['setKeepAlive', 'setNoDelay', 'setTimeout', 'ref', 'unref']) {
-    if (typeof s[name] !== 'function') s[name] = function (this: Duplex) { return this; };
+    if (typeof s[name] !== 'function')
+      s[name] = function (this: Duplex) {
+        return this;
+      };
   }
   // The pool must never hold an upstream error unhandled between requests.
   stream.on('error', (err) => log.debug({ err: errorMessage(err) }, 'http-forward upstream stream error'));
@@ -141,9 +148,14 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
     };
     const url = req.url ?? '';
     if (!/^http:\/\//i.test(url)) {
-      if (/^https:\/\//i.test(url)) return fail(new BadRequestError('https:// URLs must be tunnelled with CONNECT (https_proxy / curl -p), not sent in absolute form'));
+      if (/^https:\/\//i.test(url))
+        return fail(new BadRequestError('https:// URLs must be tunnelled with CONNECT (https_proxy / curl -p), not sent in absolute form'));
       if (url.startsWith('/') || url === '*') {
-        return fail(new BadRequestError(`this is kubectl-proxyout, an HTTP proxy: send absolute-form requests (http_proxy=http://${req.headers.host ?? 'HOST:PORT'}) or CONNECT; "${req.method} ${url.slice(0, 100)}" is not a proxy request`));
+        return fail(
+          new BadRequestError(
+            `this is kubectl-proxyout, an HTTP proxy: send absolute-form requests (http_proxy=http://${req.headers.host ?? 'HOST:PORT'}) or CONNECT; "${req.method} ${url.slice(0, 100)}" is not a proxy request`,
+          ),
+        );
       }
       return fail(new BadRequestError('only http:// URLs can be forwarded'));
     }
@@ -168,8 +180,14 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
 }
 
 function forward(
-  ctx: ListenerContext, agent: TunnelAgent, req: IncomingMessage, res: ServerResponse, client: string,
-  destination: Destination, target: URL, fail: (err: unknown, destination?: Destination, close?: boolean) => void,
+  ctx: ListenerContext,
+  agent: TunnelAgent,
+  req: IncomingMessage,
+  res: ServerResponse,
+  client: string,
+  destination: Destination,
+  target: URL,
+  fail: (err: unknown, destination?: Destination, close?: boolean) => void,
 ): void {
   const path = originFormTarget(req.url!, req.method);
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
@@ -181,7 +199,11 @@ function forward(
     res.end(body);
     return;
   }
-  const headers = ['Host', target.host, ...endToEndHeaders(req.rawHeaders, ['host', 'expect', 'content-length', ...(hops.forwardAs === undefined ? [] : ['max-forwards'])])];
+  const headers = [
+    'Host',
+    target.host,
+    ...endToEndHeaders(req.rawHeaders, ['host', 'expect', 'content-length', ...(hops.forwardAs === undefined ? [] : ['max-forwards'])]),
+  ];
   if (hops.forwardAs !== undefined) headers.push('Max-Forwards', hops.forwardAs);
   // The one expectation HTTP defines goes on to the origin, whose 100 reaches the client below
   // (as Node matches it; never for HTTP/1.0 clients, which must not get a 1xx: RFC 9110 §15.2).
@@ -216,7 +238,16 @@ function forward(
   const attempt = (first: boolean): void => {
     let upReq: ClientRequest;
     try {
-      upReq = http.request({ agent, host: destination.host, port: destination.port, method: req.method, path, headers, maxHeaderSize: MAX_RESPONSE_HEAD, [META]: { destination, client, signal: abort.signal } } as ClientRequestArgs);
+      upReq = http.request({
+        agent,
+        host: destination.host,
+        port: destination.port,
+        method: req.method,
+        path,
+        headers,
+        maxHeaderSize: MAX_RESPONSE_HEAD,
+        [META]: { destination, client, signal: abort.signal },
+      } as ClientRequestArgs);
     } catch (err) {
       return fail(new BadRequestError(`cannot forward this request: ${errorMessage(err)}`), destination);
     }

@@ -3,7 +3,17 @@
 // http-forward.ts does the forwarding; this module holds the rules, free of sockets.
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 
-const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade', 'transfer-encoding'];
+const HOP_BY_HOP = [
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'upgrade',
+  'transfer-encoding',
+];
 
 /**
  * Fields `Connection` may never name: they frame the message or say where it goes. Letting a

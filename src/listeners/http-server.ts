@@ -136,9 +136,11 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
     return;
   }
   const [status, body] =
-    err.code === 'HPE_HEADER_OVERFLOW' ? [431, `request head larger than ${MAX_HEADER_SIZE} bytes`]
-    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'request head not received in time']
-    : [400, 'malformed HTTP request'];
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, `request head larger than ${MAX_HEADER_SIZE} bytes`]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request head not received in time']
+        : [400, 'malformed HTTP request'];
   endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`));
 }
 
@@ -165,7 +167,13 @@ async function earlierResponsesSent(socket: net.Socket): Promise<void> {
   }
 }
 
-async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket: net.Socket, head: Buffer, unauthenticated?: UnauthenticatedConnections): Promise<void> {
+async function handleConnect(
+  ctx: ListenerContext,
+  req: IncomingMessage,
+  socket: net.Socket,
+  head: Buffer,
+  unauthenticated?: UnauthenticatedConnections,
+): Promise<void> {
   const client = clientName(socket);
   await earlierResponsesSent(socket);
   // An earlier response may have closed the connection (Connection: close): nothing to answer.
@@ -177,7 +185,12 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
   if (!authorizeConnect(ctx, req, socket, client, unauthenticated)) return;
   const destination = parseAuthority(req.url ?? '');
   if (!destination) {
-    const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(`CONNECT target must be host:port or [ipv6]:port, got "${(req.url ?? '').slice(0, 100)}"`));
+    const reply = ctx.stats.failed(
+      'http-connect',
+      client,
+      undefined,
+      new BadRequestError(`CONNECT target must be host:port or [ipv6]:port, got "${(req.url ?? '').slice(0, 100)}"`),
+    );
     endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`));
     return;
   }
@@ -193,5 +206,7 @@ async function handleConnect(ctx: ListenerContext, req: IncomingMessage, socket:
   const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
-  record.live = startRelay(socket, opened.stream, pipelined, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
+  record.live = startRelay(socket, opened.stream, pipelined, ctx.log, (result) =>
+    ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error),
+  );
 }

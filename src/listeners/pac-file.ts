@@ -37,7 +37,12 @@ function peerIsLocal(req: IncomingMessage): boolean {
 }
 
 function refuse(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(body), ...headers });
+  res.writeHead(status, {
+    'Content-Type': 'text/plain; charset=utf-8',
+    'X-Content-Type-Options': 'nosniff',
+    'Content-Length': Buffer.byteLength(body),
+    ...headers,
+  });
   res.end(body);
 }
 
@@ -47,7 +52,10 @@ export function servePac(req: IncomingMessage, res: ServerResponse, pac: () => s
       const creds = parseBasicCredentials(req.headers.authorization) ?? parseBasicCredentials(req.headers['proxy-authorization']);
       if (!creds || !auth.verify(creds.username, creds.password)) {
         const answer = () => {
-          if (!res.writableEnded && !res.destroyed) refuse(res, 401, 'kubectl-proxyout: the PAC file needs the proxy\'s credentials from another machine (http://USER:PASSWORD@HOST:PORT/proxy.pac)\n', { 'WWW-Authenticate': `Basic realm="${PROXY_AUTH_REALM}"` });
+          if (!res.writableEnded && !res.destroyed)
+            refuse(res, 401, "kubectl-proxyout: the PAC file needs the proxy's credentials from another machine (http://USER:PASSWORD@HOST:PORT/proxy.pac)\n", {
+              'WWW-Authenticate': `Basic realm="${PROXY_AUTH_REALM}"`,
+            });
         };
         // Wrong credentials wait, as for proxy requests (auth/throttle.ts); none at all are answered at once.
         if (creds) auth.throttle.delayFailure(clientSource(req.socket), answer, () => req.socket.destroyed);
@@ -58,7 +66,8 @@ export function servePac(req: IncomingMessage, res: ServerResponse, pac: () => s
   } else {
     const host = hostOf(req.headers.host);
     const literalLoopback = host !== undefined && (host === 'localhost' || (isIP(host) !== 0 && isLoopbackHost(host)));
-    if (!literalLoopback) return refuse(res, 403, 'kubectl-proxyout: the PAC file is served only to http://127.0.0.1:PORT/proxy.pac or http://localhost:PORT/proxy.pac\n');
+    if (!literalLoopback)
+      return refuse(res, 403, 'kubectl-proxyout: the PAC file is served only to http://127.0.0.1:PORT/proxy.pac or http://localhost:PORT/proxy.pac\n');
   }
   let text: string;
   try {

@@ -7,7 +7,17 @@ import type { FrontEnd } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
-import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, clientSource, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
+import {
+  CLIENT_SOCKET_HIGH_WATER,
+  ClientTracker,
+  clientName,
+  clientSource,
+  closeServer,
+  endWithReply,
+  openHeld,
+  listenOn,
+  type UnixListen,
+} from './server-base.js';
 import {
   SocksHandshakeParser,
   SocksMethod,
@@ -27,7 +37,6 @@ export interface SocksListenerOptions {
   /** With authentication on: connections not yet authenticated per source (listeners/unauthenticated.ts). */
   maxUnauthenticatedPerSource?: number;
 }
-
 
 export async function startSocksListener(host: string | UnixListen, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
   const policy = options.methodPolicy ?? (ctx.auth ? userPassPolicy : noAuthPolicy);
@@ -54,10 +63,13 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
   const parser = new SocksHandshakeParser();
   // A deadline for the whole handshake, not an idle timer: a client dribbling one byte at a
   // time must not hold the connection forever.
-  const timer = setTimeout(() => {
-    ctx.log.debug({ client }, 'SOCKS handshake timed out');
-    socket.destroy();
-  }, ctx.handshakeTimeoutMs > 0 ? ctx.handshakeTimeoutMs : 2 ** 31 - 1);
+  const timer = setTimeout(
+    () => {
+      ctx.log.debug({ client }, 'SOCKS handshake timed out');
+      socket.destroy();
+    },
+    ctx.handshakeTimeoutMs > 0 ? ctx.handshakeTimeoutMs : 2 ** 31 - 1,
+  );
   const onClose = (): void => clearTimeout(timer);
   // Once the handshake is over nothing may keep this scope (the parser and its bytes) alive for
   // the connection's life: no listener of ours stays on the socket.
@@ -83,7 +95,12 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
           stop();
           if (ctx.auth) {
             // Worth a warning, not debug: a client configured without the proxy's credentials.
-            ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError('proxy authentication is on and the SOCKS5 client offered no username/password (RFC 1929)'));
+            ctx.stats.failed(
+              'socks5',
+              client,
+              undefined,
+              new ProxyAuthRequiredError('proxy authentication is on and the SOCKS5 client offered no username/password (RFC 1929)'),
+            );
             endWithReply(socket, encodeMethodSelection(method));
             return;
           }
@@ -106,7 +123,12 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         }
         stop();
         ctx.stats.failed('socks5', client, undefined, new ProxyAuthRequiredError(WRONG_CREDENTIALS));
-        if (throttle) throttle.delayFailure(clientSource(socket), () => endWithReply(socket, encodeAuthStatus(false)), () => socket.destroyed);
+        if (throttle)
+          throttle.delayFailure(
+            clientSource(socket),
+            () => endWithReply(socket, encodeAuthStatus(false)),
+            () => socket.destroyed,
+          );
         else endWithReply(socket, encodeAuthStatus(false));
         return;
       }
@@ -115,7 +137,12 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
         ctx.log.debug({ client, reason: step.reason }, 'SOCKS connection dropped');
         socket.destroy();
       } else if (step.type === 'connect' && step.version === 4 && ctx.auth) {
-        ctx.stats.failed('socks4', client, step.destination, new ProxyAuthRequiredError('SOCKS4 cannot carry a password and proxy authentication is on: use SOCKS5 (socks5h://user:password@host:port)'));
+        ctx.stats.failed(
+          'socks4',
+          client,
+          step.destination,
+          new ProxyAuthRequiredError('SOCKS4 cannot carry a password and proxy authentication is on: use SOCKS5 (socks5h://user:password@host:port)'),
+        );
         endWithReply(socket, encodeSocks4Reply(false));
       } else if (step.type === 'reject') {
         const reply = ctx.stats.failed(frontEndOf(step.version), client, step.destination, step.error);
@@ -143,7 +170,13 @@ function connect(socket: net.Socket, ctx: ListenerContext, client: string, step:
   });
 }
 
-async function connectAndRelay(socket: net.Socket, ctx: ListenerContext, client: string, step: Extract<SocksStep, { type: 'connect' }>, pipelined: Buffer): Promise<void> {
+async function connectAndRelay(
+  socket: net.Socket,
+  ctx: ListenerContext,
+  client: string,
+  step: Extract<SocksStep, { type: 'connect' }>,
+  pipelined: Buffer,
+): Promise<void> {
   const { version, destination } = step;
   const frontEnd = frontEndOf(version);
   const outcome = await openHeld(ctx.opener, ctx.log, socket, { destination, frontEnd, client }, 'SOCKS client');
@@ -155,11 +188,9 @@ async function connectAndRelay(socket: net.Socket, ctx: ListenerContext, client:
   }
   const { opened, head: later } = outcome;
   const record = ctx.stats.opened(frontEnd, client, destination, opened.via, opened.route);
-  socket.write(
-    version === 5
-      ? encodeSocks5Reply(SocksReply.succeeded, { address: socket.localAddress, port: socket.localPort })
-      : encodeSocks4Reply(true),
-  );
+  socket.write(version === 5 ? encodeSocks5Reply(SocksReply.succeeded, { address: socket.localAddress, port: socket.localPort }) : encodeSocks4Reply(true));
   const head = later.length > 0 ? Buffer.concat([pipelined, later]) : pipelined;
-  record.live = startRelay(socket, opened.stream, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
+  record.live = startRelay(socket, opened.stream, head, ctx.log, (result) =>
+    ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error),
+  );
 }

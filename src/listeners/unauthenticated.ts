@@ -19,7 +19,10 @@ export class UnauthenticatedConnections {
   private readonly verified = new WeakSet<net.Socket>();
   private readonly lines: RepeatedLineLimiter;
 
-  constructor(log: Logger, private readonly max = MAX_UNAUTHENTICATED_PER_SOURCE) {
+  constructor(
+    log: Logger,
+    private readonly max = MAX_UNAUTHENTICATED_PER_SOURCE,
+  ) {
     this.lines = new RepeatedLineLimiter(log);
   }
 
@@ -36,8 +39,12 @@ export class UnauthenticatedConnections {
     const oldest = sockets.values().next().value!;
     this.forget(oldest);
     oldest.destroy();
-    this.lines.write('warn', `evicted|${source}`, { source, limit: this.max },
-      `closed the oldest of ${this.max} unauthenticated connections from this source to admit a new one`);
+    this.lines.write(
+      'warn',
+      `evicted|${source}`,
+      { source, limit: this.max },
+      `closed the oldest of ${this.max} unauthenticated connections from this source to admit a new one`,
+    );
   }
 
   /** The socket presented the right credentials: it no longer counts, and is never evicted. */

@@ -43,10 +43,14 @@ function checkParent(file: string, flag: string): void {
   }
   if (!st.isDirectory()) throw new StartupError(`${flag} unix:${file}: ${dir} is not a directory`);
   if (uid !== undefined && st.uid !== uid) {
-    throw new StartupError(`${flag} unix:${file}: refusing the directory ${dir}: it is owned by uid ${st.uid}, not by you (uid ${uid}); put the socket in a directory of your own`);
+    throw new StartupError(
+      `${flag} unix:${file}: refusing the directory ${dir}: it is owned by uid ${st.uid}, not by you (uid ${uid}); put the socket in a directory of your own`,
+    );
   }
   if ((st.mode & 0o022) !== 0) {
-    throw new StartupError(`${flag} unix:${file}: refusing the directory ${dir}: group or others can write it (mode ${octal(st.mode)}), so they could replace the socket; use a 0700 directory`);
+    throw new StartupError(
+      `${flag} unix:${file}: refusing the directory ${dir}: group or others can write it (mode ${octal(st.mode)}), so they could replace the socket; use a 0700 directory`,
+    );
   }
   if (uid !== undefined) checkAncestors(realpathSync(dir), uid, file, flag);
 }
@@ -62,10 +66,14 @@ function checkAncestors(dir: string, uid: number, file: string, flag: string): v
   for (let current = path.dirname(dir); ; child = current, current = path.dirname(current)) {
     const st = statSync(current);
     if (st.uid !== uid && st.uid !== 0) {
-      throw new StartupError(`${flag} unix:${file}: refusing ${current} on the way to the socket: it is owned by uid ${st.uid}, who could move ${child} aside and put a socket of theirs in its place; put the socket under directories only you or root own`);
+      throw new StartupError(
+        `${flag} unix:${file}: refusing ${current} on the way to the socket: it is owned by uid ${st.uid}, who could move ${child} aside and put a socket of theirs in its place; put the socket under directories only you or root own`,
+      );
     }
     if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
-      throw new StartupError(`${flag} unix:${file}: refusing ${current} on the way to the socket: group or others can write it (mode ${octal(st.mode)}) and it is not sticky, so they could move ${child} aside`);
+      throw new StartupError(
+        `${flag} unix:${file}: refusing ${current} on the way to the socket: group or others can write it (mode ${octal(st.mode)}) and it is not sticky, so they could move ${child} aside`,
+      );
     }
     if (current === path.dirname(current)) return;
   }
@@ -113,7 +121,12 @@ export async function listenUnix(server: net.Server, file: string, what: string,
   await new Promise<void>((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException): void => {
       server.off('listening', onListening);
-      reject(new StartupError(`cannot listen for ${what} on unix:${file}: ${err.code === 'EADDRINUSE' ? 'the path is taken (created by someone else meanwhile)' : err.message}`, { cause: err }));
+      reject(
+        new StartupError(
+          `cannot listen for ${what} on unix:${file}: ${err.code === 'EADDRINUSE' ? 'the path is taken (created by someone else meanwhile)' : err.message}`,
+          { cause: err },
+        ),
+      );
     };
     const onListening = (): void => {
       server.off('error', onError);

@@ -57,7 +57,15 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   const { proxyAuth: _stray, ...daemonOptions } = req.options as DaemonOptions & { proxyAuth?: unknown };
   req = { ...req, options: withUnixPaths(daemonOptions, layout().root) };
   const contexts = req.options.contexts?.length ? req.options.contexts : req.context ? [req.context] : [];
-  const managed = resolveManagedTable({ kubeconfig: req.kubeconfig, contexts, config: req.options.config, direct: req.options.direct, clusterDomain: req.options.clusterDomain, extraCA: req.options.extraCA, namespace: req.namespace });
+  const managed = resolveManagedTable({
+    kubeconfig: req.kubeconfig,
+    contexts,
+    config: req.options.config,
+    direct: req.options.direct,
+    clusterDomain: req.options.clusterDomain,
+    extraCA: req.options.extraCA,
+    namespace: req.namespace,
+  });
   // The daemon's own start-up checks (proxy/startup-checks.ts), made here so a refusal is the
   // caller's error at once: listen addresses, credentials off loopback (only the caller's count:
   // the unit of trust is the user who gave them), direct pass-through, the mappings of the flags
@@ -80,7 +88,12 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   });
 
   const target = { server: kube.server, context: kube.context, namespace: kube.namespace };
-  const requested: RequestedSettings = { options: req.options, explicitFlags: req.explicitFlags ?? new Set(), proxyAuthUser: req.proxyAuth?.username, proxyAuthOff: req.noAuth };
+  const requested: RequestedSettings = {
+    options: req.options,
+    explicitFlags: req.explicitFlags ?? new Set(),
+    proxyAuthUser: req.proxyAuth?.username,
+    proxyAuthOff: req.noAuth,
+  };
   const running = await existingProxy(l, id, target);
   if (running) return result(assertSameSettings(running, requested), true);
 
@@ -185,8 +198,13 @@ async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: H
   const others = inspectAll(l).filter((x) => x.state !== 'dead');
   for (const { flag, addr, text } of listens) {
     if (addr.port === 0) continue;
-    const hint = flag === '--forward' ? 'pick another local port, or 0 for a free one' : `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
-    const owner = others.find(({ entry }) => [entry.socks, entry.http, ...(entry.forwards ?? []).map((f) => f.address)].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)));
+    const hint =
+      flag === '--forward'
+        ? 'pick another local port, or 0 for a free one'
+        : `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
+    const owner = others.find(({ entry }) =>
+      [entry.socks, entry.http, ...(entry.forwards ?? []).map((f) => f.address)].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)),
+    );
     if (owner) {
       throw new StartupError(`${flag} ${text}: the address is taken by managed proxy ${owner.entry.id} (context ${owner.entry.context}); ${hint}`);
     }

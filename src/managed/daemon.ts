@@ -77,7 +77,10 @@ class Daemon {
   async run(): Promise<number> {
     const { id, context, namespace, server, options } = this.entry;
     this.installHandlers();
-    this.log.info({ context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, forwards: options.forwards, cwd: process.cwd() }, 'daemon starting');
+    this.log.info(
+      { context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, forwards: options.forwards, cwd: process.cwd() },
+      'daemon starting',
+    );
     try {
       const proxyAuth = takeProxyAuthFile(this.l, id);
       // The control socket answers from the start, so `status` shows a long first sync's progress.
@@ -190,7 +193,8 @@ class Daemon {
     this.log.info({ reason, graceMs: options.shutdownGraceMs }, 'daemon stopping');
     // Recorded while the drain runs (disconnect has recorded it already); not worth waiting past it.
     const recorded = this.underLock(plan.drainUntil, 'record "stopping"', () => updateEntry(this.l, id, (e) => (e.phase = 'stopping')));
-    if (!(await settlesBy(plan.drainUntil, this.running?.stop(options.shutdownGraceMs)))) this.log.warn('the drain did not end in time; what is left is cut off');
+    if (!(await settlesBy(plan.drainUntil, this.running?.stop(options.shutdownGraceMs))))
+      this.log.warn('the drain did not end in time; what is left is cut off');
     await recorded;
     await this.control?.closeWithin(CONTROL_CLOSE_MS);
     const removed = await this.underLock(plan.lockUntil, 'remove the entry', () => {
@@ -220,7 +224,8 @@ class Daemon {
   private async reload(createdAt: string | undefined): Promise<void> {
     const { id } = this.entry;
     // Made for the entry of another daemon under our ID (one we replaced after reload looked).
-    if (createdAt !== undefined && createdAt !== this.entry.createdAt) throw new Error(`this is another proxy under the ID ${id}, connected since reload looked; nothing was reloaded: run reload again`);
+    if (createdAt !== undefined && createdAt !== this.entry.createdAt)
+      throw new Error(`this is another proxy under the ID ${id}, connected since reload looked; nothing was reloaded: run reload again`);
     let table: RoutingTable;
     try {
       table = JSON.parse(readFileSync(this.l.tableFile(id), 'utf8')) as RoutingTable;

@@ -36,7 +36,12 @@ export function inspect(l: StateLayout, id: string): Inspected | undefined {
   const state = liveState(entry);
   if (state === 'dead' && entry.phase !== 'dead') {
     removeTransient(l, id);
-    const why = entry.phase === 'failed' ? entry.error : entry.pid === undefined ? 'connect was interrupted before the daemon started' : `the daemon (pid ${entry.pid}) is gone`;
+    const why =
+      entry.phase === 'failed'
+        ? entry.error
+        : entry.pid === undefined
+          ? 'connect was interrupted before the daemon started'
+          : `the daemon (pid ${entry.pid}) is gone`;
     return { entry: updateEntry(l, id, (e) => ((e.phase = 'dead'), (e.error = why))) ?? entry, state };
   }
   if (state === 'dead') removeTransient(l, id);

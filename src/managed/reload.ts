@@ -26,7 +26,10 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
   const found = await withStateLock(l, () => {
     if (id === undefined) {
       const running = inspectAll(l).filter((x) => x.state === 'running');
-      if (running.length !== 1) throw new StartupError(running.length === 0 ? 'no managed proxy is running' : `${running.length} managed proxies are running: name one (see \`status\`)`);
+      if (running.length !== 1)
+        throw new StartupError(
+          running.length === 0 ? 'no managed proxy is running' : `${running.length} managed proxies are running: name one (see \`status\`)`,
+        );
       return running[0]!;
     }
     return inspect(l, id);
@@ -70,7 +73,9 @@ function assertSameDaemon(before: Inspected, now: Inspected | undefined): void {
   const { id, createdAt, pid, procIdentity } = before.entry;
   if (!now || now.state === 'dead') throw new StartupError(`proxy ${id} stopped while its new routing table was made; nothing was reloaded`);
   if (now.entry.createdAt !== createdAt || now.entry.pid !== pid || now.entry.procIdentity !== procIdentity) {
-    throw new StartupError(`proxy ${id} was replaced (disconnected and connected again) while its new routing table was made; nothing was reloaded: run reload again`);
+    throw new StartupError(
+      `proxy ${id} was replaced (disconnected and connected again) while its new routing table was made; nothing was reloaded: run reload again`,
+    );
   }
   if (now.state !== 'running') throw new StartupError(`proxy ${id} is ${now.state}, not running`);
 }

@@ -36,7 +36,10 @@ export class RotatingLogFile {
   /** The destination's last write failed (ENOSPC, EIO): what it holds cannot be written now. */
   private failing = false;
 
-  constructor(readonly file: string, private readonly rotation: LogRotation = LOG_ROTATION_DEFAULTS) {
+  constructor(
+    readonly file: string,
+    private readonly rotation: LogRotation = LOG_ROTATION_DEFAULTS,
+  ) {
     this.dest = this.open();
     this.size = sizeOf(file);
   }

@@ -97,7 +97,13 @@ function address(state: LiveState, a: ListenAddress | undefined): string | null 
 export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache'] {
   if (!cache) return { state: 'unknown' };
   const states = Object.values(cache.watches);
-  const state = states.includes('retrying') ? 'retrying' : states.includes('starting') ? 'syncing' : states.length > 0 && states.every((s) => s === 'stopped') ? 'stopped' : 'synced';
+  const state = states.includes('retrying')
+    ? 'retrying'
+    : states.includes('starting')
+      ? 'syncing'
+      : states.length > 0 && states.every((s) => s === 'stopped')
+        ? 'stopped'
+        : 'synced';
   const syncing = cache.syncing && Object.keys(cache.syncing).length ? cache.syncing : undefined;
   return { state, scope: cache.scope, namespaces: cache.namespaces, ...(syncing ? { syncing } : {}) };
 }

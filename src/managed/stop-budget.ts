@@ -53,7 +53,13 @@ export async function settlesBy(until: number, work: Promise<unknown> | undefine
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, until - Date.now()))));
   try {
-    return await Promise.race([work.then(() => true as const, () => true as const), late]);
+    return await Promise.race([
+      work.then(
+        () => true as const,
+        () => true as const,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -133,7 +133,9 @@ export function updateEntry(l: StateLayout, id: string, change: (e: ProxyEntry) 
 export function removeTransient(l: StateLayout, id: string): void {
   let routeFiles: string[] = [];
   try {
-    routeFiles = readdirSync(l.proxyDir(id)).filter((f) => f.startsWith('kubeconfig.')).map((f) => path.join(l.proxyDir(id), f));
+    routeFiles = readdirSync(l.proxyDir(id))
+      .filter((f) => f.startsWith('kubeconfig.'))
+      .map((f) => path.join(l.proxyDir(id), f));
   } catch {
     /* no directory */
   }

@@ -22,11 +22,20 @@ export interface ManagedTable {
 }
 
 /** Resolves the table and loads every cluster route's context (a StartupError names what is wrong). */
-export function resolveManagedTable(options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'config' | 'direct' | 'clusterDomain' | 'extraCA'> & { namespace?: string }): ManagedTable {
+export function resolveManagedTable(
+  options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'config' | 'direct' | 'clusterDomain' | 'extraCA'> & { namespace?: string },
+): ManagedTable {
   const table = routingTableFor({ ...options } as ProxyOptions);
   const clusters = table.routes
     .filter((r): r is ClusterRouteSpec => r.kind === 'cluster')
-    .map((spec) => ({ spec, kube: loadKubeConfig({ kubeconfig: options.kubeconfig, context: spec.context, namespace: spec.name === table.defaultRoute ? options.namespace : undefined }) }))
+    .map((spec) => ({
+      spec,
+      kube: loadKubeConfig({
+        kubeconfig: options.kubeconfig,
+        context: spec.context,
+        namespace: spec.name === table.defaultRoute ? options.namespace : undefined,
+      }),
+    }))
     .sort((a, b) => Number(b.spec.name === table.defaultRoute) - Number(a.spec.name === table.defaultRoute));
   return { table, clusters, primary: clusters[0]!.kube };
 }
@@ -39,7 +48,10 @@ export function managedId(m: ManagedTable): string {
   if (m.table.routes.length === 1) return connectionId(m.primary.server, m.primary.context, m.primary.namespace);
   const what = m.table.routes.map((r) => JSON.stringify({ ...r, origin: undefined }));
   const servers = m.clusters.map((c) => `${c.spec.name}=${c.kube.server}/${c.kube.namespace}`);
-  return createHash('sha256').update([...what, ...servers, m.table.defaultRoute ?? '', m.table.directRoute ?? ''].join('\n')).digest('hex').slice(0, 8);
+  return createHash('sha256')
+    .update([...what, ...servers, m.table.defaultRoute ?? '', m.table.directRoute ?? ''].join('\n'))
+    .digest('hex')
+    .slice(0, 8);
 }
 
 /** Writes the private kubeconfig of each cluster route; returns route name → file. */
@@ -56,7 +68,8 @@ export function writeRouteKubeconfigs(l: StateLayout, id: string, m: ManagedTabl
 /** Route name → transient kubeconfig, as the daemon finds them for a table. */
 export function routeKubeconfigsFor(l: StateLayout, id: string, table: RoutingTable): Record<string, string> {
   const files: Record<string, string> = {};
-  for (const r of table.routes) if (r.kind === 'cluster') files[r.name] = r.name === table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, r.name);
+  for (const r of table.routes)
+    if (r.kind === 'cluster') files[r.name] = r.name === table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, r.name);
   return files;
 }
 

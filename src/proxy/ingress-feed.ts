@@ -51,7 +51,10 @@ export class IngressHostFeed {
       const key = `${host} ${routes.join(' ')}`;
       now.add(key);
       if (!this.logged.has(key)) {
-        this.log.warn({ host, routes }, 'an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT; add it to one route\'s include to choose');
+        this.log.warn(
+          { host, routes },
+          "an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT; add it to one route's include to choose",
+        );
       }
     }
     this.logged = now;

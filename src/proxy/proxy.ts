@@ -80,7 +80,11 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     const socks = listeners.find((l) => l.kind === 'socks' && !isUnixAddress(l.address))?.address;
     const http = listeners.find((l) => l.kind === 'http' && !isUnixAddress(l.address))?.address;
     const namespaces = defaultCluster(built)?.knownNamespaces();
-    return generatePac(router.current.matcher, { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}) }, namespaces ? { namespaces } : {});
+    return generatePac(
+      router.current.matcher,
+      { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}) },
+      namespaces ? { namespaces } : {},
+    );
   };
   ctx.pac = pac;
 
@@ -105,7 +109,16 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
   const primary = defaultCluster(built);
-  log.info({ context: primary?.kube.context, namespace: primary?.kube.namespace, server: primary?.server, routes: built.table.routes.map((r) => r.name), listeners: listeners.map(describeListener) }, 'proxy ready');
+  log.info(
+    {
+      context: primary?.kube.context,
+      namespace: primary?.kube.namespace,
+      server: primary?.server,
+      routes: built.table.routes.map((r) => r.name),
+      listeners: listeners.map(describeListener),
+    },
+    'proxy ready',
+  );
   if (ctx.auth) log.info({ user: ctx.auth.username }, 'proxy authentication on: clients must present this user and its password');
 
   // After a sleep every route checks what it holds before a client waits on it (core/pause-detector.ts).
@@ -119,13 +132,19 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   return {
     socks: listeners.find((l) => l.kind === 'socks')?.address,
     http: listeners.find((l) => l.kind === 'http')?.address,
-    forwards: listeners.filter((l): l is ForwardListener => l.kind === 'forward').map((l) => ({ address: l.address, target: formatHostPort(l.target.host, l.target.port) })),
+    forwards: listeners
+      .filter((l): l is ForwardListener => l.kind === 'forward')
+      .map((l) => ({ address: l.address, target: formatHostPort(l.target.host, l.target.port) })),
     context: primary?.kube.context ?? '',
     namespace: primary?.kube.namespace ?? '',
     table: () => built.table,
     pac,
     routes: () =>
-      built.table.routes.map((spec) => ({ ...built.routes.get(spec.name)!.status(), serves: describeRoute(built.table, spec), streams: stats.forRoute(spec.name) })),
+      built.table.routes.map((spec) => ({
+        ...built.routes.get(spec.name)!.status(),
+        serves: describeRoute(built.table, spec),
+        streams: stats.forRoute(spec.name),
+      })),
     totals: () => stats.snapshot(),
     cacheStatus: () => defaultCluster(built)?.cacheStatus(),
     transports: () => defaultCluster(built)?.transportStats() ?? [],
@@ -134,7 +153,10 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       const run = reloading.then(async () => {
         const table = next?.table ?? routingTableFor({ ...options, table: undefined });
         if (JSON.stringify(table.forwards ?? []) !== JSON.stringify(startedTable.forwards ?? [])) {
-          log.warn({ running: startedTable.forwards ?? [], file: table.forwards ?? [] }, 'the config file changed its port mappings: they take effect when the proxy restarts (a reload keeps its listeners)');
+          log.warn(
+            { running: startedTable.forwards ?? [], file: table.forwards ?? [] },
+            'the config file changed its port mappings: they take effect when the proxy restarts (a reload keeps its listeners)',
+          );
         }
         // The settings change only with a reload that succeeds (built.settings is what is in force).
         const nextSettings = next?.routeKubeconfigs ? { ...built.settings, routeKubeconfigs: next.routeKubeconfigs } : built.settings;
@@ -191,7 +213,9 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
   const results = await Promise.allSettled(routes.map((r) => r.start()));
   const all = results.flatMap((r, i) => (r.status === 'rejected' ? [{ route: routes[i]!, err: r.reason as unknown }] : []));
   const failures = strict ? all.filter((f) => !tolerated.has(f.route)) : all;
-  for (const f of all) if (strict && tolerated.has(f.route)) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route still not available after the reload; it keeps trying');
+  for (const f of all)
+    if (strict && tolerated.has(f.route))
+      log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route still not available after the reload; it keeps trying');
   if (failures.length === 0) return;
   const first = failures[0]!;
   const message = (f: { route: { name: string }; err: unknown }) => (routes.length > 1 ? `route ${f.route.name}: ${errorMessage(f.err)}` : errorMessage(f.err));
@@ -206,5 +230,7 @@ const listenAt = (spec: ListenSpec): string | UnixListen => ('unix' in spec ? { 
 function describeListener(l: Listener): string {
   if (isUnixAddress(l.address)) return `${l.kind} unix:${l.address.address}`;
   const where = formatHostPort(l.address.address, l.address.port);
-  return l.kind === 'forward' ? `forward ${where}=${formatHostPort((l as ForwardListener).target.host, (l as ForwardListener).target.port)}` : `${l.kind} ${where}`;
+  return l.kind === 'forward'
+    ? `forward ${where}=${formatHostPort((l as ForwardListener).target.host, (l as ForwardListener).target.port)}`
+    : `${l.kind} ${where}`;
 }

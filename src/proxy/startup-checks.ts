@@ -18,7 +18,10 @@ export type TcpListen = { flag: string; host: string; port: number };
 export type ListenSpec = TcpListen | { flag: string; unix: string };
 
 /** The options these checks read. */
-export type StartOptions = Pick<ProxyOptions, 'listenSocks' | 'listenHttp' | 'forwards' | 'proxyAuth' | 'kubeconfig' | 'context' | 'contexts' | 'config' | 'direct' | 'extraCA' | 'table' | 'clusterDomain'>;
+export type StartOptions = Pick<
+  ProxyOptions,
+  'listenSocks' | 'listenHttp' | 'forwards' | 'proxyAuth' | 'kubeconfig' | 'context' | 'contexts' | 'config' | 'direct' | 'extraCA' | 'table' | 'clusterDomain'
+>;
 
 export interface StartPlan {
   socks?: ListenSpec;

@@ -93,7 +93,10 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     this.cache.lookup.onPodGone = (namespace, pod, uid) => this.transport.podGone({ namespace, pod, uid });
     this.resolver = new Resolver(this.cache, settings.clusterDomain, undefined, { allowHostNetworkPods: settings.allowHostNetworkPods });
     this.clusterDomain = settings.clusterDomain;
-    this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, { confirmMs: CONFIRM_UNDECLARED_PORT_MS, reopenTimeoutMs: settings.connectTimeoutMs });
+    this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, {
+      confirmMs: CONFIRM_UNDECLARED_PORT_MS,
+      reopenTimeoutMs: settings.connectTimeoutMs,
+    });
     this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
     this.label = `cluster route ${spec.name}${this.kube.context !== spec.name ? ` (context ${this.kube.context})` : ''}`;
     this.health = new RouteHealth('cluster', this.api, this.kube.server, this.cache, log);
@@ -193,7 +196,10 @@ export class ClusterRouteRuntime implements Route, ClusterView {
 
   /** An ingress host: the cluster's ingress controller Service, same port, bytes untouched (TLS/SNI pass). */
   private async openIngress(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
-    const detected = detectIngressController(this.spec.ingress, serviceLookup((ns, name) => this.cache.lookup.service(ns, name)));
+    const detected = detectIngressController(
+      this.spec.ingress,
+      serviceLookup((ns, name) => this.cache.lookup.service(ns, name)),
+    );
     const target = ingressTarget(claim, request.destination.port, detected);
     return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain)), signal);
   }
@@ -278,7 +284,8 @@ export async function syncCache(cache: ClusterCache, server: string): Promise<vo
     await Promise.race([cache.start(), timeout]);
   } catch (err) {
     if (err instanceof StartupError) throw err;
-    if (err instanceof ApiStatusError && err.statusCode === 403) throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
+    if (err instanceof ApiStatusError && err.statusCode === 403)
+      throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
     throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
   } finally {
     clearTimeout(timer);

@@ -78,7 +78,11 @@ export class RouteHealth {
     const reach = ApiReachability.of(this.api).last;
     if (reach && !reach.serving) {
       const what = reach.answered ? 'is not serving' : 'does not answer';
-      return { reason: `the API server ${this.server} ${what}${reach.lastError ? `: ${reach.lastError}` : ''}`, since: reach.since, unreachable: !reach.answered };
+      return {
+        reason: `the API server ${this.server} ${what}${reach.lastError ? `: ${reach.lastError}` : ''}`,
+        since: reach.since,
+        unreachable: !reach.answered,
+      };
     }
     const failing = this.cache.failingWatches();
     // By time, not by count: status() checks too, and its callers must not make it quicker.

@@ -47,19 +47,28 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
     this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
     this.api = new ApiConnection(this.kube.kc, settings.egress);
     this.cache = new ClusterCache(this.api, log, this.kube.namespace);
-    this.route = new KonnectivityRoute(spec.name, spec.konnectivity, { resolve: konnectivityResolve(this.cache, { allowHostNetworkPods: settings.allowHostNetworkPods }), log });
+    this.route = new KonnectivityRoute(spec.name, spec.konnectivity, {
+      resolve: konnectivityResolve(this.cache, { allowHostNetworkPods: settings.allowHostNetworkPods }),
+      log,
+    });
     // A failed attempt's cache and dialer go before the next (the dialer is made anew: its TLS
     // files are read again).
     this.health = new RouteHealth('konnectivity', this.api, this.kube.server, this.cache, log);
     this.resync = new CacheResync(this.cache);
-    this.life = new RouteLifecycle('konnectivity', spec.name, log, {
-      connect: (step) => this.connect(step),
-      reset: async () => {
-        this.health.stop();
-        this.route.stop();
-        await this.cache.stop();
+    this.life = new RouteLifecycle(
+      'konnectivity',
+      spec.name,
+      log,
+      {
+        connect: (step) => this.connect(step),
+        reset: async () => {
+          this.health.stop();
+          this.route.stop();
+          await this.cache.stop();
+        },
       },
-    }, settings.retry);
+      settings.retry,
+    );
   }
 
   get defaultNamespace(): string {
@@ -113,8 +122,15 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
     const inner = this.route.status();
     const { state, reason, since } = this.life;
     const degraded = state === 'ready' && inner.state === 'ready' ? this.health.check() : undefined;
-    const shown = degraded ? { state: 'degraded' as const, reason: degraded.reason, since: degraded.since } : { state: state === 'ready' ? inner.state : state, ...(reason ? { reason } : {}), since };
-    return { ...inner, ...shown, since: new Date(shown.since).toISOString(), details: { ...inner.details, context: this.kube.context, cache: this.cache.status() } };
+    const shown = degraded
+      ? { state: 'degraded' as const, reason: degraded.reason, since: degraded.since }
+      : { state: state === 'ready' ? inner.state : state, ...(reason ? { reason } : {}), since };
+    return {
+      ...inner,
+      ...shown,
+      since: new Date(shown.since).toISOString(),
+      details: { ...inner.details, context: this.kube.context, cache: this.cache.status() },
+    };
   }
 
   async close(): Promise<void> {

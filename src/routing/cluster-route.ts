@@ -89,7 +89,10 @@ export class ClusterRoute {
       }
       const sig = AbortSignal.any([gone, AbortSignal.timeout(this.options.reopenTimeoutMs ?? DEFAULT_REOPEN_TIMEOUT_MS)]);
       const moved = await attempt(sig).catch(() => undefined);
-      this.log.info({ target: plan.label, from, to: moved?.via, error: err.message }, moved ? 'pod refused after the stream opened; moved to another endpoint' : 'pod refused after the stream opened; no other endpoint accepted');
+      this.log.info(
+        { target: plan.label, from, to: moved?.via, error: err.message },
+        moved ? 'pod refused after the stream opened; moved to another endpoint' : 'pod refused after the stream opened; no other endpoint accepted',
+      );
       return moved?.stream;
     });
     return { stream, via: first.via };

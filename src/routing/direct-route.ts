@@ -10,15 +10,7 @@ import os from 'node:os';
 import { formatHostPort, isLoopbackHost, type HostPort } from '../core/address.js';
 import { parseIp, type Cidr } from '../core/cidr.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
-import {
-  ConnectionRefusedError,
-  ConnectTimeoutError,
-  HostUnreachableError,
-  NotAllowedError,
-  ProxyError,
-  StartupError,
-  errorMessage,
-} from '../core/errors.js';
+import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError, NotAllowedError, ProxyError, StartupError, errorMessage } from '../core/errors.js';
 import { DirectDialPolicy } from './direct-dial-policy.js';
 import type { RoutingTable } from './table-spec.js';
 import type { Route, RouteStatus } from './route.js';
@@ -100,7 +92,11 @@ export class DirectRoute implements Route {
         socket.destroy();
         const reason: unknown = signal.reason;
         const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
-        reject(timedOut ? new ConnectTimeoutError(`connecting to ${host}:${port} timed out`, { cause: reason }) : new ConnectTimeoutError(`connecting to ${host}:${port} was abandoned`, { cause: reason }));
+        reject(
+          timedOut
+            ? new ConnectTimeoutError(`connecting to ${host}:${port} timed out`, { cause: reason })
+            : new ConnectTimeoutError(`connecting to ${host}:${port} was abandoned`, { cause: reason }),
+        );
       };
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });

@@ -46,8 +46,7 @@ export interface ServiceSummary {
 export type ServiceLookup = (namespace: string, name: string) => ServiceSummary | undefined;
 
 export type DetectedController =
-  | { found: true; namespace: string; service: string; how: 'configured' | 'detected'; ports?: number[] }
-  | { found: false; message: string };
+  { found: true; namespace: string; service: string; how: 'configured' | 'detected'; ports?: number[] } | { found: false; message: string };
 
 /** A ServiceLookup over anything that finds Services (ClusterIndex.service does). */
 export function serviceLookup(find: (namespace: string, name: string) => SlimService | undefined): ServiceLookup {
@@ -76,7 +75,10 @@ export function detectIngressController(spec: IngressSpec | undefined, service: 
     if (svc && svc.type !== 'ExternalName') return { found: true, namespace: c.namespace, service: c.service, how: 'detected', ports: svc.ports };
   }
   const tried = KNOWN_INGRESS_CONTROLLERS.map((c) => `${c.namespace}/${c.service}`).join(', ');
-  return { found: false, message: `no ingress controller Service found (looked for ${tried}); set ${INGRESS_CONTROLLER_KEY} to its namespace/service in the route's config` };
+  return {
+    found: false,
+    message: `no ingress controller Service found (looked for ${tried}); set ${INGRESS_CONTROLLER_KEY} to its namespace/service in the route's config`,
+  };
 }
 
 export interface IngressTarget {

@@ -39,7 +39,8 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
 
   const serviceTargets = (svc: SlimService, port: number): KonnectivityTarget[] => {
     const label = `Service ${svc.namespace}/${svc.name}`;
-    if (svc.type === 'ExternalName') throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.externalName}); connect to that name instead`);
+    if (svc.type === 'ExternalName')
+      throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.externalName}); connect to that name instead`);
     if (!svc.headless && svc.clusterIPs[0]) {
       servicePort(svc, port);
       return [{ ip: svc.clusterIPs[0], port }];
@@ -73,7 +74,9 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
     }
     const pod = known ?? (byCidr ? undefined : await findPod(ip));
     if (pod?.hostNetwork && !options.allowHostNetworkPods) {
-      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.namespace}/${pod.name} have it); refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
+      throw new NotAllowedError(
+        `${ip} is a node IP (only hostNetwork pods such as ${pod.namespace}/${pod.name} have it); refused unless the proxy runs with ${HOST_NETWORK_FLAG}`,
+      );
     }
     if (pod || byCidr) return [{ ip, port }];
     throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
@@ -82,22 +85,28 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
   return async (claim, port) => {
     if (claim.isIp) return ipTargets(claim.host, port, claim.reason === 'cidr');
     const name = claim.name;
-    if (!name) throw new HostUnreachableError(`${claim.host} does not name a Service or pod of the cluster (konnectivity routes dial addresses the cluster's cache knows)`);
+    if (!name)
+      throw new HostUnreachableError(
+        `${claim.host} does not name a Service or pod of the cluster (konnectivity routes dial addresses the cluster's cache knows)`,
+      );
     if (cache.namespaceExists(name.namespace) === false) {
-      if (name.kind === 'service' && name.namespaceNeedsCheck) throw new NotAllowedError(`${claim.host} is not a cluster name (there is no namespace "${name.namespace}")`);
+      if (name.kind === 'service' && name.namespaceNeedsCheck)
+        throw new NotAllowedError(`${claim.host} is not a cluster name (there is no namespace "${name.namespace}")`);
       throw new HostUnreachableError(`${claim.host}: there is no namespace "${name.namespace}"`);
     }
     try {
       await cache.ensureNamespace(name.namespace);
     } catch (err) {
-      if (err instanceof ApiStatusError && err.statusCode === 403) throw new NotAllowedError(`not allowed to watch namespace "${name.namespace}": ${err.message}`, { cause: err });
+      if (err instanceof ApiStatusError && err.statusCode === 403)
+        throw new NotAllowedError(`not allowed to watch namespace "${name.namespace}": ${err.message}`, { cause: err });
       throw new UpstreamApiError(`cannot watch namespace "${name.namespace}": ${errorMessage(err)}`, { cause: err });
     }
     let targets: KonnectivityTarget[];
     if (name.kind === 'service') {
       const svc = lookup().service(name.namespace, name.service);
       if (!svc) {
-        if (name.namespaceNeedsCheck && cache.namespaceExists(name.namespace) !== true) throw new NotAllowedError(`${claim.host} is not a cluster name (namespace "${name.namespace}" is not known)`);
+        if (name.namespaceNeedsCheck && cache.namespaceExists(name.namespace) !== true)
+          throw new NotAllowedError(`${claim.host} is not a cluster name (namespace "${name.namespace}" is not known)`);
         throw new HostUnreachableError(`no Service "${name.service}" in namespace "${name.namespace}"`);
       }
       targets = serviceTargets(svc, port);

@@ -18,7 +18,10 @@ import type { PodPort } from '../tunnel/transport.js';
 import { isUnderClusterDomain, parseClusterName, type ClusterName } from './names.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
-export type ResolverCache = Pick<ClusterCache, 'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed' | 'knowsIp' | 'findPodByIp' | 'findPod'>;
+export type ResolverCache = Pick<
+  ClusterCache,
+  'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed' | 'knowsIp' | 'findPodByIp' | 'findPod'
+>;
 
 export interface ResolverOptions {
   /**
@@ -150,7 +153,9 @@ export class Resolver {
   /** A Pod IP target; the lookup prefers a pod of its own, so a hostNetwork pod means the IP is a node's. */
   private podIpPlan(pod: SlimPod, ip: string, port: number): Plan {
     if (pod.hostNetwork && !this.options.allowHostNetworkPods) {
-      throw new NotAllowedError(`${ip} is a node IP (only hostNetwork pods such as ${pod.namespace}/${pod.name} have it): port ${port} there is the node's own, not a pod's; refused unless the proxy runs with ${HOST_NETWORK_FLAG}`);
+      throw new NotAllowedError(
+        `${ip} is a node IP (only hostNetwork pods such as ${pod.namespace}/${pod.name} have it): port ${port} there is the node's own, not a pod's; refused unless the proxy runs with ${HOST_NETWORK_FLAG}`,
+      );
     }
     return podPlan(pod, port);
   }
@@ -191,7 +196,10 @@ export class Resolver {
           // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
           // pod's containers for a named targetPort: a controller's slice without this port name is
           // the controller saying these pods lack it, and asking the API server would not change that.
-          const pod = !headless && !slice.ports?.length && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort) ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined) : undefined;
+          const pod =
+            !headless && !slice.ports?.length && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort)
+              ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined)
+              : undefined;
           const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
           if (podPort === undefined) continue;
           // The endpoint controller's targetRef names the pod instance it vouched ready.

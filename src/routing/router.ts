@@ -96,7 +96,10 @@ export class Router implements StreamOpener {
       if (timedOut && !(err instanceof ProxyError && err.reason !== 'timeout')) {
         // What the route was waiting for, when it said (a cluster still syncing, a slow dial).
         const what = err instanceof ProxyError ? `: ${err.message}` : '';
-        throw new ConnectTimeoutError(`could not open a stream to ${request.destination.host}:${request.destination.port} within ${this.options.connectTimeoutMs} ms${what}`, { cause: err });
+        throw new ConnectTimeoutError(
+          `could not open a stream to ${request.destination.host}:${request.destination.port} within ${this.options.connectTimeoutMs} ms${what}`,
+          { cause: err },
+        );
       }
       throw err;
     } finally {

@@ -59,8 +59,7 @@ export function ruleShape(pattern: string): { key: string; length: number; keyLa
   return { key: pattern, length: keyLabels, keyLabels, minExtra: 0 };
 }
 
-const byPrecedence = (a: SuffixRule, b: SuffixRule): number =>
-  b.length - a.length || Number(b.exclude) - Number(a.exclude) || b.keyLabels - a.keyLabels;
+const byPrecedence = (a: SuffixRule, b: SuffixRule): number => b.length - a.length || Number(b.exclude) - Number(a.exclude) || b.keyLabels - a.keyLabels;
 
 export class SuffixIndex {
   private readonly byKey = new Map<string, SuffixRule[]>();

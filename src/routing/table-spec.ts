@@ -138,7 +138,8 @@ export function parsePattern(text: string, allow: { wildcard: boolean; root: boo
 /** Why a route name cannot be used; undefined when it can. */
 export function routeNameProblem(name: string, kind: RouteKind, clusterDomain: string): string | undefined {
   const normalized = normalizeHostName(name);
-  if (!normalized || normalized !== name || name.includes('_')) return `"${name}" is not a valid route name: use lowercase DNS labels (letters, digits, "-"), e.g. "prod"`;
+  if (!normalized || normalized !== name || name.includes('_'))
+    return `"${name}" is not a valid route name: use lowercase DNS labels (letters, digits, "-"), e.g. "prod"`;
   if (kind !== 'cluster' && kind !== 'konnectivity') return undefined;
   const domain = clusterDomain.toLowerCase();
   const reserved = ['svc', 'pod', 'localhost'];
@@ -158,7 +159,13 @@ export function routeNameForContext(context: string): string {
   const labels = context
     .toLowerCase()
     .split('.')
-    .map((l) => l.replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63).replace(/-+$/, ''))
+    .map((l) =>
+      l
+        .replace(/[^a-z0-9-]+/g, '-')
+        .replace(/^-+|-+$/g, '')
+        .slice(0, 63)
+        .replace(/-+$/, ''),
+    )
     .filter((l) => l.length > 0);
   return labels.join('.');
 }
@@ -181,8 +188,13 @@ export function describeRoute(table: RoutingTable, route: RouteSpec): string {
   if (table.directRoute === route.name) parts.push('everything no other route claims');
   if (route.kind === 'direct' && route.allow?.length) parts.push(`may dial ${route.allow.join(', ')}`);
   const isDefault = table.defaultRoute === route.name ? ', default' : '';
-  const what = route.kind === 'cluster'
-    ? `cluster ${route.context}${isDefault}`
-    : route.kind === 'konnectivity' ? `konnectivity ${route.context} via ${route.konnectivity.server} (${route.konnectivity.mode})${isDefault}` : route.kind === 'ssh' ? `ssh ${route.ssh.host}` : route.kind;
+  const what =
+    route.kind === 'cluster'
+      ? `cluster ${route.context}${isDefault}`
+      : route.kind === 'konnectivity'
+        ? `konnectivity ${route.context} via ${route.konnectivity.server} (${route.konnectivity.mode})${isDefault}`
+        : route.kind === 'ssh'
+          ? `ssh ${route.ssh.host}`
+          : route.kind;
   return `${route.name} (${what}): ${parts.join(', ') || 'nothing'}`;
 }

@@ -117,7 +117,17 @@ export class RouteMatcher {
   private addRoute(route: RouteSpec, i: number): void {
     const add = (pattern: string, source: RuleSource, extra?: { minExtra?: number; maxExtra?: number }) => {
       const shape = ruleShape(pattern);
-      const rule: SuffixRule = { route: i, source, pattern, exclude: source === 'exclude', length: shape.length, keyLabels: shape.keyLabels, minExtra: extra?.minExtra ?? shape.minExtra, maxExtra: extra?.maxExtra ?? ANY, dynamic: false };
+      const rule: SuffixRule = {
+        route: i,
+        source,
+        pattern,
+        exclude: source === 'exclude',
+        length: shape.length,
+        keyLabels: shape.keyLabels,
+        minExtra: extra?.minExtra ?? shape.minExtra,
+        maxExtra: extra?.maxExtra ?? ANY,
+        dynamic: false,
+      };
       this.suffixes.add(shape.key, rule);
     };
     for (const p of route.include) add(parsePattern(p, { wildcard: true, root: true }), 'include');
@@ -138,7 +148,9 @@ export class RouteMatcher {
       const other = this.cidrs.add(cidr, { route: i, cidr: cidr.text });
       if (other !== undefined && other.route !== i) {
         const first = this.table.routes[other.route]!;
-        throw new RoutingTableError(`routes ${first.name} (${first.origin}) and ${route.name} (${route.origin}) both claim ${cidr.text}: give it to one of them`);
+        throw new RoutingTableError(
+          `routes ${first.name} (${first.origin}) and ${route.name} (${route.origin}) both claim ${cidr.text}: give it to one of them`,
+        );
       }
       this.cidrList.push({ cidr: cidr.text, route: i });
     }
@@ -165,7 +177,17 @@ export class RouteMatcher {
       // (anyone who may create an Ingress in that cluster names them): longest first among
       // themselves, ahead only of catch-alls, direct pass-through and refusal.
       const length = LEARNT_BASE + shape.length / 1000;
-      this.suffixes.add(shape.key, { route, source: 'ingress-host', pattern, exclude: false, length, keyLabels: shape.keyLabels, minExtra: shape.minExtra, maxExtra: wildcard ? ANY : 0, dynamic: true });
+      this.suffixes.add(shape.key, {
+        route,
+        source: 'ingress-host',
+        pattern,
+        exclude: false,
+        length,
+        keyLabels: shape.keyLabels,
+        minExtra: shape.minExtra,
+        maxExtra: wildcard ? ANY : 0,
+        dynamic: true,
+      });
     }
   }
 
@@ -211,18 +233,31 @@ export class RouteMatcher {
       const why = text.includes('%') ? ': a scoped IPv6 address names an interface of your own machine' : '';
       return { claimed: false, message: `${text} is not an IP address the proxy can route${why}` };
     }
-    const claim = (route: number, reason: ClaimReason, pattern?: string): Claim => ({ claimed: true, route: this.table.routes[route]!, reason, pattern, host: ip.text, isIp: true });
+    const claim = (route: number, reason: ClaimReason, pattern?: string): Claim => ({
+      claimed: true,
+      route: this.table.routes[route]!,
+      reason,
+      pattern,
+      host: ip.text,
+      isIp: true,
+    });
     const hit = this.cidrs.lookup(ip);
     if (hit && hit.prefix > 0) return claim(hit.value.route, 'cidr', hit.value.cidr);
     const knowers = this.clusterViews.filter((c) => c.view.knowsIp(ip.text));
     if (knowers.length === 1) return claim(knowers[0]!.route, 'known-ip');
     if (knowers.length > 1) {
       const names = knowers.map((c) => this.table.routes[c.route]!.name);
-      return { claimed: false, message: `${ip.text} is known to clusters ${names.join(' and ')} (a ClusterIP or Pod IP in each): add it, or its block, to the cidrs of the route it belongs to` };
+      return {
+        claimed: false,
+        message: `${ip.text} is known to clusters ${names.join(' and ')} (a ClusterIP or Pod IP in each): add it, or its block, to the cidrs of the route it belongs to`,
+      };
     }
     if (hit) return claim(hit.value.route, 'cidr', hit.value.cidr);
     if (this.directRoute >= 0) return claim(this.directRoute, 'direct');
-    return { claimed: false, message: `${ip.text} is in no route's cidrs and no cluster knows it as a Service ClusterIP or Pod IP (direct pass-through is off)` };
+    return {
+      claimed: false,
+      message: `${ip.text} is in no route's cidrs and no cluster knows it as a Service ClusterIP or Pod IP (direct pass-through is off)`,
+    };
   }
 
   private matchName(host: string): Decision {
@@ -262,7 +297,10 @@ export class RouteMatcher {
     }
     if (this.directRoute >= 0) return { claimed: true, route: this.table.routes[this.directRoute]!, reason: 'direct', host: name, isIp: false };
     const excluded = blocked.length ? `; excluded from ${blocked.map((b) => `route ${this.table.routes[b.route]!.name} by "${b.pattern}"`).join(', ')}` : '';
-    return { claimed: false, message: `${name} is not served by any route (no route name, include or cluster name matches it${excluded}) and direct pass-through is off` };
+    return {
+      claimed: false,
+      message: `${name} is not served by any route (no route name, include or cluster name matches it${excluded}) and direct pass-through is off`,
+    };
   }
 
   private claimRule(rules: SuffixRule[], i: number, blocked: SuffixRule[], name: string): Decision {
@@ -275,7 +313,11 @@ export class RouteMatcher {
         // name the proxy refuses; the proxy logs the conflict when it arises: ingress-feed.ts).
         // In the table's order, whichever cluster learnt the host first.
         const both = [r.route, o.route].sort((a, b) => a - b).map((k) => this.table.routes[k]!.name);
-        return { claimed: false, tie: both, message: `${name} is served by both ${both[0]} and ${both[1]} (an Ingress or Route host in each): add it to one route's include to choose` };
+        return {
+          claimed: false,
+          tie: both,
+          message: `${name} is served by both ${both[0]} and ${both[1]} (an Ingress or Route host in each): add it to one route's include to choose`,
+        };
       }
     }
     const route = this.table.routes[r.route]!;

@@ -78,7 +78,11 @@ function nodeOnPath(unitPath: string | undefined, workingDirectory: string): str
 
 /** What the service runs, and a warning when an upgrade will remove it. */
 export function executableLines(e: ServiceExecutable): string[] {
-  const how = !e.stableName ? `no ${EXECUTABLE_NAME} on your PATH is this program` : e.versioned ? `${e.stableName} is on your PATH` : `${e.stableName} is on your PATH: upgrades keep it`;
+  const how = !e.stableName
+    ? `no ${EXECUTABLE_NAME} on your PATH is this program`
+    : e.versioned
+      ? `${e.stableName} is on your PATH`
+      : `${e.stableName} is on your PATH: upgrades keep it`;
   const lines = [`runs: ${[e.command, ...e.args].join(' ')} (${how})`];
   if (e.versioned) {
     lines.push(

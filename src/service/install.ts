@@ -95,7 +95,10 @@ export function uninstallService(host: ServiceHost, name: string, opts: { force:
   if (!isUnchanged(existing) && !opts.force) {
     throw new StartupError(`${file} was changed after service-install wrote it (or was not written by it): pass --force to remove it`);
   }
-  const next = platform === 'systemd' ? [`systemctl --user stop ${name}.service`, 'systemctl --user daemon-reload', `systemctl --user reset-failed ${name}.service`] : [`launchctl bootout gui/${host.uid}/${name}`];
+  const next =
+    platform === 'systemd'
+      ? [`systemctl --user stop ${name}.service`, 'systemctl --user daemon-reload', `systemctl --user reset-failed ${name}.service`]
+      : [`launchctl bootout gui/${host.uid}/${name}`];
   if (opts.dryRun) return { file, removed: false, next };
   if (platform === 'systemd') {
     // `enable` made default.target.wants/NAME.service → our file; remove that link too, only if it is ours.
@@ -127,4 +130,3 @@ function isLinkTo(link: string, target: string): boolean {
 export function shellWord(word: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
-

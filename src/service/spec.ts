@@ -8,7 +8,16 @@ import { unixSocketPath } from '../state/paths.js';
 import { parseDuration } from '../core/duration.js';
 
 /** Flags of the foreground proxy the unit carries as given (values that name no file). */
-export const SERVICE_PASSED_FLAGS = ['connect-timeout', 'handshake-timeout', 'shutdown-grace', 'keepalive', 'keepalive-timeout', 'max-streams', 'transport', 'allow-host-network-pods'] as const;
+export const SERVICE_PASSED_FLAGS = [
+  'connect-timeout',
+  'handshake-timeout',
+  'shutdown-grace',
+  'keepalive',
+  'keepalive-timeout',
+  'max-streams',
+  'transport',
+  'allow-host-network-pods',
+] as const;
 
 export interface ServiceFlags {
   'connect-timeout'?: string;

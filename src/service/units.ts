@@ -56,7 +56,10 @@ function sha256(text: string): string {
  * the line and start a directive of its own.
  */
 function systemdQuoted(text: string): string {
-  return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)}"`;
+  return `"${text
+    .replace(/\\/g, '\\\\')
+    .replace(/"/g, '\\"')
+    .replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)}"`;
 }
 
 // systemd: an argument is quoted with "…" and \-escapes (systemd.service(5) "Command lines");
@@ -129,8 +132,14 @@ function systemdBody(s: ServiceSpec): string {
  * at all, so such a value is refused.
  */
 function xml(text: string): string {
-  if (/[\x00-\x08\x0b\x0c\x0e-\x1f]/.test(text)) throw new StartupError(`a launchd property list cannot hold the control characters in ${JSON.stringify(text)}`);
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/[\t\n\r]/g, (c) => `&#${c.charCodeAt(0)};`);
+  if (/[\x00-\x08\x0b\x0c\x0e-\x1f]/.test(text))
+    throw new StartupError(`a launchd property list cannot hold the control characters in ${JSON.stringify(text)}`);
+  return text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/[\t\n\r]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 function launchdBody(s: ServiceSpec): string {

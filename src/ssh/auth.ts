@@ -41,10 +41,14 @@ export function loadCredentials(hop: SshHop): HopCredentials {
   const who = `${hop.user}@${hop.alias}`;
   const agentNote = hop.agentSocket ? `the ssh-agent socket ${hop.agentSocket} does not exist` : 'no ssh-agent (SSH_AUTH_SOCK is not set)';
   if (encrypted.length > 0) {
-    throw new SshConfigError(`cannot log in to ${who}: the key ${encrypted.join(', ')} is encrypted and ${agentNote}; add the key to an ssh-agent (ssh-add) — the proxy never asks for a passphrase`);
+    throw new SshConfigError(
+      `cannot log in to ${who}: the key ${encrypted.join(', ')} is encrypted and ${agentNote}; add the key to an ssh-agent (ssh-add) — the proxy never asks for a passphrase`,
+    );
   }
   const tried = hop.identityFilesConfigured ? hop.identityFiles.join(', ') : 'the default keys in ~/.ssh';
-  throw new SshConfigError(`cannot log in to ${who}: ${agentNote} and no usable IdentityFile (tried ${tried}${unreadable.length ? `; unreadable: ${unreadable.join(', ')}` : ''})`);
+  throw new SshConfigError(
+    `cannot log in to ${who}: ${agentNote} and no usable IdentityFile (tried ${tried}${unreadable.length ? `; unreadable: ${unreadable.join(', ')}` : ''})`,
+  );
 }
 
 /**
@@ -73,7 +77,15 @@ export function authHandler(
 function filteredAgent(socket: string, allowed: Set<string>): BaseAgent {
   const agent = new (ssh2().OpenSSHAgent)(socket);
   const all = agent.getIdentities.bind(agent);
-  agent.getIdentities = (cb) => all((err, keys) => (err ? cb(err) : cb(undefined, (keys ?? []).filter((k) => allowed.has((k as ParsedKey).getPublicSSH().toString('base64'))))));
+  agent.getIdentities = (cb) =>
+    all((err, keys) =>
+      err
+        ? cb(err)
+        : cb(
+            undefined,
+            (keys ?? []).filter((k) => allowed.has((k as ParsedKey).getPublicSSH().toString('base64'))),
+          ),
+    );
   return agent;
 }
 
@@ -90,7 +102,12 @@ export class AuthNotices {
   constructor(private readonly log: Logger | undefined) {}
 
   agentFailed(hop: string, socket: string, err: Error): void {
-    this.failed(`agent ${socket}`, { hop, agent: socket, err: err.message }, 'ssh-agent not usable; trying the IdentityFiles', 'ssh-agent still not usable; trying the IdentityFiles');
+    this.failed(
+      `agent ${socket}`,
+      { hop, agent: socket, err: err.message },
+      'ssh-agent not usable; trying the IdentityFiles',
+      'ssh-agent still not usable; trying the IdentityFiles',
+    );
   }
 
   agentWorked(hop: string, socket: string): void {
@@ -98,7 +115,12 @@ export class AuthNotices {
   }
 
   keyFailed(hop: string, file: string, err: Error): void {
-    this.failed(`key ${file}`, { hop, identityFile: file, err: err.message }, 'an IdentityFile could not sign; trying the next', 'an IdentityFile still cannot sign; trying the next');
+    this.failed(
+      `key ${file}`,
+      { hop, identityFile: file, err: err.message },
+      'an IdentityFile could not sign; trying the next',
+      'an IdentityFile still cannot sign; trying the next',
+    );
   }
 
   keyWorked(hop: string, file: string): void {

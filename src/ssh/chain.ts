@@ -63,8 +63,7 @@ const REFUSED: Record<string, (value: string) => string | undefined> = {
   bindaddress: () => 'choosing the local address is not supported',
   bindinterface: () => 'choosing the local interface is not supported',
   tunnel: (v) => (v.toLowerCase() === 'no' ? undefined : 'tun/tap forwarding is not supported'),
-  stricthostkeychecking: (v) =>
-    ['no', 'off'].includes(v.toLowerCase()) ? 'host keys are always checked (use "accept-new" to let new hosts in)' : undefined,
+  stricthostkeychecking: (v) => (['no', 'off'].includes(v.toLowerCase()) ? 'host keys are always checked (use "accept-new" to let new hosts in)' : undefined),
   userknownhostsfile: (v) => (v.split(/\s+/).includes('/dev/null') ? 'host keys are always checked; known_hosts cannot be /dev/null' : undefined),
 };
 
@@ -150,11 +149,19 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
   const hostName = hostNameRaw ? expandTokens(hostNameRaw, partial, config, 'HostName') : spec.host;
   const base = { ...partial, hostName };
   const configured = options.get('identityfile') ?? [];
-  const identityFiles = (configured.length > 0 ? configured : DEFAULT_IDENTITIES.map((n) => `~/.ssh/${n}`)).map((f) => expandPath(f, base, config, 'IdentityFile'));
+  const identityFiles = (configured.length > 0 ? configured : DEFAULT_IDENTITIES.map((n) => `~/.ssh/${n}`)).map((f) =>
+    expandPath(f, base, config, 'IdentityFile'),
+  );
   const agent = first(options, 'identityagent');
   const authSock = env.authSock ?? process.env.SSH_AUTH_SOCK;
   const agentSocket =
-    agent === undefined ? authSock || undefined : agent.toLowerCase() === 'none' ? undefined : agent === 'SSH_AUTH_SOCK' ? authSock || undefined : expandPath(agent.replace(/^\$\{?SSH_AUTH_SOCK\}?$/, authSock ?? ''), base, config, 'IdentityAgent');
+    agent === undefined
+      ? authSock || undefined
+      : agent.toLowerCase() === 'none'
+        ? undefined
+        : agent === 'SSH_AUTH_SOCK'
+          ? authSock || undefined
+          : expandPath(agent.replace(/^\$\{?SSH_AUTH_SOCK\}?$/, authSock ?? ''), base, config, 'IdentityAgent');
   const strict = (first(options, 'stricthostkeychecking') ?? 'ask').toLowerCase();
   // "none" is no file at all, as OpenSSH reads it (ssh_config(5)), not a file named "none".
   const files = (v: string) => (v.trim().toLowerCase() === 'none' ? [] : v.split(/\s+/));
@@ -221,7 +228,12 @@ export function sshDashW(command: string): { user?: string; host: string; port?:
 }
 
 /** %-tokens of ssh_config(5) TOKENS that make sense here; any other is refused. */
-export function expandTokens(text: string, hop: { alias: string; hostName: string; port: number; user: string }, config: SshConfigFile, option: string): string {
+export function expandTokens(
+  text: string,
+  hop: { alias: string; hostName: string; port: number; user: string },
+  config: SshConfigFile,
+  option: string,
+): string {
   return text.replace(/%(.)/g, (all, t: string) => {
     switch (t) {
       case '%':

@@ -158,7 +158,13 @@ export class SshConfigFile {
       if (key === 'all') continue;
       const list = (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(','));
       const subject =
-        key === 'host' ? (options.get('hostname')?.[0] ?? host) : key === 'originalhost' ? host : key === 'user' ? (options.get('user')?.[0] ?? this.localUser) : this.localUser;
+        key === 'host'
+          ? (options.get('hostname')?.[0] ?? host)
+          : key === 'originalhost'
+            ? host
+            : key === 'user'
+              ? (options.get('user')?.[0] ?? this.localUser)
+              : this.localUser;
       if (matchList(list, subject) === negated) return false;
     }
     return true;
@@ -167,7 +173,10 @@ export class SshConfigFile {
 
 /** ssh_config pattern: "*" any run, "?" exactly one character (match.c match_pattern). */
 export function matchPattern(pattern: string, text: string): boolean {
-  const re = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  const re = pattern
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
   return new RegExp(`^${re}$`, 'i').test(text);
 }
 
@@ -186,7 +195,10 @@ export function matchList(patterns: string[], text: string): boolean {
 }
 
 function hostMatches(patterns: string[], host: string): boolean {
-  return matchList(patterns.flatMap((p) => p.split(',')).filter((p) => p !== ''), host);
+  return matchList(
+    patterns.flatMap((p) => p.split(',')).filter((p) => p !== ''),
+    host,
+  );
 }
 
 function words(line: Line): string[] {

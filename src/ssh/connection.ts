@@ -74,7 +74,14 @@ export class SshChainConnection {
   }
 
   status(): ChainStatus {
-    return { chain: this.describe(), state: this.state, channels: this.channels.size, lastError: this.lastError?.message, connects: this.connects, loggedIn: this.clients.length };
+    return {
+      chain: this.describe(),
+      state: this.state,
+      channels: this.channels.size,
+      lastError: this.lastError?.message,
+      connects: this.connects,
+      loggedIn: this.clients.length,
+    };
   }
 
   /**

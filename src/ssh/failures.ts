@@ -32,7 +32,8 @@ export class HostKeyRefusal extends UpstreamHopError {}
  * is for people; doctor/ssh.ts must not parse it). Kept beside the error rather than on it: the
  * errors are the listeners' ProxyErrors, and only a failed login carries a hop.
  */
-export type HopFailureKind = 'host-key-unknown' | 'host-key-changed' | 'host-key-revoked' | 'host-key-type' | 'auth' | 'unreachable' | 'timeout' | 'protocol' | 'closed';
+export type HopFailureKind =
+  'host-key-unknown' | 'host-key-changed' | 'host-key-revoked' | 'host-key-type' | 'auth' | 'unreachable' | 'timeout' | 'protocol' | 'closed';
 export interface HopFailure {
   hop: SshHop;
   kind: HopFailureKind;
@@ -51,7 +52,8 @@ export function hopFailureOf(err: unknown): HopFailure | undefined {
   return typeof err === 'object' && err !== null ? hopFailures.get(err) : undefined;
 }
 
-const NAME_FAILURE = /name or service not known|nodename nor servname|temporary failure in name resolution|no address associated|non-recoverable failure in name resolution|unknown host|name resolution/i;
+const NAME_FAILURE =
+  /name or service not known|nodename nor servname|temporary failure in name resolution|no address associated|non-recoverable failure in name resolution|unknown host|name resolution/i;
 
 export function channelOpenError(err: unknown, host: string, port: number, lastHop: SshHop): ProxyError {
   const reason = (err as { reason?: unknown }).reason;
@@ -60,7 +62,9 @@ export function channelOpenError(err: unknown, host: string, port: number, lastH
   const target = `${host}:${port}`;
   switch (reason) {
     case OpenFailure.administrativelyProhibited:
-      return new NotAllowedError(`${by} does not allow forwarding to ${target} (administratively prohibited${description ? `: ${description}` : ''})`, { cause: err });
+      return new NotAllowedError(`${by} does not allow forwarding to ${target} (administratively prohibited${description ? `: ${description}` : ''})`, {
+        cause: err,
+      });
     case OpenFailure.connectFailed:
       if (/refused/i.test(description)) return new ConnectionRefusedError(`${target} refused the connection (from ${by})`, { cause: err });
       if (NAME_FAILURE.test(description)) return new HostUnreachableError(`${by} cannot resolve ${host} (${description})`, { cause: err });
@@ -81,7 +85,13 @@ export function noCommonHostKeyError(err: unknown, hop: SshHop, offered: readonl
   const e = err as Error & { level?: string };
   if (e.level !== 'handshake' || !/no matching host key/.test(errorMessage(err))) return undefined;
   const from = hop.hostKeyAlgorithms ? 'HostKeyAlgorithms' : 'the defaults';
-  return tagHopFailure(new UpstreamHopError(`ssh hop ${describeHop(hop)}: no matching host key type found: it has no host key for any of ${offered.join(', ')} (${from})`, { cause: err }), hop, 'host-key-type');
+  return tagHopFailure(
+    new UpstreamHopError(`ssh hop ${describeHop(hop)}: no matching host key type found: it has no host key for any of ${offered.join(', ')} (${from})`, {
+      cause: err,
+    }),
+    hop,
+    'host-key-type',
+  );
 }
 
 /**
@@ -98,12 +108,19 @@ export function hopError(err: unknown, hop: SshHop, context?: string, authNote?:
     const why = errorMessage(err).replace(/^\(SSH\) Channel open failure: /, '');
     return tagHopFailure(new HostUnreachableError(`${name} is unreachable: ${detail}${why ? ` (${why})` : ''}`, { cause: err }), hop, 'unreachable');
   }
-  if (e.level === 'client-authentication') return tagHopFailure(new UpstreamHopError(`${name} refused our keys (publickey authentication failed${authNote ? `; ${authNote}` : ''})`, { cause: err }), hop, 'auth');
-  if (e.level === 'client-timeout') return tagHopFailure(new HostUnreachableError(`${name} did not complete the SSH handshake in time`, { cause: err }), hop, 'timeout');
+  if (e.level === 'client-authentication')
+    return tagHopFailure(
+      new UpstreamHopError(`${name} refused our keys (publickey authentication failed${authNote ? `; ${authNote}` : ''})`, { cause: err }),
+      hop,
+      'auth',
+    );
+  if (e.level === 'client-timeout')
+    return tagHopFailure(new HostUnreachableError(`${name} did not complete the SSH handshake in time`, { cause: err }), hop, 'timeout');
   if (e.level === 'client-socket' || e.code) {
     const unreachable = new HostUnreachableError(`${name} is unreachable: ${e.code ?? ''} ${errorMessage(err)}`.replace(/\s+/g, ' ').trim(), { cause: err });
     return tagHopFailure(unreachable, hop, e.code === 'ETIMEDOUT' ? 'timeout' : 'unreachable');
   }
-  if (e.level === 'protocol' || e.level === 'client-ssh') return tagHopFailure(new UpstreamHopError(`${name}: SSH protocol failure: ${errorMessage(err)}`, { cause: err }), hop, 'protocol');
+  if (e.level === 'protocol' || e.level === 'client-ssh')
+    return tagHopFailure(new UpstreamHopError(`${name}: SSH protocol failure: ${errorMessage(err)}`, { cause: err }), hop, 'protocol');
   return tagHopFailure(new HostUnreachableError(`${name}: ${detail}`, { cause: err }), hop, 'closed');
 }

@@ -121,7 +121,11 @@ function loginFatal(err: Error & { level?: string }): boolean {
 export function openChannel(client: Client, host: string, port: number, signal: AbortSignal): Promise<ClientChannel> {
   const opening = forwardOut(client, host, port);
   return abortable(opening, signal).catch((err: unknown) => {
-    if (signal.aborted) opening.then((late) => late.destroy(), () => undefined);
+    if (signal.aborted)
+      opening.then(
+        (late) => late.destroy(),
+        () => undefined,
+      );
     throw err;
   });
 }
@@ -139,7 +143,9 @@ function forwardOut(client: Client, host: string, port: number): Promise<ClientC
 /** ProxyCommand: run with the user's shell as ssh does (sshconnect.c: $SHELL -c "exec …"). */
 export function proxyCommandStream(command: string, log: Logger | undefined): Duplex {
   const child = spawn(process.env.SHELL || '/bin/sh', ['-c', `exec ${command}`], { stdio: ['pipe', 'pipe', 'pipe'] });
-  child.stderr.on('data', (chunk: Buffer) => log?.debug({ proxyCommand: command.split(/\s/)[0], stderr: chunk.toString('utf8').trim().slice(0, 300) }, 'ProxyCommand stderr'));
+  child.stderr.on('data', (chunk: Buffer) =>
+    log?.debug({ proxyCommand: command.split(/\s/)[0], stderr: chunk.toString('utf8').trim().slice(0, 300) }, 'ProxyCommand stderr'),
+  );
   const stream = Duplex.from({ readable: child.stdout, writable: child.stdin });
   child.once('error', (err) => stream.destroy(err));
   child.once('exit', () => stream.push(null));

@@ -41,7 +41,10 @@ export function parseHostKeyAlgorithms(value: string | undefined): HostKeyAlgori
   if (value === undefined) return { list: [...DEFAULT_HOST_KEY_ALGORITHMS], knownHostsOrder: true };
   if (/\s/.test(value.trim()) || value.trim() === '') throw new Error(`HostKeyAlgorithms takes one comma-separated list, not "${value}"`);
   const prefix = /^[-+^]/.test(value) ? value[0] : '';
-  const patterns = value.slice(prefix.length).split(',').filter((p) => p !== '');
+  const patterns = value
+    .slice(prefix.length)
+    .split(',')
+    .filter((p) => p !== '');
   let list: ServerHostKeyAlgorithm[];
   if (prefix === '-') {
     list = DEFAULT_HOST_KEY_ALGORITHMS.filter((alg) => !matchList(patterns, alg));

@@ -39,21 +39,33 @@ export function verifyHostKey(hop: SshHop, key: Buffer): HostKeyRefusal | undefi
     case 'known':
       return undefined;
     case 'revoked':
-      return tagHopFailure(new HostKeyRefusal(`${hopName}: host key ${shown} is marked @revoked in ${verdict.file}:${verdict.line}; refusing to connect`), hop, 'host-key-revoked');
+      return tagHopFailure(
+        new HostKeyRefusal(`${hopName}: host key ${shown} is marked @revoked in ${verdict.file}:${verdict.line}; refusing to connect`),
+        hop,
+        'host-key-revoked',
+      );
     case 'changed':
-      return tagHopFailure(new HostKeyRefusal(
-        `${hopName}: HOST KEY CHANGED: the server offers ${shown}, but ${verdict.file}:${verdict.line} lists another ${keyType(key)} key for ${name}; ` +
-          `refusing to connect (someone may be intercepting). If the change is expected, remove the old key: ssh-keygen -R '${name}'`,
-      ), hop, 'host-key-changed');
+      return tagHopFailure(
+        new HostKeyRefusal(
+          `${hopName}: HOST KEY CHANGED: the server offers ${shown}, but ${verdict.file}:${verdict.line} lists another ${keyType(key)} key for ${name}; ` +
+            `refusing to connect (someone may be intercepting). If the change is expected, remove the old key: ssh-keygen -R '${name}'`,
+        ),
+        hop,
+        'host-key-changed',
+      );
     case 'unknown':
       // accept-new with UserKnownHostsFile none has nowhere to remember the key: refused, as unknown.
       if (hop.hostKeyPolicy === 'accept-new' && hop.knownHostsFiles[0] !== undefined) {
         appendHostKey(hop.knownHostsFiles[0], name, key, hop.hashKnownHosts);
         return undefined;
       }
-      return tagHopFailure(new HostKeyRefusal(
-        `${hopName}: unknown host key ${shown} for ${name} (not in ${files.length ? files.join(', ') : 'any known_hosts file: UserKnownHostsFile and GlobalKnownHostsFile are none'}); refusing to connect. ` +
-          `Check the fingerprint and add the key (e.g. connect once with ssh), or set StrictHostKeyChecking accept-new for this host`,
-      ), hop, 'host-key-unknown');
+      return tagHopFailure(
+        new HostKeyRefusal(
+          `${hopName}: unknown host key ${shown} for ${name} (not in ${files.length ? files.join(', ') : 'any known_hosts file: UserKnownHostsFile and GlobalKnownHostsFile are none'}); refusing to connect. ` +
+            `Check the fingerprint and add the key (e.g. connect once with ssh), or set StrictHostKeyChecking accept-new for this host`,
+        ),
+        hop,
+        'host-key-unknown',
+      );
   }
 }

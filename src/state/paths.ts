@@ -191,9 +191,12 @@ export function stateDirRefusal(dir: string, uid: number | undefined = process.g
  * directory), as given.
  */
 export function unixSocketPath(text: string, kind: 'socks' | 'http', root: string = stateDir(), place: SocketPlace = {}): string {
-  const file = text === '' ? path.join(socketDir(root, place), `${kind}.sock`) : text.includes('/') ? path.resolve(text) : path.join(socketDir(root, place), text);
+  const file =
+    text === '' ? path.join(socketDir(root, place), `${kind}.sock`) : text.includes('/') ? path.resolve(text) : path.join(socketDir(root, place), text);
   if (Buffer.byteLength(file) > MAX_SOCKET_PATH) {
-    throw new StateDirError(`the socket path ${file} is too long for a unix socket (${Buffer.byteLength(file)} > ${MAX_SOCKET_PATH} bytes): choose a shorter one`);
+    throw new StateDirError(
+      `the socket path ${file} is too long for a unix socket (${Buffer.byteLength(file)} > ${MAX_SOCKET_PATH} bytes): choose a shorter one`,
+    );
   }
   return file;
 }

@@ -26,7 +26,14 @@ export interface ProcessHost {
 
 export const systemHost: ProcessHost = {
   platform: process.platform,
-  run: (file, args, env) => execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000, windowsHide: true, ...(env ? { env: { ...process.env, ...env } } : {}) }),
+  run: (file, args, env) =>
+    execFileSync(file, args, {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 5_000,
+      windowsHide: true,
+      ...(env ? { env: { ...process.env, ...env } } : {}),
+    }),
   readFile: (file) => readFileSync(file, 'utf8'),
 };
 
@@ -188,7 +195,10 @@ export function processGroupInfo(pid: number, host: ProcessHost = systemHost): P
     return { pgrp: stat.pgrp, terminalGroup: stat.tpgid, sessionLeader: stat.session === pid };
   }
   try {
-    const [pgid, tpgid, stat] = host.run('ps', ['-o', 'pgid=,tpgid=,stat=', '-p', String(pid)]).trim().split(/\s+/);
+    const [pgid, tpgid, stat] = host
+      .run('ps', ['-o', 'pgid=,tpgid=,stat=', '-p', String(pid)])
+      .trim()
+      .split(/\s+/);
     if (!(Number(pgid) > 0) || stat === undefined) return undefined;
     return { pgrp: Number(pgid), terminalGroup: Number(tpgid), sessionLeader: stat.includes('s') };
   } catch {

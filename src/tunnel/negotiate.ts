@@ -83,11 +83,17 @@ export class NegotiatingTransport implements Transport {
       if (!refusal || options.signal.aborted) throw err;
       if (refusalIsPermanent(refusal)) {
         if (this.learned === undefined) {
-          this.log.warn({ cluster: this.cluster, answer: refusal.message }, 'the API server does not offer the SPDY port-forward tunnel; using one WebSocket per stream (v4.channel.k8s.io) for this cluster');
+          this.log.warn(
+            { cluster: this.cluster, answer: refusal.message },
+            'the API server does not offer the SPDY port-forward tunnel; using one WebSocket per stream (v4.channel.k8s.io) for this cluster',
+          );
         }
         this.learned = 'websocket';
       } else {
-        this.log.debug({ cluster: this.cluster, target: `${target.namespace}/${target.pod}`, answer: refusal.message }, 'SPDY tunnel refused; trying a per-stream WebSocket');
+        this.log.debug(
+          { cluster: this.cluster, target: `${target.namespace}/${target.pod}`, answer: refusal.message },
+          'SPDY tunnel refused; trying a per-stream WebSocket',
+        );
       }
       return this.openV4(target, options);
     }

@@ -163,7 +163,9 @@ export class SpdyTransport implements Transport {
     const key = this.key(target);
     const list = this.pods.get(key) ?? [];
     this.pods.set(key, list);
-    let entry = list.find((e) => !e.dead && !e.suspect && e.uid === target.uid && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel);
+    let entry = list.find(
+      (e) => !e.dead && !e.suspect && e.uid === target.uid && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel,
+    );
     if (!entry) {
       entry = this.connect(target, key);
       list.push(entry);

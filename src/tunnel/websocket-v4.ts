@@ -132,7 +132,8 @@ class PortForwardStream extends PodStream {
           // The kubelet sends both channels' port prefixes as soon as it has the stream: a close
           // before them is a stream that was never set up (another endpoint may do), not a pod
           // that accepted and closed.
-          if (this.prefixPending[DATA] || this.prefixPending[ERROR]) fail(new UpstreamApiError(`port-forward to ${where(target)} closed before it was set up (WebSocket close code ${code})`, { retryable: true }));
+          if (this.prefixPending[DATA] || this.prefixPending[ERROR])
+            fail(new UpstreamApiError(`port-forward to ${where(target)} closed before it was set up (WebSocket close code ${code})`, { retryable: true }));
           else this.podEndedEarly();
         });
       },
@@ -193,11 +194,15 @@ class PortForwardStream extends PodStream {
 
   /** Pings the tunnel while it is open; a peer that stopped answering fails the stream. */
   keepAlive(options: KeepaliveOptions, onDead?: () => void): void {
-    const stop = startKeepalive(pingableWebSocket(this.ws, () => this.bytesSent), options, (silentMs) => {
-      this.log.warn({ target: where(this.target), silentMs }, 'port-forward tunnel stopped answering pings; closing it');
-      onDead?.();
-      this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)} stopped answering: no pong within ${options.timeoutMs} ms`));
-    });
+    const stop = startKeepalive(
+      pingableWebSocket(this.ws, () => this.bytesSent),
+      options,
+      (silentMs) => {
+        this.log.warn({ target: where(this.target), silentMs }, 'port-forward tunnel stopped answering pings; closing it');
+        onDead?.();
+        this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)} stopped answering: no pong within ${options.timeoutMs} ms`));
+      },
+    );
     this.once('close', stop);
   }
 
@@ -225,5 +230,4 @@ class PortForwardStream extends PodStream {
     else if (this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
     callback(err);
   }
-
 }

@@ -18,7 +18,9 @@ for (const target of ['socks', 'http', 'spdy']) {
     const corpus = loadCorpus(corpusDir(target)).length;
     assert.ok(corpus > 0, `a corpus for ${target}`);
     const r = await runFuzzer({ target, seconds: SECONDS, seed: SEED });
-    t.diagnostic(`${target}: ${r.execs} execs (${r.execsPerSecond}/s), ${r.features} coverage features, corpus ${corpus} + ${r.newInputs.length} new, seed ${SEED}`);
+    t.diagnostic(
+      `${target}: ${r.execs} execs (${r.execsPerSecond}/s), ${r.features} coverage features, corpus ${corpus} + ${r.newInputs.length} new, seed ${SEED}`,
+    );
     assert.equal(r.finding, undefined, r.finding && `${r.finding.kind}, saved as ${r.crashFile} (now a regression test):\n${r.finding.message}`);
     assert.ok(r.execs > corpus, 'it fuzzed beyond the corpus');
   });

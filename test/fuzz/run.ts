@@ -17,7 +17,9 @@ const { values } = parseArgs({
 let failed = false;
 for (const target of values.target ?? ['socks', 'http']) {
   const r = await runFuzzer({ target, seconds: Number(values.seconds), seed: Number(values.seed), save: !values['no-save'] });
-  console.log(`${target}: ${r.execs} execs (${r.execsPerSecond}/s), ${r.features} features, corpus ${r.corpusSize}, ${r.newInputs.length} new inputs, seed ${values.seed}`);
+  console.log(
+    `${target}: ${r.execs} execs (${r.execsPerSecond}/s), ${r.features} features, corpus ${r.corpusSize}, ${r.newInputs.length} new inputs, seed ${values.seed}`,
+  );
   if (r.finding) {
     failed = true;
     console.log(`${target}: FINDING (${r.finding.kind}) saved as ${r.crashFile}\n${r.finding.message}`);

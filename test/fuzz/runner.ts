@@ -49,7 +49,15 @@ export async function runFuzzer(options: RunOptions): Promise<RunResult> {
   const corpus = loadCorpus(dir);
   const shared = new SharedArrayBuffer(8 + MAX_INPUT);
   const header = new Int32Array(shared, 0, 2);
-  const workerData: WorkerInput = { target: options.target, mode: 'fuzz', seconds: options.seconds, maxExecs: options.maxExecs, seed: options.seed ?? 1, corpus: corpus.map((c) => c.data), shared };
+  const workerData: WorkerInput = {
+    target: options.target,
+    mode: 'fuzz',
+    seconds: options.seconds,
+    maxExecs: options.maxExecs,
+    seed: options.seed ?? 1,
+    corpus: corpus.map((c) => c.data),
+    shared,
+  };
   const worker = new Worker(new URL('./worker.js', import.meta.url), { workerData });
   const current = (): Buffer => Buffer.from(new Uint8Array(shared, 8, Atomics.load(header, 1)));
   const hangMs = options.hangMs ?? 10_000;
@@ -96,7 +104,14 @@ export async function runFuzzer(options: RunOptions): Promise<RunResult> {
 export async function minimiseCorpus(target: string, corpusRoot?: string): Promise<{ kept: number; dropped: number }> {
   const dir = corpusDir(target, corpusRoot);
   const corpus = loadCorpus(dir);
-  const workerData: WorkerInput = { target, mode: 'minimise', seconds: 0, seed: 0, corpus: corpus.map((c) => c.data), shared: new SharedArrayBuffer(8 + MAX_INPUT) };
+  const workerData: WorkerInput = {
+    target,
+    mode: 'minimise',
+    seconds: 0,
+    seed: 0,
+    corpus: corpus.map((c) => c.data),
+    shared: new SharedArrayBuffer(8 + MAX_INPUT),
+  };
   const worker = new Worker(new URL('./worker.js', import.meta.url), { workerData });
   const { keep } = await new Promise<{ keep: number[] }>((resolve, reject) => {
     worker.once('message', resolve);

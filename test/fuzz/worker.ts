@@ -31,7 +31,12 @@ async function loadTarget(name: string): Promise<FuzzTarget> {
 
 const target = await loadTarget(input.target);
 if (input.mode === 'minimise') {
-  parentPort!.postMessage({ keep: await minimise(target, input.corpus.map((c) => Buffer.from(c))) });
+  parentPort!.postMessage({
+    keep: await minimise(
+      target,
+      input.corpus.map((c) => Buffer.from(c)),
+    ),
+  });
 } else {
   const result = await runEngine(target, {
     seconds: input.seconds,

@@ -6,7 +6,9 @@ import path from 'node:path';
 
 export function findChromium(): string | undefined {
   try {
-    return execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser || command -v google-chrome'], { encoding: 'utf8' }).trim() || undefined;
+    return (
+      execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser || command -v google-chrome'], { encoding: 'utf8' }).trim() || undefined
+    );
   } catch {
     return undefined;
   }
@@ -29,11 +31,20 @@ export async function headlessChromium(): Promise<Browser | undefined> {
         execFile(
           chromium,
           [
-            '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-            '--disable-background-networking', '--disable-component-update', '--disable-sync',
+            '--headless',
+            '--no-sandbox',
+            '--disable-gpu',
+            '--disable-quic',
+            '--no-first-run',
+            '--disable-background-networking',
+            '--disable-component-update',
+            '--disable-sync',
             // Without this Chromium never asks the PAC about loopback hosts (implicit bypass).
             '--proxy-bypass-list=<-loopback>',
-            `--user-data-dir=${profile}`, ...flags, '--dump-dom', url,
+            `--user-data-dir=${profile}`,
+            ...flags,
+            '--dump-dom',
+            url,
           ],
           { encoding: 'utf8', timeout: 60_000 },
           (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),

@@ -29,8 +29,11 @@ export interface DoctorRun {
 export async function runDoctor(args: string[], stateDir: string, env: NodeJS.ProcessEnv = {}): Promise<DoctorRun> {
   const started = Date.now();
   const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [binPath, 'doctor', '--listen-socks', '127.0.0.1:0', '--json', ...args], { encoding: 'utf8', env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir, ...env }, timeout: 120_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [binPath, 'doctor', '--listen-socks', '127.0.0.1:0', '--json', ...args],
+      { encoding: 'utf8', env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir, ...env }, timeout: 120_000 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
   let report: DoctorRun['report'];

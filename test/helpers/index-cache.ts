@@ -14,7 +14,10 @@ export function objectSource(svcs: V1Service[], slcs: V1EndpointSlice[], pds: V1
 }
 
 /** The cache parts a resolver reads, answering from `index`; the rest as given. */
-export function indexCache(index: ClusterIndex, rest: Pick<ResolverCache, 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed'>): ResolverCache {
+export function indexCache(
+  index: ClusterIndex,
+  rest: Pick<ResolverCache, 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed'>,
+): ResolverCache {
   return {
     lookup: index,
     ...rest,

@@ -46,7 +46,11 @@ function listen(server: net.Server): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)));
 }
 
-export async function startKonnectivityBed(mode: 'grpc' | 'http-connect', transport: Transport, opts: { bytesSize?: number; httpErrors?: 'current' | 'legacy' } = {}): Promise<KonnectivityBed> {
+export async function startKonnectivityBed(
+  mode: 'grpc' | 'http-connect',
+  transport: Transport,
+  opts: { bytesSize?: number; httpErrors?: 'current' | 'legacy' } = {},
+): Promise<KonnectivityBed> {
   const bytesSize = opts.bytesSize ?? 4 * 1024 * 1024;
   const dir = await mkdtemp(path.join(os.tmpdir(), 'proxyout-konn-'));
   const sockets = new Set<net.Socket>();

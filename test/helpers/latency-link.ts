@@ -22,7 +22,9 @@ export interface LatencyLink {
 
 /** Starts the relay in a child process (its CPU is not the measured processes'). */
 export async function startLatencyLink(target: { host: string; port: number }, rttMs: number): Promise<LatencyLink> {
-  const child: ChildProcess = spawn(process.execPath, [fileURLToPath(import.meta.url), target.host, String(target.port), String(rttMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child: ChildProcess = spawn(process.execPath, [fileURLToPath(import.meta.url), target.host, String(target.port), String(rttMs)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (c: Buffer) => {

@@ -29,10 +29,14 @@ export function testTransport(): TransportMode {
 }
 
 /** Runs the real CLI (bin/kubectl-proxyout) and waits until it prints its ready lines. */
-export async function startProxyProcess(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[]; cwd?: string } = {}): Promise<ProxyProcess> {
+export async function startProxyProcess(
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[]; cwd?: string } = {},
+): Promise<ProxyProcess> {
   const command = opts.command ?? [process.execPath, binPath];
   // Test files run two at a time: a proxy on the default 127.0.0.1:1080 collides with another's.
-  if (!opts.command && !args.includes('--listen-socks')) throw new Error('startProxyProcess: give --listen-socks (127.0.0.1:0, a unix socket or off), not the default port');
+  if (!opts.command && !args.includes('--listen-socks'))
+    throw new Error('startProxyProcess: give --listen-socks (127.0.0.1:0, a unix socket or off), not the default port');
   // PROXYOUT_TEST_TRANSPORT runs a suite under another transport (npm test runs the fault suite under each).
   const forced = process.env.PROXYOUT_TEST_TRANSPORT;
   if (forced && !args.includes('--transport') && command[command.length - 1] === binPath) args = [...args, '--transport', forced];
@@ -73,7 +77,11 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
       // Every test that stops a proxy also checks that no log line had a key twice (log-lines.ts),
       // and that Node wrote no warning of its own among the log lines (core/process-warnings.ts).
       assert.deepEqual(twiceKeyed, [], 'log lines with a key written twice');
-      assert.deepEqual(stderrText.split('\n').filter((l) => /^\(node:\d+\) /.test(l)), [], "Node's own warning lines on stderr");
+      assert.deepEqual(
+        stderrText.split('\n').filter((l) => /^\(node:\d+\) /.test(l)),
+        [],
+        "Node's own warning lines on stderr",
+      );
       return code;
     },
   };
@@ -110,7 +118,10 @@ export async function startProxyProcess(args: string[], opts: { env?: NodeJS.Pro
 }
 
 /** Runs the CLI to completion (for commands that are expected to exit). */
-export async function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function runCli(
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const proc = spawn(process.execPath, [binPath, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
   let stdout = '';
   let stderr = '';

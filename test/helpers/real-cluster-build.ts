@@ -82,7 +82,8 @@ export function notBuiltReason(version: ControlPlaneVersion = 'v1.37'): string |
 /** false when the control plane is built; else the skip reason (or a throw under PROXYOUT_REQUIRE_REAL_CLUSTER=1). */
 export function skipUnlessRealCluster(version: ControlPlaneVersion = 'v1.37'): false | string {
   // The tests apply their manifests with real kubectl; CI's machine may lack it (.ci/run says so).
-  if (spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).error) return 'kubectl is not on PATH: the real-cluster tests apply their manifests with it';
+  if (spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).error)
+    return 'kubectl is not on PATH: the real-cluster tests apply their manifests with it';
   const reason = notBuiltReason(version);
   if (!reason) return false;
   if (process.env.PROXYOUT_REQUIRE_REAL_CLUSTER === '1') throw new Error(reason);

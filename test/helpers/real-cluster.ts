@@ -16,7 +16,16 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CONTROL_PLANES, binaryPath, notBuiltReason, type Binary, type ControlPlaneVersion } from './real-cluster-build.js';
 
-export { CONTROL_PLANES, KUBERNETES_VERSION, binDir, buildKey, cacheRoot, isBuilt, skipUnlessRealCluster, type ControlPlaneVersion } from './real-cluster-build.js';
+export {
+  CONTROL_PLANES,
+  KUBERNETES_VERSION,
+  binDir,
+  buildKey,
+  cacheRoot,
+  isBuilt,
+  skipUnlessRealCluster,
+  type ControlPlaneVersion,
+} from './real-cluster-build.js';
 
 export interface KubectlResult {
   code: number | null;
@@ -98,10 +107,17 @@ function tail(file: string, lines = 25): string {
   }
 }
 
-function kubeconfigYaml(server: string, caFile: string, users: Array<{ name: string; token?: string; cert?: [string, string]; namespace?: string }>, current: string): string {
+function kubeconfigYaml(
+  server: string,
+  caFile: string,
+  users: Array<{ name: string; token?: string; cert?: [string, string]; namespace?: string }>,
+  current: string,
+): string {
   const ctx = users.map((u) => `- name: ${u.name}\n  context:\n    cluster: real\n    user: ${u.name}\n    namespace: ${u.namespace ?? 'default'}\n`).join('');
   const usr = users
-    .map((u) => `- name: ${u.name}\n  user:\n` + (u.token ? `    token: ${u.token}\n` : `    client-certificate: ${u.cert![0]}\n    client-key: ${u.cert![1]}\n`))
+    .map(
+      (u) => `- name: ${u.name}\n  user:\n` + (u.token ? `    token: ${u.token}\n` : `    client-certificate: ${u.cert![0]}\n    client-key: ${u.cert![1]}\n`),
+    )
     .join('');
   return `apiVersion: v1\nkind: Config\nclusters:\n- name: real\n  cluster:\n    server: ${server}\n    certificate-authority: ${caFile}\ncontexts:\n${ctx}current-context: ${current}\nusers:\n${usr}`;
 }
@@ -156,7 +172,8 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
   };
   const assertHealthy = () => {
     for (const c of components.values()) {
-      if (c.exited && !c.stopping) throw new Error(`real cluster: ${c.name} exited (${c.exited.code ?? c.exited.signal}); last lines of ${c.log}:\n${tail(c.log)}`);
+      if (c.exited && !c.stopping)
+        throw new Error(`real cluster: ${c.name} exited (${c.exited.code ?? c.exited.signal}); last lines of ${c.log}:\n${tail(c.log)}`);
     }
   };
   /** SIGTERM, then SIGKILL after graceMs (kube-apiserver, with port-forward tunnels open, takes ~10 s to exit). */
@@ -224,7 +241,9 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     // etcd
     const etcdReady = path.join(dir, 'etcd.json');
     launch('etcd', 'proxyout-etcd', ['--data-dir', path.join(dir, 'etcd'), '--ready-file', etcdReady]);
-    const etcd = await waitFor('etcd serving', async () => (existsSync(etcdReady) ? (JSON.parse(await readFile(etcdReady, 'utf8')) as { clientURL: string; controlURL: string }) : undefined));
+    const etcd = await waitFor('etcd serving', async () =>
+      existsSync(etcdReady) ? (JSON.parse(await readFile(etcdReady, 'utf8')) as { clientURL: string; controlURL: string }) : undefined,
+    );
     progress(`etcd ${etcd.clientURL} (${Date.now() - t0} ms)`);
 
     // kube-apiserver
@@ -315,7 +334,12 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       '--use-service-account-credentials=false',
       ...(opts.controllerManagerFlags ?? []),
     ]);
-    launch('kube-scheduler', 'kube-scheduler', [`--kubeconfig=${await componentConfig('kube-scheduler', tokens.scheduler)}`, '--leader-elect=false', '--secure-port=0', ...(opts.schedulerFlags ?? [])]);
+    launch('kube-scheduler', 'kube-scheduler', [
+      `--kubeconfig=${await componentConfig('kube-scheduler', tokens.scheduler)}`,
+      '--leader-elect=false',
+      '--secure-port=0',
+      ...(opts.schedulerFlags ?? []),
+    ]);
     const nodeNames = opts.nodes ?? ['node-1'];
     const nodeReady = path.join(dir, 'node.json');
     launch('proxyout-node', 'proxyout-node', [
@@ -368,7 +392,9 @@ subjects:
 `,
     });
 
-    type NodeList = { items: Array<{ metadata: { name: string }; spec?: { taints?: unknown[] }; status?: { conditions?: Array<{ type: string; status: string }> } }> };
+    type NodeList = {
+      items: Array<{ metadata: { name: string }; spec?: { taints?: unknown[] }; status?: { conditions?: Array<{ type: string; status: string }> } }>;
+    };
     await waitFor('nodes Ready and untainted', async () => {
       const list = await get<NodeList>('/api/v1/nodes');
       const ready = list.items
@@ -377,7 +403,9 @@ subjects:
       return nodeNames.every((n) => ready.includes(n)) ? true : undefined;
     });
     for (const ns of ['default', limitedNamespace]) {
-      await waitFor(`ServiceAccount ${ns}/default`, async () => ((await request('GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`)).status === 200 ? true : undefined));
+      await waitFor(`ServiceAccount ${ns}/default`, async () =>
+        (await request('GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`)).status === 200 ? true : undefined,
+      );
     }
     // The admin ClusterRole gets its rules from the aggregation controller.
     await waitFor('ClusterRole admin aggregated', async () => {

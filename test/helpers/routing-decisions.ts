@@ -158,8 +158,27 @@ export const MULTI_DECISIONS: Decision[] = [
  * would report to RouteMatcher.setIngressHosts).
  */
 export const MULTI_INGRESS_HOSTS: Record<string, string[]> = {
-  prod: ['shop.example.io', '*.preview.example.io', 'prod-only.example.io', '*.both.example.io', 'apps.prod.example.com', 'web', 'console.apps.prod.example.com', 'www.intranet.example.com'],
-  staging: ['shop.example.io', '*.preview.example.io', 'staging-only.example.io', '*.both.example.io', 'x.both.example.io', 'apps.prod.example.com', 'web', 'console.apps.prod.example.com', 'www.intranet.example.com'],
+  prod: [
+    'shop.example.io',
+    '*.preview.example.io',
+    'prod-only.example.io',
+    '*.both.example.io',
+    'apps.prod.example.com',
+    'web',
+    'console.apps.prod.example.com',
+    'www.intranet.example.com',
+  ],
+  staging: [
+    'shop.example.io',
+    '*.preview.example.io',
+    'staging-only.example.io',
+    '*.both.example.io',
+    'x.both.example.io',
+    'apps.prod.example.com',
+    'web',
+    'console.apps.prod.example.com',
+    'www.intranet.example.com',
+  ],
 };
 
 /** The matcher of MULTI_YAML with MULTI_INGRESS_HOSTS learnt. */

@@ -242,7 +242,8 @@ export async function startSshLab(): Promise<SshLab> {
     await once(listener, 'listening');
     const jump1Port = (listener.address() as net.AddressInfo).port;
 
-    const line = (name: string, label: string, suffix = '') => `${label} ${readFileSync(`${dir}/${name}_host_key${suffix}.pub`, 'utf8').trim().split(/\s+/).slice(0, 2).join(' ')}`;
+    const line = (name: string, label: string, suffix = '') =>
+      `${label} ${readFileSync(`${dir}/${name}_host_key${suffix}.pub`, 'utf8').trim().split(/\s+/).slice(0, 2).join(' ')}`;
     const fp = (name: string) => run('ssh-keygen', ['-l', '-f', `${dir}/${name}_host_key.pub`]).split(/\s+/)[1]!;
     let agent: ChildProcess | undefined;
     let hung: number[] = [];
@@ -310,7 +311,10 @@ export async function startSshLab(): Promise<SshLab> {
       },
       endJump2Sessions() {
         const pids = (spawnSync('ip', ['netns', 'pids', ns.b], { encoding: 'utf8' }).stdout ?? '').split(/\s+/).filter(Boolean).map(Number);
-        signalJump2(pids.filter((pid) => pid !== jump2.pid), 'SIGTERM');
+        signalJump2(
+          pids.filter((pid) => pid !== jump2.pid),
+          'SIGTERM',
+        );
       },
       writeConfig(name, extra = {}) {
         const file = path.join(dir, name);

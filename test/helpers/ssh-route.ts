@@ -9,7 +9,12 @@ import type { SshRouteSpec } from '../../src/routing/table-spec.js';
 
 export function sshRoute(configFile: string, host: string, options: { authSock?: string; home?: string } = {}): SshRoute {
   const spec: SshRouteSpec = { kind: 'ssh', name: 'lab', ssh: { host }, include: [], exclude: [], cidrs: [], origin: 'test' };
-  return new SshRoute(spec, { sshConfig: { file: configFile, home: options.home ?? '/nonexistent-home' }, authSock: options.authSock ?? '', initialBackoffMs: 200, maxBackoffMs: 1000 });
+  return new SshRoute(spec, {
+    sshConfig: { file: configFile, home: options.home ?? '/nonexistent-home' },
+    authSock: options.authSock ?? '',
+    initialBackoffMs: 200,
+    maxBackoffMs: 1000,
+  });
 }
 
 /** Opens host:port through the route as the Router would (the claim is not used by ssh routes). */
@@ -37,6 +42,7 @@ export async function echoChecked(stream: Duplex, size: number): Promise<void> {
     stream.write(payload);
   });
   const digest = got.digest('hex');
-  if (received !== size || digest !== want) throw new Error(`echo mismatch: sent ${size} bytes (${want.slice(0, 12)}), got ${received} (${digest.slice(0, 12)})`);
+  if (received !== size || digest !== want)
+    throw new Error(`echo mismatch: sent ${size} bytes (${want.slice(0, 12)}), got ${received} (${digest.slice(0, 12)})`);
   stream.destroy();
 }

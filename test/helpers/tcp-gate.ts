@@ -25,7 +25,11 @@ export interface TcpGate {
 }
 
 /** `listen`: where the relay listens (default 127.0.0.1, a free port); loopback addresses only. */
-export async function startTcpGate(target: { host: string; port: number }, initial: GateMode = 'pass', listen: { host?: string; port?: number } = {}): Promise<TcpGate> {
+export async function startTcpGate(
+  target: { host: string; port: number },
+  initial: GateMode = 'pass',
+  listen: { host?: string; port?: number } = {},
+): Promise<TcpGate> {
   let mode = initial;
   let connections = 0;
   const sockets = new Set<net.Socket>();

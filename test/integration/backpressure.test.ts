@@ -98,5 +98,8 @@ test('1 GiB to a stalling client: intact, and proxy RSS stays flat', { timeout: 
   assert.equal(result.sha256, deterministicSha256(TOTAL));
   const growthMiB = (peak - baseline) / (1 << 20);
   console.log(`# proxy RSS baseline ${(baseline / (1 << 20)).toFixed(1)} MiB, peak growth ${growthMiB.toFixed(1)} MiB over a 1 GiB transfer`);
-  assert.ok(growthMiB < RSS_GROWTH_MAX_MIB, `proxy RSS grew by ${growthMiB.toFixed(1)} MiB (at most ${RSS_GROWTH_MAX_MIB} allowed on Node ${process.versions.node})`);
+  assert.ok(
+    growthMiB < RSS_GROWTH_MAX_MIB,
+    `proxy RSS grew by ${growthMiB.toFixed(1)} MiB (at most ${RSS_GROWTH_MAX_MIB} allowed on Node ${process.versions.node})`,
+  );
 });

@@ -20,7 +20,10 @@ const caches: ClusterCache[] = [];
 
 async function startCache(watchPods: boolean): Promise<ClusterCache> {
   const { kc } = loadKubeConfig({ kubeconfig: cluster.kubeconfig });
-  const cache = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'shop', ON_DEMAND_LIMITS, { watchPods, podLookup: { ...POD_LOOKUP_LIMITS, foundTtlMs: 300, missingTtlMs: 300 } });
+  const cache = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'shop', ON_DEMAND_LIMITS, {
+    watchPods,
+    podLookup: { ...POD_LOOKUP_LIMITS, foundTtlMs: 300, missingTtlMs: 300 },
+  });
   caches.push(cache);
   await cache.start();
   return cache;
@@ -42,7 +45,10 @@ after(async () => {
 test('watched pods: finished pods are not kept; a running pod that finishes leaves the cache', async () => {
   const cache = await startCache(true);
   assert.equal(cache.status().scope, 'cluster');
-  assert.ok(Object.keys(cache.status().watches).some((p) => p.includes('/pods')), 'pods are watched');
+  assert.ok(
+    Object.keys(cache.status().watches).some((p) => p.includes('/pods')),
+    'pods are watched',
+  );
   assert.equal(cache.lookup.pod('batch', 'job-done'), undefined, 'a Succeeded pod is not listed');
   const ip = cluster.sim.podIP('batch', 'job-running');
   assert.equal(cache.lookup.podByIp(ip)?.name, 'job-running');

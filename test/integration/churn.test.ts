@@ -26,7 +26,16 @@ let fdsAtStart = 0;
 
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--max-streams', String(MAX_STREAMS)]);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--max-streams',
+    String(MAX_STREAMS),
+  ]);
   fdsAtStart = fdCount(proxy.proc.pid!);
 });
 
@@ -118,7 +127,9 @@ function assertClean(tally: Tally, total: number, what: string): void {
 async function backToIdle(what: string): Promise<void> {
   // The kubelet's pairs (SPDY) / per-stream WebSockets, and our file descriptors.
   await eventually(async () => (websocket ? cluster.sim.openPortForwards === 0 : cluster.sim.openSpdyStreamPairs === 0), 5_000, 100).catch(() => {
-    throw new Error(`${what}: the kubelet still has ${websocket ? `${cluster.sim.openPortForwards} WebSockets` : `${cluster.sim.openSpdyStreamPairs} stream pairs`} open 5 s after the churn`);
+    throw new Error(
+      `${what}: the kubelet still has ${websocket ? `${cluster.sim.openPortForwards} WebSockets` : `${cluster.sim.openSpdyStreamPairs} stream pairs`} open 5 s after the churn`,
+    );
   });
   await eventually(async () => fdCount(proxy.proc.pid!) <= fdsAtStart + 8, 5_000, 100).catch(() => {
     throw new Error(`${what}: ${fdCount(proxy.proc.pid!)} fds 5 s after the churn, ${fdsAtStart} at start`);

@@ -29,7 +29,10 @@ async function withProxy(yaml: string, fn: (p: ProxyProcess) => Promise<void>, e
   await writeFile(file, yaml, { mode: 0o600 });
   // No drain on stop: the simulated runtime keeps a stream ~1 s after the client's FIN (as
   // containerd does), and how the proxy stops is not what these tests check.
-  const p = await startProxyProcess(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--shutdown-grace', '0'], { env, cwd: where?.cwd });
+  const p = await startProxyProcess(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--shutdown-grace', '0'], {
+    env,
+    cwd: where?.cwd,
+  });
   try {
     await fn(p);
   } finally {
@@ -65,24 +68,29 @@ describe('authentication and transport as the kubeconfig says', () => {
     await withProxy(cluster.sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' }), reachesWeb);
   });
 
-  test('a relative exec command (./cred.sh) runs from the kubeconfig\'s directory, as kubectl runs it, never from the working directory', async (t) => {
+  test("a relative exec command (./cred.sh) runs from the kubeconfig's directory, as kubectl runs it, never from the working directory", async (t) => {
     // Dir A holds the kubeconfig and the real plugin; dir B, where we run, holds an impostor.
     const dirA = path.join(cluster.dir, 'exec-a');
     const dirB = path.join(cluster.dir, 'exec-b');
     await mkdir(dirA, { recursive: true });
     await mkdir(dirB, { recursive: true });
-    const doc = yaml.load(cluster.sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' })) as { users: Array<{ user: { exec: { command: string; args?: string[] } } }> };
+    const doc = yaml.load(cluster.sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' })) as {
+      users: Array<{ user: { exec: { command: string; args?: string[] } } }>;
+    };
     const exec = doc.users[0]!.user.exec;
     const quoted = [exec.command, ...(exec.args ?? [])].map((a) => `'${a}'`).join(' ');
     await writeFile(path.join(dirA, 'cred.sh'), `#!/bin/sh\nexec ${quoted}\n`);
     const marker = path.join(cluster.dir, 'impostor-ran');
-    await writeFile(path.join(dirB, 'cred.sh'), `#!/bin/sh\necho ran >> '${marker}'\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"impostor"}}'\n`);
+    await writeFile(
+      path.join(dirB, 'cred.sh'),
+      `#!/bin/sh\necho ran >> '${marker}'\necho '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"impostor"}}'\n`,
+    );
     for (const dir of [dirA, dirB]) await chmod(path.join(dir, 'cred.sh'), 0o700);
     exec.command = './cred.sh';
     exec.args = [];
     const file = path.join(dirA, 'kubeconfig');
     await withProxy(yaml.dump(doc), reachesWeb, undefined, { file, cwd: dirB });
-    assert.equal(existsSync(marker), false, 'the working directory\'s cred.sh never ran');
+    assert.equal(existsSync(marker), false, "the working directory's cred.sh never ran");
     // A managed daemon's kubeconfig carries the resolved command, whatever directory it starts in.
     const { kc, namespace } = loadKubeConfig({ kubeconfig: path.relative(process.cwd(), file) });
     const flat = flattenKubeConfig(kc, namespace) as { users: Array<{ user: { exec: { command: string } } }> };
@@ -92,7 +100,7 @@ describe('authentication and transport as the kubeconfig says', () => {
     if (kubectl === undefined) return t.skip('kubectl not on PATH: the client-go comparison is skipped');
     assert.equal(kubectl.code, 0, kubectl.stderr);
     assert.match(kubectl.stdout, /^pod\/web-/m);
-    assert.equal(existsSync(marker), false, 'kubectl did not run the working directory\'s cred.sh either');
+    assert.equal(existsSync(marker), false, "kubectl did not run the working directory's cred.sh either");
   });
 
   test('exec plugins get KUBERNETES_EXEC_INFO as client-go sends it (provideClusterInfo → spec.cluster)', async (t) => {
@@ -101,7 +109,10 @@ describe('authentication and transport as the kubeconfig says', () => {
     const yaml = cluster.sim
       .kubeconfigYaml({ auth: 'exec', namespace: 'shop' })
       .replace('      provideClusterInfo: false', '      provideClusterInfo: true')
-      .replace('      env:', `      env:\n      - name: "SIM_EXEC_REQUIRE_INFO"\n        value: "1"\n      - name: "SIM_EXEC_EXPECT_SERVER"\n        value: "${cluster.sim.server}"`);
+      .replace(
+        '      env:',
+        `      env:\n      - name: "SIM_EXEC_REQUIRE_INFO"\n        value: "1"\n      - name: "SIM_EXEC_EXPECT_SERVER"\n        value: "${cluster.sim.server}"`,
+      );
     assert.match(yaml, /provideClusterInfo: true/);
     await withProxy(yaml, reachesWeb);
     const file = path.join(cluster.dir, 'kc-exec-info');
@@ -115,19 +126,21 @@ describe('authentication and transport as the kubeconfig says', () => {
   test('auth-provider oidc: a valid ID token is used as is; an expired one is refreshed at the issuer first', async () => {
     const issuer = await startOidcIssuer({ refreshToken: 'rt-1', onIdToken: (token) => cluster.sim.issueToken({ token }) });
     const oidcYaml = (idToken: string, caLine: string) =>
-      cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace(
-        /^(\s+)token: "PLACEHOLDER"$/m,
-        [
-          '$1auth-provider:',
-          '$1  name: oidc',
-          '$1  config:',
-          `$1    client-id: "${issuer.clientId}"`,
-          `$1    id-token: "${idToken}"`,
-          '$1    refresh-token: "rt-1"',
-          `$1    idp-issuer-url: "${issuer.url}"`,
-          ...(caLine ? [`$1    ${caLine}`] : []),
-        ].join('\n'),
-      );
+      cluster.sim
+        .kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' })
+        .replace(
+          /^(\s+)token: "PLACEHOLDER"$/m,
+          [
+            '$1auth-provider:',
+            '$1  name: oidc',
+            '$1  config:',
+            `$1    client-id: "${issuer.clientId}"`,
+            `$1    id-token: "${idToken}"`,
+            '$1    refresh-token: "rt-1"',
+            `$1    idp-issuer-url: "${issuer.url}"`,
+            ...(caLine ? [`$1    ${caLine}`] : []),
+          ].join('\n'),
+        );
     const caData = `idp-certificate-authority-data: "${Buffer.from(issuer.caPem).toString('base64')}"`;
     try {
       const valid = issuer.idToken('alice@example.com', 3600);
@@ -148,18 +161,22 @@ describe('authentication and transport as the kubeconfig says', () => {
     }
   });
 
-  test('tokenFile (the field kubectl reads): trimmed, relative to the kubeconfig; client-node\'s token-file read the same way', async () => {
+  test("tokenFile (the field kubectl reads): trimmed, relative to the kubeconfig; client-node's token-file read the same way", async () => {
     const tokenPath = path.join(cluster.dir, 'admin-token');
     await writeFile(tokenPath, `${cluster.sim.adminToken}\n`, { mode: 0o600 });
     // client-node itself reads token-file at load time, from the working directory: absolute there.
-    for (const [field, value] of [['tokenFile', 'admin-token'], ['token-file', tokenPath]]) {
+    for (const [field, value] of [
+      ['tokenFile', 'admin-token'],
+      ['token-file', tokenPath],
+    ]) {
       const yaml = cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace('token: "PLACEHOLDER"', `${field}: "${value}"`);
       await withProxy(yaml, reachesWeb);
     }
   });
 
   test('impersonation: as-groups and as-uid are sent as client-go sends them (client-node sends only as)', async (t) => {
-    const impersonating = (extra: string) => cluster.sim.kubeconfigYaml({ namespace: 'shop' }).replace(/^(\s+)token: (.*)$/m, `$1token: $2\n$1as: "bob"${extra.replace(/\n/g, '\n$1')}`);
+    const impersonating = (extra: string) =>
+      cluster.sim.kubeconfigYaml({ namespace: 'shop' }).replace(/^(\s+)token: (.*)$/m, `$1token: $2\n$1as: "bob"${extra.replace(/\n/g, '\n$1')}`);
     const yaml = impersonating('\nas-groups:\n- "system:masters"\n- "devs"\nas-uid: "u-123"');
     const before = cluster.sim.impersonations.length;
     await withProxy(yaml, reachesWeb);

@@ -7,7 +7,20 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import Module from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -65,118 +78,146 @@ function cacheFiles(cacheHome: string): string[] {
   return existsSync(v8) ? readdirSync(v8).map((f) => path.join(v8, f)) : [];
 }
 
-test('bin script: the code cache is written once (0600 in 0700), accepted after, and the output is the same', { skip: (process.platform === 'win32' && 'POSIX modes') || ownCacheOnly }, async () => {
-  const { env, cacheHome } = ownCache('cache-a');
-  const first = await run(['--help'], env);
-  assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /^USAGE/m);
-  const [file, ...more] = cacheFiles(cacheHome);
-  assert.ok(file, 'a cache file was written');
-  assert.deepEqual(more, [], 'one cache file');
-  assert.match(path.basename(file), new RegExp(`^bundle-[0-9a-f]{32}-${process.version.replace(/\./g, '\\.')}-${process.arch}\\.bin$`));
-  assert.equal(statSync(file).mode & 0o777, 0o600);
-  assert.equal(statSync(path.dirname(file)).mode & 0o777, 0o700);
-  const written = readFileSync(file);
-  const mtime = statSync(file).mtimeMs;
-
-  const second = await run(['--help'], env);
-  assert.equal(second.code, 0, second.stderr);
-  assert.equal(second.stdout, first.stdout);
-  assert.equal(statSync(file).mtimeMs, mtime, 'an accepted cache is not written again');
-  assert.deepEqual(readFileSync(file), written);
-
-  // A cache V8 rejects (here: garbage) still runs, and is replaced by a good one.
-  writeFileSync(file, Buffer.alloc(written.length, 0x5a));
-  const third = await run(['status'], { ...env, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') });
-  assert.equal(third.code, 0, third.stderr);
-  assert.match(third.stdout, /no managed proxies/);
-  assert.notDeepEqual(readFileSync(file), Buffer.alloc(written.length, 0x5a), 'the rejected cache was replaced');
-});
-
-test('bin script: NODE_DISABLE_COMPILE_CACHE=1 writes no cache; an unwritable cache directory only costs time', { skip: process.platform === 'win32' && 'POSIX modes' }, async () => {
-  const off = ownCache('cache-off');
-  const r = await run(['--help'], { ...off.env, NODE_DISABLE_COMPILE_CACHE: '1' });
-  assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^USAGE/m);
-  assert.equal(existsSync(path.join(off.cacheHome, 'kubectl-proxyout')), false);
-
-  // A file where the cache directory should be: mkdir fails, the command does not.
-  const blocked = ownCache('cache-blocked');
-  mkdirSync(blocked.cacheHome, { recursive: true });
-  writeFileSync(path.join(blocked.cacheHome, 'kubectl-proxyout'), 'not a directory');
-  chmodSync(blocked.cacheHome, 0o500);
-  const b = await run(['--help'], blocked.env);
-  assert.equal(b.code, 0, b.stderr);
-  assert.match(b.stdout, /^USAGE/m);
-  assert.equal(b.stderr, '');
-});
-
-test('bin script: a cache directory of another user is not used; one of ours open to others is narrowed to 0700', { skip: process.getuid?.() !== 0 && 'needs root to make a directory another user owns' }, async () => {
-  const foreign = ownCache('cache-foreign');
-  const v8 = path.join(foreign.cacheHome, 'kubectl-proxyout', 'v8');
-  mkdirSync(v8, { recursive: true, mode: 0o700 });
-  chownSync(v8, 65534, 65534);
-  const r = await run(['--help'], foreign.env);
-  assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^USAGE/m);
-  assert.deepEqual(readdirSync(v8), [], 'nothing read or written there');
-
-  const open = ownCache('cache-open');
-  const ours = path.join(open.cacheHome, 'kubectl-proxyout', 'v8');
-  mkdirSync(ours, { recursive: true });
-  chmodSync(ours, 0o777);
-  const o = await run(['--help'], open.env);
-  assert.equal(o.code, 0, o.stderr);
-  assert.equal(statSync(ours).mode & 0o777, 0o700);
-  assert.equal(cacheFiles(open.cacheHome).length, 1);
-});
-
-test('bin script: a bundle of the same size and mtime (an npm upgrade) never runs the old bundle\'s bytecode', { skip: process.platform === 'win32' && 'POSIX modes' }, async () => {
-  const { env, cacheHome } = ownCache('cache-upgrade');
-  const bundleFile = path.join(dir, 'pkg', 'dist', 'pkg', 'kubectl-proxyout.cjs');
-  const original = readFileSync(bundleFile, 'latin1');
-  const before = statSync(bundleFile);
-  try {
+test(
+  'bin script: the code cache is written once (0600 in 0700), accepted after, and the output is the same',
+  { skip: (process.platform === 'win32' && 'POSIX modes') || ownCacheOnly },
+  async () => {
+    const { env, cacheHome } = ownCache('cache-a');
     const first = await run(['--help'], env);
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stdout, /A kubectl\/oc plugin that gives you/);
-    // The same bundle with one word changed, same length, the same mtime: what npm installs.
-    const changed = original.replace('A kubectl/oc plugin that gives you', 'A KUBECTL/OC PLUGIN THAT GIVES YOU');
-    assert.equal(changed.length, original.length);
-    assert.notEqual(changed, original);
-    writeFileSync(bundleFile, changed, 'latin1');
-    utimesSync(bundleFile, before.atime, before.mtime);
+    assert.match(first.stdout, /^USAGE/m);
+    const [file, ...more] = cacheFiles(cacheHome);
+    assert.ok(file, 'a cache file was written');
+    assert.deepEqual(more, [], 'one cache file');
+    assert.match(path.basename(file), new RegExp(`^bundle-[0-9a-f]{32}-${process.version.replace(/\./g, '\\.')}-${process.arch}\\.bin$`));
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.equal(statSync(path.dirname(file)).mode & 0o777, 0o700);
+    const written = readFileSync(file);
+    const mtime = statSync(file).mtimeMs;
+
     const second = await run(['--help'], env);
     assert.equal(second.code, 0, second.stderr);
-    assert.match(second.stdout, /A KUBECTL\/OC PLUGIN THAT GIVES YOU/, 'the new bundle runs');
-    if (!nodeKeepsCache) assert.equal(cacheFiles(cacheHome).length, 2, 'one cache per bundle');
-  } finally {
-    writeFileSync(bundleFile, original, 'latin1');
-  }
-});
+    assert.equal(second.stdout, first.stdout);
+    assert.equal(statSync(file).mtimeMs, mtime, 'an accepted cache is not written again');
+    assert.deepEqual(readFileSync(file), written);
 
-test('bin script: a cache file another user could write is not read', { skip: (process.getuid?.() !== 0 && 'needs root to give a file to another user') || ownCacheOnly }, async () => {
-  const { env, cacheHome } = ownCache('cache-planted');
-  assert.equal((await run(['--help'], env)).code, 0);
-  const [file] = cacheFiles(cacheHome);
-  // A good cache, but owned by someone else: used, it would stay as it is (an accepted cache is
-  // not written again); not read, a fresh one of ours replaces it.
-  chownSync(file!, 65534, 65534);
-  const r = await run(['--help'], env);
-  assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^USAGE/m);
-  assert.equal(statSync(file!).uid, process.getuid!(), 'the foreign file was not used but replaced');
-});
+    // A cache V8 rejects (here: garbage) still runs, and is replaced by a good one.
+    writeFileSync(file, Buffer.alloc(written.length, 0x5a));
+    const third = await run(['status'], { ...env, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') });
+    assert.equal(third.code, 0, third.stderr);
+    assert.match(third.stdout, /no managed proxies/);
+    assert.notDeepEqual(readFileSync(file), Buffer.alloc(written.length, 0x5a), 'the rejected cache was replaced');
+  },
+);
 
-test('bin script on Node ≥ 22.1: Node keeps the cache, in our private directory, and the output is the same', { skip: (!nodeKeepsCache && `Node ${process.version} has no module.enableCompileCache: the bin script keeps the cache`) || (process.platform === 'win32' && 'POSIX modes') }, async () => {
-  const { env, cacheHome } = ownCache('cache-node');
-  const first = await run(['--help'], env);
-  assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /^USAGE/m);
-  const v8 = path.join(cacheHome, 'kubectl-proxyout', 'v8');
-  assert.ok(cacheFiles(cacheHome).length > 0, 'Node wrote its cache there');
-  assert.equal(statSync(v8).mode & 0o777, 0o700);
-  const second = await run(['--help'], env);
-  assert.equal(second.code, 0, second.stderr);
-  assert.equal(second.stdout, first.stdout);
-});
+test(
+  'bin script: NODE_DISABLE_COMPILE_CACHE=1 writes no cache; an unwritable cache directory only costs time',
+  { skip: process.platform === 'win32' && 'POSIX modes' },
+  async () => {
+    const off = ownCache('cache-off');
+    const r = await run(['--help'], { ...off.env, NODE_DISABLE_COMPILE_CACHE: '1' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^USAGE/m);
+    assert.equal(existsSync(path.join(off.cacheHome, 'kubectl-proxyout')), false);
+
+    // A file where the cache directory should be: mkdir fails, the command does not.
+    const blocked = ownCache('cache-blocked');
+    mkdirSync(blocked.cacheHome, { recursive: true });
+    writeFileSync(path.join(blocked.cacheHome, 'kubectl-proxyout'), 'not a directory');
+    chmodSync(blocked.cacheHome, 0o500);
+    const b = await run(['--help'], blocked.env);
+    assert.equal(b.code, 0, b.stderr);
+    assert.match(b.stdout, /^USAGE/m);
+    assert.equal(b.stderr, '');
+  },
+);
+
+test(
+  'bin script: a cache directory of another user is not used; one of ours open to others is narrowed to 0700',
+  { skip: process.getuid?.() !== 0 && 'needs root to make a directory another user owns' },
+  async () => {
+    const foreign = ownCache('cache-foreign');
+    const v8 = path.join(foreign.cacheHome, 'kubectl-proxyout', 'v8');
+    mkdirSync(v8, { recursive: true, mode: 0o700 });
+    chownSync(v8, 65534, 65534);
+    const r = await run(['--help'], foreign.env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^USAGE/m);
+    assert.deepEqual(readdirSync(v8), [], 'nothing read or written there');
+
+    const open = ownCache('cache-open');
+    const ours = path.join(open.cacheHome, 'kubectl-proxyout', 'v8');
+    mkdirSync(ours, { recursive: true });
+    chmodSync(ours, 0o777);
+    const o = await run(['--help'], open.env);
+    assert.equal(o.code, 0, o.stderr);
+    assert.equal(statSync(ours).mode & 0o777, 0o700);
+    assert.equal(cacheFiles(open.cacheHome).length, 1);
+  },
+);
+
+test(
+  "bin script: a bundle of the same size and mtime (an npm upgrade) never runs the old bundle's bytecode",
+  { skip: process.platform === 'win32' && 'POSIX modes' },
+  async () => {
+    const { env, cacheHome } = ownCache('cache-upgrade');
+    const bundleFile = path.join(dir, 'pkg', 'dist', 'pkg', 'kubectl-proxyout.cjs');
+    const original = readFileSync(bundleFile, 'latin1');
+    const before = statSync(bundleFile);
+    try {
+      const first = await run(['--help'], env);
+      assert.equal(first.code, 0, first.stderr);
+      assert.match(first.stdout, /A kubectl\/oc plugin that gives you/);
+      // The same bundle with one word changed, same length, the same mtime: what npm installs.
+      const changed = original.replace('A kubectl/oc plugin that gives you', 'A KUBECTL/OC PLUGIN THAT GIVES YOU');
+      assert.equal(changed.length, original.length);
+      assert.notEqual(changed, original);
+      writeFileSync(bundleFile, changed, 'latin1');
+      utimesSync(bundleFile, before.atime, before.mtime);
+      const second = await run(['--help'], env);
+      assert.equal(second.code, 0, second.stderr);
+      assert.match(second.stdout, /A KUBECTL\/OC PLUGIN THAT GIVES YOU/, 'the new bundle runs');
+      if (!nodeKeepsCache) assert.equal(cacheFiles(cacheHome).length, 2, 'one cache per bundle');
+    } finally {
+      writeFileSync(bundleFile, original, 'latin1');
+    }
+  },
+);
+
+test(
+  'bin script: a cache file another user could write is not read',
+  { skip: (process.getuid?.() !== 0 && 'needs root to give a file to another user') || ownCacheOnly },
+  async () => {
+    const { env, cacheHome } = ownCache('cache-planted');
+    assert.equal((await run(['--help'], env)).code, 0);
+    const [file] = cacheFiles(cacheHome);
+    // A good cache, but owned by someone else: used, it would stay as it is (an accepted cache is
+    // not written again); not read, a fresh one of ours replaces it.
+    chownSync(file!, 65534, 65534);
+    const r = await run(['--help'], env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^USAGE/m);
+    assert.equal(statSync(file!).uid, process.getuid!(), 'the foreign file was not used but replaced');
+  },
+);
+
+test(
+  'bin script on Node ≥ 22.1: Node keeps the cache, in our private directory, and the output is the same',
+  {
+    skip:
+      (!nodeKeepsCache && `Node ${process.version} has no module.enableCompileCache: the bin script keeps the cache`) ||
+      (process.platform === 'win32' && 'POSIX modes'),
+  },
+  async () => {
+    const { env, cacheHome } = ownCache('cache-node');
+    const first = await run(['--help'], env);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /^USAGE/m);
+    const v8 = path.join(cacheHome, 'kubectl-proxyout', 'v8');
+    assert.ok(cacheFiles(cacheHome).length > 0, 'Node wrote its cache there');
+    assert.equal(statSync(v8).mode & 0o777, 0o700);
+    const second = await run(['--help'], env);
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(second.stdout, first.stdout);
+  },
+);

@@ -38,7 +38,9 @@ before(async () => {
   await writeFile(files.runs, '');
   // As the AWS CLI says it when its SSO session has expired: two lines on stderr, exit 1.
   const plugin = path.join(dir, 'sso-plugin.sh');
-  await writeFile(plugin, `#!/bin/sh
+  await writeFile(
+    plugin,
+    `#!/bin/sh
 echo run >> '${files.runs}'
 if [ -e '${files.loggedOut}' ]; then
   echo "Error loading SSO Token: Token for my-sso does not exist" >&2
@@ -46,13 +48,26 @@ if [ -e '${files.loggedOut}' ]; then
   exit 1
 fi
 printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"2099-01-01T00:00:00Z"}}\\n' "$(cat '${files.token}')"
-`);
+`,
+  );
   await chmod(plugin, 0o700);
   const doc = yaml.load(sim.kubeconfigYaml({ auth: 'exec', namespace: 'shop' })) as { users: Array<{ user: { exec: Record<string, unknown> } }> };
   Object.assign(doc.users[0]!.user.exec, { command: plugin, args: [], env: null });
   const kubeconfig = path.join(dir, 'kubeconfig');
   await writeFile(kubeconfig, yaml.dump(doc), { mode: 0o600 });
-  const r = await cli(['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--no-auth', '--shutdown-grace', '0', '--json']);
+  const r = await cli([
+    'connect',
+    '--kubeconfig',
+    kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--no-auth',
+    '--shutdown-grace',
+    '0',
+    '--json',
+  ]);
   assert.equal(r.code, 0, r.stderr);
   ({ id, socks, http: httpProxy } = JSON.parse(r.stdout) as { id: string; socks: string; http: string });
 });
@@ -64,7 +79,7 @@ after(async () => {
   await rm(stateDir, { recursive: true, force: true });
 });
 
-test('an SSO session that expires: shown on the route with the plugin\'s words, requests fail at once, the plugin is not hammered, login again recovers', async () => {
+test("an SSO session that expires: shown on the route with the plugin's words, requests fail at once, the plugin is not hammered, login again recovers", async () => {
   assert.match((await curl(['-sS', '-x', `socks5h://${socks}`, 'http://hello.default/'])).stdout, /hello from/);
   const token = (await readFile(files.token, 'utf8')).trim();
   await writeFile(files.loggedOut, '');
@@ -73,14 +88,23 @@ test('an SSO session that expires: shown on the route with the plugin\'s words, 
   const loggedOutAt = Date.now();
 
   // The watches' 401 may show first ("the watch of services is failing: Unauthorized"); the plugin's words follow.
-  const degraded = await eventually(async () => {
-    const r = await route();
-    return r.state === 'degraded' && /could not be obtained/.test(r.reason ?? '') && r;
-  }, 8_000, 200);
+  const degraded = await eventually(
+    async () => {
+      const r = await route();
+      return r.state === 'degraded' && /could not be obtained/.test(r.reason ?? '') && r;
+    },
+    8_000,
+    200,
+  );
   assert.match(degraded.reason ?? '', /^the credentials of context "\S+" could not be obtained: Error loading SSO Token: Token for my-sso does not exist$/);
   assert.ok(Date.now() - loggedOutAt < 5_000, `degraded ${Date.now() - loggedOutAt} ms after the session expired`);
   const table = await cli(['status']);
-  assert.match(table.stdout, new RegExp(`${id}: route \\S+ \\(cluster [^)]*\\)[^\\n]*; degraded since [0-9:]+: the credentials of context "\\S+" could not be obtained: Error loading SSO Token`));
+  assert.match(
+    table.stdout,
+    new RegExp(
+      `${id}: route \\S+ \\(cluster [^)]*\\)[^\\n]*; degraded since [0-9:]+: the credentials of context "\\S+" could not be obtained: Error loading SSO Token`,
+    ),
+  );
   const doctor = await cli(['doctor', '--json', '--listen-socks', '127.0.0.1:0', '--kubeconfig', path.join(dir, 'kubeconfig')]);
   const daemon = (JSON.parse(doctor.stdout) as { checks: Array<{ name: string; status: string; detail: string }> }).checks.find((c) => c.name === 'daemon');
   assert.match(daemon?.detail ?? '', /degraded since \S+: the credentials of context "\S+" could not be obtained: Error loading SSO Token/, doctor.stdout);
@@ -89,7 +113,11 @@ test('an SSO session that expires: shown on the route with the plugin\'s words, 
   const before = await runs();
   const burstAt = Date.now();
   for (let round = 0; round < 3; round++) {
-    const answers = await Promise.all(['api.shop', 'web.shop:8080', 'echo.data:7000', 'hello.default'].map((host) => curl(['-sS', '-w', '\n%{http_code}', '-x', `http://${httpProxy}`, `http://${host}/`])));
+    const answers = await Promise.all(
+      ['api.shop', 'web.shop:8080', 'echo.data:7000', 'hello.default'].map((host) =>
+        curl(['-sS', '-w', '\n%{http_code}', '-x', `http://${httpProxy}`, `http://${host}/`]),
+      ),
+    );
     for (const a of answers) {
       assert.match(a.stdout, /could not be obtained: Error loading SSO Token[^\n]*\n+502$/);
     }
@@ -105,10 +133,14 @@ test('an SSO session that expires: shown on the route with the plugin\'s words, 
   await rm(files.loggedOut);
   const loggedInAt = Date.now();
   await eventually(async () => (await route()).state === 'ready', 15_000, 250);
-  const served = await eventually(async () => {
-    const r = await curl(['-sS', '-x', `socks5h://${socks}`, 'http://api.shop/']);
-    return /hello from/.test(r.stdout) && r;
-  }, 5_000, 200);
+  const served = await eventually(
+    async () => {
+      const r = await curl(['-sS', '-x', `socks5h://${socks}`, 'http://api.shop/']);
+      return /hello from/.test(r.stdout) && r;
+    },
+    5_000,
+    200,
+  );
   assert.ok(served);
   assert.ok(Date.now() - loggedInAt <= 12_000, `serving ${Date.now() - loggedInAt} ms after the login (the hold is at most 8 s)`);
 });

@@ -20,7 +20,16 @@ let httpProxy: string;
 
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug']);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--log-level',
+    'debug',
+  ]);
   socks = proxy.socks!;
   httpProxy = proxy.http!;
 });
@@ -103,7 +112,13 @@ describe('IP destinations', () => {
 
   test('an IPv6 ClusterIP (dual-stack Service, SOCKS5 ATYP 4) reaches that Service', async () => {
     // fd00::/8 is only data in the simulated API: nothing is ever dialled there.
-    await cluster.sim.createService({ namespace: 'shop', name: 'web6', selector: { app: 'web' }, ports: [{ port: 8080, targetPort: 'http' }], ipv6ClusterIP: 'fd00:10:96::a6' });
+    await cluster.sim.createService({
+      namespace: 'shop',
+      name: 'web6',
+      selector: { app: 'web' },
+      ports: [{ port: 8080, targetPort: 'http' }],
+      ipv6ClusterIP: 'fd00:10:96::a6',
+    });
     const svc = await apiGet(cluster.sim, '/api/v1/namespaces/shop/services/web6');
     assert.ok(svc.spec.clusterIPs.includes('fd00:10:96::a6'));
     const reply = await eventually(async () => {
@@ -145,7 +160,10 @@ describe('payloads and concurrency', () => {
     const body = await new Promise<Buffer>((resolve, reject) => {
       const req = http.request('http://web.shop.svc.cluster.local:8080/echo', { method: 'POST', agent }, (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve(Buffer.concat(chunks))).on('error', reject);
+        res
+          .on('data', (c: Buffer) => chunks.push(c))
+          .on('end', () => resolve(Buffer.concat(chunks)))
+          .on('error', reject);
       });
       req.on('error', reject);
       req.end(payload);
@@ -316,11 +334,18 @@ describe('the cluster changes under the proxy', () => {
     await restarted;
     await cluster.sim.createPod({ namespace: 'shop', name: 'late-1', labels: { app: 'late' }, ports: [{ name: 'http', containerPort: 8080 }] });
     await cluster.sim.createService({ namespace: 'shop', name: 'late', selector: { app: 'late' }, ports: [{ port: 80, targetPort: 8080 }] });
-    const body = await eventually(async () => {
-      const r = await curl(['--proxy', `socks5h://${socks}`, 'http://late.shop/']);
-      return r.code === 0 && r.stdout;
-    }, 20_000, 250);
+    const body = await eventually(
+      async () => {
+        const r = await curl(['--proxy', `socks5h://${socks}`, 'http://late.shop/']);
+        return r.code === 0 && r.stdout;
+      },
+      20_000,
+      250,
+    );
     assert.match(body, /hello from late-1/);
-    assert.ok(proxy.logs.some((l) => l.msg === 'watch recovered'), 'the proxy logs that its watches recovered');
+    assert.ok(
+      proxy.logs.some((l) => l.msg === 'watch recovered'),
+      'the proxy logs that its watches recovered',
+    );
   });
 });

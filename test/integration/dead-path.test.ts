@@ -24,7 +24,20 @@ before(async () => {
   gate = await startTcpGate({ host: api.hostname, port: Number(api.port) });
   const kubeconfig = path.join(cluster.dir, 'via-gate');
   await cluster.sim.writeKubeconfig(kubeconfig, { namespace: 'shop', server: gate.url });
-  proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--keepalive', '2s', '--keepalive-timeout', '2s', '--connect-timeout', '5s']);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--keepalive',
+    '2s',
+    '--keepalive-timeout',
+    '2s',
+    '--connect-timeout',
+    '5s',
+  ]);
 });
 after(async () => {
   gate?.set('pass');
@@ -66,7 +79,11 @@ test('bytes silently stop: the tunnel is found dead, requests fail at once namin
 
   gate.set('pass');
   const backAt = Date.now();
-  await eventually(async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://web.shop:8080/'])).stdout), 10_000, 200);
+  await eventually(
+    async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://web.shop:8080/'])).stdout),
+    10_000,
+    200,
+  );
   assert.ok(Date.now() - backAt <= 5_000, `serving ${Date.now() - backAt} ms after the path came back`);
   assert.ok(proxy.logs.some((l) => l.msg === 'cluster route serving again'));
 });
@@ -85,7 +102,11 @@ test('behind a NAT that forgot every connection while the path was dead: the wat
   gate.forget();
   gate.set('pass');
   const backAt = Date.now();
-  await eventually(async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://during.shop/'])).stdout), 10_000, 200);
+  await eventually(
+    async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://during.shop/'])).stdout),
+    10_000,
+    200,
+  );
   assert.ok(Date.now() - backAt <= 5_000, `the Service created meanwhile answered ${Date.now() - backAt} ms after the return`);
   assert.ok(proxy.logs.slice(mark).some((l) => l.msg === 'the API server answers again; renewing the watches'));
 });

@@ -102,39 +102,54 @@ test('the krew manifest validator refuses what krew refuses', () => {
   assert.match(broken((p) => delete p.spec.platforms[0].bin) ?? '', /bin/);
 });
 
-test('krew: the rendered manifest passes krew rules; installed the krew way it runs as `kubectl proxyout` without node', { skip: skipUnlessPackaged(packagedArchive) || noKubectl }, async () => {
-  const version = `v${(JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version}`;
-  const baseUrl = 'https://github.com/example/kubectl-proxyout/releases/download/' + version;
-  const out = path.join(dir, 'proxyout.yaml');
-  const r = await run(process.execPath, [path.join(repoRoot, 'scripts', 'krew-manifest.mjs'), '--base-url', baseUrl, '--version', version, '--out', out, packagedArchive]);
-  assert.equal(r.code, 0, r.stderr);
-  const manifest = yaml.load(readFileSync(out, 'utf8')) as KrewPlugin;
-  assert.equal(krewProblem('proxyout', manifest), undefined);
-  assert.match(manifest.spec!.caveats ?? '', /kubectl proxyout --context/);
-  assert.ok((manifest.spec!.shortDescription ?? '').length <= 50);
+test(
+  'krew: the rendered manifest passes krew rules; installed the krew way it runs as `kubectl proxyout` without node',
+  { skip: skipUnlessPackaged(packagedArchive) || noKubectl },
+  async () => {
+    const version = `v${(JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version}`;
+    const baseUrl = 'https://github.com/example/kubectl-proxyout/releases/download/' + version;
+    const out = path.join(dir, 'proxyout.yaml');
+    const r = await run(process.execPath, [
+      path.join(repoRoot, 'scripts', 'krew-manifest.mjs'),
+      '--base-url',
+      baseUrl,
+      '--version',
+      version,
+      '--out',
+      out,
+      packagedArchive,
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    const manifest = yaml.load(readFileSync(out, 'utf8')) as KrewPlugin;
+    assert.equal(krewProblem('proxyout', manifest), undefined);
+    assert.match(manifest.spec!.caveats ?? '', /kubectl proxyout --context/);
+    assert.ok((manifest.spec!.shortDescription ?? '').length <= 50);
 
-  // What krew does: pick the platform whose selector matches this os/arch, check the archive's
-  // sha256, unpack it into store/<name>/<version>/, link bin/kubectl-<name> to its `bin`.
-  const mine = manifest.spec!.platforms!.find((p) => p.selector?.matchLabels?.os === GOOS[process.platform] && p.selector?.matchLabels?.arch === GOARCH[process.arch]);
-  assert.ok(mine, 'a platform for this machine');
-  assert.equal(mine.uri, `${baseUrl}/${path.basename(packagedArchive)}`);
-  assert.equal(mine.sha256, createHash('sha256').update(readFileSync(packagedArchive)).digest('hex'));
-  const krewRoot = path.join(dir, 'krew');
-  const store = path.join(krewRoot, 'store', 'proxyout', version);
-  mkdirSync(store, { recursive: true });
-  mkdirSync(path.join(krewRoot, 'bin'));
-  const untar = await run('tar', ['-xzf', packagedArchive, '-C', store]);
-  assert.equal(untar.code, 0, untar.stderr);
-  assert.deepEqual(readdirSync(store).sort(), ['LICENSE', 'README.md', mine.bin!].sort());
-  symlinkSync(path.join(store, mine.bin!), path.join(krewRoot, 'bin', 'kubectl-proxyout'));
+    // What krew does: pick the platform whose selector matches this os/arch, check the archive's
+    // sha256, unpack it into store/<name>/<version>/, link bin/kubectl-<name> to its `bin`.
+    const mine = manifest.spec!.platforms!.find(
+      (p) => p.selector?.matchLabels?.os === GOOS[process.platform] && p.selector?.matchLabels?.arch === GOARCH[process.arch],
+    );
+    assert.ok(mine, 'a platform for this machine');
+    assert.equal(mine.uri, `${baseUrl}/${path.basename(packagedArchive)}`);
+    assert.equal(mine.sha256, createHash('sha256').update(readFileSync(packagedArchive)).digest('hex'));
+    const krewRoot = path.join(dir, 'krew');
+    const store = path.join(krewRoot, 'store', 'proxyout', version);
+    mkdirSync(store, { recursive: true });
+    mkdirSync(path.join(krewRoot, 'bin'));
+    const untar = await run('tar', ['-xzf', packagedArchive, '-C', store]);
+    assert.equal(untar.code, 0, untar.stderr);
+    assert.deepEqual(readdirSync(store).sort(), ['LICENSE', 'README.md', mine.bin!].sort());
+    symlinkSync(path.join(store, mine.bin!), path.join(krewRoot, 'bin', 'kubectl-proxyout'));
 
-  const env = { PATH: [path.join(krewRoot, 'bin'), kubectlOnly].join(path.delimiter), HOME: dir };
-  const list = await run('kubectl', ['plugin', 'list'], { env, cwd: dir });
-  assert.match(list.stdout, new RegExp(`${path.join(krewRoot, 'bin', 'kubectl-proxyout').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
-  const help = await run('kubectl', ['proxyout', '--help'], { env, cwd: dir });
-  assert.equal(help.code, 0, help.stderr);
-  assert.match(help.stdout, /^USAGE\n {2}\$ kubectl proxyout \[flags\]/m);
-});
+    const env = { PATH: [path.join(krewRoot, 'bin'), kubectlOnly].join(path.delimiter), HOME: dir };
+    const list = await run('kubectl', ['plugin', 'list'], { env, cwd: dir });
+    assert.match(list.stdout, new RegExp(`${path.join(krewRoot, 'bin', 'kubectl-proxyout').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+    const help = await run('kubectl', ['proxyout', '--help'], { env, cwd: dir });
+    assert.equal(help.code, 0, help.stderr);
+    assert.match(help.stdout, /^USAGE\n {2}\$ kubectl proxyout \[flags\]/m);
+  },
+);
 
 /** What `npm pack` runs as prepack after the build (tests run after the build): the bundle, in about a second. */
 async function bundle(): Promise<void> {
@@ -167,9 +182,21 @@ test('npm: the packed tarball installed into a temporary global prefix runs as `
   // dependency the test says so instead of reaching the registry — unless PROXYOUT_NPM_ONLINE=1
   // (CI) lets npm fetch what is missing.
   const online = process.env.PROXYOUT_NPM_ONLINE === '1';
-  const install = await run('npm', ['install', '--global', '--prefix', prefix, online ? '--prefer-offline' : '--offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball]);
+  const install = await run('npm', [
+    'install',
+    '--global',
+    '--prefix',
+    prefix,
+    online ? '--prefer-offline' : '--offline',
+    '--no-audit',
+    '--no-fund',
+    '--ignore-scripts',
+    tarball,
+  ]);
   if (!online && install.code !== 0 && /ENOTCACHED/.test(install.stderr)) {
-    return t.skip(`a dependency is not in npm's cache (PROXYOUT_NPM_ONLINE=1 lets npm fetch it): ${install.stderr.split('\n').find((l) => /request to/.test(l)) ?? 'ENOTCACHED'}`);
+    return t.skip(
+      `a dependency is not in npm's cache (PROXYOUT_NPM_ONLINE=1 lets npm fetch it): ${install.stderr.split('\n').find((l) => /request to/.test(l)) ?? 'ENOTCACHED'}`,
+    );
   }
   assert.equal(install.code, 0, install.stderr);
   const binDir = process.platform === 'win32' ? prefix : path.join(prefix, 'bin');
@@ -181,6 +208,7 @@ test('npm: the packed tarball installed into a temporary global prefix runs as `
   const status = await run('kubectl', ['proxyout', 'status'], { env: { ...env, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') }, cwd: dir });
   assert.equal(status.code, 0, status.stderr);
   assert.match(status.stdout, /no managed proxies/);
-  const installed = process.platform === 'win32' ? path.join(prefix, 'node_modules', 'kubectl-proxyout') : path.join(prefix, 'lib', 'node_modules', 'kubectl-proxyout');
+  const installed =
+    process.platform === 'win32' ? path.join(prefix, 'node_modules', 'kubectl-proxyout') : path.join(prefix, 'lib', 'node_modules', 'kubectl-proxyout');
   assert.deepEqual(readdirSync(installed).sort(), ['LICENSE', 'README.md', 'bin', 'dist', 'docs', 'package.json'], 'no node_modules');
 });

@@ -27,7 +27,9 @@ const skip = writable ? false : `${HOSTS} cannot be written here: the name's add
 
 /** Points NAME at `ip` (replacing this test's line), or removes the line. */
 function resolveTo(ip: string | undefined): void {
-  const kept = readFileSync(HOSTS, 'utf8').split('\n').filter((l) => !l.endsWith(` ${NAME}`) && l !== '');
+  const kept = readFileSync(HOSTS, 'utf8')
+    .split('\n')
+    .filter((l) => !l.endsWith(` ${NAME}`) && l !== '');
   writeFileSync(HOSTS, [...kept, ...(ip ? [`${ip} ${NAME}`] : [])].join('\n') + '\n');
 }
 
@@ -47,7 +49,18 @@ before(async () => {
   // The serving certificate names 127.0.0.1 and localhost, not this test's name.
   await cluster.sim.writeKubeconfig(kubeconfig, { namespace: 'shop', server: `https://${NAME}:${new URL(first.url).port}`, insecureSkipTlsVerify: true });
   // Short keepalives: the tunnel open across the move is found dead in seconds, not 45 s.
-  proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--connect-timeout', '5s', '--keepalive', '2s', '--keepalive-timeout', '2s']);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--connect-timeout',
+    '5s',
+    '--keepalive',
+    '2s',
+    '--keepalive-timeout',
+    '2s',
+  ]);
 });
 after(async () => {
   if (skip) return;
@@ -59,18 +72,26 @@ after(async () => {
   await cluster.close();
 });
 
-test('the API server\'s name resolves to another address while the old one goes silent: a Service created meanwhile answers within seconds', { skip }, async () => {
-  assert.match((await curl(['-sS', '-x', `socks5h://${proxy.socks}`, 'http://web.shop:8080/'])).stdout, /hello from/);
-  // The old address goes silent for good (what was open to it too); the name moves to the new one.
-  first.set('blackhole');
-  first.forget();
-  resolveTo('127.0.0.3');
-  const movedAt = Date.now();
-  await cluster.sim.createPod({ namespace: 'shop', name: 'moved-1', labels: { app: 'moved' }, ports: [{ containerPort: 8080, backend: 'http' }] });
-  await cluster.sim.createService({ namespace: 'shop', name: 'moved', selector: { app: 'moved' }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] });
-  // The tunnel open across the move stops answering its pings: the route asks for the server,
-  // which answers at its new address, and renews what was open (its watches) there.
-  await eventually(async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://moved.shop/'])).stdout), 20_000, 250);
-  assert.ok(Date.now() - movedAt <= 15_000, `the Service created meanwhile answered ${Date.now() - movedAt} ms after the move`);
-  assert.ok(second.connections > 0, 'the new address is used');
-});
+test(
+  "the API server's name resolves to another address while the old one goes silent: a Service created meanwhile answers within seconds",
+  { skip },
+  async () => {
+    assert.match((await curl(['-sS', '-x', `socks5h://${proxy.socks}`, 'http://web.shop:8080/'])).stdout, /hello from/);
+    // The old address goes silent for good (what was open to it too); the name moves to the new one.
+    first.set('blackhole');
+    first.forget();
+    resolveTo('127.0.0.3');
+    const movedAt = Date.now();
+    await cluster.sim.createPod({ namespace: 'shop', name: 'moved-1', labels: { app: 'moved' }, ports: [{ containerPort: 8080, backend: 'http' }] });
+    await cluster.sim.createService({ namespace: 'shop', name: 'moved', selector: { app: 'moved' }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] });
+    // The tunnel open across the move stops answering its pings: the route asks for the server,
+    // which answers at its new address, and renews what was open (its watches) there.
+    await eventually(
+      async () => /hello from/.test((await curl(['-sS', '--max-time', '3', '-x', `socks5h://${proxy.socks}`, 'http://moved.shop/'])).stdout),
+      20_000,
+      250,
+    );
+    assert.ok(Date.now() - movedAt <= 15_000, `the Service created meanwhile answered ${Date.now() - movedAt} ms after the move`);
+    assert.ok(second.connections > 0, 'the new address is used');
+  },
+);

@@ -89,7 +89,21 @@ test('a cluster route via an ssh route: doctor reaches its API server through th
     await writeFile(knownHosts, `${lab.knownHostsLines.jump1}\n${lab.knownHostsLines.jump2}\n`);
     await copyFile(lab.writeConfig('via', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${knownHosts}`] }), path.join(home, '.ssh', 'config'));
     const config = path.join(lab.dir, 'proxyout.yaml');
-    await writeFile(config, ['routes:', '  - name: jump', '    kind: ssh', '    ssh: { host: jump2 }', '  - name: hidden', '    kind: cluster', '    context: sim', '    default: true', '    via: jump', ''].join('\n'));
+    await writeFile(
+      config,
+      [
+        'routes:',
+        '  - name: jump',
+        '    kind: ssh',
+        '    ssh: { host: jump2 }',
+        '  - name: hidden',
+        '    kind: cluster',
+        '    context: sim',
+        '    default: true',
+        '    via: jump',
+        '',
+      ].join('\n'),
+    );
 
     const r = await doctor(['--kubeconfig', kubeconfig, '--config', config], { HOME: home, SSH_AUTH_SOCK: '' });
     const api = r.get('api-server');

@@ -26,7 +26,20 @@ after(async () => {
 async function doctor(spec: KonnectivitySpec) {
   const config = path.join(guest.dir, `konnectivity-${++n}.yaml`);
   const files = (['ca', 'cert', 'key'] as const).flatMap((k) => (spec[k] ? [`      ${k}: ${spec[k]}`] : []));
-  await writeFile(config, ['routes:', '  - name: guest', '    kind: konnectivity', '    context: sim', '    konnectivity:', `      server: ${spec.server}`, `      mode: ${spec.mode}`, ...files, ''].join('\n'));
+  await writeFile(
+    config,
+    [
+      'routes:',
+      '  - name: guest',
+      '    kind: konnectivity',
+      '    context: sim',
+      '    konnectivity:',
+      `      server: ${spec.server}`,
+      `      mode: ${spec.mode}`,
+      ...files,
+      '',
+    ].join('\n'),
+  );
   return runDoctor(['--kubeconfig', guest.kubeconfig, '--config', config, '--timeout', '5s'], path.join(guest.dir, `state-${n}`));
 }
 
@@ -48,7 +61,10 @@ for (const mode of ['grpc', 'http-connect'] as const) {
       const k = r.get('konnectivity');
       assert.equal(k.scope, 'guest');
       assert.equal(k.status, 'ok', r.out);
-      assert.match(k.detail, new RegExp(`^${bed.spec.server} \\(${mode}\\) took the connection; its agent dialled the kubernetes Service \\(127\\.96\\.0\\.1:443\\) in \\d+ ms$`));
+      assert.match(
+        k.detail,
+        new RegExp(`^${bed.spec.server} \\(${mode}\\) took the connection; its agent dialled the kubernetes Service \\(127\\.96\\.0\\.1:443\\) in \\d+ ms$`),
+      );
       assert.equal(r.get('api-server').scope, 'guest');
       assert.equal(r.get('rbac').status, 'ok');
       assert.doesNotMatch(r.get('rbac').detail, /portforward/, 'the route needs no pods/portforward');
@@ -85,7 +101,10 @@ for (const mode of ['grpc', 'http-connect'] as const) {
       const k = r.get('konnectivity');
       assert.equal(k.status, 'fail', r.out);
       assert.match(k.detail, /ECONNREFUSED/);
-      assert.equal(k.fix, `nothing listens at ${bed.spec.server}: is the konnectivity server running, and is that its frontend port (--server-port, often 8090 or 8131)?`);
+      assert.equal(
+        k.fix,
+        `nothing listens at ${bed.spec.server}: is the konnectivity server running, and is that its frontend port (--server-port, often 8090 or 8131)?`,
+      );
       assert.ok(r.ms < 10_000, `took ${r.ms} ms`);
     });
   });

@@ -40,7 +40,10 @@ after(async () => {
 function doctor(known: string[], identity = lab.userKey) {
   writeFileSync(knownHosts, known.join('\n') + '\n');
   copyFileSync(lab.writeConfig('ssh-config', { all: [`IdentityFile ${identity}`, `UserKnownHostsFile ${knownHosts}`] }), path.join(home, '.ssh', 'config'));
-  return runDoctor(['--kubeconfig', cluster.kubeconfig, '--config', config, '--timeout', '5s'], path.join(lab.dir, `state-${++n}`), { HOME: home, SSH_AUTH_SOCK: '' });
+  return runDoctor(['--kubeconfig', cluster.kubeconfig, '--config', config, '--timeout', '5s'], path.join(lab.dir, `state-${++n}`), {
+    HOME: home,
+    SSH_AUTH_SOCK: '',
+  });
 }
 
 test('an ssh route whose chain works: every hop ok, exit 0, in the JSON report', { skip: unavailable }, async () => {
@@ -50,7 +53,14 @@ test('an ssh route whose chain works: every hop ok, exit 0, in the JSON report',
   assert.equal(r.get('ssh-config').status, 'ok');
   assert.match(r.get('ssh-config').detail, /ssh jump2: jump1 → jump2/);
   const hops = r.all('ssh-hop');
-  assert.deepEqual(hops.map((h) => [h.scope, h.status]), [['jump', 'ok'], ['jump', 'ok']], r.out);
+  assert.deepEqual(
+    hops.map((h) => [h.scope, h.status]),
+    [
+      ['jump', 'ok'],
+      ['jump', 'ok'],
+    ],
+    r.out,
+  );
   assert.match(hops[0]!.detail, /^hop 1\/2 jump1 \(root@127\.0\.0\.1:\d+\): host key accepted, logged in$/);
   assert.match(hops[1]!.detail, new RegExp(`^hop 2/2 jump2 \\(root@${JUMP2.host}:${JUMP2.port}\\): host key accepted, logged in \\(whole chain: \\d+ ms\\)$`));
   assert.equal(r.get('api-server').status, 'ok', 'the current context is checked as before');

@@ -41,7 +41,9 @@ function run(file: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise
 }
 
 async function doctor(kubeconfig: string, extra: string[] = [], stateDir = path.join(cluster.dir, `state-${++n}`)) {
-  const r = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...extra], { KUBECTL_PROXYOUT_STATE_DIR: stateDir });
+  const r = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...extra], {
+    KUBECTL_PROXYOUT_STATE_DIR: stateDir,
+  });
   let report: { ok: boolean; checks: Check[] };
   try {
     report = JSON.parse(r.stdout) as typeof report;
@@ -72,7 +74,9 @@ test('a good kubeconfig: every check passes, exit 0, protocols and version repor
   assert.match(r.get('rbac').detail, /^cluster-wide: /);
   assert.match(r.get('port-forward').detail, /SPDY over WebSocket: yes; per-stream WebSocket v4: yes; legacy SPDY: yes/);
   // The human form says the same, one line per check.
-  const text = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], { KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state-text') });
+  const text = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], {
+    KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state-text'),
+  });
   assert.equal(text.code, 0);
   assert.match(text.stdout, /^route sim:\n  ok   kubeconfig: /m);
   assert.match(text.stdout, /all checks passed/);
@@ -102,7 +106,10 @@ test('exactly the rights the README asks for (no watch on pods: pods are looked 
   const asDocumented = await kubeconfigWith('no-pod-watch', cluster.sim.kubeconfigYaml({ token: cluster.sim.issueToken({ denied: ['watch pods'] }) }));
   const ok = await doctor(asDocumented);
   assert.equal(ok.get('rbac').status, 'ok', ok.get('rbac').detail);
-  assert.match(ok.get('rbac').detail, /^cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward$/);
+  assert.match(
+    ok.get('rbac').detail,
+    /^cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward$/,
+  );
   assert.equal(ok.code, 0, ok.stdout);
 
   const noGet = await kubeconfigWith('no-pod-get', cluster.sim.kubeconfigYaml({ token: cluster.sim.issueToken({ denied: ['get pods'] }) }));
@@ -135,7 +142,10 @@ test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails nam
   assert.equal(bad.code, 1);
   const rbac = bad.get('rbac');
   assert.equal(rbac.status, 'fail');
-  assert.match(rbac.detail, /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward/);
+  assert.match(
+    rbac.detail,
+    /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward/,
+  );
   assert.match(rbac.fix ?? '', /kubectl auth can-i list services -n data/);
 
   if (!hasKubectl) return;
@@ -169,7 +179,10 @@ test('locally: a taken listen port fails; a state directory others may read warn
     const r = await doctor(cluster.kubeconfig, ['--listen-http', `127.0.0.1:${port}`], state);
     assert.equal(r.code, 1);
     const listen = r.report.checks.filter((c) => c.name === 'listen');
-    assert.deepEqual(listen.map((c) => c.status), ['ok', 'fail']);
+    assert.deepEqual(
+      listen.map((c) => c.status),
+      ['ok', 'fail'],
+    );
     // What holds it is named: this test's own process, program and script only (never its arguments).
     assert.match(listen[1]!.detail, new RegExp(`--listen-http 127\\.0\\.0\\.1:${port}: address in use by pid ${process.pid} \\(node doctor\\.test\\.js\\)$`));
     // 0755: every command accepts it (only group/others-writable is refused), so a warning.
@@ -209,11 +222,15 @@ test('the documented listen forms pass: ":PORT" (loopback) and "unix:" (a socket
   for (const form of [':0', 'unix:']) {
     const r = await doctor(cluster.kubeconfig, ['--listen-http', form]);
     const listen = r.report.checks.filter((c) => c.name === 'listen');
-    assert.deepEqual(listen.map((c) => c.status), ['ok', 'ok'], `${form}: ${JSON.stringify(listen)}`);
+    assert.deepEqual(
+      listen.map((c) => c.status),
+      ['ok', 'ok'],
+      `${form}: ${JSON.stringify(listen)}`,
+    );
   }
 });
 
-test("a running managed proxy: its health is reported (control socket answers, caches synced), its port a warning", async () => {
+test('a running managed proxy: its health is reported (control socket answers, caches synced), its port a warning', async () => {
   const state = path.join(cluster.dir, 'state-daemon');
   const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
   const c = await run(process.execPath, [binPath, 'connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json'], env);
@@ -236,16 +253,36 @@ test("a running managed proxy: its health is reported (control socket answers, c
 
 test('--config: every cluster route of the file is checked under its own name; --context picks one', async () => {
   // One kubeconfig with two contexts: "prod" (cluster-wide) and "limited" (a token scoped to namespace data, context namespace shop).
-  type Kc = { clusters: Array<{ name: string }>; users: Array<{ name: string }>; contexts: Array<{ name: string; context: { cluster: string; user: string; namespace?: string } }> };
+  type Kc = {
+    clusters: Array<{ name: string }>;
+    users: Array<{ name: string }>;
+    contexts: Array<{ name: string; context: { cluster: string; user: string; namespace?: string } }>;
+  };
   const admin = yaml.load(cluster.sim.kubeconfigYaml({ context: 'prod', namespace: 'shop' })) as Kc;
-  const scoped = yaml.load(cluster.sim.kubeconfigYaml({ context: 'limited', namespace: 'shop', token: cluster.sim.issueToken({ namespaces: ['data'] }) })) as Kc;
+  const scoped = yaml.load(
+    cluster.sim.kubeconfigYaml({ context: 'limited', namespace: 'shop', token: cluster.sim.issueToken({ namespaces: ['data'] }) }),
+  ) as Kc;
   scoped.clusters[0]!.name = 'limited-cluster';
   scoped.users[0]!.name = 'limited-user';
   scoped.contexts[0]!.context = { ...scoped.contexts[0]!.context, cluster: 'limited-cluster', user: 'limited-user' };
-  const merged = { ...admin, clusters: [...admin.clusters, ...scoped.clusters], users: [...admin.users, ...scoped.users], contexts: [...admin.contexts, ...scoped.contexts] };
+  const merged = {
+    ...admin,
+    clusters: [...admin.clusters, ...scoped.clusters],
+    users: [...admin.users, ...scoped.users],
+    contexts: [...admin.contexts, ...scoped.contexts],
+  };
   const kubeconfig = await kubeconfigWith('two-contexts', yaml.dump(merged));
   const config = path.join(cluster.dir, 'routes.yaml');
-  await writeFile(config, ['routes:', '  - { name: prod, kind: cluster, context: prod }', '  - { name: lim, kind: cluster, context: limited }', '  - { name: blocked, kind: reject, include: [ads.example.com] }', ''].join('\n'));
+  await writeFile(
+    config,
+    [
+      'routes:',
+      '  - { name: prod, kind: cluster, context: prod }',
+      '  - { name: lim, kind: cluster, context: limited }',
+      '  - { name: blocked, kind: reject, include: [ads.example.com] }',
+      '',
+    ].join('\n'),
+  );
 
   const both = await doctor(kubeconfig, ['--config', config]);
   assert.equal(both.code, 1, both.stdout);

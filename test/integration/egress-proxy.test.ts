@@ -63,7 +63,9 @@ test('the real CLI reads HTTPS_PROXY too, and says which proxy it used when it c
 });
 
 test('the real CLI with --extra-ca starts through that proxy and serves (the flag was once accepted and ignored)', async () => {
-  const p = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--extra-ca', caFile], { env: { HTTPS_PROXY: proxy.url, NO_PROXY: '' } });
+  const p = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--extra-ca', caFile], {
+    env: { HTTPS_PROXY: proxy.url, NO_PROXY: '' },
+  });
   try {
     const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop:8080/']);
     assert.equal(r.code, 0, r.stderr);

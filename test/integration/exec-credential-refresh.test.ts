@@ -23,7 +23,10 @@ after(async () => {
 });
 
 /** A kubeconfig whose exec plugin prints the token in `tokenFile` (valid for a day) and logs each run. */
-async function pluginKubeconfig(name: string, script: (tokenFile: string, runs: string) => string): Promise<{ kubeconfig: string; tokenFile: string; runs: string }> {
+async function pluginKubeconfig(
+  name: string,
+  script: (tokenFile: string, runs: string) => string,
+): Promise<{ kubeconfig: string; tokenFile: string; runs: string }> {
   const tokenFile = path.join(dir, `${name}.token`);
   const runs = path.join(dir, `${name}.runs`);
   const plugin = path.join(dir, `${name}.sh`);
@@ -73,7 +76,8 @@ test('requests that start together run the plugin once, not once each (client-go
 test('the plugin gets no open stdin: one that reads it sees end-of-file at once, as under kubectl without a terminal', async () => {
   // client-go gives a non-interactive plugin no stdin (exec.go: cmd.Stdin only when interactive);
   // an open pipe nobody writes to would hold a plugin that asks for input for ever.
-  const asks = (tokenFile: string, runs: string) => printsToken(tokenFile, runs).replace('\n', "\nread -r answer || echo 'no terminal: skipping the prompt' >&2\n");
+  const asks = (tokenFile: string, runs: string) =>
+    printsToken(tokenFile, runs).replace('\n', "\nread -r answer || echo 'no terminal: skipping the prompt' >&2\n");
   const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('stdin', asks);
   await writeFile(tokenFile, sim.issueToken());
   const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc);

@@ -39,8 +39,13 @@ const COUNTER = `
 
 /** `kubectl proxyout exec -- CMD` as the foreground job of a fresh terminal; `out` is what the terminal shows. */
 function onTerminal(command: string[]): { term: ChildProcess; out: () => string } {
-  const line = ['exec', process.execPath, binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', ...command].map((w, i) => (i === 0 ? w : shellQuote(w))).join(' ');
-  const term = spawn('script', ['-qfec', line, '/dev/null'], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir } });
+  const line = ['exec', process.execPath, binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', ...command]
+    .map((w, i) => (i === 0 ? w : shellQuote(w)))
+    .join(' ');
+  const term = spawn('script', ['-qfec', line, '/dev/null'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir },
+  });
   let out = '';
   term.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
   return { term, out: () => out };

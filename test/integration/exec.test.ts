@@ -20,7 +20,8 @@ let stateDir: string;
 const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
 const cli = (args: string[]) => runCli(args, { env: env(), timeoutMs: 60_000 });
 /** Prints the proxy variables CMD got, one per line, then fetches a Service with them (curl reads ALL_PROXY). */
-const SHOW_ENV_AND_CURL = 'for v in ALL_PROXY all_proxy HTTP_PROXY http_proxy HTTPS_PROXY https_proxy NO_PROXY no_proxy; do eval "echo $v=\\${$v:-}"; done; curl -s --max-time 20 http://web.shop:8080/whoami';
+const SHOW_ENV_AND_CURL =
+  'for v in ALL_PROXY all_proxy HTTP_PROXY http_proxy HTTPS_PROXY https_proxy NO_PROXY no_proxy; do eval "echo $v=\\${$v:-}"; done; curl -s --max-time 20 http://web.shop:8080/whoami';
 
 const findKubectl = () => spawnSync('sh', ['-c', 'command -v kubectl'], { encoding: 'utf8' }).stdout.trim() || undefined;
 
@@ -48,7 +49,10 @@ describe('exec without a managed proxy: a temporary one', () => {
   test('CMD gets every variable (with a generated password) and reaches the cluster; the proxy is gone after', async () => {
     const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stderr, /^kubectl-proxyout: no managed proxy for context sim; started a temporary one for this command \(context sim, namespace shop; socks 127\.0\.0\.1:\d+, http 127\.0\.0\.1:\d+\)$/m);
+    assert.match(
+      r.stderr,
+      /^kubectl-proxyout: no managed proxy for context sim; started a temporary one for this command \(context sim, namespace shop; socks 127\.0\.0\.1:\d+, http 127\.0\.0\.1:\d+\)$/m,
+    );
     const vars = parseEnv(r.stdout);
     assert.match(vars.ALL_PROXY!, /^socks5h:\/\/proxyout:[A-Za-z0-9_-]{32}@127\.0\.0\.1:\d+$/);
     assert.equal(vars.all_proxy, vars.ALL_PROXY);
@@ -85,7 +89,17 @@ describe('exec without a managed proxy: a temporary one', () => {
     const config = path.join(cluster.dir, 'exec-forwards.yaml');
     writeFileSync(config, `forward: ["${port}=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
     try {
-      const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--config', config, '--', 'sh', '-c', 'curl -s --max-time 20 http://web.shop:8080/whoami']);
+      const r = await cli([
+        'exec',
+        '--kubeconfig',
+        cluster.kubeconfig,
+        '--config',
+        config,
+        '--',
+        'sh',
+        '-c',
+        'curl -s --max-time 20 http://web.shop:8080/whoami',
+      ]);
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, /"namespace":"shop"/);
     } finally {
@@ -93,29 +107,47 @@ describe('exec without a managed proxy: a temporary one', () => {
     }
   });
 
-  test('kubectl in CMD reaches its API server directly: NO_PROXY names the routes\' API servers and keeps the caller\'s entries', async (t) => {
+  test("kubectl in CMD reaches its API server directly: NO_PROXY names the routes' API servers and keeps the caller's entries", async (t) => {
     // HTTPS_PROXY names our HTTP listener, and kubectl (client-go) reads it: without its API server
     // in NO_PROXY, kubectl asked our proxy for it and was refused (403). Go never proxies loopback
     // IPs or "localhost", so the API server is named by this machine's host name (loopback here).
     const host = os.hostname().toLowerCase();
     const resolved = await dns.lookup(host).catch(() => undefined);
-    if (!resolved || !/^127\./.test(resolved.address)) return t.skip(`the host name ${host} does not resolve to a loopback address here: nothing to name the API server by`);
+    if (!resolved || !/^127\./.test(resolved.address))
+      return t.skip(`the host name ${host} does not resolve to a loopback address here: nothing to name the API server by`);
     if (!findKubectl()) return t.skip('kubectl is not on PATH');
     const kubeconfig = path.join(cluster.dir, 'by-host-name.kubeconfig');
-    await cluster.sim.writeKubeconfig(kubeconfig, { server: cluster.sim.server.replace('127.0.0.1', host), insecureSkipTlsVerify: true, context: 'by-name', namespace: 'shop' });
+    await cluster.sim.writeKubeconfig(kubeconfig, {
+      server: cluster.sim.server.replace('127.0.0.1', host),
+      insecureSkipTlsVerify: true,
+      context: 'by-name',
+      namespace: 'shop',
+    });
     const script = 'echo "NO_PROXY=$NO_PROXY"; kubectl get services -o name';
-    const r = await runCli(['exec', '--kubeconfig', kubeconfig, '--', 'sh', '-c', script], { env: { ...env(), KUBECONFIG: kubeconfig, NO_PROXY: '.corp.example', no_proxy: '' }, timeoutMs: 60_000 });
+    const r = await runCli(['exec', '--kubeconfig', kubeconfig, '--', 'sh', '-c', script], {
+      env: { ...env(), KUBECONFIG: kubeconfig, NO_PROXY: '.corp.example', no_proxy: '' },
+      timeoutMs: 60_000,
+    });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(parseEnv(r.stdout).NO_PROXY, `localhost,127.0.0.1,::1,${host},.corp.example`);
     assert.match(r.stdout, /^service\/web$/m, 'kubectl listed the Services');
   });
 
   test('SIGTERM, SIGINT, SIGQUIT and SIGHUP sent to exec reach CMD (no terminal: as under a service manager)', async () => {
-    for (const [signal, code] of [['SIGTERM', 42], ['SIGINT', 43], ['SIGHUP', 44], ['SIGQUIT', 45]] as const) {
+    for (const [signal, code] of [
+      ['SIGTERM', 42],
+      ['SIGINT', 43],
+      ['SIGHUP', 44],
+      ['SIGQUIT', 45],
+    ] as const) {
       const script = `trap 'exit ${code}' ${signal.slice(3)}; echo ready; while :; do sleep 0.05; done`;
       // detached: a session of its own, without the terminal this test may run in (on one, a
       // SIGINT to the foreground job is the terminal's, which CMD gets by itself: exec-terminal.test.ts).
-      const proc = spawn(process.execPath, [binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', script], { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      const proc = spawn(process.execPath, [binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', script], {
+        env: { ...process.env, ...env() },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      });
       let out = '';
       proc.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
       await eventually(async () => out.includes('ready'), 30_000, 50);
@@ -130,7 +162,18 @@ describe('a managed proxy with mappings, and exec using it', () => {
   let id: string;
   let pid: number;
   before(async () => {
-    const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--forward', '0=web.shop:8080', '--json']);
+    const r = await cli([
+      'connect',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--listen-http',
+      '127.0.0.1:0',
+      '--forward',
+      '0=web.shop:8080',
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.stderr);
     const out = JSON.parse(r.stdout) as { id: string; pid: number; forwards: Array<{ listen: string; port: number; target: string }> };
     id = out.id;
@@ -173,7 +216,13 @@ describe('a managed proxy with mappings, and exec using it', () => {
     const s = JSON.parse((await cli(['status', id, '--json'])).stdout) as { socks: string; http: string };
     const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stderr, new RegExp(`^kubectl-proxyout: using managed proxy ${id} \\(context sim, namespace shop; socks ${s.socks.replace(/\./g, '\\.')}, http ${s.http.replace(/\./g, '\\.')}\\)$`, 'm'));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^kubectl-proxyout: using managed proxy ${id} \\(context sim, namespace shop; socks ${s.socks.replace(/\./g, '\\.')}, http ${s.http.replace(/\./g, '\\.')}\\)$`,
+        'm',
+      ),
+    );
     const vars = parseEnv(r.stdout);
     assert.match(vars.ALL_PROXY!, new RegExp(`^socks5h://proxyout:[A-Za-z0-9_-]{32}@${s.socks.replace(/\./g, '\\.')}$`));
     assert.match(vars.https_proxy!, new RegExp(`^http://proxyout:[A-Za-z0-9_-]{32}@${s.http.replace(/\./g, '\\.')}$`));
@@ -189,7 +238,20 @@ test("connect with the config file's mappings only (--listen-socks off): the dae
   const config = path.join(cluster.dir, 'connect-forwards.yaml');
   writeFileSync(config, `forward: ["0=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
   // --shutdown-grace 0: disconnect does not wait ~1 s for curl's stream (the simulated runtime's close grace).
-  const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', 'off', '--id', 'cfgmaps', '--shutdown-grace', '0', '--json']);
+  const r = await cli([
+    'connect',
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--config',
+    config,
+    '--listen-socks',
+    'off',
+    '--id',
+    'cfgmaps',
+    '--shutdown-grace',
+    '0',
+    '--json',
+  ]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout) as { pid: number; forwards: Array<{ port: number; target: string }> };
   try {
@@ -208,7 +270,10 @@ test("connect with the config file's mappings only (--listen-socks off): the dae
     writeFileSync(config, `forward: ["${port}=web.shop:8080"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`);
     const refused = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', 'off', '--id', 'cfgmaps']);
     assert.equal(refused.code, 1, refused.stdout);
-    assert.match(refused.stderr, new RegExp(`^Error: --forward ${port}=web\\.shop:8080: the address is already in use by another program; pick another local port`));
+    assert.match(
+      refused.stderr,
+      new RegExp(`^Error: --forward ${port}=web\\.shop:8080: the address is already in use by another program; pick another local port`),
+    );
     assert.match((await cli(['status', '--json'])).stdout, /^\[\]$/m, 'no daemon was started');
   } finally {
     taken.close();
@@ -225,7 +290,17 @@ test('a managed proxy on a unix socket in the state directory: status shows curl
     assert.match(out.env.ALL_PROXY!, new RegExp(`^socks5h://proxyout:[A-Za-z0-9_-]{32}@localhost${socket.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
     const table = await cli(['status']);
     assert.ok(table.stdout.includes(`socks5h://localhost${socket}`), table.stdout);
-    const ran = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--namespace', 'default', '--', 'sh', '-c', 'echo ALL_PROXY=$ALL_PROXY; echo HTTP_PROXY=${HTTP_PROXY:-unset}; curl -s --max-time 20 http://hello.default/']);
+    const ran = await cli([
+      'exec',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--namespace',
+      'default',
+      '--',
+      'sh',
+      '-c',
+      'echo ALL_PROXY=$ALL_PROXY; echo HTTP_PROXY=${HTTP_PROXY:-unset}; curl -s --max-time 20 http://hello.default/',
+    ]);
     assert.equal(ran.code, 0, ran.stderr);
     assert.match(ran.stderr, new RegExp(`using managed proxy ${out.id} .*socks unix:`));
     const vars = parseEnv(ran.stdout);

@@ -62,10 +62,14 @@ describe('watches', () => {
     await eventually(async () => proxy.logs.some((l) => l.msg === 'watch ended by the API server; resuming'), 5_000, 50);
     await cluster.sim.createPod({ namespace: 'shop', name: 'after-drop-1', labels: { app: 'after-drop' }, ports: [{ containerPort: 8080 }] });
     await cluster.sim.createService({ namespace: 'shop', name: 'after-drop', selector: { app: 'after-drop' }, ports: [{ port: 80, targetPort: 8080 }] });
-    const body = await eventually(async () => {
-      const r = await curl(['--proxy', `socks5h://${socks}`, 'http://after-drop.shop/']);
-      return r.code === 0 && r.stdout;
-    }, 10_000, 100);
+    const body = await eventually(
+      async () => {
+        const r = await curl(['--proxy', `socks5h://${socks}`, 'http://after-drop.shop/']);
+        return r.code === 0 && r.stdout;
+      },
+      10_000,
+      100,
+    );
     assert.match(body, /hello from after-drop-1/);
     assert.ok(cluster.sim.counters.watch >= 3, `re-watched: ${JSON.stringify(cluster.sim.counters.byPath)}`);
     await echoing(s, 'the stream after the caches resumed');
@@ -109,10 +113,14 @@ describe('a pod that refuses its port', () => {
     await cluster.sim.createService({ namespace: 'shop', name: 'flaky', selector: { app: 'flaky' }, ports: [{ port: 80, targetPort: 9000 }] });
     cluster.sim.refusePort('shop', 'flaky-1', 9000);
     for (let i = 0; i < 4; i++) {
-      const r = await eventually(async () => {
-        const got = await curl(['--proxy', `socks5h://${socks}`, 'http://flaky.shop/']);
-        return got.code === 0 && got.stdout;
-      }, 10_000, 100);
+      const r = await eventually(
+        async () => {
+          const got = await curl(['--proxy', `socks5h://${socks}`, 'http://flaky.shop/']);
+          return got.code === 0 && got.stdout;
+        },
+        10_000,
+        100,
+      );
       assert.match(r, /hello from flaky-2/);
     }
     cluster.sim.refusePort('shop', 'flaky-2', 9000);
@@ -124,10 +132,14 @@ describe('a pod that refuses its port', () => {
   test('a single warm endpoint that starts refusing: at most one stream is called open and closes; then 0x05', async () => {
     await cluster.sim.createPod({ namespace: 'shop', name: 'solo-1', labels: { app: 'solo' }, ports: [{ containerPort: 9100 }] });
     await cluster.sim.createService({ namespace: 'shop', name: 'solo', selector: { app: 'solo' }, ports: [{ port: 80, targetPort: 9100 }] });
-    const body = await eventually(async () => {
-      const got = await curl(['--proxy', `socks5h://${socks}`, 'http://solo.shop/']);
-      return got.code === 0 && got.stdout;
-    }, 10_000, 100);
+    const body = await eventually(
+      async () => {
+        const got = await curl(['--proxy', `socks5h://${socks}`, 'http://solo.shop/']);
+        return got.code === 0 && got.stdout;
+      },
+      10_000,
+      100,
+    );
     assert.match(body, /hello from solo-1/, 'the port accepted: it is trusted to accept again');
     cluster.sim.refusePort('shop', 'solo-1', 9100);
     try {
@@ -140,7 +152,7 @@ describe('a pod that refuses its port', () => {
 });
 
 describe('backends that reset or half-close', () => {
-  test('a backend RST ends that pod\'s streams (bytes intact up to the reset); other streams go on', async () => {
+  test("a backend RST ends that pod's streams (bytes intact up to the reset); other streams go on", async () => {
     const other = await openStream(socks, 'echo.data', 7000);
     // One connection idle between keep-alive requests, one in the middle of a download.
     const idle = await openStream(socks, cluster.sim.podIP('shop', webB), SAMPLE.web.containerPort);
@@ -191,7 +203,11 @@ describe('streams that end early', () => {
     // The cancelled tunnel is torn down too, not left streaming into a dead socket.
     await eventually(async () => cluster.sim.openPortForwards <= tunnelsBefore, 10_000, 50);
     // …and logged as closed, with the bytes that did reach the client.
-    await eventually(async () => proxy.logs.some((l) => String(l.msg).startsWith('stream closed') && String(l.via).includes(webA) && Number(l.bytesToClient) >= 4 << 20), 5_000, 50);
+    await eventually(
+      async () => proxy.logs.some((l) => String(l.msg).startsWith('stream closed') && String(l.via).includes(webA) && Number(l.bytesToClient) >= 4 << 20),
+      5_000,
+      50,
+    );
     other.socket.destroy();
   });
 

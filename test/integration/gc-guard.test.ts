@@ -83,15 +83,21 @@ async function download(socks: string, bytes: number): Promise<number> {
 
 test('the foreground proxy turns incremental marking off when major collections pile up, and keeps serving', async () => {
   const trigger = path.join(dir, 'foreground-trigger');
-  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--log-format', 'json'], { env: { ...env, PROXYOUT_TEST_GC_TRIGGER: trigger } });
+  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--log-format', 'json'], {
+    env: { ...env, PROXYOUT_TEST_GC_TRIGGER: trigger },
+  });
   try {
     assert.equal(await download(proxy.socks!, 1 << 20), 1 << 20);
     assert.ok(!proxy.logs.some((l) => ENGAGED.test(String(l.msg))), 'no thrashing, no guard');
     await writeFile(trigger, '');
-    await eventually(async () => {
-      await wake(proxy.socks!);
-      return proxy.logs.some((l) => ENGAGED.test(String(l.msg)));
-    }, 10_000, 50);
+    await eventually(
+      async () => {
+        await wake(proxy.socks!);
+        return proxy.logs.some((l) => ENGAGED.test(String(l.msg)));
+      },
+      10_000,
+      50,
+    );
     assert.equal(await download(proxy.socks!, 8 << 20), 8 << 20);
   } finally {
     assert.equal(await proxy.stop(), 0);
@@ -100,16 +106,23 @@ test('the foreground proxy turns incremental marking off when major collections 
 
 test('so does the managed daemon', async () => {
   const trigger = path.join(dir, 'daemon-trigger');
-  const r = await runCli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--no-auth', '--json'], { env: { ...env, PROXYOUT_TEST_GC_TRIGGER: trigger } });
+  const r = await runCli(
+    ['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--no-auth', '--json'],
+    { env: { ...env, PROXYOUT_TEST_GC_TRIGGER: trigger } },
+  );
   assert.equal(r.code, 0, r.stderr);
   const { id, socks, logFile } = JSON.parse(r.stdout) as { id: string; socks: string; logFile: string };
   try {
     assert.ok(!ENGAGED.test(readFileSync(logFile, 'utf8')), 'no thrashing, no guard');
     await writeFile(trigger, '');
-    await eventually(async () => {
-      await wake(socks);
-      return ENGAGED.test(readFileSync(logFile, 'utf8'));
-    }, 10_000, 50);
+    await eventually(
+      async () => {
+        await wake(socks);
+        return ENGAGED.test(readFileSync(logFile, 'utf8'));
+      },
+      10_000,
+      50,
+    );
     assert.equal(await download(socks, 8 << 20), 8 << 20);
   } finally {
     const d = await runCli(['disconnect', id], { env });

@@ -18,7 +18,13 @@ const PORT = 9100;
 
 before(async () => {
   cluster = await startTestCluster();
-  await cluster.sim.createPod({ namespace: 'shop', name: 'node-exporter-x7k2p', labels: { app: 'node-exporter' }, hostNetwork: true, ports: [{ containerPort: PORT, backend: 'http' }] });
+  await cluster.sim.createPod({
+    namespace: 'shop',
+    name: 'node-exporter-x7k2p',
+    labels: { app: 'node-exporter' },
+    hostNetwork: true,
+    ports: [{ containerPort: PORT, backend: 'http' }],
+  });
   await cluster.sim.createService({ namespace: 'shop', name: 'node-exporter', selector: { app: 'node-exporter' }, ports: [{ port: PORT, targetPort: PORT }] });
   nodeIp = cluster.sim.podIP('shop', 'node-exporter-x7k2p');
 });

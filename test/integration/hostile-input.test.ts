@@ -17,7 +17,16 @@ let proxy: ProxyProcess;
 
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--handshake-timeout', `${HANDSHAKE_MS}ms`]);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--handshake-timeout',
+    `${HANDSHAKE_MS}ms`,
+  ]);
 });
 
 after(async () => {
@@ -34,7 +43,11 @@ afterEach(async () => {
   const r = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web.shop:8080/']);
   assert.equal(r.code, 0, `still serving: ${r.stderr}`);
   assert.match(r.stdout, /hello from web-/);
-  assert.deepEqual(proxy.logs.filter((l) => Number(l.level) >= 50), [], 'no error-level log lines');
+  assert.deepEqual(
+    proxy.logs.filter((l) => Number(l.level) >= 50),
+    [],
+    'no error-level log lines',
+  );
 });
 
 interface Outcome {
@@ -146,7 +159,17 @@ describe('SOCKS: truncated, zero and oversized', () => {
 
 describe('names that try to escape', () => {
   const names: Array<string | Buffer> = [
-    '..', '.', '../../etc/passwd', 'web.shop/../kube-system', 'web..shop', 'web.shop%00.evil.com', '%00', 'wéb.shop', 'web.shop.svc.cluster.local\u202e', `${'a'.repeat(63)}b.shop`, `${'x'.repeat(200)}.svc.cluster.local`,
+    '..',
+    '.',
+    '../../etc/passwd',
+    'web.shop/../kube-system',
+    'web..shop',
+    'web.shop%00.evil.com',
+    '%00',
+    'wéb.shop',
+    'web.shop.svc.cluster.local\u202e',
+    `${'a'.repeat(63)}b.shop`,
+    `${'x'.repeat(200)}.svc.cluster.local`,
   ];
 
   test('over SOCKS5 and SOCKS4a: refused, never a stream', async () => {
@@ -179,7 +202,10 @@ describe('names that try to escape', () => {
 
   test('no request to the API server carried an escaped path', () => {
     const paths = Object.keys(cluster.sim.counters.byPath);
-    assert.deepEqual(paths.filter((p) => /\.\.|%2f|%00|%5c|\\/i.test(p)), []);
+    assert.deepEqual(
+      paths.filter((p) => /\.\.|%2f|%00|%5c|\\/i.test(p)),
+      [],
+    );
   });
 });
 
@@ -204,11 +230,17 @@ describe('HTTP: malformed, oversized and slow', () => {
 
   test('zero, negative, huge and conflicting body lengths', async () => {
     const bad = [
-      'Content-Length: 99999999999999999999999', 'Content-Length: -1', 'Content-Length: 1, 2',
-      'Content-Length: 5\r\nTransfer-Encoding: chunked', 'Transfer-Encoding: gzip, chunked, identity\r\nTransfer-Encoding: chunked',
+      'Content-Length: 99999999999999999999999',
+      'Content-Length: -1',
+      'Content-Length: 1, 2',
+      'Content-Length: 5\r\nTransfer-Encoding: chunked',
+      'Transfer-Encoding: gzip, chunked, identity\r\nTransfer-Encoding: chunked',
     ];
-    for (const h of bad) assert.equal(status(await exchange(proxy.http!, [Buffer.from(`POST http://web.shop:8080/echo HTTP/1.1\r\n${h}\r\n\r\nhello`)])), 400, h);
-    const chunk = await exchange(proxy.http!, [Buffer.from('POST http://web.shop:8080/echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\nx\r\n')]);
+    for (const h of bad)
+      assert.equal(status(await exchange(proxy.http!, [Buffer.from(`POST http://web.shop:8080/echo HTTP/1.1\r\n${h}\r\n\r\nhello`)])), 400, h);
+    const chunk = await exchange(proxy.http!, [
+      Buffer.from('POST http://web.shop:8080/echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\nx\r\n'),
+    ]);
     assert.ok(chunk.closed, 'an absurd chunk size ends the connection');
     const empty = await exchange(proxy.http!, [Buffer.from('POST http://web.shop:8080/echo HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')]);
     assert.equal(status(empty), 200);

@@ -72,11 +72,23 @@ test('ingress hosts learnt from the cluster route to its controller: HTTP, HTTPS
   assert.match(wild.stdout, /via ingress default\/wild; tls anything\.wild\.sim\.test;/);
   // A host that no Ingress names (and no route claims) is refused: learnt hosts are exact.
   assert.notEqual((await direct('http://other.apps.sim.test/')).code, 0);
-  await cluster.sim.createIngress({ namespace: 'shop', name: 'late', className: 'nginx', rules: [{ host: 'late.apps.sim.test', paths: [{ service: 'web', port: 8080 }] }] });
-  const late = await eventually(async () => {
-    const r = await direct('http://late.apps.sim.test/');
-    return r.code === 0 && r;
-  }, 10_000, 100);
+  await cluster.sim.createIngress({
+    namespace: 'shop',
+    name: 'late',
+    className: 'nginx',
+    rules: [{ host: 'late.apps.sim.test', paths: [{ service: 'web', port: 8080 }] }],
+  });
+  const late = await eventually(
+    async () => {
+      const r = await direct('http://late.apps.sim.test/');
+      return r.code === 0 && r;
+    },
+    10_000,
+    100,
+  );
   assert.match(late.stdout, /^ingress late\.apps\.sim\.test \/ -> shop\/web:8080/);
-  assert.ok(proxy.logs.some((l) => l.msg === 'stream open' && String(l.target).startsWith('late.apps.sim.test') && String(l.via).startsWith('ingress-nginx/')), 'the stream went to the controller pod');
+  assert.ok(
+    proxy.logs.some((l) => l.msg === 'stream open' && String(l.target).startsWith('late.apps.sim.test') && String(l.via).startsWith('ingress-nginx/')),
+    'the stream went to the controller pod',
+  );
 });

@@ -54,7 +54,12 @@ test('reports the hosts of every Ingress at start, then each change of the set (
   try {
     assert.deepEqual(h.reports, [[...INGRESS_SAMPLE.hosts]], 'one report once started');
     assert.equal(h.watcher.status().sources.ingresses.state, 'synced');
-    await sim.createIngress({ namespace: 'shop', name: 'extra', tls: [{ hosts: ['tls-only.sim.test'] }], rules: [{ host: 'Extra.Sim.Test', paths: [{ service: 'web', port: 8080 }] }] });
+    await sim.createIngress({
+      namespace: 'shop',
+      name: 'extra',
+      tls: [{ hosts: ['tls-only.sim.test'] }],
+      rules: [{ host: 'Extra.Sim.Test', paths: [{ service: 'web', port: 8080 }] }],
+    });
     await eventually(async () => h.last()?.includes('extra.sim.test'));
     assert.deepEqual(h.last(), [...INGRESS_SAMPLE.hosts, 'extra.sim.test', 'tls-only.sim.test'].sort());
     sim.updateIngress({ namespace: 'shop', name: 'extra', rules: [{ host: 'renamed.sim.test', paths: [{ service: 'web', port: 8080 }] }] });
@@ -63,7 +68,12 @@ test('reports the hosts of every Ingress at start, then each change of the set (
     // A second Ingress naming the same host, and an update that keeps an Ingress's hosts: no change of the set, no report.
     const before = h.reports.length;
     const { secure } = INGRESS_SAMPLE;
-    sim.updateIngress({ namespace: secure.namespace, name: secure.name, tls: [{ hosts: [secure.host] }], rules: [{ host: secure.host, paths: [{ path: '/v2', service: secure.service, port: secure.port }] }] });
+    sim.updateIngress({
+      namespace: secure.namespace,
+      name: secure.name,
+      tls: [{ hosts: [secure.host] }],
+      rules: [{ host: secure.host, paths: [{ path: '/v2', service: secure.service, port: secure.port }] }],
+    });
     await sim.createIngress({ namespace: 'default', name: 'same-host', rules: [{ host: 'renamed.sim.test', paths: [{ service: 'hello', port: 80 }] }] });
     sim.deleteIngress('shop', 'extra');
     await sim.createIngress({ namespace: 'default', name: 'marker', rules: [{ host: 'marker.sim.test' }] });
@@ -86,7 +96,10 @@ test('a cluster without OpenShift Routes (404) and a user who may not list Ingre
   assert.equal(routes.state, 'off');
   assert.match(routes.reason!, /not served \(HTTP 404\)/);
   const routeLogs = plain.logs.filter((l) => l.source === 'routes');
-  assert.deepEqual(routeLogs.map((l) => [l.level, l.msg]), [[INFO, 'ingress host names from this source are off']]);
+  assert.deepEqual(
+    routeLogs.map((l) => [l.level, l.msg]),
+    [[INFO, 'ingress host names from this source are off']],
+  );
 
   const scoped = await startWatcher({ token: sim.issueToken({ namespaces: ['shop'] }) });
   scoped.watcher.stop();
@@ -94,7 +107,10 @@ test('a cluster without OpenShift Routes (404) and a user who may not list Ingre
   const ingresses = scoped.watcher.status().sources.ingresses;
   assert.equal(ingresses.state, 'off');
   assert.match(ingresses.reason!, /not allowed to list ingresses cluster-wide: .*forbidden/);
-  assert.ok(scoped.logs.every((l) => l.level < WARN), JSON.stringify(scoped.logs));
+  assert.ok(
+    scoped.logs.every((l) => l.level < WARN),
+    JSON.stringify(scoped.logs),
+  );
   assert.equal(scoped.logs.filter((l) => l.source === 'ingresses' && l.msg === 'ingress host names from this source are off').length, 1);
 });
 

@@ -36,7 +36,18 @@ after(async () => {
 
 async function startProxy(routes: string[]): Promise<ProxyProcess> {
   await writeFile(configFile, config(routes));
-  return startProxyProcess(['--kubeconfig', multi.kubeconfig, '--config', configFile, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug']);
+  return startProxyProcess([
+    '--kubeconfig',
+    multi.kubeconfig,
+    '--config',
+    configFile,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--log-level',
+    'debug',
+  ]);
 }
 
 /** The SOCKS reply for host:80 (0: opened, through the cluster's ingress controller; 2: refused). */
@@ -62,7 +73,8 @@ async function pacFile(proxy: ProxyProcess): Promise<(host: string) => string> {
   return (host) => (sandbox.FindProxyForURL as (u: string, h: string) => string)(`http://${host}/`, host);
 }
 
-const CONFLICT = "an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT; add it to one route's include to choose";
+const CONFLICT =
+  "an ingress host is learnt from more than one cluster: the proxy refuses it and the PAC file sends it DIRECT; add it to one route's include to choose";
 
 test('a host both clusters learnt: the proxy refuses it naming both, the PAC file sends it DIRECT (so does Chromium), one log line says so', async (t) => {
   const [, staging] = multi.clusters;
@@ -78,7 +90,10 @@ test('a host both clusters learnt: the proxy refuses it naming both, the PAC fil
     await eventually(async () => (await reply(proxy, 'own.staging.sim.test')) === 0);
     assert.equal(await reply(proxy, shared), 2);
     const viaHttp = await curl(['-s', '-w', '%{http_code}', '--proxy', `http://${proxy.http}`, `http://${shared}/`]);
-    assert.match(viaHttp.stdout, /web\.apps\.sim\.test is served by both prod and staging \(an Ingress or Route host in each\): add it to one route's include to choose\n403$/);
+    assert.match(
+      viaHttp.stdout,
+      /web\.apps\.sim\.test is served by both prod and staging \(an Ingress or Route host in each\): add it to one route's include to choose\n403$/,
+    );
     const pac = await pacFile(proxy);
     assert.equal(pac(shared), 'DIRECT');
     assert.equal(pac(INGRESS_SAMPLE.wild.example), 'DIRECT');
@@ -86,14 +101,21 @@ test('a host both clusters learnt: the proxy refuses it naming both, the PAC fil
     // One line per shared host, naming both routes.
     const lines = proxy.logs.filter((l) => l.msg === CONFLICT).map((l) => ({ host: l.host, routes: l.routes, level: l.level }));
     lines.sort((a, b) => String(a.host).localeCompare(String(b.host)));
-    assert.deepEqual(lines, [...INGRESS_SAMPLE.hosts].sort((a, b) => a.localeCompare(b)).map((host) => ({ host, routes: ['prod', 'staging'], level: 40 })));
+    assert.deepEqual(
+      lines,
+      [...INGRESS_SAMPLE.hosts].sort((a, b) => a.localeCompare(b)).map((host) => ({ host, routes: ['prod', 'staging'], level: 40 })),
+    );
 
     const browser = await headlessChromium();
     if (!browser) return t.diagnostic('chromium not installed: browser check skipped');
     try {
       const pacFlag = `--proxy-pac-url=http://${proxy.http}/proxy.pac`;
       const direct = await browser.dump(`http://${shared}:${pagePort}/`, [pacFlag, `--host-resolver-rules=MAP ${shared} 127.0.0.1`]);
-      assert.match(direct, new RegExp(`direct to ${shared.replace(/\./g, '\\.')}:${pagePort}`), 'the browser went DIRECT, not to the proxy that refuses the host');
+      assert.match(
+        direct,
+        new RegExp(`direct to ${shared.replace(/\./g, '\\.')}:${pagePort}`),
+        'the browser went DIRECT, not to the proxy that refuses the host',
+      );
       assert.match(await browser.dump('http://own.staging.sim.test/', [pacFlag]), /ingress own\.staging\.sim\.test \/ -&gt; shop\/web:8080/);
     } finally {
       await browser.close();
@@ -126,7 +148,11 @@ test('Ingresses added and deleted while a reload is checked: the table in force 
       proxy.proc.kill('SIGHUP');
       await eventually(async () => staging!.sim.counters.list >= 1, 10_000, 20);
 
-      await prod!.sim.createIngress({ namespace: 'shop', name: 'arriving', rules: [{ host: 'arriving.prod.sim.test', paths: [{ service: 'web', port: 8080 }] }] });
+      await prod!.sim.createIngress({
+        namespace: 'shop',
+        name: 'arriving',
+        rules: [{ host: 'arriving.prod.sim.test', paths: [{ service: 'web', port: 8080 }] }],
+      });
       prod!.sim.deleteIngress('shop', 'leaving');
       // Well inside the 30 s a reload waits for a new cluster's sync.
       await eventually(async () => (await reply(proxy, 'arriving.prod.sim.test')) === 0 && (await reply(proxy, 'leaving.prod.sim.test')) === 2, 10_000, 100);
@@ -154,7 +180,11 @@ test('Ingresses added and deleted while a reload is checked: the table in force 
     assert.equal(pac('leaving.prod.sim.test'), 'DIRECT');
     // And it goes on learning: prod's route was kept across the reload, staging's is new.
     await prod!.sim.createIngress({ namespace: 'shop', name: 'later', rules: [{ host: 'later.prod.sim.test', paths: [{ service: 'web', port: 8080 }] }] });
-    await staging!.sim.createIngress({ namespace: 'shop', name: 'later', rules: [{ host: 'later.staging.sim.test', paths: [{ service: 'web', port: 8080 }] }] });
+    await staging!.sim.createIngress({
+      namespace: 'shop',
+      name: 'later',
+      rules: [{ host: 'later.staging.sim.test', paths: [{ service: 'web', port: 8080 }] }],
+    });
     await eventually(async () => (await reply(proxy, 'later.prod.sim.test')) === 0 && (await reply(proxy, 'later.staging.sim.test')) === 0, 10_000, 100);
   } finally {
     assert.equal(await proxy.stop(), 0);

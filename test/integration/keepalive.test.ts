@@ -25,8 +25,16 @@ before(async () => {
   const kubeconfig = path.join(cluster.dir, 'kc-relay');
   await writeFile(kubeconfig, cluster.sim.kubeconfigYaml({ server: relay.url, namespace: 'shop' }), { mode: 0o600 });
   proxy = await startProxyProcess([
-    '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug',
-    '--keepalive', `${INTERVAL_MS}ms`, '--keepalive-timeout', `${TIMEOUT_MS}ms`,
+    '--kubeconfig',
+    kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--log-level',
+    'debug',
+    '--keepalive',
+    `${INTERVAL_MS}ms`,
+    '--keepalive-timeout',
+    `${TIMEOUT_MS}ms`,
   ]);
 });
 
@@ -91,7 +99,11 @@ test('a tunnel whose peer went silent is closed, with its client, within interva
   const tookMs = Date.now() - started;
   await eventually(async () => relay.frozenClosedByClient >= 1, 5_000, 50);
   // Every tunnel through the relay froze (an idle SPDY tunnel to a web pod may still linger too): the echo pod's must be among the dead.
-  const dead = await eventually(async () => proxy.logs.find((l) => String(l.msg).includes('stopped answering pings') && /^data\/echo-/.test(String(l.target))), 5_000, 50);
+  const dead = await eventually(
+    async () => proxy.logs.find((l) => String(l.msg).includes('stopped answering pings') && /^data\/echo-/.test(String(l.target))),
+    5_000,
+    50,
+  );
   assert.ok(dead);
   assert.ok(tookMs >= TIMEOUT_MS - 50, `closed after ${tookMs} ms, before the timeout could have run out`);
   // New connections are not frozen: the proxy carries on with fresh tunnels.

@@ -64,7 +64,11 @@ for (const mode of ['grpc', 'http-connect'] as const) {
       await writeFile(path.join(dir, 'ca.crt'), pki.caPem);
       await writeFile(path.join(dir, 'client.crt'), client.certPem);
       await writeFile(path.join(dir, 'client.key'), client.keyPem, { mode: 0o600 });
-      server = await SimKonnectivityServer.start({ mode, network: new SimGuestNetwork(sim), tls: { keyPem: serving.keyPem, certPem: serving.certPem, caPem: pki.caPem } });
+      server = await SimKonnectivityServer.start({
+        mode,
+        network: new SimGuestNetwork(sim),
+        tls: { keyPem: serving.keyPem, certPem: serving.certPem, caPem: pki.caPem },
+      });
       const yaml = [
         'routes:',
         '  - name: guest',
@@ -87,7 +91,11 @@ for (const mode of ['grpc', 'http-connect'] as const) {
       const kube = loadKubeConfig({ kubeconfig });
       cache = new ClusterCache(new ApiConnection(kube.kc), log, kube.namespace);
       await cache.start();
-      const view = { knowsIp: (ip: string) => cache.knowsIp(ip), namespaceExists: (ns: string) => cache.namespaceExists(ns), defaultNamespace: cache.defaultNamespace };
+      const view = {
+        knowsIp: (ip: string) => cache.knowsIp(ip),
+        namespaceExists: (ns: string) => cache.namespaceExists(ns),
+        defaultNamespace: cache.defaultNamespace,
+      };
       matcher = new RouteMatcher(table, new Map([['guest', view]]));
       route = new KonnectivityRoute('guest', spec.konnectivity, { log, resolve: konnectivityResolve(cache) });
       await route.start();
@@ -156,14 +164,20 @@ for (const mode of ['grpc', 'http-connect'] as const) {
           assert.equal(r.code, 0, `${host}: ${r.stderr}`);
           assert.match(r.stdout, /hello from web-[a-z0-9-]+ \(shop\) port 8081/);
         }
-        assert.ok(proxy.logs.some((l) => l.msg === 'stream open' && String(l.via).startsWith('konnectivity ')), 'streams went through the konnectivity server');
+        assert.ok(
+          proxy.logs.some((l) => l.msg === 'stream open' && String(l.via).startsWith('konnectivity ')),
+          'streams went through the konnectivity server',
+        );
       } finally {
         assert.equal(await proxy.stop(), 0);
       }
     });
 
     it('a port the Service does not have is refused (SOCKS 0x05); a name outside the table is not allowed (0x02)', async () => {
-      const err = await open('web.shop.guest', 9999).then(() => undefined, (e: unknown) => e);
+      const err = await open('web.shop.guest', 9999).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.equal(replyFor(err).socks, SocksReply.connectionRefused, String(err));
       const refused = await viaSocks(`http://web.shop.guest:9999/`);
       assert.notEqual(refused.code, 0);

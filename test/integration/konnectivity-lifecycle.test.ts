@@ -73,7 +73,19 @@ function konnectivityRoute() {
 function clusterRoute() {
   const { table, spec } = tableOf('cluster');
   assert.ok(spec.kind === 'cluster');
-  const route = new ClusterRouteRuntime(spec, { kubeconfig, clusterDomain: 'cluster.local', transport: 'auto', keepalive: DEFAULT_KEEPALIVE, connectTimeoutMs: 10_000, allowHostNetworkPods: false, retry }, log);
+  const route = new ClusterRouteRuntime(
+    spec,
+    {
+      kubeconfig,
+      clusterDomain: 'cluster.local',
+      transport: 'auto',
+      keepalive: DEFAULT_KEEPALIVE,
+      connectTimeoutMs: 10_000,
+      allowHostNetworkPods: false,
+      retry,
+    },
+    log,
+  );
   return { route, matcher: new RouteMatcher(table, new Map([['guest', route]])) };
 }
 
@@ -100,7 +112,10 @@ describe('a konnectivity route', () => {
       assert.equal(route.status().state, 'error');
       // In error: a stream fails at once (0x04), naming the route and why.
       const t0 = Date.now();
-      const err = await open(route, matcher).then(() => undefined, (e: unknown) => e);
+      const err = await open(route, matcher).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof RouteUnavailableError, String(err));
       assert.equal(replyFor(err).socks, SocksReply.hostUnreachable);
       assert.match(err.message, /konnectivity route guest is not available: cannot reach the API server/);
@@ -166,10 +181,16 @@ describe('a konnectivity route', () => {
     sim.stallWatches(true);
     const { route, matcher } = konnectivityRoute();
     try {
-      const started = route.start().then(() => 'ready', (e: unknown) => e);
+      const started = route.start().then(
+        () => 'ready',
+        (e: unknown) => e,
+      );
       await eventually(async () => route.status().state === 'syncing', 10_000, 20);
       const t0 = Date.now();
-      const err = await open(route, matcher, AbortSignal.timeout(500)).then(() => undefined, (e: unknown) => e);
+      const err = await open(route, matcher, AbortSignal.timeout(500)).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(Date.now() - t0 >= 450, 'it waited for the connect timeout');
       assert.ok(err instanceof ConnectTimeoutError, String(err));
       assert.equal(replyFor(err).socks, SocksReply.ttlExpired);

@@ -61,7 +61,7 @@ for (const { mode, transport } of cases) {
       s.destroy();
     });
 
-    it('carries bulk data intact to the far end\'s close (sha256)', async () => {
+    it("carries bulk data intact to the far end's close (sha256)", async () => {
       const s = await dialer.dial(GUEST.bytes.ip, GUEST.bytes.port, signal());
       const got = await drain(s);
       assert.equal(got.length, bed.bytesSize);
@@ -100,7 +100,7 @@ for (const { mode, transport } of cases) {
       }
     });
 
-    it('holds the client\'s FIN (the protocol cannot carry it): the answer written after it still arrives', async () => {
+    it("holds the client's FIN (the protocol cannot carry it): the answer written after it still arrives", async () => {
       const s = await dialer.dial(GUEST.echo.ip, GUEST.echo.port, signal());
       const payload = randomBytes(256 * 1024);
       const back = echoRoundTrip(s, payload);
@@ -110,7 +110,7 @@ for (const { mode, transport } of cases) {
       s.destroy();
     });
 
-    it('a refused port is SOCKS 0x05 (connection refused), from the agent\'s text and from a real dial', async () => {
+    it("a refused port is SOCKS 0x05 (connection refused), from the agent's text and from a real dial", async () => {
       for (const t of [GUEST.refused, GUEST.closedPort]) {
         const err = await dialError(dialer, t.ip, t.port);
         assert.equal(err.reason, 'connection-refused', err.message);
@@ -139,7 +139,10 @@ for (const { mode, transport } of cases) {
     it('a dial the client gives up is abandoned (grpc: DIAL_CLS) and reported as a timeout (0x06)', async () => {
       const cancelsBefore = bed.server.counters.dialCancels;
       const started = Date.now();
-      const err = await dialer.dial(GUEST.blackHole.ip, GUEST.blackHole.port, AbortSignal.timeout(300)).then(() => undefined, (e: unknown) => e);
+      const err = await dialer.dial(GUEST.blackHole.ip, GUEST.blackHole.port, AbortSignal.timeout(300)).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof ProxyError, String(err));
       assert.equal(replyFor(err).socks, SocksReply.ttlExpired);
       assert.ok(Date.now() - started < 5_000, 'the dial gives up when the signal says so, not when the agent does');
@@ -165,16 +168,22 @@ for (const { mode, transport } of cases) {
     it('a server restart ends open streams with an error, and new streams work afterwards', async () => {
       const streams = await Promise.all(Array.from({ length: 5 }, () => dialer.dial(GUEST.echo.ip, GUEST.echo.port, signal())));
       for (const s of streams) assert.deepEqual(await echoRoundTrip(s, Buffer.from('before')), Buffer.from('before'));
-      const ended = streams.map((s) => new Promise<unknown>((resolve) => {
-        s.once('error', resolve);
-        s.once('end', () => resolve('ended'));
-        s.once('close', () => resolve('closed'));
-        s.resume();
-      }));
+      const ended = streams.map(
+        (s) =>
+          new Promise<unknown>((resolve) => {
+            s.once('error', resolve);
+            s.once('end', () => resolve('ended'));
+            s.once('close', () => resolve('closed'));
+            s.resume();
+          }),
+      );
       await bed.server.restart(200);
       // The bound's timer is cleared once decided: left running, it kept the file's process alive ~9 s after its last test.
       let bound: NodeJS.Timeout | undefined;
-      const outcomes = await Promise.race([Promise.all(ended), new Promise((_, reject) => (bound = setTimeout(() => reject(new Error('streams still open 10 s after the restart')), 10_000)))]).finally(() => clearTimeout(bound)) as unknown[];
+      const outcomes = (await Promise.race([
+        Promise.all(ended),
+        new Promise((_, reject) => (bound = setTimeout(() => reject(new Error('streams still open 10 s after the restart')), 10_000))),
+      ]).finally(() => clearTimeout(bound))) as unknown[];
       for (const o of outcomes) assert.ok(o instanceof ProxyError || o === 'closed' || o === 'ended', `stream ended with ${String(o)}`);
       let fresh;
       for (let i = 0; i < 40 && !fresh; i++) {

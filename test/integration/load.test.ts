@@ -105,7 +105,16 @@ describe('1,000 concurrent streams through one proxy', () => {
 describe('--max-streams', () => {
   let proxy: ProxyProcess;
   before(async () => {
-    proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--max-streams', '3']);
+    proxy = await startProxyProcess([
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--listen-http',
+      '127.0.0.1:0',
+      '--max-streams',
+      '3',
+    ]);
   });
 
   test('beyond the limit: SOCKS 0x01 and HTTP 503 with one log line each; a freed slot is usable again', async () => {
@@ -119,24 +128,32 @@ describe('--max-streams', () => {
     const tunnel = await curl(['-p', '-x', `http://${proxy.http}`, 'http://web.shop:8080/']);
     assert.notEqual(tunnel.code, 0);
     assert.match(tunnel.stderr, /503/);
-    const refused = await eventually(async () => {
-      const lines = proxy.logs.filter((l) => l.reason === 'overloaded');
-      return lines.length === 3 && lines;
-    }, 5_000, 50);
+    const refused = await eventually(
+      async () => {
+        const lines = proxy.logs.filter((l) => l.reason === 'overloaded');
+        return lines.length === 3 && lines;
+      },
+      5_000,
+      50,
+    );
     assert.match(String(refused[0].msg), /too many concurrent streams: 3 open, the limit is 3/);
     // The held streams are untouched, and closing one frees its slot.
     assert.equal((await roundTrip(held[0], Buffer.from('still here\n'))).toString(), 'still here\n');
     // A client FIN is a half-close to the proxy: the slot is free once the tunnel lingered out.
     held[0].socket.end();
     let refusedMeanwhile = 0;
-    const again = await eventually(async () => {
-      const r = await socks5Connect(proxy.socks!, 'echo.data', 7000);
-      if (r.reply !== 0) {
-        refusedMeanwhile++;
-        r.socket.destroy();
-      }
-      return r.reply === 0 && r.socket;
-    }, 10_000, 250);
+    const again = await eventually(
+      async () => {
+        const r = await socks5Connect(proxy.socks!, 'echo.data', 7000);
+        if (r.reply !== 0) {
+          refusedMeanwhile++;
+          r.socket.destroy();
+        }
+        return r.reply === 0 && r.socket;
+      },
+      10_000,
+      250,
+    );
     again.destroy();
     for (const s of held) s.socket.destroy();
     assert.equal(await proxy.stop(), 0, 'never a crash');

@@ -79,11 +79,28 @@ async function connectStalled(id: string, port: number, extra: string[] = []) {
   // waiting past its 30 s deadline, whatever the release did.
   prod.endWatchesAtOnce(true);
   prod.stallLists(true);
-  const connecting = cli(['connect', '--kubeconfig', multi.kubeconfig, '--context', 'prod', '--listen-socks', `127.0.0.1:${port}`, '--no-auth', '--json', '--id', id, ...extra]);
-  const pid = await eventually(async () => {
-    const entry = readEntry(layout(stateDir), id);
-    return entry?.phase === 'starting' && entry.pid !== undefined && (await bindCode(port)) === 'EADDRINUSE' && entry.pid;
-  }, 20_000, 100);
+  const connecting = cli([
+    'connect',
+    '--kubeconfig',
+    multi.kubeconfig,
+    '--context',
+    'prod',
+    '--listen-socks',
+    `127.0.0.1:${port}`,
+    '--no-auth',
+    '--json',
+    '--id',
+    id,
+    ...extra,
+  ]);
+  const pid = await eventually(
+    async () => {
+      const entry = readEntry(layout(stateDir), id);
+      return entry?.phase === 'starting' && entry.pid !== undefined && (await bindCode(port)) === 'EADDRINUSE' && entry.pid;
+    },
+    20_000,
+    100,
+  );
   daemons.add(pid);
   const release = () => {
     prod.endWatchesAtOnce(false);
@@ -135,7 +152,11 @@ test('reload of a proxy replaced while its table was made: refused, the new prox
   assert.equal(r.code, 1, r.stdout);
   assert.match(r.stderr, /proxy replaced was replaced \(disconnected and connected again\) while its new routing table was made; nothing was reloaded/);
   assert.deepEqual(await routesOf('replaced'), ['prod'], 'the new proxy keeps its own table');
-  assert.deepEqual(readdirSync(proxyDir('replaced')).filter((f) => f.startsWith('kubeconfig') || f.startsWith('table')), ['kubeconfig'], 'no files of the old table in its directory');
+  assert.deepEqual(
+    readdirSync(proxyDir('replaced')).filter((f) => f.startsWith('kubeconfig') || f.startsWith('table')),
+    ['kubeconfig'],
+    'no files of the old table in its directory',
+  );
 
   // A request prepared for the old daemon that reaches the new one after all is refused by it.
   const answer = await controlRequest(path.join(proxyDir('replaced'), 'control.sock'), { cmd: 'reload', createdAt: oldCreatedAt }, 10_000);
@@ -182,10 +203,14 @@ test('a daemon that finishes starting after disconnect recorded "stopping" keeps
       // the record below is what a daemon that has not yet handled it writes.
       updateEntry(l, id, (e) => (e.phase = 'stopping'));
     });
-    const recorded = await eventually(async () => {
-      const e = readEntry(l, id);
-      return e?.startedAt !== undefined && e;
-    }, 10_000, 50);
+    const recorded = await eventually(
+      async () => {
+        const e = readEntry(l, id);
+        return e?.startedAt !== undefined && e;
+      },
+      10_000,
+      50,
+    );
     assert.equal(recorded.phase, 'stopping');
     assert.equal(recorded.pid, pid);
     const s = await cli(['status', id, '--json']);

@@ -49,7 +49,19 @@ after(async () => {
 });
 
 test('connect serves the table: every route answers; status shows each route; pac ID', async () => {
-  const r = await cli(['connect', '--kubeconfig', multi.kubeconfig, '--config', configFile, '--context', 'staging', '--listen-socks', '127.0.0.1:0', '--no-auth', '--json']);
+  const r = await cli([
+    'connect',
+    '--kubeconfig',
+    multi.kubeconfig,
+    '--config',
+    configFile,
+    '--context',
+    'staging',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--no-auth',
+    '--json',
+  ]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout) as { id: string; env: Record<string, string> };
   id = out.id;
@@ -62,14 +74,24 @@ test('connect serves the table: every route answers; status shows each route; pa
   assert.deepEqual(files.sort(), ['kubeconfig', 'kubeconfig.prod']);
   for (const f of files) assert.equal(statSync(path.join(stateDir, 'proxies', id, f)).mode & 0o777, 0o600);
   // Streams count as open until their tear-down is over (about a second after the client left).
-  const status = await eventually(async () => {
-    const s = await cli(['status']);
-    return /route prod [^\n]*; 0 open/.test(s.stdout) && s;
-  }, 10_000, 200);
+  const status = await eventually(
+    async () => {
+      const s = await cli(['status']);
+      return /route prod [^\n]*; 0 open/.test(s.stdout) && s;
+    },
+    10_000,
+    200,
+  );
   assert.match(status.stdout, new RegExp(`${id}: route staging \\(cluster staging, default\\): [^\\n]*; ready; \\d+ open, 2 total`));
   assert.match(status.stdout, new RegExp(`${id}: route prod \\(cluster prod\\): <svc>\\.<ns>\\.prod; ready; 0 open, 1 total, up \\d+B, down \\d+`));
   const json = JSON.parse((await cli(['status', '--json'])).stdout) as Array<{ routes: Array<{ name: string; state: string; kind: string }> }>;
-  assert.deepEqual(json[0]!.routes.map((x) => [x.name, x.kind, x.state]), [['staging', 'cluster', 'ready'], ['prod', 'cluster', 'ready']]);
+  assert.deepEqual(
+    json[0]!.routes.map((x) => [x.name, x.kind, x.state]),
+    [
+      ['staging', 'cluster', 'ready'],
+      ['prod', 'cluster', 'ready'],
+    ],
+  );
   const pac = await cli(['pac', id]);
   assert.equal(pac.code, 0, pac.stderr);
   const sandbox: Record<string, unknown> = {};
@@ -120,7 +142,23 @@ test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile 
   await copyFile(multi.kubeconfig, kubeconfig);
   await multi.writeKubeconfig();
   // --shutdown-grace 0: the disconnect at the end does not wait ~1 s for curl's last stream (the simulated runtime's close grace).
-  const r = await cli(['connect', '--kubeconfig', kubeconfig, '--context', 'prod', '--context', 'staging', '--listen-socks', '127.0.0.1:0', '--no-auth', '--json', '--id', 'fixable', '--shutdown-grace', '0']);
+  const r = await cli([
+    'connect',
+    '--kubeconfig',
+    kubeconfig,
+    '--context',
+    'prod',
+    '--context',
+    'staging',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--no-auth',
+    '--json',
+    '--id',
+    'fixable',
+    '--shutdown-grace',
+    '0',
+  ]);
   assert.equal(r.code, 0, r.stderr);
   const proxy = (JSON.parse(r.stdout) as { env: Record<string, string> }).env.ALL_PROXY!;
   const via = async (url: string) => (await curl(['-s', '--proxy', proxy, url])).stdout;

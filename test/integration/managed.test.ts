@@ -64,7 +64,7 @@ function daemonsFor(id: string): number[] {
     try {
       const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
       const at = argv.indexOf('daemon');
-      if (at > 0 && argv[at + 1] === '--id' && argv[at + 2] === id && (readFileSync(`/proc/${name}/environ`, 'utf8').includes(stateDir))) pids.push(Number(name));
+      if (at > 0 && argv[at + 1] === '--id' && argv[at + 2] === id && readFileSync(`/proc/${name}/environ`, 'utf8').includes(stateDir)) pids.push(Number(name));
     } catch {
       /* gone meanwhile */
     }
@@ -158,7 +158,8 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.equal(one.id, c.id, 'status ID prints one object');
     const text = await cli(['status']);
     assert.match(text.stdout, new RegExp(`^${c.id} +running +sim +shop +${c.pid} `, 'm'));
-    for (const out of [JSON.stringify(s), JSON.stringify(one), text.stdout, (await cli(['status', c.id])).stdout]) assert.ok(!out.includes(password), 'status never prints the password');
+    for (const out of [JSON.stringify(s), JSON.stringify(one), text.stdout, (await cli(['status', c.id])).stdout])
+      assert.ok(!out.includes(password), 'status never prints the password');
     assert.ok(!readFileSync(path.join(proxyDir(c.id), 'state.json'), 'utf8').includes(password), 'state.json holds no password');
 
     const logs = await cli(['logs', c.id]);
@@ -166,7 +167,12 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.match(logs.stdout, /INFO {2}daemon ready/);
     assert.match(logs.stdout, /stream closed .*target=web\.shop:8080/);
     const raw = await cli(['logs', c.id, '--json']);
-    assert.ok(raw.stdout.trim().split('\n').every((l) => JSON.parse(l).msg !== undefined));
+    assert.ok(
+      raw.stdout
+        .trim()
+        .split('\n')
+        .every((l) => JSON.parse(l).msg !== undefined),
+    );
     assert.ok(!raw.stdout.includes(password) && !readFileSync(c.logFile, 'utf8').includes(password), 'the log never holds the password');
 
     // Connecting again to the same place: the same ID, the same process.
@@ -182,9 +188,24 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.match(human.stdout, /generated password for user proxyout/);
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid]);
     // Asking by flag for what the running proxy does not have is an error, not "already running".
-    const other = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--transport', 'websocket']);
+    const other = await cli([
+      'connect',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--listen-http',
+      '127.0.0.1:0',
+      '--transport',
+      'websocket',
+    ]);
     assert.equal(other.code, 1, other.stdout);
-    assert.match(other.stderr, new RegExp(`proxy ${c.id} is already running with other settings: --listen-http \\(running: off, asked: 127\\.0\\.0\\.1:0\\); --transport \\(running: auto, asked: websocket\\)`));
+    assert.match(
+      other.stderr,
+      new RegExp(
+        `proxy ${c.id} is already running with other settings: --listen-http \\(running: off, asked: 127\\.0\\.0\\.1:0\\); --transport \\(running: auto, asked: websocket\\)`,
+      ),
+    );
     assert.match(other.stderr, new RegExp(`kubectl proxyout disconnect ${c.id}`));
     const authFile = path.join(stateDir, 'auth-for-conflict');
     await writeFile(authFile, 'alice:s3cret-pw\n', { mode: 0o600 });
@@ -230,10 +251,14 @@ describe('a daemon whose cache is still syncing', () => {
     let connecting: Promise<{ code: number | null; stdout: string; stderr: string }> | undefined;
     try {
       connecting = cli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', '--id', 'syncing']);
-      const row = await eventually(async () => {
-        const r = await status('syncing').catch(() => undefined);
-        return r?.state === 'starting' && r.cache?.syncing ? r : undefined;
-      }, 20_000, 200);
+      const row = await eventually(
+        async () => {
+          const r = await status('syncing').catch(() => undefined);
+          return r?.state === 'starting' && r.cache?.syncing ? r : undefined;
+        },
+        20_000,
+        200,
+      );
       // Its first attempts failed: "retrying", with what the attempt under way has listed.
       assert.match(row.cache.state, /^(syncing|retrying)$/);
       assert.deepEqual(row.cache.syncing.services, { listed: 0 });
@@ -261,11 +286,15 @@ describe('stopped while its cache syncs', () => {
     cluster.sim.stallLists(true);
     try {
       const connecting = cli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', '--id', 'early-stop']);
-      const row = await eventually(async () => {
-        const r = await status('early-stop').catch(() => undefined);
-        // Per-kind progress comes from the daemon itself: it is up and in its first sync.
-        return r?.state === 'starting' && r.pid && r.cache?.syncing ? r : undefined;
-      }, 20_000, 200);
+      const row = await eventually(
+        async () => {
+          const r = await status('early-stop').catch(() => undefined);
+          // Per-kind progress comes from the daemon itself: it is up and in its first sync.
+          return r?.state === 'starting' && r.pid && r.cache?.syncing ? r : undefined;
+        },
+        20_000,
+        200,
+      );
       const d = await cli(['disconnect', 'early-stop']);
       assert.equal(d.code, 0, d.stderr);
       assert.match(d.stdout, /disconnected early-stop/);
@@ -348,7 +377,10 @@ describe('crashes and failures', () => {
       const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--id', 'taken', '--listen-socks', `127.0.0.1:${port}`]);
       assert.equal(r.code, 1);
       assert.equal(r.stdout, '');
-      assert.match(r.stderr.trim(), new RegExp(`^Error: --listen-socks 127\\.0\\.0\\.1:${port}: the address is already in use .*--listen-socks 127\\.0\\.0\\.1:0`));
+      assert.match(
+        r.stderr.trim(),
+        new RegExp(`^Error: --listen-socks 127\\.0\\.0\\.1:${port}: the address is already in use .*--listen-socks 127\\.0\\.0\\.1:0`),
+      );
       assert.ok(!existsSync(proxyDir('taken')));
       assert.ok(!existsSync(path.join(stateDir, 'logs', 'taken.log')), 'no daemon was started');
     } finally {
@@ -385,7 +417,12 @@ describe('crashes and failures', () => {
   });
 
   test('unknown IDs and bad IDs are clear errors', async () => {
-    for (const args of [['disconnect', 'nope'], ['status', 'nope'], ['logs', 'nope'], ['disconnect', '../x']]) {
+    for (const args of [
+      ['disconnect', 'nope'],
+      ['status', 'nope'],
+      ['logs', 'nope'],
+      ['disconnect', '../x'],
+    ]) {
       const r = await cli(args);
       assert.notEqual(r.code, 0, args.join(' '));
       assert.match(r.stderr.trim(), /^Error: (no managed proxy with ID nope|no log for ID nope|invalid connection ID)/, r.stderr);
@@ -413,7 +450,11 @@ describe('the daemon', () => {
     const tokenFile = path.join(cluster.dir, 'managed-token');
     await writeFile(tokenFile, `${cluster.sim.adminToken}\n`, { mode: 0o600 });
     const tfKubeconfig = path.join(cluster.dir, 'kc-token-file');
-    await writeFile(tfKubeconfig, cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace('token: "PLACEHOLDER"', 'tokenFile: "managed-token"'), { mode: 0o600 });
+    await writeFile(
+      tfKubeconfig,
+      cluster.sim.kubeconfigYaml({ token: 'PLACEHOLDER', namespace: 'shop' }).replace('token: "PLACEHOLDER"', 'tokenFile: "managed-token"'),
+      { mode: 0o600 },
+    );
     // --shutdown-grace 0: its disconnect does not wait ~1 s for curl's stream (the simulated runtime's close grace).
     const tf = await connect(['--id', 'tokenfile', '--shutdown-grace', '0'], tfKubeconfig);
     const tfKc = JSON.parse(readFileSync(path.join(proxyDir('tokenfile'), 'kubeconfig'), 'utf8'));

@@ -63,13 +63,37 @@ before(async () => {
   stagingWhich = await addWhich(staging!);
   // A staging Service holding a ClusterIP prod also has: neither cluster may take it silently.
   collidingIp = prodWhich.clusterIP;
-  await staging!.sim.createService({ namespace: 'shop', name: 'twin', clusterIP: collidingIp, selector: { app: 'which' }, ports: [{ port: 80, targetPort: 8080 }] });
+  await staging!.sim.createService({
+    namespace: 'shop',
+    name: 'twin',
+    clusterIP: collidingIp,
+    selector: { app: 'which' },
+    ports: [{ port: 80, targetPort: 8080 }],
+  });
   // Another address in both clusters, which the config gives to staging.
-  settledIp = (await prod!.sim.createService({ namespace: 'shop', name: 'settled', selector: { app: 'which' }, ports: [{ port: 80, targetPort: 8080 }] })).clusterIP;
-  await staging!.sim.createService({ namespace: 'shop', name: 'settled', clusterIP: settledIp, selector: { app: 'which' }, ports: [{ port: 80, targetPort: 8080 }] });
+  settledIp = (await prod!.sim.createService({ namespace: 'shop', name: 'settled', selector: { app: 'which' }, ports: [{ port: 80, targetPort: 8080 }] }))
+    .clusterIP;
+  await staging!.sim.createService({
+    namespace: 'shop',
+    name: 'settled',
+    clusterIP: settledIp,
+    selector: { app: 'which' },
+    ports: [{ port: 80, targetPort: 8080 }],
+  });
   configFile = path.join(multi.dir, 'config.yaml');
   await writeFile(configFile, CONFIG());
-  proxy = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--config', configFile, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug']);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    multi.kubeconfig,
+    '--config',
+    configFile,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--log-level',
+    'debug',
+  ]);
 });
 
 after(async () => {
@@ -196,21 +220,31 @@ describe('a cluster that is down at start and comes up later', () => {
     const down = prod!.sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
     // The route retries 0.5 s after its first failure, not 5 s (lifecycle.ts TEST_RETRY_ENV, a
     // test hook): that it retries and then serves is tested, not how long it waits.
-    const p3 = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--context', 'staging', '--context', 'prod', '--listen-socks', '127.0.0.1:0'], { env: { [TEST_RETRY_ENV]: '500' } }).catch((err: unknown) => {
+    const p3 = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--context', 'staging', '--context', 'prod', '--listen-socks', '127.0.0.1:0'], {
+      env: { [TEST_RETRY_ENV]: '500' },
+    }).catch((err: unknown) => {
       bringUp();
       throw err;
     });
     try {
-      await eventually(async () => p3.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'prod'), 5_000, 20);
+      await eventually(
+        async () => p3.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'prod'),
+        5_000,
+        20,
+      );
       const staging = await curl(['--proxy', `socks5h://${p3.socks}`, 'http://which.shop.staging/']);
       assert.match(staging.stdout, /hello from which-staging/);
       bringUp();
       await down;
       // Retried in the background (0.5 s here, then doubling): prod serves without a restart of the proxy.
-      const late = await eventually(async () => {
-        const r = await curl(['--proxy', `socks5h://${p3.socks}`, 'http://which.shop.prod/']);
-        return r.code === 0 && r;
-      }, 30_000, 250);
+      const late = await eventually(
+        async () => {
+          const r = await curl(['--proxy', `socks5h://${p3.socks}`, 'http://which.shop.prod/']);
+          return r.code === 0 && r;
+        },
+        30_000,
+        250,
+      );
       assert.match(late.stdout, /hello from which-prod/);
     } finally {
       bringUp(); // a failure above must not leave prod down for the tests after this one
@@ -235,13 +269,26 @@ describe('direct pass-through and a cluster that is down', () => {
     await copyFile(multi.kubeconfig, kubeconfig);
     await multi.writeKubeconfig();
     // By default a direct route does not dial this machine's loopback (nor link-local, metadata).
-    const strict = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'prod', '--direct', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
+    const strict = await startProxyProcess([
+      '--kubeconfig',
+      kubeconfig,
+      '--context',
+      'prod',
+      '--direct',
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--listen-http',
+      '127.0.0.1:0',
+    ]);
     try {
       const refused = await socks5Connect(strict.socks!, 'localhost', port);
       refused.socket.destroy();
       assert.equal(refused.reply, 2, 'not allowed');
       const viaHttp = await curl(['-s', '-w', '%{http_code}', '--proxy', `http://${strict.http}`, `http://127.0.0.1:${port}/`]);
-      assert.match(viaHttp.stdout, /route direct: 127\.0\.0\.1 is a loopback address: a direct route dials loopback, link-local and cloud-metadata addresses only when its allow list names them[^\n]*\n403$/);
+      assert.match(
+        viaHttp.stdout,
+        /route direct: 127\.0\.0\.1 is a loopback address: a direct route dials loopback, link-local and cloud-metadata addresses only when its allow list names them[^\n]*\n403$/,
+      );
       const metadata = await socks5Connect(strict.socks!, '169.254.169.254', 80);
       metadata.socket.destroy();
       assert.equal(metadata.reply, 2, 'cloud metadata: not allowed, and not dialled');
@@ -250,7 +297,21 @@ describe('direct pass-through and a cluster that is down', () => {
     }
     const allowConfig = path.join(multi.dir, 'direct-allow.yaml');
     await writeFile(allowConfig, 'routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8, "::1"]\n');
-    const p2 = await startProxyProcess(['--kubeconfig', kubeconfig, '--config', allowConfig, '--context', 'prod', '--context', 'staging', '--direct', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
+    const p2 = await startProxyProcess([
+      '--kubeconfig',
+      kubeconfig,
+      '--config',
+      allowConfig,
+      '--context',
+      'prod',
+      '--context',
+      'staging',
+      '--direct',
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--listen-http',
+      '127.0.0.1:0',
+    ]);
     try {
       const direct = await curl(['--proxy', `socks5h://${p2.socks}`, `http://localhost:${port}/`]);
       assert.equal(direct.code, 0, direct.stderr);
@@ -261,8 +322,15 @@ describe('direct pass-through and a cluster that is down', () => {
       socket.destroy();
       assert.equal(code, 4, 'the down cluster: host unreachable, at once');
       const viaHttp = await curl(['-s', '-w', '%{http_code}', '--proxy', `http://${p2.http}`, 'http://which.shop.staging/']);
-      assert.match(viaHttp.stdout, /cluster route staging is not available: cannot reach the API server https:\/\/127\.0\.0\.1:\d+ \(context "staging"\)[^\n]*\n502$/);
-      await eventually(async () => p2.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'staging'), 5_000, 20);
+      assert.match(
+        viaHttp.stdout,
+        /cluster route staging is not available: cannot reach the API server https:\/\/127\.0\.0\.1:\d+ \(context "staging"\)[^\n]*\n502$/,
+      );
+      await eventually(
+        async () => p2.logs.some((l) => l.msg === 'route not available at start; the others serve, it keeps trying' && l.route === 'staging'),
+        5_000,
+        20,
+      );
       // The proxy never dials its own listener.
       const self = await socks5Connect(p2.socks!, '127.0.0.1', Number(p2.socks!.split(':')[1]));
       self.socket.destroy();
@@ -281,7 +349,10 @@ describe('a table without a cluster', () => {
     const port = (server.address() as { port: number }).port;
     const home = path.join(multi.dir, 'home-without-kubeconfig');
     const config = path.join(multi.dir, 'no-cluster.yaml');
-    await writeFile(config, 'direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n');
+    await writeFile(
+      config,
+      'direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n',
+    );
     const env = { HOME: home, KUBECONFIG: path.join(home, 'no-such-kubeconfig') };
     const p = await startProxyProcess(['--config', config, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0'], { env });
     try {

@@ -125,7 +125,10 @@ test('64 slots full of readable namespaces no stream reached a pod in: a Service
   }
   assert.equal(c.status().namespaces.length, ON_DEMAND_LIMITS.maxNamespaces, 'every slot is taken');
   const plan = await resolver.resolve({ host: 'api.real.svc.cluster.local', port: 80, type: 'domain' });
-  assert.deepEqual(plan.candidates.map((p) => [p.namespace, p.pod, p.port]), [['real', 'api-0', 8080]]);
+  assert.deepEqual(
+    plan.candidates.map((p) => [p.namespace, p.pod, p.port]),
+    [['real', 'api-0', 8080]],
+  );
   assert.equal(c.status().namespaces.length, ON_DEMAND_LIMITS.maxNamespaces);
   // 'real' served a stream: the next newcomer takes another never-served slot, not this one.
   await c.ensureNamespace('later');
@@ -151,5 +154,9 @@ test('without cluster-wide permission, a Pod IP behind a Service of a watched na
   assert.ok(c.knowsIp(ip), 'known from the EndpointSlice of data/echo');
   cluster.sim.resetCounters();
   assert.equal((await c.findPodByIp(ip))?.name, echo);
-  assert.deepEqual(Object.keys(cluster.sim.counters.byPath), ['/api/v1/namespaces/data/pods'], 'one look-up, in "data" (not the default "shop", nor cluster-wide: forbidden)');
+  assert.deepEqual(
+    Object.keys(cluster.sim.counters.byPath),
+    ['/api/v1/namespaces/data/pods'],
+    'one look-up, in "data" (not the default "shop", nor cluster-wide: forbidden)',
+  );
 });

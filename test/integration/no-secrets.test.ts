@@ -38,7 +38,11 @@ function pemSecrets(what: string, base64Pem: string): Array<{ what: string; valu
   const pem = Buffer.from(base64Pem, 'base64').toString('utf8');
   const body = pem.split('\n').filter((l) => l.length >= 40 && !l.startsWith('-----'));
   assert.ok(body.length > 0, `${what} has PEM body lines`);
-  return [{ what: `${what} (base64)`, value: base64Pem }, { what: `${what} (base64 prefix)`, value: base64Pem.slice(0, 40) }, ...body.map((value, i) => ({ what: `${what} PEM line ${i}`, value }))];
+  return [
+    { what: `${what} (base64)`, value: base64Pem },
+    { what: `${what} (base64 prefix)`, value: base64Pem.slice(0, 40) },
+    ...body.map((value, i) => ({ what: `${what} PEM line ${i}`, value })),
+  ];
 }
 
 /** The requests every session gets: successes and every kind of failure, all with secrets in play. */
@@ -77,12 +81,28 @@ test('a foreground session: token kubeconfig, proxy auth from a file, trace logg
   const token = cluster.sim.issueToken({ namespaces: ['shop'] });
   const password = `fg-pass-${hex()}`;
   const upstream = `upstream-${hex()}`;
-  secrets.push({ what: 'namespace token', value: token }, { what: 'admin token', value: cluster.sim.adminToken }, { what: 'foreground proxy password', value: password }, { what: 'upstream Authorization', value: upstream });
+  secrets.push(
+    { what: 'namespace token', value: token },
+    { what: 'admin token', value: cluster.sim.adminToken },
+    { what: 'foreground proxy password', value: password },
+    { what: 'upstream Authorization', value: upstream },
+  );
   const kubeconfig = path.join(cluster.dir, 'token-kubeconfig');
   await cluster.sim.writeKubeconfig(kubeconfig, { token, namespace: 'shop' });
   const authFile = path.join(cluster.dir, 'fg-auth');
   writeFileSync(authFile, `tester:${password}\n`, { mode: 0o600 });
-  const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'trace', '--proxy-auth-file', authFile]);
+  const proxy = await startProxyProcess([
+    '--kubeconfig',
+    kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--log-level',
+    'trace',
+    '--proxy-auth-file',
+    authFile,
+  ]);
   try {
     await drive(proxy.socks!, proxy.http!, 'tester', password, upstream);
     await eventually(async () => proxy.logs.some((l) => l.reason === 'auth-failed'));
@@ -111,13 +131,17 @@ test('a managed session: client-certificate kubeconfig, proxy auth from the envi
   const upstream = `upstream-${hex()}`;
   secrets.push({ what: 'managed proxy password', value: password }, { what: 'managed upstream Authorization', value: upstream });
 
-  const c = await cli(['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'trace', '--json'], { KUBECTL_PROXYOUT_PROXY_AUTH: `tester:${password}` });
+  const c = await cli(
+    ['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'trace', '--json'],
+    { KUBECTL_PROXYOUT_PROXY_AUTH: `tester:${password}` },
+  );
   assert.equal(c.code, 0, c.stderr);
   const info = JSON.parse(c.stdout) as { id: string; pid: number; socks: string; http: string; logFile: string };
   try {
     const dir = path.join(stateDir, 'proxies', info.id);
     assert.ok(!existsSync(path.join(dir, 'proxy-auth')), 'the daemon deleted its credentials file after reading it');
-    for (const f of readdirSync(dir).filter((f) => statSync(path.join(dir, f)).isFile() && f !== 'kubeconfig')) keep(`state file ${f}`, readFileSync(path.join(dir, f), 'utf8'));
+    for (const f of readdirSync(dir).filter((f) => statSync(path.join(dir, f)).isFile() && f !== 'kubeconfig'))
+      keep(`state file ${f}`, readFileSync(path.join(dir, f), 'utf8'));
     if (process.platform === 'linux') {
       keep('daemon argv', readFileSync(`/proc/${info.pid}/cmdline`, 'utf8'));
       keep('daemon environment', readFileSync(`/proc/${info.pid}/environ`, 'utf8'));

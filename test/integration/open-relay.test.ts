@@ -55,16 +55,37 @@ interface Case {
 function cases(): Case[] {
   const outside: Array<[string, number]> = [
     // localhost is never a short Service name (RFC 6761 reserves it for this machine).
-    ['localhost', canaryPort], ['example.com', 80], ['www.google.com', 443], ['kubernetes.io', 443], ['canary.localhost', canaryPort],
-    ['web.shop.example.com', 8080], ['web.shop.svc.cluster.local.evil.com', 8080],
-    ['127.0.0.1', canaryPort], ['10.0.0.1', 80], ['169.254.169.254', 80], ['8.8.8.8', 53], ...randomIps(4).map((ip): [string, number] => [ip, 80]),
-    ['::1', canaryPort], ['2001:db8::1', 443], ['fe80::1', 80], ['::ffff:127.0.0.1', canaryPort], ['::', 80],
+    ['localhost', canaryPort],
+    ['example.com', 80],
+    ['www.google.com', 443],
+    ['kubernetes.io', 443],
+    ['canary.localhost', canaryPort],
+    ['web.shop.example.com', 8080],
+    ['web.shop.svc.cluster.local.evil.com', 8080],
+    ['127.0.0.1', canaryPort],
+    ['10.0.0.1', 80],
+    ['169.254.169.254', 80],
+    ['8.8.8.8', 53],
+    ...randomIps(4).map((ip): [string, number] => [ip, 80]),
+    ['::1', canaryPort],
+    ['2001:db8::1', 443],
+    ['fe80::1', 80],
+    ['::ffff:127.0.0.1', canaryPort],
+    ['::', 80],
   ];
   const unknown: Array<[string, number]> = [
-    ['nope.shop.svc.cluster.local', 80], ['web.nope.svc.cluster.local', 8080], ['a.b.c.d.svc.cluster.local', 80],
-    ['1-2-3-4.shop.pod.cluster.local', 80], ['nope.svc', 80], ['x.cluster.local', 80], ['db-9.db.shop.svc.cluster.local', 5432],
+    ['nope.shop.svc.cluster.local', 80],
+    ['web.nope.svc.cluster.local', 8080],
+    ['a.b.c.d.svc.cluster.local', 80],
+    ['1-2-3-4.shop.pod.cluster.local', 80],
+    ['nope.svc', 80],
+    ['x.cluster.local', 80],
+    ['db-9.db.shop.svc.cluster.local', 5432],
   ];
-  return [...outside.map(([host, port]) => ({ host, port, kind: 'outside' as const })), ...unknown.map(([host, port]) => ({ host, port, kind: 'unknown' as const }))];
+  return [
+    ...outside.map(([host, port]) => ({ host, port, kind: 'outside' as const })),
+    ...unknown.map(([host, port]) => ({ host, port, kind: 'unknown' as const })),
+  ];
 }
 
 const expected = { outside: { socks5: 0x02, http: 403 }, unknown: { socks5: 0x04, http: 502 } };
@@ -95,7 +116,11 @@ async function socks5Reply(c: Case): Promise<number> {
 async function socks4Reply(c: Case): Promise<number> {
   const v4 = net.isIPv4(c.host);
   const ip = v4 ? c.host.split('.').map(Number) : [0, 0, 0, 1];
-  const req = Buffer.concat([Buffer.from([4, 1, c.port >> 8, c.port & 0xff, ...ip]), Buffer.from('relay\0'), v4 ? Buffer.alloc(0) : Buffer.from(`${c.host}\0`)]);
+  const req = Buffer.concat([
+    Buffer.from([4, 1, c.port >> 8, c.port & 0xff, ...ip]),
+    Buffer.from('relay\0'),
+    v4 ? Buffer.alloc(0) : Buffer.from(`${c.host}\0`),
+  ]);
   return (await raw(proxy.socks!, req, 8))[1]!;
 }
 
@@ -132,7 +157,12 @@ test('a Host header alone never routes: origin-form requests are not proxied', a
 });
 
 test('what the cluster does resolve still works on every front end', async () => {
-  for (const args of [['--proxy', `socks5h://${proxy.socks}`], ['--proxy', `socks4a://${proxy.socks}`], ['-x', `http://${proxy.http}`], ['-p', '-x', `http://${proxy.http}`]]) {
+  for (const args of [
+    ['--proxy', `socks5h://${proxy.socks}`],
+    ['--proxy', `socks4a://${proxy.socks}`],
+    ['-x', `http://${proxy.http}`],
+    ['-p', '-x', `http://${proxy.http}`],
+  ]) {
     const r = await curl([...args, 'http://web.shop:8080/']);
     assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stdout, /hello from web-/);

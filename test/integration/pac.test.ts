@@ -24,7 +24,17 @@ before(async () => {
   // The direct route may dial loopback (the test's own page): the control below needs it.
   const config = path.join(cluster.dir, 'direct-allow.yaml');
   await writeFile(config, 'routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8]\n');
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--direct']);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--config',
+    config,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--direct',
+  ]);
   page = http.createServer((_req, res) => res.end('<html><body>a page of our own</body></html>')).listen(0, '127.0.0.1');
   await once(page, 'listening');
   pagePort = (page.address() as { port: number }).port;
@@ -73,11 +83,28 @@ test('`pac` prints the PAC file the flags would serve', async () => {
   assert.equal(findProxy(r.stdout, 'http://intranet.example.test/'), 'DIRECT');
 
   // A proxy's whole command line is accepted; the flags that do not shape the file are not listed.
-  const same = await runCli(['pac', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:1080', '--listen-http', '127.0.0.1:3128', '--connect-timeout', '5s', '--transport', 'websocket', '--max-streams', '8']);
+  const same = await runCli([
+    'pac',
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:1080',
+    '--listen-http',
+    '127.0.0.1:3128',
+    '--connect-timeout',
+    '5s',
+    '--transport',
+    'websocket',
+    '--max-streams',
+    '8',
+  ]);
   assert.equal(same.code, 0, same.stderr);
   assert.equal(same.stdout, r.stdout);
   // A bad listen address: the foreground proxy's one line and exit status, naming the flag.
-  for (const [flag, value] of [['--listen-socks', 'nope'], ['--listen-http', '[::1]']]) {
+  for (const [flag, value] of [
+    ['--listen-socks', 'nope'],
+    ['--listen-http', '[::1]'],
+  ]) {
     const pac = await runCli(['pac', '--kubeconfig', cluster.kubeconfig, flag!, value!]);
     const serve = await runCli(['--kubeconfig', cluster.kubeconfig, flag!, value!]);
     assert.equal(serve.code, 1, serve.stderr);
@@ -99,7 +126,10 @@ test('`pac ID` prints, byte for byte, the file that managed proxy serves at /pro
     await runCli(['quit'], { env });
     await rm(stateDir, { recursive: true, force: true });
   });
-  const connected = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--no-auth', '--json'], { env, timeoutMs: 60_000 });
+  const connected = await runCli(
+    ['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--no-auth', '--json'],
+    { env, timeoutMs: 60_000 },
+  );
   assert.equal(connected.code, 0, connected.stderr);
   const { id, socks, http: httpAddr } = JSON.parse(connected.stdout) as { id: string; socks: string; http: string };
   const served = await curl(['-s', '-f', `http://${httpAddr}/proxy.pac`]);
@@ -125,7 +155,10 @@ test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own
     assert.match(await dump('http://web.shop.svc.cluster.local:8080/'), /hello from web-\S+ \(shop\) port 8081/);
     assert.match(await dump(`http://127.0.0.1:${pagePort}/`), /a page of our own/);
     const streams = proxy.logs.filter((l) => l.msg === 'stream open').map((l) => String(l.target));
-    assert.ok(streams.some((s) => s.startsWith('web.shop.svc.cluster.local')), `the cluster page came through the proxy: ${streams.join(', ')}`);
+    assert.ok(
+      streams.some((s) => s.startsWith('web.shop.svc.cluster.local')),
+      `the cluster page came through the proxy: ${streams.join(', ')}`,
+    );
     assert.ok(!streams.some((s) => s.endsWith(`:${pagePort}`)), `our own page never reached the proxy: ${streams.join(', ')}`);
     // The control: told to use the proxy for everything, the same browser does send that page
     // through it (direct pass-through is on), so the absence above is the PAC's doing.

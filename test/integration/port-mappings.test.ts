@@ -29,7 +29,9 @@ async function freePort(): Promise<number> {
 
 function redisCli(port: number, ...args: string[]): Promise<string> {
   return new Promise((resolve, reject) =>
-    execFile('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 20_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${err.message} ${stderr}`)) : resolve(stdout.trim()))),
+    execFile('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 20_000 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${err.message} ${stderr}`)) : resolve(stdout.trim()),
+    ),
   );
 }
 
@@ -62,11 +64,23 @@ before(async () => {
   cluster = await startTestCluster();
   if (hasRedis) {
     redisPort = await freePort();
-    redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], { stdio: 'ignore' });
+    redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], {
+      stdio: 'ignore',
+    });
     await eventually(async () => (await redisCli(redisPort, 'PING')) === 'PONG', 10_000, 100);
     // A pod whose port 6379 is that real redis-server, behind a Service.
-    await cluster.sim.createPod({ namespace: 'cache', name: 'redis-0', labels: { app: 'redis' }, ports: [{ name: 'redis', containerPort: 6379, backend: 'external', target: { host: '127.0.0.1', port: redisPort } }] });
-    await cluster.sim.createService({ namespace: 'cache', name: 'redis', selector: { app: 'redis' }, ports: [{ name: 'redis', port: 6379, targetPort: 6379 }] });
+    await cluster.sim.createPod({
+      namespace: 'cache',
+      name: 'redis-0',
+      labels: { app: 'redis' },
+      ports: [{ name: 'redis', containerPort: 6379, backend: 'external', target: { host: '127.0.0.1', port: redisPort } }],
+    });
+    await cluster.sim.createService({
+      namespace: 'cache',
+      name: 'redis',
+      selector: { app: 'redis' },
+      ports: [{ name: 'redis', port: 6379, targetPort: 6379 }],
+    });
   }
 });
 
@@ -82,8 +96,18 @@ describe('a foreground proxy with mappings', () => {
     // One mapping from the config file (with routes the file does not name: the current context serves).
     writeFileSync(config, 'forward:\n  - "0=hello.default:80"\n');
     proxy = await startProxyProcess([
-      '--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0',
-      '--forward', '0=web.shop:8080', '--forward', '127.0.0.1:0=echo.data:7000', '--forward', '0=nothing-here.shop:80',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--config',
+      config,
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--forward',
+      '0=web.shop:8080',
+      '--forward',
+      '127.0.0.1:0=echo.data:7000',
+      '--forward',
+      '0=nothing-here.shop:80',
       ...(hasRedis ? ['--forward', '0=redis.cache:6379'] : []),
     ]);
   });
@@ -102,16 +126,20 @@ describe('a foreground proxy with mappings', () => {
     assert.ok(mappedPort(proxy, 'hello.default:80') > 0);
   });
 
-  test('redis-cli SET/GET through a mapping reaches the real redis-server in the pod', { skip: hasRedis ? false : 'redis-server not installed (apt-get install redis-server redis-tools)' }, async () => {
-    const port = mappedPort(proxy, 'redis.cache:6379');
-    assert.equal(await redisCli(port, 'SET', 'proxyout:key', 'through-a-mapping'), 'OK');
-    assert.equal(await redisCli(port, 'GET', 'proxyout:key'), 'through-a-mapping');
-    // And it really is that server: read back directly.
-    assert.equal(await redisCli(redisPort, 'GET', 'proxyout:key'), 'through-a-mapping');
-    const opened = proxy.logs.find((l) => l.msg === 'stream open' && l.frontEnd === 'forward' && l.target === 'redis.cache:6379');
-    assert.ok(opened, 'the stream is logged as a forward stream');
-    assert.match(String(opened.via), /^cache\/redis-0:6379$/);
-  });
+  test(
+    'redis-cli SET/GET through a mapping reaches the real redis-server in the pod',
+    { skip: hasRedis ? false : 'redis-server not installed (apt-get install redis-server redis-tools)' },
+    async () => {
+      const port = mappedPort(proxy, 'redis.cache:6379');
+      assert.equal(await redisCli(port, 'SET', 'proxyout:key', 'through-a-mapping'), 'OK');
+      assert.equal(await redisCli(port, 'GET', 'proxyout:key'), 'through-a-mapping');
+      // And it really is that server: read back directly.
+      assert.equal(await redisCli(redisPort, 'GET', 'proxyout:key'), 'through-a-mapping');
+      const opened = proxy.logs.find((l) => l.msg === 'stream open' && l.frontEnd === 'forward' && l.target === 'redis.cache:6379');
+      assert.ok(opened, 'the stream is logged as a forward stream');
+      assert.match(String(opened.via), /^cache\/redis-0:6379$/);
+    },
+  );
 
   test('curl through a mapping, spread over the Service’s ready pods', async () => {
     const port = mappedPort(proxy, 'web.shop:8080');
@@ -187,9 +215,21 @@ describe('refused mappings', () => {
   test('a non-loopback ADDR is refused outright, even with proxy credentials', async () => {
     const auth = path.join(cluster.dir, 'auth');
     writeFileSync(auth, 'u:p\n', { mode: 0o600 });
-    const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--proxy-auth-file', auth, '--forward', '0.0.0.0:0=web.shop:8080']);
+    const r = await runCli([
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--proxy-auth-file',
+      auth,
+      '--forward',
+      '0.0.0.0:0=web.shop:8080',
+    ]);
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, /^Error: --forward 0\.0\.0\.0:0=web\.shop:8080: port mapping .* not a loopback address: a port mapping cannot authenticate its clients/m);
+    assert.match(
+      r.stderr,
+      /^Error: --forward 0\.0\.0\.0:0=web\.shop:8080: port mapping .* not a loopback address: a port mapping cannot authenticate its clients/m,
+    );
   });
 
   test('a malformed mapping is a one-line error', async () => {
@@ -203,7 +243,13 @@ describe('refused mappings', () => {
     writeFileSync(config, 'direct: false\nforward:\n  - "5432=db.shop:5432"\n  - "10.1.2.3:80=web.shop:8080"\n');
     const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0']);
     assert.equal(r.code, 1);
-    assert.match(r.stderr, new RegExp(`^Error: ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:4: forward\\[1\\]: port mapping "10\\.1\\.2\\.3:80=web\\.shop:8080" would listen on 10\\.1\\.2\\.3, which is not a loopback address`, 'm'));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^Error: ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:4: forward\\[1\\]: port mapping "10\\.1\\.2\\.3:80=web\\.shop:8080" would listen on 10\\.1\\.2\\.3, which is not a loopback address`,
+        'm',
+      ),
+    );
   });
 });
 
@@ -216,8 +262,8 @@ test('a reload (SIGHUP) keeps the running mappings and warns when the file chang
     writeFileSync(config, 'forward:\n  - "0=api.shop:80"\n');
     // At once: serve handles SIGHUP from the moment it prints its ready lines.
     proxy.proc.kill('SIGHUP');
-    const warned = await eventually(async () => proxy.logs.find((l) => String(l.msg).startsWith('the config file changed its port mappings'))).catch((err: Error) =>
-      assert.fail(`${err.message}; exit ${proxy.proc.exitCode} ${proxy.proc.signalCode}; ${proxy.stderr().slice(-600)}`),
+    const warned = await eventually(async () => proxy.logs.find((l) => String(l.msg).startsWith('the config file changed its port mappings'))).catch(
+      (err: Error) => assert.fail(`${err.message}; exit ${proxy.proc.exitCode} ${proxy.proc.signalCode}; ${proxy.stderr().slice(-600)}`),
     );
     assert.deepEqual(warned.running, ['0=web.shop:8080']);
     assert.deepEqual(warned.file, ['0=api.shop:80']);

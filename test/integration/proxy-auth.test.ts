@@ -24,7 +24,16 @@ before(async () => {
   cluster = await startTestCluster();
   authFile = path.join(cluster.dir, 'proxy-auth');
   writeFileSync(authFile, `${USER}:${PASSWORD}\nignored second line\n`, { mode: 0o600 });
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--proxy-auth-file', authFile]);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--proxy-auth-file',
+    authFile,
+  ]);
 });
 
 after(async () => {
@@ -50,7 +59,8 @@ async function exchange(chunks: Buffer[]): Promise<Buffer> {
   return out;
 }
 
-const rfc1929 = (user: string, pass: string) => Buffer.concat([Buffer.from([1, Buffer.byteLength(user)]), Buffer.from(user), Buffer.from([Buffer.byteLength(pass)]), Buffer.from(pass)]);
+const rfc1929 = (user: string, pass: string) =>
+  Buffer.concat([Buffer.from([1, Buffer.byteLength(user)]), Buffer.from(user), Buffer.from([Buffer.byteLength(pass)]), Buffer.from(pass)]);
 
 describe('SOCKS5 with RFC 1929 username/password', () => {
   test('the right credentials reach the cluster (curl socks5h://user:pass@)', async () => {
@@ -111,7 +121,22 @@ describe('HTTP proxy with Proxy-Authorization: Basic', () => {
   });
 
   test('an upload expecting 100-continue without credentials: 407 before the body, no 100', async () => {
-    const r = await curl(['-v', '-o', '/dev/null', '-D', '-', '-x', `http://${proxy.http}`, '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', 'x'.repeat(64 * 1024), url]);
+    const r = await curl([
+      '-v',
+      '-o',
+      '/dev/null',
+      '-D',
+      '-',
+      '-x',
+      `http://${proxy.http}`,
+      '--expect100-timeout',
+      '30',
+      '-H',
+      'Expect: 100-continue',
+      '--data-binary',
+      'x'.repeat(64 * 1024),
+      url,
+    ]);
     assert.match(r.stdout, /^HTTP\/1\.1 407 /);
     assert.doesNotMatch(r.stderr, /100 Continue/);
     assert.doesNotMatch(r.stderr, /upload completely sent/, 'the body was never sent');
@@ -151,7 +176,7 @@ describe('password guessing is slowed down (auth/throttle.ts)', () => {
     assert.ok(ms[4]! >= 1_900 && ms[5]! >= 1_900, `the fifth and sixth queued: ${ms.join(', ')} ms`);
   });
 
-  test('HTTP: wrong credentials wait for their 407, missing ones (a browser\'s first try) do not count', async () => {
+  test("HTTP: wrong credentials wait for their 407, missing ones (a browser's first try) do not count", async () => {
     await new Promise((r) => setTimeout(r, 1_200));
     const wrong = await timed(() => curl(['-o', '/dev/null', '-w', '%{http_code}', '-x', `http://${proxy.http}`, '--proxy-user', `${USER}:guess`, url]));
     assert.equal(wrong.value.stdout, '407');
@@ -176,7 +201,10 @@ describe('where the credentials come from', () => {
       env: { KUBECTL_PROXYOUT_PROXY_AUTH: 'carol:env-secret' },
     });
     try {
-      assert.ok(p.stdout.some((l) => /proxy authentication is on.*dave:PASSWORD@/.test(l)), p.stdout.join('\n'));
+      assert.ok(
+        p.stdout.some((l) => /proxy authentication is on.*dave:PASSWORD@/.test(l)),
+        p.stdout.join('\n'),
+      );
       assert.equal((await curl(['--proxy', `socks5h://dave:argv-secret@${p.socks}`, url])).code, 0);
       assert.notEqual((await curl(['--proxy', `socks5h://carol:env-secret@${p.socks}`, url])).code, 0);
       await eventually(async () => p.logs.some((l) => l.level === 40 && /command line.*ps/.test(String(l.msg))));
@@ -205,7 +233,11 @@ describe('listening beyond loopback', () => {
     ]);
     for (const [i, r] of runs.entries()) {
       assert.equal(r.code, 1, `run ${i}: ${r.stderr}`);
-      assert.match(r.stderr, /^Error: --listen-(socks|http) 0\.0\.0\.0:0 is not a loopback address.*--proxy-auth-file FILE.*KUBECTL_PROXYOUT_PROXY_AUTH=user:password\n$/, `run ${i}`);
+      assert.match(
+        r.stderr,
+        /^Error: --listen-(socks|http) 0\.0\.0\.0:0 is not a loopback address.*--proxy-auth-file FILE.*KUBECTL_PROXYOUT_PROXY_AUTH=user:password\n$/,
+        `run ${i}`,
+      );
     }
   });
 });

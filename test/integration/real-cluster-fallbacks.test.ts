@@ -53,7 +53,18 @@ before(async () => {
   console.log(`# real cluster (gates off) up in ${cluster.startupMs} ms`);
   await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
   await cluster.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/web', '--timeout=60s']);
-  const args = ['--kubeconfig', cluster.kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug'];
+  const args = [
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--namespace',
+    'shop',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--log-level',
+    'debug',
+  ];
   auto = await startProxyProcess([...args, '--transport', 'auto']);
   spdy = await startProxyProcess([...args, '--transport', 'spdy']);
 });
@@ -90,7 +101,9 @@ describe('real cluster without PortForwardWebsockets and WatchList, a kubelet th
   });
 
   test('--transport auto: a pod port nothing listens on is refused (0x05) through the per-stream WebSocket', async () => {
-    const pods = JSON.parse((await cluster!.kubectl(['-n', 'shop', 'get', 'pods', '-l', 'app=web', '-o', 'json'])).stdout) as { items: Array<{ status: { podIP?: string } }> };
+    const pods = JSON.parse((await cluster!.kubectl(['-n', 'shop', 'get', 'pods', '-l', 'app=web', '-o', 'json'])).stdout) as {
+      items: Array<{ status: { podIP?: string } }>;
+    };
     const ip = pods.items.find((p) => p.status.podIP)!.status.podIP!;
     const { reply, socket } = await socks5Connect(auto!.socks!, ip, 9999);
     socket.destroy();
@@ -116,7 +129,9 @@ describe('real cluster without PortForwardWebsockets and WatchList, a kubelet th
     const slicePoll = (async () => {
       type Slices = { items: Array<{ endpoints?: Array<{ conditions?: { ready?: boolean } }> }> };
       while (sliceMs === undefined && Date.now() - created < 30_000) {
-        const list = await c.get<Slices>('/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dafter-compact').catch(() => undefined);
+        const list = await c
+          .get<Slices>('/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dafter-compact')
+          .catch(() => undefined);
         if (list?.items.some((sl) => sl.endpoints?.some((e) => e.conditions?.ready))) sliceMs = Date.now() - created;
         else await delay(50);
       }

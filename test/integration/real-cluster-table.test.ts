@@ -41,7 +41,11 @@ metadata: {name: ${only}, namespace: shop}
 spec: {selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}
 `;
 
-type Kubeconfig = { clusters: Array<{ name: string; cluster: unknown }>; users: Array<{ name: string; user: unknown }>; contexts: Array<{ name: string; context: Record<string, unknown> }> };
+type Kubeconfig = {
+  clusters: Array<{ name: string; cluster: unknown }>;
+  users: Array<{ name: string; user: unknown }>;
+  contexts: Array<{ name: string; context: Record<string, unknown> }>;
+};
 
 const clusters: Record<'new' | 'old', RealCluster | undefined> = { new: undefined, old: undefined };
 let proxy: ProxyProcess | undefined;
@@ -66,7 +70,18 @@ before(async () => {
   await Promise.all((['new', 'old'] as const).map((n) => clusters[n]!.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/web', '--timeout=60s'])));
   const kubeconfig = path.join(clusters.new!.dir, 'kubeconfig-both');
   await writeFile(kubeconfig, yaml.dump({ apiVersion: 'v1', kind: 'Config', ...merged, 'current-context': 'new' }), { mode: 0o600 });
-  proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'new', '--context', 'old', '--listen-socks', '127.0.0.1:0', '--log-level', 'debug']);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    kubeconfig,
+    '--context',
+    'new',
+    '--context',
+    'old',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--log-level',
+    'debug',
+  ]);
 });
 
 after(async () => {
@@ -90,14 +105,21 @@ describe('two real clusters in one routing table', { skip }, () => {
     assert.match((await get('http://only-new.shop.svc.cluster.local/')).stdout, /^pod=web-/m);
     // Only the old cluster taught the proxy to use a WebSocket per stream.
     const learned = proxy!.logs.filter((l) => String(l.msg).startsWith('the API server does not offer the SPDY port-forward tunnel'));
-    assert.deepEqual(learned.map((l) => l.cluster), ['old']);
+    assert.deepEqual(
+      learned.map((l) => l.cluster),
+      ['old'],
+    );
   });
 
   test('a name only one cluster has is refused on the other route, naming it', async () => {
     const { reply, socket } = await socks5Connect(proxy!.socks!, 'only-new.shop.old', 80);
     socket.destroy();
     assert.equal(reply, 0x04);
-    const failed = await eventually(async () => proxy!.logs.find((l) => String(l.msg).startsWith('stream failed') && /cluster route old/.test(String(l.msg))), 3_000, 50);
+    const failed = await eventually(
+      async () => proxy!.logs.find((l) => String(l.msg).startsWith('stream failed') && /cluster route old/.test(String(l.msg))),
+      3_000,
+      50,
+    );
     assert.match(String(failed.msg), /only-new/);
   });
 });

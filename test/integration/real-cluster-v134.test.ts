@@ -66,7 +66,18 @@ before(async () => {
   const running = pods.items.find((p) => p.status.phase === 'Running' && p.status.podIP && !p.metadata.deletionTimestamp)!;
   webPodIP = running.status.podIP!;
   webPodName = running.metadata.name;
-  const args = ['--kubeconfig', cluster.kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug'];
+  const args = [
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--namespace',
+    'shop',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--log-level',
+    'debug',
+  ];
   const started = await Promise.all(TRANSPORTS.map((t) => startProxyProcess([...args, '--transport', t])));
   TRANSPORTS.forEach((t, i) => proxies.set(t, started[i]!));
 });
@@ -96,7 +107,10 @@ async function reachEveryForm(t: Transport): Promise<void> {
     [`http://${webPodIP}:8080/`, webPodName],
   ];
   for (const [url, pod] of forms) {
-    for (const via of [['--proxy', `socks5h://${proxy(t).socks}`], ['-p', '-x', `http://${proxy(t).http}`]]) {
+    for (const via of [
+      ['--proxy', `socks5h://${proxy(t).socks}`],
+      ['-p', '-x', `http://${proxy(t).http}`],
+    ]) {
       const r = await curl([...via, url]);
       assert.equal(r.code, 0, `curl ${via.join(' ')} ${url}: ${r.stderr}`);
       const m = servedBy(r.stdout);
@@ -116,7 +130,9 @@ async function timeNewService(tc: TestContext, name: string, transports: Transpo
   const slicePoll = (async () => {
     type Slices = { items: Array<{ endpoints?: Array<{ conditions?: { ready?: boolean } }> }> };
     while (sliceMs === undefined && Date.now() - created < 30_000) {
-      const list = await c.get<Slices>(`/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`).catch(() => undefined);
+      const list = await c
+        .get<Slices>(`/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`)
+        .catch(() => undefined);
       if (list?.items.some((s) => s.endpoints?.some((e) => e.conditions?.ready))) sliceMs = Date.now() - created;
       else await delay(50);
     }
@@ -152,7 +168,10 @@ describe('real cluster v1.34.4, upstream defaults (PortForwardWebsockets and Wat
 
   test('auto uses the SPDY tunnel: the API server translates the WebSocket itself, the kubelet need not tunnel', () => {
     for (const t of ['auto', 'spdy'] as const) {
-      assert.ok(logged(t, 'tunnel opened').some((l) => l.transport === 'spdy'), `${t}: an SPDY tunnel opened`);
+      assert.ok(
+        logged(t, 'tunnel opened').some((l) => l.transport === 'spdy'),
+        `${t}: an SPDY tunnel opened`,
+      );
     }
     assert.deepEqual(logged('auto', NO_TUNNEL), [], 'auto did not fall back');
   });
@@ -220,7 +239,9 @@ describe('real cluster v1.34.4 restarted with PortForwardWebsockets and WatchLis
     socket.destroy();
     assert.equal(reply, 0x04);
     await delay(100);
-    const failed = proxy('spdy').logs.filter((l) => String(l.msg).startsWith('stream failed')).pop();
+    const failed = proxy('spdy')
+      .logs.filter((l) => String(l.msg).startsWith('stream failed'))
+      .pop();
     assert.match(String(failed?.msg), /port-forward tunnel to shop\/web-\S+ refused by the API server \(400\): query parameter "port" is required/);
   });
 

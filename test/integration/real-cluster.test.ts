@@ -227,7 +227,20 @@ before(async () => {
   for (const transport of TRANSPORTS) {
     proxies.set(
       transport,
-      await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--namespace', 'shop', '--transport', transport, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug']),
+      await startProxyProcess([
+        '--kubeconfig',
+        cluster.kubeconfig,
+        '--namespace',
+        'shop',
+        '--transport',
+        transport,
+        '--listen-socks',
+        '127.0.0.1:0',
+        '--listen-http',
+        '127.0.0.1:0',
+        '--log-level',
+        'debug',
+      ]),
     );
   }
 });
@@ -441,7 +454,10 @@ describe('real cluster: a Deployment rolled while 8 clients make requests', { sk
       t.diagnostic(line);
       console.log(`# ${line}`);
       assert.deepEqual(failures, [], 'no failed request during the rollout');
-      assert.ok([...seen].some((p) => !before.has(p)), 'the new pods answered');
+      assert.ok(
+        [...seen].some((p) => !before.has(p)),
+        'the new pods answered',
+      );
     });
   }
 });
@@ -538,7 +554,10 @@ describe('real cluster: the namespace-limited user (RBAC: admin in shop only)', 
     assert.match(viewer.rbac.detail, /not allowed in namespace shop nor cluster-wide: create pods\/portforward$/);
     // Each protocol's refusal in the API server's words, not its JSON.
     assert.equal(viewer.portForward.status, 'fail');
-    assert.match(viewer.portForward.detail, /SPDY over WebSocket: no \(HTTP 403: pods "\S+" is forbidden: User "system:serviceaccount:shop:viewer" cannot get resource "pods\/portforward"/);
+    assert.match(
+      viewer.portForward.detail,
+      /SPDY over WebSocket: no \(HTTP 403: pods "\S+" is forbidden: User "system:serviceaccount:shop:viewer" cannot get resource "pods\/portforward"/,
+    );
     assert.doesNotMatch(viewer.portForward.detail, /"kind":"Status"/);
   });
 });
@@ -558,7 +577,9 @@ async function timeNewService(t: TestContext, name: string, transport: Transport
   const slicePoll = (async () => {
     type Slices = { items: Array<{ endpoints?: Array<{ conditions?: { ready?: boolean } }> }> };
     while (sliceMs === undefined && Date.now() - created < 30_000) {
-      const list = await c.get<Slices>(`/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`).catch(() => undefined);
+      const list = await c
+        .get<Slices>(`/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`)
+        .catch(() => undefined);
       if (list?.items.some((s) => s.endpoints?.some((e) => e.conditions?.ready))) sliceMs = Date.now() - created;
       else await delay(50);
     }

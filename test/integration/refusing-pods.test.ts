@@ -94,11 +94,15 @@ describe('a ready endpoint whose port refuses', () => {
       const name = `podip-${++serial}`;
       const { ip } = await cluster.sim.createPod({ namespace: 'shop', name, ports: [{ containerPort: 8080, backend: 'http' }] });
       cluster.sim.refusePort('shop', name, 8080);
-      await eventually(async () => {
-        const { reply, socket } = await socks5Connect(proxy.socks!, ip, 8080);
-        socket.destroy();
-        return reply !== 4; // 0x04 until the cache has the pod
-      }, 5_000, 50);
+      await eventually(
+        async () => {
+          const { reply, socket } = await socks5Connect(proxy.socks!, ip, 8080);
+          socket.destroy();
+          return reply !== 4; // 0x04 until the cache has the pod
+        },
+        5_000,
+        50,
+      );
       for (let i = 0; i < 3; i++) {
         const { reply, socket } = await socks5Connect(proxy.socks!, ip, 8080);
         socket.destroy();
@@ -135,13 +139,18 @@ describe('a pod deleted and created again under its name', () => {
     assert.equal(new Set(await allSucceed(svc.name, 6, 'warming')).size, 3);
     const goAwaysBefore = cluster.sim.spdyGoAways;
     await cluster.sim.deletePod('shop', second!);
-    const { ip } = await cluster.sim.createPod({ namespace: 'shop', name: second!, labels: { app: svc.name }, ports: [{ name: 'http', containerPort: 8080, backend: 'http' }] });
+    const { ip } = await cluster.sim.createPod({
+      namespace: 'shop',
+      name: second!,
+      labels: { app: svc.name },
+      ports: [{ name: 'http', containerPort: 8080, backend: 'http' }],
+    });
     // The new instance is reachable by its Pod IP as soon as the cache has it, and by the Service.
     await eventually(async () => (await curl(['--proxy', `socks5h://${proxy.socks}`, `http://${ip}:8080/`])).code === 0, 5_000, 50);
     const served = await allSucceed(svc.name, 12, 'after the re-creation');
     assert.ok(served.includes(second!), `the new ${second} gets traffic: ${served.join(' ')}`);
     if (testTransport() !== 'websocket') {
-      assert.ok(cluster.sim.spdyGoAways > goAwaysBefore, 'the old instance\'s tunnel was closed with GOAWAY');
+      assert.ok(cluster.sim.spdyGoAways > goAwaysBefore, "the old instance's tunnel was closed with GOAWAY");
     }
     alive();
   });
@@ -153,16 +162,27 @@ describe('a pod deleted and created again under its name', () => {
     const p2 = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug']);
     try {
       const via = (n: number) => Promise.all(Array.from({ length: n }, () => curl(['--proxy', `socks5h://${p2.socks}`, `http://${svc.name}.shop/`])));
-      assert.ok((await via(6)).every((r) => r.code === 0), 'warm');
+      assert.ok(
+        (await via(6)).every((r) => r.code === 0),
+        'warm',
+      );
       cluster.sim.freezeWatches();
       await cluster.sim.deletePod('shop', svc.pods[2]!);
-      await cluster.sim.createPod({ namespace: 'shop', name: svc.pods[2]!, labels: { app: svc.name }, ports: [{ name: 'http', containerPort: 8080, backend: 'http' }] });
+      await cluster.sim.createPod({
+        namespace: 'shop',
+        name: svc.pods[2]!,
+        labels: { app: svc.name },
+        ports: [{ name: 'http', containerPort: 8080, backend: 'http' }],
+      });
       for (let i = 0; i < 12; i++) {
         const r = await curl(['--proxy', `socks5h://${p2.socks}`, `http://${svc.name}.shop/`]);
         assert.equal(r.code, 0, `request ${i + 1} after the re-creation: ${r.stderr}`);
       }
       if (testTransport() !== 'websocket') {
-        assert.ok(p2.logs.some((l) => l.msg === 'closing the pod tunnel' && String(l.why).includes('sandbox')), 'the stale tunnel was retired');
+        assert.ok(
+          p2.logs.some((l) => l.msg === 'closing the pod tunnel' && String(l.why).includes('sandbox')),
+          'the stale tunnel was retired',
+        );
       }
       assert.equal(p2.proc.exitCode, null);
     } finally {

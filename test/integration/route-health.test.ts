@@ -29,7 +29,23 @@ before(async () => {
   await addWhich(multi.clusters[0]!);
   await addWhich(multi.clusters[1]!);
   stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-state-'));
-  const r = await cli(['connect', '--kubeconfig', multi.kubeconfig, '--context', 'prod', '--context', 'staging', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--no-auth', '--shutdown-grace', '0', '--json']);
+  const r = await cli([
+    'connect',
+    '--kubeconfig',
+    multi.kubeconfig,
+    '--context',
+    'prod',
+    '--context',
+    'staging',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--no-auth',
+    '--shutdown-grace',
+    '0',
+    '--json',
+  ]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout) as { id: string; socks: string; http: string };
   ({ id, socks, http: httpProxy } = out);
@@ -43,15 +59,25 @@ after(async () => {
 
 test('an API server stopped after start: degraded within 5 s everywhere, failures name the route, one log line each way', async () => {
   const staging = multi.clusters[1]!;
-  assert.deepEqual((await routesNow()).map((r) => [r.name, r.state]), [['prod', 'ready'], ['staging', 'ready']]);
+  assert.deepEqual(
+    (await routesNow()).map((r) => [r.name, r.state]),
+    [
+      ['prod', 'ready'],
+      ['staging', 'ready'],
+    ],
+  );
   let bringUp!: () => void;
   const stoppedAt = Date.now();
   const down = staging.sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
   try {
-    const routes = await eventually(async () => {
-      const now = await routesNow();
-      return now.find((r) => r.name === 'staging')?.state === 'degraded' && now;
-    }, 8_000, 200);
+    const routes = await eventually(
+      async () => {
+        const now = await routesNow();
+        return now.find((r) => r.name === 'staging')?.state === 'degraded' && now;
+      },
+      8_000,
+      200,
+    );
     assert.ok(Date.now() - stoppedAt <= 5_000, `shown degraded ${Date.now() - stoppedAt} ms after the stop (target ≤ 5000)`);
     const st = routes.find((r) => r.name === 'staging')!;
     assert.match(st.reason ?? '', /^the API server https:\/\/127\.0\.0\.1:\d+ does not answer: .*ECONNREFUSED/);
@@ -59,7 +85,10 @@ test('an API server stopped after start: degraded within 5 s everywhere, failure
     assert.equal(routes.find((r) => r.name === 'prod')?.state, 'ready', 'the other cluster is untouched');
 
     const table = await cli(['status']);
-    assert.match(table.stdout, new RegExp(`${id}: route staging \\(cluster staging\\): [^\\n]*; degraded since \\d\\d:\\d\\d:\\d\\d: the API server \\S+ does not answer`));
+    assert.match(
+      table.stdout,
+      new RegExp(`${id}: route staging \\(cluster staging\\): [^\\n]*; degraded since \\d\\d:\\d\\d:\\d\\d: the API server \\S+ does not answer`),
+    );
     const doctor = await cli(['doctor', '--kubeconfig', multi.kubeconfig, '--context', 'prod', '--json', '--listen-socks', '127.0.0.1:0']);
     const daemon = (JSON.parse(doctor.stdout) as { checks: Array<{ name: string; status: string; detail: string }> }).checks.find((c) => c.name === 'daemon');
     assert.equal(daemon?.status, 'warn', doctor.stdout);
@@ -83,12 +112,19 @@ test('an API server stopped after start: degraded within 5 s everywhere, failure
   const backAt = Date.now();
   await eventually(async () => (await routesNow()).find((r) => r.name === 'staging')?.state === 'ready', 8_000, 200);
   assert.ok(Date.now() - backAt <= 5_000, `ready again ${Date.now() - backAt} ms after the return`);
-  const served = await eventually(async () => {
-    const r = await curl(['-sS', '-x', `socks5h://${socks}`, 'http://which.shop.staging/']);
-    return r.stdout.includes('which-staging') && r;
-  }, 5_000, 200);
+  const served = await eventually(
+    async () => {
+      const r = await curl(['-sS', '-x', `socks5h://${socks}`, 'http://which.shop.staging/']);
+      return r.stdout.includes('which-staging') && r;
+    },
+    5_000,
+    200,
+  );
   assert.ok(served);
-  const log = readFileSync(path.join(stateDir, 'logs', `${id}.log`), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const log = readFileSync(path.join(stateDir, 'logs', `${id}.log`), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
   const changes = log.filter((l) => l.route === 'staging' && /route (degraded|serving again)/.test(String(l.msg))).map((l) => l.msg);
   assert.deepEqual(changes, ['cluster route degraded', 'cluster route serving again']);
 });

@@ -36,7 +36,21 @@ test('the connect timeout running out while the first sync runs is a timeout (0x
   cluster.sim.stallLists(true);
   // It listens at once but prints its addresses only once synced: the ports are chosen here.
   const [socksPort, httpPort] = [await freePort(), await freePort()];
-  const proc = spawn(process.execPath, [binPath, '--kubeconfig', cluster.kubeconfig, '--listen-socks', `127.0.0.1:${socksPort}`, '--listen-http', `127.0.0.1:${httpPort}`, '--connect-timeout', '1s'], { stdio: 'ignore' });
+  const proc = spawn(
+    process.execPath,
+    [
+      binPath,
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      `127.0.0.1:${socksPort}`,
+      '--listen-http',
+      `127.0.0.1:${httpPort}`,
+      '--connect-timeout',
+      '1s',
+    ],
+    { stdio: 'ignore' },
+  );
   const exited = once(proc, 'exit');
   try {
     const { reply, socket } = await eventually(async () => socks5Connect(`127.0.0.1:${socksPort}`, 'web.shop', 8080).catch(() => undefined), 10_000, 100);

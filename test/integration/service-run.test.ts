@@ -32,7 +32,11 @@ after(async () => {
 
 /** ExecStart's words, WorkingDirectory and Environment= of a unit whose values need no quoting. */
 function unitOf(text: string): { command: string[]; cwd: string; env: Record<string, string> } {
-  const line = (key: string) => text.split('\n').filter((l) => l.startsWith(`${key}=`)).map((l) => l.slice(key.length + 1));
+  const line = (key: string) =>
+    text
+      .split('\n')
+      .filter((l) => l.startsWith(`${key}=`))
+      .map((l) => l.slice(key.length + 1));
   const [exec] = line('ExecStart');
   assert.ok(exec && !exec.includes('"'), `an ExecStart this test can split: ${exec}`);
   const env: Record<string, string> = {};
@@ -47,7 +51,8 @@ function unitOf(text: string): { command: string[]; cwd: string; env: Record<str
 async function runUnit(text: string) {
   const unit = unitOf(text);
   const cleared: Record<string, string> = {};
-  for (const k of ['KUBECONFIG', 'XDG_CONFIG_HOME', 'XDG_STATE_HOME', 'KUBECTL_PROXYOUT_STATE_DIR', 'ALL_PROXY', 'HTTPS_PROXY', 'HTTP_PROXY', 'NO_PROXY']) cleared[k] = '';
+  for (const k of ['KUBECONFIG', 'XDG_CONFIG_HOME', 'XDG_STATE_HOME', 'KUBECTL_PROXYOUT_STATE_DIR', 'ALL_PROXY', 'HTTPS_PROXY', 'HTTP_PROXY', 'NO_PROXY'])
+    cleared[k] = '';
   return startProxyProcess([], { command: unit.command, cwd: unit.cwd, env: { ...cleared, HOME: home, ...unit.env } });
 }
 
@@ -64,9 +69,31 @@ test('a --config given relative to the installing shell, --forward and --no-dire
   mkdirSync(work, { recursive: true });
   writeFileSync(path.join(work, 'proxy.yaml'), 'routes:\n  - { name: lab, kind: cluster, context: sim }\n');
   const port = await freePort();
-  const installed = await runCli(['service-install', '--dry-run', '--kubeconfig', cluster.kubeconfig, '--config', 'proxy.yaml', '--listen-socks', '127.0.0.1:0', '--forward', `127.0.0.1:${port}=web.shop.svc.lab:8080`, '--no-direct', '--transport', 'websocket', '--connect-timeout', '20s'], { cwd: work, env: { HOME: home, XDG_CONFIG_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: path.join(home, 'state') } });
+  const installed = await runCli(
+    [
+      'service-install',
+      '--dry-run',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--config',
+      'proxy.yaml',
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--forward',
+      `127.0.0.1:${port}=web.shop.svc.lab:8080`,
+      '--no-direct',
+      '--transport',
+      'websocket',
+      '--connect-timeout',
+      '20s',
+    ],
+    { cwd: work, env: { HOME: home, XDG_CONFIG_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: path.join(home, 'state') } },
+  );
   assert.equal(installed.code, 0, installed.stderr);
-  assert.match(installed.stdout, new RegExp(`--config ${path.join(work, 'proxy.yaml').replace(/\./g, '\\.')} --no-direct --forward 127\\.0\\.0\\.1:${port}=web\\.shop\\.svc\\.lab:8080 `));
+  assert.match(
+    installed.stdout,
+    new RegExp(`--config ${path.join(work, 'proxy.yaml').replace(/\./g, '\\.')} --no-direct --forward 127\\.0\\.0\\.1:${port}=web\\.shop\\.svc\\.lab:8080 `),
+  );
   assert.match(installed.stdout, / --connect-timeout 20s --transport websocket --log-format json$/m, 'the tuning flags given, and no defaults');
   const proxy = await runUnit(installed.stdout);
   try {
@@ -74,7 +101,10 @@ test('a --config given relative to the installing shell, --forward and --no-dire
     assert.equal(viaRoute.code, 0, viaRoute.stderr);
     assert.match(viaRoute.stdout, /"namespace":"shop"/);
     // --transport websocket reached the service: its stream went over a per-stream WebSocket.
-    assert.ok(proxy.logs.some((l) => l.msg === 'stream open' && l.target === 'web.shop.svc.lab:8080') && !proxy.logs.some((l) => l.transport === 'spdy'), JSON.stringify(proxy.logs.filter((l) => l.transport)));
+    assert.ok(
+      proxy.logs.some((l) => l.msg === 'stream open' && l.target === 'web.shop.svc.lab:8080') && !proxy.logs.some((l) => l.transport === 'spdy'),
+      JSON.stringify(proxy.logs.filter((l) => l.transport)),
+    );
     const viaMapping = await curl([`http://127.0.0.1:${port}/whoami`]);
     assert.equal(viaMapping.code, 0, viaMapping.stderr);
     assert.match(viaMapping.stdout, /"namespace":"shop"/);
@@ -104,7 +134,9 @@ test('no --config: the service reads the config.yaml this shell would ($XDG_CONF
   assert.equal(broken.code, 1, broken.stdout);
   assert.match(broken.stderr, new RegExp(`^Error: .*${configFile.replace(/\./g, '\\.')}`));
   writeFileSync(configFile, 'routes:\n  - { name: lab2, kind: cluster, context: sim }\n');
-  const installed = await runCli(['service-install', '--dry-run', '--name', 'xdg', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], { env });
+  const installed = await runCli(['service-install', '--dry-run', '--name', 'xdg', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], {
+    env,
+  });
   assert.equal(installed.code, 0, installed.stderr);
   assert.match(installed.stdout, new RegExp(`^Environment=XDG_CONFIG_HOME=${xdg.replace(/\./g, '\\.')}$`, 'm'));
   const proxy = await runUnit(installed.stdout);

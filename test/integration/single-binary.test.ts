@@ -51,7 +51,11 @@ test('--help runs from an empty directory with no node on PATH', { skip }, async
 });
 
 test('a foreground proxy from the binary carries curl into the simulated cluster', { skip }, async () => {
-  const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], { command: [binary], env, cwd: path.dirname(binary) });
+  const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], {
+    command: [binary],
+    env,
+    cwd: path.dirname(binary),
+  });
   try {
     await eventually(async () => p.logs.some((l) => l.msg === 'proxy ready'), 5_000, 50);
     const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop:8080/']);

@@ -50,7 +50,12 @@ async function replaceWebPods(suffix: string): Promise<void> {
   const current = (await import('../helpers/cluster.js')).apiGet(sim, `/api/v1/namespaces/shop/pods?labelSelector=app%3Dweb`);
   for (const pod of (await current).items as Array<{ metadata: { name: string } }>) await sim.deletePod('shop', pod.metadata.name);
   for (let i = 0; i < 2; i++) {
-    await sim.createPod({ namespace: 'shop', name: `web-${suffix}-${i}`, labels: { app: 'web' }, ports: [{ name: 'http', containerPort: web.containerPort, backend: 'http' }] });
+    await sim.createPod({
+      namespace: 'shop',
+      name: `web-${suffix}-${i}`,
+      labels: { app: 'web' },
+      ports: [{ name: 'http', containerPort: web.containerPort, backend: 'http' }],
+    });
   }
 }
 

@@ -35,14 +35,28 @@ after(async () => {
 /** A Service with one echo pod on two ports, and a stream to port 7000 held open (the port is then warm). */
 async function podWithHeldStream(): Promise<{ name: string; held: OpenStream }> {
   const name = `goaway-${++serial}`;
-  await cluster.sim.createPod({ namespace: 'data', name, labels: { app: name }, ports: [7000, 7001].map((p) => ({ containerPort: p, backend: 'echo' as const })) });
-  await cluster.sim.createService({ namespace: 'data', name, selector: { app: name }, ports: [7000, 7001].map((p) => ({ name: `p${p}`, port: p, targetPort: p })) });
-  const held = await eventually(async () => {
-    const r = await socks5Connect(proxy.socks!, `${name}.data`, 7000);
-    if (r.reply === 0) return r;
-    r.socket.destroy();
-    return undefined;
-  }, 10_000, 50);
+  await cluster.sim.createPod({
+    namespace: 'data',
+    name,
+    labels: { app: name },
+    ports: [7000, 7001].map((p) => ({ containerPort: p, backend: 'echo' as const })),
+  });
+  await cluster.sim.createService({
+    namespace: 'data',
+    name,
+    selector: { app: name },
+    ports: [7000, 7001].map((p) => ({ name: `p${p}`, port: p, targetPort: p })),
+  });
+  const held = await eventually(
+    async () => {
+      const r = await socks5Connect(proxy.socks!, `${name}.data`, 7000);
+      if (r.reply === 0) return r;
+      r.socket.destroy();
+      return undefined;
+    },
+    10_000,
+    50,
+  );
   return { name, held: { socket: held.socket, reader: new Reader(held.socket) } };
 }
 
@@ -61,9 +75,13 @@ for (const port of [7000, 7001]) {
     const late = await openStream(proxy.socks!, `${name}.data`, port);
     await echoes(late, 'the stream whose SYN_STREAMs crossed the GOAWAY');
     // Told connected or still opening, the stream moved inside the transport; the route never heard.
-    const moved = (l: Record<string, unknown>) => l.msg === 'the kubelet did not take the stream (GOAWAY); opened it again on a new tunnel' && l.target === `data/${name}:${port}`;
+    const moved = (l: Record<string, unknown>) =>
+      l.msg === 'the kubelet did not take the stream (GOAWAY); opened it again on a new tunnel' && l.target === `data/${name}:${port}`;
     await eventually(async () => proxy.logs.some(moved), 5_000, 50);
-    assert.ok(!proxy.logs.some((l) => l.msg === 'endpoint failed' || String(l.msg).startsWith('pod refused after the stream opened')), 'nothing for the route to do');
+    assert.ok(
+      !proxy.logs.some((l) => l.msg === 'endpoint failed' || String(l.msg).startsWith('pod refused after the stream opened')),
+      'nothing for the route to do',
+    );
     assert.equal(cluster.sim.spdySessionsOf('data', name), 2, 'a new tunnel took it');
     await echoes(held, 'the stream the kubelet had taken, after the GOAWAY');
     held.socket.destroy();

@@ -42,7 +42,11 @@ test('a PING flood whose echoes are never read ends its tunnel with a warn line;
   const held = await eventually(async () => openStream(proxy.socks!, ip, 7000).catch(() => undefined), 10_000, 50);
   await echoes(held, 'the stream before the flood');
   assert.equal(cluster.sim.floodSpdyPings('data', 'flood-1'), 1);
-  const line = await eventually(async () => proxy.logs.find((l) => l.msg === 'port-forward tunnel flooded with PINGs; closed it' && l.pod === 'data/flood-1'), 30_000, 50);
+  const line = await eventually(
+    async () => proxy.logs.find((l) => l.msg === 'port-forward tunnel flooded with PINGs; closed it' && l.pod === 'data/flood-1'),
+    30_000,
+    50,
+  );
   assert.equal(line.level, WARN);
   assert.match(String(line.error), /PINGs .* faster than it read the replies: 10000 replies unsent/);
   await closedWithin(held.socket, 5_000, 'the client connection on the flooded tunnel');

@@ -92,10 +92,16 @@ test('an unused tunnel closes after the idle linger, with GOAWAY', async () => {
 test('a stream given up while its tunnel opens gives its place back: nothing counted, the tunnel idles out', async () => {
   const t = transport({ idleMs: 150 });
   await assert.rejects(t.open(echo, { signal: AbortSignal.abort(), confirmMs: 0 }), /did not open in time/);
-  assert.deepEqual(t.stats().map((p) => p.streams), [0]);
+  assert.deepEqual(
+    t.stats().map((p) => p.streams),
+    [0],
+  );
   const s = await open(t);
   await roundTrip(s, Buffer.from('x'));
-  assert.deepEqual(t.stats().map((p) => p.streams), [1]);
+  assert.deepEqual(
+    t.stats().map((p) => p.streams),
+    [1],
+  );
   s.end();
   await eventually(async () => t.openTunnels() === 0 && t.stats().length === 0, 5000, 20);
   await t.close();
@@ -143,5 +149,9 @@ test('a stream opens in one tunnel message: SYN_STREAM error, its FIN, SYN_STREA
   assert.equal(dataSyn?.type, 'syn_stream');
   assert.ok(errorSyn.type === 'syn_stream' && dataSyn.type === 'syn_stream');
   assert.deepEqual([errorSyn.streamId, dataSyn.streamId], [1, 3]);
-  assert.deepEqual(errorFin, { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0), end: true }, 'the error stream is finished at once: we never write on it');
+  assert.deepEqual(
+    errorFin,
+    { type: 'data', streamId: 1, fin: true, data: Buffer.alloc(0), end: true },
+    'the error stream is finished at once: we never write on it',
+  );
 });

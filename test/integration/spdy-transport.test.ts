@@ -22,7 +22,18 @@ let proxy: ProxyProcess;
 
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--transport', 'spdy', '--log-level', 'info']);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--transport',
+    'spdy',
+    '--log-level',
+    'info',
+  ]);
 });
 
 after(async () => {
@@ -50,17 +61,22 @@ async function echo(c: { socket: net.Socket; reader: Reader }, payload: Buffer):
 
 test('100 concurrent streams share one tunnel, every byte intact (sha256)', async () => {
   cluster.sim.resetCounters();
-  const results = await Promise.all(Array.from({ length: 100 }, async (_, i) => {
-    const c = await open();
-    const payload = randomBytes(32 * 1024 + i * 512);
-    const back = await echo(c, payload);
-    c.socket.end();
-    return sha(back) === sha(payload);
-  }));
+  const results = await Promise.all(
+    Array.from({ length: 100 }, async (_, i) => {
+      const c = await open();
+      const payload = randomBytes(32 * 1024 + i * 512);
+      const back = await echo(c, payload);
+      c.socket.end();
+      return sha(back) === sha(payload);
+    }),
+  );
   assert.equal(results.filter(Boolean).length, 100);
   assert.equal(cluster.sim.counters.portForward, 1, 'one upgrade for all 100 streams');
   assert.equal(cluster.sim.openSpdySessions, 1);
-  assert.ok(proxy.logs.some((l) => l.msg === 'tunnel opened' && l.transport === 'spdy' && l.pod === `data/${echoPod}`), 'the log shows the tunnel per pod');
+  assert.ok(
+    proxy.logs.some((l) => l.msg === 'tunnel opened' && l.transport === 'spdy' && l.pod === `data/${echoPod}`),
+    'the log shows the tunnel per pod',
+  );
 });
 
 test('one stream reset mid-transfer; the others on the same tunnel carry on', async () => {
@@ -143,7 +159,9 @@ test('status shows per pod: transport, tunnels, streams', async () => {
   const stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-spdy-state-'));
   const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir };
   try {
-    const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--transport', 'spdy', '--no-auth', '--json'], { env });
+    const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--transport', 'spdy', '--no-auth', '--json'], {
+      env,
+    });
     assert.equal(r.code, 0, r.stderr);
     const { id, socks } = JSON.parse(r.stdout) as { id: string; socks: string };
     const c = await open('echo.data', 7000, socks);

@@ -103,7 +103,7 @@ test('a chain that stayed up a while and drops is opened again at once (a networ
   }
 });
 
-test('a hop the hop before cannot reach in time fails the chain at its ConnectTimeout, not the kernel\'s', async () => {
+test("a hop the hop before cannot reach in time fails the chain at its ConnectTimeout, not the kernel's", async () => {
   // The first hop takes 3 s to open any channel: the second hop's dial hangs that long.
   const server = await startSsh2Server({ openDelayMs: 3000 });
   const chain = new SshChainConnection([server.hop(), server.hop({ alias: 'second', connectTimeoutMs: 400 })]);
@@ -111,7 +111,7 @@ test('a hop the hop before cannot reach in time fails the chain at its ConnectTi
     // The message names the timer that fired: without it the dial would succeed after 3 s.
     await assert.rejects(chain.connect(), /second.*cannot reach it within 400 ms \(ConnectTimeout\)/);
     // The failed chain leaves no session behind on the first hop.
-    await eventually(() => server.connections.size === 0, 3000, 'the first hop\'s session was left open');
+    await eventually(() => server.connections.size === 0, 3000, "the first hop's session was left open");
   } finally {
     await chain.close();
     await server.close();
@@ -122,7 +122,8 @@ test('a dead ssh-agent is warned about once per route, not at every reconnect; a
   const dir = mkdtempSync(path.join(tmpdir(), 'dead-agent-'));
   const socket = path.join(dir, 'agent.sock');
   // What an agent that was killed leaves: the socket file, with no one accepting on it.
-  const leaveDeadSocket = () => execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(socket)}, () => process.exit(0))`]);
+  const leaveDeadSocket = () =>
+    execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(socket)}, () => process.exit(0))`]);
   leaveDeadSocket();
   const lines: Array<{ level: number; msg: string }> = [];
   const sink = new Writable({ write: (chunk: Buffer, _enc, cb) => (lines.push(JSON.parse(chunk.toString('utf8')) as { level: number; msg: string }), cb()) });
@@ -130,7 +131,12 @@ test('a dead ssh-agent is warned about once per route, not at every reconnect; a
   // Each session ends right after its login: the chain logs in again and again (the IdentityFile
   // gets it in), and each login finds the agent dead.
   const server = await startSsh2Server({ endAfterLoginMs: 20 });
-  const chain = new SshChainConnection([server.hop({ agentSocket: socket })], { log: createLogger('debug', sink), initialBackoffMs: 50, maxBackoffMs: 100, stableAfterMs: 60_000 });
+  const chain = new SshChainConnection([server.hop({ agentSocket: socket })], {
+    log: createLogger('debug', sink),
+    initialBackoffMs: 50,
+    maxBackoffMs: 100,
+    stableAfterMs: 60_000,
+  });
   let agent: ChildProcess | undefined;
   try {
     await chain.connect();
@@ -169,13 +175,19 @@ test('a `via` API connection destroyed mid-response: its channel is done at once
   const chain = new SshChainConnection([server.hop()]);
   try {
     const agent = agentThrough((host, port, signal) => chain.dial(host, port, signal), { ca: pki.caPem });
-    const response = await new Promise<IncomingMessage>((resolve, reject) => https.get({ host: '127.0.0.1', port: apiPort, path: '/api', agent }, resolve).on('error', reject));
+    const response = await new Promise<IncomingMessage>((resolve, reject) =>
+      https.get({ host: '127.0.0.1', port: apiPort, path: '/api', agent }, resolve).on('error', reject),
+    );
     assert.equal(chain.status().channels, 1);
     await answerStalled;
     // Cut with its data unread (a watch stopped, a reload dropping the cluster).
     response.destroy();
     await eventually(() => chain.status().channels === 0, 5000, 'the channel under the destroyed TLS socket still counts as open');
-    const closed = await bounded(chain.close().then(() => 'closed'), 5000, 'still waiting');
+    const closed = await bounded(
+      chain.close().then(() => 'closed'),
+      5000,
+      'still waiting',
+    );
     assert.equal(closed, 'closed');
     await eventually(() => server.connections.size === 0, 5000, 'the session stayed open on the hop');
   } finally {
@@ -264,7 +276,12 @@ test('an IdentityFile that cannot sign is warned about once per route, not at ev
   const file = path.join(server.dir, 'id_rsa');
   writeFileSync(file, damaged, { mode: 0o600 });
   const hop = server.hop();
-  const chain = new SshChainConnection([{ ...hop, identityFiles: [file, ...hop.identityFiles] }], { log: createLogger('debug', sink), initialBackoffMs: 50, maxBackoffMs: 100, stableAfterMs: 60_000 });
+  const chain = new SshChainConnection([{ ...hop, identityFiles: [file, ...hop.identityFiles] }], {
+    log: createLogger('debug', sink),
+    initialBackoffMs: 50,
+    maxBackoffMs: 100,
+    stableAfterMs: 60_000,
+  });
   try {
     await chain.connect();
     await eventually(() => server.logins >= 4, 5000, `only ${server.logins} logins`);

@@ -55,7 +55,10 @@ test('agent auth: the key on disk is encrypted, the agent holds it; the name is 
   const route = sshRoute(config, 'jump2', { authSock: sock });
   await route.start();
   try {
-    assert.deepEqual(route.hops?.map((h) => h.alias), ['jump1', 'jump2']);
+    assert.deepEqual(
+      route.hops?.map((h) => h.alias),
+      ['jump1', 'jump2'],
+    );
     await echoChecked(await openThrough(route, TARGET.name, TARGET.echoPort), 256 * 1024);
     assert.equal(route.status().details?.connects, 1);
   } finally {
@@ -104,8 +107,14 @@ test('an unknown host key is refused with its fingerprint; so is a changed one',
   });
   await unknown.close();
   // jump1's entry holds jump2's key: the key for that name changed.
-  const changedKh = knownHosts('kh-changed', [lab.knownHostsLines.jump1.replace(/ ssh-ed25519 .*/, ` ${lab.knownHostsLines.jump2.split(' ').slice(1).join(' ')}`), lab.knownHostsLines.jump2]);
-  const changed = sshRoute(lab.writeConfig('config-changed', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${changedKh}`, 'StrictHostKeyChecking accept-new'] }), 'jump2');
+  const changedKh = knownHosts('kh-changed', [
+    lab.knownHostsLines.jump1.replace(/ ssh-ed25519 .*/, ` ${lab.knownHostsLines.jump2.split(' ').slice(1).join(' ')}`),
+    lab.knownHostsLines.jump2,
+  ]);
+  const changed = sshRoute(
+    lab.writeConfig('config-changed', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${changedKh}`, 'StrictHostKeyChecking accept-new'] }),
+    'jump2',
+  );
   await changed.start();
   await assert.rejects(openThrough(changed, TARGET.ip, TARGET.echoPort), (err: unknown) => {
     assert.ok(err instanceof UpstreamHopError, String(err));
@@ -120,7 +129,10 @@ test('an unknown host key is refused with its fingerprint; so is a changed one',
 
 test('accept-new lets new hosts in and appends their keys (hashed when HashKnownHosts is on)', { skip: unavailable }, async () => {
   const kh = knownHosts('kh-new', []);
-  const config = lab.writeConfig('config-new', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`, 'StrictHostKeyChecking accept-new'], jump2: ['HashKnownHosts yes'] });
+  const config = lab.writeConfig('config-new', {
+    all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`, 'StrictHostKeyChecking accept-new'],
+    jump2: ['HashKnownHosts yes'],
+  });
   const route = sshRoute(config, 'jump2');
   await route.start();
   try {
@@ -178,17 +190,25 @@ test('a key the server does not accept: the stream fails naming the hop (0x01), 
   }
 });
 
-test('IdentitiesOnly: of the agent\'s keys only the IdentityFiles\' are offered', { skip: unavailable }, async () => {
+test("IdentitiesOnly: of the agent's keys only the IdentityFiles' are offered", { skip: unavailable }, async () => {
   const kh = knownHosts('kh-only', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
   const stranger = `${lab.dir}/only_stranger_key`;
   execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', 'x', '-f', stranger]);
   // The agent holds an authorized key, but IdentitiesOnly names another one: no login.
-  const other = sshRoute(lab.writeConfig('config-only-other', { all: ['IdentitiesOnly yes', `IdentityFile ${stranger}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: agentSocket });
+  const other = sshRoute(
+    lab.writeConfig('config-only-other', { all: ['IdentitiesOnly yes', `IdentityFile ${stranger}`, `UserKnownHostsFile ${kh}`] }),
+    'jump2',
+    { authSock: agentSocket },
+  );
   await other.start();
   await assert.rejects(openThrough(other, TARGET.ip, TARGET.echoPort), /refused our keys/);
   await other.close();
   // Naming the agent's key (its .pub is next to it) lets the agent use it.
-  const named = sshRoute(lab.writeConfig('config-only-named', { all: ['IdentitiesOnly yes', `IdentityFile ${lab.encryptedKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: agentSocket });
+  const named = sshRoute(
+    lab.writeConfig('config-only-named', { all: ['IdentitiesOnly yes', `IdentityFile ${lab.encryptedKey}`, `UserKnownHostsFile ${kh}`] }),
+    'jump2',
+    { authSock: agentSocket },
+  );
   await named.start();
   try {
     await echoChecked(await openThrough(named, TARGET.ip, TARGET.echoPort), 4096);
@@ -197,26 +217,36 @@ test('IdentitiesOnly: of the agent\'s keys only the IdentityFiles\' are offered'
   }
 });
 
-test('IdentitiesOnly with an encrypted IdentityFile and no .pub beside it: its public half is read from the file, as ssh reads it', { skip: unavailable }, async () => {
-  const kh = knownHosts('kh-only-nopub', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
-  // The agent's key alone in a directory: OpenSSH's format keeps the public key unencrypted.
-  mkdirSync(`${lab.dir}/nopub`);
-  copyFileSync(lab.encryptedKey, `${lab.dir}/nopub/agent_key`);
-  const route = sshRoute(lab.writeConfig('config-only-nopub', { all: ['IdentitiesOnly yes', `IdentityFile ${lab.dir}/nopub/agent_key`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: agentSocket });
-  await route.start();
-  try {
-    await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
-  } finally {
-    await route.close();
-  }
-});
+test(
+  'IdentitiesOnly with an encrypted IdentityFile and no .pub beside it: its public half is read from the file, as ssh reads it',
+  { skip: unavailable },
+  async () => {
+    const kh = knownHosts('kh-only-nopub', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+    // The agent's key alone in a directory: OpenSSH's format keeps the public key unencrypted.
+    mkdirSync(`${lab.dir}/nopub`);
+    copyFileSync(lab.encryptedKey, `${lab.dir}/nopub/agent_key`);
+    const route = sshRoute(
+      lab.writeConfig('config-only-nopub', { all: ['IdentitiesOnly yes', `IdentityFile ${lab.dir}/nopub/agent_key`, `UserKnownHostsFile ${kh}`] }),
+      'jump2',
+      { authSock: agentSocket },
+    );
+    await route.start();
+    try {
+      await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
+    } finally {
+      await route.close();
+    }
+  },
+);
 
 test('a dead ssh-agent (its socket left behind) is passed over as ssh passes it over: the IdentityFile logs in', { skip: unavailable }, async () => {
   // What an agent that was killed leaves: the socket file, with no one accepting on it.
   const stale = `${lab.dir}/dead-agent.sock`;
   execFileSync(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(stale)}, () => process.exit(0))`]);
   const kh = knownHosts('kh-dead-agent', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
-  const route = sshRoute(lab.writeConfig('config-dead-agent', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: stale });
+  const route = sshRoute(lab.writeConfig('config-dead-agent', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2', {
+    authSock: stale,
+  });
   await route.start();
   try {
     await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
@@ -225,12 +255,17 @@ test('a dead ssh-agent (its socket left behind) is passed over as ssh passes it 
     await route.close();
   }
   // With nothing else to log in with, the refusal says what became of the agent.
-  const agentOnly = sshRoute(lab.writeConfig('config-dead-agent-only', { all: [`IdentityFile ${lab.dir}/no-such-key`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: stale });
+  const agentOnly = sshRoute(lab.writeConfig('config-dead-agent-only', { all: [`IdentityFile ${lab.dir}/no-such-key`, `UserKnownHostsFile ${kh}`] }), 'jump2', {
+    authSock: stale,
+  });
   await agentOnly.start();
   try {
     await assert.rejects(openThrough(agentOnly, TARGET.ip, TARGET.echoPort), (err: unknown) => {
       assert.ok(err instanceof UpstreamHopError, String(err));
-      assert.match(err.message, /ssh hop jump1 .*refused our keys \(publickey authentication failed; the ssh-agent at \S+dead-agent\.sock could not be used: Failed to connect to agent\)/);
+      assert.match(
+        err.message,
+        /ssh hop jump1 .*refused our keys \(publickey authentication failed; the ssh-agent at \S+dead-agent\.sock could not be used: Failed to connect to agent\)/,
+      );
       return true;
     });
   } finally {
@@ -242,10 +277,16 @@ test('a host known by its RSA or ECDSA key only is asked for that key, though it
   // jump1 offers ed25519, ECDSA and RSA host keys; ssh2 alone prefers ed25519 and would find it
   // unknown. OpenSSH puts the algorithms of the key types known for the host first
   // (sshconnect2.c order_hostkeyalgs).
-  for (const [type, known] of [['rsa', lab.knownHostsLines.jump1Rsa], ['ecdsa', lab.knownHostsLines.jump1Ecdsa]] as const) {
+  for (const [type, known] of [
+    ['rsa', lab.knownHostsLines.jump1Rsa],
+    ['ecdsa', lab.knownHostsLines.jump1Ecdsa],
+  ] as const) {
     const kh = knownHosts(`kh-only-${type}`, [known, lab.knownHostsLines.jump2]);
     // accept-new: an ed25519 key taken for new would have been appended beside the known one.
-    const route = sshRoute(lab.writeConfig(`config-only-${type}`, { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`, 'StrictHostKeyChecking accept-new'] }), 'jump2');
+    const route = sshRoute(
+      lab.writeConfig(`config-only-${type}`, { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`, 'StrictHostKeyChecking accept-new'] }),
+      'jump2',
+    );
     await route.start();
     try {
       await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);

@@ -59,7 +59,10 @@ test('a jump host restarted mid-run: its open streams end, new ones succeed afte
       await echoChecked(await openThrough(route, TARGET.name, TARGET.echoPort, 5000), 32 * 1024);
       break;
     } catch (err) {
-      assert.ok(err instanceof HostUnreachableError || (err as Error).name === 'UpstreamHopError' || (err as Error).name === 'ConnectTimeoutError', String(err));
+      assert.ok(
+        err instanceof HostUnreachableError || (err as Error).name === 'UpstreamHopError' || (err as Error).name === 'ConnectTimeoutError',
+        String(err),
+      );
       assert.notEqual((err as { socksReply?: number }).socksReply, 0x05);
       if (Date.now() > deadline) throw err;
       await new Promise((r) => setTimeout(r, 250));
@@ -95,7 +98,13 @@ test('a jump host behind another that hangs mid-upload: the chain drops at its k
   // up and ssh2 destroys that channel; jump1 answers our CHANNEL_CLOSE only once it has written
   // what it holds for jump2 — never, with jump2 hung and an upload filling the way there.
   const kh = `${lab.dir}/known_hosts`;
-  const hanging = sshRoute(lab.writeConfig('config-hang', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`], jump2: ['ServerAliveInterval 1', 'ServerAliveCountMax 2', 'ConnectTimeout 3'] }), 'jump2');
+  const hanging = sshRoute(
+    lab.writeConfig('config-hang', {
+      all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`],
+      jump2: ['ServerAliveInterval 1', 'ServerAliveCountMax 2', 'ConnectTimeout 3'],
+    }),
+    'jump2',
+  );
   await hanging.start();
   const upload = await openThrough(hanging, TARGET.ip, TARGET.echoPort);
   try {

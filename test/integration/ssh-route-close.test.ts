@@ -22,7 +22,14 @@ const configFile = () => path.join(lab.dir, 'proxyout.yaml');
 const TARGET_STREAM = `${TARGET.name}:${TARGET.echoPort}`;
 
 const table = (withSsh: boolean) =>
-  ['routes:', '  - name: sim', '    kind: cluster', '    default: true', ...(withSsh ? ['  - name: jump', '    kind: ssh', '    ssh: { host: jump2 }', `    include: [${TARGET.name}]`] : []), ''].join('\n');
+  [
+    'routes:',
+    '  - name: sim',
+    '    kind: cluster',
+    '    default: true',
+    ...(withSsh ? ['  - name: jump', '    kind: ssh', '    ssh: { host: jump2 }', `    include: [${TARGET.name}]`] : []),
+    '',
+  ].join('\n');
 
 before(async () => {
   if (unavailable) return;
@@ -62,11 +69,13 @@ async function streamCutWithDataUnread(proxy: ProxyProcess): Promise<void> {
   socket.resetAndDestroy();
   // The relay ends: the channel it destroyed closes at once, its data unread, though jump2 does
   // not answer our CHANNEL_CLOSE while the echo server is not reading (OpenSSH waits for that).
-  await eventually(async () => proxy.logs.some((l) => typeof l.msg === 'string' && l.msg.startsWith('stream closed') && l.target === TARGET_STREAM), 10_000).catch(() => {
+  await eventually(
+    async () => proxy.logs.some((l) => typeof l.msg === 'string' && l.msg.startsWith('stream closed') && l.target === TARGET_STREAM),
+    10_000,
+  ).catch(() => {
     throw new Error('the relay of the cut stream never ended');
   });
 }
-
 
 test('a reload that removes an ssh route ends its login, after a stream on it was cut with data unread', { skip: unavailable }, async () => {
   const proxy = await startProxy();

@@ -138,7 +138,10 @@ test('while the first sync runs, status() says per kind how many objects are lis
     // Earlier tests added a Service or two: at least SERVICES + default/kubernetes in all.
     const services = seen.map((l) => /^services 500\/(\d+)$/.exec(l)).find(Boolean);
     assert.ok(services && Number(services[1]) > SERVICES, `progress seen: ${[...new Set(seen)].join(', ')}`);
-    assert.ok(seen.some((l) => /^pods (500|1000|1500|2000|2500)\/\?$/.test(l)), 'pods are listed with a field selector: no total from the server');
+    assert.ok(
+      seen.some((l) => /^pods (500|1000|1500|2000|2500)\/\?$/.test(l)),
+      'pods are listed with a field selector: no total from the server',
+    );
     assert.equal(cache.status().syncing, undefined, 'nothing left syncing');
   } finally {
     sim.setWatchList(true);
@@ -155,8 +158,14 @@ test('a first sync that takes a while logs per kind what is listed (of how many)
     caches.push(cache);
     await cache.start();
     const progress = lines.filter((l) => l.msg === 'syncing the cluster cache');
-    assert.ok(progress.some((l) => l.kind === 'pods' && l.listed > 0 && l.of === undefined), `pod progress lines: ${JSON.stringify(progress.slice(0, 5))}`);
-    assert.ok(progress.some((l) => l.kind === 'services' && l.listed > 0 && l.of > SERVICES), 'services: listed of the total (remainingItemCount)');
+    assert.ok(
+      progress.some((l) => l.kind === 'pods' && l.listed > 0 && l.of === undefined),
+      `pod progress lines: ${JSON.stringify(progress.slice(0, 5))}`,
+    );
+    assert.ok(
+      progress.some((l) => l.kind === 'services' && l.listed > 0 && l.of > SERVICES),
+      'services: listed of the total (remainingItemCount)',
+    );
     const synced = lines.find((l) => l.msg === 'cluster cache synced');
     assert.equal(synced?.pods, PODS);
     assert.ok(synced?.services > SERVICES && synced?.endpointslices > SERVICES);

@@ -22,7 +22,10 @@ after(async () => {
 
 /** Exactly one line on stderr, starting with "Error:" or similar, no stack trace. */
 function assertOneLineError(stderr: string, pattern: RegExp): void {
-  const lines = stderr.trim().split('\n').filter((l) => !l.startsWith('{'));
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .filter((l) => !l.startsWith('{'));
   assert.equal(lines.length, 1, `expected one line, got:\n${stderr}`);
   assert.match(lines[0], pattern);
   assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
@@ -82,7 +85,16 @@ describe('running', () => {
   test('prints bound addresses and paste-ready lines; IPv6 listeners work', async () => {
     // --shutdown-grace 0 here and below: the simulated runtime keeps a finished stream ~1 s after
     // curl's FIN (as containerd does), and a drain on stop is the grace-period test's subject.
-    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '[::1]:0', '--listen-http', '127.0.0.1:0', '--shutdown-grace', '0']);
+    const p = await startProxyProcess([
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      '[::1]:0',
+      '--listen-http',
+      '127.0.0.1:0',
+      '--shutdown-grace',
+      '0',
+    ]);
     try {
       assert.match(p.stdout.join('\n'), /SOCKS5 proxy on \[::1\]:\d+/);
       assert.ok(p.stdout.includes(`export HTTP_PROXY=http://${p.http}`));
@@ -106,7 +118,16 @@ describe('running', () => {
   });
 
   test('--cluster-domain is taken as names are compared: "Cluster.Local." serves web.shop.svc.cluster.local', async () => {
-    const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--cluster-domain', 'Cluster.Local.', '--shutdown-grace', '0']);
+    const p = await startProxyProcess([
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--cluster-domain',
+      'Cluster.Local.',
+      '--shutdown-grace',
+      '0',
+    ]);
     try {
       const r = await curl(['--proxy', `socks5h://${p.socks}`, 'http://web.shop.svc.cluster.local:8080/']);
       assert.equal(r.code, 0, r.stderr);
@@ -125,13 +146,25 @@ describe('running', () => {
       });
     });
     // script(1) runs the proxy on a pseudo-terminal; killing script closes that terminal.
-    const term = spawn('/usr/bin/script', ['-qfec', `exec ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${cluster.kubeconfig} --listen-socks 127.0.0.1:${port}`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const term = spawn(
+      '/usr/bin/script',
+      [
+        '-qfec',
+        `exec ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${cluster.kubeconfig} --listen-socks 127.0.0.1:${port}`,
+        '/dev/null',
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
     let out = '';
     term.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     const deadline = Date.now() + 30_000;
     while (!out.includes('ALL_PROXY') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     assert.ok(out.includes('ALL_PROXY'), `the proxy did not start on the terminal: ${out}`);
-    const pid = execFileSync('pgrep', ['-f', `listen-socks 127.0.0.1:${port}`]).toString().split('\n').map(Number).find((p) => p > 0 && readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'node');
+    const pid = execFileSync('pgrep', ['-f', `listen-socks 127.0.0.1:${port}`])
+      .toString()
+      .split('\n')
+      .map(Number)
+      .find((p) => p > 0 && readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'node');
     assert.ok(pid, 'found the proxy process');
     try {
       term.kill('SIGKILL');
@@ -152,7 +185,17 @@ describe('running', () => {
 
   test('SIGTERM lets an open stream finish within the grace period, then exits 0', async () => {
     const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--shutdown-grace', '3s']);
-    const slow = curl(['--proxy', `socks5h://${p.socks}`, '--limit-rate', '200k', '-o', '/dev/null', '-w', '%{size_download}', 'http://web.shop:8080/bytes/300000']);
+    const slow = curl([
+      '--proxy',
+      `socks5h://${p.socks}`,
+      '--limit-rate',
+      '200k',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{size_download}',
+      'http://web.shop:8080/bytes/300000',
+    ]);
     await new Promise((r) => setTimeout(r, 400));
     const code = await p.stop('SIGTERM');
     const r = await slow;

@@ -82,7 +82,10 @@ test('a reader that reads gets every line written before a flush and exit', asyn
   await once(proc.stdout!, 'data');
   proc.stdin!.end('go\n');
   assert.equal(await exitWithin(proc, 20_000), 0);
-  const numbers = text.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { n: number }).n);
+  const numbers = text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => (JSON.parse(l) as { n: number }).n);
   assert.equal(numbers.length, 2_000, 'no line lost');
   assert.equal(numbers.at(-1), 1_999);
 });
@@ -113,7 +116,10 @@ test('lines for a reader that stopped reading are bounded: past ~1 MiB queued th
   proc.stderr!.resume();
   proc.stdin!.end('done\n');
   assert.equal(await exitWithin(proc, 20_000), 0);
-  const records = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { n?: number; dropped?: number; msg: string });
+  const records = text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { n?: number; dropped?: number; msg: string });
   const report = records.find((r) => r.dropped !== undefined);
   assert.ok(report, 'the drop is reported');
   assert.match(report.msg, /log lines dropped/);

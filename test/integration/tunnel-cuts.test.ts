@@ -52,23 +52,31 @@ test('bytes through 7-byte tunnel messages arrive intact both ways', { skip }, a
   assert.equal(createHash('sha256').update(Buffer.concat(got)).digest('hex'), createHash('sha256').update(sent).digest('hex'));
 });
 
-test('a refused port is SOCKS 0x05 though the kubelet\'s text comes 7 bytes at a time, and the log has the whole text', { skip }, async () => {
+test("a refused port is SOCKS 0x05 though the kubelet's text comes 7 bytes at a time, and the log has the whole text", { skip }, async () => {
   for (const format of ['text', 'json'] as const) {
     cluster.sim.setKubeletErrorFormat(format);
     const name = `cut-${format}`;
     const { ip } = await cluster.sim.createPod({ namespace: 'shop', name, ports: [{ containerPort: 8080, backend: 'http' }] });
     cluster.sim.refusePort('shop', name, 8080);
-    await eventually(async () => {
-      const { reply, socket } = await socks5Connect(proxy.socks!, ip, 8080);
-      socket.destroy();
-      return reply !== 4;
-    }, 5_000, 50);
+    await eventually(
+      async () => {
+        const { reply, socket } = await socks5Connect(proxy.socks!, ip, 8080);
+        socket.destroy();
+        return reply !== 4;
+      },
+      5_000,
+      50,
+    );
     for (let i = 0; i < 3; i++) {
       const { reply, socket } = await socks5Connect(proxy.socks!, ip, 8080);
       socket.destroy();
       assert.equal(reply, 5, `${format}, attempt ${i + 1}: connection refused`);
     }
-    await eventually(async () => proxy.logs.some((l) => JSON.stringify(l).includes('connect: connection refused') && JSON.stringify(l).includes(name)), 5_000, 50);
+    await eventually(
+      async () => proxy.logs.some((l) => JSON.stringify(l).includes('connect: connection refused') && JSON.stringify(l).includes(name)),
+      5_000,
+      50,
+    );
   }
   cluster.sim.setKubeletErrorFormat('text');
 });
@@ -76,7 +84,8 @@ test('a refused port is SOCKS 0x05 though the kubelet\'s text comes 7 bytes at a
 test('"sandbox not found" in pieces still retires the tunnel of a pod that is gone', { skip }, async () => {
   const app = 'cut-stale';
   const pods = [0, 1].map((i) => `${app}-${i}`);
-  for (const pod of pods) await cluster.sim.createPod({ namespace: 'shop', name: pod, labels: { app }, ports: [{ name: 'http', containerPort: 8080, backend: 'http' }] });
+  for (const pod of pods)
+    await cluster.sim.createPod({ namespace: 'shop', name: pod, labels: { app }, ports: [{ name: 'http', containerPort: 8080, backend: 'http' }] });
   await cluster.sim.createService({ namespace: 'shop', name: app, selector: { app }, ports: [{ port: 80, targetPort: 8080 }] });
   const get = () => curl(['--proxy', `socks5h://${proxy.socks}`, `http://${app}.shop/`]);
   await eventually(async () => (await get()).code === 0, 10_000, 50);
@@ -90,5 +99,8 @@ test('"sandbox not found" in pieces still retires the tunnel of a pod that is go
     const r = await get();
     assert.equal(r.code, 0, `request ${i + 1} after the re-creation: ${r.stderr}`);
   }
-  assert.ok(proxy.logs.some((l) => l.msg === 'closing the pod tunnel' && String(l.why).includes('sandbox')), 'the stale tunnel was retired');
+  assert.ok(
+    proxy.logs.some((l) => l.msg === 'closing the pod tunnel' && String(l.why).includes('sandbox')),
+    'the stale tunnel was retired',
+  );
 });

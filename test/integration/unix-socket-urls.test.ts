@@ -76,7 +76,10 @@ test('an explicit unix:PATH with a space and a "%" stays where it was asked; its
   const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', `unix:${socket}`], { env: env() });
   try {
     assert.ok(lstatSync(socket).isSocket());
-    assert.ok(proxy.stdout.some((l) => l.startsWith('export ALL_PROXY=socks5h://localhost/') && l.includes('%20') && l.includes('%25')), proxy.stdout.join('\n'));
+    assert.ok(
+      proxy.stdout.some((l) => l.startsWith('export ALL_PROXY=socks5h://localhost/') && l.includes('%20') && l.includes('%25')),
+      proxy.stdout.join('\n'),
+    );
     await curlThroughExportLine(proxy.stdout);
   } finally {
     await proxy.stop();
@@ -95,7 +98,10 @@ test('a managed proxy: connect’s export line and exec’s ALL_PROXY both reach
     assert.equal(pasted.code, 0, `${line}\n${pasted.stderr}`);
     assert.match(pasted.stdout, /"namespace":"shop"/);
 
-    const exec = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', `echo "ALL_PROXY=$ALL_PROXY"; ${CURL_WHOAMI}`], { env: env(), timeoutMs: 60_000 });
+    const exec = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', `echo "ALL_PROXY=$ALL_PROXY"; ${CURL_WHOAMI}`], {
+      env: env(),
+      timeoutMs: 60_000,
+    });
     assert.equal(exec.code, 0, exec.stderr);
     assert.match(exec.stderr, /using managed proxy/);
     assert.match(exec.stdout, /"namespace":"shop"/);

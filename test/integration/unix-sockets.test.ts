@@ -55,7 +55,11 @@ describe('a proxy on unix sockets', () => {
     assert.equal(mode(socks), 0o600);
     assert.equal(mode(http), 0o600);
     assert.ok(proxy.stdout.includes(`export ALL_PROXY=socks5h://localhost${socks}`), proxy.stdout.join('\n'));
-    assert.ok(proxy.stdout.some((l) => l.includes(`HTTP proxy on unix socket ${http}`) && l.includes(`curl --unix-socket ${http} --request-target http://NAME/ http://NAME/`)));
+    assert.ok(
+      proxy.stdout.some(
+        (l) => l.includes(`HTTP proxy on unix socket ${http}`) && l.includes(`curl --unix-socket ${http} --request-target http://NAME/ http://NAME/`),
+      ),
+    );
     assert.ok(!proxy.stdout.some((l) => l.startsWith('export HTTP_PROXY')), 'no variable can name a unix socket for HTTP');
   });
 
@@ -93,7 +97,9 @@ describe('a proxy on unix sockets', () => {
 
 test('unix: alone is a socket in the state directory; the PAC file leaves unix listeners out', async () => {
   const state = path.join(dir, 'state');
-  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', 'unix:', '--listen-http', '127.0.0.1:0'], { env: { KUBECTL_PROXYOUT_STATE_DIR: state } });
+  const proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', 'unix:', '--listen-http', '127.0.0.1:0'], {
+    env: { KUBECTL_PROXYOUT_STATE_DIR: state },
+  });
   try {
     const socket = path.join(state, 'socks.sock');
     assert.equal(mode(state), 0o700);
@@ -111,7 +117,9 @@ test('unix: alone is a socket in the state directory; the PAC file leaves unix l
 
 /** A unix socket left behind by a process killed with SIGKILL (no close, no unlink). */
 async function staleSocket(file: string): Promise<void> {
-  const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(file)}, () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(file)}, () => console.log('up'))`], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await once(child.stdout!, 'data');
   child.kill('SIGKILL');
   await once(child, 'exit');
@@ -134,10 +142,12 @@ describe('what is already at the path', () => {
   test('a socket something listens on is refused, and left alone', async () => {
     const file = path.join(dir, 'live.sock');
     let accepted = 0;
-    const server = net.createServer((s) => {
-      accepted++;
-      s.destroy();
-    }).listen(file);
+    const server = net
+      .createServer((s) => {
+        accepted++;
+        s.destroy();
+      })
+      .listen(file);
     await once(server, 'listening');
     try {
       const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', `unix:${file}`]);
@@ -197,9 +207,26 @@ if (typeof other === 'string') process.stdout.write(`# other-uid tests skipped: 
 /** curl as the other user (setpriv: no PAM, no shell), through the SOCKS socket. */
 function curlAs(user: { uid: number; gid: number }, socket: string): Promise<{ code: number; stderr: string }> {
   return new Promise((resolve) => {
-    execFile('setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--', 'curl', '--silent', '--show-error', '--max-time', '10', '--proxy', `socks5h://localhost${socket}`, 'http://hello.default/'], (err, _out, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr });
-    });
+    execFile(
+      'setpriv',
+      [
+        `--reuid=${user.uid}`,
+        `--regid=${user.gid}`,
+        '--clear-groups',
+        '--',
+        'curl',
+        '--silent',
+        '--show-error',
+        '--max-time',
+        '10',
+        '--proxy',
+        `socks5h://localhost${socket}`,
+        'http://hello.default/',
+      ],
+      (err, _out, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr });
+      },
+    );
   });
 }
 

@@ -11,12 +11,15 @@ import { createLogger } from '../../src/core/log.js';
 
 let cluster: TestCluster;
 const lines: Array<Record<string, unknown>> = [];
-const log = createLogger('debug', new Writable({
-  write(chunk: Buffer, _enc, cb) {
-    for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
-    cb();
-  },
-}) as never);
+const log = createLogger(
+  'debug',
+  new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
+      cb();
+    },
+  }) as never,
+);
 
 before(async () => {
   cluster = await startTestCluster();

@@ -154,7 +154,10 @@ test('an exception behind onData fails only this connection, with 1011 to the se
 
 test('refusals: HTTP status with its body, another subprotocol, a wrong accept key, silence', async () => {
   const url = (p: number, scheme = 'wss') => new URL(`${scheme}://localhost:${p}/x`);
-  await assert.rejects(upgradeToWebSocket(url(port), conn(), 'v4.channel.k8s.io', 5000), (err: unknown) => err instanceof UpgradeRefusal && err.status === 403 && err.body === 'unable to negotiate protocol');
+  await assert.rejects(
+    upgradeToWebSocket(url(port), conn(), 'v4.channel.k8s.io', 5000),
+    (err: unknown) => err instanceof UpgradeRefusal && err.status === 403 && err.body === 'unable to negotiate protocol',
+  );
 
   // Hand-written plain servers answering the upgrade wrongly.
   const bad = async (answer: (key: string) => string, check: (err: Error) => boolean, timeoutMs = 5000) => {
@@ -180,20 +183,27 @@ test('refusals: HTTP status with its body, another subprotocol, a wrong accept k
     (err) => /wrong Sec-WebSocket-Accept/.test(err.message),
   );
   await bad(
-    (key) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n`,
+    (key) =>
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n`,
     (err) => /extension we did not offer/.test(err.message),
   );
   await bad(
     (key) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`,
     (err) => /upgraded to "h2c"/.test(err.message),
   );
-  await bad(() => '', (err) => /not answered within 300 ms/.test(err.message), 300);
+  await bad(
+    () => '',
+    (err) => /not answered within 300 ms/.test(err.message),
+    300,
+  );
   // A 101 with the right key: the subprotocol is reported for the caller to judge.
   const s = net.createServer((socket) => {
     socket.on('error', () => undefined);
     socket.once('data', (d) => {
       const key = /sec-websocket-key: *(\S+)/i.exec(d.toString())![1]!;
-      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n`);
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n`,
+      );
       // A frame right behind the 101 arrives as `head`, and is read first.
       socket.write(Buffer.from([0x82, 3, 0x61, 0x62, 0x63]));
     });

@@ -18,15 +18,19 @@ after(async () => {
 function review(token: string | null, spec: unknown): Promise<{ status: number; body: any }> {
   const text = JSON.stringify({ kind: 'SelfSubjectAccessReview', apiVersion: 'authorization.k8s.io/v1', spec });
   return new Promise((resolve, reject) => {
-    const req = https.request(`${sim.server}${ACCESS_REVIEW_PATH}`, {
-      method: 'POST',
-      ca: sim.caPem,
-      headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
-    }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(body) }));
-    });
+    const req = https.request(
+      `${sim.server}${ACCESS_REVIEW_PATH}`,
+      {
+        method: 'POST',
+        ca: sim.caPem,
+        headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(body) }));
+      },
+    );
     req.on('error', reject);
     req.end(text);
   });
@@ -64,5 +68,8 @@ test('discovery lists authorization.k8s.io/v1 selfsubjectaccessreviews', async (
   const groups = (await request(sim, '/apis')).json();
   assert.ok(groups.groups.some((g: { name: string }) => g.name === 'authorization.k8s.io'));
   const resources = (await request(sim, '/apis/authorization.k8s.io/v1')).json();
-  assert.deepEqual(resources.resources.map((r: { name: string; verbs: string[] }) => [r.name, r.verbs]), [['selfsubjectaccessreviews', ['create']]]);
+  assert.deepEqual(
+    resources.resources.map((r: { name: string; verbs: string[] }) => [r.name, r.verbs]),
+    [['selfsubjectaccessreviews', ['create']]],
+  );
 });

@@ -64,21 +64,31 @@ export async function handleAccessReview(req: IncomingMessage, res: ServerRespon
   const body = await readBody(req);
   let spec: ReviewSpec;
   try {
-    spec = (req.headers['content-type'] ?? '').startsWith(PROTOBUF) ? specFromProtobuf(body) : ((JSON.parse(body.toString('utf8')) as { spec?: ReviewSpec })?.spec ?? {});
+    spec = (req.headers['content-type'] ?? '').startsWith(PROTOBUF)
+      ? specFromProtobuf(body)
+      : ((JSON.parse(body.toString('utf8')) as { spec?: ReviewSpec })?.spec ?? {});
   } catch (err) {
     throw badRequest(`the object provided is unrecognized (must be of type SelfSubjectAccessReview): ${(err as Error).message}`);
   }
   const ra = spec.resourceAttributes;
   const nra = spec.nonResourceAttributes;
   if ((ra === undefined) === (nra === undefined)) {
-    throw new ApiError(422, 'Invalid', 'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec: Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified', {
-      group: 'authorization.k8s.io',
-      kind: 'SelfSubjectAccessReview',
-    });
+    throw new ApiError(
+      422,
+      'Invalid',
+      'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec: Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified',
+      {
+        group: 'authorization.k8s.io',
+        kind: 'SelfSubjectAccessReview',
+      },
+    );
   }
   const allowed = ra ? allows(id, ra) : !id.namespaces || (nra!.verb === 'get' && PUBLIC_PATHS.has(nra!.path ?? ''));
   const status: Record<string, unknown> = { allowed };
-  if (allowed) status.reason = id.namespaces ? `RBAC: allowed by RoleBinding "proxyout" of Role "proxyout" to User "${id.user}"` : 'RBAC: allowed by ClusterRoleBinding "cluster-admin" of ClusterRole "cluster-admin" to Group "system:masters"';
+  if (allowed)
+    status.reason = id.namespaces
+      ? `RBAC: allowed by RoleBinding "proxyout" of Role "proxyout" to User "${id.user}"`
+      : 'RBAC: allowed by ClusterRoleBinding "cluster-admin" of ClusterRole "cluster-admin" to Group "system:masters"';
   sendJson(res, 201, {
     kind: 'SelfSubjectAccessReview',
     apiVersion: 'authorization.k8s.io/v1',

@@ -14,11 +14,27 @@ import { RESOURCES, type Resource, type ResourceInfo, type Store } from './store
 import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badRequest, notFound } from './status.js';
 import { handleGet, handleList, handleWatch, isTrue, sendError, sendJson, type ActiveWatch } from './rest.js';
 import { ListSnapshots } from './paging.js';
-import { apiGroupList, apiVersions, coreV1Resources, DISCOVERY_GROUP, groupDocument, groupV1Resources, NETWORKING_GROUP, ROUTE_GROUP, SIM_VERSION, type SimApiGroup } from './discovery.js';
+import {
+  apiGroupList,
+  apiVersions,
+  coreV1Resources,
+  DISCOVERY_GROUP,
+  groupDocument,
+  groupV1Resources,
+  NETWORKING_GROUP,
+  ROUTE_GROUP,
+  SIM_VERSION,
+  type SimApiGroup,
+} from './discovery.js';
 import { writeRawResponse, writeRawStatus } from './kubelet-portforward.js';
 import { ACCESS_REVIEW_PATH, authorizationGroup, authorizationV1Resources, handleAccessReview } from './access-review.js';
 
-const GO_CIPHERS = ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', ...tls.DEFAULT_CIPHERS.split(':').filter((c) => !c.startsWith('TLS_'))].join(':');
+const GO_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256',
+  'TLS_AES_256_GCM_SHA384',
+  'TLS_CHACHA20_POLY1305_SHA256',
+  ...tls.DEFAULT_CIPHERS.split(':').filter((c) => !c.startsWith('TLS_')),
+].join(':');
 
 export interface SimCounters {
   total: number;
@@ -66,15 +82,42 @@ export function servedGroups(openshiftRoutes: boolean): SimApiGroup[] {
 export function parseRoute(pathname: string, serverAddress: string, groups: SimApiGroup[] = servedGroups(false)): Route {
   const path = pathname.length > 1 ? pathname.replace(/\/+$/, '') : pathname;
   switch (path) {
-    case '/': return { t: 'doc', body: () => ({ paths: ['/api', '/api/v1', '/apis', '/apis/authorization.k8s.io', '/apis/authorization.k8s.io/v1', ...groups.flatMap((g) => [`/apis/${g.name}`, `/apis/${g.name}/v1`]), '/healthz', '/livez', '/readyz', '/version'] }) };
-    case '/version': return { t: 'doc', body: () => SIM_VERSION };
-    case '/healthz': case '/livez': case '/readyz': return { t: 'text', body: 'ok' };
-    case '/api': return { t: 'doc', body: () => apiVersions(serverAddress) };
-    case '/apis': return { t: 'doc', body: () => apiGroupList(groups) };
-    case '/api/v1': return { t: 'doc', body: coreV1Resources };
-    case '/apis/authorization.k8s.io': return { t: 'doc', body: () => ({ kind: 'APIGroup', apiVersion: 'v1', ...authorizationGroup() }) };
-    case '/apis/authorization.k8s.io/v1': return { t: 'doc', body: authorizationV1Resources };
-    case ACCESS_REVIEW_PATH: return { t: 'review' };
+    case '/':
+      return {
+        t: 'doc',
+        body: () => ({
+          paths: [
+            '/api',
+            '/api/v1',
+            '/apis',
+            '/apis/authorization.k8s.io',
+            '/apis/authorization.k8s.io/v1',
+            ...groups.flatMap((g) => [`/apis/${g.name}`, `/apis/${g.name}/v1`]),
+            '/healthz',
+            '/livez',
+            '/readyz',
+            '/version',
+          ],
+        }),
+      };
+    case '/version':
+      return { t: 'doc', body: () => SIM_VERSION };
+    case '/healthz':
+    case '/livez':
+    case '/readyz':
+      return { t: 'text', body: 'ok' };
+    case '/api':
+      return { t: 'doc', body: () => apiVersions(serverAddress) };
+    case '/apis':
+      return { t: 'doc', body: () => apiGroupList(groups) };
+    case '/api/v1':
+      return { t: 'doc', body: coreV1Resources };
+    case '/apis/authorization.k8s.io':
+      return { t: 'doc', body: () => ({ kind: 'APIGroup', apiVersion: 'v1', ...authorizationGroup() }) };
+    case '/apis/authorization.k8s.io/v1':
+      return { t: 'doc', body: authorizationV1Resources };
+    case ACCESS_REVIEW_PATH:
+      return { t: 'review' };
   }
   for (const g of groups) {
     if (path === `/apis/${g.name}`) return { t: 'doc', body: () => groupDocument(g) };
@@ -85,7 +128,10 @@ export function parseRoute(pathname: string, serverAddress: string, groups: SimA
   const prefix = Object.keys(groupResources).find((p) => path.startsWith(p + '/'));
   if (!prefix) return path.startsWith('/api/') || path.startsWith('/apis/') ? { t: 'apiNotFound' } : { t: 'notFound' };
   const allowed = groupResources[prefix]!;
-  let segs = path.slice(prefix.length + 1).split('/').map(decodeURIComponent);
+  let segs = path
+    .slice(prefix.length + 1)
+    .split('/')
+    .map(decodeURIComponent);
   let watchPrefix = false;
   if (segs[0] === 'watch') {
     watchPrefix = true;
@@ -222,7 +268,9 @@ export class ApiServer {
   private trace(req: IncomingMessage): void {
     if (!process.env.SIM_DEBUG) return;
     const h = req.headers;
-    process.stderr.write(`[sim] ${req.method} ${req.url} accept=${h.accept ?? '-'} upgrade=${h.upgrade ?? '-'} proto=${h['sec-websocket-protocol'] ?? '-'} ua=${h['user-agent'] ?? '-'}\n`);
+    process.stderr.write(
+      `[sim] ${req.method} ${req.url} accept=${h.accept ?? '-'} upgrade=${h.upgrade ?? '-'} proto=${h['sec-websocket-protocol'] ?? '-'} ua=${h['user-agent'] ?? '-'}\n`,
+    );
   }
 
   private count(verb: Verb, pathname: string): void {
@@ -237,7 +285,7 @@ export class ApiServer {
   private countBytes(res: ServerResponse, pathname: string): void {
     const add = (chunk: unknown): void => {
       if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
-      const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : (chunk as Uint8Array).byteLength ?? 0;
+      const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : ((chunk as Uint8Array).byteLength ?? 0);
       const c = this.counters;
       c.bytes += n;
       c.bytesByPath[pathname] = (c.bytesByPath[pathname] ?? 0) + n;
@@ -278,7 +326,12 @@ export class ApiServer {
     const user = req.headersDistinct['impersonate-user']?.[0];
     if (user === undefined) return id;
     if (id.namespaces) {
-      throw new ApiError(403, 'Forbidden', `users "${user}" is forbidden: User "${id.user}" cannot impersonate resource "users" in API group "" at the cluster scope`, { name: user, kind: 'users' });
+      throw new ApiError(
+        403,
+        'Forbidden',
+        `users "${user}" is forbidden: User "${id.user}" cannot impersonate resource "users" in API group "" at the cluster scope`,
+        { name: user, kind: 'users' },
+      );
     }
     const groups = [...(req.headersDistinct['impersonate-group'] ?? []), 'system:authenticated'];
     this.impersonations.push({ user, groups, uid: req.headersDistinct['impersonate-uid']?.[0] });
@@ -312,7 +365,13 @@ export class ApiServer {
     if (verb === 'list' && url.searchParams.get('continue')) this.counters.continued++;
     if ((verb === 'list' || verb === 'watch') && this.listWatchLog.length < 100_000) {
       const rv = url.searchParams.get('resourceVersion') ?? undefined;
-      this.listWatchLog.push({ at: Date.now(), verb, path: url.pathname, ...(rv !== undefined ? { resourceVersion: rv } : {}), watchList: verb === 'watch' && isTrue(url.searchParams.get('sendInitialEvents')) });
+      this.listWatchLog.push({
+        at: Date.now(),
+        verb,
+        path: url.pathname,
+        ...(rv !== undefined ? { resourceVersion: rv } : {}),
+        watchList: verb === 'watch' && isTrue(url.searchParams.get('sendInitialEvents')),
+      });
     }
     this.trace(req);
     this.countBytes(res, url.pathname);

@@ -71,12 +71,20 @@ export class DeterministicByteStream {
     }
     let x = this.state;
     while (off + 4 <= n) {
-      x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+      x ^= x << 13;
+      x >>>= 0;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      x >>>= 0;
       out.writeUInt32LE(x, off);
       off += 4;
     }
     if (off < n) {
-      x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+      x ^= x << 13;
+      x >>>= 0;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      x >>>= 0;
       const word = Buffer.allocUnsafe(4);
       word.writeUInt32LE(x, 0);
       word.copy(out, off, 0, n - off);
@@ -210,9 +218,10 @@ export class PodBackends {
       } else if (kind === 'ingress-http' || kind === 'ingress-https') {
         const ingress = this.ingress;
         if (!ingress) throw new Error(`${kind} backend without an ingress controller`);
-        server = kind === 'ingress-http'
-          ? http.createServer(ingress.handler(this.pod, port, false))
-          : https.createServer({ ...ingress.defaultCert(), SNICallback: (name, cb) => ingress.sniContext(name, cb) }, ingress.handler(this.pod, port, true));
+        server =
+          kind === 'ingress-http'
+            ? http.createServer(ingress.handler(this.pod, port, false))
+            : https.createServer({ ...ingress.defaultCert(), SNICallback: (name, cb) => ingress.sniContext(name, cb) }, ingress.handler(this.pod, port, true));
         server.on('tlsClientError', () => {});
       } else {
         server = net.createServer({ allowHalfOpen: true }, (s) => {

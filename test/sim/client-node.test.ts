@@ -87,7 +87,9 @@ test('PortForward error channel carries the refused-dial text', async () => {
   const pf = new k8s.PortForward(kc);
   const errOut = new PassThrough();
   let errText = '';
-  errOut.on('data', (c: Buffer) => { errText += c.toString(); });
+  errOut.on('data', (c: Buffer) => {
+    errText += c.toString();
+  });
   await pf.portForward('data', SAMPLE.echo.pods[0], [7999], new PassThrough(), errOut, new PassThrough());
   await waitFor(() => errText.includes('connection refused'), 'error text');
   assert.match(errText, /^error forwarding port 7999 to pod [0-9a-f]{64}, uid : /);

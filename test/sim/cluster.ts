@@ -65,7 +65,11 @@ export interface SimOptions {
   isolatePodIps?: boolean;
 }
 
-export interface SimContainerPort { name?: string; containerPort: number; protocol?: 'TCP' }
+export interface SimContainerPort {
+  name?: string;
+  containerPort: number;
+  protocol?: 'TCP';
+}
 
 export interface SimPodSpec {
   namespace: string;
@@ -191,7 +195,12 @@ export class SimCluster {
       errorFormat: () => this.kubeletErrorFormat,
     };
     this.kubelet = new KubeletPortForward(kubeletDeps);
-    this.spdyKubelet = new KubeletSpdyPortForward({ ...kubeletDeps, streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000, replyHeaders: () => this.spdyReplyHeaders, failureFrames: () => this.spdyFailureFrames });
+    this.spdyKubelet = new KubeletSpdyPortForward({
+      ...kubeletDeps,
+      streamCreationTimeoutMs: () => opts.streamCreationTimeoutMs ?? 30_000,
+      replyHeaders: () => this.spdyReplyHeaders,
+      failureFrames: () => this.spdyFailureFrames,
+    });
     this.closeSpdySessionsWithPod = opts.closeSpdySessionsWithPod ?? false;
     this.isolatePodIps = opts.isolatePodIps ?? false;
     // Isolated pods take their IPs from a block no simulator binds, so that nothing (another
@@ -224,14 +233,24 @@ export class SimCluster {
   private async bootstrap(): Promise<void> {
     for (const ns of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) await this.createNamespace(ns);
     // The `kubernetes` service: selector-less, its endpoints are the API server itself.
-    await this.createService({ namespace: 'default', name: 'kubernetes', clusterIP: '127.96.0.1', ports: [{ name: 'https', port: 443, targetPort: this.api.port }] });
-    this.store.update('services', 'default', 'kubernetes', (o) => { o.metadata.labels = { component: 'apiserver', provider: 'kubernetes' }; });
+    await this.createService({
+      namespace: 'default',
+      name: 'kubernetes',
+      clusterIP: '127.96.0.1',
+      ports: [{ name: 'https', port: 443, targetPort: this.api.port }],
+    });
+    this.store.update('services', 'default', 'kubernetes', (o) => {
+      o.metadata.labels = { component: 'apiserver', provider: 'kubernetes' };
+    });
     this.store.create('endpoints', {
-      apiVersion: 'v1', kind: 'Endpoints', metadata: { name: 'kubernetes', namespace: 'default', labels: { 'endpointslice.kubernetes.io/skip-mirror': 'true' } },
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { 'endpointslice.kubernetes.io/skip-mirror': 'true' } },
       subsets: [{ addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'https', port: this.api.port, protocol: 'TCP' }] }],
     });
     this.store.create('endpointslices', {
-      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
       metadata: { name: 'kubernetes', namespace: 'default', labels: { [SERVICE_NAME_LABEL]: 'kubernetes' } },
       addressType: 'IPv4',
       endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
@@ -442,13 +461,27 @@ export class SimCluster {
     const phase = spec.phase ?? 'Running';
     const uid = randomUUID();
     const rt: PodRuntime = {
-      namespace: spec.namespace, name: spec.name, uid, ip,
-      sandboxId: randomHex(32), netnsPath: `/var/run/netns/cni-${randomUUID()}`,
-      running: phase === 'Running', refused: new Set(),
+      namespace: spec.namespace,
+      name: spec.name,
+      uid,
+      ip,
+      sandboxId: randomHex(32),
+      netnsPath: `/var/run/netns/cni-${randomUUID()}`,
+      running: phase === 'Running',
+      refused: new Set(),
     };
-    if (rt.running) rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports, this.ingressController, !this.isolatePodIps);
+    if (rt.running)
+      rt.backends = await PodBackends.start({ namespace: spec.namespace, name: spec.name, ip }, spec.ports, this.ingressController, !this.isolatePodIps);
     this.pods.set(key, rt);
-    const obj = podObject({ namespace: spec.namespace, name: spec.name, labels: spec.labels, hostname: spec.hostname, subdomain: spec.subdomain, hostNetwork: spec.hostNetwork, ports: spec.ports });
+    const obj = podObject({
+      namespace: spec.namespace,
+      name: spec.name,
+      labels: spec.labels,
+      hostname: spec.hostname,
+      subdomain: spec.subdomain,
+      hostNetwork: spec.hostNetwork,
+      ports: spec.ports,
+    });
     obj.metadata.uid = uid;
     obj.status = podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32));
     this.store.create('pods', obj);
@@ -482,7 +515,9 @@ export class SimCluster {
       for (const s of o.status.containerStatuses ?? []) s.ready = false;
     });
     this.reconcile(() => this.controller.syncNamespace(namespace));
-    setTimeout(() => { if (this.store.has('pods', namespace, name)) void this.removePodNow(namespace, name); }, this.terminatingMs).unref();
+    setTimeout(() => {
+      if (this.store.has('pods', namespace, name)) void this.removePodNow(namespace, name);
+    }, this.terminatingMs).unref();
   }
 
   /** Extension: the pod's containers exit (a finished Job pod): phase Succeeded or Failed, backends gone, not ready. */
@@ -508,7 +543,13 @@ export class SimCluster {
         if ((c.type === 'Ready' || c.type === 'ContainersReady') && (c.status === 'True') !== ready) {
           c.status = ready ? 'True' : 'False';
           c.lastTransitionTime = at;
-          if (ready) { delete c.reason; delete c.message; } else { c.reason = 'ContainersNotReady'; c.message = 'containers with unready status: [app]'; }
+          if (ready) {
+            delete c.reason;
+            delete c.message;
+          } else {
+            c.reason = 'ContainersNotReady';
+            c.message = 'containers with unready status: [app]';
+          }
         }
       }
       for (const s of o.status.containerStatuses ?? []) s.ready = ready;
@@ -553,10 +594,19 @@ export class SimCluster {
     }
     if (spec.ipv6ClusterIP !== undefined && !isIPv6(spec.ipv6ClusterIP)) throw new Error(`ipv6ClusterIP ${spec.ipv6ClusterIP} is not an IPv6 address`);
     const ports = spec.ports.map((p) => ({ ...p, nodePort: type === 'NodePort' ? this.nextNodePort++ : undefined }));
-    this.store.create('services', serviceObject({
-      namespace: spec.namespace, name: spec.name, selector: spec.selector, ports, type, clusterIP,
-      ipv6ClusterIP: clusterIP && clusterIP !== 'None' ? spec.ipv6ClusterIP : undefined, externalName: spec.externalName,
-    }));
+    this.store.create(
+      'services',
+      serviceObject({
+        namespace: spec.namespace,
+        name: spec.name,
+        selector: spec.selector,
+        ports,
+        type,
+        clusterIP,
+        ipv6ClusterIP: clusterIP && clusterIP !== 'None' ? spec.ipv6ClusterIP : undefined,
+        externalName: spec.externalName,
+      }),
+    );
     this.reconcile(() => this.controller.syncService(spec.namespace, spec.name));
     return { clusterIP: clusterIP ?? '' };
   }
@@ -578,7 +628,8 @@ export class SimCluster {
     let name = `${serviceName}-${randomSuffix()}`;
     while (this.store.has('endpointslices', namespace, name)) name = `${serviceName}-${randomSuffix()}`;
     const slice: KObject = {
-      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
       metadata: { name, namespace, labels: { [SERVICE_NAME_LABEL]: serviceName, [MANAGED_BY_LABEL]: 'sim-manual' } },
       addressType,
       endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready: true } })),

@@ -6,7 +6,8 @@ import { SimCluster } from './cluster.js';
 import { apiGet } from '../helpers/cluster.js';
 
 const slicesOf = async (sim: SimCluster, name: string) =>
-  ((await apiGet(sim, `/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`)).items as unknown[]).length;
+  ((await apiGet(sim, `/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`)).items as unknown[])
+    .length;
 
 test('endpointSliceDelayMs: the slice of a new Service comes that much later; 0 (the default): at once', async (t) => {
   for (const delay of [0, 150]) {

@@ -23,7 +23,11 @@ export function randomSuffix(n = 5): string {
   return s;
 }
 
-interface SlicePort { name: string; port: number; protocol: string }
+interface SlicePort {
+  name: string;
+  port: number;
+  protocol: string;
+}
 
 type AnyObj = Record<string, any>;
 
@@ -64,7 +68,9 @@ export class EndpointsController {
 
   syncService(namespace: string, name: string): void {
     const svc = this.store.get('services', namespace, name) as AnyObj | undefined;
-    const managed = this.store.list('endpointslices', namespace).filter((s) => s.metadata.labels?.[SERVICE_NAME_LABEL] === name && s.metadata.labels?.[MANAGED_BY_LABEL] === SLICE_CONTROLLER);
+    const managed = this.store
+      .list('endpointslices', namespace)
+      .filter((s) => s.metadata.labels?.[SERVICE_NAME_LABEL] === name && s.metadata.labels?.[MANAGED_BY_LABEL] === SLICE_CONTROLLER);
     if (!svc || !svc.spec.selector || svc.spec.type === 'ExternalName') {
       for (const s of managed) this.store.remove('endpointslices', namespace, s.metadata.name);
       const ep = this.store.get('endpoints', namespace, name);
@@ -72,7 +78,8 @@ export class EndpointsController {
       return;
     }
     const groups = new Map<string, Group>();
-    const pods = this.store.list('pods', namespace)
+    const pods = this.store
+      .list('pods', namespace)
       .filter((p) => selectorMatches(svc.spec.selector, p.metadata.labels))
       .filter((p: AnyObj) => p.status?.podIP && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
       .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
@@ -112,9 +119,10 @@ export class EndpointsController {
     const unused = [...existing];
     for (const d of desired) {
       const idx = unused.findIndex((s) => JSON.stringify((s as AnyObj).ports ?? null) === d.key);
-      const current = idx >= 0 ? unused.splice(idx, 1)[0] as AnyObj : undefined;
+      const current = idx >= 0 ? (unused.splice(idx, 1)[0] as AnyObj) : undefined;
       if (current) {
-        const same = JSON.stringify(current.endpoints ?? null) === JSON.stringify(d.endpoints) && JSON.stringify(current.metadata.labels) === JSON.stringify(labels);
+        const same =
+          JSON.stringify(current.endpoints ?? null) === JSON.stringify(d.endpoints) && JSON.stringify(current.metadata.labels) === JSON.stringify(labels);
         if (same) continue;
         this.store.update('endpointslices', ns, current.metadata.name, (o: AnyObj) => {
           o.metadata.labels = labels;
@@ -129,7 +137,10 @@ export class EndpointsController {
           apiVersion: 'discovery.k8s.io/v1',
           kind: 'EndpointSlice',
           metadata: {
-            name: sliceName, generateName: `${name}-`, namespace: ns, labels,
+            name: sliceName,
+            generateName: `${name}-`,
+            namespace: ns,
+            labels,
             annotations: { [TRIGGER_TIME]: nowRfc3339() },
             ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name, uid: svc.metadata.uid, controller: true, blockOwnerDeletion: true }],
           },

@@ -25,13 +25,17 @@ try {
 }
 if (process.env.SIM_EXEC_REQUIRE_INFO) {
   const expectServer = process.env.SIM_EXEC_EXPECT_SERVER;
-  const problem =
-    !info ? 'KUBERNETES_EXEC_INFO is not set'
-    : info.kind !== 'ExecCredential' ? `KUBERNETES_EXEC_INFO kind ${info.kind}`
-    : info.apiVersion !== 'client.authentication.k8s.io/v1' ? `KUBERNETES_EXEC_INFO apiVersion ${info.apiVersion}`
-    : info.spec?.interactive !== false ? 'KUBERNETES_EXEC_INFO spec.interactive is not false'
-    : expectServer && info.spec?.cluster?.server !== expectServer ? `KUBERNETES_EXEC_INFO spec.cluster.server ${info.spec?.cluster?.server}`
-    : undefined;
+  const problem = !info
+    ? 'KUBERNETES_EXEC_INFO is not set'
+    : info.kind !== 'ExecCredential'
+      ? `KUBERNETES_EXEC_INFO kind ${info.kind}`
+      : info.apiVersion !== 'client.authentication.k8s.io/v1'
+        ? `KUBERNETES_EXEC_INFO apiVersion ${info.apiVersion}`
+        : info.spec?.interactive !== false
+          ? 'KUBERNETES_EXEC_INFO spec.interactive is not false'
+          : expectServer && info.spec?.cluster?.server !== expectServer
+            ? `KUBERNETES_EXEC_INFO spec.cluster.server ${info.spec?.cluster?.server}`
+            : undefined;
   if (problem) {
     process.stderr.write(`exec-credential: ${problem}\n`);
     process.exit(1);

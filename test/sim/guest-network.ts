@@ -44,7 +44,10 @@ export class SimGuestNetwork implements GuestResolver {
   private snapshot?: Promise<Snapshot>;
   private turn = 0;
 
-  constructor(private readonly sim: SimCluster, private readonly cacheMs = 300) {}
+  constructor(
+    private readonly sim: SimCluster,
+    private readonly cacheMs = 300,
+  ) {}
 
   async resolve(ip: string, port: number): Promise<GuestOutcome | undefined> {
     const s = await this.current();
@@ -89,7 +92,8 @@ export class SimGuestNetwork implements GuestResolver {
       ]);
       const podByIp = new Map<string, { namespace: string; name: string }>();
       for (const p of pods.items) {
-        if (p.status?.phase === 'Running' && p.status?.podIP && !p.spec?.hostNetwork) podByIp.set(p.status.podIP, { namespace: p.metadata.namespace, name: p.metadata.name });
+        if (p.status?.phase === 'Running' && p.status?.podIP && !p.spec?.hostNetwork)
+          podByIp.set(p.status.podIP, { namespace: p.metadata.namespace, name: p.metadata.name });
       }
       const serviceByIp = new Map<string, any>();
       for (const s of services.items) if (s.spec?.clusterIP && s.spec.clusterIP !== 'None') serviceByIp.set(s.spec.clusterIP, s);

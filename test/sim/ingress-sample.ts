@@ -13,7 +13,13 @@
 import type { SimCluster } from './cluster.js';
 
 export const INGRESS_SAMPLE = {
-  controller: { namespace: 'ingress-nginx', service: 'ingress-nginx-controller', pod: 'ingress-nginx-controller-6f7c8d9b5-x2k4m', httpPort: 80, httpsPort: 443 },
+  controller: {
+    namespace: 'ingress-nginx',
+    service: 'ingress-nginx-controller',
+    pod: 'ingress-nginx-controller-6f7c8d9b5-x2k4m',
+    httpPort: 80,
+    httpsPort: 443,
+  },
   web: { namespace: 'shop', name: 'web', host: 'web.apps.sim.test', service: 'web', port: 8080 },
   secure: { namespace: 'shop', name: 'secure', host: 'secure.apps.sim.test', service: 'api', port: 80 },
   wild: { namespace: 'default', name: 'wild', host: '*.wild.sim.test', example: 'anything.wild.sim.test', service: 'hello', port: 80 },
@@ -26,22 +32,41 @@ export async function seedIngressCluster(sim: SimCluster): Promise<typeof INGRES
   const c = INGRESS_SAMPLE.controller;
   const labels = { 'app.kubernetes.io/name': 'ingress-nginx', 'app.kubernetes.io/component': 'controller' };
   await sim.createPod({
-    namespace: c.namespace, name: c.pod, labels,
-    ports: [{ name: 'http', containerPort: c.httpPort, backend: 'ingress-http' }, { name: 'https', containerPort: c.httpsPort, backend: 'ingress-https' }],
+    namespace: c.namespace,
+    name: c.pod,
+    labels,
+    ports: [
+      { name: 'http', containerPort: c.httpPort, backend: 'ingress-http' },
+      { name: 'https', containerPort: c.httpsPort, backend: 'ingress-https' },
+    ],
   });
   await sim.createService({
-    namespace: c.namespace, name: c.service, selector: labels,
-    ports: [{ name: 'http', port: c.httpPort, targetPort: 'http' }, { name: 'https', port: c.httpsPort, targetPort: 'https' }],
+    namespace: c.namespace,
+    name: c.service,
+    selector: labels,
+    ports: [
+      { name: 'http', port: c.httpPort, targetPort: 'http' },
+      { name: 'https', port: c.httpsPort, targetPort: 'https' },
+    ],
   });
   const { web, secure, wild } = INGRESS_SAMPLE;
-  await sim.createIngress({ namespace: web.namespace, name: web.name, className: 'nginx', rules: [{ host: web.host, paths: [{ service: web.service, port: web.port }] }] });
   await sim.createIngress({
-    namespace: secure.namespace, name: secure.name, className: 'nginx',
+    namespace: web.namespace,
+    name: web.name,
+    className: 'nginx',
+    rules: [{ host: web.host, paths: [{ service: web.service, port: web.port }] }],
+  });
+  await sim.createIngress({
+    namespace: secure.namespace,
+    name: secure.name,
+    className: 'nginx',
     tls: [{ hosts: [secure.host], secretName: 'secure-tls' }],
     rules: [{ host: secure.host, paths: [{ service: secure.service, port: secure.port }] }],
   });
   await sim.createIngress({
-    namespace: wild.namespace, name: wild.name, className: 'nginx',
+    namespace: wild.namespace,
+    name: wild.name,
+    className: 'nginx',
     tls: [{ hosts: [wild.host], secretName: 'wild-tls' }],
     rules: [{ host: wild.host, paths: [{ service: wild.service, port: wild.port }] }],
   });

@@ -14,7 +14,10 @@ import { seedIngressCluster, INGRESS_SAMPLE } from './ingress-sample.js';
 import { request, WatchStream } from './testkit.js';
 import { curl } from '../helpers/curl.js';
 
-const kubectl = (process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'kubectl')).find((p) => existsSync(p));
+const kubectl = (process.env.PATH ?? '')
+  .split(delimiter)
+  .map((d) => join(d, 'kubectl'))
+  .find((p) => existsSync(p));
 let sim: SimCluster;
 let dir: string;
 let caFile: string;
@@ -37,9 +40,12 @@ function runKubectl(args: string[]): Promise<{ code: number; stdout: string; std
   return new Promise((resolve, reject) => {
     const kc = join(dir, 'kubeconfig');
     writeFile(kc, sim.kubeconfigYaml(), { mode: 0o600 }).then(() => {
-      execFile(kubectl!, ['--kubeconfig', kc, '--cache-dir', join(dir, 'cache'), '--request-timeout', '20s', ...args],
+      execFile(
+        kubectl!,
+        ['--kubeconfig', kc, '--cache-dir', join(dir, 'cache'), '--request-timeout', '20s', ...args],
         { timeout: 30_000, env: { ...process.env, HOME: dir, KUBECONFIG: '' } },
-        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }));
+        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+      );
     }, reject);
   });
 }
@@ -49,10 +55,16 @@ test('Ingresses are listed and watched under networking.k8s.io/v1, and discovery
   assert.ok(groups.groups.some((g: any) => g.name === 'networking.k8s.io'));
   assert.ok(!groups.groups.some((g: any) => g.name === 'route.openshift.io'), 'no OpenShift group unless switched on');
   const resources = (await request(sim, '/apis/networking.k8s.io/v1')).json();
-  assert.deepEqual(resources.resources.map((r: any) => r.name), ['ingresses', 'ingresses/status']);
+  assert.deepEqual(
+    resources.resources.map((r: any) => r.name),
+    ['ingresses', 'ingresses/status'],
+  );
   const list = (await request(sim, '/apis/networking.k8s.io/v1/ingresses')).json();
   assert.equal(list.kind, 'IngressList');
-  assert.deepEqual(list.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`), ['default/wild', 'shop/secure', 'shop/web']);
+  assert.deepEqual(
+    list.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`),
+    ['default/wild', 'shop/secure', 'shop/web'],
+  );
   const secure = (await request(sim, '/apis/networking.k8s.io/v1/namespaces/shop/ingresses/secure')).json();
   assert.equal(secure.kind, 'Ingress');
   assert.deepEqual(secure.spec.tls, [{ hosts: ['secure.apps.sim.test'], secretName: 'secure-tls' }]);
@@ -81,7 +93,10 @@ test('OpenShift Routes: 404 on a plain API server, served (discovery, list) once
     assert.deepEqual(doc.resources.find((r: any) => r.name === 'routes').verbs.includes('watch'), true);
     const list = (await request(sim, '/apis/route.openshift.io/v1/routes')).json();
     assert.equal(list.kind, 'RouteList');
-    assert.deepEqual(list.items.map((r: any) => r.spec.host), ['console.apps.sim.test']);
+    assert.deepEqual(
+      list.items.map((r: any) => r.spec.host),
+      ['console.apps.sim.test'],
+    );
     assert.deepEqual(sim.ingressMatch('console.apps.sim.test', '/x'), { via: 'route shop/console', namespace: 'shop', service: 'web', port: 'http' });
   } finally {
     sim.setOpenShiftRoutes(false);
@@ -149,7 +164,10 @@ test('the controller answers HTTP by Host header with the bytes it saw', async (
 test('the controller terminates TLS with a simulated-CA certificate for the SNI name (exact and wildcard hosts)', async () => {
   const secure = await curlController('https://secure.apps.sim.test/login');
   assert.equal(secure.code, 0, secure.stderr);
-  assert.equal(secure.stdout, 'ingress secure.apps.sim.test /login -> shop/api:80 via ingress shop/secure; tls secure.apps.sim.test; body 0 e3b0c44298fc1c14\n');
+  assert.equal(
+    secure.stdout,
+    'ingress secure.apps.sim.test /login -> shop/api:80 via ingress shop/secure; tls secure.apps.sim.test; body 0 e3b0c44298fc1c14\n',
+  );
   const wild = await curlController('https://anything.wild.sim.test/');
   assert.equal(wild.code, 0, wild.stderr);
   assert.match(wild.stdout, / -> default\/hello:80 via ingress default\/wild; tls anything\.wild\.sim\.test;/);

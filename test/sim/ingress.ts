@@ -85,7 +85,8 @@ export class SimIngressController implements IngressBackend {
         for (const p of rule.http?.paths ?? []) {
           const len = pathMatch(p.path, p.pathType, path);
           const b = backendOf(p.backend);
-          if (len >= 0 && b) found.push({ match: { via: `ingress ${ns}/${ing.metadata.name}`, namespace: ns, ...b }, exactHost: hm.exact && !!rule.host, pathLength: len });
+          if (len >= 0 && b)
+            found.push({ match: { via: `ingress ${ns}/${ing.metadata.name}`, namespace: ns, ...b }, exactHost: hm.exact && !!rule.host, pathLength: len });
         }
       }
     }
@@ -98,7 +99,12 @@ export class SimIngressController implements IngressBackend {
         if (!exact && !sub) continue;
         const len = pathMatch(spec.path, 'Prefix', path);
         const ns = r.metadata.namespace;
-        if (len >= 0) found.push({ match: { via: `route ${ns}/${r.metadata.name}`, namespace: ns, service: spec.to.name, port: String(spec.port?.targetPort ?? '') }, exactHost: exact, pathLength: len });
+        if (len >= 0)
+          found.push({
+            match: { via: `route ${ns}/${r.metadata.name}`, namespace: ns, service: spec.to.name, port: String(spec.port?.targetPort ?? '') },
+            exactHost: exact,
+            pathLength: len,
+          });
       }
     }
     found.sort((a, b) => Number(b.exactHost) - Number(a.exactHost) || b.pathLength - a.pathLength);
@@ -163,10 +169,14 @@ export class SimIngressController implements IngressBackend {
         const host = req.headers.host ?? '';
         const path = req.url ?? '/';
         const m = this.match(host, new URL(path, 'http://x').pathname);
-        const sni = secure ? ((req.socket as TLSSocket).servername || 'none') : 'off';
+        const sni = secure ? (req.socket as TLSSocket).servername || 'none' : 'off';
         const target = m ? `${m.namespace}/${m.service}:${m.port} via ${m.via}` : 'no rule';
         const body = `ingress ${host} ${path} -> ${target}; tls ${sni}; body ${bytes} ${hash.digest('hex').slice(0, 16)}\n`;
-        res.writeHead(m ? 200 : 404, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Sim-Ingress-Controller': `${pod.namespace}/${pod.name}` });
+        res.writeHead(m ? 200 : 404, {
+          'Content-Type': 'text/plain; charset=utf-8',
+          'Content-Length': Buffer.byteLength(body),
+          'X-Sim-Ingress-Controller': `${pod.namespace}/${pod.name}`,
+        });
         res.end(body);
       });
     };
@@ -214,7 +224,8 @@ export function ingressObject(spec: SimIngressSpec, address: string): KObject {
     }));
   }
   return {
-    apiVersion: 'networking.k8s.io/v1', kind: 'Ingress',
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'Ingress',
     metadata: { name: spec.name, namespace: spec.namespace, generation: 1 },
     spec: s,
     status: { loadBalancer: { ingress: [{ ip: address }] } },
@@ -223,14 +234,21 @@ export function ingressObject(spec: SimIngressSpec, address: string): KObject {
 
 /** An OpenShift Route (route.openshift.io/v1), admitted by the default router. */
 export function routeObject(spec: SimRouteSpec): KObject {
-  const s: Record<string, unknown> = { host: spec.host, to: { kind: 'Service', name: spec.service, weight: 100 }, wildcardPolicy: spec.wildcardPolicy ?? 'None' };
+  const s: Record<string, unknown> = {
+    host: spec.host,
+    to: { kind: 'Service', name: spec.service, weight: 100 },
+    wildcardPolicy: spec.wildcardPolicy ?? 'None',
+  };
   if (spec.path) s.path = spec.path;
   if (spec.targetPort !== undefined) s.port = { targetPort: spec.targetPort };
   if (spec.tls) s.tls = { termination: spec.tls, insecureEdgeTerminationPolicy: 'Redirect' };
   return {
-    apiVersion: 'route.openshift.io/v1', kind: 'Route',
+    apiVersion: 'route.openshift.io/v1',
+    kind: 'Route',
     metadata: { name: spec.name, namespace: spec.namespace },
     spec: s,
-    status: { ingress: [{ host: spec.host, routerName: 'default', wildcardPolicy: spec.wildcardPolicy ?? 'None', conditions: [{ type: 'Admitted', status: 'True' }] }] },
+    status: {
+      ingress: [{ host: spec.host, routerName: 'default', wildcardPolicy: spec.wildcardPolicy ?? 'None', conditions: [{ type: 'Admitted', status: 'True' }] }],
+    },
   };
 }

@@ -88,16 +88,35 @@ export class SimKonnectivityServer {
     if (this.options.mode === 'grpc') {
       const server = new grpc.Server();
       server.addService(
-        { Proxy: { path: PROXY_METHOD, requestStream: true, responseStream: true, requestSerialize: encodePacket, requestDeserialize: decodePacket, responseSerialize: encodePacket, responseDeserialize: decodePacket, originalName: 'proxy' } },
+        {
+          Proxy: {
+            path: PROXY_METHOD,
+            requestStream: true,
+            responseStream: true,
+            requestSerialize: encodePacket,
+            requestDeserialize: decodePacket,
+            responseSerialize: encodePacket,
+            responseDeserialize: decodePacket,
+            originalName: 'proxy',
+          },
+        },
         { Proxy: (call: grpc.ServerDuplexStream<Packet, Packet>) => this.serveProxy(call) },
       );
-      const creds = uds || !tls ? grpc.ServerCredentials.createInsecure() : grpc.ServerCredentials.createSsl(Buffer.from(tls.caPem), [{ private_key: Buffer.from(tls.keyPem), cert_chain: Buffer.from(tls.certPem) }], true);
-      const bound = await new Promise<number>((resolve, reject) => server.bindAsync(uds ? `unix://${uds}` : `127.0.0.1:${this.port}`, creds, (err, port) => (err ? reject(err) : resolve(port))));
+      const creds =
+        uds || !tls
+          ? grpc.ServerCredentials.createInsecure()
+          : grpc.ServerCredentials.createSsl(Buffer.from(tls.caPem), [{ private_key: Buffer.from(tls.keyPem), cert_chain: Buffer.from(tls.certPem) }], true);
+      const bound = await new Promise<number>((resolve, reject) =>
+        server.bindAsync(uds ? `unix://${uds}` : `127.0.0.1:${this.port}`, creds, (err, port) => (err ? reject(err) : resolve(port))),
+      );
       if (!uds) this.port = bound;
       this.grpcServer = server;
       return;
     }
-    const server = uds || !tls ? http.createServer() : https.createServer({ key: tls.keyPem, cert: tls.certPem, ca: tls.caPem, requestCert: true, rejectUnauthorized: true });
+    const server =
+      uds || !tls
+        ? http.createServer()
+        : https.createServer({ key: tls.keyPem, cert: tls.certPem, ca: tls.caPem, requestCert: true, rejectUnauthorized: true });
     server.on('request', (_req, res) => {
       res.writeHead(405, { 'Content-Type': 'text/plain; charset=utf-8' }).end('this proxy only supports CONNECT passthrough\n');
     });
@@ -151,7 +170,9 @@ export class SimKonnectivityServer {
         });
         resolve(s);
       });
-      s.once('error', (err: NodeJS.ErrnoException) => resolve(fail(err.code === 'ECONNREFUSED' ? GO_ERRORS.refused(address) : `dial tcp ${address}: ${err.message}`)));
+      s.once('error', (err: NodeJS.ErrnoException) =>
+        resolve(fail(err.code === 'ECONNREFUSED' ? GO_ERRORS.refused(address) : `dial tcp ${address}: ${err.message}`)),
+      );
     });
   }
 

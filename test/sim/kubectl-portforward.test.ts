@@ -14,7 +14,10 @@ import { join, delimiter } from 'node:path';
 import { SimCluster } from './cluster.js';
 import { seedSampleCluster, SAMPLE } from './sample.js';
 
-const kubectl = (process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'kubectl')).find((p) => existsSync(p));
+const kubectl = (process.env.PATH ?? '')
+  .split(delimiter)
+  .map((d) => join(d, 'kubectl'))
+  .find((p) => existsSync(p));
 const SKIP = 'kubectl not on PATH: port-forward fidelity check skipped';
 let sim: SimCluster;
 let dir: string;
@@ -36,13 +39,35 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-interface Forward { proc: ChildProcess; port: number; log: () => string; stop(): Promise<void> }
+interface Forward {
+  proc: ChildProcess;
+  port: number;
+  log: () => string;
+  stop(): Promise<void>;
+}
 
 async function portForward(remote: number, env: Record<string, string> = {}): Promise<Forward> {
-  const proc = spawn(kubectl!, ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'cache'), '-v=6', '-n', 'data', 'port-forward', `pod/${echoPod}`, `:${remote}`, '--address', '127.0.0.1'], {
-    env: { ...process.env, HOME: dir, KUBECONFIG: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    kubectl!,
+    [
+      '--kubeconfig',
+      kubeconfig,
+      '--cache-dir',
+      join(dir, 'cache'),
+      '-v=6',
+      '-n',
+      'data',
+      'port-forward',
+      `pod/${echoPod}`,
+      `:${remote}`,
+      '--address',
+      '127.0.0.1',
+    ],
+    {
+      env: { ...process.env, HOME: dir, KUBECONFIG: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   proc.stdout!.on('data', (c: Buffer) => (out += c));
   proc.stderr!.on('data', (c: Buffer) => (out += c));
@@ -59,7 +84,9 @@ async function portForward(remote: number, env: Record<string, string> = {}): Pr
     proc.once('exit', (code) => reject(new Error(`kubectl exited with ${code}:\n${out}`)));
   });
   return {
-    proc, port, log: () => out,
+    proc,
+    port,
+    log: () => out,
     async stop() {
       if (proc.exitCode === null) {
         proc.kill('SIGTERM');

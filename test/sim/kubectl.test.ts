@@ -10,7 +10,10 @@ import { existsSync } from 'node:fs';
 import { SimCluster } from './cluster.js';
 import { seedSampleCluster, SAMPLE } from './sample.js';
 
-const kubectl = (process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'kubectl')).find((p) => existsSync(p));
+const kubectl = (process.env.PATH ?? '')
+  .split(delimiter)
+  .map((d) => join(d, 'kubectl'))
+  .find((p) => existsSync(p));
 let sim: SimCluster;
 let dir: string;
 
@@ -29,9 +32,12 @@ after(async () => {
 
 function run(kubeconfig: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(kubectl!, ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'cache'), '--request-timeout', '20s', ...args],
+    execFile(
+      kubectl!,
+      ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'cache'), '--request-timeout', '20s', ...args],
       { timeout: 30_000, env: { ...process.env, HOME: dir, KUBECONFIG: '' } },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }));
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
   });
 }
 
@@ -41,7 +47,17 @@ test('kubectl get svc,pods,endpointslices -A shows the seeded objects (token kub
   await sim.writeKubeconfig(kc);
   const r = await run(kc, ['get', 'svc,pods,endpointslices', '-A']);
   assert.equal(r.code, 0, r.stderr);
-  for (const name of ['service/web', 'service/api', 'service/db', 'service/external', 'service/echo', 'service/hello', ...SAMPLE.web.pods.map((p) => `pod/${p}`), 'pod/db-0', 'endpointslice.discovery.k8s.io/web-']) {
+  for (const name of [
+    'service/web',
+    'service/api',
+    'service/db',
+    'service/external',
+    'service/echo',
+    'service/hello',
+    ...SAMPLE.web.pods.map((p) => `pod/${p}`),
+    'pod/db-0',
+    'endpointslice.discovery.k8s.io/web-',
+  ]) {
     assert.ok(r.stdout.includes(name), `${name} in:\n${r.stdout}`);
   }
   assert.match(r.stdout, /shop\s+service\/db\s+ClusterIP\s+None/);
@@ -76,7 +92,10 @@ test('kubectl with client-certificate and exec kubeconfigs', async (t) => {
     await sim.writeKubeconfig(kc, { auth, namespace: 'shop' });
     const r = await run(kc, ['get', 'pods', '-l', 'app=web', '-o', 'name']);
     assert.equal(r.code, 0, `${auth}: ${r.stderr}`);
-    assert.deepEqual(r.stdout.trim().split('\n').sort(), SAMPLE.web.pods.map((p) => `pod/${p}`));
+    assert.deepEqual(
+      r.stdout.trim().split('\n').sort(),
+      SAMPLE.web.pods.map((p) => `pod/${p}`),
+    );
   }
   const scoped = join(dir, 'scoped.yaml');
   await sim.writeKubeconfig(scoped, { token: sim.issueToken({ namespaces: ['shop'] }) });

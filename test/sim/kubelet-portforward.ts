@@ -106,10 +106,14 @@ export function chooseSubprotocol(header: string | undefined): string | undefine
 }
 
 export function goDialError(err: NodeJS.ErrnoException, family: 'tcp4' | 'tcp6', addr: string): string {
-  const text = err.code === 'ECONNREFUSED' ? 'connect: connection refused'
-    : err.code === 'ETIMEDOUT' ? 'i/o timeout'
-      : err.code === 'EADDRNOTAVAIL' ? 'connect: cannot assign requested address'
-        : err.message;
+  const text =
+    err.code === 'ECONNREFUSED'
+      ? 'connect: connection refused'
+      : err.code === 'ETIMEDOUT'
+        ? 'i/o timeout'
+        : err.code === 'EADDRNOTAVAIL'
+          ? 'connect: cannot assign requested address'
+          : err.message;
   return `dial ${family} ${addr}: ${text}`;
 }
 
@@ -185,7 +189,9 @@ class Session {
     const s = net.connect({ host: target.host, port: target.port, allowHalfOpen: true });
     p.socket = s;
     s.setNoDelay(true);
-    s.on('connect', () => { p.connected = true; });
+    s.on('connect', () => {
+      p.connected = true;
+    });
     s.on('data', (chunk: Buffer) => this.fromBackend(p, chunk));
     s.on('end', () => this.backendDirectionDone(p));
     s.on('error', (err: NodeJS.ErrnoException) => {
@@ -306,7 +312,13 @@ class Session {
 }
 
 export class KubeletPortForward {
-  private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: MAX_MESSAGE, clientTracking: false, handleProtocols: (protocols) => chooseSubprotocol([...protocols].join(',')) ?? false });
+  private readonly wss = new WebSocketServer({
+    noServer: true,
+    perMessageDeflate: false,
+    maxPayload: MAX_MESSAGE,
+    clientTracking: false,
+    handleProtocols: (protocols) => chooseSubprotocol([...protocols].join(',')) ?? false,
+  });
   private readonly sessions = new Set<Session>();
 
   constructor(private readonly deps: KubeletDeps) {
@@ -335,7 +347,12 @@ export class KubeletPortForward {
     if (!pod) return writeRawStatus(socket, this.deps.notFound(podName));
     // Kubelet (go-restful WriteError: plain text bodies).
     if (!isWebSocketRequest(req)) {
-      return writeRawResponse(socket, 400, 'the simulated kubelet implements only the WebSocket (v4) port-forward protocol, not SPDY', 'text/plain; charset=utf-8');
+      return writeRawResponse(
+        socket,
+        400,
+        'the simulated kubelet implements only the WebSocket (v4) port-forward protocol, not SPDY',
+        'text/plain; charset=utf-8',
+      );
     }
     if (ports.length === 0) return writeRawResponse(socket, 400, 'query parameter "port" is required', 'text/plain; charset=utf-8');
     const portString = ports.join(',');

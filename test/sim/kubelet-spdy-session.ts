@@ -50,7 +50,14 @@ export class PodSession {
   private goAwayAtNextStream = false;
   private goingAway = false;
 
-  constructor(readonly wire: ServerWire, readonly pod: PodRuntimeView, private readonly deps: SpdyKubeletDeps, head: Buffer | undefined, onGone: () => void, onGoAway: () => void) {
+  constructor(
+    readonly wire: ServerWire,
+    readonly pod: PodRuntimeView,
+    private readonly deps: SpdyKubeletDeps,
+    head: Buffer | undefined,
+    onGone: () => void,
+    onGoAway: () => void,
+  ) {
     this.session = new SpdySession('server', wire, {
       onStream: (s) => this.onStream(s),
       onGoAway: () => {
@@ -137,7 +144,11 @@ export class PodSession {
   }
 
   private connName(): string {
-    return `0xc000${Math.floor(Math.random() * 0xffffff).toString(16).padStart(6, '0')} [] {0 0} 0xc000${Math.floor(Math.random() * 0xffffff).toString(16).padStart(6, '0')}`;
+    return `0xc000${Math.floor(Math.random() * 0xffffff)
+      .toString(16)
+      .padStart(6, '0')} [] {0 0} 0xc000${Math.floor(Math.random() * 0xffffff)
+      .toString(16)
+      .padStart(6, '0')}`;
   }
 
   private errorText(p: Pair, cause: string): string {

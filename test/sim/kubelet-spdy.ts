@@ -36,7 +36,11 @@ export interface SpdyKubeletDeps extends KubeletDeps {
 }
 
 const text = 'text/plain; charset=utf-8';
-const offered = (req: IncomingMessage): string[] => String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim()).filter(Boolean);
+const offered = (req: IncomingMessage): string[] =>
+  String(req.headers['sec-websocket-protocol'] ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
 
 /** wsstream.IsWebSocketRequestWithTunnelingProtocol */
 function isTunnelRequest(req: IncomingMessage): boolean {
@@ -94,15 +98,28 @@ export class KubeletSpdyPortForward {
       return true;
     }
     const pod = this.deps.lookupPod(namespace, podName);
-    if (!pod) return writeRawStatus(socket, this.deps.notFound(podName)), true;
-    if (!pod.running) return writeRawResponse(socket, 500, `pod not found (${JSON.stringify(`${pod.name}_${pod.namespace}`)})`, text), true;
+    if (!pod) return (writeRawStatus(socket, this.deps.notFound(podName)), true);
+    if (!pod.running) return (writeRawResponse(socket, 500, `pod not found (${JSON.stringify(`${pod.name}_${pod.namespace}`)})`, text), true);
     // The kubelet's httpstream.Handshake over X-Stream-Protocol-Version (the tunnel strips the prefix).
     const versions = tunnelled
-      ? offered(req).filter((p) => p.startsWith(TUNNEL_PREFIX)).map((p) => p.slice(TUNNEL_PREFIX.length))
-      : String(req.headers['x-stream-protocol-version'] ?? '').split(',').map((p) => p.trim()).filter(Boolean);
-    if (versions.length === 0) return writeRawResponse(socket, 500, 'unable to upgrade: X-Stream-Protocol-Version is required', text), true;
+      ? offered(req)
+          .filter((p) => p.startsWith(TUNNEL_PREFIX))
+          .map((p) => p.slice(TUNNEL_PREFIX.length))
+      : String(req.headers['x-stream-protocol-version'] ?? '')
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean);
+    if (versions.length === 0) return (writeRawResponse(socket, 500, 'unable to upgrade: X-Stream-Protocol-Version is required', text), true);
     if (!versions.includes(PORT_FORWARD_PROTOCOL)) {
-      return writeRawResponse(socket, 403, `unable to upgrade: unable to negotiate protocol: client supports [${versions.join(' ')}], server accepts [${PORT_FORWARD_PROTOCOL}]\n`, text), true;
+      return (
+        writeRawResponse(
+          socket,
+          403,
+          `unable to upgrade: unable to negotiate protocol: client supports [${versions.join(' ')}], server accepts [${PORT_FORWARD_PROTOCOL}]\n`,
+          text,
+        ),
+        true
+      );
     }
     if (tunnelled) {
       // gorilla's Upgrader picks the first offered protocol the server lists; here only one.
@@ -113,9 +130,11 @@ export class KubeletSpdyPortForward {
       return true;
     }
     if (!/upgrade/i.test(String(req.headers.connection ?? ''))) {
-      return writeRawResponse(socket, 400, 'unable to upgrade: missing upgrade headers in request', text), true;
+      return (writeRawResponse(socket, 400, 'unable to upgrade: missing upgrade headers in request', text), true);
     }
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${PORT_FORWARD_PROTOCOL}\r\nDate: ${new Date().toUTCString()}\r\n\r\n`);
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${PORT_FORWARD_PROTOCOL}\r\nDate: ${new Date().toUTCString()}\r\n\r\n`,
+    );
     this.start(new SocketWire(socket), pod, head);
     return true;
   }
@@ -123,7 +142,14 @@ export class KubeletSpdyPortForward {
   private start(wire: ServerWire, pod: PodRuntimeView, head?: Buffer): void {
     const capture = process.env.SIM_SPDY_CAPTURE;
     if (capture) wire.onBytes = (b) => appendFileSync(capture, `${b.toString('hex')}\n`);
-    const s: PodSession = new PodSession(wire, pod, this.deps, head, () => this.sessions.delete(s), () => this.goAways++);
+    const s: PodSession = new PodSession(
+      wire,
+      pod,
+      this.deps,
+      head,
+      () => this.sessions.delete(s),
+      () => this.goAways++,
+    );
     this.sessions.add(s);
   }
 

@@ -46,15 +46,21 @@ export interface PodInput {
 
 export function podObject(p: PodInput): KObject {
   const spec: Record<string, unknown> = {
-    containers: [{
-      name: CONTAINER_NAME,
-      image: IMAGE,
-      ports: p.ports.map((x) => (x.name ? { name: x.name, containerPort: x.containerPort, protocol: x.protocol ?? 'TCP' } : { containerPort: x.containerPort, protocol: x.protocol ?? 'TCP' })),
-      resources: {},
-      terminationMessagePath: '/dev/termination-log',
-      terminationMessagePolicy: 'File',
-      imagePullPolicy: 'IfNotPresent',
-    }],
+    containers: [
+      {
+        name: CONTAINER_NAME,
+        image: IMAGE,
+        ports: p.ports.map((x) =>
+          x.name
+            ? { name: x.name, containerPort: x.containerPort, protocol: x.protocol ?? 'TCP' }
+            : { containerPort: x.containerPort, protocol: x.protocol ?? 'TCP' },
+        ),
+        resources: {},
+        terminationMessagePath: '/dev/termination-log',
+        terminationMessagePolicy: 'File',
+        imagePullPolicy: 'IfNotPresent',
+      },
+    ],
     restartPolicy: 'Always',
     terminationGracePeriodSeconds: 30,
     dnsPolicy: 'ClusterFirst',
@@ -102,10 +108,18 @@ export function podStatus(phase: 'Running' | 'Pending', ready: boolean, ip: stri
       hostIP: NODE_IP,
       hostIPs: [{ ip: NODE_IP }],
       startTime: startedAt,
-      containerStatuses: [{
-        name: CONTAINER_NAME, state: { waiting: { reason: 'ContainerCreating' } }, lastState: {}, ready: false,
-        restartCount: 0, image: IMAGE, imageID: '', started: false,
-      }],
+      containerStatuses: [
+        {
+          name: CONTAINER_NAME,
+          state: { waiting: { reason: 'ContainerCreating' } },
+          lastState: {},
+          ready: false,
+          restartCount: 0,
+          image: IMAGE,
+          imageID: '',
+          started: false,
+        },
+      ],
       qosClass: 'BestEffort',
     };
   }
@@ -123,10 +137,19 @@ export function podStatus(phase: 'Running' | 'Pending', ready: boolean, ip: stri
     podIP: ip,
     podIPs: [{ ip }],
     startTime: startedAt,
-    containerStatuses: [{
-      name: CONTAINER_NAME, state: { running: { startedAt } }, lastState: {}, ready, restartCount: 0, image: IMAGE,
-      imageID: `${IMAGE.split(':')[0]}@sha256:${'5f'.repeat(32)}`, containerID: `containerd://${containerId}`, started: true,
-    }],
+    containerStatuses: [
+      {
+        name: CONTAINER_NAME,
+        state: { running: { startedAt } },
+        lastState: {},
+        ready,
+        restartCount: 0,
+        image: IMAGE,
+        imageID: `${IMAGE.split(':')[0]}@sha256:${'5f'.repeat(32)}`,
+        containerID: `containerd://${containerId}`,
+        started: true,
+      },
+    ],
     qosClass: 'BestEffort',
   };
 }

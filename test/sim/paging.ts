@@ -55,7 +55,8 @@ export function encodeContinue(t: ContinueToken): string {
 export function decodeContinue(token: string): ContinueToken {
   try {
     const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { v?: string; rv?: unknown; start?: unknown; id?: unknown };
-    if (t.v === 'meta.k8s.io/v1' && typeof t.rv === 'number' && typeof t.start === 'number' && typeof t.id === 'string') return { rv: t.rv, start: t.start, id: t.id };
+    if (t.v === 'meta.k8s.io/v1' && typeof t.rv === 'number' && typeof t.start === 'number' && typeof t.id === 'string')
+      return { rv: t.rv, start: t.start, id: t.id };
   } catch {
     /* below */
   }
@@ -63,7 +64,11 @@ export function decodeContinue(token: string): ContinueToken {
 }
 
 export function continueExpired(): ApiError {
-  return new ApiError(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.');
+  return new ApiError(
+    410,
+    'Expired',
+    'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.',
+  );
 }
 
 /** `limit`: absent or 0 = everything; a negative or non-numeric one is a 400 as upstream. */
@@ -85,15 +90,16 @@ export async function writeParts(res: ServerResponse, parts: Iterable<string>): 
     const ok = res.write(batch.join(''));
     batch = [];
     size = 0;
-    if (!ok) await new Promise<void>((resolve) => {
-      const done = () => {
-        res.off('drain', done);
-        res.off('close', done);
-        resolve();
-      };
-      res.on('drain', done);
-      res.on('close', done);
-    });
+    if (!ok)
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
     return !res.destroyed;
   };
   for (const p of parts) {

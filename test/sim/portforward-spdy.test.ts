@@ -60,7 +60,8 @@ test('many pairs on one session; requestid pairing, any order', async () => {
   await raw.until(() => sim.openSpdySessions === 0, 'session gone after GOAWAY');
 });
 
-const REFUSED_TEXT = /^error forwarding port 7001 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "\/var\/run\/netns\/cni-[0-9a-f-]+": failed to connect to localhost:7001 inside namespace "[0-9a-f]{64}", IPv4: dial tcp4 127\.0\.0\.1:7001: connect: connection refused IPv6 dial tcp6 \[::1\]:7001: connect: connection refused $/;
+const REFUSED_TEXT =
+  /^error forwarding port 7001 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "\/var\/run\/netns\/cni-[0-9a-f-]+": failed to connect to localhost:7001 inside namespace "[0-9a-f]{64}", IPv4: dial tcp4 127\.0\.0\.1:7001: connect: connection refused IPv6 dial tcp6 \[::1\]:7001: connect: connection refused $/;
 
 test('refused dial, containerd order: FIN on the data stream, the error text, RST on the error stream', async () => {
   const raw = await RawSpdy.tunnel(sim, 'data', echoPod);

@@ -27,7 +27,11 @@ async function waitFor(pred: () => boolean, what: string, timeoutMs = 3000): Pro
   }
 }
 
-const le16 = (n: number): Buffer => { const b = Buffer.alloc(2); b.writeUInt16LE(n); return b; };
+const le16 = (n: number): Buffer => {
+  const b = Buffer.alloc(2);
+  b.writeUInt16LE(n);
+  return b;
+};
 
 test('both channels start with the port as 2 bytes little-endian; echo round trip', async () => {
   const pf = await PfSocket.open(sim, 'data', echoPod, 'ports=7000');
@@ -50,7 +54,10 @@ test('1 MiB echo round trip keeps every byte (sha256)', async () => {
   await pf.until(() => pf.count(0) >= 2 + data.length, 10_000, '1 MiB echoed');
   const got = pf.channelBytes(0).subarray(2);
   assert.equal(createHash('sha256').update(got).digest('hex'), createHash('sha256').update(data).digest('hex'));
-  assert.ok(pf.messages.filter((m) => m.channel === 0).every((m) => m.data.length <= 32 * 1024), 'server frames are at most 32 KiB');
+  assert.ok(
+    pf.messages.filter((m) => m.channel === 0).every((m) => m.data.length <= 32 * 1024),
+    'server frames are at most 32 KiB',
+  );
   pf.ws.close();
   await pf.waitClosed();
 });
@@ -80,7 +87,10 @@ test('refused dial: port prefixes, then the upstream error text on the error cha
   assert.equal(pf.closeCode, 1000);
   assert.deepEqual(pf.channelBytes(0), le16(7001));
   const err = pf.channelBytes(1).subarray(2).toString();
-  assert.match(err, /^error forwarding port 7001 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "\/var\/run\/netns\/cni-[0-9a-f-]+": failed to connect to localhost:7001 inside namespace "[0-9a-f]{64}", IPv4: dial tcp4 127\.0\.0\.1:7001: connect: connection refused IPv6 dial tcp6 \[::1\]:7001: connect: connection refused $/);
+  assert.match(
+    err,
+    /^error forwarding port 7001 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "\/var\/run\/netns\/cni-[0-9a-f-]+": failed to connect to localhost:7001 inside namespace "[0-9a-f]{64}", IPv4: dial tcp4 127\.0\.0\.1:7001: connect: connection refused IPv6 dial tcp6 \[::1\]:7001: connect: connection refused $/,
+  );
 });
 
 test('refusePort makes a listening port refuse; undo restores it', async () => {
@@ -97,10 +107,25 @@ test('refusePort makes a listening port refuse; undo restores it', async () => {
 });
 
 test('several ports on one WebSocket: channels 2i / 2i+1; a failing port does not close the others', async () => {
-  await sim.createPod({ namespace: 'data', name: 'multi', ports: [{ containerPort: 9000, backend: 'echo' }, { containerPort: 9001, backend: 'none' }, { containerPort: 9002, backend: 'banner' }] });
+  await sim.createPod({
+    namespace: 'data',
+    name: 'multi',
+    ports: [
+      { containerPort: 9000, backend: 'echo' },
+      { containerPort: 9001, backend: 'none' },
+      { containerPort: 9002, backend: 'banner' },
+    ],
+  });
   const pf = await PfSocket.open(sim, 'data', 'multi', 'ports=9000&ports=9001,9002');
   await pf.until(() => pf.channelBytes(3).length > 2 && pf.channelBytes(4).length > 2, 5000, 'error on 9001 and banner on 9002');
-  for (const [ch, port] of [[0, 9000], [1, 9000], [2, 9001], [3, 9001], [4, 9002], [5, 9002]] as const) {
+  for (const [ch, port] of [
+    [0, 9000],
+    [1, 9000],
+    [2, 9001],
+    [3, 9001],
+    [4, 9002],
+    [5, 9002],
+  ] as const) {
     assert.deepEqual(pf.channelBytes(ch).subarray(0, 2), le16(port), `channel ${ch}`);
   }
   assert.match(pf.channelBytes(3).toString(), /error forwarding port 9001/);
@@ -161,7 +186,10 @@ test('a backend reset mid-stream: error text on the error channel after the grac
   assert.equal(sim.resetPodConnections('data', echoPod), 1);
   await pf.waitClosed();
   assert.equal(pf.closeCode, 1000);
-  assert.match(pf.channelBytes(1).subarray(2).toString(), /^error forwarding port 7000 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "[^"]+": read tcp4 127\.0\.0\.1:\d+->127\.0\.0\.1:7000: read: connection reset by peer$/);
+  assert.match(
+    pf.channelBytes(1).subarray(2).toString(),
+    /^error forwarding port 7000 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "[^"]+": read tcp4 127\.0\.0\.1:\d+->127\.0\.0\.1:7000: read: connection reset by peer$/,
+  );
 });
 
 test('deletePod tears down open port-forwards to it', async () => {

@@ -46,7 +46,14 @@ function containers(app: string, count: number): Array<Record<string, unknown>> 
       name: main ? app : c === 1 ? 'istio-proxy' : 'log-shipper',
       image: main ? `registry.example.com/teams/${app}:1.${c}.7` : c === 1 ? 'docker.io/istio/proxyv2:1.24.1' : 'fluent/fluent-bit:3.1.9',
       args: main ? ['--port=8080', '--metrics-port=9090', '--log-format=json'] : ['proxy', 'sidecar', '--domain', '$(POD_NAMESPACE).svc.cluster.local'],
-      ports: main ? [{ name: 'http', containerPort: 8080, protocol: 'TCP' }, { name: 'metrics', containerPort: 9090, protocol: 'TCP' }] : c === 1 ? [{ name: 'http-envoy-prom', containerPort: 15090, protocol: 'TCP' }] : [],
+      ports: main
+        ? [
+            { name: 'http', containerPort: 8080, protocol: 'TCP' },
+            { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+          ]
+        : c === 1
+          ? [{ name: 'http-envoy-prom', containerPort: 15090, protocol: 'TCP' }]
+          : [],
       env: [
         { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
         { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
@@ -54,9 +61,25 @@ function containers(app: string, count: number): Array<Record<string, unknown>> 
         { name: 'LOG_LEVEL', value: 'info' },
       ],
       resources: { limits: { cpu: '1', memory: '512Mi' }, requests: { cpu: '100m', memory: '128Mi' } },
-      livenessProbe: { httpGet: { path: '/healthz', port: main ? 8080 : 15021, scheme: 'HTTP' }, initialDelaySeconds: 10, timeoutSeconds: 1, periodSeconds: 10, successThreshold: 1, failureThreshold: 3 },
-      readinessProbe: { httpGet: { path: '/ready', port: main ? 8080 : 15021, scheme: 'HTTP' }, timeoutSeconds: 1, periodSeconds: 5, successThreshold: 1, failureThreshold: 3 },
-      volumeMounts: [{ name: 'kube-api-access', readOnly: true, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' }, { name: 'config', mountPath: '/etc/app' }],
+      livenessProbe: {
+        httpGet: { path: '/healthz', port: main ? 8080 : 15021, scheme: 'HTTP' },
+        initialDelaySeconds: 10,
+        timeoutSeconds: 1,
+        periodSeconds: 10,
+        successThreshold: 1,
+        failureThreshold: 3,
+      },
+      readinessProbe: {
+        httpGet: { path: '/ready', port: main ? 8080 : 15021, scheme: 'HTTP' },
+        timeoutSeconds: 1,
+        periodSeconds: 5,
+        successThreshold: 1,
+        failureThreshold: 3,
+      },
+      volumeMounts: [
+        { name: 'kube-api-access', readOnly: true, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' },
+        { name: 'config', mountPath: '/etc/app' },
+      ],
       terminationMessagePath: '/dev/termination-log',
       terminationMessagePolicy: 'File',
       imagePullPolicy: 'IfNotPresent',
@@ -71,7 +94,17 @@ function podTemplate(app: string, namespace: string, node: string, containerCoun
   const names = containers(app, containerCount).map((c) => c.name as string);
   const spec = {
     volumes: [
-      { name: 'kube-api-access', projected: { sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }, { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } }], defaultMode: 420 } },
+      {
+        name: 'kube-api-access',
+        projected: {
+          sources: [
+            { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+            { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+            { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+          ],
+          defaultMode: 420,
+        },
+      },
       { name: 'config', configMap: { name: `${app}-config`, defaultMode: 420 } },
     ],
     containers: containers(app, containerCount),
@@ -92,18 +125,86 @@ function podTemplate(app: string, namespace: string, node: string, containerCoun
     preemptionPolicy: 'PreemptLowerPriority',
   };
   const managedFields = [
-    { manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', time: AT, fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:generateName': {}, 'f:labels': fieldsV1(['.', 'f:app', 'f:pod-template-hash', 'f:app.kubernetes.io/name', 'f:app.kubernetes.io/version']), 'f:ownerReferences': { '.': {}, 'k:{"uid":"0"}': {} } }, 'f:spec': Object.fromEntries(names.map((n) => [`k:{"name":"${n}"}`, fieldsV1(['.', 'f:args', 'f:env', 'f:image', 'f:imagePullPolicy', 'f:livenessProbe', 'f:name', 'f:ports', 'f:readinessProbe', 'f:resources', 'f:securityContext', 'f:terminationMessagePath', 'f:volumeMounts'])])) } },
-    { manager: 'kubelet', operation: 'Update', apiVersion: 'v1', time: AT, fieldsType: 'FieldsV1', subresource: 'status', fieldsV1: { 'f:status': fieldsV1(['f:conditions', 'f:containerStatuses', 'f:hostIP', 'f:hostIPs', 'f:phase', 'f:podIP', 'f:podIPs', 'f:startTime']) } },
+    {
+      manager: 'kube-controller-manager',
+      operation: 'Update',
+      apiVersion: 'v1',
+      time: AT,
+      fieldsType: 'FieldsV1',
+      fieldsV1: {
+        'f:metadata': {
+          'f:generateName': {},
+          'f:labels': fieldsV1(['.', 'f:app', 'f:pod-template-hash', 'f:app.kubernetes.io/name', 'f:app.kubernetes.io/version']),
+          'f:ownerReferences': { '.': {}, 'k:{"uid":"0"}': {} },
+        },
+        'f:spec': Object.fromEntries(
+          names.map((n) => [
+            `k:{"name":"${n}"}`,
+            fieldsV1([
+              '.',
+              'f:args',
+              'f:env',
+              'f:image',
+              'f:imagePullPolicy',
+              'f:livenessProbe',
+              'f:name',
+              'f:ports',
+              'f:readinessProbe',
+              'f:resources',
+              'f:securityContext',
+              'f:terminationMessagePath',
+              'f:volumeMounts',
+            ]),
+          ]),
+        ),
+      },
+    },
+    {
+      manager: 'kubelet',
+      operation: 'Update',
+      apiVersion: 'v1',
+      time: AT,
+      fieldsType: 'FieldsV1',
+      subresource: 'status',
+      fieldsV1: { 'f:status': fieldsV1(['f:conditions', 'f:containerStatuses', 'f:hostIP', 'f:hostIPs', 'f:phase', 'f:podIP', 'f:podIPs', 'f:startTime']) },
+    },
   ];
-  const conditions = ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: AT }));
+  const conditions = ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({
+    type,
+    status: 'True',
+    lastProbeTime: null,
+    lastTransitionTime: AT,
+  }));
   const containerStatuses = names.map((name, c) => ({
-    name, state: { running: { startedAt: AT } }, lastState: {}, ready: true, restartCount: c, image: `registry.example.com/${name}:1.${c}.7`,
-    imageID: `registry.example.com/${name}@sha256:${'9c'.repeat(32)}`, containerID: `containerd://${hex(c * 7919 + name.length, 8).repeat(8)}`, started: true,
+    name,
+    state: { running: { startedAt: AT } },
+    lastState: {},
+    ready: true,
+    restartCount: c,
+    image: `registry.example.com/${name}:1.${c}.7`,
+    imageID: `registry.example.com/${name}@sha256:${'9c'.repeat(32)}`,
+    containerID: `containerd://${hex(c * 7919 + name.length, 8).repeat(8)}`,
+    started: true,
     volumeMounts: [{ name: 'kube-api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true, recursiveReadOnly: 'Disabled' }],
   }));
-  const labels = { app, 'pod-template-hash': hex(app.length * 2654435761, 10), 'app.kubernetes.io/name': app, 'app.kubernetes.io/version': '1.0.7', 'security.istio.io/tlsMode': 'istio', 'service.istio.io/canonical-name': app };
-  const annotations = { 'kubectl.kubernetes.io/restartedAt': AT, 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9090', 'sidecar.istio.io/status': `{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["istio-envoy","istio-data","istio-podinfo","istio-token","istiod-ca-cert"],"imagePullSecrets":null,"revision":"default"}`, 'checksum/config': 'b1946ac92492d2347c6235b4d2611184'.repeat(2) };
-  const ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${app}-${labels['pod-template-hash']}`, uid: randomUUID(), controller: true, blockOwnerDeletion: true }];
+  const labels = {
+    app,
+    'pod-template-hash': hex(app.length * 2654435761, 10),
+    'app.kubernetes.io/name': app,
+    'app.kubernetes.io/version': '1.0.7',
+    'security.istio.io/tlsMode': 'istio',
+    'service.istio.io/canonical-name': app,
+  };
+  const annotations = {
+    'kubectl.kubernetes.io/restartedAt': AT,
+    'prometheus.io/scrape': 'true',
+    'prometheus.io/port': '9090',
+    'sidecar.istio.io/status': `{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["istio-envoy","istio-data","istio-podinfo","istio-token","istiod-ca-cert"],"imagePullSecrets":null,"revision":"default"}`,
+    'checksum/config': 'b1946ac92492d2347c6235b4d2611184'.repeat(2),
+  };
+  const ownerReferences = [
+    { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${app}-${labels['pod-template-hash']}`, uid: randomUUID(), controller: true, blockOwnerDeletion: true },
+  ];
   return { spec, managedFields, conditions, containerStatuses, labels, annotations, ownerReferences, namespace };
 }
 
@@ -111,10 +212,32 @@ function podTemplate(app: string, namespace: string, node: string, containerCoun
 export function realisticPod(s: number, ip: string): KObject {
   const t = podTemplate(`svc-${s}`, `team-${s}`, `node-${s}`, 3);
   return structuredClone({
-    apiVersion: 'v1', kind: 'Pod',
-    metadata: { name: `svc-${s}-${t.labels['pod-template-hash']}-x7k2p`, generateName: `svc-${s}-${t.labels['pod-template-hash']}-`, namespace: t.namespace, uid: randomUUID(), resourceVersion: '4711', creationTimestamp: AT, labels: t.labels, annotations: t.annotations, ownerReferences: t.ownerReferences, managedFields: t.managedFields },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: `svc-${s}-${t.labels['pod-template-hash']}-x7k2p`,
+      generateName: `svc-${s}-${t.labels['pod-template-hash']}-`,
+      namespace: t.namespace,
+      uid: randomUUID(),
+      resourceVersion: '4711',
+      creationTimestamp: AT,
+      labels: t.labels,
+      annotations: t.annotations,
+      ownerReferences: t.ownerReferences,
+      managedFields: t.managedFields,
+    },
     spec: t.spec,
-    status: { phase: 'Running', conditions: t.conditions, hostIP: '10.0.0.7', hostIPs: [{ ip: '10.0.0.7' }], podIP: ip, podIPs: [{ ip }], startTime: AT, containerStatuses: t.containerStatuses, qosClass: 'Burstable' },
+    status: {
+      phase: 'Running',
+      conditions: t.conditions,
+      hostIP: '10.0.0.7',
+      hostIPs: [{ ip: '10.0.0.7' }],
+      podIP: ip,
+      podIPs: [{ ip }],
+      startTime: AT,
+      containerStatuses: t.containerStatuses,
+      qosClass: 'Burstable',
+    },
   });
 }
 
@@ -138,15 +261,40 @@ export function loadBigCluster(sim: SimCluster, o: BigClusterOptions): BigCluste
     services.push({ namespace, name, clusterIP, podIPs: [] });
     templates.push(podTemplate(name, namespace, `node-${s % nodes}`, 2 + (s % 2)));
     svcObjects.push({
-      apiVersion: 'v1', kind: 'Service',
+      apiVersion: 'v1',
+      kind: 'Service',
       metadata: {
-        name, namespace, labels: { app: name, 'app.kubernetes.io/name': name }, annotations: { 'meta.helm.sh/release-name': name, 'meta.helm.sh/release-namespace': namespace },
-        managedFields: [{ manager: 'helm', operation: 'Update', apiVersion: 'v1', time: AT, fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:annotations': {}, 'f:labels': {} }, 'f:spec': fieldsV1(['f:internalTrafficPolicy', 'f:ports', 'f:selector', 'f:sessionAffinity', 'f:type']) } }],
+        name,
+        namespace,
+        labels: { app: name, 'app.kubernetes.io/name': name },
+        annotations: { 'meta.helm.sh/release-name': name, 'meta.helm.sh/release-namespace': namespace },
+        managedFields: [
+          {
+            manager: 'helm',
+            operation: 'Update',
+            apiVersion: 'v1',
+            time: AT,
+            fieldsType: 'FieldsV1',
+            fieldsV1: {
+              'f:metadata': { 'f:annotations': {}, 'f:labels': {} },
+              'f:spec': fieldsV1(['f:internalTrafficPolicy', 'f:ports', 'f:selector', 'f:sessionAffinity', 'f:type']),
+            },
+          },
+        ],
       },
       spec: {
-        ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 'http' }, { name: 'metrics', protocol: 'TCP', port: 9090, targetPort: 'metrics' }],
-        selector: { app: name }, clusterIP, clusterIPs: [clusterIP], type: 'ClusterIP', sessionAffinity: 'None',
-        ipFamilies: ['IPv4'], ipFamilyPolicy: 'SingleStack', internalTrafficPolicy: 'Cluster',
+        ports: [
+          { name: 'http', protocol: 'TCP', port: 80, targetPort: 'http' },
+          { name: 'metrics', protocol: 'TCP', port: 9090, targetPort: 'metrics' },
+        ],
+        selector: { app: name },
+        clusterIP,
+        clusterIPs: [clusterIP],
+        type: 'ClusterIP',
+        sessionAffinity: 'None',
+        ipFamilies: ['IPv4'],
+        ipFamilyPolicy: 'SingleStack',
+        internalTrafficPolicy: 'Cluster',
       },
       status: { loadBalancer: {} },
     });
@@ -165,27 +313,61 @@ export function loadBigCluster(sim: SimCluster, o: BigClusterOptions): BigCluste
     podIPs.push(ip);
     svc.podIPs.push(ip);
     pods.push({
-      apiVersion: 'v1', kind: 'Pod',
-      metadata: { name, generateName: `${svc.name}-${t.labels['pod-template-hash']}-`, namespace: t.namespace, uid, labels: t.labels, annotations: t.annotations, ownerReferences: t.ownerReferences, managedFields: t.managedFields },
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name,
+        generateName: `${svc.name}-${t.labels['pod-template-hash']}-`,
+        namespace: t.namespace,
+        uid,
+        labels: t.labels,
+        annotations: t.annotations,
+        ownerReferences: t.ownerReferences,
+        managedFields: t.managedFields,
+      },
       spec: t.spec,
-      status: { phase: 'Running', conditions: t.conditions, hostIP: `10.0.${(s % nodes) >> 8}.${(s % nodes) & 255}`, hostIPs: [{ ip: `10.0.${(s % nodes) >> 8}.${(s % nodes) & 255}` }], podIP: ip, podIPs: [{ ip }], startTime: AT, containerStatuses: t.containerStatuses, qosClass: 'Burstable' },
+      status: {
+        phase: 'Running',
+        conditions: t.conditions,
+        hostIP: `10.0.${(s % nodes) >> 8}.${(s % nodes) & 255}`,
+        hostIPs: [{ ip: `10.0.${(s % nodes) >> 8}.${(s % nodes) & 255}` }],
+        podIP: ip,
+        podIPs: [{ ip }],
+        startTime: AT,
+        containerStatuses: t.containerStatuses,
+        qosClass: 'Burstable',
+      },
     });
-    endpointsOf[s]!.push({ addresses: [ip], conditions: { ready: true, serving: true, terminating: false }, nodeName: t.spec.nodeName, targetRef: { kind: 'Pod', namespace: t.namespace, name, uid }, zone: `zone-${s % 3}` });
+    endpointsOf[s]!.push({
+      addresses: [ip],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: t.spec.nodeName,
+      targetRef: { kind: 'Pod', namespace: t.namespace, name, uid },
+      zone: `zone-${s % 3}`,
+    });
   }
   sim.bulkLoad('pods', pods);
   const slices: KObject[] = services.map((svc, s) => {
     const eps = endpointsOf[s]!;
     return {
-      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
       metadata: {
-        name: `${svc.name}-${hex(s * 69621, 5)}`, generateName: `${svc.name}-`, namespace: svc.namespace,
+        name: `${svc.name}-${hex(s * 69621, 5)}`,
+        generateName: `${svc.name}-`,
+        namespace: svc.namespace,
         labels: { app: svc.name, [SERVICE_NAME_LABEL]: svc.name, [MANAGED_BY_LABEL]: SLICE_CONTROLLER },
         annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': AT },
         ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: svc.name, uid: randomUUID(), controller: true, blockOwnerDeletion: true }],
       },
       addressType: 'IPv4',
       endpoints: eps.length ? eps : null,
-      ports: eps.length ? [{ name: 'http', port: 8080, protocol: 'TCP' }, { name: 'metrics', port: 9090, protocol: 'TCP' }] : null,
+      ports: eps.length
+        ? [
+            { name: 'http', port: 8080, protocol: 'TCP' },
+            { name: 'metrics', port: 9090, protocol: 'TCP' },
+          ]
+        : null,
     };
   });
   sim.bulkLoad('endpointslices', slices);

@@ -51,8 +51,14 @@ test('get returns the object with kind; a missing one is a NotFound Status', asy
   const missing = await request(sim, '/api/v1/namespaces/shop/services/nope');
   assert.equal(missing.status, 404);
   assert.deepEqual(missing.json(), {
-    kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'services "nope" not found',
-    reason: 'NotFound', details: { name: 'nope', kind: 'services' }, code: 404,
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: 'services "nope" not found',
+    reason: 'NotFound',
+    details: { name: 'nope', kind: 'services' },
+    code: 404,
   });
   const slice = await request(sim, '/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices/nope');
   assert.equal(slice.json().message, 'endpointslices.discovery.k8s.io "nope" not found');
@@ -72,13 +78,19 @@ test('pods look like kubelet-reported pods', async () => {
 
 test('label and field selectors filter lists; unknown field labels are rejected', async () => {
   const web = (await request(sim, '/api/v1/namespaces/shop/pods?labelSelector=' + encodeURIComponent('app=web,pod-template-hash=7c9d6b5f8'))).json();
-  assert.deepEqual(web.items.map((p: any) => p.metadata.name), [...SAMPLE.web.pods]);
+  assert.deepEqual(
+    web.items.map((p: any) => p.metadata.name),
+    [...SAMPLE.web.pods],
+  );
   const notWeb = (await request(sim, '/api/v1/namespaces/shop/pods?labelSelector=' + encodeURIComponent('app!=web'))).json();
   assert.equal(notWeb.items.length, 4);
   const set = (await request(sim, '/api/v1/pods?labelSelector=' + encodeURIComponent('app in (db,echo)'))).json();
   assert.equal(set.items.length, 3);
   const one = (await request(sim, '/api/v1/pods?fieldSelector=' + encodeURIComponent('metadata.name=db-1,metadata.namespace=shop'))).json();
-  assert.deepEqual(one.items.map((p: any) => p.metadata.name), ['db-1']);
+  assert.deepEqual(
+    one.items.map((p: any) => p.metadata.name),
+    ['db-1'],
+  );
   const bad = await request(sim, '/api/v1/services?fieldSelector=spec.foo%3Dbar');
   assert.equal(bad.status, 400);
   assert.equal(bad.json().message, 'field label not supported: spec.foo');
@@ -130,7 +142,9 @@ test('pods disagreeing on a named port get separate slices; no pods → endpoint
 test('manual EndpointSlice for a selector-less service has no targetRef', async () => {
   await sim.createService({ namespace: 'default', name: 'legacy-db', ports: [{ name: 'pg', port: 5432 }] });
   await sim.createEndpointSlice('default', 'legacy-db', ['127.0.0.1'], 15432);
-  const items = (await request(sim, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dlegacy-db')).json().items;
+  const items = (
+    await request(sim, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dlegacy-db')
+  ).json().items;
   assert.equal(items.length, 1);
   assert.equal(items[0].endpoints[0].targetRef, undefined);
   assert.deepEqual(items[0].ports, [{ name: 'pg', port: 15432, protocol: 'TCP' }]);
@@ -207,7 +221,15 @@ test('401 for a missing or unknown token', async () => {
   for (const token of [null, 'bogus']) {
     const r = await request(sim, '/api/v1/pods', { token });
     assert.equal(r.status, 401);
-    assert.deepEqual(r.json(), { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 });
+    assert.deepEqual(r.json(), {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'Unauthorized',
+      reason: 'Unauthorized',
+      code: 401,
+    });
   }
 });
 
@@ -219,7 +241,10 @@ test('namespace-scoped token: its namespace works, cluster-wide and other namesp
   assert.equal(all.status, 403);
   const s = all.json();
   assert.equal(s.reason, 'Forbidden');
-  assert.match(s.message, /^services is forbidden: User "system:serviceaccount:shop:[^"]+" cannot list resource "services" in API group "" at the cluster scope$/);
+  assert.match(
+    s.message,
+    /^services is forbidden: User "system:serviceaccount:shop:[^"]+" cannot list resource "services" in API group "" at the cluster scope$/,
+  );
   const watch = await request(sim, '/apis/discovery.k8s.io/v1/endpointslices?watch=true', { token });
   assert.equal(watch.status, 403);
   assert.match(watch.json().message, /cannot watch resource "endpointslices" in API group "discovery.k8s.io" at the cluster scope/);
@@ -243,7 +268,10 @@ test('server-side Table for kubectl-style Accept headers', async () => {
   assert.equal(r.headers['content-type'], 'application/json;as=Table;v=v1;g=meta.k8s.io');
   const t = r.json();
   assert.equal(t.kind, 'Table');
-  assert.deepEqual(t.columnDefinitions.map((c: any) => c.name), ['Name', 'Type', 'Cluster-IP', 'External-IP', 'Port(s)', 'Age', 'Selector']);
+  assert.deepEqual(
+    t.columnDefinitions.map((c: any) => c.name),
+    ['Name', 'Type', 'Cluster-IP', 'External-IP', 'Port(s)', 'Age', 'Selector'],
+  );
   const web = t.rows.find((row: any) => row.cells[0] === 'web');
   assert.equal(web.cells[4], '8080/TCP');
   assert.equal(web.object.kind, 'PartialObjectMetadata');

@@ -7,7 +7,15 @@ import type { ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { RESOURCES, itemJson, objectJson, type KObject, type ResourceInfo, type Store, type StoreEvent } from './store.js';
 import { continueExpired, decodeContinue, encodeContinue, parseLimit, writeParts, type ListSnapshots } from './paging.js';
-import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector, SelectorError, type FieldRequirement, type LabelRequirement } from './selectors.js';
+import {
+  matchesFields,
+  matchesLabels,
+  parseFieldSelector,
+  parseLabelSelector,
+  SelectorError,
+  type FieldRequirement,
+  type LabelRequirement,
+} from './selectors.js';
 import { ApiError, badRequest, expired, notAcceptable, notFound } from './status.js';
 import { toTable, type IncludeObject } from './tables.js';
 
@@ -19,7 +27,12 @@ export function negotiate(accept: string | undefined): Negotiated {
   for (const raw of accept.split(',')) {
     const [mediaRaw, ...paramsRaw] = raw.split(';').map((s) => s.trim());
     const media = (mediaRaw ?? '').toLowerCase();
-    const params = new Map(paramsRaw.map((p) => { const i = p.indexOf('='); return [p.slice(0, i).trim().toLowerCase(), p.slice(i + 1).trim()] as [string, string]; }));
+    const params = new Map(
+      paramsRaw.map((p) => {
+        const i = p.indexOf('=');
+        return [p.slice(0, i).trim().toLowerCase(), p.slice(i + 1).trim()] as [string, string];
+      }),
+    );
     const q = params.has('q') ? Number(params.get('q')) : 1;
     if (q === 0) continue;
     if (media !== 'application/json' && media !== '*/*' && media !== 'application/*') continue;
@@ -81,7 +94,15 @@ function matches(info: ResourceInfo, f: Filter, o: KObject): boolean {
   return matchesLabels(f.labels, o.metadata.labels) && matchesFields(info.resource, f.fields, o);
 }
 
-export function handleGet(store: Store, info: ResourceInfo, namespace: string | undefined, name: string, q: URLSearchParams, accept: string | undefined, res: ServerResponse): void {
+export function handleGet(
+  store: Store,
+  info: ResourceInfo,
+  namespace: string | undefined,
+  name: string,
+  q: URLSearchParams,
+  accept: string | undefined,
+  res: ServerResponse,
+): void {
   const neg = negotiate(accept);
   const obj = store.get(info.resource, namespace, name);
   if (!obj) throw notFound(info, name);
@@ -102,7 +123,15 @@ export interface ListContext {
  * LIST, paged when `limit` is given (see paging.ts). JSON bodies are written in batches as the
  * socket drains: a 50,000-pod list is ~500 MB, more than one JavaScript string may hold.
  */
-export function handleList(store: Store, info: ResourceInfo, namespace: string | undefined, q: URLSearchParams, accept: string | undefined, res: ServerResponse, ctx: ListContext): void {
+export function handleList(
+  store: Store,
+  info: ResourceInfo,
+  namespace: string | undefined,
+  q: URLSearchParams,
+  accept: string | undefined,
+  res: ServerResponse,
+  ctx: ListContext,
+): void {
   const neg = negotiate(accept);
   const filter = parseFilter(info, namespace, q);
   const limit = parseLimit(q.get('limit'));
@@ -160,7 +189,9 @@ export function isTrue(v: string | null): boolean {
 /** 422 Invalid for ListOptions, worded as staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go. */
 function invalidListOptions(field: string, detail: string): ApiError {
   return new ApiError(422, 'Invalid', `ListOptions.meta.k8s.io "" is invalid: ${field}: Forbidden: ${detail}`, {
-    group: 'meta.k8s.io', kind: 'ListOptions', causes: [{ reason: 'FieldValueForbidden', message: `Forbidden: ${detail}`, field }],
+    group: 'meta.k8s.io',
+    kind: 'ListOptions',
+    causes: [{ reason: 'FieldValueForbidden', message: `Forbidden: ${detail}`, field }],
   });
 }
 
@@ -178,8 +209,9 @@ function initialEventsMode(q: URLSearchParams, watchList: boolean): boolean | un
   }
   if (!watchList) throw invalidListOptions('sendInitialEvents', 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled');
   const on = isTrue(send);
-  if (on && !isTrue(q.get('allowWatchBookmarks'))) throw invalidListOptions('allowWatchBookmarks', 'allowWatchBookmarks must be set to true when sendInitialEvents is true');
-  if (match !== 'NotOlderThan') throw invalidListOptions('resourceVersionMatch', "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+  if (on && !isTrue(q.get('allowWatchBookmarks')))
+    throw invalidListOptions('allowWatchBookmarks', 'allowWatchBookmarks must be set to true when sendInitialEvents is true');
+  if (match !== 'NotOlderThan') throw invalidListOptions('resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan');
   return on;
 }
 
@@ -192,8 +224,16 @@ function initialEventsMode(q: URLSearchParams, watchList: boolean): boolean | un
  * Expired), then the response ends, which is what client-go reflectors and client-node informers expect.
  */
 export function handleWatch(
-  store: Store, info: ResourceInfo, namespace: string | undefined, name: string | undefined,
-  q: URLSearchParams, accept: string | undefined, res: ServerResponse, registry: Set<ActiveWatch>, watchList = true, bookmarkIntervalMs = 0,
+  store: Store,
+  info: ResourceInfo,
+  namespace: string | undefined,
+  name: string | undefined,
+  q: URLSearchParams,
+  accept: string | undefined,
+  res: ServerResponse,
+  registry: Set<ActiveWatch>,
+  watchList = true,
+  bookmarkIntervalMs = 0,
 ): void {
   const neg = negotiate(accept);
   const filter = parseFilter(info, namespace, q);
@@ -233,12 +273,17 @@ export function handleWatch(
   let timer: NodeJS.Timeout | undefined;
   // Periodic bookmarks at the store's revision, once the watch is live (not inside a watch-list's initial events).
   let live = false;
-  const bookmarks = bookmarkIntervalMs > 0 && isTrue(q.get('allowWatchBookmarks')) && neg.type !== 'table'
-    ? setInterval(() => { if (live) write('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(store.revision) } }); }, bookmarkIntervalMs)
-    : undefined;
+  const bookmarks =
+    bookmarkIntervalMs > 0 && isTrue(q.get('allowWatchBookmarks')) && neg.type !== 'table'
+      ? setInterval(() => {
+          if (live) write('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(store.revision) } });
+        }, bookmarkIntervalMs)
+      : undefined;
   bookmarks?.unref();
   const active: ActiveWatch = {
-    end: () => { if (!res.writableEnded) res.end(); },
+    end: () => {
+      if (!res.writableEnded) res.end();
+    },
     freeze: () => {
       unsubscribe();
       if (timer) clearTimeout(timer);
@@ -287,7 +332,11 @@ export function handleWatch(
     const parts = function* (): Generator<string> {
       for (const o of snapshot) yield line('ADDED', o);
       if (initialEvents) {
-        yield line('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(snapshotRv), annotations: { 'k8s.io/initial-events-end': 'true' } } });
+        yield line('BOOKMARK', {
+          kind: info.kind,
+          apiVersion: info.apiVersion,
+          metadata: { resourceVersion: String(snapshotRv), annotations: { 'k8s.io/initial-events-end': 'true' } },
+        });
       }
     };
     void writeParts(res, parts()).then(() => {

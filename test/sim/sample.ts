@@ -13,7 +13,13 @@ import type { SimCluster } from './cluster.js';
 
 export const SAMPLE = {
   namespaces: ['shop', 'default', 'data'],
-  web: { namespace: 'shop', service: 'web', servicePort: 8080, containerPort: 8081, pods: ['web-7c9d6b5f8-4xk2p', 'web-7c9d6b5f8-9m7tq', 'web-7c9d6b5f8-bz8wd'] },
+  web: {
+    namespace: 'shop',
+    service: 'web',
+    servicePort: 8080,
+    containerPort: 8081,
+    pods: ['web-7c9d6b5f8-4xk2p', 'web-7c9d6b5f8-9m7tq', 'web-7c9d6b5f8-bz8wd'],
+  },
   api: { namespace: 'shop', service: 'api', servicePort: 80, containerPort: 8080, pods: ['api-5f6d8c7b9-kq4vz', 'api-5f6d8c7b9-t8wxn'] },
   db: { namespace: 'shop', service: 'db', servicePort: 5432, containerPort: 5432, pods: ['db-0', 'db-1'] },
   external: { namespace: 'shop', service: 'external', externalName: 'external.example.com' },
@@ -27,29 +33,53 @@ export async function seedSampleCluster(sim: SimCluster): Promise<void> {
   const web = SAMPLE.web;
   for (const name of web.pods) {
     await sim.createPod({
-      namespace: web.namespace, name, labels: { app: 'web', 'pod-template-hash': '7c9d6b5f8' },
+      namespace: web.namespace,
+      name,
+      labels: { app: 'web', 'pod-template-hash': '7c9d6b5f8' },
       ports: [{ name: 'http', containerPort: web.containerPort, backend: 'http' }],
     });
   }
-  await sim.createService({ namespace: web.namespace, name: web.service, selector: { app: 'web' }, ports: [{ name: 'http', port: web.servicePort, targetPort: 'http' }] });
+  await sim.createService({
+    namespace: web.namespace,
+    name: web.service,
+    selector: { app: 'web' },
+    ports: [{ name: 'http', port: web.servicePort, targetPort: 'http' }],
+  });
 
   const api = SAMPLE.api;
   for (const name of api.pods) {
     await sim.createPod({
-      namespace: api.namespace, name, labels: { app: 'api', 'pod-template-hash': '5f6d8c7b9' },
+      namespace: api.namespace,
+      name,
+      labels: { app: 'api', 'pod-template-hash': '5f6d8c7b9' },
       ports: [{ containerPort: api.containerPort, backend: 'http' }],
     });
   }
-  await sim.createService({ namespace: api.namespace, name: api.service, selector: { app: 'api' }, ports: [{ name: 'http', port: api.servicePort, targetPort: api.containerPort }] });
+  await sim.createService({
+    namespace: api.namespace,
+    name: api.service,
+    selector: { app: 'api' },
+    ports: [{ name: 'http', port: api.servicePort, targetPort: api.containerPort }],
+  });
 
   const db = SAMPLE.db;
   for (const name of db.pods) {
     await sim.createPod({
-      namespace: db.namespace, name, labels: { app: 'db', 'statefulset.kubernetes.io/pod-name': name }, hostname: name, subdomain: 'db',
+      namespace: db.namespace,
+      name,
+      labels: { app: 'db', 'statefulset.kubernetes.io/pod-name': name },
+      hostname: name,
+      subdomain: 'db',
       ports: [{ name: 'postgres', containerPort: db.containerPort, backend: 'banner' }],
     });
   }
-  await sim.createService({ namespace: db.namespace, name: db.service, headless: true, selector: { app: 'db' }, ports: [{ name: 'postgres', port: db.servicePort, targetPort: db.containerPort }] });
+  await sim.createService({
+    namespace: db.namespace,
+    name: db.service,
+    headless: true,
+    selector: { app: 'db' },
+    ports: [{ name: 'postgres', port: db.servicePort, targetPort: db.containerPort }],
+  });
 
   const ext = SAMPLE.external;
   await sim.createService({ namespace: ext.namespace, name: ext.service, type: 'ExternalName', externalName: ext.externalName, ports: [] });
@@ -57,18 +87,32 @@ export async function seedSampleCluster(sim: SimCluster): Promise<void> {
   const echo = SAMPLE.echo;
   for (const name of echo.pods) {
     await sim.createPod({
-      namespace: echo.namespace, name, labels: { app: 'echo' },
+      namespace: echo.namespace,
+      name,
+      labels: { app: 'echo' },
       ports: [{ name: 'tcp', containerPort: echo.containerPort, backend: 'echo' }],
     });
   }
-  await sim.createService({ namespace: echo.namespace, name: echo.service, selector: { app: 'echo' }, ports: [{ name: 'tcp', port: echo.servicePort, targetPort: echo.containerPort }] });
+  await sim.createService({
+    namespace: echo.namespace,
+    name: echo.service,
+    selector: { app: 'echo' },
+    ports: [{ name: 'tcp', port: echo.servicePort, targetPort: echo.containerPort }],
+  });
 
   const hello = SAMPLE.hello;
   for (const name of hello.pods) {
     await sim.createPod({
-      namespace: hello.namespace, name, labels: { app: 'hello' },
+      namespace: hello.namespace,
+      name,
+      labels: { app: 'hello' },
       ports: [{ name: 'http', containerPort: hello.containerPort, backend: 'http' }],
     });
   }
-  await sim.createService({ namespace: hello.namespace, name: hello.service, selector: { app: 'hello' }, ports: [{ name: 'http', port: hello.servicePort, targetPort: hello.containerPort }] });
+  await sim.createService({
+    namespace: hello.namespace,
+    name: hello.service,
+    selector: { app: 'hello' },
+    ports: [{ name: 'http', port: hello.servicePort, targetPort: hello.containerPort }],
+  });
 }

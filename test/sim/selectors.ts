@@ -59,7 +59,10 @@ export function parseLabelSelector(s: string | undefined): LabelRequirement[] {
   for (const part of splitTopLevel(s)) {
     let m: RegExpMatchArray | null;
     if ((m = part.match(/^(\S+)\s+(in|notin)\s*\(([^)]*)\)$/))) {
-      const values = m[3]!.split(',').map((v) => checkValue(v.trim())).filter((v) => v !== '');
+      const values = m[3]!
+        .split(',')
+        .map((v) => checkValue(v.trim()))
+        .filter((v) => v !== '');
       out.push({ key: checkKey(m[1]!), op: m[2] === 'in' ? 'in' : 'notin', values });
     } else if ((m = part.match(/^([^=!\s]+)\s*(==|=|!=)\s*(\S*)$/))) {
       out.push({ key: checkKey(m[1]!), op: m[2] === '!=' ? 'neq' : 'eq', values: [checkValue(m[3]!)] });
@@ -80,12 +83,18 @@ export function matchesLabels(reqs: LabelRequirement[], labels: Record<string, s
     const has = Object.prototype.hasOwnProperty.call(l, r.key);
     const v = l[r.key];
     switch (r.op) {
-      case 'eq': return has && v === r.values[0];
-      case 'neq': return !has || v !== r.values[0];
-      case 'exists': return has;
-      case 'notexists': return !has;
-      case 'in': return has && r.values.includes(v!);
-      case 'notin': return !has || !r.values.includes(v!);
+      case 'eq':
+        return has && v === r.values[0];
+      case 'neq':
+        return !has || v !== r.values[0];
+      case 'exists':
+        return has;
+      case 'notexists':
+        return !has;
+      case 'in':
+        return has && r.values.includes(v!);
+      case 'notin':
+        return !has || !r.values.includes(v!);
     }
   });
 }

@@ -17,13 +17,31 @@ export class Recorded {
   /** The peer's GOAWAY left this stream out (it never took it). */
   unprocessed = false;
 
-  constructor(readonly stream: SpdyStream, wake: () => void) {
-    stream.onReply = () => { this.replied = true; wake(); };
-    stream.onData = (d) => { this.chunks.push(d); wake(); };
-    stream.onEnd = () => { this.ended = true; wake(); };
-    stream.onReset = (status) => { this.reset = status; wake(); };
+  constructor(
+    readonly stream: SpdyStream,
+    wake: () => void,
+  ) {
+    stream.onReply = () => {
+      this.replied = true;
+      wake();
+    };
+    stream.onData = (d) => {
+      this.chunks.push(d);
+      wake();
+    };
+    stream.onEnd = () => {
+      this.ended = true;
+      wake();
+    };
+    stream.onReset = (status) => {
+      this.reset = status;
+      wake();
+    };
     stream.onSessionClose = () => wake();
-    stream.onUnprocessed = () => { this.unprocessed = true; wake(); };
+    stream.onUnprocessed = () => {
+      this.unprocessed = true;
+      wake();
+    };
   }
 
   get bytes(): Buffer {
@@ -35,7 +53,11 @@ export class Recorded {
   }
 }
 
-export interface RefusedUpgrade { status: number; headers: IncomingHttpHeaders; body: string }
+export interface RefusedUpgrade {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
 
 const path = (ns: string, pod: string) => `/api/v1/namespaces/${ns}/pods/${pod}/portforward`;
 
@@ -47,17 +69,30 @@ export class RawSpdy {
   private waiters: Array<() => void> = [];
 
   private constructor(write: (b: Buffer) => void, end: () => void) {
-    this.session = new SpdySession('client', { write, close: end }, {
-      onClose: () => { this.closed = true; this.wake(); },
-      onGoAway: (last) => { this.goAwayLastGood = last; this.wake(); },
-    });
+    this.session = new SpdySession(
+      'client',
+      { write, close: end },
+      {
+        onClose: () => {
+          this.closed = true;
+          this.wake();
+        },
+        onGoAway: (last) => {
+          this.goAwayLastGood = last;
+          this.wake();
+        },
+      },
+    );
   }
 
   /** The WebSocket tunnel (subprotocol SPDY/3.1+portforward.k8s.io). */
   static async tunnel(sim: SimCluster, ns: string, pod: string): Promise<RawSpdy> {
     const url = new URL(sim.server.replace('https:', 'wss:') + path(ns, pod));
     const ws = await dialTunnel(url, { ca: sim.caPem, headers: { Authorization: `Bearer ${sim.adminToken}` } }, 5000);
-    const raw = new RawSpdy((b) => ws.send([b], b.length), () => ws.close());
+    const raw = new RawSpdy(
+      (b) => ws.send([b], b.length),
+      () => ws.close(),
+    );
     ws.onData = (d) => raw.session.receive(d);
     ws.onClose(() => raw.session.destroy());
     return raw;
@@ -68,11 +103,22 @@ export class RawSpdy {
     const url = new URL(sim.server + path(ns, pod));
     return new Promise((resolve, reject) => {
       const req = https.request(url, {
-        method: 'POST', ca: sim.caPem, agent: false,
-        headers: { Authorization: `Bearer ${sim.adminToken}`, Connection: 'Upgrade', Upgrade: 'SPDY/3.1', 'X-Stream-Protocol-Version': 'portforward.k8s.io', ...headers },
+        method: 'POST',
+        ca: sim.caPem,
+        agent: false,
+        headers: {
+          Authorization: `Bearer ${sim.adminToken}`,
+          Connection: 'Upgrade',
+          Upgrade: 'SPDY/3.1',
+          'X-Stream-Protocol-Version': 'portforward.k8s.io',
+          ...headers,
+        },
       });
       req.on('upgrade', (res, socket: Duplex, head: Buffer) => {
-        const raw = new RawSpdy((b) => socket.write(b), () => socket.end());
+        const raw = new RawSpdy(
+          (b) => socket.write(b),
+          () => socket.end(),
+        );
         Object.assign(raw, { upgradeHeaders: res.headers });
         socket.on('data', (d: Buffer) => raw.session.receive(d));
         socket.on('close', () => raw.session.destroy());
@@ -109,7 +155,13 @@ export class RawSpdy {
     while (!pred()) {
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`timed out waiting for ${what}`);
-      await new Promise<void>((r) => { const t = setTimeout(r, Math.min(left, 50)); this.waiters.push(() => { clearTimeout(t); r(); }); });
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, Math.min(left, 50));
+        this.waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
     }
   }
 

@@ -87,5 +87,9 @@ export function pathNotFound(): ApiError {
 }
 
 export function notAcceptable(): ApiError {
-  return new ApiError(406, 'NotAcceptable', 'only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf');
+  return new ApiError(
+    406,
+    'NotAcceptable',
+    'only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf',
+  );
 }

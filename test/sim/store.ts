@@ -24,8 +24,16 @@ export interface ResourceInfo {
 
 function core(resource: Resource, kind: string, namespaced: boolean, shortNames: string[], categories: string[] = []): ResourceInfo {
   return {
-    resource, kind, listKind: `${kind}List`, singular: kind.toLowerCase(), group: '', version: 'v1',
-    apiVersion: 'v1', namespaced, shortNames, categories,
+    resource,
+    kind,
+    listKind: `${kind}List`,
+    singular: kind.toLowerCase(),
+    group: '',
+    version: 'v1',
+    apiVersion: 'v1',
+    namespaced,
+    shortNames,
+    categories,
   };
 }
 
@@ -35,20 +43,41 @@ export const RESOURCES: Record<Resource, ResourceInfo> = {
   pods: core('pods', 'Pod', true, ['po'], ['all']),
   endpoints: core('endpoints', 'Endpoints', true, ['ep']),
   endpointslices: {
-    resource: 'endpointslices', kind: 'EndpointSlice', listKind: 'EndpointSliceList', singular: 'endpointslice',
-    group: 'discovery.k8s.io', version: 'v1', apiVersion: 'discovery.k8s.io/v1', namespaced: true,
-    shortNames: [], categories: [],
+    resource: 'endpointslices',
+    kind: 'EndpointSlice',
+    listKind: 'EndpointSliceList',
+    singular: 'endpointslice',
+    group: 'discovery.k8s.io',
+    version: 'v1',
+    apiVersion: 'discovery.k8s.io/v1',
+    namespaced: true,
+    shortNames: [],
+    categories: [],
   },
   ingresses: {
-    resource: 'ingresses', kind: 'Ingress', listKind: 'IngressList', singular: 'ingress',
-    group: 'networking.k8s.io', version: 'v1', apiVersion: 'networking.k8s.io/v1', namespaced: true,
-    shortNames: ['ing'], categories: [],
+    resource: 'ingresses',
+    kind: 'Ingress',
+    listKind: 'IngressList',
+    singular: 'ingress',
+    group: 'networking.k8s.io',
+    version: 'v1',
+    apiVersion: 'networking.k8s.io/v1',
+    namespaced: true,
+    shortNames: ['ing'],
+    categories: [],
   },
   // OpenShift's Route (github.com/openshift/api route/v1), served only when the sim is told to.
   routes: {
-    resource: 'routes', kind: 'Route', listKind: 'RouteList', singular: 'route',
-    group: 'route.openshift.io', version: 'v1', apiVersion: 'route.openshift.io/v1', namespaced: true,
-    shortNames: [], categories: ['all'],
+    resource: 'routes',
+    kind: 'Route',
+    listKind: 'RouteList',
+    singular: 'route',
+    group: 'route.openshift.io',
+    version: 'v1',
+    apiVersion: 'route.openshift.io/v1',
+    namespaced: true,
+    shortNames: [],
+    categories: ['all'],
   },
 };
 
@@ -101,7 +130,10 @@ export class Store {
   /** Sorted keys per resource, dropped when an object is created or removed (not on update). */
   private readonly sortedKeys = new Map<Resource, string[]>();
 
-  constructor(private readonly maxHistory = 10_000, startRevision = 100) {
+  constructor(
+    private readonly maxHistory = 10_000,
+    startRevision = 100,
+  ) {
     this.rev = startRevision;
     this.compactedThrough = 0;
     for (const r of Object.keys(RESOURCES) as Resource[]) this.data.set(r, new Map());

@@ -12,38 +12,60 @@ export interface TableColumn {
 }
 
 const col = (name: string, description: string, priority = 0, type = 'string', format = ''): TableColumn => ({ name, type, format, description, priority });
-const NAME = col('Name', 'Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names', 0, 'string', 'name');
-const AGE = col('Age', 'CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata');
+const NAME = col(
+  'Name',
+  'Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names',
+  0,
+  'string',
+  'name',
+);
+const AGE = col(
+  'Age',
+  'CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata',
+);
 
 export const COLUMNS: Record<Resource, TableColumn[]> = {
   namespaces: [NAME, col('Status', 'The status of the namespace'), AGE],
   services: [
-    NAME, col('Type', 'The type of the service'), col('Cluster-IP', 'The cluster IP of the service'),
-    col('External-IP', 'The external IP of the service'), col('Port(s)', 'The ports of the service'), AGE,
+    NAME,
+    col('Type', 'The type of the service'),
+    col('Cluster-IP', 'The cluster IP of the service'),
+    col('External-IP', 'The external IP of the service'),
+    col('Port(s)', 'The ports of the service'),
+    AGE,
     col('Selector', 'The selector of the service', 1),
   ],
   pods: [
-    NAME, col('Ready', 'The aggregate readiness state of this pod for accepting traffic.'),
+    NAME,
+    col('Ready', 'The aggregate readiness state of this pod for accepting traffic.'),
     col('Status', 'The aggregate status of the containers in this pod.'),
     col('Restarts', 'The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.'),
-    AGE, col('IP', 'The IP address assigned to the pod', 1), col('Node', 'The name of the node to which the pod is assigned', 1),
+    AGE,
+    col('IP', 'The IP address assigned to the pod', 1),
+    col('Node', 'The name of the node to which the pod is assigned', 1),
     col('Nominated Node', 'The name of the node on which the pod is nominated to run', 1),
     col('Readiness Gates', 'The readiness gates associated with this pod', 1),
   ],
   endpoints: [NAME, col('Endpoints', 'The endpoints of the service'), AGE],
   endpointslices: [
-    NAME, col('AddressType', 'The type of address'), col('Ports', 'The ports of the endpoint slice'),
-    col('Endpoints', 'The endpoints of the endpoint slice'), AGE,
+    NAME,
+    col('AddressType', 'The type of address'),
+    col('Ports', 'The ports of the endpoint slice'),
+    col('Endpoints', 'The endpoints of the endpoint slice'),
+    AGE,
   ],
   ingresses: [
-    NAME, col('Class', 'The name of the IngressClass resource that should be used for additional configuration'),
+    NAME,
+    col('Class', 'The name of the IngressClass resource that should be used for additional configuration'),
     col('Hosts', 'Hosts that incoming requests are matched against before the ingress rule'),
     col('Address', 'Address is a list containing ingress points for the load-balancer'),
-    col('Ports', 'Ports of TLS configurations that open'), AGE,
+    col('Ports', 'Ports of TLS configurations that open'),
+    AGE,
   ],
   // openshift-apiserver pkg/route/printers/internalversion/printers.go
   routes: [
-    NAME, col('Host/Port', 'Host is an alias/DNS that points to the service. Can be host or host:port. host and port are combined to follow the net/url URL struct'),
+    NAME,
+    col('Host/Port', 'Host is an alias/DNS that points to the service. Can be host or host:port. host and port are combined to follow the net/url URL struct'),
     col('Path', 'Path that the router watches for, to route traffic for to the service.'),
     col('Services', 'The name of the service that this route points to'),
     col('Port', 'The target port on pods selected by the service this route points to'),
@@ -99,7 +121,12 @@ function cells(resource: Resource, obj: KObject): unknown[] {
       const clusterIP = spec.clusterIP || '<none>';
       const external = type === 'ExternalName' ? spec.externalName : '<none>';
       const ports = (spec.ports ?? []).map((p: any) => (p.nodePort ? `${p.port}:${p.nodePort}/${p.protocol}` : `${p.port}/${p.protocol}`));
-      const sel = spec.selector ? Object.keys(spec.selector).sort().map((k) => `${k}=${spec.selector[k]}`).join(',') : '<none>';
+      const sel = spec.selector
+        ? Object.keys(spec.selector)
+            .sort()
+            .map((k) => `${k}=${spec.selector[k]}`)
+            .join(',')
+        : '<none>';
       return [o.metadata.name, type, clusterIP, external, ports.length ? ports.join(',') : '<none>', age(obj), sel];
     }
     case 'pods': {
@@ -112,7 +139,17 @@ function cells(resource: Resource, obj: KObject): unknown[] {
       if (waiting) reason = waiting.state.waiting.reason;
       if (o.metadata.deletionTimestamp) reason = 'Terminating';
       const restarts = statuses.reduce((n, s) => n + (s.restartCount ?? 0), 0);
-      return [o.metadata.name, `${ready}/${total}`, reason, String(restarts), age(obj), o.status?.podIP || '<none>', o.spec?.nodeName || '<none>', '<none>', '<none>'];
+      return [
+        o.metadata.name,
+        `${ready}/${total}`,
+        reason,
+        String(restarts),
+        age(obj),
+        o.status?.podIP || '<none>',
+        o.spec?.nodeName || '<none>',
+        '<none>',
+        '<none>',
+      ];
     }
     case 'endpoints': {
       const addrs: string[] = [];
@@ -131,19 +168,41 @@ function cells(resource: Resource, obj: KObject): unknown[] {
       // pkg/printers/internalversion/printers.go printIngress / formatHosts (at most 4 shown).
       const hosts = ((o.spec?.rules ?? []) as any[]).map((r) => r.host || '*');
       const lb = ((o.status?.loadBalancer?.ingress ?? []) as any[]).map((i) => i.ip || i.hostname).filter(Boolean);
-      return [o.metadata.name, o.spec?.ingressClassName ?? '<none>', listWithMore(hosts.length ? hosts : ['*'], 4), lb.join(','), o.spec?.tls?.length ? '80, 443' : '80', age(obj)];
+      return [
+        o.metadata.name,
+        o.spec?.ingressClassName ?? '<none>',
+        listWithMore(hosts.length ? hosts : ['*'], 4),
+        lb.join(','),
+        o.spec?.tls?.length ? '80, 443' : '80',
+        age(obj),
+      ];
     }
     case 'routes': {
       const spec = o.spec ?? {};
       const port = spec.port?.targetPort;
-      return [o.metadata.name, spec.host ?? '', spec.path ?? '', spec.to?.name ?? '', port === undefined ? '<all>' : String(port), spec.tls?.termination ?? '', spec.wildcardPolicy ?? 'None'];
+      return [
+        o.metadata.name,
+        spec.host ?? '',
+        spec.path ?? '',
+        spec.to?.name ?? '',
+        port === undefined ? '<all>' : String(port),
+        spec.tls?.termination ?? '',
+        spec.wildcardPolicy ?? 'None',
+      ];
     }
   }
 }
 
 export type IncludeObject = 'None' | 'Metadata' | 'Object';
 
-export function toTable(resource: Resource, objs: KObject[], resourceVersion: string, tableVersion: string, include: IncludeObject, withColumns = true): object {
+export function toTable(
+  resource: Resource,
+  objs: KObject[],
+  resourceVersion: string,
+  tableVersion: string,
+  include: IncludeObject,
+  withColumns = true,
+): object {
   return {
     kind: 'Table',
     apiVersion: `meta.k8s.io/${tableVersion}`,

@@ -26,8 +26,15 @@ function options(sim: SimCluster, path: string, o: RequestOpts): https.RequestOp
   const token = o.token === undefined ? sim.adminToken : o.token;
   if (token !== null) headers.Authorization = `Bearer ${token}`;
   return {
-    hostname: url.hostname, port: url.port, path: url.pathname + url.search, method: o.method ?? 'GET', headers,
-    ca: sim.caPem, cert: o.cert?.certPem, key: o.cert?.keyPem, agent: false,
+    hostname: url.hostname,
+    port: url.port,
+    path: url.pathname + url.search,
+    method: o.method ?? 'GET',
+    headers,
+    ca: sim.caPem,
+    cert: o.cert?.certPem,
+    key: o.cert?.keyPem,
+    agent: false,
   };
 }
 
@@ -47,7 +54,10 @@ export function request(sim: SimCluster, path: string, o: RequestOpts = {}): Pro
   });
 }
 
-export interface WatchEvent { type: string; object: any }
+export interface WatchEvent {
+  type: string;
+  object: any;
+}
 
 /** Opens a watch; events are queued; next() waits for the next one (or null when the stream ended). */
 export class WatchStream {
@@ -63,13 +73,31 @@ export class WatchStream {
       w.req = https.request(options(sim, path, o), (res) => {
         w.status = res.statusCode ?? 0;
         const lines = createInterface({ input: res });
-        lines.on('line', (l) => { if (l.trim()) { w.events.push(JSON.parse(l)); w.wake(); } });
-        lines.on('close', () => { w.ended = true; w.wake(); });
-        lines.on('error', () => { w.ended = true; w.wake(); });
-        res.on('error', () => { w.ended = true; w.wake(); });
+        lines.on('line', (l) => {
+          if (l.trim()) {
+            w.events.push(JSON.parse(l));
+            w.wake();
+          }
+        });
+        lines.on('close', () => {
+          w.ended = true;
+          w.wake();
+        });
+        lines.on('error', () => {
+          w.ended = true;
+          w.wake();
+        });
+        res.on('error', () => {
+          w.ended = true;
+          w.wake();
+        });
         resolve(w);
       });
-      w.req.on('error', (e) => { w.ended = true; w.wake(); reject(e); });
+      w.req.on('error', (e) => {
+        w.ended = true;
+        w.wake();
+        reject(e);
+      });
       w.req.end();
     });
   }
@@ -83,7 +111,13 @@ export class WatchStream {
     while (this.events.length === 0 && !this.ended) {
       const left = deadline - Date.now();
       if (left <= 0) throw new Error('timed out waiting for a watch event');
-      await new Promise<void>((r) => { const t = setTimeout(r, left); this.waiters.push(() => { clearTimeout(t); r(); }); });
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
     }
     return this.events.shift() ?? null;
   }
@@ -93,7 +127,13 @@ export class WatchStream {
     const deadline = Date.now() + timeoutMs;
     while (!this.ended) {
       if (Date.now() > deadline) throw new Error('watch did not end');
-      await new Promise<void>((r) => { const t = setTimeout(r, 50); this.waiters.push(() => { clearTimeout(t); r(); }); });
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, 50);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
     }
   }
 
@@ -102,7 +142,11 @@ export class WatchStream {
   }
 }
 
-export interface PfMessage { channel: number; data: Buffer; at: number }
+export interface PfMessage {
+  channel: number;
+  data: Buffer;
+  at: number;
+}
 
 /** A raw port-forward WebSocket with every message recorded (decoded for the base64 protocol). */
 export class PfSocket {
@@ -124,7 +168,11 @@ export class PfSocket {
       }
       this.wake();
     });
-    ws.on('close', (code) => { this.closeCode = code; this.closedAt = Date.now(); this.wake(); });
+    ws.on('close', (code) => {
+      this.closeCode = code;
+      this.closedAt = Date.now();
+      this.wake();
+    });
     ws.on('error', () => {});
   }
 
@@ -136,7 +184,9 @@ export class PfSocket {
       ws.on('open', () => resolve(s));
       ws.on('unexpected-response', (_req, res) => {
         let body = '';
-        res.on('data', (c: Buffer) => { body += c; });
+        res.on('data', (c: Buffer) => {
+          body += c;
+        });
         res.on('end', () => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, body })));
       });
       ws.on('error', reject);
@@ -163,7 +213,13 @@ export class PfSocket {
     while (!pred()) {
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`timed out waiting for ${what}`);
-      await new Promise<void>((r) => { const t = setTimeout(r, left); this.waiters.push(() => { clearTimeout(t); r(); }); });
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
     }
   }
 

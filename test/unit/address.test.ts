@@ -39,7 +39,11 @@ test('parseListenAddress rejects bad input with a message that says why', () => 
     ['a/b:80', /not a valid host/],
   ];
   for (const [input, re] of cases) {
-    assert.throws(() => parseListenAddress(input), (err: Error) => re.test(err.message) && err.message.includes(input.trim() || 'empty'), input);
+    assert.throws(
+      () => parseListenAddress(input),
+      (err: Error) => re.test(err.message) && err.message.includes(input.trim() || 'empty'),
+      input,
+    );
   }
 });
 
@@ -86,10 +90,19 @@ test('destinationFor types IP literals and canonicalises IPv6', () => {
   assert.deepEqual(destinationFor('[FD00::0:1]', 80), { host: 'fd00::1', port: 80, type: 'ipv6' });
 });
 
-test('IPv4 in inet_aton\'s other spellings is the address the system resolver reads, not a name', async () => {
+test("IPv4 in inet_aton's other spellings is the address the system resolver reads, not a name", async () => {
   const spellings: Array<[string, string]> = [
-    ['2130706434', '127.0.0.2'], ['127.2', '127.0.0.2'], ['127.0.2', '127.0.0.2'], ['0x7f.0.0.2', '127.0.0.2'], ['0177.0.0.2', '127.0.0.2'],
-    ['010.0.0.1', '8.0.0.1'], ['0x7F000002', '127.0.0.2'], ['169.254.43518', '169.254.169.254'], ['0', '0.0.0.0'], ['4294967295', '255.255.255.255'], ['10.0.0.1.', '10.0.0.1'],
+    ['2130706434', '127.0.0.2'],
+    ['127.2', '127.0.0.2'],
+    ['127.0.2', '127.0.0.2'],
+    ['0x7f.0.0.2', '127.0.0.2'],
+    ['0177.0.0.2', '127.0.0.2'],
+    ['010.0.0.1', '8.0.0.1'],
+    ['0x7F000002', '127.0.0.2'],
+    ['169.254.43518', '169.254.169.254'],
+    ['0', '0.0.0.0'],
+    ['4294967295', '255.255.255.255'],
+    ['10.0.0.1.', '10.0.0.1'],
   ];
   for (const [text, address] of spellings) {
     assert.equal(inetAton(text), address, text);

@@ -48,7 +48,11 @@ test('queued wrong answers of clients that left are skipped, not waited for', as
   const t = new FailedAuthThrottle({ delayMs: 50, maxPendingPerSource: 1 });
   const answered: string[] = [];
   t.delayFailure('10.0.0.1', () => answered.push('a'));
-  t.delayFailure('10.0.0.1', () => answered.push('gone'), () => true);
+  t.delayFailure(
+    '10.0.0.1',
+    () => answered.push('gone'),
+    () => true,
+  );
   t.delayFailure('10.0.0.1', () => answered.push('c'));
   while (answered.length < 2) await new Promise((r) => setTimeout(r, 10));
   assert.deepEqual(answered, ['a', 'c']);

@@ -67,7 +67,10 @@ test('first-byte rounds stop on the first failed round, naming the path, the rou
       { name: 'proxy', echo: tcpOpener('127.0.0.1', bad.port) },
     ];
     await assert.rejects(interleavedFirstByteRounds(paths, 5), { message: 'proxy: first byte, round 3 of 5: closed after 0 of 1 bytes' });
-    await assert.rejects(interleavedFirstByteRounds([{ name: 'kubectl', echo: tcpOpener('127.0.0.1', refused.port) }], 1), /^Error: kubectl: first byte, round 1 of 1: opening failed: .*ECONNREFUSED/);
+    await assert.rejects(
+      interleavedFirstByteRounds([{ name: 'kubectl', echo: tcpOpener('127.0.0.1', refused.port) }], 1),
+      /^Error: kubectl: first byte, round 1 of 1: opening failed: .*ECONNREFUSED/,
+    );
     await assert.rejects(interleavedFirstByteRounds(paths, 0), RangeError);
   } finally {
     await Promise.all([good.close(), bad.close()]);
@@ -79,9 +82,15 @@ test('bulkEcho fails, naming the path, on a short read, wrong bytes or a reset; 
   try {
     const open = tcpOpener('127.0.0.1', server.port);
     assert.ok((await bulkEcho(open, 1 << 20, 'direct')) > 0);
-    await assert.rejects(bulkEcho(open, 1 << 20, 'bare port-forward, round 2'), /^Error: bare port-forward, round 2: bulk echo of 1048576 bytes: (closed|ended) after 100000 of 1048576 bytes$/);
+    await assert.rejects(
+      bulkEcho(open, 1 << 20, 'bare port-forward, round 2'),
+      /^Error: bare port-forward, round 2: bulk echo of 1048576 bytes: (closed|ended) after 100000 of 1048576 bytes$/,
+    );
     await assert.rejects(bulkEcho(open, 1 << 20, 'proxy'), /^Error: proxy: bulk echo of 1048576 bytes: wrong bytes at offset 0$/);
-    await assert.rejects(bulkEcho(open, 1 << 20, 'kubectl'), /^Error: kubectl: bulk echo of 1048576 bytes: (stream error after 0 of 1048576 bytes: .*ECONNRESET|closed after 0 of 1048576 bytes)/);
+    await assert.rejects(
+      bulkEcho(open, 1 << 20, 'kubectl'),
+      /^Error: kubectl: bulk echo of 1048576 bytes: (stream error after 0 of 1048576 bytes: .*ECONNRESET|closed after 0 of 1048576 bytes)/,
+    );
   } finally {
     await server.close();
   }
@@ -94,5 +103,15 @@ test('median of nothing is NaN, and judge() will not call a target met on missin
   assert.equal(judge(false, [1, 2]), 'NOT met');
   assert.equal(judge(true, [median([]), 2]), 'cannot be judged: a figure is missing');
   assert.equal(judge(true, [1 / 0]), 'cannot be judged: a figure is missing');
-  assert.equal(judge(true, [1, 2], [['proxy', 0], ['kubectl port-forward', 3]]), 'cannot be judged: kubectl port-forward had 3 failures');
+  assert.equal(
+    judge(
+      true,
+      [1, 2],
+      [
+        ['proxy', 0],
+        ['kubectl port-forward', 3],
+      ],
+    ),
+    'cannot be judged: kubectl port-forward had 3 failures',
+  );
 });

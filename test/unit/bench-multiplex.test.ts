@@ -7,7 +7,12 @@ import { concurrentIntact, connectionsPerSecond, multiplexTargets, tcpOpener, ty
 const figures = (over: Partial<PathFigures> = {}): PathFigures => ({ throughput: 100, p50: 1, p99: 2, cps: 500, cpsFailures: {}, ...over });
 
 test('a target line is judged only when neither side failed a connection; the concurrent line names every failure', () => {
-  const clean = multiplexTargets({ '(a) proxy': figures({ p50: 0.4 }), '(b) ws': figures(), '(c) kubectl': figures({ throughput: 90 }) }, 10, { intact: 10, failures: {} }, 1);
+  const clean = multiplexTargets(
+    { '(a) proxy': figures({ p50: 0.4 }), '(b) ws': figures(), '(c) kubectl': figures({ throughput: 90 }) },
+    10,
+    { intact: 10, failures: {} },
+    1,
+  );
   assert.deepEqual(clean, [
     '10 concurrent streams through a fresh proxy (a): 10 intact (64 KiB each way, each byte checked) over 1 tunnel; failures: none',
     'target (a) p50 ≤ 0.50 × (b): 0.40 × — met',
@@ -15,12 +20,19 @@ test('a target line is judged only when neither side failed a connection; the co
     'target 10 concurrent streams intact: met',
   ]);
   const failing = multiplexTargets(
-    { '(a) proxy': figures({ p50: 0.4, cpsFailures: { 'SOCKS reply 5': 2 } }), '(b) ws': figures(), '(c) kubectl': figures({ throughput: 90, cpsFailures: { 'opening failed: ECONNREFUSED': 1 } }) },
+    {
+      '(a) proxy': figures({ p50: 0.4, cpsFailures: { 'SOCKS reply 5': 2 } }),
+      '(b) ws': figures(),
+      '(c) kubectl': figures({ throughput: 90, cpsFailures: { 'opening failed: ECONNREFUSED': 1 } }),
+    },
     10,
     { intact: 8, failures: { 'closed after 0 of 65536 bytes': 2 } },
     1,
   );
-  assert.equal(failing[0], '10 concurrent streams through a fresh proxy (a): 8 intact (64 KiB each way, each byte checked) over 1 tunnel; failures: 2 × closed after 0 of 65536 bytes');
+  assert.equal(
+    failing[0],
+    '10 concurrent streams through a fresh proxy (a): 8 intact (64 KiB each way, each byte checked) over 1 tunnel; failures: 2 × closed after 0 of 65536 bytes',
+  );
   assert.equal(failing[1], 'target (a) p50 ≤ 0.50 × (b): 0.40 × — cannot be judged: (a) proxy had 2 failures');
   assert.equal(failing[2], 'target (a) throughput ≥ 1.00 × (c): 1.11 × — cannot be judged: (a) proxy had 2 failures, (c) kubectl had 1 failure');
   assert.equal(failing[3], 'target 10 concurrent streams intact: NOT met');

@@ -2,11 +2,21 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeSoak, type SoakResult } from '../../bench/soak.js';
 
-test("the soak line names every held stream that could not be opened and every refused download, with its reason, and the downloads cut with no fault to blame", () => {
+test('the soak line names every held stream that could not be opened and every refused download, with its reason, and the downloads cut with no fault to blame', () => {
   const r: SoakResult = {
-    seconds: 30, held: 200, heldCut: 1, downloads: 40, downloadsCut: 3, downloadsCutWithoutFault: 1, downloadsRefused: 3, bytesMoved: 10 << 20, bytesLost: 0,
+    seconds: 30,
+    held: 200,
+    heldCut: 1,
+    downloads: 40,
+    downloadsCut: 3,
+    downloadsCutWithoutFault: 1,
+    downloadsRefused: 3,
+    bytesMoved: 10 << 20,
+    bytesLost: 0,
     failures: { held: { 'SOCKS reply 5': 2 }, downloads: { 'SOCKS reply 4': 2, 'SOCKS handshake failed: ECONNRESET: read ECONNRESET': 1 } },
-    faults: { podDeletions: 5, backendResets: 5, droppedWatches: 5 }, rssStart: 50 << 20, rssEnd: 52 << 20,
+    faults: { podDeletions: 5, backendResets: 5, droppedWatches: 5 },
+    rssStart: 50 << 20,
+    rssEnd: 52 << 20,
   };
   assert.equal(
     describeSoak(r, (b) => (b / (1 << 20)).toFixed(1)),

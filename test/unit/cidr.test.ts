@@ -26,7 +26,15 @@ test('CIDR blocks: canonical, bare addresses are hosts, host bits and bad prefix
 
 test('CidrIndex: longest prefix wins, per family, mapped addresses as IPv4', () => {
   const idx = new CidrIndex<string>();
-  for (const [c, v] of [['10.0.0.0/8', 'a'], ['10.96.0.0/12', 'b'], ['10.96.5.0/24', 'c'], ['0.0.0.0/0', 'any4'], ['fd00::/8', 'd'], ['fd00:10::/32', 'e']] as const) idx.add(parseCidr(c), v);
+  for (const [c, v] of [
+    ['10.0.0.0/8', 'a'],
+    ['10.96.0.0/12', 'b'],
+    ['10.96.5.0/24', 'c'],
+    ['0.0.0.0/0', 'any4'],
+    ['fd00::/8', 'd'],
+    ['fd00:10::/32', 'e'],
+  ] as const)
+    idx.add(parseCidr(c), v);
   const at = (ip: string) => idx.lookup(parseIp(ip)!)?.value;
   assert.equal(at('10.1.1.1'), 'a');
   assert.equal(at('10.100.1.1'), 'b');

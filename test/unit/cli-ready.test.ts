@@ -68,7 +68,8 @@ test('generated credentials go into every exported proxy URL; chosen ones never 
   const running = { ...where, socks: { address: '127.0.0.1', family: 'IPv4', port: 1080 }, http: { address: '127.0.0.1', family: 'IPv4', port: 3128 } };
   const generated = readyLines(running, 'proxyout', 'pw_x-1');
   assert.ok(generated.includes('export ALL_PROXY=socks5h://proxyout:pw_x-1@127.0.0.1:1080'));
-  for (const v of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) assert.ok(generated.includes(`export ${v}=http://proxyout:pw_x-1@127.0.0.1:3128`), v);
+  for (const v of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'])
+    assert.ok(generated.includes(`export ${v}=http://proxyout:pw_x-1@127.0.0.1:3128`), v);
   assert.ok(generated.some((l) => /generated password for user proxyout/.test(l)));
   const chosen = readyLines(running, 'me');
   assert.ok(chosen.includes('export ALL_PROXY=socks5h://127.0.0.1:1080'));
@@ -78,13 +79,20 @@ test('generated credentials go into every exported proxy URL; chosen ones never 
 test('a unix socket path a URL cannot carry raw is percent-encoded in ALL_PROXY (curl decodes it); non-ASCII gets a warning', () => {
   const file = "/home/a b/Application Support/50%#?'$(x)/s.sock";
   assert.equal(unixSocksUrl(file), 'socks5h://localhost/home/a%20b/Application%20Support/50%25%23%3F%27%24%28x%29/s.sock');
-  assert.equal(unixSocksUrl('/run/user/1000/kubectl-proxyout/socks.sock'), 'socks5h://localhost/run/user/1000/kubectl-proxyout/socks.sock', 'a plain path stays as it is');
+  assert.equal(
+    unixSocksUrl('/run/user/1000/kubectl-proxyout/socks.sock'),
+    'socks5h://localhost/run/user/1000/kubectl-proxyout/socks.sock',
+    'a plain path stays as it is',
+  );
   assert.equal(decodeURIComponent(unixSocksUrl(file).slice('socks5h://localhost'.length)), file);
   assert.equal(unixSocksUrl('/home/josé/s.sock'), 'socks5h://localhost/home/jos%C3%A9/s.sock');
   const plain = readyLines({ ...where, socks: { address: file, family: 'unix', port: 0 } });
   assert.ok(!plain.some((l) => /curl cannot use/.test(l)));
   const accented = readyLines({ ...where, socks: { address: '/home/josé/s.sock', family: 'unix', port: 0 } });
-  assert.ok(accented.some((l) => /curl cannot use this socket/.test(l)), accented.join('\n'));
+  assert.ok(
+    accented.some((l) => /curl cannot use this socket/.test(l)),
+    accented.join('\n'),
+  );
 });
 
 test('every export line, run by a real sh, sets exactly the value (quoted when it holds shell characters)', () => {
@@ -93,7 +101,10 @@ test('every export line, run by a real sh, sets exactly the value (quoted when i
     { ...where, socks: { address: '::1', family: 'IPv6', port: 1080 }, http: { address: '::1', family: 'IPv6', port: 3128 } },
   ];
   for (const view of views) {
-    for (const [user, password] of [[undefined, undefined], ["o'b(r)$x", 'p w!*']] as const) {
+    for (const [user, password] of [
+      [undefined, undefined],
+      ["o'b(r)$x", 'p w!*'],
+    ] as const) {
       const vars = exportedVariables(view, user, password);
       const lines = readyLines(view, user, password).filter((l) => l.startsWith('export '));
       assert.equal(lines.length, Object.keys(vars).length);

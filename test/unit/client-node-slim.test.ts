@@ -15,7 +15,12 @@ const clientNodeDist = path.dirname(require.resolve('@kubernetes/client-node'));
 
 test('config.js takes exactly createConfiguration and ServerConfiguration from ./gen/index.js, and the slim module has both', async () => {
   const source = readFileSync(path.join(clientNodeDist, 'config.js'), 'utf8');
-  const imports = [...source.matchAll(/import\s*\{([^}]*)\}\s*from\s*['"]\.\/gen\/index\.js['"]/g)].flatMap((m) => m[1]!.split(',').map((s) => s.trim()).filter(Boolean));
+  const imports = [...source.matchAll(/import\s*\{([^}]*)\}\s*from\s*['"]\.\/gen\/index\.js['"]/g)].flatMap((m) =>
+    m[1]!
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
   assert.deepEqual(imports.sort(), ['ServerConfiguration', 'createConfiguration']);
   assert.doesNotMatch(source, /from\s*['"]\.\/gen\/(?!index\.js)/, 'no other generated module');
   const slim = (await import(pathToFileURL(path.join(repoRoot, 'scripts', 'client-node-gen-slim.mjs')).href)) as Record<string, unknown>;
@@ -32,7 +37,7 @@ function packageDir(dir: string, name: string): string {
   }
 }
 
-test('npm run build gives the compiled client-node-config.js the slim stand-in; its other imports are the files config.js loads, its code is config.js\'s', async () => {
+test("npm run build gives the compiled client-node-config.js the slim stand-in; its other imports are the files config.js loads, its code is config.js's", async () => {
   // scripts/slim-client-node.mjs rewrites tsc's re-export; the CLI from a clone then starts
   // without the ~800 generated modules (issue 13), running the same KubeConfig code.
   const config = path.join(clientNodeDist, 'config.js');
@@ -42,7 +47,7 @@ test('npm run build gives the compiled client-node-config.js the slim stand-in; 
   const importLine = /^((?:(?:import|export|\}).*\bfrom\s*|import\s*)['"])([^'"]+)(['"])/gm;
   const specifiers = (text: string) => [...text.matchAll(importLine)].map((m) => m[2]!);
   const blanked = (text: string) => text.replace(importLine, '$1$3');
-  assert.equal(blanked(copy), blanked(source), 'the code is config.js\'s, only import specifiers differ');
+  assert.equal(blanked(copy), blanked(source), "the code is config.js's, only import specifiers differ");
   const theirs = specifiers(source);
   const ours = specifiers(copy);
   assert.equal(ours.length, theirs.length);
@@ -55,6 +60,8 @@ test('npm run build gives the compiled client-node-config.js the slim stand-in; 
   });
   const { KubeConfig } = (await import(pathToFileURL(compiled).href)) as typeof import('@kubernetes/client-node/dist/config.js');
   const kc = new KubeConfig();
-  kc.loadFromString('{"clusters":[{"name":"c","cluster":{"server":"https://example:6443"}}],"users":[{"name":"u","user":{"token":"t"}}],"contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}');
+  kc.loadFromString(
+    '{"clusters":[{"name":"c","cluster":{"server":"https://example:6443"}}],"users":[{"name":"u","user":{"token":"t"}}],"contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}',
+  );
   assert.equal(kc.getCurrentCluster()?.server, 'https://example:6443');
 });

@@ -73,7 +73,8 @@ function lookups(ix: ClusterIndex): string[] {
       }
     }
   }
-  for (const ip of IPS) out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.hostNetwork ?? '-'} known=${ix.knowsIp(ip)}`);
+  for (const ip of IPS)
+    out.push(`ip ${ip} svc=${!!ix.serviceByIp(ip)} pod=${!!ix.podByIp(ip)} hostNet=${ix.podByIp(ip)?.hostNetwork ?? '-'} known=${ix.knowsIp(ip)}`);
   return out;
 }
 
@@ -81,11 +82,13 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
   for (let seed = 1; seed <= 40; seed++) {
     const r = prng(seed);
     const world: Record<IndexedKind, Map<string, Obj>> = { services: new Map(), slices: new Map(), pods: new Map() };
-    const sources = () => [{
-      services: { list: () => [...world.services.values()].map((o) => slim('services', o) as SlimService) },
-      slices: { list: () => [...world.slices.values()].map((o) => slim('slices', o) as SlimSlice) },
-      pods: { list: () => [...world.pods.values()].map((o) => slim('pods', o) as SlimPod) },
-    }];
+    const sources = () => [
+      {
+        services: { list: () => [...world.services.values()].map((o) => slim('services', o) as SlimService) },
+        slices: { list: () => [...world.slices.values()].map((o) => slim('slices', o) as SlimSlice) },
+        pods: { list: () => [...world.pods.values()].map((o) => slim('pods', o) as SlimPod) },
+      },
+    ];
     const live = new ClusterIndex(sources);
     lookups(live); // built now: from here on only events change it
     for (let step = 0; step < 200; step++) {
@@ -113,7 +116,11 @@ test('incremental updates answer like a rebuild, over 40 seeded random event seq
 test('events before the first lookup are picked up from the informers; invalidate() rebuilds', () => {
   const pods: SlimPod[] = [];
   const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [] }, pods: { list: () => pods } }]);
-  const pod = slim('pods', { metadata: { namespace: 'a', name: 'p' }, spec: { containers: [] }, status: { phase: 'Running', podIP: '10.1.1.1' } } as V1Pod) as SlimPod;
+  const pod = slim('pods', {
+    metadata: { namespace: 'a', name: 'p' },
+    spec: { containers: [] },
+    status: { phase: 'Running', podIP: '10.1.1.1' },
+  } as V1Pod) as SlimPod;
   pods.push(pod);
   ix.apply('pods', 'add', pod); // not built yet: ignored, the build lists it
   assert.equal(ix.podByIp('10.1.1.1'), pod);
@@ -128,15 +135,35 @@ test('without a pod watch, a pod the endpoint controller takes out of every slic
   const gone: string[] = [];
   ix.onPodGone = (ns, name, uid) => gone.push(`${ns}/${name}/${uid}`);
   const slice = (name: string, service: string, pods: Array<[string, string]>) =>
-    slim('slices', { metadata: { namespace: 'a', name, labels: { 'kubernetes.io/service-name': service } }, addressType: 'IPv4', endpoints: pods.map(([pod, uid], i) => ({ addresses: [`10.0.0.${i + 1}`], conditions: { ready: true }, targetRef: { kind: 'Pod', namespace: 'a', name: pod, uid } })) } as V1EndpointSlice) as SlimSlice;
+    slim('slices', {
+      metadata: { namespace: 'a', name, labels: { 'kubernetes.io/service-name': service } },
+      addressType: 'IPv4',
+      endpoints: pods.map(([pod, uid], i) => ({
+        addresses: [`10.0.0.${i + 1}`],
+        conditions: { ready: true },
+        targetRef: { kind: 'Pod', namespace: 'a', name: pod, uid },
+      })),
+    } as V1EndpointSlice) as SlimSlice;
   const put = (s: SlimSlice, event: WatchEvent) => {
     if (event === 'delete') slices.delete(s.key);
     else slices.set(s.key, s);
     ix.apply('slices', event, s);
   };
-  put(slice('web-1', 'web', [['p1', 'u1'], ['p2', 'u2']]), 'add');
+  put(
+    slice('web-1', 'web', [
+      ['p1', 'u1'],
+      ['p2', 'u2'],
+    ]),
+    'add',
+  );
   put(slice('web-2', 'web', [['p3', 'u3']]), 'add');
-  put(slice('all', 'all', [['p1', 'u1'], ['p3', 'u3']]), 'add');
+  put(
+    slice('all', 'all', [
+      ['p1', 'u1'],
+      ['p3', 'u3'],
+    ]),
+    'add',
+  );
   assert.ok(ix.knowsIp('10.0.0.2'), 'endpoint IPs are known');
   put(slice('web-1', 'web', [['p1', 'u1']]), 'update');
   assert.deepEqual(gone, ['a/p2/u2'], 'p2 left its only slice');

@@ -18,7 +18,6 @@ import type { PodTunnel } from '../../src/tunnel/spdy/tunnel.js';
 import type { OpenOptions, PodPort, Transport } from '../../src/tunnel/transport.js';
 import { RecordingDuplex } from '../helpers/recording-duplex.js';
 
-
 /** A transport that answers each open() with the next outcome: a stream, or an error to throw. */
 function transport(outcomes: Array<(target: PodPort, options: OpenOptions) => Promise<Duplex>>): Transport & { opened: string[] } {
   const opened: string[] = [];
@@ -54,17 +53,17 @@ async function until(pred: () => boolean, what: string): Promise<void> {
   assert.ok(pred(), what);
 }
 
-test('a warm SPDY stream to the only endpoint is the transport\'s own stream: no retry wrapper', async () => {
+test("a warm SPDY stream to the only endpoint is the transport's own stream: no retry wrapper", async () => {
   let given: Duplex | undefined;
   const t = transport([async (target, options) => (given = await spdyStream(target, options))]);
   const opened = await route(t).openPlan(plan('a'), signal());
   assert.ok(given instanceof SpdyPortForwardStream);
   assert.ok(!(opened.stream instanceof RetryBeforeFirstByte), 'not wrapped');
-  assert.equal(opened.stream, given, 'the Duplex the route returns is the transport\'s own');
+  assert.equal(opened.stream, given, "the Duplex the route returns is the transport's own");
   opened.stream.destroy();
 });
 
-test('with another endpoint the stream is wrapped, and one the transport could not keep (GOAWAY, failed retryable) moves there with the client\'s bytes', async () => {
+test("with another endpoint the stream is wrapped, and one the transport could not keep (GOAWAY, failed retryable) moves there with the client's bytes", async () => {
   const first = new RecordingDuplex();
   const second = new RecordingDuplex();
   const t = transport([async () => first, async () => second]);
@@ -74,7 +73,7 @@ test('with another endpoint the stream is wrapped, and one the transport could n
   await new Promise((r) => setImmediate(r));
   first.destroy(new UpstreamApiError('port-forward to ns/a:80: the kubelet closed the tunnel (GOAWAY) before it took the stream', { retryable: true }));
   await until(() => second.written.length > 0, 'replayed to the next endpoint');
-  assert.deepEqual(t.opened, ['a', 'b'], 'not the same endpoint again: that is the transport\'s to do');
+  assert.deepEqual(t.opened, ['a', 'b'], "not the same endpoint again: that is the transport's to do");
   assert.equal(Buffer.concat(second.written).toString(), 'GET / HTTP/1.1\r\n\r\n');
   opened.stream.destroy();
 });

@@ -10,7 +10,10 @@ import { binScriptPath, selfInvocation } from '../../src/core/self.js';
 import { repoRoot } from '../helpers/proxy-process.js';
 
 test('every file in src/commands is in the command map, under its file name, loading its class', async () => {
-  const files = readdirSync(path.join(repoRoot, 'src', 'commands')).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
+  const files = readdirSync(path.join(repoRoot, 'src', 'commands'))
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => f.slice(0, -3))
+    .sort();
   assert.deepEqual(Object.keys(COMMAND_LOADERS).sort(), files);
   for (const id of files) {
     const mod = (await import(`../../src/commands/${id}.js`)) as { default: unknown };

@@ -7,7 +7,14 @@ const flags = { ...tableFlagDefinitions(), 'cluster-domain': Flags.string({ defa
 const parse = async (argv: string[]) => (await Parser.parse(argv, { flags, strict: true })).flags;
 
 test('repeatable --context in order, --direct / --no-direct / neither', async () => {
-  assert.deepEqual(tableFlagsFrom(await parse(['--context', 'prod', '--context', 'staging', '--direct'])), { config: undefined, contexts: ['prod', 'staging'], direct: true, clusterDomain: 'cluster.local', currentContext: undefined, extraCA: undefined });
+  assert.deepEqual(tableFlagsFrom(await parse(['--context', 'prod', '--context', 'staging', '--direct'])), {
+    config: undefined,
+    contexts: ['prod', 'staging'],
+    direct: true,
+    clusterDomain: 'cluster.local',
+    currentContext: undefined,
+    extraCA: undefined,
+  });
   assert.equal(tableFlagsFrom(await parse(['--no-direct'])).direct, false);
   const none = tableFlagsFrom(await parse(['--config', 'x.yaml']), 'kind-kind');
   assert.deepEqual([none.config, none.contexts, none.direct, none.currentContext], ['x.yaml', [], undefined, 'kind-kind']);

@@ -44,11 +44,18 @@ test('a konnectivity route parses with its server, mode, files and context', () 
   if (r.kind !== 'konnectivity') return;
   assert.equal(r.context, 'guest-admin');
   assert.deepEqual(r.cidrs, ['10.96.0.0/12']);
-  assert.deepEqual(r.konnectivity, { server: 'https://konnectivity.example.com:8090', mode: 'http-connect', ca: '/etc/konnectivity/ca.crt', cert: '/etc/konnectivity/client.crt', key: '/etc/konnectivity/client.key' });
+  assert.deepEqual(r.konnectivity, {
+    server: 'https://konnectivity.example.com:8090',
+    mode: 'http-connect',
+    ca: '/etc/konnectivity/ca.crt',
+    cert: '/etc/konnectivity/client.crt',
+    key: '/etc/konnectivity/client.key',
+  });
 });
 
-test('mode defaults to grpc (the server\'s default); a unix socket takes no TLS files', () => {
-  const r = parse('routes:\n  - name: hosted\n    kind: konnectivity\n    konnectivity: {server: "unix:///run/konnectivity/konnectivity-server.socket"}\n').routes[0]!;
+test("mode defaults to grpc (the server's default); a unix socket takes no TLS files", () => {
+  const r = parse('routes:\n  - name: hosted\n    kind: konnectivity\n    konnectivity: {server: "unix:///run/konnectivity/konnectivity-server.socket"}\n')
+    .routes[0]!;
   assert.ok(r.kind === 'konnectivity');
   assert.deepEqual(r.konnectivity, { server: 'unix:///run/konnectivity/konnectivity-server.socket', mode: 'grpc' });
   assert.equal(r.context, 'hosted', 'the context defaults to the route name');
@@ -58,21 +65,61 @@ test('konnectivity mistakes are refused with line and key', () => {
   refuses('routes:\n  - name: g\n    kind: konnectivity\n', 2, 'routes[0]', /needs konnectivity: \{server, mode, ca, cert, key\}/);
   refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity: https://k:8090\n', 4, 'routes[0].konnectivity', /must be a mapping/);
   refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      mode: grpc\n', 4, 'routes[0].konnectivity', /needs a server/);
-  refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: http://k:8090\n', 5, 'routes[0].konnectivity.server', /https:\/\/host:port \(TLS\) or unix:\/\/\/path, not http:/);
+  refuses(
+    'routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: http://k:8090\n',
+    5,
+    'routes[0].konnectivity.server',
+    /https:\/\/host:port \(TLS\) or unix:\/\/\/path, not http:/,
+  );
   refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: https://k\n', 5, 'routes[0].konnectivity.server', /needs a port/);
-  refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: unix://relative.sock\n', 5, 'routes[0].konnectivity.server', /unix:\/\/\/absolute\/path/);
-  refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: https://k:8090\n      mode: socks\n', 6, 'routes[0].konnectivity.mode', /unknown mode "socks" \(supported: grpc, http-connect\)/);
-  refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: https://k:8090\n      cert: /c\n', 4, 'routes[0].konnectivity', /cert and key go together/);
-  refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: unix:///s\n      ca: /ca\n', 4, 'routes[0].konnectivity', /unix socket server takes no ca, cert or key/);
-  refuses('routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: https://k:8090\n      insecure: true\n', 6, 'routes[0].konnectivity.insecure', /unknown key in konnectivity \(allowed: server, mode, ca, cert, key\)/);
-  refuses('routes:\n  - name: g\n    kind: konnectivity\n    ingress: {domains: [a.com]}\n    konnectivity: {server: "unix:///s"}\n', 4, 'routes[0].ingress', /unknown key in a konnectivity route \(allowed: name, kind, include, exclude, cidrs, context, default, konnectivity\)/);
+  refuses(
+    'routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: unix://relative.sock\n',
+    5,
+    'routes[0].konnectivity.server',
+    /unix:\/\/\/absolute\/path/,
+  );
+  refuses(
+    'routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: https://k:8090\n      mode: socks\n',
+    6,
+    'routes[0].konnectivity.mode',
+    /unknown mode "socks" \(supported: grpc, http-connect\)/,
+  );
+  refuses(
+    'routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: https://k:8090\n      cert: /c\n',
+    4,
+    'routes[0].konnectivity',
+    /cert and key go together/,
+  );
+  refuses(
+    'routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: unix:///s\n      ca: /ca\n',
+    4,
+    'routes[0].konnectivity',
+    /unix socket server takes no ca, cert or key/,
+  );
+  refuses(
+    'routes:\n  - name: g\n    kind: konnectivity\n    konnectivity:\n      server: https://k:8090\n      insecure: true\n',
+    6,
+    'routes[0].konnectivity.insecure',
+    /unknown key in konnectivity \(allowed: server, mode, ca, cert, key\)/,
+  );
+  refuses(
+    'routes:\n  - name: g\n    kind: konnectivity\n    ingress: {domains: [a.com]}\n    konnectivity: {server: "unix:///s"}\n',
+    4,
+    'routes[0].ingress',
+    /unknown key in a konnectivity route \(allowed: name, kind, include, exclude, cidrs, context, default, konnectivity\)/,
+  );
 });
 
 test('a cluster route and a konnectivity route cannot share a context', () => {
-  refuses('routes:\n  - name: a\n    kind: cluster\n    context: guest\n  - name: b\n    kind: konnectivity\n    context: guest\n    konnectivity: {server: "unix:///s"}\n', 7, 'routes[1].context', /context "guest" is already used by route a/);
+  refuses(
+    'routes:\n  - name: a\n    kind: cluster\n    context: guest\n  - name: b\n    kind: konnectivity\n    context: guest\n    konnectivity: {server: "unix:///s"}\n',
+    7,
+    'routes[1].context',
+    /context "guest" is already used by route a/,
+  );
 });
 
-test('the table matches a konnectivity route\'s own names and describes it', () => {
+test("the table matches a konnectivity route's own names and describes it", () => {
   const table = tableFrom(parse(GUEST), { contexts: [], clusterDomain: 'cluster.local' });
   assert.equal(table.defaultRoute, 'guest');
   const matcher = new RouteMatcher(table);
@@ -80,5 +127,8 @@ test('the table matches a konnectivity route\'s own names and describes it', () 
   assert.ok(claim.claimed && claim.route.name === 'guest' && claim.name?.kind === 'service', JSON.stringify(claim));
   const short = matcher.match({ host: 'web.shop.svc.cluster.local', port: 80, type: 'domain' });
   assert.ok(short.claimed && short.route.name === 'guest');
-  assert.match(describeRoute(table, table.routes[0]!), /^guest \(konnectivity guest-admin via https:\/\/konnectivity\.example\.com:8090 \(http-connect\), default\): <svc>\.<ns>\.guest/);
+  assert.match(
+    describeRoute(table, table.routes[0]!),
+    /^guest \(konnectivity guest-admin via https:\/\/konnectivity\.example\.com:8090 \(http-connect\), default\): <svc>\.<ns>\.guest/,
+  );
 });

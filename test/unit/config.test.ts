@@ -33,7 +33,12 @@ test('the issue example parses into routes with their origins', () => {
   assert.equal(cfg.defaultRoute, 'prod');
   assert.deepEqual(
     cfg.routes.map((r) => [r.name, r.kind, r.origin]),
-    [['prod', 'cluster', 'config.yaml:4'], ['staging', 'cluster', 'config.yaml:12'], ['intranet', 'direct', 'config.yaml:16'], ['blocked', 'reject', 'config.yaml:20']],
+    [
+      ['prod', 'cluster', 'config.yaml:4'],
+      ['staging', 'cluster', 'config.yaml:12'],
+      ['intranet', 'direct', 'config.yaml:16'],
+      ['blocked', 'reject', 'config.yaml:20'],
+    ],
   );
   const prod = cfg.routes[0]!;
   assert.equal(prod.kind, 'cluster');
@@ -46,18 +51,33 @@ test('the issue example parses into routes with their origins', () => {
 });
 
 test('suffixes and CIDRs are normalized; an empty file is an empty table', () => {
-  const cfg = parse('routes:\n  - name: Prod\n    kind: cluster\n    include: [Prod.Example.COM.]\n    cidrs: ["FD00::0/64", "::ffff:10.0.0.0/104", 10.1.2.3]\n');
-  assert.deepEqual([cfg.routes[0]!.name, cfg.routes[0]!.include, cfg.routes[0]!.cidrs], ['prod', ['prod.example.com'], ['fd00::/64', '10.0.0.0/8', '10.1.2.3/32']]);
+  const cfg = parse(
+    'routes:\n  - name: Prod\n    kind: cluster\n    include: [Prod.Example.COM.]\n    cidrs: ["FD00::0/64", "::ffff:10.0.0.0/104", 10.1.2.3]\n',
+  );
+  assert.deepEqual(
+    [cfg.routes[0]!.name, cfg.routes[0]!.include, cfg.routes[0]!.cidrs],
+    ['prod', ['prod.example.com'], ['fd00::/64', '10.0.0.0/8', '10.1.2.3/32']],
+  );
   assert.deepEqual(parse('').routes, []);
   assert.deepEqual(parse('# nothing yet\n').routes, []);
 });
 
 test('unknown keys are refused with their line and key', () => {
   refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extraCA, forward\)/);
-  refuses('routes:\n  - name: a\n    kind: cluster\n    contxt: a\n', 4, 'routes[0].contxt', /unknown key in a cluster route \(allowed: name, kind, include, exclude, cidrs, context, default, ingress, via\)/);
+  refuses(
+    'routes:\n  - name: a\n    kind: cluster\n    contxt: a\n',
+    4,
+    'routes[0].contxt',
+    /unknown key in a cluster route \(allowed: name, kind, include, exclude, cidrs, context, default, ingress, via\)/,
+  );
   refuses('routes:\n  - name: a\n    kind: direct\n\n    context: x\n', 5, 'routes[0].context', /unknown key in a direct route/);
   refuses('routes:\n  - name: a\n    kind: reject\n    default: true\n', 4, 'routes[0].default', /unknown key in a reject route/);
-  refuses('routes:\n- name: a\n  kind: cluster\n  ingress:\n    domains: []\n    class: nginx\n', 6, 'routes[0].ingress.class', /unknown key in ingress \(allowed: domains, controller\)/);
+  refuses(
+    'routes:\n- name: a\n  kind: cluster\n  ingress:\n    domains: []\n    class: nginx\n',
+    6,
+    'routes[0].ingress.class',
+    /unknown key in ingress \(allowed: domains, controller\)/,
+  );
   refuses('routes: [{name: a, kind: cluster, ingress: {domain: [x.com]}}]\n', 1, 'routes[0].ingress.domain', /unknown key/);
 });
 
@@ -72,16 +92,36 @@ test('wrong types are refused', () => {
   refuses('routes: {name: a}\n', 1, 'routes', /must be a list of routes, not a mapping/);
   refuses('routes:\n  - just-a-name\n', 2, 'routes[0]', /a route must be a mapping/);
   refuses('routes:\n  - name: a\n    kind: cluster\n    include: a.example.com\n', 4, 'routes[0].include', /must be a list, e.g. \[a\.example\.com\]/);
-  refuses('routes:\n  - name: a\n    kind: cluster\n    include:\n      - x.com\n      - 42\n', 6, 'routes[0].include[1]', /must be a non-empty string, not number 42/);
+  refuses(
+    'routes:\n  - name: a\n    kind: cluster\n    include:\n      - x.com\n      - 42\n',
+    6,
+    'routes[0].include[1]',
+    /must be a non-empty string, not number 42/,
+  );
   refuses('routes:\n  - name: a\n    kind: cluster\n    default: "true"\n', 4, 'routes[0].default', /must be true or false/);
   refuses('routes:\n  - name: [a]\n    kind: cluster\n', 2, 'routes[0].name', /must be a non-empty string, not a list/);
   refuses('[1, 2]\n', 1, '', /must be a mapping/);
 });
 
 test('duplicate names, contexts and defaults are refused at the second one', () => {
-  refuses('routes:\n  - {name: a, kind: cluster}\n  - {name: b, kind: direct}\n  - {name: A, kind: reject}\n', 4, 'routes[2].name', /route name "a" is already used on line 2/);
-  refuses('routes:\n  - {name: a, kind: cluster, context: ctx}\n  - {name: b, kind: cluster, context: ctx}\n', 3, 'routes[1].context', /context "ctx" is already used by route a/);
-  refuses('routes:\n  - {name: a, kind: cluster, default: true}\n  - {name: b, kind: cluster, default: true}\n', 3, 'routes[1].default', /route a is already the default/);
+  refuses(
+    'routes:\n  - {name: a, kind: cluster}\n  - {name: b, kind: direct}\n  - {name: A, kind: reject}\n',
+    4,
+    'routes[2].name',
+    /route name "a" is already used on line 2/,
+  );
+  refuses(
+    'routes:\n  - {name: a, kind: cluster, context: ctx}\n  - {name: b, kind: cluster, context: ctx}\n',
+    3,
+    'routes[1].context',
+    /context "ctx" is already used by route a/,
+  );
+  refuses(
+    'routes:\n  - {name: a, kind: cluster, default: true}\n  - {name: b, kind: cluster, default: true}\n',
+    3,
+    'routes[1].default',
+    /route a is already the default/,
+  );
   refuses('routes:\n  - name: a\n    name: b\n', 3, '', /not valid YAML: duplicated mapping key/);
 });
 
@@ -123,7 +163,14 @@ test('two routes of a file claiming one suffix or block: the error names both or
 
 test('flags alone: one cluster route per --context, the first is the default; --direct adds pass-through', () => {
   const t = tableFrom(undefined, flags({ contexts: ['prod', 'staging'], direct: true }));
-  assert.deepEqual(t.routes.map((r) => [r.name, r.kind, r.origin]), [['prod', 'cluster', '--context prod'], ['staging', 'cluster', '--context staging'], ['direct', 'direct', '--direct']]);
+  assert.deepEqual(
+    t.routes.map((r) => [r.name, r.kind, r.origin]),
+    [
+      ['prod', 'cluster', '--context prod'],
+      ['staging', 'cluster', '--context staging'],
+      ['direct', 'direct', '--direct'],
+    ],
+  );
   assert.equal(t.defaultRoute, 'prod');
   assert.equal(t.directRoute, 'direct');
   const none = tableFrom(undefined, flags({ currentContext: 'kind-kind' }));
@@ -134,19 +181,40 @@ test('flags alone: one cluster route per --context, the first is the default; --
 
 test('a table of routes without a cluster needs no kubeconfig; the current context serves only when no route was configured', () => {
   let asked = 0;
-  const lazy = (ctx?: string) => ({ ...flags(), get currentContext() { asked++; return ctx; } });
+  const lazy = (ctx?: string) => ({
+    ...flags(),
+    get currentContext() {
+      asked++;
+      return ctx;
+    },
+  });
   const t = tableFrom(parse('direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n'), lazy('kind-kind'));
-  assert.deepEqual(t.routes.map((r) => [r.name, r.kind]), [['blocked', 'reject'], ['direct', 'direct']]);
+  assert.deepEqual(
+    t.routes.map((r) => [r.name, r.kind]),
+    [
+      ['blocked', 'reject'],
+      ['direct', 'direct'],
+    ],
+  );
   assert.equal(t.defaultRoute, undefined);
   assert.equal(asked, 0, 'the kubeconfig was not read');
   // No routes at all: the kubeconfig's current context is the one route (as before config files).
-  assert.deepEqual(tableFrom(parse('routes: []\n'), lazy('kind-kind')).routes.map((r) => r.name), ['kind-kind']);
+  assert.deepEqual(
+    tableFrom(parse('routes: []\n'), lazy('kind-kind')).routes.map((r) => r.name),
+    ['kind-kind'],
+  );
   assert.throws(() => tableFrom(parse('routes: []\n'), lazy(undefined)), /no cluster to serve/);
 });
 
 test('contexts that are no DNS name get a readable route name; clashes are refused', () => {
-  const t = tableFrom(undefined, flags({ contexts: ['arn:aws:eks:eu-west-1:123456789012:cluster/Prod', 'default/api-x-example-com:6443/kube:admin', 'admin@kind'] }));
-  assert.deepEqual(t.routes.map((r) => r.name), ['arn-aws-eks-eu-west-1-123456789012-cluster-prod', 'default-api-x-example-com-6443-kube-admin', 'admin-kind']);
+  const t = tableFrom(
+    undefined,
+    flags({ contexts: ['arn:aws:eks:eu-west-1:123456789012:cluster/Prod', 'default/api-x-example-com:6443/kube:admin', 'admin@kind'] }),
+  );
+  assert.deepEqual(
+    t.routes.map((r) => r.name),
+    ['arn-aws-eks-eu-west-1-123456789012-cluster-prod', 'default-api-x-example-com-6443-kube-admin', 'admin-kind'],
+  );
   assert.equal((t.routes[0] as { context: string }).context, 'arn:aws:eks:eu-west-1:123456789012:cluster/Prod');
   assert.throws(() => tableFrom(undefined, flags({ contexts: ['a_b', 'a:b'] })), /--context a_b and --context a:b are both named "a-b"/);
   assert.throws(() => tableFrom(undefined, flags({ contexts: ['svc'] })), /context "svc" cannot name a route/);
@@ -156,7 +224,10 @@ test('contexts that are no DNS name get a readable route name; clashes are refus
 test('file and flags: --context picks the file route for that context and makes it the default', () => {
   const cfg = parse(MULTI_YAML);
   const t = tableFrom(cfg, flags({ contexts: ['staging'] }));
-  assert.deepEqual(t.routes.map((r) => r.name), ['staging', 'prod', 'intranet', 'blocked', 'direct']);
+  assert.deepEqual(
+    t.routes.map((r) => r.name),
+    ['staging', 'prod', 'intranet', 'blocked', 'direct'],
+  );
   assert.equal(t.defaultRoute, 'staging');
   assert.equal(t.routes[0], cfg.routes[1]); // the file's route, with its includes
   // By context too, and a new context becomes a new route.
@@ -166,7 +237,10 @@ test('file and flags: --context picks the file route for that context and makes 
   assert.throws(() => tableFrom(cfg, flags({ contexts: ['prod'] })), /route "prod" \(config\.yaml:4\) is for context prod-admin/);
   // Without --context the file's default: true decides, else the first cluster route.
   assert.equal(tableFrom(cfg, flags()).defaultRoute, 'prod');
-  assert.equal(tableFrom(parse('routes:\n  - {name: x, kind: direct}\n  - {name: b, kind: cluster}\n  - {name: c, kind: cluster}\n'), flags()).defaultRoute, 'b');
+  assert.equal(
+    tableFrom(parse('routes:\n  - {name: x, kind: direct}\n  - {name: b, kind: cluster}\n  - {name: c, kind: cluster}\n'), flags()).defaultRoute,
+    'b',
+  );
   // A file with routes but no cluster route serves those routes alone: no cluster is added.
   const onlyDirect = tableFrom(parse('direct: true\nroutes:\n  - {name: lan, kind: direct, include: [lan]}\n'), flags({ currentContext: 'kind-kind' }));
   assert.deepEqual([onlyDirect.routes.map((r) => r.name), onlyDirect.defaultRoute], [['lan', 'direct'], undefined]);
@@ -176,7 +250,10 @@ test('direct: --direct and --no-direct beat the file; a route named "direct" of 
   const cfg = parse(MULTI_YAML);
   assert.equal(tableFrom(cfg, flags()).directRoute, 'direct');
   assert.equal(tableFrom(cfg, flags({ direct: false })).directRoute, undefined);
-  assert.equal(tableFrom(cfg, flags({ direct: false })).routes.some((r) => r.name === 'direct'), false);
+  assert.equal(
+    tableFrom(cfg, flags({ direct: false })).routes.some((r) => r.name === 'direct'),
+    false,
+  );
   const off = parse('direct: false\nroutes: [{name: a, kind: cluster}]\n');
   assert.equal(tableFrom(off, flags({ direct: true })).directRoute, 'direct');
   assert.equal(tableFrom(off, flags({ direct: true })).routes.at(-1)!.origin, '--direct');
@@ -184,47 +261,89 @@ test('direct: --direct and --no-direct beat the file; a route named "direct" of 
   // The user's own direct route named "direct" is the pass-through route, includes and all.
   const own = tableFrom(parse('direct: true\nroutes: [{name: a, kind: cluster}, {name: direct, kind: direct, include: [lan]}]\n'), flags());
   assert.deepEqual([own.routes.map((r) => r.name), own.routes[1]!.include], [['a', 'direct'], ['lan']]);
-  assert.throws(() => tableFrom(parse('routes: [{name: a, kind: cluster}, {name: direct, kind: reject}]\n'), flags({ direct: true })), /needs the route name "direct"/);
+  assert.throws(
+    () => tableFrom(parse('routes: [{name: a, kind: cluster}, {name: direct, kind: reject}]\n'), flags({ direct: true })),
+    /needs the route name "direct"/,
+  );
 });
 
 test('loadRoutingTable: --config must exist; the default file is read only without --context', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-config-'));
   const file = path.join(dir, 'config.yaml');
   writeFileSync(file, 'routes:\n  - {name: from-file, kind: cluster}\n');
-  assert.deepEqual(loadRoutingTable(flags(), file).routes.map((r) => r.name), ['from-file']);
-  assert.deepEqual(loadRoutingTable(flags({ contexts: ['cli'] }), file).routes.map((r) => r.name), ['cli']);
-  assert.deepEqual(loadRoutingTable(flags({ config: file, contexts: ['cli'] }), '/nonexistent').routes.map((r) => r.name), ['cli', 'from-file']);
-  assert.deepEqual(loadRoutingTable(flags({ currentContext: 'cur' }), path.join(dir, 'absent.yaml')).routes.map((r) => r.name), ['cur']);
+  assert.deepEqual(
+    loadRoutingTable(flags(), file).routes.map((r) => r.name),
+    ['from-file'],
+  );
+  assert.deepEqual(
+    loadRoutingTable(flags({ contexts: ['cli'] }), file).routes.map((r) => r.name),
+    ['cli'],
+  );
+  assert.deepEqual(
+    loadRoutingTable(flags({ config: file, contexts: ['cli'] }), '/nonexistent').routes.map((r) => r.name),
+    ['cli', 'from-file'],
+  );
+  assert.deepEqual(
+    loadRoutingTable(flags({ currentContext: 'cur' }), path.join(dir, 'absent.yaml')).routes.map((r) => r.name),
+    ['cur'],
+  );
   assert.throws(() => loadRoutingTable(flags({ config: path.join(dir, 'absent.yaml') })), /cannot read the config file .*absent\.yaml: no such file/);
   writeFileSync(file, 'routes:\n  - {name: a, kind: cluster, colour: red}\n');
-  assert.throws(() => loadRoutingTable(flags({ config: file })), (e: Error) => e instanceof ConfigError && e.message.startsWith(`${file}:2: routes[0].colour: unknown key`));
+  assert.throws(
+    () => loadRoutingTable(flags({ config: file })),
+    (e: Error) => e instanceof ConfigError && e.message.startsWith(`${file}:2: routes[0].colour: unknown key`),
+  );
   assert.match(defaultConfigPath(), /kubectl-proxyout[/\\]config\.yaml$/);
 });
 
 test('anchors and aliases share lists; comments and blank lines keep the line numbers right', () => {
-  const text = '# routes\n\nroutes:\n  - name: a          # first\n    kind: cluster\n    exclude: &old [old.example.com]\n\n  - name: b\n    kind: cluster\n    exclude: *old\n    cidrs:\n      # the pod network\n      - 10.244.0.0/16\n      - 10.96.0.0/33\n';
+  const text =
+    '# routes\n\nroutes:\n  - name: a          # first\n    kind: cluster\n    exclude: &old [old.example.com]\n\n  - name: b\n    kind: cluster\n    exclude: *old\n    cidrs:\n      # the pod network\n      - 10.244.0.0/16\n      - 10.96.0.0/33\n';
   refuses(text, 14, 'routes[1].cidrs[1]', /0 to 32/);
   const cfg = parse(text.replace('/33', '/12'));
-  assert.deepEqual(cfg.routes.map((r) => [r.name, r.exclude, r.origin]), [['a', ['old.example.com'], 'config.yaml:4'], ['b', ['old.example.com'], 'config.yaml:8']]);
+  assert.deepEqual(
+    cfg.routes.map((r) => [r.name, r.exclude, r.origin]),
+    [
+      ['a', ['old.example.com'], 'config.yaml:4'],
+      ['b', ['old.example.com'], 'config.yaml:8'],
+    ],
+  );
 });
 
 test('an ssh route names a Host of ~/.ssh/config and takes include, exclude and cidrs', () => {
-  const cfg = parse('routes:\n  - name: bettersmarter\n    kind: ssh\n    ssh: {host: management4.rma1}\n    include: [vcenter.bettersmarter.ch, storage.bettersmarter.ch]\n    exclude: [apps.c-prod01.example.net]\n    cidrs: [172.18.0.0/16]\n');
+  const cfg = parse(
+    'routes:\n  - name: bettersmarter\n    kind: ssh\n    ssh: {host: management4.rma1}\n    include: [vcenter.bettersmarter.ch, storage.bettersmarter.ch]\n    exclude: [apps.c-prod01.example.net]\n    cidrs: [172.18.0.0/16]\n',
+  );
   const route = cfg.routes[0]!;
   assert.equal(route.kind, 'ssh');
   if (route.kind !== 'ssh') return;
   assert.deepEqual(route.ssh, { host: 'management4.rma1' });
-  assert.deepEqual([route.include, route.exclude, route.cidrs], [['vcenter.bettersmarter.ch', 'storage.bettersmarter.ch'], ['apps.c-prod01.example.net'], ['172.18.0.0/16']]);
-  assert.deepEqual((parse('routes: [{name: j, kind: ssh, ssh: {host: "admin@[fd00::1]:2222"}}]\n').routes[0] as { ssh: unknown }).ssh, { host: 'admin@[fd00::1]:2222' });
+  assert.deepEqual(
+    [route.include, route.exclude, route.cidrs],
+    [['vcenter.bettersmarter.ch', 'storage.bettersmarter.ch'], ['apps.c-prod01.example.net'], ['172.18.0.0/16']],
+  );
+  assert.deepEqual((parse('routes: [{name: j, kind: ssh, ssh: {host: "admin@[fd00::1]:2222"}}]\n').routes[0] as { ssh: unknown }).ssh, {
+    host: 'admin@[fd00::1]:2222',
+  });
 });
 
 test('an ssh route without a usable ssh.host is refused with its line', () => {
   refuses('routes:\n  - name: j\n    kind: ssh\n', 2, 'routes[0]', /an ssh route needs ssh: \{ host: NAME \}/);
   refuses('routes:\n  - name: j\n    kind: ssh\n    ssh: jump\n', 4, 'routes[0].ssh', /must be a mapping with host/);
   refuses('routes:\n  - name: j\n    kind: ssh\n    ssh: {}\n', 4, 'routes[0].ssh.host', /is required/);
-  refuses('routes:\n  - name: j\n    kind: ssh\n    ssh:\n      host: jump\n      user: root\n', 6, 'routes[0].ssh.user', /unknown key in ssh \(allowed: host\)/);
+  refuses(
+    'routes:\n  - name: j\n    kind: ssh\n    ssh:\n      host: jump\n      user: root\n',
+    6,
+    'routes[0].ssh.user',
+    /unknown key in ssh \(allowed: host\)/,
+  );
   refuses('routes:\n  - name: j\n    kind: ssh\n    ssh:\n      host: -oProxyCommand=sh\n', 5, 'routes[0].ssh.host', /is not an ssh host/);
-  refuses('routes:\n  - name: j\n    kind: ssh\n    ssh: {host: jump}\n    context: x\n', 5, 'routes[0].context', /unknown key in an ssh route \(allowed: name, kind, include, exclude, cidrs, ssh\)/);
+  refuses(
+    'routes:\n  - name: j\n    kind: ssh\n    ssh: {host: jump}\n    context: x\n',
+    5,
+    'routes[0].context',
+    /unknown key in an ssh route \(allowed: name, kind, include, exclude, cidrs, ssh\)/,
+  );
 });
 
 test('extraCA: relative to the config file; --extra-ca beats it', () => {

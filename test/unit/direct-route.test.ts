@@ -3,14 +3,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import type dns from 'node:dns';
 import { once } from 'node:events';
-import {
-  ConnectionRefusedError,
-  ConnectTimeoutError,
-  HostUnreachableError,
-  NotAllowedError,
-  SocksReply,
-  StartupError,
-} from '../../src/core/errors.js';
+import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError, NotAllowedError, SocksReply, StartupError } from '../../src/core/errors.js';
 import type { HostPort } from '../../src/core/address.js';
 import { DirectRoute, assertDirectAllowed, dialError } from '../../src/routing/direct-route.js';
 import { RejectRoute } from '../../src/routing/reject-route.js';
@@ -53,7 +46,13 @@ async function closedPort(host: string): Promise<number> {
 }
 
 type Lookup = (host: string, cb: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
-const fixedLookup = (addresses: string[]): Lookup => (_h, cb) => cb(null, addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })));
+const fixedLookup =
+  (addresses: string[]): Lookup =>
+  (_h, cb) =>
+    cb(
+      null,
+      addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })),
+    );
 // The test servers are on loopback, which a direct route dials only when its allow list names it.
 const LOOPBACK = ['127.0.0.0/8', '::1/128'].map((b) => parseCidr(b));
 const route = (listeners: HostPort[] = [], lookup?: Lookup, localAddresses?: () => string[], allow: Cidr[] = LOOPBACK) =>
@@ -80,7 +79,11 @@ test('dials IP literals and names (OS resolver) on loopback and relays bytes', a
     const c = await route().dial('localhost', v4.port, signal()); // /etc/hosts, through getaddrinfo
     assert.equal(await roundTrip(c.stream as net.Socket), 'ping');
     // open() dials the host as the client wrote it, through the same resolver the client would use.
-    const d = await route().open({ destination: { host: 'localhost', port: v4.port, type: 'domain' }, frontEnd: 'socks5', client: 'test', signal: signal() }, undefined, signal());
+    const d = await route().open(
+      { destination: { host: 'localhost', port: v4.port, type: 'domain' }, frontEnd: 'socks5', client: 'test', signal: signal() },
+      undefined,
+      signal(),
+    );
     assert.equal(await roundTrip(d.stream as net.Socket), 'ping');
   } finally {
     await v4.close();
@@ -102,9 +105,16 @@ test('Happy Eyeballs: a name whose IPv4 address refuses is reached over IPv6', a
 
 test('failures map to SOCKS/HTTP replies: unresolvable 0x04, refused 0x05, timeout 0x06', async () => {
   const notFound: Lookup = (h, cb) => cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${h}`), { code: 'ENOTFOUND' }), []);
-  await assert.rejects(route([], notFound).dial('nowhere.test', 80, signal()), (e: Error) => e instanceof HostUnreachableError && e.socksReply === SocksReply.hostUnreachable && /cannot resolve nowhere\.test \(ENOTFOUND\)/.test(e.message));
+  await assert.rejects(
+    route([], notFound).dial('nowhere.test', 80, signal()),
+    (e: Error) =>
+      e instanceof HostUnreachableError && e.socksReply === SocksReply.hostUnreachable && /cannot resolve nowhere\.test \(ENOTFOUND\)/.test(e.message),
+  );
   const port = await closedPort('127.0.0.1');
-  await assert.rejects(route().dial('127.0.0.1', port, signal()), (e: Error) => e instanceof ConnectionRefusedError && e.socksReply === SocksReply.connectionRefused);
+  await assert.rejects(
+    route().dial('127.0.0.1', port, signal()),
+    (e: Error) => e instanceof ConnectionRefusedError && e.socksReply === SocksReply.connectionRefused,
+  );
   // Every address of a name refusing (an AggregateError from Happy Eyeballs) is still "refused".
   const port6 = await closedPort('::1');
   await assert.rejects(route([], fixedLookup(['127.0.0.1', '::1'])).dial('both.test', port6, signal()), ConnectionRefusedError);
@@ -113,7 +123,10 @@ test('failures map to SOCKS/HTTP replies: unresolvable 0x04, refused 0x05, timeo
   const hanging: Lookup = () => {};
   const deadline = new AbortController();
   setTimeout(() => deadline.abort(new DOMException('deadline', 'TimeoutError')), 50);
-  await assert.rejects(route([], hanging).dial('slow.test', 80, deadline.signal), (e: Error) => e instanceof ConnectTimeoutError && e.socksReply === SocksReply.ttlExpired && /timed out/.test(e.message));
+  await assert.rejects(
+    route([], hanging).dial('slow.test', 80, deadline.signal),
+    (e: Error) => e instanceof ConnectTimeoutError && e.socksReply === SocksReply.ttlExpired && /timed out/.test(e.message),
+  );
   // Kernel-level failures.
   const err = (code: string) => Object.assign(new Error(code), { code });
   assert.ok(dialError(err('ETIMEDOUT'), 'h', 1) instanceof ConnectTimeoutError);
@@ -126,7 +139,8 @@ test('failures map to SOCKS/HTTP replies: unresolvable 0x04, refused 0x05, timeo
 test('by default refuses loopback, "this host", link-local and metadata addresses, after DNS', async () => {
   const v4 = await echoServer('127.0.0.1');
   const v6 = await echoServer('::1');
-  const notAllowed = (re: RegExp) => (e: Error) => e instanceof NotAllowedError && e.socksReply === SocksReply.notAllowed && re.test(e.message) && /allow list/.test(e.message);
+  const notAllowed = (re: RegExp) => (e: Error) =>
+    e instanceof NotAllowedError && e.socksReply === SocksReply.notAllowed && re.test(e.message) && /allow list/.test(e.message);
   try {
     const strict = (lookup?: Lookup) => route([], lookup, undefined, []);
     const literals: Array<[string, RegExp]> = [
@@ -147,7 +161,10 @@ test('by default refuses loopback, "this host", link-local and metadata addresse
     for (const [host, re] of literals) await assert.rejects(strict().dial(host, v4.port, signal()), notAllowed(re), host);
     // Judged on the addresses the name resolves to: the OS resolver's localhost, a name pointing at metadata.
     await assert.rejects(strict().dial('localhost', v4.port, signal()), notAllowed(/^localhost resolves only to .*127\.0\.0\.1.* \(loopback address\)/));
-    await assert.rejects(strict(fixedLookup(['169.254.169.254'])).dial('metadata.google.internal', 80, signal()), notAllowed(/metadata\.google\.internal resolves only to 169\.254\.169\.254 \(cloud instance-metadata address\)/));
+    await assert.rejects(
+      strict(fixedLookup(['169.254.169.254'])).dial('metadata.google.internal', 80, signal()),
+      notAllowed(/metadata\.google\.internal resolves only to 169\.254\.169\.254 \(cloud instance-metadata address\)/),
+    );
     await assert.rejects(strict(fixedLookup(['fe80::1%eth0'])).dial('printer.local', 80, signal()), notAllowed(/link-local/));
     assert.equal(v4.accepted() + v6.accepted(), 0, 'nothing was dialled');
     // A name with a refused and an allowed address dials only the allowed one: ::1 is allowed here, 127.0.0.1 not.
@@ -177,12 +194,16 @@ test('by default refuses loopback, "this host", link-local and metadata addresse
   }
 });
 
-test('a config file\'s direct route takes allow; the route built from it dials what it names', async () => {
+test("a config file's direct route takes allow; the route built from it dials what it names", async () => {
   const table = tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, include: [lan], allow: [127.0.0.0/8, "::1"]}]\n');
   const spec = table.routes.find((r) => r.name === 'lan')!;
   assert.deepEqual(spec.kind === 'direct' && spec.allow, ['127.0.0.0/8', '::1/128']);
   // Built alone: the cluster route would need a kubeconfig.
-  const built = buildTable({ ...table, routes: [spec], defaultRoute: undefined }, { ownListeners: () => [] } as unknown as BuildSettings, createLogger('silent')).routes.get('lan') as DirectRoute;
+  const built = buildTable(
+    { ...table, routes: [spec], defaultRoute: undefined },
+    { ownListeners: () => [] } as unknown as BuildSettings,
+    createLogger('silent'),
+  ).routes.get('lan') as DirectRoute;
   const v4 = await echoServer('127.0.0.1');
   try {
     assert.equal(await roundTrip((await built.dial('127.0.0.1', v4.port, signal())).stream as net.Socket), 'ping');
@@ -190,7 +211,10 @@ test('a config file\'s direct route takes allow; the route built from it dials w
   } finally {
     await v4.close();
   }
-  assert.throws(() => tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, allow: [127.0.0.1/8]}]\n'), /routes\[1\]\.allow\[0\].*host bits set; did you mean 127\.0\.0\.0\/8/);
+  assert.throws(
+    () => tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, allow: [127.0.0.1/8]}]\n'),
+    /routes\[1\]\.allow\[0\].*host bits set; did you mean 127\.0\.0\.0\/8/,
+  );
   assert.throws(() => tableFromYaml('routes: [{name: a, kind: cluster, allow: [127.0.0.0/8]}]\n'), /allow/);
 });
 
@@ -232,15 +256,28 @@ test('direct pass-through is allowed only on loopback listeners or with proxy cr
   const withDirect = tableFromYaml('direct: true\nroutes: [{name: a, kind: cluster}]\n');
   const directRoute = tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, include: [lan]}]\n');
   const without = tableFromYaml('routes: [{name: a, kind: cluster}]\n');
-  const loopback = [{ flag: '--listen-socks', host: '127.0.0.1', port: 1080 }, { flag: '--listen-http', host: '::1', port: 3128 }];
+  const loopback = [
+    { flag: '--listen-socks', host: '127.0.0.1', port: 1080 },
+    { flag: '--listen-http', host: '::1', port: 3128 },
+  ];
   const exposed = [...loopback, { flag: '--listen-http', host: '0.0.0.0', port: 3129 }];
   assertDirectAllowed(withDirect, loopback, false);
   assertDirectAllowed(withDirect, exposed, true);
   assertDirectAllowed(without, exposed, false);
-  assert.throws(() => assertDirectAllowed(withDirect, exposed, false), (e: Error) => e instanceof StartupError && /route direct, config\.yaml:1\).*--listen-http 0\.0\.0\.0:3129.*--proxy-auth-file/.test(e.message));
+  assert.throws(
+    () => assertDirectAllowed(withDirect, exposed, false),
+    (e: Error) => e instanceof StartupError && /route direct, config\.yaml:1\).*--listen-http 0\.0\.0\.0:3129.*--proxy-auth-file/.test(e.message),
+  );
   assert.throws(() => assertDirectAllowed(directRoute, exposed, false), /route lan, config\.yaml:1/);
 });
 
 test('the reject route refuses with SOCKS 0x02 / HTTP 403', async () => {
-  await assert.rejects(new RejectRoute('blocked').open({ destination: { host: 'ads.example.com', port: 443, type: 'domain' }, frontEnd: 'http-connect', client: 'x', signal: signal() }, undefined, signal()), (e: Error) => e instanceof NotAllowedError && e.httpStatus === 403 && /ads\.example\.com is blocked by route blocked/.test(e.message));
+  await assert.rejects(
+    new RejectRoute('blocked').open(
+      { destination: { host: 'ads.example.com', port: 443, type: 'domain' }, frontEnd: 'http-connect', client: 'x', signal: signal() },
+      undefined,
+      signal(),
+    ),
+    (e: Error) => e instanceof NotAllowedError && e.httpStatus === 403 && /ads\.example\.com is blocked by route blocked/.test(e.message),
+  );
 });

@@ -39,17 +39,28 @@ test('NO_PROXY IPs and CIDRs match IP literals only; "*" matches everything; emp
 
 test('which proxy: by scheme, upper case first, bare host:port means http://, loopback never proxied', () => {
   const env = { HTTPS_PROXY: 'proxy.corp:3128', https_proxy: 'http://lower:1', HTTP_PROXY: 'http://plain:8080' };
-  assert.deepEqual(proxyFromEnvironment(new URL('https://api.prod.example:6443'), env), { url: 'http://proxy.corp:3128/', proxy: 'http://proxy.corp:3128', source: 'HTTPS_PROXY' });
+  assert.deepEqual(proxyFromEnvironment(new URL('https://api.prod.example:6443'), env), {
+    url: 'http://proxy.corp:3128/',
+    proxy: 'http://proxy.corp:3128',
+    source: 'HTTPS_PROXY',
+  });
   assert.equal(proxyFromEnvironment(new URL('https://api.prod.example:6443'), { https_proxy: 'http://lower:1' }).source, 'https_proxy');
   assert.equal(proxyFromEnvironment(new URL('http://api.prod.example'), env).proxy, 'http://plain:8080');
-  assert.equal(proxyFromEnvironment(new URL('https://api.prod.example'), { HTTP_PROXY: 'http://plain:8080' }).proxy, undefined, 'https servers use HTTPS_PROXY only');
+  assert.equal(
+    proxyFromEnvironment(new URL('https://api.prod.example'), { HTTP_PROXY: 'http://plain:8080' }).proxy,
+    undefined,
+    'https servers use HTTPS_PROXY only',
+  );
   assert.equal(proxyFromEnvironment(new URL('https://127.0.0.1:6443'), env).proxy, undefined);
   assert.equal(proxyFromEnvironment(new URL('https://localhost:6443'), env).proxy, undefined);
   assert.equal(proxyFromEnvironment(new URL('https://[::1]:6443'), env).proxy, undefined);
   const excluded = proxyFromEnvironment(new URL('https://api.prod.example:6443'), { ...env, no_proxy: '.prod.example' });
   assert.deepEqual([excluded.proxy, excluded.source], [undefined, 'no_proxy excludes api.prod.example']);
   assert.equal(proxyFromEnvironment(new URL('https://api.prod.example'), { HTTPS_PROXY: 'socks5h://s:1080' }).proxy, 'socks5h://s:1080');
-  assert.throws(() => proxyFromEnvironment(new URL('https://api.prod.example'), { HTTPS_PROXY: 'ftp://x:21' }), /HTTPS_PROXY=ftp:\/\/x:21 is not a supported proxy/);
+  assert.throws(
+    () => proxyFromEnvironment(new URL('https://api.prod.example'), { HTTPS_PROXY: 'ftp://x:21' }),
+    /HTTPS_PROXY=ftp:\/\/x:21 is not a supported proxy/,
+  );
 });
 
 test('credentials in a proxy URL never reach a message', () => {

@@ -17,7 +17,11 @@ test('SIGINT and SIGQUIT: not passed on when the terminal sent them to the group
     assert.equal(passesOn(signal, scene({ platform: 'darwin' })), false);
     // Not the foreground job (started with &, or no terminal at all): only our pid got it.
     assert.equal(passesOn(signal, scene({ self: { ...inFg, terminalGroup: 777 }, child: { ...inFg, terminalGroup: 777 } })), true, `${signal}: background job`);
-    assert.equal(passesOn(signal, scene({ self: { ...inFg, terminalGroup: -1 }, child: { ...inFg, terminalGroup: -1 } })), true, `${signal}: no terminal (a service)`);
+    assert.equal(
+      passesOn(signal, scene({ self: { ...inFg, terminalGroup: -1 }, child: { ...inFg, terminalGroup: -1 } })),
+      true,
+      `${signal}: no terminal (a service)`,
+    );
     // CMD moved to a group of its own: the terminal's signal did not reach it.
     assert.equal(passesOn(signal, scene({ child: { pgrp: 901, terminalGroup: FG, sessionLeader: false } })), true, `${signal}: CMD in its own group`);
     // Cannot tell: as exec always did.
@@ -30,12 +34,21 @@ test('SIGTERM is always passed on; SIGHUP unless a hangup reached our whole grou
   assert.equal(passesOn('SIGTERM', scene({})), true, 'no terminal sends SIGTERM: kill PID, a service manager');
   assert.equal(passesOn('SIGHUP', scene({})), true, 'the terminal is still there: someone sent it to us');
   assert.equal(passesOn('SIGHUP', scene({ terminalHungUp: true })), false, 'the shell (or the kernel) sent the hangup to the job: CMD has it');
-  assert.equal(passesOn('SIGHUP', scene({ terminalHungUp: true, self: { ...inFg, sessionLeader: true } })), true, 'the kernel sends its hangup to the session leader alone');
-  assert.equal(passesOn('SIGHUP', scene({ terminalHungUp: true, child: { pgrp: 901, terminalGroup: FG, sessionLeader: false } })), true, 'CMD in its own group');
+  assert.equal(
+    passesOn('SIGHUP', scene({ terminalHungUp: true, self: { ...inFg, sessionLeader: true } })),
+    true,
+    'the kernel sends its hangup to the session leader alone',
+  );
+  assert.equal(
+    passesOn('SIGHUP', scene({ terminalHungUp: true, child: { pgrp: 901, terminalGroup: FG, sessionLeader: false } })),
+    true,
+    'CMD in its own group',
+  );
 });
 
 test('Windows: nothing is passed on (the console signals every process on it; a "signal" to a child terminates it); no SIGQUIT', () => {
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) assert.equal(passesOn(signal, scene({ platform: 'win32', self: undefined, child: undefined })), false, signal);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+    assert.equal(passesOn(signal, scene({ platform: 'win32', self: undefined, child: undefined })), false, signal);
   assert.deepEqual(relayedSignals('win32'), ['SIGINT', 'SIGTERM', 'SIGHUP']);
   assert.deepEqual(relayedSignals('linux'), ['SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGHUP']);
 });
@@ -58,9 +71,18 @@ function fakeHost(platform: NodeJS.Platform, answers: { files?: Record<string, s
 
 test('reading a process group: /proc/PID/stat on Linux (a comm with spaces and parentheses), ps elsewhere, nothing on Windows', () => {
   // Fields: pid (comm) state ppid pgrp session tty_nr tpgid …
-  const stat = (session: number, tpgid: number) => `4242 (my (cmd) x) S 4000 4242 ${session} 34816 ${tpgid} 4194560 ${Array.from({ length: 13 }, (_, i) => i).join(' ')} 987654 0 0`;
-  assert.deepEqual(processGroupInfo(4242, fakeHost('linux', { files: { '/proc/4242/stat': stat(4000, 4242) } })), { pgrp: 4242, terminalGroup: 4242, sessionLeader: false });
-  assert.deepEqual(processGroupInfo(4242, fakeHost('linux', { files: { '/proc/4242/stat': stat(4242, -1) } })), { pgrp: 4242, terminalGroup: -1, sessionLeader: true });
+  const stat = (session: number, tpgid: number) =>
+    `4242 (my (cmd) x) S 4000 4242 ${session} 34816 ${tpgid} 4194560 ${Array.from({ length: 13 }, (_, i) => i).join(' ')} 987654 0 0`;
+  assert.deepEqual(processGroupInfo(4242, fakeHost('linux', { files: { '/proc/4242/stat': stat(4000, 4242) } })), {
+    pgrp: 4242,
+    terminalGroup: 4242,
+    sessionLeader: false,
+  });
+  assert.deepEqual(processGroupInfo(4242, fakeHost('linux', { files: { '/proc/4242/stat': stat(4242, -1) } })), {
+    pgrp: 4242,
+    terminalGroup: -1,
+    sessionLeader: true,
+  });
   assert.equal(processGroupInfo(4242, fakeHost('linux', {})), undefined, 'gone');
   assert.deepEqual(processGroupInfo(4242, fakeHost('darwin', { ps: ' 4242  4242 S+\n' })), { pgrp: 4242, terminalGroup: 4242, sessionLeader: false });
   assert.deepEqual(processGroupInfo(4242, fakeHost('darwin', { ps: ' 4242     0 Ss\n' })), { pgrp: 4242, terminalGroup: 0, sessionLeader: true });

@@ -5,13 +5,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import {
-  ConnectTimeoutError,
-  ConnectionRefusedError,
-  NoReadyEndpointError,
-  NotAllowedError,
-  StartupError,
-} from '../../src/core/errors.js';
+import { ConnectTimeoutError, ConnectionRefusedError, NoReadyEndpointError, NotAllowedError, StartupError } from '../../src/core/errors.js';
 import type { OpenRequest } from '../../src/core/types.js';
 import { startHttpListener } from '../../src/listeners/http-server.js';
 import { FakeOpener, LOOPBACK, Reader, connectClient, delay, quietContext, startEcho, tcpStream, waitFor } from './socks-fixtures.test.js';
@@ -175,8 +169,10 @@ test('client disconnect during a slow CONNECT aborts the open', async () => {
 
 test('close(grace) cuts tunnels after the grace period; port in use is a clear StartupError', async () => {
   const l = await startHttpListener(LOOPBACK, 0, ctx);
-  await assert.rejects(startHttpListener(LOOPBACK, l.address.port, ctx), (err: Error) =>
-    err instanceof StartupError && err.message.includes(`127.0.0.1:${l.address.port}`) && /already in use/.test(err.message));
+  await assert.rejects(
+    startHttpListener(LOOPBACK, l.address.port, ctx),
+    (err: Error) => err instanceof StartupError && err.message.includes(`127.0.0.1:${l.address.port}`) && /already in use/.test(err.message),
+  );
   const s = await connectClient(l.address.port);
   const reader = new Reader(s);
   s.write('CONNECT echo.test:7 HTTP/1.1\r\nHost: echo.test\r\n\r\n');

@@ -45,7 +45,17 @@ async function startOrigin(name: string, keepAliveTimeout = 5000): Promise<{ por
         res.writeHead(204).end();
       } else {
         res.setHeader('Content-Type', 'application/json');
-        res.end(JSON.stringify({ name, method: req.method, url: req.url, headers: req.headers, rawHeaders: req.rawHeaders, bodySha: sha(body), bodyLength: body.length }));
+        res.end(
+          JSON.stringify({
+            name,
+            method: req.method,
+            url: req.url,
+            headers: req.headers,
+            rawHeaders: req.rawHeaders,
+            bodySha: sha(body),
+            bodyLength: body.length,
+          }),
+        );
       }
     });
   });
@@ -156,11 +166,23 @@ after(async () => {
 });
 
 async function curl(...args: string[]): Promise<{ stdout: string; stderr: string }> {
-  return run('/usr/bin/curl', ['-sS', '--max-time', '10', '-x', proxy, ...args], { env: { PATH: '/usr/bin:/bin' }, maxBuffer: 64 * 1024 * 1024, encoding: 'latin1' });
+  return run('/usr/bin/curl', ['-sS', '--max-time', '10', '-x', proxy, ...args], {
+    env: { PATH: '/usr/bin:/bin' },
+    maxBuffer: 64 * 1024 * 1024,
+    encoding: 'latin1',
+  });
 }
 const opensFor = (host: string): number => opener.requests.filter((r) => r.destination.host === host).length;
 
-interface Echoed { name: string; method: string; url: string; headers: Record<string, string>; rawHeaders: string[]; bodySha: string; bodyLength: number }
+interface Echoed {
+  name: string;
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  rawHeaders: string[];
+  bodySha: string;
+  bodyLength: number;
+}
 
 test('curl -x forwards an absolute-form GET in origin form, with Host from the URL', async () => {
   const { stdout } = await curl('-H', 'Host: wrong.example', 'http://web.test/path?q=1');
@@ -174,9 +196,22 @@ test('curl -x forwards an absolute-form GET in origin form, with Host from the U
 
 test('hop-by-hop request headers are removed, end-to-end ones kept', async () => {
   const { stdout } = await curl(
-    '-H', 'Connection: keep-alive, X-Drop-Me', '-H', 'X-Drop-Me: 1', '-H', 'Proxy-Connection: keep-alive',
-    '-H', 'Keep-Alive: timeout=5', '-H', 'Proxy-Authorization: Basic c2VjcmV0', '-H', 'TE: trailers', '-H', 'X-Keep: yes',
-    'http://web.test/echo');
+    '-H',
+    'Connection: keep-alive, X-Drop-Me',
+    '-H',
+    'X-Drop-Me: 1',
+    '-H',
+    'Proxy-Connection: keep-alive',
+    '-H',
+    'Keep-Alive: timeout=5',
+    '-H',
+    'Proxy-Authorization: Basic c2VjcmV0',
+    '-H',
+    'TE: trailers',
+    '-H',
+    'X-Keep: yes',
+    'http://web.test/echo',
+  );
   const got = JSON.parse(stdout) as Echoed;
   for (const h of ['x-drop-me', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'te']) assert.equal(got.headers[h], undefined, h);
   assert.equal(got.headers['x-keep'], 'yes');
@@ -248,14 +283,17 @@ test('a bodiless request on a tunnel the origin just dropped is retried once on 
 
 test('a request whose answer had begun is never sent again when the tunnel breaks', async () => {
   assert.equal((await curl('http://midway.test/a')).stdout, 'conn 1');
-  const cut = await curl('-i', 'http://midway.test/b').then(() => 'whole', () => 'cut short');
+  const cut = await curl('-i', 'http://midway.test/b').then(
+    () => 'whole',
+    () => 'cut short',
+  );
   assert.equal(cut, 'cut short', 'the client sees the answer cut short');
   await delay(100);
   assert.equal(midway.requests.get('GET /b HTTP/1.1'), 1, 'the origin saw the GET once');
   assert.equal(opensFor('midway.test'), 1, 'no fresh tunnel for a replay');
 });
 
-test('a response head larger than Node\'s 16 KiB default (a 40 KiB cookie) is forwarded', async () => {
+test("a response head larger than Node's 16 KiB default (a 40 KiB cookie) is forwarded", async () => {
   const { stdout } = await curl('-i', 'http://web.test/bighead');
   assert.match(stdout, /^HTTP\/1\.1 200 /);
   assert.match(stdout, new RegExp(`Set-Cookie: session=c{${40 * 1024}}\r\n`, 'i'));
@@ -279,7 +317,7 @@ test('chunked request body is re-framed and arrives intact; chunked response str
   assert.ok(chunked.stdout.endsWith('part1,part2'));
 });
 
-test('Expect: 100-continue: the origin\'s 100 reaches the client, then the body; a refusal comes before the body, with no 100', async () => {
+test("Expect: 100-continue: the origin's 100 reaches the client, then the body; a refusal comes before the body, with no 100", async () => {
   const file = join(tmp, 'expect.bin');
   writeFileSync(file, big);
   const ok = await curl('-v', '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://web.test/upload');
@@ -287,13 +325,23 @@ test('Expect: 100-continue: the origin\'s 100 reaches the client, then the body;
   const got = JSON.parse(ok.stdout) as Echoed;
   assert.equal(got.headers.expect, '100-continue', 'the expectation went on to the origin');
   assert.equal(got.bodySha, sha(big));
-  const refused = await curl('-v', '-i', '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', `@${file}`, 'http://not-allowed.test/upload').catch((e: { stdout: string; stderr: string }) => e);
+  const refused = await curl(
+    '-v',
+    '-i',
+    '--expect100-timeout',
+    '30',
+    '-H',
+    'Expect: 100-continue',
+    '--data-binary',
+    `@${file}`,
+    'http://not-allowed.test/upload',
+  ).catch((e: { stdout: string; stderr: string }) => e);
   assert.match(refused.stdout, /^HTTP\/1\.1 403 /);
   assert.doesNotMatch(refused.stderr, /100 Continue/, 'no 100 for a request the proxy refuses');
   assert.doesNotMatch(refused.stderr, /upload completely sent/, 'the body was never sent');
 });
 
-test('an origin that refuses a 100-continue upload: its answer reaches the client and the half-sent request\'s tunnel is closed', async () => {
+test("an origin that refuses a 100-continue upload: its answer reaches the client and the half-sent request's tunnel is closed", async () => {
   const r = await curl('-i', '--expect100-timeout', '30', '-H', 'Expect: 100-continue', '--data-binary', 'x'.repeat(4096), 'http://refuser.test/up');
   assert.match(r.stdout, /^HTTP\/1\.1 417 /);
   for (let i = 0; i < 100 && refuser.open() > 0; i++) await delay(30);
@@ -319,12 +367,20 @@ test('failures answer with the mapped status and a text body; the connection sta
 test('a refused upload: a client that sends the whole body before reading still gets the answer, not a reset', async () => {
   const body = Buffer.alloc(32 * 1024 * 1024, 1);
   for (let i = 0; i < 3; i++) {
-    const { response, error } = await uploadThenRead(listener.address.port, `POST http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nContent-Length: ${body.length}\r\n\r\n`, body);
+    const { response, error } = await uploadThenRead(
+      listener.address.port,
+      `POST http://refused.test/ HTTP/1.1\r\nHost: refused.test\r\nContent-Length: ${body.length}\r\n\r\n`,
+      body,
+    );
     assert.equal(error, undefined);
     assert.match(response, /^HTTP\/1\.1 502 [^]*Connection: close[^]*nothing listens on 80/);
   }
   // Refused midway: the origin took 1 MiB of the body, then reset.
-  const { response, error } = await uploadThenRead(listener.address.port, `POST http://resetter.test/ HTTP/1.1\r\nHost: resetter.test\r\nContent-Length: ${body.length}\r\n\r\n`, body);
+  const { response, error } = await uploadThenRead(
+    listener.address.port,
+    `POST http://resetter.test/ HTTP/1.1\r\nHost: resetter.test\r\nContent-Length: ${body.length}\r\n\r\n`,
+    body,
+  );
   assert.equal(error, undefined);
   assert.match(response, /^HTTP\/1\.1 502 [^]*Connection: close/);
 });
@@ -367,7 +423,9 @@ test('Max-Forwards: 0 on TRACE and OPTIONS is answered by the proxy; above 0 it 
   const before = opensFor('web.test');
   const options = await exchange('OPTIONS http://web.test/ HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n');
   assert.match(options, /^HTTP\/1\.1 200 [^]*\r\nAllow: [^\r]*CONNECT/);
-  const trace = await exchange('TRACE http://web.test/t HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nX-Mine: 1\r\nCookie: s=secret\r\nAuthorization: Basic c2VjcmV0\r\nConnection: close\r\n\r\n');
+  const trace = await exchange(
+    'TRACE http://web.test/t HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nX-Mine: 1\r\nCookie: s=secret\r\nAuthorization: Basic c2VjcmV0\r\nConnection: close\r\n\r\n',
+  );
   assert.match(trace, /^HTTP\/1\.1 200 [^]*Content-Type: message\/http\r\n[^]*\r\n\r\nTRACE http:\/\/web\.test\/t HTTP\/1\.1\r\n[^]*X-Mine: 1\r\n/);
   assert.doesNotMatch(trace, /secret|c2VjcmV0/);
   const withUser = await exchange('TRACE http://alice:pw-in-url@web.test/t HTTP/1.1\r\nHost: web.test\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n');
@@ -380,9 +438,12 @@ test('Max-Forwards: 0 on TRACE and OPTIONS is answered by the proxy; above 0 it 
   assert.equal((JSON.parse(get.stdout) as Echoed).headers['max-forwards'], '0');
 });
 
-test('the origin\'s 102 and 103 Early Hints reach an HTTP/1.1 client before its answer; an HTTP/1.0 client gets only the answer', async () => {
+test("the origin's 102 and 103 Early Hints reach an HTTP/1.1 client before its answer; an HTTP/1.0 client gets only the answer", async () => {
   const out = await exchange('GET http://web.test/hints HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n');
-  assert.match(out, /^HTTP\/1\.1 102 Processing\r\n\r\nHTTP\/1\.1 103 Early Hints\r\nLink: <\/a\.css>; rel=preload; as=style, <\/b\.js>; rel=preload; as=script\r\nx-hint: early\r\n\r\nHTTP\/1\.1 200 [^]*after hints$/);
+  assert.match(
+    out,
+    /^HTTP\/1\.1 102 Processing\r\n\r\nHTTP\/1\.1 103 Early Hints\r\nLink: <\/a\.css>; rel=preload; as=style, <\/b\.js>; rel=preload; as=script\r\nx-hint: early\r\n\r\nHTTP\/1\.1 200 [^]*after hints$/,
+  );
   const old = await exchange('GET http://web.test/hints HTTP/1.0\r\nHost: web.test\r\n\r\n');
   assert.match(old, /^HTTP\/1\.1 200 [^]*after hints$/);
 });
@@ -426,6 +487,25 @@ test('every forwarded request was counted and closed', async () => {
 });
 
 test('endToEndHeaders drops hop-by-hop fields and what Connection names', () => {
-  const raw = ['Host', 'a', 'Connection', 'close, X-A', 'X-A', '1', 'TE', 'trailers', 'Trailer', 'X', 'Upgrade', 'h2c', 'X-B', '2', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2'];
+  const raw = [
+    'Host',
+    'a',
+    'Connection',
+    'close, X-A',
+    'X-A',
+    '1',
+    'TE',
+    'trailers',
+    'Trailer',
+    'X',
+    'Upgrade',
+    'h2c',
+    'X-B',
+    '2',
+    'Set-Cookie',
+    'a=1',
+    'Set-Cookie',
+    'b=2',
+  ];
   assert.deepEqual(endToEndHeaders(raw, ['host']), ['X-B', '2', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2']);
 });

@@ -25,7 +25,10 @@ test('maxForwardsFor: only TRACE and OPTIONS, only numbers; 0 answers here, N go
 });
 
 test('splitLinks splits at commas outside <URI> and quoted strings', () => {
-  assert.deepEqual(splitLinks('</a.css>; rel=preload; as=style, </b,c.js>; rel=preload; as=script'), ['</a.css>; rel=preload; as=style', '</b,c.js>; rel=preload; as=script']);
+  assert.deepEqual(splitLinks('</a.css>; rel=preload; as=style, </b,c.js>; rel=preload; as=script'), [
+    '</a.css>; rel=preload; as=style',
+    '</b,c.js>; rel=preload; as=script',
+  ]);
   assert.deepEqual(splitLinks('</x>; title="a, \\"b\\", c"; rel=next ,, '), ['</x>; title="a, \\"b\\", c"; rel=next']);
   assert.deepEqual(splitLinks(''), []);
 });

@@ -65,7 +65,7 @@ test('GET then CONNECT in one write: the GET is answered in full first, then 200
   assert.match(text, /^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\nslow-body(HTTP\/1\.1 200 Connection established\r\n\r\n)ping$/);
 });
 
-test('with authentication: the CONNECT\'s 407 does not drop the earlier GET\'s answer', async () => {
+test("with authentication: the CONNECT's 407 does not drop the earlier GET's answer", async () => {
   const ctx = quietContext(opener);
   ctx.auth = new ProxyAuth({ username: 'alice', password: 'pw' });
   const listener = await startHttpListener(LOOPBACK, 0, ctx);

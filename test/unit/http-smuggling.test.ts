@@ -11,7 +11,12 @@ import { startHttpListener } from '../../src/listeners/http-server.js';
 import { endToEndHeaders } from '../../src/listeners/http-messages.js';
 import { FakeOpener, LOOPBACK, quietContext, tcpStream } from './socks-fixtures.test.js';
 
-interface Seen { method: string; url: string; bodyLength: number; headers: http.IncomingHttpHeaders }
+interface Seen {
+  method: string;
+  url: string;
+  bodyLength: number;
+  headers: http.IncomingHttpHeaders;
+}
 const seen: Seen[] = [];
 const origin = http.createServer((req, res) => {
   let bodyLength = 0;
@@ -62,7 +67,11 @@ for (const method of ['GET', 'DELETE', 'OPTIONS', 'POST']) {
       // A second, ordinary request: by the time it is answered, a smuggled one would have been read.
       const marker = await raw('GET http://web.test/marker HTTP/1.1\r\nHost: web.test\r\n\r\n', 1);
       assert.match(marker, /GET \/marker 0$/);
-      assert.deepEqual(seen.map((s) => s.url), ['/one', '/marker'], 'no smuggled request reached the origin');
+      assert.deepEqual(
+        seen.map((s) => s.url),
+        ['/one', '/marker'],
+        'no smuggled request reached the origin',
+      );
       assert.equal(seen[0]!.bodyLength, smuggled.length);
       assert.equal(seen[0]!.headers.host, 'web.test');
     });
@@ -72,10 +81,16 @@ for (const method of ['GET', 'DELETE', 'OPTIONS', 'POST']) {
 test('chunked body with "Connection: Transfer-Encoding" is re-framed, not passed raw', async () => {
   seen.length = 0;
   const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
-  const answer = await raw(`OPTIONS http://web.test/chunked HTTP/1.1\r\nHost: web.test\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n${body}`, 1);
+  const answer = await raw(
+    `OPTIONS http://web.test/chunked HTTP/1.1\r\nHost: web.test\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n${body}`,
+    1,
+  );
   assert.match(answer, new RegExp(`OPTIONS /chunked ${smuggled.length}$`));
   await raw('GET http://web.test/marker HTTP/1.1\r\nHost: web.test\r\n\r\n', 1);
-  assert.deepEqual(seen.map((s) => s.url), ['/chunked', '/marker']);
+  assert.deepEqual(
+    seen.map((s) => s.url),
+    ['/chunked', '/marker'],
+  );
 });
 
 test('endToEndHeaders: Connection cannot name the framing fields or Host', () => {

@@ -32,10 +32,16 @@ after(async () => {
   origin.close();
 });
 
-interface Echoed { method: string; headers: Record<string, string>; body: string }
+interface Echoed {
+  method: string;
+  headers: Record<string, string>;
+  body: string;
+}
 
 test('curl --http2 on an http:// URL (an h2c upgrade offer) gets the page over HTTP/1.1, the offer not passed on', async () => {
-  const { stdout, stderr } = await run('/usr/bin/curl', ['-sS', '-v', '--max-time', '10', '--http2', '-x', proxy, 'http://web.test/page'], { env: { PATH: '/usr/bin:/bin' } });
+  const { stdout, stderr } = await run('/usr/bin/curl', ['-sS', '-v', '--max-time', '10', '--http2', '-x', proxy, 'http://web.test/page'], {
+    env: { PATH: '/usr/bin:/bin' },
+  });
   assert.match(stderr, /> Upgrade: h2c/, 'curl offered h2c');
   assert.match(stderr, /< HTTP\/1\.1 200 /);
   const got = JSON.parse(stdout) as Echoed;
@@ -46,7 +52,9 @@ test('curl --http2 on an http:// URL (an h2c upgrade offer) gets the page over H
 test('an h2c offer on a POST: the body goes on and the answer comes back on a connection that stays open', async () => {
   const s = await connectClient(listener.address.port);
   const reader = new Reader(s);
-  s.write('POST http://web.test/form HTTP/1.1\r\nHost: web.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nContent-Length: 5\r\n\r\nhello');
+  s.write(
+    'POST http://web.test/form HTTP/1.1\r\nHost: web.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nContent-Length: 5\r\n\r\nhello',
+  );
   let head = '';
   while (!head.endsWith('\r\n\r\n')) head += (await reader.read(1)).toString();
   assert.match(head, /^HTTP\/1\.1 200 /);
@@ -61,7 +69,9 @@ test('an h2c offer on a POST: the body goes on and the answer comes back on a co
 test('a WebSocket upgrade still gets 501 naming CONNECT', async () => {
   const s = await connectClient(listener.address.port);
   const reader = new Reader(s);
-  s.write('GET http://web.test/ws HTTP/1.1\r\nHost: web.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
+  s.write(
+    'GET http://web.test/ws HTTP/1.1\r\nHost: web.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+  );
   const out = (await reader.rest()).toString();
   assert.match(out, /^HTTP\/1\.1 501 /);
   assert.match(out, /CONNECT/);

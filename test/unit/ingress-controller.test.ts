@@ -1,7 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { slimService } from '../../src/cluster/slim.js';
-import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, KNOWN_INGRESS_CONTROLLERS, serviceLookup, type ServiceSummary } from '../../src/routing/ingress-controller.js';
+import {
+  detectIngressController,
+  ingressDestination,
+  ingressTarget,
+  isIngressClaim,
+  KNOWN_INGRESS_CONTROLLERS,
+  serviceLookup,
+  type ServiceSummary,
+} from '../../src/routing/ingress-controller.js';
 import { RouteMatcher, type Claim } from '../../src/routing/table.js';
 import type { RoutingTable } from '../../src/routing/table-spec.js';
 import { NoReadyEndpointError, ConnectionRefusedError, replyFor } from '../../src/core/errors.js';
@@ -15,12 +23,36 @@ test('detection: the configured controller wins, else the first known Service th
     'ingress-nginx/ingress-nginx-controller': { ports: [80, 443], type: 'LoadBalancer' },
     'custom/router': { ports: [8080] },
   });
-  assert.deepEqual(detectIngressController({ domains: [], controller: 'custom/router' }, cluster), { found: true, namespace: 'custom', service: 'router', how: 'configured', ports: [8080] });
+  assert.deepEqual(detectIngressController({ domains: [], controller: 'custom/router' }, cluster), {
+    found: true,
+    namespace: 'custom',
+    service: 'router',
+    how: 'configured',
+    ports: [8080],
+  });
   // Configured but not in the cache (per-namespace watching): taken as given, ports unknown.
-  assert.deepEqual(detectIngressController({ domains: [], controller: 'other/gw' }, cluster), { found: true, namespace: 'other', service: 'gw', how: 'configured', ports: undefined });
+  assert.deepEqual(detectIngressController({ domains: [], controller: 'other/gw' }, cluster), {
+    found: true,
+    namespace: 'other',
+    service: 'gw',
+    how: 'configured',
+    ports: undefined,
+  });
   // ingress-nginx comes before kube-system/traefik in the documented order.
-  assert.deepEqual(detectIngressController(undefined, cluster), { found: true, namespace: 'ingress-nginx', service: 'ingress-nginx-controller', how: 'detected', ports: [80, 443] });
-  assert.deepEqual(detectIngressController({ domains: ['*.apps.x'] }, lookup({ 'kube-system/traefik': { ports: [80] } })), { found: true, namespace: 'kube-system', service: 'traefik', how: 'detected', ports: [80] });
+  assert.deepEqual(detectIngressController(undefined, cluster), {
+    found: true,
+    namespace: 'ingress-nginx',
+    service: 'ingress-nginx-controller',
+    how: 'detected',
+    ports: [80, 443],
+  });
+  assert.deepEqual(detectIngressController({ domains: ['*.apps.x'] }, lookup({ 'kube-system/traefik': { ports: [80] } })), {
+    found: true,
+    namespace: 'kube-system',
+    service: 'traefik',
+    how: 'detected',
+    ports: [80],
+  });
   // OpenShift's router is first.
   const openshift = lookup({ 'openshift-ingress/router-default': { ports: [80, 443] }, 'ingress-nginx/ingress-nginx-controller': { ports: [80] } });
   assert.equal((detectIngressController(undefined, openshift) as { service: string }).service, 'router-default');
@@ -41,7 +73,10 @@ test('detection: nothing found names every Service looked for and the config key
 });
 
 test('serviceLookup summarizes Services (as the cache keeps them): TCP ports and type', () => {
-  const svc = slimService({ metadata: { namespace: 'n', name: 's' }, spec: { type: 'NodePort', ports: [{ port: 80 }, { port: 443, protocol: 'TCP' }, { port: 53, protocol: 'UDP' }] } })!;
+  const svc = slimService({
+    metadata: { namespace: 'n', name: 's' },
+    spec: { type: 'NodePort', ports: [{ port: 80 }, { port: 443, protocol: 'TCP' }, { port: 53, protocol: 'UDP' }] },
+  })!;
   const l = serviceLookup((ns, name) => (ns === 'n' && name === 's' ? svc : undefined));
   assert.deepEqual(l('n', 's'), { ports: [80, 443], type: 'NodePort' });
   assert.equal(l('n', 'x'), undefined);
@@ -50,7 +85,9 @@ test('serviceLookup summarizes Services (as the cache keeps them): TCP ports and
 const table: RoutingTable = {
   clusterDomain: 'cluster.local',
   defaultRoute: 'prod',
-  routes: [{ name: 'prod', kind: 'cluster', context: 'prod', include: [], exclude: [], cidrs: [], origin: 'test', ingress: { domains: ['*.apps.prod.example.com'] } }],
+  routes: [
+    { name: 'prod', kind: 'cluster', context: 'prod', include: [], exclude: [], cidrs: [], origin: 'test', ingress: { domains: ['*.apps.prod.example.com'] } },
+  ],
 };
 
 function claimFor(matcher: RouteMatcher, host: string): Claim {
@@ -63,7 +100,10 @@ test('ingressTarget: an ingress claim goes to the controller Service at the same
   const matcher = new RouteMatcher(table);
   matcher.setIngressHosts('prod', ['console.ocp.example.com']);
   const detected = detectIngressController(undefined, lookup({ 'openshift-ingress/router-default': { ports: [80, 443] } }));
-  for (const [host, reason] of [['shop.apps.prod.example.com', 'ingress'], ['console.ocp.example.com', 'ingress-host']] as const) {
+  for (const [host, reason] of [
+    ['shop.apps.prod.example.com', 'ingress'],
+    ['console.ocp.example.com', 'ingress-host'],
+  ] as const) {
     const claim = claimFor(matcher, host);
     assert.equal(claim.reason, reason);
     assert.ok(isIngressClaim(claim));
@@ -80,25 +120,39 @@ test('ingressTarget: no controller is a 503/host-unreachable naming ingress.cont
   const matcher = new RouteMatcher(table);
   const claim = claimFor(matcher, 'x.apps.prod.example.com');
   const none = detectIngressController(undefined, () => undefined);
-  assert.throws(() => ingressTarget(claim, 443, none), (err: unknown) => {
-    assert.ok(err instanceof NoReadyEndpointError);
-    assert.match(err.message, /^ingress host x\.apps\.prod\.example\.com:443 \(route prod\): no ingress controller Service found .*set ingress\.controller/);
-    assert.equal(replyFor(err).http, 503);
-    return true;
-  });
+  assert.throws(
+    () => ingressTarget(claim, 443, none),
+    (err: unknown) => {
+      assert.ok(err instanceof NoReadyEndpointError);
+      assert.match(err.message, /^ingress host x\.apps\.prod\.example\.com:443 \(route prod\): no ingress controller Service found .*set ingress\.controller/);
+      assert.equal(replyFor(err).http, 503);
+      return true;
+    },
+  );
   const only80 = detectIngressController(undefined, lookup({ 'ingress-nginx/ingress-nginx-controller': { ports: [80] } }));
-  assert.throws(() => ingressTarget(claim, 443, only80), (err: unknown) => err instanceof ConnectionRefusedError && /has no TCP port 443 \(ports: 80\)/.test(err.message));
+  assert.throws(
+    () => ingressTarget(claim, 443, only80),
+    (err: unknown) => err instanceof ConnectionRefusedError && /has no TCP port 443 \(ports: 80\)/.test(err.message),
+  );
   const service = claimFor(matcher, 'web.shop.svc.cluster.local');
   assert.equal(isIngressClaim(service), false);
   assert.throws(() => ingressTarget(service, 80, only80), /not by an ingress rule/);
 });
 
 test('host extraction: Ingress rules and TLS hosts, Route hosts (wildcard policy Subdomain)', () => {
-  assert.deepEqual(ingressHostsOf({ spec: { rules: [{ host: 'A.example.com.' }, {}, { host: '*.w.example.com' }], tls: [{ hosts: ['a.example.com', 'tls-only.example.com'] }, {}] } }).sort(), ['*.w.example.com', 'a.example.com', 'tls-only.example.com']);
+  assert.deepEqual(
+    ingressHostsOf({
+      spec: { rules: [{ host: 'A.example.com.' }, {}, { host: '*.w.example.com' }], tls: [{ hosts: ['a.example.com', 'tls-only.example.com'] }, {}] },
+    }).sort(),
+    ['*.w.example.com', 'a.example.com', 'tls-only.example.com'],
+  );
   assert.deepEqual(ingressHostsOf({ spec: { defaultBackend: {} } }), []);
   assert.deepEqual(ingressHostsOf({ spec: { rules: 'garbage', tls: [{ hosts: [7, 'bad host'] }] } }), []);
   // Never this machine's names, never IP literals.
-  assert.deepEqual(ingressHostsOf({ spec: { rules: [{ host: 'localhost' }, { host: 'app.localhost' }, { host: '10.0.0.1' }, { host: '::1' }, { host: 'ok.example.com' }] } }), ['ok.example.com']);
+  assert.deepEqual(
+    ingressHostsOf({ spec: { rules: [{ host: 'localhost' }, { host: 'app.localhost' }, { host: '10.0.0.1' }, { host: '::1' }, { host: 'ok.example.com' }] } }),
+    ['ok.example.com'],
+  );
   assert.deepEqual(routeHostsOf({ spec: { host: 'console.apps.x.com' } }), ['console.apps.x.com']);
   assert.deepEqual(routeHostsOf({ spec: { host: 'wild.apps.x.com', wildcardPolicy: 'Subdomain' } }), ['wild.apps.x.com', '*.apps.x.com']);
   assert.deepEqual(routeHostsOf({ spec: {} }), []);

@@ -80,7 +80,11 @@ test('data we sent since we last heard from the peer stops the clock (it may wai
   const { client } = await connect(false);
   let sent = 0;
   let dead = false;
-  startKeepalive(pingableWebSocket(client, () => sent), { intervalMs: 30, timeoutMs: 80, busySilenceMs: 700 }, () => (dead = true));
+  startKeepalive(
+    pingableWebSocket(client, () => sent),
+    { intervalMs: 30, timeoutMs: 80, busySilenceMs: 700 },
+    () => (dead = true),
+  );
   // An upload the peer reads slowly: our bytes keep going out (16 KiB every 20 ms); nothing comes back.
   const upload = setInterval(() => (sent += 16 * 1024), 20);
   await sleep(400);
@@ -98,7 +102,11 @@ test('a client that keeps sending a little does not stop the clock: a dead peer 
   let sent = 0;
   let dead = false;
   const started = Date.now();
-  startKeepalive(pingableWebSocket(client, () => sent), { intervalMs: 30, timeoutMs: 80, busySilenceMs: 5000 }, () => (dead = true));
+  startKeepalive(
+    pingableWebSocket(client, () => sent),
+    { intervalMs: 30, timeoutMs: 80, busySilenceMs: 5000 },
+    () => (dead = true),
+  );
   // A few bytes every 20 ms (a chat, a heartbeat of the client's own): the kernel takes them at once.
   const trickle = setInterval(() => (sent += 20), 20);
   while (!dead && Date.now() - started < 3000) await sleep(10);

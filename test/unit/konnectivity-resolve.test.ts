@@ -23,16 +23,31 @@ const slice = (service: string, eps: Array<{ ip: string; pod: string; ready?: bo
   addressType: 'IPv4',
   metadata: { namespace: 'shop', name: `${service}-x`, labels: { 'kubernetes.io/service-name': service } },
   ports: [{ name: '', port: 5432, protocol: 'TCP' }],
-  endpoints: eps.map((e) => ({ addresses: [e.ip], hostname: e.hostname, conditions: { ready: e.ready ?? true }, targetRef: { kind: 'Pod', namespace: 'shop', name: e.pod } })),
+  endpoints: eps.map((e) => ({
+    addresses: [e.ip],
+    hostname: e.hostname,
+    conditions: { ready: e.ready ?? true },
+    targetRef: { kind: 'Pod', namespace: 'shop', name: e.pod },
+  })),
 });
 
-const pods = [pod('web-1', '10.244.0.1'), pod('db-0', '10.244.0.10', { hostname: 'db-0', subdomain: 'db' }), pod('db-1', '10.244.0.11', { hostname: 'db-1', subdomain: 'db' }), pod('node-agent', '192.168.1.5', { hostNetwork: true })];
+const pods = [
+  pod('web-1', '10.244.0.1'),
+  pod('db-0', '10.244.0.10', { hostname: 'db-0', subdomain: 'db' }),
+  pod('db-1', '10.244.0.11', { hostname: 'db-1', subdomain: 'db' }),
+  pod('node-agent', '192.168.1.5', { hostNetwork: true }),
+];
 const services = [
   svc('web', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80 }] }),
   svc('db', { clusterIP: 'None', ports: [{ port: 5432 }] }),
   svc('ext', { type: 'ExternalName', externalName: 'example.org' }),
 ];
-const slices = [slice('db', [{ ip: '10.244.0.10', pod: 'db-0', hostname: 'db-0' }, { ip: '10.244.0.11', pod: 'db-1', ready: false, hostname: 'db-1' }])];
+const slices = [
+  slice('db', [
+    { ip: '10.244.0.10', pod: 'db-0', hostname: 'db-0' },
+    { ip: '10.244.0.11', pod: 'db-1', ready: false, hostname: 'db-1' },
+  ]),
+];
 const served: string[] = [];
 const cache: ResolverCache = indexCache(new ClusterIndex(() => [objectSource(services, slices, pods)]), {
   defaultNamespace: 'shop',
@@ -41,20 +56,40 @@ const cache: ResolverCache = indexCache(new ClusterIndex(() => [objectSource(ser
   noteServed: (ns: string) => void served.push(ns),
 });
 const table: RoutingTable = {
-  routes: [{ kind: 'konnectivity', name: 'guest', context: 'guest', konnectivity: { server: 'unix:///s', mode: 'grpc' }, include: [], exclude: [], cidrs: ['172.16.0.0/16'], origin: 'test' }],
+  routes: [
+    {
+      kind: 'konnectivity',
+      name: 'guest',
+      context: 'guest',
+      konnectivity: { server: 'unix:///s', mode: 'grpc' },
+      include: [],
+      exclude: [],
+      cidrs: ['172.16.0.0/16'],
+      origin: 'test',
+    },
+  ],
   defaultRoute: 'guest',
   clusterDomain: 'cluster.local',
 };
-const matcher = new RouteMatcher(table, new Map([['guest', { knowsIp: (ip: string) => cache.knowsIp(ip), namespaceExists: cache.namespaceExists, defaultNamespace: 'shop' }]]));
+const matcher = new RouteMatcher(
+  table,
+  new Map([['guest', { knowsIp: (ip: string) => cache.knowsIp(ip), namespaceExists: cache.namespaceExists, defaultNamespace: 'shop' }]]),
+);
 const resolve = konnectivityResolve(cache);
 const targets = (host: string, port: number) => {
   const d = matcher.matchHost(host);
   assert.ok(d.claimed, `${host} is claimed`);
   return resolve(d, port, new AbortController().signal);
 };
-const refusal = async (host: string, port: number) => replyFor(await targets(host, port).then(() => undefined, (e: unknown) => e)).socks;
+const refusal = async (host: string, port: number) =>
+  replyFor(
+    await targets(host, port).then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
+  ).socks;
 
-test('a Service is its ClusterIP on the client\'s port (kube-proxy maps it); the namespace counts as served', async () => {
+test("a Service is its ClusterIP on the client's port (kube-proxy maps it); the namespace counts as served", async () => {
   assert.deepEqual(await targets('web.shop.guest', 80), [{ ip: '10.96.0.1', port: 80 }]);
   assert.deepEqual(await targets('web', 80), [{ ip: '10.96.0.1', port: 80 }]);
   assert.deepEqual(await targets('10.96.0.1', 80), [{ ip: '10.96.0.1', port: 80 }]);
@@ -66,7 +101,7 @@ test('headless names and Pod IPs are Pod IPs, port unchanged; only ready endpoin
   assert.deepEqual(await targets('db-1.db.shop.svc.cluster.local', 5432), [{ ip: '10.244.0.11', port: 5432 }]);
   assert.deepEqual(await targets('10.244.0.1', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('10-244-0-1.shop.pod.cluster.local', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
-  assert.deepEqual(await targets('172.16.3.4', 22), [{ ip: '172.16.3.4', port: 22 }], 'an IP in the route\'s cidrs is dialled as it is');
+  assert.deepEqual(await targets('172.16.3.4', 22), [{ ip: '172.16.3.4', port: 22 }], "an IP in the route's cidrs is dialled as it is");
 });
 
 test('refusals: a port the Service lacks 0x05, no such Service 0x04, ExternalName 0x04, node IP 0x02', async () => {

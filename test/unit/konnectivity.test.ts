@@ -29,7 +29,7 @@ test('packets round-trip, int64 ids included', () => {
   for (const p of packets) assert.deepEqual(decodePacket(encodePacket(p)), p, p.type);
 });
 
-test('the bytes are upstream\'s: field numbers and enum values of client.proto', () => {
+test("the bytes are upstream's: field numbers and enum values of client.proto", () => {
   // Packet{type=DATA(4), data(4)={connectID(1)=7, data(3)="hi"}}
   assert.equal(encodePacket({ type: 'DATA', connectID: 7n, data: Buffer.from('hi'), error: '' }).toString('hex'), '0804' + '2206' + '0807' + '1a026869');
   // Packet{type=DIAL_REQ(0, omitted), dialRequest(2)={protocol(1)="tcp", address(2)="a:1", random(3)=1}}
@@ -48,7 +48,7 @@ test('dial ids are positive 63-bit and never zero; addresses are Go host:port', 
   assert.equal(formatHostPort('fd00::1', 80), '[fd00::1]:80');
 });
 
-test('the agent\'s dial errors map to the SOCKS/HTTP replies', () => {
+test("the agent's dial errors map to the SOCKS/HTTP replies", () => {
   const cases: Array<[string, number, number]> = [
     ['dial tcp 10.0.0.1:80: connect: connection refused', SocksReply.connectionRefused, 502],
     ['dial tcp 10.0.0.1:80: i/o timeout', SocksReply.ttlExpired, 504],
@@ -82,7 +82,10 @@ test('CONNECT answers: the body text first (any server version), then the status
 test('server addresses: https://host:port or unix:///path', () => {
   assert.deepEqual(parseServerAddress('https://127.0.0.1:8090'), { kind: 'tcp', host: '127.0.0.1', port: 8090 });
   assert.deepEqual(parseServerAddress('https://[::1]:8131'), { kind: 'tcp', host: '::1', port: 8131 });
-  assert.deepEqual(parseServerAddress('unix:///etc/kubernetes/konnectivity-server/konnectivity-server.socket'), { kind: 'unix', path: '/etc/kubernetes/konnectivity-server/konnectivity-server.socket' });
+  assert.deepEqual(parseServerAddress('unix:///etc/kubernetes/konnectivity-server/konnectivity-server.socket'), {
+    kind: 'unix',
+    path: '/etc/kubernetes/konnectivity-server/konnectivity-server.socket',
+  });
   assert.throws(() => parseServerAddress('grpc://k:1'), /https:\/\/host:port/);
   assert.throws(() => parseServerAddress('https://k:1/path'), /only scheme, host and port/);
 });
@@ -103,21 +106,33 @@ function fakeDialer(refuse: Set<string>, dialled: string[]): KonnectivityDialer 
 }
 
 const claim = { claimed: true, host: 'web.shop.guest', isIp: false, reason: 'route-name' } as unknown as Claim;
-const request = (port: number) => ({ destination: { host: 'web.shop.guest', port, type: 'domain' as const }, frontEnd: 'socks5' as const, client: '127.0.0.1:1', signal: new AbortController().signal });
+const request = (port: number) => ({
+  destination: { host: 'web.shop.guest', port, type: 'domain' as const },
+  frontEnd: 'socks5' as const,
+  client: '127.0.0.1:1',
+  signal: new AbortController().signal,
+});
 const log = createLogger('silent');
 
 test('the route resolves through its resolve(), dials through the dialer, and moves past a refusal', async () => {
   const dialled: string[] = [];
-  const targets: KonnectivityTarget[] = [{ ip: '10.244.0.5', port: 8080 }, { ip: '10.244.0.6', port: 8080 }];
+  const targets: KonnectivityTarget[] = [
+    { ip: '10.244.0.5', port: 8080 },
+    { ip: '10.244.0.6', port: 8080 },
+  ];
   const seen: Array<[string, number]> = [];
-  const route = new KonnectivityRoute('guest', { server: 'unix:///fake', mode: 'grpc' }, {
-    log,
-    resolve: async (c, port) => {
-      seen.push([c.host, port]);
-      return targets;
+  const route = new KonnectivityRoute(
+    'guest',
+    { server: 'unix:///fake', mode: 'grpc' },
+    {
+      log,
+      resolve: async (c, port) => {
+        seen.push([c.host, port]);
+        return targets;
+      },
+      makeDialer: async () => fakeDialer(new Set(['10.244.0.5:8080']), dialled),
     },
-    makeDialer: async () => fakeDialer(new Set(['10.244.0.5:8080']), dialled),
-  });
+  );
   assert.equal(route.status().state, 'starting');
   await route.start();
   assert.equal(route.status().state, 'ready');
@@ -131,17 +146,25 @@ test('the route resolves through its resolve(), dials through the dialer, and mo
   await closing;
 });
 
-test('the route passes the resolver\'s refusal through and reports a dialer that cannot start', async () => {
-  const route = new KonnectivityRoute('guest', { server: 'unix:///fake', mode: 'grpc' }, {
-    log,
-    resolve: async () => {
-      throw new NotAllowedError('no such namespace');
+test("the route passes the resolver's refusal through and reports a dialer that cannot start", async () => {
+  const route = new KonnectivityRoute(
+    'guest',
+    { server: 'unix:///fake', mode: 'grpc' },
+    {
+      log,
+      resolve: async () => {
+        throw new NotAllowedError('no such namespace');
+      },
+      makeDialer: async () => fakeDialer(new Set(), []),
     },
-    makeDialer: async () => fakeDialer(new Set(), []),
-  });
+  );
   await route.start();
   await assert.rejects(route.open(request(80), claim, new AbortController().signal), NotAllowedError);
-  const empty = new KonnectivityRoute('guest', { server: 'unix:///fake', mode: 'grpc' }, { log, resolve: async () => [], makeDialer: async () => fakeDialer(new Set(), []) });
+  const empty = new KonnectivityRoute(
+    'guest',
+    { server: 'unix:///fake', mode: 'grpc' },
+    { log, resolve: async () => [], makeDialer: async () => fakeDialer(new Set(), []) },
+  );
   await empty.start();
   await assert.rejects(empty.open(request(80), claim, new AbortController().signal), HostUnreachableError);
   const broken = new KonnectivityRoute('guest', { server: 'https://k:1', mode: 'grpc', ca: '/nonexistent/ca.crt' }, { log, resolve: async () => [] });
@@ -153,7 +176,10 @@ test('the route passes the resolver\'s refusal through and reports a dialer that
 test('the dialer takes IP addresses only: a name never reaches the server', async () => {
   const { createKonnectivityDialer } = await import('../../src/konnectivity/dialer.js');
   const dialer = await createKonnectivityDialer({ server: 'unix:///nonexistent/konnectivity.sock', mode: 'http-connect' });
-  await assert.rejects(dialer.dial('web.shop.svc.cluster.local', 80, new AbortController().signal), (err: unknown) => err instanceof NotAllowedError && replyFor(err).socks === SocksReply.notAllowed);
+  await assert.rejects(
+    dialer.dial('web.shop.svc.cluster.local', 80, new AbortController().signal),
+    (err: unknown) => err instanceof NotAllowedError && replyFor(err).socks === SocksReply.notAllowed,
+  );
   assert.equal(dialer.stats().dials, 0);
   dialer.close();
 });

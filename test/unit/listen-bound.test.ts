@@ -32,7 +32,10 @@ test('a *.localhost name that binds a non-loopback address is refused without cr
   // The text check alone lets it through: that is what the bound-address check is for.
   assert.doesNotThrow(() => requireCredentialsOffLoopback([{ flag: '--listen-http', host: 'proxy.localhost', port: 0 }], false));
   const ctx = quietContext(new FakeOpener({}));
-  for (const [start, flag] of [[startHttpListener, '--listen-http'], [startSocksListener, '--listen-socks']] as const) {
+  for (const [start, flag] of [
+    [startHttpListener, '--listen-http'],
+    [startSocksListener, '--listen-socks'],
+  ] as const) {
     await assert.rejects(start('proxy.localhost', 0, ctx), (err: unknown) => {
       assert.ok(err instanceof StartupError);
       assert.match(err.message, new RegExp(`^${flag} proxy\\.localhost:\\d+ bound 0\\.0\\.0\\.0:\\d+, which is not a loopback address.*--proxy-auth-file`));
@@ -60,7 +63,10 @@ test('a port mapping on a *.localhost name that binds a non-loopback address is 
   const target = { host: 'db.shop', port: 5432, type: 'domain' as const };
   await assert.rejects(startForwardListener('db.localhost', 0, target, ctx, '--forward db.localhost:0=db.shop:5432'), (err: unknown) => {
     assert.ok(err instanceof StartupError);
-    assert.match(err.message, /^--forward db\.localhost:0=db\.shop:5432: db\.localhost bound 0\.0\.0\.0:\d+, which is not a loopback address; a port mapping cannot authenticate its clients/);
+    assert.match(
+      err.message,
+      /^--forward db\.localhost:0=db\.shop:5432: db\.localhost bound 0\.0\.0\.0:\d+, which is not a loopback address; a port mapping cannot authenticate its clients/,
+    );
     return true;
   });
 });

@@ -21,13 +21,16 @@ test('per key: the burst is written, the rest counted and summarised once when t
   assert.deepEqual(written, [true, true, true, false, false, false, false, false, false, false]);
   assert.ok(limiter.write('warn', 'not-allowed|loopback', { reason: 'not-allowed' }, 'other kind'), 'another key has its own burst');
   await settle(20);
-  assert.deepEqual(lines.map((l) => l.msg), ['stream failed 0', 'stream failed 1', 'stream failed 2', 'other kind']);
+  assert.deepEqual(
+    lines.map((l) => l.msg),
+    ['stream failed 0', 'stream failed 1', 'stream failed 2', 'other kind'],
+  );
   await settle(250);
   const summary = lines.at(-1)!;
   assert.equal(summary.msg, '7 more like this in 0.2 s, the last: stream failed 9');
   assert.equal(summary.suppressed, 7);
-  assert.equal(summary.n, 9, 'the summary carries the last line\'s fields');
-  assert.equal(summary.level, 40, 'at the lines\' level');
+  assert.equal(summary.n, 9, "the summary carries the last line's fields");
+  assert.equal(summary.level, 40, "at the lines' level");
   assert.equal(lines.length, 5, 'one summary only; the key without suppressed lines writes none');
   // A new window starts afresh.
   assert.ok(limiter.write('warn', 'auth-failed|loopback', {}, 'again'));

@@ -18,7 +18,11 @@ function tempDir(t: { after(fn: () => void): void }): string {
   return dir;
 }
 
-const numbers = (text: string): number[] => text.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { n: number }).n);
+const numbers = (text: string): number[] =>
+  text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => (JSON.parse(l) as { n: number }).n);
 
 test('by size: at most keep rotated files, each about maxBytes, newest lines kept in order, mode 0600', (t) => {
   const file = path.join(tempDir(t), 'daemon.log');
@@ -34,7 +38,11 @@ test('by size: at most keep rotated files, each about maxBytes, newest lines kep
   }
   const kept = [`${file}.2`, `${file}.1`, file].flatMap((f) => numbers(readFileSync(f, 'utf8')));
   assert.equal(kept.at(-1), 199);
-  assert.deepEqual(kept, kept.map((_, i) => kept[0]! + i), 'contiguous and in order across the files');
+  assert.deepEqual(
+    kept,
+    kept.map((_, i) => kept[0]! + i),
+    'contiguous and in order across the files',
+  );
 });
 
 test('an existing file counts toward the size: a restarted daemon rotates on time', (t) => {
@@ -52,7 +60,12 @@ test('logs -f follows across rotations: every line once, in order', async (t) =>
   log.info({ n: 0 }, 'first');
   const seen: number[] = [];
   const abort = new AbortController();
-  const following = streamLog(file, (line) => seen.push((JSON.parse(line) as { n: number }).n), { follow: true, pollMs: 10, isDone: async () => false, signal: abort.signal });
+  const following = streamLog(file, (line) => seen.push((JSON.parse(line) as { n: number }).n), {
+    follow: true,
+    pollMs: 10,
+    isDone: async () => false,
+    signal: abort.signal,
+  });
   let n = 1;
   // Batches of 8 lines (~700 bytes): every other batch rotates the file under the reader.
   for (let batch = 0; batch < 8; batch++) {
@@ -62,7 +75,10 @@ test('logs -f follows across rotations: every line once, in order', async (t) =>
   abort.abort();
   await following;
   assert.ok(existsSync(`${file}.3`), 'the file rotated several times meanwhile');
-  assert.deepEqual(seen, Array.from({ length: n }, (_, i) => i));
+  assert.deepEqual(
+    seen,
+    Array.from({ length: n }, (_, i) => i),
+  );
 });
 
 test('a log whose directory was removed under it: rotation and SIGHUP reopen fail quietly, the writer goes on and recovers', (t) => {

@@ -40,7 +40,10 @@ test('malformed names never parse', () => {
 
 test('the cluster domain is configurable', () => {
   assert.deepEqual(parseClusterName('web.shop.svc.corp.internal', 'corp.internal', 'default'), {
-    kind: 'service', service: 'web', namespace: 'shop', namespaceNeedsCheck: false,
+    kind: 'service',
+    service: 'web',
+    namespace: 'shop',
+    namespaceNeedsCheck: false,
   });
   assert.equal(parseClusterName('web.shop.svc.cluster.local', 'corp.internal', 'default'), undefined);
 });
@@ -57,5 +60,6 @@ test('parseRouteName: the cluster forms under a route name, plus <svc>.<ns>.<rou
   assert.deepEqual(parseRouteName('Web.Shop.Prod.', 'prod'), { kind: 'service', service: 'web', namespace: 'shop', namespaceNeedsCheck: false });
   assert.deepEqual(parseRouteName('db-0.db.shop.svc.prod.eu', 'prod.eu'), { kind: 'pod-hostname', hostname: 'db-0', service: 'db', namespace: 'shop' });
   assert.deepEqual(parseRouteName('10-1-2-3.shop.pod.prod', 'prod'), { kind: 'pod-ip', ip: '10.1.2.3', namespace: 'shop' });
-  for (const h of ['web.prod', 'a.b.c.prod', 'web.svc.prod', 'web.shop.svc.staging', 'web.shop.aprod', 'prod']) assert.equal(parseRouteName(h, 'prod'), undefined, h);
+  for (const h of ['web.prod', 'a.b.c.prod', 'web.svc.prod', 'web.shop.svc.staging', 'web.shop.aprod', 'prod'])
+    assert.equal(parseRouteName(h, 'prod'), undefined, h);
 });

@@ -11,11 +11,17 @@ import { proxyFromEnvironment } from '../../src/cluster/egress-proxy.js';
 test('loopback names, then each API server host (no port, no brackets, lower case), then the caller’s entries, each once', () => {
   const servers = ['https://API.prod.example:6443', 'https://10.0.0.1', 'https://[fd00::1]:6443', 'https://api.prod.example:443', 'not a url'];
   assert.equal(noProxyValue(servers, {}), 'localhost,127.0.0.1,::1,api.prod.example,10.0.0.1,fd00::1');
-  assert.equal(noProxyValue([], { NO_PROXY: '.corp.example, 10.0.0.0/8,,localhost', no_proxy: 'git.corp.example' }), 'localhost,127.0.0.1,::1,.corp.example,10.0.0.0/8,git.corp.example');
+  assert.equal(
+    noProxyValue([], { NO_PROXY: '.corp.example, 10.0.0.0/8,,localhost', no_proxy: 'git.corp.example' }),
+    'localhost,127.0.0.1,::1,.corp.example,10.0.0.0/8,git.corp.example',
+  );
 });
 
 test('the exported variables send kubectl to its API servers directly and cluster names to the proxy', () => {
-  const vars = exportedVariables({ http: { address: '127.0.0.1', family: 'IPv4', port: 3128 }, apiServers: ['https://api.prod.example:6443', 'https://10.1.2.3:6443'] });
+  const vars = exportedVariables({
+    http: { address: '127.0.0.1', family: 'IPv4', port: 3128 },
+    apiServers: ['https://api.prod.example:6443', 'https://10.1.2.3:6443'],
+  });
   const env = { ...vars };
   for (const server of ['https://api.prod.example:6443', 'https://10.1.2.3:6443']) {
     assert.equal(proxyFromEnvironment(new URL(server), env).proxy, undefined, server);

@@ -11,7 +11,11 @@ const PAC = 'function FindProxyForURL(url, host) { return "DIRECT"; }';
 const basic = (user: string, pass: string) => `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
 
 /** One request to servePac from `remoteAddress` (undefined: a unix socket); resolves with the status and body. */
-function ask(remoteAddress: string | undefined, headers: Record<string, string>, auth?: ProxyAuth): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+function ask(
+  remoteAddress: string | undefined,
+  headers: Record<string, string>,
+  auth?: ProxyAuth,
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   // The throttle's timer for wrong credentials does not keep a process alive: this does, meanwhile.
   const keep = setInterval(() => undefined, 50);
   return new Promise<{ status: number; body: string; headers: Record<string, unknown> }>((resolve) => {

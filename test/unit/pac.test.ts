@@ -6,7 +6,19 @@ import assert from 'node:assert/strict';
 import vm from 'node:vm';
 import { RouteMatcher, type Claim } from '../../src/routing/table.js';
 import { generatePac, proxyDirective } from '../../src/routing/pac.js';
-import { MULTI_DECISIONS, MULTI_INGRESS_DECISIONS, MULTI_INGRESS_HOSTS, MULTI_YAML, PROD_NAMESPACES, SEED_002_DECISIONS, SEED_002_YAML, fixedView, tableFromYaml, withIngressHosts, type Decision } from '../helpers/routing-decisions.js';
+import {
+  MULTI_DECISIONS,
+  MULTI_INGRESS_DECISIONS,
+  MULTI_INGRESS_HOSTS,
+  MULTI_YAML,
+  PROD_NAMESPACES,
+  SEED_002_DECISIONS,
+  SEED_002_YAML,
+  fixedView,
+  tableFromYaml,
+  withIngressHosts,
+  type Decision,
+} from '../helpers/routing-decisions.js';
 
 const LISTENERS = { socks: { host: '127.0.0.1', port: 1080 }, http: { host: '::1', port: 3128 } };
 const PROXY = 'SOCKS5 127.0.0.1:1080; PROXY [::1]:3128';
@@ -28,7 +40,13 @@ function expected(matcher: RouteMatcher, host: string): string {
 }
 
 function multiMatcher(direct: boolean): RouteMatcher {
-  return new RouteMatcher(tableFromYaml(MULTI_YAML, direct), new Map([['prod', fixedView([], PROD_NAMESPACES)], ['staging', fixedView([], ['shop'])]]));
+  return new RouteMatcher(
+    tableFromYaml(MULTI_YAML, direct),
+    new Map([
+      ['prod', fixedView([], PROD_NAMESPACES)],
+      ['staging', fixedView([], ['shop'])],
+    ]),
+  );
 }
 
 function checkTable(matcher: RouteMatcher, decisions: Decision[], namespaces: string[]): void {
@@ -72,8 +90,36 @@ function prng(seed: number): () => number {
 /** `suffixes`: names to build half the random names on (0–2 random labels in front), so that rare rules are met. */
 function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: number, suffixes: string[] = []): { ties: number } {
   const pac = compilePac(generatePac(matcher, LISTENERS, { namespaces }));
-  const labels = ['prod', 'staging', 'example', 'com', 'net', 'org', 'io', 'apps', 'svc', 'cluster', 'local', 'pod', 'shop', 'web', 'db-0', 'ads',
-    'intranet', 'wiki', 'pages', 'preview', 'aprod', 'localhost', 'monitoring', 'default', '10-244-1-7', 'x_y', 'WEB', 'a'];
+  const labels = [
+    'prod',
+    'staging',
+    'example',
+    'com',
+    'net',
+    'org',
+    'io',
+    'apps',
+    'svc',
+    'cluster',
+    'local',
+    'pod',
+    'shop',
+    'web',
+    'db-0',
+    'ads',
+    'intranet',
+    'wiki',
+    'pages',
+    'preview',
+    'aprod',
+    'localhost',
+    'monitoring',
+    'default',
+    '10-244-1-7',
+    'x_y',
+    'WEB',
+    'a',
+  ];
   const random = prng(seed);
   const pick = <T>(list: T[]) => list[Math.floor(random() * list.length)]!;
   const hosts: string[] = [];
@@ -102,24 +148,33 @@ function agreeOnRandomHosts(matcher: RouteMatcher, namespaces: string[], seed: n
   return counts;
 }
 
-test('PAC and matcher agree on random names and addresses built from the table\'s own labels', () => {
+test("PAC and matcher agree on random names and addresses built from the table's own labels", () => {
   const matcher = multiMatcher(true);
   matcher.setIngressHosts('staging', ['shop.example.io', '*.preview.example.io', 'web', '*.shop', 'db-0.default']);
   agreeOnRandomHosts(matcher, PROD_NAMESPACES, 20261126);
   agreeOnRandomHosts(multiMatcher(false), PROD_NAMESPACES, 7);
   // Both clusters learning hosts, several the same: names they tie on are refused, and DIRECT in
   // the PAC file, direct on or off.
-  const learnt = [...new Set(Object.values(MULTI_INGRESS_HOSTS).flat().map((h) => h.replace(/^\*\./, '')))];
+  const learnt = [
+    ...new Set(
+      Object.values(MULTI_INGRESS_HOSTS)
+        .flat()
+        .map((h) => h.replace(/^\*\./, '')),
+    ),
+  ];
   const ties = agreeOnRandomHosts(withIngressHosts(multiMatcher(true)), PROD_NAMESPACES, 31, learnt);
   assert.ok(ties.ties > 100, `the random hosts should meet hosts both clusters learnt (${ties.ties})`);
   agreeOnRandomHosts(withIngressHosts(multiMatcher(false)), PROD_NAMESPACES, 32, learnt);
   // Catch-alls: "." and /0 on a reject route (so that they show in the PAC), a short exclude.
-  const catchAll = new RouteMatcher(tableFromYaml(`
+  const catchAll = new RouteMatcher(
+    tableFromYaml(`
 routes:
   - { name: prod, kind: cluster, include: [example.com], exclude: [org, "*.apps.example.com"], cidrs: ["fd00:10:96::/48", 10.96.0.0/16] }
   - { name: rest, kind: reject, include: ["."], exclude: [io], cidrs: [0.0.0.0/0, "::/0"] }
   - { name: lan, kind: direct, include: [local, shop.example.com], cidrs: [10.96.7.0/24] }
-`), new Map([['prod', fixedView([], ['shop', 'local'])]]));
+`),
+    new Map([['prod', fixedView([], ['shop', 'local'])]]),
+  );
   agreeOnRandomHosts(catchAll, ['shop', 'local'], 99);
 });
 

@@ -8,7 +8,8 @@ import { createLogger } from '../../src/core/log.js';
 import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
 
 const POD = {
-  apiVersion: 'v1', kind: 'Pod',
+  apiVersion: 'v1',
+  kind: 'Pod',
   metadata: { namespace: 'shop', name: 'web-1', uid: 'u-web-1', resourceVersion: '5' },
   spec: { containers: [{ name: 'web', ports: [{ containerPort: 8080 }] }] },
   // status.podIP is the first of podIPs: the field selector matches only that one.
@@ -21,11 +22,12 @@ const SLICE = {
   endpoints: [{ addresses: ['fd00:10:244::5'], conditions: { ready: true }, targetRef: { kind: 'Pod', namespace: 'shop', name: 'web-1', uid: 'u-web-1' } }],
 };
 
-test('a dual-stack pod\'s second IP (not status.podIP) is found through the endpoint that lists it', async (t) => {
+test("a dual-stack pod's second IP (not status.podIP) is found through the endpoint that lists it", async (t) => {
   const fake = await startFakeApi((url, res) => {
     if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
     if (url.searchParams.get('watch')) return void res.writeHead(200, { 'Content-Type': 'application/json' }).flushHeaders();
-    const list = (items: unknown[]) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ metadata: { resourceVersion: '10' }, items }));
+    const list = (items: unknown[]) =>
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ metadata: { resourceVersion: '10' }, items }));
     if (url.pathname === '/api/v1/namespaces/shop/pods/web-1') return void res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(POD));
     if (url.pathname.endsWith('/pods')) {
       const selector = url.searchParams.get('fieldSelector') ?? '';

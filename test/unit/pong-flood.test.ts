@@ -56,7 +56,10 @@ function assertPaced(pongs: string[]): void {
   assert.ok(pongs.length < PINGS / 20, `${pongs.length} pongs for ${PINGS} pings`);
   // Answers go to pings in order; the last one answers the latest ping.
   const numbers = pongs.map((p) => Number(/^ping (\d+) /.exec(p)?.[1]));
-  assert.deepEqual(numbers, [...numbers].sort((a, b) => a - b));
+  assert.deepEqual(
+    numbers,
+    [...numbers].sort((a, b) => a - b),
+  );
   assert.equal(numbers.at(-1), PINGS - 1);
 }
 
@@ -111,7 +114,11 @@ test('the SPDY tunnel byte socket: a ping flood the server does not read gets pa
 test('the v4 per-stream transport: a ping flood the server does not read gets paced pongs, the latest answered', { timeout: 30_000 }, async () => {
   const { wss, port, peer } = await startServer('v4.channel.k8s.io');
   try {
-    const api = { requestOptions: async () => ({ headers: {} }), url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`), invalidate() {} } as unknown as ApiConnection;
+    const api = {
+      requestOptions: async () => ({ headers: {} }),
+      url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`),
+      invalidate() {},
+    } as unknown as ApiConnection;
     const transport = new WebSocketV4Transport(api, createLogger('silent'), { intervalMs: 0, timeoutMs: 0 });
     const opening = transport.open({ namespace: 'ns', pod: 'p', port: 80 }, { signal: new AbortController().signal, confirmMs: 0 });
     const server = await peer;

@@ -15,8 +15,10 @@ test('programOf: the program, and the script after a runtime; never the other ar
 });
 
 test('isProxyout: the plugin, its single executable and node running it; not look-alikes', () => {
-  for (const program of ['kubectl-proxyout', 'kubectl-proxyout-linux-amd64', 'node kubectl-proxyout']) assert.equal(isProxyout({ pid: 1, program }), true, program);
-  for (const program of ['node', 'redis-server', 'kubectl', 'node not-kubectl-proxyout.js', 'kubectl-proxyout.sh']) assert.equal(isProxyout({ pid: 1, program }), false, program);
+  for (const program of ['kubectl-proxyout', 'kubectl-proxyout-linux-amd64', 'node kubectl-proxyout'])
+    assert.equal(isProxyout({ pid: 1, program }), true, program);
+  for (const program of ['node', 'redis-server', 'kubectl', 'node not-kubectl-proxyout.js', 'kubectl-proxyout.sh'])
+    assert.equal(isProxyout({ pid: 1, program }), false, program);
 });
 
 test('portHolder finds the process listening on a port (this one) on Linux', { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {

@@ -13,7 +13,11 @@ import { settingDifferences } from '../../src/managed/settings.js';
 import type { DaemonOptions, ProxyEntry } from '../../src/managed/store.js';
 
 test('mappings: [ADDR:]LPORT=TARGET:PORT, ADDR 127.0.0.1 by default, any target form', () => {
-  assert.deepEqual(parseForwardSpec('5432=db.shop:5432'), { listen: { host: '127.0.0.1', port: 5432 }, target: { host: 'db.shop', port: 5432, type: 'domain' }, text: '5432=db.shop:5432' });
+  assert.deepEqual(parseForwardSpec('5432=db.shop:5432'), {
+    listen: { host: '127.0.0.1', port: 5432 },
+    target: { host: 'db.shop', port: 5432, type: 'domain' },
+    text: '5432=db.shop:5432',
+  });
   assert.deepEqual(parseForwardSpec('0=10.96.0.7:6379').target, { host: '10.96.0.7', port: 6379, type: 'ipv4' });
   assert.deepEqual(parseForwardSpec('[::1]:8080=[fd00::7]:80').listen, { host: '::1', port: 8080 });
   assert.deepEqual(parseForwardSpec('[::1]:8080=[fd00::7]:80').target, { host: 'fd00::7', port: 80, type: 'ipv6' });
@@ -26,7 +30,11 @@ test('mappings: [ADDR:]LPORT=TARGET:PORT, ADDR 127.0.0.1 by default, any target 
     ['=db.shop:5432', /empty listen address/],
     ['::1:80=db:5432', /brackets/],
   ] as const) {
-    assert.throws(() => parseForwardSpec(bad), (err: Error) => why.test(err.message), bad);
+    assert.throws(
+      () => parseForwardSpec(bad),
+      (err: Error) => why.test(err.message),
+      bad,
+    );
   }
 });
 
@@ -55,7 +63,11 @@ test('unix listen addresses: unix:PATH, unix: alone and bare names in the state 
   assert.equal(unixSocketPath('prod.sock', 'socks', mac, place), '/var/folders/x1/abc_d/T/kubectl-proxyout-501/prod.sock');
   assert.equal(unixSocketPath(`${mac}/mine.sock`, 'socks', mac, place), `${mac}/mine.sock`);
   assert.equal(socketDir('/home/josé/.local/state/kubectl-proxyout', { tmp: '/tmp/my tmp', uid: 1000 }), '/tmp/kubectl-proxyout-1000');
-  assert.equal(socketDir('/home/me/.local/state/kubectl-proxyout', place), '/home/me/.local/state/kubectl-proxyout', 'a plain state directory keeps its sockets');
+  assert.equal(
+    socketDir('/home/me/.local/state/kubectl-proxyout', place),
+    '/home/me/.local/state/kubectl-proxyout',
+    'a plain state directory keeps its sockets',
+  );
 });
 
 test('config file: forward is a list of mappings, each checked on its own line', () => {
@@ -63,7 +75,10 @@ test('config file: forward is a list of mappings, each checked on its own line',
   assert.deepEqual(config.forwards, ['5432=db.shop:5432', '127.0.0.1:0=redis.cache:6379']);
   assert.deepEqual(tableFrom(config, { contexts: [], clusterDomain: 'cluster.local', currentContext: 'kind' }).forwards, config.forwards);
   const refuses = (text: string, line: number, key: string, why: RegExp) =>
-    assert.throws(() => parseConfig(text, 'c.yaml', 'cluster.local'), (err: unknown) => err instanceof ConfigError && err.line === line && err.key === key && why.test(err.message));
+    assert.throws(
+      () => parseConfig(text, 'c.yaml', 'cluster.local'),
+      (err: unknown) => err instanceof ConfigError && err.line === line && err.key === key && why.test(err.message),
+    );
   refuses('forward: "5432=db:5432"\n', 1, 'forward', /must be a list of port mappings/);
   refuses('direct: true\nforward:\n  - 5432=db:5432\n  - 5433\n', 4, 'forward[1]', /must be a non-empty string|missing "="/);
   refuses('forward:\n  - "5433=db"\n', 2, 'forward[0]', /target "db" is not HOST:PORT/);
@@ -103,7 +118,14 @@ test('unix-socket clients are one throttle source, "unix"', () => {
 });
 
 test('--forward in managed settings compares the list', () => {
-  const options = (forwards?: string[]): DaemonOptions => ({ clusterDomain: 'cluster.local', logLevel: 'info', connectTimeoutMs: 1, handshakeTimeoutMs: 1, shutdownGraceMs: 1, ...(forwards ? { forwards } : {}) });
+  const options = (forwards?: string[]): DaemonOptions => ({
+    clusterDomain: 'cluster.local',
+    logLevel: 'info',
+    connectTimeoutMs: 1,
+    handshakeTimeoutMs: 1,
+    shutdownGraceMs: 1,
+    ...(forwards ? { forwards } : {}),
+  });
   const entry = { id: 'x', options: options(['0=web:80']) } as ProxyEntry;
   const asked = (forwards?: string[]) => ({ options: options(forwards), explicitFlags: new Set(['forward']) });
   assert.deepEqual(settingDifferences(entry, asked(['0=web:80'])), []);

@@ -15,7 +15,10 @@ import { startControlServer } from '../../src/managed/control.js';
 import { askToStop } from '../../src/managed/stop.js';
 import { detachedSpawnOptions } from '../../src/managed/connect.js';
 
-function host(platform: NodeJS.Platform, answers: { run?: (file: string, args: string[]) => string; files?: Record<string, string> }): ProcessHost & { calls: Array<[string, string[]]>; envs: Array<Record<string, string> | undefined> } {
+function host(
+  platform: NodeJS.Platform,
+  answers: { run?: (file: string, args: string[]) => string; files?: Record<string, string> },
+): ProcessHost & { calls: Array<[string, string[]]>; envs: Array<Record<string, string> | undefined> } {
   const calls: Array<[string, string[]]> = [];
   const envs: Array<Record<string, string> | undefined> = [];
   return {
@@ -40,7 +43,7 @@ test('macOS: identity and command line from `ps -o lstart=,command= -p PID`', ()
   const mac = host('darwin', { run: () => 'Wed Nov 26 08:01:07 2025 /usr/local/bin/kubectl-proxyout daemon --id a1\n' });
   assert.deepEqual(processInfo(4242, mac), { identity: 'Wed Nov 26 08:01:07 2025', command: '/usr/local/bin/kubectl-proxyout daemon --id a1' });
   assert.deepEqual(mac.calls, [['ps', ['-o', 'lstart=,command=', '-p', '4242']]]);
-  assert.deepEqual(mac.envs, [{ LC_ALL: 'C', TZ: 'UTC0' }], 'the same text whatever the caller\'s locale and time zone');
+  assert.deepEqual(mac.envs, [{ LC_ALL: 'C', TZ: 'UTC0' }], "the same text whatever the caller's locale and time zone");
   assert.equal(isOurDaemon(4242, 'Wed Nov 26 08:01:07 2025', 'a1', mac), true);
   assert.equal(isOurDaemon(4242, 'Thu Nov 27 09:00:00 2025', 'a1', mac), false, 'another process under a reused pid');
   assert.equal(processInfo(4242, host('darwin', { run: () => '' })), undefined, 'no such process: ps prints nothing');
@@ -55,7 +58,7 @@ test('macOS: identity and command line from `ps -o lstart=,command= -p PID`', ()
   assert.equal(processInfo(4242, host('darwin', {})), undefined, 'ps fails');
 });
 
-test('the ps branch with this machine\'s real ps: a daemon\'s identity does not change with the caller\'s time zone or locale', (t) => {
+test("the ps branch with this machine's real ps: a daemon's identity does not change with the caller's time zone or locale", (t) => {
   if (process.platform === 'win32') return t.skip('no ps on Windows');
   try {
     systemHost.run('ps', ['-o', 'lstart=', '-p', String(process.pid)]);
@@ -94,8 +97,15 @@ test('Windows: identity (CreationDate) and command line from Win32_Process throu
 
 test('Linux: identity from /proc/PID/stat start time and the boot id; zombies are gone', () => {
   const stat = (state: string) => `4242 (kubectl proxy) ${state} 1 ${Array.from({ length: 17 }, (_, i) => i).join(' ')} 987654 0 0`;
-  const files = { '/proc/4242/stat': stat('S'), '/proc/4242/cmdline': '/usr/bin/node\0/opt/bin/kubectl-proxyout\0daemon\0--id\0a1\0', '/proc/sys/kernel/random/boot_id': 'boot-1\n' };
-  assert.deepEqual(processInfo(4242, host('linux', { files })), { identity: 'boot-1:987654', command: '/usr/bin/node /opt/bin/kubectl-proxyout daemon --id a1' });
+  const files = {
+    '/proc/4242/stat': stat('S'),
+    '/proc/4242/cmdline': '/usr/bin/node\0/opt/bin/kubectl-proxyout\0daemon\0--id\0a1\0',
+    '/proc/sys/kernel/random/boot_id': 'boot-1\n',
+  };
+  assert.deepEqual(processInfo(4242, host('linux', { files })), {
+    identity: 'boot-1:987654',
+    command: '/usr/bin/node /opt/bin/kubectl-proxyout daemon --id a1',
+  });
   assert.equal(processInfo(4242, host('linux', { files: { ...files, '/proc/4242/stat': stat('Z') } })), undefined);
 });
 
@@ -122,7 +132,15 @@ test('a graceful stop: on Windows a request on the control endpoint (no signal);
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   let stops = 0;
   const endpoint = path.join(dir, 'control.sock');
-  const server = await startControlServer(endpoint, { status: () => ({ pid: 1, phase: 'running', uptimeMs: 0, totals: { openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0, bytesToClients: 0, failuresByReason: {} } }), stop: () => stops++ });
+  const server = await startControlServer(endpoint, {
+    status: () => ({
+      pid: 1,
+      phase: 'running',
+      uptimeMs: 0,
+      totals: { openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0, bytesToClients: 0, failuresByReason: {} },
+    }),
+    stop: () => stops++,
+  });
   t.after(() => server.close());
   const child = await sleeper();
   try {

@@ -16,7 +16,10 @@ test("warnings are log lines, each once; Node's own writer is gone", () => {
   let nodeWriter = 0;
   proc.on('warning', () => nodeWriter++);
   logProcessWarnings(log, proc as unknown as NodeJS.Process);
-  const dep = Object.assign(new Error('Setting the TLS ServerName to an IP address is not permitted by RFC 6066.'), { name: 'DeprecationWarning', code: 'DEP0123' });
+  const dep = Object.assign(new Error('Setting the TLS ServerName to an IP address is not permitted by RFC 6066.'), {
+    name: 'DeprecationWarning',
+    code: 'DEP0123',
+  });
   const leak = Object.assign(new Error('Possible EventEmitter memory leak detected.'), { name: 'MaxListenersExceededWarning' });
   for (const w of [dep, dep, leak, leak]) proc.emit('warning', w);
   assert.equal(nodeWriter, 0, "Node's writer no longer runs");

@@ -26,7 +26,8 @@ function tempDir(t: { after(fn: () => void): void }): string {
 }
 
 const b = (...bytes: number[]): Buffer => Buffer.from(bytes);
-const rfc1929 = (user: string, pass: string) => Buffer.concat([b(1, Buffer.byteLength(user)), Buffer.from(user), b(Buffer.byteLength(pass)), Buffer.from(pass)]);
+const rfc1929 = (user: string, pass: string) =>
+  Buffer.concat([b(1, Buffer.byteLength(user)), Buffer.from(user), b(Buffer.byteLength(pass)), Buffer.from(pass)]);
 
 test('user:password splits at the first colon; empty, oversized and control characters refused', () => {
   assert.deepEqual(parseCredentials('u:p:q', 'x', 'env'), { username: 'u', password: 'p:q', source: 'env' });
@@ -51,7 +52,10 @@ test('sources: file, then argv, then the environment; both flags at once is an e
   assert.equal(resolveCredentials({}, {}), undefined);
   assert.throws(() => resolveCredentials({ file, inline: 'a:b' }, {}), /not both/);
   // What the CLI turns these into: one line, exit 1.
-  assert.throws(() => proxyAuthFrom({ 'proxy-auth': 'no-colon' }, {}), (err: Error & { oclif?: { exit?: number } }) => err.message === '--proxy-auth: expected user:password' && err.oclif?.exit === 1);
+  assert.throws(
+    () => proxyAuthFrom({ 'proxy-auth': 'no-colon' }, {}),
+    (err: Error & { oclif?: { exit?: number } }) => err.message === '--proxy-auth: expected user:password' && err.oclif?.exit === 1,
+  );
   assert.throws(() => proxyAuthFrom({}, { KUBECTL_PROXYOUT_PROXY_AUTH: 'x:' }), /KUBECTL_PROXYOUT_PROXY_AUTH: the password is empty/);
 });
 
@@ -73,7 +77,13 @@ test('verify: only the exact pair passes; strings and raw bytes alike', () => {
   const auth = new ProxyAuth({ username: 'alice', password: 'sécret' });
   assert.ok(auth.verify('alice', 'sécret'));
   assert.ok(auth.verify(Buffer.from('alice'), Buffer.from('sécret', 'utf8')));
-  for (const [u, p] of [['alice', 'sécre'], ['alice', 'sécret '], ['Alice', 'sécret'], ['', ''], ['alice', Buffer.from('sécret', 'latin1')]] as const) {
+  for (const [u, p] of [
+    ['alice', 'sécre'],
+    ['alice', 'sécret '],
+    ['Alice', 'sécret'],
+    ['', ''],
+    ['alice', Buffer.from('sécret', 'latin1')],
+  ] as const) {
     assert.equal(auth.verify(u, p), false, `${u}:${String(p)}`);
   }
 });
@@ -83,7 +93,11 @@ test('loopback listeners need no credentials; anything else does', () => {
     assert.doesNotThrow(() => requireCredentialsOffLoopback([{ flag: '--listen-socks', host, port: 1080 }], false), host);
   }
   for (const host of ['0.0.0.0', '::', '192.168.1.10', 'fe80::1', 'my-laptop']) {
-    assert.throws(() => requireCredentialsOffLoopback([{ flag: '--listen-http', host, port: 3128 }], false), /is not a loopback address.*--proxy-auth-file/, host);
+    assert.throws(
+      () => requireCredentialsOffLoopback([{ flag: '--listen-http', host, port: 3128 }], false),
+      /is not a loopback address.*--proxy-auth-file/,
+      host,
+    );
     assert.doesNotThrow(() => requireCredentialsOffLoopback([{ flag: '--listen-http', host, port: 3128 }], true), host);
   }
 });
@@ -119,7 +133,8 @@ test('Basic credentials header parsing', () => {
   assert.equal(got?.username.toString(), 'alice');
   assert.equal(got?.password.toString(), 'pa:ss');
   assert.equal(parseBasicCredentials(`  basic   ${Buffer.from('a:b').toString('base64')} `)?.username.toString(), 'a');
-  for (const bad of [undefined, '', 'Basic', 'Bearer abc', enc('nocolon'), 'Basic a b', 'Basic @@@']) assert.equal(parseBasicCredentials(bad), undefined, String(bad));
+  for (const bad of [undefined, '', 'Basic', 'Bearer abc', enc('nocolon'), 'Basic a b', 'Basic @@@'])
+    assert.equal(parseBasicCredentials(bad), undefined, String(bad));
 });
 
 test('the daemon credentials file: 0600, read once then gone, removed with the transient files', (t) => {
@@ -135,7 +150,10 @@ test('the daemon credentials file: 0600, read once then gone, removed with the t
   removeTransient(l, id);
   assert.equal(existsSync(l.proxyAuthFile(id)), false);
   writeFileSync(l.proxyAuthFile(id), 'not json secret-value');
-  assert.throws(() => takeProxyAuthFile(l, id), (err: Error) => !err.message.includes('secret-value'));
+  assert.throws(
+    () => takeProxyAuthFile(l, id),
+    (err: Error) => !err.message.includes('secret-value'),
+  );
 });
 
 test('in-process listeners: SOCKS5 with and without credentials, SOCKS4 refused, HTTP 407', async (t) => {
@@ -175,7 +193,11 @@ test('in-process listeners: SOCKS5 with and without credentials, SOCKS4 refused,
 
   // An upload without credentials, sent whole before the client reads: the 407 is not lost to a reset.
   const upload = Buffer.alloc(16 * 1024 * 1024, 1);
-  const denied = await uploadThenRead(httpL.address.port, `POST http://echo.svc:7/ HTTP/1.1\r\nHost: echo.svc:7\r\nContent-Length: ${upload.length}\r\n\r\n`, upload);
+  const denied = await uploadThenRead(
+    httpL.address.port,
+    `POST http://echo.svc:7/ HTTP/1.1\r\nHost: echo.svc:7\r\nContent-Length: ${upload.length}\r\n\r\n`,
+    upload,
+  );
   assert.equal(denied.error, undefined);
   assert.match(denied.response, /^HTTP\/1\.1 407 [^]*Connection: close/);
 });

@@ -28,7 +28,7 @@ function quietUpstream(): Duplex & { finalCalled: boolean } {
   return upstream;
 }
 
-test('after the client\'s FIN each upstream byte restarts the tear-down clock: a slow answer is not cut off', { timeout: 10_000 }, () =>
+test("after the client's FIN each upstream byte restarts the tear-down clock: a slow answer is not cut off", { timeout: 10_000 }, () =>
   withSocketPair(async ({ outer, inner }) => {
     const upstream = quietUpstream();
     const done = relay(inner, upstream, undefined, 100);

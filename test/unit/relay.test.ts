@@ -123,9 +123,17 @@ test('a slow reader does not make the relay buffer unboundedly', async () => {
 
 test('an upstream error destroys both sides and resolves once with the error', async () => {
   const a = await socketPair();
-  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+  const upstream = new Duplex({
+    read() {},
+    write(_c, _e, cb) {
+      cb();
+    },
+  });
   let settled = 0;
-  const done = relay(a.inner, upstream).then((r) => { settled++; return r; });
+  const done = relay(a.inner, upstream).then((r) => {
+    settled++;
+    return r;
+  });
   const clientEnded = once(a.outer, 'end');
   a.outer.resume();
   a.outer.write('x');
@@ -161,8 +169,14 @@ test('works with a non-socket Duplex and writes head before client bytes', async
   // An in-memory echo: what is written comes back, the FIN too.
   const echo = new Duplex({
     read() {},
-    write(chunk, _enc, cb) { this.push(chunk); cb(); },
-    final(cb) { this.push(null); cb(); },
+    write(chunk, _enc, cb) {
+      this.push(chunk);
+      cb();
+    },
+    final(cb) {
+      this.push(null);
+      cb();
+    },
   });
   const done = relay(a.inner, echo, Buffer.from('first,'));
   const got = collect(a.outer);
@@ -176,7 +190,13 @@ test('works with a non-socket Duplex and writes head before client bytes', async
 test('data from a client whose peer has fully closed tears the relay down', async () => {
   const a = await socketPair();
   // A Duplex that closes both ways as soon as its readable side ends (allowHalfOpen: false).
-  const upstream = new Duplex({ allowHalfOpen: false, read() {}, write(_c, _e, cb) { cb(); } });
+  const upstream = new Duplex({
+    allowHalfOpen: false,
+    read() {},
+    write(_c, _e, cb) {
+      cb();
+    },
+  });
   const done = relay(a.inner, upstream);
   upstream.push(null);
   await new Promise((r) => setTimeout(r, 20));
@@ -188,7 +208,12 @@ test('data from a client whose peer has fully closed tears the relay down', asyn
 
 test('an upstream destroyed without an error is a premature close: both sides go, the result says so', { timeout: 10_000 }, async () => {
   const a = await socketPair();
-  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+  const upstream = new Duplex({
+    read() {},
+    write(_c, _e, cb) {
+      cb();
+    },
+  });
   const done = relay(a.inner, upstream);
   const clientEnded = once(a.outer, 'end');
   a.outer.resume();
@@ -203,7 +228,12 @@ test('an upstream destroyed without an error is a premature close: both sides go
 test('an upstream that failed or closed before the relay started ends the relay at once', { timeout: 10_000 }, async () => {
   for (const waitForClose of [true, false]) {
     const a = await socketPair();
-    const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+    const upstream = new Duplex({
+      read() {},
+      write(_c, _e, cb) {
+        cb();
+      },
+    });
     upstream.on('error', () => {});
     upstream.destroy(new Error('gone before we began'));
     // Closed already, or errored with its 'close' still to come.
@@ -219,8 +249,14 @@ test('startRelay hands the result to its callback; a callback that throws is log
   const a = await socketPair();
   const echo = new Duplex({
     read() {},
-    write(chunk, _enc, cb) { this.push(chunk); cb(); },
-    final(cb) { this.push(null); cb(); },
+    write(chunk, _enc, cb) {
+      this.push(chunk);
+      cb();
+    },
+    final(cb) {
+      this.push(null);
+      cb();
+    },
   });
   const logged: string[] = [];
   const log = { error: (_o: unknown, msg: string) => logged.push(msg) } as unknown as Logger;
@@ -240,12 +276,18 @@ test('startRelay hands the result to its callback; a callback that throws is log
   a.close();
 });
 
-test('startRelay\'s counters move while bytes flow, and StreamStats totals include an open stream\'s', { timeout: 10_000 }, async () => {
+test("startRelay's counters move while bytes flow, and StreamStats totals include an open stream's", { timeout: 10_000 }, async () => {
   const a = await socketPair();
   const echo = new Duplex({
     read() {},
-    write(chunk, _enc, cb) { this.push(chunk); cb(); },
-    final(cb) { this.push(null); cb(); },
+    write(chunk, _enc, cb) {
+      this.push(chunk);
+      cb();
+    },
+    final(cb) {
+      this.push(null);
+      cb();
+    },
   });
   const stats = new StreamStats(createLogger('silent'));
   const record = stats.opened('socks5', '127.0.0.1:1', { host: 'echo.data', port: 7000, type: 'domain' }, 'test', 'r1');
@@ -263,7 +305,7 @@ test('startRelay\'s counters move while bytes flow, and StreamStats totals inclu
   const open = stats.snapshot();
   assert.deepEqual([open.openStreams, open.bytesFromClients, open.bytesToClients], [1, 100_000, 100_000]);
   assert.deepEqual(stats.forRoute('r1'), { openStreams: 1, totalStreams: 1, bytesFromClients: 100_000, bytesToClients: 100_000 });
-  assert.equal(stats.forRoute('r2').bytesToClients, 0, 'another route\'s stream is not counted');
+  assert.equal(stats.forRoute('r2').bytesToClients, 0, "another route's stream is not counted");
   // Closed: the final counts are added once, not on top of the live ones.
   a.outer.end();
   while (!result) await new Promise((r) => setTimeout(r, 5));
@@ -274,7 +316,15 @@ test('startRelay\'s counters move while bytes flow, and StreamStats totals inclu
 
 test('a client that reads slowly after its FIN still gets every byte and the FIN: the tear-down clock waits for it', { timeout: 10_000 }, async () => {
   const a = await socketPair();
-  const upstream = new Duplex({ read() {}, write(_c, _e, cb) { cb(); }, final(cb) { cb(); } });
+  const upstream = new Duplex({
+    read() {},
+    write(_c, _e, cb) {
+      cb();
+    },
+    final(cb) {
+      cb();
+    },
+  });
   const done = relay(a.inner, upstream, undefined, 100);
   a.outer.pause();
   a.outer.end(); // request (none here) then FIN; the answer is read later

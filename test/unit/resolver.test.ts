@@ -17,7 +17,12 @@ function pod(ns: string, name: string, ip: string, ports: Array<[string, number]
 function svc(ns: string, name: string, spec: V1Service['spec']): V1Service {
   return { metadata: { namespace: ns, name }, spec };
 }
-function slice(ns: string, service: string, port: { name?: string; port: number } | null, eps: Array<{ pod?: string; ip: string; ready?: boolean; serving?: boolean; terminating?: boolean; hostname?: string }>): V1EndpointSlice {
+function slice(
+  ns: string,
+  service: string,
+  port: { name?: string; port: number } | null,
+  eps: Array<{ pod?: string; ip: string; ready?: boolean; serving?: boolean; terminating?: boolean; hostname?: string }>,
+): V1EndpointSlice {
   return {
     addressType: 'IPv4',
     metadata: { namespace: ns, name: `${service}-x`, labels: { 'kubernetes.io/service-name': service } },
@@ -39,7 +44,12 @@ const pods = [
   pod('shop', 'api-1', '10.0.0.20', [['web', 9000]]),
 ];
 const services = [
-  svc('shop', 'web', { clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1', 'fd00:10:96::1'], ports: [{ name: 'http', port: 80, targetPort: 'http' as never }], selector: { app: 'web' } }),
+  svc('shop', 'web', {
+    clusterIP: '10.96.0.1',
+    clusterIPs: ['10.96.0.1', 'fd00:10:96::1'],
+    ports: [{ name: 'http', port: 80, targetPort: 'http' as never }],
+    selector: { app: 'web' },
+  }),
   svc('shop', 'db', { clusterIP: 'None', ports: [{ port: 5432 }], selector: { app: 'db' } }),
   svc('shop', 'api', { clusterIP: '10.96.0.3', ports: [{ name: 'web', port: 80, targetPort: 'web' as never }], selector: { app: 'api' } }),
   svc('shop', 'empty', { clusterIP: '10.96.0.4', ports: [{ port: 80 }], selector: { app: 'none' } }),
@@ -81,7 +91,11 @@ async function replyOf(dest: Destination): Promise<number> {
 test('a Service name maps port → named targetPort on ready, non-terminating endpoints only', async () => {
   for (const host of ['web', 'web.shop', 'web.shop.svc', 'web.shop.svc.cluster.local.']) {
     const plan = await resolver.resolve(dom(host, 80));
-    assert.deepEqual(plan.candidates.map((c) => [c.pod, c.port]), [['web-1', 8080]], host);
+    assert.deepEqual(
+      plan.candidates.map((c) => [c.pod, c.port]),
+      [['web-1', 8080]],
+      host,
+    );
   }
 });
 
@@ -89,23 +103,42 @@ test('ClusterIPs (IPv4 and IPv6, any spelling) map to their Service; Pod IPs kee
   assert.equal((await resolver.resolve({ host: '10.96.0.1', port: 80, type: 'ipv4' })).candidates[0].pod, 'web-1');
   assert.equal((await resolver.resolve({ host: 'fd00:10:96:0::1', port: 80, type: 'ipv6' })).candidates[0].pod, 'web-1');
   const viaPodIp = await resolver.resolve({ host: '10.0.0.2', port: 1234, type: 'ipv4' });
-  assert.deepEqual(viaPodIp.candidates.map((c) => [c.pod, c.port]), [['web-2', 1234]]);
+  assert.deepEqual(
+    viaPodIp.candidates.map((c) => [c.pod, c.port]),
+    [['web-2', 1234]],
+  );
 });
 
 test('named targetPort without slice ports is looked up in the pod', async () => {
   const plan = await resolver.resolve(dom('api.shop.svc', 80));
-  assert.deepEqual(plan.candidates.map((c) => [c.pod, c.port]), [['api-1', 9000]]);
+  assert.deepEqual(
+    plan.candidates.map((c) => [c.pod, c.port]),
+    [['api-1', 9000]],
+  );
 });
 
 test('headless Service names and pod hostnames keep the requested port', async () => {
-  assert.deepEqual((await resolver.resolve(dom('db.shop.svc', 5432))).candidates.map((c) => [c.pod, c.port]), [['db-0', 5432]]);
-  assert.deepEqual((await resolver.resolve(dom('db-0.db.shop.svc.cluster.local', 5432))).candidates.map((c) => [c.pod, c.port]), [['db-0', 5432]]);
-  assert.deepEqual((await resolver.resolve(dom('10-0-0-10.shop.pod.cluster.local', 5432))).candidates.map((c) => c.pod), ['db-0']);
+  assert.deepEqual(
+    (await resolver.resolve(dom('db.shop.svc', 5432))).candidates.map((c) => [c.pod, c.port]),
+    [['db-0', 5432]],
+  );
+  assert.deepEqual(
+    (await resolver.resolve(dom('db-0.db.shop.svc.cluster.local', 5432))).candidates.map((c) => [c.pod, c.port]),
+    [['db-0', 5432]],
+  );
+  assert.deepEqual(
+    (await resolver.resolve(dom('10-0-0-10.shop.pod.cluster.local', 5432))).candidates.map((c) => c.pod),
+    ['db-0'],
+  );
 });
 
 test('connections spread round-robin over ready endpoints', async () => {
   const more = [...slices];
-  more[0] = slice('shop', 'web', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }, { pod: 'web-2', ip: '10.0.0.2' }, { pod: 'web-3', ip: '10.0.0.3' }]);
+  more[0] = slice('shop', 'web', { name: 'http', port: 8080 }, [
+    { pod: 'web-1', ip: '10.0.0.1' },
+    { pod: 'web-2', ip: '10.0.0.2' },
+    { pod: 'web-3', ip: '10.0.0.3' },
+  ]);
   const ix = new ClusterIndex(() => [objectSource(services, more, pods)]);
   const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local', 2);
   const firsts = new Set<string>();
@@ -133,9 +166,21 @@ test('every failure maps to the reply the issue asks for', async () => {
 });
 
 test('a Pod IP only hostNetwork pods have (a node IP) is refused unless allowed; their Service and headless names still work', async () => {
-  const nodePods = [pod('kube-system', 'etcd-node-1', '10.0.9.1', [['client', 2379]], { hostNetwork: true }), pod('shop', 'agent-1', '10.0.9.1', [['m', 9100]], { hostNetwork: true, hostname: 'agent-1', subdomain: 'agents' })];
-  const agents = [svc('shop', 'agent', { clusterIP: '10.96.0.9', ports: [{ port: 9100 }] }), svc('shop', 'agents', { clusterIP: 'None', ports: [{ port: 9100 }] })];
-  const agentSlices = [slice('shop', 'agent', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]), { ...slice('shop', 'agents', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]), metadata: { namespace: 'shop', name: 'agents-x', labels: { 'kubernetes.io/service-name': 'agents' } } }];
+  const nodePods = [
+    pod('kube-system', 'etcd-node-1', '10.0.9.1', [['client', 2379]], { hostNetwork: true }),
+    pod('shop', 'agent-1', '10.0.9.1', [['m', 9100]], { hostNetwork: true, hostname: 'agent-1', subdomain: 'agents' }),
+  ];
+  const agents = [
+    svc('shop', 'agent', { clusterIP: '10.96.0.9', ports: [{ port: 9100 }] }),
+    svc('shop', 'agents', { clusterIP: 'None', ports: [{ port: 9100 }] }),
+  ];
+  const agentSlices = [
+    slice('shop', 'agent', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]),
+    {
+      ...slice('shop', 'agents', { port: 9100 }, [{ pod: 'agent-1', ip: '10.0.9.1' }]),
+      metadata: { namespace: 'shop', name: 'agents-x', labels: { 'kubernetes.io/service-name': 'agents' } },
+    },
+  ];
   const ix = new ClusterIndex(() => [objectSource(agents, agentSlices, nodePods)]);
   const strict = new Resolver({ ...cache, lookup: ix, namespaceExists: () => true } as never, 'cluster.local');
   for (const dest of [{ host: '10.0.9.1', port: 2379, type: 'ipv4' } as const, dom('10-0-9-1.kube-system.pod.cluster.local', 2379)]) {
@@ -144,9 +189,18 @@ test('a Pod IP only hostNetwork pods have (a node IP) is refused unless allowed;
     assert.equal(reply?.http, 403);
     assert.match(reply!.message, /node IP.*hostNetwork.*--allow-host-network-pods/);
   }
-  assert.deepEqual((await strict.resolve(dom('agent.shop.svc', 9100))).candidates.map((c) => c.pod), ['agent-1']);
-  assert.deepEqual((await strict.resolve({ host: '10.96.0.9', port: 9100, type: 'ipv4' })).candidates.map((c) => c.pod), ['agent-1']);
-  assert.deepEqual((await strict.resolve(dom('agent-1.agents.shop.svc', 9100))).candidates.map((c) => c.pod), ['agent-1']);
+  assert.deepEqual(
+    (await strict.resolve(dom('agent.shop.svc', 9100))).candidates.map((c) => c.pod),
+    ['agent-1'],
+  );
+  assert.deepEqual(
+    (await strict.resolve({ host: '10.96.0.9', port: 9100, type: 'ipv4' })).candidates.map((c) => c.pod),
+    ['agent-1'],
+  );
+  assert.deepEqual(
+    (await strict.resolve(dom('agent-1.agents.shop.svc', 9100))).candidates.map((c) => c.pod),
+    ['agent-1'],
+  );
   const open = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local', 3, { allowHostNetworkPods: true });
   assert.ok(['etcd-node-1', 'agent-1'].includes((await open.resolve({ host: '10.0.9.1', port: 2379, type: 'ipv4' })).candidates[0]!.pod));
 });
@@ -161,13 +215,29 @@ test('a name in a namespace the namespace list lacks is refused without a namesp
 });
 
 test('a pod is looked up for a named targetPort only when its slice has no ports at all', async () => {
-  const svcs = [svc('shop', 'multi', { clusterIP: '10.96.0.7', ports: [{ name: 'http', port: 80, targetPort: 'http' as never }, { name: 'admin', port: 81, targetPort: 'admin' as never }] })];
+  const svcs = [
+    svc('shop', 'multi', {
+      clusterIP: '10.96.0.7',
+      ports: [
+        { name: 'http', port: 80, targetPort: 'http' as never },
+        { name: 'admin', port: 81, targetPort: 'admin' as never },
+      ],
+    }),
+  ];
   // The controller found no "admin" port on web-1: its slice lists only http.
-  const sl = [{ ...slice('shop', 'multi', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }]), metadata: { namespace: 'shop', name: 'multi-x', labels: { 'kubernetes.io/service-name': 'multi' } } }];
+  const sl = [
+    {
+      ...slice('shop', 'multi', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }]),
+      metadata: { namespace: 'shop', name: 'multi-x', labels: { 'kubernetes.io/service-name': 'multi' } },
+    },
+  ];
   const ix = new ClusterIndex(() => [objectSource(svcs, sl, pods)]);
   let podLookups = 0;
   const r = new Resolver({ ...cache, lookup: ix, findPod: async () => void podLookups++ } as never, 'cluster.local');
-  assert.deepEqual((await r.resolve(dom('multi.shop', 80))).candidates.map((c) => [c.pod, c.port]), [['web-1', 8080]]);
+  assert.deepEqual(
+    (await r.resolve(dom('multi.shop', 80))).candidates.map((c) => [c.pod, c.port]),
+    [['web-1', 8080]],
+  );
   await assert.rejects(r.resolve(dom('multi.shop', 81)), /no ready endpoint/);
   assert.equal(podLookups, 0, 'no API look-up per connection');
 });
@@ -179,16 +249,35 @@ test('no ready endpoint: those still serving while they terminate are used, as k
     return new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
   };
   const terminatingServing = { pod: 'web-1', ip: '10.0.0.1', ready: false, serving: true, terminating: true };
-  assert.deepEqual((await only([terminatingServing]).resolve(dom('roll.shop', 80))).candidates.map((c) => c.pod), ['web-1']);
+  assert.deepEqual(
+    (await only([terminatingServing]).resolve(dom('roll.shop', 80))).candidates.map((c) => c.pod),
+    ['web-1'],
+  );
   // A ready endpoint beside it: only that one.
-  assert.deepEqual((await only([terminatingServing, { pod: 'web-2', ip: '10.0.0.2' }]).resolve(dom('roll.shop', 80))).candidates.map((c) => c.pod), ['web-2']);
+  assert.deepEqual(
+    (await only([terminatingServing, { pod: 'web-2', ip: '10.0.0.2' }]).resolve(dom('roll.shop', 80))).candidates.map((c) => c.pod),
+    ['web-2'],
+  );
   await assert.rejects(only([{ ...terminatingServing, serving: false }]).resolve(dom('roll.shop', 80)), /no ready endpoint/);
 });
 
 test('dual-stack: a pod in the IPv4 and the IPv6 slice of its Service is one candidate', async () => {
   const svcs = [svc('shop', 'dual', { clusterIP: '10.96.0.11', ports: [{ port: 80 }] })];
-  const v4 = { ...slice('shop', 'dual', { port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }, { pod: 'web-2', ip: '10.0.0.2' }]), metadata: { namespace: 'shop', name: 'dual-v4', labels: { 'kubernetes.io/service-name': 'dual' } } };
-  const v6 = { ...slice('shop', 'dual', { port: 8080 }, [{ pod: 'web-1', ip: 'fd00::1' }, { pod: 'web-2', ip: 'fd00::2' }]), addressType: 'IPv6', metadata: { namespace: 'shop', name: 'dual-v6', labels: { 'kubernetes.io/service-name': 'dual' } } };
+  const v4 = {
+    ...slice('shop', 'dual', { port: 8080 }, [
+      { pod: 'web-1', ip: '10.0.0.1' },
+      { pod: 'web-2', ip: '10.0.0.2' },
+    ]),
+    metadata: { namespace: 'shop', name: 'dual-v4', labels: { 'kubernetes.io/service-name': 'dual' } },
+  };
+  const v6 = {
+    ...slice('shop', 'dual', { port: 8080 }, [
+      { pod: 'web-1', ip: 'fd00::1' },
+      { pod: 'web-2', ip: 'fd00::2' },
+    ]),
+    addressType: 'IPv6',
+    metadata: { namespace: 'shop', name: 'dual-v6', labels: { 'kubernetes.io/service-name': 'dual' } },
+  };
   const ix = new ClusterIndex(() => [objectSource(svcs, [v4, v6], pods)]);
   const plan = await new Resolver({ ...cache, lookup: ix } as never, 'cluster.local').resolve(dom('dual.shop', 80));
   assert.deepEqual(plan.candidates.map((c) => c.pod).sort(), ['web-1', 'web-2']);
@@ -196,7 +285,12 @@ test('dual-stack: a pod in the IPv4 and the IPv6 slice of its Service is one can
 
 test('a headless pod hostname names only a ready endpoint (as CoreDNS answers)', async () => {
   const svcs = [svc('shop', 'pg', { clusterIP: 'None', ports: [{ port: 5432 }] })];
-  const sl = [{ ...slice('shop', 'pg', { port: 5432 }, [{ pod: 'db-0', ip: '10.0.0.10', hostname: 'pg-0', ready: false }]), metadata: { namespace: 'shop', name: 'pg-x', labels: { 'kubernetes.io/service-name': 'pg' } } }];
+  const sl = [
+    {
+      ...slice('shop', 'pg', { port: 5432 }, [{ pod: 'db-0', ip: '10.0.0.10', hostname: 'pg-0', ready: false }]),
+      metadata: { namespace: 'shop', name: 'pg-x', labels: { 'kubernetes.io/service-name': 'pg' } },
+    },
+  ];
   const ix = new ClusterIndex(() => [objectSource(svcs, sl, pods)]);
   const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
   await assert.rejects(r.resolve(dom('pg-0.pg.shop.svc.cluster.local', 5432)));

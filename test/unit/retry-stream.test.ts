@@ -10,15 +10,17 @@ import { ConnectionRefusedError, OverloadedError, UpstreamApiError } from '../..
 import type { OpenRequest, StreamOpener } from '../../src/core/types.js';
 import { RecordingDuplex } from '../helpers/recording-duplex.js';
 
-
 const refused = () => new ConnectionRefusedError('dial refused', { retryable: true });
 const tick = () => new Promise((r) => setImmediate(r));
 
 function reopenWith(...next: Array<RecordingDuplex | undefined>): Reopen & { calls: number } {
-  const fn = Object.assign(async () => {
-    fn.calls++;
-    return next.shift();
-  }, { calls: 0 });
+  const fn = Object.assign(
+    async () => {
+      fn.calls++;
+      return next.shift();
+    },
+    { calls: 0 },
+  );
   return fn;
 }
 
@@ -110,7 +112,12 @@ function fakeOpener(): StreamOpener & { fail: boolean } {
   };
 }
 
-const request = { destination: { host: 'web', port: 80, type: 'domain' }, frontEnd: 'socks5', client: 'c', signal: new AbortController().signal } as OpenRequest;
+const request = {
+  destination: { host: 'web', port: 80, type: 'domain' },
+  frontEnd: 'socks5',
+  client: 'c',
+  signal: new AbortController().signal,
+} as OpenRequest;
 
 test('StreamLimiter refuses past the limit with OverloadedError and frees slots when streams close', async () => {
   const inner = fakeOpener();

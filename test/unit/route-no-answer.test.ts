@@ -13,7 +13,10 @@ test('a timeout or a system error under an API failure is no answer; an HTTP ref
   assert.equal(noAnswer(new ConnectTimeoutError('port-forward tunnel to shop/web did not open in time')), true);
   assert.equal(noAnswer(new UpstreamApiError('port-forward tunnel to shop/web failed', { cause: system('ECONNREFUSED') })), true);
   assert.equal(noAnswer(new UpstreamApiError('port-forward tunnel to shop/web failed', { cause: system('ECONNRESET') })), true);
-  assert.equal(noAnswer(new UpstreamApiError('refused by the API server (500)', { cause: new TunnelRefusal(500, '{"kind":"Status","message":"boom"}') })), false);
+  assert.equal(
+    noAnswer(new UpstreamApiError('refused by the API server (500)', { cause: new TunnelRefusal(500, '{"kind":"Status","message":"boom"}') })),
+    false,
+  );
   assert.equal(noAnswer(new UpstreamApiError('API server answered port-forward with subprotocol ""')), false);
   assert.equal(noAnswer(new NotAllowedError('forbidden')), false);
   assert.equal(noAnswer(new ConnectionRefusedError('pod shop/web:8080: connection refused')), false);

@@ -37,7 +37,8 @@ function routerWith(direct: boolean, prodFails: (claim: Claim) => Error | undefi
   return { router: new Router({ matcher, routes }, { connectTimeoutMs: 2000 }), routes };
 }
 
-const open = (router: Router, host: string) => router.open({ destination: destinationFor(host, 443), frontEnd: 'socks5', client: 'test', signal: new AbortController().signal });
+const open = (router: Router, host: string) =>
+  router.open({ destination: destinationFor(host, 443), frontEnd: 'socks5', client: 'test', signal: new AbortController().signal });
 
 test('the default cluster down: a two-label name it might have owned takes the rules below (direct); its own names fail with its error', async () => {
   const down = () => new RouteUnavailableError('cluster route prod is not available: cannot reach the API server');
@@ -69,6 +70,9 @@ test('a Pod IP look-up that takes longer than the connect timeout ends as a time
   (routes.get('prod') as Route).learnIp = () => new Promise(() => {});
   const router = new Router({ matcher, routes }, { connectTimeoutMs: 300 });
   const started = Date.now();
-  await assert.rejects(router.open({ destination: destinationFor('172.16.5.5', 80), frontEnd: 'socks5', client: 'test', signal: new AbortController().signal }), ConnectTimeoutError);
+  await assert.rejects(
+    router.open({ destination: destinationFor('172.16.5.5', 80), frontEnd: 'socks5', client: 'test', signal: new AbortController().signal }),
+    ConnectTimeoutError,
+  );
   assert.ok(Date.now() - started < 2000, `${Date.now() - started} ms`);
 });

@@ -5,7 +5,18 @@ import { NotAllowedError, SocksReply } from '../../src/core/errors.js';
 import { RouteMatcher, refusalError, type Claim, type ClusterView, type Decision, type Refusal } from '../../src/routing/table.js';
 import { RoutingTableError } from '../../src/routing/suffix-index.js';
 import type { RoutingTable, RouteSpec } from '../../src/routing/table-spec.js';
-import { MULTI_DECISIONS, MULTI_INGRESS_DECISIONS, MULTI_YAML, PROD_NAMESPACES, SEED_002_DECISIONS, SEED_002_YAML, fixedView, tableFromYaml, withIngressHosts, type Decision as DecisionRow } from '../helpers/routing-decisions.js';
+import {
+  MULTI_DECISIONS,
+  MULTI_INGRESS_DECISIONS,
+  MULTI_YAML,
+  PROD_NAMESPACES,
+  SEED_002_DECISIONS,
+  SEED_002_YAML,
+  fixedView,
+  tableFromYaml,
+  withIngressHosts,
+  type Decision as DecisionRow,
+} from '../helpers/routing-decisions.js';
 
 const views = (entries: Record<string, ClusterView>) => new Map(Object.entries(entries));
 const multi = (direct?: boolean, extra: Record<string, ClusterView> = {}) =>
@@ -70,14 +81,16 @@ test('claims carry the parsed cluster name, so routes never parse it again', () 
 });
 
 test('an exclude only takes its own route out: the name falls to a shorter rule of another route', () => {
-  const m = new RouteMatcher(tableFromYaml(`
+  const m = new RouteMatcher(
+    tableFromYaml(`
 routes:
   - { name: wide, kind: cluster, include: [example.com] }
   - { name: narrow, kind: cluster, include: [shop.example.com], exclude: [legacy.shop.example.com, "*.tmp.shop.example.com"] }
   - { name: exact, kind: cluster, include: [a.b.example.com], exclude: [a.b.example.com] }
   - { name: longer-exclude, kind: cluster, include: [c.example.com], exclude: [x.c.example.com] }
   - { name: longer-include, kind: cluster, include: [y.d.example.com], exclude: [d.example.com] }
-`));
+`),
+  );
   const route = (h: string) => claimOf(m.matchHost(h), h).route.name;
   assert.equal(route('web.shop.example.com'), 'narrow');
   assert.equal(route('legacy.shop.example.com'), 'wide');
@@ -92,7 +105,9 @@ routes:
 });
 
 test('a refusal says which excludes applied; refusals map to SOCKS 0x02 / HTTP 403', () => {
-  const d = new RouteMatcher(tableFromYaml(SEED_002_YAML), views({ bettersmarter: fixedView([], []) })).matchHost('apps.c-bettersmarter-prod01.vshnmanaged.net');
+  const d = new RouteMatcher(tableFromYaml(SEED_002_YAML), views({ bettersmarter: fixedView([], []) })).matchHost(
+    'apps.c-bettersmarter-prod01.vshnmanaged.net',
+  );
   assert.equal(d.claimed, false);
   if (d.claimed) return;
   assert.match(d.message, /excluded from route bettersmarter by "apps\.c-bettersmarter-prod01\.vshnmanaged\.net"/);
@@ -137,12 +152,15 @@ test('"svc.ns" short names: absent namespaces fall through, unknown ones are cla
 });
 
 test('"." and 0.0.0.0/0 are catch-alls, consulted after short names and the clusters\' known IPs', () => {
-  const m = new RouteMatcher(tableFromYaml(`
+  const m = new RouteMatcher(
+    tableFromYaml(`
 routes:
   - { name: prod, kind: cluster, include: [prod.example.com] }
   - { name: internet, kind: direct, include: ["."], cidrs: [0.0.0.0/0, "::/0"] }
   - { name: no-ads, kind: reject, include: [ads.example.com] }
-`), views({ prod: fixedView(['10.244.0.5'], ['shop']) }));
+`),
+    views({ prod: fixedView(['10.244.0.5'], ['shop']) }),
+  );
   const c = (h: string) => claimOf(m.matchHost(h), h);
   assert.deepEqual([c('www.example.com').route.name, c('www.example.com').pattern], ['internet', '.']);
   assert.equal(c('web').route.name, 'prod');
@@ -155,9 +173,14 @@ routes:
 });
 
 test('two routes claiming the same suffix, name or CIDR make the table invalid', () => {
-  const cluster = (name: string, extra: Partial<RouteSpec> = {}): RouteSpec => ({ kind: 'cluster', name, context: name, include: [], exclude: [], cidrs: [], origin: `t:${name}`, ...extra }) as RouteSpec;
-  const build = (routes: RouteSpec[]) => () => new RouteMatcher({ routes, defaultRoute: routes[0]!.name, clusterDomain: 'cluster.local' } satisfies RoutingTable);
-  assert.throws(build([cluster('a', { include: ['x.com'] }), cluster('b', { include: ['X.com.'] })]), (e: Error) => e instanceof RoutingTableError && /routes a \(t:a\) and b \(t:b\) both claim "x\.com"/.test(e.message));
+  const cluster = (name: string, extra: Partial<RouteSpec> = {}): RouteSpec =>
+    ({ kind: 'cluster', name, context: name, include: [], exclude: [], cidrs: [], origin: `t:${name}`, ...extra }) as RouteSpec;
+  const build = (routes: RouteSpec[]) => () =>
+    new RouteMatcher({ routes, defaultRoute: routes[0]!.name, clusterDomain: 'cluster.local' } satisfies RoutingTable);
+  assert.throws(
+    build([cluster('a', { include: ['x.com'] }), cluster('b', { include: ['X.com.'] })]),
+    (e: Error) => e instanceof RoutingTableError && /routes a \(t:a\) and b \(t:b\) both claim "x\.com"/.test(e.message),
+  );
   assert.throws(build([cluster('a'), cluster('b', { include: ['a'] })]), /both claim "a"/);
   assert.throws(build([cluster('a'), cluster('b', { include: ['cluster.local'] })]), /both claim "cluster\.local"/);
   assert.throws(build([cluster('a', { cidrs: ['10.0.0.0/8'] }), cluster('b', { cidrs: ['10.0.0.0/8'] })]), /a \(t:a\) and b \(t:b\) both claim 10\.0\.0\.0\/8/);
@@ -199,17 +222,31 @@ test('an ingress host two clusters learnt is refused naming both, direct on or o
   for (const host of ['shop.example.io', 'pr-1.preview.example.io']) {
     const d = m.matchHost(host);
     assert.equal(d.claimed, false);
-    assert.equal((d as Refusal).message, `${host} is served by both prod and staging (an Ingress or Route host in each): add it to one route's include to choose`);
+    assert.equal(
+      (d as Refusal).message,
+      `${host} is served by both prod and staging (an Ingress or Route host in each): add it to one route's include to choose`,
+    );
     assert.equal(refusalError(d as Refusal).socksReply, SocksReply.notAllowed);
   }
   // Listed (and logged) only where the tie decides: apps.prod.example.com (prod excludes it),
   // console.apps.prod.example.com (prod's ingress domain), www.intranet.example.com (the intranet
   // route's include) and web (a short name) are decided by configured rules, not refused.
   const conflicts = ['*.both.example.io', '*.preview.example.io', 'shop.example.io'];
-  assert.deepEqual(m.ingressHostConflicts(), conflicts.map((host) => ({ host, routes: ['prod', 'staging'] })));
+  assert.deepEqual(
+    m.ingressHostConflicts(),
+    conflicts.map((host) => ({ host, routes: ['prod', 'staging'] })),
+  );
   // A configured rule that names one host under a learnt wildcard leaves the rest of it in conflict.
-  const named = new RouteMatcher(tableFromYaml(MULTI_YAML.replace('include: [prod.example.com]', 'include: [prod.example.com, shop.example.io, a.preview.example.io]'), true), views({ prod: fixedView([], PROD_NAMESPACES, 'shop'), staging: fixedView([], ['shop']) }));
-  assert.deepEqual(withIngressHosts(named).ingressHostConflicts().map((c) => c.host), ['*.both.example.io', '*.preview.example.io']);
+  const named = new RouteMatcher(
+    tableFromYaml(MULTI_YAML.replace('include: [prod.example.com]', 'include: [prod.example.com, shop.example.io, a.preview.example.io]'), true),
+    views({ prod: fixedView([], PROD_NAMESPACES, 'shop'), staging: fixedView([], ['shop']) }),
+  );
+  assert.deepEqual(
+    withIngressHosts(named)
+      .ingressHostConflicts()
+      .map((c) => c.host),
+    ['*.both.example.io', '*.preview.example.io'],
+  );
   m.setIngressHosts('staging', ['staging-only.example.io']);
   assert.deepEqual(m.ingressHostConflicts(), []);
   assert.equal(claimOf(m.matchHost('shop.example.io'), 'shop.example.io').route.name, 'prod', 'staging no longer serves it');
@@ -218,7 +255,15 @@ test('an ingress host two clusters learnt is refused naming both, direct on or o
 test('with 1,000 routes a decision costs one map probe per label, not a scan of the routes', () => {
   const routes: RouteSpec[] = [];
   for (let i = 0; i < 1000; i++) {
-    routes.push({ kind: 'cluster', name: `c${i}`, context: `c${i}`, include: [`c${i}.example.com`, `*.apps.c${i}.example.net`], exclude: [`old.c${i}.example.com`], cidrs: [`10.${i >> 8}.${i & 255}.0/24`], origin: 't' });
+    routes.push({
+      kind: 'cluster',
+      name: `c${i}`,
+      context: `c${i}`,
+      include: [`c${i}.example.com`, `*.apps.c${i}.example.net`],
+      exclude: [`old.c${i}.example.com`],
+      cidrs: [`10.${i >> 8}.${i & 255}.0/24`],
+      origin: 't',
+    });
   }
   const m = new RouteMatcher({ routes, defaultRoute: 'c0', clusterDomain: 'cluster.local' });
   const index = (m as unknown as { suffixes: { byKey: Map<string, unknown> } }).suffixes;
@@ -240,11 +285,14 @@ test('with 1,000 routes a decision costs one map probe per label, not a scan of 
 test('describeRoute: one line per route with what it serves, for startup lines and status', async () => {
   const { describeRoute } = await import('../../src/routing/table-spec.js');
   const t = tableFromYaml(MULTI_YAML, true);
-  assert.deepEqual(t.routes.map((r) => describeRoute(t, r)), [
-    'prod (cluster prod-admin, default): <svc>.<ns>.prod, *.cluster.local, *.svc, short names, prod.example.com, not apps.prod.example.com, 10.96.0.0/12, fd00:10:96::/112, ingress *.apps.prod.example.com, ingress shop.example.org',
-    'staging (cluster staging): <svc>.<ns>.staging, staging.example.com, *.pages.example.net, 10.96.5.0/24',
-    'intranet (direct): intranet.example.com, wiki.staging.example.com, 192.168.0.0/16',
-    'blocked (reject): ads.example.com, 203.0.113.0/24',
-    'direct (direct): everything no other route claims',
-  ]);
+  assert.deepEqual(
+    t.routes.map((r) => describeRoute(t, r)),
+    [
+      'prod (cluster prod-admin, default): <svc>.<ns>.prod, *.cluster.local, *.svc, short names, prod.example.com, not apps.prod.example.com, 10.96.0.0/12, fd00:10:96::/112, ingress *.apps.prod.example.com, ingress shop.example.org',
+      'staging (cluster staging): <svc>.<ns>.staging, staging.example.com, *.pages.example.net, 10.96.5.0/24',
+      'intranet (direct): intranet.example.com, wiki.staging.example.com, 192.168.0.0/16',
+      'blocked (reject): ads.example.com, 203.0.113.0/24',
+      'direct (direct): everything no other route claims',
+    ],
+  );
 });

@@ -49,7 +49,10 @@ test('single executable (krew): the ~/.krew/bin link on PATH, not the versioned 
   assert.deepEqual(executableLines(found), [`runs: ${krewBin} (${krewBin} is on your PATH: upgrades keep it)`]);
   const [runs, warning] = executableLines(fallback);
   assert.equal(runs, `runs: ${store} (no kubectl-proxyout on your PATH is this program)`);
-  assert.match(warning!, /^warning: .*\/v0\.1\.0\/kubectl-proxyout is in a versioned directory \(v0\.1\.0\): an upgrade \(kubectl krew upgrade, brew upgrade, a new node\) removes it .*put kubectl-proxyout on your PATH/);
+  assert.match(
+    warning!,
+    /^warning: .*\/v0\.1\.0\/kubectl-proxyout is in a versioned directory \(v0\.1\.0\): an upgrade \(kubectl krew upgrade, brew upgrade, a new node\) removes it .*put kubectl-proxyout on your PATH/,
+  );
 });
 
 test('Homebrew: the bin link into the Cellar', (t) => {
@@ -87,7 +90,11 @@ test('the CLI runs the stable name and says so', { skip: process.platform !== 'l
   const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
   // A kubeconfig whose current context the unit will serve (service-install checks it).
   mkdirSync(path.join(home, '.kube'));
-  writeFileSync(path.join(home, '.kube/config'), 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\ncurrent-context: prod\n', { mode: 0o600 });
+  writeFileSync(
+    path.join(home, '.kube/config'),
+    'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\ncurrent-context: prod\n',
+    { mode: 0o600 },
+  );
   const npmLink = link(binScriptPath(), path.join(home, 'npm/bin/kubectl-proxyout'));
   const unitPath = `${path.dirname(npmLink)}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
   const dry = await runCli(['service-install', '--dry-run'], { env: { ...env, PATH: unitPath } });
@@ -95,7 +102,6 @@ test('the CLI runs the stable name and says so', { skip: process.platform !== 'l
   assert.match(dry.stdout, new RegExp(`^ExecStart=${npmLink} --log-format json$`, 'm'));
   assert.match(dry.stdout, /^RestartPreventExitStatus=2 127 203$/m);
   assert.ok(dry.stderr.includes(`runs: ${npmLink} (${npmLink} is on your PATH: upgrades keep it)`), dry.stderr);
-
 });
 
 test('npm under nvm: the global link is found but is in a versioned directory, so the warning stays', (t) => {

@@ -46,8 +46,14 @@ test('flags the proxy would refuse: one line, exit 1, nothing written — with a
     [['--kubeconfig', 'missing/kc'], /^Error: kubeconfig missing\/kc does not exist\n/],
     [['--context', 'staging'], /^Error: context "staging" not found in kubeconfig \(known: prod\)\n/],
     [['--proxy-auth-file', 'no-such-file'], /^Error: --proxy-auth-file no-such-file: ENOENT/],
-    [['--proxy-auth-file', path.join(h.dir, 'open-auth')], /^Error: --proxy-auth-file .*open-auth: refusing a file that group or others can access \(mode 644\); run chmod 600/],
-    [['--listen-http', '0.0.0.0:3128'], /^Error: --listen-http 0\.0\.0\.0:3128 is not a loopback address, so other machines could use your cluster access through it/],
+    [
+      ['--proxy-auth-file', path.join(h.dir, 'open-auth')],
+      /^Error: --proxy-auth-file .*open-auth: refusing a file that group or others can access \(mode 644\); run chmod 600/,
+    ],
+    [
+      ['--listen-http', '0.0.0.0:3128'],
+      /^Error: --listen-http 0\.0\.0\.0:3128 is not a loopback address, so other machines could use your cluster access through it/,
+    ],
     [['--forward', 'nope'], /^Error: --forward nope: invalid port mapping "nope": missing "="/],
     [['--config', 'no-such.yaml'], /^Error: cannot read the config file no-such\.yaml: no such file/],
   ];
@@ -78,7 +84,22 @@ test('flags the proxy takes are accepted', linux, async (t) => {
   const h = home(t);
   mkdirSync(path.join(h.dir, 'work'));
   writeFileSync(path.join(h.dir, 'work/kc'), KUBECONFIG, { mode: 0o600 });
-  const r = await runCli(['service-install', '--kubeconfig', path.join(h.dir, 'work/kc'), '--context', 'prod', '--listen-socks', ':1080', '--listen-http', 'unix:', '--proxy-auth-file', path.join(h.dir, 'auth')], { env: h.env });
+  const r = await runCli(
+    [
+      'service-install',
+      '--kubeconfig',
+      path.join(h.dir, 'work/kc'),
+      '--context',
+      'prod',
+      '--listen-socks',
+      ':1080',
+      '--listen-http',
+      'unix:',
+      '--proxy-auth-file',
+      path.join(h.dir, 'auth'),
+    ],
+    { env: h.env },
+  );
   assert.equal(r.code, 0, r.stderr);
   assert.ok(existsSync(h.unit));
   // No flags at all: ~/.kube/config's current context on the default SOCKS address.

@@ -22,7 +22,13 @@ function hostFor(platform: NodeJS.Platform, env: NodeJS.ProcessEnv = {}): Servic
 function specFor(host: ServiceHost, extra: { kubeconfig?: string } = {}) {
   return serviceSpec({
     name: 'kubectl-proxyout',
-    flags: { kubeconfig: extra.kubeconfig ?? 'kube/config', context: ['prod', 'staging'], 'listen-socks': '127.0.0.1:1080', 'listen-http': '127.0.0.1:3128', 'proxy-auth-file': 'auth' },
+    flags: {
+      kubeconfig: extra.kubeconfig ?? 'kube/config',
+      context: ['prod', 'staging'],
+      'listen-socks': '127.0.0.1:1080',
+      'listen-http': '127.0.0.1:3128',
+      'proxy-auth-file': 'auth',
+    },
     invocation: { command: process.execPath, args: ['/opt/kubectl-proxyout/bin/kubectl-proxyout'] },
     stateRoot: path.join(host.home, '.local/state/kubectl-proxyout'),
     env: host.env,
@@ -41,7 +47,12 @@ test('systemd: a user unit with absolute paths, restart on failure, logs in the 
     assert.equal(r.file, path.join(host.home, '.config/systemd/user/kubectl-proxyout.service'));
     const text = readFileSync(r.file, 'utf8');
     const kc = path.join(host.home, 'work', 'my dir/kc%%1$$x');
-    assert.ok(text.includes(`ExecStart=${process.execPath} /opt/kubectl-proxyout/bin/kubectl-proxyout --kubeconfig "${kc}" --context prod --context staging --listen-socks 127.0.0.1:1080 --listen-http 127.0.0.1:3128 --proxy-auth-file ${path.join(host.home, 'work/auth')} --log-format json\n`), text);
+    assert.ok(
+      text.includes(
+        `ExecStart=${process.execPath} /opt/kubectl-proxyout/bin/kubectl-proxyout --kubeconfig "${kc}" --context prod --context staging --listen-socks 127.0.0.1:1080 --listen-http 127.0.0.1:3128 --proxy-auth-file ${path.join(host.home, 'work/auth')} --log-format json\n`,
+      ),
+      text,
+    );
     assert.match(text, /^Restart=on-failure$/m);
     // `systemctl --user reload` sends what makes the proxy re-read its routing table.
     assert.match(text, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
@@ -53,7 +64,11 @@ test('systemd: a user unit with absolute paths, restart on failure, logs in the 
     assert.match(text, /^Environment=PATH=\/usr\/local\/bin:\/usr\/bin:\/bin$/m);
     assert.doesNotMatch(text, /KUBECONFIG/, '--kubeconfig given: $KUBECONFIG is not carried');
     assert.match(text, /^WantedBy=default\.target$/m);
-    assert.deepEqual(r.next, ['systemctl --user import-environment SSH_AUTH_SOCK', 'systemctl --user daemon-reload', 'systemctl --user enable --now kubectl-proxyout.service']);
+    assert.deepEqual(r.next, [
+      'systemctl --user import-environment SSH_AUTH_SOCK',
+      'systemctl --user daemon-reload',
+      'systemctl --user enable --now kubectl-proxyout.service',
+    ]);
     assert.ok(isUnchanged(text));
     // The log file exists, 0600, before systemd's append: would make it 0644.
     assert.equal(statSync(path.join(host.home, '.local/state/kubectl-proxyout/logs/kubectl-proxyout.log')).mode & 0o777, 0o600);
@@ -86,7 +101,16 @@ test('systemd: a home with a space, a "%", non-ASCII letters and a "$" in PATH â
 });
 
 test('every unix socket path is fixed at install time: relative ones made absolute, unix: and unix:NAME where this shell would put them', () => {
-  const spec = (listen: string, stateRoot = '/s') => serviceSpec({ name: 'x', flags: { 'listen-socks': listen }, invocation: { command: '/bin/kubectl-proxyout', args: [] }, stateRoot, env: {}, cwd: '/w', home: '/h' }).args[1];
+  const spec = (listen: string, stateRoot = '/s') =>
+    serviceSpec({
+      name: 'x',
+      flags: { 'listen-socks': listen },
+      invocation: { command: '/bin/kubectl-proxyout', args: [] },
+      stateRoot,
+      env: {},
+      cwd: '/w',
+      home: '/h',
+    }).args[1];
   assert.equal(spec('unix:run/socks.sock'), 'unix:/w/run/socks.sock', 'the service starts in the home, not here');
   assert.equal(spec('unix:./s.sock'), 'unix:/w/s.sock');
   assert.equal(spec('unix:/abs/s.sock'), 'unix:/abs/s.sock');
@@ -103,7 +127,15 @@ test('every unix socket path is fixed at install time: relative ones made absolu
 test('systemd: $KUBECONFIG is kept (absolute) when no --kubeconfig is given', () => {
   const host = hostFor('linux', { KUBECONFIG: `a/kc${path.delimiter}/abs/kc2` });
   try {
-    const spec = serviceSpec({ name: 'x', flags: {}, invocation: { command: '/usr/local/bin/kubectl-proxyout', args: [] }, stateRoot: '/s', env: host.env, cwd: '/w', home: host.home });
+    const spec = serviceSpec({
+      name: 'x',
+      flags: {},
+      invocation: { command: '/usr/local/bin/kubectl-proxyout', args: [] },
+      stateRoot: '/s',
+      env: host.env,
+      cwd: '/w',
+      home: host.home,
+    });
     assert.deepEqual(spec.args, ['--log-format', 'json']);
     assert.equal(spec.env.KUBECONFIG, `/w/a/kc${path.delimiter}/abs/kc2`);
     assert.equal(spec.command, '/usr/local/bin/kubectl-proxyout');
@@ -137,7 +169,11 @@ test('an edited file is neither overwritten nor removed without --force; an unch
     assert.ok(!existsSync(forced.file));
     assert.ok(!existsSync(path.join(wants, 'kubectl-proxyout.service')));
     assert.ok(existsSync(path.join(wants, 'other.service')));
-    assert.deepEqual(u.next, ['systemctl --user stop kubectl-proxyout.service', 'systemctl --user daemon-reload', 'systemctl --user reset-failed kubectl-proxyout.service']);
+    assert.deepEqual(u.next, [
+      'systemctl --user stop kubectl-proxyout.service',
+      'systemctl --user daemon-reload',
+      'systemctl --user reset-failed kubectl-proxyout.service',
+    ]);
     assert.equal(uninstallService(host, 'kubectl-proxyout', { force: false }).removed, false);
   } finally {
     host.cleanup();
@@ -146,10 +182,19 @@ test('an edited file is neither overwritten nor removed without --force; an unch
 
 /** A property list (launchd.plist(5) subset: dict, array, string, integer, true, false) as JS values. */
 function parsePlist(text: string): unknown {
-  const body = text.replace(/<\?xml[^>]*\?>/, '').replace(/<!--[\s\S]*?-->/g, '').replace(/<!DOCTYPE[^>]*>/, '').trim();
+  const body = text
+    .replace(/<\?xml[^>]*\?>/, '')
+    .replace(/<!--[\s\S]*?-->/g, '')
+    .replace(/<!DOCTYPE[^>]*>/, '')
+    .trim();
   const tokens = body.match(/<[^>]+>|[^<]+/g)!.filter((t) => t.trim() !== '');
   let i = 0;
-  const unescape = (s: string) => s.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&amp;/g, '&');
+  const unescape = (s: string) =>
+    s
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&quot;/g, '"')
+      .replace(/&amp;/g, '&');
   const expect = (tag: string) => assert.equal(tokens[i++], tag);
   const value = (): unknown => {
     const tag = tokens[i++]!;
@@ -190,8 +235,28 @@ test('the proxy tuning given is carried as given, defaults are not; a longer --s
   for (const platform of ['linux', 'darwin'] as const) {
     const host = hostFor(platform);
     try {
-      const spec = serviceSpec({ name: 'x', flags, invocation: { command: '/usr/local/bin/kubectl-proxyout', args: [] }, stateRoot: path.join(host.home, 's'), env: host.env, cwd: '/w', home: host.home });
-      assert.deepEqual(spec.args, ['--connect-timeout', '30s', '--shutdown-grace', '2m', '--max-streams', '0', '--transport', 'websocket', '--allow-host-network-pods', '--log-format', 'json']);
+      const spec = serviceSpec({
+        name: 'x',
+        flags,
+        invocation: { command: '/usr/local/bin/kubectl-proxyout', args: [] },
+        stateRoot: path.join(host.home, 's'),
+        env: host.env,
+        cwd: '/w',
+        home: host.home,
+      });
+      assert.deepEqual(spec.args, [
+        '--connect-timeout',
+        '30s',
+        '--shutdown-grace',
+        '2m',
+        '--max-streams',
+        '0',
+        '--transport',
+        'websocket',
+        '--allow-host-network-pods',
+        '--log-format',
+        'json',
+      ]);
       assert.equal(spec.stopTimeoutSec, 130, 'the grace, and 10 s to close and exit');
       const text = installService(host, spec, { dryRun: true, force: false }).text;
       if (platform === 'linux') assert.match(text, /^TimeoutStopSec=130s$/m);
@@ -232,7 +297,10 @@ test('launchd: a LaunchAgent plist that parses, with the command, KeepAlive on f
       const lint = spawnSync('plutil', ['-lint', r.file], { encoding: 'utf8' });
       assert.equal(lint.status, 0, lint.stdout + lint.stderr);
     }
-    assert.deepEqual(installService(host, spec, { dryRun: true, force: false }).next, [`launchctl bootout gui/501/kubectl-proxyout`, `launchctl bootstrap gui/501 ${r.file}`]);
+    assert.deepEqual(installService(host, spec, { dryRun: true, force: false }).next, [
+      `launchctl bootout gui/501/kubectl-proxyout`,
+      `launchctl bootstrap gui/501 ${r.file}`,
+    ]);
     assert.deepEqual(uninstallService(host, 'kubectl-proxyout', { force: false }).next, ['launchctl bootout gui/501/kubectl-proxyout']);
   } finally {
     host.cleanup();
@@ -248,34 +316,45 @@ test('Windows and other platforms: a one-line refusal', () => {
   }
 });
 
-test('the CLI: --dry-run prints the unit and writes nothing; install prints the start lines; uninstall removes it', { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux (the platform halves above run anywhere)' : false }, async () => {
-  const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-cli-'));
-  const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
-  // The context the unit names exists (service-install checks it).
-  mkdirSync(path.join(home, '.kube'));
-  writeFileSync(path.join(home, '.kube/config'), 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\n', { mode: 0o600 });
-  try {
-    const dry = await runCli(['service-install', '--dry-run', '--context', 'prod'], { env });
-    assert.equal(dry.code, 0, dry.stderr);
-    assert.match(dry.stdout, /^ExecStart=.*kubectl-proxyout --context prod --log-format json$/m);
-    const file = path.join(home, '.config/systemd/user/kubectl-proxyout.service');
-    assert.ok(!existsSync(file));
-    const real = await runCli(['service-install', '--context', 'prod'], { env });
-    assert.equal(real.code, 0, real.stderr);
-    assert.equal(real.stdout, `wrote ${file}\nruns: ${process.execPath} ${binPath} (no kubectl-proxyout on your PATH is this program)\nlogs: ${home}/.local/state/kubectl-proxyout/logs/kubectl-proxyout.log\nstart it with:\n  systemctl --user daemon-reload\n  systemctl --user enable --now kubectl-proxyout.service\nafter editing its config file or kubeconfig, reload it (the routing table is read again) with:\n  systemctl --user reload kubectl-proxyout.service\n`);
-    assert.equal(readFileSync(file, 'utf8').trimEnd(), dry.stdout.trimEnd());
-    writeFileSync(file, readFileSync(file, 'utf8') + '# mine\n');
-    const refused = await runCli(['service-install', '--context', 'prod'], { env });
-    assert.equal(refused.code, 1);
-    assert.match(refused.stderr, /^Error: .* was changed after service-install wrote it .*--force/);
-    const removed = await runCli(['service-uninstall', '--force'], { env });
-    assert.equal(removed.code, 0, removed.stderr);
-    assert.match(removed.stdout, /^removed .*\nstop the running service with:\n  systemctl --user stop kubectl-proxyout\.service\n/);
-    assert.ok(!existsSync(file));
-  } finally {
-    rmSync(home, { recursive: true, force: true });
-  }
-});
+test(
+  'the CLI: --dry-run prints the unit and writes nothing; install prints the start lines; uninstall removes it',
+  { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux (the platform halves above run anywhere)' : false },
+  async () => {
+    const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-cli-'));
+    const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
+    // The context the unit names exists (service-install checks it).
+    mkdirSync(path.join(home, '.kube'));
+    writeFileSync(
+      path.join(home, '.kube/config'),
+      'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\n',
+      { mode: 0o600 },
+    );
+    try {
+      const dry = await runCli(['service-install', '--dry-run', '--context', 'prod'], { env });
+      assert.equal(dry.code, 0, dry.stderr);
+      assert.match(dry.stdout, /^ExecStart=.*kubectl-proxyout --context prod --log-format json$/m);
+      const file = path.join(home, '.config/systemd/user/kubectl-proxyout.service');
+      assert.ok(!existsSync(file));
+      const real = await runCli(['service-install', '--context', 'prod'], { env });
+      assert.equal(real.code, 0, real.stderr);
+      assert.equal(
+        real.stdout,
+        `wrote ${file}\nruns: ${process.execPath} ${binPath} (no kubectl-proxyout on your PATH is this program)\nlogs: ${home}/.local/state/kubectl-proxyout/logs/kubectl-proxyout.log\nstart it with:\n  systemctl --user daemon-reload\n  systemctl --user enable --now kubectl-proxyout.service\nafter editing its config file or kubeconfig, reload it (the routing table is read again) with:\n  systemctl --user reload kubectl-proxyout.service\n`,
+      );
+      assert.equal(readFileSync(file, 'utf8').trimEnd(), dry.stdout.trimEnd());
+      writeFileSync(file, readFileSync(file, 'utf8') + '# mine\n');
+      const refused = await runCli(['service-install', '--context', 'prod'], { env });
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /^Error: .* was changed after service-install wrote it .*--force/);
+      const removed = await runCli(['service-uninstall', '--force'], { env });
+      assert.equal(removed.code, 0, removed.stderr);
+      assert.match(removed.stdout, /^removed .*\nstop the running service with:\n  systemctl --user stop kubectl-proxyout\.service\n/);
+      assert.ok(!existsSync(file));
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  },
+);
 
 test('newlines and carriage returns in a context name, $KUBECONFIG or PATH inject nothing: systemd escapes, a plist character references', (t) => {
   const host = hostFor('linux', { PATH: '/usr/bin:/bin\r:/opt', KUBECONFIG: '/h/kube\nExecStartPre=/bin/touch /tmp/pwned' });
@@ -291,7 +370,10 @@ test('newlines and carriage returns in a context name, $KUBECONFIG or PATH injec
     });
     const r = installService(host, spec, { dryRun: false, force: false });
     const text = readFileSync(r.file, 'utf8');
-    const directives = text.split('\n').filter((l) => /^[A-Za-z]+=/.test(l)).map((l) => l.slice(0, l.indexOf('=')));
+    const directives = text
+      .split('\n')
+      .filter((l) => /^[A-Za-z]+=/.test(l))
+      .map((l) => l.slice(0, l.indexOf('=')));
     assert.equal(directives.includes('ExecStartPre'), false, text);
     assert.equal(text.includes('\r'), false, 'no carriage return reaches the file');
     assert.match(text, /ExecStart=.* --context "prod\\x0aExecStartPre=\/bin\/touch \/tmp\/pwned" --context "st\\x0daging"/);
@@ -304,7 +386,15 @@ test('newlines and carriage returns in a context name, $KUBECONFIG or PATH injec
   }
   const mac = hostFor('darwin', { KUBECONFIG: '/h/kube\nconfig\r' });
   try {
-    const spec = serviceSpec({ name: 'x', flags: { context: ['a\nb'], 'listen-socks': '127.0.0.1:1080' }, invocation: { command: '/bin/kubectl-proxyout', args: [] }, stateRoot: path.join(mac.home, 's'), env: mac.env, cwd: mac.home, home: mac.home });
+    const spec = serviceSpec({
+      name: 'x',
+      flags: { context: ['a\nb'], 'listen-socks': '127.0.0.1:1080' },
+      invocation: { command: '/bin/kubectl-proxyout', args: [] },
+      stateRoot: path.join(mac.home, 's'),
+      env: mac.env,
+      cwd: mac.home,
+      home: mac.home,
+    });
     const text = readFileSync(installService(mac, spec, { dryRun: false, force: false }).file, 'utf8');
     assert.match(text, /<string>a&#10;b<\/string>/);
     assert.match(text, /<string>\/h\/kube&#10;config&#13;<\/string>/);

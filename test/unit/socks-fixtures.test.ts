@@ -37,7 +37,10 @@ type Route = (req: OpenRequest) => Promise<OpenedStream>;
 /** Routes by destination host; records every request it was given. */
 export class FakeOpener implements StreamOpener {
   readonly requests: OpenRequest[] = [];
-  constructor(private readonly routes: Record<string, Route>, private readonly fallback?: Route) {}
+  constructor(
+    private readonly routes: Record<string, Route>,
+    private readonly fallback?: Route,
+  ) {}
 
   async open(req: OpenRequest): Promise<OpenedStream> {
     this.requests.push(req);

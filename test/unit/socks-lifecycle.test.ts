@@ -75,7 +75,12 @@ test('SOCKS4A CONNECT by name', async () => {
 });
 
 test('SOCKS4 BIND, failures and bad requests get 0x5B', async () => {
-  for (const request of [socks4([10, 0, 0, 1], 21, 2), socks4('unknown.test', 80), socks4([0, 0, 0, 0], 80), Buffer.concat([b(4, 1, 0, 80, 1, 2, 3, 4), Buffer.alloc(400, 0x41)])]) {
+  for (const request of [
+    socks4([10, 0, 0, 1], 21, 2),
+    socks4('unknown.test', 80),
+    socks4([0, 0, 0, 0], 80),
+    Buffer.concat([b(4, 1, 0, 80, 1, 2, 3, 4), Buffer.alloc(400, 0x41)]),
+  ]) {
     const s = await connectClient(port);
     const reader = new Reader(s);
     s.write(request);

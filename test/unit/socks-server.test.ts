@@ -125,8 +125,15 @@ test('no acceptable method: 0xFF then close', async () => {
 
 test('every error class maps to its SOCKS5 reply code', async () => {
   const want: Record<string, number> = {
-    'not-allowed.test': 0x02, 'unknown.test': 0x04, 'not-ready.test': 0x04, 'external.test': 0x04,
-    'refused.test': 0x05, 'timeout.test': 0x06, 'api.test': 0x01, 'busy.test': 0x01, 'bug.test': 0x01,
+    'not-allowed.test': 0x02,
+    'unknown.test': 0x04,
+    'not-ready.test': 0x04,
+    'external.test': 0x04,
+    'refused.test': 0x05,
+    'timeout.test': 0x06,
+    'api.test': 0x01,
+    'busy.test': 0x01,
+    'bug.test': 0x01,
   };
   for (const [host, code] of Object.entries(want)) {
     const { reader, reply } = await socks5(domainRequest(host, 80));
@@ -154,7 +161,12 @@ test('BIND and UDP ASSOCIATE get 0x07, unknown ATYP 0x08', async () => {
 });
 
 test('malformed names are refused with a reply, never a crash', async () => {
-  for (const [name, code] of [[Buffer.alloc(0), 0x01], [Buffer.from('a\0b'), 0x04], [Buffer.from('sp ace'), 0x04], [b(0xc3, 0xa9), 0x04]] as const) {
+  for (const [name, code] of [
+    [Buffer.alloc(0), 0x01],
+    [Buffer.from('a\0b'), 0x04],
+    [Buffer.from('sp ace'), 0x04],
+    [b(0xc3, 0xa9), 0x04],
+  ] as const) {
     const s = await connectClient(port);
     const reader = new Reader(s);
     s.write(Buffer.concat([b(5, 1, 0, 5, 1, 0, 3, name.length), name, b(0, 80)]));
@@ -177,12 +189,14 @@ test('socks-proxy-agent (socks5h) drives http.get through the listener', async (
   const agent = new SocksProxyAgent(`socks5h://${LOOPBACK}:${port}`);
   for (const path of ['/one', '/two']) {
     const body = await new Promise<string>((resolve, reject) => {
-      http.get({ host: 'web.test', port: 80, path, agent }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('end', () => resolve(text));
-      }).on('error', reject);
+      http
+        .get({ host: 'web.test', port: 80, path, agent }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve(text));
+        })
+        .on('error', reject);
     });
     assert.equal(body, `hello from ${path}`);
   }

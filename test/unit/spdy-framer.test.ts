@@ -7,8 +7,19 @@ import zlib from 'node:zlib';
 import { SPDY_DICTIONARY, adler32 } from '../../src/tunnel/spdy/dictionary.js';
 import { HeaderCompressor, HeaderDecompressor, MAX_HEADER_BLOCK, decodeHeaderBlock, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
-  FrameReader, SpdyProtocolError, encodeData, encodeGoAway, encodePing, encodeRawControl,
-  encodeRstStream, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame, type Headers,
+  FrameReader,
+  SpdyProtocolError,
+  encodeData,
+  encodeGoAway,
+  encodePing,
+  encodeRawControl,
+  encodeRstStream,
+  encodeSettings,
+  encodeSynReply,
+  encodeSynStream,
+  encodeWindowUpdate,
+  type Frame,
+  type Headers,
 } from '../../src/tunnel/spdy/framer.js';
 
 test('the SPDY/3 dictionary is 1423 bytes with Adler-32 0xE3C6A7C2, the DICTID zlib writes', () => {
@@ -90,7 +101,10 @@ test('frames survive being cut at every byte boundary and being glued together',
     encodeWindowUpdate(1, 65536),
   ]);
   const expected = readAll(bytes, []);
-  assert.deepEqual(expected.map((f) => f.type), ['syn_stream', 'syn_reply', 'data', 'data', 'rst_stream', 'ping', 'goaway', 'settings', 'window_update']);
+  assert.deepEqual(
+    expected.map((f) => f.type),
+    ['syn_stream', 'syn_reply', 'data', 'data', 'rst_stream', 'ping', 'goaway', 'settings', 'window_update'],
+  );
   assert.deepEqual(expected[0], { type: 'syn_stream', streamId: 1, associatedId: 0, priority: 7, slot: 0, flags: 1, block });
   assert.deepEqual(expected[2], { type: 'data', streamId: 1, fin: false, data: Buffer.from('hello'), end: true });
   assert.deepEqual(expected[3], { type: 'data', streamId: 3, fin: true, data: Buffer.alloc(0), end: true });
@@ -177,7 +191,10 @@ test('real zlib compression with Z_SYNC_FLUSH per block (as spdystream writes) d
   assert.ok(compressed[1]!.length < 20, 'the second block reuses the window: a few bytes');
   const d = new HeaderDecompressor();
   const decoded = compressed.map((b) => d.decompress(b));
-  assert.deepEqual(decoded.map((b) => ({ ...decodeHeaderBlock(b) })), sessionHeaders);
+  assert.deepEqual(
+    decoded.map((b) => ({ ...decodeHeaderBlock(b) })),
+    sessionHeaders,
+  );
 });
 
 test('consecutive blocks of several frames inflate in one call, back to back', async () => {
@@ -197,13 +214,20 @@ test('a corrupt header block fails that and every later decompression', () => {
 });
 
 test('a header block primed with another dictionary does not decompress', () => {
-  const other = zlib.deflateSync(encodeHeaderBlock({ a: 'b' }), { dictionary: Buffer.from('not the spdy dictionary'), finishFlush: zlib.constants.Z_SYNC_FLUSH });
+  const other = zlib.deflateSync(encodeHeaderBlock({ a: 'b' }), {
+    dictionary: Buffer.from('not the spdy dictionary'),
+    finishFlush: zlib.constants.Z_SYNC_FLUSH,
+  });
   assert.throws(() => new HeaderDecompressor().decompress(other), /does not decompress/);
 });
 
 test('a header block that expands past MAX_HEADER_BLOCK fails the context instead of filling memory', () => {
   // 4 MiB of zeros deflate to ~4 KiB: a small frame, a large block.
-  const bomb = zlib.deflateSync(Buffer.alloc(4 * MAX_HEADER_BLOCK), { dictionary: SPDY_DICTIONARY, finishFlush: zlib.constants.Z_SYNC_FLUSH, flush: zlib.constants.Z_SYNC_FLUSH });
+  const bomb = zlib.deflateSync(Buffer.alloc(4 * MAX_HEADER_BLOCK), {
+    dictionary: SPDY_DICTIONARY,
+    finishFlush: zlib.constants.Z_SYNC_FLUSH,
+    flush: zlib.constants.Z_SYNC_FLUSH,
+  });
   assert.ok(bomb.length < 64 * 1024);
   const d = new HeaderDecompressor();
   assert.throws(() => d.decompress(bomb), /does not decompress: header block of more than 1048576 bytes/);
@@ -220,11 +244,19 @@ test('property: blocks zlib compresses at any level and strategy, one sync flush
   const word = () => Buffer.from(Array.from({ length: 1 + rnd(40) }, () => 97 + rnd(6))).toString();
   for (let round = 0; round < 40; round++) {
     const level = rnd(10);
-    const strategy = [zlib.constants.Z_DEFAULT_STRATEGY, zlib.constants.Z_FILTERED, zlib.constants.Z_HUFFMAN_ONLY, zlib.constants.Z_RLE, zlib.constants.Z_FIXED][rnd(5)];
+    const strategy = [
+      zlib.constants.Z_DEFAULT_STRATEGY,
+      zlib.constants.Z_FILTERED,
+      zlib.constants.Z_HUFFMAN_ONLY,
+      zlib.constants.Z_RLE,
+      zlib.constants.Z_FIXED,
+    ][rnd(5)];
     const deflate = zlib.createDeflate({ dictionary: SPDY_DICTIONARY, level, strategy });
     const out: Buffer[] = [];
     deflate.on('data', (b: Buffer) => out.push(b));
-    const headers: Headers[] = Array.from({ length: 1 + rnd(12) }, () => Object.fromEntries(Array.from({ length: rnd(6) }, (_, i) => [`${word()}-${i}`, rnd(8) === 0 ? 'v'.repeat(rnd(5000)) : word()])));
+    const headers: Headers[] = Array.from({ length: 1 + rnd(12) }, () =>
+      Object.fromEntries(Array.from({ length: rnd(6) }, (_, i) => [`${word()}-${i}`, rnd(8) === 0 ? 'v'.repeat(rnd(5000)) : word()])),
+    );
     const d = new HeaderDecompressor();
     for (const h of headers) {
       deflate.write(encodeHeaderBlock(h));
@@ -248,10 +280,14 @@ const KUBECTL_CAPTURE =
 test('a SYN_STREAM pair as kubectl sends it decodes, headers and all', async () => {
   const bytes = Buffer.from(KUBECTL_CAPTURE, 'hex');
   const frames = readAll(bytes, [3, 20, 70, 71, 100]);
-  assert.deepEqual(frames.map((f) => f.type), ['syn_stream', 'data', 'syn_stream', 'data', 'data']);
+  assert.deepEqual(
+    frames.map((f) => f.type),
+    ['syn_stream', 'data', 'syn_stream', 'data', 'data'],
+  );
   const d = new HeaderDecompressor();
   const headers = [];
-  for (const f of frames) if (f.type === 'syn_stream') headers.push({ id: f.streamId, flags: f.flags, priority: f.priority, h: { ...decodeHeaderBlock(d.decompress(f.block)) } });
+  for (const f of frames)
+    if (f.type === 'syn_stream') headers.push({ id: f.streamId, flags: f.flags, priority: f.priority, h: { ...decodeHeaderBlock(d.decompress(f.block)) } });
   assert.deepEqual(headers, [
     { id: 1, flags: 0, priority: 0, h: { streamtype: 'error', port: '7000', requestid: '0' } },
     { id: 3, flags: 0, priority: 0, h: { streamtype: 'data', port: '7000', requestid: '0' } },

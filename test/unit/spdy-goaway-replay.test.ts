@@ -19,7 +19,8 @@ import type { PodPort } from '../../src/tunnel/transport.js';
 
 const target: PodPort = { namespace: 'ns', pod: 'p', port: 80 };
 const tick = () => new Promise((r) => setImmediate(r));
-const goAwayError = () => new UpstreamApiError('port-forward to ns/p:80: the kubelet closed the tunnel (GOAWAY) before it took the stream', { retryable: true });
+const goAwayError = () =>
+  new UpstreamApiError('port-forward to ns/p:80: the kubelet closed the tunnel (GOAWAY) before it took the stream', { retryable: true });
 
 /** A data stream as the replay sees it: what was written on it, and whether it was ended. */
 class DataStand {
@@ -75,11 +76,14 @@ const slot = (name: string, released: string[] = []): TunnelSlot => ({
   hooks: { release: () => released.push(name), retire: () => undefined, reopen: () => Promise.reject(new Error('unused')) },
 });
 
-test('the replay: what was written, and FIN, goes on the new pair\'s data stream — the chunks themselves, not copies', async () => {
+test("the replay: what was written, and FIN, goes on the new pair's data stream — the chunks themselves, not copies", async () => {
   const replay = new GoAwayReplay();
   const a = Buffer.from('GET / HTTP/1.1\r\n');
   const b = Buffer.from('\r\n');
-  assert.equal(replay.keep(a, () => assert.fail('no move: not held')), false);
+  assert.equal(
+    replay.keep(a, () => assert.fail('no move: not held')),
+    false,
+  );
   replay.keep(b, () => undefined);
   replay.keepFin();
   assert.equal(replay.keptBytes, a.length + b.length);
@@ -136,7 +140,11 @@ test('the replay: a write during a move waits for the new pair; one past the cap
   const { o, hooks } = owner([slot('t2')]);
   replay.move(o, hooks, target, goAwayError());
   let called = false;
-  assert.equal(replay.keep(Buffer.from('678'), () => (called = true)), true, 'held');
+  assert.equal(
+    replay.keep(Buffer.from('678'), () => (called = true)),
+    true,
+    'held',
+  );
   assert.equal(called, false);
   await tick();
   assert.equal(called, true, 'called back once written on the new pair');
@@ -171,7 +179,7 @@ test('the replay: a stream gone during its move aborts the tunnel asked for, giv
   assert.equal(o.adopted.length, 0);
 });
 
-test('the replay: no tunnel came — the stream fails with the tunnel\'s own error', async () => {
+test("the replay: no tunnel came — the stream fails with the tunnel's own error", async () => {
   const replay = new GoAwayReplay();
   const refused = new UpstreamApiError('port-forward tunnel to ns/p refused by the API server (500)', { retryable: true });
   const { o, hooks } = owner([refused]);
@@ -222,10 +230,12 @@ class TestTunnel {
 
   /** What went out on stream `id`: SYN_STREAM, DATA payload, FIN, RST. */
   sentOn(id: number): string[] {
-    return this.frames().filter((f) => 'streamId' in f && f.streamId === id).map((f) => {
-      if (f.type === 'data') return f.data.length > 0 ? `data:${f.data.toString()}` : f.fin ? 'fin' : 'data:';
-      return f.type;
-    });
+    return this.frames()
+      .filter((f) => 'streamId' in f && f.streamId === id)
+      .map((f) => {
+        if (f.type === 'data') return f.data.length > 0 ? `data:${f.data.toString()}` : f.fin ? 'fin' : 'data:';
+        return f.type;
+      });
   }
 }
 
@@ -252,7 +262,9 @@ function stream(t: TestTunnel): SpdyPortForwardStream {
 const warm = { signal: AbortSignal.timeout(60_000), confirmMs: 0 };
 
 test('a stream keeps what it writes only until the kubelet replied to both SYN_STREAMs', async () => {
-  const { list: [t] } = tunnels(1);
+  const {
+    list: [t],
+  } = tunnels(1);
   const s = stream(t!);
   await s.open(warm);
   s.write('hello');
@@ -272,7 +284,10 @@ test('a stream keeps what it writes only until the kubelet replied to both SYN_S
 });
 
 test('a warm stream a GOAWAY left out opens again on a new tunnel: what the client wrote and its FIN go there, the pod answers there, the old slot is given back', async () => {
-  const { list: [t1, t2], asked } = tunnels(2);
+  const {
+    list: [t1, t2],
+    asked,
+  } = tunnels(2);
   const s = stream(t1!);
   await s.open(warm);
   s.write('GET / HTTP/1.1\r\n\r\n');
@@ -282,7 +297,7 @@ test('a warm stream a GOAWAY left out opens again on a new tunnel: what the clie
   t1!.session.receive(encodeGoAway(1));
   await tick();
   assert.equal(asked(), 1);
-  assert.equal(t1!.released, 1, 'the old tunnel\'s slot given back');
+  assert.equal(t1!.released, 1, "the old tunnel's slot given back");
   assert.deepEqual(t1!.sentOn(1), ['syn_stream', 'fin', 'rst_stream'], 'the stream the kubelet took is reset');
   assert.deepEqual(t1!.sentOn(3), ['syn_stream', 'data:GET / HTTP/1.1\r\n\r\n', 'fin'], 'nothing more for the one it never took');
   assert.deepEqual(t2!.sentOn(1), ['syn_stream', 'fin']);
@@ -300,8 +315,10 @@ test('a warm stream a GOAWAY left out opens again on a new tunnel: what the clie
   assert.equal(t1!.released, 1, 'released once');
 });
 
-test('a cold stream still waiting for its replies moves too, and opens on the new tunnel\'s replies', async () => {
-  const { list: [t1, t2] } = tunnels(2);
+test("a cold stream still waiting for its replies moves too, and opens on the new tunnel's replies", async () => {
+  const {
+    list: [t1, t2],
+  } = tunnels(2);
   const s = stream(t1!);
   let opened = false;
   const open = s.open({ signal: AbortSignal.timeout(60_000), confirmMs: 10 }).then(() => (opened = true));
@@ -317,8 +334,11 @@ test('a cold stream still waiting for its replies moves too, and opens on the ne
   s.destroy();
 });
 
-test('a tunnel that takes no more streams (the kubelet\'s GOAWAY came first) sends the opening stream to a new one; one that is closed, or that we sent GOAWAY on, fails it retryable without asking', async () => {
-  const { list: [t1, t2], asked } = tunnels(2);
+test("a tunnel that takes no more streams (the kubelet's GOAWAY came first) sends the opening stream to a new one; one that is closed, or that we sent GOAWAY on, fails it retryable without asking", async () => {
+  const {
+    list: [t1, t2],
+    asked,
+  } = tunnels(2);
   t1!.session.receive(encodeGoAway(0));
   const s = stream(t1!);
   await s.open(warm);
@@ -328,7 +348,10 @@ test('a tunnel that takes no more streams (the kubelet\'s GOAWAY came first) sen
   s.destroy();
 
   for (const end of ['closed', 'our GOAWAY'] as const) {
-    const { list: [t], asked: askedHere } = tunnels(2);
+    const {
+      list: [t],
+      asked: askedHere,
+    } = tunnels(2);
     if (end === 'closed') t!.session.destroy();
     else t!.session.goAway();
     await assert.rejects(stream(t!).open(warm), (err: ProxyError) => err.retryable && /SPDY session is (closed|going away)/.test(err.message), end);
@@ -352,5 +375,8 @@ test(`a kubelet that goes away on every new tunnel: the stream opens again ${MAX
   assert.ok(err.retryable && /GOAWAY/.test(err.message), String(err));
   assert.equal(asked(), MAX_MOVES);
   for (let i = 1; i <= MAX_MOVES; i++) assert.deepEqual(list[i]!.sentOn(3), ['syn_stream', 'data:hello'], `tunnel ${i}`);
-  assert.ok(list.every((t, i) => t.released === (i <= MAX_MOVES ? 1 : 0)), 'each slot taken given back once');
+  assert.ok(
+    list.every((t, i) => t.released === (i <= MAX_MOVES ? 1 : 0)),
+    'each slot taken given back once',
+  );
 });

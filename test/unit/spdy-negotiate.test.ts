@@ -16,7 +16,10 @@ const opts = (): OpenOptions => ({ signal: new AbortController().signal, confirm
 
 class Fake implements Transport {
   calls = 0;
-  constructor(readonly name: string, private readonly behave: () => Duplex) {}
+  constructor(
+    readonly name: string,
+    private readonly behave: () => Duplex,
+  ) {}
   async open(): Promise<Duplex> {
     this.calls++;
     return this.behave();
@@ -88,12 +91,16 @@ test('spdy and websocket modes use only their transport', async () => {
 });
 
 test('error-stream text maps like the v4 error channel; JSON from newer kubelets is unwrapped', () => {
-  const text = 'error forwarding port 8080 to pod abc, uid : failed to execute portforward in network namespace "/var/run/netns/x": failed to connect to localhost:8080 inside namespace "abc", IPv4: dial tcp4 127.0.0.1:8080: connect: connection refused ';
+  const text =
+    'error forwarding port 8080 to pod abc, uid : failed to execute portforward in network namespace "/var/run/netns/x": failed to connect to localhost:8080 inside namespace "abc", IPv4: dial tcp4 127.0.0.1:8080: connect: connection refused ';
   const e = dialError(target, text);
   assert.ok(e instanceof ConnectionRefusedError);
   assert.equal(e.retryable, true);
   assert.match(e.message, /^pod shop\/web-0:8080: error forwarding port 8080/);
   assert.ok(dialError(target, '(conn=&{0xc0 [] {0 0} 0xc1}, request=3) timed out waiting for streams') instanceof ConnectTimeoutError);
-  assert.equal(errorStreamMessage(`${JSON.stringify({ closeConnection: true, message: 'error forwarding port 8080 to pod abc, uid : boom' })}\n`), 'error forwarding port 8080 to pod abc, uid : boom');
+  assert.equal(
+    errorStreamMessage(`${JSON.stringify({ closeConnection: true, message: 'error forwarding port 8080 to pod abc, uid : boom' })}\n`),
+    'error forwarding port 8080 to pod abc, uid : boom',
+  );
   assert.equal(errorStreamMessage('{not json'), '{not json');
 });

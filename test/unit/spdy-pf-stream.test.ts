@@ -34,7 +34,11 @@ async function openStream(pieces = true) {
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   let requestIds = 0;
   const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
-  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {}, reopen: noTunnel });
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
+    release() {},
+    retire() {},
+    reopen: noTunnel,
+  });
   await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
   stream.on('error', () => {});
   if (pieces) stream.handPiecesOn();
@@ -62,20 +66,30 @@ function cutFrame(payload: Buffer, cuts: number[]): Buffer[] {
   return at.slice(1).map((end, i) => frame.subarray(at[i], end));
 }
 
-test('a reader keeping up gets each piece at once, the frame\'s last unmarked, and no byte copied', async () => {
+test("a reader keeping up gets each piece at once, the frame's last unmarked, and no byte copied", async () => {
   const { stream, receive } = await openStream();
   const got = await readPieces(stream);
   const payload = randomBytes(32 * 1024);
   const parts = cutFrame(payload, [10_000, 16 * 1024]);
   for (const part of parts) receive(part);
-  assert.deepEqual(got.map((g) => [g.chunk.length, g.continues]), [[10_000, true], [16 * 1024 - 10_000, true], [16 * 1024, false]]);
+  assert.deepEqual(
+    got.map((g) => [g.chunk.length, g.continues]),
+    [
+      [10_000, true],
+      [16 * 1024 - 10_000, true],
+      [16 * 1024, false],
+    ],
+  );
   // Slices of what the session received, not copies.
   assert.ok(got.every((g, i) => g.chunk.buffer === parts[i]!.buffer));
   assert.deepEqual(Buffer.concat(got.map((g) => g.chunk)), payload);
   // The next frame starts a run of its own.
   got.length = 0;
   receive(encodeData(DATA_STREAM, Buffer.from('whole'), false));
-  assert.deepEqual(got.map((g) => [g.chunk.toString(), g.continues]), [['whole', false]]);
+  assert.deepEqual(
+    got.map((g) => [g.chunk.toString(), g.continues]),
+    [['whole', false]],
+  );
   stream.destroy();
 });
 
@@ -131,12 +145,24 @@ test('a frame begun piece by piece and finished while the reader is behind: the 
   receive(p3!);
   stream.resume();
   await settle();
-  assert.deepEqual(got.map((g) => [g.chunk.length, g.continues]), [[10 * 1024, true], [20 * 1024, false]]);
+  assert.deepEqual(
+    got.map((g) => [g.chunk.length, g.continues]),
+    [
+      [10 * 1024, true],
+      [20 * 1024, false],
+    ],
+  );
   assert.deepEqual(Buffer.concat(got.map((g) => g.chunk)), payload);
   got.length = 0;
   const next = randomBytes(40 * 1024);
   for (const part of cutFrame(next, [20 * 1024])) receive(part);
-  assert.deepEqual(got.map((g) => [g.chunk.length, g.continues]), [[20 * 1024, true], [20 * 1024, false]]);
+  assert.deepEqual(
+    got.map((g) => [g.chunk.length, g.continues]),
+    [
+      [20 * 1024, true],
+      [20 * 1024, false],
+    ],
+  );
   stream.destroy();
 });
 
@@ -173,7 +199,7 @@ test('a tunnel that ends cleanly inside a DATA frame breaks the stream; between 
   }
 });
 
-test('a frame read as one message (the kubelet\'s error text) is joined from its pieces, cut at its cap; the next starts afresh', () => {
+test("a frame read as one message (the kubelet's error text) is joined from its pieces, cut at its cap; the next starts afresh", () => {
   const joined = new JoinedFrame(10);
   assert.equal(joined.add(Buffer.from('abc'), false), undefined);
   assert.equal(joined.add(Buffer.from('defghijkl'), false), undefined);
@@ -185,8 +211,18 @@ test('a stream whose pod has ended releases its hold on the tunnel, however slow
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   const holders = new Set<unknown>();
   let requestIds = 0;
-  const tunnel = { session, requestId: () => String(requestIds++), hold: (h: unknown, on: boolean) => (on ? holders.add(h) : holders.delete(h)), buffered: 0, whenDrained: (cb: () => void) => cb() };
-  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {}, reopen: noTunnel });
+  const tunnel = {
+    session,
+    requestId: () => String(requestIds++),
+    hold: (h: unknown, on: boolean) => (on ? holders.add(h) : holders.delete(h)),
+    buffered: 0,
+    whenDrained: (cb: () => void) => cb(),
+  };
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
+    release() {},
+    retire() {},
+    reopen: noTunnel,
+  });
   await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
   const headers = new HeaderCompressor();
   session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
@@ -213,7 +249,14 @@ test('"sandbox not found" on a port not yet confirmed fails the open with the ku
   let requestIds = 0;
   const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
   // Retiring closes the session, as SpdyTransport's shutdown does.
-  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() { retired = true; session.destroy(); }, reopen: noTunnel });
+  const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
+    release() {},
+    retire() {
+      retired = true;
+      session.destroy();
+    },
+    reopen: noTunnel,
+  });
   const opened = stream.open({ signal: new AbortController().signal, confirmMs: 150 });
   const headers = new HeaderCompressor();
   session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
@@ -223,7 +266,7 @@ test('"sandbox not found" on a port not yet confirmed fails the open with the ku
   assert.equal(retired, true);
 });
 
-test('a GOAWAY that crossed the pair\'s SYN_STREAMs, and no new tunnel comes: the open fails at once, or the stream called connected fails, retryable; the kubelet is sent nothing for streams it never took', async () => {
+test("a GOAWAY that crossed the pair's SYN_STREAMs, and no new tunnel comes: the open fails at once, or the stream called connected fails, retryable; the kubelet is sent nothing for streams it never took", async () => {
   const out: Buffer[] = [];
   const session = new SpdySession('client', { write: (b) => out.push(b), close: () => {} });
   let requestIds = 0;
@@ -233,7 +276,12 @@ test('a GOAWAY that crossed the pair\'s SYN_STREAMs, and no new tunnel comes: th
     asked.push(target.pod);
     return noTunnel();
   };
-  const make = () => new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), { release() {}, retire() {}, reopen });
+  const make = () =>
+    new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
+      release() {},
+      retire() {},
+      reopen,
+    });
   const headers = new HeaderCompressor();
   // Streams 1+3: taken and replied to. 5+7: called connected (a warm port). 9+11: still opening (a cold port).
   const taken = make();
@@ -251,7 +299,9 @@ test('a GOAWAY that crossed the pair\'s SYN_STREAMs, and no new tunnel comes: th
   const err = (await warmError) as UpstreamApiError;
   assert.ok(err.retryable && /ECONNREFUSED/.test(err.message), String(err));
   assert.deepEqual(asked, ['p', 'p'], 'each stream the GOAWAY left out asked for a new tunnel to its pod, once');
-  const resets = frames(out.slice(sentBefore)).filter((f) => f.type === 'rst_stream').map((f) => f.streamId);
+  const resets = frames(out.slice(sentBefore))
+    .filter((f) => f.type === 'rst_stream')
+    .map((f) => f.streamId);
   assert.deepEqual(resets, [5], 'only the error stream the kubelet took is reset');
   assert.equal(taken.destroyed, false);
 });

@@ -7,7 +7,17 @@ import assert from 'node:assert/strict';
 import { MAX_QUEUED_REPLIES, SpdyFloodError, SpdySession, type SpdyStream, type SessionHandlers } from '../../src/tunnel/spdy/session.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../src/tunnel/spdy/header-block.js';
 import {
-  FrameReader, MAX_STREAM_ID, encodeData, encodeGoAway, encodePing, encodeRawControl, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate, type Frame,
+  FrameReader,
+  MAX_STREAM_ID,
+  encodeData,
+  encodeGoAway,
+  encodePing,
+  encodeRawControl,
+  encodeSettings,
+  encodeSynReply,
+  encodeSynStream,
+  encodeWindowUpdate,
+  type Frame,
 } from '../../src/tunnel/spdy/framer.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
@@ -21,14 +31,28 @@ function pair(serverHandlers: SessionHandlers, clientHandlers: SessionHandlers =
   const raw = { client: [] as Buffer[], server: [] as Buffer[] };
   let client!: SpdySession;
   let server!: SpdySession;
-  client = new SpdySession('client', {
-    write: (b) => { raw.client.push(b); setImmediate(() => server.receive(b)); },
-    close: () => setImmediate(() => server.destroy()),
-  }, clientHandlers);
-  server = new SpdySession('server', {
-    write: (b) => { raw.server.push(b); setImmediate(() => client.receive(b)); },
-    close: () => setImmediate(() => client.destroy()),
-  }, serverHandlers);
+  client = new SpdySession(
+    'client',
+    {
+      write: (b) => {
+        raw.client.push(b);
+        setImmediate(() => server.receive(b));
+      },
+      close: () => setImmediate(() => server.destroy()),
+    },
+    clientHandlers,
+  );
+  server = new SpdySession(
+    'server',
+    {
+      write: (b) => {
+        raw.server.push(b);
+        setImmediate(() => client.receive(b));
+      },
+      close: () => setImmediate(() => client.destroy()),
+    },
+    serverHandlers,
+  );
   return { client, server, raw };
 }
 
@@ -49,7 +73,10 @@ test('open, reply, data both ways, FIN half-close each way, then the stream is f
       got.push(`server saw ${s.id} ${JSON.stringify({ ...s.headers })}`);
       s.reply();
       s.onData = (d) => s.write(Buffer.from(d.toString().toUpperCase()));
-      s.onEnd = () => { got.push('server saw FIN'); s.end(); };
+      s.onEnd = () => {
+        got.push('server saw FIN');
+        s.end();
+      };
     },
   });
   const s = client.openStream({ streamtype: 'data', port: '80', requestid: '0' });
@@ -104,7 +131,11 @@ test('PING: ours come back with a round trip time; the peer echoes; SETTINGS and
   const serverRtt = await server.ping();
   assert.ok(serverRtt >= 0);
   const pings = frames(raw.client).filter((f) => f.type === 'ping');
-  assert.deepEqual(pings.map((f) => (f as { id: number }).id), [1, 2], 'client pinged 1, echoed the server\'s 2');
+  assert.deepEqual(
+    pings.map((f) => (f as { id: number }).id),
+    [1, 2],
+    "client pinged 1, echoed the server's 2",
+  );
   client.receive(encodeSettings([{ id: 7, value: 1 }]));
   client.receive(encodeWindowUpdate(1, 1000));
   await tick();
@@ -114,7 +145,15 @@ test('PING: ours come back with a round trip time; the peer echoes; SETTINGS and
 test('GOAWAY: no new streams after it, existing ones carry on', async () => {
   let goAway = -1;
   let serverStream: SpdyStream | undefined;
-  const { client, server } = pair({ onStream: (s) => { serverStream = s; s.reply(); } }, { onGoAway: (last) => (goAway = last) });
+  const { client, server } = pair(
+    {
+      onStream: (s) => {
+        serverStream = s;
+        s.reply();
+      },
+    },
+    { onGoAway: (last) => (goAway = last) },
+  );
   const s = client.openStream({});
   await until(() => serverStream !== undefined, 'stream');
   server.goAway();
@@ -152,7 +191,7 @@ test('GOAWAY: our streams above lastGoodStreamId that got no reply end at once a
   assert.deepEqual(unprocessed, [5, 7]);
 });
 
-test('outOfStreams: a session that lives on but takes no new streams — the peer\'s GOAWAY, or the ids ran out — not one that is closed or that we sent GOAWAY on', () => {
+test("outOfStreams: a session that lives on but takes no new streams — the peer's GOAWAY, or the ids ran out — not one that is closed or that we sent GOAWAY on", () => {
   const session = () => new SpdySession('client', { write: () => {}, close: () => {} });
   const peerWent = session();
   assert.equal(peerWent.outOfStreams, false);
@@ -176,17 +215,32 @@ test('a SYN_STREAM with a stale id is refused with RST PROTOCOL_ERROR; unknown c
   const seen: number[] = [];
   let closedWith: Error | undefined;
   const out: Buffer[] = [];
-  const server = new SpdySession('server', { write: (b) => out.push(b), close: () => {} }, {
-    onStream: (s) => { seen.push(s.id); s.reply(); },
-    onClose: (err) => (closedWith = err),
-  });
+  const server = new SpdySession(
+    'server',
+    { write: (b) => out.push(b), close: () => {} },
+    {
+      onStream: (s) => {
+        seen.push(s.id);
+        s.reply();
+      },
+      onClose: (err) => (closedWith = err),
+    },
+  );
   const c = new HeaderCompressor();
   server.receive(encodeSynStream(5, c.compress(encodeHeaderBlock({ a: '1' }))));
   server.receive(encodeSynStream(3, c.compress(encodeHeaderBlock({ a: '2' }))));
   server.receive(encodeSynStream(4, c.compress(encodeHeaderBlock({ a: '3' }))));
   await until(() => frames(out).some((f) => f.type === 'rst_stream' && f.streamId === 4), 'RST for 4');
   assert.deepEqual(seen, [5]);
-  assert.deepEqual(frames(out).filter((f) => f.type === 'rst_stream').map((f) => [f.streamId, (f as { status: number }).status]), [[3, 1], [4, 1]]);
+  assert.deepEqual(
+    frames(out)
+      .filter((f) => f.type === 'rst_stream')
+      .map((f) => [f.streamId, (f as { status: number }).status]),
+    [
+      [3, 1],
+      [4, 1],
+    ],
+  );
   server.receive(encodeData(5, Buffer.from('x'), false));
   server.receive(encodeSynReply(99, c.compress(encodeHeaderBlock({}))));
   await tick();
@@ -194,7 +248,10 @@ test('a SYN_STREAM with a stale id is refused with RST PROTOCOL_ERROR; unknown c
   server.receive(encodeRawControl(10, 0, Buffer.alloc(4)));
   await until(() => server.closed, 'session closed');
   assert.match(String(closedWith), /unknown control frame type 10/);
-  assert.ok(frames(out).some((f) => f.type === 'goaway' && f.status === 1), 'GOAWAY PROTOCOL_ERROR before closing');
+  assert.ok(
+    frames(out).some((f) => f.type === 'goaway' && f.status === 1),
+    'GOAWAY PROTOCOL_ERROR before closing',
+  );
 });
 
 test('destroy() tells every open stream and rejects pending pings', async () => {
@@ -212,7 +269,12 @@ test('destroy() tells every open stream and rejects pending pings', async () => 
 test('PINGs a peer never answers do not pile up: past 8 outstanding the oldest is given up', async () => {
   const sent: Buffer[] = [];
   const session = new SpdySession('client', { write: (b) => sent.push(b), close: () => undefined }, {});
-  const results = Array.from({ length: 9 }, () => session.ping().then(() => 'answered', (err: Error) => err.message));
+  const results = Array.from({ length: 9 }, () =>
+    session.ping().then(
+      () => 'answered',
+      (err: Error) => err.message,
+    ),
+  );
   assert.equal(await results[0], 'PING not answered', 'the oldest gave way to the ninth');
   assert.equal(sent.length, 9, 'every PING was sent');
   session.destroy();
@@ -235,7 +297,10 @@ test('a peer that sends PINGs and never reads the echoes ends the session once 1
   assert.match(closedWith.message, /PINGs .* faster than it read the replies: 10000 replies unsent/);
   const sent = frames(out);
   assert.equal(sent.filter((f) => f.type === 'ping').length, MAX_QUEUED_REPLIES, 'no echo past the bound');
-  assert.ok(sent.some((f) => f.type === 'goaway' && f.status === 1), 'GOAWAY PROTOCOL_ERROR');
+  assert.ok(
+    sent.some((f) => f.type === 'goaway' && f.status === 1),
+    'GOAWAY PROTOCOL_ERROR',
+  );
 });
 
 test('a peer that reads its echoes may send any number of PINGs; SYN_STREAMs refused count like PINGs; our own PING still comes back', async () => {
@@ -272,18 +337,25 @@ test('header blocks inflate as their frames arrive: a bad block ends the session
   assert.equal(client.closed, true, 'synchronously: no thread-pool round trip in between');
   assert.equal(replied, false);
   assert.match(String(closedWith), /header block does not decompress/);
-  assert.ok(frames(out).some((f) => f.type === 'goaway' && f.status === 1), 'GOAWAY PROTOCOL_ERROR');
+  assert.ok(
+    frames(out).some((f) => f.type === 'goaway' && f.status === 1),
+    'GOAWAY PROTOCOL_ERROR',
+  );
 
   // Several SYN_STREAMs in one chunk are all handled within receive(), in order.
   const seen: string[] = [];
-  const server = new SpdySession('server', { write: () => {}, close: () => {} }, {
-    onStream: (st) => {
-      seen.push(st.headers.n!);
-      if (st.headers.n === 'boom') throw new Error('handler bug');
-      st.reply();
+  const server = new SpdySession(
+    'server',
+    { write: () => {}, close: () => {} },
+    {
+      onStream: (st) => {
+        seen.push(st.headers.n!);
+        if (st.headers.n === 'boom') throw new Error('handler bug');
+        st.reply();
+      },
+      onClose: (err) => (closedWith = err),
     },
-    onClose: (err) => (closedWith = err),
-  });
+  );
   const c = new HeaderCompressor();
   server.receive(Buffer.concat([1, 3, 5].map((id) => encodeSynStream(id, c.compress(encodeHeaderBlock({ n: String(id) }))))));
   assert.deepEqual(seen, ['1', '3', '5']);

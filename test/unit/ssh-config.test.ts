@@ -59,14 +59,21 @@ test('"ProxyCommand ssh -W %h:%p jump" is a jump; any other ProxyCommand runs wi
   assert.deepEqual(sshDashW('/usr/bin/ssh -l ops -p 2222 jump -W [%h]:%p'), { host: 'jump', user: 'ops', port: 2222 });
   assert.equal(sshDashW('ssh -o ProxyCommand=x -W %h:%p jump'), undefined);
   assert.equal(sshDashW('nc -X connect -x proxy:3128 %h %p'), undefined);
-  assert.deepEqual(route('Host t\n  HostName 10.0.0.9\n  ProxyCommand ssh -W %h:%p j\nHost j\n  HostName 192.0.2.5\n', 't'), ['local@192.0.2.5:22', 'local@10.0.0.9:22']);
+  assert.deepEqual(route('Host t\n  HostName 10.0.0.9\n  ProxyCommand ssh -W %h:%p j\nHost j\n  HostName 192.0.2.5\n', 't'), [
+    'local@192.0.2.5:22',
+    'local@10.0.0.9:22',
+  ]);
   const [hop] = hops('Host t\n  HostName 10.0.0.9\n  User r\n  ProxyCommand nc -X connect -x proxy:3128 %h %p -- %r %n %%\n', 't');
   assert.equal(hop!.proxyCommand, 'nc -X connect -x proxy:3128 10.0.0.9 22 -- r t %');
   assert.throws(() => hops('Host t\n  ProxyCommand nc %Z\n', 't'), /host t .*ProxyCommand uses the token %Z, which is not supported/);
 });
 
 test('options we do not follow are refused at start, naming the option and the host', () => {
-  const refused = (text: string, pattern: RegExp) => assert.throws(() => hops(text, 'h'), (err: unknown) => err instanceof SshConfigError && pattern.test(err.message));
+  const refused = (text: string, pattern: RegExp) =>
+    assert.throws(
+      () => hops(text, 'h'),
+      (err: unknown) => err instanceof SshConfigError && pattern.test(err.message),
+    );
   refused('Host h\n  PermitLocalCommand yes\n  LocalCommand echo hi\n', /host h .*PermitLocalCommand yes is not supported: runs LocalCommand/);
   refused('Host h\n  CertificateFile ~/.ssh/id-cert.pub\n', /host h .*CertificateFile .* certificate authentication is not supported/);
   refused('Host h\n  StrictHostKeyChecking no\n', /StrictHostKeyChecking no is not supported: host keys are always checked/);
@@ -86,11 +93,20 @@ test('Include (relative to ~/.ssh, globs) and Match host/originalhost/user', () 
   writeFileSync(path.join(home, '.ssh', 'conf.d', '20-x.conf'), 'Host *.corp\n  ProxyJump jump\n');
   writeFileSync(path.join(home, '.ssh', 'config'), 'Include conf.d/*.conf\nMatch originalhost db.corp user local\n  Port 5022\n');
   const c = new SshConfigFile({ home, localUser: 'local' });
-  assert.deepEqual(resolveChain(c, 'db.corp', { authSock: '' }).map((h) => `${h.hostName}:${h.port}`), ['192.0.2.44:2022', 'db.corp:5022']);
-  assert.deepEqual(resolveChain(c, 'ops@web.corp', { authSock: '' }).map((h) => `${h.user}@${h.hostName}:${h.port}`), ['local@192.0.2.44:2022', 'ops@web.corp:22']);
+  assert.deepEqual(
+    resolveChain(c, 'db.corp', { authSock: '' }).map((h) => `${h.hostName}:${h.port}`),
+    ['192.0.2.44:2022', 'db.corp:5022'],
+  );
+  assert.deepEqual(
+    resolveChain(c, 'ops@web.corp', { authSock: '' }).map((h) => `${h.user}@${h.hostName}:${h.port}`),
+    ['local@192.0.2.44:2022', 'ops@web.corp:22'],
+  );
   // No ~/.ssh/config at all: a plain host name still works.
   const empty = new SshConfigFile({ home: mkdtempSync(path.join(tmpdir(), 'sshcfg-')), localUser: 'me' });
-  assert.deepEqual(resolveChain(empty, 'host.example:2222', { authSock: '' }).map((h) => `${h.user}@${h.hostName}:${h.port}`), ['me@host.example:2222']);
+  assert.deepEqual(
+    resolveChain(empty, 'host.example:2222', { authSock: '' }).map((h) => `${h.user}@${h.hostName}:${h.port}`),
+    ['me@host.example:2222'],
+  );
 });
 
 test('agent socket: IdentityAgent beats SSH_AUTH_SOCK, "none" turns it off; keep-alive defaults to 15 s', () => {
@@ -99,7 +115,14 @@ test('agent socket: IdentityAgent beats SSH_AUTH_SOCK, "none" turns it off; keep
   assert.equal(resolveChain(c, 'a', env)[0]!.agentSocket, `${HOME}/agent.sock`);
   assert.equal(resolveChain(c, 'b', env)[0]!.agentSocket, undefined);
   assert.equal(resolveChain(c, 'c', env)[0]!.agentSocket, '/run/agent');
-  assert.deepEqual([resolveChain(c, 'c', env)[0]!.serverAliveIntervalMs, resolveChain(c, 'd', env)[0]!.serverAliveIntervalMs, resolveChain(c, 'd', env)[0]!.serverAliveCountMax], [15_000, 5_000, 2]);
+  assert.deepEqual(
+    [
+      resolveChain(c, 'c', env)[0]!.serverAliveIntervalMs,
+      resolveChain(c, 'd', env)[0]!.serverAliveIntervalMs,
+      resolveChain(c, 'd', env)[0]!.serverAliveCountMax,
+    ],
+    [15_000, 5_000, 2],
+  );
 });
 
 test('jump specs: [user@]host[:port], IPv6 in brackets, bad ones refused', () => {

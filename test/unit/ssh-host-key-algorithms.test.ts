@@ -22,19 +22,29 @@ test('the list: outright, "+" appended, "-" removed, "^" in front; patterns expa
   assert.deepEqual(parseHostKeyAlgorithms('+ssh-rsa').list, [...DEFAULT_HOST_KEY_ALGORITHMS, 'ssh-rsa']);
   assert.deepEqual(parseHostKeyAlgorithms('+rsa-sha2-256').list, DEFAULT_HOST_KEY_ALGORITHMS, 'already there: not twice');
   assert.deepEqual(parseHostKeyAlgorithms('-ssh-ed25519,ecdsa-*'), { list: RSA, knownHostsOrder: true });
-  assert.deepEqual(parseHostKeyAlgorithms('^ecdsa-sha2-nistp384'), { list: ['ecdsa-sha2-nistp384', 'ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp521', ...RSA], knownHostsOrder: false });
+  assert.deepEqual(parseHostKeyAlgorithms('^ecdsa-sha2-nistp384'), {
+    list: ['ecdsa-sha2-nistp384', 'ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp521', ...RSA],
+    knownHostsOrder: false,
+  });
   assert.deepEqual(parseHostKeyAlgorithms('ecdsa-*,ssh-ed25519,ecdsa-sha2-nistp256').list, [...ECDSA, 'ssh-ed25519']);
   // A "-" list is not checked (readconf.c): a name nobody knows removes nothing.
   assert.deepEqual(parseHostKeyAlgorithms('-no-such-alg,*-cert-v01@openssh.com').list, DEFAULT_HOST_KEY_ALGORITHMS);
 });
 
 test('names that cannot be used are refused, all of them named; so are lists that leave nothing', () => {
-  assert.throws(() => parseHostKeyAlgorithms('ssh-ed25519-cert-v01@openssh.com,ssh-ed25519,sk-ssh-ed25519@openssh.com'), (err: Error) => {
-    assert.match(err.message, /: ssh-ed25519-cert-v01@openssh\.com, sk-ssh-ed25519@openssh\.com are not supported \(.*supported: ssh-ed25519, /);
-    return true;
-  });
+  assert.throws(
+    () => parseHostKeyAlgorithms('ssh-ed25519-cert-v01@openssh.com,ssh-ed25519,sk-ssh-ed25519@openssh.com'),
+    (err: Error) => {
+      assert.match(err.message, /: ssh-ed25519-cert-v01@openssh\.com, sk-ssh-ed25519@openssh\.com are not supported \(.*supported: ssh-ed25519, /);
+      return true;
+    },
+  );
   assert.throws(() => parseHostKeyAlgorithms('^foo'), /foo is not supported/);
-  assert.throws(() => parseHostKeyAlgorithms('+*-cert-v01@openssh.com'), /\*-cert-v01@openssh\.com is not supported/, 'a pattern must match something we support');
+  assert.throws(
+    () => parseHostKeyAlgorithms('+*-cert-v01@openssh.com'),
+    /\*-cert-v01@openssh\.com is not supported/,
+    'a pattern must match something we support',
+  );
   assert.throws(() => parseHostKeyAlgorithms('ssh-ed25519,!ssh-rsa'), /"!" negation is only allowed after "-"/);
   assert.throws(() => parseHostKeyAlgorithms('-*'), /leaves no host key algorithm/);
   assert.throws(() => parseHostKeyAlgorithms('ssh-ed25519 ssh-rsa'), /one comma-separated list/);
@@ -52,17 +62,33 @@ test('from ssh config: per host, refused at start naming host and file, ordered 
   const knownHosts = path.join(dir, 'known_hosts');
   writeFileSync(knownHosts, 'h ssh-rsa AAAA\n');
   const config = (line: string) =>
-    SshConfigFile.fromText(`Host h\n  ${line}\n  UserKnownHostsFile ${knownHosts}\n  GlobalKnownHostsFile none\n`, { file: `${dir}/config`, home: dir, localUser: 'u' });
+    SshConfigFile.fromText(`Host h\n  ${line}\n  UserKnownHostsFile ${knownHosts}\n  GlobalKnownHostsFile none\n`, {
+      file: `${dir}/config`,
+      home: dir,
+      localUser: 'u',
+    });
   const offered = (line: string) => hostKeyAlgorithmsFor(resolveChain(config(line), 'h', { authSock: '' })[0]!);
   assert.deepEqual(offered('Port 22'), [...RSA, 'ssh-ed25519', ...ECDSA]);
   assert.deepEqual(offered('HostKeyAlgorithms -ecdsa-*'), [...RSA, 'ssh-ed25519']);
   assert.deepEqual(offered('HostKeyAlgorithms +ssh-dss'), [...RSA, 'ssh-ed25519', ...ECDSA, 'ssh-dss']);
   // Given outright or with "^": offered as written, though the host is known by its RSA key.
   assert.deepEqual(offered('HostKeyAlgorithms ssh-ed25519,rsa-sha2-512'), ['ssh-ed25519', 'rsa-sha2-512']);
-  assert.deepEqual(offered('HostKeyAlgorithms ^ecdsa-sha2-nistp256'), ['ecdsa-sha2-nistp256', 'ssh-ed25519', 'ecdsa-sha2-nistp384', 'ecdsa-sha2-nistp521', ...RSA]);
-  assert.throws(() => offered('HostKeyAlgorithms ssh-rsa-cert-v01@openssh.com'), (err: unknown) => {
-    assert.ok(err instanceof SshConfigError);
-    assert.match(err.message, new RegExp(`^host h \\(${dir}/config\\): HostKeyAlgorithms ssh-rsa-cert-v01@openssh\\.com: ssh-rsa-cert-v01@openssh\\.com is not supported`));
-    return true;
-  });
+  assert.deepEqual(offered('HostKeyAlgorithms ^ecdsa-sha2-nistp256'), [
+    'ecdsa-sha2-nistp256',
+    'ssh-ed25519',
+    'ecdsa-sha2-nistp384',
+    'ecdsa-sha2-nistp521',
+    ...RSA,
+  ]);
+  assert.throws(
+    () => offered('HostKeyAlgorithms ssh-rsa-cert-v01@openssh.com'),
+    (err: unknown) => {
+      assert.ok(err instanceof SshConfigError);
+      assert.match(
+        err.message,
+        new RegExp(`^host h \\(${dir}/config\\): HostKeyAlgorithms ssh-rsa-cert-v01@openssh\\.com: ssh-rsa-cert-v01@openssh\\.com is not supported`),
+      );
+      return true;
+    },
+  );
 });

@@ -101,11 +101,21 @@ test('host key algorithms asked for first: those of the key types listed for the
     const salt = randomBytes(20);
     return `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')}`;
   };
-  const user = file('kh-order-user', `[bastion]:2222 ssh-rsa AAAA\n${hashed('[bastion]:2222')} ecdsa-sha2-nistp384 AAAA\nother ssh-ed25519 ${blob}\n@revoked * ssh-ed25519 ${blob}\n`);
+  const user = file(
+    'kh-order-user',
+    `[bastion]:2222 ssh-rsa AAAA\n${hashed('[bastion]:2222')} ecdsa-sha2-nistp384 AAAA\nother ssh-ed25519 ${blob}\n@revoked * ssh-ed25519 ${blob}\n`,
+  );
   const global = file('kh-order-global', `alias-name ssh-ed25519 ${blob}\n`);
   const hop = { hostName: 'Bastion', port: 2222, knownHostsFiles: [user], globalKnownHostsFiles: [global] } as SshHop;
   // In the default order, RSA's signature algorithms (SHA-2 only by default) for one ssh-rsa key; the rest after.
-  assert.deepEqual(hostKeyAlgorithmsFor(hop), ['ecdsa-sha2-nistp384', 'rsa-sha2-512', 'rsa-sha2-256', 'ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp521']);
+  assert.deepEqual(hostKeyAlgorithmsFor(hop), [
+    'ecdsa-sha2-nistp384',
+    'rsa-sha2-512',
+    'rsa-sha2-256',
+    'ssh-ed25519',
+    'ecdsa-sha2-nistp256',
+    'ecdsa-sha2-nistp521',
+  ]);
   // HostKeyAlias names the entry; the global file counts too. The first choice is known: as it is.
   assert.deepEqual(hostKeyAlgorithmsFor({ ...hop, hostKeyAlias: 'alias-name' }), DEFAULT_HOST_KEY_ALGORITHMS);
   // Nothing known: ssh2's own order.
@@ -113,7 +123,16 @@ test('host key algorithms asked for first: those of the key types listed for the
 });
 
 test('accept-new with no known_hosts file at all (UserKnownHostsFile none) refuses a new key: it has nowhere to keep it', () => {
-  const hop = { alias: 'a', user: 'u', hostName: 'a.example', port: 22, knownHostsFiles: [], globalKnownHostsFiles: [], hostKeyPolicy: 'accept-new', hashKnownHosts: false } as unknown as SshHop;
+  const hop = {
+    alias: 'a',
+    user: 'u',
+    hostName: 'a.example',
+    port: 22,
+    knownHostsFiles: [],
+    globalKnownHostsFiles: [],
+    hostKeyPolicy: 'accept-new',
+    hashKnownHosts: false,
+  } as unknown as SshHop;
   const refusal = verifyHostKey(hop, ed25519Blob());
   assert.ok(refusal, 'refused');
   assert.match(refusal.message, /unknown host key .*\(not in any known_hosts file: UserKnownHostsFile and GlobalKnownHostsFile are none\)/);

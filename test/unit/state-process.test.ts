@@ -180,10 +180,23 @@ test('reaping: a dead daemon becomes a tombstone without credentials; a live one
 });
 
 test('log lines: readable form with time, level, message and fields; non-JSON unchanged', () => {
-  const line = JSON.stringify({ level: 30, time: Date.UTC(2025, 0, 2, 3, 4, 5, 6), pid: 1, id: 'a1', stream: 3, target: 'web.shop:8080', via: 'shop/web-1', durationMs: 12, msg: 'stream closed' });
+  const line = JSON.stringify({
+    level: 30,
+    time: Date.UTC(2025, 0, 2, 3, 4, 5, 6),
+    pid: 1,
+    id: 'a1',
+    stream: 3,
+    target: 'web.shop:8080',
+    via: 'shop/web-1',
+    durationMs: 12,
+    msg: 'stream closed',
+  });
   const text = formatLogLine(line);
   assert.match(text, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} INFO {2}stream closed stream=3 target=web\.shop:8080 via=shop\/web-1 durationMs=12$/);
-  assert.match(formatLogLine(JSON.stringify({ level: 40, time: 0, msg: 'stream failed: x', reason: 'no ready endpoint', obj: { a: 1 } })), /WARN {2}stream failed: x reason="no ready endpoint" obj=\{"a":1\}$/);
+  assert.match(
+    formatLogLine(JSON.stringify({ level: 40, time: 0, msg: 'stream failed: x', reason: 'no ready endpoint', obj: { a: 1 } })),
+    /WARN {2}stream failed: x reason="no ready endpoint" obj=\{"a":1\}$/,
+  );
   assert.equal(formatLogLine('Error: something on stderr'), 'Error: something on stderr');
   assert.equal(formatLogLine('[1,2]'), '[1,2]');
 });
@@ -219,14 +232,47 @@ test('status formatting: bytes, uptime, cache summary, table with dead rows expl
   assert.equal(formatUptime(723), '12m3s');
   assert.equal(formatUptime(5 * 3600 + 120), '5h2m');
   assert.equal(formatUptime(3 * 86400 + 4 * 3600), '3d4h');
-  assert.deepEqual(cacheSummary({ scope: 'cluster', namespaces: [], watches: { a: 'synced', b: 'synced' } }), { state: 'synced', scope: 'cluster', namespaces: [] });
+  assert.deepEqual(cacheSummary({ scope: 'cluster', namespaces: [], watches: { a: 'synced', b: 'synced' } }), {
+    state: 'synced',
+    scope: 'cluster',
+    namespaces: [],
+  });
   assert.equal(cacheSummary({ scope: 'cluster', namespaces: [], watches: { a: 'synced', b: 'retrying' } })?.state, 'retrying');
   assert.equal(cacheSummary({ scope: 'namespaces', namespaces: ['x'], watches: { a: 'starting' } })?.state, 'syncing');
   assert.deepEqual(statusTable([]), ['no managed proxies (start one with: kubectl proxyout connect)']);
   const base = { context: 'sim', namespace: 'shop', server: 's', createdAt: '', startedAt: null, failuresByReason: {}, logFile: '/l' };
   const lines = statusTable([
-    { ...base, id: 'a1', state: 'running', pid: 10, socks: '127.0.0.1:1080', http: null, uptimeSeconds: 65, openStreams: 1, totalStreams: 9, failedStreams: 0, bytesFromClients: 100, bytesToClients: 2048, cache: { state: 'synced' } },
-    { ...base, id: 'b2', state: 'dead', pid: 11, socks: null, http: null, uptimeSeconds: null, openStreams: null, totalStreams: null, failedStreams: null, bytesFromClients: null, bytesToClients: null, cache: null, error: 'the daemon (pid 11) is gone' },
+    {
+      ...base,
+      id: 'a1',
+      state: 'running',
+      pid: 10,
+      socks: '127.0.0.1:1080',
+      http: null,
+      uptimeSeconds: 65,
+      openStreams: 1,
+      totalStreams: 9,
+      failedStreams: 0,
+      bytesFromClients: 100,
+      bytesToClients: 2048,
+      cache: { state: 'synced' },
+    },
+    {
+      ...base,
+      id: 'b2',
+      state: 'dead',
+      pid: 11,
+      socks: null,
+      http: null,
+      uptimeSeconds: null,
+      openStreams: null,
+      totalStreams: null,
+      failedStreams: null,
+      bytesFromClients: null,
+      bytesToClients: null,
+      cache: null,
+      error: 'the daemon (pid 11) is gone',
+    },
   ]);
   assert.match(lines[0]!, /^ID +STATE +CONTEXT +NAMESPACE +PID +UPTIME +LISTEN +OPEN +TOTAL +UP +DOWN +CACHE$/);
   assert.match(lines[1]!, /^a1 +running +sim +shop +10 +1m5s +socks5h:\/\/127\.0\.0\.1:1080 +1 +9 +100B +2\.0KiB +synced$/);

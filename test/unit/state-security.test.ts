@@ -57,7 +57,13 @@ test('under umask 000, entries, credentials and private files are still 0600 in 
   try {
     const l = ensureStateDir(layout(path.join(tempDir(t), 'state')));
     writeEntry(l, {
-      version: 1, id: 'sec', context: 'c', namespace: 'n', server: 's', phase: 'starting', createdAt: new Date().toISOString(),
+      version: 1,
+      id: 'sec',
+      context: 'c',
+      namespace: 'n',
+      server: 's',
+      phase: 'starting',
+      createdAt: new Date().toISOString(),
       options: { clusterDomain: 'cluster.local', logLevel: 'info', connectTimeoutMs: 1, handshakeTimeoutMs: 1, shutdownGraceMs: 1 },
     });
     writeProxyAuthFile(l, 'sec', { username: 'u', password: 'p', source: 'file' });
@@ -69,16 +75,22 @@ test('under umask 000, entries, credentials and private files are still 0600 in 
   }
 });
 
-test('service-install refuses a state directory owned by another user, as connect does: no unit names its log', { skip: !isRoot && 'needs root to chown' }, async (t) => {
-  const home = mkdtempSync(path.join(tmpdir(), 'proxyout-svc-home-'));
-  t.after(() => rmSync(home, { recursive: true, force: true }));
-  const shared = path.join(home, 'shared-state');
-  mkdirSync(shared, { mode: 0o700 });
-  chownSync(shared, NOBODY, NOBODY);
-  for (const dryRun of [[], ['--dry-run']]) {
-    const r = await runCli(['service-install', ...dryRun, '--listen-socks', '127.0.0.1:1080'], { env: { HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), KUBECTL_PROXYOUT_STATE_DIR: shared } });
-    assert.equal(r.code, 1, `${dryRun.join(' ')}: ${r.stdout}${r.stderr}`);
-    assert.match(r.stderr, /owned by another user|owned by uid/);
-  }
-  assert.equal(existsSync(path.join(home, '.config', 'systemd', 'user', 'kubectl-proxyout.service')), false, 'no unit written');
-});
+test(
+  'service-install refuses a state directory owned by another user, as connect does: no unit names its log',
+  { skip: !isRoot && 'needs root to chown' },
+  async (t) => {
+    const home = mkdtempSync(path.join(tmpdir(), 'proxyout-svc-home-'));
+    t.after(() => rmSync(home, { recursive: true, force: true }));
+    const shared = path.join(home, 'shared-state');
+    mkdirSync(shared, { mode: 0o700 });
+    chownSync(shared, NOBODY, NOBODY);
+    for (const dryRun of [[], ['--dry-run']]) {
+      const r = await runCli(['service-install', ...dryRun, '--listen-socks', '127.0.0.1:1080'], {
+        env: { HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), KUBECTL_PROXYOUT_STATE_DIR: shared },
+      });
+      assert.equal(r.code, 1, `${dryRun.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /owned by another user|owned by uid/);
+    }
+    assert.equal(existsSync(path.join(home, '.config', 'systemd', 'user', 'kubectl-proxyout.service')), false, 'no unit written');
+  },
+);

@@ -109,7 +109,10 @@ test('entries: written 0600 in a 0700 directory, atomically, read back, updated,
   assert.equal(readEntry(l, 'abc')?.phase, 'running');
   assert.equal(mode(l.stateFile('abc')), 0o600);
   assert.deepEqual(readdirSync(l.proxyDir('abc')), ['state.json'], 'no temporary files left');
-  assert.equal(updateEntry(l, 'nope', () => undefined), undefined);
+  assert.equal(
+    updateEntry(l, 'nope', () => undefined),
+    undefined,
+  );
   assert.deepEqual(listIds(l), ['abc']);
 
   writeFileSync(l.kubeconfigFile('abc'), 'secret', { mode: 0o600 });
@@ -166,13 +169,22 @@ test('a lock wait with a deadline gives up by then (a stopping daemon), where it
     outcome = await Promise.race([waiting, 'still waiting']);
   });
   assert.ok(outcome instanceof StateDirError, String(outcome));
-  await assert.rejects(withStateLock(l, () => 'late', { until: Date.now() - 1 }), StateDirError, 'no time left: not even tried');
+  await assert.rejects(
+    withStateLock(l, () => 'late', { until: Date.now() - 1 }),
+    StateDirError,
+    'no time left: not even tried',
+  );
   assert.equal(await withStateLock(l, () => 'free', { until: Date.now() + 1_000 }), 'free');
 });
 
 test('the lock is released when the function throws', async (t) => {
   const l = ensureStateDir(layout(tempDir(t)));
-  await assert.rejects(withStateLock(l, () => { throw new Error('boom'); }), /boom/);
+  await assert.rejects(
+    withStateLock(l, () => {
+      throw new Error('boom');
+    }),
+    /boom/,
+  );
   assert.equal(await withStateLock(l, () => 'again'), 'again');
 });
 
@@ -194,7 +206,10 @@ test('transient kubeconfig: the chosen context only, files embedded, exec kept, 
       ],
       users: [
         { name: 'u1', user: { 'client-certificate': 'client.crt', 'client-key': 'client.key' } },
-        { name: 'u2', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: './bin/auth', args: ['--x'], env: [{ name: 'A', value: 'b' }] } } },
+        {
+          name: 'u2',
+          user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: './bin/auth', args: ['--x'], env: [{ name: 'A', value: 'b' }] } },
+        },
         { name: 'u3', user: { token: 'super-secret-token' } },
       ],
       contexts: [
@@ -222,7 +237,12 @@ test('transient kubeconfig: the chosen context only, files embedded, exec kept, 
 
   kc.setCurrentContext('execy');
   const execFlat = flattenKubeConfig(kc, 'default') as any;
-  assert.deepEqual(execFlat.users[0].user.exec, { apiVersion: 'client.authentication.k8s.io/v1', command: './bin/auth', args: ['--x'], env: [{ name: 'A', value: 'b' }] });
+  assert.deepEqual(execFlat.users[0].user.exec, {
+    apiVersion: 'client.authentication.k8s.io/v1',
+    command: './bin/auth',
+    args: ['--x'],
+    env: [{ name: 'A', value: 'b' }],
+  });
   assert.equal(execFlat.clusters[0].cluster['insecure-skip-tls-verify'], true);
 
   const out = path.join(dir, 'transient');

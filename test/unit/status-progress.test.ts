@@ -7,18 +7,40 @@ import { cacheCell, statusTable } from '../../src/cli/status-table.js';
 
 test('a syncing cache shows its progress per kind; a synced one just says so', () => {
   const syncing = cacheSummary({
-    scope: 'cluster', namespaces: [],
+    scope: 'cluster',
+    namespaces: [],
     watches: { '/api/v1/services': 'synced', '/apis/discovery.k8s.io/v1/endpointslices': 'starting' },
     syncing: { endpointslices: { listed: 4000, total: 10000 }, namespaces: { listed: 12 } },
   });
-  assert.deepEqual(syncing, { state: 'syncing', scope: 'cluster', namespaces: [], syncing: { endpointslices: { listed: 4000, total: 10000 }, namespaces: { listed: 12 } } });
+  assert.deepEqual(syncing, {
+    state: 'syncing',
+    scope: 'cluster',
+    namespaces: [],
+    syncing: { endpointslices: { listed: 4000, total: 10000 }, namespaces: { listed: 12 } },
+  });
   assert.equal(cacheCell(syncing), 'syncing (endpointslices 4000/10000, namespaces 12)');
   const synced = cacheSummary({ scope: 'cluster', namespaces: [], watches: { '/api/v1/services': 'synced' } });
   assert.equal(cacheCell(synced), 'synced');
   const row: ProxyStatus = {
-    id: 'big', state: 'starting', context: 'prod', namespace: 'default', server: 'https://x', pid: 42, socks: null, http: null,
-    createdAt: '', startedAt: null, uptimeSeconds: 3, openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0,
-    bytesToClients: 0, failuresByReason: {}, cache: syncing, logFile: '/tmp/x.log',
+    id: 'big',
+    state: 'starting',
+    context: 'prod',
+    namespace: 'default',
+    server: 'https://x',
+    pid: 42,
+    socks: null,
+    http: null,
+    createdAt: '',
+    startedAt: null,
+    uptimeSeconds: 3,
+    openStreams: 0,
+    totalStreams: 0,
+    failedStreams: 0,
+    bytesFromClients: 0,
+    bytesToClients: 0,
+    failuresByReason: {},
+    cache: syncing,
+    logFile: '/tmp/x.log',
   };
   assert.match(statusTable([row])[1]!, /starting .* syncing \(endpointslices 4000\/10000, namespaces 12\)$/);
 });

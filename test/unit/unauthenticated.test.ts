@@ -70,14 +70,22 @@ test('a 407 on a connection that never authenticated closes it; on an authentica
 });
 
 for (const [name, listener, authenticate] of [
-  ['HTTP', httpL, async (c: Awaited<ReturnType<typeof open>>) => {
-    c.socket.write(get(basic));
-    assert.match(await response(c.reader), /^HTTP\/1\.1 200 /);
-  }],
-  ['SOCKS5', socksL, async (c: Awaited<ReturnType<typeof open>>) => {
-    c.socket.write(Buffer.from([5, 1, 2, 1, 5, ...Buffer.from('alice'), 2, ...Buffer.from('pw')]));
-    assert.deepEqual([...(await c.reader.read(4))], [5, 2, 1, 0]);
-  }],
+  [
+    'HTTP',
+    httpL,
+    async (c: Awaited<ReturnType<typeof open>>) => {
+      c.socket.write(get(basic));
+      assert.match(await response(c.reader), /^HTTP\/1\.1 200 /);
+    },
+  ],
+  [
+    'SOCKS5',
+    socksL,
+    async (c: Awaited<ReturnType<typeof open>>) => {
+      c.socket.write(Buffer.from([5, 1, 2, 1, 5, ...Buffer.from('alice'), 2, ...Buffer.from('pw')]));
+      assert.deepEqual([...(await c.reader.read(4))], [5, 2, 1, 0]);
+    },
+  ],
 ] as const) {
   test(`${name}: at most ${MAX_UNAUTHENTICATED_PER_SOURCE} unauthenticated connections per source; the owner still gets in`, async () => {
     const hoard: Array<Awaited<ReturnType<typeof open>>> = [];

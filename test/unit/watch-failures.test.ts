@@ -21,10 +21,12 @@ function recordedLogs() {
 // The timer is cleared once decided: left running, it kept the file's process alive after its last test.
 const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> => {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
 };
 
-test('stopping a per-namespace cache while a namespace\'s first list keeps failing: stop() returns, the waiter is told, no request follows', async (t) => {
+test("stopping a per-namespace cache while a namespace's first list keeps failing: stop() returns, the waiter is told, no request follows", async (t) => {
   const fake = await startFakeApi((url, res) => {
     if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
     if (!url.pathname.includes('/namespaces/')) return sendStatus(res, 403, 'not at cluster scope');
@@ -39,7 +41,10 @@ test('stopping a per-namespace cache while a namespace\'s first list keeps faili
   const waiting = cache.ensureNamespace('other');
   waiting.catch(() => undefined);
   await new Promise((r) => setTimeout(r, 1200));
-  assert.ok(fake.requests.some((u) => u.pathname.includes('/namespaces/other/')), 'its lists were tried');
+  assert.ok(
+    fake.requests.some((u) => u.pathname.includes('/namespaces/other/')),
+    'its lists were tried',
+  );
   await within(cache.stop(), 3000, 'stop()');
   await assert.rejects(within(waiting, 1000, 'ensureNamespace'), /stopped before its first list/);
   // A request sent just before stop() may still reach the server: count from a moment later.
@@ -54,7 +59,8 @@ async function failingWatches(event: { code: number; message: string }) {
   return startFakeApi((url, res) => {
     if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
     res.writeHead(200, { 'Content-Type': 'application/json' });
-    if (url.searchParams.get('watch')) return res.end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: event.code, message: event.message } })}\n`);
+    if (url.searchParams.get('watch'))
+      return res.end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: event.code, message: event.message } })}\n`);
     res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
   });
 }
@@ -67,29 +73,47 @@ const count = (requests: URL[], watch: boolean) => requests.filter((u) => (u.sea
 // or more, and a 410 relisted every second (SlimWatch: thousands of times a second). The four
 // cases run side by side, each against its own server.
 test('a server that accepts every watch and fails it at once (ERROR 500, ERROR 410) is retried with a growing backoff', { concurrency: true }, async (t) => {
-  const cases = [['ERROR 500', { code: 500, message: 'etcd unavailable' }], ['ERROR 410', { code: 410, message: 'too old resource version' }]] as const;
+  const cases = [
+    ['ERROR 500', { code: 500, message: 'etcd unavailable' }],
+    ['ERROR 410', { code: 410, message: 'too old resource version' }],
+  ] as const;
   const runs: Array<Promise<void>> = [];
   for (const [what, event] of cases) {
-    runs.push(t.test(`informer, ${what}`, async (tt) => {
-      const fake = await failingWatches(event);
-      tt.after(() => fake.close());
-      const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', createLogger('silent'), () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
-      await inf.start();
-      tt.after(() => inf.stop());
-      await new Promise((r) => setTimeout(r, 4000));
-      const watches = count(fake.requests, true);
-      assert.ok(watches >= 2 && watches <= 6, `${watches} watches (and ${count(fake.requests, false)} lists) in 4 s`);
-    }));
-    runs.push(t.test(`SlimWatch, ${what}`, async (tt) => {
-      const fake = await failingWatches(event);
-      tt.after(() => fake.close());
-      const watch = new SlimWatch({ api: fake.api, path: '/apis/networking.k8s.io/v1/ingresses', log: createLogger('silent'), extract: () => 1, changed: () => undefined, settled: () => undefined });
-      await watch.start();
-      tt.after(() => watch.stop());
-      await new Promise((r) => setTimeout(r, 4000));
-      const [watches, lists] = [count(fake.requests, true), count(fake.requests, false)];
-      assert.ok(watches >= 2 && watches <= 6 && lists <= 5, `${watches} watches and ${lists} lists in 4 s`);
-    }));
+    runs.push(
+      t.test(`informer, ${what}`, async (tt) => {
+        const fake = await failingWatches(event);
+        tt.after(() => fake.close());
+        const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', createLogger('silent'), () => undefined, slimService, {
+          watchTimeoutSeconds: 30,
+          graceMs: 5000,
+          headersTimeoutMs: 5000,
+        });
+        await inf.start();
+        tt.after(() => inf.stop());
+        await new Promise((r) => setTimeout(r, 4000));
+        const watches = count(fake.requests, true);
+        assert.ok(watches >= 2 && watches <= 6, `${watches} watches (and ${count(fake.requests, false)} lists) in 4 s`);
+      }),
+    );
+    runs.push(
+      t.test(`SlimWatch, ${what}`, async (tt) => {
+        const fake = await failingWatches(event);
+        tt.after(() => fake.close());
+        const watch = new SlimWatch({
+          api: fake.api,
+          path: '/apis/networking.k8s.io/v1/ingresses',
+          log: createLogger('silent'),
+          extract: () => 1,
+          changed: () => undefined,
+          settled: () => undefined,
+        });
+        await watch.start();
+        tt.after(() => watch.stop());
+        await new Promise((r) => setTimeout(r, 4000));
+        const [watches, lists] = [count(fake.requests, true), count(fake.requests, false)];
+        assert.ok(watches >= 2 && watches <= 6 && lists <= 5, `${watches} watches and ${lists} lists in 4 s`);
+      }),
+    );
   }
   await Promise.all(runs);
 });
@@ -119,29 +143,49 @@ test('an error response whose body never ends is given up after the headers time
   });
   t.after(() => fake.close());
   const started = Date.now();
-  await assert.rejects(within(apiGet(fake.api, '/api/v1/services?watch=1', new AbortController().signal, 400), 3000, 'apiGet'), (err: Error) => err instanceof ApiStatusError && err.statusCode === 503);
+  await assert.rejects(
+    within(apiGet(fake.api, '/api/v1/services?watch=1', new AbortController().signal, 400), 3000, 'apiGet'),
+    (err: Error) => err instanceof ApiStatusError && err.statusCode === 503,
+  );
   assert.ok(Date.now() - started < 2000);
   closeAgents(fake.api);
 });
 
 test('a watch-list that ends before its initial events are complete (a plain bookmark on the way) falls back to a paged LIST', async (t) => {
-  const service = (name: string) => ({ metadata: { namespace: 'shop', name, resourceVersion: '7', uid: name }, spec: { clusterIP: '10.96.0.1', ports: [{ port: 80 }] } });
+  const service = (name: string) => ({
+    metadata: { namespace: 'shop', name, resourceVersion: '7', uid: name },
+    spec: { clusterIP: '10.96.0.1', ports: [{ port: 80 }] },
+  });
   const fake = await startFakeApi((url, res) => {
     res.writeHead(200, { 'Content-Type': 'application/json' });
     if (url.searchParams.get('sendInitialEvents')) {
       // One object, a bookmark without the initial-events-end annotation, then the end.
-      return res.end([{ type: 'ADDED', object: service('a') }, { type: 'BOOKMARK', object: { metadata: { resourceVersion: '20' } } }].map((e) => `${JSON.stringify(e)}\n`).join(''));
+      return res.end(
+        [
+          { type: 'ADDED', object: service('a') },
+          { type: 'BOOKMARK', object: { metadata: { resourceVersion: '20' } } },
+        ]
+          .map((e) => `${JSON.stringify(e)}\n`)
+          .join(''),
+      );
     }
     if (url.searchParams.get('watch')) return res.flushHeaders();
     res.end(JSON.stringify({ metadata: { resourceVersion: '21' }, items: [service('a'), service('b')] }));
   });
   t.after(() => fake.close());
   const logs = recordedLogs();
-  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', logs.logger, () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', logs.logger, () => undefined, slimService, {
+    watchTimeoutSeconds: 30,
+    graceMs: 5000,
+    headersTimeoutMs: 5000,
+  });
   t.after(() => inf.stop());
   await within(inf.start(), 5000, 'first sync');
   assert.deepEqual([...inf.list()].map((s) => s.name).sort(), ['a', 'b'], 'the whole picture, from the LIST');
-  assert.ok(fake.requests.some((u) => !u.searchParams.get('watch')), 'a LIST was made');
+  assert.ok(
+    fake.requests.some((u) => !u.searchParams.get('watch')),
+    'a LIST was made',
+  );
   assert.deepEqual(logs.synced(), ['paged list'], 'the sync says how it came');
 });
 
@@ -150,7 +194,14 @@ test('the watch a watch-list goes on as, ending after its initial events, is res
   const fake = await startFakeApi((url, res) => {
     res.writeHead(200, { 'Content-Type': 'application/json' });
     if (url.searchParams.get('sendInitialEvents')) {
-      res.write([{ type: 'ADDED', object: service }, { type: 'BOOKMARK', object: { metadata: { resourceVersion: '20', annotations: { 'k8s.io/initial-events-end': 'true' } } } }].map((e) => `${JSON.stringify(e)}\n`).join(''));
+      res.write(
+        [
+          { type: 'ADDED', object: service },
+          { type: 'BOOKMARK', object: { metadata: { resourceVersion: '20', annotations: { 'k8s.io/initial-events-end': 'true' } } } },
+        ]
+          .map((e) => `${JSON.stringify(e)}\n`)
+          .join(''),
+      );
       // Then the connection breaks (an API server restarting).
       return void setTimeout(() => res.destroy(), 100);
     }
@@ -159,12 +210,19 @@ test('the watch a watch-list goes on as, ending after its initial events, is res
   });
   t.after(() => fake.close());
   const logs = recordedLogs();
-  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', logs.logger, () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/shop/services', logs.logger, () => undefined, slimService, {
+    watchTimeoutSeconds: 30,
+    graceMs: 5000,
+    headersTimeoutMs: 5000,
+  });
   t.after(() => inf.stop());
   await within(inf.start(), 5000, 'first sync');
   assert.deepEqual(logs.synced(), ['watch-list'], 'the sync says how it came');
   await new Promise((r) => setTimeout(r, 2500));
   // The break is a failure with no answer: /readyz is asked whether the server went away (api-reachability.ts); that is no LIST.
   assert.equal(fake.requests.filter((u) => !u.searchParams.get('watch') && u.pathname !== '/readyz').length, 0, 'no LIST');
-  assert.ok(fake.requests.some((u) => u.searchParams.get('watch') && u.searchParams.get('resourceVersion') === '20'), 'a watch from the bookmark');
+  assert.ok(
+    fake.requests.some((u) => u.searchParams.get('watch') && u.searchParams.get('resourceVersion') === '20'),
+    'a watch from the bookmark',
+  );
 });

@@ -34,7 +34,7 @@ test('a 410 to a request that resumed nothing (a first list) is a failure retrie
   assert.equal(next.kind, 'retry');
 });
 
-test('refusals stop a watch on its first list only; the codes are the owner\'s', () => {
+test("refusals stop a watch on its first list only; the codes are the owner's", () => {
   const r = new WatchRecovery();
   assert.deepEqual(r.afterError(new ApiStatusError(403, 'forbidden'), { starting: true, resuming: false }), { kind: 'stop' });
   assert.equal(r.afterError(new ApiStatusError(404, 'not found'), { starting: true, resuming: false }).kind, 'retry');
@@ -48,8 +48,16 @@ test('a failure with no answer waits until the server is back; an HTTP error wai
   assert.ok(noAnswer.kind === 'retry' && noAnswer.untilReachable, JSON.stringify(noAnswer));
   const http500 = r.afterError(new ApiStatusError(500, 'etcd'), { starting: false, resuming: true });
   assert.ok(http500.kind === 'retry' && !http500.untilReachable, JSON.stringify(http500));
-  assert.deepEqual(r.afterError(new ApiStatusError(429, 'storage is (re)initializing', 2), { starting: false, resuming: true }), { kind: 'retry', delayMs: 2000, untilReachable: false });
-  assert.deepEqual(r.afterError(new ApiStatusError(503, 'x', 600), { starting: false, resuming: true }), { kind: 'retry', delayMs: 30_000, untilReachable: false });
+  assert.deepEqual(r.afterError(new ApiStatusError(429, 'storage is (re)initializing', 2), { starting: false, resuming: true }), {
+    kind: 'retry',
+    delayMs: 2000,
+    untilReachable: false,
+  });
+  assert.deepEqual(r.afterError(new ApiStatusError(503, 'x', 600), { starting: false, resuming: true }), {
+    kind: 'retry',
+    delayMs: 30_000,
+    untilReachable: false,
+  });
   assert.deepEqual(r.afterError(new ApiStatusError(503, 'x', 0), { starting: false, resuming: true }), { kind: 'retry', delayMs: 1000, untilReachable: false });
 });
 
@@ -68,30 +76,46 @@ test('Retry-After reaches the error from the response', async (t) => {
     res.end(JSON.stringify({ kind: 'Status', code: 429, message: 'storage is (re)initializing' }));
   });
   t.after(() => fake.close());
-  const inf = new ResilientInformer(fake.api, '/api/v1/services', createLogger('silent'), () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  const inf = new ResilientInformer(fake.api, '/api/v1/services', createLogger('silent'), () => undefined, slimService, {
+    watchTimeoutSeconds: 30,
+    graceMs: 5000,
+    headersTimeoutMs: 5000,
+  });
   void inf.start();
   t.after(() => inf.stop());
   while (!inf.lastError) await new Promise((r) => setTimeout(r, 20));
   assert.ok(inf.lastError instanceof ApiStatusError && inf.lastError.retryAfterSeconds === 3, String(inf.lastError));
 });
 
-test('an ERROR 410 as the watch\'s last line, without a newline, relists (not a resume from the same resourceVersion again)', async (t) => {
+test("an ERROR 410 as the watch's last line, without a newline, relists (not a resume from the same resourceVersion again)", async (t) => {
   let lists = 0;
   const fake = await startFakeApi((url, res) => {
     if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
     res.writeHead(200, { 'Content-Type': 'application/json' });
     if (!url.searchParams.get('watch')) return res.end(JSON.stringify({ metadata: { resourceVersion: lists++ === 0 ? '10' : '20' }, items: [] }));
-    if (url.searchParams.get('resourceVersion') === '10') return res.end(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 10 (15)' } }));
+    if (url.searchParams.get('resourceVersion') === '10')
+      return res.end(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 10 (15)' } }));
     res.flushHeaders(); // from 20: a quiet watch
   });
   t.after(() => fake.close());
-  const watch = new SlimWatch({ api: fake.api, path: '/apis/networking.k8s.io/v1/ingresses', log: createLogger('silent'), extract: () => 1, changed: () => undefined, settled: () => undefined });
+  const watch = new SlimWatch({
+    api: fake.api,
+    path: '/apis/networking.k8s.io/v1/ingresses',
+    log: createLogger('silent'),
+    extract: () => 1,
+    changed: () => undefined,
+    settled: () => undefined,
+  });
   await watch.start();
   t.after(() => watch.stop());
   const resumed = () => fake.requests.filter((u) => u.searchParams.get('watch') && !u.searchParams.get('sendInitialEvents'));
   for (let i = 0; i < 100 && !resumed().some((u) => u.searchParams.get('resourceVersion') === '20'); i++) await new Promise((r) => setTimeout(r, 20));
   await new Promise((r) => setTimeout(r, 300));
-  assert.deepEqual(resumed().map((u) => u.searchParams.get('resourceVersion')), ['10', '20'], 'one watch from the compacted version, then from the new list');
+  assert.deepEqual(
+    resumed().map((u) => u.searchParams.get('resourceVersion')),
+    ['10', '20'],
+    'one watch from the compacted version, then from the new list',
+  );
 });
 
 /** A plain HTTP API server on a fixed port that can go away and come back. */
@@ -174,10 +198,20 @@ test('a paged LIST is followed by its watch at once, not taken for a watch the s
     res.flushHeaders();
   });
   t.after(() => fake.close());
-  const inf = new ResilientInformer(fake.api, '/api/v1/services', log, () => undefined, slimService, { watchTimeoutSeconds: 30, graceMs: 5000, headersTimeoutMs: 5000 });
+  const inf = new ResilientInformer(fake.api, '/api/v1/services', log, () => undefined, slimService, {
+    watchTimeoutSeconds: 30,
+    graceMs: 5000,
+    headersTimeoutMs: 5000,
+  });
   t.after(() => inf.stop());
   await inf.start();
   for (let i = 0; i < 50 && !fake.requests.some((u) => u.searchParams.get('resourceVersion') === '10'); i++) await new Promise((r) => setTimeout(r, 20));
-  assert.ok(fake.requests.some((u) => u.searchParams.get('resourceVersion') === '10'), 'watching from the list');
-  assert.deepEqual(lines.filter((l) => l.msg === 'watch ended by the API server; resuming'), []);
+  assert.ok(
+    fake.requests.some((u) => u.searchParams.get('resourceVersion') === '10'),
+    'watching from the list',
+  );
+  assert.deepEqual(
+    lines.filter((l) => l.msg === 'watch ended by the API server; resuming'),
+    [],
+  );
 });

@@ -23,7 +23,8 @@ interface WsReceiver {
 const { Sender, Receiver } = wsLib as unknown as { Sender: WsSender; Receiver: new (o: { isServer: boolean; binaryType: string }) => WsReceiver };
 
 /** A server frame as `ws` writes it (unmasked). */
-const serverFrame = (opcode: number, data: Buffer, fin = true): Buffer => Buffer.concat(Sender.frame(data, { fin, opcode, mask: false, readOnly: false, rsv1: false }));
+const serverFrame = (opcode: number, data: Buffer, fin = true): Buffer =>
+  Buffer.concat(Sender.frame(data, { fin, opcode, mask: false, readOnly: false, rsv1: false }));
 
 interface Seen {
   binary: Buffer[];
@@ -97,7 +98,12 @@ const violations: Array<[string, Buffer, RegExp, number]> = [
   ['a fragmented ping', Buffer.from([0x09, 0]), /fragmented a control frame/, 1002],
   ['a control frame over 125 bytes', serverFrame(Opcode.PING, Buffer.alloc(126)), /control frame of 126 bytes/, 1002],
   ['a continuation outside a message', Buffer.from([0x80, 1, 0x61]), /continuation frame outside a message/, 1002],
-  ['a message inside another', Buffer.concat([serverFrame(Opcode.BINARY, Buffer.from('a'), false), serverFrame(Opcode.BINARY, Buffer.from('b'))]), /inside another/, 1002],
+  [
+    'a message inside another',
+    Buffer.concat([serverFrame(Opcode.BINARY, Buffer.from('a'), false), serverFrame(Opcode.BINARY, Buffer.from('b'))]),
+    /inside another/,
+    1002,
+  ],
   ['a text message', serverFrame(Opcode.TEXT, Buffer.from('hello')), /text message/, 1003],
   ['a 1-byte close body', Buffer.from([0x88, 1, 3]), /1-byte body/, 1002],
   ['close code 1005 on the wire', serverFrame(Opcode.CLOSE, Buffer.from([0x03, 0xed])), /close code 1005/, 1002],
@@ -159,7 +165,12 @@ test('client frames, zero and random keys, every length class, decode with ws an
 
 test('random keys differ frame by frame; control frames encode too', () => {
   const keys = new Set<string>();
-  for (let i = 0; i < 20; i++) keys.add(encodeClientFrame(Opcode.BINARY, [Buffer.from('x')], 1, 'random').subarray(2, 6).toString('hex'));
+  for (let i = 0; i < 20; i++)
+    keys.add(
+      encodeClientFrame(Opcode.BINARY, [Buffer.from('x')], 1, 'random')
+        .subarray(2, 6)
+        .toString('hex'),
+    );
   assert.ok(keys.size >= 19, `${keys.size} distinct keys of 20`);
   const got = decodeWithWs([
     encodeClientFrame(Opcode.PING, [Buffer.from('p1')], 2, 'random'),

@@ -24,7 +24,11 @@ async function server(then: (ws: WebSocket) => void, prefixes = true) {
     setTimeout(() => then(ws), 50);
   });
   const port = (wss.address() as AddressInfo).port;
-  const api = { requestOptions: async () => ({ headers: {} }), url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`), invalidate() {} } as unknown as ApiConnection;
+  const api = {
+    requestOptions: async () => ({ headers: {} }),
+    url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`),
+    invalidate() {},
+  } as unknown as ApiConnection;
   return { transport: new WebSocketV4Transport(api, createLogger('silent'), { intervalMs: 0, timeoutMs: 0 }), close: () => wss.close() };
 }
 
@@ -62,7 +66,11 @@ test('a close before the port prefixes fails the open (retryable)', async () => 
   try {
     for (const confirmMs of [150, 0]) {
       const opened = s.transport.open({ namespace: 'ns', pod: 'p', port: 80 }, { signal: new AbortController().signal, confirmMs });
-      await assert.rejects(opened, (err: Error) => err instanceof UpstreamApiError && err.retryable === true && /closed before it was set up/.test(err.message), `confirmMs ${confirmMs}`);
+      await assert.rejects(
+        opened,
+        (err: Error) => err instanceof UpstreamApiError && err.retryable === true && /closed before it was set up/.test(err.message),
+        `confirmMs ${confirmMs}`,
+      );
     }
   } finally {
     s.close();

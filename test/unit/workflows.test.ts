@@ -35,7 +35,8 @@ const scripts = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'u
 function checkRuns(steps: Step[], where: string): void {
   for (const step of steps) {
     for (const [, name] of (step.run ?? '').matchAll(/npm run ([\w:-]+)/g)) assert.ok(scripts[name!], `${where}: npm run ${name} is a script of package.json`);
-    for (const [, file] of (step.run ?? '').matchAll(/node (scripts\/[\w./-]+)/g)) assert.ok(existsSync(path.join(repoRoot, file!)), `${where}: ${file} exists`);
+    for (const [, file] of (step.run ?? '').matchAll(/node (scripts\/[\w./-]+)/g))
+      assert.ok(existsSync(path.join(repoRoot, file!)), `${where}: ${file} exists`);
     for (const [, file] of (step.run ?? '').matchAll(/(dist\/test\/[\w./-]+\.js)/g)) {
       const source = file!.replace(/^dist\//, '').replace(/\.js$/, '.ts');
       assert.ok(existsSync(path.join(repoRoot, source)), `${where}: ${file} is built from ${source}`);
@@ -49,8 +50,14 @@ test('CI: ubuntu, macOS and Windows on Node 20, 22 and 24, with kubectl and Chro
   assert.deepEqual(job.strategy!.matrix!.os, ['ubuntu-latest', 'macos-latest', 'windows-latest']);
   assert.deepEqual(job.strategy!.matrix!.node, [20, 22, 24]);
   const uses = job.steps!.map((s) => s.uses ?? '');
-  assert.ok(uses.some((u) => u.startsWith('azure/setup-kubectl')), 'kubectl is installed');
-  assert.ok(uses.some((u) => u.startsWith('browser-actions/setup-chrome')), 'Chromium is installed');
+  assert.ok(
+    uses.some((u) => u.startsWith('azure/setup-kubectl')),
+    'kubectl is installed',
+  );
+  assert.ok(
+    uses.some((u) => u.startsWith('browser-actions/setup-chrome')),
+    'Chromium is installed',
+  );
   const runs = job.steps!.map((s) => s.run ?? '');
   const order = ['npm ci', 'npm run package', 'npm test'].map((cmd) => runs.findIndex((r) => r.trim() === cmd));
   assert.ok(order.every((i) => i >= 0) && order[0]! < order[1]! && order[1]! < order[2]!, `npm ci, npm run package, npm test in that order: ${order}`);

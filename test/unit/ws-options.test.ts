@@ -38,8 +38,12 @@ async function firstMask(secure: boolean, conn: ApiRequestOptions, client: Clien
         const head = buf.subarray(0, end).toString();
         const key = /sec-websocket-key: *(\S+)/i.exec(head)![1];
         const protocol = /sec-websocket-protocol: *(\S+)/i.exec(head)?.[1];
-        const accept = createHash('sha1').update(key + GUID).digest('base64');
-        socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n${protocol ? `Sec-WebSocket-Protocol: ${protocol}\r\n` : ''}\r\n`);
+        const accept = createHash('sha1')
+          .update(key + GUID)
+          .digest('base64');
+        socket.write(
+          `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n${protocol ? `Sec-WebSocket-Protocol: ${protocol}\r\n` : ''}\r\n`,
+        );
         upgraded = true;
         buf = buf.subarray(end + 4);
       }

@@ -178,7 +178,12 @@ function parseControl(type: number, flags: number, p: Buffer): Frame {
     case FrameType.SYN_REPLY:
     case FrameType.HEADERS:
       need(p, 4, type === FrameType.SYN_REPLY ? 'SYN_REPLY' : 'HEADERS');
-      return { type: type === FrameType.SYN_REPLY ? 'syn_reply' : 'headers', streamId: nonZero(p.readUInt32BE(0) & MAX_STREAM_ID, 'SYN_REPLY'), flags, block: p.subarray(4) };
+      return {
+        type: type === FrameType.SYN_REPLY ? 'syn_reply' : 'headers',
+        streamId: nonZero(p.readUInt32BE(0) & MAX_STREAM_ID, 'SYN_REPLY'),
+        flags,
+        block: p.subarray(4),
+      };
     case FrameType.RST_STREAM: {
       need(p, 8, 'RST_STREAM');
       const status = p.readUInt32BE(4);

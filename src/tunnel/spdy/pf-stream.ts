@@ -281,12 +281,18 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
 
   private tunnelGone(err?: Error): void {
     if (this.isOpening) {
-      this.failOpening(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed${err ? `: ${err.message}` : ''}`, { cause: err, retryable: true }));
+      this.failOpening(
+        new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed${err ? `: ${err.message}` : ''}`, {
+          cause: err,
+          retryable: true,
+        }),
+      );
       return;
     }
     if (err) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} broke: ${err.message}`, { cause: err }));
     // A tunnel that ends cleanly inside a DATA frame cut the pod's bytes short: a break, not an end.
-    else if (this.frames.midFrame) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed in the middle of a DATA frame`));
+    else if (this.frames.midFrame)
+      this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed in the middle of a DATA frame`));
     else this.endFromPod();
   }
 

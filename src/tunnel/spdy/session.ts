@@ -18,8 +18,19 @@
 //  - any framing or header-block error ends the whole session (GOAWAY PROTOCOL_ERROR, close).
 import { HeaderCompressor, HeaderDecompressor, decodeHeaderBlock, encodeHeaderBlock } from './header-block.js';
 import {
-  FrameReader, GoAwayStatus, MAX_STREAM_ID, RstStatus, SpdyProtocolError, FLAG_FIN, FLAG_UNIDIRECTIONAL,
-  encodeGoAway, encodePing, encodeRstStream, encodeSynStream, type Frame, type Headers,
+  FrameReader,
+  GoAwayStatus,
+  MAX_STREAM_ID,
+  RstStatus,
+  SpdyProtocolError,
+  FLAG_FIN,
+  FLAG_UNIDIRECTIONAL,
+  encodeGoAway,
+  encodePing,
+  encodeRstStream,
+  encodeSynStream,
+  type Frame,
+  type Headers,
 } from './framer.js';
 import { SpdyStream } from './stream.js';
 import { OwedReplies } from './owed-replies.js';

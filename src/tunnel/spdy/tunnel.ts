@@ -101,7 +101,10 @@ export class PodTunnel implements SessionWire {
       };
       const timer = setTimeout(() => done(false), timeoutMs);
       timer.unref();
-      const unlisten = p.listen(() => done(true), () => done(false));
+      const unlisten = p.listen(
+        () => done(true),
+        () => done(false),
+      );
       p.ping();
     });
   }

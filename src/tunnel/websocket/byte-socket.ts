@@ -126,7 +126,8 @@ export class ByteWebSocket {
     const received = code ?? CloseCode.NO_STATUS;
     // Echo the code (§5.5.1); a close without a code is answered with an empty close.
     if (!this.closeSent) this.sendClose(code);
-    const error = received === CloseCode.NORMAL ? undefined : new Error(`the server closed the WebSocket (${received}${reason ? `: ${reason.slice(0, 120)}` : ''})`);
+    const error =
+      received === CloseCode.NORMAL ? undefined : new Error(`the server closed the WebSocket (${received}${reason ? `: ${reason.slice(0, 120)}` : ''})`);
     this.finish(error ? { code: received, error } : { code: received });
     // The server closes TCP first (§7.1.1); our FIN follows its.
     this.socket.end();

@@ -115,7 +115,8 @@ export class FrameReader {
     if (op >= Opcode.CLOSE) {
       if (op > Opcode.PONG) throw new WebSocketProtocolError(`the server sent a frame with unknown opcode ${op}`, CloseCode.PROTOCOL_ERROR);
       if (!this.fin) throw new WebSocketProtocolError('the server fragmented a control frame', CloseCode.PROTOCOL_ERROR);
-      if (length > CONTROL_MAX) throw new WebSocketProtocolError(`the server sent a control frame of ${length} bytes (at most ${CONTROL_MAX})`, CloseCode.PROTOCOL_ERROR);
+      if (length > CONTROL_MAX)
+        throw new WebSocketProtocolError(`the server sent a control frame of ${length} bytes (at most ${CONTROL_MAX})`, CloseCode.PROTOCOL_ERROR);
       return;
     }
     if (op === Opcode.CONTINUATION) {

@@ -34,7 +34,9 @@ export interface Upgraded {
 }
 
 export function acceptFor(key: string): string {
-  return createHash('sha1').update(key + GUID).digest('base64');
+  return createHash('sha1')
+    .update(key + GUID)
+    .digest('base64');
 }
 
 /** Upgrades `url` (ws: or wss:) to a WebSocket; rejects with UpgradeRefusal or the network error. */

@@ -53,9 +53,27 @@ export const socksTarget: FuzzTarget = {
   name: 'socks',
   maxLen: 1024,
   dictionary: [
-    [5], [4], [1], [2], [3], [0], [0xff], [5, 1, 0], [5, 2, 0, 2], [5, 1, 2], [1, 5], [5, 1, 0, 3], [5, 1, 0, 1], [5, 1, 0, 4], [0, 80], [0x1f, 0x90],
-    [4, 1, 0, 80, 0, 0, 0, 1], [0, 0, 0, 1],
-  ].map((a) => Buffer.from(a)).concat(['web.shop', 'svc.cluster.local', 'alice', '\0', '..', '::1', '%00'].map((s) => Buffer.from(s))),
+    [5],
+    [4],
+    [1],
+    [2],
+    [3],
+    [0],
+    [0xff],
+    [5, 1, 0],
+    [5, 2, 0, 2],
+    [5, 1, 2],
+    [1, 5],
+    [5, 1, 0, 3],
+    [5, 1, 0, 1],
+    [5, 1, 0, 4],
+    [0, 80],
+    [0x1f, 0x90],
+    [4, 1, 0, 80, 0, 0, 0, 1],
+    [0, 0, 0, 1],
+  ]
+    .map((a) => Buffer.from(a))
+    .concat(['web.shop', 'svc.cluster.local', 'alice', '\0', '..', '::1', '%00'].map((s) => Buffer.from(s))),
   include: (url) => url.includes('/dist/src/'),
   run(input) {
     if (input.length === 0) return;

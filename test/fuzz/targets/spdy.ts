@@ -9,7 +9,18 @@
 import { SpdySession, type SpdyStream } from '../../../src/tunnel/spdy/session.js';
 import type { FuzzTarget } from '../engine.js';
 import { HeaderCompressor, encodeHeaderBlock } from '../../../src/tunnel/spdy/header-block.js';
-import { FrameType, encodeData, encodeGoAway, encodePing, encodeRawControl, encodeRstStream, encodeSettings, encodeSynReply, encodeSynStream, encodeWindowUpdate } from '../../../src/tunnel/spdy/framer.js';
+import {
+  FrameType,
+  encodeData,
+  encodeGoAway,
+  encodePing,
+  encodeRawControl,
+  encodeRstStream,
+  encodeSettings,
+  encodeSynReply,
+  encodeSynStream,
+  encodeWindowUpdate,
+} from '../../../src/tunnel/spdy/framer.js';
 
 const CHUNKS = [1, 3, 8, 17, 64, 1024, Infinity];
 
@@ -54,19 +65,37 @@ export const spdyTarget: FuzzTarget = {
   name: 'spdy',
   maxLen: 4096,
   dictionary: [
-    [0x80, 0x03], [0x00, 0x02], [0x00, 0x03], [0x00, 0x06], [0x00, 0x07], [0x00, 0x04], [0x00, 0x08], [0x00, 0x09], [0x01], [0x00, 0x00, 0x00, 0x01], [0x00, 0x00, 0x00, 0x03],
-    [0x78, 0x20, 0xe3, 0xc6, 0xa7, 0xc2], [0x00, 0x00, 0x00, 0xff, 0xff], [0xff, 0xff, 0xff],
-  ].map((a) => Buffer.from(a)).concat(['streamtype', 'port', 'requestid', 'error forwarding port'].map((s) => Buffer.from(s))),
+    [0x80, 0x03],
+    [0x00, 0x02],
+    [0x00, 0x03],
+    [0x00, 0x06],
+    [0x00, 0x07],
+    [0x00, 0x04],
+    [0x00, 0x08],
+    [0x00, 0x09],
+    [0x01],
+    [0x00, 0x00, 0x00, 0x01],
+    [0x00, 0x00, 0x00, 0x03],
+    [0x78, 0x20, 0xe3, 0xc6, 0xa7, 0xc2],
+    [0x00, 0x00, 0x00, 0xff, 0xff],
+    [0xff, 0xff, 0xff],
+  ]
+    .map((a) => Buffer.from(a))
+    .concat(['streamtype', 'port', 'requestid', 'error forwarding port'].map((s) => Buffer.from(s))),
   include: (url) => url.includes('/dist/src/tunnel/'),
   async run(input) {
     if (input.length === 0) return;
     const chunk = CHUNKS[input[0]! % CHUNKS.length]!;
     const data = input.subarray(1);
     let closes = 0;
-    const session = new SpdySession('client', { write: () => undefined, close: () => undefined }, {
-      onClose: () => closes++,
-      onStream: (s) => s.reset(),
-    });
+    const session = new SpdySession(
+      'client',
+      { write: () => undefined, close: () => undefined },
+      {
+        onClose: () => closes++,
+        onStream: (s) => s.reset(),
+      },
+    );
     const error = session.openStream({ streamtype: 'error', port: '8080', requestid: '0' });
     const stream = session.openStream({ streamtype: 'data', port: '8080', requestid: '0' });
     for (const s of [error, stream]) watch(s, () => session.closed);
@@ -91,9 +120,19 @@ export function spdySeeds(): Buffer[] {
   const replies = [encodeSynReply(1, block({})), encodeSynReply(3, block({}))];
   const seeds = [
     Buffer.concat([...replies, encodeData(3, Buffer.from('HTTP/1.1 200 OK\r\n\r\nhello'), false), encodeData(3, Buffer.alloc(0), true)]),
-    Buffer.concat([...replies, encodeData(1, Buffer.from('error forwarding port 8080 to pod abc, uid : connection refused'), false), encodeRstStream(1, 5), encodeRstStream(3, 5)]),
+    Buffer.concat([
+      ...replies,
+      encodeData(1, Buffer.from('error forwarding port 8080 to pod abc, uid : connection refused'), false),
+      encodeRstStream(1, 5),
+      encodeRstStream(3, 5),
+    ]),
     Buffer.concat([...replies, encodePing(1), encodePing(2), encodeSettings([{ id: 4, value: 1000 }]), encodeWindowUpdate(3, 65536), encodeGoAway(0)]),
-    Buffer.concat([encodeData(3, Buffer.from('early'), false), ...replies, encodeSynStream(2, block({ streamtype: 'data' })), encodeRawControl(FrameType.HEADERS, 0, Buffer.concat([Buffer.from([0, 0, 0, 3]), block({ a: 'b' })]))]),
+    Buffer.concat([
+      encodeData(3, Buffer.from('early'), false),
+      ...replies,
+      encodeSynStream(2, block({ streamtype: 'data' })),
+      encodeRawControl(FrameType.HEADERS, 0, Buffer.concat([Buffer.from([0, 0, 0, 3]), block({ a: 'b' })])),
+    ]),
     Buffer.concat([...replies, encodeRawControl(0x0f, 0, Buffer.alloc(4))]),
     // The kubelet went away having taken only the error stream: the data stream is left out.
     Buffer.concat([encodeGoAway(1), replies[0]!, encodeData(3, Buffer.from('ignored'), false), encodeData(1, Buffer.alloc(0), true)]),
