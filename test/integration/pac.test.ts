@@ -21,7 +21,8 @@ let pagePort = 0;
 
 before(async () => {
   cluster = await startTestCluster();
-  // The direct route may dial loopback (the test's own page): the control below needs it.
+  // The direct route may dial loopback (the test's own page): the control below needs it. A file
+  // with routes gets no implicit cluster route: --context names the cluster.
   const config = path.join(cluster.dir, 'direct-allow.yaml');
   await writeFile(config, 'routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8]\n');
   proxy = await startProxyProcess([
@@ -29,6 +30,8 @@ before(async () => {
     cluster.kubeconfig,
     '--config',
     config,
+    '--context',
+    'sim',
     '--listen-socks',
     '127.0.0.1:0',
     '--listen-http',
