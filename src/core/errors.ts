@@ -188,3 +188,14 @@ export class StartupError extends Error {
     this.name = 'StartupError';
   }
 }
+
+/**
+ * A route the user configured is invalid (an option it cannot honour, a file it cannot use): the
+ * start stops naming the route. A route whose far end is down is not this: it starts degraded.
+ */
+export class RouteConfigError extends StartupError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RouteConfigError';
+  }
+}

@@ -1,7 +1,7 @@
 // The composition root: listeners → limiter → router (the routing table) → routes → resolvers,
 // caches and transports. Every way it can fail to start is a one-line StartupError.
 import type { Logger } from '../core/log.js';
-import { StartupError, errorMessage } from '../core/errors.js';
+import { RouteConfigError, StartupError, errorMessage } from '../core/errors.js';
 import { abortable } from '../core/abort.js';
 import { formatHostPort, type HostPort } from '../core/address.js';
 import { startForwardListener, type ForwardListener } from '../listeners/forward-server.js';
@@ -219,6 +219,12 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
   if (failures.length === 0) return;
   const first = failures[0]!;
   const message = (f: { route: { name: string }; err: unknown }) => (routes.length > 1 ? `route ${f.route.name}: ${errorMessage(f.err)}` : errorMessage(f.err));
+  // A route configured wrong stops the start at once, even when others could serve; one that
+  // cannot reach its far end starts degraded and keeps trying (docs/usage.md, "Routes that cannot start").
+  const misconfigured = failures.filter((f) => f.err instanceof RouteConfigError);
+  if (!strict && misconfigured.length > 0) {
+    throw new StartupError(misconfigured.map((f) => errorMessage(f.err)).join('; '), { cause: misconfigured[0]!.err });
+  }
   if (strict || failures.length === routes.length) {
     throw first.err instanceof StartupError && routes.length === 1 ? first.err : new StartupError(failures.map(message).join('; '), { cause: first.err });
   }

@@ -5,12 +5,12 @@
 // SSH connection itself is opened on first use and kept (ssh/connection.ts).
 import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { StartupError, errorMessage } from '../core/errors.js';
+import { RouteConfigError, StartupError, errorMessage } from '../core/errors.js';
 import { formatHostPort } from '../core/address.js';
 import { loadCredentials } from '../ssh/auth.js';
 import { loadSsh2, ssh2Loaded } from '../ssh/ssh2-lib.js';
 import { resolveChain, type SshHop } from '../ssh/chain.js';
-import { SshConfigFile, type ReadOptions } from '../ssh/config.js';
+import { SshConfigError, SshConfigFile, type ReadOptions } from '../ssh/config.js';
 import { SshChainConnection, type ChainOptions, type ChainStatus } from '../ssh/connection.js';
 import type { Route, RouteStatus } from './route.js';
 import type { Claim } from './table.js';
@@ -64,7 +64,9 @@ export class SshRoute implements Route {
       this.connection = new SshChainConnection(hops, this.options);
     } catch (err) {
       this.startError = errorMessage(err);
-      throw new StartupError(`route ${this.name} (${this.spec.origin}): ssh ${this.spec.ssh.host}: ${this.startError}`, { cause: err });
+      // ~/.ssh/config or the keys cannot be used as written: a configuration error, not an outage.
+      const Kind = err instanceof SshConfigError ? RouteConfigError : StartupError;
+      throw new Kind(`route ${this.name} (${this.spec.origin}): ssh ${this.spec.ssh.host}: ${this.startError}`, { cause: err });
     }
     if (this.options.connectOnStart) await this.connection.connect();
   }

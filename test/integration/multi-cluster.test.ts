@@ -8,10 +8,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { once } from 'node:events';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { eventually } from '../helpers/cluster.js';
 import { TEST_RETRY_ENV } from '../../src/routes/lifecycle.js';
 import { curl } from '../helpers/curl.js';
@@ -366,5 +366,28 @@ describe('a table without a cluster', () => {
       assert.equal(await p.stop(), 0);
       server.close();
     }
+  });
+});
+
+describe('a route the user configured that cannot be used as written', () => {
+  test('stops the start naming the route, though another route could serve (an outage would not)', async () => {
+    const home = path.join(multi.dir, 'home-pkcs11');
+    await mkdir(path.join(home, '.ssh'), { recursive: true, mode: 0o700 });
+    await writeFile(path.join(home, '.ssh', 'config'), 'Host bastion\n  HostName 127.0.0.1\n  PKCS11Provider /usr/lib/opensc-pkcs11.so\n', { mode: 0o600 });
+    const config = path.join(multi.dir, 'bad-ssh.yaml');
+    await writeFile(
+      config,
+      'routes:\n  - {name: prod, kind: cluster, context: prod}\n  - {name: jump, kind: ssh, ssh: {host: bastion}, include: [corp.example]}\n',
+    );
+    const r = await runCli(['--kubeconfig', multi.kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--listen-http', 'off'], {
+      env: { HOME: home },
+      timeoutMs: 20_000,
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      new RegExp(`^Error: route jump \\(${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:3\\): ssh bastion: .*PKCS11Provider .* is not supported`, 'm'),
+    );
+    assert.doesNotMatch(r.stderr, /proxy ready/);
   });
 });
