@@ -6,8 +6,12 @@
 //
 //   node scripts/krew-manifest.mjs --base-url https://github.com/O/R/releases/download/v0.1.0 \
 //        [--version v0.1.0] [--homepage URL] [--out plugins/proxyout.yaml] dist/pkg/*.tar.gz
+//   npm run krew-manifest -- --local
+//        for what `npm run package` built here: dist/pkg/proxyout.yaml, its URIs file:// URLs of
+//        the archives, and the `kubectl krew install --manifest … --archive …` line that installs it.
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import yaml from 'js-yaml';
@@ -72,11 +76,31 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     return value;
   };
   const version = opt('--version') ?? `v${pjson.version}`;
+  const local = args.includes('--local');
+  if (local) args.splice(args.indexOf('--local'), 1);
+  if (local) {
+    // krew installs a local archive with --archive; the manifest's uri then only names it.
+    const pkg = path.join(root, 'dist', 'pkg');
+    const archives = readdirSync(pkg, { withFileTypes: true })
+      .filter((e) => e.isFile() && ARCHIVE.test(e.name))
+      .map((e) => path.join(pkg, e.name));
+    if (archives.length === 0) {
+      console.error('no archives in dist/pkg: run `npm run package` first');
+      process.exit(1);
+    }
+    const out = opt('--out') ?? path.join(pkg, 'proxyout.yaml');
+    writeFileSync(out, renderManifest({ version, baseUrl: pathToFileURL(pkg).href, homepage: opt('--homepage') ?? pjson.homepage, archives }));
+    console.log(`wrote ${out}; install it with:`);
+    for (const a of archives) console.log(`  kubectl krew install --manifest=${out} --archive=${a}`);
+    process.exit(0);
+  }
   const baseUrl = opt('--base-url');
   const homepage = opt('--homepage') ?? pjson.homepage;
   const out = opt('--out');
   if (!baseUrl) {
-    console.error('usage: krew-manifest.mjs --base-url URL [--version vX.Y.Z] [--homepage URL] [--out FILE] ARCHIVE…');
+    console.error(
+      'usage: krew-manifest.mjs --base-url URL [--version vX.Y.Z] [--homepage URL] [--out FILE] ARCHIVE…\n       krew-manifest.mjs --local [--version vX.Y.Z] [--out FILE]   (the archives in dist/pkg)',
+    );
     process.exit(2);
   }
   const text = renderManifest({ version, baseUrl, homepage, archives: args });

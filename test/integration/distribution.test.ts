@@ -13,6 +13,7 @@ import path from 'node:path';
 import yaml from 'js-yaml';
 import { repoRoot } from '../helpers/proxy-process.js';
 import { packagedArchive, skipUnlessPackaged } from '../helpers/package.js';
+import { krewBinary } from '../helpers/krew.js';
 
 const kubectl = spawnSync('sh', ['-c', 'command -v kubectl'], { encoding: 'utf8' }).stdout.trim();
 const noKubectl = kubectl ? false : 'kubectl is not installed';
@@ -146,6 +147,36 @@ test(
     const list = await run('kubectl', ['plugin', 'list'], { env, cwd: dir });
     assert.match(list.stdout, new RegExp(`${path.join(krewRoot, 'bin', 'kubectl-proxyout').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
     const help = await run('kubectl', ['proxyout', '--help'], { env, cwd: dir });
+    assert.equal(help.code, 0, help.stderr);
+    assert.match(help.stdout, /^USAGE\n {2}\$ kubectl proxyout \[flags\]/m);
+  },
+);
+
+test(
+  'krew: `npm run krew-manifest -- --local` renders a manifest that a real krew installs from the local archive',
+  { skip: skipUnlessPackaged(packagedArchive) || noKubectl, timeout: 660_000 },
+  async (t) => {
+    const krew = krewBinary();
+    if ('skip' in krew) return t.skip(krew.skip);
+    const out = path.join(dir, 'local-proxyout.yaml');
+    const r = await run('npm', ['run', '--silent', 'krew-manifest', '--', '--local', '--out', out], { cwd: repoRoot });
+    assert.equal(r.code, 0, r.stderr);
+    const install = /kubectl krew install --manifest=(\S+) --archive=(\S+)/.exec(r.stdout);
+    assert.ok(install, r.stdout);
+    assert.equal(install[1], out);
+    const krewRoot = path.join(dir, 'krew-real');
+    const env = { ...process.env, KREW_ROOT: krewRoot, HOME: dir, KREW_NO_UPGRADE_CHECK: '1' };
+    const installed = await run(krew.file, ['install', `--manifest=${install[1]}`, `--archive=${install[2]}`], { env });
+    assert.equal(installed.code, 0, `${installed.stdout}${installed.stderr}`);
+    assert.match(installed.stderr + installed.stdout, /Installed plugin: proxyout/);
+    // krew's receipt and link (`krew list` would need the plugin index, fetched from the network).
+    const receipt = yaml.load(readFileSync(path.join(krewRoot, 'receipts', 'proxyout.yaml'), 'utf8')) as KrewPlugin;
+    assert.equal(receipt.metadata?.name, 'proxyout');
+    assert.ok(readdirSync(path.join(krewRoot, 'bin')).includes('kubectl-proxyout'));
+    const help = await run('kubectl', ['proxyout', '--help'], {
+      env: { PATH: [path.join(krewRoot, 'bin'), kubectlOnly].join(path.delimiter), HOME: dir },
+      cwd: dir,
+    });
     assert.equal(help.code, 0, help.stderr);
     assert.match(help.stdout, /^USAGE\n {2}\$ kubectl proxyout \[flags\]/m);
   },
