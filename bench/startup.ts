@@ -96,7 +96,7 @@ async function measureCli(what: string, command: string[], kubeconfig: string, e
     for (let i = 0; i < ROUNDS; i++) {
       help.push((await must(run(['--help']))).ms);
       status.push((await must(run(['status']))).ms);
-      const c = await must(run(['connect', '--socks', '--no-auth', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json']));
+      const c = await must(run(['connect', '--socks', '--no-proxy-auth', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json']));
       connect.push(c.ms);
       const { id, pid } = JSON.parse(c.stdout) as { id: string; pid: number };
       try {

@@ -13,9 +13,11 @@ import { clusterDomainFrom, tableFlagDefinitions } from './table-flags.js';
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
 // proxy core) just to print help.
-export function durationFlag(summary: string, defaultMs: number, allowZero: boolean) {
+export function durationFlag(summary: string, defaultMs: number, allowZero: boolean, oldNames: string[] = []) {
   return Flags.string({
     summary,
+    // Old spellings still parse, with oclif's deprecation warning naming the new one.
+    ...(oldNames.length > 0 ? { aliases: oldNames, deprecateAliases: true } : {}),
     helpValue: '<duration>',
     default: formatDuration(defaultMs),
     async parse(input) {

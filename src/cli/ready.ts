@@ -80,7 +80,7 @@ export function exportedVariables(running: Pick<ReadyView, 'socks' | 'http' | 'a
 
 /** The ready line for generated credentials: the lines below carry the password. */
 export function generatedAuthLine(username: string): string {
-  return `kubectl-proxyout: proxy authentication is on with a generated password for user ${username}; the lines below carry it (connect prints them again; --no-auth for browsers)`;
+  return `kubectl-proxyout: proxy authentication is on with a generated password for user ${username}; the lines below carry it (connect prints them again; --no-proxy-auth for browsers)`;
 }
 
 /** The ready line telling clients they need credentials (the password itself is never printed). */

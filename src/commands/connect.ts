@@ -21,7 +21,7 @@ export default class Connect extends Command {
     'paste. The ID is stable for the same server, context and namespace, so connecting twice',
     'reports the running proxy (flags that ask for other settings than it runs with are an error).',
     'Without proxy credentials it generates a password, carried by the printed lines (connect',
-    'again prints them again); --no-auth for browsers, which cannot send SOCKS credentials.',
+    'again prints them again); --no-proxy-auth for browsers, which cannot send SOCKS credentials.',
     'Stop it with `disconnect ID`; see all with `status`.',
   ].join(' ');
   static override usage = 'connect [--socks] [flags]';
@@ -36,7 +36,9 @@ export default class Connect extends Command {
     ...proxyFlags('Log level of the daemon (see `logs ID`).', 'Time open connections get to finish on disconnect.', MANAGED_GRACE_MS),
     id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-"; up to 40).', helpValue: '<name>' }),
     json: Flags.boolean({ summary: 'Print one JSON object (id, pid, context, namespace, socks, http, logFile, env, …).' }),
-    'no-auth': Flags.boolean({
+    'no-proxy-auth': Flags.boolean({
+      aliases: ['no-auth'],
+      deprecateAliases: true,
       summary:
         'No proxy credentials, for browsers (Chrome cannot send SOCKS credentials): any local user can then use the proxy. Without this or credentials, connect generates a password.',
       exclusive: ['proxy-auth-file', 'proxy-auth'],
@@ -48,8 +50,8 @@ export default class Connect extends Command {
     const explicitFlags = new Set(Object.keys(flags).filter((name) => !metadata.flags[name]?.setFromDefault));
     // proxyAuth is split off: it reaches the daemon through a private file, never state.json.
     const { kubeconfig, context, namespace, proxyAuth: given, ...options } = proxyOptionsFrom(flags);
-    // --no-auth is explicit: it also wins over $KUBECTL_PROXYOUT_PROXY_AUTH.
-    const noAuth = flags['no-auth'];
+    // --no-proxy-auth is explicit: it also wins over $KUBECTL_PROXYOUT_PROXY_AUTH.
+    const noAuth = flags['no-proxy-auth'];
     const proxyAuth = noAuth ? undefined : given;
     if (proxyAuth?.source === 'argv') this.warn(ARGV_WARNING);
     const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) =>

@@ -32,7 +32,7 @@ export default class Doctor extends Command {
     'certificate taken, an agent connected, the guest network reached. Locally: the listen addresses are free, the',
     'state directory is private, running managed proxies answer. Exit status 1 when a check fails.',
   ].join(' ');
-  static override usage = 'doctor [--context C]… [--config F] [--extra-ca F] [--timeout T] [--json]';
+  static override usage = 'doctor [--context C]… [--config F] [--extra-ca F] [--request-timeout T] [--json]';
   static override examples = ['<%= config.bin %> doctor', '<%= config.bin %> doctor --context staging --json'];
 
   static override flags = {
@@ -42,13 +42,19 @@ export default class Doctor extends Command {
     'extra-ca': tableFlagDefinitions()['extra-ca'],
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address to check.', helpValue: '<addr>', default: DEFAULTS.listenSocks }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address to check.', helpValue: '<addr>' }),
-    timeout: durationFlag("Time each API request, each ssh route's login through its chain and each konnectivity test dial may take.", 10_000, false),
+    // kubectl's name for a per-request bound; --timeout is the old spelling.
+    'request-timeout': durationFlag(
+      "Time each API request, each ssh route's login through its chain and each konnectivity test dial may take.",
+      10_000,
+      false,
+      ['timeout'],
+    ),
     json: Flags.boolean({ summary: 'Print the checks as JSON: {"ok": bool, "checks": [{scope, name, status, detail, fix}]}.' }),
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(Doctor);
-    const timeoutMs = parseDuration(flags.timeout);
+    const timeoutMs = parseDuration(flags['request-timeout']);
     const checks: Check[] = [];
     let contexts: Array<{ scope: string; context?: string; route?: ClusterRouteSpec | KonnectivityRouteSpec }> = [];
     let sshRoutes: SshRouteSpec[] = [];

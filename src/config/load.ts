@@ -114,6 +114,7 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   const extraCA = flags.extraCA !== undefined ? path.resolve(flags.extraCA) : config?.extraCA;
   if (extraCA) table.extraCA = extraCA;
   if (config?.forwards?.length) table.forwards = config.forwards;
+  if (config?.deprecations?.length) table.deprecations = config.deprecations;
   const direct = flags.direct ?? config?.direct ?? false;
   if (direct) {
     const origin = flags.direct !== undefined ? '--direct' : `${config!.file}:${config!.directLine ?? 1}`;

@@ -41,13 +41,17 @@ export interface ConfigFile {
   routes: RouteSpec[];
   /** Name of the route marked `default: true`, if any. */
   defaultRoute?: string;
-  /** `extraCA`: a PEM bundle trusted for the API connections besides the kubeconfig's CA (absolute). */
+  /** `extra-ca`: a PEM bundle trusted for the API connections besides the kubeconfig's CA (absolute). */
   extraCA?: string;
+  /** Old spellings the file used, each a line to warn with ("config.yaml:3: "extraCA" is now "extra-ca" …"). */
+  deprecations?: string[];
   /** `forward`: port mappings "[ADDR:]LPORT=TARGET:PORT" (checked here, bound at start). */
   forwards?: string[];
 }
 
-const TOP_KEYS = ['direct', 'routes', 'extraCA', 'forward'];
+const TOP_KEYS = ['direct', 'routes', 'extra-ca', 'forward'];
+/** Old spellings still read (key → its name now): config keys are kebab-case, as the flags and kubeconfig keys. */
+const RENAMED_KEYS: Record<string, string> = { extraCA: 'extra-ca' };
 const COMMON_KEYS = ['name', 'kind', 'include', 'exclude', 'cidrs'];
 /** Keys each kind takes beyond COMMON_KEYS. A new kind (ssh, konnectivity) adds its line here. */
 const KIND_KEYS: Record<RouteKind, string[]> = {
@@ -93,22 +97,29 @@ class Checker {
 
   private keys(map: Record<string, unknown>, allowed: string[], path: string, what: string): void {
     for (const key of Object.keys(map)) {
-      if (!allowed.includes(key)) this.fail(this.doc.keyLine(map, key), `${path}${key}`, `unknown key in ${what} (allowed: ${allowed.join(', ')})`);
+      if (!allowed.includes(key) && !(allowed.includes(RENAMED_KEYS[key] ?? '') && path === ''))
+        this.fail(this.doc.keyLine(map, key), `${path}${key}`, `unknown key in ${what} (allowed: ${allowed.join(', ')})`);
     }
   }
 
   top(): ConfigFile {
     const root = this.doc.value ?? {};
-    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct", "routes", "extraCA" and "forward", not ${typeName(root)}`);
+    if (!isMapping(root)) this.fail(1, '', `the file must be a mapping with "direct", "routes", "extra-ca" and "forward", not ${typeName(root)}`);
     this.keys(root, TOP_KEYS, '', 'the top level');
     const out: ConfigFile = { file: this.file, routes: [] };
     if ('direct' in root) {
       out.directLine = this.doc.keyLine(root, 'direct');
       out.direct = this.bool(root.direct, out.directLine, 'direct');
     }
-    if ('extraCA' in root) {
+    for (const [old, now] of Object.entries(RENAMED_KEYS)) {
+      if (!(old in root)) continue;
+      if (now in root) this.fail(this.doc.keyLine(root, old), old, `give "${now}" only ("${old}" is its old spelling)`);
+      (out.deprecations ??= []).push(`${this.file}:${this.doc.keyLine(root, old)}: "${old}" is now "${now}"; the old spelling still works`);
+    }
+    const caKey = 'extraCA' in root ? 'extraCA' : 'extra-ca';
+    if (caKey in root) {
       // Relative to the config file, as kubeconfig paths are relative to the kubeconfig.
-      out.extraCA = path.resolve(path.dirname(path.resolve(this.file)), this.str(root.extraCA, this.doc.keyLine(root, 'extraCA'), 'extraCA'));
+      out.extraCA = path.resolve(path.dirname(path.resolve(this.file)), this.str(root[caKey], this.doc.keyLine(root, caKey), caKey));
     }
     if ('forward' in root) out.forwards = this.forwards(root.forward, this.doc.keyLine(root, 'forward'));
     const routes = root.routes ?? [];

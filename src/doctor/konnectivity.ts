@@ -68,8 +68,8 @@ function verdict(err: unknown, timedOut: boolean, route: KonnectivityRouteSpec, 
   if (timedOut) {
     return {
       status: 'fail',
-      detail: `no answer to the test dial of ${target} within ${timeoutMs} ms (--timeout): ${detail}`,
-      fix: `check that ${k.server} is the konnectivity server's frontend and that it answers from here; a slow agent may need a longer --timeout`,
+      detail: `no answer to the test dial of ${target} within ${timeoutMs} ms (--request-timeout): ${detail}`,
+      fix: `check that ${k.server} is the konnectivity server's frontend and that it answers from here; a slow agent may need a longer --request-timeout`,
     };
   }
   if (err instanceof NoAgentError) {

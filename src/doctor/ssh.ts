@@ -14,7 +14,7 @@ import { knownHostsName } from '../ssh/known-hosts.js';
 import type { Check } from './report.js';
 
 export interface SshCheckOptions {
-  /** The whole login, every hop, must be done within this (doctor's --timeout). */
+  /** The whole login, every hop, must be done within this (doctor's --request-timeout). */
   timeoutMs: number;
   /** Where ~/.ssh/config is and $SSH_AUTH_SOCK (the process's by default). */
   route?: Pick<SshRouteOptions, 'sshConfig' | 'authSock'>;
@@ -60,7 +60,7 @@ export async function checkSshRoute(spec: SshRouteSpec, o: SshCheckOptions): Pro
       if (i < at) add({ name: 'ssh-hop', status: 'ok', detail: `${where}: host key accepted, logged in` });
       else if (i > at) add({ name: 'ssh-hop', status: 'skip', detail: `${where}: not tried (${hop.alias} failed)` });
     });
-    const detail = failure ? errorMessage(err) : `ssh hop ${describeHop(hop)}: the login did not complete within ${o.timeoutMs} ms (--timeout)`;
+    const detail = failure ? errorMessage(err) : `ssh hop ${describeHop(hop)}: the login did not complete within ${o.timeoutMs} ms (--request-timeout)`;
     checks.splice(1 + at, 0, {
       scope: spec.name,
       name: 'ssh-hop',
@@ -105,7 +105,7 @@ function fixFor(kind: HopFailureKind, hops: readonly SshHop[], at: number, host:
       if (hop.proxyCommand) return `the ProxyCommand of ${hop.alias} did not connect: run it by hand (\`${hop.proxyCommand}\`) and check what it prints`;
       return `check HostName and Port of ${hop.alias} in ~/.ssh/config, that sshd runs there, and the network from here (a VPN?)`;
     case 'timeout':
-      return `${hop.alias} did not answer in time: check the network path to it${before ? ` from ${before.alias}` : ''}; on a slow link give doctor a longer --timeout (the route's wait is ConnectTimeout in ~/.ssh/config, 20 s by default)`;
+      return `${hop.alias} did not answer in time: check the network path to it${before ? ` from ${before.alias}` : ''}; on a slow link give doctor a longer --request-timeout (the route's wait is ConnectTimeout in ~/.ssh/config, 20 s by default)`;
     case 'protocol':
       return `the SSH handshake with ${hop.alias} failed: see the message, and try \`ssh -v ${host}\``;
     case 'closed':

@@ -35,7 +35,7 @@ export interface ConnectRequest {
   /** Handed to the daemon in a 0600 file beside its kubeconfig, never on argv or in state.json. */
   proxyAuth?: ProxyCredentials;
   /**
-   * No proxy credentials (`--no-auth`: browsers such as Chrome cannot send SOCKS credentials).
+   * No proxy credentials (`--no-proxy-auth`: browsers such as Chrome cannot send SOCKS credentials).
    * Without it and without proxyAuth, a new proxy gets generated ones.
    */
   noAuth?: boolean;

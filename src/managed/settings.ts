@@ -30,7 +30,7 @@ export interface RequestedSettings {
   explicitFlags: ReadonlySet<string>;
   /** The proxy user asked for, if any (passwords are never stored, so only the user is compared). */
   proxyAuthUser?: string;
-  /** `--no-auth`: the caller asked for a proxy without credentials. */
+  /** `--no-proxy-auth`: the caller asked for a proxy without credentials. */
   proxyAuthOff?: boolean;
 }
 
@@ -51,7 +51,7 @@ export function settingDifferences(entry: ProxyEntry, req: RequestedSettings): s
     out.push(`proxy authentication (running: ${entry.proxyAuthUser === undefined ? 'off' : `user ${entry.proxyAuthUser}`}, asked: user ${req.proxyAuthUser})`);
   }
   if (req.proxyAuthOff && entry.proxyAuthUser !== undefined) {
-    out.push(`proxy authentication (running: user ${entry.proxyAuthUser}, asked: off with --no-auth)`);
+    out.push(`proxy authentication (running: user ${entry.proxyAuthUser}, asked: off with --no-proxy-auth)`);
   }
   return out;
 }

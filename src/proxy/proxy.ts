@@ -45,6 +45,7 @@ export interface StartHooks {
 export async function startProxy(options: ProxyOptions, log: Logger, hooks: StartHooks = {}): Promise<RunningProxy> {
   const { socks: socksAddr, http: httpAddr, listens, table, forwards } = planStart(options);
   if (options.proxyAuth?.source === 'argv') log.warn(ARGV_WARNING);
+  for (const line of table.deprecations ?? []) log.warn(line);
   const startedTable = table;
 
   const listeners: Listener[] = [];

@@ -89,6 +89,8 @@ export interface RoutingTable {
   defaultRoute?: string;
   /** The direct route that takes what no other route claims (`direct: true`, --direct), if any. */
   directRoute?: string;
+  /** Lines to warn with at start: old spellings the config file used. */
+  deprecations?: string[];
   /** The clusters' DNS domain (cluster.local). */
   clusterDomain: string;
   /** --extra-ca / `extraCA`: a PEM bundle trusted for API connections (cluster/egress-proxy.ts loadExtraCA). */

@@ -17,7 +17,7 @@ after(async () => {
 test('one GET /api per connect: the daemon trusts the check connect just made', async () => {
   const env = { KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state') };
   cluster.sim.resetCounters();
-  const c = await runCli(['connect', '--socks', '--no-auth', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json'], { env });
+  const c = await runCli(['connect', '--socks', '--no-proxy-auth', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json'], { env });
   assert.equal(c.code, 0, c.stderr);
   const { id } = JSON.parse(c.stdout) as { id: string };
   try {

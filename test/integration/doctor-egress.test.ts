@@ -53,7 +53,7 @@ test('behind a TLS-intercepting proxy: --extra-ca (or the config file extraCA) m
   assert.ok(corp.intercepted > before, 'the requests went through the intercepting proxy');
 
   const config = path.join(cluster.dir, 'corp.yaml');
-  await writeFile(config, [`extraCA: ${caFile}`, 'routes:', '  - name: corp', '    kind: cluster', '    context: sim', ''].join('\n'));
+  await writeFile(config, [`extra-ca: ${caFile}`, 'routes:', '  - name: corp', '    kind: cluster', '    context: sim', ''].join('\n'));
   const fromFile = await doctor(['--kubeconfig', corpKubeconfig, '--config', config], env);
   assert.equal(fromFile.get('api-server').status, 'ok', JSON.stringify(fromFile.get('api-server')));
   assert.equal(fromFile.get('api-server').scope, 'corp');

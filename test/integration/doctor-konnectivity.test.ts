@@ -40,7 +40,7 @@ async function doctor(spec: KonnectivitySpec) {
       '',
     ].join('\n'),
   );
-  return runDoctor(['--kubeconfig', guest.kubeconfig, '--config', config, '--timeout', '5s'], path.join(guest.dir, `state-${n}`));
+  return runDoctor(['--kubeconfig', guest.kubeconfig, '--config', config, '--request-timeout', '5s'], path.join(guest.dir, `state-${n}`));
 }
 
 for (const mode of ['grpc', 'http-connect'] as const) {

@@ -40,7 +40,7 @@ after(async () => {
 function doctor(known: string[], identity = lab.userKey) {
   writeFileSync(knownHosts, known.join('\n') + '\n');
   copyFileSync(lab.writeConfig('ssh-config', { all: [`IdentityFile ${identity}`, `UserKnownHostsFile ${knownHosts}`] }), path.join(home, '.ssh', 'config'));
-  return runDoctor(['--kubeconfig', cluster.kubeconfig, '--config', config, '--timeout', '5s'], path.join(lab.dir, `state-${++n}`), {
+  return runDoctor(['--kubeconfig', cluster.kubeconfig, '--config', config, '--request-timeout', '5s'], path.join(lab.dir, `state-${++n}`), {
     HOME: home,
     SSH_AUTH_SOCK: '',
   });

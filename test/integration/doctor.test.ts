@@ -218,6 +218,18 @@ test('a port your own foreground proxy holds is information, not a failure', asy
   }
 });
 
+test('old spellings still work, with a line naming the new one: --timeout is --request-timeout', async () => {
+  const r = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', cluster.kubeconfig, '--timeout', '5s', '--json'], {
+    KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state-old-flag'),
+  });
+  assert.match(r.stderr.replace(/\s*›\s*/g, ' '), /The "--timeout" flag has been deprecated\. Use "--request-timeout" instead/);
+  const report = JSON.parse(r.stdout) as { checks: Check[] };
+  assert.ok(
+    report.checks.some((c) => c.name === 'api-server' && c.status === 'ok'),
+    r.stdout,
+  );
+});
+
 test('the documented listen forms pass: ":PORT" (loopback) and "unix:" (a socket in the state directory)', async () => {
   for (const form of [':0', 'unix:']) {
     const r = await doctor(cluster.kubeconfig, ['--listen-http', form]);

@@ -107,7 +107,7 @@ test('the foreground proxy turns incremental marking off when major collections 
 test('so does the managed daemon', async () => {
   const trigger = path.join(dir, 'daemon-trigger');
   const r = await runCli(
-    ['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--no-auth', '--json'],
+    ['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--no-proxy-auth', '--json'],
     { env: { ...env, PROXYOUT_TEST_GC_TRIGGER: trigger } },
   );
   assert.equal(r.code, 0, r.stderr);

@@ -33,7 +33,7 @@ const TABLE = (withStaging: boolean) => `routes:
 ${withStaging ? '  - name: staging\n    kind: cluster\n    context: staging\n' : ''}`;
 
 async function connect(id: string, args: string[]): Promise<{ pid: number; socks: string }> {
-  const r = await cli(['connect', '--kubeconfig', multi.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-auth', '--json', '--id', id, ...args]);
+  const r = await cli(['connect', '--kubeconfig', multi.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--json', '--id', id, ...args]);
   assert.equal(r.code, 0, `connect failed: ${r.stderr}`);
   const out = JSON.parse(r.stdout) as { pid: number; socks: string };
   daemons.add(out.pid);
@@ -87,7 +87,7 @@ async function connectStalled(id: string, port: number, extra: string[] = []) {
     'prod',
     '--listen-socks',
     `127.0.0.1:${port}`,
-    '--no-auth',
+    '--no-proxy-auth',
     '--json',
     '--id',
     id,

@@ -59,7 +59,7 @@ test('connect serves the table: every route answers; status shows each route; pa
     'staging',
     '--listen-socks',
     '127.0.0.1:0',
-    '--no-auth',
+    '--no-proxy-auth',
     '--json',
   ]);
   assert.equal(r.code, 0, r.stderr);
@@ -152,7 +152,7 @@ test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile 
     'staging',
     '--listen-socks',
     '127.0.0.1:0',
-    '--no-auth',
+    '--no-proxy-auth',
     '--json',
     '--id',
     'fixable',

@@ -213,9 +213,9 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.equal(withAuth.code, 1);
     assert.match(withAuth.stderr, /proxy authentication \(running: user proxyout, asked: user alice\)/);
     assert.ok(!withAuth.stderr.includes('s3cret-pw') && !withAuth.stderr.includes(password));
-    const noAuth = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--no-auth']);
+    const noAuth = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--no-proxy-auth']);
     assert.equal(noAuth.code, 1);
-    assert.match(noAuth.stderr, /proxy authentication \(running: user proxyout, asked: off with --no-auth\)/);
+    assert.match(noAuth.stderr, /proxy authentication \(running: user proxyout, asked: off with --no-proxy-auth\)/);
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid], 'nothing new was started');
 
     const d = await cli(['disconnect', c.id]);
@@ -314,12 +314,12 @@ describe('several proxies', () => {
   test('two contexts on their own ports, then disconnect --all', async () => {
     const other = path.join(cluster.dir, 'other-context');
     await cluster.sim.writeKubeconfig(other, { context: 'other', namespace: 'default' });
-    const [a, b] = await Promise.all([connect(['--listen-http', '127.0.0.1:0']), connect(['--no-auth'], other)]);
+    const [a, b] = await Promise.all([connect(['--listen-http', '127.0.0.1:0']), connect(['--no-proxy-auth'], other)]);
     assert.notEqual(a.id, b.id);
     assert.notEqual(a.socks, b.socks);
     assert.equal(b.context, 'other');
     assert.match(a.http!, /^127\.0\.0\.1:\d+$/);
-    // --no-auth (for browsers): no credentials, as before generated ones existed.
+    // --no-proxy-auth (for browsers): no credentials, as before generated ones existed.
     assert.equal(b.auth, null);
     assert.equal(b.env.ALL_PROXY, `socks5h://${b.socks}`);
     assert.ok(!existsSync(path.join(proxyDir(b.id), 'client-auth')));

@@ -130,7 +130,7 @@ test('`pac ID` prints, byte for byte, the file that managed proxy serves at /pro
     await rm(stateDir, { recursive: true, force: true });
   });
   const connected = await runCli(
-    ['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--no-auth', '--json'],
+    ['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--no-proxy-auth', '--json'],
     { env, timeoutMs: 60_000 },
   );
   assert.equal(connected.code, 0, connected.stderr);

@@ -41,7 +41,7 @@ before(async () => {
     '127.0.0.1:0',
     '--listen-http',
     '127.0.0.1:0',
-    '--no-auth',
+    '--no-proxy-auth',
     '--shutdown-grace',
     '0',
     '--json',

@@ -67,7 +67,7 @@ test('a foreground proxy from the binary carries curl into the simulated cluster
 });
 
 test('connect: the managed daemon is the binary itself, and status/disconnect manage it', { skip }, async () => {
-  const c = await run(['connect', '--socks', '--no-auth', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json']);
+  const c = await run(['connect', '--socks', '--no-proxy-auth', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json']);
   assert.equal(c.code, 0, c.stderr);
   const { id, pid, socks } = JSON.parse(c.stdout) as { id: string; pid: number; socks: string };
   try {

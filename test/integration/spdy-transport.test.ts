@@ -159,9 +159,12 @@ test('status shows per pod: transport, tunnels, streams', async () => {
   const stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-spdy-state-'));
   const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir };
   try {
-    const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--transport', 'spdy', '--no-auth', '--json'], {
-      env,
-    });
+    const r = await runCli(
+      ['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--transport', 'spdy', '--no-proxy-auth', '--json'],
+      {
+        env,
+      },
+    );
     assert.equal(r.code, 0, r.stderr);
     const { id, socks } = JSON.parse(r.stdout) as { id: string; socks: string };
     const c = await open('echo.data', 7000, socks);

@@ -63,7 +63,7 @@ test('suffixes and CIDRs are normalized; an empty file is an empty table', () =>
 });
 
 test('unknown keys are refused with their line and key', () => {
-  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extraCA, forward\)/);
+  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extra-ca, forward\)/);
   refuses(
     'routes:\n  - name: a\n    kind: cluster\n    contxt: a\n',
     4,
@@ -346,9 +346,14 @@ test('an ssh route without a usable ssh.host is refused with its line', () => {
   );
 });
 
-test('extraCA: relative to the config file; --extra-ca beats it', () => {
-  const cfg = parseConfig('extraCA: certs/corp-ca.pem\nroutes: [{name: a, kind: cluster}]\n', '/etc/proxyout/config.yaml', 'cluster.local');
+test('extra-ca: relative to the config file; --extra-ca beats it; extraCA, the old spelling, works with a warning', () => {
+  const cfg = parseConfig('extra-ca: certs/corp-ca.pem\nroutes: [{name: a, kind: cluster}]\n', '/etc/proxyout/config.yaml', 'cluster.local');
   assert.equal(cfg.extraCA, '/etc/proxyout/certs/corp-ca.pem');
+  assert.equal(cfg.deprecations, undefined);
+  const old = parseConfig('routes: [{name: a, kind: cluster}]\nextraCA: certs/corp-ca.pem\n', '/etc/proxyout/config.yaml', 'cluster.local');
+  assert.equal(old.extraCA, '/etc/proxyout/certs/corp-ca.pem');
+  assert.deepEqual(tableFrom(old, flags()).deprecations, ['/etc/proxyout/config.yaml:2: "extraCA" is now "extra-ca"; the old spelling still works']);
+  assert.throws(() => parseConfig('extraCA: a.pem\nextra-ca: b.pem\n', 'config.yaml', 'cluster.local'), /config\.yaml:1: extraCA: give "extra-ca" only/);
   assert.equal(tableFrom(cfg, flags()).extraCA, '/etc/proxyout/certs/corp-ca.pem');
   assert.equal(tableFrom(cfg, flags({ extraCA: '/tmp/other.pem' })).extraCA, '/tmp/other.pem');
   assert.equal(tableFrom(parse('routes: [{name: a, kind: cluster}]\n'), flags()).extraCA, undefined);

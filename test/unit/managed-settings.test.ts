@@ -59,15 +59,15 @@ test('proxy auth: asked for a user the running proxy does not have', () => {
   assert.deepEqual(settingDifferences(entry({}, { proxyAuthUser: 'alice' }), { options, explicitFlags: new Set() }), [], 'not asking for auth is no conflict');
 });
 
-test('--no-auth against a proxy with credentials is a difference; without it, none', () => {
+test('--no-proxy-auth against a proxy with credentials is a difference; without it, none', () => {
   assert.deepEqual(
     settingDifferences(entry({}, { proxyAuthUser: 'proxyout', proxyAuthGenerated: true }), {
       options,
-      explicitFlags: new Set(['no-auth']),
+      explicitFlags: new Set(['no-proxy-auth']),
       proxyAuthOff: true,
     }),
-    ['proxy authentication (running: user proxyout, asked: off with --no-auth)'],
+    ['proxy authentication (running: user proxyout, asked: off with --no-proxy-auth)'],
   );
-  assert.deepEqual(settingDifferences(entry(), { options, explicitFlags: new Set(['no-auth']), proxyAuthOff: true }), []);
+  assert.deepEqual(settingDifferences(entry(), { options, explicitFlags: new Set(['no-proxy-auth']), proxyAuthOff: true }), []);
   assert.deepEqual(settingDifferences(entry({}, { proxyAuthUser: 'proxyout', proxyAuthGenerated: true }), { options, explicitFlags: new Set() }), []);
 });
