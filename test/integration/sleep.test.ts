@@ -15,7 +15,7 @@ let cluster: TestCluster;
 let proxy: ProxyProcess;
 before(async () => {
   cluster = await startTestCluster();
-  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--connect-timeout', '10s']);
+  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--connect-timeout', '10s', '--log-level', 'debug']);
 });
 after(async () => {
   proxy?.proc.kill('SIGCONT');
@@ -96,7 +96,14 @@ test('woken behind a NAT that forgot every connection (watches and tunnels silen
   await addService('slept-b');
   await new Promise((r) => setTimeout(r, FREEZE_MS));
   proxy.proc.kill('SIGCONT');
+  const woke = proxy.logs.length;
   const r = await requestsFor(5_000, ['http://web.shop:8080/', 'http://api.shop/', 'http://slept-b.shop/'], 'http://slept-b.shop/');
-  assert.deepEqual(r.failures, [], `${r.failures.length} of ${r.total} requests failed after waking`);
+  // On failure, what the proxy did after waking says which part did not recover.
+  const since = () =>
+    proxy.logs
+      .slice(woke)
+      .map((l) => JSON.stringify(l))
+      .join('\n');
+  assert.deepEqual(r.failures, [], `${r.failures.length} of ${r.total} requests failed after waking; the proxy's log since:\n${since()}`);
   assert.ok(r.firstOk !== undefined && r.firstOk <= 5_000, `the Service created during the sleep answered at +${r.firstOk} ms`);
 });

@@ -89,23 +89,26 @@ export class PodTunnel implements SessionWire {
     });
   }
 
-  /** A PING now: true once anything comes back within `timeoutMs`, false when nothing does or it closes. */
+  /**
+   * A PING now: true when its answer comes back within `timeoutMs`, false when none does or the
+   * tunnel closes. Only that answer counts, not any byte: after a pause, bytes the peer sent before
+   * it still wait in the kernel and arrive first, from a peer that may be long gone.
+   */
   checkNow(timeoutMs: number): Promise<boolean> {
-    const p = this.pingable();
-    if (!p.isOpen) return Promise.resolve(false);
+    if (this.closed || !this.ws.isOpen) return Promise.resolve(false);
     return new Promise((resolve) => {
-      const done = (alive: boolean) => {
-        clearTimeout(timer);
-        unlisten();
-        resolve(alive);
-      };
-      const timer = setTimeout(() => done(false), timeoutMs);
+      const timer = setTimeout(() => resolve(false), timeoutMs);
       timer.unref();
-      const unlisten = p.listen(
-        () => done(true),
-        () => done(false),
+      this.session.ping().then(
+        () => {
+          clearTimeout(timer);
+          resolve(true);
+        },
+        () => {
+          clearTimeout(timer);
+          resolve(false);
+        },
       );
-      p.ping();
     });
   }
 
