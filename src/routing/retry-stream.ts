@@ -85,6 +85,10 @@ export class RetryBeforeFirstByte extends Duplex implements PieceHints {
     inner.on('close', onClose);
     // A late error from a stream we let go of must never become uncaught.
     inner.on('error', noop);
+    // Failed between its open and now: its 'error' and 'close' went out on process.nextTick, before
+    // the promise that handed it here settled (a refusal in the same burst of frames as the tunnel's
+    // set-up). Heard now, or the client would wait for bytes that never come.
+    if (inner.destroyed) queueMicrotask(() => (inner.errored ? onError(inner.errored) : onClose()));
     this.detach = () => {
       inner.off('data', onData);
       inner.off('end', onEnd);

@@ -46,6 +46,29 @@ test('a refusal before the first byte moves the stream: bytes and FIN are replay
   assert.ok(s.committed);
 });
 
+test('a stream that failed before the wrapper was made (its events already out) still moves', async () => {
+  // A v4 WebSocket whose set-up and refusal came in one burst: the stream is handed over after
+  // process.nextTick has already emitted its 'error' and 'close'.
+  const a = new RecordingDuplex();
+  a.on('error', () => undefined);
+  a.destroy(refused());
+  await tick();
+  const b = new RecordingDuplex();
+  const reopen = reopenWith(b);
+  const s = new RetryBeforeFirstByte(a, reopen);
+  s.write('GET / HTTP/1.1\r\n\r\n');
+  await tick();
+  assert.equal(reopen.calls, 1, 'moved to another endpoint');
+  assert.equal(b.text(), 'GET / HTTP/1.1\r\n\r\n');
+  // Closed without an error (nothing to move for): the wrapper fails instead of waiting for ever.
+  const c = new RecordingDuplex();
+  c.destroy();
+  await tick();
+  const t = new RetryBeforeFirstByte(c, reopenWith());
+  const [err] = await once(t, 'error');
+  assert.match((err as Error).message, /closed unexpectedly/);
+});
+
 test('after the pod spoke, an error ends the stream instead of moving it', async () => {
   const a = new RecordingDuplex();
   const reopen = reopenWith(new RecordingDuplex());
