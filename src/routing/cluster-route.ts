@@ -103,7 +103,10 @@ export class ClusterRoute {
    * whole scope (the plan, the candidates) for the stream's life.
    */
   private noteFailuresOf(stream: Duplex, via: string): void {
-    stream.on('error', (err) => this.noteFailure(via, err));
+    // Failed already (a refusal in the same burst of frames as the set-up): its 'error' went out
+    // before this listener could hear it.
+    if (stream.errored) this.noteFailure(via, stream.errored);
+    else stream.on('error', (err) => this.noteFailure(via, err));
   }
 
   /** A refused port is no longer trusted to accept, and goes last for a while. */

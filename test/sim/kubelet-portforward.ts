@@ -182,8 +182,10 @@ class Session {
     }
     const target = this.deps.dialTarget(this.pod.namespace, this.pod.name, p.port);
     if (target === 'refused') {
+      // At once, as the streaming server does: the refusal leaves in the same burst of frames as the
+      // port prefixes, and a client reads set-up and failure in one go (docs/simulated-cluster.md).
       const refused = { code: 'ECONNREFUSED', message: 'connection refused' } as NodeJS.ErrnoException;
-      setImmediate(() => this.finish(p, this.dialFailure(p, refused)));
+      this.finish(p, this.dialFailure(p, refused));
       return;
     }
     const s = net.connect({ host: target.host, port: target.port, allowHalfOpen: true });
