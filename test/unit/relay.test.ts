@@ -19,6 +19,21 @@ function collect(s: net.Socket): Promise<Buffer> {
 
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
+/** An in-memory echo: what is written comes back; the writer's end ends it. */
+function echoDuplex(): Duplex {
+  return new Duplex({
+    read() {},
+    write(chunk, _enc, cb) {
+      this.push(chunk);
+      cb();
+    },
+    final(cb) {
+      this.push(null);
+      cb();
+    },
+  });
+}
+
 test('half-close propagates both ways and the relay resolves once both are done', async () => {
   const a = await socketPair(); // client side
   const b = await socketPair(); // upstream side
@@ -167,17 +182,7 @@ test('a client reset destroys the upstream and resolves with an error', async ()
 test('works with a non-socket Duplex and writes head before client bytes', async () => {
   const a = await socketPair();
   // An in-memory echo: what is written comes back, the FIN too.
-  const echo = new Duplex({
-    read() {},
-    write(chunk, _enc, cb) {
-      this.push(chunk);
-      cb();
-    },
-    final(cb) {
-      this.push(null);
-      cb();
-    },
-  });
+  const echo = echoDuplex();
   const done = relay(a.inner, echo, Buffer.from('first,'));
   const got = collect(a.outer);
   a.outer.end('second');
@@ -247,17 +252,7 @@ test('an upstream that failed or closed before the relay started ends the relay 
 
 test('startRelay hands the result to its callback; a callback that throws is logged, not fatal', { timeout: 10_000 }, async () => {
   const a = await socketPair();
-  const echo = new Duplex({
-    read() {},
-    write(chunk, _enc, cb) {
-      this.push(chunk);
-      cb();
-    },
-    final(cb) {
-      this.push(null);
-      cb();
-    },
-  });
+  const echo = echoDuplex();
   const logged: string[] = [];
   const log = { error: (_o: unknown, msg: string) => logged.push(msg) } as unknown as Logger;
   const results: RelayResult[] = [];
@@ -278,17 +273,7 @@ test('startRelay hands the result to its callback; a callback that throws is log
 
 test("startRelay's counters move while bytes flow, and StreamStats totals include an open stream's", { timeout: 10_000 }, async () => {
   const a = await socketPair();
-  const echo = new Duplex({
-    read() {},
-    write(chunk, _enc, cb) {
-      this.push(chunk);
-      cb();
-    },
-    final(cb) {
-      this.push(null);
-      cb();
-    },
-  });
+  const echo = echoDuplex();
   const stats = new StreamStats(createLogger('silent'));
   const record = stats.opened('socks5', '127.0.0.1:1', { host: 'echo.data', port: 7000, type: 'domain' }, 'test', 'r1');
   let result: RelayResult | undefined;
