@@ -39,9 +39,10 @@ export const OFF = 'off';
 
 /**
  * The flags every proxy-starting command takes (`serve`, `connect`): where to listen, which
- * cluster, and the timeouts. `graceSummary`/`graceMs` differ: a managed proxy drains faster.
+ * cluster, and the timeouts. Every command has the same defaults; only the summaries say where
+ * the log goes and what the grace waits for.
  */
-export function proxyFlags(logSummary: string, graceSummary: string, graceMs: number) {
+export function proxyFlags(logSummary: string, graceSummary: string) {
   return {
     'listen-socks': Flags.string({
       summary: `SOCKS5 listen address host:port or unix:PATH ("${OFF}" for none; port 0 picks a free one; unix: alone is a socket in the state directory, or under $TMPDIR when a URL cannot name that path as it is).`,
@@ -63,7 +64,7 @@ export function proxyFlags(logSummary: string, graceSummary: string, graceMs: nu
     'log-level': Flags.option({ options: LOG_LEVELS, default: DEFAULTS.logLevel, helpValue: '<level>', summary: logSummary })(),
     'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),
     'handshake-timeout': durationFlag('Time a client has to send its SOCKS/HTTP request.', DEFAULTS.handshakeTimeoutMs, false),
-    'shutdown-grace': durationFlag(graceSummary, graceMs, true),
+    'shutdown-grace': durationFlag(graceSummary, DEFAULTS.shutdownGraceMs, true),
     keepalive: durationFlag('Ping each port-forward tunnel this often, so idle streams stay up and dead ones are found (0 = off).', DEFAULTS.keepaliveMs, true),
     'keepalive-timeout': durationFlag(
       'Close a tunnel (and its client connection) that answers nothing this long after a ping.',

@@ -8,10 +8,8 @@ import { managedApiServers } from '../managed/status.js';
 import { layout } from '../state/paths.js';
 import { connect } from '../managed/connect.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
+import { jsonObject, printJson } from '../cli/json-output.js';
 import { ARGV_WARNING } from '../auth/credentials.js';
-
-/** Open streams get this long on `disconnect`, which waits a second more before SIGKILL. */
-const MANAGED_GRACE_MS = 4_000;
 
 export default class Connect extends Command {
   static override summary = 'Start a managed proxy in the background (one per cluster context).';
@@ -33,9 +31,9 @@ export default class Connect extends Command {
 
   static override flags = {
     socks: Flags.boolean({ summary: 'SOCKS5 mode (the default and, for now, the only mode).' }),
-    ...proxyFlags('Log level of the daemon (see `logs ID`).', 'Time open connections get to finish on disconnect.', MANAGED_GRACE_MS),
+    ...proxyFlags('Log level of the daemon (see `logs ID`).', 'Time open connections get to finish on disconnect (which waits a second more before SIGKILL).'),
     id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-"; up to 40).', helpValue: '<name>' }),
-    json: Flags.boolean({ summary: 'Print one JSON object (id, pid, context, namespace, socks, http, logFile, env, …).' }),
+    json: Flags.boolean({ summary: 'Print one JSON object (apiVersion, kind ConnectResult, id, pid, context, namespace, socks, http, logFile, env, …).' }),
     'no-proxy-auth': Flags.boolean({
       aliases: ['no-auth'],
       deprecateAliases: true,
@@ -72,7 +70,7 @@ export default class Connect extends Command {
       const http = entry.http ? formatAddress(entry.http) : null;
       const auth = entry.proxyAuthUser === undefined ? null : { user: entry.proxyAuthUser, generated: !!entry.proxyAuthGenerated };
       const forwards = (entry.forwards ?? []).map((f) => ({ listen: formatAddress(f.address), port: f.address.port, target: f.target }));
-      const out = {
+      const out = jsonObject('ConnectResult', {
         id: entry.id,
         pid: entry.pid,
         state: entry.phase,
@@ -86,8 +84,8 @@ export default class Connect extends Command {
         logFile,
         auth,
         env,
-      };
-      this.log(JSON.stringify(out, null, 2));
+      });
+      this.log(printJson(out));
       return;
     }
     const lines = readyLines(

@@ -15,6 +15,7 @@ import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
 import { parseDuration } from '../core/duration.js';
 import { durationFlag } from '../cli/flags.js';
 import { tableFlagDefinitions } from '../cli/table-flags.js';
+import { jsonObject, printJson } from '../cli/json-output.js';
 import type { ProxyStatus } from '../managed/status.js';
 
 export default class Doctor extends Command {
@@ -49,7 +50,7 @@ export default class Doctor extends Command {
       false,
       ['timeout'],
     ),
-    json: Flags.boolean({ summary: 'Print the checks as JSON: {"ok": bool, "checks": [{scope, name, status, detail, fix}]}.' }),
+    json: Flags.boolean({ summary: 'Print the checks as JSON: {apiVersion, kind: "DoctorReport", ok, checks: [{scope, name, status, detail, fix}]}.' }),
   };
 
   async run(): Promise<void> {
@@ -148,7 +149,7 @@ export default class Doctor extends Command {
     checks.push(...checkDaemons(running));
 
     const code = exitCodeOf(checks);
-    this.log(flags.json ? JSON.stringify({ ok: code === 0, checks }, null, 2) : renderChecks(checks));
+    this.log(flags.json ? printJson(jsonObject('DoctorReport', { ok: code === 0, checks })) : renderChecks(checks));
     if (code !== 0) this.exit(code);
   }
 }

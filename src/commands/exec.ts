@@ -13,7 +13,8 @@ import { proxyEnvironment } from '../cli/exec-env.js';
 import { apiServersOf } from '../routing/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { relaySignals } from '../cli/exec-signals.js';
-import { LOG_LEVELS, createLogger, type LogLevel } from '../core/log.js';
+import type { LogLevel } from '../core/log.js';
+import { execLog, type ExecLog } from '../cli/exec-log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
 import { routingTableFor, startProxy } from '../proxy/proxy.js';
 import type { RunningProxy } from '../proxy/running.js';
@@ -31,9 +32,11 @@ function execFlags() {
     'listen-socks': _socks,
     'listen-http': _http,
     forward: _forward,
-    'log-level': _level,
     ...rest
-  } = proxyFlags('', 'Time open connections of a temporary proxy get to finish after CMD exits.', 0);
+  } = proxyFlags(
+    'Log level of a temporary proxy: every line goes to `logs exec`; warnings and errors also to stderr.',
+    'Time open connections of a temporary proxy get to finish after CMD exits.',
+  );
   return rest;
 }
 
@@ -57,12 +60,6 @@ export default class Exec extends Command {
   static override flags = {
     ...execFlags(),
     id: Flags.string({ summary: 'Use the managed proxy with this connection ID instead of the derived one.', helpValue: '<name>' }),
-    'log-level': Flags.option({
-      options: LOG_LEVELS,
-      default: 'warn' as const,
-      helpValue: '<level>',
-      summary: 'Log level of a temporary proxy (JSON lines on stderr).',
-    })(),
   };
 
   async run(): Promise<void> {
@@ -78,7 +75,7 @@ export default class Exec extends Command {
     const managed = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
     let env: Record<string, string>;
     let temporary: RunningProxy | undefined;
-    let log: ReturnType<typeof createLogger> | undefined;
+    let log: ExecLog | undefined;
     if (managed) {
       const generated = managed.proxyAuthGenerated ? readClientAuthFile(layout(), managed.id) : undefined;
       const auth = generated ?? (given && given.username === managed.proxyAuthUser ? given : undefined);
@@ -95,8 +92,14 @@ export default class Exec extends Command {
     } else {
       // Any local user can reach a loopback port while CMD runs: a password keeps them out.
       const proxyAuth = given ?? generateCredentials();
-      log = createLogger(flags['log-level'] as LogLevel);
-      logProcessWarnings(log);
+      log = (() => {
+        try {
+          return execLog(layout(), options.logLevel as LogLevel);
+        } catch (err) {
+          return failOnKnownError(this, err);
+        }
+      })();
+      logProcessWarnings(log.log);
       // Its listeners are loopback port 0, as --help says: not the config file's port mappings,
       // which a proxy already running (service-install) may hold.
       const table = (() => {
@@ -106,18 +109,19 @@ export default class Exec extends Command {
           return failOnKnownError(this, err);
         }
       })();
-      temporary = await startProxy({ ...options, table, proxyAuth }, log).catch((err: unknown) => failOnKnownError(this, err));
+      temporary = await startProxy({ ...options, table, proxyAuth }, log.log).catch((err: unknown) => failOnKnownError(this, err));
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()));
       process.stderr.write(
         `kubectl-proxyout: no managed proxy for context ${temporary.context}; started a temporary one for this command ` +
-          `(context ${temporary.context}, namespace ${temporary.namespace}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)})\n`,
+          `(context ${temporary.context}, namespace ${temporary.namespace}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +
+          `log: kubectl proxyout logs exec)\n`,
       );
     }
 
     const code = await runCommand(command, env);
     if (temporary) {
       await temporary.stop(options.shutdownGraceMs);
-      await new Promise<void>((resolve) => log!.flush(() => resolve()));
+      await log!.flush();
     }
     this.exit(code);
   }

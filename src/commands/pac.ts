@@ -13,7 +13,6 @@ import { withStateLock } from '../state/lock.js';
 import { UnknownIdError } from '../managed/stop.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { DEFAULTS } from '../proxy/options.js';
 
 /** A large table's PAC file is a few hundred KiB, made in milliseconds. */
 const PAC_TIMEOUT_MS = 5_000;
@@ -39,7 +38,7 @@ const NOT_IN_PAC = new Set([
 ]);
 
 function pacFlags(): ReturnType<typeof proxyFlags> {
-  const flags = proxyFlags('Unused here.', 'Unused here.', DEFAULTS.shutdownGraceMs);
+  const flags = proxyFlags('Unused here.', 'Unused here.');
   return Object.fromEntries(Object.entries(flags).map(([name, flag]) => [name, NOT_IN_PAC.has(name) ? { ...flag, hidden: true } : flag])) as typeof flags;
 }
 

@@ -6,7 +6,6 @@ import { createLogger } from '../core/log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { LOG_FORMATS, stderrDestination, type LogFormat } from '../core/log-format.js';
-import { DEFAULTS } from '../proxy/options.js';
 import { startProxy } from '../proxy/proxy.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines } from '../cli/ready.js';
@@ -30,7 +29,7 @@ export default class Serve extends Command {
   ];
 
   static override flags = {
-    ...proxyFlags('Log level (on stderr).', 'Time open connections get to finish on Ctrl-C/SIGTERM.', DEFAULTS.shutdownGraceMs),
+    ...proxyFlags('Log level (on stderr).', 'Time open connections get to finish on Ctrl-C/SIGTERM.'),
     'log-format': Flags.option({
       options: LOG_FORMATS,
       default: 'auto' as const,

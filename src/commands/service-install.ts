@@ -12,16 +12,11 @@ import { checkServiceFlags } from '../service/check.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { tableFlagDefinitions } from '../cli/table-flags.js';
 import { proxyFlags } from '../cli/flags.js';
-import { DEFAULTS } from '../proxy/options.js';
 import { SERVICE_PASSED_FLAGS } from '../service/spec.js';
 
 /** The proxy's flags service-install carries as they are given: no defaults here, so only what the user set lands in the unit. */
 function passedThrough() {
-  const proxy = proxyFlags(
-    '',
-    'Time open connections get to finish when the service is stopped (systemctl stop, launchctl bootout).',
-    DEFAULTS.shutdownGraceMs,
-  );
+  const proxy = proxyFlags('', 'Time open connections get to finish when the service is stopped (systemctl stop, launchctl bootout).');
   const names = [...SERVICE_PASSED_FLAGS];
   return Object.fromEntries(names.map((name) => [name, { ...proxy[name], default: undefined }])) as {
     [K in (typeof SERVICE_PASSED_FLAGS)[number]]: (typeof proxy)[K];

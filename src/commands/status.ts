@@ -4,6 +4,7 @@ import { layout, validateId } from '../state/paths.js';
 import { collectStatus } from '../managed/status.js';
 import { statusTable } from '../cli/status-table.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
+import { jsonList, printJson } from '../cli/json-output.js';
 
 export default class Status extends Command {
   static override summary = 'Show the managed proxies: state, addresses, uptime, streams, bytes, cache.';
@@ -20,7 +21,7 @@ export default class Status extends Command {
   };
 
   static override flags = {
-    json: Flags.boolean({ summary: 'Print JSON: an array, or one object when ID is given.' }),
+    json: Flags.boolean({ summary: 'Print JSON: a ProxyStatusList ({apiVersion, kind, items}), also when ID is given.' }),
   };
 
   async run(): Promise<void> {
@@ -28,7 +29,7 @@ export default class Status extends Command {
     const rows = await (async () => collectStatus(layout(), args.id === undefined ? undefined : validateId(args.id)))().catch((err: unknown) =>
       failOnKnownError(this, err),
     );
-    if (flags.json) this.log(JSON.stringify(args.id === undefined ? rows : rows[0], null, 2));
+    if (flags.json) this.log(printJson(jsonList('ProxyStatusList', rows)));
     else this.log(statusTable(rows).join('\n'));
   }
 }

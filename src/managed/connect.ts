@@ -11,7 +11,17 @@ import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { probeApi } from '../proxy/proxy.js';
 import { planStart, type StartPlan } from '../proxy/startup-checks.js';
-import { checkSocketPath, ensureStateDir, layout, STATE_DIR_ENV, unixSocketPath, validateId, type StateLayout } from '../state/paths.js';
+import {
+  checkSocketPath,
+  ensureStateDir,
+  layout,
+  STATE_DIR_ENV,
+  unixSocketPath,
+  validateId,
+  EXEC_LOG_ID,
+  StateDirError,
+  type StateLayout,
+} from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
 import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
@@ -78,6 +88,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     options: { ...req.options, table: managed.table, contexts, config: absolute(req.options.config), kubeconfigSource: absolute(req.kubeconfig) },
   };
   const id = req.id !== undefined ? validateId(req.id) : managedId(managed);
+  if (id === EXEC_LOG_ID)
+    throw new StateDirError(`connection ID "${id}" is taken by the log of exec's temporary proxies (kubectl proxyout logs ${id}): use another`);
   const l = ensureStateDir(layout());
   checkSocketPath(l.controlSocket(id));
   const result = (entry: ProxyEntry, existing: boolean): ConnectResult => ({

@@ -44,6 +44,9 @@ export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   return process.platform === 'darwin' || process.platform === 'win32' ? paths.data : paths.log;
 }
 
+/** Not a connection ID: `logs exec` is the log of exec's temporary proxies. */
+export const EXEC_LOG_ID = 'exec';
+
 export function validateId(id: string): string {
   if (!ID_PATTERN.test(id)) throw new StateDirError(`invalid connection ID "${id}": use 1 to 40 characters from a-z, 0-9 and "-"`);
   return id;

@@ -14,6 +14,7 @@ import { seedSampleCluster } from '../sim/sample.js';
 import { runCli } from '../helpers/proxy-process.js';
 import { eventually } from '../helpers/cluster.js';
 import { curl } from '../helpers/curl.js';
+import { statusItems } from '../helpers/status-json.js';
 
 let sim: SimCluster;
 let dir: string;
@@ -26,7 +27,7 @@ const files = { token: '', runs: '', loggedOut: '' };
 const cli = (args: string[], timeoutMs = 60_000) => runCli(args, { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir }, timeoutMs });
 const runs = async () => (await readFile(files.runs, 'utf8')).split('\n').filter(Boolean).length;
 type JsonRoute = { name: string; state: string; reason?: string; since?: string };
-const route = async (): Promise<JsonRoute> => (JSON.parse((await cli(['status', '--json'])).stdout) as Array<{ routes: JsonRoute[] }>)[0]!.routes[0]!;
+const route = async (): Promise<JsonRoute> => statusItems<{ routes: JsonRoute[] }>((await cli(['status', '--json'])).stdout)[0]!.routes[0]!;
 
 before(async () => {
   sim = await SimCluster.start({ quiet: true });

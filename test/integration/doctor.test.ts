@@ -44,12 +44,13 @@ async function doctor(kubeconfig: string, extra: string[] = [], stateDir = path.
   const r = await run(process.execPath, [binPath, 'doctor', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...extra], {
     KUBECTL_PROXYOUT_STATE_DIR: stateDir,
   });
-  let report: { ok: boolean; checks: Check[] };
+  let report: { apiVersion: string; kind: string; ok: boolean; checks: Check[] };
   try {
     report = JSON.parse(r.stdout) as typeof report;
   } catch {
     throw new Error(`doctor printed no JSON (exit ${r.code}): ${r.stdout}${r.stderr}`);
   }
+  assert.deepEqual([report.apiVersion, report.kind], ['kubectl-proxyout/v1', 'DoctorReport']);
   const get = (name: string) => {
     const c = report.checks.find((x) => x.name === name);
     assert.ok(c, `no ${name} check in ${r.stdout}`);

@@ -14,6 +14,7 @@ import { eventually, startTestCluster, type TestCluster } from '../helpers/clust
 import { binPath, runCli } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { isAlive } from '../../src/state/process.js';
+import { statusItem, statusItems } from '../helpers/status-json.js';
 
 let cluster: TestCluster;
 let stateDir: string;
@@ -51,7 +52,26 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.match(
       r.stderr,
-      /^kubectl-proxyout: no managed proxy for context sim; started a temporary one for this command \(context sim, namespace shop; socks 127\.0\.0\.1:\d+, http 127\.0\.0\.1:\d+\)$/m,
+      /^kubectl-proxyout: no managed proxy for context sim; started a temporary one for this command \(context sim, namespace shop; socks 127\.0\.0\.1:\d+, http 127\.0\.0\.1:\d+; log: kubectl proxyout logs exec\)$/m,
+    );
+    // The terminal is CMD's: at the default --log-level (info, as every proxy's) the temporary
+    // proxy's lines go to `logs exec`; only warnings and errors would reach stderr.
+    assert.deepEqual(
+      r.stderr.split('\n').filter((l) => l.startsWith('{')),
+      [],
+      'no log lines on stderr',
+    );
+    const logged = (await cli(['logs', 'exec', '--json'])).stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { level: number; msg: string; via?: string });
+    assert.ok(
+      logged.some((l) => l.msg === 'proxy ready' && l.level === 30),
+      'the info lines are in logs exec',
+    );
+    assert.ok(
+      logged.some((l) => l.msg === 'stream open' && /^shop\/web-/.test(l.via ?? '')),
+      'with the stream and its pod',
     );
     const vars = parseEnv(r.stdout);
     assert.match(vars.ALL_PROXY!, /^socks5h:\/\/proxyout:[A-Za-z0-9_-]{32}@127\.0\.0\.1:\d+$/);
@@ -73,6 +93,9 @@ describe('exec without a managed proxy: a temporary one', () => {
     const missing = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'no-such-command-here']);
     assert.equal(missing.code, 127);
     assert.match(missing.stderr, /cannot run no-such-command-here/);
+    const reserved = await cli(['connect', '--socks', '--id', 'exec', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(reserved.code, 0);
+    assert.match(reserved.stderr, /connection ID "exec" is taken by the log of exec's temporary proxies/);
     const none = await cli(['exec', '--kubeconfig', cluster.kubeconfig]);
     assert.equal(none.code, 2);
     assert.match(none.stderr, /no command to run/);
@@ -190,7 +213,7 @@ describe('a managed proxy with mappings, and exec using it', () => {
   test('status (and --json) report each mapping with its bound port; curl works through it', async () => {
     const s = await cli(['status', id, '--json']);
     assert.equal(s.code, 0, s.stderr);
-    const row = JSON.parse(s.stdout) as { forwards: Array<{ listen: string; port: number; target: string }> };
+    const row = statusItem<{ forwards: Array<{ listen: string; port: number; target: string }> }>(s.stdout);
     assert.equal(row.forwards.length, 1);
     const { port, listen, target } = row.forwards[0]!;
     assert.equal(listen, `127.0.0.1:${port}`);
@@ -213,7 +236,7 @@ describe('a managed proxy with mappings, and exec using it', () => {
   });
 
   test('exec uses the running managed proxy (its generated password in the URLs) and says so', async () => {
-    const s = JSON.parse((await cli(['status', id, '--json'])).stdout) as { socks: string; http: string };
+    const s = statusItem<{ socks: string; http: string }>((await cli(['status', id, '--json'])).stdout);
     const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(
@@ -229,7 +252,7 @@ describe('a managed proxy with mappings, and exec using it', () => {
     assert.equal(vars.NO_PROXY, 'localhost,127.0.0.1,::1');
     assert.match(r.stdout, /"namespace":"shop"/);
     // It really went through the daemon: its stream count grew.
-    const totals = JSON.parse((await cli(['status', id, '--json'])).stdout) as { totalStreams: number };
+    const totals = statusItem<{ totalStreams: number }>((await cli(['status', id, '--json'])).stdout);
     assert.ok(totals.totalStreams >= 2);
   });
 });
@@ -274,7 +297,7 @@ test("connect with the config file's mappings only (--listen-socks off): the dae
       refused.stderr,
       new RegExp(`^Error: --forward ${port}=web\\.shop:8080: the address is already in use by another program; pick another local port`),
     );
-    assert.match((await cli(['status', '--json'])).stdout, /^\[\]$/m, 'no daemon was started');
+    assert.deepEqual(statusItems((await cli(['status', '--json'])).stdout), [], 'no daemon was started');
   } finally {
     taken.close();
   }

@@ -18,6 +18,7 @@ import { withStateLock } from '../../src/state/lock.js';
 import { readEntry, updateEntry } from '../../src/managed/store.js';
 import { isAlive } from '../../src/state/process.js';
 import { TEST_RELOAD_PAUSE_ENV } from '../../src/managed/reload.js';
+import { statusItem } from '../helpers/status-json.js';
 
 let multi: MultiCluster;
 let stateDir: string;
@@ -43,7 +44,7 @@ async function connect(id: string, args: string[]): Promise<{ pid: number; socks
 async function routesOf(id: string): Promise<string[]> {
   const r = await cli(['status', id, '--json']);
   assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { routes: Array<{ name: string }> }).routes.map((x) => x.name);
+  return statusItem<{ routes: Array<{ name: string }> }>(r.stdout).routes.map((x) => x.name);
 }
 
 /** Binds host:port exclusively and closes again; the error code when that fails. */
@@ -214,7 +215,7 @@ test('a daemon that finishes starting after disconnect recorded "stopping" keeps
     assert.equal(recorded.phase, 'stopping');
     assert.equal(recorded.pid, pid);
     const s = await cli(['status', id, '--json']);
-    assert.equal((JSON.parse(s.stdout) as { state: string }).state, 'stopping');
+    assert.equal(statusItem<{ state: string }>(s.stdout).state, 'stopping');
     const c = await connecting;
     assert.match(c.stderr, /stopped while it started/);
   } finally {

@@ -14,6 +14,7 @@ import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-clu
 import { runCli } from '../helpers/proxy-process.js';
 import { eventually } from '../helpers/cluster.js';
 import { curl } from '../helpers/curl.js';
+import { statusItems } from '../helpers/status-json.js';
 
 let multi: MultiCluster;
 let stateDir: string;
@@ -84,7 +85,7 @@ test('connect serves the table: every route answers; status shows each route; pa
   );
   assert.match(status.stdout, new RegExp(`${id}: route staging \\(cluster staging, default\\): [^\\n]*; ready; \\d+ open, 2 total`));
   assert.match(status.stdout, new RegExp(`${id}: route prod \\(cluster prod\\): <svc>\\.<ns>\\.prod; ready; 0 open, 1 total, up \\d+B, down \\d+`));
-  const json = JSON.parse((await cli(['status', '--json'])).stdout) as Array<{ routes: Array<{ name: string; state: string; kind: string }> }>;
+  const json = statusItems<{ routes: Array<{ name: string; state: string; kind: string }> }>((await cli(['status', '--json'])).stdout);
   assert.deepEqual(
     json[0]!.routes.map((x) => [x.name, x.kind, x.state]),
     [

@@ -13,6 +13,7 @@ import { runCli } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { isAlive } from '../../src/state/process.js';
+import { statusItem, statusItems } from '../helpers/status-json.js';
 
 let cluster: TestCluster;
 let stateDir: string;
@@ -40,7 +41,8 @@ const proxyDir = (id: string) => path.join(stateDir, 'proxies', id);
 async function connect(args: string[] = [], kubeconfig = cluster.kubeconfig): Promise<Connected> {
   const r = await cli(['connect', '--socks', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...args]);
   assert.equal(r.code, 0, `connect failed: ${r.stderr}`);
-  const out = JSON.parse(r.stdout) as Connected;
+  const out = JSON.parse(r.stdout) as Connected & { apiVersion: string; kind: string };
+  assert.deepEqual([out.apiVersion, out.kind], ['kubectl-proxyout/v1', 'ConnectResult']);
   daemons.add(out.pid);
   return out;
 }
@@ -48,7 +50,7 @@ async function connect(args: string[] = [], kubeconfig = cluster.kubeconfig): Pr
 async function status(id?: string): Promise<any> {
   const r = await cli(['status', ...(id ? [id] : []), '--json']);
   assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout);
+  return id ? statusItem(r.stdout) : statusItems(r.stdout);
 }
 
 async function gone(pid: number, ms: number): Promise<void> {
@@ -155,7 +157,7 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.equal(s.cache.state, 'synced');
     assert.ok(s.uptimeSeconds >= 0);
     const one = await status(c.id);
-    assert.equal(one.id, c.id, 'status ID prints one object');
+    assert.equal(one.id, c.id, 'status ID lists that proxy alone');
     const text = await cli(['status']);
     assert.match(text.stdout, new RegExp(`^${c.id} +running +sim +shop +${c.pid} `, 'm'));
     for (const out of [JSON.stringify(s), JSON.stringify(one), text.stdout, (await cli(['status', c.id])).stdout])

@@ -13,6 +13,7 @@ import { runCli } from '../helpers/proxy-process.js';
 import { eventually } from '../helpers/cluster.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
+import { statusItems } from '../helpers/status-json.js';
 
 let multi: MultiCluster;
 let stateDir: string;
@@ -22,7 +23,7 @@ let httpProxy = '';
 
 const cli = (args: string[], timeoutMs = 60_000) => runCli(args, { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir }, timeoutMs });
 type JsonRoute = { name: string; state: string; reason?: string; since?: string };
-const routesNow = async (): Promise<JsonRoute[]> => (JSON.parse((await cli(['status', '--json'])).stdout) as Array<{ routes: JsonRoute[] }>)[0]!.routes;
+const routesNow = async (): Promise<JsonRoute[]> => statusItems<{ routes: JsonRoute[] }>((await cli(['status', '--json'])).stdout)[0]!.routes;
 
 before(async () => {
   multi = await startClusters(['prod', 'staging']);

@@ -10,6 +10,7 @@ import { eventually, startTestCluster, type TestCluster } from '../helpers/clust
 import { startProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { exeSuffix, packagedBinary, skipUnlessPackaged } from '../helpers/package.js';
+import { statusItem } from '../helpers/status-json.js';
 
 const skip = skipUnlessPackaged(packagedBinary);
 let cluster: TestCluster;
@@ -79,7 +80,7 @@ test('connect: the managed daemon is the binary itself, and status/disconnect ma
     assert.equal(r.code, 0, r.stderr);
     const s = await run(['status', id, '--json']);
     assert.equal(s.code, 0, s.stderr);
-    assert.equal((JSON.parse(s.stdout) as { state: string }).state, 'running');
+    assert.equal(statusItem<{ state: string }>(s.stdout).state, 'running');
   } finally {
     const d = await run(['disconnect', id]);
     assert.equal(d.code, 0, d.stderr);

@@ -14,6 +14,7 @@ import { curl } from '../helpers/curl.js';
 import { socks5Connect, Reader } from '../helpers/socks-client.js';
 import { deterministicSha256 } from '../sim/cluster.js';
 import { SAMPLE } from '../sim/sample.js';
+import { statusItem } from '../helpers/status-json.js';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const echoPod = SAMPLE.echo.pods[0];
@@ -171,7 +172,7 @@ test('status shows per pod: transport, tunnels, streams', async () => {
     await echo(c, Buffer.from('x'));
     const status = await eventually(async () => {
       const s = await runCli(['status', id, '--json'], { env });
-      const parsed = JSON.parse(s.stdout) as { transports?: Array<{ pod: string; transport: string; tunnels: number; streams: number }> };
+      const parsed = statusItem<{ transports?: Array<{ pod: string; transport: string; tunnels: number; streams: number }> }>(s.stdout);
       return parsed.transports?.length ? parsed : undefined;
     }, 5000);
     assert.deepEqual(status.transports, [{ pod: `data/${echoPod}`, transport: 'spdy', tunnels: 1, streams: 1 }]);

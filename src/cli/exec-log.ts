@@ -1,0 +1,45 @@
+// Where exec's temporary proxy logs. The terminal belongs to CMD, so only warnings and errors go to
+// stderr (pretty in a terminal, JSON lines elsewhere, as the foreground proxy's); every line at
+// --log-level goes to the state directory's logs/exec.log (rotated like a daemon's log), which
+// `kubectl proxyout logs exec` reads. One --log-level default then serves every proxy.
+import { pino } from 'pino';
+import { createLogger, type Logger, type LogLevel } from '../core/log.js';
+import { stderrDestination } from '../core/log-format.js';
+import { RotatingLogFile } from '../managed/rotating-log.js';
+import { EXEC_LOG_ID, ensureStateDir, type StateLayout } from '../state/paths.js';
+
+export interface ExecLog {
+  log: Logger;
+  file: string;
+  /** Writes out what is buffered; the file is closed by the process's exit. */
+  flush(): Promise<void>;
+}
+
+const ORDER: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+const atLeast = (level: LogLevel, floor: LogLevel): LogLevel => (ORDER.indexOf(level) >= ORDER.indexOf(floor) ? level : floor);
+
+export function execLog(l: StateLayout, level: LogLevel): ExecLog {
+  ensureStateDir(l);
+  const file = l.logFile(EXEC_LOG_ID);
+  const dest = new RotatingLogFile(file);
+  const stderr = stderrDestination('auto');
+  const streams =
+    level === 'silent'
+      ? []
+      : [
+          { level, stream: dest },
+          { level: atLeast(level, 'warn'), stream: stderr },
+        ];
+  const log = createLogger(level, pino.multistream(streams as Parameters<typeof pino.multistream>[0]));
+  return {
+    log,
+    file,
+    flush: () =>
+      new Promise<void>((resolve) => {
+        dest.flushSync?.();
+        const s = stderr as { flush?: (cb: () => void) => void };
+        if (s.flush) s.flush(() => resolve());
+        else resolve();
+      }),
+  };
+}
