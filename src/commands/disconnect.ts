@@ -15,7 +15,7 @@ export default class Disconnect extends Command {
   static override examples = ['<%= config.bin %> disconnect a1b2c3d4', '<%= config.bin %> disconnect --all'];
 
   static override args = {
-    id: Args.string({ description: 'Connection ID (see `status`).', required: false }),
+    id: Args.string({ description: 'Connection ID (see `status`).', required: false, ignoreStdin: true }),
   };
 
   static override flags = {

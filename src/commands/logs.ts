@@ -19,7 +19,7 @@ export default class Logs extends Command {
   static override examples = ['<%= config.bin %> logs a1b2c3d4', '<%= config.bin %> logs a1b2c3d4 -f --json'];
 
   static override args = {
-    id: Args.string({ description: 'Connection ID (see `status`).', required: true }),
+    id: Args.string({ description: 'Connection ID (see `status`).', required: true, ignoreStdin: true }),
   };
 
   static override flags = {

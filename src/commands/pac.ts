@@ -56,7 +56,7 @@ export default class Pac extends Command {
     '<%= config.bin %> pac a1b2c3d4 > proxy.pac',
     '<%= config.bin %> pac --context prod --context staging --listen-http 127.0.0.1:3128',
   ];
-  static override args = { id: Args.string({ description: 'Connection ID of a managed proxy (see `status`).', required: false }) };
+  static override args = { id: Args.string({ description: 'Connection ID of a managed proxy (see `status`).', required: false, ignoreStdin: true }) };
   static override flags = pacFlags();
 
   async run(): Promise<void> {

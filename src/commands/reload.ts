@@ -17,7 +17,7 @@ export default class Reload extends Command {
   static override usage = 'reload [ID]';
   static override examples = ['<%= config.bin %> reload', '<%= config.bin %> reload a1b2c3d4'];
   static override args = {
-    id: Args.string({ description: 'Connection ID (see `status`); may be left out when one proxy runs.', required: false }),
+    id: Args.string({ description: 'Connection ID (see `status`); may be left out when one proxy runs.', required: false, ignoreStdin: true }),
   };
 
   async run(): Promise<void> {

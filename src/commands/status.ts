@@ -17,7 +17,7 @@ export default class Status extends Command {
   static override examples = ['<%= config.bin %> status', '<%= config.bin %> status a1b2c3d4 --json'];
 
   static override args = {
-    id: Args.string({ description: 'Only this connection ID.', required: false }),
+    id: Args.string({ description: 'Only this connection ID.', required: false, ignoreStdin: true }),
   };
 
   static override flags = {

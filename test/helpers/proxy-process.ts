@@ -120,13 +120,18 @@ export async function startProxyProcess(
 /** Runs the CLI to completion (for commands that are expected to exit). */
 export async function runCli(
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {},
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string; /** Written to a piped stdin, then closed. */ input?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [binPath, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
+  const proc = spawn(process.execPath, [binPath, ...args], {
+    env: { ...process.env, ...opts.env },
+    stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    cwd: opts.cwd,
+  });
+  if (opts.input !== undefined) proc.stdin!.end(opts.input);
   let stdout = '';
   let stderr = '';
-  proc.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  proc.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  proc.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
   const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
   const [code] = (await once(proc, 'exit')) as [number | null];
   clearTimeout(timer);

@@ -431,6 +431,11 @@ describe('crashes and failures', () => {
     }
     const both = await cli(['disconnect']);
     assert.equal(both.code, 2);
+    // An ID is an argument, never stdin: a script that pipes into the command does not choose it.
+    for (const args of [['status'], ['disconnect'], ['logs'], ['reload'], ['pac']]) {
+      const r = await runCli(args, { env: env(), input: 'nope\n' });
+      assert.doesNotMatch(r.stderr, /ID nope/, `${args[0]} took its ID from stdin`);
+    }
   });
 });
 
