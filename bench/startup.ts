@@ -149,6 +149,36 @@ async function measureKubectl(kubeconfig: string): Promise<{ versionMs: number; 
   return { versionMs: median(version), getNsMs: median(getNs) };
 }
 
+/**
+ * Node's own start-up in the same run: the floor under every row. NODE_EXTRA_CA_CERTS makes every
+ * Node process parse that file before any JavaScript runs (~60 ms for a system bundle on the
+ * 2-core machine), so when it is set the floor and the single executable are measured without it too.
+ */
+async function measureFloor(): Promise<{ label: string; nodeMs: number; helpMs?: number; statusMs?: number }[]> {
+  const state = mkdtempSync(path.join(os.tmpdir(), 'proxyout-bench-state-'));
+  const variants: { label: string; env: Record<string, string> }[] = [{ label: 'as run', env: {} }];
+  if (process.env.NODE_EXTRA_CA_CERTS) variants.push({ label: 'NODE_EXTRA_CA_CERTS unset', env: { NODE_EXTRA_CA_CERTS: '' } });
+  const out: { label: string; nodeMs: number; helpMs?: number; statusMs?: number }[] = [];
+  try {
+    for (const v of variants) {
+      const env = { ...v.env, KUBECTL_PROXYOUT_STATE_DIR: state };
+      const node: number[] = [];
+      const help: number[] = [];
+      const status: number[] = [];
+      for (let i = 0; i < ROUNDS; i++) {
+        node.push((await must(timed(process.execPath, ['-e', '0'], env))).ms);
+        if (!existsSync(packagedBinary)) continue;
+        help.push((await must(timed(packagedBinary, ['--help'], env))).ms);
+        status.push((await must(timed(packagedBinary, ['status'], env))).ms);
+      }
+      out.push({ label: v.label, nodeMs: median(node), ...(help.length ? { helpMs: median(help), statusMs: median(status) } : {}) });
+    }
+  } finally {
+    rmSync(state, { recursive: true, force: true });
+  }
+  return out;
+}
+
 /** Prints the start-up table; `cluster` is the simulated cluster the other benchmarks use. */
 export async function reportStartup(cluster: TestCluster): Promise<StartupRow[]> {
   const rows = [await measureCli('clone: node + dist/src', [process.execPath, binPath], cluster.kubeconfig)];
@@ -170,6 +200,11 @@ export async function reportStartup(cluster: TestCluster): Promise<StartupRow[]>
       `${r.what.padEnd(28)}${ms(r.helpMs)}   ${ms(r.statusMs)}    ${ms(r.connectMs)}    ${r.idleRssMiB.toFixed(1).padStart(8)}    ${r.settledRssMiB?.toFixed(1).padStart(8) ?? '       -'}`,
     );
   if (!existsSync(packagedBinary)) console.log(`single executable: not built (npm run package)`);
+  for (const f of await measureFloor())
+    console.log(
+      `node -e 0 (${f.label}): ${f.nodeMs.toFixed(0)} ms` +
+        (f.helpMs === undefined ? '' : `; single executable --help ${f.helpMs.toFixed(0)} ms, status ${f.statusMs!.toFixed(0)} ms`),
+    );
   if (typeof kubectl === 'object')
     console.log(`kubectl version --client: ${kubectl.versionMs.toFixed(0)} ms; kubectl get ns (same cluster): ${kubectl.getNsMs.toFixed(0)} ms`);
   else console.log(`kubectl: no figures (${kubectl})`);
