@@ -14,7 +14,8 @@ import { noProxyValue } from './no-proxy.js';
  */
 export function readyLines(running: ReadyView, authUser?: string, password?: string): string[] {
   const routes = running.table?.routes.length ?? 1;
-  const cluster = running.table && running.table.defaultRoute === undefined ? undefined : `context ${running.context}, namespace ${running.namespace}`;
+  const cluster =
+    (running.table && running.table.defaultRoute === undefined) || !running.context ? undefined : `context ${running.context}, namespace ${running.namespace}`;
   const where = routes > 1 || !cluster ? `(${routes} route${routes === 1 ? '' : 's'}; ${cluster ? `default: ${cluster}` : 'no cluster'})` : `(${cluster})`;
   const lines: string[] = [];
   if (running.socks && running.socks.family === UNIX_FAMILY) {

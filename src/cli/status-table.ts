@@ -11,8 +11,8 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
   const cells = rows.map((r) => [
     r.id,
     r.state,
-    r.context,
-    r.namespace,
+    r.context || '-',
+    r.context ? r.namespace : '-',
     r.pid === null ? '-' : String(r.pid),
     r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
     // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.

@@ -89,7 +89,15 @@ export default class Connect extends Command {
       return;
     }
     const lines = readyLines(
-      { socks: entry.socks, http: entry.http, forwards: entry.forwards, context: entry.context, namespace: entry.namespace, apiServers },
+      {
+        socks: entry.socks,
+        http: entry.http,
+        forwards: entry.forwards,
+        context: entry.context,
+        namespace: entry.namespace,
+        apiServers,
+        table: entry.options.table,
+      },
       entry.proxyAuthUser,
       generatedAuth?.password,
     );

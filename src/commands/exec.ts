@@ -21,7 +21,7 @@ import type { RunningProxy } from '../proxy/running.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { generateCredentials, readClientAuthFile } from '../state/proxy-auth.js';
-import type { ProxyEntry } from '../managed/store.js';
+import { describeTarget, type ProxyEntry } from '../managed/store.js';
 import { inspect } from '../managed/registry.js';
 import { managedApiServers } from '../managed/status.js';
 import { managedId, resolveManagedTable } from '../managed/table.js';
@@ -88,7 +88,7 @@ export default class Exec extends Command {
       const where = [managed.socks && `socks ${formatAddress(managed.socks)}`, managed.http && `http ${formatAddress(managed.http)}`]
         .filter(Boolean)
         .join(', ');
-      process.stderr.write(`kubectl-proxyout: using managed proxy ${managed.id} (context ${managed.context}, namespace ${managed.namespace}; ${where})\n`);
+      process.stderr.write(`kubectl-proxyout: using managed proxy ${managed.id} (${describeTarget(managed)}; ${where})\n`);
     } else {
       // Any local user can reach a loopback port while CMD runs: a password keeps them out.
       const proxyAuth = given ?? generateCredentials();
@@ -112,8 +112,8 @@ export default class Exec extends Command {
       temporary = await startProxy({ ...options, table, proxyAuth }, log.log).catch((err: unknown) => failOnKnownError(this, err));
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()));
       process.stderr.write(
-        `kubectl-proxyout: no managed proxy for context ${temporary.context}; started a temporary one for this command ` +
-          `(context ${temporary.context}, namespace ${temporary.namespace}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +
+        `kubectl-proxyout: no managed proxy for ${temporary.context ? `context ${temporary.context}` : 'this routing table'}; started a temporary one for this command ` +
+          `(${describeTarget(temporary)}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +
           `log: kubectl proxyout logs exec)\n`,
       );
     }

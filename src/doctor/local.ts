@@ -177,7 +177,7 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
   if (proxies.length === 0) return [{ scope, name: 'daemon', status: 'ok', detail: 'no managed proxies' }];
   return proxies.map((p): Check => {
     const name = 'daemon';
-    const what = `${p.id} (context ${p.context}, pid ${p.pid ?? '-'})`;
+    const what = `${p.id} (${p.context ? `context ${p.context}` : 'no cluster'}, pid ${p.pid ?? '-'})`;
     if (p.state === 'dead')
       return {
         scope,

@@ -23,7 +23,7 @@ import {
   type StateLayout,
 } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
+import { describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
 import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';
@@ -82,6 +82,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   // and of the config file alike.
   const listens = listensOf(planStart({ ...req.options, table: managed.table, proxyAuth: req.proxyAuth }));
   const kube = managed.primary;
+  // A table without a cluster route (ssh, direct, reject): no context, namespace or server to record.
+  const target = kube ? { server: kube.server, context: kube.context, namespace: kube.namespace } : { server: '', context: '', namespace: '' };
   // What the daemon serves is this resolved table; `reload` makes it again from the same inputs.
   req = {
     ...req,
@@ -99,7 +101,6 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     generatedAuth: entry.proxyAuthGenerated ? readClientAuthFile(l, id) : undefined,
   });
 
-  const target = { server: kube.server, context: kube.context, namespace: kube.namespace };
   const requested: RequestedSettings = {
     options: req.options,
     explicitFlags: req.explicitFlags ?? new Set(),
@@ -110,7 +111,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   if (running) return result(assertSameSettings(running, requested), true);
 
   // One cluster: fail fast, before forking. With several, the daemon starts as long as one serves.
-  if (managed.table.routes.length === 1) {
+  if (kube && managed.table.routes.length === 1) {
     await probeApi(new ApiConnection(kube.kc, managed.table.extraCA ? { extraCA: loadExtraCA(managed.table.extraCA) } : {}), kube.context, kube.server);
   }
 
@@ -127,9 +128,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     const entry: ProxyEntry = {
       version: 1,
       id,
-      context: kube.context,
-      namespace: kube.namespace,
-      server: kube.server,
+      ...target,
       options: req.options,
       ...(credentials ? { proxyAuthUser: credentials.username } : {}),
       ...(generated ? { proxyAuthGenerated: true } : {}),
@@ -176,7 +175,7 @@ type Target = Pick<ProxyEntry, 'server' | 'context' | 'namespace'>;
 function assertSameTarget(entry: ProxyEntry, target: Target): ProxyEntry {
   if (entry.server !== target.server || entry.context !== target.context || entry.namespace !== target.namespace) {
     throw new StartupError(
-      `ID ${entry.id} is already used by the proxy for context ${entry.context}, namespace ${entry.namespace}; ` +
+      `ID ${entry.id} is already used by the proxy for ${describeTarget(entry)}; ` +
         `disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,
     );
   }
@@ -218,7 +217,7 @@ async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: H
       [entry.socks, entry.http, ...(entry.forwards ?? []).map((f) => f.address)].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)),
     );
     if (owner) {
-      throw new StartupError(`${flag} ${text}: the address is taken by managed proxy ${owner.entry.id} (context ${owner.entry.context}); ${hint}`);
+      throw new StartupError(`${flag} ${text}: the address is taken by managed proxy ${owner.entry.id} (${describeTarget(owner.entry)}); ${hint}`);
     }
     const problem = await bindProblem(addr);
     if (problem) throw new StartupError(`${flag} ${text}: ${problem}; ${hint}`);

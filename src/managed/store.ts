@@ -76,6 +76,11 @@ export interface ProxyEntry {
   error?: string;
 }
 
+/** "context C, namespace N" of the default cluster route, or "no cluster" for a table without one. */
+export function describeTarget(entry: Pick<ProxyEntry, 'context' | 'namespace'>): string {
+  return entry.context ? `context ${entry.context}, namespace ${entry.namespace}` : 'no cluster';
+}
+
 /** 8 hex characters of sha256(server, context, namespace): the same cluster view, the same ID. */
 export function connectionId(server: string, context: string, namespace: string): string {
   return createHash('sha256').update(`${server}\n${context}\n${namespace}`).digest('hex').slice(0, 8);

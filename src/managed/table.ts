@@ -17,8 +17,8 @@ export interface ManagedTable {
   table: RoutingTable;
   /** Each cluster route with its loaded context; the default route first. */
   clusters: Array<{ spec: ClusterRouteSpec; kube: LoadedKubeConfig }>;
-  /** The default cluster route's context (what `status` shows as the proxy's context). */
-  primary: LoadedKubeConfig;
+  /** The default cluster route's context (what `status` shows as the proxy's context); none for a table without a cluster route. */
+  primary: LoadedKubeConfig | undefined;
 }
 
 /** Resolves the table and loads every cluster route's context (a StartupError names what is wrong). */
@@ -37,7 +37,7 @@ export function resolveManagedTable(
       }),
     }))
     .sort((a, b) => Number(b.spec.name === table.defaultRoute) - Number(a.spec.name === table.defaultRoute));
-  return { table, clusters, primary: clusters[0]!.kube };
+  return { table, clusters, primary: clusters[0]?.kube };
 }
 
 /**
@@ -45,7 +45,7 @@ export function resolveManagedTable(
  * namespace); for a table, a hash of what it serves.
  */
 export function managedId(m: ManagedTable): string {
-  if (m.table.routes.length === 1) return connectionId(m.primary.server, m.primary.context, m.primary.namespace);
+  if (m.table.routes.length === 1 && m.primary) return connectionId(m.primary.server, m.primary.context, m.primary.namespace);
   const what = m.table.routes.map((r) => JSON.stringify({ ...r, origin: undefined }));
   const servers = m.clusters.map((c) => `${c.spec.name}=${c.kube.server}/${c.kube.namespace}`);
   return createHash('sha256')

@@ -16,6 +16,7 @@ import { eventually } from '../helpers/cluster.js';
 import { TEST_RETRY_ENV } from '../../src/routes/lifecycle.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
+import { statusItem } from '../helpers/status-json.js';
 import { openStream, roundTrip } from '../helpers/streams.js';
 
 let multi: MultiCluster;
@@ -367,6 +368,50 @@ describe('a table without a cluster', () => {
       server.close();
     }
   });
+});
+
+test('managed: connect, status, exec, reload and disconnect serve a table without a cluster, with no kubeconfig', async () => {
+  const server = http.createServer((_req, res) => res.end('lan page\n')).listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as { port: number }).port;
+  const home = path.join(multi.dir, 'home-managed-no-cluster');
+  const config = path.join(multi.dir, 'managed-no-cluster.yaml');
+  await writeFile(
+    config,
+    'direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n',
+  );
+  const env = { HOME: home, KUBECONFIG: path.join(home, 'no-such-kubeconfig'), KUBECTL_PROXYOUT_STATE_DIR: path.join(multi.dir, 'state-no-cluster') };
+  const cli = (args: string[]) => runCli(args, { env, timeoutMs: 60_000 });
+  const c = await cli(['connect', '--config', config, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth']);
+  try {
+    assert.equal(c.code, 0, c.stderr);
+    assert.match(c.stdout, /SOCKS5 proxy on 127\.0\.0\.1:\d+ \(2 routes; no cluster\)/);
+    assert.match(c.stdout, /route blocked/);
+    const id = /connected (\S+) \(pid/.exec(c.stdout)![1]!;
+    const socks = /^export ALL_PROXY=(\S+)$/m.exec(c.stdout)![1]!;
+    const page = await curl(['--proxy', socks, `http://127.0.0.1:${port}/`]);
+    assert.equal(page.stdout, 'lan page\n', page.stderr);
+
+    const table = await cli(['status']);
+    assert.match(table.stdout, new RegExp(`^${id} +running +- +- +\\d+ `, 'm'), table.stdout);
+    const routes = statusItem<{ context: string; routes: Array<{ name: string; state: string }> }>((await cli(['status', id, '--json'])).stdout);
+    assert.equal(routes.context, '');
+    assert.deepEqual(routes.routes.map((r) => [r.name, r.state]).sort(), [
+      ['blocked', 'ready'],
+      ['direct', 'ready'],
+    ]);
+
+    const ran = await cli(['exec', '--config', config, '--', 'sh', '-c', `curl -s http://127.0.0.1:${port}/`]);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stderr, new RegExp(`using managed proxy ${id} \\(no cluster; socks 127`));
+    assert.equal(ran.stdout, 'lan page\n');
+    const reloaded = await cli(['reload', id]);
+    assert.equal(reloaded.code, 0, reloaded.stderr);
+  } finally {
+    const d = await cli(['disconnect', '--all']);
+    assert.equal(d.code, 0, d.stderr);
+    server.close();
+  }
 });
 
 describe('a route the user configured that cannot be used as written', () => {
