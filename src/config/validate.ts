@@ -52,6 +52,11 @@ export interface ConfigFile {
 const TOP_KEYS = ['direct', 'routes', 'extra-ca', 'forward'];
 /** Old spellings still read (key → its name now): config keys are kebab-case, as the flags and kubeconfig keys. */
 const RENAMED_KEYS: Record<string, string> = { extraCA: 'extra-ca' };
+
+/** The key the file spells `now` with: its old spelling when the file uses that, else `now`. */
+function spelling(map: Record<string, unknown>, now: string): string {
+  return Object.keys(RENAMED_KEYS).find((old) => RENAMED_KEYS[old] === now && old in map) ?? now;
+}
 const COMMON_KEYS = ['name', 'kind', 'include', 'exclude', 'cidrs'];
 /** Keys each kind takes beyond COMMON_KEYS. A new kind (ssh, konnectivity) adds its line here. */
 const KIND_KEYS: Record<RouteKind, string[]> = {
@@ -116,7 +121,7 @@ class Checker {
       if (now in root) this.fail(this.doc.keyLine(root, old), old, `give "${now}" only ("${old}" is its old spelling)`);
       (out.deprecations ??= []).push(`${this.file}:${this.doc.keyLine(root, old)}: "${old}" is now "${now}"; the old spelling still works`);
     }
-    const caKey = 'extraCA' in root ? 'extraCA' : 'extra-ca';
+    const caKey = spelling(root, 'extra-ca');
     if (caKey in root) {
       // Relative to the config file, as kubeconfig paths are relative to the kubeconfig.
       out.extraCA = path.resolve(path.dirname(path.resolve(this.file)), this.str(root[caKey], this.doc.keyLine(root, caKey), caKey));
