@@ -224,15 +224,16 @@ export class LiveFeed implements StreamObserver {
       .slice(-MAX_OPEN_LISTED)
       .flatMap((r): Array<[number, number, number]> => (r.live ? [[r.id, r.live.bytesFromClient, r.live.bytesToClient]] : []));
     this.send({ type: 'sample', sample, totals, live });
-    this.checkRoutes(now);
+    // Streams moved: the routes' own counts changed too.
+    this.checkRoutes(now, sample.newStreams > 0 || sample.bytesFromClients + sample.bytesToClients > 0);
     return sample;
   }
 
-  /** Sends the routes when a state or reason changed, or their figures are ROUTES_REFRESH_MS old. */
-  checkRoutes(now = Date.now()): void {
+  /** Sends the routes when a state or reason changed, their figures are ROUTES_REFRESH_MS old, or `figuresChanged`. */
+  checkRoutes(now = Date.now(), figuresChanged = false): void {
     const routes = this.source.routes();
     const states = routeStates(routes);
-    if (states === this.lastRoutes && now - this.lastRoutesSentAt < ROUTES_REFRESH_MS) return;
+    if (!figuresChanged && states === this.lastRoutes && now - this.lastRoutesSentAt < ROUTES_REFRESH_MS) return;
     this.lastRoutes = states;
     this.lastRoutesSentAt = now;
     this.send({ type: 'routes', routes });
