@@ -14,12 +14,6 @@ import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
 import { isPacRequest, servePac } from './pac-file.js';
 
-/** Origin-form GET/HEAD of / or /ui/…: the live page's, when the proxy serves one. */
-function isPageRequest(req: IncomingMessage): boolean {
-  const url = req.url ?? '';
-  return (req.method === 'GET' || req.method === 'HEAD') && (url === '/' || url.startsWith('/?') || url.startsWith('/ui/'));
-}
-
 /** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
 export const MAX_HEADER_SIZE = 32 * 1024;
 /** Idle time allowed between requests on a client keep-alive connection. */
@@ -70,7 +64,7 @@ export async function startHttpListener(host: string | UnixListen, port: number,
     // Browsers fetch the PAC file directly: who may have it is pac-file.ts's decision (by peer address).
     if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac, ctx.auth);
     // The live page decides its own access too (ui/page-access.ts): this machine only, with its token.
-    if (ctx.page && isPageRequest(req)) return ctx.page(req, res);
+    if (ctx.page?.claims(req)) return ctx.page.serve(req, res);
     proxied(req, res);
   };
   server.on('request', onRequest);

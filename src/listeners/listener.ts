@@ -16,8 +16,8 @@ export interface ListenerContext {
   auth?: ProxyAuth;
   /** The PAC file for this proxy (served at /proxy.pac on the HTTP listener). */
   pac?: () => string;
-  /** The live page (ui/page-server.ts), served at / and /ui/… on the HTTP listener; it checks its own access. */
-  page?: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The live page (ui/page-server.ts) on the HTTP listener: the requests it claims, served under its own access rules. */
+  page?: { claims(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: ServerResponse): void };
 }
 
 export interface Listener {

@@ -10,7 +10,7 @@ import { isUnixAddress } from '../listeners/unix-socket.js';
 import type { RouteStatus } from '../routing/route.js';
 import { LiveFeed, type ProxyView } from '../ui/feed.js';
 import { newPageToken } from '../ui/page-access.js';
-import { pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
+import { claimsRequest, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
 
 export interface Live {
   feed: LiveFeed;
@@ -59,7 +59,7 @@ export function startLive(
   if (servePage && http) {
     const token = newPageToken();
     page = pageHandler(token, hubOf(feed, 'this'));
-    ctx.page = page;
+    ctx.page = { claims: claimsRequest, serve: page };
     url = pageUrl(http.address, token);
   }
   return {

@@ -30,15 +30,19 @@ function loopbackName(host: string): boolean {
   return host === 'localhost' || (isIP(host) !== 0 && isLoopbackHost(host));
 }
 
+/** Host names this connection's own port with localhost or a loopback IP literal. */
+export function addressedHere(req: IncomingMessage): boolean {
+  const host = splitHostHeader(req.headers.host);
+  return host !== undefined && loopbackName(host.host) && (host.port ?? 80) === req.socket.localPort;
+}
+
 export type Access = { ok: true; viaQuery: boolean } | { ok: false; why: string };
 
 export function checkAccess(req: IncomingMessage, token: string): Access {
   const peer = req.socket.remoteAddress;
   if (peer === undefined || !isLoopbackHost(peer)) return { ok: false, why: 'the live page is served to this machine only' };
   const port = req.socket.localPort;
-  const host = splitHostHeader(req.headers.host);
-  if (!host || !loopbackName(host.host) || (host.port ?? 80) !== port)
-    return { ok: false, why: 'the live page answers only to http://127.0.0.1:PORT/ or http://localhost:PORT/ (its own port)' };
+  if (!addressedHere(req)) return { ok: false, why: 'the live page answers only to http://127.0.0.1:PORT/ or http://localhost:PORT/ (its own port)' };
   const origin = req.headers.origin;
   if (origin !== undefined) {
     const m = /^http:\/\/(.+)$/.exec(origin);

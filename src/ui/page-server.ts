@@ -5,7 +5,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FeedMessage } from './feed.js';
-import { checkAccess, cookieName } from './page-access.js';
+import { addressedHere, checkAccess, cookieName } from './page-access.js';
 import { PAGE_ASSETS } from './page-assets.js';
 
 export const EVENTS_PATH = '/ui/events';
@@ -21,6 +21,18 @@ export type PageMessage = (FeedMessage & { proxy: string }) | { type: 'gone'; pr
 export interface PageHub {
   /** Sends each proxy's snapshot, then its messages, until the returned function is called. */
   subscribe(send: (message: PageMessage) => void): () => void;
+}
+
+/**
+ * The requests the page answers on a proxy's HTTP listener: origin-form GET/HEAD of /ui/… or
+ * /?…, and of / when addressed to this listener by a loopback name. Any other `GET /` stays the
+ * proxy's "not a proxy request" answer.
+ */
+export function claimsRequest(req: IncomingMessage): boolean {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+  const url = req.url ?? '';
+  if (url.startsWith('/ui/') || url.startsWith('/?')) return true;
+  return url === '/' && addressedHere(req);
 }
 
 export interface PageHandler {
