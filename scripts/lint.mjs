@@ -22,6 +22,7 @@ const LAYERS = [
   ['cli'],
   ['managed'],
   ['proxy'],
+  ['ui'],
   ['state'],
   ['listeners'],
   ['config'],

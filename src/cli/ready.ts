@@ -43,12 +43,13 @@ export function readyLines(running: ReadyView, authUser?: string, password?: str
     lines.push(`kubectl-proxyout: port ${formatAddress(f.address)} → ${f.target} (${forwardExample(f.address, f.target)})`);
   if (running.table && routes > 1) for (const r of running.table.routes) lines.push(`kubectl-proxyout:   route ${describeRoute(running.table, r)}`);
   if (authUser !== undefined) lines.push(password !== undefined ? generatedAuthLine(authUser) : authLine(authUser));
+  if (running.pageUrl) lines.push(`kubectl-proxyout: live page at ${running.pageUrl} (this machine only; the token is new at every start)`);
   // Pasted into a shell (or eval'd): each value quoted when it holds anything a shell would read.
   const exports = Object.entries(exportedVariables(running, authUser, password)).map(([name, value]) => `export ${name}=${shellQuote(value)}`);
   return [...lines, ...exports];
 }
 
-type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards'> & {
+type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards' | 'pageUrl'> & {
   table?: RoutingTable;
   /** The cluster routes' API server URLs: NO_PROXY keeps them off the proxy (cli/no-proxy.ts). */
   apiServers?: readonly string[];

@@ -46,7 +46,7 @@ export default class Serve extends Command {
     // Bulk transfers can make V8 mark the whole heap every few dozen ms (core/gc-guard.ts).
     const gcGuard = startGcGuard(log);
 
-    const running = await startProxy(options, log).catch((err: unknown) => {
+    const running = await startProxy({ ...options, page: true }, log).catch((err: unknown) => {
       // Expected failures (port taken, bad kubeconfig, API down) are one line, no stack.
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;

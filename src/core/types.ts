@@ -31,6 +31,8 @@ export interface OpenedStream {
   via: string;
   /** The route of the routing table that carries it (routing/router.ts). */
   route?: string;
+  /** The port-forward transport that carries it (spdy, websocket), for routes that have one. */
+  transport?: string;
   /** The --max-streams slot this stream holds, when a limiter gave it (proxy/limits.ts). */
   slot?: StreamSlot;
 }

@@ -22,4 +22,5 @@ export const COMMAND_LOADERS: Record<string, () => Promise<CommandModule>> = {
   'service-install': () => import('../commands/service-install.js'),
   'service-uninstall': () => import('../commands/service-uninstall.js'),
   status: () => import('../commands/status.js'),
+  ui: () => import('../commands/ui.js'),
 };

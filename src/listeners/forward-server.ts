@@ -70,7 +70,7 @@ async function handleClient(socket: net.Socket, destination: Destination, ctx: L
     return;
   }
   const { opened, head } = outcome;
-  const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route);
+  const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route, opened.transport);
   record.live = startRelay(socket, opened.stream, head, ctx.log, (result) =>
     ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error),
   );

@@ -26,6 +26,7 @@ const noop = (): void => {};
 const vias = new WeakMap<Duplex, string>();
 const slots = new WeakMap<Duplex, StreamSlot>();
 const routes = new WeakMap<Duplex, string>();
+const transports = new WeakMap<Duplex, string>();
 
 /**
  * A keep-alive agent whose "connections" are streams from the opener. Idle tunnels are closed
@@ -47,11 +48,12 @@ export class TunnelAgent extends http.Agent {
     const meta = (options as Record<string, unknown>)[META] as OpenMeta;
     const cb = callback ?? noop;
     this.opener.open({ destination: meta.destination, frontEnd: 'http-forward', client: meta.client, signal: meta.signal }).then(
-      ({ stream, via, slot, route }) => {
+      ({ stream, via, slot, route, transport }) => {
         adaptStream(stream, this.log);
         vias.set(stream, via);
         if (slot) slots.set(stream, slot);
         if (route) routes.set(stream, route);
+        if (transport) transports.set(stream, transport);
         cb(null, stream);
       },
       (err: unknown) => cb(err instanceof Error ? err : new Error(errorMessage(err)), undefined as unknown as Duplex),
@@ -272,7 +274,7 @@ function forward(
       }
     });
     upReq.on('socket', (socket: Duplex) => {
-      record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket));
+      record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket), transports.get(socket));
       record.live = bytes;
     });
     upReq.on('error', (err: NodeJS.ErrnoException) => {

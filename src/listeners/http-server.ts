@@ -63,6 +63,8 @@ export async function startHttpListener(host: string | UnixListen, port: number,
     }
     // Browsers fetch the PAC file directly: who may have it is pac-file.ts's decision (by peer address).
     if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac, ctx.auth);
+    // The live page decides its own access too (ui/page-access.ts): this machine only, with its token.
+    if (ctx.page?.claims(req)) return ctx.page.serve(req, res);
     proxied(req, res);
   };
   server.on('request', onRequest);
@@ -203,7 +205,7 @@ async function handleConnect(
     return;
   }
   const { opened, head: later } = outcome;
-  const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route);
+  const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route, opened.transport);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
   record.live = startRelay(socket, opened.stream, pipelined, ctx.log, (result) =>

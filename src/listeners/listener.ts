@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../core/log.js';
 import type { StreamOpener } from '../core/types.js';
@@ -15,6 +16,8 @@ export interface ListenerContext {
   auth?: ProxyAuth;
   /** The PAC file for this proxy (served at /proxy.pac on the HTTP listener). */
   pac?: () => string;
+  /** The live page (ui/page-server.ts) on the HTTP listener: the requests it claims, served under its own access rules. */
+  page?: { claims(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: ServerResponse): void };
 }
 
 export interface Listener {

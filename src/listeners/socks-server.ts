@@ -187,7 +187,7 @@ async function connectAndRelay(
     return;
   }
   const { opened, head: later } = outcome;
-  const record = ctx.stats.opened(frontEnd, client, destination, opened.via, opened.route);
+  const record = ctx.stats.opened(frontEnd, client, destination, opened.via, opened.route, opened.transport);
   socket.write(version === 5 ? encodeSocks5Reply(SocksReply.succeeded, { address: socket.localAddress, port: socket.localPort }) : encodeSocks4Reply(true));
   const head = later.length > 0 ? Buffer.concat([pipelined, later]) : pipelined;
   record.live = startRelay(socket, opened.stream, head, ctx.log, (result) =>

@@ -18,6 +18,8 @@ export interface StreamRecord {
   via?: string;
   /** The routing-table route that carries it. */
   route?: string;
+  /** The port-forward transport (spdy, websocket), for streams into a pod. */
+  transport?: string;
   startedAt: number;
   /** Set once bytes flow: the totals include an open stream's bytes while it is open. */
   live?: LiveBytes;
@@ -40,6 +42,17 @@ export interface RouteTotals {
   bytesToClients: number;
 }
 
+/**
+ * Told of each stream as it opens and ends and of each refusal (the live page's feed,
+ * ui/feed.ts): a call per stream, never per byte or chunk.
+ */
+export interface StreamObserver {
+  opened(record: StreamRecord): void;
+  /** `error`: why it ended abnormally (the reply's message), undefined for a normal end. */
+  closed(record: StreamRecord, bytesFromClient: number, bytesToClient: number, error: string | undefined): void;
+  failed(frontEnd: FrontEnd, client: string, destination: Destination | undefined, reply: Reply): void;
+}
+
 /** The source bucket (auth/source.ts) of a "host:port" / "[v6]:port" client text. */
 function sourceOfClient(client: string): string {
   if (client === UNIX_SOURCE) return UNIX_SOURCE;
@@ -53,7 +66,7 @@ function addLive(totals: { bytesFromClients: number; bytesToClients: number }, r
   totals.bytesToClients += record.live.bytesToClient;
 }
 
-function target(d: Destination): string {
+export function target(d: Destination): string {
   return d.type === 'ipv6' ? `[${d.host}]:${d.port}` : `${d.host}:${d.port}`;
 }
 
@@ -76,6 +89,9 @@ export class StreamStats {
   /** Failure lines are one per request: a client must not be able to flood the log with them. */
   private readonly failureLines: RepeatedLineLimiter;
 
+  /** Set by whoever shows streams live (one observer: the proxy's feed). */
+  observer?: StreamObserver;
+
   constructor(private readonly log: Logger) {
     this.failureLines = new RepeatedLineLimiter(log);
   }
@@ -83,8 +99,8 @@ export class StreamStats {
   private readonly byRoute = new Map<string, RouteTotals>();
 
   /** Call when a stream to the destination is open and bytes are about to flow. */
-  opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string, route?: string): StreamRecord {
-    const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, route, startedAt: Date.now(), live: undefined };
+  opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string, route?: string, transport?: string): StreamRecord {
+    const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, route, transport, startedAt: Date.now(), live: undefined };
     this.open.set(record.id, record);
     this.totals.openStreams = this.open.size;
     this.totals.totalStreams++;
@@ -93,7 +109,8 @@ export class StreamStats {
       r.openStreams++;
       r.totalStreams++;
     }
-    this.log.info({ stream: record.id, frontEnd, client, target: target(destination), via, route }, 'stream open');
+    this.log.info({ stream: record.id, frontEnd, client, target: target(destination), via, route, transport }, 'stream open');
+    this.observer?.opened(record);
     return record;
   }
 
@@ -132,8 +149,10 @@ export class StreamStats {
       bytesToClient,
       durationMs: Date.now() - record.startedAt,
     };
-    if (error) this.log.info({ ...fields, error: replyFor(error).message }, 'stream closed with error');
+    const message = error ? replyFor(error).message : undefined;
+    if (message !== undefined) this.log.info({ ...fields, error: message }, 'stream closed with error');
     else this.log.info(fields, 'stream closed');
+    this.observer?.closed(record, bytesFromClient, bytesToClient, message);
   }
 
   /** Call when a request could not be served; returns the reply to send. */
@@ -147,6 +166,7 @@ export class StreamStats {
       { frontEnd, client, target: destination ? target(destination) : undefined, reason: reply.reason, socksReply: reply.socks, httpStatus: reply.http },
       `stream failed: ${reply.message}`,
     );
+    this.observer?.failed(frontEnd, client, destination, reply);
     return reply;
   }
 

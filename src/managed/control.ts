@@ -4,6 +4,8 @@
 //   {"cmd":"stop"}    →  {"ok":true}  and the daemon drains and exits as on SIGTERM
 //   {"cmd":"reload"}  →  {"ok":true}  once the table `reload` left is in force
 //   {"cmd":"pac"}     →  {"ok":true,"pac":"…"}  the PAC file it serves at /proxy.pac
+//   {"cmd":"watch"}   →  the live feed (ui/feed.ts), one message a line: a snapshot, then events
+//                        until the client closes (a client that reads too slowly is cut off)
 //   anything else     →  {"ok":false,"error":"…"}
 import net from 'node:net';
 import { chmodSync, unlinkSync } from 'node:fs';
@@ -12,8 +14,11 @@ import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';
 import { isNamedPipe } from '../state/paths.js';
+import type { FeedMessage, FeedSubscriber } from '../ui/feed.js';
 
 const MAX_LINE = 4096;
+/** A watcher this far behind is cut off (it reconnects for a fresh snapshot): the daemon's memory stays bounded. */
+const MAX_WATCH_UNSENT = 4 * 1024 * 1024;
 
 export interface LiveStatus {
   pid: number;
@@ -28,7 +33,7 @@ export interface LiveStatus {
 }
 
 /** reload's createdAt: the entry it was prepared for (a daemon started for another refuses it). */
-export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' } | { cmd: 'reload'; createdAt?: string } | { cmd: 'pac' };
+export type ControlRequest = { cmd: 'status' } | { cmd: 'stop' } | { cmd: 'reload'; createdAt?: string } | { cmd: 'pac' } | { cmd: 'watch' };
 export type ControlResponse = { ok: true; status?: LiveStatus; pac?: string } | { ok: false; error: string };
 
 export interface ControlHandlers {
@@ -38,6 +43,8 @@ export interface ControlHandlers {
   reload?(request: { createdAt?: string }): Promise<void>;
   /** The PAC file the proxy serves (RunningProxy.pac); throws why there is none. */
   pac?(): string;
+  /** Subscribes to the live feed (RunningProxy.watch); throws why it cannot (still starting). */
+  watch?(subscriber: FeedSubscriber): () => void;
 }
 
 /** A control server; closeWithin stops accepting and cuts off connections still open after waitMs. */
@@ -74,7 +81,9 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
       while ((nl = buffered.indexOf('\n')) >= 0) {
         const line = buffered.slice(0, nl).trim();
         buffered = buffered.slice(nl + 1);
-        if (line !== '') void respond(line, handlers).then((answer) => socket.write(`${JSON.stringify(answer)}\n`));
+        if (line === '') continue;
+        if (isWatch(line)) return watch(socket, handlers);
+        void respond(line, handlers).then((answer) => socket.write(`${JSON.stringify(answer)}\n`));
       }
     });
   });
@@ -96,6 +105,34 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
       });
     });
   return Object.assign(server, { closeWithin });
+}
+
+function isWatch(line: string): boolean {
+  try {
+    return (JSON.parse(line) as { cmd?: unknown } | null)?.cmd === 'watch';
+  } catch {
+    return false;
+  }
+}
+
+/** The connection becomes the feed's: nothing more is read from it. */
+function watch(socket: net.Socket, handlers: ControlHandlers): void {
+  socket.removeAllListeners('data');
+  socket.pause();
+  let unsubscribe: (() => void) | undefined;
+  try {
+    if (!handlers.watch) throw new Error('this proxy has no live feed');
+    unsubscribe = handlers.watch((message) => {
+      if (socket.destroyed) return;
+      if (socket.writableLength > MAX_WATCH_UNSENT) return void socket.destroy();
+      socket.write(`${JSON.stringify(message)}\n`);
+    });
+  } catch (err) {
+    socket.end(`${JSON.stringify({ ok: false, error: err instanceof Error ? err.message : String(err) })}\n`);
+    return;
+  }
+  socket.once('close', () => unsubscribe?.());
+  if (socket.destroyed) unsubscribe();
 }
 
 async function respond(line: string, handlers: ControlHandlers): Promise<ControlResponse> {
@@ -169,4 +206,52 @@ export async function queryStatus(socketPath: string, timeoutMs?: number): Promi
   } catch {
     return undefined;
   }
+}
+
+export interface Watch {
+  /** Resolves when the feed ends, with why (the daemon stopped, refused, or close() was called). */
+  readonly ended: Promise<string>;
+  close(): void;
+}
+
+/** Follows a daemon's live feed: each message to onMessage, in order. */
+export function watchProxy(socketPath: string, onMessage: (message: FeedMessage) => void): Watch {
+  const socket = net.connect(socketPath);
+  let buffered = '';
+  let why = 'the proxy closed its feed';
+  socket.setEncoding('utf8');
+  socket.on('connect', () => socket.write(`${JSON.stringify({ cmd: 'watch' })}\n`));
+  socket.on('data', (chunk: string) => {
+    buffered += chunk;
+    let nl: number;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      let message: FeedMessage | { ok: false; error: string };
+      try {
+        message = JSON.parse(line) as FeedMessage | { ok: false; error: string };
+      } catch {
+        why = 'the proxy sent a line that is not JSON';
+        socket.destroy();
+        return;
+      }
+      if ('ok' in message) {
+        why = message.error;
+        socket.destroy();
+        return;
+      }
+      onMessage(message);
+    }
+  });
+  const ended = new Promise<string>((resolve) => {
+    socket.on('error', (err) => (why = err.message));
+    socket.on('close', () => resolve(why));
+  });
+  return {
+    ended,
+    close: () => {
+      why = 'closed';
+      socket.destroy();
+    },
+  };
 }

@@ -92,6 +92,10 @@ class Daemon {
           if (!this.running) throw new Error('the proxy is still starting; try again in a moment');
           return this.running.pac();
         },
+        watch: (subscriber) => {
+          if (!this.running) throw new Error('the proxy is still starting; try again in a moment');
+          return this.running.watch(subscriber);
+        },
       });
       const callOff = new AbortController();
       const starting = startProxy(

@@ -54,6 +54,8 @@ export interface ProxyOptions {
    * surfaces when the cache lists.
    */
   apiChecked?: boolean;
+  /** Serve the live page at / on the HTTP listener (a foreground proxy; its URL, with a token, is in the ready lines). */
+  page?: boolean;
 }
 
 export const DEFAULTS = {

@@ -27,6 +27,7 @@ import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
 import { ARGV_WARNING, ProxyAuth } from '../auth/credentials.js';
 import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js';
+import { startLive } from './live.js';
 
 export { routingTableFor };
 
@@ -110,6 +111,20 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
   const primary = defaultCluster(built);
+  const routes = () =>
+    built.table.routes.map((spec) => ({
+      ...built.routes.get(spec.name)!.status(),
+      serves: describeRoute(built.table, spec),
+      streams: stats.forRoute(spec.name),
+    }));
+  const live = startLive(
+    stats,
+    listeners,
+    ctx,
+    () => ({ context: primary?.kube.context ?? '', namespace: primary?.kube.namespace ?? '' }),
+    routes,
+    !!options.page,
+  );
   log.info(
     {
       context: primary?.kube.context,
@@ -140,12 +155,9 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     namespace: primary?.kube.namespace ?? '',
     table: () => built.table,
     pac,
-    routes: () =>
-      built.table.routes.map((spec) => ({
-        ...built.routes.get(spec.name)!.status(),
-        serves: describeRoute(built.table, spec),
-        streams: stats.forRoute(spec.name),
-      })),
+    routes,
+    watch: (subscriber) => live.feed.subscribe(subscriber),
+    ...(live.pageUrl ? { pageUrl: live.pageUrl } : {}),
     totals: () => stats.snapshot(),
     cacheStatus: () => defaultCluster(built)?.cacheStatus(),
     transports: () => defaultCluster(built)?.transportStats() ?? [],
@@ -185,6 +197,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     stop(graceMs: number) {
       stopping ??= (async () => {
         pauses.stop();
+        live.stop();
         log.info({ openStreams: stats.snapshot().openStreams, graceMs }, 'stopping: no new connections, letting open streams finish');
         await closeAll(graceMs);
         log.info(stats.snapshot(), 'stopped');

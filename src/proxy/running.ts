@@ -4,6 +4,7 @@ import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routing/route.js';
 import type { RoutingTable } from '../routing/table-spec.js';
+import type { FeedSubscriber } from '../ui/feed.js';
 
 /** A port mapping as it runs: where it listens and the target it opens. */
 export interface ForwardStatus {
@@ -32,6 +33,10 @@ export interface RunningProxy {
   pac(): string;
   /** Each route's kind, state and figures. */
   routes(): RouteStatus[];
+  /** The live feed (ui/feed.ts): a snapshot, then events, until the returned function is called. */
+  watch(subscriber: FeedSubscriber): () => void;
+  /** The live page's URL with its token, when this proxy serves one (options.page and an HTTP listener on TCP). */
+  readonly pageUrl?: string;
   /**
    * Re-reads the table (or takes `next`), starts its new routes and swaps it in; rejects — and
    * changes nothing — when it does not parse or a new route cannot start.

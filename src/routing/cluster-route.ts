@@ -62,7 +62,7 @@ export class ClusterRoute {
           const stream = await this.transport.open(c, { signal: sig, confirmMs: this.isConfirmed(c) ? 0 : this.options.confirmMs });
           this.markConfirmed(c);
           current = via;
-          return { stream, via };
+          return { stream, via, transport: this.transport.name };
         } catch (err) {
           lastError = err;
           this.noteFailure(via, err);
@@ -95,7 +95,7 @@ export class ClusterRoute {
       );
       return moved?.stream;
     });
-    return { stream, via: first.via };
+    return { stream, via: first.via, transport: first.transport };
   }
 
   /**

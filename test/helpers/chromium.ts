@@ -4,6 +4,18 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 
+/** The flags every headless Chromium of the tests runs with (no sandbox as root, nothing fetched from outside). */
+export const CHROMIUM_FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
 export function findChromium(): string | undefined {
   try {
     return (
@@ -31,14 +43,7 @@ export async function headlessChromium(): Promise<Browser | undefined> {
         execFile(
           chromium,
           [
-            '--headless',
-            '--no-sandbox',
-            '--disable-gpu',
-            '--disable-quic',
-            '--no-first-run',
-            '--disable-background-networking',
-            '--disable-component-update',
-            '--disable-sync',
+            ...CHROMIUM_FLAGS,
             // Without this Chromium never asks the PAC about loopback hosts (implicit bypass).
             '--proxy-bypass-list=<-loopback>',
             `--user-data-dir=${profile}`,
@@ -52,4 +57,12 @@ export async function headlessChromium(): Promise<Browser | undefined> {
       }),
     close: () => rm(profile, { recursive: true, force: true }),
   };
+}
+
+/** The system Chromium driven by playwright-core (for pages that run script), or why there is none. */
+export async function playwrightChromium(): Promise<import('playwright-core').Browser | string> {
+  const executablePath = findChromium();
+  if (!executablePath) return 'no chromium installed (apt-get install chromium)';
+  const { chromium } = await import('playwright-core');
+  return chromium.launch({ executablePath, headless: true, args: CHROMIUM_FLAGS });
 }

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { CHROMIUM_FLAGS } from '../helpers/chromium.js';
 
 function findChromium(): string | undefined {
   // CI installs Chrome where it likes and says where (browser-actions/setup-chrome).
@@ -44,20 +45,7 @@ async function dumpDom(proxyServer: string, url: string): Promise<string> {
     return await new Promise((resolve, reject) => {
       execFile(
         chromium!,
-        [
-          '--headless',
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-          `--user-data-dir=${profile}`,
-          `--proxy-server=${proxyServer}`,
-          '--dump-dom',
-          url,
-        ],
+        [...CHROMIUM_FLAGS, `--user-data-dir=${profile}`, `--proxy-server=${proxyServer}`, '--dump-dom', url],
         { encoding: 'utf8', timeout: 60_000 },
         (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)),
       );

@@ -1,0 +1,59 @@
+// `ui`: the live page of every managed proxy of this user. Each browser that opens the event
+// stream gets, per running proxy, the feed that proxy streams over its control socket (`watch`,
+// managed/control.ts): its snapshot, then its events. The registry is read again every RESCAN_MS
+// for proxies started (or stopped) since; a feed that ends is reported as `gone` with why.
+import type { PageHub, PageMessage } from '../ui/page-server.js';
+import { withStateLock } from '../state/lock.js';
+import { stateDirExists, type StateLayout } from '../state/paths.js';
+import { watchProxy, type Watch } from './control.js';
+import { inspectAll } from './registry.js';
+
+const RESCAN_MS = 3_000;
+
+/** The ids of the proxies that run now (a starting one joins once it serves). */
+export async function runningProxies(l: StateLayout): Promise<string[]> {
+  if (!stateDirExists(l)) return [];
+  const found = await withStateLock(l, () => inspectAll(l));
+  return found.filter((x) => x.state === 'running').map((x) => x.entry.id);
+}
+
+export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
+  return {
+    subscribe(send: (message: PageMessage) => void): () => void {
+      const watches = new Map<string, Watch>();
+      let closed = false;
+      const follow = (id: string): void => {
+        const watch = watchProxy(l.controlSocket(id), (message) => {
+          if (!closed) send({ ...message, proxy: id });
+        });
+        watches.set(id, watch);
+        void watch.ended.then((why) => {
+          if (watches.get(id) !== watch) return;
+          watches.delete(id);
+          if (!closed) send({ type: 'gone', proxy: id, reason: why });
+        });
+      };
+      let scanning = false;
+      const scan = async (): Promise<void> => {
+        if (scanning || closed) return;
+        scanning = true;
+        try {
+          for (const id of await runningProxies(l)) if (!closed && !watches.has(id)) follow(id);
+        } catch {
+          /* the registry is being rewritten or locked: the next scan sees it */
+        } finally {
+          scanning = false;
+        }
+      };
+      void scan();
+      const timer = setInterval(() => void scan(), rescanMs);
+      timer.unref();
+      return () => {
+        closed = true;
+        clearInterval(timer);
+        for (const watch of watches.values()) watch.close();
+        watches.clear();
+      };
+    },
+  };
+}

@@ -1,0 +1,78 @@
+// The proxy's live feed (ui/feed.ts: what `watch` on a managed proxy's control socket streams)
+// and, for a foreground proxy with an HTTP listener on TCP, its own live page at / on that
+// listener (ui/page-server.ts), with a token made at start.
+import type { Listener, ListenerContext } from '../listeners/listener.js';
+import type { ForwardListener } from '../listeners/forward-server.js';
+import { target } from '../listeners/stream-stats.js';
+import type { StreamStats } from '../listeners/stream-stats.js';
+import { formatAddress } from '../listeners/bound-address.js';
+import { isUnixAddress } from '../listeners/unix-socket.js';
+import type { RouteStatus } from '../routing/route.js';
+import { LiveFeed, type ProxyView } from '../ui/feed.js';
+import { newPageToken } from '../ui/page-access.js';
+import { claimsRequest, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
+
+export interface Live {
+  feed: LiveFeed;
+  /** The page's URL with its token, when this proxy serves one. */
+  pageUrl?: string;
+  stop(): void;
+}
+
+export function startLive(
+  stats: StreamStats,
+  listeners: readonly Listener[],
+  ctx: ListenerContext,
+  view: () => Pick<ProxyView, 'context' | 'namespace'>,
+  routes: () => RouteStatus[],
+  servePage: boolean,
+): Live {
+  const startedAt = new Date().toISOString();
+  const tcp = (kind: Listener['kind']) => listeners.find((l) => l.kind === kind && !isUnixAddress(l.address));
+  const feed = new LiveFeed({
+    proxy: () => {
+      const socks = listeners.find((l) => l.kind === 'socks');
+      const http = listeners.find((l) => l.kind === 'http');
+      const pacAt = tcp('http');
+      return {
+        pid: process.pid,
+        startedAt,
+        ...view(),
+        ...(socks ? { socks: formatAddress(socks.address) } : {}),
+        ...(http ? { http: formatAddress(http.address) } : {}),
+        forwards: listeners
+          .filter((l): l is ForwardListener => l.kind === 'forward')
+          .map((l) => ({ listen: formatAddress(l.address), target: target(l.target) })),
+        auth: ctx.auth !== undefined,
+        ...(pacAt ? { pacUrl: `${pageUrl(pacAt.address, '').replace(/\/\?token=$/, '')}/proxy.pac` } : {}),
+      };
+    },
+    routes,
+    totals: () => stats.snapshot(),
+    openRecords: () => stats.openRecords(),
+  });
+  stats.observer = feed;
+  feed.start();
+  let page: PageHandler | undefined;
+  let url: string | undefined;
+  const http = tcp('http');
+  if (servePage && http) {
+    const token = newPageToken();
+    page = pageHandler(token, hubOf(feed, 'this'));
+    ctx.page = { claims: claimsRequest, serve: page };
+    url = pageUrl(http.address, token);
+  }
+  return {
+    feed,
+    ...(url ? { pageUrl: url } : {}),
+    stop: () => {
+      feed.stop();
+      page?.close();
+    },
+  };
+}
+
+/** One proxy's feed as the page's hub. */
+export function hubOf(feed: LiveFeed, proxy: string): PageHub {
+  return { subscribe: (send) => feed.subscribe((message) => send({ ...message, proxy })) };
+}

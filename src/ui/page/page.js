@@ -1,0 +1,298 @@
+// The live page's script: follows /ui/events (server-sent events, ui/page-server.ts) and draws
+// proxies, routes, streams, failures and a chart. Every name from a cluster or a client goes in
+// as text (textContent / text nodes), never as markup.
+'use strict';
+
+const KEEP = 200;
+const SHOW = 200;
+const proxies = new Map();
+const HINTS = {
+  'not-allowed': 'not a cluster name, an IP no cluster knows, or RBAC forbids pods/portforward',
+  'unknown-target': 'no such Service or pod: check the namespace',
+  'no-ready-endpoint': 'the Service has no ready endpoint: kubectl get endpointslices -l kubernetes.io/service-name=NAME',
+  'unsupported-target': 'an ExternalName Service or endpoints that are not pods: connect to the real target',
+  'connection-refused': 'the pod does not listen on that port, or the Service has no such port',
+  timeout: 'resolving and opening the tunnel took longer than --connect-timeout',
+  'api-error': 'the API server failed the port-forward (unreachable, 5xx, 401)',
+  overloaded: '--max-streams streams are open, or the proxy is stopping',
+  'route-unavailable': 'the route is not serving: see its state above',
+  'command-not-supported': 'BIND, UDP or a WebSocket upgrade sent as plain HTTP: TCP via CONNECT only',
+  'auth-failed': 'the client did not present the proxy credentials',
+  'bad-request': 'the client sent a malformed request',
+};
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (value === undefined || value === null) continue;
+    if (key === 'class') node.className = value;
+    else if (key.startsWith('data-')) node.setAttribute(key, String(value));
+    else node[key] = value;
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const td = (text, cls) => el('td', { class: cls }, text ?? '');
+const badge = (text, cls) => el('span', { class: `badge ${cls || text}` }, text);
+
+function bytes(n) {
+  if (n === undefined || n === null) return '';
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let i = -1;
+  do {
+    v /= 1024;
+    i++;
+  } while (v >= 1024 && i < units.length - 1);
+  return `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
+}
+
+function duration(ms) {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 90) return `${s} s`;
+  const m = Math.round(s / 60);
+  return m < 90 ? `${m} min` : `${Math.round(m / 60)} h`;
+}
+
+const clock = (ms) => new Date(ms).toLocaleTimeString();
+
+function proxyState(id) {
+  let p = proxies.get(id);
+  if (!p) {
+    p = { id, info: undefined, routes: [], totals: undefined, open: new Map(), recent: [], failures: [], samples: [], gone: undefined };
+    proxies.set(id, p);
+  }
+  return p;
+}
+
+function keepLast(list, items) {
+  list.push(...items);
+  if (list.length > KEEP) list.splice(0, list.length - KEEP);
+}
+
+function receive(message) {
+  const p = proxyState(message.proxy);
+  switch (message.type) {
+    case 'snapshot':
+      p.gone = undefined;
+      p.info = message.info;
+      p.routes = message.routes;
+      p.totals = message.totals;
+      p.open = new Map(message.open.map((s) => [s.id, s]));
+      p.recent = message.recent.slice(-KEEP);
+      p.failures = message.failures.slice(-KEEP);
+      p.samples = message.samples.slice();
+      break;
+    case 'events':
+      for (const s of message.opened) p.open.set(s.id, s);
+      for (const s of message.closed) p.open.delete(s.id);
+      keepLast(p.recent, message.closed);
+      keepLast(p.failures, message.refused);
+      break;
+    case 'sample':
+      p.samples.push(message.sample);
+      if (p.samples.length > 300) p.samples.shift();
+      p.totals = message.totals;
+      for (const [id, from, to] of message.live) {
+        const s = p.open.get(id);
+        if (s) Object.assign(s, { bytesFromClient: from, bytesToClient: to });
+      }
+      break;
+    case 'routes':
+      p.routes = message.routes;
+      break;
+    case 'gone':
+      p.gone = message.reason;
+      p.open.clear();
+      break;
+  }
+  scheduleRender();
+}
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    render();
+  });
+}
+
+function copyBlock(text) {
+  const pre = el('pre', { class: 'mono' }, text);
+  const button = el('button', { type: 'button', title: 'copy' }, 'copy');
+  button.addEventListener('click', () => navigator.clipboard?.writeText(text));
+  return el('div', { class: 'copy' }, pre, button);
+}
+
+function envLines(info) {
+  const cred = info.auth ? 'USER:PASSWORD@' : '';
+  const lines = [];
+  if (info.socks && !info.socks.startsWith('/')) lines.push(`export ALL_PROXY=socks5h://${cred}${info.socks}`);
+  if (info.http && !info.http.startsWith('/')) for (const name of ['HTTP_PROXY', 'HTTPS_PROXY']) lines.push(`export ${name}=http://${cred}${info.http}`);
+  return lines.join('\n');
+}
+
+function renderProxies() {
+  const cards = [];
+  for (const p of proxies.values()) {
+    const info = p.info;
+    const title = p.id === 'this' ? 'this proxy' : `proxy ${p.id}`;
+    const state = p.gone ? badge('gone', 'gone') : badge('live', 'live');
+    const rows = [];
+    const row = (name, value) => value && rows.push(el('dt', {}, name), el('dd', {}, value));
+    if (info) {
+      row('context', `${info.context || '(none)'}${info.namespace ? `, namespace ${info.namespace}` : ''}`);
+      row('SOCKS5', info.socks);
+      row('HTTP', info.http);
+      for (const f of info.forwards || []) row('mapping', `${f.listen} → ${f.target}`);
+      row('up for', duration(Date.now() - Date.parse(info.startedAt)));
+      row('pid', String(info.pid));
+      row('credentials', info.auth ? 'required (proxy authentication on)' : 'none (loopback clients)');
+      const env = envLines(info);
+      if (env) row('env', copyBlock(env));
+      if (info.pacUrl) row('PAC', copyBlock(info.pacUrl));
+    }
+    if (p.gone) row('why', p.gone);
+    cards.push(el('div', { class: 'card', 'data-proxy': p.id }, el('h3', {}, title, state), el('dl', {}, rows)));
+  }
+  const holder = document.getElementById('proxies');
+  holder.replaceChildren(...(cards.length ? cards : [el('p', { class: 'empty' }, 'No managed proxy is running: start one with kubectl proxyout connect.')]));
+}
+
+function cacheText(details) {
+  const cache = details && details.cache;
+  if (!cache) return '';
+  const states = Object.values(cache.watches || {});
+  const word = states.includes('retrying') ? 'retrying' : states.includes('starting') ? 'syncing' : 'synced';
+  const progress = Object.entries(cache.syncing || {}).map(([what, s]) => `${what} ${s.listed}${s.total !== undefined ? `/${s.total}` : ''}`);
+  return [`${word} (${cache.scope === 'cluster' ? 'cluster-wide' : `${(cache.namespaces || []).length} namespaces`})`, ...progress].join('; ');
+}
+
+function renderRoutes() {
+  const rows = [];
+  for (const p of proxies.values()) {
+    for (const r of p.routes) {
+      const since = r.since ? `${duration(Date.now() - Date.parse(r.since))} (${clock(Date.parse(r.since))})` : '';
+      const s = r.streams || {};
+      const state = p.gone ? 'down' : r.state;
+      rows.push(
+        el(
+          'tr',
+          { 'data-proxy': p.id, 'data-route': r.name, 'data-state': state },
+          td(p.id),
+          td(r.name, 'mono'),
+          td(r.kind),
+          td(r.serves || '', 'mono'),
+          el('td', { class: 'state' }, badge(state), r.reason ? el('span', { class: 'reason' }, r.reason) : null),
+          td(since),
+          td(cacheText(r.details)),
+          td(s.openStreams !== undefined ? `${s.openStreams} open / ${s.totalStreams}` : '', 'num'),
+          td(s.bytesFromClients !== undefined ? `${bytes(s.bytesFromClients)} / ${bytes(s.bytesToClients)}` : '', 'num'),
+        ),
+      );
+    }
+  }
+  document.querySelector('#routes tbody').replaceChildren(...rows);
+}
+
+function streamMatches(s, proxy, filter, errorsOnly) {
+  if (errorsOnly && !s.error) return false;
+  if (!filter) return true;
+  return [proxy, s.route, s.target, s.via, s.error, s.client].some((v) => v && v.toLowerCase().includes(filter));
+}
+
+function renderStreams() {
+  const filter = document.getElementById('filter').value.trim().toLowerCase();
+  const errorsOnly = document.getElementById('errors-only').checked;
+  const all = [];
+  for (const p of proxies.values()) {
+    for (const s of p.open.values()) all.push({ p: p.id, s, open: true });
+    for (const s of p.recent) all.push({ p: p.id, s, open: false });
+  }
+  const shown = all.filter(({ p, s }) => streamMatches(s, p, filter, errorsOnly)).sort((a, b) => b.s.startedAt - a.s.startedAt);
+  const now = Date.now();
+  const rows = shown.slice(0, SHOW).map(({ p, s, open }) => {
+    const status = open ? badge('open') : s.error ? el('span', {}, badge('error'), el('span', { class: 'reason' }, s.error)) : badge('closed');
+    return el(
+      'tr',
+      { 'data-proxy': p, 'data-stream': s.id, 'data-target': s.target },
+      td(clock(s.startedAt)),
+      td(p),
+      td(s.client, 'mono'),
+      td(s.target, 'mono'),
+      td(s.route, 'mono'),
+      td(s.via, 'mono via'),
+      td(s.transport || ''),
+      td(bytes(s.bytesFromClient), 'num'),
+      td(bytes(s.bytesToClient), 'num'),
+      td(duration((s.endedAt || now) - s.startedAt), 'num'),
+      el('td', { class: 'status' }, status),
+    );
+  });
+  document.querySelector('#streams tbody').replaceChildren(...rows);
+  document.getElementById('stream-count').textContent = `${Math.min(SHOW, shown.length)} of ${shown.length} shown`;
+}
+
+function renderFailures() {
+  const counts = new Map();
+  const list = [];
+  for (const p of proxies.values()) {
+    for (const [reason, n] of Object.entries((p.totals && p.totals.failuresByReason) || {})) counts.set(reason, (counts.get(reason) || 0) + n);
+    for (const f of p.failures) list.push({ p: p.id, f });
+  }
+  const groups = [...counts.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([reason, n]) => el('tr', { 'data-reason': reason }, td(reason, 'mono'), td(String(n), 'num'), td(HINTS[reason] || '')));
+  document.querySelector('#failure-groups tbody').replaceChildren(...groups);
+  const rows = list
+    .sort((a, b) => b.f.at - a.f.at)
+    .slice(0, SHOW)
+    .map(({ p, f }) =>
+      el(
+        'tr',
+        { 'data-proxy': p, 'data-target': f.target || '', 'data-reason': f.reason },
+        td(clock(f.at)),
+        td(p),
+        td(f.client, 'mono'),
+        td(f.target || '', 'mono'),
+        el('td', {}, badge(f.reason, 'refused')),
+        td(f.message),
+      ),
+    );
+  document.querySelector('#failures tbody').replaceChildren(...rows);
+}
+
+function render() {
+  renderProxies();
+  renderRoutes();
+  renderStreams();
+  renderFailures();
+  window.proxyoutChart?.update(proxies);
+}
+
+function connect() {
+  const status = document.getElementById('connection');
+  const events = new EventSource('/ui/events');
+  events.onopen = () => {
+    status.className = 'badge live';
+    status.textContent = 'live';
+  };
+  events.onmessage = (e) => receive(JSON.parse(e.data));
+  events.onerror = () => {
+    status.className = 'badge error';
+    status.textContent = 'reconnecting…';
+  };
+}
+
+document.getElementById('filter').addEventListener('input', scheduleRender);
+document.getElementById('errors-only').addEventListener('change', scheduleRender);
+setInterval(scheduleRender, 5_000);
+connect();

@@ -1,0 +1,183 @@
+// The live page of a foreground proxy, in real headless Chromium: the routes of a two-cluster
+// table, a stream with the pod that served it within a second of a curl, a refusal with its
+// reason, a route turning degraded when its API server stops; screenshots in both themes for a
+// person to look at. Plain HTTP requests check the defences: no token, a foreign Host or Origin
+// — all 403, never echoing the token (a peer from elsewhere: test/unit/page-access.test.ts).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
+import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+import { playwrightChromium } from '../helpers/chromium.js';
+
+let multi: MultiCluster;
+let proxy: ProxyProcess;
+let pageUrl: URL;
+let browser: Browser | undefined;
+let noBrowser = '';
+
+before(async () => {
+  multi = await startClusters(['prod', 'staging']);
+  await addWhich(multi.clusters[0]!);
+  await addWhich(multi.clusters[1]!);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    multi.kubeconfig,
+    '--context',
+    'prod',
+    '--context',
+    'staging',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--shutdown-grace',
+    '0',
+  ]);
+  const line = proxy.stdout.find((l) => l.includes('live page at'));
+  assert.ok(line, `no page URL in the ready lines:\n${proxy.stdout.join('\n')}`);
+  pageUrl = new URL(/live page at (\S+)/.exec(line)![1]!);
+  const launched = await playwrightChromium();
+  if (typeof launched === 'string') noBrowser = launched;
+  else browser = launched;
+});
+
+after(async () => {
+  await browser?.close();
+  await proxy?.stop();
+  await multi?.close();
+});
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** A plain request to the page's listener with these headers (Host as given, not derived from the URL). */
+function get(pathAndQuery: string, headers: Record<string, string> = {}): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: pageUrl.hostname, port: pageUrl.port, path: pathAndQuery, headers: { Host: pageUrl.host, ...headers } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        body += c;
+        // The event stream never ends: its first message is enough.
+        if (res.headers['content-type']?.startsWith('text/event-stream') && body.includes('\n\ndata: ')) res.destroy();
+      });
+      res.on('close', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const token = () => pageUrl.searchParams.get('token')!;
+
+test('requests without the token, with a wrong one, a foreign Host or a foreign Origin are refused with 403 that echoes nothing', async () => {
+  const cases: Array<[string, string, Record<string, string>]> = [
+    ['no token', '/', {}],
+    ['no token, assets', '/ui/page.js', {}],
+    ['no token, events', '/ui/events', {}],
+    ['a wrong token', `/?token=${token().slice(1)}x`, {}],
+    ['a wrong cookie', '/', { Cookie: `proxyout-ui-${pageUrl.port}=nope` }],
+    ['a foreign Host (DNS rebinding)', `/?token=${token()}`, { Host: `evil.example:${pageUrl.port}` }],
+    ['a loopback Host with another port', `/?token=${token()}`, { Host: `127.0.0.1:${Number(pageUrl.port) + 1}` }],
+    ['a foreign Origin', `/ui/events?token=${token()}`, { Origin: 'http://evil.example' }],
+    ['a loopback Origin with another port', `/ui/events?token=${token()}`, { Origin: `http://127.0.0.1:${Number(pageUrl.port) + 1}` }],
+  ];
+  for (const [what, url, headers] of cases) {
+    const answer = await get(url, headers);
+    assert.equal(answer.status, 403, `${what}: ${answer.status} ${answer.body}`);
+    assert.match(answer.body, /^kubectl-proxyout: /, what);
+    assert.ok(!answer.body.includes(token()) && !answer.body.includes('evil'), `${what}: the answer echoes the request: ${answer.body}`);
+    assert.equal(answer.headers['set-cookie'], undefined, what);
+  }
+});
+
+test('the token once in the URL sets an HttpOnly SameSite=Strict cookie and leaves the address bar; the cookie then serves everything', async () => {
+  const first = await get(`/?token=${token()}`);
+  assert.equal(first.status, 303);
+  assert.equal(first.headers.location, '/');
+  const cookie = first.headers['set-cookie']?.[0] ?? '';
+  assert.match(cookie, new RegExp(`^proxyout-ui-${pageUrl.port}=${token()}; HttpOnly; SameSite=Strict; Path=/$`));
+  const jar = { Cookie: cookie.split(';')[0]! };
+  const page = await get('/', jar);
+  assert.equal(page.status, 200);
+  assert.match(String(page.headers['content-security-policy']), /default-src 'none'; script-src 'self'/);
+  assert.match(page.body, /<title>kubectl-proxyout<\/title>/);
+  const uplot = await get('/ui/uPlot.js', jar);
+  assert.equal(uplot.status, 200);
+  assert.match(uplot.body, /MIT License[\s\S]*var uPlot=/, 'uPlot, with its licence, from the proxy itself');
+  const events = await get('/ui/events', { ...jar, Origin: `http://${pageUrl.host}` });
+  assert.equal(events.status, 200);
+  const snapshot = JSON.parse(/data: (.*)\n/.exec(events.body)![1]!) as { type: string; proxy: string; routes: Array<{ name: string }> };
+  assert.equal(snapshot.type, 'snapshot');
+  assert.deepEqual(
+    snapshot.routes.map((r) => r.name),
+    ['prod', 'staging'],
+  );
+});
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  const file = path.join(os.tmpdir(), `proxyout-live-page-${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  console.log(`# screenshot of the live page (${name}): ${file}`);
+}
+
+test('in Chromium: the routes of both clusters, a stream with its pod within a second of a curl, a refusal with its reason, a stopped API server turning its route degraded', async (t) => {
+  if (!browser) return t.skip(noBrowser);
+  const context = await browser.newContext({ colorScheme: 'light', viewport: { width: 1400, height: 900 } });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (err) => problems.push(err.message));
+  page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
+  try {
+    await page.goto(pageUrl.href);
+    assert.equal(new URL(page.url()).search, '', 'the token left the address bar');
+    for (const route of ['prod', 'staging']) await page.waitForSelector(`#routes tr[data-route="${route}"][data-state="ready"]`, { timeout: 10_000 });
+
+    const before = Date.now();
+    const r = await curl(['-sS', '-x', `http://${proxy.http}`, 'http://which.shop.svc/']);
+    assert.equal(r.code, 0, r.stderr);
+    const row = page.locator('#streams tr[data-target="which.shop.svc:80"]').first();
+    await row.locator('td.via').filter({ hasText: 'shop/which-prod:8080' }).waitFor({ timeout: 1_000 });
+    console.log(`# the stream showed ${Date.now() - before} ms after the curl started`);
+    assert.equal(await row.locator('td').nth(6).textContent(), 'spdy');
+
+    const refused = await curl(['-sS', '-o', '/dev/null', '-w', '%{http_code}', '-x', `http://${proxy.http}`, 'http://nosuch.shop.svc/']);
+    assert.notEqual(refused.stdout, '200');
+    const failure = page.locator('#failures tr[data-target="nosuch.shop.svc:80"]').first();
+    await failure.waitFor({ timeout: 2_000 });
+    const reason = await failure.getAttribute('data-reason');
+    assert.match((await failure.textContent()) ?? '', new RegExp(`${reason}.*nosuch`));
+    await page.locator(`#failure-groups tr[data-reason="${reason}"]`).waitFor({ timeout: 2_000 });
+
+    await page.locator('#chart canvas').first().waitFor({ timeout: 5_000 });
+    await screenshot(page, 'light');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.waitForTimeout(300);
+    await screenshot(page, 'dark');
+
+    let bringUp!: () => void;
+    const down = multi.clusters[1]!.sim.restartApiServer(new Promise<void>((resolve) => (bringUp = resolve)));
+    try {
+      const degraded = page.locator('#routes tr[data-route="staging"][data-state="degraded"]');
+      await degraded.waitFor({ timeout: 10_000 });
+      assert.match((await degraded.locator('.reason').textContent()) ?? '', /API server/);
+      assert.equal(await page.locator('#routes tr[data-route="prod"]').getAttribute('data-state'), 'ready');
+      await screenshot(page, 'degraded-dark');
+    } finally {
+      bringUp();
+      await down;
+    }
+    await page.locator('#routes tr[data-route="staging"][data-state="ready"]').waitFor({ timeout: 15_000 });
+    assert.deepEqual(problems, [], 'the page ran without errors');
+  } finally {
+    await context.close();
+  }
+});
