@@ -54,7 +54,8 @@ export async function startBenchProxy(
     return layout;
   });
   const layout = await shared;
-  const { nodeFlags = [], ...rest } = opts;
+  // BENCH_PROXY_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR", "--max-semi-space-size=2") reaches every bench's proxy.
+  const { nodeFlags = (process.env.BENCH_PROXY_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...rest } = opts;
   if (rest.command) return startProxyProcess(args, rest);
   const [node, script] = layout?.command ?? [process.execPath, binPath];
   return startProxyProcess(args, { ...rest, command: [node!, ...nodeFlags, script!], env: { ...layout?.env, ...rest.env } });

@@ -256,7 +256,7 @@ console.log(
 );
 console.log(`The proxy: ${benchProxyForm()}. Per 1,000 pods ${SERVICES_PER_BLOCK} Deployments behind as many Services.\n`);
 console.log(
-  '| running pods | Services / EndpointSlices | pods ready after | time to ready | proxy RSS synced / after ${IDLE_S} s idle | start-up API requests | start-up bytes from / to the API server | decision p50 / p99 | API requests in those | Pod IP: first ask p50 / again p99 | forwarded |',
+  `| running pods | Services / EndpointSlices | pods ready after | time to ready | proxy RSS synced / after ${IDLE_S} s idle | start-up API requests | start-up bytes from / to the API server | decision p50 / p99 | API requests in those | Pod IP: first ask p50 / again p99 | forwarded |`,
 );
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
