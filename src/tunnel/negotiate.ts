@@ -8,7 +8,10 @@
 // protocol (this stream falls back, the next one asks again): a 101 with another subprotocol and
 // 4xx answers other than 401/403/404/408/429 are remembered — a Kubernetes ≤ 1.29 API server (or
 // the PortForwardWebsockets gate off) hands the request to the kubelet's v4 handler, which answers
-// 400 `query parameter "port" is required`. Credentials, RBAC, a vanished pod and 5xx are not.
+// 400 `query parameter "port" is required` in plain text. Credentials, RBAC, a vanished pod and 5xx
+// are not, nor is any refusal the API server words itself as a Status object: a 400 Status is about
+// this pod (e.g. `pod db-0 does not have a host assigned` for one no node has taken yet,
+// pkg/registry/core/pod/strategy.go), and must not cost the whole cluster its tunnel.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { ProxyError } from '../core/errors.js';
@@ -23,7 +26,18 @@ const NOT_ABOUT_PROTOCOL = new Set([401, 403, 404, 408, 429]);
 
 /** Whether a refused tunnel means the server cannot do SPDY tunnelling at all. */
 export function refusalIsPermanent(r: TunnelRefusal): boolean {
+  if (r.status >= 400 && r.status < 500 && isApiStatus(r.body)) return false;
   return r.status === 101 || (r.status >= 400 && r.status < 500 && !NOT_ABOUT_PROTOCOL.has(r.status)) || r.status === 501;
+}
+
+/** Whether a refusal's body is a metav1.Status, i.e. the API server's own answer rather than the kubelet's. */
+function isApiStatus(body: string): boolean {
+  if (!body.trimStart().startsWith('{')) return false;
+  try {
+    return (JSON.parse(body) as { kind?: unknown }).kind === 'Status';
+  } catch {
+    return false;
+  }
 }
 
 export function tunnelRefusalOf(err: unknown): TunnelRefusal | undefined {

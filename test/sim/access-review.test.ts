@@ -55,12 +55,14 @@ test('cluster-wide identities may do anything; scoped ones only inside their nam
   assert.equal((await review(scoped, { nonResourceAttributes: { path: '/metrics', verb: 'get' } })).body.status.allowed, false);
 });
 
-test('no attributes is 422 Invalid; no credentials is 401; GET is 405', async () => {
+test('no attributes is 422 Invalid; no credentials is 403 (system:anonymous); GET is 405', async () => {
   const invalid = await review(sim.adminToken, {});
   assert.equal(invalid.status, 422);
   assert.equal(invalid.body.reason, 'Invalid');
   assert.match(invalid.body.message, /exactly one of nonResourceAttributes or resourceAttributes must be specified/);
-  assert.equal((await review(null, attrs('', 'list', 'pods'))).status, 401);
+  const anonymous = await review(null, attrs('', 'list', 'pods'));
+  assert.equal(anonymous.status, 403);
+  assert.match(anonymous.body.message, /User "system:anonymous" cannot create resource "selfsubjectaccessreviews" in API group "authorization.k8s.io"/);
   assert.equal((await request(sim, ACCESS_REVIEW_PATH)).status, 405);
 });
 

@@ -4,7 +4,10 @@
 // no credentials → 401), an RBAC-like namespace restriction for scoped tokens (403 worded like
 // staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go), URL routing like
 // staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go, discovery, per-request
-// counters, and the port-forward upgrade hand-off to the simulated kubelet.
+// counters, and the port-forward upgrade hand-off to the simulated kubelet. Requests without
+// credentials are system:anonymous (kube-apiserver's default --anonymous-auth=true), whom RBAC's
+// default bindings (plugin/pkg/auth/authorizer/rbac/bootstrappolicy: system:public-info-viewer)
+// allow only the version and health paths.
 import https from 'node:https';
 import tls, { type TLSSocket } from 'node:tls';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -64,6 +67,17 @@ export interface Identity {
   namespaces?: string[];
   /** Extension: requests refused wherever they are, as "verb resource[/subresource]" (e.g. "watch pods"). */
   denied?: string[];
+  /** system:anonymous: only the public paths; everything else 403. */
+  anonymous?: boolean;
+}
+
+const ANONYMOUS: Identity = { user: 'system:anonymous', groups: ['system:unauthenticated'], namespaces: [], anonymous: true };
+/** What system:public-info-viewer grants everyone. */
+const PUBLIC_PATHS = new Set(['/version', '/healthz', '/livez', '/readyz']);
+
+/** RBAC's refusal of a non-resource path. */
+function pathForbidden(user: string, path: string): ApiError {
+  return new ApiError(403, 'Forbidden', `forbidden: User "${user}" cannot get path "${path}"`, {});
 }
 
 export type Route =
@@ -179,6 +193,8 @@ export class ApiServer {
   private readonly watches = new Set<ActiveWatch>();
   counters: SimCounters = emptyCounters();
   port: number;
+  /** Extension: false = --anonymous-auth=false: requests without credentials get 401. */
+  anonymousAuth = true;
   /** Extension: false = a server without the WatchList feature (sendInitialEvents → 422), as before 1.27 or with the gate off. */
   watchList = true;
   /** Extension: called after each list page that has a continue token (tests compact the store there). */
@@ -302,7 +318,14 @@ export class ApiServer {
     }) as ServerResponse['end'];
   }
 
+  /** The identity, system:anonymous for a request without credentials, or undefined (401). */
   private authenticate(req: IncomingMessage): Identity | undefined {
+    const id = this.credentialsOf(req);
+    if (id || !this.anonymousAuth) return id;
+    return req.headers.authorization === undefined ? ANONYMOUS : undefined;
+  }
+
+  private credentialsOf(req: IncomingMessage): Identity | undefined {
     const tls = req.socket as TLSSocket;
     if (tls.authorized) {
       const cert = tls.getPeerCertificate();
@@ -325,7 +348,7 @@ export class ApiServer {
   private impersonate(id: Identity, req: IncomingMessage): Identity {
     const user = req.headersDistinct['impersonate-user']?.[0];
     if (user === undefined) return id;
-    if (id.namespaces) {
+    if (id.namespaces || id.anonymous) {
       throw new ApiError(
         403,
         'Forbidden',
@@ -402,6 +425,11 @@ export class ApiServer {
 
   private dispatch(req: IncomingMessage, res: ServerResponse, url: URL, route: Route, verb: Verb, id: Identity): void {
     const q = url.searchParams;
+    if (id.anonymous && route.t !== 'resource' && route.t !== 'apiNotFound') {
+      if (route.t === 'review')
+        throw forbidden(id.user, 'create', { resource: 'selfsubjectaccessreviews' as Resource, group: 'authorization.k8s.io' }, undefined);
+      if (!PUBLIC_PATHS.has(url.pathname)) throw pathForbidden(id.user, url.pathname);
+    }
     if (route.t === 'notFound') {
       res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' });
       return void res.end('404 page not found\n');
@@ -458,8 +486,12 @@ export class ApiServer {
     if (route.t !== 'resource' || verb !== 'portforward') {
       return writeRawResponse(socket, 400, 'the simulated API server accepts upgrades only on pods/{name}/portforward', 'text/plain; charset=utf-8');
     }
-    const denied = this.authorize(id, 'create', route);
-    if (denied) return writeRawStatus(socket, denied);
+    // A WebSocket upgrade is a GET: RBAC asks for get first, then (AuthorizePodWebsocketUpgradeCreatePermission) create.
+    const verbs = req.method === 'GET' ? ['get', 'create'] : ['create'];
+    for (const v of verbs) {
+      const denied = this.authorize(id, v, route);
+      if (denied) return writeRawStatus(socket, denied);
+    }
     if (this.o.onSpdyPortForward?.(req, socket, head, route.namespace!, route.name!, url.searchParams)) return;
     this.o.onPortForward(req, socket, head, route.namespace!, route.name!, url.searchParams);
   }

@@ -15,7 +15,7 @@ import { KubeletSpdyPortForward, type SpdyFailureFrames } from './kubelet-spdy.j
 import type { Headers } from '../../src/tunnel/spdy/framer.js';
 import { EndpointsController, MANAGED_BY_LABEL, SERVICE_NAME_LABEL, randomSuffix } from './controllers.js';
 import { PodBackends, type BackendKind } from './backends.js';
-import { NODE_IP, namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject } from './objects.js';
+import { NODE_IP, namespaceObject, nowRfc3339, podObject, podStatus, randomHex, serviceObject, unscheduledStatus } from './objects.js';
 import { renderKubeconfig, type KubeconfigAuth } from './kubeconfig.js';
 import { notFound } from './status.js';
 import { SimIngressController, ingressObject, routeObject, type SimIngressSpec, type SimRouteSpec } from './ingress.js';
@@ -57,6 +57,8 @@ export interface SimOptions {
   endpointSliceDelayMs?: number;
   /** Extension: serve OpenShift Routes (route.openshift.io/v1) like an OpenShift API server. Default false. */
   openshiftRoutes?: boolean;
+  /** Requests without credentials are system:anonymous (403 but for /version and health), as kube-apiserver's default; false: 401. Default true. */
+  anonymousAuth?: boolean;
   /**
    * Extension: backends never listen on the pod IP, only on 127.0.0.1:<ephemeral>, so Pod IPs
    * answer only through the kubelet or a konnectivity server (a guest cluster; guest-network.ts).
@@ -80,6 +82,8 @@ export interface SimPodSpec {
   subdomain?: string;
   ready?: boolean;
   phase?: 'Running' | 'Pending';
+  /** false: no node takes the pod (Pending, no spec.nodeName, PodScheduled False); port-forward to it is refused 400. Default true. */
+  scheduled?: boolean;
   /** Extension: a hostNetwork pod; its IP is the node's (NODE_IP, 127.0.0.1), its backends listen there. */
   hostNetwork?: boolean;
   ports: Array<SimContainerPort & { backend?: BackendKind; target?: { host: string; port: number } }>;
@@ -114,6 +118,7 @@ interface PodRuntime {
   sandboxId: string;
   netnsPath: string;
   running: boolean;
+  scheduled: boolean;
   backends?: PodBackends;
   refused: Set<number>;
 }
@@ -181,8 +186,8 @@ export class SimCluster {
         if (!pod) return undefined;
         const rt = this.pods.get(`${ns}/${name}`);
         return rt
-          ? { namespace: ns, name, uid: rt.uid, sandboxId: rt.sandboxId, netnsPath: rt.netnsPath, running: rt.running && !pod.metadata.deletionTimestamp }
-          : { namespace: ns, name, uid: pod.metadata.uid ?? '', sandboxId: '', netnsPath: '', running: false };
+          ? { namespace: ns, name, uid: rt.uid, sandboxId: rt.sandboxId, netnsPath: rt.netnsPath, running: rt.running, scheduled: rt.scheduled }
+          : { namespace: ns, name, uid: pod.metadata.uid ?? '', sandboxId: '', netnsPath: '', running: false, scheduled: true };
       },
       dialTarget: (ns, name, port) => {
         const rt = this.pods.get(`${ns}/${name}`);
@@ -220,6 +225,7 @@ export class SimCluster {
       log: this.log,
     });
     this.api.openshiftRoutes = opts.openshiftRoutes ?? false;
+    this.api.anonymousAuth = opts.anonymousAuth ?? true;
   }
 
   static async start(opts: SimOptions = {}): Promise<SimCluster> {
@@ -458,7 +464,8 @@ export class SimCluster {
     if (this.store.has('pods', spec.namespace, spec.name)) throw new Error(`pods "${spec.name}" already exists`);
     await this.createNamespace(spec.namespace);
     const ip = spec.ip ?? (spec.hostNetwork ? NODE_IP : this.allocatePodIp());
-    const phase = spec.phase ?? 'Running';
+    const scheduled = spec.scheduled ?? true;
+    const phase = scheduled ? (spec.phase ?? 'Running') : 'Pending';
     const uid = randomUUID();
     const rt: PodRuntime = {
       namespace: spec.namespace,
@@ -468,6 +475,7 @@ export class SimCluster {
       sandboxId: randomHex(32),
       netnsPath: `/var/run/netns/cni-${randomUUID()}`,
       running: phase === 'Running',
+      scheduled,
       refused: new Set(),
     };
     if (rt.running)
@@ -483,7 +491,8 @@ export class SimCluster {
       ports: spec.ports,
     });
     obj.metadata.uid = uid;
-    obj.status = podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32));
+    obj.status = scheduled ? podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32)) : unscheduledStatus(nowRfc3339());
+    if (!scheduled) delete (obj.spec as { nodeName?: string }).nodeName;
     this.store.create('pods', obj);
     this.reconcile(() => this.controller.syncNamespace(spec.namespace));
     return { ip, uid };
@@ -500,24 +509,44 @@ export class SimCluster {
     this.reconcile(() => this.controller.syncNamespace(namespace));
   }
 
-  async deletePod(namespace: string, name: string): Promise<void> {
+  /**
+   * With `terminatingMs`, the pod stays Terminating that long. Its containers stop at once (an app
+   * that exits on SIGTERM: not ready, endpoints `serving: false`), or after `stopDelayMs` (a preStop
+   * sleep: meanwhile it stays Ready and answers, its endpoints `ready: false, serving: true,
+   * terminating: true`, as upstream's EndpointSlice controller writes them for a Ready pod being deleted).
+   */
+  async deletePod(namespace: string, name: string, opts: { stopDelayMs?: number } = {}): Promise<void> {
     if (!this.store.has('pods', namespace, name)) throw new Error(`pods "${name}" not found`);
     if (this.terminatingMs <= 0) return this.removePodNow(namespace, name);
-    const rt = this.pods.get(`${namespace}/${name}`);
-    this.kubelet.closePod(namespace, name);
-    if (this.closeSpdySessionsWithPod) this.spdyKubelet.closePod(namespace, name);
-    await rt?.backends?.stop();
-    if (rt) rt.running = false;
     this.store.update('pods', namespace, name, (o: any) => {
       o.metadata.deletionTimestamp = nowRfc3339();
       o.metadata.deletionGracePeriodSeconds = 30;
+    });
+    const stopDelayMs = Math.min(opts.stopDelayMs ?? 0, this.terminatingMs);
+    if (stopDelayMs > 0) {
+      this.reconcile(() => this.controller.syncNamespace(namespace));
+      setTimeout(() => void this.stopContainers(namespace, name), stopDelayMs).unref();
+    } else {
+      await this.stopContainers(namespace, name);
+    }
+    setTimeout(() => {
+      if (this.store.has('pods', namespace, name)) void this.removePodNow(namespace, name);
+    }, this.terminatingMs).unref();
+  }
+
+  /** A terminating pod's containers exit: its servers and port-forwards close, it turns not ready. */
+  private async stopContainers(namespace: string, name: string): Promise<void> {
+    const rt = this.pods.get(`${namespace}/${name}`);
+    if (!rt || !this.store.has('pods', namespace, name)) return;
+    this.kubelet.closePod(namespace, name);
+    if (this.closeSpdySessionsWithPod) this.spdyKubelet.closePod(namespace, name);
+    await rt.backends?.stop();
+    rt.running = false;
+    this.store.update('pods', namespace, name, (o: any) => {
       for (const c of o.status.conditions ?? []) if (c.type === 'Ready' || c.type === 'ContainersReady') c.status = 'False';
       for (const s of o.status.containerStatuses ?? []) s.ready = false;
     });
     this.reconcile(() => this.controller.syncNamespace(namespace));
-    setTimeout(() => {
-      if (this.store.has('pods', namespace, name)) void this.removePodNow(namespace, name);
-    }, this.terminatingMs).unref();
   }
 
   /** Extension: the pod's containers exit (a finished Job pod): phase Succeeded or Failed, backends gone, not ready. */

@@ -101,7 +101,9 @@ export class EndpointsController {
 
   private endpoint(svc: AnyObj, pod: AnyObj): AnyObj {
     const terminating = !!pod.metadata.deletionTimestamp;
-    const serving = podReady(pod) && !terminating;
+    // pkg/controller/endpointslice/reconciler.go (via endpointsliceutil): serving is the pod's
+    // readiness, whether it terminates or not; ready is serving and not terminating.
+    const serving = podReady(pod);
     const e: AnyObj = { addresses: [pod.status.podIP], conditions: { ready: serving && !terminating, serving, terminating } };
     if (pod.spec.hostname && pod.spec.subdomain === svc.metadata.name) e.hostname = pod.spec.hostname;
     e.targetRef = { kind: 'Pod', namespace: pod.metadata.namespace, name: pod.metadata.name, uid: pod.metadata.uid };

@@ -35,8 +35,10 @@ export interface PodRuntimeView {
   uid: string;
   sandboxId: string;
   netnsPath: string;
-  /** false when the pod has no running sandbox (Pending, terminating). */
+  /** false when the pod has no running sandbox (Pending, stopped while terminating). */
   running: boolean;
+  /** false while no node has taken the pod (no spec.nodeName): the API server refuses 400. */
+  scheduled: boolean;
 }
 
 export interface KubeletDeps {
@@ -72,6 +74,16 @@ export function writeRawResponse(socket: Duplex, code: number, body: string, con
   head += 'Connection: close\r\n\r\n';
   socket.once('error', () => {});
   socket.end(head + body, () => socket.destroy());
+}
+
+/** The kubelet's refusals: plain text, ended by a newline as Go's http.Error writes it. */
+export function writeKubeletText(socket: Duplex, code: number, message: string): void {
+  writeRawResponse(socket, code, `${message}\n`, 'text/plain; charset=utf-8');
+}
+
+/** The API server's refusal of a pod it cannot forward to: it has no node (pkg/registry/core/pod/strategy.go PortForwardLocation). */
+export function notScheduled(name: string): ApiError {
+  return badRequest(`pod ${name} does not have a host assigned`);
 }
 
 export function writeRawStatus(socket: Duplex, err: ApiError): void {
@@ -347,6 +359,7 @@ export class KubeletPortForward {
     }
     const pod = this.deps.lookupPod(namespace, podName);
     if (!pod) return writeRawStatus(socket, this.deps.notFound(podName));
+    if (!pod.scheduled) return writeRawStatus(socket, notScheduled(podName));
     // Kubelet (go-restful WriteError: plain text bodies).
     if (!isWebSocketRequest(req)) {
       return writeRawResponse(
@@ -356,11 +369,11 @@ export class KubeletPortForward {
         'text/plain; charset=utf-8',
       );
     }
-    if (ports.length === 0) return writeRawResponse(socket, 400, 'query parameter "port" is required', 'text/plain; charset=utf-8');
+    if (ports.length === 0) return writeKubeletText(socket, 400, 'query parameter "port" is required');
     const portString = ports.join(',');
-    if (ports.some((p) => p < 1)) return writeRawResponse(socket, 400, `port ${JSON.stringify(portString)} must be > 0`, 'text/plain; charset=utf-8');
+    if (ports.some((p) => p < 1)) return writeKubeletText(socket, 400, `port ${JSON.stringify(portString)} must be > 0`);
     if (!pod.running) {
-      return writeRawResponse(socket, 500, `pod not found (${JSON.stringify(`${pod.name}_${pod.namespace}`)})`, 'text/plain; charset=utf-8');
+      return writeKubeletText(socket, 500, `pod not found (${JSON.stringify(`${pod.name}_${pod.namespace}`)})`);
     }
     const protocol = chooseSubprotocol(req.headers['sec-websocket-protocol']);
     if (protocol === undefined) return writeRawResponse(socket, 403, '');

@@ -11,7 +11,7 @@ import { appendFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
-import { parsePortsQuery, writeRawResponse, writeRawStatus, type KubeletDeps, type PodRuntimeView } from './kubelet-portforward.js';
+import { notScheduled, parsePortsQuery, writeKubeletText, writeRawStatus, type KubeletDeps, type PodRuntimeView } from './kubelet-portforward.js';
 import type { ApiError } from './status.js';
 import { encodePing, type Headers } from '../../src/tunnel/spdy/framer.js';
 import { ServerWire, SocketWire, TUNNEL_MESSAGE_MAX, WebSocketWire } from './spdy-wire.js';
@@ -35,7 +35,6 @@ export interface SpdyKubeletDeps extends KubeletDeps {
   replyHeaders(): Headers;
 }
 
-const text = 'text/plain; charset=utf-8';
 const offered = (req: IncomingMessage): string[] =>
   String(req.headers['sec-websocket-protocol'] ?? '')
     .split(',')
@@ -99,7 +98,8 @@ export class KubeletSpdyPortForward {
     }
     const pod = this.deps.lookupPod(namespace, podName);
     if (!pod) return (writeRawStatus(socket, this.deps.notFound(podName)), true);
-    if (!pod.running) return (writeRawResponse(socket, 500, `pod not found (${JSON.stringify(`${pod.name}_${pod.namespace}`)})`, text), true);
+    if (!pod.scheduled) return (writeRawStatus(socket, notScheduled(podName)), true);
+    if (!pod.running) return (writeKubeletText(socket, 500, `pod not found (${JSON.stringify(`${pod.name}_${pod.namespace}`)})`), true);
     // The kubelet's httpstream.Handshake over X-Stream-Protocol-Version (the tunnel strips the prefix).
     const versions = tunnelled
       ? offered(req)
@@ -109,14 +109,13 @@ export class KubeletSpdyPortForward {
           .split(',')
           .map((p) => p.trim())
           .filter(Boolean);
-    if (versions.length === 0) return (writeRawResponse(socket, 500, 'unable to upgrade: X-Stream-Protocol-Version is required', text), true);
+    if (versions.length === 0) return (writeKubeletText(socket, 500, 'unable to upgrade: X-Stream-Protocol-Version is required'), true);
     if (!versions.includes(PORT_FORWARD_PROTOCOL)) {
       return (
-        writeRawResponse(
+        writeKubeletText(
           socket,
           403,
-          `unable to upgrade: unable to negotiate protocol: client supports [${versions.join(' ')}], server accepts [${PORT_FORWARD_PROTOCOL}]\n`,
-          text,
+          `unable to upgrade: unable to negotiate protocol: client supports [${versions.join(' ')}], server accepts [${PORT_FORWARD_PROTOCOL}]`,
         ),
         true
       );
@@ -130,7 +129,7 @@ export class KubeletSpdyPortForward {
       return true;
     }
     if (!/upgrade/i.test(String(req.headers.connection ?? ''))) {
-      return (writeRawResponse(socket, 400, 'unable to upgrade: missing upgrade headers in request', text), true);
+      return (writeKubeletText(socket, 400, 'unable to upgrade: missing upgrade headers in request'), true);
     }
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${PORT_FORWARD_PROTOCOL}\r\nDate: ${new Date().toUTCString()}\r\n\r\n`,

@@ -92,6 +92,24 @@ function condition(type: string, ok: boolean, at: string, reason?: string, messa
   return c;
 }
 
+/** A pod no node takes: the scheduler's verdict only (pkg/scheduler/schedule_one.go handleSchedulingFailure). */
+export function unscheduledStatus(at: string): Record<string, unknown> {
+  return {
+    phase: 'Pending',
+    conditions: [
+      {
+        type: 'PodScheduled',
+        status: 'False',
+        lastProbeTime: null,
+        lastTransitionTime: at,
+        reason: 'Unschedulable',
+        message: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.",
+      },
+    ],
+    qosClass: 'BestEffort',
+  };
+}
+
 /** Pod status as the kubelet reports it. Pending = no sandbox yet (ContainerCreating), no IP. */
 export function podStatus(phase: 'Running' | 'Pending', ready: boolean, ip: string, startedAt: string, containerId: string): Record<string, unknown> {
   const now = nowRfc3339();

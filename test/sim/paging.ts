@@ -1,7 +1,8 @@
 // LIST paging and the streaming writes of big responses.
 // - limit + continue as the etcd3 store serves them (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go
 //   GetList): every page reads the snapshot of the first one (its resourceVersion), a continue token
-//   whose snapshot was compacted is 410 Expired, remainingItemCount only without selectors.
+//   whose snapshot was compacted is 410 Expired carrying an "inconsistent" token (resourceVersion -1:
+//   the rest of the list as it is now, from the next key), remainingItemCount only without selectors.
 // - The snapshot is the list of stored objects at the first page (they are never changed in place),
 //   kept a few minutes, as etcd keeps a revision until compaction.
 import { randomUUID } from 'node:crypto';
@@ -19,10 +20,13 @@ interface Snapshot {
 }
 
 export interface ContinueToken {
+  /** -1: an inconsistent continuation (the current objects from `key` on). */
   rv: number;
   /** Index of the next item in the snapshot. */
   start: number;
   id: string;
+  /** The next item's namespace/name, as upstream's start key. */
+  key: string;
 }
 
 export class ListSnapshots {
@@ -47,28 +51,49 @@ export class ListSnapshots {
   }
 }
 
-/** Same shape as the apiserver's (base64 of {"v":"meta.k8s.io/v1","rv":…,"start":…}), plus our snapshot id. */
+/** Same shape as the apiserver's (base64 of {"v":"meta.k8s.io/v1","rv":…,"start":key}), plus our snapshot id and index. */
 export function encodeContinue(t: ContinueToken): string {
-  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv: t.rv, start: t.start, id: t.id })).toString('base64url');
+  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv: t.rv, start: t.key, i: t.start, id: t.id })).toString('base64url');
+}
+
+/** A token the server cannot read: 400, worded as staging/src/k8s.io/apiserver/pkg/storage/continue.go DecodeContinue (the decoder's own words after the colon). */
+function invalidToken(why: string): ApiError {
+  return badRequest(`invalid continue token: continue key is not valid: ${why}`);
 }
 
 export function decodeContinue(token: string): ContinueToken {
+  const bad = /[^A-Za-z0-9_-]/.exec(token);
+  if (bad) throw invalidToken(`illegal base64 data at input byte ${bad.index}`);
+  let t: { v?: unknown; rv?: unknown; start?: unknown; i?: unknown; id?: unknown };
   try {
-    const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { v?: string; rv?: unknown; start?: unknown; id?: unknown };
-    if (t.v === 'meta.k8s.io/v1' && typeof t.rv === 'number' && typeof t.start === 'number' && typeof t.id === 'string')
-      return { rv: t.rv, start: t.start, id: t.id };
-  } catch {
-    /* below */
+    t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as typeof t;
+  } catch (err) {
+    throw invalidToken((err as Error).message);
   }
-  throw badRequest('continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)');
+  if (t?.v !== 'meta.k8s.io/v1') throw invalidToken(`server does not recognize this encoded version ${String(t?.v)}`);
+  if (typeof t.rv !== 'number' || t.rv === 0) throw invalidToken('incorrect encoded start resourceVersion (version meta.k8s.io/v1)');
+  if (typeof t.start !== 'string' || !t.start) throw invalidToken('encoded start key empty (version meta.k8s.io/v1)');
+  if (typeof t.i !== 'number' || typeof t.id !== 'string') throw invalidToken('not a token of this server');
+  return { rv: t.rv, start: t.i, id: t.id, key: t.start };
 }
 
-export function continueExpired(): ApiError {
+/**
+ * 410 for a continue token whose snapshot is gone, with a token that lists the rest as it is now
+ * (staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go, the compacted-continue case).
+ */
+export function continueExpired(next: ContinueToken): ApiError {
   return new ApiError(
     410,
     'Expired',
-    'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.',
+    'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.',
+    undefined,
+    { continue: encodeContinue({ ...next, rv: -1, id: '-' }) },
   );
+}
+
+/** An exact LIST at a resourceVersion older than what is kept. */
+export function listTooOld(): ApiError {
+  return new ApiError(410, 'Expired', 'The resourceVersion for the provided list is too old.');
 }
 
 /** `limit`: absent or 0 = everything; a negative or non-numeric one is a 400 as upstream. */

@@ -160,7 +160,7 @@ test('plain SPDY: 101 with Connection/Upgrade/X-Stream-Protocol-Version; handsha
   raw.close();
   const noVersion = (await RawSpdy.plain(sim, 'data', echoPod, { 'X-Stream-Protocol-Version': '' })) as RefusedUpgrade;
   assert.equal(noVersion.status, 500);
-  assert.equal(noVersion.body, 'unable to upgrade: X-Stream-Protocol-Version is required');
+  assert.equal(noVersion.body, 'unable to upgrade: X-Stream-Protocol-Version is required\n');
   const wrong = (await RawSpdy.plain(sim, 'data', echoPod, { 'X-Stream-Protocol-Version': 'v9.portforward.k8s.io' })) as RefusedUpgrade;
   assert.equal(wrong.status, 403);
   assert.match(wrong.body, /unable to negotiate protocol: client supports \[v9\.portforward\.k8s\.io\], server accepts \[portforward\.k8s\.io\]/);
@@ -175,7 +175,7 @@ test('tunnel off (1.29-like): the WebSocket reaches the v4 handler; plain SPDY s
     await assert.rejects(RawSpdy.tunnel(sim, 'data', echoPod), (err: unknown) => {
       assert.ok(err instanceof TunnelRefusal);
       assert.equal(err.status, 400);
-      assert.equal(err.body, 'query parameter "port" is required');
+      assert.equal(err.body, 'query parameter "port" is required\n');
       return true;
     });
     const raw = (await RawSpdy.plain(sim, 'data', echoPod)) as RawSpdy;

@@ -216,9 +216,9 @@ test('HTTP errors before the upgrade, worded as upstream', async () => {
   assert.equal(missing.status, 404);
   assert.equal(JSON.parse(missing.body).message, 'pods "nope" not found');
   const noPort = await fail('data', echoPod, '');
-  assert.deepEqual([noPort.status, noPort.body], [400, 'query parameter "port" is required']);
+  assert.deepEqual([noPort.status, noPort.body], [400, 'query parameter "port" is required\n']);
   const zero = await fail('data', echoPod, 'ports=0');
-  assert.deepEqual([zero.status, zero.body], [400, 'port "0" must be > 0']);
+  assert.deepEqual([zero.status, zero.body], [400, 'port "0" must be > 0\n']);
   const junk = await fail('data', echoPod, 'ports=http');
   assert.equal(junk.status, 400);
   assert.equal(JSON.parse(junk.body).message, 'cannot convert to []int32: strconv.ParseUint: parsing "http": invalid syntax');
@@ -226,11 +226,12 @@ test('HTTP errors before the upgrade, worded as upstream', async () => {
   assert.equal(proto.status, 403);
   await sim.createPod({ namespace: 'data', name: 'starting', phase: 'Pending', ports: [{ containerPort: 7000, backend: 'echo' }] });
   const pending = await fail('data', 'starting', 'ports=7000');
-  assert.deepEqual([pending.status, pending.body], [500, 'pod not found ("starting_data")']);
+  assert.deepEqual([pending.status, pending.body], [500, 'pod not found ("starting_data")\n']);
   const scoped = sim.issueToken({ namespaces: ['shop'] });
   const forbidden = await fail('data', echoPod, 'ports=7000', undefined, scoped);
   assert.equal(forbidden.status, 403);
-  assert.match(JSON.parse(forbidden.body).message, /cannot create resource "pods\/portforward" in API group "" in the namespace "data"/);
+  // A WebSocket upgrade is a GET: RBAC's first question is get.
+  assert.match(JSON.parse(forbidden.body).message, /cannot get resource "pods\/portforward" in API group "" in the namespace "data"/);
   const unauth = await fail('data', echoPod, 'ports=7000', undefined, 'bogus');
   assert.equal(unauth.status, 401);
 });

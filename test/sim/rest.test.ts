@@ -217,8 +217,13 @@ test('dropWatches and timeoutSeconds end watch responses cleanly', async () => {
   assert.ok(Date.now() - t0 >= 900);
 });
 
-test('401 for a missing or unknown token', async () => {
-  for (const token of [null, 'bogus']) {
+test('403 as system:anonymous without credentials (anonymous auth on, as upstream), but /version; 401 for an unknown token', async () => {
+  const anonymous = await request(sim, '/api/v1/pods', { token: null });
+  assert.equal(anonymous.status, 403);
+  assert.equal(anonymous.json().message, 'pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" at the cluster scope');
+  assert.equal((await request(sim, '/api', { token: null })).json().message, 'forbidden: User "system:anonymous" cannot get path "/api"');
+  assert.equal((await request(sim, '/version', { token: null })).status, 200);
+  for (const token of ['bogus']) {
     const r = await request(sim, '/api/v1/pods', { token });
     assert.equal(r.status, 401);
     assert.deepEqual(r.json(), {

@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { RESOURCES, itemJson, objectJson, type KObject, type ResourceInfo, type Store, type StoreEvent } from './store.js';
-import { continueExpired, decodeContinue, encodeContinue, parseLimit, writeParts, type ListSnapshots } from './paging.js';
+import { continueExpired, decodeContinue, encodeContinue, listTooOld, parseLimit, writeParts, type ListSnapshots } from './paging.js';
 import {
   matchesFields,
   matchesLabels,
@@ -89,6 +89,9 @@ function parseFilter(info: ResourceInfo, namespace: string | undefined, q: URLSe
   }
 }
 
+/** The store's key (an etcd range read's order): namespace/name. */
+const keyOf = (o: KObject): string => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+
 function matches(info: ResourceInfo, f: Filter, o: KObject): boolean {
   if (f.namespace !== undefined && o.metadata.namespace !== f.namespace) return false;
   return matchesLabels(f.labels, o.metadata.labels) && matchesFields(info.resource, f.fields, o);
@@ -133,6 +136,7 @@ export function handleList(
   ctx: ListContext,
 ): void {
   const neg = negotiate(accept);
+  validateListOptions(q);
   const filter = parseFilter(info, namespace, q);
   const limit = parseLimit(q.get('limit'));
   const token = q.get('continue');
@@ -140,21 +144,30 @@ export function handleList(
   let rv: number;
   let start = 0;
   let snapshotId: string | undefined;
-  if (token) {
-    const t = decodeContinue(token);
+  const current = () => store.listShared(info.resource, namespace).filter((o) => matches(info, filter, o));
+  const exactRv = q.get('resourceVersionMatch') === 'Exact' ? Number(q.get('resourceVersion')) : undefined;
+  // Only the current state is kept: an exact list of a compacted version is 410, any other is served as of now.
+  if (exactRv !== undefined && exactRv < store.oldestResumable) throw listTooOld();
+  const t = token ? decodeContinue(token) : undefined;
+  if (t && t.rv !== -1) {
     const items = ctx.snapshots.get(t.id);
-    if (!items || t.rv < store.oldestResumable) throw continueExpired();
+    if (!items || t.rv < store.oldestResumable) throw continueExpired(t);
     [all, rv, start, snapshotId] = [items, t.rv, t.start, t.id];
   } else {
-    all = store.listShared(info.resource, namespace).filter((o) => matches(info, filter, o));
+    all = current();
     rv = store.revision;
+    // An inconsistent continuation: the current objects from the token's key on.
+    if (t) {
+      const next = all.findIndex((o) => keyOf(o) >= t.key);
+      start = next < 0 ? all.length : next;
+    }
   }
   const end = limit > 0 ? Math.min(start + limit, all.length) : all.length;
   const page = all.slice(start, end);
   const metadata: Record<string, unknown> = { resourceVersion: String(rv) };
   if (end < all.length) {
     snapshotId ??= ctx.snapshots.open(rv, all);
-    metadata.continue = encodeContinue({ rv, start: end, id: snapshotId });
+    metadata.continue = encodeContinue({ rv, start: end, id: snapshotId, key: keyOf(all[end]!) });
     // Upstream counts the rest only when no selector filters it.
     if (!q.get('labelSelector') && !q.get('fieldSelector')) metadata.remainingItemCount = all.length - end;
   }
@@ -186,33 +199,60 @@ export function isTrue(v: string | null): boolean {
   return v !== null && ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(v);
 }
 
-/** 422 Invalid for ListOptions, worded as staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go. */
-function invalidListOptions(field: string, detail: string): ApiError {
-  return new ApiError(422, 'Invalid', `ListOptions.meta.k8s.io "" is invalid: ${field}: Forbidden: ${detail}`, {
+/**
+ * 422 Invalid for ListOptions, worded as staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go
+ * (several causes: "[a, b]", as field.ErrorList.ToAggregate writes them).
+ */
+function invalidListOptions(...forbidden: Array<[field: string, detail: string]>): ApiError {
+  const texts = forbidden.map(([field, detail]) => `${field}: Forbidden: ${detail}`);
+  return new ApiError(422, 'Invalid', `ListOptions.meta.k8s.io "" is invalid: ${texts.length > 1 ? `[${texts.join(', ')}]` : texts[0]}`, {
     group: 'meta.k8s.io',
     kind: 'ListOptions',
-    causes: [{ reason: 'FieldValueForbidden', message: `Forbidden: ${detail}`, field }],
+    causes: forbidden.map(([field, detail]) => ({ reason: 'FieldValueForbidden', message: `Forbidden: ${detail}`, field })),
   });
+}
+
+/** A LIST's ListOptions as validation.go checks them: resourceVersionMatch needs a resourceVersion; sendInitialEvents is for watches. */
+export function validateListOptions(q: URLSearchParams): void {
+  const problems: Array<[string, string]> = [];
+  if (q.get('resourceVersionMatch') && !q.get('resourceVersion'))
+    problems.push(['resourceVersionMatch', 'resourceVersionMatch is forbidden unless resourceVersion is provided']);
+  if (q.get('sendInitialEvents') !== null) problems.push(['sendInitialEvents', 'sendInitialEvents is forbidden for list']);
+  if (problems.length) throw invalidListOptions(...problems);
 }
 
 /**
  * The watch-list parameters (KEP-3157) as the API server validates them: sendInitialEvents needs
- * the WatchList feature (else 422, which clients take as "list instead"), allowWatchBookmarks=true
- * and resourceVersionMatch=NotOlderThan; resourceVersionMatch alone is forbidden on a watch.
+ * the WatchList feature (else 422, which clients take as "list instead") and
+ * resourceVersionMatch=NotOlderThan; resourceVersionMatch alone is forbidden on a watch. Bookmarks
+ * are not required (v1.37): without allowWatchBookmarks the initial events end without a bookmark.
  */
 function initialEventsMode(q: URLSearchParams, watchList: boolean): boolean | undefined {
   const send = q.get('sendInitialEvents');
   const match = q.get('resourceVersionMatch') ?? '';
   if (send === null) {
-    if (match) throw invalidListOptions('resourceVersionMatch', 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided');
+    if (match) throw invalidListOptions(['resourceVersionMatch', 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided']);
     return undefined;
   }
-  if (!watchList) throw invalidListOptions('sendInitialEvents', 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled');
-  const on = isTrue(send);
-  if (on && !isTrue(q.get('allowWatchBookmarks')))
-    throw invalidListOptions('allowWatchBookmarks', 'allowWatchBookmarks must be set to true when sendInitialEvents is true');
-  if (match !== 'NotOlderThan') throw invalidListOptions('resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan');
-  return on;
+  if (!watchList) throw invalidListOptions(['sendInitialEvents', 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled']);
+  if (match !== 'NotOlderThan') throw invalidListOptions(['resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan']);
+  return isTrue(send);
+}
+
+/**
+ * A BOOKMARK's object: an empty object of the kind carrying only the resourceVersion (and
+ * annotations), serialised as Go serialises an empty one — the zero-valued fields without omitempty
+ * (staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go newBookmarkEvent).
+ */
+function bookmarkObject(info: ResourceInfo, metadata: Record<string, unknown>): Record<string, unknown> {
+  const zero: Partial<Record<string, Record<string, unknown>>> = {
+    pods: { spec: { containers: null }, status: {} },
+    services: { spec: {}, status: { loadBalancer: {} } },
+    namespaces: { spec: {}, status: {} },
+    endpointslices: { addressType: '', endpoints: null, ports: null },
+    ingresses: { spec: {}, status: { loadBalancer: {} } },
+  };
+  return { kind: info.kind, apiVersion: info.apiVersion, metadata, ...structuredClone(zero[info.resource] ?? {}) };
 }
 
 /**
@@ -276,7 +316,7 @@ export function handleWatch(
   const bookmarks =
     bookmarkIntervalMs > 0 && isTrue(q.get('allowWatchBookmarks')) && neg.type !== 'table'
       ? setInterval(() => {
-          if (live) write('BOOKMARK', { kind: info.kind, apiVersion: info.apiVersion, metadata: { resourceVersion: String(store.revision) } });
+          if (live) write('BOOKMARK', bookmarkObject(info, { resourceVersion: String(store.revision) }));
         }, bookmarkIntervalMs)
       : undefined;
   bookmarks?.unref();
@@ -331,12 +371,8 @@ export function handleWatch(
     startTimer();
     const parts = function* (): Generator<string> {
       for (const o of snapshot) yield line('ADDED', o);
-      if (initialEvents) {
-        yield line('BOOKMARK', {
-          kind: info.kind,
-          apiVersion: info.apiVersion,
-          metadata: { resourceVersion: String(snapshotRv), annotations: { 'k8s.io/initial-events-end': 'true' } },
-        });
+      if (initialEvents && isTrue(q.get('allowWatchBookmarks'))) {
+        yield line('BOOKMARK', bookmarkObject(info, { resourceVersion: String(snapshotRv), annotations: { 'k8s.io/initial-events-end': 'true' } }));
       }
     };
     void writeParts(res, parts()).then(() => {

@@ -5,7 +5,7 @@ import type { ResourceInfo } from './store.js';
 export interface StatusBody {
   kind: 'Status';
   apiVersion: 'v1';
-  metadata: Record<string, never>;
+  metadata: Record<string, unknown>;
   status: 'Failure';
   message: string;
   reason: string;
@@ -19,12 +19,22 @@ export class ApiError extends Error {
     readonly reason: string,
     message: string,
     readonly details?: Record<string, unknown>,
+    /** The Status's ListMeta (a 410 for a compacted continue token carries a token there). */
+    readonly listMeta: Record<string, unknown> = {},
   ) {
     super(message);
   }
 
   body(): StatusBody {
-    const b: StatusBody = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: this.message, reason: this.reason, code: this.code };
+    const b: StatusBody = {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: { ...this.listMeta },
+      status: 'Failure',
+      message: this.message,
+      reason: this.reason,
+      code: this.code,
+    };
     if (!this.details) return b;
     const { code, ...rest } = b;
     return { ...rest, details: this.details, code };
@@ -81,9 +91,8 @@ export function methodNotAllowed(): ApiError {
 }
 
 export function pathNotFound(): ApiError {
-  return new ApiError(404, 'NotFound', 'the server could not find the requested resource', {
-    causes: [{ reason: 'UnexpectedServerResponse', message: '404 page not found' }],
-  });
+  // Empty details: the causes kubectl prints (UnexpectedServerResponse) are client-go's own addition.
+  return new ApiError(404, 'NotFound', 'the server could not find the requested resource', {});
 }
 
 export function notAcceptable(): ApiError {

@@ -51,6 +51,19 @@ test('which tunnel refusals are remembered for the cluster', () => {
   assert.equal(refusalIsPermanent(new TunnelRefusal(101, '', 'v4.channel.k8s.io')), true);
   assert.equal(refusalIsPermanent(new TunnelRefusal(405, '')), true);
   for (const s of [401, 403, 404, 429, 500, 502, 503]) assert.equal(refusalIsPermanent(new TunnelRefusal(s, '')), false, String(s));
+  // kube-apiserver v1.37.2's answer (test/integration/sim-conformance.test.ts) for a pod no node has taken yet.
+  const unscheduled = JSON.stringify({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: 'pod db-0 does not have a host assigned',
+    reason: 'BadRequest',
+    code: 400,
+  });
+  assert.equal(refusalIsPermanent(new TunnelRefusal(400, unscheduled)), false);
+  // The kubelet's v4 handler (a server without the tunnel) answers in plain text, Go's trailing newline included.
+  assert.equal(refusalIsPermanent(new TunnelRefusal(400, 'query parameter "port" is required\n')), true);
 });
 
 test('auto: a 1.29-like refusal falls back to v4 and is remembered; SPDY is not asked again', async () => {
