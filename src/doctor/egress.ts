@@ -6,7 +6,7 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { loadExtraCA, type EgressOptions, type ExtraCA } from '../cluster/egress-proxy.js';
 import { egressFor } from '../routes/build.js';
-import { SshRoute } from '../routing/ssh-route.js';
+import { SshRoute } from '../routes/ssh/route.js';
 import type { ClusterRouteSpec, KonnectivityRouteSpec, RoutingTable } from '../routing/table-spec.js';
 
 export class DoctorEgress {

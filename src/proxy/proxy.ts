@@ -10,14 +10,14 @@ import type { UnixListen } from '../listeners/server-base.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { Router } from '../routing/router.js';
 import { generatePac } from '../routing/pac.js';
-import { assertDirectAllowed } from '../routing/direct-route.js';
+import { assertDirectAllowed } from '../routes/direct/route.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import type { Route } from '../routing/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
 import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
-import { ClusterRouteRuntime } from '../routes/cluster.js';
+import { ClusterRouteRuntime } from '../routes/cluster/route.js';
 import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
@@ -30,7 +30,7 @@ import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js
 
 export { routingTableFor };
 
-export { probeApi } from '../routes/cluster.js';
+export { probeApi } from '../routes/cluster/route.js';
 
 export interface StartHooks {
   /** Called as soon as the default cluster's cache exists, before it syncs: `status` can then show its progress. */

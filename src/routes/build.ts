@@ -6,15 +6,15 @@
 import type { Logger } from '../core/log.js';
 import type { HostPort } from '../core/address.js';
 import { parseCidr } from '../core/cidr.js';
-import { DirectRoute } from '../routing/direct-route.js';
-import { RejectRoute } from '../routing/reject-route.js';
-import { SshRoute } from '../routing/ssh-route.js';
+import { DirectRoute } from './direct/route.js';
+import { RejectRoute } from './reject/route.js';
+import { SshRoute } from './ssh/route.js';
 import type { Route } from '../routing/route.js';
 import { RouteMatcher, type ClusterView } from '../routing/table.js';
 import type { RouteSpec, RoutingTable } from '../routing/table-spec.js';
 import type { TableGeneration } from '../routing/router.js';
-import { ClusterRouteRuntime, type ClusterRouteSettings } from './cluster.js';
-import { KonnectivityRouteRuntime } from './konnectivity.js';
+import { ClusterRouteRuntime, type ClusterRouteSettings } from './cluster/route.js';
+import { KonnectivityRouteRuntime } from './konnectivity/route.js';
 import { loadExtraCA, type EgressOptions, type ExtraCA } from '../cluster/egress-proxy.js';
 
 export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace' | 'egress'> {

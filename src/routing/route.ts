@@ -8,7 +8,7 @@
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import type { Claim } from './table.js';
 
-/** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (routes/health.ts). */
+/** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (routes/guest-cluster/health.ts). */
 export type RouteState = 'starting' | 'syncing' | 'ready' | 'degraded' | 'error';
 
 export interface RouteStatus {

@@ -2,7 +2,7 @@
 // stream checking them with sha256.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
-import { SshRoute } from '../../src/routing/ssh-route.js';
+import { SshRoute } from '../../src/routes/ssh/route.js';
 import type { OpenRequest } from '../../src/core/types.js';
 import type { Claim } from '../../src/routing/table.js';
 import type { SshRouteSpec } from '../../src/routing/table-spec.js';

@@ -1,4 +1,4 @@
-// A konnectivity route starts, waits and retries as a cluster route does (src/routes/lifecycle.ts):
+// A konnectivity route starts, waits and retries as a cluster route does (src/routes/guest-cluster/lifecycle.ts):
 // its guest API server down at start is tried again until it answers, and then the route serves
 // without a restart; a stream opened while it starts or syncs waits for it (the connect timeout
 // running out is a timeout, SOCKS 0x06); close() during a retry stops the attempt, so nothing is
@@ -19,8 +19,8 @@ import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
 import { RouteMatcher } from '../../src/routing/table.js';
 import type { Route } from '../../src/routing/route.js';
-import { KonnectivityRouteRuntime } from '../../src/routes/konnectivity.js';
-import { ClusterRouteRuntime } from '../../src/routes/cluster.js';
+import { KonnectivityRouteRuntime } from '../../src/routes/konnectivity/route.js';
+import { ClusterRouteRuntime } from '../../src/routes/cluster/route.js';
 import { DEFAULT_KEEPALIVE } from '../../src/tunnel/keepalive.js';
 import { createLogger } from '../../src/core/log.js';
 import { httpGet } from '../helpers/streams.js';
@@ -28,7 +28,7 @@ import { ConnectTimeoutError, RouteUnavailableError, SocksReply, replyFor } from
 import type { OpenedStream } from '../../src/core/types.js';
 
 const log = createLogger('silent');
-// The first retry 0.5 s after a failure, not the product's 5 s (lifecycle.ts RetryTiming, a test
+// The first retry 0.5 s after a failure, not the product's 5 s (routes/guest-cluster/lifecycle.ts RetryTiming, a test
 // hook): what is tested is that the route retries and what a retry does, not how long it waits.
 const retry = { retryMinMs: 500 };
 

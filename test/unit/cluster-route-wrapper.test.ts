@@ -7,9 +7,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Duplex } from 'node:stream';
-import { ClusterRoute } from '../../src/routing/cluster-route.js';
-import type { Resolver } from '../../src/routing/resolver.js';
-import { RetryBeforeFirstByte } from '../../src/routing/retry-stream.js';
+import { ClusterRoute } from '../../src/routes/cluster/pod-streams.js';
+import type { Resolver } from '../../src/routes/cluster/resolver.js';
+import { RetryBeforeFirstByte } from '../../src/routes/cluster/retry-stream.js';
 import { UpstreamApiError } from '../../src/core/errors.js';
 import { createLogger } from '../../src/core/log.js';
 import { SpdySession } from '../../src/tunnel/spdy/session.js';

@@ -9,7 +9,7 @@ import { formatHostPort } from '../../src/core/address.js';
 import { connectAnswerError, dialFailure } from '../../src/konnectivity/errors.js';
 import { parseServerAddress } from '../../src/konnectivity/options.js';
 import { ConnectionRefusedError, HostUnreachableError, NotAllowedError, replyFor, SocksReply } from '../../src/core/errors.js';
-import { KonnectivityRoute, type KonnectivityTarget } from '../../src/routing/konnectivity-route.js';
+import { KonnectivityRoute, type KonnectivityTarget } from '../../src/routes/konnectivity/streams.js';
 import type { KonnectivityDialer } from '../../src/konnectivity/dialer.js';
 import type { Claim } from '../../src/routing/table.js';
 import { createLogger } from '../../src/core/log.js';

@@ -5,7 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import { once } from 'node:events';
 import { relay, startRelay, type RelayResult } from '../../src/listeners/relay.js';
-import { RetryBeforeFirstByte } from '../../src/routing/retry-stream.js';
+import { RetryBeforeFirstByte } from '../../src/routes/cluster/retry-stream.js';
 import { ConnectionRefusedError } from '../../src/core/errors.js';
 import { createLogger, type Logger } from '../../src/core/log.js';
 import { StreamStats } from '../../src/listeners/stream-stats.js';

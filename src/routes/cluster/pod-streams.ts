@@ -1,10 +1,10 @@
 import type { Duplex } from 'node:stream';
-import type { Logger } from '../core/log.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { ProxyError, errorMessage } from '../core/errors.js';
-import type { PodPort, Transport } from '../tunnel/transport.js';
+import type { Logger } from '../../core/log.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import { ProxyError, errorMessage } from '../../core/errors.js';
+import type { PodPort, Transport } from '../../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
-import type { Claim } from './table.js';
+import type { Claim } from '../../routing/table.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
 export interface ClusterRouteOptions {
@@ -28,7 +28,7 @@ const DEFAULT_REOPEN_TIMEOUT_MS = 15_000;
 /**
  * Opens streams into one cluster: resolve through the watch cache, then open a pod stream with
  * the transport, moving to another endpoint while that is still possible. (The cluster route as
- * the Router sees it — readiness, status, close — is routes/cluster.ts, built around this.)
+ * the Router sees it — readiness, status, close — is routes/cluster/route.ts, built around this.)
  */
 export class ClusterRoute {
   private readonly confirmed = new Map<string, number>();

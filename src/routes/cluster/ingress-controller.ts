@@ -3,11 +3,11 @@
 // controller as the client sent them and the controller picks the Ingress by Host/SNI as it does
 // for traffic from its load balancer. The Service is the one configured (`ingress.controller`),
 // else the first of KNOWN_INGRESS_CONTROLLERS the cluster has.
-import type { SlimService } from '../cluster/slim.js';
-import type { Destination } from '../core/types.js';
-import { ConnectionRefusedError, NoReadyEndpointError } from '../core/errors.js';
-import type { Claim } from './table.js';
-import type { IngressSpec } from './table-spec.js';
+import type { SlimService } from '../../cluster/slim.js';
+import type { Destination } from '../../core/types.js';
+import { ConnectionRefusedError, NoReadyEndpointError } from '../../core/errors.js';
+import type { Claim } from '../../routing/table.js';
+import type { IngressSpec } from '../../routing/table-spec.js';
 
 /**
  * The Services the usual ingress controllers install, in the order they are looked for:

@@ -1,9 +1,9 @@
 // The reject route: names and blocks a table gives it are refused (SOCKS 0x02, HTTP 403), even
 // when a shorter rule or direct pass-through would have served them.
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { NotAllowedError } from '../core/errors.js';
-import type { Route, RouteStatus } from './route.js';
-import type { Claim } from './table.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import { NotAllowedError } from '../../core/errors.js';
+import type { Route, RouteStatus } from '../../routing/route.js';
+import type { Claim } from '../../routing/table.js';
 
 export class RejectRoute implements Route {
   readonly kind = 'reject';

@@ -1,33 +1,33 @@
 // A konnectivity route (how hosted control planes reach their guest clusters):
 // names, ClusterIPs and Pod IPs resolve through the guest cluster's watch cache, exactly as for a
 // cluster route, and the stream is dialled through the apiserver-network-proxy server instead of
-// a pod port-forward (routing/konnectivity-route.ts, konnectivity/). This owns the cache's life:
+// a pod port-forward (routes/konnectivity/streams.ts, konnectivity/). This owns the cache's life:
 // the route is ready once the konnectivity dialer is made, the guest's API server answers and its
-// cache has synced. It starts, waits and retries exactly as a cluster route does (lifecycle.ts): a
+// cache has synced. It starts, waits and retries exactly as a cluster route does (../guest-cluster/lifecycle.ts): a
 // guest that is down at start or slow to sync is tried again with backoff, and a stream for it
 // waits while it starts or syncs.
-import type { Logger } from '../core/log.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
-import { ApiConnection } from '../cluster/api.js';
-import type { EgressOptions } from '../cluster/egress-proxy.js';
-import { ClusterCache } from '../cluster/cache.js';
-import { KonnectivityRoute } from '../routing/konnectivity-route.js';
-import { konnectivityResolve } from '../routing/konnectivity-resolve.js';
-import type { Route, RouteStatus } from '../routing/route.js';
-import type { Claim, ClusterView } from '../routing/table.js';
-import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
-import { probeApi, syncCache } from './cluster.js';
-import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
-import { RouteHealth } from './health.js';
-import { CacheResync } from './resync.js';
+import type { Logger } from '../../core/log.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.js';
+import { ApiConnection } from '../../cluster/api.js';
+import type { EgressOptions } from '../../cluster/egress-proxy.js';
+import { ClusterCache } from '../../cluster/cache.js';
+import { KonnectivityRoute } from './streams.js';
+import { konnectivityResolve } from './resolve.js';
+import type { Route, RouteStatus } from '../../routing/route.js';
+import type { Claim, ClusterView } from '../../routing/table.js';
+import type { KonnectivityRouteSpec } from '../../routing/table-spec.js';
+import { probeApi, syncCache } from '../cluster/route.js';
+import { RouteLifecycle, type RetryTiming, type Step } from '../guest-cluster/lifecycle.js';
+import { RouteHealth } from '../guest-cluster/health.js';
+import { CacheResync } from '../guest-cluster/resync.js';
 
 export interface KonnectivityRouteSettings {
   kubeconfig?: string;
   namespace?: string;
   allowHostNetworkPods: boolean;
   egress?: EgressOptions;
-  /** Test hook only (lifecycle.ts RetryTiming): the first retry's delay. */
+  /** Test hook only (../guest-cluster/lifecycle.ts RetryTiming): the first retry's delay. */
   retry?: RetryTiming;
 }
 
@@ -87,7 +87,7 @@ export class KonnectivityRouteRuntime implements Route, ClusterView {
     if (this.life.state === 'ready') await this.cache.findPodByIp(ip).catch(() => undefined);
   }
 
-  /** On failure the route is in error and tries again later (lifecycle.ts). */
+  /** On failure the route is in error and tries again later (../guest-cluster/lifecycle.ts). */
   start(): Promise<void> {
     return this.life.start();
   }

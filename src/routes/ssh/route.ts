@@ -3,18 +3,18 @@
 // to the last hop as the client wrote it, so names are resolved there (socks5h semantics), never
 // here. start() reads the config and the keys, so a config we cannot follow fails at start; the
 // SSH connection itself is opened on first use and kept (ssh/connection.ts).
-import type { Logger } from '../core/log.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { RouteConfigError, StartupError, errorMessage } from '../core/errors.js';
-import { formatHostPort } from '../core/address.js';
-import { loadCredentials } from '../ssh/auth.js';
-import { loadSsh2, ssh2Loaded } from '../ssh/ssh2-lib.js';
-import { resolveChain, type SshHop } from '../ssh/chain.js';
-import { SshConfigError, SshConfigFile, type ReadOptions } from '../ssh/config.js';
-import { SshChainConnection, type ChainOptions, type ChainStatus } from '../ssh/connection.js';
-import type { Route, RouteStatus } from './route.js';
-import type { Claim } from './table.js';
-import type { SshRouteSpec } from './table-spec.js';
+import type { Logger } from '../../core/log.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import { RouteConfigError, StartupError, errorMessage } from '../../core/errors.js';
+import { formatHostPort } from '../../core/address.js';
+import { loadCredentials } from '../../ssh/auth.js';
+import { loadSsh2, ssh2Loaded } from '../../ssh/ssh2-lib.js';
+import { resolveChain, type SshHop } from '../../ssh/chain.js';
+import { SshConfigError, SshConfigFile, type ReadOptions } from '../../ssh/config.js';
+import { SshChainConnection, type ChainOptions, type ChainStatus } from '../../ssh/connection.js';
+import type { Route, RouteStatus } from '../../routing/route.js';
+import type { Claim } from '../../routing/table.js';
+import type { SshRouteSpec } from '../../routing/table-spec.js';
 
 export interface SshRouteOptions extends ChainOptions {
   /** Where ~/.ssh/config is, and the home for "~" (tests pass their own). */

@@ -3,18 +3,26 @@
 // apply); both families are tried with Happy Eyeballs (RFC 8305, Node's autoSelectFamily). It never
 // dials the proxy's own listeners: a client asking for them would make the proxy feed itself; nor,
 // unless the route's allow list names them, this machine's own or metadata addresses
-// (direct-dial-policy.ts).
+// (dial-policy.ts).
 import dns from 'node:dns';
 import net from 'node:net';
 import os from 'node:os';
-import { formatHostPort, isLoopbackHost, type HostPort } from '../core/address.js';
-import { parseIp, type Cidr } from '../core/cidr.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError, NotAllowedError, ProxyError, StartupError, errorMessage } from '../core/errors.js';
-import { DirectDialPolicy } from './direct-dial-policy.js';
-import type { RoutingTable } from './table-spec.js';
-import type { Route, RouteStatus } from './route.js';
-import type { Claim } from './table.js';
+import { formatHostPort, isLoopbackHost, type HostPort } from '../../core/address.js';
+import { parseIp, type Cidr } from '../../core/cidr.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import {
+  ConnectionRefusedError,
+  ConnectTimeoutError,
+  HostUnreachableError,
+  NotAllowedError,
+  ProxyError,
+  StartupError,
+  errorMessage,
+} from '../../core/errors.js';
+import { DirectDialPolicy } from './dial-policy.js';
+import type { RoutingTable } from '../../routing/table-spec.js';
+import type { Route, RouteStatus } from '../../routing/route.js';
+import type { Claim } from '../../routing/table.js';
 
 type LookupAll = (hostname: string, callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
 

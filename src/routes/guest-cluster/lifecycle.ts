@@ -8,11 +8,11 @@
 // HTTP 504); one for a route that has failed fails at once (0x04 / 502) until an attempt succeeds
 // — also while the next attempt runs, so a cluster that is down answers alike all the time. close() ends the retries, and an attempt running at
 // that moment stops at its next step: it never restarts what close() has stopped.
-import type { Logger } from '../core/log.js';
-import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../core/errors.js';
-import { abortable } from '../core/abort.js';
-import { testHookMs } from '../core/test-hooks.js';
-import type { RouteState } from '../routing/route.js';
+import type { Logger } from '../../core/log.js';
+import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../../core/errors.js';
+import { abortable } from '../../core/abort.js';
+import { testHookMs } from '../../core/test-hooks.js';
+import type { RouteState } from '../../routing/route.js';
 
 export const RETRY_MIN_MS = 5_000;
 export const RETRY_MAX_MS = 60_000;

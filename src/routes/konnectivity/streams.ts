@@ -3,14 +3,14 @@
 // stream is dialled through an apiserver-network-proxy server (konnectivity/dialer.ts) instead of
 // a pod port-forward. This is how hosted control planes reach their guest clusters; it does the
 // job of the SOCKS sidecar such a control plane runs beside its components.
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import type { Logger } from '../core/log.js';
-import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../core/errors.js';
-import { createKonnectivityDialer, type KonnectivityDialer } from '../konnectivity/dialer.js';
-import type { KonnectivitySpec } from '../konnectivity/options.js';
-import { formatHostPort } from '../core/address.js';
-import type { Route, RouteState, RouteStatus } from './route.js';
-import type { Claim } from './table.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import type { Logger } from '../../core/log.js';
+import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../../core/errors.js';
+import { createKonnectivityDialer, type KonnectivityDialer } from '../../konnectivity/dialer.js';
+import type { KonnectivitySpec } from '../../konnectivity/options.js';
+import { formatHostPort } from '../../core/address.js';
+import type { Route, RouteState, RouteStatus } from '../../routing/route.js';
+import type { Claim } from '../../routing/table.js';
 
 /** An address in the guest cluster's network: a ClusterIP, a Pod IP. */
 export interface KonnectivityTarget {

@@ -3,30 +3,30 @@
 // whose API server is down or still syncing fails or holds up only its own destinations (SOCKS
 // 0x04 / HTTP 502 naming the route and the reason), never another route's. A route that could
 // not start tries again in the background, with backoff, until it can or it is closed
-// (lifecycle.ts, shared with konnectivity routes).
-import type { Logger } from '../core/log.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { StartupError, errorMessage } from '../core/errors.js';
-import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
-import { ApiConnection, ApiStatusError, CredentialError } from '../cluster/api.js';
-import type { EgressOptions } from '../cluster/egress-proxy.js';
-import { ClusterCache } from '../cluster/cache.js';
-import { WebSocketV4Transport } from '../tunnel/websocket-v4.js';
-import { SpdyTransport } from '../tunnel/spdy-transport.js';
-import { NegotiatingTransport, type TransportMode } from '../tunnel/negotiate.js';
-import type { KeepaliveOptions } from '../tunnel/keepalive.js';
-import { Resolver } from '../routing/resolver.js';
-import { ClusterRoute } from '../routing/cluster-route.js';
-import type { Route, RouteStatus } from '../routing/route.js';
-import type { ClusterView, Claim } from '../routing/table.js';
-import type { ClusterRouteSpec } from '../routing/table-spec.js';
-import { IngressHostWatcher } from '../cluster/ingress-hosts.js';
-import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from '../routing/ingress-controller.js';
-import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
-import { RouteHealth } from './health.js';
-import { ProxyError, RouteUnavailableError } from '../core/errors.js';
-import { ApiReachability } from '../cluster/api-reachability.js';
-import { CacheResync } from './resync.js';
+// (../guest-cluster/lifecycle.ts, shared with konnectivity routes).
+import type { Logger } from '../../core/log.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import { StartupError, errorMessage } from '../../core/errors.js';
+import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.js';
+import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
+import type { EgressOptions } from '../../cluster/egress-proxy.js';
+import { ClusterCache } from '../../cluster/cache.js';
+import { WebSocketV4Transport } from '../../tunnel/websocket-v4.js';
+import { SpdyTransport } from '../../tunnel/spdy-transport.js';
+import { NegotiatingTransport, type TransportMode } from '../../tunnel/negotiate.js';
+import type { KeepaliveOptions } from '../../tunnel/keepalive.js';
+import { Resolver } from './resolver.js';
+import { ClusterRoute } from './pod-streams.js';
+import type { Route, RouteStatus } from '../../routing/route.js';
+import type { ClusterView, Claim } from '../../routing/table.js';
+import type { ClusterRouteSpec } from '../../routing/table-spec.js';
+import { IngressHostWatcher } from '../../cluster/ingress-hosts.js';
+import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from './ingress-controller.js';
+import { RouteLifecycle, type RetryTiming, type Step } from '../guest-cluster/lifecycle.js';
+import { RouteHealth } from '../guest-cluster/health.js';
+import { ProxyError, RouteUnavailableError } from '../../core/errors.js';
+import { ApiReachability } from '../../cluster/api-reachability.js';
+import { CacheResync } from '../guest-cluster/resync.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
@@ -48,7 +48,7 @@ export interface ClusterRouteSettings {
   egress?: EgressOptions;
   /** `connect` has just probed this API server with these credentials: the first start skips it. */
   apiChecked?: boolean;
-  /** Test hook only (lifecycle.ts RetryTiming): the first retry's delay. */
+  /** Test hook only (../guest-cluster/lifecycle.ts RetryTiming): the first retry's delay. */
   retry?: RetryTiming;
 }
 
@@ -141,7 +141,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     return this.life.start();
   }
 
-  /** One attempt (lifecycle.ts): `step` throws once the route is closed, so nothing restarts after close(). */
+  /** One attempt (../guest-cluster/lifecycle.ts): `step` throws once the route is closed, so nothing restarts after close(). */
   private async connect(step: Step): Promise<void> {
     if (this.skipProbe) this.skipProbe = false;
     else await probeApi(this.api, this.kube.context, this.kube.server);

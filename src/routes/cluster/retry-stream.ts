@@ -8,9 +8,9 @@
 // next endpoint and the client never notices. Once the pod has spoken, or the client has sent
 // more than we keep for replay, the stream is committed and behaves like the one underneath.
 import { Duplex } from 'node:stream';
-import { ProxyError } from '../core/errors.js';
-import { continuesAfter, handPiecesOn, type PieceHints } from '../core/stream-pieces.js';
-import { MAX_REPLAY_BYTES } from '../tunnel/transport.js';
+import { ProxyError } from '../../core/errors.js';
+import { continuesAfter, handPiecesOn, type PieceHints } from '../../core/stream-pieces.js';
+import { MAX_REPLAY_BYTES } from '../../tunnel/transport.js';
 
 /**
  * Opens the next endpoint after `err`; undefined when none is left (then `err` ends the stream).
