@@ -17,7 +17,7 @@ import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
 import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
-import { ClusterRouteRuntime } from '../routes/cluster/route.js';
+import { ClusterRoute } from '../routes/cluster/route.js';
 import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
@@ -30,7 +30,7 @@ import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js
 
 export { routingTableFor };
 
-export { probeApi } from '../routes/cluster/route.js';
+export { probeApi } from '../routes/guest-cluster/guest-cluster.js';
 
 export interface StartHooks {
   /** Called as soon as the default cluster's cache exists, before it syncs: `status` can then show its progress. */
@@ -92,7 +92,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const closeAll = async (graceMs: number) => {
     router.close();
     await Promise.all(listeners.map((l) => l.close(graceMs)));
-    await Promise.all([...router.current.routes.values()].map((r) => (r instanceof ClusterRouteRuntime ? r.close(true) : r.close())));
+    await Promise.all([...router.current.routes.values()].map((r) => (r instanceof ClusterRoute ? r.close(true) : r.close())));
   };
   try {
     // Listeners bind before the routes start (a taken port fails fast); early clients wait for
@@ -196,9 +196,9 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
 
 const hostPort = (a: { address: string; port: number }): HostPort => ({ host: a.address, port: a.port });
 
-function defaultCluster(built: BuiltTable): ClusterRouteRuntime | undefined {
+function defaultCluster(built: BuiltTable): ClusterRoute | undefined {
   const route = built.table.defaultRoute ? built.routes.get(built.table.defaultRoute) : undefined;
-  return route instanceof ClusterRouteRuntime ? route : undefined;
+  return route instanceof ClusterRoute ? route : undefined;
 }
 
 /**

@@ -13,8 +13,8 @@ import type { Route } from '../routing/route.js';
 import { RouteMatcher, type ClusterView } from '../routing/table.js';
 import type { RouteSpec, RoutingTable } from '../routing/table-spec.js';
 import type { TableGeneration } from '../routing/router.js';
-import { ClusterRouteRuntime, type ClusterRouteSettings } from './cluster/route.js';
-import { KonnectivityRouteRuntime } from './konnectivity/route.js';
+import { ClusterRoute, type ClusterRouteSettings } from './cluster/route.js';
+import { KonnectivityRoute } from './konnectivity/route.js';
 import { loadExtraCA, type EgressOptions, type ExtraCA } from '../cluster/egress-proxy.js';
 
 export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace' | 'egress'> {
@@ -61,7 +61,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       if (!kept) fresh.push(route);
       if (failing) retried.add(route);
       routes.set(spec.name, route);
-      if (route instanceof ClusterRouteRuntime || route instanceof KonnectivityRouteRuntime) views.set(spec.name, route);
+      if (route instanceof ClusterRoute || route instanceof KonnectivityRoute) views.set(spec.name, route);
     }
     // The table's order stays (it decides nothing but is how status lists the routes).
     const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
@@ -80,7 +80,7 @@ export function egressFor(extraCA: ExtraCA | undefined, carrier: Route | undefin
 function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSettings, log: Logger): Route {
   switch (spec.kind) {
     case 'cluster':
-      return new ClusterRouteRuntime(
+      return new ClusterRoute(
         spec,
         {
           ...settings,
@@ -96,7 +96,7 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
     case 'ssh':
       return new SshRoute(spec, { log: log.child({ route: spec.name }) });
     case 'konnectivity':
-      return new KonnectivityRouteRuntime(
+      return new KonnectivityRoute(
         spec,
         {
           kubeconfig: settings.routeKubeconfigs?.[spec.name] ?? settings.kubeconfig,

@@ -19,8 +19,8 @@ import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
 import { RouteMatcher } from '../../src/routing/table.js';
 import type { Route } from '../../src/routing/route.js';
-import { KonnectivityRouteRuntime } from '../../src/routes/konnectivity/route.js';
-import { ClusterRouteRuntime } from '../../src/routes/cluster/route.js';
+import { KonnectivityRoute } from '../../src/routes/konnectivity/route.js';
+import { ClusterRoute } from '../../src/routes/cluster/route.js';
 import { DEFAULT_KEEPALIVE } from '../../src/tunnel/keepalive.js';
 import { createLogger } from '../../src/core/log.js';
 import { httpGet } from '../helpers/streams.js';
@@ -66,14 +66,14 @@ function tableOf(kind: 'konnectivity' | 'cluster') {
 function konnectivityRoute() {
   const { table, spec } = tableOf('konnectivity');
   assert.ok(spec.kind === 'konnectivity');
-  const route = new KonnectivityRouteRuntime(spec, { kubeconfig, allowHostNetworkPods: false, retry }, log);
+  const route = new KonnectivityRoute(spec, { kubeconfig, allowHostNetworkPods: false, retry }, log);
   return { route, matcher: new RouteMatcher(table, new Map([['guest', route]])) };
 }
 
 function clusterRoute() {
   const { table, spec } = tableOf('cluster');
   assert.ok(spec.kind === 'cluster');
-  const route = new ClusterRouteRuntime(
+  const route = new ClusterRoute(
     spec,
     {
       kubeconfig,

@@ -7,7 +7,7 @@ import type { Plan, Resolver } from './resolver.js';
 import type { Claim } from '../../routing/table.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
-export interface ClusterRouteOptions {
+export interface PodStreamsOptions {
   /**
    * The v4 port-forward protocol never says "dialled": a refused port only shows as error text
    * shortly after the tunnel opens. For a pod port we have not seen accept recently we wait this
@@ -26,11 +26,11 @@ const REFUSED_TTL_MS = 10_000;
 const DEFAULT_REOPEN_TIMEOUT_MS = 15_000;
 
 /**
- * Opens streams into one cluster: resolve through the watch cache, then open a pod stream with
- * the transport, moving to another endpoint while that is still possible. (The cluster route as
- * the Router sees it — readiness, status, close — is routes/cluster/route.ts, built around this.)
+ * Opens streams into one cluster's pods: resolve through the watch cache, then open a pod stream
+ * with the transport, moving to another endpoint while that is still possible. (The cluster route
+ * as the Router sees it — readiness, status, close — is route.ts, built around this.)
  */
-export class ClusterRoute {
+export class PodStreams {
   private readonly confirmed = new Map<string, number>();
   private readonly refused = new Map<string, number>();
 
@@ -39,7 +39,7 @@ export class ClusterRoute {
     private readonly resolver: Resolver,
     private readonly transport: Transport,
     private readonly log: Logger,
-    private readonly options: ClusterRouteOptions,
+    private readonly options: PodStreamsOptions,
   ) {}
 
   /** A destination the routing table gave this cluster, parsed there (claim.name / claim.isIp). */

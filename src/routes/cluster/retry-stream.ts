@@ -1,7 +1,7 @@
 // A stream that may still move to another endpoint until the pod has sent its first byte.
 //
-// ClusterRoute calls a port that accepted recently "connected" as soon as its tunnel is up, to
-// spare warm connections the wait for the kubelet's dial (see ClusterRouteOptions.confirmMs). If
+// PodStreams calls a port that accepted recently "connected" as soon as its tunnel is up, to
+// spare warm connections the wait for the kubelet's dial (see PodStreamsOptions.confirmMs). If
 // that pod has since stopped listening (its container crashed and is restarting while still
 // marked ready), the refusal arrives after the client was told "connected". The kubelet dials
 // before it forwards any byte, so nothing the client sent reached that pod: we replay it to the

@@ -1,78 +1,53 @@
-// A cluster route: one kube context of the routing table. It owns that cluster's API connection,
-// watch cache, port-forward transports and resolver, and is ready or not on its own — a cluster
-// whose API server is down or still syncing fails or holds up only its own destinations (SOCKS
-// 0x04 / HTTP 502 naming the route and the reason), never another route's. A route that could
-// not start tries again in the background, with backoff, until it can or it is closed
-// (../guest-cluster/lifecycle.ts, shared with konnectivity routes).
+// A cluster route: one kube context of the routing table, reached by pod port-forward. It is a
+// guest cluster (../guest-cluster/: API connection, watch cache, start and retry, health) with a
+// port-forward transport and the pod streams over it (pod-streams.ts), and is ready or not on its
+// own — a cluster whose API server is down or still syncing fails or holds up only its own
+// destinations (SOCKS 0x04 / HTTP 502 naming the route and the reason), never another route's.
 import type { Logger } from '../../core/log.js';
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
-import { StartupError, errorMessage } from '../../core/errors.js';
-import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.js';
-import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
-import type { EgressOptions } from '../../cluster/egress-proxy.js';
-import { ClusterCache } from '../../cluster/cache.js';
+import { ProxyError, RouteUnavailableError } from '../../core/errors.js';
+import { ApiReachability } from '../../cluster/api-reachability.js';
+import { IngressHostWatcher } from '../../cluster/ingress-hosts.js';
 import { WebSocketV4Transport } from '../../tunnel/websocket-v4.js';
 import { SpdyTransport } from '../../tunnel/spdy-transport.js';
 import { NegotiatingTransport, type TransportMode } from '../../tunnel/negotiate.js';
 import type { KeepaliveOptions } from '../../tunnel/keepalive.js';
-import { Resolver } from './resolver.js';
-import { ClusterRoute } from './pod-streams.js';
 import type { Route, RouteStatus } from '../../routing/route.js';
 import type { ClusterView, Claim } from '../../routing/table.js';
 import type { ClusterRouteSpec } from '../../routing/table-spec.js';
-import { IngressHostWatcher } from '../../cluster/ingress-hosts.js';
+import { GuestCluster, type GuestClusterSettings } from '../guest-cluster/guest-cluster.js';
+import { Resolver } from './resolver.js';
+import { PodStreams } from './pod-streams.js';
 import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from './ingress-controller.js';
-import { RouteLifecycle, type RetryTiming, type Step } from '../guest-cluster/lifecycle.js';
-import { RouteHealth } from '../guest-cluster/health.js';
-import { ProxyError, RouteUnavailableError } from '../../core/errors.js';
-import { ApiReachability } from '../../cluster/api-reachability.js';
-import { CacheResync } from '../guest-cluster/resync.js';
 
-/** Wait this long for a dial error on ports a pod does not declare (see ClusterRoute). */
+/** Wait this long for a dial error on ports a pod does not declare (see PodStreams). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
-export const SYNC_TIMEOUT_MS = 30_000;
 /** After a pause, a tunnel that carries streams must answer a PING within this. */
 const TUNNEL_CHECK_AFTER_PAUSE_MS = 3_000;
 
-export interface ClusterRouteSettings {
-  /** --kubeconfig (or the managed daemon's transient kubeconfig for this route). */
-  kubeconfig?: string;
-  /** Namespace for short names (-n); only the default route takes it. */
-  namespace?: string;
+export interface ClusterRouteSettings extends GuestClusterSettings {
   clusterDomain: string;
   transport: TransportMode;
   keepalive: KeepaliveOptions;
   connectTimeoutMs: number;
   allowHostNetworkPods: boolean;
-  /** How the API connection leaves: an extra trusted CA, a route that carries it (`via`). */
-  egress?: EgressOptions;
-  /** `connect` has just probed this API server with these credentials: the first start skips it. */
-  apiChecked?: boolean;
-  /** Test hook only (../guest-cluster/lifecycle.ts RetryTiming): the first retry's delay. */
-  retry?: RetryTiming;
 }
 
-export class ClusterRouteRuntime implements Route, ClusterView {
+export class ClusterRoute implements Route, ClusterView {
   readonly kind = 'cluster';
   readonly name: string;
-  readonly kube: LoadedKubeConfig;
-  private readonly api: ApiConnection;
-  private readonly cache: ClusterCache;
+  readonly guest: GuestCluster;
   private readonly transport: NegotiatingTransport;
-  private readonly streams: ClusterRoute;
+  private readonly streams: PodStreams;
   private readonly resolver: Resolver;
   private readonly clusterDomain: string;
   private readonly ingress: IngressHostWatcher;
   private ingressStarted = false;
-  private skipProbe: boolean;
   /** Ingress and OpenShift Route hosts as they change (proxy/ingress-feed.ts feeds them to the matchers). */
   onIngressHosts?: (hosts: string[]) => void;
-  private readonly life: RouteLifecycle;
-  private readonly health: RouteHealth;
   readonly label: string;
   private openStreams = 0;
   private drained?: () => void;
-  private readonly resync: CacheResync;
 
   /** Loads the context (a StartupError when the kubeconfig or context is unusable: a config error). */
   constructor(
@@ -81,86 +56,80 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     log: Logger,
   ) {
     this.name = spec.name;
-    this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
-    this.api = new ApiConnection(this.kube.kc, settings.egress);
-    this.cache = new ClusterCache(this.api, log, this.kube.namespace);
+    const describe = (kube: { context: string }) => `cluster route ${spec.name}${kube.context !== spec.name ? ` (context ${kube.context})` : ''}`;
+    const guest = new GuestCluster(
+      'cluster',
+      spec,
+      settings,
+      log,
+      {
+        // Ingress hosts arrive when they do; the route does not wait for them. Started once: its
+        // watches retry on their own.
+        syncing: () => {
+          if (this.ingressStarted) return;
+          this.ingressStarted = true;
+          void this.ingress.start();
+        },
+      },
+      describe,
+    );
+    this.guest = guest;
+    const kube = guest.kube;
+    this.label = describe(kube);
     // A tunnel that stopped answering: is the path to the API server dead? (api-reachability.ts)
-    const onDeadTunnel = () => ApiReachability.of(this.api).suspect();
-    const websocket = new WebSocketV4Transport(this.api, log, settings.keepalive, onDeadTunnel);
-    const spdy = new SpdyTransport(this.api, log, { keepalive: settings.keepalive, connectTimeoutMs: settings.connectTimeoutMs, onDeadTunnel });
-    this.transport = new NegotiatingTransport(settings.transport, spdy, websocket, log, this.kube.context);
+    const onDeadTunnel = () => ApiReachability.of(guest.api).suspect();
+    const websocket = new WebSocketV4Transport(guest.api, log, settings.keepalive, onDeadTunnel);
+    const spdy = new SpdyTransport(guest.api, log, { keepalive: settings.keepalive, connectTimeoutMs: settings.connectTimeoutMs, onDeadTunnel });
+    this.transport = new NegotiatingTransport(settings.transport, spdy, websocket, log, kube.context);
     // Tunnels belong to pod instances: one the cache sees go is closed, not left to fail streams.
-    this.cache.lookup.onPodGone = (namespace, pod, uid) => this.transport.podGone({ namespace, pod, uid });
-    this.resolver = new Resolver(this.cache, settings.clusterDomain, undefined, { allowHostNetworkPods: settings.allowHostNetworkPods });
+    guest.cache.lookup.onPodGone = (namespace, pod, uid) => this.transport.podGone({ namespace, pod, uid });
+    this.resolver = new Resolver(guest.cache, settings.clusterDomain, undefined, { allowHostNetworkPods: settings.allowHostNetworkPods });
     this.clusterDomain = settings.clusterDomain;
-    this.streams = new ClusterRoute(spec.name, this.resolver, this.transport, log, {
+    this.streams = new PodStreams(spec.name, this.resolver, this.transport, log, {
       confirmMs: CONFIRM_UNDECLARED_PORT_MS,
       reopenTimeoutMs: settings.connectTimeoutMs,
     });
-    this.ingress = new IngressHostWatcher(this.api, log, (hosts) => this.onIngressHosts?.(hosts));
-    this.label = `cluster route ${spec.name}${this.kube.context !== spec.name ? ` (context ${this.kube.context})` : ''}`;
-    this.health = new RouteHealth('cluster', this.api, this.kube.server, this.cache, log);
-    this.resync = new CacheResync(this.cache);
-    const reset = () => {
-      this.health.stop();
-      return this.cache.stop();
-    };
-    this.life = new RouteLifecycle('cluster', spec.name, log, { connect: (step) => this.connect(step), reset }, settings.retry, this.label);
-    this.skipProbe = settings.apiChecked ?? false;
+    this.ingress = new IngressHostWatcher(guest.api, log, (hosts) => this.onIngressHosts?.(hosts));
+  }
+
+  get kube() {
+    return this.guest.kube;
   }
 
   get defaultNamespace(): string {
-    return this.kube.namespace;
+    return this.guest.defaultNamespace;
   }
 
   get server(): string {
-    return this.kube.server;
+    return this.guest.server;
   }
 
   knowsIp(ip: string): boolean {
-    return this.life.state === 'ready' && this.cache.knowsIp(ip);
+    return this.guest.knowsIp(ip);
   }
 
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined {
-    return this.life.state === 'ready' ? this.cache.knownNamespaces() : undefined;
+    return this.guest.knownNamespaces();
   }
 
-  async learnIp(ip: string): Promise<void> {
-    if (this.life.state !== 'ready') return;
-    // A bounded, cached look-up (cluster/pod-lookup.ts); a refusal of the budget is no answer.
-    await this.cache.findPodByIp(ip).catch(() => undefined);
+  learnIp(ip: string): Promise<void> {
+    return this.guest.learnIp(ip);
   }
 
   namespaceExists(namespace: string): boolean | undefined {
-    return this.life.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
+    return this.guest.namespaceExists(namespace);
   }
 
   /** Probe the API server and sync the cache; on failure the route is in error and retries later. */
   start(): Promise<void> {
-    return this.life.start();
-  }
-
-  /** One attempt (../guest-cluster/lifecycle.ts): `step` throws once the route is closed, so nothing restarts after close(). */
-  private async connect(step: Step): Promise<void> {
-    if (this.skipProbe) this.skipProbe = false;
-    else await probeApi(this.api, this.kube.context, this.kube.server);
-    step('syncing');
-    // Ingress hosts arrive when they do; the route does not wait for them. Started once: its
-    // watches retry on their own.
-    if (!this.ingressStarted) {
-      this.ingressStarted = true;
-      void this.ingress.start();
-    }
-    await syncCache(this.cache, this.kube.server);
-    this.health.start();
+    return this.guest.start();
   }
 
   async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
-    await this.life.whenReady(signal);
-    await this.resync.wait(signal);
+    await this.guest.whenReady(signal);
     // No answer from the API server at all: a tunnel cannot open; say so now, not after the connect timeout.
-    const degraded = this.health.current;
+    const degraded = this.guest.degraded;
     if (degraded?.unreachable) throw new RouteUnavailableError(`${degraded.reason} (since ${new Date(degraded.since).toISOString()})`);
     let opened: OpenedStream;
     try {
@@ -168,7 +137,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     } catch (err) {
       // A dial that timed out or got no answer: is the path to the API server dead? (The health
       // check then shows it, and later streams fail at once instead of each waiting its timeout.)
-      if (noAnswer(err)) ApiReachability.of(this.api).suspect();
+      if (noAnswer(err)) ApiReachability.of(this.guest.api).suspect();
       throw err;
     }
     this.openStreams++;
@@ -176,17 +145,12 @@ export class ClusterRouteRuntime implements Route, ClusterView {
     return opened;
   }
 
-  /**
-   * The process did not run for a while (core/pause-detector.ts): every watch watches again and
-   * every tunnel is checked before it carries a new stream. Streams asked for meanwhile wait
-   * (bounded) until the watches are back, so they go to pods that still exist.
-   */
+  /** After a pause the cache watches again (GuestCluster.afterPause), and every tunnel is checked before it carries a new stream. */
   afterPause(): void {
-    if (this.life.state !== 'ready') return;
-    this.resync.start();
-    this.ingress.afterPause();
-    this.transport.afterPause(TUNNEL_CHECK_AFTER_PAUSE_MS);
-    this.health.check();
+    this.guest.afterPause(() => {
+      this.ingress.afterPause();
+      this.transport.afterPause(TUNNEL_CHECK_AFTER_PAUSE_MS);
+    });
   }
 
   /** One listener shared by every stream ('close' comes once per stream). */
@@ -198,7 +162,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   private async openIngress(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
     const detected = detectIngressController(
       this.spec.ingress,
-      serviceLookup((ns, name) => this.cache.lookup.service(ns, name)),
+      serviceLookup((ns, name) => this.guest.cache.lookup.service(ns, name)),
     );
     const target = ingressTarget(claim, request.destination.port, detected);
     return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain)), signal);
@@ -210,20 +174,18 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   }
 
   status(): RouteStatus {
-    const degraded = this.life.state === 'ready' ? this.health.check() : undefined;
+    const kube = this.guest.kube;
     return {
       name: this.name,
       kind: this.kind,
-      state: degraded ? 'degraded' : this.life.state,
-      ...(degraded ? { reason: degraded.reason } : this.life.reason ? { reason: this.life.reason } : {}),
-      since: new Date(degraded?.since ?? this.life.since).toISOString(),
+      ...this.guest.status(),
       details: {
-        context: this.kube.context,
-        namespace: this.kube.namespace,
-        server: this.kube.server,
+        context: kube.context,
+        namespace: kube.namespace,
+        server: kube.server,
         transport: this.transport.name,
         openStreams: this.openStreams,
-        cache: this.cache.status(),
+        cache: this.guest.cacheStatus(),
         ingress: this.ingress.status(),
         pods: this.transport.stats(),
       },
@@ -231,7 +193,7 @@ export class ClusterRouteRuntime implements Route, ClusterView {
   }
 
   cacheStatus() {
-    return this.cache.status();
+    return this.guest.cacheStatus();
   }
 
   transportStats() {
@@ -240,12 +202,11 @@ export class ClusterRouteRuntime implements Route, ClusterView {
 
   /** After the streams it carries have ended (or at once with `now`), its tunnels and watches go. */
   async close(now = false): Promise<void> {
-    this.life.close();
-    this.health.stop();
+    this.guest.close();
     this.ingress.stop();
     if (!now && this.openStreams > 0) await new Promise<void>((resolve) => (this.drained = resolve));
     await this.transport.close();
-    await this.cache.stop();
+    await this.guest.stop();
   }
 }
 
@@ -258,36 +219,4 @@ export function noAnswer(err: unknown): boolean {
   if (!(err instanceof ProxyError)) return false;
   if (err.reason === 'timeout') return true;
   return err.reason === 'api-error' && typeof (err.cause as NodeJS.ErrnoException | undefined)?.code === 'string';
-}
-
-/** Fail fast, in one line, when the API server is unreachable or refuses our credentials. */
-export async function probeApi(api: ApiConnection, context: string, server: string): Promise<void> {
-  try {
-    await api.getJson('/api', 10_000);
-  } catch (err) {
-    if (err instanceof CredentialError) throw new StartupError(err.message, { cause: err });
-    if (err instanceof ApiStatusError) {
-      if (err.statusCode === 401) throw new StartupError(`the API server ${server} rejected the credentials of context "${context}" (401 Unauthorized)`);
-      if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery
-      throw new StartupError(`the API server ${server} answered ${err.statusCode}: ${err.message}`);
-    }
-    throw new StartupError(`cannot reach the API server ${server} (context "${context}"): ${errorMessage(err)}`, { cause: err });
-  }
-}
-
-export async function syncCache(cache: ClusterCache, server: string): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StartupError(`the cluster cache did not sync from ${server} within ${SYNC_TIMEOUT_MS / 1000} s`)), SYNC_TIMEOUT_MS);
-  });
-  try {
-    await Promise.race([cache.start(), timeout]);
-  } catch (err) {
-    if (err instanceof StartupError) throw err;
-    if (err instanceof ApiStatusError && err.statusCode === 403)
-      throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
-    throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
-  } finally {
-    clearTimeout(timer);
-  }
 }

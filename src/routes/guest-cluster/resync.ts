@@ -1,6 +1,6 @@
 // After a pause (core/pause-detector.ts) a route's cache watches again on new connections; the
 // streams asked for meanwhile wait for it, bounded, so that they go to pods that still exist.
-// Shared by cluster and konnectivity routes.
+// Part of the guest cluster (guest-cluster.ts).
 import { abortable } from '../../core/abort.js';
 import type { ClusterCache } from '../../cluster/cache.js';
 

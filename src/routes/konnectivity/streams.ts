@@ -1,15 +1,15 @@
-// A konnectivity route: names and IPs of a guest cluster resolve through that cluster's watch
-// cache (the `resolve` the composition root passes, e.g. built on the cluster Resolver), and the
-// stream is dialled through an apiserver-network-proxy server (konnectivity/dialer.ts) instead of
-// a pod port-forward. This is how hosted control planes reach their guest clusters; it does the
-// job of the SOCKS sidecar such a control plane runs beside its components.
+// The streams of a konnectivity route: a claim's addresses come from `resolve` (resolve.ts, over
+// the guest cluster's watch cache), and each is dialled through an apiserver-network-proxy server
+// (konnectivity/dialer.ts) instead of a pod port-forward, moving on past a retryable failure. This
+// holds the dialer's life (made at start, dropped after a failed attempt, closed once the streams
+// it carries have ended); route.ts composes it with the guest cluster.
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
 import type { Logger } from '../../core/log.js';
 import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../../core/errors.js';
 import { createKonnectivityDialer, type KonnectivityDialer } from '../../konnectivity/dialer.js';
 import type { KonnectivitySpec } from '../../konnectivity/options.js';
 import { formatHostPort } from '../../core/address.js';
-import type { Route, RouteState, RouteStatus } from '../../routing/route.js';
+import type { RouteState, RouteStatus } from '../../routing/route.js';
 import type { Claim } from '../../routing/table.js';
 
 /** An address in the guest cluster's network: a ClusterIP, a Pod IP. */
@@ -25,14 +25,14 @@ export interface KonnectivityTarget {
  */
 export type KonnectivityResolve = (claim: Claim, port: number, signal: AbortSignal) => Promise<KonnectivityTarget[]>;
 
-export interface KonnectivityRouteDeps {
+export interface KonnectivityStreamsDeps {
   resolve: KonnectivityResolve;
   log: Logger;
   /** Makes the dialer at start(); createKonnectivityDialer by default (tests pass a fake). */
   makeDialer?: (spec: KonnectivitySpec) => Promise<KonnectivityDialer>;
 }
 
-export class KonnectivityRoute implements Route {
+export class KonnectivityStreams {
   readonly kind = 'konnectivity';
   private dialer?: KonnectivityDialer;
   private state: RouteState = 'starting';
@@ -43,7 +43,7 @@ export class KonnectivityRoute implements Route {
   constructor(
     readonly name: string,
     private readonly spec: KonnectivitySpec,
-    private readonly deps: KonnectivityRouteDeps,
+    private readonly deps: KonnectivityStreamsDeps,
   ) {}
 
   /** Makes the dialer (a dialer of an earlier start goes); a route closed meanwhile keeps none. */
