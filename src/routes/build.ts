@@ -61,7 +61,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       if (!kept) fresh.push(route);
       if (failing) retried.add(route);
       routes.set(spec.name, route);
-      if (route instanceof ClusterRoute || route instanceof KonnectivityRoute) views.set(spec.name, route);
+      if (route.guest) views.set(spec.name, route.guest);
     }
     // The table's order stays (it decides nothing but is how status lists the routes).
     const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
@@ -72,9 +72,9 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
   }
 }
 
-/** How a cluster route's API connections leave: the extra CA trusted, and the route that carries them (`via`: an ssh route's dial). */
+/** How a cluster route's API connections leave: the extra CA trusted, and the route that carries them (`via`: an ssh route's carry). */
 export function egressFor(extraCA: ExtraCA | undefined, carrier: Route | undefined): EgressOptions {
-  return { ...(extraCA ? { extraCA } : {}), ...(carrier instanceof SshRoute ? { via: { route: carrier.name, dial: carrier.dial.bind(carrier) } } : {}) };
+  return { ...(extraCA ? { extraCA } : {}), ...(carrier?.carry ? { via: { route: carrier.name, dial: carrier.carry.bind(carrier) } } : {}) };
 }
 
 function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSettings, log: Logger): Route {

@@ -4,9 +4,13 @@
 // the "not ours" refusal. Readiness, status and close are per route, so one cluster that is down
 // or still syncing never holds up another route. Stream and byte counts per route are kept by the
 // listeners' stream statistics (listeners/stream-stats.ts), from the route the Router names on
-// each opened stream — not by the routes.
+// each opened stream — not by the routes. What only some kinds can do is an optional member
+// here, asked for by presence: callers never tell kinds apart by their class.
+import type { Duplex } from 'node:stream';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
-import type { Claim } from './table.js';
+import type { CacheStatus } from '../cluster/cache.js';
+import type { PodTransportStats } from '../tunnel/spdy-transport.js';
+import type { Claim, ClusterView } from './table.js';
 
 /** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (routes/guest-cluster/health.ts). */
 export type RouteState = 'starting' | 'syncing' | 'ready' | 'degraded' | 'error';
@@ -55,8 +59,37 @@ export interface Route {
    * without a sign. Check or replace it before a client waits on it. Optional; never throws.
    */
   afterPause?(pausedMs: number): void;
-  /** Stops accepting streams and releases what it holds once its open streams have ended. */
-  close(): Promise<void>;
+  /**
+   * The cluster whose watch cache names this route's destinations (cluster and konnectivity
+   * routes): the matcher asks it which IPs and namespaces it has.
+   */
+  readonly guest?: GuestClusterView;
+  /** The route's port-forward tunnels, per pod (cluster routes), for status output. */
+  transportStats?(): PodTransportStats[];
+  /**
+   * A Duplex to host:port for another route's connections, like net.connect but opened by this
+   * route (an ssh route's chain carries a cluster route's API connection: `via`).
+   */
+  carry?(host: string, port: number, signal: AbortSignal): Promise<Duplex>;
+  /**
+   * The ingress hosts the route has learnt (cluster routes): `onChange` hears each change from
+   * now on (one listener; a later call replaces it); returns the hosts known now.
+   */
+  watchIngressHosts?(onChange: (hosts: string[]) => void): string[];
+  /**
+   * Stops accepting streams and releases what it holds once its open streams have ended; with
+   * `now` (at stop, after the listeners' grace), a route may release them without that wait.
+   */
+  close(now?: boolean): Promise<void>;
+}
+
+/** A cluster a route reaches names through (routes/guest-cluster/): what the matcher and `status` ask of it. */
+export interface GuestClusterView extends ClusterView {
+  readonly context: string;
+  readonly server: string;
+  /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
+  knownNamespaces(): string[] | undefined;
+  cacheStatus(): CacheStatus;
 }
 
 /** The API server URLs of the cluster routes among `routes` (their status details name them). */

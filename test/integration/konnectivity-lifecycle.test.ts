@@ -67,7 +67,7 @@ function konnectivityRoute() {
   const { table, spec } = tableOf('konnectivity');
   assert.ok(spec.kind === 'konnectivity');
   const route = new KonnectivityRoute(spec, { kubeconfig, allowHostNetworkPods: false, retry }, log);
-  return { route, matcher: new RouteMatcher(table, new Map([['guest', route]])) };
+  return { route, matcher: new RouteMatcher(table, new Map([['guest', route.guest]])) };
 }
 
 function clusterRoute() {
@@ -86,7 +86,7 @@ function clusterRoute() {
     },
     log,
   );
-  return { route, matcher: new RouteMatcher(table, new Map([['guest', route]])) };
+  return { route, matcher: new RouteMatcher(table, new Map([['guest', route.guest]])) };
 }
 
 function open(route: Route, matcher: RouteMatcher, signal: AbortSignal = AbortSignal.timeout(10_000)): Promise<OpenedStream> {

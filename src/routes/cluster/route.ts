@@ -13,7 +13,7 @@ import { SpdyTransport } from '../../tunnel/spdy-transport.js';
 import { NegotiatingTransport, type TransportMode } from '../../tunnel/negotiate.js';
 import type { KeepaliveOptions } from '../../tunnel/keepalive.js';
 import type { Route, RouteStatus } from '../../routing/route.js';
-import type { ClusterView, Claim } from '../../routing/table.js';
+import type { Claim } from '../../routing/table.js';
 import type { ClusterRouteSpec } from '../../routing/table-spec.js';
 import { GuestCluster, type GuestClusterSettings } from '../guest-cluster/guest-cluster.js';
 import { Resolver } from './resolver.js';
@@ -33,7 +33,7 @@ export interface ClusterRouteSettings extends GuestClusterSettings {
   allowHostNetworkPods: boolean;
 }
 
-export class ClusterRoute implements Route, ClusterView {
+export class ClusterRoute implements Route {
   readonly kind = 'cluster';
   readonly name: string;
   readonly guest: GuestCluster;
@@ -43,8 +43,8 @@ export class ClusterRoute implements Route, ClusterView {
   private readonly clusterDomain: string;
   private readonly ingress: IngressHostWatcher;
   private ingressStarted = false;
-  /** Ingress and OpenShift Route hosts as they change (proxy/ingress-feed.ts feeds them to the matchers). */
-  onIngressHosts?: (hosts: string[]) => void;
+  /** Hears the Ingress and OpenShift Route hosts as they change (proxy/ingress-feed.ts feeds them to the matchers). */
+  private onIngressHosts?: (hosts: string[]) => void;
   readonly label: string;
   private openStreams = 0;
   private drained?: () => void;
@@ -92,33 +92,8 @@ export class ClusterRoute implements Route, ClusterView {
     this.ingress = new IngressHostWatcher(guest.api, log, (hosts) => this.onIngressHosts?.(hosts));
   }
 
-  get kube() {
-    return this.guest.kube;
-  }
-
-  get defaultNamespace(): string {
-    return this.guest.defaultNamespace;
-  }
-
-  get server(): string {
-    return this.guest.server;
-  }
-
-  knowsIp(ip: string): boolean {
-    return this.guest.knowsIp(ip);
-  }
-
-  /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
-  knownNamespaces(): string[] | undefined {
-    return this.guest.knownNamespaces();
-  }
-
   learnIp(ip: string): Promise<void> {
     return this.guest.learnIp(ip);
-  }
-
-  namespaceExists(namespace: string): boolean | undefined {
-    return this.guest.namespaceExists(namespace);
   }
 
   /** Probe the API server and sync the cache; on failure the route is in error and retries later. */
@@ -168,8 +143,8 @@ export class ClusterRoute implements Route, ClusterView {
     return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain)), signal);
   }
 
-  /** The ingress hosts known now (what a matcher starts from when it is fed). */
-  ingressHosts(): string[] {
+  watchIngressHosts(onChange: (hosts: string[]) => void): string[] {
+    this.onIngressHosts = onChange;
     return this.ingress.hosts();
   }
 
@@ -190,10 +165,6 @@ export class ClusterRoute implements Route, ClusterView {
         pods: this.transport.stats(),
       },
     };
-  }
-
-  cacheStatus() {
-    return this.guest.cacheStatus();
   }
 
   transportStats() {

@@ -3,15 +3,14 @@
 // health checks once ready (health.ts) and the resync after a pause (resync.ts). Each route kind
 // composes one with its own dialer (a port-forward transport, a konnectivity dialer); names and
 // IPs resolve through this cache either way, and the matcher asks it which IPs and namespaces the
-// cluster has (ClusterView).
+// cluster has (GuestClusterView).
 import type { Logger } from '../../core/log.js';
 import { StartupError, errorMessage } from '../../core/errors.js';
 import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
 import type { EgressOptions } from '../../cluster/egress-proxy.js';
 import { ClusterCache } from '../../cluster/cache.js';
-import type { RouteState } from '../../routing/route.js';
-import type { ClusterView } from '../../routing/table.js';
+import type { GuestClusterView, RouteState } from '../../routing/route.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth, type Degraded } from './health.js';
 import { CacheResync } from './resync.js';
@@ -41,7 +40,7 @@ export interface GuestClusterHooks {
   reset?(): void;
 }
 
-export class GuestCluster implements ClusterView {
+export class GuestCluster implements GuestClusterView {
   readonly kube: LoadedKubeConfig;
   readonly api: ApiConnection;
   readonly cache: ClusterCache;
@@ -76,6 +75,10 @@ export class GuestCluster implements ClusterView {
 
   get defaultNamespace(): string {
     return this.kube.namespace;
+  }
+
+  get context(): string {
+    return this.kube.context;
   }
 
   get server(): string {

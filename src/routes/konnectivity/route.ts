@@ -9,7 +9,7 @@
 import type { Logger } from '../../core/log.js';
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
 import type { Route, RouteStatus } from '../../routing/route.js';
-import type { Claim, ClusterView } from '../../routing/table.js';
+import type { Claim } from '../../routing/table.js';
 import type { KonnectivityRouteSpec } from '../../routing/table-spec.js';
 import { GuestCluster, type GuestClusterSettings } from '../guest-cluster/guest-cluster.js';
 import { KonnectivityStreams } from './streams.js';
@@ -19,7 +19,7 @@ export interface KonnectivityRouteSettings extends Omit<GuestClusterSettings, 'a
   allowHostNetworkPods: boolean;
 }
 
-export class KonnectivityRoute implements Route, ClusterView {
+export class KonnectivityRoute implements Route {
   readonly kind = 'konnectivity';
   readonly name: string;
   readonly guest: GuestCluster;
@@ -40,18 +40,6 @@ export class KonnectivityRoute implements Route, ClusterView {
       resolve: konnectivityResolve(this.guest.cache, { allowHostNetworkPods: settings.allowHostNetworkPods }),
       log,
     });
-  }
-
-  get defaultNamespace(): string {
-    return this.guest.defaultNamespace;
-  }
-
-  knowsIp(ip: string): boolean {
-    return this.guest.knowsIp(ip);
-  }
-
-  namespaceExists(namespace: string): boolean | undefined {
-    return this.guest.namespaceExists(namespace);
   }
 
   learnIp(ip: string): Promise<void> {

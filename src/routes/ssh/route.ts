@@ -73,7 +73,7 @@ export class SshRoute implements Route {
 
   /** A stream to the destination as the client wrote it, opened by the chain's last hop. */
   async open(request: OpenRequest, _claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
-    const stream = await this.dial(request.destination.host, request.destination.port, signal);
+    const stream = await this.carry(request.destination.host, request.destination.port, signal);
     return { stream, via: `ssh ${this.connection!.describe()} ${formatHostPort(request.destination.host, request.destination.port)}` };
   }
 
@@ -81,7 +81,7 @@ export class SshRoute implements Route {
    * A Duplex to host:port through the chain, like net.connect but opened by the last hop: what a
    * cluster route riding this route (`via`) uses for its API connection.
    */
-  dial(host: string, port: number, signal: AbortSignal): ReturnType<SshChainConnection['dial']> {
+  carry(host: string, port: number, signal: AbortSignal): ReturnType<SshChainConnection['dial']> {
     if (!this.connection) return Promise.reject(new StartupError(`route ${this.name} is not started${this.startError ? `: ${this.startError}` : ''}`));
     return this.connection.dial(host, port, signal);
   }
