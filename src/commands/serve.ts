@@ -10,7 +10,7 @@ import { DEFAULTS } from '../proxy/options.js';
 import { startProxy } from '../proxy/proxy.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines } from '../cli/ready.js';
-import { apiServersOf } from '../routing/route.js';
+import { apiServersOf } from '../routes/route.js';
 import { firstShutdownSignal } from '../cli/signals.js';
 import { hasControllingTerminal } from '../core/terminal.js';
 

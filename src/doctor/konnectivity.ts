@@ -10,7 +10,7 @@ import { ConnectTimeoutError, ConnectionRefusedError, HostUnreachableError, Prox
 import { createKonnectivityDialer, type KonnectivityDialer } from '../konnectivity/dialer.js';
 import { NoAgentError } from '../konnectivity/errors.js';
 import { formatHostPort } from '../core/address.js';
-import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
+import type { KonnectivityRouteSpec } from '../routes/spec.js';
 import type { Check } from './report.js';
 
 const NAME = 'konnectivity';

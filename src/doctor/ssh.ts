@@ -7,7 +7,7 @@ import { abortable } from '../core/abort.js';
 import { errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { SshRoute, type SshRouteOptions } from '../routes/ssh/route.js';
-import type { SshRouteSpec } from '../routing/table-spec.js';
+import type { SshRouteSpec } from '../routes/spec.js';
 import { describeHop, type SshHop } from '../ssh/chain.js';
 import { hopFailureOf, type HopFailureKind } from '../ssh/failures.js';
 import { knownHostsName } from '../ssh/known-hosts.js';

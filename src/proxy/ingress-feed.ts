@@ -6,7 +6,7 @@
 // and removals alike, and the PAC file (made from the matcher in force) with it.
 import type { Logger } from '../core/log.js';
 import type { TableGeneration } from '../routing/router.js';
-import type { Route } from '../routing/route.js';
+import type { Route } from '../routes/route.js';
 
 export class IngressHostFeed {
   private readonly fed = new Set<TableGeneration>();

@@ -63,7 +63,7 @@ export function planStart(options: StartOptions): StartPlan {
 }
 
 /**
- * The files the table's routes load when they are built (routes/build.ts): the extra CA, and the
+ * The files the table's routes load when they are built (proxy/build-table.ts): the extra CA, and the
  * kubeconfig and context of each route that names one. What only the network can tell is not
  * checked here.
  */

@@ -3,7 +3,8 @@
 // route does (direct pass-through when on, else refused).
 import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
-import type { ClusterView, RouteMatcher } from '../../src/routing/table.js';
+import type { RouteMatcher } from '../../src/routing/table.js';
+import type { ClusterView } from '../../src/routes/route.js';
 import type { RoutingTable } from '../../src/routing/table-spec.js';
 
 export interface Decision {

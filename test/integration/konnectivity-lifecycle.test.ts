@@ -18,7 +18,7 @@ import { startTcpGate, type TcpGate } from '../helpers/tcp-gate.js';
 import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
 import { RouteMatcher } from '../../src/routing/table.js';
-import type { Route } from '../../src/routing/route.js';
+import type { Route } from '../../src/routes/route.js';
 import { KonnectivityRoute } from '../../src/routes/konnectivity/route.js';
 import { ClusterRoute } from '../../src/routes/cluster/route.js';
 import { DEFAULT_KEEPALIVE } from '../../src/tunnel/keepalive.js';

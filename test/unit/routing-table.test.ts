@@ -2,9 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { destinationFor } from '../../src/core/address.js';
 import { NotAllowedError, SocksReply } from '../../src/core/errors.js';
-import { RouteMatcher, refusalError, type Claim, type ClusterView, type Decision, type Refusal } from '../../src/routing/table.js';
+import { RouteMatcher, refusalError, type Claim, type Decision, type Refusal } from '../../src/routing/table.js';
+import type { ClusterView } from '../../src/routes/route.js';
 import { RoutingTableError } from '../../src/routing/suffix-index.js';
-import type { RoutingTable, RouteSpec } from '../../src/routing/table-spec.js';
+import type { RoutingTable } from '../../src/routing/table-spec.js';
+import type { RouteSpec } from '../../src/routes/spec.js';
 import {
   MULTI_DECISIONS,
   MULTI_INGRESS_DECISIONS,

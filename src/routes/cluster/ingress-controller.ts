@@ -6,8 +6,8 @@
 import type { SlimService } from '../../cluster/slim.js';
 import type { Destination } from '../../core/types.js';
 import { ConnectionRefusedError, NoReadyEndpointError } from '../../core/errors.js';
-import type { Claim } from '../../routing/table.js';
-import type { IngressSpec } from '../../routing/table-spec.js';
+import type { RouteClaim } from '../route.js';
+import type { IngressSpec } from '../../routes/spec.js';
 
 /**
  * The Services the usual ingress controllers install, in the order they are looked for:
@@ -95,7 +95,7 @@ export interface IngressTarget {
  * when the controller Service has no such port; an Error for a claim that is not an ingress one
  * (a programming error: the caller checks the reason first).
  */
-export function ingressTarget(claim: Claim, port: number, detected: DetectedController): IngressTarget {
+export function ingressTarget(claim: RouteClaim, port: number, detected: DetectedController): IngressTarget {
   if (claim.reason !== 'ingress' && claim.reason !== 'ingress-host') {
     throw new Error(`ingressTarget called for a claim by ${claim.reason}, not by an ingress rule`);
   }
@@ -109,7 +109,7 @@ export function ingressTarget(claim: Claim, port: number, detected: DetectedCont
 }
 
 /** True for the claims ingressTarget serves. */
-export function isIngressClaim(claim: Claim): boolean {
+export function isIngressClaim(claim: RouteClaim): boolean {
   return claim.reason === 'ingress' || claim.reason === 'ingress-host';
 }
 

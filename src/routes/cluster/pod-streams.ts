@@ -4,7 +4,7 @@ import type { OpenRequest, OpenedStream } from '../../core/types.js';
 import { ProxyError, errorMessage } from '../../core/errors.js';
 import type { PodPort, Transport } from '../../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
-import type { Claim } from '../../routing/table.js';
+import type { RouteClaim } from '../route.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
 export interface PodStreamsOptions {
@@ -43,7 +43,7 @@ export class PodStreams {
   ) {}
 
   /** A destination the routing table gave this cluster, parsed there (claim.name / claim.isIp). */
-  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim), signal);
   }
 

@@ -15,7 +15,7 @@ import type { SlimPod, SlimService, SlimServicePort } from '../../cluster/slim.j
 import type { PodTarget } from '../../cluster/index.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import type { PodPort } from '../../tunnel/transport.js';
-import { isUnderClusterDomain, parseClusterName, type ClusterName } from '../../routing/names.js';
+import { isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
 export type ResolverCache = Pick<

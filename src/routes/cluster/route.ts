@@ -12,9 +12,9 @@ import { WebSocketV4Transport } from '../../tunnel/websocket-v4.js';
 import { SpdyTransport } from '../../tunnel/spdy-transport.js';
 import { NegotiatingTransport, type TransportMode } from '../../tunnel/negotiate.js';
 import type { KeepaliveOptions } from '../../tunnel/keepalive.js';
-import type { Route, RouteStatus } from '../../routing/route.js';
-import type { Claim } from '../../routing/table.js';
-import type { ClusterRouteSpec } from '../../routing/table-spec.js';
+import type { Route, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
+import type { ClusterRouteSpec } from '../../routes/spec.js';
 import { GuestCluster, type GuestClusterSettings } from '../guest-cluster/guest-cluster.js';
 import { Resolver } from './resolver.js';
 import { PodStreams } from './pod-streams.js';
@@ -101,7 +101,7 @@ export class ClusterRoute implements Route {
     return this.guest.start();
   }
 
-  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     await this.guest.whenReady(signal);
     // No answer from the API server at all: a tunnel cannot open; say so now, not after the connect timeout.
     const degraded = this.guest.degraded;
@@ -134,7 +134,7 @@ export class ClusterRoute implements Route {
   };
 
   /** An ingress host: the cluster's ingress controller Service, same port, bytes untouched (TLS/SNI pass). */
-  private async openIngress(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  private async openIngress(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     const detected = detectIngressController(
       this.spec.ingress,
       serviceLookup((ns, name) => this.guest.cache.lookup.service(ns, name)),

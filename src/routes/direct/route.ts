@@ -20,9 +20,9 @@ import {
   errorMessage,
 } from '../../core/errors.js';
 import { DirectDialPolicy } from './dial-policy.js';
-import type { RoutingTable } from '../../routing/table-spec.js';
-import type { Route, RouteStatus } from '../../routing/route.js';
-import type { Claim } from '../../routing/table.js';
+import type { RouteSpec } from '../spec.js';
+import type { Route, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
 
 type LookupAll = (hostname: string, callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
 
@@ -57,7 +57,7 @@ export class DirectRoute implements Route {
    * Opens a stream to the destination exactly as the client wrote it: not the claim's normalized
    * host, since "intranet." (absolute) and "intranet" (search domains apply) resolve differently.
    */
-  open(request: OpenRequest, _claim: Claim | undefined, signal: AbortSignal): Promise<OpenedStream> {
+  open(request: OpenRequest, _claim: RouteClaim | undefined, signal: AbortSignal): Promise<OpenedStream> {
     return this.dial(request.destination.host, request.destination.port, signal);
   }
 
@@ -182,7 +182,11 @@ export function dialError(err: unknown, host: string, port: number): ProxyError 
  * Direct pass-through makes the proxy an exit to everything this machine reaches; allow it only
  * when every listener is on loopback or clients must authenticate.
  */
-export function assertDirectAllowed(table: RoutingTable, listens: ReadonlyArray<{ flag: string; host: string; port: number }>, hasCredentials: boolean): void {
+export function assertDirectAllowed(
+  table: { routes: readonly RouteSpec[] },
+  listens: ReadonlyArray<{ flag: string; host: string; port: number }>,
+  hasCredentials: boolean,
+): void {
   const direct = table.routes.find((r) => r.kind === 'direct');
   if (!direct || hasCredentials) return;
   const exposed = listens.find((l) => !isLoopbackHost(l.host));

@@ -10,7 +10,7 @@ import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.
 import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
 import type { EgressOptions } from '../../cluster/egress-proxy.js';
 import { ClusterCache } from '../../cluster/cache.js';
-import type { GuestClusterView, RouteState } from '../../routing/route.js';
+import type { GuestClusterView, RouteState } from '../route.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth, type Degraded } from './health.js';
 import { CacheResync } from './resync.js';

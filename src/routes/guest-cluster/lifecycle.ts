@@ -13,7 +13,7 @@ import type { Logger } from '../../core/log.js';
 import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../../core/errors.js';
 import { abortable } from '../../core/abort.js';
 import { testHookMs } from '../../core/test-hooks.js';
-import type { RouteState } from '../../routing/route.js';
+import type { RouteState } from '../route.js';
 
 export const RETRY_MIN_MS = 5_000;
 export const RETRY_MAX_MS = 60_000;
@@ -131,7 +131,7 @@ export class RouteLifecycle {
     if (this.why === undefined) this.enter('error');
     else this.current = 'error'; // a retry failed: failing since the first failure
     this.why = errorMessage(err);
-    // The route name is bound to this logger (routes/build.ts).
+    // The route name is bound to this logger (proxy/build-table.ts).
     this.log.warn({ error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);
     this.retryTimer = setTimeout(() => void this.retry(), this.retryMs);
     this.retryTimer.unref();

@@ -8,9 +8,9 @@
 // and a stream for it waits while it starts or syncs.
 import type { Logger } from '../../core/log.js';
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
-import type { Route, RouteStatus } from '../../routing/route.js';
-import type { Claim } from '../../routing/table.js';
-import type { KonnectivityRouteSpec } from '../../routing/table-spec.js';
+import type { Route, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
+import type { KonnectivityRouteSpec } from '../../routes/spec.js';
 import { GuestCluster, type GuestClusterSettings } from '../guest-cluster/guest-cluster.js';
 import { KonnectivityStreams } from './streams.js';
 import { konnectivityResolve } from './resolve.js';
@@ -57,7 +57,7 @@ export class KonnectivityRoute implements Route {
   }
 
   /** Waits while the route starts or syncs, bounded by `signal`; fails at once while it is in error. */
-  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     await this.guest.whenReady(signal);
     // Streams go through the konnectivity server, not the guest's API server: a degraded guest
     // (names from a cache that may be stale) still serves them.

@@ -9,8 +9,8 @@ import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from 
 import { createKonnectivityDialer, type KonnectivityDialer } from '../../konnectivity/dialer.js';
 import type { KonnectivitySpec } from '../../konnectivity/options.js';
 import { formatHostPort } from '../../core/address.js';
-import type { RouteState, RouteStatus } from '../../routing/route.js';
-import type { Claim } from '../../routing/table.js';
+import type { RouteState, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
 
 /** An address in the guest cluster's network: a ClusterIP, a Pod IP. */
 export interface KonnectivityTarget {
@@ -23,7 +23,7 @@ export interface KonnectivityTarget {
  * guest's kube-proxy balances) or its ready endpoints' Pod IPs; a headless pod name → its Pod IP;
  * an IP the cluster knows → itself. Rejects with a ProxyError (no such Service → 0x04…).
  */
-export type KonnectivityResolve = (claim: Claim, port: number, signal: AbortSignal) => Promise<KonnectivityTarget[]>;
+export type KonnectivityResolve = (claim: RouteClaim, port: number, signal: AbortSignal) => Promise<KonnectivityTarget[]>;
 
 export interface KonnectivityStreamsDeps {
   resolve: KonnectivityResolve;
@@ -65,7 +65,7 @@ export class KonnectivityStreams {
     }
   }
 
-  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     if (this.closing) throw new OverloadedError(`route ${this.name} is closing`);
     const dialer = this.dialer;
     if (!dialer) throw new HostUnreachableError(`route ${this.name} is not ready: ${this.reason ?? 'starting'}`);

@@ -12,9 +12,9 @@ import { loadSsh2, ssh2Loaded } from '../../ssh/ssh2-lib.js';
 import { resolveChain, type SshHop } from '../../ssh/chain.js';
 import { SshConfigError, SshConfigFile, type ReadOptions } from '../../ssh/config.js';
 import { SshChainConnection, type ChainOptions, type ChainStatus } from '../../ssh/connection.js';
-import type { Route, RouteStatus } from '../../routing/route.js';
-import type { Claim } from '../../routing/table.js';
-import type { SshRouteSpec } from '../../routing/table-spec.js';
+import type { Route, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
+import type { SshRouteSpec } from '../../routes/spec.js';
 
 export interface SshRouteOptions extends ChainOptions {
   /** Where ~/.ssh/config is, and the home for "~" (tests pass their own). */
@@ -72,7 +72,7 @@ export class SshRoute implements Route {
   }
 
   /** A stream to the destination as the client wrote it, opened by the chain's last hop. */
-  async open(request: OpenRequest, _claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  async open(request: OpenRequest, _claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     const stream = await this.carry(request.destination.host, request.destination.port, signal);
     return { stream, via: `ssh ${this.connection!.describe()} ${formatHostPort(request.destination.host, request.destination.port)}` };
   }

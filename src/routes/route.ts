@@ -10,9 +10,33 @@ import type { Duplex } from 'node:stream';
 import type { OpenRequest, OpenedStream } from '../core/types.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
-import type { Claim, ClusterView } from './table.js';
+import type { ClusterName } from './guest-cluster/names.js';
 
-/** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (routes/guest-cluster/health.ts). */
+/** Why the table chose the route: the kind of rule that matched (routing/suffix-index.ts RuleSource), a short name, a block, an IP a cluster knows, or direct pass-through. */
+export type ClaimReason = 'route-name' | 'cluster-domain' | 'include' | 'ingress' | 'ingress-host' | 'short-name' | 'cidr' | 'known-ip' | 'direct';
+
+/** What the routing decision (routing/table.ts Claim) hands the route it chose: the destination, parsed there once. */
+export interface RouteClaim {
+  readonly route: { readonly name: string };
+  readonly reason: ClaimReason;
+  /** Normalized name (lowercase, no trailing dot) or canonical IP (mapped IPv6 as IPv4). */
+  readonly host: string;
+  readonly isIp: boolean;
+  /** The Service or Pod the name denotes, when it has a cluster form (parsed by the matcher, once). */
+  readonly name?: ClusterName;
+}
+
+/** What the matcher asks a route's guest cluster, synchronously (its watch cache answers). */
+export interface ClusterView {
+  /** Is this (canonical) IP a Service ClusterIP or a running Pod IP of the cluster? */
+  knowsIp(ip: string): boolean;
+  /** true/false when the cluster can tell; undefined when it cannot (no list permission, syncing). */
+  namespaceExists(namespace: string): boolean | undefined;
+  /** Namespace of single-label names. */
+  readonly defaultNamespace: string;
+}
+
+/** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (guest-cluster/health.ts). */
 export type RouteState = 'starting' | 'syncing' | 'ready' | 'degraded' | 'error';
 
 export interface RouteStatus {
@@ -47,7 +71,7 @@ export interface Route {
    */
   prepare?(): Promise<void>;
   /** A stream for a destination the table gave this route; rejects with a ProxyError. */
-  open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream>;
+  open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream>;
   status(): RouteStatus;
   /**
    * Learn whether an IP the table does not know is this route's (a cluster looks up a Pod IP it
