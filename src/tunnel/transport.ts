@@ -1,4 +1,4 @@
-import type { Duplex } from 'node:stream';
+import type { UpstreamStream } from '../core/stream-pieces.js';
 
 /** One pod instance. A name comes back after a delete (StatefulSets); the UID never does. */
 export interface PodRef {
@@ -44,7 +44,8 @@ export const MAX_REPLAY_BYTES = 256 * 1024;
  */
 export interface Transport {
   readonly name: string;
-  open(target: PodPort, options: OpenOptions): Promise<Duplex>;
+  /** The stream, with its piece hints when it gives any (SPDY: core/stream-pieces.ts). */
+  open(target: PodPort, options: OpenOptions): Promise<UpstreamStream>;
   /** Tunnels currently open, for status output. */
   openTunnels(): number;
   /** The pod instance was deleted (or stopped running): tunnels to it close. */
