@@ -1,7 +1,8 @@
 // A simulated guest cluster whose ClusterIPs and Pod IPs answer only through the simulated
 // konnectivity server (the pods' backends do not listen on their pod IPs; the server maps the
-// addresses as the guest's pod network and kube-proxy would). End to end but for the lead's
-// wiring: real curl → the SOCKS5 listener → the routing table → KonnectivityStreams, resolving
+// addresses as the guest's pod network and kube-proxy would). End to end but for the guest
+// cluster's lifecycle (konnectivity-lifecycle.test.ts has it): real curl → the SOCKS5 listener →
+// the routing table → KonnectivityStreams, resolving
 // through a real watch cache of the guest (konnectivityResolve) → the dialer → the server.
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -99,7 +100,7 @@ for (const mode of ['grpc', 'http-connect'] as const) {
       matcher = new RouteMatcher(table, new Map([['guest', view]]));
       route = new KonnectivityStreams('guest', spec.konnectivity, { log, resolve: konnectivityResolve(cache) });
       await route.start();
-      // What the lead's Router does: match once, refuse what no route claims, hand the claim over.
+      // What the Router does: match once, refuse what no route claims, hand the claim over.
       const opener: StreamOpener = {
         open: (request: OpenRequest) => {
           const decision = matcher.match(request.destination);

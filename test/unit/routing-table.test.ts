@@ -12,8 +12,8 @@ import {
   MULTI_INGRESS_DECISIONS,
   MULTI_YAML,
   PROD_NAMESPACES,
-  SEED_002_DECISIONS,
-  SEED_002_YAML,
+  EXCLUDE_INCLUDE_DECISIONS,
+  EXCLUDE_INCLUDE_YAML,
   fixedView,
   tableFromYaml,
   withIngressHosts,
@@ -40,11 +40,11 @@ function checkDecisions(matcher: RouteMatcher, decisions: DecisionRow[], direct:
   }
 }
 
-test('the seed 002 table decides as the seed says: longest suffix first, exclusions beat inclusions', () => {
+test('an exclude/include table decides longest suffix first, exclusions beating inclusions of the same length', () => {
   // The cluster knows its namespaces (none called "ch" or "net"), so two-label names are not its short names.
   const cluster = views({ bettersmarter: fixedView([], ['default']) });
-  checkDecisions(new RouteMatcher(tableFromYaml(SEED_002_YAML), cluster), SEED_002_DECISIONS, false);
-  checkDecisions(new RouteMatcher(tableFromYaml(SEED_002_YAML, true), cluster), SEED_002_DECISIONS, true);
+  checkDecisions(new RouteMatcher(tableFromYaml(EXCLUDE_INCLUDE_YAML), cluster), EXCLUDE_INCLUDE_DECISIONS, false);
+  checkDecisions(new RouteMatcher(tableFromYaml(EXCLUDE_INCLUDE_YAML, true), cluster), EXCLUDE_INCLUDE_DECISIONS, true);
 });
 
 test('several clusters, includes, ingress domains, direct and reject routes, IP blocks', () => {
@@ -107,7 +107,7 @@ routes:
 });
 
 test('a refusal says which excludes applied; refusals map to SOCKS 0x02 / HTTP 403', () => {
-  const d = new RouteMatcher(tableFromYaml(SEED_002_YAML), views({ bettersmarter: fixedView([], []) })).matchHost(
+  const d = new RouteMatcher(tableFromYaml(EXCLUDE_INCLUDE_YAML), views({ bettersmarter: fixedView([], []) })).matchHost(
     'apps.c-bettersmarter-prod01.vshnmanaged.net',
   );
   assert.equal(d.claimed, false);
