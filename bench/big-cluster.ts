@@ -23,7 +23,7 @@ import { loadKubeConfig } from '../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../src/cluster/api.js';
 import { ClusterCache, ON_DEMAND_LIMITS } from '../src/cluster/cache.js';
 import { POD_LOOKUP_LIMITS } from '../src/cluster/pod-lookup.js';
-import { Resolver } from '../src/routing/resolver.js';
+import { Resolver } from '../src/routes/cluster/resolver.js';
 import { createLogger } from '../src/core/log.js';
 import { ProxyError } from '../src/core/errors.js';
 import type { Destination } from '../src/core/types.js';

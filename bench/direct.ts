@@ -1,4 +1,4 @@
-// Direct pass-through (routing/direct-route.ts) against no proxy at all. Targets: throughput
+// Direct pass-through (routes/direct/route.ts) against no proxy at all. Targets: throughput
 // ≥ 0.9×, connect → first byte p50 ≤ +1 ms.
 //
 // Two places for the destination, both echo servers of the bench's own:
@@ -152,7 +152,7 @@ export async function reportDirect(kubeconfig: string, bulkBytes: number, rounds
   try {
     minimal = spawn(process.execPath, ['-e', MINIMAL_RELAY, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
     const minimalPort = await childPort(minimal);
-    // The loopback echo server is reachable only through an allow list (direct-dial-policy.ts).
+    // The loopback echo server is reachable only through an allow list (dial-policy.ts).
     const config = path.join(path.dirname(kubeconfig), 'direct-allow.yaml');
     await writeFile(config, 'routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8]\n');
     proxy = await startBenchProxy(['--kubeconfig', kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--direct']);

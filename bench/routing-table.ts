@@ -2,9 +2,11 @@
 // Pure CPU, no sockets: about 2 s. Runs from `npm run bench` (bench/run.ts) and on its own:
 //   npm run build && node dist/bench/routing-table.js
 import { pathToFileURL } from 'node:url';
-import { RouteMatcher, type ClusterView } from '../src/routing/table.js';
+import { RouteMatcher } from '../src/routing/table.js';
+import type { ClusterView } from '../src/routes/route.js';
 import { generatePac } from '../src/routing/pac.js';
-import type { RouteSpec, RoutingTable } from '../src/routing/table-spec.js';
+import type { RoutingTable } from '../src/routing/table-spec.js';
+import type { RouteSpec } from '../src/routes/spec.js';
 
 const ROUTES = 1000;
 const MS_PER_ROW = Number(process.env.BENCH_ROUTING_MS ?? 250);

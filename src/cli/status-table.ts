@@ -1,7 +1,7 @@
 // The human form of `status`: one row per managed proxy, then a line per dead one saying why
 // and how to clean it up. (`status --json` has every figure unrounded.)
 import type { ProxyStatus } from '../managed/status.js';
-import type { RouteStatus } from '../routing/route.js';
+import type { RouteStatus } from '../routes/route.js';
 import { unixSocksUrl } from './ready.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];

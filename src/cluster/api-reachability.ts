@@ -1,6 +1,6 @@
 // "Is the API server back?" — one answer per API connection, for the watches waiting out a backoff
 // after the server stopped answering (a restart, a laptop offline, a VPN reconnecting), for the
-// route's health (routes/health.ts), and for whoever must renew what was open across an absence.
+// route's health (routes/guest-cluster/health.ts), and for whoever must renew what was open across an absence.
 // /readyz is asked about once a second, one request at a time, while anyone waits, and — once a
 // stream that died made the route suspect the path (suspect()) — for as long as the server does
 // not answer. When it answers after an absence (seen by a probe, or suspected), every waiter is

@@ -9,7 +9,7 @@ import { checkCluster } from '../doctor/cluster.js';
 import { DoctorEgress } from '../doctor/egress.js';
 import { checkSshRoute } from '../doctor/ssh.js';
 import { checkKonnectivity } from '../doctor/konnectivity.js';
-import type { ClusterRouteSpec, KonnectivityRouteSpec, SshRouteSpec } from '../routing/table-spec.js';
+import type { ClusterRouteSpec, KonnectivityRouteSpec, SshRouteSpec } from '../routes/spec.js';
 import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doctor/local.js';
 import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
 import { parseDuration } from '../core/duration.js';

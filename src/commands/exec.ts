@@ -10,7 +10,7 @@ import { Command, Errors, Flags } from '@oclif/core';
 import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { proxyEnvironment } from '../cli/exec-env.js';
-import { apiServersOf } from '../routing/route.js';
+import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { relaySignals } from '../cli/exec-signals.js';
 import type { LogLevel } from '../core/log.js';

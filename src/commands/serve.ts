@@ -9,7 +9,7 @@ import { LOG_FORMATS, stderrDestination, type LogFormat } from '../core/log-form
 import { startProxy } from '../proxy/proxy.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines } from '../cli/ready.js';
-import { apiServersOf } from '../routing/route.js';
+import { apiServersOf } from '../routes/route.js';
 import { firstShutdownSignal } from '../cli/signals.js';
 import { hasControllingTerminal } from '../core/terminal.js';
 

@@ -17,15 +17,8 @@ import envPaths from 'env-paths';
 import { StartupError } from '../core/errors.js';
 import { RouteMatcher } from '../routing/table.js';
 import { RoutingTableError } from '../routing/suffix-index.js';
-import {
-  hasClusterNames,
-  DIRECT_ROUTE_NAME,
-  routeNameForContext,
-  routeNameProblem,
-  type ClusterRouteSpec,
-  type RouteSpec,
-  type RoutingTable,
-} from '../routing/table-spec.js';
+import { DIRECT_ROUTE_NAME, routeNameForContext, routeNameProblem, type RoutingTable } from '../routing/table-spec.js';
+import { hasClusterNames, type ClusterRouteSpec, type RouteSpec } from '../routes/spec.js';
 import { parseConfig, type ConfigFile } from './validate.js';
 
 export const CONFIG_FILE_NAME = 'config.yaml';

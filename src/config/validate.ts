@@ -5,17 +5,16 @@ import path from 'node:path';
 import { StartupError } from '../core/errors.js';
 import { parseCidr } from '../core/cidr.js';
 import { forwardListenProblem, parseForwardSpec } from '../core/address.js';
+import { parsePattern, routeNameProblem } from '../routing/table-spec.js';
 import {
   ROUTE_KINDS,
-  parsePattern,
-  routeNameProblem,
   type ClusterRouteSpec,
   type IngressSpec,
   type KonnectivityRouteSpec,
   type RouteKind,
   type RouteSpec,
   type SshRouteSpec,
-} from '../routing/table-spec.js';
+} from '../routes/spec.js';
 import { KONNECTIVITY_MODES, parseServerAddress, tlsProblem, type KonnectivitySpec } from '../konnectivity/options.js';
 import { loadYamlWithLines, YamlSyntaxError, type Located } from './yaml-lines.js';
 

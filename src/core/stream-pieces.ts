@@ -2,9 +2,11 @@
 // messages (the API server relays ≤ 16 KiB reads), so a 32 KiB frame arrives in several chunks.
 // Sent to the client as they come, that is several sends per frame; joined, it is a copy of every
 // byte (spdy/frame-pieces.ts). The relay asks for pieces (handPiecesOn); an upstream that hands them
-// on says which continue, and the relay holds those in the client socket (cork) until the unit is
+// on (its `pieces` member, UpstreamStream) says which continue, and the relay holds those in the client socket (cork) until the unit is
 // complete: one write of several buffers (writev), no copy. Other readers (the HTTP client of
 // plain-HTTP forwarding) keep getting whole units.
+
+import type { Duplex } from 'node:stream';
 
 /** An upstream stream that can tell which of its chunks continue into the next one. */
 export interface PieceHints {
@@ -18,18 +20,12 @@ export interface PieceHints {
   continuesAfter(chunk: Buffer): boolean;
 }
 
-/** Whether `stream` gives piece hints. */
-export function givesPieceHints<T extends object>(stream: T): stream is T & PieceHints {
-  const hints = stream as Partial<PieceHints>;
-  return typeof hints.handPiecesOn === 'function' && typeof hints.continuesAfter === 'function';
-}
-
-/** handPiecesOn() for any stream: streams that give no hints are left as they are. */
-export function handPiecesOn(stream: object): void {
-  if (givesPieceHints(stream)) stream.handPiecesOn();
-}
-
-/** continuesAfter() for any stream: false for streams that give no hints. */
-export function continuesAfter(stream: object, chunk: Buffer): boolean {
-  return givesPieceHints(stream) && stream.continuesAfter(chunk);
+/**
+ * What a transport's open() returns and every route and wrapper passes on to the relay: a byte
+ * stream with its piece hints as a typed member. `pieces` is undefined for a stream that gives
+ * none (a socket, an SSH channel, a WebSocket pod stream); a Duplex that wraps another must
+ * answer with the hints of the stream it wraps (test/unit/piece-hints.test.ts checks each one).
+ */
+export interface UpstreamStream extends Duplex {
+  readonly pieces?: PieceHints;
 }

@@ -1,6 +1,6 @@
 // Timings the test suite may shorten in a proxy it runs as a process, set by no flag or config
 // key and not documented for users (the product's timings stand without them): the route retry
-// delay (routes/lifecycle.ts) and the repeated-line window (core/log-limit.ts); and one point a
+// delay (routes/guest-cluster/lifecycle.ts) and the repeated-line window (core/log-limit.ts); and one point a
 // race test may hold a command at (testHookPause).
 import { existsSync, writeFileSync } from 'node:fs';
 

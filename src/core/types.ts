@@ -1,4 +1,4 @@
-import type { Duplex } from 'node:stream';
+import type { UpstreamStream } from './stream-pieces.js';
 
 /** Where a client asked to go, exactly as it asked (a name is never resolved locally). */
 export interface Destination {
@@ -26,7 +26,8 @@ export interface OpenRequest {
 
 /** A byte stream to the destination. Ending it half-closes; destroying it aborts. */
 export interface OpenedStream {
-  stream: Duplex;
+  /** With the piece hints of the transport underneath, when it gives any (core/stream-pieces.ts). */
+  stream: UpstreamStream;
   /** Short description of where it really went (e.g. "shop/web-7d9f-abc:8080"), for logs. */
   via: string;
   /** The route of the routing table that carries it (routing/router.ts). */

@@ -1,13 +1,14 @@
-// How doctor reaches each cluster's API server: the way the proxy does (routes/build.ts
+// How doctor reaches each cluster's API server: the way the proxy does (routes/guest-cluster/egress.ts
 // egressFor) — with the table's extra CA (--extra-ca, config extraCA: a TLS-intercepting
 // corporate proxy), and for a route `via` an ssh route, through that route, started as the proxy
 // starts it. Without them doctor called the API unreachable while the proxy worked.
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
 import { loadExtraCA, type EgressOptions, type ExtraCA } from '../cluster/egress-proxy.js';
-import { egressFor } from '../routes/build.js';
-import { SshRoute } from '../routing/ssh-route.js';
-import type { ClusterRouteSpec, KonnectivityRouteSpec, RoutingTable } from '../routing/table-spec.js';
+import { egressFor } from '../routes/guest-cluster/egress.js';
+import { SshRoute } from '../routes/ssh/route.js';
+import type { RoutingTable } from '../routing/table-spec.js';
+import type { ClusterRouteSpec, KonnectivityRouteSpec } from '../routes/spec.js';
 
 export class DoctorEgress {
   private readonly carriers = new Map<string, Promise<SshRoute>>();

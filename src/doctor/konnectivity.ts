@@ -2,7 +2,7 @@
 // TLS both ways, the mode it speaks), does it have an agent, and does that agent reach the guest
 // cluster's network. One test dial, made as the route makes its dials (konnectivity/dialer.ts,
 // the dialer KonnectivityRoute.start() makes): to the guest's `kubernetes` Service, whose
-// ClusterIP the route would resolve that name to (routing/konnectivity-resolve.ts) and which every
+// ClusterIP the route would resolve that name to (routes/konnectivity/resolve.ts) and which every
 // cluster has. Nothing is sent on the stream; it is closed once open.
 import { ApiStatusError } from '../cluster/api.js';
 import type { ApiConnection } from '../cluster/api.js';
@@ -10,7 +10,7 @@ import { ConnectTimeoutError, ConnectionRefusedError, HostUnreachableError, Prox
 import { createKonnectivityDialer, type KonnectivityDialer } from '../konnectivity/dialer.js';
 import { NoAgentError } from '../konnectivity/errors.js';
 import { formatHostPort } from '../core/address.js';
-import type { KonnectivityRouteSpec } from '../routing/table-spec.js';
+import type { KonnectivityRouteSpec } from '../routes/spec.js';
 import type { Check } from './report.js';
 
 const NAME = 'konnectivity';

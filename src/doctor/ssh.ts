@@ -1,13 +1,13 @@
 // Per ssh route: does ~/.ssh/config give a chain the route follows, and does every hop of it let
 // us in — reached, its host key known (or accepted with accept-new, as the route would), our key
-// accepted. The login is the route's own (routing/ssh-route.ts start() with connectOnStart, i.e.
+// accepted. The login is the route's own (routes/ssh/route.ts start() with connectOnStart, i.e.
 // ssh/connection.ts and ssh/hop-login.ts): doctor has no SSH client of its own, so what it
 // reports is what the proxy would meet. A failure names its hop and says what to do.
 import { abortable } from '../core/abort.js';
 import { errorMessage } from '../core/errors.js';
 import { createLogger } from '../core/log.js';
-import { SshRoute, type SshRouteOptions } from '../routing/ssh-route.js';
-import type { SshRouteSpec } from '../routing/table-spec.js';
+import { SshRoute, type SshRouteOptions } from '../routes/ssh/route.js';
+import type { SshRouteSpec } from '../routes/spec.js';
 import { describeHop, type SshHop } from '../ssh/chain.js';
 import { hopFailureOf, type HopFailureKind } from '../ssh/failures.js';
 import { knownHostsName } from '../ssh/known-hosts.js';

@@ -1,6 +1,6 @@
 // The konnectivity dialer: dial(ip, port, signal) → a byte stream to that address in the cluster's
 // network, through an apiserver-network-proxy server in grpc or http-connect mode. It knows
-// nothing of names; routing/konnectivity-route.ts resolves them through the cluster's watch cache.
+// nothing of names; routes/konnectivity/streams.ts resolves them through the cluster's watch cache.
 // Errors are ProxyErrors (core/errors.ts): refused → SOCKS 0x05, timeout → 0x06, unreachable →
 // 0x04, the server itself failing (or having no agent) → 0x01; see errors.ts.
 import type { Duplex } from 'node:stream';

@@ -4,7 +4,7 @@
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { givesPieceHints, handPiecesOn, type PieceHints } from '../core/stream-pieces.js';
+import type { PieceHints, UpstreamStream } from '../core/stream-pieces.js';
 import type { LiveBytes } from './stream-stats.js';
 
 export interface RelayResult {
@@ -26,7 +26,7 @@ export const TEARDOWN_GRACE_MS = 2000;
  * the client sent before the tunnel was open) is written upstream before anything else.
  * Never rejects; resolves exactly once; both streams are destroyed when it resolves.
  */
-export function relay(client: net.Socket, upstream: Duplex, head?: Buffer, teardownGraceMs = TEARDOWN_GRACE_MS): Promise<RelayResult> {
+export function relay(client: net.Socket, upstream: UpstreamStream, head?: Buffer, teardownGraceMs = TEARDOWN_GRACE_MS): Promise<RelayResult> {
   return new Promise((resolve) => splice(client, upstream, head, teardownGraceMs, resolve));
 }
 
@@ -39,7 +39,13 @@ export function relay(client: net.Socket, upstream: Duplex, head?: Buffer, teard
  * promises) for every young-generation collection to copy (docs/performance.md, "What a
  * lingering connection holds").
  */
-export function startRelay(client: net.Socket, upstream: Duplex, head: Buffer | undefined, log: Logger, onEnd: (result: RelayResult) => void): LiveBytes {
+export function startRelay(
+  client: net.Socket,
+  upstream: UpstreamStream,
+  head: Buffer | undefined,
+  log: Logger,
+  onEnd: (result: RelayResult) => void,
+): LiveBytes {
   return new Splice(client, upstream, head, TEARDOWN_GRACE_MS, (result) => {
     try {
       onEnd(result);
@@ -50,7 +56,7 @@ export function startRelay(client: net.Socket, upstream: Duplex, head: Buffer | 
 }
 
 /** relay() with a callback: `resolve` is called exactly once. */
-function splice(client: net.Socket, upstream: Duplex, head: Buffer | undefined, teardownGraceMs: number, resolve: (result: RelayResult) => void): void {
+function splice(client: net.Socket, upstream: UpstreamStream, head: Buffer | undefined, teardownGraceMs: number, resolve: (result: RelayResult) => void): void {
   new Splice(client, upstream, head, teardownGraceMs, resolve);
 }
 
@@ -73,13 +79,13 @@ class Splice {
 
   constructor(
     client: net.Socket,
-    upstream: Duplex,
+    upstream: UpstreamStream,
     head: Buffer | undefined,
     readonly teardownGraceMs: number,
     private readonly resolve: (result: RelayResult) => void,
   ) {
-    this.client = new Side(this, client, true);
-    this.upstream = new Side(this, upstream, false);
+    this.client = new Side(this, client, true, undefined);
+    this.upstream = new Side(this, upstream, false, upstream.pieces);
     this.client.peer = this.upstream;
     this.upstream.peer = this.client;
     if (head && head.length > 0) {
@@ -88,7 +94,7 @@ class Splice {
     }
     this.client.pumpToPeer();
     // The relay sends a unit's pieces in one write (Side.onData): ask for them unjoined.
-    handPiecesOn(upstream);
+    upstream.pieces?.handPiecesOn();
     this.upstream.pumpToPeer();
     if (client.readableEnded) this.onClientEnd();
     this.client.watchDone();
@@ -144,8 +150,6 @@ function teardownClockRanOut(splice: Splice): void {
  */
 class Side {
   peer!: Side;
-  /** Looked up once: whether a stream gives hints does not change while it is relayed. */
-  private readonly hints: PieceHints | undefined;
   private corked = false;
   /** The last chunk written continues in the next one (its unit is incomplete). */
   private midUnit = false;
@@ -157,8 +161,9 @@ class Side {
     private readonly splice: Splice,
     readonly stream: Duplex,
     private readonly isClient: boolean,
+    /** The upstream's piece hints, taken once: a stream's hints do not change while it is relayed. */
+    private readonly hints: PieceHints | undefined,
   ) {
-    this.hints = givesPieceHints(stream) ? stream : undefined;
     // Permanent: a late 'error' (e.g. after destroy) must never become uncaught.
     stream.on('error', this.onError);
   }

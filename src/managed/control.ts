@@ -12,7 +12,7 @@ import { chmodSync, unlinkSync } from 'node:fs';
 import type { StreamTotals } from '../listeners/stream-stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
-import type { RouteStatus } from '../routing/route.js';
+import type { RouteStatus } from '../routes/route.js';
 import { isNamedPipe } from '../state/paths.js';
 import type { FeedMessage, FeedSubscriber } from '../ui/feed.js';
 

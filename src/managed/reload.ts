@@ -15,7 +15,7 @@ import type { RoutingTable } from '../routing/table-spec.js';
 /** Test hook (core/test-hooks.ts testHookPause): hold a reload between making its table and writing it. */
 export const TEST_RELOAD_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_PAUSE';
 
-/** A route sync may take up to 30 s (routes/cluster.ts SYNC_TIMEOUT_MS); then some slack. */
+/** A route sync may take up to 30 s (routes/cluster/route.ts SYNC_TIMEOUT_MS); then some slack. */
 const RELOAD_TIMEOUT_MS = 45_000;
 
 export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: string; table: RoutingTable }> {

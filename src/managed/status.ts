@@ -1,10 +1,10 @@
 // `status`: every managed proxy, reaped, with live figures asked from each daemon over its
 // control socket. A daemon that is gone shows as "dead" (with why), never as an error.
 import { formatAddress } from '../listeners/bound-address.js';
-import { apiServersOf } from '../routing/route.js';
+import { apiServersOf } from '../routes/route.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
-import type { RouteStatus } from '../routing/route.js';
+import type { RouteStatus } from '../routes/route.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { queryStatus } from './control.js';

@@ -6,7 +6,7 @@
 // and removals alike, and the PAC file (made from the matcher in force) with it.
 import type { Logger } from '../core/log.js';
 import type { TableGeneration } from '../routing/router.js';
-import { ClusterRouteRuntime } from '../routes/cluster.js';
+import type { Route } from '../routes/route.js';
 
 export class IngressHostFeed {
   private readonly fed = new Set<TableGeneration>();
@@ -22,10 +22,9 @@ export class IngressHostFeed {
   add(gen: TableGeneration): void {
     this.fed.add(gen);
     for (const route of gen.routes.values()) {
-      if (!(route instanceof ClusterRouteRuntime)) continue;
       // A route kept across reloads is in several generations; this one callback serves them all.
-      route.onIngressHosts = (hosts) => this.learnt(route, hosts);
-      gen.matcher.setIngressHosts(route.name, route.ingressHosts());
+      const hosts = route.watchIngressHosts?.((learnt) => this.learnt(route, learnt));
+      if (hosts) gen.matcher.setIngressHosts(route.name, hosts);
     }
     this.reportConflicts();
   }
@@ -36,7 +35,7 @@ export class IngressHostFeed {
     this.reportConflicts();
   }
 
-  private learnt(route: ClusterRouteRuntime, hosts: string[]): void {
+  private learnt(route: Route, hosts: string[]): void {
     for (const gen of this.fed) if (gen.routes.get(route.name) === route) gen.matcher.setIngressHosts(route.name, hosts);
     this.reportConflicts();
   }

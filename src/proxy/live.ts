@@ -7,7 +7,7 @@ import { target } from '../listeners/stream-stats.js';
 import type { StreamStats } from '../listeners/stream-stats.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
-import type { RouteStatus } from '../routing/route.js';
+import type { RouteStatus } from '../routes/route.js';
 import { LiveFeed, type ProxyView } from '../ui/feed.js';
 import { newPageToken } from '../ui/page-access.js';
 import { claimsRequest, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';

@@ -10,14 +10,13 @@ import type { UnixListen } from '../listeners/server-base.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { Router } from '../routing/router.js';
 import { generatePac } from '../routing/pac.js';
-import { assertDirectAllowed } from '../routing/direct-route.js';
+import { assertDirectAllowed } from '../routes/direct/route.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
-import type { Route } from '../routing/route.js';
+import type { Route } from '../routes/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
-import { buildTable, type BuildSettings, type BuiltTable } from '../routes/build.js';
-import { ClusterRouteRuntime } from '../routes/cluster.js';
+import { buildTable, type BuildSettings, type BuiltTable } from './build-table.js';
 import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
@@ -31,7 +30,7 @@ import { startLive } from './live.js';
 
 export { routingTableFor };
 
-export { probeApi } from '../routes/cluster.js';
+export { probeApi } from '../routes/guest-cluster/guest-cluster.js';
 
 export interface StartHooks {
   /** Called as soon as the default cluster's cache exists, before it syncs: `status` can then show its progress. */
@@ -66,7 +65,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     ownListeners: bound,
   };
   let built = buildTable(table, settings, log);
-  hooks.cacheStarting?.(() => defaultCluster(built)?.cacheStatus());
+  hooks.cacheStarting?.(() => defaultCluster(built)?.guest?.cacheStatus());
   const router = new Router(built, { connectTimeoutMs: options.connectTimeoutMs });
   // Cluster routes learn ingress hosts as they go: the table in force takes them, and so does a
   // table a reload is still checking (either may end up in force).
@@ -81,7 +80,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     // Browsers cannot use a unix socket: the PAC file names TCP listeners only.
     const socks = listeners.find((l) => l.kind === 'socks' && !isUnixAddress(l.address))?.address;
     const http = listeners.find((l) => l.kind === 'http' && !isUnixAddress(l.address))?.address;
-    const namespaces = defaultCluster(built)?.knownNamespaces();
+    const namespaces = defaultCluster(built)?.guest?.knownNamespaces();
     return generatePac(
       router.current.matcher,
       { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}) },
@@ -93,7 +92,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const closeAll = async (graceMs: number) => {
     router.close();
     await Promise.all(listeners.map((l) => l.close(graceMs)));
-    await Promise.all([...router.current.routes.values()].map((r) => (r instanceof ClusterRouteRuntime ? r.close(true) : r.close())));
+    await Promise.all([...router.current.routes.values()].map((r) => r.close(true)));
   };
   try {
     // Listeners bind before the routes start (a taken port fails fast); early clients wait for
@@ -110,7 +109,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     if (hooks.signal?.aborted) throw new StartupError('stopped while starting', { cause: err });
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
-  const primary = defaultCluster(built);
+  const primary = defaultCluster(built)?.guest;
   const routes = () =>
     built.table.routes.map((spec) => ({
       ...built.routes.get(spec.name)!.status(),
@@ -121,14 +120,14 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     stats,
     listeners,
     ctx,
-    () => ({ context: primary?.kube.context ?? '', namespace: primary?.kube.namespace ?? '' }),
+    () => ({ context: primary?.context ?? '', namespace: primary?.defaultNamespace ?? '' }),
     routes,
     !!options.page,
   );
   log.info(
     {
-      context: primary?.kube.context,
-      namespace: primary?.kube.namespace,
+      context: primary?.context,
+      namespace: primary?.defaultNamespace,
       server: primary?.server,
       routes: built.table.routes.map((r) => r.name),
       listeners: listeners.map(describeListener),
@@ -151,16 +150,16 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     forwards: listeners
       .filter((l): l is ForwardListener => l.kind === 'forward')
       .map((l) => ({ address: l.address, target: formatHostPort(l.target.host, l.target.port) })),
-    context: primary?.kube.context ?? '',
-    namespace: primary?.kube.namespace ?? '',
+    context: primary?.context ?? '',
+    namespace: primary?.defaultNamespace ?? '',
     table: () => built.table,
     pac,
     routes,
     watch: (subscriber) => live.feed.subscribe(subscriber),
     ...(live.pageUrl ? { pageUrl: live.pageUrl } : {}),
     totals: () => stats.snapshot(),
-    cacheStatus: () => defaultCluster(built)?.cacheStatus(),
-    transports: () => defaultCluster(built)?.transportStats() ?? [],
+    cacheStatus: () => defaultCluster(built)?.guest?.cacheStatus(),
+    transports: () => defaultCluster(built)?.transportStats?.() ?? [],
     reload(next?: { table: RoutingTable; routeKubeconfigs?: Record<string, string> }) {
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {
@@ -209,9 +208,10 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
 
 const hostPort = (a: { address: string; port: number }): HostPort => ({ host: a.address, port: a.port });
 
-function defaultCluster(built: BuiltTable): ClusterRouteRuntime | undefined {
+/** The default route when it is a cluster route: its context, cache and tunnels are what `status` shows first. */
+function defaultCluster(built: BuiltTable): Route | undefined {
   const route = built.table.defaultRoute ? built.routes.get(built.table.defaultRoute) : undefined;
-  return route instanceof ClusterRouteRuntime ? route : undefined;
+  return route?.kind === 'cluster' ? route : undefined;
 }
 
 /**

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { StreamTotals } from '../listeners/stream-stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
-import type { RouteStatus } from '../routing/route.js';
+import type { RouteStatus } from '../routes/route.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 import type { FeedSubscriber } from '../ui/feed.js';
 

@@ -8,7 +8,7 @@ import { forwardListenProblem, formatHostPort, parseForwardSpec, parseListenAddr
 import { unixSocketPath } from '../state/paths.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
-import { assertDirectAllowed } from '../routing/direct-route.js';
+import { assertDirectAllowed } from '../routes/direct/route.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 import { loadRoutingTable, type TableFlags } from '../config/load.js';
 import { requireCredentialsOffLoopback } from '../auth/credentials.js';
@@ -63,7 +63,7 @@ export function planStart(options: StartOptions): StartPlan {
 }
 
 /**
- * The files the table's routes load when they are built (routes/build.ts): the extra CA, and the
+ * The files the table's routes load when they are built (proxy/build-table.ts): the extra CA, and the
  * kubeconfig and context of each route that names one. What only the network can tell is not
  * checked here.
  */

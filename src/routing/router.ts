@@ -10,7 +10,7 @@ import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
 import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError, RouteUnavailableError, withMessagePrefix } from '../core/errors.js';
 import { refusalError, type Claim, type Decision, type RouteMatcher } from './table.js';
 import { abortable } from '../core/abort.js';
-import type { Route } from './route.js';
+import type { Route } from '../routes/route.js';
 
 export interface RouterOptions {
   connectTimeoutMs: number;

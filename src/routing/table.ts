@@ -15,33 +15,18 @@
 import type { Destination } from '../core/types.js';
 import { NotAllowedError } from '../core/errors.js';
 import { CidrIndex, parseCidr, parseIp } from '../core/cidr.js';
-import { parseClusterName, parseRouteName, type ClusterName } from './names.js';
+import { parseClusterName, parseRouteName, type ClusterName } from '../routes/guest-cluster/names.js';
 import { labelCount, ruleShape, RoutingTableError, SuffixIndex, type RuleSource, type SuffixRule } from './suffix-index.js';
-import { hasClusterNames, normalizeHostName, parsePattern, type RouteSpec, type RoutingTable } from './table-spec.js';
+import { normalizeHostName, parsePattern, type RoutingTable } from './table-spec.js';
+import { hasClusterNames, type RouteSpec } from '../routes/spec.js';
+import type { ClaimReason, ClusterView, RouteClaim } from '../routes/route.js';
 
-/** What the table asks a cluster route's watch cache, synchronously (ClusterCache has these). */
-export interface ClusterView {
-  /** Is this (canonical) IP a Service ClusterIP or a running Pod IP of the cluster? */
-  knowsIp(ip: string): boolean;
-  /** true/false when the cluster can tell; undefined when it cannot (no list permission, syncing). */
-  namespaceExists(namespace: string): boolean | undefined;
-  /** Namespace of single-label names. */
-  readonly defaultNamespace: string;
-}
-
-export type ClaimReason = Exclude<RuleSource, 'exclude'> | 'short-name' | 'cidr' | 'known-ip' | 'direct';
-
-export interface Claim {
+/** The decision for a destination a route claims: what the route is handed (RouteClaim), and more. */
+export interface Claim extends RouteClaim {
   readonly claimed: true;
   readonly route: RouteSpec;
-  readonly reason: ClaimReason;
   /** The suffix, wildcard or CIDR that matched (undefined for short names, known IPs, direct). */
   readonly pattern?: string;
-  /** Normalized name (lowercase, no trailing dot) or canonical IP (mapped IPv6 as IPv4). */
-  readonly host: string;
-  readonly isIp: boolean;
-  /** The Service or Pod the name denotes, when it has a cluster form (parsed here, once). */
-  readonly name?: ClusterName;
   /**
    * Set on a "svc.ns" short name whose namespace the cluster could not confirm: when the route
    * finds no such namespace (NotAllowedError), this is the decision to use instead.

@@ -8,7 +8,7 @@
 //    (or the pod sends a byte first);
 //  - a port that accepted lately (confirmMs 0): connected as soon as the tunnel is up. If a dial
 //    failure still shows before the pod has sent a byte, the stream fails with a *retryable* error
-//    and ClusterRoute replays the client's bytes to another endpoint (routing/retry-stream.ts);
+//    and ClusterRoute replays the client's bytes to another endpoint (routes/cluster/retry-stream.ts);
 //  - error text after the pod has spoken is a broken connection: what the pod sent is delivered,
 //    then the stream ends. Error text before the pod's first byte — a refused dial, a sandbox
 //    that is gone, a timeout, wordings we do not know — means the dial never completed: the

@@ -7,7 +7,7 @@
 import type { Reply } from '../core/errors.js';
 import type { Destination, FrontEnd } from '../core/types.js';
 import { target, type StreamObserver, type StreamRecord, type StreamTotals } from '../listeners/stream-stats.js';
-import type { RouteStatus } from '../routing/route.js';
+import type { RouteStatus } from '../routes/route.js';
 import { Ring } from './ring.js';
 
 export const RECENT_STREAMS = 200;

@@ -3,7 +3,7 @@
 import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
 import { ClusterIndex, type ObjectSource } from '../../src/cluster/index.js';
 import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from '../../src/cluster/slim.js';
-import type { ResolverCache } from '../../src/routing/resolver.js';
+import type { ResolverCache } from '../../src/routes/cluster/resolver.js';
 
 export function objectSource(svcs: V1Service[], slcs: V1EndpointSlice[], pds: V1Pod[]): ObjectSource {
   return {

@@ -1,7 +1,8 @@
-// A corporate egress proxy that intercepts TLS (seed 001): it answers HTTP CONNECT, then plays
-// the server with a certificate for the CONNECT host issued by its own CA, and forwards the
-// decrypted bytes over its own TLS connection to the one loopback upstream it serves (the
-// simulated API server, verified with that server's CA). Clients trust it only with its CA.
+// A corporate egress proxy that intercepts TLS, as the API connection must work through one: it
+// answers HTTP CONNECT, then plays the server with a certificate for the CONNECT host issued by
+// its own CA, and forwards the decrypted bytes over its own TLS connection to the one loopback
+// upstream it serves (the simulated API server, verified with that server's CA). Clients trust it
+// only with its CA.
 import http from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';

@@ -3,7 +3,8 @@
 // route does (direct pass-through when on, else refused).
 import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
-import type { ClusterView, RouteMatcher } from '../../src/routing/table.js';
+import type { RouteMatcher } from '../../src/routing/table.js';
+import type { ClusterView } from '../../src/routes/route.js';
 import type { RoutingTable } from '../../src/routing/table-spec.js';
 
 export interface Decision {
@@ -19,10 +20,11 @@ export function tableFromYaml(text: string, direct?: boolean): RoutingTable {
 }
 
 /**
- * Seed 002's example: the suffix lists generated for cluster c-bettersmarter-prod01, exactly as
- * the seed gives them (its exclude list, then its include list).
+ * A cluster route with generated suffix lists (an OpenShift cluster's: its exclude list, then its
+ * include list), where one suffix is both included and excluded and a longer include sits under
+ * an exclude: the longest suffix decides, and at equal length the exclude wins.
  */
-export const SEED_002_YAML = `
+export const EXCLUDE_INCLUDE_YAML = `
 routes:
   - name: bettersmarter
     kind: cluster
@@ -38,12 +40,12 @@ routes:
 `;
 
 const B = 'bettersmarter';
-export const SEED_002_DECISIONS: Decision[] = [
+export const EXCLUDE_INCLUDE_DECISIONS: Decision[] = [
   // The longer include beats the exclude: the console goes through the route.
   { host: 'console.apps.c-bettersmarter-prod01.vshnmanaged.net', route: B },
   { host: 'a.console.apps.c-bettersmarter-prod01.vshnmanaged.net', route: B },
   // apps.… is both included and excluded at the same length: the exclude wins, so it and the
-  // apps under it go direct (seed: "routed directly to the destination instead of through the proxy").
+  // apps under it are not routed through the proxy (direct, or refused without a direct route).
   { host: 'apps.c-bettersmarter-prod01.vshnmanaged.net', route: undefined },
   { host: 'oauth-openshift.apps.c-bettersmarter-prod01.vshnmanaged.net', route: undefined },
   { host: 'myapp.apps.c-bettersmarter-prod01.vshnmanaged.net', route: undefined },
@@ -64,7 +66,7 @@ export const SEED_002_DECISIONS: Decision[] = [
   { host: 'vshnmanaged.net', route: undefined },
 ];
 
-/** The issue's example table, with a second cluster. */
+/** A table of every route kind: two clusters (ingress domains, CIDRs, excludes), a direct route with its own names and blocks, a reject route. */
 export const MULTI_YAML = `
 direct: true
 routes:

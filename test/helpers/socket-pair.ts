@@ -27,3 +27,23 @@ export async function withSocketPair<T>(fn: (pair: { outer: net.Socket; inner: n
     pair.close();
   }
 }
+
+/** Records what reaches the socket's write methods: one entry per write, the buffers it carried. */
+export function spyWrites(socket: net.Socket): Buffer[][] {
+  const writes: Buffer[][] = [];
+  const s = socket as unknown as {
+    _write(chunk: Buffer, enc: BufferEncoding, cb: (err?: Error | null) => void): void;
+    _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void;
+  };
+  const write = s._write.bind(socket);
+  const writev = s._writev.bind(socket);
+  s._write = (chunk, enc, cb) => {
+    writes.push([chunk]);
+    write(chunk, enc, cb);
+  };
+  s._writev = (chunks, cb) => {
+    writes.push(chunks.map((c) => c.chunk));
+    writev(chunks, cb);
+  };
+  return writes;
+}

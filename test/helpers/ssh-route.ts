@@ -2,10 +2,10 @@
 // stream checking them with sha256.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
-import { SshRoute } from '../../src/routing/ssh-route.js';
+import { SshRoute } from '../../src/routes/ssh/route.js';
 import type { OpenRequest } from '../../src/core/types.js';
 import type { Claim } from '../../src/routing/table.js';
-import type { SshRouteSpec } from '../../src/routing/table-spec.js';
+import type { SshRouteSpec } from '../../src/routes/spec.js';
 
 export function sshRoute(configFile: string, host: string, options: { authSock?: string; home?: string } = {}): SshRoute {
   const spec: SshRouteSpec = { kind: 'ssh', name: 'lab', ssh: { host }, include: [], exclude: [], cidrs: [], origin: 'test' };

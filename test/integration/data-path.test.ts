@@ -325,7 +325,7 @@ describe('the cluster changes under the proxy', () => {
       await closedWithin(open.socket, 10_000, 'a stream open across the API server restart');
       await new Promise((r) => setTimeout(r, 300));
       // The dial fails (0x01) until the route knows its API server does not answer
-      // (routes/health.ts, within a second or two of the failure); then host unreachable, at once.
+      // (routes/guest-cluster/health.ts, within a second or two of the failure); then host unreachable, at once.
       assert.ok([0x01, 0x04].includes(await replyCode('web.shop', 8080)), 'API unreachable → a failure');
       await eventually(async () => (await replyCode('web.shop', 8080)) === 0x04, 5_000, 200);
     } finally {

@@ -1,4 +1,4 @@
-// The API server behind a TLS-intercepting corporate proxy (seed 001): HTTPS_PROXY is honoured
+// The API server behind a TLS-intercepting corporate proxy: HTTPS_PROXY is honoured
 // for the API connection, the proxy is named when it cannot be used, and its CA (--extra-ca /
 // extraCA) makes it work — for API requests and for the port-forward WebSockets alike.
 import { after, before, test } from 'node:test';

@@ -1,9 +1,8 @@
-// The simulated ingress controller (seedIngressCluster) behind today's proxy, reached by its
-// Service name: the path the routing table will send ingress host names down. curl's
-// --connect-to keeps the Host header and SNI of the ingress host while the proxy is asked for
-// the controller Service, so this proves HTTP and TLS (SNI, the simulated CA's certificate) go
-// through the proxy's port-forward untouched. The lead's end-to-end test asks for the ingress
-// host itself once the table claims it.
+// The simulated ingress controller (seedIngressCluster) behind the proxy, reached by its Service
+// name: the path the routing table sends ingress host names down. curl's --connect-to keeps the
+// Host header and SNI of the ingress host while the proxy is asked for the controller Service, so
+// this proves HTTP and TLS (SNI, the simulated CA's certificate) go through the proxy's
+// port-forward untouched. ingress-routing.test.ts asks for the ingress host itself.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';

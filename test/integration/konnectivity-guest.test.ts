@@ -1,7 +1,8 @@
 // A simulated guest cluster whose ClusterIPs and Pod IPs answer only through the simulated
 // konnectivity server (the pods' backends do not listen on their pod IPs; the server maps the
-// addresses as the guest's pod network and kube-proxy would). End to end but for the lead's
-// wiring: real curl → the SOCKS5 listener → the routing table → KonnectivityRoute, resolving
+// addresses as the guest's pod network and kube-proxy would). End to end but for the guest
+// cluster's lifecycle (konnectivity-lifecycle.test.ts has it): real curl → the SOCKS5 listener →
+// the routing table → KonnectivityStreams, resolving
 // through a real watch cache of the guest (konnectivityResolve) → the dialer → the server.
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -19,8 +20,8 @@ import { startProxyProcess } from '../helpers/proxy-process.js';
 import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
 import { RouteMatcher, refusalError } from '../../src/routing/table.js';
-import { KonnectivityRoute } from '../../src/routing/konnectivity-route.js';
-import { konnectivityResolve } from '../../src/routing/konnectivity-resolve.js';
+import { KonnectivityStreams } from '../../src/routes/konnectivity/streams.js';
+import { konnectivityResolve } from '../../src/routes/konnectivity/resolve.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { ClusterCache } from '../../src/cluster/cache.js';
@@ -36,7 +37,7 @@ for (const mode of ['grpc', 'http-connect'] as const) {
   describe(`a guest cluster reachable only through konnectivity (${mode})`, () => {
     let sim: SimCluster;
     let server: SimKonnectivityServer;
-    let route: KonnectivityRoute;
+    let route: KonnectivityStreams;
     let matcher: RouteMatcher;
     let cache: ClusterCache;
     let socks: Listener;
@@ -97,9 +98,9 @@ for (const mode of ['grpc', 'http-connect'] as const) {
         defaultNamespace: cache.defaultNamespace,
       };
       matcher = new RouteMatcher(table, new Map([['guest', view]]));
-      route = new KonnectivityRoute('guest', spec.konnectivity, { log, resolve: konnectivityResolve(cache) });
+      route = new KonnectivityStreams('guest', spec.konnectivity, { log, resolve: konnectivityResolve(cache) });
       await route.start();
-      // What the lead's Router does: match once, refuse what no route claims, hand the claim over.
+      // What the Router does: match once, refuse what no route claims, hand the claim over.
       const opener: StreamOpener = {
         open: (request: OpenRequest) => {
           const decision = matcher.match(request.destination);

@@ -1,4 +1,4 @@
-// A konnectivity route starts, waits and retries as a cluster route does (src/routes/lifecycle.ts):
+// A konnectivity route starts, waits and retries as a cluster route does (src/routes/guest-cluster/lifecycle.ts):
 // its guest API server down at start is tried again until it answers, and then the route serves
 // without a restart; a stream opened while it starts or syncs waits for it (the connect timeout
 // running out is a timeout, SOCKS 0x06); close() during a retry stops the attempt, so nothing is
@@ -18,9 +18,9 @@ import { startTcpGate, type TcpGate } from '../helpers/tcp-gate.js';
 import { parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
 import { RouteMatcher } from '../../src/routing/table.js';
-import type { Route } from '../../src/routing/route.js';
-import { KonnectivityRouteRuntime } from '../../src/routes/konnectivity.js';
-import { ClusterRouteRuntime } from '../../src/routes/cluster.js';
+import type { Route } from '../../src/routes/route.js';
+import { KonnectivityRoute } from '../../src/routes/konnectivity/route.js';
+import { ClusterRoute } from '../../src/routes/cluster/route.js';
 import { DEFAULT_KEEPALIVE } from '../../src/tunnel/keepalive.js';
 import { createLogger } from '../../src/core/log.js';
 import { httpGet } from '../helpers/streams.js';
@@ -28,7 +28,7 @@ import { ConnectTimeoutError, RouteUnavailableError, SocksReply, replyFor } from
 import type { OpenedStream } from '../../src/core/types.js';
 
 const log = createLogger('silent');
-// The first retry 0.5 s after a failure, not the product's 5 s (lifecycle.ts RetryTiming, a test
+// The first retry 0.5 s after a failure, not the product's 5 s (routes/guest-cluster/lifecycle.ts RetryTiming, a test
 // hook): what is tested is that the route retries and what a retry does, not how long it waits.
 const retry = { retryMinMs: 500 };
 
@@ -66,14 +66,14 @@ function tableOf(kind: 'konnectivity' | 'cluster') {
 function konnectivityRoute() {
   const { table, spec } = tableOf('konnectivity');
   assert.ok(spec.kind === 'konnectivity');
-  const route = new KonnectivityRouteRuntime(spec, { kubeconfig, allowHostNetworkPods: false, retry }, log);
-  return { route, matcher: new RouteMatcher(table, new Map([['guest', route]])) };
+  const route = new KonnectivityRoute(spec, { kubeconfig, allowHostNetworkPods: false, retry }, log);
+  return { route, matcher: new RouteMatcher(table, new Map([['guest', route.guest]])) };
 }
 
 function clusterRoute() {
   const { table, spec } = tableOf('cluster');
   assert.ok(spec.kind === 'cluster');
-  const route = new ClusterRouteRuntime(
+  const route = new ClusterRoute(
     spec,
     {
       kubeconfig,
@@ -86,7 +86,7 @@ function clusterRoute() {
     },
     log,
   );
-  return { route, matcher: new RouteMatcher(table, new Map([['guest', route]])) };
+  return { route, matcher: new RouteMatcher(table, new Map([['guest', route.guest]])) };
 }
 
 function open(route: Route, matcher: RouteMatcher, signal: AbortSignal = AbortSignal.timeout(10_000)): Promise<OpenedStream> {

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { eventually } from '../helpers/cluster.js';
-import { TEST_RETRY_ENV } from '../../src/routes/lifecycle.js';
+import { TEST_RETRY_ENV } from '../../src/routes/guest-cluster/lifecycle.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { statusItem } from '../helpers/status-json.js';
@@ -219,7 +219,7 @@ describe('a cluster that is down at start and comes up later', () => {
     // prod's API server stays down until the proxy has started without it and staging served.
     let bringUp!: () => void;
     const down = prod!.sim.restartApiServer(new Promise<void>((r) => (bringUp = r)));
-    // The route retries 0.5 s after its first failure, not 5 s (lifecycle.ts TEST_RETRY_ENV, a
+    // The route retries 0.5 s after its first failure, not 5 s (routes/guest-cluster/lifecycle.ts TEST_RETRY_ENV, a
     // test hook): that it retries and then serves is tested, not how long it waits.
     const p3 = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--context', 'staging', '--context', 'prod', '--listen-socks', '127.0.0.1:0'], {
       env: { [TEST_RETRY_ENV]: '500' },

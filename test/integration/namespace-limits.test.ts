@@ -13,7 +13,7 @@ import { ApiConnection } from '../../src/cluster/api.js';
 import { ClusterCache, ON_DEMAND_LIMITS, type OnDemandLimits } from '../../src/cluster/cache.js';
 import { createLogger } from '../../src/core/log.js';
 import { OverloadedError, replyFor } from '../../src/core/errors.js';
-import { Resolver } from '../../src/routing/resolver.js';
+import { Resolver } from '../../src/routes/cluster/resolver.js';
 
 let cluster: TestCluster;
 let cache: ClusterCache;

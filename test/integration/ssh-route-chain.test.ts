@@ -11,7 +11,7 @@ import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/
 import { echoChecked, openThrough, sshRoute } from '../helpers/ssh-route.js';
 import { eventually } from '../helpers/cluster.js';
 import { writeUntilStalled } from '../helpers/streams.js';
-import type { SshRoute } from '../../src/routing/ssh-route.js';
+import type { SshRoute } from '../../src/routes/ssh/route.js';
 
 const unavailable = sshLabUnavailable();
 if (unavailable) console.log(`# skipping the ssh route tests: ${unavailable}`);

@@ -1,5 +1,5 @@
-// A cluster whose API server answers only behind an SSH jump host chain (the seed 002 OpenShift
-// clusters): the simulated cluster runs inside the chain's target network namespace, where this
+// A cluster whose API server answers only behind an SSH jump host chain (as managed OpenShift
+// clusters' often do): the simulated cluster runs inside the chain's target network namespace, where this
 // host has no route; `via: <ssh route>` carries the watches and the port-forward tunnels.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -39,7 +39,7 @@ function packageDir(dir: string, name: string): string {
 
 test("npm run build gives the compiled client-node-config.js the slim stand-in; its other imports are the files config.js loads, its code is config.js's", async () => {
   // scripts/slim-client-node.mjs rewrites tsc's re-export; the CLI from a clone then starts
-  // without the ~800 generated modules (issue 13), running the same KubeConfig code.
+  // without the ~800 generated modules (start-up time), running the same KubeConfig code.
   const config = path.join(clientNodeDist, 'config.js');
   const compiled = path.join(repoRoot, 'dist', 'src', 'cluster', 'client-node-config.js');
   const source = readFileSync(config, 'utf8');

@@ -1,4 +1,4 @@
-// When ClusterRoute wraps a stream in RetryBeforeFirstByte: only when there is another endpoint to
+// When PodStreams wraps a stream in RetryBeforeFirstByte: only when there is another endpoint to
 // move to. A warm SPDY stream to the only endpoint — called connected before the kubelet replied
 // to its SYN_STREAMs — is the transport's own stream: a GOAWAY that crosses it is the transport's
 // affair (spdy/goaway-replay.ts), and the route keeps no second stream layer, no plan and no copy
@@ -7,9 +7,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Duplex } from 'node:stream';
-import { ClusterRoute } from '../../src/routing/cluster-route.js';
-import type { Resolver } from '../../src/routing/resolver.js';
-import { RetryBeforeFirstByte } from '../../src/routing/retry-stream.js';
+import { PodStreams } from '../../src/routes/cluster/pod-streams.js';
+import type { Resolver } from '../../src/routes/cluster/resolver.js';
+import { RetryBeforeFirstByte } from '../../src/routes/cluster/retry-stream.js';
 import { UpstreamApiError } from '../../src/core/errors.js';
 import { createLogger } from '../../src/core/log.js';
 import { SpdySession } from '../../src/tunnel/spdy/session.js';
@@ -45,7 +45,7 @@ function spdyStream(target: PodPort, options: OpenOptions): Promise<Duplex> {
 }
 
 const pod = (name: string): PodPort => ({ namespace: 'ns', pod: name, port: 80 });
-const route = (t: Transport) => new ClusterRoute('test', {} as Resolver, t, createLogger('silent'), { confirmMs: 0 });
+const route = (t: Transport) => new PodStreams('test', {} as Resolver, t, createLogger('silent'), { confirmMs: 0 });
 const plan = (...pods: string[]) => ({ label: 'service ns/web:80', candidates: pods.map(pod) });
 const signal = () => AbortSignal.timeout(5000);
 async function until(pred: () => boolean, what: string): Promise<void> {

@@ -5,10 +5,10 @@ import type dns from 'node:dns';
 import { once } from 'node:events';
 import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError, NotAllowedError, SocksReply, StartupError } from '../../src/core/errors.js';
 import type { HostPort } from '../../src/core/address.js';
-import { DirectRoute, assertDirectAllowed, dialError } from '../../src/routing/direct-route.js';
-import { RejectRoute } from '../../src/routing/reject-route.js';
+import { DirectRoute, assertDirectAllowed, dialError } from '../../src/routes/direct/route.js';
+import { RejectRoute } from '../../src/routes/reject/route.js';
 import { parseCidr, type Cidr } from '../../src/core/cidr.js';
-import { buildTable, type BuildSettings } from '../../src/routes/build.js';
+import { buildTable, type BuildSettings } from '../../src/proxy/build-table.js';
 import { createLogger } from '../../src/core/log.js';
 import { tableFromYaml } from '../helpers/routing-decisions.js';
 

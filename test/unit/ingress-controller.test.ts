@@ -9,7 +9,7 @@ import {
   KNOWN_INGRESS_CONTROLLERS,
   serviceLookup,
   type ServiceSummary,
-} from '../../src/routing/ingress-controller.js';
+} from '../../src/routes/cluster/ingress-controller.js';
 import { RouteMatcher, type Claim } from '../../src/routing/table.js';
 import type { RoutingTable } from '../../src/routing/table-spec.js';
 import { NoReadyEndpointError, ConnectionRefusedError, replyFor } from '../../src/core/errors.js';

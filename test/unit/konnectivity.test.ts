@@ -1,5 +1,5 @@
 // The konnectivity packet codec (upstream's wire format), the mapping of the server's answers to
-// SOCKS/HTTP replies, server address parsing, and KonnectivityRoute over a fake dialer.
+// SOCKS/HTTP replies, server address parsing, and KonnectivityStreams over a fake dialer.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
@@ -9,7 +9,7 @@ import { formatHostPort } from '../../src/core/address.js';
 import { connectAnswerError, dialFailure } from '../../src/konnectivity/errors.js';
 import { parseServerAddress } from '../../src/konnectivity/options.js';
 import { ConnectionRefusedError, HostUnreachableError, NotAllowedError, replyFor, SocksReply } from '../../src/core/errors.js';
-import { KonnectivityRoute, type KonnectivityTarget } from '../../src/routing/konnectivity-route.js';
+import { KonnectivityStreams, type KonnectivityTarget } from '../../src/routes/konnectivity/streams.js';
 import type { KonnectivityDialer } from '../../src/konnectivity/dialer.js';
 import type { Claim } from '../../src/routing/table.js';
 import { createLogger } from '../../src/core/log.js';
@@ -121,7 +121,7 @@ test('the route resolves through its resolve(), dials through the dialer, and mo
     { ip: '10.244.0.6', port: 8080 },
   ];
   const seen: Array<[string, number]> = [];
-  const route = new KonnectivityRoute(
+  const route = new KonnectivityStreams(
     'guest',
     { server: 'unix:///fake', mode: 'grpc' },
     {
@@ -147,7 +147,7 @@ test('the route resolves through its resolve(), dials through the dialer, and mo
 });
 
 test("the route passes the resolver's refusal through and reports a dialer that cannot start", async () => {
-  const route = new KonnectivityRoute(
+  const route = new KonnectivityStreams(
     'guest',
     { server: 'unix:///fake', mode: 'grpc' },
     {
@@ -160,14 +160,14 @@ test("the route passes the resolver's refusal through and reports a dialer that 
   );
   await route.start();
   await assert.rejects(route.open(request(80), claim, new AbortController().signal), NotAllowedError);
-  const empty = new KonnectivityRoute(
+  const empty = new KonnectivityStreams(
     'guest',
     { server: 'unix:///fake', mode: 'grpc' },
     { log, resolve: async () => [], makeDialer: async () => fakeDialer(new Set(), []) },
   );
   await empty.start();
   await assert.rejects(empty.open(request(80), claim, new AbortController().signal), HostUnreachableError);
-  const broken = new KonnectivityRoute('guest', { server: 'https://k:1', mode: 'grpc', ca: '/nonexistent/ca.crt' }, { log, resolve: async () => [] });
+  const broken = new KonnectivityStreams('guest', { server: 'https://k:1', mode: 'grpc', ca: '/nonexistent/ca.crt' }, { log, resolve: async () => [] });
   await assert.rejects(broken.start(), /konnectivity ca file \/nonexistent\/ca.crt/);
   assert.equal(broken.status().state, 'error');
   assert.match(broken.status().reason ?? '', /nonexistent/);

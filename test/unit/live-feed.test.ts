@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { createLogger } from '../../src/core/log.js';
 import { NotAllowedError } from '../../src/core/errors.js';
 import { StreamStats } from '../../src/listeners/stream-stats.js';
-import type { RouteStatus } from '../../src/routing/route.js';
+import type { RouteStatus } from '../../src/routes/route.js';
 import { LiveFeed, MAX_PENDING, RECENT_STREAMS, type FeedMessage } from '../../src/ui/feed.js';
 import { Ring } from '../../src/ui/ring.js';
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { duplicateKeys } from '../helpers/log-lines.js';
-import { RouteLifecycle } from '../../src/routes/lifecycle.js';
+import { RouteLifecycle } from '../../src/routes/guest-cluster/lifecycle.js';
 import type { Logger } from '../../src/core/log.js';
 
 test('duplicateKeys finds a key twice in one object, nested objects apart, strings with quotes and colons skipped', () => {

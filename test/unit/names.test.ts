@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseClusterName, isUnderClusterDomain, normalizeName } from '../../src/routing/names.js';
+import { parseClusterName, isUnderClusterDomain, normalizeName } from '../../src/routes/guest-cluster/names.js';
 
 const parse = (h: string) => parseClusterName(h, 'cluster.local', 'team');
 
@@ -55,7 +55,7 @@ test('isUnderClusterDomain claims names the cluster owns even when nothing match
 });
 
 test('parseRouteName: the cluster forms under a route name, plus <svc>.<ns>.<route>', async () => {
-  const { parseRouteName } = await import('../../src/routing/names.js');
+  const { parseRouteName } = await import('../../src/routes/guest-cluster/names.js');
   assert.deepEqual(parseRouteName('web.shop.svc.prod', 'prod'), { kind: 'service', service: 'web', namespace: 'shop', namespaceNeedsCheck: false });
   assert.deepEqual(parseRouteName('Web.Shop.Prod.', 'prod'), { kind: 'service', service: 'web', namespace: 'shop', namespaceNeedsCheck: false });
   assert.deepEqual(parseRouteName('db-0.db.shop.svc.prod.eu', 'prod.eu'), { kind: 'pod-hostname', hostname: 'db-0', service: 'db', namespace: 'shop' });

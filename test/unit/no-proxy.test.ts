@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { noProxyValue } from '../../src/cli/no-proxy.js';
-import { apiServersOf } from '../../src/routing/route.js';
+import { apiServersOf } from '../../src/routes/route.js';
 import { exportedVariables } from '../../src/cli/ready.js';
 import { proxyFromEnvironment } from '../../src/cluster/egress-proxy.js';
 

@@ -12,8 +12,8 @@ import {
   MULTI_INGRESS_HOSTS,
   MULTI_YAML,
   PROD_NAMESPACES,
-  SEED_002_DECISIONS,
-  SEED_002_YAML,
+  EXCLUDE_INCLUDE_DECISIONS,
+  EXCLUDE_INCLUDE_YAML,
   fixedView,
   tableFromYaml,
   withIngressHosts,
@@ -59,9 +59,9 @@ function checkTable(matcher: RouteMatcher, decisions: Decision[], namespaces: st
   }
 }
 
-test('the PAC file decides the seed 002 table as the matcher does', () => {
-  const matcher = new RouteMatcher(tableFromYaml(SEED_002_YAML, true), new Map([['bettersmarter', fixedView([], ['default'])]]));
-  checkTable(matcher, SEED_002_DECISIONS, ['default']);
+test('the PAC file decides the exclude/include table as the matcher does', () => {
+  const matcher = new RouteMatcher(tableFromYaml(EXCLUDE_INCLUDE_YAML, true), new Map([['bettersmarter', fixedView([], ['default'])]]));
+  checkTable(matcher, EXCLUDE_INCLUDE_DECISIONS, ['default']);
 });
 
 test('the PAC file decides the multi-cluster table as the matcher does, direct on or off', () => {

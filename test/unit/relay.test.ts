@@ -5,11 +5,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import { once } from 'node:events';
 import { relay, startRelay, type RelayResult } from '../../src/listeners/relay.js';
-import { RetryBeforeFirstByte } from '../../src/routing/retry-stream.js';
+import { PiecedUpstream } from '../helpers/pieced-upstream.js';
+import { RetryBeforeFirstByte } from '../../src/routes/cluster/retry-stream.js';
 import { ConnectionRefusedError } from '../../src/core/errors.js';
 import { createLogger, type Logger } from '../../src/core/log.js';
 import { StreamStats } from '../../src/listeners/stream-stats.js';
-import { socketPair, withSocketPair } from '../helpers/socket-pair.js';
+import { socketPair, spyWrites, withSocketPair } from '../helpers/socket-pair.js';
 
 function collect(s: net.Socket): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -337,58 +338,6 @@ test('a client that reads slowly after its FIN still gets every byte and the FIN
   assert.equal(result.bytesToClient, sent);
   a.close();
 });
-
-/**
- * An upstream whose chunks come in units cut into pieces, as SPDY DATA frames reach the proxy
- * (core/stream-pieces.ts): `piece(bytes, more)` pushes one, `more` saying the unit continues.
- */
-class PiecedUpstream extends Duplex {
-  private readonly continuing = new WeakSet<Buffer>();
-  piecesAsked = false;
-  constructor() {
-    super({ allowHalfOpen: true });
-  }
-  handPiecesOn(): void {
-    this.piecesAsked = true;
-  }
-  piece(bytes: Buffer, more: boolean): boolean {
-    if (more) this.continuing.add(bytes);
-    return this.push(bytes);
-  }
-  continuesAfter(chunk: Buffer): boolean {
-    return this.continuing.has(chunk);
-  }
-  /** Called once when the reader wants more (a producer held back by push() returning false). */
-  onRead?: () => void;
-  override _read(): void {
-    const wake = this.onRead;
-    this.onRead = undefined;
-    wake?.();
-  }
-  override _write(_chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
-    cb();
-  }
-}
-
-/** Records what reaches the socket's write methods: one entry per write, the buffers it carried. */
-function spyWrites(socket: net.Socket): Buffer[][] {
-  const writes: Buffer[][] = [];
-  const s = socket as unknown as {
-    _write(chunk: Buffer, enc: BufferEncoding, cb: (err?: Error | null) => void): void;
-    _writev(chunks: Array<{ chunk: Buffer }>, cb: (err?: Error | null) => void): void;
-  };
-  const write = s._write.bind(socket);
-  const writev = s._writev.bind(socket);
-  s._write = (chunk, enc, cb) => {
-    writes.push([chunk]);
-    write(chunk, enc, cb);
-  };
-  s._writev = (chunks, cb) => {
-    writes.push(chunks.map((c) => c.chunk));
-    writev(chunks, cb);
-  };
-  return writes;
-}
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 

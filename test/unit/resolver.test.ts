@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
 import { ClusterIndex } from '../../src/cluster/index.js';
 import { indexCache, objectSource } from '../helpers/index-cache.js';
-import { Resolver, type ResolverCache } from '../../src/routing/resolver.js';
+import { Resolver, type ResolverCache } from '../../src/routes/cluster/resolver.js';
 import type { Destination } from '../../src/core/types.js';
 import { replyFor } from '../../src/core/errors.js';
 

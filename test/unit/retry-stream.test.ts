@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { once } from 'node:events';
-import { RetryBeforeFirstByte, type Reopen } from '../../src/routing/retry-stream.js';
+import { RetryBeforeFirstByte, type Reopen } from '../../src/routes/cluster/retry-stream.js';
 import { StreamLimiter } from '../../src/proxy/limits.js';
 import { ConnectionRefusedError, OverloadedError, UpstreamApiError } from '../../src/core/errors.js';
 import type { OpenRequest, StreamOpener } from '../../src/core/types.js';

@@ -1,9 +1,9 @@
-// routes/lifecycle.ts: what a stream meets while its route starts, fails and tries again.
+// routes/guest-cluster/lifecycle.ts: what a stream meets while its route starts, fails and tries again.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConnectTimeoutError, RouteUnavailableError } from '../../src/core/errors.js';
 import { createLogger } from '../../src/core/log.js';
-import { RETRY_MIN_MS, RouteLifecycle, TEST_RETRY_ENV } from '../../src/routes/lifecycle.js';
+import { RETRY_MIN_MS, RouteLifecycle, TEST_RETRY_ENV } from '../../src/routes/guest-cluster/lifecycle.js';
 
 test(
   'a route that has failed answers "not available" at once, also while its next attempt runs; on its first start a stream waits',

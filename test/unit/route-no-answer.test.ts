@@ -1,11 +1,11 @@
-// Which stream failures make a cluster route look at its path to the API server (routes/cluster.ts
+// Which stream failures make a cluster route look at its path to the API server (routes/cluster/route.ts
 // noAnswer): those without an HTTP answer only. An HTTP refusal (a 403, a kubelet's 500) must not
 // make it probe and renew its watches, however many requests fail so.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConnectionRefusedError, ConnectTimeoutError, NotAllowedError, UpstreamApiError } from '../../src/core/errors.js';
 import { TunnelRefusal } from '../../src/tunnel/spdy/tunnel.js';
-import { noAnswer } from '../../src/routes/cluster.js';
+import { noAnswer } from '../../src/routes/cluster/route.js';
 
 const system = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:6443`), { code });
 

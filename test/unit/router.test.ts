@@ -5,13 +5,13 @@ import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { destinationFor } from '../../src/core/address.js';
 import { ConnectTimeoutError, NotAllowedError, RouteUnavailableError } from '../../src/core/errors.js';
-import { RouteMatcher, type Claim } from '../../src/routing/table.js';
+import { RouteMatcher } from '../../src/routing/table.js';
 import { Router } from '../../src/routing/router.js';
-import type { Route } from '../../src/routing/route.js';
+import type { Route, RouteClaim } from '../../src/routes/route.js';
 import { MULTI_YAML, fixedView, tableFromYaml } from '../helpers/routing-decisions.js';
 
 /** A route that opens a PassThrough, or fails with what `fail` gives for the claim. */
-function standIn(name: string, fail?: (claim: Claim) => Error | undefined): Route & { opened: string[] } {
+function standIn(name: string, fail?: (claim: RouteClaim) => Error | undefined): Route & { opened: string[] } {
   const opened: string[] = [];
   return {
     name,
@@ -29,7 +29,7 @@ function standIn(name: string, fail?: (claim: Claim) => Error | undefined): Rout
   };
 }
 
-function routerWith(direct: boolean, prodFails: (claim: Claim) => Error | undefined) {
+function routerWith(direct: boolean, prodFails: (claim: RouteClaim) => Error | undefined) {
   // prod (the default) cannot tell which namespaces exist: "x.y" names are claimed with a fallback.
   const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, direct), new Map([['prod', fixedView([], undefined)]]));
   const routes = new Map<string, Route>();
@@ -54,7 +54,7 @@ test('the default cluster down: a two-label name it might have owned takes the r
 });
 
 test('a namespace the synced cluster does not have: the name falls to the rules below, even a refusal', async () => {
-  const noNamespace = (claim: Claim) => (claim.name?.namespace === 'com' ? new NotAllowedError('no namespace com') : undefined);
+  const noNamespace = (claim: RouteClaim) => (claim.name?.namespace === 'com' ? new NotAllowedError('no namespace com') : undefined);
   const { router } = routerWith(true, noNamespace);
   assert.equal((await open(router, 'github.com')).route, 'direct');
   assert.equal((await open(router, 'web.shop')).route, 'prod');

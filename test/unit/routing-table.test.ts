@@ -2,16 +2,18 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { destinationFor } from '../../src/core/address.js';
 import { NotAllowedError, SocksReply } from '../../src/core/errors.js';
-import { RouteMatcher, refusalError, type Claim, type ClusterView, type Decision, type Refusal } from '../../src/routing/table.js';
+import { RouteMatcher, refusalError, type Claim, type Decision, type Refusal } from '../../src/routing/table.js';
+import type { ClusterView } from '../../src/routes/route.js';
 import { RoutingTableError } from '../../src/routing/suffix-index.js';
-import type { RoutingTable, RouteSpec } from '../../src/routing/table-spec.js';
+import type { RoutingTable } from '../../src/routing/table-spec.js';
+import type { RouteSpec } from '../../src/routes/spec.js';
 import {
   MULTI_DECISIONS,
   MULTI_INGRESS_DECISIONS,
   MULTI_YAML,
   PROD_NAMESPACES,
-  SEED_002_DECISIONS,
-  SEED_002_YAML,
+  EXCLUDE_INCLUDE_DECISIONS,
+  EXCLUDE_INCLUDE_YAML,
   fixedView,
   tableFromYaml,
   withIngressHosts,
@@ -38,11 +40,11 @@ function checkDecisions(matcher: RouteMatcher, decisions: DecisionRow[], direct:
   }
 }
 
-test('the seed 002 table decides as the seed says: longest suffix first, exclusions beat inclusions', () => {
+test('an exclude/include table decides longest suffix first, exclusions beating inclusions of the same length', () => {
   // The cluster knows its namespaces (none called "ch" or "net"), so two-label names are not its short names.
   const cluster = views({ bettersmarter: fixedView([], ['default']) });
-  checkDecisions(new RouteMatcher(tableFromYaml(SEED_002_YAML), cluster), SEED_002_DECISIONS, false);
-  checkDecisions(new RouteMatcher(tableFromYaml(SEED_002_YAML, true), cluster), SEED_002_DECISIONS, true);
+  checkDecisions(new RouteMatcher(tableFromYaml(EXCLUDE_INCLUDE_YAML), cluster), EXCLUDE_INCLUDE_DECISIONS, false);
+  checkDecisions(new RouteMatcher(tableFromYaml(EXCLUDE_INCLUDE_YAML, true), cluster), EXCLUDE_INCLUDE_DECISIONS, true);
 });
 
 test('several clusters, includes, ingress domains, direct and reject routes, IP blocks', () => {
@@ -105,7 +107,7 @@ routes:
 });
 
 test('a refusal says which excludes applied; refusals map to SOCKS 0x02 / HTTP 403', () => {
-  const d = new RouteMatcher(tableFromYaml(SEED_002_YAML), views({ bettersmarter: fixedView([], []) })).matchHost(
+  const d = new RouteMatcher(tableFromYaml(EXCLUDE_INCLUDE_YAML), views({ bettersmarter: fixedView([], []) })).matchHost(
     'apps.c-bettersmarter-prod01.vshnmanaged.net',
   );
   assert.equal(d.claimed, false);

@@ -1,5 +1,5 @@
 // The GitHub workflows cannot run on this machine; what can be checked here is that they ask for
-// what issue 13 names and refer only to what exists: the CI matrix (ubuntu, macOS, Windows ×
+// what the project's CI and release need and refer only to what exists: the CI matrix (ubuntu, macOS, Windows ×
 // Node 20/22/24 with kubectl and Chromium), the release's five platform builds on their own
 // runners, and every npm script and script file a step runs.
 import { test } from 'node:test';

@@ -258,6 +258,11 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     }
   }
 
+  /** Its piece hints (core/stream-pieces.ts UpstreamStream): the stream itself gives them. */
+  get pieces(): PieceHints {
+    return this;
+  }
+
   handPiecesOn(): void {
     this.frames.piecesWanted = true;
   }

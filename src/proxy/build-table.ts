@@ -1,21 +1,25 @@
-// One builder per route kind: the composition root hands a validated table to buildTable and
-// gets a live Route per entry (plus the cluster views the matcher asks about IPs and namespaces).
+// A table's generation (routing/router.ts): a live Route per entry, built by its kind
+// (src/routes/<kind>/), and the matcher over them, which asks the routes' guest clusters about IPs
+// and namespaces. Here, in the composition root, because it joins the decision and the routes.
 // Construction is synchronous and fails with a StartupError for what the table got wrong (an
 // unknown context, an unreadable kubeconfig); what can only be found out over the network is
 // start()'s business, route by route.
 import type { Logger } from '../core/log.js';
 import type { HostPort } from '../core/address.js';
 import { parseCidr } from '../core/cidr.js';
-import { DirectRoute } from '../routing/direct-route.js';
-import { RejectRoute } from '../routing/reject-route.js';
-import { SshRoute } from '../routing/ssh-route.js';
-import type { Route } from '../routing/route.js';
-import { RouteMatcher, type ClusterView } from '../routing/table.js';
-import type { RouteSpec, RoutingTable } from '../routing/table-spec.js';
+import { DirectRoute } from '../routes/direct/route.js';
+import { RejectRoute } from '../routes/reject/route.js';
+import { SshRoute } from '../routes/ssh/route.js';
+import type { Route } from '../routes/route.js';
+import { RouteMatcher } from '../routing/table.js';
+import type { ClusterView } from '../routes/route.js';
+import type { RoutingTable } from '../routing/table-spec.js';
+import type { RouteSpec } from '../routes/spec.js';
 import type { TableGeneration } from '../routing/router.js';
-import { ClusterRouteRuntime, type ClusterRouteSettings } from './cluster.js';
-import { KonnectivityRouteRuntime } from './konnectivity.js';
-import { loadExtraCA, type EgressOptions, type ExtraCA } from '../cluster/egress-proxy.js';
+import { ClusterRoute, type ClusterRouteSettings } from '../routes/cluster/route.js';
+import { KonnectivityRoute } from '../routes/konnectivity/route.js';
+import { loadExtraCA } from '../cluster/egress-proxy.js';
+import { egressFor } from '../routes/guest-cluster/egress.js';
 
 export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace' | 'egress'> {
   egress?: ClusterRouteSettings['egress'];
@@ -61,7 +65,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       if (!kept) fresh.push(route);
       if (failing) retried.add(route);
       routes.set(spec.name, route);
-      if (route instanceof ClusterRouteRuntime || route instanceof KonnectivityRouteRuntime) views.set(spec.name, route);
+      if (route.guest) views.set(spec.name, route.guest);
     }
     // The table's order stays (it decides nothing but is how status lists the routes).
     const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
@@ -72,15 +76,10 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
   }
 }
 
-/** How a cluster route's API connections leave: the extra CA trusted, and the route that carries them (`via`: an ssh route's dial). */
-export function egressFor(extraCA: ExtraCA | undefined, carrier: Route | undefined): EgressOptions {
-  return { ...(extraCA ? { extraCA } : {}), ...(carrier instanceof SshRoute ? { via: { route: carrier.name, dial: carrier.dial.bind(carrier) } } : {}) };
-}
-
 function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSettings, log: Logger): Route {
   switch (spec.kind) {
     case 'cluster':
-      return new ClusterRouteRuntime(
+      return new ClusterRoute(
         spec,
         {
           ...settings,
@@ -96,7 +95,7 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
     case 'ssh':
       return new SshRoute(spec, { log: log.child({ route: spec.name }) });
     case 'konnectivity':
-      return new KonnectivityRouteRuntime(
+      return new KonnectivityRoute(
         spec,
         {
           kubeconfig: settings.routeKubeconfigs?.[spec.name] ?? settings.kubeconfig,

@@ -3,7 +3,7 @@
 // ClusterIP (the guest's kube-proxy balances over ready endpoints, selector-less Services work
 // too) and a pod is its Pod IP; a headless Service is its ready endpoints' Pod IPs. The port is
 // the client's: kube-proxy maps a Service port to its targetPort. Names never go to the server.
-import type { SlimPod, SlimService } from '../cluster/slim.js';
+import type { SlimPod, SlimService } from '../../cluster/slim.js';
 import {
   ConnectionRefusedError,
   HostUnreachableError,
@@ -13,10 +13,10 @@ import {
   UpstreamApiError,
   ProxyError,
   errorMessage,
-} from '../core/errors.js';
-import { ApiStatusError } from '../cluster/api.js';
-import { HOST_NETWORK_FLAG, type ResolverCache } from './resolver.js';
-import type { KonnectivityResolve, KonnectivityTarget } from './konnectivity-route.js';
+} from '../../core/errors.js';
+import { ApiStatusError } from '../../cluster/api.js';
+import { HOST_NETWORK_FLAG, type ResolverCache } from '../cluster/resolver.js';
+import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
 
 export interface KonnectivityResolveOptions {
   /** As for cluster routes: an IP only hostNetwork pods have is a node's, refused unless allowed. */

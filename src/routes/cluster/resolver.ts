@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import type { Destination } from '../core/types.js';
+import type { Destination } from '../../core/types.js';
 import {
   ConnectionRefusedError,
   HostUnreachableError,
@@ -9,13 +9,13 @@ import {
   ProxyError,
   UpstreamApiError,
   errorMessage,
-} from '../core/errors.js';
-import type { ClusterCache } from '../cluster/cache.js';
-import type { SlimPod, SlimService, SlimServicePort } from '../cluster/slim.js';
-import type { PodTarget } from '../cluster/index.js';
-import { ApiStatusError } from '../cluster/api.js';
-import type { PodPort } from '../tunnel/transport.js';
-import { isUnderClusterDomain, parseClusterName, type ClusterName } from './names.js';
+} from '../../core/errors.js';
+import type { ClusterCache } from '../../cluster/cache.js';
+import type { SlimPod, SlimService, SlimServicePort } from '../../cluster/slim.js';
+import type { PodTarget } from '../../cluster/index.js';
+import { ApiStatusError } from '../../cluster/api.js';
+import type { PodPort } from '../../tunnel/transport.js';
+import { isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
 export type ResolverCache = Pick<

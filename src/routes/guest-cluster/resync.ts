@@ -1,8 +1,8 @@
 // After a pause (core/pause-detector.ts) a route's cache watches again on new connections; the
 // streams asked for meanwhile wait for it, bounded, so that they go to pods that still exist.
-// Shared by cluster and konnectivity routes.
-import { abortable } from '../core/abort.js';
-import type { ClusterCache } from '../cluster/cache.js';
+// Part of the guest cluster (guest-cluster.ts).
+import { abortable } from '../../core/abort.js';
+import type { ClusterCache } from '../../cluster/cache.js';
 
 /** After a pause, streams wait at most this long for the watches to be back. */
 export const RESYNC_AFTER_PAUSE_MS = 3_000;

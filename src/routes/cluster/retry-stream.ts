@@ -1,27 +1,27 @@
 // A stream that may still move to another endpoint until the pod has sent its first byte.
 //
-// ClusterRoute calls a port that accepted recently "connected" as soon as its tunnel is up, to
-// spare warm connections the wait for the kubelet's dial (see ClusterRouteOptions.confirmMs). If
+// PodStreams calls a port that accepted recently "connected" as soon as its tunnel is up, to
+// spare warm connections the wait for the kubelet's dial (see PodStreamsOptions.confirmMs). If
 // that pod has since stopped listening (its container crashed and is restarting while still
 // marked ready), the refusal arrives after the client was told "connected". The kubelet dials
 // before it forwards any byte, so nothing the client sent reached that pod: we replay it to the
 // next endpoint and the client never notices. Once the pod has spoken, or the client has sent
 // more than we keep for replay, the stream is committed and behaves like the one underneath.
 import { Duplex } from 'node:stream';
-import { ProxyError } from '../core/errors.js';
-import { continuesAfter, handPiecesOn, type PieceHints } from '../core/stream-pieces.js';
-import { MAX_REPLAY_BYTES } from '../tunnel/transport.js';
+import { ProxyError } from '../../core/errors.js';
+import type { PieceHints, UpstreamStream } from '../../core/stream-pieces.js';
+import { MAX_REPLAY_BYTES } from '../../tunnel/transport.js';
 
 /**
  * Opens the next endpoint after `err`; undefined when none is left (then `err` ends the stream).
  * `signal` aborts when this stream is destroyed meanwhile.
  */
-export type Reopen = (err: ProxyError, signal: AbortSignal) => Promise<Duplex | undefined>;
+export type Reopen = (err: ProxyError, signal: AbortSignal) => Promise<UpstreamStream | undefined>;
 
 const noop = (): void => {};
 
-export class RetryBeforeFirstByte extends Duplex implements PieceHints {
-  private inner?: Duplex;
+export class RetryBeforeFirstByte extends Duplex implements UpstreamStream, PieceHints {
+  private inner?: UpstreamStream;
   /** What the client wrote so far; undefined once committed (no retry possible any more). */
   private replay?: Buffer[] = [];
   private replayBytes = 0;
@@ -34,7 +34,7 @@ export class RetryBeforeFirstByte extends Duplex implements PieceHints {
   private piecesWanted = false;
 
   constructor(
-    first: Duplex,
+    first: UpstreamStream,
     private readonly reopen: Reopen,
     private readonly maxReplay = MAX_REPLAY_BYTES,
   ) {
@@ -50,20 +50,28 @@ export class RetryBeforeFirstByte extends Duplex implements PieceHints {
     return this.replay === undefined;
   }
 
-  /** Pieces from the stream underneath, and from any it moves to (core/stream-pieces.ts). */
+  /**
+   * The hints of the stream underneath, and of any it moves to (core/stream-pieces.ts): asked
+   * through this wrapper, since the stream underneath may change.
+   */
+  get pieces(): PieceHints {
+    return this;
+  }
+
+  /** Pieces from the stream underneath, and from any it moves to. */
   handPiecesOn(): void {
     this.piecesWanted = true;
-    if (this.inner) handPiecesOn(this.inner);
+    this.inner?.pieces?.handPiecesOn();
   }
 
-  /** The hints of the stream underneath: its chunks pass through as they are. */
+  /** Its chunks pass through as they are: the stream underneath knows which continue. */
   continuesAfter(chunk: Buffer): boolean {
-    return this.inner !== undefined && continuesAfter(this.inner, chunk);
+    return this.inner?.pieces?.continuesAfter(chunk) ?? false;
   }
 
-  private attach(inner: Duplex): void {
+  private attach(inner: UpstreamStream): void {
     this.inner = inner;
-    if (this.piecesWanted) handPiecesOn(inner);
+    if (this.piecesWanted) inner.pieces?.handPiecesOn();
     const onData = (chunk: Buffer): void => {
       this.commit();
       if (!this.push(chunk)) inner.pause();
@@ -103,7 +111,7 @@ export class RetryBeforeFirstByte extends Duplex implements PieceHints {
     this.replayBytes = 0;
   }
 
-  private innerFailed(inner: Duplex, err: Error): void {
+  private innerFailed(inner: UpstreamStream, err: Error): void {
     if (this.destroyed || inner !== this.inner) return;
     if (!this.replay || !(err instanceof ProxyError) || !err.retryable) {
       this.destroy(err);
@@ -120,7 +128,7 @@ export class RetryBeforeFirstByte extends Duplex implements PieceHints {
   }
 
   /** Continues on `next`: replay what the client sent, pass on its FIN, release a waiting write. */
-  private continueOn(next: Duplex | undefined, cause: ProxyError): void {
+  private continueOn(next: UpstreamStream | undefined, cause: ProxyError): void {
     if (this.destroyed) {
       next?.on('error', noop);
       next?.destroy();

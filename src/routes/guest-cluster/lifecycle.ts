@@ -1,26 +1,27 @@
-// The life of a route that must reach a cluster's API server and sync its watch cache before it
-// can serve: a cluster route (cluster.ts) and a konnectivity route (konnectivity.ts). 'starting'
+// The life of a guest cluster (guest-cluster.ts), which must reach its API server and sync its
+// watch cache before its route (cluster or konnectivity) can serve. 'starting'
 // (reaching the API server, the konnectivity server) → 'syncing' → 'ready'. An attempt that fails
 // leaves the route in 'error' and the next follows 5 s later, doubling to a minute, until one
 // succeeds or the route is closed; what the failed attempt left running (watches, a tunnel) is
 // stopped first. A stream for a route on its first start (starting or syncing) waits for it,
 // bounded by the caller's signal (its connect timeout running out is a timeout: SOCKS 0x06 /
 // HTTP 504); one for a route that has failed fails at once (0x04 / 502) until an attempt succeeds
-// — also while the next attempt runs, so a cluster that is down answers alike all the time. close() ends the retries, and an attempt running at
-// that moment stops at its next step: it never restarts what close() has stopped.
-import type { Logger } from '../core/log.js';
-import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../core/errors.js';
-import { abortable } from '../core/abort.js';
-import { testHookMs } from '../core/test-hooks.js';
-import type { RouteState } from '../routing/route.js';
+// — also while the next attempt runs, so a cluster that is down answers alike all the time.
+// close() ends the retries, and an attempt running at that moment stops at its next step: it
+// never restarts what close() has stopped.
+import type { Logger } from '../../core/log.js';
+import { ConnectTimeoutError, RouteUnavailableError, errorMessage } from '../../core/errors.js';
+import { abortable } from '../../core/abort.js';
+import { testHookMs } from '../../core/test-hooks.js';
+import type { RouteState } from '../route.js';
 
 export const RETRY_MIN_MS = 5_000;
 export const RETRY_MAX_MS = 60_000;
 
 /**
  * Test hook, set by no flag or config key: the first retry's delay (RETRY_MIN_MS otherwise), so
- * tests of the retries need not wait 5 s for each. In-process tests pass it to the route
- * runtimes; a proxy the tests run as a process reads TEST_RETRY_ENV (whole milliseconds, at
+ * tests of the retries need not wait 5 s for each. In-process tests pass it to the
+ * routes; a proxy the tests run as a process reads TEST_RETRY_ENV (whole milliseconds, at
  * least 1; anything else is ignored). Not documented for users: the product's timing is 5 s.
  */
 export interface RetryTiming {
@@ -130,7 +131,7 @@ export class RouteLifecycle {
     if (this.why === undefined) this.enter('error');
     else this.current = 'error'; // a retry failed: failing since the first failure
     this.why = errorMessage(err);
-    // The route name is bound to this logger (routes/build.ts).
+    // The route name is bound to this logger (proxy/build-table.ts).
     this.log.warn({ error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);
     this.retryTimer = setTimeout(() => void this.retry(), this.retryMs);
     this.retryTimer.unref();

@@ -3,11 +3,11 @@
 // controller as the client sent them and the controller picks the Ingress by Host/SNI as it does
 // for traffic from its load balancer. The Service is the one configured (`ingress.controller`),
 // else the first of KNOWN_INGRESS_CONTROLLERS the cluster has.
-import type { SlimService } from '../cluster/slim.js';
-import type { Destination } from '../core/types.js';
-import { ConnectionRefusedError, NoReadyEndpointError } from '../core/errors.js';
-import type { Claim } from './table.js';
-import type { IngressSpec } from './table-spec.js';
+import type { SlimService } from '../../cluster/slim.js';
+import type { Destination } from '../../core/types.js';
+import { ConnectionRefusedError, NoReadyEndpointError } from '../../core/errors.js';
+import type { RouteClaim } from '../route.js';
+import type { IngressSpec } from '../../routes/spec.js';
 
 /**
  * The Services the usual ingress controllers install, in the order they are looked for:
@@ -95,7 +95,7 @@ export interface IngressTarget {
  * when the controller Service has no such port; an Error for a claim that is not an ingress one
  * (a programming error: the caller checks the reason first).
  */
-export function ingressTarget(claim: Claim, port: number, detected: DetectedController): IngressTarget {
+export function ingressTarget(claim: RouteClaim, port: number, detected: DetectedController): IngressTarget {
   if (claim.reason !== 'ingress' && claim.reason !== 'ingress-host') {
     throw new Error(`ingressTarget called for a claim by ${claim.reason}, not by an ingress rule`);
   }
@@ -109,7 +109,7 @@ export function ingressTarget(claim: Claim, port: number, detected: DetectedCont
 }
 
 /** True for the claims ingressTarget serves. */
-export function isIngressClaim(claim: Claim): boolean {
+export function isIngressClaim(claim: RouteClaim): boolean {
   return claim.reason === 'ingress' || claim.reason === 'ingress-host';
 }
 

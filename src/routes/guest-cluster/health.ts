@@ -4,12 +4,12 @@
 // a watch of its cache keeps failing (names may be stale). Checked once a second while the route
 // is ready, so `status`, `status --json` and `doctor` are true within seconds; each change is one
 // log line, however many requests fail meanwhile.
-import type { Logger } from '../core/log.js';
-import type { ApiConnection } from '../cluster/api.js';
-import { ApiReachability } from '../cluster/api-reachability.js';
-import type { ClusterCache } from '../cluster/cache.js';
-import { kindOf } from '../cluster/cache-status.js';
-import { monotonicMs } from '../core/clock.js';
+import type { Logger } from '../../core/log.js';
+import type { ApiConnection } from '../../cluster/api.js';
+import { ApiReachability } from '../../cluster/api-reachability.js';
+import type { ClusterCache } from '../../cluster/cache.js';
+import { kindOf } from '../../cluster/cache-status.js';
+import { monotonicMs } from '../../core/clock.js';
 
 const CHECK_INTERVAL_MS = 1_000;
 /** Watches must have been failing this long before they make the route degraded (one retry is routine). */

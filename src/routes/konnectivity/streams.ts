@@ -1,16 +1,16 @@
-// A konnectivity route: names and IPs of a guest cluster resolve through that cluster's watch
-// cache (the `resolve` the composition root passes, e.g. built on the cluster Resolver), and the
-// stream is dialled through an apiserver-network-proxy server (konnectivity/dialer.ts) instead of
-// a pod port-forward. This is how hosted control planes reach their guest clusters; it does the
-// job of the SOCKS sidecar such a control plane runs beside its components.
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import type { Logger } from '../core/log.js';
-import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../core/errors.js';
-import { createKonnectivityDialer, type KonnectivityDialer } from '../konnectivity/dialer.js';
-import type { KonnectivitySpec } from '../konnectivity/options.js';
-import { formatHostPort } from '../core/address.js';
-import type { Route, RouteState, RouteStatus } from './route.js';
-import type { Claim } from './table.js';
+// The streams of a konnectivity route: a claim's addresses come from `resolve` (resolve.ts, over
+// the guest cluster's watch cache), and each is dialled through an apiserver-network-proxy server
+// (konnectivity/dialer.ts) instead of a pod port-forward, moving on past a retryable failure. This
+// holds the dialer's life (made at start, dropped after a failed attempt, closed once the streams
+// it carries have ended); route.ts composes it with the guest cluster.
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import type { Logger } from '../../core/log.js';
+import { HostUnreachableError, OverloadedError, ProxyError, errorMessage } from '../../core/errors.js';
+import { createKonnectivityDialer, type KonnectivityDialer } from '../../konnectivity/dialer.js';
+import type { KonnectivitySpec } from '../../konnectivity/options.js';
+import { formatHostPort } from '../../core/address.js';
+import type { RouteState, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
 
 /** An address in the guest cluster's network: a ClusterIP, a Pod IP. */
 export interface KonnectivityTarget {
@@ -23,16 +23,16 @@ export interface KonnectivityTarget {
  * guest's kube-proxy balances) or its ready endpoints' Pod IPs; a headless pod name → its Pod IP;
  * an IP the cluster knows → itself. Rejects with a ProxyError (no such Service → 0x04…).
  */
-export type KonnectivityResolve = (claim: Claim, port: number, signal: AbortSignal) => Promise<KonnectivityTarget[]>;
+export type KonnectivityResolve = (claim: RouteClaim, port: number, signal: AbortSignal) => Promise<KonnectivityTarget[]>;
 
-export interface KonnectivityRouteDeps {
+export interface KonnectivityStreamsDeps {
   resolve: KonnectivityResolve;
   log: Logger;
   /** Makes the dialer at start(); createKonnectivityDialer by default (tests pass a fake). */
   makeDialer?: (spec: KonnectivitySpec) => Promise<KonnectivityDialer>;
 }
 
-export class KonnectivityRoute implements Route {
+export class KonnectivityStreams {
   readonly kind = 'konnectivity';
   private dialer?: KonnectivityDialer;
   private state: RouteState = 'starting';
@@ -43,7 +43,7 @@ export class KonnectivityRoute implements Route {
   constructor(
     readonly name: string,
     private readonly spec: KonnectivitySpec,
-    private readonly deps: KonnectivityRouteDeps,
+    private readonly deps: KonnectivityStreamsDeps,
   ) {}
 
   /** Makes the dialer (a dialer of an earlier start goes); a route closed meanwhile keeps none. */
@@ -65,7 +65,7 @@ export class KonnectivityRoute implements Route {
     }
   }
 
-  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     if (this.closing) throw new OverloadedError(`route ${this.name} is closing`);
     const dialer = this.dialer;
     if (!dialer) throw new HostUnreachableError(`route ${this.name} is not ready: ${this.reason ?? 'starting'}`);

@@ -3,18 +3,18 @@
 // to the last hop as the client wrote it, so names are resolved there (socks5h semantics), never
 // here. start() reads the config and the keys, so a config we cannot follow fails at start; the
 // SSH connection itself is opened on first use and kept (ssh/connection.ts).
-import type { Logger } from '../core/log.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { RouteConfigError, StartupError, errorMessage } from '../core/errors.js';
-import { formatHostPort } from '../core/address.js';
-import { loadCredentials } from '../ssh/auth.js';
-import { loadSsh2, ssh2Loaded } from '../ssh/ssh2-lib.js';
-import { resolveChain, type SshHop } from '../ssh/chain.js';
-import { SshConfigError, SshConfigFile, type ReadOptions } from '../ssh/config.js';
-import { SshChainConnection, type ChainOptions, type ChainStatus } from '../ssh/connection.js';
-import type { Route, RouteStatus } from './route.js';
-import type { Claim } from './table.js';
-import type { SshRouteSpec } from './table-spec.js';
+import type { Logger } from '../../core/log.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import { RouteConfigError, StartupError, errorMessage } from '../../core/errors.js';
+import { formatHostPort } from '../../core/address.js';
+import { loadCredentials } from '../../ssh/auth.js';
+import { loadSsh2, ssh2Loaded } from '../../ssh/ssh2-lib.js';
+import { resolveChain, type SshHop } from '../../ssh/chain.js';
+import { SshConfigError, SshConfigFile, type ReadOptions } from '../../ssh/config.js';
+import { SshChainConnection, type ChainOptions, type ChainStatus } from '../../ssh/connection.js';
+import type { Route, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
+import type { SshRouteSpec } from '../../routes/spec.js';
 
 export interface SshRouteOptions extends ChainOptions {
   /** Where ~/.ssh/config is, and the home for "~" (tests pass their own). */
@@ -72,8 +72,8 @@ export class SshRoute implements Route {
   }
 
   /** A stream to the destination as the client wrote it, opened by the chain's last hop. */
-  async open(request: OpenRequest, _claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
-    const stream = await this.dial(request.destination.host, request.destination.port, signal);
+  async open(request: OpenRequest, _claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
+    const stream = await this.carry(request.destination.host, request.destination.port, signal);
     return { stream, via: `ssh ${this.connection!.describe()} ${formatHostPort(request.destination.host, request.destination.port)}` };
   }
 
@@ -81,7 +81,7 @@ export class SshRoute implements Route {
    * A Duplex to host:port through the chain, like net.connect but opened by the last hop: what a
    * cluster route riding this route (`via`) uses for its API connection.
    */
-  dial(host: string, port: number, signal: AbortSignal): ReturnType<SshChainConnection['dial']> {
+  carry(host: string, port: number, signal: AbortSignal): ReturnType<SshChainConnection['dial']> {
     if (!this.connection) return Promise.reject(new StartupError(`route ${this.name} is not started${this.startError ? `: ${this.startError}` : ''}`));
     return this.connection.dial(host, port, signal);
   }

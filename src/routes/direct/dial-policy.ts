@@ -3,7 +3,7 @@
 // every client the machine's local services and its cloud credentials (SSRF). Judged on the address
 // actually dialled, after DNS; a route's `allow` list opts back in. Blocks from RFC 6890's
 // special-purpose registries, and the metadata addresses clouds document outside them.
-import { CidrIndex, parseCidr, type Cidr, type IpAddress } from '../core/cidr.js';
+import { CidrIndex, parseCidr, type Cidr, type IpAddress } from '../../core/cidr.js';
 
 const REFUSED_BLOCKS: ReadonlyArray<readonly [string, string]> = [
   ['0.0.0.0/8', '"this host" address (it reaches this machine)'],

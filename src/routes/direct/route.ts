@@ -3,18 +3,26 @@
 // apply); both families are tried with Happy Eyeballs (RFC 8305, Node's autoSelectFamily). It never
 // dials the proxy's own listeners: a client asking for them would make the proxy feed itself; nor,
 // unless the route's allow list names them, this machine's own or metadata addresses
-// (direct-dial-policy.ts).
+// (dial-policy.ts).
 import dns from 'node:dns';
 import net from 'node:net';
 import os from 'node:os';
-import { formatHostPort, isLoopbackHost, type HostPort } from '../core/address.js';
-import { parseIp, type Cidr } from '../core/cidr.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError, NotAllowedError, ProxyError, StartupError, errorMessage } from '../core/errors.js';
-import { DirectDialPolicy } from './direct-dial-policy.js';
-import type { RoutingTable } from './table-spec.js';
-import type { Route, RouteStatus } from './route.js';
-import type { Claim } from './table.js';
+import { formatHostPort, isLoopbackHost, type HostPort } from '../../core/address.js';
+import { parseIp, type Cidr } from '../../core/cidr.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import {
+  ConnectionRefusedError,
+  ConnectTimeoutError,
+  HostUnreachableError,
+  NotAllowedError,
+  ProxyError,
+  StartupError,
+  errorMessage,
+} from '../../core/errors.js';
+import { DirectDialPolicy } from './dial-policy.js';
+import type { RouteSpec } from '../spec.js';
+import type { Route, RouteStatus } from '../route.js';
+import type { RouteClaim } from '../route.js';
 
 type LookupAll = (hostname: string, callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => void;
 
@@ -49,7 +57,7 @@ export class DirectRoute implements Route {
    * Opens a stream to the destination exactly as the client wrote it: not the claim's normalized
    * host, since "intranet." (absolute) and "intranet" (search domains apply) resolve differently.
    */
-  open(request: OpenRequest, _claim: Claim | undefined, signal: AbortSignal): Promise<OpenedStream> {
+  open(request: OpenRequest, _claim: RouteClaim | undefined, signal: AbortSignal): Promise<OpenedStream> {
     return this.dial(request.destination.host, request.destination.port, signal);
   }
 
@@ -174,7 +182,11 @@ export function dialError(err: unknown, host: string, port: number): ProxyError 
  * Direct pass-through makes the proxy an exit to everything this machine reaches; allow it only
  * when every listener is on loopback or clients must authenticate.
  */
-export function assertDirectAllowed(table: RoutingTable, listens: ReadonlyArray<{ flag: string; host: string; port: number }>, hasCredentials: boolean): void {
+export function assertDirectAllowed(
+  table: { routes: readonly RouteSpec[] },
+  listens: ReadonlyArray<{ flag: string; host: string; port: number }>,
+  hasCredentials: boolean,
+): void {
   const direct = table.routes.find((r) => r.kind === 'direct');
   if (!direct || hasCredentials) return;
   const exposed = listens.find((l) => !isLoopbackHost(l.host));

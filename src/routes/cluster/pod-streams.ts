@@ -1,13 +1,13 @@
 import type { Duplex } from 'node:stream';
-import type { Logger } from '../core/log.js';
-import type { OpenRequest, OpenedStream } from '../core/types.js';
-import { ProxyError, errorMessage } from '../core/errors.js';
-import type { PodPort, Transport } from '../tunnel/transport.js';
+import type { Logger } from '../../core/log.js';
+import type { OpenRequest, OpenedStream } from '../../core/types.js';
+import { ProxyError, errorMessage } from '../../core/errors.js';
+import type { PodPort, Transport } from '../../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
-import type { Claim } from './table.js';
+import type { RouteClaim } from '../route.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
-export interface ClusterRouteOptions {
+export interface PodStreamsOptions {
   /**
    * The v4 port-forward protocol never says "dialled": a refused port only shows as error text
    * shortly after the tunnel opens. For a pod port we have not seen accept recently we wait this
@@ -26,11 +26,11 @@ const REFUSED_TTL_MS = 10_000;
 const DEFAULT_REOPEN_TIMEOUT_MS = 15_000;
 
 /**
- * Opens streams into one cluster: resolve through the watch cache, then open a pod stream with
- * the transport, moving to another endpoint while that is still possible. (The cluster route as
- * the Router sees it — readiness, status, close — is routes/cluster.ts, built around this.)
+ * Opens streams into one cluster's pods: resolve through the watch cache, then open a pod stream
+ * with the transport, moving to another endpoint while that is still possible. (The cluster route
+ * as the Router sees it — readiness, status, close — is route.ts, built around this.)
  */
-export class ClusterRoute {
+export class PodStreams {
   private readonly confirmed = new Map<string, number>();
   private readonly refused = new Map<string, number>();
 
@@ -39,11 +39,11 @@ export class ClusterRoute {
     private readonly resolver: Resolver,
     private readonly transport: Transport,
     private readonly log: Logger,
-    private readonly options: ClusterRouteOptions,
+    private readonly options: PodStreamsOptions,
   ) {}
 
   /** A destination the routing table gave this cluster, parsed there (claim.name / claim.isIp). */
-  async open(request: OpenRequest, claim: Claim, signal: AbortSignal): Promise<OpenedStream> {
+  async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim), signal);
   }
 

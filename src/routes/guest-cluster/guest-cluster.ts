@@ -1,0 +1,205 @@
+// What a cluster route and a konnectivity route share: one kube context's API connection and
+// watch cache, with the life around them (lifecycle.ts: start, wait, retry with backoff), the
+// health checks once ready (health.ts) and the resync after a pause (resync.ts). Each route kind
+// composes one with its own dialer (a port-forward transport, a konnectivity dialer); names and
+// IPs resolve through this cache either way, and the matcher asks it which IPs and namespaces the
+// cluster has (GuestClusterView).
+import type { Logger } from '../../core/log.js';
+import { StartupError, errorMessage } from '../../core/errors.js';
+import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.js';
+import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
+import type { EgressOptions } from '../../cluster/egress-proxy.js';
+import { ClusterCache } from '../../cluster/cache.js';
+import type { GuestClusterView, RouteState } from '../route.js';
+import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
+import { RouteHealth, type Degraded } from './health.js';
+import { CacheResync } from './resync.js';
+
+export const SYNC_TIMEOUT_MS = 30_000;
+
+export interface GuestClusterSettings {
+  /** --kubeconfig (or the managed daemon's transient kubeconfig for this route). */
+  kubeconfig?: string;
+  /** Namespace for short names (-n); only the default route takes it. */
+  namespace?: string;
+  /** How the API connection leaves: an extra trusted CA, a route that carries it (`via`). */
+  egress?: EgressOptions;
+  /** `connect` has just probed this API server with these credentials: the first start skips it. */
+  apiChecked?: boolean;
+  /** Test hook only (lifecycle.ts RetryTiming): the first retry's delay. */
+  retry?: RetryTiming;
+}
+
+/** What the route kind adds to each attempt to become ready, and to the clean-up after a failed one. */
+export interface GuestClusterHooks {
+  /** Before the API server is probed (a konnectivity route makes its dialer); throws to fail the attempt. */
+  beforeProbe?(step: Step): Promise<void>;
+  /** Once the cache starts to sync (a cluster route starts its ingress watches). */
+  syncing?(): void;
+  /** After a failed attempt, before the cache stops (a konnectivity route drops its dialer). */
+  reset?(): void;
+}
+
+export class GuestCluster implements GuestClusterView {
+  readonly kube: LoadedKubeConfig;
+  readonly api: ApiConnection;
+  readonly cache: ClusterCache;
+  private readonly life: RouteLifecycle;
+  private readonly health: RouteHealth;
+  private readonly resync: CacheResync;
+  private skipProbe: boolean;
+
+  /** Loads the context (a StartupError when the kubeconfig or context is unusable: a config error). */
+  constructor(
+    kind: string,
+    spec: { name: string; context: string },
+    settings: GuestClusterSettings,
+    log: Logger,
+    private readonly hooks: GuestClusterHooks = {},
+    /** How its errors name the route, from its kubeconfig (`${kind} route ${name}` when not given). */
+    label?: (kube: LoadedKubeConfig) => string,
+  ) {
+    this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
+    this.api = new ApiConnection(this.kube.kc, settings.egress);
+    this.cache = new ClusterCache(this.api, log, this.kube.namespace);
+    this.health = new RouteHealth(kind, this.api, this.kube.server, this.cache, log);
+    this.resync = new CacheResync(this.cache);
+    const reset = async () => {
+      this.health.stop();
+      this.hooks.reset?.();
+      await this.cache.stop();
+    };
+    this.life = new RouteLifecycle(kind, spec.name, log, { connect: (step) => this.connect(step), reset }, settings.retry, label?.(this.kube));
+    this.skipProbe = settings.apiChecked ?? false;
+  }
+
+  get defaultNamespace(): string {
+    return this.kube.namespace;
+  }
+
+  get context(): string {
+    return this.kube.context;
+  }
+
+  get server(): string {
+    return this.kube.server;
+  }
+
+  get state(): RouteState {
+    return this.life.state;
+  }
+
+  knowsIp(ip: string): boolean {
+    return this.life.state === 'ready' && this.cache.knowsIp(ip);
+  }
+
+  /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
+  knownNamespaces(): string[] | undefined {
+    return this.life.state === 'ready' ? this.cache.knownNamespaces() : undefined;
+  }
+
+  namespaceExists(namespace: string): boolean | undefined {
+    return this.life.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
+  }
+
+  async learnIp(ip: string): Promise<void> {
+    if (this.life.state !== 'ready') return;
+    // A bounded, cached look-up (cluster/pod-lookup.ts); a refusal of the budget is no answer.
+    await this.cache.findPodByIp(ip).catch(() => undefined);
+  }
+
+  /** Probe the API server and sync the cache; on failure the route is in error and retries later. */
+  start(): Promise<void> {
+    return this.life.start();
+  }
+
+  /** One attempt (lifecycle.ts): `step` throws once the route is closed, so nothing restarts after close(). */
+  private async connect(step: Step): Promise<void> {
+    if (this.hooks.beforeProbe) await this.hooks.beforeProbe(step);
+    if (this.skipProbe) this.skipProbe = false;
+    else await probeApi(this.api, this.kube.context, this.kube.server);
+    step('syncing');
+    this.hooks.syncing?.();
+    await syncCache(this.cache, this.kube.server);
+    this.health.start();
+  }
+
+  /** Waits while the route starts or syncs, or resyncs after a pause, bounded by `signal`; fails at once while it is in error. */
+  async whenReady(signal: AbortSignal): Promise<void> {
+    await this.life.whenReady(signal);
+    await this.resync.wait(signal);
+  }
+
+  /** Degraded now, and why (undefined: healthy), as the last check saw it. */
+  get degraded(): Degraded | undefined {
+    return this.health.current;
+  }
+
+  /**
+   * The process did not run for a while (core/pause-detector.ts): every watch watches again;
+   * streams asked for meanwhile wait (bounded) until the watches are back, so they go to pods that
+   * still exist. `also` runs before the health check (the route's own checks after a pause).
+   */
+  afterPause(also?: () => void): void {
+    if (this.life.state !== 'ready') return;
+    this.resync.start();
+    also?.();
+    this.health.check();
+  }
+
+  /** The route's state as the cluster sees it: its lifecycle's, or degraded once ready (health.ts). */
+  status(): { state: RouteState; reason?: string; since: string } {
+    const degraded = this.life.state === 'ready' ? this.health.check() : undefined;
+    return {
+      state: degraded ? 'degraded' : this.life.state,
+      ...(degraded ? { reason: degraded.reason } : this.life.reason ? { reason: this.life.reason } : {}),
+      since: new Date(degraded?.since ?? this.life.since).toISOString(),
+    };
+  }
+
+  cacheStatus() {
+    return this.cache.status();
+  }
+
+  /** No further attempts, no more health checks: what may still use the cache keeps it until stop(). */
+  close(): void {
+    this.life.close();
+    this.health.stop();
+  }
+
+  async stop(): Promise<void> {
+    await this.cache.stop();
+  }
+}
+
+/** Fail fast, in one line, when the API server is unreachable or refuses our credentials. */
+export async function probeApi(api: ApiConnection, context: string, server: string): Promise<void> {
+  try {
+    await api.getJson('/api', 10_000);
+  } catch (err) {
+    if (err instanceof CredentialError) throw new StartupError(err.message, { cause: err });
+    if (err instanceof ApiStatusError) {
+      if (err.statusCode === 401) throw new StartupError(`the API server ${server} rejected the credentials of context "${context}" (401 Unauthorized)`);
+      if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery
+      throw new StartupError(`the API server ${server} answered ${err.statusCode}: ${err.message}`);
+    }
+    throw new StartupError(`cannot reach the API server ${server} (context "${context}"): ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+export async function syncCache(cache: ClusterCache, server: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StartupError(`the cluster cache did not sync from ${server} within ${SYNC_TIMEOUT_MS / 1000} s`)), SYNC_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([cache.start(), timeout]);
+  } catch (err) {
+    if (err instanceof StartupError) throw err;
+    if (err instanceof ApiStatusError && err.statusCode === 403)
+      throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
+    throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
+  }
+}
