@@ -22,22 +22,9 @@ import type { PodTransportStats, SpdyTransport } from './spdy-transport.js';
 export const TRANSPORT_MODES = ['auto', 'spdy', 'websocket'] as const;
 export type TransportMode = (typeof TRANSPORT_MODES)[number];
 
-const NOT_ABOUT_PROTOCOL = new Set([401, 403, 404, 408, 429]);
-
 /** Whether a refused tunnel means the server cannot do SPDY tunnelling at all. */
 export function refusalIsPermanent(r: TunnelRefusal): boolean {
-  if (r.status >= 400 && r.status < 500 && isApiStatus(r.body)) return false;
-  return r.status === 101 || (r.status >= 400 && r.status < 500 && !NOT_ABOUT_PROTOCOL.has(r.status)) || r.status === 501;
-}
-
-/** Whether a refusal's body is a metav1.Status, i.e. the API server's own answer rather than the kubelet's. */
-function isApiStatus(body: string): boolean {
-  if (!body.trimStart().startsWith('{')) return false;
-  try {
-    return (JSON.parse(body) as { kind?: unknown }).kind === 'Status';
-  } catch {
-    return false;
-  }
+  return r.meansNoTunnel;
 }
 
 export function tunnelRefusalOf(err: unknown): TunnelRefusal | undefined {

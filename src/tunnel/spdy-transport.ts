@@ -261,6 +261,11 @@ export class SpdyTransport implements Transport {
       const detail = err.status === 101 ? err.message : (statusMessage(err.body) ?? `HTTP ${err.status}`);
       const msg = `port-forward tunnel to ${pod} refused by the API server (${err.status}): ${detail}`;
       if (err.status === 403) return new NotAllowedError(msg, { cause: err });
+      // The target is fine; the cluster cannot carry this transport (`auto` falls back instead).
+      if (err.meansNoTunnel)
+        return new UpstreamApiError(`${msg}; this API server does not offer the SPDY port-forward tunnel: use --transport auto or websocket`, {
+          cause: err,
+        });
       if (err.status === 404 || err.status === 400) return new HostUnreachableError(msg, { cause: err, retryable: true });
       return new UpstreamApiError(msg, { cause: err, retryable: err.status >= 500 });
     }

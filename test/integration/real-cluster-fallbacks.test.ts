@@ -110,13 +110,16 @@ describe('real cluster without PortForwardWebsockets and WatchList, a kubelet th
     assert.equal(reply, 0x05);
   });
 
-  test('--transport spdy: refused with SOCKS 0x04, saying the API server answered 400', async () => {
+  test('--transport spdy: refused with SOCKS 0x01, saying the API server answered 400 and has no tunnel', async () => {
     const { reply, socket } = await socks5Connect(spdy!.socks!, 'web.shop', 80);
     socket.destroy();
-    assert.equal(reply, 0x04);
+    assert.equal(reply, 0x01);
     await delay(100);
     const failed = spdy!.logs.find((l) => String(l.msg).startsWith('stream failed'));
-    assert.match(String(failed?.msg), /port-forward tunnel to shop\/web-\S+ refused by the API server \(400\): query parameter "port" is required/);
+    assert.match(
+      String(failed?.msg),
+      /port-forward tunnel to shop\/web-\S+ refused by the API server \(400\): query parameter "port" is required; this API server does not offer the SPDY port-forward tunnel: use --transport auto or websocket/,
+    );
   });
 
   test('a Service created after an API server restart with etcd compacted is reachable within 2 s of its EndpointSlice (paged lists)', async (t) => {

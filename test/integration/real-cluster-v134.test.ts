@@ -233,16 +233,19 @@ describe('real cluster v1.34.4 restarted with PortForwardWebsockets and WatchLis
     assert.equal(learned[0]!.answer, 'HTTP 400: query parameter "port" is required');
   });
 
-  test('--transport websocket serves every form; --transport spdy is refused (SOCKS 0x04), saying the API server answered 400', async () => {
+  test('--transport websocket serves every form; --transport spdy is refused (SOCKS 0x01), saying the API server answered 400 and has no tunnel', async () => {
     await reachEveryForm('websocket');
     const { reply, socket } = await socks5Connect(proxy('spdy').socks!, 'web.shop', 80);
     socket.destroy();
-    assert.equal(reply, 0x04);
+    assert.equal(reply, 0x01);
     await delay(100);
     const failed = proxy('spdy')
       .logs.filter((l) => String(l.msg).startsWith('stream failed'))
       .pop();
-    assert.match(String(failed?.msg), /port-forward tunnel to shop\/web-\S+ refused by the API server \(400\): query parameter "port" is required/);
+    assert.match(
+      String(failed?.msg),
+      /port-forward tunnel to shop\/web-\S+ refused by the API server \(400\): query parameter "port" is required; this API server does not offer the SPDY port-forward tunnel/,
+    );
   });
 
   test('a Service created after the restart is reachable within 2 s of its EndpointSlice (paged lists)', async (t) => {

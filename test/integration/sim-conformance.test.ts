@@ -177,7 +177,12 @@ async function startReal(): Promise<{ side: Side; cluster: RealCluster }> {
         `/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io/service-name%3D${svc}`,
       )
     ).items.flatMap((s) => s.endpoints ?? []);
-  await eventually(async () => (await slices('term')).some((e) => e.conditions?.terminating) && (await slices('notready')).length === 1, 30_000);
+  // A Ready pod is in its Service's slice only once the EndpointSlice controller has caught up.
+  const settled = async () =>
+    (await slices('term')).some((e) => e.conditions?.terminating) &&
+    (await slices('notready')).length === 1 &&
+    (await Promise.all(['web', 'db', 'multi'].map(slices))).every((eps) => eps.some((e) => e.conditions?.ready));
+  await eventually(settled, 30_000);
   const caPem = await readFile(path.join(cluster.dir, 'pki', 'ca.crt'));
   const side: Side = {
     label: 'real',

@@ -33,6 +33,28 @@ export class TunnelRefusal extends Error {
     super(status === 101 ? `upgraded with subprotocol "${protocol ?? ''}" instead of ${TUNNEL_PROTOCOL}` : `HTTP ${status}${detail ? `: ${detail}` : ''}`);
     this.name = 'TunnelRefusal';
   }
+
+  /**
+   * Whether it says the server cannot tunnel at all (tunnel/negotiate.ts says which answers do):
+   * another subprotocol, a 501, or a 4xx other than 401/403/404/408/429 that is not a Status object
+   * — a Status is the API server's answer about this pod (`pod db-0 does not have a host assigned`).
+   */
+  get meansNoTunnel(): boolean {
+    if (this.status >= 400 && this.status < 500 && isApiStatus(this.body)) return false;
+    return this.status === 101 || (this.status >= 400 && this.status < 500 && !NOT_ABOUT_PROTOCOL.has(this.status)) || this.status === 501;
+  }
+}
+
+const NOT_ABOUT_PROTOCOL = new Set([401, 403, 404, 408, 429]);
+
+/** Whether a refusal's body is a metav1.Status, i.e. the API server's own answer rather than the kubelet's. */
+function isApiStatus(body: string): boolean {
+  if (!body.trimStart().startsWith('{')) return false;
+  try {
+    return (JSON.parse(body) as { kind?: unknown }).kind === 'Status';
+  } catch {
+    return false;
+  }
 }
 
 /** Opens the WebSocket; rejects with TunnelRefusal or the network error. */
