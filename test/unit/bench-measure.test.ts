@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
-import { bulkEcho, interleavedFirstByteRounds, judge, median, roundTrip } from '../../bench/measure.js';
+import { existsSync } from 'node:fs';
+import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, judge, median, roundTrip } from '../../bench/measure.js';
 import { tcpOpener } from '../../bench/multiplex.js';
 
 type Behaviour = 'echo' | 'reset' | 'close' | 'wrong' | 'silent' | 'short';
@@ -115,3 +116,23 @@ test('median of nothing is NaN, and judge() will not call a target met on missin
     'cannot be judged: kubectl port-forward had 3 failures',
   );
 });
+
+test(
+  "cpuSecondsOf counts a process's CPU time to the millisecond, not in 10 ms clock ticks",
+  { skip: existsSync('/proc/self/schedstat') ? false : 'no /proc/PID/schedstat here (it falls back to clock ticks)' },
+  () => {
+    // 23 ms of CPU by getrusage (µs): in ticks the same work reads as 20 or 30 ms.
+    const ownBefore = process.cpuUsage();
+    const before = cpuSecondsOf(process.pid);
+    let own = 0;
+    while (own < 23_000) {
+      const u = process.cpuUsage(ownBefore);
+      own = u.user + u.system;
+    }
+    const measured = cpuSecondsOf(process.pid) - before;
+    const ownAfter = process.cpuUsage(ownBefore);
+    // Both count every thread; the bounds take the reads themselves in.
+    assert.ok(measured >= own / 1e6 - 0.002, `${measured} s measured for at least ${own / 1e6} s of CPU`);
+    assert.ok(measured <= (ownAfter.user + ownAfter.system) / 1e6 + 0.002, `${measured} s measured for at most ${(ownAfter.user + ownAfter.system) / 1e6} s`);
+  },
+);
