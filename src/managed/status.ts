@@ -32,7 +32,14 @@ export interface ProxyStatus {
   bytesFromClients: number | null;
   bytesToClients: number | null;
   failuresByReason: Record<string, number>;
-  cache: { state: string; scope?: string; namespaces?: string[]; syncing?: Record<string, { listed: number; total?: number }> } | null;
+  cache: {
+    state: string;
+    scope?: string;
+    namespaces?: string[];
+    syncing?: Record<string, { listed: number; total?: number }>;
+    /** Objects held per kind (services, endpointslices, pods, namespaces). */
+    objects?: Record<string, number>;
+  } | null;
   logFile: string;
   error?: string;
   /** Per pod: transport in use, tunnels, streams (running proxies that report them). */
@@ -105,7 +112,7 @@ export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache
         ? 'stopped'
         : 'synced';
   const syncing = cache.syncing && Object.keys(cache.syncing).length ? cache.syncing : undefined;
-  return { state, scope: cache.scope, namespaces: cache.namespaces, ...(syncing ? { syncing } : {}) };
+  return { state, scope: cache.scope, namespaces: cache.namespaces, ...(syncing ? { syncing } : {}), ...(cache.objects ? { objects: cache.objects } : {}) };
 }
 
 /**

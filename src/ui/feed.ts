@@ -114,7 +114,7 @@ function viewOf(record: StreamRecord): StreamView {
   };
 }
 
-const routeStates = (routes: RouteStatus[]): string => routes.map((r) => `${r.name}\0${r.state}\0${r.reason ?? ''}`).join('\n');
+const routeStates = (routes: RouteStatus[]): string => routes.map((r) => `${r.name}\0${r.state}\0${r.condition ?? ''}\0${r.reason ?? ''}`).join('\n');
 
 export class LiveFeed implements StreamObserver {
   private readonly recent = new Ring<StreamView>(RECENT_STREAMS);
