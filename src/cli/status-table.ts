@@ -2,7 +2,7 @@
 // and how to clean it up. (`status --json` has every figure unrounded.)
 import type { ProxyStatus } from '../managed/status.js';
 import type { RouteStatus } from '../routes/route.js';
-import { unixSocksUrl } from './ready.js';
+import { unixSocksUrl } from '../proxy/client-env.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
 

@@ -117,7 +117,7 @@ export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache
 
 /**
  * The API servers of a managed proxy's cluster routes, as it reports them (NO_PROXY for the
- * variables we hand out: cli/no-proxy.ts); the entry's default server when it does not answer.
+ * variables we hand out: proxy/client-env.ts); the entry's default server when it does not answer.
  */
 export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'server'>): Promise<string[]> {
   const servers = apiServersOf((await queryStatus(l.controlSocket(entry.id), 1_500))?.routes ?? []);

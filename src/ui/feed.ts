@@ -73,6 +73,8 @@ export interface ProxyView {
   forwards?: Array<{ listen: string; target: string }>;
   /** Clients must present the proxy's credentials. */
   auth: boolean;
+  /** The ready lines' `export` lines (NO_PROXY included), a PASSWORD placeholder where credentials go. */
+  env?: string[];
   pacUrl?: string;
 }
 

@@ -149,6 +149,12 @@ test('in Chromium: the routes of both clusters, a stream with its pod within a s
       .waitFor({ timeout: 5_000 });
     assert.match((await prodRow.locator('.objects').textContent()) ?? '', /\b[1-9]\d* services, [1-9]\d* endpointslices\b/);
     assert.equal(await prodRow.locator('.badge').textContent(), 'ready');
+    // The env lines to copy are the ready lines' own, NO_PROXY included.
+    const env = (await page.locator('.card .copy pre').first().textContent()) ?? '';
+    assert.deepEqual(
+      env.split('\n'),
+      proxy.stdout.filter((l) => l.startsWith('export ')),
+    );
 
     const before = Date.now();
     const r = await curl(['-sS', '-x', `http://${proxy.http}`, 'http://which.shop.svc/']);

@@ -132,14 +132,6 @@ function copyBlock(text) {
   return el('div', { class: 'copy' }, pre, button);
 }
 
-function envLines(info) {
-  const cred = info.auth ? 'USER:PASSWORD@' : '';
-  const lines = [];
-  if (info.socks && !info.socks.startsWith('/')) lines.push(`export ALL_PROXY=socks5h://${cred}${info.socks}`);
-  if (info.http && !info.http.startsWith('/')) for (const name of ['HTTP_PROXY', 'HTTPS_PROXY']) lines.push(`export ${name}=http://${cred}${info.http}`);
-  return lines.join('\n');
-}
-
 function renderProxies() {
   const cards = [];
   for (const p of proxies.values()) {
@@ -156,8 +148,7 @@ function renderProxies() {
       row('up for', duration(Date.now() - Date.parse(info.startedAt)));
       row('pid', String(info.pid));
       row('credentials', info.auth ? 'required (proxy authentication on)' : 'none (loopback clients)');
-      const env = envLines(info);
-      if (env) row('env', copyBlock(env));
+      if (info.env && info.env.length) row('env', copyBlock(info.env.join('\n')));
       if (info.pacUrl) row('PAC', copyBlock(info.pacUrl));
     }
     if (p.gone) row('why', p.gone);
