@@ -19,6 +19,7 @@ import { reportSsh } from './ssh.js';
 import { reportKonnectivity } from './konnectivity.js';
 import { reportRoutingTable } from './routing-table.js';
 import { reportChurn } from './churn.js';
+import { reportPageCost } from './page-cost.js';
 import { reportStartup } from './startup.js';
 import { reportRecovery } from './recovery.js';
 import {
@@ -183,6 +184,8 @@ for (const [row, name] of Object.entries(muxRows)) {
 }
 await reportMultiplex(sim, cluster.kubeconfig, muxFigures, MUX_CONCURRENT);
 if (CHURN_SECONDS > 0) await reportChurn(openers['proxy (SOCKS5)']!, proxy.proc.pid!, sim, CHURN_SECONDS);
+// The live page's cost (bench/page-cost.ts, ~35 s): a fresh proxy at 1,000 conn/s, page closed, open, closed.
+if (process.env.BENCH_PAGE_SECONDS !== '0') await reportPageCost(cluster.kubeconfig);
 // Forwarding cost against kubectl port-forward: CPU per GiB, first byte p99, download.
 // A fresh proxy, as both kubectl processes are fresh: like against like (the first proxy has been
 // through the soak and the churn by now).

@@ -3,11 +3,10 @@
 // cluster); HTTP(S)_PROXY only for an HTTP listener on TCP (no variable can name a unix socket for
 // HTTP). Both cases of each name: curl ignores upper-case HTTP_PROXY (httpoxy), Go and Python read
 // either. NO_PROXY keeps this machine's own loopback services and the routes' API servers off the
-// proxy, and the command's own NO_PROXY entries (cli/no-proxy.ts).
+// proxy, and the command's own NO_PROXY entries (proxy/client-env.ts).
 import type { AddressInfo } from 'node:net';
-import { unixSocksUrl } from './ready.js';
 import { formatAddress } from '../listeners/bound-address.js';
-import { noProxyValue } from './no-proxy.js';
+import { noProxyValue, unixSocksUrl } from '../proxy/client-env.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 
 type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };

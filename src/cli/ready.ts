@@ -5,8 +5,8 @@ import type { RunningProxy } from '../proxy/running.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
-import { curlCannotName, encodeUrlPath } from '../core/url-path.js';
-import { noProxyValue } from './no-proxy.js';
+import { curlCannotName } from '../core/url-path.js';
+import { exportLines, exportedVariables, shellQuote } from '../proxy/client-env.js';
 
 /**
  * `password` is given only for credentials `connect` generated: they then go into the exported
@@ -44,41 +44,15 @@ export function readyLines(running: ReadyView, authUser?: string, password?: str
   if (running.table && routes > 1) for (const r of running.table.routes) lines.push(`kubectl-proxyout:   route ${describeRoute(running.table, r)}`);
   if (authUser !== undefined) lines.push(password !== undefined ? generatedAuthLine(authUser) : authLine(authUser));
   if (running.pageUrl) lines.push(`kubectl-proxyout: live page at ${running.pageUrl} (this machine only; the token is new at every start)`);
-  // Pasted into a shell (or eval'd): each value quoted when it holds anything a shell would read.
-  const exports = Object.entries(exportedVariables(running, authUser, password)).map(([name, value]) => `export ${name}=${shellQuote(value)}`);
-  return [...lines, ...exports];
+  // Pasted into a shell (or eval'd).
+  return [...lines, ...exportLines(exportedVariables(running, authUser, password))];
 }
 
 type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards' | 'pageUrl'> & {
   table?: RoutingTable;
-  /** The cluster routes' API server URLs: NO_PROXY keeps them off the proxy (cli/no-proxy.ts). */
+  /** The cluster routes' API server URLs: NO_PROXY keeps them off the proxy (proxy/client-env.ts). */
   apiServers?: readonly string[];
 };
-
-/**
- * The variables the ready lines export, in their order: ALL_PROXY (the SOCKS listener), then
- * HTTP_PROXY, HTTPS_PROXY and their lower-case forms for an HTTP listener on TCP, then NO_PROXY
- * and no_proxy (cli/no-proxy.ts) when any of those is set. The URLs carry generated credentials
- * only (see readyLines).
- */
-export function exportedVariables(running: Pick<ReadyView, 'socks' | 'http' | 'apiServers'>, authUser?: string, password?: string): Record<string, string> {
-  const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
-  const vars: Record<string, string> = {};
-  // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
-  if (running.socks)
-    vars.ALL_PROXY =
-      running.socks.family === UNIX_FAMILY ? unixSocksUrl(running.socks.address, userinfo) : `socks5h://${userinfo}${formatAddress(running.socks)}`;
-  if (running.http && running.http.family !== UNIX_FAMILY) {
-    const http = `http://${userinfo}${formatAddress(running.http)}`;
-    // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
-    for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = http;
-  }
-  if (Object.keys(vars).length > 0) {
-    vars.NO_PROXY = noProxyValue(running.apiServers ?? []);
-    vars.no_proxy = vars.NO_PROXY;
-  }
-  return vars;
-}
 
 /** The ready line for generated credentials: the lines below carry the password. */
 export function generatedAuthLine(username: string): string {
@@ -89,14 +63,6 @@ export function generatedAuthLine(username: string): string {
 export function authLine(username: string): string {
   return `kubectl-proxyout: proxy authentication is on: clients use socks5h://${encodeURIComponent(username)}:PASSWORD@… or http://${encodeURIComponent(username)}:PASSWORD@…`;
 }
-
-/** curl's (≥ 7.84) form for a SOCKS proxy on a unix socket: socks5h://localhost/ABSOLUTE/PATH, the path percent-encoded (core/url-path.ts). */
-export function unixSocksUrl(path: string, userinfo = ''): string {
-  return `socks5h://${userinfo}localhost${path.startsWith('/') ? '' : '/'}${encodeUrlPath(path)}`;
-}
-
-/** A word a POSIX shell reads as the text itself: bare when it has nothing special, else single-quoted. */
-const shellQuote = (s: string) => (/^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 /** A command to paste for a mapping, by the target's well-known port (psql, redis-cli, …; else nc). */
 export function forwardExample(address: Pick<AddressInfo, 'address' | 'port'>, target: string): string {

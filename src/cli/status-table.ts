@@ -2,7 +2,7 @@
 // and how to clean it up. (`status --json` has every figure unrounded.)
 import type { ProxyStatus } from '../managed/status.js';
 import type { RouteStatus } from '../routes/route.js';
-import { unixSocksUrl } from './ready.js';
+import { unixSocksUrl } from '../proxy/client-env.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
 
@@ -50,13 +50,15 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
   return out;
 }
 
-/** "route prod (cluster prod, default): …; ready; 2 open, 14 total, up 1.2KiB, down 20MiB". */
+/** "route prod (cluster prod, default): …; ready; 2 open, 14 total, up 1.2KiB, down 20MiB; API 12 ms". */
 export function routeLine(route: RouteStatus): string {
   const since = route.since ? ` since ${clockTime(route.since)}` : '';
-  const state = route.state === 'error' || route.state === 'degraded' ? `${route.state}${since}: ${route.reason ?? 'unknown'}` : route.state;
+  const down = route.state === 'degraded' && route.condition === 'down' ? '; down: new streams fail at once' : '';
+  const state = route.state === 'error' || route.state === 'degraded' ? `${route.state}${since}: ${route.reason ?? 'unknown'}${down}` : route.state;
   const s = route.streams;
   const figures = s ? `; ${s.openStreams} open, ${s.totalStreams} total, up ${formatBytes(s.bytesFromClients)}, down ${formatBytes(s.bytesToClients)}` : '';
-  return `route ${route.serves ?? `${route.name} (${route.kind})`}; ${state}${figures}`;
+  const rtt = route.details?.apiRoundTrip as { ms?: unknown } | undefined;
+  return `route ${route.serves ?? `${route.name} (${route.kind})`}; ${state}${figures}${typeof rtt?.ms === 'number' ? `; API ${rtt.ms} ms` : ''}`;
 }
 
 /** "14:03:07" in local time, or the date too when it is not today. */

@@ -139,7 +139,7 @@ export class ApiReachability {
     let serving = true;
     let error: string | undefined;
     try {
-      const res = await apiGet(this.api, PROBE_PATH, AbortSignal.timeout(PROBE_TIMEOUT_MS), PROBE_TIMEOUT_MS);
+      const res = await apiGet(this.api, PROBE_PATH, AbortSignal.timeout(PROBE_TIMEOUT_MS), PROBE_TIMEOUT_MS, true);
       res.resume();
     } catch (err) {
       if (err instanceof CredentialError) {

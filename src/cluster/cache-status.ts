@@ -7,6 +7,8 @@ export interface CacheStatus {
   scope: 'cluster' | 'namespaces';
   namespaces: string[];
   watches: Record<string, WatchState>;
+  /** Objects the cache holds now, per kind ("services", "endpointslices", "pods", "namespaces"), every watched namespace summed. */
+  objects?: Record<string, number>;
   /** Per watch still on its first list (start-up), by label ("pods", "services in shop"): objects listed so far, of how many when known. */
   syncing?: Record<string, SyncProgress>;
 }

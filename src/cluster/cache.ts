@@ -217,10 +217,14 @@ export class ClusterCache {
     const namespaces = this.namespaces ?? this.syncingNamespaces;
     if (namespaces) watches[namespaces.path] = namespaces.status;
     const syncing = this.syncProgress();
+    const objects: Record<string, number> = {};
+    for (const set of this.sets()) for (const inf of set.all()) objects[kindOf(inf.path)] = (objects[kindOf(inf.path)] ?? 0) + inf.size;
+    if (this.namespaces) objects.namespaces = this.namespaces.size;
     return {
       scope: this.clusterWide || this.syncingSet ? 'cluster' : 'namespaces',
       namespaces: this.clusterWide || this.syncingSet ? [] : this.onDemand.names(),
       watches,
+      objects,
       ...(Object.keys(syncing).length ? { syncing } : {}),
     };
   }

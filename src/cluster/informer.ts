@@ -247,7 +247,7 @@ export class ResilientInformer<T extends Slim> {
     this.inFlight = true;
     let res: Awaited<ReturnType<typeof apiGet>>;
     try {
-      res = await apiGet(this.api, path, controller.signal, this.deadlines.headersTimeoutMs);
+      res = await apiGet(this.api, path, controller.signal, this.deadlines.headersTimeoutMs, true);
     } catch (err) {
       this.inFlight = false;
       throw err;

@@ -6,6 +6,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { ApiStatusError, statusMessage, type ApiConnection } from './api.js';
+import { timeRoundTrip } from './round-trip.js';
 
 /** A raw watch event, parsed; its object is slimmed by the caller before anything else. */
 export interface RawWatchEvent {
@@ -62,9 +63,11 @@ export const withQuery = (path: string, query: Record<string, string | undefined
 
 /**
  * GET with a limit on the wait for the response headers; resolves with the 2xx response, rejects
- * with ApiStatusError (the Status message) otherwise. `signal` aborts at any time.
+ * with ApiStatusError (the Status message) otherwise. `signal` aborts at any time. `timed`: the
+ * server answers at once (a watch, a probe; not a list, whose headers wait for its items), so the
+ * time to headers is the connection's round trip (round-trip.ts).
  */
-export async function apiGet(api: ApiConnection, path: string, signal: AbortSignal, headersTimeoutMs: number): Promise<http.IncomingMessage> {
+export async function apiGet(api: ApiConnection, path: string, signal: AbortSignal, headersTimeoutMs: number, timed = false): Promise<http.IncomingMessage> {
   const options = await api.requestOptions();
   const url = api.url(path);
   const client = url.protocol === 'http:' ? http : https;
@@ -74,6 +77,7 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
   const agent = options.direct ? agentFor(api, url.protocol) : (options.agent ?? agentFor(api, url.protocol));
   return new Promise((resolve, reject) => {
     const req = client.request(url, { ...options, agent, method: 'GET', signal, headers: { ...options.headers, Accept: 'application/json' } });
+    if (timed) timeRoundTrip(api, req);
     const timer = setTimeout(() => req.destroy(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)), headersTimeoutMs);
     req.on('error', (err) => {
       clearTimeout(timer);

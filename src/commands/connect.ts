@@ -2,7 +2,8 @@
 // closes (src/managed/connect.ts does the work; this is flags and output).
 import { Command, Flags } from '@oclif/core';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
-import { exportedVariables, readyLines } from '../cli/ready.js';
+import { readyLines } from '../cli/ready.js';
+import { exportedVariables } from '../proxy/client-env.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { managedApiServers } from '../managed/status.js';
 import { layout } from '../state/paths.js';

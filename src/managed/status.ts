@@ -32,7 +32,14 @@ export interface ProxyStatus {
   bytesFromClients: number | null;
   bytesToClients: number | null;
   failuresByReason: Record<string, number>;
-  cache: { state: string; scope?: string; namespaces?: string[]; syncing?: Record<string, { listed: number; total?: number }> } | null;
+  cache: {
+    state: string;
+    scope?: string;
+    namespaces?: string[];
+    syncing?: Record<string, { listed: number; total?: number }>;
+    /** Objects held per kind (services, endpointslices, pods, namespaces). */
+    objects?: Record<string, number>;
+  } | null;
   logFile: string;
   error?: string;
   /** Per pod: transport in use, tunnels, streams (running proxies that report them). */
@@ -105,12 +112,12 @@ export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache
         ? 'stopped'
         : 'synced';
   const syncing = cache.syncing && Object.keys(cache.syncing).length ? cache.syncing : undefined;
-  return { state, scope: cache.scope, namespaces: cache.namespaces, ...(syncing ? { syncing } : {}) };
+  return { state, scope: cache.scope, namespaces: cache.namespaces, ...(syncing ? { syncing } : {}), ...(cache.objects ? { objects: cache.objects } : {}) };
 }
 
 /**
  * The API servers of a managed proxy's cluster routes, as it reports them (NO_PROXY for the
- * variables we hand out: cli/no-proxy.ts); the entry's default server when it does not answer.
+ * variables we hand out: proxy/client-env.ts); the entry's default server when it does not answer.
  */
 export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'server'>): Promise<string[]> {
   const servers = apiServersOf((await queryStatus(l.controlSocket(entry.id), 1_500))?.routes ?? []);

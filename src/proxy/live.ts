@@ -7,10 +7,14 @@ import { target } from '../listeners/stream-stats.js';
 import type { StreamStats } from '../listeners/stream-stats.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
-import type { RouteStatus } from '../routes/route.js';
+import { apiServersOf, type RouteStatus } from '../routes/route.js';
+import { exportLines, exportedVariables } from './client-env.js';
 import { LiveFeed, type ProxyView } from '../ui/feed.js';
 import { newPageToken } from '../ui/page-access.js';
 import { claimsRequest, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
+
+/** Where the page's env lines put the password. */
+export const PASSWORD = 'PASSWORD';
 
 export interface Live {
   feed: LiveFeed;
@@ -34,6 +38,10 @@ export function startLive(
       const socks = listeners.find((l) => l.kind === 'socks');
       const http = listeners.find((l) => l.kind === 'http');
       const pacAt = tcp('http');
+      // As the ready lines have them, the password never: the user has it, the page shows where it goes.
+      const env = exportLines(
+        exportedVariables({ socks: socks?.address, http: http?.address, apiServers: apiServersOf(routes()) }, ctx.auth?.username, PASSWORD),
+      );
       return {
         pid: process.pid,
         startedAt,
@@ -44,6 +52,7 @@ export function startLive(
           .filter((l): l is ForwardListener => l.kind === 'forward')
           .map((l) => ({ listen: formatAddress(l.address), target: target(l.target) })),
         auth: ctx.auth !== undefined,
+        ...(env.length ? { env } : {}),
         ...(pacAt ? { pacUrl: `${pageUrl(pacAt.address, '').replace(/\/\?token=$/, '')}/proxy.pac` } : {}),
       };
     },

@@ -12,7 +12,7 @@ import { Router } from '../routing/router.js';
 import { generatePac } from '../routing/pac.js';
 import { assertDirectAllowed } from '../routes/direct/route.js';
 import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
-import type { Route } from '../routes/route.js';
+import { routeCondition, type Route } from '../routes/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
@@ -111,11 +111,11 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   }
   const primary = defaultCluster(built)?.guest;
   const routes = () =>
-    built.table.routes.map((spec) => ({
-      ...built.routes.get(spec.name)!.status(),
-      serves: describeRoute(built.table, spec),
-      streams: stats.forRoute(spec.name),
-    }));
+    built.table.routes.map((spec) => {
+      const status = built.routes.get(spec.name)!.status();
+      const condition = routeCondition(status);
+      return { ...status, ...(condition ? { condition } : {}), serves: describeRoute(built.table, spec), streams: stats.forRoute(spec.name) };
+    });
   const live = startLive(
     stats,
     listeners,

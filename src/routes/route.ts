@@ -39,10 +39,20 @@ export interface ClusterView {
 /** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (guest-cluster/health.ts). */
 export type RouteState = 'starting' | 'syncing' | 'ready' | 'degraded' | 'error';
 
+/**
+ * How the route serves a new stream now, once started: 'ready'; 'degraded', it serves but
+ * something is wrong (a watch failing: names may be stale); 'down', a new stream fails at once
+ * (the route is in error, or its API server does not answer at all, or there are no credentials
+ * to send it). The reason and `since` say why and since when.
+ */
+export type RouteCondition = 'ready' | 'degraded' | 'down';
+
 export interface RouteStatus {
   name: string;
   kind: string;
   state: RouteState;
+  /** Absent while it starts or syncs; the route sets it when it knows more than its state says (routeCondition). */
+  condition?: RouteCondition;
   /** Why it is in error or degraded, or what it is waiting for. */
   reason?: string;
   /** Since when it has been in that state (ISO 8601), where the route keeps it. */
@@ -119,4 +129,10 @@ export interface GuestClusterView extends ClusterView {
 /** The API server URLs of the cluster routes among `routes` (their status details name them). */
 export function apiServersOf(routes: readonly RouteStatus[]): string[] {
   return routes.flatMap((r) => (r.kind === 'cluster' && typeof r.details?.server === 'string' ? [r.details.server] : []));
+}
+
+/** The route's own condition, or the one its state implies: error is down, starting and syncing have none. */
+export function routeCondition(status: Pick<RouteStatus, 'state' | 'condition'>): RouteCondition | undefined {
+  if (status.condition) return status.condition;
+  return status.state === 'error' ? 'down' : status.state === 'ready' || status.state === 'degraded' ? status.state : undefined;
 }

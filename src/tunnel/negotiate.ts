@@ -35,6 +35,8 @@ export class NegotiatingTransport implements Transport {
   /** What auto settled on for this cluster; undefined while SPDY has not been refused. */
   private learned?: 'websocket';
   private readonly v4Streams = new Map<string, number>();
+  /** The streams a per-stream WebSocket carries (all of them once learned; one alone after a refusal that says nothing of the protocol). */
+  private readonly v4Carried = new WeakSet<Duplex>();
 
   constructor(
     private readonly mode: TransportMode,
@@ -47,6 +49,10 @@ export class NegotiatingTransport implements Transport {
   get name(): string {
     if (this.mode !== 'auto') return this.mode;
     return this.learned ?? 'spdy';
+  }
+
+  carrierOf(stream: Duplex): string {
+    return this.v4Carried.has(stream) ? 'websocket' : 'spdy';
   }
 
   openTunnels(): number {
@@ -102,6 +108,7 @@ export class NegotiatingTransport implements Transport {
 
   private async openV4(target: PodPort, options: OpenOptions): Promise<Duplex> {
     const stream = await this.v4.open(target, options);
+    this.v4Carried.add(stream);
     const key = `${target.namespace}/${target.pod}`;
     this.v4Streams.set(key, (this.v4Streams.get(key) ?? 0) + 1);
     stream.once('close', () => {

@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import type { UpstreamStream } from '../core/stream-pieces.js';
 
 /** One pod instance. A name comes back after a delete (StatefulSets); the UID never does. */
@@ -44,6 +45,8 @@ export const MAX_REPLAY_BYTES = 256 * 1024;
  */
 export interface Transport {
   readonly name: string;
+  /** The transport that carries `stream` (one this opened), where it may not be `name`: auto falls back per stream (negotiate.ts). */
+  carrierOf?(stream: Duplex): string;
   /** The stream, with its piece hints when it gives any (SPDY: core/stream-pieces.ts). */
   open(target: PodPort, options: OpenOptions): Promise<UpstreamStream>;
   /** Tunnels currently open, for status output. */

@@ -73,6 +73,8 @@ export interface ProxyView {
   forwards?: Array<{ listen: string; target: string }>;
   /** Clients must present the proxy's credentials. */
   auth: boolean;
+  /** The ready lines' `export` lines (NO_PROXY included), a PASSWORD placeholder where credentials go. */
+  env?: string[];
   pacUrl?: string;
 }
 
@@ -114,7 +116,7 @@ function viewOf(record: StreamRecord): StreamView {
   };
 }
 
-const routeStates = (routes: RouteStatus[]): string => routes.map((r) => `${r.name}\0${r.state}\0${r.reason ?? ''}`).join('\n');
+const routeStates = (routes: RouteStatus[]): string => routes.map((r) => `${r.name}\0${r.state}\0${r.condition ?? ''}\0${r.reason ?? ''}`).join('\n');
 
 export class LiveFeed implements StreamObserver {
   private readonly recent = new Ring<StreamView>(RECENT_STREAMS);

@@ -15,6 +15,7 @@ import { runCli } from '../helpers/proxy-process.js';
 import { eventually } from '../helpers/cluster.js';
 import { curl } from '../helpers/curl.js';
 import { statusItems } from '../helpers/status-json.js';
+import { connectManaged } from '../helpers/managed-proxies.js';
 
 let sim: SimCluster;
 let dir: string;
@@ -56,21 +57,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
   Object.assign(doc.users[0]!.user.exec, { command: plugin, args: [], env: null });
   const kubeconfig = path.join(dir, 'kubeconfig');
   await writeFile(kubeconfig, yaml.dump(doc), { mode: 0o600 });
-  const r = await cli([
-    'connect',
-    '--kubeconfig',
-    kubeconfig,
-    '--listen-socks',
-    '127.0.0.1:0',
-    '--listen-http',
-    '127.0.0.1:0',
-    '--no-proxy-auth',
-    '--shutdown-grace',
-    '0',
-    '--json',
-  ]);
-  assert.equal(r.code, 0, r.stderr);
-  ({ id, socks, http: httpProxy } = JSON.parse(r.stdout) as { id: string; socks: string; http: string });
+  ({ id, socks, http: httpProxy } = await connectManaged(stateDir, kubeconfig));
 });
 
 after(async () => {

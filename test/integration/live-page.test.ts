@@ -1,6 +1,7 @@
 // The live page of a foreground proxy, in real headless Chromium: the routes of a two-cluster
 // table, a stream with the pod that served it within a second of a curl, a refusal with its
-// reason, a route turning degraded when its API server stops; screenshots in both themes for a
+// reason, each route's cache counts and API round trip, a route turning degraded (shown down: new
+// streams fail at once) when its API server stops; screenshots in both themes for a
 // person to look at. Plain HTTP requests check the defences: no token, a foreign Host or Origin
 // — all 403, never echoing the token (a peer from elsewhere: test/unit/page-access.test.ts).
 import { after, before, test } from 'node:test';
@@ -140,6 +141,20 @@ test('in Chromium: the routes of both clusters, a stream with its pod within a s
     await page.goto(pageUrl.href);
     assert.equal(new URL(page.url()).search, '', 'the token left the address bar');
     for (const route of ['prod', 'staging']) await page.waitForSelector(`#routes tr[data-route="${route}"][data-state="ready"]`, { timeout: 10_000 });
+    // Each route's cache counts and API round trip (its watches measured it; no request of its own).
+    const prodRow = page.locator('#routes tr[data-route="prod"]');
+    await prodRow
+      .locator('td.rtt')
+      .filter({ hasText: /^\d+ ms$/ })
+      .waitFor({ timeout: 5_000 });
+    assert.match((await prodRow.locator('.objects').textContent()) ?? '', /\b[1-9]\d* services, [1-9]\d* endpointslices\b/);
+    assert.equal(await prodRow.locator('.badge').textContent(), 'ready');
+    // The env lines to copy are the ready lines' own, NO_PROXY included.
+    const env = (await page.locator('.card .copy pre').first().textContent()) ?? '';
+    assert.deepEqual(
+      env.split('\n'),
+      proxy.stdout.filter((l) => l.startsWith('export ')),
+    );
 
     const before = Date.now();
     const r = await curl(['-sS', '-x', `http://${proxy.http}`, 'http://which.shop.svc/']);
@@ -168,7 +183,10 @@ test('in Chromium: the routes of both clusters, a stream with its pod within a s
     try {
       const degraded = page.locator('#routes tr[data-route="staging"][data-state="degraded"]');
       await degraded.waitFor({ timeout: 10_000 });
-      assert.match((await degraded.locator('.reason').textContent()) ?? '', /API server/);
+      assert.match((await degraded.locator('.reason').first().textContent()) ?? '', /API server/);
+      // An API server that does not answer at all: new streams fail at once, and the page says down.
+      await page.locator('#routes tr[data-route="staging"][data-condition="down"]').waitFor({ timeout: 5_000 });
+      assert.equal(await degraded.locator('.badge').textContent(), 'down');
       assert.equal(await page.locator('#routes tr[data-route="prod"]').getAttribute('data-state'), 'ready');
       await screenshot(page, 'degraded-dark');
     } finally {

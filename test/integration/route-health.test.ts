@@ -14,6 +14,7 @@ import { eventually } from '../helpers/cluster.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { statusItems } from '../helpers/status-json.js';
+import { connectManaged } from '../helpers/managed-proxies.js';
 
 let multi: MultiCluster;
 let stateDir: string;
@@ -30,26 +31,7 @@ before(async () => {
   await addWhich(multi.clusters[0]!);
   await addWhich(multi.clusters[1]!);
   stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-state-'));
-  const r = await cli([
-    'connect',
-    '--kubeconfig',
-    multi.kubeconfig,
-    '--context',
-    'prod',
-    '--context',
-    'staging',
-    '--listen-socks',
-    '127.0.0.1:0',
-    '--listen-http',
-    '127.0.0.1:0',
-    '--no-proxy-auth',
-    '--shutdown-grace',
-    '0',
-    '--json',
-  ]);
-  assert.equal(r.code, 0, r.stderr);
-  const out = JSON.parse(r.stdout) as { id: string; socks: string; http: string };
-  ({ id, socks, http: httpProxy } = out);
+  ({ id, socks, http: httpProxy } = await connectManaged(stateDir, multi.kubeconfig, ['prod', 'staging']));
 });
 
 after(async () => {

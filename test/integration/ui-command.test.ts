@@ -5,57 +5,33 @@
 // opens nothing.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
-import { binPath, runCli } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { managedCli, startUi, type Connected, type UiCommand } from '../helpers/managed-proxies.js';
 import type { PageMessage } from '../../src/ui/page-server.js';
 
 let multi: MultiCluster;
 let stateDir: string;
-let ui: ChildProcess | undefined;
-const ids: Record<string, { id: string; http: string }> = {};
-const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
-const cli = (args: string[]) => runCli(args, { env: env(), timeoutMs: 60_000 });
-
-async function connect(context: string): Promise<{ id: string; http: string }> {
-  const r = await cli([
-    'connect',
-    '--kubeconfig',
-    multi.kubeconfig,
-    '--context',
-    context,
-    '--listen-socks',
-    '127.0.0.1:0',
-    '--listen-http',
-    '127.0.0.1:0',
-    '--no-proxy-auth',
-    '--shutdown-grace',
-    '0',
-    '--json',
-  ]);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as { id: string; http: string };
-}
+let managed: ReturnType<typeof managedCli>;
+let ui: UiCommand | undefined;
+const ids: Record<string, Connected> = {};
+const connect = (context: string) => managed.connect(multi.kubeconfig, context);
 
 before(async () => {
   multi = await startClusters(['prod', 'staging']);
   await addWhich(multi.clusters[0]!);
   stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-state-'));
+  managed = managedCli(stateDir);
   ids.prod = await connect('prod');
 });
 
 after(async () => {
-  if (ui && ui.exitCode === null) {
-    ui.kill('SIGTERM');
-    await once(ui, 'exit');
-  }
-  await cli(['quit']);
+  await ui?.stop();
+  await managed?.cli(['quit']);
   rmSync(stateDir, { recursive: true, force: true });
   await multi?.close();
 });
@@ -103,17 +79,8 @@ function follow(url: URL): { messages: PageMessage[]; until(check: (all: PageMes
 }
 
 test('ui prints its URL, and its page follows every managed proxy: snapshots, streams with their pod, proxies that leave and join', async () => {
-  ui = spawn(process.execPath, [binPath, 'ui', '--no-open'], { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  ui.stdout!.setEncoding('utf8');
-  const url = await new Promise<URL>((resolve, reject) => {
-    ui!.stdout!.on('data', (c: string) => {
-      out += c;
-      const m = /^kubectl-proxyout: live page at (http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+) /m.exec(out);
-      if (m) resolve(new URL(m[1]!));
-    });
-    ui!.once('exit', (code) => reject(new Error(`ui exited with ${code}: ${out}`)));
-  });
+  ui = await startUi(managed.env);
+  const url = ui.url;
   const feed = follow(url);
   try {
     const snapshotOf = (id: string) => (all: PageMessage[]) => all.some((m) => m.proxy === id && m.type === 'snapshot');
@@ -138,13 +105,11 @@ test('ui prints its URL, and its page follows every managed proxy: snapshots, st
     ids.staging = await connect('staging');
     await feed.until(snapshotOf(ids.staging.id), 10_000, 'a proxy connected while the page is open');
 
-    const gone = await cli(['disconnect', ids.prod!.id]);
+    const gone = await managed.cli(['disconnect', ids.prod!.id]);
     assert.equal(gone.code, 0, gone.stderr);
     await feed.until((all) => all.some((m) => m.proxy === ids.prod!.id && m.type === 'gone'), 10_000, 'a proxy that disconnected');
   } finally {
     feed.close();
   }
-  ui.kill('SIGTERM');
-  const [code] = (await once(ui, 'exit')) as [number | null];
-  assert.equal(code, 0);
+  assert.equal(await ui.stop(), 0);
 });

@@ -2,12 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { execFileSync } from 'node:child_process';
-import { exportedVariables, readyLines, unixSocksUrl } from '../../src/cli/ready.js';
+import { readyLines } from '../../src/cli/ready.js';
+import { exportedVariables, unixSocksUrl } from '../../src/proxy/client-env.js';
 import { formatAddress } from '../../src/listeners/bound-address.js';
 import { firstShutdownSignal } from '../../src/cli/signals.js';
 
 const where = { context: 'sim', namespace: 'default' };
-// NO_PROXY keeps the caller's entries (cli/no-proxy.ts): these tests start from none.
+// NO_PROXY keeps the caller's entries (proxy/client-env.ts): these tests start from none.
 delete process.env.NO_PROXY;
 delete process.env.no_proxy;
 

@@ -1,11 +1,10 @@
-// NO_PROXY for the variables we hand out (cli/no-proxy.ts): read back as client-go reads it
+// NO_PROXY for the variables we hand out (proxy/client-env.ts): read back as client-go reads it
 // (cluster/egress-proxy.ts follows golang.org/x/net/http/httpproxy), the routes' API servers go
 // direct while cluster names still go to the proxy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { noProxyValue } from '../../src/cli/no-proxy.js';
+import { exportedVariables, noProxyValue } from '../../src/proxy/client-env.js';
 import { apiServersOf } from '../../src/routes/route.js';
-import { exportedVariables } from '../../src/cli/ready.js';
 import { proxyFromEnvironment } from '../../src/cluster/egress-proxy.js';
 
 test('loopback names, then each API server host (no port, no brackets, lower case), then the caller’s entries, each once', () => {

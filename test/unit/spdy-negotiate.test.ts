@@ -1,5 +1,6 @@
-// Transport negotiation (auto | spdy | websocket) with stand-in transports, and the error-stream
-// text → typed error mapping of the SPDY transport.
+// Transport negotiation (auto | spdy | websocket) with stand-in transports — which one carries
+// each stream, as its record says — and the error-stream text → typed error mapping of the SPDY
+// transport.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough, type Duplex } from 'node:stream';
@@ -10,6 +11,8 @@ import { dialError, errorStreamMessage } from '../../src/tunnel/pod-stream.js';
 import type { OpenOptions, PodPort, Transport } from '../../src/tunnel/transport.js';
 import type { SpdyTransport } from '../../src/tunnel/spdy-transport.js';
 import { createLogger } from '../../src/core/log.js';
+import { PodStreams } from '../../src/routes/cluster/pod-streams.js';
+import type { Plan } from '../../src/routes/cluster/resolver.js';
 
 const target: PodPort = { namespace: 'shop', pod: 'web-0', port: 8080 };
 const opts = (): OpenOptions => ({ signal: new AbortController().signal, confirmMs: 0 });
@@ -33,7 +36,7 @@ class Fake implements Transport {
   async close(): Promise<void> {}
 }
 
-function setup(mode: TransportMode, spdyFails?: () => Error) {
+function setup(mode: TransportMode, spdyFails?: () => Error | undefined) {
   const spdy = new Fake('spdy', () => {
     const err = spdyFails?.();
     if (err) throw err;
@@ -85,6 +88,22 @@ test('auto: a vanished pod (404) or a 5xx falls back for that stream only', asyn
   await t.open(target, opts());
   assert.equal(spdy.calls, 2, 'asked again');
   assert.equal(v4.calls, 2);
+});
+
+test('auto: each stream is recorded with the transport that carries it, a lone fallback too', async () => {
+  let refuse = true;
+  const { t } = setup('auto', () => (refuse ? refused(404) : undefined));
+  const fellBack = await t.open(target, opts());
+  assert.equal(t.carrierOf(fellBack), 'websocket', 'a stream that fell back alone');
+  assert.equal(t.name, 'spdy', 'the cluster still uses SPDY');
+  refuse = false;
+  assert.equal(t.carrierOf(await t.open(target, opts())), 'spdy');
+  const streams = new PodStreams('prod', undefined as never, t, createLogger('silent'), { confirmMs: 0 });
+  refuse = true;
+  const plan: Plan = { label: 'service shop/web:8080', candidates: [target] };
+  const opened = await streams.openPlan(plan, new AbortController().signal);
+  assert.equal(opened.transport, 'websocket', 'the stream record names the transport used, not the cluster’s');
+  opened.stream.destroy();
 });
 
 test('auto: errors that are not refusals (dial refused, API down) are not hidden by a fallback', async () => {

@@ -62,7 +62,7 @@ export class PodStreams {
           const stream = await this.transport.open(c, { signal: sig, confirmMs: this.isConfirmed(c) ? 0 : this.options.confirmMs });
           this.markConfirmed(c);
           current = via;
-          return { stream, via, transport: this.transport.name };
+          return { stream, via, transport: this.transport.carrierOf?.(stream) ?? this.transport.name };
         } catch (err) {
           lastError = err;
           this.noteFailure(via, err);

@@ -150,14 +150,19 @@ export class ClusterRoute implements Route {
 
   status(): RouteStatus {
     const kube = this.guest.kube;
+    const { unreachable, ...state } = this.guest.status();
+    const apiRoundTrip = this.guest.apiRoundTrip();
     return {
       name: this.name,
       kind: this.kind,
-      ...this.guest.status(),
+      ...state,
+      // Each stream opens through the API server: one that does not answer fails them at once (open()).
+      ...(unreachable ? { condition: 'down' as const } : {}),
       details: {
         context: kube.context,
         namespace: kube.namespace,
         server: kube.server,
+        ...(apiRoundTrip ? { apiRoundTrip } : {}),
         transport: this.transport.name,
         openStreams: this.openStreams,
         cache: this.guest.cacheStatus(),

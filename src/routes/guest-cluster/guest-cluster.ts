@@ -10,6 +10,7 @@ import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.
 import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
 import type { EgressOptions } from '../../cluster/egress-proxy.js';
 import { ClusterCache } from '../../cluster/cache.js';
+import { lastRoundTrip } from '../../cluster/round-trip.js';
 import type { GuestClusterView, RouteState } from '../route.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth, type Degraded } from './health.js';
@@ -147,18 +148,28 @@ export class GuestCluster implements GuestClusterView {
     this.health.check();
   }
 
-  /** The route's state as the cluster sees it: its lifecycle's, or degraded once ready (health.ts). */
-  status(): { state: RouteState; reason?: string; since: string } {
+  /**
+   * The route's state as the cluster sees it: its lifecycle's, or degraded once ready (health.ts).
+   * `unreachable`: no request reaches the API server (a route that needs it for each stream is down).
+   */
+  status(): { state: RouteState; reason?: string; since: string; unreachable?: true } {
     const degraded = this.life.state === 'ready' ? this.health.check() : undefined;
     return {
       state: degraded ? 'degraded' : this.life.state,
       ...(degraded ? { reason: degraded.reason } : this.life.reason ? { reason: this.life.reason } : {}),
       since: new Date(degraded?.since ?? this.life.since).toISOString(),
+      ...(degraded?.unreachable ? { unreachable: true as const } : {}),
     };
   }
 
   cacheStatus() {
     return this.cache.status();
+  }
+
+  /** The last round trip to the API server, measured on the watches and probes it makes anyway (cluster/round-trip.ts). */
+  apiRoundTrip(): { ms: number; at: string } | undefined {
+    const last = lastRoundTrip(this.api);
+    return last && { ms: last.ms, at: new Date(last.at).toISOString() };
   }
 
   /** No further attempts, no more health checks: what may still use the cache keeps it until stop(). */

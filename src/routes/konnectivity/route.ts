@@ -66,10 +66,13 @@ export class KonnectivityRoute implements Route {
 
   status(): RouteStatus {
     const dialer = this.streams.status();
+    // Its streams do not go through the guest's API server: one that does not answer leaves it degraded, not down.
+    const { unreachable: _, ...state } = this.guest.status();
+    const apiRoundTrip = this.guest.apiRoundTrip();
     return {
       ...dialer,
-      ...this.guest.status(),
-      details: { ...dialer.details, context: this.guest.kube.context, cache: this.guest.cacheStatus() },
+      ...state,
+      details: { ...dialer.details, context: this.guest.kube.context, ...(apiRoundTrip ? { apiRoundTrip } : {}), cache: this.guest.cacheStatus() },
     };
   }
 

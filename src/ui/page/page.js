@@ -132,14 +132,6 @@ function copyBlock(text) {
   return el('div', { class: 'copy' }, pre, button);
 }
 
-function envLines(info) {
-  const cred = info.auth ? 'USER:PASSWORD@' : '';
-  const lines = [];
-  if (info.socks && !info.socks.startsWith('/')) lines.push(`export ALL_PROXY=socks5h://${cred}${info.socks}`);
-  if (info.http && !info.http.startsWith('/')) for (const name of ['HTTP_PROXY', 'HTTPS_PROXY']) lines.push(`export ${name}=http://${cred}${info.http}`);
-  return lines.join('\n');
-}
-
 function renderProxies() {
   const cards = [];
   for (const p of proxies.values()) {
@@ -156,8 +148,7 @@ function renderProxies() {
       row('up for', duration(Date.now() - Date.parse(info.startedAt)));
       row('pid', String(info.pid));
       row('credentials', info.auth ? 'required (proxy authentication on)' : 'none (loopback clients)');
-      const env = envLines(info);
-      if (env) row('env', copyBlock(env));
+      if (info.env && info.env.length) row('env', copyBlock(info.env.join('\n')));
       if (info.pacUrl) row('PAC', copyBlock(info.pacUrl));
     }
     if (p.gone) row('why', p.gone);
@@ -176,24 +167,40 @@ function cacheText(details) {
   return [`${word} (${cache.scope === 'cluster' ? 'cluster-wide' : `${(cache.namespaces || []).length} namespaces`})`, ...progress].join('; ');
 }
 
+/** "12 services, 30 endpointslices, 41 pods": what the cache holds. */
+function objectsText(details) {
+  const objects = details && details.cache && details.cache.objects;
+  return objects ? Object.entries(objects).map(([kind, n]) => `${n} ${kind}`).join(', ') : '';
+}
+
+function roundTripText(details) {
+  const rtt = details && details.apiRoundTrip;
+  return rtt && typeof rtt.ms === 'number' ? `${rtt.ms} ms` : '';
+}
+
+/** ready / degraded / down when the route has served; starting or syncing before. */
+const conditionOf = (r) => r.condition || (r.state === 'error' ? 'down' : r.state);
+
 function renderRoutes() {
   const rows = [];
   for (const p of proxies.values()) {
     for (const r of p.routes) {
       const since = r.since ? `${duration(Date.now() - Date.parse(r.since))} (${clock(Date.parse(r.since))})` : '';
       const s = r.streams || {};
-      const state = p.gone ? 'down' : r.state;
+      const condition = p.gone ? 'down' : conditionOf(r);
+      const reason = p.gone ? `proxy gone: ${p.gone}` : r.reason;
       rows.push(
         el(
           'tr',
-          { 'data-proxy': p.id, 'data-route': r.name, 'data-state': state },
+          { 'data-proxy': p.id, 'data-route': r.name, 'data-state': p.gone ? 'gone' : r.state, 'data-condition': condition },
           td(p.id),
           td(r.name, 'mono'),
           td(r.kind),
           td(r.serves || '', 'mono'),
-          el('td', { class: 'state' }, badge(state), r.reason ? el('span', { class: 'reason' }, r.reason) : null),
+          el('td', { class: 'state' }, badge(condition), reason ? el('span', { class: 'reason' }, reason) : null),
           td(since),
-          td(cacheText(r.details)),
+          el('td', { class: 'cache' }, cacheText(r.details), el('span', { class: 'reason objects' }, objectsText(r.details))),
+          el('td', { class: 'num rtt', title: r.details?.apiRoundTrip ? `measured ${clock(Date.parse(r.details.apiRoundTrip.at))}` : undefined }, roundTripText(r.details)),
           td(s.openStreams !== undefined ? `${s.openStreams} open / ${s.totalStreams}` : '', 'num'),
           td(s.bytesFromClients !== undefined ? `${bytes(s.bytesFromClients)} / ${bytes(s.bytesToClients)}` : '', 'num'),
         ),

@@ -1,0 +1,76 @@
+// The shell lines that point clients at a running proxy (the ready lines, `connect`, the live
+// page) and NO_PROXY for every set of proxy variables we hand out (`exec` too). Once
+// HTTPS_PROXY names our HTTP listener, every program that reads it sends its requests through us —
+// kubectl and every client-go program too, whose API requests would then reach a proxy that
+// refuses names no route claims (a kubectl in `exec -- ./integration-tests.sh` failed with
+// "proxyconnect … 403"). So NO_PROXY lists, in order:
+//  - this machine's loopback names (programs reaching local services);
+//  - the API servers of the cluster routes, reached as before the variables were set;
+//  - whatever NO_PROXY (or no_proxy) already said, so a user's own exceptions stay in force.
+import type { AddressInfo } from 'node:net';
+import { formatAddress } from '../listeners/bound-address.js';
+import { UNIX_FAMILY } from '../listeners/unix-socket.js';
+import { encodeUrlPath } from '../core/url-path.js';
+
+export const LOOPBACK_NO_PROXY = ['localhost', '127.0.0.1', '::1'] as const;
+
+/** The host of a server URL as NO_PROXY names it (no port, no IPv6 brackets); undefined when it is no URL. */
+function hostOf(server: string): string | undefined {
+  try {
+    const host = new URL(server).hostname.toLowerCase();
+    return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The NO_PROXY value for these API servers, keeping the entries `env` already has (each once). */
+export function noProxyValue(apiServers: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
+  const inherited = [env.NO_PROXY, env.no_proxy].flatMap((v) => (v ?? '').split(',')).map((e) => e.trim());
+  const entries = [...LOOPBACK_NO_PROXY, ...apiServers.map(hostOf), ...inherited].filter((e): e is string => !!e);
+  return [...new Set(entries)].join(',');
+}
+
+type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };
+
+/**
+ * The variables the ready lines export, in their order: ALL_PROXY (the SOCKS listener), then
+ * HTTP_PROXY, HTTPS_PROXY and their lower-case forms for an HTTP listener on TCP, then NO_PROXY
+ * and no_proxy when any of those is set. With `authUser` and `password`, the URLs carry them: only
+ * generated credentials, or a placeholder (cli/ready.ts readyLines, proxy/live.ts).
+ */
+export function exportedVariables(
+  running: { socks?: Address; http?: Address; apiServers?: readonly string[] },
+  authUser?: string,
+  password?: string,
+): Record<string, string> {
+  const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
+  const vars: Record<string, string> = {};
+  // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
+  if (running.socks)
+    vars.ALL_PROXY =
+      running.socks.family === UNIX_FAMILY ? unixSocksUrl(running.socks.address, userinfo) : `socks5h://${userinfo}${formatAddress(running.socks)}`;
+  if (running.http && running.http.family !== UNIX_FAMILY) {
+    const http = `http://${userinfo}${formatAddress(running.http)}`;
+    // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
+    for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = http;
+  }
+  if (Object.keys(vars).length > 0) {
+    vars.NO_PROXY = noProxyValue(running.apiServers ?? []);
+    vars.no_proxy = vars.NO_PROXY;
+  }
+  return vars;
+}
+
+/** `export NAME=value` per variable, each value quoted when it holds anything a shell would read. */
+export function exportLines(vars: Record<string, string>): string[] {
+  return Object.entries(vars).map(([name, value]) => `export ${name}=${shellQuote(value)}`);
+}
+
+/** curl's (≥ 7.84) form for a SOCKS proxy on a unix socket: socks5h://localhost/ABSOLUTE/PATH, the path percent-encoded (core/url-path.ts). */
+export function unixSocksUrl(path: string, userinfo = ''): string {
+  return `socks5h://${userinfo}localhost${path.startsWith('/') ? '' : '/'}${encodeUrlPath(path)}`;
+}
+
+/** A word a POSIX shell reads as the text itself: bare when it has nothing special, else single-quoted. */
+export const shellQuote = (s: string) => (/^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
