@@ -7,6 +7,8 @@ import { logProcessWarnings } from '../core/process-warnings.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { LOG_FORMATS, stderrDestination, type LogFormat } from '../core/log-format.js';
 import { startProxy } from '../proxy/proxy.js';
+import { managedHub } from '../managed/ui.js';
+import { layout } from '../state/paths.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines } from '../cli/ready.js';
 import { apiServersOf } from '../routes/route.js';
@@ -46,7 +48,8 @@ export default class Serve extends Command {
     // Bulk transfers can make V8 mark the whole heap every few dozen ms (core/gc-guard.ts).
     const gcGuard = startGcGuard(log);
 
-    const running = await startProxy({ ...options, page: true }, log).catch((err: unknown) => {
+    // Its page shows the user's managed proxies too.
+    const running = await startProxy({ ...options, page: true, otherProxies: managedHub(layout()) }, log).catch((err: unknown) => {
       // Expected failures (port taken, bad kubeconfig, API down) are one line, no stack.
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;

@@ -11,7 +11,7 @@ import { apiServersOf, type RouteStatus } from '../routes/route.js';
 import { exportLines, exportedVariables } from './client-env.js';
 import { LiveFeed, type ProxyView } from '../ui/feed.js';
 import { newPageToken } from '../ui/page-access.js';
-import { claimsRequest, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
+import { claimsRequest, combineHubs, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
 
 /** Where the page's env lines put the password. */
 export const PASSWORD = 'PASSWORD';
@@ -30,6 +30,7 @@ export function startLive(
   view: () => Pick<ProxyView, 'context' | 'namespace'>,
   routes: () => RouteStatus[],
   servePage: boolean,
+  otherProxies?: PageHub,
 ): Live {
   const startedAt = new Date().toISOString();
   const tcp = (kind: Listener['kind']) => listeners.find((l) => l.kind === kind && !isUnixAddress(l.address));
@@ -67,7 +68,8 @@ export function startLive(
   const http = tcp('http');
   if (servePage && http) {
     const token = newPageToken();
-    page = pageHandler(token, hubOf(feed, 'this'));
+    const own = hubOf(feed, 'this');
+    page = pageHandler(token, otherProxies ? combineHubs([own, otherProxies]) : own);
     ctx.page = { claims: claimsRequest, serve: page };
     url = pageUrl(http.address, token);
   }

@@ -2,6 +2,7 @@ import type { LogLevel } from '../core/log.js';
 import type { ProxyCredentials } from '../auth/credentials.js';
 import type { TransportMode } from '../tunnel/negotiate.js';
 import type { RoutingTable } from '../routing/table-spec.js';
+import type { PageHub } from '../ui/page-server.js';
 
 /** Everything the foreground proxy and the daemon are started with. */
 export interface ProxyOptions {
@@ -56,6 +57,8 @@ export interface ProxyOptions {
   apiChecked?: boolean;
   /** Serve the live page at / on the HTTP listener (a foreground proxy; its URL, with a token, is in the ready lines). */
   page?: boolean;
+  /** What else that page shows beside this proxy: the user's managed proxies (`serve` passes managed/ui.ts's hub). */
+  otherProxies?: PageHub;
 }
 
 export const DEFAULTS = {

@@ -123,6 +123,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     () => ({ context: primary?.context ?? '', namespace: primary?.defaultNamespace ?? '' }),
     routes,
     !!options.page,
+    options.otherProxies,
   );
   log.info(
     {

@@ -23,6 +23,16 @@ export interface PageHub {
   subscribe(send: (message: PageMessage) => void): () => void;
 }
 
+/** Several sources as one hub: a subscriber gets every one's messages (a foreground proxy's own and the managed ones'). */
+export function combineHubs(hubs: readonly PageHub[]): PageHub {
+  return {
+    subscribe(send) {
+      const stops = hubs.map((hub) => hub.subscribe(send));
+      return () => stops.forEach((stop) => stop());
+    },
+  };
+}
+
 /**
  * The requests the page answers on a proxy's HTTP listener: origin-form GET/HEAD of /ui/… or
  * /?…, and of / when addressed to this listener by a loopback name. Any other `GET /` stays the

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
 import { curl } from '../helpers/curl.js';
+import { startProxyProcess } from '../helpers/proxy-process.js';
 import { managedCli, startUi, type Connected, type UiCommand } from '../helpers/managed-proxies.js';
 import type { PageMessage } from '../../src/ui/page-server.js';
 
@@ -112,4 +113,23 @@ test('ui prints its URL, and its page follows every managed proxy: snapshots, st
     feed.close();
   }
   assert.equal(await ui.stop(), 0);
+});
+
+test("a foreground proxy's own page shows the user's managed proxies beside it", async () => {
+  const own = await startProxyProcess(
+    ['--kubeconfig', multi.kubeconfig, '--context', 'prod', '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--shutdown-grace', '0'],
+    { env: managed.env },
+  );
+  const line = own.stdout.find((l) => l.includes('live page at'));
+  assert.ok(line, own.stdout.join('\n'));
+  const feed = follow(new URL(/live page at (\S+)/.exec(line)![1]!));
+  try {
+    const snapshotOf = (proxy: string) => (all: PageMessage[]) => all.some((m) => m.proxy === proxy && m.type === 'snapshot');
+    await feed.until(snapshotOf('this'), 5_000, 'the proxy serving the page');
+    await feed.until(snapshotOf(ids.staging!.id), 10_000, 'the managed proxy still running');
+    assert.ok(!feed.messages.some((m) => m.proxy === ids.prod!.id && m.type === 'snapshot'), 'not the one disconnected before');
+  } finally {
+    feed.close();
+    await own.stop();
+  }
 });
