@@ -7,77 +7,36 @@
 // PROXYOUT_REQUIRE_REAL_CLUSTER=1).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
+import { applyAndRollOut, endpointSliceReadyMs, startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 
 const skip = skipUnlessRealCluster();
 
-const webService = (name: string) => `apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: shop}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: http}]
-`;
-
-const MANIFESTS = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - {name: web, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
----
-${webService('web')}`;
+const MANIFESTS = manifests(webDeployment(2), webService());
 
 let cluster: RealCluster | undefined;
 let auto: ProxyProcess | undefined;
 let spdy: ProxyProcess | undefined;
+let proxies = new Map<string, ProxyProcess>();
 
 before(async () => {
   if (skip) return;
-  cluster = await startRealCluster({
-    apiServerFlags: ['--feature-gates=PortForwardWebsockets=false,WatchList=false'],
-    nodeFlags: ['--websocket-tunnel=false'],
-    progress: (line) => console.log(`# ${line}`),
-  });
-  console.log(`# real cluster (gates off) up in ${cluster.startupMs} ms`);
-  await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
-  await cluster.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/web', '--timeout=60s']);
-  const args = [
-    '--kubeconfig',
-    cluster.kubeconfig,
-    '--namespace',
-    'shop',
-    '--listen-socks',
-    '127.0.0.1:0',
-    '--listen-http',
-    '127.0.0.1:0',
-    '--log-level',
-    'debug',
-  ];
-  auto = await startProxyProcess([...args, '--transport', 'auto']);
-  spdy = await startProxyProcess([...args, '--transport', 'spdy']);
+  const gatesOff = { apiServerFlags: ['--feature-gates=PortForwardWebsockets=false,WatchList=false'], nodeFlags: ['--websocket-tunnel=false'] };
+  cluster = await startClusterLogged(gatesOff, ' (gates off)');
+  await applyAndRollOut(cluster, MANIFESTS, ['deployment/web']);
+  proxies = await startProxies(cluster, ['auto', 'spdy'] as const);
+  auto = proxies.get('auto');
+  spdy = proxies.get('spdy');
 });
 
 after(async () => {
-  const codes = [await auto?.stop(), await spdy?.stop()];
-  // With PROXYOUT_KEEP_REAL_CLUSTER=1 the cluster's dir (component logs) stays; the proxies' logs join them.
-  if (cluster && process.env.PROXYOUT_KEEP_REAL_CLUSTER === '1') {
-    await writeFile(path.join(cluster.dir, 'proxy-auto.log'), auto?.stderr() ?? '');
-    await writeFile(path.join(cluster.dir, 'proxy-spdy.log'), spdy?.stderr() ?? '');
-  }
-  await cluster?.stop();
-  for (const code of codes) if (code !== undefined) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
+  const codes = await stopProxiesAndCluster(cluster, proxies);
+  for (const code of codes) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
 });
 
 describe('real cluster without PortForwardWebsockets and WatchList, a kubelet that does not tunnel', { skip }, () => {
@@ -126,19 +85,9 @@ describe('real cluster without PortForwardWebsockets and WatchList, a kubelet th
     const c = cluster!;
     for (let i = 0; i < 3; i++) await c.kubectl(['-n', 'shop', 'annotate', '--overwrite', 'svc/web', `churn=${i}`]);
     await c.restartApiServer({ whileDown: async () => void (await c.compact()) });
-    await c.kubectl(['apply', '-f', '-'], { input: webService('after-compact') });
+    await c.kubectl(['apply', '-f', '-'], { input: manifests(webService('after-compact')) });
     const created = Date.now();
-    let sliceMs: number | undefined;
-    const slicePoll = (async () => {
-      type Slices = { items: Array<{ endpoints?: Array<{ conditions?: { ready?: boolean } }> }> };
-      while (sliceMs === undefined && Date.now() - created < 30_000) {
-        const list = await c
-          .get<Slices>('/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dafter-compact')
-          .catch(() => undefined);
-        if (list?.items.some((sl) => sl.endpoints?.some((e) => e.conditions?.ready))) sliceMs = Date.now() - created;
-        else await delay(50);
-      }
-    })();
+    const slicePoll = endpointSliceReadyMs(c, 'after-compact', created);
     for (;;) {
       const r = await curl(['--proxy', `socks5h://${auto!.socks}`, 'http://after-compact.shop/'], 5_000);
       if (r.code === 0 && /^pod=web-/m.test(r.stdout)) break;
@@ -146,7 +95,7 @@ describe('real cluster without PortForwardWebsockets and WatchList, a kubelet th
       await delay(100);
     }
     const ms = Date.now() - created;
-    await slicePoll;
+    const sliceMs = await slicePoll;
     const line = `gates off: after-compact reachable ${ms} ms after it was created; its EndpointSlice had a ready endpoint after ${sliceMs ?? '?'} ms (API server restarted, etcd compacted while it was down)`;
     t.diagnostic(line);
     console.log(`# ${line}`);

@@ -11,6 +11,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import yaml from 'js-yaml';
 import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { eventually } from '../helpers/cluster.js';
@@ -18,28 +19,7 @@ import { socks5Connect } from '../helpers/socks-client.js';
 
 const skip = skipUnlessRealCluster();
 
-const manifests = (only: string) => `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - {name: web, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: shop}
-spec: {selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: ${only}, namespace: shop}
-spec: {selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}
-`;
+const objects = (only: string) => manifests(webDeployment(1), webService(), webService(only));
 
 type Kubeconfig = {
   clusters: Array<{ name: string; cluster: unknown }>;
@@ -60,7 +40,7 @@ before(async () => {
   const merged: Kubeconfig = { clusters: [], users: [], contexts: [] };
   for (const name of ['new', 'old'] as const) {
     const c = clusters[name]!;
-    await c.kubectl(['apply', '-f', '-'], { input: manifests(`only-${name}`) });
+    await c.kubectl(['apply', '-f', '-'], { input: objects(`only-${name}`) });
     const doc = yaml.load(await readFile(c.kubeconfig, 'utf8')) as Kubeconfig;
     const admin = doc.contexts.find((x) => x.name === 'admin')!.context;
     merged.clusters.push({ name, cluster: doc.clusters.find((x) => x.name === admin.cluster)!.cluster });

@@ -8,11 +8,12 @@
 // (fails instead under PROXYOUT_REQUIRE_REAL_CLUSTER=1).
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
+import { applyAndRollOut, endpointSliceReadyMs, startClusterLogged, startProxies, stopProxiesAndCluster, webAddresses } from '../helpers/real-cluster-setup.js';
+import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { runDoctor } from '../helpers/doctor.js';
@@ -22,74 +23,28 @@ const skip = skipUnlessRealCluster('v1.34');
 const TRANSPORTS = ['spdy', 'websocket', 'auto'] as const;
 type Transport = (typeof TRANSPORTS)[number];
 
-const webService = (name: string) => `apiVersion: v1
-kind: Service
-metadata: {name: ${name}, namespace: shop}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: http}]
-`;
-
-const MANIFESTS = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - {name: web, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
----
-${webService('web')}`;
+const MANIFESTS = manifests(webDeployment(2), webService());
 
 const GATES_OFF = '--feature-gates=PortForwardWebsockets=false,WatchList=false';
 const NO_TUNNEL = 'the API server does not offer the SPDY port-forward tunnel; using one WebSocket per stream (v4.channel.k8s.io) for this cluster';
 const NO_WATCH_LIST = 'the API server does not stream initial events (watch-list); listing in pages';
 
 let cluster: RealCluster | undefined;
-const proxies = new Map<Transport, ProxyProcess>();
+let proxies = new Map<Transport, ProxyProcess>();
 let webClusterIP = '';
 let webPodIP = '';
 let webPodName = '';
 
 before(async () => {
   if (skip) return;
-  cluster = await startRealCluster({ version: 'v1.34', progress: (line) => console.log(`# ${line}`) });
-  console.log(`# real cluster ${cluster.kubernetesVersion} up in ${cluster.startupMs} ms`);
-  await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
-  await cluster.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/web', '--timeout=60s']);
-  webClusterIP = (await cluster.kubectl(['-n', 'shop', 'get', 'svc', 'web', '-o', 'jsonpath={.spec.clusterIP}'])).stdout.trim();
-  type PodList = { items: Array<{ metadata: { name: string; deletionTimestamp?: string }; status: { podIP?: string; phase?: string } }> };
-  const pods = JSON.parse((await cluster.kubectl(['-n', 'shop', 'get', 'pods', '-l', 'app=web', '-o', 'json'])).stdout) as PodList;
-  const running = pods.items.find((p) => p.status.phase === 'Running' && p.status.podIP && !p.metadata.deletionTimestamp)!;
-  webPodIP = running.status.podIP!;
-  webPodName = running.metadata.name;
-  const args = [
-    '--kubeconfig',
-    cluster.kubeconfig,
-    '--namespace',
-    'shop',
-    '--listen-socks',
-    '127.0.0.1:0',
-    '--listen-http',
-    '127.0.0.1:0',
-    '--log-level',
-    'debug',
-  ];
-  const started = await Promise.all(TRANSPORTS.map((t) => startProxyProcess([...args, '--transport', t])));
-  TRANSPORTS.forEach((t, i) => proxies.set(t, started[i]!));
+  cluster = await startClusterLogged({ version: 'v1.34' });
+  await applyAndRollOut(cluster, MANIFESTS, ['deployment/web']);
+  ({ clusterIP: webClusterIP, podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
+  proxies = await startProxies(cluster, TRANSPORTS);
 });
 
 after(async () => {
-  const codes: Array<number | null> = [];
-  for (const [transport, p] of proxies) {
-    codes.push(await p.stop());
-    // With PROXYOUT_KEEP_REAL_CLUSTER=1 the cluster's dir (component logs) stays; the proxies' logs join them.
-    if (cluster && process.env.PROXYOUT_KEEP_REAL_CLUSTER === '1') await writeFile(path.join(cluster.dir, `proxy-${transport}.log`), p.stderr());
-  }
-  await cluster?.stop();
+  const codes = await stopProxiesAndCluster(cluster, proxies);
   for (const code of codes) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
 });
 
@@ -124,19 +79,9 @@ async function reachEveryForm(t: Transport): Promise<void> {
 /** Creates a Service like web and times until it answers through `t`; also when its EndpointSlice first had a ready endpoint. */
 async function timeNewService(tc: TestContext, name: string, transports: Transport[]): Promise<{ ms: Map<Transport, number>; sliceMs: number }> {
   const c = cluster!;
-  await c.kubectl(['apply', '-f', '-'], { input: webService(name) });
+  await c.kubectl(['apply', '-f', '-'], { input: manifests(webService(name)) });
   const created = Date.now();
-  let sliceMs: number | undefined;
-  const slicePoll = (async () => {
-    type Slices = { items: Array<{ endpoints?: Array<{ conditions?: { ready?: boolean } }> }> };
-    while (sliceMs === undefined && Date.now() - created < 30_000) {
-      const list = await c
-        .get<Slices>(`/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`)
-        .catch(() => undefined);
-      if (list?.items.some((s) => s.endpoints?.some((e) => e.conditions?.ready))) sliceMs = Date.now() - created;
-      else await delay(50);
-    }
-  })();
+  const slicePoll = endpointSliceReadyMs(c, name, created);
   const ms = new Map<Transport, number>();
   await Promise.all(
     transports.map(async (t) => {
@@ -149,7 +94,7 @@ async function timeNewService(tc: TestContext, name: string, transports: Transpo
       ms.set(t, Date.now() - created);
     }),
   );
-  await slicePoll;
+  const sliceMs = await slicePoll;
   const line = `${name}: reachable ${[...ms].map(([t, n]) => `${n} ms (${t})`).join(', ')} after it was created; its EndpointSlice had a ready endpoint after ${sliceMs ?? '?'} ms`;
   tc.diagnostic(line);
   console.log(`# ${line}`);

@@ -9,7 +9,21 @@ import { readFile, writeFile } from 'node:fs/promises';
 import yaml from 'js-yaml';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import {
+  bulkContainer,
+  deployment,
+  httpContainer,
+  manifests,
+  multiContainers,
+  multiService,
+  namespace,
+  service,
+  statefulSet,
+  webDeployment,
+  webService,
+} from '../helpers/real-cluster-objects.js';
+import { applyAndRollOut, endpointSliceReadyMs, startClusterLogged, startProxies, stopProxiesAndCluster, webAddresses } from '../helpers/real-cluster-setup.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect, Reader } from '../helpers/socks-client.js';
@@ -19,240 +33,57 @@ const skip = skipUnlessRealCluster();
 /** What proxyout/bulk sends per connection: several times the SPDY and WebSocket flow-control windows. */
 const BULK_BYTES = 8 << 20;
 
-const MANIFESTS = `
-apiVersion: v1
-kind: Namespace
-metadata: {name: other}
----
-# Outside what the limited user may read.
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: other}
-spec:
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - {name: web, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: shop}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: http}]
----
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db, namespace: shop}
-spec:
-  replicas: 2
-  podManagementPolicy: Parallel
-  serviceName: db-headless
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-    spec:
-      containers:
-      - {name: db, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: db-headless, namespace: shop}
-spec:
-  clusterIP: None
-  selector: {app: db}
-  ports: [{name: http, port: 8080}]
----
-# Two Deployments behind one Service whose named targetPort is another number in each.
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: named-a, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: named, variant: a}}
-  template:
-    metadata: {labels: {app: named, variant: a}}
-    spec:
-      containers:
-      - {name: app, image: proxyout/http, ports: [{name: app, containerPort: 8081}]}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: named-b, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: named, variant: b}}
-  template:
-    metadata: {labels: {app: named, variant: b}}
-    spec:
-      containers:
-      - {name: app, image: proxyout/http, ports: [{name: app, containerPort: 8082}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: named, namespace: shop}
-spec:
-  selector: {app: named}
-  ports: [{port: 80, targetPort: app}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: multi, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: multi}}
-  template:
-    metadata: {labels: {app: multi}}
-    spec:
-      containers:
-      - {name: http, image: proxyout/http, ports: [{name: web, containerPort: 8080}, {name: alt, containerPort: 9090}]}
-      - {name: echo, image: proxyout/echo, ports: [{name: echo, containerPort: 9000}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: multi, namespace: shop}
-spec:
-  selector: {app: multi}
-  ports:
-  - {name: web, port: 80, targetPort: web}
-  - {name: alt, port: 8090, targetPort: 9090}
-  - {name: echo, port: 7000, targetPort: echo}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: bulk, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: bulk}}
-  template:
-    metadata: {labels: {app: bulk}}
-    spec:
-      containers:
-      - name: bulk
-        image: proxyout/bulk
-        env: [{name: BULK_BYTES, value: "${BULK_BYTES}"}]
-        ports: [{name: bulk, containerPort: 9100}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: bulk, namespace: shop}
-spec:
-  selector: {app: bulk}
-  ports: [{port: 9100, targetPort: bulk}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: roll, namespace: shop}
-spec:
-  replicas: 2
-  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
-  selector: {matchLabels: {app: roll}}
-  template:
-    metadata:
-      labels: {app: roll}
-      # A preStop sleep, as zero-downtime rollouts use: the pod keeps serving a second after its deletion.
-      annotations: {proxyout.test/stop-delay: 1s}
-    spec:
-      containers:
-      - {name: web, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: roll, namespace: shop}
-spec:
-  selector: {app: roll}
-  ports: [{port: 80, targetPort: http}]
----
-# Running, never ready: its Service has an endpoint, none of them ready.
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: unready, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: unready}}
-  template:
-    metadata:
-      labels: {app: unready}
-      annotations: {proxyout.test/ready: "false"}
-    spec:
-      containers:
-      - {name: web, image: proxyout/http, ports: [{containerPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: unready, namespace: shop}
-spec:
-  selector: {app: unready}
-  ports: [{port: 80, targetPort: 8080}]
-`;
+const MANIFESTS = manifests(
+  namespace('other'),
+  // Outside what the limited user may read.
+  service('web', { namespace: 'other', ports: [{ port: 80, targetPort: 8080 }] }),
+  webDeployment(2),
+  webService(),
+  statefulSet({ name: 'db', replicas: 2, serviceName: 'db-headless', containers: [httpContainer('db')] }),
+  service('db-headless', { clusterIP: 'None', selector: { app: 'db' }, ports: [{ name: 'http', port: 8080 }] }),
+  // Two Deployments behind one Service whose named targetPort is another number in each.
+  ...(['a', 'b'] as const).map((variant, i) =>
+    deployment({ name: `named-${variant}`, replicas: 1, labels: { app: 'named', variant }, containers: [httpContainer('app', 8081 + i, 'app')] }),
+  ),
+  service('named', { ports: [{ port: 80, targetPort: 'app' }] }),
+  deployment({ name: 'multi', replicas: 1, containers: multiContainers('http') }),
+  multiService(),
+  deployment({ name: 'bulk', replicas: 1, containers: [bulkContainer('bulk', BULK_BYTES, 9100, 'bulk')] }),
+  service('bulk', { ports: [{ port: 9100, targetPort: 'bulk' }] }),
+  deployment({
+    name: 'roll',
+    replicas: 2,
+    strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+    // A preStop sleep, as zero-downtime rollouts use: the pod keeps serving a second after its deletion.
+    annotations: { 'proxyout.test/stop-delay': '1s' },
+    containers: [httpContainer('web')],
+  }),
+  service('roll', { ports: [{ port: 80, targetPort: 'http' }] }),
+  // Running, never ready: its Service has an endpoint, none of them ready.
+  deployment({ name: 'unready', replicas: 1, annotations: { 'proxyout.test/ready': 'false' }, containers: [httpContainer('web', 8080, null)] }),
+  service('unready', { ports: [{ port: 80, targetPort: 8080 }] }),
+);
 
 const TRANSPORTS = ['spdy', 'websocket'] as const;
 type Transport = (typeof TRANSPORTS)[number];
 
 let cluster: RealCluster | undefined;
-const proxies = new Map<Transport, ProxyProcess>();
+let proxies = new Map<Transport, ProxyProcess>();
 let webClusterIP = '';
 let webPodIP = '';
 let webPodName = '';
 
-interface PodList {
-  items: Array<{ metadata: { name: string; deletionTimestamp?: string }; status: { podIP?: string; phase?: string } }>;
-}
-
 before(async () => {
   if (skip) return;
-  cluster = await startRealCluster({ progress: (line) => console.log(`# ${line}`) });
-  console.log(`# real cluster up in ${cluster.startupMs} ms`);
-  const t0 = Date.now();
-  await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
-  for (const d of ['deployment/web', 'deployment/named-a', 'deployment/named-b', 'deployment/multi', 'deployment/bulk', 'deployment/roll', 'statefulset/db']) {
-    await cluster.kubectl(['-n', 'shop', 'rollout', 'status', d, '--timeout=60s']);
-  }
-  console.log(`# workloads rolled out in ${Date.now() - t0} ms`);
-  webClusterIP = (await cluster.kubectl(['-n', 'shop', 'get', 'svc', 'web', '-o', 'jsonpath={.spec.clusterIP}'])).stdout.trim();
-  const pods = JSON.parse((await cluster.kubectl(['-n', 'shop', 'get', 'pods', '-l', 'app=web', '-o', 'json'])).stdout) as PodList;
-  const running = pods.items.find((p) => p.status.phase === 'Running' && p.status.podIP && !p.metadata.deletionTimestamp)!;
-  webPodIP = running.status.podIP!;
-  webPodName = running.metadata.name;
-  for (const transport of TRANSPORTS) {
-    proxies.set(
-      transport,
-      await startProxyProcess([
-        '--kubeconfig',
-        cluster.kubeconfig,
-        '--namespace',
-        'shop',
-        '--transport',
-        transport,
-        '--listen-socks',
-        '127.0.0.1:0',
-        '--listen-http',
-        '127.0.0.1:0',
-        '--log-level',
-        'debug',
-      ]),
-    );
-  }
+  cluster = await startClusterLogged();
+  const workloads = ['web', 'named-a', 'named-b', 'multi', 'bulk', 'roll'].map((d) => `deployment/${d}`);
+  await applyAndRollOut(cluster, MANIFESTS, [...workloads, 'statefulset/db']);
+  ({ clusterIP: webClusterIP, podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
+  proxies = await startProxies(cluster, TRANSPORTS);
 });
 
 after(async () => {
-  const codes: Array<number | null> = [];
-  for (const [transport, p] of proxies) {
-    codes.push(await p.stop());
-    // With PROXYOUT_KEEP_REAL_CLUSTER=1 the cluster's dir (component logs) stays; the proxies' logs join them.
-    if (cluster && process.env.PROXYOUT_KEEP_REAL_CLUSTER === '1') await writeFile(path.join(cluster.dir, `proxy-${transport}.log`), p.stderr());
-  }
-  await cluster?.stop();
+  const codes = await stopProxiesAndCluster(cluster, proxies);
   for (const code of codes) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
 });
 
@@ -569,21 +400,9 @@ describe('real cluster: the namespace-limited user (RBAC: admin in shop only)', 
  */
 async function timeNewService(t: TestContext, name: string, transport: Transport): Promise<{ ms: number; sliceMs: number }> {
   const c = cluster!;
-  await c.kubectl(['apply', '-f', '-'], {
-    input: `apiVersion: v1\nkind: Service\nmetadata: {name: ${name}, namespace: shop}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: http}]\n`,
-  });
+  await c.kubectl(['apply', '-f', '-'], { input: manifests(service(name, { selector: { app: 'web' }, ports: [{ port: 80, targetPort: 'http' }] })) });
   const created = Date.now();
-  let sliceMs: number | undefined;
-  const slicePoll = (async () => {
-    type Slices = { items: Array<{ endpoints?: Array<{ conditions?: { ready?: boolean } }> }> };
-    while (sliceMs === undefined && Date.now() - created < 30_000) {
-      const list = await c
-        .get<Slices>(`/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${name}`)
-        .catch(() => undefined);
-      if (list?.items.some((s) => s.endpoints?.some((e) => e.conditions?.ready))) sliceMs = Date.now() - created;
-      else await delay(50);
-    }
-  })();
+  const slicePoll = endpointSliceReadyMs(c, name, created);
   for (;;) {
     const r = await curl(['--proxy', `socks5h://${proxy(transport).socks}`, `http://${name}.shop/`], 5_000);
     if (r.code === 0 && /^pod=web-/m.test(r.stdout)) break;
@@ -591,7 +410,7 @@ async function timeNewService(t: TestContext, name: string, transport: Transport
     await delay(100);
   }
   const ms = Date.now() - created;
-  await slicePoll;
+  const sliceMs = await slicePoll;
   const line = `${name} via ${transport}: reachable ${ms} ms after kubectl apply returned; its EndpointSlice had a ready endpoint after ${sliceMs ?? '?'} ms`;
   t.diagnostic(line);
   console.log(`# ${line}`);
