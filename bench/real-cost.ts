@@ -16,6 +16,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isBuilt, startRealCluster, type RealCluster } from '../test/helpers/real-cluster.js';
 import { startLatencyLink } from '../test/helpers/latency-link.js';
+import { bulkContainer, manifests, pod, service } from '../test/helpers/real-cluster-objects.js';
 import { startBenchProxy } from './npm-layout.js';
 import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, judge, median, reasonOf } from './measure.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
@@ -30,40 +31,17 @@ const LINKS = (process.env.BENCH_REAL_LINKS ?? '20,80').split(',').filter(Boolea
 const LINK_BULK_BYTES = Number(process.env.BENCH_LINK_BULK_MB ?? 64) << 20;
 const LINK_LATENCY_ROUNDS = Number(process.env.BENCH_LINK_LATENCY_ROUNDS ?? 200);
 
-const MANIFESTS = `
-apiVersion: v1
-kind: Pod
-metadata: {name: echo-0, namespace: shop, labels: {app: echo}}
-spec:
-  containers: [{name: echo, image: proxyout/echo, ports: [{containerPort: 7000}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: echo, namespace: shop}
-spec: {selector: {app: echo}, ports: [{port: 7000, targetPort: 7000}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: bulk-0, namespace: shop, labels: {app: bulk}}
-spec:
-  containers: [{name: bulk, image: proxyout/bulk, env: [{name: BULK_BYTES, value: "${BULK_BYTES}"}], ports: [{containerPort: 9000}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: bulk, namespace: shop}
-spec: {selector: {app: bulk}, ports: [{port: 9000, targetPort: 9000}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: bulk-link, namespace: shop, labels: {app: bulk-link}}
-spec:
-  containers: [{name: bulk, image: proxyout/bulk, env: [{name: BULK_BYTES, value: "${LINK_BULK_BYTES}"}], ports: [{containerPort: 9000}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: bulk-link, namespace: shop}
-spec: {selector: {app: bulk-link}, ports: [{port: 9000, targetPort: 9000}]}
-`;
+const MANIFESTS = manifests(
+  pod({ name: 'echo-0', labels: { app: 'echo' }, containers: [{ name: 'echo', image: 'proxyout/echo', ports: [{ containerPort: 7000 }] }] }),
+  service('echo', { ports: [{ port: 7000, targetPort: 7000 }] }),
+  ...[
+    { name: 'bulk', pod: 'bulk-0', bytes: BULK_BYTES },
+    { name: 'bulk-link', pod: 'bulk-link', bytes: LINK_BULK_BYTES },
+  ].flatMap((b) => [
+    pod({ name: b.pod, labels: { app: b.name }, containers: [bulkContainer('bulk', b.bytes, 9000)] }),
+    service(b.name, { ports: [{ port: 9000, targetPort: 9000 }] }),
+  ]),
+);
 
 /** A SOCKS5 stream whose pod talks first: the bytes that came with the reply stay readable. */
 function socksDownloadOpener(proxy: string, host: string, port: number): Opener {

@@ -12,106 +12,38 @@ import assert from 'node:assert/strict';
 import { SimCluster } from '../sim/cluster.js';
 import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { eventually } from '../helpers/cluster.js';
+import { httpContainer, manifests, multiContainers, multiService, namespace, pod, service, webService } from '../helpers/real-cluster-objects.js';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { httpRequest, spdyTunnel, watch, webSocket, type ProbeTarget, type WsSession } from '../helpers/wire-probe.js';
 
 const skip = skipUnlessRealCluster();
 
-const MANIFESTS = `
-apiVersion: v1
-kind: Namespace
-metadata: {name: other}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: other}
-spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web-0, namespace: shop, labels: {app: web}}
-spec:
-  containers: [{name: app, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: shop}
-spec: {selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: notready-0, namespace: shop, labels: {app: notready}, annotations: {proxyout.test/ready: "false"}}
-spec:
-  containers: [{name: app, image: proxyout/http, ports: [{containerPort: 8080}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: notready, namespace: shop}
-spec: {selector: {app: notready}, ports: [{port: 80, targetPort: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: empty, namespace: shop}
-spec: {selector: {app: nothing}, ports: [{port: 80, targetPort: 8080}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: db-0, namespace: shop, labels: {app: db}}
-spec:
-  hostname: db-0
-  subdomain: db
-  containers: [{name: app, image: proxyout/http, ports: [{name: http, containerPort: 8080}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: db, namespace: shop}
-spec: {clusterIP: None, selector: {app: db}, ports: [{name: http, port: 8080}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: multi-0, namespace: shop, labels: {app: multi}}
-spec:
-  containers:
-  - {name: app, image: proxyout/http, ports: [{name: web, containerPort: 8080}, {name: alt, containerPort: 9090}]}
-  - {name: echo, image: proxyout/echo, ports: [{name: echo, containerPort: 9000}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: multi, namespace: shop}
-spec:
-  selector: {app: multi}
-  ports:
-  - {name: web, port: 80, targetPort: web}
-  - {name: alt, port: 8090, targetPort: 9090}
-  - {name: echo, port: 7000, targetPort: echo}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: refuse-0, namespace: shop, labels: {app: refuse}}
-spec:
-  containers: [{name: app, image: proxyout/none, ports: [{containerPort: 8080}]}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: term-0, namespace: shop, labels: {app: term}, annotations: {proxyout.test/stop-delay: 300s}}
-spec:
-  terminationGracePeriodSeconds: 600
-  containers: [{name: app, image: proxyout/http, ports: [{containerPort: 8080}]}]
----
-# No node will take it: Pending, never scheduled.
-apiVersion: v1
-kind: Pod
-metadata: {name: pending-0, namespace: shop, labels: {app: pending}}
-spec:
-  nodeSelector: {proxyout.test/nowhere: "true"}
-  containers: [{name: app, image: proxyout/http, ports: [{containerPort: 8080}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: term, namespace: shop}
-spec: {selector: {app: term}, ports: [{port: 80, targetPort: 8080}]}
-`;
+const unnamedHttp = [httpContainer('app', 8080, null)];
+const MANIFESTS = manifests(
+  namespace('other'),
+  service('web', { namespace: 'other', ports: [{ port: 80, targetPort: 8080 }] }),
+  pod({ name: 'web-0', labels: { app: 'web' }, containers: [httpContainer('app')] }),
+  webService(),
+  pod({ name: 'notready-0', labels: { app: 'notready' }, annotations: { 'proxyout.test/ready': 'false' }, containers: unnamedHttp }),
+  service('notready', { ports: [{ port: 80, targetPort: 8080 }] }),
+  service('empty', { selector: { app: 'nothing' }, ports: [{ port: 80, targetPort: 8080 }] }),
+  pod({ name: 'db-0', labels: { app: 'db' }, spec: { hostname: 'db-0', subdomain: 'db' }, containers: [httpContainer('app')] }),
+  service('db', { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }),
+  pod({ name: 'multi-0', labels: { app: 'multi' }, containers: multiContainers('app') }),
+  multiService(),
+  pod({ name: 'refuse-0', labels: { app: 'refuse' }, containers: [{ name: 'app', image: 'proxyout/none', ports: [{ containerPort: 8080 }] }] }),
+  pod({
+    name: 'term-0',
+    labels: { app: 'term' },
+    annotations: { 'proxyout.test/stop-delay': '300s' },
+    spec: { terminationGracePeriodSeconds: 600 },
+    containers: unnamedHttp,
+  }),
+  // No node will take it: Pending, never scheduled.
+  pod({ name: 'pending-0', labels: { app: 'pending' }, spec: { nodeSelector: { 'proxyout.test/nowhere': 'true' } }, containers: unnamedHttp }),
+  service('term', { ports: [{ port: 80, targetPort: 8080 }] }),
+);
 
 /** One side of the comparison: the wire target, and how to compact it and reach its pods. */
 interface Side extends ProbeTarget {
