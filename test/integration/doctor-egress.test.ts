@@ -4,14 +4,13 @@
 // It used to call both API servers unreachable while the proxy worked.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFile, mkdir, writeFile } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { startInterceptingProxy, type InterceptingProxy } from '../helpers/intercepting-proxy.js';
-import { sshLabUnavailable, startSshLab, TARGET, type SshLab } from '../helpers/ssh-lab.js';
+import { sshLabUnavailable, startSshLab, type SshLab } from '../helpers/ssh-lab.js';
+import { startSimBehindChain, writeViaConfig } from '../helpers/ssh-via-lab.js';
 import { runDoctor } from '../helpers/doctor.js';
 
 const API_HOST = 'api.corp.example';
@@ -65,7 +64,6 @@ test('behind a TLS-intercepting proxy: --extra-ca (or the config file extraCA) m
 });
 
 const unavailable = sshLabUnavailable();
-const SIM_MAIN = fileURLToPath(new URL('../sim/main.js', import.meta.url));
 
 test('a cluster route via an ssh route: doctor reaches its API server through the chain', async (t) => {
   if (unavailable) return t.skip(`ssh lab unavailable: ${unavailable}`);
@@ -73,37 +71,9 @@ test('a cluster route via an ssh route: doctor reaches its API server through th
   let sim: ChildProcess | undefined;
   try {
     lab = await startSshLab();
-    // The simulated cluster inside the target's namespace, on the target's address: this host has no route there.
-    sim = spawn('ip', ['netns', 'exec', lab.namespaces.c, process.execPath, SIM_MAIN, path.join(lab.dir, 'kubeconfig')], {
-      env: { ...process.env, SIM_HOST: TARGET.ip, SIM_PORT: '6443' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    const line = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: sim!.stdout! }).once('line', resolve);
-      sim!.once('exit', (code) => reject(new Error(`the simulated cluster exited (${code})`)));
-    });
-    const kubeconfig = (JSON.parse(line) as { kubeconfig: string }).kubeconfig;
-    const home = path.join(lab.dir, 'home');
-    await mkdir(path.join(home, '.ssh'), { recursive: true, mode: 0o700 });
-    const knownHosts = path.join(home, '.ssh', 'known_hosts');
-    await writeFile(knownHosts, `${lab.knownHostsLines.jump1}\n${lab.knownHostsLines.jump2}\n`);
-    await copyFile(lab.writeConfig('via', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${knownHosts}`] }), path.join(home, '.ssh', 'config'));
-    const config = path.join(lab.dir, 'proxyout.yaml');
-    await writeFile(
-      config,
-      [
-        'routes:',
-        '  - name: jump',
-        '    kind: ssh',
-        '    ssh: { host: jump2 }',
-        '  - name: hidden',
-        '    kind: cluster',
-        '    context: sim',
-        '    default: true',
-        '    via: jump',
-        '',
-      ].join('\n'),
-    );
+    let kubeconfig: string;
+    ({ sim, kubeconfig } = await startSimBehindChain(lab));
+    const { home, config } = await writeViaConfig(lab);
 
     const r = await doctor(['--kubeconfig', kubeconfig, '--config', config], { HOME: home, SSH_AUTH_SOCK: '' });
     const api = r.get('api-server');
