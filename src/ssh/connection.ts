@@ -22,6 +22,8 @@ export interface ChainStatus {
   channels: number;
   /** Why the last attempt failed or the connection dropped. */
   lastError?: string;
+  /** Since when (epoch ms) no attempt has succeeded: set by the first failure, cleared by a login. */
+  failingSince?: number;
   connects: number;
   /** Hops logged in, of the connection or the attempt under way (doctor: where a login stalled). */
   loggedIn: number;
@@ -45,6 +47,7 @@ export class SshChainConnection {
   private state: ChainState = 'idle';
   private attempt: Promise<Client> | undefined;
   private lastError: ProxyError | undefined;
+  private failingSince: number | undefined;
   private backoffMs: number;
   private retryTimer: NodeJS.Timeout | undefined;
   /** Channels handed out and not yet done (closed, destroyed by their user, or dropped). */
@@ -79,6 +82,7 @@ export class SshChainConnection {
       state: this.state,
       channels: this.channels.size,
       lastError: this.lastError?.message,
+      ...(this.failingSince !== undefined ? { failingSince: this.failingSince } : {}),
       connects: this.connects,
       loggedIn: this.clients.length,
     };
@@ -156,6 +160,7 @@ export class SshChainConnection {
         this.state = 'up';
         this.connects++;
         this.lastError = undefined;
+        this.failingSince = undefined;
         // The backoff is not reset here but when the chain has held (dropped()): a hop that ends
         // each session right after login would otherwise be logged in to without pause.
         this.upSince = Date.now();
@@ -177,6 +182,7 @@ export class SshChainConnection {
     if (this.state === 'closed') return;
     this.state = 'down';
     this.lastError = err;
+    this.failingSince ??= Date.now();
     this.options.log?.warn({ chain: this.describe(), err: err.message, retryInMs: retryAtOnce ? 0 : this.backoffMs }, 'ssh chain down');
     if (!retryAtOnce) return this.scheduleRetry();
     clearTimeout(this.retryTimer);

@@ -185,6 +185,11 @@ test('a key the server does not accept: the stream fails naming the hop (0x01), 
       return true;
     });
     assert.equal(route.status().details?.connection, 'down');
+    // While the chain is down a new stream fails at once: the route says so, with why and since when.
+    const status = route.status();
+    assert.deepEqual([status.state, status.condition], ['degraded', 'down']);
+    assert.match(status.reason ?? '', /ssh hop jump1 \(root@127\.0\.0\.1:\d+\) refused our keys/);
+    assert.ok(Date.now() - Date.parse(status.since!) < 60_000, `since ${status.since}`);
   } finally {
     await route.close();
   }

@@ -70,6 +70,7 @@ test('a jump host restarted mid-run: its open streams end, new ones succeed afte
   }
   assert.equal(route.status().details?.connects, connectsBefore + 1);
   assert.equal(route.status().details?.connection, 'up');
+  assert.deepEqual([route.status().state, route.status().condition, route.status().since], ['ready', undefined, undefined]);
 });
 
 test('a jump host behind another that ends our session (its sshd killed): the chain drops and reconnects', { skip: unavailable }, async () => {

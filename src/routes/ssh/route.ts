@@ -92,12 +92,14 @@ export class SshRoute implements Route {
     if (this.startError) return { ...base, state: 'error', reason: this.startError };
     if (!this.connection) return { ...base, state: 'starting' };
     const s = this.connection.status();
+    // The route serves as soon as the config is good: the connection opens on first use. A chain
+    // that is down fails each new stream at once with the hop's error until its next attempt.
+    const down = s.state === 'down';
     return {
       ...base,
-      // The route serves as soon as the config is good: the connection opens on first use, and a
-      // chain that is down is reported here while each stream gets the hop's error.
-      state: 'ready',
-      reason: s.state === 'down' ? s.lastError : undefined,
+      state: down ? 'degraded' : 'ready',
+      ...(down ? { condition: 'down' as const, reason: s.lastError } : {}),
+      ...(down && s.failingSince !== undefined ? { since: new Date(s.failingSince).toISOString() } : {}),
       details: { chain: s.chain, connection: s.state, channels: s.channels, connects: s.connects },
     };
   }
