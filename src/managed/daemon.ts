@@ -147,8 +147,9 @@ class Daemon {
 
     const recording = withStateLock(this.l, () =>
       updateEntry(this.l, id, (e) => {
-        // A disconnect that got here first (it records 'stopping' before its SIGTERM) stays seen.
-        e.phase = e.phase === 'stopping' ? 'stopping' : 'running';
+        // A disconnect that got here first (it records 'stopping' before its SIGTERM) stays seen, and
+        // so does a stop this daemon saw while it waited for the lock: `connect` must not read "running".
+        e.phase = e.phase === 'stopping' || this.plan !== undefined ? 'stopping' : 'running';
         e.pid = process.pid;
         e.procIdentity = processIdentity(process.pid) ?? e.procIdentity;
         e.startedAt = new Date().toISOString();
