@@ -22,7 +22,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { SimCluster } from '../test/sim/cluster.js';
-import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, judge, median, type FirstByte } from './measure.js';
+import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, median, ratioLine, type FirstByte } from './measure.js';
 import type { FirstByteTarget } from './first-byte-client.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
 import { startBenchProxy } from './npm-layout.js';
@@ -167,27 +167,6 @@ async function startPortMapping(kubeconfig: string): Promise<{ forwarder: Forwar
     target: { host: '127.0.0.1', port },
   };
   return { forwarder, stop: () => proc.stop() };
-}
-
-/**
- * Both estimators, each judged: the ratio of the two medians, and the median of per-round ratios
- * (each proxy round against the kubectl round right beside it in time, which cancels the drift
- * of a shared 2-core machine; the rounds themselves swing by ±20 %).
- */
-function ratioLine(what: string, ours: number[], theirs: number[], target?: string, ok?: (ratio: number) => boolean): string {
-  const ofMedians = median(ours) / median(theirs);
-  const paired = median(ours.map((o, i) => o / theirs[i]!));
-  const figures = `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} ×`;
-  if (!target || !ok) return figures;
-  const verdict =
-    !Number.isFinite(ofMedians) || !Number.isFinite(paired)
-      ? judge(false, [ofMedians, paired])
-      : ok(ofMedians) && ok(paired)
-        ? 'met'
-        : ok(ofMedians) || ok(paired)
-          ? 'met by one estimator only'
-          : 'NOT met';
-  return `${figures} (target ${target}: ${verdict})`;
 }
 
 /**

@@ -203,3 +203,24 @@ export function cpuSecondsOf(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
+
+/**
+ * Both estimators, each judged: the ratio of the two medians, and the median of per-round ratios
+ * (each proxy round against the kubectl round right beside it in time, which cancels the drift
+ * of a shared 2-core machine; the rounds themselves swing by ±20 %).
+ */
+export function ratioLine(what: string, ours: number[], theirs: number[], target?: string, ok?: (ratio: number) => boolean): string {
+  const ofMedians = median(ours) / median(theirs);
+  const paired = median(ours.map((o, i) => o / theirs[i]!));
+  const figures = `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} ×`;
+  if (!target || !ok) return figures;
+  const verdict =
+    !Number.isFinite(ofMedians) || !Number.isFinite(paired)
+      ? judge(false, [ofMedians, paired])
+      : ok(ofMedians) && ok(paired)
+        ? 'met'
+        : ok(ofMedians) || ok(paired)
+          ? 'met by one estimator only'
+          : 'NOT met';
+  return `${figures} (target ${target}: ${verdict})`;
+}

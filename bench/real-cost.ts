@@ -18,7 +18,7 @@ import { isBuilt, startRealCluster, type RealCluster } from '../test/helpers/rea
 import { startLatencyLink } from '../test/helpers/latency-link.js';
 import { bulkContainer, manifests, pod, service } from '../test/helpers/real-cluster-objects.js';
 import { startBenchProxy } from './npm-layout.js';
-import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, judge, median, reasonOf } from './measure.js';
+import { bulkEcho, cpuSecondsOf, interleavedFirstByteRounds, median, ratioLine, reasonOf } from './measure.js';
 import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './multiplex.js';
 import type { Duplex } from 'node:stream';
 import { socks5Connect } from '../test/helpers/socks-client.js';
@@ -80,20 +80,6 @@ async function download(open: Opener, path: string, bytes: number): Promise<numb
   stream.destroy();
   if (got !== bytes) throw new Error(`${path}: download ended after ${got} of ${bytes} bytes`);
   return got / 2 ** 20 / ((lastByte - started) / 1000);
-}
-
-function ratioLine(what: string, ours: number[], theirs: number[], target: string, ok: (r: number) => boolean): string {
-  const ofMedians = median(ours) / median(theirs);
-  const paired = median(ours.map((o, i) => o / theirs[i]!));
-  const verdict =
-    !Number.isFinite(ofMedians) || !Number.isFinite(paired)
-      ? judge(false, [ofMedians, paired])
-      : ok(ofMedians) && ok(paired)
-        ? 'met'
-        : ok(ofMedians) || ok(paired)
-          ? 'met by one estimator only'
-          : 'NOT met';
-  return `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} × (target ${target}: ${verdict})`;
 }
 
 /** The cluster's kubeconfig with its server behind a link of rttMs (0: the cluster's own). */

@@ -15,8 +15,8 @@ export interface ExecLog {
   flush(): Promise<void>;
 }
 
-const ORDER: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-const atLeast = (level: LogLevel, floor: LogLevel): LogLevel => (ORDER.indexOf(level) >= ORDER.indexOf(floor) ? level : floor);
+/** `level`, or warn when `level` lets more through (pino's numbers: trace 10 … fatal 60). */
+const warnOrAbove = (level: Exclude<LogLevel, 'silent'>): LogLevel => (pino.levels.values[level]! >= pino.levels.values.warn! ? level : 'warn');
 
 export function execLog(l: StateLayout, level: LogLevel): ExecLog {
   ensureStateDir(l);
@@ -28,7 +28,7 @@ export function execLog(l: StateLayout, level: LogLevel): ExecLog {
       ? []
       : [
           { level, stream: dest },
-          { level: atLeast(level, 'warn'), stream: stderr },
+          { level: warnOrAbove(level), stream: stderr },
         ];
   const log = createLogger(level, pino.multistream(streams as Parameters<typeof pino.multistream>[0]));
   return {
@@ -36,7 +36,7 @@ export function execLog(l: StateLayout, level: LogLevel): ExecLog {
     file,
     flush: () =>
       new Promise<void>((resolve) => {
-        dest.flushSync?.();
+        dest.flushSync();
         const s = stderr as { flush?: (cb: () => void) => void };
         if (s.flush) s.flush(() => resolve());
         else resolve();

@@ -82,8 +82,9 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
         const line = buffered.slice(0, nl).trim();
         buffered = buffered.slice(nl + 1);
         if (line === '') continue;
-        if (isWatch(line)) return watch(socket, handlers);
-        void respond(line, handlers).then((answer) => socket.write(`${JSON.stringify(answer)}\n`));
+        const req = parseRequest(line);
+        if (req?.cmd === 'watch') return watch(socket, handlers);
+        void respond(req, handlers).then((answer) => socket.write(`${JSON.stringify(answer)}\n`));
       }
     });
   });
@@ -107,11 +108,14 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
   return Object.assign(server, { closeWithin });
 }
 
-function isWatch(line: string): boolean {
+type ParsedRequest = { cmd?: unknown; createdAt?: unknown } | null;
+
+/** A request line as JSON, or undefined when it is not JSON. */
+function parseRequest(line: string): ParsedRequest | undefined {
   try {
-    return (JSON.parse(line) as { cmd?: unknown } | null)?.cmd === 'watch';
+    return JSON.parse(line) as ParsedRequest;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -135,13 +139,8 @@ function watch(socket: net.Socket, handlers: ControlHandlers): void {
   if (socket.destroyed) unsubscribe();
 }
 
-async function respond(line: string, handlers: ControlHandlers): Promise<ControlResponse> {
-  let req: { cmd?: unknown; createdAt?: unknown };
-  try {
-    req = JSON.parse(line) as { cmd?: unknown; createdAt?: unknown };
-  } catch {
-    return { ok: false, error: 'not JSON' };
-  }
+async function respond(req: ParsedRequest | undefined, handlers: ControlHandlers): Promise<ControlResponse> {
+  if (req === undefined) return { ok: false, error: 'not JSON' };
   switch (req?.cmd) {
     case 'status':
       return { ok: true, status: handlers.status() };

@@ -6,12 +6,13 @@ import type { ForwardListener } from '../listeners/forward-server.js';
 import { target } from '../listeners/stream-stats.js';
 import type { StreamStats } from '../listeners/stream-stats.js';
 import { formatAddress } from '../listeners/bound-address.js';
+import { PAC_PATH } from '../listeners/pac-file.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
 import { apiServersOf, type RouteStatus } from '../routes/route.js';
 import { exportLines, exportedVariables } from './client-env.js';
 import { LiveFeed, type ProxyView } from '../ui/feed.js';
 import { newPageToken } from '../ui/page-access.js';
-import { claimsRequest, combineHubs, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
+import { browserOrigin, claimsRequest, combineHubs, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
 
 /** Where the page's env lines put the password. */
 export const PASSWORD = 'PASSWORD';
@@ -54,7 +55,7 @@ export function startLive(
           .map((l) => ({ listen: formatAddress(l.address), target: target(l.target) })),
         auth: ctx.auth !== undefined,
         ...(env.length ? { env } : {}),
-        ...(pacAt ? { pacUrl: `${pageUrl(pacAt.address, '').replace(/\/\?token=$/, '')}/proxy.pac` } : {}),
+        ...(pacAt ? { pacUrl: `${browserOrigin(pacAt.address)}${PAC_PATH}` } : {}),
       };
     },
     routes,

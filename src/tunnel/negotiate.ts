@@ -22,11 +22,6 @@ import type { PodTransportStats, SpdyTransport } from './spdy-transport.js';
 export const TRANSPORT_MODES = ['auto', 'spdy', 'websocket'] as const;
 export type TransportMode = (typeof TRANSPORT_MODES)[number];
 
-/** Whether a refused tunnel means the server cannot do SPDY tunnelling at all. */
-export function refusalIsPermanent(r: TunnelRefusal): boolean {
-  return r.meansNoTunnel;
-}
-
 export function tunnelRefusalOf(err: unknown): TunnelRefusal | undefined {
   return err instanceof ProxyError && err.cause instanceof TunnelRefusal ? err.cause : undefined;
 }
@@ -88,7 +83,7 @@ export class NegotiatingTransport implements Transport {
     } catch (err) {
       const refusal = tunnelRefusalOf(err);
       if (!refusal || options.signal.aborted) throw err;
-      if (refusalIsPermanent(refusal)) {
+      if (refusal.meansNoTunnel) {
         if (this.learned === undefined) {
           this.log.warn(
             { cluster: this.cluster, answer: refusal.message },

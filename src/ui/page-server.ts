@@ -149,9 +149,14 @@ export async function startPageServer(hub: PageHub, token: string, port = 0, hos
   };
 }
 
-/** http://HOST:PORT/?token=…, an IPv6 address in brackets; 0.0.0.0 and :: as the loopback a browser here would use. */
-export function pageUrl(address: Pick<AddressInfo, 'address' | 'port' | 'family'>, token: string): string {
+/** http://HOST:PORT of a listener, an IPv6 address in brackets; 0.0.0.0 and :: as the loopback a browser here would use. */
+export function browserOrigin(address: Pick<AddressInfo, 'address' | 'port' | 'family'>): string {
   const host =
     address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '[::1]' : address.address.includes(':') ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}/?token=${token}`;
+  return `http://${host}:${address.port}`;
+}
+
+/** The page's URL with its token. */
+export function pageUrl(address: Pick<AddressInfo, 'address' | 'port' | 'family'>, token: string): string {
+  return `${browserOrigin(address)}/?token=${token}`;
 }

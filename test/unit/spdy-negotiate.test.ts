@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough, type Duplex } from 'node:stream';
 import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError } from '../../src/core/errors.js';
-import { NegotiatingTransport, refusalIsPermanent, type TransportMode } from '../../src/tunnel/negotiate.js';
+import { NegotiatingTransport, type TransportMode } from '../../src/tunnel/negotiate.js';
 import { TunnelRefusal } from '../../src/tunnel/spdy/tunnel.js';
 import { dialError, errorStreamMessage } from '../../src/tunnel/pod-stream.js';
 import type { OpenOptions, PodPort, Transport } from '../../src/tunnel/transport.js';
@@ -50,10 +50,10 @@ function setup(mode: TransportMode, spdyFails?: () => Error | undefined) {
 const refused = (status: number, body = '') => new HostUnreachableError('refused', { cause: new TunnelRefusal(status, body) });
 
 test('which tunnel refusals are remembered for the cluster', () => {
-  assert.equal(refusalIsPermanent(new TunnelRefusal(400, 'query parameter "port" is required')), true);
-  assert.equal(refusalIsPermanent(new TunnelRefusal(101, '', 'v4.channel.k8s.io')), true);
-  assert.equal(refusalIsPermanent(new TunnelRefusal(405, '')), true);
-  for (const s of [401, 403, 404, 429, 500, 502, 503]) assert.equal(refusalIsPermanent(new TunnelRefusal(s, '')), false, String(s));
+  assert.equal(new TunnelRefusal(400, 'query parameter "port" is required').meansNoTunnel, true);
+  assert.equal(new TunnelRefusal(101, '', 'v4.channel.k8s.io').meansNoTunnel, true);
+  assert.equal(new TunnelRefusal(405, '').meansNoTunnel, true);
+  for (const s of [401, 403, 404, 429, 500, 502, 503]) assert.equal(new TunnelRefusal(s, '').meansNoTunnel, false, String(s));
   // kube-apiserver v1.37.2's answer (test/integration/sim-conformance.test.ts) for a pod no node has taken yet.
   const unscheduled = JSON.stringify({
     kind: 'Status',
@@ -64,9 +64,9 @@ test('which tunnel refusals are remembered for the cluster', () => {
     reason: 'BadRequest',
     code: 400,
   });
-  assert.equal(refusalIsPermanent(new TunnelRefusal(400, unscheduled)), false);
+  assert.equal(new TunnelRefusal(400, unscheduled).meansNoTunnel, false);
   // The kubelet's v4 handler (a server without the tunnel) answers in plain text, Go's trailing newline included.
-  assert.equal(refusalIsPermanent(new TunnelRefusal(400, 'query parameter "port" is required\n')), true);
+  assert.equal(new TunnelRefusal(400, 'query parameter "port" is required\n').meansNoTunnel, true);
 });
 
 test('auto: a 1.29-like refusal falls back to v4 and is remembered; SPDY is not asked again', async () => {
