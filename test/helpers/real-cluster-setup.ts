@@ -19,7 +19,55 @@ export async function applyAndRollOut(cluster: RealCluster, yaml: string, worklo
   const t0 = Date.now();
   await cluster.kubectl(['apply', '-f', '-'], { input: yaml });
   for (const w of workloads) await cluster.kubectl(['-n', 'shop', 'rollout', 'status', w, '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
   console.log(`# workloads rolled out in ${Date.now() - t0} ms`);
+}
+
+/**
+ * Waits until every Service with a selector lists exactly its ready pods as ready endpoints. A
+ * rollout is complete when the pods are Ready; the EndpointSlice controller says so later (over a
+ * second on a loaded machine), and a proxy started in between rightly finds no ready endpoint.
+ */
+export async function endpointSlicesCaughtUp(cluster: RealCluster, timeoutMs = 30_000): Promise<void> {
+  type Meta = { name: string; namespace: string; deletionTimestamp?: string; labels?: Record<string, string> };
+  type Pods = { items: Array<{ metadata: Meta; status: { conditions?: Array<{ type: string; status: string }> } }> };
+  type Services = { items: Array<{ metadata: Meta; spec: { selector?: Record<string, string> } }> };
+  type Slices = { items: Array<{ metadata: Meta; endpoints?: Array<{ conditions?: { ready?: boolean }; targetRef?: { name?: string } }> }> };
+  const behind = async (): Promise<string[]> => {
+    const [pods, services, slices] = await Promise.all([
+      cluster.get<Pods>('/api/v1/pods'),
+      cluster.get<Services>('/api/v1/services'),
+      cluster.get<Slices>('/apis/discovery.k8s.io/v1/endpointslices'),
+    ]);
+    const out: string[] = [];
+    for (const svc of services.items) {
+      const selector = Object.entries(svc.spec.selector ?? {});
+      if (selector.length === 0) continue;
+      const { namespace, name } = svc.metadata;
+      const want = pods.items
+        .filter((p) => p.metadata.namespace === namespace && !p.metadata.deletionTimestamp)
+        .filter((p) => selector.every(([k, v]) => p.metadata.labels?.[k] === v))
+        .filter((p) => p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+        .map((p) => p.metadata.name)
+        .sort();
+      const have = slices.items
+        .filter((s) => s.metadata.namespace === namespace && s.metadata.labels?.['kubernetes.io/service-name'] === name)
+        .flatMap((s) => s.endpoints ?? [])
+        .filter((e) => e.conditions?.ready === true)
+        .map((e) => e.targetRef?.name ?? '')
+        .sort();
+      if (want.join() !== have.join()) out.push(`${namespace}/${name}: pods ready [${want.join(', ')}], slices ready [${have.join(', ')}]`);
+    }
+    return out;
+  };
+  const t0 = Date.now();
+  let last: string[] = [];
+  while (Date.now() - t0 < timeoutMs) {
+    last = await behind();
+    if (last.length === 0) return;
+    await delay(50);
+  }
+  throw new Error(`EndpointSlices still behind the pods after ${timeoutMs} ms: ${last.join('; ')}`);
 }
 
 /** The web Service's ClusterIP, and a running (not terminating) web pod's name and IP, in shop. */

@@ -13,6 +13,7 @@ import yaml from 'js-yaml';
 import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { endpointSlicesCaughtUp } from '../helpers/real-cluster-setup.js';
 import { curl } from '../helpers/curl.js';
 import { eventually } from '../helpers/cluster.js';
 import { socks5Connect } from '../helpers/socks-client.js';
@@ -47,7 +48,12 @@ before(async () => {
     merged.users.push({ name, user: doc.users.find((x) => x.name === admin.user)!.user });
     merged.contexts.push({ name, context: { cluster: name, user: name, namespace: 'shop' } });
   }
-  await Promise.all((['new', 'old'] as const).map((n) => clusters[n]!.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/web', '--timeout=60s'])));
+  await Promise.all(
+    (['new', 'old'] as const).map(async (n) => {
+      await clusters[n]!.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/web', '--timeout=60s']);
+      await endpointSlicesCaughtUp(clusters[n]!);
+    }),
+  );
   const kubeconfig = path.join(clusters.new!.dir, 'kubeconfig-both');
   await writeFile(kubeconfig, yaml.dump({ apiVersion: 'v1', kind: 'Config', ...merged, 'current-context': 'new' }), { mode: 0o600 });
   proxy = await startProxyProcess([
@@ -72,12 +78,20 @@ after(async () => {
 
 const get = (url: string) => curl(['-sS', '--max-time', '10', '--proxy', `socks5h://${proxy!.socks}`, url]);
 
+/** The proxy's last warnings and debug lines about failures, for a failed assertion's message. */
+const recentTrouble = () =>
+  proxy!.logs
+    .filter((l) => Number(l.level) >= 40 || /fail|refused/i.test(String(l.msg)))
+    .slice(-8)
+    .map((l) => JSON.stringify(l))
+    .join('\n');
+
 describe('two real clusters in one routing table', { skip }, () => {
   test('each route answers its own names, with its own transport', async () => {
     for (const route of ['new', 'old']) {
       for (const url of [`http://web.shop.${route}/`, `http://only-${route}.shop.${route}/`, `http://web.shop.svc.${route}/`]) {
         const r = await get(url);
-        assert.equal(r.code, 0, `${url}: ${r.stderr}`);
+        assert.equal(r.code, 0, `${url}: ${r.stderr}\n${recentTrouble()}`);
         assert.match(r.stdout, /^pod=web-\S+ namespace=shop port=8080$/m, url);
       }
     }
@@ -96,10 +110,11 @@ describe('two real clusters in one routing table', { skip }, () => {
     socket.destroy();
     assert.equal(reply, 0x04);
     const failed = await eventually(
-      async () => proxy!.logs.find((l) => String(l.msg).startsWith('stream failed') && /cluster route old/.test(String(l.msg))),
+      async () => proxy!.logs.find((l) => String(l.msg).startsWith('stream failed') && l.target === 'only-new.shop.old:80'),
       3_000,
       50,
     );
+    assert.match(String(failed.msg), /cluster route old/);
     assert.match(String(failed.msg), /only-new/);
   });
 });
