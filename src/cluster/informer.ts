@@ -19,6 +19,7 @@ import { WakeableWait } from './wakeable-wait.js';
 import { InitialEvents } from './initial-events.js';
 import { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
 import { monotonicMs } from '../core/clock.js';
+import { youngGenerationHold } from '../core/young-generation.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
 export type { SyncProgress } from './sync-progress.js';
@@ -58,6 +59,8 @@ export class ResilientInformer<T extends Slim> {
   /** The watch-list under way has delivered its initial events (it goes on as the watch). */
   private initialEventsDone = false;
   private readonly syncing: SyncProgressTracker;
+  /** Set while a (re)list runs: the young generation stays small meanwhile (core/young-generation.ts). */
+  private releaseYoungGeneration?: () => void;
   private readonly timeoutSeconds: number;
   private readonly firstSync: Promise<void>;
   private resolveFirstSync!: () => void;
@@ -124,6 +127,7 @@ export class ResilientInformer<T extends Slim> {
     this.controller?.abort();
     this.waits.wake();
     this.syncing.end();
+    this.endHold();
     // Whoever waits for a first sync that will now never come is told so (no-op once synced).
     this.rejectFirstSync(new Error(`the watch of ${this.path} was stopped before its first list`));
   }
@@ -142,6 +146,7 @@ export class ResilientInformer<T extends Slim> {
         if (this.state === 'synced') this.log.debug({ path: this.path, inMs: delay }, 'watch ended by the API server; resuming');
         if (delay > 0) await this.waits.delay(delay);
       } catch (err) {
+        this.endHold();
         if (this.stopped()) return;
         if (this.cutByDeadline) {
           this.cutByDeadline = false;
@@ -173,6 +178,7 @@ export class ResilientInformer<T extends Slim> {
 
   /** A fresh picture; true when it came by a watch-list, which went on as the watch until now. */
   private async relist(): Promise<boolean> {
+    this.releaseYoungGeneration ??= youngGenerationHold.hold();
     if (this.options.watchList !== false && !noWatchList.has(this.api)) {
       let initialEvents = 0;
       try {
@@ -308,9 +314,15 @@ export class ResilientInformer<T extends Slim> {
   private replace(fresh: Map<string, T>, resourceVersion: string, by: 'watch-list' | 'paged list'): void {
     this.store.replace(fresh, resourceVersion);
     this.syncing.end();
+    this.endHold();
     this.back();
     if (this.state === 'starting') this.log.debug({ path: this.path, objects: fresh.size, by }, 'watch synced');
     this.recovered();
+  }
+
+  private endHold(): void {
+    this.releaseYoungGeneration?.();
+    this.releaseYoungGeneration = undefined;
   }
 
   private recovered(): void {
