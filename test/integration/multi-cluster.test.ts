@@ -343,18 +343,26 @@ describe('direct pass-through and a cluster that is down', () => {
   });
 });
 
+/**
+ * A page on a loopback "LAN" server, a table of a reject and a direct route only (no cluster), and
+ * an environment whose HOME and KUBECONFIG lead to no kubeconfig at all.
+ */
+async function lanWithoutCluster(tag: string) {
+  const server = http.createServer((_req, res) => res.end('lan page\n')).listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as { port: number }).port;
+  const home = path.join(multi.dir, `home-${tag}-no-cluster`);
+  const config = path.join(multi.dir, `${tag}-no-cluster.yaml`);
+  await writeFile(
+    config,
+    'direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n',
+  );
+  return { server, port, config, env: { HOME: home, KUBECONFIG: path.join(home, 'no-such-kubeconfig') } };
+}
+
 describe('a table without a cluster', () => {
   test('direct and reject routes alone: no kubeconfig read, the proxy serves them', async () => {
-    const server = http.createServer((_req, res) => res.end('lan page\n')).listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const port = (server.address() as { port: number }).port;
-    const home = path.join(multi.dir, 'home-without-kubeconfig');
-    const config = path.join(multi.dir, 'no-cluster.yaml');
-    await writeFile(
-      config,
-      'direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n',
-    );
-    const env = { HOME: home, KUBECONFIG: path.join(home, 'no-such-kubeconfig') };
+    const { server, port, config, env } = await lanWithoutCluster('foreground');
     const p = await startProxyProcess(['--config', config, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0'], { env });
     try {
       assert.match(p.stdout.join(''), /SOCKS5 proxy on 127\.0\.0\.1:\d+ \(2 routes; no cluster\)/);
@@ -371,16 +379,8 @@ describe('a table without a cluster', () => {
 });
 
 test('managed: connect, status, exec, reload and disconnect serve a table without a cluster, with no kubeconfig', async () => {
-  const server = http.createServer((_req, res) => res.end('lan page\n')).listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as { port: number }).port;
-  const home = path.join(multi.dir, 'home-managed-no-cluster');
-  const config = path.join(multi.dir, 'managed-no-cluster.yaml');
-  await writeFile(
-    config,
-    'direct: true\nroutes:\n  - {name: blocked, kind: reject, include: [ads.example.com]}\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n',
-  );
-  const env = { HOME: home, KUBECONFIG: path.join(home, 'no-such-kubeconfig'), KUBECTL_PROXYOUT_STATE_DIR: path.join(multi.dir, 'state-no-cluster') };
+  const { server, port, config, env: noKubeconfig } = await lanWithoutCluster('managed');
+  const env = { ...noKubeconfig, KUBECTL_PROXYOUT_STATE_DIR: path.join(multi.dir, 'state-no-cluster') };
   const cli = (args: string[]) => runCli(args, { env, timeoutMs: 60_000 });
   const c = await cli(['connect', '--config', config, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth']);
   try {

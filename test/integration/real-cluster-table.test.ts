@@ -13,7 +13,7 @@ import yaml from 'js-yaml';
 import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
-import { endpointSlicesCaughtUp } from '../helpers/real-cluster-setup.js';
+import { applyAndRollOut } from '../helpers/real-cluster-setup.js';
 import { curl } from '../helpers/curl.js';
 import { eventually } from '../helpers/cluster.js';
 import { socks5Connect } from '../helpers/socks-client.js';
@@ -37,23 +37,16 @@ before(async () => {
     startRealCluster(),
     startRealCluster({ apiServerFlags: ['--feature-gates=PortForwardWebsockets=false,WatchList=false'], nodeFlags: ['--websocket-tunnel=false'] }),
   ]);
+  await Promise.all((['new', 'old'] as const).map((n) => applyAndRollOut(clusters[n]!, objects(`only-${n}`), ['deployment/web'])));
   // One kubeconfig with a context per cluster (as kubectl config view --flatten of both would be).
   const merged: Kubeconfig = { clusters: [], users: [], contexts: [] };
   for (const name of ['new', 'old'] as const) {
-    const c = clusters[name]!;
-    await c.kubectl(['apply', '-f', '-'], { input: objects(`only-${name}`) });
-    const doc = yaml.load(await readFile(c.kubeconfig, 'utf8')) as Kubeconfig;
+    const doc = yaml.load(await readFile(clusters[name]!.kubeconfig, 'utf8')) as Kubeconfig;
     const admin = doc.contexts.find((x) => x.name === 'admin')!.context;
     merged.clusters.push({ name, cluster: doc.clusters.find((x) => x.name === admin.cluster)!.cluster });
     merged.users.push({ name, user: doc.users.find((x) => x.name === admin.user)!.user });
     merged.contexts.push({ name, context: { cluster: name, user: name, namespace: 'shop' } });
   }
-  await Promise.all(
-    (['new', 'old'] as const).map(async (n) => {
-      await clusters[n]!.kubectl(['-n', 'shop', 'rollout', 'status', 'deployment/web', '--timeout=60s']);
-      await endpointSlicesCaughtUp(clusters[n]!);
-    }),
-  );
   const kubeconfig = path.join(clusters.new!.dir, 'kubeconfig-both');
   await writeFile(kubeconfig, yaml.dump({ apiVersion: 'v1', kind: 'Config', ...merged, 'current-context': 'new' }), { mode: 0o600 });
   proxy = await startProxyProcess([
