@@ -34,9 +34,12 @@ async function onTerminal(extra: string[]): Promise<string> {
       }
     });
   });
+  // The complete lines shown so far: the terminal echoes the Ctrl-C as "^C" in front of whatever
+  // line the proxy writes next.
+  const shown = out.slice(0, out.lastIndexOf('\n') + 1);
   proc.stdin.write('\u0003'); // Ctrl-C on the terminal: SIGINT to the proxy
   await new Promise((r) => proc.once('exit', r));
-  return out;
+  return shown;
 }
 
 test('on a terminal the log is one coloured human line per event, not JSON', { skip: hasScript ? false : 'util-linux `script` is not installed' }, async () => {
