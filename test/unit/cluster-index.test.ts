@@ -134,12 +134,14 @@ test('without a pod watch, a pod the endpoint controller takes out of every slic
   const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [...slices.values()] }, pods: { list: () => [] } }]);
   const gone: string[] = [];
   ix.onPodGone = (ns, name, uid) => gone.push(`${ns}/${name}/${uid}`);
+  const podIps = new Map<string, number>();
   const slice = (name: string, service: string, pods: Array<[string, string]>) =>
     slim('slices', {
       metadata: { namespace: 'a', name, labels: { 'kubernetes.io/service-name': service } },
       addressType: 'IPv4',
-      endpoints: pods.map(([pod, uid], i) => ({
-        addresses: [`10.0.0.${i + 1}`],
+      // A pod instance keeps its IP wherever it is listed.
+      endpoints: pods.map(([pod, uid]) => ({
+        addresses: [`10.0.0.${podIps.get(uid) ?? podIps.set(uid, podIps.size + 1).get(uid)}`],
         conditions: { ready: true },
         targetRef: { kind: 'Pod', namespace: 'a', name: pod, uid },
       })),
