@@ -10,6 +10,8 @@
 // byte p99 ≤ kubectl's — on loopback and with the API server behind a link of BENCH_REAL_LINKS
 // (default 20,80) ms round trip (test/helpers/latency-link.ts), where the link's figures use
 // BENCH_LINK_BULK_MB (default 64) MiB and BENCH_LINK_LATENCY_ROUNDS (default 200) connections.
+// BENCH_B_ENV="NAME=VALUE …" adds a second proxy started with that environment as one more path,
+// its ratios to kubectl's and to the first proxy's printed too (an A/B of two settings in one run).
 // Needs the test bed built (bash test/real-cluster/build.sh). Figures also go to
 // bench/results/real-cost.json (bench/results.ts).
 import { readFile, writeFile } from 'node:fs/promises';
@@ -129,6 +131,16 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
       { nodeFlags },
     );
     stops.push(() => proxy.stop());
+    const bEnv = process.env.BENCH_B_ENV
+      ? Object.fromEntries(process.env.BENCH_B_ENV.split(' ').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+      : undefined;
+    const proxyB = bEnv
+      ? await startBenchProxy(
+          ['--kubeconfig', kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'],
+          { nodeFlags, env: bEnv },
+        )
+      : undefined;
+    if (proxyB) stops.push(() => proxyB.stop());
     const kEcho = await startKubectlPortForward(kubeconfig, 'shop', 'echo-0', 7000);
     const kBulk = await startKubectlPortForward(kubeconfig, 'shop', bulkPod, 9000);
     if (!kEcho || !kBulk) throw new Error('kubectl port-forward did not start');
@@ -144,6 +156,17 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
         pid: proxy.proc.pid!,
         downloadPid: proxy.proc.pid!,
       },
+      ...(proxyB
+        ? [
+            {
+              name: 'proxy B',
+              echo: socksOpener(proxyB.socks!, 'echo.shop', 7000),
+              bulk: socksDownloadOpener(proxyB.socks!, `${bulkService}.shop`, 9000),
+              pid: proxyB.proc.pid!,
+              downloadPid: proxyB.proc.pid!,
+            },
+          ]
+        : []),
       {
         name: 'kubectl port-forward',
         echo: tcpOpener('127.0.0.1', kEcho.port),
@@ -184,6 +207,11 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
       );
     }
     const [ours, theirs] = [figures.proxy!, figures['kubectl port-forward']!];
+    if (figures['proxy B']) {
+      console.log(ratioLine('B: echo CPU per GiB', figures['proxy B'].echoCpu, theirs.echoCpu, '≤ 0.8', (x) => x <= 0.8));
+      console.log(ratioLine('B: download CPU per GiB', figures['proxy B'].downCpu, theirs.downCpu, '≤ 0.8', (x) => x <= 0.8));
+      console.log(ratioLine('B against A: download CPU per GiB', figures['proxy B'].downCpu, ours.downCpu, '< 1', (x) => x < 1));
+    }
     console.log(ratioLine('echo CPU per GiB', ours.echoCpu, theirs.echoCpu, '≤ 0.8', (x) => x <= 0.8));
     console.log(ratioLine('download CPU per GiB', ours.downCpu, theirs.downCpu, '≤ 0.8', (x) => x <= 0.8));
     console.log(ratioLine('download throughput', ours.downMibs, theirs.downMibs, '≥ 1.1', (x) => x >= 1.1));

@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { createHash, randomBytes } from 'node:crypto';
 import https from 'node:https';
 import net from 'node:net';
+import tls from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { SimPki, type KeyAndCert } from '../sim/pki.js';
 import { ByteWebSocket, type WebSocketEnd } from '../../src/tunnel/websocket/byte-socket.js';
@@ -53,7 +54,8 @@ async function open(keys: 'zero' | 'random' = 'zero'): Promise<{ client: ByteWeb
   const peer = new Promise<WebSocket>((r) => (onConnection = r));
   const up = await upgradeToWebSocket(new URL(`wss://localhost:${port}/api/v1/namespaces/a/pods/b/portforward`), conn(), PROTOCOL, 5000);
   assert.equal(up.protocol, PROTOCOL);
-  return { client: new ByteWebSocket(up.socket, up.head, keys), peer: await peer };
+  assert.ok(up.reads, 'TLS straight to the server reads into slabs');
+  return { client: new ByteWebSocket(up.socket, up.head, keys, up.reads), peer: await peer };
 }
 
 const ended = (client: ByteWebSocket): Promise<WebSocketEnd> => new Promise((r) => client.onClose(r));
@@ -217,4 +219,56 @@ test('refusals: HTTP status with its body, another subprotocol, a wrong accept k
   assert.equal(piece!.toString(), 'abc');
   client.terminate();
   s.close();
+});
+
+test('TLS read into slabs: frames behind the 101 first and in order, SNI sent; through an agent the socket emits data', async () => {
+  const accept = (key: string) => createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  const frame = (text: string) => Buffer.concat([Buffer.from([0x82, text.length]), Buffer.from(text)]);
+  const names: Array<string | false | null> = [];
+  const s = tls.createServer({ key: serving.keyPem, cert: serving.certPem }, (socket) => {
+    names.push(socket.servername);
+    socket.on('error', () => undefined);
+    socket.once('data', (d) => {
+      const key = /sec-websocket-key: *(\S+)/i.exec(d.toString())![1]!;
+      // The 101, two frames in the same TLS record, then two more records at once, then one later.
+      socket.write(
+        Buffer.concat([
+          Buffer.from(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept(key)}\r\n\r\n`),
+          frame('one,'),
+          frame('two,'),
+        ]),
+      );
+      socket.write(frame('three,'));
+      socket.write(frame('four,'));
+      setTimeout(() => socket.write(frame('five')), 50);
+    });
+  });
+  s.listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const url = new URL(`wss://localhost:${(s.address() as net.AddressInfo).port}/x`);
+  const readAll = async (c: ApiRequestOptions, viaAgent: boolean) => {
+    const up = await upgradeToWebSocket(url, c, PROTOCOL, 5000);
+    assert.equal(up.reads === undefined, viaAgent, viaAgent ? 'an agent owns its socket' : 'direct TLS reads into slabs');
+    const client = new ByteWebSocket(up.socket, up.head, 'zero', up.reads);
+    let got = '';
+    await new Promise<void>((resolve) => {
+      client.onData = (p) => {
+        got += p.toString();
+        if (got.endsWith('five')) resolve();
+      };
+    });
+    client.terminate();
+    return got;
+  };
+  try {
+    assert.equal(await readAll(conn(), false), 'one,two,three,four,five');
+    const agent = new https.Agent({ ca: pki.caPem });
+    assert.equal(await readAll({ ...conn(), agent }, true), 'one,two,three,four,five');
+    agent.destroy();
+    assert.deepEqual(names, ['localhost', 'localhost'], 'SNI names the host, as https does');
+    // An unverifiable server fails the upgrade with the TLS error, and nothing is left open.
+    await assert.rejects(upgradeToWebSocket(url, { headers: {} }, PROTOCOL, 5000), (err: Error) => /self-signed|unable to (get|verify)/i.test(err.message));
+  } finally {
+    s.close();
+  }
 });

@@ -69,7 +69,7 @@ export async function dialTunnel(url: URL, conn: ApiRequestOptions, timeoutMs: n
     upgraded.socket.destroy();
     throw new TunnelRefusal(101, '', upgraded.protocol);
   }
-  return new ByteWebSocket(upgraded.socket, upgraded.head, framesVisibleOnPath(url, conn) ? 'random' : 'zero');
+  return new ByteWebSocket(upgraded.socket, upgraded.head, framesVisibleOnPath(url, conn) ? 'random' : 'zero', upgraded.reads);
 }
 
 export interface TunnelOptions {

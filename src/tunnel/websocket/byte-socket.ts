@@ -9,6 +9,7 @@ import type net from 'node:net';
 import { CloseCode, FrameReader, Opcode, WebSocketProtocolError, type FrameSink } from './frame-reader.js';
 import { encodeClientFrame, type MaskKeys } from './frame-writer.js';
 import { PongPacer } from '../pong-pacer.js';
+import type { SlabReads } from './slab-reads.js';
 
 /** How long we wait for the server's close frame (and its FIN) after sending ours. */
 const CLOSE_WAIT_MS = 2000;
@@ -35,6 +36,8 @@ export class ByteWebSocket {
     private readonly socket: net.Socket,
     head: Buffer,
     private readonly keys: MaskKeys,
+    /** The socket reads into these (slab-reads.ts) instead of emitting 'data'. */
+    reads?: SlabReads,
   ) {
     const sink: FrameSink = {
       binary: (piece) => this.onData(piece),
@@ -45,8 +48,11 @@ export class ByteWebSocket {
     this.reader = new FrameReader(sink);
     socket.setNoDelay(true);
     // Bytes the server sent right behind its 101 come first.
-    if (head.length > 0) socket.unshift(head);
-    socket.on('data', (chunk: Buffer) => this.receive(chunk));
+    if (reads) reads.attach(head, (piece) => this.receive(piece));
+    else {
+      if (head.length > 0) socket.unshift(head);
+      socket.on('data', (chunk: Buffer) => this.receive(chunk));
+    }
     socket.on('error', (err) => this.finish({ code: CloseCode.ABNORMAL, error: err }));
     socket.on('close', () => {
       clearTimeout(this.closeTimer);

@@ -7,8 +7,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import type net from 'node:net';
+import net from 'node:net';
+import { Duplex } from 'node:stream';
+import tls from 'node:tls';
 import type { ApiRequestOptions } from '../../cluster/api.js';
+import { SlabReads } from './slab-reads.js';
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 /** The most of a refusal's body we keep (for the message; the status decides). */
@@ -31,6 +34,8 @@ export interface Upgraded {
   head: Buffer;
   /** The subprotocol the server chose, if any. */
   protocol?: string;
+  /** A direct TLS connection's reads (slab-reads.ts); without it the socket emits 'data'. */
+  reads?: SlabReads;
 }
 
 export function acceptFor(key: string): string {
@@ -45,12 +50,16 @@ export function upgradeToWebSocket(url: URL, conn: ApiRequestOptions, protocol: 
     const key = randomBytes(16).toString('base64');
     const secure = url.protocol === 'wss:';
     const { tlsMayBeIntercepted: _, ...options } = conn;
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    // TLS straight to the server: read into our own slabs. Through an agent (a proxy, a `via`
+    // route) the socket is the agent's.
+    const direct = secure && !conn.agent ? slabConnection(options, host) : undefined;
     const req = (secure ? https : http).request({
       ...options,
       // No agent of ours: the socket leaves any pool at the upgrade, and a kept-alive one is not wanted.
-      agent: conn.agent ?? false,
+      ...(direct ? { agent: undefined, createConnection: direct.connect } : { agent: conn.agent ?? false }),
       method: 'GET',
-      host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      host,
       port: url.port || (secure ? 443 : 80),
       path: `${url.pathname}${url.search}`,
       headers: {
@@ -103,8 +112,62 @@ export function upgradeToWebSocket(url: URL, conn: ApiRequestOptions, protocol: 
       settled = true;
       clearTimeout(timer);
       const p = res.headers['sec-websocket-protocol'];
-      resolve({ socket, head, protocol: Array.isArray(p) ? p.join(',') : p });
+      const protocol = Array.isArray(p) ? p.join(',') : p;
+      // Synchronously, while the HTTP client still reads: what comes behind the 101 is kept for the WebSocket.
+      if (direct) resolve({ socket: direct.upgraded(), head, protocol, reads: direct.reads });
+      else resolve({ socket, head, protocol });
     });
     req.end();
   });
+}
+
+/**
+ * A TLS socket that reads into SlabReads, and the Duplex Node's HTTP client does the upgrade
+ * through: its writes go to the socket, the socket's reads and end come to it. At the 101 the
+ * WebSocket takes the socket itself (upgraded()); until then destroying the Duplex destroys it.
+ */
+function slabConnection(options: https.RequestOptions, host: string) {
+  let view: Duplex | undefined;
+  const reads = new SlabReads((piece) => view?.push(piece));
+  let socket: tls.TLSSocket | undefined;
+  const ended = () => view?.push(null);
+  const failed = (err: Error) => view?.destroy(err);
+  const closed = () => view?.destroy();
+  return {
+    reads,
+    connect: ((opts: https.RequestOptions) => {
+      // As Node's https agent does: SNI names the host unless it is an IP address.
+      socket = tls.connect({
+        ...opts,
+        host,
+        servername: options.servername ?? (net.isIP(host) ? undefined : host),
+        onread: reads.onread,
+      } as tls.ConnectionOptions);
+      const s = socket;
+      // Flowing, so that 'end' is emitted (reads never go through the Readable).
+      s.resume();
+      s.on('end', ended);
+      s.on('error', failed);
+      s.on('close', closed);
+      view = new Duplex({
+        read: () => undefined,
+        write: (chunk: Buffer, _enc, cb) => void s.write(chunk, cb),
+        final: (cb) => void s.end(cb),
+        destroy: (err, cb) => {
+          if (view) s.destroy(err ?? undefined);
+          cb(err);
+        },
+      });
+      return view;
+    }) as unknown as https.RequestOptions['createConnection'],
+    upgraded(): net.Socket {
+      reads.hold();
+      const s = socket!;
+      s.off('end', ended);
+      s.off('error', failed);
+      s.off('close', closed);
+      view = undefined;
+      return s;
+    },
+  };
 }
