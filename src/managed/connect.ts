@@ -29,6 +29,7 @@ import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
 import { inspect, inspectAll } from './registry.js';
 import { signal } from './stop.js';
 import { PROXY_AUTH_ENV, type ProxyCredentials } from '../auth/credentials.js';
+import { allocatorEnv } from './allocator-env.js';
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, type RequestedSettings } from './settings.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
@@ -256,7 +257,7 @@ function spawnDaemon(l: StateLayout, id: string): number {
       stdio: ['ignore', logFd, logFd],
       // The state dir as resolved here, whatever the daemon's environment would say.
       // Without the credentials variable: the daemon reads them from its private file.
-      env: { ...process.env, [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined },
+      env: { ...process.env, ...allocatorEnv(process.env), [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined },
       // Exec plugins run in the user's working directory, as under kubectl (their command is
       // already absolute: see cluster/kubeconfig.ts resolveExecCommand).
       cwd: process.cwd(),

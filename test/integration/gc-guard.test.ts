@@ -4,7 +4,8 @@
 // for it: once the file named by PROXYOUT_TEST_GC_TRIGGER exists (a file, not a signal, so it
 // works on Windows too) it runs six full collections at once, which is what thrashing looks like
 // to the guard. The real CLI must then log that it turned incremental marking off, and keep
-// serving.
+// serving. Also the other memory setting a daemon starts with: its C allocator's environment
+// (src/managed/allocator-env.ts).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -127,5 +128,26 @@ test('so does the managed daemon', async () => {
   } finally {
     const d = await runCli(['disconnect', id], { env });
     assert.equal(d.code, 0, d.stderr);
+  }
+});
+
+test('a daemon on Linux starts with a fixed malloc trim threshold; one the user set is kept', { skip: process.platform !== 'linux' }, async () => {
+  const environOf = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+  for (const [extra, expected] of [
+    [{}, 'MALLOC_TRIM_THRESHOLD_=1048576'],
+    [{ MALLOC_ARENA_MAX: '2' }, undefined],
+  ] as const) {
+    const r = await runCli(['connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--json'], {
+      env: { ...env, ...extra },
+    });
+    assert.equal(r.code, 0, r.stderr);
+    const { id, pid } = JSON.parse(r.stdout) as { id: string; pid: number };
+    try {
+      const trim = environOf(pid).find((kv) => kv.startsWith('MALLOC_TRIM_THRESHOLD_='));
+      assert.equal(trim, expected, JSON.stringify(extra));
+    } finally {
+      const d = await runCli(['disconnect', id], { env });
+      assert.equal(d.code, 0, d.stderr);
+    }
   }
 });
