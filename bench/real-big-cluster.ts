@@ -5,7 +5,9 @@
 //   - the real CLI (as npm installs it when the bundle is built): spawn to ready, RSS 3 s later
 //     and again after BENCH_REAL_BIG_IDLE_S (default 30) idle without a client, which the per-pod
 //     target is judged on (the empty cluster's proxy forwards nothing: neither do the others
-//     before that reading); then one HTTP request through it, and its RSS 3 s later;
+//     before that reading); then one HTTP request through it, and its RSS 3 s later; the RSS
+//     figures are medians of BENCH_REAL_BIG_REPEATS (default 3) proxies, and of as many started
+//     with a daemon's allocator environment (src/managed/allocator-env.ts);
 //     and the start-up API load: requests from the API server's audit log (the proxy alone runs as
 //     the `cert` user, the only one audited) and bytes through a counting TCP relay in front of
 //     the API server (both ways, TLS records included);
@@ -29,6 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { isBuilt, startRealCluster, type RealCluster } from '../test/helpers/real-cluster.js';
 import { benchProxyForm, startBenchProxy } from './npm-layout.js';
+import { allocatorEnv } from '../src/managed/allocator-env.js';
 import { createBlocks, createNamespaces, HTTP_APP, PODS_PER_BLOCK, SERVICES_PER_BLOCK, waitForPods } from './real-big-load.js';
 import { AuditLog, CountingRelay } from './real-big-meter.js';
 import { decisionFigures, type DecisionFigures } from './real-big-decisions.js';
@@ -46,6 +49,14 @@ const SETTLE_MS = 3_000;
 /** Then the proxy idles this long before the RSS a user holds all day is read (V8's memory reducer gives a sync's headroom back after ~15–20 s of quiet). */
 const IDLE_S = Number(process.env.BENCH_REAL_BIG_IDLE_S ?? 30);
 const MiB = 1024 * 1024;
+/**
+ * Proxies started per size and form, RSS figures their medians: one proxy's RSS moves by a few MiB
+ * from run to run (how much its V8 worker threads' malloc arenas kept).
+ */
+const REPEATS = Math.max(1, Number(process.env.BENCH_REAL_BIG_REPEATS ?? 3));
+/** As `kubectl proxyout` runs in the foreground, and as `connect` starts a daemon (its allocator environment). */
+const FORMS = { foreground: {}, daemon: allocatorEnv(process.env) } as const;
+type Form = keyof typeof FORMS;
 
 const log = (line: string) => process.stderr.write(`[bench:real-big] ${line}\n`);
 const rssOf = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) * 1024;
@@ -101,8 +112,12 @@ interface Row {
   fillS?: number;
   readyMs: number;
   rssMiB: number;
-  /** After IDLE_S more seconds without clients: the RSS a user holds all day (median of 3 readings). */
+  /** After IDLE_S more seconds without clients: the RSS a user holds all day. Medians of REPEATS proxies. */
   idleRssMiB: number;
+  /** The same, started with a daemon's allocator environment (managed/allocator-env.ts). */
+  daemonRssMiB: number;
+  daemonIdleRssMiB: number;
+  runs: Record<Form, Array<{ synced: number; idle: number }>>;
   /** 3 s after one request through the proxy, made after the idle reading (none at 0 pods). */
   afterRequestMiB: number;
   requests: string;
@@ -130,6 +145,21 @@ async function forwardCheck(socks: string): Promise<string> {
   return /^HTTP\/1\.1 200/.test(got) && got.includes(`namespace=${HTTP_APP.namespace}`) ? 'answered' : `unexpected answer: ${JSON.stringify(got.slice(0, 80))}`;
 }
 
+/** RSS 3 s after ready, and after IDLE_S more seconds without a client (the middle of 3 readings), MiB. */
+async function rssRun(pid: number): Promise<{ synced: number; idle: number }> {
+  await delay(SETTLE_MS);
+  const synced = rssOf(pid) / MiB;
+  await delay(IDLE_S * 1000);
+  const readings: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    if (i > 0) await delay(1_000);
+    readings.push(rssOf(pid) / MiB);
+  }
+  return { synced, idle: readings.sort((a, b) => a - b)[1]! };
+}
+
+const median = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]! : NaN);
+
 async function measure(
   cluster: RealCluster,
   relay: CountingRelay,
@@ -151,15 +181,7 @@ async function measure(
   const [bytesIn, bytesOut] = [relay.toClient, relay.toServer];
   const until = Date.now();
   const busyDuring = (componentCpu(cluster.dir) - cpuBefore) / (readyMs / 1000);
-  await delay(SETTLE_MS);
-  const rssMiB = rssOf(proxy.proc.pid!) / MiB;
-  await delay(IDLE_S * 1000);
-  const readings: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    if (i > 0) await delay(1_000);
-    readings.push(rssOf(proxy.proc.pid!) / MiB);
-  }
-  const idleRssMiB = readings.sort((a, b) => a - b)[1]!;
+  const runs: Record<Form, Array<{ synced: number; idle: number }>> = { foreground: [await rssRun(proxy.proc.pid!)], daemon: [] };
   // Only after the idle reading: the empty cluster has no pod to forward to, and a request's
   // tunnel and compiled code are a cost per proxy, not per pod.
   const forwarded = pods > 0 ? await forwardCheck(proxy.socks!).catch((err: unknown) => `failed: ${String(err)}`) : '—';
@@ -167,10 +189,23 @@ async function measure(
   const afterRequestMiB = pods > 0 ? rssOf(proxy.proc.pid!) / MiB : NaN;
   await proxy.stop();
   const requests = (await audit.between(since, until)).summary();
+  for (let r = 0; r < REPEATS; r++) {
+    for (const form of Object.keys(FORMS) as Form[]) {
+      if (form === 'foreground' && r === 0) continue;
+      const again = await startBenchProxy(['--kubeconfig', proxyKubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'info'], {
+        timeoutMs: 300_000,
+        env: FORMS[form],
+      });
+      runs[form].push(await rssRun(again.proc.pid!));
+      await again.stop();
+    }
+  }
+  const [rssMiB, idleRssMiB] = [median(runs.foreground.map((x) => x.synced)), median(runs.foreground.map((x) => x.idle))];
+  const [daemonRssMiB, daemonIdleRssMiB] = [median(runs.daemon.map((x) => x.synced)), median(runs.daemon.map((x) => x.idle))];
   const decisions = await decisionFigures(cluster, directKubeconfig, audit);
   // Each size as it comes: a later size that fails leaves these.
   log(
-    `${pods} pods: control plane ${busyBefore.toFixed(2)} cores busy before, ${busyDuring.toFixed(2)} during; ready in ${Math.round(readyMs)} ms, RSS ${rssMiB.toFixed(1)} MiB (${idleRssMiB.toFixed(1)} after ${IDLE_S} s idle, ${afterRequestMiB.toFixed(1)} after a request), ${requests}, ${bytesIn} bytes in, forwarded: ${forwarded}, decision p99 ${decisions.p99us.toFixed(1)} µs`,
+    `${pods} pods: control plane ${busyBefore.toFixed(2)} cores busy before, ${busyDuring.toFixed(2)} during; ready in ${Math.round(readyMs)} ms, RSS ${rssMiB.toFixed(1)} MiB (${idleRssMiB.toFixed(1)} after ${IDLE_S} s idle, ${afterRequestMiB.toFixed(1)} after a request; as a daemon ${daemonRssMiB.toFixed(1)} / ${daemonIdleRssMiB.toFixed(1)}), ${requests}, ${bytesIn} bytes in, forwarded: ${forwarded}, decision p99 ${decisions.p99us.toFixed(1)} µs`,
   );
   return {
     pods,
@@ -180,6 +215,9 @@ async function measure(
     readyMs,
     rssMiB,
     idleRssMiB,
+    daemonRssMiB,
+    daemonIdleRssMiB,
+    runs,
     afterRequestMiB,
     requests,
     bytesIn,
@@ -264,13 +302,13 @@ console.log(
 );
 console.log(`The proxy: ${benchProxyForm()}. Per 1,000 pods ${SERVICES_PER_BLOCK} Deployments behind as many Services.\n`);
 console.log(
-  `| running pods | Services / EndpointSlices | pods ready after | time to ready | proxy RSS synced / after ${IDLE_S} s idle / after a request | start-up API requests | start-up bytes from / to the API server | decision p50 / p99 | API requests in those | Pod IP: first ask p50 / again p99 | forwarded |`,
+  `| running pods | Services / EndpointSlices | pods ready after | time to ready | proxy RSS synced / after ${IDLE_S} s idle / after a request | as a daemon: synced / idle | start-up API requests | start-up bytes from / to the API server | decision p50 / p99 | API requests in those | Pod IP: first ask p50 / again p99 | forwarded |`,
 );
-console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const d = r.decisions;
   console.log(
-    `| ${r.pods} | ${r.services} / ${r.slices} | ${r.fillS === undefined ? '—' : `${f(r.fillS)} s`} | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} / ${f(r.idleRssMiB)} / ${f(r.afterRequestMiB)} MiB | ${r.requests} | ${mb(r.bytesIn)} / ${mb(r.bytesOut)} | ${f(d.p50us, 1)} / ${f(d.p99us, 1)} µs | ${d.apiRequests} | ${d.podIpCount ? `${f(d.podIpColdP50ms, 2)} ms / ${f(d.podIpWarmP99us, 1)} µs` : '—'} | ${r.forwarded} |`,
+    `| ${r.pods} | ${r.services} / ${r.slices} | ${r.fillS === undefined ? '—' : `${f(r.fillS)} s`} | ${f(r.readyMs / 1000, 2)} s | ${f(r.rssMiB)} / ${f(r.idleRssMiB)} / ${f(r.afterRequestMiB)} MiB | ${f(r.daemonRssMiB)} / ${f(r.daemonIdleRssMiB)} MiB | ${r.requests} | ${mb(r.bytesIn)} / ${mb(r.bytesOut)} | ${f(d.p50us, 1)} / ${f(d.p99us, 1)} µs | ${d.apiRequests} | ${d.podIpCount ? `${f(d.podIpColdP50ms, 2)} ms / ${f(d.podIpWarmP99us, 1)} µs` : '—'} | ${r.forwarded} |`,
   );
 }
 console.log('');
@@ -291,7 +329,7 @@ for (const r of rows.filter((x) => x.pods > 0)) {
   if (!base) break;
   const perPod = (mib: number, baseMib: number) => f(((mib - baseMib) * MiB) / r.pods);
   console.log(
-    `Above the empty cluster at ${r.pods} pods: RSS after ${IDLE_S} s idle ${perPod(r.idleRssMiB, base.idleRssMiB)} bytes per pod (target ≤ 1024; 3 s after ready ${perPod(r.rssMiB, base.rssMiB)}), the cache's heap ${perPod(r.decisions.cacheHeapMiB, base.decisions.cacheHeapMiB)}.`,
+    `Above the empty cluster at ${r.pods} pods: RSS after ${IDLE_S} s idle ${perPod(r.idleRssMiB, base.idleRssMiB)} bytes per pod (target ≤ 1024; 3 s after ready ${perPod(r.rssMiB, base.rssMiB)}), as a daemon ${perPod(r.daemonIdleRssMiB, base.daemonIdleRssMiB)} (${perPod(r.daemonRssMiB, base.daemonRssMiB)}), the cache's heap ${perPod(r.decisions.cacheHeapMiB, base.decisions.cacheHeapMiB)}.`,
   );
 }
 for (const failure of failures) console.log(`FAILED: ${failure}`);
@@ -305,6 +343,7 @@ writeResults('real-big-cluster', {
     ...r,
     rssPerPodAboveEmpty: base && r.pods > 0 ? ((r.rssMiB - base.rssMiB) * MiB) / r.pods : undefined,
     idleRssPerPodAboveEmpty: base && r.pods > 0 ? ((r.idleRssMiB - base.idleRssMiB) * MiB) / r.pods : undefined,
+    daemonIdleRssPerPodAboveEmpty: base && r.pods > 0 ? ((r.daemonIdleRssMiB - base.daemonIdleRssMiB) * MiB) / r.pods : undefined,
   })),
   failures,
 });
