@@ -166,6 +166,9 @@ function slabConnection(options: https.RequestOptions, host: string) {
       s.off('end', ended);
       s.off('error', failed);
       s.off('close', closed);
+      // Until the WebSocket has its own listener (after the caller's await), an error must not be
+      // an unhandled 'error' event; the WebSocket sees the close that follows it.
+      s.on('error', () => undefined);
       view = undefined;
       return s;
     },
