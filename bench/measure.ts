@@ -209,10 +209,18 @@ export function cpuSecondsOf(pid: number): number {
  * (each proxy round against the kubectl round right beside it in time, which cancels the drift
  * of a shared 2-core machine; the rounds themselves swing by ±20 %).
  */
-export function ratioLine(what: string, ours: number[], theirs: number[], target?: string, ok?: (ratio: number) => boolean): string {
+export function ratioLine(
+  what: string,
+  ours: number[],
+  theirs: number[],
+  target?: string,
+  ok?: (ratio: number) => boolean,
+  /** Whose figures `theirs` are. */
+  versus = 'kubectl',
+): string {
   const ofMedians = median(ours) / median(theirs);
   const paired = median(ours.map((o, i) => o / theirs[i]!));
-  const figures = `${what}: ${ofMedians.toFixed(2)} × kubectl, paired rounds ${paired.toFixed(2)} ×`;
+  const figures = `${what}: ${ofMedians.toFixed(2)} × ${versus}, paired rounds ${paired.toFixed(2)} ×`;
   if (!target || !ok) return figures;
   const verdict =
     !Number.isFinite(ofMedians) || !Number.isFinite(paired)

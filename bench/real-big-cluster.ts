@@ -34,6 +34,7 @@ import { benchProxyForm, startBenchProxy } from './npm-layout.js';
 import { allocatorEnv } from '../src/managed/allocator-env.js';
 import { createBlocks, createNamespaces, HTTP_APP, PODS_PER_BLOCK, SERVICES_PER_BLOCK, waitForPods } from './real-big-load.js';
 import { AuditLog, CountingRelay } from './real-big-meter.js';
+import { median } from './measure.js';
 import { decisionFigures, type DecisionFigures } from './real-big-decisions.js';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { writeResults } from './results.js';
@@ -157,8 +158,6 @@ async function rssRun(pid: number): Promise<{ synced: number; idle: number }> {
   }
   return { synced, idle: readings.sort((a, b) => a - b)[1]! };
 }
-
-const median = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]! : NaN);
 
 async function measure(
   cluster: RealCluster,
