@@ -222,6 +222,26 @@ test('refusals: HTTP status with its body, another subprotocol, a wrong accept k
   s.close();
 });
 
+test('an error between the 101 and the WebSocket is no unhandled error event, direct or through an agent', async () => {
+  const url = new URL(`wss://localhost:${port}/api/v1/namespaces/a/pods/b/portforward`);
+  const agent = new https.Agent({ ca: pki.caPem });
+  try {
+    for (const [how, c] of [
+      ['direct', conn()],
+      ['through an agent', { ...conn(), agent }],
+    ] as const) {
+      const up = await upgradeToWebSocket(url, c, PROTOCOL, 5000);
+      // The caller has not made its WebSocket yet: an error now would crash an unguarded process.
+      up.socket.destroy(new Error(`in the gap (${how})`));
+      // Not events.once: it listens for 'error' itself, which would hide the bug.
+      await new Promise((resolve) => up.socket.once('close', resolve));
+      assert.ok(up.socket.destroyed, how);
+    }
+  } finally {
+    agent.destroy();
+  }
+});
+
 test('TLS read into slabs: frames behind the 101 first and in order, SNI sent; through an agent the socket emits data', async () => {
   const accept = (key: string) => createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
   const frame = (text: string) => Buffer.concat([Buffer.from([0x82, text.length]), Buffer.from(text)]);

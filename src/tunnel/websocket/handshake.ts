@@ -115,7 +115,12 @@ export function upgradeToWebSocket(url: URL, conn: ApiRequestOptions, protocol: 
       const protocol = Array.isArray(p) ? p.join(',') : p;
       // Synchronously, while the HTTP client still reads: what comes behind the 101 is kept for the WebSocket.
       if (direct) resolve({ socket: direct.upgraded(), head, protocol, reads: direct.reads });
-      else resolve({ socket, head, protocol });
+      else {
+        // Node's HTTP client took its 'error' listener off at the upgrade: as for a direct socket
+        // (upgraded()), an error before the WebSocket listens must not be an unhandled event.
+        socket.on('error', ignoreUntilOwned);
+        resolve({ socket, head, protocol });
+      }
     });
     req.end();
   });
@@ -168,9 +173,12 @@ function slabConnection(options: https.RequestOptions, host: string) {
       s.off('close', closed);
       // Until the WebSocket has its own listener (after the caller's await), an error must not be
       // an unhandled 'error' event; the WebSocket sees the close that follows it.
-      s.on('error', () => undefined);
+      s.on('error', ignoreUntilOwned);
       view = undefined;
       return s;
     },
   };
 }
+
+/** The upgraded socket's listener until the WebSocket adds its own (it sees the close that follows). */
+function ignoreUntilOwned(): void {}
