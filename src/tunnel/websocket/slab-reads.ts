@@ -1,9 +1,9 @@
 // A TLS socket read into slabs of our own (tls.connect's `onread`, Node's net.Socket onread): the
 // decrypted bytes land one after another in a slab and each read is handed on as a slice of it.
-// Without it Node allocates a buffer per TLS record and pushes it through the Readable machinery:
-// 4–7 % more CPU per GiB downloaded through the API server (docs/performance.md). No part of a slab is ever
-// written twice, so a slice stays valid for as long as anything holds it (a corked write, a frame
-// waiting for its rest); a slab is freed with its last slice.
+// Without it Node allocates a buffer per TLS record and pushes it through the Readable
+// machinery: 4–7 % more CPU per GiB downloaded through the API server (docs/performance.md). No
+// part of a slab is ever written twice, so a slice stays valid for as long as anything holds it (a
+// corked write, a frame waiting for its rest); a slab is freed with its last slice.
 
 /** Room for at least one TLS record (Node's TLS layer hands on at most 16 KiB per read). */
 const MIN_ROOM = 16 * 1024;
