@@ -60,6 +60,15 @@ await build({
       },
     },
     {
+      // node-fetch's URL parser (tr46) requires Node's built-in punycode, deprecated at run time
+      // since Node 21: outside node_modules (as in the bundle) every start printed DEP0040 to
+      // stderr. The npm package of the same code (punycode.js, the one Node ships) takes its place.
+      name: 'punycode-userland',
+      setup(b) {
+        b.onResolve({ filter: /^(node:)?punycode$/ }, () => ({ path: path.join(root, 'node_modules', 'punycode', 'punycode.js') }));
+      },
+    },
+    {
       // KubeConfig (client-node config.js) needs two names from the generated API package; the
       // rest of it (every model and API class) is never used here and costs ~60 MiB per process.
       name: 'client-node-gen-slim',
