@@ -47,7 +47,7 @@ let shared: Promise<NpmLayout | undefined> | undefined;
  */
 export async function startBenchProxy(
   args: string[],
-  opts: Parameters<typeof startProxyProcess>[1] & { nodeFlags?: string[] } = {},
+  opts: Parameters<typeof startProxyProcess>[1] & { nodeFlags?: string[]; node?: string } = {},
 ): ReturnType<typeof startProxyProcess> {
   shared ??= npmLayout().then((layout) => {
     if (layout) process.once('exit', () => layout.dispose());
@@ -55,9 +55,11 @@ export async function startBenchProxy(
   });
   const layout = await shared;
   // BENCH_PROXY_NODE_FLAGS (e.g. "--cpu-prof --cpu-prof-dir=DIR", "--max-semi-space-size=2") reaches every bench's proxy.
-  const { nodeFlags = (process.env.BENCH_PROXY_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...rest } = opts;
+  const { nodeFlags = (process.env.BENCH_PROXY_NODE_FLAGS ?? '').split(' ').filter(Boolean), node: otherNode, ...rest } = opts;
   if (rest.command) return startProxyProcess(args, rest);
-  const [node, script] = layout?.command ?? [process.execPath, binPath];
+  const [ourNode, script] = layout?.command ?? [process.execPath, binPath];
+  // Another Node.js (a release's binary is built on one): the layout's cache is keyed by version.
+  const node = otherNode ?? ourNode;
   return startProxyProcess(args, { ...rest, command: [node!, ...nodeFlags, script!], env: { ...layout?.env, ...rest.env } });
 }
 

@@ -11,7 +11,8 @@
 // (default 20,80) ms round trip (test/helpers/latency-link.ts), where the link's figures use
 // BENCH_LINK_BULK_MB (default 64) MiB and BENCH_LINK_LATENCY_ROUNDS (default 200) connections.
 // BENCH_B_ENV="NAME=VALUE …" adds a second proxy started with that environment as one more path,
-// its ratios to kubectl's and to the first proxy's printed too (an A/B of two settings in one run).
+// its ratios to kubectl's and to the first proxy's printed too (an A/B of two settings in one run);
+// BENCH_B_NODE=/path/to/node runs that second proxy on another Node.js (with or without BENCH_B_ENV).
 // Needs the test bed built (bash test/real-cluster/build.sh). Figures also go to
 // bench/results/real-cost.json (bench/results.ts).
 import { readFile, writeFile } from 'node:fs/promises';
@@ -143,12 +144,14 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
     );
     stops.push(() => proxy.stop());
     const bEnv = process.env.BENCH_B_ENV ? parseEnvList(process.env.BENCH_B_ENV) : undefined;
-    const proxyB = bEnv
-      ? await startBenchProxy(
-          ['--kubeconfig', kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'],
-          { nodeFlags, env: bEnv },
-        )
-      : undefined;
+    const bNode = process.env.BENCH_B_NODE || undefined;
+    const proxyB =
+      bEnv || bNode
+        ? await startBenchProxy(
+            ['--kubeconfig', kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'warn', '--transport', 'spdy'],
+            { nodeFlags, env: bEnv, node: bNode },
+          )
+        : undefined;
     if (proxyB) stops.push(() => proxyB.stop());
     const kEcho = await startKubectlPortForward(kubeconfig, 'shop', 'echo-0', 7000);
     const kBulk = await startKubectlPortForward(kubeconfig, 'shop', bulkPod, 9000);
