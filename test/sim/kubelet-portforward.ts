@@ -377,6 +377,9 @@ export class KubeletPortForward {
     }
     const protocol = chooseSubprotocol(req.headers['sec-websocket-protocol']);
     if (protocol === undefined) return writeRawResponse(socket, 403, '');
+    // ws answers 400 to an offer with a name that is not an RFC 7230 token ("SPDY/3.1+portforward.k8s.io"
+    // beside v4 to an older kubelet); upstream passes over what it does not serve. ws sees only the choice.
+    if (protocol) req.headers['sec-websocket-protocol'] = protocol;
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const s = new Session(ws, pod, ports, protocol, this.deps, (gone) => this.sessions.delete(gone));
       this.sessions.add(s);
