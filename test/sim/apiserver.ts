@@ -14,7 +14,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { RESOURCES, type Resource, type ResourceInfo, type Store } from './store.js';
-import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badRequest, notFound } from './status.js';
+import { ApiError, forbidden, methodNotAllowed, pathNotFound, unauthorized, badRequest, notFound, storageInitializing } from './status.js';
 import { handleGet, handleList, handleWatch, isTrue, sendError, sendJson, type ActiveWatch } from './rest.js';
 import { ListSnapshots } from './paging.js';
 import {
@@ -200,6 +200,14 @@ export class ApiServer {
   /** Extension: called after each list page that has a continue token (tests compact the store there). */
   afterListPage?: (resource: string) => void;
   readonly listSnapshots = new ListSnapshots();
+  /** Extension: the watch caches initialise from `since` until `until` (epoch ms): 429 for what they serve. */
+  cacheInitialising?: { since: number; until: number };
+  /** The 429 of a watch cache still initialising, or undefined. */
+  private readonly cacheUnready = (): ApiError | undefined => {
+    const c = this.cacheInitialising;
+    if (!c || Date.now() >= c.until) return undefined;
+    return storageInitializing(Date.now() - c.since);
+  };
 
   constructor(private readonly o: ApiServerOptions) {
     this.port = o.port;
@@ -462,9 +470,14 @@ export class ApiServer {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
       return void res.end();
     }
-    if (verb === 'watch') return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches, this.watchList, this.bookmarkIntervalMs);
+    if (verb === 'watch')
+      return handleWatch(store, info, namespace, name, q, req.headers.accept, res, this.watches, this.watchList, this.bookmarkIntervalMs, this.cacheUnready);
     if (verb === 'get') return handleGet(store, info, namespace, name!, q, req.headers.accept, res);
-    return handleList(store, info, namespace, q, req.headers.accept, res, { snapshots: this.listSnapshots, afterPage: (r) => this.afterListPage?.(r) });
+    return handleList(store, info, namespace, q, req.headers.accept, res, {
+      snapshots: this.listSnapshots,
+      afterPage: (r) => this.afterListPage?.(r),
+      cacheUnready: this.cacheUnready,
+    });
   }
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {

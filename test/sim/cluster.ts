@@ -778,18 +778,23 @@ export class SimCluster {
     return this.kubelet.endLingering() + this.spdyKubelet.endLingering();
   }
 
-  /** `down`: milliseconds, or a promise: down until it settles (a test brings it back when it has seen what it waits for). */
   /**
-   * The watch history is lost, as a real API server's watch cache is (it starts from a fresh list):
-   * a watch resumed from any older resourceVersion gets 410 Expired.
+   * `down`: milliseconds, or a promise: down until it settles (a test brings it back when it has
+   * seen what it waits for). The watch history is lost, as a real API server's watch cache is (it
+   * starts from a fresh list): a watch resumed from any older resourceVersion gets 410 Expired.
+   * `initialisingMs`: for that long after it is back, the watch caches are still filling, as
+   * upstream's are on a big cluster: every WATCH, and each LIST they would serve, gets 429 "storage
+   * is (re)initializing" with Retry-After (a paged LIST without selectors is served, from etcd).
    */
-  async restartApiServer(down: number | PromiseLike<unknown> = 200): Promise<void> {
+  async restartApiServer(down: number | PromiseLike<unknown> = 200, opts: { initialisingMs?: number } = {}): Promise<void> {
     await this.api.close();
     this.kubelet.closeAll();
     this.spdyKubelet.closeAll();
     if (typeof down === 'number') await new Promise((r) => setTimeout(r, down));
     else await Promise.resolve(down).catch(() => undefined);
     this.store.compact();
+    const since = Date.now();
+    this.api.cacheInitialising = opts.initialisingMs ? { since, until: since + opts.initialisingMs } : undefined;
     await this.api.listen();
   }
 

@@ -325,6 +325,47 @@ test('restartApiServer: connections cut, same port, state kept', async () => {
   assert.equal((await request(sim, '/api/v1/namespaces/shop/services/web')).status, 200);
 });
 
+test('restartApiServer with initialisingMs: 429 for watches and cache-served lists, as upstream while its watch cache fills', async () => {
+  await sim.restartApiServer(50, { initialisingMs: 1500 });
+  const watchRefused = await request(
+    sim,
+    '/api/v1/namespaces/shop/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan',
+  );
+  assert.equal(watchRefused.status, 429);
+  assert.equal(watchRefused.headers['retry-after'], '1');
+  assert.deepEqual(watchRefused.json(), {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: 'storage is (re)initializing',
+    reason: 'TooManyRequests',
+    details: { retryAfterSeconds: 1 },
+    code: 429,
+  });
+  // The delegator's choice (cacher/delegator.go): a paged list without selectors goes to etcd, and so does a GET.
+  const statuses = await Promise.all(
+    [
+      '/api/v1/namespaces/shop/pods',
+      '/api/v1/namespaces/shop/pods?limit=5',
+      '/api/v1/namespaces/shop/pods?limit=5&labelSelector=app%3Dweb',
+      '/api/v1/namespaces/shop/pods?resourceVersion=0',
+      '/api/v1/namespaces/shop/services/web',
+    ].map(async (p) => [p, (await request(sim, p)).status] as const),
+  );
+  assert.deepEqual(Object.fromEntries(statuses), {
+    '/api/v1/namespaces/shop/pods': 429,
+    '/api/v1/namespaces/shop/pods?limit=5': 200,
+    '/api/v1/namespaces/shop/pods?limit=5&labelSelector=app%3Dweb': 429,
+    '/api/v1/namespaces/shop/pods?resourceVersion=0': 429,
+    '/api/v1/namespaces/shop/services/web': 200,
+  });
+  await sleep(1600);
+  const w = await WatchStream.open(sim, '/api/v1/namespaces/shop/services?watch=true');
+  assert.equal((await w.next())?.type, 'ADDED', 'the caches are ready: watches are served again');
+  w.close();
+});
+
 test('terminatingMs keeps deleted pods as terminating endpoints before removal', async () => {
   const t = await SimCluster.start({ quiet: true, terminatingMs: 300, bootstrap: false });
   try {

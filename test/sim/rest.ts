@@ -58,6 +58,9 @@ export function sendJson(res: ServerResponse, code: number, body: unknown, conte
 }
 
 export function sendError(res: ServerResponse, err: ApiError): void {
+  // apiserver responsewriters/status.go: a Status's retryAfterSeconds is also the header.
+  const retryAfter = err.details?.retryAfterSeconds;
+  if (typeof retryAfter === 'number' && retryAfter > 0) res.setHeader('Retry-After', String(retryAfter));
   sendJson(res, err.code, err.body());
 }
 
@@ -120,6 +123,8 @@ export interface ListContext {
   snapshots: ListSnapshots;
   /** Extension: called after a page that has a continue token was sent. */
   afterPage?: (resource: string) => void;
+  /** The watch cache's 429 while it initialises after a restart; undefined once it is ready. */
+  cacheUnready?: () => ApiError | undefined;
 }
 
 /**
@@ -140,6 +145,15 @@ export function handleList(
   const filter = parseFilter(info, namespace, q);
   const limit = parseLimit(q.get('limit'));
   const token = q.get('continue');
+  const unready = ctx.cacheUnready?.();
+  if (unready && !token && q.get('resourceVersionMatch') !== 'Exact') {
+    // What the cache would serve is refused; upstream's delegator sends a paged list without
+    // selectors, and a legacy exact one, to etcd instead (cacher/delegator.go, delegator/interface.go).
+    const rvParam = q.get('resourceVersion') ?? '';
+    const legacyExact = limit > 0 && rvParam !== '' && rvParam !== '0' && !q.get('resourceVersionMatch');
+    const toEtcd = limit > 0 && filter.labels.length === 0 && filter.fields.length === 0;
+    if (!legacyExact && !toEtcd) throw unready;
+  }
   let all: readonly KObject[];
   let rv: number;
   let start = 0;
@@ -274,6 +288,7 @@ export function handleWatch(
   registry: Set<ActiveWatch>,
   watchList = true,
   bookmarkIntervalMs = 0,
+  cacheUnready?: () => ApiError | undefined,
 ): void {
   const neg = negotiate(accept);
   const filter = parseFilter(info, namespace, q);
@@ -286,6 +301,9 @@ export function handleWatch(
     fromRv = Number(rvParam);
   }
   const timeoutSeconds = q.has('timeoutSeconds') ? Number(q.get('timeoutSeconds')) : undefined;
+  // Every watch is served by the watch cache: refused while it initialises (cacher.go Watch).
+  const unready = cacheUnready?.();
+  if (unready) throw unready;
 
   commonHeaders(res);
   res.writeHead(200, { 'Content-Type': neg.type === 'table' ? tableContentType(neg.version) : 'application/json', 'Transfer-Encoding': 'chunked' });

@@ -1,5 +1,6 @@
 // metav1.Status error bodies, worded like staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go
-// (NewNotFound, NewForbidden, NewBadRequest, NewUnauthorized, NewResourceExpired, NewMethodNotSupported).
+// (NewNotFound, NewForbidden, NewBadRequest, NewUnauthorized, NewResourceExpired, NewMethodNotSupported,
+// NewTooManyRequests).
 import type { ResourceInfo } from './store.js';
 
 export interface StatusBody {
@@ -76,6 +77,15 @@ export function forbidden(
   const what = `User "${user}" cannot ${verb} resource "${res}" in API group "${info.group}" ${scope}`;
   const subject = name ? `${qualifiedResource(info)} "${name}"` : qualifiedResource(info);
   return new ApiError(403, 'Forbidden', `${subject} is forbidden: ${what}`, details(info, name));
+}
+
+/**
+ * A watch cache that is not ready (apiserver pkg/storage/cacher: cacher.go Watch and GetList,
+ * util.go calculateRetryAfterForUnreadyCache): 429 with Retry-After growing with the downtime.
+ */
+export function storageInitializing(downtimeMs: number): ApiError {
+  const retryAfterSeconds = Math.trunc(Math.min(30, Math.max(1, Math.exp(0.06 * (downtimeMs / 1000)))));
+  return new ApiError(429, 'TooManyRequests', 'storage is (re)initializing', { retryAfterSeconds });
 }
 
 export function badRequest(message: string): ApiError {
