@@ -3,9 +3,11 @@
 // reflector (staging/src/k8s.io/client-go/tools/cache/reflector.go: resume from the last
 // resourceVersion; 410 Expired relists; everything else retried with a growing backoff), with
 // these differences that matter after a compaction, a restart or a sleep:
-// - the first 410 after a healthy watch relists at once: the watch was fine, only its position was
-//   compacted away (a quiet resource resumed after its server restarted, say) — waiting the
-//   backoff grown by the outage before it only delays every change made meanwhile;
+// - the first 410 after a healthy watch, or after any other failure, relists at once: the watch
+//   was fine, only its position was compacted away (a quiet resource resumed after its server
+//   restarted, say) — waiting the backoff grown by the outage before it only delays every change
+//   made meanwhile. Only 410s with nothing between them (a relisted watch expired at once) are
+//   paced; a control plane restarted replica by replica gives a short watch, an outage, a 410;
 // - a failure with no HTTP answer (refused, reset, timed out) waits the backoff or until the API
 //   server is seen back (api-reachability.ts), whichever comes first;
 // - 429 and 503 with Retry-After (an API server whose watch cache is initialising) wait what the
@@ -69,6 +71,9 @@ export class WatchRecovery {
       const delayMs = this.gonesInARow++ === 0 ? 0 : this.backoff.next();
       return { kind: 'relist', delayMs };
     }
+    // Another failure between two 410s breaks the run: its own retry is paced (backoff or
+    // Retry-After), so the next 410 cannot make a tight relist loop.
+    this.gonesInARow = 0;
     // Credentials that cannot be had fail at once, without running the plugin again, until
     // ApiConnection's hold runs out: retrying every second costs nothing and notices a user who
     // logged in again within a second of the hold.

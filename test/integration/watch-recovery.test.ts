@@ -83,6 +83,22 @@ test('after an API server restart with its history lost (2 s down), a Service cr
   assert.ok(ms <= 2000, `reachable ${ms} ms after the API server was back (target ≤ 2000)`);
 });
 
+test('API server back with its watch caches still filling (429 with Retry-After): a new Service is reachable within 2 s of them ready', async () => {
+  // On a big cluster upstream's watch caches take seconds to fill after a restart; meanwhile every
+  // watch gets 429 "storage is (re)initializing" and the proxy must wait as asked, not give up.
+  const sim = cluster.sim;
+  const from = sim.listWatchLog.length;
+  const restarting = sim.restartApiServer(300, { initialisingMs: 2500 });
+  await addService('while-initialising');
+  await restarting;
+  const readyAt = Date.now() + 2500;
+  const ms = await reachableAfter('while-initialising', readyAt, 2000);
+  assert.ok(ms <= 2000, `reachable ${ms} ms after the watch caches were ready (target ≤ 2000)`);
+  const refusedWatches = sim.listWatchLog.slice(from).filter((e) => e.verb === 'watch' && e.at < readyAt);
+  assert.ok(refusedWatches.length > 0, 'the watches met the initialising caches');
+  assert.equal(proxy.proc.exitCode, null, 'the proxy keeps serving');
+});
+
 test('with a bookmark past the last change, a compaction costs no relist: each watch resumes from its bookmark', async () => {
   // Bookmarks every 200 ms keep each watch's resourceVersion current: a compaction then costs no relist at all.
   const sim = cluster.sim;

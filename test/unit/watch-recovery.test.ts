@@ -29,6 +29,17 @@ test('the first 410 after a healthy watch relists at once; 410s in a row are pac
   assert.deepEqual(r.afterError(gone, { starting: false, resuming: true }), { kind: 'relist', delayMs: 0 });
 });
 
+test('a 410 after an outage relists at once, though the watch before it was short (API servers restarted one after another)', () => {
+  const r = new WatchRecovery();
+  const resume = { starting: false, resuming: true };
+  assert.deepEqual(r.afterError(gone, resume), { kind: 'relist', delayMs: 0 }, 'the first restart');
+  r.watchRan(400); // the relisted watch, cut short by the next replica's restart
+  assert.equal(r.afterError(refused, resume).kind, 'retry');
+  const initialising = new ApiStatusError(429, 'storage is (re)initializing', 1);
+  assert.deepEqual(r.afterError(initialising, resume), { kind: 'retry', delayMs: 1000, untilReachable: false });
+  assert.deepEqual(r.afterError(gone, resume), { kind: 'relist', delayMs: 0 }, 'its position is gone, the server serves: list now');
+});
+
 test('a 410 to a request that resumed nothing (a first list) is a failure retried with backoff, not a relist', () => {
   const next = new WatchRecovery().afterError(gone, { starting: true, resuming: false });
   assert.equal(next.kind, 'retry');
