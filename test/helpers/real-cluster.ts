@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CONTROL_PLANES, binaryPath, notBuiltReason, type Binary, type ControlPlaneVersion } from './real-cluster-build.js';
+import { startTcpBalancer, type TcpBalancer } from './tcp-balancer.js';
 
 export {
   CONTROL_PLANES,
@@ -54,8 +55,13 @@ export interface RealCluster {
   request(method: string, apiPath: string, body?: unknown): Promise<{ status: number; body: string }>;
   /** Compacts etcd at its current revision; returns that revision. */
   compact(): Promise<number>;
-  /** Stops the API server (SIGTERM), runs whileDown, and starts it again on the same port (apiServerFlags, when given, replace the start's); resolves when ready. */
-  restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[] }): Promise<void>;
+  /**
+   * Stops an API server (SIGTERM; `index` of apiServers, default 0), runs whileDown, and starts it
+   * again on the same port (apiServerFlags, when given, replace the start's); resolves when ready.
+   */
+  restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[]; index?: number }): Promise<void>;
+  /** How many API servers share etcd (more than one: behind the balancer `server` names). */
+  apiServers: number;
   /** Throws (with the log's last lines) if a component has died. */
   assertHealthy(): void;
   /** The last lines of a component's log. */
@@ -129,6 +135,11 @@ export interface StartOptions {
   nodes?: string[];
   /** Namespace the limited user administers (default shop). */
   limitedNamespace?: string;
+  /**
+   * How many kube-apiservers share etcd (default 1). More than one: a highly available control
+   * plane, behind a TCP balancer (tcp-balancer.ts) that every kubeconfig names.
+   */
+  apiServers?: number;
   /** Extra kube-apiserver flags (e.g. --feature-gates=PortForwardWebsockets=false,WatchList=false). */
   apiServerFlags?: string[];
   /** Extra proxyout-node flags (e.g. --websocket-tunnel=false: a kubelet that does not tunnel SPDY in a WebSocket). */
@@ -189,12 +200,17 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     await exit;
     clearTimeout(killer);
   };
+  const apiCount = opts.apiServers ?? 1;
+  const apiName = (i: number) => (i === 0 ? 'kube-apiserver' : `kube-apiserver-${i + 1}`);
+  let balancer: TcpBalancer | undefined;
   const stopAll = async () => {
     stopped = true;
-    for (const name of ['proxyout-node', 'kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd']) {
+    const apiNames = Array.from({ length: apiCount }, (_, i) => apiName(i));
+    for (const name of ['proxyout-node', 'kube-scheduler', 'kube-controller-manager', ...apiNames, 'etcd']) {
       const c = components.get(name);
       if (c) await stopComponent(c);
     }
+    await balancer?.close();
     if (!(opts.keep || process.env.PROXYOUT_KEEP_REAL_CLUSTER === '1')) await rm(dir, { recursive: true, force: true });
   };
   /** Polls check() until it gives a value, failing early when a component dies. */
@@ -246,17 +262,19 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     );
     progress(`etcd ${etcd.clientURL} (${Date.now() - t0} ms)`);
 
-    // kube-apiserver
-    const apiPort = await freePort();
-    const server = `https://127.0.0.1:${apiPort}`;
-    const apiArgs = [
+    // kube-apiserver (one, or several behind a balancer)
+    const apiPorts: number[] = [];
+    for (let i = 0; i < apiCount; i++) apiPorts.push(await freePort());
+    const direct = (i: number) => `https://127.0.0.1:${apiPorts[i]}`;
+    let server = direct(0);
+    const apiArgs = (i: number) => [
       `--etcd-servers=${etcd.clientURL}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
       // The "kubernetes" Service's endpoints cannot be a loopback address: leave them unmanaged.
       '--endpoint-reconciler-type=none',
-      `--secure-port=${apiPort}`,
-      `--cert-dir=${path.join(dir, 'apiserver-certs')}`,
+      `--secure-port=${apiPorts[i]}`,
+      `--cert-dir=${path.join(dir, i === 0 ? 'apiserver-certs' : `apiserver-certs-${i + 1}`)}`,
       `--tls-cert-file=${p('apiserver.crt')}`,
       `--tls-private-key-file=${p('apiserver.key')}`,
       `--client-ca-file=${ca}`,
@@ -276,11 +294,11 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     // What restartApiServer may replace (e.g. feature gates turned off for the rest of a test file).
     let extraApiFlags = opts.apiServerFlags ?? [];
     const adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
-    const request = (method: string, apiPath: string, timeoutMs = 10_000, body?: unknown): Promise<{ status: number; body: string }> =>
+    const request = (method: string, apiPath: string, timeoutMs = 10_000, body?: unknown, base = server): Promise<{ status: number; body: string }> =>
       new Promise((resolve, reject) => {
         const headers: Record<string, string> = { authorization: `Bearer ${tokens.admin}` };
         if (body !== undefined) headers['content-type'] = 'application/json';
-        const req = https.request(`${server}${apiPath}`, { method, agent: adminAgent, headers, timeout: timeoutMs }, (res) => {
+        const req = https.request(`${base}${apiPath}`, { method, agent: adminAgent, headers, timeout: timeoutMs }, (res) => {
           let body = '';
           res.setEncoding('utf8').on('data', (d: string) => (body += d));
           res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -295,12 +313,21 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       if (r.status !== 200) throw new Error(`GET ${apiPath}: ${r.status} ${r.body.slice(0, 300)}`);
       return JSON.parse(r.body) as T;
     };
-    const startApiServer = async () => {
-      launch('kube-apiserver', 'kube-apiserver', [...apiArgs, ...extraApiFlags]);
-      await waitFor('kube-apiserver ready', async () => ((await request('GET', '/readyz', 2000)).status === 200 ? true : undefined), 90_000);
+    const startApiServer = async (i: number) => {
+      launch(apiName(i), 'kube-apiserver', [...apiArgs(i), ...extraApiFlags]);
+      await waitFor(
+        `${apiName(i)} ready`,
+        async () => ((await request('GET', '/readyz', 2000, undefined, direct(i))).status === 200 ? true : undefined),
+        90_000,
+      );
+      progress(`${apiName(i)} ${direct(i)} ready (${Date.now() - t0} ms)`);
     };
-    await startApiServer();
-    progress(`kube-apiserver ${server} ready (${Date.now() - t0} ms)`);
+    for (let i = 0; i < apiCount; i++) await startApiServer(i);
+    if (apiCount > 1) {
+      balancer = await startTcpBalancer(apiPorts.map((port) => ({ host: '127.0.0.1', port })));
+      server = `https://${balancer.host}:${balancer.port}`;
+      progress(`balancer ${server} in front of ${apiCount} API servers`);
+    }
 
     const kubeconfig = path.join(dir, 'kubeconfig');
     await writeFile(
@@ -432,13 +459,16 @@ subjects:
         return ((await res.json()) as { revision: number }).revision;
       },
       async restartApiServer(o = {}) {
+        const i = o.index ?? 0;
+        if (i < 0 || i >= apiCount) throw new Error(`restartApiServer: no API server ${i} of ${apiCount}`);
         assertHealthy();
-        await stopComponent(components.get('kube-apiserver')!);
-        components.delete('kube-apiserver');
+        await stopComponent(components.get(apiName(i))!);
+        components.delete(apiName(i));
         await o.whileDown?.();
         if (o.apiServerFlags) extraApiFlags = o.apiServerFlags;
-        await startApiServer();
+        await startApiServer(i);
       },
+      apiServers: apiCount,
       assertHealthy,
       logTail: (component, lines) => tail(path.join(dir, `${component}.log`), lines),
       stop: stopAll,
