@@ -200,6 +200,8 @@ export class ApiServer {
   /** Extension: called after each list page that has a continue token (tests compact the store there). */
   afterListPage?: (resource: string) => void;
   readonly listSnapshots = new ListSnapshots();
+  /** Extension: the next `count` requests whose path and query match get API priority and fairness's 429. */
+  tooManyRequests?: { count: number; match: RegExp; retryAfterSeconds: number };
   /** Extension: the watch caches initialise from `since` until `until` (epoch ms): 429 for what they serve. */
   cacheInitialising?: { since: number; until: number };
   /** The 429 of a watch cache still initialising, or undefined. */
@@ -418,6 +420,17 @@ export class ApiServer {
     try {
       const id = this.authenticate(req);
       if (!id) throw unauthorized();
+      const limit = this.tooManyRequests;
+      if (limit && limit.count > 0 && limit.match.test(url.pathname + url.search)) {
+        // apiserver server/filters/priority-and-fairness.go tooManyRequests: plain text, not a Status.
+        limit.count--;
+        res.writeHead(429, {
+          'Retry-After': String(limit.retryAfterSeconds),
+          'Content-Type': 'text/plain; charset=utf-8',
+          'X-Content-Type-Options': 'nosniff',
+        });
+        return void res.end('Too many requests, please try again later.\n');
+      }
       this.dispatch(req, res, url, route, verb, this.impersonate(id, req));
     } catch (e) {
       if (e instanceof ApiError) {

@@ -274,6 +274,14 @@ export class SimCluster {
     return { ...c, byPath: { ...c.byPath }, bytesByPath: { ...c.bytesByPath } };
   }
 
+  /**
+   * Extension: the next `count` requests whose path and query match `match` are refused as API
+   * priority and fairness refuses a flow over its share: 429, plain text, Retry-After.
+   */
+  tooManyRequests(count: number, match: RegExp, retryAfterSeconds = 1): void {
+    this.api.tooManyRequests = { count, match, retryAfterSeconds };
+  }
+
   /** Extension: with false, a server without the WatchList feature: sendInitialEvents is refused (422). */
   setWatchList(enabled: boolean): void {
     this.api.watchList = enabled;
