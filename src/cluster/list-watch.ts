@@ -5,6 +5,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
+import { setTimeout as delay } from 'node:timers/promises';
 import { ApiStatusError, statusMessage, type ApiConnection } from './api.js';
 import { timeRoundTrip } from './round-trip.js';
 
@@ -103,6 +104,30 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
   });
 }
 
+/** Retries of one request that the server asked to wait (client-go rest/request.go: maxRetries 10). */
+const MAX_RETRY_AFTER_RETRIES = 10;
+/** A Retry-After longer than this is waited no longer (the caller's own deadline may cut it sooner). */
+const MAX_RETRY_AFTER_S = 30;
+
+/**
+ * Runs `attempt` again after the wait a 429 or 5xx asks for with Retry-After, as client-go's rest
+ * client does (request.go checkWait): API priority and fairness, a watch cache filling after a
+ * restart. Without Retry-After, or once `signal` aborts, the server's answer is the error.
+ */
+async function honouringRetryAfter<T>(signal: AbortSignal, attempt: () => Promise<T>): Promise<T> {
+  for (let retries = 0; ; retries++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      const asked = err instanceof ApiStatusError && (err.statusCode === 429 || err.statusCode >= 500) ? err.retryAfterSeconds : undefined;
+      if (asked === undefined || retries >= MAX_RETRY_AFTER_RETRIES || signal.aborted) throw err;
+      await delay(Math.min(asked, MAX_RETRY_AFTER_S) * 1000, undefined, { signal }).catch(() => {
+        throw err;
+      });
+    }
+  }
+}
+
 /** Retry-After as whole seconds (the API server sends seconds, never a date); undefined otherwise. */
 function retryAfterSeconds(header: string | undefined): number | undefined {
   return header !== undefined && /^\d{1,6}$/.test(header.trim()) ? Number(header.trim()) : undefined;
@@ -133,7 +158,7 @@ export async function listPage(
   signal: AbortSignal,
   timeoutMs: number,
 ): Promise<ListPage> {
-  const res = await apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs);
+  const res = await honouringRetryAfter(signal, () => apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs));
   const text = await readText(res);
   let body: { metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number }; items?: unknown };
   try {
@@ -203,7 +228,7 @@ export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEve
 export async function getObject(api: ApiConnection, path: string, signal: AbortSignal, headersTimeoutMs: number): Promise<Record<string, any> | undefined> {
   let res: http.IncomingMessage;
   try {
-    res = await apiGet(api, path, signal, headersTimeoutMs);
+    res = await honouringRetryAfter(signal, () => apiGet(api, path, signal, headersTimeoutMs));
   } catch (err) {
     if (err instanceof ApiStatusError && err.statusCode === 404) return undefined;
     throw err;

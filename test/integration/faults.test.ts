@@ -92,6 +92,18 @@ async function refusedAfterAtMostOneOpen(host: string): Promise<void> {
   second.socket.destroy();
 }
 
+describe('an API server over its share (API priority and fairness)', () => {
+  test('a Pod IP looked up through 429s with Retry-After: the connection waits and works, as kubectl would', async () => {
+    const ip = cluster.sim.podIP('shop', webC!);
+    cluster.sim.tooManyRequests(2, /fieldSelector=status\.podIP/);
+    const t0 = Date.now();
+    const r = await curl(['-sS', '-x', `socks5h://${socks}`, `http://${ip}:${SAMPLE.web.containerPort}/`], 15_000);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(helloFrom(r.stdout), webC);
+    assert.ok(Date.now() - t0 >= 1800, `waited the two Retry-Afters: ${Date.now() - t0} ms`);
+  });
+});
+
 describe('a pod that refuses its port', () => {
   test('a warm pod that starts refusing: streams move to another endpoint, clients never notice', async () => {
     const seen = new Set<string>();

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClusterCache } from '../../src/cluster/cache.js';
 import { ApiStatusError } from '../../src/cluster/api.js';
-import { apiGet, closeAgents, listPage } from '../../src/cluster/list-watch.js';
+import { apiGet, closeAgents, getObject, listPage } from '../../src/cluster/list-watch.js';
 import { ResilientInformer } from '../../src/cluster/informer.js';
 import { SlimWatch } from '../../src/cluster/slim-watch.js';
 import { slimService } from '../../src/cluster/slim.js';
@@ -225,4 +225,53 @@ test('the watch a watch-list goes on as, ending after its initial events, is res
     fake.requests.some((u) => u.searchParams.get('watch') && u.searchParams.get('resourceVersion') === '20'),
     'a watch from the bookmark',
   );
+});
+
+test('a LIST page or GET the server asks to wait (429 or 5xx with Retry-After) is sent again after the wait, as client-go does', async (t) => {
+  let refusals = 0;
+  const fake = await startFakeApi((url, res) => {
+    // Two APF refusals for each path, then the answer; a 503 without Retry-After is never retried.
+    if (url.pathname.endsWith('/no-wait')) return sendStatus(res, 503, 'etcd leader changed');
+    if (refusals++ % 3 < 2) {
+      res.writeHead(url.pathname.endsWith('/pods') ? 429 : 503, { 'Content-Type': 'text/plain; charset=utf-8', 'Retry-After': '1' });
+      return res.end('Too many requests, please try again later.\n');
+    }
+    if (url.pathname.endsWith('/pods')) {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      return res.end(JSON.stringify({ kind: 'PodList', metadata: { resourceVersion: '7' }, items: [{ metadata: { name: 'a' } }] }));
+    }
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'Pod', metadata: { name: 'a' } }));
+  });
+  t.after(async () => {
+    closeAgents(fake.api);
+    await fake.close();
+  });
+  let t0 = Date.now();
+  const page = await listPage(fake.api, '/api/v1/namespaces/shop/pods', 10, undefined, AbortSignal.timeout(10_000), 5_000);
+  assert.deepEqual(
+    page.items.map((i) => i.metadata.name),
+    ['a'],
+  );
+  assert.ok(Date.now() - t0 >= 1900, `waited Retry-After twice: ${Date.now() - t0} ms`);
+  t0 = Date.now();
+  assert.equal((await getObject(fake.api, '/api/v1/namespaces/shop/pods/a', AbortSignal.timeout(10_000), 5_000))?.metadata.name, 'a');
+  assert.ok(Date.now() - t0 >= 1900, `a 503 with Retry-After too: ${Date.now() - t0} ms`);
+
+  t0 = Date.now();
+  await assert.rejects(getObject(fake.api, '/api/v1/namespaces/shop/pods/no-wait', AbortSignal.timeout(10_000), 5_000), (err: unknown) => {
+    assert.ok(err instanceof ApiStatusError && err.statusCode === 503);
+    return true;
+  });
+  assert.ok(Date.now() - t0 < 900, 'no Retry-After: the answer at once');
+
+  // The caller's deadline ends the wait: its error is the server's answer, not an AbortError.
+  refusals = 0;
+  t0 = Date.now();
+  await assert.rejects(listPage(fake.api, '/api/v1/namespaces/shop/pods', 10, undefined, AbortSignal.timeout(500), 5_000), (err: unknown) => {
+    assert.ok(err instanceof ApiStatusError && err.statusCode === 429, String(err));
+    assert.match(err.message, /Too many requests/);
+    return true;
+  });
+  assert.ok(Date.now() - t0 < 900, `given up at the deadline: ${Date.now() - t0} ms`);
 });
