@@ -10,8 +10,9 @@
 //   paced; a control plane restarted replica by replica gives a short watch, an outage, a 410;
 // - a failure with no HTTP answer (refused, reset, timed out) waits the backoff or until the API
 //   server is seen back (api-reachability.ts), whichever comes first;
-// - 429 and 503 with Retry-After (an API server whose watch cache is initialising) wait what the
-//   server asks, within bounds;
+// - 429 and 5xx with Retry-After (an API server whose watch cache is initialising, or one behind
+//   the resourceVersion asked for: 504 "Too large resource version") wait what the server asks,
+//   within bounds, as client-go's rest client does for every request (request.go checkWait);
 // - credentials that cannot be had (an SSO session expired) are tried again every second: the API
 //   connection holds the failure, so the plugin itself runs once per hold step, and a user who
 //   logs in again is noticed at the end of the step.
@@ -98,8 +99,8 @@ export class WatchRecovery {
   }
 }
 
-/** Retry-After of a 429 or 503, in milliseconds, within bounds; undefined when it does not apply. */
+/** Retry-After of a 429 or 5xx, in milliseconds, within bounds; undefined when it does not apply. */
 function retryAfterMs(err: unknown): number | undefined {
-  if (!(err instanceof ApiStatusError) || (err.statusCode !== 429 && err.statusCode !== 503) || err.retryAfterSeconds === undefined) return undefined;
+  if (!(err instanceof ApiStatusError) || (err.statusCode !== 429 && err.statusCode < 500) || err.retryAfterSeconds === undefined) return undefined;
   return Math.min(Math.max(err.retryAfterSeconds, RETRY_AFTER_MIN_S), RETRY_AFTER_MAX_S) * 1000;
 }

@@ -70,6 +70,9 @@ test('a failure with no answer waits until the server is back; an HTTP error wai
     untilReachable: false,
   });
   assert.deepEqual(r.afterError(new ApiStatusError(503, 'x', 0), { starting: false, resuming: true }), { kind: 'retry', delayMs: 1000, untilReachable: false });
+  // A server behind the resourceVersion asked for (another replica of an HA control plane).
+  const tooLarge = new ApiStatusError(504, 'Timeout: Too large resource version: 120, current: 118', 1);
+  assert.deepEqual(r.afterError(tooLarge, { starting: false, resuming: true }), { kind: 'retry', delayMs: 1000, untilReachable: false });
 });
 
 test('a watch the server ends: resumed at once, unless it ends them as soon as they start, again and again', () => {
