@@ -46,6 +46,41 @@ const MANIFESTS = manifests(
   service('term', { ports: [{ port: 80, targetPort: 8080 }] }),
 );
 
+const APF_NO_SEATS = `apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: proxyout-no-seats
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 0
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse:
+      type: Reject
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: proxyout-limited-configmaps
+spec:
+  priorityLevelConfiguration:
+    name: proxyout-no-seats
+  matchingPrecedence: 100
+  distinguisherMethod:
+    type: ByUser
+  rules:
+  - subjects:
+    - kind: User
+      user:
+        name: proxyout-limited
+    resourceRules:
+    - verbs: ['*']
+      apiGroups: ['']
+      resources: ['configmaps']
+      namespaces: ['*']
+`;
+
 /** One side of the comparison: the wire target, and how to compact it and reach its pods. */
 interface Side extends ProbeTarget {
   compact(): Promise<void>;
@@ -366,6 +401,29 @@ describe('the simulator answers as upstream does', { skip, timeout: 240_000 }, (
       out['port 0'] = await pair('web-0', '0');
       return out;
     }));
+
+  test('429 from API priority and fairness: a flow over its share gets plain text and Retry-After', async () => {
+    // Upstream: a priority level with no seats of its own that borrows none, and a FlowSchema
+    // sending the limited user's ConfigMap requests there. Such a level still runs one request
+    // when it runs none (queueset.go canAccommodateSeatsLocked): of requests sent at once, the
+    // others are refused.
+    await cluster.kubectl(['apply', '-f', '-'], { input: APF_NO_SEATS });
+    const p = '/api/v1/namespaces/shop/configmaps';
+    const real = await eventually(async () => {
+      const answers = await Promise.all(Array.from({ length: 20 }, () => httpRequest(sides.real!, p, { as: 'limited' })));
+      return answers.find((a) => a.status === 429);
+    }, 15_000);
+    sim.tooManyRequests(1, /\/configmaps/);
+    const simulated = await httpRequest(sides.sim!, p, { as: 'limited' });
+    const shape = (a: typeof real) => ({
+      status: a.status,
+      retryAfter: a.headers['retry-after'],
+      type: a.headers['content-type'],
+      nosniff: a.headers['x-content-type-options'],
+      body: a.body,
+    });
+    assert.deepEqual(shape(simulated), shape(real));
+  });
 
   /** What a paged list, an exact LIST and a WATCH from a resourceVersion of before get now. */
   async function fromBefore(side: Side, meta: { resourceVersion: string; continue: string }) {
