@@ -8,14 +8,11 @@ import net from 'node:net';
 export interface TcpBalancer {
   host: string;
   port: number;
-  /** Connections handed to each backend so far, by "host:port". */
-  readonly handed: ReadonlyMap<string, number>;
   close(): Promise<void>;
 }
 
 export async function startTcpBalancer(backends: Array<{ host: string; port: number }>): Promise<TcpBalancer> {
   let next = 0;
-  const handed = new Map<string, number>();
   const open = new Set<net.Socket>();
   const track = (s: net.Socket): void => {
     open.add(s);
@@ -30,11 +27,7 @@ export async function startTcpBalancer(backends: Array<{ host: string; port: num
         s.once('connect', () => resolve(s));
         s.once('error', () => resolve(undefined));
       });
-      if (socket) {
-        const key = `${b.host}:${b.port}`;
-        handed.set(key, (handed.get(key) ?? 0) + 1);
-        return socket;
-      }
+      if (socket) return socket;
     }
     return undefined;
   };
@@ -62,7 +55,6 @@ export async function startTcpBalancer(backends: Array<{ host: string; port: num
   return {
     host: '127.0.0.1',
     port,
-    handed,
     async close() {
       for (const s of open) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
