@@ -1,6 +1,7 @@
 // What the conformance tests compare of an API server's answers (test/helpers/wire-probe.ts reads
 // them): each normalised for what differs by nature between two clusters — users' names, UIDs,
 // resourceVersions, sandbox IDs, slice name suffixes, continue tokens, the Go decoder's words.
+import assert from 'node:assert/strict';
 import type { WsSession } from './wire-probe.js';
 
 export function normText(s: string): string {
@@ -91,4 +92,11 @@ export function v4Frames(ws: WsSession): unknown[] {
       ? { channel, port: data.readUInt16LE(0) }
       : { channel, text: normText(data.toString('utf8')) };
   });
+}
+
+/** The same probe on both sides at once; the normalised answers must be equal (SIMDIFF_DUMP=1 prints both). */
+export async function sameOnBoth<S>(sim: S, real: S, probe: (side: S) => Promise<unknown>): Promise<void> {
+  const [s, r] = await Promise.all([probe(sim), probe(real)]);
+  if (process.env.SIMDIFF_DUMP) console.log(JSON.stringify({ sim: s, real: r }, null, 1));
+  assert.deepEqual(s, r);
 }

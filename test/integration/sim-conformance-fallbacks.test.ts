@@ -8,14 +8,13 @@
 // Skips with a reason when the real test bed is not built (fails instead under
 // PROXYOUT_REQUIRE_REAL_CLUSTER=1).
 import { after, before, describe, test } from 'node:test';
-import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SimCluster } from '../sim/cluster.js';
 import { skipUnlessRealCluster, startRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { httpContainer, manifests, pod, webService } from '../helpers/real-cluster-objects.js';
 import { httpRequest, spdyTunnel, watch, webSocket, type ProbeTarget } from '../helpers/wire-probe.js';
-import { answerShape, handshakeShape, v4Frames } from '../helpers/wire-shapes.js';
+import { answerShape, handshakeShape, v4Frames, sameOnBoth } from '../helpers/wire-shapes.js';
 
 const skip = skipUnlessRealCluster();
 
@@ -55,11 +54,7 @@ describe('the simulator without its newer features answers as upstream with them
     await Promise.all([sim?.stop(), cluster?.stop()]);
   });
 
-  async function same(probe: (side: ProbeTarget) => Promise<unknown>): Promise<void> {
-    const [s, r] = await Promise.all([probe(sides.sim!), probe(sides.real!)]);
-    if (process.env.SIMDIFF_DUMP) console.log(JSON.stringify({ sim: s, real: r }, null, 1));
-    assert.deepEqual(s, r);
-  }
+  const same = (probe: (side: ProbeTarget) => Promise<unknown>) => sameOnBoth(sides.sim!, sides.real!, probe);
   const pf = (query: string) => `/api/v1/namespaces/shop/pods/web-0/portforward${query}`;
 
   test('port-forward: what each subprotocol offer gets; the SPDY tunnel refused; a v4 stream still works', () =>

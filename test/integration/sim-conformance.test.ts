@@ -16,7 +16,7 @@ import { httpContainer, manifests, multiContainers, multiService, namespace, pod
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { httpRequest, spdyTunnel, watch, webSocket, type ProbeTarget } from '../helpers/wire-probe.js';
-import { answerShape, eventShape, handshakeShape, normText, sliceShape, sorted, v4Frames } from '../helpers/wire-shapes.js';
+import { answerShape, eventShape, handshakeShape, normText, sliceShape, sorted, v4Frames, sameOnBoth } from '../helpers/wire-shapes.js';
 
 const skip = skipUnlessRealCluster();
 
@@ -176,12 +176,7 @@ describe('the simulator answers as upstream does', { skip, timeout: 240_000 }, (
     await Promise.all([sim?.stop(), cluster?.stop()]);
   });
 
-  /** The same probe on both sides; the normalised answers must be equal. */
-  async function same(probe: (side: Side) => Promise<unknown>): Promise<void> {
-    const [s, r] = await Promise.all([probe(sides.sim!), probe(sides.real!)]);
-    if (process.env.SIMDIFF_DUMP) console.log(JSON.stringify({ sim: s, real: r }, null, 1));
-    assert.deepEqual(s, r);
-  }
+  const same = (probe: (side: Side) => Promise<unknown>) => sameOnBoth(sides.sim!, sides.real!, probe);
   const answers = (requests: Array<[string, string, 'admin' | 'limited' | 'unknown' | 'none']>) => (side: Side) =>
     Promise.all(requests.map(async ([label, p, as]) => [label, answerShape(await httpRequest(side, p, { as }))] as const)).then(Object.fromEntries);
 
