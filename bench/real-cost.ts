@@ -13,6 +13,8 @@
 // BENCH_B_ENV="NAME=VALUE …" adds a second proxy started with that environment as one more path,
 // its ratios to kubectl's and to the first proxy's printed too (an A/B of two settings in one run);
 // BENCH_B_NODE=/path/to/node runs that second proxy on another Node.js (with or without BENCH_B_ENV).
+// Each round also downloads through an unparsed pipe (unparsed-pipe.ts: the same tunnel read the
+// same way, its bytes written unparsed), to show what the proxy's own code costs on top.
 // Needs the test bed built (bash test/real-cluster/build.sh). Figures also go to
 // bench/results/real-cost.json (bench/results.ts).
 import { readFile, writeFile } from 'node:fs/promises';
@@ -26,6 +28,7 @@ import { socksOpener, startKubectlPortForward, tcpOpener, type Opener } from './
 import type { Duplex } from 'node:stream';
 import { socks5Connect } from '../test/helpers/socks-client.js';
 import { writeResults } from './results.js';
+import { pipeDownload, startUnparsedPipe } from './unparsed-pipe.js';
 
 const BULK_BYTES = Number(process.env.BENCH_BULK_MB ?? 128) << 20;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -117,6 +120,12 @@ interface PathFigures {
   firstByte?: { p50: number; p99: number };
 }
 
+/** The Node.js unparsed pipe's downloads, per round (unparsed-pipe.ts). */
+interface PipeFigures {
+  downMibs: number[];
+  downCpu: number[];
+}
+
 /** One link's figures for bench/results/real-cost.json. */
 interface LinkResult {
   rttMs: number;
@@ -124,6 +133,7 @@ interface LinkResult {
   rounds: number;
   latencyRounds: number;
   paths?: Record<string, PathFigures>;
+  unparsedPipe?: PipeFigures;
   failed?: string;
 }
 
@@ -156,6 +166,8 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
     const kEcho = await startKubectlPortForward(kubeconfig, 'shop', 'echo-0', 7000);
     const kBulk = await startKubectlPortForward(kubeconfig, 'shop', bulkPod, 9000);
     if (!kEcho || !kBulk) throw new Error('kubectl port-forward did not start');
+    const unparsedPipe = await startUnparsedPipe(kubeconfig, cluster.tokens.admin, 'shop', bulkPod, 9000);
+    stops.push(() => unparsedPipe.stop());
     stops.push(
       () => kEcho.stop(),
       () => kBulk.stop(),
@@ -192,7 +204,12 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
       await download(p.bulk, `${p.name} (warm-up)`, bulkBytes);
     }
     const figures: Record<string, PathFigures> = {};
+    const pipe: PipeFigures = { downMibs: [], downCpu: [] };
+    await pipeDownload(unparsedPipe, bulkBytes, 'Node.js unparsed pipe (warm-up)');
     for (let r = 0; r < ROUNDS; r++) {
+      const before = cpuSecondsOf(unparsedPipe.pid);
+      pipe.downMibs.push(await pipeDownload(unparsedPipe, bulkBytes, `Node.js unparsed pipe, round ${r + 1}`));
+      pipe.downCpu.push((cpuSecondsOf(unparsedPipe.pid) - before) / (bulkBytes / 2 ** 30));
       for (const p of paths) {
         const f = (figures[p.name] ??= { echoMibs: [], echoCpu: [], downMibs: [], downCpu: [] });
         let before = cpuSecondsOf(p.pid);
@@ -218,7 +235,12 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
         `${p.name.padEnd(28)}${median(f.echoMibs).toFixed(1).padStart(10)}  ${median(f.echoCpu).toFixed(2).padStart(9)}   ${median(f.downMibs).toFixed(1).padStart(14)}  ${median(f.downCpu).toFixed(2).padStart(9)}   ${latency[p.name]!.p50.toFixed(2)} / ${latency[p.name]!.p99.toFixed(2)}`,
       );
     }
+    console.log(
+      `${'Node.js, unparsed pipe'.padEnd(28)}${'–'.padStart(10)}  ${'–'.padStart(9)}   ${median(pipe.downMibs).toFixed(1).padStart(14)}  ${median(pipe.downCpu).toFixed(2).padStart(9)}   –`,
+    );
     const [ours, theirs] = [figures.proxy!, figures['kubectl port-forward']!];
+    console.log(ratioLine('unparsed pipe: download CPU per GiB', pipe.downCpu, theirs.downCpu));
+    console.log(ratioLine('proxy: download CPU per GiB', ours.downCpu, pipe.downCpu, undefined, undefined, 'the unparsed pipe'));
     if (figures['proxy B']) {
       console.log(ratioLine('B: echo CPU per GiB', figures['proxy B'].echoCpu, theirs.echoCpu, '≤ 0.8', (x) => x <= 0.8));
       console.log(ratioLine('B: download CPU per GiB', figures['proxy B'].downCpu, theirs.downCpu, '≤ 0.8', (x) => x <= 0.8));
@@ -234,6 +256,7 @@ async function compareOn(cluster: RealCluster, rttMs: number): Promise<LinkResul
     );
     for (const p of paths) figures[p.name]!.firstByte = { p50: latency[p.name]!.p50, p99: latency[p.name]!.p99 };
     result.paths = figures;
+    result.unparsedPipe = pipe;
   } catch (err) {
     console.log(`\n${rttMs === 0 ? 'loopback' : `${rttMs} ms link`}: FAILED: ${reasonOf(err)}`);
     result.failed = reasonOf(err);
