@@ -1,7 +1,7 @@
 // Timings the test suite may shorten in a proxy it runs as a process, set by no flag or config
 // key and not documented for users (the product's timings stand without them): the route retry
-// delay (routes/guest-cluster/lifecycle.ts) and the repeated-line window (core/log-limit.ts); and one point a
-// race test may hold a command at (testHookPause).
+// delay (routes/guest-cluster/lifecycle.ts) and the repeated-line window (core/log-limit.ts); and the
+// points a race test may hold a command at (testHookPause).
 import { existsSync, writeFileSync } from 'node:fs';
 
 /** The variable's value as whole milliseconds (1 to 999,999); undefined when unset or anything else. */
@@ -13,7 +13,8 @@ export function testHookMs(name: string): number | undefined {
 /**
  * With the variable `name` set to a path: writes `<path>.waiting`, then waits until `path` exists
  * (at most 30 s), so that a test can act while the command stands at this point. Unset: returns
- * at once. managed/reload.ts holds here between making a table and writing it.
+ * at once. managed/reload.ts holds here between making a table and writing it; managed/connect.ts
+ * between finding no daemon and taking the state lock.
  */
 export async function testHookPause(name: string): Promise<void> {
   const file = process.env[name];

@@ -33,6 +33,10 @@ import { allocatorEnv } from './allocator-env.js';
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, type RequestedSettings } from './settings.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
+import { testHookPause } from '../core/test-hooks.js';
+
+/** Test hook (core/test-hooks.ts testHookPause): hold a connect that found no daemon before it takes the state lock. */
+export const TEST_CONNECT_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_CONNECT_PAUSE';
 
 const READY_TIMEOUT_MS = 45_000;
 const POLL_MS = 100;
@@ -116,6 +120,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     await probeApi(new ApiConnection(kube.kc, managed.table.extraCA ? { extraCA: loadExtraCA(managed.table.extraCA) } : {}), kube.context, kube.server);
   }
 
+  await testHookPause(TEST_CONNECT_PAUSE_ENV);
   const started = await withStateLock(l, async () => {
     // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.
     const current = inspect(l, id);

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { isAlive } from '../../src/state/process.js';
 import { statusItem, statusItems } from '../helpers/status-json.js';
+import { TEST_CONNECT_PAUSE_ENV } from '../../src/managed/connect.js';
 
 let cluster: TestCluster;
 let stateDir: string;
@@ -34,12 +35,12 @@ interface Connected {
 }
 
 const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: stateDir });
-const cli = (args: string[], timeoutMs?: number) => runCli(args, { env: env(), timeoutMs });
+const cli = (args: string[], timeoutMs?: number, extraEnv: Record<string, string> = {}) => runCli(args, { env: { ...env(), ...extraEnv }, timeoutMs });
 const mode = (p: string) => statSync(p).mode & 0o777;
 const proxyDir = (id: string) => path.join(stateDir, 'proxies', id);
 
-async function connect(args: string[] = [], kubeconfig = cluster.kubeconfig): Promise<Connected> {
-  const r = await cli(['connect', '--socks', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...args]);
+async function connect(args: string[] = [], kubeconfig = cluster.kubeconfig, extraEnv?: Record<string, string>): Promise<Connected> {
+  const r = await cli(['connect', '--socks', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', ...args], undefined, extraEnv);
   assert.equal(r.code, 0, `connect failed: ${r.stderr}`);
   const out = JSON.parse(r.stdout) as Connected & { apiVersion: string; kind: string };
   assert.deepEqual([out.apiVersion, out.kind], ['kubectl-proxyout/v1', 'ConnectResult']);
@@ -234,8 +235,16 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.match(stoppedLogs.stdout, /daemon exited/, 'logs of a stopped proxy');
   });
 
-  test('two concurrent connects → one daemon', async () => {
-    const results = await Promise.all([1, 2, 3].map(() => connect(['--id', 'race'])));
+  test('concurrent connects → one daemon, even when each found none', async () => {
+    // Each connect is held after it found no daemon, until all three have: then they take the
+    // state lock one after another, and all but the first must see its daemon there.
+    const pauses = mkdtempSync(path.join(tmpdir(), 'proxyout-connect-race-'));
+    const holds = [1, 2, 3].map((i) => path.join(pauses, `connect-${i}`));
+    const running = holds.map((hold) => connect(['--id', 'race'], cluster.kubeconfig, { [TEST_CONNECT_PAUSE_ENV]: hold }));
+    await eventually(async () => holds.every((hold) => existsSync(`${hold}.waiting`)), 20_000, 20);
+    for (const hold of holds) writeFileSync(hold, '');
+    const results = await Promise.all(running);
+    rmSync(pauses, { recursive: true, force: true });
     const pids = new Set(results.map((r) => r.pid));
     assert.equal(pids.size, 1, `one daemon, got ${[...pids].join(', ')}`);
     assert.equal(results.filter((r) => !r.existing).length, 1, 'exactly one started it');
