@@ -14,11 +14,9 @@ import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routes/route.js';
 import { isNamedPipe } from '../state/paths.js';
-import type { FeedMessage, FeedSubscriber } from '../ui/feed.js';
+import { MAX_UNSENT_FEED_BYTES, type FeedMessage, type FeedSubscriber } from '../ui/feed.js';
 
 const MAX_LINE = 4096;
-/** A watcher this far behind is cut off (it reconnects for a fresh snapshot): the daemon's memory stays bounded. */
-const MAX_WATCH_UNSENT = 4 * 1024 * 1024;
 
 export interface LiveStatus {
   pid: number;
@@ -128,7 +126,7 @@ function watch(socket: net.Socket, handlers: ControlHandlers): void {
     if (!handlers.watch) throw new Error('this proxy has no live feed');
     unsubscribe = handlers.watch((message) => {
       if (socket.destroyed) return;
-      if (socket.writableLength > MAX_WATCH_UNSENT) return void socket.destroy();
+      if (socket.writableLength > MAX_UNSENT_FEED_BYTES) return void socket.destroy();
       socket.write(`${JSON.stringify(message)}\n`);
     });
   } catch (err) {

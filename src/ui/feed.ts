@@ -18,6 +18,11 @@ const SAMPLE_MS = 1_000;
 const FLUSH_MS = 250;
 /** Events held for one flush at most; more in one flush are counted as dropped (the totals stay exact). */
 export const MAX_PENDING = 1_000;
+/**
+ * A subscriber whose connection holds this much unsent (a page's event stream, a control-socket
+ * watcher) is cut off; it reconnects for a fresh snapshot, and the proxy's memory stays bounded.
+ */
+export const MAX_UNSENT_FEED_BYTES = 4 * 1024 * 1024;
 /** The open streams a snapshot lists and a sample updates the bytes of, at most. */
 export const MAX_OPEN_LISTED = 500;
 /** Routes are sent at least this often for their changing figures (cache counts, tunnels), besides every change of state. */

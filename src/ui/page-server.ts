@@ -4,13 +4,11 @@
 // loopback) and by a foreground proxy's HTTP listener at / (listeners/http-server.ts).
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { FeedMessage } from './feed.js';
+import { MAX_UNSENT_FEED_BYTES, type FeedMessage } from './feed.js';
 import { addressedHere, checkAccess, cookieName } from './page-access.js';
 import { PAGE_ASSETS } from './page-assets.js';
 
 export const EVENTS_PATH = '/ui/events';
-/** A browser that reads slower than this is behind is cut off; EventSource reconnects and gets a fresh snapshot. */
-const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 /** A comment this often keeps idle connections (and proxies in between) from timing out. */
 const HEARTBEAT_MS = 15_000;
 
@@ -104,7 +102,8 @@ function serveEvents(res: ServerResponse, hub: PageHub, streams: Set<ServerRespo
   streams.add(res);
   const send = (message: PageMessage): void => {
     if (res.writableEnded || res.destroyed) return;
-    if (res.writableLength > MAX_UNSENT_BYTES) return void res.destroy();
+    // Behind by that much: cut off; EventSource reconnects and gets a fresh snapshot.
+    if (res.writableLength > MAX_UNSENT_FEED_BYTES) return void res.destroy();
     res.write(`data: ${JSON.stringify(message)}\n\n`);
   };
   const heartbeat = setInterval(() => res.write(': alive\n\n'), HEARTBEAT_MS).unref();

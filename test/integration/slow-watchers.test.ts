@@ -15,9 +15,10 @@ import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { managedCli, startUi, type Connected, type UiCommand } from '../helpers/managed-proxies.js';
 import { layout } from '../../src/state/paths.js';
+import { MAX_UNSENT_FEED_BYTES } from '../../src/ui/feed.js';
 
-/** What the proxy lets a watcher fall behind by (control.ts MAX_WATCH_UNSENT, page-server.ts MAX_UNSENT_BYTES). */
-const CAP = 4 * 1024 * 1024;
+/** What the proxy lets a watcher fall behind by (the control socket's and the page's alike). */
+const CAP = MAX_UNSENT_FEED_BYTES;
 /**
  * Enough feed to pass the cap and what the kernel holds on the way: a loopback TCP connection
  * takes several MiB before the sender sees its own buffer grow (a unix socket, a few hundred KiB).
