@@ -4,17 +4,25 @@
 // streaming server (see docs/real-cluster.md). The binaries come from test/real-cluster/build.sh
 // (real-cluster-build.ts finds them); when they are not built the tests skip with a reason, except
 // where PROXYOUT_REQUIRE_REAL_CLUSTER=1 (CI builds them first), where they fail.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createWriteStream, existsSync, readFileSync, type WriteStream } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { CONTROL_PLANES, binaryPath, notBuiltReason, type Binary, type ControlPlaneVersion } from './real-cluster-build.js';
+import { Components, freePort, tail } from './real-cluster-components.js';
+import {
+  apiServerArgs,
+  controllerManagerArgs,
+  kubeconfigYaml,
+  limitedUserManifests,
+  runKubectl,
+  writeTokens,
+  type KubectlOptions,
+  type KubectlResult,
+} from './real-cluster-config.js';
 import { startTcpBalancer, type TcpBalancer } from './tcp-balancer.js';
 
 export {
@@ -27,12 +35,7 @@ export {
   skipUnlessRealCluster,
   type ControlPlaneVersion,
 } from './real-cluster-build.js';
-
-export interface KubectlResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+export type { KubectlResult } from './real-cluster-config.js';
 
 export interface RealCluster {
   /** https://127.0.0.1:PORT */
@@ -48,7 +51,7 @@ export interface RealCluster {
   /** The control plane's release (its /version gitVersion), e.g. v1.37.2. */
   kubernetesVersion: string;
   /** Real kubectl against this cluster (context admin unless args name another); throws on a non-zero exit unless allowFail. */
-  kubectl(args: string[], opts?: { input?: string; allowFail?: boolean; context?: string; timeoutMs?: number }): Promise<KubectlResult>;
+  kubectl(args: string[], opts?: KubectlOptions): Promise<KubectlResult>;
   /** A GET against the API server as admin; parsed JSON. */
   get<T = unknown>(apiPath: string): Promise<T>;
   /** Any request as admin (a JSON body when given); the status and the body as text. */
@@ -72,62 +75,6 @@ export interface RealCluster {
 // Components must not outlive the test process, even one that crashes or is killed: on Linux each
 // runs under setpriv --pdeathsig KILL (killed when this process dies); and an exiting process
 // SIGKILLs whatever is still running.
-const SETPRIV = process.platform === 'linux' && existsSync('/usr/bin/setpriv') ? '/usr/bin/setpriv' : undefined;
-const live = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const proc of live) proc.kill('SIGKILL');
-});
-
-function spawnComponent(file: string, args: string[], cwd: string): ChildProcess {
-  const proc = SETPRIV
-    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', '--', file, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd })
-    : spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd });
-  live.add(proc);
-  proc.on('exit', () => live.delete(proc));
-  return proc;
-}
-
-interface Component {
-  name: string;
-  proc: ChildProcess;
-  log: string;
-  exited?: { code: number | null; signal: NodeJS.Signals | null };
-  stopping: boolean;
-}
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const port = (srv.address() as net.AddressInfo).port;
-  srv.close();
-  await once(srv, 'close');
-  return port;
-}
-
-function tail(file: string, lines = 25): string {
-  try {
-    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-function kubeconfigYaml(
-  server: string,
-  caFile: string,
-  users: Array<{ name: string; token?: string; cert?: [string, string]; namespace?: string }>,
-  current: string,
-): string {
-  const ctx = users.map((u) => `- name: ${u.name}\n  context:\n    cluster: real\n    user: ${u.name}\n    namespace: ${u.namespace ?? 'default'}\n`).join('');
-  const usr = users
-    .map(
-      (u) => `- name: ${u.name}\n  user:\n` + (u.token ? `    token: ${u.token}\n` : `    client-certificate: ${u.cert![0]}\n    client-key: ${u.cert![1]}\n`),
-    )
-    .join('');
-  return `apiVersion: v1\nkind: Config\nclusters:\n- name: real\n  cluster:\n    server: ${server}\n    certificate-authority: ${caFile}\ncontexts:\n${ctx}current-context: ${current}\nusers:\n${usr}`;
-}
-
 export interface StartOptions {
   /** The control plane's version (default v1.37: v1.37.2; v1.34: v1.34.4, with a node that does not tunnel, as a v1.34 kubelet). */
   version?: ControlPlaneVersion;
@@ -164,71 +111,18 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
   const pki = path.join(dir, 'pki');
   const p = (f: string) => path.join(pki, f);
   const limitedNamespace = opts.limitedNamespace ?? 'shop';
-  const components = new Map<string, Component>();
-  let stopped = false;
-
-  const launch = (name: string, file: Binary, args: string[]): Component => {
-    const log = path.join(dir, `${name}.log`);
-    const out: WriteStream = createWriteStream(log, { flags: 'a' });
-    const proc = spawnComponent(bin(file), args, dir);
-    proc.stdout!.pipe(out, { end: false });
-    proc.stderr!.pipe(out, { end: false });
-    const c: Component = { name, proc, log, stopping: false };
-    proc.on('exit', (code, signal) => {
-      c.exited = { code, signal };
-      if (!c.stopping && !stopped) progress(`${name} exited (${code ?? signal}):\n${tail(log)}`);
-    });
-    components.set(name, c);
-    return c;
-  };
-  const assertHealthy = () => {
-    for (const c of components.values()) {
-      if (c.exited && !c.stopping)
-        throw new Error(`real cluster: ${c.name} exited (${c.exited.code ?? c.exited.signal}); last lines of ${c.log}:\n${tail(c.log)}`);
-    }
-  };
-  /** SIGTERM, then SIGKILL after graceMs (kube-apiserver, with port-forward tunnels open, takes ~10 s to exit). */
-  const stopComponent = async (c: Component, graceMs = 5_000) => {
-    c.stopping = true;
-    if (c.exited) return;
-    const exit = once(c.proc, 'exit');
-    c.proc.kill('SIGTERM');
-    const killer = setTimeout(() => {
-      progress(`${c.name} still running ${graceMs} ms after SIGTERM: SIGKILL`);
-      c.proc.kill('SIGKILL');
-    }, graceMs);
-    await exit;
-    clearTimeout(killer);
-  };
+  const components = new Components(dir, progress);
   const apiCount = opts.apiServers ?? 1;
   const apiName = (i: number) => (i === 0 ? 'kube-apiserver' : `kube-apiserver-${i + 1}`);
   let balancer: TcpBalancer | undefined;
   const stopAll = async () => {
-    stopped = true;
     const apiNames = Array.from({ length: apiCount }, (_, i) => apiName(i));
-    for (const name of ['proxyout-node', 'kube-scheduler', 'kube-controller-manager', ...apiNames, 'etcd']) {
-      const c = components.get(name);
-      if (c) await stopComponent(c);
-    }
+    await components.stopAll(['proxyout-node', 'kube-scheduler', 'kube-controller-manager', ...apiNames, 'etcd']);
     await balancer?.close();
     if (!(opts.keep || process.env.PROXYOUT_KEEP_REAL_CLUSTER === '1')) await rm(dir, { recursive: true, force: true });
   };
-  /** Polls check() until it gives a value, failing early when a component dies. */
-  const waitFor = async <T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> => {
-    const deadline = Date.now() + timeoutMs;
-    let last: unknown;
-    for (;;) {
-      assertHealthy();
-      try {
-        const v = await check();
-        if (v !== undefined) return v;
-      } catch (err) {
-        last = err;
-      }
-      if (Date.now() > deadline) throw new Error(`real cluster: ${what} not within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
-      await delay(100);
-    }
-  };
+  const launch = (name: string, file: Binary, args: string[]) => components.launch(name, bin(file), args);
+  const waitFor = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs?: number) => components.waitFor(what, check, timeoutMs);
 
   try {
     // PKI, tokens, kubeconfigs.
@@ -237,20 +131,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     pkiRun.stderr!.setEncoding('utf8').on('data', (d: string) => (pkiErr += d));
     const [pkiCode] = (await once(pkiRun, 'exit')) as [number | null];
     if (pkiCode !== 0) throw new Error(`proxyout-pki failed: ${pkiErr}`);
-    const token = () => randomBytes(16).toString('hex');
-    const tokens = { admin: token(), limited: token(), kcm: token(), scheduler: token(), node: token() };
-    await writeFile(
-      path.join(dir, 'tokens.csv'),
-      [
-        `${tokens.admin},proxyout-admin,uid-admin,"system:masters"`,
-        `${tokens.limited},proxyout-limited,uid-limited`,
-        // The components act as cluster admins: the test bed checks the proxy, not their RBAC.
-        `${tokens.kcm},system:kube-controller-manager,uid-kcm,"system:masters"`,
-        `${tokens.scheduler},system:kube-scheduler,uid-scheduler,"system:masters"`,
-        `${tokens.node},proxyout-node,uid-node,"system:masters"`,
-      ].join('\n') + '\n',
-      { mode: 0o600 },
-    );
+    const tokens = await writeTokens(dir);
     const ca = p('ca.crt');
     const caPem = await readFile(ca);
 
@@ -267,30 +148,14 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     for (let i = 0; i < apiCount; i++) apiPorts.push(await freePort());
     const direct = (i: number) => `https://127.0.0.1:${apiPorts[i]}`;
     let server = direct(0);
-    const apiArgs = (i: number) => [
-      `--etcd-servers=${etcd.clientURL}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
-      // The "kubernetes" Service's endpoints cannot be a loopback address: leave them unmanaged.
-      '--endpoint-reconciler-type=none',
-      `--secure-port=${apiPorts[i]}`,
-      `--cert-dir=${path.join(dir, i === 0 ? 'apiserver-certs' : `apiserver-certs-${i + 1}`)}`,
-      `--tls-cert-file=${p('apiserver.crt')}`,
-      `--tls-private-key-file=${p('apiserver.key')}`,
-      `--client-ca-file=${ca}`,
-      `--token-auth-file=${path.join(dir, 'tokens.csv')}`,
-      '--authorization-mode=Node,RBAC',
-      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      `--service-account-key-file=${p('sa.pub')}`,
-      `--service-account-signing-key-file=${p('sa.key')}`,
-      '--service-cluster-ip-range=10.96.0.0/16',
-      `--kubelet-client-certificate=${p('apiserver-kubelet-client.crt')}`,
-      `--kubelet-client-key=${p('apiserver-kubelet-client.key')}`,
-      `--kubelet-certificate-authority=${ca}`,
-      '--kubelet-preferred-address-types=InternalIP',
-      '--allow-privileged=true',
-      '--profiling=false',
-    ];
+    const apiArgs = (i: number) =>
+      apiServerArgs({
+        etcd: etcd.clientURL,
+        port: apiPorts[i]!,
+        certDir: path.join(dir, i === 0 ? 'apiserver-certs' : `apiserver-certs-${i + 1}`),
+        dir,
+        pki: p,
+      });
     // What restartApiServer may replace (e.g. feature gates turned off for the rest of a test file).
     let extraApiFlags = opts.apiServerFlags ?? [];
     const adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
@@ -351,14 +216,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     };
 
     launch('kube-controller-manager', 'kube-controller-manager', [
-      `--kubeconfig=${await componentConfig('kube-controller-manager', tokens.kcm)}`,
-      '--controllers=endpointslice-controller,endpoints-controller,deployment-controller,replicaset-controller,statefulset-controller,serviceaccount-controller,clusterrole-aggregation-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller',
-      // The node lifecycle controller lifts the not-ready taint the API server puts on a new Node;
-      // it looks every second here (5 s upstream) so that the first pod is scheduled at once.
-      '--node-monitor-period=1s',
-      '--leader-elect=false',
-      '--secure-port=0',
-      '--use-service-account-credentials=false',
+      ...controllerManagerArgs(await componentConfig('kube-controller-manager', tokens.kcm)),
       ...(opts.controllerManagerFlags ?? []),
     ]);
     launch('kube-scheduler', 'kube-scheduler', [
@@ -382,42 +240,8 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       ...(opts.nodeFlags ?? []),
     ]);
 
-    const kubectl: RealCluster['kubectl'] = async (args, o = {}) => {
-      const proc = spawn('kubectl', ['--kubeconfig', kubeconfig, '--context', o.context ?? 'admin', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      proc.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-      proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-      proc.stdin!.end(o.input ?? '');
-      const timer = setTimeout(() => proc.kill('SIGKILL'), o.timeoutMs ?? 60_000);
-      // 'close', not 'exit': the exit can come before the last of stdout has been read.
-      const [code] = (await once(proc, 'close')) as [number | null];
-      clearTimeout(timer);
-      if (code !== 0 && !o.allowFail) throw new Error(`kubectl ${args.join(' ')} exited ${code}: ${stderr}${stdout}`);
-      return { code, stdout, stderr };
-    };
-
-    await kubectl(['apply', '-f', '-'], {
-      input: `apiVersion: v1
-kind: Namespace
-metadata:
-  name: ${limitedNamespace}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: proxyout-limited-admin
-  namespace: ${limitedNamespace}
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: admin
-subjects:
-- apiGroup: rbac.authorization.k8s.io
-  kind: User
-  name: proxyout-limited
-`,
-    });
+    const kubectl: RealCluster['kubectl'] = (args, o) => runKubectl(kubeconfig, args, o);
+    await kubectl(['apply', '-f', '-'], { input: limitedUserManifests(limitedNamespace) });
 
     type NodeList = {
       items: Array<{ metadata: { name: string }; spec?: { taints?: unknown[] }; status?: { conditions?: Array<{ type: string; status: string }> } }>;
@@ -461,20 +285,19 @@ subjects:
       async restartApiServer(o = {}) {
         const i = o.index ?? 0;
         if (i < 0 || i >= apiCount) throw new Error(`restartApiServer: no API server ${i} of ${apiCount}`);
-        assertHealthy();
-        await stopComponent(components.get(apiName(i))!);
-        components.delete(apiName(i));
+        components.assertHealthy();
+        await components.stop(apiName(i));
         await o.whileDown?.();
         if (o.apiServerFlags) extraApiFlags = o.apiServerFlags;
         await startApiServer(i);
       },
       apiServers: apiCount,
-      assertHealthy,
+      assertHealthy: () => components.assertHealthy(),
       logTail: (component, lines) => tail(path.join(dir, `${component}.log`), lines),
       stop: stopAll,
     };
   } catch (err) {
-    const logs = [...components.values()].map((c) => `--- ${c.name} (${c.log}):\n${tail(c.log, 15)}`).join('\n');
+    const logs = components.logs();
     await stopAll().catch(() => {});
     throw new Error(`${err instanceof Error ? err.message : String(err)}\n${logs}`);
   }
