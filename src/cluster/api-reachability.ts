@@ -11,6 +11,7 @@
 import type { ApiConnection } from './api.js';
 import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
+import { monotonicMs } from '../core/clock.js';
 
 export const PROBE_INTERVAL_MS = 1_000;
 /** A probe that gets no headers in this long counts as the server away. */
@@ -37,6 +38,8 @@ export class ApiReachability {
   /** A probe found the server away, or a dead stream made us suspect it: the next answer is its return. */
   private sawAway = false;
   private state?: ReachabilityState;
+  /** When (monotonic ms) the server last answered, however we saw it. */
+  private lastAnswerAt = -Infinity;
   private readonly returnListeners = new Set<() => void>();
 
   static of(api: ApiConnection): ApiReachability {
@@ -122,8 +125,12 @@ export class ApiReachability {
     this.timer.unref();
   }
 
-  /** Something else got an answer from the server (a watch resumed): it is there, whatever the last probe said. */
+  /**
+   * Something else got an answer from the server (a watch resumed, a port-forward opened): it is
+   * there, whatever the last probe said.
+   */
   sawAnswer(): void {
+    this.lastAnswerAt = monotonicMs();
     this.record(true, true);
   }
 
@@ -135,6 +142,7 @@ export class ApiReachability {
 
   private async probe(): Promise<void> {
     this.probing = true;
+    const startedAt = monotonicMs();
     let answered = true;
     let serving = true;
     let error: string | undefined;
@@ -155,6 +163,13 @@ export class ApiReachability {
       if (!serving) error = err instanceof Error ? err.message : String(err);
     }
     this.probing = false;
+    // A failure older than an answer seen meanwhile (the probe was sent while the server was away,
+    // a port-forward opened since) is not news: the route must not turn away streams for it.
+    if (!serving && this.lastAnswerAt >= startedAt) {
+      this.schedule(this.intervalMs);
+      return;
+    }
+    if (serving) this.lastAnswerAt = monotonicMs();
     this.record(answered, serving, error);
     if (!serving) this.sawAway = true;
     else if (this.sawAway) {

@@ -104,7 +104,7 @@ export class ClusterRoute implements Route {
   async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     await this.guest.whenReady(signal);
     // No answer from the API server at all: a tunnel cannot open; say so now, not after the connect timeout.
-    const degraded = this.guest.degraded;
+    const degraded = this.guest.degradedNow();
     if (degraded?.unreachable) throw new RouteUnavailableError(`${degraded.reason} (since ${new Date(degraded.since).toISOString()})`);
     let opened: OpenedStream;
     try {
@@ -115,6 +115,8 @@ export class ClusterRoute implements Route {
       if (noAnswer(err)) ApiReachability.of(this.guest.api).suspect();
       throw err;
     }
+    // The API server relayed the kubelet's answer: it is there (a probe sent while it was away says otherwise).
+    ApiReachability.of(this.guest.api).sawAnswer();
     this.openStreams++;
     opened.stream.on('close', this.streamClosed);
     return opened;

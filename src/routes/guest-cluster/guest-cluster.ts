@@ -131,9 +131,13 @@ export class GuestCluster implements GuestClusterView {
     await this.resync.wait(signal);
   }
 
-  /** Degraded now, and why (undefined: healthy), as the last check saw it. */
-  get degraded(): Degraded | undefined {
-    return this.health.current;
+  /**
+   * Degraded now, and why (undefined: healthy): the last check's verdict, checked again when it
+   * found the route degraded (it may be a second old), so that a stream is not turned away for an
+   * absence the API server has ended since.
+   */
+  degradedNow(): Degraded | undefined {
+    return this.health.current && this.life.state === 'ready' ? this.health.check() : this.health.current;
   }
 
   /**
