@@ -1,12 +1,11 @@
-// A Node.js forwarder with no protocol work, for a download (bench/unparsed-pipe.ts starts it). It opens
-// the proxy's tunnel by hand, once, and keeps it (a WebSocket, RFC 6455 §4.1, with subprotocol
-// SPDY/3.1+portforward.k8s.io). For each local connection, one at a time, it sends the two
-// SYN_STREAMs of a port-forward (error and data, as pf-stream.ts does) and writes every decrypted
-// byte that comes back, WebSocket and SPDY headers and all, unparsed to that connection, in
-// corked writes of 64 KiB (the most the proxy's relay writes at once). No parsing and no streams:
-// what is left is TLS, the reads and the writes, the API server read as the proxy reads it
-// (slab-reads.ts).
-// Prints {"port":N} once it listens. argv: server ca-file token namespace pod port
+// A Node.js forwarder with no protocol work, for a download (bench/unparsed-pipe.ts starts it).
+// It opens the proxy's tunnel by hand, once, and keeps it (a WebSocket, RFC 6455 §4.1, with
+// subprotocol SPDY/3.1+portforward.k8s.io). For each local connection, one at a time, it sends the
+// two SYN_STREAMs of a port-forward (error and data, as pf-stream.ts does) and writes every
+// decrypted byte that comes back, WebSocket and SPDY headers and all, unparsed to that connection,
+// in corked writes of 64 KiB (the most the proxy's relay writes at once). No parsing and no
+// streams: what is left is TLS, the reads and the writes, the API server read as the proxy reads
+// it (slab-reads.ts). Prints {"port":N} once it listens. argv: server ca-file token namespace pod port
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -26,8 +25,8 @@ const headers = new HeaderCompressor();
 let nextStreamId = 1;
 let requests = 0;
 
-/** The connection now served, its two stream ids, and the bytes corked for it. */
-let current: { local: net.Socket; ids: [number, number]; unsent: number } | undefined;
+/** The connection now served, and the bytes corked for it. */
+let current: { local: net.Socket; unsent: number } | undefined;
 
 function spdyMessage(...frames: Buffer[]): Buffer {
   const spdy = Buffer.concat(frames);
@@ -103,7 +102,7 @@ async function serve(local: net.Socket): Promise<void> {
   nextStreamId += 4;
   const requestid = String(requests++);
   const syn = (id: number, streamtype: string) => encodeSynStream(id, headers.compress(encodeHeaderBlock({ streamtype, port, requestid })));
-  current = { local, ids, unsent: 0 };
+  current = { local, unsent: 0 };
   api.write(spdyMessage(syn(ids[0], 'error'), syn(ids[1], 'data')));
   local.on('close', () => {
     api.write(spdyMessage(encodeRstStream(ids[0], RstStatus.CANCEL), encodeRstStream(ids[1], RstStatus.CANCEL)));
