@@ -1,5 +1,6 @@
-// api-reachability.ts: what a route's health reads must be the freshest evidence. A probe sent
-// while the API server was away can fail after something else (a port-forward) got an answer.
+// api-reachability.ts and the route's health (routes/guest-cluster/health.ts): what a route decides
+// on must be the freshest evidence. A probe sent while the API server was away can fail after
+// something else (a port-forward) got an answer, and a health check can be a second old.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -7,6 +8,9 @@ import { once } from 'node:events';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { ApiReachability } from '../../src/cluster/api-reachability.js';
+import type { ClusterCache } from '../../src/cluster/cache.js';
+import { createLogger } from '../../src/core/log.js';
+import { RouteHealth } from '../../src/routes/guest-cluster/health.js';
 
 /** A server whose /readyz is held until release(), then answered by a reset (no HTTP answer), or with 200. */
 async function heldReadyz(): Promise<{ api: ApiConnection; probes: () => number; release(answer: 'reset' | 'ok'): void; close(): Promise<void> }> {
@@ -69,4 +73,22 @@ test('a probe that fails after an answer seen meanwhile does not mark the server
   s.release('reset');
   await until('the fresh failure is recorded', () => reach.last?.answered === false);
   assert.equal(reach.last?.serving, false);
+});
+
+test('a route degraded because its API server did not answer serves again at the next stream once it answers, not at the next check', async (t) => {
+  const s = await heldReadyz();
+  t.after(() => s.close());
+  const api = s.api;
+  const reach = ApiReachability.of(api);
+  const health = new RouteHealth('cluster', api, 'https://api.test', { failingWatches: () => [] } as unknown as ClusterCache, createLogger('silent'));
+  reach.suspect();
+  await until('the probe is sent', () => s.probes() === 1);
+  s.release('reset');
+  await until('the probe finds no answer', () => reach.last?.answered === false);
+  assert.equal(health.check()?.unreachable, true, 'degraded: no answer');
+  // A port-forward opens (the server is back) before the once-a-second check runs again.
+  reach.sawAnswer();
+  assert.equal(health.current?.unreachable, true, 'the last check still says so');
+  assert.equal(health.currentRechecked(), undefined, 'what a new stream reads (routes/cluster/route.ts open())');
+  assert.equal(health.current, undefined);
 });

@@ -131,13 +131,9 @@ export class GuestCluster implements GuestClusterView {
     await this.resync.wait(signal);
   }
 
-  /**
-   * Degraded now, and why (undefined: healthy): the last check's verdict, checked again when it
-   * found the route degraded (it may be a second old), so that a stream is not turned away for an
-   * absence the API server has ended since.
-   */
+  /** Degraded now, and why (undefined: healthy), checked again if the last check said so (health.ts). */
   degradedNow(): Degraded | undefined {
-    return this.health.current && this.life.state === 'ready' ? this.health.check() : this.health.current;
+    return this.life.state === 'ready' ? this.health.currentRechecked() : this.health.current;
   }
 
   /**

@@ -56,6 +56,14 @@ export class RouteHealth {
     return this.degraded;
   }
 
+  /**
+   * The last check's verdict, checked again when it found the route degraded (it may be a second
+   * old): a stream is not turned away for an absence the API server has ended since.
+   */
+  currentRechecked(): Degraded | undefined {
+    return this.degraded ? this.check() : undefined;
+  }
+
   /** One check: what is wrong now, logged when that changes. */
   check(): Degraded | undefined {
     const next = this.evaluate();
