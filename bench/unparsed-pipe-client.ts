@@ -52,7 +52,8 @@ function toCurrent(bytes: Buffer): void {
   const full = !c.local.write(bytes);
   if (c.unsent >= BATCH || full) process.nextTick(flush);
   else tail.refresh();
-  if (full) {
+  // Records of one read keep coming after pause(): one drain listener is enough.
+  if (full && !api.isPaused()) {
     api.pause();
     c.local.once('drain', () => api.resume());
   }
