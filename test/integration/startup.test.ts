@@ -155,6 +155,8 @@ describe('running', () => {
       ],
       { stdio: ['pipe', 'pipe', 'pipe'] },
     );
+    // Whatever fails below, the terminal goes (and the proxy with it): a test file left waiting on it never ends.
+    t.after(() => term.kill('SIGKILL'));
     let out = '';
     term.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     const deadline = Date.now() + 30_000;
@@ -164,7 +166,9 @@ describe('running', () => {
       .toString()
       .split('\n')
       .map(Number)
-      .find((p) => p > 0 && readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'node');
+      // script(1)'s command line names the proxy too; the proxy's first argument is node itself
+      // (its comm is "MainThread" from Node 24 on, so that cannot tell them apart).
+      .find((p) => p > 0 && readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')[0] === process.execPath);
     assert.ok(pid, 'found the proxy process');
     try {
       term.kill('SIGKILL');

@@ -355,6 +355,9 @@ test('the pieces of one unit leave in one write, held across event-loop turns, n
     await tick();
     assert.equal(writes.length, 0, 'nothing is sent while the unit is incomplete');
     upstream.piece(pieces[2]!, false);
+    await tick();
+    // A turn later: in the same turn it would join the unit's write (units of one turn go together),
+    // unless the unit filled the socket's buffer first, which depends on Node's default high-water mark.
     const single = randomBytes(300);
     upstream.piece(single, false);
     await tick();
