@@ -178,6 +178,11 @@ export class ClusterCache {
     // ever while the API server fails); their waiters are told the cache stopped.
     const sets = [this.clusterWide, this.syncingSet, ...this.onDemand.clear()];
     await Promise.all([...sets.map((s) => s?.stop()), this.namespaces?.stop(), this.syncingNamespaces?.stop()]);
+    // A later start() decides its scope afresh (the rights may have changed): nothing stopped is
+    // kept to serve, or be preferred, meanwhile.
+    this.clusterWide = undefined;
+    this.namespaces = undefined;
+    this.index.invalidate();
     this.pods.clear();
     closeAgents(this.api);
   }

@@ -132,7 +132,11 @@ export class OnDemandNamespaces {
     this.slots.set(namespace, slot);
     slot.pending.then(
       () => {
-        if (this.slots.get(namespace) !== slot) return void set.stop(); // dropped (cache stopping) while its first list ran
+        if (this.slots.get(namespace) !== slot) {
+          // Dropped (cache stopping) while its first list ran: what it listed leaves the index too.
+          this.changed();
+          return void set.stop();
+        }
         slot.set = set;
         this.changed();
         this.log.info({ namespace }, 'watching namespace');
@@ -143,6 +147,9 @@ export class OnDemandNamespaces {
       },
       (err: unknown) => {
         if (this.slots.get(namespace) === slot) this.slots.delete(namespace);
+        // The built index took its events as they came (a Service listed before the slices were
+        // refused): rebuilt without it, or its ClusterIPs would stay claimed with no endpoints.
+        this.changed();
         if (err instanceof ApiStatusError && err.statusCode === 403) this.rememberForbidden(namespace, err);
       },
     );
