@@ -154,13 +154,16 @@ export class ResilientInformer<T extends Slim> {
         }
         this.recovery.watchRan(monotonicMs() - startedAt);
         const next = this.recovery.afterError(err, { starting: !this.everSynced, resuming: resuming || this.initialEventsDone, stopOn: this.stopOn });
+        const error = err instanceof Error ? err : new Error(errorMessage(err));
         if (next.kind === 'relist') {
-          this.log.debug({ path: this.path, inMs: next.delayMs }, 'resourceVersion too old (410 Gone); listing again');
+          if (next.failed) {
+            this.lastError = error;
+            this.noteFailure(error, next.delayMs);
+          } else this.log.debug({ path: this.path, inMs: next.delayMs }, 'resourceVersion too old (410 Gone); listing again');
           this.store.resourceVersion = undefined;
           await this.waits.delay(next.delayMs);
           continue;
         }
-        const error = err instanceof Error ? err : new Error(errorMessage(err));
         this.lastError = error;
         if (next.kind === 'stop') {
           // Refused on the first sync (permissions, not served): retrying will not heal it.

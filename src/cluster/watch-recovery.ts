@@ -15,7 +15,11 @@
 //   within bounds, as client-go's rest client does for every request (request.go checkWait);
 // - credentials that cannot be had (an SSO session expired) are tried again every second: the API
 //   connection holds the failure, so the plugin itself runs once per hold step, and a user who
-//   logs in again is noticed at the end of the step.
+//   logs in again is noticed at the end of the step;
+// - a watch from a resourceVersion the server answers with another status (403: list allowed,
+//   watch not; 500) lists again after the backoff, as the reflector does for all but 429 and a
+//   refused connection (isWatchErrorRetriable): retried from the same version, the cache would
+//   serve its last list for ever.
 import { ApiStatusError, CredentialError } from './api.js';
 import { WatchBackoff } from './backoff.js';
 import { isGone } from './list-watch.js';
@@ -29,8 +33,8 @@ const RETRY_AFTER_MIN_S = 1;
 const RETRY_AFTER_MAX_S = 30;
 
 export type Recovery =
-  /** The resourceVersion is gone: list again after `delayMs`. */
-  | { kind: 'relist'; delayMs: number }
+  /** The resourceVersion is gone, or the watch from it refused (`failed`): list again after `delayMs`. */
+  | { kind: 'relist'; delayMs: number; failed?: true }
   /** Try the same request again after `delayMs`; `untilReachable`: sooner if the server is seen back. */
   | { kind: 'retry'; delayMs: number; untilReachable: boolean }
   /** Refused while starting (permissions, a resource not served): the owner is told, no retry. */
@@ -84,6 +88,7 @@ export class WatchRecovery {
       this.backoff.next(); // still counts as a restart
       return { kind: 'retry', delayMs: retryAfter, untilReachable: false };
     }
+    if (ctx.resuming && err instanceof ApiStatusError && err.statusCode !== 429) return { kind: 'relist', delayMs: this.backoff.next(), failed: true };
     return { kind: 'retry', delayMs: this.backoff.next(), untilReachable: isUnreachable(err) };
   }
 

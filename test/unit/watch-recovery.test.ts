@@ -50,15 +50,21 @@ test("refusals stop a watch on its first list only; the codes are the owner's", 
   assert.deepEqual(r.afterError(new ApiStatusError(403, 'forbidden'), { starting: true, resuming: false }), { kind: 'stop' });
   assert.equal(r.afterError(new ApiStatusError(404, 'not found'), { starting: true, resuming: false }).kind, 'retry');
   assert.deepEqual(r.afterError(new ApiStatusError(404, 'not found'), { starting: true, resuming: false, stopOn: [403, 404] }), { kind: 'stop' });
-  assert.equal(r.afterError(new ApiStatusError(403, 'forbidden'), { starting: false, resuming: true }).kind, 'retry');
+  // Once synced a refusal stops nothing: the watch from a resourceVersion refused is a list again, after the backoff.
+  const watchRefused = r.afterError(new ApiStatusError(403, 'forbidden'), { starting: false, resuming: true });
+  assert.ok(watchRefused.kind === 'relist' && watchRefused.failed && watchRefused.delayMs > 0, JSON.stringify(watchRefused));
+  assert.equal(r.afterError(new ApiStatusError(403, 'forbidden'), { starting: false, resuming: false }).kind, 'retry', 'a refused list is tried again');
 });
 
 test('a failure with no answer waits until the server is back; an HTTP error waits its backoff; Retry-After is honoured within 1–30 s', () => {
   const r = new WatchRecovery();
   const noAnswer = r.afterError(refused, { starting: false, resuming: true });
   assert.ok(noAnswer.kind === 'retry' && noAnswer.untilReachable, JSON.stringify(noAnswer));
+  // An HTTP error to a watch: listed again after the backoff (client-go's reflector relists for all but 429 and a refused connection).
   const http500 = r.afterError(new ApiStatusError(500, 'etcd'), { starting: false, resuming: true });
-  assert.ok(http500.kind === 'retry' && !http500.untilReachable, JSON.stringify(http500));
+  assert.ok(http500.kind === 'relist' && http500.failed && http500.delayMs > 0, JSON.stringify(http500));
+  const listFailed = r.afterError(new ApiStatusError(500, 'etcd'), { starting: false, resuming: false });
+  assert.ok(listFailed.kind === 'retry' && !listFailed.untilReachable, JSON.stringify(listFailed));
   assert.deepEqual(r.afterError(new ApiStatusError(429, 'storage is (re)initializing', 2), { starting: false, resuming: true }), {
     kind: 'retry',
     delayMs: 2000,
@@ -228,4 +234,27 @@ test('a paged LIST is followed by its watch at once, not taken for a watch the s
     lines.filter((l) => l.msg === 'watch ended by the API server; resuming'),
     [],
   );
+});
+
+test('a watch refused after its list (list allowed, watch not): listed again after the backoff, shown failing, never served stale for ever', async (t) => {
+  let lists = 0;
+  const fake = await startFakeApi((url, res) => {
+    if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
+    if (url.searchParams.get('watch')) return sendStatus(res, 403, 'services is forbidden: User "u" cannot watch resource "services"');
+    lists++;
+    const items =
+      lists > 1 ? [{ metadata: { namespace: 'default', name: 'new', resourceVersion: String(10 + lists) }, spec: { clusterIP: '10.96.0.9', ports: [] } }] : [];
+    res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ metadata: { resourceVersion: String(10 + lists) }, items }));
+  });
+  t.after(() => fake.close());
+  const inf = new ResilientInformer(fake.api, '/api/v1/namespaces/default/services', createLogger('silent'), () => undefined, slimService);
+  t.after(() => inf.stop());
+  await inf.start();
+  assert.equal(inf.size, 0);
+  // The backoff starts at ~0.5 s: a second list comes within a few seconds, with what changed meanwhile.
+  for (let i = 0; i < 100 && lists < 2; i++) await new Promise((r) => setTimeout(r, 50));
+  assert.ok(lists >= 2, `listed ${lists} time(s)`);
+  for (let i = 0; i < 40 && !inf.get('default/new'); i++) await new Promise((r) => setTimeout(r, 25));
+  assert.ok(inf.get('default/new'), 'the Service created after the first list is known');
+  assert.match(inf.lastError?.message ?? '', /cannot watch resource "services"/);
 });
