@@ -56,3 +56,30 @@ export class SyncProgressTracker {
     this.syncing = undefined;
   }
 }
+
+/**
+ * Whether a first sync still gets somewhere, judged from the cache's status: some watch listed
+ * more objects than it ever had, or more watches are synced than ever. A list that starts over
+ * (an expired continue token, a retry) moves again only once it passes where it got before.
+ */
+export class SyncHeadway {
+  private readonly furthest = new Map<string, number>();
+  private mostSynced = 0;
+
+  /** True when `status` shows headway since the last call (the first call always does). */
+  moved(status: { watches: Record<string, string>; syncing?: Record<string, SyncProgress> }): boolean {
+    let moved = this.furthest.size === 0 && this.mostSynced === 0;
+    const synced = Object.values(status.watches).filter((state) => state === 'synced').length;
+    if (synced > this.mostSynced) {
+      this.mostSynced = synced;
+      moved = true;
+    }
+    for (const [label, p] of Object.entries(status.syncing ?? {})) {
+      if (p.listed > (this.furthest.get(label) ?? 0)) {
+        this.furthest.set(label, p.listed);
+        moved = true;
+      }
+    }
+    return moved;
+  }
+}

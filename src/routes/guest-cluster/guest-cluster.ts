@@ -10,13 +10,19 @@ import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.
 import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
 import type { EgressOptions } from '../../cluster/egress-proxy.js';
 import { ClusterCache } from '../../cluster/cache.js';
+import type { CacheStatus } from '../../cluster/cache-status.js';
+import { SyncHeadway } from '../../cluster/sync-progress.js';
+import { monotonicMs } from '../../core/clock.js';
 import { lastRoundTrip } from '../../cluster/round-trip.js';
 import type { GuestClusterView, RouteState } from '../route.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth, type Degraded } from './health.js';
 import { CacheResync } from './resync.js';
 
-export const SYNC_TIMEOUT_MS = 30_000;
+/** A first sync fails once it has got no further for this long (cluster/sync-progress.ts SyncHeadway); a big one may take longer. */
+export const SYNC_STALL_MS = 30_000;
+/** How often a sync's headway is looked at. */
+const HEADWAY_CHECK_MS = 1_000;
 
 export interface GuestClusterSettings {
   /** --kubeconfig (or the managed daemon's transient kubeconfig for this route). */
@@ -198,19 +204,40 @@ export async function probeApi(api: ApiConnection, context: string, server: stri
   }
 }
 
-export async function syncCache(cache: ClusterCache, server: string): Promise<void> {
+/**
+ * Syncs the cache; fails once the sync has got nowhere for `stallMs`. A fixed deadline would fail
+ * a big cluster behind a slow link for ever: each retry lists from the start and meets it again.
+ */
+export async function syncCache(cache: ClusterCache, server: string, stallMs = SYNC_STALL_MS): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StartupError(`the cluster cache did not sync from ${server} within ${SYNC_TIMEOUT_MS / 1000} s`)), SYNC_TIMEOUT_MS);
+  const stalled = new Promise<never>((_, reject) => {
+    const headway = new SyncHeadway();
+    let lastMoved = monotonicMs();
+    timer = setInterval(
+      () => {
+        const status = cache.status();
+        if (headway.moved(status)) lastMoved = monotonicMs();
+        else if (monotonicMs() - lastMoved >= stallMs)
+          reject(new StartupError(`the cluster cache got no further syncing from ${server} for ${stallMs / 1000} s${stuckOn(status)}`));
+      },
+      Math.min(HEADWAY_CHECK_MS, stallMs / 4),
+    );
   });
+  stalled.catch(() => undefined);
   try {
-    await Promise.race([cache.start(), timeout]);
+    await Promise.race([cache.start(), stalled]);
   } catch (err) {
     if (err instanceof StartupError) throw err;
     if (err instanceof ApiStatusError && err.statusCode === 403)
       throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
     throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
   } finally {
-    clearTimeout(timer);
+    clearInterval(timer);
   }
+}
+
+/** " (services: 1200 of 5000 listed; endpointslices: 0 listed)": where a stalled sync stands. */
+function stuckOn(status: CacheStatus): string {
+  const kinds = Object.entries(status.syncing ?? {}).map(([label, p]) => `${label}: ${p.listed}${p.total !== undefined ? ` of ${p.total}` : ''} listed`);
+  return kinds.length ? ` (${kinds.join('; ')})` : '';
 }
