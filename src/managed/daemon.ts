@@ -241,7 +241,7 @@ class Daemon {
     if (this.stopping) throw new Error('the proxy is stopping');
     const reloading = this.running.reload({ table, routeKubeconfigs: routeKubeconfigsFor(this.l, id, table) });
     reloading.catch((err: unknown) => this.log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
-    // A stop answers a reload still checking its routes (up to their 30 s sync) at once: waiting
+    // A stop answers a reload still checking its routes (up to 35 s for their sync) at once: waiting
     // for it held the control socket open, and the daemon past its stopper's kill.
     const stopped = this.stopSignal.then(() => {
       throw new Error('the proxy is stopping; nothing was reloaded');

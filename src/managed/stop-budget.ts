@@ -6,7 +6,7 @@
 //
 // Unbounded, the shutdown took up to: the lock to record "stopping" (~19 s of retries when another
 // command holds it), the listeners' grace, the routes closing, the control socket closing — which
-// waited for a reload in progress, its new routes' sync (30 s) or reload's own timeout (45 s) —
+// waited for a reload in progress, its new routes' sync (up to 35 s) or reload's own timeout (45 s) —
 // and the lock again to remove the entry (~19 s). Measured: a reload in progress, or another
 // command holding the lock for a few seconds, got the daemon killed at 5 s.
 // Now each wait has its deadline here; stop.ts also kills under the lock (the daemon cannot be

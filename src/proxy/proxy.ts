@@ -3,6 +3,7 @@
 import type { Logger } from '../core/log.js';
 import { RouteConfigError, StartupError, errorMessage } from '../core/errors.js';
 import { abortable } from '../core/abort.js';
+import { testHookMs } from '../core/test-hooks.js';
 import { formatHostPort, type HostPort } from '../core/address.js';
 import { startForwardListener, type ForwardListener } from '../listeners/forward-server.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
@@ -225,7 +226,7 @@ function defaultCluster(built: BuiltTable): Route | undefined {
 async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, strict = false, tolerated: ReadonlySet<Route> = new Set()): Promise<void> {
   const routes = [...built.routes.values()];
   await Promise.all(routes.map((r) => r.prepare?.()));
-  const results = await Promise.allSettled(routes.map((r) => r.start()));
+  const results = await Promise.allSettled(routes.map((r) => (strict ? startForReload(r, log) : r.start())));
   const all = results.flatMap((r, i) => (r.status === 'rejected' ? [{ route: routes[i]!, err: r.reason as unknown }] : []));
   const failures = strict ? all.filter((f) => !tolerated.has(f.route)) : all;
   for (const f of all)
@@ -244,6 +245,30 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
     throw first.err instanceof StartupError && routes.length === 1 ? first.err : new StartupError(failures.map(message).join('; '), { cause: first.err });
   }
   for (const f of failures) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route not available at start; the others serve, it keeps trying');
+}
+
+/**
+ * A reload answers within reload.ts's 45 s: it waits this long for a new route's first sync. A
+ * sync still getting further then (a big cluster, a slow link) goes on, and the route serves once
+ * synced (its destinations wait meanwhile, as at start): failing it would only start it over.
+ */
+const RELOAD_SYNC_WAIT_MS = 35_000;
+/** Test hook only (core/test-hooks.ts): how long a reload waits for a new route's first sync. */
+export const TEST_RELOAD_SYNC_WAIT_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_SYNC_WAIT_MS';
+
+function startForReload(route: Route, log: Logger): Promise<void> {
+  const started = route.start();
+  const waitMs = testHookMs(TEST_RELOAD_SYNC_WAIT_ENV) ?? RELOAD_SYNC_WAIT_MS;
+  let timer: NodeJS.Timeout | undefined;
+  const syncingOn = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      if (route.status().state !== 'syncing') return;
+      started.catch(() => undefined); // its lifecycle logs and retries a failure
+      log.warn({ route: route.name }, 'route still syncing after the reload; it serves once synced');
+      resolve();
+    }, waitMs);
+  });
+  return Promise.race([started, syncingOn]).finally(() => clearTimeout(timer));
 }
 
 const listenAt = (spec: ListenSpec): string | UnixListen => ('unix' in spec ? { unix: spec.unix } : spec.host);

@@ -14,6 +14,7 @@ import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-clu
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { eventually } from '../helpers/cluster.js';
 import { TEST_RETRY_ENV } from '../../src/routes/guest-cluster/lifecycle.js';
+import { TEST_RELOAD_SYNC_WAIT_ENV } from '../../src/proxy/proxy.js';
 import { curl } from '../helpers/curl.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { statusItem } from '../helpers/status-json.js';
@@ -83,18 +84,10 @@ before(async () => {
   });
   configFile = path.join(multi.dir, 'config.yaml');
   await writeFile(configFile, CONFIG());
-  proxy = await startProxyProcess([
-    '--kubeconfig',
-    multi.kubeconfig,
-    '--config',
-    configFile,
-    '--listen-socks',
-    '127.0.0.1:0',
-    '--listen-http',
-    '127.0.0.1:0',
-    '--log-level',
-    'debug',
-  ]);
+  proxy = await startProxyProcess(
+    ['--kubeconfig', multi.kubeconfig, '--config', configFile, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug'],
+    { env: { [TEST_RELOAD_SYNC_WAIT_ENV]: '1500' } },
+  );
 });
 
 after(async () => {
@@ -174,6 +167,32 @@ describe('reload', () => {
     proxy.proc.kill('SIGHUP');
     await reloaded(mark);
     assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'added (again): synced before it was swapped in');
+  });
+
+  test('a route whose first sync outlasts what a reload waits for is swapped in syncing; it serves once synced', async () => {
+    const staging = multi.clusters[1]!.sim;
+    let mark = proxy.logs.length;
+    await writeFile(configFile, CONFIG().replace(STAGING_ROUTE.replace('SETTLED', settledIp), ''));
+    proxy.proc.kill('SIGHUP');
+    await reloaded(mark);
+    // Paged LISTs (no watch-list), held: the new route's sync gets nowhere until they are let go.
+    staging.setWatchList(false);
+    staging.stallLists(true);
+    try {
+      mark = proxy.logs.length;
+      await writeFile(configFile, CONFIG());
+      proxy.proc.kill('SIGHUP');
+      await reloaded(mark);
+      assert.ok(
+        proxy.logs.slice(mark).some((l) => l.msg === 'route still syncing after the reload; it serves once synced' && l.route === 'staging'),
+        'the reload said it did not wait for the sync',
+      );
+      assert.equal(await who('http://which.shop.prod/'), 'which-prod', 'the other route serves meanwhile');
+    } finally {
+      staging.stallLists(false);
+      staging.setWatchList(true);
+    }
+    assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'synced once the lists were answered');
   });
 
   test('an invalid change (unknown key, unknown context) changes nothing and is logged', async () => {
