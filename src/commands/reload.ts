@@ -10,7 +10,8 @@ export default class Reload extends Command {
   static override description = [
     'Makes the table again from what the proxy was connected with (--config file, --context…,',
     'your kubeconfig), then the proxy starts every new route and swaps the table in only when all',
-    'of them answer and sync. A bad table changes nothing: the error is printed and the exit status',
+    'of them answer and sync (one still syncing after 35 s, but getting further, is swapped in and',
+    'serves once synced). A bad table changes nothing: the error is printed and the exit status',
     'is 1. Open connections are never cut; a removed route closes once its connections end.',
     'For a foreground proxy, send it SIGHUP.',
   ].join(' ');
@@ -22,9 +23,10 @@ export default class Reload extends Command {
 
   async run(): Promise<void> {
     const { args } = await this.parse(Reload);
-    const { id, table } = await reloadProxy(layout(), args.id === undefined ? undefined : validateId(args.id)).catch((err: unknown) =>
-      failOnKnownError(this, err),
-    );
+    // A bad ID is a known error too (one line, exit 1), as in the other commands.
+    const { id, table } = await Promise.resolve()
+      .then(() => reloadProxy(layout(), args.id === undefined ? undefined : validateId(args.id)))
+      .catch((err: unknown) => failOnKnownError(this, err));
     this.log(`kubectl-proxyout: ${id} reloaded: ${table.routes.length} route${table.routes.length === 1 ? '' : 's'}`);
     for (const r of table.routes) this.log(`kubectl-proxyout:   route ${describeRoute(table, r)}`);
   }

@@ -9,13 +9,20 @@ import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
-import { resolveManagedTable, writeRouteKubeconfigs, writeTableFile } from './table.js';
+import {
+  removeRouteKubeconfigsExcept,
+  resolveManagedTable,
+  routeKubeconfigFiles,
+  routeKubeconfigsFor,
+  writeRouteKubeconfigs,
+  writeTableFile,
+} from './table.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 
 /** Test hook (core/test-hooks.ts testHookPause): hold a reload between making its table and writing it. */
 export const TEST_RELOAD_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_PAUSE';
 
-/** A route sync may take up to 30 s (routes/cluster/route.ts SYNC_TIMEOUT_MS); then some slack. */
+/** A route sync fails after 30 s without headway (routes/guest-cluster/guest-cluster.ts SYNC_STALL_MS); then some slack. */
 const RELOAD_TIMEOUT_MS = 45_000;
 
 export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: string; table: RoutingTable }> {
@@ -49,13 +56,15 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
   });
   const createdAt = found.entry.createdAt;
   await testHookPause(TEST_RELOAD_PAUSE_ENV);
-  await withStateLock(l, () => {
+  const before = await withStateLock(l, () => {
     // The table was made without the lock (from the user's config file and kubeconfig): the
     // daemon may have been disconnected meanwhile, or replaced by another `connect` for this ID,
     // whose files and socket these now are.
     assertSameDaemon(found, inspect(l, id!));
+    const existing = routeKubeconfigFiles(l, id!);
     writeRouteKubeconfigs(l, id!, managed);
     writeTableFile(l, id!, managed.table);
+    return existing;
   });
   let answer;
   try {
@@ -64,8 +73,19 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
   } catch (err) {
     throw new StartupError(`proxy ${id} did not answer the reload: ${errorMessage(err)}`);
   }
+  // Credentials on disk only for routes the daemon has: a removed route's go once the new table is
+  // in force; a refused table's new routes' go at once.
+  const keep = answer.ok ? routeKubeconfigsFor(l, id, managed.table) : Object.fromEntries(before.map((file) => [file, file]));
+  await withStateLock(l, () => {
+    if (sameDaemon(found, inspect(l, id!))) removeRouteKubeconfigsExcept(l, id!, keep);
+  }).catch(() => undefined);
   if (!answer.ok) throw new StartupError(`proxy ${id} kept its routing table: ${answer.error}`);
   return { id, table: managed.table };
+}
+
+function sameDaemon(before: Inspected, now: Inspected | undefined): boolean {
+  const { createdAt, pid, procIdentity } = before.entry;
+  return now?.state === 'running' && now.entry.createdAt === createdAt && now.entry.pid === pid && now.entry.procIdentity === procIdentity;
 }
 
 /** The daemon a reload was prepared for is still the one that runs under its ID (call under the lock). */

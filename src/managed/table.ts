@@ -3,7 +3,7 @@
 // itself and a private single-context kubeconfig per cluster route, so the daemon never reads
 // the user's kubeconfig or config file (what it serves is exactly what was checked).
 import path from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { routingTableFor } from '../proxy/proxy.js';
@@ -72,6 +72,28 @@ export function routeKubeconfigsFor(l: StateLayout, id: string, table: RoutingTa
   for (const r of table.routes)
     if (r.kind === 'cluster') files[r.name] = r.name === table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, r.name);
   return files;
+}
+
+/**
+ * Removes the transient kubeconfigs of routes not in `keep` (route name → file, as
+ * routeKubeconfigsFor gives): they hold credentials no route of the daemon uses any more.
+ */
+export function removeRouteKubeconfigsExcept(l: StateLayout, id: string, keep: Record<string, string>): void {
+  const kept = new Set(Object.values(keep));
+  for (const file of routeKubeconfigFiles(l, id)) if (!kept.has(file)) rmSync(file, { force: true });
+}
+
+/** The routes' transient kubeconfigs in a proxy's directory now (the default route's excepted). */
+export function routeKubeconfigFiles(l: StateLayout, id: string): string[] {
+  const dir = path.dirname(l.kubeconfigFile(id));
+  const prefix = path.basename(l.routeKubeconfigFile(id, ''));
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names.filter((n) => n.startsWith(prefix) && n.length > prefix.length).map((n) => path.join(dir, n));
 }
 
 /** The table `reload` hands the daemon (0600, beside its kubeconfigs). */

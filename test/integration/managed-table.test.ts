@@ -118,6 +118,23 @@ test('reload ID: a route added to the file serves; removed, it is refused; a bad
   assert.equal(r.code, 0, r.stderr);
   assert.match((await who('http://which.shop.prod/'))!, /^curl /, 'prod is no longer routed');
   assert.equal(await who('http://which.shop.staging/'), 'which-staging');
+  const kubeconfigs = () => readdirSync(path.join(stateDir, 'proxies', id)).filter((f) => f.startsWith('kubeconfig'));
+  assert.deepEqual(kubeconfigs(), ['kubeconfig'], "the removed route's credentials left the disk with it");
+  // prod back, but its API server does not answer: the table is refused, and prod's credentials go.
+  const closed = net.createServer().listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const deadPort = (closed.address() as net.AddressInfo).port;
+  closed.close();
+  await multi.writeKubeconfig({ prod: { server: `https://127.0.0.1:${deadPort}` } });
+  try {
+    await writeFile(configFile, TABLE(false));
+    r = await cli(['reload', id]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /kept its routing table/);
+    assert.deepEqual(kubeconfigs(), ['kubeconfig'], "a refused route's credentials are not left behind");
+  } finally {
+    await multi.writeKubeconfig();
+  }
   // A file that does not validate: nothing changes.
   await writeFile(configFile, 'routes:\n  - name: prod\n    kind: cluster\n    context: prod\n    colour: blue\n');
   r = await cli(['reload', id]);

@@ -433,10 +433,13 @@ describe('crashes and failures', () => {
       ['status', 'nope'],
       ['logs', 'nope'],
       ['disconnect', '../x'],
+      ['reload', '../x'],
+      ['logs', '../x'],
     ]) {
       const r = await cli(args);
       assert.notEqual(r.code, 0, args.join(' '));
       assert.match(r.stderr.trim(), /^Error: (no managed proxy with ID nope|no log for ID nope|invalid connection ID)/, r.stderr);
+      assert.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line, no stack: ${r.stderr}`);
     }
     const both = await cli(['disconnect']);
     assert.equal(both.code, 2);
