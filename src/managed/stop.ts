@@ -40,6 +40,9 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
     }
     // inspect() has just verified pid, start identity and command line.
     const pid = current.entry.pid!;
+    // Asked to stop already (another `disconnect` or `quit` under way): a second SIGTERM would
+    // make it exit without letting its open streams finish. Wait for it as that one does.
+    if (current.entry.phase === 'stopping') return { entry: current.entry, pid };
     // Recorded before the signal, not left to the daemon: a `connect` for this ID from now on
     // waits for it to go instead of reporting it "already running".
     updateEntry(l, id, (e) => (e.phase = 'stopping'));

@@ -302,3 +302,30 @@ test('another command holding the state lock while a daemon stops: it gives the 
     client.destroy();
   }
 });
+
+test('a second disconnect while the first waits for the drain: the open connections still get their grace', async () => {
+  const c = await connect('stopped-twice', ['--context', 'prod']);
+  const [host, port] = [c.socks.slice(0, c.socks.lastIndexOf(':')), Number(c.socks.slice(c.socks.lastIndexOf(':') + 1))];
+  const client = net.connect(port, host);
+  client.on('error', () => undefined);
+  await once(client, 'connect');
+  const closed = once(client, 'close');
+  const l = layout(stateDir);
+  try {
+    const began = Date.now();
+    const first = cli(['disconnect', 'stopped-twice']);
+    await eventually(async () => readEntry(l, 'stopped-twice')?.phase === 'stopping', 20_000, 5);
+    const second = await cli(['disconnect', 'stopped-twice']);
+    const firstDone = await first;
+    assert.equal(firstDone.code, 0, firstDone.stderr);
+    assert.equal(second.code, 0, second.stderr);
+    await closed;
+    // The drain lasts the grace (4 s) for a client that keeps its connection; a second SIGTERM
+    // would have ended it at once.
+    assert.ok(Date.now() - began >= 3_000, `the connection was cut after ${Date.now() - began} ms`);
+    assert.doesNotMatch(readFileSync(path.join(stateDir, 'logs', 'stopped-twice.log'), 'utf8'), /second signal/);
+    assert.equal(isAlive(c.pid), false);
+  } finally {
+    client.destroy();
+  }
+});
