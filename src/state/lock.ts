@@ -9,40 +9,41 @@ import { StateDirError } from './paths.js';
 const STALE_MS = 10_000;
 /** The longest pause between two tries: a wait ends at most this long after its deadline would. */
 const MAX_RETRY_STEP_MS = 250;
+const FIRST_RETRY_STEP_MS = 15;
+/** ~19 s of tries in all when no deadline is given (a holder finishing its work, or going stale). */
+const MAX_TRIES = 80;
 
 /**
  * Runs fn while holding the state lock; waits (up to ~19 s) for another holder to finish, or,
  * with `until` (epoch ms), gives up by then (a daemon whose stopper will kill it at some point).
+ * Only a lock held by another is waited for: a directory that cannot be written (read-only, full,
+ * not ours) fails at once, naming it.
  */
 export async function withStateLock<T>(l: StateLayout, fn: () => Promise<T> | T, opts: { until?: number } = {}): Promise<T> {
-  const waitMs = opts.until === undefined ? Infinity : opts.until - Date.now();
-  if (waitMs <= 0) throw new StateDirError(`the state lock of ${l.root} was not taken: no time left to wait for it`);
-  let release: () => Promise<void>;
-  try {
-    release = await lockfile.lock(l.root, {
-      lockfilePath: l.lockFile,
-      realpath: false,
-      stale: STALE_MS,
-      retries: {
-        retries: 80,
-        factor: 1.3,
-        minTimeout: 15,
-        maxTimeout: MAX_RETRY_STEP_MS,
-        randomize: true,
-        // retry stops once this much has passed at a failed try; the next try may have been due just before.
-        ...(waitMs === Infinity ? {} : { maxRetryTime: Math.max(1, waitMs - MAX_RETRY_STEP_MS) }),
-      },
-      // The default throws from a timer, which would crash a daemon; a compromised lock only
-      // means another process took over a lock we held too long, and our writes stay atomic.
-      onCompromised: () => undefined,
-    });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    // Past maxRetryTime, retry may hand back its own "timeout occurred" error (no code) instead.
-    if (code === 'ELOCKED' || (waitMs !== Infinity && code === undefined)) {
-      throw new StateDirError(`the state directory ${l.root} stays locked by another kubectl-proxyout; try again`);
+  const deadline = opts.until ?? Infinity;
+  if (deadline - Date.now() <= 0) throw new StateDirError(`the state lock of ${l.root} was not taken: no time left to wait for it`);
+  let release: (() => Promise<void>) | undefined;
+  let step = FIRST_RETRY_STEP_MS;
+  for (let tries = 1; !release; tries++) {
+    try {
+      release = await lockfile.lock(l.root, {
+        lockfilePath: l.lockFile,
+        realpath: false,
+        stale: STALE_MS,
+        // The default throws from a timer, which would crash a daemon; a compromised lock only
+        // means another process took over a lock we held too long, and our writes stay atomic.
+        onCompromised: () => undefined,
+      });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (e.code !== 'ELOCKED') throw new StateDirError(`cannot take the state lock in ${l.root}: ${e.message}`);
+      const pause = Math.min(step * (1 + Math.random()), MAX_RETRY_STEP_MS);
+      if (tries >= MAX_TRIES || Date.now() + pause > deadline) {
+        throw new StateDirError(`the state directory ${l.root} stays locked by another kubectl-proxyout; try again`);
+      }
+      await new Promise((r) => setTimeout(r, pause));
+      step = Math.min(step * 1.3, MAX_RETRY_STEP_MS);
     }
-    throw err;
   }
   try {
     return await fn();

@@ -177,6 +177,18 @@ test('a lock wait with a deadline gives up by then (a stopping daemon), where it
   assert.equal(await withStateLock(l, () => 'free', { until: Date.now() + 1_000 }), 'free');
 });
 
+test('a state directory where the lock cannot be made fails at once, naming it, instead of being waited for', async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  // Where the lock goes is a file's child: every try fails as a read-only or full disk does, not as a held lock.
+  writeFileSync(path.join(l.root, 'blocker'), '');
+  const began = Date.now();
+  await assert.rejects(
+    withStateLock({ ...l, lockFile: path.join(l.root, 'blocker', 'lock') }, () => 'taken'),
+    (err: Error) => err instanceof StateDirError && err.message.includes(`cannot take the state lock in ${l.root}`) && /ENOTDIR/.test(err.message),
+  );
+  assert.ok(Date.now() - began < 2_000, `gave up after ${Date.now() - began} ms, not at once`);
+});
+
 test('the lock is released when the function throws', async (t) => {
   const l = ensureStateDir(layout(tempDir(t)));
   await assert.rejects(
