@@ -141,7 +141,9 @@ const SELF_NAME = /(^|[\\/])kubectl-proxyout(-[a-z]+-[a-z0-9]+)?(\.exe|\.cjs)?$/
 
 /** `<node> …/kubectl-proxyout daemon --id ID` or `…/kubectl-proxyout-<os>-<arch> daemon --id ID`, as connect spawns it. */
 export function isDaemonCommand(command: string, id: string): boolean {
-  const words = command.split(/\s+/);
+  // Windows quotes a word with a space in it ("C:\Program Files\nodejs\node.exe" "C:\Users\J Doe\…"):
+  // split at the spaces, the program's name is still the end of a word once its quote is off.
+  const words = command.split(/\s+/).map((w) => w.replace(/^"|"$/g, ''));
   const at = words.indexOf('daemon');
   if (at < 1 || !words.slice(0, at).some((w) => SELF_NAME.test(w))) return false;
   const after = words.slice(at + 1);

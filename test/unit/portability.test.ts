@@ -90,7 +90,17 @@ test('Windows: identity (CreationDate) and command line from Win32_Process throu
   const [file, args] = win.calls[0]!;
   assert.equal(file, 'powershell.exe');
   assert.match(args.at(-1)!, /Get-CimInstance Win32_Process -Filter 'ProcessId=4242'/);
-  assert.equal(isDaemonCommand('"C:\\tools\\kubectl-proxyout.exe" daemon --id a1', 'a1'), false, 'quoted path: the word ends with a quote');
+  // Windows quotes the words with spaces in them (libuv quote_cmd_arg); either way it is our daemon.
+  assert.equal(isDaemonCommand('"C:\\tools\\kubectl-proxyout.exe" daemon --id a1', 'a1'), true);
+  assert.equal(
+    isDaemonCommand(
+      '"C:\\Program Files\\nodejs\\node.exe" "C:\\Users\\John Doe\\AppData\\Roaming\\npm\\node_modules\\kubectl-proxyout\\bin\\kubectl-proxyout" daemon --id a1',
+      'a1',
+    ),
+    true,
+  );
+  assert.equal(isDaemonCommand('"C:\\Users\\John Doe\\kubectl-proxyout-windows-amd64.exe" daemon --id a1', 'a1'), true);
+  assert.equal(isDaemonCommand('"C:\\Users\\John Doe\\other.exe" daemon --id a1', 'a1'), false);
   assert.equal(isDaemonCommand('C:\\tools\\kubectl-proxyout.exe daemon --id a1', 'a1'), true);
   assert.equal(processInfo(4242, host('win32', { run: () => '\r\n' })), undefined, 'no such process');
 });
