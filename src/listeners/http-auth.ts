@@ -49,6 +49,9 @@ function answerDenial(ctx: ListenerContext, req: IncomingMessage, denied: Denial
   else answer();
 }
 
+/** Connections answered (or about to be) with `Connection: close`: what follows on them is not acted on. */
+export const closingAfterAnswer = new WeakSet<object>();
+
 /**
  * Wraps the absolute-form request handler: requests without valid credentials get 407. A
  * connection that has never authenticated is closed after its 407 (a client that has the
@@ -72,6 +75,9 @@ export function requireProxyAuth(
     // A request body we will not read must not be taken for the next request: close after it.
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     const close = hasBody || !unauthenticated?.isAuthenticated(req.socket);
+    // Requests pipelined behind this one are parsed (and handed on) before our answer goes out:
+    // none may run once it says close (RFC 9112 §9.6), whatever credentials they carry.
+    if (close) closingAfterAnswer.add(req.socket);
     answerDenial(ctx, req, denied, () => {
       if (res.destroyed || res.writableEnded) return;
       res.writeHead(reply.http, {

@@ -177,6 +177,18 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
     if (/(?:^|,)\s*websocket\s*(?:\/|,|$)/i.test(String(req.headers.upgrade ?? ''))) {
       return fail(new CommandNotSupportedError('WebSocket upgrades through a plain-HTTP proxy are not supported; use CONNECT'), destination, true);
     }
+    // Node's parser takes the body apart by its last coding (chunked) only; another one before it
+    // (gzip, chunked) would reach the origin unlabelled. RFC 9112 §6.1: 501 for codings not done.
+    const codings = req.headers['transfer-encoding'];
+    if (codings !== undefined && codings.trim().toLowerCase() !== 'chunked') {
+      return fail(
+        new CommandNotSupportedError(
+          `request bodies in transfer coding "${codings.slice(0, 100)}" are not forwarded; send them chunked or with a Content-Length`,
+        ),
+        destination,
+        true,
+      );
+    }
     forward(ctx, agent, req, res, client, destination, target, fail);
   };
 }
@@ -277,7 +289,7 @@ function forward(
       record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket), transports.get(socket));
       record.live = bytes;
     });
-    upReq.on('error', (err: NodeJS.ErrnoException) => {
+    const onUpstreamError = (err: NodeJS.ErrnoException): void => {
       if (res.destroyed || abort.signal.aborted) {
         if (record) ctx.stats.closed(record, bytes.bytesFromClient, bytes.bytesToClient, err);
         return;
@@ -299,6 +311,13 @@ function forward(
         req.resume();
       }
       fail(err, destination, hasBody);
+    };
+    upReq.on('error', onUpstreamError);
+    // A 101 nobody asked for (Upgrade is never forwarded): without a listener Node's client drops
+    // the tunnel with neither 'response' nor 'error', and the client would wait for ever.
+    upReq.on('upgrade', (_upRes: IncomingMessage, socket: Duplex) => {
+      socket.destroy();
+      onUpstreamError(Object.assign(new Error('the origin switched protocols (101) though no upgrade was asked for'), { code: 'EPROTO' }));
     });
     upReq.on('response', (upRes: IncomingMessage) => {
       answered = true;

@@ -10,7 +10,7 @@ import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
 import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
-import { authorizeConnect, requireProxyAuth } from './http-auth.js';
+import { authorizeConnect, closingAfterAnswer, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
 import { isPacRequest, servePac } from './pac-file.js';
 
@@ -46,6 +46,9 @@ export async function startHttpListener(host: string | UnixListen, port: number,
     requireHostHeader: false,
     highWaterMark: CLIENT_SOCKET_HIGH_WATER,
   });
+  // A client that half-closes after its request (`nc -N`, one-shot scripts) still gets its answer,
+  // then the close: Node's default aborts the request at the FIN (lib/_http_server.js socketOnEnd).
+  (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
   const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   server.on('connection', (socket: net.Socket) => {
     tracker.add(socket);
@@ -57,7 +60,7 @@ export async function startHttpListener(host: string | UnixListen, port: number,
     // A request that arrives on a connection closing after a `Connection: close` answer (Node's
     // parser reads on while we linger): no answer can reach the client any more, so it is not
     // acted on — only its body is dropped.
-    if (req.socket.writableEnded) {
+    if (req.socket.writableEnded || closingAfterAnswer.has(req.socket)) {
       req.resume();
       return;
     }

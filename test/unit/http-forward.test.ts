@@ -143,7 +143,15 @@ const race = await startRacyOrigin();
 const midway = await startRacyOrigin(true);
 const refuser = await startRefusingOrigin();
 const resetter = await startResettingOrigin();
+// Answers every request 101 Switching Protocols, asked or not.
+const switcher = net.createServer((socket) => {
+  socket.on('error', () => undefined);
+  socket.once('data', () => socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: Upgrade\r\n\r\nraw bytes'));
+});
+switcher.listen(0, LOOPBACK);
+await once(switcher, 'listening');
 const opener = new FakeOpener({
+  'switcher.test': () => tcpStream((switcher.address() as AddressInfo).port),
   'web.test': () => tcpStream(web.port),
   'other.test': () => tcpStream(other.port),
   'flaky.test': () => tcpStream(flaky.port),
@@ -162,6 +170,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'proxyout-http-'));
 after(async () => {
   await listener.close(100);
   for (const o of [web, other, flaky, race, midway, refuser, resetter]) o.server.close();
+  switcher.close();
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -448,12 +457,18 @@ test("the origin's 102 and 103 Early Hints reach an HTTP/1.1 client before its a
   assert.match(old, /^HTTP\/1\.1 200 [^]*after hints$/);
 });
 
-test('non-proxy requests get 400 (origin form, https absolute form); upgrades 501', async () => {
+test('non-proxy requests get 400 (origin form, https absolute form); upgrades and transfer codings other than chunked 501', async () => {
   const cases: Array<[string, RegExp, RegExp]> = [
     ['GET / HTTP/1.1\r\nHost: x\r\n\r\n', /^HTTP\/1\.1 400 /, /HTTP proxy/],
     ['GET https://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n', /^HTTP\/1\.1 400 /, /CONNECT/],
     ['GET ftp://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n', /^HTTP\/1\.1 400 /, /http:\/\//],
     ['GET http://web.test/ws HTTP/1.1\r\nHost: web.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n', /^HTTP\/1\.1 501 /, /CONNECT/],
+    // A coding before chunked would reach the origin unlabelled: not forwarded at all.
+    [
+      'POST http://web.test/echo HTTP/1.1\r\nHost: web.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
+      /^HTTP\/1\.1 501 /,
+      /transfer coding "gzip, chunked"/,
+    ],
   ];
   for (const [input, status, body] of cases) {
     const s = await connectClient(listener.address.port);
@@ -465,6 +480,12 @@ test('non-proxy requests get 400 (origin form, https absolute form); upgrades 50
     assert.match(out, body);
     s.destroy();
   }
+});
+
+test('an origin that switches protocols unasked (101) is a 502, and the stream is closed', async () => {
+  const { stdout } = await curl('-i', 'http://switcher.test/');
+  assert.match(stdout, /^HTTP\/1\.1 502 [^]*switched protocols \(101\) though no upgrade was asked for/);
+  await waitFor(() => ctx.stats.snapshot().openStreams === 0, 3000, 'the stream record is closed');
 });
 
 test('a client leaving mid-response does not disturb the listener', async () => {
@@ -508,4 +529,17 @@ test('endToEndHeaders drops hop-by-hop fields and what Connection names', () => 
     'b=2',
   ];
   assert.deepEqual(endToEndHeaders(raw, ['host']), ['X-B', '2', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2']);
+});
+
+test('a client that half-closes after its request still gets the whole answer, then the close', async () => {
+  for (const version of ['1.0', '1.1']) {
+    const s = await connectClient(listener.address.port);
+    let out = '';
+    s.on('data', (c: Buffer) => (out += c.toString()));
+    s.end(`GET http://web.test/half-${version} HTTP/${version}\r\nHost: web.test\r\n\r\n`);
+    await once(s, 'end');
+    assert.match(out, /^HTTP\/1\.1 200 OK\r\n/, `HTTP/${version}: ${out}`);
+    assert.equal((JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)) as Echoed).url, `/half-${version}`);
+    s.destroy();
+  }
 });

@@ -90,3 +90,33 @@ test('two GETs then CONNECT in one write: both answers, in order, before the tun
   );
   assert.match(text, /^HTTP\/1\.1 200 OK\r\n[^]*slow-bodyHTTP\/1\.1 200 OK\r\n[^]*\r\n\r\nslow-bodyHTTP\/1\.1 200 Connection established\r\n\r\nping$/);
 });
+
+test('a request pipelined behind a 407 that closes the connection is not sent on, even with the right credentials', async () => {
+  const seen: string[] = [];
+  const recording = http.createServer((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    req.resume();
+    req.on('end', () => res.end('done\n'));
+  });
+  recording.listen(0, LOOPBACK);
+  await once(recording, 'listening');
+  const ctx = quietContext(new FakeOpener({ 'bank.test': () => tcpStream((recording.address() as net.AddressInfo).port) }));
+  ctx.auth = new ProxyAuth({ username: 'alice', password: 'pw' });
+  const listener = await startHttpListener(LOOPBACK, 0, ctx);
+  listeners.push(listener);
+  try {
+    // The first request has no credentials: 407 and close (the connection never authenticated).
+    const text = await pipelined(
+      listener.address.port,
+      'GET http://bank.test/first HTTP/1.1\r\nHost: bank.test\r\n\r\n' +
+        `POST http://bank.test/transfer HTTP/1.1\r\nHost: bank.test\r\nProxy-Authorization: ${basic}\r\nContent-Length: 2\r\n\r\nhi`,
+      (t) => /407[^]*\r\n\r\n[^]*\n$/.test(t),
+    );
+    await new Promise((r) => setTimeout(r, 300)); // time for a request sent on to reach the origin
+    assert.match(text, /^HTTP\/1\.1 407 Proxy Authentication Required\r\n[^]*Connection: close\r\n/);
+    assert.equal(text.match(/HTTP\/1\.1 \d{3}/g)?.length, 1, text);
+    assert.deepEqual(seen, [], 'the origin got no request');
+  } finally {
+    recording.close();
+  }
+});
