@@ -153,9 +153,11 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
       if (/^https:\/\//i.test(url))
         return fail(new BadRequestError('https:// URLs must be tunnelled with CONNECT (https_proxy / curl -p), not sent in absolute form'));
       if (url.startsWith('/') || url === '*') {
+        // Quoted into the log line too: no query (it may carry a token), and a bounded Host.
+        const host = (req.headers.host ?? 'HOST:PORT').slice(0, 261);
         return fail(
           new BadRequestError(
-            `this is kubectl-proxyout, an HTTP proxy: send absolute-form requests (http_proxy=http://${req.headers.host ?? 'HOST:PORT'}) or CONNECT; "${req.method} ${url.slice(0, 100)}" is not a proxy request`,
+            `this is kubectl-proxyout, an HTTP proxy: send absolute-form requests (http_proxy=http://${host}) or CONNECT; "${req.method} ${url.split('?')[0]!.slice(0, 100)}" is not a proxy request`,
           ),
         );
       }

@@ -46,9 +46,6 @@ export async function startHttpListener(host: string | UnixListen, port: number,
     requireHostHeader: false,
     highWaterMark: CLIENT_SOCKET_HIGH_WATER,
   });
-  // A client that half-closes after its request (`nc -N`, one-shot scripts) still gets its answer,
-  // then the close: Node's default aborts the request at the FIN (lib/_http_server.js socketOnEnd).
-  (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
   const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   server.on('connection', (socket: net.Socket) => {
     tracker.add(socket);

@@ -460,6 +460,8 @@ test("the origin's 102 and 103 Early Hints reach an HTTP/1.1 client before its a
 test('non-proxy requests get 400 (origin form, https absolute form); upgrades and transfer codings other than chunked 501', async () => {
   const cases: Array<[string, RegExp, RegExp]> = [
     ['GET / HTTP/1.1\r\nHost: x\r\n\r\n', /^HTTP\/1\.1 400 /, /HTTP proxy/],
+    // Quoted back without its query (a token there would reach the log too).
+    ['GET /login?token=s3cret HTTP/1.1\r\nHost: x\r\n\r\n', /^HTTP\/1\.1 400 (?![^]*s3cret)/, /"GET \/login" is not a proxy request/],
     ['GET https://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n', /^HTTP\/1\.1 400 /, /CONNECT/],
     ['GET ftp://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n', /^HTTP\/1\.1 400 /, /http:\/\//],
     ['GET http://web.test/ws HTTP/1.1\r\nHost: web.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n', /^HTTP\/1\.1 501 /, /CONNECT/],
@@ -529,17 +531,4 @@ test('endToEndHeaders drops hop-by-hop fields and what Connection names', () => 
     'b=2',
   ];
   assert.deepEqual(endToEndHeaders(raw, ['host']), ['X-B', '2', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2']);
-});
-
-test('a client that half-closes after its request still gets the whole answer, then the close', async () => {
-  for (const version of ['1.0', '1.1']) {
-    const s = await connectClient(listener.address.port);
-    let out = '';
-    s.on('data', (c: Buffer) => (out += c.toString()));
-    s.end(`GET http://web.test/half-${version} HTTP/${version}\r\nHost: web.test\r\n\r\n`);
-    await once(s, 'end');
-    assert.match(out, /^HTTP\/1\.1 200 OK\r\n/, `HTTP/${version}: ${out}`);
-    assert.equal((JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)) as Echoed).url, `/half-${version}`);
-    s.destroy();
-  }
 });
