@@ -141,8 +141,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       phase: 'starting',
       createdAt: new Date().toISOString(),
     };
-    writeEntry(l, entry);
     try {
+      writeEntry(l, entry);
       writeRouteKubeconfigs(l, id, managed);
       if (credentials) writeProxyAuthFile(l, id, credentials);
       if (generated && credentials) writeClientAuthFile(l, id, credentials);
@@ -150,6 +150,11 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       return { entry: updateEntry(l, id, (e) => ((e.pid = pid), (e.procIdentity = processIdentity(pid))))!, existing: false };
     } catch (err) {
       removeEntry(l, id);
+      // A full or read-only disk: one line naming where, not a bare errno (see docs/troubleshooting.md).
+      const e = err as NodeJS.ErrnoException;
+      if (['open', 'write', 'mkdir', 'rename', 'chmod', 'fchmod', 'close'].includes(e.syscall ?? '')) {
+        throw new StartupError(`cannot write the proxy's files in ${l.proxyDir(id)}: ${e.message}`, { cause: err });
+      }
       throw err;
     }
   });

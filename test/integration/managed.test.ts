@@ -3,6 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -413,6 +414,34 @@ describe('crashes and failures', () => {
     assert.match(r.stderr, /^Error: cannot reach the API server/);
     assert.ok(Date.now() - started < 15_000);
     assert.deepEqual(readdirSync(path.join(stateDir, 'proxies')), []);
+  });
+
+  test('a full disk: connect says where it could not write, and leaves nothing behind', async (t) => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0) return t.skip('needs root on Linux to mount a small tmpfs');
+    const full = mkdtempSync(path.join(tmpdir(), 'proxyout-full-'));
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0700', 'tmpfs', full]);
+    } catch (err) {
+      rmSync(full, { recursive: true, force: true });
+      return t.skip(`cannot mount a tmpfs here: ${String(err)}`);
+    }
+    t.after(() => {
+      execFileSync('umount', ['-l', full]);
+      rmSync(full, { recursive: true, force: true });
+    });
+    const state = path.join(full, 'state');
+    // The directories first (they take no space on a tmpfs), then every byte taken.
+    const ok = await runCli(['status'], { env: { KUBECTL_PROXYOUT_STATE_DIR: state } });
+    assert.equal(ok.code, 0, ok.stderr);
+    try {
+      execFileSync('dd', ['if=/dev/zero', `of=${path.join(full, 'filler')}`, 'bs=4k'], { stdio: 'ignore' });
+    } catch {
+      // ENOSPC: full, as wanted
+    }
+    const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'], { env: { KUBECTL_PROXYOUT_STATE_DIR: state } });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr.trim(), new RegExp(`^Error: cannot write the proxy's files in ${path.join(state, 'proxies')}/\\w+: ENOSPC`), r.stderr);
+    assert.deepEqual(readdirSync(path.join(state, 'proxies')), [], 'no directory left behind');
   });
 
   test('bad credentials and unknown contexts fail before forking', async () => {
