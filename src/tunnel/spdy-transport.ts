@@ -140,6 +140,9 @@ export class SpdyTransport implements Transport {
           continue;
         }
         e.suspect = true;
+        // Held by a reader that is behind, it reads nothing, so no PING answer could be seen: no
+        // verdict, and no new streams; its keepalive judges it once the reader catches up.
+        if (e.tunnel.held) continue;
         void e.tunnel.checkNow(checkMs).then((alive) => {
           if (alive) e.suspect = false;
           else this.retire(e, 'no answer to a PING after the process was paused');
@@ -148,11 +151,13 @@ export class SpdyTransport implements Transport {
     }
   }
 
-  /** No new streams on this tunnel; it closes now (its streams would only fail on a gone pod). */
+  /** No new streams on this tunnel; it closes now and its streams fail (they would only fail on a gone pod or a dead path). */
   private retire(entry: TunnelEntry, why: string): void {
     if (entry.dead) return;
     this.log.info({ pod: entry.key, uid: entry.uid, why }, 'closing the pod tunnel');
-    this.shutdown(entry);
+    entry.dead = true;
+    clearTimeout(entry.idleTimer);
+    entry.tunnel?.abandon(new UpstreamApiError(`the port-forward tunnel to ${entry.key} was closed: ${why}`));
   }
 
   private key(t: PodRef): string {
@@ -163,8 +168,14 @@ export class SpdyTransport implements Transport {
     const key = this.key(target);
     const list = this.pods.get(key) ?? [];
     this.pods.set(key, list);
+    // A tunnel held by a reader that is behind reads nothing: a new stream there would wait for that reader.
     let entry = list.find(
-      (e) => !e.dead && !e.suspect && e.uid === target.uid && (!e.tunnel || e.tunnel.session.canOpen) && e.streams < this.options.maxStreamsPerTunnel,
+      (e) =>
+        !e.dead &&
+        !e.suspect &&
+        e.uid === target.uid &&
+        (!e.tunnel || (e.tunnel.session.canOpen && !e.tunnel.held)) &&
+        e.streams < this.options.maxStreamsPerTunnel,
     );
     if (!entry) {
       entry = this.connect(target, key);

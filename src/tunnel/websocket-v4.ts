@@ -13,6 +13,7 @@ import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOpt
 import { PodStream, where } from './pod-stream.js';
 import { webSocketOptions } from './ws-options.js';
 import { PongPacer } from './pong-pacer.js';
+import { REFUSAL_BODY_MAX } from './websocket/handshake.js';
 
 export const V4_PROTOCOL = 'v4.channel.k8s.io';
 const DATA = 0;
@@ -116,9 +117,18 @@ class PortForwardStream extends PodStream {
       (fail) => {
         ws.once('unexpected-response', (_req, res) => {
           if (res.statusCode === 401) onUnauthorized();
+          // The start of the body is enough for the message; the rest is not waited for (it may never end).
           const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => fail(upgradeError(target, res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
+          let kept = 0;
+          const refused = () => fail(upgradeError(target, res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8')));
+          res.on('data', (c: Buffer) => {
+            chunks.push(c.subarray(0, REFUSAL_BODY_MAX - kept));
+            kept += Math.min(c.length, REFUSAL_BODY_MAX - kept);
+            if (kept < REFUSAL_BODY_MAX) return;
+            res.destroy();
+            refused();
+          });
+          res.on('end', refused);
           res.on('error', () => fail(upgradeError(target, res.statusCode ?? 0, '')));
         });
         ws.on('error', (err) => {

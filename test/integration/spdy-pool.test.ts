@@ -155,3 +155,54 @@ test('a stream opens in one tunnel message: SYN_STREAM error, its FIN, SYN_STREA
     'the error stream is finished at once: we never write on it',
   );
 });
+
+/** A stream whose reader stops: the echo pod's answer to 4 MiB piles up until the stream holds its tunnel. */
+async function heldStream(t: SpdyTransport): Promise<Duplex> {
+  const slow = await open(t);
+  slow.on('error', () => undefined);
+  slow.pause();
+  slow.write(Buffer.alloc(4 << 20, 0x61));
+  await eventually(async () => t.stats().some((s) => s.tunnels > 0) && slow.readableLength >= 1 << 20, 5000, 20);
+  return slow;
+}
+
+test('a reader that stops holds its tunnel, not the pod: a new stream to that pod opens a tunnel of its own and is answered', async () => {
+  const t = transport({ idleMs: 60_000 });
+  const slow = await heldStream(t);
+  cluster.sim.resetCounters();
+  const fresh = await open(t);
+  const answer = await Promise.race([roundTrip(fresh, Buffer.from('hello')), new Promise((r) => setTimeout(() => r('no echo within 3 s'), 3000))]);
+  assert.equal(String(answer), 'hello');
+  assert.equal(cluster.sim.counters.portForward, 1, 'a second tunnel');
+  // The slow reader catches up: every byte of its echo is there.
+  let got = slow.readableLength;
+  slow.on('data', (d: Buffer) => (got += d.length));
+  slow.read(0);
+  slow.resume();
+  await eventually(async () => got >= 4 << 20, 10_000, 20);
+  await t.close();
+});
+
+test('after a pause a tunnel held by a slow reader is not taken for dead (it cannot read a PING answer); one that goes silent fails its streams', async () => {
+  const t = transport({ idleMs: 60_000 });
+  const slow = await heldStream(t);
+  t.afterPause(300);
+  await new Promise((r) => setTimeout(r, 800));
+  assert.equal(slow.destroyed, false, 'the held tunnel and its stream live on');
+  let got = slow.readableLength;
+  slow.on('data', (d: Buffer) => (got += d.length));
+  slow.resume();
+  await eventually(async () => got >= 4 << 20, 10_000, 20);
+  // A busy tunnel whose path died while the process slept: its stream fails, it does not end as if done.
+  const busy = await open(t);
+  await roundTrip(busy, Buffer.from('x'));
+  const outcome = new Promise<string>((resolve) => {
+    busy.on('end', () => resolve('end'));
+    busy.on('error', (err) => resolve(`error: ${err.message}`));
+  });
+  cluster.sim.freezeSpdySessions('data', echo.pod);
+  t.afterPause(300);
+  assert.match(await outcome, /^error: .*no answer to a PING after the process was paused/);
+  await t.close();
+  cluster.sim.killSpdySessions();
+});

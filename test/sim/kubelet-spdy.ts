@@ -140,7 +140,15 @@ export class KubeletSpdyPortForward {
 
   private start(wire: ServerWire, pod: PodRuntimeView, head?: Buffer): void {
     const capture = process.env.SIM_SPDY_CAPTURE;
-    if (capture) wire.onBytes = (b) => appendFileSync(capture, `${b.toString('hex')}\n`);
+    if (capture) {
+      wire.onBytes = (b) => {
+        try {
+          appendFileSync(capture, `${b.toString('hex')}\n`);
+        } catch {
+          // The capturing test is over and took its file away; the session outlived it.
+        }
+      };
+    }
     const s: PodSession = new PodSession(
       wire,
       pod,

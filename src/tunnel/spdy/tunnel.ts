@@ -149,6 +149,11 @@ export class PodTunnel implements SessionWire {
     this.drainWaiters.push(cb);
   }
 
+  /** A stream's reader is behind: nothing is read from the tunnel until it catches up. */
+  get held(): boolean {
+    return this.holders.size > 0;
+  }
+
   /** A stream whose reader is behind holds the tunnel: nothing is read until every holder lets go. */
   hold(holder: object, on: boolean): void {
     if (on) {
@@ -189,10 +194,16 @@ export class PodTunnel implements SessionWire {
     else this.ws.close();
   }
 
-  /** GOAWAY, then close: streams still open fail. */
+  /** GOAWAY, then close: streams still open end. */
   shutdown(): void {
     this.session.goAway();
     this.session.destroy();
+  }
+
+  /** GOAWAY, then close with `err`: streams still open fail with it (a client must not take a cut stream for a finished one). */
+  abandon(err: Error): void {
+    this.session.goAway();
+    this.session.destroy(err);
   }
 
   /** Drop the connection at once (a dead path). */

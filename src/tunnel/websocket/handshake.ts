@@ -15,7 +15,7 @@ import { SlabReads } from './slab-reads.js';
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 /** The most of a refusal's body we keep (for the message; the status decides). */
-const REFUSAL_BODY_MAX = 16 * 1024;
+export const REFUSAL_BODY_MAX = 16 * 1024;
 
 /** The server answered with something other than 101 (its status and the start of its body). */
 export class UpgradeRefusal extends Error {
