@@ -307,12 +307,25 @@ export class RouteMatcher {
     }
     const route = this.table.routes[r.route]!;
     let parsed: ClusterName | undefined;
+    let reason = r.source as ClaimReason;
     if (r.source === 'route-name') parsed = parseRouteName(name, r.pattern);
     else if (r.source === 'cluster-domain') {
       parsed = parseClusterName(name, this.table.clusterDomain, this.viewOf[r.route]?.defaultNamespace ?? 'default');
+    } else if (r.source === 'include' && route.kind === 'cluster') {
+      // Under a cluster route's include, a Service or Pod form (web.shop.INCLUDE, svc.ns when ns
+      // exists) names one, as under its route name; any other name is a host of its web apps: the
+      // ingress controller's, as ingress.domains (what the refusal of a host two clusters serve advises).
+      parsed = this.includedClusterName(name, r);
+      if (!parsed) reason = 'ingress';
     }
-    const reason = r.source as ClaimReason;
     return { claimed: true, route, reason, pattern: r.pattern, host: name, isIp: false, name: parsed };
+  }
+
+  private includedClusterName(name: string, r: SuffixRule): ClusterName | undefined {
+    if (r.pattern === '.' || r.pattern.startsWith('*')) return undefined;
+    const parsed = parseRouteName(name, r.pattern);
+    if (parsed?.kind !== 'service' || name.endsWith(`.svc.${r.pattern}`)) return parsed;
+    return this.viewOf[r.route]?.namespaceExists(parsed.namespace) === false ? undefined : parsed;
   }
 
   /** The rules as plain data (PAC file, status). */

@@ -126,6 +126,28 @@ test('a host both clusters learnt: the proxy refuses it naming both, the PAC fil
   }
 });
 
+test("the refusal's advice followed: a host both clusters learnt, in one route's include, goes to that cluster's ingress controller; a Service form under an include is that Service", async () => {
+  const shared = INGRESS_SAMPLE.web.host;
+  await writeFile(
+    configFile,
+    `direct: false
+routes:
+  - { name: prod, kind: cluster, context: prod, default: true, include: [${shared}, corp.sim.test] }
+  - { name: staging, kind: cluster, context: staging }
+`,
+  );
+  const proxy = await startProxyProcess(['--kubeconfig', multi.kubeconfig, '--config', configFile, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug']);
+  try {
+    await eventually(async () => (await reply(proxy, shared)) === 0, 10_000, 50);
+    assert.match(await viaIngress(proxy, shared), new RegExp(`^ingress ${shared.replace(/\./g, '\\.')} `));
+    const web = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web.shop.corp.sim.test:8080/']);
+    assert.equal(web.code, 0, web.stderr);
+    assert.match(web.stdout, /hello from web-/);
+  } finally {
+    assert.equal(await proxy.stop(), 0);
+  }
+});
+
 const tableReloaded = (proxy: ProxyProcess, mark: number) => proxy.logs.slice(mark).some((l) => l.msg === 'routing table reloaded');
 
 test('Ingresses added and deleted while a reload is checked: the table in force has them at once, and so has the table swapped in', async () => {

@@ -76,8 +76,20 @@ test('claims carry the parsed cluster name, so routes never parse it again', () 
   assert.equal(odd.route.name, 'prod');
   assert.equal(odd.name, undefined);
   assert.equal(odd.reason, 'route-name');
+  // Under a cluster route's include: a Service or Pod form names one (svc.ns when ns exists);
+  // any other name is a host of the cluster's web apps, for its ingress controller.
   const inc = claimOf(m.matchHost('API.prod.example.com.'), 'api');
-  assert.deepEqual([inc.reason, inc.pattern, inc.host, inc.name], ['include', 'prod.example.com', 'api.prod.example.com', undefined]);
+  assert.deepEqual([inc.reason, inc.pattern, inc.host, inc.name], ['ingress', 'prod.example.com', 'api.prod.example.com', undefined]);
+  const svc = claimOf(m.matchHost('web.shop.prod.example.com'), 'web.shop');
+  assert.deepEqual([svc.reason, svc.name], ['include', { kind: 'service', service: 'web', namespace: 'shop', namespaceNeedsCheck: false }]);
+  assert.equal(claimOf(m.matchHost('web.nowhere.prod.example.com'), 'no such namespace').reason, 'ingress');
+  assert.deepEqual(claimOf(m.matchHost('web.nowhere.svc.prod.example.com'), 'explicit').name, {
+    kind: 'service',
+    service: 'web',
+    namespace: 'nowhere',
+    namespaceNeedsCheck: false,
+  });
+  assert.equal(claimOf(m.matchHost('db-0.db.shop.svc.prod.example.com'), 'pod').name?.kind, 'pod-hostname');
   const ing = claimOf(m.matchHost('console.apps.prod.example.com'), 'console');
   assert.deepEqual([ing.reason, ing.pattern], ['ingress', '*.apps.prod.example.com']);
 });
