@@ -66,7 +66,9 @@ function clockTime(iso: string): string {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
   const time = d.toTimeString().slice(0, 8);
-  return d.toDateString() === new Date().toDateString() ? time : `${d.toISOString().slice(0, 10)} ${time}`;
+  // The date in the same zone as the time (toISOString would give UTC's, a day off at night).
+  const date = `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+  return d.toDateString() === new Date().toDateString() ? time : `${date} ${time}`;
 }
 
 /** "synced", or while the first sync runs "syncing (pods 12000/50000, services 3000)". */

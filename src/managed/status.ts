@@ -85,7 +85,8 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     bytesFromClients: live?.totals.bytesFromClients ?? null,
     bytesToClients: live?.totals.bytesToClients ?? null,
     failuresByReason: live?.totals.failuresByReason ?? {},
-    cache: live?.cache ? cacheSummary(live.cache) : live || state === 'starting' ? { state: 'syncing' } : null,
+    // A daemon that answers without a cache has no cluster route: nothing syncs, nothing to show.
+    cache: live?.cache ? cacheSummary(live.cache) : !live && state === 'starting' ? { state: 'syncing' } : null,
     logFile: l.logFile(entry.id),
     ...(entry.error && state === 'dead' ? { error: entry.error } : {}),
     ...(live?.transports ? { transports: live.transports } : {}),

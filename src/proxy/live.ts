@@ -11,6 +11,9 @@ import { isUnixAddress } from '../listeners/unix-socket.js';
 import { apiServersOf, type RouteStatus } from '../routes/route.js';
 import { exportLines, exportedVariables } from './client-env.js';
 import { LiveFeed, type ProxyView } from '../ui/feed.js';
+
+/** The proxy serving the page among the managed ones it shows (ui/page/page.js has the same key). */
+export const THIS_PROXY = ':this';
 import { newPageToken } from '../ui/page-access.js';
 import { browserOrigin, claimsRequest, combineHubs, pageHandler, pageUrl, type PageHandler, type PageHub } from '../ui/page-server.js';
 
@@ -69,7 +72,8 @@ export function startLive(
   const http = tcp('http');
   if (servePage && http) {
     const token = newPageToken();
-    const own = hubOf(feed, 'this');
+    // A key no connection ID can be (state/paths.ts ID_PATTERN): managed proxies share the page.
+    const own = hubOf(feed, THIS_PROXY);
     page = pageHandler(token, otherProxies ? combineHubs([own, otherProxies]) : own);
     ctx.page = { claims: claimsRequest, serve: page };
     url = pageUrl(http.address, token);

@@ -198,6 +198,8 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     stop(graceMs: number) {
       stopping ??= (async () => {
         pauses.stop();
+        // Pages and watchers hear it before their streams go quiet (or end).
+        live.feed.stopping();
         live.stop();
         log.info({ openStreams: stats.snapshot().openStreams, graceMs }, 'stopping: no new connections, letting open streams finish');
         await closeAll(graceMs);

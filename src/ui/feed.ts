@@ -16,7 +16,11 @@ export const RECENT_FAILURES = 200;
 export const SAMPLES = 300;
 const SAMPLE_MS = 1_000;
 const FLUSH_MS = 250;
-/** Events held for one flush at most; more in one flush are counted as dropped (the totals stay exact). */
+/**
+ * Events held for one flush at most; more are counted as dropped (the totals stay exact). A flush
+ * that dropped a stream's open or close is a fresh snapshot instead: the page must not keep a
+ * closed stream open, nor miss one that flows. Dropped refusals only thin the list of recent ones.
+ */
 export const MAX_PENDING = 1_000;
 /**
  * A subscriber whose connection holds this much unsent (a page's event stream, a control-socket
@@ -96,7 +100,9 @@ export type FeedMessage =
     }
   | { type: 'events'; opened: StreamView[]; closed: StreamView[]; refused: FailureView[]; dropped: number }
   | { type: 'sample'; sample: Sample; totals: StreamTotals; live: Array<[id: number, bytesFromClient: number, bytesToClient: number]> }
-  | { type: 'routes'; routes: RouteStatus[] };
+  | { type: 'routes'; routes: RouteStatus[] }
+  /** The proxy stops: no new connections; open streams finish within its grace. */
+  | { type: 'stopping' };
 
 export interface FeedSource {
   proxy(): ProxyView;
@@ -130,6 +136,8 @@ export class LiveFeed implements StreamObserver {
   private readonly subscribers = new Set<FeedSubscriber>();
   private pending: Extract<FeedMessage, { type: 'events' }> = { type: 'events', opened: [], closed: [], refused: [], dropped: 0 };
   private pendingCount = 0;
+  /** Opens and closes dropped since the last flush. */
+  private droppedStreamEvents = 0;
   private newStreams = 0;
   private refused = 0;
   private lastBytes?: { from: number; to: number };
@@ -157,19 +165,12 @@ export class LiveFeed implements StreamObserver {
 
   /** Sends the snapshot at once, then every message until the returned function is called. */
   subscribe(subscriber: FeedSubscriber): () => void {
-    const routes = this.source.routes();
-    subscriber({
-      type: 'snapshot',
-      info: this.source.proxy(),
-      routes,
-      totals: this.source.totals(),
-      open: this.source.openRecords().slice(-MAX_OPEN_LISTED).map(viewOf),
-      recent: this.recent.toArray(),
-      failures: this.failures.toArray(),
-      samples: this.samples.toArray(),
-    });
+    // Events still held go to the others first: the snapshot has them, the next flush must not.
+    this.flush();
+    const snapshot = this.snapshot();
+    subscriber(snapshot);
     if (this.subscribers.size === 0) {
-      this.lastRoutes = routeStates(routes);
+      this.lastRoutes = routeStates(snapshot.routes);
       this.lastRoutesSentAt = Date.now();
     }
     this.subscribers.add(subscriber);
@@ -185,13 +186,17 @@ export class LiveFeed implements StreamObserver {
 
   opened(record: StreamRecord): void {
     this.newStreams++;
-    if (this.subscribers.size > 0 && this.hold()) this.pending.opened.push(viewOf(record));
+    if (this.subscribers.size === 0) return;
+    if (this.hold()) this.pending.opened.push(viewOf(record));
+    else this.droppedStreamEvents++;
   }
 
   closed(record: StreamRecord, bytesFromClient: number, bytesToClient: number, error: string | undefined): void {
     const view: StreamView = { ...viewOf(record), endedAt: Date.now(), bytesFromClient, bytesToClient, ...(error !== undefined ? { error } : {}) };
     this.recent.push(view);
-    if (this.subscribers.size > 0 && this.hold()) this.pending.closed.push(view);
+    if (this.subscribers.size === 0) return;
+    if (this.hold()) this.pending.closed.push(view);
+    else this.droppedStreamEvents++;
   }
 
   failed(frontEnd: FrontEnd, client: string, destination: Destination | undefined, reply: Reply): void {
@@ -246,12 +251,36 @@ export class LiveFeed implements StreamObserver {
     this.send({ type: 'routes', routes });
   }
 
-  /** Sends the events held since the last flush (nothing when there are none). */
+  /**
+   * Sends the events held since the last flush (nothing when there are none). When a stream's open
+   * or close had to be dropped, a fresh snapshot goes instead: a stream whose close was dropped
+   * would stay open on the page for ever, and one whose open was dropped would never show.
+   */
   flush(): void {
     if (this.pendingCount === 0 && this.pending.dropped === 0) return;
     const events = this.pending;
+    const resync = this.droppedStreamEvents > 0;
     this.clearPending();
-    this.send(events);
+    this.send(resync ? this.snapshot() : events);
+  }
+
+  /** The proxy stops: subscribers hear it (what is held goes first). */
+  stopping(): void {
+    this.flush();
+    this.send({ type: 'stopping' });
+  }
+
+  private snapshot(): Extract<FeedMessage, { type: 'snapshot' }> {
+    return {
+      type: 'snapshot',
+      info: this.source.proxy(),
+      routes: this.source.routes(),
+      totals: this.source.totals(),
+      open: this.source.openRecords().slice(-MAX_OPEN_LISTED).map(viewOf),
+      recent: this.recent.toArray(),
+      failures: this.failures.toArray(),
+      samples: this.samples.toArray(),
+    };
   }
 
   private hold(): boolean {
@@ -266,6 +295,7 @@ export class LiveFeed implements StreamObserver {
   private clearPending(): void {
     this.pending = { type: 'events', opened: [], closed: [], refused: [], dropped: 0 };
     this.pendingCount = 0;
+    this.droppedStreamEvents = 0;
   }
 
   private send(message: FeedMessage): void {

@@ -413,8 +413,11 @@ test('managed: connect, status, exec, reload and disconnect serve a table withou
 
     const table = await cli(['status']);
     assert.match(table.stdout, new RegExp(`^${id} +running +- +- +\\d+ `, 'm'), table.stdout);
-    const routes = statusItem<{ context: string; routes: Array<{ name: string; state: string }> }>((await cli(['status', id, '--json'])).stdout);
+    const routes = statusItem<{ context: string; cache: unknown; routes: Array<{ name: string; state: string }> }>(
+      (await cli(['status', id, '--json'])).stdout,
+    );
     assert.equal(routes.context, '');
+    assert.equal(routes.cache, null, 'no cluster route: no cache, not one syncing for ever');
     assert.deepEqual(routes.routes.map((r) => [r.name, r.state]).sort(), [
       ['blocked', 'ready'],
       ['direct', 'ready'],

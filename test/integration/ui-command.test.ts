@@ -13,6 +13,7 @@ import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-clu
 import { curl } from '../helpers/curl.js';
 import { startProxyProcess } from '../helpers/proxy-process.js';
 import { managedCli, startUi, type Connected, type UiCommand } from '../helpers/managed-proxies.js';
+import { THIS_PROXY } from '../../src/proxy/live.js';
 import type { PageMessage } from '../../src/ui/page-server.js';
 
 let multi: MultiCluster;
@@ -125,7 +126,7 @@ test("a foreground proxy's own page shows the user's managed proxies beside it",
   const feed = follow(new URL(/live page at (\S+)/.exec(line)![1]!));
   try {
     const snapshotOf = (proxy: string) => (all: PageMessage[]) => all.some((m) => m.proxy === proxy && m.type === 'snapshot');
-    await feed.until(snapshotOf('this'), 5_000, 'the proxy serving the page');
+    await feed.until(snapshotOf(THIS_PROXY), 5_000, 'the proxy serving the page');
     await feed.until(snapshotOf(ids.staging!.id), 10_000, 'the managed proxy still running');
     assert.ok(!feed.messages.some((m) => m.proxy === ids.prod!.id && m.type === 'snapshot'), 'not the one disconnected before');
   } finally {

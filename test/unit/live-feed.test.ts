@@ -78,21 +78,47 @@ test('a watcher gets the snapshot, then each stream with its pod and transport, 
   assert.equal(messages.length, 2, 'an unsubscribed watcher gets nothing more');
 });
 
-test('memory is bounded: recent streams in a ring, events beyond the cap of one flush counted as dropped', () => {
+test('memory is bounded: recent streams in a ring; a stream event past the cap of one flush makes it a fresh snapshot, refusals a count', () => {
   const { stats, feed, messages, watch } = setUp();
   const stop = watch();
-  for (let i = 0; i < MAX_PENDING + 50; i++) stats.closed(stats.opened('socks5', '127.0.0.1:1', destination, 'shop/web-1:8080', 'prod'), 1, 1);
+  // Ten streams open, their closes then lost in a burst past the cap: the page must not keep them open.
+  const held = Array.from({ length: 10 }, () => stats.opened('socks5', '127.0.0.1:1', destination, 'shop/web-1:8080', 'prod'));
   feed.flush();
-  const events = messages[1];
-  assert.ok(events?.type === 'events');
-  assert.equal(events.opened.length + events.closed.length, MAX_PENDING);
-  assert.equal(events.dropped, (MAX_PENDING + 50) * 2 - MAX_PENDING);
+  for (let i = 0; i < MAX_PENDING + 50; i++) stats.closed(stats.opened('socks5', '127.0.0.1:1', destination, 'shop/web-1:8080', 'prod'), 1, 1);
+  for (const r of held) stats.closed(r, 1, 1);
+  feed.flush();
+  const fresh = messages.at(-1);
+  assert.ok(fresh?.type === 'snapshot', `a snapshot after the drop, got ${fresh?.type}`);
+  assert.deepEqual(fresh.open, [], 'no stream shown open that closed');
+  assert.equal(fresh.recent.length, RECENT_STREAMS);
+  assert.equal(fresh.recent.at(-1)?.id, held.at(-1)!.id, 'the newest last');
+  // Refusals past the cap only thin the list of recent ones: events, with the count dropped.
+  for (let i = 0; i < MAX_PENDING + 50; i++) stats.failed('socks5', '127.0.0.1:1', destination, new NotAllowedError('not a cluster name'));
+  feed.flush();
+  const thinned = messages.at(-1);
+  assert.ok(thinned?.type === 'events', `events, got ${thinned?.type}`);
+  assert.deepEqual([thinned.refused.length, thinned.dropped], [MAX_PENDING, 50]);
   stop();
   const later: FeedMessage[] = [];
   feed.subscribe((m) => later.push(m))();
   assert.ok(later[0]?.type === 'snapshot');
   assert.equal(later[0].recent.length, RECENT_STREAMS);
-  assert.equal(later[0].recent.at(-1)?.id, (MAX_PENDING + 50) * 1, 'the newest last');
+});
+
+test('a watcher that joins gets what is held in its snapshot only; the others get it as events, once', () => {
+  const { stats, feed, messages, watch } = setUp();
+  const stop = watch();
+  stats.closed(stats.opened('socks5', '127.0.0.1:1', destination, 'shop/web-1:8080', 'prod'), 1, 1);
+  const second: FeedMessage[] = [];
+  const stopSecond = feed.subscribe((m) => second.push(m));
+  feed.flush();
+  const closedIn = (all: FeedMessage[]) => all.flatMap((m) => (m.type === 'events' ? m.closed : m.type === 'snapshot' ? m.recent : [])).length;
+  assert.equal(closedIn(second), 1, 'in its snapshot, not again in the next events');
+  assert.equal(closedIn(messages), 1, 'the first watcher got it as an event');
+  feed.stopping();
+  assert.equal(second.at(-1)?.type, 'stopping');
+  stopSecond();
+  stop();
 });
 
 test('a sample counts what happened since the last one; routes are sent when a state changes', () => {

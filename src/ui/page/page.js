@@ -4,6 +4,8 @@
 'use strict';
 
 const KEEP = 200;
+/** The proxy serving the page, among managed ones (a key no connection ID can be). */
+const THIS_PROXY = ':this';
 const SHOW = 200;
 const proxies = new Map();
 const HINTS = {
@@ -65,7 +67,7 @@ const clock = (ms) => new Date(ms).toLocaleTimeString();
 function proxyState(id) {
   let p = proxies.get(id);
   if (!p) {
-    p = { id, info: undefined, routes: [], totals: undefined, open: new Map(), recent: [], failures: [], samples: [], gone: undefined };
+    p = { id, info: undefined, routes: [], totals: undefined, open: new Map(), recent: [], failures: [], samples: [], gone: undefined, stopping: false };
     proxies.set(id, p);
   }
   return p;
@@ -81,6 +83,7 @@ function receive(message) {
   switch (message.type) {
     case 'snapshot':
       p.gone = undefined;
+      p.stopping = false;
       p.info = message.info;
       p.routes = message.routes;
       p.totals = message.totals;
@@ -106,6 +109,9 @@ function receive(message) {
       break;
     case 'routes':
       p.routes = message.routes;
+      break;
+    case 'stopping':
+      p.stopping = true;
       break;
     case 'gone':
       p.gone = message.reason;
@@ -136,8 +142,8 @@ function renderProxies() {
   const cards = [];
   for (const p of proxies.values()) {
     const info = p.info;
-    const title = p.id === 'this' ? 'this proxy' : `proxy ${p.id}`;
-    const state = p.gone ? badge('gone', 'gone') : badge('live', 'live');
+    const title = p.id === THIS_PROXY ? 'this proxy' : `proxy ${p.id}`;
+    const state = p.gone ? badge('gone', 'gone') : p.stopping ? badge('stopping', 'degraded') : badge('live', 'live');
     const rows = [];
     const row = (name, value) => value && rows.push(el('dt', {}, name), el('dd', {}, value));
     if (info) {
@@ -187,8 +193,8 @@ function renderRoutes() {
     for (const r of p.routes) {
       const since = r.since ? `${duration(Date.now() - Date.parse(r.since))} (${clock(Date.parse(r.since))})` : '';
       const s = r.streams || {};
-      const condition = p.gone ? 'down' : conditionOf(r);
-      const reason = p.gone ? `proxy gone: ${p.gone}` : r.reason;
+      const condition = p.gone || p.stopping ? 'down' : conditionOf(r);
+      const reason = p.gone ? `proxy gone: ${p.gone}` : p.stopping ? 'the proxy is stopping: no new connections' : r.reason;
       rows.push(
         el(
           'tr',
@@ -289,13 +295,21 @@ function connect() {
   const status = document.getElementById('connection');
   const events = new EventSource('/ui/events');
   events.onopen = () => {
+    // Each connection starts with a snapshot of every proxy that runs now: a fresh view, with
+    // nothing left of proxies that stopped while it was away.
+    proxies.clear();
+    document.body.classList.remove('stale');
     status.className = 'badge live';
     status.textContent = 'live';
+    scheduleRender();
   };
   events.onmessage = (e) => receive(JSON.parse(e.data));
   events.onerror = () => {
+    // What the page shows is no longer followed: greyed out until the stream is back.
+    document.body.classList.add('stale');
     status.className = 'badge error';
-    status.textContent = 'reconnecting…';
+    // Closed for good (the server is gone, or a restarted one refuses this page's old token).
+    status.textContent = events.readyState === EventSource.CLOSED ? 'disconnected: reload the page' : 'reconnecting…';
   };
 }
 

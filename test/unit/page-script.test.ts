@@ -1,0 +1,99 @@
+// ui/page/page.js, run in a vm with a minimal DOM: what the page keeps across reconnects, a
+// stopping proxy, and a stream that is gone for good.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import vm from 'node:vm';
+import { readFileSync } from 'node:fs';
+
+interface FakeSource {
+  readyState: number;
+  onopen?: () => void;
+  onerror?: () => void;
+  onmessage?: (e: { data: string }) => void;
+}
+
+function loadPage() {
+  const src = readFileSync(new URL('../../../src/ui/page/page.js', import.meta.url), 'utf8');
+  const node = (): Record<string, unknown> => ({
+    className: '',
+    textContent: '',
+    value: '',
+    checked: false,
+    append() {},
+    replaceChildren() {},
+    setAttribute() {},
+    addEventListener() {},
+    querySelector: () => node(),
+  });
+  const connection = node();
+  const bodyClasses = new Set<string>();
+  const sources: FakeSource[] = [];
+  class EventSource implements FakeSource {
+    static readonly CLOSED = 2;
+    readyState = 0;
+    constructor() {
+      sources.push(this);
+    }
+  }
+  const context = vm.createContext({
+    document: {
+      getElementById: (id: string) => (id === 'connection' ? connection : node()),
+      querySelector: () => node(),
+      createElement: () => node(),
+      createTextNode: (t: string) => ({ t }),
+      body: { classList: { add: (c: string) => bodyClasses.add(c), remove: (c: string) => bodyClasses.delete(c) } },
+    },
+    Node: function Node() {},
+    EventSource,
+    requestAnimationFrame: () => {},
+    setInterval: () => 0,
+    window: {},
+  });
+  vm.runInContext(src, context);
+  const proxies = vm.runInContext('proxies', context) as Map<string, { stopping: boolean; open: Map<number, unknown> }>;
+  const source = () => sources.at(-1)!;
+  const deliver = (message: unknown) => source().onmessage!({ data: JSON.stringify(message) });
+  return { proxies, source, deliver, connection, bodyClasses };
+}
+
+const snapshot = (proxy: string, open: number[] = []) => ({
+  type: 'snapshot',
+  proxy,
+  info: { pid: 1, startedAt: new Date().toISOString(), context: 'prod', namespace: 'shop', auth: false },
+  routes: [{ name: 'prod', kind: 'cluster', state: 'ready' }],
+  totals: {},
+  open: open.map((id) => ({ id, client: 'c', target: 't', via: 'v', startedAt: Date.now() })),
+  recent: [],
+  failures: [],
+  samples: [],
+});
+
+test('a reconnected stream is a fresh view: a proxy that stopped meanwhile is not shown live', () => {
+  const page = loadPage();
+  page.source().onopen!();
+  page.deliver(snapshot('a1'));
+  page.deliver(snapshot('b2'));
+  assert.deepEqual([...page.proxies.keys()], ['a1', 'b2']);
+  page.source().onerror!();
+  assert.ok(page.bodyClasses.has('stale'), 'greyed out while not followed');
+  assert.equal(page.connection.textContent, 'reconnecting…');
+  // Back: only a1 still runs, so only its snapshot comes.
+  page.source().onopen!();
+  page.deliver(snapshot('a1'));
+  assert.deepEqual([...page.proxies.keys()], ['a1']);
+  assert.ok(!page.bodyClasses.has('stale'));
+});
+
+test('a stream closed for good says so; a stopping proxy is shown stopping until its next snapshot', () => {
+  const page = loadPage();
+  page.source().onopen!();
+  page.deliver(snapshot('a1', [7]));
+  page.deliver({ type: 'stopping', proxy: 'a1' });
+  assert.equal(page.proxies.get('a1')!.stopping, true);
+  page.source().readyState = 2;
+  page.source().onerror!();
+  assert.equal(page.connection.textContent, 'disconnected: reload the page');
+  page.deliver(snapshot('a1'));
+  assert.equal(page.proxies.get('a1')!.stopping, false);
+  assert.equal(page.proxies.get('a1')!.open.size, 0);
+});
