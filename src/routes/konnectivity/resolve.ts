@@ -111,11 +111,12 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
       }
       targets = serviceTargets(svc, port);
     } else if (name.kind === 'pod-hostname') {
-      // Headless DNS: the endpoint of that Service whose hostname it is (its address is the Pod IP).
+      // Headless DNS: the ready endpoint of that Service whose hostname it is (its address is the
+      // Pod IP); not-ready addresses are not published (DNS specification §2.4.1), as in a cluster route.
       const ep = lookup()
         .slicesFor(name.namespace, name.service)
         .flatMap((slice) => slice.endpoints)
-        .find((e) => e.hostname === name.hostname && e.address && e.terminating !== true);
+        .find((e) => e.hostname === name.hostname && e.address && e.ready !== false && e.terminating !== true);
       if (!ep?.address) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
       targets = [{ ip: ep.address, port }];
     } else {
