@@ -12,6 +12,9 @@ import { refusalError, type Claim, type Decision, type RouteMatcher } from './ta
 import { abortable } from '../core/abort.js';
 import type { Route } from '../routes/route.js';
 
+/** How long an IP literal no rule claims waits for the clusters' Pod IP look-ups before it is decided. */
+export const LOOKUP_WAIT_MS = 3_000;
+
 export interface RouterOptions {
   connectTimeoutMs: number;
 }
@@ -73,8 +76,13 @@ export class Router implements StreamOpener {
       let decision = matcher.match(request.destination);
       if (this.worthLookingUp(request, decision)) {
         // A Pod IP no watch covers (pods are looked up, not watched): ask the clusters, then decide.
-        // Bounded by the connect timeout (a look-up has its own, longer one, and goes on to fill its cache).
-        await abortable(Promise.all([...routes.values()].map((r) => r.learnIp?.(request.destination.host, signal))), signal);
+        // Waited for LOOKUP_WAIT_MS at most: one slow cluster must not hold every unclaimed IP (a
+        // look-up has its own, longer deadline, and goes on to fill its cache for the next stream).
+        let waited: NodeJS.Timeout | undefined;
+        await Promise.race([
+          abortable(Promise.all([...routes.values()].map((r) => r.learnIp?.(request.destination.host, signal))), signal),
+          new Promise((resolve) => (waited = setTimeout(resolve, LOOKUP_WAIT_MS))),
+        ]).finally(() => clearTimeout(waited));
         decision = matcher.match(request.destination);
       }
       for (;;) {

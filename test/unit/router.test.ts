@@ -6,7 +6,7 @@ import { PassThrough } from 'node:stream';
 import { destinationFor } from '../../src/core/address.js';
 import { ConnectTimeoutError, NotAllowedError, RouteUnavailableError } from '../../src/core/errors.js';
 import { RouteMatcher } from '../../src/routing/table.js';
-import { Router } from '../../src/routing/router.js';
+import { LOOKUP_WAIT_MS, Router } from '../../src/routing/router.js';
 import type { Route, RouteClaim } from '../../src/routes/route.js';
 import { MULTI_YAML, fixedView, tableFromYaml } from '../helpers/routing-decisions.js';
 
@@ -75,4 +75,24 @@ test('a Pod IP look-up that takes longer than the connect timeout ends as a time
     ConnectTimeoutError,
   );
   assert.ok(Date.now() - started < 2000, `${Date.now() - started} ms`);
+});
+
+test('a Pod IP look-up that does not answer holds an unclaimed IP for LOOKUP_WAIT_MS, not the connect timeout: then it is decided', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, true), new Map([['prod', fixedView([], undefined)]]));
+  const routes = new Map<string, Route>();
+  for (const { name } of matcher.snapshot().routes) routes.set(name, standIn(name));
+  // prod's look-up never answers (an API server holding its LISTs): direct traffic must not wait for it.
+  (routes.get('prod') as Route).learnIp = () => new Promise(() => {});
+  const router = new Router({ matcher, routes }, { connectTimeoutMs: 60_000 });
+  let settled = false;
+  const opening = open(router, '198.51.100.7').finally(() => (settled = true));
+  await new Promise((r) => setImmediate(r));
+  t.mock.timers.tick(LOOKUP_WAIT_MS - 1);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(settled, false, 'still waiting for the look-up');
+  t.mock.timers.tick(1);
+  const opened = await opening;
+  assert.equal(opened.route, 'direct');
+  opened.stream.destroy();
 });

@@ -110,7 +110,8 @@ export class GuestCluster implements GuestClusterView {
   }
 
   async learnIp(ip: string): Promise<void> {
-    if (this.life.state !== 'ready') return;
+    // No answer from the API server at all: its look-up would only hold the decision up.
+    if (this.life.state !== 'ready' || this.health.current?.unreachable) return;
     // A bounded, cached look-up (cluster/pod-lookup.ts); a refusal of the budget is no answer.
     await this.cache.findPodByIp(ip).catch(() => undefined);
   }
