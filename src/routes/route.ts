@@ -89,6 +89,11 @@ export interface Route {
    */
   learnIp?(ip: string, signal: AbortSignal): Promise<void>;
   /**
+   * Resolves once the route no longer starts or syncs (ready, degraded or in error): until then its
+   * view cannot say which IPs are its own. Optional; rejects only when `signal` aborts.
+   */
+  whenSettled?(signal: AbortSignal): Promise<void>;
+  /**
    * The process did not run for `pausedMs` (a laptop asleep): what the route held open may be dead
    * without a sign. Check or replace it before a client waits on it. Optional; never throws.
    */

@@ -75,6 +75,12 @@ export class Router implements StreamOpener {
     try {
       let decision = matcher.match(request.destination);
       if (this.worthLookingUp(request, decision)) {
+        // A cluster still starting or syncing cannot say yet whether the IP is one of its
+        // ClusterIPs: wait for it (names wait so too), up to the connect timeout.
+        await abortable(Promise.all([...routes.values()].map((r) => r.whenSettled?.(signal))), signal);
+        decision = matcher.match(request.destination);
+      }
+      if (this.worthLookingUp(request, decision)) {
         // A Pod IP no watch covers (pods are looked up, not watched): ask the clusters, then decide.
         // Waited for LOOKUP_WAIT_MS at most: one slow cluster must not hold every unclaimed IP (a
         // look-up has its own, longer deadline, and goes on to fill its cache for the next stream).

@@ -80,3 +80,35 @@ test('the retry delay test hook: the option, then the environment variable (whol
     assert.equal(await attemptsAfter(RETRY_MIN_MS - 1), 1, `${JSON.stringify(ignored)} is ignored`);
   }
 });
+
+test('whenSettled: pending while the first attempt runs; resolves when it succeeds or fails, at once after', async () => {
+  const attempts: Array<{ fail: (err: Error) => void; succeed: () => void }> = [];
+  const life = new RouteLifecycle('cluster', 'prod', createLogger('silent'), {
+    connect: () => new Promise<void>((succeed, fail) => attempts.push({ succeed, fail })),
+    reset: async () => {},
+  });
+  const started = life.start();
+  started.catch(() => undefined);
+  let settled = false;
+  const settling = life.whenSettled(new AbortController().signal).then(() => (settled = true));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(settled, false, 'the first attempt still runs');
+  attempts[0]!.fail(new Error('cannot reach the API server'));
+  await settling;
+  await life.whenSettled(new AbortController().signal); // failed: settled at once, retries or not
+  const waiting = new AbortController();
+  const other = new RouteLifecycle('cluster', 'staging', createLogger('silent'), {
+    connect: () => new Promise<void>((succeed) => attempts.push({ succeed, fail: () => undefined })),
+    reset: async () => {},
+  });
+  void other.start();
+  const aborted = other.whenSettled(waiting.signal);
+  waiting.abort(new Error('client left'));
+  await assert.rejects(aborted, /client left/);
+  attempts.at(-1)!.succeed();
+  await new Promise((r) => setImmediate(r));
+  assert.equal(other.state, 'ready');
+  await other.whenSettled(new AbortController().signal);
+  life.close();
+  other.close();
+});

@@ -96,3 +96,22 @@ test('a Pod IP look-up that does not answer holds an unclaimed IP for LOOKUP_WAI
   assert.equal(opened.route, 'direct');
   opened.stream.destroy();
 });
+
+test('an IP while a cluster still syncs waits for it: a ClusterIP it then knows goes to it, not direct', async () => {
+  let synced = false;
+  const view = { defaultNamespace: 'default', knowsIp: (ip: string) => synced && ip === '172.30.7.7', namespaceExists: () => undefined };
+  const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, true), new Map([['prod', view]]));
+  const routes = new Map<string, Route>();
+  for (const { name } of matcher.snapshot().routes) routes.set(name, standIn(name));
+  let finishSync!: () => void;
+  const syncing = new Promise<void>((resolve) => (finishSync = resolve));
+  (routes.get('prod') as Route).whenSettled = () => syncing;
+  const router = new Router({ matcher, routes }, { connectTimeoutMs: 5_000 });
+  const opening = open(router, '172.30.7.7');
+  await new Promise((r) => setTimeout(r, 50));
+  synced = true;
+  finishSync();
+  const opened = await opening;
+  assert.equal(opened.route, 'prod');
+  opened.stream.destroy();
+});

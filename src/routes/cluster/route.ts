@@ -96,6 +96,10 @@ export class ClusterRoute implements Route {
     return this.guest.learnIp(ip);
   }
 
+  whenSettled(signal: AbortSignal): Promise<void> {
+    return this.guest.whenSettled(signal);
+  }
+
   /** Probe the API server and sync the cache; on failure the route is in error and retries later. */
   start(): Promise<void> {
     return this.guest.start();

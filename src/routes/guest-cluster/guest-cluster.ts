@@ -109,6 +109,11 @@ export class GuestCluster implements GuestClusterView {
     return this.life.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
   }
 
+  /** Once it no longer starts or syncs (GuestClusterView.knowsIp answers only then); rejects only when `signal` aborts. */
+  whenSettled(signal: AbortSignal): Promise<void> {
+    return this.life.whenSettled(signal);
+  }
+
   async learnIp(ip: string): Promise<void> {
     // No answer from the API server at all: its look-up would only hold the decision up.
     if (this.life.state !== 'ready' || this.health.current?.unreachable) return;

@@ -49,6 +49,9 @@ export class RouteLifecycle {
   /** Resolves once the route is ready; rejects when it is closed first. */
   private readonly ready: Promise<void>;
   private settle!: { ready: () => void; closed: (err: Error) => void };
+  /** Resolves once the first attempt succeeded or failed (or the route closed). */
+  private readonly decided: Promise<void>;
+  private decide!: () => void;
   private retryTimer?: NodeJS.Timeout;
   private readonly retryMinMs: number;
   private retryMs: number;
@@ -66,6 +69,16 @@ export class RouteLifecycle {
     this.retryMs = this.retryMinMs;
     this.ready = new Promise<void>((resolve, reject) => (this.settle = { ready: resolve, closed: reject }));
     this.ready.catch(() => undefined);
+    this.decided = new Promise<void>((resolve) => (this.decide = resolve));
+  }
+
+  /**
+   * Resolves once the route no longer starts or syncs for the first time (ready, or failed: a retry
+   * of a failed route counts as failed); rejects only when `signal` aborts.
+   */
+  whenSettled(signal: AbortSignal): Promise<void> {
+    if (this.closed || this.why !== undefined || (this.current !== 'starting' && this.current !== 'syncing')) return Promise.resolve();
+    return abortable(this.decided, signal);
   }
 
   get state(): RouteState {
@@ -113,6 +126,7 @@ export class RouteLifecycle {
     this.why = undefined;
     this.retryMs = this.retryMinMs;
     this.settle.ready();
+    this.decide();
   }
 
   private step(state: 'starting' | 'syncing'): void {
@@ -136,6 +150,7 @@ export class RouteLifecycle {
     this.retryTimer = setTimeout(() => void this.retry(), this.retryMs);
     this.retryTimer.unref();
     this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+    this.decide();
   }
 
   private async retry(): Promise<void> {
@@ -170,5 +185,6 @@ export class RouteLifecycle {
     this.closed = true;
     clearTimeout(this.retryTimer);
     this.settle.closed(this.closedError());
+    this.decide();
   }
 }

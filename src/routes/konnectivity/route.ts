@@ -46,6 +46,10 @@ export class KonnectivityRoute implements Route {
     return this.guest.learnIp(ip);
   }
 
+  whenSettled(signal: AbortSignal): Promise<void> {
+    return this.guest.whenSettled(signal);
+  }
+
   /** On failure the route is in error and tries again later (../guest-cluster/lifecycle.ts). */
   start(): Promise<void> {
     return this.guest.start();
