@@ -6,7 +6,7 @@
 // start()'s business, route by route.
 import type { Logger } from '../core/log.js';
 import type { HostPort } from '../core/address.js';
-import { parseCidr } from '../core/cidr.js';
+import { parseCidr, type Cidr } from '../core/cidr.js';
 import { DirectRoute } from '../routes/direct/route.js';
 import { RejectRoute } from '../routes/reject/route.js';
 import { SshRoute } from '../routes/ssh/route.js';
@@ -89,7 +89,11 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
         log.child({ route: spec.name }),
       );
     case 'direct':
-      return new DirectRoute(spec.name, { ownListeners: settings.ownListeners, allow: (spec.allow ?? []).map((block) => parseCidr(block)) });
+      return new DirectRoute(spec.name, {
+        ownListeners: settings.ownListeners,
+        allow: (spec.allow ?? []).map((block) => parseCidr(block)),
+        rejected: rejectedBlocks(table),
+      });
     case 'reject':
       return new RejectRoute(spec.name);
     case 'ssh':
@@ -114,7 +118,20 @@ function sameSpec(before: RoutingTable, after: RoutingTable, spec: RouteSpec): b
   if (!old) return false;
   const strip = (r: RouteSpec) => JSON.stringify({ ...r, origin: undefined });
   const role = (t: RoutingTable) => t.defaultRoute === spec.name;
-  return strip(old) === strip(spec) && role(before) === role(after) && before.clusterDomain === after.clusterDomain && before.extraCA === after.extraCA;
+  // A direct route holds the reject routes' blocks too.
+  const blocks = (t: RoutingTable) => (spec.kind === 'direct' ? JSON.stringify(rejectedBlocks(t).map((b) => [b.route, b.cidr.text])) : '');
+  return (
+    strip(old) === strip(spec) &&
+    role(before) === role(after) &&
+    before.clusterDomain === after.clusterDomain &&
+    before.extraCA === after.extraCA &&
+    blocks(before) === blocks(after)
+  );
+}
+
+/** The reject routes' cidrs, for the direct route (a name resolving into one is refused). */
+function rejectedBlocks(table: RoutingTable): Array<{ cidr: Cidr; route: string }> {
+  return table.routes.flatMap((r) => (r.kind === 'reject' ? (r.cidrs ?? []).map((block) => ({ cidr: parseCidr(block), route: r.name })) : []));
 }
 
 function isFailing(route: Route): boolean {

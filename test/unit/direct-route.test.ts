@@ -211,6 +211,16 @@ test("a config file's direct route takes allow; the route built from it dials wh
   } finally {
     await v4.close();
   }
+  // The reject routes' cidrs reach the direct route built with them: localhost (127.0.0.1) is refused by name.
+  const guarded = tableFromYaml(
+    'routes: [{name: a, kind: cluster}, {name: lan, kind: direct, include: [localhost], allow: [127.0.0.0/8]}, {name: walled, kind: reject, cidrs: [127.0.0.1/32, "::1/128"]}]\n',
+  );
+  const lan = buildTable(
+    { ...guarded, routes: guarded.routes.filter((r) => r.kind !== 'cluster'), defaultRoute: undefined },
+    { ownListeners: () => [] } as unknown as BuildSettings,
+    createLogger('silent'),
+  ).routes.get('lan') as DirectRoute;
+  await assert.rejects(lan.dial('localhost', 80, signal()), (e: Error) => e instanceof NotAllowedError && /which reject route walled refuses$/.test(e.message));
   assert.throws(
     () => tableFromYaml('routes: [{name: a, kind: cluster}, {name: lan, kind: direct, allow: [127.0.0.1/8]}]\n'),
     /routes\[1\]\.allow\[0\].*host bits set; did you mean 127\.0\.0\.0\/8/,
@@ -280,4 +290,27 @@ test('the reject route refuses with SOCKS 0x02 / HTTP 403', async () => {
     ),
     (e: Error) => e instanceof NotAllowedError && e.httpStatus === 403 && /ads\.example\.com is blocked by route blocked/.test(e.message),
   );
+});
+
+test("a name that resolves into a reject route's cidrs is refused as the address is; its other addresses are dialled", async () => {
+  const echo = await echoServer('::1');
+  try {
+    const blocked = (addresses: string[]) =>
+      new DirectRoute('direct', {
+        ownListeners: () => [],
+        lookup: fixedLookup(addresses),
+        allow: LOOPBACK,
+        rejected: [{ cidr: parseCidr('127.0.0.0/8'), route: 'blocked' }],
+      });
+    await assert.rejects(
+      blocked(['127.0.0.1']).dial('vm.corp.test', echo.port, signal()),
+      (e: Error) => e instanceof NotAllowedError && /^vm\.corp\.test resolves only to 127\.0\.0\.1, which reject route blocked refuses$/.test(e.message),
+    );
+    assert.equal(echo.accepted(), 0, 'nothing was dialled');
+    const opened = await blocked(['127.0.0.1', '::1']).dial('both.corp.test', echo.port, signal());
+    assert.equal(await roundTrip(opened.stream), 'ping');
+    assert.match(opened.via, /\[::1\]/);
+  } finally {
+    await echo.close();
+  }
 });

@@ -8,7 +8,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import os from 'node:os';
 import { formatHostPort, isLoopbackHost, type HostPort } from '../../core/address.js';
-import { parseIp, type Cidr } from '../../core/cidr.js';
+import { CidrIndex, parseIp, type Cidr } from '../../core/cidr.js';
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
 import {
   ConnectionRefusedError,
@@ -35,6 +35,8 @@ export interface DirectRouteOptions {
   localAddresses?: () => string[];
   /** Blocks the route may dial though they are loopback, link-local or metadata addresses (`allow`). */
   allow?: ReadonlyArray<Cidr>;
+  /** The reject routes' cidrs: a name that resolves into one is refused as the address would be. */
+  rejected?: ReadonlyArray<{ cidr: Cidr; route: string }>;
 }
 
 const RESOLVE_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ENODATA', 'ESERVFAIL', 'ENONAME']);
@@ -44,6 +46,7 @@ export class DirectRoute implements Route {
   readonly kind = 'direct';
   private readonly lookupAll: LookupAll;
   private readonly policy: DirectDialPolicy;
+  private readonly rejected = new CidrIndex<string>();
 
   constructor(
     readonly name: string,
@@ -51,6 +54,7 @@ export class DirectRoute implements Route {
   ) {
     this.lookupAll = options.lookup ?? ((host, cb) => dns.lookup(host, { all: true }, cb));
     this.policy = new DirectDialPolicy(options.allow);
+    for (const { cidr, route } of options.rejected ?? []) this.rejected.add(cidr, route);
   }
 
   /**
@@ -85,6 +89,14 @@ export class DirectRoute implements Route {
             refusal = this.selfError(host, port);
             return cb(refusal);
           }
+          // An address a reject route blocks is refused by name as by address (a name is no way around it).
+          const allowed = addresses.filter((a) => this.rejectedBy(a.address) === undefined);
+          if (allowed.length === 0 && addresses.length > 0) {
+            const by = [...new Set(addresses.map((a) => this.rejectedBy(a.address)))].map((r) => `reject route ${r}`);
+            refusal = new NotAllowedError(`${host} resolves only to ${addresses.map((a) => a.address).join(', ')}, which ${by.join(' and ')} refuses`);
+            return cb(refusal);
+          }
+          addresses = allowed;
           const dialable = addresses.filter((a) => this.addressRefusal(a.address) === undefined);
           if (dialable.length === 0 && addresses.length > 0) {
             const kinds = new Set(addresses.map((a) => this.addressRefusal(a.address)));
@@ -121,6 +133,13 @@ export class DirectRoute implements Route {
       });
       socket.once('error', onError);
     });
+  }
+
+  /** The reject route whose cidrs hold a resolved address, if one does. */
+  private rejectedBy(address: string): string | undefined {
+    if (this.rejected.size === 0) return undefined;
+    const ip = parseIp(address.replace(/%.*$/, ''));
+    return ip && this.rejected.lookup(ip)?.value;
   }
 
   /** The policy's verdict on a resolved address (a zone index, "fe80::1%eth0", does not change it). */
