@@ -65,10 +65,12 @@ export class SyncProgressTracker {
 export class SyncHeadway {
   private readonly furthest = new Map<string, number>();
   private mostSynced = 0;
+  private looked = false;
 
   /** True when `status` shows headway since the last call (the first call always does). */
   moved(status: { watches: Record<string, string>; syncing?: Record<string, SyncProgress> }): boolean {
-    let moved = this.furthest.size === 0 && this.mostSynced === 0;
+    let moved = !this.looked;
+    this.looked = true;
     const synced = Object.values(status.watches).filter((state) => state === 'synced').length;
     if (synced > this.mostSynced) {
       this.mostSynced = synced;

@@ -68,6 +68,18 @@ test('a sync that gets no further fails after the stall limit, saying where it s
   assert.ok(Date.now() - began >= 500, 'not before the stall limit after the last headway');
 });
 
+test('a sync that gets nowhere from the start (no page ever comes) fails after the stall limit', { timeout: 10_000 }, async () => {
+  const { cache } = drivenCache();
+  await assert.rejects(
+    syncCache(cache, 'https://stuck.example', 300),
+    /got no further syncing from https:\/\/stuck\.example for 0\.3 s \(services: 0 of 5000 listed/,
+  );
+  const headway = new SyncHeadway();
+  const nothing = { watches: { services: 'starting' }, syncing: { services: { listed: 0 } } };
+  assert.equal(headway.moved(nothing), true, 'the first look counts');
+  assert.equal(headway.moved(nothing), false, 'nothing listed yet is no headway');
+});
+
 test('a list that starts over moves again only once it passes where it got before', () => {
   const headway = new SyncHeadway();
   const at = (services: number, synced = 0) => ({
