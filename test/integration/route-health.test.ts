@@ -93,8 +93,17 @@ test('an API server stopped after start: degraded within 5 s everywhere, failure
   }
   await down;
   const backAt = Date.now();
-  await eventually(async () => (await routesNow()).find((r) => r.name === 'staging')?.state === 'ready', 8_000, 200);
+  const again = await eventually(
+    async () => {
+      const st = (await routesNow()).find((r) => r.name === 'staging');
+      return st?.state === 'ready' && st;
+    },
+    8_000,
+    200,
+  );
   assert.ok(Date.now() - backAt <= 5_000, `ready again ${Date.now() - backAt} ms after the return`);
+  // Ready since it served again, not since it first started: the outage is not hidden.
+  assert.ok(again.since && Date.parse(again.since) >= backAt - 1_000, `ready since ${again.since}, back at ${new Date(backAt).toISOString()}`);
   const served = await eventually(
     async () => {
       const r = await curl(['-sS', '-x', `socks5h://${socks}`, 'http://which.shop.staging/']);

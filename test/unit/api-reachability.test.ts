@@ -60,6 +60,8 @@ test('a route degraded because its API server did not answer serves again at the
   // A port-forward opens (the server is back) before the once-a-second check runs again.
   reach.sawAnswer();
   assert.equal(health.current?.unreachable, true, 'the last check still says so');
+  const before = Date.now();
   assert.equal(health.currentRechecked(), undefined, 'what a new stream reads (routes/cluster/route.ts open())');
   assert.equal(health.current, undefined);
+  assert.ok((health.recoveredAt ?? 0) >= before, 'it serves again since now, for the route\'s "since"');
 });

@@ -169,7 +169,8 @@ export class GuestCluster implements GuestClusterView {
     return {
       state: degraded ? 'degraded' : this.life.state,
       ...(degraded ? { reason: degraded.reason } : this.life.reason ? { reason: this.life.reason } : {}),
-      since: new Date(degraded?.since ?? this.life.since).toISOString(),
+      // Ready since it last served again, when it was degraded since it started: not hiding an outage.
+      since: new Date(degraded?.since ?? Math.max(this.life.since, this.life.state === 'ready' ? (this.health.recoveredAt ?? 0) : 0)).toISOString(),
       ...(degraded?.unreachable ? { unreachable: true as const } : {}),
     };
   }

@@ -28,6 +28,8 @@ export class RouteHealth {
   private degraded?: Degraded;
   /** Since when (monotonic) some watch has been failing, as the checks saw it. */
   private watchFailingSince?: number;
+  /** When it last served again after being degraded (ms since the epoch): the route is ready since then, not since it started. */
+  recoveredAt?: number;
 
   constructor(
     private readonly kind: string,
@@ -74,6 +76,7 @@ export class RouteHealth {
       if (!was) this.log.warn({ reason: next.reason }, `${this.kind} route degraded`);
     } else if (!next && was) {
       this.degraded = undefined;
+      this.recoveredAt = Date.now();
       this.log.info({ degradedForMs: Date.now() - was.since }, `${this.kind} route serving again`);
     }
     return this.degraded;
