@@ -75,7 +75,7 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
   }
   // Credentials on disk only for routes the daemon has: a removed route's go once the new table is
   // in force; a refused table's new routes' go at once.
-  const keep = answer.ok ? routeKubeconfigsFor(l, id, managed.table) : Object.fromEntries(before.map((file) => [file, file]));
+  const keep = answer.ok ? Object.values(routeKubeconfigsFor(l, id, managed.table)) : before;
   await withStateLock(l, () => {
     if (sameDaemon(found, inspect(l, id!))) removeRouteKubeconfigsExcept(l, id!, keep);
   }).catch(() => undefined);

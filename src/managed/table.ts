@@ -74,12 +74,9 @@ export function routeKubeconfigsFor(l: StateLayout, id: string, table: RoutingTa
   return files;
 }
 
-/**
- * Removes the transient kubeconfigs of routes not in `keep` (route name → file, as
- * routeKubeconfigsFor gives): they hold credentials no route of the daemon uses any more.
- */
-export function removeRouteKubeconfigsExcept(l: StateLayout, id: string, keep: Record<string, string>): void {
-  const kept = new Set(Object.values(keep));
+/** Removes the routes' transient kubeconfigs other than `keep`: they hold credentials no route of the daemon uses any more. */
+export function removeRouteKubeconfigsExcept(l: StateLayout, id: string, keep: Iterable<string>): void {
+  const kept = new Set(keep);
   for (const file of routeKubeconfigFiles(l, id)) if (!kept.has(file)) rmSync(file, { force: true });
 }
 

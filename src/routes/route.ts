@@ -89,10 +89,11 @@ export interface Route {
    */
   learnIp?(ip: string, signal: AbortSignal): Promise<void>;
   /**
-   * Resolves once the route no longer starts or syncs (ready, degraded or in error): until then its
-   * view cannot say which IPs are its own. Optional; rejects only when `signal` aborts.
+   * While the route first starts or syncs (its view cannot say yet which IPs are its own): a promise
+   * that resolves once it is ready or has failed, rejecting only when `signal` aborts. Undefined
+   * when it has settled: nothing to wait for. Optional.
    */
-  whenSettled?(signal: AbortSignal): Promise<void>;
+  whenSettled?(signal: AbortSignal): Promise<void> | undefined;
   /**
    * The process did not run for `pausedMs` (a laptop asleep): what the route held open may be dead
    * without a sign. Check or replace it before a client waits on it. Optional; never throws.

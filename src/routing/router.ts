@@ -77,8 +77,11 @@ export class Router implements StreamOpener {
       if (this.worthLookingUp(request, decision)) {
         // A cluster still starting or syncing cannot say yet whether the IP is one of its
         // ClusterIPs: wait for it (names wait so too), up to the connect timeout.
-        await abortable(Promise.all([...routes.values()].map((r) => r.whenSettled?.(signal))), signal);
-        decision = matcher.match(request.destination);
+        const settling = [...routes.values()].flatMap((r) => r.whenSettled?.(signal) ?? []);
+        if (settling.length > 0) {
+          await abortable(Promise.all(settling), signal);
+          decision = matcher.match(request.destination);
+        }
       }
       if (this.worthLookingUp(request, decision)) {
         // A Pod IP no watch covers (pods are looked up, not watched): ask the clusters, then decide.

@@ -155,9 +155,7 @@ export class SpdyTransport implements Transport {
   private retire(entry: TunnelEntry, why: string): void {
     if (entry.dead) return;
     this.log.info({ pod: entry.key, uid: entry.uid, why }, 'closing the pod tunnel');
-    entry.dead = true;
-    clearTimeout(entry.idleTimer);
-    entry.tunnel?.abandon(new UpstreamApiError(`the port-forward tunnel to ${entry.key} was closed: ${why}`));
+    this.shutdown(entry, undefined, new UpstreamApiError(`the port-forward tunnel to ${entry.key} was closed: ${why}`));
   }
 
   private key(t: PodRef): string {
@@ -233,12 +231,14 @@ export class SpdyTransport implements Transport {
     return entry;
   }
 
-  private shutdown(entry: TunnelEntry, why?: string): void {
+  /** No new streams; the tunnel closes (GOAWAY). With `failWith`, its open streams fail with it rather than end. */
+  private shutdown(entry: TunnelEntry, why?: string, failWith?: Error): void {
     entry.dead = true;
     clearTimeout(entry.idleTimer);
     if (entry.tunnel) {
       if (why) this.log.debug({ why }, 'closing tunnel');
-      entry.tunnel.shutdown();
+      if (failWith) entry.tunnel.abandon(failWith);
+      else entry.tunnel.shutdown();
     }
   }
 

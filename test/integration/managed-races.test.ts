@@ -279,14 +279,20 @@ test('disconnect during a reload still checking its routes: the daemon answers t
   }
 });
 
+/** A TCP connection to the proxy at host:port that sends nothing and stays open (a drain waits for it). */
+async function heldConnection(address: string): Promise<net.Socket> {
+  const at = address.lastIndexOf(':');
+  const client = net.connect(Number(address.slice(at + 1)), address.slice(0, at));
+  client.on('error', () => undefined);
+  await once(client, 'connect');
+  return client;
+}
+
 test('another command holding the state lock while a daemon stops: it gives the lock up in time and exits, not killed', async () => {
   const c = await connect('lock-held', ['--context', 'prod']);
   // A client that keeps its connection: the drain takes the whole grace (4 s), so the daemon
   // reaches its last state change while the lock below is held.
-  const [host, port] = [c.socks.slice(0, c.socks.lastIndexOf(':')), Number(c.socks.slice(c.socks.lastIndexOf(':') + 1))];
-  const client = net.connect(port, host);
-  client.on('error', () => undefined);
-  await once(client, 'connect');
+  const client = await heldConnection(c.socks);
   const l = layout(stateDir);
   try {
     const disconnecting = cli(['disconnect', 'lock-held']);
@@ -305,10 +311,7 @@ test('another command holding the state lock while a daemon stops: it gives the 
 
 test('a second disconnect while the first waits for the drain: the open connections still get their grace', async () => {
   const c = await connect('stopped-twice', ['--context', 'prod']);
-  const [host, port] = [c.socks.slice(0, c.socks.lastIndexOf(':')), Number(c.socks.slice(c.socks.lastIndexOf(':') + 1))];
-  const client = net.connect(port, host);
-  client.on('error', () => undefined);
-  await once(client, 'connect');
+  const client = await heldConnection(c.socks);
   const closed = once(client, 'close');
   const l = layout(stateDir);
   try {

@@ -5,18 +5,24 @@ import { ConnectTimeoutError, RouteUnavailableError } from '../../src/core/error
 import { createLogger } from '../../src/core/log.js';
 import { RETRY_MIN_MS, RouteLifecycle, TEST_RETRY_ENV } from '../../src/routes/guest-cluster/lifecycle.js';
 
+/** A route whose attempts the test settles (attempts[i].succeed / fail), started. */
+function drivenRoute(name: string) {
+  const attempts: Array<{ fail: (err: Error) => void; succeed: () => void }> = [];
+  const life = new RouteLifecycle('cluster', name, createLogger('silent'), {
+    connect: () => new Promise<void>((succeed, fail) => attempts.push({ succeed, fail })),
+    reset: async () => {},
+  });
+  const started = life.start();
+  started.catch(() => undefined);
+  return { life, attempts, started };
+}
+
 test(
   'a route that has failed answers "not available" at once, also while its next attempt runs; on its first start a stream waits',
   { timeout: 10_000 },
   async (t) => {
     t.mock.timers.enable({ apis: ['setTimeout'] });
-    const attempts: Array<{ fail: (err: Error) => void; succeed: () => void }> = [];
-    const life = new RouteLifecycle('cluster', 'prod', createLogger('silent'), {
-      connect: () => new Promise<void>((succeed, fail) => attempts.push({ succeed, fail })),
-      reset: async () => {},
-    });
-    const started = life.start();
-    started.catch(() => undefined);
+    const { life, attempts, started } = drivenRoute('prod');
     // First start: a stream waits, and the connect timeout running out is a timeout.
     const timeout = new AbortController();
     const waiting = life.whenReady(timeout.signal);
@@ -81,34 +87,24 @@ test('the retry delay test hook: the option, then the environment variable (whol
   }
 });
 
-test('whenSettled: pending while the first attempt runs; resolves when it succeeds or fails, at once after', async () => {
-  const attempts: Array<{ fail: (err: Error) => void; succeed: () => void }> = [];
-  const life = new RouteLifecycle('cluster', 'prod', createLogger('silent'), {
-    connect: () => new Promise<void>((succeed, fail) => attempts.push({ succeed, fail })),
-    reset: async () => {},
-  });
-  const started = life.start();
-  started.catch(() => undefined);
+test('whenSettled: pending while the first attempt runs; resolves when it succeeds or fails, nothing to wait for after', async () => {
+  const { life, attempts } = drivenRoute('prod');
   let settled = false;
-  const settling = life.whenSettled(new AbortController().signal).then(() => (settled = true));
+  const settling = life.whenSettled(new AbortController().signal)!.then(() => (settled = true));
   await new Promise((r) => setImmediate(r));
   assert.equal(settled, false, 'the first attempt still runs');
   attempts[0]!.fail(new Error('cannot reach the API server'));
   await settling;
-  await life.whenSettled(new AbortController().signal); // failed: settled at once, retries or not
+  assert.equal(life.whenSettled(new AbortController().signal), undefined, 'failed: settled, retries or not');
+  const other = drivenRoute('staging');
   const waiting = new AbortController();
-  const other = new RouteLifecycle('cluster', 'staging', createLogger('silent'), {
-    connect: () => new Promise<void>((succeed) => attempts.push({ succeed, fail: () => undefined })),
-    reset: async () => {},
-  });
-  void other.start();
-  const aborted = other.whenSettled(waiting.signal);
+  const aborted = other.life.whenSettled(waiting.signal);
   waiting.abort(new Error('client left'));
-  await assert.rejects(aborted, /client left/);
-  attempts.at(-1)!.succeed();
+  await assert.rejects(aborted!, /client left/);
+  other.attempts[0]!.succeed();
   await new Promise((r) => setImmediate(r));
-  assert.equal(other.state, 'ready');
-  await other.whenSettled(new AbortController().signal);
+  assert.equal(other.life.state, 'ready');
+  assert.equal(other.life.whenSettled(new AbortController().signal), undefined, 'ready: settled');
   life.close();
-  other.close();
+  other.life.close();
 });

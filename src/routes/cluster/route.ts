@@ -96,7 +96,7 @@ export class ClusterRoute implements Route {
     return this.guest.learnIp(ip);
   }
 
-  whenSettled(signal: AbortSignal): Promise<void> {
+  whenSettled(signal: AbortSignal): Promise<void> | undefined {
     return this.guest.whenSettled(signal);
   }
 

@@ -109,8 +109,8 @@ export class GuestCluster implements GuestClusterView {
     return this.life.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
   }
 
-  /** Once it no longer starts or syncs (GuestClusterView.knowsIp answers only then); rejects only when `signal` aborts. */
-  whenSettled(signal: AbortSignal): Promise<void> {
+  /** While it first starts or syncs (knowsIp answers only after): see RouteLifecycle.whenSettled. */
+  whenSettled(signal: AbortSignal): Promise<void> | undefined {
     return this.life.whenSettled(signal);
   }
 

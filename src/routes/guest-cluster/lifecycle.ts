@@ -73,11 +73,11 @@ export class RouteLifecycle {
   }
 
   /**
-   * Resolves once the route no longer starts or syncs for the first time (ready, or failed: a retry
-   * of a failed route counts as failed); rejects only when `signal` aborts.
+   * While the first attempt runs: resolves once it succeeds or fails, rejects only when `signal`
+   * aborts. Undefined once settled (ready, or failed: a retry of a failed route counts as failed).
    */
-  whenSettled(signal: AbortSignal): Promise<void> {
-    if (this.closed || this.why !== undefined || (this.current !== 'starting' && this.current !== 'syncing')) return Promise.resolve();
+  whenSettled(signal: AbortSignal): Promise<void> | undefined {
+    if (this.closed || this.why !== undefined || (this.current !== 'starting' && this.current !== 'syncing')) return undefined;
     return abortable(this.decided, signal);
   }
 

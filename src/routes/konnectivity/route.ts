@@ -46,7 +46,7 @@ export class KonnectivityRoute implements Route {
     return this.guest.learnIp(ip);
   }
 
-  whenSettled(signal: AbortSignal): Promise<void> {
+  whenSettled(signal: AbortSignal): Promise<void> | undefined {
     return this.guest.whenSettled(signal);
   }
 
