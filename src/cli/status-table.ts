@@ -46,6 +46,11 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
   }
   for (const r of rows) {
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
+    if (r.state === 'elsewhere')
+      out.push(
+        `${r.id}: runs elsewhere (recorded on host ${r.elsewhere}, by another machine or container that shares this state directory); ` +
+          `manage it there, or forget it here with: kubectl proxyout disconnect ${r.id} --forget`,
+      );
   }
   return out;
 }

@@ -3,15 +3,19 @@ import { Args, Command, Flags } from '@oclif/core';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { stopAll, stopProxy, UnknownIdError, type Stopped } from '../managed/stop.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
+import { whereItRuns } from '../managed/registry.js';
+import { describeTarget } from '../managed/store.js';
 
 export default class Disconnect extends Command {
   static override summary = 'Stop a managed proxy (or all of them); its log is kept.';
   static override description = [
     'Checks that the recorded pid still is our daemon, sends SIGTERM so open streams can finish,',
     'and SIGKILL if it has not exited after its drain time (5 s by default). Removes its state and',
-    'its private kubeconfig; `logs ID` still shows its log.',
+    'its private kubeconfig; `logs ID` still shows its log. A proxy that runs elsewhere (another',
+    'machine or container that shares this state directory) cannot be stopped from here: run the',
+    'command there, or drop its record here with --forget.',
   ].join(' ');
-  static override usage = ['disconnect ID', 'disconnect --all'];
+  static override usage = ['disconnect ID', 'disconnect --all', 'disconnect ID --forget'];
   static override examples = ['<%= config.bin %> disconnect a1b2c3d4', '<%= config.bin %> disconnect --all'];
 
   static override args = {
@@ -19,7 +23,11 @@ export default class Disconnect extends Command {
   };
 
   static override flags = {
-    all: Flags.boolean({ summary: 'Stop every managed proxy.' }),
+    all: Flags.boolean({ summary: 'Stop every managed proxy that runs here.' }),
+    forget: Flags.boolean({
+      summary: 'Drop proxies that run elsewhere from this state directory, without stopping them.',
+      description: 'They go on running, unmanaged, where they were started. Proxies that run here are stopped as usual.',
+    }),
   };
 
   async run(): Promise<void> {
@@ -30,9 +38,9 @@ export default class Disconnect extends Command {
       if (args.id !== undefined) {
         const id = validateId(args.id);
         if (!stateDirExists(l)) throw new UnknownIdError(id);
-        return [await stopProxy(l, id)];
+        return [await stopProxy(l, id, { forget: flags.forget })];
       }
-      return stateDirExists(l) ? stopAll(l) : [];
+      return stateDirExists(l) ? stopAll(l, { forget: flags.forget }) : [];
     })().catch((err: unknown) => failOnKnownError(this, err));
     if (stopped.length === 0) this.log('kubectl-proxyout: no managed proxies');
     for (const s of stopped) this.log(describeStop(s));
@@ -40,7 +48,10 @@ export default class Disconnect extends Command {
 }
 
 export function describeStop({ id, entry, outcome }: Stopped): string {
-  const where = `(context ${entry.context}, namespace ${entry.namespace})`;
+  const where = `(${describeTarget(entry)})`;
+  if (outcome === 'forgotten') return `kubectl-proxyout: forgot ${id} ${where}; it runs elsewhere (${whereItRuns(entry)}) and was not stopped`;
+  if (outcome === 'left-elsewhere')
+    return `kubectl-proxyout: left ${id} ${where} alone: it runs elsewhere (${whereItRuns(entry)}); disconnect it there, or forget it here with --forget`;
   if (outcome === 'was-dead') return `kubectl-proxyout: ${id} ${where} was not running; removed its state`;
   if (outcome === 'killed') return `kubectl-proxyout: disconnected ${id} ${where}: it did not exit in time and was killed`;
   return `kubectl-proxyout: disconnected ${id} ${where}`;

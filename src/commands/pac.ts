@@ -8,7 +8,7 @@ import { proxyOptionsFrom, proxyFlags, OFF } from '../cli/flags.js';
 import type { HostPort } from '../core/address.js';
 import { controlRequest, type ControlResponse } from '../managed/control.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
-import { inspect } from '../managed/registry.js';
+import { ElsewhereError, inspect } from '../managed/registry.js';
 import { withStateLock } from '../state/lock.js';
 import { UnknownIdError } from '../managed/stop.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
@@ -68,6 +68,7 @@ export default class Pac extends Command {
         // Under the lock, as every command that inspects (managed/reload.ts says why).
         const found = stateDirExists(l) ? await withStateLock(l, () => inspect(l, id)) : undefined;
         if (!found || found.state === 'dead') throw new UnknownIdError(args.id);
+        if (found.state === 'elsewhere') throw new ElsewhereError(found.entry, 'ask it for its PAC file');
         // The file the proxy itself serves at /proxy.pac, byte for byte: its table in force, its
         // listeners, the namespaces its cache knows (svc.ns names) — asked over its control socket.
         process.stdout.write(await daemonPac(l.controlSocket(id), id));

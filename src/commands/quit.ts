@@ -7,7 +7,8 @@ import { describeStop } from './disconnect.js';
 
 export default class Quit extends Command {
   static override summary = 'Stop every managed proxy and remove their transient files; logs stay.';
-  static override description = 'The same as `disconnect --all`, and also removes anything else left under the proxies directory.';
+  static override description =
+    'The same as `disconnect --all`, and also removes anything else left under the proxies directory. Proxies that run elsewhere (another machine or container that shares this state directory) are left alone.';
   static override examples = ['<%= config.bin %> quit'];
 
   async run(): Promise<void> {

@@ -186,6 +186,14 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
         detail: `${what} is dead${p.error ? `: ${p.error}` : ''}`,
         fix: `see \`kubectl proxyout logs ${p.id}\`; \`kubectl proxyout disconnect ${p.id}\` clears it`,
       };
+    if (p.state === 'elsewhere')
+      return {
+        scope,
+        name,
+        status: 'skip',
+        detail: `${what} runs elsewhere (recorded on host ${p.elsewhere}): not checked from here`,
+        fix: `run \`kubectl proxyout doctor\` there; \`kubectl proxyout disconnect ${p.id} --forget\` drops it here`,
+      };
     if (p.state === 'running' && p.openStreams === null) {
       return {
         scope,

@@ -26,7 +26,8 @@ import { withStateLock } from '../state/lock.js';
 import { describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
 import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
-import { inspect, inspectAll } from './registry.js';
+import { recordedSpace } from '../state/process-space.js';
+import { inspect, inspectAll, whereItRuns } from './registry.js';
 import { signal } from './stop.js';
 import { PROXY_AUTH_ENV, type ProxyCredentials } from '../auth/credentials.js';
 import { allocatorEnv } from './allocator-env.js';
@@ -124,6 +125,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   const started = await withStateLock(l, async () => {
     // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.
     const current = inspect(l, id);
+    if (current?.state === 'elsewhere') throw elsewhereInUse(current.entry);
     if (current && current.state !== 'dead') return { entry: assertSameSettings(assertSameTarget(current.entry, target), requested), existing: true };
     if (current) removeEntry(l, id);
     await checkPorts(l, listens);
@@ -140,6 +142,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       ...(generated ? { proxyAuthGenerated: true } : {}),
       phase: 'starting',
       createdAt: new Date().toISOString(),
+      // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is not reaped here.
+      space: recordedSpace(),
     };
     try {
       writeEntry(l, entry);
@@ -166,6 +170,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
 async function existingProxy(l: StateLayout, id: string, target: Target): Promise<ProxyEntry | undefined> {
   const current = await withStateLock(l, () => inspect(l, id));
   if (!current || current.state === 'dead') return undefined;
+  if (current.state === 'elsewhere') throw elsewhereInUse(current.entry);
   assertSameTarget(current.entry, target);
   if (current.state === 'stopping') {
     // Being disconnected right now: wait until it is gone (killed, at worst), then start afresh.
@@ -178,6 +183,14 @@ async function existingProxy(l: StateLayout, id: string, target: Target): Promis
     throw new StartupError(`proxy ${id} is still stopping; try again in a moment`);
   }
   return waitForReady(l, id, false);
+}
+
+/** The ID is taken by a proxy this machine cannot see or stop: start one under another ID, or forget that one. */
+function elsewhereInUse(entry: ProxyEntry): StartupError {
+  return new StartupError(
+    `ID ${entry.id} is in use by a proxy that runs elsewhere (${whereItRuns(entry)}); ` +
+      `connect with another --id, or forget that one here with: kubectl proxyout disconnect ${entry.id} --forget`,
+  );
 }
 
 type Target = Pick<ProxyEntry, 'server' | 'context' | 'namespace'>;
@@ -217,7 +230,8 @@ function listensOf(plan: StartPlan): Array<{ flag: string; addr: HostPort; text:
 
 /** Refuses a fixed port another managed proxy or any other program already listens on. */
 async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: HostPort; text: string }>): Promise<void> {
-  const others = inspectAll(l).filter((x) => x.state !== 'dead');
+  // A proxy elsewhere holds its ports on another machine or in another container: bindProblem() finds a clash here.
+  const others = inspectAll(l).filter((x) => x.state !== 'dead' && x.state !== 'elsewhere');
   for (const { flag, addr, text } of listens) {
     if (addr.port === 0) continue;
     const hint =

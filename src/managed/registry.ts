@@ -2,12 +2,16 @@
 // that really run. Every command that lists state reaps what a crash left behind: an entry whose
 // daemon is gone loses its kubeconfig and socket at once and stays as a "dead" record (so
 // `status` can say so) until `disconnect`, `quit` or a new `connect` for the ID removes it.
+// An entry recorded in another process space (another machine or container sharing the state
+// directory, state/process-space.ts) is "elsewhere": its pid cannot be checked here, so it is
+// never reaped here; only `disconnect ID --forget` drops it.
 import { existsSync } from 'node:fs';
 import type { StateLayout } from '../state/paths.js';
 import { isOurDaemon } from '../state/process.js';
+import { compareSpace } from '../state/process-space.js';
 import { listIds, readEntry, removeEntry, removeTransient, updateEntry, type ProxyEntry } from './store.js';
 
-export type LiveState = 'starting' | 'running' | 'stopping' | 'dead';
+export type LiveState = 'starting' | 'running' | 'stopping' | 'dead' | 'elsewhere';
 
 export interface Inspected {
   entry: ProxyEntry;
@@ -15,12 +19,15 @@ export interface Inspected {
 }
 
 /**
- * Whether the entry's daemon runs (pid alive, same start identity, our command line).
+ * Whether the entry's daemon runs (pid alive, same start identity, our command line), or runs
+ * where its pid cannot be checked.
  * Only meaningful under the state lock: an entry without a pid is then an orphan of a `connect`
  * that died between writing it and starting the daemon.
  */
 export function liveState(entry: ProxyEntry): LiveState {
-  if (entry.phase === 'dead' || entry.phase === 'failed' || entry.pid === undefined) return 'dead';
+  if (entry.phase === 'dead' || entry.phase === 'failed') return 'dead';
+  if (compareSpace(entry.space) === 'elsewhere') return 'elsewhere';
+  if (entry.pid === undefined) return 'dead';
   if (!isOurDaemon(entry.pid, entry.procIdentity, entry.id)) return 'dead';
   return entry.phase;
 }
@@ -46,6 +53,22 @@ export function inspect(l: StateLayout, id: string): Inspected | undefined {
   }
   if (state === 'dead') removeTransient(l, id);
   return { entry, state };
+}
+
+/** "recorded on host H, …": where an entry that runs elsewhere was made, for messages. */
+export function whereItRuns(entry: ProxyEntry): string {
+  return `recorded on host ${entry.space?.hostname ?? 'unknown'}, by another machine or container that shares this state directory`;
+}
+
+/** What cannot be done from here to a proxy that runs elsewhere; `doing` is what to do there instead ("disconnect it"). */
+export class ElsewhereError extends Error {
+  constructor(
+    readonly entry: ProxyEntry,
+    doing: string,
+  ) {
+    super(`proxy ${entry.id} runs elsewhere (${whereItRuns(entry)}): ${doing} there, or forget it here with: kubectl proxyout disconnect ${entry.id} --forget`);
+    this.name = 'ElsewhereError';
+  }
 }
 
 /** Every managed proxy, reaped. Call under the lock. */

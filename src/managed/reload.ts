@@ -7,7 +7,7 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { controlRequest } from './control.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { inspect, inspectAll, type Inspected } from './registry.js';
+import { ElsewhereError, inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
 import {
   removeRouteKubeconfigsExcept,
@@ -43,6 +43,7 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
   });
   if (!found) throw new UnknownIdError(id!);
   id = found.entry.id;
+  if (found.state === 'elsewhere') throw new ElsewhereError(found.entry, 'reload it');
   if (found.state !== 'running') throw new StartupError(`proxy ${id} is ${found.state}, not running`);
   const { options, namespace } = found.entry;
   const managed = resolveManagedTable({

@@ -1,5 +1,6 @@
 // `status`: every managed proxy, reaped, with live figures asked from each daemon over its
-// control socket. A daemon that is gone shows as "dead" (with why), never as an error.
+// control socket. A daemon that is gone shows as "dead" (with why), never as an error; one that
+// runs elsewhere (registry.ts) as "elsewhere", with what was recorded and nothing asked.
 import { formatAddress } from '../listeners/bound-address.js';
 import { apiServersOf } from '../routes/route.js';
 import type { CacheStatus } from '../cluster/cache.js';
@@ -42,6 +43,8 @@ export interface ProxyStatus {
   } | null;
   logFile: string;
   error?: string;
+  /** State elsewhere: the host it was recorded on (another machine or container sharing the state directory). */
+  elsewhere?: string;
   /** Per pod: transport in use, tunnels, streams (running proxies that report them). */
   transports?: PodTransportStats[];
   /** Each route of the routing table: kind, what it serves, state (and why), streams, bytes. */
@@ -78,7 +81,11 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     forwards: state === 'dead' ? [] : (entry.forwards ?? []).map((f) => ({ listen: formatAddress(f.address), port: f.address.port, target: f.target })),
     createdAt: entry.createdAt,
     startedAt,
-    uptimeSeconds: live ? Math.round(live.uptimeMs / 1000) : state !== 'dead' && startedAt ? Math.round((Date.now() - Date.parse(startedAt)) / 1000) : null,
+    uptimeSeconds: live
+      ? Math.round(live.uptimeMs / 1000)
+      : state !== 'dead' && state !== 'elsewhere' && startedAt
+        ? Math.round((Date.now() - Date.parse(startedAt)) / 1000)
+        : null,
     openStreams: live?.totals.openStreams ?? null,
     totalStreams: live?.totals.totalStreams ?? null,
     failedStreams: live?.totals.failedStreams ?? null,
@@ -89,6 +96,7 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     cache: live?.cache ? cacheSummary(live.cache) : !live && state === 'starting' ? { state: 'syncing' } : null,
     logFile: l.logFile(entry.id),
     ...(entry.error && state === 'dead' ? { error: entry.error } : {}),
+    ...(state === 'elsewhere' ? { elsewhere: entry.space?.hostname ?? 'unknown' } : {}),
     ...(live?.transports ? { transports: live.transports } : {}),
     ...(live?.routes ? { routes: live.routes } : {}),
   };

@@ -1,5 +1,6 @@
 // `disconnect` and `quit`: stop a managed daemon and remove its entry (state, kubeconfig,
-// socket); its log stays. The pid is signalled only after checking it still is our daemon
+// socket); its log stays. One that runs elsewhere (registry.ts) cannot be signalled from here:
+// it is left alone, or with --forget its entry is dropped and it goes on unmanaged. The pid is signalled only after checking it still is our daemon
 // (start identity + command line, state/process.ts): SIGTERM (Windows: a stop request on its
 // control pipe), up to the drain time and a second for a graceful exit (stop-budget.ts: the
 // daemon plans to be gone by then), then SIGKILL — under the state lock, so never while the
@@ -12,10 +13,11 @@ import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon } from '../state/process.js';
 import { controlRequest } from './control.js';
 import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
-import { inspect } from './registry.js';
+import { ElsewhereError, inspect } from './registry.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 
-export type StopOutcome = 'stopped' | 'killed' | 'was-dead';
+/** …, forgotten: an entry from elsewhere dropped unsignalled · left-elsewhere: --all without --forget passed it by. */
+export type StopOutcome = 'stopped' | 'killed' | 'was-dead' | 'forgotten' | 'left-elsewhere';
 
 export interface Stopped {
   id: string;
@@ -30,10 +32,16 @@ export class UnknownIdError extends Error {
   }
 }
 
-export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
+/** forget: an entry that runs elsewhere (another machine or container) is dropped, unsignalled, instead of refused. */
+export async function stopProxy(l: StateLayout, id: string, opts: { forget?: boolean } = {}): Promise<Stopped> {
   const signalled = await withStateLock(l, () => {
     const current = inspect(l, id);
     if (!current) throw new UnknownIdError(id);
+    if (current.state === 'elsewhere') {
+      if (!opts.forget) throw new ElsewhereError(current.entry, 'disconnect it');
+      removeEntry(l, id);
+      return { entry: current.entry, pid: undefined, forgotten: true };
+    }
     if (current.state === 'dead') {
       removeEntry(l, id);
       return { entry: current.entry, pid: undefined };
@@ -61,7 +69,7 @@ export async function stopProxy(l: StateLayout, id: string): Promise<Stopped> {
     return { entry: current.entry, pid };
   });
   const { entry, pid } = signalled;
-  if (pid === undefined) return { id, entry, outcome: 'was-dead' };
+  if (pid === undefined) return { id, entry, outcome: 'forgotten' in signalled ? 'forgotten' : 'was-dead' };
   if (process.platform === 'win32') await askToStop(pid, l.controlSocket(id), 'win32');
 
   let outcome: StopOutcome = 'stopped';
@@ -95,13 +103,17 @@ async function killUnderLock(l: StateLayout, pid: number, entry: ProxyEntry): Pr
   }
 }
 
-/** Stops every managed proxy (in parallel); with sweep, also removes anything else under proxies/. */
-export async function stopAll(l: StateLayout, opts: { sweep?: boolean } = {}): Promise<Stopped[]> {
+/**
+ * Stops every managed proxy (in parallel) that runs here; those that run elsewhere are left alone,
+ * or with forget dropped. With sweep, also removes anything else under proxies/.
+ */
+export async function stopAll(l: StateLayout, opts: { sweep?: boolean; forget?: boolean } = {}): Promise<Stopped[]> {
   const ids = await withStateLock(l, () => listIds(l));
   const results = await Promise.all(
     ids.map((id) =>
-      stopProxy(l, id).catch((err: unknown) => {
+      stopProxy(l, id, { forget: opts.forget }).catch((err: unknown): Stopped | undefined => {
         if (err instanceof UnknownIdError) return undefined; // gone meanwhile
+        if (err instanceof ElsewhereError) return { id, entry: err.entry, outcome: 'left-elsewhere' };
         throw err;
       }),
     ),

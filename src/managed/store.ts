@@ -8,6 +8,7 @@ import { ID_PATTERN, validateId, type StateLayout } from '../state/paths.js';
 import { writePrivateFile } from '../state/private-file.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 import type { TransportMode } from '../tunnel/negotiate.js';
+import type { ProcessSpace } from '../state/process-space.js';
 
 /** starting: spawned, not ready yet · running: listening, caches synced · stopping: draining ·
  *  failed: the daemon could not start (error says why) · dead: the process is gone (reaped). */
@@ -62,6 +63,8 @@ export interface ProxyEntry {
   pid?: number;
   /** Process start identity (process.ts), compared before the pid is ever signalled. */
   procIdentity?: string;
+  /** Where the pid means something (process-space.ts); absent in entries written before it was recorded. */
+  space?: ProcessSpace;
   /** When the daemon became ready. */
   startedAt?: string;
   socks?: ListenAddress;

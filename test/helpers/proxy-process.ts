@@ -120,9 +120,16 @@ export async function startProxyProcess(
 /** Runs the CLI to completion (for commands that are expected to exit). */
 export async function runCli(
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string; /** Written to a piped stdin, then closed. */ input?: string } = {},
+  opts: {
+    env?: NodeJS.ProcessEnv;
+    timeoutMs?: number;
+    cwd?: string;
+    /** Written to a piped stdin, then closed. */ input?: string;
+    /** A command that runs the CLI (e.g. nsenter … --), its program first. */ via?: string[];
+  } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [binPath, ...args], {
+  const [file, ...before] = [...(opts.via ?? []), process.execPath];
+  const proc = spawn(file!, [...before, binPath, ...args], {
     env: { ...process.env, ...opts.env },
     stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     cwd: opts.cwd,
