@@ -1,8 +1,9 @@
 // One SSH connection per chain: each hop logged in through a direct-tcpip channel of the one
-// before (what `ssh -J` does), opened on first use and kept, with keepalives (ServerAliveInterval,
-// default 15 s). When any hop drops, the whole chain is down: open streams end, and it is opened
-// again in the background with backoff. Every stream is a direct-tcpip channel (RFC 4254 §7.2)
-// from the last hop, naming the destination as the client wrote it — the far end resolves it.
+// before (what `ssh -J` does), opened when the route starts (or at first use) and kept, with
+// keepalives (ServerAliveInterval, default 15 s). When any hop drops, the whole chain is down:
+// open streams end, and it is opened again in the background with backoff. Every stream is a
+// direct-tcpip channel (RFC 4254 §7.2) from the last hop, naming the destination as the client
+// wrote it — the far end resolves it.
 import { Duplex } from 'node:stream';
 import type { Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';

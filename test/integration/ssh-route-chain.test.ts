@@ -4,6 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { HostUnreachableError } from '../../src/core/errors.js';
@@ -126,6 +127,33 @@ test('a jump host behind another that hangs mid-upload: the chain drops at its k
     lab.resumeJump2();
     upload.destroy();
     await hanging.close();
+  }
+});
+
+test('the route is starting until its chain logs in, then ready, and degraded while no hop answers: no stream needed', { skip: unavailable }, async () => {
+  const kh = `${lab.dir}/known_hosts`;
+  const fresh = sshRoute(lab.writeConfig('config-fresh', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2');
+  await fresh.start();
+  try {
+    // Two logins (jump1, then jump2 through it) cannot be done yet: not "ready" for a chain never tried.
+    assert.equal(fresh.status().state, 'starting');
+    await eventually(async () => fresh.status().state === 'ready', 15_000);
+    const { connection, connects, channels } = fresh.status().details!;
+    assert.deepEqual([connection, connects, channels], ['up', 1, 0]);
+  } finally {
+    await fresh.close();
+  }
+
+  const deadConfig = path.join(lab.dir, 'config-dead');
+  writeFileSync(deadConfig, ['Host dead', '  HostName 127.0.0.1', '  Port 1', '  User root', `  IdentityFile ${lab.userKey}`, ''].join('\n'));
+  const dead = sshRoute(deadConfig, 'dead');
+  await dead.start();
+  try {
+    await eventually(async () => dead.status().state === 'degraded', 10_000);
+    assert.match(dead.status().reason ?? '', /dead/);
+    assert.ok(dead.status().since, 'failing since the first attempt');
+  } finally {
+    await dead.close();
   }
 });
 

@@ -1,8 +1,8 @@
 // The ssh route (`kind: ssh`, `ssh: {host: NAME}`): streams leave through NAME, reached the way
 // `ssh NAME` reaches it from ~/.ssh/config (ProxyJump chains, ProxyCommand). The destination goes
 // to the last hop as the client wrote it, so names are resolved there (socks5h semantics), never
-// here. start() reads the config and the keys, so a config we cannot follow fails at start; the
-// SSH connection itself is opened on first use and kept (ssh/connection.ts).
+// here. start() reads the config and the keys, so a config we cannot follow fails at start, and
+// begins the SSH connection, which is kept (ssh/connection.ts).
 import type { Logger } from '../../core/log.js';
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
 import { RouteConfigError, StartupError, errorMessage } from '../../core/errors.js';
@@ -22,7 +22,7 @@ export interface SshRouteOptions extends ChainOptions {
   /** $SSH_AUTH_SOCK (the process's by default). */
   authSock?: string;
   log?: Logger;
-  /** Open the connection in start() instead of at first use (a start-up check). */
+  /** start() waits for the first login and fails with it (a start-up check); otherwise it only begins it. */
   connectOnStart?: boolean;
 }
 
@@ -68,7 +68,11 @@ export class SshRoute implements Route {
       const Kind = err instanceof SshConfigError ? RouteConfigError : StartupError;
       throw new Kind(`route ${this.name} (${this.spec.origin}): ssh ${this.spec.ssh.host}: ${this.startError}`, { cause: err });
     }
-    if (this.options.connectOnStart) await this.connection.connect();
+    // Connecting now, not at first use: the route's state says within seconds whether the chain
+    // logs in, instead of "ready" for a chain never tried. A failure is retried in the background.
+    const first = this.connection.connect();
+    if (this.options.connectOnStart) await first;
+    else first.catch(() => undefined);
   }
 
   /** A stream to the destination as the client wrote it, opened by the chain's last hop. */
@@ -92,14 +96,17 @@ export class SshRoute implements Route {
     if (this.startError) return { ...base, state: 'error', reason: this.startError };
     if (!this.connection) return { ...base, state: 'starting' };
     const s = this.connection.status();
-    // The route serves as soon as the config is good: the connection opens on first use. A chain
-    // that is down fails each new stream at once with the hop's error until its next attempt.
+    // Ready while the chain is logged in; starting until its first login (streams wait for it);
+    // degraded from a failure until a login succeeds. A chain that is down (backing off) fails
+    // each new stream at once with the hop's error until its next attempt.
     const down = s.state === 'down';
+    const failing = s.lastError !== undefined && s.state !== 'up';
     return {
       ...base,
-      state: down ? 'degraded' : 'ready',
-      ...(down ? { condition: 'down' as const, reason: s.lastError } : {}),
-      ...(down && s.failingSince !== undefined ? { since: new Date(s.failingSince).toISOString() } : {}),
+      state: failing ? 'degraded' : s.state === 'up' ? 'ready' : 'starting',
+      ...(failing ? { reason: s.lastError } : {}),
+      ...(down ? { condition: 'down' as const } : {}),
+      ...(failing && s.failingSince !== undefined ? { since: new Date(s.failingSince).toISOString() } : {}),
       details: { chain: s.chain, connection: s.state, channels: s.channels, connects: s.connects },
     };
   }
