@@ -33,6 +33,8 @@ export interface SlimService extends Slim {
   readonly headless: boolean;
   readonly externalName: string | undefined;
   readonly ports: readonly SlimServicePort[];
+  /** sessionAffinity ClientIP: how long a client sticks to its endpoint (s); undefined without. */
+  readonly affinitySeconds: number | undefined;
 }
 
 /**
@@ -171,7 +173,13 @@ export function slimService(o: Json): SlimService | undefined {
     headless: spec.clusterIP === 'None',
     externalName: str(spec.externalName),
     ports: shared(ports),
+    affinitySeconds: spec.sessionAffinity === 'ClientIP' ? affinitySeconds(spec.sessionAffinityConfig?.clientIP?.timeoutSeconds) : undefined,
   };
+}
+
+/** The API server defaults the timeout to 10800 s (3 h) and allows 1 to 86400. */
+function affinitySeconds(timeout: unknown): number {
+  return typeof timeout === 'number' && timeout > 0 ? timeout : 10_800;
 }
 
 function slimEndpoint(e: Json): SlimEndpoint {

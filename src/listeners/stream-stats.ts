@@ -3,6 +3,7 @@ import type { Destination, FrontEnd } from '../core/types.js';
 import { replyFor, type Reply } from '../core/errors.js';
 import { RepeatedLineLimiter } from '../core/log-limit.js';
 import { sourceBucket, UNIX_SOURCE } from '../auth/source.js';
+import { clientHost } from '../core/address.js';
 
 /** A stream's bytes so far, counted by whoever moves them (the relay): read when asked, never copied. */
 export interface LiveBytes {
@@ -55,9 +56,7 @@ export interface StreamObserver {
 
 /** The source bucket (auth/source.ts) of a "host:port" / "[v6]:port" client text. */
 function sourceOfClient(client: string): string {
-  if (client === UNIX_SOURCE) return UNIX_SOURCE;
-  const host = client.startsWith('[') ? client.slice(1, client.indexOf(']')) : client.slice(0, client.lastIndexOf(':'));
-  return sourceBucket(host);
+  return client === UNIX_SOURCE ? UNIX_SOURCE : sourceBucket(clientHost(client));
 }
 
 function addLive(totals: { bytesFromClients: number; bytesToClients: number }, record: StreamRecord): void {

@@ -91,8 +91,16 @@ export function statefulSet(p: PodShape & { replicas: number; serviceName: strin
 }
 
 /** A Service; selector defaults to {app: name}; headless with clusterIP 'None'. */
-export function service(name: string, s: { namespace?: string; selector?: Record<string, string>; clusterIP?: string; ports: ServicePort[] }): object {
-  const spec = { ...(s.clusterIP && { clusterIP: s.clusterIP }), selector: s.selector ?? { app: name }, ports: s.ports };
+export function service(
+  name: string,
+  s: { namespace?: string; selector?: Record<string, string>; clusterIP?: string; ports: ServicePort[]; sessionAffinity?: 'ClientIP' },
+): object {
+  const spec = {
+    ...(s.clusterIP && { clusterIP: s.clusterIP }),
+    ...(s.sessionAffinity && { sessionAffinity: s.sessionAffinity }),
+    selector: s.selector ?? { app: name },
+    ports: s.ports,
+  };
   return { apiVersion: 'v1', kind: 'Service', metadata: metadata(name, s.namespace), spec };
 }
 

@@ -59,6 +59,10 @@ const MANIFESTS = manifests(
     containers: [httpContainer('web')],
   }),
   service('roll', { ports: [{ port: 80, targetPort: 'http' }] }),
+  // Three pods behind a Service with ClientIP session affinity, and behind one without.
+  deployment({ name: 'sticky', replicas: 3, containers: [httpContainer('web')] }),
+  service('sticky', { ports: [{ port: 80, targetPort: 'http' }], sessionAffinity: 'ClientIP' }),
+  service('spread', { selector: { app: 'sticky' }, ports: [{ port: 80, targetPort: 'http' }] }),
   // Running, never ready: its Service has an endpoint, none of them ready.
   deployment({ name: 'unready', replicas: 1, annotations: { 'proxyout.test/ready': 'false' }, containers: [httpContainer('web', 8080, null)] }),
   service('unready', { ports: [{ port: 80, targetPort: 8080 }] }),
@@ -76,7 +80,7 @@ let webPodName = '';
 before(async () => {
   if (skip) return;
   cluster = await startClusterLogged();
-  const workloads = ['web', 'named-a', 'named-b', 'multi', 'bulk', 'roll'].map((d) => `deployment/${d}`);
+  const workloads = ['web', 'named-a', 'named-b', 'multi', 'bulk', 'roll', 'sticky'].map((d) => `deployment/${d}`);
   await applyAndRollOut(cluster, MANIFESTS, [...workloads, 'statefulset/db']);
   ({ clusterIP: webClusterIP, podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
   proxies = await startProxies(cluster, TRANSPORTS);
@@ -318,6 +322,41 @@ describe('real cluster: a StatefulSet pod deleted and recreated under its name',
       t.diagnostic(`new db-0 reached ${ms} ms after the delete (${failures} requests failed meanwhile)`);
       console.log(`# ${transport}: new db-0 reached ${ms} ms after the delete (${failures} requests failed meanwhile)`);
       assert.ok(ms <= 10_000, `reached after ${ms} ms`);
+    });
+  }
+});
+
+describe('real cluster: sessionAffinity ClientIP', { skip }, () => {
+  for (const transport of TRANSPORTS) {
+    test(`a client stays on one pod, and moves to another for good when that one goes (--transport ${transport})`, async (t) => {
+      const c = cluster!;
+      const podOf = async (host: string): Promise<string | undefined> => {
+        const r = await curl(['--proxy', `socks5h://${proxy(transport).socks}`, `http://${host}/`], 5_000);
+        return r.code === 0 ? servedBy(r.stdout)?.[1] : undefined;
+      };
+      const answers = async (host: string, n: number) => {
+        const pods: Array<string | undefined> = [];
+        for (let i = 0; i < n; i++) pods.push(await podOf(host));
+        return pods;
+      };
+      // The same three pods without affinity: spread, so one pod below is the affinity's doing.
+      assert.ok(new Set(await answers('spread.shop', 6)).size > 1, 'spread over the pods without affinity');
+      const stuck = await answers('sticky.shop', 9);
+      assert.equal(new Set(stuck).size, 1, `one pod: ${stuck.join(' ')}`);
+      const first = stuck[0]!;
+      assert.ok(first, 'answered');
+
+      await c.kubectl(['-n', 'shop', 'delete', 'pod', first, '--wait=false']);
+      const t0 = Date.now();
+      let moved: string | undefined;
+      while (!moved) {
+        const pod = await podOf('sticky.shop');
+        if (pod && pod !== first) moved = pod;
+        else if (Date.now() - t0 > 20_000) assert.fail(`still ${first} 20 s after its delete`);
+        else await delay(100);
+      }
+      t.diagnostic(`moved from ${first} to ${moved} ${Date.now() - t0} ms after the delete`);
+      assert.deepEqual(new Set(await answers('sticky.shop', 6)), new Set([moved]), 'and stays there');
     });
   }
 });

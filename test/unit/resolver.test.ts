@@ -302,3 +302,83 @@ test('where each rotation stands is remembered for a bounded number of Services 
   const kept = (resolver as unknown as { roundRobin: Map<string, number> }).roundRobin.size;
   assert.ok(kept <= 10_000, `${kept} rotations kept`);
 });
+
+test('sessionAffinity ClientIP: a client sticks to the endpoint it reached, per Service port, until the timeout passes without a connection', async () => {
+  const svcs = [
+    svc('shop', 'sticky', {
+      clusterIP: '10.96.0.21',
+      ports: [{ port: 80 }],
+      sessionAffinity: 'ClientIP',
+      sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } },
+    }),
+    svc('shop', 'sticky-headless', { clusterIP: 'None', ports: [{ port: 80 }], sessionAffinity: 'ClientIP' }),
+  ];
+  const three = () =>
+    ['sticky', 'sticky-headless'].map((name) =>
+      slice('shop', name, { port: 8080 }, [
+        { pod: 'web-1', ip: '10.0.0.1' },
+        { pod: 'web-2', ip: '10.0.0.2' },
+        { pod: 'web-3', ip: '10.0.0.3' },
+      ]),
+    );
+  let now = 1_000_000;
+  const indexOf = () => new ClusterIndex(() => [objectSource(svcs, three(), pods)]);
+  let ix = indexOf();
+  const r = new Resolver(
+    {
+      ...cache,
+      get lookup() {
+        return ix;
+      },
+    } as never,
+    'cluster.local',
+    3,
+    { now: () => now },
+  );
+  /** A connection from `client`: the plan's first candidate opens, as PodStreams tells the plan. */
+  const connect = async (client: string, host = 'sticky.shop') => {
+    const plan = await r.resolve(dom(host, 80), client);
+    plan.opened?.(plan.candidates[0]);
+    return plan.candidates[0].pod;
+  };
+
+  const first = await connect('127.0.0.1');
+  for (let i = 0; i < 5; i++) assert.equal(await connect('127.0.0.1'), first, 'the same endpoint every time');
+  assert.equal((await r.resolve({ host: '10.96.0.21', port: 80, type: 'ipv4' }, '127.0.0.1')).candidates[0].pod, first, 'by ClusterIP too');
+  const plan = await r.resolve(dom('sticky.shop', 80), '127.0.0.1');
+  assert.equal(new Set(plan.candidates.map((c) => c.pod)).size, 3, 'the others stay behind it, should it refuse');
+  // Another client address has its own.
+  const others = new Set<string>();
+  for (const client of ['192.0.2.1', '192.0.2.2', '192.0.2.3', '192.0.2.4']) others.add(await connect(client));
+  assert.ok(others.size > 1, 'clients are spread, each stuck to its own');
+
+  // Each connection refreshes it: 50 s, then 50 s more, is within 60 s of the last.
+  now += 50_000;
+  assert.equal(await connect('127.0.0.1'), first);
+  now += 50_000;
+  assert.equal(await connect('127.0.0.1'), first);
+  // 61 s without one: forgotten, the rotation decides again.
+  now += 61_000;
+  const after = [await r.resolve(dom('sticky.shop', 80), '127.0.0.1'), await r.resolve(dom('sticky.shop', 80), '127.0.0.1')];
+  assert.notEqual(after[0].candidates[0].pod, after[1].candidates[0].pod, 'not stuck any more');
+
+  // Its endpoint gone from the slices (no longer ready): another, which it then sticks to.
+  const stuckTo = await connect('10.1.1.1');
+  ix = new ClusterIndex(() => [
+    objectSource(
+      svcs,
+      three().map((sl) => ({ ...sl, endpoints: sl.endpoints.filter((e) => e.targetRef?.name !== stuckTo) })),
+      pods,
+    ),
+  ]);
+  const moved = await connect('10.1.1.1');
+  assert.notEqual(moved, stuckTo);
+  for (let i = 0; i < 3; i++) assert.equal(await connect('10.1.1.1'), moved);
+  ix = indexOf();
+
+  // A headless name is the client's own pick (no kube-proxy): spread, nothing remembered.
+  const headless = await r.resolve(dom('sticky-headless.shop', 80), '127.0.0.1');
+  assert.equal(headless.opened, undefined);
+  // Without a client address (nothing to key by), the rotation.
+  assert.equal((await r.resolve(dom('sticky.shop', 80))).opened, undefined);
+});

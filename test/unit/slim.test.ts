@@ -97,6 +97,7 @@ test('Services: ClusterIPs (dual-stack, spelled any way), headless, ExternalName
     clusterIPs: ['10.96.0.1', 'fd00:10:96::1'],
     headless: false,
     externalName: undefined,
+    affinitySeconds: undefined,
     ports: [
       { name: 'http', port: 80, protocol: 'TCP', targetPort: 'http' },
       { name: '', port: 81, protocol: 'TCP', targetPort: 81 },
@@ -107,6 +108,11 @@ test('Services: ClusterIPs (dual-stack, spelled any way), headless, ExternalName
   assert.deepEqual([headless.headless, headless.clusterIPs], [true, []]);
   const ext = slimService({ metadata: { namespace: 'shop', name: 'ext' }, spec: { type: 'ExternalName', externalName: 'example.org' } })!;
   assert.deepEqual([ext.type, ext.externalName, ext.ports], ['ExternalName', 'example.org', []]);
+  // sessionAffinity ClientIP: its timeout, or the API server's default when an object lacks it.
+  const affinity = (spec: object) => slimService({ metadata: { namespace: 'shop', name: 's' }, spec: { clusterIP: '10.96.0.9', ...spec } })!.affinitySeconds;
+  assert.equal(affinity({ sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 30 } } }), 30);
+  assert.equal(affinity({ sessionAffinity: 'ClientIP' }), 10_800);
+  assert.equal(affinity({ sessionAffinity: 'None', sessionAffinityConfig: { clientIP: { timeoutSeconds: 30 } } }), undefined);
 });
 
 test('EndpointSlices: the Service, ports, and per endpoint its address, hostname, conditions and targetRef', () => {

@@ -4,6 +4,7 @@ import type { OpenRequest, OpenedStream } from '../../core/types.js';
 import { ProxyError, errorMessage } from '../../core/errors.js';
 import type { PodPort, Transport } from '../../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
+import { clientHost } from '../../core/address.js';
 import type { RouteClaim } from '../route.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
@@ -44,7 +45,7 @@ export class PodStreams {
 
   /** A destination the routing table gave this cluster, parsed there (claim.name / claim.isIp). */
   async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
-    return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim), signal);
+    return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim, clientHost(request.client)), signal);
   }
 
   /** Streams to the pod ports of a plan, in its order (also for ingress hosts: the controller's pods). */
@@ -61,6 +62,7 @@ export class PodStreams {
         try {
           const stream = await this.transport.open(c, { signal: sig, confirmMs: this.isConfirmed(c) ? 0 : this.options.confirmMs });
           this.markConfirmed(c);
+          plan.opened?.(c);
           current = via;
           return { stream, via, transport: this.transport.carrierOf?.(stream) ?? this.transport.name };
         } catch (err) {

@@ -16,6 +16,7 @@ import type { PodTarget } from '../../cluster/index.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import type { PodPort } from '../../tunnel/transport.js';
 import { isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
+import { SessionAffinity } from './session-affinity.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
 export type ResolverCache = Pick<
@@ -30,6 +31,8 @@ export interface ResolverOptions {
    * Services backed by hostNetwork pods work either way.
    */
   allowHostNetworkPods?: boolean;
+  /** The clock session affinity expires by (tests). */
+  now?: () => number;
 }
 
 export const HOST_NETWORK_FLAG = '--allow-host-network-pods';
@@ -39,6 +42,8 @@ export interface Plan {
   /** "service shop/web:8080", "pod shop/db-0:5432": for logs and errors. */
   label: string;
   candidates: PodPort[];
+  /** Told which candidate a stream opened on (a Service with ClientIP session affinity). */
+  opened?: (c: PodPort) => void;
 }
 
 /** Services (and ports) whose rotation is remembered. */
@@ -49,31 +54,36 @@ const ROUND_ROBIN_MAX = 10_000;
  * kube-proxy and cluster DNS would do: Service port → targetPort (named ports resolved per
  * endpoint by the EndpointSlice controller, else from the pod's container ports), endpoints that
  * are ready and not terminating (else, as kube-proxy, those terminating but still serving), spread
- * round-robin; headless names and Pod IPs keep the port.
+ * round-robin, or the client's own while it has ClientIP session affinity (session-affinity.ts);
+ * headless names and Pod IPs keep the port.
  */
 export class Resolver {
   private readonly roundRobin = new Map<string, number>();
+  private readonly affinity: SessionAffinity;
 
   constructor(
     private readonly cache: ResolverCache,
     private readonly clusterDomain: string,
     private readonly maxCandidates = 3,
     private readonly options: ResolverOptions = {},
-  ) {}
+  ) {
+    this.affinity = new SessionAffinity(options.now);
+  }
 
-  async resolve(dest: Destination): Promise<Plan> {
-    return this.served(await this.plan(dest));
+  /** `client`: the host of the client's address, which session affinity keys by. */
+  async resolve(dest: Destination, client?: string): Promise<Plan> {
+    return this.served(await this.plan(dest, client));
   }
 
   /**
    * Like resolve, for a destination the routing table has already parsed: an IP literal, or a
    * cluster name (ClusterName) — no name is parsed twice.
    */
-  async resolveParsed(host: string, port: number, parsed: { isIp: boolean; name?: ClusterName }): Promise<Plan> {
-    if (parsed.isIp) return this.served(await this.resolveIp(host, port));
+  async resolveParsed(host: string, port: number, parsed: { isIp: boolean; name?: ClusterName }, client?: string): Promise<Plan> {
+    if (parsed.isIp) return this.served(await this.resolveIp(host, port, client));
     // Claimed for this cluster (under its domain or its route name) but no Service or Pod form.
     if (!parsed.name) throw new HostUnreachableError(`${host} does not name a Service or Pod`);
-    return this.served(await this.planForName(parsed.name, host, port));
+    return this.served(await this.planForName(parsed.name, host, port, client));
   }
 
   private served(plan: Plan): Plan {
@@ -82,18 +92,18 @@ export class Resolver {
     return plan;
   }
 
-  private async plan(dest: Destination): Promise<Plan> {
+  private async plan(dest: Destination, client: string | undefined): Promise<Plan> {
     // Some clients send IP literals as ATYP "domain" (curl with socks5h does for IPv6).
-    if (dest.type !== 'domain' || isIP(dest.host)) return this.resolveIp(dest.host, dest.port);
+    if (dest.type !== 'domain' || isIP(dest.host)) return this.resolveIp(dest.host, dest.port, client);
     const name = parseClusterName(dest.host, this.clusterDomain, this.cache.defaultNamespace);
     if (!name) {
       if (isUnderClusterDomain(dest.host, this.clusterDomain)) throw new HostUnreachableError(`${dest.host} does not name a Service or Pod`);
       throw new NotAllowedError(`${dest.host} is not a cluster name (not under .svc or .${this.clusterDomain}, and no proxy route for it)`);
     }
-    return this.planForName(name, dest.host, dest.port);
+    return this.planForName(name, dest.host, dest.port, client);
   }
 
-  private async planForName(name: ClusterName, host: string, port: number): Promise<Plan> {
+  private async planForName(name: ClusterName, host: string, port: number, client: string | undefined): Promise<Plan> {
     const dest = { host, port };
     const lookup = this.cache.lookup;
     if (name.kind === 'service' && name.namespaceNeedsCheck && this.cache.namespaceExists(name.namespace) === false) {
@@ -110,7 +120,7 @@ export class Resolver {
         }
         throw new HostUnreachableError(`no Service "${name.service}" in namespace "${name.namespace}"`);
       }
-      return this.servicePlan(svc, dest.port);
+      return this.servicePlan(svc, dest.port, client);
     }
     if (name.kind === 'pod-hostname') {
       const pod = lookup.podByHostname(name.namespace, name.service, name.hostname);
@@ -142,9 +152,9 @@ export class Resolver {
     }
   }
 
-  private async resolveIp(ip: string, port: number): Promise<Plan> {
+  private async resolveIp(ip: string, port: number, client: string | undefined): Promise<Plan> {
     const svc = this.cache.lookup.serviceByIp(ip);
-    if (svc) return this.servicePlan(svc, port);
+    if (svc) return this.servicePlan(svc, port, client);
     const pod = await this.findPodByIp(ip);
     if (pod) return this.podIpPlan(pod, ip, port);
     throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
@@ -160,7 +170,7 @@ export class Resolver {
     return podPlan(pod, port);
   }
 
-  private async servicePlan(svc: SlimService, port: number): Promise<Plan> {
+  private async servicePlan(svc: SlimService, port: number, client: string | undefined): Promise<Plan> {
     const { namespace, name } = svc;
     const label = `service ${namespace}/${name}:${port}`;
     if (svc.type === 'ExternalName') {
@@ -219,7 +229,22 @@ export class Resolver {
       }
       throw new NoReadyEndpointError(`${label} has no ready endpoint`);
     }
-    return { label, candidates: this.rotate(`${namespace}/${name}:${port}`, candidates) };
+    const key = `${namespace}/${name}:${port}`;
+    const seconds = svc.affinitySeconds;
+    // kube-proxy keeps affinity for ClusterIP Services only: a headless name is the client's own pick.
+    if (seconds === undefined || headless || client === undefined) return { label, candidates: this.rotate(key, candidates) };
+    const affinityKey = `${client} ${key}`;
+    const stuck = this.affinity.find(affinityKey, candidates);
+    const ordered = stuck
+      ? [
+          stuck,
+          ...this.rotate(
+            key,
+            candidates.filter((c) => c !== stuck),
+          ).slice(0, this.maxCandidates - 1),
+        ]
+      : this.rotate(key, candidates);
+    return { label, candidates: ordered, opened: (c) => this.affinity.remember(affinityKey, c, seconds) };
   }
 
   /** Spreads connections: each call starts one further along, and tries at most a few. */
