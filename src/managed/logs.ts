@@ -1,7 +1,9 @@
 // `logs`: a daemon's JSON log lines, as they are (--json) or one readable line each:
 //   2025-11-26 14:03:07.412 INFO  stream closed target=web.shop:8080 via=shop/web-7d9 bytesFromClient=78 …
 // Lines that are not JSON (a crash trace on the daemon's stderr) are shown unchanged. Following
-// survives logrotate (a new file or a truncated one is read from its start).
+// survives rotation: a file moved away is read to its end before the new one; a file emptied in
+// place (the daemon's own rotation, logrotate's copytruncate) has the rest read from its copy,
+// FILE.1, when that copy holds what was read so far.
 import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { escapeControls, escapeJsonControls } from '../core/escape.js';
 
@@ -9,6 +11,7 @@ const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 4
 /** Fields every line has, or that say nothing in a per-proxy log. */
 const OMIT = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'id']);
 const CHUNK = 1 << 16;
+const TAIL_BYTES = 64;
 
 /** One readable line; no control character of the log (client text included) reaches the terminal. */
 export function formatLogLine(line: string): string {
@@ -54,6 +57,8 @@ export class LogReader {
   private ino?: number;
   private pos = 0;
   private partial = '';
+  /** The last bytes read (up to TAIL_BYTES), to recognise them in the copy of a file emptied in place. */
+  private tail = Buffer.alloc(0);
 
   constructor(private readonly file: string) {}
 
@@ -62,22 +67,56 @@ export class LogReader {
     this.reopenIfRotated();
     if (this.fd === undefined) return [];
     const size = fstatSync(this.fd).size;
-    if (size < this.pos) {
-      // Truncated in place (logrotate copytruncate): start over.
+    const lines: string[] = [];
+    if (size < this.pos || !this.stillOurs(this.fd)) {
+      // Emptied in place (and perhaps grown again past where we were): the rest from the copy,
+      // then this file from its start.
+      lines.push(...this.restOfCopy(), ...this.rest());
       this.pos = 0;
-      this.partial = '';
+      this.tail = Buffer.alloc(0);
     }
+    lines.push(...this.readFrom(this.fd, size));
+    return lines;
+  }
+
+  /** Lines of fd from pos up to `size`, the incomplete last one kept in partial. */
+  private readFrom(fd: number, size: number): string[] {
     const lines: string[] = [];
     const buf = Buffer.alloc(CHUNK);
     while (this.pos < size) {
-      const n = readSync(this.fd, buf, 0, Math.min(CHUNK, size - this.pos), this.pos);
+      const n = readSync(fd, buf, 0, Math.min(CHUNK, size - this.pos), this.pos);
       if (n <= 0) break;
       this.pos += n;
-      const parts = (this.partial + buf.subarray(0, n).toString('utf8')).split('\n');
+      const got = buf.subarray(0, n);
+      this.tail = Buffer.concat([this.tail, got.subarray(Math.max(0, n - TAIL_BYTES))]).subarray(-TAIL_BYTES);
+      const parts = (this.partial + got.toString('utf8')).split('\n');
       this.partial = parts.pop() ?? '';
       lines.push(...parts);
     }
     return lines;
+  }
+
+  /** Whether fd still has the bytes we last read where we read them. */
+  private stillOurs(fd: number): boolean {
+    if (this.tail.length === 0) return true;
+    const check = Buffer.alloc(this.tail.length);
+    return readSync(fd, check, 0, check.length, this.pos - this.tail.length) === check.length && check.equals(this.tail);
+  }
+
+  /** What FILE.1 has past our position, when it is the copy of what we read (its bytes there are ours). */
+  private restOfCopy(): string[] {
+    let fd: number;
+    try {
+      fd = openSync(`${this.file}.1`, 'r');
+    } catch {
+      return [];
+    }
+    try {
+      const size = fstatSync(fd).size;
+      return size >= this.pos && this.stillOurs(fd) ? this.readFrom(fd, size) : [];
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /** What is left without a final newline (the daemon is gone, nothing will complete it). */
@@ -110,6 +149,7 @@ export class LogReader {
     this.ino = ino;
     this.pos = 0;
     this.partial = '';
+    this.tail = Buffer.alloc(0);
   }
 }
 

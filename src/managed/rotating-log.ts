@@ -1,7 +1,10 @@
 // The managed daemon's log file, rotated by size so that a client provoking log lines cannot
-// fill the disk: when the file reaches maxBytes it becomes FILE.1 (FILE.1 becomes FILE.2, …, the
-// oldest beyond `keep` is dropped) and writing goes on in a new FILE. `logs -f` follows by inode,
-// so it reads the rest of the old file and then the new one (managed/logs.ts).
+// fill the disk: when the file reaches maxBytes its content is copied to FILE.1 (FILE.1 becomes
+// FILE.2, …, the oldest beyond `keep` is dropped) and FILE is emptied in place. In place, not
+// renamed: the daemon's stderr is FILE too (connect opens it for the daemon's stdio), and what
+// only the runtime writes there — an out-of-memory abort — must land in the FILE `logs` shows,
+// not in a rotated or deleted one. `logs -f` reads the rest of FILE.1 when FILE shrinks
+// (managed/logs.ts).
 //
 // A small rotator on pino's own destination (SonicBoom) rather than a library: pino-roll runs as
 // a worker-thread transport and rotating-file-stream as an async Writable, and neither gives the
@@ -9,7 +12,7 @@
 // Writes are synchronous: a daemon logs a few lines per stream (failure lines are rate-limited,
 // core/log-limit.ts), and with nothing buffered, everything before a rotation is in the old file
 // by the time it is renamed.
-import { renameSync, statSync } from 'node:fs';
+import { chmodSync, copyFileSync, renameSync, statSync, truncateSync } from 'node:fs';
 import { pino } from 'pino';
 
 export interface LogRotation {
@@ -66,25 +69,26 @@ export class RotatingLogFile {
     return ok;
   }
 
-  /** FILE → FILE.1 → … → FILE.keep (the previous FILE.keep is replaced), then a new FILE. */
+  /** FILE.1 → … → FILE.keep (the previous FILE.keep is replaced), FILE copied to FILE.1, FILE emptied. */
   rotate(): void {
+    // Also when it fails: the next try comes after another maxBytes, not at every line.
+    this.size = 0;
     try {
-      for (let i = this.rotation.keep; i >= 1; i--) {
-        const from = i === 1 ? this.file : `${this.file}.${i - 1}`;
+      for (let i = this.rotation.keep; i >= 2; i--) {
         try {
-          renameSync(from, `${this.file}.${i}`);
+          renameSync(`${this.file}.${i - 1}`, `${this.file}.${i}`);
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
         }
       }
+      // Writes are synchronous: nothing of ours lands between the copy and the truncation.
+      copyFileSync(this.file, `${this.file}.1`);
+      chmodSync(`${this.file}.1`, 0o600);
+      truncateSync(this.file, 0);
     } catch {
-      // Could not rotate (a read-only directory?): keep writing where we are rather than lose lines.
-      return;
+      // Could not rotate (a read-only directory, a full disk): keep writing where we are rather
+      // than lose lines.
     }
-    this.reopenOrKeep();
-    // Also when the new FILE could not be opened: the next try comes after another maxBytes,
-    // not at every line.
-    this.size = 0;
   }
 
   /** Reopens FILE by name (SIGHUP, after logrotate moved it). */

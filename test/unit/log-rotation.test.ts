@@ -1,15 +1,16 @@
-// The managed daemon's log rotates by size (FILE → FILE.1 → … → FILE.keep, the oldest dropped),
-// and `logs -f` (streamLog) keeps following across rotations without losing or repeating a line.
+// The managed daemon's log rotates by size (FILE copied to FILE.1 and emptied in place, FILE.1 →
+// … → FILE.keep, the oldest dropped), the daemon's stderr keeps landing in FILE, and `logs -f`
+// (streamLog) keeps following across rotations without losing or repeating a line.
 import { test } from 'node:test';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLogger } from '../../src/core/log.js';
 import { RotatingLogFile } from '../../src/managed/rotating-log.js';
-import { streamLog } from '../../src/managed/logs.js';
+import { LogReader, streamLog } from '../../src/managed/logs.js';
 import { waitFor } from './socks-fixtures.test.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
@@ -79,6 +80,47 @@ test('logs -f follows across rotations: every line once, in order', async (t) =>
     seen,
     Array.from({ length: n }, (_, i) => i),
   );
+});
+
+test("the daemon's stderr, opened on FILE before any rotation, still writes into the FILE `logs` shows", async (t) => {
+  const file = path.join(tempDir(t), 'daemon.log');
+  // As connect opens it for the daemon's stdio.
+  const stderr = openSync(file, 'a', 0o600);
+  t.after(() => closeSync(stderr));
+  const log = createLogger('info', new RotatingLogFile(file, { maxBytes: 1000, keep: 2 }));
+  for (let n = 0; n < 100; n++) log.info({ n, pad: 'x'.repeat(40) }, 'line');
+  assert.ok(existsSync(`${file}.2`), 'rotated more than keep times');
+  // What only the runtime writes, straight to descriptor 2: V8's out-of-memory abort.
+  writeSync(stderr, 'FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory\n');
+  const shown: string[] = [];
+  await streamLog(file, (line) => shown.push(line), { follow: false, isDone: async () => true });
+  assert.match(shown.at(-1) ?? '', /^FATAL ERROR: Reached heap limit/);
+  assert.equal(numbers(shown.slice(0, -1).join('\n')).at(-1), 99, 'after the last lines the logger wrote');
+});
+
+test('a follower that falls behind a rotation reads the rest from FILE.1, then FILE: every line once', (t) => {
+  const file = path.join(tempDir(t), 'daemon.log');
+  const log = createLogger('info', new RotatingLogFile(file, { maxBytes: 2000, keep: 2 }));
+  log.info({ n: 0 }, 'first');
+  const reader = new LogReader(file);
+  t.after(() => reader.close());
+  const seen = numbers(reader.readLines().join('\n'));
+  // One rotation and then more lines than the reader had read, between two of its looks.
+  let n = 1;
+  while (!existsSync(`${file}.1`)) log.info({ n: n++, pad: 'x'.repeat(40) }, 'line');
+  for (const end = n + 5; n < end;) log.info({ n: n++, pad: 'x'.repeat(40) }, 'line');
+  seen.push(...numbers(reader.readLines().join('\n')));
+  assert.deepEqual(
+    seen,
+    Array.from({ length: n }, (_, i) => i),
+  );
+  // Emptied by another hand (logrotate copytruncate with dateext: its copy is not FILE.1), with an
+  // older FILE.1 there: that one is not taken for the rest, FILE is read from its start.
+  writeFileSync(`${file}.1`, '{"n":-1}\n'.repeat(400));
+  truncateSync(file, 0);
+  const start = n;
+  for (const end = n + 3; n < end;) log.info({ n: n++ }, 'line');
+  assert.deepEqual(numbers(reader.readLines().join('\n')), [start, start + 1, start + 2]);
 });
 
 test('a log whose directory was removed under it: rotation and SIGHUP reopen fail quietly, the writer goes on and recovers', (t) => {
