@@ -132,7 +132,9 @@ export function rawErrorResponse(status: number, body: string, extraHeaders: rea
 
 function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, socket: net.Socket): void {
   ctx.log.debug({ code: err.code }, `HTTP client error: ${err.message}`);
-  if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: unknown })._httpMessage) {
+  // A body's framing error (a bad chunk size) comes after its head was parsed and perhaps sent on:
+  // the response object then exists, but until its head goes out a 400 can still be the answer.
+  if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: ServerResponse | null })._httpMessage?.headersSent) {
     // Nothing sensible can be written (peer gone, or a response is already under way).
     socket.destroy();
     return;

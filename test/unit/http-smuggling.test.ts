@@ -97,3 +97,17 @@ test('endToEndHeaders: Connection cannot name the framing fields or Host', () =>
   const rawHeaders = ['Host', 'a', 'Content-Length', '5', 'Connection', 'Content-Length, Transfer-Encoding, Host, X-A', 'X-A', '1', 'X-B', '2'];
   assert.deepEqual(endToEndHeaders(rawHeaders), ['Host', 'a', 'Content-Length', '5', 'X-B', '2']);
 });
+
+test('a chunked body with a bad chunk size after its head went on: the client gets 400, the origin no complete request', async () => {
+  seen.length = 0;
+  const head = 'POST http://web.test/upload HTTP/1.1\r\nHost: web.test\r\nTransfer-Encoding: chunked\r\n\r\n';
+  const answer = await raw(`${head}5\r\nhello\r\nzz\r\n${smuggled}`, 1);
+  assert.match(answer, /^HTTP\/1\.1 400 [^]*kubectl-proxyout: malformed HTTP request/);
+  const marker = await raw('GET http://web.test/marker HTTP/1.1\r\nHost: web.test\r\n\r\n', 1);
+  assert.match(marker, /GET \/marker 0$/);
+  assert.deepEqual(
+    seen.map((s) => s.url),
+    ['/marker'],
+    'neither the cut upload nor what followed it reached the origin as a request',
+  );
+});
