@@ -36,6 +36,11 @@ export interface OpenedStream {
   transport?: string;
   /** The --max-streams slot this stream holds, when a limiter gave it (proxy/limits.ts). */
   slot?: StreamSlot;
+  /**
+   * The far end answers the client's FIN as TCP does, sending the rest of its answer and then its
+   * own FIN (a TCP socket, an SSH channel): the relay waits for it with no tear-down clock.
+   */
+  tcpHalfClose?: boolean;
 }
 
 /** A place under the stream cap: given back when the client is done with the stream. */

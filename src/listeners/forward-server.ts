@@ -71,7 +71,5 @@ async function handleClient(socket: net.Socket, destination: Destination, ctx: L
   }
   const { opened, head } = outcome;
   const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route, opened.transport);
-  record.live = startRelay(socket, opened.stream, head, ctx.log, (result) =>
-    ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error),
-  );
+  record.live = startRelay(socket, opened, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

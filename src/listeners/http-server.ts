@@ -210,7 +210,7 @@ async function handleConnect(
   const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route, opened.transport);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
-  record.live = startRelay(socket, opened.stream, pipelined, ctx.log, (result) =>
+  record.live = startRelay(socket, opened, pipelined, ctx.log, (result) =>
     ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error),
   );
 }

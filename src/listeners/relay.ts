@@ -4,6 +4,7 @@
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
+import type { OpenedStream } from '../core/types.js';
 import type { PieceHints, UpstreamStream } from '../core/stream-pieces.js';
 import type { LiveBytes } from './stream-stats.js';
 
@@ -17,7 +18,8 @@ export interface RelayResult {
 /**
  * After the client's FIN the upstream side may still send (a half-closed request waiting for its
  * answer), but once it has been silent this long the stream is reset: tear-down is bounded by us,
- * not by the far end (containerd waits ~1 s itself; a stuck peer would wait forever).
+ * not by the far end (containerd waits ~1 s itself; a stuck peer would wait forever). Not for an
+ * upstream that half-closes as TCP does (OpenedStream.tcpHalfClose): its own FIN ends it.
  */
 export const TEARDOWN_GRACE_MS = 2000;
 
@@ -26,7 +28,12 @@ export const TEARDOWN_GRACE_MS = 2000;
  * the client sent before the tunnel was open) is written upstream before anything else.
  * Never rejects; resolves exactly once; both streams are destroyed when it resolves.
  */
-export function relay(client: net.Socket, upstream: UpstreamStream, head?: Buffer, teardownGraceMs = TEARDOWN_GRACE_MS): Promise<RelayResult> {
+export function relay(
+  client: net.Socket,
+  upstream: UpstreamStream,
+  head?: Buffer,
+  teardownGraceMs: number | undefined = TEARDOWN_GRACE_MS,
+): Promise<RelayResult> {
   return new Promise((resolve) => splice(client, upstream, head, teardownGraceMs, resolve));
 }
 
@@ -41,12 +48,12 @@ export function relay(client: net.Socket, upstream: UpstreamStream, head?: Buffe
  */
 export function startRelay(
   client: net.Socket,
-  upstream: UpstreamStream,
+  opened: Pick<OpenedStream, 'stream' | 'tcpHalfClose'>,
   head: Buffer | undefined,
   log: Logger,
   onEnd: (result: RelayResult) => void,
 ): LiveBytes {
-  return new Splice(client, upstream, head, TEARDOWN_GRACE_MS, (result) => {
+  return new Splice(client, opened.stream, head, opened.tcpHalfClose ? undefined : TEARDOWN_GRACE_MS, (result) => {
     try {
       onEnd(result);
     } catch (err) {
@@ -56,7 +63,13 @@ export function startRelay(
 }
 
 /** relay() with a callback: `resolve` is called exactly once. */
-function splice(client: net.Socket, upstream: UpstreamStream, head: Buffer | undefined, teardownGraceMs: number, resolve: (result: RelayResult) => void): void {
+function splice(
+  client: net.Socket,
+  upstream: UpstreamStream,
+  head: Buffer | undefined,
+  teardownGraceMs: number | undefined,
+  resolve: (result: RelayResult) => void,
+): void {
   new Splice(client, upstream, head, teardownGraceMs, resolve);
 }
 
@@ -81,7 +94,8 @@ class Splice {
     client: net.Socket,
     upstream: UpstreamStream,
     head: Buffer | undefined,
-    readonly teardownGraceMs: number,
+    /** undefined: no tear-down clock after the client's FIN. */
+    readonly teardownGraceMs: number | undefined,
     private readonly resolve: (result: RelayResult) => void,
   ) {
     this.client = new Side(this, client, true, undefined);
@@ -129,6 +143,7 @@ class Splice {
   }
 
   quiet(): void {
+    if (this.teardownGraceMs === undefined) return;
     clearTimeout(this.teardown);
     // A function and an argument, not a closure: nothing more to hold per connection.
     this.teardown = setTimeout(teardownClockRanOut, this.teardownGraceMs, this);

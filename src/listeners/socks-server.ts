@@ -190,7 +190,5 @@ async function connectAndRelay(
   const record = ctx.stats.opened(frontEnd, client, destination, opened.via, opened.route, opened.transport);
   socket.write(version === 5 ? encodeSocks5Reply(SocksReply.succeeded, { address: socket.localAddress, port: socket.localPort }) : encodeSocks4Reply(true));
   const head = later.length > 0 ? Buffer.concat([pipelined, later]) : pipelined;
-  record.live = startRelay(socket, opened.stream, head, ctx.log, (result) =>
-    ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error),
-  );
+  record.live = startRelay(socket, opened, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

@@ -140,6 +140,15 @@ test('the route is starting until its chain logs in, then ready, and degraded wh
     await eventually(async () => fresh.status().state === 'ready', 15_000);
     const { connection, connects, channels } = fresh.status().details!;
     assert.deepEqual([connection, connects, channels], ['up', 1, 0]);
+    // A channel half-closes as TCP does: the relay keeps no tear-down clock for it.
+    const signal = AbortSignal.timeout(10_000);
+    const opened = await fresh.open(
+      { destination: { host: TARGET.ip, port: TARGET.echoPort, type: 'ipv4' }, frontEnd: 'socks5', client: 'test', signal },
+      undefined as never,
+      signal,
+    );
+    assert.equal(opened.tcpHalfClose, true);
+    opened.stream.destroy();
   } finally {
     await fresh.close();
   }

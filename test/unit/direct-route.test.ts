@@ -11,6 +11,8 @@ import { parseCidr, type Cidr } from '../../src/core/cidr.js';
 import { buildTable, type BuildSettings } from '../../src/proxy/build-table.js';
 import { createLogger } from '../../src/core/log.js';
 import { tableFromYaml } from '../helpers/routing-decisions.js';
+import { startSocksListener } from '../../src/listeners/socks-server.js';
+import { connectClient, LOOPBACK as LOOPBACK_HOST, quietContext, Reader } from './socks-fixtures.test.js';
 
 /** An echo server on a loopback address; counts the connections it accepted. */
 async function echoServer(host: string): Promise<{ port: number; accepted: () => number; close: () => Promise<void> }> {
@@ -88,6 +90,34 @@ test('dials IP literals and names (OS resolver) on loopback and relays bytes', a
   } finally {
     await v4.close();
     await v6.close();
+  }
+});
+
+test("a client's FIN through SOCKS to a direct route: an answer that comes after the tear-down grace still arrives whole", { timeout: 15_000 }, async () => {
+  // A server that answers once the request is complete (its FIN), and only after a while, as a
+  // slow query does: TCP's half-close, which the relay must not cut short.
+  const server = net.createServer({ allowHalfOpen: true }, (s) => {
+    s.resume();
+    s.on('end', () => setTimeout(() => s.end('answer after 2.5 s'), 2_500));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as net.AddressInfo).port;
+  const direct = route();
+  const listener = await startSocksListener(LOOPBACK_HOST, 0, quietContext({ open: (req) => direct.open(req, undefined, req.signal) }));
+  try {
+    const client = await connectClient(listener.address.port);
+    const reader = new Reader(client);
+    client.write(Buffer.from([5, 1, 0]));
+    await reader.read(2);
+    client.write(Buffer.concat([Buffer.from([5, 1, 0, 1, 127, 0, 0, 1]), Buffer.from([port >> 8, port & 0xff])]));
+    assert.equal((await reader.read(10))[1], 0, 'connected');
+    client.end('the request');
+    assert.equal((await reader.rest(10_000)).toString(), 'answer after 2.5 s');
+    client.destroy();
+  } finally {
+    await listener.close(0);
+    server.close();
   }
 });
 

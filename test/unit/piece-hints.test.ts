@@ -86,7 +86,7 @@ for (const [name, wrap] of Object.entries(wrappers)) {
       const transportStream = new HintedStream();
       const upstream = await wrap(transportStream);
       const writes = spyWrites(client);
-      startRelay(client, upstream, undefined, log, () => {});
+      startRelay(client, { stream: upstream }, undefined, log, () => {});
       assert.equal(transportStream.piecesAsked, true, 'the relay asked the transport stream for pieces');
       const first = Buffer.from('first half,');
       const last = Buffer.from(' second half');

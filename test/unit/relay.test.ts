@@ -257,7 +257,7 @@ test('startRelay hands the result to its callback; a callback that throws is log
   const logged: string[] = [];
   const log = { error: (_o: unknown, msg: string) => logged.push(msg) } as unknown as Logger;
   const results: RelayResult[] = [];
-  startRelay(a.inner, echo, undefined, log, (r) => {
+  startRelay(a.inner, { stream: echo }, undefined, log, (r) => {
     results.push(r);
     throw new Error('stats broke');
   });
@@ -278,7 +278,7 @@ test("startRelay's counters move while bytes flow, and StreamStats totals includ
   const stats = new StreamStats(createLogger('silent'));
   const record = stats.opened('socks5', '127.0.0.1:1', { host: 'echo.data', port: 7000, type: 'domain' }, 'test', 'r1');
   let result: RelayResult | undefined;
-  record.live = startRelay(a.inner, echo, undefined, createLogger('silent'), (r) => {
+  record.live = startRelay(a.inner, { stream: echo }, undefined, createLogger('silent'), (r) => {
     result = r;
     stats.closed(record, r.bytesFromClient, r.bytesToClient, r.error);
   });

@@ -129,7 +129,7 @@ export class DirectRoute implements Route {
         signal.removeEventListener('abort', onAbort);
         socket.off('error', onError);
         socket.setNoDelay(true);
-        resolve({ stream: socket, via: `direct ${formatHostPort(socket.remoteAddress ?? host, socket.remotePort ?? port)}` });
+        resolve({ stream: socket, via: `direct ${formatHostPort(socket.remoteAddress ?? host, socket.remotePort ?? port)}`, tcpHalfClose: true });
       });
       socket.once('error', onError);
     });

@@ -78,7 +78,8 @@ export class SshRoute implements Route {
   /** A stream to the destination as the client wrote it, opened by the chain's last hop. */
   async open(request: OpenRequest, _claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
     const stream = await this.carry(request.destination.host, request.destination.port, signal);
-    return { stream, via: `ssh ${this.connection!.describe()} ${formatHostPort(request.destination.host, request.destination.port)}` };
+    // A channel EOF is a shutdown(SHUT_WR) on the last hop's socket (RFC 4254 §5.3): TCP's half-close.
+    return { stream, via: `ssh ${this.connection!.describe()} ${formatHostPort(request.destination.host, request.destination.port)}`, tcpHalfClose: true };
   }
 
   /**
