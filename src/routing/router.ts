@@ -102,9 +102,11 @@ export class Router implements StreamOpener {
           // "svc.ns" whose namespace the cluster could not confirm: not a cluster name after all
           // (NotAllowed once it has synced), or the cluster cannot tell because it is down — then
           // `github.com` must not fail with it when the rules below send it elsewhere (when they
-          // refuse it, the cluster's own error says more).
+          // refuse it, the cluster's own error says more). A known IP the cluster refuses (a node's)
+          // goes the other way too, but not because the cluster is down: its ClusterIPs are not to
+          // be dialled elsewhere, where the same address may be another network's.
           const fallback = decision.fallback;
-          const takeIt = err instanceof NotAllowedError || (err instanceof RouteUnavailableError && fallback?.claimed === true);
+          const takeIt = err instanceof NotAllowedError || (err instanceof RouteUnavailableError && fallback?.claimed === true && !decision.isIp);
           if (!fallback || !takeIt) throw err;
           decision = fallback;
         }

@@ -29,7 +29,9 @@ export interface Claim extends RouteClaim {
   readonly pattern?: string;
   /**
    * Set on a "svc.ns" short name whose namespace the cluster could not confirm: when the route
-   * finds no such namespace (NotAllowedError), this is the decision to use instead.
+   * finds no such namespace (NotAllowedError), this is the decision to use instead. Set too on an
+   * IP a cluster knows, when a cidr or direct route would take it otherwise: a node's IP, which
+   * the cluster refuses as a Pod IP (only hostNetwork pods have it), is then dialled that way.
    */
   readonly fallback?: Decision;
 }
@@ -229,7 +231,10 @@ export class RouteMatcher {
     const hit = this.cidrs.lookup(ip);
     if (hit && hit.prefix > 0) return claim(hit.value.route, 'cidr', hit.value.cidr);
     const knowers = this.clusterViews.filter((c) => c.view.knowsIp(ip.text));
-    if (knowers.length === 1) return claim(knowers[0]!.route, 'known-ip');
+    if (knowers.length === 1) {
+      const otherwise = hit ? claim(hit.value.route, 'cidr', hit.value.cidr) : this.directRoute >= 0 ? claim(this.directRoute, 'direct') : undefined;
+      return otherwise ? { ...claim(knowers[0]!.route, 'known-ip'), fallback: otherwise } : claim(knowers[0]!.route, 'known-ip');
+    }
     if (knowers.length > 1) {
       const names = knowers.map((c) => this.table.routes[c.route]!.name);
       return {

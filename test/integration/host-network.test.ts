@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
@@ -73,6 +73,28 @@ test('with --allow-host-network-pods the node IP reaches the hostNetwork pod', a
       assert.match(r.stdout, /hello from node-exporter-x7k2p/);
     }
   });
+});
+
+test('with a direct route, the node IP is dialled directly (as without the proxy), not refused as a Pod IP', async () => {
+  // The simulator's node IP is loopback: a direct route dials it only when its allow list names it.
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-hostnet-direct-'));
+  const config = path.join(dir, 'routes.yaml');
+  writeFileSync(config, 'routes:\n  - {name: direct, kind: direct, allow: [127.0.0.0/8]}\n');
+  try {
+    await withProxy(['--config', config, '--context', 'sim', '--direct'], async (p) => {
+      const before = cluster.sim.counters.portForward;
+      const r = await curl(['--proxy', `socks5h://${p.socks}`, `http://${nodeIp}:${PORT}/`]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /hello from node-exporter-x7k2p/, 'the node answered');
+      assert.equal(cluster.sim.counters.portForward, before, 'directly: no port-forward into the node');
+      // The pod form names the pod, not the node: still refused.
+      const named = await socks5Connect(p.socks!, dashed(), PORT);
+      named.socket.destroy();
+      assert.equal(named.reply, 0x02);
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('managed: connect --allow-host-network-pods honours the flag in the daemon', async () => {

@@ -62,6 +62,26 @@ test('a namespace the synced cluster does not have: the name falls to the rules 
   await assert.rejects(open(noDirect, 'github.com'), (err: Error) => err instanceof NotAllowedError && /not served by any route/.test(err.message));
 });
 
+test('an IP the cluster knows but refuses (a node IP) goes where it would have gone unknown; not when the cluster is down', async () => {
+  const nodeIp = '198.51.100.10';
+  const routerFailing = (direct: boolean, err: () => Error) => {
+    const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, direct), new Map([['prod', fixedView([nodeIp], undefined)]]));
+    const routes = new Map<string, Route>();
+    for (const { name } of matcher.snapshot().routes)
+      routes.set(name, standIn(name, name === 'prod' ? (claim) => (claim.host === nodeIp ? err() : undefined) : undefined));
+    return new Router({ matcher, routes }, { connectTimeoutMs: 2000 });
+  };
+  const nodeRefusal = () => new NotAllowedError(`${nodeIp} is a node IP (only hostNetwork pods have it)`);
+  const viaDirect = await open(routerFailing(true, nodeRefusal), nodeIp);
+  assert.equal(viaDirect.route, 'direct');
+  viaDirect.stream.destroy();
+  // Without a direct route, the cluster's own refusal, which names the opt-in.
+  await assert.rejects(open(routerFailing(false, nodeRefusal), nodeIp), /is a node IP/);
+  // A cluster that is down: its IPs are not dialled elsewhere, where they may be another network's.
+  const down = () => new RouteUnavailableError('cluster route prod is not available');
+  await assert.rejects(open(routerFailing(true, down), nodeIp), RouteUnavailableError);
+});
+
 test('a Pod IP look-up that takes longer than the connect timeout ends as a timeout, at the timeout', { timeout: 5000 }, async () => {
   const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, false), new Map([['prod', fixedView([], undefined)]]));
   const routes = new Map<string, Route>();
