@@ -174,6 +174,23 @@ export class ClusterIndex {
     return best;
   }
 
+  /**
+   * The ready pod behind headless Service namespace/service whose endpoint has this address and no
+   * hostname: the endpoint CoreDNS names `<address, dashed>.<service>.<namespace>.svc`
+   * (plugin/kubernetes/kubernetes.go endpointHostname).
+   */
+  headlessEndpointByIp(namespace: string, service: string, ip: string): PodTarget | undefined {
+    if (!this.service(namespace, service)?.headless) return undefined;
+    const n = normalizeIp(ip);
+    const key = `${namespace}/${service}`;
+    for (const slice of this.ready().endpointIps.values(n)) {
+      if (slice.serviceKey !== key) continue;
+      const ep = slice.endpoints.find((e) => e.address === n && e.hostname === undefined && namesHeadlessPod(e));
+      if (ep) return { namespace: ep.refNamespace ?? slice.namespace, name: ep.refName!, uid: ep.refUid };
+    }
+    return undefined;
+  }
+
   /** The namespace of an endpoint with this IP (a Pod IP behind a Service), if any. */
   endpointNamespace(ip: string): string | undefined {
     for (const slice of this.ready().endpointIps.values(normalizeIp(ip))) {

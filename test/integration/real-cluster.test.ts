@@ -39,6 +39,8 @@ const MANIFESTS = manifests(
   service('web', { namespace: 'other', ports: [{ port: 80, targetPort: 8080 }] }),
   webDeployment(2),
   webService(),
+  // The web pods (a Deployment: no hostnames) behind a headless Service.
+  service('web-headless', { clusterIP: 'None', selector: { app: 'web' }, ports: [{ name: 'http', port: 8080 }] }),
   statefulSet({ name: 'db', replicas: 2, serviceName: 'db-headless', containers: [httpContainer('db')] }),
   service('db-headless', { clusterIP: 'None', selector: { app: 'db' }, ports: [{ name: 'http', port: 8080 }] }),
   // Two Deployments behind one Service whose named targetPort is another number in each.
@@ -158,6 +160,13 @@ for (const transport of TRANSPORTS) {
         for (const pod of ['db-0', 'db-1']) {
           assert.equal(servedBy(await viaSocks(transport, `http://${pod}.db-headless.shop.svc.cluster.local:8080/`))?.[1], pod);
         }
+      });
+
+      test("a headless Service's endpoint without a hostname, by its address dashed (CoreDNS)", async () => {
+        const dashed = webPodIP.replace(/\./g, '-');
+        assert.equal(servedBy(await viaSocks(transport, `http://${dashed}.web-headless.shop.svc.cluster.local:8080/`))?.[1], webPodName);
+        // Not a name CoreDNS gives a Service with a ClusterIP.
+        assert.equal(await socksReply(transport, `${dashed}.web.shop.svc.cluster.local`, 8080), 0x04);
       });
 
       test('a named targetPort that is another number in each pod', async () => {

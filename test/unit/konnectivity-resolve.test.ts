@@ -46,6 +46,8 @@ const slices = [
   slice('db', [
     { ip: '10.244.0.10', pod: 'db-0', hostname: 'db-0' },
     { ip: '10.244.0.11', pod: 'db-1', ready: false, hostname: 'db-1' },
+    // A pod of the Service's without a hostname (a Deployment's): CoreDNS names it by its address.
+    { ip: '10.244.0.12', pod: 'db-extra' },
   ]),
 ];
 const served: string[] = [];
@@ -97,10 +99,15 @@ test("a Service is its ClusterIP on the client's port (kube-proxy maps it); the 
 });
 
 test('headless names and Pod IPs are Pod IPs, port unchanged; only ready endpoints', async () => {
-  assert.deepEqual(await targets('db.shop.svc.cluster.local', 5432), [{ ip: '10.244.0.10', port: 5432 }]);
+  assert.deepEqual(await targets('db.shop.svc.cluster.local', 5432), [
+    { ip: '10.244.0.10', port: 5432 },
+    { ip: '10.244.0.12', port: 5432 },
+  ]);
   assert.deepEqual(await targets('db-0.db.shop.svc.cluster.local', 5432), [{ ip: '10.244.0.10', port: 5432 }]);
   // db-1's endpoint is not ready: cluster DNS does not publish it, nor does a cluster route take it.
   assert.equal(await refusal('db-1.db.shop.svc.cluster.local', 5432), SocksReply.hostUnreachable);
+  assert.deepEqual(await targets('10-244-0-12.db.shop.svc.cluster.local', 5432), [{ ip: '10.244.0.12', port: 5432 }]);
+  assert.equal(await refusal('10-244-0-10.db.shop.svc.cluster.local', 5432), SocksReply.hostUnreachable, 'one with a hostname goes by it');
   assert.deepEqual(await targets('10.244.0.1', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('10-244-0-1.shop.pod.cluster.local', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('172.16.3.4', 22), [{ ip: '172.16.3.4', port: 22 }], "an IP in the route's cidrs is dialled as it is");

@@ -382,3 +382,22 @@ test('sessionAffinity ClientIP: a client sticks to the endpoint it reached, per 
   // Without a client address (nothing to key by), the rotation.
   assert.equal((await r.resolve(dom('sticky.shop', 80))).opened, undefined);
 });
+
+test("a headless Service's endpoint without a hostname is named by its address, dashed, as CoreDNS names it", async () => {
+  const svcs = [svc('shop', 'peers', { clusterIP: 'None', ports: [{ port: 7000 }] }), svc('shop', 'web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] })];
+  const eps = [
+    { pod: 'web-1', ip: '10.0.0.1' },
+    { pod: 'web-2', ip: '10.0.0.2' },
+    { pod: 'web-3', ip: '10.0.0.3', ready: false },
+    { pod: 'db-0', ip: '10.0.0.10', hostname: 'db-0' },
+  ];
+  const ix = new ClusterIndex(() => [objectSource(svcs, [slice('shop', 'peers', { port: 7000 }, eps), slice('shop', 'web', { port: 8080 }, eps)], pods)]);
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
+  assert.deepEqual(
+    (await r.resolve(dom('10-0-0-2.peers.shop.svc.cluster.local', 7000))).candidates.map((c) => [c.pod, c.port]),
+    [['web-2', 7000]],
+  );
+  await assert.rejects(r.resolve(dom('10-0-0-3.peers.shop.svc', 7000)), /no running pod with hostname "10-0-0-3"/, 'not ready: not published');
+  await assert.rejects(r.resolve(dom('10-0-0-10.peers.shop.svc', 7000)), /no running pod/, 'an endpoint with a hostname goes by it');
+  await assert.rejects(r.resolve(dom('10-0-0-1.web.shop.svc', 80)), /no running pod/, 'a Service with a ClusterIP has no such names');
+});

@@ -15,7 +15,7 @@ import type { SlimPod, SlimService, SlimServicePort } from '../../cluster/slim.j
 import type { PodTarget } from '../../cluster/index.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import type { PodPort } from '../../tunnel/transport.js';
-import { isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
+import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { SessionAffinity } from './session-affinity.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
@@ -123,7 +123,10 @@ export class Resolver {
       return this.servicePlan(svc, dest.port, client);
     }
     if (name.kind === 'pod-hostname') {
-      const pod = lookup.podByHostname(name.namespace, name.service, name.hostname);
+      // An endpoint without a hostname is named by its address, dashed, as CoreDNS does.
+      const ip = dashedIp(name.hostname);
+      const pod =
+        lookup.podByHostname(name.namespace, name.service, name.hostname) ?? (ip ? lookup.headlessEndpointByIp(name.namespace, name.service, ip) : undefined);
       if (!pod) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
       return podPlan(pod, dest.port);
     }

@@ -54,7 +54,7 @@ export function parseClusterName(host: string, clusterDomain: string, defaultNam
 }
 
 /** "10-244-1-7" → "10.244.1.7"; IPv6 pod records use dashes for colons. */
-function dashedIp(label: string): string | undefined {
+export function dashedIp(label: string): string | undefined {
   const v4 = label.split('-');
   if (v4.length === 4 && v4.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255)) return v4.join('.');
   if (label.includes('--') || v4.length > 4) {

@@ -15,6 +15,8 @@ import {
   errorMessage,
 } from '../../core/errors.js';
 import { ApiStatusError } from '../../cluster/api.js';
+import { normalizeIp } from '../../core/ip.js';
+import { dashedIp } from '../guest-cluster/names.js';
 import { HOST_NETWORK_FLAG, type ResolverCache } from '../cluster/resolver.js';
 import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
 
@@ -113,10 +115,19 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
     } else if (name.kind === 'pod-hostname') {
       // Headless DNS: the ready endpoint of that Service whose hostname it is (its address is the
       // Pod IP); not-ready addresses are not published (DNS specification §2.4.1), as in a cluster route.
+      // One without a hostname is named by its address, dashed (CoreDNS), for a headless Service.
+      const dashed = dashedIp(name.hostname);
+      const byAddress = dashed !== undefined && lookup().service(name.namespace, name.service)?.headless ? normalizeIp(dashed) : undefined;
       const ep = lookup()
         .slicesFor(name.namespace, name.service)
         .flatMap((slice) => slice.endpoints)
-        .find((e) => e.hostname === name.hostname && e.address && e.ready !== false && e.terminating !== true);
+        .find(
+          (e) =>
+            (e.hostname === name.hostname || (byAddress !== undefined && e.hostname === undefined && e.address === byAddress)) &&
+            e.address &&
+            e.ready !== false &&
+            e.terminating !== true,
+        );
       if (!ep?.address) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
       targets = [{ ip: ep.address, port }];
     } else {
