@@ -1,5 +1,6 @@
 // Expected failures of the managed-proxy commands (bad kubeconfig, API down, port taken, unknown
-// ID, a proxy that runs elsewhere, unsafe state directory) are one `Error: …` line and exit 1, like the foreground proxy's.
+// ID, a proxy that runs elsewhere, unsafe state directory) are one `Error: …` line and exit 1,
+// like the foreground proxy's.
 import type { Command } from '@oclif/core';
 import { StartupError } from '../core/errors.js';
 import { StateDirError } from '../state/paths.js';

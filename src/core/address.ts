@@ -55,7 +55,6 @@ export function parseListenAddress(s: string): HostPort {
   return { host, port };
 }
 
-/** "host:port", with brackets around IPv6 literals. */
 /** The host of a client as logs name it: "ip:port" → ip, "[v6]:port" → v6, a word ("unix") itself. */
 export function clientHost(client: string): string {
   if (client.startsWith('[')) return client.slice(1, client.indexOf(']'));
@@ -63,6 +62,7 @@ export function clientHost(client: string): string {
   return colon < 0 ? client : client.slice(0, colon);
 }
 
+/** "host:port", with brackets around IPv6 literals. */
 export function formatHostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }

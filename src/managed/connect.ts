@@ -142,7 +142,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       ...(generated ? { proxyAuthGenerated: true } : {}),
       phase: 'starting',
       createdAt: new Date().toISOString(),
-      // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is not reaped here.
+      // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is
+      // not reaped here.
       space: recordedSpace(),
     };
     try {
@@ -230,7 +231,8 @@ function listensOf(plan: StartPlan): Array<{ flag: string; addr: HostPort; text:
 
 /** Refuses a fixed port another managed proxy or any other program already listens on. */
 async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: HostPort; text: string }>): Promise<void> {
-  // A proxy elsewhere holds its ports on another machine or in another container: bindProblem() finds a clash here.
+  // A proxy elsewhere holds its ports on another machine or in another container: bindProblem()
+  // finds a clash here.
   const others = inspectAll(l).filter((x) => x.state !== 'dead' && x.state !== 'elsewhere');
   for (const { flag, addr, text } of listens) {
     if (addr.port === 0) continue;

@@ -10,8 +10,8 @@
 // a worker-thread transport and rotating-file-stream as an async Writable, and neither gives the
 // synchronous flush the daemon needs on a crash, nor the reopen SIGHUP (logrotate) uses.
 // Writes are synchronous: a daemon logs a few lines per stream (failure lines are rate-limited,
-// core/log-limit.ts), and with nothing buffered, everything before a rotation is in the old file
-// by the time it is renamed.
+// core/log-limit.ts), and with nothing buffered, everything before a rotation is in the file by
+// the time it is copied.
 import { chmodSync, copyFileSync, renameSync, statSync, truncateSync } from 'node:fs';
 import { pino } from 'pino';
 
