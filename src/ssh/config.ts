@@ -26,6 +26,8 @@ interface Line {
   quoted?: boolean;
   criteria?: Record<string, string | string[]>;
   config?: Line[];
+  /** A command option's text exactly as written (commandLines). */
+  command?: string;
 }
 
 const DIRECTIVE = 1;
@@ -85,6 +87,7 @@ export class SshConfigFile {
     } catch (err) {
       throw new SshConfigError(`cannot parse ssh config ${file}: ${(err as Error).message}`);
     }
+    attachCommands(parsed, commandLines(text));
     // Include is expanded in place, inside the block it appears in (readconf.c process_config_line).
     const expand = (lines: Line[]): Line[] =>
       lines.flatMap((line) => {
@@ -208,8 +211,32 @@ function words(line: Line): string[] {
   return v.map((w) => w.val);
 }
 
+/**
+ * The text of each command option (ProxyCommand, …) in the file, in order: the rest of its line
+ * after the keyword and its whitespace or "=", trailing whitespace cut, as readconf.c keeps it.
+ * The parser's words lose where quotes stood (`"a b"; c` came back as `"a b;" c`).
+ */
+function commandLines(text: string): string[] {
+  const out: string[] = [];
+  for (const raw of text.split(/\r?\n/)) {
+    const m = /^\s*([A-Za-z]+)(?:\s*=\s*|\s+)(.*?)\s*$/.exec(raw);
+    if (m && COMMANDS.has(m[1]!.toLowerCase())) out.push(m[2]!);
+  }
+  return out;
+}
+
+/** Gives each parsed command option its text from commandLines, both in file order. */
+function attachCommands(lines: Line[], texts: string[], at = { next: 0 }): void {
+  for (const line of lines) {
+    if (line.type !== DIRECTIVE) continue;
+    if (line.config) attachCommands(line.config, texts, at);
+    else if (COMMANDS.has(line.param?.toLowerCase() ?? '')) line.command = texts[at.next++];
+  }
+}
+
 /** A command option's text as written (quotes kept), as readconf.c keeps the rest of the line. */
 function commandText(line: Line): string {
+  if (line.command !== undefined) return line.command;
   const v = line.value;
   if (typeof v === 'string' || v === undefined) return v ?? '';
   return v

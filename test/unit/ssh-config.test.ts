@@ -68,6 +68,14 @@ test('"ProxyCommand ssh -W %h:%p jump" is a jump; any other ProxyCommand runs wi
   assert.throws(() => hops('Host t\n  ProxyCommand nc %Z\n', 't'), /host t .*ProxyCommand uses the token %Z, which is not supported/);
 });
 
+test('a ProxyCommand is the rest of its line exactly as written, quotes where they stood (readconf.c)', () => {
+  const command = `sh -c 'echo "looking up jump"; exec nc "%h" %p' # not a comment to ssh`;
+  for (const line of [`ProxyCommand ${command}`, `ProxyCommand=${command}  `, `\tproxycommand = ${command}`]) {
+    const [hop] = hops(`Host t\n  HostName 10.0.0.9\n${line}\nHost other\n  ProxyCommand nc x y\n`, 't');
+    assert.equal(hop!.proxyCommand, `sh -c 'echo "looking up jump"; exec nc "10.0.0.9" 22' # not a comment to ssh`, line);
+  }
+});
+
 test('options we do not follow are refused at start, naming the option and the host', () => {
   const refused = (text: string, pattern: RegExp) =>
     assert.throws(
