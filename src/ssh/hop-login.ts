@@ -30,8 +30,17 @@ export const CLOSE_DEADLINE_MS = 5_000;
  * default).
  */
 export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSignal, log?: Logger, notices = new AuthNotices(log)): Promise<Client> {
-  const ssh2 = await loadSsh2();
-  const credentials = loadCredentials(hop);
+  let ssh2: Awaited<ReturnType<typeof loadSsh2>>;
+  let credentials: ReturnType<typeof loadCredentials>;
+  try {
+    ssh2 = await loadSsh2();
+    // Keys read again at each login (an agent gone since start, a key removed): a failure here
+    // must end the transport we were given, or a ProxyCommand would outlive every retry.
+    credentials = loadCredentials(hop);
+  } catch (err) {
+    sock?.destroy();
+    throw err;
+  }
   const client = new ssh2.Client();
   let refusal: HostKeyRefusal | undefined;
   let agentFailure: Error | undefined;
@@ -140,16 +149,43 @@ function forwardOut(client: Client, host: string, port: number): Promise<ClientC
   });
 }
 
-/** ProxyCommand: run with the user's shell as ssh does (sshconnect.c: $SHELL -c "exec …"). */
+/**
+ * ProxyCommand: run with the user's shell as ssh does (sshconnect.c: $SHELL -c "exec …"). Its
+ * output ends when the command has exited, not at its stdout's EOF, so that a command that failed
+ * fails the stream with its exit status and its last line on stderr ("nc: connect to … Connection
+ * refused"), which the hop's error then names, instead of a bare "connection lost".
+ */
 export function proxyCommandStream(command: string, log: Logger | undefined): Duplex {
   const child = spawn(process.env.SHELL || '/bin/sh', ['-c', `exec ${command}`], { stdio: ['pipe', 'pipe', 'pipe'] });
-  child.stderr.on('data', (chunk: Buffer) =>
-    log?.debug({ proxyCommand: command.split(/\s/)[0], stderr: chunk.toString('utf8').trim().slice(0, 300) }, 'ProxyCommand stderr'),
-  );
-  const stream = Duplex.from({ readable: child.stdout, writable: child.stdin });
+  let lastLine = '';
+  child.stderr.on('data', (chunk: Buffer) => {
+    const text = chunk.toString('utf8').trim();
+    if (text) lastLine = text.split('\n').at(-1)!.slice(0, 300);
+    log?.debug({ proxyCommand: command.split(/\s/)[0], stderr: text.slice(0, 300) }, 'ProxyCommand stderr');
+  });
+  // Writes to a command that has gone (EPIPE) are answered by its exit below.
+  child.stdin.on('error', () => undefined);
+  const stream = new Duplex({
+    read: () => void child.stdout.resume(),
+    write: (chunk: Buffer, _encoding, done) => void child.stdin.write(chunk, () => done()),
+    final: (done) => void child.stdin.end(done),
+    destroy: (err, done) => {
+      child.kill();
+      done(err);
+    },
+  });
+  child.stdout.on('data', (chunk: Buffer) => {
+    if (!stream.push(chunk)) child.stdout.pause();
+  });
+  // Whoever takes the stream listens for its errors; until then (or after), one must not be uncaught.
+  stream.on('error', () => undefined);
   child.once('error', (err) => stream.destroy(err));
-  child.once('exit', () => stream.push(null));
-  stream.once('close', () => child.kill());
+  child.once('close', (code, signal) => {
+    if (stream.destroyed) return;
+    if (code === 0) return void stream.push(null);
+    const how = code !== null ? `exited with status ${code}` : `was ended by ${signal}`;
+    stream.destroy(new Error(`ProxyCommand ${how}${lastLine ? `: ${lastLine}` : ''}`));
+  });
   return stream;
 }
 
