@@ -24,12 +24,24 @@ export function execAuthOf(kc: KubeConfig): ExecAuthLike | undefined {
   return list?.find((a): a is ExecAuthLike => !!a && typeof a === 'object' && 'tokenCache' in a && 'execFn' in a);
 }
 
-/** Makes the KubeConfig's exec plugins run without stdin (in place); no-op without ExecAuth. */
-export function runExecPluginsWithoutStdin(kc: KubeConfig): void {
+/**
+ * Makes the KubeConfig's exec plugins run without stdin (in place); no-op without ExecAuth. What
+ * a plugin writes on stderr is copied to `stderr` as it comes — by default ours when it is a
+ * terminal: a device-code login ("open URL and enter the code …") is a prompt the user must see
+ * while the plugin waits, as kubectl shows it (exec.go: cmd.Stderr is the process's). A daemon's
+ * stderr is its log file: there the text reaches errors only (api.ts credentialsFailed).
+ */
+export function runExecPluginsWithoutStdin(
+  kc: KubeConfig,
+  stderr: NodeJS.WritableStream | undefined = process.stderr.isTTY ? process.stderr : undefined,
+): void {
   const auth = execAuthOf(kc);
-  if (auth)
-    auth.execFn = (command: string, args: string[] | undefined, opts: SpawnOptions) =>
-      spawn(command, args ?? [], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (!auth) return;
+  auth.execFn = (command: string, args: string[] | undefined, opts: SpawnOptions) => {
+    const child = spawn(command, args ?? [], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (stderr) child.stderr?.on('data', (chunk: Buffer) => stderr.write(chunk));
+    return child;
+  };
 }
 
 /** Forget every cached exec credential, so the next request runs the plugin again (after a 401). */

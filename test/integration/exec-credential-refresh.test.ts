@@ -9,6 +9,8 @@ import path from 'node:path';
 import yaml from 'js-yaml';
 import { SimCluster } from '../sim/cluster.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { runExecPluginsWithoutStdin } from '../../src/cluster/exec-credential.js';
+import { Writable } from 'node:stream';
 import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
 
 let sim: SimCluster;
@@ -90,6 +92,23 @@ test('the plugin gets no open stdin: one that reads it sees end-of-file at once,
     clearTimeout(timer);
   }
   assert.equal(await runCount(runs), 1);
+});
+
+test("a plugin's stderr reaches a terminal while it runs: a device-code prompt is seen before the login completes", async () => {
+  const prompt = 'To sign in, open https://login.example/device and enter the code ABCD-EFGH';
+  const deviceCode = (tokenFile: string, runs: string) => printsToken(tokenFile, runs).replace('\n', `\necho '${prompt}' >&2\nsleep 1\n`);
+  const { kubeconfig, tokenFile } = await pluginKubeconfig('device-code', deviceCode);
+  await writeFile(tokenFile, sim.issueToken());
+  const { kc } = loadKubeConfig({ kubeconfig });
+  // What the proxy does when its stderr is a terminal (the foreground proxy run by a person).
+  let shownAt = 0;
+  let shown = '';
+  runExecPluginsWithoutStdin(kc, new Writable({ write: (chunk: Buffer, _e, done) => ((shown += chunk.toString()), (shownAt ||= Date.now()), done()) }));
+  const list = await new ApiConnection(kc).getJson<{ kind: string }>('/api/v1/namespaces');
+  const doneAt = Date.now();
+  assert.equal(list.kind, 'NamespaceList');
+  assert.equal(shown.trim(), prompt);
+  assert.ok(doneAt - shownAt >= 700, `shown ${doneAt - shownAt} ms before the login completed, not after it`);
 });
 
 test('a plugin that prints a raw token instead of an ExecCredential: the error says so without quoting its output', async () => {
