@@ -182,9 +182,13 @@ export class SshChainConnection {
   private failed(err: ProxyError, retryAtOnce = false): void {
     if (this.state === 'closed') return;
     this.state = 'down';
+    // Warned once per outage and reason: a host down all day is retried every 30 s, and says so at debug.
+    const repeat = this.failingSince !== undefined && this.lastError?.message === err.message;
     this.lastError = err;
     this.failingSince ??= Date.now();
-    this.options.log?.warn({ chain: this.describe(), err: err.message, retryInMs: retryAtOnce ? 0 : this.backoffMs }, 'ssh chain down');
+    const fields = { chain: this.describe(), err: err.message, retryInMs: retryAtOnce ? 0 : this.backoffMs };
+    if (repeat) this.options.log?.debug(fields, 'ssh chain still down');
+    else this.options.log?.warn(fields, 'ssh chain down');
     if (!retryAtOnce) return this.scheduleRetry();
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;

@@ -1,6 +1,7 @@
 // A hop reached through a ProxyCommand (ssh_config ProxyCommand, run as sshconnect.c runs it):
 // the command's process ends with every login that fails, whatever fails first, and a command
-// that exits with a failure is named with its status and its last word on stderr.
+// that exits with a failure is named with its status and its last word on stderr. And a chain
+// that keeps failing the same way says so once.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -15,6 +16,7 @@ import { resolveChain } from '../../src/ssh/chain.js';
 import { loadCredentials } from '../../src/ssh/auth.js';
 import { SshChainConnection } from '../../src/ssh/connection.js';
 import { login, proxyCommandStream } from '../../src/ssh/hop-login.js';
+import { createLogger } from '../../src/core/log.js';
 
 before(async () => {
   await loadSsh2();
@@ -66,4 +68,28 @@ test('a ProxyCommand that fails: the hop error names its exit status and its las
     login(hop!, proxyCommandStream(hop!.proxyCommand!, undefined), new AbortController().signal),
     /ProxyCommand exited with status 1: nc: connect to 10\.1\.2\.3 port 22 \(tcp\) failed: Connection refused/,
   );
+});
+
+test('a chain that keeps failing the same way warns once; each retry is logged at debug', async (t) => {
+  const dir = tempDir(t);
+  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(dir, 'key')]);
+  const closed = net.createServer().listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const port = (closed.address() as net.AddressInfo).port;
+  closed.close();
+  writeFileSync(path.join(dir, 'config'), `Host gone\n  HostName 127.0.0.1\n  Port ${port}\n  IdentityFile ${dir}/key\n`);
+  const hops = resolveChain(new SshConfigFile({ file: path.join(dir, 'config'), home: dir, localUser: 'root' }), 'gone', { authSock: '' });
+  const lines: Array<{ level: number; msg: string }> = [];
+  const log = createLogger('debug', { write: (line: string) => void lines.push(JSON.parse(line) as { level: number; msg: string }) });
+  const chain = new SshChainConnection(hops, { log, initialBackoffMs: 20, maxBackoffMs: 40 });
+  t.after(() => chain.close());
+  await assert.rejects(chain.connect());
+  const down = () => lines.filter((l) => /ssh chain (still )?down/.test(l.msg));
+  for (let i = 0; i < 100 && down().length < 4; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.ok(down().length >= 4, `retried: ${down().length}`);
+  assert.deepEqual(
+    down().map((l) => l.msg),
+    ['ssh chain down', ...Array(down().length - 1).fill('ssh chain still down')],
+  );
+  assert.equal(down()[0]!.level, 40, 'the first at warn');
 });
