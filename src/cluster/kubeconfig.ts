@@ -1,14 +1,13 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { checkRegularFile, NotRegularFileError } from '../core/regular-file.js';
-import os from 'node:os';
+import { existsSync } from 'node:fs';
+import { NotRegularFileError } from '../core/regular-file.js';
 import path from 'node:path';
 // Not the package index (start-up time and the daemon's memory): client-node-config.ts says how.
 import { KubeConfig } from './client-node-config.js';
-import yaml from 'js-yaml';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { OidcTokenSource } from './oidc.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
 import { addExecInfo } from './exec-info.js';
+import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './kubeconfig-files.js';
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 
@@ -32,21 +31,19 @@ export interface LoadedKubeConfig {
  */
 export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; namespace?: string }): LoadedKubeConfig {
   const kc = new KubeConfig();
+  let rawUsers: MergedKubeConfig['rawUsers'] = new Map();
   try {
-    if (opts.kubeconfig) {
-      if (!existsSync(opts.kubeconfig)) throw new StartupError(`kubeconfig ${opts.kubeconfig} does not exist`);
-      // client-node reads it synchronously: a FIFO would block the whole process (core/regular-file.ts).
-      checkRegularFile(opts.kubeconfig);
-      kc.loadFromFile(opts.kubeconfig);
-    } else {
-      const envFiles = (process.env.KUBECONFIG ?? '').split(process.platform === 'win32' ? ';' : ':').filter(Boolean);
-      if (envFiles.length > 0 && !envFiles.some((f) => existsSync(f))) {
-        throw new StartupError(`no kubeconfig file from KUBECONFIG exists (${envFiles.join(', ')})`);
-      }
-      for (const f of envFiles.length > 0 ? envFiles.filter((x) => existsSync(x)) : kubeconfigFiles(undefined).filter((x) => existsSync(x)))
-        checkRegularFile(f);
-      kc.loadFromDefault();
+    if (opts.kubeconfig && !existsSync(opts.kubeconfig)) throw new StartupError(`kubeconfig ${opts.kubeconfig} does not exist`);
+    const envFiles = (process.env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
+    const files = kubeconfigFiles(opts.kubeconfig);
+    if (!opts.kubeconfig && envFiles.length > 0 && files.length === 0) {
+      throw new StartupError(`no kubeconfig file from KUBECONFIG exists (${envFiles.join(', ')})`);
     }
+    if (files.length > 0) {
+      const merged = mergeKubeconfigFiles(files);
+      kc.loadFromOptions(merged);
+      rawUsers = merged.rawUsers;
+    } else kc.loadFromDefault(); // no file at all: client-node's in-cluster config, or its fallback (refused below)
   } catch (err) {
     if (err instanceof StartupError) throw err;
     if (err instanceof NotRegularFileError) throw new StartupError(`cannot load kubeconfig: ${err.message}`, { cause: err });
@@ -75,8 +72,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   addExecInfo(kc);
   runExecPluginsWithoutStdin(kc);
   // What client-node drops from the user entry (tokenFile, as-groups, …) we read from the file.
-  const raw = findRawUser(kubeconfigFiles(opts.kubeconfig), ctx.user);
-  if (raw) resolveExecCommand(kc, raw.file);
+  const raw = rawUsers.get(ctx.user);
   const impersonation = impersonationOf(raw?.user);
   const provider = kc.getCurrentUser()!.authProvider;
   const oidc = provider?.name === 'oidc' && provider.config ? new OidcTokenSource(provider.config as Record<string, string>) : undefined;
@@ -84,29 +80,6 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   const source = oidc ?? (tokenFile ? new TokenFileSource(tokenFile) : undefined);
   const credentialed = source ? withTokenSource(kc, source) : kc;
   return { kc: withImpersonation(credentialed, impersonation), context, namespace, server: cluster.server, tokenFile, impersonation };
-}
-
-/** The files kubectl would read, in order (the first to define a user wins). */
-function kubeconfigFiles(explicit: string | undefined): string[] {
-  if (explicit) return [explicit];
-  const env = (process.env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
-  return env.length > 0 ? env.filter((f) => existsSync(f)) : [path.join(os.homedir(), '.kube', 'config')];
-}
-
-/** The current user's entry as written in the first kubeconfig file that defines it, and that file. */
-function findRawUser(files: string[], userName: string): { user: Record<string, unknown>; file: string } | undefined {
-  for (const file of files) {
-    let doc: unknown;
-    try {
-      doc = yaml.load(readFileSync(file, 'utf8'));
-    } catch {
-      continue; // client-node loaded it already; a file it could not parse is its error to report
-    }
-    const users = (doc as { users?: Array<{ name?: string; user?: Record<string, unknown> }> } | undefined)?.users;
-    const entry = Array.isArray(users) ? users.find((u) => u?.name === userName) : undefined;
-    if (entry) return { user: entry.user ?? {}, file };
-  }
-  return undefined;
 }
 
 /**
@@ -117,20 +90,6 @@ function findRawUser(files: string[], userName: string): { user: Record<string, 
 function tokenFileOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
   const value = raw?.user.tokenFile ?? raw?.user['token-file'];
   return raw && typeof value === 'string' && value ? path.resolve(path.dirname(raw.file), value) : undefined;
-}
-
-/**
- * client-go (tools/clientcmd/loader.go, GetAuthInfoFileReferences + ResolvePaths) resolves an
- * exec plugin `command` that contains a path separator against the directory of the kubeconfig
- * file that defines it; a bare name stays a PATH look-up. client-node spawns it as written, so
- * `./cred.sh` would run from the working directory — whatever that directory holds, and a managed
- * daemon would keep running it from there. We make it absolute first, as kubectl does.
- */
-function resolveExecCommand(kc: KubeConfig, file: string): void {
-  const exec = kc.getCurrentUser()?.exec as { command?: string } | undefined;
-  const command = exec?.command;
-  if (!exec || !command || !command.includes(path.sep) || path.isAbsolute(command)) return;
-  exec.command = path.join(path.dirname(path.resolve(file)), command);
 }
 
 /** client-node invents a "loaded-context" at http://localhost:8080 when it finds nothing at all. */

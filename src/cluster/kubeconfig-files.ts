@@ -1,0 +1,112 @@
+// The kubeconfig files kubectl reads and how it merges them (client-go tools/clientcmd/loader.go,
+// ClientConfigLoadingRules.Load): --kubeconfig alone; else every file of $KUBECONFIG, where a
+// missing file is skipped and an empty one is an empty config; else ~/.kube/config. For clusters,
+// users and contexts the first file to name an entry wins (later ones never replace or clash with
+// it), and current-context comes from the first file that sets one. client-node's loadFromDefault
+// lets the last current-context win and throws "Duplicate user" instead, so we merge here and hand
+// client-node the result (loadFromOptions).
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import yaml from 'js-yaml';
+import { newClusters, newContexts, newUsers, type Cluster, type Context, type User } from '@kubernetes/client-node/dist/config_types.js';
+import { checkRegularFile } from '../core/regular-file.js';
+
+type Obj = Record<string, unknown>;
+type Named = { name?: unknown } & Obj;
+
+export interface MergedKubeConfig {
+  clusters: Cluster[];
+  users: User[];
+  contexts: Context[];
+  currentContext: string;
+  /** Each user's entry as written (paths made absolute) and the file that defined it. */
+  rawUsers: Map<string, { user: Obj; file: string }>;
+}
+
+/** The files kubectl would read, in order; `$KUBECONFIG`'s missing files are left out. */
+export function kubeconfigFiles(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): string[] {
+  if (explicit) return [explicit];
+  const list = (env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
+  if (list.length > 0) return list.filter((f) => existsSync(f));
+  const home = path.join(os.homedir(), '.kube', 'config');
+  return existsSync(home) ? [home] : [];
+}
+
+/** Reads and merges `files` as client-go does (errors: the file's name and the first line). */
+export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
+  const clusters = new Entries();
+  const users = new Entries();
+  const contexts = new Entries();
+  const rawUsers = new Map<string, { user: Obj; file: string }>();
+  let currentContext = '';
+  for (const file of files) {
+    // It is read synchronously: a FIFO would block the whole process (core/regular-file.ts).
+    checkRegularFile(file);
+    let doc: Obj;
+    try {
+      doc = (yaml.load(readFileSync(file, 'utf8')) ?? {}) as Obj; // an empty file is an empty config
+    } catch (err) {
+      throw new Error(`error loading config file "${file}": ${(err as Error).message.split('\n')[0]}`, { cause: err });
+    }
+    if (typeof doc !== 'object' || Array.isArray(doc)) throw new Error(`error loading config file "${file}": not a kubeconfig`);
+    const dir = path.dirname(path.resolve(file));
+    for (const c of list(doc.clusters)) clusters.add(c, () => resolveCluster(c, dir));
+    for (const u of list(doc.users)) {
+      const entry = users.add(u, () => resolveUser(u, dir));
+      if (entry) rawUsers.set(String(u.name), { user: (entry.user as Obj | undefined) ?? {}, file });
+    }
+    for (const c of list(doc.contexts)) contexts.add(c, () => c);
+    if (!currentContext && typeof doc['current-context'] === 'string') currentContext = doc['current-context'];
+  }
+  return {
+    clusters: newClusters(clusters.all),
+    users: newUsers(users.all),
+    contexts: newContexts(contexts.all),
+    currentContext,
+    rawUsers,
+  };
+}
+
+/** Entries by name, the first kept; one without a name is kept for client-node to refuse. */
+class Entries {
+  readonly all: Named[] = [];
+  private readonly names = new Set<string>();
+
+  add(entry: Named, resolved: () => Named): Named | undefined {
+    const name = entry.name;
+    if (typeof name === 'string' && name) {
+      if (this.names.has(name)) return undefined;
+      this.names.add(name);
+    }
+    const out = resolved();
+    this.all.push(out);
+    return out;
+  }
+}
+
+function list(v: unknown): Named[] {
+  return Array.isArray(v) ? v.filter((x): x is Named => !!x && typeof x === 'object') : [];
+}
+
+/** client-go's ResolvePaths: a relative path is relative to the kubeconfig that names it. */
+function resolveIn(dir: string, obj: Obj | undefined, keys: string[]): Obj | undefined {
+  if (!obj || typeof obj !== 'object') return obj;
+  const out = { ...obj };
+  for (const k of keys) if (typeof out[k] === 'string' && out[k]) out[k] = path.resolve(dir, out[k] as string);
+  return out;
+}
+
+function resolveCluster(entry: Named, dir: string): Named {
+  return { ...entry, cluster: resolveIn(dir, entry.cluster as Obj | undefined, ['certificate-authority']) };
+}
+
+function resolveUser(entry: Named, dir: string): Named {
+  const user = resolveIn(dir, entry.user as Obj | undefined, ['client-certificate', 'client-key', 'tokenFile', 'token-file']);
+  // An exec command with a path separator is a path (GetAuthInfoFileReferences); a bare name stays
+  // a PATH look-up. Else `./cred.sh` would run from whatever directory the proxy started in.
+  const exec = user?.exec as Obj | undefined;
+  if (user && exec && typeof exec.command === 'string' && exec.command.includes(path.sep) && !path.isAbsolute(exec.command))
+    user.exec = { ...exec, command: path.join(dir, exec.command) };
+  return { ...entry, user };
+}

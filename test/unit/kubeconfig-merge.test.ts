@@ -1,0 +1,104 @@
+// KUBECONFIG with several files, merged as client-go's loader.go does: missing files skipped, an
+// empty file is an empty config, the first file to name a cluster, user or context wins, and so
+// does the first current-context; relative paths are relative to the file that names them.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
+
+function kubeconfig(o: { ctx: string; cluster: string; user: string; token: string; current?: boolean }): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    `clusters: [{name: ${o.cluster}, cluster: {server: "https://${o.cluster}.example:6443"}}]`,
+    `users: [{name: ${o.user}, user: {token: ${o.token}}}]`,
+    `contexts: [{name: ${o.ctx}, context: {cluster: ${o.cluster}, user: ${o.user}}}]`,
+    o.current ? `current-context: ${o.ctx}` : '',
+    '',
+  ].join('\n');
+}
+
+function setup(t: { after(fn: () => void): void }) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-kubeconfig-merge-'));
+  const saved = process.env.KUBECONFIG;
+  t.after(() => {
+    rmSync(dir, { recursive: true, force: true });
+    if (saved === undefined) delete process.env.KUBECONFIG;
+    else process.env.KUBECONFIG = saved;
+  });
+  const file = (name: string, text: string) => {
+    const f = path.join(dir, name);
+    mkdirSync(path.dirname(f), { recursive: true });
+    writeFileSync(f, text);
+    return f;
+  };
+  const a = file('a', kubeconfig({ ctx: 'ctx-a', cluster: 'cl-a', user: 'admin', token: 't-a', current: true }));
+  const b = file('b', kubeconfig({ ctx: 'ctx-b', cluster: 'cl-b', user: 'admin-b', token: 't-b', current: true }));
+  const c = file('c', kubeconfig({ ctx: 'ctx-c', cluster: 'cl-c', user: 'admin', token: 't-c' }));
+  const empty = file('empty', '');
+  const load = (...files: string[]) => {
+    process.env.KUBECONFIG = files.join(path.delimiter);
+    return loadKubeConfig({});
+  };
+  return { dir, file, a, b, c, empty, load };
+}
+
+test('the first file that sets current-context wins', (t) => {
+  const { a, b, load } = setup(t);
+  const l = load(a, b);
+  assert.equal(l.context, 'ctx-a');
+  assert.equal(l.server, 'https://cl-a.example:6443');
+  // The second file's entries are there too.
+  assert.equal(loadKubeConfig({ context: 'ctx-b' }).server, 'https://cl-b.example:6443');
+});
+
+test('a missing file in the list is skipped, even the first', (t) => {
+  const { dir, a, load } = setup(t);
+  assert.equal(load(path.join(dir, 'nope'), a).context, 'ctx-a');
+});
+
+test('a name defined in two files: the first file’s entry, no "Duplicate" error', (t) => {
+  const { a, c, load } = setup(t);
+  const l = load(a, c);
+  assert.equal(l.kc.getCurrentUser()?.token, 't-a');
+  // ctx-c names user "admin": it gets the first file's admin too, as with kubectl.
+  const viaC = loadKubeConfig({ context: 'ctx-c' });
+  assert.equal(viaC.kc.getCurrentUser()?.token, 't-a');
+  // A managed daemon's kubeconfig is made from the same merged view.
+  const flat = flattenKubeConfig(l.kc, l.namespace) as { users: Array<{ user: { token?: string } }> };
+  assert.equal(flat.users[0]!.user.token, 't-a');
+});
+
+test('an empty file in the list is an empty config', (t) => {
+  const { a, empty, load } = setup(t);
+  assert.equal(load(a, empty).context, 'ctx-a');
+  assert.equal(load(empty, a).context, 'ctx-a');
+});
+
+test('relative paths are resolved against the file that names them', (t) => {
+  const { a, file, dir } = setup(t);
+  const sub = path.join(dir, 'sub');
+  const f = file(
+    'sub/config',
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters: [{name: cl-s, cluster: {server: "https://s.example:6443", certificate-authority: ca.crt}}]',
+      'users: [{name: s, user: {client-certificate: certs/c.crt, client-key: certs/c.key}}, {name: tf, user: {tokenFile: tok}},',
+      '  {name: ex, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ./cred.sh}}}]',
+      'contexts: [{name: s, context: {cluster: cl-s, user: s}}, {name: tf, context: {cluster: cl-s, user: tf}}, {name: ex, context: {cluster: cl-s, user: ex}}]',
+      '',
+    ].join('\n'),
+  );
+  file('sub/tok', 'file-token\n');
+  process.env.KUBECONFIG = [a, f].join(path.delimiter);
+  const s = loadKubeConfig({ context: 's' });
+  assert.equal(s.kc.getCurrentCluster()?.caFile, path.join(sub, 'ca.crt'));
+  assert.equal(s.kc.getCurrentUser()?.certFile, path.join(sub, 'certs/c.crt'));
+  assert.equal(s.kc.getCurrentUser()?.keyFile, path.join(sub, 'certs/c.key'));
+  assert.equal(loadKubeConfig({ context: 'tf' }).tokenFile, path.join(sub, 'tok'));
+  assert.equal(loadKubeConfig({ context: 'ex' }).kc.getCurrentUser()?.exec.command, path.join(sub, 'cred.sh'));
+});
