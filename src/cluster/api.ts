@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
+import { credentialValidForMs } from './token-source.js';
 import { escapeControls } from '../core/escape.js';
 import { monotonicMs } from '../core/clock.js';
 
@@ -48,6 +49,12 @@ export class CredentialError extends Error {
 
 const OPTIONS_TTL_MS = 60_000;
 /**
+ * Options whose credential had already expired when they were made (a plugin that returns an
+ * expired ExecCredential, an OIDC token with no way to refresh it) are kept this long, so that
+ * requests do not each run the plugin or build a new agent: nothing fresher can be had.
+ */
+const EXPIRED_OPTIONS_TTL_MS = 1_000;
+/**
  * After credentials fail, every request gets that failure at once for this long, doubling to the
  * maximum while they keep failing: a plugin is run once per step, however many requests arrive,
  * and a user who logs in again is noticed within the step.
@@ -58,10 +65,11 @@ const CREDENTIAL_HOLD_MAX_MS = 8_000;
 /**
  * One place that knows how to talk to the API server. client-node computes TLS material, auth
  * headers (running exec plugins, refreshing OIDC) and the proxy agent; we cache that result for a
- * minute so a new stream costs no kubeconfig work and reuses one agent (and its TLS session cache).
+ * minute, or until the credential expires if sooner, so a new stream costs no kubeconfig work and
+ * reuses one agent (and its TLS session cache).
  */
 export class ApiConnection {
-  private cached?: { at: number; options: ApiRequestOptions };
+  private cached?: { until: number; options: ApiRequestOptions };
   private pending?: { generation: number; options: Promise<ApiRequestOptions> };
   /** Bumped by invalidate(): options computed before it are not cached or shared after it. */
   private generation = 0;
@@ -86,7 +94,7 @@ export class ApiConnection {
    * start-up or a burst of streams after a 401 spawned a plugin per request.
    */
   requestOptions(): Promise<ApiRequestOptions> {
-    if (this.cached && monotonicMs() - this.cached.at < OPTIONS_TTL_MS) return Promise.resolve(this.cached.options);
+    if (this.cached && monotonicMs() < this.cached.until) return Promise.resolve(this.cached.options);
     const failure = this.credentialFailure;
     if (failure && monotonicMs() < failure.until) return Promise.reject(failure.error);
     if (this.pending?.generation === this.generation) return this.pending.options;
@@ -120,8 +128,18 @@ export class ApiConnection {
       ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}),
     };
     // Computed before an invalidate(): may carry the credential the server just refused.
-    if (generation === this.generation) this.cached = { at: monotonicMs(), options };
+    if (generation === this.generation) this.cached = { until: monotonicMs() + this.cacheMs(), options };
     return options;
+  }
+
+  /**
+   * Never past the credential's own expiry (client-go exec.go and oidc.go check it per request):
+   * an exec plugin's expirationTimestamp, an OIDC id-token's exp, a token file's re-read.
+   */
+  private cacheMs(): number {
+    const valid = credentialValidForMs(this.kc);
+    if (valid === undefined) return OPTIONS_TTL_MS;
+    return valid <= 0 ? EXPIRED_OPTIONS_TTL_MS : Math.min(valid, OPTIONS_TTL_MS);
   }
 
   /** While credentials fail: the message (the plugin's first line) and since when (ms since the epoch). */

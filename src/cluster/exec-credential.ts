@@ -44,6 +44,17 @@ export function runExecPluginsWithoutStdin(
   };
 }
 
+/**
+ * How much longer the current user's cached ExecCredential may be sent (ms), by its
+ * expirationTimestamp; undefined without one (client-go exec.go keeps such a credential until a 401).
+ */
+export function execCredentialValidForMs(kc: KubeConfig): number | undefined {
+  const name = kc.getCurrentUser()?.name;
+  const cached = name === undefined ? undefined : (execAuthOf(kc)?.tokenCache[name] as { status?: { expirationTimestamp?: string } } | null | undefined);
+  const at = cached?.status?.expirationTimestamp ? Date.parse(cached.status.expirationTimestamp) : NaN;
+  return Number.isNaN(at) ? undefined : at - Date.now();
+}
+
 /** Forget every cached exec credential, so the next request runs the plugin again (after a 401). */
 export function expireExecCredentials(kc: KubeConfig): void {
   const auth = execAuthOf(kc);

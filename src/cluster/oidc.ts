@@ -83,6 +83,12 @@ export class OidcTokenSource implements TokenSource {
     return this.config['id-token'];
   }
 
+  /** Until the ID token is due for a refresh (its `exp` less the skew); undefined without one. */
+  validForMs(): number | undefined {
+    const token = this.config['id-token'];
+    return token ? (jwtExpiry(token) - EXPIRY_SKEW_S) * 1000 - Date.now() : undefined;
+  }
+
   private fresh(): boolean {
     const token = this.config['id-token'];
     return !!token && jwtExpiry(token) - EXPIRY_SKEW_S > Date.now() / 1000;

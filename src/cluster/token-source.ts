@@ -5,10 +5,28 @@
 import { readFileSync } from 'node:fs';
 import type { KubeConfig, User } from '@kubernetes/client-node';
 import { monotonicMs } from '../core/clock.js';
+import { execCredentialValidForMs } from './exec-credential.js';
 
 export interface TokenSource {
   /** The bearer token to send now; undefined sends none (the API server's 401 then explains). */
   token(): Promise<string | undefined>;
+  /** How much longer the token token() last gave may be sent (ms); undefined: no limit known. */
+  validForMs?(): number | undefined;
+}
+
+/** Where withTokenSource leaves its source's validForMs (found through Object.create chains). */
+const VALID_FOR = Symbol('credentialValidForMs');
+
+/**
+ * How much longer the credentials `kc` last gave may be sent (ms), or undefined when they carry
+ * no expiry (a static token, a client certificate): the least of a token source's (OIDC `exp`,
+ * token file re-read) and an exec plugin's expirationTimestamp.
+ */
+export function credentialValidForMs(kc: KubeConfig): number | undefined {
+  const fromSource = (kc as unknown as { [VALID_FOR]?: () => number | undefined })[VALID_FOR]?.();
+  const fromExec = execCredentialValidForMs(kc);
+  if (fromSource === undefined) return fromExec;
+  return fromExec === undefined ? fromSource : Math.min(fromSource, fromExec);
 }
 
 /** How often a token file is read again: client-go's cached file token source uses one minute. */
@@ -41,12 +59,18 @@ export class TokenFileSource implements TokenSource {
     }
     return this.cached.token;
   }
+
+  /** Until the file is read again: a rotated token is then sent within the TTL, as before. */
+  validForMs(): number | undefined {
+    return this.cached ? this.ttlMs - (monotonicMs() - this.cached.at) : undefined;
+  }
 }
 
 /** `kc` as seen through `source`: its current user carries the source's token and no auth-provider. */
 export function withTokenSource(kc: KubeConfig, source: TokenSource): KubeConfig {
   const scoped = Object.create(kc) as KubeConfig;
   let token: string | undefined;
+  (scoped as unknown as { [VALID_FOR]: () => number | undefined })[VALID_FOR] = () => source.validForMs?.();
   scoped.getCurrentUser = (): User | null => {
     const u = kc.getCurrentUser();
     return u ? ({ ...u, authProvider: undefined, token: token ?? u.token } as User) : null;
