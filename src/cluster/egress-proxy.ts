@@ -164,8 +164,8 @@ function redactText(text: string): string {
 
 /**
  * Applies the egress rules to request options client-node has just filled in (applyToHTTPSOptions):
- * with the extra CA, or a proxy from the environment, the agent is made again (client-node's own
- * createAgent, so proxy-url keeps its agent types). Returns what was chosen, for messages.
+ * with the extra CA, a proxy from the environment or a socks5:// proxy-url, the agent is made
+ * again (client-node's own createAgent, so proxy-url keeps its agent types). Returns what was chosen, for messages.
  */
 export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options: EgressOptions): Egress {
   const cluster = kc.getCurrentCluster();
@@ -180,7 +180,11 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
     opts.ca = [...base, options.extraCA.pem];
   }
   const chosen: Egress = egress.proxy ? { proxy: egress.proxy, source: egress.source } : egress.source ? { source: egress.source } : {};
-  if (!options.via && !options.extraCA && (!egress.url || cluster.proxyUrl)) return chosen;
+  // client-node's agent for socks5:// resolves the server's name here; Go's SOCKS5 dialer (and so
+  // kubectl) sends the name to the proxy, which socks-proxy-agent does only for socks5h://.
+  const remoteDns = egress.url?.replace(/^socks5:/i, 'socks5h:');
+  const remake = options.via || options.extraCA || (egress.url && (!cluster.proxyUrl || remoteDns !== egress.url));
+  if (!remake) return chosen;
   const agentOptions: https.AgentOptions = {
     ca: opts.ca,
     cert: opts.cert,
@@ -195,7 +199,7 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
     return chosen;
   }
   const create = (kc as unknown as { createAgent(c: object, o: object): https.Agent }).createAgent.bind(kc);
-  opts.agent = create({ ...cluster, proxyUrl: egress.url }, agentOptions);
+  opts.agent = create({ ...cluster, proxyUrl: remoteDns }, agentOptions);
   return chosen;
 }
 
