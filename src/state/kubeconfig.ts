@@ -1,11 +1,13 @@
 // The transient kubeconfig a managed daemon runs from: the chosen context only, flattened so it
-// stands alone (CA, client certificate and key files embedded as *-data; a tokenFile kept as an
-// absolute path, since its token rotates), written 0600 into the proxy's 0700 directory. Exec
+// stands alone (a CA file embedded as *-data; a tokenFile, and a client certificate and key that
+// both come from files, kept as absolute paths, since they are renewed in place and client-go
+// reads them again: transport/cert_rotation.go), written 0600 into the proxy's 0700 directory. Exec
 // plugins and auth-provider blocks are kept as they are: they run (and refresh) in the daemon
 // exactly as in the foreground proxy. A relative exec command (`./cred.sh`) is already absolute here:
 // loadKubeConfig resolved it against its kubeconfig's directory, as kubectl does, so the daemon
 // never runs a program from whatever directory it was started in.
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { writePrivateFile } from './private-file.js';
@@ -30,9 +32,17 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?:
     'tls-server-name': cluster.tlsServerName,
     'proxy-url': cluster.proxyUrl,
   });
+  const owner = `user "${user.name}"`;
+  // Both from files: kept as files, checked readable now. A pair half data, half file is embedded
+  // whole (it stands alone as it is, and client-go rotates only a pair of files).
+  const certFiles = !user.certData && !user.keyData && user.certFile && user.keyFile;
   const userOut = compact({
-    'client-certificate-data': user.certData || embed(user.certFile, 'client-certificate', `user "${user.name}"`),
-    'client-key-data': user.keyData || embed(user.keyFile, 'client-key', `user "${user.name}"`),
+    ...(certFiles
+      ? { 'client-certificate': readable(user.certFile!, 'client-certificate', owner), 'client-key': readable(user.keyFile!, 'client-key', owner) }
+      : {
+          'client-certificate-data': user.certData || embed(user.certFile, 'client-certificate', owner),
+          'client-key-data': user.keyData || embed(user.keyFile, 'client-key', owner),
+        }),
     // A tokenFile stays a file (absolute): the daemon re-reads it as it rotates.
     ...(tokenFile ? { tokenFile } : { token: user.token }),
     username: user.username,
@@ -67,6 +77,12 @@ function embed(file: string | undefined, field: string, owner: string): string |
   } catch (err) {
     throw new StartupError(`cannot read the ${field} file ${file} of ${owner}: ${errorMessage(err)}`, { cause: err });
   }
+}
+
+/** The file as an absolute path, once it is known to be readable (else the error embed gives). */
+function readable(file: string, field: string, owner: string): string {
+  embed(file, field, owner);
+  return path.resolve(file);
 }
 
 function compact(obj: Obj): Obj {

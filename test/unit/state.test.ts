@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { RequestOptions } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { checkSocketPath, ensureStateDir, layout, stateDir, stateDirExists, StateDirError, validateId } from '../../src/state/paths.js';
 import { withStateLock } from '../../src/state/lock.js';
@@ -200,7 +201,7 @@ test('the lock is released when the function throws', async (t) => {
   assert.equal(await withStateLock(l, () => 'again'), 'again');
 });
 
-test('transient kubeconfig: the chosen context only, files embedded, exec kept, 0600', (t) => {
+test('transient kubeconfig: the chosen context only, CA embedded, client cert files kept, exec kept, 0600', (t) => {
   const dir = tempDir(t);
   writeFileSync(path.join(dir, 'ca.crt'), 'CA-PEM');
   writeFileSync(path.join(dir, 'client.crt'), 'CERT-PEM');
@@ -243,8 +244,10 @@ test('transient kubeconfig: the chosen context only, files embedded, exec kept, 
   assert.equal(flat.clusters[0].cluster['certificate-authority-data'], Buffer.from('CA-PEM').toString('base64'));
   assert.equal(flat.clusters[0].cluster['tls-server-name'], 'api.one');
   assert.equal(flat.clusters[0].cluster['certificate-authority'], undefined);
-  assert.equal(flat.users[0].user['client-certificate-data'], Buffer.from('CERT-PEM').toString('base64'));
-  assert.equal(flat.users[0].user['client-key-data'], Buffer.from('KEY-PEM').toString('base64'));
+  // Certificate and key files stay files (renewed in place, read again): absolute paths.
+  assert.equal(flat.users[0].user['client-certificate'], path.join(dir, 'client.crt'));
+  assert.equal(flat.users[0].user['client-key'], path.join(dir, 'client.key'));
+  assert.equal(flat.users[0].user['client-certificate-data'], undefined);
   assert.ok(!JSON.stringify(flat).includes('super-secret-token'), 'other users are left out');
 
   kc.setCurrentContext('execy');
@@ -265,8 +268,66 @@ test('transient kubeconfig: the chosen context only, files embedded, exec kept, 
   back.loadFromFile(out);
   assert.equal(back.getCurrentContext(), 'mine');
   assert.equal(back.getCurrentCluster()?.server, 'https://one:6443');
-  assert.equal(Buffer.from(back.getCurrentUser()!.keyData!, 'base64').toString(), 'KEY-PEM');
-  assert.equal(readFileSync(out, 'utf8').includes('KEY-PEM'), false, 'stored base64, as kubeconfigs do');
+  assert.equal(back.getCurrentUser()!.keyFile, path.join(dir, 'client.key'));
+  assert.equal(readFileSync(out, 'utf8').includes('KEY-PEM'), false, 'the key stays in its file');
+});
+
+test('transient kubeconfig: a renewed client certificate and key are what the daemon sends', async (t) => {
+  const dir = tempDir(t);
+  writeFileSync(path.join(dir, 'client.crt'), 'CERT-v1');
+  writeFileSync(path.join(dir, 'client.key'), 'KEY-v1');
+  const user = (u: object) =>
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'x',
+      clusters: [{ name: 'c', cluster: { server: 'https://one:6443', 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'u', user: u }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+    });
+  const source = path.join(dir, 'config');
+  writeFileSync(source, user({ 'client-certificate': 'client.crt', 'client-key': 'client.key' }));
+  const kc = new KubeConfig();
+  kc.loadFromFile(source);
+  const out = path.join(dir, 'transient');
+  writeTransientKubeConfig(out, kc, 'default');
+  // The certificate tool renews both in place, as kubectl and client-go expect.
+  writeFileSync(path.join(dir, 'client.crt'), 'CERT-v2');
+  writeFileSync(path.join(dir, 'client.key'), 'KEY-v2');
+  const daemon = new KubeConfig();
+  daemon.loadFromFile(out);
+  const opts: RequestOptions = { headers: {} };
+  await daemon.applyToHTTPSOptions(opts);
+  assert.equal(String(opts.cert), 'CERT-v2');
+  assert.equal(String(opts.key), 'KEY-v2');
+
+  // A certificate file with an inline key is embedded whole: it stands alone as it is.
+  writeFileSync(source, user({ 'client-certificate': 'client.crt', 'client-key-data': Buffer.from('KEY-inline').toString('base64') }));
+  const mixed = new KubeConfig();
+  mixed.loadFromFile(source);
+  const flat = flattenKubeConfig(mixed, 'default') as { users: Array<{ user: Record<string, string> }> };
+  assert.equal(flat.users[0]!.user['client-certificate-data'], Buffer.from('CERT-v2').toString('base64'));
+  assert.equal(flat.users[0]!.user['client-certificate'], undefined);
+});
+
+test('a missing client certificate file is refused when the transient kubeconfig is made', (t) => {
+  const dir = tempDir(t);
+  writeFileSync(path.join(dir, 'client.key'), 'KEY');
+  const source = path.join(dir, 'config');
+  writeFileSync(
+    source,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'x',
+      clusters: [{ name: 'c', cluster: { server: 'https://one:6443' } }],
+      users: [{ name: 'u', user: { 'client-certificate': 'gone.crt', 'client-key': 'client.key' } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+    }),
+  );
+  const kc = new KubeConfig();
+  kc.loadFromFile(source);
+  assert.throws(() => flattenKubeConfig(kc, 'default'), /cannot read the client-certificate file .*gone\.crt of user "u"/);
 });
 
 test('a missing certificate file is a one-line error naming it', (t) => {
