@@ -30,8 +30,24 @@ export function impersonationHeaders(imp: Impersonation): Record<string, string[
   const out: Record<string, string[]> = {};
   if (imp.groups.length > 0) out['Impersonate-Group'] = imp.groups;
   if (imp.uid) out['Impersonate-Uid'] = [imp.uid];
-  // client-go escapes the key for use in a header name (transport/round_trippers.go headerKeyEscape).
-  for (const [k, values] of Object.entries(imp.extra)) if (values.length > 0) out[`Impersonate-Extra-${encodeURIComponent(k)}`] = values;
+  for (const [k, values] of Object.entries(imp.extra)) if (values.length > 0) out[`Impersonate-Extra-${headerKeyEscape(k)}`] = values;
+  return out;
+}
+
+/** HTTP token characters (RFC 7230 tchar): what a header name may hold as it is. */
+const TOKEN = /^[A-Za-z0-9!#$&'*+\-.^_`|~]$/;
+
+/**
+ * An extra's key made fit for a header name as client-go makes it (transport/round_trippers.go
+ * headerKeyEscape): each UTF-8 byte outside the token set, and `%` (so the server can unescape it),
+ * becomes %XX. encodeURIComponent left `(`, `)` and the like, which Node refuses in a header name.
+ */
+export function headerKeyEscape(key: string): string {
+  let out = '';
+  for (const b of Buffer.from(key, 'utf8')) {
+    const c = String.fromCharCode(b);
+    out += b < 0x80 && TOKEN.test(c) ? c : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
   return out;
 }
 

@@ -2,8 +2,16 @@
 // managed daemon's transient kubeconfig keeps them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { impersonationHeaders, impersonationOf } from '../../src/cluster/impersonation.js';
+import { headerKeyEscape, impersonationHeaders, impersonationOf } from '../../src/cluster/impersonation.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { ApiConnection } from '../../src/cluster/api.js';
 import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
 
 test('as-groups, as-uid and as-user-extra count only with as; each group and extra value is its own header line', () => {
@@ -16,6 +24,52 @@ test('as-groups, as-uid and as-user-extra count only with as; each group and ext
     'Impersonate-Uid': ['u1'],
     'Impersonate-Extra-scopes%2Fx': ['r', 'w'],
   });
+});
+
+test('an extra key is escaped as client-go escapes it: bytes outside the token set, and %', () => {
+  const cases: Array<[string, string]> = [
+    ['scopes(read)', 'scopes%28read%29'],
+    ['example.com/scopes', 'example.com%2Fscopes'],
+    ['100%', '100%25'],
+    ['a b:c', 'a%20b%3Ac'],
+    ['ä', '%C3%A4'],
+    ["it's~ok_!#$&*+-.^`|", "it's~ok_!#$&*+-.^`|"],
+  ];
+  for (const [key, escaped] of cases) {
+    assert.equal(headerKeyEscape(key), escaped, key);
+    http.validateHeaderName(`Impersonate-Extra-${escaped}`); // Node refuses a name that is not a token
+  }
+});
+
+test('an extra key with parentheses reaches the API server instead of failing every request', async (t) => {
+  const seen: Array<string | string[] | undefined> = [];
+  const server = http.createServer((req, res) => {
+    seen.push(req.headers['impersonate-extra-scopes%28read%29']);
+    res.end('{}');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-impersonation-'));
+  t.after(() => {
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const file = path.join(dir, 'config');
+  const port = (server.address() as AddressInfo).port;
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: c, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]`,
+      'users: [{name: u, user: {token: t, as: alice, as-user-extra: {"scopes(read)": [x]}}}]',
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+      '',
+    ].join('\n'),
+  );
+  await new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} }).getJson('/version', 5_000);
+  assert.deepEqual(seen, ['x']);
 });
 
 test('the transient kubeconfig of a managed daemon keeps the impersonation', () => {
