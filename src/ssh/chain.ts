@@ -113,13 +113,9 @@ function chainFor(config: SshConfigFile, spec: { user?: string; host: string; po
   const options = config.optionsFor(spec.host, spec.user);
   const hop = hopFrom(config, spec, options, env);
   if (!followJumps) return [hop];
+  // At most one of the two is set: they are one setting (config.ts keeps the first read).
   const jump = first(options, 'proxyjump');
   const command = first(options, 'proxycommand');
-  // OpenSSH: ProxyJump and ProxyCommand are one setting; the one read first wins. ssh-config
-  // does not keep line order across keys, so having both for one host is refused as ambiguous.
-  if (jump !== undefined && command !== undefined && jump.toLowerCase() !== 'none' && command.toLowerCase() !== 'none') {
-    throw new SshConfigError(`host ${spec.host}: both ProxyJump and ProxyCommand are set; keep one`);
-  }
   if (jump !== undefined && jump.toLowerCase() !== 'none') {
     // "ProxyJump a,b": ssh reaches b with -J a (b's own ProxyJump is overridden), then -W the target.
     const specs = jump.split(',').map((s) => parseJumpSpec(s.trim()));

@@ -35,6 +35,8 @@ const DIRECTIVE = 1;
 const ACCUMULATE = new Set(['identityfile', 'certificatefile', 'localforward', 'remoteforward', 'dynamicforward', 'sendenv', 'setenv']);
 /** Options whose value is a command line: the text is kept as written. */
 const COMMANDS = new Set(['proxycommand', 'localcommand', 'remotecommand', 'knownhostscommand']);
+/** One setting under two names: the first of either read, "none" included, wins (readconf.c parse_jump). */
+const PROXY = new Set(['proxyjump', 'proxycommand']);
 /** Match criteria we can evaluate without running anything. */
 const MATCH_CRITERIA = new Set(['all', 'host', 'originalhost', 'user', 'localuser']);
 const MAX_INCLUDE_DEPTH = 16; // readconf.c READCONF_MAX_DEPTH
@@ -133,6 +135,7 @@ export class SshConfigFile {
       const key = line.param!.toLowerCase();
       const values = key === 'include' ? [] : COMMANDS.has(key) ? [commandText(line)] : ACCUMULATE.has(key) ? words(line) : [words(line).join(' ')];
       if (ACCUMULATE.has(key)) out.set(key, [...(out.get(key) ?? []), ...values]);
+      else if (PROXY.has(key) && (out.has('proxyjump') || out.has('proxycommand'))) return;
       else if (!out.has(key)) out.set(key, values);
     };
     const walk = (lines: Line[]) => {

@@ -86,7 +86,6 @@ test('options we do not follow are refused at start, naming the option and the h
   refused('Host h\n  CertificateFile ~/.ssh/id-cert.pub\n', /host h .*CertificateFile .* certificate authentication is not supported/);
   refused('Host h\n  StrictHostKeyChecking no\n', /StrictHostKeyChecking no is not supported: host keys are always checked/);
   refused('Host h\n  UserKnownHostsFile /dev/null\n', /UserKnownHostsFile \/dev\/null is not supported/);
-  refused('Host h\n  ProxyJump j\n  ProxyCommand nc %h %p\n', /both ProxyJump and ProxyCommand/);
   refused('Match exec "true"\n  User x\n', /"Match exec" is not supported/);
   // Options that only matter to an interactive ssh are ignored: we keep our own multiplexed connection.
   assert.equal(hops('Host h\n  ControlMaster auto\n  ControlPersist 10m\n  ForwardAgent yes\n  LocalForward 8080 x:80\n', 'h').length, 1);
@@ -145,4 +144,21 @@ test('UserKnownHostsFile none and GlobalKnownHostsFile none are no files, as Ope
   assert.deepEqual([none!.knownHostsFiles, none!.globalKnownHostsFiles], [[], []]);
   const [some] = hops('Host b\n  UserKnownHostsFile ~/.ssh/kh_a ~/.ssh/kh_b\n', 'b');
   assert.deepEqual(some!.knownHostsFiles, [`${HOME}/.ssh/kh_a`, `${HOME}/.ssh/kh_b`]);
+});
+
+test('ProxyJump and ProxyCommand are one setting: the first read, "none" included, wins', () => {
+  // A jump host that turns the proxy off must not pick up the Host * ProxyJump to itself.
+  const off = 'Host bastion\n  HostName 10.0.0.1\n  ProxyCommand none\nHost *\n  ProxyJump bastion\n';
+  assert.deepEqual(route(off, 'bastion'), ['local@10.0.0.1:22']);
+  assert.deepEqual(route(off, 'web'), ['local@10.0.0.1:22', 'local@web:22']);
+  // ProxyJump first, a ProxyCommand from Host * later: the jump, not a "both set" error.
+  const jump = hops('Host target\n  ProxyJump bastion\nHost *\n  ProxyCommand nc %h %p\n', 'target');
+  assert.deepEqual(
+    jump.map((h) => [h.alias, h.proxyCommand]),
+    [
+      ['bastion', 'nc bastion 22'],
+      ['target', undefined],
+    ],
+  );
+  assert.deepEqual(route('Host h\n  ProxyJump none\n  ProxyCommand ssh -W %h:%p j\n', 'h'), ['local@h:22']);
 });
