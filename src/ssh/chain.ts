@@ -185,7 +185,8 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
     knownHostsFiles: known.map((f) => expandPath(f, base, config, 'UserKnownHostsFile')),
     globalKnownHostsFiles: globalKnown.map((f) => expandPath(f, base, config, 'GlobalKnownHostsFile')),
     hashKnownHosts: yes(first(options, 'hashknownhosts') ?? 'no'),
-    hostKeyAlias: first(options, 'hostkeyalias'),
+    // ssh.c lowercases the alias as it does host names: known_hosts entries (hashed ones too) are of that form.
+    hostKeyAlias: first(options, 'hostkeyalias')?.toLowerCase(),
     hostKeyAlgorithms,
     // OpenSSH's ServerAliveInterval 0 means off; we keep 15 s then, as a kept connection needs it.
     serverAliveIntervalMs: (Number.isFinite(alive) && alive > 0 ? alive : 15) * 1000,

@@ -8,7 +8,8 @@ import { appendHostKey, checkHostKey, fingerprint, knownHostsName } from '../../
 import { channelOpenError } from '../../src/ssh/failures.js';
 import { hostKeyAlgorithmsFor, verifyHostKey } from '../../src/ssh/host-key-check.js';
 import { DEFAULT_HOST_KEY_ALGORITHMS } from '../../src/ssh/host-key-algorithms.js';
-import type { SshHop } from '../../src/ssh/chain.js';
+import { resolveChain, type SshHop } from '../../src/ssh/chain.js';
+import { SshConfigFile } from '../../src/ssh/config.js';
 import { SocksReply } from '../../src/core/errors.js';
 
 /** A key blob as SSH writes it: string "ssh-ed25519", string 32 bytes. */
@@ -136,4 +137,16 @@ test('accept-new with no known_hosts file at all (UserKnownHostsFile none) refus
   const refusal = verifyHostKey(hop, ed25519Blob());
   assert.ok(refusal, 'refused');
   assert.match(refusal.message, /unknown host key .*\(not in any known_hosts file: UserKnownHostsFile and GlobalKnownHostsFile are none\)/);
+});
+
+test('HostKeyAlias is looked up in lower case, as ssh does: a hashed entry ssh wrote for it is found', () => {
+  const key = ed25519Blob();
+  const salt = randomBytes(20);
+  const hashed = `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update('mybastion').digest('base64')}`;
+  const known = file('k-alias', `${hashed} ssh-ed25519 ${key.toString('base64')}\n`);
+  const text = `Host b\n  HostName 127.0.0.1\n  HostKeyAlias MyBastion\n  UserKnownHostsFile ${known}\n  GlobalKnownHostsFile none\n`;
+  const config = SshConfigFile.fromText(text, { file: path.join(dir, 'config'), home: dir, localUser: 'me' });
+  const [hop] = resolveChain(config, 'b', { authSock: '' });
+  assert.equal(hop!.hostKeyAlias, 'mybastion');
+  assert.equal(verifyHostKey(hop!, key), undefined);
 });
