@@ -100,7 +100,7 @@ export function noCommonHostKeyError(err: unknown, hop: SshHop, offered: readonl
  */
 export function hopError(err: unknown, hop: SshHop, context?: string, authNote?: string): ProxyError {
   if (err instanceof HostKeyRefusal) return err;
-  const e = err as Error & { level?: string; code?: string; reason?: unknown };
+  const e = err as Error & { level?: string; code?: unknown; reason?: unknown };
   const name = `ssh hop ${describeHop(hop)}`;
   const detail = context ?? errorMessage(err);
   if (typeof e.reason === 'number') {
@@ -116,11 +116,32 @@ export function hopError(err: unknown, hop: SshHop, context?: string, authNote?:
     );
   if (e.level === 'client-timeout')
     return tagHopFailure(new HostUnreachableError(`${name} did not complete the SSH handshake in time`, { cause: err }), hop, 'timeout');
-  if (e.level === 'client-socket' || e.code) {
-    const unreachable = new HostUnreachableError(`${name} is unreachable: ${e.code ?? ''} ${errorMessage(err)}`.replace(/\s+/g, ' ').trim(), { cause: err });
-    return tagHopFailure(unreachable, hop, e.code === 'ETIMEDOUT' ? 'timeout' : 'unreachable');
+  if (typeof e.code === 'number') return disconnectError(err, e.code, hop, name, authNote);
+  // Only a string code is an errno (a socket error); a number is a DISCONNECT reason, above.
+  if (e.level === 'client-socket' || typeof e.code === 'string') {
+    const code = typeof e.code === 'string' ? e.code : '';
+    const unreachable = new HostUnreachableError(`${name} is unreachable: ${code} ${errorMessage(err)}`.replace(/\s+/g, ' ').trim(), { cause: err });
+    return tagHopFailure(unreachable, hop, code === 'ETIMEDOUT' ? 'timeout' : 'unreachable');
   }
   if (e.level === 'protocol' || e.level === 'client-ssh')
     return tagHopFailure(new UpstreamHopError(`${name}: SSH protocol failure: ${errorMessage(err)}`, { cause: err }), hop, 'protocol');
   return tagHopFailure(new HostUnreachableError(`${name}: ${detail}`, { cause: err }), hop, 'closed');
+}
+
+/** RFC 4253 §11.1 / RFC 4250 §4.2.2 DISCONNECT reasons that are about logging in. */
+const AUTH_DISCONNECTS = new Set([13 /* auth cancelled */, 14 /* no more auth methods */, 15 /* illegal user name */]);
+
+/**
+ * The hop sent DISCONNECT during login (ssh2's client.js puts the reason code on err.code). sshd
+ * sends "Too many authentication failures" as reason 2, protocol error: the text decides too.
+ */
+function disconnectError(err: unknown, reason: number, hop: SshHop, name: string, authNote: string | undefined): ProxyError {
+  const text = errorMessage(err);
+  if (AUTH_DISCONNECTS.has(reason) || /authentication/i.test(text))
+    return tagHopFailure(
+      new UpstreamHopError(`${name} refused our keys (it disconnected: ${text}${authNote ? `; ${authNote}` : ''})`, { cause: err }),
+      hop,
+      'auth',
+    );
+  return tagHopFailure(new UpstreamHopError(`${name}: SSH protocol failure: it disconnected (reason ${reason}): ${text}`, { cause: err }), hop, 'protocol');
 }
