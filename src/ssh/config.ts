@@ -171,38 +171,43 @@ export class SshConfigFile {
             : key === 'user'
               ? (options.get('user')?.[0] ?? this.localUser)
               : this.localUser;
-      if (matchList(list, subject) === negated) return false;
+      // match_hostname ignores case (readconf.c match_cfg_line); user names are compared as written.
+      if (matchList(list, subject, key === 'host' || key === 'originalhost') === negated) return false;
     }
     return true;
   }
 }
 
-/** ssh_config pattern: "*" any run, "?" exactly one character (match.c match_pattern). */
-export function matchPattern(pattern: string, text: string): boolean {
+/**
+ * ssh_config pattern: "*" any run, "?" exactly one character, case-sensitive unless asked
+ * (match.c match_pattern; host names in Match and known_hosts are compared ignoring case).
+ */
+export function matchPattern(pattern: string, text: string, ignoreCase = false): boolean {
   const re = pattern
     .replace(/[.+^${}()|[\]\\]/g, '\\$&')
     .replace(/\*/g, '.*')
     .replace(/\?/g, '.');
-  return new RegExp(`^${re}$`, 'i').test(text);
+  return new RegExp(`^${re}$`, ignoreCase ? 'i' : '').test(text);
 }
 
 /**
  * A pattern list (match.c match_pattern_list): any negated pattern that matches rejects the
  * whole list, whatever else matches; otherwise any positive match accepts.
  */
-export function matchList(patterns: string[], text: string): boolean {
+export function matchList(patterns: string[], text: string, ignoreCase = false): boolean {
   let matched = false;
   for (const p of patterns) {
     if (p.startsWith('!')) {
-      if (matchPattern(p.slice(1), text)) return false;
-    } else if (matchPattern(p, text)) matched = true;
+      if (matchPattern(p.slice(1), text, ignoreCase)) return false;
+    } else if (matchPattern(p, text, ignoreCase)) matched = true;
   }
   return matched;
 }
 
+/** A Host line's words, each one pattern: no comma lists, case-sensitive (readconf.c oHost). */
 function hostMatches(patterns: string[], host: string): boolean {
   return matchList(
-    patterns.flatMap((p) => p.split(',')).filter((p) => p !== ''),
+    patterns.filter((p) => p !== ''),
     host,
   );
 }

@@ -40,7 +40,7 @@ function hostMatches(field: string, name: string): boolean {
     const mac = createHmac('sha1', Buffer.from(salt, 'base64')).update(name).digest('base64');
     return mac === hash;
   }
-  return matchList(field.split(','), name);
+  return matchList(field.split(','), name, true); // hostfile.c: match_hostname ignores case
 }
 
 /**

@@ -162,3 +162,16 @@ test('ProxyJump and ProxyCommand are one setting: the first read, "none" include
   );
   assert.deepEqual(route('Host h\n  ProxyJump none\n  ProxyCommand ssh -W %h:%p j\n', 'h'), ['local@h:22']);
 });
+
+test('Host words are patterns as written: no comma lists, case-sensitive; Match host ignores case, Match user does not', () => {
+  const c = cfg('Host web1,web2\n  Port 2222\nHost Bastion\n  User upper\nHost *\n  User other\n');
+  assert.equal(c.optionsFor('web1').get('port'), undefined);
+  assert.deepEqual(c.optionsFor('web1,web2').get('port'), ['2222']);
+  assert.deepEqual([c.optionsFor('bastion').get('user'), c.optionsFor('Bastion').get('user')], [['other'], ['upper']]);
+  const m = cfg('Match host DB.example originalhost DB\n  Port 2200\nMatch user Ops\n  Port 2300\nMatch localuser LOCAL\n  Port 2400\n');
+  assert.deepEqual(m.optionsFor('db', 'ops').get('port'), undefined);
+  assert.deepEqual(cfg('Host db\n  HostName db.EXAMPLE\nMatch host DB.example originalhost DB\n  Port 2200\n').optionsFor('db').get('port'), ['2200']);
+  assert.deepEqual(m.optionsFor('x', 'Ops').get('port'), ['2300']);
+  // known_hosts patterns stay case-insensitive (hostfile.c match_hostname).
+  assert.equal(matchList(['*.Example.COM'], 'a.example.com', true), true);
+});
