@@ -163,14 +163,10 @@ export class SshConfigFile {
       if (!MATCH_CRITERIA.has(key)) throw new SshConfigError(`${this.file}: "Match ${key}" is not supported (supported: ${[...MATCH_CRITERIA].join(', ')})`);
       if (key === 'all') continue;
       const list = (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(','));
+      // "Match host" sees the HostName read so far with %h (and %%) expanded (readconf.c match_cfg_line).
+      const hostName = options.get('hostname')?.[0]?.replace(/%([h%])/g, (_all, t: string) => (t === 'h' ? host : '%'));
       const subject =
-        key === 'host'
-          ? (options.get('hostname')?.[0] ?? host)
-          : key === 'originalhost'
-            ? host
-            : key === 'user'
-              ? (options.get('user')?.[0] ?? this.localUser)
-              : this.localUser;
+        key === 'host' ? (hostName ?? host) : key === 'originalhost' ? host : key === 'user' ? (options.get('user')?.[0] ?? this.localUser) : this.localUser;
       // match_hostname ignores case (readconf.c match_cfg_line); user names are compared as written.
       if (matchList(list, subject, key === 'host' || key === 'originalhost') === negated) return false;
     }

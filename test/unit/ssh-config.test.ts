@@ -175,3 +175,9 @@ test('Host words are patterns as written: no comma lists, case-sensitive; Match 
   // known_hosts patterns stay case-insensitive (hostfile.c match_hostname).
   assert.equal(matchList(['*.Example.COM'], 'a.example.com', true), true);
 });
+
+test('Match host sees HostName with %h and %% expanded', () => {
+  const text = 'Host db1 db2\n  HostName %h.corp.example\nMatch host db?.corp.example\n  User ops\nMatch !host db?.corp.example\n  Port 2200\n';
+  assert.deepEqual(route(text, 'db1'), ['ops@db1.corp.example:22']);
+  assert.deepEqual(cfg('Host a\n  HostName 100%%.%h\nMatch host 100%.a\n  Port 2\n').optionsFor('a').get('port'), ['2']);
+});
