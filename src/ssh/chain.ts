@@ -5,7 +5,7 @@
 // option and the host (a daemon must not quietly behave unlike `ssh`).
 import os from 'node:os';
 import path from 'node:path';
-import { SshConfigError, type HostOptions, type SshConfigFile } from './config.js';
+import { envValue, SshConfigError, type HostOptions, type SshConfigFile } from './config.js';
 import { parseHostKeyAlgorithms, type HostKeyAlgorithms } from './host-key-algorithms.js';
 
 export type HostKeyPolicy = 'yes' | 'accept-new';
@@ -146,18 +146,9 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
   const base = { ...partial, hostName };
   const configured = options.get('identityfile') ?? [];
   const identityFiles = (configured.length > 0 ? configured : DEFAULT_IDENTITIES.map((n) => `~/.ssh/${n}`)).map((f) =>
-    expandPath(f, base, config, 'IdentityFile'),
+    expandPath(f, base, config, 'IdentityFile', env),
   );
-  const agent = first(options, 'identityagent');
-  const authSock = env.authSock ?? process.env.SSH_AUTH_SOCK;
-  const agentSocket =
-    agent === undefined
-      ? authSock || undefined
-      : agent.toLowerCase() === 'none'
-        ? undefined
-        : agent === 'SSH_AUTH_SOCK'
-          ? authSock || undefined
-          : expandPath(agent.replace(/^\$\{?SSH_AUTH_SOCK\}?$/, authSock ?? ''), base, config, 'IdentityAgent');
+  const agentSocket = agentSocketFor(first(options, 'identityagent'), base, config, env);
   const strict = (first(options, 'stricthostkeychecking') ?? 'ask').toLowerCase();
   // "none" is no file at all, as OpenSSH reads it (ssh_config(5)), not a file named "none".
   const files = (v: string) => (v.trim().toLowerCase() === 'none' ? [] : v.split(/\s+/));
@@ -182,7 +173,7 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
     agentSocket: agentSocket || undefined,
     // "ask" cannot ask anyone in a daemon: it refuses, like "yes".
     hostKeyPolicy: strict === 'accept-new' ? 'accept-new' : 'yes',
-    knownHostsFiles: known.map((f) => expandPath(f, base, config, 'UserKnownHostsFile')),
+    knownHostsFiles: known.map((f) => expandPath(f, base, config, 'UserKnownHostsFile', env)),
     globalKnownHostsFiles: globalKnown.map((f) => expandPath(f, base, config, 'GlobalKnownHostsFile')),
     hashKnownHosts: yes(first(options, 'hashknownhosts') ?? 'no'),
     // ssh.c lowercases the alias as it does host names: known_hosts entries (hashed ones too) are of that form.
@@ -224,14 +215,13 @@ export function sshDashW(command: string): { user?: string; host: string; port?:
   return { host: spec.host, user: user ?? spec.user, port: port ?? spec.port };
 }
 
-/** %-tokens of ssh_config(5) TOKENS that make sense here; any other is refused. */
-export function expandTokens(
-  text: string,
-  hop: { alias: string; hostName: string; port: number; user: string },
-  config: SshConfigFile,
-  option: string,
-): string {
-  return text.replace(/%(.)/g, (all, t: string) => {
+/**
+ * %-tokens of ssh_config(5) TOKENS that make sense here (any other is refused), and with `env`
+ * ${VAR}s too, in the same pass as ssh.c default_client_percent_dollar_expand.
+ */
+export function expandTokens(text: string, hop: HopBase, config: SshConfigFile, option: string, env?: ResolveEnv): string {
+  return text.replace(/\$\{([^}]*)\}|%(.)/g, (all, name: string | undefined, t: string | undefined) => {
+    if (name !== undefined) return env ? envValue(name, varsOf(config, env), `host ${hop.alias} (${config.file}): ${option}`) : all;
     switch (t) {
       case '%':
         return '%';
@@ -257,9 +247,35 @@ export function expandTokens(
   });
 }
 
-function expandPath(file: string, hop: { alias: string; hostName: string; port: number; user: string }, config: SshConfigFile, option: string): string {
-  let out = expandTokens(file, hop, config, option);
-  if (out === '~' || out.startsWith('~/')) out = path.join(config.home, out.slice(1));
+/** The agent's socket (ssh.c): "SSH_AUTH_SOCK" or unset is $SSH_AUTH_SOCK, "$VAR" a variable holding the path. */
+function agentSocketFor(agent: string | undefined, hop: HopBase, config: SshConfigFile, env: ResolveEnv): string | undefined {
+  const vars = varsOf(config, env);
+  if (agent === undefined || agent === 'SSH_AUTH_SOCK') return vars.SSH_AUTH_SOCK || undefined;
+  if (agent.toLowerCase() === 'none') return undefined;
+  if (agent.startsWith('$') && !agent.startsWith('${')) {
+    // An unset variable is no agent, as ssh leaves SSH_AUTH_SOCK unset then.
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(agent.slice(1)))
+      throw new SshConfigError(`host ${hop.alias} (${config.file}): IdentityAgent ${agent} is not a variable name`);
+    return vars[agent.slice(1)] || undefined;
+  }
+  // "${SSH_AUTH_SOCK}" with the variable empty is no agent, not the home directory.
+  const socket = expandTokens(agent, hop, config, 'IdentityAgent', env);
+  return socket ? homePath(socket, config) : undefined;
+}
+
+/** The environment for ${VAR}: the config's, with ResolveEnv's SSH_AUTH_SOCK when given. */
+function varsOf(config: SshConfigFile, env: ResolveEnv): NodeJS.ProcessEnv {
+  return env.authSock === undefined ? config.env : { ...config.env, SSH_AUTH_SOCK: env.authSock };
+}
+
+type HopBase = { alias: string; hostName: string; port: number; user: string };
+
+function expandPath(file: string, hop: HopBase, config: SshConfigFile, option: string, env?: ResolveEnv): string {
+  return homePath(expandTokens(file, hop, config, option, env), config);
+}
+
+function homePath(file: string, config: SshConfigFile): string {
+  const out = file === '~' || file.startsWith('~/') ? path.join(config.home, file.slice(1)) : file;
   return path.isAbsolute(out) ? out : path.join(config.home, out);
 }
 

@@ -48,17 +48,21 @@ export interface ReadOptions {
   home?: string;
   /** The local user name (%u, Match localuser). */
   localUser?: string;
+  /** The environment ${VAR} is read from (process.env by default). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export class SshConfigFile {
   readonly file: string;
   readonly home: string;
   readonly localUser: string;
+  readonly env: NodeJS.ProcessEnv;
   private readonly lines: Line[];
 
   constructor(options: ReadOptions = {}) {
     this.home = options.home ?? os.homedir();
     this.localUser = options.localUser ?? safeUserName();
+    this.env = options.env ?? process.env;
     this.file = options.file ?? path.join(this.home, '.ssh', 'config');
     this.lines = this.load(this.file, 0, true);
   }
@@ -66,7 +70,12 @@ export class SshConfigFile {
   /** Text of a config, for tests: parsed as if it were `file`. */
   static fromText(text: string, options: ReadOptions & { file: string }): SshConfigFile {
     const config = Object.create(SshConfigFile.prototype) as SshConfigFile;
-    Object.assign(config, { home: options.home ?? os.homedir(), localUser: options.localUser ?? safeUserName(), file: options.file });
+    Object.assign(config, {
+      home: options.home ?? os.homedir(),
+      localUser: options.localUser ?? safeUserName(),
+      env: options.env ?? process.env,
+      file: options.file,
+    });
     Object.assign(config, { lines: config.parse(text, options.file, 0) });
     return config;
   }
@@ -97,7 +106,9 @@ export class SshConfigFile {
         if (line.config) return [{ ...line, config: expand(line.config) }];
         if (line.param?.toLowerCase() !== 'include') return [line];
         if (depth >= MAX_INCLUDE_DEPTH) throw new SshConfigError(`${file}: Include nested more than ${MAX_INCLUDE_DEPTH} deep`);
-        return words(line).flatMap((pattern) => this.includeFiles(pattern).flatMap((f) => this.load(f, depth + 1, false)));
+        return words(line).flatMap((pattern) =>
+          this.includeFiles(expandEnv(pattern, this.env, `${file}: Include`)).flatMap((f) => this.load(f, depth + 1, false)),
+        );
       });
     return expand(parsed);
   }
@@ -172,6 +183,17 @@ export class SshConfigFile {
     }
     return true;
   }
+}
+
+/** ${VAR} from `env` (ssh_config(5) ENVIRONMENT VARIABLES); an unset one is an error naming it. */
+export function expandEnv(text: string, env: NodeJS.ProcessEnv, where: string): string {
+  return text.replace(/\$\{([^}]*)\}/g, (_all, name: string) => envValue(name, env, where));
+}
+
+export function envValue(name: string, env: NodeJS.ProcessEnv, where: string): string {
+  const value = env[name];
+  if (value === undefined) throw new SshConfigError(`${where} uses \${${name}}, which is not set in the environment`);
+  return value;
 }
 
 /**

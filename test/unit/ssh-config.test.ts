@@ -181,3 +181,34 @@ test('Match host sees HostName with %h and %% expanded', () => {
   assert.deepEqual(route(text, 'db1'), ['ops@db1.corp.example:22']);
   assert.deepEqual(cfg('Host a\n  HostName 100%%.%h\nMatch host 100%.a\n  Port 2\n').optionsFor('a').get('port'), ['2']);
 });
+
+test('${VAR} in IdentityAgent, IdentityFile, UserKnownHostsFile and Include; "IdentityAgent $VAR"; unset is an error', () => {
+  const home = mkdtempSync(path.join(tmpdir(), 'sshcfg-'));
+  mkdirSync(path.join(home, '.ssh'), { recursive: true });
+  writeFileSync(path.join(home, 'extra.conf'), 'Host inc\n  Port 2022\n');
+  const env = { RUN: '/run/user/1', MY_AGENT: '/run/agent.sock', CONF: home };
+  const text = [
+    'Include ${CONF}/extra.conf',
+    'Host a',
+    '  IdentityAgent ${RUN}/agent.sock',
+    '  IdentityFile ${RUN}/id_%r',
+    '  UserKnownHostsFile ${RUN}/known_hosts',
+    'Host b',
+    '  IdentityAgent $MY_AGENT',
+    'Host c',
+    '  IdentityAgent $NOT_SET',
+    'Host d',
+    '  IdentityFile ${NOT_SET}/id',
+    '',
+  ].join('\n');
+  writeFileSync(path.join(home, '.ssh', 'config'), text);
+  const c = new SshConfigFile({ home, localUser: 'me', env });
+  const [a] = resolveChain(c, 'a', { authSock: '' });
+  assert.deepEqual([a!.agentSocket, a!.identityFiles, a!.knownHostsFiles], ['/run/user/1/agent.sock', ['/run/user/1/id_me'], ['/run/user/1/known_hosts']]);
+  assert.equal(resolveChain(c, 'b', { authSock: '/other' })[0]!.agentSocket, '/run/agent.sock');
+  assert.equal(resolveChain(c, 'c', { authSock: '/other' })[0]!.agentSocket, undefined);
+  assert.equal(resolveChain(c, 'inc', { authSock: '' })[0]!.port, 2022);
+  assert.throws(() => resolveChain(c, 'd', { authSock: '' }), /host d .*IdentityFile uses \$\{NOT_SET\}, which is not set in the environment/);
+  writeFileSync(path.join(home, '.ssh', 'config'), 'Include ${NOPE}/x.conf\n');
+  assert.throws(() => new SshConfigFile({ home, localUser: 'me', env }), /Include uses \$\{NOPE\}, which is not set/);
+});
