@@ -13,12 +13,13 @@ import { readIdentityFile } from './key-files.js';
 export interface HopCredentials {
   agentSocket?: string;
   /**
-   * With IdentitiesOnly: the public keys (base64 SSH wire form) the agent may offer, those of the
-   * IdentityFiles — also of an encrypted one without a .pub beside it (key-files.ts).
+   * The public keys (base64 SSH wire form) of the IdentityFiles — also of an encrypted one without
+   * a .pub beside it (key-files.ts): the agent offers these first, and with IdentitiesOnly only these.
    */
-  agentKeysAllowed?: Set<string>;
-  /** Unencrypted private keys, by file. */
-  keys: Array<{ file: string; key: Buffer }>;
+  identityKeys: Set<string>;
+  identitiesOnly: boolean;
+  /** Unencrypted private keys, by file, with their public key when known. */
+  keys: Array<{ file: string; key: Buffer; publicKey?: string }>;
   /** Key files we cannot use without a passphrase (the agent may hold them). */
   encrypted: string[];
 }
@@ -33,11 +34,11 @@ export function loadCredentials(hop: SshHop): HopCredentials {
   for (const file of hop.identityFiles) {
     const identity = readIdentityFile(file);
     if (identity.publicKey) publicKeys.add(identity.publicKey);
-    if (identity.privateKey) keys.push({ file, key: identity.privateKey });
+    if (identity.privateKey) keys.push({ file, key: identity.privateKey, publicKey: identity.publicKey });
     if (identity.encrypted) encrypted.push(file);
     if (identity.unreadable) unreadable.push(identity.unreadable);
   }
-  if (agentSocket || keys.length > 0) return { agentSocket, keys, encrypted, ...(hop.identitiesOnly ? { agentKeysAllowed: publicKeys } : {}) };
+  if (agentSocket || keys.length > 0) return { agentSocket, keys, encrypted, identityKeys: publicKeys, identitiesOnly: hop.identitiesOnly };
   const who = `${hop.user}@${hop.alias}`;
   const agentNote = hop.agentSocket ? `the ssh-agent socket ${hop.agentSocket} does not exist` : 'no ssh-agent (SSH_AUTH_SOCK is not set)';
   if (encrypted.length > 0) {
@@ -60,32 +61,42 @@ export function authHandler(
   credentials: HopCredentials,
   trying: (identityFile: string | undefined) => void = () => undefined,
 ): (left: AuthenticationType[], partial: boolean, next: (m: AnyAuthMethod | false) => void) => void {
-  const queue: Array<{ method: AnyAuthMethod; file?: string }> = [];
+  const queue: Array<{ method: AnyAuthMethod; file?: string; publicKey?: string }> = [];
+  /** The keys the agent listed: a file key among them was offered by the agent already. */
+  const listed = new Set<string>();
   if (credentials.agentSocket) {
-    const agent = credentials.agentKeysAllowed ? filteredAgent(credentials.agentSocket, credentials.agentKeysAllowed) : credentials.agentSocket;
+    const agent = orderedAgent(credentials.agentSocket, credentials.identityKeys, credentials.identitiesOnly, listed);
     queue.push({ method: { type: 'agent', username: user, agent } });
   }
-  for (const { file, key } of credentials.keys) queue.push({ method: { type: 'publickey', username: user, key }, file });
+  for (const { file, key, publicKey } of credentials.keys) queue.push({ method: { type: 'publickey', username: user, key }, file, publicKey });
   return (_left, _partial, next) => {
-    const method = queue.shift();
+    let method = queue.shift();
+    while (method?.publicKey !== undefined && listed.has(method.publicKey)) method = queue.shift();
     trying(method?.file);
     next(method?.method ?? false);
   };
 }
 
-/** The agent, offering only the allowed keys (ssh's IdentitiesOnly; sshconnect2.c pubkey_prepare). */
-function filteredAgent(socket: string, allowed: Set<string>): BaseAgent {
+/**
+ * The agent, offering the IdentityFiles' keys first, then its others unless IdentitiesOnly
+ * (sshconnect2.c pubkey_prepare): with many keys in the agent, the configured one is tried before
+ * sshd's MaxAuthTries runs out. Every key it lists goes into `listed`.
+ */
+function orderedAgent(socket: string, preferred: Set<string>, only: boolean, listed: Set<string>): BaseAgent {
   const agent = new (ssh2().OpenSSHAgent)(socket);
   const all = agent.getIdentities.bind(agent);
   agent.getIdentities = (cb) =>
-    all((err, keys) =>
-      err
-        ? cb(err)
-        : cb(
-            undefined,
-            (keys ?? []).filter((k) => allowed.has((k as ParsedKey).getPublicSSH().toString('base64'))),
-          ),
-    );
+    all((err, keys) => {
+      if (err) return cb(err);
+      const named = (keys ?? []).map((k) => ({ key: k, wire: (k as ParsedKey).getPublicSSH().toString('base64') }));
+      for (const { wire } of named) listed.add(wire);
+      const first = named.filter((k) => preferred.has(k.wire));
+      const rest = only ? [] : named.filter((k) => !preferred.has(k.wire));
+      cb(
+        undefined,
+        [...first, ...rest].map((k) => k.key),
+      );
+    });
   return agent;
 }
 

@@ -308,3 +308,26 @@ test('a host known by its RSA or ECDSA key only is asked for that key, though it
     }
   }
 });
+
+test("the agent offers the IdentityFile's key first: six other keys ahead of it in the agent do not use up MaxAuthTries", { skip: unavailable }, async () => {
+  const kh = knownHosts('kh-many', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+  const sock = `${lab.dir}/many-agent.sock`;
+  const pid = Number(/SSH_AGENT_PID=(\d+)/.exec(execFileSync('ssh-agent', ['-a', sock], { encoding: 'utf8' }))?.[1]);
+  try {
+    // sshd's default MaxAuthTries is 6: six keys it does not know, added first, then the user key.
+    for (let i = 0; i < 6; i++) {
+      execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', `${lab.dir}/many_${i}`]);
+      execFileSync('ssh-add', ['-q', `${lab.dir}/many_${i}`], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: 'ignore' });
+    }
+    execFileSync('ssh-add', ['-q', lab.userKey], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: 'ignore' });
+    const route = sshRoute(lab.writeConfig('config-many', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: sock });
+    await route.start();
+    try {
+      await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
+    } finally {
+      await route.close();
+    }
+  } finally {
+    if (pid > 0) process.kill(pid);
+  }
+});
