@@ -40,6 +40,13 @@ const PROXY = new Set(['proxyjump', 'proxycommand']);
 /** Match criteria we can evaluate without running anything. */
 const MATCH_CRITERIA = new Set(['all', 'host', 'originalhost', 'user', 'localuser']);
 const MAX_INCLUDE_DEPTH = 16; // readconf.c READCONF_MAX_DEPTH
+export const SYSTEM_SSH_CONFIG = '/etc/ssh/ssh_config';
+
+/** Where relative Include paths go, and whether "~" is expanded in them (a user file only). */
+interface Origin {
+  includeDir: string;
+  user: boolean;
+}
 
 export interface ReadOptions {
   /** The file to read (~/.ssh/config by default); a missing file is an empty config. */
@@ -50,6 +57,11 @@ export interface ReadOptions {
   localUser?: string;
   /** The environment ${VAR} is read from (process.env by default). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * The system-wide file, read after `file` (ssh.c process_config_files); null for none. By
+   * default /etc/ssh/ssh_config when neither `file` nor `home` is given, else none (as `ssh -F`).
+   */
+  systemFile?: string | null;
 }
 
 export class SshConfigFile {
@@ -64,7 +76,12 @@ export class SshConfigFile {
     this.localUser = options.localUser ?? safeUserName();
     this.env = options.env ?? process.env;
     this.file = options.file ?? path.join(this.home, '.ssh', 'config');
-    this.lines = this.load(this.file, 0, true);
+    const system = options.systemFile !== undefined ? options.systemFile : options.file === undefined && options.home === undefined ? SYSTEM_SSH_CONFIG : null;
+    // One list, user file first: the first value obtained wins across both, as in ssh.
+    this.lines = [
+      ...this.load(this.file, 0, true, { includeDir: path.join(this.home, '.ssh'), user: true }),
+      ...(system ? this.load(system, 0, true, { includeDir: path.dirname(system), user: false }) : []),
+    ];
   }
 
   /** Text of a config, for tests: parsed as if it were `file`. */
@@ -76,11 +93,11 @@ export class SshConfigFile {
       env: options.env ?? process.env,
       file: options.file,
     });
-    Object.assign(config, { lines: config.parse(text, options.file, 0) });
+    Object.assign(config, { lines: config.parse(text, options.file, 0, { includeDir: path.join(config.home, '.ssh'), user: true }) });
     return config;
   }
 
-  private load(file: string, depth: number, optional: boolean): Line[] {
+  private load(file: string, depth: number, optional: boolean, origin: Origin): Line[] {
     let text: string;
     try {
       text = readFileSync(file, 'utf8');
@@ -88,10 +105,10 @@ export class SshConfigFile {
       if (optional && (err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw new SshConfigError(`cannot read ssh config ${file}: ${(err as Error).message}`);
     }
-    return this.parse(text, file, depth);
+    return this.parse(text, file, depth, origin);
   }
 
-  private parse(text: string, file: string, depth: number): Line[] {
+  private parse(text: string, file: string, depth: number, origin: Origin): Line[] {
     let parsed: Line[];
     try {
       parsed = SSHConfig.parse(text) as unknown as Line[];
@@ -107,16 +124,16 @@ export class SshConfigFile {
         if (line.param?.toLowerCase() !== 'include') return [line];
         if (depth >= MAX_INCLUDE_DEPTH) throw new SshConfigError(`${file}: Include nested more than ${MAX_INCLUDE_DEPTH} deep`);
         return words(line).flatMap((pattern) =>
-          this.includeFiles(expandEnv(pattern, this.env, `${file}: Include`)).flatMap((f) => this.load(f, depth + 1, false)),
+          this.includeFiles(expandEnv(pattern, this.env, `${file}: Include`), origin).flatMap((f) => this.load(f, depth + 1, false, origin)),
         );
       });
     return expand(parsed);
   }
 
-  /** Include paths: "~" expanded, relative ones under ~/.ssh, globs in the last component. */
-  private includeFiles(pattern: string): string[] {
-    let full = pattern.startsWith('~') ? path.join(this.home, pattern.slice(1)) : pattern;
-    if (!path.isAbsolute(full)) full = path.join(this.home, '.ssh', full);
+  /** Include paths: "~" expanded, relative ones under ~/.ssh (/etc/ssh for the system file), globs in the last component. */
+  private includeFiles(pattern: string, origin: Origin): string[] {
+    let full = origin.user && pattern.startsWith('~') ? path.join(this.home, pattern.slice(1)) : pattern;
+    if (!path.isAbsolute(full)) full = path.join(origin.includeDir, full);
     const dir = path.dirname(full);
     const base = path.basename(full);
     if (/[*?[]/.test(dir)) throw new SshConfigError(`Include ${pattern}: wildcards are only supported in the file name`);

@@ -212,3 +212,19 @@ test('${VAR} in IdentityAgent, IdentityFile, UserKnownHostsFile and Include; "Id
   writeFileSync(path.join(home, '.ssh', 'config'), 'Include ${NOPE}/x.conf\n');
   assert.throws(() => new SshConfigFile({ home, localUser: 'me', env }), /Include uses \$\{NOPE\}, which is not set/);
 });
+
+test('the system file is read after the user file, first value wins; its relative Includes are under its directory', () => {
+  const home = mkdtempSync(path.join(tmpdir(), 'sshcfg-'));
+  const etc = mkdtempSync(path.join(tmpdir(), 'sshcfg-etc-'));
+  mkdirSync(path.join(home, '.ssh'));
+  mkdirSync(path.join(etc, 'ssh_config.d'));
+  writeFileSync(path.join(home, '.ssh', 'config'), 'Host b\n  HostName 127.0.0.1\n  Port 2200\n');
+  writeFileSync(path.join(etc, 'ssh_config.d', '10-user.conf'), 'Host *\n  User fromsys\n');
+  writeFileSync(path.join(etc, 'ssh_config'), 'Include ssh_config.d/*.conf\nHost *\n  Port 22\n  HashKnownHosts yes\n');
+  const systemFile = path.join(etc, 'ssh_config');
+  const [hop] = resolveChain(new SshConfigFile({ home, localUser: 'me', systemFile }), 'b', { authSock: '' });
+  assert.deepEqual([hop!.user, hop!.hostName, hop!.port, hop!.hashKnownHosts], ['fromsys', '127.0.0.1', 2200, true]);
+  // A test's own home or file never reads /etc/ssh/ssh_config unless it names it.
+  assert.equal(resolveChain(new SshConfigFile({ home, localUser: 'me' }), 'b', { authSock: '' })[0]!.hashKnownHosts, false);
+  assert.equal(new SshConfigFile({ home, localUser: 'me', systemFile: null }).optionsFor('b').get('user'), undefined);
+});
