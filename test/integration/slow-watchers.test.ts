@@ -72,14 +72,18 @@ async function stalledReader(connect: () => net.Socket, request: string): Promis
   };
 }
 
-/** Refusals with long names through the SOCKS listener: each makes a feed event of about a kilobyte. */
+/**
+ * Refusals with long names through the SOCKS listener: each makes a feed event of over half a
+ * kilobyte. The counter has a label of its own: every name stays a valid one (labels ≤ 63 bytes,
+ * names ≤ 255), refused as not allowed with the name in the event — not as a bad request.
+ */
 async function refusals(count: number, concurrency = 16): Promise<void> {
-  const label = (c: string) => c.repeat(60);
+  const label = (c: string) => c.repeat(62);
   let next = 0;
   const worker = async () => {
     while (next < count) {
       const i = next++;
-      const host = `${label('a')}${i}.${label('b')}.${label('c')}.${label('d')}.example`;
+      const host = `n${i}.${label('a')}.${label('b')}.${label('c')}.example`;
       const r = await socks5Connect(proxy.socks, host, 80);
       assert.notEqual(r.reply, 0, 'refused');
       r.socket.destroy();
@@ -94,7 +98,7 @@ test('a control-socket watcher and an event-stream reader that stop reading are 
     () => net.connect(Number(ui!.url.port), ui!.url.hostname),
     `GET /ui/events${ui!.url.search} HTTP/1.1\r\nHost: ${ui!.url.host}\r\n\r\n`,
   );
-  // About 700 bytes of feed per refusal (the long name is in its target and its message).
+  // About 600 bytes of feed per refusal (the long name is in its target and its message).
   const started = Date.now();
   await refusals(REFUSALS);
   console.log(`# ${REFUSALS} refusals in ${Date.now() - started} ms`);
@@ -102,6 +106,8 @@ test('a control-socket watcher and an event-stream reader that stop reading are 
   const r = await curl(['-sS', '-x', `http://${proxy.http}`, 'http://which.shop.svc/']);
   assert.equal(r.code, 0, `the proxy serves while its watchers lag: ${r.stderr}`);
 
+  const failures = JSON.parse((await managed.cli(['status', proxy.id, '--json'])).stdout).items[0].failuresByReason as Record<string, number>;
+  assert.deepEqual(failures, { 'not-allowed': REFUSALS }, 'each refusal a full-size event');
   const [watched, streamed] = await Promise.all([control.drain(20_000), events.drain(20_000)]);
   console.log(`# the watcher read ${watched.bytes} bytes, the event stream ${streamed.bytes}`);
   assert.ok(watched.ended, `the control-socket watcher was cut off (read ${watched.bytes} bytes, then nothing ended it)`);
