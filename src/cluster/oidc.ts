@@ -25,6 +25,8 @@ const FAILED_REFRESH_HOLD_MS = 5_000;
 
 type Config = Record<string, string | undefined>;
 
+const errorMessageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
 /** The `exp` claim of a JWT, or 0 when it cannot be read (treated as expired). */
 export function jwtExpiry(token: string): number {
   const payload = token.split('.')[1];
@@ -103,13 +105,17 @@ export class OidcTokenSource implements TokenSource {
     const ca = this.issuerCa();
     const options = ca ? { [openid.customFetch]: fetchWithCa(ca) } : undefined;
     const secret = this.config['client-secret'];
-    const server = await openid.discovery(
-      new URL(issuer),
-      clientId,
-      secret ? { client_secret: secret } : undefined,
-      secret ? undefined : openid.None(),
-      options,
-    );
+    const discover = (url: string) =>
+      openid.discovery(new URL(url), clientId, secret ? { client_secret: secret } : undefined, secret ? undefined : openid.None(), options);
+    // openid-client holds the discovered issuer to the URL letter for letter; client-go reads only
+    // the token endpoint (oidc.go), so `https://idp/` works there for an issuer `https://idp`.
+    const server = await discover(issuer).catch((err: unknown) => {
+      const other = issuer.endsWith('/') ? issuer.replace(/\/+$/, '') : `${issuer}/`;
+      if (!/issuer/i.test(errorMessageOf(err))) throw err;
+      return discover(other).catch(() => {
+        throw err;
+      });
+    });
     const tokens = await openid.refreshTokenGrant(server, refreshToken);
     if (!tokens.id_token) throw new Error(`the OIDC issuer ${issuer} returned no id_token on refresh`);
     this.config['id-token'] = tokens.id_token;

@@ -22,7 +22,9 @@ export interface OidcIssuer {
 
 const b64url = (v: object | Buffer) => (Buffer.isBuffer(v) ? v : Buffer.from(JSON.stringify(v))).toString('base64url');
 
-export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (token: string) => void }): Promise<OidcIssuer> {
+/** `path`: the issuer's own path under its origin (Keycloak's /realms/NAME), none by default. */
+export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (token: string) => void; path?: string }): Promise<OidcIssuer> {
+  const base = opts.path ?? '';
   const pki = new SimPki();
   const serving = pki.servingCert();
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -46,7 +48,7 @@ export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (
       res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
       res.end(JSON.stringify(body));
     };
-    if (req.method === 'GET' && req.url === '/.well-known/openid-configuration') {
+    if (req.method === 'GET' && req.url === `${base}/.well-known/openid-configuration`) {
       return json(200, {
         issuer: url,
         token_endpoint: `${url}/token`,
@@ -58,7 +60,7 @@ export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (
         token_endpoint_auth_methods_supported: ['client_secret_post', 'none'],
       });
     }
-    if (req.method === 'POST' && req.url === '/token') {
+    if (req.method === 'POST' && req.url === `${base}/token`) {
       issuer.tokenRequests++;
       let body = '';
       req.setEncoding('utf8').on('data', (c: string) => (body += c));
@@ -77,7 +79,7 @@ export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (
     json(404, { error: 'not_found' });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  url = `https://127.0.0.1:${(server.address() as AddressInfo).port}${base}`;
   issuer.url = url;
   return issuer;
 }

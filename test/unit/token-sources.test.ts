@@ -41,6 +41,23 @@ test('a failed OIDC refresh is not asked again of the issuer for a few seconds: 
   assert.equal(issuer.tokenRequests, 4);
 });
 
+test('an idp-issuer-url spelled with a trailing slash still refreshes (client-go reads only the token endpoint)', async (t) => {
+  let registered = '';
+  // An issuer with a path, as Keycloak's realms: there the slash is part of what is compared.
+  const issuer = await startOidcIssuer({ refreshToken: 'good', onIdToken: (token) => void (registered = token), path: '/realms/dev' });
+  t.after(() => issuer.close());
+  const source = new OidcTokenSource({
+    'id-token': jwt({ exp: Math.floor(Date.now() / 1000) - 60 }),
+    'idp-issuer-url': `${issuer.url}/`,
+    'client-id': issuer.clientId,
+    'refresh-token': 'good',
+    'idp-certificate-authority-data': Buffer.from(issuer.caPem).toString('base64'),
+  });
+  const token = await source.token();
+  assert.ok(token && token === registered, 'the refreshed ID token');
+  assert.equal(issuer.refreshes, 1);
+});
+
 /** Runs `fn` with a token file path in a fresh directory, removed afterwards. */
 async function withTokenFile(fn: (file: string, dir: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'token-file-'));
