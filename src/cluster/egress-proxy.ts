@@ -165,7 +165,8 @@ function redactText(text: string): string {
 /**
  * Applies the egress rules to request options client-node has just filled in (applyToHTTPSOptions):
  * with the extra CA, a proxy from the environment or a socks5:// proxy-url, the agent is made
- * again (client-node's own createAgent, so proxy-url keeps its agent types). Returns what was chosen, for messages.
+ * again (client-node's own createAgent, so proxy-url keeps its agent types). Returns what was
+ * chosen, for messages.
  */
 export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options: EgressOptions): Egress {
   const cluster = kc.getCurrentCluster();

@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import * as openid from 'openid-client';
 import type { TokenSource } from './token-source.js';
 import { monotonicMs } from '../core/clock.js';
+import { errorMessage } from '../core/errors.js';
 
 /** Refresh this long before the ID token's `exp`, so a request never carries one about to lapse. */
 const EXPIRY_SKEW_S = 10;
@@ -24,8 +25,6 @@ const EXPIRY_SKEW_S = 10;
 const FAILED_REFRESH_HOLD_MS = 5_000;
 
 type Config = Record<string, string | undefined>;
-
-const errorMessageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** The `exp` claim of a JWT, or 0 when it cannot be read (treated as expired). */
 export function jwtExpiry(token: string): number {
@@ -111,7 +110,7 @@ export class OidcTokenSource implements TokenSource {
     // the token endpoint (oidc.go), so `https://idp/` works there for an issuer `https://idp`.
     const server = await discover(issuer).catch((err: unknown) => {
       const other = issuer.endsWith('/') ? issuer.replace(/\/+$/, '') : `${issuer}/`;
-      if (!/issuer/i.test(errorMessageOf(err))) throw err;
+      if (!/issuer/i.test(errorMessage(err))) throw err;
       return discover(other).catch(() => {
         throw err;
       });
