@@ -5,6 +5,7 @@ import path from 'node:path';
 import { KubeConfig } from './client-node-config.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { OidcTokenSource } from './oidc.js';
+import { OIDC_STORE_EXTENSION, OidcTokenStore } from './oidc-store.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
 import { addExecInfo } from './exec-info.js';
 import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './kubeconfig-files.js';
@@ -20,6 +21,8 @@ export interface LoadedKubeConfig {
   tokenFile?: string;
   /** Impersonation beyond `as` (client-node keeps only `as`), for managed daemons' kubeconfigs. */
   impersonation?: Impersonation;
+  /** An `auth-provider: oidc` user's: the file its tokens are kept in (oidc-store.ts). */
+  oidcStore?: string;
 }
 
 /**
@@ -75,11 +78,34 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   const raw = rawUsers.get(ctx.user);
   const impersonation = impersonationOf(raw?.user);
   const provider = kc.getCurrentUser()!.authProvider;
-  const oidc = provider?.name === 'oidc' && provider.config ? new OidcTokenSource(provider.config as Record<string, string>) : undefined;
+  const oidcStore = provider?.name === 'oidc' ? oidcStoreOf(raw) : undefined;
+  const oidc =
+    provider?.name === 'oidc' && provider.config
+      ? new OidcTokenSource(provider.config as Record<string, string>, undefined, oidcStore ? new OidcTokenStore(oidcStore, ctx.user) : undefined)
+      : undefined;
   const tokenFile = oidc ? undefined : tokenFileOf(raw);
   const source = oidc ?? (tokenFile ? new TokenFileSource(tokenFile) : undefined);
   const credentialed = source ? withTokenSource(kc, source) : kc;
-  return { kc: withImpersonation(credentialed, impersonation), context, namespace, server: cluster.server, tokenFile, impersonation };
+  return {
+    kc: withImpersonation(credentialed, impersonation),
+    context,
+    namespace,
+    server: cluster.server,
+    tokenFile,
+    impersonation,
+    ...(oidcStore ? { oidcStore } : {}),
+  };
+}
+
+/**
+ * The file an oidc user's tokens are kept in: the one that defines the user, or — in a managed
+ * daemon's transient kubeconfig — the user's own file, which connect names in an extension.
+ */
+function oidcStoreOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
+  if (!raw) return undefined;
+  const extensions = Array.isArray(raw.user.extensions) ? (raw.user.extensions as Array<{ name?: unknown; extension?: Record<string, unknown> }>) : [];
+  const named = extensions.find((e) => e?.name === OIDC_STORE_EXTENSION)?.extension?.file;
+  return typeof named === 'string' && named ? named : path.resolve(raw.file);
 }
 
 /**

@@ -6,12 +6,13 @@
 // We do the refresh ourselves and let client-node see a plain token user (token-source.ts).
 //
 // Like client-go we honour `idp-certificate-authority(-data)` for the issuer's TLS and
-// `client-secret`; unlike kubectl we do not write refreshed tokens back into the kubeconfig file
-// (they live in memory for the proxy's lifetime).
+// `client-secret`, and keep the tokens in the kubeconfig file that defines the user (oidc-store.ts):
+// read again before a refresh, written back after one.
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import * as openid from 'openid-client';
 import type { TokenSource } from './token-source.js';
+import type { OidcTokenStore } from './oidc-store.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
 
@@ -65,11 +66,12 @@ export class OidcTokenSource implements TokenSource {
   constructor(
     private readonly config: Config,
     private readonly failedHoldMs = FAILED_REFRESH_HOLD_MS,
+    private readonly store?: OidcTokenStore,
   ) {}
 
   /** A current ID token, refreshed first when expired (concurrent callers share one refresh). */
   async token(): Promise<string | undefined> {
-    if (this.fresh()) return this.config['id-token'];
+    if (this.fresh() || this.adoptStored()) return this.config['id-token'];
     if (this.failed && monotonicMs() - this.failed.at < this.failedHoldMs) throw this.failed.err;
     this.refreshing ??= this.refresh()
       .then(
@@ -88,6 +90,18 @@ export class OidcTokenSource implements TokenSource {
   validForMs(): number | undefined {
     const token = this.config['id-token'];
     return token ? (jwtExpiry(token) - EXPIRY_SKEW_S) * 1000 - Date.now() : undefined;
+  }
+
+  /**
+   * Takes the tokens the file has now when they differ from ours (kubectl, or another proxy,
+   * refreshed meanwhile: the refresh token we hold may be spent). True when that id-token is fresh.
+   */
+  private adoptStored(): boolean {
+    const stored = this.store?.read();
+    if (!stored?.['id-token'] || stored['id-token'] === this.config['id-token']) return false;
+    this.config['id-token'] = stored['id-token'];
+    if (stored['refresh-token']) this.config['refresh-token'] = stored['refresh-token'];
+    return this.fresh();
   }
 
   private fresh(): boolean {
@@ -119,6 +133,8 @@ export class OidcTokenSource implements TokenSource {
     if (!tokens.id_token) throw new Error(`the OIDC issuer ${issuer} returned no id_token on refresh`);
     this.config['id-token'] = tokens.id_token;
     if (tokens.refresh_token) this.config['refresh-token'] = tokens.refresh_token;
+    // As kubectl does: a rotated refresh token is the only one the identity provider still takes.
+    await this.store?.write({ 'id-token': tokens.id_token, 'refresh-token': this.config['refresh-token'] });
   }
 
   private issuerCa(): Buffer | undefined {

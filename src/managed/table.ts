@@ -60,7 +60,7 @@ export function writeRouteKubeconfigs(l: StateLayout, id: string, m: ManagedTabl
   const files: Record<string, string> = {};
   for (const { spec, kube } of m.clusters) {
     const file = spec.name === m.table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, spec.name);
-    writeTransientKubeConfig(file, kube.kc, kube.namespace, kube.tokenFile, kube.impersonation);
+    writeTransientKubeConfig(file, kube.kc, kube.namespace, kube.tokenFile, kube.impersonation, kube.oidcStore);
     files[spec.name] = file;
   }
   return files;

@@ -11,13 +11,14 @@ import path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { writePrivateFile } from './private-file.js';
+import { OIDC_STORE_EXTENSION } from '../cluster/oidc-store.js';
 import { withoutExecInfo } from '../cluster/exec-info.js';
 import type { Impersonation } from '../cluster/impersonation.js';
 
 type Obj = Record<string, unknown>;
 
 /** A single-context kubeconfig (JSON, which kubectl and client-node read as YAML). */
-export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?: string, impersonation?: Impersonation): Obj {
+export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?: string, impersonation?: Impersonation, oidcStore?: string): Obj {
   const contextName = kc.getCurrentContext();
   const ctx = kc.getContextObject(contextName);
   if (!ctx) throw new StartupError(`context "${contextName}" not found in kubeconfig`);
@@ -53,6 +54,8 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?:
     'as-user-extra': impersonation && Object.keys(impersonation.extra).length > 0 ? impersonation.extra : undefined,
     exec: user.exec ? { ...user.exec, env: withoutExecInfo(user.exec.env ?? []) } : undefined,
     'auth-provider': user.authProvider ?? undefined,
+    // The user's own file keeps an oidc user's tokens (cluster/oidc-store.ts), not this copy.
+    extensions: oidcStore ? [{ name: OIDC_STORE_EXTENSION, extension: { file: oidcStore } }] : undefined,
   });
   return {
     apiVersion: 'v1',
@@ -66,8 +69,15 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?:
 }
 
 /** Writes the flattened kubeconfig with mode 0600 (never logged, never printed). */
-export function writeTransientKubeConfig(file: string, kc: KubeConfig, namespace: string, tokenFile?: string, impersonation?: Impersonation): void {
-  writePrivateFile(file, `${JSON.stringify(flattenKubeConfig(kc, namespace, tokenFile, impersonation), null, 2)}\n`);
+export function writeTransientKubeConfig(
+  file: string,
+  kc: KubeConfig,
+  namespace: string,
+  tokenFile?: string,
+  impersonation?: Impersonation,
+  oidcStore?: string,
+): void {
+  writePrivateFile(file, `${JSON.stringify(flattenKubeConfig(kc, namespace, tokenFile, impersonation, oidcStore), null, 2)}\n`);
 }
 
 function embed(file: string | undefined, field: string, owner: string): string | undefined {

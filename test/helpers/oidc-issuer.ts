@@ -22,9 +22,18 @@ export interface OidcIssuer {
 
 const b64url = (v: object | Buffer) => (Buffer.isBuffer(v) ? v : Buffer.from(JSON.stringify(v))).toString('base64url');
 
-/** `path`: the issuer's own path under its origin (Keycloak's /realms/NAME), none by default. */
-export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (token: string) => void; path?: string }): Promise<OidcIssuer> {
+/**
+ * `path`: the issuer's own path under its origin (Keycloak's /realms/NAME), none by default.
+ * `rotate`: each refresh hands out a new refresh token and takes only that one from then on (Dex).
+ */
+export async function startOidcIssuer(opts: {
+  refreshToken: string;
+  onIdToken: (token: string) => void;
+  path?: string;
+  rotate?: boolean;
+}): Promise<OidcIssuer> {
   const base = opts.path ?? '';
+  let accepted = opts.refreshToken;
   const pki = new SimPki();
   const serving = pki.servingCert();
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -66,13 +75,14 @@ export async function startOidcIssuer(opts: { refreshToken: string; onIdToken: (
       req.setEncoding('utf8').on('data', (c: string) => (body += c));
       req.on('end', () => {
         const form = new URLSearchParams(body);
-        if (form.get('grant_type') !== 'refresh_token' || form.get('refresh_token') !== opts.refreshToken) {
+        if (form.get('grant_type') !== 'refresh_token' || form.get('refresh_token') !== accepted) {
           return json(400, { error: 'invalid_grant' });
         }
         issuer.refreshes++;
+        if (opts.rotate) accepted = `${opts.refreshToken}.${issuer.refreshes}`;
         const idToken = issuer.idToken('alice@example.com', 3600);
         opts.onIdToken(idToken);
-        json(200, { access_token: `at-${issuer.refreshes}`, token_type: 'Bearer', expires_in: 3600, id_token: idToken, refresh_token: opts.refreshToken });
+        json(200, { access_token: `at-${issuer.refreshes}`, token_type: 'Bearer', expires_in: 3600, id_token: idToken, refresh_token: accepted });
       });
       return;
     }
