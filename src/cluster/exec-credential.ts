@@ -37,6 +37,7 @@ export function runExecPluginsWithoutStdin(
 ): void {
   const auth = execAuthOf(kc);
   if (!auth) return;
+  auth.tokenCache = keptUntilRefused();
   auth.execFn = (command: string, args: string[] | undefined, opts: SpawnOptions) => {
     const child = spawn(command, args ?? [], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
     if (stderr) child.stderr?.on('data', (chunk: Buffer) => stderr.write(chunk));
@@ -51,14 +52,36 @@ export function runExecPluginsWithoutStdin(
 export function execCredentialValidForMs(kc: KubeConfig): number | undefined {
   const name = kc.getCurrentUser()?.name;
   const cached = name === undefined ? undefined : (execAuthOf(kc)?.tokenCache[name] as { status?: { expirationTimestamp?: string } } | null | undefined);
-  const at = cached?.status?.expirationTimestamp ? Date.parse(cached.status.expirationTimestamp) : NaN;
+  const stamp = cached?.status?.expirationTimestamp;
+  const at = stamp && stamp !== NO_EXPIRY ? Date.parse(stamp) : NaN;
   return Number.isNaN(at) ? undefined : at - Date.now();
 }
 
 /** Forget every cached exec credential, so the next request runs the plugin again (after a 401). */
 export function expireExecCredentials(kc: KubeConfig): void {
   const auth = execAuthOf(kc);
-  if (auth) auth.tokenCache = {};
+  if (auth) auth.tokenCache = keptUntilRefused();
+}
+
+/** What a credential without an expiry is kept until: a 401 (expireExecCredentials), not a date. */
+const NO_EXPIRY = '9999-12-31T23:59:59Z';
+
+/**
+ * ExecAuth's cache, keeping a credential that names no expirationTimestamp until the API server
+ * refuses it, as client-go does (exec.go: credsExpired is false without one). client-node reads
+ * the missing date as NaN, so it ran the plugin again at every computation of the options.
+ */
+function keptUntilRefused(): Record<string, unknown> {
+  return new Proxy<Record<string, unknown>>(
+    {},
+    {
+      set(target, key: string, value: { status?: { expirationTimestamp?: string } } | null) {
+        const status = value?.status;
+        target[key] = status && !status.expirationTimestamp ? { ...value, status: { ...status, expirationTimestamp: NO_EXPIRY } } : value;
+        return true;
+      },
+    },
+  );
 }
 
 /**

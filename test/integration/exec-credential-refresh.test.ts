@@ -61,6 +61,21 @@ test('a 401 makes the next request run the exec plugin again, though its credent
   assert.equal(await runCount(runs), 2, 'the plugin ran once per credential');
 });
 
+test('a credential without expirationTimestamp is kept until the API server refuses it, as client-go keeps it', async () => {
+  const noExpiry = (tokenFile: string, runs: string) => printsToken(tokenFile, runs).replace(',"expirationTimestamp":"2099-01-01T00:00:00Z"', '');
+  const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('no-expiry', noExpiry);
+  await writeFile(tokenFile, 'revoked-token');
+  const { kc } = loadKubeConfig({ kubeconfig });
+  await assert.rejects(new ApiConnection(kc).getJson('/api/v1/namespaces'), (err: unknown) => err instanceof ApiStatusError && err.statusCode === 401);
+  await writeFile(tokenFile, sim.issueToken());
+  const api = new ApiConnection(kc);
+  assert.equal((await api.getJson<{ kind: string }>('/api/v1/namespaces')).kind, 'NamespaceList');
+  assert.equal(await runCount(runs), 2, 'run again after the 401');
+  // Options worked out again (another connection; a minute later): the credential is still good.
+  assert.equal((await new ApiConnection(kc).getJson<{ kind: string }>('/api/v1/namespaces')).kind, 'NamespaceList');
+  assert.equal(await runCount(runs), 2, 'not run again for a credential the server takes');
+});
+
 test('requests that start together run the plugin once, not once each (client-go holds one credential behind a lock)', async () => {
   const slow = (tokenFile: string, runs: string) => printsToken(tokenFile, runs).replace('\n', '\nsleep 0.3\n');
   const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('together', slow);
