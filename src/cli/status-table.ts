@@ -3,6 +3,7 @@
 import type { ProxyStatus } from '../managed/status.js';
 import type { RouteStatus } from '../routes/route.js';
 import { unixSocksUrl } from '../proxy/client-env.js';
+import { recordedOn } from '../managed/registry.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
 
@@ -48,8 +49,7 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
     if (r.state === 'elsewhere')
       out.push(
-        `${r.id}: runs elsewhere (recorded on host ${r.elsewhere}, by another machine or container that shares this state directory); ` +
-          `manage it there, or forget it here with: kubectl proxyout disconnect ${r.id} --forget`,
+        `${r.id}: runs elsewhere (${recordedOn(r.elsewhere)}); ` + `manage it there, or forget it here with: kubectl proxyout disconnect ${r.id} --forget`,
       );
   }
   return out;

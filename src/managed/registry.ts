@@ -56,8 +56,13 @@ export function inspect(l: StateLayout, id: string): Inspected | undefined {
 }
 
 /** "recorded on host H, …": where an entry that runs elsewhere was made, for messages. */
-export function whereItRuns(entry: ProxyEntry): string {
-  return `recorded on host ${entry.space?.hostname ?? 'unknown'}, by another machine or container that shares this state directory`;
+export function whereItRuns(entry: Pick<ProxyEntry, 'space'>): string {
+  return recordedOn(entry.space?.hostname);
+}
+
+/** The same from the host name alone (a status row's). */
+export function recordedOn(hostname: string | undefined): string {
+  return `recorded on host ${hostname ?? 'unknown'}, by another machine or container that shares this state directory`;
 }
 
 /** What cannot be done from here to a proxy that runs elsewhere; `doing` is what to do there instead ("disconnect it"). */

@@ -99,15 +99,8 @@ export class Router implements StreamOpener {
         try {
           return await this.openOn(routes, decision, request, signal);
         } catch (err) {
-          // "svc.ns" whose namespace the cluster could not confirm: not a cluster name after all
-          // (NotAllowed once it has synced), or the cluster cannot tell because it is down — then
-          // `github.com` must not fail with it when the rules below send it elsewhere (when they
-          // refuse it, the cluster's own error says more). A known IP the cluster refuses (a node's)
-          // goes the other way too, but not because the cluster is down: its ClusterIPs are not to
-          // be dialled elsewhere, where the same address may be another network's.
-          const fallback = decision.fallback;
-          const takeIt = err instanceof NotAllowedError || (err instanceof RouteUnavailableError && fallback?.claimed === true && !decision.isIp);
-          if (!fallback || !takeIt) throw err;
+          const fallback = fallbackFor(decision, err, matcher);
+          if (!fallback) throw err;
           decision = fallback;
         }
       }
@@ -145,4 +138,21 @@ export class Router implements StreamOpener {
       throw withMessagePrefix(err, `${route.label ?? `${route.kind} route ${route.name}`}: `);
     }
   }
+}
+
+/**
+ * Where a claimed connection goes when its route could not take it, if anywhere. "svc.ns" whose
+ * namespace the cluster could not confirm: not a cluster name after all (NotAllowed once it has
+ * synced), or the cluster cannot tell because it is down — then `github.com` must not fail with it
+ * when the rules below send it elsewhere (when they refuse it, the cluster's own error says more).
+ * A known IP the cluster refuses (a node's) goes where it would if no cluster knew it — but not
+ * because the cluster is down: its ClusterIPs are not to be dialled into another network.
+ */
+function fallbackFor(decision: Claim, err: unknown, matcher: RouteMatcher): Decision | undefined {
+  if (decision.reason === 'known-ip') {
+    const unknown = err instanceof NotAllowedError ? matcher.matchIpAsUnknown(decision.host) : undefined;
+    return unknown?.claimed ? unknown : undefined;
+  }
+  const fallback = decision.fallback;
+  return err instanceof NotAllowedError || (err instanceof RouteUnavailableError && fallback?.claimed === true) ? fallback : undefined;
 }

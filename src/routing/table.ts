@@ -29,9 +29,7 @@ export interface Claim extends RouteClaim {
   readonly pattern?: string;
   /**
    * Set on a "svc.ns" short name whose namespace the cluster could not confirm: when the route
-   * finds no such namespace (NotAllowedError), this is the decision to use instead. Set too on an
-   * IP a cluster knows, when a cidr or direct route would take it otherwise: a node's IP, which
-   * the cluster refuses as a Pod IP (only hostNetwork pods have it), is then dialled that way.
+   * finds no such namespace (NotAllowedError), this is the decision to use instead.
    */
   readonly fallback?: Decision;
 }
@@ -231,10 +229,7 @@ export class RouteMatcher {
     const hit = this.cidrs.lookup(ip);
     if (hit && hit.prefix > 0) return claim(hit.value.route, 'cidr', hit.value.cidr);
     const knowers = this.clusterViews.filter((c) => c.view.knowsIp(ip.text));
-    if (knowers.length === 1) {
-      const otherwise = hit ? claim(hit.value.route, 'cidr', hit.value.cidr) : this.directRoute >= 0 ? claim(this.directRoute, 'direct') : undefined;
-      return otherwise ? { ...claim(knowers[0]!.route, 'known-ip'), fallback: otherwise } : claim(knowers[0]!.route, 'known-ip');
-    }
+    if (knowers.length === 1) return claim(knowers[0]!.route, 'known-ip');
     if (knowers.length > 1) {
       const names = knowers.map((c) => this.table.routes[c.route]!.name);
       return {
@@ -242,11 +237,32 @@ export class RouteMatcher {
         message: `${ip.text} is known to clusters ${names.join(' and ')} (a ClusterIP or Pod IP in each): add it, or its block, to the cidrs of the route it belongs to`,
       };
     }
+    return this.unknownIp(ip.text, hit);
+  }
+
+  /**
+   * The decision for an IP literal as if no cluster knew it: a cidr route's or direct. For a known
+   * IP the cluster refuses (a node's IP, which only hostNetwork pods have), asked by the router.
+   */
+  matchIpAsUnknown(text: string): Decision {
+    const ip = parseIp(text);
+    return ip ? this.unknownIp(ip.text, this.cidrs.lookup(ip)) : this.matchIp(text);
+  }
+
+  private unknownIp(ip: string, hit: ReturnType<RouteMatcher['cidrs']['lookup']>): Decision {
+    const claim = (route: number, reason: ClaimReason, pattern?: string): Claim => ({
+      claimed: true,
+      route: this.table.routes[route]!,
+      reason,
+      pattern,
+      host: ip,
+      isIp: true,
+    });
     if (hit) return claim(hit.value.route, 'cidr', hit.value.cidr);
     if (this.directRoute >= 0) return claim(this.directRoute, 'direct');
     return {
       claimed: false,
-      message: `${ip.text} is in no route's cidrs and no cluster knows it as a Service ClusterIP or Pod IP (direct pass-through is off)`,
+      message: `${ip} is in no route's cidrs and no cluster knows it as a Service ClusterIP or Pod IP (direct pass-through is off)`,
     };
   }
 

@@ -36,6 +36,15 @@ function kubeconfigFile(t: { after(fn: () => void): void }, config: Record<strin
   return file;
 }
 
+/** The auth-provider config for `issuer`, an expired id-token and the refresh token given. */
+const settings = (issuer: Awaited<ReturnType<typeof startOidcIssuer>>, refreshToken: string) => ({
+  'client-id': issuer.clientId,
+  'idp-issuer-url': issuer.url,
+  'refresh-token': refreshToken,
+  'id-token': expired(),
+  'idp-certificate-authority-data': Buffer.from(issuer.caPem).toString('base64'),
+});
+
 const oidcConfigOf = (file: string) =>
   (yaml.load(readFileSync(file, 'utf8')) as { users: Array<{ name: string; user: { 'auth-provider'?: { config: Record<string, string> } } }> }).users.find(
     (u) => u.name === 'alice',
@@ -44,13 +53,7 @@ const oidcConfigOf = (file: string) =>
 test('a refresh writes the new id-token and the rotated refresh token back; the next refresh uses the rotated one', async (t) => {
   const issuer = await startOidcIssuer({ refreshToken: 'rt', onIdToken: () => undefined, rotate: true });
   t.after(() => issuer.close());
-  const config = {
-    'client-id': issuer.clientId,
-    'idp-issuer-url': issuer.url,
-    'refresh-token': 'rt',
-    'id-token': expired(),
-    'idp-certificate-authority-data': Buffer.from(issuer.caPem).toString('base64'),
-  };
+  const config = settings(issuer, 'rt');
   const file = kubeconfigFile(t, config);
   const source = new OidcTokenSource({ ...config }, 0, new OidcTokenStore(file, 'alice'));
   const token = await source.token();
@@ -74,13 +77,7 @@ test('a refresh writes the new id-token and the rotated refresh token back; the 
 test('a token refreshed by someone else meanwhile is taken from the file, not refreshed over', async (t) => {
   const issuer = await startOidcIssuer({ refreshToken: 'rt', onIdToken: () => undefined, rotate: true });
   t.after(() => issuer.close());
-  const config = {
-    'client-id': issuer.clientId,
-    'idp-issuer-url': issuer.url,
-    'refresh-token': 'spent-by-kubectl',
-    'id-token': expired(),
-    'idp-certificate-authority-data': Buffer.from(issuer.caPem).toString('base64'),
-  };
+  const config = settings(issuer, 'spent-by-kubectl');
   const fresh = issuer.idToken('alice@example.com', 600);
   const file = kubeconfigFile(t, { ...config, 'id-token': fresh, 'refresh-token': 'rt' });
   const source = new OidcTokenSource(config, 0, new OidcTokenStore(file, 'alice'));

@@ -4,7 +4,6 @@ import type { OpenRequest, OpenedStream } from '../../core/types.js';
 import { ProxyError, errorMessage } from '../../core/errors.js';
 import type { PodPort, Transport } from '../../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
-import { clientHost } from '../../core/address.js';
 import type { RouteClaim } from '../route.js';
 import { RetryBeforeFirstByte } from './retry-stream.js';
 
@@ -45,7 +44,7 @@ export class PodStreams {
 
   /** A destination the routing table gave this cluster, parsed there (claim.name / claim.isIp). */
   async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
-    return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim, clientHost(request.client)), signal);
+    return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim, request.client), signal);
   }
 
   /** Streams to the pod ports of a plan, in its order (also for ingress hosts: the controller's pods). */

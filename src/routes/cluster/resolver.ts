@@ -17,6 +17,7 @@ import { ApiStatusError } from '../../cluster/api.js';
 import type { PodPort } from '../../tunnel/transport.js';
 import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { SessionAffinity } from './session-affinity.js';
+import { clientHost } from '../../core/address.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
 export type ResolverCache = Pick<
@@ -70,7 +71,7 @@ export class Resolver {
     this.affinity = new SessionAffinity(options.now);
   }
 
-  /** `client`: the host of the client's address, which session affinity keys by. */
+  /** `client`: the client as logs name it ("ip:port"); session affinity keys by its address. */
   async resolve(dest: Destination, client?: string): Promise<Plan> {
     return this.served(await this.plan(dest, client));
   }
@@ -236,7 +237,7 @@ export class Resolver {
     const seconds = svc.affinitySeconds;
     // kube-proxy keeps affinity for ClusterIP Services only: a headless name is the client's own pick.
     if (seconds === undefined || headless || client === undefined) return { label, candidates: this.rotate(key, candidates) };
-    const affinityKey = `${client} ${key}`;
+    const affinityKey = `${clientHost(client)} ${key}`;
     const stuck = this.affinity.find(affinityKey, candidates);
     const ordered = stuck
       ? [

@@ -19,7 +19,6 @@ import { GuestCluster, type GuestClusterSettings } from '../guest-cluster/guest-
 import { Resolver } from './resolver.js';
 import { PodStreams } from './pod-streams.js';
 import { detectIngressController, ingressDestination, ingressTarget, isIngressClaim, serviceLookup } from './ingress-controller.js';
-import { clientHost } from '../../core/address.js';
 
 /** Wait this long for a dial error on ports a pod does not declare (see PodStreams). */
 const CONFIRM_UNDECLARED_PORT_MS = 150;
@@ -147,7 +146,7 @@ export class ClusterRoute implements Route {
       serviceLookup((ns, name) => this.guest.cache.lookup.service(ns, name)),
     );
     const target = ingressTarget(claim, request.destination.port, detected);
-    return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain), clientHost(request.client)), signal);
+    return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain), request.client), signal);
   }
 
   watchIngressHosts(onChange: (hosts: string[]) => void): string[] {
