@@ -10,6 +10,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 
 const SETPRIV = process.platform === 'linux' && existsSync('/usr/bin/setpriv') ? '/usr/bin/setpriv' : undefined;
 const live = new Set<ChildProcess>();
+// kube-apiserver stops listening and ends every watch at once on SIGTERM, then waits 60 s for its
+// own loopback HTTP/2 connections to go idle (secure_serving.go: "Failed to shutdown server:
+// context deadline exceeded"). Only port-forward tunnels already open would last longer: not
+// waited for, as a kubelet's grace period would not.
+const API_SERVER_GRACE_MS = 1_500;
 process.on('exit', () => {
   for (const proc of live) proc.kill('SIGKILL');
 });
@@ -84,8 +89,8 @@ export class Components {
     }
   }
 
-  /** SIGTERM, then SIGKILL after graceMs (kube-apiserver, with port-forward tunnels open, takes ~10 s to exit); forgets it. */
-  async stop(name: string, graceMs = 5_000): Promise<void> {
+  /** SIGTERM, then SIGKILL after graceMs; forgets it. */
+  async stop(name: string, graceMs = name.startsWith('kube-apiserver') ? API_SERVER_GRACE_MS : 5_000): Promise<void> {
     const c = this.running.get(name);
     if (!c) return;
     c.stopping = true;
