@@ -3,10 +3,11 @@
 // %h:%p JUMP` taken as a jump, any other ProxyCommand run as the first hop's transport. Options
 // that would change what ssh does and that we do not do are refused here, at start, naming the
 // option and the host (a daemon must not quietly behave unlike `ssh`).
-import os from 'node:os';
-import path from 'node:path';
-import { envValue, SshConfigError, type HostOptions, type SshConfigFile } from './config.js';
+import { SshConfigError, type HostOptions, type SshConfigFile } from './config.js';
 import { parseHostKeyAlgorithms, type HostKeyAlgorithms } from './host-key-algorithms.js';
+import { expandPath, expandTokens, homePath, varsOf, type HopBase, type ResolveEnv } from './tokens.js';
+
+export type { ResolveEnv } from './tokens.js';
 
 export type HostKeyPolicy = 'yes' | 'accept-new';
 
@@ -41,11 +42,6 @@ export interface SshHop {
   family?: 4 | 6;
   /** Only on the first hop: a command whose stdin/stdout carry the connection (sh -c). */
   proxyCommand?: string;
-}
-
-export interface ResolveEnv {
-  /** $SSH_AUTH_SOCK; the process's by default. */
-  authSock?: string;
 }
 
 const DEFAULT_IDENTITIES = ['id_rsa', 'id_ecdsa', 'id_ecdsa_sk', 'id_ed25519', 'id_ed25519_sk', 'id_xmss', 'id_dsa'];
@@ -143,7 +139,9 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
   const partial = { alias: spec.host, hostName: spec.host, port, user };
   const hostNameRaw = first(options, 'hostname');
   const hostName = hostNameRaw ? expandTokens(hostNameRaw, partial, config, 'HostName') : spec.host;
-  const base = { ...partial, hostName };
+  // %k: the HostKeyAlias (lowercased, as ssh.c keeps it), else the host as it was asked for.
+  const hostKeyAlias = first(options, 'hostkeyalias')?.toLowerCase();
+  const base = { ...partial, hostName, keyAlias: hostKeyAlias ?? spec.host };
   const configured = options.get('identityfile') ?? [];
   const identityFiles = (configured.length > 0 ? configured : DEFAULT_IDENTITIES.map((n) => `~/.ssh/${n}`)).map((f) =>
     expandPath(f, base, config, 'IdentityFile', env),
@@ -166,7 +164,8 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
     throw new SshConfigError(`${where}: ${(err as Error).message}`);
   }
   return {
-    ...base,
+    ...partial,
+    hostName,
     identityFiles,
     identityFilesConfigured: configured.length > 0,
     identitiesOnly: yes(first(options, 'identitiesonly') ?? 'no'),
@@ -177,7 +176,7 @@ function hopFrom(config: SshConfigFile, spec: { user?: string; host: string; por
     globalKnownHostsFiles: globalKnown.map((f) => expandPath(f, base, config, 'GlobalKnownHostsFile')),
     hashKnownHosts: yes(first(options, 'hashknownhosts') ?? 'no'),
     // ssh.c lowercases the alias as it does host names: known_hosts entries (hashed ones too) are of that form.
-    hostKeyAlias: first(options, 'hostkeyalias')?.toLowerCase(),
+    hostKeyAlias,
     hostKeyAlgorithms,
     // OpenSSH's ServerAliveInterval 0 means off; we keep 15 s then, as a kept connection needs it.
     serverAliveIntervalMs: (Number.isFinite(alive) && alive > 0 ? alive : 15) * 1000,
@@ -215,38 +214,6 @@ export function sshDashW(command: string): { user?: string; host: string; port?:
   return { host: spec.host, user: user ?? spec.user, port: port ?? spec.port };
 }
 
-/**
- * %-tokens of ssh_config(5) TOKENS that make sense here (any other is refused), and with `env`
- * ${VAR}s too, in the same pass as ssh.c default_client_percent_dollar_expand.
- */
-export function expandTokens(text: string, hop: HopBase, config: SshConfigFile, option: string, env?: ResolveEnv): string {
-  return text.replace(/\$\{([^}]*)\}|%(.)/g, (all, name: string | undefined, t: string | undefined) => {
-    if (name !== undefined) return env ? envValue(name, varsOf(config, env), `host ${hop.alias} (${config.file}): ${option}`) : all;
-    switch (t) {
-      case '%':
-        return '%';
-      case 'h':
-        return hop.hostName;
-      case 'p':
-        return String(hop.port);
-      case 'r':
-        return hop.user;
-      case 'n':
-        return hop.alias;
-      case 'u':
-        return config.localUser;
-      case 'd':
-        return config.home;
-      case 'L':
-        return os.hostname().split('.')[0]!;
-      case 'l':
-        return os.hostname();
-      default:
-        throw new SshConfigError(`host ${hop.alias} (${config.file}): ${option} uses the token ${all}, which is not supported`);
-    }
-  });
-}
-
 /** The agent's socket (ssh.c): "SSH_AUTH_SOCK" or unset is $SSH_AUTH_SOCK, "$VAR" a variable holding the path. */
 function agentSocketFor(agent: string | undefined, hop: HopBase, config: SshConfigFile, env: ResolveEnv): string | undefined {
   const vars = varsOf(config, env);
@@ -261,22 +228,6 @@ function agentSocketFor(agent: string | undefined, hop: HopBase, config: SshConf
   // "${SSH_AUTH_SOCK}" with the variable empty is no agent, not the home directory.
   const socket = expandTokens(agent, hop, config, 'IdentityAgent', env);
   return socket ? homePath(socket, config) : undefined;
-}
-
-/** The environment for ${VAR}: the config's, with ResolveEnv's SSH_AUTH_SOCK when given. */
-function varsOf(config: SshConfigFile, env: ResolveEnv): NodeJS.ProcessEnv {
-  return env.authSock === undefined ? config.env : { ...config.env, SSH_AUTH_SOCK: env.authSock };
-}
-
-type HopBase = { alias: string; hostName: string; port: number; user: string };
-
-function expandPath(file: string, hop: HopBase, config: SshConfigFile, option: string, env?: ResolveEnv): string {
-  return homePath(expandTokens(file, hop, config, option, env), config);
-}
-
-function homePath(file: string, config: SshConfigFile): string {
-  const out = file === '~' || file.startsWith('~/') ? path.join(config.home, file.slice(1)) : file;
-  return path.isAbsolute(out) ? out : path.join(config.home, out);
 }
 
 function first(options: HostOptions, key: string): string | undefined {

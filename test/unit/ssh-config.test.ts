@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SshConfigFile, SshConfigError, matchList } from '../../src/ssh/config.js';
@@ -227,4 +228,29 @@ test('the system file is read after the user file, first value wins; its relativ
   // A test's own home or file never reads /etc/ssh/ssh_config unless it names it.
   assert.equal(resolveChain(new SshConfigFile({ home, localUser: 'me' }), 'b', { authSock: '' })[0]!.hashKnownHosts, false);
   assert.equal(new SshConfigFile({ home, localUser: 'me', systemFile: null }).optionsFor('b').get('user'), undefined);
+});
+
+test('UserKnownHostsFile: %k (HostKeyAlias lowercased, else the host as asked for) and %i as `ssh -G` expands them; %C refused', (t) => {
+  const text = 'Host Aliased\n  HostKeyAlias Gate.Example\nHost *\n  HostName 10.0.0.9\n  UserKnownHostsFile ~/kh/%k ~/kh/uid-%i\n';
+  const files = (target: string) => hops(text, target)[0]!.knownHostsFiles;
+  const uid = String(process.getuid?.());
+  assert.deepEqual(files('Aliased'), [`${HOME}/kh/gate.example`, `${HOME}/kh/uid-${uid}`]);
+  assert.deepEqual(files('MyHost'), [`${HOME}/kh/MyHost`, `${HOME}/kh/uid-${uid}`]);
+  assert.throws(() => hops('Host t\n  UserKnownHostsFile ~/kh/%C\n', 't'), /UserKnownHostsFile uses the token %C, whose value depends on the OpenSSH version/);
+  // The real ssh, where installed, agrees (its ~ is this user's home, so compare the tails).
+  const dir = mkdtempSync(path.join(tmpdir(), 'ssh-g-'));
+  writeFileSync(path.join(dir, 'config'), text);
+  for (const target of ['Aliased', 'MyHost']) {
+    const run = spawnSync('ssh', ['-G', '-F', path.join(dir, 'config'), target], { encoding: 'utf8' });
+    if (run.error) return t.skip('ssh is not installed');
+    const line = run.stdout.split('\n').find((l) => l.startsWith('userknownhostsfile '))!;
+    const tails = line
+      .split(' ')
+      .slice(1)
+      .map((f) => f.slice(f.indexOf('/kh/')));
+    assert.deepEqual(
+      tails,
+      files(target).map((f) => f.slice(f.indexOf('/kh/'))),
+    );
+  }
 });
