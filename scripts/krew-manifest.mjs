@@ -60,6 +60,7 @@ export function renderManifest({ version, baseUrl, homepage, archives }) {
           '  kubectl proxyout connect --socks --context CONTEXT',
           'Something wrong? `kubectl proxyout doctor` checks the kubeconfig, the API server,',
           'RBAC (list/watch services, endpointslices, pods; create pods/portforward) and says how to fix it.',
+          'Shell completion (kubectl >= 1.26) once: cp ~/.krew/store/proxyout/*/kubectl_complete-proxyout ~/.krew/bin/',
         ].join('\n') + '\n',
       platforms,
     },

@@ -5,7 +5,8 @@
 //   2. Node's single executable applications (https://nodejs.org/api/single-executable-applications.html):
 //      a preparation blob from sea-config, injected with postject into a copy of this node binary
 //      → dist/pkg/kubectl-proxyout-<os>-<arch>[.exe] (macOS: signature removed, then ad-hoc signed).
-//   3. dist/pkg/kubectl-proxyout-<os>-<arch>.tar.gz with the binary (named kubectl-proxyout), LICENSE and README.md.
+//   3. dist/pkg/kubectl-proxyout-<os>-<arch>.tar.gz with the binary (named kubectl-proxyout), its completion
+//      script for kubectl (kubectl_complete-proxyout), LICENSE and README.md.
 // `--bundle-only` stops after step 1.
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
@@ -156,7 +157,7 @@ rmSync(blob);
 rmSync(seaConfig);
 console.log(`binary: ${path.relative(root, binary)} (${(statSync(binary).size / 1048576).toFixed(1)} MiB)`);
 
-// The archive krew and the release page use: kubectl-proxyout[.exe], LICENSE, README.md at its top.
+// The archive krew and the release page use: kubectl-proxyout[.exe], its completer, LICENSE, README.md at its top.
 const stage = path.join(out, `stage-${name}`);
 rmSync(stage, { recursive: true, force: true });
 mkdirSync(stage);
@@ -164,7 +165,14 @@ copyFileSync(binary, path.join(stage, `kubectl-proxyout${exe}`));
 chmodSync(path.join(stage, `kubectl-proxyout${exe}`), 0o755);
 copyFileSync(path.join(root, 'LICENSE'), path.join(stage, 'LICENSE'));
 copyFileSync(path.join(root, 'README.md'), path.join(stage, 'README.md'));
+// What kubectl (>= 1.26) runs from PATH to complete `kubectl proxyout ...` (src/cli/complete.ts).
+const completer = process.platform === 'win32' ? 'kubectl_complete-proxyout.cmd' : 'kubectl_complete-proxyout';
+const completerText =
+  process.platform === 'win32'
+    ? '@"%~dp0kubectl-proxyout.exe" __complete %*\r\n'
+    : '#!/bin/sh\n# kubectl (>= 1.26) runs this for `kubectl proxyout ...<TAB>`: keep it beside kubectl-proxyout.\nexec "${0%/*}/kubectl-proxyout" __complete "$@"\n';
+writeFileSync(path.join(stage, completer), completerText, { mode: 0o755 });
 const archive = path.join(out, `${name}.tar.gz`);
-execFileSync('tar', ['-czf', archive, '-C', stage, `kubectl-proxyout${exe}`, 'LICENSE', 'README.md'], { stdio: 'inherit' });
+execFileSync('tar', ['-czf', archive, '-C', stage, `kubectl-proxyout${exe}`, completer, 'LICENSE', 'README.md'], { stdio: 'inherit' });
 rmSync(stage, { recursive: true, force: true });
 console.log(`archive: ${path.relative(root, archive)} (${(statSync(archive).size / 1048576).toFixed(1)} MiB)`);

@@ -8,6 +8,11 @@ const USAGE_EXIT = 2;
 
 /** `load` defaults to this package (package.json, manifest, command files); the bundle passes its own. */
 export async function main(argv: readonly string[] = process.argv.slice(2), load?: Interfaces.LoadOptions): Promise<void> {
+  // Before oclif: `__complete` is no command of ours to list or to ask --help of.
+  if (argv[0] === '__complete') {
+    const { runCompletion } = await import('./complete-run.js');
+    return runCompletion(argv.slice(1), load ?? import.meta.url);
+  }
   try {
     await run(routeArgv(argv), load ?? import.meta.url);
     await flush();

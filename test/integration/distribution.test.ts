@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, readdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import yaml from 'js-yaml';
@@ -140,8 +140,11 @@ test(
     mkdirSync(path.join(krewRoot, 'bin'));
     const untar = await run('tar', ['-xzf', packagedArchive, '-C', store]);
     assert.equal(untar.code, 0, untar.stderr);
-    assert.deepEqual(readdirSync(store).sort(), ['LICENSE', 'README.md', mine.bin!].sort());
+    const completer = process.platform === 'win32' ? 'kubectl_complete-proxyout.cmd' : 'kubectl_complete-proxyout';
+    assert.deepEqual(readdirSync(store).sort(), ['LICENSE', 'README.md', completer, mine.bin!].sort());
     symlinkSync(path.join(store, mine.bin!), path.join(krewRoot, 'bin', 'kubectl-proxyout'));
+    // krew links only the plugin; docs/usage.md has users copy the completer beside that link.
+    copyFileSync(path.join(store, completer), path.join(krewRoot, 'bin', completer));
 
     const env = { PATH: [path.join(krewRoot, 'bin'), kubectlOnly].join(path.delimiter), HOME: dir };
     const list = await run('kubectl', ['plugin', 'list'], { env, cwd: dir });
@@ -149,6 +152,9 @@ test(
     const help = await run('kubectl', ['proxyout', '--help'], { env, cwd: dir });
     assert.equal(help.code, 0, help.stderr);
     assert.match(help.stdout, /^USAGE\n {2}\$ kubectl proxyout \[flags\]/m);
+    const completion = await run('kubectl', ['__complete', 'proxyout', 'disc'], { env, cwd: dir });
+    assert.equal(completion.code, 0, completion.stderr);
+    assert.match(completion.stdout, /^disconnect\tStop a managed proxy.*\n:4\n$/);
   },
 );
 
@@ -194,7 +200,15 @@ test('npm pack ships the bin script, the bundle and the docs: no sources, tests,
   assert.equal(r.code, 0, r.stderr);
   const [info] = JSON.parse(r.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
   const files = info!.files.map((f) => f.path);
-  for (const needed of ['package.json', 'bin/kubectl-proxyout', 'dist/pkg/kubectl-proxyout.cjs', 'README.md', 'LICENSE', 'docs/usage.md']) {
+  for (const needed of [
+    'package.json',
+    'bin/kubectl-proxyout',
+    'bin/kubectl_complete-proxyout',
+    'dist/pkg/kubectl-proxyout.cjs',
+    'README.md',
+    'LICENSE',
+    'docs/usage.md',
+  ]) {
     assert.ok(files.includes(needed), `${needed} is shipped`);
   }
   const unwanted = files.filter((f) => /^(test|dist\/test|dist\/src|src|scripts|bench|\.github)\//.test(f) || /\.d\.ts$|\.map$|sim/.test(f));
@@ -239,6 +253,9 @@ test('npm: the packed tarball installed into a temporary global prefix runs as `
   const status = await run('kubectl', ['proxyout', 'status'], { env: { ...env, KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') }, cwd: dir });
   assert.equal(status.code, 0, status.stderr);
   assert.match(status.stdout, /no managed proxies/);
+  const completion = await run('kubectl', ['__complete', 'proxyout', 'disc'], { env, cwd: dir });
+  assert.equal(completion.code, 0, completion.stderr);
+  assert.match(completion.stdout, /^disconnect\tStop a managed proxy.*\n:4\n$/, 'npm links kubectl_complete-proxyout');
   const installed =
     process.platform === 'win32' ? path.join(prefix, 'node_modules', 'kubectl-proxyout') : path.join(prefix, 'lib', 'node_modules', 'kubectl-proxyout');
   assert.deepEqual(readdirSync(installed).sort(), ['LICENSE', 'README.md', 'bin', 'dist', 'docs', 'package.json'], 'no node_modules');

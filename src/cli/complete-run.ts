@@ -1,0 +1,57 @@
+// `kubectl-proxyout __complete WORD…` (complete.ts): the commands as the manifest describes them
+// (oclif's Config loads no command module for it), values read from the kubeconfig and the state
+// directory. A completion never fails loudly: whatever cannot be read adds no candidates.
+import { Config, type Interfaces } from '@oclif/core';
+import { kubeconfigFiles, mergeKubeconfigFiles } from '../cluster/kubeconfig-files.js';
+import { describeTarget, listIds, readEntry } from '../managed/store.js';
+import { layout } from '../state/paths.js';
+import { complete, DIRECTIVE, formatCompletion, type CommandShape, type CompletionSources } from './complete.js';
+
+export async function runCompletion(words: readonly string[], load: Interfaces.LoadOptions): Promise<void> {
+  let out: string;
+  try {
+    const config = await Config.load(load);
+    const commands: CommandShape[] = config.commands.map((c) => ({
+      id: c.id,
+      summary: c.summary ?? c.description?.split('\n')[0],
+      hidden: c.hidden,
+      flags: c.flags as CommandShape['flags'],
+      takesId: 'id' in (c.args ?? {}),
+      runsCommand: c.strict === false,
+    }));
+    out = formatCompletion(complete(words, commands, localSources));
+  } catch {
+    out = `:${DIRECTIVE.error}\n`;
+  }
+  process.stdout.write(out);
+}
+
+const localSources: CompletionSources = {
+  contexts(kubeconfig) {
+    return quietly(() =>
+      mergeKubeconfigFiles(kubeconfigFiles(kubeconfig)).contexts.map((c) => ({
+        name: c.name,
+        description: [c.cluster && `cluster ${c.cluster}`, c.namespace && `namespace ${c.namespace}`].filter(Boolean).join(', '),
+      })),
+    );
+  },
+  namespaces(kubeconfig) {
+    const named = quietly(() => mergeKubeconfigFiles(kubeconfigFiles(kubeconfig)).contexts.map((c) => c.namespace ?? 'default'));
+    return [...new Set(named)].sort();
+  },
+  connectionIds() {
+    const l = layout();
+    return quietly(() => listIds(l)).map((id) => {
+      const entry = readEntry(l, id);
+      return { name: id, description: entry ? describeTarget(entry) : undefined };
+    });
+  },
+};
+
+function quietly<T>(read: () => T[]): T[] {
+  try {
+    return read();
+  } catch {
+    return [];
+  }
+}
