@@ -3,8 +3,8 @@
 // kept: a pod of a real cluster is 5–10 KB of JSON (managedFields, probes, conditions) and ~40 KB
 // as a client-node object; its slim record is a few hundred bytes.
 //
-// Every field here is read by src/cluster/index.ts or src/routes/cluster/resolver.ts; nothing else is kept
-// (test/unit/slim.test.ts checks both directions).
+// Every field here is read by src/cluster/index.ts or src/routes/cluster/ (resolver.ts,
+// service-endpoints.ts); nothing else is kept (test/unit/slim.test.ts checks both directions).
 import { normalizeIp } from '../core/ip.js';
 
 /** Every record has the key its informer and the index file it under ("namespace/name"). */

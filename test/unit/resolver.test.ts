@@ -5,7 +5,7 @@ import { ClusterIndex } from '../../src/cluster/index.js';
 import { indexCache, objectSource } from '../helpers/index-cache.js';
 import { Resolver, type ResolverCache } from '../../src/routes/cluster/resolver.js';
 import type { Destination } from '../../src/core/types.js';
-import { replyFor } from '../../src/core/errors.js';
+import { OverloadedError, replyFor } from '../../src/core/errors.js';
 
 function pod(ns: string, name: string, ip: string, ports: Array<[string, number]>, extra: Partial<V1Pod['spec']> = {}): V1Pod {
   return {
@@ -400,4 +400,46 @@ test("a headless Service's endpoint without a hostname is named by its address, 
   await assert.rejects(r.resolve(dom('10-0-0-3.peers.shop.svc', 7000)), /no running pod with hostname "10-0-0-3"/, 'not ready: not published');
   await assert.rejects(r.resolve(dom('10-0-0-10.peers.shop.svc', 7000)), /no running pod/, 'an endpoint with a hostname goes by it');
   await assert.rejects(r.resolve(dom('10-0-0-1.web.shop.svc', 80)), /no running pod/, 'a Service with a ClusterIP has no such names');
+});
+
+test("a selector-less Service's endpoint without a targetRef is the running pod with its address, as kube-proxy sends it there", async () => {
+  const svcs = [
+    svc('shop', 'leader', { clusterIP: '10.96.0.9', ports: [{ name: 'pg', port: 5432, targetPort: 'pg' as never }] }),
+    svc('shop', 'by-number', { clusterIP: '10.96.0.10', ports: [{ port: 80, targetPort: 8080 as never }] }),
+    svc('shop', 'peers', { clusterIP: 'None', ports: [{ port: 7000 }] }),
+  ];
+  const sl = [
+    // Hand-made (or mirrored from hand-written Endpoints): an address, a port, no targetRef.
+    slice('shop', 'leader', { name: 'pg', port: 5432 }, [{ ip: '10.0.0.10' }]),
+    slice('shop', 'by-number', null, [{ ip: '10.0.0.2' }, { ip: '192.0.2.1' }]),
+    slice('shop', 'peers', { port: 7000 }, [{ ip: '10.0.0.3' }]),
+  ];
+  const ix = new ClusterIndex(() => [objectSource([...services, ...svcs], [...slices, ...sl], pods)]);
+  const asked: string[] = [];
+  const r = new Resolver({ ...cache, lookup: ix, findPodByIp: async (ip: string) => (asked.push(ip), ix.podByIp(ip)) } as never, 'cluster.local');
+  const plan = async (host: string, port: number) => (await r.resolve(dom(host, port))).candidates.map((c) => [c.pod, c.port, c.uid]);
+  assert.deepEqual(await plan('leader.shop', 5432), [['db-0', 5432, undefined]]);
+  // No slice port: the Service's targetPort; an address no pod has is left out.
+  assert.deepEqual(await plan('by-number.shop', 80), [['web-2', 8080, undefined]]);
+  assert.deepEqual(await plan('peers.shop.svc.cluster.local', 7000), [['web-3', 7000, undefined]], 'headless: the port as asked');
+  assert.deepEqual(asked.sort(), ['10.0.0.10', '10.0.0.2', '10.0.0.3', '192.0.2.1']);
+  // Endpoints with a pod targetRef are not looked up.
+  asked.length = 0;
+  await r.resolve(dom('web.shop', 80));
+  assert.deepEqual(asked, []);
+});
+
+test('a look-up failure for such an address is the answer when no endpoint is left', async () => {
+  const ix = new ClusterIndex(() => [objectSource(services, slices, pods)]);
+  const r = new Resolver(
+    {
+      ...cache,
+      lookup: ix,
+      findPodByIp: async () => {
+        throw new OverloadedError('not looking up more pods now');
+      },
+    } as never,
+    'cluster.local',
+  );
+  await assert.rejects(r.resolve(dom('manual.shop', 80)), OverloadedError);
 });

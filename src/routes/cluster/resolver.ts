@@ -11,12 +11,13 @@ import {
   errorMessage,
 } from '../../core/errors.js';
 import type { ClusterCache } from '../../cluster/cache.js';
-import type { SlimPod, SlimService, SlimServicePort } from '../../cluster/slim.js';
+import type { SlimPod, SlimService } from '../../cluster/slim.js';
 import type { PodTarget } from '../../cluster/index.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import type { PodPort } from '../../tunnel/transport.js';
 import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { SessionAffinity } from './session-affinity.js';
+import { serviceEndpoints } from './service-endpoints.js';
 import { clientHost } from '../../core/address.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
@@ -54,7 +55,8 @@ const ROUND_ROBIN_MAX = 10_000;
  * Turns a destination (name or IP, port) into pod ports using only the watch cache. Follows what
  * kube-proxy and cluster DNS would do: Service port → targetPort (named ports resolved per
  * endpoint by the EndpointSlice controller, else from the pod's container ports), endpoints that
- * are ready and not terminating (else, as kube-proxy, those terminating but still serving), spread
+ * are ready and not terminating (else, as kube-proxy, those terminating but still serving; an
+ * endpoint without a pod targetRef is the pod with its address: service-endpoints.ts), spread
  * round-robin, or the client's own while it has ClientIP session affinity (session-affinity.ts);
  * headless names and Pod IPs keep the port.
  */
@@ -186,50 +188,16 @@ export class Resolver {
       const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
       throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
     }
-    const candidates: Plan['candidates'] = [];
-    const slices = this.cache.lookup.slicesFor(namespace, name);
-    // A pod in an IPv4 and an IPv6 slice of a dual-stack Service is one candidate, not two.
-    const seen = slices.length > 1 ? new Set<string>() : undefined;
-    let nonPodEndpoints = 0;
-    let anyReady = false;
-    // Ready endpoints; only when there are none, those still serving while they terminate (a
-    // one-replica rollout, a graceful shutdown) — kube-proxy's fallback (pkg/proxy/topology.go
-    // CategorizeEndpoints). Unknown conditions count as ready / serving, as there.
-    for (const terminatingOnes of [false, true]) {
-      if (terminatingOnes && anyReady) break;
-      for (const slice of slices) {
-        const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
-        for (const ep of slice.endpoints) {
-          if (terminatingOnes ? !(ep.terminating === true && ep.serving !== false) : ep.ready === false || ep.terminating === true) continue;
-          anyReady = true;
-          if (ep.refKind !== 'Pod' || !ep.refName) {
-            nonPodEndpoints++;
-            continue;
-          }
-          const podNamespace = ep.refNamespace ?? namespace;
-          // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
-          // pod's containers for a named targetPort: a controller's slice without this port name is
-          // the controller saying these pods lack it, and asking the API server would not change that.
-          const pod =
-            !headless && !slice.ports?.length && typeof servicePort!.targetPort === 'string' && !/^\d+$/.test(servicePort!.targetPort)
-              ? await this.cache.findPod(podNamespace, ep.refName).catch(() => undefined)
-              : undefined;
-          const podPort = headless ? port : (slicePort?.port ?? targetPortOf(servicePort!, pod));
-          if (podPort === undefined) continue;
-          // The endpoint controller's targetRef names the pod instance it vouched ready.
-          const uid = ep.refUid ?? pod?.uid;
-          if (seen) {
-            const key = `${podNamespace}/${ep.refName}/${uid ?? ''}:${podPort}`;
-            if (seen.has(key)) continue;
-            seen.add(key);
-          }
-          candidates.push({ namespace: podNamespace, pod: ep.refName, port: podPort, ...(uid ? { uid } : {}) });
-        }
-      }
-    }
+    const { candidates, notPods, lookupError } = await serviceEndpoints(svc, servicePort, port, this.cache.lookup.slicesFor(namespace, name), {
+      findPod: (ns, pod) => this.cache.findPod(ns, pod),
+      findPodByIp: (ip) => this.findPodByIp(ip),
+    });
     if (candidates.length === 0) {
-      if (nonPodEndpoints > 0) {
-        throw new UnsupportedTargetError(`${label}: its endpoints are not pods (a Service without a selector), so no pod port-forward can reach them`);
+      if (lookupError !== undefined) throw lookupError;
+      if (notPods.length > 0) {
+        throw new UnsupportedTargetError(
+          `${label}: its endpoints (${notPods.join(', ')}) are not pods nor any running pod's address, so no pod port-forward can reach them`,
+        );
       }
       throw new NoReadyEndpointError(`${label} has no ready endpoint`);
     }
@@ -268,12 +236,4 @@ export class Resolver {
 function podPlan(pod: PodTarget, port: number): Plan {
   const { namespace, name, uid } = pod;
   return { label: `pod ${namespace}/${name}:${port}`, candidates: [{ namespace, pod: name, port, ...(uid ? { uid } : {}) }] };
-}
-
-/** targetPort when the slice carries no port: a number, or a name looked up in the pod's containers. */
-function targetPortOf(servicePort: SlimServicePort, pod: SlimPod | undefined): number | undefined {
-  const target = servicePort.targetPort;
-  if (typeof target === 'number') return target;
-  if (/^\d+$/.test(target)) return Number(target);
-  return pod?.namedPorts.find((p) => p.name === target && p.protocol === 'TCP')?.containerPort;
 }

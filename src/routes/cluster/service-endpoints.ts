@@ -1,0 +1,120 @@
+// The pod ports behind one port of a Service, picked as kube-proxy picks endpoints for a ClusterIP
+// (pkg/proxy/topology.go CategorizeEndpoints): the ready ones; only when there are none, those
+// still serving while they terminate. Unknown conditions count as ready / serving, as there.
+// kube-proxy sends to an endpoint's address whatever made the slice, so an endpoint without a pod
+// targetRef (a selector-less Service with a hand-made slice or Endpoints) is the running pod that
+// has that address, if one does.
+import type { SlimEndpoint, SlimPod, SlimService, SlimServicePort, SlimSlice } from '../../cluster/slim.js';
+import type { PodPort } from '../../tunnel/transport.js';
+
+/** Addresses of endpoints without a pod targetRef looked up per plan, at most (a hand-made slice rarely lists more). */
+export const MAX_ADDRESS_LOOKUPS = 8;
+
+export interface EndpointPods {
+  /** A running pod by name (for a named targetPort when the slice has no ports). */
+  findPod(namespace: string, name: string): Promise<SlimPod | undefined>;
+  /** The running pod with this IP (an endpoint without a pod targetRef). */
+  findPodByIp(ip: string): Promise<SlimPod | undefined>;
+}
+
+export interface ServiceEndpoints {
+  candidates: PodPort[];
+  /** Endpoints that would take traffic but are no pod: no targetRef, and no running pod has their address. */
+  notPods: string[];
+  /** Why looking up such an address failed (over the look-up budget, the API server away), if it did. */
+  lookupError?: unknown;
+}
+
+interface Chosen {
+  slice: SlimSlice;
+  ep: SlimEndpoint;
+}
+
+/** `servicePort` undefined: a headless Service, whose endpoints keep the port asked for (`port`). */
+export async function serviceEndpoints(
+  svc: SlimService,
+  servicePort: SlimServicePort | undefined,
+  port: number,
+  slices: readonly SlimSlice[],
+  pods: EndpointPods,
+): Promise<ServiceEndpoints> {
+  const chosen = pickEndpoints(slices);
+  const byAddress = await podsByAddress(chosen, pods);
+  const candidates: PodPort[] = [];
+  const notPods: string[] = [];
+  // A pod in an IPv4 and an IPv6 slice of a dual-stack Service is one candidate, not two.
+  const seen = slices.length > 1 ? new Set<string>() : undefined;
+  for (const { slice, ep } of chosen) {
+    const isPodRef = ep.refKind === 'Pod' && !!ep.refName;
+    const found = isPodRef ? undefined : byAddress.pods.get(ep.address ?? '');
+    if (!isPodRef && !found) {
+      notPods.push(ep.address ?? '(no address)');
+      continue;
+    }
+    const namespace = found?.namespace ?? ep.refNamespace ?? svc.namespace;
+    const name = found?.name ?? ep.refName!;
+    const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
+    // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
+    // pod's containers for a named targetPort: a controller's slice without this port name is
+    // the controller saying these pods lack it, and asking the API server would not change that.
+    const pod =
+      found ??
+      (servicePort && !slice.ports?.length && isNamedPort(servicePort.targetPort) ? await pods.findPod(namespace, name).catch(() => undefined) : undefined);
+    const podPort = servicePort ? (slicePort?.port ?? targetPortOf(servicePort, pod)) : port;
+    if (podPort === undefined) continue;
+    // The endpoint controller's targetRef names the pod instance it vouched ready.
+    const uid = (isPodRef ? ep.refUid : undefined) ?? pod?.uid;
+    if (seen) {
+      const key = `${namespace}/${name}/${uid ?? ''}:${podPort}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+    }
+    candidates.push({ namespace, pod: name, port: podPort, ...(uid ? { uid } : {}) });
+  }
+  return { candidates, notPods, ...(byAddress.error !== undefined ? { lookupError: byAddress.error } : {}) };
+}
+
+/** Ready endpoints; only when there are none, those terminating but still serving. */
+function pickEndpoints(slices: readonly SlimSlice[]): Chosen[] {
+  const ready: Chosen[] = [];
+  const terminating: Chosen[] = [];
+  for (const slice of slices) {
+    for (const ep of slice.endpoints) {
+      if (ep.ready !== false && ep.terminating !== true) ready.push({ slice, ep });
+      else if (ep.terminating === true && ep.serving !== false) terminating.push({ slice, ep });
+    }
+  }
+  return ready.length > 0 ? ready : terminating;
+}
+
+/** The running pods at the addresses of endpoints without a pod targetRef, looked up together. */
+async function podsByAddress(chosen: Chosen[], pods: EndpointPods): Promise<{ pods: Map<string, SlimPod>; error?: unknown }> {
+  const addresses = new Set<string>();
+  for (const { ep } of chosen) {
+    if (addresses.size >= MAX_ADDRESS_LOOKUPS) break;
+    if (!(ep.refKind === 'Pod' && ep.refName) && ep.address) addresses.add(ep.address);
+  }
+  const found = new Map<string, SlimPod>();
+  let error: unknown;
+  await Promise.all(
+    [...addresses].map((ip) =>
+      pods.findPodByIp(ip).then(
+        (pod) => pod && found.set(ip, pod),
+        (err: unknown) => (error ??= err),
+      ),
+    ),
+  );
+  return { pods: found, error };
+}
+
+function isNamedPort(target: number | string): boolean {
+  return typeof target === 'string' && !/^\d+$/.test(target);
+}
+
+/** targetPort when the slice carries no port: a number, or a name looked up in the pod's containers. */
+function targetPortOf(servicePort: SlimServicePort, pod: SlimPod | undefined): number | undefined {
+  const target = servicePort.targetPort;
+  if (typeof target === 'number') return target;
+  if (/^\d+$/.test(target)) return Number(target);
+  return pod?.namedPorts.find((p) => p.name === target && p.protocol === 'TCP')?.containerPort;
+}
