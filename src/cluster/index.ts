@@ -175,12 +175,12 @@ export class ClusterIndex {
   }
 
   /**
-   * The ready pod behind headless Service namespace/service whose endpoint has this address and no
+   * The ready pod behind Service namespace/service whose endpoint has this address and no
    * hostname: the endpoint CoreDNS names `<address, dashed>.<service>.<namespace>.svc`
-   * (plugin/kubernetes/kubernetes.go endpointHostname).
+   * (plugin/kubernetes/kubernetes.go endpointHostname) — for a Service with a ClusterIP too, as
+   * CoreDNS answers such endpoint names for any Service that is not an ExternalName.
    */
-  headlessEndpointByIp(namespace: string, service: string, ip: string): PodTarget | undefined {
-    if (!this.service(namespace, service)?.headless) return undefined;
+  endpointByAddress(namespace: string, service: string, ip: string): PodTarget | undefined {
     const n = normalizeIp(ip);
     const key = `${namespace}/${service}`;
     for (const slice of this.ready().endpointIps.values(n)) {

@@ -49,6 +49,7 @@ const slices = [
     // A pod of the Service's without a hostname (a Deployment's): CoreDNS names it by its address.
     { ip: '10.244.0.12', pod: 'db-extra' },
   ]),
+  slice('web', [{ ip: '10.244.0.1', pod: 'web-1' }]),
 ];
 const served: string[] = [];
 const cache: ResolverCache = indexCache(new ClusterIndex(() => [objectSource(services, slices, pods)]), {
@@ -108,6 +109,8 @@ test('headless names and Pod IPs are Pod IPs, port unchanged; only ready endpoin
   assert.equal(await refusal('db-1.db.shop.svc.cluster.local', 5432), SocksReply.hostUnreachable);
   assert.deepEqual(await targets('10-244-0-12.db.shop.svc.cluster.local', 5432), [{ ip: '10.244.0.12', port: 5432 }]);
   assert.equal(await refusal('10-244-0-10.db.shop.svc.cluster.local', 5432), SocksReply.hostUnreachable, 'one with a hostname goes by it');
+  // CoreDNS answers endpoint names under a Service with a ClusterIP too: the Pod IP, not the ClusterIP.
+  assert.deepEqual(await targets('10-244-0-1.web.shop.svc.cluster.local', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('10.244.0.1', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('10-244-0-1.shop.pod.cluster.local', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('172.16.3.4', 22), [{ ip: '172.16.3.4', port: 22 }], "an IP in the route's cidrs is dialled as it is");

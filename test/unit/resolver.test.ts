@@ -383,7 +383,7 @@ test('sessionAffinity ClientIP: a client sticks to the endpoint it reached, per 
   assert.equal((await r.resolve(dom('sticky.shop', 80))).opened, undefined);
 });
 
-test("a headless Service's endpoint without a hostname is named by its address, dashed, as CoreDNS names it", async () => {
+test("a Service's endpoint without a hostname is named by its address, dashed, as CoreDNS names it", async () => {
   const svcs = [svc('shop', 'peers', { clusterIP: 'None', ports: [{ port: 7000 }] }), svc('shop', 'web', { clusterIP: '10.96.0.1', ports: [{ port: 80 }] })];
   const eps = [
     { pod: 'web-1', ip: '10.0.0.1' },
@@ -399,7 +399,13 @@ test("a headless Service's endpoint without a hostname is named by its address, 
   );
   await assert.rejects(r.resolve(dom('10-0-0-3.peers.shop.svc', 7000)), /no running pod with hostname "10-0-0-3"/, 'not ready: not published');
   await assert.rejects(r.resolve(dom('10-0-0-10.peers.shop.svc', 7000)), /no running pod/, 'an endpoint with a hostname goes by it');
-  await assert.rejects(r.resolve(dom('10-0-0-1.web.shop.svc', 80)), /no running pod/, 'a Service with a ClusterIP has no such names');
+  // CoreDNS answers endpoint names of a Service with a ClusterIP too (plugin/kubernetes findServices:
+  // headless or an endpoint asked for): the Pod IP, so the port as asked.
+  assert.deepEqual(
+    (await r.resolve(dom('10-0-0-1.web.shop.svc', 8080))).candidates.map((c) => [c.pod, c.port]),
+    [['web-1', 8080]],
+  );
+  await assert.rejects(r.resolve(dom('10-0-0-3.web.shop.svc', 8080)), /no running pod/, 'not ready: not published');
 });
 
 test("a selector-less Service's endpoint without a targetRef is the running pod with its address, as kube-proxy sends it there", async () => {

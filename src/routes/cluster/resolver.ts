@@ -129,7 +129,7 @@ export class Resolver {
       // An endpoint without a hostname is named by its address, dashed, as CoreDNS does.
       const ip = dashedIp(name.hostname);
       const pod =
-        lookup.podByHostname(name.namespace, name.service, name.hostname) ?? (ip ? lookup.headlessEndpointByIp(name.namespace, name.service, ip) : undefined);
+        lookup.podByHostname(name.namespace, name.service, name.hostname) ?? (ip ? lookup.endpointByAddress(name.namespace, name.service, ip) : undefined);
       if (!pod) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
       return podPlan(pod, dest.port);
     }

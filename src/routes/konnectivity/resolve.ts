@@ -115,9 +115,9 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
     } else if (name.kind === 'pod-hostname') {
       // Headless DNS: the ready endpoint of that Service whose hostname it is (its address is the
       // Pod IP); not-ready addresses are not published (DNS specification §2.4.1), as in a cluster route.
-      // One without a hostname is named by its address, dashed (CoreDNS), for a headless Service.
+      // One without a hostname is named by its address, dashed (CoreDNS), headless Service or not.
       const dashed = dashedIp(name.hostname);
-      const byAddress = dashed !== undefined && lookup().service(name.namespace, name.service)?.headless ? normalizeIp(dashed) : undefined;
+      const byAddress = dashed !== undefined ? normalizeIp(dashed) : undefined;
       const ep = lookup()
         .slicesFor(name.namespace, name.service)
         .flatMap((slice) => slice.endpoints)
