@@ -105,6 +105,7 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
           kubeconfig: settings.routeKubeconfigs?.[spec.name] ?? settings.kubeconfig,
           namespace: table.defaultRoute === spec.name ? settings.namespace : undefined,
           allowHostNetworkPods: settings.allowHostNetworkPods,
+          clusterDomain: settings.clusterDomain,
           egress: settings.egress,
         },
         log.child({ route: spec.name }),

@@ -41,6 +41,8 @@ const services = [
   svc('web', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80 }] }),
   svc('db', { clusterIP: 'None', ports: [{ port: 5432 }] }),
   svc('ext', { type: 'ExternalName', externalName: 'example.org' }),
+  svc('alias', { type: 'ExternalName', externalName: 'web.shop.svc.cluster.local' }),
+  svc('db-alias', { type: 'ExternalName', externalName: 'db-0.db.shop.svc.cluster.local.' }),
 ];
 const slices = [
   slice('db', [
@@ -127,4 +129,11 @@ test('refusals: a port the Service lacks 0x05, no such Service 0x04, ExternalNam
   const d = matcher.matchHost('192.168.1.5');
   assert.ok(d.claimed);
   assert.deepEqual(await allowed(d, 10250, new AbortController().signal), [{ ip: '192.168.1.5', port: 10250 }]);
+});
+
+test('an ExternalName Service for a name in the cluster domain is what that name is (CoreDNS follows the CNAME in its zone)', async () => {
+  assert.deepEqual(await targets('alias.shop.guest', 80), [{ ip: '10.96.0.1', port: 80 }]);
+  assert.deepEqual(await targets('db-alias', 5432), [{ ip: '10.244.0.10', port: 5432 }]);
+  await assert.rejects(targets('alias.shop.guest', 443), /ExternalName Service for web\.shop\.svc\.cluster\.local: Service shop\/web has no TCP port 443/);
+  await assert.rejects(targets('ext.shop.guest', 80), /ExternalName Service for example\.org, outside the cluster/);
 });

@@ -449,3 +449,36 @@ test('a look-up failure for such an address is the answer when no endpoint is le
   );
   await assert.rejects(r.resolve(dom('manual.shop', 80)), OverloadedError);
 });
+
+test('an ExternalName Service for a name in the cluster domain is followed, as CoreDNS resolves the CNAME in its zone', async () => {
+  const svcs = [
+    svc('other', 'alias', { type: 'ExternalName', externalName: 'WEB.shop.svc.cluster.local.' }),
+    svc('other', 'alias-of-alias', { type: 'ExternalName', externalName: 'alias.other.svc.cluster.local' }),
+    svc('other', 'to-pod', { type: 'ExternalName', externalName: 'db-0.db.shop.svc.cluster.local' }),
+    svc('other', 'short', { type: 'ExternalName', externalName: 'web.shop' }),
+    svc('other', 'svc-form', { type: 'ExternalName', externalName: 'web.shop.svc' }),
+    svc('other', 'loop-a', { type: 'ExternalName', externalName: 'loop-b.other.svc.cluster.local' }),
+    svc('other', 'loop-b', { type: 'ExternalName', externalName: 'loop-a.other.svc.cluster.local' }),
+    svc('other', 'to-empty', { type: 'ExternalName', externalName: 'empty.shop.svc.cluster.local' }),
+  ];
+  const ix = new ClusterIndex(() => [objectSource([...services, ...svcs], slices, pods)]);
+  const r = new Resolver({ ...cache, lookup: ix, namespaceExists: () => true } as never, 'cluster.local');
+  const plan = async (host: string, port: number) => {
+    const p = await r.resolve(dom(host, port));
+    return [p.label, ...p.candidates.map((c) => `${c.pod}:${c.port}`)];
+  };
+  // The Service port of the target maps to its targetPort, as a client that followed the CNAME gets.
+  assert.deepEqual(await plan('alias.other', 80), ['service other/alias:80 → service shop/web:80', 'web-1:8080']);
+  assert.deepEqual((await plan('alias-of-alias.other.svc.cluster.local', 80)).slice(1), ['web-1:8080']);
+  assert.deepEqual((await plan('to-pod.other', 5432)).slice(1), ['db-0:5432'], 'a pod name: the port as asked');
+  // A name outside the zone: CoreDNS hands it to the upstream resolver, and the search path never applies to a CNAME target.
+  for (const outside of ['short', 'svc-form', 'ext']) {
+    const ns = outside === 'ext' ? 'shop' : 'other';
+    await assert.rejects(r.resolve(dom(`${outside}.${ns}`, 80)), (err: Error) => replyFor(err).socks === 0x04 && /outside the cluster/.test(err.message));
+  }
+  await assert.rejects(r.resolve(dom('loop-a.other', 80)), /more than 8 ExternalName Services in a row/);
+  await assert.rejects(
+    r.resolve(dom('to-empty.other', 80)),
+    /service other\/to-empty:80 is an ExternalName Service for empty\.shop\.svc\.cluster\.local: service shop\/empty:80 has no ready endpoint/,
+  );
+});

@@ -72,6 +72,17 @@ export function isUnderClusterDomain(host: string, clusterDomain: string): boole
 }
 
 /**
+ * The cluster name an ExternalName Service's CNAME target denotes: only a full name in the cluster
+ * domain, since CoreDNS follows a CNAME itself only within its zone (plugin/backend_lookup.go) and
+ * a client's resolver never applies the search path to a CNAME target.
+ */
+export function parseZoneName(host: string, clusterDomain: string): ClusterName | undefined {
+  const name = normalizeName(host);
+  const domain = clusterDomain.toLowerCase().replace(/^\.|\.$/g, '');
+  return name?.endsWith(`.${domain}`) ? parseClusterName(name, domain, '') : undefined;
+}
+
+/**
  * The names a cluster route answers under its own name R when several clusters share a proxy:
  * <svc>.<ns>.svc.R, <svc>.<ns>.R, headless <pod>.<svc>.<ns>.svc.R and <a-b-c-d>.<ns>.pod.R — the
  * cluster-domain forms with R in place of the domain, plus the short <svc>.<ns>.R. Undefined for

@@ -1,8 +1,9 @@
 // The addresses a konnectivity route dials, from the guest cluster's watch cache (the same cache a
 // cluster route's Resolver reads). The agent dials inside the guest's network, so a Service is its
 // ClusterIP (the guest's kube-proxy balances over ready endpoints, selector-less Services work
-// too) and a pod is its Pod IP; a headless Service is its ready endpoints' Pod IPs. The port is
-// the client's: kube-proxy maps a Service port to its targetPort. Names never go to the server.
+// too) and a pod is its Pod IP; a headless Service is its ready endpoints' Pod IPs; an ExternalName
+// Service for a name in the cluster domain is what that name is. The port is the client's:
+// kube-proxy maps a Service port to its targetPort. Names never go to the server.
 import type { SlimPod, SlimService } from '../../cluster/slim.js';
 import {
   ConnectionRefusedError,
@@ -13,17 +14,23 @@ import {
   UpstreamApiError,
   ProxyError,
   errorMessage,
+  withMessagePrefix,
 } from '../../core/errors.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import { normalizeIp } from '../../core/ip.js';
-import { dashedIp } from '../guest-cluster/names.js';
+import { dashedIp, parseZoneName, type ClusterName } from '../guest-cluster/names.js';
 import { HOST_NETWORK_FLAG, type ResolverCache } from '../cluster/resolver.js';
 import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
 
 export interface KonnectivityResolveOptions {
   /** As for cluster routes: an IP only hostNetwork pods have is a node's, refused unless allowed. */
   allowHostNetworkPods?: boolean;
+  /** The guest's DNS domain (default cluster.local): an ExternalName Service in it is followed. */
+  clusterDomain?: string;
 }
+
+/** ExternalName Services followed one to the next at most, as CoreDNS follows CNAMEs. */
+const MAX_EXTERNAL_NAME_HOPS = 8;
 
 /**
  * A `resolve` for KonnectivityRoute over a cluster's watch cache. IPs the table gave the route by
@@ -32,6 +39,7 @@ export interface KonnectivityResolveOptions {
  */
 export function konnectivityResolve(cache: ResolverCache, options: KonnectivityResolveOptions = {}): KonnectivityResolve {
   const lookup = () => cache.lookup;
+  const clusterDomain = options.clusterDomain ?? 'cluster.local';
 
   const servicePort = (svc: SlimService, port: number): void => {
     if (svc.ports.some((p) => p.port === port && p.protocol === 'TCP')) return;
@@ -41,8 +49,6 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
 
   const serviceTargets = (svc: SlimService, port: number): KonnectivityTarget[] => {
     const label = `Service ${svc.namespace}/${svc.name}`;
-    if (svc.type === 'ExternalName')
-      throw new UnsupportedTargetError(`${label} is an ExternalName Service (${svc.externalName}); connect to that name instead`);
     if (!svc.headless && svc.clusterIPs[0]) {
       servicePort(svc, port);
       return [{ ip: svc.clusterIPs[0], port }];
@@ -84,17 +90,29 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
     throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
   };
 
-  return async (claim, port) => {
-    if (claim.isIp) return ipTargets(claim.host, port, claim.reason === 'cidr');
-    const name = claim.name;
-    if (!name)
-      throw new HostUnreachableError(
-        `${claim.host} does not name a Service or pod of the cluster (konnectivity routes dial addresses the cluster's cache knows)`,
-      );
+  /**
+   * An ExternalName Service is a CNAME: one in the cluster domain is followed, as CoreDNS does for
+   * the guest's pods (as in a cluster route's Resolver); any other name is refused, naming it.
+   */
+  const externalNameTargets = async (svc: SlimService, port: number, hops: number): Promise<KonnectivityTarget[]> => {
+    const label = `Service ${svc.namespace}/${svc.name}`;
+    const target = svc.externalName ?? '';
+    const name = parseZoneName(target, clusterDomain);
+    if (!name) throw new UnsupportedTargetError(`${label} is an ExternalName Service for ${target}, outside the cluster; connect to that name instead`);
+    if (hops >= MAX_EXTERNAL_NAME_HOPS)
+      throw new HostUnreachableError(`${label}: more than ${MAX_EXTERNAL_NAME_HOPS} ExternalName Services in a row (a loop?)`);
+    try {
+      return await nameTargets(name, target, port, hops + 1);
+    } catch (err) {
+      throw err instanceof ProxyError && hops === 0 ? withMessagePrefix(err, `${label} is an ExternalName Service for ${target}: `) : err;
+    }
+  };
+
+  const nameTargets = async (name: ClusterName, host: string, port: number, hops: number): Promise<KonnectivityTarget[]> => {
     if (cache.namespaceExists(name.namespace) === false) {
       if (name.kind === 'service' && name.namespaceNeedsCheck)
-        throw new NotAllowedError(`${claim.host} is not a cluster name (there is no namespace "${name.namespace}")`);
-      throw new HostUnreachableError(`${claim.host}: there is no namespace "${name.namespace}"`);
+        throw new NotAllowedError(`${host} is not a cluster name (there is no namespace "${name.namespace}")`);
+      throw new HostUnreachableError(`${host}: there is no namespace "${name.namespace}"`);
     }
     try {
       await cache.ensureNamespace(name.namespace);
@@ -108,10 +126,10 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
       const svc = lookup().service(name.namespace, name.service);
       if (!svc) {
         if (name.namespaceNeedsCheck && cache.namespaceExists(name.namespace) !== true)
-          throw new NotAllowedError(`${claim.host} is not a cluster name (namespace "${name.namespace}" is not known)`);
+          throw new NotAllowedError(`${host} is not a cluster name (namespace "${name.namespace}" is not known)`);
         throw new HostUnreachableError(`no Service "${name.service}" in namespace "${name.namespace}"`);
       }
-      targets = serviceTargets(svc, port);
+      targets = svc.type === 'ExternalName' ? await externalNameTargets(svc, port, hops) : serviceTargets(svc, port);
     } else if (name.kind === 'pod-hostname') {
       // Headless DNS: the ready endpoint of that Service whose hostname it is (its address is the
       // Pod IP); not-ready addresses are not published (DNS specification §2.4.1), as in a cluster route.
@@ -137,5 +155,14 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
     }
     cache.noteServed(name.namespace);
     return targets;
+  };
+
+  return async (claim, port) => {
+    if (claim.isIp) return ipTargets(claim.host, port, claim.reason === 'cidr');
+    if (!claim.name)
+      throw new HostUnreachableError(
+        `${claim.host} does not name a Service or pod of the cluster (konnectivity routes dial addresses the cluster's cache knows)`,
+      );
+    return nameTargets(claim.name, claim.host, port, 0);
   };
 }

@@ -17,6 +17,8 @@ import { konnectivityResolve } from './resolve.js';
 
 export interface KonnectivityRouteSettings extends Omit<GuestClusterSettings, 'apiChecked'> {
   allowHostNetworkPods: boolean;
+  /** The guest's DNS domain (default cluster.local). */
+  clusterDomain?: string;
 }
 
 export class KonnectivityRoute implements Route {
@@ -37,7 +39,7 @@ export class KonnectivityRoute implements Route {
       reset: () => this.streams.stop(),
     });
     this.streams = new KonnectivityStreams(spec.name, spec.konnectivity, {
-      resolve: konnectivityResolve(this.guest.cache, { allowHostNetworkPods: settings.allowHostNetworkPods }),
+      resolve: konnectivityResolve(this.guest.cache, { allowHostNetworkPods: settings.allowHostNetworkPods, clusterDomain: settings.clusterDomain }),
       log,
     });
   }

@@ -12,7 +12,7 @@ const HINTS = {
   'not-allowed': 'not a cluster name, an IP no cluster knows, or RBAC forbids pods/portforward',
   'unknown-target': 'no such Service or pod: check the namespace',
   'no-ready-endpoint': 'the Service has no ready endpoint: kubectl get endpointslices -l kubernetes.io/service-name=NAME',
-  'unsupported-target': 'an ExternalName Service or endpoints that are not pods: connect to the real target',
+  'unsupported-target': 'an ExternalName Service for an outside host, or endpoints that are no pods: connect to the real target',
   'connection-refused': 'the pod does not listen on that port, or the Service has no such port',
   timeout: 'resolving and opening the tunnel took longer than --connect-timeout',
   'api-error': 'the API server failed the port-forward (unreachable, 5xx, 401)',
