@@ -14,8 +14,8 @@ export interface ListenerContext {
   handshakeTimeoutMs: number;
   /** Proxy credentials every client must present (SOCKS5 RFC 1929, HTTP Basic); none when undefined. */
   auth?: ProxyAuth;
-  /** The PAC file for this proxy (served at /proxy.pac on the HTTP listener). */
-  pac?: () => string;
+  /** The PAC file for this proxy (served at /proxy.pac on the HTTP listener), for a browser that reached this machine at `reachedAt`. */
+  pac?: (reachedAt?: string) => string;
   /** The live page (ui/page-server.ts) on the HTTP listener: the requests it claims, served under its own access rules. */
   page?: { claims(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: ServerResponse): void };
 }

@@ -46,7 +46,7 @@ function refuse(res: ServerResponse, status: number, body: string, headers: Reco
   res.end(body);
 }
 
-export function servePac(req: IncomingMessage, res: ServerResponse, pac: () => string, auth?: ProxyAuth): void {
+export function servePac(req: IncomingMessage, res: ServerResponse, pac: (reachedAt?: string) => string, auth?: ProxyAuth): void {
   if (!peerIsLocal(req)) {
     if (auth) {
       const creds = parseBasicCredentials(req.headers.authorization) ?? parseBasicCredentials(req.headers['proxy-authorization']);
@@ -71,7 +71,8 @@ export function servePac(req: IncomingMessage, res: ServerResponse, pac: () => s
   }
   let text: string;
   try {
-    text = pac();
+    // The address this browser reached us at, so a wildcard listener is named as it can reach it.
+    text = pac(req.socket.localAddress);
   } catch (err) {
     // Every listener is a unix socket: no PAC file can name one a browser could use.
     const body = `kubectl-proxyout: no PAC file: ${(err as Error).message}\n`;

@@ -76,15 +76,16 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
   if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
-  // The one PAC generator of a running proxy: GET /proxy.pac and `pac ID` (over the control socket).
-  const pac = () => {
+  // The one PAC generator of a running proxy: GET /proxy.pac (written for the address its browser
+  // reached) and `pac ID` (over the control socket: as this machine's browsers see it).
+  const pac = (reachedAt?: string) => {
     // Browsers cannot use a unix socket: the PAC file names TCP listeners only.
     const socks = listeners.find((l) => l.kind === 'socks' && !isUnixAddress(l.address))?.address;
     const http = listeners.find((l) => l.kind === 'http' && !isUnixAddress(l.address))?.address;
     const namespaces = defaultCluster(built)?.guest?.knownNamespaces();
     return generatePac(
       router.current.matcher,
-      { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}) },
+      { ...(socks ? { socks: hostPort(socks) } : {}), ...(http ? { http: hostPort(http) } : {}), reachedAt },
       namespaces ? { namespaces } : {},
     );
   };

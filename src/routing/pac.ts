@@ -10,15 +10,23 @@
 // literals are matched by parsing the host text. Two things only the proxy knows are left out:
 // the ClusterIPs and Pod IPs in the watch caches (route them with `cidrs`), and whether "svc.ns"
 // names a namespace, unless `namespaces` is given (else such names go DIRECT; use svc.ns.svc).
-import { formatHostPort, type HostPort } from '../core/address.js';
+import { isIPv4 } from 'node:net';
+import { formatHostPort, isLoopbackHost, type HostPort } from '../core/address.js';
 import { parseCidr } from '../core/cidr.js';
 import type { RouteMatcher } from './table.js';
 
 export interface PacListeners {
-  /** Where browsers reach the SOCKS5 listener; 0.0.0.0 / :: are written as loopback. */
+  /** Where browsers reach the SOCKS5 listener; 0.0.0.0 / :: are written as `reachedAt`, else as loopback. */
   socks?: HostPort;
   /** Where browsers reach the HTTP listener. */
   http?: HostPort;
+  /**
+   * The address of this machine that the browser asking for the file connected to (the PAC
+   * request's local address). A browser on another machine cannot use a wildcard written as
+   * loopback, which is its own, nor a listener bound to loopback only: the first is written as
+   * this address, the second left out.
+   */
+  reachedAt?: string;
 }
 
 export interface PacOptions {
@@ -29,15 +37,23 @@ export interface PacOptions {
 /** "SOCKS5 127.0.0.1:1080; PROXY 127.0.0.1:3128", with only the listeners that exist. */
 export function proxyDirective(listeners: PacListeners): string {
   const parts: string[] = [];
-  if (listeners.socks) parts.push(`SOCKS5 ${reachable(listeners.socks)}`);
-  if (listeners.http) parts.push(`PROXY ${reachable(listeners.http)}`);
+  const socks = listeners.socks && reachable(listeners.socks, listeners.reachedAt);
+  const http = listeners.http && reachable(listeners.http, listeners.reachedAt);
+  if (socks) parts.push(`SOCKS5 ${socks}`);
+  if (http) parts.push(`PROXY ${http}`);
   if (parts.length === 0) throw new Error('a PAC file needs a SOCKS5 or HTTP listener');
   return parts.join('; ');
 }
 
-function reachable(l: HostPort): string {
-  const host = l.host === '0.0.0.0' || l.host === '' ? '127.0.0.1' : l.host === '::' ? '::1' : l.host;
-  return formatHostPort(host, l.port);
+/** "host:port" at which a browser that reached this machine at `reachedAt` finds `l`; undefined when it cannot. */
+function reachable(l: HostPort, reachedAt?: string): string | undefined {
+  // A dual-stack socket reports an IPv4 client's address as ::ffff:a.b.c.d.
+  const at = reachedAt?.toLowerCase().startsWith('::ffff:') && isIPv4(reachedAt.slice(7)) ? reachedAt.slice(7) : reachedAt;
+  const wildcard = l.host === '0.0.0.0' || l.host === '' || l.host === '::';
+  if (at === undefined || isLoopbackHost(at)) return formatHostPort(wildcard ? (l.host === '::' ? '::1' : '127.0.0.1') : l.host, l.port);
+  // From another address: an IPv4 wildcard is not reachable at an IPv6 one.
+  if (wildcard) return l.host === '::' || isIPv4(at) ? formatHostPort(at, l.port) : undefined;
+  return isLoopbackHost(l.host) ? undefined : formatHostPort(l.host, l.port);
 }
 
 /**

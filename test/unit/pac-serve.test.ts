@@ -10,16 +10,18 @@ import { ProxyAuth } from '../../src/auth/credentials.js';
 const PAC = 'function FindProxyForURL(url, host) { return "DIRECT"; }';
 const basic = (user: string, pass: string) => `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
 
-/** One request to servePac from `remoteAddress` (undefined: a unix socket); resolves with the status and body. */
+/** One request to servePac from `remoteAddress` (undefined: a unix socket) to `localAddress`; resolves with the status and body. */
 function ask(
   remoteAddress: string | undefined,
   headers: Record<string, string>,
   auth?: ProxyAuth,
+  localAddress?: string,
+  pac: (reachedAt?: string) => string = () => PAC,
 ): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   // The throttle's timer for wrong credentials does not keep a process alive: this does, meanwhile.
   const keep = setInterval(() => undefined, 50);
   return new Promise<{ status: number; body: string; headers: Record<string, unknown> }>((resolve) => {
-    const req = { method: 'GET', url: '/proxy.pac', headers, socket: { remoteAddress, destroyed: false } } as unknown as IncomingMessage;
+    const req = { method: 'GET', url: '/proxy.pac', headers, socket: { remoteAddress, localAddress, destroyed: false } } as unknown as IncomingMessage;
     let status = 0;
     let sent: Record<string, unknown> = {};
     const res = {
@@ -35,7 +37,7 @@ function ask(
         resolve({ status, body: body ?? '', headers: sent });
       },
     };
-    servePac(req, res as unknown as ServerResponse, () => PAC, auth);
+    servePac(req, res as unknown as ServerResponse, pac, auth);
   }).finally(() => clearInterval(keep));
 }
 
@@ -65,4 +67,12 @@ test('another machine sending Host: 127.0.0.1 gets 401, not the file; with the c
 
 test('a listener without proxy authentication (an explicit choice) serves other machines as it serves everything else', async () => {
   assert.equal((await ask('192.0.2.7', { host: 'proxy.corp.example:3128' })).status, 200);
+});
+
+test('the file is written for the address the browser reached (a wildcard listener is not loopback to another machine)', async () => {
+  const reached: Array<string | undefined> = [];
+  const pac = (at?: string) => (reached.push(at), PAC);
+  assert.equal((await ask('192.0.2.7', { host: '192.0.2.1:3128', authorization: basic('dev', 's3cret-pass') }, auth(), '192.0.2.1', pac)).status, 200);
+  assert.equal((await ask('127.0.0.1', { host: '127.0.0.1:3128' }, undefined, '127.0.0.1', pac)).status, 200);
+  assert.deepEqual(reached, ['192.0.2.1', '127.0.0.1']);
 });

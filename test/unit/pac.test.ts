@@ -200,6 +200,27 @@ test('the PAC names only the listeners that exist, reachable addresses for wildc
   assert.equal(onlyHttp('https://www.example.com/', 'www.example.com'), 'DIRECT');
 });
 
+test('a browser on another machine gets the address it reached for wildcard binds, and no loopback-only listener', () => {
+  const wildcards = { socks: { host: '0.0.0.0', port: 1080 }, http: { host: '::', port: 3128 } };
+  assert.equal(proxyDirective({ ...wildcards, reachedAt: '192.0.2.1' }), 'SOCKS5 192.0.2.1:1080; PROXY 192.0.2.1:3128');
+  // The dual-stack listener reports an IPv4 client's local address IPv4-mapped.
+  assert.equal(proxyDirective({ ...wildcards, reachedAt: '::ffff:192.0.2.1' }), 'SOCKS5 192.0.2.1:1080; PROXY 192.0.2.1:3128');
+  // An IPv4 wildcard cannot be reached at an IPv6 address.
+  assert.equal(proxyDirective({ ...wildcards, reachedAt: '2001:db8::1' }), 'PROXY [2001:db8::1]:3128');
+  // Loopback-only SOCKS would send that browser to its own machine's port 1080.
+  assert.equal(
+    proxyDirective({ socks: { host: '127.0.0.1', port: 1080 }, http: { host: '0.0.0.0', port: 3128 }, reachedAt: '192.0.2.1' }),
+    'PROXY 192.0.2.1:3128',
+  );
+  assert.equal(proxyDirective({ socks: { host: '192.0.2.9', port: 1080 }, reachedAt: '192.0.2.1' }), 'SOCKS5 192.0.2.9:1080');
+  // A browser on this machine is answered as before, whichever loopback address it reached.
+  for (const reachedAt of ['127.0.0.2', '::1', '::ffff:127.0.0.1', undefined]) {
+    assert.equal(proxyDirective({ ...wildcards, reachedAt }), 'SOCKS5 127.0.0.1:1080; PROXY [::1]:3128', String(reachedAt));
+  }
+  const remote = compilePac(generatePac(multiMatcher(false), { ...wildcards, reachedAt: '192.0.2.1' }));
+  assert.equal(remote('http://web.shop.svc.prod/', 'web.shop.svc.prod'), 'SOCKS5 192.0.2.1:1080; PROXY 192.0.2.1:3128');
+});
+
 test('names from a hostile API server are written as ASCII escapes: U+2028 cannot end a line of the PAC file', () => {
   const hostile = ['shop', 'evil\u2028var PROXY = "PROXY attacker:1";//', 'caf\u00e9', 'x\u2029y'];
   const text = generatePac(multiMatcher(true), LISTENERS, { namespaces: hostile });
