@@ -11,13 +11,18 @@ import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 
 type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };
 
+const HTTP_PROXY_NAMES = ['HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy'] as const;
+
+/** The variables to set for CMD; `undefined` marks one to remove from the environment it inherits. */
+export type ProxyEnvironment = Record<string, string | undefined>;
+
 export function proxyEnvironment(
   listeners: { socks?: Address; http?: Address },
   auth: { username: string; password: string } | undefined,
   apiServers: readonly string[],
-): Record<string, string> {
+): ProxyEnvironment {
   const userinfo = auth ? `${encodeURIComponent(auth.username)}:${encodeURIComponent(auth.password)}@` : '';
-  const env: Record<string, string> = {};
+  const env: ProxyEnvironment = {};
   const httpUrl = listeners.http && listeners.http.family !== UNIX_FAMILY ? `http://${userinfo}${formatAddress(listeners.http)}` : undefined;
   const socksUrl = listeners.socks
     ? listeners.socks.family === UNIX_FAMILY
@@ -26,7 +31,19 @@ export function proxyEnvironment(
     : undefined;
   const all = socksUrl ?? httpUrl;
   if (all) env.ALL_PROXY = env.all_proxy = all;
-  if (httpUrl) env.HTTP_PROXY = env.http_proxy = env.HTTPS_PROXY = env.https_proxy = httpUrl;
+  // Without an HTTP listener an inherited HTTP(S)_PROXY (a corporate proxy) is removed: curl,
+  // Python and git prefer it to ALL_PROXY, so CMD's requests would bypass this proxy.
+  for (const name of HTTP_PROXY_NAMES) env[name] = httpUrl;
   env.NO_PROXY = env.no_proxy = noProxyValue(apiServers);
+  return env;
+}
+
+/** `base` with the proxy variables applied: set, or removed where `vars` says undefined. */
+export function withProxyEnvironment(base: NodeJS.ProcessEnv, vars: ProxyEnvironment): NodeJS.ProcessEnv {
+  const env = { ...base };
+  for (const [name, value] of Object.entries(vars)) {
+    if (value === undefined) delete env[name];
+    else env[name] = value;
+  }
   return env;
 }

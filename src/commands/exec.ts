@@ -9,7 +9,7 @@ import { constants } from 'node:os';
 import { Command, Errors, Flags } from '@oclif/core';
 import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../listeners/bound-address.js';
-import { proxyEnvironment } from '../cli/exec-env.js';
+import { proxyEnvironment, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
 import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { relaySignals } from '../cli/exec-signals.js';
@@ -73,7 +73,7 @@ export default class Exec extends Command {
     const given = proxyAuthFrom(flags);
 
     const managed = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
-    let env: Record<string, string>;
+    let env: ProxyEnvironment;
     let temporary: RunningProxy | undefined;
     let log: ExecLog | undefined;
     if (managed) {
@@ -150,9 +150,9 @@ export default class Exec extends Command {
 }
 
 /** Runs CMD with the variables added; resolves with its exit status (128+N for signal N). */
-function runCommand(command: string[], env: Record<string, string>): Promise<number> {
+function runCommand(command: string[], env: ProxyEnvironment): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit', env: { ...process.env, ...env } });
+    const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit', env: withProxyEnvironment(process.env, env) });
     // A signal the terminal sent to CMD's group reaches CMD once (cli/exec-signals.ts).
     const stopRelaying = relaySignals(child);
     const done = (code: number) => {

@@ -313,22 +313,29 @@ test('a managed proxy on a unix socket in the state directory: status shows curl
     assert.match(out.env.ALL_PROXY!, new RegExp(`^socks5h://proxyout:[A-Za-z0-9_-]{32}@localhost${socket.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
     const table = await cli(['status']);
     assert.ok(table.stdout.includes(`socks5h://localhost${socket}`), table.stdout);
-    const ran = await cli([
-      'exec',
-      '--kubeconfig',
-      cluster.kubeconfig,
-      '--namespace',
-      'default',
-      '--',
-      'sh',
-      '-c',
-      'echo ALL_PROXY=$ALL_PROXY; echo HTTP_PROXY=${HTTP_PROXY:-unset}; curl -s --max-time 20 http://hello.default/',
-    ]);
+    // The caller's own HTTP proxy (a corporate one, here nothing listening): curl prefers
+    // http_proxy to ALL_PROXY, so exec must not leave it to CMD.
+    const stale = 'http://127.0.0.1:9';
+    const ran = await runCli(
+      [
+        'exec',
+        '--kubeconfig',
+        cluster.kubeconfig,
+        '--namespace',
+        'default',
+        '--',
+        'sh',
+        '-c',
+        'echo ALL_PROXY=$ALL_PROXY; for v in HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; do eval "echo $v=\\${$v:-unset}"; done; curl -s --max-time 20 http://hello.default/',
+      ],
+      { env: { ...env(), HTTP_PROXY: stale, http_proxy: stale, HTTPS_PROXY: stale, https_proxy: stale }, timeoutMs: 60_000 },
+    );
     assert.equal(ran.code, 0, ran.stderr);
     assert.match(ran.stderr, new RegExp(`using managed proxy ${out.id} .*socks unix:`));
     const vars = parseEnv(ran.stdout);
     assert.equal(vars.ALL_PROXY, out.env.ALL_PROXY);
-    assert.equal(vars.HTTP_PROXY, 'unset', 'no HTTP listener, no HTTP_PROXY');
+    for (const v of ['HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy'])
+      assert.equal(vars[v], 'unset', `no HTTP listener: no ${v}, not even the caller's`);
     assert.match(ran.stdout, /hello from hello-/);
   } finally {
     // The file's last test: curl's stream ends now, not after the runtime's ~1 s close grace that
