@@ -38,6 +38,11 @@ export function proxyEnvironment(
   return env;
 }
 
+/** Whether a proxy variable can name one of these listeners: SOCKS (TCP or unix) or HTTP on TCP. */
+export function variablesCanName(listeners: { socks?: Address; http?: Address }): boolean {
+  return listeners.socks !== undefined || (listeners.http !== undefined && listeners.http.family !== UNIX_FAMILY);
+}
+
 /** `base` with the proxy variables applied: set, or removed where `vars` says undefined. */
 export function withProxyEnvironment(base: NodeJS.ProcessEnv, vars: ProxyEnvironment): NodeJS.ProcessEnv {
   const env = { ...base };

@@ -9,7 +9,7 @@ import { constants } from 'node:os';
 import { Command, Errors, Flags } from '@oclif/core';
 import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../listeners/bound-address.js';
-import { proxyEnvironment, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
+import { proxyEnvironment, variablesCanName, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
 import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { relaySignals } from '../cli/exec-signals.js';
@@ -44,7 +44,8 @@ export default class Exec extends Command {
   static override summary = 'Run a command with the proxy variables set (ALL_PROXY, HTTP(S)_PROXY, NO_PROXY).';
   static override description = [
     'Uses the managed proxy that `connect` with the same flags would report (its generated password',
-    'goes into the URLs); when none runs, starts a temporary proxy on 127.0.0.1 (free ports, a',
+    'goes into the URLs); when none runs, or it has no SOCKS listener or HTTP one on TCP (port mappings',
+    'only), starts a temporary proxy on 127.0.0.1 (free ports, a',
     'generated password) that lives exactly as long as CMD. Says on stderr which one it used.',
     "Exits with CMD's status (128+N when CMD died of signal N). SIGINT, SIGQUIT, SIGTERM and SIGHUP",
     'are passed on to CMD, except those a terminal sent to the whole job (Ctrl-C, Ctrl-\\, a hangup):',
@@ -72,7 +73,9 @@ export default class Exec extends Command {
     const options = proxyOptionsFrom({ ...flags, 'listen-socks': '127.0.0.1:0', 'listen-http': '127.0.0.1:0', forward: undefined });
     const given = proxyAuthFrom(flags);
 
-    const managed = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
+    const found = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
+    // One that serves port mappings only (or HTTP on a unix socket) gives CMD nothing to use.
+    const managed = found && variablesCanName(found) ? found : undefined;
     let env: ProxyEnvironment;
     let temporary: RunningProxy | undefined;
     let log: ExecLog | undefined;
@@ -111,8 +114,11 @@ export default class Exec extends Command {
       })();
       temporary = await startProxy({ ...options, table, proxyAuth }, log.log).catch((err: unknown) => failOnKnownError(this, err));
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()));
+      const why = found
+        ? `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
+        : `no managed proxy for ${temporary.context ? `context ${temporary.context}` : 'this routing table'}`;
       process.stderr.write(
-        `kubectl-proxyout: no managed proxy for ${temporary.context ? `context ${temporary.context}` : 'this routing table'}; started a temporary one for this command ` +
+        `kubectl-proxyout: ${why}; started a temporary one for this command ` +
           `(${describeTarget(temporary)}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +
           `log: kubectl proxyout logs exec)\n`,
       );

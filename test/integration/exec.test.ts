@@ -282,6 +282,12 @@ test("connect with the config file's mappings only (--listen-socks off): the dae
     const got = await curl([`http://127.0.0.1:${out.forwards[0]!.port}/whoami`]);
     assert.equal(got.code, 0, got.stderr);
     assert.match(got.stdout, /"namespace":"shop"/);
+    // No variable can name a mapping: exec runs CMD through a temporary proxy instead.
+    const ran = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--config', config, '--id', 'cfgmaps', '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stderr, /^kubectl-proxyout: managed proxy cfgmaps has no SOCKS listener or HTTP one on TCP; started a temporary one for this command \(/m);
+    assert.match(parseEnv(ran.stdout).ALL_PROXY!, /^socks5h:\/\/proxyout:[A-Za-z0-9_-]{32}@127\.0\.0\.1:\d+$/);
+    assert.match(ran.stdout, /"namespace":"shop"/);
   } finally {
     await cli(['disconnect', 'cfgmaps']);
     await eventually(async () => !isAlive(out.pid), 10_000, 50).catch(() => undefined);
