@@ -12,6 +12,7 @@ import { buildTable, type BuildSettings } from '../../src/proxy/build-table.js';
 import { createLogger } from '../../src/core/log.js';
 import { tableFromYaml } from '../helpers/routing-decisions.js';
 import { startSocksListener } from '../../src/listeners/socks-server.js';
+import { startForwardListener } from '../../src/listeners/forward-server.js';
 import { connectClient, LOOPBACK as LOOPBACK_HOST, quietContext, Reader } from './socks-fixtures.test.js';
 
 /** An echo server on a loopback address; counts the connections it accepted. */
@@ -117,6 +118,40 @@ test("a client's FIN through SOCKS to a direct route: an answer that comes after
     client.destroy();
   } finally {
     await listener.close(0);
+    server.close();
+  }
+});
+
+test('a server that half-closes first (greets, then FIN) through a port mapping to a direct route still gets what the client sends after', async () => {
+  // As TCP splices: the far end's FIN ends one direction only; the client may still answer.
+  let received = 0;
+  let done: (bytes: number) => void = () => {};
+  const gotAll = new Promise<number>((resolve) => (done = resolve));
+  const server = net.createServer({ allowHalfOpen: true }, (s) => {
+    s.end('hello\n');
+    s.on('data', (c: Buffer) => (received += c.length));
+    s.on('end', () => done(received));
+    s.on('error', () => done(-1));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as net.AddressInfo).port;
+  const direct = route();
+  const mapping = await startForwardListener(
+    LOOPBACK_HOST,
+    0,
+    { host: '127.0.0.1', port, type: 'ipv4' },
+    quietContext({ open: (req) => direct.open(req, undefined, req.signal) }),
+  );
+  try {
+    const client = await connectClient(mapping.address.port);
+    const reader = new Reader(client);
+    assert.equal((await reader.rest()).toString(), 'hello\n', "the server's greeting, then its FIN");
+    client.end(Buffer.alloc(100_000, 1));
+    assert.equal(await gotAll, 100_000);
+    client.destroy();
+  } finally {
+    await mapping.close(0);
     server.close();
   }
 });

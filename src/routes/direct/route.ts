@@ -107,7 +107,15 @@ export class DirectRoute implements Route {
           cb(null, dialable[0]?.address, dialable[0]?.family);
         });
       };
-      const socket = net.connect({ host: literal ? literal.text : host, port, autoSelectFamily: true, lookup: lookup as unknown as net.LookupFunction });
+      // allowHalfOpen: the far end's FIN ends that direction only (tcpHalfClose below); the
+      // client may still send, as after a server's greeting and FIN.
+      const socket = net.connect({
+        host: literal ? literal.text : host,
+        port,
+        autoSelectFamily: true,
+        allowHalfOpen: true,
+        lookup: lookup as unknown as net.LookupFunction,
+      });
       const onAbort = () => {
         socket.destroy();
         const reason: unknown = signal.reason;
