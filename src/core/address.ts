@@ -242,7 +242,9 @@ export function parseForwardSpec(s: string): ForwardSpec {
     try {
       listen = parseListenAddress(left);
     } catch (err) {
-      throw new Error(`invalid port mapping "${s}": ${(err as Error).message.replace(/^invalid listen address "[^"]*": /, '')} (${example})`);
+      // The listen address's own example (HOST:PORT) would stand beside the mapping's: one is enough.
+      const why = (err as Error).message.replace(/^invalid listen address "[^"]*": /, '').replace(/ \(expected HOST:PORT[^)]*\)$/, '');
+      throw new Error(`invalid port mapping "${s}": ${why} (${example})`);
     }
   }
   const target = parseAuthority(right);
