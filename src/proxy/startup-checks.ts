@@ -56,7 +56,7 @@ export function planStart(options: StartOptions): StartPlan {
   const listens = [socks, http].filter((a): a is TcpListen => a !== undefined && 'host' in a);
   requireCredentialsOffLoopback(listens, !!options.proxyAuth);
   const table = routingTableFor(options);
-  const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])]);
+  const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])], listens);
   if (!socks && !http && forwards.length === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
   assertDirectAllowed(table, listens, !!options.proxyAuth);
   return { socks, http, listens, table, forwards };
@@ -85,8 +85,11 @@ export function parseListen(value: string, flag: string, kind: 'socks' | 'http')
   }
 }
 
-/** Each mapping parsed; a second mapping on the same fixed local port is an error before binding. */
-function forwardSpecs(texts: readonly string[]): ForwardSpec[] {
+/**
+ * Each mapping parsed; a mapping on the fixed local port of another mapping or of our own
+ * --listen-socks/--listen-http is an error before binding (the bind would blame another program).
+ */
+function forwardSpecs(texts: readonly string[], listens: readonly TcpListen[]): ForwardSpec[] {
   const seen = new Map<string, string>();
   return texts.map((text) => {
     let spec: ForwardSpec;
@@ -100,7 +103,15 @@ function forwardSpecs(texts: readonly string[]): ForwardSpec[] {
     const where = formatHostPort(spec.listen.host, spec.listen.port);
     const other = seen.get(where);
     if (spec.listen.port !== 0 && other !== undefined) throw new StartupError(`--forward ${text}: ${where} is already used by the mapping ${other}`);
+    const listener = listens.find((l) => spec.listen.port !== 0 && l.port === spec.listen.port && sameOrWildcard(l.host, spec.listen.host));
+    if (listener) throw new StartupError(`--forward ${text}: ${where} is already used by ${listener.flag} ${formatHostPort(listener.host, listener.port)}`);
     seen.set(where, text);
     return spec;
   });
+}
+
+/** Whether two listen hosts take the same port: the same text, or a wildcard of the other's family (:: takes both). */
+function sameOrWildcard(a: string, b: string): boolean {
+  const covers = (wild: string, h: string) => wild === '::' || (wild === '0.0.0.0' && !h.includes(':'));
+  return a.toLowerCase() === b.toLowerCase() || covers(a, b) || covers(b, a);
 }

@@ -10,6 +10,7 @@ import { proxyEnvironment } from '../../src/cli/exec-env.js';
 import { sourceBucket } from '../../src/auth/source.js';
 import { socketDir, unixSocketPath } from '../../src/state/paths.js';
 import { settingDifferences } from '../../src/managed/settings.js';
+import { planStart } from '../../src/proxy/startup-checks.js';
 import type { DaemonOptions, ProxyEntry } from '../../src/managed/store.js';
 
 test('mappings: [ADDR:]LPORT=TARGET:PORT, ADDR 127.0.0.1 by default, any target form', () => {
@@ -135,4 +136,19 @@ test('--forward in managed settings compares the list', () => {
   assert.deepEqual(settingDifferences(entry, asked(['0=web:80'])), []);
   assert.deepEqual(settingDifferences(entry, asked(['0=web:80', '0=db:5432'])), ['--forward (running: 0=web:80, asked: 0=web:80 0=db:5432)']);
   assert.deepEqual(settingDifferences({ ...entry, options: options() }, asked(['0=web:80'])), ['--forward (running: off, asked: 0=web:80)']);
+});
+
+test("a mapping on our own listener's fixed port is refused by name before anything binds", () => {
+  const table = tableFrom(parseConfig('', 'c.yaml', 'cluster.local'), { contexts: ['kind'], clusterDomain: 'cluster.local', currentContext: 'kind' });
+  const plan = (listenSocks: string, listenHttp: string | undefined, forwards: string[]) =>
+    planStart({ listenSocks, listenHttp, forwards, table, clusterDomain: 'cluster.local', proxyAuth: { username: 'u', password: 'p', source: 'file' } });
+  assert.throws(
+    () => plan('127.0.0.1:15000', undefined, ['15000=db:5432']),
+    /^StartupError: --forward 15000=db:5432: 127\.0\.0\.1:15000 is already used by --listen-socks 127\.0\.0\.1:15000$/,
+  );
+  assert.throws(() => plan('127.0.0.1:0', '0.0.0.0:3128', ['3128=db:5432']), /already used by --listen-http 0\.0\.0\.0:3128$/);
+  assert.throws(() => plan('[::]:1080', undefined, ['[::1]:1080=db:5432']), /already used by --listen-socks \[::\]:1080$/);
+  // Another port, another address of the port, or port 0: no clash.
+  assert.equal(plan('127.0.0.1:15000', undefined, ['15001=db:5432', '127.0.0.2:15000=db:5432', '0=db:5432']).forwards.length, 3);
+  assert.equal(plan('0.0.0.0:15000', undefined, ['[::1]:15000=db:5432']).forwards.length, 1, 'an IPv4 wildcard leaves ::1 free');
 });
