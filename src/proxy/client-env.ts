@@ -24,9 +24,17 @@ function hostOf(server: string): string | undefined {
   }
 }
 
-/** The NO_PROXY value for these API servers, keeping the entries `env` already has (each once). */
+/**
+ * The NO_PROXY value for these API servers, keeping the entries `env` already has (each once) but
+ * `*`: in a list Go still reads it as "no proxy for anything" (x/net/http/httpproxy), so a Go
+ * program would bypass the proxy it was handed while curl and Python (which honour `*` only
+ * alone) used it.
+ */
 export function noProxyValue(apiServers: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
-  const inherited = [env.NO_PROXY, env.no_proxy].flatMap((v) => (v ?? '').split(',')).map((e) => e.trim());
+  const inherited = [env.NO_PROXY, env.no_proxy]
+    .flatMap((v) => (v ?? '').split(','))
+    .map((e) => e.trim())
+    .filter((e) => e !== '*');
   const entries = [...LOOPBACK_NO_PROXY, ...apiServers.map(hostOf), ...inherited].filter((e): e is string => !!e);
   return [...new Set(entries)].join(',');
 }

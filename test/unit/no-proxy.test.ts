@@ -16,6 +16,15 @@ test('loopback names, then each API server host (no port, no brackets, lower cas
   );
 });
 
+test('an inherited NO_PROXY=* is dropped: in a list, Go would still send nothing through the proxy', () => {
+  const value = noProxyValue([], { NO_PROXY: '*', no_proxy: '*, .corp.example' });
+  assert.equal(value, 'localhost,127.0.0.1,::1,.corp.example');
+  const env = { ...exportedVariables({ http: { address: '127.0.0.1', family: 'IPv4', port: 3128 } }), NO_PROXY: value, no_proxy: value };
+  assert.equal(proxyFromEnvironment(new URL('http://web.shop:8080'), env).url, 'http://127.0.0.1:3128/');
+  // What the kept `*` did: client-go (as Go's httpproxy) bypasses the proxy for every host.
+  assert.equal(proxyFromEnvironment(new URL('http://web.shop:8080'), { ...env, NO_PROXY: `${value},*`, no_proxy: `${value},*` }).proxy, undefined);
+});
+
 test('the exported variables send kubectl to its API servers directly and cluster names to the proxy', () => {
   const vars = exportedVariables({
     http: { address: '127.0.0.1', family: 'IPv4', port: 3128 },
