@@ -121,10 +121,7 @@ class Checker {
       (out.deprecations ??= []).push(`${this.file}:${this.doc.keyLine(root, old)}: "${old}" is now "${now}"; the old spelling still works`);
     }
     const caKey = spelling(root, 'extra-ca');
-    if (caKey in root) {
-      // Relative to the config file, as kubeconfig paths are relative to the kubeconfig.
-      out.extraCA = path.resolve(path.dirname(path.resolve(this.file)), this.str(root[caKey], this.doc.keyLine(root, caKey), caKey));
-    }
+    if (caKey in root) out.extraCA = this.pathIn(this.str(root[caKey], this.doc.keyLine(root, caKey), caKey));
     if ('forward' in root) out.forwards = this.forwards(root.forward, this.doc.keyLine(root, 'forward'));
     const routes = root.routes ?? [];
     if (!Array.isArray(routes)) this.fail(this.doc.keyLine(root, 'routes'), 'routes', `must be a list of routes, not ${typeName(routes)}`);
@@ -269,7 +266,7 @@ class Checker {
     if (!(KONNECTIVITY_MODES as readonly string[]).includes(mode))
       this.fail(at('mode'), `${path}.mode`, `unknown mode "${mode}" (supported: ${KONNECTIVITY_MODES.join(', ')})`);
     const spec: KonnectivitySpec = { server, mode: mode as KonnectivitySpec['mode'] };
-    for (const key of ['ca', 'cert', 'key'] as const) if (key in raw) spec[key] = this.str(raw[key], at(key), `${path}.${key}`);
+    for (const key of ['ca', 'cert', 'key'] as const) if (key in raw) spec[key] = this.pathIn(this.str(raw[key], at(key), `${path}.${key}`));
     const problem = tlsProblem(spec);
     if (problem) this.fail(line, path, problem);
     return spec;
@@ -306,6 +303,14 @@ class Checker {
         return this.fail(item.line, item.path, (err as Error).message);
       }
     });
+  }
+
+  /**
+   * A file the config file names, made absolute: relative to the config file, as kubeconfig paths
+   * are relative to the kubeconfig (the proxy's working directory is not where the file lives).
+   */
+  private pathIn(file: string): string {
+    return path.resolve(path.dirname(path.resolve(this.file)), file);
   }
 
   private str(value: unknown, line: number, key: string): string {

@@ -53,6 +53,14 @@ test('a konnectivity route parses with its server, mode, files and context', () 
   });
 });
 
+test('relative ca, cert and key are relative to the config file, as extra-ca is, not to the working directory', () => {
+  const text =
+    'routes:\n  - name: guest\n    kind: konnectivity\n    konnectivity: {server: "https://k.example.com:8090", ca: pki/ca.crt, cert: ../tls.crt, key: /abs/tls.key}\n';
+  const r = parseConfig(text, '/etc/proxyout/config.yaml', 'cluster.local').routes[0]!;
+  assert.ok(r.kind === 'konnectivity');
+  assert.deepEqual([r.konnectivity.ca, r.konnectivity.cert, r.konnectivity.key], ['/etc/proxyout/pki/ca.crt', '/etc/tls.crt', '/abs/tls.key']);
+});
+
 test("mode defaults to grpc (the server's default); a unix socket takes no TLS files", () => {
   const r = parse('routes:\n  - name: hosted\n    kind: konnectivity\n    konnectivity: {server: "unix:///run/konnectivity/konnectivity-server.socket"}\n')
     .routes[0]!;
