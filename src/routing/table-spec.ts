@@ -9,6 +9,7 @@
 //   root     "."                       every name (a catch-all, consulted after everything else)
 // Label charset: letters, digits, "-" and "_" (the last appears in real host names, e.g. SRV-style).
 
+import { inetAton } from '../core/address.js';
 import { hasClusterNames, type RouteKind, type RouteSpec } from '../routes/spec.js';
 
 export interface RoutingTable {
@@ -50,7 +51,12 @@ export function parsePattern(text: string, allow: { wildcard: boolean; root: boo
     if (allow.root) return '.';
     throw new Error('"." (every name) is only allowed in include');
   }
-  if (/^\d{1,3}(\.\d{1,3}){3}$/.test(text) || text.includes(':') || text.includes('/')) {
+  const host = hostInside(text);
+  if (host !== undefined && !looksLikeIp(host)) throw new Error(`"${text}": a rule is a host name, matched on every port and scheme: write "${host}"`);
+  // A name the resolver reads as an address (2130706433, 127.1) never reaches the name rules.
+  const aton = looksLikeIp(text) ? undefined : inetAton(text);
+  if (aton !== undefined) throw new Error(`"${text}" is the IP address ${aton} (as resolvers and browsers read it): put it in cidrs`);
+  if (looksLikeIp(text) || text.includes('/')) {
     throw new Error(`"${text}" is an IP address or block: put it in cidrs`);
   }
   if (text.startsWith('*.')) {
@@ -64,6 +70,20 @@ export function parsePattern(text: string, allow: { wildcard: boolean; root: boo
   const name = normalizeHostName(text);
   if (!name) throw new Error(`"${text}" is not a valid DNS name (labels of letters, digits, "-" and "_", at most 63 characters each)`);
   return name;
+}
+
+const looksLikeIp = (text: string): boolean => /^\d{1,3}(\.\d{1,3}){3}$/.test(text) || text.includes(':');
+
+/** The host of "https://example.com/x" or "example.com:443", written where a bare name belongs. */
+function hostInside(text: string): string | undefined {
+  if (text.includes('://')) {
+    try {
+      return new URL(text).hostname || undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return /^([^:/[\]]+):\d{1,5}$/.exec(text)?.[1];
 }
 
 /** Why a route name cannot be used; undefined when it can. */

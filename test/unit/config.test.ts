@@ -132,6 +132,13 @@ test('bad suffixes, wildcards, route names and controllers are refused', () => {
   refuses(route('include: ["a..b"]'), 4, 'routes[0].include[0]', /not a valid DNS name/);
   refuses(route('include: ["foo.*.com"]'), 4, 'routes[0].include[0]', /a "\*" may only stand alone as the first label/);
   refuses(route('include: ["10.0.0.1"]'), 4, 'routes[0].include[0]', /put it in cidrs/);
+  // A name the resolver reads as an address would never match as a name: refused, not ignored.
+  refuses(route('include: ["2130706433"]'), 4, 'routes[0].include[0]', /is the IP address 127\.0\.0\.1 .*put it in cidrs/);
+  refuses(route('exclude: ["10.1.2"]'), 4, 'routes[0].exclude[0]', /is the IP address 10\.1\.0\.2 /);
+  // A port or a URL is not an IP block: say what to write instead.
+  refuses(route('include: ["example.com:443"]'), 4, 'routes[0].include[0]', /matched on every port and scheme: write "example\.com"$/);
+  refuses(route('include: ["https://console.example.com/"]'), 4, 'routes[0].include[0]', /write "console\.example\.com"$/);
+  refuses(route('include: ["10.0.0.1:80"]'), 4, 'routes[0].include[0]', /is an IP address or block: put it in cidrs/);
   refuses(route('exclude: ["."]'), 4, 'routes[0].exclude[0]', /only allowed in include/);
   refuses(route(`include: ["${'a'.repeat(64)}.com"]`), 4, 'routes[0].include[0]', /not a valid DNS name/);
   refuses(route('ingress: {domains: ["*.apps.example.com", "*"]}'), 4, 'routes[0].ingress.domains[1]', /may only stand alone as the first label/);
