@@ -7,6 +7,7 @@ import { logProcessWarnings } from '../core/process-warnings.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { LOG_FORMATS, stderrDestination, type LogFormat } from '../core/log-format.js';
 import { startProxy } from '../proxy/proxy.js';
+import type { RunningProxy } from '../proxy/running.js';
 import { managedHub } from '../managed/ui.js';
 import { layout } from '../state/paths.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
@@ -48,8 +49,25 @@ export default class Serve extends Command {
     // Bulk transfers can make V8 mark the whole heap every few dozen ms (core/gc-guard.ts).
     const gcGuard = startGcGuard(log);
 
+    // SIGHUP re-reads the routing table (config file, kubeconfig); a bad one changes nothing.
+    // Handled from before the start, which can wait many seconds on a slow cluster: its default
+    // action would end the proxy. One that comes meanwhile reloads as soon as it has started.
+    let running: RunningProxy | undefined;
+    let reloadWhenStarted = false;
+    const reload = (proxy: RunningProxy) => {
+      log.info('SIGHUP: reloading the routing table');
+      proxy.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
+    };
+    const onTerminal = process.stdin.isTTY === true || process.stderr.isTTY === true;
+    process.on('SIGHUP', () => {
+      // The terminal it runs in was closed: a hangup, as for any program in it — stop.
+      if (onTerminal && !hasControllingTerminal()) return void process.kill(process.pid, 'SIGTERM');
+      if (running) return reload(running);
+      if (!reloadWhenStarted) log.info('SIGHUP while starting: the routing table is read again once the proxy has started');
+      reloadWhenStarted = true;
+    });
     // Its page shows the user's managed proxies too.
-    const running = await startProxy({ ...options, page: true, otherProxies: managedHub(layout()) }, log).catch((err: unknown) => {
+    running = await startProxy({ ...options, page: true, otherProxies: managedHub(layout()) }, log).catch((err: unknown) => {
       // Expected failures (port taken, bad kubeconfig, API down) are one line, no stack.
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;
@@ -57,20 +75,14 @@ export default class Serve extends Command {
     // Signal handlers are installed before the ready lines: whoever reads them may signal at once,
     // and the default actions end the process (SIGINT/SIGTERM without the drain and exit 0).
     const stopSignal = firstShutdownSignal();
-    // SIGHUP re-reads the routing table (config file, kubeconfig); a bad one changes nothing.
-    const onTerminal = process.stdin.isTTY === true || process.stderr.isTTY === true;
-    process.on('SIGHUP', () => {
-      // The terminal it runs in was closed: a hangup, as for any program in it — stop.
-      if (onTerminal && !hasControllingTerminal()) return void process.kill(process.pid, 'SIGTERM');
-      log.info('SIGHUP: reloading the routing table');
-      running.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
-    });
     this.log(
       readyLines(
         { ...running, socks: running.socks, http: running.http, table: running.table(), apiServers: apiServersOf(running.routes()) },
         options.proxyAuth?.username,
       ).join('\n'),
     );
+
+    if (reloadWhenStarted) reload(running);
 
     const signal = await stopSignal;
     log.info({ signal, graceMs: options.shutdownGraceMs }, 'shutting down');

@@ -31,7 +31,14 @@ export function testTransport(): TransportMode {
 /** Runs the real CLI (bin/kubectl-proxyout) and waits until it prints its ready lines. */
 export async function startProxyProcess(
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; command?: string[]; cwd?: string } = {},
+  opts: {
+    env?: NodeJS.ProcessEnv;
+    timeoutMs?: number;
+    command?: string[];
+    cwd?: string;
+    /** Called with the process as soon as it is spawned, to signal it before it is ready. */
+    onSpawn?: (proc: ChildProcess) => void;
+  } = {},
 ): Promise<ProxyProcess> {
   const command = opts.command ?? [process.execPath, binPath];
   // Test files run two at a time: a proxy on the default 127.0.0.1:1080 collides with another's.
@@ -41,6 +48,7 @@ export async function startProxyProcess(
   const forced = process.env.PROXYOUT_TEST_TRANSPORT;
   if (forced && !args.includes('--transport') && command[command.length - 1] === binPath) args = [...args, '--transport', forced];
   const proc = spawn(command[0], [...command.slice(1), ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
+  opts.onSpawn?.(proc);
   const stdout: string[] = [];
   const logs: Array<Record<string, unknown>> = [];
   const twiceKeyed: string[] = [];
