@@ -65,6 +65,19 @@ function readConfig(file: string, required: boolean): string | undefined {
   }
 }
 
+/** The origin of the route made for the kubeconfig's current context (rule 5 above). */
+const CURRENT_CONTEXT_ORIGIN = 'the current context';
+
+/**
+ * The context a table serves because it was the kubeconfig's current one, if any. A reload serves
+ * it again rather than whatever is current by then: `kubectl config use-context` elsewhere must
+ * not move a running proxy (and a managed one's ID and status) to another cluster.
+ */
+export function currentContextServed(table: RoutingTable | undefined): string | undefined {
+  const route = table?.routes.find((r) => r.origin === CURRENT_CONTEXT_ORIGIN);
+  return route?.kind === 'cluster' ? route.context : undefined;
+}
+
 /** Merges flags into a validated file (or none) by the precedence above; pure, for tests. */
 export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): RoutingTable {
   const fileRoutes = config?.routes ?? [];
@@ -96,7 +109,7 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   if (defaultRoute === undefined && routes.length === 0) {
     if (!flags.currentContext)
       throw new StartupError('no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig');
-    const route = clusterRoute(flags.currentContext, 'the current context', flags.clusterDomain);
+    const route = clusterRoute(flags.currentContext, CURRENT_CONTEXT_ORIGIN, flags.clusterDomain);
     routes.unshift(route);
     checkUniqueNames(routes);
     defaultRoute = route.name;

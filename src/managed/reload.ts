@@ -18,6 +18,7 @@ import {
   writeTableFile,
 } from './table.js';
 import type { RoutingTable } from '../routing/table-spec.js';
+import { currentContextServed } from '../config/load.js';
 
 /** Test hook (core/test-hooks.ts testHookPause): hold a reload between making its table and writing it. */
 export const TEST_RELOAD_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_PAUSE';
@@ -49,6 +50,7 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
   const managed = resolveManagedTable({
     kubeconfig: options.kubeconfigSource,
     contexts: options.contexts ?? [found.entry.context],
+    currentContext: currentContextServed(options.table),
     config: options.config,
     direct: options.direct,
     clusterDomain: options.clusterDomain,

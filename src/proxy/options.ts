@@ -23,6 +23,8 @@ export interface ProxyOptions {
   direct?: boolean;
   /** --extra-ca FILE (absolute): a PEM bundle trusted for API connections besides the kubeconfig's CA. */
   extraCA?: string;
+  /** The context to serve when the table names none, instead of the kubeconfig's current one (a reload keeps the one served). */
+  currentContext?: string;
   /** A table already resolved (managed daemons get theirs from `connect`); wins over the above. */
   table?: RoutingTable;
   /** Per cluster route name: the kubeconfig to load it from instead of --kubeconfig. */

@@ -27,6 +27,7 @@ import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
 import { ARGV_WARNING, ProxyAuth } from '../auth/credentials.js';
 import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js';
+import { currentContextServed } from '../config/load.js';
 import { startLive } from './live.js';
 
 export { routingTableFor };
@@ -166,7 +167,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     reload(next?: { table: RoutingTable; routeKubeconfigs?: Record<string, string> }) {
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {
-        const table = next?.table ?? routingTableFor({ ...options, table: undefined });
+        const table = next?.table ?? routingTableFor({ ...options, table: undefined, currentContext: currentContextServed(built.table) });
         if (JSON.stringify(table.forwards ?? []) !== JSON.stringify(startedTable.forwards ?? [])) {
           log.warn(
             { running: startedTable.forwards ?? [], file: table.forwards ?? [] },

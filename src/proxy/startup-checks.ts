@@ -20,7 +20,19 @@ export type ListenSpec = TcpListen | { flag: string; unix: string };
 /** The options these checks read. */
 export type StartOptions = Pick<
   ProxyOptions,
-  'listenSocks' | 'listenHttp' | 'forwards' | 'proxyAuth' | 'kubeconfig' | 'context' | 'contexts' | 'config' | 'direct' | 'extraCA' | 'table' | 'clusterDomain'
+  | 'listenSocks'
+  | 'listenHttp'
+  | 'forwards'
+  | 'proxyAuth'
+  | 'kubeconfig'
+  | 'context'
+  | 'contexts'
+  | 'currentContext'
+  | 'config'
+  | 'direct'
+  | 'extraCA'
+  | 'table'
+  | 'clusterDomain'
 >;
 
 export interface StartPlan {
@@ -43,7 +55,7 @@ export function routingTableFor(options: StartOptions): RoutingTable {
     extraCA: options.extraCA,
     // Read only when the table names no cluster: then the kubeconfig's current context serves.
     get currentContext() {
-      return loadKubeConfig({ kubeconfig: options.kubeconfig }).context;
+      return options.currentContext ?? loadKubeConfig({ kubeconfig: options.kubeconfig }).context;
     },
   };
   return loadRoutingTable(flags);
