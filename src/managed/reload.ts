@@ -9,6 +9,7 @@ import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { ElsewhereError, inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
+import { updateEntry } from './store.js';
 import {
   removeRouteKubeconfigsExcept,
   resolveManagedTable,
@@ -80,7 +81,18 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
   // in force; a refused table's new routes' go at once.
   const keep = answer.ok ? Object.values(routeKubeconfigsFor(l, id, managed.table)) : before;
   await withStateLock(l, () => {
-    if (sameDaemon(found, inspect(l, id!))) removeRouteKubeconfigsExcept(l, id!, keep);
+    if (!sameDaemon(found, inspect(l, id!))) return;
+    removeRouteKubeconfigsExcept(l, id!, keep);
+    // What `status` names as the proxy's cluster: the new table's default route (the file may
+    // have made another context the default), or none without a cluster route.
+    const primary = managed.primary;
+    if (answer.ok)
+      updateEntry(l, id!, (e) =>
+        Object.assign(
+          e,
+          primary ? { server: primary.server, context: primary.context, namespace: primary.namespace } : { server: '', context: '', namespace: '' },
+        ),
+      );
   }).catch(() => undefined);
   if (!answer.ok) throw new StartupError(`proxy ${id} kept its routing table: ${answer.error}`);
   return { id, table: managed.table };

@@ -193,3 +193,21 @@ test('reload ID: a route in error is made anew, so a kubeconfig fixed meanwhile 
   await eventually(async () => /hello from which-staging/.test(await via('http://which.shop.staging/')), 15_000, 250);
   assert.equal((await cli(['disconnect', 'fixable'])).code, 0);
 });
+
+test('reload ID: when the file makes another context the default route, status names that context', async () => {
+  const file = path.join(multi.dir, 'default-moves.yaml');
+  const routes = (first: string, second: string) =>
+    `routes:\n  - name: ${first}\n    kind: cluster\n    context: ${first}\n  - name: ${second}\n    kind: cluster\n    context: ${second}\n`;
+  await writeFile(file, routes('prod', 'staging'));
+  const c = await cli(['connect', '--kubeconfig', multi.kubeconfig, '--config', file, '--id', 'moves', '--listen-socks', '127.0.0.1:0', '--no-proxy-auth']);
+  assert.equal(c.code, 0, c.stderr);
+  const target = async () => statusItems<{ context: string; server: string }>((await cli(['status', 'moves', '--json'])).stdout)[0]!;
+  assert.equal((await target()).context, 'prod');
+  await writeFile(file, routes('staging', 'prod'));
+  const r = await cli(['reload', 'moves']);
+  assert.equal(r.code, 0, r.stderr);
+  const after = await target();
+  assert.equal(after.context, 'staging', 'the default route is staging now');
+  assert.equal(after.server, multi.clusters[1]!.sim.server);
+  assert.equal((await cli(['disconnect', 'moves'])).code, 0);
+});
