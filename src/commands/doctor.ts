@@ -26,7 +26,7 @@ export default class Doctor extends Command {
     'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers, reached as the proxy reaches it',
     "(proxy-url or HTTPS_PROXY, --extra-ca / extraCA, a route's via; version, round trip),",
     'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services and',
-    'EndpointSlices, list/get on Pods and create on pods/portforward. For each ssh route of the config file: a login',
+    'EndpointSlices, list/get on Pods and get/create on pods/portforward. For each ssh route of the config file: a login',
     'through its whole chain as the route logs in (each hop reached, its host key known, our key accepted), naming the',
     'hop that fails. For each konnectivity route: its guest cluster as above (RBAC without pods/portforward), and a',
     "test dial through its server (mode, TLS files) to the guest's kubernetes Service: server reachable, our",

@@ -67,8 +67,9 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
   }
   const api = new ApiConnection(loaded.kc, egress);
   const started = Date.now();
+  let version: { gitVersion?: string };
   try {
-    const version = await api.getJson<{ gitVersion?: string }>('/version', o.timeoutMs);
+    version = await api.getJson<{ gitVersion?: string }>('/version', o.timeoutMs);
     add({
       name: 'api-server',
       status: 'ok',
@@ -78,7 +79,7 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
     add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`, fix: apiFix(err, egress) });
     return checks;
   }
-  checks.push(...(await checkRbac(api, loaded.namespace, o)));
+  checks.push(...(await checkRbac(api, loaded.namespace, o, portForwardAsks(version.gitVersion))));
   checks.push(await (o.konnectivity ? o.konnectivity(api) : checkProtocols(api, loaded.namespace, o)));
   return checks;
 }
@@ -135,7 +136,7 @@ const READ: Array<{ resource: string; group: string; label: string; verbs: strin
   { resource: 'pods', group: '', label: 'pods', verbs: ['list', 'get'] },
 ];
 
-interface Ask {
+export interface Ask {
   verb: string;
   resource: string;
   group: string;
@@ -144,12 +145,22 @@ interface Ask {
 }
 
 const READ_ASKS: Ask[] = READ.flatMap((r) => r.verbs.map((verb) => ({ verb, resource: r.resource, group: r.group, label: `${verb} ${r.label}` })));
-const ALL_ASKS: Ask[] = [...READ_ASKS, { verb: 'create', resource: 'pods', group: '', subresource: 'portforward', label: 'create pods/portforward' }];
+
+/**
+ * Every transport the proxy uses upgrades a GET to a WebSocket, authorized as `get` on
+ * pods/portforward; from 1.35 the API server also checks `create` for it
+ * (AuthorizePodWebsocketUpgradeCreatePermission). An unknown version is taken as new.
+ */
+export function portForwardAsks(gitVersion: string | undefined): Ask[] {
+  const minor = /^v?1\.(\d+)\./.exec(gitVersion ?? '')?.[1];
+  const verbs = minor !== undefined && Number(minor) < 35 ? ['get'] : ['get', 'create'];
+  return verbs.map((verb) => ({ verb, resource: 'pods', group: '', subresource: 'portforward', label: `${verb} pods/portforward` }));
+}
 
 /** RBAC by SelfSubjectAccessReview: cluster-wide first, else in the route's namespace. */
-async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckOptions): Promise<Check[]> {
+async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckOptions, portForward: Ask[]): Promise<Check[]> {
   const base = { scope: o.scope, name: 'rbac' };
-  const asks = o.konnectivity ? READ_ASKS : ALL_ASKS;
+  const asks = o.konnectivity ? READ_ASKS : [...READ_ASKS, ...portForward];
   let clusterWide: boolean[];
   try {
     clusterWide = await Promise.all(asks.map((a) => canI(api, a, '', o.timeoutMs)));
@@ -181,7 +192,7 @@ async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckO
       ...base,
       status: 'fail',
       detail: `not allowed in namespace ${namespace} nor cluster-wide: ${missing.map((a) => a.label).join(', ')}`,
-      fix: `ask your cluster admin for a Role in ${namespace} (or a ClusterRole) granting list/watch on services and endpointslices.discovery.k8s.io, list/get on pods${o.konnectivity ? '' : ' and create on pods/portforward'}; check with: ${canIs[0]}`,
+      fix: `ask your cluster admin for a Role in ${namespace} (or a ClusterRole) granting list/watch on services and endpointslices.discovery.k8s.io, list/get on pods${o.konnectivity ? '' : ` and ${portForward.map((a) => a.verb).join('/')} on pods/portforward`}; check with: ${canIs[0]}`,
     },
   ];
 }
@@ -272,7 +283,7 @@ async function checkProtocols(api: ApiConnection, namespace: string, o: ClusterC
     status: 'fail',
     detail,
     fix: denied
-      ? 'port-forward to this pod is refused: see the rbac check (create on pods/portforward)'
+      ? 'port-forward to this pod is refused: see the rbac check (get on pods/portforward, and create from Kubernetes 1.35)'
       : 'the proxy needs the WebSocket port-forward (Kubernetes ≥ 1.30 for the tunnel; any version for v4.channel.k8s.io): a proxy or load balancer in front of the API server may drop WebSocket upgrades',
   };
 }

@@ -109,7 +109,7 @@ test('exactly the rights the README asks for (no watch on pods: pods are looked 
   assert.equal(ok.get('rbac').status, 'ok', ok.get('rbac').detail);
   assert.match(
     ok.get('rbac').detail,
-    /^cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward$/,
+    /^cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, get pods\/portforward, create pods\/portforward$/,
   );
   assert.equal(ok.code, 0, ok.stdout);
 
@@ -145,7 +145,7 @@ test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails nam
   assert.equal(rbac.status, 'fail');
   assert.match(
     rbac.detail,
-    /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, create pods\/portforward/,
+    /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, get pods\/portforward, create pods\/portforward/,
   );
   assert.match(rbac.fix ?? '', /kubectl auth can-i list services -n data/);
 

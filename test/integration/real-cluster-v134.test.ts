@@ -135,7 +135,7 @@ describe('real cluster v1.34.4, upstream defaults (PortForwardWebsockets and Wat
     const state = path.join(c.dir, 'doctor-state');
     const admin = await runDoctor(['--kubeconfig', c.kubeconfig, '--context', 'admin'], state);
     assert.equal(admin.get('rbac').status, 'ok');
-    assert.match(admin.get('rbac').detail, /^cluster-wide: list services, watch services, .*create pods\/portforward$/);
+    assert.match(admin.get('rbac').detail, /^cluster-wide: list services, watch services, .*, list pods, get pods, get pods\/portforward$/);
     assert.match(admin.get('port-forward').detail, /SPDY over WebSocket: yes; per-stream WebSocket v4: yes; legacy SPDY: yes/);
     const limited = await runDoctor(['--kubeconfig', c.kubeconfig, '--context', 'limited'], state);
     assert.equal(limited.get('rbac').status, 'ok');

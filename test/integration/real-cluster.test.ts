@@ -430,7 +430,7 @@ describe('real cluster: the namespace-limited user (RBAC: admin in shop only)', 
     const viewer = await doctor('viewer');
     assert.equal(viewer.code, 1);
     assert.equal(viewer.rbac.status, 'fail');
-    assert.match(viewer.rbac.detail, /not allowed in namespace shop nor cluster-wide: create pods\/portforward$/);
+    assert.match(viewer.rbac.detail, /not allowed in namespace shop nor cluster-wide: get pods\/portforward, create pods\/portforward$/);
     // Each protocol's refusal in the API server's words, not its JSON.
     assert.equal(viewer.portForward.status, 'fail');
     assert.match(

@@ -1,0 +1,125 @@
+// What users with part of the rights are told, against the real control plane (v1.37.2: RBAC,
+// SelfSubjectAccessReview and the port-forward authorization are upstream's): doctor's verdict
+// must match what the proxy then does with the same user. ServiceAccounts by impersonation (the
+// admin token with `as:`), real curl. Skips with a reason when the test bed is not built (fails
+// instead under PROXYOUT_REQUIRE_REAL_CLUSTER=1).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import yaml from 'js-yaml';
+import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
+import { applyAndRollOut, startClusterLogged } from '../helpers/real-cluster-setup.js';
+import { startProxyProcess } from '../helpers/proxy-process.js';
+import { runDoctor } from '../helpers/doctor.js';
+import { curl } from '../helpers/curl.js';
+
+const skip = skipUnlessRealCluster();
+
+/** Everything the proxy reads, cluster-wide; port-forward is granted per user below. */
+const READER = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: proxyout-reader}
+rules:
+- {apiGroups: [""], resources: [services], verbs: [list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+- {apiGroups: [""], resources: [pods], verbs: [get, list]}
+`;
+
+/** A ServiceAccount in shop with the reader ClusterRole and these verbs on pods/portforward. */
+function user(name: string, portForwardVerbs: string[]): string {
+  return `---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ${name}, namespace: shop}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ${name}-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: proxyout-reader}
+subjects: [{kind: ServiceAccount, name: ${name}, namespace: shop}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ${name}-portforward}
+rules: [{apiGroups: [""], resources: [pods/portforward], verbs: [${portForwardVerbs.join(', ')}]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ${name}-portforward}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${name}-portforward}
+subjects: [{kind: ServiceAccount, name: ${name}, namespace: shop}]
+`;
+}
+
+const USERS = { 'create-only': ['create'], 'get-and-create': ['get', 'create'] } as const;
+
+let cluster: RealCluster | undefined;
+let kubeconfig = '';
+
+before(async () => {
+  if (skip) return;
+  cluster = await startClusterLogged();
+  await applyAndRollOut(cluster, manifests(webDeployment(1), webService()), ['deployment/web']);
+  await cluster.kubectl(['apply', '-f', '-'], {
+    input:
+      READER +
+      Object.entries(USERS)
+        .map(([name, verbs]) => user(name, [...verbs]))
+        .join(''),
+  });
+  type Doc = { users: Array<{ name: string; user: Record<string, unknown> }>; contexts: Array<{ name: string; context: Record<string, unknown> }> };
+  const doc = yaml.load(await readFile(cluster.kubeconfig, 'utf8')) as Doc;
+  const clusterName = doc.contexts[0]!.context.cluster;
+  for (const name of Object.keys(USERS)) {
+    doc.users.push({ name, user: { token: cluster.tokens.admin, as: `system:serviceaccount:shop:${name}` } });
+    doc.contexts.push({ name, context: { cluster: clusterName, user: name, namespace: 'shop' } });
+  }
+  kubeconfig = path.join(cluster.dir, 'kubeconfig-rbac');
+  await writeFile(kubeconfig, yaml.dump(doc), { mode: 0o600 });
+});
+
+after(async () => {
+  await cluster?.stop();
+});
+
+/** doctor's rbac verdict for the context, and what curl gets through a proxy running as it. */
+async function verdictAndReality(context: string) {
+  const doctor = await runDoctor(['--kubeconfig', kubeconfig, '--context', context], path.join(cluster!.dir, `doctor-${context}`));
+  const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', context, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
+  try {
+    const socks = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web.shop.svc/']);
+    const http = await curl(['-o', '/dev/null', '-w', '%{http_code}', '-x', `http://${proxy.http}`, 'http://web.shop.svc/']);
+    return { doctor, socks, httpStatus: http.stdout };
+  } finally {
+    await proxy.stop();
+  }
+}
+
+describe('real cluster: users with part of the rights', { skip }, () => {
+  test('create on pods/portforward alone: doctor fails naming get, and the proxy is indeed refused', async () => {
+    const { doctor, socks, httpStatus } = await verdictAndReality('create-only');
+    assert.equal(socks.code, 97, `the proxy is refused: ${socks.stdout}`);
+    assert.equal(httpStatus, '403');
+    const rbac = doctor.get('rbac');
+    assert.equal(rbac.status, 'fail', rbac.detail);
+    assert.match(rbac.detail, /nor cluster-wide: get pods\/portforward$/);
+    assert.match(rbac.fix ?? '', /get\/create on pods\/portforward; check with: /);
+    assert.equal(doctor.code, 1);
+    const as = ['--as', 'system:serviceaccount:shop:create-only'];
+    const canI = await cluster!.kubectl(['auth', 'can-i', 'get', 'pods', '--subresource=portforward', '-n', 'shop', ...as], { allowFail: true });
+    assert.equal(canI.stdout.trim(), 'no', 'kubectl auth can-i agrees');
+  });
+
+  test('get and create on pods/portforward: doctor passes, and the proxy serves', async () => {
+    const { doctor, socks, httpStatus } = await verdictAndReality('get-and-create');
+    assert.equal(socks.code, 0, socks.stderr);
+    assert.match(socks.stdout, /^pod=web-\S+ namespace=shop port=8080$/m);
+    assert.equal(httpStatus, '200');
+    const rbac = doctor.get('rbac');
+    assert.equal(rbac.status, 'ok', rbac.detail);
+    assert.match(rbac.detail, /^cluster-wide: list services, .*, get pods\/portforward, create pods\/portforward$/);
+    assert.equal(doctor.get('port-forward').status, 'ok');
+  });
+});
