@@ -183,9 +183,10 @@ async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckO
       { ...base, status: 'ok', detail: `in namespace ${namespace} only (not cluster-wide: ${wideMissing.join(', ')}); names in other namespaces are refused` },
     ];
   }
+  // kubectl auth can-i reads TYPE/NAME: `pods/portforward` would ask about a pod named "portforward".
   const canIs = missing.map(
     (a) =>
-      `kubectl auth can-i ${a.verb} ${a.subresource ? `${a.resource}/${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`,
+      `kubectl auth can-i ${a.verb} ${a.subresource ? `${a.resource} --subresource=${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`,
   );
   return [
     {

@@ -153,7 +153,7 @@ test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails nam
   const canI = async (kc: string, ...args: string[]) => (await run('kubectl', ['--kubeconfig', kc, 'auth', 'can-i', ...args])).stdout.trim();
   assert.equal(await canI(inShop, 'list', 'services', '-A'), 'no');
   assert.equal(await canI(inShop, 'watch', 'endpointslices.discovery.k8s.io', '-n', 'shop'), 'yes');
-  assert.equal(await canI(inShop, 'create', 'pods/portforward', '-n', 'shop'), 'yes');
+  assert.equal(await canI(inShop, 'create', 'pods', '--subresource=portforward', '-n', 'shop'), 'yes');
   assert.equal(await canI(inData, 'create', 'pods', '--subresource=portforward', '-n', 'data'), 'no');
   assert.equal(await canI(cluster.kubeconfig, 'list', 'pods', '-A'), 'yes');
 });
