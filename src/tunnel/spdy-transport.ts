@@ -16,9 +16,10 @@
 //  - close() sends GOAWAY on every tunnel and closes it.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { ConnectTimeoutError, HostUnreachableError, NotAllowedError, UpstreamApiError, type ProxyError } from '../core/errors.js';
+import { ConnectTimeoutError, HostUnreachableError, UpstreamApiError, type ProxyError } from '../core/errors.js';
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
+import { upgradeForbidden } from './pod-stream.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyFloodError } from './spdy/session.js';
 import { SpdyPortForwardStream } from './spdy/pf-stream.js';
@@ -271,7 +272,7 @@ export class SpdyTransport implements Transport {
     if (err instanceof TunnelRefusal) {
       const detail = err.status === 101 ? err.message : (statusMessage(err.body) ?? `HTTP ${err.status}`);
       const msg = `port-forward tunnel to ${pod} refused by the API server (${err.status}): ${detail}`;
-      if (err.status === 403) return new NotAllowedError(msg, { cause: err });
+      if (err.status === 403) return upgradeForbidden(msg, target.namespace, err);
       // The target is fine; the cluster cannot carry this transport (`auto` falls back instead).
       if (err.meansNoTunnel)
         return new UpstreamApiError(`${msg}; this API server does not offer the SPDY port-forward tunnel: use --transport auto or websocket`, {

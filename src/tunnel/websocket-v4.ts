@@ -6,11 +6,11 @@
 import type { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import type { Logger } from '../core/log.js';
-import { HostUnreachableError, NotAllowedError, UpstreamApiError, type ProxyError } from '../core/errors.js';
+import { HostUnreachableError, UpstreamApiError, type ProxyError } from '../core/errors.js';
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
-import { PodStream, where } from './pod-stream.js';
+import { PodStream, upgradeForbidden, where } from './pod-stream.js';
 import { webSocketOptions } from './ws-options.js';
 import { PongPacer } from './pong-pacer.js';
 import { REFUSAL_BODY_MAX } from './websocket/handshake.js';
@@ -73,7 +73,7 @@ function answerPings(ws: WebSocket): void {
 function upgradeError(target: PodPort, status: number, text: string): ProxyError {
   const detail = statusMessage(text) ?? `HTTP ${status}`;
   const msg = `port-forward to ${where(target)} refused by the API server (${status}): ${detail}`;
-  if (status === 403) return new NotAllowedError(msg);
+  if (status === 403) return upgradeForbidden(msg, target.namespace);
   if (status === 404 || status === 400) return new HostUnreachableError(msg, { retryable: true });
   return new UpstreamApiError(msg, { retryable: status >= 500 });
 }

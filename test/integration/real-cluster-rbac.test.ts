@@ -53,7 +53,7 @@ subjects: [{kind: ServiceAccount, name: ${name}, namespace: shop}]
 `;
 }
 
-const USERS = { 'create-only': ['create'], 'get-and-create': ['get', 'create'] } as const;
+const USERS = { 'create-only': ['create'], 'get-only': ['get'], 'get-and-create': ['get', 'create'] } as const;
 
 let cluster: RealCluster | undefined;
 let kubeconfig = '';
@@ -90,8 +90,9 @@ async function verdictAndReality(context: string) {
   const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', context, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0']);
   try {
     const socks = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web.shop.svc/']);
-    const http = await curl(['-o', '/dev/null', '-w', '%{http_code}', '-x', `http://${proxy.http}`, 'http://web.shop.svc/']);
-    return { doctor, socks, httpStatus: http.stdout };
+    const http = await curl(['-w', '\n%{http_code}', '-x', `http://${proxy.http}`, 'http://web.shop.svc/']);
+    const [httpStatus, ...body] = http.stdout.split('\n').reverse();
+    return { doctor, socks, httpStatus, httpBody: body.reverse().join('\n').trim() };
   } finally {
     await proxy.stop();
   }
@@ -112,6 +113,19 @@ describe('real cluster: users with part of the rights', { skip }, () => {
     const as = ['--as', 'system:serviceaccount:shop:create-only'];
     const canI = await cluster!.kubectl([...check[1]!.split(' '), ...as], { allowFail: true });
     assert.equal(canI.stdout.trim(), 'no', `kubectl ${check[1]} agrees`);
+  });
+
+  test('get on pods/portforward alone: the client is told which rights to ask for (the API server names none)', async () => {
+    const { doctor, socks, httpStatus, httpBody } = await verdictAndReality('get-only');
+    assert.equal(socks.code, 97);
+    assert.match(socks.stderr, /\(2\)/, 'SOCKS 0x02 not allowed');
+    assert.equal(httpStatus, '403');
+    // v1.37's create check for a WebSocket upgrade answers `pods "web-…" is forbidden: ` and no more.
+    assert.match(
+      httpBody,
+      /^kubectl-proxyout: cluster route get-only: port-forward .*shop\/web-\S+ refused by the API server \(403\): pods "web-\S+" is forbidden; the proxy needs get and create on pods\/portforward in namespace shop \(check: kubectl auth can-i create pods --subresource=portforward -n shop\)$/,
+    );
+    assert.match(doctor.get('rbac').detail, /nor cluster-wide: create pods\/portforward$/);
   });
 
   test('get and create on pods/portforward: doctor passes, and the proxy serves', async () => {
