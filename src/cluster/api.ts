@@ -225,7 +225,7 @@ export class ApiConnection {
   }
 }
 
-/** The message of a Kubernetes Status object, if the text is one. */
+/** The message of a Kubernetes Status object, if the text is one; else its first line. */
 export function statusMessage(text: string): string | undefined {
   try {
     const obj = JSON.parse(text) as { kind?: string; message?: string };
@@ -233,6 +233,18 @@ export function statusMessage(text: string): string | undefined {
   } catch {
     /* not JSON */
   }
-  const line = text.trim().split('\n')[0];
-  return line ? line.slice(0, 300) : undefined;
+  const lines = text.trim().split('\n');
+  return healthFailure(lines) ?? (lines[0] ? lines[0].slice(0, 300) : undefined);
+}
+
+/**
+ * A failed /readyz or /livez lists every check, passing ones first (`[+]ping ok`), and ends with
+ * `readyz check failed`: the checks marked `[-]` are the reason, not the first line.
+ */
+function healthFailure(lines: string[]): string | undefined {
+  const failed = lines.flatMap((l) => /^\[-\](\S+) failed/.exec(l)?.[1] ?? []);
+  if (failed.length === 0) return undefined;
+  const last = lines[lines.length - 1]!.trim();
+  const more = failed.length > 3 ? ` and ${failed.length - 3} more` : '';
+  return `${/check failed$/.test(last) ? last : 'checks failed'}: ${failed.slice(0, 3).join(', ')}${more}`;
 }

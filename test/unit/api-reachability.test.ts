@@ -65,3 +65,35 @@ test('a route degraded because its API server did not answer serves again at the
   assert.equal(health.current, undefined);
   assert.ok((health.recoveredAt ?? 0) >= before, 'it serves again since now, for the route\'s "since"');
 });
+
+/** What kube-apiserver v1.37.2's /readyz answered (500, text/plain) a second after its restart. */
+const READYZ_STARTING = `[+]ping ok
+[+]log ok
+[-]etcd failed: reason withheld
+[+]etcd-readiness ok
+[-]informer-sync failed: reason withheld
+[+]poststarthook/start-apiserver-admission-initializer ok
+[-]poststarthook/start-apiextensions-controllers failed: reason withheld
+[-]poststarthook/crd-informer-synced failed: reason withheld
+[+]poststarthook/start-system-namespaces-controller ok
+[-]poststarthook/rbac/bootstrap-roles failed: reason withheld
+[+]shutdown ok
+readyz check failed
+`;
+
+test('a server that answers /readyz 500 is degraded with the failed checks as the reason, not its first line', async (t) => {
+  const fake = await startFakeApi((url, res) => {
+    if (url.pathname !== '/readyz') return sendStatus(res, 404, 'not found');
+    res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end(READYZ_STARTING);
+  });
+  t.after(() => fake.close());
+  const health = new RouteHealth('cluster', fake.api, 'https://api.test', { failingWatches: () => [] } as unknown as ClusterCache, createLogger('silent'));
+  ApiReachability.of(fake.api).suspect();
+  await eventually(async () => ApiReachability.of(fake.api).last?.serving === false, 5_000, 10);
+  const degraded = health.check();
+  assert.equal(degraded?.unreachable, false, 'it answers: degraded, not down');
+  assert.equal(
+    degraded?.reason,
+    'the API server https://api.test is not serving: readyz check failed: etcd, informer-sync, poststarthook/start-apiextensions-controllers and 2 more',
+  );
+});
