@@ -4,9 +4,10 @@
 import http from 'node:http';
 import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
-import { ApiConnection, ApiStatusError, statusMessage } from '../cluster/api.js';
+import { ApiConnection, ApiStatusError, CredentialError, statusMessage } from '../cluster/api.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { errorMessage } from '../core/errors.js';
+import { shellQuote } from '../proxy/client-env.js';
 import { findExecutable } from './exec-path.js';
 import { PROTOCOL_LABELS, probeProtocols } from './protocols.js';
 import type { Check } from './report.js';
@@ -76,7 +77,7 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
       detail: `${loaded.server} answers: ${version.gitVersion ?? 'unknown version'}, ${Date.now() - started} ms round trip, ${egressOf(api, egress)}`,
     });
   } catch (err) {
-    add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`, fix: apiFix(err, egress) });
+    add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`, fix: apiFix(err, egress, loaded) });
     return checks;
   }
   checks.push(...(await checkRbac(api, loaded.namespace, o, portForwardAsks(version.gitVersion))));
@@ -112,7 +113,10 @@ function egressOf(api: ApiConnection, egress: EgressOptions): string {
   return egress.extraCA ? `${how}, extra CA ${egress.extraCA.file}` : how;
 }
 
-function apiFix(err: unknown, egress: EgressOptions): string {
+function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig): string {
+  // No request left: the exec plugin, the OIDC refresh or the token file failed, not the network.
+  if (err instanceof CredentialError)
+    return `user ${loaded.kc.getCurrentUser()!.name} has no credentials now, the network is not at fault: do what the message says (log in again, renew the token), then check with \`kubectl --context ${shellQuote(loaded.context)} get --raw /version\``;
   if (err instanceof ApiStatusError && err.statusCode === 401)
     return 'the API server rejects these credentials: log in again or renew the token (try `kubectl get --raw /version`)';
   if (err instanceof ApiStatusError && err.statusCode === 403)

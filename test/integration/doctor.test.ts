@@ -1,5 +1,5 @@
 // `kubectl proxyout doctor` against the simulated cluster: every check passes with a good
-// kubeconfig; a bad token, an unreachable server, an RBAC-limited user, a missing exec plugin, a
+// kubeconfig; a bad token, an unreachable server, an RBAC-limited user, a missing or failing exec plugin, a
 // taken port and a group-readable state directory each fail with a fix and exit 1. The RBAC
 // answers are cross-checked with real `kubectl auth can-i` against the same simulator.
 import { after, before, test } from 'node:test';
@@ -167,6 +167,23 @@ test('an exec plugin that is not on PATH: kubeconfig fails naming it', async () 
   assert.equal(kc.status, 'fail');
   assert.match(kc.detail, /exec plugin "proxyout-no-such-credential-plugin" not found/);
   assert.match(kc.fix ?? '', /put it on PATH/);
+});
+
+test('an exec plugin that fails (an SSO session expired): api-server fails with its words and a log-in fix, not a network one', async () => {
+  const plugin = path.join(cluster.dir, 'expired-sso.sh');
+  await writeFile(plugin, '#!/bin/sh\necho "error: SSO session expired; run: aws sso login --profile dev" >&2\nexit 1\n', { mode: 0o755 });
+  const yaml = cluster.sim.kubeconfigYaml({ auth: 'exec' }).replace(/command: .*/, `command: ${plugin}`);
+  const r = await doctor(await kubeconfigWith('failing-exec', yaml));
+  assert.equal(r.code, 1);
+  assert.equal(r.get('kubeconfig').status, 'ok', 'the plugin is there');
+  const api = r.get('api-server');
+  assert.equal(api.status, 'fail');
+  assert.match(api.detail, /could not be obtained: error: SSO session expired; run: aws sso login --profile dev$/);
+  assert.match(
+    api.fix ?? '',
+    /^user \S+ has no credentials now, the network is not at fault: do what the message says .*, then check with `kubectl --context sim get --raw \/version`$/,
+  );
+  assert.doesNotMatch(api.fix ?? '', /network\/VPN/);
 });
 
 test('locally: a taken listen port fails; a state directory others may read warns, one they may write fails as every command refuses it', async () => {
