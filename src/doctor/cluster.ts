@@ -44,7 +44,7 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
       name: 'kubeconfig',
       status: 'fail',
       detail: errorMessage(err),
-      fix: 'check --kubeconfig/$KUBECONFIG and the context name: `kubectl config get-contexts`',
+      fix: `check --kubeconfig/$KUBECONFIG and the context name: \`${kubectl(o, undefined, 'config get-contexts')}\``,
     });
     return checks;
   }
@@ -77,10 +77,16 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
       detail: `${loaded.server} answers: ${version.gitVersion ?? 'unknown version'}, ${Date.now() - started} ms round trip, ${egressOf(api, egress)}`,
     });
   } catch (err) {
-    add({ name: 'api-server', status: 'fail', detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`, fix: apiFix(err, egress, loaded) });
+    const check = kubectl(o, loaded.context, 'get --raw /version');
+    add({
+      name: 'api-server',
+      status: 'fail',
+      detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`,
+      fix: apiFix(err, egress, loaded, check),
+    });
     return checks;
   }
-  checks.push(...(await checkRbac(api, loaded.namespace, o, portForwardAsks(version.gitVersion))));
+  checks.push(...(await checkRbac(api, loaded, o, portForwardAsks(version.gitVersion))));
   checks.push(await (o.konnectivity ? o.konnectivity(api) : checkProtocols(api, loaded.namespace, o)));
   return checks;
 }
@@ -113,15 +119,25 @@ function egressOf(api: ApiConnection, egress: EgressOptions): string {
   return egress.extraCA ? `${how}, extra CA ${egress.extraCA.file}` : how;
 }
 
-function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig): string {
+/**
+ * A kubectl line for what doctor checked, to paste as is: the route's context and the kubeconfig
+ * doctor read (kubectl's current context may be another user's, and its answer another's).
+ */
+function kubectl(o: ClusterCheckOptions, context: string | undefined, args: string): string {
+  const file = o.kubeconfig ? ` --kubeconfig ${shellQuote(o.kubeconfig)}` : '';
+  return `kubectl${file}${context === undefined ? '' : ` --context ${shellQuote(context)}`} ${args}`;
+}
+
+/** `check`: the kubectl line that asks what doctor asked. */
+function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig, check: string): string {
   // No request left: the exec plugin, the OIDC refresh or the token file failed, not the network.
   if (err instanceof CredentialError)
-    return `user ${loaded.kc.getCurrentUser()!.name} has no credentials now, the network is not at fault: do what the message says (log in again, renew the token), then check with \`kubectl --context ${shellQuote(loaded.context)} get --raw /version\``;
+    return `user ${loaded.kc.getCurrentUser()!.name} has no credentials now, the network is not at fault: do what the message says (log in again, renew the token), then check with \`${check}\``;
   if (err instanceof ApiStatusError && err.statusCode === 401)
-    return 'the API server rejects these credentials: log in again or renew the token (try `kubectl get --raw /version`)';
+    return `the API server rejects these credentials: log in again or renew the token (try \`${check}\`)`;
   if (err instanceof ApiStatusError && err.statusCode === 403)
     return 'the credentials are valid but may not read /version: ask for the system:public-info-viewer role';
-  if (err instanceof ApiStatusError) return 'the API server answered with an error: see the message, and try `kubectl get --raw /version`';
+  if (err instanceof ApiStatusError) return `the API server answered with an error: see the message, and try \`${check}\``;
   if (egress.via)
     return `the API server cannot be reached through route ${egress.via.route}: check that its ssh chain works (\`ssh HOST\`) and that the server address answers from its last hop`;
   const tls = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|certificate/i.test(errorMessage(err));
@@ -162,7 +178,7 @@ export function portForwardAsks(gitVersion: string | undefined): Ask[] {
 }
 
 /** RBAC by SelfSubjectAccessReview: cluster-wide first, else in the route's namespace. */
-async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckOptions, portForward: Ask[]): Promise<Check[]> {
+async function checkRbac(api: ApiConnection, { namespace, context }: LoadedKubeConfig, o: ClusterCheckOptions, portForward: Ask[]): Promise<Check[]> {
   const base = { scope: o.scope, name: 'rbac' };
   const asks = o.konnectivity ? READ_ASKS : [...READ_ASKS, ...portForward];
   let clusterWide: boolean[];
@@ -188,9 +204,12 @@ async function checkRbac(api: ApiConnection, namespace: string, o: ClusterCheckO
     ];
   }
   // kubectl auth can-i reads TYPE/NAME: `pods/portforward` would ask about a pod named "portforward".
-  const canIs = missing.map(
-    (a) =>
-      `kubectl auth can-i ${a.verb} ${a.subresource ? `${a.resource} --subresource=${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`,
+  const canIs = missing.map((a) =>
+    kubectl(
+      o,
+      context,
+      `auth can-i ${a.verb} ${a.subresource ? `${a.resource} --subresource=${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`,
+    ),
   );
   return [
     {

@@ -92,6 +92,14 @@ test('a token the API server rejects: api-server fails with a credentials fix, e
   assert.match(api.detail, /Unauthorized/);
   assert.match(api.fix ?? '', /rejects these credentials/);
   assert.doesNotMatch(r.stdout, /not-a-valid-token/, 'the token is never printed');
+  if (!hasKubectl) return;
+  // The line to try, pasted as is into a shell with another kubeconfig: it asks what doctor asked.
+  const line = /\(try `(kubectl [^`]+)`\)$/.exec(api.fix ?? '');
+  assert.ok(line, api.fix);
+  const [file, ...args] = line[1]!.split(' ');
+  const tried = await run(file!, args, { KUBECONFIG: cluster.kubeconfig });
+  assert.notEqual(tried.code, 0);
+  assert.match(tried.stderr, /Unauthorized/);
 });
 
 test('an unreachable API server: api-server fails with a network fix, exit 1', async () => {
@@ -120,7 +128,7 @@ test('exactly the rights the README asks for (no watch on pods: pods are looked 
   assert.equal(rbac.status, 'fail');
   assert.match(rbac.detail, /nor cluster-wide: get pods$/);
   assert.match(rbac.fix ?? '', /list\/get on pods/);
-  assert.match(rbac.fix ?? '', /kubectl auth can-i get pods -n /);
+  assert.match(rbac.fix ?? '', /check with: kubectl --kubeconfig \S+\/no-pod-get --context sim auth can-i get pods -n default$/);
 
   if (!hasKubectl) return;
   const canI = async (kc: string, ...args: string[]) => (await run('kubectl', ['--kubeconfig', kc, 'auth', 'can-i', ...args])).stdout.trim();
@@ -147,7 +155,7 @@ test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails nam
     rbac.detail,
     /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, get pods\/portforward, create pods\/portforward/,
   );
-  assert.match(rbac.fix ?? '', /kubectl auth can-i list services -n data/);
+  assert.match(rbac.fix ?? '', /check with: kubectl --kubeconfig \S+\/scoped-data --context sim auth can-i list services -n data$/);
 
   if (!hasKubectl) return;
   const canI = async (kc: string, ...args: string[]) => (await run('kubectl', ['--kubeconfig', kc, 'auth', 'can-i', ...args])).stdout.trim();
@@ -181,7 +189,7 @@ test('an exec plugin that fails (an SSO session expired): api-server fails with 
   assert.match(api.detail, /could not be obtained: error: SSO session expired; run: aws sso login --profile dev$/);
   assert.match(
     api.fix ?? '',
-    /^user \S+ has no credentials now, the network is not at fault: do what the message says .*, then check with `kubectl --context sim get --raw \/version`$/,
+    /^user \S+ has no credentials now, the network is not at fault: do what the message says .*, then check with `kubectl --kubeconfig \S+\/failing-exec --context sim get --raw \/version`$/,
   );
   assert.doesNotMatch(api.fix ?? '', /network\/VPN/);
 });
