@@ -4,7 +4,7 @@
 // golang.org/x/net/http/httpproxy (proxy.go: FromEnvironment, config.init, useProxy): upper case
 // before lower case; NO_PROXY entries are "*", CIDRs, IPs, "host:port", "domain" (itself and
 // names under it), ".domain" / "*.domain" (names under it); localhost and loopback IPs never
-// go through a proxy. An extra CA bundle (--extra-ca, config `extraCA`) is trusted besides the
+// go through a proxy. An extra CA bundle (--extra-ca, config `extra-ca`) is trusted besides the
 // kubeconfig's CA, for proxies that intercept TLS.
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
@@ -37,7 +37,7 @@ export interface Egress {
   source?: string;
 }
 
-/** Reads a PEM bundle for --extra-ca / extraCA; every certificate in it must parse. */
+/** Reads a PEM bundle for --extra-ca / extra-ca; every certificate in it must parse. */
 export function loadExtraCA(file: string): ExtraCA {
   let pem: string;
   try {

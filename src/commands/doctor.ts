@@ -24,7 +24,7 @@ export default class Doctor extends Command {
   static override description = [
     'For each cluster route (the --context given, else the config file routes, else the current context):',
     'the kubeconfig loads (auth kind, exec plugin on PATH), the API server answers, reached as the proxy reaches it',
-    "(proxy-url or HTTPS_PROXY, --extra-ca / extraCA, a route's via; version, round trip),",
+    "(proxy-url or HTTPS_PROXY, --extra-ca / extra-ca, a route's via; version, round trip),",
     'which port-forward protocols it offers, and RBAC (SelfSubjectAccessReview) for list/watch on Services and',
     'EndpointSlices, list/get on Pods and get/create on pods/portforward. For each ssh route of the config file: a login',
     'through its whole chain as the route logs in (each hop reached, its host key known, our key accepted), naming the',
@@ -83,7 +83,7 @@ export default class Doctor extends Command {
           name: 'extra-ca',
           status: 'fail',
           detail: egress.extraCAProblem,
-          fix: 'give --extra-ca (config: extraCA) a readable PEM bundle holding the CA of the proxy that intercepts TLS',
+          fix: 'give --extra-ca (config: extra-ca) a readable PEM bundle holding the CA of the proxy that intercepts TLS',
         });
       }
     } catch (err) {

@@ -140,9 +140,18 @@ function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig, c
   if (err instanceof ApiStatusError) return `the API server answered with an error: see the message, and try \`${check}\``;
   if (egress.via)
     return `the API server cannot be reached through route ${egress.via.route}: check that its ssh chain works (\`ssh HOST\`) and that the server address answers from its last hop`;
-  const tls = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|certificate/i.test(errorMessage(err));
-  if (tls && !egress.extraCA)
-    return 'TLS verification failed: if a corporate proxy intercepts TLS, trust its CA with --extra-ca FILE (config: extraCA), as the proxy would need too';
+  const message = errorMessage(err);
+  // Node's words for a chain no trusted CA signs: a wrong kubeconfig CA, or a proxy that intercepts TLS.
+  if (/unable to (get|verify)|self[- ]signed|UNABLE_TO_(GET|VERIFY)|SELF_SIGNED/i.test(message)) {
+    const cluster = loaded.kc.getCurrentCluster()?.name ?? loaded.context;
+    const kubeconfigCA = `the CA the kubeconfig gives for cluster ${cluster} (certificate-authority or certificate-authority-data)`;
+    const renew = 'get a current kubeconfig for the cluster (its CA may have changed)';
+    if (egress.extraCA)
+      return `TLS verification failed: the server's certificate is signed neither by ${kubeconfigCA} nor by the extra CA ${egress.extraCA.file}: ${renew}, or check that ${egress.extraCA.file} holds the CA of the proxy that intercepts TLS`;
+    return `TLS verification failed: the server's certificate is not signed by ${kubeconfigCA}: ${renew}, or, if a corporate proxy intercepts TLS, trust its CA with --extra-ca FILE (config: extra-ca)`;
+  }
+  if (/CERT|certificate/i.test(message))
+    return 'TLS verification failed: see the message; if a corporate proxy intercepts TLS, trust its CA with --extra-ca FILE (config: extra-ca), as the proxy would need too';
   return 'the API server cannot be reached: check the network/VPN, the server address and any proxy-url in the kubeconfig';
 }
 

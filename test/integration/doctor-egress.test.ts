@@ -1,5 +1,5 @@
 // `doctor` reaches the API server the way the proxy does: through a TLS-intercepting corporate
-// proxy with --extra-ca or the config file's extraCA, and through an SSH chain for a cluster route
+// proxy with --extra-ca or the config file's extra-ca, and through an SSH chain for a cluster route
 // `via` an ssh route (the simulated cluster then answers only inside the chain's target network).
 // It used to call both API servers unreachable while the proxy worked.
 import { after, before, test } from 'node:test';
@@ -61,6 +61,30 @@ test('behind a TLS-intercepting proxy: --extra-ca (or the config file extraCA) m
   assert.equal(missing.code, 1);
   assert.equal(missing.get('extra-ca').status, 'fail');
   assert.match(missing.get('extra-ca').detail, /cannot read the extra CA bundle .*no-such-ca\.pem: ENOENT/);
+});
+
+test('a kubeconfig CA that did not sign the server certificate (no proxy): the fix names the kubeconfig CA and the extra-ca key, with or without --extra-ca', async () => {
+  // The cluster's CA replaced by another (the intercepting proxy's): a cluster rebuilt, a CA rotated.
+  const yaml = cluster.sim
+    .kubeconfigYaml()
+    .replace(/certificate-authority-data: .*/, `certificate-authority-data: ${Buffer.from(corp.caPem).toString('base64')}`);
+  const wrongCA = path.join(cluster.dir, 'kubeconfig-wrong-ca');
+  await writeFile(wrongCA, yaml, { mode: 0o600 });
+  const env = { HTTPS_PROXY: '', NO_PROXY: '' };
+  const plain = await doctor(['--kubeconfig', wrongCA], env);
+  assert.equal(plain.code, 1);
+  const api = plain.get('api-server');
+  assert.match(api.detail, /unable to verify|self[- ]signed/i);
+  assert.match(
+    api.fix ?? '',
+    /^TLS verification failed: the server's certificate is not signed by the CA the kubeconfig gives for cluster \S+ \(certificate-authority or certificate-authority-data\): get a current kubeconfig .*--extra-ca FILE \(config: extra-ca\)$/,
+  );
+  // An extra CA that does not sign it either: still TLS, not "cannot be reached".
+  const withExtra = await doctor(['--kubeconfig', wrongCA, '--extra-ca', caFile], env);
+  assert.match(
+    withExtra.get('api-server').fix ?? '',
+    new RegExp(`^TLS verification failed: .* nor by the extra CA ${caFile.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: `),
+  );
 });
 
 const unavailable = sshLabUnavailable();
