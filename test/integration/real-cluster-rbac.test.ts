@@ -12,7 +12,7 @@ import yaml from 'js-yaml';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
 import { applyAndRollOut, startClusterLogged } from '../helpers/real-cluster-setup.js';
-import { startProxyProcess } from '../helpers/proxy-process.js';
+import { runCli, startProxyProcess } from '../helpers/proxy-process.js';
 import { runDoctor } from '../helpers/doctor.js';
 import { curl } from '../helpers/curl.js';
 
@@ -77,6 +77,8 @@ before(async () => {
     doc.users.push({ name, user: { token: cluster.tokens.admin, as: `system:serviceaccount:shop:${name}` } });
     doc.contexts.push({ name, context: { cluster: clusterName, user: name, namespace: 'shop' } });
   }
+  // The namespace-limited user (admin in shop only) in a context whose namespace is another.
+  doc.contexts.push({ name: 'limited-elsewhere', context: { cluster: clusterName, user: 'limited', namespace: 'default' } });
   kubeconfig = path.join(cluster.dir, 'kubeconfig-rbac');
   await writeFile(kubeconfig, yaml.dump(doc), { mode: 0o600 });
 });
@@ -147,5 +149,24 @@ describe('real cluster: users with part of the rights', { skip }, () => {
     assert.equal(rbac.status, 'ok', rbac.detail);
     assert.match(rbac.detail, /^cluster-wide: list services, .*, get pods\/portforward, create pods\/portforward$/);
     assert.equal(doctor.get('port-forward').status, 'ok');
+  });
+
+  test('a user who may read no namespace of its context: the start fails in one line naming the context, the resources and the way out', async () => {
+    const r = await runCli(['--kubeconfig', kubeconfig, '--context', 'limited-elsewhere', '--listen-socks', '127.0.0.1:0']);
+    assert.equal(r.code, 1);
+    const lines = r.stderr.split('\n').filter((l) => l && !l.startsWith('{'));
+    assert.equal(lines.length, 1, r.stderr);
+    assert.match(
+      lines[0]!,
+      /^Error: context "limited-elsewhere" may not watch Services and EndpointSlices cluster-wide nor in namespace "default": services is forbidden: User "proxyout-limited" cannot watch resource "services" .*; use a namespace it may read \(the context's namespace, or -n\) or ask for list\/watch on services and endpointslices there \(`kubectl proxyout doctor --context limited-elsewhere` lists what is missing\)$/,
+    );
+    // The way out it names works: the same context with -n shop serves.
+    const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'limited-elsewhere', '-n', 'shop', '--listen-socks', '127.0.0.1:0']);
+    try {
+      const served = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web/']);
+      assert.match(served.stdout, /^pod=web-\S+ namespace=shop port=8080$/m, served.stderr);
+    } finally {
+      await proxy.stop();
+    }
   });
 });

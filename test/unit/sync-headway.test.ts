@@ -33,7 +33,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('a sync that keeps getting further is waited for, however long it takes', { timeout: 10_000 }, async () => {
   const { cache, state, done } = drivenCache();
-  const sync = syncCache(cache, 'https://big.example', 300);
+  const sync = syncCache(cache, 'https://big.example', { stallMs: 300 });
   // Four times the stall limit, one page at a time.
   for (let i = 0; i < 24; i++) {
     await sleep(50);
@@ -52,7 +52,7 @@ test('a sync that keeps getting further is waited for, however long it takes', {
 test('a sync that gets no further fails after the stall limit, saying where it stands', { timeout: 10_000 }, async () => {
   const { cache, state } = drivenCache();
   const began = Date.now();
-  const sync = syncCache(cache, 'https://big.example', 300);
+  const sync = syncCache(cache, 'https://big.example', { stallMs: 300 });
   for (let i = 0; i < 4; i++) {
     await sleep(50);
     state.listed.services += 100;
@@ -71,7 +71,7 @@ test('a sync that gets no further fails after the stall limit, saying where it s
 test('a sync that gets nowhere from the start (no page ever comes) fails after the stall limit', { timeout: 10_000 }, async () => {
   const { cache } = drivenCache();
   await assert.rejects(
-    syncCache(cache, 'https://stuck.example', 300),
+    syncCache(cache, 'https://stuck.example', { stallMs: 300 }),
     /got no further syncing from https:\/\/stuck\.example for 0\.3 s \(services: 0 of 5000 listed/,
   );
   const headway = new SyncHeadway();

@@ -133,7 +133,7 @@ export class GuestCluster implements GuestClusterView {
     else await probeApi(this.api, this.kube.context, this.kube.server);
     step('syncing');
     this.hooks.syncing?.();
-    await syncCache(this.cache, this.kube.server);
+    await syncCache(this.cache, this.kube.server, { context: this.kube.context });
     this.health.start();
   }
 
@@ -215,7 +215,8 @@ export async function probeApi(api: ApiConnection, context: string, server: stri
  * Syncs the cache; fails once the sync has got nowhere for `stallMs`. A fixed deadline would fail
  * a big cluster behind a slow link for ever: each retry lists from the start and meets it again.
  */
-export async function syncCache(cache: ClusterCache, server: string, stallMs = SYNC_STALL_MS): Promise<void> {
+export async function syncCache(cache: ClusterCache, server: string, o: { stallMs?: number; context?: string } = {}): Promise<void> {
+  const stallMs = o.stallMs ?? SYNC_STALL_MS;
   let timer: NodeJS.Timeout | undefined;
   const stalled = new Promise<never>((_, reject) => {
     const headway = new SyncHeadway();
@@ -235,12 +236,24 @@ export async function syncCache(cache: ClusterCache, server: string, stallMs = S
     await Promise.race([cache.start(), stalled]);
   } catch (err) {
     if (err instanceof StartupError) throw err;
-    if (err instanceof ApiStatusError && err.statusCode === 403)
-      throw new StartupError(`not allowed to watch Services, EndpointSlices and Pods in namespace "${cache.defaultNamespace}": ${err.message}`);
+    if (err instanceof ApiStatusError && err.statusCode === 403) throw new StartupError(notAllowedToWatch(cache.defaultNamespace, err.message, o.context));
     throw new StartupError(`cannot list cluster objects from ${server}: ${errorMessage(err)}`, { cause: err });
   } finally {
     clearInterval(timer);
   }
+}
+
+/**
+ * Neither cluster-wide nor in the route's namespace may the user watch what the cache needs: the
+ * one line says whose rights, where, and the two ways out (another namespace, or the rights).
+ */
+function notAllowedToWatch(namespace: string, reason: string, context: string | undefined): string {
+  const who = context === undefined ? '' : `context "${context}" `;
+  const doctor = `kubectl proxyout doctor${context === undefined ? '' : ` --context ${/^[\w.:@/-]+$/.test(context) ? context : JSON.stringify(context)}`}`;
+  return (
+    `${who}may not watch Services and EndpointSlices cluster-wide nor in namespace "${namespace}": ${reason}; ` +
+    `use a namespace it may read (the context's namespace, or -n) or ask for list/watch on services and endpointslices there (\`${doctor}\` lists what is missing)`
+  );
 }
 
 /** " (services: 1200 of 5000 listed; endpointslices: 0 listed)": where a stalled sync stands. */
