@@ -47,6 +47,12 @@ export class NotAllowedError extends ProxyError {
   readonly httpStatus = 403;
 }
 
+/**
+ * The API server refused the port-forward to a pod the route found (RBAC): the destination was
+ * the route's, so no other rule may take it instead (a short name must not turn "not served").
+ */
+export class PortForwardForbiddenError extends NotAllowedError {}
+
 /** The name or IP belongs to a cluster but nothing there answers to it (no such Service/Pod/port). */
 export class HostUnreachableError extends ProxyError {
   readonly reason = 'unknown-target';

@@ -7,7 +7,15 @@
 // the routes they came from; new ones see the new table. The composition root builds and starts
 // the new routes before the swap and closes the ones that left after it.
 import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
-import { ConnectTimeoutError, NotAllowedError, OverloadedError, ProxyError, RouteUnavailableError, withMessagePrefix } from '../core/errors.js';
+import {
+  ConnectTimeoutError,
+  NotAllowedError,
+  OverloadedError,
+  PortForwardForbiddenError,
+  ProxyError,
+  RouteUnavailableError,
+  withMessagePrefix,
+} from '../core/errors.js';
 import { refusalError, type Claim, type Decision, type RouteMatcher } from './table.js';
 import { abortable } from '../core/abort.js';
 import type { Route } from '../routes/route.js';
@@ -153,6 +161,8 @@ function fallbackFor(decision: Claim, err: unknown, matcher: RouteMatcher): Deci
     const unknown = err instanceof NotAllowedError ? matcher.matchIpAsUnknown(decision.host) : undefined;
     return unknown?.claimed ? unknown : undefined;
   }
+  // The route found the pod: the name was its own, and the client is told why it was refused.
+  if (err instanceof PortForwardForbiddenError) return undefined;
   const fallback = decision.fallback;
   return err instanceof NotAllowedError || (err instanceof RouteUnavailableError && fallback?.claimed === true) ? fallback : undefined;
 }

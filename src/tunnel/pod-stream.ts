@@ -18,7 +18,7 @@
 // burst of frames, before anyone can listen (a noop listener stays; real listeners still hear it).
 import { Duplex, type DuplexOptions } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { ConnectTimeoutError, ConnectionRefusedError, HostUnreachableError, NotAllowedError, type ProxyError } from '../core/errors.js';
+import { ConnectTimeoutError, ConnectionRefusedError, HostUnreachableError, PortForwardForbiddenError, type ProxyError } from '../core/errors.js';
 import type { OpenOptions, PodPort } from './transport.js';
 
 export const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
@@ -49,9 +49,9 @@ export function isSandboxGone(text: string): boolean {
  * The API server's 403 on a port-forward upgrade, with the rights to ask for: its own words may
  * name none (the create check 1.35 adds for a WebSocket answers `pods "x" is forbidden: `).
  */
-export function upgradeForbidden(refusal: string, namespace: string, cause?: unknown): NotAllowedError {
+export function upgradeForbidden(refusal: string, namespace: string, cause?: unknown): PortForwardForbiddenError {
   const rights = `the proxy needs get and create on pods/portforward in namespace ${namespace} (check: kubectl auth can-i create pods --subresource=portforward -n ${namespace})`;
-  return new NotAllowedError(`${refusal.replace(/[:\s]+$/, '')}; ${rights}`, { cause });
+  return new PortForwardForbiddenError(`${refusal.replace(/[:\s]+$/, '')}; ${rights}`, { cause });
 }
 
 /** Error text before the pod answered → the reply it maps to (always retryable elsewhere). */
