@@ -162,11 +162,13 @@ for (const transport of TRANSPORTS) {
         }
       });
 
-      test("a headless Service's endpoint without a hostname, by its address dashed (CoreDNS)", async () => {
+      test("a Service's endpoint without a hostname, by its address dashed (CoreDNS), headless or not", async () => {
         const dashed = webPodIP.replace(/\./g, '-');
         assert.equal(servedBy(await viaSocks(transport, `http://${dashed}.web-headless.shop.svc.cluster.local:8080/`))?.[1], webPodName);
-        // Not a name CoreDNS gives a Service with a ClusterIP.
-        assert.equal(await socksReply(transport, `${dashed}.web.shop.svc.cluster.local`, 8080), 0x04);
+        // CoreDNS answers endpoint names under a Service with a ClusterIP too: the pod, port as asked.
+        assert.equal(servedBy(await viaSocks(transport, `http://${dashed}.web.shop.svc.cluster.local:8080/`))?.[1], webPodName);
+        // An address that is no endpoint of the Service is no name.
+        assert.equal(await socksReply(transport, `10-244-250-250.web.shop.svc.cluster.local`, 8080), 0x04);
       });
 
       test('a named targetPort that is another number in each pod', async () => {
