@@ -50,9 +50,9 @@ export interface UiCommand {
   stop(): Promise<number | null>;
 }
 
-/** `ui --no-open` with this state directory, once it printed its URL. */
-export async function startUi(env: Record<string, string>): Promise<UiCommand> {
-  const ui = spawn(process.execPath, [binPath, 'ui', '--no-open'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `ui --no-open` (or `ui`, with `open`) with this state directory, once it printed its URL. */
+export async function startUi(env: Record<string, string>, open = false): Promise<UiCommand> {
+  const ui = spawn(process.execPath, [binPath, 'ui', ...(open ? [] : ['--no-open'])], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   ui.stdout.setEncoding('utf8');
   const url = await new Promise<URL>((resolve, reject) => {

@@ -1,10 +1,11 @@
 // `kubectl proxyout ui` in real headless Chromium, with two managed proxies (one per cluster of
 // the simulator): the page shows both, each with its routes; a stream through one shows on that
 // proxy's row with the pod that served it; a proxy that disconnects shows as gone, its route down,
-// while the other stays live. A screenshot is written for a person to look at.
+// while the other stays live. A screenshot is written for a person to look at. Opened the way
+// `ui` opens it (its redirect file, through the platform's opener), the page is live at once.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
@@ -79,5 +80,31 @@ test('in Chromium: both managed proxies with their routes, a stream with its pod
     assert.deepEqual(problems, [], 'the page ran without errors');
   } finally {
     await context.close();
+  }
+});
+
+test('in Chromium: opened by `ui` itself, through its redirect file, the page is live without a reload', async (t) => {
+  if (!browser) return t.skip(noBrowser);
+  // An opener that only notes what it was given: the test's browser then opens that.
+  const bin = mkdtempSync(path.join(os.tmpdir(), 'proxyout-opener-'));
+  const opened = path.join(bin, 'opened');
+  writeFileSync(path.join(bin, 'xdg-open'), `#!/bin/sh\nprintf '%s' "$1" > '${opened}'\n`);
+  chmodSync(path.join(bin, 'xdg-open'), 0o755);
+  const own = await startUi({ ...managed.env, PATH: `${bin}:${process.env.PATH}` }, true);
+  const context = await browser.newContext();
+  try {
+    const deadline = Date.now() + 5_000;
+    while (!existsSync(opened) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const file = readFileSync(opened, 'utf8');
+    assert.match(file, /^file:\/\//, 'the opener gets the redirect file, never the URL with its token');
+    const page = await context.newPage();
+    await page.goto(file);
+    await page.locator('#connection.live').waitFor({ timeout: 10_000 });
+    assert.equal(new URL(page.url()).search, '', 'the token left the address bar');
+    await page.locator(`#proxies .card[data-proxy="${proxies.staging!.id}"] .badge.live`).waitFor({ timeout: 10_000 });
+  } finally {
+    await context.close();
+    await own.stop();
+    rmSync(bin, { recursive: true, force: true });
   }
 });

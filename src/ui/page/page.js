@@ -291,6 +291,14 @@ function render() {
   window.proxyoutChart?.update(proxies);
 }
 
+/** The token came in the URL: the server set it as a cookie; it leaves the address bar (and what history keeps of it). */
+function dropTokenFromUrl() {
+  const url = new URL(location.href);
+  if (!url.searchParams.has('token')) return;
+  url.searchParams.delete('token');
+  history.replaceState(history.state, '', url.pathname + url.search + url.hash);
+}
+
 function connect() {
   const status = document.getElementById('connection');
   const events = new EventSource('/ui/events');
@@ -316,4 +324,5 @@ function connect() {
 document.getElementById('filter').addEventListener('input', scheduleRender);
 document.getElementById('errors-only').addEventListener('change', scheduleRender);
 setInterval(scheduleRender, 5_000);
+dropTokenFromUrl();
 connect();
