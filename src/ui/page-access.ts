@@ -1,9 +1,11 @@
 // Who may have the live page: decided, in this order, by the connection's peer address (loopback
 // only; the server is also bound to loopback), the Host header (a loopback name or address with
 // the port the connection came in on: a DNS-rebinding page sends its own name), the Origin when
-// there is one (the same loopback origin), then the per-start token — in `?token=` or in the
-// HttpOnly SameSite=Strict cookie the first visit with the token sets (Jupyter's scheme). A
-// refusal is a 403 with a short text that repeats nothing of the request.
+// there is one (the same loopback origin), then the per-start token in `?token=`. The page's
+// files are the same for everyone and need no token; its data (the event stream) does. The
+// token is never a cookie: cookies are per host, not per port, so every other server on
+// 127.0.0.1 the browser visits would receive it. A refusal is a 403 with a short text that
+// repeats nothing of the request.
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { timingSafeEqual, randomBytes } from 'node:crypto';
@@ -13,9 +15,6 @@ import { isLoopbackHost } from '../core/address.js';
 export function newPageToken(): string {
   return randomBytes(24).toString('base64url');
 }
-
-/** The cookie carries the port: cookies are per host, and two pages on 127.0.0.1 must not overwrite each other's. */
-export const cookieName = (port: number): string => `proxyout-ui-${port}`;
 
 /** "host[:port]" (an IPv6 literal in brackets) → its parts; undefined when malformed. */
 export function splitHostHeader(value: string | undefined): { host: string; port?: number } | undefined {
@@ -36,7 +35,8 @@ export function addressedHere(req: IncomingMessage): boolean {
   return host !== undefined && loopbackName(host.host) && (host.port ?? 80) === req.socket.localPort;
 }
 
-export type Access = { ok: true; viaQuery: boolean } | { ok: false; why: string };
+/** `token`: the request carries the right token (a wrong one is refused). */
+export type Access = { ok: true; token: boolean } | { ok: false; why: string };
 
 export function checkAccess(req: IncomingMessage, token: string): Access {
   const peer = req.socket.remoteAddress;
@@ -50,23 +50,16 @@ export function checkAccess(req: IncomingMessage, token: string): Access {
     if (!from || !loopbackName(from.host) || (from.port ?? 80) !== port) return { ok: false, why: 'requests from other sites are refused' };
   }
   const query = tokenInQuery(req.url ?? '');
-  if (query !== undefined) return sameToken(query, token) ? { ok: true, viaQuery: true } : { ok: false, why: 'wrong token' };
-  const cookie = port !== undefined ? cookieValue(req.headers.cookie, cookieName(port)) : undefined;
-  if (cookie !== undefined && sameToken(cookie, token)) return { ok: true, viaQuery: false };
-  return { ok: false, why: 'open the URL with ?token= that `kubectl proxyout ui` (or the proxy) printed' };
+  if (query === undefined) return { ok: true, token: false };
+  return sameToken(query, token) ? { ok: true, token: true } : { ok: false, why: 'wrong token' };
 }
+
+/** Why a request for the page's data without the token is refused. */
+export const NO_TOKEN = 'open the URL with ?token= that `kubectl proxyout ui` (or the proxy) printed';
 
 function tokenInQuery(url: string): string | undefined {
   const q = url.indexOf('?');
   return q < 0 ? undefined : (new URLSearchParams(url.slice(q + 1)).get('token') ?? undefined);
-}
-
-function cookieValue(header: string | undefined, name: string): string | undefined {
-  for (const part of (header ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
 }
 
 function sameToken(given: string, token: string): boolean {

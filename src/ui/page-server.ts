@@ -5,7 +5,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MAX_UNSENT_FEED_BYTES, type FeedMessage } from './feed.js';
-import { addressedHere, checkAccess, cookieName } from './page-access.js';
+import { NO_TOKEN, addressedHere, checkAccess } from './page-access.js';
 import { PAGE_ASSETS } from './page-assets.js';
 
 export const EVENTS_PATH = '/ui/events';
@@ -71,15 +71,11 @@ export function pageHandler(token: string, hub: PageHub): PageHandler {
     if (!access.ok) return plain(res, 403, `kubectl-proxyout: ${access.why}\n`);
     if (req.method !== 'GET' && req.method !== 'HEAD') return plain(res, 405, 'kubectl-proxyout: GET only\n', { Allow: 'GET, HEAD' });
     const path = (req.url ?? '/').split('?')[0]!;
-    if (path === EVENTS_PATH) return serveEvents(res, hub, streams);
+    if (path === EVENTS_PATH) return access.token ? serveEvents(res, hub, streams) : plain(res, 403, `kubectl-proxyout: ${NO_TOKEN}\n`);
     const asset = PAGE_ASSETS[path];
     if (!asset) return plain(res, 404, Object.keys(PAGE_ASSETS).length ? 'kubectl-proxyout: no such page\n' : 'kubectl-proxyout: the page was not built in\n');
     const body = Buffer.from(asset.body);
-    // Once in the URL, then in a cookie the page's own requests carry (its script takes the token out
-    // of the address bar). The page itself, not a redirect: a navigation another site or a file
-    // started stays cross-site through a redirect, and the redirected request gets no Strict cookie.
-    const cookie = access.viaQuery && path === '/' ? { 'Set-Cookie': `${cookieName(req.socket.localPort!)}=${token}; HttpOnly; SameSite=Strict; Path=/` } : {};
-    res.writeHead(200, { ...SECURITY_HEADERS, ...cookie, 'Content-Type': asset.type, 'Content-Length': body.length });
+    res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': asset.type, 'Content-Length': body.length });
     res.end(req.method === 'HEAD' ? undefined : body);
   };
   return Object.assign(handle, {

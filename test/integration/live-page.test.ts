@@ -3,10 +3,12 @@
 // reason, each route's cache counts and API round trip, a route turning degraded (shown down: new
 // streams fail at once) when its API server stops; screenshots in both themes for a
 // person to look at. Plain HTTP requests check the defences: no token, a foreign Host or Origin
-// — all 403, never echoing the token (a peer from elsewhere: test/unit/page-access.test.ts).
+// — all 403, never echoing the token (a peer from elsewhere: test/unit/page-access.test.ts); the
+// token stays with the page in the browser, never in a cookie another port on 127.0.0.1 gets.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
@@ -81,11 +83,10 @@ const token = () => pageUrl.searchParams.get('token')!;
 
 test('requests without the token, with a wrong one, a foreign Host or a foreign Origin are refused with 403 that echoes nothing', async () => {
   const cases: Array<[string, string, Record<string, string>]> = [
-    ['no token', '/', {}],
-    ['no token, assets', '/ui/page.js', {}],
     ['no token, events', '/ui/events', {}],
+    ['a cookie instead of the token, events', '/ui/events', { Cookie: `proxyout-ui-${pageUrl.port}=${token()}; token=${token()}` }],
     ['a wrong token', `/?token=${token().slice(1)}x`, {}],
-    ['a wrong cookie', '/', { Cookie: `proxyout-ui-${pageUrl.port}=nope` }],
+    ['a wrong token, events', `/ui/events?token=${token().slice(1)}x`, {}],
     ['a foreign Host (DNS rebinding)', `/?token=${token()}`, { Host: `evil.example:${pageUrl.port}` }],
     ['a loopback Host with another port', `/?token=${token()}`, { Host: `127.0.0.1:${Number(pageUrl.port) + 1}` }],
     ['a foreign Origin', `/ui/events?token=${token()}`, { Origin: 'http://evil.example' }],
@@ -100,21 +101,18 @@ test('requests without the token, with a wrong one, a foreign Host or a foreign 
   }
 });
 
-test('the token once in the URL sets an HttpOnly SameSite=Strict cookie with the page itself; the cookie then serves everything', async () => {
-  const first = await get(`/?token=${token()}`);
-  assert.equal(first.status, 200, 'the page, not a redirect (a redirected navigation from another site or a file gets no Strict cookie)');
-  assert.match(first.body, /<title>kubectl-proxyout<\/title>/);
-  const cookie = first.headers['set-cookie']?.[0] ?? '';
-  assert.match(cookie, new RegExp(`^proxyout-ui-${pageUrl.port}=${token()}; HttpOnly; SameSite=Strict; Path=/$`));
-  const jar = { Cookie: cookie.split(';')[0]! };
-  const page = await get('/', jar);
-  assert.equal(page.status, 200);
+test("the page's files need no token and set no cookie; its event stream needs the token in its URL", async () => {
+  for (const path of ['/', `/?token=${token()}`, '/ui/page.js']) {
+    const answer = await get(path);
+    assert.equal(answer.status, 200, path);
+    assert.equal(answer.headers['set-cookie'], undefined, `${path}: a cookie would go to every server on 127.0.0.1`);
+  }
+  const page = await get('/');
   assert.match(String(page.headers['content-security-policy']), /default-src 'none'; script-src 'self'/);
   assert.match(page.body, /<title>kubectl-proxyout<\/title>/);
-  const uplot = await get('/ui/uPlot.js', jar);
-  assert.equal(uplot.status, 200);
+  const uplot = await get('/ui/uPlot.js');
   assert.match(uplot.body, /MIT License[\s\S]*var uPlot=/, 'uPlot, with its licence, from the proxy itself');
-  const events = await get('/ui/events', { ...jar, Origin: `http://${pageUrl.host}` });
+  const events = await get(`/ui/events?token=${token()}`, { Origin: `http://${pageUrl.host}` });
   assert.equal(events.status, 200);
   const snapshot = JSON.parse(/data: (.*)\n/.exec(events.body)![1]!) as { type: string; proxy: string; routes: Array<{ name: string }> };
   assert.equal(snapshot.type, 'snapshot');
@@ -122,6 +120,37 @@ test('the token once in the URL sets an HttpOnly SameSite=Strict cookie with the
     snapshot.routes.map((r) => r.name),
     ['prod', 'staging'],
   );
+});
+
+test('in Chromium: the token stays with the page (a reload keeps it); another server on 127.0.0.1 the browser visits never gets it', async (t) => {
+  if (!browser) return t.skip(noBrowser);
+  // Another local user's server, a port mapping to a pod, a dev server: cookies for 127.0.0.1 go to every port.
+  const seen: string[] = [];
+  const other = http.createServer((req, res) => {
+    seen.push(`${req.url}\n${JSON.stringify(req.headers)}`);
+    res.writeHead(200, { 'Content-Type': 'text/html' }).end('<img src="/pixel">');
+  });
+  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    await page.goto(pageUrl.href);
+    await page.locator('#connection.live').waitFor({ timeout: 10_000 });
+    assert.equal(new URL(page.url()).search, '', 'the token left the address bar');
+    await page.reload();
+    await page.locator('#connection.live').waitFor({ timeout: 10_000 });
+    const elsewhere = await context.newPage();
+    await elsewhere.goto(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`);
+    await elsewhere.waitForLoadState('load');
+    assert.ok(
+      seen.some((r) => r.startsWith('/pixel')),
+      seen.join('\n'),
+    );
+    for (const request of seen) assert.ok(!request.includes(token()), `the token reached another port:\n${request}`);
+  } finally {
+    await context.close();
+    other.close();
+  }
 });
 
 async function screenshot(page: Page, name: string): Promise<void> {

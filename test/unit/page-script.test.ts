@@ -28,6 +28,7 @@ function loadPage() {
   const connection = node();
   const bodyClasses = new Set<string>();
   const sources: FakeSource[] = [];
+  const stored = new Map<string, string>();
   class EventSource implements FakeSource {
     static readonly CLOSED = 2;
     readyState = 0;
@@ -45,7 +46,8 @@ function loadPage() {
     },
     Node: function Node() {},
     EventSource,
-    location: { href: 'http://127.0.0.1:8765/' },
+    location: { href: 'http://127.0.0.1:8765/?token=t' },
+    sessionStorage: { getItem: (k: string) => stored.get(k) ?? null, setItem: (k: string, v: string) => stored.set(k, v) },
     history: { state: null, replaceState() {} },
     URL,
     requestAnimationFrame: () => {},

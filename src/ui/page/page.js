@@ -291,17 +291,33 @@ function render() {
   window.proxyoutChart?.update(proxies);
 }
 
-/** The token came in the URL: the server set it as a cookie; it leaves the address bar (and what history keeps of it). */
-function dropTokenFromUrl() {
+const TOKEN_KEY = 'kubectl-proxyout-token';
+
+/**
+ * The token: from the URL (then out of the address bar), else from this tab's earlier load. Kept
+ * in sessionStorage, which is per origin (port included); a cookie would go to every server on
+ * 127.0.0.1 the browser visits.
+ */
+function takeToken() {
   const url = new URL(location.href);
-  if (!url.searchParams.has('token')) return;
-  url.searchParams.delete('token');
-  history.replaceState(history.state, '', url.pathname + url.search + url.hash);
+  const given = url.searchParams.get('token');
+  if (given !== null) {
+    sessionStorage.setItem(TOKEN_KEY, given);
+    url.searchParams.delete('token');
+    history.replaceState(history.state, '', url.pathname + url.search + url.hash);
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
 }
 
-function connect() {
+function connect(token) {
   const status = document.getElementById('connection');
-  const events = new EventSource('/ui/events');
+  if (!token) {
+    document.body.classList.add('stale');
+    status.className = 'badge error';
+    status.textContent = 'no token: open the URL that kubectl proxyout printed';
+    return;
+  }
+  const events = new EventSource(`/ui/events?token=${encodeURIComponent(token)}`);
   events.onopen = () => {
     // Each connection starts with a snapshot of every proxy that runs now: a fresh view, with
     // nothing left of proxies that stopped while it was away.
@@ -324,5 +340,4 @@ function connect() {
 document.getElementById('filter').addEventListener('input', scheduleRender);
 document.getElementById('errors-only').addEventListener('change', scheduleRender);
 setInterval(scheduleRender, 5_000);
-dropTokenFromUrl();
-connect();
+connect(takeToken());
