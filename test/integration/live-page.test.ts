@@ -4,7 +4,8 @@
 // streams fail at once) when its API server stops; screenshots in both themes for a
 // person to look at. Plain HTTP requests check the defences: no token, a foreign Host or Origin
 // — all 403, never echoing the token (a peer from elsewhere: test/unit/page-access.test.ts); the
-// token stays with the page in the browser, never in a cookie another port on 127.0.0.1 gets.
+// token stays with the page in the browser, never in a cookie another port on 127.0.0.1 gets. A
+// proxy stopped with SIGSTOP is shown not answering, not ready.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -224,6 +225,32 @@ test('in Chromium: the routes of both clusters, a stream with its pod within a s
     }
     await page.locator('#routes tr[data-route="staging"][data-state="ready"]').waitFor({ timeout: 15_000 });
     assert.deepEqual(problems, [], 'the page ran without errors');
+  } finally {
+    await context.close();
+  }
+});
+
+test('in Chromium: a proxy that stops answering (SIGSTOP, as Ctrl-Z does) is shown so within seconds, not live and ready; live again after SIGCONT', async (t) => {
+  if (!browser) return t.skip(noBrowser);
+  const context = await browser.newContext();
+  const pid = proxy.proc.pid!;
+  try {
+    const page = await context.newPage();
+    await page.goto(pageUrl.href);
+    await page.locator('#routes tr[data-route="prod"][data-condition="ready"]').waitFor({ timeout: 10_000 });
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const stoppedAt = Date.now();
+      await page.locator('#proxies .card .badge.silent').waitFor({ timeout: 8_000 });
+      console.log(`# shown not answering ${Date.now() - stoppedAt} ms after SIGSTOP`);
+      assert.match((await page.locator('#proxies .card').textContent()) ?? '', /no word from the proxy for \d+ s/);
+      for (const route of ['prod', 'staging'])
+        assert.equal(await page.locator(`#routes tr[data-route="${route}"]`).getAttribute('data-condition'), 'unknown', route);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await page.locator('#proxies .card .badge.live').waitFor({ timeout: 5_000 });
+    await page.locator('#routes tr[data-route="prod"][data-condition="ready"]').waitFor({ timeout: 5_000 });
   } finally {
     await context.close();
   }

@@ -7,6 +7,11 @@ const KEEP = 200;
 /** The proxy serving the page, among managed ones (a key no connection ID can be). */
 const THIS_PROXY = ':this';
 const SHOW = 200;
+/**
+ * Every proxy sends a sample a second: one silent this long is stopped (Ctrl-Z, SIGSTOP) or stuck,
+ * and serves nobody, though its last state said ready.
+ */
+const SILENT_MS = 5_000;
 const proxies = new Map();
 const HINTS = {
   'not-allowed': 'not a cluster name, an IP no cluster knows, or RBAC forbids pods/portforward',
@@ -67,7 +72,7 @@ const clock = (ms) => new Date(ms).toLocaleTimeString();
 function proxyState(id) {
   let p = proxies.get(id);
   if (!p) {
-    p = { id, info: undefined, routes: [], totals: undefined, open: new Map(), recent: [], failures: [], samples: [], gone: undefined, stopping: false };
+    p = { id, info: undefined, routes: [], totals: undefined, open: new Map(), recent: [], failures: [], samples: [], gone: undefined, stopping: false, heardAt: 0 };
     proxies.set(id, p);
   }
   return p;
@@ -78,8 +83,15 @@ function keepLast(list, items) {
   if (list.length > KEEP) list.splice(0, list.length - KEEP);
 }
 
+/** Why a proxy is taken as not answering: silent SILENT_MS or more (one gone or stopping sends no samples). */
+function silence(p) {
+  const quiet = Date.now() - p.heardAt;
+  return p.gone || p.stopping || quiet < SILENT_MS ? undefined : `no word from the proxy for ${duration(quiet)}: stopped (Ctrl-Z) or stuck`;
+}
+
 function receive(message) {
   const p = proxyState(message.proxy);
+  p.heardAt = Date.now();
   switch (message.type) {
     case 'snapshot':
       p.gone = undefined;
@@ -143,7 +155,8 @@ function renderProxies() {
   for (const p of proxies.values()) {
     const info = p.info;
     const title = p.id === THIS_PROXY ? 'this proxy' : `proxy ${p.id}`;
-    const state = p.gone ? badge('gone', 'gone') : p.stopping ? badge('stopping', 'degraded') : badge('live', 'live');
+    const silent = silence(p);
+    const state = p.gone ? badge('gone', 'gone') : p.stopping ? badge('stopping', 'degraded') : silent ? badge('not answering', 'silent') : badge('live', 'live');
     const rows = [];
     const row = (name, value) => value && rows.push(el('dt', {}, name), el('dd', {}, value));
     if (info) {
@@ -158,6 +171,7 @@ function renderProxies() {
       if (info.pacUrl) row('PAC', copyBlock(info.pacUrl));
     }
     if (p.gone) row('why', p.gone);
+    else if (silent) row('why', silent);
     cards.push(el('div', { class: 'card', 'data-proxy': p.id }, el('h3', {}, title, state), el('dl', {}, rows)));
   }
   const holder = document.getElementById('proxies');
@@ -193,8 +207,9 @@ function renderRoutes() {
     for (const r of p.routes) {
       const since = r.since ? `${duration(Date.now() - Date.parse(r.since))} (${clock(Date.parse(r.since))})` : '';
       const s = r.streams || {};
-      const condition = p.gone || p.stopping ? 'down' : conditionOf(r);
-      const reason = p.gone ? `proxy gone: ${p.gone}` : p.stopping ? 'the proxy is stopping: no new connections' : r.reason;
+      const silent = silence(p);
+      const condition = p.gone || p.stopping ? 'down' : silent ? 'unknown' : conditionOf(r);
+      const reason = p.gone ? `proxy gone: ${p.gone}` : p.stopping ? 'the proxy is stopping: no new connections' : silent || r.reason;
       rows.push(
         el(
           'tr',
@@ -339,5 +354,6 @@ function connect(token) {
 
 document.getElementById('filter').addEventListener('input', scheduleRender);
 document.getElementById('errors-only').addEventListener('change', scheduleRender);
-setInterval(scheduleRender, 5_000);
+// Durations move on, and a proxy that falls silent must show so within a second or two.
+setInterval(scheduleRender, 1_000);
 connect(takeToken());
