@@ -5,7 +5,8 @@
 // person to look at. Plain HTTP requests check the defences: no token, a foreign Host or Origin
 // — all 403, never echoing the token (a peer from elsewhere: test/unit/page-access.test.ts); the
 // token stays with the page in the browser, never in a cookie another port on 127.0.0.1 gets. A
-// proxy stopped with SIGSTOP is shown not answering, not ready.
+// proxy stopped with SIGSTOP is shown not answering, not ready; target names with markup in them
+// (a SOCKS5 name is any bytes) show as text.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -16,6 +17,7 @@ import type { Browser, Page } from 'playwright-core';
 import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { socks5Connect } from '../helpers/socks-client.js';
 import { playwrightChromium } from '../helpers/chromium.js';
 
 let multi: MultiCluster;
@@ -251,6 +253,31 @@ test('in Chromium: a proxy that stops answering (SIGSTOP, as Ctrl-Z does) is sho
     }
     await page.locator('#proxies .card .badge.live').waitFor({ timeout: 5_000 });
     await page.locator('#routes tr[data-route="prod"][data-condition="ready"]').waitFor({ timeout: 5_000 });
+  } finally {
+    await context.close();
+  }
+});
+
+test('in Chromium: target names a client chose, markup included, show as text and run nothing', async (t) => {
+  if (!browser) return t.skip(noBrowser);
+  const hostile = ['<img/src=x/id=pwned1/onerror=document.title=1>.shop', '"><b/id=pwned2>x</b>', "</td><script>document.title='pwned3'</script>"];
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    await page.goto(pageUrl.href);
+    await page.locator('#connection.live').waitFor({ timeout: 10_000 });
+    for (const name of hostile) {
+      const r = await socks5Connect(proxy.socks!, name, 80);
+      r.socket.destroy();
+      assert.notEqual(r.reply, 0, name);
+    }
+    for (const name of hostile) {
+      const row = page.locator('#failures tbody tr').filter({ has: page.locator('td.mono', { hasText: `${name}:80` }) });
+      await row.first().waitFor({ timeout: 3_000 });
+      assert.equal(await row.first().getAttribute('data-target'), `${name}:80`);
+    }
+    assert.equal(await page.locator('[id^="pwned"], #failures img, #failures script').count(), 0, 'markup from a name made elements');
+    assert.equal(await page.title(), 'kubectl-proxyout', 'script from a name ran');
   } finally {
     await context.close();
   }
