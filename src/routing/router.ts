@@ -157,12 +157,13 @@ export class Router implements StreamOpener {
  * because the cluster is down: its ClusterIPs are not to be dialled into another network.
  */
 function fallbackFor(decision: Claim, err: unknown, matcher: RouteMatcher): Decision | undefined {
+  // The route found the pod (by name or by its IP): the destination was its own, and the client
+  // is told why it was refused — a Pod IP is not dialled from here instead.
+  if (err instanceof PortForwardForbiddenError) return undefined;
   if (decision.reason === 'known-ip') {
     const unknown = err instanceof NotAllowedError ? matcher.matchIpAsUnknown(decision.host) : undefined;
     return unknown?.claimed ? unknown : undefined;
   }
-  // The route found the pod: the name was its own, and the client is told why it was refused.
-  if (err instanceof PortForwardForbiddenError) return undefined;
   const fallback = decision.fallback;
   return err instanceof NotAllowedError || (err instanceof RouteUnavailableError && fallback?.claimed === true) ? fallback : undefined;
 }

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { destinationFor } from '../../src/core/address.js';
-import { ConnectTimeoutError, NotAllowedError, RouteUnavailableError } from '../../src/core/errors.js';
+import { ConnectTimeoutError, NotAllowedError, PortForwardForbiddenError, RouteUnavailableError } from '../../src/core/errors.js';
 import { RouteMatcher } from '../../src/routing/table.js';
 import { LOOKUP_WAIT_MS, Router } from '../../src/routing/router.js';
 import type { Route, RouteClaim } from '../../src/routes/route.js';
@@ -80,6 +80,9 @@ test('an IP the cluster knows but refuses (a node IP) goes where it would have g
   // A cluster that is down: its IPs are not dialled elsewhere, where they may be another network's.
   const down = () => new RouteUnavailableError('cluster route prod is not available');
   await assert.rejects(open(routerFailing(true, down), nodeIp), RouteUnavailableError);
+  // A pod found at that IP whose port-forward RBAC refuses: the refusal, never a dial from here.
+  const forbidden = () => new PortForwardForbiddenError(`pods "web-0" is forbidden; the proxy needs get and create on pods/portforward`);
+  await assert.rejects(open(routerFailing(true, forbidden), nodeIp), PortForwardForbiddenError);
 });
 
 test('a Pod IP look-up that takes longer than the connect timeout ends as a timeout, at the timeout', { timeout: 5000 }, async () => {
