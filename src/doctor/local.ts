@@ -9,6 +9,8 @@ import { collectStatus, type ProxyStatus } from '../managed/status.js';
 import { layout, stateDirRefusal, type StateLayout } from '../state/paths.js';
 import type { Check } from './report.js';
 import { isProxyout, portHolder } from './port-holder.js';
+import { shellQuote } from '../proxy/client-env.js';
+import type { RouteStatus } from '../routes/route.js';
 
 const scope = 'local';
 
@@ -212,7 +214,7 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
         name,
         status: 'warn',
         detail: `${what}: ${lines.join('; ')}`,
-        fix: `check that the API server answers (\`kubectl --context … get --raw /readyz\`); see \`kubectl proxyout logs ${p.id}\``,
+        fix: `${readyzChecks(troubled)}see \`kubectl proxyout logs ${p.id}\``,
       };
     }
     const cache = p.cache?.state ?? 'unknown';
@@ -230,4 +232,11 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
 
 export async function runningProxies(l: StateLayout = layout()): Promise<ProxyStatus[]> {
   return collectStatus(l);
+}
+
+/** "check that the API server answers (`kubectl --context C get --raw /readyz`); " for each troubled cluster route's context. */
+function readyzChecks(routes: readonly RouteStatus[]): string {
+  const contexts = [...new Set(routes.flatMap((r) => (r.kind === 'cluster' && typeof r.details?.context === 'string' ? [r.details.context] : [])))];
+  if (contexts.length === 0) return '';
+  return `check that the API server answers (${contexts.map((c) => `\`kubectl --context ${shellQuote(c)} get --raw /readyz\``).join(', ')}); `;
 }

@@ -1,0 +1,52 @@
+// doctor's check of the managed proxies (doctor/local.ts checkDaemons): a route that does not
+// serve is named, and the fix is a line to paste.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { checkDaemons } from '../../src/doctor/local.js';
+import type { ProxyStatus } from '../../src/managed/status.js';
+import type { RouteStatus } from '../../src/routes/route.js';
+
+function running(routes: RouteStatus[]): ProxyStatus {
+  return {
+    id: 'abc12345',
+    state: 'running',
+    context: 'prod',
+    namespace: 'shop',
+    server: 'https://127.0.0.1:6443',
+    pid: 4242,
+    socks: '127.0.0.1:1080',
+    http: null,
+    createdAt: new Date().toISOString(),
+    startedAt: new Date().toISOString(),
+    uptimeSeconds: 60,
+    openStreams: 0,
+    totalStreams: 0,
+    failedStreams: 0,
+    bytesFromClients: 0,
+    bytesToClients: 0,
+    failuresByReason: {},
+    cache: { state: 'synced' },
+    logFile: '/tmp/x.log',
+    routes,
+  };
+}
+
+test('a degraded cluster route: the fix names its context in a kubectl line to paste, not "…"', () => {
+  const [check] = checkDaemons([
+    running([
+      { name: 'prod', kind: 'cluster', state: 'degraded', reason: 'readyz check failed: etcd', details: { context: "it's prod" } },
+      { name: 'jump', kind: 'ssh', state: 'degraded', reason: 'connection refused' },
+    ]),
+  ]);
+  assert.equal(check!.status, 'warn');
+  assert.match(check!.detail, /route prod degraded: readyz check failed: etcd; route jump degraded: connection refused/);
+  assert.equal(
+    check!.fix,
+    `check that the API server answers (\`kubectl --context 'it'\\''s prod' get --raw /readyz\`); see \`kubectl proxyout logs abc12345\``,
+  );
+});
+
+test('only ssh or konnectivity routes in trouble: no kubectl line, the log', () => {
+  const [check] = checkDaemons([running([{ name: 'jump', kind: 'ssh', state: 'degraded', reason: 'connection refused' }])]);
+  assert.equal(check!.fix, 'see `kubectl proxyout logs abc12345`');
+});
