@@ -1,7 +1,7 @@
 // Where the real-cluster test bed's binaries are (docs/real-cluster.md): test/real-cluster/build.sh
 // builds two Go modules, each into a cache outside the clone keyed by a hash of its sources and of
-// build.sh. test/real-cluster holds the current control plane and the tools both use (etcd
-// launcher, node stand-in, PKI); test/real-cluster-v1.34 an older kube-apiserver,
+// build.sh. test/real-cluster holds the current control plane, the konnectivity server and agent,
+// and the tools both use (etcd launcher, node stand-in, PKI); test/real-cluster-v1.34 an older kube-apiserver,
 // kube-controller-manager and kube-scheduler. When they are not built the tests skip with a
 // reason, except where PROXYOUT_REQUIRE_REAL_CLUSTER=1 (CI builds them first), where they fail.
 import { spawnSync } from 'node:child_process';
@@ -22,7 +22,9 @@ export const KUBERNETES_VERSION = CONTROL_PLANES['v1.37'].kubernetes;
 
 export const UPSTREAM_BINARIES = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
 export const TOOL_BINARIES = ['proxyout-etcd', 'proxyout-node', 'proxyout-pki'] as const;
-export type Binary = (typeof UPSTREAM_BINARIES)[number] | (typeof TOOL_BINARIES)[number];
+/** apiserver-network-proxy's cmd/server and cmd/agent, built in test/real-cluster (named as upstream's images name them). */
+export const KONNECTIVITY_BINARIES = ['proxy-server', 'proxy-agent'] as const;
+export type Binary = (typeof UPSTREAM_BINARIES)[number] | (typeof TOOL_BINARIES)[number] | (typeof KONNECTIVITY_BINARIES)[number];
 
 const BUILD_SH = path.join(repoRoot, 'test', 'real-cluster', 'build.sh');
 const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
@@ -88,4 +90,16 @@ export function skipUnlessRealCluster(version: ControlPlaneVersion = 'v1.37'): f
   if (!reason) return false;
   if (process.env.PROXYOUT_REQUIRE_REAL_CLUSTER === '1') throw new Error(reason);
   return reason;
+}
+
+/**
+ * false when the konnectivity server and agent are built; else the skip reason (or a throw under
+ * PROXYOUT_REQUIRE_REAL_CLUSTER=1). They need no kubectl, unlike the clusters.
+ */
+export function skipUnlessKonnectivityBuilt(): false | string {
+  const reason = notBuiltReason('v1.37');
+  if (!reason) return false;
+  if (process.env.PROXYOUT_REQUIRE_REAL_CLUSTER === '1') throw new Error(reason);
+  const go = spawnSync('go', ['version'], { stdio: 'ignore' }).error ? ' (go is not on PATH: it needs Go 1.26.2 or later)' : '';
+  return `upstream konnectivity server and agent: ${reason}${go}`;
 }

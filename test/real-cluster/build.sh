@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real-cluster test bed (docs/real-cluster.md) from two Go modules, each into a cache
 # outside the clone keyed by a hash of its sources (go.mod, go.sum, *.go) and this script:
-#   test/real-cluster        kube-apiserver, kube-controller-manager, kube-scheduler v1.37.2, and
+#   test/real-cluster        kube-apiserver, kube-controller-manager, kube-scheduler v1.37.2, the
+#                            konnectivity server and agent (apiserver-network-proxy v0.36.0), and
 #                            the etcd launcher, node stand-in and PKI generator (used by both)
 #   test/real-cluster-v1.34  kube-apiserver, kube-controller-manager, kube-scheduler v1.34.4
 # `build.sh v1.34` (or v1.37) builds one of them only. Quick and idempotent when built.
@@ -62,7 +63,8 @@ for version in ${*:-v1.37 v1.34}; do
     v1.37) build_module real-cluster "$cache_base/real-cluster" \
       proxyout-pki=./cmd/proxyout-pki proxyout-etcd=./cmd/proxyout-etcd proxyout-node=./cmd/proxyout-node \
       kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
-      kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler ;;
+      kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+      proxy-server=sigs.k8s.io/apiserver-network-proxy/cmd/server proxy-agent=sigs.k8s.io/apiserver-network-proxy/cmd/agent ;;
     v1.34) build_module real-cluster-v1.34 "$cache_base/real-cluster-v1.34" \
       kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
       kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler ;;

@@ -1,6 +1,6 @@
 module kubectl-proxyout/test/real-cluster
 
-go 1.26.0
+go 1.26.2
 
 require (
 	go.etcd.io/etcd/client/v3 v3.7.0
@@ -164,6 +164,7 @@ require (
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/streaming v0.37.2 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
+	sigs.k8s.io/apiserver-network-proxy v0.36.0 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
@@ -208,4 +209,6 @@ tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-scheduler
+	sigs.k8s.io/apiserver-network-proxy/cmd/agent
+	sigs.k8s.io/apiserver-network-proxy/cmd/server
 )
