@@ -128,6 +128,8 @@ for (const { mode, transport } of cases) {
       const r = await curl(['-sS', '-x', `http://${proxy.http!}`, `http://${guest.sim.podIP('shop', api)}:${SAMPLE.api.containerPort}/`]);
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, new RegExp(`hello from ${api} \\(shop\\)`));
+      // A far end that speaks first meets upstream http-connect's race (below): grpc only.
+      if (mode === 'http-connect') return;
       const db = await socksOpen(proxy, 'db-1.db.shop.svc.cluster.local', SAMPLE.db.servicePort);
       const banner = await new Promise<string>((resolve) => db.socket.once('data', (c: Buffer) => resolve(c.toString())));
       assert.equal(banner, 'banner db-1\n');
