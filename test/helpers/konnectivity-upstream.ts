@@ -9,7 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SimPki } from '../sim/pki.js';
-import { DeterministicByteStream } from '../sim/backends.js';
+import { sendDeterministicBytes } from '../sim/backends.js';
 import { Components, freePort, tail } from './real-cluster-components.js';
 import { binaryPath } from './real-cluster-build.js';
 import type { KonnectivitySpec } from '../../src/konnectivity/options.js';
@@ -88,17 +88,7 @@ export async function startUpstreamKonnectivity(
   });
   const bytes = net.createServer((s) => {
     track(s);
-    const gen = new DeterministicByteStream();
-    let left = bytesSize;
-    const pump = (): void => {
-      while (left > 0) {
-        const k = Math.min(left, 64 * 1024);
-        left -= k;
-        if (!s.write(gen.next(k))) return void s.once('drain', pump);
-      }
-      s.end();
-    };
-    pump();
+    sendDeterministicBytes(s, bytesSize);
   });
   const halfClose = net.createServer({ allowHalfOpen: true }, (s) => {
     track(s);

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { SimPki } from '../sim/pki.js';
-import { DeterministicByteStream } from '../sim/backends.js';
+import { sendDeterministicBytes } from '../sim/backends.js';
 import { GuestNetwork } from '../sim/guest-network.js';
 import { SimKonnectivityServer } from '../sim/konnectivity-server.js';
 import type { KonnectivitySpec } from '../../src/konnectivity/options.js';
@@ -66,18 +66,7 @@ export async function startKonnectivityBed(
   let sent = 0;
   const bytes = net.createServer((s) => {
     track(s);
-    const gen = new DeterministicByteStream();
-    let left = bytesSize;
-    const pump = (): void => {
-      while (left > 0) {
-        const k = Math.min(left, 64 * 1024);
-        left -= k;
-        sent += k;
-        if (!s.write(gen.next(k))) return void s.once('drain', pump);
-      }
-      s.end();
-    };
-    pump();
+    sendDeterministicBytes(s, bytesSize, (k) => (sent += k));
   });
   const closed = net.createServer();
   const [echoPort, bytesPort, closedPort] = [await listen(echo), await listen(bytes), await listen(closed)];

@@ -22,6 +22,7 @@ import https from 'node:https';
 import type tls from 'node:tls';
 import net from 'node:net';
 import { createHash } from 'node:crypto';
+import type { Writable } from 'node:stream';
 
 export type BackendKind = 'http' | 'echo' | 'banner' | 'none' | 'ingress-http' | 'ingress-https' | 'external';
 
@@ -96,6 +97,22 @@ export class DeterministicByteStream {
   }
 }
 
+/** Writes deterministicBytes(n) to `out` in 64 KiB pieces, minding backpressure, then ends it; `onPiece` counts. */
+export function sendDeterministicBytes(out: Writable, n: number, onPiece?: (bytes: number) => void): void {
+  const gen = new DeterministicByteStream();
+  let left = n;
+  const pump = (): void => {
+    while (left > 0) {
+      const k = Math.min(left, 64 * 1024);
+      left -= k;
+      onPiece?.(k);
+      if (!out.write(gen.next(k))) return void out.once('drain', pump);
+    }
+    out.end();
+  };
+  pump();
+}
+
 export function deterministicBytes(n: number): Buffer {
   return new DeterministicByteStream().next(n);
 }
@@ -128,17 +145,7 @@ function httpHandler(pod: PodIdentity, port: number): http.RequestListener {
       const n = Number(bytes[1]);
       res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': n });
       if (req.method === 'HEAD') return void res.end();
-      const gen = new DeterministicByteStream();
-      let left = n;
-      const pump = (): void => {
-        while (left > 0) {
-          const k = Math.min(left, 64 * 1024);
-          left -= k;
-          if (!res.write(gen.next(k))) return void res.once('drain', pump);
-        }
-        res.end();
-      };
-      pump();
+      sendDeterministicBytes(res, n);
     } else if (url.pathname === '/echo' && req.method === 'POST') {
       const headers: http.OutgoingHttpHeaders = { 'Content-Type': req.headers['content-type'] ?? 'application/octet-stream' };
       if (req.headers['content-length'] !== undefined) headers['Content-Length'] = req.headers['content-length'];
