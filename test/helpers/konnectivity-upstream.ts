@@ -25,7 +25,7 @@ export interface Target {
 export interface UpstreamBackends {
   /** Echoes what it reads; ends its side when the client's ends. */
   echo: Target;
-  /** On connect, `bytesSize` deterministic bytes (sim/backends.ts), then FIN. */
+  /** Once the client has sent anything, `bytesSize` deterministic bytes (sim/backends.ts), then FIN. */
   bytes: Target;
   /** Writes `hello\n`, then FIN, and keeps reading: what arrives after is counted in halfCloseRead. */
   halfClose: Target;
@@ -86,9 +86,11 @@ export async function startUpstreamKonnectivity(
     track(s);
     s.pipe(s);
   });
+  // Sends once the client has spoken: a far end that speaks first meets upstream http-connect's
+  // race (its 200 may come after the first bytes), which would make the download check a lottery.
   const bytes = net.createServer((s) => {
     track(s);
-    sendDeterministicBytes(s, bytesSize);
+    s.once('data', () => sendDeterministicBytes(s, bytesSize));
   });
   const halfClose = net.createServer({ allowHalfOpen: true }, (s) => {
     track(s);
