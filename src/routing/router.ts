@@ -109,6 +109,8 @@ export class Router implements StreamOpener {
         } catch (err) {
           const fallback = fallbackFor(decision, err, matcher);
           if (!fallback) throw err;
+          // Refused below too: what the route that tried first said is part of the answer.
+          if (!fallback.claimed && err instanceof ProxyError) throw refusalError({ ...fallback, message: `${fallback.message}; ${err.message}` });
           decision = fallback;
         }
       }

@@ -482,3 +482,11 @@ test('an ExternalName Service for a name in the cluster domain is followed, as C
     /service other\/to-empty:80 is an ExternalName Service for empty\.shop\.svc\.cluster\.local: service shop\/empty:80 has no ready endpoint/,
   );
 });
+
+test('"svc.ns" in a namespace this user can neither list nor watch: refused naming the .svc form that asks anyway', async () => {
+  // A limited user: namespaces cannot be listed, so "other" is neither known to exist nor not to.
+  const limited = new Resolver({ ...cache, namespaceExists: () => undefined } as never, 'cluster.local');
+  const reply = await limited.resolve(dom('web.other', 80)).then(() => undefined, replyFor);
+  assert.equal(reply?.socks, 0x02);
+  assert.match(reply!.message, /web\.other is not a cluster name \(namespace "other" is not known; web\.other\.svc asks for Service web there even so\)/);
+});

@@ -124,7 +124,7 @@ export class Resolver {
       const svc = lookup.service(name.namespace, name.service);
       if (!svc) {
         if (name.namespaceNeedsCheck && this.cache.namespaceExists(name.namespace) !== true) {
-          throw new NotAllowedError(`${dest.host} is not a cluster name (namespace "${name.namespace}" is not known)`);
+          throw new NotAllowedError(notKnownNamespace(dest.host, name.service, name.namespace));
         }
         throw new HostUnreachableError(`no Service "${name.service}" in namespace "${name.namespace}"`);
       }
@@ -255,6 +255,14 @@ export class Resolver {
     for (let i = 0; i < Math.min(n, this.maxCandidates); i++) out.push(list[(start + i) % n]);
     return out;
   }
+}
+
+/**
+ * "svc.ns" whose namespace this user may not list nor watches: maybe no namespace at all (`github.com`),
+ * maybe one the user's RBAC hides. The `.svc` form asks for the Service whatever the list says.
+ */
+export function notKnownNamespace(host: string, service: string, namespace: string): string {
+  return `${host} is not a cluster name (namespace "${namespace}" is not known; ${service}.${namespace}.svc asks for Service ${service} there even so)`;
 }
 
 function podPlan(pod: PodTarget, port: number): Plan {

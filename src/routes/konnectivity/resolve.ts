@@ -19,7 +19,7 @@ import {
 import { ApiStatusError } from '../../cluster/api.js';
 import { normalizeIp } from '../../core/ip.js';
 import { dashedIp, parseZoneName, type ClusterName } from '../guest-cluster/names.js';
-import { HOST_NETWORK_FLAG, type ResolverCache } from '../cluster/resolver.js';
+import { HOST_NETWORK_FLAG, notKnownNamespace, type ResolverCache } from '../cluster/resolver.js';
 import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
 
 export interface KonnectivityResolveOptions {
@@ -126,7 +126,7 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
       const svc = lookup().service(name.namespace, name.service);
       if (!svc) {
         if (name.namespaceNeedsCheck && cache.namespaceExists(name.namespace) !== true)
-          throw new NotAllowedError(`${host} is not a cluster name (namespace "${name.namespace}" is not known)`);
+          throw new NotAllowedError(notKnownNamespace(host, name.service, name.namespace));
         throw new HostUnreachableError(`no Service "${name.service}" in namespace "${name.namespace}"`);
       }
       targets = svc.type === 'ExternalName' ? await externalNameTargets(svc, port, hops) : serviceTargets(svc, port);
