@@ -82,12 +82,13 @@ export default class ServiceInstall extends Command {
       if (flags['dry-run']) stateDirExists(state);
       else ensureStateDir(state);
       // A unit that fails on every start is refused before anything is written (--dry-run too).
-      checkServiceFlags(flags);
+      const warnings = checkServiceFlags(flags);
       const host = { platform: process.platform, home: os.homedir(), uid: process.getuid?.() ?? 0, env: process.env };
       // The unit keeps the installing shell's PATH (spec.ts): the stable name is looked up there.
       const executable = serviceExecutable(selfProgram(), process.env.PATH, host.home);
       const spec = serviceSpec({ name, flags, invocation: executable, stateRoot: state.root, env: process.env, cwd: process.cwd(), home: host.home });
       const result = installService(host, spec, { dryRun: flags['dry-run'], force: flags.force });
+      for (const line of warnings) process.stderr.write(`warning: ${line}\n`);
       if (flags['dry-run']) {
         this.log(result.text.trimEnd());
         // stdout is the file; what it runs goes to stderr.

@@ -10,8 +10,11 @@ import { OFF } from '../cli/flags.js';
 import { clusterDomainFrom } from '../cli/table-flags.js';
 import type { ServiceFlags } from './spec.js';
 
-/** Throws a one-line StartupError when the proxy would refuse to start with these flags. */
-export function checkServiceFlags(f: ServiceFlags): void {
+/**
+ * Throws a one-line StartupError when the proxy would refuse to start with these flags; returns
+ * warnings about what the service would leave open to other local users.
+ */
+export function checkServiceFlags(f: ServiceFlags): string[] {
   // The unit carries no $KUBECTL_PROXYOUT_PROXY_AUTH: only the file gives the service credentials.
   const proxyAuth = resolveCredentials({ file: f['proxy-auth-file'] }, {});
   // As the foreground proxy reads the flags it is given (cli/flags.ts proxyOptionsFrom).
@@ -29,4 +32,20 @@ export function checkServiceFlags(f: ServiceFlags): void {
     proxyAuth,
   });
   checkRouteFiles(plan.table, f.kubeconfig);
+  return openToLocalUsers(plan.listens, plan.forwards.length, proxyAuth !== undefined);
+}
+
+/**
+ * A service runs all day, and any local user can connect to its loopback ports: connect generates
+ * a password for that reason, but a service can only be given one (--proxy-auth-file), so say so.
+ */
+export function openToLocalUsers(listens: ReadonlyArray<{ flag: string }>, forwards: number, hasCredentials: boolean): string[] {
+  const warnings: string[] = [];
+  if (!hasCredentials && listens.length > 0)
+    warnings.push(
+      `${listens.map((l) => l.flag).join(' and ')} on TCP without --proxy-auth-file: every local user can use your cluster access through the service; ` +
+        'add --proxy-auth-file FILE (chmod 600, user:password) or listen on unix sockets (unix:)',
+    );
+  if (forwards > 0) warnings.push('port mappings (--forward) cannot ask for a password: every local user can use them while the service runs');
+  return warnings;
 }

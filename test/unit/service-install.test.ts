@@ -356,6 +356,40 @@ test(
   },
 );
 
+test(
+  'the CLI warns when the service leaves TCP listeners without credentials, or port mappings, open to every local user',
+  { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux' : false },
+  async () => {
+    const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-open-'));
+    const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
+    mkdirSync(path.join(home, '.kube'));
+    writeFileSync(
+      path.join(home, '.kube/config'),
+      'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\n',
+      { mode: 0o600 },
+    );
+    const authFile = path.join(home, 'auth');
+    writeFileSync(authFile, 'me:a-long-random-password\n', { mode: 0o600 });
+    const warnings = async (...flags: string[]) => {
+      const r = await runCli(['service-install', '--dry-run', '--context', 'prod', ...flags], { env });
+      assert.equal(r.code, 0, r.stderr);
+      return r.stderr.split('\n').filter((l) => l.startsWith('warning: ') && !l.includes('versioned directory'));
+    };
+    try {
+      const open = await warnings('--listen-http', '127.0.0.1:3128');
+      assert.equal(open.length, 1, open.join('\n'));
+      assert.match(open[0]!, /^warning: --listen-socks and --listen-http on TCP without --proxy-auth-file: every local user can use your cluster access/);
+      assert.deepEqual(await warnings('--proxy-auth-file', authFile), []);
+      assert.deepEqual(await warnings('--listen-socks', 'unix:'), []);
+      const mapped = await warnings('--proxy-auth-file', authFile, '--forward', '0=web.shop:80');
+      assert.equal(mapped.length, 1, mapped.join('\n'));
+      assert.match(mapped[0]!, /^warning: port mappings \(--forward\) cannot ask for a password/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  },
+);
+
 test('newlines and carriage returns in a context name, $KUBECONFIG or PATH inject nothing: systemd escapes, a plist character references', (t) => {
   const host = hostFor('linux', { PATH: '/usr/bin:/bin\r:/opt', KUBECONFIG: '/h/kube\nExecStartPre=/bin/touch /tmp/pwned' });
   try {
