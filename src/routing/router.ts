@@ -18,6 +18,7 @@ import {
 } from '../core/errors.js';
 import { refusalError, type Claim, type Decision, type RouteMatcher } from './table.js';
 import { abortable } from '../core/abort.js';
+import { formatHostPort } from '../core/address.js';
 import type { Route } from '../routes/route.js';
 
 /** How long an IP literal no rule claims waits for the clusters' Pod IP look-ups before it is decided. */
@@ -119,7 +120,7 @@ export class Router implements StreamOpener {
         // What the route was waiting for, when it said (a cluster still syncing, a slow dial).
         const what = err instanceof ProxyError ? `: ${err.message}` : '';
         throw new ConnectTimeoutError(
-          `could not open a stream to ${request.destination.host}:${request.destination.port} within ${this.options.connectTimeoutMs} ms${what}`,
+          `could not open a stream to ${formatHostPort(request.destination.host, request.destination.port)} within ${this.options.connectTimeoutMs} ms${what}`,
           { cause: err },
         );
       }

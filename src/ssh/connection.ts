@@ -7,6 +7,7 @@
 import { Duplex } from 'node:stream';
 import type { Client, ClientChannel } from 'ssh2';
 import { abortable } from '../core/abort.js';
+import { formatHostPort } from '../core/address.js';
 import { ConnectTimeoutError, type ProxyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { describeHop, type SshHop } from './chain.js';
@@ -100,12 +101,12 @@ export class SshChainConnection {
       throw abortedError(err, signal, `connecting to ${this.describe()}`);
     });
     const channel = await openChannel(client, host, port, signal).catch((err: unknown) => {
-      if (signal.aborted) throw abortedError(err, signal, `opening ${host}:${port} through ${this.describe()}`);
+      if (signal.aborted) throw abortedError(err, signal, `opening ${formatHostPort(host, port)} through ${this.describe()}`);
       throw channelOpenError(err, host, port, this.hops.at(-1)!);
     });
     if (signal.aborted) {
       channel.destroy();
-      throw abortedError(signal.reason, signal, `opening ${host}:${port} through ${this.describe()}`);
+      throw abortedError(signal.reason, signal, `opening ${formatHostPort(host, port)} through ${this.describe()}`);
     }
     this.channels.add(channel);
     const done = () => this.channelDone(channel);

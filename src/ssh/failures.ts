@@ -4,6 +4,7 @@
 // channels.c connect_to_helper / channel_post_connecting). A hop that cannot be reached or
 // logged in to is about the chain: the message names the hop, and the reply is never 0x05, so a
 // client does not take a jump host's failure for the destination's.
+import { formatHostPort } from '../core/address.js';
 import {
   ConnectionRefusedError,
   ConnectTimeoutError,
@@ -59,7 +60,7 @@ export function channelOpenError(err: unknown, host: string, port: number, lastH
   const reason = (err as { reason?: unknown }).reason;
   const description = errorMessage(err).replace(/^\(SSH\) Channel open failure: /, '');
   const by = `${lastHop.alias}`;
-  const target = `${host}:${port}`;
+  const target = formatHostPort(host, port);
   switch (reason) {
     case OpenFailure.administrativelyProhibited:
       return new NotAllowedError(`${by} does not allow forwarding to ${target} (administratively prohibited${description ? `: ${description}` : ''})`, {

@@ -201,6 +201,35 @@ test('failures map to SOCKS/HTTP replies: unresolvable 0x04, refused 0x05, timeo
   assert.ok(dialError(new AggregateError([err('ETIMEDOUT'), err('ECONNREFUSED')]), 'h', 1) instanceof ConnectTimeoutError);
 });
 
+test('messages name an IPv6 destination in brackets before its port', async () => {
+  const err = (code: string) => Object.assign(new Error(code), { code });
+  assert.equal(dialError(err('ECONNREFUSED'), 'fd01::2', 8001).message, '[fd01::2]:8001 refused the connection');
+  assert.equal(dialError(err('EHOSTUNREACH'), 'fd01::2', 80).message, '[fd01::2]:80 is unreachable (EHOSTUNREACH)');
+  assert.match(dialError(err('ETIMEDOUT'), '2001:db8::1', 443).message, /^connecting to \[2001:db8::1\]:443 timed out/);
+  assert.equal(dialError(err('ECONNREFUSED'), '10.0.0.1', 80).message, '10.0.0.1:80 refused the connection');
+  // The deadline passed before the dial: the timeout names it as well.
+  const late = AbortSignal.abort(new DOMException('deadline', 'TimeoutError'));
+  await assert.rejects(
+    route().dial('fd01::2', 80, late),
+    (e: Error) => e instanceof ConnectTimeoutError && e.message === 'connecting to [fd01::2]:80 timed out',
+  );
+  // Its own listener, reached through a dual-stack wildcard.
+  const self = route([{ host: '::', port: 1080 }], undefined, () => ['fd01::1']);
+  await assert.rejects(
+    self.dial('fd01::1', 1080, signal()),
+    (e: Error) => e instanceof NotAllowedError && /^\[fd01::1\]:1080 is this proxy's own listener/.test(e.message),
+  );
+  // The article of a refused kind reads right.
+  await assert.rejects(route([], undefined, undefined, []).dial('::127.0.0.1', 80, signal()), (e: Error) =>
+    /^::7f00:1 is a deprecated IPv4-compatible IPv6 address: /.test(e.message),
+  );
+  // An exposed IPv6 listener in the startup refusal.
+  assert.throws(
+    () => assertDirectAllowed(tableFromYaml('direct: true\nroutes: [{name: a, kind: cluster}]\n'), [{ flag: '--listen-socks', host: '::', port: 1080 }], false),
+    /reaches --listen-socks \[::\]:1080 connect/,
+  );
+});
+
 test('by default refuses loopback, "this host", link-local and metadata addresses, after DNS', async () => {
   const v4 = await echoServer('127.0.0.1');
   const v6 = await echoServer('::1');

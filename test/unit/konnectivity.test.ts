@@ -167,6 +167,11 @@ test("the route passes the resolver's refusal through and reports a dialer that 
   );
   await empty.start();
   await assert.rejects(empty.open(request(80), claim, new AbortController().signal), HostUnreachableError);
+  const claim6 = { ...claim, host: 'fd00:10:96::a', isIp: true } as Claim;
+  await assert.rejects(
+    empty.open(request(80), claim6, new AbortController().signal),
+    (e: Error) => e instanceof HostUnreachableError && e.message.startsWith('[fd00:10:96::a]:80 has no address'),
+  );
   const broken = new KonnectivityStreams('guest', { server: 'https://k:1', mode: 'grpc', ca: '/nonexistent/ca.crt' }, { log, resolve: async () => [] });
   await assert.rejects(broken.start(), /konnectivity ca file \/nonexistent\/ca.crt/);
   assert.equal(broken.status().state, 'error');

@@ -104,6 +104,18 @@ test('a Pod IP look-up that takes longer than the connect timeout ends as a time
   assert.ok(Date.now() - started < 2000, `${Date.now() - started} ms`);
 });
 
+test('a timeout names an IPv6 destination in brackets, so its port reads as a port', { timeout: 5000 }, async () => {
+  const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, false), new Map([['prod', fixedView([], undefined)]]));
+  const routes = new Map<string, Route>();
+  for (const { name } of matcher.snapshot().routes) routes.set(name, standIn(name));
+  (routes.get('prod') as Route).learnIp = () => new Promise(() => {});
+  const router = new Router({ matcher, routes }, { connectTimeoutMs: 100 });
+  await assert.rejects(
+    router.open({ destination: destinationFor('fd00:99::5', 8080), frontEnd: 'socks5', client: 'test', signal: new AbortController().signal }),
+    (e: Error) => e instanceof ConnectTimeoutError && /^could not open a stream to \[fd00:99::5\]:8080 within 100 ms/.test(e.message),
+  );
+});
+
 test('a Pod IP look-up that does not answer holds an unclaimed IP for LOOKUP_WAIT_MS, not the connect timeout: then it is decided', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, true), new Map([['prod', fixedView([], undefined)]]));

@@ -94,6 +94,8 @@ test('channel open failures map to SOCKS replies by RFC 4254 reason and OpenSSH 
   assert.match(unknown.message, /jump2 cannot resolve nope.internal/);
   assert.equal(channelOpenError(fail(2, 'No route to host'), 'db', 1, hop).socksReply, SocksReply.hostUnreachable);
   assert.equal(channelOpenError(fail(4, 'resource shortage'), 'db', 1, hop).socksReply, SocksReply.generalFailure);
+  // An IPv6 destination is bracketed before its port.
+  assert.match(channelOpenError(fail(2, 'Connection refused'), 'fd00::7', 5432, hop).message, /^\[fd00::7\]:5432 refused the connection/);
 });
 
 test('host key algorithms asked for first: those of the key types listed for the host (OpenSSH order_hostkeyalgs)', () => {

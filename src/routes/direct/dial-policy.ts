@@ -11,7 +11,7 @@ const REFUSED_BLOCKS: ReadonlyArray<readonly [string, string]> = [
   ['169.254.0.0/16', 'link-local address'],
   ['169.254.169.254/32', 'cloud instance-metadata address'],
   ['100.100.100.200/32', 'cloud instance-metadata address'],
-  ['::/96', 'IPv4-compatible IPv6 address (deprecated)'],
+  ['::/96', 'deprecated IPv4-compatible IPv6 address'],
   ['::/128', 'unspecified address (it reaches this machine)'],
   ['::1/128', 'loopback address'],
   ['fe80::/10', 'link-local address'],

@@ -122,8 +122,8 @@ export class DirectRoute implements Route {
         const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
         reject(
           timedOut
-            ? new ConnectTimeoutError(`connecting to ${host}:${port} timed out`, { cause: reason })
-            : new ConnectTimeoutError(`connecting to ${host}:${port} was abandoned`, { cause: reason }),
+            ? new ConnectTimeoutError(`connecting to ${formatHostPort(host, port)} timed out`, { cause: reason })
+            : new ConnectTimeoutError(`connecting to ${formatHostPort(host, port)} was abandoned`, { cause: reason }),
         );
       };
       if (signal.aborted) return onAbort();
@@ -161,7 +161,7 @@ export class DirectRoute implements Route {
   }
 
   private selfError(host: string, port: number): NotAllowedError {
-    return new NotAllowedError(`${host}:${port} is this proxy's own listener; it does not connect to itself`);
+    return new NotAllowedError(`${formatHostPort(host, port)} is this proxy's own listener; it does not connect to itself`);
   }
 
   /** Would dialling ip:port reach one of our listeners? Unspecified addresses reach loopback. */
@@ -195,7 +195,7 @@ export function dialError(err: unknown, host: string, port: number): ProxyError 
   const errors = err instanceof AggregateError ? (err.errors as NodeJS.ErrnoException[]) : [err as NodeJS.ErrnoException];
   const codes = errors.map((e) => e?.code ?? '');
   const code = (err as NodeJS.ErrnoException).code ?? codes[0] ?? '';
-  const target = `${host}:${port}`;
+  const target = formatHostPort(host, port);
   if (RESOLVE_ERRORS.has(code)) return new HostUnreachableError(`cannot resolve ${host} (${code})`, { cause: err });
   if (codes.includes('ECONNREFUSED') && codes.every((c) => c === 'ECONNREFUSED' || UNREACHABLE_ERRORS.has(c))) {
     return new ConnectionRefusedError(`${target} refused the connection`, { cause: err });
@@ -219,7 +219,7 @@ export function assertDirectAllowed(
   const exposed = listens.find((l) => !isLoopbackHost(l.host));
   if (!exposed) return;
   throw new StartupError(
-    `direct pass-through (route ${direct.name}, ${direct.origin}) would let anyone who reaches ${exposed.flag} ${exposed.host}:${exposed.port} connect anywhere from this machine: ` +
+    `direct pass-through (route ${direct.name}, ${direct.origin}) would let anyone who reaches ${exposed.flag} ${formatHostPort(exposed.host, exposed.port)} connect anywhere from this machine: ` +
       'listen on loopback only, or require proxy credentials (--proxy-auth-file)',
   );
 }

@@ -71,7 +71,7 @@ export class KonnectivityStreams {
     if (!dialer) throw new HostUnreachableError(`route ${this.name} is not ready: ${this.reason ?? 'starting'}`);
     const port = request.destination.port;
     const targets = await this.deps.resolve(claim, port, signal);
-    if (targets.length === 0) throw new HostUnreachableError(`${claim.host}:${port} has no address in the cluster of route ${this.name}`);
+    if (targets.length === 0) throw new HostUnreachableError(`${formatHostPort(claim.host, port)} has no address in the cluster of route ${this.name}`);
     let lastError: unknown;
     for (let i = 0; i < targets.length; i++) {
       const t = targets[i]!;
