@@ -7,7 +7,7 @@
 //  - this machine's loopback names (programs reaching local services);
 //  - the API servers of the cluster routes, reached as before the variables were set;
 //  - whatever NO_PROXY (or no_proxy) already said, so a user's own exceptions stay in force.
-import type { AddressInfo } from 'node:net';
+import { isIPv6, type AddressInfo } from 'node:net';
 import { formatAddress } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 import { encodeUrlPath } from '../core/url-path.js';
@@ -35,8 +35,16 @@ export function noProxyValue(apiServers: readonly string[], env: NodeJS.ProcessE
     .flatMap((v) => (v ?? '').split(','))
     .map((e) => e.trim())
     .filter((e) => e !== '*');
-  const entries = [...LOOPBACK_NO_PROXY, ...apiServers.map(hostOf), ...inherited].filter((e): e is string => !!e);
+  const entries = [...LOOPBACK_NO_PROXY, ...apiServers.map(hostOf), ...inherited].filter((e): e is string => !!e).flatMap(bothIPv6Spellings);
   return [...new Set(entries)].join(',');
+}
+
+/**
+ * An IPv6 address as an entry, bare and bracketed: curl and Go match `::1` only, Python's urllib
+ * compares the URL's host with its brackets (`[::1]`); each ignores the other spelling.
+ */
+function bothIPv6Spellings(entry: string): string[] {
+  return isIPv6(entry) ? [entry, `[${entry}]`] : [entry];
 }
 
 type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };

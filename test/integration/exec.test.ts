@@ -78,7 +78,7 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.equal(vars.all_proxy, vars.ALL_PROXY);
     assert.match(vars.HTTP_PROXY!, /^http:\/\/proxyout:[A-Za-z0-9_-]{32}@127\.0\.0\.1:\d+$/);
     for (const k of ['http_proxy', 'HTTPS_PROXY', 'https_proxy']) assert.equal(vars[k], vars.HTTP_PROXY, k);
-    assert.equal(vars.NO_PROXY, 'localhost,127.0.0.1,::1');
+    assert.equal(vars.NO_PROXY, 'localhost,127.0.0.1,::1,[::1]');
     assert.equal(vars.no_proxy, vars.NO_PROXY);
     assert.match(r.stdout, /"namespace":"shop"/, 'curl reached web.shop through the proxy');
     // The temporary proxy lived exactly as long as CMD: its port is closed now.
@@ -152,8 +152,23 @@ describe('exec without a managed proxy: a temporary one', () => {
       timeoutMs: 60_000,
     });
     assert.equal(r.code, 0, r.stderr);
-    assert.equal(parseEnv(r.stdout).NO_PROXY, `localhost,127.0.0.1,::1,${host},.corp.example`);
+    assert.equal(parseEnv(r.stdout).NO_PROXY, `localhost,127.0.0.1,::1,[::1],${host},.corp.example`);
     assert.match(r.stdout, /^service\/web$/m, 'kubectl listed the Services');
+  });
+
+  test('a local service on [::1] is reached directly by curl and by Python in CMD, not through the proxy', async (t) => {
+    if (spawnSync('python3', ['-c', '']).status !== 0) return t.skip('python3 is not installed');
+    const local = net.createServer((s) => s.end('HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nlocal'));
+    local.listen(0, '::1');
+    await once(local, 'listening');
+    t.after(() => local.close());
+    const url = `http://[::1]:${(local.address() as net.AddressInfo).port}/`;
+    // urllib reads http_proxy and no_proxy as they are: the proxy refuses ::1 (403) if it is sent there.
+    const python = `import urllib.request as u; print("python", u.urlopen("${url}").read().decode())`;
+    const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', `curl -s --max-time 10 -w '\\n' ${url}; python3 -c '${python}'`]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^local$/m, 'curl');
+    assert.match(r.stdout, /^python local$/m, 'python');
   });
 
   test('SIGTERM, SIGINT, SIGQUIT and SIGHUP sent to exec reach CMD (no terminal: as under a service manager)', async () => {
@@ -249,7 +264,7 @@ describe('a managed proxy with mappings, and exec using it', () => {
     const vars = parseEnv(r.stdout);
     assert.match(vars.ALL_PROXY!, new RegExp(`^socks5h://proxyout:[A-Za-z0-9_-]{32}@${s.socks.replace(/\./g, '\\.')}$`));
     assert.match(vars.https_proxy!, new RegExp(`^http://proxyout:[A-Za-z0-9_-]{32}@${s.http.replace(/\./g, '\\.')}$`));
-    assert.equal(vars.NO_PROXY, 'localhost,127.0.0.1,::1');
+    assert.equal(vars.NO_PROXY, 'localhost,127.0.0.1,::1,[::1]');
     assert.match(r.stdout, /"namespace":"shop"/);
     // It really went through the daemon: its stream count grew.
     const totals = statusItem<{ totalStreams: number }>((await cli(['status', id, '--json'])).stdout);

@@ -16,8 +16,8 @@ test('SOCKS only: one status line and ALL_PROXY with socks5h', () => {
   assert.deepEqual(readyLines({ ...where, socks: { address: '127.0.0.1', family: 'IPv4', port: 1080 } }), [
     'kubectl-proxyout: SOCKS5 proxy on 127.0.0.1:1080 (context sim, namespace default)',
     'export ALL_PROXY=socks5h://127.0.0.1:1080',
-    'export NO_PROXY=localhost,127.0.0.1,::1',
-    'export no_proxy=localhost,127.0.0.1,::1',
+    "export NO_PROXY='localhost,127.0.0.1,::1,[::1]'",
+    "export no_proxy='localhost,127.0.0.1,::1,[::1]'",
   ]);
 });
 
@@ -37,8 +37,8 @@ test('both listeners: status lines first, then every export, IPv6 bracketed', ()
     "export HTTPS_PROXY='http://[::1]:3128'",
     "export http_proxy='http://[::1]:3128'",
     "export https_proxy='http://[::1]:3128'",
-    'export NO_PROXY=localhost,127.0.0.1,::1',
-    'export no_proxy=localhost,127.0.0.1,::1',
+    "export NO_PROXY='localhost,127.0.0.1,::1,[::1]'",
+    "export no_proxy='localhost,127.0.0.1,::1,[::1]'",
   ]);
 });
 

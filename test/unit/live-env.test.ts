@@ -63,8 +63,8 @@ test('without credentials: exactly the ready lines’ export lines, NO_PROXY wit
     info.env,
     ready.filter((l) => l.startsWith('export ')),
   );
-  assert.ok(info.env?.includes('export NO_PROXY=localhost,127.0.0.1,::1,api.prod.example,10.1.2.3,.corp.example'), info.env?.join('\n'));
-  assert.ok(info.env?.includes('export no_proxy=localhost,127.0.0.1,::1,api.prod.example,10.1.2.3,.corp.example'));
+  assert.ok(info.env?.includes("export NO_PROXY='localhost,127.0.0.1,::1,[::1],api.prod.example,10.1.2.3,.corp.example'"), info.env?.join('\n'));
+  assert.ok(info.env?.includes("export no_proxy='localhost,127.0.0.1,::1,[::1],api.prod.example,10.1.2.3,.corp.example'"));
   assert.ok(info.env?.includes('export ALL_PROXY=socks5h://127.0.0.1:1080'));
 });
 

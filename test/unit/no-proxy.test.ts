@@ -7,18 +7,19 @@ import { exportedVariables, noProxyValue } from '../../src/proxy/client-env.js';
 import { apiServersOf } from '../../src/routes/route.js';
 import { proxyFromEnvironment } from '../../src/cluster/egress-proxy.js';
 
-test('loopback names, then each API server host (no port, no brackets, lower case), then the caller’s entries, each once', () => {
+test('loopback names, then each API server host (no port, lower case), then the caller’s entries, each once; IPv6 bare and bracketed', () => {
   const servers = ['https://API.prod.example:6443', 'https://10.0.0.1', 'https://[fd00::1]:6443', 'https://api.prod.example:443', 'not a url'];
-  assert.equal(noProxyValue(servers, {}), 'localhost,127.0.0.1,::1,api.prod.example,10.0.0.1,fd00::1');
+  // curl and Go match an IPv6 host by `::1`, Python's urllib by `[::1]`: both spellings.
+  assert.equal(noProxyValue(servers, {}), 'localhost,127.0.0.1,::1,[::1],api.prod.example,10.0.0.1,fd00::1,[fd00::1]');
   assert.equal(
     noProxyValue([], { NO_PROXY: '.corp.example, 10.0.0.0/8,,localhost', no_proxy: 'git.corp.example' }),
-    'localhost,127.0.0.1,::1,.corp.example,10.0.0.0/8,git.corp.example',
+    'localhost,127.0.0.1,::1,[::1],.corp.example,10.0.0.0/8,git.corp.example',
   );
 });
 
 test('an inherited NO_PROXY=* is dropped: in a list, Go would still send nothing through the proxy', () => {
   const value = noProxyValue([], { NO_PROXY: '*', no_proxy: '*, .corp.example' });
-  assert.equal(value, 'localhost,127.0.0.1,::1,.corp.example');
+  assert.equal(value, 'localhost,127.0.0.1,::1,[::1],.corp.example');
   const env = { ...exportedVariables({ http: { address: '127.0.0.1', family: 'IPv4', port: 3128 } }), NO_PROXY: value, no_proxy: value };
   assert.equal(proxyFromEnvironment(new URL('http://web.shop:8080'), env).url, 'http://127.0.0.1:3128/');
   // What the kept `*` did: client-go (as Go's httpproxy) bypasses the proxy for every host.
@@ -28,10 +29,10 @@ test('an inherited NO_PROXY=* is dropped: in a list, Go would still send nothing
 test('the exported variables send kubectl to its API servers directly and cluster names to the proxy', () => {
   const vars = exportedVariables({
     http: { address: '127.0.0.1', family: 'IPv4', port: 3128 },
-    apiServers: ['https://api.prod.example:6443', 'https://10.1.2.3:6443'],
+    apiServers: ['https://api.prod.example:6443', 'https://10.1.2.3:6443', 'https://[fd00::1]:6443'],
   });
   const env = { ...vars };
-  for (const server of ['https://api.prod.example:6443', 'https://10.1.2.3:6443']) {
+  for (const server of ['https://api.prod.example:6443', 'https://10.1.2.3:6443', 'https://[fd00::1]:6443']) {
     assert.equal(proxyFromEnvironment(new URL(server), env).proxy, undefined, server);
   }
   assert.equal(proxyFromEnvironment(new URL('https://web.shop.svc.cluster.local:8443'), env).url, 'http://127.0.0.1:3128/');
