@@ -5,7 +5,7 @@
 // either. NO_PROXY keeps this machine's own loopback services and the routes' API servers off the
 // proxy, and the command's own NO_PROXY entries (proxy/client-env.ts).
 import type { AddressInfo } from 'node:net';
-import { formatAddress } from '../listeners/bound-address.js';
+import { formatAddress, urlAuthority } from '../listeners/bound-address.js';
 import { noProxyValue, unixSocksUrl } from '../proxy/client-env.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 
@@ -23,11 +23,11 @@ export function proxyEnvironment(
 ): ProxyEnvironment {
   const userinfo = auth ? `${encodeURIComponent(auth.username)}:${encodeURIComponent(auth.password)}@` : '';
   const env: ProxyEnvironment = {};
-  const httpUrl = listeners.http && listeners.http.family !== UNIX_FAMILY ? `http://${userinfo}${formatAddress(listeners.http)}` : undefined;
+  const httpUrl = listeners.http && listeners.http.family !== UNIX_FAMILY ? `http://${userinfo}${urlAuthority(formatAddress(listeners.http))}` : undefined;
   const socksUrl = listeners.socks
     ? listeners.socks.family === UNIX_FAMILY
       ? unixSocksUrl(listeners.socks.address, userinfo)
-      : `socks5h://${userinfo}${formatAddress(listeners.socks)}`
+      : `socks5h://${userinfo}${urlAuthority(formatAddress(listeners.socks))}`
     : undefined;
   const all = socksUrl ?? httpUrl;
   if (all) env.ALL_PROXY = env.all_proxy = all;

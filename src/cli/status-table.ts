@@ -3,6 +3,7 @@
 import type { ProxyStatus } from '../managed/status.js';
 import type { RouteStatus } from '../routes/route.js';
 import { unixSocksUrl } from '../proxy/client-env.js';
+import { urlAuthority } from '../listeners/bound-address.js';
 import { recordedOn } from '../managed/registry.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
@@ -18,8 +19,8 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
     // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.
     [
-      r.socks && (r.socks.startsWith('unix:') ? unixSocksUrl(r.socks.slice(5)) : `socks5h://${r.socks}`),
-      r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${r.http}`),
+      r.socks && (r.socks.startsWith('unix:') ? unixSocksUrl(r.socks.slice(5)) : `socks5h://${urlAuthority(r.socks)}`),
+      r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${urlAuthority(r.http)}`),
     ]
       .filter(Boolean)
       .join(',') || '-',

@@ -8,7 +8,7 @@
 //  - the API servers of the cluster routes, reached as before the variables were set;
 //  - whatever NO_PROXY (or no_proxy) already said, so a user's own exceptions stay in force.
 import { isIPv6, type AddressInfo } from 'node:net';
-import { formatAddress } from '../listeners/bound-address.js';
+import { formatAddress, urlAuthority } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 import { encodeUrlPath } from '../core/url-path.js';
 
@@ -65,9 +65,11 @@ export function exportedVariables(
   // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
   if (running.socks)
     vars.ALL_PROXY =
-      running.socks.family === UNIX_FAMILY ? unixSocksUrl(running.socks.address, userinfo) : `socks5h://${userinfo}${formatAddress(running.socks)}`;
+      running.socks.family === UNIX_FAMILY
+        ? unixSocksUrl(running.socks.address, userinfo)
+        : `socks5h://${userinfo}${urlAuthority(formatAddress(running.socks))}`;
   if (running.http && running.http.family !== UNIX_FAMILY) {
-    const http = `http://${userinfo}${formatAddress(running.http)}`;
+    const http = `http://${userinfo}${urlAuthority(formatAddress(running.http))}`;
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
     for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = http;
   }

@@ -7,6 +7,7 @@ import { ConfigError, parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
 import { forwardExample, readyLines } from '../../src/cli/ready.js';
 import { proxyEnvironment } from '../../src/cli/exec-env.js';
+import { statusTable } from '../../src/cli/status-table.js';
 import { sourceBucket } from '../../src/auth/source.js';
 import { socketDir, unixSocketPath } from '../../src/state/paths.js';
 import { settingDifferences } from '../../src/managed/settings.js';
@@ -115,6 +116,42 @@ test('ready lines and exec variables for unix sockets: curl’s socks5h://localh
   assert.equal(env.ALL_PROXY, 'socks5h://u:p%20w@localhost/run/p/s.sock');
   assert.equal(env.HTTP_PROXY, undefined);
   assert.match(env.NO_PROXY!, /^localhost,127\.0\.0\.1,::1(,|$)/);
+});
+
+test('a listener on a scoped link-local address: the proxy URLs write its zone as %25 (RFC 6874), the human lines as bound', () => {
+  const socks = { address: 'fe80::1%eth0', family: 'IPv6', port: 1080 };
+  const http = { address: 'fe80::1%eth0', family: 'IPv6', port: 3128 };
+  const lines = readyLines({ context: 'c', namespace: 'n', socks, http });
+  assert.ok(lines.includes('kubectl-proxyout: SOCKS5 proxy on [fe80::1%eth0]:1080 (context c, namespace n)'), lines.join('\n'));
+  assert.ok(lines.includes("export ALL_PROXY='socks5h://[fe80::1%25eth0]:1080'"), lines.join('\n'));
+  assert.ok(lines.includes("export https_proxy='http://[fe80::1%25eth0]:3128'"), lines.join('\n'));
+  const env = proxyEnvironment({ socks, http }, { username: 'u', password: 'p' }, []);
+  assert.equal(env.ALL_PROXY, 'socks5h://u:p@[fe80::1%25eth0]:1080');
+  assert.equal(env.HTTP_PROXY, 'http://u:p@[fe80::1%25eth0]:3128');
+  const row = statusTable([
+    {
+      id: 'a1',
+      state: 'running',
+      context: 'c',
+      namespace: 'n',
+      server: 's',
+      pid: 10,
+      createdAt: '',
+      startedAt: null,
+      uptimeSeconds: 5,
+      socks: '[fe80::1%eth0]:1080',
+      http: '[fe80::1%eth0]:3128',
+      openStreams: 0,
+      totalStreams: 0,
+      failedStreams: 0,
+      bytesFromClients: 0,
+      bytesToClients: 0,
+      failuresByReason: {},
+      cache: { state: 'synced' },
+      logFile: '/l',
+    },
+  ])[1]!;
+  assert.match(row, / socks5h:\/\/\[fe80::1%25eth0\]:1080,http:\/\/\[fe80::1%25eth0\]:3128 /);
 });
 
 test('unix-socket clients are one throttle source, "unix"', () => {
