@@ -5,30 +5,10 @@ import assert from 'node:assert/strict';
 import { checkDaemons } from '../../src/doctor/local.js';
 import type { ProxyStatus } from '../../src/managed/status.js';
 import type { RouteStatus } from '../../src/routes/route.js';
+import { proxyStatusFixture } from '../helpers/proxy-status.js';
 
 function running(routes: RouteStatus[]): ProxyStatus {
-  return {
-    id: 'abc12345',
-    state: 'running',
-    context: 'prod',
-    namespace: 'shop',
-    server: 'https://127.0.0.1:6443',
-    pid: 4242,
-    socks: '127.0.0.1:1080',
-    http: null,
-    createdAt: new Date().toISOString(),
-    startedAt: new Date().toISOString(),
-    uptimeSeconds: 60,
-    openStreams: 0,
-    totalStreams: 0,
-    failedStreams: 0,
-    bytesFromClients: 0,
-    bytesToClients: 0,
-    failuresByReason: {},
-    cache: { state: 'synced' },
-    logFile: '/tmp/x.log',
-    routes,
-  };
+  return proxyStatusFixture({ id: 'abc12345', pid: 4242, routes });
 }
 
 test('a degraded cluster route: the fix names its context in a kubectl line to paste, not "…"', () => {

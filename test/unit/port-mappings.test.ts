@@ -13,6 +13,7 @@ import { socketDir, unixSocketPath } from '../../src/state/paths.js';
 import { settingDifferences } from '../../src/managed/settings.js';
 import { planStart } from '../../src/proxy/startup-checks.js';
 import type { DaemonOptions, ProxyEntry } from '../../src/managed/store.js';
+import { proxyStatusFixture } from '../helpers/proxy-status.js';
 
 test('mappings: [ADDR:]LPORT=TARGET:PORT, ADDR 127.0.0.1 by default, any target form', () => {
   assert.deepEqual(parseForwardSpec('5432=db.shop:5432'), {
@@ -128,29 +129,7 @@ test('a listener on a scoped link-local address: the proxy URLs write its zone a
   const env = proxyEnvironment({ socks, http }, { username: 'u', password: 'p' }, []);
   assert.equal(env.ALL_PROXY, 'socks5h://u:p@[fe80::1%25eth0]:1080');
   assert.equal(env.HTTP_PROXY, 'http://u:p@[fe80::1%25eth0]:3128');
-  const row = statusTable([
-    {
-      id: 'a1',
-      state: 'running',
-      context: 'c',
-      namespace: 'n',
-      server: 's',
-      pid: 10,
-      createdAt: '',
-      startedAt: null,
-      uptimeSeconds: 5,
-      socks: '[fe80::1%eth0]:1080',
-      http: '[fe80::1%eth0]:3128',
-      openStreams: 0,
-      totalStreams: 0,
-      failedStreams: 0,
-      bytesFromClients: 0,
-      bytesToClients: 0,
-      failuresByReason: {},
-      cache: { state: 'synced' },
-      logFile: '/l',
-    },
-  ])[1]!;
+  const row = statusTable([proxyStatusFixture({ context: 'c', namespace: 'n', server: 's', socks: '[fe80::1%eth0]:1080', http: '[fe80::1%eth0]:3128' })])[1]!;
   assert.match(row, / socks5h:\/\/\[fe80::1%25eth0\]:1080,http:\/\/\[fe80::1%25eth0\]:3128 /);
 });
 

@@ -316,19 +316,24 @@ test('Windows and other platforms: a one-line refusal', () => {
   }
 });
 
+/** A home for the real CLI with a kubeconfig whose context "prod" exists (service-install checks it), and the env that points there. */
+function cliHome(prefix: string) {
+  const home = mkdtempSync(path.join(os.tmpdir(), prefix));
+  const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
+  mkdirSync(path.join(home, '.kube'));
+  writeFileSync(
+    path.join(home, '.kube/config'),
+    'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\n',
+    { mode: 0o600 },
+  );
+  return { home, env };
+}
+
 test(
   'the CLI: --dry-run prints the unit and writes nothing; install prints the start lines; uninstall removes it',
   { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux (the platform halves above run anywhere)' : false },
   async () => {
-    const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-cli-'));
-    const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
-    // The context the unit names exists (service-install checks it).
-    mkdirSync(path.join(home, '.kube'));
-    writeFileSync(
-      path.join(home, '.kube/config'),
-      'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\n',
-      { mode: 0o600 },
-    );
+    const { home, env } = cliHome('proxyout-svc-cli-');
     try {
       const dry = await runCli(['service-install', '--dry-run', '--context', 'prod'], { env });
       assert.equal(dry.code, 0, dry.stderr);
@@ -360,14 +365,7 @@ test(
   'the CLI warns when the service leaves TCP listeners without credentials, or port mappings, open to every local user',
   { skip: process.platform !== 'linux' ? 'the CLI half runs on Linux' : false },
   async () => {
-    const home = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-open-'));
-    const env = { HOME: home, XDG_CONFIG_HOME: '', XDG_STATE_HOME: '', KUBECTL_PROXYOUT_STATE_DIR: '', SSH_AUTH_SOCK: '', KUBECONFIG: '' };
-    mkdirSync(path.join(home, '.kube'));
-    writeFileSync(
-      path.join(home, '.kube/config'),
-      'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: prod, context: {cluster: c, user: u}}]\n',
-      { mode: 0o600 },
-    );
+    const { home, env } = cliHome('proxyout-svc-open-');
     const authFile = path.join(home, 'auth');
     writeFileSync(authFile, 'me:a-long-random-password\n', { mode: 0o600 });
     const warnings = async (...flags: string[]) => {

@@ -2,8 +2,9 @@
 // far, of how many when known (src/managed/status.ts cacheSummary, src/cli/status-table.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cacheSummary, type ProxyStatus } from '../../src/managed/status.js';
+import { cacheSummary } from '../../src/managed/status.js';
 import { cacheCell, statusTable } from '../../src/cli/status-table.js';
+import { proxyStatusFixture } from '../helpers/proxy-status.js';
 
 test('a syncing cache shows its progress per kind; a synced one just says so', () => {
   const syncing = cacheSummary({
@@ -21,26 +22,6 @@ test('a syncing cache shows its progress per kind; a synced one just says so', (
   assert.equal(cacheCell(syncing), 'syncing (endpointslices 4000/10000, namespaces 12)');
   const synced = cacheSummary({ scope: 'cluster', namespaces: [], watches: { '/api/v1/services': 'synced' } });
   assert.equal(cacheCell(synced), 'synced');
-  const row: ProxyStatus = {
-    id: 'big',
-    state: 'starting',
-    context: 'prod',
-    namespace: 'default',
-    server: 'https://x',
-    pid: 42,
-    socks: null,
-    http: null,
-    createdAt: '',
-    startedAt: null,
-    uptimeSeconds: 3,
-    openStreams: 0,
-    totalStreams: 0,
-    failedStreams: 0,
-    bytesFromClients: 0,
-    bytesToClients: 0,
-    failuresByReason: {},
-    cache: syncing,
-    logFile: '/tmp/x.log',
-  };
+  const row = proxyStatusFixture({ id: 'big', state: 'starting', namespace: 'default', server: 'https://x', socks: null, uptimeSeconds: 3, cache: syncing });
   assert.match(statusTable([row])[1]!, /starting .* syncing \(endpointslices 4000\/10000, namespaces 12\)$/);
 });
