@@ -48,23 +48,15 @@ const ROOT = 'serve';
 export function complete(words: readonly string[], commands: readonly CommandShape[], sources: CompletionSources): Completion {
   const current = words.at(-1) ?? '';
   const before = words.slice(0, -1);
-  const visible = commands.filter((c) => !c.hidden);
-  if (before.length === 0 && !current.startsWith('-')) {
-    const all = [...visible.map((c) => ({ value: c.id, description: c.summary })), { value: 'help', description: 'Help for a command.' }];
-    return answer(all, current);
-  }
+  const listed = commands.filter((c) => !c.hidden).map((c) => ({ value: c.id, description: c.summary }));
+  if (before.length === 0 && !current.startsWith('-')) return answer([...listed, { value: 'help', description: 'Help for a command.' }], current);
   const first = before[0];
-  const topic = first === 'help' ? undefined : first === undefined || first.startsWith('-') ? ROOT : first;
-  if (first === 'help')
-    return before.length === 1
-      ? answer(
-          visible.map((c) => ({ value: c.id, description: c.summary })),
-          current,
-        )
-      : answer([], current);
-  const command = commands.find((c) => c.id === topic);
+  if (first === 'help') return answer(before.length === 1 ? listed : [], current);
+  // A flag-first line (or a flag as the first word) is the foreground proxy's (argv.ts).
+  const flagFirst = first === undefined || first.startsWith('-');
+  const command = commands.find((c) => c.id === (flagFirst ? ROOT : first));
   if (!command) return answer([], current);
-  const rest = topic === ROOT && first !== ROOT ? before : before.slice(1);
+  const rest = flagFirst ? before : before.slice(1);
 
   let kubeconfig: string | undefined;
   let pending: [string, FlagShape] | undefined;

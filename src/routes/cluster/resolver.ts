@@ -9,14 +9,14 @@ import {
   ProxyError,
   UpstreamApiError,
   errorMessage,
-  withMessagePrefix,
 } from '../../core/errors.js';
 import type { ClusterCache } from '../../cluster/cache.js';
 import type { SlimPod, SlimService } from '../../cluster/slim.js';
 import type { PodTarget } from '../../cluster/index.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import type { PodPort } from '../../tunnel/transport.js';
-import { dashedIp, isUnderClusterDomain, parseClusterName, parseZoneName, type ClusterName } from '../guest-cluster/names.js';
+import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
+import { followExternalName } from '../guest-cluster/external-name.js';
 import { SessionAffinity } from './session-affinity.js';
 import { serviceEndpoints } from './service-endpoints.js';
 import { clientHost } from '../../core/address.js';
@@ -48,9 +48,6 @@ export interface Plan {
   /** Told which candidate a stream opened on (a Service with ClientIP session affinity). */
   opened?: (c: PodPort) => void;
 }
-
-/** ExternalName Services followed one to the next at most, as CoreDNS follows CNAMEs (plugin/backend_lookup.go). */
-const MAX_EXTERNAL_NAME_HOPS = 8;
 
 /** Services (and ports) whose rotation is remembered. */
 const ROUND_ROBIN_MAX = 10_000;
@@ -222,25 +219,12 @@ export class Resolver {
     return { label, candidates: ordered, opened: (c) => this.affinity.remember(affinityKey, c, seconds) };
   }
 
-  /**
-   * An ExternalName Service is a CNAME to its externalName. One in this cluster's domain (an alias
-   * of a Service in another namespace) is followed, as CoreDNS answers it for in-cluster clients;
-   * any other name is outside the cluster, reached from the cluster's network, which a pod
-   * port-forward is not: refused, naming it.
-   */
+  /** An ExternalName Service: its target in the cluster domain, or refused (external-name.ts). */
   private async externalNamePlan(svc: SlimService, label: string, port: number, client: string | undefined, hops: number): Promise<Plan> {
-    const target = svc.externalName ?? '';
-    const name = parseZoneName(target, this.clusterDomain);
-    if (!name) throw new UnsupportedTargetError(`${label} is an ExternalName Service for ${target}, outside the cluster; connect to that name instead`);
-    if (hops >= MAX_EXTERNAL_NAME_HOPS) {
-      throw new HostUnreachableError(`${label}: more than ${MAX_EXTERNAL_NAME_HOPS} ExternalName Services in a row (a loop?)`);
-    }
-    try {
-      const plan = await this.planForName(name, target, port, client, hops + 1);
+    return followExternalName(svc, label, this.clusterDomain, hops, async (name, target, next) => {
+      const plan = await this.planForName(name, target, port, client, next);
       return { ...plan, label: `${label} → ${plan.label}` };
-    } catch (err) {
-      throw err instanceof ProxyError && hops === 0 ? withMessagePrefix(err, `${label} is an ExternalName Service for ${target}: `) : err;
-    }
+    });
   }
 
   /** Spreads connections: each call starts one further along, and tries at most a few. */

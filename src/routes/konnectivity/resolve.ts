@@ -10,15 +10,14 @@ import {
   HostUnreachableError,
   NoReadyEndpointError,
   NotAllowedError,
-  UnsupportedTargetError,
   UpstreamApiError,
   ProxyError,
   errorMessage,
-  withMessagePrefix,
 } from '../../core/errors.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import { normalizeIp } from '../../core/ip.js';
-import { dashedIp, parseZoneName, type ClusterName } from '../guest-cluster/names.js';
+import { dashedIp, type ClusterName } from '../guest-cluster/names.js';
+import { followExternalName } from '../guest-cluster/external-name.js';
 import { HOST_NETWORK_FLAG, notKnownNamespace, type ResolverCache } from '../cluster/resolver.js';
 import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
 
@@ -28,9 +27,6 @@ export interface KonnectivityResolveOptions {
   /** The guest's DNS domain (default cluster.local): an ExternalName Service in it is followed. */
   clusterDomain?: string;
 }
-
-/** ExternalName Services followed one to the next at most, as CoreDNS follows CNAMEs. */
-const MAX_EXTERNAL_NAME_HOPS = 8;
 
 /**
  * A `resolve` for KonnectivityRoute over a cluster's watch cache. IPs the table gave the route by
@@ -90,23 +86,9 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
     throw new NotAllowedError(`${ip} is neither a Service ClusterIP nor a running Pod IP in the cluster`);
   };
 
-  /**
-   * An ExternalName Service is a CNAME: one in the cluster domain is followed, as CoreDNS does for
-   * the guest's pods (as in a cluster route's Resolver); any other name is refused, naming it.
-   */
-  const externalNameTargets = async (svc: SlimService, port: number, hops: number): Promise<KonnectivityTarget[]> => {
-    const label = `Service ${svc.namespace}/${svc.name}`;
-    const target = svc.externalName ?? '';
-    const name = parseZoneName(target, clusterDomain);
-    if (!name) throw new UnsupportedTargetError(`${label} is an ExternalName Service for ${target}, outside the cluster; connect to that name instead`);
-    if (hops >= MAX_EXTERNAL_NAME_HOPS)
-      throw new HostUnreachableError(`${label}: more than ${MAX_EXTERNAL_NAME_HOPS} ExternalName Services in a row (a loop?)`);
-    try {
-      return await nameTargets(name, target, port, hops + 1);
-    } catch (err) {
-      throw err instanceof ProxyError && hops === 0 ? withMessagePrefix(err, `${label} is an ExternalName Service for ${target}: `) : err;
-    }
-  };
+  /** An ExternalName Service: its target in the cluster domain, or refused (external-name.ts). */
+  const externalNameTargets = (svc: SlimService, port: number, hops: number): Promise<KonnectivityTarget[]> =>
+    followExternalName(svc, `Service ${svc.namespace}/${svc.name}`, clusterDomain, hops, (name, target, next) => nameTargets(name, target, port, next));
 
   const nameTargets = async (name: ClusterName, host: string, port: number, hops: number): Promise<KonnectivityTarget[]> => {
     if (cache.namespaceExists(name.namespace) === false) {

@@ -1,0 +1,29 @@
+// An ExternalName Service is a CNAME to its externalName. One in the cluster domain (an alias of a
+// Service in another namespace) is followed, as CoreDNS answers it for in-cluster clients, at most
+// as many in a row as CoreDNS follows CNAMEs (plugin/backend_lookup.go); any other name is outside
+// the cluster, reached from the cluster's network, which neither route kind dials: refused, naming it.
+import type { SlimService } from '../../cluster/slim.js';
+import { HostUnreachableError, ProxyError, UnsupportedTargetError, withMessagePrefix } from '../../core/errors.js';
+import { parseZoneName, type ClusterName } from './names.js';
+
+const MAX_EXTERNAL_NAME_HOPS = 8;
+
+/** `follow` resolves the target name as the route resolves any name; `hops`: ExternalNames followed to get here. */
+export async function followExternalName<T>(
+  svc: SlimService,
+  label: string,
+  clusterDomain: string,
+  hops: number,
+  follow: (name: ClusterName, host: string, hops: number) => Promise<T>,
+): Promise<T> {
+  const target = svc.externalName ?? '';
+  const name = parseZoneName(target, clusterDomain);
+  if (!name) throw new UnsupportedTargetError(`${label} is an ExternalName Service for ${target}, outside the cluster; connect to that name instead`);
+  if (hops >= MAX_EXTERNAL_NAME_HOPS) throw new HostUnreachableError(`${label}: more than ${MAX_EXTERNAL_NAME_HOPS} ExternalName Services in a row (a loop?)`);
+  try {
+    return await follow(name, target, hops + 1);
+  } catch (err) {
+    // The first alias names the chain; deeper ones would repeat it.
+    throw err instanceof ProxyError && hops === 0 ? withMessagePrefix(err, `${label} is an ExternalName Service for ${target}: `) : err;
+  }
+}
