@@ -249,6 +249,7 @@ test('by default refuses loopback, "this host", link-local and metadata addresse
       ['169.254.10.1', /link-local/],
       ['fe80::1', /link-local/],
       ['fd00:ec2::254', /cloud instance-metadata/],
+      ['fd20:ce::254', /cloud instance-metadata/],
       ['100.100.100.200', /cloud instance-metadata/],
       ['::127.0.0.1', /IPv4-compatible/],
     ];

@@ -16,6 +16,7 @@ const REFUSED_BLOCKS: ReadonlyArray<readonly [string, string]> = [
   ['::1/128', 'loopback address'],
   ['fe80::/10', 'link-local address'],
   ['fd00:ec2::254/128', 'cloud instance-metadata address'],
+  ['fd20:ce::254/128', 'cloud instance-metadata address'],
 ];
 
 const refused = new CidrIndex<string>();
