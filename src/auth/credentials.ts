@@ -40,7 +40,8 @@ export function parseCredentials(text: string, where: string, source: ProxyCrede
 
 /**
  * The first line of a file only its owner can read. A file others can read (or write) is refused
- * rather than silently used, as ssh does with private keys.
+ * rather than silently used, as ssh does with private keys; so is one another user owns (root
+ * aside): its owner could set the password and ride this user's cluster access.
  */
 export function readCredentialsFile(file: string): ProxyCredentials {
   const where = `--proxy-auth-file ${file}`;
@@ -52,6 +53,9 @@ export function readCredentialsFile(file: string): ProxyCredentials {
       const mode = (st.mode & 0o777).toString(8).padStart(3, '0');
       throw new StartupError(`${where}: refusing a file that group or others can access (mode ${mode}); run chmod 600 ${file}`);
     }
+    const uid = process.getuid?.();
+    if (uid !== undefined && st.uid !== uid && st.uid !== 0)
+      throw new StartupError(`${where}: refusing a file owned by another user (uid ${st.uid}, not ${uid}); write your own, chmod 600`);
     text = readFileSync(file, 'utf8');
   } catch (err) {
     if (err instanceof StartupError) throw err;

@@ -2,7 +2,7 @@
 // the RFC 1929 parser steps, Basic header parsing, and both listeners in-process.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
@@ -71,6 +71,16 @@ test('a credentials file group or others can access is refused, whatever the bit
   assert.equal(readCredentialsFile(file).username, 'u');
   assert.throws(() => readCredentialsFile(path.join(dir, 'missing')), /ENOENT/);
   assert.throws(() => readCredentialsFile(dir), /not a regular file/);
+});
+
+test('a credentials file another user owns is refused: its owner could set the password', { skip: process.getuid?.() !== 0 && 'needs root to chown' }, (t) => {
+  const dir = tempDir(t);
+  const file = path.join(dir, 'auth');
+  writeFileSync(file, 'u:p\n', { mode: 0o600 });
+  chownSync(file, 65534, 65534);
+  assert.throws(() => readCredentialsFile(file), /refusing a file owned by another user \(uid 65534, not 0\)/);
+  chownSync(file, 0, 0);
+  assert.equal(readCredentialsFile(file).username, 'u');
 });
 
 test('verify: only the exact pair passes; strings and raw bytes alike', () => {
