@@ -12,7 +12,8 @@ import { clientName, clientSource, endWithReply } from './server-base.js';
 import { rawErrorResponse } from './http-server.js';
 
 export const PROXY_AUTH_REALM = 'kubectl-proxyout';
-export const PROXY_AUTHENTICATE = `Basic realm="${PROXY_AUTH_REALM}"`;
+// charset (RFC 7617 §2.1): credentials are compared as UTF-8, so ask clients to encode them so.
+export const PROXY_AUTHENTICATE = `Basic realm="${PROXY_AUTH_REALM}", charset="UTF-8"`;
 
 /** user-id and password from a `Basic` credentials header value, or undefined if it is not one. */
 export function parseBasicCredentials(header: string | undefined): { username: Buffer; password: Buffer } | undefined {

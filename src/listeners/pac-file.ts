@@ -54,7 +54,7 @@ export function servePac(req: IncomingMessage, res: ServerResponse, pac: (reache
         const answer = () => {
           if (!res.writableEnded && !res.destroyed)
             refuse(res, 401, "kubectl-proxyout: the PAC file needs the proxy's credentials from another machine (http://USER:PASSWORD@HOST:PORT/proxy.pac)\n", {
-              'WWW-Authenticate': `Basic realm="${PROXY_AUTH_REALM}"`,
+              'WWW-Authenticate': `Basic realm="${PROXY_AUTH_REALM}", charset="UTF-8"`,
             });
         };
         // Wrong credentials wait, as for proxy requests (auth/throttle.ts); none at all are answered at once.

@@ -115,7 +115,7 @@ describe('HTTP proxy with Proxy-Authorization: Basic', () => {
       for (const creds of [[], ['--proxy-user', `${USER}:wrong`], ['--proxy-user', `bob:${PASSWORD}`]]) {
         const r = await status([...extra, '-x', `http://${proxy.http}`, ...creds, url]);
         assert.equal(r.code, 407, `${extra} ${creds}: ${r.headers}`);
-        assert.match(r.headers, /^Proxy-Authenticate: Basic realm="kubectl-proxyout"\r?$/im);
+        assert.match(r.headers, /^Proxy-Authenticate: Basic realm="kubectl-proxyout", charset="UTF-8"\r?$/im);
       }
     }
   });

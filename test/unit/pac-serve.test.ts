@@ -56,7 +56,7 @@ test('another machine sending Host: 127.0.0.1 gets 401, not the file; with the c
   const a = auth();
   const spoofed = await ask('192.0.2.7', { host: '127.0.0.1' }, a);
   assert.equal(spoofed.status, 401);
-  assert.match(String(spoofed.headers['WWW-Authenticate']), /^Basic realm="kubectl-proxyout"$/);
+  assert.match(String(spoofed.headers['WWW-Authenticate']), /^Basic realm="kubectl-proxyout", charset="UTF-8"$/);
   assert.doesNotMatch(spoofed.body, /FindProxyForURL/);
   assert.equal((await ask('192.0.2.7', { host: '127.0.0.1', authorization: basic('dev', 'wrong') }, a)).status, 401);
   const withCredentials = await ask('192.0.2.7', { host: 'proxy.corp.example:3128', authorization: basic('dev', 's3cret-pass') }, a);

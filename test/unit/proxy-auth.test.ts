@@ -199,7 +199,7 @@ test('in-process listeners: SOCKS5 with and without credentials, SOCKS4 refused,
   res.resume();
   await once(res, 'end');
   assert.equal(res.statusCode, 407);
-  assert.equal(res.headers['proxy-authenticate'], 'Basic realm="kubectl-proxyout"');
+  assert.equal(res.headers['proxy-authenticate'], 'Basic realm="kubectl-proxyout", charset="UTF-8"');
 
   // An upload without credentials, sent whole before the client reads: the 407 is not lost to a reset.
   const upload = Buffer.alloc(16 * 1024 * 1024, 1);
