@@ -5,7 +5,7 @@ import { RouteConfigError, StartupError, errorMessage } from '../core/errors.js'
 import { abortable } from '../core/abort.js';
 import { testHookMs } from '../core/test-hooks.js';
 import { formatHostPort, type HostPort } from '../core/address.js';
-import { startForwardListener, type ForwardListener } from '../listeners/forward-server.js';
+import { startForwardListeners, type ForwardListener } from '../listeners/forward-server.js';
 import { isUnixAddress } from '../listeners/unix-socket.js';
 import type { UnixListen } from '../listeners/server-base.js';
 import type { CacheStatus } from '../cluster/cache.js';
@@ -102,7 +102,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     // their route.
     if (socksAddr) listeners.push(await startSocksListener(listenAt(socksAddr), 'port' in socksAddr ? socksAddr.port : 0, ctx));
     if (httpAddr) listeners.push(await startHttpListener(listenAt(httpAddr), 'port' in httpAddr ? httpAddr.port : 0, ctx));
-    for (const f of forwards) listeners.push(await startForwardListener(f.listen.host, f.listen.port, f.target, ctx, `--forward ${f.text}`));
+    for (const f of forwards) listeners.push(...(await startForwardListeners(f.listen.host, f.listen.port, f.target, ctx, `--forward ${f.text}`)));
     // Called off (a stop during the first sync): a StartupError at once; binding is quick, so the
     // signal is checked here only, and the abandoned start settles as its routes close.
     const starting = startRoutes(built, log);

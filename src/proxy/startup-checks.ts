@@ -102,7 +102,7 @@ export function parseListen(value: string, flag: string, kind: 'socks' | 'http')
  * --listen-socks/--listen-http is an error before binding (the bind would blame another program).
  */
 function forwardSpecs(texts: readonly string[], listens: readonly TcpListen[]): ForwardSpec[] {
-  const seen = new Map<string, string>();
+  const seen: ForwardSpec[] = [];
   return texts.map((text) => {
     let spec: ForwardSpec;
     try {
@@ -113,17 +113,22 @@ function forwardSpecs(texts: readonly string[], listens: readonly TcpListen[]): 
     const problem = forwardListenProblem(spec);
     if (problem) throw new StartupError(`--forward ${text}: ${problem}`);
     const where = formatHostPort(spec.listen.host, spec.listen.port);
-    const other = seen.get(where);
-    if (spec.listen.port !== 0 && other !== undefined) throw new StartupError(`--forward ${text}: ${where} is already used by the mapping ${other}`);
-    const listener = listens.find((l) => spec.listen.port !== 0 && l.port === spec.listen.port && sameOrWildcard(l.host, spec.listen.host));
+    const clashes = (host: string, port: number) => spec.listen.port !== 0 && port === spec.listen.port && sameOrWildcard(host, spec.listen.host);
+    const other = seen.find((o) => clashes(o.listen.host, o.listen.port));
+    if (other) throw new StartupError(`--forward ${text}: ${where} is already used by the mapping ${other.text}`);
+    const listener = listens.find((l) => clashes(l.host, l.port));
     if (listener) throw new StartupError(`--forward ${text}: ${where} is already used by ${listener.flag} ${formatHostPort(listener.host, listener.port)}`);
-    seen.set(where, text);
+    seen.push(spec);
     return spec;
   });
 }
 
-/** Whether two listen hosts take the same port: the same text, or a wildcard of the other's family (:: takes both). */
+/**
+ * Whether two listen hosts take the same port: the same address, a wildcard of the other's family
+ * (:: takes both), or `localhost`, which a mapping binds on 127.0.0.1 and ::1 both.
+ */
 function sameOrWildcard(a: string, b: string): boolean {
   const covers = (wild: string, h: string) => wild === '::' || (wild === '0.0.0.0' && !h.includes(':'));
-  return a.toLowerCase() === b.toLowerCase() || covers(a, b) || covers(b, a);
+  const addresses = (h: string) => (h.toLowerCase() === 'localhost' ? ['127.0.0.1', '::1'] : [h.toLowerCase()]);
+  return addresses(a).some((x) => addresses(b).some((y) => x === y || covers(x, y) || covers(y, x)));
 }

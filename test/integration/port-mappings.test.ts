@@ -108,6 +108,8 @@ describe('a foreground proxy with mappings', () => {
       '127.0.0.1:0=echo.data:7000',
       '--forward',
       '0=nothing-here.shop:80',
+      '--forward',
+      'localhost:0=web.shop.svc:8080',
       ...(hasRedis ? ['--forward', '0=redis.cache:6379'] : []),
     ]);
   });
@@ -150,6 +152,16 @@ describe('a foreground proxy with mappings', () => {
       pods.add((JSON.parse(r.stdout) as { pod: string }).pod);
     }
     assert.ok(pods.size > 1, `one pod only: ${[...pods].join(',')}`);
+  });
+
+  test('localhost: one port on 127.0.0.1 and ::1 both, as kubectl port-forward binds it', async () => {
+    const port = mappedPort(proxy, 'web.shop.svc:8080');
+    assert.ok(proxy.stdout.includes(`kubectl-proxyout: port [::1]:${port} → web.shop.svc:8080 (curl http://[::1]:${port}/)`), proxy.stdout.join('\n'));
+    for (const host of ['127.0.0.1', '[::1]']) {
+      const r = await curl([`http://${host}:${port}/whoami`]);
+      assert.equal(r.code, 0, `${host}: ${r.stderr}`);
+      assert.match(r.stdout, /"pod"/);
+    }
   });
 
   test('raw TCP echo: 4 MiB out and back, same sha256, request and FIN sent at once', async () => {

@@ -167,4 +167,10 @@ test("a mapping on our own listener's fixed port is refused by name before anyth
   // Another port, another address of the port, or port 0: no clash.
   assert.equal(plan('127.0.0.1:15000', undefined, ['15001=db:5432', '127.0.0.2:15000=db:5432', '0=db:5432']).forwards.length, 3);
   assert.equal(plan('0.0.0.0:15000', undefined, ['[::1]:15000=db:5432']).forwards.length, 1, 'an IPv4 wildcard leaves ::1 free');
+  // localhost takes 127.0.0.1 and ::1 both.
+  assert.throws(() => plan('[::1]:15000', undefined, ['localhost:15000=db:5432']), /already used by --listen-socks \[::1\]:15000$/);
+  assert.throws(
+    () => plan('127.0.0.1:0', undefined, ['15001=db:5432', 'localhost:15001=db:5432']),
+    /localhost:15001 is already used by the mapping 15001=db:5432$/,
+  );
 });
