@@ -234,9 +234,18 @@ export async function runningProxies(l: StateLayout = layout()): Promise<ProxySt
   return collectStatus(l);
 }
 
-/** "check that the API server answers (`kubectl --context C get --raw /readyz`); " for each troubled cluster route's context. */
+/**
+ * "check that the API server answers (`kubectl --kubeconfig F --context C get --raw /readyz`); "
+ * for each troubled cluster route: its kubeconfig is the daemon's (a context name alone would be
+ * looked up in the user's default kubeconfig, which may not have it).
+ */
 function readyzChecks(routes: readonly RouteStatus[]): string {
-  const contexts = [...new Set(routes.flatMap((r) => (r.kind === 'cluster' && typeof r.details?.context === 'string' ? [r.details.context] : [])))];
-  if (contexts.length === 0) return '';
-  return `check that the API server answers (${contexts.map((c) => `\`kubectl --context ${shellQuote(c)} get --raw /readyz\``).join(', ')}); `;
+  const lines = routes.flatMap((r) => {
+    const { context, kubeconfig } = r.details ?? {};
+    if (r.kind !== 'cluster' || typeof context !== 'string') return [];
+    const file = typeof kubeconfig === 'string' ? `--kubeconfig ${shellQuote(kubeconfig)} ` : '';
+    return [`\`kubectl ${file}--context ${shellQuote(context)} get --raw /readyz\``];
+  });
+  if (lines.length === 0) return '';
+  return `check that the API server answers (${[...new Set(lines)].join(', ')}); `;
 }

@@ -85,12 +85,15 @@ test('connect serves the table: every route answers; status shows each route; pa
   );
   assert.match(status.stdout, new RegExp(`${id}: route staging \\(cluster staging, default\\): [^\\n]*; ready; \\d+ open, 2 total`));
   assert.match(status.stdout, new RegExp(`${id}: route prod \\(cluster prod\\): <svc>\\.<ns>\\.prod; ready; 0 open, 1 total, up \\d+B, down \\d+`));
-  const json = statusItems<{ routes: Array<{ name: string; state: string; kind: string }> }>((await cli(['status', '--json'])).stdout);
+  const json = statusItems<{ routes: Array<{ name: string; state: string; kind: string; details: { kubeconfig?: string } }> }>(
+    (await cli(['status', '--json'])).stdout,
+  );
   assert.deepEqual(
-    json[0]!.routes.map((x) => [x.name, x.kind, x.state]),
+    json[0]!.routes.map((x) => [x.name, x.kind, x.state, x.details.kubeconfig]),
     [
-      ['staging', 'cluster', 'ready'],
-      ['prod', 'cluster', 'ready'],
+      // The file each route runs from: what doctor's kubectl lines name.
+      ['staging', 'cluster', 'ready', path.join(stateDir, 'proxies', id, 'kubeconfig')],
+      ['prod', 'cluster', 'ready', path.join(stateDir, 'proxies', id, 'kubeconfig.prod')],
     ],
   );
   const pac = await cli(['pac', id]);

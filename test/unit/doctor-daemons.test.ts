@@ -26,6 +26,15 @@ test('a degraded cluster route: the fix names its context in a kubectl line to p
   );
 });
 
+test("a daemon's route: the kubectl line names the kubeconfig it runs from, not the user's default", () => {
+  const kubeconfig = '/home/me/.local/state/kubectl-proxyout/proxies/abc12345/kube config';
+  const [check] = checkDaemons([running([{ name: 'prod', kind: 'cluster', state: 'error', reason: 'refused', details: { context: 'prod', kubeconfig } }])]);
+  assert.equal(
+    check!.fix,
+    `check that the API server answers (\`kubectl --kubeconfig '${kubeconfig}' --context prod get --raw /readyz\`); see \`kubectl proxyout logs abc12345\``,
+  );
+});
+
 test('only ssh or konnectivity routes in trouble: no kubectl line, the log', () => {
   const [check] = checkDaemons([running([{ name: 'jump', kind: 'ssh', state: 'degraded', reason: 'connection refused' }])]);
   assert.equal(check!.fix, 'see `kubectl proxyout logs abc12345`');

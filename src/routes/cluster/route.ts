@@ -46,6 +46,8 @@ export class ClusterRoute implements Route {
   /** Hears the Ingress and OpenShift Route hosts as they change (proxy/ingress-feed.ts feeds them to the matchers). */
   private onIngressHosts?: (hosts: string[]) => void;
   readonly label: string;
+  /** The kubeconfig file it was loaded from, when one was named (a daemon's: its transient one). */
+  private readonly kubeconfigFile?: string;
   private openStreams = 0;
   private drained?: () => void;
 
@@ -56,6 +58,7 @@ export class ClusterRoute implements Route {
     log: Logger,
   ) {
     this.name = spec.name;
+    this.kubeconfigFile = settings.kubeconfig;
     const describe = (kube: { context: string }) => `cluster route ${spec.name}${kube.context !== spec.name ? ` (context ${kube.context})` : ''}`;
     const guest = new GuestCluster(
       'cluster',
@@ -166,6 +169,8 @@ export class ClusterRoute implements Route {
       ...(unreachable ? { condition: 'down' as const } : {}),
       details: {
         context: kube.context,
+        // What a kubectl line must name to ask this API server as the route does (doctor's fix lines).
+        ...(this.kubeconfigFile ? { kubeconfig: this.kubeconfigFile } : {}),
         namespace: kube.namespace,
         server: kube.server,
         ...(apiRoundTrip ? { apiRoundTrip } : {}),
