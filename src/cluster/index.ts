@@ -72,8 +72,19 @@ const namesHeadlessPod = (ep: SlimEndpoint) => !!ep.refName && ep.ready !== fals
 
 const dialable = (pod: SlimPod) => pod.phase === 'Running' && !pod.deleting;
 
-/** IPs a pod answers on, only while it runs and is not being deleted. */
-const podIps = (pod: SlimPod): readonly string[] => (dialable(pod) ? pod.ips : []);
+/**
+ * IPs a pod answers on while it runs, being deleted too: its containers serve its IP until they
+ * stop (a preStop sleep, a graceful shutdown), as the cluster network carries it.
+ */
+const podIps = (pod: SlimPod): readonly string[] => (pod.phase === 'Running' ? pod.ips : []);
+
+/** Of the running pods sharing an IP, one not on the host network and not being deleted first. */
+export function preferredPod(pods: Iterable<SlimPod>): SlimPod | undefined {
+  let best: SlimPod | undefined;
+  const rank = (p: SlimPod) => (p.hostNetwork ? 2 : 0) + (p.deleting ? 1 : 0);
+  for (const pod of pods) if (!best || rank(pod) < rank(best)) best = pod;
+  return best;
+}
 
 function podHostname(pod: SlimPod): string | undefined {
   if (!dialable(pod)) return undefined;
@@ -144,14 +155,9 @@ export class ClusterIndex {
     return this.ready().pods.get(key(namespace, name));
   }
 
-  /** The running pod with this IP (host-network pods share node IPs, so they lose ties). */
+  /** The running pod with this IP (host-network pods share node IPs, and pods being deleted, so they lose ties). */
   podByIp(ip: string): SlimPod | undefined {
-    let fallback: SlimPod | undefined;
-    for (const pod of this.ready().podsByIp.values(normalizeIp(ip))) {
-      if (!pod.hostNetwork) return pod;
-      fallback ??= pod;
-    }
-    return fallback;
+    return preferredPod(this.ready().podsByIp.values(normalizeIp(ip)));
   }
 
   /**

@@ -9,6 +9,7 @@ import { TokenBucket } from '../core/token-bucket.js';
 import type { ApiConnection } from './api.js';
 import { getObject, listPage } from './list-watch.js';
 import { slimPod, type SlimPod } from './slim.js';
+import { preferredPod } from './index.js';
 
 export interface PodLookupLimits {
   /** A pod found is trusted this long (its IP could be reused by another pod after it goes). */
@@ -65,15 +66,15 @@ export class PodLookup {
 
   /**
    * The running pod with this IP (in `namespace`, else cluster-wide); host-network pods share
-   * node IPs, so they lose ties, as in the watched index.
+   * node IPs, and pods being deleted, so they lose ties, as in the watched index.
    */
   byIp(ip: string, namespace: string | undefined): Promise<SlimPod | undefined> {
     const base = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods` : '/api/v1/pods';
     const path = `${base}?fieldSelector=${encodeURIComponent(`status.podIP=${ip},status.phase=Running`)}`;
     return this.cached(`ip ${namespace ?? ''}/${ip}`, async (signal) => {
       const page = await listPage(this.api, path, 50, undefined, signal, this.limits.timeoutMs);
-      const pods = page.items.map((o) => slimPod(o)).filter((p): p is SlimPod => !!p && dialable(p));
-      const pod = pods.find((p) => !p.hostNetwork) ?? pods[0];
+      // A pod being deleted still serves its IP until its containers stop (cluster/index.ts podIps).
+      const pod = preferredPod(page.items.map((o) => slimPod(o)).filter((p): p is SlimPod => p?.phase === 'Running'));
       if (pod) {
         this.found.delete(ip);
         this.found.set(ip, Date.now() + this.limits.foundTtlMs);

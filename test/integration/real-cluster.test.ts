@@ -18,6 +18,7 @@ import {
   multiContainers,
   multiService,
   namespace,
+  pod,
   service,
   statefulSet,
   webDeployment,
@@ -154,6 +155,20 @@ for (const transport of TRANSPORTS) {
 
       test('a Pod IP (port unchanged)', async () => {
         assert.equal(servedBy(await viaSocks(transport, `http://${webPodIP}:8080/`))?.[1], webPodName);
+      });
+
+      test('a Pod IP of a pod being deleted, while it still serves (a preStop sleep)', async () => {
+        const name = `lingering-${transport}`;
+        // The grace period outlasts the stop delay: the pod serves its IP 30 s after the delete.
+        const spec = { terminationGracePeriodSeconds: 60 };
+        const lingering = pod({ name, namespace: 'shop', annotations: { 'proxyout.test/stop-delay': '30s' }, containers: [httpContainer('web')], spec });
+        await cluster!.kubectl(['apply', '-f', '-'], { input: manifests(lingering) });
+        await cluster!.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', `pod/${name}`, '--timeout=30s']);
+        const ip = (await cluster!.kubectl(['-n', 'shop', 'get', 'pod', name, '-o', 'jsonpath={.status.podIP}'])).stdout.trim();
+        await cluster!.kubectl(['-n', 'shop', 'delete', 'pod', name, '--wait=false']);
+        // The proxy has seen the deletion (a pod watch hears it at once; a look-up is the first one).
+        await delay(1_000);
+        assert.equal(servedBy(await viaSocks(transport, `http://${ip}:8080/`))?.[1], name);
       });
 
       test('a headless Service pod name', async () => {

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
-import { ClusterIndex, type IndexedKind, type WatchEvent } from '../../src/cluster/index.js';
+import { ClusterIndex, preferredPod, type IndexedKind, type WatchEvent } from '../../src/cluster/index.js';
 import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from '../../src/cluster/slim.js';
 
 function prng(seed: number): () => number {
@@ -176,4 +176,13 @@ test('without a pod watch, a pod the endpoint controller takes out of every slic
   put(slice('web-2', 'web', [['p3', 'u3']]), 'delete');
   put(slice('all', 'all', [['p3', 'u3']]), 'delete');
   assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'slices deleted with their Service: their pods may well run on');
+});
+
+test('of the running pods on one IP, one not on the host network and not being deleted is preferred', () => {
+  const p = (name: string, hostNetwork: boolean, deleting: boolean) => ({ name, hostNetwork, deleting }) as SlimPod;
+  const names = (...pods: SlimPod[]) => preferredPod(pods)?.name;
+  assert.equal(names(p('host', true, false), p('going', false, true), p('new', false, false)), 'new');
+  assert.equal(names(p('host', true, false), p('going', false, true)), 'going', 'a pod being deleted still serves its IP');
+  assert.equal(names(p('host-going', true, true), p('host', true, false)), 'host');
+  assert.equal(names(), undefined);
 });
