@@ -282,3 +282,34 @@ test('in Chromium: target names a client chose, markup included, show as text an
     await context.close();
   }
 });
+
+// Last: it replaces the proxy.
+test('in Chromium: a proxy restarted on the same port (a new token) is shown as such, not "reload the page"', async (t) => {
+  if (!browser) return t.skip(noBrowser);
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    await page.goto(pageUrl.href);
+    await page.locator('#connection.live').waitFor({ timeout: 10_000 });
+    await proxy.stop();
+    proxy = await startProxyProcess([
+      '--kubeconfig',
+      multi.kubeconfig,
+      '--context',
+      'prod',
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--listen-http',
+      pageUrl.host,
+      '--shutdown-grace',
+      '0',
+    ]);
+    const status = page.locator('#connection');
+    await status.filter({ hasText: /restarted with a new token/ }).waitFor({ timeout: 15_000 });
+    // The old token is dropped: a reload says where a new one is, rather than a bare 403 stream.
+    await page.reload();
+    await status.filter({ hasText: /no token: open the URL that kubectl proxyout printed/ }).waitFor({ timeout: 5_000 });
+  } finally {
+    await context.close();
+  }
+});

@@ -29,6 +29,8 @@ function loadPage() {
   const bodyClasses = new Set<string>();
   const sources: FakeSource[] = [];
   const stored = new Map<string, string>();
+  const asked: string[] = [];
+  const answer = { status: 200 };
   class EventSource implements FakeSource {
     static readonly CLOSED = 2;
     readyState = 0;
@@ -47,9 +49,19 @@ function loadPage() {
     Node: function Node() {},
     EventSource,
     location: { href: 'http://127.0.0.1:8765/?token=t' },
-    sessionStorage: { getItem: (k: string) => stored.get(k) ?? null, setItem: (k: string, v: string) => stored.set(k, v) },
+    sessionStorage: {
+      getItem: (k: string) => stored.get(k) ?? null,
+      setItem: (k: string, v: string) => stored.set(k, v),
+      removeItem: (k: string) => stored.delete(k),
+    },
+    // What the server answers the page's token once the stream closed for good.
+    fetch: (url: string) => {
+      asked.push(url);
+      return Promise.resolve({ status: answer.status });
+    },
     history: { state: null, replaceState() {} },
     URL,
+    AbortController,
     requestAnimationFrame: () => {},
     setInterval: () => 0,
     window: {},
@@ -58,7 +70,7 @@ function loadPage() {
   const proxies = vm.runInContext('proxies', context) as Map<string, { stopping: boolean; open: Map<number, unknown> }>;
   const source = () => sources.at(-1)!;
   const deliver = (message: unknown) => source().onmessage!({ data: JSON.stringify(message) });
-  return { proxies, source, deliver, connection, bodyClasses };
+  return { proxies, source, deliver, connection, bodyClasses, stored, asked, answer };
 }
 
 const snapshot = (proxy: string, open: number[] = []) => ({
@@ -101,4 +113,17 @@ test('a stream closed for good says so; a stopping proxy is shown stopping until
   page.deliver(snapshot('a1'));
   assert.equal(page.proxies.get('a1')!.stopping, false);
   assert.equal(page.proxies.get('a1')!.open.size, 0);
+});
+
+test('a stream closed for good whose token the server now refuses (403: it restarted) says so and forgets the token', async () => {
+  const page = loadPage();
+  page.source().onopen!();
+  page.answer.status = 403;
+  page.source().readyState = 2;
+  page.source().onerror!();
+  assert.equal(page.connection.textContent, 'disconnected: reload the page', 'until the server has answered');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(page.asked, ['/ui/events?token=t']);
+  assert.match(String(page.connection.textContent), /^disconnected: the proxy restarted with a new token; open the URL it printed/);
+  assert.equal(page.stored.size, 0, 'a reload would only be refused again');
 });

@@ -72,7 +72,19 @@ const clock = (ms) => new Date(ms).toLocaleTimeString();
 function proxyState(id) {
   let p = proxies.get(id);
   if (!p) {
-    p = { id, info: undefined, routes: [], totals: undefined, open: new Map(), recent: [], failures: [], samples: [], gone: undefined, stopping: false, heardAt: 0 };
+    p = {
+      id,
+      info: undefined,
+      routes: [],
+      totals: undefined,
+      open: new Map(),
+      recent: [],
+      failures: [],
+      samples: [],
+      gone: undefined,
+      stopping: false,
+      heardAt: 0,
+    };
     proxies.set(id, p);
   }
   return p;
@@ -156,7 +168,13 @@ function renderProxies() {
     const info = p.info;
     const title = p.id === THIS_PROXY ? 'this proxy' : `proxy ${p.id}`;
     const silent = silence(p);
-    const state = p.gone ? badge('gone', 'gone') : p.stopping ? badge('stopping', 'degraded') : silent ? badge('not answering', 'silent') : badge('live', 'live');
+    const state = p.gone
+      ? badge('gone', 'gone')
+      : p.stopping
+        ? badge('stopping', 'degraded')
+        : silent
+          ? badge('not answering', 'silent')
+          : badge('live', 'live');
     const rows = [];
     const row = (name, value) => value && rows.push(el('dt', {}, name), el('dd', {}, value));
     if (info) {
@@ -190,7 +208,11 @@ function cacheText(details) {
 /** "12 services, 30 endpointslices, 41 pods": what the cache holds. */
 function objectsText(details) {
   const objects = details && details.cache && details.cache.objects;
-  return objects ? Object.entries(objects).map(([kind, n]) => `${n} ${kind}`).join(', ') : '';
+  return objects
+    ? Object.entries(objects)
+        .map(([kind, n]) => `${n} ${kind}`)
+        .join(', ')
+    : '';
 }
 
 function roundTripText(details) {
@@ -221,7 +243,11 @@ function renderRoutes() {
           el('td', { class: 'state' }, badge(condition), reason ? el('span', { class: 'reason' }, reason) : null),
           td(since),
           el('td', { class: 'cache' }, cacheText(r.details), el('span', { class: 'reason objects' }, objectsText(r.details))),
-          el('td', { class: 'num rtt', title: r.details?.apiRoundTrip ? `measured ${clock(Date.parse(r.details.apiRoundTrip.at))}` : undefined }, roundTripText(r.details)),
+          el(
+            'td',
+            { class: 'num rtt', title: r.details?.apiRoundTrip ? `measured ${clock(Date.parse(r.details.apiRoundTrip.at))}` : undefined },
+            roundTripText(r.details),
+          ),
           td(s.openStreams !== undefined ? `${s.openStreams} open / ${s.totalStreams}` : '', 'num'),
           td(s.bytesFromClients !== undefined ? `${bytes(s.bytesFromClients)} / ${bytes(s.bytesToClients)}` : '', 'num'),
         ),
@@ -324,6 +350,16 @@ function takeToken() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
+/** A 403 to this page's token is a restarted server (a new token): a reload cannot help, so the token goes. */
+async function explainClosed(token, status) {
+  const asking = new AbortController();
+  const res = await fetch(`/ui/events?token=${encodeURIComponent(token)}`, { signal: asking.signal, cache: 'no-store' }).catch(() => undefined);
+  asking.abort();
+  if (res?.status !== 403) return;
+  sessionStorage.removeItem(TOKEN_KEY);
+  status.textContent = 'disconnected: the proxy restarted with a new token; open the URL it printed (or run kubectl proxyout ui)';
+}
+
 function connect(token) {
   const status = document.getElementById('connection');
   if (!token) {
@@ -347,8 +383,12 @@ function connect(token) {
     // What the page shows is no longer followed: greyed out until the stream is back.
     document.body.classList.add('stale');
     status.className = 'badge error';
-    // Closed for good (the server is gone, or a restarted one refuses this page's old token).
-    status.textContent = events.readyState === EventSource.CLOSED ? 'disconnected: reload the page' : 'reconnecting…';
+    // A server gone is retried (reconnecting). Closed for good: it answered, but not with events.
+    if (events.readyState !== EventSource.CLOSED) status.textContent = 'reconnecting…';
+    else {
+      status.textContent = 'disconnected: reload the page';
+      explainClosed(token, status);
+    }
   };
 }
 
