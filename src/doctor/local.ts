@@ -1,6 +1,7 @@
 // This machine: the listen addresses are free, the state directory is private, and every managed
 // proxy answers on its control socket with its caches synced.
 import { lstatSync, readdirSync } from 'node:fs';
+import { replaceableAt, type ReplaceableAt } from '../core/replaceable-path.js';
 import net from 'node:net';
 import path from 'node:path';
 import { errorMessage } from '../core/errors.js';
@@ -145,17 +146,20 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
       if (isDir) for (const inner of safeList(file)) if (!inner.endsWith('.sock')) check(path.join(file, inner), false);
     }
   }
-  if (readable.length === 0) return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root}: owned by you, private (0700 directories, 0600 files)` }];
+  const above = safeReplaceableAt(l.root, uid);
+  if (readable.length === 0 && !above)
+    return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root}: owned by you, private (0700 directories, 0600 files)` }];
   const more = readable.length > 3 ? ` (+${readable.length - 3} more)` : '';
-  return [
-    {
-      scope,
-      name: 'state-dir',
-      status: 'warn',
-      detail: `accepted, but others may read what it holds: ${readable.slice(0, 3).join('; ')}${more}`,
-      fix: fixes.slice(0, 3).join('; '),
-    },
+  const details = [
+    ...(readable.length ? [`others may read what it holds: ${readable.slice(0, 3).join('; ')}${more}`] : []),
+    ...(above ? [`another user could replace it through a directory above it: ${aboveWhy(above)}`] : []),
   ];
+  const aboveFix = above
+    ? [
+        `${above.owner !== undefined ? `chown ${above.dir}` : `chmod go-w ${above.dir}`}, or set KUBECTL_PROXYOUT_STATE_DIR under directories only you or root can write`,
+      ]
+    : [];
+  return [{ scope, name: 'state-dir', status: 'warn', detail: `accepted, but ${details.join('; and ')}`, fix: [...fixes.slice(0, 3), ...aboveFix].join('; ') }];
 }
 
 function safeList(dir: string): string[] {
@@ -248,4 +252,19 @@ function readyzChecks(routes: readonly RouteStatus[]): string {
   });
   if (lines.length === 0) return '';
   return `check that the API server answers (${[...new Set(lines)].join(', ')}); `;
+}
+
+/** Who could swap the state directory for theirs (core/replaceable-path.ts); doctor warns, commands accept it. */
+function safeReplaceableAt(dir: string, uid: number): ReplaceableAt | undefined {
+  try {
+    return replaceableAt(dir, uid);
+  } catch {
+    return undefined; // a directory above that cannot be read: the state directory's own checks say so
+  }
+}
+
+function aboveWhy(at: ReplaceableAt): string {
+  return at.owner !== undefined
+    ? `${at.dir} is owned by uid ${at.owner}`
+    : `${at.dir} is writable by group or others (mode ${at.mode!.toString(8).padStart(3, '0')}) and not sticky`;
 }

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { chmodSync, lstatSync, mkdirSync, realpathSync, statSync, unlinkSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { StartupError } from '../core/errors.js';
+import { replaceableAt } from '../core/replaceable-path.js';
 import { UNIX_SOURCE } from '../auth/source.js';
 
 /** The family recorded for unix listeners in AddressInfo-shaped addresses (address = the path). */
@@ -56,27 +57,21 @@ function checkParent(file: string, flag: string): void {
 }
 
 /**
- * Every directory above the socket's own, up to /, must be ours or root's, and writable by no one
- * else unless it is sticky (/tmp): whoever can rename an entry on the way can move our directory
- * aside and put their own socket in its place, and our clients would then hand them their
- * credentials and targets. As OpenSSH checks its control paths (misc.c safe_path).
+ * Every directory above the socket's own must be safe from other users (core/replaceable-path.ts):
+ * one who could move our directory aside would put their own socket in its place, and our
+ * clients would then hand them their credentials and targets.
  */
 function checkAncestors(dir: string, uid: number, file: string, flag: string): void {
-  let child = dir;
-  for (let current = path.dirname(dir); ; child = current, current = path.dirname(current)) {
-    const st = statSync(current);
-    if (st.uid !== uid && st.uid !== 0) {
-      throw new StartupError(
-        `${flag} unix:${file}: refusing ${current} on the way to the socket: it is owned by uid ${st.uid}, who could move ${child} aside and put a socket of theirs in its place; put the socket under directories only you or root own`,
-      );
-    }
-    if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0) {
-      throw new StartupError(
-        `${flag} unix:${file}: refusing ${current} on the way to the socket: group or others can write it (mode ${octal(st.mode)}) and it is not sticky, so they could move ${child} aside`,
-      );
-    }
-    if (current === path.dirname(current)) return;
+  const at = replaceableAt(dir, uid);
+  if (!at) return;
+  if (at.owner !== undefined) {
+    throw new StartupError(
+      `${flag} unix:${file}: refusing ${at.dir} on the way to the socket: it is owned by uid ${at.owner}, who could move ${at.child} aside and put a socket of theirs in its place; put the socket under directories only you or root own`,
+    );
   }
+  throw new StartupError(
+    `${flag} unix:${file}: refusing ${at.dir} on the way to the socket: group or others can write it (mode ${octal(at.mode!)}) and it is not sticky, so they could move ${at.child} aside`,
+  );
 }
 
 /** Resolves when nothing accepts on the socket (ECONNREFUSED: a stale file), rejects otherwise. */
