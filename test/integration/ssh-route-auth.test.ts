@@ -331,3 +331,29 @@ test("the agent offers the IdentityFile's key first: six other keys ahead of it 
     if (pid > 0) process.kill(pid);
   }
 });
+
+test('a key both the agent and an IdentityFile hold is offered once: MaxAuthTries is not spent on it twice', { skip: unavailable }, async () => {
+  const kh = knownHosts('kh-twice', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+  const sock = `${lab.dir}/twice-agent.sock`;
+  const pid = Number(/SSH_AGENT_PID=(\d+)/.exec(execFileSync('ssh-agent', ['-a', sock], { encoding: 'utf8' }))?.[1]);
+  try {
+    // Five keys sshd does not know in the agent, the first also an (unencrypted) IdentityFile; the
+    // user key only on disk, named second. Offered once each, the user key is sshd's sixth try
+    // (MaxAuthTries 6 lets it in); the first key offered again would be the sixth failure.
+    const unknown = Array.from({ length: 5 }, (_, i) => `${lab.dir}/twice_${i}`);
+    for (const key of unknown) {
+      execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
+      execFileSync('ssh-add', ['-q', key], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: 'ignore' });
+    }
+    const config = lab.writeConfig('config-twice', { all: [`IdentityFile ${unknown[0]}`, `IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] });
+    const route = sshRoute(config, 'jump2', { authSock: sock });
+    await route.start();
+    try {
+      await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
+    } finally {
+      await route.close();
+    }
+  } finally {
+    if (pid > 0) process.kill(pid);
+  }
+});
