@@ -8,13 +8,13 @@
 //     proxies/<id>/proxy-auth   proxy credentials for the daemon; it deletes them on reading (0600)
 //     logs/<id>.log             the daemon's JSON log lines; kept after it stops          (0600)
 //
-// Directories are 0700. The location is $KUBECTL_PROXYOUT_STATE_DIR when set, else env-paths'
-// per-user place: $XDG_STATE_HOME/kubectl-proxyout (~/.local/state/kubectl-proxyout) on Linux and
-// other Unixes, ~/Library/Application Support/kubectl-proxyout on macOS.
+// Directories are 0700. The location is $KUBECTL_PROXYOUT_STATE_DIR when set, else the per-user
+// place: $XDG_STATE_HOME/kubectl-proxyout (~/.local/state/kubectl-proxyout) on Linux and other
+// Unixes, env-paths' ~/Library/Application Support/kubectl-proxyout on macOS.
 import { chmodSync, lstatSync, mkdirSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import envPaths from 'env-paths';
 import { isPlainUrlPath } from '../core/url-path.js';
 
@@ -38,10 +38,12 @@ export class StateDirError extends Error {
 export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   const override = env[STATE_DIR_ENV];
   if (override) return path.resolve(override);
-  const paths = envPaths(APP, { suffix: '' });
-  // env-paths has no "state" kind: on Linux its `log` is exactly $XDG_STATE_HOME/<app>, which
-  // is where the XDG spec puts state that should survive a reboot but is not worth a backup.
-  return process.platform === 'darwin' || process.platform === 'win32' ? paths.data : paths.log;
+  if (process.platform === 'darwin' || process.platform === 'win32') return envPaths(APP, { suffix: '' }).data;
+  // Where the XDG spec puts state that should survive a reboot but is not worth a backup. A
+  // relative $XDG_STATE_HOME is invalid there and ignored: taken as it is, each working directory
+  // had a state directory of its own, and `status` or `disconnect` run elsewhere lost the proxy.
+  const xdg = env.XDG_STATE_HOME;
+  return path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(homedir(), '.local', 'state'), APP);
 }
 
 /** Not a connection ID: `logs exec` is the log of exec's temporary proxies. */

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { RequestOptions } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -27,14 +27,11 @@ test('KUBECTL_PROXYOUT_STATE_DIR overrides; otherwise XDG_STATE_HOME-style on Li
   assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: '/x/y' }), '/x/y');
   assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: 'rel' }), path.resolve('rel'));
   if (process.platform === 'linux') {
-    const saved = process.env.XDG_STATE_HOME;
-    process.env.XDG_STATE_HOME = '/xdg/state';
-    try {
-      assert.equal(stateDir({}), '/xdg/state/kubectl-proxyout');
-    } finally {
-      if (saved === undefined) delete process.env.XDG_STATE_HOME;
-      else process.env.XDG_STATE_HOME = saved;
-    }
+    assert.equal(stateDir({ XDG_STATE_HOME: '/xdg/state' }), '/xdg/state/kubectl-proxyout');
+    const home = path.join(homedir(), '.local', 'state', 'kubectl-proxyout');
+    assert.equal(stateDir({}), home);
+    // The XDG spec: a relative path is invalid and ignored (else each working directory had its own).
+    assert.equal(stateDir({ XDG_STATE_HOME: 'rel/state' }), home);
   }
 });
 
