@@ -1,8 +1,9 @@
 // Timings the test suite may shorten in a proxy it runs as a process, set by no flag or config
 // key and not documented for users (the product's timings stand without them): the route retry
 // delay (routes/guest-cluster/lifecycle.ts), the repeated-line window (core/log-limit.ts), how long a
-// reload waits for a new route's sync (proxy/proxy.ts); and the
-// points a race test may hold a command at (testHookPause).
+// reload waits for a new route's sync (proxy/proxy.ts), how long `connect` waits for a daemon that
+// gets no further (managed/start-progress.ts); and the points a race test may hold a command at
+// (testHookPause).
 import { existsSync, writeFileSync } from 'node:fs';
 
 /** The variable's value as whole milliseconds (1 to 999,999); undefined when unset or anything else. */

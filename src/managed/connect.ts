@@ -35,11 +35,11 @@ import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProx
 import { assertSameSettings, type RequestedSettings } from './settings.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 import { testHookPause } from '../core/test-hooks.js';
+import { StartProgress } from './start-progress.js';
 
 /** Test hook (core/test-hooks.ts testHookPause): hold a connect that found no daemon before it takes the state lock. */
 export const TEST_CONNECT_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_CONNECT_PAUSE';
 
-const READY_TIMEOUT_MS = 45_000;
 const POLL_MS = 100;
 
 export interface ConnectRequest {
@@ -302,7 +302,7 @@ function spawnDaemon(l: StateLayout, id: string): number {
  * its entry removed (the log stays), and its one-line error becomes ours.
  */
 async function waitForReady(l: StateLayout, id: string, ours: boolean): Promise<ProxyEntry> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
+  const progress = new StartProgress(l.controlSocket(id));
   let problem: string;
   for (;;) {
     const entry = readEntry(l, id);
@@ -325,8 +325,8 @@ async function waitForReady(l: StateLayout, id: string, ours: boolean): Promise<
       problem = last?.phase === 'failed' && last.error ? last.error : `the proxy daemon exited before it was ready; see ${l.logFile(id)}`;
       break;
     }
-    if (Date.now() > deadline) {
-      problem = `the proxy daemon was not ready within ${READY_TIMEOUT_MS / 1000} s; see ${l.logFile(id)}`;
+    if (await progress.stalled()) {
+      problem = `the proxy daemon was not ready and got no further for ${progress.waitMs / 1000} s; see ${l.logFile(id)}`;
       break;
     }
     await sleep(POLL_MS);
