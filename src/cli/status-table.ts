@@ -47,6 +47,10 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
       );
   }
   for (const r of rows) {
+    if (r.answering === false)
+      out.push(
+        `${r.id}: does not answer on its control socket (stopped or hung?); see kubectl proxyout logs ${r.id}, or stop it: kubectl proxyout disconnect ${r.id}`,
+      );
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
     if (r.state === 'elsewhere')
       out.push(

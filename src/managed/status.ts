@@ -42,6 +42,11 @@ export interface ProxyStatus {
     objects?: Record<string, number>;
   } | null;
   logFile: string;
+  /**
+   * Whether the daemon answered on its control socket (within 1.5 s): false for one that is
+   * stopped (SIGSTOP) or hung, whose pid still runs. Only for running proxies.
+   */
+  answering?: boolean;
   error?: string;
   /** State elsewhere: the host it was recorded on (another machine or container sharing the state directory). */
   elsewhere?: string;
@@ -95,6 +100,9 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     // A daemon that answers without a cache has no cluster route: nothing syncs, nothing to show.
     cache: live?.cache ? cacheSummary(live.cache) : !live && state === 'starting' ? { state: 'syncing' } : null,
     logFile: l.logFile(entry.id),
+    // Not counted while it starts or stops: its control socket opens a moment after it is spawned
+    // and closes a moment before it exits.
+    ...(state === 'running' ? { answering: live !== undefined } : {}),
     ...(entry.error && state === 'dead' ? { error: entry.error } : {}),
     ...(state === 'elsewhere' ? { elsewhere: entry.space?.hostname ?? 'unknown' } : {}),
     ...(live?.transports ? { transports: live.transports } : {}),

@@ -381,6 +381,22 @@ describe('crashes and failures', () => {
     assert.ok(!existsSync(proxyDir('crash')));
   });
 
+  test('a stopped (SIGSTOP) daemon: status says it does not answer, and disconnect still stops it', async () => {
+    const c = await connect(['--id', 'frozen']);
+    assert.equal((await status('frozen')).answering, true);
+    process.kill(c.pid, 'SIGSTOP');
+    try {
+      const s = await status('frozen');
+      assert.deepEqual([s.state, s.answering, s.openStreams], ['running', false, null]);
+      assert.match((await cli(['status'])).stdout, /^frozen: does not answer on its control socket .*disconnect frozen$/m);
+    } finally {
+      process.kill(c.pid, 'SIGCONT');
+    }
+    assert.equal((await status('frozen')).answering, true);
+    assert.doesNotMatch((await cli(['status'])).stdout, /does not answer/);
+    assert.equal((await cli(['disconnect', 'frozen'])).code, 0);
+  });
+
   test('a taken port: a clear error, a hint, and nothing left behind', async () => {
     const blocker = net.createServer().listen(0, '127.0.0.1');
     await once(blocker, 'listening');
