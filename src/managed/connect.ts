@@ -17,7 +17,7 @@ import {
   layout,
   STATE_DIR_ENV,
   unixSocketPath,
-  validateId,
+  validateNewId,
   EXEC_LOG_ID,
   StateDirError,
   type StateLayout,
@@ -95,7 +95,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
     ...req,
     options: { ...req.options, table: managed.table, contexts, config: absolute(req.options.config), kubeconfigSource: absolute(req.kubeconfig) },
   };
-  const id = req.id !== undefined ? validateId(req.id) : managedId(managed);
+  const id = req.id !== undefined ? validateNewId(req.id) : managedId(managed);
   if (id === EXEC_LOG_ID)
     throw new StateDirError(`connection ID "${id}" is taken by the log of exec's temporary proxies (kubectl proxyout logs ${id}): use another`);
   const l = ensureStateDir(layout());

@@ -46,6 +46,17 @@ export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(homedir(), '.local', 'state'), APP);
 }
 
+/**
+ * An ID for a new proxy: also not beginning with "-", which the commands that take an ID read as
+ * a flag (`disconnect --all`, printed as the way to stop a proxy named "--all", stopped every one).
+ * Existing IDs stay valid: their proxies can still be stopped (`disconnect -- -x`).
+ */
+export function validateNewId(id: string): string {
+  validateId(id);
+  if (id.startsWith('-')) throw new StateDirError(`invalid connection ID "${id}": it must not begin with "-" (commands would take it for a flag)`);
+  return id;
+}
+
 /** Not a connection ID: `logs exec` is the log of exec's temporary proxies. */
 export const EXEC_LOG_ID = 'exec';
 

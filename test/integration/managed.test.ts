@@ -480,12 +480,16 @@ describe('crashes and failures', () => {
       ['disconnect', '../x'],
       ['reload', '../x'],
       ['logs', '../x'],
+      // A new ID that a command would read as a flag: `disconnect --all` would stop every proxy.
+      ['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--id=--all'],
+      ['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--id=-x'],
     ]) {
       const r = await cli(args);
       assert.notEqual(r.code, 0, args.join(' '));
       assert.match(r.stderr.trim(), /^Error: (no managed proxy with ID nope|no log for ID nope|invalid connection ID)/, r.stderr);
       assert.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line, no stack: ${r.stderr}`);
     }
+    assert.deepEqual(readdirSync(path.join(stateDir, 'proxies')), [], 'no proxy was started for them');
     const both = await cli(['disconnect']);
     assert.equal(both.code, 2);
     // An ID is an argument, never stdin: a script that pipes into the command does not choose it.
