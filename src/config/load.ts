@@ -13,6 +13,7 @@
 // The result is checked by building a RouteMatcher (no two routes may claim the same suffix or CIDR).
 import { NotRegularFileError, readRegularFile } from '../core/regular-file.js';
 import path from 'node:path';
+import { homedir } from 'node:os';
 import envPaths from 'env-paths';
 import { StartupError } from '../core/errors.js';
 import { RouteMatcher } from '../routing/table.js';
@@ -23,9 +24,17 @@ import { parseConfig, type ConfigFile } from './validate.js';
 
 export const CONFIG_FILE_NAME = 'config.yaml';
 
-/** `config.yaml` in the per-user config directory (env-paths: $XDG_CONFIG_HOME/kubectl-proxyout, ~/Library/Preferences/kubectl-proxyout). */
-export function defaultConfigPath(): string {
-  return path.join(envPaths('kubectl-proxyout', { suffix: '' }).config, CONFIG_FILE_NAME);
+/**
+ * `config.yaml` in the per-user config directory: $XDG_CONFIG_HOME/kubectl-proxyout
+ * (~/.config/kubectl-proxyout) on Linux and other Unixes, env-paths' place on macOS and Windows.
+ * A relative $XDG_CONFIG_HOME is invalid (XDG spec) and ignored: taken as it is, the file read
+ * would change with the working directory.
+ */
+export function defaultConfigPath(env: NodeJS.ProcessEnv = process.env): string {
+  const APP = 'kubectl-proxyout';
+  if (process.platform === 'darwin' || process.platform === 'win32') return path.join(envPaths(APP, { suffix: '' }).config, CONFIG_FILE_NAME);
+  const xdg = env.XDG_CONFIG_HOME;
+  return path.join(xdg && path.isAbsolute(xdg) ? xdg : path.join(homedir(), '.config'), APP, CONFIG_FILE_NAME);
 }
 
 export interface TableFlags {

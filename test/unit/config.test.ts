@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { StartupError } from '../../src/core/errors.js';
 import { ConfigError, parseConfig } from '../../src/config/validate.js';
@@ -301,6 +301,12 @@ test('loadRoutingTable: --config must exist; the default file is read only witho
     (e: Error) => e instanceof ConfigError && e.message.startsWith(`${file}:2: routes[0].colour: unknown key`),
   );
   assert.match(defaultConfigPath(), /kubectl-proxyout[/\\]config\.yaml$/);
+  if (process.platform !== 'darwin' && process.platform !== 'win32') {
+    assert.equal(defaultConfigPath({ XDG_CONFIG_HOME: '/etc/xdg-me' }), '/etc/xdg-me/kubectl-proxyout/config.yaml');
+    // Relative: invalid by the XDG spec, so ignored (it would follow the working directory).
+    assert.equal(defaultConfigPath({ XDG_CONFIG_HOME: 'rel' }), path.join(os.homedir(), '.config', 'kubectl-proxyout', 'config.yaml'));
+    assert.equal(defaultConfigPath({}), path.join(os.homedir(), '.config', 'kubectl-proxyout', 'config.yaml'));
+  }
 });
 
 test('anchors and aliases share lists; comments and blank lines keep the line numbers right', () => {
