@@ -9,6 +9,7 @@
 //   anything else     →  {"ok":false,"error":"…"}
 import net from 'node:net';
 import { chmodSync, unlinkSync } from 'node:fs';
+import type { ListenAddress } from './store.js';
 import type { StreamTotals } from '../listeners/stream-stats.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
@@ -28,6 +29,8 @@ export interface LiveStatus {
   routes?: RouteStatus[];
   cache?: CacheStatus;
   transports?: PodTransportStats[];
+  /** While starting: where its listeners are bound already (state.json records them once it runs). */
+  listening?: { socks?: ListenAddress; http?: ListenAddress; forwards: Array<{ address: ListenAddress; target: string }> };
 }
 
 /** reload's createdAt: the entry it was prepared for (a daemon started for another refuses it). */

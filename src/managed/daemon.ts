@@ -11,7 +11,7 @@ import type { RoutingTable } from '../routing/table-spec.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
-import { startProxy } from '../proxy/proxy.js';
+import { startProxy, type Listening } from '../proxy/proxy.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import type { RunningProxy } from '../proxy/running.js';
@@ -53,6 +53,8 @@ class Daemon {
   private running?: RunningProxy;
   /** While startProxy runs: the cache's status (its first sync's progress). */
   private startingCache?: () => CacheStatus | undefined;
+  /** Where the listeners are bound, from before the first sync ends (status shows them while starting). */
+  private boundAt?: Listening;
   private control?: ControlServer;
   private readonly startedAt = Date.now();
   private stopRequested!: (reason: string) => void;
@@ -114,7 +116,7 @@ class Daemon {
           apiChecked: (options.table?.routes.length ?? 1) === 1,
         },
         this.log,
-        { cacheStarting: (status) => (this.startingCache = status), signal: callOff.signal },
+        { cacheStarting: (status) => (this.startingCache = status), bound: (at) => (this.boundAt = at), signal: callOff.signal },
       );
       // A stop asked for during the first sync (disconnect, quit, a signal) ends the start: nothing
       // is served yet. Waiting for the sync instead made every such stop end in SIGKILL after the
@@ -260,6 +262,15 @@ class Daemon {
         uptimeMs: Date.now() - this.startedAt,
         totals: { openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0, bytesToClients: 0, failuresByReason: {} },
         cache: this.startingCache?.(),
+        ...(this.boundAt
+          ? {
+              listening: {
+                socks: addressOf(this.boundAt.socks),
+                http: addressOf(this.boundAt.http),
+                forwards: (this.boundAt.forwards ?? []).map((f) => ({ address: addressOf(f.address)!, target: f.target })),
+              },
+            }
+          : {}),
       };
     }
     return {

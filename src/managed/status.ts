@@ -81,9 +81,13 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     namespace: entry.namespace,
     server: entry.server,
     pid: entry.pid ?? null,
-    socks: address(state, entry.socks),
-    http: address(state, entry.http),
-    forwards: state === 'dead' ? [] : (entry.forwards ?? []).map((f) => ({ listen: formatAddress(f.address), port: f.address.port, target: f.target })),
+    // A starting daemon's listeners are up before state.json records them: it says where.
+    socks: address(state, entry.socks ?? live?.listening?.socks),
+    http: address(state, entry.http ?? live?.listening?.http),
+    forwards:
+      state === 'dead'
+        ? []
+        : (entry.forwards ?? live?.listening?.forwards ?? []).map((f) => ({ listen: formatAddress(f.address), port: f.address.port, target: f.target })),
     createdAt: entry.createdAt,
     startedAt,
     uptimeSeconds: live

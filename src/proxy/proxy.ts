@@ -42,6 +42,21 @@ export interface StartHooks {
    * closes at once, routes included, and startProxy rejects once it has, not when the sync ends.
    */
   signal?: AbortSignal;
+  /** Called once the listeners are bound, before the routes sync: where clients may connect already. */
+  bound?(at: Listening): void;
+}
+
+/** The addresses a proxy listens on (LPORT 0 resolved). */
+export type Listening = Pick<RunningProxy, 'socks' | 'http' | 'forwards'>;
+
+function listeningAt(listeners: readonly Listener[]): Listening {
+  return {
+    socks: listeners.find((l) => l.kind === 'socks')?.address,
+    http: listeners.find((l) => l.kind === 'http')?.address,
+    forwards: listeners
+      .filter((l): l is ForwardListener => l.kind === 'forward')
+      .map((l) => ({ address: l.address, target: formatHostPort(l.target.host, l.target.port) })),
+  };
 }
 
 export async function startProxy(options: ProxyOptions, log: Logger, hooks: StartHooks = {}): Promise<RunningProxy> {
@@ -103,6 +118,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     if (socksAddr) listeners.push(await startSocksListener(listenAt(socksAddr), 'port' in socksAddr ? socksAddr.port : 0, ctx));
     if (httpAddr) listeners.push(await startHttpListener(listenAt(httpAddr), 'port' in httpAddr ? httpAddr.port : 0, ctx));
     for (const f of forwards) listeners.push(...(await startForwardListeners(f.listen.host, f.listen.port, f.target, ctx, `--forward ${f.text}`)));
+    hooks.bound?.(listeningAt(listeners));
     // Called off (a stop during the first sync): a StartupError at once; binding is quick, so the
     // signal is checked here only, and the abandoned start settles as its routes close.
     const starting = startRoutes(built, log);
@@ -149,11 +165,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   let stopping: Promise<void> | undefined;
   let reloading: Promise<void> = Promise.resolve();
   return {
-    socks: listeners.find((l) => l.kind === 'socks')?.address,
-    http: listeners.find((l) => l.kind === 'http')?.address,
-    forwards: listeners
-      .filter((l): l is ForwardListener => l.kind === 'forward')
-      .map((l) => ({ address: l.address, target: formatHostPort(l.target.host, l.target.port) })),
+    ...listeningAt(listeners),
     context: primary?.context ?? '',
     namespace: primary?.defaultNamespace ?? '',
     table: () => built.table,

@@ -60,18 +60,29 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-test('a first sync that keeps getting further outlasts connect’s wait: connect waits, the proxy runs', async () => {
+test('a first sync that keeps getting further outlasts connect’s wait: connect waits, status shows where it listens meanwhile', async () => {
   const started = Date.now();
-  const r = await runCli(['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--id', 'slow', '--json'], {
+  const connecting = runCli(['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--id', 'slow', '--json'], {
     env: env(),
     timeoutMs: 90_000,
   });
+  // While it syncs, status already says where it listens (port 0 resolved): clients may connect.
+  type Item = { state: string; socks: string | null; cache: { state: string } };
+  const item = async () => (JSON.parse((await runCli(['status', 'slow', '--json'], { env: env() })).stdout) as { items: Item[] }).items[0];
+  let starting: Item | undefined;
+  while (!starting && Date.now() - started < 30_000) {
+    const now = await item().catch(() => undefined);
+    if (now?.state === 'starting' && now.socks !== null) starting = now;
+    else await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  assert.match(starting?.socks ?? 'none', /^127\.0\.0\.1:[1-9]\d*$/, 'the listen address while starting');
+  const r = await connecting;
   assert.equal(r.code, 0, r.stderr);
   assert.ok(Date.now() - started > 2 * WAIT_MS, `the sync took longer than the wait (${Date.now() - started} ms)`);
   const out = JSON.parse(r.stdout) as { state: string; existing: boolean };
   assert.deepEqual([out.state, out.existing], ['running', false]);
-  const status = await runCli(['status', 'slow', '--json'], { env: env() });
-  const item = (JSON.parse(status.stdout) as { items: Array<{ state: string; cache: { state: string } }> }).items[0]!;
-  assert.deepEqual([item.state, item.cache.state], ['running', 'synced']);
+  const running = (await item())!;
+  assert.deepEqual([running.state, running.cache.state], ['running', 'synced']);
+  assert.equal(running.socks, starting!.socks, 'the same address once running');
   assert.equal((await runCli(['disconnect', 'slow'], { env: env() })).code, 0);
 });
