@@ -1,5 +1,6 @@
 import { normalizeIp } from '../core/ip.js';
 import type { SlimEndpoint, SlimPod, SlimService, SlimSlice } from './slim.js';
+import { PodDepartures } from './pod-departures.js';
 
 interface Listable<T> {
   list(): Iterable<T>;
@@ -110,11 +111,16 @@ export class ClusterIndex {
   private readonly endpointIps = new MultiMap<SlimSlice>();
   /** From EndpointSlices: "namespace/service/hostname" → slices with a ready endpoint of that hostname (headless Service DNS). */
   private readonly endpointHostnames = new MultiMap<SlimSlice>();
+  private readonly departures = new PodDepartures((namespace, name, uid) => this.podGone(namespace, name, uid));
 
   /** Told when a pod instance leaves the cache (deleted, stopped running, or replaced under its name). */
   onPodGone?: (namespace: string, name: string, uid: string | undefined) => void;
 
   constructor(private readonly sources: () => ObjectSource[]) {}
+
+  private podGone(namespace: string, name: string, uid: string | undefined): void {
+    this.onPodGone?.(namespace, name, uid);
+  }
 
   invalidate(): void {
     this.built = false;
@@ -131,11 +137,10 @@ export class ClusterIndex {
   }
 
   private notePodGone(event: WatchEvent, pod: SlimPod): void {
-    if (!this.onPodGone) return;
-    if (event === 'delete') return this.onPodGone(pod.namespace, pod.name, pod.uid);
+    if (event === 'delete') return this.podGone(pod.namespace, pod.name, pod.uid);
     // A relist can show the new instance without the old one's DELETED.
     const before = this.built ? this.pods.get(pod.key) : undefined;
-    if (before && before.uid !== pod.uid) this.onPodGone(pod.namespace, pod.name, before.uid);
+    if (before && before.uid !== pod.uid) this.podGone(pod.namespace, pod.name, before.uid);
   }
 
   service(namespace: string, name: string): SlimService | undefined {
@@ -279,14 +284,25 @@ export class ClusterIndex {
     this.slices.set(k, slice);
     if (slice.serviceKey) this.slicesByService.add(slice.serviceKey, slice);
     this.sliceEndpoints(slice, true);
-    // A slice changed and a pod it listed is in no slice any more: the endpoint controller took it
-    // out because the pod went (deleted, or replaced under its name). A slice deleted as a whole
-    // (its Service went) says nothing about its pods.
-    if (old && this.onPodGone) {
+    // A slice changed and a pod it listed is in no slice any more: gone, or no longer selected
+    // (pod-departures.ts). A slice deleted as a whole (its Service went) says nothing about its pods.
+    if (old) {
       for (const ep of old.endpoints) {
-        if (ep.refKind === 'Pod' && ep.refName && ep.refUid && !this.listed(ep, old)) this.onPodGone(ep.refNamespace ?? old.namespace, ep.refName, ep.refUid);
+        if (!(ep.refKind === 'Pod' && ep.refName && ep.refUid) || this.listed(ep, old)) continue;
+        const namespace = ep.refNamespace ?? old.namespace;
+        this.departures.left(namespace, ep.refName, ep.refUid, ep.terminating === true, this.replaced(namespace, ep.refName, ep.refUid, old));
       }
     }
+    this.departures.listed(slice);
+  }
+
+  /** Does a slice of the same Service list another instance under this pod's name? */
+  private replaced(namespace: string, name: string, uid: string, was: SlimSlice): boolean {
+    const slices = was.serviceKey ? this.slicesByService.values(was.serviceKey) : [this.slices.get(was.key)].filter((s) => s !== undefined);
+    for (const slice of slices) {
+      if (slice.endpoints.some((e) => e.refName === name && e.refUid !== uid && (e.refNamespace ?? slice.namespace) === namespace)) return true;
+    }
+    return false;
   }
 
   /** Does any slice now list this endpoint's pod? Only slices with its IP can (its Service's, for an endpoint without one). */

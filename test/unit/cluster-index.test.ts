@@ -129,20 +129,21 @@ test('events before the first lookup are picked up from the informers; invalidat
   assert.equal(ix.podByIp('10.1.1.1'), undefined);
 });
 
-test('without a pod watch, a pod the endpoint controller takes out of every slice is gone; a deleted slice says nothing', () => {
+test('without a pod watch, a terminating pod the endpoint controller takes out of every slice is gone; an unselected one or a deleted slice says nothing', () => {
   const slices = new Map<string, SlimSlice>();
   const ix = new ClusterIndex(() => [{ services: { list: () => [] }, slices: { list: () => [...slices.values()] }, pods: { list: () => [] } }]);
   const gone: string[] = [];
   ix.onPodGone = (ns, name, uid) => gone.push(`${ns}/${name}/${uid}`);
   const podIps = new Map<string, number>();
-  const slice = (name: string, service: string, pods: Array<[string, string]>) =>
+  // [pod, uid] or [pod, uid, 'terminating'] (the pod is being deleted).
+  const slice = (name: string, service: string, pods: Array<[string, string, 'terminating'?]>) =>
     slim('slices', {
       metadata: { namespace: 'a', name, labels: { 'kubernetes.io/service-name': service } },
       addressType: 'IPv4',
       // A pod instance keeps its IP wherever it is listed.
-      endpoints: pods.map(([pod, uid]) => ({
+      endpoints: pods.map(([pod, uid, terminating]) => ({
         addresses: [`10.0.0.${podIps.get(uid) ?? podIps.set(uid, podIps.size + 1).get(uid)}`],
-        conditions: { ready: true },
+        conditions: terminating ? { ready: false, serving: true, terminating: true } : { ready: true },
         targetRef: { kind: 'Pod', namespace: 'a', name: pod, uid },
       })),
     } as V1EndpointSlice) as SlimSlice;
@@ -155,6 +156,7 @@ test('without a pod watch, a pod the endpoint controller takes out of every slic
     slice('web-1', 'web', [
       ['p1', 'u1'],
       ['p2', 'u2'],
+      ['p4', 'u4'],
     ]),
     'add',
   );
@@ -167,15 +169,34 @@ test('without a pod watch, a pod the endpoint controller takes out of every slic
     'add',
   );
   assert.ok(ix.knowsIp('10.0.0.2'), 'endpoint IPs are known');
+  put(
+    slice('web-1', 'web', [
+      ['p1', 'u1'],
+      ['p2', 'u2', 'terminating'],
+    ]),
+    'update',
+  );
+  assert.deepEqual(gone, [], 'p4 left while ready: relabelled or no longer selected, it runs on');
   put(slice('web-1', 'web', [['p1', 'u1']]), 'update');
-  assert.deepEqual(gone, ['a/p2/u2'], 'p2 left its only slice');
+  assert.deepEqual(gone, ['a/p2/u2'], 'p2 left its only slice once terminating: deleted');
   put(slice('web-1', 'web', [['p1', 'u1b']]), 'update');
   assert.deepEqual(gone, ['a/p2/u2'], 'p1 (u1) is still in slice "all"');
-  put(slice('all', 'all', [['p3', 'u3']]), 'update');
-  assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'replaced under its name: the old instance went');
+  put(
+    slice('all', 'all', [
+      ['p1', 'u1b'],
+      ['p3', 'u3'],
+    ]),
+    'update',
+  );
+  assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'replaced under its name (a pod force-deleted, never terminating): the old instance went');
   put(slice('web-2', 'web', [['p3', 'u3']]), 'delete');
   put(slice('all', 'all', [['p3', 'u3']]), 'delete');
   assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1'], 'slices deleted with their Service: their pods may well run on');
+  put(slice('web-3', 'web', [['p4', 'u4b']]), 'add');
+  assert.deepEqual(gone, ['a/p2/u2', 'a/p1/u1', 'a/p4/u4'], 'p4 (u4), which left quietly, was force-deleted: another instance has its name');
+  put(slice('web-3', 'web', []), 'update');
+  put(slice('web-3', 'web', [['p4', 'u4b']]), 'update');
+  assert.equal(gone.length, 3, 'unselected and selected again: the same instance');
 });
 
 test('of the running pods on one IP, one not on the host network and not being deleted is preferred', () => {
