@@ -29,7 +29,10 @@ export class ClusterCache {
   private clusterWide?: WatchSet;
   private readonly onDemand: OnDemandNamespaces;
   private namespaces?: ResilientInformer<SlimNamespace>;
-  private readonly index = new ClusterIndex(() => this.sets());
+  private readonly index = new ClusterIndex(
+    () => this.sets(),
+    (namespace, name, uid) => this.pods.forget(namespace, name, uid),
+  );
   /** While start() runs: the cluster-wide set and the namespace list, still on their first list. */
   private syncingSet?: WatchSet;
   private syncingNamespaces?: ResilientInformer<SlimNamespace>;

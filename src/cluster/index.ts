@@ -116,9 +116,14 @@ export class ClusterIndex {
   /** Told when a pod instance leaves the cache (deleted, stopped running, or replaced under its name). */
   onPodGone?: (namespace: string, name: string, uid: string | undefined) => void;
 
-  constructor(private readonly sources: () => ObjectSource[]) {}
+  constructor(
+    private readonly sources: () => ObjectSource[],
+    /** Told first of a pod instance gone, for what the cache keeps beside the index (Pod look-ups). */
+    private readonly forgetPod?: (namespace: string, name: string, uid: string | undefined) => void,
+  ) {}
 
   private podGone(namespace: string, name: string, uid: string | undefined): void {
+    this.forgetPod?.(namespace, name, uid);
     this.onPodGone?.(namespace, name, uid);
   }
 

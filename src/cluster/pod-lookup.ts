@@ -93,6 +93,20 @@ export class PodLookup {
     });
   }
 
+  /**
+   * A pod instance is gone (the watch cache saw it go): what was found of it is not trusted its
+   * full TTL, or its old IP would reach its name's next instance, or a pod that takes the IP over
+   * would be missed.
+   */
+  forget(namespace: string, name: string, uid: string | undefined): void {
+    for (const [key, entry] of this.entries) {
+      const pod = entry.pod;
+      if (entry.pending || !pod || pod.namespace !== namespace || pod.name !== name || (uid !== undefined && pod.uid !== uid)) continue;
+      this.entries.delete(key);
+      for (const ip of pod.ips) this.found.delete(ip);
+    }
+  }
+
   /** Forget everything (the cache stops). */
   clear(): void {
     this.entries.clear();
