@@ -68,8 +68,11 @@ class MultiMap<V extends { readonly key: string }> {
   }
 }
 
-/** Headless DNS names only ready endpoints with a pod (CoreDNS's kubernetes plugin, endpointsliceReady). */
-const namesHeadlessPod = (ep: SlimEndpoint) => !!ep.refName && ep.ready !== false && ep.terminating !== true;
+/**
+ * Headless DNS names only ready endpoints with a pod (CoreDNS's kubernetes plugin, endpointsliceReady:
+ * ready alone, so a terminating pod of a Service with publishNotReadyAddresses keeps its name).
+ */
+const namesHeadlessPod = (ep: SlimEndpoint) => !!ep.refName && ep.ready !== false;
 
 const dialable = (pod: SlimPod) => pod.phase === 'Running' && !pod.deleting;
 
@@ -172,7 +175,7 @@ export class ClusterIndex {
 
   /**
    * A pod addressed as <hostname>.<subdomain>.<namespace>.svc (headless Service DNS): a watched
-   * running pod, else the endpoint of Service <subdomain> with that hostname (not terminating).
+   * running pod, else the ready endpoint of Service <subdomain> with that hostname.
    */
   podByHostname(namespace: string, subdomain: string, hostname: string): PodTarget | undefined {
     const k = `${namespace}/${subdomain}/${hostname}`;

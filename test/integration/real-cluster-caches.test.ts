@@ -14,11 +14,22 @@ import { eventually } from '../helpers/cluster.js';
 
 const skip = skipUnlessRealCluster();
 
+/** The peers' headless Service, publishing every pod whatever its state. */
+function peerService(): object {
+  const svc = service('peer', { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }) as { spec: Record<string, unknown> };
+  svc.spec.publishNotReadyAddresses = true;
+  return svc;
+}
+
 const MANIFESTS = manifests(
   pod({ name: 'echo', containers: [{ name: 'echo', image: 'proxyout/echo', ports: [{ name: 'echo', containerPort: 7000 }] }] }),
   service('echo', { ports: [{ name: 'echo', port: 7000 }] }),
   statefulSet({ name: 'db', replicas: 1, serviceName: 'db', containers: [httpContainer('db')] }),
   service('db', { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }),
+  // Peers that find each other by name whatever their state (a database's members): each keeps
+  // serving 6 s after its deletion, as an app draining its clients.
+  statefulSet({ name: 'peer', replicas: 1, serviceName: 'peer', annotations: { 'proxyout.test/stop-delay': '6s' }, containers: [httpContainer('peer')] }),
+  peerService(),
 );
 
 let cluster: RealCluster | undefined;
@@ -30,7 +41,7 @@ before(async () => {
   await cluster.kubectl(['apply', '-f', '-'], { input: MANIFESTS });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', '--timeout=60s']);
   // Again, to wait for the EndpointSlices to list the ready pods too.
-  await applyAndRollOut(cluster, MANIFESTS, ['statefulset/db']);
+  await applyAndRollOut(cluster, MANIFESTS, ['statefulset/db', 'statefulset/peer']);
   proxies = await startProxies(cluster, ['spdy'] as const);
 });
 
@@ -105,4 +116,23 @@ test("a StatefulSet pod's old IP does not reach its successor under the same nam
   console.log(`# old IP after the successor runs (+${Date.now() - since} ms): ${old}`);
   assert.notEqual(old, next.uid, `${first.ip} (the old instance's) must not reach the successor at ${next.ip}`);
   assert.match(old, /^refused/);
+});
+
+test('a terminating pod of a Service with publishNotReadyAddresses keeps its name while it serves, as CoreDNS answers it', { skip }, async () => {
+  const { uid } = await podAddress('peer-0');
+  const url = 'http://peer-0.peer.shop.svc.cluster.local:8080/';
+  const viaName = async () => /^x-pod-uid: (\S+)/im.exec((await curl(['-i', '-x', `socks5h://${socks()}`, url], 5_000)).stdout)?.[1];
+  assert.equal(await viaName(), uid);
+  await cluster!.kubectl(['-n', 'shop', 'delete', 'pod', 'peer-0', '--wait=false']);
+  // The controller writes it ready (publishNotReadyAddresses) and terminating; CoreDNS reads ready alone.
+  type Slices = { items: Array<{ endpoints?: Array<{ hostname?: string; conditions?: { ready?: boolean; terminating?: boolean } }> }> };
+  await eventually(
+    async () => {
+      const list = await cluster!.get<Slices>('/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dpeer');
+      return list.items.some((sl) => sl.endpoints?.some((e) => e.hostname === 'peer-0' && e.conditions?.ready === true && e.conditions.terminating === true));
+    },
+    5_000,
+    50,
+  );
+  assert.equal(await eventually(async () => (await viaName()) === uid && 'reached', 2_000, 100), 'reached', 'peer-0 answers while it drains');
 });

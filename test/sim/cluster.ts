@@ -99,6 +99,8 @@ export interface SimServiceSpec {
   clusterIP?: string;
   ipv6ClusterIP?: string;
   externalName?: string;
+  /** Every endpoint ready, whatever its pod's state (peers that find each other by DNS). */
+  publishNotReadyAddresses?: boolean;
 }
 
 export interface KubeconfigOptions {
@@ -642,6 +644,7 @@ export class SimCluster {
         clusterIP,
         ipv6ClusterIP: clusterIP && clusterIP !== 'None' ? spec.ipv6ClusterIP : undefined,
         externalName: spec.externalName,
+        publishNotReadyAddresses: spec.publishNotReadyAddresses,
       }),
     );
     this.reconcile(() => this.controller.syncService(spec.namespace, spec.name));

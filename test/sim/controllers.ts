@@ -101,10 +101,12 @@ export class EndpointsController {
 
   private endpoint(svc: AnyObj, pod: AnyObj): AnyObj {
     const terminating = !!pod.metadata.deletionTimestamp;
-    // pkg/controller/endpointslice/reconciler.go (via endpointsliceutil): serving is the pod's
-    // readiness, whether it terminates or not; ready is serving and not terminating.
+    // pkg/controller/endpointslice/reconciler.go (via endpointsliceutil podToEndpoint): serving is
+    // the pod's readiness, whether it terminates or not; ready is serving and not terminating, or
+    // true whatever the pod's state for a Service with publishNotReadyAddresses.
     const serving = podReady(pod);
-    const e: AnyObj = { addresses: [pod.status.podIP], conditions: { ready: serving && !terminating, serving, terminating } };
+    const ready = svc.spec.publishNotReadyAddresses === true || (serving && !terminating);
+    const e: AnyObj = { addresses: [pod.status.podIP], conditions: { ready, serving, terminating } };
     if (pod.spec.hostname && pod.spec.subdomain === svc.metadata.name) e.hostname = pod.spec.hostname;
     e.targetRef = { kind: 'Pod', namespace: pod.metadata.namespace, name: pod.metadata.name, uid: pod.metadata.uid };
     e.nodeName = pod.spec.nodeName ?? NODE_NAME;

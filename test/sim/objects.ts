@@ -190,6 +190,7 @@ export interface ServiceInput {
   ipv6ClusterIP?: string;
   externalName?: string;
   labels?: Record<string, string>;
+  publishNotReadyAddresses?: boolean;
 }
 
 export function serviceObject(s: ServiceInput): KObject {
@@ -218,6 +219,7 @@ export function serviceObject(s: ServiceInput): KObject {
     spec.ipFamilyPolicy = s.ipv6ClusterIP ? 'RequireDualStack' : 'SingleStack';
     spec.internalTrafficPolicy = 'Cluster';
     if (s.type === 'NodePort') spec.externalTrafficPolicy = 'Cluster';
+    if (s.publishNotReadyAddresses) spec.publishNotReadyAddresses = true;
   }
   const metadata: Record<string, unknown> = { name: s.name, namespace: s.namespace };
   if (s.labels) metadata.labels = { ...s.labels };

@@ -381,3 +381,19 @@ test('terminatingMs keeps deleted pods as terminating endpoints before removal',
     await t.stop();
   }
 });
+
+test('publishNotReadyAddresses: every endpoint is ready, a pod not ready or terminating too', async () => {
+  const t = await SimCluster.start({ quiet: true, terminatingMs: 300, bootstrap: false });
+  try {
+    await t.createPod({ namespace: 'ns', name: 'p', labels: { app: 'p' }, ports: [{ containerPort: 8080 }] });
+    await t.createService({ namespace: 'ns', name: 's', headless: true, selector: { app: 'p' }, ports: [{ port: 8080 }], publishNotReadyAddresses: true });
+    const conditions = async () => (await request(t, '/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices')).json().items[0].endpoints[0].conditions;
+    await t.setPodReady('ns', 'p', false);
+    assert.deepEqual(await conditions(), { ready: true, serving: false, terminating: false });
+    await t.setPodReady('ns', 'p', true);
+    await t.deletePod('ns', 'p', { stopDelayMs: 200 });
+    assert.deepEqual(await conditions(), { ready: true, serving: true, terminating: true });
+  } finally {
+    await t.stop();
+  }
+});

@@ -60,7 +60,7 @@ const slices = [
   slice('shop', 'web', { name: 'http', port: 8080 }, [
     { pod: 'web-1', ip: '10.0.0.1' },
     { pod: 'web-2', ip: '10.0.0.2', ready: false },
-    { pod: 'web-3', ip: '10.0.0.3', terminating: true },
+    { pod: 'web-3', ip: '10.0.0.3', ready: false, terminating: true },
   ]),
   slice('shop', 'db', { port: 5432 }, [{ pod: 'db-0', ip: '10.0.0.10', hostname: 'db-0' }]),
   slice('shop', 'api', null, [{ pod: 'api-1', ip: '10.0.0.20' }]),
@@ -259,6 +259,12 @@ test('no ready endpoint: those still serving while they terminate are used, as k
     ['web-2'],
   );
   await assert.rejects(only([{ ...terminatingServing, serving: false }]).resolve(dom('roll.shop', 80)), /no ready endpoint/);
+  // publishNotReadyAddresses: the controller writes a terminating pod ready; kube-proxy takes it among the ready ones.
+  const published = { pod: 'web-1', ip: '10.0.0.1', ready: true, serving: true, terminating: true };
+  const both = only([published, { pod: 'web-2', ip: '10.0.0.2' }]);
+  const firsts = new Set<string>();
+  for (let i = 0; i < 4; i++) firsts.add((await both.resolve(dom('roll.shop', 80))).candidates[0]!.pod);
+  assert.deepEqual([...firsts].sort(), ['web-1', 'web-2']);
 });
 
 test('dual-stack: a pod in the IPv4 and the IPv6 slice of its Service is one candidate', async () => {

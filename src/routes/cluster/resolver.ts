@@ -56,7 +56,7 @@ const ROUND_ROBIN_MAX = 10_000;
  * Turns a destination (name or IP, port) into pod ports using only the watch cache. Follows what
  * kube-proxy and cluster DNS would do: Service port → targetPort (named ports resolved per
  * endpoint by the EndpointSlice controller, else from the pod's container ports), endpoints that
- * are ready and not terminating (else, as kube-proxy, those terminating but still serving; an
+ * are ready (else, as kube-proxy, those terminating but still serving; an
  * endpoint without a pod targetRef is the pod with its address: service-endpoints.ts), spread
  * round-robin, or the client's own while it has ClientIP session affinity (session-affinity.ts);
  * headless names and Pod IPs keep the port.

@@ -1,6 +1,8 @@
 // The pod ports behind one port of a Service, picked as kube-proxy picks endpoints for a ClusterIP
 // (pkg/proxy/topology.go CategorizeEndpoints): the ready ones; only when there are none, those
-// still serving while they terminate. Unknown conditions count as ready / serving, as there.
+// still serving while they terminate. Unknown conditions count as ready / serving, as there. Ready
+// alone decides, as there: the controller writes a terminating pod ready only for a Service with
+// publishNotReadyAddresses, whose pods take traffic whatever their state.
 // kube-proxy sends to an endpoint's address whatever made the slice, so an endpoint without a pod
 // targetRef (a selector-less Service with a hand-made slice or Endpoints) is the running pod that
 // has that address, if one does.
@@ -80,7 +82,7 @@ function pickEndpoints(slices: readonly SlimSlice[]): Chosen[] {
   const terminating: Chosen[] = [];
   for (const slice of slices) {
     for (const ep of slice.endpoints) {
-      if (ep.ready !== false && ep.terminating !== true) ready.push({ slice, ep });
+      if (ep.ready !== false) ready.push({ slice, ep });
       else if (ep.terminating === true && ep.serving !== false) terminating.push({ slice, ep });
     }
   }
