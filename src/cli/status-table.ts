@@ -47,6 +47,10 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
       );
   }
   for (const r of rows) {
+    const failing = recentFailure(r);
+    if (failing) out.push(`${r.id}: ${failing}`);
+  }
+  for (const r of rows) {
     if (r.answering === false)
       out.push(
         `${r.id}: does not answer on its control socket (stopped or hung?); see kubectl proxyout logs ${r.id}, or stop it: kubectl proxyout disconnect ${r.id}`,
@@ -111,4 +115,17 @@ export function formatBytes(n: number): string {
     u++;
   }
   return u === 0 ? `${v}B` : `${v < 10 ? v.toFixed(1) : Math.round(v)}${units[u]}`;
+}
+
+/** Failures within this long are news: a route can be ready while its streams are refused (RBAC). */
+const RECENT_FAILURE_MS = 60_000;
+
+/** "the last stream failed 3 s ago (to web.shop:80): why; none opened since", when that is recent. */
+export function recentFailure(r: Pick<ProxyStatus, 'id' | 'lastFailure'>, now = Date.now()): string | undefined {
+  const last = r.lastFailure;
+  const ago = last ? now - Date.parse(last.at) : Infinity;
+  if (!last || !(ago < RECENT_FAILURE_MS)) return undefined;
+  const to = last.target ? ` (to ${last.target})` : '';
+  const since = last.openedSince ? '' : '; no stream opened since';
+  return `the last stream failed ${Math.max(0, Math.round(ago / 1000))} s ago${to}: ${last.message}${since}; see kubectl proxyout logs ${r.id}`;
 }

@@ -33,6 +33,8 @@ export interface StreamTotals {
   bytesFromClients: number;
   bytesToClients: number;
   failuresByReason: Record<string, number>;
+  /** The last request that could not be served, and whether any stream opened after it (`status` says so). */
+  lastFailure?: { at: string; reason: string; message: string; target?: string; openedSince: boolean };
 }
 
 /** One route's share of the totals (for `status`). */
@@ -101,6 +103,7 @@ export class StreamStats {
   opened(frontEnd: FrontEnd, client: string, destination: Destination, via: string, route?: string, transport?: string): StreamRecord {
     const record: StreamRecord = { id: this.nextId++, frontEnd, client, destination, via, route, transport, startedAt: Date.now(), live: undefined };
     this.open.set(record.id, record);
+    if (this.totals.lastFailure) this.totals.lastFailure.openedSince = true;
     this.totals.openStreams = this.open.size;
     this.totals.totalStreams++;
     const r = this.routeTotals(route);
@@ -159,6 +162,8 @@ export class StreamStats {
     const reply = replyFor(err);
     this.totals.failedStreams++;
     this.totals.failuresByReason[reply.reason] = (this.totals.failuresByReason[reply.reason] ?? 0) + 1;
+    const to = destination ? { target: target(destination) } : {};
+    this.totals.lastFailure = { at: new Date().toISOString(), reason: reply.reason, message: reply.message, ...to, openedSince: false };
     this.failureLines.write(
       'warn',
       `${reply.reason}|${sourceOfClient(client)}`,
@@ -171,7 +176,8 @@ export class StreamStats {
 
   /** The totals, open streams' bytes so far included (closed() adds their final counts instead). */
   snapshot(): StreamTotals {
-    const totals = { ...this.totals, failuresByReason: { ...this.totals.failuresByReason } };
+    const last = this.totals.lastFailure;
+    const totals = { ...this.totals, failuresByReason: { ...this.totals.failuresByReason }, ...(last ? { lastFailure: { ...last } } : {}) };
     for (const record of this.open.values()) addLive(totals, record);
     return totals;
   }

@@ -4,6 +4,7 @@
 import { formatAddress } from '../listeners/bound-address.js';
 import { apiServersOf } from '../routes/route.js';
 import type { CacheStatus } from '../cluster/cache.js';
+import type { StreamTotals } from '../listeners/stream-stats.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routes/route.js';
 import { withStateLock } from '../state/lock.js';
@@ -33,6 +34,8 @@ export interface ProxyStatus {
   bytesFromClients: number | null;
   bytesToClients: number | null;
   failuresByReason: Record<string, number>;
+  /** The last request it could not serve (what it was told, when) and whether a stream opened since. */
+  lastFailure?: StreamTotals['lastFailure'];
   cache: {
     state: string;
     scope?: string;
@@ -101,6 +104,7 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     bytesFromClients: live?.totals.bytesFromClients ?? null,
     bytesToClients: live?.totals.bytesToClients ?? null,
     failuresByReason: live?.totals.failuresByReason ?? {},
+    ...(live?.totals.lastFailure ? { lastFailure: live.totals.lastFailure } : {}),
     // A daemon that answers without a cache has no cluster route: nothing syncs, nothing to show.
     cache: live?.cache ? cacheSummary(live.cache) : !live && state === 'starting' ? { state: 'syncing' } : null,
     logFile: l.logFile(entry.id),

@@ -166,6 +166,23 @@ describe('a managed proxy from connect to disconnect', () => {
       assert.ok(!out.includes(password), 'status never prints the password');
     assert.ok(!readFileSync(path.join(proxyDir(c.id), 'state.json'), 'utf8').includes(password), 'state.json holds no password');
 
+    // A ready proxy whose streams are refused says so: the last failure, while it is news (the
+    // anonymous client's, above, until this one).
+    assert.match(text.stdout, new RegExp(`^${c.id}: the last stream failed \\d+ s ago: proxy authentication is on`, 'm'));
+    const refused = await curl(['--proxy', c.env.ALL_PROXY!, 'http://missing.shop:8080/']);
+    assert.notEqual(refused.code, 0);
+    const failing = await cli(['status']);
+    assert.match(
+      failing.stdout,
+      new RegExp(
+        `^${c.id}: the last stream failed \\d+ s ago \\(to missing\\.shop:8080\\): .*missing.*; no stream opened since; see kubectl proxyout logs ${c.id}$`,
+        'm',
+      ),
+    );
+    assert.equal(((await status(c.id)) as { lastFailure: { reason: string } }).lastFailure.reason, 'unknown-target');
+    assert.equal((await curl(['--proxy', c.env.ALL_PROXY!, 'http://web.shop:8080/'])).code, 0);
+    assert.doesNotMatch((await cli(['status'])).stdout, /no stream opened since/, 'one opened since');
+
     const logs = await cli(['logs', c.id]);
     assert.equal(logs.code, 0, logs.stderr);
     assert.match(logs.stdout, /INFO {2}daemon ready/);
