@@ -200,7 +200,7 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
         detail: `${what} runs elsewhere (recorded on host ${p.elsewhere}): not checked from here`,
         fix: `run \`kubectl proxyout doctor\` there; \`kubectl proxyout disconnect ${p.id} --forget\` drops it here`,
       };
-    if (p.state === 'running' && p.openStreams === null) {
+    if (p.state === 'running' && p.answering === false) {
       return {
         scope,
         name,

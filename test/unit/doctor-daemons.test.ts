@@ -39,3 +39,12 @@ test('only ssh or konnectivity routes in trouble: no kubectl line, the log', () 
   const [check] = checkDaemons([running([{ name: 'jump', kind: 'ssh', state: 'degraded', reason: 'connection refused' }])]);
   assert.equal(check!.fix, 'see `kubectl proxyout logs abc12345`');
 });
+
+test('a running daemon that does not answer on its control socket fails, with how to stop it', () => {
+  const [check] = checkDaemons([proxyStatusFixture({ id: 'abc12345', pid: 4242, answering: false, openStreams: null })]);
+  assert.equal(check!.status, 'fail');
+  assert.match(check!.detail, /does not answer on its control socket/);
+  assert.match(check!.fix!, /kubectl proxyout disconnect abc12345/);
+  // Answering with no figures yet (nothing counted) is not that.
+  assert.notEqual(checkDaemons([proxyStatusFixture({ id: 'abc12345', pid: 4242, answering: true, openStreams: null })])[0]!.status, 'fail');
+});
