@@ -50,9 +50,10 @@ function bothIPv6Spellings(entry: string): string[] {
 type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };
 
 /**
- * The variables the ready lines export, in their order: ALL_PROXY (the SOCKS listener), then
- * HTTP_PROXY, HTTPS_PROXY and their lower-case forms for an HTTP listener on TCP, then NO_PROXY
- * and no_proxy when any of those is set. With `authUser` and `password`, the URLs carry them: only
+ * The variables the ready lines export, in their order: ALL_PROXY and all_proxy (the SOCKS
+ * listener), then HTTP_PROXY, HTTPS_PROXY and their lower-case forms for an HTTP listener on TCP,
+ * then NO_PROXY and no_proxy when any of those is set. Both cases, as `exec` sets them: curl reads
+ * an inherited lower-case all_proxy before ALL_PROXY. With `authUser` and `password`, the URLs carry them: only
  * generated credentials, or a placeholder (cli/ready.ts readyLines, proxy/live.ts).
  */
 export function exportedVariables(
@@ -63,11 +64,13 @@ export function exportedVariables(
   const userinfo = authUser !== undefined && password !== undefined ? `${encodeURIComponent(authUser)}:${encodeURIComponent(password)}@` : '';
   const vars: Record<string, string> = {};
   // socks5h: the client hands us the name, so cluster DNS names resolve inside the cluster.
-  if (running.socks)
+  if (running.socks) {
     vars.ALL_PROXY =
       running.socks.family === UNIX_FAMILY
         ? unixSocksUrl(running.socks.address, userinfo)
         : `socks5h://${userinfo}${urlAuthority(formatAddress(running.socks))}`;
+    vars.all_proxy = vars.ALL_PROXY;
+  }
   if (running.http && running.http.family !== UNIX_FAMILY) {
     const http = `http://${userinfo}${urlAuthority(formatAddress(running.http))}`;
     // curl (and others) ignore upper-case HTTP_PROXY for plain http:// URLs (httpoxy): lower case too.
@@ -80,9 +83,18 @@ export function exportedVariables(
   return vars;
 }
 
-/** `export NAME=value` per variable, each value quoted when it holds anything a shell would read. */
+const HTTP_PROXY_NAMES = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'] as const;
+
+/**
+ * `export NAME=value` per variable, each value quoted when it holds anything a shell would read.
+ * With ALL_PROXY and no HTTP listener, an `unset` of the HTTP(S)_PROXY variables too, as `exec`
+ * removes them (cli/exec-env.ts): curl, Python and git prefer an inherited one (a corporate proxy)
+ * to ALL_PROXY, so the shell's requests would go past this proxy.
+ */
 export function exportLines(vars: Record<string, string>): string[] {
-  return Object.entries(vars).map(([name, value]) => `export ${name}=${shellQuote(value)}`);
+  const lines = Object.entries(vars).map(([name, value]) => `export ${name}=${shellQuote(value)}`);
+  if (vars.ALL_PROXY !== undefined && vars.HTTP_PROXY === undefined) lines.push(`unset ${HTTP_PROXY_NAMES.join(' ')}`);
+  return lines;
 }
 
 /** curl's (≥ 7.84) form for a SOCKS proxy on a unix socket: socks5h://localhost/ABSOLUTE/PATH, the path percent-encoded (core/url-path.ts). */

@@ -16,9 +16,22 @@ test('SOCKS only: one status line and ALL_PROXY with socks5h', () => {
   assert.deepEqual(readyLines({ ...where, socks: { address: '127.0.0.1', family: 'IPv4', port: 1080 } }), [
     'kubectl-proxyout: SOCKS5 proxy on 127.0.0.1:1080 (context sim, namespace default)',
     'export ALL_PROXY=socks5h://127.0.0.1:1080',
+    'export all_proxy=socks5h://127.0.0.1:1080',
     "export NO_PROXY='localhost,127.0.0.1,::1,[::1]'",
     "export no_proxy='localhost,127.0.0.1,::1,[::1]'",
+    'unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy',
   ]);
+});
+
+test("pasted into a shell with a corporate proxy's variables, the lines send curl to this proxy", () => {
+  const lines = readyLines({ ...where, socks: { address: '127.0.0.1', family: 'IPv4', port: 1 } }).filter((l) => !l.startsWith('kubectl-proxyout:'));
+  // curl reads an inherited all_proxy before ALL_PROXY, and http_proxy before either.
+  const inherited = { ...process.env, all_proxy: 'socks5h://127.0.0.1:2', http_proxy: 'http://127.0.0.1:3', HTTPS_PROXY: 'http://127.0.0.1:3' };
+  for (const url of ['http://web.shop.svc:8080/', 'https://web.shop.svc/']) {
+    const script = `${lines.join('\n')}\ncurl -sv --max-time 2 ${url} 2>&1 || true`;
+    const out = execFileSync('sh', ['-c', script], { encoding: 'utf8', env: inherited });
+    assert.match(out, /Trying 127\.0\.0\.1:1\.\.\./, `${url}\n${out}`);
+  }
 });
 
 test('both listeners: status lines first, then every export, IPv6 bracketed', () => {
@@ -32,6 +45,7 @@ test('both listeners: status lines first, then every export, IPv6 bracketed', ()
     'kubectl-proxyout: SOCKS5 proxy on 127.0.0.1:40000 (context prod, namespace shop)',
     'kubectl-proxyout: HTTP proxy on [::1]:3128 (context prod, namespace shop)',
     'export ALL_PROXY=socks5h://127.0.0.1:40000',
+    'export all_proxy=socks5h://127.0.0.1:40000',
     // Brackets are a shell pattern (dash expands them in export's arguments): quoted.
     "export HTTP_PROXY='http://[::1]:3128'",
     "export HTTPS_PROXY='http://[::1]:3128'",
@@ -44,7 +58,7 @@ test('both listeners: status lines first, then every export, IPv6 bracketed', ()
 
 test('HTTP only: no ALL_PROXY', () => {
   const lines = readyLines({ ...where, http: { address: '0.0.0.0', family: 'IPv4', port: 8080 } });
-  assert.ok(!lines.some((l) => l.includes('ALL_PROXY')));
+  assert.ok(!lines.some((l) => /ALL_PROXY|all_proxy|unset/.test(l)));
   assert.ok(lines.includes('export HTTPS_PROXY=http://0.0.0.0:8080'));
 });
 
