@@ -112,6 +112,16 @@ export class UpstreamHopError extends ProxyError {
   readonly httpStatus = 502;
 }
 
+/**
+ * The destination's server failed a plain-HTTP exchange the proxy forwards, after its stream
+ * opened: it answered with something that is not HTTP, closed or reset without answering.
+ */
+export class OriginFailedError extends ProxyError {
+  readonly reason = 'origin-failed';
+  readonly socksReply = SocksReply.generalFailure;
+  readonly httpStatus = 502;
+}
+
 /** The proxy is at its stream limit or shutting down. */
 export class OverloadedError extends ProxyError {
   readonly reason = 'overloaded';

@@ -5,14 +5,14 @@
 import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
 import type net from 'node:net';
 import { pipeline, type Duplex } from 'node:stream';
-import { BadRequestError, CommandNotSupportedError, errorMessage } from '../core/errors.js';
-import { destinationFor } from '../core/address.js';
+import { BadRequestError, CommandNotSupportedError, OriginFailedError, ProxyError, errorMessage } from '../core/errors.js';
+import { destinationFor, formatHostPort } from '../core/address.js';
 import type { Logger } from '../core/log.js';
 import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
 import { clientName } from './server-base.js';
-import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFormTarget } from './http-messages.js';
+import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFailure, originFormTarget } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
 const META = 'proxyoutOpen';
@@ -287,8 +287,13 @@ function forward(
         ctx.log.debug({ err: errorMessage(err), status: info.statusCode }, 'an interim response from the origin could not be passed on');
       }
     });
+    // Where the request went once its stream opened, for a failure's message: route and pod.
+    let where: string | undefined;
     upReq.on('socket', (socket: Duplex) => {
-      record = ctx.stats.opened('http-forward', client, destination, vias.get(socket) ?? 'unknown', routes.get(socket), transports.get(socket));
+      const via = vias.get(socket) ?? 'unknown';
+      const route = routes.get(socket);
+      where = `${route === undefined ? '' : `route ${route}: `}${formatHostPort(destination.host, destination.port)} via ${via}`;
+      record = ctx.stats.opened('http-forward', client, destination, via, route, transports.get(socket));
       record.live = bytes;
     });
     const onUpstreamError = (err: NodeJS.ErrnoException): void => {
@@ -312,7 +317,12 @@ function forward(
         req.unpipe(upReq);
         req.resume();
       }
-      fail(err, destination, hasBody);
+      // A failure to open is a ProxyError naming its route; one of the exchange is Node's own text.
+      const failure =
+        where === undefined || err instanceof ProxyError
+          ? err
+          : new OriginFailedError(`${where}: ${originFailure(err, `${MAX_RESPONSE_HEAD / 1024} KiB`)}`, { cause: err });
+      fail(failure, destination, hasBody);
     };
     upReq.on('error', onUpstreamError);
     // A 101 nobody asked for (Upgrade is never forwarded): without a listener Node's client drops

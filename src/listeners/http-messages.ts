@@ -127,3 +127,17 @@ export function earlyHintsFrom(rawHeaders: readonly string[]): Record<string, st
   hints.link = links;
   return hints;
 }
+
+/**
+ * What an origin did when the exchange failed after its stream opened, in words: Node's own texts
+ * ("socket hang up", "Parse Error: Expected HTTP/") say nothing to someone who reached a TCP
+ * service with http://. `headLimit` is the largest response head taken, for its message.
+ */
+export function originFailure(err: NodeJS.ErrnoException, headLimit: string): string {
+  const code = err.code ?? '';
+  if (code === 'HPE_HEADER_OVERFLOW') return `the origin's response head is larger than ${headLimit}`;
+  if (code.startsWith('HPE_')) return `the origin's answer is not HTTP/1.x (${err.message}): is it an HTTP server? Other protocols go through CONNECT or SOCKS`;
+  if (code === 'ECONNRESET' && err.message === 'socket hang up') return 'the origin closed the connection without answering';
+  if (code === 'ECONNRESET') return 'the origin reset the connection';
+  return `the exchange with the origin failed: ${err.message}`;
+}

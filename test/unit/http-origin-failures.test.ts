@@ -1,0 +1,68 @@
+// An origin that fails the exchange after its stream opened (not HTTP, closes or resets without an
+// answer, a head too large): the client's 502 says what the origin did, on which route and pod.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net, { type AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { startHttpListener } from '../../src/listeners/http-server.js';
+import { FakeOpener, LOOPBACK, Reader, connectClient, quietContext, tcpStream } from './socks-fixtures.test.js';
+
+/** One raw TCP origin per behaviour, each acting on the first bytes of a request. */
+async function origin(onRequest: (socket: net.Socket) => void): Promise<net.Server> {
+  const server = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () => onRequest(socket));
+  });
+  server.listen(0, LOOPBACK);
+  await once(server, 'listening');
+  return server;
+}
+
+const origins = {
+  // A TCP echo service reached with http://: its "answer" is the request itself.
+  'echo.test': await origin((s) => s.write('GET / HTTP/1.1\r\nHost: echo.test\r\n\r\n')),
+  'hangup.test': await origin((s) => s.end()),
+  'reset.test': await origin((s) => s.resetAndDestroy()),
+  'bighead.test': await origin((s) => s.end(`HTTP/1.1 200 OK\r\nX-Big: ${'b'.repeat(70 * 1024)}\r\n\r\n`)),
+};
+const opener = new FakeOpener(
+  Object.fromEntries(
+    Object.entries(origins).map(([host, server]) => [
+      host,
+      async () => ({ ...(await tcpStream((server.address() as AddressInfo).port, 'shop/web-1:8080')), route: 'staging' }),
+    ]),
+  ),
+);
+const ctx = quietContext(opener, 2000);
+const listener = await startHttpListener(LOOPBACK, 0, ctx);
+
+after(async () => {
+  await listener.close(100);
+  for (const server of Object.values(origins)) server.close();
+});
+
+async function answerTo(host: string): Promise<string> {
+  const s = await connectClient(listener.address.port);
+  const reader = new Reader(s);
+  s.write(`GET http://${host}/ HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+  let out = '';
+  while (!/\r\n\r\n[^]*\n$/.test(out)) out += (await reader.read(1)).toString();
+  s.destroy();
+  return out;
+}
+
+for (const [host, what] of [
+  ['echo.test', /the origin's answer is not HTTP/],
+  ['hangup.test', /the origin closed the connection without answering/],
+  ['reset.test', /the origin reset the connection/],
+  ['bighead.test', /the origin's response head is larger than 64 KiB/],
+] as const) {
+  test(`${host}: a 502 naming the route, the target, the pod and what the origin did`, async () => {
+    const answer = await answerTo(host);
+    assert.match(answer, /^HTTP\/1\.1 502 /);
+    const body = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+    assert.match(body, new RegExp(`^kubectl-proxyout: route staging: ${host.replace('.', '\\.')}:80 via shop/web-1:8080: `));
+    assert.match(body, what);
+    assert.equal(ctx.stats.snapshot().failuresByReason.internal, undefined, 'not counted as an internal failure');
+  });
+}
