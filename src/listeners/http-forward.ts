@@ -269,6 +269,7 @@ function forward(
     }
     current = upReq;
     let answered = false;
+    let response: IncomingMessage | undefined;
     let continued = false;
     if (expectsContinue) {
       upReq.on('continue', () => {
@@ -299,6 +300,12 @@ function forward(
     const onUpstreamError = (err: NodeJS.ErrnoException): void => {
       if (res.destroyed || abort.signal.aborted) {
         if (record) ctx.stats.closed(record, bytes.bytesFromClient, bytes.bytesToClient, err);
+        return;
+      }
+      // The answer was whole and the origin sent on after it (a body on a HEAD or 204 answer, as
+      // some servers do): the client has its answer, it goes out; only the tunnel is lost.
+      if (response?.complete) {
+        ctx.log.debug({ err: errorMessage(err), client }, 'the origin sent bytes after a complete answer; its tunnel is closed');
         return;
       }
       if (record) {
@@ -335,6 +342,7 @@ function forward(
     });
     upReq.on('response', (upRes: IncomingMessage) => {
       answered = true;
+      response = upRes;
       const rec = record;
       const status = upRes.statusCode ?? 502;
       try {

@@ -1,5 +1,6 @@
 // An origin that fails the exchange after its stream opened (not HTTP, closes or resets without an
 // answer, a head too large): the client's 502 says what the origin did, on which route and pod.
+// One that sends stray bytes after a whole answer (a body on a 204 or HEAD): the answer stands.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net, { type AddressInfo } from 'node:net';
@@ -24,6 +25,9 @@ const origins = {
   'hangup.test': await origin((s) => s.end()),
   'reset.test': await origin((s) => s.resetAndDestroy()),
   'bighead.test': await origin((s) => s.end(`HTTP/1.1 200 OK\r\nX-Big: ${'b'.repeat(70 * 1024)}\r\n\r\n`)),
+  // Answers that are whole at their head, followed by a body they must not have.
+  'nocontent.test': await origin((s) => s.write('HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nstray')),
+  'head.test': await origin((s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Head: yes\r\n\r\nstray')),
 };
 const opener = new FakeOpener(
   Object.fromEntries(
@@ -66,3 +70,19 @@ for (const [host, what] of [
     assert.equal(ctx.stats.snapshot().failuresByReason.internal, undefined, 'not counted as an internal failure');
   });
 }
+
+test('a body after a whole answer (204, HEAD) is dropped: the client gets the answer, and the connection stays usable', async () => {
+  const s = await connectClient(listener.address.port);
+  const reader = new Reader(s);
+  s.write('GET http://nocontent.test/ HTTP/1.1\r\nHost: nocontent.test\r\n\r\n');
+  let out = '';
+  while (!out.endsWith('\r\n\r\n')) out += (await reader.read(1)).toString();
+  assert.match(out, /^HTTP\/1\.1 204 /);
+  s.write('HEAD http://head.test/ HTTP/1.1\r\nHost: head.test\r\n\r\n');
+  out = '';
+  while (!out.endsWith('\r\n\r\n')) out += (await reader.read(1)).toString();
+  assert.match(out, /^HTTP\/1\.1 200 [^]*X-Head: yes\r\n/i);
+  assert.match(out, /Content-Length: 5\r\n/i);
+  assert.equal(reader.isEnded, false, 'the client connection is kept');
+  s.destroy();
+});
