@@ -130,12 +130,13 @@ export function rawErrorResponse(status: number, body: string, extraHeaders: rea
   );
 }
 
+/** Connections whose malformed request is being answered: a later parser error or timeout is not. */
+const answeringClientError = new WeakSet<net.Socket>();
+
 function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, socket: net.Socket): void {
   ctx.log.debug({ code: err.code }, `HTTP client error: ${err.message}`);
-  // A body's framing error (a bad chunk size) comes after its head was parsed and perhaps sent on:
-  // the response object then exists, but until its head goes out a 400 can still be the answer.
-  if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: ServerResponse | null })._httpMessage?.headersSent) {
-    // Nothing sensible can be written (peer gone, or a response is already under way).
+  if (answeringClientError.has(socket)) return;
+  if (err.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
     return;
   }
@@ -145,20 +146,35 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'request head not received in time']
         : [400, 'malformed HTTP request'];
-  endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`));
+  answeringClientError.add(socket);
+  // Nothing more is parsed; what the client still sends is read and dropped (endWithReply).
+  socket.removeAllListeners('data');
+  socket.on('data', () => undefined);
+  earlierResponsesSent(socket).then(
+    (answer) => {
+      if (!answer) socket.destroy();
+      // An earlier answer said Connection: close and is closing it (lingeringClose): nothing to add.
+      else if (!socket.writableEnded) endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`));
+    },
+    () => socket.destroy(),
+  );
 }
 
 /**
- * Waits until every response to requests pipelined before a CONNECT is written. Responses go in
- * request order (RFC 9112 §9.3.2), but Node hands us the CONNECT's socket as soon as it parses
- * it: a 200 or 407 written at once would overtake (or, with its close, drop) an earlier answer.
- * Node keeps the response being written on `socket._httpMessage` and assigns the next queued
- * one when it finishes.
+ * Waits until every response to requests pipelined before this one (a CONNECT, a malformed
+ * request) is written. Responses go in request order (RFC 9112 §9.3.2), but Node hands us the
+ * CONNECT's socket, or the parser's error, as soon as it parses it: a 200, 407 or 400 written at
+ * once would overtake (or, with its close, cut off) an earlier answer. Node keeps the response
+ * being written on `socket._httpMessage` and assigns the next queued one when it finishes.
+ * Resolves false when nothing more can be written: the socket is gone, or the malformed bytes are
+ * the body of the request whose answer has begun (a bad chunk size).
  */
-async function earlierResponsesSent(socket: net.Socket): Promise<void> {
+async function earlierResponsesSent(socket: net.Socket): Promise<boolean> {
   for (;;) {
     const pending = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-    if (!pending || socket.destroyed) return;
+    if (!pending || socket.destroyed) return !socket.destroyed;
+    // Its request was not read whole: what failed to parse is its body.
+    if (!pending.req.complete) return !pending.headersSent;
     if (!pending.writableFinished && !pending.destroyed) {
       await new Promise<void>((resolve) => {
         pending.once('finish', resolve);
@@ -167,7 +183,7 @@ async function earlierResponsesSent(socket: net.Socket): Promise<void> {
     }
     // Let Node detach the finished response and assign the next queued one, if any.
     await new Promise((resolve) => setImmediate(resolve));
-    if ((socket as { _httpMessage?: unknown })._httpMessage === pending) return;
+    if ((socket as { _httpMessage?: unknown })._httpMessage === pending) return !socket.destroyed;
   }
 }
 
