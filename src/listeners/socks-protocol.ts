@@ -40,6 +40,8 @@ export type SocksStep =
   | { type: 'auth'; username: Buffer; password: Buffer }
   /** Send the reply for `error` (SOCKS5: its socksReply; SOCKS4: 0x5B), then close. */
   | { type: 'reject'; version: 4 | 5; error: ProxyError; destination?: Destination }
+  /** An HTTP request (a client pointed at this port as an HTTP proxy): told so in HTTP, then closed. */
+  | { type: 'http' }
   /** Drop the connection without a reply (not SOCKS, or a version we cannot answer). */
   | { type: 'close'; reason: string };
 
@@ -207,6 +209,8 @@ export class SocksHandshakeParser {
         const version = this.buf[0];
         if (version === 5) parsed = parseSocks5Greeting(this.buf);
         else if (version === 4) parsed = parseSocks4Request(this.buf);
+        // A letter starts an HTTP method (GET, CONNECT…), never a SOCKS greeting.
+        else if (version! >= 0x41 && version! <= 0x5a) parsed = { step: { type: 'http' }, consumed: 0 };
         else parsed = { step: { type: 'close', reason: `not a SOCKS client (first byte 0x${version!.toString(16)})` }, consumed: 0 };
         break;
       }

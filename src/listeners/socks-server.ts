@@ -1,7 +1,9 @@
 // The SOCKS front end: SOCKS5 (RFC 1928) and SOCKS4/4A on one port, CONNECT only. Protocol
 // parsing lives in socks-protocol.ts; this module does the socket work around it.
 import net from 'node:net';
-import { ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
+import { BadRequestError, ProxyAuthRequiredError, SocksReply } from '../core/errors.js';
+import { formatHostPort } from '../core/address.js';
+import { rawErrorResponse } from './http-server.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
 import type { FrontEnd } from '../core/types.js';
 import type { Listener, ListenerContext } from './listener.js';
@@ -136,6 +138,16 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
       if (step.type === 'close') {
         ctx.log.debug({ client, reason: step.reason }, 'SOCKS connection dropped');
         socket.destroy();
+      } else if (step.type === 'http') {
+        // A common mistake (http_proxy=http://127.0.0.1:1080): an empty reply would say nothing.
+        const here = socket.localPort === undefined ? 'HOST:PORT' : formatHostPort(socket.localAddress ?? '127.0.0.1', socket.localPort);
+        const reply = ctx.stats.failed(
+          'socks5',
+          client,
+          undefined,
+          new BadRequestError(`an HTTP request reached the SOCKS listener: use socks5h://${here} as the proxy, or an HTTP listener (--listen-http)`),
+        );
+        endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`));
       } else if (step.type === 'connect' && step.version === 4 && ctx.auth) {
         ctx.stats.failed(
           'socks4',

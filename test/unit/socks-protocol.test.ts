@@ -92,11 +92,16 @@ test('request errors map to the RFC 1928 reply codes', () => {
   assert.equal(parseSocks5Request(b(5, 1, 0, 3, 200, 1, 2)).step.type, 'more'); // length not yet satisfied
 });
 
-test('first byte decides the protocol; anything else is dropped', () => {
-  for (const first of [0x00, 0x16, 0x47, 0xff]) {
+test('first byte decides the protocol; an HTTP method is answered, anything else is dropped', () => {
+  for (const first of [0x00, 0x16, 0x61, 0xff]) {
     const p = new SocksHandshakeParser();
     p.push(b(first, 1, 2, 3));
     assert.equal(p.next().type, 'close');
+  }
+  for (const method of ['GET ', 'CONNECT ', 'POST ']) {
+    const p = new SocksHandshakeParser();
+    p.push(Buffer.from(method));
+    assert.equal(p.next().type, 'http');
   }
   const p = new SocksHandshakeParser();
   p.push(b(5, 1, 2));
@@ -152,7 +157,7 @@ test('10k random bytes in random chunks never throw and yield only typed steps',
       p.push(input.subarray(offset, offset + n));
       offset += n;
       for (let s = p.next(); s.type !== 'more'; s = p.next()) {
-        assert.ok(['greeting', 'connect', 'reject', 'close'].includes(s.type));
+        assert.ok(['greeting', 'connect', 'reject', 'close', 'http'].includes(s.type));
         if (s.type === 'reject') assert.ok(s.error instanceof ProxyError);
         if (s.type === 'greeting') p.methodSelected(0);
         if (p.finished) break;

@@ -204,8 +204,22 @@ test('socks-proxy-agent (socks5h) drives http.get through the listener', async (
   assert.deepEqual(last?.destination, { host: 'web.test', port: 80, type: 'domain' });
 });
 
+test('an HTTP request on the SOCKS port (http_proxy set to it) is told so in HTTP, and logged', async () => {
+  const failedBefore = ctx.stats.snapshot().failuresByReason['bad-request'] ?? 0;
+  for (const request of ['GET http://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n', 'CONNECT web.test:443 HTTP/1.1\r\n\r\n']) {
+    const s = await connectClient(port);
+    s.write(request);
+    const answer = (await new Reader(s).rest()).toString('latin1');
+    s.destroy();
+    assert.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n[^]*Connection: close\r\n/);
+    assert.match(answer, new RegExp(`kubectl-proxyout: an HTTP request reached the SOCKS listener: use socks5h://127\\.0\\.0\\.1:${port} as the proxy`));
+  }
+  assert.equal(ctx.stats.snapshot().failuresByReason['bad-request'], failedBefore + 2, 'each is a failure in the log and the counts');
+  await assertServesNormally();
+});
+
 test('garbage on the port is dropped and the listener keeps serving', async () => {
-  for (const junk of ['GET / HTTP/1.1\r\n\r\n', '\x16\x03\x01\x02\x00', '\x05\x01', '\x04\x01\x00\x50']) {
+  for (const junk of ['\x16\x03\x01\x02\x00', '\x05\x01', '\x04\x01\x00\x50', '\x00junk']) {
     const s = await connectClient(port);
     s.end(Buffer.from(junk, 'latin1'));
     await new Reader(s).rest();
