@@ -66,6 +66,13 @@ export function planStart(options: StartOptions): StartPlan {
   const socks = options.listenSocks ? parseListen(options.listenSocks, '--listen-socks', 'socks') : undefined;
   const http = options.listenHttp ? parseListen(options.listenHttp, '--listen-http', 'http') : undefined;
   const listens = [socks, http].filter((a): a is TcpListen => a !== undefined && 'host' in a);
+  // One port cannot serve both protocols: the bind would fail blaming "another proxy".
+  const [first, second] = listens;
+  if (second && first!.port !== 0 && first!.port === second.port && sameOrWildcard(first!.host, second.host)) {
+    throw new StartupError(
+      `${second.flag} ${formatHostPort(second.host, second.port)}: that port is already ${first!.flag}'s; the SOCKS and HTTP listeners each need a port of their own`,
+    );
+  }
   requireCredentialsOffLoopback(listens, !!options.proxyAuth);
   const table = routingTableFor(options);
   const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])], listens);

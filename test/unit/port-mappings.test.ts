@@ -174,3 +174,18 @@ test("a mapping on our own listener's fixed port is refused by name before anyth
     /localhost:15001 is already used by the mapping 15001=db:5432$/,
   );
 });
+
+test('--listen-http on the fixed port of --listen-socks is refused by name before anything binds', () => {
+  const table = tableFrom(parseConfig('', 'c.yaml', 'cluster.local'), { contexts: ['kind'], clusterDomain: 'cluster.local', currentContext: 'kind' });
+  const plan = (listenSocks: string, listenHttp: string) =>
+    planStart({ listenSocks, listenHttp, table, clusterDomain: 'cluster.local', proxyAuth: { username: 'u', password: 'p', source: 'file' } });
+  assert.throws(
+    () => plan('127.0.0.1:1080', '127.0.0.1:1080'),
+    /^StartupError: --listen-http 127\.0\.0\.1:1080: that port is already --listen-socks's; the SOCKS and HTTP listeners each need a port of their own$/,
+  );
+  assert.throws(() => plan('0.0.0.0:1080', '127.0.0.1:1080'), /already --listen-socks's/);
+  // Port 0 (each its own free port), another port or another address: no clash.
+  assert.ok(plan('127.0.0.1:0', '127.0.0.1:0').http);
+  assert.ok(plan('127.0.0.1:1080', '127.0.0.1:3128').http);
+  assert.ok(plan('127.0.0.1:1080', '127.0.0.2:1080').http);
+});
