@@ -13,6 +13,7 @@ import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, closingAfterAnswer, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
 import { isPacRequest, servePac } from './pac-file.js';
+import { SocksMethod, encodeMethodSelection, encodeSocks4Reply } from './socks-protocol.js';
 
 /** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
 export const MAX_HEADER_SIZE = 32 * 1024;
@@ -138,6 +139,17 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
   if (answeringClientError.has(socket)) return;
   if (err.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
+    return;
+  }
+  // A SOCKS client pointed at this port (ALL_PROXY=socks5h://…:3128): refused in its own
+  // protocol, and said in the log, where it was a debug line only.
+  const packet = (err as { rawPacket?: Buffer }).rawPacket;
+  const version = packet?.[0];
+  if (err.code === 'HPE_INVALID_METHOD' && (version === 4 || version === 5) && socket.bytesRead === packet!.length) {
+    const here = socket.localPort === undefined ? 'HOST:PORT' : formatHostPort(socket.localAddress ?? '127.0.0.1', socket.localPort);
+    const why = `a SOCKS${version} client reached the HTTP proxy listener: use http://${here} as an HTTP proxy, or a SOCKS listener (--listen-socks)`;
+    ctx.stats.failed('http-forward', clientName(socket), undefined, new BadRequestError(why));
+    endWithReply(socket, version === 5 ? encodeMethodSelection(SocksMethod.noAcceptable) : encodeSocks4Reply(false));
     return;
   }
   const [status, body] =

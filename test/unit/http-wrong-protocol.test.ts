@@ -1,0 +1,41 @@
+// A SOCKS client pointed at the HTTP listener (ALL_PROXY=socks5h://…:3128): refused in SOCKS — no
+// acceptable method (SOCKS5), "rejected" (SOCKS4) — and a failure line in the log saying why.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startHttpListener } from '../../src/listeners/http-server.js';
+import { FakeOpener, LOOPBACK, Reader, connectClient, quietContext } from './socks-fixtures.test.js';
+
+const ctx = quietContext(new FakeOpener({}));
+const listener = await startHttpListener(LOOPBACK, 0, ctx);
+after(() => listener.close(100));
+
+async function exchange(bytes: Buffer): Promise<Buffer> {
+  const s = await connectClient(listener.address.port);
+  s.write(bytes);
+  const answer = await new Reader(s).rest();
+  s.destroy();
+  return answer;
+}
+
+test('a SOCKS5 greeting gets "no acceptable method", a SOCKS4 request "rejected"; both are logged as failures', async () => {
+  const messages: string[] = [];
+  const failed = ctx.stats.failed.bind(ctx.stats);
+  ctx.stats.failed = (frontEnd, client, destination, err) => {
+    messages.push((err as Error).message);
+    return failed(frontEnd, client, destination, err);
+  };
+  assert.deepEqual([...(await exchange(Buffer.from([5, 2, 0, 2])))], [5, 0xff]);
+  assert.deepEqual([...(await exchange(Buffer.from([4, 1, 0, 80, 10, 0, 0, 1, 0])))], [0, 0x5b, 0, 0, 0, 0, 0, 0]);
+  assert.equal(messages.length, 2);
+  for (const [i, version] of [5, 4].entries()) {
+    assert.equal(
+      messages[i],
+      `a SOCKS${version} client reached the HTTP proxy listener: use http://127.0.0.1:${listener.address.port} as an HTTP proxy, or a SOCKS listener (--listen-socks)`,
+    );
+  }
+});
+
+test('other bytes that are not HTTP still get 400', async () => {
+  const answer = (await exchange(Buffer.from('\x16\x03\x01\x00\x05hello', 'latin1'))).toString('latin1');
+  assert.match(answer, /^HTTP\/1\.1 400 [^]*malformed HTTP request/);
+});
