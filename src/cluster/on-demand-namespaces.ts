@@ -15,7 +15,10 @@ export interface OnDemandLimits {
   evictIdleMs: number;
   /** A namespace watched for a request that never led to a pod is dropped after this long. */
   unservedReleaseMs: number;
-  /** A namespace RBAC refused is refused again without asking for this long. */
+  /**
+   * A namespace RBAC refused is refused again without asking for this long: short, so that a
+   * RoleBinding granted meanwhile works within seconds; asking again costs two lists.
+   */
   forbiddenTtlMs: number;
   /** New namespace look-ups (each two lists and watches) allowed per second on average… */
   lookupsPerSecond: number;
@@ -33,7 +36,7 @@ export const ON_DEMAND_LIMITS: OnDemandLimits = {
   maxNamespaces: 64,
   evictIdleMs: 10 * 60_000,
   unservedReleaseMs: 30_000,
-  forbiddenTtlMs: 30_000,
+  forbiddenTtlMs: 5_000,
   lookupsPerSecond: 2,
   lookupBurst: 8,
 };

@@ -10,7 +10,8 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import yaml from 'js-yaml';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { manifests, webDeployment, webService } from '../helpers/real-cluster-objects.js';
+import { limitedUserManifests } from '../helpers/real-cluster-config.js';
+import { deployment, httpContainer, manifests, namespace, service, webDeployment, webService } from '../helpers/real-cluster-objects.js';
 import { applyAndRollOut, startClusterLogged } from '../helpers/real-cluster-setup.js';
 import { runCli, startProxyProcess } from '../helpers/proxy-process.js';
 import { runDoctor } from '../helpers/doctor.js';
@@ -172,6 +173,32 @@ describe('real cluster: users with part of the rights', { skip }, () => {
     try {
       const served = await curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web/']);
       assert.match(served.stdout, /^pod=web-\S+ namespace=shop port=8080$/m, served.stderr);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  test('a namespace RBAC refused is reached within seconds of a RoleBinding granting it, the proxy running on', async () => {
+    const other = manifests(
+      namespace('granted-later'),
+      deployment({ name: 'web', namespace: 'granted-later', replicas: 1, containers: [httpContainer('web')] }),
+      service('web', { namespace: 'granted-later', selector: { app: 'web' }, ports: [{ port: 80, targetPort: 8080 }] }),
+    );
+    await cluster!.kubectl(['apply', '-f', '-'], { input: other });
+    await cluster!.kubectl(['-n', 'granted-later', 'rollout', 'status', 'deployment/web', '--timeout=60s']);
+    const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'limited', '--listen-socks', '127.0.0.1:0']);
+    try {
+      const get = () => curl(['--proxy', `socks5h://${proxy.socks}`, 'http://web.granted-later/']);
+      assert.notEqual((await get()).code, 0, 'refused while the user may not read the namespace');
+      await cluster!.kubectl(['apply', '-f', '-'], { input: limitedUserManifests('granted-later') });
+      const granted = Date.now();
+      let served = await get();
+      while (served.code !== 0 && Date.now() - granted < 10_000) {
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        served = await get();
+      }
+      assert.match(served.stdout, /^pod=web-\S+ namespace=granted-later port=8080$/m, `not served within 10 s of the grant: ${served.stderr}`);
+      console.log(`# served ${Date.now() - granted} ms after the RoleBinding`);
     } finally {
       await proxy.stop();
     }
