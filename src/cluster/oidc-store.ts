@@ -4,7 +4,8 @@
 // Written back, a refresh token the identity provider rotated (Dex does by default) stays usable
 // by kubectl; read again before a refresh, a token kubectl refreshed meanwhile is used as it is
 // instead of a refresh token it has already spent.
-import { closeSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import yaml from 'js-yaml';
 
@@ -52,9 +53,18 @@ export class OidcTokenStore {
       const config = this.configIn(doc);
       if (!config) return false;
       for (const [k, v] of Object.entries(tokens)) if (v !== undefined) config[k] = v;
-      const temp = path.join(path.dirname(this.file), `.${path.basename(this.file)}.proxyout-${process.pid}`);
-      writeFileSync(temp, yaml.dump(doc, { lineWidth: -1 }), { mode: statSync(this.file).mode & 0o777 });
-      renameSync(temp, this.file);
+      // A fresh name, created exclusively: a file planted under a guessable name (the pid) in a
+      // directory others can write would keep its owner and mode, and be renamed over the kubeconfig.
+      const temp = path.join(path.dirname(this.file), `.${path.basename(this.file)}.proxyout-${process.pid}.${randomBytes(6).toString('hex')}`);
+      const mode = statSync(this.file).mode & 0o777;
+      writeFileSync(temp, yaml.dump(doc, { lineWidth: -1 }), { mode, flag: 'wx' });
+      try {
+        chmodSync(temp, mode); // writeFileSync's mode passed through the umask
+        renameSync(temp, this.file);
+      } catch (err) {
+        rmSync(temp, { force: true });
+        throw err;
+      }
       return true;
     } catch {
       return false;

@@ -4,7 +4,7 @@
 // same file for a managed daemon, whose own kubeconfig is a copy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import yaml from 'js-yaml';
@@ -100,4 +100,21 @@ test("a managed daemon's kubeconfig names the user's own file for the tokens, an
   assert.equal(plain.oidcStore, undefined);
   writeTransientKubeConfig(transient, plain.kc, plain.namespace);
   assert.doesNotMatch(readFileSync(transient, 'utf8'), /extensions/);
+});
+
+test('a file planted where the write-back puts its temporary copy is neither written through nor renamed over the kubeconfig', async (t) => {
+  const file = kubeconfigFile(t, { 'client-id': 'x', 'idp-issuer-url': 'https://idp.invalid', 'refresh-token': 'rt', 'id-token': expired() });
+  // Another user, in a directory both can write, creates the name the pid made guessable, readable by all.
+  const planted = path.join(path.dirname(file), `.${path.basename(file)}.proxyout-${process.pid}`);
+  writeFileSync(planted, 'theirs\n', { mode: 0o666 });
+  chmodSync(planted, 0o666);
+  assert.equal(await new OidcTokenStore(file, 'alice').write({ 'id-token': 'new-id', 'refresh-token': 'new-rt' }), true);
+  assert.equal(oidcConfigOf(file)['refresh-token'], 'new-rt');
+  assert.equal(statSync(file).mode & 0o777, 0o600, 'the kubeconfig keeps its own mode');
+  assert.equal(readFileSync(planted, 'utf8'), 'theirs\n', 'the tokens never went into their file');
+  assert.deepEqual(
+    readdirSync(path.dirname(file)).filter((n) => n.includes('proxyout-')),
+    [path.basename(planted)],
+    'no temporary file left behind',
+  );
 });
