@@ -4,7 +4,7 @@
 // Written back, a refresh token the identity provider rotated (Dex does by default) stays usable
 // by kubectl; read again before a refresh, a token kubectl refreshed meanwhile is used as it is
 // instead of a refresh token it has already spent.
-import { chmodSync, closeSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import yaml from 'js-yaml';
@@ -55,12 +55,15 @@ export class OidcTokenStore {
       for (const [k, v] of Object.entries(tokens)) if (v !== undefined) config[k] = v;
       // A fresh name, created exclusively: a file planted under a guessable name (the pid) in a
       // directory others can write would keep its owner and mode, and be renamed over the kubeconfig.
-      const temp = path.join(path.dirname(this.file), `.${path.basename(this.file)}.proxyout-${process.pid}.${randomBytes(6).toString('hex')}`);
-      const mode = statSync(this.file).mode & 0o777;
+      // Replaced where it really is: a symlinked kubeconfig (dotfiles) stays a link, as kubectl,
+      // which writes through it, leaves it.
+      const file = realpathSync(this.file);
+      const temp = path.join(path.dirname(file), `.${path.basename(file)}.proxyout-${process.pid}.${randomBytes(6).toString('hex')}`);
+      const mode = statSync(file).mode & 0o777;
       writeFileSync(temp, yaml.dump(doc, { lineWidth: -1 }), { mode, flag: 'wx' });
       try {
         chmodSync(temp, mode); // writeFileSync's mode passed through the umask
-        renameSync(temp, this.file);
+        renameSync(temp, file);
       } catch (err) {
         rmSync(temp, { force: true });
         throw err;

@@ -4,7 +4,7 @@
 // same file for a managed daemon, whose own kubeconfig is a copy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import yaml from 'js-yaml';
@@ -117,4 +117,14 @@ test('a file planted where the write-back puts its temporary copy is neither wri
     [path.basename(planted)],
     'no temporary file left behind',
   );
+});
+
+test('a symlinked kubeconfig stays a link: the tokens are written into the file it points at', async (t) => {
+  const real = kubeconfigFile(t, { 'client-id': 'x', 'idp-issuer-url': 'https://idp.invalid', 'refresh-token': 'rt', 'id-token': expired() });
+  const link = path.join(path.dirname(real), 'link-config');
+  symlinkSync(real, link);
+  assert.equal(await new OidcTokenStore(link, 'alice').write({ 'id-token': 'new-id', 'refresh-token': 'new-rt' }), true);
+  assert.ok(lstatSync(link).isSymbolicLink(), 'still a link');
+  assert.equal(oidcConfigOf(real)['refresh-token'], 'new-rt', 'the file it points at has the rotated token');
+  assert.equal(statSync(real).mode & 0o777, 0o600);
 });
