@@ -309,18 +309,21 @@ test('a host known by its RSA or ECDSA key only is asked for that key, though it
   }
 });
 
-test("the agent offers the IdentityFile's key first: six other keys ahead of it in the agent do not use up MaxAuthTries", { skip: unavailable }, async () => {
-  const kh = knownHosts('kh-many', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
-  const sock = `${lab.dir}/many-agent.sock`;
+/**
+ * An ssh-agent of its own holding `keys` (each made unencrypted first; `existing` are added as they
+ * are, after them); logs in to jump2 with `directives` and echoes through the route; the agent is
+ * killed after.
+ */
+async function echoWithAgent(name: string, keys: { made: string[]; existing?: string[] }, directives: string[]): Promise<void> {
+  const kh = knownHosts(`kh-${name}`, [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
+  const sock = `${lab.dir}/${name}-agent.sock`;
   const pid = Number(/SSH_AGENT_PID=(\d+)/.exec(execFileSync('ssh-agent', ['-a', sock], { encoding: 'utf8' }))?.[1]);
   try {
-    // sshd's default MaxAuthTries is 6: six keys it does not know, added first, then the user key.
-    for (let i = 0; i < 6; i++) {
-      execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', `${lab.dir}/many_${i}`]);
-      execFileSync('ssh-add', ['-q', `${lab.dir}/many_${i}`], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: 'ignore' });
+    for (const key of keys.made) execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
+    for (const key of [...keys.made, ...(keys.existing ?? [])]) {
+      execFileSync('ssh-add', ['-q', key], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: 'ignore' });
     }
-    execFileSync('ssh-add', ['-q', lab.userKey], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: 'ignore' });
-    const route = sshRoute(lab.writeConfig('config-many', { all: [`IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: sock });
+    const route = sshRoute(lab.writeConfig(`config-${name}`, { all: [...directives, `UserKnownHostsFile ${kh}`] }), 'jump2', { authSock: sock });
     await route.start();
     try {
       await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
@@ -330,30 +333,18 @@ test("the agent offers the IdentityFile's key first: six other keys ahead of it 
   } finally {
     if (pid > 0) process.kill(pid);
   }
+}
+
+test("the agent offers the IdentityFile's key first: six other keys ahead of it in the agent do not use up MaxAuthTries", { skip: unavailable }, async () => {
+  // sshd's default MaxAuthTries is 6: six keys it does not know, added first, then the user key.
+  const unknown = Array.from({ length: 6 }, (_, i) => `${lab.dir}/many_${i}`);
+  await echoWithAgent('many', { made: unknown, existing: [lab.userKey] }, [`IdentityFile ${lab.userKey}`]);
 });
 
 test('a key both the agent and an IdentityFile hold is offered once: MaxAuthTries is not spent on it twice', { skip: unavailable }, async () => {
-  const kh = knownHosts('kh-twice', [lab.knownHostsLines.jump1, lab.knownHostsLines.jump2]);
-  const sock = `${lab.dir}/twice-agent.sock`;
-  const pid = Number(/SSH_AGENT_PID=(\d+)/.exec(execFileSync('ssh-agent', ['-a', sock], { encoding: 'utf8' }))?.[1]);
-  try {
-    // Five keys sshd does not know in the agent, the first also an (unencrypted) IdentityFile; the
-    // user key only on disk, named second. Offered once each, the user key is sshd's sixth try
-    // (MaxAuthTries 6 lets it in); the first key offered again would be the sixth failure.
-    const unknown = Array.from({ length: 5 }, (_, i) => `${lab.dir}/twice_${i}`);
-    for (const key of unknown) {
-      execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-      execFileSync('ssh-add', ['-q', key], { env: { ...process.env, SSH_AUTH_SOCK: sock }, stdio: 'ignore' });
-    }
-    const config = lab.writeConfig('config-twice', { all: [`IdentityFile ${unknown[0]}`, `IdentityFile ${lab.userKey}`, `UserKnownHostsFile ${kh}`] });
-    const route = sshRoute(config, 'jump2', { authSock: sock });
-    await route.start();
-    try {
-      await echoChecked(await openThrough(route, TARGET.ip, TARGET.echoPort), 4096);
-    } finally {
-      await route.close();
-    }
-  } finally {
-    if (pid > 0) process.kill(pid);
-  }
+  // Five keys sshd does not know in the agent, the first also an (unencrypted) IdentityFile; the
+  // user key only on disk, named second. Offered once each, the user key is sshd's sixth try
+  // (MaxAuthTries 6 lets it in); the first key offered again would be the sixth failure.
+  const unknown = Array.from({ length: 5 }, (_, i) => `${lab.dir}/twice_${i}`);
+  await echoWithAgent('twice', { made: unknown }, [`IdentityFile ${unknown[0]}`, `IdentityFile ${lab.userKey}`]);
 });
