@@ -16,6 +16,12 @@ import type { KubeConfig } from '@kubernetes/client-node';
 interface ExecAuthLike {
   tokenCache: Record<string, unknown>;
   execFn: unknown;
+  getCredential(user: ExecUser): Promise<unknown>;
+}
+
+interface ExecUser {
+  name: string;
+  exec?: { command?: string; installHint?: string };
 }
 
 /** The KubeConfig's exec authenticator (shared by every KubeConfig made from it with Object.create). */
@@ -43,6 +49,43 @@ export function runExecPluginsWithoutStdin(
     if (stderr) child.stderr?.on('data', (chunk: Buffer) => stderr.write(chunk));
     return child;
   };
+  const getCredential = auth.getCredential.bind(auth);
+  auth.getCredential = async (user: ExecUser) => {
+    const credential = await getCredential(user).catch((err: unknown) => {
+      throw notRunnable(err, user) ?? err;
+    });
+    const problem = user.exec ? credentialProblem(credential) : undefined;
+    if (!problem) return credential;
+    auth.tokenCache[user.name] = null;
+    throw new Error(`the exec credential plugin of user "${user.name}" ${problem}; run it by hand to see its output`);
+  };
+}
+
+/**
+ * What client-go refuses in a plugin's ExecCredential (exec.go refreshCredsLocked). client-node
+ * sent such a credential as none at all, so the API server's answer spoke of RBAC for
+ * system:anonymous, or failed in a TypeError or a PEM parse error.
+ */
+function credentialProblem(credential: unknown): string | undefined {
+  const status = (credential as { status?: unknown } | null)?.status as Record<string, unknown> | null | undefined;
+  if (!status || typeof status !== 'object') return 'returned no status field';
+  const cert = !!status.clientCertificateData;
+  const key = !!status.clientKeyData;
+  if (!status.token && !cert && !key) return 'returned neither a token nor a client certificate and key';
+  if (cert !== key) return 'returned only a client certificate or key, not both';
+  return undefined;
+}
+
+/** A plugin that cannot be started: named, with the kubeconfig's installHint as kubectl prints it. */
+function notRunnable(err: unknown, user: ExecUser): Error | undefined {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (code !== 'ENOENT' && code !== 'EACCES') return undefined;
+  const hint = user.exec?.installHint
+    ?.trim()
+    .split(/\s*\n\s*/)
+    .join(' ');
+  const what = code === 'ENOENT' ? 'was not found' : 'may not be run (permission denied)';
+  return new Error(`the exec credential plugin "${user.exec?.command}" of user "${user.name}" ${what}${hint ? `: ${hint}` : ''}`, { cause: err });
 }
 
 /**

@@ -1,0 +1,64 @@
+// An exec plugin's ExecCredential is checked as client-go checks it (exec.go refreshCredsLocked):
+// one with no status, neither a token nor a certificate, or half a key pair is refused with a
+// message naming the user, not sent as no credential at all (the API server then answered for
+// system:anonymous, and the proxy gave RBAC advice). A plugin that is not installed is named,
+// with the kubeconfig's installHint, as kubectl prints it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { ApiConnection, CredentialError } from '../../src/cluster/api.js';
+
+function setup(t: { after(fn: () => void): void }, status: unknown, execExtra = '', command = './plugin.sh'): ApiConnection {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-exec-checks-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const plugin = path.join(dir, 'plugin.sh');
+  const credential = { apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', ...(status === undefined ? {} : { status }) };
+  writeFileSync(plugin, `#!/bin/sh\necho '${JSON.stringify(credential)}'\n`);
+  chmodSync(plugin, 0o755);
+  const file = path.join(dir, 'config');
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
+      `users: [{name: sso, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ${command}${execExtra}}}}]`,
+      'contexts: [{name: prod, context: {cluster: c, user: sso}}]',
+      'current-context: prod',
+      '',
+    ].join('\n'),
+  );
+  return new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} });
+}
+
+const refused = (pattern: RegExp) => (err: unknown) => {
+  assert.ok(err instanceof CredentialError, String(err));
+  assert.match(err.message, /context "prod"/);
+  assert.match(err.message, pattern);
+  return true;
+};
+
+test('an ExecCredential without a token or a certificate is refused, not sent as anonymous', async (t) => {
+  await assert.rejects(setup(t, {}).requestOptions(), refused(/plugin of user "sso" returned neither a token nor a client certificate and key/));
+});
+
+test('an ExecCredential without a status is refused with what is missing', async (t) => {
+  await assert.rejects(setup(t, undefined).requestOptions(), refused(/plugin of user "sso" returned no status field/));
+});
+
+test('an ExecCredential with a certificate and no key is refused', async (t) => {
+  await assert.rejects(setup(t, { clientCertificateData: 'x' }).requestOptions(), refused(/returned only a client certificate or key, not both/));
+});
+
+test('a token or a certificate and key pass', async (t) => {
+  const withToken = await setup(t, { token: 'tok' }).requestOptions();
+  assert.equal(withToken.headers.Authorization, 'Bearer tok');
+});
+
+test('a plugin that is not installed is named, with its installHint', async (t) => {
+  const api = setup(t, {}, ', installHint: "install it with:\\n  brew install sso-login"', 'proxyout-no-such-plugin');
+  await assert.rejects(api.requestOptions(), refused(/plugin "proxyout-no-such-plugin" of user "sso" was not found: install it with: brew install sso-login/));
+});
