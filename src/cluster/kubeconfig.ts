@@ -55,19 +55,23 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   if (kc.getContexts().length === 0 || isClientNodeFallback(kc)) {
     throw new StartupError('no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config');
   }
+  const known = () =>
+    kc
+      .getContexts()
+      .map((c) => c.name)
+      .join(', ');
   if (opts.context) {
-    if (!kc.getContextObject(opts.context)) {
-      const known = kc
-        .getContexts()
-        .map((c) => c.name)
-        .join(', ');
-      throw new StartupError(`context "${opts.context}" not found in kubeconfig (known: ${known})`);
-    }
+    if (!kc.getContextObject(opts.context)) throw new StartupError(`context "${opts.context}" not found in kubeconfig (known: ${known()})`);
     kc.setCurrentContext(opts.context);
   }
   const context = kc.getCurrentContext();
   const ctx = kc.getContextObject(context);
-  if (!context || !ctx) throw new StartupError('the kubeconfig has no current context: pass --context');
+  if (!context) throw new StartupError('the kubeconfig has no current context: pass --context');
+  // kubectl: "context was not found for specified context"; a stale current-context is not a missing one.
+  if (!ctx)
+    throw new StartupError(
+      `the kubeconfig's current-context "${context}" names no context it defines (known: ${known()}): pass --context or run kubectl config use-context`,
+    );
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
   if (!kc.getCurrentUser()) throw new StartupError(`context "${context}" names user "${ctx.user}", which the kubeconfig does not define`);

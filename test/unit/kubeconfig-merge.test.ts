@@ -102,3 +102,14 @@ test('relative paths are resolved against the file that names them', (t) => {
   assert.equal(loadKubeConfig({ context: 'tf' }).tokenFile, path.join(sub, 'tok'));
   assert.equal(loadKubeConfig({ context: 'ex' }).kc.getCurrentUser()?.exec.command, path.join(sub, 'cred.sh'));
 });
+
+test('a current-context that names no context is told apart from none, as kubectl does', (t) => {
+  const { file, load } = setup(t);
+  const stale = file('stale', kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't' }) + 'current-context: old-prod\n');
+  assert.throws(
+    () => load(stale),
+    /the kubeconfig's current-context "old-prod" names no context it defines \(known: prod\): pass --context or run kubectl config use-context/,
+  );
+  const none = file('none', kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't' }));
+  assert.throws(() => load(none), /the kubeconfig has no current context: pass --context/);
+});
