@@ -88,7 +88,8 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
       ? new OidcTokenSource(provider.config as Record<string, string>, undefined, oidcStore ? new OidcTokenStore(oidcStore, ctx.user) : undefined)
       : undefined;
   const tokenFile = oidc ? undefined : tokenFileOf(raw);
-  const source = oidc ?? (tokenFile ? new TokenFileSource(tokenFile) : undefined);
+  const token = typeof raw?.user.token === 'string' && raw.user.token ? raw.user.token : undefined;
+  const source = oidc ?? (tokenFile ? new TokenFileSource(tokenFile, undefined, token) : undefined);
   const credentialed = source ? withTokenSource(kc, source) : kc;
   return {
     kc: withImpersonation(credentialed, impersonation),

@@ -44,6 +44,11 @@ export class TokenFileSource implements TokenSource {
   constructor(
     readonly file: string,
     private readonly ttlMs = TOKEN_FILE_TTL_MS,
+    /**
+     * The user's `token` beside the file: sent while the file has never been read, as client-go
+     * does (transport/round_trippers.go NewBearerAuthWithRefreshRoundTripper), kubectl too.
+     */
+    private readonly fallback?: string,
   ) {}
 
   async token(): Promise<string | undefined> {
@@ -55,6 +60,7 @@ export class TokenFileSource implements TokenSource {
       if (!token) throw new Error('the file is empty');
       this.cached = { token, at: monotonicMs() };
     } catch (err) {
+      if (!this.cached && this.fallback) return this.fallback;
       if (!this.cached) throw new Error(`cannot read the kubeconfig tokenFile ${this.file}: ${(err as Error).message}`, { cause: err });
     }
     return this.cached.token;

@@ -44,8 +44,10 @@ export function flattenKubeConfig(kc: KubeConfig, namespace: string, tokenFile?:
           'client-certificate-data': user.certData || embed(user.certFile, 'client-certificate', owner),
           'client-key-data': user.keyData || embed(user.keyFile, 'client-key', owner),
         }),
-    // A tokenFile stays a file (absolute): the daemon re-reads it as it rotates.
-    ...(tokenFile ? { tokenFile } : { token: user.token }),
+    // A tokenFile stays a file (absolute): the daemon re-reads it as it rotates. A token beside it
+    // stays too: kubectl sends it while the file cannot be read.
+    tokenFile,
+    token: user.token,
     username: user.username,
     password: user.password,
     as: user.impersonateUser,

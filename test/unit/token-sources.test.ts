@@ -6,6 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jwtExpiry, OidcTokenSource } from '../../src/cluster/oidc.js';
 import { TokenFileSource } from '../../src/cluster/token-source.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { ApiConnection } from '../../src/cluster/api.js';
+import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
 import { startOidcIssuer } from '../helpers/oidc-issuer.js';
 
 const jwt = (payload: object) => `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
@@ -98,5 +101,31 @@ test('TokenFileSource: a file caught empty (rewritten in place) keeps the last t
     assert.equal(await source.token(), 'second-token');
     writeFileSync(file, '');
     await assert.rejects(new TokenFileSource(file).token(), /tokenFile .*: the file is empty/);
+  });
+});
+
+test('a token beside a tokenFile is sent while the file cannot be read, as kubectl does; the file wins once it can', async () => {
+  await withTokenFile(async (file, dir) => {
+    const kubeconfig = join(dir, 'config');
+    writeFileSync(
+      kubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
+        'users: [{name: u, user: {token: inline-token, tokenFile: token}}]',
+        'contexts: [{name: x, context: {cluster: c, user: u}}]',
+        'current-context: x',
+        '',
+      ].join('\n'),
+    );
+    const loaded = loadKubeConfig({ kubeconfig });
+    const bearer = async () => (await new ApiConnection(loaded.kc, { env: {} }).requestOptions()).headers.Authorization;
+    assert.equal(await bearer(), 'Bearer inline-token', 'the file does not exist yet');
+    writeFileSync(file, 'file-token\n');
+    assert.equal(await bearer(), 'Bearer file-token');
+    // A managed daemon's kubeconfig keeps both, so the daemon falls back as well.
+    const user = (flattenKubeConfig(loaded.kc, 'default', loaded.tokenFile) as { users: Array<{ user: Record<string, unknown> }> }).users[0]!.user;
+    assert.deepEqual([user.tokenFile, user.token], [file, 'inline-token']);
   });
 });
