@@ -4,6 +4,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { credentialValidForMs } from './token-source.js';
+import { clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
 import { monotonicMs } from '../core/clock.js';
 
@@ -111,8 +112,11 @@ export class ApiConnection {
     try {
       await this.kc.applyToHTTPSOptions(opts);
     } catch (err) {
-      throw this.credentialsFailed(withoutPluginOutput(err));
+      const unreadable = unreadableFile(this.kc, err);
+      throw this.credentialsFailed(unreadable ? new Error(unreadable) : withoutPluginOutput(err), !!unreadable);
     }
+    const pair = clientPairProblem(this.kc, opts);
+    if (pair) throw this.credentialsFailed(new Error(pair), true);
     this.credentialFailure = undefined;
     this.egress = applyEgress(this.kc, opts, this.egressOptions);
     const headers: Record<string, string | string[]> = {};
@@ -148,7 +152,8 @@ export class ApiConnection {
     return f && { message: f.error.message, since: f.since };
   }
 
-  private credentialsFailed(err: unknown): CredentialError {
+  /** `whole`: the message says all (a kubeconfig file or key pair), not what a plugin printed. */
+  private credentialsFailed(err: unknown, whole = false): CredentialError {
     const text = err instanceof Error ? err.message : String(err);
     // client-node rejects with the plugin's whole stderr: its first line says what is wrong.
     const first =
@@ -157,9 +162,11 @@ export class ApiConnection {
         .map((l) => l.trim())
         .find(Boolean)
         ?.slice(0, 300) ?? 'the exec credential plugin failed and wrote nothing on stderr';
-    const error = new CredentialError(`the credentials of context "${this.kc.getCurrentContext()}" could not be obtained: ${escapeControls(first)}`, {
-      cause: err,
-    });
+    const context = this.kc.getCurrentContext();
+    const message = whole
+      ? `context "${context}": ${escapeControls(first)}`
+      : `the credentials of context "${context}" could not be obtained: ${escapeControls(first)}`;
+    const error = new CredentialError(message, { cause: err });
     const prev = this.credentialFailure;
     const holdMs = prev ? Math.min(prev.holdMs * 2, CREDENTIAL_HOLD_MAX_MS) : CREDENTIAL_HOLD_MIN_MS;
     this.credentialFailure = { error, until: monotonicMs() + holdMs, holdMs, since: prev?.since ?? Date.now() };

@@ -1,0 +1,44 @@
+// What is wrong with the kubeconfig's TLS material, said as kubectl says it: which file of which
+// cluster or user cannot be read ("unable to read client-cert F for U due to …"), or that a client
+// certificate and its key do not fit ("tls: private key does not match public key"). client-node
+// throws a bare "ENOENT: …, open 'F'" for the first, and OpenSSL's "error:05800074:x509 certificate
+// routines::key values mismatch" for the second only once a connection is made, which read as
+// "cannot reach the API server".
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import type https from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+/** A file the current cluster or user names that could not be read (`err` from client-node), said whole. */
+export function unreadableFile(kc: KubeConfig, err: unknown): string | undefined {
+  const e = err as NodeJS.ErrnoException | null;
+  if (!e?.path || !e.code) return undefined;
+  const cluster = kc.getCurrentCluster();
+  const user = kc.getCurrentUser();
+  const owners: Array<[string | undefined, string]> = [
+    [cluster?.caFile, `certificate-authority file ${e.path} of cluster "${cluster?.name}"`],
+    [user?.certFile, `client-certificate file ${e.path} of user "${user?.name}"`],
+    [user?.keyFile, `client-key file ${e.path} of user "${user?.name}"`],
+  ];
+  const what = owners.find(([file]) => file === e.path)?.[1];
+  return what && `cannot read the kubeconfig's ${what}: ${e.code === 'ENOENT' ? 'no such file' : e.code}`;
+}
+
+/** Whether the client certificate and key request options carry belong together. */
+export function clientPairProblem(kc: KubeConfig, opts: https.RequestOptions): string | undefined {
+  if (!opts.cert || !opts.key) return undefined;
+  const user = `user "${kc.getCurrentUser()?.name}"`;
+  let fits: boolean;
+  try {
+    // OpenSSL's own check (SSL_CTX_use_certificate) drops a mismatched RSA key without a word.
+    fits = new X509Certificate(pem(opts.cert)).checkPrivateKey(createPrivateKey(pem(opts.key)));
+  } catch (err) {
+    return `the client certificate or client key of ${user} cannot be used (${(err as Error).message}): they must be PEM`;
+  }
+  return fits ? undefined : `the client certificate and client key of ${user} do not match: give the key that belongs to the certificate`;
+}
+
+/** The first of what client-node hands over (a Buffer, a string, or a list of them). */
+function pem(value: unknown): string | Buffer {
+  const first: unknown = Array.isArray(value) ? value[0] : value;
+  return Buffer.isBuffer(first) ? first : String(first);
+}

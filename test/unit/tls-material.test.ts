@@ -1,0 +1,73 @@
+// The kubeconfig's TLS material, wrong, is named as kubectl names it: the file of which cluster or
+// user cannot be read, or the user whose client certificate and key do not match. Before, a
+// missing file read "ENOENT: …" under "the credentials could not be obtained", and a mismatched
+// pair failed at connect as "cannot reach the API server: …key values mismatch".
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { ApiConnection, CredentialError } from '../../src/cluster/api.js';
+import { SimPki } from '../sim/pki.js';
+
+const pki = new SimPki();
+const alice = pki.clientCert('alice');
+// SimPki's leaf certificates share one key: another user's key is a key of its own.
+const bobKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs1', format: 'pem' }) as string;
+
+function api(t: { after(fn: () => void): void }, cluster: string, user: string): ApiConnection {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-tls-material-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(path.join(dir, 'ca.crt'), pki.caPem);
+  writeFileSync(path.join(dir, 'alice.crt'), alice.certPem);
+  writeFileSync(path.join(dir, 'alice.key'), alice.keyPem);
+  writeFileSync(path.join(dir, 'bob.key'), bobKey);
+  const file = path.join(dir, 'config');
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: prod-cluster, cluster: {server: "https://127.0.0.1:6443", ${cluster}}}]`,
+      `users: [{name: alice, user: {${user}}}]`,
+      'contexts: [{name: prod, context: {cluster: prod-cluster, user: alice}}]',
+      'current-context: prod',
+      '',
+    ].join('\n'),
+  );
+  return new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} });
+}
+
+const refused = (pattern: RegExp) => (err: unknown) => {
+  assert.ok(err instanceof CredentialError, String(err));
+  assert.match(err.message, pattern);
+  return true;
+};
+
+test('a certificate-authority file that is not there is named with its cluster', async (t) => {
+  await assert.rejects(
+    api(t, 'certificate-authority: gone/ca.crt', 'token: t').requestOptions(),
+    refused(/^context "prod": cannot read the kubeconfig's certificate-authority file \S+gone\/ca\.crt of cluster "prod-cluster": no such file$/),
+  );
+});
+
+test('a client-key file that is not there is named with its user', async (t) => {
+  await assert.rejects(
+    api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: alice.pem').requestOptions(),
+    refused(/^context "prod": cannot read the kubeconfig's client-key file \S+alice\.pem of user "alice": no such file$/),
+  );
+});
+
+test('a client certificate with the key of another is refused before any connection, naming the user', async (t) => {
+  await assert.rejects(
+    api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: bob.key').requestOptions(),
+    refused(/^context "prod": the client certificate and client key of user "alice" do not match/),
+  );
+});
+
+test('a matching pair passes', async (t) => {
+  const opts = await api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: alice.key').requestOptions();
+  assert.equal(String(opts.cert), alice.certPem);
+});
