@@ -10,7 +10,7 @@
 // it every request of the proxy. We never have a terminal for it (exec-info.ts sends
 // interactive: false), so, as client-go does for a non-interactive plugin (exec.go: cmd.Stdin is
 // set only when interactive), its stdin is the null device: a read sees end-of-file at once.
-import { spawn, type SpawnOptions } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import type { KubeConfig } from '@kubernetes/client-node';
 
 interface ExecAuthLike {
@@ -40,18 +40,23 @@ export function execAuthOf(kc: KubeConfig): ExecAuthLike | undefined {
 export function runExecPluginsWithoutStdin(
   kc: KubeConfig,
   stderr: NodeJS.WritableStream | undefined = process.stderr.isTTY ? process.stderr : undefined,
+  answerMs = PLUGIN_ANSWER_MS,
 ): void {
   const auth = execAuthOf(kc);
   if (!auth) return;
   auth.tokenCache = keptUntilRefused();
+  let started: ChildProcess | undefined;
   auth.execFn = (command: string, args: string[] | undefined, opts: SpawnOptions) => {
     const child = spawn(command, args ?? [], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
     if (stderr) child.stderr?.on('data', (chunk: Buffer) => stderr.write(chunk));
-    return child;
+    return (started = child);
   };
   const getCredential = auth.getCredential.bind(auth);
   auth.getCredential = async (user: ExecUser) => {
-    const credential = await getCredential(user).catch((err: unknown) => {
+    started = undefined;
+    const run = getCredential(user);
+    // ExecAuth spawns before its first await: `started` is this run's plugin, if it started one.
+    const credential = await withinAnswerTime(run, started, answerMs, user).catch((err: unknown) => {
       throw notRunnable(err, user) ?? err;
     });
     const problem = user.exec ? credentialProblem(credential) : undefined;
@@ -59,6 +64,35 @@ export function runExecPluginsWithoutStdin(
     auth.tokenCache[user.name] = null;
     throw new Error(`the exec credential plugin of user "${user.name}" ${problem}; run it by hand to see its output`);
   };
+}
+
+/**
+ * How long a plugin may take to answer. client-go waits for ever, and with it every request of
+ * the proxy: a plugin stuck on a prompt nobody sees (a daemon's) or a dead network left the route
+ * silent for good. Longer than interactive logins wait for the user (kubelogin: 3 min).
+ */
+const PLUGIN_ANSWER_MS = 5 * 60_000;
+
+/** `run`, or a failure naming the plugin once `child` has not answered within `ms` (it is then killed). */
+function withinAnswerTime<T>(run: Promise<T>, child: ChildProcess | undefined, ms: number, user: ExecUser): Promise<T> {
+  if (!child) return run;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      run.catch(() => undefined);
+      child.kill();
+      // A process the plugin started may hold its pipes open past its own end.
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      reject(
+        new Error(
+          `the exec credential plugin "${user.exec?.command}" of user "${user.name}" gave no answer within ${ms / 1000} s; run it by hand to see what it waits for`,
+        ),
+      );
+    }, ms);
+    timer.unref();
+  });
+  return Promise.race([run, late]).finally(() => clearTimeout(timer));
 }
 
 /**

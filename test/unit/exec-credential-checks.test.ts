@@ -5,18 +5,19 @@
 // with the kubeconfig's installHint, as kubectl prints it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, CredentialError } from '../../src/cluster/api.js';
+import { runExecPluginsWithoutStdin } from '../../src/cluster/exec-credential.js';
 
-function setup(t: { after(fn: () => void): void }, status: unknown, execExtra = '', command = './plugin.sh'): ApiConnection {
+function setup(t: { after(fn: () => void): void }, status: unknown, execExtra = '', command = './plugin.sh', script?: string): ApiConnection {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-exec-checks-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const plugin = path.join(dir, 'plugin.sh');
   const credential = { apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', ...(status === undefined ? {} : { status }) };
-  writeFileSync(plugin, `#!/bin/sh\necho '${JSON.stringify(credential)}'\n`);
+  writeFileSync(plugin, script ?? `#!/bin/sh\necho '${JSON.stringify(credential)}'\n`);
   chmodSync(plugin, 0o755);
   const file = path.join(dir, 'config');
   writeFileSync(
@@ -31,7 +32,9 @@ function setup(t: { after(fn: () => void): void }, status: unknown, execExtra = 
       '',
     ].join('\n'),
   );
-  return new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} });
+  const { kc } = loadKubeConfig({ kubeconfig: file });
+  runExecPluginsWithoutStdin(kc, undefined, 500);
+  return new ApiConnection(kc, { env: {} });
 }
 
 const refused = (pattern: RegExp) => (err: unknown) => {
@@ -61,4 +64,18 @@ test('a token or a certificate and key pass', async (t) => {
 test('a plugin that is not installed is named, with its installHint', async (t) => {
   const api = setup(t, {}, ', installHint: "install it with:\\n  brew install sso-login"', 'proxyout-no-such-plugin');
   await assert.rejects(api.requestOptions(), refused(/plugin "proxyout-no-such-plugin" of user "sso" was not found: install it with: brew install sso-login/));
+});
+
+test('a plugin that gives no answer fails naming it, and is killed, rather than holding every request for ever', async (t) => {
+  // The shell waits for a child that holds its stdout open: killing the shell alone closes nothing.
+  const script = '#!/bin/sh\ncd "$(dirname "$0")"\nsleep 30 & echo $! > child\necho $$ > pid\nwait\n';
+  const api = setup(t, {}, '', './plugin.sh', script);
+  const dir = path.dirname((api as unknown as { kc: { getCurrentUser(): { exec: { command: string } } } }).kc.getCurrentUser().exec.command);
+  const started = Date.now();
+  await assert.rejects(api.requestOptions(), refused(/plugin "\S+plugin\.sh" of user "sso" gave no answer within 0\.5 s/));
+  assert.ok(Date.now() - started < 5_000);
+  const [shell, child] = ['pid', 'child'].map((f) => Number(readFileSync(path.join(dir, f), 'utf8')));
+  process.kill(child!, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 100));
+  assert.throws(() => process.kill(shell!, 0), /ESRCH/, 'the plugin was killed');
 });
