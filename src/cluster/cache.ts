@@ -196,7 +196,14 @@ export class ClusterCache {
    */
   async ensureNamespace(namespace: string): Promise<void> {
     if (this.clusterWide) return;
-    await this.onDemand.ensure(namespace);
+    try {
+      await this.onDemand.ensure(namespace);
+    } catch (err) {
+      // The 401 made the API connection drop the credential (a token rotated or revoked, an exec
+      // plugin's): one more attempt runs with a fresh one, as a tunnel's does, not the client's.
+      if (!(err instanceof ApiStatusError && err.statusCode === 401)) throw err;
+      await this.onDemand.ensure(namespace);
+    }
   }
 
   /** A request resolved to a pod in this namespace: keep watching it while it is used. */

@@ -12,6 +12,8 @@ import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { runExecPluginsWithoutStdin } from '../../src/cluster/exec-credential.js';
 import { Writable } from 'node:stream';
 import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
+import { ClusterCache } from '../../src/cluster/cache.js';
+import { createLogger } from '../../src/core/log.js';
 
 let sim: SimCluster;
 let dir: string;
@@ -145,4 +147,25 @@ test('a plugin that prints a raw token instead of an ExecCredential: the error s
     assert.match(err.message, /exec credential plugin printed something that is not an ExecCredential JSON object/);
     return true;
   });
+});
+
+test('a namespace first looked up after the credential was revoked is watched with a fresh one, not refused with 401', async () => {
+  // Namespace-scoped rights: the cache watches namespaces on demand, each with a new list.
+  const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('on-demand', printsToken);
+  const scoped = { namespaces: ['default', 'kube-system'] };
+  const first = sim.issueToken(scoped);
+  await writeFile(tokenFile, first);
+  const cache = new ClusterCache(new ApiConnection(loadKubeConfig({ kubeconfig }).kc), createLogger('silent'), 'default');
+  try {
+    await cache.start();
+    assert.equal(cache.status().scope, 'namespaces');
+    // The token is revoked (expired, rotated); the plugin has a new one for its next run.
+    sim.revokeToken(first);
+    await writeFile(tokenFile, sim.issueToken(scoped));
+    await cache.ensureNamespace('kube-system');
+    assert.ok(cache.status().namespaces.includes('kube-system'));
+    assert.equal(await runCount(runs), 2);
+  } finally {
+    await cache.stop();
+  }
 });
