@@ -6,7 +6,7 @@
 import type { Logger } from '../core/log.js';
 import { OverloadedError } from '../core/errors.js';
 import { TokenBucket } from '../core/token-bucket.js';
-import type { ApiConnection } from './api.js';
+import { ApiStatusError, type ApiConnection } from './api.js';
 import { getObject, listPage } from './list-watch.js';
 import { slimPod, type SlimPod } from './slim.js';
 import { preferredPod } from './index.js';
@@ -120,7 +120,14 @@ export class PodLookup {
     if (hit && hit.until > now) return Promise.resolve(hit.pod);
     if (!this.bucket.take()) return Promise.reject(this.overBudget(now));
     const entry: Entry = { until: 0, pod: hit?.pod };
-    entry.pending = fetch(AbortSignal.timeout(this.limits.timeoutMs)).then(
+    const signal = AbortSignal.timeout(this.limits.timeoutMs);
+    // A 401 made the API connection drop the credential (a token rotated or revoked): once more
+    // with a fresh one, as a new tunnel does, rather than failing the client's request.
+    const lookup = fetch(signal).catch((err: unknown) => {
+      if (err instanceof ApiStatusError && err.statusCode === 401) return fetch(signal);
+      throw err;
+    });
+    entry.pending = lookup.then(
       (pod) => {
         entry.pending = undefined;
         const before = entry.pod;

@@ -13,6 +13,7 @@ import { runExecPluginsWithoutStdin } from '../../src/cluster/exec-credential.js
 import { Writable } from 'node:stream';
 import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
 import { ClusterCache } from '../../src/cluster/cache.js';
+import { PodLookup } from '../../src/cluster/pod-lookup.js';
 import { createLogger } from '../../src/core/log.js';
 
 let sim: SimCluster;
@@ -168,4 +169,17 @@ test('a namespace first looked up after the credential was revoked is watched wi
   } finally {
     await cache.stop();
   }
+});
+
+test('a pod look-up made after the credential was revoked asks again with a fresh one, not failing with 401', async () => {
+  const { kubeconfig, tokenFile, runs } = await pluginKubeconfig('pod-lookup', printsToken);
+  const first = sim.issueToken();
+  await writeFile(tokenFile, first);
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc);
+  await api.getJson('/api');
+  sim.revokeToken(first);
+  await writeFile(tokenFile, sim.issueToken());
+  // A Pod IP or pod name without pods watched: one look-up, answered (none there), not Unauthorized.
+  assert.equal(await new PodLookup(api, createLogger('silent'), () => undefined).byName('default', 'no-such-pod'), undefined);
+  assert.equal(await runCount(runs), 2);
 });
