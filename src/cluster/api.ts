@@ -182,6 +182,18 @@ export class ApiConnection {
     return Object.assign(wrapped, { code: err.code });
   }
 
+  /**
+   * After a 401 to a request made with `refused`: the credential worked out anew, or undefined when
+   * it is the same (a static token, a plugin handing out the refused token again), which would be
+   * refused too. So a stream need not fail once because a token was rotated or revoked.
+   */
+  async renewedAfter401(refused: ApiRequestOptions): Promise<ApiRequestOptions | undefined> {
+    if (this.cached?.options === refused) this.invalidate();
+    const fresh = await this.requestOptions();
+    const same = (k: 'cert' | 'key') => String(fresh[k] ?? '') === String(refused[k] ?? '');
+    return fresh.headers.Authorization === refused.headers.Authorization && same('cert') && same('key') ? undefined : fresh;
+  }
+
   /** Drop cached credentials (after a 401, so an exec plugin or token file is asked again). */
   invalidate(): void {
     this.cached = undefined;

@@ -207,7 +207,11 @@ export class SpdyTransport implements Transport {
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward`;
     entry.ready = (async () => {
       const conn = await this.api.requestOptions();
-      const ws = await dialTunnel(this.api.url(path, 'ws'), conn, this.options.connectTimeoutMs);
+      const ws = await dialTunnel(this.api.url(path, 'ws'), conn, this.options.connectTimeoutMs).catch(async (err: unknown) => {
+        const fresh = err instanceof TunnelRefusal && err.status === 401 ? await this.api.renewedAfter401(conn) : undefined;
+        if (!fresh) throw err;
+        return dialTunnel(this.api.url(path, 'ws'), fresh, this.options.connectTimeoutMs);
+      });
       const tunnel = new PodTunnel(ws, {
         keepalive: this.options.keepalive,
         onUnanswered: (silentMs) => {

@@ -7,7 +7,7 @@ import type { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import type { Logger } from '../core/log.js';
 import { HostUnreachableError, UpstreamApiError, type ProxyError } from '../core/errors.js';
-import { statusMessage, type ApiConnection } from '../cluster/api.js';
+import { statusMessage, type ApiConnection, type ApiRequestOptions } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
 import { PodStream, upgradeForbidden, where } from './pod-stream.js';
@@ -46,6 +46,20 @@ export class WebSocketV4Transport implements Transport {
 
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
     const conn = await this.api.requestOptions();
+    let refused = false;
+    try {
+      return await this.openWith(conn, target, options, () => {
+        refused = true;
+        this.api.invalidate();
+      });
+    } catch (err) {
+      const fresh = refused && !options.signal.aborted ? await this.api.renewedAfter401(conn) : undefined;
+      if (!fresh) throw err;
+      return this.openWith(fresh, target, options, () => this.api.invalidate());
+    }
+  }
+
+  private async openWith(conn: ApiRequestOptions, target: PodPort, options: OpenOptions, onUnauthorized: () => void): Promise<Duplex> {
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward?ports=${target.port}`;
     const url = this.api.url(path, 'ws');
     // Pings are answered by PongPacer (one pong in flight, pong-pacer.ts), not ws's one per ping.
@@ -54,7 +68,7 @@ export class WebSocketV4Transport implements Transport {
     this.live.add(ws);
     ws.once('close', () => this.live.delete(ws));
     const stream = new PortForwardStream(ws, target, this.log);
-    const opened = await stream.open(options, () => this.api.invalidate());
+    const opened = await stream.open(options, onUnauthorized);
     stream.keepAlive(this.keepalive, this.onDeadTunnel);
     return opened;
   }
