@@ -74,7 +74,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
     );
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
-  if (!kc.getCurrentUser()) throw new StartupError(`context "${context}" names user "${ctx.user}", which the kubeconfig does not define`);
+  if (!kc.getCurrentUser()) throw new StartupError(undefinedUser(context, ctx.user));
   const namespace = opts.namespace || ctx.namespace || 'default';
   addExecInfo(kc);
   runExecPluginsWithoutStdin(kc);
@@ -121,6 +121,12 @@ function oidcStoreOf(raw: { user: Record<string, unknown>; file: string } | unde
 function tokenFileOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
   const value = raw?.user.tokenFile ?? raw?.user['token-file'];
   return raw && typeof value === 'string' && value ? path.resolve(path.dirname(raw.file), value) : undefined;
+}
+
+/** A context's user the kubeconfig lacks, or none named at all (client-node insists on a cluster only). */
+function undefinedUser(context: string, name: string | undefined): string {
+  if (!name) return `context "${context}" names no user: set one with kubectl config set-context ${context} --user=NAME`;
+  return `context "${context}" names user "${name}", which the kubeconfig does not define`;
 }
 
 /** client-node invents a "loaded-context" at http://localhost:8080 when it finds nothing at all. */

@@ -113,3 +113,12 @@ test('a current-context that names no context is told apart from none, as kubect
   const none = file('none', kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't' }));
   assert.throws(() => load(none), /the kubeconfig has no current context: pass --context/);
 });
+
+test('a context that names no user says so, not user "undefined"', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  assert.throws(
+    () => load(file('no-user', text.replace(', user: u}', '}'))),
+    /: context "prod" names no user: set one with kubectl config set-context prod --user=NAME$/,
+  );
+});
