@@ -68,3 +68,13 @@ export function withImpersonation(kc: KubeConfig, imp: Impersonation | undefined
   };
   return scoped;
 }
+
+/**
+ * A 403 about the kubeconfig user's `as` / `as-groups` (the API server: "cannot impersonate …"),
+ * not about what was asked: more rights on services or another namespace would not help.
+ */
+export function refusesImpersonation(message: string): boolean {
+  return /cannot impersonate/.test(message);
+}
+
+export const IMPERSONATION_FIX = 'ask for the impersonate verb on the users and groups its `as`/`as-groups` name, or remove `as` from the kubeconfig user';

@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, CredentialError, statusMessage } from '../cluster/api.js';
+import { IMPERSONATION_FIX, refusesImpersonation } from '../cluster/impersonation.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { errorMessage } from '../core/errors.js';
 import { shellQuote } from '../proxy/client-env.js';
@@ -93,7 +94,8 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
 
 function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { detail: string; problem?: string } {
   const user = l.kc.getCurrentUser()!;
-  const where = `context ${l.context} (namespace ${l.namespace}), user ${user.name}`;
+  const as = user.impersonateUser ? ` as ${user.impersonateUser}` : '';
+  const where = `context ${l.context} (namespace ${l.namespace}), user ${user.name}${as}`;
   if (user.exec) {
     const command = String((user.exec as { command?: string }).command ?? '');
     const found = command ? findExecutable(command, env) : undefined;
@@ -135,6 +137,8 @@ function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig, c
     return `user ${loaded.kc.getCurrentUser()!.name} has no credentials now, the network is not at fault: do what the message says (log in again, renew the token), then check with \`${check}\``;
   if (err instanceof ApiStatusError && err.statusCode === 401)
     return `the API server rejects these credentials: log in again or renew the token (try \`${check}\`)`;
+  if (err instanceof ApiStatusError && err.statusCode === 403 && refusesImpersonation(err.message))
+    return `the credentials are valid but user ${loaded.kc.getCurrentUser()!.name} may not impersonate whom it names: ${IMPERSONATION_FIX}`;
   if (err instanceof ApiStatusError && err.statusCode === 403)
     return 'the credentials are valid but may not read /version: ask for the system:public-info-viewer role';
   if (err instanceof ApiStatusError) return `the API server answered with an error: see the message, and try \`${check}\``;

@@ -80,6 +80,9 @@ before(async () => {
   }
   // The namespace-limited user (admin in shop only) in a context whose namespace is another.
   doc.contexts.push({ name: 'limited-elsewhere', context: { cluster: clusterName, user: 'limited', namespace: 'default' } });
+  // The namespace-limited user impersonating someone, which it may not.
+  doc.users.push({ name: 'limited-as', user: { token: cluster.tokens.limited, as: 'alice' } });
+  doc.contexts.push({ name: 'limited-as', context: { cluster: clusterName, user: 'limited-as', namespace: 'shop' } });
   kubeconfig = path.join(cluster.dir, 'kubeconfig-rbac');
   await writeFile(kubeconfig, yaml.dump(doc), { mode: 0o600 });
 });
@@ -202,5 +205,21 @@ describe('real cluster: users with part of the rights', { skip }, () => {
     } finally {
       await proxy.stop();
     }
+  });
+
+  test('a user whose `as` is refused: start and doctor blame the impersonation, not list/watch rights', async () => {
+    const r = await runCli(['--kubeconfig', kubeconfig, '--context', 'limited-as', '--listen-socks', '127.0.0.1:0']);
+    assert.equal(r.code, 1);
+    const lines = r.stderr.split('\n').filter((l) => l && !l.startsWith('{'));
+    assert.equal(lines.length, 1, r.stderr);
+    assert.match(
+      lines[0]!,
+      /^Error: context "limited-as" may not impersonate whom its kubeconfig user names: .*User "proxyout-limited" cannot impersonate.*; ask for the impersonate verb on the users and groups its `as`\/`as-groups` name, or remove `as` from the kubeconfig user$/,
+    );
+    const doctor = await runDoctor(['--kubeconfig', kubeconfig, '--context', 'limited-as'], path.join(cluster!.dir, 'doctor-limited-as'));
+    assert.match(doctor.get('kubeconfig').detail, /user limited-as as alice,/);
+    const api = doctor.get('api-server');
+    assert.equal(api.status, 'fail');
+    assert.match(api.fix ?? '', /user limited-as may not impersonate whom it names: ask for the impersonate verb/);
   });
 });

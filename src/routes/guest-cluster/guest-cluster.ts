@@ -9,6 +9,7 @@ import { StartupError, errorMessage } from '../../core/errors.js';
 import { loadKubeConfig, type LoadedKubeConfig } from '../../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, CredentialError } from '../../cluster/api.js';
 import type { EgressOptions } from '../../cluster/egress-proxy.js';
+import { IMPERSONATION_FIX, refusesImpersonation } from '../../cluster/impersonation.js';
 import { ClusterCache } from '../../cluster/cache.js';
 import type { CacheStatus } from '../../cluster/cache-status.js';
 import { SyncHeadway } from '../../cluster/sync-progress.js';
@@ -250,6 +251,8 @@ export async function syncCache(cache: ClusterCache, server: string, o: { stallM
 function notAllowedToWatch(namespace: string, reason: string, context: string | undefined): string {
   const who = context === undefined ? '' : `context "${context}" `;
   const doctor = `kubectl proxyout doctor${context === undefined ? '' : ` --context ${/^[\w.:@/-]+$/.test(context) ? context : JSON.stringify(context)}`}`;
+  // The kubeconfig user's `as:` is what is refused, not list/watch: another namespace would not help.
+  if (refusesImpersonation(reason)) return `${who}may not impersonate whom its kubeconfig user names: ${reason}; ${IMPERSONATION_FIX}`;
   return (
     `${who}may not watch Services and EndpointSlices cluster-wide nor in namespace "${namespace}": ${reason}; ` +
     `use a namespace it may read (the context's namespace, or -n) or ask for list/watch on services and endpointslices there (\`${doctor}\` lists what is missing)`
