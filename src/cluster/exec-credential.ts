@@ -22,7 +22,20 @@ interface ExecAuthLike {
 interface ExecUser {
   name: string;
   exec?: { command?: string; installHint?: string };
+  token?: string;
+  username?: string;
+  certData?: string;
+  certFile?: string;
+  keyData?: string;
+  keyFile?: string;
 }
+
+/**
+ * The user carries a token, a password or a client certificate and key besides `exec`: client-go
+ * then never runs the plugin (exec.go UpdateTransportConfig); client-node ran it, and a plugin
+ * that failed (not installed here, a lapsed login) failed credentials kubectl sends as they are.
+ */
+const hasOtherAuth = (u: ExecUser): boolean => !!(u.token || u.username || ((u.certData || u.certFile) && (u.keyData || u.keyFile)));
 
 /** The KubeConfig's exec authenticator (shared by every KubeConfig made from it with Object.create). */
 export function execAuthOf(kc: KubeConfig): ExecAuthLike | undefined {
@@ -53,6 +66,7 @@ export function runExecPluginsWithoutStdin(
   };
   const getCredential = auth.getCredential.bind(auth);
   auth.getCredential = async (user: ExecUser) => {
+    if (hasOtherAuth(user)) return null;
     started = undefined;
     const run = getCredential(user);
     // ExecAuth spawns before its first await: `started` is this run's plugin, if it started one.

@@ -96,7 +96,9 @@ function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { 
   const user = l.kc.getCurrentUser()!;
   const as = user.impersonateUser ? ` as ${user.impersonateUser}` : '';
   const where = `context ${l.context} (namespace ${l.namespace}), user ${user.name}${as}`;
-  if (user.exec) {
+  // A token, password or client certificate beside `exec` is sent as it is: the plugin never runs (as in kubectl).
+  const otherAuth = !!(l.tokenFile || user.token || user.username || ((user.certData || user.certFile) && (user.keyData || user.keyFile)));
+  if (user.exec && !otherAuth) {
     const command = String((user.exec as { command?: string }).command ?? '');
     const found = command ? findExecutable(command, env) : undefined;
     if (!found)

@@ -177,6 +177,18 @@ test('an exec plugin that is not on PATH: kubeconfig fails naming it', async () 
   assert.match(kc.fix ?? '', /put it on PATH/);
 });
 
+test('a token beside an exec plugin that is not installed: the token is what is sent, so nothing fails (as kubectl)', async () => {
+  const token = cluster.sim.issueToken();
+  const yaml = cluster.sim
+    .kubeconfigYaml({ auth: 'exec' })
+    .replace(/( +)exec:/, `$1token: ${token}\n$1exec:`)
+    .replace(/command: .*/, 'command: proxyout-no-such-credential-plugin');
+  assert.match(yaml, /token: sim-/);
+  const r = await doctor(await kubeconfigWith('token-and-exec', yaml));
+  assert.equal(r.code, 0, r.stdout);
+  assert.match(r.get('kubeconfig').detail, /auth: bearer token$/);
+});
+
 test('an exec plugin that fails (an SSO session expired): api-server fails with its words and a log-in fix, not a network one', async () => {
   const plugin = path.join(cluster.dir, 'expired-sso.sh');
   await writeFile(plugin, '#!/bin/sh\necho "error: SSO session expired; run: aws sso login --profile dev" >&2\nexit 1\n', { mode: 0o755 });

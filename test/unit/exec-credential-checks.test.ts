@@ -12,7 +12,16 @@ import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, CredentialError } from '../../src/cluster/api.js';
 import { runExecPluginsWithoutStdin } from '../../src/cluster/exec-credential.js';
 
-function setup(t: { after(fn: () => void): void }, status: unknown, execExtra = '', command = './plugin.sh', script?: string): ApiConnection {
+interface Setup {
+  execExtra?: string;
+  command?: string;
+  script?: string;
+  /** More of the user entry, beside `exec`. */
+  userExtra?: string;
+}
+
+function setup(t: { after(fn: () => void): void }, status: unknown, o: Setup = {}): ApiConnection {
+  const { execExtra = '', command = './plugin.sh', script, userExtra = '' } = o;
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-exec-checks-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const plugin = path.join(dir, 'plugin.sh');
@@ -26,7 +35,7 @@ function setup(t: { after(fn: () => void): void }, status: unknown, execExtra = 
       'apiVersion: v1',
       'kind: Config',
       'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
-      `users: [{name: sso, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ${command}${execExtra}}}}]`,
+      `users: [{name: sso, user: {${userExtra}exec: {apiVersion: client.authentication.k8s.io/v1, command: ${command}${execExtra}}}}]`,
       'contexts: [{name: prod, context: {cluster: c, user: sso}}]',
       'current-context: prod',
       '',
@@ -62,14 +71,14 @@ test('a token or a certificate and key pass', async (t) => {
 });
 
 test('a plugin that is not installed is named, with its installHint', async (t) => {
-  const api = setup(t, {}, ', installHint: "install it with:\\n  brew install sso-login"', 'proxyout-no-such-plugin');
+  const api = setup(t, {}, { execExtra: ', installHint: "install it with:\\n  brew install sso-login"', command: 'proxyout-no-such-plugin' });
   await assert.rejects(api.requestOptions(), refused(/plugin "proxyout-no-such-plugin" of user "sso" was not found: install it with: brew install sso-login/));
 });
 
 test('a plugin that gives no answer fails naming it, and is killed, rather than holding every request for ever', async (t) => {
   // The shell waits for a child that holds its stdout open: killing the shell alone closes nothing.
   const script = '#!/bin/sh\ncd "$(dirname "$0")"\nsleep 30 & echo $! > child\necho $$ > pid\nwait\n';
-  const api = setup(t, {}, '', './plugin.sh', script);
+  const api = setup(t, {}, { script });
   const dir = path.dirname((api as unknown as { kc: { getCurrentUser(): { exec: { command: string } } } }).kc.getCurrentUser().exec.command);
   const started = Date.now();
   await assert.rejects(api.requestOptions(), refused(/plugin "\S+plugin\.sh" of user "sso" gave no answer within 0\.5 s/));
@@ -78,4 +87,12 @@ test('a plugin that gives no answer fails naming it, and is killed, rather than 
   process.kill(child!, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 100));
   assert.throws(() => process.kill(shell!, 0), /ESRCH/, 'the plugin was killed');
+});
+
+test('a token or a client certificate beside exec is sent as it is, the plugin never run, as kubectl does', async (t) => {
+  const failing = "#!/bin/sh\necho 'error: SSO session expired' >&2\nexit 1\n";
+  const withToken = await setup(t, {}, { script: failing, userExtra: 'token: static-token, ' }).requestOptions();
+  assert.equal(withToken.headers.Authorization, 'Bearer static-token');
+  // Only a certificate with its key counts: a certificate alone still asks the plugin.
+  await assert.rejects(setup(t, {}, { script: failing, userExtra: 'client-certificate-data: eA==, ' }).requestOptions(), refused(/SSO session expired/));
 });
