@@ -68,6 +68,25 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
   };
 }
 
+/**
+ * What a context's connection is made from — its context, cluster and user entries as the merged
+ * kubeconfig has them now — as one string: a reload compares it to keep a route whose kubeconfig
+ * did not change, and to make anew one whose server or credentials were edited. The OIDC tokens
+ * the proxy itself writes back are left out. A kubeconfig that does not load gives its error.
+ */
+export function contextFingerprint(explicit: string | undefined, context: string): string {
+  try {
+    const merged = mergeKubeconfigFiles(kubeconfigFiles(explicit));
+    const ctx = merged.contexts.find((c) => c.name === context);
+    const user = ctx && structuredClone(merged.rawUsers.get(ctx.user)?.user);
+    const oidc = (user?.['auth-provider'] as { config?: Obj } | undefined)?.config;
+    if (oidc) (delete oidc['id-token'], delete oidc['refresh-token']);
+    return JSON.stringify({ ctx, cluster: ctx && merged.clusters.find((c) => c.name === ctx.cluster), user });
+  } catch (err) {
+    return `unloadable: ${(err as Error).message}`;
+  }
+}
+
 /** Entries by name, the first kept; one without a name is kept for client-node to refuse. */
 class Entries {
   readonly all: Named[] = [];

@@ -19,6 +19,7 @@ import type { TableGeneration } from '../routing/router.js';
 import { ClusterRoute, type ClusterRouteSettings } from '../routes/cluster/route.js';
 import { KonnectivityRoute } from '../routes/konnectivity/route.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
+import { contextFingerprint } from '../cluster/kubeconfig-files.js';
 import { egressFor } from '../routes/guest-cluster/egress.js';
 
 export interface BuildSettings extends Omit<ClusterRouteSettings, 'kubeconfig' | 'namespace' | 'egress'> {
@@ -41,6 +42,8 @@ export interface BuiltTable extends TableGeneration {
   readonly retried: ReadonlySet<Route>;
   /** The routes made for this table (not the reused ones): start them, and close them if it is not taken. */
   readonly fresh: Route[];
+  /** Per route with a kubeconfig context: its entries as they were read (kept only while unchanged). */
+  readonly kubeconfigs: ReadonlyMap<string, string>;
 }
 
 export function buildTable(table: RoutingTable, settings: BuildSettings, log: Logger, reuse?: BuiltTable): BuiltTable {
@@ -48,6 +51,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
   const fresh: Route[] = [];
   const retried = new Set<Route>();
   const views = new Map<string, ClusterView>();
+  const kubeconfigs = new Map<string, string>();
   const extraCA = table.extraCA ? loadExtraCA(table.extraCA) : undefined;
   try {
     // Routes that carry others (`via`) first: a cluster route takes its carrier's dial.
@@ -59,7 +63,12 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       // A route that is failing (in error, or on a retry since) is made anew: a reload is how a
       // user says "try again with what is on disk now" (a fixed kubeconfig, a renewed CA file).
       const failing = previous !== undefined && isFailing(previous);
-      const kept = previous && !failing && sameCredentials(reuse!.settings, settings, spec.name) ? previous : undefined;
+      // The kubeconfig read again: a token, server or CA edited there is a changed route (kubectl
+      // would use the edit at once), though the table names the same context.
+      const kubeconfig = 'context' in spec ? contextFingerprint(settings.routeKubeconfigs?.[spec.name] ?? settings.kubeconfig, spec.context) : '';
+      kubeconfigs.set(spec.name, kubeconfig);
+      const unchanged = () => sameCredentials(reuse!.settings, settings, spec.name) && reuse!.kubeconfigs.get(spec.name) === kubeconfig;
+      const kept = previous && !failing && unchanged() ? previous : undefined;
       const egress = egressFor(extraCA, via);
       const route = kept ?? buildRoute(spec, table, { ...settings, egress }, log);
       if (!kept) fresh.push(route);
@@ -69,7 +78,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
     }
     // The table's order stays (it decides nothing but is how status lists the routes).
     const ordered = new Map(table.routes.map((r) => [r.name, routes.get(r.name)!]));
-    return { table, settings, routes: ordered, fresh, retried, matcher: new RouteMatcher(table, views) };
+    return { table, settings, routes: ordered, fresh, retried, kubeconfigs, matcher: new RouteMatcher(table, views) };
   } catch (err) {
     for (const r of fresh) void r.close();
     throw err;
