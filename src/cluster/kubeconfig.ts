@@ -11,6 +11,7 @@ import { addExecInfo } from './exec-info.js';
 import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './kubeconfig-files.js';
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
+import { redact } from './egress-proxy.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -74,6 +75,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
     );
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
+  if (cluster.proxyUrl) checkProxyUrl(cluster.proxyUrl, cluster.name);
   if (!kc.getCurrentUser()) throw new StartupError(undefinedUser(context, ctx.user));
   const namespace = opts.namespace || ctx.namespace || 'default';
   addExecInfo(kc);
@@ -121,6 +123,24 @@ function oidcStoreOf(raw: { user: Record<string, unknown>; file: string } | unde
 function tokenFileOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
   const value = raw?.user.tokenFile ?? raw?.user['token-file'];
   return raw && typeof value === 'string' && value ? path.resolve(path.dirname(raw.file), value) : undefined;
+}
+
+/**
+ * kubectl refuses a proxy-url that is not http, https or socks5 (client-go clientcmd
+ * validation), naming it; client-node dialled something anyway ("ftp://h:1" went to h:1 as an HTTP
+ * proxy), which then read as "cannot reach the API server". socks5h, which kubectl spells socks5, passes.
+ */
+function checkProxyUrl(proxyUrl: string, cluster: string): void {
+  let scheme: string;
+  try {
+    scheme = new URL(proxyUrl).protocol.replace(/:$/, '');
+  } catch {
+    throw new StartupError(`invalid 'proxy-url' "${redact(proxyUrl)}" for cluster "${cluster}": not a URL`);
+  }
+  if (!['http', 'https', 'socks5', 'socks5h'].includes(scheme))
+    throw new StartupError(
+      `invalid 'proxy-url' "${redact(proxyUrl)}" for cluster "${cluster}": unsupported scheme "${scheme}", must be http, https, or socks5`,
+    );
 }
 
 /** A context's user the kubeconfig lacks, or none named at all (client-node insists on a cluster only). */

@@ -1,10 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadExtraCA, noProxyMatcher, proxyFromEnvironment, redact } from '../../src/cluster/egress-proxy.js';
 import { SimPki } from '../sim/pki.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 
 // Cases from golang.org/x/net/http/httpproxy proxy_test.go (TestUseProxy / useProxyTests).
 test('NO_PROXY as httpproxy reads it: domains and their subdomains, .suffixes, *.suffixes, host:port', () => {
@@ -82,4 +83,31 @@ test('loadExtraCA: PEM certificates only, each one must parse', () => {
   writeFileSync(broken, '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
   assert.throws(() => loadExtraCA(broken), /does not parse/);
   assert.throws(() => loadExtraCA(path.join(dir, 'missing.pem')), /cannot read the extra CA bundle .*ENOENT/);
+});
+
+test('a kubeconfig proxy-url kubectl refuses is refused at load, naming the cluster and no password', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-proxy-url-'));
+  const load = (proxyUrl: string) => {
+    const file = path.join(dir, 'config');
+    writeFileSync(
+      file,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters: [{name: prod-cluster, cluster: {server: "https://10.0.0.1:6443", proxy-url: "${proxyUrl}"}}]`,
+        'users: [{name: u, user: {token: t}}]',
+        'contexts: [{name: prod, context: {cluster: prod-cluster, user: u}}]',
+        'current-context: prod',
+        '',
+      ].join('\n'),
+    );
+    return () => loadKubeConfig({ kubeconfig: file });
+  };
+  assert.throws(
+    load('ftp://bob:s3cret@proxy.corp:2121'),
+    /^StartupError: invalid 'proxy-url' "ftp:\/\/proxy\.corp:2121" for cluster "prod-cluster": unsupported scheme "ftp", must be http, https, or socks5$/,
+  );
+  assert.throws(load('socks4://proxy.corp:1080'), /unsupported scheme "socks4"/);
+  for (const ok of ['http://proxy.corp:3128', 'https://proxy.corp:3128', 'socks5://proxy.corp:1080', 'socks5h://proxy.corp:1080']) load(ok)();
+  rmSync(dir, { recursive: true, force: true });
 });
