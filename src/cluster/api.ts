@@ -146,6 +146,11 @@ export class ApiConnection {
     return valid <= 0 ? EXPIRED_OPTIONS_TTL_MS : Math.min(valid, OPTIONS_TTL_MS);
   }
 
+  /** The kubeconfig user whose credentials these are, for messages. */
+  get userName(): string | undefined {
+    return this.kc.getCurrentUser()?.name;
+  }
+
   /** While credentials fail: the message (the plugin's first line) and since when (ms since the epoch). */
   get credentialProblem(): { message: string; since: number } | undefined {
     const f = this.credentialFailure;

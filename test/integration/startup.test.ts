@@ -77,7 +77,8 @@ describe('fails fast with one clear line and a non-zero exit', () => {
     await writeFile(file, cluster.sim.kubeconfigYaml({ token: 'not-a-valid-token' }), { mode: 0o600 });
     const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
     assert.notEqual(r.code, 0);
-    assertOneLineError(r.stderr, /rejected the credentials/);
+    // Whose credentials, and what to do about them.
+    assertOneLineError(r.stderr, /rejected the credentials of context "[^"]+" \(user "[^"]+"\) \(401 Unauthorized\): log in again or renew the token/);
   });
 });
 

@@ -204,12 +204,19 @@ export async function probeApi(api: ApiConnection, context: string, server: stri
   } catch (err) {
     if (err instanceof CredentialError) throw new StartupError(err.message, { cause: err });
     if (err instanceof ApiStatusError) {
-      if (err.statusCode === 401) throw new StartupError(`the API server ${server} rejected the credentials of context "${context}" (401 Unauthorized)`);
+      if (err.statusCode === 401) throw new StartupError(unauthorized(api, context, server));
       if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery
       throw new StartupError(`the API server ${server} answered ${err.statusCode}: ${err.message}`);
     }
     throw new StartupError(`cannot reach the API server ${server} (context "${context}"): ${errorMessage(err)}`, { cause: err });
   }
+}
+
+/** A 401 at start: whose credentials, and what kubectl would need too (they fail there alike). */
+function unauthorized(api: ApiConnection, context: string, server: string): string {
+  const user = api.userName;
+  const whose = user === undefined ? '' : ` (user "${user}")`;
+  return `the API server ${server} rejected the credentials of context "${context}"${whose} (401 Unauthorized): log in again or renew the token (kubectl with this context is refused alike)`;
 }
 
 /**
