@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import https from 'node:https';
 import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -79,6 +80,8 @@ export class ApiConnection {
   egress?: Egress;
   /** The last computation of credentials failed: its error, held until `until`, failing since `since`. */
   private credentialFailure?: { error: CredentialError; until: number; holdMs: number; since: number };
+  /** The API server answered 401 to this credential (a digest), and nothing took it since. */
+  private refused?: { credential: string; since: number };
 
   constructor(
     private readonly kc: KubeConfig,
@@ -151,10 +154,23 @@ export class ApiConnection {
     return this.kc.getCurrentUser()?.name;
   }
 
-  /** While credentials fail: the message (the plugin's first line) and since when (ms since the epoch). */
-  get credentialProblem(): { message: string; since: number } | undefined {
+  /**
+   * While credentials fail: the message (the plugin's first line) and since when (ms since the
+   * epoch); `refused` when they could be had but the API server refuses them (401) — a static
+   * token revoked or expired — which the next request may still find taken.
+   */
+  get credentialProblem(): { message: string; since: number; refused?: true } | undefined {
     const f = this.credentialFailure;
-    return f && { message: f.error.message, since: f.since };
+    if (f) return { message: f.error.message, since: f.since };
+    const r = this.refused;
+    if (!r || !this.cached || credentialDigest(this.cached.options) !== r.credential) return undefined;
+    const message = `the API server refuses the credentials of context "${this.kc.getCurrentContext()}" (user "${this.userName}", 401 Unauthorized): log in again or renew the token`;
+    return { message, since: r.since, refused: true };
+  }
+
+  /** A request was answered, not with 401: the credential is taken (again). */
+  accepted(): void {
+    this.refused = undefined;
   }
 
   /** `whole`: the message says all (a kubeconfig file or key pair), not what a plugin printed. */
@@ -201,6 +217,11 @@ export class ApiConnection {
 
   /** Drop cached credentials (after a 401, so an exec plugin or token file is asked again). */
   invalidate(): void {
+    // Called for a 401: what was cached is what the server refused (a second 401 finds it gone).
+    if (this.cached) {
+      const credential = credentialDigest(this.cached.options);
+      if (this.refused?.credential !== credential) this.refused = { credential, since: Date.now() };
+    }
     this.cached = undefined;
     this.generation++;
     expireExecCredentials(this.kc);
@@ -231,6 +252,7 @@ export class ApiConnection {
           const text = Buffer.concat(chunks).toString('utf8');
           const status = res.statusCode ?? 0;
           if (status === 401) this.invalidate();
+          else if (status < 500) this.accepted();
           if (status < 200 || status >= 300) {
             reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`));
             return;
@@ -247,6 +269,13 @@ export class ApiConnection {
       req.end();
     });
   }
+}
+
+/** Which credential request options carry (bearer token, client certificate), as a digest. */
+function credentialDigest(o: ApiRequestOptions): string {
+  return createHash('sha256')
+    .update(`${String(o.headers.Authorization ?? '')}\0${String(o.cert ?? '')}`)
+    .digest('hex');
 }
 
 /** The message of a Kubernetes Status object, if the text is one; else its first line. */

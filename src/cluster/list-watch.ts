@@ -87,8 +87,9 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
     req.on('response', (res) => {
       clearTimeout(timer);
       const status = res.statusCode ?? 0;
-      if (status >= 200 && status < 300) return resolve(res);
       if (status === 401) api.invalidate();
+      else if (status < 500) api.accepted(); // past authentication: the credential is taken
+      if (status >= 200 && status < 300) return resolve(res);
       // The error's body gets the same bound as the headers: one that never ends must not hold
       // the caller (a watch whose own deadline starts only once it has its response) for ever.
       const bodyTimer = setTimeout(() => res.destroy(), headersTimeoutMs);

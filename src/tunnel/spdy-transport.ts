@@ -212,6 +212,7 @@ export class SpdyTransport implements Transport {
         if (!fresh) throw err;
         return dialTunnel(this.api.url(path, 'ws'), fresh, this.options.connectTimeoutMs);
       });
+      this.api.accepted();
       const tunnel = new PodTunnel(ws, {
         keepalive: this.options.keepalive,
         onUnanswered: (silentMs) => {

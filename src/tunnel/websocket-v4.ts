@@ -69,6 +69,7 @@ export class WebSocketV4Transport implements Transport {
     ws.once('close', () => this.live.delete(ws));
     const stream = new PortForwardStream(ws, target, this.log);
     const opened = await stream.open(options, onUnauthorized);
+    this.api.accepted();
     stream.keepAlive(this.keepalive, this.onDeadTunnel);
     return opened;
   }

@@ -95,3 +95,31 @@ for (const [name, make] of Object.entries(transports)) {
     }
   });
 }
+
+test('a static token the API server refuses is reported (route status: degraded, why) until a request is taken again', async () => {
+  const token = cluster.sim.issueToken();
+  const file = path.join(cluster.dir, 'static.kubeconfig');
+  await cluster.sim.writeKubeconfig(file, { token, context: 'static' });
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc);
+  const reported = () => api.credentialProblem;
+  await api.getJson('/api');
+  assert.equal(reported(), undefined);
+  cluster.sim.revokeToken(token);
+  const t = transports.spdy!(api);
+  try {
+    await assert.rejects(open(t), /401/);
+    await api.requestOptions();
+    const problem = reported();
+    assert.equal(problem?.refused, true);
+    assert.match(
+      problem.message,
+      /^the API server refuses the credentials of context "static" \(user "[^"]+", 401 Unauthorized\): log in again or renew the token$/,
+    );
+    // Taken again (the revocation undone): the problem is gone with the first answer.
+    cluster.sim.issueToken({ token });
+    (await open(t)).destroy();
+    assert.equal(reported(), undefined);
+  } finally {
+    await t.close();
+  }
+});

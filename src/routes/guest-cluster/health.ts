@@ -85,7 +85,8 @@ export class RouteHealth {
   private evaluate(): Degraded | undefined {
     // Credentials that cannot be had: no request can be sent; the plugin's own words say why.
     const credentials = this.api.credentialProblem;
-    if (credentials) return { reason: credentials.message, since: credentials.since, unreachable: true };
+    // Refused ones may be taken again (a revocation undone): streams still try, and tell when they are.
+    if (credentials) return { reason: credentials.message, since: credentials.since, unreachable: !credentials.refused };
     const reach = ApiReachability.of(this.api).last;
     if (reach && !reach.serving) {
       const what = reach.answered ? 'is not serving' : 'does not answer';
