@@ -75,6 +75,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
     );
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
+  checkServer(cluster.server, cluster.name);
   if (cluster.proxyUrl) checkProxyUrl(cluster.proxyUrl, cluster.name);
   if (!kc.getCurrentUser()) throw new StartupError(undefinedUser(context, ctx.user));
   const namespace = opts.namespace || ctx.namespace || 'default';
@@ -123,6 +124,24 @@ function oidcStoreOf(raw: { user: Record<string, unknown>; file: string } | unde
 function tokenFileOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
   const value = raw?.user.tokenFile ?? raw?.user['token-file'];
   return raw && typeof value === 'string' && value ? path.resolve(path.dirname(raw.file), value) : undefined;
+}
+
+/**
+ * A server written without its scheme ("10.0.0.1:6443") crashed the start with a bare "TypeError:
+ * Invalid URL" (kubectl takes it as http:// and is answered "Client sent an HTTP request to an
+ * HTTPS server"): say which cluster, and how to write it.
+ */
+function checkServer(server: string, cluster: string): void {
+  let scheme: string | undefined;
+  try {
+    scheme = new URL(server).protocol;
+  } catch {
+    /* no scheme, or not a URL at all */
+  }
+  if (scheme === 'https:' || scheme === 'http:') return;
+  throw new StartupError(
+    `cluster "${cluster}" has server "${server}", which is not an https:// (or http://) URL: write it whole, e.g. https://${server.replace(/^[a-z][\w+.-]*:\/\//i, '')}`,
+  );
 }
 
 /**

@@ -122,3 +122,12 @@ test('a context that names no user says so, not user "undefined"', (t) => {
     /: context "prod" names no user: set one with kubectl config set-context prod --user=NAME$/,
   );
 });
+
+test('a server without its scheme is refused naming the cluster, not crashed on as "Invalid URL"', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true }).replace('"https://cl.example:6443"', '"10.0.0.1:6443"');
+  assert.throws(
+    () => load(file('no-scheme', text)),
+    /: cluster "cl" has server "10\.0\.0\.1:6443", which is not an https:\/\/ \(or http:\/\/\) URL: write it whole, e\.g\. https:\/\/10\.0\.0\.1:6443$/,
+  );
+});
