@@ -5,7 +5,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { credentialValidForMs } from './token-source.js';
-import { clientPairProblem, unreadableFile } from './tls-material.js';
+import { caProblem, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
 import { monotonicMs } from '../core/clock.js';
 
@@ -118,8 +118,8 @@ export class ApiConnection {
       const unreadable = unreadableFile(this.kc, err);
       throw this.credentialsFailed(unreadable ? new Error(unreadable) : withoutPluginOutput(err), !!unreadable);
     }
-    const pair = clientPairProblem(this.kc, opts);
-    if (pair) throw this.credentialsFailed(new Error(pair), true);
+    const tls = caProblem(this.kc, opts) ?? clientPairProblem(this.kc, opts);
+    if (tls) throw this.credentialsFailed(new Error(tls), true);
     this.credentialFailure = undefined;
     this.egress = applyEgress(this.kc, opts, this.egressOptions);
     const headers: Record<string, string | string[]> = {};

@@ -37,6 +37,25 @@ export function clientPairProblem(kc: KubeConfig, opts: https.RequestOptions): s
   return fits ? undefined : `the client certificate and client key of ${user} do not match: give the key that belongs to the certificate`;
 }
 
+/**
+ * The cluster's CA must hold PEM certificates: kubectl refuses one that does not ("unable to load
+ * root certificates"); Node ignored it, and the handshake then failed as "unable to verify the
+ * first certificate", blaming the server.
+ */
+export function caProblem(kc: KubeConfig, opts: https.RequestOptions): string | undefined {
+  if (!opts.ca) return undefined;
+  const cluster = kc.getCurrentCluster();
+  const field = cluster?.caFile ? `certificate-authority file ${cluster.caFile}` : 'certificate-authority-data';
+  const blocks = String(pem(opts.ca)).match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  try {
+    if (blocks.length === 0) throw new Error('no PEM certificate in it');
+    for (const block of blocks) new X509Certificate(block);
+    return undefined;
+  } catch (err) {
+    return `the kubeconfig's ${field} of cluster "${cluster?.name}" cannot be used: ${(err as Error).message}`;
+  }
+}
+
 /** The first of what client-node hands over (a Buffer, a string, or a list of them). */
 function pem(value: unknown): string | Buffer {
   const first: unknown = Array.isArray(value) ? value[0] : value;

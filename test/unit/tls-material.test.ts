@@ -71,3 +71,12 @@ test('a matching pair passes', async (t) => {
   const opts = await api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: alice.key').requestOptions();
   assert.equal(String(opts.cert), alice.certPem);
 });
+
+test('a certificate-authority-data with no PEM certificate is refused naming the cluster, not blamed on the server', async (t) => {
+  await assert.rejects(
+    api(t, `certificate-authority-data: ${Buffer.from('foobar').toString('base64')}`, 'token: t').requestOptions(),
+    refused(/^context "prod": the kubeconfig's certificate-authority-data of cluster "prod-cluster" cannot be used: no PEM certificate in it$/),
+  );
+  const good = await api(t, `certificate-authority-data: ${Buffer.from(pki.caPem).toString('base64')}`, 'token: t').requestOptions();
+  assert.equal(String(good.ca), pki.caPem);
+});
