@@ -118,6 +118,7 @@ test('the v4 per-stream transport: a ping flood the server does not read gets pa
       requestOptions: async () => ({ headers: {} }),
       url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`),
       invalidate() {},
+      accepted() {},
     } as unknown as ApiConnection;
     const transport = new WebSocketV4Transport(api, createLogger('silent'), { intervalMs: 0, timeoutMs: 0 });
     const opening = transport.open({ namespace: 'ns', pod: 'p', port: 80 }, { signal: new AbortController().signal, confirmMs: 0 });

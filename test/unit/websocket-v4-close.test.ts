@@ -28,6 +28,7 @@ async function server(then: (ws: WebSocket) => void, prefixes = true) {
     requestOptions: async () => ({ headers: {} }),
     url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`),
     invalidate() {},
+    accepted() {},
   } as unknown as ApiConnection;
   return { transport: new WebSocketV4Transport(api, createLogger('silent'), { intervalMs: 0, timeoutMs: 0 }), close: () => wss.close() };
 }
