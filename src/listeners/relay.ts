@@ -24,6 +24,13 @@ export interface RelayResult {
 export const TEARDOWN_GRACE_MS = 2000;
 
 /**
+ * The tear-down clock while the upstream has sent nothing yet: the runtime may still be dialling
+ * the pod (its dial has no timeout; a full accept backlog retries the SYN after 1, 2, 4 s) and
+ * only then reads the request and the FIN. kubectl waits as long as the dial takes.
+ */
+export const TEARDOWN_FIRST_BYTE_MS = 10_000;
+
+/**
  * Moves bytes both ways until both directions are finished or one side fails. `head` (bytes
  * the client sent before the tunnel was open) is written upstream before anything else.
  * Never rejects; resolves exactly once; both streams are destroyed when it resolves.
@@ -33,8 +40,9 @@ export function relay(
   upstream: UpstreamStream,
   head?: Buffer,
   teardownGraceMs: number | undefined = TEARDOWN_GRACE_MS,
+  firstByteGraceMs = TEARDOWN_FIRST_BYTE_MS,
 ): Promise<RelayResult> {
-  return new Promise((resolve) => splice(client, upstream, head, teardownGraceMs, resolve));
+  return new Promise((resolve) => splice(client, upstream, head, teardownGraceMs, firstByteGraceMs, resolve));
 }
 
 /**
@@ -68,9 +76,10 @@ function splice(
   upstream: UpstreamStream,
   head: Buffer | undefined,
   teardownGraceMs: number | undefined,
+  firstByteGraceMs: number,
   resolve: (result: RelayResult) => void,
 ): void {
-  new Splice(client, upstream, head, teardownGraceMs, resolve);
+  new Splice(client, upstream, head, teardownGraceMs, resolve, firstByteGraceMs);
 }
 
 /**
@@ -97,6 +106,7 @@ class Splice {
     /** undefined: no tear-down clock after the client's FIN. */
     readonly teardownGraceMs: number | undefined,
     private readonly resolve: (result: RelayResult) => void,
+    private readonly firstByteGraceMs = TEARDOWN_FIRST_BYTE_MS,
   ) {
     this.client = new Side(this, client, true, undefined);
     this.upstream = new Side(this, upstream, false, upstream.pieces);
@@ -145,8 +155,9 @@ class Splice {
   quiet(): void {
     if (this.teardownGraceMs === undefined) return;
     clearTimeout(this.teardown);
+    const ms = this.bytesToClient > 0 ? this.teardownGraceMs : Math.max(this.teardownGraceMs, this.firstByteGraceMs);
     // A function and an argument, not a closure: nothing more to hold per connection.
-    this.teardown = setTimeout(teardownClockRanOut, this.teardownGraceMs, this);
+    this.teardown = setTimeout(teardownClockRanOut, ms, this);
     this.teardown.unref();
   }
 }

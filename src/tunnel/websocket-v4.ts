@@ -22,6 +22,8 @@ const ERROR = 1;
 const WS_HIGH_WATER = 1 << 20;
 /** After the client's FIN, close once the pod has been silent this long (mirrors the runtimes' ~1 s). */
 const HALF_CLOSE_LINGER_MS = 1_000;
+/** The same before the pod's first byte: the runtime may still be dialling it (kubectl waits for that). */
+const HALF_CLOSE_FIRST_BYTE_MS = 10_000;
 
 export class WebSocketV4Transport implements Transport {
   readonly name = 'websocket';
@@ -213,7 +215,7 @@ class PortForwardStream extends PodStream {
    */
   override _final(callback: (err?: Error | null) => void): void {
     this.clientEnded = true;
-    this.armLinger();
+    this.armLinger(this.podHasSpoken ? HALF_CLOSE_LINGER_MS : HALF_CLOSE_FIRST_BYTE_MS);
     callback();
   }
 
@@ -236,12 +238,12 @@ class PortForwardStream extends PodStream {
     this.push(null);
   }
 
-  private armLinger(): void {
+  private armLinger(ms = HALF_CLOSE_LINGER_MS): void {
     clearTimeout(this.lingerTimer);
     this.lingerTimer = setTimeout(() => {
       this.closingByUs = true;
       this.ws.close(1000);
-    }, HALF_CLOSE_LINGER_MS);
+    }, ms);
     this.lingerTimer.unref();
   }
 

@@ -49,6 +49,24 @@ test("after the client's FIN each upstream byte restarts the tear-down clock: a 
   }),
 );
 
+test("before the upstream's first byte the clock after the client's FIN waits longer: a pod the runtime is still dialling answers", { timeout: 10_000 }, () =>
+  withSocketPair(async ({ outer, inner }) => {
+    const upstream = quietUpstream();
+    const done = relay(inner, upstream, undefined, 100, 2_000);
+    const chunks: Buffer[] = [];
+    outer.on('data', (c: Buffer) => chunks.push(c));
+    const clientEnded = once(outer, 'end');
+    outer.end('hello'); // request, then FIN (nc -N); the runtime dials the pod for 5× the grace
+    await sleep(500);
+    upstream.push('hello');
+    upstream.push(null);
+    const result = await done;
+    await clientEnded;
+    assert.equal(result.error, undefined, 'the stream was not reset before the pod was reached');
+    assert.equal(Buffer.concat(chunks).toString(), 'hello');
+  }),
+);
+
 test('a client whose FIN came before the relay started: the clock starts at once and a silent upstream is reset after the grace', { timeout: 10_000 }, () =>
   withSocketPair(async ({ outer, inner }) => {
     outer.end();
@@ -56,7 +74,7 @@ test('a client whose FIN came before the relay started: the clock starts at once
     await once(inner, 'end');
     inner.pause();
     const upstream = quietUpstream();
-    const result = await relay(inner, upstream, undefined, 100);
+    const result = await relay(inner, upstream, undefined, 100, 100);
     assert.ok(upstream.finalCalled, 'the FIN was passed on');
     assert.equal((result.error as NodeJS.ErrnoException | undefined)?.code, 'ERR_STREAM_PREMATURE_CLOSE');
     assert.ok(upstream.destroyed && inner.destroyed);
