@@ -183,12 +183,14 @@ class PortForwardStream extends PodStream {
     if (channel === ERROR) return this.errorFromKubelet(payload.toString('utf8'));
     if (this.podEnded) return;
     this.podSending();
-    if (this.clientEnded) this.armLinger();
     if (!this.push(payload)) this.ws.pause();
+    if (this.clientEnded) this.armLinger();
   }
 
   override _read(): void {
-    if (this.ws.isPaused) this.ws.resume();
+    if (!this.ws.isPaused) return;
+    this.ws.resume();
+    if (this.clientEnded) this.armLinger();
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, callback: (err?: Error | null) => void): void {
@@ -240,6 +242,8 @@ class PortForwardStream extends PodStream {
 
   private armLinger(ms = HALF_CLOSE_LINGER_MS): void {
     clearTimeout(this.lingerTimer);
+    // Held back for a slow reader, the pod's silence is ours, not its end: _read arms it again.
+    if (this.ws.isPaused) return;
     this.lingerTimer = setTimeout(() => {
       this.closingByUs = true;
       this.ws.close(1000);

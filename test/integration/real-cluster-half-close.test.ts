@@ -1,0 +1,98 @@
+// Clients that half-close (nc -N: the request, then FIN) against the real API server and streaming
+// server, under both transports; each must get all the pod sends, as through `kubectl
+// port-forward`. A slow container runtime: the node stand-in waits (proxyout.test/dial-delay)
+// before it dials the pod's port, as a runtime whose dial retries the SYN of a pod with a full
+// accept backlog — the tear-down after the client's FIN must not run out before the pod is
+// reached. A slow reader on the per-stream WebSocket: the client stops reading before its FIN and
+// reads the echo later — the pod's silence while we hold it back is not its end. Skips with a
+// reason when the real-cluster binaries are not built.
+import { after, before, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { manifests, pod } from '../helpers/real-cluster-objects.js';
+import { startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import type { ProxyProcess } from '../helpers/proxy-process.js';
+import { socks5Connect } from '../helpers/socks-client.js';
+
+const skip = skipUnlessRealCluster();
+
+const TRANSPORTS = ['spdy', 'websocket'] as const;
+type Transport = (typeof TRANSPORTS)[number];
+/** Longer than the relay's 2 s tear-down grace and the v4 stream's 1 s linger. */
+const DIAL_DELAY_MS = 3_000;
+
+const SLOW_ECHO = pod({
+  name: 'slow-echo',
+  annotations: { 'proxyout.test/dial-delay': `${DIAL_DELAY_MS}ms` },
+  containers: [{ name: 'echo', image: 'proxyout/echo', ports: [{ containerPort: 7000 }] }],
+});
+
+const ECHO = pod({ name: 'echo', containers: [{ name: 'echo', image: 'proxyout/echo', ports: [{ containerPort: 7000 }] }] });
+
+let cluster: RealCluster | undefined;
+let proxies = new Map<Transport, ProxyProcess>();
+let podIP = '';
+let echoIP = '';
+
+before(async () => {
+  if (skip) return;
+  cluster = await startClusterLogged();
+  await cluster.kubectl(['apply', '-f', '-'], { input: manifests(SLOW_ECHO, ECHO) });
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/slow-echo', 'pod/echo', '--timeout=60s']);
+  const ipOf = async (name: string) => (await cluster!.get<{ status: { podIP: string } }>(`/api/v1/namespaces/shop/pods/${name}`)).status.podIP;
+  [podIP, echoIP] = await Promise.all([ipOf('slow-echo'), ipOf('echo')]);
+  proxies = await startProxies(cluster, TRANSPORTS);
+});
+
+after(async () => {
+  const codes = await stopProxiesAndCluster(cluster, proxies);
+  for (const code of codes) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
+});
+
+/**
+ * Sends `request` and FIN at once, reading nothing for `readAfterMs`; everything the pod sends
+ * until the stream ends.
+ */
+async function halfCloseExchange(socks: string, ip: string, request: Buffer, readAfterMs = 0): Promise<{ answer: Buffer; ms: number }> {
+  const t0 = Date.now();
+  const { reply, socket, rest } = await socks5Connect(socks, ip, 7000);
+  assert.equal(reply, 0, 'SOCKS reply');
+  const chunks: Buffer[] = [rest];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  const ended = new Promise<void>((resolve, reject) => {
+    socket.once('end', resolve);
+    socket.once('error', reject);
+  });
+  socket.pause(); // socks5Connect hands it over paused; the 'data' listener does not undo that
+  socket.end(request);
+  await delay(readAfterMs);
+  socket.resume();
+  await ended;
+  socket.destroy();
+  return { answer: Buffer.concat(chunks), ms: Date.now() - t0 };
+}
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+for (const transport of TRANSPORTS) {
+  test(`${transport}: a half-closing client gets the answer of a pod the runtime dials slowly`, { timeout: 30_000 }, async (t: TestContext) => {
+    if (skip) return t.skip(skip);
+    const { answer, ms } = await halfCloseExchange(proxies.get(transport)!.socks!, podIP, Buffer.from('hello\n'));
+    t.diagnostic(`answer after ${ms} ms`);
+    assert.equal(answer.toString(), 'hello\n', 'the request echoed after the dial delay, not a clean empty end');
+    assert.ok(ms >= DIAL_DELAY_MS, `the answer came after the dial (${ms} ms)`);
+  });
+}
+
+// v4 cannot pass the FIN on, so the runtime keeps the pod's connection: only our own linger could
+// cut it. (Under SPDY the FIN reaches the runtime, which gives the pod's answer one more second,
+// as containerd does: a client that does not read for longer loses the rest, as with kubectl.)
+test(`websocket: a client that reads its echo only seconds after its FIN gets all of it`, { timeout: 30_000 }, async (t: TestContext) => {
+  if (skip) return t.skip(skip);
+  const sent = randomBytes(32 << 20);
+  const { answer } = await halfCloseExchange(proxies.get('websocket')!.socks!, echoIP, sent, 2_500);
+  assert.equal(answer.length, sent.length, 'every byte echoed, none cut off while the client was not reading');
+  assert.equal(sha(answer), sha(sent));
+});
