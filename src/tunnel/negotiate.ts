@@ -2,7 +2,9 @@
 // `websocket` (one v4.channel.k8s.io WebSocket per stream), or `auto`: SPDY first and, when the
 // API server does not upgrade to the tunnel, the per-stream WebSocket — as kubectl's fallback
 // dialer does (client-go tools/portforward/fallback_dialer.go), except that we remember the answer
-// for the cluster instead of asking again for every stream.
+// for the cluster instead of asking again for every stream — for RELEARN_MS: then one stream asks
+// again, so a cluster upgraded under a running proxy (a 1.29 API server replaced by a 1.30 one, the
+// gate turned on) gets its tunnel back.
 //
 // Which refusals say "this server has no tunnel" (remembered) and which say nothing about the
 // protocol (this stream falls back, the next one asks again): a 101 with another subprotocol and
@@ -15,12 +17,16 @@
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { ProxyError } from '../core/errors.js';
+import { testHookMs } from '../core/test-hooks.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { TunnelRefusal } from './spdy/tunnel.js';
 import type { PodTransportStats, SpdyTransport } from './spdy-transport.js';
 
 export const TRANSPORT_MODES = ['auto', 'spdy', 'websocket'] as const;
 export type TransportMode = (typeof TRANSPORT_MODES)[number];
+
+/** How long auto keeps a "no tunnel here" answer before one stream asks the API server again. */
+const RELEARN_MS = testHookMs('PROXYOUT_TEST_RELEARN_TRANSPORT_MS') ?? 10 * 60_000;
 
 export function tunnelRefusalOf(err: unknown): TunnelRefusal | undefined {
   return err instanceof ProxyError && err.cause instanceof TunnelRefusal ? err.cause : undefined;
@@ -29,6 +35,9 @@ export function tunnelRefusalOf(err: unknown): TunnelRefusal | undefined {
 export class NegotiatingTransport implements Transport {
   /** What auto settled on for this cluster; undefined while SPDY has not been refused. */
   private learned?: 'websocket';
+  /** When `learned` was last confirmed; a stream asking again (probing) is under way. */
+  private learnedAt = 0;
+  private probing = false;
   private readonly v4Streams = new Map<string, number>();
   /** The streams a per-stream WebSocket carries (all of them once learned; one alone after a refusal that says nothing of the protocol). */
   private readonly v4Carried = new WeakSet<Duplex>();
@@ -76,10 +85,18 @@ export class NegotiatingTransport implements Transport {
   }
 
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
-    if (this.mode === 'websocket' || this.learned === 'websocket') return this.openV4(target, options);
+    if (this.mode === 'websocket') return this.openV4(target, options);
     if (this.mode === 'spdy') return this.spdy.open(target, options);
+    const probe = this.learned === 'websocket' && !this.probing && Date.now() - this.learnedAt >= RELEARN_MS;
+    if (this.learned === 'websocket' && !probe) return this.openV4(target, options);
+    this.probing ||= probe;
     try {
-      return await this.spdy.open(target, options);
+      const stream = await this.spdy.open(target, options);
+      if (probe && this.learned) {
+        this.learned = undefined;
+        this.log.info({ cluster: this.cluster }, 'the API server offers the SPDY port-forward tunnel now; using it for this cluster');
+      }
+      return stream;
     } catch (err) {
       const refusal = tunnelRefusalOf(err);
       if (!refusal || options.signal.aborted) throw err;
@@ -91,6 +108,7 @@ export class NegotiatingTransport implements Transport {
           );
         }
         this.learned = 'websocket';
+        this.learnedAt = Date.now();
       } else {
         this.log.debug(
           { cluster: this.cluster, target: `${target.namespace}/${target.pod}`, answer: refusal.message },
@@ -98,6 +116,8 @@ export class NegotiatingTransport implements Transport {
         );
       }
       return this.openV4(target, options);
+    } finally {
+      if (probe) this.probing = false;
     }
   }
 

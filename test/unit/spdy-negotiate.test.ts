@@ -69,6 +69,27 @@ test('which tunnel refusals are remembered for the cluster', () => {
   assert.equal(new TunnelRefusal(400, 'query parameter "port" is required\n').meansNoTunnel, true);
 });
 
+test('auto: a remembered refusal is asked again after 10 min; a cluster upgraded meanwhile gets its tunnel back', async (t) => {
+  t.mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+  let upgraded = false;
+  const { t: auto, spdy, v4 } = setup('auto', () => (upgraded ? undefined : refused(400, 'query parameter "port" is required')));
+  (await auto.open(target, opts())).destroy();
+  t.mock.timers.tick(9 * 60_000);
+  (await auto.open(target, opts())).destroy();
+  assert.deepEqual([spdy.calls, v4.calls], [1, 2], 'still remembered within 10 min');
+  t.mock.timers.tick(60_000);
+  (await auto.open(target, opts())).destroy();
+  assert.deepEqual([spdy.calls, v4.calls], [2, 3], 'one stream asks again, and falls back while there is still no tunnel');
+  (await auto.open(target, opts())).destroy();
+  assert.deepEqual([spdy.calls, v4.calls], [2, 4], 'the new answer is remembered for another 10 min');
+  upgraded = true;
+  t.mock.timers.tick(10 * 60_000);
+  (await auto.open(target, opts())).destroy();
+  (await auto.open(target, opts())).destroy();
+  assert.deepEqual([spdy.calls, v4.calls], [4, 4], 'the tunnel again, for every stream');
+  assert.equal(auto.name, 'spdy');
+});
+
 test('auto: a 1.29-like refusal falls back to v4 and is remembered; SPDY is not asked again', async () => {
   const { t, spdy, v4 } = setup('auto', () => refused(400, 'query parameter "port" is required'));
   assert.equal(t.name, 'spdy');
