@@ -107,6 +107,19 @@ export class Components {
     this.running.delete(name);
   }
 
+  /** SIGKILL at once (a component that dies, not one stopped); forgets it. */
+  async kill(name: string): Promise<void> {
+    const c = this.running.get(name);
+    if (!c) return;
+    c.stopping = true;
+    if (!c.exited) {
+      const exit = once(c.proc, 'exit');
+      c.proc.kill('SIGKILL');
+      await exit;
+    }
+    this.running.delete(name);
+  }
+
   /** Stops the named components in this order, then any others. */
   async stopAll(order: string[]): Promise<void> {
     this.stopped = true;

@@ -63,6 +63,8 @@ export interface RealCluster {
    * again on the same port (apiServerFlags, when given, replace the start's); resolves when ready.
    */
   restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[]; index?: number }): Promise<void>;
+  /** SIGKILL to the node stand-in (every node): a kubelet that dies; it is not started again. */
+  killNode(): Promise<void>;
   /** How many API servers share etcd (more than one: behind the balancer `server` names). */
   apiServers: number;
   /** Throws (with the log's last lines) if a component has died. */
@@ -293,6 +295,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       },
       apiServers: apiCount,
       assertHealthy: () => components.assertHealthy(),
+      killNode: () => components.kill('proxyout-node'),
       logTail: (component, lines) => tail(path.join(dir, `${component}.log`), lines),
       stop: stopAll,
     };

@@ -298,6 +298,15 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     // A tunnel that ends cleanly inside a DATA frame cut the pod's bytes short: a break, not an end.
     else if (this.frames.midFrame)
       this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed in the middle of a DATA frame`));
+    // A warm stream is called open before the kubelet's replies; a tunnel that closes before both
+    // came (the API server ends a tunnel whose kubelet died when we next write) never took it to
+    // the pod: the route may move it, and the client must not take an empty end for the pod's.
+    else if (this.replies < 2 && !this.podHasSpoken)
+      this.destroy(
+        new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed before the kubelet took the stream`, {
+          retryable: true,
+        }),
+      );
     else this.endFromPod();
   }
 
