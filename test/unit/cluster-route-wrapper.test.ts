@@ -10,7 +10,8 @@ import { Duplex } from 'node:stream';
 import { PodStreams } from '../../src/routes/cluster/pod-streams.js';
 import type { Resolver } from '../../src/routes/cluster/resolver.js';
 import { RetryBeforeFirstByte } from '../../src/routes/cluster/retry-stream.js';
-import { UpstreamApiError } from '../../src/core/errors.js';
+import { ConnectionRefusedError, UpstreamApiError } from '../../src/core/errors.js';
+import { MAX_REPLAY_BYTES } from '../../src/tunnel/transport.js';
 import { createLogger } from '../../src/core/log.js';
 import { SpdySession } from '../../src/tunnel/spdy/session.js';
 import { SpdyPortForwardStream } from '../../src/tunnel/spdy/pf-stream.js';
@@ -76,4 +77,20 @@ test("with another endpoint the stream is wrapped, and one the transport could n
   assert.deepEqual(t.opened, ['a', 'b'], "not the same endpoint again: that is the transport's to do");
   assert.equal(Buffer.concat(second.written).toString(), 'GET / HTTP/1.1\r\n\r\n');
   opened.stream.destroy();
+});
+
+test('a refusal that cannot move (the client sent more than is kept for a replay) still sends that endpoint last', async () => {
+  const first = new RecordingDuplex();
+  const t = transport([async () => first, async () => new RecordingDuplex()]);
+  const streams = route(t);
+  const opened = await streams.openPlan(plan('a', 'b'), signal());
+  opened.stream.on('error', () => undefined);
+  opened.stream.write(Buffer.alloc(MAX_REPLAY_BYTES + 1)); // an upload before the pod's first byte
+  await new Promise((r) => setImmediate(r));
+  first.destroy(new ConnectionRefusedError('pod ns/a:80: connection refused', { retryable: true }));
+  await until(() => opened.stream.destroyed, 'the stream failed: too much to replay');
+  assert.deepEqual(t.opened, ['a'], 'not moved');
+  const next = await streams.openPlan(plan('a', 'b'), signal());
+  assert.deepEqual(t.opened, ['a', 'b'], 'the endpoint that refused goes last');
+  next.stream.destroy();
 });

@@ -96,6 +96,8 @@ export class PodStreams {
       );
       return moved?.stream;
     });
+    // A refusal that cannot move (the client sent more than is kept for a replay) marks the port too.
+    stream.on('error', (err) => this.noteFailure(current, err));
     return { stream, via: first.via, transport: first.transport };
   }
 
