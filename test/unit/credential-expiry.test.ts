@@ -11,6 +11,7 @@ import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { TokenFileSource, withTokenSource } from '../../src/cluster/token-source.js';
 import { startOidcIssuer } from '../helpers/oidc-issuer.js';
+import { writeOneUserKubeconfig } from '../helpers/one-user-kubeconfig.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-credential-expiry-'));
@@ -18,22 +19,7 @@ function tempDir(t: { after(fn: () => void): void }): string {
   return dir;
 }
 
-function kubeconfig(dir: string, user: string): string {
-  const file = path.join(dir, 'config');
-  writeFileSync(
-    file,
-    [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
-      `users: [{name: u, user: ${user}}]`,
-      'contexts: [{name: x, context: {cluster: c, user: u}}]',
-      'current-context: x',
-      '',
-    ].join('\n'),
-  );
-  return file;
-}
+const kubeconfig = (dir: string, user: string) => writeOneUserKubeconfig(dir, user);
 
 const bearer = async (api: ApiConnection) => (await api.requestOptions()).headers.Authorization;
 

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, CredentialError } from '../../src/cluster/api.js';
 import { runExecPluginsWithoutStdin } from '../../src/cluster/exec-credential.js';
+import { writeOneUserKubeconfig } from '../helpers/one-user-kubeconfig.js';
 
 interface Setup {
   execExtra?: string;
@@ -28,19 +29,10 @@ function setup(t: { after(fn: () => void): void }, status: unknown, o: Setup = {
   const credential = { apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', ...(status === undefined ? {} : { status }) };
   writeFileSync(plugin, script ?? `#!/bin/sh\necho '${JSON.stringify(credential)}'\n`);
   chmodSync(plugin, 0o755);
-  const file = path.join(dir, 'config');
-  writeFileSync(
-    file,
-    [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
-      `users: [{name: sso, user: {${userExtra}exec: {apiVersion: client.authentication.k8s.io/v1, command: ${command}${execExtra}}}}]`,
-      'contexts: [{name: prod, context: {cluster: c, user: sso}}]',
-      'current-context: prod',
-      '',
-    ].join('\n'),
-  );
+  const file = writeOneUserKubeconfig(dir, `{${userExtra}exec: {apiVersion: client.authentication.k8s.io/v1, command: ${command}${execExtra}}}`, {
+    user: 'sso',
+    context: 'prod',
+  });
   const { kc } = loadKubeConfig({ kubeconfig: file });
   runExecPluginsWithoutStdin(kc, undefined, 500);
   return new ApiConnection(kc, { env: {} });
