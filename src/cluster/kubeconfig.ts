@@ -76,6 +76,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
   checkServer(cluster.server, cluster.name);
+  checkInsecureWithCA(cluster);
   if (cluster.proxyUrl) checkProxyUrl(cluster.proxyUrl, cluster.name);
   if (!kc.getCurrentUser()) throw new StartupError(undefinedUser(context, ctx.user));
   const namespace = opts.namespace || ctx.namespace || 'default';
@@ -141,6 +142,18 @@ function checkServer(server: string, cluster: string): void {
   if (scheme === 'https:' || scheme === 'http:') return;
   throw new StartupError(
     `cluster "${cluster}" has server "${server}", which is not an https:// (or http://) URL: write it whole, e.g. https://${server.replace(/^[a-z][\w+.-]*:\/\//i, '')}`,
+  );
+}
+
+/**
+ * A cluster that asks for no TLS verification and names a CA: client-go refuses the pair
+ * (transport.TLSConfigFor), and so does kubectl; Node would skip the check and drop the CA, so
+ * the user who added a CA would get none of the verification they think they have.
+ */
+function checkInsecureWithCA(cluster: { name: string; skipTLSVerify?: boolean; caFile?: string; caData?: string }): void {
+  if (!cluster.skipTLSVerify || !(cluster.caFile || cluster.caData)) return;
+  throw new StartupError(
+    `cluster "${cluster.name}" sets insecure-skip-tls-verify and a certificate-authority: kubectl refuses that pair too (specifying a root certificates file with the insecure flag is not allowed); remove insecure-skip-tls-verify`,
   );
 }
 

@@ -131,3 +131,15 @@ test('a server without its scheme is refused naming the cluster, not crashed on 
     /: cluster "cl" has server "10\.0\.0\.1:6443", which is not an https:\/\/ \(or http:\/\/\) URL: write it whole, e\.g\. https:\/\/10\.0\.0\.1:6443$/,
   );
 });
+
+test('insecure-skip-tls-verify beside a certificate-authority is refused, as kubectl refuses it; either alone loads', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  const withCluster = (extra: string) => text.replace('server: "https://cl.example:6443"}', `server: "https://cl.example:6443", ${extra}}`);
+  const refused =
+    /: cluster "cl" sets insecure-skip-tls-verify and a certificate-authority: kubectl refuses that pair too .*; remove insecure-skip-tls-verify$/;
+  assert.throws(() => load(file('both-data', withCluster('insecure-skip-tls-verify: true, certificate-authority-data: Zm9v'))), refused);
+  assert.throws(() => load(file('both-file', withCluster('insecure-skip-tls-verify: true, certificate-authority: /nonexistent/ca.crt'))), refused);
+  assert.equal(load(file('insecure', withCluster('insecure-skip-tls-verify: true'))).context, 'prod');
+  assert.equal(load(file('ca', withCluster('certificate-authority-data: Zm9v'))).context, 'prod');
+});
