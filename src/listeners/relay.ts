@@ -95,6 +95,8 @@ class Splice {
   error: Error | undefined;
   /** The tear-down clock (quiet()); set only after the client's FIN. */
   teardown: NodeJS.Timeout | undefined;
+  /** It ran out: the upstream is closed by us, and the client's connection ends, not reset. */
+  clockRanOut = false;
   private pending = 2;
   readonly client: Side;
   readonly upstream: Side;
@@ -125,15 +127,22 @@ class Splice {
     this.upstream.watchDone();
   }
 
-  fail(err: Error): void {
+  /**
+   * `fromUpstream`: the far side broke (a tunnel lost, the pod gone), and the client's connection
+   * is reset, not ended: a FIN would pass a cut-short download for a whole one.
+   */
+  fail(err: Error, fromUpstream = false): void {
     this.error ??= err;
-    this.client.stream.destroy();
+    const client = this.client.stream;
+    const socket = client as Partial<net.Socket>;
+    if (fromUpstream && !this.clockRanOut && !client.destroyed && typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy();
+    else client.destroy();
     this.upstream.stream.destroy();
   }
 
   /** One side is done (both its directions over, or failed). */
-  settle(err?: Error): void {
-    if (err) this.fail(err);
+  settle(err?: Error, fromUpstream = false): void {
+    if (err) this.fail(err, fromUpstream);
     if (--this.pending > 0) return;
     clearTimeout(this.teardown);
     // Both directions are done; release whatever the streams still hold (autoDestroy may be off).
@@ -165,7 +174,11 @@ class Splice {
 function teardownClockRanOut(splice: Splice): void {
   const client = splice.client.stream;
   if (client.writableNeedDrain && client.writableCorked === 0) splice.quiet();
-  else splice.upstream.stream.destroy();
+  else {
+    // The pod had its time to answer the client's FIN: an end as the runtimes end it, not a break.
+    splice.clockRanOut = true;
+    splice.upstream.stream.destroy();
+  }
 }
 
 /**
@@ -303,7 +316,7 @@ class Side {
   private finish(err?: Error): void {
     if (this.done) return;
     this.done = true;
-    this.splice.settle(err);
+    this.splice.settle(err, !this.isClient);
   }
 }
 

@@ -41,6 +41,8 @@ export function closedWithin(socket: net.Socket, timeoutMs: number, what = 'stre
       clearTimeout(timer);
       resolve();
     });
+    // A reset is a close too (a broken upstream resets its client: listeners/relay.ts).
+    socket.on('error', () => undefined);
     socket.resume();
   });
 }

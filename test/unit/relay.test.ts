@@ -137,7 +137,7 @@ test('a slow reader does not make the relay buffer unboundedly', async () => {
   }
 });
 
-test('an upstream error destroys both sides and resolves once with the error', async () => {
+test('an upstream error destroys both sides, resets the client and resolves once with the error', async () => {
   const a = await socketPair();
   const upstream = new Duplex({
     read() {},
@@ -150,13 +150,15 @@ test('an upstream error destroys both sides and resolves once with the error', a
     settled++;
     return r;
   });
-  const clientEnded = once(a.outer, 'end');
+  // Reset, not ended: a FIN would pass a cut-short download for a whole one.
+  const clientReset = once(a.outer, 'error');
   a.outer.resume();
   a.outer.write('x');
   await new Promise((r) => setTimeout(r, 20));
   upstream.destroy(new Error('tunnel broke'));
   const result = await done;
-  await clientEnded; // the client sees its connection go away
+  const [err] = (await clientReset) as [NodeJS.ErrnoException];
+  assert.equal(err.code, 'ECONNRESET');
   assert.equal(result.error?.message, 'tunnel broke');
   assert.equal(result.bytesFromClient, 1);
   assert.ok(a.inner.destroyed);
@@ -212,7 +214,7 @@ test('data from a client whose peer has fully closed tears the relay down', asyn
   a.close();
 });
 
-test('an upstream destroyed without an error is a premature close: both sides go, the result says so', { timeout: 10_000 }, async () => {
+test('an upstream destroyed without an error is a premature close: both sides go, the client reset, the result says so', { timeout: 10_000 }, async () => {
   const a = await socketPair();
   const upstream = new Duplex({
     read() {},
@@ -221,11 +223,11 @@ test('an upstream destroyed without an error is a premature close: both sides go
     },
   });
   const done = relay(a.inner, upstream);
-  const clientEnded = once(a.outer, 'end');
+  const clientReset = once(a.outer, 'error');
   a.outer.resume();
   upstream.destroy();
   const result = await done;
-  await clientEnded;
+  assert.equal(((await clientReset) as [NodeJS.ErrnoException])[0].code, 'ECONNRESET', 'a break, not an end');
   assert.equal((result.error as NodeJS.ErrnoException | undefined)?.code, 'ERR_STREAM_PREMATURE_CLOSE');
   assert.ok(a.inner.destroyed);
   a.close();
