@@ -85,17 +85,21 @@ export class Reader {
     this.ended = true;
     this.waiter?.();
   };
+  /** The error the connection ended with (ECONNRESET: its upstream broke, listeners/relay.ts). */
+  error?: Error;
   constructor(private readonly socket: net.Socket) {
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('close', this.onEnd);
+    // A reset ends the connection as a FIN does ('close' follows), and says it was cut.
+    socket.on('error', (err: Error) => (this.error ??= err));
     socket.resume();
   }
   /** Exactly n bytes; fails (rather than hangs) when they do not come within timeoutMs. */
   async read(n: number, timeoutMs = 20_000): Promise<Buffer> {
     const deadline = Date.now() + timeoutMs;
     while (this.buf.length < n) {
-      if (this.ended) throw new Error(`connection closed after ${this.buf.length} of ${n} bytes`);
+      if (this.ended) throw new Error(`connection closed after ${this.buf.length} of ${n} bytes${this.error ? ` (${this.error.message})` : ''}`);
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`only ${this.buf.length} of ${n} bytes arrived within ${timeoutMs} ms`);
       await new Promise<void>((r) => {

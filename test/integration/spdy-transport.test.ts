@@ -4,7 +4,6 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -101,9 +100,11 @@ test('a tunnel killed mid-flight fails only its own streams; the next connection
   for (const c of echoConns) await echo(c, Buffer.from('before'));
   const hello = await open('hello.default', 80);
   cluster.sim.resetCounters();
-  const closed = echoConns.map((c) => once(c.socket, 'close'));
+  const closed = echoConns.map((c) => new Promise((resolve) => c.socket.once('close', resolve)));
   assert.equal(cluster.sim.killSpdySessions('data', echoPod), 1);
   await Promise.all(closed);
+  // Reset, not ended: their bytes were cut, and a FIN would say they were whole.
+  for (const c of echoConns) assert.equal((c.reader.error as NodeJS.ErrnoException | undefined)?.code, 'ECONNRESET');
   // The other pod's tunnel is untouched: HTTP keep-alive on the same stream still answers.
   hello.socket.write('GET / HTTP/1.1\r\nHost: hello\r\n\r\n');
   const head = (await hello.reader.read(17)).toString();
