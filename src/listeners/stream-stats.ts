@@ -37,6 +37,11 @@ export interface StreamTotals {
   lastFailure?: { at: string; reason: string; message: string; target?: string; openedSince: boolean };
 }
 
+/** The totals of a proxy that has carried nothing yet (a daemon still starting shows these). */
+export function noStreams(): StreamTotals {
+  return { openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0, bytesToClients: 0, failuresByReason: {} };
+}
+
 /** One route's share of the totals (for `status`). */
 export interface RouteTotals {
   openStreams: number;
@@ -78,14 +83,7 @@ export function target(d: Destination): string {
 export class StreamStats {
   private nextId = 1;
   private readonly open = new Map<number, StreamRecord>();
-  private readonly totals: StreamTotals = {
-    openStreams: 0,
-    totalStreams: 0,
-    failedStreams: 0,
-    bytesFromClients: 0,
-    bytesToClients: 0,
-    failuresByReason: {},
-  };
+  private readonly totals: StreamTotals = noStreams();
 
   /** Failure lines are one per request: a client must not be able to flood the log with them. */
   private readonly failureLines: RepeatedLineLimiter;

@@ -12,6 +12,7 @@ import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
 import { startProxy, type Listening } from '../proxy/proxy.js';
+import { noStreams } from '../listeners/stream-stats.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import type { RunningProxy } from '../proxy/running.js';
@@ -260,7 +261,7 @@ class Daemon {
         pid: process.pid,
         phase: 'starting',
         uptimeMs: Date.now() - this.startedAt,
-        totals: { openStreams: 0, totalStreams: 0, failedStreams: 0, bytesFromClients: 0, bytesToClients: 0, failuresByReason: {} },
+        totals: noStreams(),
         cache: this.startingCache?.(),
         ...(this.boundAt
           ? {

@@ -1,6 +1,7 @@
 // A ProxyStatus (managed/status.ts) for unit tests of what reads one: a running, idle, synced proxy
 // unless `over` says otherwise.
 import type { ProxyStatus } from '../../src/managed/status.js';
+import { noStreams } from '../../src/listeners/stream-stats.js';
 
 export function proxyStatusFixture(over: Partial<ProxyStatus> = {}): ProxyStatus {
   return {
@@ -15,12 +16,7 @@ export function proxyStatusFixture(over: Partial<ProxyStatus> = {}): ProxyStatus
     createdAt: '',
     startedAt: null,
     uptimeSeconds: 60,
-    openStreams: 0,
-    totalStreams: 0,
-    failedStreams: 0,
-    bytesFromClients: 0,
-    bytesToClients: 0,
-    failuresByReason: {},
+    ...noStreams(),
     cache: { state: 'synced' },
     logFile: '/tmp/x.log',
     ...over,
