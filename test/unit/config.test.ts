@@ -1,12 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os, { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { StartupError } from '../../src/core/errors.js';
 import { ConfigError, parseConfig } from '../../src/config/validate.js';
 import { defaultConfigPath, loadRoutingTable, tableFrom, type TableFlags } from '../../src/config/load.js';
 import { MULTI_YAML } from '../helpers/routing-decisions.js';
+import { scratchDir } from '../helpers/scratch-dir.js';
 
 const parse = (text: string) => parseConfig(text, 'config.yaml', 'cluster.local');
 const flags = (f: Partial<TableFlags> = {}): TableFlags => ({ contexts: [], clusterDomain: 'cluster.local', ...f });
@@ -275,7 +276,7 @@ test('direct: --direct and --no-direct beat the file; a route named "direct" of 
 });
 
 test('loadRoutingTable: --config must exist; the default file is read only without --context', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-config-'));
+  const dir = scratchDir('proxyout-config-');
   const file = path.join(dir, 'config.yaml');
   writeFileSync(file, 'routes:\n  - {name: from-file, kind: cluster}\n');
   assert.deepEqual(

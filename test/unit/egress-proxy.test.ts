@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadExtraCA, noProxyMatcher, proxyFromEnvironment, redact } from '../../src/cluster/egress-proxy.js';
 import { SimPki } from '../sim/pki.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { scratchDir } from '../helpers/scratch-dir.js';
 
 // Cases from golang.org/x/net/http/httpproxy proxy_test.go (TestUseProxy / useProxyTests).
 test('NO_PROXY as httpproxy reads it: domains and their subdomains, .suffixes, *.suffixes, host:port', () => {
@@ -72,7 +72,7 @@ test('credentials in a proxy URL never reach a message', () => {
 });
 
 test('loadExtraCA: PEM certificates only, each one must parse', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'extra-ca-'));
+  const dir = scratchDir('extra-ca-');
   const good = path.join(dir, 'good.pem');
   writeFileSync(good, `# corp bundle\n${new SimPki().caPem}\n${new SimPki().caPem}`);
   assert.equal((loadExtraCA(good).pem.match(/BEGIN CERTIFICATE/g) ?? []).length, 2);
@@ -86,7 +86,7 @@ test('loadExtraCA: PEM certificates only, each one must parse', () => {
 });
 
 test('a kubeconfig proxy-url kubectl refuses is refused at load, naming the cluster and no password', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-proxy-url-'));
+  const dir = scratchDir('proxyout-proxy-url-');
   const load = (proxyUrl: string) => {
     const file = path.join(dir, 'config');
     writeFileSync(

@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SshConfigFile, SshConfigError, matchList } from '../../src/ssh/config.js';
 import { parseJumpSpec, resolveChain, sshDashW } from '../../src/ssh/chain.js';
+import { scratchDir } from '../helpers/scratch-dir.js';
 
 const HOME = '/home/u';
 const cfg = (text: string) => SshConfigFile.fromText(text, { file: `${HOME}/.ssh/config`, home: HOME, localUser: 'local' });
@@ -95,7 +95,7 @@ test('options we do not follow are refused at start, naming the option and the h
 });
 
 test('Include (relative to ~/.ssh, globs) and Match host/originalhost/user', () => {
-  const home = mkdtempSync(path.join(tmpdir(), 'sshcfg-'));
+  const home = scratchDir('sshcfg-');
   mkdirSync(path.join(home, '.ssh', 'conf.d'), { recursive: true });
   writeFileSync(path.join(home, '.ssh', 'conf.d', '10-jump.conf'), 'Host jump\n  HostName 192.0.2.44\n  Port 2022\n');
   writeFileSync(path.join(home, '.ssh', 'conf.d', '20-x.conf'), 'Host *.corp\n  ProxyJump jump\n');
@@ -110,7 +110,7 @@ test('Include (relative to ~/.ssh, globs) and Match host/originalhost/user', () 
     ['local@192.0.2.44:2022', 'ops@web.corp:22'],
   );
   // No ~/.ssh/config at all: a plain host name still works.
-  const empty = new SshConfigFile({ home: mkdtempSync(path.join(tmpdir(), 'sshcfg-')), localUser: 'me' });
+  const empty = new SshConfigFile({ home: scratchDir('sshcfg-'), localUser: 'me' });
   assert.deepEqual(
     resolveChain(empty, 'host.example:2222', { authSock: '' }).map((h) => `${h.user}@${h.hostName}:${h.port}`),
     ['me@host.example:2222'],
@@ -184,7 +184,7 @@ test('Match host sees HostName with %h and %% expanded', () => {
 });
 
 test('${VAR} in IdentityAgent, IdentityFile, UserKnownHostsFile and Include; "IdentityAgent $VAR"; unset is an error', () => {
-  const home = mkdtempSync(path.join(tmpdir(), 'sshcfg-'));
+  const home = scratchDir('sshcfg-');
   mkdirSync(path.join(home, '.ssh'), { recursive: true });
   writeFileSync(path.join(home, 'extra.conf'), 'Host inc\n  Port 2022\n');
   const env = { RUN: '/run/user/1', MY_AGENT: '/run/agent.sock', CONF: home };
@@ -215,8 +215,8 @@ test('${VAR} in IdentityAgent, IdentityFile, UserKnownHostsFile and Include; "Id
 });
 
 test('the system file is read after the user file, first value wins; its relative Includes are under its directory', () => {
-  const home = mkdtempSync(path.join(tmpdir(), 'sshcfg-'));
-  const etc = mkdtempSync(path.join(tmpdir(), 'sshcfg-etc-'));
+  const home = scratchDir('sshcfg-');
+  const etc = scratchDir('sshcfg-etc-');
   mkdirSync(path.join(home, '.ssh'));
   mkdirSync(path.join(etc, 'ssh_config.d'));
   writeFileSync(path.join(home, '.ssh', 'config'), 'Host b\n  HostName 127.0.0.1\n  Port 2200\n');
@@ -238,7 +238,7 @@ test('UserKnownHostsFile: %k (HostKeyAlias lowercased, else the host as asked fo
   assert.deepEqual(files('MyHost'), [`${HOME}/kh/MyHost`, `${HOME}/kh/uid-${uid}`]);
   assert.throws(() => hops('Host t\n  UserKnownHostsFile ~/kh/%C\n', 't'), /UserKnownHostsFile uses the token %C, whose value depends on the OpenSSH version/);
   // The real ssh, where installed, agrees (its ~ is this user's home, so compare the tails).
-  const dir = mkdtempSync(path.join(tmpdir(), 'ssh-g-'));
+  const dir = scratchDir('ssh-g-');
   writeFileSync(path.join(dir, 'config'), text);
   for (const target of ['Aliased', 'MyHost']) {
     const run = spawnSync('ssh', ['-G', '-F', path.join(dir, 'config'), target], { encoding: 'utf8' });

@@ -2,13 +2,13 @@
 // as readconf.c checks them, and the known_hosts ordering applied only where ssh_kex2 applies it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SshConfigFile, SshConfigError } from '../../src/ssh/config.js';
 import { resolveChain } from '../../src/ssh/chain.js';
 import { DEFAULT_HOST_KEY_ALGORITHMS, orderByKnownKeyTypes, parseHostKeyAlgorithms } from '../../src/ssh/host-key-algorithms.js';
 import { hostKeyAlgorithmsFor } from '../../src/ssh/host-key-check.js';
+import { scratchDir } from '../helpers/scratch-dir.js';
 
 const ECDSA = ['ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp384', 'ecdsa-sha2-nistp521'];
 const RSA = ['rsa-sha2-512', 'rsa-sha2-256'];
@@ -58,7 +58,7 @@ test('known_hosts order: the known types first unless the first choice is known 
 });
 
 test('from ssh config: per host, refused at start naming host and file, ordered by known_hosts only for the default, "+" and "-"', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'hka-'));
+  const dir = scratchDir('hka-');
   const knownHosts = path.join(dir, 'known_hosts');
   writeFileSync(knownHosts, 'h ssh-rsa AAAA\n');
   const config = (line: string) =>

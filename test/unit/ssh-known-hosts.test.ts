@@ -1,8 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { appendHostKey, checkHostKey, fingerprint, knownHostsName } from '../../src/ssh/known-hosts.js';
 import { channelOpenError } from '../../src/ssh/failures.js';
@@ -11,6 +10,7 @@ import { DEFAULT_HOST_KEY_ALGORITHMS } from '../../src/ssh/host-key-algorithms.j
 import { resolveChain, type SshHop } from '../../src/ssh/chain.js';
 import { SshConfigFile } from '../../src/ssh/config.js';
 import { SocksReply } from '../../src/core/errors.js';
+import { scratchDir } from '../helpers/scratch-dir.js';
 
 /** A key blob as SSH writes it: string "ssh-ed25519", string 32 bytes. */
 function ed25519Blob(): Buffer {
@@ -24,7 +24,7 @@ function ed25519Blob(): Buffer {
   return out;
 }
 
-const dir = mkdtempSync(path.join(tmpdir(), 'known-'));
+const dir = scratchDir('known-');
 const file = (name: string, text: string) => {
   const f = path.join(dir, name);
   writeFileSync(f, text);
