@@ -33,7 +33,7 @@ export default class Connect extends Command {
   static override flags = {
     socks: Flags.boolean({ summary: 'SOCKS5 mode (the default and, for now, the only mode).' }),
     ...proxyFlags('Log level of the daemon (see `logs ID`).', 'Time open connections get to finish on disconnect (which waits a second more before SIGKILL).'),
-    id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-"; up to 40).', helpValue: '<name>' }),
+    id: Flags.string({ summary: 'Connection ID to use instead of the derived one (a-z, 0-9, "-", not first; up to 40).', helpValue: '<name>' }),
     json: Flags.boolean({ summary: 'Print one JSON object (apiVersion, kind ConnectResult, id, pid, context, namespace, socks, http, logFile, env, …).' }),
     'no-proxy-auth': Flags.boolean({
       aliases: ['no-auth'],
