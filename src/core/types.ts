@@ -24,6 +24,13 @@ export interface OpenRequest {
   signal: AbortSignal;
 }
 
+/**
+ * How long a half-closed stream may wait for the pod's first byte: the runtime may still be
+ * dialling the pod (its dial has no timeout; a full accept backlog retries the SYN after 1, 2,
+ * 4 s) and only then reads the request and the FIN. kubectl waits as long as the dial takes.
+ */
+export const POD_FIRST_BYTE_GRACE_MS = 10_000;
+
 /** A byte stream to the destination. Ending it half-closes; destroying it aborts. */
 export interface OpenedStream {
   /** With the piece hints of the transport underneath, when it gives any (core/stream-pieces.ts). */

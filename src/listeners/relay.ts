@@ -4,7 +4,7 @@
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import type { OpenedStream } from '../core/types.js';
+import { POD_FIRST_BYTE_GRACE_MS, type OpenedStream } from '../core/types.js';
 import type { PieceHints, UpstreamStream } from '../core/stream-pieces.js';
 import type { LiveBytes } from './stream-stats.js';
 
@@ -24,13 +24,6 @@ export interface RelayResult {
 export const TEARDOWN_GRACE_MS = 2000;
 
 /**
- * The tear-down clock while the upstream has sent nothing yet: the runtime may still be dialling
- * the pod (its dial has no timeout; a full accept backlog retries the SYN after 1, 2, 4 s) and
- * only then reads the request and the FIN. kubectl waits as long as the dial takes.
- */
-export const TEARDOWN_FIRST_BYTE_MS = 10_000;
-
-/**
  * Moves bytes both ways until both directions are finished or one side fails. `head` (bytes
  * the client sent before the tunnel was open) is written upstream before anything else.
  * Never rejects; resolves exactly once; both streams are destroyed when it resolves.
@@ -40,7 +33,7 @@ export function relay(
   upstream: UpstreamStream,
   head?: Buffer,
   teardownGraceMs: number | undefined = TEARDOWN_GRACE_MS,
-  firstByteGraceMs = TEARDOWN_FIRST_BYTE_MS,
+  firstByteGraceMs = POD_FIRST_BYTE_GRACE_MS,
 ): Promise<RelayResult> {
   return new Promise((resolve) => splice(client, upstream, head, teardownGraceMs, firstByteGraceMs, resolve));
 }
@@ -108,7 +101,7 @@ class Splice {
     /** undefined: no tear-down clock after the client's FIN. */
     readonly teardownGraceMs: number | undefined,
     private readonly resolve: (result: RelayResult) => void,
-    private readonly firstByteGraceMs = TEARDOWN_FIRST_BYTE_MS,
+    private readonly firstByteGraceMs = POD_FIRST_BYTE_GRACE_MS,
   ) {
     this.client = new Side(this, client, true, undefined);
     this.upstream = new Side(this, upstream, false, upstream.pieces);

@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import type { Logger } from '../core/log.js';
 import { HostUnreachableError, UpstreamApiError, type ProxyError } from '../core/errors.js';
+import { POD_FIRST_BYTE_GRACE_MS } from '../core/types.js';
 import { statusMessage, type ApiConnection, type ApiRequestOptions } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
@@ -22,8 +23,6 @@ const ERROR = 1;
 const WS_HIGH_WATER = 1 << 20;
 /** After the client's FIN, close once the pod has been silent this long (mirrors the runtimes' ~1 s). */
 const HALF_CLOSE_LINGER_MS = 1_000;
-/** The same before the pod's first byte: the runtime may still be dialling it (kubectl waits for that). */
-const HALF_CLOSE_FIRST_BYTE_MS = 10_000;
 
 export class WebSocketV4Transport implements Transport {
   readonly name = 'websocket';
@@ -217,7 +216,7 @@ class PortForwardStream extends PodStream {
    */
   override _final(callback: (err?: Error | null) => void): void {
     this.clientEnded = true;
-    this.armLinger(this.podHasSpoken ? HALF_CLOSE_LINGER_MS : HALF_CLOSE_FIRST_BYTE_MS);
+    this.armLinger(this.podHasSpoken ? HALF_CLOSE_LINGER_MS : POD_FIRST_BYTE_GRACE_MS);
     callback();
   }
 
