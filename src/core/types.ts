@@ -48,6 +48,11 @@ export interface OpenedStream {
    * own FIN (a TCP socket, an SSH channel): the relay waits for it with no tear-down clock.
    */
   tcpHalfClose?: boolean;
+  /**
+   * Tells `listener` where the stream went when it moved to another endpoint before the pod spoke
+   * (routes/cluster/retry-stream.ts), so logs and the live page name the pod that answered.
+   */
+  onMove?(listener: (via: string) => void): void;
 }
 
 /** A place under the stream cap: given back when the client is done with the stream. */

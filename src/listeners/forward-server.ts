@@ -102,5 +102,6 @@ async function handleClient(socket: net.Socket, destination: Destination, ctx: L
   }
   const { opened, head } = outcome;
   const record = ctx.stats.opened('forward', client, destination, opened.via, opened.route, opened.transport);
+  ctx.stats.follow(record, opened);
   record.live = startRelay(socket, opened, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));
 }

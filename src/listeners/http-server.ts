@@ -236,6 +236,7 @@ async function handleConnect(
   }
   const { opened, head: later } = outcome;
   const record = ctx.stats.opened('http-connect', client, destination, opened.via, opened.route, opened.transport);
+  ctx.stats.follow(record, opened);
   socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
   const pipelined = later.length > 0 ? Buffer.concat([head, later]) : head;
   record.live = startRelay(socket, opened, pipelined, ctx.log, (result) =>

@@ -200,6 +200,7 @@ async function connectAndRelay(
   }
   const { opened, head: later } = outcome;
   const record = ctx.stats.opened(frontEnd, client, destination, opened.via, opened.route, opened.transport);
+  ctx.stats.follow(record, opened);
   socket.write(version === 5 ? encodeSocks5Reply(SocksReply.succeeded, { address: socket.localAddress, port: socket.localPort }) : encodeSocks4Reply(true));
   const head = later.length > 0 ? Buffer.concat([pipelined, later]) : pipelined;
   record.live = startRelay(socket, opened, head, ctx.log, (result) => ctx.stats.closed(record, result.bytesFromClient, result.bytesToClient, result.error));

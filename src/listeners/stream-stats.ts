@@ -1,5 +1,5 @@
 import type { Logger } from '../core/log.js';
-import type { Destination, FrontEnd } from '../core/types.js';
+import type { Destination, FrontEnd, OpenedStream } from '../core/types.js';
 import { replyFor, type Reply } from '../core/errors.js';
 import { RepeatedLineLimiter } from '../core/log-limit.js';
 import { sourceBucket, UNIX_SOURCE } from '../auth/source.js';
@@ -56,6 +56,8 @@ export interface RouteTotals {
  */
 export interface StreamObserver {
   opened(record: StreamRecord): void;
+  /** The stream moved to another endpoint before the pod spoke: `record.via` names the new one. */
+  moved(record: StreamRecord): void;
   /** `error`: why it ended abnormally (the reply's message), undefined for a normal end. */
   closed(record: StreamRecord, bytesFromClient: number, bytesToClient: number, error: string | undefined): void;
   failed(frontEnd: FrontEnd, client: string, destination: Destination | undefined, reply: Reply): void;
@@ -112,6 +114,16 @@ export class StreamStats {
     this.log.info({ stream: record.id, frontEnd, client, target: target(destination), via, route, transport }, 'stream open');
     this.observer?.opened(record);
     return record;
+  }
+
+  /** Follows the stream to the endpoint it moves to, if it does (OpenedStream.onMove). */
+  follow(record: StreamRecord, opened: Pick<OpenedStream, 'onMove'>): void {
+    opened.onMove?.((via) => {
+      if (!this.open.has(record.id)) return;
+      this.log.debug({ stream: record.id, from: record.via, to: via }, 'stream moved');
+      record.via = via;
+      this.observer?.moved(record);
+    });
   }
 
   private routeTotals(route: string | undefined): RouteTotals | undefined {

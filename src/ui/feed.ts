@@ -191,6 +191,13 @@ export class LiveFeed implements StreamObserver {
     else this.droppedStreamEvents++;
   }
 
+  /** Sent as an open stream again: the page keeps open streams by id, so its row names the new pod. */
+  moved(record: StreamRecord): void {
+    if (this.subscribers.size === 0) return;
+    if (this.hold()) this.pending.opened.push(viewOf(record));
+    else this.droppedStreamEvents++;
+  }
+
   closed(record: StreamRecord, bytesFromClient: number, bytesToClient: number, error: string | undefined): void {
     const view: StreamView = { ...viewOf(record), endedAt: Date.now(), bytesFromClient, bytesToClient, ...(error !== undefined ? { error } : {}) };
     this.recent.push(view);

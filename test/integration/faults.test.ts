@@ -109,10 +109,20 @@ describe('a pod that refuses its port', () => {
     const seen = new Set<string>();
     for (let i = 0; i < 6; i++) seen.add(await web());
     assert.equal(seen.size, 3, 'all three pods served (and are trusted to accept)');
+    const from = proxy.logs.length;
     cluster.sim.refusePort('shop', webA, SAMPLE.web.containerPort);
     try {
       for (let i = 0; i < 9; i++) assert.notEqual(await web(), webA);
       assert.ok(proxy.logs.some((l) => l.msg === 'pod refused after the stream opened; moved to another endpoint'));
+      // Each moved stream's closing line names the pod that answered, not the one that refused.
+      const lines = proxy.logs.slice(from);
+      const moved = lines.filter((l) => l.msg === 'stream open' && String(l.via).includes(webA)).map((l) => l.stream);
+      assert.ok(moved.length > 0, 'a stream was opened to the refusing pod first');
+      await eventually(async () => moved.every((id) => proxy.logs.some((l) => l.stream === id && String(l.msg).startsWith('stream closed'))), 5_000, 50);
+      for (const id of moved) {
+        const closed = proxy.logs.find((l) => l.stream === id && String(l.msg).startsWith('stream closed'));
+        assert.ok(closed && !String(closed.via).includes(webA), `stream ${id} closed via ${String(closed?.via)}`);
+      }
     } finally {
       cluster.sim.refusePort('shop', webA, SAMPLE.web.containerPort, false);
     }

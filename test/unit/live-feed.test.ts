@@ -148,3 +148,28 @@ test('a sample counts what happened since the last one; routes are sent when a s
     [1_000, 2_000, 3_000, 4_000],
   );
 });
+
+test('a stream that moves to another endpoint is shown and closed under the pod that answered', () => {
+  const { stats, feed, messages, watch } = setUp();
+  const stop = watch();
+  try {
+    let move: ((via: string) => void) | undefined;
+    const record = stats.opened('socks5', '127.0.0.1:5004', destination, 'shop/web-1:8080', 'prod', 'spdy');
+    stats.follow(record, { onMove: (listener) => (move = listener) });
+    feed.flush();
+    move!('shop/web-3:8080');
+    feed.flush();
+    const update = messages[2];
+    assert.equal(update?.type, 'events');
+    assert.deepEqual(update?.type === 'events' && update.opened.map((s) => [s.id, s.via]), [[record.id, 'shop/web-3:8080']], 'the open row is replaced');
+    assert.equal(stats.snapshot().totalStreams, 1, 'a move is not another stream');
+    stats.closed(record, 5, 6);
+    feed.flush();
+    const closed = messages[3];
+    assert.deepEqual(closed?.type === 'events' && closed.closed.map((s) => s.via), ['shop/web-3:8080']);
+    move!('shop/web-2:8080');
+    assert.equal(record.via, 'shop/web-3:8080', 'a closed stream is not changed any more');
+  } finally {
+    stop();
+  }
+});

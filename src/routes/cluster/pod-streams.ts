@@ -81,6 +81,7 @@ export class PodStreams {
       this.noteFailuresOf(first.stream, first.via);
       return first;
     }
+    let movedTo: ((via: string) => void) | undefined;
     const stream = new RetryBeforeFirstByte(first.stream, async (err, gone) => {
       const from = current;
       this.noteFailure(from, err);
@@ -94,11 +95,12 @@ export class PodStreams {
         { target: plan.label, from, to: moved?.via, error: err.message },
         moved ? 'pod refused after the stream opened; moved to another endpoint' : 'pod refused after the stream opened; no other endpoint accepted',
       );
+      if (moved) movedTo?.(moved.via);
       return moved?.stream;
     });
     // A refusal that cannot move (the client sent more than is kept for a replay) marks the port too.
     stream.on('error', (err) => this.noteFailure(current, err));
-    return { stream, via: first.via, transport: first.transport };
+    return { stream, via: first.via, transport: first.transport, onMove: (listener) => (movedTo = listener) };
   }
 
   /**
