@@ -21,7 +21,7 @@ interface ExecAuthLike {
 
 interface ExecUser {
   name: string;
-  exec?: { command?: string; installHint?: string };
+  exec?: { command?: string; installHint?: string; interactiveMode?: string };
   token?: string;
   username?: string;
   certData?: string;
@@ -67,6 +67,7 @@ export function runExecPluginsWithoutStdin(
   const getCredential = auth.getCredential.bind(auth);
   auth.getCredential = async (user: ExecUser) => {
     if (hasOtherAuth(user)) return null;
+    if (user.exec?.interactiveMode === 'Always') throw needsTerminal(user);
     started = undefined;
     const run = getCredential(user);
     // ExecAuth spawns before its first await: `started` is this run's plugin, if it started one.
@@ -122,6 +123,16 @@ function credentialProblem(credential: unknown): string | undefined {
   if (!status.token && !cert && !key) return 'returned neither a token nor a client certificate and key';
   if (cert !== key) return 'returned only a client certificate or key, not both';
   return undefined;
+}
+
+/**
+ * A plugin that must have a terminal: kubectl refuses to run it without one ("exec plugin cannot
+ * support interactive mode: standard input is not a terminal"), and the proxy never has one.
+ */
+function needsTerminal(user: ExecUser): Error {
+  return new Error(
+    `the exec credential plugin "${user.exec?.command}" of user "${user.name}" has interactiveMode: Always, and the proxy has no terminal to give it (kubectl refuses it too without one): set interactiveMode: IfAvailable, or Never for a plugin that can log in on its own`,
+  );
 }
 
 /** A plugin that cannot be started: named, with the kubeconfig's installHint as kubectl prints it. */

@@ -88,3 +88,14 @@ test('a token or a client certificate beside exec is sent as it is, the plugin n
   // Only a certificate with its key counts: a certificate alone still asks the plugin.
   await assert.rejects(setup(t, {}, { script: failing, userExtra: 'client-certificate-data: eA==, ' }).requestOptions(), refused(/SSO session expired/));
 });
+
+test('a plugin with interactiveMode Always is refused without being run, as kubectl refuses it without a terminal', async (t) => {
+  const script =
+    '#!/bin/sh\ntouch "$(dirname "$0")/ran"\necho \'{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t"}}\'\n';
+  const api = setup(t, {}, { script, execExtra: ', interactiveMode: Always' });
+  await assert.rejects(api.requestOptions(), refused(/plugin "\S+plugin\.sh" of user "sso" has interactiveMode: Always, and the proxy has no terminal/));
+  const dir = path.dirname((api as unknown as { kc: { getCurrentUser(): { exec: { command: string } } } }).kc.getCurrentUser().exec.command);
+  assert.throws(() => readFileSync(path.join(dir, 'ran')), /ENOENT/, 'the plugin was not run');
+  const ifAvailable = await setup(t, {}, { script, execExtra: ', interactiveMode: IfAvailable' }).requestOptions();
+  assert.equal(ifAvailable.headers.Authorization, 'Bearer t');
+});
