@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
-import { credentialValidForMs } from './token-source.js';
+import { credentialValidForMs, tokenRefused } from './token-source.js';
 import { caProblem, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
 import { monotonicMs } from '../core/clock.js';
@@ -225,6 +225,7 @@ export class ApiConnection {
     this.cached = undefined;
     this.generation++;
     expireExecCredentials(this.kc);
+    tokenRefused(this.kc);
   }
 
   /** Full URL for an API path, keeping any path prefix the server URL has (e.g. Rancher's). */

@@ -12,10 +12,19 @@ export interface TokenSource {
   token(): Promise<string | undefined>;
   /** How much longer the token token() last gave may be sent (ms); undefined: no limit known. */
   validForMs?(): number | undefined;
+  /** The API server refused the token last given (a 401): the next token() looks again. */
+  refused?(): void;
 }
 
 /** Where withTokenSource leaves its source's validForMs (found through Object.create chains). */
 const VALID_FOR = Symbol('credentialValidForMs');
+/** Where withTokenSource leaves its source's refused(), likewise. */
+const REFUSED = Symbol('credentialRefused');
+
+/** The API server refused what `kc`'s token source gave: it looks again at the next request. */
+export function tokenRefused(kc: KubeConfig): void {
+  (kc as unknown as { [REFUSED]?: () => void })[REFUSED]?.();
+}
 
 /**
  * How much longer the credentials `kc` last gave may be sent (ms), or undefined when they carry
@@ -31,6 +40,8 @@ export function credentialValidForMs(kc: KubeConfig): number | undefined {
 
 /** How often a token file is read again: client-go's cached file token source uses one minute. */
 const TOKEN_FILE_TTL_MS = 60_000;
+/** After a 401 the file is read again at once, but not more often than this under a 401 storm. */
+const TOKEN_FILE_REREAD_MS = 1_000;
 
 /**
  * kubeconfig `tokenFile` (client-go tools/clientcmd/api/v1 AuthInfo.TokenFile; client-node reads
@@ -66,6 +77,14 @@ export class TokenFileSource implements TokenSource {
     return this.cached.token;
   }
 
+  /**
+   * A 401 for the token read: a file rotated since is read at the next request, as client-go's
+   * token source is reset on a 401 (transport/token_source.go ResetTokenOlderThan), not a minute on.
+   */
+  refused(): void {
+    if (this.cached) this.cached.at = Math.min(this.cached.at, this.cached.at + TOKEN_FILE_REREAD_MS - this.ttlMs);
+  }
+
   /** Until the file is read again: a rotated token is then sent within the TTL, as before. */
   validForMs(): number | undefined {
     return this.cached ? this.ttlMs - (monotonicMs() - this.cached.at) : undefined;
@@ -77,6 +96,7 @@ export function withTokenSource(kc: KubeConfig, source: TokenSource): KubeConfig
   const scoped = Object.create(kc) as KubeConfig;
   let token: string | undefined;
   (scoped as unknown as { [VALID_FOR]: () => number | undefined })[VALID_FOR] = () => source.validForMs?.();
+  (scoped as unknown as { [REFUSED]: () => void })[REFUSED] = () => source.refused?.();
   scoped.getCurrentUser = (): User | null => {
     const u = kc.getCurrentUser();
     return u ? ({ ...u, authProvider: undefined, token: token ?? u.token } as User) : null;

@@ -129,3 +129,31 @@ test('a token beside a tokenFile is sent while the file cannot be read, as kubec
     assert.deepEqual([user.tokenFile, user.token], [file, 'inline-token']);
   });
 });
+
+test('a tokenFile rotated before its minute is read again after a 401, as client-go resets its token source', async () => {
+  await withTokenFile(async (file, dir) => {
+    const kubeconfig = join(dir, 'config');
+    writeFileSync(
+      kubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
+        'users: [{name: u, user: {tokenFile: token}}]',
+        'contexts: [{name: x, context: {cluster: c, user: u}}]',
+        'current-context: x',
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(file, 'old-token\n');
+    const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc, { env: {} });
+    const first = await api.requestOptions();
+    assert.equal(first.headers.Authorization, 'Bearer old-token');
+    writeFileSync(file, 'new-token\n');
+    // Read a second ago or more: the refused token is not the file's any more.
+    await new Promise((r) => setTimeout(r, 1_050));
+    const renewed = await api.renewedAfter401(first);
+    assert.equal(renewed?.headers.Authorization, 'Bearer new-token', 'the rotated file was read at once, not a minute later');
+    assert.equal(await api.renewedAfter401(renewed!), undefined, 'a file unchanged since gives the same token: nothing to retry with');
+  });
+});
