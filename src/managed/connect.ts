@@ -10,7 +10,7 @@ import { formatHostPort, unixListenPath, UNIX_PREFIX, type HostPort } from '../c
 import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { probeApi } from '../proxy/proxy.js';
-import { planStart, type StartPlan } from '../proxy/startup-checks.js';
+import { planStart, tcpAddressesOf, type StartPlan } from '../proxy/startup-checks.js';
 import {
   checkSocketPath,
   ensureStateDir,
@@ -240,14 +240,29 @@ async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: H
       flag === '--forward'
         ? 'pick another local port, or 0 for a free one'
         : `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
-    const owner = others.find(({ entry }) =>
-      [entry.socks, entry.http, ...(entry.forwards ?? []).map((f) => f.address)].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)),
+    const owner = others.find(
+      ({ entry }) =>
+        [entry.socks, entry.http, ...(entry.forwards ?? []).map((f) => f.address)].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)) ||
+        plannedAddresses(entry).some((a) => a.port === addr.port && sameHost(a.host, addr.host)),
     );
     if (owner) {
       throw new StartupError(`${flag} ${text}: the address is taken by managed proxy ${owner.entry.id} (${describeTarget(owner.entry)}); ${hint}`);
     }
     const problem = await bindProblem(addr);
     if (problem) throw new StartupError(`${flag} ${text}: ${problem}; ${hint}`);
+  }
+}
+
+/**
+ * Where a proxy still starting is going to listen: two connects racing for one port each found it
+ * free, and the loser's daemon failed to bind with words that named no proxy.
+ */
+function plannedAddresses(entry: ProxyEntry): HostPort[] {
+  if (entry.phase === 'running') return [];
+  try {
+    return tcpAddressesOf(entry.options);
+  } catch {
+    return []; // its own start refuses these options
   }
 }
 

@@ -4,7 +4,15 @@
 // very checks (and messages) the proxy itself would fail with. Every failure is a one-line
 // StartupError.
 import { StartupError, errorMessage } from '../core/errors.js';
-import { forwardListenProblem, formatHostPort, parseForwardSpec, parseListenAddress, unixListenPath, type ForwardSpec } from '../core/address.js';
+import {
+  forwardListenProblem,
+  formatHostPort,
+  parseForwardSpec,
+  parseListenAddress,
+  unixListenPath,
+  type ForwardSpec,
+  type HostPort,
+} from '../core/address.js';
 import { unixSocketPath } from '../state/paths.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
@@ -79,6 +87,19 @@ export function planStart(options: StartOptions): StartPlan {
   if (!socks && !http && forwards.length === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
   assertDirectAllowed(table, listens, !!options.proxyAuth);
   return { socks, http, listens, table, forwards };
+}
+
+/**
+ * Where a proxy with these options listens over TCP, without the other checks: another managed
+ * proxy's, still starting, which records its addresses only once it has bound them.
+ */
+export function tcpAddressesOf(options: Pick<StartOptions, 'listenSocks' | 'listenHttp' | 'forwards' | 'table'>): HostPort[] {
+  const listens = [
+    options.listenSocks ? parseListen(options.listenSocks, '--listen-socks', 'socks') : undefined,
+    options.listenHttp ? parseListen(options.listenHttp, '--listen-http', 'http') : undefined,
+  ].filter((a): a is TcpListen => a !== undefined && 'host' in a);
+  const forwards = forwardSpecs([...(options.forwards ?? []), ...(options.table?.forwards ?? [])], listens);
+  return [...listens.map(({ host, port }) => ({ host, port })), ...forwards.map((f) => f.listen)];
 }
 
 /**

@@ -269,6 +269,33 @@ describe('a managed proxy from connect to disconnect', () => {
     if (process.platform === 'linux') assert.deepEqual(daemonsFor('race'), [...pids]);
     assert.equal((await cli(['disconnect', 'race'])).code, 0);
   });
+
+  test('two connects racing for one port: the loser is told which proxy took it', async () => {
+    const free = net.createServer().listen(0, '127.0.0.1');
+    await once(free, 'listening');
+    const port = (free.address() as net.AddressInfo).port;
+    await new Promise((r) => free.close(r));
+    // Both are held after their own checks found the port free, until both are there.
+    const pauses = mkdtempSync(path.join(tmpdir(), 'proxyout-port-race-'));
+    const ids = ['port-a', 'port-b'];
+    const running = ids.map((id) =>
+      cli(['connect', '--kubeconfig', cluster.kubeconfig, '--id', id, '--listen-socks', `127.0.0.1:${port}`, '--json'], undefined, {
+        [TEST_CONNECT_PAUSE_ENV]: path.join(pauses, id),
+      }),
+    );
+    await eventually(async () => ids.every((id) => existsSync(path.join(pauses, `${id}.waiting`))), 20_000, 20);
+    for (const id of ids) writeFileSync(path.join(pauses, id), '');
+    const results = await Promise.all(running);
+    rmSync(pauses, { recursive: true, force: true });
+    const won = results.findIndex((r) => r.code === 0);
+    assert.ok(won >= 0, results.map((r) => r.stderr).join('\n'));
+    daemons.add((JSON.parse(results[won]!.stdout) as Connected).pid);
+    const lost = results[1 - won]!;
+    assert.equal(lost.code, 1);
+    assert.match(lost.stderr, new RegExp(`--listen-socks 127\\.0\\.0\\.1:${port}: the address is taken by managed proxy ${ids[won]}`));
+    assert.ok(!existsSync(path.join(stateDir, 'logs', `${ids[1 - won]}.log`)), 'no daemon was started for the loser');
+    assert.equal((await cli(['disconnect', ids[won]!])).code, 0);
+  });
 });
 
 describe('a daemon whose cache is still syncing', () => {
