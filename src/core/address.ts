@@ -213,6 +213,19 @@ export function parseAuthority(text: string): Destination | undefined {
   return port === undefined ? undefined : destinationFor(host, port);
 }
 
+/** Why parseAuthority refused `text`, for the client's 400 (its first 100 characters quoted). */
+export function authorityProblem(text: string): string {
+  const shown = `"${text.slice(0, 100)}${text.length > 100 ? '…' : ''}"`;
+  const colon = text.lastIndexOf(':');
+  const host = colon > 0 && !text.startsWith('[') ? text.slice(0, colon) : '';
+  if (host && !host.includes(':') && parsePort(text.slice(colon + 1), false) !== undefined && !isValidHost(host)) {
+    return host.length > 254
+      ? `CONNECT host is ${host.length} characters long; a DNS name has at most 253, 254 with its final dot (${shown})`
+      : `CONNECT host is not a DNS name or IP address: letters, digits, "-", "." and "_" only (${shown})`;
+  }
+  return `CONNECT target must be host:port or [ipv6]:port, port 1-65535, got ${shown}`;
+}
+
 /** A port mapping (--forward [ADDR:]LPORT=TARGET:PORT): a local TCP listener for one fixed target. */
 export interface ForwardSpec {
   /** Where to listen; ADDR defaults to 127.0.0.1, port 0 picks a free one. */

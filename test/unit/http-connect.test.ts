@@ -109,6 +109,16 @@ test('malformed CONNECT targets get 400', async () => {
     assert.match(head, /^HTTP\/1\.1 400 /, target);
     await reader.rest();
   }
+  // The reason fits the mistake: a name too long or with a bad character is not "not host:port".
+  const cases: Array<[string, RegExp]> = [
+    [`${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(64)}:443`, /CONNECT host is 256 characters long; a DNS name has at most 253/],
+    ['we$b.test:443', /CONNECT host is not a DNS name or IP address/],
+    ['web.test', /CONNECT target must be host:port or \[ipv6\]:port, port 1-65535, got "web\.test"/],
+  ];
+  for (const [target, why] of cases) {
+    const { reader } = await rawConnect(target);
+    assert.match((await reader.rest()).toString('latin1'), why, target);
+  }
   await assertServesNormally();
 });
 
