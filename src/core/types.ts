@@ -53,6 +53,11 @@ export interface OpenedStream {
    * (routes/cluster/retry-stream.ts), so logs and the live page name the pod that answered.
    */
   onMove?(listener: (via: string) => void): void;
+  /**
+   * Whether a new stream to the same destination would still take this route (a reload or a
+   * learnt ingress host may have moved it): a pooled stream is reused only while it would.
+   */
+  stillRouted?: () => boolean;
 }
 
 /** A place under the stream cap: given back when the client is done with the stream. */

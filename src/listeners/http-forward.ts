@@ -27,6 +27,14 @@ const vias = new WeakMap<Duplex, string>();
 const slots = new WeakMap<Duplex, StreamSlot>();
 const routes = new WeakMap<Duplex, string>();
 const transports = new WeakMap<Duplex, string>();
+const stillRouted = new WeakMap<Duplex, () => boolean>();
+
+/** What TunnelAgent uses of Node's Agent beyond @types/node. */
+interface AgentInternals {
+  freeSockets: Record<string, Duplex[] | undefined>;
+  removeSocket(socket: Duplex, options: ClientRequestArgs): void;
+}
+const agentAddRequest = (http.Agent.prototype as unknown as { addRequest(request: ClientRequest, options: ClientRequestArgs): void }).addRequest;
 
 /**
  * A keep-alive agent whose "connections" are streams from the opener. Idle tunnels are closed
@@ -48,12 +56,14 @@ export class TunnelAgent extends http.Agent {
     const meta = (options as Record<string, unknown>)[META] as OpenMeta;
     const cb = callback ?? noop;
     this.opener.open({ destination: meta.destination, frontEnd: 'http-forward', client: meta.client, signal: meta.signal }).then(
-      ({ stream, via, slot, route, transport }) => {
+      (opened) => {
+        const { stream, via, slot, route, transport } = opened;
         adaptStream(stream, this.log);
         vias.set(stream, via);
         if (slot) slots.set(stream, slot);
         if (route) routes.set(stream, route);
         if (transport) transports.set(stream, transport);
+        if (opened.stillRouted) stillRouted.set(stream, opened.stillRouted);
         cb(null, stream);
       },
       (err: unknown) => cb(err instanceof Error ? err : new Error(errorMessage(err)), undefined as unknown as Duplex),
@@ -61,7 +71,22 @@ export class TunnelAgent extends http.Agent {
     return undefined;
   }
 
+  /** Node's Agent.addRequest, which @types/node leaves out: stale pooled tunnels are dropped first. */
+  addRequest(request: ClientRequest, options: ClientRequestArgs): void {
+    // A pooled tunnel whose destination a reload (or a learnt ingress host) has sent elsewhere
+    // since is not reused: the next request is routed anew, as a new client's would be.
+    const internals = this as unknown as AgentInternals;
+    for (const socket of [...(internals.freeSockets[this.getName(options)] ?? [])]) {
+      if (stillRouted.get(socket)?.() !== false) continue;
+      clearTimeout(this.idleTimers.get(socket));
+      socket.destroy();
+      internals.removeSocket(socket, options); // out of the pool now, not at its 'close'
+    }
+    agentAddRequest.call(this, request, options);
+  }
+
   override keepSocketAlive(socket: Duplex): boolean {
+    if (stillRouted.get(socket)?.() === false) return false;
     let idle = this.idleMs;
     const res = (socket as { _httpMessage?: { res?: IncomingMessage } })._httpMessage?.res;
     const hint = /^timeout=(\d+)/.exec(String(res?.headers['keep-alive'] ?? ''))?.[1];

@@ -131,6 +131,17 @@ export class Router implements StreamOpener {
     }
   }
 
+  /** Whether the table in force sends a destination to this very route (its claim, or the claim's fallback). */
+  private routesTo(destination: OpenRequest['destination'], route: Route): boolean {
+    const { matcher, routes } = this.generation;
+    const decision = matcher.match(destination);
+    const fallbacks = decision.claimed && decision.reason === 'known-ip' ? [matcher.matchIpAsUnknown(decision.host)] : [];
+    for (let d: Decision | undefined = decision; d; d = d.claimed ? (d.fallback ?? fallbacks.shift()) : undefined) {
+      if (d.claimed && routes.get(d.route.name) === route) return true;
+    }
+    return false;
+  }
+
   /** An IP literal that would be refused, go direct or hit a /0 block: a cluster may yet know it. */
   private worthLookingUp(request: OpenRequest, d: Decision): boolean {
     if (request.destination.type === 'domain' && !/^[0-9.]+$|:/.test(request.destination.host)) return false;
@@ -142,7 +153,8 @@ export class Router implements StreamOpener {
     if (!route) throw new NotAllowedError(`route ${claim.route.name} is not running`);
     try {
       const opened = await route.open(request, claim, signal);
-      return { ...opened, route: route.name };
+      const destination = request.destination;
+      return { ...opened, route: route.name, stillRouted: () => this.routesTo(destination, route) };
     } catch (err) {
       // Every failure names the route it was on (two clusters may both have a demo/web).
       if (!(err instanceof ProxyError) || err.message.includes(`route ${route.name}`)) throw err;
