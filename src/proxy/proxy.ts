@@ -128,7 +128,8 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     if (hooks.signal?.aborted) throw new StartupError('stopped while starting', { cause: err });
     throw err instanceof StartupError ? err : new StartupError(errorMessage(err), { cause: err });
   }
-  const primary = defaultCluster(built)?.guest;
+  // The default cluster as the table in force has it: a reload may make another route the default.
+  const primary = () => defaultCluster(built)?.guest;
   const routes = () =>
     built.table.routes.map((spec) => {
       const status = built.routes.get(spec.name)!.status();
@@ -139,16 +140,16 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     stats,
     listeners,
     ctx,
-    () => ({ context: primary?.context ?? '', namespace: primary?.defaultNamespace ?? '' }),
+    () => ({ context: primary()?.context ?? '', namespace: primary()?.defaultNamespace ?? '' }),
     routes,
     !!options.page,
     options.otherProxies,
   );
   log.info(
     {
-      context: primary?.context,
-      namespace: primary?.defaultNamespace,
-      server: primary?.server,
+      context: primary()?.context,
+      namespace: primary()?.defaultNamespace,
+      server: primary()?.server,
       routes: built.table.routes.map((r) => r.name),
       listeners: listeners.map(describeListener),
     },
@@ -166,8 +167,12 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   let reloading: Promise<void> = Promise.resolve();
   return {
     ...listeningAt(listeners),
-    context: primary?.context ?? '',
-    namespace: primary?.defaultNamespace ?? '',
+    get context() {
+      return primary()?.context ?? '';
+    },
+    get namespace() {
+      return primary()?.defaultNamespace ?? '';
+    },
     table: () => built.table,
     pac,
     routes,

@@ -209,6 +209,34 @@ describe('reload', () => {
     assert.equal(await who('http://which.shop.staging/'), 'which-staging', 'the last good table still serves');
     assert.equal(proxy.proc.exitCode, null);
   });
+
+  test('a reload that makes another route the default: the live page names its context, and short names go there', async () => {
+    const line = proxy.stdout.find((l) => l.includes('live page at'));
+    assert.ok(line, proxy.stdout.join('\n'));
+    const page = new URL(/live page at (\S+)/.exec(line)![1]!);
+    const pageContext = async () => {
+      const res = await fetch(`${page.origin}/ui/events${page.search}`, { headers: { Host: page.host } });
+      const reader = res.body!.getReader();
+      let text = '';
+      while (!/\n\ndata: .*\n/.test(text)) text += new TextDecoder().decode((await reader.read()).value);
+      await reader.cancel();
+      return (JSON.parse(/\n\ndata: (.*)\n/.exec(text)![1]!) as { info: { context: string } }).info.context;
+    };
+    assert.equal(await pageContext(), 'prod');
+    const mark = proxy.logs.length;
+    await writeFile(configFile, CONFIG().replace('    default: true\n', '').replace('context: staging\n', 'context: staging\n    default: true\n'));
+    proxy.proc.kill('SIGHUP');
+    await reloaded(mark);
+    try {
+      assert.equal(await who('http://which.shop/'), 'which-staging');
+      assert.equal(await pageContext(), 'staging');
+    } finally {
+      const back = proxy.logs.length;
+      await writeFile(configFile, CONFIG());
+      proxy.proc.kill('SIGHUP');
+      await reloaded(back);
+    }
+  });
 });
 
 describe('a cluster whose API server goes away', () => {
