@@ -97,6 +97,14 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
     seen.add(context);
     const derived = routeNameForContext(context);
     const existing = fileRoutes.find((r) => r.kind === 'cluster' && r.context === context) ?? fileRoutes.find((r) => r.name === derived);
+    // A konnectivity route of the file serving this context: a second route for it would make
+    // every ClusterIP and Pod IP known to two routes (refused), and its names served twice.
+    const guest = existing ?? fileRoutes.find((r) => r.kind === 'konnectivity' && r.context === context);
+    if (guest && guest.kind === 'konnectivity' && guest.context === context) {
+      throw new StartupError(
+        `--context ${context}: route "${guest.name}" (${guest.origin}) is a konnectivity route for this context; leave out --context, or make it the default with default: true`,
+      );
+    }
     if (existing && existing.kind !== 'cluster') {
       throw new StartupError(
         `--context ${context}: route "${existing.name}" (${existing.origin}) is a ${existing.kind} route, not a cluster; rename one of them`,

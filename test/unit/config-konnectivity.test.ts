@@ -127,6 +127,22 @@ test('a cluster route and a konnectivity route cannot share a context', () => {
   );
 });
 
+test('--context naming the context of a konnectivity route is refused, naming the route: it would be served twice', () => {
+  assert.throws(
+    () => tableFrom(parse(GUEST), { contexts: ['guest-admin'], clusterDomain: 'cluster.local' }),
+    /--context guest-admin: route "guest" \(config\.yaml:2\) is a konnectivity route for this context/,
+  );
+  // Another context beside it stays a route of its own.
+  const table = tableFrom(parse(GUEST), { contexts: ['prod'], clusterDomain: 'cluster.local' });
+  assert.deepEqual(
+    table.routes.map((r) => [r.name, r.kind]),
+    [
+      ['prod', 'cluster'],
+      ['guest', 'konnectivity'],
+    ],
+  );
+});
+
 test("the table matches a konnectivity route's own names and describes it", () => {
   const table = tableFrom(parse(GUEST), { contexts: [], clusterDomain: 'cluster.local' });
   assert.equal(table.defaultRoute, 'guest');
