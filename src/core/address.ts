@@ -226,6 +226,21 @@ export function authorityProblem(text: string): string {
   return `CONNECT target must be host:port or [ipv6]:port, port 1-65535, got ${shown}`;
 }
 
+/**
+ * A CONNECT target as clients send it: parseAuthority's forms, and an IPv6 literal without
+ * brackets ("fd00::1:443"), which wget 1.21 and Python's http.client before 3.12 send. A CONNECT
+ * target always has a port, so the last colon starts it.
+ */
+export function parseConnectTarget(text: string): Destination | undefined {
+  const parsed = parseAuthority(text);
+  if (parsed || text.startsWith('[')) return parsed;
+  const colon = text.lastIndexOf(':');
+  const host = text.slice(0, colon);
+  if (colon < 0 || !host.includes(':') || ipv6ToBytes(host) === undefined) return undefined;
+  const port = parsePort(text.slice(colon + 1), false);
+  return port === undefined ? undefined : destinationFor(host, port);
+}
+
 /** A port mapping (--forward [ADDR:]LPORT=TARGET:PORT): a local TCP listener for one fixed target. */
 export interface ForwardSpec {
   /** Where to listen; ADDR defaults to 127.0.0.1, port 0 picks a free one. */

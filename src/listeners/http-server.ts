@@ -5,7 +5,7 @@ import http, { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'n
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { BadRequestError } from '../core/errors.js';
-import { authorityProblem, formatHostPort, parseAuthority } from '../core/address.js';
+import { authorityProblem, formatHostPort, parseConnectTarget } from '../core/address.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
 import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
@@ -215,7 +215,7 @@ async function handleConnect(
   socket.setTimeout(0);
   socket.setNoDelay(true);
   if (!authorizeConnect(ctx, req, socket, client, unauthenticated)) return;
-  const destination = parseAuthority(req.url ?? '');
+  const destination = parseConnectTarget(req.url ?? '');
   if (!destination) {
     const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(authorityProblem(req.url ?? '')));
     endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`));

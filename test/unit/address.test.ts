@@ -10,6 +10,7 @@ import {
   ipv6ToBytes,
   isLoopbackHost,
   parseAuthority,
+  parseConnectTarget,
   parseListenAddress,
 } from '../../src/core/address.js';
 
@@ -122,5 +123,11 @@ test('parseAuthority (CONNECT targets)', () => {
   assert.deepEqual(parseAuthority('[fd00::1]:80'), { host: 'fd00::1', port: 80, type: 'ipv6' });
   for (const bad of ['web.shop', 'web.shop:', 'web.shop:0', 'web.shop:70000', ':80', '[fd00::1]', '[x]:80', 'fd00::1:80', 'a b:80', '/path', 'http://x:80']) {
     assert.equal(parseAuthority(bad), undefined, bad);
+  }
+  // CONNECT alone takes a bare IPv6 literal: its port is never optional.
+  assert.deepEqual(parseConnectTarget('fd00::1:80'), { host: 'fd00::1', port: 80, type: 'ipv6' });
+  assert.deepEqual(parseConnectTarget('web.shop:443'), { host: 'web.shop', port: 443, type: 'domain' });
+  for (const bad of ['fd00::1', 'fd00::1:0', '1:2:3:4:5:6:7:8', '[fd00::1]:80x', 'fe80::1%eth0:80', ':80']) {
+    assert.equal(parseConnectTarget(bad), undefined, bad);
   }
 });

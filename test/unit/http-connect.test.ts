@@ -89,6 +89,21 @@ test('CONNECT to a bracketed IPv6 literal', async () => {
   assert.deepEqual(opener.requests.at(-1)?.destination, { host: 'fd00::1', port: 8443, type: 'ipv6' });
 });
 
+test('CONNECT to an IPv6 literal without brackets, as wget and Python before 3.12 send it', async () => {
+  // wget 1.21: "CONNECT ::1:8443 HTTP/1.1" with "Host: ::1:8443"; Python 3.11's http.client the same.
+  for (const [target, host] of [
+    ['::1:8443', '::1'],
+    ['FD00::0:1:8443', 'fd00::1'],
+    ['::ffff:10.0.0.7:8443', '::ffff:10.0.0.7'],
+  ] as const) {
+    const { reader, head } = await rawConnect(target);
+    assert.match(head, /^HTTP\/1\.1 200 /, target);
+    reader.socket.end();
+    await reader.rest();
+    assert.deepEqual(opener.requests.at(-1)?.destination, { host, port: 8443, type: 'ipv6' }, target);
+  }
+});
+
 test('open failures become their HTTP status with a text body and Connection: close', async () => {
   const want: Record<string, number> = { 'refused.test': 502, 'not-allowed.test': 403, 'timeout.test': 504, 'not-ready.test': 503 };
   for (const [host, status] of Object.entries(want)) {
@@ -104,7 +119,7 @@ test('open failures become their HTTP status with a text body and Connection: cl
 });
 
 test('malformed CONNECT targets get 400', async () => {
-  for (const target of ['nonsense', 'web.test:0', 'web.test:99999', '[zz]:80']) {
+  for (const target of ['nonsense', 'web.test:0', 'web.test:99999', '[zz]:80', 'fd00::1', '1:2:3:4:5:6:7:8', 'fe80::1%eth0:80']) {
     const { reader, head } = await rawConnect(target);
     assert.match(head, /^HTTP\/1\.1 400 /, target);
     await reader.rest();
