@@ -145,12 +145,18 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
   // protocol, and said in the log, where it was a debug line only.
   const packet = (err as { rawPacket?: Buffer }).rawPacket;
   const version = packet?.[0];
+  const here = socket.localPort === undefined ? 'HOST:PORT' : formatHostPort(socket.localAddress ?? '127.0.0.1', socket.localPort);
   if (err.code === 'HPE_INVALID_METHOD' && (version === 4 || version === 5) && socket.bytesRead === packet!.length) {
-    const here = socket.localPort === undefined ? 'HOST:PORT' : formatHostPort(socket.localAddress ?? '127.0.0.1', socket.localPort);
     const why = `a SOCKS${version} client reached the HTTP proxy listener: use http://${here} as an HTTP proxy, or a SOCKS listener (--listen-socks)`;
     ctx.stats.failed('http-forward', clientName(socket), undefined, new BadRequestError(why));
     endWithReply(socket, version === 5 ? encodeMethodSelection(SocksMethod.noAcceptable) : encodeSocks4Reply(false));
     return;
+  }
+  // A TLS ClientHello (HTTPS_PROXY=https://…): the 400 below is what the client calls "wrong
+  // version number"; the log says why, where it said nothing.
+  if (err.code === 'HPE_INVALID_METHOD' && version === 0x16 && packet![1] === 0x03) {
+    const why = `a TLS client reached the HTTP proxy listener, which speaks plain HTTP: use http://${here} as the proxy URL, not https://`;
+    ctx.stats.failed('http-forward', clientName(socket), undefined, new BadRequestError(why));
   }
   const [status, body] =
     err.code === 'HPE_HEADER_OVERFLOW'

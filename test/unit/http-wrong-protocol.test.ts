@@ -35,7 +35,24 @@ test('a SOCKS5 greeting gets "no acceptable method", a SOCKS4 request "rejected"
   }
 });
 
+test('a TLS client (HTTPS_PROXY=https://…) gets 400 and a failure line saying to use http://', async () => {
+  const messages: string[] = [];
+  const failed = ctx.stats.failed.bind(ctx.stats);
+  ctx.stats.failed = (frontEnd, client, destination, err) => {
+    messages.push((err as Error).message);
+    return failed(frontEnd, client, destination, err);
+  };
+  // What curl -x https://…, undici's ProxyAgent('https://…') and urllib3 send first: a ClientHello.
+  const hello = Buffer.from('16030100c4010000c00303', 'hex');
+  const answer = (await exchange(Buffer.concat([hello, Buffer.alloc(190)]))).toString('latin1');
+  ctx.stats.failed = failed;
+  assert.match(answer, /^HTTP\/1\.1 400 /);
+  assert.deepEqual(messages, [
+    `a TLS client reached the HTTP proxy listener, which speaks plain HTTP: use http://127.0.0.1:${listener.address.port} as the proxy URL, not https://`,
+  ]);
+});
+
 test('other bytes that are not HTTP still get 400', async () => {
-  const answer = (await exchange(Buffer.from('\x16\x03\x01\x00\x05hello', 'latin1'))).toString('latin1');
+  const answer = (await exchange(Buffer.from('\x17\x03\x01\x00\x05hello', 'latin1'))).toString('latin1');
   assert.match(answer, /^HTTP\/1\.1 400 [^]*malformed HTTP request/);
 });
