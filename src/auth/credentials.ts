@@ -115,27 +115,38 @@ function exposedWithoutCredentials(what: string): StartupError {
 const digest = (value: string | Buffer): Buffer => createHash('sha256').update(value).digest();
 
 /**
+ * The ISO-8859-1 bytes of `text`, when it has letters outside ASCII that all have them: what
+ * clients that ignore the 407's charset send (Python requests, Java's SOCKS5 client).
+ */
+function latin1Form(text: string): Buffer | undefined {
+  return /[^\x00-\x7f]/.test(text) && !/[^\x00-\xff]/.test(text) ? Buffer.from(text, 'latin1') : undefined;
+}
+
+/**
  * Checks presented credentials in constant time: both sides are hashed first, so neither the
  * length nor the first differing byte of the secret shows in the timing, and the user name and
- * password are both always compared.
+ * password are both always compared. Each is taken in UTF-8 (what the 407 asks for) and, for
+ * letters outside ASCII, in ISO-8859-1, which RFC 7617 §2.1 leaves clients free to send.
  */
 export class ProxyAuth {
   readonly username: string;
-  private readonly user: Buffer;
-  private readonly pass: Buffer;
+  private readonly user: Buffer[];
+  private readonly pass: Buffer[];
   /** Wrong passwords are answered late (auth/throttle.ts). */
   readonly throttle: FailedAuthThrottle;
 
   constructor(credentials: Pick<ProxyCredentials, 'username' | 'password'>, throttle: ThrottleOptions = THROTTLE_DEFAULTS) {
     this.throttle = new FailedAuthThrottle(throttle);
     this.username = credentials.username;
-    this.user = digest(credentials.username);
-    this.pass = digest(credentials.password);
+    const forms = (text: string) => [text, latin1Form(text) ?? text].map(digest);
+    this.user = forms(credentials.username);
+    this.pass = forms(credentials.password);
   }
 
   verify(username: string | Buffer, password: string | Buffer): boolean {
-    const userOk = timingSafeEqual(this.user, digest(username));
-    const passOk = timingSafeEqual(this.pass, digest(password));
+    const matches = (known: Buffer[], given: Buffer) => known.map((k) => timingSafeEqual(k, given)).some(Boolean);
+    const userOk = matches(this.user, digest(username));
+    const passOk = matches(this.pass, digest(password));
     return userOk && passOk;
   }
 }

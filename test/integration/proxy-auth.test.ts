@@ -213,6 +213,34 @@ describe('where the credentials come from', () => {
     }
   });
 
+  test('a password with letters outside ASCII passes in UTF-8 and in ISO-8859-1 (Python requests, Java), over both listeners', async () => {
+    const file = path.join(cluster.dir, 'umlaut-auth');
+    writeFileSync(file, 'jörg:pässwörd\n', { mode: 0o600 });
+    const p = await startProxyProcess([
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      '127.0.0.1:0',
+      '--listen-http',
+      '127.0.0.1:0',
+      '--proxy-auth-file',
+      file,
+    ]);
+    try {
+      // curl sends the user info's bytes as they are: %XX of UTF-8, or of ISO-8859-1.
+      const utf8 = 'j%C3%B6rg:p%C3%A4ssw%C3%B6rd';
+      const latin1 = 'j%F6rg:p%E4ssw%F6rd';
+      for (const userinfo of [utf8, latin1]) {
+        assert.equal((await curl(['--proxy', `socks5h://${userinfo}@${p.socks}`, url])).code, 0, `SOCKS5 ${userinfo}`);
+        assert.equal((await curl(['--proxy', `http://${userinfo}@${p.http}`, url])).code, 0, `HTTP ${userinfo}`);
+      }
+      const wrong = await curl(['-o', '/dev/null', '-w', '%{http_code}', '--proxy', `http://j%F6rg:p%E4ssw%F6rt@${p.http}`, url]);
+      assert.equal(wrong.stdout, '407');
+    } finally {
+      await p.stop();
+    }
+  });
+
   test('a credentials file others can read is refused in one line, without its content', async () => {
     const loose = path.join(cluster.dir, 'loose-auth');
     writeFileSync(loose, 'eve:secret\n');

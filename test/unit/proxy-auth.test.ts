@@ -83,7 +83,7 @@ test('a credentials file another user owns is refused: its owner could set the p
   assert.equal(readCredentialsFile(file).username, 'u');
 });
 
-test('verify: only the exact pair passes; strings and raw bytes alike', () => {
+test('verify: only the exact pair passes (in UTF-8 or ISO-8859-1); strings and raw bytes alike', () => {
   const auth = new ProxyAuth({ username: 'alice', password: 'sécret' });
   assert.ok(auth.verify('alice', 'sécret'));
   assert.ok(auth.verify(Buffer.from('alice'), Buffer.from('sécret', 'utf8')));
@@ -92,10 +92,21 @@ test('verify: only the exact pair passes; strings and raw bytes alike', () => {
     ['alice', 'sécret '],
     ['Alice', 'sécret'],
     ['', ''],
-    ['alice', Buffer.from('sécret', 'latin1')],
+    ['alice', Buffer.from('sécrét', 'latin1')],
   ] as const) {
     assert.equal(auth.verify(u, p), false, `${u}:${String(p)}`);
   }
+});
+
+test('verify: a password in ISO-8859-1, as Python requests and Java send it, passes too', () => {
+  const auth = new ProxyAuth({ username: 'bob', password: 'pässwörd' });
+  assert.ok(auth.verify(Buffer.from('bob'), Buffer.from('pässwörd', 'latin1')));
+  assert.ok(new ProxyAuth({ username: 'jürgen', password: 'x' }).verify(Buffer.from('jürgen', 'latin1'), Buffer.from('x')));
+  assert.equal(auth.verify(Buffer.from('bob'), Buffer.from('passwörd', 'latin1')), false);
+  // Letters ISO-8859-1 has no byte for have one form only.
+  const snowman = new ProxyAuth({ username: 'u', password: 'p☃' });
+  assert.ok(snowman.verify('u', 'p☃'));
+  assert.equal(snowman.verify(Buffer.from('u'), Buffer.from('p☃', 'latin1')), false);
 });
 
 test('loopback listeners need no credentials; anything else does', () => {
