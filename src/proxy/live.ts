@@ -24,6 +24,9 @@ export interface Live {
   feed: LiveFeed;
   /** The page's URL with its token, when this proxy serves one. */
   pageUrl?: string;
+  /** Ends the page's event streams (at stop: a browser left open must not hold the drain). */
+  closePage(): void;
+  /** Sends what is held and stops the timers: once the streams have finished. */
   stop(): void;
 }
 
@@ -81,7 +84,9 @@ export function startLive(
   return {
     feed,
     ...(url ? { pageUrl: url } : {}),
+    closePage: () => page?.close(),
     stop: () => {
+      feed.flush();
       feed.stop();
       page?.close();
     },

@@ -219,9 +219,11 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
         pauses.stop();
         // Pages and watchers hear it before their streams go quiet (or end).
         live.feed.stopping();
-        live.stop();
+        live.closePage();
         log.info({ openStreams: stats.snapshot().openStreams, graceMs }, 'stopping: no new connections, letting open streams finish');
         await closeAll(graceMs);
+        // Watchers see the streams that finished in the grace close (the feed ran on till now).
+        live.stop();
         log.info(stats.snapshot(), 'stopped');
       })();
       return stopping;
