@@ -1,0 +1,70 @@
+// The live page in a narrow window (a phone, a side-by-side half of a laptop screen), in real
+// headless Chromium: the page itself never scrolls sideways — its wide tables and the env lines
+// scroll within their own boxes — and each copy button stays inside its card, in view.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Browser } from 'playwright-core';
+import { startClusters, addWhich, type MultiCluster } from '../helpers/multi-cluster.js';
+import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { curl } from '../helpers/curl.js';
+import { playwrightChromium } from '../helpers/chromium.js';
+
+let multi: MultiCluster;
+let proxy: ProxyProcess;
+let browser: Browser | undefined;
+let noBrowser = '';
+
+before(async () => {
+  multi = await startClusters(['prod']);
+  await addWhich(multi.clusters[0]!);
+  proxy = await startProxyProcess([
+    '--kubeconfig',
+    multi.kubeconfig,
+    '--context',
+    'prod',
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--listen-http',
+    '127.0.0.1:0',
+    '--shutdown-grace',
+    '0',
+  ]);
+  const launched = await playwrightChromium();
+  if (typeof launched === 'string') noBrowser = launched;
+  else browser = launched;
+});
+
+after(async () => {
+  await browser?.close();
+  await proxy?.stop();
+  await multi?.close();
+});
+
+for (const width of [360, 600]) {
+  test(`in Chromium, ${width} px wide: the page does not scroll sideways, its copy buttons stay in their cards`, async (t) => {
+    if (!browser) return t.skip(noBrowser);
+    const line = proxy.stdout.find((l) => l.includes('live page at'));
+    assert.ok(line, proxy.stdout.join('\n'));
+    const context = await browser.newContext({ viewport: { width, height: 800 } });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on('pageerror', (err) => problems.push(err.message));
+    page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
+    try {
+      await page.goto(/live page at (\S+)/.exec(line)![1]!);
+      const r = await curl(['-sS', '-x', `http://${proxy.http}`, 'http://which.shop.svc/']);
+      assert.equal(r.code, 0, r.stderr);
+      await page.locator('#streams tr[data-target="which.shop.svc:80"]').first().waitFor({ timeout: 5_000 });
+      await page.locator('#chart canvas').first().waitFor({ timeout: 5_000 });
+      await page.waitForTimeout(300);
+      const scrollWidth = (await page.evaluate('document.documentElement.scrollWidth')) as number;
+      assert.ok(scrollWidth <= width, `the page is ${scrollWidth} px wide in a ${width} px window`);
+      const inCards = await page.evaluate(`[...document.querySelectorAll('.card')].every((card) =>
+        [...card.querySelectorAll('button')].every((b) => b.getBoundingClientRect().right <= card.getBoundingClientRect().right))`);
+      assert.ok(inCards, 'every copy button inside its card');
+      assert.deepEqual(problems, []);
+    } finally {
+      await context.close();
+    }
+  });
+}
