@@ -17,6 +17,7 @@ const licence = read(path.join(uplot, 'LICENSE')).trim();
 const assets = {
   '/': { type: 'text/html; charset=utf-8', body: read(path.join(page, 'index.html')) },
   '/ui/page.css': { type: 'text/css; charset=utf-8', body: read(path.join(page, 'page.css')) },
+  '/ui/dom.js': { type: 'text/javascript; charset=utf-8', body: read(path.join(page, 'dom.js')) },
   '/ui/page.js': { type: 'text/javascript; charset=utf-8', body: read(path.join(page, 'page.js')) },
   '/ui/chart.js': { type: 'text/javascript; charset=utf-8', body: read(path.join(page, 'chart.js')) },
   '/ui/uPlot.js': {

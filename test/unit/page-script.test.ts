@@ -13,7 +13,7 @@ interface FakeSource {
 }
 
 function loadPage() {
-  const src = readFileSync(new URL('../../../src/ui/page/page.js', import.meta.url), 'utf8');
+  const read = (file: string) => readFileSync(new URL(`../../../src/ui/page/${file}`, import.meta.url), 'utf8');
   const node = (): Record<string, unknown> => ({
     className: '',
     textContent: '',
@@ -66,7 +66,8 @@ function loadPage() {
     setInterval: () => 0,
     window: {},
   });
-  vm.runInContext(src, context);
+  vm.runInContext(read('dom.js'), context);
+  vm.runInContext(read('page.js'), context);
   const proxies = vm.runInContext('proxies', context) as Map<string, { stopping: boolean; open: Map<number, unknown> }>;
   const source = () => sources.at(-1)!;
   const deliver = (message: unknown) => source().onmessage!({ data: JSON.stringify(message) });

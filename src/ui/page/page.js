@@ -28,24 +28,6 @@ const HINTS = {
   'bad-request': 'the client sent a malformed request',
 };
 
-function el(tag, props, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props || {})) {
-    if (value === undefined || value === null) continue;
-    if (key === 'class') node.className = value;
-    else if (key.startsWith('data-')) node.setAttribute(key, String(value));
-    else node[key] = value;
-  }
-  for (const child of children.flat()) {
-    if (child === undefined || child === null) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-const td = (text, cls) => el('td', { class: cls }, text ?? '');
-const badge = (text, cls) => el('span', { class: `badge ${cls || text}` }, text);
-
 function bytes(n) {
   if (n === undefined || n === null) return '';
   if (n < 1024) return `${n} B`;
@@ -158,7 +140,8 @@ function scheduleRender() {
 function copyBlock(text) {
   const pre = el('pre', { class: 'mono' }, text);
   const button = el('button', { type: 'button', title: 'copy' }, 'copy');
-  button.addEventListener('click', () => navigator.clipboard?.writeText(text));
+  // The text shown when clicked: a kept button (patchChildren) may outlive the text it was made with.
+  button.addEventListener('click', () => navigator.clipboard?.writeText(pre.textContent));
   return el('div', { class: 'copy' }, pre, button);
 }
 
@@ -193,7 +176,7 @@ function renderProxies() {
     cards.push(el('div', { class: 'card', 'data-proxy': p.id }, el('h3', {}, title, state), el('dl', {}, rows)));
   }
   const holder = document.getElementById('proxies');
-  holder.replaceChildren(...(cards.length ? cards : [el('p', { class: 'empty' }, 'No managed proxy is running: start one with kubectl proxyout connect.')]));
+  patchChildren(holder, cards.length ? cards : [el('p', { class: 'empty' }, 'No managed proxy is running: start one with kubectl proxyout connect.')]);
 }
 
 function cacheText(details) {
@@ -254,7 +237,7 @@ function renderRoutes() {
       );
     }
   }
-  document.querySelector('#routes tbody').replaceChildren(...rows);
+  patchChildren(document.querySelector('#routes tbody'), rows);
 }
 
 function streamMatches(s, proxy, filter, errorsOnly) {
@@ -291,7 +274,7 @@ function renderStreams() {
       el('td', { class: 'status' }, status),
     );
   });
-  document.querySelector('#streams tbody').replaceChildren(...rows);
+  patchChildren(document.querySelector('#streams tbody'), rows);
   document.getElementById('stream-count').textContent = `${Math.min(SHOW, shown.length)} of ${shown.length} shown`;
 }
 
@@ -305,7 +288,7 @@ function renderFailures() {
   const groups = [...counts.entries()]
     .sort((a, b) => b[1] - a[1])
     .map(([reason, n]) => el('tr', { 'data-reason': reason }, td(reason, 'mono'), td(String(n), 'num'), td(HINTS[reason] || '')));
-  document.querySelector('#failure-groups tbody').replaceChildren(...groups);
+  patchChildren(document.querySelector('#failure-groups tbody'), groups);
   const rows = list
     .sort((a, b) => b.f.at - a.f.at)
     .slice(0, SHOW)
@@ -321,7 +304,7 @@ function renderFailures() {
         td(f.message),
       ),
     );
-  document.querySelector('#failures tbody').replaceChildren(...rows);
+  patchChildren(document.querySelector('#failures tbody'), rows);
 }
 
 function render() {

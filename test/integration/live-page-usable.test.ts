@@ -1,6 +1,8 @@
-// The live page in a narrow window (a phone, a side-by-side half of a laptop screen), in real
-// headless Chromium: the page itself never scrolls sideways — its wide tables and the env lines
-// scroll within their own boxes — and each copy button stays inside its card, in view.
+// The live page as a person uses it, in real headless Chromium. In a narrow window (a phone, a
+// side-by-side half of a laptop screen) the page itself never scrolls sideways — its wide tables
+// and the env lines scroll within their own boxes — and each copy button stays inside its card.
+// The page draws again every second: text a reader selected stays selected, and the copy button
+// the keyboard reached keeps the focus and copies the env lines with Enter.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser } from 'playwright-core';
@@ -68,3 +70,37 @@ for (const width of [360, 600]) {
     }
   });
 }
+
+test('in Chromium: a selection and the keyboard focus outlive the page drawing again; Enter on copy copies the env lines', async (t) => {
+  if (!browser) return t.skip(noBrowser);
+  const line = proxy.stdout.find((l) => l.includes('live page at'));
+  const url = new URL(/live page at (\S+)/.exec(line!)![1]!);
+  const context = await browser.newContext();
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url.origin });
+  const page = await context.newPage();
+  try {
+    await page.goto(url.href);
+    const env = page.locator('.card .copy pre').first();
+    await env.waitFor({ timeout: 5_000 });
+    await page.locator('#routes tr[data-route="prod"][data-condition="ready"]').waitFor({ timeout: 10_000 });
+    await env.selectText();
+    const selected = (await page.evaluate('getSelection().toString()')) as string;
+    assert.match(selected, /^export ALL_PROXY=/);
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate('document.activeElement.textContent'), 'copy', 'Tab reaches the copy button after the selection');
+    // Past two of the page's one-second redraws.
+    await page.waitForTimeout(2_500);
+    assert.equal(await page.evaluate('document.activeElement.textContent'), 'copy', 'the focus stays on the copy button');
+    await env.selectText();
+    await page.waitForTimeout(2_500);
+    assert.equal(await page.evaluate('getSelection().toString()'), selected, 'the selection stays');
+    await page.locator('.card .copy button').first().focus();
+    await page.keyboard.press('Enter');
+    assert.deepEqual(
+      ((await page.evaluate('navigator.clipboard.readText()')) as string).split('\n'),
+      proxy.stdout.filter((l) => l.startsWith('export ')),
+    );
+  } finally {
+    await context.close();
+  }
+});
