@@ -6,7 +6,7 @@ import type { PageHub, PageMessage } from '../ui/page-server.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { watchProxy, type Watch } from './control.js';
-import { inspectAll } from './registry.js';
+import { inspect, inspectAll } from './registry.js';
 
 const RESCAN_MS = 3_000;
 
@@ -23,14 +23,17 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
       const watches = new Map<string, Watch>();
       let closed = false;
       const follow = (id: string): void => {
+        let stopping = false;
         const watch = watchProxy(l.controlSocket(id), (message) => {
+          if (message.type === 'stopping') stopping = true;
           if (!closed) send({ ...message, proxy: id });
         });
         watches.set(id, watch);
-        void watch.ended.then((why) => {
+        void watch.ended.then(async (why) => {
           if (watches.get(id) !== watch) return;
+          const reason = stopping ? why : await diedWhy(l, id, why);
           watches.delete(id);
-          if (!closed) send({ type: 'gone', proxy: id, reason: why });
+          if (!closed) send({ type: 'gone', proxy: id, reason });
         });
       };
       let scanning = false;
@@ -56,4 +59,18 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
       };
     },
   };
+}
+
+/**
+ * Why a feed that ended without `stopping` ended: a daemon that is no more died (killed, out of
+ * memory, crashed), which "closed its feed" would hide; its log has the rest.
+ */
+async function diedWhy(l: StateLayout, id: string, why: string): Promise<string> {
+  try {
+    const found = await withStateLock(l, () => inspect(l, id));
+    if (found?.state !== 'dead') return why;
+    return `the daemon${found.entry.pid !== undefined ? ` (pid ${found.entry.pid})` : ''} exited without stopping (killed or crashed): see kubectl proxyout logs ${id}`;
+  } catch {
+    return why;
+  }
 }

@@ -1,6 +1,7 @@
 // A managed proxy that stops keeps its live feed going while its open streams finish: a watcher
 // (the `ui` page) sees each of them close, with its bytes, before the feed ends — not a stream
-// that vanishes with the proxy.
+// that vanishes with the proxy. One that dies instead (SIGKILL, out of memory) is gone on the
+// page with that said, and where to look, not as if it had closed its feed.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,6 +12,9 @@ import { runCli } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import type { Connected } from '../helpers/managed-proxies.js';
 import { watchProxy } from '../../src/managed/control.js';
+import { managedHub } from '../../src/managed/ui.js';
+import { layout } from '../../src/state/paths.js';
+import type { PageMessage } from '../../src/ui/page-server.js';
 import type { FeedMessage } from '../../src/ui/feed.js';
 
 let multi: MultiCluster;
@@ -29,13 +33,17 @@ after(async () => {
   await multi?.close();
 });
 
-test('a stream that ends while its proxy stops is sent as closed before the feed ends', async () => {
+async function connect(): Promise<Connected & { pid: number }> {
   const connected = await runCli(
     ['connect', '--kubeconfig', multi.kubeconfig, '--context', 'prod', '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--shutdown-grace', '20s', '--json'],
     { env: env(), timeoutMs: 60_000 },
   );
   assert.equal(connected.code, 0, connected.stderr);
-  const { id, socks } = JSON.parse(connected.stdout) as Connected;
+  return JSON.parse(connected.stdout) as Connected & { pid: number };
+}
+
+test('a stream that ends while its proxy stops is sent as closed before the feed ends', async () => {
+  const { id, socks } = await connect();
 
   const messages: FeedMessage[] = [];
   let heard = (): void => undefined;
@@ -69,4 +77,33 @@ test('a stream that ends while its proxy stops is sent as closed before the feed
     closed.some((s) => s.id === streamId && (s.bytesToClient ?? 0) > 0),
     `the stream's close, with its answer's bytes, reached the watcher before the feed ended (${why}); got ${messages.map((m) => m.type).join(',')}`,
   );
+});
+
+test('a daemon killed outright is gone on the page as one that died, with where to look', async () => {
+  const { id, pid } = await connect();
+  const messages: PageMessage[] = [];
+  let heard = (): void => undefined;
+  const stop = managedHub(layout(stateDir), 200).subscribe((m) => {
+    messages.push(m);
+    heard();
+  });
+  const gone = () => messages.find((m) => m.proxy === id && m.type === 'gone');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no snapshot: ${messages.map((m) => m.type).join(',')}`)), 10_000);
+      heard = () => messages.some((m) => m.type === 'snapshot') && (clearTimeout(timer), resolve());
+      heard();
+    });
+    process.kill(pid, 'SIGKILL');
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('not gone within 5 s')), 5_000);
+      heard = () => gone() !== undefined && (clearTimeout(timer), resolve());
+      heard();
+    });
+  } finally {
+    stop();
+  }
+  const last = gone();
+  const reason = last?.type === 'gone' ? last.reason : '';
+  assert.match(reason, new RegExp(`pid ${pid}\\) exited without stopping .*kubectl proxyout logs ${id}$`));
 });
