@@ -141,6 +141,7 @@ export class LiveFeed implements StreamObserver {
   private newStreams = 0;
   private refused = 0;
   private lastBytes?: { from: number; to: number };
+  private lastOpen?: number;
   private lastRoutes = '';
   private lastRoutesSentAt = 0;
   private sampler?: NodeJS.Timeout;
@@ -225,6 +226,8 @@ export class LiveFeed implements StreamObserver {
   sample(now = Date.now()): Sample {
     const totals = this.source.totals();
     const last = this.lastBytes ?? { from: totals.bytesFromClients, to: totals.bytesToClients };
+    const openBefore = this.lastOpen ?? totals.openStreams;
+    this.lastOpen = totals.openStreams;
     const sample: Sample = {
       t: now,
       newStreams: this.newStreams,
@@ -243,8 +246,8 @@ export class LiveFeed implements StreamObserver {
       .slice(-MAX_OPEN_LISTED)
       .flatMap((r): Array<[number, number, number]> => (r.live ? [[r.id, r.live.bytesFromClient, r.live.bytesToClient]] : []));
     this.send({ type: 'sample', sample, totals, live });
-    // Streams moved: the routes' own counts changed too.
-    this.checkRoutes(now, sample.newStreams > 0 || sample.bytesFromClients + sample.bytesToClients > 0);
+    // Streams moved (opened, closed, carried bytes): the routes' own counts changed too.
+    this.checkRoutes(now, sample.newStreams > 0 || sample.openStreams !== openBefore || sample.bytesFromClients + sample.bytesToClients > 0);
     return sample;
   }
 

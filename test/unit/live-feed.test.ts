@@ -173,3 +173,17 @@ test('a stream that moves to another endpoint is shown and closed under the pod 
     stop();
   }
 });
+
+test('a stream that closes without a byte sends the routes again: their open count is not left behind', () => {
+  const { stats, feed, messages, watch } = setUp();
+  const stop = watch();
+  const record = stats.opened('socks5', '127.0.0.1:1', destination, 'shop/web-1:8080', 'prod');
+  feed.sample(1_000);
+  const routesSent = () => messages.filter((m) => m.type === 'routes').length;
+  assert.equal(routesSent(), 1);
+  stats.closed(record, 0, 0);
+  const sample = feed.sample(2_000);
+  assert.deepEqual([sample.newStreams, sample.openStreams, sample.bytesFromClients + sample.bytesToClients], [0, 0, 0]);
+  assert.equal(routesSent(), 2, 'the close alone changed the routes figures');
+  stop();
+});
