@@ -3,7 +3,7 @@
 // route's health (routes/guest-cluster/health.ts), and for whoever must renew what was open across an absence.
 // /readyz is asked about once a second, one request at a time, while anyone waits, and — once a
 // stream that died made the route suspect the path (suspect()) — for as long as the server does
-// not answer. When it answers after an absence (seen by a probe, or suspected), every waiter is
+// not answer; a ready route also asks when it has heard nothing from its server for 10 s. When it answers after an absence (seen by a probe, or suspected), every waiter is
 // woken and every onReturn listener called: the watches resume within about a second of the
 // return, on new connections. A server that answers at the first probe of a plain wait wakes
 // nobody: its watch failing was not the server being away, and the normal backoff applies (no
@@ -16,6 +16,12 @@ import { monotonicMs } from '../core/clock.js';
 export const PROBE_INTERVAL_MS = 1_000;
 /** A probe that gets no headers in this long counts as the server away. */
 const PROBE_TIMEOUT_MS = 3_000;
+/**
+ * A ready route whose server has not been heard from this long is probed (probeIfQuiet): a
+ * server that hung (stopped, a path that drops packets) resets nothing, and an idle route's
+ * watches may wait a minute for their next bookmark.
+ */
+export const QUIET_PROBE_MS = 10_000;
 const PROBE_PATH = '/readyz';
 
 /** What the last probe (or the last watch that got an answer) saw, for a route's health. */
@@ -40,6 +46,8 @@ export class ApiReachability {
   private state?: ReachabilityState;
   /** When (monotonic ms) the server last answered, however we saw it. */
   private lastAnswerAt = -Infinity;
+  /** When (monotonic ms) the last probe was sent. */
+  private lastProbeAt = -Infinity;
   private readonly returnListeners = new Set<() => void>();
 
   static of(api: ApiConnection): ApiReachability {
@@ -110,6 +118,15 @@ export class ApiReachability {
     this.schedule(0);
   }
 
+  /**
+   * Probes once when the server has not been heard from, nor asked, for `quietMs` (a ready
+   * route's health check calls this each second): a hung server then shows within seconds.
+   */
+  probeIfQuiet(quietMs = QUIET_PROBE_MS): void {
+    const now = monotonicMs();
+    if (now - Math.max(this.lastAnswerAt, this.lastProbeAt) >= quietMs) this.schedule(0);
+  }
+
   /** Someone waits for the server, or the last probe found it away: keep asking. */
   private get wanted(): boolean {
     return this.waiters.size > 0 || this.state?.serving === false;
@@ -143,6 +160,7 @@ export class ApiReachability {
   private async probe(): Promise<void> {
     this.probing = true;
     const startedAt = monotonicMs();
+    this.lastProbeAt = startedAt;
     let answered = true;
     let serving = true;
     let error: string | undefined;

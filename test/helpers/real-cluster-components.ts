@@ -96,6 +96,7 @@ export class Components {
     c.stopping = true;
     if (!c.exited) {
       const exit = once(c.proc, 'exit');
+      c.proc.kill('SIGCONT'); // a test may have left it frozen
       c.proc.kill('SIGTERM');
       const killer = setTimeout(() => {
         this.progress(`${c.name} still running ${graceMs} ms after SIGTERM: SIGKILL`);
@@ -118,6 +119,13 @@ export class Components {
       await exit;
     }
     this.running.delete(name);
+  }
+
+  /** Sends a signal to a running component (SIGSTOP/SIGCONT: a component that hangs, and resumes). */
+  signal(name: string, sig: NodeJS.Signals): void {
+    const c = this.running.get(name);
+    if (!c || c.exited) throw new Error(`real cluster: ${name} is not running`);
+    c.proc.kill(sig);
   }
 
   /** Stops the named components in this order, then any others. */

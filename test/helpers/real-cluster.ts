@@ -65,6 +65,8 @@ export interface RealCluster {
   restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[]; index?: number }): Promise<void>;
   /** SIGKILL to the node stand-in (every node): a kubelet that dies; it is not started again. */
   killNode(): Promise<void>;
+  /** SIGSTOP (hung: it accepts connections and answers nothing) or SIGCONT to API server `index` (default 0). */
+  freezeApiServer(frozen: boolean, index?: number): void;
   /** How many API servers share etcd (more than one: behind the balancer `server` names). */
   apiServers: number;
   /** Throws (with the log's last lines) if a component has died. */
@@ -296,6 +298,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       apiServers: apiCount,
       assertHealthy: () => components.assertHealthy(),
       killNode: () => components.kill('proxyout-node'),
+      freezeApiServer: (frozen, index = 0) => components.signal(apiName(index), frozen ? 'SIGSTOP' : 'SIGCONT'),
       logTail: (component, lines) => tail(path.join(dir, `${component}.log`), lines),
       stop: stopAll,
     };

@@ -27,6 +27,7 @@ import {
 import { applyAndRollOut, endpointSliceReadyMs, startClusterLogged, startProxies, stopProxiesAndCluster, webAddresses } from '../helpers/real-cluster-setup.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { eventually } from '../helpers/cluster.js';
 import { socks5Connect, Reader } from '../helpers/socks-client.js';
 
 const skip = skipUnlessRealCluster();
@@ -483,6 +484,32 @@ async function timeNewService(t: TestContext, name: string, transport: Transport
 }
 
 describe('real cluster: etcd compaction and API server restart', { skip }, () => {
+  test('a hung API server (SIGSTOP: it accepts and answers nothing): idle routes turn degraded within 20 s, and serve again after', async (t) => {
+    const c = cluster!;
+    const since = new Map(TRANSPORTS.map((transport) => [transport, proxy(transport).logs.length]));
+    const logged = (msg: string) =>
+      TRANSPORTS.every((transport) =>
+        proxy(transport)
+          .logs.slice(since.get(transport))
+          .some((l) => l.msg === msg),
+      );
+    // Idle: nothing fails to tell the proxies (no stream, and a watch waits a minute for its bookmark).
+    await delay(1_000);
+    const t0 = Date.now();
+    c.freezeApiServer(true);
+    try {
+      await eventually(async () => logged('cluster route degraded'), 25_000, 200);
+      t.diagnostic(`degraded ${Date.now() - t0} ms after the API server hung`);
+    } finally {
+      c.freezeApiServer(false);
+    }
+    const t1 = Date.now();
+    await eventually(async () => logged('cluster route serving again'), 15_000, 200);
+    t.diagnostic(`serving again ${Date.now() - t1} ms after it resumed`);
+    for (const transport of TRANSPORTS) assert.match(await viaSocks(transport, 'http://web.shop/'), /^pod=web-\S+ namespace=shop port=8080$/m);
+    c.assertHealthy();
+  });
+
   test('a Service created after an etcd compaction is reachable within 2 s', async (t) => {
     // Some churn first, so that the compaction leaves the proxy's watches behind.
     for (let i = 0; i < 3; i++) await cluster!.kubectl(['-n', 'shop', 'annotate', '--overwrite', 'svc/web', `churn=${i}`]);

@@ -97,3 +97,32 @@ test('a server that answers /readyz 500 is degraded with the failed checks as th
     'the API server https://api.test is not serving: readyz check failed: etcd, informer-sync, poststarthook/start-apiextensions-controllers and 2 more',
   );
 });
+
+test('a ready route probes a server it has not heard from, so one that hung shows degraded within seconds', async (t) => {
+  let hang = false;
+  const held: http.ServerResponse[] = [];
+  const fake = await startFakeApi((url, res) => {
+    if (url.pathname !== '/readyz') return sendStatus(res, 404, 'not found');
+    if (hang) return void held.push(res); // a stopped server: the connection is taken, nothing comes back
+    res.end('ok');
+  });
+  t.after(async () => {
+    for (const res of held) res.socket?.destroy();
+    await fake.close();
+  });
+  const probes = () => fake.requests.filter((u) => u.pathname === '/readyz').length;
+  const health = new RouteHealth('cluster', fake.api, 'https://api.test', { failingWatches: () => [] } as unknown as ClusterCache, createLogger('silent'), 300);
+  health.start();
+  t.after(() => health.stop());
+  await eventually(async () => probes() >= 2, 5_000, 20);
+  assert.equal(health.check(), undefined, 'a server that answers: serving');
+  const quiet = probes();
+  await new Promise((r) => setTimeout(r, 150));
+  assert.ok(probes() <= quiet + 1, 'no more than one probe per quiet period');
+  hang = true;
+  await eventually(async () => health.current?.unreachable === true, 10_000, 50);
+  assert.match(health.current!.reason, /the API server https:\/\/api\.test does not answer/);
+  hang = false;
+  for (const res of held.splice(0)) res.socket?.destroy();
+  await eventually(async () => health.current === undefined, 10_000, 50);
+});

@@ -2,11 +2,12 @@
 // (an exec plugin failing: an SSO session expired), its API server does not answer
 // (api-reachability.ts saw it away: its cache still names Services, but no new tunnel can open) or
 // a watch of its cache keeps failing (names may be stale). Checked once a second while the route
-// is ready, so `status`, `status --json` and `doctor` are true within seconds; each change is one
-// log line, however many requests fail meanwhile.
+// is ready (a server quiet for 10 s is probed, so a hung one shows too), so `status`,
+// `status --json` and `doctor` are true within seconds; each change is one log line, however many
+// requests fail meanwhile.
 import type { Logger } from '../../core/log.js';
 import type { ApiConnection } from '../../cluster/api.js';
-import { ApiReachability } from '../../cluster/api-reachability.js';
+import { ApiReachability, QUIET_PROBE_MS } from '../../cluster/api-reachability.js';
 import type { ClusterCache } from '../../cluster/cache.js';
 import { kindOf } from '../../cluster/cache-status.js';
 import { monotonicMs } from '../../core/clock.js';
@@ -38,6 +39,7 @@ export class RouteHealth {
     private readonly cache: ClusterCache,
     /** The route's logger (its name is bound to it). */
     private readonly log: Logger,
+    private readonly quietProbeMs = QUIET_PROBE_MS,
   ) {}
 
   /** Starts the checks (idempotent); the route calls it once it is ready. */
@@ -68,6 +70,8 @@ export class RouteHealth {
 
   /** One check: what is wrong now, logged when that changes. */
   check(): Degraded | undefined {
+    // A server that hung resets nothing: ask it when it has been quiet (api-reachability.ts).
+    if (this.timer) ApiReachability.of(this.api).probeIfQuiet(this.quietProbeMs);
     const next = this.evaluate();
     const was = this.degraded;
     if (next && (!was || was.reason !== next.reason || was.unreachable !== next.unreachable)) {
