@@ -1,7 +1,8 @@
 // Process entry (bin/kubectl-proxyout imports this). Owns argv routing and error printing so
 // that expected failures are one `Error: …` line on stderr, never a stack trace.
-import { Errors, flush, handle, run, type Interfaces } from '@oclif/core';
+import { Config, Errors, flush, handle, run, type Interfaces } from '@oclif/core';
 import { routeArgv } from './argv.js';
+import { DISPLAY_BIN } from './help.js';
 
 /** Exit code for usage errors (bad flag, unknown command), as oclif and most CLIs use. */
 const USAGE_EXIT = 2;
@@ -13,21 +14,23 @@ export async function main(argv: readonly string[] = process.argv.slice(2), load
     const { runCompletion } = await import('./complete-run.js');
     return runCompletion(argv.slice(1), load ?? import.meta.url);
   }
+  let config: Config | undefined;
   try {
-    await run(routeArgv(argv), load ?? import.meta.url);
+    config = await Config.load(load ?? import.meta.url);
+    await run(routeArgv(argv), config);
     await flush();
   } catch (err) {
     await flush().catch(() => undefined);
-    await exitFor(err);
+    await exitFor(err, config);
   }
 }
 
-async function exitFor(err: unknown): Promise<never> {
+async function exitFor(err: unknown, config: Config | undefined): Promise<never> {
   if (err instanceof Errors.ExitError) process.exit(err.oclif.exit ?? 0);
   if (isOclifError(err)) {
     // oclif's own rendering indents, wraps and appends "See more help with --help" lines.
     // DEBUG (oclif's own switch) still gets the stack, for bug reports.
-    process.stderr.write(process.env.DEBUG ? `${err.stack}\n` : `Error: ${oneLine(err.message)}\n`);
+    process.stderr.write(process.env.DEBUG ? `${err.stack}\n` : `Error: ${notFound(oneLine(err.message), config)}\n`);
     process.exit(err.oclif.exit ?? USAGE_EXIT);
   }
   // Not a user error: oclif prints it as it always does (with the stack under DEBUG=*).
@@ -38,6 +41,18 @@ async function exitFor(err: unknown): Promise<never> {
 /** CLIError and the parser's errors carry `oclif.exit`; anything else is unexpected. */
 function isOclifError(err: unknown): err is Error & { oclif: { exit?: number } } {
   return err instanceof Error && typeof (err as { oclif?: unknown }).oclif === 'object';
+}
+
+/**
+ * oclif reads the words after a command that takes no arguments as more of its name
+ * (`quit extra` → "command quit:extra not found"): say which word is one too many instead.
+ */
+function notFound(message: string, config: Config | undefined): string {
+  const id = /^command (\S+) not found$/.exec(message)?.[1];
+  if (id === undefined || !id.includes(':')) return message;
+  const [command, extra] = id.split(':') as [string, string];
+  if (!config?.findCommand(command)) return `command ${command} not found`;
+  return `Unexpected argument: ${extra} (${DISPLAY_BIN} ${command} takes none; see ${DISPLAY_BIN} ${command} --help)`;
 }
 
 function oneLine(message: string): string {

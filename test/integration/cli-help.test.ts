@@ -135,6 +135,19 @@ test('an unknown command is oclif’s error, non-zero', async () => {
   assertOneLineError(await run(BIN, ['frobnicate']), /frobnicate not found/);
 });
 
+test('a word too many after a command without arguments names that word, exit 2', async () => {
+  // oclif read `quit extra` as a command "quit:extra" and said it was not found.
+  for (const command of ['quit', 'doctor', 'connect']) {
+    const r = await run(BIN, [command, 'extra']);
+    assert.equal(r.code, 2, r.stderr);
+    assertOneLineError(
+      r,
+      new RegExp(`^Error: Unexpected argument: extra \\(kubectl proxyout ${command} takes none; see kubectl proxyout ${command} --help\\)$`),
+    );
+  }
+  assertOneLineError(await run(BIN, ['frobnicate', 'extra']), /^Error: command frobnicate not found$/);
+});
+
 test('a startup failure is one `Error:` line, no stack, exit 1', async () => {
   const r = await run(BIN, ['--kubeconfig', join(tmpdir(), 'proxyout-no-such-kubeconfig'), '--listen-socks', '127.0.0.1:0', '--log-level', 'silent'], {
     KUBECONFIG: '',
