@@ -67,7 +67,9 @@ export default class Pac extends Command {
         const id = validateId(args.id);
         // Under the lock, as every command that inspects (managed/reload.ts says why).
         const found = stateDirExists(l) ? await withStateLock(l, () => inspect(l, id)) : undefined;
-        if (!found || found.state === 'dead') throw new UnknownIdError(args.id);
+        if (!found) throw new UnknownIdError(args.id);
+        // As `reload` says it: `status` lists a dead proxy, so "no managed proxy" would be untrue.
+        if (found.state === 'dead') throw new StartupError(`proxy ${id} is dead, not running (clean up with: kubectl proxyout disconnect ${id})`);
         if (found.state === 'elsewhere') throw new ElsewhereError(found.entry, 'ask it for its PAC file');
         // The file the proxy itself serves at /proxy.pac, byte for byte: its table in force, its
         // listeners, the namespaces its cache knows (svc.ns names) — asked over its control socket.

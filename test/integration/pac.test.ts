@@ -147,6 +147,17 @@ test('`pac ID` prints, byte for byte, the file that managed proxy serves at /pro
   const unknown = await runCli(['pac', 'nosuchid'], { env });
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /^Error: .*nosuchid/);
+
+  // A dead proxy is still listed by `status`: `pac` says it is dead, not that there is none.
+  const { pid } = JSON.parse(connected.stdout) as { pid: number };
+  process.kill(pid, 'SIGKILL');
+  await eventually(async () => {
+    const dead = await runCli(['pac', id], { env });
+    assert.equal(dead.code, 1);
+    assert.equal(dead.stdout, '');
+    assert.equal(dead.stderr, `Error: proxy ${id} is dead, not running (clean up with: kubectl proxyout disconnect ${id})\n`);
+    return true;
+  });
 });
 
 test('Chromium with --proxy-pac-url: the cluster page through the proxy, our own page directly', async (t) => {
