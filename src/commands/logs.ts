@@ -1,7 +1,7 @@
 // `kubectl proxyout logs ID [-f] [--json]`: a managed proxy's log, also after it stopped.
 import { existsSync } from 'node:fs';
 import { Args, Command, Flags } from '@oclif/core';
-import { layout, stateDirExists, validateId } from '../state/paths.js';
+import { EXEC_LOG_ID, layout, stateDirExists, validateId } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { inspect } from '../managed/registry.js';
 import { formatLogLine, rawLogLine, streamLog } from '../managed/logs.js';
@@ -46,7 +46,13 @@ export default class Logs extends Command {
       return !found || found.state === 'dead';
     };
     try {
-      await streamLog(file, (line) => this.log(flags.json ? rawLogLine(line) : formatLogLine(line)), { follow: flags.follow, isDone, signal: abort.signal });
+      // Every exec writes its temporary proxy's lines to one log: its pid tells them apart.
+      const withPid = args.id === EXEC_LOG_ID;
+      await streamLog(file, (line) => this.log(flags.json ? rawLogLine(line) : formatLogLine(line, withPid)), {
+        follow: flags.follow,
+        isDone,
+        signal: abort.signal,
+      });
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);

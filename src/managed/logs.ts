@@ -13,9 +13,12 @@ const OMIT = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'id']);
 const CHUNK = 1 << 16;
 const TAIL_BYTES = 64;
 
-/** One readable line; no control character of the log (client text included) reaches the terminal. */
-export function formatLogLine(line: string): string {
-  return escapeControls(formatFields(line));
+/**
+ * One readable line; no control character of the log (client text included) reaches the terminal.
+ * withPid: keep the `pid` field, which tells apart the processes that share one log (`logs exec`).
+ */
+export function formatLogLine(line: string, withPid = false): string {
+  return escapeControls(formatFields(line, withPid));
 }
 
 /** The line as it is (`logs --json`), with any raw control character escaped (lossless for JSON). */
@@ -23,7 +26,7 @@ export function rawLogLine(line: string): string {
   return escapeControls(escapeJsonControls(line));
 }
 
-function formatFields(line: string): string {
+function formatFields(line: string, withPid: boolean): string {
   let obj: Record<string, unknown>;
   try {
     const parsed = JSON.parse(line) as unknown;
@@ -35,7 +38,7 @@ function formatFields(line: string): string {
   const time = typeof obj.time === 'number' ? localTime(new Date(obj.time)) : '-';
   const level = (typeof obj.level === 'number' ? (LEVELS[obj.level] ?? String(obj.level)) : String(obj.level ?? '-')).padEnd(5);
   const fields = Object.entries(obj)
-    .filter(([k, v]) => !OMIT.has(k) && v !== undefined)
+    .filter(([k, v]) => (!OMIT.has(k) || (withPid && k === 'pid')) && v !== undefined)
     .map(([k, v]) => `${k}=${formatValue(v)}`);
   return [time, level, String(obj.msg ?? ''), ...fields].filter((p) => p !== '').join(' ');
 }
