@@ -17,7 +17,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2), load
   let config: Config | undefined;
   try {
     config = await Config.load(load ?? import.meta.url);
-    await run(routeArgv(argv), config);
+    await run(routeArgv(argv, config.findCommand('exec')?.flags), config);
     await flush();
   } catch (err) {
     await flush().catch(() => undefined);

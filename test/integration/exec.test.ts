@@ -103,6 +103,27 @@ describe('exec without a managed proxy: a temporary one', () => {
     const args = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'printf "%s," "$@"', 'x', 'a', '--', '--id', '--', 'b']);
     assert.equal(args.code, 0, args.stderr);
     assert.equal(args.stdout, 'a,--,--id,--,b,');
+    // Without `--`, CMD starts at its first word: its flags are its own, not exec's (-n, --id,
+    // --help were taken by exec: `exec kubectl get pods -n shop` listed another namespace).
+    const bare = await cli([
+      'exec',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '-n',
+      'shop',
+      'sh',
+      '-c',
+      'printf "%s," "$@"',
+      'x',
+      '-n',
+      'other',
+      '--id',
+      'y',
+      '--help',
+    ]);
+    assert.equal(bare.code, 0, bare.stderr);
+    assert.equal(bare.stdout, '-n,other,--id,y,--help,');
+    assert.match(bare.stderr, /\(context sim, namespace shop;/);
   });
 
   test("the temporary proxy does not bind the config file's port mappings (one may be taken by a running proxy)", async () => {

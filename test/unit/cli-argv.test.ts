@@ -36,3 +36,46 @@ test('the input array is not modified', () => {
   routeArgv(argv);
   assert.deepEqual(argv, ['-n', 'shop']);
 });
+
+test('exec: CMD starts at the first word that is no flag of exec nor its value; a `--` marks it', () => {
+  const flags = {
+    namespace: { type: 'option', char: 'n' },
+    context: { type: 'option' },
+    'log-level': { type: 'option' },
+    direct: { type: 'boolean' },
+    'old-name': { type: 'option', aliases: ['old'] },
+  } as const;
+  const route = (...argv: string[]) => routeArgv(['exec', ...argv], flags);
+  assert.deepEqual(route('kubectl', 'get', 'pods', '-n', 'shop'), ['exec', '--', 'kubectl', 'get', 'pods', '-n', 'shop']);
+  assert.deepEqual(route('-n', 'shop', '--context', 'a', '--direct', 'curl', '-sS', 'x'), [
+    'exec',
+    '-n',
+    'shop',
+    '--context',
+    'a',
+    '--direct',
+    '--',
+    'curl',
+    '-sS',
+    'x',
+  ]);
+  assert.deepEqual(route('-nshop', '--context=a', '--no-direct', '--old', 'v', 'env'), [
+    'exec',
+    '-nshop',
+    '--context=a',
+    '--no-direct',
+    '--old',
+    'v',
+    '--',
+    'env',
+  ]);
+  assert.deepEqual(route('curl', '--help'), ['exec', '--', 'curl', '--help']);
+  assert.deepEqual(route('-', 'x'), ['exec', '--', '-', 'x']);
+  // Already separated, or no CMD: as given (oclif reports a bad flag, exec a missing CMD).
+  for (const argv of [['-n', 'shop', '--', 'ls', '--', '-l'], ['--context', 'a'], ['--help'], ['--bogus', 'x']]) {
+    assert.deepEqual(route(...argv), ['exec', ...(argv[0] === '--bogus' ? ['--bogus', '--', 'x'] : argv)]);
+  }
+  // Without exec's flags (or for another command) nothing is inserted.
+  assert.deepEqual(routeArgv(['exec', 'ls', '-n', 'x']), ['exec', 'ls', '-n', 'x']);
+  assert.deepEqual(routeArgv(['status', 'x'], flags), ['status', 'x']);
+});
