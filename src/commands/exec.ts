@@ -114,9 +114,12 @@ export default class Exec extends Command {
       })();
       temporary = await startProxy({ ...options, table, proxyAuth }, log.log).catch((err: unknown) => failOnKnownError(this, err));
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()));
+      // With --id, the proxy asked for by name: naming the context instead hid a mistyped ID.
       const why = found
         ? `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
-        : `no managed proxy for ${temporary.context ? `context ${temporary.context}` : 'this routing table'}`;
+        : flags.id !== undefined
+          ? `no managed proxy ${flags.id} is running`
+          : `no managed proxy for ${temporary.context ? `context ${temporary.context}` : 'this routing table'}`;
       process.stderr.write(
         `kubectl-proxyout: ${why}; started a temporary one for this command ` +
           `(${describeTarget(temporary)}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +

@@ -124,6 +124,10 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.equal(bare.code, 0, bare.stderr);
     assert.equal(bare.stdout, '-n,other,--id,y,--help,');
     assert.match(bare.stderr, /\(context sim, namespace shop;/);
+    // --id names the proxy wanted: when it does not run, the line says so, not "for context sim".
+    const byId = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--id', 'no-such-id', '--', 'true']);
+    assert.equal(byId.code, 0, byId.stderr);
+    assert.match(byId.stderr, /^kubectl-proxyout: no managed proxy no-such-id is running; started a temporary one for this command \(context sim,/m);
   });
 
   test("the temporary proxy does not bind the config file's port mappings (one may be taken by a running proxy)", async () => {
