@@ -32,7 +32,8 @@ export default class Disconnect extends Command {
 
   async run(): Promise<void> {
     const { args, flags } = await this.parse(Disconnect);
-    if (Boolean(flags.all) === (args.id !== undefined)) this.error('give a connection ID or --all (not both)', { exit: 2 });
+    if (flags.all && args.id !== undefined) this.error('give a connection ID or --all, not both', { exit: 2 });
+    if (!flags.all && args.id === undefined) this.error('give a connection ID (see kubectl proxyout status) or --all', { exit: 2 });
     const l = layout();
     const stopped = await (async (): Promise<Stopped[]> => {
       if (args.id !== undefined) {

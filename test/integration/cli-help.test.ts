@@ -148,6 +148,18 @@ test('a word too many after a command without arguments names that word, exit 2'
   assertOneLineError(await run(BIN, ['frobnicate', 'extra']), /^Error: command frobnicate not found$/);
 });
 
+test('disconnect without an ID or --all, or with both, says which it lacks or has too many of', async () => {
+  for (const [args, message] of [
+    [['disconnect'], /^Error: give a connection ID \(see kubectl proxyout status\) or --all$/],
+    [['disconnect', '--forget'], /^Error: give a connection ID \(see kubectl proxyout status\) or --all$/],
+    [['disconnect', 'a1b2c3d4', '--all'], /^Error: give a connection ID or --all, not both$/],
+  ] as const) {
+    const r = await run(BIN, [...args]);
+    assert.equal(r.code, 2, r.stderr);
+    assertOneLineError(r, message);
+  }
+});
+
 test('a startup failure is one `Error:` line, no stack, exit 1', async () => {
   const r = await run(BIN, ['--kubeconfig', join(tmpdir(), 'proxyout-no-such-kubeconfig'), '--listen-socks', '127.0.0.1:0', '--log-level', 'silent'], {
     KUBECONFIG: '',
