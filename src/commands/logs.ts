@@ -42,6 +42,9 @@ export default class Logs extends Command {
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
     const isDone = async () => {
+      // exec's log has no proxy of its own to end with (one run after another writes to it):
+      // followed until Ctrl-C, as tail -f.
+      if (args.id === EXEC_LOG_ID) return false;
       const found = await withStateLock(l, () => inspect(l, args.id)).catch(() => undefined);
       return !found || found.state === 'dead';
     };

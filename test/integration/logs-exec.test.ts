@@ -2,10 +2,12 @@
 // so its readable lines keep the pid that tells two runs apart; a daemon's log omits it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { runCli } from '../helpers/proxy-process.js';
+import { binPath, runCli } from '../helpers/proxy-process.js';
 
 const line = (pid: number, msg: string) => JSON.stringify({ level: 30, time: Date.UTC(2026, 0, 1), pid, msg, route: 'r' });
 
@@ -28,4 +30,31 @@ test('logs exec shows each line’s pid; a daemon’s log does not', async (t) =
   const daemon = await runCli(['logs', 'a1b2c3d4'], { env });
   assert.equal(daemon.code, 0, daemon.stderr);
   assert.doesNotMatch(daemon.stdout, /pid=/);
+});
+
+test('logs exec -f follows until Ctrl-C: exec runs come and go, none ends it', async (t) => {
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-logs-exec-f-'));
+  t.after(() => rmSync(stateDir, { recursive: true, force: true }));
+  mkdirSync(path.join(stateDir, 'logs'), { mode: 0o700 });
+  const file = path.join(stateDir, 'logs', 'exec.log');
+  writeFileSync(file, `${line(101, 'first')}\n`, { mode: 0o600 });
+  const proc = spawn(process.execPath, [binPath, 'logs', 'exec', '-f'], {
+    env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => proc.kill('SIGKILL'));
+  let out = '';
+  proc.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+  let exited = false;
+  proc.once('exit', () => (exited = true));
+  // Past the 1 s check that ends a daemon's follow once its proxy is gone (exec has none).
+  await new Promise((r) => setTimeout(r, 2_500));
+  assert.equal(exited, false, `it stopped following: ${out}`);
+  appendFileSync(file, `${line(202, 'second')}\n`);
+  const deadline = Date.now() + 5_000;
+  while (!out.includes('second') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  assert.match(out, /first pid=101[^]*second pid=202/);
+  proc.kill('SIGINT');
+  const [code] = (await once(proc, 'exit')) as [number | null];
+  assert.equal(code, 0);
 });
