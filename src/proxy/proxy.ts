@@ -286,7 +286,11 @@ function startForReload(route: Route, log: Logger): Promise<void> {
   const syncingOn = new Promise<void>((resolve) => {
     timer = setTimeout(() => {
       if (route.status().state !== 'syncing') return;
-      started.catch(() => undefined); // its lifecycle logs and retries a failure
+      // Swapped in syncing: a later failure of this first start is no reload's error to report
+      // (its lifecycle retries it; it logs only retries).
+      started.catch((err: unknown) => {
+        if (route.status().state === 'error') log.warn({ route: route.name, error: errorMessage(err) }, 'route not available; trying again later');
+      });
       log.warn({ route: route.name }, 'route still syncing after the reload; it serves once synced');
       resolve();
     }, waitMs);

@@ -3,7 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import { delimiter, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -158,6 +160,26 @@ test('disconnect without an ID or --all, or with both, says which it lacks or ha
     assert.equal(r.code, 2, r.stderr);
     assertOneLineError(r, message);
   }
+});
+
+test('an API server that does not answer at start: one line, not also a log line that it tries again', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'proxyout-unreachable-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const closed = createServer().listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const port = (closed.address() as AddressInfo).port;
+  await new Promise((r) => closed.close(r));
+  const kubeconfig = join(dir, 'kubeconfig');
+  writeFileSync(
+    kubeconfig,
+    `apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: {server: "https://127.0.0.1:${port}"}}]\n` +
+      'users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n',
+    { mode: 0o600 },
+  );
+  // The default log level: the route's own "trying again later" line came before the error.
+  const r = await run(BIN, ['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0']);
+  assert.equal(r.code, 1, r.stderr);
+  assertOneLineError(r, /^Error: cannot reach the API server https:\/\/127\.0\.0\.1:\d+ \(context "c"\): connect ECONNREFUSED/);
 });
 
 test('a startup failure is one `Error:` line, no stack, exit 1', async () => {

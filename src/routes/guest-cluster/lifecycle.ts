@@ -108,12 +108,16 @@ export class RouteLifecycle {
     return this.describedAs ?? `${this.kind} route ${this.name}`;
   }
 
-  /** The first attempt: rejects when it fails (the route is then in error and tries again later). */
+  /**
+   * The first attempt: rejects when it fails (the route is then in error and tries again later).
+   * Its caller reports that failure (proxy.ts): a proxy that cannot start then says why in one
+   * line, not also that the route tries again.
+   */
   async start(): Promise<void> {
     try {
       await this.run();
     } catch (err) {
-      this.failed(err);
+      this.failed(err, false);
       throw err;
     }
   }
@@ -140,13 +144,13 @@ export class RouteLifecycle {
     return new RouteUnavailableError(`${this.label} is closed`);
   }
 
-  private failed(err: unknown): void {
+  private failed(err: unknown, report = true): void {
     if (this.closed) return;
     if (this.why === undefined) this.enter('error');
     else this.current = 'error'; // a retry failed: failing since the first failure
     this.why = errorMessage(err);
     // The route name is bound to this logger (proxy/build-table.ts).
-    this.log.warn({ error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);
+    if (report) this.log.warn({ error: this.why, retryInMs: this.retryMs }, `${this.kind} route not available; trying again later`);
     this.retryTimer = setTimeout(() => void this.retry(), this.retryMs);
     this.retryTimer.unref();
     this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
