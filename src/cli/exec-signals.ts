@@ -69,3 +69,23 @@ export function relaySignals(child: ChildProcess, host: ProcessHost = systemHost
     for (const s of signals) process.off(s, onSignal);
   };
 }
+
+/**
+ * Signals exec dies of itself when CMD died of them. A shell that gets exit status 130 rather than
+ * a death by SIGINT takes it for a CMD that handled Ctrl-C and runs on (bash's loops and scripts
+ * went on after Ctrl-C); sudo dies of its command's signal too. Not the core-dumping ones (a core
+ * file of node) nor those node handles itself (SIGUSR1, SIGPIPE): those exit with 128+N.
+ */
+const REDELIVERED: ReadonlySet<NodeJS.Signals> = new Set(['SIGHUP', 'SIGINT', 'SIGTERM', 'SIGKILL']);
+
+/** Kills this process with `signal` when it is one of those; returns only when it did not. */
+export function dieOfSignal(signal: NodeJS.Signals, platform: NodeJS.Platform = process.platform): void {
+  if (platform === 'win32' || !REDELIVERED.has(signal)) return;
+  // A listener would catch it instead of the default action that ends us.
+  process.removeAllListeners(signal);
+  try {
+    process.kill(process.pid, signal);
+  } catch {
+    // No such signal here: the caller exits with 128+N.
+  }
+}

@@ -1,9 +1,9 @@
 // `kubectl proxyout exec [flags] -- CMD ARGS…`: CMD runs with the proxy variables set
 // (cli/exec-env.ts) for the managed proxy `connect` would start or report for the same flags (same
 // ID: managed/table.ts managedId), or — when none runs — for a temporary in-process proxy on
-// 127.0.0.1:0 that lives exactly as long as CMD. CMD's exit status is ours (128+N when it died of
-// signal N); SIGINT/SIGQUIT/SIGTERM/SIGHUP are passed on to it unless the terminal sent them to
-// its group already (cli/exec-signals.ts).
+// 127.0.0.1:0 that lives exactly as long as CMD. CMD's exit status is ours (when it died of a
+// signal we die of it too, or exit 128+N: cli/exec-signals.ts dieOfSignal); SIGINT, SIGQUIT,
+// SIGTERM and SIGHUP are passed on to it unless the terminal sent them to its group already.
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { Command, Errors, Flags } from '@oclif/core';
@@ -12,7 +12,7 @@ import { formatAddress } from '../listeners/bound-address.js';
 import { proxyEnvironment, variablesCanName, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
 import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
-import { relaySignals } from '../cli/exec-signals.js';
+import { dieOfSignal, relaySignals } from '../cli/exec-signals.js';
 import type { LogLevel } from '../core/log.js';
 import { execLog, type ExecLog } from '../cli/exec-log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
@@ -127,11 +127,13 @@ export default class Exec extends Command {
       );
     }
 
-    const code = await runCommand(command, env);
+    const { code, signal } = await runCommand(command, env);
     if (temporary) {
       await temporary.stop(options.shutdownGraceMs);
       await log!.flush();
     }
+    // Dying of CMD's signal tells a shell what CMD's death would have (a loop stops on Ctrl-C).
+    if (signal) dieOfSignal(signal);
     this.exit(code);
   }
 
@@ -158,21 +160,21 @@ export default class Exec extends Command {
   }
 }
 
-/** Runs CMD with the variables added; resolves with its exit status (128+N for signal N). */
-function runCommand(command: string[], env: ProxyEnvironment): Promise<number> {
+/** Runs CMD with the variables added; resolves with its exit status (128+N for signal N) and the signal it died of. */
+function runCommand(command: string[], env: ProxyEnvironment): Promise<{ code: number; signal?: NodeJS.Signals }> {
   return new Promise((resolve) => {
     const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit', env: withProxyEnvironment(process.env, env) });
     // A signal the terminal sent to CMD's group reaches CMD once (cli/exec-signals.ts).
     const stopRelaying = relaySignals(child);
-    const done = (code: number) => {
+    const done = (code: number, signal?: NodeJS.Signals) => {
       stopRelaying();
-      resolve(code);
+      resolve({ code, ...(signal ? { signal } : {}) });
     };
     child.once('error', (err: NodeJS.ErrnoException) => {
       // As a shell: 127 for a command not found, 126 for one that cannot be run.
       process.stderr.write(`kubectl-proxyout: cannot run ${command[0]}: ${err.message}\n`);
       done(err.code === 'ENOENT' ? 127 : 126);
     });
-    child.once('exit', (code, signal) => done(signal ? 128 + (constants.signals[signal] ?? 0) : (code ?? 1)));
+    child.once('exit', (code, signal) => (signal ? done(128 + (constants.signals[signal] ?? 0), signal) : done(code ?? 1)));
   });
 }

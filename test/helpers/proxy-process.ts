@@ -135,7 +135,7 @@ export async function runCli(
     /** Written to a piped stdin, then closed. */ input?: string;
     /** A command that runs the CLI (e.g. nsenter … --), its program first. */ via?: string[];
   } = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   const [file, ...before] = [...(opts.via ?? []), process.execPath];
   const proc = spawn(file!, [...before, binPath, ...args], {
     env: { ...process.env, ...opts.env },
@@ -148,7 +148,7 @@ export async function runCli(
   proc.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
   proc.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
   const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
-  const [code] = (await once(proc, 'exit')) as [number | null];
+  const [code, signal] = (await once(proc, 'exit')) as [number | null, NodeJS.Signals | null];
   clearTimeout(timer);
-  return { code, stdout, stderr };
+  return { code, signal, stdout, stderr };
 }

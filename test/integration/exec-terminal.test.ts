@@ -100,3 +100,24 @@ test('CMD killed by the terminal’s Ctrl-C: exec exits 130 and its temporary pr
     term.kill('SIGKILL');
   }
 });
+
+test('Ctrl-C that kills CMD stops the shell loop that runs exec, as it would stop one running CMD', { skip }, async () => {
+  const exec = [process.execPath, binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'echo ready; exec sleep 60'].map(shellQuote).join(' ');
+  // bash goes on with a loop when its job exits 130 by itself (it takes that for a CMD that
+  // handled Ctrl-C); it stops when the job died of SIGINT.
+  const loop = `for i in 1 2; do ${exec}; echo "next $i status $?"; done; echo loop-done`;
+  const term = spawn('script', ['-qfec', `bash -c ${shellQuote(loop)}`, '/dev/null'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir },
+  });
+  let out = '';
+  term.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  try {
+    await eventually(async () => out.includes('ready'), 30_000, 50);
+    term.stdin!.write('\u0003');
+    await once(term, 'exit');
+    assert.doesNotMatch(out, /next 1|loop-done/, out);
+  } finally {
+    term.kill('SIGKILL');
+  }
+});

@@ -89,7 +89,18 @@ describe('exec without a managed proxy: a temporary one', () => {
 
   test("CMD's exit status is exec's; 128+N when CMD died of signal N; 127 when CMD does not exist", async () => {
     assert.equal((await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'exit 7'])).code, 7);
-    assert.equal((await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'kill -TERM $$'])).code, 143);
+    // Died of CMD's signal, as CMD would have (a shell's loop stops on Ctrl-C); a shell reads 128+N.
+    for (const signal of ['TERM', 'INT'] as const) {
+      const killed = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', `kill -${signal} $$`]);
+      assert.deepEqual([killed.code, killed.signal], [null, `SIG${signal}`], killed.stderr);
+    }
+    const status = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'kill -TERM $$'], {
+      env: env(),
+      via: ['sh', '-c', '"$@"; echo status=$?', 'sh'],
+    });
+    assert.match(status.stdout, /^status=143$/m, status.stderr);
+    // A core-dumping signal is not raised again (a node core file): 128+N.
+    assert.equal((await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'kill -QUIT $$'])).code, 131);
     const missing = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'no-such-command-here']);
     assert.equal(missing.code, 127);
     assert.match(missing.stderr, /cannot run no-such-command-here/);
