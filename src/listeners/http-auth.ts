@@ -30,13 +30,22 @@ interface Denial {
   error: ProxyAuthRequiredError;
   /** Credentials were presented and are wrong: the answer waits (auth/throttle.ts). */
   wrong: boolean;
+  /**
+   * No Proxy-Authorization at all: the 407 challenge that clients with credentials wait for
+   * before sending them (git, libcurl's anyauth, browsers). Logged at info: in `exec` a warning
+   * reaches CMD's terminal on every git command.
+   */
+  challenge?: true;
 }
+
+const logLevelOf = (denied: Denial) => (denied.challenge ? 'info' : 'warn');
 
 /** undefined when the request may pass; else the error to answer with (407). */
 export function checkProxyAuthorization(ctx: ListenerContext, req: IncomingMessage): Denial | undefined {
   if (!ctx.auth) return undefined;
   const header = req.headers['proxy-authorization'];
-  if (header === undefined) return { error: new ProxyAuthRequiredError('proxy authentication required: send proxy credentials (Basic)'), wrong: false };
+  if (header === undefined)
+    return { error: new ProxyAuthRequiredError('proxy authentication required: send proxy credentials (Basic)'), wrong: false, challenge: true };
   const creds = parseBasicCredentials(header);
   if (!creds) return { error: new ProxyAuthRequiredError('proxy authentication required: only the Basic scheme is supported'), wrong: false };
   // Checked before any throttling: a right password always passes (auth/throttle.ts).
@@ -71,7 +80,7 @@ export function requireProxyAuth(
       return handler(req, res);
     }
     const client = clientName(req.socket);
-    const reply = ctx.stats.failed('http-forward', client, undefined, denied.error);
+    const reply = ctx.stats.failed('http-forward', client, undefined, denied.error, logLevelOf(denied));
     const body = `kubectl-proxyout: ${reply.message}\n`;
     // A request body we will not read must not be taken for the next request: close after it.
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
@@ -106,7 +115,7 @@ export function authorizeConnect(
     unauthenticated?.authenticated(socket);
     return true;
   }
-  const reply = ctx.stats.failed('http-connect', client, undefined, denied.error);
+  const reply = ctx.stats.failed('http-connect', client, undefined, denied.error, logLevelOf(denied));
   answerDenial(ctx, req, denied, () =>
     endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [`Proxy-Authenticate: ${PROXY_AUTHENTICATE}`])),
   );

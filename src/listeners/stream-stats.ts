@@ -167,16 +167,16 @@ export class StreamStats {
     this.observer?.closed(record, bytesFromClient, bytesToClient, message);
   }
 
-  /** Call when a request could not be served; returns the reply to send. */
-  failed(frontEnd: FrontEnd, client: string, destination: Destination | undefined, err: unknown): Reply {
+  /** Call when a request could not be served; returns the reply to send. `info` for an expected refusal (a 407 challenge). */
+  failed(frontEnd: FrontEnd, client: string, destination: Destination | undefined, err: unknown, level: 'warn' | 'info' = 'warn'): Reply {
     const reply = replyFor(err);
     this.totals.failedStreams++;
     this.totals.failuresByReason[reply.reason] = (this.totals.failuresByReason[reply.reason] ?? 0) + 1;
     const to = destination ? { target: target(destination) } : {};
     this.totals.lastFailure = { at: new Date().toISOString(), reason: reply.reason, message: reply.message, ...to, openedSince: false };
     this.failureLines.write(
-      'warn',
-      `${reply.reason}|${sourceOfClient(client)}`,
+      level,
+      `${reply.reason}|${sourceOfClient(client)}${level === 'warn' ? '' : `|${level}`}`,
       { frontEnd, client, target: destination ? target(destination) : undefined, reason: reply.reason, socksReply: reply.socks, httpStatus: reply.http },
       `stream failed: ${reply.message}`,
     );

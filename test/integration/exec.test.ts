@@ -207,6 +207,24 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.match(r.stdout, /^python local$/m, 'python');
   });
 
+  test("a client that asks without credentials first (git, curl --proxy-anyauth) gets its 407 challenge with no warning on CMD's stderr", async () => {
+    const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'curl', '-s', '--max-time', '20', '--proxy-anyauth', 'http://web.shop:8080/whoami']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /"namespace":"shop"/, 'curl answered the challenge with the credentials of http_proxy');
+    assert.doesNotMatch(r.stderr, /stream failed|auth-failed/, 'the challenge is no warning');
+    // A wrong password still is.
+    const wrong = await cli([
+      'exec',
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--',
+      'sh',
+      '-c',
+      'curl -s --max-time 20 -x "$(echo "$http_proxy" | sed "s/:[^:@]*@/:wrong@/")" http://web.shop:8080/whoami',
+    ]);
+    assert.match(wrong.stderr, /wrong proxy user name or password/);
+  });
+
   test('SIGTERM, SIGINT, SIGQUIT and SIGHUP sent to exec reach CMD (no terminal: as under a service manager)', async () => {
     for (const [signal, code] of [
       ['SIGTERM', 42],
