@@ -6,7 +6,8 @@
 // "proxyconnect … 403"). So NO_PROXY lists, in order:
 //  - this machine's loopback names (programs reaching local services);
 //  - the API servers of the cluster routes, reached as before the variables were set;
-//  - whatever NO_PROXY (or no_proxy) already said, so a user's own exceptions stay in force.
+//  - whatever NO_PROXY (or no_proxy) already said, so a user's own exceptions stay in force, but
+//    `*` and the cluster-only `.svc`/`.cluster.local` entries, which would bypass us for every name.
 import { isIPv6, type AddressInfo } from 'node:net';
 import { formatAddress, urlAuthority } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
@@ -34,10 +35,24 @@ export function noProxyValue(apiServers: readonly string[], env: NodeJS.ProcessE
   const inherited = [env.NO_PROXY, env.no_proxy]
     .flatMap((v) => (v ?? '').split(','))
     .map((e) => e.trim())
-    .filter((e) => e !== '*');
+    .filter((e) => e !== '*' && !namesClusterOnly(e));
   const entries = [...LOOPBACK_NO_PROXY, ...apiServers.map(hostOf), ...inherited].filter((e): e is string => !!e).flatMap(bothIPv6Spellings);
   return [...new Set(entries)].join(',');
 }
+
+/**
+ * An inherited entry for names that resolve only inside a cluster: `.svc`, `.cluster.local` and
+ * names under them, which Kubernetes guides put in NO_PROXY to keep them off a corporate proxy.
+ * Kept, they sent past this proxy exactly the names it serves (curl: "Could not resolve host").
+ */
+function namesClusterOnly(entry: string): boolean {
+  const domain = entry
+    .toLowerCase()
+    .replace(/^\*?\./, '')
+    .replace(/\.$/, '');
+  return CLUSTER_ONLY_DOMAINS.some((d) => domain === d || domain.endsWith(`.${d}`));
+}
+const CLUSTER_ONLY_DOMAINS = ['svc', 'cluster.local'];
 
 /**
  * An IPv6 address as an entry, bare and bracketed: curl and Go match `::1` only, Python's urllib

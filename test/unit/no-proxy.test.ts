@@ -26,6 +26,17 @@ test('an inherited NO_PROXY=* is dropped: in a list, Go would still send nothing
   assert.equal(proxyFromEnvironment(new URL('http://web.shop:8080'), { ...env, NO_PROXY: `${value},*`, no_proxy: `${value},*` }).proxy, undefined);
 });
 
+test('inherited entries for cluster-only names (.svc, .cluster.local, names under them) are dropped: they would send cluster names past the proxy', () => {
+  const inherited = '.corp.example,.svc,svc,*.cluster.local,.cluster.local.,kubernetes.default.svc,10.96.0.0/12,mysvc';
+  const value = noProxyValue(['https://kubernetes.default.svc'], { NO_PROXY: inherited });
+  // The route's own API server stays (kubectl reaches it directly); the user's other entries too.
+  assert.equal(value, 'localhost,127.0.0.1,::1,[::1],kubernetes.default.svc,.corp.example,10.96.0.0/12,mysvc');
+  const env = { ...exportedVariables({ http: { address: '127.0.0.1', family: 'IPv4', port: 3128 } }), NO_PROXY: value, no_proxy: value };
+  for (const url of ['http://web.shop.svc:8080', 'http://web.shop.svc.cluster.local:8080']) {
+    assert.equal(proxyFromEnvironment(new URL(url), env).url, 'http://127.0.0.1:3128/', url);
+  }
+});
+
 test('the exported variables send kubectl to its API servers directly and cluster names to the proxy', () => {
   const vars = exportedVariables({
     http: { address: '127.0.0.1', family: 'IPv4', port: 3128 },
