@@ -46,8 +46,8 @@ export class ApiReachability {
   private state?: ReachabilityState;
   /** When (monotonic ms) the server last answered, however we saw it. */
   private lastAnswerAt = -Infinity;
-  /** When (monotonic ms) the last probe was sent. */
-  private lastProbeAt = -Infinity;
+  /** When (monotonic ms) the last probe was sent; counted from the start, so a route just ready is not asked at once. */
+  private lastProbeAt = monotonicMs();
   private readonly returnListeners = new Set<() => void>();
 
   static of(api: ApiConnection): ApiReachability {

@@ -222,24 +222,23 @@ function withUnixPaths(options: DaemonOptions, root: string): DaemonOptions {
 }
 
 /** The TCP listeners and port mappings the plan binds, for the port checks (unix sockets are checked by the daemon when it listens). */
-function listensOf(plan: StartPlan): Array<{ flag: string; addr: HostPort; text: string }> {
+function listensOf(plan: StartPlan): Array<{ flag: string; addr: HostPort; text: string; mapping?: boolean }> {
   return [
     ...plan.listens.map((l) => ({ flag: l.flag, addr: { host: l.host, port: l.port }, text: formatHostPort(l.host, l.port) })),
-    ...plan.forwards.map((f) => ({ flag: '--forward', addr: f.listen, text: f.text })),
+    ...plan.forwards.map((f) => ({ flag: f.flag, addr: f.listen, text: f.text, mapping: true })),
   ];
 }
 
 /** Refuses a fixed port another managed proxy or any other program already listens on. */
-async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: HostPort; text: string }>): Promise<void> {
+async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: HostPort; text: string; mapping?: boolean }>): Promise<void> {
   // A proxy elsewhere holds its ports on another machine or in another container: bindProblem()
   // finds a clash here.
   const others = inspectAll(l).filter((x) => x.state !== 'dead' && x.state !== 'elsewhere');
-  for (const { flag, addr, text } of listens) {
+  for (const { flag, addr, text, mapping } of listens) {
     if (addr.port === 0) continue;
-    const hint =
-      flag === '--forward'
-        ? 'pick another local port, or 0 for a free one'
-        : `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
+    const hint = mapping
+      ? 'pick another local port, or 0 for a free one'
+      : `pick another, e.g. ${flag} ${addr.host.includes(':') ? `[${addr.host}]` : addr.host}:0 (a free port)`;
     const owner = others.find(
       ({ entry }) =>
         [entry.socks, entry.http, ...(entry.forwards ?? []).map((f) => f.address)].some((a) => a?.port === addr.port && sameHost(a.address, addr.host)) ||

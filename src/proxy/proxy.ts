@@ -117,7 +117,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     // their route.
     if (socksAddr) listeners.push(await startSocksListener(listenAt(socksAddr), 'port' in socksAddr ? socksAddr.port : 0, ctx));
     if (httpAddr) listeners.push(await startHttpListener(listenAt(httpAddr), 'port' in httpAddr ? httpAddr.port : 0, ctx));
-    for (const f of forwards) listeners.push(...(await startForwardListeners(f.listen.host, f.listen.port, f.target, ctx, `--forward ${f.text}`)));
+    for (const f of forwards) listeners.push(...(await startForwardListeners(f.listen.host, f.listen.port, f.target, ctx, `${f.flag} ${f.text}`)));
     hooks.bound?.(listeningAt(listeners));
     // Called off (a stop during the first sync): a StartupError at once; binding is quick, so the
     // signal is checked here only, and the abandoned start settles as its routes close.

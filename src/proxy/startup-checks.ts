@@ -18,7 +18,7 @@ import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { assertDirectAllowed } from '../routes/direct/route.js';
 import type { RoutingTable } from '../routing/table-spec.js';
-import { loadRoutingTable, type TableFlags } from '../config/load.js';
+import { defaultConfigPath, loadRoutingTable, type TableFlags } from '../config/load.js';
 import { requireCredentialsOffLoopback } from '../auth/credentials.js';
 import type { ProxyOptions } from './options.js';
 
@@ -49,7 +49,8 @@ export interface StartPlan {
   /** The TCP listeners (unix sockets are local by construction: 0600 in a private directory). */
   listens: TcpListen[];
   table: RoutingTable;
-  forwards: ForwardSpec[];
+  /** Each with where it was given, for messages: `--forward` or the config file's `forward[N]`. */
+  forwards: Array<ForwardSpec & { flag: string }>;
 }
 
 /** The routing table the options ask for: --config / the default file, --context…, --direct. */
@@ -83,7 +84,12 @@ export function planStart(options: StartOptions): StartPlan {
   }
   requireCredentialsOffLoopback(listens, !!options.proxyAuth);
   const table = routingTableFor(options);
-  const forwards = forwardSpecs([...(options.forwards ?? []), ...(table.forwards ?? [])], listens);
+  const file = options.config ?? defaultConfigPath();
+  const given = [
+    ...(options.forwards ?? []).map((text) => ({ text, flag: '--forward' })),
+    ...(table.forwards ?? []).map((text, i) => ({ text, flag: `${file}: forward[${i}]` })),
+  ];
+  const forwards = forwardSpecs(given, listens);
   if (!socks && !http && forwards.length === 0) throw new StartupError('nothing to listen on: give --listen-socks, --listen-http and/or --forward');
   assertDirectAllowed(table, listens, !!options.proxyAuth);
   return { socks, http, listens, table, forwards };
@@ -98,7 +104,10 @@ export function tcpAddressesOf(options: Pick<StartOptions, 'listenSocks' | 'list
     options.listenSocks ? parseListen(options.listenSocks, '--listen-socks', 'socks') : undefined,
     options.listenHttp ? parseListen(options.listenHttp, '--listen-http', 'http') : undefined,
   ].filter((a): a is TcpListen => a !== undefined && 'host' in a);
-  const forwards = forwardSpecs([...(options.forwards ?? []), ...(options.table?.forwards ?? [])], listens);
+  const forwards = forwardSpecs(
+    [...(options.forwards ?? []), ...(options.table?.forwards ?? [])].map((text) => ({ text, flag: '--forward' })),
+    listens,
+  );
   return [...listens.map(({ host, port }) => ({ host, port })), ...forwards.map((f) => f.listen)];
 }
 
@@ -129,25 +138,25 @@ export function parseListen(value: string, flag: string, kind: 'socks' | 'http')
  * Each mapping parsed; a mapping on the fixed local port of another mapping or of our own
  * --listen-socks/--listen-http is an error before binding (the bind would blame another program).
  */
-function forwardSpecs(texts: readonly string[], listens: readonly TcpListen[]): ForwardSpec[] {
+function forwardSpecs(given: ReadonlyArray<{ text: string; flag: string }>, listens: readonly TcpListen[]): Array<ForwardSpec & { flag: string }> {
   const seen: ForwardSpec[] = [];
-  return texts.map((text) => {
+  return given.map(({ text, flag }) => {
     let spec: ForwardSpec;
     try {
       spec = parseForwardSpec(text);
     } catch (err) {
-      throw new StartupError(`--forward ${text}: ${errorMessage(err)}`);
+      throw new StartupError(`${flag} ${text}: ${errorMessage(err)}`);
     }
     const problem = forwardListenProblem(spec);
-    if (problem) throw new StartupError(`--forward ${text}: ${problem}`);
+    if (problem) throw new StartupError(`${flag} ${text}: ${problem}`);
     const where = formatHostPort(spec.listen.host, spec.listen.port);
     const clashes = (host: string, port: number) => spec.listen.port !== 0 && port === spec.listen.port && sameOrWildcard(host, spec.listen.host);
     const other = seen.find((o) => clashes(o.listen.host, o.listen.port));
-    if (other) throw new StartupError(`--forward ${text}: ${where} is already used by the mapping ${other.text}`);
+    if (other) throw new StartupError(`${flag} ${text}: ${where} is already used by the mapping ${other.text}`);
     const listener = listens.find((l) => clashes(l.host, l.port));
-    if (listener) throw new StartupError(`--forward ${text}: ${where} is already used by ${listener.flag} ${formatHostPort(listener.host, listener.port)}`);
+    if (listener) throw new StartupError(`${flag} ${text}: ${where} is already used by ${listener.flag} ${formatHostPort(listener.host, listener.port)}`);
     seen.push(spec);
-    return spec;
+    return { ...spec, flag };
   });
 }
 

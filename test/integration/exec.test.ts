@@ -370,7 +370,10 @@ test("connect with the config file's mappings only (--listen-socks off): the dae
     assert.equal(refused.code, 1, refused.stdout);
     assert.match(
       refused.stderr,
-      new RegExp(`^Error: --forward ${port}=web\\.shop:8080: the address is already in use by another program; pick another local port`),
+      // Named by the file it came from: there is no --forward flag to look for.
+      new RegExp(
+        `^Error: ${config.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: forward\\[0\\] ${port}=web\\.shop:8080: the address is already in use by another program; pick another local port`,
+      ),
     );
     assert.deepEqual(statusItems((await cli(['status', '--json'])).stdout), [], 'no daemon was started');
   } finally {

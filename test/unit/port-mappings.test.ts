@@ -175,6 +175,31 @@ test("a mapping on our own listener's fixed port is refused by name before anyth
   );
 });
 
+test("a config file's mapping is named by its file and index in start errors, not as a --forward flag the user never gave", () => {
+  const table = tableFrom(parseConfig('forward: ["15010=web:80", "15010=db:5432"]\n', '/etc/px/c.yaml', 'cluster.local'), {
+    contexts: ['kind'],
+    clusterDomain: 'cluster.local',
+    currentContext: 'kind',
+  });
+  const plan = (listenSocks: string, forwards?: string[]) =>
+    planStart({
+      listenSocks,
+      forwards,
+      table,
+      config: '/etc/px/c.yaml',
+      clusterDomain: 'cluster.local',
+      proxyAuth: { username: 'u', password: 'p', source: 'file' },
+    });
+  assert.throws(
+    () => plan('127.0.0.1:0'),
+    /^StartupError: \/etc\/px\/c\.yaml: forward\[1\] 15010=db:5432: 127\.0\.0\.1:15010 is already used by the mapping 15010=web:80$/,
+  );
+  assert.throws(() => plan('127.0.0.1:15010'), /^StartupError: \/etc\/px\/c\.yaml: forward\[0\] 15010=web:80: .* already used by --listen-socks/);
+  // Flags come first; the file's mapping on a flag's port names both.
+  assert.throws(() => plan('127.0.0.1:0', ['15010=x:1']), /^StartupError: \/etc\/px\/c\.yaml: forward\[0\] 15010=web:80: .* by the mapping 15010=x:1$/);
+  assert.throws(() => plan('127.0.0.1:0', ['0.0.0.0:0=x:1']), /^StartupError: --forward 0\.0\.0\.0:0=x:1: /);
+});
+
 test('--listen-http on the fixed port of --listen-socks is refused by name before anything binds', () => {
   const table = tableFrom(parseConfig('', 'c.yaml', 'cluster.local'), { contexts: ['kind'], clusterDomain: 'cluster.local', currentContext: 'kind' });
   const plan = (listenSocks: string, listenHttp: string) =>
