@@ -24,10 +24,17 @@ export default class Reload extends Command {
   async run(): Promise<void> {
     const { args } = await this.parse(Reload);
     // A bad ID is a known error too (one line, exit 1), as in the other commands.
-    const { id, table } = await Promise.resolve()
+    const { id, table, mappingsKept } = await Promise.resolve()
       .then(() => reloadProxy(layout(), args.id === undefined ? undefined : validateId(args.id)))
       .catch((err: unknown) => failOnKnownError(this, err));
     this.log(`kubectl-proxyout: ${id} reloaded: ${table.routes.length} route${table.routes.length === 1 ? '' : 's'}`);
     for (const r of table.routes) this.log(`kubectl-proxyout:   route ${describeRoute(table, r)}`);
+    // A reload keeps the listeners: say so here, not only in the proxy's log.
+    if (mappingsKept) {
+      const list = (m: string[]) => (m.length > 0 ? m.join(' ') : 'none');
+      this.warn(
+        `the config file's port mappings changed (running: ${list(mappingsKept.running)}; file: ${list(mappingsKept.file)}): a reload keeps the running ones; disconnect ${id} and connect again to change them`,
+      );
+    }
   }
 }

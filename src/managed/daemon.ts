@@ -252,7 +252,12 @@ class Daemon {
     stopped.catch(() => undefined);
     await Promise.race([reloading, stopped]);
     if (this.stopping) return; // its entry goes anyway
-    await withStateLock(this.l, () => updateEntry(this.l, id, (e) => (e.options.table = table)));
+    // The mappings stay those it listens on (a reload keeps its listeners): the next reload
+    // compares the file with these (managed/reload.ts).
+    const { forwards: _fileForwards, ...routes } = table;
+    await withStateLock(this.l, () =>
+      updateEntry(this.l, id, (e) => (e.options.table = e.options.table?.forwards ? { ...routes, forwards: e.options.table.forwards } : routes)),
+    );
   }
 
   private liveStatus(): LiveStatus {

@@ -27,7 +27,14 @@ export const TEST_RELOAD_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_PAUSE';
 /** A route sync fails after 30 s without headway (routes/guest-cluster/guest-cluster.ts SYNC_STALL_MS); then some slack. */
 const RELOAD_TIMEOUT_MS = 45_000;
 
-export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: string; table: RoutingTable }> {
+export interface Reloaded {
+  id: string;
+  table: RoutingTable;
+  /** The config file's port mappings, when they differ from those the proxy listens on (which a reload keeps). */
+  mappingsKept?: { running: string[]; file: string[] };
+}
+
+export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded> {
   // The same checks as the other commands: a state directory others may write is refused.
   if (!stateDirExists(l)) throw id === undefined ? new StartupError('no managed proxy is running') : new UnknownIdError(id);
   // Under the lock: inspect() counts an entry whose daemon has not recorded its pid yet (a
@@ -95,7 +102,10 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<{ id: st
       );
   }).catch(() => undefined);
   if (!answer.ok) throw new StartupError(`proxy ${id} kept its routing table: ${answer.error}`);
-  return { id, table: managed.table };
+  const running = options.table?.forwards ?? [];
+  const file = managed.table.forwards ?? [];
+  const same = running.length === file.length && running.every((f, i) => f === file[i]);
+  return { id, table: managed.table, ...(same ? {} : { mappingsKept: { running, file } }) };
 }
 
 function sameDaemon(before: Inspected, now: Inspected | undefined): boolean {

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
@@ -284,5 +285,46 @@ test('a reload (SIGHUP) keeps the running mappings and warns when the file chang
     assert.match((JSON.parse(r.stdout) as { pod: string }).pod, /^web-/);
   } finally {
     await proxy.stop();
+  }
+});
+
+test('reload ID says the config file changed its port mappings, which the managed proxy keeps, each time until the file matches again', async () => {
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'pxm-'));
+  const cli = (args: string[]) => runCli(args, { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir }, timeoutMs: 60_000 });
+  const config = path.join(cluster.dir, 'reload-managed-forward.yaml');
+  const table = (forward: string) => `forward: ["${forward}"]\nroutes:\n  - { name: sim, kind: cluster, context: sim }\n`;
+  writeFileSync(config, table('0=web.shop:8080'));
+  const id = 'mapreload';
+  const c = await cli([
+    'connect',
+    '--kubeconfig',
+    cluster.kubeconfig,
+    '--config',
+    config,
+    '--listen-socks',
+    '127.0.0.1:0',
+    '--id',
+    id,
+    '--shutdown-grace',
+    '0',
+  ]);
+  assert.equal(c.code, 0, c.stderr);
+  try {
+    const kept =
+      /port mappings changed \(running: 0=web\.shop:8080; file: 0=api\.shop:80\): a reload keeps the running ones; disconnect mapreload and connect again/;
+    writeFileSync(config, table('0=api.shop:80'));
+    const first = await cli(['reload', id]);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stderr.replace(/\s*›\s*/g, ' '), kept);
+    // Still the running ones the next time: the daemon did not record the file's as its own.
+    const second = await cli(['reload', id]);
+    assert.match(second.stderr.replace(/\s*›\s*/g, ' '), kept);
+    writeFileSync(config, table('0=web.shop:8080'));
+    const back = await cli(['reload', id]);
+    assert.equal(back.code, 0, back.stderr);
+    assert.doesNotMatch(back.stderr, /port mappings changed/);
+  } finally {
+    await cli(['disconnect', id]);
+    rmSync(stateDir, { recursive: true, force: true });
   }
 });
