@@ -40,7 +40,15 @@ export function proxyEnvironment(
 
 /** Whether a proxy variable can name one of these listeners: SOCKS (TCP or unix) or HTTP on TCP. */
 export function variablesCanName(listeners: { socks?: Address; http?: Address }): boolean {
-  return listeners.socks !== undefined || (listeners.http !== undefined && listeners.http.family !== UNIX_FAMILY);
+  return listeners.socks !== undefined || httpOnTcp(listeners);
+}
+
+/**
+ * Whether HTTP(S)_PROXY can name one of these listeners: what Go's net/http, Python and Node
+ * clients read (none of them reads ALL_PROXY, or takes socks5h:// without an extra library).
+ */
+export function httpOnTcp(listeners: { http?: Address }): boolean {
+  return listeners.http !== undefined && listeners.http.family !== UNIX_FAMILY;
 }
 
 /** `base` with the proxy variables applied: set, or removed where `vars` says undefined. */

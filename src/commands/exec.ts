@@ -9,7 +9,7 @@ import { constants } from 'node:os';
 import { Command, Errors, Flags } from '@oclif/core';
 import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../listeners/bound-address.js';
-import { proxyEnvironment, variablesCanName, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
+import { httpOnTcp, proxyEnvironment, variablesCanName, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
 import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { dieOfSignal, relaySignals } from '../cli/exec-signals.js';
@@ -44,9 +44,10 @@ export default class Exec extends Command {
   static override summary = 'Run a command with the proxy variables set (ALL_PROXY, HTTP(S)_PROXY, NO_PROXY).';
   static override description = [
     'Uses the managed proxy that `connect` with the same flags would report (its generated password',
-    'goes into the URLs); when none runs, or it has no SOCKS listener or HTTP one on TCP (port mappings',
-    'only), starts a temporary proxy on 127.0.0.1 (free ports, a',
-    'generated password) that lives exactly as long as CMD. Says on stderr which one it used.',
+    'goes into the URLs) when it has an HTTP listener on TCP (with --id, any it can name); otherwise',
+    'starts a temporary proxy on 127.0.0.1 (free ports, a generated password, hosts outside the',
+    'clusters passed through unless --no-direct) that lives exactly as long as CMD. Says on stderr',
+    'which one it used.',
     "Exits with CMD's status (128+N when CMD died of signal N). SIGINT, SIGQUIT, SIGTERM and SIGHUP",
     'are passed on to CMD, except those a terminal sent to the whole job (Ctrl-C, Ctrl-\\, a hangup):',
     'CMD got those itself.',
@@ -74,8 +75,10 @@ export default class Exec extends Command {
     const given = proxyAuthFrom(flags);
 
     const found = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
-    // One that serves port mappings only (or HTTP on a unix socket) gives CMD nothing to use.
-    const managed = found && variablesCanName(found) ? found : undefined;
+    // One that serves port mappings only (or HTTP on a unix socket) gives CMD nothing to use; one
+    // without HTTP on TCP (connect's default) gives Go, Python and Node clients nothing they read,
+    // so it is used only when named (--id).
+    const managed = found && (flags.id !== undefined ? variablesCanName(found) : httpOnTcp(found)) ? found : undefined;
     let env: ProxyEnvironment;
     let temporary: RunningProxy | undefined;
     let log: ExecLog | undefined;
@@ -92,6 +95,15 @@ export default class Exec extends Command {
         .filter(Boolean)
         .join(', ');
       process.stderr.write(`kubectl-proxyout: using managed proxy ${managed.id} (${describeTarget(managed)}; ${where})\n`);
+      // Whole lines, as the one above (oclif's warn() wraps them).
+      if (!httpOnTcp(managed))
+        process.stderr.write(
+          `kubectl-proxyout: proxy ${managed.id} has no HTTP listener: Go, Python and Node clients in CMD cannot use it (connect --listen-http adds one)\n`,
+        );
+      if (managed.options.table?.directRoute === undefined)
+        process.stderr.write(
+          `kubectl-proxyout: proxy ${managed.id} passes no other hosts through: CMD reaches only cluster names through it (connect --direct passes the rest)\n`,
+        );
     } else {
       // Any local user can reach a loopback port while CMD runs: a password keeps them out.
       const proxyAuth = given ?? generateCredentials();
@@ -107,7 +119,8 @@ export default class Exec extends Command {
       // which a proxy already running (service-install) may hold.
       const table = (() => {
         try {
-          return { ...routingTableFor(options), forwards: [] };
+          // CMD sends every request here, and could dial what is not a cluster's itself: passed through.
+          return { ...routingTableFor({ ...options, directByDefault: true }), forwards: [] };
         } catch (err) {
           return failOnKnownError(this, err);
         }
@@ -116,7 +129,9 @@ export default class Exec extends Command {
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()));
       // With --id, the proxy asked for by name: naming the context instead hid a mistyped ID.
       const why = found
-        ? `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
+        ? variablesCanName(found)
+          ? `managed proxy ${found.id} has no HTTP listener, which Go, Python and Node clients need (connect --listen-http adds one)`
+          : `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
         : flags.id !== undefined
           ? `no managed proxy ${flags.id} is running`
           : `no managed proxy for ${temporary.context ? `context ${temporary.context}` : 'this routing table'}`;

@@ -8,7 +8,8 @@
 //     cluster route named like C) when there is one, else a new cluster route named after C. Then
 //     the file's other routes, in file order.
 //  3. Default route: the first --context; else the file's `default: true`; else the first cluster route.
-//  4. Direct pass-through: --direct / --no-direct when given; else the file's `direct`; else off.
+//  4. Direct pass-through: --direct / --no-direct when given; else the file's `direct`; else off
+//     (on for exec's temporary proxy).
 //  5. No route at all (no --context, no file routes): one for the kubeconfig's current context.
 // The result is checked by building a RouteMatcher (no two routes may claim the same suffix or CIDR).
 import { NotRegularFileError, readRegularFile } from '../core/regular-file.js';
@@ -44,6 +45,11 @@ export interface TableFlags {
   contexts: string[];
   /** --direct (true) / --no-direct (false); undefined when neither was given. */
   direct?: boolean;
+  /**
+   * Direct pass-through when neither --[no-]direct nor the file's `direct` says: exec's temporary
+   * proxy, whose only client (CMD, holding its generated password) could dial those hosts itself.
+   */
+  directByDefault?: boolean;
   /** --cluster-domain */
   clusterDomain: string;
   /** The kubeconfig's current context, used when no route names a cluster. */
@@ -138,9 +144,14 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   if (extraCA) table.extraCA = extraCA;
   if (config?.forwards?.length) table.forwards = config.forwards;
   if (config?.deprecations?.length) table.deprecations = config.deprecations;
-  const direct = flags.direct ?? config?.direct ?? false;
+  const direct = flags.direct ?? config?.direct ?? flags.directByDefault ?? false;
   if (direct) {
-    const origin = flags.direct !== undefined ? '--direct' : `${config!.file}:${config!.directLine ?? 1}`;
+    const origin =
+      flags.direct !== undefined
+        ? '--direct'
+        : config?.direct !== undefined
+          ? `${config.file}:${config.directLine ?? 1}`
+          : "exec's default (--no-direct turns it off)";
     const named = routes.find((r) => r.name === DIRECT_ROUTE_NAME);
     if (named && named.kind !== 'direct') {
       throw new StartupError(

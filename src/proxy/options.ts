@@ -21,6 +21,8 @@ export interface ProxyOptions {
   config?: string;
   /** --direct / --no-direct: destinations no route claims are dialled from this machine. */
   direct?: boolean;
+  /** Direct pass-through when neither the flags nor the config file say (exec's temporary proxy). */
+  directByDefault?: boolean;
   /** --extra-ca FILE (absolute): a PEM bundle trusted for API connections besides the kubeconfig's CA. */
   extraCA?: string;
   /** The context to serve when the table names none, instead of the kubeconfig's current one (a reload keeps the one served). */

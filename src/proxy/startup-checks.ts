@@ -38,6 +38,7 @@ export type StartOptions = Pick<
   | 'currentContext'
   | 'config'
   | 'direct'
+  | 'directByDefault'
   | 'extraCA'
   | 'table'
   | 'clusterDomain'
@@ -60,6 +61,7 @@ export function routingTableFor(options: StartOptions): RoutingTable {
     config: options.config,
     contexts: options.contexts ?? (options.context ? [options.context] : []),
     direct: options.direct,
+    directByDefault: options.directByDefault,
     clusterDomain: options.clusterDomain,
     extraCA: options.extraCA,
     // Read only when the table names no cluster: then the kubeconfig's current context serves.

@@ -47,6 +47,27 @@ after(async () => {
 });
 
 describe('exec without a managed proxy: a temporary one', () => {
+  test('hosts outside the cluster are passed through, as CMD would dial them itself; --no-direct refuses them', async () => {
+    // 127.0.0.2 is not in NO_PROXY: CMD's curl asks the proxy, whose direct route the config lets dial it.
+    const server = net.createServer((s) => s.end('HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\noutside'));
+    server.listen(0, '127.0.0.2');
+    await once(server, 'listening');
+    const url = `http://127.0.0.2:${(server.address() as net.AddressInfo).port}/`;
+    const config = path.join(cluster.dir, 'exec-direct.yaml');
+    writeFileSync(config, `routes:\n  - name: direct\n    kind: direct\n    allow: [127.0.0.0/8]\n`);
+    const fetch = `curl -s -w ' %{http_code}' --max-time 20 ${url}`;
+    try {
+      const passed = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--context', 'sim', '--config', config, '--', 'sh', '-c', fetch]);
+      assert.equal(passed.code, 0, passed.stderr);
+      assert.equal(passed.stdout, 'outside 200');
+      const refused = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--context', 'sim', '--config', config, '--no-direct', '--', 'sh', '-c', fetch]);
+      assert.match(refused.stdout, / 403$/);
+      assert.doesNotMatch(refused.stdout, /outside/);
+    } finally {
+      server.close();
+    }
+  });
+
   test('CMD gets every variable (with a generated password) and reaches the cluster; the proxy is gone after', async () => {
     const r = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
     assert.equal(r.code, 0, r.stderr);
@@ -381,7 +402,7 @@ test("connect with the config file's mappings only (--listen-socks off): the dae
   }
 });
 
-test('a managed proxy on a unix socket in the state directory: status shows curl’s form, exec hands it (with the password) to CMD', async () => {
+test('a managed proxy on a unix socket in the state directory: status shows curl’s form; exec hands it (with the password) to CMD when named, else starts one with HTTP', async () => {
   const r = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--namespace', 'default', '--listen-socks', 'unix:m.sock', '--json']);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout) as { id: string; pid: number; socks: string; env: Record<string, string> };
@@ -409,11 +430,32 @@ test('a managed proxy on a unix socket in the state directory: status shows curl
       { env: { ...env(), HTTP_PROXY: stale, http_proxy: stale, HTTPS_PROXY: stale, https_proxy: stale }, timeoutMs: 60_000 },
     );
     assert.equal(ran.code, 0, ran.stderr);
-    assert.match(ran.stderr, new RegExp(`using managed proxy ${out.id} .*socks unix:`));
-    const vars = parseEnv(ran.stdout);
+    // Not named: no HTTP listener, which Go, Python and Node clients need, so a temporary proxy serves CMD.
+    assert.match(ran.stderr, new RegExp(`managed proxy ${out.id} has no HTTP listener, which Go, Python and Node clients need .*; started a temporary one`));
+    const named = await runCli(
+      [
+        'exec',
+        '--kubeconfig',
+        cluster.kubeconfig,
+        '--namespace',
+        'default',
+        '--id',
+        out.id,
+        '--',
+        'sh',
+        '-c',
+        'echo ALL_PROXY=$ALL_PROXY; for v in HTTP_PROXY http_proxy HTTPS_PROXY https_proxy; do eval "echo $v=\\${$v:-unset}"; done; curl -s --max-time 20 http://hello.default/',
+      ],
+      { env: { ...env(), HTTP_PROXY: stale, http_proxy: stale, HTTPS_PROXY: stale, https_proxy: stale }, timeoutMs: 60_000 },
+    );
+    assert.equal(named.code, 0, named.stderr);
+    assert.match(named.stderr, new RegExp(`using managed proxy ${out.id} .*socks unix:`));
+    assert.match(named.stderr, /has no HTTP listener: Go, Python and Node clients in CMD cannot use it/);
+    const vars = parseEnv(named.stdout);
     assert.equal(vars.ALL_PROXY, out.env.ALL_PROXY);
     for (const v of ['HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy'])
       assert.equal(vars[v], 'unset', `no HTTP listener: no ${v}, not even the caller's`);
+    assert.match(named.stdout, /hello from hello-/);
     assert.match(ran.stdout, /hello from hello-/);
   } finally {
     // The file's last test: curl's stream ends now, not after the runtime's ~1 s close grace that
