@@ -14,7 +14,7 @@ import { describeHop, type SshHop } from './chain.js';
 import { AuthNotices } from './auth.js';
 import { closeOnDestroy } from './channel-end.js';
 import { channelOpenError, hopError, tagHopFailure } from './failures.js';
-import { endHops, HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
+import { answersWithin, endHops, HOP_CONNECT_TIMEOUT_MS, login, openChannel, proxyCommandStream } from './hop-login.js';
 
 export type ChainState = 'idle' | 'connecting' | 'up' | 'down' | 'closed';
 
@@ -61,6 +61,8 @@ export class SshChainConnection {
   private readonly hopClosed = new WeakMap<Client, Promise<void>>();
   private connects = 0;
   private upSince = 0;
+  /** The check after a pause, while it runs: new streams wait for its verdict. */
+  private checking: Promise<void> | undefined;
   /** Agents and keys this chain has warned about: each once, not at every reconnect. */
   private readonly notices: AuthNotices;
 
@@ -116,6 +118,24 @@ export class SshChainConnection {
     return channel;
   }
 
+  /**
+   * After a pause (core/pause-detector.ts) the connection may be dead without a sign (a NAT that
+   * forgot it, a network change), and the keepalives take up to ServerAliveInterval ×
+   * ServerAliveCountMax to notice. The last hop must answer within `checkMs` (its answer crosses
+   * every hop); new streams wait for that, and a chain that does not answer is opened again.
+   */
+  afterPause(checkMs: number): void {
+    const clients = this.clients;
+    if (this.state !== 'up' || this.checking || clients.length !== this.hops.length) return;
+    const check = answersWithin(clients.at(-1)!, checkMs).then((answered) => {
+      this.checking = undefined;
+      if (answered || this.clients !== clients) return;
+      this.options.log?.warn({ chain: this.describe(), checkMs }, 'ssh chain did not answer after the process was paused; connecting again');
+      this.dropped(clients, this.hops[0]!, `no answer within ${checkMs} ms after the process was paused`);
+    });
+    this.checking = check;
+  }
+
   /** Connects now (for a start-up check); resolves once every hop is logged in. */
   async connect(): Promise<void> {
     await this.connection();
@@ -141,6 +161,8 @@ export class SshChainConnection {
 
   /** The live last-hop client, or the attempt under way, or a new attempt (unless backing off). */
   private connection(): Promise<Client> {
+    if (this.state === 'closed') return Promise.reject(this.closedError());
+    if (this.checking) return this.checking.then(() => this.connection());
     if (this.state === 'up' && this.clients.length === this.hops.length) return Promise.resolve(this.clients.at(-1)!);
     if (this.attempt) return this.attempt;
     // Backing off after a failure: fail fast with why, rather than hammer a host that is down.
@@ -259,13 +281,14 @@ export class SshChainConnection {
     return clients.at(-1)!;
   }
 
-  private dropped(clients: Client[], hop: SshHop): void {
+  /** `pauseCheck`: why the check after a pause gave the connection up (it then counts as having held). */
+  private dropped(clients: Client[], hop: SshHop, pauseCheck?: string): void {
     if (this.clients !== clients) return; // an older, already torn-down chain
     const wasUp = this.state === 'up';
     // ssh2 only ends the channels' readable side when the connection goes (and its destroy() just
     // sends CHANNEL_CLOSE): they are broken, not finished, so the stream is destroyed with the
     // error — a relay sees it fail and aborts the client, rather than taking it for a clean EOF.
-    const error = hopError(new Error('connection closed'), hop, 'the connection dropped');
+    const error = hopError(new Error('connection closed'), hop, pauseCheck ?? 'the connection dropped');
     for (const channel of this.channels) Duplex.prototype.destroy.call(channel, error);
     this.channels.clear();
     this.drained?.();
@@ -275,7 +298,7 @@ export class SshChainConnection {
     // over: the common case is a network change. One that drops soon after its login (a hop
     // that lets us in and then closes the connection) is a failure like any other, retried
     // after the backoff, which keeps growing (0.5 s doubling to 30 s by default).
-    const held = Date.now() - this.upSince >= (this.options.stableAfterMs ?? 30_000);
+    const held = pauseCheck !== undefined || Date.now() - this.upSince >= (this.options.stableAfterMs ?? 30_000);
     if (held) this.backoffMs = this.options.initialBackoffMs ?? 500;
     this.failed(error, held);
   }

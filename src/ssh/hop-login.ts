@@ -213,3 +213,23 @@ export function endHops(clients: Client[], closed: Promise<unknown>, deadlineMs 
 function transportOf(client: Client): Duplex | undefined {
   return (client as unknown as { _sock?: Duplex })._sock;
 }
+
+/**
+ * Whether the hop answers a keepalive request within `ms`. ssh2 has no public ping with a reply,
+ * so this does what its own keepalive does (client.js sendKA): a reply callback queued in order,
+ * then `keepalive@openssh.com` with want-reply; success and failure alike are an answer.
+ */
+export function answersWithin(client: Client, ms: number): Promise<boolean> {
+  const inner = client as unknown as { _protocol?: { ping?: () => void }; _callbacks?: Array<() => void> };
+  // Another ssh2 than the one this was written against: no verdict, the keepalives judge.
+  if (typeof inner._protocol?.ping !== 'function' || !Array.isArray(inner._callbacks)) return Promise.resolve(true);
+  if (!transportOf(client)?.writable) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    inner._callbacks!.push(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+    inner._protocol!.ping!();
+  });
+}

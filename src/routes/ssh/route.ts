@@ -16,6 +16,9 @@ import type { Route, RouteStatus } from '../route.js';
 import type { RouteClaim } from '../route.js';
 import type { SshRouteSpec } from '../../routes/spec.js';
 
+/** How long the chain gets to answer after a pause, as a cluster route's tunnels (routes/cluster/route.ts). */
+const CHECK_AFTER_PAUSE_MS = 3_000;
+
 export interface SshRouteOptions extends ChainOptions {
   /** Where ~/.ssh/config is, and the home for "~" (tests pass their own). */
   sshConfig?: ReadOptions;
@@ -89,6 +92,11 @@ export class SshRoute implements Route {
   carry(host: string, port: number, signal: AbortSignal): ReturnType<SshChainConnection['dial']> {
     if (!this.connection) return Promise.reject(new StartupError(`route ${this.name} is not started${this.startError ? `: ${this.startError}` : ''}`));
     return this.connection.dial(host, port, signal);
+  }
+
+  /** After a pause (core/pause-detector.ts) the kept connection must answer within 3 s, or it is opened again. */
+  afterPause(): void {
+    this.connection?.afterPause(CHECK_AFTER_PAUSE_MS);
   }
 
   status(): RouteStatus {
