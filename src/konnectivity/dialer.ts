@@ -23,6 +23,8 @@ export interface KonnectivityDialer {
   stats(): KonnectivityStats;
   /** Closes the gRPC channel (grpc mode); open streams end with it. */
   close(): void;
+  /** After a pause (core/pause-detector.ts): what the dialer keeps open may be dead without a sign. */
+  afterPause?(): void;
 }
 
 /** Reads the TLS files and makes the dialer; a StartupError names what is wrong. */
@@ -61,5 +63,6 @@ export async function createKonnectivityDialer(spec: KonnectivitySpec): Promise<
     },
     stats: () => ({ ...stats }),
     close: () => inner.close(),
+    afterPause: () => (inner instanceof HttpConnectDialer ? undefined : inner.afterPause()),
   };
 }

@@ -39,26 +39,21 @@ export interface GrpcDialerOptions {
 }
 
 export class GrpcDialer {
-  private readonly client: grpc.Client;
+  private client: grpc.Client;
 
   constructor(private readonly options: GrpcDialerOptions) {
-    const a = options.address;
-    const target = a.kind === 'unix' ? `unix://${a.path}` : `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
-    const credentials =
-      a.kind === 'unix'
-        ? grpc.credentials.createInsecure()
-        : grpc.credentials.createSsl(options.tls.ca ?? null, options.tls.key ?? null, options.tls.cert ?? null);
-    this.client = new grpc.Client(target, credentials, {
-      // A restarted server is found again quickly.
-      'grpc.initial_reconnect_backoff_ms': 250,
-      'grpc.max_reconnect_backoff_ms': 5_000,
-      // Keepalive notices a dead path, but upstream's frontend sets no enforcement policy
-      // (cmd/server/app/server.go), so Go's default applies: pings less than 5 minutes apart
-      // earn strikes and a GOAWAY "too_many_pings" that would end every stream. Stay above it.
-      'grpc.keepalive_time_ms': 330_000,
-      'grpc.keepalive_timeout_ms': 20_000,
-      'grpc.primary_user_agent': 'kubectl-proxyout',
-    });
+    this.client = newClient(options);
+  }
+
+  /**
+   * After a pause (core/pause-detector.ts) the HTTP/2 connection may be dead without a sign, and
+   * the keepalive below takes almost 6 minutes to notice: new dials go to a new connection. The
+   * old channel is closed; its open streams go on as long as their connection does.
+   */
+  afterPause(): void {
+    const old = this.client;
+    this.client = newClient(this.options);
+    old.close();
   }
 
   dial(ip: string, port: number, signal: AbortSignal): Promise<Duplex> {
@@ -112,6 +107,29 @@ export class GrpcDialer {
   close(): void {
     this.client.close();
   }
+}
+
+function newClient(options: GrpcDialerOptions): grpc.Client {
+  const a = options.address;
+  const target = a.kind === 'unix' ? `unix://${a.path}` : `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
+  const credentials =
+    a.kind === 'unix'
+      ? grpc.credentials.createInsecure()
+      : grpc.credentials.createSsl(options.tls.ca ?? null, options.tls.key ?? null, options.tls.cert ?? null);
+  return new grpc.Client(target, credentials, {
+    // A restarted server is found again quickly.
+    'grpc.initial_reconnect_backoff_ms': 250,
+    'grpc.max_reconnect_backoff_ms': 5_000,
+    // Keepalive notices a dead path, but upstream's frontend sets no enforcement policy
+    // (cmd/server/app/server.go), so Go's default applies: pings less than 5 minutes apart
+    // earn strikes and a GOAWAY "too_many_pings" that would end every stream. Stay above it.
+    'grpc.keepalive_time_ms': 330_000,
+    'grpc.keepalive_timeout_ms': 20_000,
+    'grpc.primary_user_agent': 'kubectl-proxyout',
+    // Each client its own connection (no process-wide pool): the one made after a pause never
+    // takes over the old one's.
+    'grpc.use_local_subchannel_pool': 1,
+  });
 }
 
 function abortError(signal: AbortSignal, target: string): ConnectTimeoutError {

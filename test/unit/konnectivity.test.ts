@@ -188,3 +188,17 @@ test('the dialer takes IP addresses only: a name never reaches the server', asyn
   assert.equal(dialer.stats().dials, 0);
   dialer.close();
 });
+
+test('after a pause the route has its dialer connect anew (a grpc connection may have died in the sleep)', async () => {
+  let renewed = 0;
+  const route = new KonnectivityStreams(
+    'guest',
+    { server: 'unix:///fake', mode: 'grpc' },
+    { log, resolve: async () => [], makeDialer: async () => ({ ...fakeDialer(new Set(), []), afterPause: () => renewed++ }) },
+  );
+  route.afterPause(); // before start: no dialer yet, nothing to do
+  await route.start();
+  route.afterPause();
+  assert.equal(renewed, 1);
+  await route.close();
+});

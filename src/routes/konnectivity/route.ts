@@ -57,9 +57,13 @@ export class KonnectivityRoute implements Route {
     return this.guest.start();
   }
 
-  /** After a pause (core/pause-detector.ts): the guest's watches watch again; streams wait for them (bounded). */
+  /**
+   * After a pause (core/pause-detector.ts): the guest's watches watch again, streams wait for them
+   * (bounded), and dial through a new connection to the konnectivity server.
+   */
   afterPause(): void {
     this.guest.afterPause();
+    this.streams.afterPause();
   }
 
   /** Waits while the route starts or syncs, bounded by `signal`; fails at once while it is in error. */

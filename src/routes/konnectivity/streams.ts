@@ -95,6 +95,11 @@ export class KonnectivityStreams {
     return { name: this.name, kind: this.kind, state: this.state, ...(this.reason ? { reason: this.reason } : {}), details };
   }
 
+  /** After a pause: new dials go to a new connection to the server (konnectivity/grpc-dialer.ts). */
+  afterPause(): void {
+    this.dialer?.afterPause?.();
+  }
+
   /** Drops the dialer of a start that did not lead to serving (the owner tries again with start()). */
   stop(): void {
     this.dialer?.close();
