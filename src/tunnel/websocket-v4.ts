@@ -27,6 +27,8 @@ const HALF_CLOSE_LINGER_MS = 1_000;
 export class WebSocketV4Transport implements Transport {
   readonly name = 'websocket';
   private readonly live = new Set<WebSocket>();
+  /** Streams up and not yet closed: checked after a pause. */
+  private readonly streams = new Set<PortForwardStream>();
 
   constructor(
     private readonly api: ApiConnection,
@@ -38,6 +40,14 @@ export class WebSocketV4Transport implements Transport {
 
   openTunnels(): number {
     return this.live.size;
+  }
+
+  /**
+   * After a pause (core/pause-detector.ts) each stream's connection may be dead without a sign:
+   * it must answer a ping within `checkMs` or fail now, not at its keepalive (up to 45 s).
+   */
+  afterPause(checkMs: number): void {
+    for (const stream of this.streams) stream.checkNow(checkMs);
   }
 
   async close(): Promise<void> {
@@ -72,6 +82,8 @@ export class WebSocketV4Transport implements Transport {
     const opened = await stream.open(options, onUnauthorized);
     this.api.accepted();
     stream.keepAlive(this.keepalive, this.onDeadTunnel);
+    this.streams.add(stream);
+    stream.once('close', () => this.streams.delete(stream));
     return opened;
   }
 }
@@ -232,6 +244,27 @@ class PortForwardStream extends PodStream {
       },
     );
     this.once('close', stop);
+  }
+
+  /**
+   * The peer must answer a ping within `ms`, or the stream fails. A stalled one (we do not read,
+   * or our bytes still queue) could not see the answer: no verdict, its keepalive judges it.
+   */
+  checkNow(ms: number): void {
+    const tunnel = pingableWebSocket(this.ws);
+    if (!tunnel.isOpen || tunnel.isStalled) return;
+    const timer = setTimeout(() => {
+      unlisten();
+      this.log.warn({ target: where(this.target), checkMs: ms }, 'port-forward tunnel stopped answering pings; closing it');
+      this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)} gave no answer to a ping after the process was paused`));
+    }, ms);
+    timer.unref();
+    const settled = (): void => {
+      clearTimeout(timer);
+      unlisten();
+    };
+    const unlisten = tunnel.listen(settled, settled);
+    tunnel.ping();
   }
 
   protected endFromPod(): void {
