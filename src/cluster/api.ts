@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import https from 'node:https';
 import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
+import { applyEgress, describeEgress, ProxyRefusedError, type Egress, type EgressOptions } from './egress-proxy.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { credentialValidForMs, tokenRefused } from './token-source.js';
 import { caProblem, clientPairProblem, unreadableFile } from './tls-material.js';
@@ -197,7 +197,8 @@ export class ApiConnection {
   /** The error with the proxy used named (and a hint when TLS verification failed behind one). */
   withEgress(err: Error & { code?: string }): Error {
     const via = describeEgress(this.egress);
-    if (!via) return err;
+    // A proxy's refusal names the proxy already.
+    if (!via || err instanceof ProxyRefusedError) return err;
     const tlsHint = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(err.code ?? '') ? '; if the proxy intercepts TLS, trust its CA with --extra-ca FILE' : '';
     const wrapped = new Error(`${err.message}${via}${tlsHint}`, { cause: err });
     return Object.assign(wrapped, { code: err.code });

@@ -6,7 +6,7 @@ import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, CredentialError, statusMessage } from '../cluster/api.js';
 import { IMPERSONATION_FIX, refusesImpersonation } from '../cluster/impersonation.js';
-import type { EgressOptions } from '../cluster/egress-proxy.js';
+import { ProxyRefusedError, type EgressOptions } from '../cluster/egress-proxy.js';
 import { errorMessage } from '../core/errors.js';
 import { shellQuote } from '../proxy/client-env.js';
 import { findExecutable } from './exec-path.js';
@@ -144,6 +144,7 @@ function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig, c
   if (err instanceof ApiStatusError && err.statusCode === 403)
     return 'the credentials are valid but may not read /version: ask for the system:public-info-viewer role';
   if (err instanceof ApiStatusError) return `the API server answered with an error: see the message, and try \`${check}\``;
+  if (err instanceof ProxyRefusedError) return err.fix;
   if (egress.via)
     return `the API server cannot be reached through route ${egress.via.route}: check that its ssh chain works (\`ssh HOST\`) and that the server address answers from its last hop`;
   const message = errorMessage(err);
