@@ -38,22 +38,74 @@ export interface GrpcDialerOptions {
   label: string;
 }
 
+/** One gRPC channel (its own HTTP/2 connection) and the Proxy streams open on it. */
+interface Channel {
+  client: grpc.Client;
+  calls: number;
+  /** A newer channel takes the dials; this one closes once its streams have ended. */
+  retired: boolean;
+}
+
 export class GrpcDialer {
-  private client: grpc.Client;
+  private channel: Channel;
+  private readonly channels = new Set<Channel>();
 
   constructor(private readonly options: GrpcDialerOptions) {
-    this.client = newClient(options);
+    this.channel = this.openChannel();
+  }
+
+  private openChannel(): Channel {
+    const a = this.options.address;
+    const target = a.kind === 'unix' ? `unix://${a.path}` : `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
+    const credentials =
+      a.kind === 'unix'
+        ? grpc.credentials.createInsecure()
+        : grpc.credentials.createSsl(this.options.tls.ca ?? null, this.options.tls.key ?? null, this.options.tls.cert ?? null);
+    const client = new grpc.Client(target, credentials, {
+      // A restarted server is found again quickly.
+      'grpc.initial_reconnect_backoff_ms': 250,
+      'grpc.max_reconnect_backoff_ms': 5_000,
+      // Keepalive notices a dead path, but upstream's frontend sets no enforcement policy
+      // (cmd/server/app/server.go), so Go's default applies: pings less than 5 minutes apart
+      // earn strikes and a GOAWAY "too_many_pings" that would end every stream. Stay above it.
+      'grpc.keepalive_time_ms': 330_000,
+      'grpc.keepalive_timeout_ms': 20_000,
+      'grpc.primary_user_agent': 'kubectl-proxyout',
+      // A channel made to replace one on a dead path must not share its connection (grpc-js
+      // pools subchannels process-wide by target and options).
+      'grpc.use_local_subchannel_pool': 1,
+    });
+    const channel = { client, calls: 0, retired: false };
+    this.channels.add(channel);
+    return channel;
   }
 
   /**
+   * A dial the server never answered within the connect timeout: its connection may be a dead
+   * path (a NAT or load balancer that forgot it; keepalive would notice only after minutes), so
+   * the next dials go over a new connection, as upstream's client dials each tunnel anew.
+   */
+  /**
    * After a pause (core/pause-detector.ts) the HTTP/2 connection may be dead without a sign, and
-   * the keepalive below takes almost 6 minutes to notice: new dials go to a new connection. The
-   * old channel is closed; its open streams go on as long as their connection does.
+   * the keepalive takes almost 6 minutes to notice: new dials go to a new connection; the old one
+   * closes once its streams, which go on as long as it carries them, have ended.
    */
   afterPause(): void {
-    const old = this.client;
-    this.client = newClient(this.options);
-    old.close();
+    this.replace(this.channel);
+  }
+
+  private replace(channel: Channel): void {
+    if (channel !== this.channel || channel.retired) return;
+    this.retire(channel);
+    this.channel = this.openChannel();
+  }
+
+  private retire(channel: Channel): void {
+    channel.retired = true;
+    if (channel.calls === 0) {
+      this.channels.delete(channel);
+      channel.client.close();
+    }
   }
 
   dial(ip: string, port: number, signal: AbortSignal): Promise<Duplex> {
@@ -62,7 +114,13 @@ export class GrpcDialer {
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(abortError(signal, target));
       const random = newDialId(randomBytes);
-      const call: ProxyCall = this.client.makeBidiStreamRequest(PROXY_METHOD, encodePacket, decodePacket, new grpc.Metadata());
+      const channel = this.channel;
+      const call: ProxyCall = channel.client.makeBidiStreamRequest(PROXY_METHOD, encodePacket, decodePacket, new grpc.Metadata());
+      channel.calls++;
+      call.once('status', () => {
+        channel.calls--;
+        if (channel.retired && channel.calls === 0) this.retire(channel);
+      });
       let settled = false;
       const detach = () => {
         settled = true;
@@ -83,7 +141,9 @@ export class GrpcDialer {
         if (settled) return;
         // Upstream's client gives up a pending dial with DIAL_CLS, then ends the stream.
         call.write({ type: 'DIAL_CLS', random });
-        fail(abortError(signal, target), false);
+        const err = abortError(signal, target);
+        if (timedOut(signal)) this.replace(channel);
+        fail(err, false);
       };
       const onData = (p: Packet) => {
         if (p.type === 'DIAL_RSP' && p.random === random) {
@@ -105,37 +165,18 @@ export class GrpcDialer {
   }
 
   close(): void {
-    this.client.close();
+    for (const channel of this.channels) channel.client.close();
+    this.channels.clear();
   }
 }
 
-function newClient(options: GrpcDialerOptions): grpc.Client {
-  const a = options.address;
-  const target = a.kind === 'unix' ? `unix://${a.path}` : `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
-  const credentials =
-    a.kind === 'unix'
-      ? grpc.credentials.createInsecure()
-      : grpc.credentials.createSsl(options.tls.ca ?? null, options.tls.key ?? null, options.tls.cert ?? null);
-  return new grpc.Client(target, credentials, {
-    // A restarted server is found again quickly.
-    'grpc.initial_reconnect_backoff_ms': 250,
-    'grpc.max_reconnect_backoff_ms': 5_000,
-    // Keepalive notices a dead path, but upstream's frontend sets no enforcement policy
-    // (cmd/server/app/server.go), so Go's default applies: pings less than 5 minutes apart
-    // earn strikes and a GOAWAY "too_many_pings" that would end every stream. Stay above it.
-    'grpc.keepalive_time_ms': 330_000,
-    'grpc.keepalive_timeout_ms': 20_000,
-    'grpc.primary_user_agent': 'kubectl-proxyout',
-    // Each client its own connection (no process-wide pool): the one made after a pause never
-    // takes over the old one's.
-    'grpc.use_local_subchannel_pool': 1,
-  });
+function timedOut(signal: AbortSignal): boolean {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error && reason.name === 'TimeoutError';
 }
 
 function abortError(signal: AbortSignal, target: string): ConnectTimeoutError {
-  const reason: unknown = signal.reason;
-  const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
-  return new ConnectTimeoutError(`connecting to ${target} through konnectivity ${timedOut ? 'timed out' : 'was abandoned'}`, { cause: reason });
+  return new ConnectTimeoutError(`connecting to ${target} through konnectivity ${timedOut(signal) ? 'timed out' : 'was abandoned'}`, { cause: signal.reason });
 }
 
 /** Half-closes the gRPC stream; cancels it if the server has not finished it within `ms`. */
