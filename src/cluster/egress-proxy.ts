@@ -16,6 +16,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError } from '../core/errors.js';
 import { parseIp, type IpAddress } from '../core/cidr.js';
 import { agentThrough, type DialFunction } from './dial-agent.js';
+import { explainProxyFailures } from './proxy-failures.js';
 
 export interface ExtraCA {
   file: string;
@@ -183,7 +184,7 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
   }
   const chosen: Egress = egress.proxy ? { proxy: egress.proxy, source: egress.source } : egress.source ? { source: egress.source } : {};
   remakeAgent(kc, opts, options, egress);
-  if (egress.url && opts.agent instanceof http.Agent) explainRefusals(opts.agent, chosen, hasCredentials(egress.url));
+  if (egress.url && opts.agent instanceof http.Agent) explainProxyFailures(opts.agent, { ...chosen, url: egress.url, extraCA: options.extraCA?.file });
   return chosen;
 }
 
@@ -194,7 +195,7 @@ function remakeAgent(kc: KubeConfig, opts: https.RequestOptions, options: Egress
   const remoteDns = egress.url?.replace(/^socks5:/i, 'socks5h:');
   const remake = options.via || options.extraCA || (egress.url && (!cluster.proxyUrl || remoteDns !== egress.url));
   if (!remake) return;
-  const agentOptions: https.AgentOptions = {
+  const agentOptions: https.AgentOptions & { proxyRequestOptions?: https.RequestOptions } = {
     ca: opts.ca,
     cert: opts.cert,
     key: opts.key,
@@ -207,68 +208,12 @@ function remakeAgent(kc: KubeConfig, opts: https.RequestOptions, options: Egress
     opts.agent = agentThrough(options.via.dial, agentOptions, cluster.server.startsWith('https:'));
     return;
   }
+  // hpagent verifies an https:// proxy's own certificate with proxyRequestOptions alone (Node's
+  // roots): a corporate proxy's is signed by the corporate CA, the one --extra-ca names.
+  if (options.extraCA && remoteDns?.toLowerCase().startsWith('https:'))
+    agentOptions.proxyRequestOptions = { ca: [...tls.rootCertificates, options.extraCA.pem] };
   const create = (kc as unknown as { createAgent(c: object, o: object): https.Agent }).createAgent.bind(kc);
   opts.agent = create({ ...cluster, proxyUrl: remoteDns }, agentOptions);
-}
-
-/** An HTTP proxy answered CONNECT with other than 200: says what that means and what to do (`fix`). */
-export class ProxyRefusedError extends Error {
-  constructor(
-    message: string,
-    readonly statusCode: number,
-    readonly fix: string,
-  ) {
-    super(message);
-    this.name = 'ProxyRefusedError';
-  }
-}
-
-function hasCredentials(url: string): boolean {
-  try {
-    const u = new URL(url);
-    return u.username !== '' || u.password !== '';
-  } catch {
-    return false;
-  }
-}
-
-type ConnectionCallback = (err: Error | null, socket?: unknown) => void;
-
-/**
- * hpagent (client-node's HTTP proxy agent) fails a refused CONNECT with just "Bad response: 407";
- * kubectl says "Proxy Authentication Required". Every API connection (requests, watches,
- * port-forward tunnels) gets its socket from the agent, so its refusals are put in words here.
- */
-function explainRefusals(agent: http.Agent, egress: Egress, credentials: boolean): void {
-  const target = agent as unknown as { createConnection(options: object, callback: ConnectionCallback): unknown };
-  const create = target.createConnection.bind(agent);
-  target.createConnection = (options, callback) => create(options, (err, socket) => callback(err ? proxyRefusal(err, egress, credentials) : null, socket));
-}
-
-function proxyRefusal(err: Error, egress: Egress, credentials: boolean): Error {
-  const m = /^Bad response: (\d{3})$/.exec(err.message);
-  if (!m) return err;
-  const status = Number(m[1]);
-  const answer = `${status} ${http.STATUS_CODES[status] ?? 'Unknown'}`;
-  const proxy = `the proxy ${egress.proxy ?? ''} (from ${egress.source ?? 'the proxy URL'})`;
-  const where = egress.source === "the kubeconfig's proxy-url" ? 'proxy-url' : (egress.source ?? 'the proxy URL');
-  if (status === 407 && credentials)
-    return new ProxyRefusedError(
-      `${proxy} refused the user name and password given in it (${answer})`,
-      status,
-      `correct the user name and password in ${where} (http://USER:PASSWORD@HOST:PORT; percent-encode special characters)`,
-    );
-  if (status === 407)
-    return new ProxyRefusedError(
-      `${proxy} wants a user name and password (${answer}), and none were given`,
-      status,
-      `give them in ${where}: http://USER:PASSWORD@HOST:PORT (percent-encode special characters)`,
-    );
-  return new ProxyRefusedError(
-    `${proxy} refused to connect to the API server (${answer})`,
-    status,
-    "the proxy does not let this machine reach the API server's host and port: ask its administrators to allow them",
-  );
 }
 
 /** " (through proxy http://proxy:3128 from HTTPS_PROXY)", or "" when direct: for error messages. */
