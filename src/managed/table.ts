@@ -1,6 +1,6 @@
 // The routing table of a managed daemon. `connect` and `reload` resolve it on the user's side
 // (config file, --context…, the user's kubeconfig) and hand the daemon the result: the table
-// itself and a private single-context kubeconfig per cluster route, so the daemon never reads
+// itself and a private single-context kubeconfig per cluster and konnectivity route, so the daemon never reads
 // the user's kubeconfig or config file (what it serves is exactly what was checked).
 import path from 'node:path';
 import { readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,7 +9,7 @@ import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js'
 import { routingTableFor } from '../proxy/proxy.js';
 import type { ProxyOptions } from '../proxy/options.js';
 import type { RoutingTable } from '../routing/table-spec.js';
-import type { ClusterRouteSpec } from '../routes/spec.js';
+import type { ClusterRouteSpec, KonnectivityRouteSpec } from '../routes/spec.js';
 import type { StateLayout } from '../state/paths.js';
 import { writeTransientKubeConfig } from '../state/kubeconfig.js';
 import { connectionId } from './store.js';
@@ -18,6 +18,8 @@ export interface ManagedTable {
   table: RoutingTable;
   /** Each cluster route with its loaded context; the default route first. */
   clusters: Array<{ spec: ClusterRouteSpec; kube: LoadedKubeConfig }>;
+  /** Each konnectivity route with its guest cluster's loaded context (it watches that API too). */
+  guests: Array<{ spec: KonnectivityRouteSpec; kube: LoadedKubeConfig }>;
   /** The default cluster route's context (what `status` shows as the proxy's context); none for a table without a cluster route. */
   primary: LoadedKubeConfig | undefined;
 }
@@ -27,18 +29,18 @@ export function resolveManagedTable(
   options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'currentContext' | 'config' | 'direct' | 'clusterDomain' | 'extraCA'> & { namespace?: string },
 ): ManagedTable {
   const table = routingTableFor({ ...options } as ProxyOptions);
+  const load = (spec: ClusterRouteSpec | KonnectivityRouteSpec) =>
+    loadKubeConfig({
+      kubeconfig: options.kubeconfig,
+      context: spec.context,
+      namespace: spec.name === table.defaultRoute ? options.namespace : undefined,
+    });
   const clusters = table.routes
     .filter((r): r is ClusterRouteSpec => r.kind === 'cluster')
-    .map((spec) => ({
-      spec,
-      kube: loadKubeConfig({
-        kubeconfig: options.kubeconfig,
-        context: spec.context,
-        namespace: spec.name === table.defaultRoute ? options.namespace : undefined,
-      }),
-    }))
+    .map((spec) => ({ spec, kube: load(spec) }))
     .sort((a, b) => Number(b.spec.name === table.defaultRoute) - Number(a.spec.name === table.defaultRoute));
-  return { table, clusters, primary: clusters[0]?.kube };
+  const guests = table.routes.filter((r): r is KonnectivityRouteSpec => r.kind === 'konnectivity').map((spec) => ({ spec, kube: load(spec) }));
+  return { table, clusters, guests, primary: clusters[0]?.kube };
 }
 
 /**
@@ -55,10 +57,10 @@ export function managedId(m: ManagedTable): string {
     .slice(0, 8);
 }
 
-/** Writes the private kubeconfig of each cluster route; returns route name → file. */
+/** Writes the private kubeconfig of each cluster and konnectivity route; returns route name → file. */
 export function writeRouteKubeconfigs(l: StateLayout, id: string, m: ManagedTable): Record<string, string> {
   const files: Record<string, string> = {};
-  for (const { spec, kube } of m.clusters) {
+  for (const { spec, kube } of [...m.clusters, ...m.guests]) {
     const file = spec.name === m.table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, spec.name);
     writeTransientKubeConfig(file, kube.kc, kube.namespace, kube.tokenFile, kube.impersonation, kube.oidcStore);
     files[spec.name] = file;
@@ -70,7 +72,8 @@ export function writeRouteKubeconfigs(l: StateLayout, id: string, m: ManagedTabl
 export function routeKubeconfigsFor(l: StateLayout, id: string, table: RoutingTable): Record<string, string> {
   const files: Record<string, string> = {};
   for (const r of table.routes)
-    if (r.kind === 'cluster') files[r.name] = r.name === table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, r.name);
+    if (r.kind === 'cluster' || r.kind === 'konnectivity')
+      files[r.name] = r.name === table.defaultRoute ? l.kubeconfigFile(id) : l.routeKubeconfigFile(id, r.name);
   return files;
 }
 
