@@ -71,9 +71,15 @@ export function noProxyMatcher(noProxy: string): (host: string, port: string) =>
     if (entry.includes('/')) {
       // net.ParseCIDR: host bits may be set ("10.1.2.3/8" is 10.0.0.0/8).
       const [addr, len] = entry.split('/', 2) as [string, string];
-      const base = parseIp(addr);
-      const prefix = Number(len);
-      if (base && /^\d{1,3}$/.test(len) && prefix <= base.bytes.length * 8) matchers.push((_h, _p, ip) => ip !== undefined && inBlock(base, prefix, ip));
+      let base = parseIp(addr);
+      let prefix = Number(len);
+      // An IPv4-mapped block (::ffff:10.0.0.0/104) holds IPv4 addresses (10.0.0.0/8), as in Go;
+      // one shorter than /96 loses the ffff when masked and is an IPv6 block.
+      const mapped = base?.family === 4 && addr.includes(':');
+      if (base && mapped && prefix >= 96) prefix -= 96;
+      else if (base && mapped) base = { family: 6, bytes: Uint8Array.from([...new Uint8Array(10), 0xff, 0xff, ...base.bytes]), text: addr };
+      if (base && /^\d{1,3}$/.test(len) && Number(len) <= (mapped ? 128 : base.bytes.length * 8))
+        matchers.push((_h, _p, ip) => ip !== undefined && inBlock(base, prefix, ip));
       continue;
     }
     let host = entry;
@@ -82,8 +88,9 @@ export function noProxyMatcher(noProxy: string): (host: string, port: string) =>
     if (hp) {
       host = hp[1]!.replace(/^\[|\]$/g, '');
       port = hp[2]!;
-    } else if (entry.startsWith('[') && entry.endsWith(']')) host = entry.slice(1, -1);
-    const literal = parseIp(host);
+    }
+    // "[fd00::1]" without a port is no IP to httpproxy (net.SplitHostPort fails, net.ParseIP too): it matches nothing.
+    const literal = host.startsWith('[') ? undefined : parseIp(host);
     if (literal) {
       matchers.push((_h, p, ip) => ip?.text === literal.text && (port === '' || port === p));
       continue;

@@ -38,6 +38,20 @@ test('NO_PROXY IPs and CIDRs match IP literals only; "*" matches everything; emp
   assert.equal(noProxyMatcher(' , ')('anything.example', '1'), false);
 });
 
+// Compared with Go 1.26's http.ProxyFromEnvironment (what kubectl runs) on the same values.
+test('NO_PROXY as Go reads IPv6 forms: "[addr]" without a port is no IP; IPv4-mapped blocks hold IPv4 addresses', () => {
+  const proxied = (noProxy: string, server: string) =>
+    proxyFromEnvironment(new URL(server), { HTTPS_PROXY: 'http://p:3128', NO_PROXY: noProxy }).proxy !== undefined;
+  assert.equal(proxied('[fd00::1]', 'https://[fd00::1]:6443'), true, 'kubectl asks the proxy: net.SplitHostPort fails, and "[fd00::1]" is no IP');
+  assert.equal(proxied('fd00::1', 'https://[fd00::1]:6443'), false);
+  assert.equal(proxied('[fd00::1]:6443', 'https://[fd00::1]:6443'), false);
+  assert.equal(proxied('::ffff:10.0.0.0/104', 'https://10.1.2.3:6443'), false, 'the block is 10.0.0.0/8');
+  assert.equal(proxied('::ffff:10.0.0.0/104', 'https://[::ffff:10.1.2.3]:6443'), false);
+  assert.equal(proxied('::ffff:10.0.0.0/104', 'https://11.1.2.3:6443'), true);
+  assert.equal(proxied('::ffff:0.0.0.0/80', 'https://10.1.2.3:6443'), true, 'shorter than /96: an IPv6 block');
+  assert.equal(proxied('::ffff:0.0.0.0/80', 'https://[::5]:6443'), false);
+});
+
 test('which proxy: by scheme, upper case first, bare host:port means http://, loopback never proxied', () => {
   const env = { HTTPS_PROXY: 'proxy.corp:3128', https_proxy: 'http://lower:1', HTTP_PROXY: 'http://plain:8080' };
   assert.deepEqual(proxyFromEnvironment(new URL('https://api.prod.example:6443'), env), {
