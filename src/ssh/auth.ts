@@ -102,7 +102,8 @@ function orderedAgent(socket: string, preferred: Set<string>, only: boolean, lis
 
 /**
  * What a route has said about the ways it logs in that failed it: an ssh-agent that cannot be used
- * (a dead agent's socket left behind), an IdentityFile that could not sign. Each is warned about
+ * (a dead agent's socket left behind), an IdentityFile that could not sign, a known_hosts file
+ * that could not take a host key accept-new let in. Each is warned about
  * once, not at every login: a chain that keeps reconnecting would repeat the same warning at each
  * attempt. Later failures go to the debug log; the first login that finds it working again says
  * so, and a failure after that is warned about again.
@@ -131,6 +132,16 @@ export class AuthNotices {
       { hop, identityFile: file, err: err.message },
       'an IdentityFile could not sign; trying the next',
       'an IdentityFile still cannot sign; trying the next',
+    );
+  }
+
+  /** accept-new let a host key in that known_hosts could not take: it is asked for again at the next login. */
+  hostKeyNotSaved(hop: string, file: string, err: Error): void {
+    this.failed(
+      `known_hosts ${file}`,
+      { hop, knownHosts: file, err: err.message },
+      'new host key accepted (StrictHostKeyChecking accept-new) but not saved: cannot write known_hosts',
+      'new host key accepted again, still not saved',
     );
   }
 

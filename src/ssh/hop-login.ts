@@ -98,7 +98,7 @@ export async function login(hop: SshHop, sock: Duplex | undefined, stop: AbortSi
       // ssh2 takes `false` for "no more methods" (client.js doNextAuth); its typings leave it out.
       authHandler: authHandler(hop.user, credentials, (file) => (identityFile = file)) as never,
       hostVerifier: (key: Buffer) => {
-        refusal = verifyHostKey(hop, key);
+        refusal = verifyHostKey(hop, key, (file, err) => notices.hostKeyNotSaved(hop.alias, file, err));
         return refusal === undefined;
       },
       // The whole list in order: HostKeyAlgorithms, known_hosts ordering applied (host-key-check.ts).

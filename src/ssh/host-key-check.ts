@@ -28,8 +28,11 @@ function knownHostsFiles(hop: SshHop): string[] {
   return [...hop.knownHostsFiles, ...hop.globalKnownHostsFiles];
 }
 
-/** undefined when the key is accepted; else the refusal to report. */
-export function verifyHostKey(hop: SshHop, key: Buffer): HostKeyRefusal | undefined {
+/**
+ * undefined when the key is accepted; else the refusal to report. `notSaved`: accept-new let a
+ * key in that the first UserKnownHostsFile could not take (the login goes on, as ssh's does).
+ */
+export function verifyHostKey(hop: SshHop, key: Buffer, notSaved?: (file: string, err: Error) => void): HostKeyRefusal | undefined {
   const name = knownHostsNameOf(hop);
   const files = knownHostsFiles(hop);
   const verdict = checkHostKey(files, name, key);
@@ -56,7 +59,12 @@ export function verifyHostKey(hop: SshHop, key: Buffer): HostKeyRefusal | undefi
     case 'unknown':
       // accept-new with UserKnownHostsFile none has nowhere to remember the key: refused, as unknown.
       if (hop.hostKeyPolicy === 'accept-new' && hop.knownHostsFiles[0] !== undefined) {
-        appendHostKey(hop.knownHostsFiles[0], name, key, hop.hashKnownHosts);
+        try {
+          appendHostKey(hop.knownHostsFiles[0], name, key, hop.hashKnownHosts);
+        } catch (err) {
+          // ssh says "Failed to add the host to the list of known hosts" and logs in (sshconnect.c).
+          notSaved?.(hop.knownHostsFiles[0], err as Error);
+        }
         return undefined;
       }
       return tagHopFailure(

@@ -152,3 +152,24 @@ test('HostKeyAlias is looked up in lower case, as ssh does: a hashed entry ssh w
   assert.equal(hop!.hostKeyAlias, 'mybastion');
   assert.equal(verifyHostKey(hop!, key), undefined);
 });
+
+test('accept-new with a known_hosts that cannot be written: the key is let in and the failure reported, as ssh logs in', () => {
+  const hop = {
+    alias: 'a',
+    user: 'u',
+    hostName: 'a.example',
+    port: 22,
+    // Its directory is a regular file: nothing can be created under it (a read-only ~/.ssh alike).
+    knownHostsFiles: [path.join(file('not-a-dir', 'x'), 'known_hosts')],
+    globalKnownHostsFiles: [],
+    hostKeyPolicy: 'accept-new',
+    hashKnownHosts: false,
+  } as unknown as SshHop;
+  const reported: string[] = [];
+  assert.equal(
+    verifyHostKey(hop, ed25519Blob(), (f, err) => reported.push(`${f}: ${err.message}`)),
+    undefined,
+  );
+  assert.equal(reported.length, 1);
+  assert.match(reported[0]!, /not-a-dir\/known_hosts: .*(EEXIST|ENOTDIR)/);
+});
