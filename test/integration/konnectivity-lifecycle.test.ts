@@ -66,7 +66,7 @@ function tableOf(kind: 'konnectivity' | 'cluster') {
 function konnectivityRoute() {
   const { table, spec } = tableOf('konnectivity');
   assert.ok(spec.kind === 'konnectivity');
-  const route = new KonnectivityRoute(spec, { kubeconfig, allowHostNetworkPods: false, retry }, log);
+  const route = new KonnectivityRoute(spec, { kubeconfig, allowHostNetworkPods: false, retry, probeIntervalMs: 200 }, log);
   return { route, matcher: new RouteMatcher(table, new Map([['guest', route.guest]])) };
 }
 
@@ -126,6 +126,28 @@ describe('a konnectivity route', () => {
       assert.equal(route.status().reason, undefined);
       await assertServes(route, matcher);
     } finally {
+      await route.close();
+    }
+  });
+
+  it('whose konnectivity server has no agent shows degraded with its answer, and ready again once it serves, with no client dialling', async () => {
+    gate.set('pass');
+    const { route, matcher } = konnectivityRoute();
+    try {
+      await route.start();
+      assert.equal(route.status().state, 'ready');
+      server.noAgent = true;
+      await assert.rejects(open(route, matcher), /no agent/);
+      const status = route.status();
+      assert.equal(status.state, 'degraded', 'the guest API answers, but every stream fails');
+      assert.match(status.reason ?? '', /the konnectivity server has no agent to dial .*No agent available/);
+      server.noAgent = false;
+      // Its probe of the guest's kubernetes Service sees the server serve again.
+      await eventually(async () => route.status().state === 'ready', 5_000, 50);
+      assert.equal(route.status().reason, undefined);
+      await assertServes(route, matcher);
+    } finally {
+      server.noAgent = false;
       await route.close();
     }
   });

@@ -19,6 +19,8 @@ export interface KonnectivityRouteSettings extends Omit<GuestClusterSettings, 'a
   allowHostNetworkPods: boolean;
   /** The guest's DNS domain (default cluster.local). */
   clusterDomain?: string;
+  /** How often a failing server is dialled to see it serve again (10 s; a test hook). */
+  probeIntervalMs?: number;
 }
 
 export class KonnectivityRoute implements Route {
@@ -40,6 +42,13 @@ export class KonnectivityRoute implements Route {
     });
     this.streams = new KonnectivityStreams(spec.name, spec.konnectivity, {
       resolve: konnectivityResolve(this.guest.cache, { allowHostNetworkPods: settings.allowHostNetworkPods, clusterDomain: settings.clusterDomain }),
+      // What doctor's test dial reaches: the guest's API server, through its kubernetes Service.
+      probeTarget: () => {
+        const svc = this.guest.cache.lookup.service('default', 'kubernetes');
+        const ip = svc?.clusterIPs[0];
+        return ip ? { ip, port: svc.ports.find((p) => p.protocol === 'TCP')?.port ?? 443 } : undefined;
+      },
+      probeIntervalMs: settings.probeIntervalMs,
       log,
     });
   }
@@ -79,9 +88,12 @@ export class KonnectivityRoute implements Route {
     // Its streams do not go through the guest's API server: one that does not answer leaves it degraded, not down.
     const { unreachable: _, ...state } = this.guest.status();
     const apiRoundTrip = this.guest.apiRoundTrip();
+    // A server that failed the last dial degrades a route whose guest is fine: its streams fail.
+    const failing = state.state === 'ready' ? this.streams.failure() : undefined;
     return {
       ...dialer,
       ...state,
+      ...(failing ? { state: 'degraded' as const, reason: failing.reason, since: failing.since } : {}),
       details: { ...dialer.details, context: this.guest.kube.context, ...(apiRoundTrip ? { apiRoundTrip } : {}), cache: this.guest.cacheStatus() },
     };
   }
