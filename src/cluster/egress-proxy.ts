@@ -191,6 +191,7 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
   }
   const chosen: Egress = egress.proxy ? { proxy: egress.proxy, source: egress.source } : egress.source ? { source: egress.source } : {};
   remakeAgent(kc, opts, options, egress);
+  if (egress.url && opts.agent instanceof http.Agent) dialBareIPv6Proxy(opts.agent);
   if (egress.url && opts.agent instanceof http.Agent) explainProxyFailures(opts.agent, { ...chosen, url: egress.url, extraCA: options.extraCA?.file });
   return chosen;
 }
@@ -221,6 +222,19 @@ function remakeAgent(kc: KubeConfig, opts: https.RequestOptions, options: Egress
     agentOptions.proxyRequestOptions = { ca: [...tls.rootCertificates, options.extraCA.pem] };
   const create = (kc as unknown as { createAgent(c: object, o: object): https.Agent }).createAgent.bind(kc);
   opts.agent = create({ ...cluster, proxyUrl: remoteDns }, agentOptions);
+}
+
+/**
+ * hpagent and socks-proxy-agent dial the proxy URL's `hostname`, which keeps an IPv6 address's
+ * brackets: `http://[fd00::1]:3128` failed with "getaddrinfo ENOTFOUND [fd00::1]" (kubectl
+ * dials it). The agent's parsed proxy gets the bare address.
+ */
+function dialBareIPv6Proxy(agent: http.Agent): void {
+  const a = agent as unknown as { proxy?: URL | { host?: string } };
+  if (a.proxy instanceof URL && a.proxy.hostname.startsWith('[')) {
+    const u = a.proxy;
+    a.proxy = { protocol: u.protocol, hostname: u.hostname.slice(1, -1), port: u.port, username: u.username, password: u.password } as unknown as URL;
+  } else if (a.proxy && !(a.proxy instanceof URL) && a.proxy.host?.startsWith('[')) a.proxy.host = a.proxy.host.slice(1, -1);
 }
 
 /** " (through proxy http://proxy:3128 from HTTPS_PROXY)", or "" when direct: for error messages. */
