@@ -6,7 +6,7 @@ import { LOG_LEVELS } from '../core/log.js';
 import { selfProgram } from '../core/self.js';
 import { ensureStateDir, layout, stateDir, stateDirExists } from '../state/paths.js';
 import { DEFAULT_SERVICE_NAME, installService, validateServiceName } from '../service/install.js';
-import { serviceSpec } from '../service/spec.js';
+import { egressEnvironment, serviceSpec } from '../service/spec.js';
 import { executableLines, serviceExecutable } from '../service/executable.js';
 import { checkServiceFlags } from '../service/check.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
@@ -89,6 +89,11 @@ export default class ServiceInstall extends Command {
       const spec = serviceSpec({ name, flags, invocation: executable, stateRoot: state.root, env: process.env, cwd: process.cwd(), home: host.home });
       const result = installService(host, spec, { dryRun: flags['dry-run'], force: flags.force });
       for (const line of warnings) process.stderr.write(`warning: ${line}\n`);
+      const { withheld } = egressEnvironment(process.env);
+      if (withheld.length)
+        process.stderr.write(
+          `warning: ${withheld.join(', ')} ${withheld.length > 1 ? 'carry' : 'carries'} a password and ${withheld.length > 1 ? 'are' : 'is'} not written into the service file (every local user can read it): the service reaches the API server without that proxy; give the proxy as proxy-url in the kubeconfig (kubectl reads it too)\n`,
+        );
       if (flags['dry-run']) {
         this.log(result.text.trimEnd());
         // stdout is the file; what it runs goes to stderr.

@@ -95,6 +95,7 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
   // Without --config the proxy reads config.yaml in the config directory at each start, which
   // env-paths finds from $XDG_CONFIG_HOME on Linux: the service reads the file this shell would.
   if (i.env.XDG_CONFIG_HOME && path.isAbsolute(i.env.XDG_CONFIG_HOME)) env.XDG_CONFIG_HOME = i.env.XDG_CONFIG_HOME;
+  Object.assign(env, egressEnvironment(i.env).kept);
   const where = f.context?.length ? `context ${f.context.join(', ')}` : f.config ? `routes of ${path.basename(f.config)}` : 'current context';
   return {
     name: i.name,
@@ -107,4 +108,33 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
     // The drain the proxy was asked to give open connections, and 10 s to close and exit after it.
     ...(f['shutdown-grace'] !== undefined ? { stopTimeoutSec: Math.ceil(parseDuration(f['shutdown-grace']) / 1000) + 10 } : {}),
   };
+}
+
+/** The variables the API connections read for a corporate proxy (cluster/egress-proxy.ts), as the proxy reads them. */
+const EGRESS_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'NO_PROXY', 'no_proxy'] as const;
+
+/**
+ * The installing shell's proxy variables the service gets, so it reaches API servers as `connect`
+ * did from that shell (a service manager's environment has none of a shell's exports). One with a
+ * user and password is withheld: the service file is readable by every local user.
+ */
+export function egressEnvironment(env: NodeJS.ProcessEnv): { kept: Record<string, string>; withheld: string[] } {
+  const kept: Record<string, string> = {};
+  const withheld: string[] = [];
+  for (const name of EGRESS_VARIABLES) {
+    const value = env[name];
+    if (!value) continue;
+    if (!/^no_proxy$/i.test(name) && hasUserinfo(value)) withheld.push(name);
+    else kept[name] = value;
+  }
+  return { kept, withheld };
+}
+
+function hasUserinfo(value: string): boolean {
+  try {
+    const u = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`);
+    return u.username !== '' || u.password !== '';
+  } catch {
+    return value.includes('@');
+  }
 }

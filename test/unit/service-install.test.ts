@@ -144,6 +144,50 @@ test('systemd: $KUBECONFIG is kept (absolute) when no --kubeconfig is given', ()
   }
 });
 
+test("systemd: the shell's proxy variables reach the service (it reaches API servers as connect did), those with a password do not", async () => {
+  const host = hostFor('linux', {
+    HTTPS_PROXY: 'http://alice:s3cr3t@proxy.corp:3128',
+    https_proxy: 'proxy.corp:3128',
+    HTTP_PROXY: 'socks5://:only-pw@proxy.corp:1080',
+    NO_PROXY: '.internal,10.0.0.0/8,user@host',
+  });
+  try {
+    const spec = serviceSpec({ name: 'x', flags: {}, invocation: { command: '/k', args: [] }, stateRoot: '/s', env: host.env, cwd: '/w', home: host.home });
+    assert.equal(spec.env.https_proxy, 'proxy.corp:3128');
+    assert.equal(spec.env.NO_PROXY, '.internal,10.0.0.0/8,user@host');
+    assert.equal(spec.env.HTTPS_PROXY, undefined, 'a password is not written into a file others read');
+    assert.equal(spec.env.HTTP_PROXY, undefined);
+    assert.doesNotMatch(installService(host, spec, { dryRun: true, force: false }).text, /s3cr3t|only-pw/);
+  } finally {
+    host.cleanup();
+  }
+  // The real CLI says what it left out, and why.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'proxyout-svc-cli-'));
+  try {
+    const kubeconfig = path.join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://api.corp.example:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+    );
+    const r = await runCli(['service-install', '--dry-run', '--listen-socks', 'unix:', '--kubeconfig', kubeconfig], {
+      env: {
+        HTTPS_PROXY: 'http://alice:s3cr3t@proxy.corp:3128',
+        https_proxy: '',
+        HTTP_PROXY: '',
+        http_proxy: '',
+        NO_PROXY: '',
+        no_proxy: '',
+        KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state'),
+      },
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /warning: HTTPS_PROXY carries a password and is not written into the service file .*proxy-url in the kubeconfig/);
+    assert.doesNotMatch(`${r.stdout}${r.stderr}`, /s3cr3t/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('an edited file is neither overwritten nor removed without --force; an unchanged one is', () => {
   const host = hostFor('linux');
   try {
