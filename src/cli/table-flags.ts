@@ -14,7 +14,7 @@ export function tableFlagDefinitions() {
       multipleNonGreedy: true,
     }),
     'extra-ca': Flags.string({
-      summary: 'PEM bundle trusted for the API server connections besides the kubeconfig CA (a TLS-intercepting corporate proxy). Config key: extraCA.',
+      summary: 'PEM bundle trusted for the API server connections besides the kubeconfig CA (a TLS-intercepting corporate proxy). Config key: extra-ca.',
       helpValue: '<file>',
     }),
     direct: Flags.boolean({ summary: 'Dial destinations no route claims from this machine instead of refusing them (--no-direct: refuse).', allowNo: true }),

@@ -29,3 +29,15 @@ test('the manifest knows the foreground command, hidden', () => {
     assert.ok(flag in serve.flags, `--${flag} missing`);
   }
 });
+
+test('flag help names config keys as the file spells them now: extra-ca, not the old extraCA', () => {
+  const manifest = JSON.parse(readFileSync(`${ROOT}oclif.manifest.json`, 'utf8')) as {
+    commands: Record<string, { flags: Record<string, { summary?: string; description?: string }> }>;
+  };
+  const withExtraCA = Object.entries(manifest.commands).filter(([, c]) => 'extra-ca' in c.flags);
+  assert.ok(withExtraCA.length > 0);
+  for (const [name, c] of withExtraCA) {
+    const help = `${c.flags['extra-ca']!.summary ?? ''} ${c.flags['extra-ca']!.description ?? ''}`;
+    assert.doesNotMatch(help, /extraCA/, `${name} --extra-ca: ${help}`);
+  }
+});
