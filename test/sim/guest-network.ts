@@ -42,6 +42,7 @@ interface Snapshot {
 /** The guest cluster's network derived from a SimCluster (see the header). */
 export class SimGuestNetwork implements GuestResolver {
   private snapshot?: Promise<Snapshot>;
+  private lastGood?: Snapshot;
   private turn = 0;
 
   constructor(
@@ -84,6 +85,7 @@ export class SimGuestNetwork implements GuestResolver {
   }
 
   private refresh(): Promise<Snapshot> {
+    const last = this.lastGood;
     this.snapshot = (async () => {
       const [pods, services, slices] = await Promise.all([
         this.get('/api/v1/pods'),
@@ -97,19 +99,31 @@ export class SimGuestNetwork implements GuestResolver {
       }
       const serviceByIp = new Map<string, any>();
       for (const s of services.items) if (s.spec?.clusterIP && s.spec.clusterIP !== 'None') serviceByIp.set(s.spec.clusterIP, s);
-      return { at: Date.now(), podByIp, serviceByIp, slices: slices.items };
-    })();
+      this.lastGood = { at: Date.now(), podByIp, serviceByIp, slices: slices.items };
+      return this.lastGood;
+    })().catch((err: unknown) => {
+      // The pods keep their network while the API server is away (kube-proxy keeps its rules):
+      // the last view stands, asked again at the next dial.
+      if (!last) throw err;
+      this.snapshot = undefined;
+      return last;
+    });
     return this.snapshot;
   }
 
   private get(path: string): Promise<any> {
     return new Promise((resolve, reject) => {
-      const req = https.request(`${this.sim.server}${path}`, { ca: this.sim.caPem, headers: { Authorization: `Bearer ${this.sim.adminToken}` } }, (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (c: string) => (body += c));
-        res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`GET ${path}: ${res.statusCode}`))));
-      });
+      const req = https.request(
+        `${this.sim.server}${path}`,
+        { ca: this.sim.caPem, headers: { Authorization: `Bearer ${this.sim.adminToken}` }, timeout: 2_000 },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8').on('data', (c: string) => (body += c));
+          res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`GET ${path}: ${res.statusCode}`))));
+        },
+      );
       req.on('error', reject);
+      req.on('timeout', () => req.destroy(new Error(`GET ${path}: no answer in 2 s`)));
       req.end();
     });
   }
