@@ -81,11 +81,6 @@ export class GrpcDialer {
   }
 
   /**
-   * A dial the server never answered within the connect timeout: its connection may be a dead
-   * path (a NAT or load balancer that forgot it; keepalive would notice only after minutes), so
-   * the next dials go over a new connection, as upstream's client dials each tunnel anew.
-   */
-  /**
    * After a pause (core/pause-detector.ts) the HTTP/2 connection may be dead without a sign, and
    * the keepalive takes almost 6 minutes to notice: new dials go to a new connection; the old one
    * closes once its streams, which go on as long as it carries them, have ended.
@@ -94,6 +89,11 @@ export class GrpcDialer {
     this.replace(this.channel);
   }
 
+  /**
+   * A dial the server never answered within the connect timeout: its connection may be a dead
+   * path (a NAT or load balancer that forgot it; keepalive would notice only after minutes), so
+   * the next dials go over a new connection, as upstream's client dials each tunnel anew.
+   */
   private replace(channel: Channel): void {
     if (channel !== this.channel || channel.retired) return;
     this.retire(channel);
