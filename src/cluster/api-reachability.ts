@@ -1,13 +1,14 @@
 // "Is the API server back?" — one answer per API connection, for the watches waiting out a backoff
 // after the server stopped answering (a restart, a laptop offline, a VPN reconnecting), for the
-// route's health (routes/guest-cluster/health.ts), and for whoever must renew what was open across an absence.
-// /readyz is asked about once a second, one request at a time, while anyone waits, and — once a
-// stream that died made the route suspect the path (suspect()) — for as long as the server does
-// not answer; a ready route also asks when it has heard nothing from its server for 10 s. When it answers after an absence (seen by a probe, or suspected), every waiter is
-// woken and every onReturn listener called: the watches resume within about a second of the
-// return, on new connections. A server that answers at the first probe of a plain wait wakes
-// nobody: its watch failing was not the server being away, and the normal backoff applies (no
-// retry loop against a server that is up).
+// route's health (routes/guest-cluster/health.ts), and for whoever must renew what was open across
+// an absence. /readyz is asked about once a second, one request at a time, while anyone waits,
+// and — once a stream that died made the route suspect the path (suspect()) — for as long as the
+// server does not answer; a ready route also asks when it has heard nothing from its server for
+// 10 s. When it answers after an absence (seen by a probe, or suspected), every waiter is woken
+// and every onReturn listener called: the watches resume within about a second of the return, on
+// new connections. A server that answers at the first probe of a plain wait wakes nobody: its
+// watch failing was not the server being away, and the normal backoff applies (no retry loop
+// against a server that is up).
 import type { ApiConnection } from './api.js';
 import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
