@@ -451,7 +451,8 @@ test('managed: connect, status, exec, reload and disconnect serve a table withou
       ['direct', 'ready'],
     ]);
 
-    const ran = await cli(['exec', '--config', config, '--', 'sh', '-c', `curl -s http://127.0.0.1:${port}/`]);
+    // Named: a SOCKS-only managed proxy serves exec only when asked for (see exec's help).
+    const ran = await cli(['exec', '--config', config, '--id', id, '--', 'sh', '-c', `curl -s http://127.0.0.1:${port}/`]);
     assert.equal(ran.code, 0, ran.stderr);
     assert.match(ran.stderr, new RegExp(`using managed proxy ${id} \\(no cluster; socks 127`));
     assert.equal(ran.stdout, 'lan page\n');

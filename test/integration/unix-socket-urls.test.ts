@@ -98,7 +98,9 @@ test('a managed proxy: connect’s export line and exec’s ALL_PROXY both reach
     assert.equal(pasted.code, 0, `${line}\n${pasted.stderr}`);
     assert.match(pasted.stdout, /"namespace":"shop"/);
 
-    const exec = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', `echo "ALL_PROXY=$ALL_PROXY"; ${CURL_WHOAMI}`], {
+    // Named: a SOCKS-only managed proxy serves exec only when asked for (see exec's help).
+    const id = /connected (\S+) \(pid/.exec(c.stdout)![1]!;
+    const exec = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--id', id, '--', 'sh', '-c', `echo "ALL_PROXY=$ALL_PROXY"; ${CURL_WHOAMI}`], {
       env: env(),
       timeoutMs: 60_000,
     });
