@@ -4,7 +4,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import type { ApiConnection } from '../../src/cluster/api.js';
+import { chmodSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { scratchDir } from '../helpers/scratch-dir.js';
+import { ApiConnection } from '../../src/cluster/api.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { runExecPluginsWithoutStdin } from '../../src/cluster/exec-credential.js';
 import { ApiReachability } from '../../src/cluster/api-reachability.js';
 import type { ClusterCache } from '../../src/cluster/cache.js';
 import { createLogger } from '../../src/core/log.js';
@@ -125,4 +130,50 @@ test('a ready route probes a server it has not heard from, so one that hung show
   hang = false;
   for (const res of held.splice(0)) res.socket?.destroy();
   await eventually(async () => health.current === undefined, 10_000, 50);
+});
+
+test('an idle route whose exec credential expires and whose plugin now fails shows degraded, without a stream to tell it', async (t) => {
+  const fake = await startFakeApi((url, res) => (url.pathname === '/readyz' ? res.end('ok') : sendStatus(res, 404, 'not found')));
+  t.after(() => fake.close());
+  const dir = scratchDir('proxyout-idle-exec-');
+  const mode = path.join(dir, 'mode');
+  writeFileSync(mode, 'ok');
+  // A credential good for 2 s while `mode` says ok; afterwards the SSO session is gone.
+  const plugin = path.join(dir, 'plugin.sh');
+  writeFileSync(
+    plugin,
+    [
+      '#!/bin/sh',
+      `[ "$(cat '${mode}')" = ok ] || { echo 'error: SSO session expired' >&2; exit 1; }`,
+      'exp=$(date -u -d @$(( $(date +%s) + 2 )) +%Y-%m-%dT%H:%M:%SZ)',
+      'echo "{\\"apiVersion\\":\\"client.authentication.k8s.io/v1\\",\\"kind\\":\\"ExecCredential\\",\\"status\\":{\\"token\\":\\"t\\",\\"expirationTimestamp\\":\\"$exp\\"}}"',
+      '',
+    ].join('\n'),
+  );
+  chmodSync(plugin, 0o755);
+  const server = fake.api.url('/').origin;
+  const file = path.join(dir, 'config');
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: c, cluster: {server: "${server}", insecure-skip-tls-verify: true}}]`,
+      `users: [{name: sso, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ${plugin}, interactiveMode: Never}}}]`,
+      'contexts: [{name: x, context: {cluster: c, user: sso}}]',
+      'current-context: x',
+      '',
+    ].join('\n'),
+  );
+  const { kc } = loadKubeConfig({ kubeconfig: file });
+  runExecPluginsWithoutStdin(kc, undefined, 5_000);
+  const api = new ApiConnection(kc, { env: {} });
+  const health = new RouteHealth('cluster', api, server, { failingWatches: () => [] } as unknown as ClusterCache, createLogger('silent'), 300);
+  health.start();
+  t.after(() => health.stop());
+  await eventually(async () => fake.requests.some((u) => u.pathname === '/readyz'), 5_000, 20);
+  assert.equal(health.check(), undefined, 'serving while the credential is good');
+  writeFileSync(mode, 'expired');
+  await eventually(async () => health.current !== undefined, 10_000, 50);
+  assert.match(health.current!.reason, /SSO session expired/);
 });
