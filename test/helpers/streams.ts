@@ -146,3 +146,13 @@ export async function writeUntilStalled(out: Writable, quietMs = 1000, maxMiB = 
   }
   throw new Error(`${maxMiB} MiB went to a reader that reads nothing`);
 }
+
+/** Writes "ping" and resolves with the first chunk an echo sends back (rejects on the stream's error). */
+export function echoes(stream: Duplex): Promise<string> {
+  const back = new Promise<string>((resolve, reject) => {
+    stream.once('data', (d: Buffer) => resolve(d.toString()));
+    stream.once('error', reject);
+  });
+  stream.write('ping');
+  return back;
+}

@@ -4,20 +4,10 @@
 // silent.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Duplex } from 'node:stream';
 import { createKonnectivityDialer } from '../../src/konnectivity/dialer.js';
 import { GUEST, startKonnectivityBed } from '../helpers/konnectivity.js';
 import { startFreezableProxy } from '../helpers/freezable-proxy.js';
-
-/** Writes a few bytes and resolves with what the guest's echo sent back. */
-async function echoes(stream: Duplex): Promise<string> {
-  const back = new Promise<string>((resolve, reject) => {
-    stream.once('data', (d: Buffer) => resolve(d.toString()));
-    stream.once('error', reject);
-  });
-  stream.write('ping');
-  return back;
-}
+import { echoes } from '../helpers/streams.js';
 
 test('grpc: after a pause, a connection gone silent is replaced, and a new dial does not wait for its keepalive', async () => {
   const bed = await startKonnectivityBed('grpc', 'tls');

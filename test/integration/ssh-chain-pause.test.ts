@@ -5,11 +5,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Duplex } from 'node:stream';
 import { SshChainConnection } from '../../src/ssh/connection.js';
 import { startSsh2Server, type Ssh2TestServer } from '../helpers/ssh2-server.js';
 import { startFreezableProxy } from '../helpers/freezable-proxy.js';
 import { openThrough, sshRoute } from '../helpers/ssh-route.js';
+import { echoes } from '../helpers/streams.js';
 
 /** An ssh config naming the server as Host "hop", reached through `port` (a relay in front of it). */
 function configVia(server: Ssh2TestServer, port: number): string {
@@ -28,16 +28,6 @@ function configVia(server: Ssh2TestServer, port: number): string {
   ];
   writeFileSync(file, lines.join('\n') + '\n');
   return file;
-}
-
-/** Writes a few bytes and resolves with what the server's echo channel sent back. */
-async function echoes(stream: Duplex): Promise<string> {
-  const back = new Promise<string>((resolve, reject) => {
-    stream.once('data', (d: Buffer) => resolve(d.toString()));
-    stream.once('error', reject);
-  });
-  stream.write('ping');
-  return back;
 }
 
 test('after a pause, a route whose chain went silent connects again within the check; a new stream waits for it', async () => {

@@ -10,6 +10,7 @@ import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
 import { startOidcIssuer } from '../helpers/oidc-issuer.js';
+import { writeOneUserKubeconfig } from '../helpers/one-user-kubeconfig.js';
 
 const jwt = (payload: object) => `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
 
@@ -106,19 +107,7 @@ test('TokenFileSource: a file caught empty (rewritten in place) keeps the last t
 
 test('a token beside a tokenFile is sent while the file cannot be read, as kubectl does; the file wins once it can', async () => {
   await withTokenFile(async (file, dir) => {
-    const kubeconfig = join(dir, 'config');
-    writeFileSync(
-      kubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
-        'users: [{name: u, user: {token: inline-token, tokenFile: token}}]',
-        'contexts: [{name: x, context: {cluster: c, user: u}}]',
-        'current-context: x',
-        '',
-      ].join('\n'),
-    );
+    const kubeconfig = writeOneUserKubeconfig(dir, '{token: inline-token, tokenFile: token}');
     const loaded = loadKubeConfig({ kubeconfig });
     const bearer = async () => (await new ApiConnection(loaded.kc, { env: {} }).requestOptions()).headers.Authorization;
     assert.equal(await bearer(), 'Bearer inline-token', 'the file does not exist yet');
@@ -132,19 +121,7 @@ test('a token beside a tokenFile is sent while the file cannot be read, as kubec
 
 test('a tokenFile rotated before its minute is read again after a 401, as client-go resets its token source', async () => {
   await withTokenFile(async (file, dir) => {
-    const kubeconfig = join(dir, 'config');
-    writeFileSync(
-      kubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        'clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]',
-        'users: [{name: u, user: {tokenFile: token}}]',
-        'contexts: [{name: x, context: {cluster: c, user: u}}]',
-        'current-context: x',
-        '',
-      ].join('\n'),
-    );
+    const kubeconfig = writeOneUserKubeconfig(dir, '{tokenFile: token}');
     writeFileSync(file, 'old-token\n');
     const api = new ApiConnection(loadKubeConfig({ kubeconfig }).kc, { env: {} });
     const first = await api.requestOptions();
