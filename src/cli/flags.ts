@@ -9,10 +9,28 @@ import { StartupError } from '../core/errors.js';
 import { resolveCredentials, type ProxyCredentials } from '../auth/credentials.js';
 import { TRANSPORT_MODES, type TransportMode } from '../tunnel/negotiate.js';
 import { clusterDomainFrom, tableFlagDefinitions } from './table-flags.js';
+import { isNamespaceName } from '../routes/guest-cluster/names.js';
 
 // A string flag, not a custom<number>: its default then shows as "15s" from the static
 // manifest, where a computed defaultHelp would make oclif import this module (and the whole
 // proxy core) just to print help.
+/**
+ * -n NS: a name the API server could have (kubectl leaves that to the server; a proxy would serve
+ * short names in a namespace that cannot exist, and find none).
+ */
+export function namespaceFlag(summary: string) {
+  return Flags.string({
+    char: 'n',
+    summary,
+    helpValue: '<ns>',
+    parse: async (input) => {
+      if (!isNamespaceName(input))
+        throw new Errors.CLIError(`"${input}" cannot name a namespace: lowercase letters, digits and "-", at most 63, a letter or digit at each end`);
+      return input;
+    },
+  });
+}
+
 export function durationFlag(summary: string, defaultMs: number, allowZero: boolean, oldNames: string[] = []) {
   return Flags.string({
     summary,
@@ -59,7 +77,7 @@ export function proxyFlags(logSummary: string, graceSummary: string) {
     }),
     kubeconfig: Flags.string({ summary: 'Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).', helpValue: '<file>' }),
     ...tableFlagDefinitions(),
-    namespace: Flags.string({ char: 'n', summary: "Namespace for short names (default: the default route's context namespace).", helpValue: '<ns>' }),
+    namespace: namespaceFlag("Namespace for short names (default: the default route's context namespace)."),
     'cluster-domain': Flags.string({ summary: 'Cluster DNS domain.', helpValue: '<domain>', default: DEFAULTS.clusterDomain }),
     'log-level': Flags.option({ options: LOG_LEVELS, default: DEFAULTS.logLevel, helpValue: '<level>', summary: logSummary })(),
     'connect-timeout': durationFlag('Time to resolve a target and open its stream.', DEFAULTS.connectTimeoutMs, false),

@@ -11,7 +11,7 @@ import { executableLines, serviceExecutable } from '../service/executable.js';
 import { checkServiceFlags } from '../service/check.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { tableFlagDefinitions } from '../cli/table-flags.js';
-import { proxyFlags } from '../cli/flags.js';
+import { namespaceFlag, proxyFlags } from '../cli/flags.js';
 import { SERVICE_PASSED_FLAGS } from '../service/spec.js';
 
 /** The proxy's flags service-install carries as they are given: no defaults here, so only what the user set lands in the unit. */
@@ -61,7 +61,7 @@ export default class ServiceInstall extends Command {
       multiple: true,
       multipleNonGreedy: true,
     }),
-    namespace: Flags.string({ char: 'n', summary: 'Namespace for short names.', helpValue: '<ns>' }),
+    namespace: namespaceFlag('Namespace for short names.'),
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address host:port ("off" for none).', helpValue: '<addr>' }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address host:port.', helpValue: '<addr>' }),
     'proxy-auth-file': Flags.string({ summary: 'Require proxy credentials from this file (chmod 600).', helpValue: '<file>' }),

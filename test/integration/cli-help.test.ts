@@ -124,6 +124,17 @@ function assertOneLineError(r: Result, pattern: RegExp): void {
 test('a bad flag value is one line and a non-zero exit', async () => {
   assertOneLineError(await run(BIN, ['--log-level', 'nope']), /--log-level/);
   assertOneLineError(await run(BIN, ['--connect-timeout', 'soon']), /--connect-timeout: invalid duration/);
+  // A namespace the API server could not have: short names would find nothing, as a usage error (2).
+  for (const args of [
+    ['-n', 'Bad_NS'],
+    ['connect', '-n', 'shop.x'],
+    ['exec', '-n', 'UPPER', '--', 'true'],
+    ['service-install', '-n', `${'a'.repeat(64)}`],
+  ]) {
+    const r = await run(BIN, args);
+    assertOneLineError(r, /--namespace: "[^"]+" cannot name a namespace: lowercase letters, digits and "-", at most 63/);
+    assert.equal(r.code, 2, args.join(' '));
+  }
 });
 
 test('flag-first argv reaches serve (its flags parse, its errors show)', async () => {

@@ -14,6 +14,11 @@ export type ClusterName =
 /** RFC 1123 label, as Kubernetes requires of Service, namespace and pod host names. */
 const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
+/** Whether `name` can name a namespace (an RFC 1123 label: the API server refuses any other). */
+export function isNamespaceName(name: string): boolean {
+  return LABEL.test(name);
+}
+
 /** Lowercase, without a trailing dot; undefined when it is not a syntactically valid DNS name. */
 export function normalizeName(host: string): string | undefined {
   const name = host.toLowerCase().replace(/\.$/, '');
