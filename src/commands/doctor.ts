@@ -13,7 +13,7 @@ import type { ClusterRouteSpec, KonnectivityRouteSpec, SshRouteSpec } from '../r
 import { checkDaemons, checkListen, checkStateDir, runningProxies } from '../doctor/local.js';
 import { exitCodeOf, renderChecks, type Check } from '../doctor/report.js';
 import { parseDuration } from '../core/duration.js';
-import { durationFlag } from '../cli/flags.js';
+import { durationFlag, namespaceFlag } from '../cli/flags.js';
 import { tableFlagDefinitions } from '../cli/table-flags.js';
 import { jsonObject, printJson } from '../cli/json-output.js';
 import type { ProxyStatus } from '../managed/status.js';
@@ -33,7 +33,7 @@ export default class Doctor extends Command {
     'certificate taken, an agent connected, the guest network reached. Locally: the listen addresses are free, the',
     'state directory is private, running managed proxies answer. Exit status 1 when a check fails.',
   ].join(' ');
-  static override usage = 'doctor [--context C]… [--config F] [--extra-ca F] [--request-timeout T] [--json]';
+  static override usage = 'doctor [--context C]… [--config F] [-n NS] [--extra-ca F] [--request-timeout T] [--json]';
   static override examples = ['<%= config.bin %> doctor', '<%= config.bin %> doctor --context staging --json'];
 
   static override flags = {
@@ -41,6 +41,7 @@ export default class Doctor extends Command {
     context: Flags.string({ summary: 'Check this context (repeatable).', helpValue: '<name>', multiple: true }),
     config: Flags.string({ summary: 'Check the routes of this config file.', helpValue: '<file>' }),
     'extra-ca': tableFlagDefinitions()['extra-ca'],
+    namespace: namespaceFlag("Check RBAC and the pods in this namespace for the default route, as the proxy's -n serves it."),
     'listen-socks': Flags.string({ summary: 'SOCKS5 listen address to check.', helpValue: '<addr>', default: DEFAULTS.listenSocks }),
     'listen-http': Flags.string({ summary: 'HTTP proxy listen address to check.', helpValue: '<addr>' }),
     // kubectl's name for a per-request bound; --timeout is the old spelling.
@@ -60,6 +61,7 @@ export default class Doctor extends Command {
     let contexts: Array<{ scope: string; context?: string; route?: ClusterRouteSpec | KonnectivityRouteSpec }> = [];
     let sshRoutes: SshRouteSpec[] = [];
     let egress: DoctorEgress | undefined;
+    let defaultRoute: string | undefined;
     try {
       let currentContext: string | undefined;
       try {
@@ -75,6 +77,7 @@ export default class Doctor extends Command {
         extraCA: flags['extra-ca'],
       });
       contexts = table.routes.flatMap((r) => (r.kind === 'cluster' || r.kind === 'konnectivity' ? [{ scope: r.name, context: r.context, route: r }] : []));
+      defaultRoute = table.defaultRoute;
       sshRoutes = table.routes.flatMap((r) => (r.kind === 'ssh' ? [r] : []));
       egress = new DoctorEgress(table);
       if (egress.extraCAProblem) {
@@ -108,6 +111,8 @@ export default class Doctor extends Command {
         const found = await checkCluster({
           kubeconfig: flags.kubeconfig,
           context: c.context,
+          // -n is the default route's, as for the proxy (no table: the current context's).
+          namespace: c.scope === defaultRoute || !c.route ? flags.namespace : undefined,
           scope: c.scope,
           timeoutMs,
           egress: routeEgress,

@@ -18,6 +18,8 @@ export interface ClusterCheckOptions {
   kubeconfig?: string;
   /** undefined: the kubeconfig's current context. */
   context?: string;
+  /** -n: the namespace to check in instead of the context's (the proxy's default route takes it). */
+  namespace?: string;
   /** The route's name, for the report. */
   scope: string;
   timeoutMs: number;
@@ -40,7 +42,7 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
   const add = (c: Omit<Check, 'scope'>) => checks.push({ scope: o.scope, ...c });
   let loaded: LoadedKubeConfig;
   try {
-    loaded = loadKubeConfig({ kubeconfig: o.kubeconfig, context: o.context });
+    loaded = loadKubeConfig({ kubeconfig: o.kubeconfig, context: o.context, namespace: o.namespace });
   } catch (err) {
     add({
       name: 'kubeconfig',

@@ -156,6 +156,11 @@ test('an RBAC-limited user: allowed in its namespace passes; elsewhere fails nam
     /not allowed in namespace data nor cluster-wide: list services, watch services, list endpointslices\.discovery\.k8s\.io, watch endpointslices\.discovery\.k8s\.io, list pods, get pods, get pods\/portforward, create pods\/portforward/,
   );
   assert.match(rbac.fix ?? '', /check with: kubectl --kubeconfig \S+\/scoped-data --context sim auth can-i list services -n data$/);
+  // -n, as the proxy would be started with it: the checks are made in that namespace.
+  const withN = await doctor(inData, ['-n', 'shop']);
+  assert.equal(withN.code, 0, withN.stdout);
+  assert.match(withN.get('kubeconfig').detail, /\(namespace shop\)/);
+  assert.match(withN.get('rbac').detail, /in namespace shop only/);
 
   if (!hasKubectl) return;
   const canI = async (kc: string, ...args: string[]) => (await run('kubectl', ['--kubeconfig', kc, 'auth', 'can-i', ...args])).stdout.trim();
