@@ -4,7 +4,8 @@
 import { Config, type Interfaces } from '@oclif/core';
 import { kubeconfigFiles, mergeKubeconfigFiles } from '../cluster/kubeconfig-files.js';
 import { describeTarget, listIds, readEntry } from '../managed/store.js';
-import { layout } from '../state/paths.js';
+import { readdirSync } from 'node:fs';
+import { EXEC_LOG_ID, layout } from '../state/paths.js';
 import { complete, DIRECTIVE, formatCompletion, type CommandShape, type CompletionSources } from './complete.js';
 
 export async function runCompletion(words: readonly string[], load: Interfaces.LoadOptions): Promise<void> {
@@ -45,6 +46,18 @@ const localSources: CompletionSources = {
       const entry = readEntry(l, id);
       return { name: id, description: entry ? describeTarget(entry) : undefined };
     });
+  },
+  logIds() {
+    const l = layout();
+    const running = new Map(localSources.connectionIds().map((c) => [c.name, c.description]));
+    return quietly(() => readdirSync(l.logsDir))
+      .filter((f) => f.endsWith('.log'))
+      .map((f) => f.slice(0, -'.log'.length))
+      .sort()
+      .map((id) => ({
+        name: id,
+        description: id === EXEC_LOG_ID ? "exec's temporary proxies" : running.has(id) ? running.get(id) : 'stopped',
+      }));
   },
 };
 

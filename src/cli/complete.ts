@@ -34,6 +34,8 @@ export interface CompletionSources {
   contexts(kubeconfig: string | undefined): Array<{ name: string; description?: string }>;
   namespaces(kubeconfig: string | undefined): string[];
   connectionIds(): Array<{ name: string; description?: string }>;
+  /** IDs with a log (`logs` takes stopped proxies and `exec` too). */
+  logIds(): Array<{ name: string; description?: string }>;
 }
 
 export interface Completion {
@@ -96,7 +98,7 @@ export function complete(words: readonly string[], commands: readonly CommandSha
   }
   if (command.takesId && positionals === 0)
     return answer(
-      sources.connectionIds().map((c) => ({ value: c.name, description: c.description })),
+      (command.id === 'logs' ? sources.logIds() : sources.connectionIds()).map((c) => ({ value: c.name, description: c.description })),
       current,
     );
   return answer([], current);

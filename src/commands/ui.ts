@@ -21,7 +21,7 @@ export default class Ui extends Command {
   static override examples = ['<%= config.bin %> ui', '<%= config.bin %> ui --no-open --port 8765'];
 
   static override flags = {
-    port: Flags.integer({ summary: 'Port on 127.0.0.1 to serve the page on (0: any free port).', default: 0, min: 0, max: 65535 }),
+    port: Flags.integer({ helpValue: '<port>', summary: 'Port on 127.0.0.1 to serve the page on (0: any free port).', default: 0, min: 0, max: 65535 }),
     open: Flags.boolean({ summary: 'Open the page in the browser (--no-open: only print its URL).', default: true, allowNo: true }),
   };
 

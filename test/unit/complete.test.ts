@@ -15,17 +15,19 @@ const commands: CommandShape[] = [
   { id: 'connect', summary: 'Start a managed\nproxy.', flags: kubeFlags, takesId: false, runsCommand: false },
   { id: 'disconnect', summary: 'Stop one.', flags: { all: { type: 'boolean' } }, takesId: true, runsCommand: false },
   { id: 'exec', summary: 'Run a command.', flags: kubeFlags, takesId: false, runsCommand: true },
+  { id: 'logs', summary: 'A log.', flags: {}, takesId: true, runsCommand: false },
 ];
 const seen: Array<string | undefined> = [];
 const sources: CompletionSources = {
   contexts: (kc) => (seen.push(kc), kc === '/other' ? [{ name: 'other' }] : [{ name: 'prod', description: 'cluster p' }, { name: 'staging' }]),
   namespaces: () => ['default', 'shop'],
   connectionIds: () => [{ name: '0a1b2c3d', description: 'context prod, namespace shop' }],
+  logIds: () => [{ name: '0a1b2c3d' }, { name: 'exec' }, { name: 'old-one', description: 'stopped' }],
 };
 const values = (...words: string[]) => complete(words, commands, sources).candidates.map((c) => c.value);
 
 test('first word: visible commands and help; a flag-first line is the foreground proxy', () => {
-  assert.deepEqual(values(''), ['connect', 'disconnect', 'exec', 'help']);
+  assert.deepEqual(values(''), ['connect', 'disconnect', 'exec', 'logs', 'help']);
   assert.deepEqual(values('help', 'di'), ['disconnect']);
   assert.deepEqual(values('--di'), ['--direct']);
   assert.deepEqual(values('--context', 'prod', '--con'), ['--context'], 'a repeatable flag stays on offer');
@@ -51,6 +53,8 @@ test("connection IDs for one argument; after exec's command, the shell completes
   assert.deepEqual(values('disconnect', ''), ['0a1b2c3d']);
   assert.deepEqual(values('disconnect', '--all', '0'), ['0a1b2c3d']);
   assert.deepEqual(values('disconnect', '0a1b2c3d', ''), []);
+  // logs takes what has a log: stopped proxies, and exec's.
+  assert.deepEqual(values('logs', ''), ['0a1b2c3d', 'exec', 'old-one']);
   assert.deepEqual(values('connect', ''), []);
   for (const words of [
     ['exec', '--', 'cu'],
