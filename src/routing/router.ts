@@ -153,6 +153,8 @@ export class Router implements StreamOpener {
     if (!route) throw new NotAllowedError(`route ${claim.route.name} is not running`);
     try {
       const opened = await route.open(request, claim, signal);
+      // Only pooled streams are reused (the HTTP listener's): no closure per SOCKS or CONNECT stream.
+      if (request.frontEnd !== 'http-forward') return { ...opened, route: route.name };
       const destination = request.destination;
       return { ...opened, route: route.name, stillRouted: () => this.routesTo(destination, route) };
     } catch (err) {
