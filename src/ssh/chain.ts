@@ -59,7 +59,9 @@ const REFUSED: Record<string, (value: string) => string | undefined> = {
   bindaddress: () => 'choosing the local address is not supported',
   bindinterface: () => 'choosing the local interface is not supported',
   tunnel: (v) => (v.toLowerCase() === 'no' ? undefined : 'tun/tap forwarding is not supported'),
-  stricthostkeychecking: (v) => (['no', 'off'].includes(v.toLowerCase()) ? 'host keys are always checked (use "accept-new" to let new hosts in)' : undefined),
+  // readconf.c: "false" is "off" too, as "true" is "yes".
+  stricthostkeychecking: (v) =>
+    ['no', 'off', 'false'].includes(v.toLowerCase()) ? 'host keys are always checked (use "accept-new" to let new hosts in)' : undefined,
   userknownhostsfile: (v) => (v.split(/\s+/).includes('/dev/null') ? 'host keys are always checked; known_hosts cannot be /dev/null' : undefined),
 };
 

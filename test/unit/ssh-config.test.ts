@@ -86,12 +86,14 @@ test('options we do not follow are refused at start, naming the option and the h
   refused('Host h\n  PermitLocalCommand yes\n  LocalCommand echo hi\n', /host h .*PermitLocalCommand yes is not supported: runs LocalCommand/);
   refused('Host h\n  CertificateFile ~/.ssh/id-cert.pub\n', /host h .*CertificateFile .* certificate authentication is not supported/);
   refused('Host h\n  StrictHostKeyChecking no\n', /StrictHostKeyChecking no is not supported: host keys are always checked/);
+  refused('Host h\n  StrictHostKeyChecking False\n', /StrictHostKeyChecking False is not supported: host keys are always checked/);
   refused('Host h\n  UserKnownHostsFile /dev/null\n', /UserKnownHostsFile \/dev\/null is not supported/);
   refused('Match exec "true"\n  User x\n', /"Match exec" is not supported/);
   // Options that only matter to an interactive ssh are ignored: we keep our own multiplexed connection.
   assert.equal(hops('Host h\n  ControlMaster auto\n  ControlPersist 10m\n  ForwardAgent yes\n  LocalForward 8080 x:80\n', 'h').length, 1);
   assert.equal(hops('Host h\n  StrictHostKeyChecking accept-new\n', 'h')[0]!.hostKeyPolicy, 'accept-new');
   assert.equal(hops('Host h\n  StrictHostKeyChecking ask\n', 'h')[0]!.hostKeyPolicy, 'yes');
+  assert.equal(hops('Host h\n  StrictHostKeyChecking true\n', 'h')[0]!.hostKeyPolicy, 'yes');
 });
 
 test('Include (relative to ~/.ssh, globs) and Match host/originalhost/user', () => {
