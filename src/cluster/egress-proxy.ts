@@ -3,13 +3,14 @@
 // server URL's scheme) unless NO_PROXY excludes the server, following
 // golang.org/x/net/http/httpproxy (proxy.go: FromEnvironment, config.init, useProxy): upper case
 // before lower case; NO_PROXY entries are "*", CIDRs, IPs, "host:port", "domain" (itself and
-// names under it), ".domain" / "*.domain" (names under it); localhost and loopback IPs never
-// go through a proxy. An extra CA bundle (--extra-ca, config `extra-ca`) is trusted besides the
+// names under it), ".domain" / "*.domain" (names under it); localhost (in any case: Go sends
+// "LOCALHOST" to the proxy, which cannot reach it) and loopback IPs never go through a proxy. An extra CA bundle (--extra-ca, config `extra-ca`) is trusted besides the
 // kubeconfig's CA, for proxies that intercept TLS.
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
 import tls from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -98,7 +99,8 @@ export function noProxyMatcher(noProxy: string): (host: string, port: string) =>
     if (!host) continue;
     if (host.startsWith('*.')) host = host.slice(1);
     const matchHost = !host.startsWith('.');
-    const suffix = matchHost ? `.${host}` : host;
+    // idnaASCII in httpproxy: a non-ASCII entry matches the punycode names URLs carry; an invalid one stays.
+    const suffix = domainToASCII(matchHost ? `.${host}` : host) || (matchHost ? `.${host}` : host);
     matchers.push((h, p) => (h.endsWith(suffix) || (matchHost && h === suffix.slice(1))) && (port === '' || port === p));
   }
   return (host, port) => {

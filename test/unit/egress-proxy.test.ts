@@ -52,6 +52,17 @@ test('NO_PROXY as Go reads IPv6 forms: "[addr]" without a port is no IP; IPv4-ma
   assert.equal(proxied('::ffff:0.0.0.0/80', 'https://[::5]:6443'), false);
 });
 
+test('NO_PROXY non-ASCII entries match the punycode names of server URLs, as Go reads them', () => {
+  const proxied = (noProxy: string, server: string) =>
+    proxyFromEnvironment(new URL(server), { HTTPS_PROXY: 'http://p:3128', NO_PROXY: noProxy }).proxy !== undefined;
+  assert.equal(proxied('bücher.example', 'https://bücher.example:6443'), false);
+  assert.equal(proxied('bücher.example', 'https://api.xn--bcher-kva.example:6443'), false);
+  assert.equal(proxied('.Straße.de', 'https://api.straße.de'), false);
+  assert.equal(proxied('.Straße.de', 'https://api.strasse.de'), true, 'UTS 46 nontransitional: ß is not ss');
+  assert.equal(proxied('a_b.example', 'https://x.a_b.example'), false, 'an entry IDNA refuses stays as written');
+  assert.equal(proxied('example.com', 'https://LOCALHOST:6443'), false, 'localhost in any case is never proxied');
+});
+
 test('which proxy: by scheme, upper case first, bare host:port means http://, loopback never proxied', () => {
   const env = { HTTPS_PROXY: 'proxy.corp:3128', https_proxy: 'http://lower:1', HTTP_PROXY: 'http://plain:8080' };
   assert.deepEqual(proxyFromEnvironment(new URL('https://api.prod.example:6443'), env), {
