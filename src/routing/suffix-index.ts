@@ -77,7 +77,14 @@ export class SuffixIndex {
     }
     if (!rule.dynamic && !rule.exclude) {
       const clash = rules.find(
-        (r) => !r.dynamic && !r.exclude && r.route !== rule.route && r.length === rule.length && r.minExtra <= rule.maxExtra && rule.minExtra <= r.maxExtra,
+        (r) =>
+          !r.dynamic &&
+          !r.exclude &&
+          r.route !== rule.route &&
+          r.length === rule.length &&
+          r.minExtra <= rule.maxExtra &&
+          rule.minExtra <= r.maxExtra &&
+          !excludedOverlap(rules, r, rule),
       );
       if (clash) {
         throw new RoutingTableError(
@@ -133,6 +140,19 @@ export class SuffixIndex {
   entries(): IterableIterator<[string, SuffixRule[]]> {
     return this.byKey.entries();
   }
+}
+
+/**
+ * Whether one of the two routes excludes what both rules would claim: an exclude of that route
+ * under the same key, as long or longer (it wins there), covering their overlap. Excludes are
+ * added before a route's includes, so they are here when its includes are checked.
+ */
+function excludedOverlap(rules: readonly SuffixRule[], a: SuffixRule, b: SuffixRule): boolean {
+  const lo = Math.max(a.minExtra, b.minExtra);
+  const hi = Math.min(a.maxExtra, b.maxExtra);
+  return rules.some(
+    (e) => e.exclude && !e.dynamic && (e.route === a.route || e.route === b.route) && e.length >= a.length && e.minExtra <= lo && hi <= e.maxExtra,
+  );
 }
 
 function collect(rules: SuffixRule[], extra: number, out: SuffixRule[]): void {

@@ -115,8 +115,9 @@ export class RouteMatcher {
       };
       this.suffixes.add(shape.key, rule);
     };
-    for (const p of route.include) add(parsePattern(p, { wildcard: true, root: true }), 'include');
+    // Excludes first: a clash check sees what the route gives up (suffix-index.ts excludedOverlap).
     for (const p of route.exclude) add(parsePattern(p, { wildcard: true, root: false }), 'exclude');
+    for (const p of route.include) add(parsePattern(p, { wildcard: true, root: true }), 'include');
     if (hasClusterNames(route)) {
       add(route.name, 'route-name', { minExtra: 2 });
       if (i === this.defaultRoute) {

@@ -201,6 +201,19 @@ test('two routes claiming the same suffix, name or CIDR make the table invalid',
   // Same suffix in include and exclude of different routes, nested blocks, and a wildcard next to
   // a literal of the same length are all fine.
   build([cluster('a', { include: ['x.com'], cidrs: ['10.0.0.0/8'] }), cluster('b', { exclude: ['x.com'], include: ['*.x.com'], cidrs: ['10.1.0.0/16'] })])();
+  // "Exclude it from the other", as the message says, settles it: the route that excludes a name
+  // no longer claims it, whatever else it includes.
+  build([cluster('a', { exclude: ['cluster.local'] }), cluster('b', { include: ['cluster.local'] })])();
+  build([cluster('a', { include: ['x.com'], exclude: ['x.com'] }), cluster('b', { include: ['x.com'] })])();
+  build([cluster('a', { include: ['x.com'] }), cluster('b', { include: ['x.com'], exclude: ['x.com'] })])();
+  const settled = new RouteMatcher({
+    routes: [cluster('a', { exclude: ['cluster.local'] }), cluster('b', { include: ['cluster.local'] })],
+    defaultRoute: 'a',
+    clusterDomain: 'cluster.local',
+  });
+  assert.equal(claimOf(settled.matchHost('web.shop.svc.cluster.local'), 'web.shop.svc.cluster.local').route.name, 'b');
+  // An exclude that leaves part of the overlap claimed by both still clashes.
+  assert.throws(build([cluster('a', { include: ['x.com'], exclude: ['*.x.com'] }), cluster('b', { include: ['x.com'] })]), /both claim "x\.com"/);
 });
 
 test('ingress hosts learnt at run time are claimed, replaced, and refused when two clusters serve one', () => {
