@@ -141,7 +141,7 @@ export function parseListen(value: string, flag: string, kind: 'socks' | 'http')
  * --listen-socks/--listen-http is an error before binding (the bind would blame another program).
  */
 function forwardSpecs(given: ReadonlyArray<{ text: string; flag: string }>, listens: readonly TcpListen[]): Array<ForwardSpec & { flag: string }> {
-  const seen: ForwardSpec[] = [];
+  const seen: Array<ForwardSpec & { flag: string; text: string }> = [];
   return given.map(({ text, flag }) => {
     let spec: ForwardSpec;
     try {
@@ -154,10 +154,12 @@ function forwardSpecs(given: ReadonlyArray<{ text: string; flag: string }>, list
     const where = formatHostPort(spec.listen.host, spec.listen.port);
     const clashes = (host: string, port: number) => spec.listen.port !== 0 && port === spec.listen.port && sameOrWildcard(host, spec.listen.host);
     const other = seen.find((o) => clashes(o.listen.host, o.listen.port));
+    // The same mapping twice (a flag repeating the config file, a copied line) says so.
+    if (other?.text === text) throw new StartupError(`${flag} ${text}: given twice${other.flag === flag ? '' : ` (also ${other.flag})`}`);
     if (other) throw new StartupError(`${flag} ${text}: ${where} is already used by the mapping ${other.text}`);
     const listener = listens.find((l) => clashes(l.host, l.port));
     if (listener) throw new StartupError(`${flag} ${text}: ${where} is already used by ${listener.flag} ${formatHostPort(listener.host, listener.port)}`);
-    seen.push(spec);
+    seen.push({ ...spec, flag, text });
     return { ...spec, flag };
   });
 }

@@ -173,6 +173,7 @@ test("a mapping on our own listener's fixed port is refused by name before anyth
     () => plan('127.0.0.1:0', undefined, ['15001=db:5432', 'localhost:15001=db:5432']),
     /localhost:15001 is already used by the mapping 15001=db:5432$/,
   );
+  assert.throws(() => plan('127.0.0.1:0', undefined, ['15001=db:5432', '15001=db:5432']), /^StartupError: --forward 15001=db:5432: given twice$/);
 });
 
 test("a config file's mapping is named by its file and index in start errors, not as a --forward flag the user never gave", () => {
@@ -198,6 +199,7 @@ test("a config file's mapping is named by its file and index in start errors, no
   // Flags come first; the file's mapping on a flag's port names both.
   assert.throws(() => plan('127.0.0.1:0', ['15010=x:1']), /^StartupError: \/etc\/px\/c\.yaml: forward\[0\] 15010=web:80: .* by the mapping 15010=x:1$/);
   assert.throws(() => plan('127.0.0.1:0', ['0.0.0.0:0=x:1']), /^StartupError: --forward 0\.0\.0\.0:0=x:1: /);
+  assert.throws(() => plan('127.0.0.1:0', ['15010=web:80']), /^StartupError: \/etc\/px\/c\.yaml: forward\[0\] 15010=web:80: given twice \(also --forward\)$/);
 });
 
 test('--listen-http on the fixed port of --listen-socks is refused by name before anything binds', () => {
