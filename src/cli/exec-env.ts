@@ -20,6 +20,7 @@ export function proxyEnvironment(
   listeners: { socks?: Address; http?: Address },
   auth: { username: string; password: string } | undefined,
   apiServers: readonly string[],
+  clusterDomain?: string,
 ): ProxyEnvironment {
   const userinfo = auth ? `${encodeURIComponent(auth.username)}:${encodeURIComponent(auth.password)}@` : '';
   const env: ProxyEnvironment = {};
@@ -34,7 +35,7 @@ export function proxyEnvironment(
   // Without an HTTP listener an inherited HTTP(S)_PROXY (a corporate proxy) is removed: curl,
   // Python and git prefer it to ALL_PROXY, so CMD's requests would bypass this proxy.
   for (const name of HTTP_PROXY_NAMES) env[name] = httpUrl;
-  env.NO_PROXY = env.no_proxy = noProxyValue(apiServers);
+  env.NO_PROXY = env.no_proxy = noProxyValue(apiServers, process.env, clusterDomain);
   return env;
 }
 

@@ -45,13 +45,18 @@ export function readyLines(running: ReadyView, authUser?: string, password?: str
   if (authUser !== undefined) lines.push(password !== undefined ? generatedAuthLine(authUser) : authLine(authUser));
   if (running.pageUrl) lines.push(`kubectl-proxyout: live page at ${running.pageUrl} (this machine only; the token is new at every start)`);
   // Pasted into a shell (or eval'd).
-  return [...lines, ...exportLines(exportedVariables(running, authUser, password))];
+  return [
+    ...lines,
+    ...exportLines(exportedVariables({ ...running, clusterDomain: running.clusterDomain ?? running.table?.clusterDomain }, authUser, password)),
+  ];
 }
 
 type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards' | 'pageUrl'> & {
   table?: RoutingTable;
   /** The cluster routes' API server URLs: NO_PROXY keeps them off the proxy (proxy/client-env.ts). */
   apiServers?: readonly string[];
+  /** Inherited NO_PROXY entries for it are dropped; else the table's (managed entries may have none). */
+  clusterDomain?: string;
 };
 
 /** The ready line for generated credentials: the lines below carry the password. */

@@ -62,7 +62,7 @@ export default class Connect extends Command {
     if (flags.json) {
       // The values the export lines set (unquoted), upper case only.
       const { ALL_PROXY, HTTP_PROXY, HTTPS_PROXY, NO_PROXY } = exportedVariables(
-        { socks: entry.socks, http: entry.http, apiServers },
+        { socks: entry.socks, http: entry.http, apiServers, clusterDomain: entry.options.clusterDomain },
         entry.proxyAuthUser,
         generatedAuth?.password,
       );
@@ -98,6 +98,7 @@ export default class Connect extends Command {
         namespace: entry.namespace,
         apiServers,
         table: entry.options.table,
+        clusterDomain: entry.options.clusterDomain,
       },
       entry.proxyAuthUser,
       generatedAuth?.password,

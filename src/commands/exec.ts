@@ -90,7 +90,7 @@ export default class Exec extends Command {
           `proxy ${managed.id} requires the password of user ${managed.proxyAuthUser}, which exec does not know: give it with --proxy-auth-file or $KUBECTL_PROXYOUT_PROXY_AUTH`,
         );
       }
-      env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth, await managedApiServers(layout(), managed));
+      env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth, await managedApiServers(layout(), managed), managed.options.clusterDomain);
       const where = [managed.socks && `socks ${formatAddress(managed.socks)}`, managed.http && `http ${formatAddress(managed.http)}`]
         .filter(Boolean)
         .join(', ');
@@ -126,7 +126,7 @@ export default class Exec extends Command {
         }
       })();
       temporary = await startProxy({ ...options, table, proxyAuth }, log.log).catch((err: unknown) => failOnKnownError(this, err));
-      env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()));
+      env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()), table.clusterDomain);
       // With --id, the proxy asked for by name: naming the context instead hid a mistyped ID.
       const why = found
         ? variablesCanName(found)

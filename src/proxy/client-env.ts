@@ -7,7 +7,7 @@
 //  - this machine's loopback names (programs reaching local services);
 //  - the API servers of the cluster routes, reached as before the variables were set;
 //  - whatever NO_PROXY (or no_proxy) already said, so a user's own exceptions stay in force, but
-//    `*` and the cluster-only `.svc`/`.cluster.local` entries, which would bypass us for every name.
+//    `*` and the cluster-only entries (`.svc`, the cluster domain), which would bypass us for every name.
 import { isIPv6, type AddressInfo } from 'node:net';
 import { formatAddress, urlAuthority } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
@@ -31,28 +31,30 @@ function hostOf(server: string): string | undefined {
  * program would bypass the proxy it was handed while curl and Python (which honour `*` only
  * alone) used it.
  */
-export function noProxyValue(apiServers: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
+export function noProxyValue(apiServers: readonly string[], env: NodeJS.ProcessEnv = process.env, clusterDomain = DEFAULT_CLUSTER_DOMAIN): string {
+  const clusterOnly = [...new Set(['svc', DEFAULT_CLUSTER_DOMAIN, clusterDomain.toLowerCase().replace(/\.$/, '')])];
   const inherited = [env.NO_PROXY, env.no_proxy]
     .flatMap((v) => (v ?? '').split(','))
     .map((e) => e.trim())
-    .filter((e) => e !== '*' && !namesClusterOnly(e));
+    .filter((e) => e !== '*' && !namesClusterOnly(e, clusterOnly));
   const entries = [...LOOPBACK_NO_PROXY, ...apiServers.map(hostOf), ...inherited].filter((e): e is string => !!e).flatMap(bothIPv6Spellings);
   return [...new Set(entries)].join(',');
 }
 
 /**
- * An inherited entry for names that resolve only inside a cluster: `.svc`, `.cluster.local` and
- * names under them, which Kubernetes guides put in NO_PROXY to keep them off a corporate proxy.
- * Kept, they sent past this proxy exactly the names it serves (curl: "Could not resolve host").
+ * An inherited entry for names that resolve only inside a cluster: `.svc`, `.cluster.local` (and a
+ * custom cluster domain the proxy serves) and names under them, which Kubernetes guides put in
+ * NO_PROXY to keep them off a corporate proxy. Kept, they sent past this proxy exactly the names it
+ * serves (curl: "Could not resolve host").
  */
-function namesClusterOnly(entry: string): boolean {
+function namesClusterOnly(entry: string, clusterOnly: readonly string[]): boolean {
   const domain = entry
     .toLowerCase()
     .replace(/^\*?\./, '')
     .replace(/\.$/, '');
-  return CLUSTER_ONLY_DOMAINS.some((d) => domain === d || domain.endsWith(`.${d}`));
+  return clusterOnly.some((d) => domain === d || domain.endsWith(`.${d}`));
 }
-const CLUSTER_ONLY_DOMAINS = ['svc', 'cluster.local'];
+const DEFAULT_CLUSTER_DOMAIN = 'cluster.local';
 
 /**
  * An IPv6 address as an entry, bare and bracketed: curl and Go match `::1` only, Python's urllib
@@ -72,7 +74,7 @@ type Address = Pick<AddressInfo, 'address' | 'port'> & { family?: string };
  * generated credentials, or a placeholder (cli/ready.ts readyLines, proxy/live.ts).
  */
 export function exportedVariables(
-  running: { socks?: Address; http?: Address; apiServers?: readonly string[] },
+  running: { socks?: Address; http?: Address; apiServers?: readonly string[]; clusterDomain?: string },
   authUser?: string,
   password?: string,
 ): Record<string, string> {
@@ -92,7 +94,7 @@ export function exportedVariables(
     for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) vars[name] = http;
   }
   if (Object.keys(vars).length > 0) {
-    vars.NO_PROXY = noProxyValue(running.apiServers ?? []);
+    vars.NO_PROXY = noProxyValue(running.apiServers ?? [], process.env, running.clusterDomain);
     vars.no_proxy = vars.NO_PROXY;
   }
   return vars;

@@ -34,7 +34,7 @@ export function startLive(
   stats: StreamStats,
   listeners: readonly Listener[],
   ctx: ListenerContext,
-  view: () => Pick<ProxyView, 'context' | 'namespace'>,
+  view: () => Pick<ProxyView, 'context' | 'namespace'> & { clusterDomain: string },
   routes: () => RouteStatus[],
   servePage: boolean,
   otherProxies?: PageHub,
@@ -47,13 +47,14 @@ export function startLive(
       const http = listeners.find((l) => l.kind === 'http');
       const pacAt = tcp('http');
       // As the ready lines have them, the password never: the user has it, the page shows where it goes.
+      const { clusterDomain, ...shown } = view();
       const env = exportLines(
-        exportedVariables({ socks: socks?.address, http: http?.address, apiServers: apiServersOf(routes()) }, ctx.auth?.username, PASSWORD),
+        exportedVariables({ socks: socks?.address, http: http?.address, apiServers: apiServersOf(routes()), clusterDomain }, ctx.auth?.username, PASSWORD),
       );
       return {
         pid: process.pid,
         startedAt,
-        ...view(),
+        ...shown,
         ...(socks ? { socks: formatAddress(socks.address) } : {}),
         ...(http ? { http: formatAddress(http.address) } : {}),
         forwards: listeners

@@ -140,7 +140,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     stats,
     listeners,
     ctx,
-    () => ({ context: primary()?.context ?? '', namespace: primary()?.defaultNamespace ?? '' }),
+    () => ({ context: primary()?.context ?? '', namespace: primary()?.defaultNamespace ?? '', clusterDomain: built.table.clusterDomain }),
     routes,
     !!options.page,
     options.otherProxies,

@@ -36,7 +36,7 @@ function snapshotInfo(ctx: Partial<ListenerContext>): Extract<FeedMessage, { typ
     stats,
     [socks, http],
     ctx as ListenerContext,
-    () => ({ context: 'prod', namespace: 'shop' }),
+    () => ({ context: 'prod', namespace: 'shop', clusterDomain: 'cluster.local' }),
     () => routes,
     false,
   );

@@ -37,6 +37,22 @@ test('inherited entries for cluster-only names (.svc, .cluster.local, names unde
   }
 });
 
+test('with a custom cluster domain, inherited entries for it are dropped too; its parents and neighbours stay', () => {
+  const inherited = '.k8s.corp.example,*.svc.k8s.corp.example,.corp.example,git.corp.example,.cluster.local';
+  assert.equal(noProxyValue([], { NO_PROXY: inherited }, 'K8s.Corp.Example.'), 'localhost,127.0.0.1,::1,[::1],.corp.example,git.corp.example');
+  const saved = { NO_PROXY: process.env.NO_PROXY, no_proxy: process.env.no_proxy };
+  try {
+    process.env.NO_PROXY = '.k8s.corp.example';
+    delete process.env.no_proxy;
+    const env = exportedVariables({ http: { address: '127.0.0.1', family: 'IPv4', port: 3128 }, clusterDomain: 'k8s.corp.example' });
+    assert.equal(proxyFromEnvironment(new URL('http://web.shop.svc.k8s.corp.example:8080'), env).url, 'http://127.0.0.1:3128/');
+  } finally {
+    for (const [k, v] of Object.entries(saved))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+  }
+});
+
 test('the exported variables send kubectl to its API servers directly and cluster names to the proxy', () => {
   const vars = exportedVariables({
     http: { address: '127.0.0.1', family: 'IPv4', port: 3128 },
