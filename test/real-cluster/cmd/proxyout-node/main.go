@@ -444,12 +444,17 @@ func (n *node) heartbeat(ctx context.Context) {
 	n.renewLease(ctx)
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
+	failed := false
 	for i := 1; ; i++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.renewLease(ctx)
+			ok := n.renewLease(ctx)
+			if ok && failed {
+				go n.recheckPods(ctx)
+			}
+			failed = !ok
 			if i%2 == 0 {
 				if err := n.register(ctx); err != nil && ctx.Err() == nil {
 					fmt.Fprintf(os.Stderr, "proxyout-node: %s: status: %v\n", n.name, err)
@@ -459,7 +464,29 @@ func (n *node) heartbeat(ctx context.Context) {
 	}
 }
 
-func (n *node) renewLease(ctx context.Context) {
+// recheckPods reads this node's pods from the API four times, 10 s apart, after the API server was
+// unreachable, and posts a status wherever the API's is not ours. The node lifecycle controller
+// marks a node's pods not ready once its lease is stale; the kubelet's status manager compares
+// its pods with the API every 10 s and puts that right, while the pod informer here may still be
+// backing off (up to a minute) from the outage.
+func (n *node) recheckPods(ctx context.Context) {
+	for i := 0; i < 4; i++ {
+		list, err := n.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.name).String()})
+		if err == nil {
+			for j := range list.Items {
+				n.sync(ctx, &list.Items[j])
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
+// renewLease renews (or creates) the node's Lease; false when the API server could not be told.
+func (n *node) renewLease(ctx context.Context) bool {
 	leases := n.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	now := metav1.NewMicroTime(time.Now())
 	duration := int32(40)
@@ -482,6 +509,7 @@ func (n *node) renewLease(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(os.Stderr, "proxyout-node: %s: lease: %v\n", n.name, err)
 	}
+	return err == nil
 }
 
 func (n *node) watchPods(ctx context.Context) error {
@@ -637,7 +665,10 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 	ready := pod.Annotations[readyAnnotation] != "false"
 	p.gone = pod.Annotations[goneAnnotation] == "true"
 	p.dialDelay, _ = time.ParseDuration(pod.Annotations[dialDelayAnnotation])
-	if p.reported && p.ready == ready && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ip {
+	// The node lifecycle controller marks pods not ready while the node's lease is stale (an API
+	// outage of more than the grace period): like the kubelet's status manager, post again when the
+	// API's status is not ours.
+	if p.reported && p.ready == ready && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ip && podReady(pod) == ready {
 		n.mu.Unlock()
 		return
 	}
@@ -658,6 +689,16 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 			}
 		}
 	}
+}
+
+// podReady is the pod's Ready condition as the API has it.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // maxPodIPs is how many pod IPs a node's /24 gives: .2 to .254 (.1 is the bridge's, as with
