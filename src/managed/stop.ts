@@ -52,14 +52,15 @@ export async function stopProxy(l: StateLayout, id: string, opts: { forget?: boo
     // make it exit without letting its open streams finish. Wait for it as that one does.
     if (current.entry.phase === 'stopping') return { entry: current.entry, pid };
     // Recorded before the signal, not left to the daemon: a `connect` for this ID from now on
-    // waits for it to go instead of reporting it "already running".
-    updateEntry(l, id, (e) => (e.phase = 'stopping'));
+    // waits for it to go instead of reporting it "already running". Not at the price of the stop:
+    // on a full disk the daemon is stopped all the same (removing needs no space).
+    bestEffortWrite(() => updateEntry(l, id, (e) => (e.phase = 'stopping')));
     let sent: boolean;
     try {
       sent = process.platform === 'win32' || signal(pid, 'SIGTERM');
     } catch (err) {
       // Not ours to signal after all (EPERM): it goes on running, so it is not stopping.
-      updateEntry(l, id, (e) => (e.phase = current.entry.phase));
+      bestEffortWrite(() => updateEntry(l, id, (e) => (e.phase = current.entry.phase)));
       throw err;
     }
     if (!sent) {
@@ -84,6 +85,15 @@ export async function stopProxy(l: StateLayout, id: string, opts: { forget?: boo
     if (!now || now.createdAt === entry.createdAt) removeEntry(l, id);
   });
   return { id, entry, outcome };
+}
+
+/** Runs a state write that a stop can do without: a file system that takes no writes is no reason to keep a daemon. */
+function bestEffortWrite(write: () => unknown): void {
+  try {
+    write();
+  } catch (err) {
+    if (!['ENOSPC', 'EDQUOT'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+  }
 }
 
 /**

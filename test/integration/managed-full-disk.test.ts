@@ -1,0 +1,79 @@
+// Managed daemons whose state directory stops taking writes (a full disk): what was started can
+// still be stopped. The real CLI and a real daemon, the state directory on a small tmpfs.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { runCli } from '../helpers/proxy-process.js';
+import { isAlive } from '../../src/state/process.js';
+
+let cluster: TestCluster;
+let mountPoint: string | undefined;
+const daemons = new Set<number>();
+
+before(async () => {
+  cluster = await startTestCluster();
+});
+
+after(async () => {
+  for (const pid of daemons) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+  if (mountPoint) {
+    execFileSync('umount', ['-l', mountPoint]);
+    rmSync(mountPoint, { recursive: true, force: true });
+  }
+  await cluster?.close();
+});
+
+/** A 64 KiB tmpfs, or undefined where one cannot be mounted. */
+function smallTmpfs(): string | undefined {
+  if (process.platform !== 'linux' || process.getuid?.() !== 0) return undefined;
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-full-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0700', 'tmpfs', dir]);
+  } catch {
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  }
+  return (mountPoint = dir);
+}
+
+function fill(dir: string): void {
+  try {
+    execFileSync('dd', ['if=/dev/zero', `of=${path.join(dir, 'filler')}`, 'bs=1k'], { stdio: 'ignore' });
+  } catch {
+    // ENOSPC: full, as wanted
+  }
+}
+
+test('disconnect and quit stop a daemon whose state directory has filled up', async (t) => {
+  const full = smallTmpfs();
+  if (!full) return t.skip('needs root on Linux to mount a small tmpfs');
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: path.join(full, 'state') };
+  const connect = async (id: string) => {
+    const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--json', '--id', id], { env });
+    assert.equal(r.code, 0, r.stderr);
+    const { pid } = JSON.parse(r.stdout) as { pid: number };
+    daemons.add(pid);
+    return pid;
+  };
+  const one = await connect('one');
+  const two = await connect('two');
+  fill(full);
+
+  const d = await runCli(['disconnect', 'one'], { env });
+  assert.equal(d.code, 0, d.stderr);
+  assert.equal(isAlive(one), false, 'disconnect waited for the daemon to go');
+  const q = await runCli(['quit'], { env });
+  assert.equal(q.code, 0, q.stderr);
+  await eventually(async () => !isAlive(two), 2_000, 50);
+  assert.deepEqual(readdirSync(path.join(env.KUBECTL_PROXYOUT_STATE_DIR, 'proxies')), [], 'their entries are gone');
+});
