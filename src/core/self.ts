@@ -1,6 +1,7 @@
 // How this program starts itself again (the managed daemon, a service unit): the single
 // executable alone (Node SEA, `npm run package`), or node with the package's bin script.
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
@@ -39,6 +40,11 @@ export interface SelfProgram {
 
 export function selfProgram(sea: boolean = isSingleExecutable()): SelfProgram {
   return { sea, execPath: process.execPath, binScript: binScriptPath() };
+}
+
+/** The file name that stands for us on the daemon's command line: the (perhaps renamed) single executable, or the bin script. */
+export function selfProgramName(sea: boolean = isSingleExecutable()): string {
+  return path.basename(sea ? process.execPath : binScriptPath());
 }
 
 /** Executable and leading arguments that run this CLI: [binary] or [node, bin script]. */

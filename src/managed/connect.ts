@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, fchmodSync, openSync } from 'node:fs';
 import net from 'node:net';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { selfInvocation } from '../core/self.js';
+import { selfInvocation, selfProgramName } from '../core/self.js';
 import { formatHostPort, unixListenPath, UNIX_PREFIX, type HostPort } from '../core/address.js';
 import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
@@ -25,7 +25,7 @@ import {
 import { withStateLock } from '../state/lock.js';
 import { describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
 import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
-import { isAlive, isOurDaemon, processIdentity } from '../state/process.js';
+import { isAlive, isOurDaemon, processIdentity, systemHost } from '../state/process.js';
 import { recordedSpace } from '../state/process-space.js';
 import { inspect, inspectAll, whereItRuns } from './registry.js';
 import { signal } from './stop.js';
@@ -142,6 +142,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       ...(generated ? { proxyAuthGenerated: true } : {}),
       phase: 'starting',
       createdAt: new Date().toISOString(),
+      // What its command line will name: a renamed single executable is still our daemon.
+      program: selfProgramName(),
       // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is
       // not reaped here.
       space: recordedSpace(),
@@ -353,7 +355,7 @@ async function discard(l: StateLayout, id: string): Promise<void> {
   await withStateLock(l, () => {
     const entry = readEntry(l, id);
     if (!entry) return;
-    if (entry.pid !== undefined && isOurDaemon(entry.pid, entry.procIdentity, id)) signal(entry.pid, 'SIGKILL');
+    if (entry.pid !== undefined && isOurDaemon(entry.pid, entry.procIdentity, id, systemHost, entry.program)) signal(entry.pid, 'SIGKILL');
     removeEntry(l, id);
   });
 }

@@ -7,7 +7,7 @@
 // never reaped here; only `disconnect ID --forget` drops it.
 import { existsSync } from 'node:fs';
 import type { StateLayout } from '../state/paths.js';
-import { isOurDaemon } from '../state/process.js';
+import { isOurDaemon, systemHost } from '../state/process.js';
 import { compareSpace } from '../state/process-space.js';
 import { listIds, readEntry, removeEntry, removeTransient, updateEntry, type ProxyEntry } from './store.js';
 
@@ -28,7 +28,7 @@ export function liveState(entry: ProxyEntry): LiveState {
   if (entry.phase === 'dead' || entry.phase === 'failed') return 'dead';
   if (compareSpace(entry.space) === 'elsewhere') return 'elsewhere';
   if (entry.pid === undefined) return 'dead';
-  if (!isOurDaemon(entry.pid, entry.procIdentity, entry.id)) return 'dead';
+  if (!isOurDaemon(entry.pid, entry.procIdentity, entry.id, systemHost, entry.program)) return 'dead';
   return entry.phase;
 }
 

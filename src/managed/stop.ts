@@ -10,7 +10,7 @@ import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ID_PATTERN, StateDirError, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { isAlive, isOurDaemon } from '../state/process.js';
+import { isAlive, isOurDaemon, systemHost } from '../state/process.js';
 import { controlRequest } from './control.js';
 import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
 import { ElsewhereError, inspect } from './registry.js';
@@ -104,7 +104,7 @@ function bestEffortWrite(write: () => unknown): void {
  * daemon, hung: it is killed anyway. False when there was nothing to kill.
  */
 async function killUnderLock(l: StateLayout, pid: number, entry: ProxyEntry): Promise<boolean> {
-  const kill = () => isOurDaemon(pid, entry.procIdentity, entry.id) && signal(pid, 'SIGKILL');
+  const kill = () => isOurDaemon(pid, entry.procIdentity, entry.id, systemHost, entry.program) && signal(pid, 'SIGKILL');
   try {
     return await withStateLock(l, kill);
   } catch (err) {

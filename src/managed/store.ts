@@ -63,6 +63,8 @@ export interface ProxyEntry {
   pid?: number;
   /** Process start identity (process.ts), compared before the pid is ever signalled. */
   procIdentity?: string;
+  /** The file name of the program the daemon was started as (a single executable may be renamed); absent in older entries. */
+  program?: string;
   /** Where the pid means something (process-space.ts); absent in entries written before it was recorded. */
   space?: ProcessSpace;
   /** When the daemon became ready. */

@@ -117,13 +117,14 @@ export function processIdentity(pid: number, host: ProcessHost = systemHost): st
 
 /**
  * True only when pid runs, has the recorded identity, and its command line is our daemon for
- * this ID (`… daemon --id ID`). Anything else must never be signalled.
+ * this ID (`… daemon --id ID`). Anything else must never be signalled. `program`: the file name
+ * `connect` recorded starting it as (store.ts), also accepted for our own.
  */
-export function isOurDaemon(pid: number, identity: string | undefined, id: string, host: ProcessHost = systemHost): boolean {
+export function isOurDaemon(pid: number, identity: string | undefined, id: string, host: ProcessHost = systemHost, program?: string): boolean {
   const info = processInfo(pid, host);
   if (!info) return false;
   if (identity !== undefined && info.identity !== identity && !startedAsRecordedBefore(pid, identity, host)) return false;
-  return isDaemonCommand(info.command, id);
+  return isDaemonCommand(info.command, id, program);
 }
 
 /**
@@ -139,13 +140,18 @@ function startedAsRecordedBefore(pid: number, identity: string, host: ProcessHos
 /** The program's own name: the bin script, the bundle, or a single executable (kubectl-proxyout-linux-amd64, .exe). */
 const SELF_NAME = /(^|[\\/])kubectl-proxyout(-[a-z]+-[a-z0-9]+)?(\.exe|\.cjs)?$/;
 
-/** `<node> …/kubectl-proxyout daemon --id ID` or `…/kubectl-proxyout-<os>-<arch> daemon --id ID`, as connect spawns it. */
-export function isDaemonCommand(command: string, id: string): boolean {
+/**
+ * `<node> …/kubectl-proxyout daemon --id ID` or `…/kubectl-proxyout-<os>-<arch> daemon --id ID`, as
+ * connect spawns it; or `…/<program> daemon --id ID`: a single executable renamed (`kubectl-pxy`)
+ * runs its daemon under that name.
+ */
+export function isDaemonCommand(command: string, id: string, program?: string): boolean {
   // Windows quotes a word with a space in it ("C:\Program Files\nodejs\node.exe" "C:\Users\J Doe\…"):
   // split at the spaces, the program's name is still the end of a word once its quote is off.
   const words = command.split(/\s+/).map((w) => w.replace(/^"|"$/g, ''));
   const at = words.indexOf('daemon');
-  if (at < 1 || !words.slice(0, at).some((w) => SELF_NAME.test(w))) return false;
+  const ours = (w: string) => SELF_NAME.test(w) || (!!program && (w === program || w.endsWith(`/${program}`) || w.endsWith(`\\${program}`)));
+  if (at < 1 || !words.slice(0, at).some(ours)) return false;
   const after = words.slice(at + 1);
   return after.some((w, i) => (w === '--id' && after[i + 1] === id) || w === `--id=${id}`);
 }

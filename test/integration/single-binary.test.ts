@@ -11,6 +11,7 @@ import { startProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { exeSuffix, packagedBinary, skipUnlessPackaged } from '../helpers/package.js';
 import { statusItem } from '../helpers/status-json.js';
+import { isAlive } from '../../src/state/process.js';
 
 const skip = skipUnlessPackaged(packagedBinary);
 let cluster: TestCluster;
@@ -33,9 +34,9 @@ after(async () => {
   await cluster?.close();
 });
 
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(args: string[], file = binary): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(binary, args, { env, cwd: path.dirname(binary), encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) =>
+    execFile(file, args, { env, cwd: path.dirname(binary), encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) =>
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
@@ -84,5 +85,31 @@ test('connect: the managed daemon is the binary itself, and status/disconnect ma
   } finally {
     const d = await run(['disconnect', id]);
     assert.equal(d.code, 0, d.stderr);
+  }
+});
+
+test('a renamed binary (kubectl-pxy) still knows its daemon: status says running, disconnect stops it', { skip }, async () => {
+  const renamed = path.join(path.dirname(binary), `kubectl-pxy${exeSuffix}`);
+  copyFileSync(binary, renamed);
+  const c = await run(
+    ['connect', '--no-proxy-auth', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--json', '--id', 'renamed'],
+    renamed,
+  );
+  assert.equal(c.code, 0, c.stderr);
+  const { pid } = JSON.parse(c.stdout) as { pid: number };
+  try {
+    const s = await run(['status', 'renamed', '--json'], renamed);
+    assert.equal(s.code, 0, s.stderr);
+    assert.equal(statusItem<{ state: string }>(s.stdout).state, 'running', 'not taken for dead, its kubeconfig removed');
+  } finally {
+    const d = await run(['disconnect', 'renamed'], renamed);
+    assert.equal(d.code, 0, d.stderr);
+    assert.doesNotMatch(d.stdout, /was not running/);
+    const stopped = await eventually(async () => !isAlive(pid), 2_000, 50).then(
+      () => true,
+      () => false,
+    );
+    if (!stopped) process.kill(pid, 'SIGKILL');
+    assert.ok(stopped, 'disconnect stopped the daemon');
   }
 });

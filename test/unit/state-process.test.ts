@@ -126,6 +126,14 @@ test('isDaemonCommand knows the single executable and the bundle, and nothing me
   assert.equal(isDaemonCommand('/usr/bin/kubectl-proxyout-evil.sh daemon --id a1', 'a1'), false);
 });
 
+test('isDaemonCommand takes the program name connect recorded: a renamed single executable', () => {
+  assert.equal(isDaemonCommand('/usr/local/bin/kubectl-pxy daemon --id a1', 'a1'), false, 'not recorded: not ours');
+  assert.equal(isDaemonCommand('/usr/local/bin/kubectl-pxy daemon --id a1', 'a1', 'kubectl-pxy'), true);
+  assert.equal(isDaemonCommand('"C:\\Users\\J Doe\\kpx.exe" daemon --id a1', 'a1', 'kpx.exe'), true);
+  assert.equal(isDaemonCommand('/usr/local/bin/not-kubectl-pxy daemon --id a1', 'a1', 'kubectl-pxy'), false, 'only that name');
+  assert.equal(isDaemonCommand('/usr/local/bin/kubectl-pxy daemon --id a2', 'a1', 'kubectl-pxy'), false, 'and that ID');
+});
+
 test('control socket: status and stop over newline-delimited JSON, mode 0600', async (t) => {
   const dir = tempDir(t);
   const sock = path.join(dir, 'control.sock');
