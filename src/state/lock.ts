@@ -2,6 +2,7 @@
 // CLIs and daemons (`connect` twice at once, `connect` during `quit`) never interleave their
 // read-check-write sequences. The lock is a directory (atomic mkdir) whose mtime its holder
 // refreshes; one not refreshed for STALE_MS is taken over, so a crashed holder blocks nobody.
+import { rmdirSync, statSync } from 'node:fs';
 import lockfile from 'proper-lockfile';
 import type { StateLayout } from './paths.js';
 import { StateDirError } from './paths.js';
@@ -37,6 +38,7 @@ export async function withStateLock<T>(l: StateLayout, fn: () => Promise<T> | T,
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       if (e.code !== 'ELOCKED') throw new StateDirError(`cannot take the state lock in ${l.root}: ${e.message}`);
+      if (removeLockFromTheFuture(l.lockFile)) continue;
       const pause = Math.min(step * (1 + Math.random()), MAX_RETRY_STEP_MS);
       if (tries >= MAX_TRIES || Date.now() + pause > deadline) {
         throw new StateDirError(`the state directory ${l.root} stays locked by another kubectl-proxyout; try again`);
@@ -49,5 +51,21 @@ export async function withStateLock<T>(l: StateLayout, fn: () => Promise<T> | T,
     return await fn();
   } finally {
     await release().catch(() => undefined);
+  }
+}
+
+/**
+ * proper-lockfile calls a lock stale only when its mtime is STALE_MS in the past. One left by a
+ * holder killed while the clock ran ahead (a dual-boot machine's RTC read as UTC until NTP steps
+ * it back, a VM restored from a snapshot) stayed "held" until the clock caught up — hours of every
+ * command refused. A live holder refreshes its lock to its present every STALE_MS / 2.
+ */
+function removeLockFromTheFuture(file: string): boolean {
+  try {
+    if (statSync(file).mtimeMs - Date.now() <= STALE_MS) return false;
+    rmdirSync(file);
+    return true;
+  } catch {
+    return false; // gone or taken meanwhile: tried again as any held lock
   }
 }

@@ -154,6 +154,17 @@ test('a stale lock (its holder crashed) is taken over', async (t) => {
   assert.equal(await withStateLock(l, () => 42), 42);
 });
 
+test('a lock its holder left while the clock ran ahead (now stepped back) is taken over, not waited out', async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  mkdirSync(l.lockFile);
+  const ahead = new Date(Date.now() + 3_600_000);
+  utimesSync(l.lockFile, ahead, ahead);
+  const began = Date.now();
+  // Not taken over, the lock would be waited for (~19 s) and then refused.
+  assert.equal(await withStateLock(l, () => 42), 42);
+  assert.ok(Date.now() - began < 2_000, `took ${Date.now() - began} ms`);
+});
+
 test('a lock wait with a deadline gives up by then (a stopping daemon), where it would wait ~19 s', async (t) => {
   const l = ensureStateDir(layout(tempDir(t)));
   let outcome: unknown;
