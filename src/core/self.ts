@@ -51,3 +51,15 @@ export function selfProgramName(sea: boolean = isSingleExecutable()): string {
 export function selfInvocation(sea: boolean = isSingleExecutable()): { command: string; args: string[] } {
   return sea ? { command: process.execPath, args: [] } : { command: process.execPath, args: [binScriptPath()] };
 }
+
+/**
+ * The working directory, or undefined when it has been removed (process.cwd() throws ENOENT):
+ * a process started without a cwd then inherits ours as it is, as kubectl's plugins would.
+ */
+export function workingDirectory(): string | undefined {
+  try {
+    return process.cwd();
+  } catch {
+    return undefined;
+  }
+}

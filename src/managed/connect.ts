@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, fchmodSync, openSync } from 'node:fs';
 import net from 'node:net';
 import { StartupError, errorMessage } from '../core/errors.js';
-import { selfInvocation, selfProgramName } from '../core/self.js';
+import { selfInvocation, selfProgramName, workingDirectory } from '../core/self.js';
 import { formatHostPort, unixListenPath, UNIX_PREFIX, type HostPort } from '../core/address.js';
 import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
@@ -301,8 +301,8 @@ function spawnDaemon(l: StateLayout, id: string): number {
       // Without the credentials variable: the daemon reads them from its private file.
       env: { ...process.env, ...allocatorEnv(process.env), [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined },
       // Exec plugins run in the user's working directory, as under kubectl (their command is
-      // already absolute: see cluster/kubeconfig.ts resolveExecCommand).
-      cwd: process.cwd(),
+      // already absolute: see cluster/kubeconfig.ts resolveExecCommand); a removed one is inherited.
+      cwd: workingDirectory(),
     });
     child.on('error', () => undefined);
     if (child.pid === undefined) throw new StartupError(`cannot start the proxy daemon (${[self.command, ...self.args].join(' ')})`);

@@ -20,6 +20,7 @@ import { ensureStateDir, layout, validateId, type StateLayout } from '../state/p
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from './store.js';
 import { processIdentity } from '../state/process.js';
+import { workingDirectory } from '../core/self.js';
 import { startControlServer, type ControlServer, type LiveStatus } from './control.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
@@ -81,7 +82,15 @@ class Daemon {
     const { id, context, namespace, server, options } = this.entry;
     this.installHandlers();
     this.log.info(
-      { context, namespace, server, listenSocks: options.listenSocks, listenHttp: options.listenHttp, forwards: options.forwards, cwd: process.cwd() },
+      {
+        context,
+        namespace,
+        server,
+        listenSocks: options.listenSocks,
+        listenHttp: options.listenHttp,
+        forwards: options.forwards,
+        cwd: workingDirectory() ?? '(removed)',
+      },
       'daemon starting',
     );
     try {

@@ -1,9 +1,10 @@
-// Managed daemons whose state directory stops taking writes (a full disk): what was started can
-// still be stopped. The real CLI and a real daemon, the state directory on a small tmpfs.
+// Managed daemons in unusual surroundings: a state directory that stops taking writes (a full
+// disk: what was started can still be stopped; on a small tmpfs), a working directory removed
+// under the shell. The real CLI and real daemons against the simulated cluster.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
@@ -76,4 +77,27 @@ test('disconnect and quit stop a daemon whose state directory has filled up', as
   assert.equal(q.code, 0, q.stderr);
   await eventually(async () => !isAlive(two), 2_000, 50);
   assert.deepEqual(readdirSync(path.join(env.KUBECTL_PROXYOUT_STATE_DIR, 'proxies')), [], 'their entries are gone');
+});
+
+test('connect from a working directory that was removed starts the daemon, as kubectl and the foreground proxy run there', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-cwd-'));
+  try {
+    const env = { KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') };
+    const gone = path.join(dir, 'gone');
+    mkdirSync(gone);
+    // spawn() returns once the CLI runs there: it is removed from under it, as `rm -rf` in another shell.
+    const running = runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--json', '--id', 'cwd'], {
+      env,
+      cwd: gone,
+    });
+    rmSync(gone, { recursive: true });
+    const r = await running;
+    assert.equal(r.code, 0, r.stderr);
+    const { pid } = JSON.parse(r.stdout) as { pid: number };
+    daemons.add(pid);
+    const d = await runCli(['disconnect', 'cwd'], { env });
+    assert.equal(d.code, 0, d.stderr);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
