@@ -45,7 +45,10 @@ await build({
   // check requires its package.json from disk, which a single executable has not: it is off (the
   // Node version is the one built in).
   banner: {
-    js: "var __proxyout_import_meta_url = require('node:url').pathToFileURL(__filename).href; process.env.OCLIF_DISABLE_ENGINE_WARNING = process.env.OCLIF_DISABLE_ENGINE_WARNING || 'true';",
+    js:
+      "var __proxyout_import_meta_url = require('node:url').pathToFileURL(__filename).href; process.env.OCLIF_DISABLE_ENGINE_WARNING = process.env.OCLIF_DISABLE_ENGINE_WARNING || 'true';" +
+      // No HOME and no passwd entry: HOME=/ before any module calls os.homedir() (bin/kubectl-proxyout homeOrRoot).
+      " if (process.platform !== 'win32') try { require('node:os').homedir(); } catch { process.env.HOME = '/'; }",
   },
   plugins: [
     {

@@ -84,6 +84,27 @@ test('serve --help works too', async () => {
   assert.match(r.stdout, /--connect-timeout=<duration>\s+\[default: 15s\]/);
 });
 
+test(
+  'a user with no HOME and no passwd entry (a container’s arbitrary UID) gets help and status, not a crash',
+  { skip: process.getuid?.() !== 0 && 'needs root (setpriv)' },
+  async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, COLUMNS: '100', NO_COLOR: '1' };
+    for (const name of ['HOME', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'KUBECTL_PROXYOUT_STATE_DIR', 'KUBECONFIG']) delete env[name];
+    const as = (args: string[]) =>
+      new Promise<Result>((resolve) =>
+        execFile(
+          'setpriv',
+          ['--reuid', '54321', '--regid', '54321', '--clear-groups', process.execPath, BIN, ...args],
+          { env, timeout: 60_000, cwd: '/' },
+          (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+        ),
+      );
+    assertRootHelp(await as(['--help']));
+    const status = await as(['status']);
+    assert.doesNotMatch(status.stderr, /uv_os_homedir|\n\s+at /, status.stderr);
+  },
+);
+
 test('--version prints the package version', async () => {
   const r = await run(BIN, ['--version']);
   assert.equal(r.code, 0, r.stderr);
