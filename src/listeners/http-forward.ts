@@ -136,10 +136,7 @@ const MAX_RESPONSE_HEAD = 64 * 1024;
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
 function sendText(res: ServerResponse, status: number, body: string, close = false): void {
-  if (res.headersSent || res.destroyed) {
-    res.destroy();
-    return;
-  }
+  if (res.headersSent || res.destroyed) return void res.destroy();
   res.writeHead(status, {
     'Content-Type': 'text/plain; charset=utf-8',
     // Our error bodies quote client text (escaped); a browser must never sniff them into HTML.
@@ -359,6 +356,9 @@ function forward(
       fail(failure, destination, hasBody);
     };
     upReq.on('error', onUpstreamError);
+    // The origin answered an upload early and closed (nginx's 413): the rest is read and dropped,
+    // or a client sending all of it before reading (Python's) waits for ever.
+    upReq.once('close', () => hasBody && !req.complete && response?.complete && req.unpipe(upReq).resume());
     // A 101 nobody asked for (Upgrade is never forwarded): without a listener Node's client drops
     // the tunnel with neither 'response' nor 'error', and the client would wait for ever.
     upReq.on('upgrade', (_upRes: IncomingMessage, socket: Duplex) => {
