@@ -4,7 +4,7 @@
 import http, { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
-import { BadRequestError } from '../core/errors.js';
+import { BadRequestError, CommandNotSupportedError } from '../core/errors.js';
 import { authorityProblem, formatHostPort, parseConnectTarget } from '../core/address.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
@@ -131,6 +131,15 @@ export function rawErrorResponse(status: number, body: string, extraHeaders: rea
   );
 }
 
+/** A request line with a method token, as RFC 9110 §9.1 allows any, in HTTP/1.x. */
+const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}) [^\s]+ HTTP\/1\.[01]\r?\n/;
+
+/** The method of the request line the parser stopped in (`at`: where), if it is one. */
+function unknownMethod(packet: Buffer, at: number): string | undefined {
+  const start = packet.lastIndexOf(0x0a, Math.max(0, at - 1)) + 1;
+  return REQUEST_LINE.exec(packet.toString('latin1', start, start + 8192))?.[1];
+}
+
 /** Connections whose malformed request is being answered: a later parser error or timeout is not. */
 const answeringClientError = new WeakSet<net.Socket>();
 
@@ -158,8 +167,21 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
     const why = `a TLS client reached the HTTP proxy listener, which speaks plain HTTP: use http://${here} as the proxy URL, not https://`;
     ctx.stats.failed('http-forward', clientName(socket), undefined, new BadRequestError(why));
   }
-  const [status, body] =
-    err.code === 'HPE_HEADER_OVERFLOW'
+  // A well-formed request whose method Node's parser does not know (Varnish's BAN, a custom one):
+  // it cannot be forwarded, which is 501 (RFC 9110 §9.1), not "malformed".
+  const method = err.code === 'HPE_INVALID_METHOD' && packet ? unknownMethod(packet, (err as { bytesParsed?: number }).bytesParsed ?? 0) : undefined;
+  const unsupported =
+    method === undefined
+      ? undefined
+      : ctx.stats.failed(
+          'http-forward',
+          clientName(socket),
+          undefined,
+          new CommandNotSupportedError(`method ${method} is not supported: the proxy's HTTP parser (Node's) does not know it`),
+        );
+  const [status, body] = unsupported
+    ? [unsupported.http, unsupported.message]
+    : err.code === 'HPE_HEADER_OVERFLOW'
       ? [431, `request head larger than ${MAX_HEADER_SIZE} bytes`]
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'request head not received in time']

@@ -56,3 +56,12 @@ test('other bytes that are not HTTP still get 400', async () => {
   const answer = (await exchange(Buffer.from('\x17\x03\x01\x00\x05hello', 'latin1'))).toString('latin1');
   assert.match(answer, /^HTTP\/1\.1 400 [^]*malformed HTTP request/);
 });
+
+test('a method the parser does not know gets 501 naming it, pipelined behind another request too; not "malformed"', async () => {
+  const ban = (await exchange(Buffer.from('BAN http://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n'))).toString('latin1');
+  assert.match(ban, /^HTTP\/1\.1 501 [^]*method BAN is not supported/);
+  const behind = (
+    await exchange(Buffer.from('OPTIONS http://web.test HTTP/1.1\r\nMax-Forwards: 0\r\n\r\nPURGEALL http://web.test/ HTTP/1.1\r\n\r\n'))
+  ).toString('latin1');
+  assert.match(behind, /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 501 [^]*method PURGEALL is not supported/);
+});
