@@ -337,9 +337,9 @@ function forward(
         // body is sent once more on a fresh one — never after its answer began (a reset then
         // reaches the request too), and never a POST, which the origin may have acted on.
         const again = first && upReq.reusedSocket && !hasBody && !answered && IDEMPOTENT.has(req.method ?? '');
-        // The transport's own failure (a port-forward that broke: the pod was deleted) says the
-        // same of a pooled tunnel as a reset does.
-        if (again && (RETRYABLE.has(err.code ?? '') || err instanceof ProxyError)) return attempt(false);
+        // So does the transport's failure (the pod was deleted), and bytes that are no answer (a body
+        // the origin sent late after its last one, on a HEAD or a 204: they come before this answer).
+        if (again && (RETRYABLE.has(err.code ?? '') || err instanceof ProxyError || err.code?.startsWith('HPE_'))) return attempt(false);
       }
       if (hasBody) {
         // The rest of the body is read and dropped while the answer goes out and the connection
