@@ -8,7 +8,7 @@ import { ProxyAuthRequiredError } from '../core/errors.js';
 import { WRONG_CREDENTIALS } from '../auth/credentials.js';
 import type { ListenerContext } from './listener.js';
 import type { UnauthenticatedConnections } from './unauthenticated.js';
-import { clientName, clientSource, endWithReply } from './server-base.js';
+import { clientName, clientSource, closingAfterAnswer, endWithReply } from './server-base.js';
 import { rawErrorResponse } from './http-server.js';
 
 export const PROXY_AUTH_REALM = 'kubectl-proxyout';
@@ -58,9 +58,6 @@ function answerDenial(ctx: ListenerContext, req: IncomingMessage, denied: Denial
   if (denied.wrong && ctx.auth) ctx.auth.throttle.delayFailure(clientSource(req.socket), answer, () => req.socket.destroyed);
   else answer();
 }
-
-/** Connections answered (or about to be) with `Connection: close`: what follows on them is not acted on. */
-export const closingAfterAnswer = new WeakSet<object>();
 
 /**
  * Wraps the absolute-form request handler: requests without valid credentials get 407. A

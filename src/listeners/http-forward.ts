@@ -11,7 +11,7 @@ import type { Logger } from '../core/log.js';
 import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
-import { clientName } from './server-base.js';
+import { clientName, closingAfterAnswer } from './server-base.js';
 import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFailure, originFormTarget } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
@@ -22,7 +22,6 @@ interface OpenMeta {
   signal: AbortSignal;
 }
 
-const noop = (): void => {};
 const vias = new WeakMap<Duplex, string>();
 const slots = new WeakMap<Duplex, StreamSlot>();
 const routes = new WeakMap<Duplex, string>();
@@ -54,7 +53,7 @@ export class TunnelAgent extends http.Agent {
 
   override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): undefined {
     const meta = (options as Record<string, unknown>)[META] as OpenMeta;
-    const cb = callback ?? noop;
+    const cb = callback ?? ((): void => undefined);
     this.opener.open({ destination: meta.destination, frontEnd: 'http-forward', client: meta.client, signal: meta.signal }).then(
       (opened) => {
         const { stream, via, slot, route, transport } = opened;
@@ -167,6 +166,8 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
   return (req, res) => {
     const client = clientName(req.socket);
     const fail = (err: unknown, destination?: Destination, close = false): void => {
+      // Requests parsed behind an answer saying close are not acted on (RFC 9112 §9.6, http-server.ts).
+      if (close) closingAfterAnswer.add(req.socket);
       const reply = ctx.stats.failed('http-forward', client, destination, err);
       sendText(res, reply.http, `kubectl-proxyout: ${reply.message}\n`, close);
     };

@@ -8,9 +8,19 @@ import { BadRequestError, CommandNotSupportedError } from '../core/errors.js';
 import { authorityProblem, formatHostPort, parseConnectTarget } from '../core/address.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
-import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn, type UnixListen } from './server-base.js';
+import {
+  CLIENT_SOCKET_HIGH_WATER,
+  ClientTracker,
+  clientName,
+  closeServer,
+  closingAfterAnswer,
+  endWithReply,
+  openHeld,
+  listenOn,
+  type UnixListen,
+} from './server-base.js';
 import { TunnelAgent, createForwarder } from './http-forward.js';
-import { authorizeConnect, closingAfterAnswer, requireProxyAuth } from './http-auth.js';
+import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
 import { isPacRequest, servePac } from './pac-file.js';
 import { SocksMethod, encodeMethodSelection, encodeSocks4Reply } from './socks-protocol.js';

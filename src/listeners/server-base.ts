@@ -269,3 +269,6 @@ export async function openHeld(
   socket.destroy();
   return undefined;
 }
+
+/** HTTP connections answered (or about to be) with `Connection: close`: what follows on them is not acted on. */
+export const closingAfterAnswer = new WeakSet<object>();

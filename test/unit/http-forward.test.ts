@@ -153,6 +153,7 @@ await once(switcher, 'listening');
 const opener = new FakeOpener({
   'switcher.test': () => tcpStream((switcher.address() as AddressInfo).port),
   'web.test': () => tcpStream(web.port),
+  'untouched.test': () => tcpStream(web.port), // never pooled before its test
   'other.test': () => tcpStream(other.port),
   'flaky.test': () => tcpStream(flaky.port),
   'race.test': () => tcpStream(race.port),
@@ -417,6 +418,22 @@ test('a request sent after a Connection: close answer (while the connection ling
   await delay(300);
   assert.equal(opensFor('web.test'), before, 'no stream was opened for it');
   s.destroy();
+});
+
+test('a request pipelined behind a refusal that closes (501 for a transfer coding) is not acted on', async () => {
+  const s = await connectClient(listener.address.port);
+  const reader = new Reader(s);
+  // One write: Node's parser hands on both before the first is answered.
+  s.write(
+    'POST http://web.test/up HTTP/1.1\r\nHost: web.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n' +
+      'GET http://untouched.test/second HTTP/1.1\r\nHost: untouched.test\r\n\r\n',
+  );
+  const out = (await reader.rest()).toString('latin1');
+  s.destroy();
+  assert.match(out, /^HTTP\/1\.1 501 [^]*Connection: close/);
+  assert.doesNotMatch(out, /HTTP\/1\.1 200/);
+  await delay(300);
+  assert.equal(opensFor('untouched.test'), 0, 'no stream was opened for the second request');
 });
 
 test('OPTIONS with an empty path goes on as "*"; with a path or query, as itself', async () => {
