@@ -3,7 +3,6 @@
 // StreamOpener; hop-by-hop fields are dropped (RFC 9110 §7.6.1, http-messages.ts) and Node's http
 // client re-frames the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
 import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
-import type net from 'node:net';
 import { pipeline, type Duplex } from 'node:stream';
 import { BadRequestError, CommandNotSupportedError, OriginFailedError, ProxyError, errorMessage } from '../core/errors.js';
 import { destinationFor, formatHostPort } from '../core/address.js';
@@ -11,7 +10,7 @@ import type { Logger } from '../core/log.js';
 import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
-import { clientName, closingAfterAnswer } from './server-base.js';
+import { clientName, closingAfterAnswer, whenClientCloses } from './server-base.js';
 import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFailure, originFormTarget } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
@@ -146,21 +145,6 @@ function sendText(res: ServerResponse, status: number, body: string, close = fal
   res.end(body);
 }
 
-/** Per client connection, the requests to abandon if it closes (one 'close' listener each). */
-const owed = new WeakMap<net.Socket, Set<() => void>>();
-
-/** Runs `gone` if `socket` closes before the returned function is called. */
-function whenClientCloses(socket: net.Socket, gone: () => void): () => void {
-  let pending = owed.get(socket);
-  if (!pending) {
-    const set = (pending = new Set());
-    owed.set(socket, set);
-    socket.once('close', () => set.forEach((fn) => fn()));
-  }
-  pending.add(gone);
-  return () => pending.delete(gone);
-}
-
 /** Returns the 'request' handler of the HTTP listener. */
 export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
@@ -266,6 +250,9 @@ function forward(
     abort.abort(new Error('client disconnected'));
     current?.destroy();
     res.destroy();
+    // An answer queued behind another's has no socket: destroying it ends nothing, and its
+    // pipeline would never call back to close the record.
+    if (record) ctx.stats.closed(record, bytes.bytesFromClient, bytes.bytesToClient, new Error('client disconnected'));
   };
   const forget = whenClientCloses(req.socket, clientGone);
   res.once('close', () => {

@@ -272,3 +272,18 @@ export async function openHeld(
 
 /** HTTP connections answered (or about to be) with `Connection: close`: what follows on them is not acted on. */
 export const closingAfterAnswer = new WeakSet<object>();
+
+/** Per client connection, the requests to abandon if it closes (one 'close' listener each). */
+const owed = new WeakMap<net.Socket, Set<() => void>>();
+
+/** Runs `gone` if `socket` closes before the returned function is called. */
+export function whenClientCloses(socket: net.Socket, gone: () => void): () => void {
+  let pending = owed.get(socket);
+  if (!pending) {
+    const set = (pending = new Set());
+    owed.set(socket, set);
+    socket.once('close', () => set.forEach((fn) => fn()));
+  }
+  pending.add(gone);
+  return () => pending.delete(gone);
+}

@@ -68,3 +68,13 @@ test('answers that never come: the queued requests are abandoned with the first,
   assert.match(text, /^HTTP\/1\.1 200 /);
   s.destroy();
 });
+
+test('answers that came in but wait in line behind an unanswered one: their streams close when the client leaves', async () => {
+  const s = await connectClient(listener.address.port);
+  s.write(get('/never') + get('/first') + get('/second'));
+  await waitFor(() => ctx.stats.snapshot().openStreams === MAX_STREAMS, 3000, 'every request under way');
+  await delay(200); // the last two are answered upstream, their answers queued behind /never's
+  s.destroy();
+  await waitFor(() => ctx.stats.snapshot().openStreams === 0, 3000, 'every stream closed');
+  await waitFor(() => limiter.inUse === 0, 3000, 'every slot back');
+});
