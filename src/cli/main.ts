@@ -3,6 +3,7 @@
 import { Config, Errors, flush, handle, run, type Interfaces } from '@oclif/core';
 import { routeArgv } from './argv.js';
 import { DISPLAY_BIN } from './help.js';
+import { escapeControls, escapeControlsKeepingLines } from '../core/escape.js';
 
 /** Exit code for usage errors (bad flag, unknown command), as oclif and most CLIs use. */
 const USAGE_EXIT = 2;
@@ -29,11 +30,21 @@ async function exitFor(err: unknown, config: Config | undefined): Promise<never>
   if (err instanceof Errors.ExitError) process.exit(err.oclif.exit ?? 0);
   if (isOclifError(err)) {
     // oclif's own rendering indents, wraps and appends "See more help with --help" lines.
-    // DEBUG (oclif's own switch) still gets the stack, for bug reports.
-    process.stderr.write(process.env.DEBUG ? `${err.stack}\n` : `Error: ${notFound(oneLine(err.message), config)}\n`);
+    // DEBUG (oclif's own switch) still gets the stack, for bug reports. Messages quote names and
+    // API server text (a kubeconfig's context, a Status message): their controls are escaped.
+    process.stderr.write(
+      process.env.DEBUG ? `${escapeControlsKeepingLines(err.stack ?? '')}\n` : `Error: ${escapeControls(notFound(oneLine(err.message), config))}\n`,
+    );
     process.exit(err.oclif.exit ?? USAGE_EXIT);
   }
   // Not a user error: oclif prints it as it always does (with the stack under DEBUG=*).
+  // Own properties: a DOMException's message is a getter, which an assignment would throw on.
+  if (err instanceof Error) {
+    for (const key of ['message', 'stack'] as const) {
+      const text = err[key];
+      if (text) Object.defineProperty(err, key, { value: escapeControlsKeepingLines(text), writable: true, configurable: true });
+    }
+  }
   await handle(err as Error);
   process.exit(1);
 }

@@ -17,6 +17,11 @@ export function escapeControls(text: string): string {
   });
 }
 
+/** `text` escaped as by `escapeControls`, its line ends kept: for output of several lines. */
+export function escapeControlsKeepingLines(text: string): string {
+  return text.split('\n').map(escapeControls).join('\n');
+}
+
 /**
  * A serialized JSON line with DEL and the C1 controls written as `\u00XX` escapes. JSON already
  * escapes C0 controls and lone surrogates but leaves these raw; the escaped line parses to the

@@ -3,10 +3,14 @@
 // own error responses are marked `X-Content-Type-Options: nosniff`.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
+import net, { type AddressInfo } from 'node:net';
+import http from 'node:http';
+import path from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { scratchDir } from '../helpers/scratch-dir.js';
 import { splitHostPort } from '../helpers/socks-client.js';
 
 /** Any C0 control but the line end, DEL, or C1 (U+009B is the 8-bit CSI). */
@@ -73,4 +77,48 @@ test('CONNECT: the 400 for a malformed target says nosniff too', async () => {
   const answer = (await exchange(Buffer.from('CONNECT nonsense HTTP/1.1\r\nHost: x\r\n\r\n'))).toString('utf8');
   assert.match(answer, /^HTTP\/1\.1 400 /);
   assert.match(answer, /\r\nX-Content-Type-Options: nosniff\r\n/i);
+});
+
+// A hostile (or compromised) API server chooses its Status messages, and a kubeconfig someone
+// handed you its context names: the CLI's one-line `Error:` quotes both.
+test('the Error line escapes a Status message and a context name; so does connect', async () => {
+  const controls = '\x1b]0;PWNED\x07\x1b[31mRED\x1b[0m\x9b2J\rFORGED';
+  const api = http.createServer((_req, res) => {
+    res.writeHead(403, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403, message: `forbidden: ${controls}` }));
+  });
+  api.listen(0, '127.0.0.1');
+  await once(api, 'listening');
+  const dir = scratchDir('proxyout-escapes-');
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  const context = `ctx${controls}`;
+  const server = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': context,
+      contexts: [{ name: context, context: { cluster: 'c', user: 'u', namespace: 'default' } }],
+      clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'u', user: { token: 'x' } }],
+    }),
+  );
+  try {
+    const env = { XDG_STATE_HOME: path.join(dir, 'state'), XDG_CONFIG_HOME: path.join(dir, 'config') };
+    const listen = ['--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0'];
+    for (const args of [
+      ['--kubeconfig', kubeconfig, ...listen],
+      ['connect', '--kubeconfig', kubeconfig, ...listen],
+    ]) {
+      const run = await runCli(args, { env });
+      assert.equal(run.code, 1, run.stderr);
+      const error = run.stderr.split('\n').find((l) => l.startsWith('Error: '));
+      assert.ok(error, run.stderr);
+      assert.match(error, /forbidden: \\x1b\]0;PWNED\\x07\\x1b\[31mRED\\x1b\[0m\\x9b2J\\x0dFORGED/, error);
+      for (const line of run.stderr.split('\n')) assert.doesNotMatch(line, RAW_CONTROL, `raw control in: ${JSON.stringify(line)}`);
+    }
+  } finally {
+    api.close();
+  }
 });
