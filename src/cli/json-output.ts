@@ -1,6 +1,8 @@
 // The shape of every `--json` output: one object with apiVersion and kind, as kubectl's `-o json`
 // objects have, whatever the arguments. A list is always a List (`status ID` is a list of one).
 // A change that is not purely additive gets a new apiVersion.
+import { escapeJsonControls } from '../core/escape.js';
+
 export const API_VERSION = 'kubectl-proxyout/v1';
 
 export type JsonKind = 'ConnectResult' | 'DoctorReport' | 'ProxyStatusList';
@@ -13,6 +15,7 @@ export function jsonList<T>(kind: JsonKind, items: readonly T[]): { apiVersion: 
   return { apiVersion: API_VERSION, kind, items };
 }
 
+/** JSON escapes C0 controls itself; DEL and C1 (0x9b, the 8-bit CSI) it leaves raw for a terminal. */
 export function printJson(value: unknown): string {
-  return JSON.stringify(value, null, 2);
+  return escapeJsonControls(JSON.stringify(value, null, 2));
 }

@@ -6,6 +6,7 @@ import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 import { curlCannotName } from '../core/url-path.js';
+import { escapeControls } from '../core/escape.js';
 import { exportLines, exportedVariables, shellQuote } from '../proxy/client-env.js';
 
 /**
@@ -15,7 +16,9 @@ import { exportLines, exportedVariables, shellQuote } from '../proxy/client-env.
 export function readyLines(running: ReadyView, authUser?: string, password?: string): string[] {
   const routes = running.table?.routes.length ?? 1;
   const cluster =
-    (running.table && running.table.defaultRoute === undefined) || !running.context ? undefined : `context ${running.context}, namespace ${running.namespace}`;
+    (running.table && running.table.defaultRoute === undefined) || !running.context
+      ? undefined
+      : `context ${escapeControls(running.context)}, namespace ${running.namespace}`;
   const where = routes > 1 || !cluster ? `(${routes} route${routes === 1 ? '' : 's'}; ${cluster ? `default: ${cluster}` : 'no cluster'})` : `(${cluster})`;
   const lines: string[] = [];
   if (running.socks && running.socks.family === UNIX_FAMILY) {

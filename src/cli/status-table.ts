@@ -5,31 +5,34 @@ import type { RouteStatus } from '../routes/route.js';
 import { unixSocksUrl } from '../proxy/client-env.js';
 import { urlAuthority } from '../listeners/bound-address.js';
 import { recordedOn } from '../managed/registry.js';
+import { escapeControls } from '../core/escape.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
 
 export function statusTable(rows: readonly ProxyStatus[]): string[] {
   if (rows.length === 0) return ['no managed proxies (start one with: kubectl proxyout connect)'];
-  const cells = rows.map((r) => [
-    r.id,
-    r.state,
-    r.context || '-',
-    r.context ? r.namespace : '-',
-    r.pid === null ? '-' : String(r.pid),
-    r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
-    // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.
+  const cells = rows.map((r) =>
     [
-      r.socks && (r.socks.startsWith('unix:') ? unixSocksUrl(r.socks.slice(5)) : `socks5h://${urlAuthority(r.socks)}`),
-      r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${urlAuthority(r.http)}`),
-    ]
-      .filter(Boolean)
-      .join(',') || '-',
-    num(r.openStreams),
-    num(r.totalStreams),
-    r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),
-    r.bytesToClients === null ? '-' : formatBytes(r.bytesToClients),
-    cacheCell(r.cache),
-  ]);
+      r.id,
+      r.state,
+      r.context || '-',
+      r.context ? r.namespace : '-',
+      r.pid === null ? '-' : String(r.pid),
+      r.uptimeSeconds === null ? '-' : formatUptime(r.uptimeSeconds),
+      // A unix socket as curl names it (socks5h://localhost/PATH); no URL names an HTTP proxy on one.
+      [
+        r.socks && (r.socks.startsWith('unix:') ? unixSocksUrl(r.socks.slice(5)) : `socks5h://${urlAuthority(r.socks)}`),
+        r.http && (r.http.startsWith('unix:') ? `http+${r.http}` : `http://${urlAuthority(r.http)}`),
+      ]
+        .filter(Boolean)
+        .join(',') || '-',
+      num(r.openStreams),
+      num(r.totalStreams),
+      r.bytesFromClients === null ? '-' : formatBytes(r.bytesFromClients),
+      r.bytesToClients === null ? '-' : formatBytes(r.bytesToClients),
+      cacheCell(r.cache),
+    ].map(escapeControls),
+  );
   const widths = HEADERS.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => c.map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!))).join('  ');
   const out = [line(HEADERS), ...cells.map(line)];
@@ -61,7 +64,9 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
         `${r.id}: runs elsewhere (${recordedOn(r.elsewhere)}); ` + `manage it there, or forget it here with: kubectl proxyout disconnect ${r.id} --forget`,
       );
   }
-  return out;
+  // Names and reasons come from the kubeconfig and the API server: a control in one would move the
+  // cursor or start a new line. Cells are escaped before their widths are measured.
+  return out.map(escapeControls);
 }
 
 /** "route prod (cluster prod, default): …; ready; 2 open, 14 total, up 1.2KiB, down 20MiB; API 12 ms". */

@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
+import { escapeControls } from '../core/escape.js';
 import { ID_PATTERN, validateId, type StateLayout } from '../state/paths.js';
 import { writePrivateFile } from '../state/private-file.js';
 import type { RoutingTable } from '../routing/table-spec.js';
@@ -83,7 +84,8 @@ export interface ProxyEntry {
 
 /** "context C, namespace N" of the default cluster route, or "no cluster" for a table without one. */
 export function describeTarget(entry: Pick<ProxyEntry, 'context' | 'namespace'>): string {
-  return entry.context ? `context ${entry.context}, namespace ${entry.namespace}` : 'no cluster';
+  // Printed to terminals (connect, exec, disconnect, errors, completions): a kubeconfig chose it.
+  return entry.context ? `context ${escapeControls(entry.context)}, namespace ${entry.namespace}` : 'no cluster';
 }
 
 /** 8 hex characters of sha256(server, context, namespace): the same cluster view, the same ID. */

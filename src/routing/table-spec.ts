@@ -10,6 +10,7 @@
 // Label charset: letters, digits, "-" and "_" (the last appears in real host names, e.g. SRV-style).
 
 import { inetAton } from '../core/address.js';
+import { escapeControls } from '../core/escape.js';
 import { hasClusterNames, type RouteKind, type RouteSpec } from '../routes/spec.js';
 
 export interface RoutingTable {
@@ -141,9 +142,9 @@ export function describeRoute(table: RoutingTable, route: RouteSpec): string {
   const isDefault = table.defaultRoute === route.name ? ', default' : '';
   const what =
     route.kind === 'cluster'
-      ? `cluster ${route.context}${isDefault}`
+      ? `cluster ${escapeControls(route.context)}${isDefault}`
       : route.kind === 'konnectivity'
-        ? `konnectivity ${route.context} via ${route.konnectivity.server} (${route.konnectivity.mode})${isDefault}`
+        ? `konnectivity ${escapeControls(route.context)} via ${route.konnectivity.server} (${route.konnectivity.mode})${isDefault}`
         : route.kind === 'ssh'
           ? `ssh ${route.ssh.host}`
           : route.kind;
