@@ -9,6 +9,7 @@ import { constants } from 'node:os';
 import { Command, Errors, Flags } from '@oclif/core';
 import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../listeners/bound-address.js';
+import { escapeControls } from '../core/escape.js';
 import { httpOnTcp, proxyEnvironment, variablesCanName, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
 import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
@@ -134,7 +135,7 @@ export default class Exec extends Command {
           : `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
         : flags.id !== undefined
           ? `no managed proxy ${flags.id} is running`
-          : `no managed proxy for ${temporary.context ? `context ${temporary.context}` : 'this routing table'}`;
+          : `no managed proxy for ${temporary.context ? `context ${escapeControls(temporary.context)}` : 'this routing table'}`;
       process.stderr.write(
         `kubectl-proxyout: ${why}; started a temporary one for this command ` +
           `(${describeTarget(temporary)}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +

@@ -122,3 +122,14 @@ test('the Error line escapes a Status message and a context name; so does connec
     api.close();
   }
 });
+
+test('exec: the line about its temporary proxy escapes a hostile context name', async () => {
+  const dir = scratchDir('proxyout-escapes-exec-');
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  await cluster.sim.writeKubeconfig(kubeconfig, { context: 'ctx\x1b]0;PWNED\x07\x9b2J\rFORGED' });
+  const env = { XDG_STATE_HOME: path.join(dir, 'state'), XDG_CONFIG_HOME: path.join(dir, 'config'), KUBECONFIG: kubeconfig };
+  const run = await runCli(['exec', '--', 'true'], { env });
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stderr, /no managed proxy for context ctx\\x1b\]0;PWNED\\x07\\x9b2J\\x0dFORGED; started a temporary one/);
+  for (const line of run.stderr.split('\n')) assert.doesNotMatch(line, RAW_CONTROL, `raw control in: ${JSON.stringify(line)}`);
+});
