@@ -281,11 +281,18 @@ function credentialDigest(o: ApiRequestOptions): string {
     .digest('hex');
 }
 
+/**
+ * How much of a Status message is kept: admission webhooks' denials run to several hundred
+ * characters; a server's megabyte would flood doctor, status, the log and error bodies.
+ */
+const STATUS_MESSAGE_MAX = 1000;
+
 /** The message of a Kubernetes Status object, if the text is one; else its first line. */
 export function statusMessage(text: string): string | undefined {
   try {
     const obj = JSON.parse(text) as { kind?: string; message?: string };
-    if (obj && obj.kind === 'Status' && typeof obj.message === 'string') return obj.message;
+    if (obj && obj.kind === 'Status' && typeof obj.message === 'string')
+      return obj.message.length > STATUS_MESSAGE_MAX ? `${obj.message.slice(0, STATUS_MESSAGE_MAX)}…` : obj.message;
   } catch {
     /* not JSON */
   }

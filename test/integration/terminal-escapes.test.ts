@@ -79,6 +79,21 @@ test('CONNECT: the 400 for a malformed target says nosniff too', async () => {
   assert.match(answer, /\r\nX-Content-Type-Options: nosniff\r\n/i);
 });
 
+/** A kubeconfig whose one context (named `context`) reaches the plain-HTTP server at `server`. */
+function writeKubeconfig(file: string, server: string, context: string): void {
+  writeFileSync(
+    file,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': context,
+      contexts: [{ name: context, context: { cluster: 'c', user: 'u', namespace: 'default' } }],
+      clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'u', user: { token: 'x' } }],
+    }),
+  );
+}
+
 // A hostile (or compromised) API server chooses its Status messages, and a kubeconfig someone
 // handed you its context names: the CLI's one-line `Error:` quotes both.
 test('the Error line escapes a Status message and a context name; so does connect', async () => {
@@ -93,17 +108,7 @@ test('the Error line escapes a Status message and a context name; so does connec
   const kubeconfig = path.join(dir, 'kubeconfig');
   const context = `ctx${controls}`;
   const server = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
-  writeFileSync(
-    kubeconfig,
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      'current-context': context,
-      contexts: [{ name: context, context: { cluster: 'c', user: 'u', namespace: 'default' } }],
-      clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }],
-      users: [{ name: 'u', user: { token: 'x' } }],
-    }),
-  );
+  writeKubeconfig(kubeconfig, server, context);
   try {
     const env = { XDG_STATE_HOME: path.join(dir, 'state'), XDG_CONFIG_HOME: path.join(dir, 'config') };
     const listen = ['--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0'];
@@ -132,4 +137,27 @@ test('exec: the line about its temporary proxy escapes a hostile context name', 
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stderr, /no managed proxy for context ctx\\x1b\]0;PWNED\\x07\\x9b2J\\x0dFORGED; started a temporary one/);
   for (const line of run.stderr.split('\n')) assert.doesNotMatch(line, RAW_CONTROL, `raw control in: ${JSON.stringify(line)}`);
+});
+
+test('doctor: a Status message of a megabyte is cut, not printed whole', async () => {
+  const message = `forbidden: ${'A'.repeat(1 << 20)}`;
+  const api = http.createServer((_req, res) => {
+    res.writeHead(403, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403, message }));
+  });
+  api.listen(0, '127.0.0.1');
+  await once(api, 'listening');
+  const dir = scratchDir('proxyout-flood-');
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  const server = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+  writeKubeconfig(kubeconfig, server, 'c');
+  try {
+    const env = { XDG_STATE_HOME: path.join(dir, 'state'), XDG_CONFIG_HOME: path.join(dir, 'config') };
+    const run = await runCli(['doctor', '--kubeconfig', kubeconfig], { env });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stdout, /FAIL api-server: .*forbidden: AAAA+…/);
+    assert.ok(run.stdout.length + run.stderr.length < 16 * 1024, `${run.stdout.length} characters`);
+  } finally {
+    api.close();
+  }
 });
