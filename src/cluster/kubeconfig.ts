@@ -99,7 +99,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
     kc: withImpersonation(credentialed, impersonation),
     context,
     namespace,
-    server: cluster.server,
+    server: redactedServer(cluster.server),
     tokenFile,
     impersonation,
     ...(oidcStore ? { oidcStore } : {}),
@@ -125,6 +125,21 @@ function oidcStoreOf(raw: { user: Record<string, unknown>; file: string } | unde
 function tokenFileOf(raw: { user: Record<string, unknown>; file: string } | undefined): string | undefined {
   const value = raw?.user.tokenFile ?? raw?.user['token-file'];
   return raw && typeof value === 'string' && value ? path.resolve(path.dirname(raw.file), value) : undefined;
+}
+
+/**
+ * The server as messages, logs, `status` and state.json show it: a password in the URL
+ * (`https://admin:PASSWORD@host`, sent as Basic credentials) written `***`, as kubectl does.
+ * The connection itself reads the kubeconfig, not this.
+ */
+export function redactedServer(server: string): string {
+  let password = '';
+  try {
+    password = new URL(server).password;
+  } catch {
+    /* checkServer has refused it */
+  }
+  return password ? server.replace(/^([^:/?#]+:\/\/[^/?#@]*?:)[^/?#]*@/, '$1***@') : server;
 }
 
 /**

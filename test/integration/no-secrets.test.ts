@@ -169,6 +169,44 @@ test('a managed session: client-certificate kubeconfig, proxy auth from the envi
   assert.match(refused.stderr, /Warning: --proxy-auth puts the password on the command line/);
 });
 
+// A password in the server URL (`https://admin:PASSWORD@host`) is sent as Basic credentials:
+// kubectl writes it `***` in its messages, and so must every line, file and table of ours.
+test('a password in the kubeconfig server URL: connect, status, logs, doctor, an Error line', async () => {
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir };
+  const cli = async (args: string[]) => {
+    const r = await runCli(args, { env });
+    keep(`${args.join(' ')} stdout`, r.stdout);
+    keep(`${args.join(' ')} stderr`, r.stderr);
+    return r;
+  };
+  const password = `url-pass-${hex()}`;
+  secrets.push({ what: 'server URL password', value: password });
+  const kubeconfig = path.join(cluster.dir, 'userinfo-kubeconfig');
+  await cluster.sim.writeKubeconfig(kubeconfig, { namespace: 'shop' });
+  writeFileSync(kubeconfig, readFileSync(kubeconfig, 'utf8').replace('https://', `https://admin:${password}@`));
+  const c = await cli(['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--log-level', 'trace', '--json']);
+  assert.equal(c.code, 0, c.stderr);
+  const info = JSON.parse(c.stdout) as { id: string; socks: string; logFile: string; server: string };
+  try {
+    assert.match(info.server, /^https:\/\/admin:\*\*\*@127\.0\.0\.1:/);
+    const r = await curl(['--proxy', `socks5h://${info.socks}`, 'http://web.shop:8080/']);
+    assert.equal(r.code, 0, r.stderr);
+    const dir = path.join(stateDir, 'proxies', info.id);
+    for (const f of readdirSync(dir).filter((f) => statSync(path.join(dir, f)).isFile() && f !== 'kubeconfig'))
+      keep(`state file ${f} (userinfo)`, readFileSync(path.join(dir, f), 'utf8'));
+    await cli(['status']);
+    await cli(['status', '--json']);
+    await cli(['doctor', '--kubeconfig', kubeconfig]);
+  } finally {
+    assert.equal((await cli(['disconnect', info.id])).code, 0);
+  }
+  keep('log file (userinfo)', readFileSync(info.logFile, 'utf8'));
+  const unreachable = path.join(cluster.dir, 'userinfo-unreachable');
+  writeFileSync(unreachable, readFileSync(kubeconfig, 'utf8').replace(/@127\.0\.0\.1:\d+/, '@127.0.0.1:1'));
+  const refused = await cli(['--kubeconfig', unreachable, '--listen-socks', '127.0.0.1:0', '--listen-http', 'off']);
+  assert.match(refused.stderr, /Error: cannot reach the API server https:\/\/admin:\*\*\*@127\.0\.0\.1:1 /);
+});
+
 test('no secret, and no "Authorization", in anything that was logged or printed', () => {
   assert.ok(outputs.length >= 10 && secrets.length >= 10);
   const leaks: string[] = [];
