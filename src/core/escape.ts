@@ -23,6 +23,12 @@ export function escapeControlsKeepingLines(text: string): string {
 }
 
 /**
+ * A word a POSIX shell reads as the text itself: bare when it has nothing special, else
+ * single-quoted (double quotes would still run a `$(…)` in a name the kubeconfig chose).
+ */
+export const shellQuote = (s: string): string => (/^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+
+/**
  * A serialized JSON line with DEL and the C1 controls written as `\u00XX` escapes. JSON already
  * escapes C0 controls and lone surrogates but leaves these raw; the escaped line parses to the
  * same values, so nothing is lost, and it can be printed to a terminal as it is.

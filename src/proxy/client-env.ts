@@ -12,6 +12,7 @@ import { isIPv6, type AddressInfo } from 'node:net';
 import { formatAddress, urlAuthority } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 import { encodeUrlPath } from '../core/url-path.js';
+import { shellQuote } from '../core/escape.js';
 
 export const LOOPBACK_NO_PROXY = ['localhost', '127.0.0.1', '::1'] as const;
 
@@ -119,5 +120,4 @@ export function unixSocksUrl(path: string, userinfo = ''): string {
   return `socks5h://${userinfo}localhost${path.startsWith('/') ? '' : '/'}${encodeUrlPath(path)}`;
 }
 
-/** A word a POSIX shell reads as the text itself: bare when it has nothing special, else single-quoted. */
-export const shellQuote = (s: string) => (/^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+export { shellQuote };

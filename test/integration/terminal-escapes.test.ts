@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import net, { type AddressInfo } from 'node:net';
 import http from 'node:http';
 import path from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
@@ -157,6 +158,31 @@ test('doctor: a Status message of a megabyte is cut, not printed whole', async (
     assert.equal(run.code, 1, run.stderr);
     assert.match(run.stdout, /FAIL api-server: .*forbidden: AAAA+…/);
     assert.ok(run.stdout.length + run.stderr.length < 16 * 1024, `${run.stdout.length} characters`);
+  } finally {
+    api.close();
+  }
+});
+
+test('a command suggested for pasting quotes a context name that holds $(…)', async () => {
+  const api = http.createServer((_req, res) => {
+    res.writeHead(403, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403, message: 'forbidden' }));
+  });
+  api.listen(0, '127.0.0.1');
+  await once(api, 'listening');
+  const dir = scratchDir('proxyout-paste-');
+  const planted = path.join(dir, 'planted');
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  writeKubeconfig(kubeconfig, `http://127.0.0.1:${(api.address() as AddressInfo).port}`, `x$(touch ${planted})`);
+  try {
+    const env = { XDG_STATE_HOME: path.join(dir, 'state'), XDG_CONFIG_HOME: path.join(dir, 'config') };
+    const run = await runCli(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', 'off'], { env });
+    const suggested = /\(`(kubectl proxyout doctor .+)` lists what is missing\)/.exec(run.stderr)?.[1];
+    assert.ok(suggested, run.stderr);
+    // Pasted into a shell (kubectl itself stubbed): the name stays text.
+    const echoed = execFileSync('sh', ['-c', `kubectl() { printf '%s\\n' "$@"; }; ${suggested}`], { encoding: 'utf8' });
+    assert.ok(!existsSync(planted), `pasting ran the name: ${suggested}`);
+    assert.equal(echoed.split('\n')[3], `x$(touch ${planted})`);
   } finally {
     api.close();
   }

@@ -14,6 +14,7 @@ import { ClusterCache } from '../../cluster/cache.js';
 import type { CacheStatus } from '../../cluster/cache-status.js';
 import { SyncHeadway } from '../../cluster/sync-progress.js';
 import { monotonicMs } from '../../core/clock.js';
+import { shellQuote } from '../../core/escape.js';
 import { lastRoundTrip } from '../../cluster/round-trip.js';
 import type { GuestClusterView, RouteState } from '../route.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
@@ -257,7 +258,8 @@ export async function syncCache(cache: ClusterCache, server: string, o: { stallM
  */
 function notAllowedToWatch(namespace: string, reason: string, context: string | undefined): string {
   const who = context === undefined ? '' : `context "${context}" `;
-  const doctor = `kubectl proxyout doctor${context === undefined ? '' : ` --context ${/^[\w.:@/-]+$/.test(context) ? context : JSON.stringify(context)}`}`;
+  // Pasted into a shell: single quotes, in which a `$(…)` in the name stays text.
+  const doctor = `kubectl proxyout doctor${context === undefined ? '' : ` --context ${shellQuote(context)}`}`;
   // The kubeconfig user's `as:` is what is refused, not list/watch: another namespace would not help.
   if (refusesImpersonation(reason)) return `${who}may not impersonate whom its kubeconfig user names: ${reason}; ${IMPERSONATION_FIX}`;
   return (
