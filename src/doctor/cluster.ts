@@ -227,7 +227,7 @@ async function checkRbac(api: ApiConnection, { namespace, context }: LoadedKubeC
     kubectl(
       o,
       context,
-      `auth can-i ${a.verb} ${a.subresource ? `${a.resource} --subresource=${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${namespace}`,
+      `auth can-i ${a.verb} ${a.subresource ? `${a.resource} --subresource=${a.subresource}` : a.group ? `${a.resource}.${a.group}` : a.resource} -n ${shellQuote(namespace)}`,
     ),
   );
   return [

@@ -187,3 +187,17 @@ test('a command suggested for pasting quotes a context name that holds $(…)', 
     api.close();
   }
 });
+
+test("doctor's `auth can-i … -n NS` quotes a kubeconfig namespace that holds $(…)", async () => {
+  const dir = scratchDir('proxyout-paste-ns-');
+  const planted = path.join(dir, 'planted');
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  await cluster.sim.writeKubeconfig(kubeconfig, { token: cluster.sim.issueToken({ namespaces: ['shop'] }), namespace: `x$(touch ${planted})` });
+  const env = { XDG_STATE_HOME: path.join(dir, 'state'), XDG_CONFIG_HOME: path.join(dir, 'config') };
+  const run = await runCli(['doctor', '--kubeconfig', kubeconfig], { env });
+  const suggested = /check with: (kubectl .+ auth can-i .+)$/m.exec(run.stdout)?.[1];
+  assert.ok(suggested, run.stdout);
+  const echoed = execFileSync('sh', ['-c', `kubectl() { printf '%s\\n' "$@"; }; ${suggested}`], { encoding: 'utf8' });
+  assert.ok(!existsSync(planted), `pasting ran the name: ${suggested}`);
+  assert.equal(echoed.trimEnd().split('\n').at(-1), `x$(touch ${planted})`);
+});
