@@ -5,6 +5,8 @@
 // __complete`. Candidates come from the manifest (commands, flags, their options), the kubeconfig
 // (contexts, namespaces) and the state directory (connection IDs): nothing reaches a cluster.
 
+import { escapeControls } from '../core/escape.js';
+
 /** cobra ShellCompDirective bits. */
 export const DIRECTIVE = { error: 1, noSpace: 2, noFileComp: 4 } as const;
 
@@ -106,7 +108,12 @@ export function complete(words: readonly string[], commands: readonly CommandSha
 
 /** Cobra's output: candidates, then the directive. */
 export function formatCompletion(c: Completion): string {
-  const lines = c.candidates.map((x) => (x.description ? `${x.value}\t${oneLine(x.description)}` : x.value));
+  // The shell prints candidates and descriptions as they are: a kubeconfig's name with ESC or 0x9b
+  // would reach the terminal on TAB, and a newline or tab would forge a candidate. Such a value is
+  // left out (no one types it); a description is escaped.
+  const lines = c.candidates
+    .filter((x) => escapeControls(x.value) === x.value)
+    .map((x) => (x.description ? `${x.value}\t${escapeControls(oneLine(x.description))}` : x.value));
   return [...lines, `:${c.directive}`].join('\n') + '\n';
 }
 

@@ -70,3 +70,16 @@ test("the answer is cobra's: value, tab, one-line description; then the directiv
   assert.equal(out, 'connect\tStart a managed proxy.\n:4\n');
   assert.equal(formatCompletion(complete(['disconnect', ''], commands, sources)), '0a1b2c3d\tcontext prod, namespace shop\n:4\n');
 });
+
+test('a name with control characters is left out; a description with them is escaped', () => {
+  const hostile: CompletionSources = {
+    ...sources,
+    contexts: () => [
+      { name: 'ok', description: 'cluster c\x1b]0;PWNED\x07\x9b2J' },
+      { name: 'ctx\x1b[31mred', description: 'cluster d' },
+      { name: 'a\nforged', description: 'cluster e' },
+    ],
+  };
+  const out = formatCompletion(complete(['connect', '--context', ''], commands, hostile));
+  assert.equal(out, 'ok\tcluster c\\x1b]0;PWNED\\x07\\x9b2J\n:4\n');
+});
