@@ -14,6 +14,15 @@ import { exportLines, exportedVariables, shellQuote } from '../proxy/client-env.
  * proxy URLs (nobody else knows them); credentials the user chose are never printed.
  */
 export function readyLines(running: ReadyView, authUser?: string, password?: string): string[] {
+  const { info, shell } = readyParts(running, authUser, password);
+  return [...info, ...shell];
+}
+
+/**
+ * The ready lines in two parts: what a person reads, and the shell lines alone, which `connect`
+ * prints on stdout by themselves so that `eval "$(kubectl proxyout connect)"` runs only them.
+ */
+export function readyParts(running: ReadyView, authUser?: string, password?: string): { info: string[]; shell: string[] } {
   const routes = running.table?.routes.length ?? 1;
   const cluster =
     (running.table && running.table.defaultRoute === undefined) || !running.context
@@ -48,10 +57,10 @@ export function readyLines(running: ReadyView, authUser?: string, password?: str
   if (authUser !== undefined) lines.push(password !== undefined ? generatedAuthLine(authUser) : authLine(authUser));
   if (running.pageUrl) lines.push(`kubectl-proxyout: live page at ${running.pageUrl} (this machine only; the token is new at every start)`);
   // Pasted into a shell (or eval'd).
-  return [
-    ...lines,
-    ...exportLines(exportedVariables({ ...running, clusterDomain: running.clusterDomain ?? running.table?.clusterDomain }, authUser, password)),
-  ];
+  return {
+    info: lines,
+    shell: exportLines(exportedVariables({ ...running, clusterDomain: running.clusterDomain ?? running.table?.clusterDomain }, authUser, password)),
+  };
 }
 
 type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards' | 'pageUrl'> & {

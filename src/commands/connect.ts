@@ -2,7 +2,7 @@
 // closes (src/managed/connect.ts does the work; this is flags and output).
 import { Command, Flags } from '@oclif/core';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
-import { readyLines } from '../cli/ready.js';
+import { readyParts } from '../cli/ready.js';
 import { exportedVariables } from '../proxy/client-env.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { managedApiServers } from '../managed/status.js';
@@ -17,7 +17,7 @@ export default class Connect extends Command {
   static override description = [
     'Checks the context and the API server first, then starts a detached proxy from a private',
     'single-context copy of the kubeconfig and prints its connection ID, addresses and the lines to',
-    'paste. The ID is stable for the same server, context and namespace, so connecting twice',
+    'paste (on stdout, alone: eval "$(kubectl proxyout connect)" sets them). The ID is stable for the same server, context and namespace, so connecting twice',
     'reports the running proxy (flags that ask for other settings than it runs with are an error).',
     'Without proxy credentials it generates a password, carried by the printed lines (connect',
     'again prints them again); --no-proxy-auth for browsers, which cannot send SOCKS credentials.',
@@ -26,6 +26,7 @@ export default class Connect extends Command {
   static override usage = 'connect [--socks] [flags]';
   static override examples = [
     '<%= config.bin %> connect --socks',
+    'eval "$(<%= config.bin %> connect)"',
     '<%= config.bin %> connect --context staging -n shop --listen-socks 127.0.0.1:0 --listen-http 127.0.0.1:0',
     '<%= config.bin %> connect --id prod --json',
   ];
@@ -89,7 +90,7 @@ export default class Connect extends Command {
       this.log(printJson(out));
       return;
     }
-    const lines = readyLines(
+    const { info, shell } = readyParts(
       {
         socks: entry.socks,
         http: entry.http,
@@ -104,7 +105,10 @@ export default class Connect extends Command {
       generatedAuth?.password,
     );
     const what = existing ? `${entry.id} is already running` : `connected ${entry.id}`;
-    this.log(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
-    this.log(lines.join('\n'));
+    // What a person reads on stderr, the shell lines alone on stdout: `eval "$(kubectl proxyout
+    // connect)"` sets the variables (a line of prose made the whole eval a syntax error).
+    this.logToStderr(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
+    if (info.length > 0) this.logToStderr(info.join('\n'));
+    if (shell.length > 0) this.log(shell.join('\n'));
   }
 }

@@ -321,8 +321,8 @@ describe('a managed proxy with mappings, and exec using it', () => {
     assert.match(other.stderr, /--forward \(running: 0=web\.shop:8080, asked: 0=api\.shop:80\)/);
     const same = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--forward', '0=web.shop:8080']);
     assert.equal(same.code, 0, same.stderr);
-    assert.match(same.stdout, /already running/);
-    assert.match(same.stdout, /port 127\.0\.0\.1:\d+ → web\.shop:8080 \(curl http:\/\/127\.0\.0\.1:\d+\/\)/);
+    assert.match(same.stderr, /already running/);
+    assert.match(same.stderr, /port 127\.0\.0\.1:\d+ → web\.shop:8080 \(curl http:\/\/127\.0\.0\.1:\d+\/\)/);
   });
 
   test('exec uses the running managed proxy (its generated password in the URLs) and says so', async () => {

@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -204,9 +204,16 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.equal(again.socks, c.socks);
     assert.equal(again.env.ALL_PROXY, c.env.ALL_PROXY, 'connect prints the same credentials again');
     const human = await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0']);
-    assert.match(human.stdout, new RegExp(`^kubectl-proxyout: ${c.id} is already running \\(pid ${c.pid}\\)`));
+    assert.match(human.stderr, new RegExp(`^kubectl-proxyout: ${c.id} is already running \\(pid ${c.pid}\\)`));
     assert.ok(human.stdout.includes(`export ALL_PROXY=${c.env.ALL_PROXY}`), human.stdout);
-    assert.match(human.stdout, /generated password for user proxyout/);
+    assert.match(human.stderr, /generated password for user proxyout/);
+    // stdout is the shell lines alone: eval'd, they set the variables (stderr is for the person).
+    assert.ok(
+      human.stdout.split('\n').every((l) => l === '' || /^(export|unset) /.test(l)),
+      human.stdout,
+    );
+    const evaluated = spawnSync('bash', ['-c', 'eval "$1" && printf %s "$ALL_PROXY"', 'bash', human.stdout], { encoding: 'utf8' });
+    assert.equal(evaluated.stdout, c.env.ALL_PROXY, evaluated.stderr);
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid]);
     // Asking by flag for what the running proxy does not have is an error, not "already running".
     const other = await cli([

@@ -432,9 +432,9 @@ test('managed: connect, status, exec, reload and disconnect serve a table withou
   const c = await cli(['connect', '--config', config, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth']);
   try {
     assert.equal(c.code, 0, c.stderr);
-    assert.match(c.stdout, /SOCKS5 proxy on 127\.0\.0\.1:\d+ \(2 routes; no cluster\)/);
-    assert.match(c.stdout, /route blocked/);
-    const id = /connected (\S+) \(pid/.exec(c.stdout)![1]!;
+    assert.match(c.stderr, /SOCKS5 proxy on 127\.0\.0\.1:\d+ \(2 routes; no cluster\)/);
+    assert.match(c.stderr, /route blocked/);
+    const id = /connected (\S+) \(pid/.exec(c.stderr)![1]!;
     const socks = /^export ALL_PROXY=(\S+)$/m.exec(c.stdout)![1]!;
     const page = await curl(['--proxy', socks, `http://127.0.0.1:${port}/`]);
     assert.equal(page.stdout, 'lan page\n', page.stderr);

@@ -90,7 +90,7 @@ test('an explicit unix:PATH with a space and a "%" stays where it was asked; its
 test('a managed proxy: connect’s export line and exec’s ALL_PROXY both reach it through curl; status shows the same URL', async () => {
   const c = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', 'unix:'], { env: env(), timeoutMs: 60_000 });
   assert.equal(c.code, 0, c.stderr);
-  const pid = Number(/\(pid (\d+)\)/.exec(c.stdout)?.[1]);
+  const pid = Number(/\(pid (\d+)\)/.exec(c.stderr)?.[1]);
   try {
     const line = c.stdout.split('\n').find((l) => l.startsWith('export ALL_PROXY='));
     assert.ok(line, c.stdout);
@@ -99,7 +99,7 @@ test('a managed proxy: connect’s export line and exec’s ALL_PROXY both reach
     assert.match(pasted.stdout, /"namespace":"shop"/);
 
     // Named: a SOCKS-only managed proxy serves exec only when asked for (see exec's help).
-    const id = /connected (\S+) \(pid/.exec(c.stdout)![1]!;
+    const id = /connected (\S+) \(pid/.exec(c.stderr)![1]!;
     const exec = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--id', id, '--', 'sh', '-c', `echo "ALL_PROXY=$ALL_PROXY"; ${CURL_WHOAMI}`], {
       env: env(),
       timeoutMs: 60_000,
