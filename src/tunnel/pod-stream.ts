@@ -9,8 +9,8 @@
 //  - a port that accepted lately (confirmMs 0): connected as soon as the tunnel is up. If a dial
 //    failure still shows before the pod has sent a byte, the stream fails with a *retryable* error
 //    and ClusterRoute replays the client's bytes to another endpoint (routes/cluster/retry-stream.ts);
-//  - error text after the pod has spoken is a broken connection: what the pod sent is delivered,
-//    then the stream ends. Error text before the pod's first byte — a refused dial, a sandbox
+//  - error text after the pod has spoken is a broken connection: the stream fails (the relay
+//    resets the client, as TCP does on a reset), never ends as if whole. Error text before the pod's first byte — a refused dial, a sandbox
 //    that is gone, a timeout, wordings we do not know — means the dial never completed: the
 //    stream fails *retryable* and moves to another endpoint; only text that proves the pod had
 //    accepted ("reset by peer") ends it where it is.
@@ -18,7 +18,14 @@
 // burst of frames, before anyone can listen (a noop listener stays; real listeners still hear it).
 import { Duplex, type DuplexOptions } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { ConnectTimeoutError, ConnectionRefusedError, HostUnreachableError, PortForwardForbiddenError, type ProxyError } from '../core/errors.js';
+import {
+  ConnectTimeoutError,
+  ConnectionRefusedError,
+  HostUnreachableError,
+  PortForwardForbiddenError,
+  UpstreamApiError,
+  type ProxyError,
+} from '../core/errors.js';
 import type { OpenOptions, PodPort } from './transport.js';
 
 export const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
@@ -181,10 +188,10 @@ export abstract class PodStream extends Duplex {
       this.destroy(dialError(this.target, this.errorText));
       return;
     }
-    this.log.info({ target: where(this.target), error: errorStreamMessage(this.errorText).slice(0, 500) }, 'pod connection ended with an error');
-    this.endFromPod();
+    // The pod's connection broke (reset, a failed write): what it sent may be cut short, so the
+    // stream fails and the relay resets the client, as TCP would; a FIN would pass it for whole.
+    const message = errorStreamMessage(this.errorText).slice(0, 500);
+    this.log.info({ target: where(this.target), error: message }, 'pod connection ended with an error');
+    this.destroy(new UpstreamApiError(`pod ${where(this.target)}: the connection broke: ${message}`));
   }
-
-  /** The pod connection is over: deliver what it sent, then end the readable side. */
-  protected abstract endFromPod(): void;
 }

@@ -110,8 +110,6 @@ class PortForwardStream extends PodStream {
   private readonly prefixPending = [true, true];
   private lingerTimer?: NodeJS.Timeout;
   private clientEnded = false;
-  /** The pod side reported an error after data: no more bytes go to the reader. */
-  private podEnded = false;
   /** We started the close (see the 'close' handler). */
   private closingByUs = false;
   /** Bytes of the client's sent so far (keepalive.ts). */
@@ -192,7 +190,6 @@ class PortForwardStream extends PodStream {
     }
     if (payload.length === 0) return;
     if (channel === ERROR) return this.errorFromKubelet(payload.toString('utf8'));
-    if (this.podEnded) return;
     this.podSending();
     if (!this.push(payload)) this.ws.pause();
     if (this.clientEnded) this.armLinger();
@@ -265,11 +262,6 @@ class PortForwardStream extends PodStream {
     };
     const unlisten = tunnel.listen(settled, settled);
     tunnel.ping();
-  }
-
-  protected endFromPod(): void {
-    this.podEnded = true;
-    this.push(null);
   }
 
   private armLinger(ms = HALF_CLOSE_LINGER_MS): void {

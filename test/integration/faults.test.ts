@@ -192,6 +192,21 @@ describe('backends that reset or half-close', () => {
     assert.ok((await web()).startsWith('web-'));
   });
 
+  test('a backend that resets after it answered: its client is reset, not ended as if the pod had closed', async () => {
+    const s = await openStream(socks, cluster.sim.podIP('shop', webA), SAMPLE.web.containerPort);
+    sendGet(s, '/');
+    assert.match((await s.reader.read(17)).toString(), /^HTTP\/1\.1 200 OK/);
+    let ended = false;
+    let error: string | undefined;
+    s.socket.on('end', () => (ended = true));
+    s.socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code));
+    assert.ok(cluster.sim.resetPodConnections('shop', webA) >= 1);
+    await closedWithin(s.socket, 10_000, 'the stream whose backend reset');
+    // The kubelet sends the runtime's FIN on the data stream first, then why: "reset by peer".
+    assert.equal(ended, false, 'no FIN: after a reset it would pass a cut-short answer for a whole one');
+    assert.equal(error, 'ECONNRESET');
+  });
+
   test('backend half-close: the whole response, then EOF', async () => {
     const size = 3 << 20;
     const d = await download(webC, size, true);

@@ -234,6 +234,8 @@ test('a stream whose pod has ended releases its hold on the tunnel, however slow
   frames.push(encodeData(DATA_STREAM, Buffer.alloc(0), true));
   session.receive(Buffer.concat(frames));
   assert.equal(holders.size, 0, 'the pod ended: nothing more comes for this stream, the other streams must go on');
+  // The kubelet closes the error stream without a word: a clean end.
+  session.receive(encodeData(1, Buffer.alloc(0), true));
   let got = 0;
   stream.on('data', (c: Buffer) => (got += c.length));
   const ended = new Promise((r) => stream.once('end', r));

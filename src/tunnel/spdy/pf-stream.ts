@@ -11,8 +11,9 @@
 //    on data nobody reads; later client bytes are dropped. Abort → RST_STREAM(CANCEL) on both.
 //  - A failed dial arrives in whatever order the kubelet and runtime send it: containerd's FIN on
 //    the data stream, then the text, then RST on the error stream; or text first; or RST alone.
-//    A data FIN before the pod spoke therefore waits for the error stream to finish (text = failed
-//    dial, clean FIN = the pod accepted and closed); a data RST before the pod spoke is a refusal.
+//    A data FIN therefore waits for the error stream to finish (text before the pod spoke = failed
+//    dial, after = a broken connection; a clean FIN = the pod closed); a data RST before the pod
+//    spoke is a refusal.
 //  - "Sandbox not found" text retires the whole tunnel (hooks.retire): the session outlived its pod.
 //  - A GOAWAY that crossed our SYN_STREAMs (session.ts onUnprocessed), or a tunnel that takes no
 //    more streams: the kubelet never took the pair, so it opens again on a fresh tunnel to the same
@@ -38,7 +39,7 @@ const ERROR_MESSAGE_MAX = 8 * 1024;
 
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
-/** After a data FIN before the pod spoke, the error stream gets this long to say why (or end). */
+/** After a data FIN, the error stream gets this long to say why (or end). */
 const ERROR_STREAM_WAIT_MS = 5000;
 
 export class SpdyPortForwardStream extends PodStream implements PieceHints, PairOwner {
@@ -158,7 +159,9 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   private static onDataEnd(this: SpdyStream): void {
     const self = SpdyPortForwardStream.ownerOf(this);
     self.podFinished = true;
-    if (!self.podHasSpoken && !self.errorClosed) {
+    // No more bytes come for this stream: while the verdict is awaited it must not hold the tunnel.
+    self.letGo();
+    if (!self.errorClosed) {
       self.verdictTimer = setTimeout(() => self.errorStreamClosed(), ERROR_STREAM_WAIT_MS);
       self.verdictTimer.unref();
     }
@@ -212,10 +215,13 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     this.settlePodEnd();
   }
 
-  /** The pod's FIN counts once the pod spoke or the error stream ended without a word. */
+  /**
+   * The pod's FIN counts once the error stream ended without a word: the runtime closes the data
+   * stream before the kubelet writes why, so text after it (the pod's connection was reset) must
+   * still fail the stream rather than pass a cut-short download on as whole.
+   */
   private settlePodEnd(): void {
-    if (!this.podFinished || this.destroyed) return;
-    if (!this.podHasSpoken && !this.errorClosed) return;
+    if (!this.podFinished || this.destroyed || !this.errorClosed) return;
     this.podFinished = false;
     this.podEndedEarly();
     this.endFromPod();
@@ -272,7 +278,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   }
 
   /** Pod end or break: end the readable side and, as kubectl does, reset a data stream we have not finished. */
-  protected endFromPod(): void {
+  private endFromPod(): void {
     if (!this.podEnded && !this.destroyed) {
       this.podEnded = true;
       this.push(null);
