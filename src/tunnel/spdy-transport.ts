@@ -5,7 +5,8 @@
 //  - A tunnel opens on first use and stays while streams use it, then IDLE_MS longer.
 //  - At most maxStreamsPerTunnel TCP streams share one tunnel; the next stream opens another.
 //    This bounds head-of-line blocking: without SPDY flow control, a reader that falls far behind
-//    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read).
+//    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read). A new
+//    stream passes over a tunnel in either state and opens another.
 //  - A broken tunnel fails only its own streams; the next stream opens a new tunnel. A tunnel that
 //    got the kubelet's GOAWAY takes no new streams; one whose SYN_STREAMs crossed the GOAWAY asks
 //    for a new tunnel to the same pod itself (hooks.reopen, spdy/goaway-replay.ts).
@@ -167,13 +168,14 @@ export class SpdyTransport implements Transport {
     const key = this.key(target);
     const list = this.pods.get(key) ?? [];
     this.pods.set(key, list);
-    // A tunnel held by a reader that is behind reads nothing: a new stream there would wait for that reader.
+    // A tunnel held by a reader that is behind reads nothing, and one whose writes the kubelet no
+    // longer reads (a pod that does not read) takes nothing: a new stream there would wait for them.
     let entry = list.find(
       (e) =>
         !e.dead &&
         !e.suspect &&
         e.uid === target.uid &&
-        (!e.tunnel || (e.tunnel.session.canOpen && !e.tunnel.held)) &&
+        (!e.tunnel || (e.tunnel.session.canOpen && !e.tunnel.held && !e.tunnel.writesStalled)) &&
         e.streams < this.options.maxStreamsPerTunnel,
     );
     if (!entry) {

@@ -4,6 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -206,4 +207,54 @@ test('after a pause a tunnel held by a slow reader is not taken for dead (it can
   assert.match(await outcome, /^error: .*no answer to a PING after the process was paused/);
   await t.close();
   cluster.sim.killSpdySessions();
+});
+
+test('a pod that does not read an upload holds its tunnel, not the pod: a new stream to that pod opens a tunnel of its own and is answered', async () => {
+  // A server that accepts and never reads: the kubelet blocks on it and reads no more of the session.
+  const sockets: net.Socket[] = [];
+  const deaf = net.createServer((s) => {
+    s.pause();
+    sockets.push(s);
+  });
+  await new Promise<void>((r) => deaf.listen(0, '127.0.0.1', r));
+  const { port } = deaf.address() as net.AddressInfo;
+  await cluster.sim.createPod({
+    namespace: 'data',
+    name: 'deaf-0',
+    ports: [
+      { containerPort: 7000, backend: 'echo' },
+      { containerPort: 7001, backend: 'external', target: { host: '127.0.0.1', port } },
+    ],
+  });
+  const t = transport({ idleMs: 60_000 });
+  try {
+    const upload = await open(t, { namespace: 'data', pod: 'deaf-0', port: 7001 });
+    upload.on('error', () => undefined);
+    // Write until the tunnel stops taking more: the pod, the kubelet and the tunnel are full.
+    const chunk = Buffer.alloc(64 * 1024, 0x62);
+    await new Promise<void>((resolve) => {
+      let quiet: NodeJS.Timeout | undefined;
+      const more = (): void => {
+        clearTimeout(quiet);
+        quiet = setTimeout(() => {
+          upload.off('drain', more);
+          resolve();
+        }, 1500);
+        while (upload.write(chunk));
+        upload.once('drain', more);
+      };
+      more();
+    });
+    cluster.sim.resetCounters();
+    const fresh = await open(t, { namespace: 'data', pod: 'deaf-0', port: 7000 });
+    const answer = await Promise.race([roundTrip(fresh, Buffer.from('hello')), new Promise((r) => setTimeout(() => r('no echo within 10 s'), 10_000))]);
+    assert.equal(String(answer), 'hello');
+    assert.equal(cluster.sim.counters.portForward, 1, 'a second tunnel');
+    upload.destroy();
+    fresh.destroy();
+  } finally {
+    await t.close();
+    for (const s of sockets) s.destroy();
+    deaf.close();
+  }
 });

@@ -11,6 +11,7 @@
 // path; GOAWAY then close 1000 ends it.
 import { SpdySession, type SessionWire } from './session.js';
 import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
+import { monotonicMs } from '../../core/clock.js';
 import { statusMessage, type ApiRequestOptions } from '../../cluster/api.js';
 import { framesVisibleOnPath } from '../ws-options.js';
 import { ByteWebSocket, type WebSocketEnd } from '../websocket/byte-socket.js';
@@ -20,6 +21,8 @@ export const TUNNEL_PROTOCOL = 'SPDY/3.1+portforward.k8s.io';
 export const HIGH_WATER = 1 << 20;
 const MAX_BATCH = 64 * 1024;
 const LOW_WATER = 256 * 1024;
+/** Writers waiting this long for the tunnel to drain: the far end reads no more of it (a pod that does not read). */
+const WRITES_STALLED_MS = 1000;
 
 /** The API server did not upgrade to the SPDY tunnel: `status` 101 means another subprotocol. */
 export class TunnelRefusal extends Error {
@@ -89,6 +92,8 @@ export class PodTunnel implements SessionWire {
   private pendingBytes = 0;
   private scheduled = false;
   private drainWaiters: Array<() => void> = [];
+  /** When the first of the drainWaiters began to wait. */
+  private drainWaitSince = 0;
   /** Messages handed to the socket, and of them the last one written out (their callbacks run in order). */
   private messagesSent = 0;
   private messagesOut = 0;
@@ -146,7 +151,16 @@ export class PodTunnel implements SessionWire {
   /** Calls back once the bytes queued towards the API server are below LOW_WATER. */
   whenDrained(cb: () => void): void {
     if (this.closed || this.buffered < LOW_WATER) return cb();
+    if (this.drainWaiters.length === 0) this.drainWaitSince = monotonicMs();
     this.drainWaiters.push(cb);
+  }
+
+  /**
+   * Writers have waited a while for the tunnel to drain: the kubelet reads no more of the session
+   * (a pod that does not read stalls it), so a new stream here would wait behind them.
+   */
+  get writesStalled(): boolean {
+    return this.drainWaiters.length > 0 && monotonicMs() - this.drainWaitSince >= WRITES_STALLED_MS;
   }
 
   /** A stream's reader is behind: nothing is read from the tunnel until it catches up. */
