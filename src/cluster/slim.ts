@@ -66,8 +66,13 @@ export interface SlimSlicePort {
 export interface SlimSlice extends Slim {
   /** "namespace/service" from the kubernetes.io/service-name label. */
   readonly serviceKey: string | undefined;
-  /** null when the slice has none (a placeholder, or a hand-made slice without ports). */
+  /** null when the slice has none (a placeholder, pods lacking every port, or a hand-made slice without ports). */
   readonly ports: readonly SlimSlicePort[] | null;
+  /**
+   * Written by the EndpointSlice controller (its managed-by label): its ports are each pod's
+   * resolved targetPorts, so a port missing there is missing in the pods.
+   */
+  readonly byController: boolean;
   readonly endpoints: readonly SlimEndpoint[];
 }
 
@@ -94,6 +99,8 @@ export interface SlimPod extends Slim {
 export type SlimNamespace = Slim;
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
+const ENDPOINTSLICE_CONTROLLER = 'endpointslice-controller.k8s.io';
 
 const EMPTY: readonly never[] = Object.freeze([]);
 
@@ -221,6 +228,7 @@ export function slimSlice(o: Json): SlimSlice | undefined {
     resourceVersion: m.resourceVersion,
     serviceKey: service ? `${m.namespace}/${service}` : undefined,
     ports,
+    byController: o.metadata.labels?.[MANAGED_BY_LABEL] === ENDPOINTSLICE_CONTROLLER,
     endpoints: endpoints.length ? endpoints : EMPTY,
   };
 }

@@ -242,6 +242,23 @@ test('a pod is looked up for a named targetPort only when its slice has no ports
   assert.equal(podLookups, 0, 'no API look-up per connection');
 });
 
+test("a controller's slice without ports (a targetPort name no pod has): no pod look-ups, and the refusal names the port", async () => {
+  // What kube-controller-manager writes when no selected pod has the named port: `ports: null`.
+  const svcs = [svc('shop', 'typo', { clusterIP: '10.96.0.12', ports: [{ name: 'web', port: 80, targetPort: 'wbe' as never }] })];
+  const eps = Array.from({ length: 30 }, (_, i) => ({ pod: `web-${i}`, ip: `10.0.1.${i + 1}` }));
+  const byController = slice('shop', 'typo', null, eps);
+  byController.metadata!.labels!['endpointslice.kubernetes.io/managed-by'] = 'endpointslice-controller.k8s.io';
+  const ix = new ClusterIndex(() => [objectSource(svcs, [byController], pods)]);
+  let podLookups = 0;
+  const r = new Resolver({ ...cache, lookup: ix, findPod: async () => void podLookups++ } as never, 'cluster.local');
+  await assert.rejects(r.resolve(dom('typo', 80)), (err: unknown) => {
+    assert.equal(replyFor(err).socks, 0x04);
+    assert.match((err as Error).message, /none of its endpoints \(30\) has a port for it: their pods have no TCP container port named "wbe"/);
+    return true;
+  });
+  assert.equal(podLookups, 0, 'the look-up budget is not spent on what the controller already said');
+});
+
 test('no ready endpoint: those still serving while they terminate are used, as kube-proxy does; not-serving ones never', async () => {
   const svcs = [svc('shop', 'roll', { clusterIP: '10.96.0.8', ports: [{ port: 80 }] })];
   const only = (eps: Parameters<typeof slice>[3]) => {

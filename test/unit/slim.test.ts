@@ -147,6 +147,7 @@ test('EndpointSlices: the Service, ports, and per endpoint its address, hostname
     resourceVersion: '12',
     serviceKey: 'shop/web',
     ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    byController: true,
     endpoints: [
       {
         address: '10.0.0.1',
@@ -189,7 +190,7 @@ test('EndpointSlices: the Service, ports, and per endpoint its address, hostname
     endpoints: null,
     ports: null,
   })!;
-  assert.deepEqual([placeholder.ports, placeholder.endpoints], [null, []]);
+  assert.deepEqual([placeholder.ports, placeholder.endpoints, placeholder.byController], [null, [], false]);
   assert.equal(slimSlice({ metadata: { namespace: 'shop', name: 'orphan' }, endpoints: [] })!.serviceKey, undefined);
 });
 

@@ -188,7 +188,7 @@ export class Resolver {
       const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
       throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
     }
-    const { candidates, notPods, lookupError } = await serviceEndpoints(svc, servicePort, port, this.cache.lookup.slicesFor(namespace, name), {
+    const { candidates, notPods, lookupError, portless } = await serviceEndpoints(svc, servicePort, port, this.cache.lookup.slicesFor(namespace, name), {
       findPod: (ns, pod) => this.cache.findPod(ns, pod),
       findPodByIp: (ip) => this.findPodByIp(ip),
     });
@@ -197,6 +197,12 @@ export class Resolver {
       if (notPods.length > 0) {
         throw new UnsupportedTargetError(
           `${label}: its endpoints (${notPods.join(', ')}) are not pods nor any running pod's address, so no pod port-forward can reach them`,
+        );
+      }
+      if (portless > 0 && servicePort) {
+        // As `kubectl port-forward svc/…` says "does not have a named port": a misnamed targetPort.
+        throw new NoReadyEndpointError(
+          `${label}: none of its endpoints (${portless}) has a port for it: their pods have no TCP container port named "${servicePort.targetPort}"`,
         );
       }
       throw new NoReadyEndpointError(`${label} has no ready endpoint`);

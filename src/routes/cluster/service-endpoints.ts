@@ -25,6 +25,8 @@ export interface ServiceEndpoints {
   notPods: string[];
   /** Why looking up such an address failed (over the look-up budget, the API server away), if it did. */
   lookupError?: unknown;
+  /** Endpoints that would take traffic but whose pod has no port for this Service port (a targetPort name it lacks). */
+  portless: number;
 }
 
 interface Chosen {
@@ -44,6 +46,7 @@ export async function serviceEndpoints(
   const byAddress = await podsByAddress(chosen, pods);
   const candidates: PodPort[] = [];
   const notPods: string[] = [];
+  let portless = 0;
   // A pod in an IPv4 and an IPv6 slice of a dual-stack Service is one candidate, not two.
   const seen = slices.length > 1 ? new Set<string>() : undefined;
   for (const { slice, ep } of chosen) {
@@ -56,14 +59,21 @@ export async function serviceEndpoints(
     const namespace = found?.namespace ?? ep.refNamespace ?? svc.namespace;
     const name = found?.name ?? ep.refName!;
     const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
-    // Slices carry the resolved port. Only a slice without any port (hand-made) sends us to the
-    // pod's containers for a named targetPort: a controller's slice without this port name is
-    // the controller saying these pods lack it, and asking the API server would not change that.
+    // Slices carry the resolved port. Only a hand-made slice without any port sends us to the
+    // pod's containers for a named targetPort: a controller's slice without this port name (or
+    // without ports: its pods lack every one) is the controller saying these pods lack it, and
+    // asking the API server, once per endpoint, would not change that.
     const pod =
       found ??
-      (servicePort && !slice.ports?.length && isNamedPort(servicePort.targetPort) ? await pods.findPod(namespace, name).catch(() => undefined) : undefined);
+      (servicePort && !slice.ports?.length && !slice.byController && isNamedPort(servicePort.targetPort)
+        ? await pods.findPod(namespace, name).catch(() => undefined)
+        : undefined);
     const podPort = servicePort ? (slicePort?.port ?? targetPortOf(servicePort, pod)) : port;
-    if (podPort === undefined) continue;
+    if (podPort === undefined) {
+      // Known to lack it: the controller says so, or the pod was read (not a failed look-up).
+      if (slice.byController || pod) portless++;
+      continue;
+    }
     // The endpoint controller's targetRef names the pod instance it vouched ready.
     const uid = (isPodRef ? ep.refUid : undefined) ?? pod?.uid;
     if (seen) {
@@ -73,7 +83,7 @@ export async function serviceEndpoints(
     }
     candidates.push({ namespace, pod: name, port: podPort, ...(uid ? { uid } : {}) });
   }
-  return { candidates, notPods, ...(byAddress.error !== undefined ? { lookupError: byAddress.error } : {}) };
+  return { candidates, notPods, portless, ...(byAddress.error !== undefined ? { lookupError: byAddress.error } : {}) };
 }
 
 /** Ready endpoints; only when there are none, those terminating but still serving. */
