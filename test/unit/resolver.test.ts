@@ -242,6 +242,30 @@ test('a pod is looked up for a named targetPort only when its slice has no ports
   assert.equal(podLookups, 0, 'no API look-up per connection');
 });
 
+test('a port the Service has for UDP or SCTP only is refused saying so; the port list names non-TCP protocols', async () => {
+  const svcs = [
+    svc('shop', 'dns', { clusterIP: '10.96.0.13', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] }),
+    svc('shop', 'sctp', { clusterIP: '10.96.0.14', ports: [{ port: 80, protocol: 'SCTP' }] }),
+    svc('shop', 'mixed', {
+      clusterIP: '10.96.0.15',
+      ports: [
+        { name: 'http', port: 80 },
+        { name: 'stats', port: 8125, protocol: 'UDP' },
+      ],
+    }),
+  ];
+  const r = new Resolver({ ...cache, lookup: new ClusterIndex(() => [objectSource(svcs, [], pods)]) } as never, 'cluster.local');
+  const refusal = async (host: string, port: number) => {
+    const reply = await r.resolve(dom(host, port)).then(() => undefined, replyFor);
+    assert.equal(reply?.socks, 0x05, host);
+    return reply!.message;
+  };
+  assert.match(await refusal('dns', 53), /Service shop\/dns has port 53 for UDP only; the proxy carries TCP streams/);
+  assert.match(await refusal('sctp', 80), /Service shop\/sctp has port 80 for SCTP only/);
+  assert.match(await refusal('10.96.0.14', 80), /has port 80 for SCTP only/, 'its ClusterIP alike');
+  assert.match(await refusal('mixed', 81), /Service shop\/mixed has no TCP port 81 \(ports: 80\/http, 8125\/stats UDP\)/);
+});
+
 test("a controller's slice without ports (a targetPort name no pod has): no pod look-ups, and the refusal names the port", async () => {
   // What kube-controller-manager writes when no selected pod has the named port: `ports: null`.
   const svcs = [svc('shop', 'typo', { clusterIP: '10.96.0.12', ports: [{ name: 'web', port: 80, targetPort: 'wbe' as never }] })];

@@ -184,10 +184,7 @@ export class Resolver {
     if (svc.type === 'ExternalName') return this.externalNamePlan(svc, label, port, client, hops);
     const headless = svc.headless;
     const servicePort = headless ? undefined : svc.ports.find((p) => p.port === port && p.protocol === 'TCP');
-    if (!headless && !servicePort) {
-      const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
-      throw new ConnectionRefusedError(`Service ${namespace}/${name} has no TCP port ${port} (ports: ${ports})`);
-    }
+    if (!headless && !servicePort) throw noTcpPort(svc, port);
     const { candidates, notPods, lookupError, portless } = await serviceEndpoints(svc, servicePort, port, this.cache.lookup.slicesFor(namespace, name), {
       findPod: (ns, pod) => this.cache.findPod(ns, pod),
       findPodByIp: (ip) => this.findPodByIp(ip),
@@ -253,6 +250,15 @@ export class Resolver {
  */
 export function notKnownNamespace(host: string, service: string, namespace: string): string {
   return `${host} is not a cluster name (namespace "${namespace}" is not known; ${service}.${namespace}.svc asks for Service ${service} there even so)`;
+}
+
+/** A Service port asked for that the Service lacks, or has for UDP or SCTP only (the proxy carries TCP). */
+export function noTcpPort(svc: SlimService, port: number): ConnectionRefusedError {
+  const what = `Service ${svc.namespace}/${svc.name}`;
+  const other = [...new Set(svc.ports.filter((p) => p.port === port).map((p) => p.protocol))];
+  if (other.length > 0) return new ConnectionRefusedError(`${what} has port ${port} for ${other.join(' and ')} only; the proxy carries TCP streams`);
+  const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port)) + (p.protocol === 'TCP' ? '' : ` ${p.protocol}`)).join(', ');
+  return new ConnectionRefusedError(`${what} has no TCP port ${port} (ports: ${ports || 'none'})`);
 }
 
 function podPlan(pod: PodTarget, port: number): Plan {

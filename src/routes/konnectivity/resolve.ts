@@ -5,20 +5,12 @@
 // Service for a name in the cluster domain is what that name is. The port is the client's:
 // kube-proxy maps a Service port to its targetPort. Names never go to the server.
 import type { SlimPod, SlimService } from '../../cluster/slim.js';
-import {
-  ConnectionRefusedError,
-  HostUnreachableError,
-  NoReadyEndpointError,
-  NotAllowedError,
-  UpstreamApiError,
-  ProxyError,
-  errorMessage,
-} from '../../core/errors.js';
+import { HostUnreachableError, NoReadyEndpointError, NotAllowedError, UpstreamApiError, ProxyError, errorMessage } from '../../core/errors.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import { normalizeIp } from '../../core/ip.js';
 import { dashedIp, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
-import { HOST_NETWORK_FLAG, notKnownNamespace, type ResolverCache } from '../cluster/resolver.js';
+import { HOST_NETWORK_FLAG, noTcpPort, notKnownNamespace, type ResolverCache } from '../cluster/resolver.js';
 import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
 
 export interface KonnectivityResolveOptions {
@@ -39,8 +31,7 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
 
   const servicePort = (svc: SlimService, port: number): void => {
     if (svc.ports.some((p) => p.port === port && p.protocol === 'TCP')) return;
-    const ports = svc.ports.map((p) => (p.name ? `${p.port}/${p.name}` : String(p.port))).join(', ') || 'none';
-    throw new ConnectionRefusedError(`Service ${svc.namespace}/${svc.name} has no TCP port ${port} (ports: ${ports})`);
+    throw noTcpPort(svc, port);
   };
 
   const serviceTargets = (svc: SlimService, port: number): KonnectivityTarget[] => {
