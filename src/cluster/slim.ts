@@ -92,7 +92,7 @@ export interface SlimPod extends Slim {
   readonly hostNetwork: boolean;
   readonly hostname: string | undefined;
   readonly subdomain: string | undefined;
-  /** Named container ports only: a Service targetPort can only name a named one. */
+  /** Named container ports only (native sidecars' too): a Service targetPort can only name a named one. */
   readonly namedPorts: readonly SlimContainerPort[];
 }
 
@@ -239,7 +239,9 @@ export function slimPod(o: Json): SlimPod | undefined {
   const spec = o.spec ?? {};
   const status = o.status ?? {};
   const namedPorts: SlimContainerPort[] = [];
-  for (const c of arr(spec.containers)) {
+  // As podutil.FindPort: the containers, then native sidecars (init containers that keep running).
+  const sidecars = arr(spec.initContainers).filter((c) => c?.restartPolicy === 'Always');
+  for (const c of [...arr(spec.containers), ...sidecars]) {
     for (const p of arr(c.ports)) {
       if (typeof p.name === 'string' && p.name)
         namedPorts.push({ name: intern(p.name), containerPort: Number(p.containerPort), protocol: intern(str(p.protocol) ?? 'TCP') });

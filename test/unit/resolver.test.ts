@@ -242,6 +242,22 @@ test('a pod is looked up for a named targetPort only when its slice has no ports
   assert.equal(podLookups, 0, 'no API look-up per connection');
 });
 
+test("a hand-made slice without ports: a named targetPort is a native sidecar's port too, as podutil.FindPort finds it", async () => {
+  const svcs = [svc('shop', 'mesh', { clusterIP: '10.96.0.16', ports: [{ name: 'admin', port: 80, targetPort: 'admin' as never }] })];
+  const withSidecar = pod('shop', 'mesh-1', '10.0.2.1', [['http', 8080]], {
+    initContainers: [
+      { name: 'setup', ports: [{ name: 'admin', containerPort: 1 }] }, // runs to completion first: not a sidecar
+      { name: 'proxy', restartPolicy: 'Always', ports: [{ name: 'admin', containerPort: 15000 }] },
+    ],
+  });
+  const ix = new ClusterIndex(() => [objectSource(svcs, [slice('shop', 'mesh', null, [{ pod: 'mesh-1', ip: '10.0.2.1' }])], [withSidecar])]);
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
+  assert.deepEqual(
+    (await r.resolve(dom('mesh', 80))).candidates.map((c) => [c.pod, c.port]),
+    [['mesh-1', 15000]],
+  );
+});
+
 test('a port the Service has for UDP or SCTP only is refused saying so; the port list names non-TCP protocols', async () => {
   const svcs = [
     svc('shop', 'dns', { clusterIP: '10.96.0.13', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] }),
