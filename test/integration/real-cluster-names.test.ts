@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { manifests, namespace, webDeployment, webService } from '../helpers/real-cluster-objects.js';
+import { httpContainer, manifests, namespace, pod, service, webDeployment, webService } from '../helpers/real-cluster-objects.js';
 import { applyAndRollOut, startClusterLogged, startProxies, stopProxiesAndCluster, webAddresses } from '../helpers/real-cluster-setup.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
@@ -29,6 +29,21 @@ const MANIFESTS = manifests(
   // Aliases: of a Service in another namespace, and of a host outside the cluster.
   externalName('web', 'web.shop.svc.cluster.local'),
   externalName('outside', 'example.org'),
+  // A native sidecar (an init container that keeps running) with a named port a Service targets.
+  pod({
+    name: 'meshed',
+    containers: [httpContainer('app')],
+    spec: { initContainers: [{ name: 'proxy', image: 'proxyout/http', restartPolicy: 'Always', ports: [{ name: 'admin', containerPort: 15000 }] }] },
+  }),
+  service('meshed', { ports: [{ name: 'admin', port: 80, targetPort: 'admin' }] }),
+  // A targetPort no pod has (a typo): the controller writes the slice without ports.
+  service('typo', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 'htpp' }] }),
+  {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'dns', namespace: 'shop' },
+    spec: { selector: { app: 'web' }, ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] },
+  },
 );
 
 /** The hand-made slice of Service leader: one address, no targetRef (what a mirrored hand-written Endpoints gives too). */
@@ -52,6 +67,7 @@ before(async () => {
   if (skip) return;
   cluster = await startClusterLogged();
   await applyAndRollOut(cluster, MANIFESTS, ['deployment/web']);
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/meshed', '--timeout=30s']);
   ({ podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
   await cluster.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
   proxies = await startProxies(cluster, ['spdy'] as const);
@@ -102,4 +118,20 @@ test('an ExternalName Service for a name in the cluster domain reaches what that
   // A host outside the cluster is reached from the cluster's network, which a port-forward is not.
   const outside = await curl(['-x', `http://${proxies.get('spdy')!.http}`, 'http://outside.other/']);
   assert.match(outside.stdout, /ExternalName Service for example\.org, outside the cluster/);
+});
+
+test("a named targetPort that a native sidecar has reaches the sidecar's port, as the controller resolves it (podutil.FindPort)", { skip }, async () => {
+  const r = await eventually(async () => {
+    const got = await viaHttp('http://meshed/');
+    return got.code === 0 && got;
+  });
+  assert.match(r.out, /pod=meshed namespace=shop port=15000/);
+});
+
+test('a targetPort no pod has is refused naming it; a UDP-only port says so', { skip }, async () => {
+  const typo = await viaHttp('http://typo/');
+  assert.match(typo.out, /service shop\/typo:80: none of its endpoints \(2\) has a port for it: their pods have no TCP container port named "htpp"/);
+  const socks = await curl(['--socks5-hostname', proxies.get('spdy')!.socks!, 'http://dns.shop:53/']);
+  assert.match(socks.stderr, /\(5\)/, 'SOCKS 0x05');
+  assert.match((await viaHttp('http://dns.shop:53/')).out, /Service shop\/dns has port 53 for UDP only; the proxy carries TCP streams/);
 });

@@ -646,7 +646,15 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 			servers: map[int32]*server{},
 		}
 		n.pods[pod.UID] = p
-		for _, c := range pod.Spec.Containers {
+		// Native sidecars (init containers with restartPolicy Always) run beside the containers,
+		// their ports served in the pod's network namespace as the containers' are.
+		containers := append([]corev1.Container{}, pod.Spec.Containers...)
+		for _, c := range pod.Spec.InitContainers {
+			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				containers = append(containers, c)
+			}
+		}
+		for _, c := range containers {
 			for _, cp := range c.Ports {
 				if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
 					continue
