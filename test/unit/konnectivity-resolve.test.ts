@@ -19,14 +19,14 @@ const pod = (name: string, ip: string, extra: Partial<V1Pod['spec']> = {}): V1Po
 });
 const svc = (name: string, spec: V1Service['spec']): V1Service => ({ metadata: { namespace: 'shop', name }, spec });
 // The endpoint controller puts a pod's hostname on its endpoint when the pod's subdomain is the Service.
-const slice = (service: string, eps: Array<{ ip: string; pod: string; ready?: boolean; hostname?: string }>): V1EndpointSlice => ({
+const slice = (service: string, eps: Array<{ ip: string; pod: string; ready?: boolean; terminating?: boolean; hostname?: string }>): V1EndpointSlice => ({
   addressType: 'IPv4',
   metadata: { namespace: 'shop', name: `${service}-x`, labels: { 'kubernetes.io/service-name': service } },
   ports: [{ name: '', port: 5432, protocol: 'TCP' }],
   endpoints: eps.map((e) => ({
     addresses: [e.ip],
     hostname: e.hostname,
-    conditions: { ready: e.ready ?? true },
+    conditions: { ready: e.ready ?? true, ...(e.terminating !== undefined ? { terminating: e.terminating } : {}) },
     targetRef: { kind: 'Pod', namespace: 'shop', name: e.pod },
   })),
 });
@@ -40,6 +40,7 @@ const pods = [
 const services = [
   svc('web', { clusterIP: '10.96.0.1', ports: [{ name: 'http', port: 80 }] }),
   svc('db', { clusterIP: 'None', ports: [{ port: 5432 }] }),
+  svc('peers', { clusterIP: 'None', publishNotReadyAddresses: true, ports: [{ port: 2380 }] }),
   svc('ext', { type: 'ExternalName', externalName: 'example.org' }),
   svc('alias', { type: 'ExternalName', externalName: 'web.shop.svc.cluster.local' }),
   svc('db-alias', { type: 'ExternalName', externalName: 'db-0.db.shop.svc.cluster.local.' }),
@@ -52,6 +53,11 @@ const slices = [
     { ip: '10.244.0.12', pod: 'db-extra' },
   ]),
   slice('web', [{ ip: '10.244.0.1', pod: 'web-1' }]),
+  // publishNotReadyAddresses: the controller writes every endpoint ready, one being deleted too.
+  slice('peers', [
+    { ip: '10.244.0.20', pod: 'etcd-0', hostname: 'etcd-0' },
+    { ip: '10.244.0.21', pod: 'etcd-1', hostname: 'etcd-1', terminating: true },
+  ]),
 ];
 const served: string[] = [];
 const cache: ResolverCache = indexCache(new ClusterIndex(() => [objectSource(services, slices, pods)]), {
@@ -116,6 +122,14 @@ test('headless names and Pod IPs are Pod IPs, port unchanged; only ready endpoin
   assert.deepEqual(await targets('10.244.0.1', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('10-244-0-1.shop.pod.cluster.local', 8080), [{ ip: '10.244.0.1', port: 8080 }]);
   assert.deepEqual(await targets('172.16.3.4', 22), [{ ip: '172.16.3.4', port: 22 }], "an IP in the route's cidrs is dialled as it is");
+});
+
+test('ready alone decides what headless DNS publishes (CoreDNS): a terminating pod of a Service with publishNotReadyAddresses too', async () => {
+  assert.deepEqual(await targets('etcd-1.peers.shop.svc.cluster.local', 2380), [{ ip: '10.244.0.21', port: 2380 }]);
+  assert.deepEqual(await targets('peers.shop.svc', 2380), [
+    { ip: '10.244.0.20', port: 2380 },
+    { ip: '10.244.0.21', port: 2380 },
+  ]);
 });
 
 test('refusals: a port the Service lacks 0x05, no such Service 0x04, ExternalName 0x04, node IP 0x02', async () => {

@@ -40,11 +40,13 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
       servicePort(svc, port);
       return [{ ip: svc.clusterIPs[0], port }];
     }
-    // Headless: the ready endpoints themselves, port unchanged (as cluster DNS would answer).
+    // Headless: the ready endpoints themselves, port unchanged (as cluster DNS would answer). Ready
+    // alone, as CoreDNS (endpointsliceReady): a pod being deleted is ready only under
+    // publishNotReadyAddresses, whose DNS publishes it until it is gone.
     const targets: KonnectivityTarget[] = [];
     for (const slice of lookup().slicesFor(svc.namespace, svc.name)) {
       for (const ep of slice.endpoints) {
-        if (ep.ready === false || ep.terminating === true || !ep.address) continue;
+        if (ep.ready === false || !ep.address) continue;
         targets.push({ ip: ep.address, port });
       }
     }
@@ -116,8 +118,7 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
           (e) =>
             (e.hostname === name.hostname || (byAddress !== undefined && e.hostname === undefined && e.address === byAddress)) &&
             e.address &&
-            e.ready !== false &&
-            e.terminating !== true,
+            e.ready !== false,
         );
       if (!ep?.address) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
       targets = [{ ip: ep.address, port }];
