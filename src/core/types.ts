@@ -55,8 +55,9 @@ export interface OpenedStream {
   onMove?(listener: (via: string) => void): void;
   /**
    * Whether a new stream to the same destination would still take this route (a reload or a
-   * learnt ingress host may have moved it): a pooled stream is reused only while it would. Set
-   * for the HTTP listener's streams, the only ones pooled.
+   * learnt ingress host may have moved it) and, for a Service, go to this pod (a selector edited,
+   * a rollout): a pooled stream is reused only while it would. Set for the HTTP listener's
+   * streams, the only ones pooled.
    */
   stillRouted?: () => boolean;
 }

@@ -156,7 +156,10 @@ export class Router implements StreamOpener {
       // Only pooled streams are reused (the HTTP listener's): no closure per SOCKS or CONNECT stream.
       if (request.frontEnd !== 'http-forward') return { ...opened, route: route.name };
       const destination = request.destination;
-      return { ...opened, route: route.name, stillRouted: () => this.routesTo(destination, route) };
+      // The route's own check too (a cluster route: the pod is still an endpoint of the Service).
+      const own = opened.stillRouted;
+      const stillRouted = own ? () => own() && this.routesTo(destination, route) : () => this.routesTo(destination, route);
+      return { ...opened, route: route.name, stillRouted };
     } catch (err) {
       // Every failure names the route it was on (two clusters may both have a demo/web).
       if (!(err instanceof ProxyError) || err.message.includes(`route ${route.name}`)) throw err;

@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { httpContainer, manifests, namespace, pod, service, webDeployment, webService } from '../helpers/real-cluster-objects.js';
+import { deployment, httpContainer, manifests, namespace, pod, service, webDeployment, webService } from '../helpers/real-cluster-objects.js';
 import { applyAndRollOut, startClusterLogged, startProxies, stopProxiesAndCluster, webAddresses } from '../helpers/real-cluster-setup.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
@@ -36,6 +36,9 @@ const MANIFESTS = manifests(
     spec: { initContainers: [{ name: 'proxy', image: 'proxyout/http', restartPolicy: 'Always', ports: [{ name: 'admin', containerPort: 15000 }] }] },
   }),
   service('meshed', { ports: [{ name: 'admin', port: 80, targetPort: 'admin' }] }),
+  // Blue/green: Service switch selects the web pods, then green's.
+  deployment({ name: 'green', replicas: 1, containers: [httpContainer('web')] }),
+  service('switch', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }),
   // A targetPort no pod has (a typo): the controller writes the slice without ports.
   service('typo', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 'htpp' }] }),
   {
@@ -66,7 +69,7 @@ let webPodIP = '';
 before(async () => {
   if (skip) return;
   cluster = await startClusterLogged();
-  await applyAndRollOut(cluster, MANIFESTS, ['deployment/web']);
+  await applyAndRollOut(cluster, MANIFESTS, ['deployment/web', 'deployment/green']);
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/meshed', '--timeout=30s']);
   ({ podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
   await cluster.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
@@ -135,3 +138,19 @@ test('a targetPort no pod has is refused naming it; a UDP-only port says so', { 
   assert.match(socks.stderr, /\(5\)/, 'SOCKS 0x05');
   assert.match((await viaHttp('http://dns.shop:53/')).out, /Service shop\/dns has port 53 for UDP only; the proxy carries TCP streams/);
 });
+
+test(
+  'a Service switched to other pods (blue/green, its selector edited): the next plain-HTTP request goes there, as a new connection would',
+  { skip },
+  async () => {
+    // Requests closer together than the HTTP listener's idle time: its pooled tunnel stays warm.
+    for (let i = 0; i < 3; i++) assert.match((await viaHttp('http://switch/')).out, /pod=web-/);
+    await cluster!.kubectl(['-n', 'shop', 'patch', 'svc', 'switch', '-p', '{"spec":{"selector":{"app":"green"}}}']);
+    const switched = await eventually(async () => {
+      const r = await viaHttp('http://switch/');
+      return /pod=green-/.test(r.out) && r.out;
+    }, 3_000);
+    assert.match(switched, /pod=green-/);
+    for (let i = 0; i < 3; i++) assert.match((await viaHttp('http://switch/')).out, /pod=green-/, 'and stays there');
+  },
+);

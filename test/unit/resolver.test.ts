@@ -258,6 +258,39 @@ test("a hand-made slice without ports: a named targetPort is a native sidecar's 
   );
 });
 
+test('a plan says whether its Service would still pick the pod it opened on: selector switched, targetPort changed, Service made again', async () => {
+  const web = (uid: string, targetPort: number) =>
+    ({
+      ...svc('shop', 'switch', { clusterIP: '10.96.0.17', ports: [{ name: 'http', port: 80, targetPort: targetPort as never }] }),
+      metadata: { namespace: 'shop', name: 'switch', uid },
+    }) as V1Service;
+  const svcs = [web('u1', 8080)];
+  const sl = [slice('shop', 'switch', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }])];
+  const ix = new ClusterIndex(() => [objectSource(svcs, sl, pods)]);
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
+  const plan = await r.resolve(dom('switch', 80));
+  const [c] = plan.candidates;
+  const picked = () => {
+    ix.invalidate();
+    return plan.stillPicked!(c);
+  };
+  assert.equal(picked(), true);
+  // The selector now picks other pods (blue/green): the controller lists web-2 instead.
+  sl[0] = slice('shop', 'switch', { name: 'http', port: 8080 }, [{ pod: 'web-2', ip: '10.0.0.2' }]);
+  assert.equal(picked(), false, 'selector switched');
+  sl[0] = slice('shop', 'switch', { name: 'http', port: 9090 }, [{ pod: 'web-1', ip: '10.0.0.1' }]);
+  assert.equal(picked(), false, 'targetPort changed');
+  sl[0] = slice('shop', 'switch', { name: 'http', port: 8080 }, [
+    { pod: 'web-1', ip: '10.0.0.1', ready: false, terminating: true },
+    { pod: 'web-2', ip: '10.0.0.2' },
+  ]);
+  assert.equal(picked(), false, 'terminating beside a ready one (a rollout)');
+  sl[0] = slice('shop', 'switch', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1', ready: false, terminating: true, serving: true }]);
+  assert.equal(picked(), true, 'the only one, terminating but serving: still where kube-proxy sends');
+  svcs[0] = web('u2', 8080);
+  assert.equal(picked(), false, 'the Service deleted and made again');
+});
+
 test('a port the Service has for UDP or SCTP only is refused saying so; the port list names non-TCP protocols', async () => {
   const svcs = [
     svc('shop', 'dns', { clusterIP: '10.96.0.13', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] }),

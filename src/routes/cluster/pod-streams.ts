@@ -44,14 +44,20 @@ export class PodStreams {
 
   /** A destination the routing table gave this cluster, parsed there (claim.name / claim.isIp). */
   async open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream> {
-    return this.openPlan(await this.resolver.resolveParsed(claim.host, request.destination.port, claim, request.client), signal);
+    const plan = await this.resolver.resolveParsed(claim.host, request.destination.port, claim, request.client);
+    return this.openPlan(plan, signal, request.frontEnd === 'http-forward');
   }
 
-  /** Streams to the pod ports of a plan, in its order (also for ingress hosts: the controller's pods). */
-  async openPlan(plan: Plan, signal: AbortSignal): Promise<OpenedStream> {
+  /**
+   * Streams to the pod ports of a plan, in its order (also for ingress hosts: the controller's pods).
+   * `pooled`: the stream may serve later connections (the HTTP listener's), so it says whether its
+   * pod is still one the plan's Service would pick.
+   */
+  async openPlan(plan: Plan, signal: AbortSignal, pooled = false): Promise<OpenedStream> {
     const candidates = this.acceptingFirst(plan.candidates);
     let next = 0;
     let current = '';
+    const at: { c?: PodPort } = {};
     // Tries the candidates from `next` on; a retryable failure moves to the one after.
     const attempt = async (sig: AbortSignal): Promise<OpenedStream> => {
       let lastError: unknown;
@@ -63,6 +69,7 @@ export class PodStreams {
           this.markConfirmed(c);
           plan.opened?.(c);
           current = via;
+          at.c = c;
           return { stream, via, transport: this.transport.carrierOf?.(stream) ?? this.transport.name };
         } catch (err) {
           lastError = err;
@@ -75,6 +82,8 @@ export class PodStreams {
       throw lastError;
     };
     const first = await attempt(signal);
+    const stillRouted = pooled ? stillPickedCheck(plan.stillPicked, at) : undefined;
+    if (stillRouted) first.stillRouted = stillRouted;
     if (next >= candidates.length) {
       // Nowhere left to move to: a wrapper would only pass bytes through a second stream layer
       // for the connection's life. A refusal still marks the port, so the next stream waits.
@@ -100,7 +109,7 @@ export class PodStreams {
     });
     // A refusal that cannot move (the client sent more than is kept for a replay) marks the port too.
     stream.on('error', (err) => this.noteFailure(current, err));
-    return { stream, via: first.via, transport: first.transport, onMove: (listener) => (movedTo = listener) };
+    return { stream, via: first.via, transport: first.transport, onMove: (listener) => (movedTo = listener), ...(stillRouted ? { stillRouted } : {}) };
   }
 
   /**
@@ -140,4 +149,9 @@ export class PodStreams {
     this.confirmed.set(`${p.namespace}/${p.pod}:${p.port}`, Date.now() + CONFIRMED_TTL_MS);
     this.refused.delete(`${p.namespace}/${p.pod}:${p.port}`);
   }
+}
+
+/** Outside openPlan, so the closure holds the check and the pod it opened on, not the plan. */
+function stillPickedCheck(check: Plan['stillPicked'], at: { c?: PodPort }): (() => boolean) | undefined {
+  return check ? () => at.c === undefined || check(at.c) : undefined;
 }

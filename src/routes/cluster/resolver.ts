@@ -18,7 +18,7 @@ import type { PodPort } from '../../tunnel/transport.js';
 import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
 import { SessionAffinity } from './session-affinity.js';
-import { serviceEndpoints } from './service-endpoints.js';
+import { serviceEndpoints, stillPicked } from './service-endpoints.js';
 import { clientHost } from '../../core/address.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
@@ -47,6 +47,8 @@ export interface Plan {
   candidates: PodPort[];
   /** Told which candidate a stream opened on (a Service with ClientIP session affinity). */
   opened?: (c: PodPort) => void;
+  /** Whether a new connection could still go to this candidate (a Service's: its endpoints now). */
+  stillPicked?: (c: PodPort) => boolean;
 }
 
 /** Services (and ports) whose rotation is remembered. */
@@ -206,8 +208,9 @@ export class Resolver {
     }
     const key = `${namespace}/${name}:${port}`;
     const seconds = svc.affinitySeconds;
+    const picked = this.pickedCheck(svc, port);
     // kube-proxy keeps affinity for ClusterIP Services only: a headless name is the client's own pick.
-    if (seconds === undefined || headless || client === undefined) return { label, candidates: this.rotate(key, candidates) };
+    if (seconds === undefined || headless || client === undefined) return { label, candidates: this.rotate(key, candidates), stillPicked: picked };
     const affinityKey = `${clientHost(client)} ${key}`;
     const stuck = this.affinity.find(affinityKey, candidates);
     const ordered = stuck
@@ -219,7 +222,19 @@ export class Resolver {
           ).slice(0, this.maxCandidates - 1),
         ]
       : this.rotate(key, candidates);
-    return { label, candidates: ordered, opened: (c) => this.affinity.remember(affinityKey, c, seconds) };
+    return { label, candidates: ordered, opened: (c) => this.affinity.remember(affinityKey, c, seconds), stillPicked: picked };
+  }
+
+  /** The Service as it is now (the same object: not deleted and made again) would still pick `c`. */
+  private pickedCheck(svc: SlimService, port: number): (c: PodPort) => boolean {
+    const { namespace, name, uid } = svc;
+    return (c) => {
+      const now = this.cache.lookup.service(namespace, name);
+      if (!now || now.uid !== uid || now.type === 'ExternalName') return false;
+      const servicePort = now.headless ? undefined : now.ports.find((p) => p.port === port && p.protocol === 'TCP');
+      if (!now.headless && !servicePort) return false;
+      return stillPicked(servicePort, this.cache.lookup.slicesFor(namespace, name), c, namespace);
+    };
   }
 
   /** An ExternalName Service: its target in the cluster domain, or refused (external-name.ts). */

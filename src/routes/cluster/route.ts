@@ -149,7 +149,8 @@ export class ClusterRoute implements Route {
       serviceLookup((ns, name) => this.guest.cache.lookup.service(ns, name)),
     );
     const target = ingressTarget(claim, request.destination.port, detected);
-    return this.streams.openPlan(await this.resolver.resolve(ingressDestination(target, this.clusterDomain), request.client), signal);
+    const plan = await this.resolver.resolve(ingressDestination(target, this.clusterDomain), request.client);
+    return this.streams.openPlan(plan, signal, request.frontEnd === 'http-forward');
   }
 
   watchIngressHosts(onChange: (hosts: string[]) => void): string[] {

@@ -86,6 +86,24 @@ export async function serviceEndpoints(
   return { candidates, notPods, portless, ...(byAddress.error !== undefined ? { lookupError: byAddress.error } : {}) };
 }
 
+/**
+ * Whether a pod port a stream opened on is still one the Service's endpoints would send a new
+ * connection to (a pooled stream is reused only while it is: a selector edited for a blue/green
+ * switch, a rollout, a targetPort changed). Synchronous, from the slices alone: an endpoint known
+ * by its address only, or a port only the pod could tell, counts as still picked.
+ */
+export function stillPicked(servicePort: SlimServicePort | undefined, slices: readonly SlimSlice[], c: PodPort, namespace: string): boolean {
+  for (const { slice, ep } of pickEndpoints(slices)) {
+    if (!(ep.refKind === 'Pod' && ep.refName)) return true;
+    if (ep.refName !== c.pod || (ep.refNamespace ?? namespace) !== c.namespace) continue;
+    if (ep.refUid !== undefined && c.uid !== undefined && ep.refUid !== c.uid) continue;
+    if (!servicePort) return true;
+    const port = slice.ports?.find((p) => p.name === servicePort.name)?.port ?? targetPortOf(servicePort, undefined);
+    if (port === undefined || port === c.port) return true;
+  }
+  return false;
+}
+
 /** Ready endpoints; only when there are none, those terminating but still serving. */
 function pickEndpoints(slices: readonly SlimSlice[]): Chosen[] {
   const ready: Chosen[] = [];
