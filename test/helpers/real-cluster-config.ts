@@ -88,7 +88,7 @@ export function apiServerArgs(o: { etcd: string; port: number; certDir: string; 
 export function controllerManagerArgs(kubeconfig: string): string[] {
   return [
     `--kubeconfig=${kubeconfig}`,
-    '--controllers=endpointslice-controller,endpoints-controller,deployment-controller,replicaset-controller,statefulset-controller,serviceaccount-controller,clusterrole-aggregation-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller',
+    '--controllers=endpointslice-controller,endpointslice-mirroring-controller,endpoints-controller,deployment-controller,replicaset-controller,statefulset-controller,serviceaccount-controller,clusterrole-aggregation-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller',
     // The node lifecycle controller lifts the not-ready taint the API server puts on a new Node;
     // it looks every second here (5 s upstream) so that the first pod is scheduled at once.
     '--node-monitor-period=1s',

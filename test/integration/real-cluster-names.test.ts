@@ -154,3 +154,28 @@ test(
     for (let i = 0; i < 3; i++) assert.match((await viaHttp('http://switch/')).out, /pod=green-/, 'and stays there');
   },
 );
+
+test(
+  'a selector-less Service with hand-written Endpoints (the older API, as operators write them) reaches the pod at that address, through the mirrored slice',
+  { skip },
+  async () => {
+    const endpoints = {
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { name: 'legacy', namespace: 'shop' },
+      subsets: [{ addresses: [{ ip: webPodIP }], ports: [{ name: 'pg', port: 8080 }] }],
+    };
+    const svc = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'legacy', namespace: 'shop' },
+      spec: { ports: [{ name: 'pg', port: 5432, targetPort: 8080 }] },
+    };
+    await cluster!.kubectl(['apply', '-f', '-'], { input: manifests(svc, endpoints) });
+    const r = await eventually(async () => {
+      const got = await viaHttp('http://legacy:5432/');
+      return got.code === 0 && got;
+    }, 5_000);
+    assert.match(r.out, new RegExp(`pod=${webPodName} namespace=shop port=8080`));
+  },
+);
