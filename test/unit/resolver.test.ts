@@ -493,7 +493,12 @@ test("a Service's endpoint without a hostname is named by its address, dashed, a
     (await r.resolve(dom('10-0-0-2.peers.shop.svc.cluster.local', 7000))).candidates.map((c) => [c.pod, c.port]),
     [['web-2', 7000]],
   );
-  await assert.rejects(r.resolve(dom('10-0-0-3.peers.shop.svc', 7000)), /no running pod with hostname "10-0-0-3"/, 'not ready: not published');
+  await assert.rejects(
+    r.resolve(dom('10-0-0-3.peers.shop.svc', 7000)),
+    /pod shop\/web-3, hostname "10-0-0-3" under Service shop\/peers, is not ready: cluster DNS names ready endpoints only/,
+    'not ready: not published, and the refusal says so',
+  );
+  await assert.rejects(r.resolve(dom('10-0-0-99.peers.shop.svc', 7000)), /no running pod with hostname "10-0-0-99"/);
   await assert.rejects(r.resolve(dom('10-0-0-10.peers.shop.svc', 7000)), /no running pod/, 'an endpoint with a hostname goes by it');
   // CoreDNS answers endpoint names of a Service with a ClusterIP too (plugin/kubernetes findServices:
   // headless or an endpoint asked for): the Pod IP, so the port as asked.
@@ -501,7 +506,7 @@ test("a Service's endpoint without a hostname is named by its address, dashed, a
     (await r.resolve(dom('10-0-0-1.web.shop.svc', 8080))).candidates.map((c) => [c.pod, c.port]),
     [['web-1', 8080]],
   );
-  await assert.rejects(r.resolve(dom('10-0-0-3.web.shop.svc', 8080)), /no running pod/, 'not ready: not published');
+  await assert.rejects(r.resolve(dom('10-0-0-3.web.shop.svc', 8080)), /pod shop\/web-3, .* is not ready/, 'not ready: not published');
 });
 
 test("a selector-less Service's endpoint without a targetRef is the running pod with its address, as kube-proxy sends it there", async () => {

@@ -18,7 +18,8 @@ import type { PodPort } from '../../tunnel/transport.js';
 import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
 import { SessionAffinity } from './session-affinity.js';
-import { serviceEndpoints, stillPicked } from './service-endpoints.js';
+import { serviceEndpoints, stillPicked, unpublishedPod } from './service-endpoints.js';
+import { normalizeIp } from '../../core/ip.js';
 import { clientHost } from '../../core/address.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
@@ -134,7 +135,12 @@ export class Resolver {
       const ip = dashedIp(name.hostname);
       const pod =
         lookup.podByHostname(name.namespace, name.service, name.hostname) ?? (ip ? lookup.endpointByAddress(name.namespace, name.service, ip) : undefined);
-      if (!pod) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
+      if (!pod) {
+        const notReady = unpublishedPod(lookup.slicesFor(name.namespace, name.service), name.hostname, ip && normalizeIp(ip));
+        const under = `hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`;
+        if (notReady) throw new HostUnreachableError(`pod ${notReady}, ${under}, is not ready: cluster DNS names ready endpoints only`);
+        throw new HostUnreachableError(`no running pod with ${under}`);
+      }
       return podPlan(pod, dest.port);
     }
     const pod = await this.findPodByIp(name.ip, name.namespace);

@@ -104,6 +104,20 @@ export function stillPicked(servicePort: SlimServicePort | undefined, slices: re
   return false;
 }
 
+/**
+ * The pod of a Service's endpoint that a headless name would denote but that is not ready (cluster
+ * DNS publishes ready endpoints only), for a refusal that says so rather than "no such pod".
+ */
+export function unpublishedPod(slices: readonly SlimSlice[], hostname: string, ip: string | undefined): string | undefined {
+  for (const slice of slices) {
+    for (const ep of slice.endpoints) {
+      const named = ep.hostname === hostname || (ip !== undefined && ep.hostname === undefined && ep.address === ip);
+      if (named && ep.ready === false && ep.refName) return `${ep.refNamespace ?? slice.namespace}/${ep.refName}`;
+    }
+  }
+  return undefined;
+}
+
 /** Ready endpoints; only when there are none, those terminating but still serving. */
 function pickEndpoints(slices: readonly SlimSlice[]): Chosen[] {
   const ready: Chosen[] = [];
