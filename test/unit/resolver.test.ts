@@ -289,6 +289,23 @@ test('a plan says whether its Service would still pick the pod it opened on: sel
   assert.equal(picked(), true, 'the only one, terminating but serving: still where kube-proxy sends');
   svcs[0] = web('u2', 8080);
   assert.equal(picked(), false, 'the Service deleted and made again');
+
+  // An alias (ExternalName) switched to another Service: what it named before is no longer picked.
+  sl[0] = slice('shop', 'switch', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }]);
+  const alias = (target: string) => ({
+    ...svc('shop', 'alias', { type: 'ExternalName', externalName: target }),
+    metadata: { namespace: 'shop', name: 'alias', uid: 'a1' },
+  });
+  svcs.push(alias('switch.shop.svc.cluster.local'));
+  ix.invalidate();
+  const viaAlias = await r.resolve(dom('alias', 80));
+  const check = () => {
+    ix.invalidate();
+    return viaAlias.stillPicked!(viaAlias.candidates[0]);
+  };
+  assert.equal(check(), true);
+  svcs[1] = alias('web.shop.svc.cluster.local');
+  assert.equal(check(), false, 'the alias retargeted');
 });
 
 test('a port the Service has for UDP or SCTP only is refused saying so; the port list names non-TCP protocols', async () => {

@@ -247,8 +247,17 @@ export class Resolver {
   private async externalNamePlan(svc: SlimService, label: string, port: number, client: string | undefined, hops: number): Promise<Plan> {
     return followExternalName(svc, label, this.clusterDomain, hops, async (name, target, next) => {
       const plan = await this.planForName(name, target, port, client, next);
-      return { ...plan, label: `${label} → ${plan.label}` };
+      return { ...plan, label: `${label} → ${plan.label}`, stillPicked: this.aliasCheck(svc, plan.stillPicked) };
     });
+  }
+
+  /** The alias still names the same target (an ExternalName retargeted: a switch by DNS), and that target picks `c`. */
+  private aliasCheck(svc: SlimService, inner: Plan['stillPicked']): (c: PodPort) => boolean {
+    const { namespace, name, uid, externalName } = svc;
+    return (c) => {
+      const now = this.cache.lookup.service(namespace, name);
+      return !!now && now.uid === uid && now.type === 'ExternalName' && now.externalName === externalName && (inner?.(c) ?? true);
+    };
   }
 
   /** Spreads connections: each call starts one further along, and tries at most a few. */
