@@ -44,6 +44,9 @@ const MANIFESTS = manifests(
     spec: { hostname: 'peer-0', subdomain: 'peers' },
   }),
   service('peers', { selector: { app: 'peer-0' }, clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }),
+  // A readiness gate (a load balancer controller's, say) not yet met: the pod is not Ready.
+  pod({ name: 'gated', containers: [httpContainer('app')], spec: { readinessGates: [{ conditionType: 'proxyout.test/gate' }] } }),
+  service('gated', { ports: [{ name: 'http', port: 80, targetPort: 'http' }] }),
   // Blue/green: Service switch selects the web pods, then green's.
   deployment({ name: 'green', replicas: 1, containers: [httpContainer('web')] }),
   service('switch', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }),
@@ -194,4 +197,15 @@ test('a pod hostname whose pod is not ready is refused saying so, as cluster DNS
     return /is not ready/.test(got.out) && got;
   }, 5_000);
   assert.match(r.out, /pod shop\/peer-0, hostname "peer-0" under Service shop\/peers, is not ready: cluster DNS names ready endpoints only/);
+});
+
+test('a pod whose readiness gate is not met is no endpoint; once its condition is True it is reached', { skip }, async () => {
+  assert.match((await viaHttp('http://gated/')).out, /service shop\/gated:80 has no ready endpoint/);
+  const gate = { status: { conditions: [{ type: 'proxyout.test/gate', status: 'True' }] } };
+  await cluster!.kubectl(['-n', 'shop', 'patch', 'pod', 'gated', '--subresource=status', '-p', JSON.stringify(gate)]);
+  const r = await eventually(async () => {
+    const got = await viaHttp('http://gated/');
+    return got.code === 0 && got;
+  }, 5_000);
+  assert.match(r.out, /pod=gated namespace=shop port=8080/);
 });

@@ -209,6 +209,7 @@ type podRuntime struct {
 	started         metav1.Time
 	servers         map[int32]*server // container port -> local server
 	ready           bool              // last readiness reported
+	containersReady bool              // last ContainersReady reported
 	reported        bool
 	deleting        bool
 	dialDelay       time.Duration // proxyout.test/dial-delay: the runtime waits this long before dialling the pod's port
@@ -670,21 +671,24 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 			}
 		}
 	}
-	ready := pod.Annotations[readyAnnotation] != "false"
+	// As the kubelet: the pod is Ready once its containers are and every readiness gate's
+	// condition (written by another controller) is True.
+	containersReady := pod.Annotations[readyAnnotation] != "false"
+	ready := containersReady && readinessGatesTrue(pod)
 	p.gone = pod.Annotations[goneAnnotation] == "true"
 	p.dialDelay, _ = time.ParseDuration(pod.Annotations[dialDelayAnnotation])
 	// The node lifecycle controller marks pods not ready while the node's lease is stale (an API
 	// outage of more than the grace period): like the kubelet's status manager, post again when the
 	// API's status is not ours.
-	if p.reported && p.ready == ready && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ip && podReady(pod) == ready {
+	if p.reported && p.ready == ready && p.containersReady == containersReady && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ip && podReady(pod) == ready {
 		n.mu.Unlock()
 		return
 	}
-	p.ready, p.reported = ready, true
+	p.ready, p.containersReady, p.reported = ready, containersReady, true
 	ip, started := p.ip, p.started
 	n.mu.Unlock()
 
-	if err := n.postStatus(ctx, pod, ip, started, ready); err != nil && ctx.Err() == nil {
+	if err := n.postStatus(ctx, pod, ip, started, containersReady, ready); err != nil && ctx.Err() == nil {
 		if !apierrors.IsNotFound(err) {
 			fmt.Fprintf(os.Stderr, "proxyout-node: status %s/%s: %v\n", pod.Namespace, pod.Name, err)
 		}
@@ -726,13 +730,32 @@ func (n *node) allocateIP() int {
 	return 0
 }
 
-func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, started metav1.Time, ready bool) error {
+// readinessGatesTrue: every condition the pod's readiness gates name is there and True.
+func readinessGatesTrue(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		ok := false
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, started metav1.Time, containersReady, ready bool) error {
 	pod = pod.DeepCopy()
 	now := metav1.Now()
-	readyStatus := corev1.ConditionFalse
-	if ready {
-		readyStatus = corev1.ConditionTrue
+	status := func(b bool) corev1.ConditionStatus {
+		if b {
+			return corev1.ConditionTrue
+		}
+		return corev1.ConditionFalse
 	}
+	readyStatus, containersStatus := status(ready), status(containersReady)
 	cond := func(t corev1.PodConditionType, s corev1.ConditionStatus) corev1.PodCondition {
 		for _, c := range pod.Status.Conditions {
 			if c.Type == t && c.Status == s {
@@ -747,13 +770,22 @@ func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, start
 	pod.Status.PodIP = ip
 	pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
 	pod.Status.StartTime = &started
-	pod.Status.Conditions = []corev1.PodCondition{
+	conditions := []corev1.PodCondition{
 		cond(corev1.PodReadyToStartContainers, corev1.ConditionTrue),
 		cond(corev1.PodInitialized, corev1.ConditionTrue),
 		cond(corev1.PodReady, readyStatus),
-		cond(corev1.ContainersReady, readyStatus),
+		cond(corev1.ContainersReady, containersStatus),
 		cond(corev1.PodScheduled, corev1.ConditionTrue),
 	}
+	// The readiness gates' conditions belong to the controllers that write them: kept as they are.
+	for _, g := range pod.Spec.ReadinessGates {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType {
+				conditions = append(conditions, c)
+			}
+		}
+	}
+	pod.Status.Conditions = conditions
 	pod.Status.ContainerStatuses = nil
 	for _, c := range pod.Spec.Containers {
 		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
@@ -761,7 +793,7 @@ func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, start
 			Image:       c.Image,
 			ImageID:     "proxyout://" + c.Image,
 			ContainerID: "proxyout://" + string(pod.UID) + "/" + c.Name,
-			Ready:       ready,
+			Ready:       containersReady,
 			Started:     &[]bool{true}[0],
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
 		})
