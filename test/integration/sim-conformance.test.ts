@@ -29,6 +29,8 @@ const MANIFESTS = manifests(
   pod({ name: 'notready-0', labels: { app: 'notready' }, annotations: { 'proxyout.test/ready': 'false' }, containers: unnamedHttp }),
   service('notready', { ports: [{ port: 80, targetPort: 8080 }] }),
   service('empty', { selector: { app: 'nothing' }, ports: [{ port: 80, targetPort: 8080 }] }),
+  // A targetPort name the web pod lacks: its endpoint, with no port.
+  service('typo', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 'htpp' }] }),
   pod({ name: 'db-0', labels: { app: 'db' }, spec: { hostname: 'db-0', subdomain: 'db' }, containers: [httpContainer('app')] }),
   service('db', { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }),
   pod({ name: 'multi-0', labels: { app: 'multi' }, containers: multiContainers('app') }),
@@ -99,6 +101,7 @@ async function startSim(): Promise<{ side: Side; sim: SimCluster }> {
   await sim.createPod({ namespace: 'shop', name: 'notready-0', labels: { app: 'notready' }, ready: false, ports: [{ containerPort: 8080, backend: 'http' }] });
   await sim.createService({ namespace: 'shop', name: 'notready', selector: { app: 'notready' }, ports: [{ port: 80, targetPort: 8080 }] });
   await sim.createService({ namespace: 'shop', name: 'empty', selector: { app: 'nothing' }, ports: [{ port: 80, targetPort: 8080 }] });
+  await sim.createService({ namespace: 'shop', name: 'typo', selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 'htpp' }] });
   await sim.createPod({ namespace: 'shop', name: 'db-0', labels: { app: 'db' }, hostname: 'db-0', subdomain: 'db', ports: [http('http', 8080)] });
   await sim.createService({ namespace: 'shop', name: 'db', headless: true, selector: { app: 'db' }, ports: [{ name: 'http', port: 8080 }] });
   await sim.createPod({
@@ -232,10 +235,10 @@ describe('the simulator answers as upstream does', { skip, timeout: 240_000 }, (
       };
     }));
 
-  test('EndpointSlice conditions: ready, not ready, terminating; headless, multi-port with a named targetPort, no pods', () =>
+  test('EndpointSlice conditions: ready, not ready, terminating; headless, multi-port with a named targetPort, no pods, a targetPort no pod has', () =>
     same(async (side) => {
       const out: Record<string, unknown> = {};
-      for (const svc of ['web', 'notready', 'term', 'db', 'multi', 'empty']) {
+      for (const svc of ['web', 'notready', 'term', 'db', 'multi', 'empty', 'typo']) {
         const list = JSON.parse(
           (await httpRequest(side, `/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${svc}`)).body,
         ) as { items: unknown[] };

@@ -118,7 +118,12 @@ export class EndpointsController {
     const name = svc.metadata.name;
     const labels = { ...this.labelsFor(svc), [SERVICE_NAME_LABEL]: name, [MANAGED_BY_LABEL]: SLICE_CONTROLLER };
     const desired = groups.length
-      ? groups.map((g) => ({ key: JSON.stringify(g.ports), endpoints: g.pods.map((p) => this.endpoint(svc, p)), ports: g.ports as SlicePort[] | null }))
+      ? groups.map((g) => ({
+          // Pods without any of the ports: upstream stores the empty list, and reads it back as null.
+          key: g.ports.length ? JSON.stringify(g.ports) : 'null',
+          endpoints: g.pods.map((p) => this.endpoint(svc, p)),
+          ports: g.ports.length ? g.ports : (null as SlicePort[] | null),
+        }))
       : [{ key: 'null', endpoints: null as AnyObj[] | null, ports: null as SlicePort[] | null }];
     const unused = [...existing];
     for (const d of desired) {
