@@ -47,6 +47,9 @@ const MANIFESTS = manifests(
   // A readiness gate (a load balancer controller's, say) not yet met: the pod is not Ready.
   pod({ name: 'gated', containers: [httpContainer('app')], spec: { readinessGates: [{ conditionType: 'proxyout.test/gate' }] } }),
   service('gated', { ports: [{ name: 'http', port: 80, targetPort: 'http' }] }),
+  // A Deployment whose template sets hostname and subdomain: its pods share the name.
+  deployment({ name: 'twins', replicas: 2, containers: [httpContainer('app')], spec: { hostname: 'twin', subdomain: 'twins' } }),
+  service('twins', { clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }),
   // Blue/green: Service switch selects the web pods, then green's.
   deployment({ name: 'green', replicas: 1, containers: [httpContainer('web')] }),
   service('switch', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 'http' }] }),
@@ -80,7 +83,7 @@ let webPodIP = '';
 before(async () => {
   if (skip) return;
   cluster = await startClusterLogged();
-  await applyAndRollOut(cluster, MANIFESTS, ['deployment/web', 'deployment/green']);
+  await applyAndRollOut(cluster, MANIFESTS, ['deployment/web', 'deployment/green', 'deployment/twins']);
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/meshed', '--timeout=30s']);
   ({ podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
   await cluster.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
@@ -208,4 +211,15 @@ test('a pod whose readiness gate is not met is no endpoint; once its condition i
     return got.code === 0 && got;
   }, 5_000);
   assert.match(r.out, /pod=gated namespace=shop port=8080/);
+});
+
+test('a hostname the pods of a Deployment share names each of them, as CoreDNS answers an A record for each: spread', { skip }, async () => {
+  const seen = new Set<string>();
+  for (let i = 0; i < 6; i++) {
+    // Through SOCKS: each connection is resolved anew (the HTTP listener reuses its pooled tunnel).
+    const r = await curl(['--socks5-hostname', proxies.get('spdy')!.socks!, 'http://twin.twins.shop.svc.cluster.local:8080/']);
+    assert.equal(r.code, 0, r.stderr);
+    seen.add(/pod=(twins-\S+)/.exec(r.stdout)?.[1] ?? r.stdout);
+  }
+  assert.equal(seen.size, 2, [...seen].join(', '));
 });

@@ -308,6 +308,27 @@ test('a plan says whether its Service would still pick the pod it opened on: sel
   assert.equal(check(), false, 'the alias retargeted');
 });
 
+test('a hostname several ready pods share (a Deployment template sets it) is each of them, spread, as CoreDNS answers every one', async () => {
+  const svcs = [svc('shop', 'hl', { clusterIP: 'None', ports: [{ port: 8080 }] })];
+  const eps = [
+    { pod: 'web-b', ip: '10.0.3.2', hostname: 'web' },
+    { pod: 'web-a', ip: '10.0.3.1', hostname: 'web' },
+    { pod: 'web-c', ip: '10.0.3.3', hostname: 'web', ready: false },
+  ];
+  const ix = new ClusterIndex(() => [objectSource(svcs, [slice('shop', 'hl', { port: 8080 }, eps)], [])]);
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
+  const firsts = new Set<string>();
+  for (let i = 0; i < 4; i++) {
+    const plan = await r.resolve(dom('web.hl.shop.svc.cluster.local', 8080));
+    assert.deepEqual(plan.candidates.map((c) => [c.pod, c.port]).sort(), [
+      ['web-a', 8080],
+      ['web-b', 8080],
+    ]);
+    firsts.add(plan.candidates[0].pod);
+  }
+  assert.deepEqual([...firsts].sort(), ['web-a', 'web-b'], 'spread over both');
+});
+
 test('a port the Service has for UDP or SCTP only is refused saying so; the port list names non-TCP protocols', async () => {
   const svcs = [
     svc('shop', 'dns', { clusterIP: '10.96.0.13', ports: [{ name: 'dns', port: 53, protocol: 'UDP' }] }),

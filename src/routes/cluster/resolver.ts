@@ -18,7 +18,7 @@ import type { PodPort } from '../../tunnel/transport.js';
 import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
 import { SessionAffinity } from './session-affinity.js';
-import { serviceEndpoints, stillPicked, unpublishedPod } from './service-endpoints.js';
+import { hostnamePods, serviceEndpoints, stillPicked, unpublishedPod } from './service-endpoints.js';
 import { normalizeIp } from '../../core/ip.js';
 import { clientHost } from '../../core/address.js';
 
@@ -140,6 +140,12 @@ export class Resolver {
         const under = `hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`;
         if (notReady) throw new HostUnreachableError(`pod ${notReady}, ${under}, is not ready: cluster DNS names ready endpoints only`);
         throw new HostUnreachableError(`no running pod with ${under}`);
+      }
+      // Several pods with that hostname (set in a Deployment's template): DNS answers each; spread.
+      const all = hostnamePods(lookup.slicesFor(name.namespace, name.service), name.hostname);
+      if (all.length > 1) {
+        const candidates = this.rotate(`${name.namespace}/${name.service}/${name.hostname}`, all).map((c) => ({ ...c, port: dest.port }));
+        return { label: `pods of hostname ${name.hostname}.${name.service} in ${name.namespace}:${dest.port}`, candidates };
       }
       return podPlan(pod, dest.port);
     }

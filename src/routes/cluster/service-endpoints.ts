@@ -105,6 +105,23 @@ export function stillPicked(servicePort: SlimServicePort | undefined, slices: re
 }
 
 /**
+ * The pods of a Service's ready endpoints with this hostname (by name): several when a Deployment's
+ * template sets hostname and subdomain, each an A record CoreDNS answers for the name.
+ */
+export function hostnamePods(slices: readonly SlimSlice[], hostname: string): PodPort[] {
+  const out: PodPort[] = [];
+  for (const slice of slices) {
+    for (const ep of slice.endpoints) {
+      if (ep.hostname !== hostname || !ep.refName || ep.ready === false) continue;
+      const namespace = ep.refNamespace ?? slice.namespace;
+      if (out.some((p) => p.namespace === namespace && p.pod === ep.refName)) continue;
+      out.push({ namespace, pod: ep.refName, port: 0, ...(ep.refUid ? { uid: ep.refUid } : {}) });
+    }
+  }
+  return out.sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+}
+
+/**
  * The pod of a Service's endpoint that a headless name would denote but that is not ready (cluster
  * DNS publishes ready endpoints only), for a refusal that says so rather than "no such pod".
  */
