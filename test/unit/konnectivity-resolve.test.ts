@@ -57,6 +57,9 @@ const slices = [
   slice('peers', [
     { ip: '10.244.0.20', pod: 'etcd-0', hostname: 'etcd-0' },
     { ip: '10.244.0.21', pod: 'etcd-1', hostname: 'etcd-1', terminating: true },
+    // A Deployment whose template sets the hostname: its pods share it.
+    { ip: '10.244.0.30', pod: 'twin-a', hostname: 'twin' },
+    { ip: '10.244.0.31', pod: 'twin-b', hostname: 'twin' },
   ]),
 ];
 const served: string[] = [];
@@ -129,6 +132,15 @@ test('ready alone decides what headless DNS publishes (CoreDNS): a terminating p
   assert.deepEqual(await targets('peers.shop.svc', 2380), [
     { ip: '10.244.0.20', port: 2380 },
     { ip: '10.244.0.21', port: 2380 },
+    { ip: '10.244.0.30', port: 2380 },
+    { ip: '10.244.0.31', port: 2380 },
+  ]);
+});
+
+test('a hostname several pods share is each of their Pod IPs, as CoreDNS answers an A record for each', async () => {
+  assert.deepEqual(await targets('twin.peers.shop.svc.cluster.local', 2380), [
+    { ip: '10.244.0.30', port: 2380 },
+    { ip: '10.244.0.31', port: 2380 },
   ]);
 });
 

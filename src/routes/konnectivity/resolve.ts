@@ -111,17 +111,17 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
       // One without a hostname is named by its address, dashed (CoreDNS), headless Service or not.
       const dashed = dashedIp(name.hostname);
       const byAddress = dashed !== undefined ? normalizeIp(dashed) : undefined;
-      const ep = lookup()
+      // Every such endpoint: pods of a Deployment whose template sets the hostname share it, and
+      // CoreDNS answers each.
+      const addresses = lookup()
         .slicesFor(name.namespace, name.service)
         .flatMap((slice) => slice.endpoints)
-        .find(
-          (e) =>
-            (e.hostname === name.hostname || (byAddress !== undefined && e.hostname === undefined && e.address === byAddress)) &&
-            e.address &&
-            e.ready !== false,
-        );
-      if (!ep?.address) throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
-      targets = [{ ip: ep.address, port }];
+        .filter((e) => (e.hostname === name.hostname || (byAddress !== undefined && e.hostname === undefined && e.address === byAddress)) && e.ready !== false)
+        .map((e) => e.address)
+        .filter((a): a is string => !!a);
+      if (addresses.length === 0)
+        throw new HostUnreachableError(`no running pod with hostname "${name.hostname}" under Service ${name.namespace}/${name.service}`);
+      targets = [...new Set(addresses)].map((ip) => ({ ip, port }));
     } else {
       const pod = await findPod(name.ip, name.namespace);
       if (!pod || pod.namespace !== name.namespace) throw new HostUnreachableError(`no running pod with IP ${name.ip} in namespace "${name.namespace}"`);
