@@ -33,6 +33,14 @@ export function kubeconfigFiles(explicit: string | undefined, env: NodeJS.Proces
   return existsSync(home) ? [home] : [];
 }
 
+/**
+ * A kubeconfig's YAML as client-go reads it (sigs.k8s.io/yaml): a key given twice in one mapping
+ * takes its last value; js-yaml would refuse the file ("duplicated mapping key") that kubectl uses.
+ */
+export function loadKubeconfigYaml(text: string): unknown {
+  return yaml.load(text, { json: true });
+}
+
 /** Reads and merges `files` as client-go does (errors: the file's name and the first line). */
 export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
   const clusters = new Entries();
@@ -45,7 +53,7 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
     checkRegularFile(file);
     let doc: Obj;
     try {
-      doc = (yaml.load(readFileSync(file, 'utf8')) ?? {}) as Obj; // an empty file is an empty config
+      doc = (loadKubeconfigYaml(readFileSync(file, 'utf8')) ?? {}) as Obj; // an empty file is an empty config
     } catch (err) {
       throw new Error(`error loading config file "${file}": ${(err as Error).message.split('\n')[0]}`, { cause: err });
     }

@@ -143,3 +143,22 @@ test('insecure-skip-tls-verify beside a certificate-authority is refused, as kub
   assert.equal(load(file('insecure', withCluster('insecure-skip-tls-verify: true'))).context, 'prod');
   assert.equal(load(file('ca', withCluster('certificate-authority-data: Zm9v'))).context, 'prod');
 });
+
+test('a key given twice in one mapping takes its last value, as kubectl reads it, not an error', (t) => {
+  const { file, load } = setup(t);
+  const text = [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters: [{name: cl, cluster: {server: "https://old.example:6443", server: "https://cl.example:6443"}}]',
+    'users: [{name: u, user: {token: t}}]',
+    'contexts:',
+    '- name: prod',
+    '  context: {cluster: cl, user: u, namespace: kube-system}',
+    '  context: {cluster: cl, user: u, namespace: shop}',
+    'current-context: prod',
+    '',
+  ].join('\n');
+  const l = load(file('dup', text));
+  assert.equal(l.server, 'https://cl.example:6443');
+  assert.equal(l.namespace, 'shop');
+});
