@@ -162,3 +162,25 @@ test('a key given twice in one mapping takes its last value, as kubectl reads it
   assert.equal(l.server, 'https://cl.example:6443');
   assert.equal(l.namespace, 'shop');
 });
+
+test('a CA, client certificate or key both as a file and as -data is refused naming it, as kubectl refuses it', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  const withCluster = (extra: string) => text.replace('server: "https://cl.example:6443"}', `server: "https://cl.example:6443", ${extra}}`);
+  const withUser = (extra: string) => text.replace('{token: t}', `{${extra}}`);
+  const ca = file('ca.crt', 'not read\n');
+  assert.throws(
+    () => load(file('ca-both', withCluster(`certificate-authority: ${ca}, certificate-authority-data: Zm9v`))),
+    /: cluster "cl" sets both certificate-authority and certificate-authority-data: kubectl refuses that pair too \(certificate-authority-data would override\); keep one of them$/,
+  );
+  assert.throws(
+    () => load(file('cert-both', withUser(`client-certificate: ${ca}, client-certificate-data: Zm9v, client-key-data: Zm9v`))),
+    /: user "u" sets both client-certificate and client-certificate-data: /,
+  );
+  assert.throws(
+    () => load(file('key-both', withUser(`client-certificate-data: Zm9v, client-key: ${ca}, client-key-data: Zm9v`))),
+    /: user "u" sets both client-key and client-key-data: /,
+  );
+  assert.equal(load(file('ca-file', withCluster(`certificate-authority: ${ca}`))).context, 'prod');
+  assert.equal(load(file('cert-data', withUser('client-certificate-data: Zm9v, client-key-data: Zm9v'))).context, 'prod');
+});

@@ -1,0 +1,35 @@
+// What kubectl refuses in the context it uses (client-go tools/clientcmd/validation.go,
+// ConfirmUsable) and client-node would use anyway, each differently from what kubectl says it
+// would do: the same kubeconfig must not reach the API server as someone else, or trusting
+// something else, through the proxy than through kubectl.
+import { StartupError } from '../core/errors.js';
+
+interface ClusterLike {
+  name: string;
+  caFile?: string;
+  caData?: string;
+}
+
+interface UserLike {
+  name: string;
+  certFile?: string;
+  certData?: string;
+  keyFile?: string;
+  keyData?: string;
+}
+
+/**
+ * A CA, client certificate or key given both as a file and as `-data`: kubectl refuses the pair
+ * (saying the data would override), client-node read the file and dropped the data.
+ */
+export function checkDataBesideFile(cluster: ClusterLike, user: UserLike): void {
+  const pairs: Array<[string, string | undefined, string | undefined, string]> = [
+    ['certificate-authority', cluster.caFile, cluster.caData, `cluster "${cluster.name}"`],
+    ['client-certificate', user.certFile, user.certData, `user "${user.name}"`],
+    ['client-key', user.keyFile, user.keyData, `user "${user.name}"`],
+  ];
+  for (const [key, file, data, owner] of pairs) {
+    if (!file || !data) continue;
+    throw new StartupError(`${owner} sets both ${key} and ${key}-data: kubectl refuses that pair too (${key}-data would override); keep one of them`);
+  }
+}
