@@ -33,3 +33,15 @@ export function checkDataBesideFile(cluster: ClusterLike, user: UserLike): void 
     throw new StartupError(`${owner} sets both ${key} and ${key}-data: kubectl refuses that pair too (${key}-data would override); keep one of them`);
   }
 }
+
+/**
+ * A token beside a username or password: kubectl refuses the user ("more than one authentication
+ * method"); client-node sent the basic credentials, which API servers since v1.19 ignore, so the
+ * proxy ran as system:anonymous while doctor said "bearer token".
+ */
+export function checkOneAuthMethod(user: UserLike & { token?: string; username?: string; password?: string }): void {
+  if (!user.token || !(user.username || user.password)) return;
+  throw new StartupError(
+    `user "${user.name}" sets a token and a username/password: kubectl refuses that too (more than one authentication method, only one is allowed); remove username and password`,
+  );
+}

@@ -12,7 +12,7 @@ import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
-import { checkDataBesideFile } from './kubeconfig-usable.js';
+import { checkDataBesideFile, checkOneAuthMethod } from './kubeconfig-usable.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -81,6 +81,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   if (cluster.proxyUrl) checkProxyUrl(cluster.proxyUrl, cluster.name);
   if (!kc.getCurrentUser()) throw new StartupError(undefinedUser(context, ctx.user));
   checkDataBesideFile(cluster, kc.getCurrentUser()!);
+  checkOneAuthMethod(kc.getCurrentUser()!);
   const namespace = opts.namespace || ctx.namespace || 'default';
   addExecInfo(kc);
   runExecPluginsWithoutStdin(kc);

@@ -184,3 +184,14 @@ test('a CA, client certificate or key both as a file and as -data is refused nam
   assert.equal(load(file('ca-file', withCluster(`certificate-authority: ${ca}`))).context, 'prod');
   assert.equal(load(file('cert-data', withUser('client-certificate-data: Zm9v, client-key-data: Zm9v'))).context, 'prod');
 });
+
+test('a token beside a username and password is refused, as kubectl refuses it; either alone loads', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  assert.throws(
+    () => load(file('token-basic', text.replace('{token: t}', '{token: t, username: admin, password: secret}'))),
+    /: user "u" sets a token and a username\/password: kubectl refuses that too \(more than one authentication method, only one is allowed\); remove username and password$/,
+  );
+  assert.throws(() => load(file('token-user', text.replace('{token: t}', '{token: t, username: admin}'))), /: user "u" sets a token and a username\/password/);
+  assert.equal(load(file('basic', text.replace('{token: t}', '{username: admin, password: secret}'))).context, 'prod');
+});
