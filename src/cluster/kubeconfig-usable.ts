@@ -45,3 +45,17 @@ export function checkOneAuthMethod(user: UserLike & { token?: string; username?:
     `user "${user.name}" sets a token and a username/password: kubectl refuses that too (more than one authentication method, only one is allowed); remove username and password`,
   );
 }
+
+/**
+ * `as-groups`, `as-uid` or `as-user-extra` without `as`: kubectl refuses the user; the proxy
+ * dropped them and ran as the user itself, with its own rights instead of the ones asked for.
+ */
+export function checkImpersonatesUser(name: string, raw: Record<string, unknown> | undefined): void {
+  if (!raw || (typeof raw.as === 'string' && raw.as)) return;
+  const set = (v: unknown) => (Array.isArray(v) ? v.length > 0 : typeof v === 'string' ? !!v : !!v && typeof v === 'object' && Object.keys(v).length > 0);
+  const keys = ['as-groups', 'as-uid', 'as-user-extra'].filter((k) => set(raw[k]));
+  if (keys.length === 0) return;
+  throw new StartupError(
+    `user "${name}" sets ${keys.join(', ')} without as: kubectl refuses that too (requesting uid, groups or user-extra without impersonating a user); add as: USER or remove ${keys.length > 1 ? 'them' : 'it'}`,
+  );
+}

@@ -12,7 +12,7 @@ import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
-import { checkDataBesideFile, checkOneAuthMethod } from './kubeconfig-usable.js';
+import { checkDataBesideFile, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -87,6 +87,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   runExecPluginsWithoutStdin(kc);
   // What client-node drops from the user entry (tokenFile, as-groups, …) we read from the file.
   const raw = rawUsers.get(ctx.user);
+  checkImpersonatesUser(ctx.user, raw?.user);
   const impersonation = impersonationOf(raw?.user);
   const provider = kc.getCurrentUser()!.authProvider;
   const oidcStore = provider?.name === 'oidc' ? oidcStoreOf(raw) : undefined;

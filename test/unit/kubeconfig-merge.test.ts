@@ -195,3 +195,19 @@ test('a token beside a username and password is refused, as kubectl refuses it; 
   assert.throws(() => load(file('token-user', text.replace('{token: t}', '{token: t, username: admin}'))), /: user "u" sets a token and a username\/password/);
   assert.equal(load(file('basic', text.replace('{token: t}', '{username: admin, password: secret}'))).context, 'prod');
 });
+
+test('as-groups, as-uid or as-user-extra without as is refused, as kubectl refuses it', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  assert.throws(
+    () => load(file('groups', text.replace('{token: t}', '{token: t, as-groups: [system:masters]}'))),
+    /: user "u" sets as-groups without as: kubectl refuses that too \(requesting uid, groups or user-extra without impersonating a user\); add as: USER or remove it$/,
+  );
+  assert.throws(
+    () => load(file('uid-extra', text.replace('{token: t}', '{token: t, as-uid: "1", as-user-extra: {scopes: [a]}}'))),
+    /: user "u" sets as-uid, as-user-extra without as: .*remove them$/,
+  );
+  const withAs = load(file('with-as', text.replace('{token: t}', '{token: t, as: jane, as-groups: [dev]}')));
+  assert.deepEqual(withAs.impersonation?.groups, ['dev']);
+  assert.equal(load(file('empty-groups', text.replace('{token: t}', '{token: t, as-groups: []}'))).context, 'prod');
+});
