@@ -2,7 +2,7 @@
 // and says how to fix each failure. Exit 1 when any check fails.
 import { Command, Flags } from '@oclif/core';
 import { DEFAULTS } from '../proxy/options.js';
-import { loadRoutingTable } from '../config/load.js';
+import { NoClusterToServeError, loadRoutingTable } from '../config/load.js';
 import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { errorMessage } from '../core/errors.js';
 import { checkCluster } from '../doctor/cluster.js';
@@ -62,12 +62,13 @@ export default class Doctor extends Command {
     let sshRoutes: SshRouteSpec[] = [];
     let egress: DoctorEgress | undefined;
     let defaultRoute: string | undefined;
+    let kubeconfigFailed = false;
     try {
       let currentContext: string | undefined;
       try {
         currentContext = loadKubeConfig({ kubeconfig: flags.kubeconfig }).context;
       } catch {
-        // reported by the kubeconfig check below
+        kubeconfigFailed = true; // reported by the kubeconfig check below
       }
       const table = loadRoutingTable({
         config: flags.config,
@@ -90,13 +91,16 @@ export default class Doctor extends Command {
         });
       }
     } catch (err) {
-      checks.push({
-        scope: 'config',
-        name: 'routes',
-        status: 'fail',
-        detail: errorMessage(err),
-        fix: 'fix the config file or the --context flags (see docs/usage.md "Config file")',
-      });
+      // No route, and no current context since the kubeconfig did not load: its check says why.
+      if (kubeconfigFailed && err instanceof NoClusterToServeError) contexts = [{ scope: 'current-context' }];
+      else
+        checks.push({
+          scope: 'config',
+          name: 'routes',
+          status: 'fail',
+          detail: errorMessage(err),
+          fix: 'fix the config file or the --context flags (see docs/usage.md "Config file")',
+        });
     }
     if (contexts.length === 0 && checks.length === 0) contexts = [{ scope: 'current-context' }];
     // The routes that carry others first: a cluster route's failing API check through a chain

@@ -93,6 +93,9 @@ export function currentContextServed(table: RoutingTable | undefined): string | 
   return route?.kind === 'cluster' ? route.context : undefined;
 }
 
+/** Nothing configured and no current context: doctor says why the kubeconfig gave none instead. */
+export class NoClusterToServeError extends StartupError {}
+
 /** Merges flags into a validated file (or none) by the precedence above; pure, for tests. */
 export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): RoutingTable {
   const fileRoutes = config?.routes ?? [];
@@ -131,7 +134,9 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   // ssh, direct or reject routes alone needs no kubeconfig.
   if (defaultRoute === undefined && routes.length === 0) {
     if (!flags.currentContext)
-      throw new StartupError('no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig');
+      throw new NoClusterToServeError(
+        'no cluster to serve: give --context, add a cluster route to the config file, or set a current context in the kubeconfig',
+      );
     const route = clusterRoute(flags.currentContext, CURRENT_CONTEXT_ORIGIN, flags.clusterDomain);
     routes.unshift(route);
     checkUniqueNames(routes);

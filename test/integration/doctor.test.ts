@@ -182,6 +182,15 @@ test('an exec plugin that is not on PATH: kubeconfig fails naming it', async () 
   assert.match(kc.fix ?? '', /put it on PATH/);
 });
 
+test('a kubeconfig that does not load: the kubeconfig check says why, not "no cluster to serve"', async () => {
+  const r = await doctor(await kubeconfigWith('unparsable', 'clusters: [\n'));
+  assert.equal(r.code, 1);
+  const kc = r.get('kubeconfig');
+  assert.equal(kc.status, 'fail');
+  assert.match(kc.detail, /cannot load kubeconfig: error loading config file ".*unparsable.*": unexpected end of the stream/);
+  assert.ok(!r.report.checks.some((c) => /no cluster to serve/.test(c.detail)), r.stdout);
+});
+
 test('a token beside an exec plugin that is not installed: the token is what is sent, so nothing fails (as kubectl)', async () => {
   const token = cluster.sim.issueToken();
   const yaml = cluster.sim
