@@ -59,3 +59,14 @@ export function checkImpersonatesUser(name: string, raw: Record<string, unknown>
     `user "${name}" sets ${keys.join(', ')} without as: kubectl refuses that too (requesting uid, groups or user-extra without impersonating a user); add as: USER or remove ${keys.length > 1 ? 'them' : 'it'}`,
   );
 }
+
+/**
+ * A client certificate without its key: kubectl refuses the user; client-node left the
+ * certificate out, so the proxy reached the API server anonymously, saying "client certificate".
+ */
+export function checkClientKey(user: UserLike): void {
+  if (!(user.certFile || user.certData) || user.keyFile || user.keyData) return;
+  throw new StartupError(
+    `user "${user.name}" sets a client certificate without its key: kubectl refuses that too (client-key-data or client-key must be specified); add client-key`,
+  );
+}

@@ -12,7 +12,7 @@ import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
-import { checkDataBesideFile, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
+import { checkClientKey, checkDataBesideFile, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -82,6 +82,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   if (!kc.getCurrentUser()) throw new StartupError(undefinedUser(context, ctx.user));
   checkDataBesideFile(cluster, kc.getCurrentUser()!);
   checkOneAuthMethod(kc.getCurrentUser()!);
+  checkClientKey(kc.getCurrentUser()!);
   const namespace = opts.namespace || ctx.namespace || 'default';
   addExecInfo(kc);
   runExecPluginsWithoutStdin(kc);

@@ -85,8 +85,8 @@ test('a token or a client certificate beside exec is sent as it is, the plugin n
   const failing = "#!/bin/sh\necho 'error: SSO session expired' >&2\nexit 1\n";
   const withToken = await setup(t, {}, { script: failing, userExtra: 'token: static-token, ' }).requestOptions();
   assert.equal(withToken.headers.Authorization, 'Bearer static-token');
-  // Only a certificate with its key counts: a certificate alone still asks the plugin.
-  await assert.rejects(setup(t, {}, { script: failing, userExtra: 'client-certificate-data: eA==, ' }).requestOptions(), refused(/SSO session expired/));
+  // A certificate without its key is refused before any plugin runs, as kubectl refuses it.
+  assert.throws(() => setup(t, {}, { script: failing, userExtra: 'client-certificate-data: eA==, ' }), /sets a client certificate without its key/);
 });
 
 test('a plugin with interactiveMode Always is refused without being run, as kubectl refuses it without a terminal', async (t) => {

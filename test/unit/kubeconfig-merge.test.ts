@@ -211,3 +211,13 @@ test('as-groups, as-uid or as-user-extra without as is refused, as kubectl refus
   assert.deepEqual(withAs.impersonation?.groups, ['dev']);
   assert.equal(load(file('empty-groups', text.replace('{token: t}', '{token: t, as-groups: []}'))).context, 'prod');
 });
+
+test('a client certificate without its key is refused, as kubectl refuses it', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  const refused =
+    /: user "u" sets a client certificate without its key: kubectl refuses that too \(client-key-data or client-key must be specified\); add client-key$/;
+  assert.throws(() => load(file('cert-file', text.replace('{token: t}', '{client-certificate: /nonexistent/c.crt}'))), refused);
+  assert.throws(() => load(file('cert-data', text.replace('{token: t}', '{client-certificate-data: Zm9v}'))), refused);
+  assert.equal(load(file('pair', text.replace('{token: t}', '{client-certificate-data: Zm9v, client-key-data: Zm9v}'))).context, 'prod');
+});
