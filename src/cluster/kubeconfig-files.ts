@@ -59,6 +59,7 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
     }
     if (typeof doc !== 'object' || Array.isArray(doc)) throw new Error(`error loading config file "${file}": not a kubeconfig`);
     const dir = path.dirname(path.resolve(file));
+    for (const key of ['clusters', 'users', 'contexts']) checkUniqueNames(file, key, list(doc[key]));
     for (const c of list(doc.clusters)) clusters.add(c, () => resolveCluster(c, dir));
     for (const u of list(doc.users)) {
       const entry = users.add(u, () => resolveUser(u, dir));
@@ -109,6 +110,18 @@ class Entries {
     const out = resolved();
     this.all.push(out);
     return out;
+  }
+}
+
+/**
+ * One file naming a cluster, user or context twice: client-go refuses the file ("duplicate name
+ * in list"); only across files does the first one win.
+ */
+function checkUniqueNames(file: string, key: string, entries: Named[]): void {
+  const seen = new Set<unknown>();
+  for (const { name } of entries) {
+    if (typeof name === 'string' && seen.has(name)) throw new Error(`error loading config file "${file}": duplicate name "${name}" in ${key}`);
+    seen.add(name);
   }
 }
 

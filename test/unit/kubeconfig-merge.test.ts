@@ -221,3 +221,16 @@ test('a client certificate without its key is refused, as kubectl refuses it', (
   assert.throws(() => load(file('cert-data', text.replace('{token: t}', '{client-certificate-data: Zm9v}'))), refused);
   assert.equal(load(file('pair', text.replace('{token: t}', '{client-certificate-data: Zm9v, client-key-data: Zm9v}'))).context, 'prod');
 });
+
+test('one file naming a cluster, user or context twice is refused, as kubectl refuses it', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  const twice = (key: string, entry: string) => text.replace(new RegExp(`^${key}: \\[(.*)\\]$`, 'm'), `${key}: [$1, ${entry}]`);
+  assert.throws(
+    () => load(file('clusters', twice('clusters', '{name: cl, cluster: {server: "https://other.example:6443"}}'))),
+    /error loading config file ".*clusters": duplicate name "cl" in clusters$/,
+  );
+  assert.throws(() => load(file('users', twice('users', '{name: u, user: {token: t2}}'))), /duplicate name "u" in users$/);
+  assert.throws(() => load(file('contexts', twice('contexts', '{name: prod, context: {cluster: cl, user: u}}'))), /duplicate name "prod" in contexts$/);
+  assert.equal(load(file('other-name', twice('users', '{name: u2, user: {token: t2}}'))).context, 'prod');
+});
