@@ -34,6 +34,19 @@ export function kubeconfigFiles(explicit: string | undefined, env: NodeJS.Proces
 }
 
 /**
+ * A kubeconfig's bytes as text the way go-yaml decodes them: UTF-8, or UTF-16 when a byte-order
+ * mark says so (Windows PowerShell 5's `kubectl config view --raw > config` writes UTF-16LE).
+ */
+export function kubeconfigText(bytes: Buffer): string {
+  if (bytes[0] === 0xff && bytes[1] === 0xfe) return bytes.subarray(2).toString('utf16le');
+  if (bytes[0] === 0xfe && bytes[1] === 0xff)
+    return Buffer.from(bytes.subarray(2, bytes.length - (bytes.length % 2)))
+      .swap16()
+      .toString('utf16le');
+  return bytes.toString('utf8');
+}
+
+/**
  * A kubeconfig's YAML as client-go reads it (sigs.k8s.io/yaml): a key given twice in one mapping
  * takes its last value; js-yaml would refuse the file ("duplicated mapping key") that kubectl uses.
  */
@@ -53,7 +66,7 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
     checkRegularFile(file);
     let doc: Obj;
     try {
-      doc = (loadKubeconfigYaml(readFileSync(file, 'utf8')) ?? {}) as Obj; // an empty file is an empty config
+      doc = (loadKubeconfigYaml(kubeconfigText(readFileSync(file))) ?? {}) as Obj; // an empty file is an empty config
     } catch (err) {
       throw new Error(`error loading config file "${file}": ${(err as Error).message.split('\n')[0]}`, { cause: err });
     }

@@ -8,7 +8,7 @@ import { chmodSync, closeSync, openSync, readFileSync, realpathSync, renameSync,
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import yaml from 'js-yaml';
-import { loadKubeconfigYaml } from './kubeconfig-files.js';
+import { kubeconfigText, loadKubeconfigYaml } from './kubeconfig-files.js';
 
 /** The user extension (clientcmd AuthInfo.Extensions) naming that file in a daemon's kubeconfig. */
 export const OIDC_STORE_EXTENSION = 'kubectl-proxyout.oidc-token-file';
@@ -32,7 +32,7 @@ export class OidcTokenStore {
   /** The user's id-token and refresh-token as the file has them now; undefined when unreadable. */
   read(): OidcTokens | undefined {
     try {
-      const config = this.configIn(loadKubeconfigYaml(readFileSync(this.file, 'utf8')) as Obj);
+      const config = this.configIn(loadKubeconfigYaml(kubeconfigText(readFileSync(this.file))) as Obj);
       if (!config) return undefined;
       const pick = (k: keyof OidcTokens) => (typeof config[k] === 'string' ? (config[k] as string) : undefined);
       return { 'id-token': pick('id-token'), 'refresh-token': pick('refresh-token') };
@@ -50,7 +50,7 @@ export class OidcTokenStore {
     const lock = `${this.file}.lock`;
     if (!(await takeLock(lock))) return false;
     try {
-      const doc = loadKubeconfigYaml(readFileSync(this.file, 'utf8')) as Obj;
+      const doc = loadKubeconfigYaml(kubeconfigText(readFileSync(this.file))) as Obj;
       const config = this.configIn(doc);
       if (!config) return false;
       for (const [k, v] of Object.entries(tokens)) if (v !== undefined) config[k] = v;

@@ -29,7 +29,7 @@ function setup(t: { after(fn: () => void): void }) {
     if (saved === undefined) delete process.env.KUBECONFIG;
     else process.env.KUBECONFIG = saved;
   });
-  const file = (name: string, text: string) => {
+  const file = (name: string, text: string | Buffer) => {
     const f = path.join(dir, name);
     mkdirSync(path.dirname(f), { recursive: true });
     writeFileSync(f, text);
@@ -233,4 +233,19 @@ test('one file naming a cluster, user or context twice is refused, as kubectl re
   assert.throws(() => load(file('users', twice('users', '{name: u, user: {token: t2}}'))), /duplicate name "u" in users$/);
   assert.throws(() => load(file('contexts', twice('contexts', '{name: prod, context: {cluster: cl, user: u}}'))), /duplicate name "prod" in contexts$/);
   assert.equal(load(file('other-name', twice('users', '{name: u2, user: {token: t2}}'))).context, 'prod');
+});
+
+test('a UTF-16 kubeconfig with its byte-order mark loads, as kubectl reads it (PowerShell 5 writes UTF-16LE)', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  const le = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]);
+  const be = Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(text, 'utf16le').swap16()]);
+  for (const [name, bytes] of [
+    ['utf16le', le],
+    ['utf16be', be],
+  ] as const) {
+    const l = load(file(name, bytes));
+    assert.equal(l.server, 'https://cl.example:6443', name);
+    assert.equal(l.kc.getCurrentUser()?.token, 't', name);
+  }
 });
