@@ -46,12 +46,32 @@ export function kubeconfigText(bytes: Buffer): string {
   return bytes.toString('utf8');
 }
 
+// go-yaml's booleans are YAML 1.1's: `insecure-skip-tls-verify: yes` (or `on`, `y`) is true for
+// kubectl, where YAML 1.2 (js-yaml) reads the string "yes" and client-node then verified anyway.
+const TRUE = ['y', 'Y', 'yes', 'Yes', 'YES', 'true', 'True', 'TRUE', 'on', 'On', 'ON'];
+const FALSE = ['n', 'N', 'no', 'No', 'NO', 'false', 'False', 'FALSE', 'off', 'Off', 'OFF'];
+const YAML11_BOOL = new yaml.Type('tag:yaml.org,2002:bool', {
+  kind: 'scalar',
+  resolve: (data: string) => TRUE.includes(data) || FALSE.includes(data),
+  construct: (data: string) => TRUE.includes(data),
+  predicate: (o: unknown) => typeof o === 'boolean',
+  represent: { lowercase: (o: object) => (o.valueOf() ? 'true' : 'false') },
+  defaultStyle: 'lowercase',
+});
+const KUBECONFIG_SCHEMA = yaml.DEFAULT_SCHEMA.extend({ implicit: [YAML11_BOOL] });
+
 /**
- * A kubeconfig's YAML as client-go reads it (sigs.k8s.io/yaml): a key given twice in one mapping
- * takes its last value; js-yaml would refuse the file ("duplicated mapping key") that kubectl uses.
+ * A kubeconfig's YAML as client-go reads it (sigs.k8s.io/yaml): YAML 1.1 booleans, and a key given
+ * twice in one mapping takes its last value; js-yaml would refuse the file ("duplicated mapping
+ * key") that kubectl uses.
  */
 export function loadKubeconfigYaml(text: string): unknown {
-  return yaml.load(text, { json: true });
+  return yaml.load(text, { json: true, schema: KUBECONFIG_SCHEMA });
+}
+
+/** YAML kubectl reads back as written: a string such as "yes" stays quoted. */
+export function dumpKubeconfigYaml(doc: unknown): string {
+  return yaml.dump(doc, { lineWidth: -1, schema: KUBECONFIG_SCHEMA });
 }
 
 /** Reads and merges `files` as client-go does (errors: the file's name and the first line). */

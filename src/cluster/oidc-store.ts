@@ -7,8 +7,7 @@
 import { chmodSync, closeSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import yaml from 'js-yaml';
-import { kubeconfigText, loadKubeconfigYaml } from './kubeconfig-files.js';
+import { dumpKubeconfigYaml, kubeconfigText, loadKubeconfigYaml } from './kubeconfig-files.js';
 
 /** The user extension (clientcmd AuthInfo.Extensions) naming that file in a daemon's kubeconfig. */
 export const OIDC_STORE_EXTENSION = 'kubectl-proxyout.oidc-token-file';
@@ -61,7 +60,7 @@ export class OidcTokenStore {
       const file = realpathSync(this.file);
       const temp = path.join(path.dirname(file), `.${path.basename(file)}.proxyout-${process.pid}.${randomBytes(6).toString('hex')}`);
       const mode = statSync(file).mode & 0o777;
-      writeFileSync(temp, yaml.dump(doc, { lineWidth: -1 }), { mode, flag: 'wx' });
+      writeFileSync(temp, dumpKubeconfigYaml(doc), { mode, flag: 'wx' });
       try {
         chmodSync(temp, mode); // writeFileSync's mode passed through the umask
         renameSync(temp, file);

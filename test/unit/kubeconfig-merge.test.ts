@@ -249,3 +249,15 @@ test('a UTF-16 kubeconfig with its byte-order mark loads, as kubectl reads it (P
     assert.equal(l.kc.getCurrentUser()?.token, 't', name);
   }
 });
+
+test('insecure-skip-tls-verify: yes (or on, y) is true, as go-yaml reads YAML 1.1 booleans for kubectl', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  const withCluster = (extra: string) => text.replace('server: "https://cl.example:6443"}', `server: "https://cl.example:6443", ${extra}}`);
+  for (const v of ['yes', 'on', 'Y', 'true']) {
+    assert.equal(load(file(`insecure-${v}`, withCluster(`insecure-skip-tls-verify: ${v}`))).kc.getCurrentCluster()?.skipTLSVerify, true, v);
+  }
+  for (const v of ['no', 'off', 'n', 'false', '"yes"']) {
+    assert.equal(!!load(file(`secure-${v}`, withCluster(`insecure-skip-tls-verify: ${v}`))).kc.getCurrentCluster()?.skipTLSVerify, false, v);
+  }
+});
