@@ -70,3 +70,20 @@ export function checkClientKey(user: UserLike): void {
     `user "${user.name}" sets a client certificate without its key: kubectl refuses that too (client-key-data or client-key must be specified); add client-key`,
   );
 }
+
+/**
+ * An exec plugin kubectl would not run: beside an auth-provider (client-node sent the
+ * auth-provider's token while doctor said "exec plugin"), or without its command or apiVersion.
+ */
+export function checkExec(user: { name: string; exec?: { command?: unknown; apiVersion?: unknown }; authProvider?: unknown }): void {
+  const { exec, name } = user;
+  if (!exec) return;
+  const problem = user.authProvider
+    ? 'an exec plugin and an auth-provider: kubectl refuses that too (authProvider cannot be provided in combination with an exec plugin); keep one of them'
+    : !exec.command
+      ? 'an exec plugin without its command: kubectl refuses that too (command must be specified); add exec.command'
+      : !exec.apiVersion
+        ? 'an exec plugin without its apiVersion: kubectl refuses that too (apiVersion must be specified); add exec.apiVersion, e.g. client.authentication.k8s.io/v1'
+        : undefined;
+  if (problem) throw new StartupError(`user "${name}" sets ${problem}`);
+}

@@ -12,7 +12,7 @@ import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
-import { checkClientKey, checkDataBesideFile, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
+import { checkClientKey, checkDataBesideFile, checkExec, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -83,6 +83,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   checkDataBesideFile(cluster, kc.getCurrentUser()!);
   checkOneAuthMethod(kc.getCurrentUser()!);
   checkClientKey(kc.getCurrentUser()!);
+  checkExec(kc.getCurrentUser()!);
   const namespace = opts.namespace || ctx.namespace || 'default';
   addExecInfo(kc);
   runExecPluginsWithoutStdin(kc);

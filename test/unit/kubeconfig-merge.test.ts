@@ -261,3 +261,22 @@ test('insecure-skip-tls-verify: yes (or on, y) is true, as go-yaml reads YAML 1.
     assert.equal(!!load(file(`secure-${v}`, withCluster(`insecure-skip-tls-verify: ${v}`))).kc.getCurrentCluster()?.skipTLSVerify, false, v);
   }
 });
+
+test('an exec plugin beside an auth-provider, or without its apiVersion or command, is refused, as kubectl refuses it', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  const exec = '{exec: {apiVersion: client.authentication.k8s.io/v1, command: cred, interactiveMode: Never}';
+  assert.throws(
+    () => load(file('both', text.replace('{token: t}', `${exec}, auth-provider: {name: oidc, config: {id-token: x}}}`))),
+    /: user "u" sets an exec plugin and an auth-provider: kubectl refuses that too \(authProvider cannot be provided in combination with an exec plugin\); keep one of them$/,
+  );
+  assert.throws(
+    () => load(file('no-version', text.replace('{token: t}', '{exec: {command: cred, interactiveMode: Never}}'))),
+    /: user "u" sets an exec plugin without its apiVersion: kubectl refuses that too \(apiVersion must be specified\)/,
+  );
+  assert.throws(
+    () => load(file('no-command', text.replace('{token: t}', '{exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never}}'))),
+    /: user "u" sets an exec plugin without its command: kubectl refuses that too/,
+  );
+  assert.equal(load(file('exec', text.replace('{token: t}', `${exec}}`))).context, 'prod');
+});
