@@ -54,7 +54,11 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
   }
   const auth = authKind(loaded, o.env);
   add(
-    auth.problem ? { name: 'kubeconfig', status: 'fail', detail: auth.detail, fix: auth.problem } : { name: 'kubeconfig', status: 'ok', detail: auth.detail },
+    auth.problem
+      ? { name: 'kubeconfig', status: 'fail', detail: auth.detail, fix: auth.problem }
+      : auth.warning
+        ? { name: 'kubeconfig', status: 'warn', detail: auth.detail, fix: auth.warning }
+        : { name: 'kubeconfig', status: 'ok', detail: auth.detail },
   );
   if (auth.problem) return checks;
 
@@ -95,7 +99,7 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
   return checks;
 }
 
-function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { detail: string; problem?: string } {
+function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { detail: string; problem?: string; warning?: string } {
   const user = l.kc.getCurrentUser()!;
   const as = user.impersonateUser ? ` as ${user.impersonateUser}` : '';
   const where = `context ${l.context} (namespace ${l.namespace}), user ${user.name}${as}`;
@@ -115,7 +119,12 @@ function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { 
   if (l.tokenFile) return { detail: `${where}, auth: token file ${l.tokenFile}` };
   if (user.token) return { detail: `${where}, auth: bearer token` };
   if (user.certData || user.certFile) return { detail: `${where}, auth: client certificate` };
-  if (user.username) return { detail: `${where}, auth: basic (username/password)` };
+  // kube-apiserver dropped basic auth in v1.19: the header is ignored, the request anonymous.
+  if (user.username)
+    return {
+      detail: `${where}, auth: basic (username/password), which API servers ignore since v1.19: requests go as system:anonymous`,
+      warning: 'use a token, a client certificate or an exec plugin for this user (`kubectl config set-credentials`)',
+    };
   return { detail: `${where}, auth: none (anonymous)` };
 }
 

@@ -191,6 +191,15 @@ test('a kubeconfig that does not load: the kubeconfig check says why, not "no cl
   assert.ok(!r.report.checks.some((c) => /no cluster to serve/.test(c.detail)), r.stdout);
 });
 
+test('a username/password user: the kubeconfig check warns that API servers ignore basic auth', async () => {
+  const basic = cluster.sim.kubeconfigYaml().replace(/^(\s+)token: .*$/m, '$1username: admin\n$1password: secret');
+  assert.match(basic, /username: admin/);
+  const kc = (await doctor(await kubeconfigWith('basic-auth', basic))).get('kubeconfig');
+  assert.equal(kc.status, 'warn');
+  assert.match(kc.detail, /auth: basic \(username\/password\), which API servers ignore since v1\.19: requests go as system:anonymous$/);
+  assert.match(kc.fix ?? '', /use a token, a client certificate or an exec plugin/);
+});
+
 test('a token beside an exec plugin that is not installed: the token is what is sent, so nothing fails (as kubectl)', async () => {
   const token = cluster.sim.issueToken();
   const yaml = cluster.sim
