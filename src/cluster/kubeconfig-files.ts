@@ -27,8 +27,9 @@ export interface MergedKubeConfig {
 /** The files kubectl would read, in order; `$KUBECONFIG`'s missing files are left out. */
 export function kubeconfigFiles(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): string[] {
   if (explicit) return [explicit];
-  const list = (env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
-  if (list.length > 0) return list.filter((f) => existsSync(f));
+  // Set at all, even to ":" (every entry empty), KUBECONFIG is the list: client-go then reads no
+  // file rather than ~/.kube/config.
+  if (env.KUBECONFIG) return env.KUBECONFIG.split(path.delimiter).filter((f) => f && existsSync(f));
   const home = path.join(os.homedir(), '.kube', 'config');
   return existsSync(home) ? [home] : [];
 }

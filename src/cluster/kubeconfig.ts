@@ -41,7 +41,8 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
     if (opts.kubeconfig && !existsSync(opts.kubeconfig)) throw new StartupError(`kubeconfig ${opts.kubeconfig} does not exist`);
     const envFiles = (process.env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
     const files = kubeconfigFiles(opts.kubeconfig);
-    if (!opts.kubeconfig && envFiles.length > 0 && files.length === 0) {
+    if (!opts.kubeconfig && process.env.KUBECONFIG && files.length === 0) {
+      if (envFiles.length === 0) throw new StartupError(`KUBECONFIG="${process.env.KUBECONFIG}" names no file: set it to one, or unset it for ~/.kube/config`);
       throw new StartupError(`no kubeconfig file from KUBECONFIG exists (${envFiles.join(', ')})`);
     }
     if (files.length > 0) {

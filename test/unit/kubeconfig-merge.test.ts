@@ -280,3 +280,16 @@ test('an exec plugin beside an auth-provider, or without its apiVersion or comma
   );
   assert.equal(load(file('exec', text.replace('{token: t}', `${exec}}`))).context, 'prod');
 });
+
+test('KUBECONFIG set to empty entries only (":") reads no file, as kubectl, not ~/.kube/config', (t) => {
+  const { dir, a, load } = setup(t);
+  const home = process.env.HOME;
+  t.after(() => (process.env.HOME = home));
+  process.env.HOME = dir;
+  mkdirSync(path.join(dir, '.kube'));
+  writeFileSync(path.join(dir, '.kube', 'config'), kubeconfig({ ctx: 'home', cluster: 'cl-h', user: 'h', token: 't-h', current: true }));
+  assert.throws(() => load('', ''), /KUBECONFIG=":" names no file: set it to one, or unset it for ~\/\.kube\/config$/);
+  assert.equal(load(a, '').context, 'ctx-a');
+  delete process.env.KUBECONFIG;
+  assert.equal(loadKubeConfig({}).context, 'home');
+});
