@@ -12,6 +12,7 @@ import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
+import { unreadableFile } from './tls-material.js';
 import { checkClientKey, checkDataBesideFile, checkExec, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
 
 export interface LoadedKubeConfig {
@@ -86,7 +87,11 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   checkClientKey(kc.getCurrentUser()!);
   checkExec(kc.getCurrentUser()!);
   const namespace = opts.namespace || ctx.namespace || 'default';
-  addExecInfo(kc);
+  try {
+    addExecInfo(kc); // reads the CA file for provideClusterInfo
+  } catch (err) {
+    throw new StartupError(`context "${context}": ${unreadableFile(kc, err) ?? errorMessage(err)}`, { cause: err });
+  }
   runExecPluginsWithoutStdin(kc);
   // What client-node drops from the user entry (tokenFile, as-groups, …) we read from the file.
   const raw = rawUsers.get(ctx.user);

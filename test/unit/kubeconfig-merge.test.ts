@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { StartupError } from '../../src/core/errors.js';
 import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
 
 function kubeconfig(o: { ctx: string; cluster: string; user: string; token: string; current?: boolean }): string {
@@ -292,4 +293,17 @@ test('KUBECONFIG set to empty entries only (":") reads no file, as kubectl, not 
   assert.equal(load(a, '').context, 'ctx-a');
   delete process.env.KUBECONFIG;
   assert.equal(loadKubeConfig({}).context, 'home');
+});
+
+test('an exec plugin with provideClusterInfo and a CA file that is not there: one line naming the file, as for other users', (t) => {
+  const { dir, file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true })
+    .replace('server: "https://cl.example:6443"}', `server: "https://cl.example:6443", certificate-authority: ${path.join(dir, 'gone.crt')}}`)
+    .replace('{token: t}', '{exec: {apiVersion: client.authentication.k8s.io/v1, command: cred, interactiveMode: Never, provideClusterInfo: true}}');
+  assert.throws(
+    () => load(file('exec-ca', text)),
+    (err: Error) =>
+      err instanceof StartupError &&
+      /^context "prod": cannot read the kubeconfig's certificate-authority file \S+gone\.crt of cluster "cl": no such file$/.test(err.message),
+  );
 });
