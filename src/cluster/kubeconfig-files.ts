@@ -62,12 +62,14 @@ const YAML11_BOOL = new yaml.Type('tag:yaml.org,2002:bool', {
 const KUBECONFIG_SCHEMA = yaml.DEFAULT_SCHEMA.extend({ implicit: [YAML11_BOOL] });
 
 /**
- * A kubeconfig's YAML as client-go reads it (sigs.k8s.io/yaml): YAML 1.1 booleans, and a key given
- * twice in one mapping takes its last value; js-yaml would refuse the file ("duplicated mapping
- * key") that kubectl uses.
+ * A kubeconfig's YAML as client-go reads it (sigs.k8s.io/yaml): its first document, YAML 1.1
+ * booleans, and a key given twice in one mapping takes its last value (js-yaml would refuse the
+ * file: "duplicated mapping key").
  */
 export function loadKubeconfigYaml(text: string): unknown {
-  return yaml.load(text, { json: true, schema: KUBECONFIG_SCHEMA });
+  // Only the first document, as go-yaml reads it: a trailing `---` made js-yaml refuse the file.
+  const docs = yaml.loadAll(text, null, { json: true, schema: KUBECONFIG_SCHEMA });
+  return docs[0];
 }
 
 /** YAML kubectl reads back as written: a string such as "yes" stays quoted. */

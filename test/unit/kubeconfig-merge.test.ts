@@ -307,3 +307,13 @@ test('an exec plugin with provideClusterInfo and a CA file that is not there: on
       /^context "prod": cannot read the kubeconfig's certificate-authority file \S+gone\.crt of cluster "cl": no such file$/.test(err.message),
   );
 });
+
+test('a kubeconfig with a trailing --- or a second document: the first is read, as kubectl reads it', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
+  assert.equal(load(file('trailing', `${text}---\n`)).context, 'prod');
+  const second = kubeconfig({ ctx: 'other', cluster: 'cl2', user: 'u2', token: 't2', current: true });
+  const l = load(file('two', `---\n${text}---\n${second}`));
+  assert.equal(l.context, 'prod');
+  assert.equal(l.kc.getContexts().length, 1);
+});
