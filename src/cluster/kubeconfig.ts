@@ -50,6 +50,11 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
       const merged = mergeKubeconfigFiles(files);
       kc.loadFromOptions(merged);
       rawUsers = merged.rawUsers;
+      // Files that exist but define nothing (an empty file): not "no kubeconfig found".
+      if (merged.contexts.length === 0)
+        throw new StartupError(
+          `${files.length === 1 ? `kubeconfig ${files[0]} defines` : `the kubeconfig files (${files.join(', ')}) define`} no context: add one (kubectl config set-context) or use another kubeconfig`,
+        );
     } else kc.loadFromDefault(); // no file at all: client-node's in-cluster config, or its fallback (refused below)
   } catch (err) {
     if (err instanceof StartupError) throw err;

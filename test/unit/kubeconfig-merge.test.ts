@@ -317,3 +317,10 @@ test('a kubeconfig with a trailing --- or a second document: the first is read, 
   assert.equal(l.context, 'prod');
   assert.equal(l.kc.getContexts().length, 1);
 });
+
+test('an empty kubeconfig file says it defines no context, not "no kubeconfig found: pass --kubeconfig"', (t) => {
+  const { empty, load } = setup(t);
+  const said = /: kubeconfig \S+empty defines no context: add one \(kubectl config set-context\) or use another kubeconfig$/;
+  assert.throws(() => loadKubeConfig({ kubeconfig: empty }), said);
+  assert.throws(() => load(empty), said);
+});
