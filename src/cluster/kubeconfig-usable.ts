@@ -39,11 +39,17 @@ export function checkDataBesideFile(cluster: ClusterLike, user: UserLike): void 
  * method"); client-node sent the basic credentials, which API servers since v1.19 ignore, so the
  * proxy ran as system:anonymous while doctor said "bearer token".
  */
-export function checkOneAuthMethod(user: UserLike & { token?: string; username?: string; password?: string }): void {
-  if (!user.token || !(user.username || user.password)) return;
-  throw new StartupError(
-    `user "${user.name}" sets a token and a username/password: kubectl refuses that too (more than one authentication method, only one is allowed); remove username and password`,
-  );
+export function checkOneAuthMethod(user: UserLike & { token?: string; username?: string; password?: string }, tokenFile?: string): void {
+  if (!(user.username || user.password)) return;
+  if (user.token)
+    throw new StartupError(
+      `user "${user.name}" sets a token and a username/password: kubectl refuses that too (more than one authentication method, only one is allowed); remove username and password`,
+    );
+  // Past validation, client-go's transport refuses a tokenFile beside them as well.
+  if (tokenFile)
+    throw new StartupError(
+      `user "${user.name}" sets a tokenFile and a username/password: kubectl refuses that too (username/password or bearer token may be set, but not both); remove username and password`,
+    );
 }
 
 /**

@@ -88,7 +88,6 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   if (cluster.proxyUrl) checkProxyUrl(cluster.proxyUrl, cluster.name);
   if (!kc.getCurrentUser()) throw new StartupError(undefinedUser(context, ctx.user));
   checkDataBesideFile(cluster, kc.getCurrentUser()!);
-  checkOneAuthMethod(kc.getCurrentUser()!);
   checkClientKey(kc.getCurrentUser()!);
   checkExec(kc.getCurrentUser()!);
   const namespace = opts.namespace || ctx.namespace || 'default';
@@ -100,6 +99,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   runExecPluginsWithoutStdin(kc);
   // What client-node drops from the user entry (tokenFile, as-groups, …) we read from the file.
   const raw = rawUsers.get(ctx.user);
+  checkOneAuthMethod(kc.getCurrentUser()!, tokenFileOf(raw));
   checkImpersonatesUser(ctx.user, raw?.user);
   const impersonation = impersonationOf(raw?.user);
   const provider = kc.getCurrentUser()!.authProvider;

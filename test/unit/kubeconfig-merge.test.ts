@@ -194,6 +194,10 @@ test('a token beside a username and password is refused, as kubectl refuses it; 
     /: user "u" sets a token and a username\/password: kubectl refuses that too \(more than one authentication method, only one is allowed\); remove username and password$/,
   );
   assert.throws(() => load(file('token-user', text.replace('{token: t}', '{token: t, username: admin}'))), /: user "u" sets a token and a username\/password/);
+  assert.throws(
+    () => load(file('tokenfile-basic', text.replace('{token: t}', '{tokenFile: tok, username: admin, password: secret}'))),
+    /: user "u" sets a tokenFile and a username\/password: kubectl refuses that too \(username\/password or bearer token may be set, but not both\); remove username and password$/,
+  );
   assert.equal(load(file('basic', text.replace('{token: t}', '{username: admin, password: secret}'))).context, 'prod');
 });
 
