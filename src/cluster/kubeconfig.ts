@@ -104,13 +104,18 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   const impersonation = impersonationOf(raw?.user);
   const provider = kc.getCurrentUser()!.authProvider;
   const oidcStore = provider?.name === 'oidc' ? oidcStoreOf(raw) : undefined;
+  const token = typeof raw?.user.token === 'string' && raw.user.token ? raw.user.token : undefined;
+  // A token or tokenFile beside an auth-provider is what kubectl sends (its bearer header is set
+  // first; the provider's round tripper leaves a request that has one alone).
+  const staticToken = !!(token || tokenFileOf(raw));
   const oidc =
-    provider?.name === 'oidc' && provider.config
+    provider?.name === 'oidc' && provider.config && !staticToken
       ? new OidcTokenSource(provider.config as Record<string, string>, undefined, oidcStore ? new OidcTokenStore(oidcStore, ctx.user) : undefined)
       : undefined;
   const tokenFile = oidc ? undefined : tokenFileOf(raw);
-  const token = typeof raw?.user.token === 'string' && raw.user.token ? raw.user.token : undefined;
-  const source = oidc ?? (tokenFile ? new TokenFileSource(tokenFile, undefined, token) : undefined);
+  const source =
+    oidc ??
+    (tokenFile ? new TokenFileSource(tokenFile, undefined, token) : provider?.name === 'oidc' && token ? { token: () => Promise.resolve(token) } : undefined);
   const credentialed = source ? withTokenSource(kc, source) : kc;
   return {
     kc: withImpersonation(credentialed, impersonation),

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type https from 'node:https';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { StartupError } from '../../src/core/errors.js';
 import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
@@ -327,4 +328,14 @@ test('an empty kubeconfig file says it defines no context, not "no kubeconfig fo
   const said = /: kubeconfig \S+empty defines no context: add one \(kubectl config set-context\) or use another kubeconfig$/;
   assert.throws(() => loadKubeConfig({ kubeconfig: empty }), said);
   assert.throws(() => load(empty), said);
+});
+
+test('a token beside an oidc auth-provider is what is sent, as kubectl sends it', async (t) => {
+  const { file, load } = setup(t);
+  const jwt = (exp: number) => ['{"alg":"none"}', JSON.stringify({ exp })].map((p) => Buffer.from(p).toString('base64url')).join('.') + '.sig';
+  const provider = `auth-provider: {name: oidc, config: {idp-issuer-url: "https://127.0.0.1:1", client-id: x, id-token: "${jwt(Date.now() / 1000 + 3600)}"}}`;
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true }).replace('{token: t}', `{token: t, ${provider}}`);
+  const opts: https.RequestOptions = {};
+  await load(file('token-oidc', text)).kc.applyToHTTPSOptions(opts);
+  assert.equal((opts.headers as Record<string, unknown> | undefined)?.Authorization, 'Bearer t');
 });
