@@ -249,14 +249,17 @@ export class ApiConnection {
     return new Promise<T>((resolve, reject) => {
       const req = client.request(url, { ...options, method: 'GET', headers: { ...options.headers, Accept: 'application/json' } }, (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          const status = res.statusCode ?? 0;
+        const status = res.statusCode ?? 0;
+        const ok = status >= 200 && status < 300;
+        // A server that never ends its answer must not take all memory: an error's start is
+        // enough for its message; a document beyond the cap is refused.
+        const limit = ok ? JSON_ANSWER_MAX : ERROR_ANSWER_MAX;
+        let size = 0;
+        let cut = false;
+        const finish = (text: string) => {
           if (status === 401) this.invalidate();
           else if (status < 500) this.accepted();
-          if (status < 200 || status >= 300) {
+          if (!ok) {
             reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`));
             return;
           }
@@ -265,7 +268,21 @@ export class ApiConnection {
           } catch {
             reject(new ApiStatusError(status, `invalid JSON from ${path}`));
           }
+        };
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size <= limit) {
+            chunks.push(c);
+            return;
+          }
+          if (cut) return;
+          cut = true;
+          req.destroy();
+          if (ok) reject(new ApiStatusError(status, `the answer to ${path} is larger than ${limit / 1024 / 1024} MiB`));
+          else finish(Buffer.concat(chunks).toString('utf8'));
         });
+        res.on('error', reject);
+        res.on('end', () => finish(Buffer.concat(chunks).toString('utf8')));
       });
       req.setTimeout(timeoutMs, () => req.destroy(new Error(`API request timed out after ${timeoutMs} ms`)));
       req.on('error', (err: Error & { code?: string }) => reject(this.withEgress(err)));
@@ -273,6 +290,10 @@ export class ApiConnection {
     });
   }
 }
+
+/** Bounds on what getJson reads: discovery documents and pod pages are a few MiB at most. */
+const JSON_ANSWER_MAX = 64 * 1024 * 1024;
+const ERROR_ANSWER_MAX = 64 * 1024;
 
 /** Which credential request options carry (bearer token, client certificate), as a digest. */
 function credentialDigest(o: ApiRequestOptions): string {

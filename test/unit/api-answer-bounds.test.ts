@@ -1,0 +1,63 @@
+// ApiConnection.getJson reads a bounded answer: a hostile or broken API server that never ends its
+// body (a 403 streaming for ever) must not grow doctor's or the proxy's memory without end.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
+import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
+import { scratchDir } from '../helpers/scratch-dir.js';
+
+async function endlessServer(status: number, start: string): Promise<{ api: ApiConnection; sent: () => number; close: () => void }> {
+  let sent = 0;
+  const server = http.createServer((_req, res) => {
+    res.writeHead(status, { 'Content-Type': 'application/json' });
+    res.write(start);
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    const more = () => {
+      while (!res.destroyed && res.write(chunk)) sent += chunk.length;
+      if (!res.destroyed) res.once('drain', more);
+    };
+    res.on('close', () => res.removeAllListeners('drain'));
+    more();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const file = path.join(scratchDir('proxyout-api-bounds-'), 'config');
+  const port = (server.address() as AddressInfo).port;
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: c, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]`,
+      'users: [{name: u, user: {token: t}}]',
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+      '',
+    ].join('\n'),
+  );
+  return { api: new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} }), sent: () => sent, close: () => server.close() };
+}
+
+test('an error answer that never ends is cut after its start: the Status message is what came first', { timeout: 30_000 }, async (t) => {
+  const s = await endlessServer(403, '{"kind":"Status","message":"pods is forbidden: User \\"u\\" cannot list');
+  t.after(s.close);
+  await assert.rejects(
+    s.api.getJson('/api/v1/pods', 20_000),
+    (err: unknown) => err instanceof ApiStatusError && err.statusCode === 403 && /pods is forbidden/.test(err.message) && err.message.length < 400,
+  );
+  assert.ok(s.sent() < 16 * 1024 * 1024, `read ${s.sent()} bytes of an endless error answer`);
+});
+
+test('a document that never ends is refused once it passes the bound, naming the path', { timeout: 30_000 }, async (t) => {
+  const s = await endlessServer(200, '{"kind":"APIVersions","versions":["v1"');
+  t.after(s.close);
+  await assert.rejects(
+    s.api.getJson('/api', 60_000),
+    (err: unknown) => err instanceof ApiStatusError && /the answer to \/api is larger than 64 MiB/.test(err.message),
+  );
+});
