@@ -260,7 +260,7 @@ export class ApiConnection {
           if (status === 401) this.invalidate();
           else if (status < 500) this.accepted();
           if (!ok) {
-            reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`));
+            reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfterSeconds(res.headers['retry-after'])));
             return;
           }
           try {
@@ -300,6 +300,11 @@ function credentialDigest(o: ApiRequestOptions): string {
   return createHash('sha256')
     .update(`${String(o.headers.Authorization ?? '')}\0${String(o.cert ?? '')}`)
     .digest('hex');
+}
+
+/** Retry-After as whole seconds (the API server sends seconds, never a date); undefined otherwise. */
+export function retryAfterSeconds(header: string | string[] | undefined): number | undefined {
+  return typeof header === 'string' && /^\d{1,6}$/.test(header.trim()) ? Number(header.trim()) : undefined;
 }
 
 /**

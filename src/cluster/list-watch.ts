@@ -5,9 +5,9 @@
 import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
-import { setTimeout as delay } from 'node:timers/promises';
-import { ApiStatusError, statusMessage, type ApiConnection } from './api.js';
+import { ApiStatusError, retryAfterSeconds, statusMessage, type ApiConnection } from './api.js';
 import { timeRoundTrip } from './round-trip.js';
+import { honouringRetryAfter } from './retry-after.js';
 
 /** A raw watch event, parsed; its object is slimmed by the caller before anything else. */
 export interface RawWatchEvent {
@@ -103,35 +103,6 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
     });
     req.end();
   });
-}
-
-/** Retries of one request that the server asked to wait (client-go rest/request.go: maxRetries 10). */
-const MAX_RETRY_AFTER_RETRIES = 10;
-/** A Retry-After longer than this is waited no longer (the caller's own deadline may cut it sooner). */
-const MAX_RETRY_AFTER_S = 30;
-
-/**
- * Runs `attempt` again after the wait a 429 or 5xx asks for with Retry-After, as client-go's rest
- * client does (request.go checkWait): API priority and fairness, a watch cache filling after a
- * restart. Without Retry-After, or once `signal` aborts, the server's answer is the error.
- */
-async function honouringRetryAfter<T>(signal: AbortSignal, attempt: () => Promise<T>): Promise<T> {
-  for (let retries = 0; ; retries++) {
-    try {
-      return await attempt();
-    } catch (err) {
-      const asked = err instanceof ApiStatusError && (err.statusCode === 429 || err.statusCode >= 500) ? err.retryAfterSeconds : undefined;
-      if (asked === undefined || retries >= MAX_RETRY_AFTER_RETRIES || signal.aborted) throw err;
-      await delay(Math.min(asked, MAX_RETRY_AFTER_S) * 1000, undefined, { signal }).catch(() => {
-        throw err;
-      });
-    }
-  }
-}
-
-/** Retry-After as whole seconds (the API server sends seconds, never a date); undefined otherwise. */
-function retryAfterSeconds(header: string | undefined): number | undefined {
-  return header !== undefined && /^\d{1,6}$/.test(header.trim()) ? Number(header.trim()) : undefined;
 }
 
 function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {

@@ -13,6 +13,7 @@ import { IMPERSONATION_FIX, refusesImpersonation } from '../../cluster/impersona
 import { ClusterCache } from '../../cluster/cache.js';
 import type { CacheStatus } from '../../cluster/cache-status.js';
 import { SyncHeadway } from '../../cluster/sync-progress.js';
+import { honouringRetryAfter } from '../../cluster/retry-after.js';
 import { monotonicMs } from '../../core/clock.js';
 import { shellQuote } from '../../core/escape.js';
 import { lastRoundTrip } from '../../cluster/round-trip.js';
@@ -63,7 +64,7 @@ export class GuestCluster implements GuestClusterView {
     kind: string,
     spec: { name: string; context: string },
     settings: GuestClusterSettings,
-    log: Logger,
+    private readonly log: Logger,
     private readonly hooks: GuestClusterHooks = {},
     /** How its errors name the route, from its kubeconfig (`${kind} route ${name}` when not given). */
     label?: (kube: LoadedKubeConfig) => string,
@@ -132,7 +133,7 @@ export class GuestCluster implements GuestClusterView {
   private async connect(step: Step): Promise<void> {
     if (this.hooks.beforeProbe) await this.hooks.beforeProbe(step);
     if (this.skipProbe) this.skipProbe = false;
-    else await probeApi(this.api, this.kube.context, this.kube.server);
+    else await probeApi(this.api, this.kube.context, this.kube.server, this.log);
     step('syncing');
     this.hooks.syncing?.();
     await syncCache(this.cache, this.kube.server, { context: this.kube.context });
@@ -198,10 +199,19 @@ export class GuestCluster implements GuestClusterView {
   }
 }
 
+/** How long the start-up probe waits out Retry-After answers in all. */
+const PROBE_RETRY_AFTER_MS = 60_000;
+
 /** Fail fast, in one line, when the API server is unreachable or refuses our credentials. */
-export async function probeApi(api: ApiConnection, context: string, server: string): Promise<void> {
+export async function probeApi(api: ApiConnection, context: string, server: string, log?: Logger): Promise<void> {
   try {
-    await api.getJson('/api', 10_000);
+    // Asked to wait (429 from API priority and fairness, a server still starting): waited, as
+    // kubectl does, within a bound; a proxy that gave up at once would not start while kubectl works.
+    await honouringRetryAfter(
+      AbortSignal.timeout(PROBE_RETRY_AFTER_MS),
+      () => api.getJson('/api', 10_000),
+      (err, seconds) => log?.info({ status: err.statusCode, waitSeconds: seconds }, 'the API server asks to wait (Retry-After); waiting before starting'),
+    );
   } catch (err) {
     if (err instanceof CredentialError) throw new StartupError(err.message, { cause: err });
     if (err instanceof ApiStatusError) {
