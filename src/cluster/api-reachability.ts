@@ -120,6 +120,15 @@ export class ApiReachability {
   }
 
   /**
+   * A new request to the server got no answer in time (a tunnel that did not open): probe now.
+   * Unlike suspect(), an answer at once renews nothing: the server is there and what hung is
+   * beyond it (a kubelet that does not answer); only an absence the probes see ends in a return.
+   */
+  check(): void {
+    this.schedule(0);
+  }
+
+  /**
    * Probes once when the server has not been heard from, nor asked, for `quietMs` (a ready
    * route's health check calls this each second): a hung server then shows within seconds.
    */

@@ -270,6 +270,8 @@ export class ApiServer {
 
   /** New watch requests get no answer at all (not even headers) while this is on. */
   stallWatches = false;
+  /** New port-forward requests get no answer while this is on (a kubelet that hangs: the API server waits on it). */
+  stallPortForwards = false;
   /** New watch requests are answered 200 and ended at once, without an event, while this is on. */
   endWatchesAtOnce = false;
   /** LIST requests that came while lists were held (stallLists): answered when the hold ends. */
@@ -518,6 +520,7 @@ export class ApiServer {
       const denied = this.authorize(id, v, route);
       if (denied) return writeRawStatus(socket, denied);
     }
+    if (this.stallPortForwards) return;
     if (this.o.onSpdyPortForward?.(req, socket, head, route.namespace!, route.name!, url.searchParams)) return;
     this.o.onPortForward(req, socket, head, route.namespace!, route.name!, url.searchParams);
   }

@@ -604,6 +604,11 @@ export class SimCluster {
     else rt.refused.delete(port);
   }
 
+  /** Extension: port-forward requests get no answer, all else is served (a kubelet that hangs behind the API server). */
+  stallPortForwards(on: boolean): void {
+    this.api.stallPortForwards = on;
+  }
+
   /** Extension: RST every open backend connection of a pod (a crash); returns how many were reset. */
   resetPodConnections(namespace: string, name: string): number {
     const rt = this.pods.get(`${namespace}/${name}`);

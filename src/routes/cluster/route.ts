@@ -119,7 +119,9 @@ export class ClusterRoute implements Route {
     } catch (err) {
       // A dial that timed out or got no answer: is the path to the API server dead? (The health
       // check then shows it, and later streams fail at once instead of each waiting its timeout.)
-      if (noAnswer(err)) ApiReachability.of(this.guest.api).suspect();
+      // Checked, not suspected: a server that answers the probe at once is there (a kubelet behind
+      // it hung), and renewing every watch after each such stream loaded it for nothing.
+      if (noAnswer(err)) ApiReachability.of(this.guest.api).check();
       throw err;
     }
     // The API server relayed the kubelet's answer: it is there (a probe sent while it was away says otherwise).
