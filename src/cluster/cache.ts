@@ -7,7 +7,7 @@ import { ApiReachability } from './api-reachability.js';
 import { monotonicMs } from '../core/clock.js';
 
 /** The watches are renewed after a return of the API server at most this often. */
-const RENEW_MIN_INTERVAL_MS = 5_000;
+export const RENEW_MIN_INTERVAL_MS = 5_000;
 import { PodLookup, POD_LOOKUP_LIMITS } from './pod-lookup.js';
 import { normalizeIp } from '../core/ip.js';
 import { slimNamespace, type SlimNamespace, type SlimPod } from './slim.js';

@@ -8,6 +8,9 @@ import { errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { SlimWatch, type SlimWatchDeadlines, type SlimWatchState } from './slim-watch.js';
+import { ApiReachability } from './api-reachability.js';
+import { RENEW_MIN_INTERVAL_MS } from './cache.js';
+import { monotonicMs } from '../core/clock.js';
 
 export const INGRESS_PATH = '/apis/networking.k8s.io/v1/ingresses';
 export const ROUTE_GROUP_VERSION_PATH = '/apis/route.openshift.io/v1';
@@ -84,6 +87,8 @@ export class IngressHostWatcher {
   private started = false;
   private stopped = false;
   private readonly sources = new Map<IngressSourceName, { state: 'off'; reason: string } | SlimWatch<string[]>>();
+  private stopListening?: () => void;
+  private renewedAt = -Infinity;
 
   constructor(
     private readonly api: ApiConnection,
@@ -97,6 +102,14 @@ export class IngressHostWatcher {
    * failed its first list (then it keeps trying in the background). Never rejects.
    */
   async start(): Promise<void> {
+    // The API server back after an absence: the cluster cache renews its watches and drops the
+    // pooled connections (cache.ts), these watches' included: they watch again too, as expected.
+    this.stopListening ??= ApiReachability.of(this.api).onReturn(() => {
+      // As often as the cache renews, however many returns come meanwhile.
+      if (monotonicMs() - this.renewedAt < RENEW_MIN_INTERVAL_MS) return;
+      this.renewedAt = monotonicMs();
+      this.afterPause();
+    });
     const starts: Array<Promise<void>> = [this.startSource('ingresses', INGRESS_PATH, ingressHostsOf)];
     if (this.options.openshiftRoutes !== false) starts.push(this.startRoutes());
     await Promise.all(starts);
@@ -108,6 +121,7 @@ export class IngressHostWatcher {
 
   stop(): void {
     this.stopped = true;
+    this.stopListening?.();
     for (const source of this.sources.values()) if (source instanceof SlimWatch) source.stop();
   }
 
