@@ -158,7 +158,10 @@ export class ClusterCache {
   /** A start-up that takes more than a moment says so: objects listed per kind, of how many. */
   private logProgress(): void {
     for (const [kind, p] of Object.entries(this.syncProgress())) {
-      this.log.info({ kind, listed: p.listed, ...(p.total !== undefined ? { of: p.total } : {}) }, 'syncing the cluster cache');
+      this.log.info(
+        { kind, listed: p.listed, ...(p.total !== undefined ? { of: p.total } : {}), ...(p.waiting ? { waitingOnServer: true } : {}) },
+        'syncing the cluster cache',
+      );
     }
   }
 

@@ -239,6 +239,7 @@ export class ResilientInformer<T extends Slim> {
       headersTimeoutMs: this.deadlines.headersTimeoutMs,
       onPage: (listed, total) => this.syncing.listed(listed, total),
       onRestart: (listed) => this.log.debug({ path: this.path, listed }, 'list continue token expired (410); listing again from the start'),
+      onWait: (seconds) => this.syncing.waitFor(seconds * 1000),
     });
     this.replace(items, resourceVersion, 'paged list');
   }

@@ -129,8 +129,14 @@ export async function listPage(
   continueToken: string | undefined,
   signal: AbortSignal,
   timeoutMs: number,
+  /** Before each wait the server asked for (Retry-After), in seconds. */
+  onWait?: (seconds: number) => void,
 ): Promise<ListPage> {
-  const res = await honouringRetryAfter(signal, () => apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs));
+  const res = await honouringRetryAfter(
+    signal,
+    () => apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs),
+    onWait && ((_err, seconds) => onWait(seconds)),
+  );
   const text = await readText(res);
   let body: { metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number }; items?: unknown };
   try {
@@ -220,6 +226,8 @@ export interface ListAllOptions {
   /** After each page: objects so far, and the total when the server counts (remainingItemCount). */
   onPage(listed: number, total: number | undefined): void;
   onRestart(listedBefore: number): void;
+  /** The server asked to wait this many seconds (Retry-After) before the page is asked for again. */
+  onWait?(seconds: number): void;
 }
 
 /**
@@ -240,7 +248,15 @@ export async function listAll<T extends { key: string }>(
   for (;;) {
     let page: ListPage;
     try {
-      page = await listPage(api, path, o.pageSize, continueToken, AbortSignal.any([o.signal, AbortSignal.timeout(PAGE_TIMEOUT_MS)]), o.headersTimeoutMs);
+      page = await listPage(
+        api,
+        path,
+        o.pageSize,
+        continueToken,
+        AbortSignal.any([o.signal, AbortSignal.timeout(PAGE_TIMEOUT_MS)]),
+        o.headersTimeoutMs,
+        o.onWait,
+      );
     } catch (err) {
       if (continueToken && isGone(err) && restarts++ < 3) {
         o.onRestart(items.size);

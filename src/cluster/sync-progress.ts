@@ -3,6 +3,7 @@
 // streaming watch-list says nothing, so a sync that takes a while asks for it once (`limit=1`).
 import type { ApiConnection } from './api.js';
 import { countObjects } from './list-watch.js';
+import { monotonicMs } from '../core/clock.js';
 
 /** While a sync runs longer than this, ask for the total (one object, `limit=1`) for the progress lines. */
 const TOTAL_PROBE_AFTER_MS = 1_000;
@@ -11,10 +12,12 @@ const TOTAL_PROBE_AFTER_MS = 1_000;
 export interface SyncProgress {
   listed: number;
   total?: number;
+  /** Waiting out what the server asked (Retry-After): no headway is due meanwhile. */
+  waiting?: true;
 }
 
 export class SyncProgressTracker {
-  private syncing?: SyncProgress & { probe?: NodeJS.Timeout };
+  private syncing?: SyncProgress & { probe?: NodeJS.Timeout; waitUntil?: number };
 
   constructor(
     private readonly api: ApiConnection,
@@ -24,7 +27,19 @@ export class SyncProgressTracker {
 
   /** While a (re)list runs: objects received so far and the total when known. */
   get progress(): SyncProgress | undefined {
-    return this.syncing && { listed: this.syncing.listed, ...(this.syncing.total !== undefined ? { total: this.syncing.total } : {}) };
+    const s = this.syncing;
+    return (
+      s && {
+        listed: s.listed,
+        ...(s.total !== undefined ? { total: s.total } : {}),
+        ...(s.waitUntil !== undefined && s.waitUntil > monotonicMs() ? { waiting: true as const } : {}),
+      }
+    );
+  }
+
+  /** The server asked to wait `ms` (Retry-After) before the list goes on. */
+  waitFor(ms: number): void {
+    if (this.syncing) this.syncing.waitUntil = monotonicMs() + ms;
   }
 
   /** A (re)list begins; `probeTotal` when the way of listing will not say the total itself. */
@@ -77,6 +92,8 @@ export class SyncHeadway {
       moved = true;
     }
     for (const [label, p] of Object.entries(status.syncing ?? {})) {
+      // The server said when to ask again: the time it asked for is not a stall.
+      if (p.waiting) moved = true;
       if (p.listed > (this.furthest.get(label) ?? 0)) {
         this.furthest.set(label, p.listed);
         moved = true;
