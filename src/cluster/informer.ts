@@ -14,7 +14,7 @@ import { apiGet, listAll, streamEvents, type RawWatchEvent } from './list-watch.
 import { SyncProgressTracker, type SyncProgress } from './sync-progress.js';
 import type { Slim } from './slim.js';
 import { ApiReachability } from './api-reachability.js';
-import { WatchRecovery } from './watch-recovery.js';
+import { HEALTHY_WATCH_MS, WatchRecovery } from './watch-recovery.js';
 import { WakeableWait } from './wakeable-wait.js';
 import { InitialEvents } from './initial-events.js';
 import { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
@@ -52,6 +52,8 @@ export class ResilientInformer<T extends Slim> {
   private readonly waits = new WakeableWait();
   /** The watch was cut by our deadline (or a rewatch): its error is expected. */
   private cutByDeadline = false;
+  /** The error that ended the last watch stream after its response came (a lost connection). */
+  private lostStream?: unknown;
   /** A list or watch request is under way (what rewatch() cuts). */
   private inFlight = false;
   /** rewatch() callers waiting for the watch to be back. */
@@ -152,7 +154,17 @@ export class ResilientInformer<T extends Slim> {
           this.cutByDeadline = false;
           continue;
         }
-        this.recovery.watchRan(monotonicMs() - startedAt);
+        const ranMs = monotonicMs() - startedAt;
+        if (err === this.lostStream && ranMs >= HEALTHY_WATCH_MS) {
+          // A watch that ran and then lost its connection (a balancer's idle timeout, a reset) has
+          // ended, as client-go's reflector takes it (net.IsProbableEOF): resumed at once, paced
+          // only if it keeps happening at once; a server that is gone fails the resume instead.
+          const delay = this.recovery.afterEnd(ranMs, MIN_WATCH_MS);
+          this.log.debug({ path: this.path, error: errorMessage(err), inMs: delay }, 'watch connection lost; resuming');
+          if (delay > 0) await this.waits.delay(delay);
+          continue;
+        }
+        this.recovery.watchRan(ranMs);
         const next = this.recovery.afterError(err, { starting: !this.everSynced, resuming: resuming || this.initialEventsDone, stopOn: this.stopOn });
         const error = err instanceof Error ? err : new Error(errorMessage(err));
         if (next.kind === 'relist') {
@@ -287,6 +299,10 @@ export class ResilientInformer<T extends Slim> {
         if (ev.type !== 'BOOKMARK') this.hooks.settled?.();
         if (backTimer) this.back();
       });
+    } catch (err) {
+      // Not an ERROR event nor a malformed one: the connection went under an accepted watch.
+      if (!(err instanceof ApiStatusError) && !(err instanceof SyntaxError)) this.lostStream = err;
+      throw err;
     } finally {
       this.inFlight = false;
       clearTimeout(deadline);

@@ -8,6 +8,8 @@
 //   restarted, say) — waiting the backoff grown by the outage before it only delays every change
 //   made meanwhile. Only 410s with nothing between them (a relisted watch expired at once) are
 //   paced; a control plane restarted replica by replica gives a short watch, an outage, a 410;
+// - a watch that ran a while and then lost its connection ended (informer.ts): resumed at once, as
+//   the reflector takes a probable EOF, not backed off as a failure;
 // - a failure with no HTTP answer (refused, reset, timed out) waits the backoff or until the API
 //   server is seen back (api-reachability.ts), whichever comes first;
 // - 429 and 5xx with Retry-After (an API server whose watch cache is initialising, or one behind

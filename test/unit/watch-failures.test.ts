@@ -275,3 +275,41 @@ test('a LIST page or GET the server asks to wait (429 or 5xx with Retry-After) i
   });
   assert.ok(Date.now() - t0 < 900, `given up at the deadline: ${Date.now() - t0} ms`);
 });
+
+// A balancer whose idle timeout cuts each watch abruptly (no end of the chunked response): the
+// watch had run fine, so it resumes at once from where it was, as client-go's reflector does
+// (a lost connection is a watch's end there): no warning, no backoff growing with each cut (it
+// reached seconds, then 30 s, with the cache stale meanwhile), no relist.
+test('watches cut abruptly after running a while resume at once from their resourceVersion, no warning, no backoff', async (t) => {
+  const fake = await startFakeApi((url, res) => {
+    if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
+    if (url.searchParams.get('watch')) {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '11' } } })}\n`);
+      setTimeout(() => res.socket?.destroy(), 1_100);
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [] }));
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger('debug', { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const inf = new ResilientInformer(fake.api, '/api/v1/services', logger, () => undefined, slimService);
+  t.after(async () => {
+    await inf.stop();
+    await fake.close();
+  });
+  await inf.start();
+  await new Promise((r) => setTimeout(r, 5_000));
+  const watches = fake.requests.filter((u) => u.searchParams.get('watch') === '1' && !u.searchParams.get('sendInitialEvents'));
+  assert.ok(watches.length >= 4, `resumed after each cut (1.1 s each): ${watches.length} watches in 5 s`);
+  assert.ok(
+    watches.slice(1).every((u) => u.searchParams.get('resourceVersion') === '11'),
+    'from the last resourceVersion',
+  );
+  assert.equal(fake.requests.filter((u) => !u.searchParams.get('watch')).length, 1, 'no relist');
+  assert.deepEqual(
+    lines.filter((l) => l.level === 40).map((l) => l.msg),
+    [],
+  );
+  assert.equal(inf.status, 'synced');
+});
