@@ -76,33 +76,41 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
   // a route it goes through): then the agent made for it. client-node always makes one, with no
   // keep-alive: using it opened a connection (and a TLS handshake) per page and per watch.
   const agent = options.direct ? agentFor(api, url.protocol) : (options.agent ?? agentFor(api, url.protocol));
-  return new Promise((resolve, reject) => {
-    const req = client.request(url, { ...options, agent, method: 'GET', signal, headers: { ...options.headers, Accept: 'application/json' } });
-    if (timed) timeRoundTrip(api, req);
-    const timer = setTimeout(() => req.destroy(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)), headersTimeoutMs);
-    req.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
+  const attempt = (again: boolean): Promise<http.IncomingMessage> =>
+    new Promise((resolve, reject) => {
+      const req = client.request(url, { ...options, agent, method: 'GET', signal, headers: { ...options.headers, Accept: 'application/json' } });
+      if (timed) timeRoundTrip(api, req);
+      const timer = setTimeout(
+        () => req.destroy(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)),
+        headersTimeoutMs,
+      );
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        // A kept-alive connection closed as it was reused (the server's idle timeout, a balancer's
+        // cut): this GET is sent once more on a new one, as Go's transport does by itself.
+        if (!again && req.reusedSocket && err.code === 'ECONNRESET' && !signal.aborted) return resolve(attempt(true));
+        reject(err);
+      });
+      req.on('response', (res) => {
+        clearTimeout(timer);
+        const status = res.statusCode ?? 0;
+        if (status === 401) api.invalidate();
+        else if (status < 500) api.accepted(); // past authentication: the credential is taken
+        if (status >= 200 && status < 300) return resolve(res);
+        // The error's body gets the same bound as the headers: one that never ends must not hold
+        // the caller (a watch whose own deadline starts only once it has its response) for ever.
+        const bodyTimer = setTimeout(() => res.destroy(), headersTimeoutMs);
+        const retryAfter = retryAfterSeconds(res.headers['retry-after']);
+        readText(res, MAX_ERROR_BODY)
+          .then(
+            (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfter)),
+            () => reject(new ApiStatusError(status, `HTTP ${status}`, retryAfter)),
+          )
+          .finally(() => clearTimeout(bodyTimer));
+      });
+      req.end();
     });
-    req.on('response', (res) => {
-      clearTimeout(timer);
-      const status = res.statusCode ?? 0;
-      if (status === 401) api.invalidate();
-      else if (status < 500) api.accepted(); // past authentication: the credential is taken
-      if (status >= 200 && status < 300) return resolve(res);
-      // The error's body gets the same bound as the headers: one that never ends must not hold
-      // the caller (a watch whose own deadline starts only once it has its response) for ever.
-      const bodyTimer = setTimeout(() => res.destroy(), headersTimeoutMs);
-      const retryAfter = retryAfterSeconds(res.headers['retry-after']);
-      readText(res, MAX_ERROR_BODY)
-        .then(
-          (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfter)),
-          () => reject(new ApiStatusError(status, `HTTP ${status}`, retryAfter)),
-        )
-        .finally(() => clearTimeout(bodyTimer));
-    });
-    req.end();
-  });
+  return attempt(false);
 }
 
 function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
