@@ -5,11 +5,10 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
 import { scratchDir } from '../helpers/scratch-dir.js';
+import { writeOneUserKubeconfig } from '../helpers/one-user-kubeconfig.js';
 
 async function endlessServer(status: number, start: string): Promise<{ api: ApiConnection; sent: () => number; close: () => void }> {
   let sent = 0;
@@ -26,20 +25,8 @@ async function endlessServer(status: number, start: string): Promise<{ api: ApiC
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const file = path.join(scratchDir('proxyout-api-bounds-'), 'config');
   const port = (server.address() as AddressInfo).port;
-  writeFileSync(
-    file,
-    [
-      'apiVersion: v1',
-      'kind: Config',
-      `clusters: [{name: c, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]`,
-      'users: [{name: u, user: {token: t}}]',
-      'contexts: [{name: x, context: {cluster: c, user: u}}]',
-      'current-context: x',
-      '',
-    ].join('\n'),
-  );
+  const file = writeOneUserKubeconfig(scratchDir('proxyout-api-bounds-'), '{token: t}', { server: `http://127.0.0.1:${port}` });
   return { api: new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} }), sent: () => sent, close: () => server.close() };
 }
 

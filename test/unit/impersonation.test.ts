@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -13,6 +13,7 @@ import { headerKeyEscape, impersonationHeaders, impersonationOf } from '../../sr
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { flattenKubeConfig } from '../../src/state/kubeconfig.js';
+import { writeOneUserKubeconfig } from '../helpers/one-user-kubeconfig.js';
 
 test('as-groups, as-uid and as-user-extra count only with as; each group and extra value is its own header line', () => {
   assert.equal(impersonationOf({ 'as-groups': ['g'] }), undefined, 'client-go impersonates only with a user');
@@ -54,20 +55,8 @@ test('an extra key with parentheses reaches the API server instead of failing ev
     server.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  const file = path.join(dir, 'config');
   const port = (server.address() as AddressInfo).port;
-  writeFileSync(
-    file,
-    [
-      'apiVersion: v1',
-      'kind: Config',
-      `clusters: [{name: c, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]`,
-      'users: [{name: u, user: {token: t, as: alice, as-user-extra: {"scopes(read)": [x]}}}]',
-      'contexts: [{name: x, context: {cluster: c, user: u}}]',
-      'current-context: x',
-      '',
-    ].join('\n'),
-  );
+  const file = writeOneUserKubeconfig(dir, '{token: t, as: alice, as-user-extra: {"scopes(read)": [x]}}', { server: `http://127.0.0.1:${port}` });
   await new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} }).getJson('/version', 5_000);
   assert.deepEqual(seen, ['x']);
 });
