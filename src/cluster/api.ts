@@ -320,10 +320,25 @@ export function statusMessage(text: string): string | undefined {
     if (obj && obj.kind === 'Status' && typeof obj.message === 'string')
       return obj.message.length > STATUS_MESSAGE_MAX ? `${obj.message.slice(0, STATUS_MESSAGE_MAX)}…` : obj.message;
   } catch {
-    /* not JSON */
+    const cut = cutStatusMessage(text);
+    if (cut !== undefined) return cut;
   }
   const lines = text.trim().split('\n');
   return healthFailure(lines) ?? (lines[0] ? lines[0].slice(0, 300) : undefined);
+}
+
+/** The message of a Status cut short (getJson reads only the start of an error), marked as cut. */
+function cutStatusMessage(text: string): string | undefined {
+  if (!/"kind"\s*:\s*"Status"/.test(text)) return undefined;
+  const m = /"message"\s*:\s*"((?:[^"\\]|\\.)*)(")?/s.exec(text);
+  if (!m) return undefined;
+  let message = m[1]!.replace(/\\(u[0-9a-fA-F]{0,3})?$/, '');
+  try {
+    message = JSON.parse(`"${message}"`) as string;
+  } catch {
+    /* kept as written */
+  }
+  return message.length > STATUS_MESSAGE_MAX || !m[2] ? `${message.slice(0, STATUS_MESSAGE_MAX)}…` : message;
 }
 
 /**
