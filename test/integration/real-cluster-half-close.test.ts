@@ -101,11 +101,12 @@ test(`websocket: a client that reads its echo only seconds after its FIN gets al
   assert.equal(sha(answer), sha(sent));
 });
 
-// The bulk pod sends and closes without reading: what the client still sends makes its kernel
-// reset the runtime's connection, and the runtime loses the download's tail. Its data FIN comes
+// The bulk pod sends and closes without reading: what the client sent makes its kernel reset the
+// runtime's connection, and the runtime loses the download's tail. Its data FIN comes
 // before the kubelet's text ("reset by peer"); a client given a FIN would take the short download
 // for a whole one (it is reset, as over TCP, or through the per-stream WebSocket the API server
-// resets).
+// resets). The client sends once and then only reads: one still writing may read an EOF before its
+// write meets the reset (Linux hands the reset to whichever call asks first).
 for (const transport of TRANSPORTS) {
   test(`${transport}: a download cut short by the pod's reset is reset for the client, never ended short`, { timeout: 60_000 }, async (t: TestContext) => {
     if (skip) return t.skip(skip);
@@ -120,10 +121,7 @@ for (const transport of TRANSPORTS) {
       socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code));
       const closed = new Promise((resolve) => socket.once('close', resolve));
       socket.resume();
-      const chunk = randomBytes(64 * 1024);
-      while (!socket.destroyed && !socket.writableEnded) {
-        if (!socket.write(chunk)) await Promise.race([new Promise((r) => socket.once('drain', r)), closed]);
-      }
+      socket.write(randomBytes(64 * 1024));
       await closed;
       t.diagnostic(`round ${round}: ${got} of ${BULK_BYTES} bytes, ${ended ? 'FIN' : `reset (${error ?? 'none'})`}`);
       if (got < BULK_BYTES) assert.equal(ended, false, `a FIN after ${got} of ${BULK_BYTES} bytes`);
