@@ -10,10 +10,10 @@
 //    failure still shows before the pod has sent a byte, the stream fails with a *retryable* error
 //    and ClusterRoute replays the client's bytes to another endpoint (routes/cluster/retry-stream.ts);
 //  - error text after the pod has spoken is a broken connection: the stream fails (the relay
-//    resets the client, as TCP does on a reset), never ends as if whole. Error text before the pod's first byte — a refused dial, a sandbox
-//    that is gone, a timeout, wordings we do not know — means the dial never completed: the
-//    stream fails *retryable* and moves to another endpoint; only text that proves the pod had
-//    accepted ("reset by peer") ends it where it is.
+//    resets the client, as TCP does on a reset), never ends as if whole. Error text before the
+//    pod's first byte — a refused dial, a sandbox that is gone, a timeout, wordings we do not
+//    know — means the dial never completed: the stream fails *retryable* and moves to another
+//    endpoint; only text that proves the pod had accepted ("reset by peer") fails it where it is.
 // A PodStream never lets an 'error' go unheard: it is created, failed and handed over within one
 // burst of frames, before anyone can listen (a noop listener stays; real listeners still hear it).
 import { Duplex, type DuplexOptions } from 'node:stream';
