@@ -6,8 +6,8 @@ import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { UNIX_FAMILY } from '../listeners/unix-socket.js';
 import { curlCannotName } from '../core/url-path.js';
-import { escapeControls } from '../core/escape.js';
-import { exportLines, exportedVariables, shellQuote } from '../proxy/client-env.js';
+import { exportLines, exportedVariables } from '../proxy/client-env.js';
+import { escapeControls, shellQuote } from '../core/escape.js';
 
 /**
  * `password` is given only for credentials `connect` generated: they then go into the exported

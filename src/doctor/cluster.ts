@@ -9,7 +9,7 @@ import { IMPERSONATION_FIX, refusesImpersonation } from '../cluster/impersonatio
 import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { ProxyRefusedError } from '../cluster/proxy-failures.js';
 import { errorMessage } from '../core/errors.js';
-import { shellQuote } from '../proxy/client-env.js';
+import { shellQuote } from '../core/escape.js';
 import { findExecutable } from './exec-path.js';
 import { PROTOCOL_LABELS, probeProtocols } from './protocols.js';
 import type { Check } from './report.js';

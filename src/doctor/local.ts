@@ -10,7 +10,7 @@ import { collectStatus, type ProxyStatus } from '../managed/status.js';
 import { layout, stateDirRefusal, type StateLayout } from '../state/paths.js';
 import type { Check } from './report.js';
 import { isProxyout, portHolder } from './port-holder.js';
-import { shellQuote } from '../proxy/client-env.js';
+import { shellQuote } from '../core/escape.js';
 import type { RouteStatus } from '../routes/route.js';
 
 const scope = 'local';

@@ -21,6 +21,7 @@ interface OpenMeta {
   signal: AbortSignal;
 }
 
+const noop = (): void => {};
 const vias = new WeakMap<Duplex, string>();
 const slots = new WeakMap<Duplex, StreamSlot>();
 const routes = new WeakMap<Duplex, string>();
@@ -52,7 +53,7 @@ export class TunnelAgent extends http.Agent {
 
   override createConnection(options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): undefined {
     const meta = (options as Record<string, unknown>)[META] as OpenMeta;
-    const cb = callback ?? ((): void => undefined);
+    const cb = callback ?? noop;
     this.opener.open({ destination: meta.destination, frontEnd: 'http-forward', client: meta.client, signal: meta.signal }).then(
       (opened) => {
         const { stream, via, slot, route, transport } = opened;

@@ -119,5 +119,3 @@ export function exportLines(vars: Record<string, string>): string[] {
 export function unixSocksUrl(path: string, userinfo = ''): string {
   return `socks5h://${userinfo}localhost${path.startsWith('/') ? '' : '/'}${encodeUrlPath(path)}`;
 }
-
-export { shellQuote };
