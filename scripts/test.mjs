@@ -5,7 +5,8 @@
 // tsc never deletes output, so a compiled test whose .ts source is gone is skipped, not run.
 // Extra arguments go to `node --test`; any *.js among them replaces the discovered list.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -34,6 +35,23 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-const args = ['--test', '--test-concurrency=2', '--test-timeout=300000', ...options, ...files];
+// The TAP stream as before, and the failures alone into a file printed last: a log's tail then
+// names every failed test however long the run (scripts/failure-summary.mjs).
+const summaryDir = mkdtempSync(join(tmpdir(), 'proxyout-test-summary-'));
+const summaryFile = join(summaryDir, 'failures.txt');
+const reporters = options.some((arg) => arg.startsWith('--test-reporter'))
+  ? []
+  : [
+      '--test-reporter=tap',
+      '--test-reporter-destination=stdout',
+      `--test-reporter=${join(ROOT, 'scripts', 'failure-summary.mjs')}`,
+      `--test-reporter-destination=${summaryFile}`,
+    ];
+const args = ['--test', '--test-concurrency=2', '--test-timeout=300000', ...reporters, ...options, ...files];
 const result = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' });
+const failures = existsSync(summaryFile) ? readFileSync(summaryFile, 'utf8') : '';
+rmSync(summaryDir, { recursive: true, force: true });
+if (failures.trim() !== '') {
+  process.stdout.write(`\n# ==== failed tests (details above, in the TAP stream) ====\n${failures}`);
+}
 process.exit(result.status ?? 1);
