@@ -14,6 +14,8 @@
 //    under its name (StatefulSets) gets a new tunnel. The old one is closed (GOAWAY) when the cache
 //    sees the instance go (podGone), and retired at once when the kubelet says its sandbox is gone
 //    (a session outlives its pod and answers "failed to find sandbox … not found").
+//  - A tunnel that answers no new stream for a while (spdy/reply-watch.ts) must answer a PING at
+//    once, or it closes: a path gone silent costs seconds, not the keepalive's 45 s.
 //  - close() sends GOAWAY on every tunnel and closes it.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
@@ -40,6 +42,9 @@ export interface SpdyTransportOptions {
   onDeadTunnel?: () => void;
 }
 
+/** How long a tunnel slow to answer SYN_STREAMs (spdy/reply-watch.ts) has to answer a PING. */
+const SLOW_REPLY_CHECK_MS = 3_000;
+
 export const SPDY_DEFAULTS: SpdyTransportOptions = { maxStreamsPerTunnel: 256, idleMs: 10_000, keepalive: DEFAULT_KEEPALIVE, connectTimeoutMs: 30_000 };
 
 /** Per-pod figures for `status` and the log. */
@@ -60,8 +65,10 @@ class TunnelEntry {
   ready!: Promise<PodTunnel>;
   streams = 0;
   dead = false;
-  /** Held across a pause and not yet heard from: takes no new stream. */
+  /** Held across a pause, or slow to answer, and not yet heard from: takes no new stream. */
   suspect = false;
+  /** A PING is out to tell whether it lives. */
+  checking = false;
   idleTimer?: NodeJS.Timeout;
   /** What each stream on this tunnel calls when it is done with its slot, or finds the pod gone. */
   hooks!: PodStreamHooks;
@@ -141,16 +148,33 @@ export class SpdyTransport implements Transport {
           this.shutdown(e, 'idle across a pause');
           continue;
         }
-        e.suspect = true;
-        // Held by a reader that is behind, it reads nothing, so no PING answer could be seen: no
-        // verdict, and no new streams; its keepalive judges it once the reader catches up.
-        if (e.tunnel.held) continue;
-        void e.tunnel.checkNow(checkMs).then((alive) => {
-          if (alive) e.suspect = false;
-          else this.retire(e, 'no answer to a PING after the process was paused');
-        });
+        this.check(e, checkMs, 'no answer to a PING after the process was paused');
       }
     }
+  }
+
+  /**
+   * A busy tunnel that may be dead takes no new stream until a PING comes back within `checkMs`,
+   * and closes when none does (its streams fail, or open again elsewhere: pf-stream.ts).
+   */
+  private check(e: TunnelEntry, checkMs: number, why: string, pathSuspect = false): void {
+    if (e.dead || !e.tunnel || e.checking) return;
+    e.suspect = true;
+    // Held by a reader that is behind, it reads nothing, so no PING answer could be seen: no
+    // verdict, and no new streams; its keepalive judges it once the reader catches up.
+    if (e.tunnel.held) return;
+    e.checking = true;
+    const tunnel = e.tunnel;
+    void tunnel.checkNow(checkMs).then((alive) => {
+      e.checking = false;
+      if (alive) e.suspect = false;
+      else {
+        tunnel.wentSilent = true;
+        // As when the keepalive finds it: the path to the API server may be dead (the route checks).
+        if (pathSuspect) this.options.onDeadTunnel?.();
+        this.retire(e, why);
+      }
+    });
   }
 
   /** No new streams on this tunnel; it closes now and its streams fail (they would only fail on a gone pod or a dead path). */
@@ -222,6 +246,9 @@ export class SpdyTransport implements Transport {
           this.options.onDeadTunnel?.();
         },
         onClosed: (_t, err) => this.closedTunnel(key, entry, err),
+        // Streams wait for replies that do not come: a path gone silent is found in seconds, not
+        // at the keepalive's next miss (up to 45 s), and those streams open on a new tunnel.
+        onSlowReplies: () => this.check(entry, SLOW_REPLY_CHECK_MS, 'no answer to a PING while streams waited for the kubelet', true),
       });
       entry.tunnel = tunnel;
       if (this.closed || entry.dead) {

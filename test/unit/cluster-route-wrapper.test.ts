@@ -40,7 +40,14 @@ function transport(outcomes: Array<(target: PodPort, options: OpenOptions) => Pr
 function spdyStream(target: PodPort, options: OpenOptions): Promise<Duplex> {
   const session = new SpdySession('client', { write: () => undefined, close: () => undefined });
   let ids = 0;
-  const tunnel = { session, requestId: () => String(ids++), hold: () => undefined, buffered: 0, whenDrained: (cb: () => void) => cb() };
+  const tunnel = {
+    session,
+    requestId: () => String(ids++),
+    replies: { opened: () => undefined, replied: () => undefined },
+    hold: () => undefined,
+    buffered: 0,
+    whenDrained: (cb: () => void) => cb(),
+  };
   const hooks = { release: () => undefined, retire: () => undefined, reopen: () => Promise.reject(new Error('unused')) };
   return new SpdyPortForwardStream(tunnel as unknown as PodTunnel, target, createLogger('silent'), hooks).open(options);
 }

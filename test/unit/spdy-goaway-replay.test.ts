@@ -195,6 +195,7 @@ class TestTunnel {
   readonly out: Buffer[] = [];
   readonly session = new SpdySession('client', { write: (b) => this.out.push(b), close: () => undefined });
   readonly buffered = 0;
+  readonly replies = { opened: () => undefined, replied: () => undefined };
   released = 0;
   private ids = 0;
   private readonly peer = new HeaderCompressor();

@@ -33,7 +33,14 @@ const DATA_STREAM = 3; // the error stream is 1, the data stream 3 (openStreams 
 async function openStream(pieces = true) {
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   let requestIds = 0;
-  const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
+  const tunnel = {
+    session,
+    requestId: () => String(requestIds++),
+    replies: { opened: () => {}, replied: () => {} },
+    hold: () => {},
+    buffered: 0,
+    whenDrained: (cb: () => void) => cb(),
+  };
   const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
     release() {},
     retire() {},
@@ -214,6 +221,7 @@ test('a stream whose pod has ended releases its hold on the tunnel, however slow
   const tunnel = {
     session,
     requestId: () => String(requestIds++),
+    replies: { opened: () => {}, replied: () => {} },
     hold: (h: unknown, on: boolean) => (on ? holders.add(h) : holders.delete(h)),
     buffered: 0,
     whenDrained: (cb: () => void) => cb(),
@@ -249,7 +257,14 @@ test('"sandbox not found" on a port not yet confirmed fails the open with the ku
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   let retired = false;
   let requestIds = 0;
-  const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
+  const tunnel = {
+    session,
+    requestId: () => String(requestIds++),
+    replies: { opened: () => {}, replied: () => {} },
+    hold: () => {},
+    buffered: 0,
+    whenDrained: (cb: () => void) => cb(),
+  };
   // Retiring closes the session, as SpdyTransport's shutdown does.
   const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
     release() {},
@@ -272,7 +287,14 @@ test("a GOAWAY that crossed the pair's SYN_STREAMs, and no new tunnel comes: the
   const out: Buffer[] = [];
   const session = new SpdySession('client', { write: (b) => out.push(b), close: () => {} });
   let requestIds = 0;
-  const tunnel = { session, requestId: () => String(requestIds++), hold: () => {}, buffered: 0, whenDrained: (cb: () => void) => cb() };
+  const tunnel = {
+    session,
+    requestId: () => String(requestIds++),
+    replies: { opened: () => {}, replied: () => {} },
+    hold: () => {},
+    buffered: 0,
+    whenDrained: (cb: () => void) => cb(),
+  };
   const asked: string[] = [];
   const reopen = (target: { pod: string }) => {
     asked.push(target.pod);

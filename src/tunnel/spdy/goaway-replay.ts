@@ -53,6 +53,11 @@ export class GoAwayReplay {
 
   constructor(private readonly maxBytes = MAX_REPLAY_BYTES) {}
 
+  /** Nothing was written on the data stream yet, not even FIN. */
+  get nothingWritten(): boolean {
+    return this.chunks !== undefined && this.bytes === 0 && !this.fin;
+  }
+
   /** Bytes kept (tests). */
   get keptBytes(): number {
     return this.bytes;

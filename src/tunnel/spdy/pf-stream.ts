@@ -39,6 +39,7 @@ const ERROR_MESSAGE_MAX = 8 * 1024;
 
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
+const SILENT_TUNNEL = 'the tunnel went silent before the kubelet answered the stream';
 /** After a data FIN, the error stream gets this long to say why (or end). */
 const ERROR_STREAM_WAIT_MS = 5000;
 
@@ -64,6 +65,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   private warm = false;
   /** What a GOAWAY crossing the pair would need written again; only until both replies are in. */
   private replay?: GoAwayReplay;
+  /** Why the pair last opened again on a new tunnel. */
+  private movedBecause?: string;
 
   constructor(
     /** Both change when a GOAWAY moves the stream to another tunnel. */
@@ -118,6 +121,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     data.onReset = SpdyPortForwardStream.onDataReset;
     error.onSessionClose = data.onSessionClose = SpdyPortForwardStream.onSessionClose;
     error.onUnprocessed = data.onUnprocessed = SpdyPortForwardStream.onUnprocessed;
+    this.tunnel.replies.opened();
   }
 
   /** Client bytes kept to be written again should a GOAWAY turn the pair away (tests). */
@@ -130,7 +134,9 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   }
 
   private static onReply(this: SpdyStream): void {
-    SpdyPortForwardStream.ownerOf(this).replied();
+    const self = SpdyPortForwardStream.ownerOf(this);
+    self.tunnel.replies.replied();
+    self.replied();
   }
 
   // The kubelet writes each error message at once (one DATA frame), but the frame may reach us
@@ -187,6 +193,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   private notTaken(why: string): void {
     if (this.error?.open) this.error.reset(); // the one of the pair the kubelet did take, if any
     if (this.data?.open) this.data.reset();
+    this.movedBecause = why;
     const err = new UpstreamApiError(`port-forward to ${where(this.target)}: ${why}`, { retryable: true });
     (this.replay ??= new GoAwayReplay()).move(this, this.hooks, this.target, err);
   }
@@ -198,7 +205,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     this.hooks = slot.hooks;
     this.replies = 0;
     if (!this.openPair()) return undefined;
-    this.log.info({ target: where(this.target) }, 'the kubelet did not take the stream (GOAWAY); opened it again on a new tunnel');
+    if (this.movedBecause === SILENT_TUNNEL) this.log.info({ target: where(this.target) }, `${SILENT_TUNNEL}; opened it again on a new tunnel`);
+    else this.log.info({ target: where(this.target) }, 'the kubelet did not take the stream (GOAWAY); opened it again on a new tunnel');
     return this.data;
   }
 
@@ -291,6 +299,12 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   }
 
   private tunnelGone(err?: Error): void {
+    // The tunnel answered no PING while this pair waited for its replies: the kubelet most likely
+    // never had it, and the client has written nothing (or not yet been told it is connected).
+    if (this.tunnel.wentSilent && this.replies < 2 && (this.isOpening || (this.replay?.nothingWritten ?? true))) {
+      if (!this.replay?.moving) this.notTaken(SILENT_TUNNEL); // once for the pair
+      return;
+    }
     if (this.isOpening) {
       this.failOpening(
         new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed${err ? `: ${err.message}` : ''}`, {

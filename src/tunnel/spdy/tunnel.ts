@@ -10,6 +10,7 @@
 // tunnel (there is no SPDY flow control, see pf-stream.ts); PING keeps it alive and detects a dead
 // path; GOAWAY then close 1000 ends it.
 import { SpdySession, type SessionWire } from './session.js';
+import { ReplyWatch } from './reply-watch.js';
 import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
 import { monotonicMs } from '../../core/clock.js';
 import { statusMessage, type ApiRequestOptions } from '../../cluster/api.js';
@@ -82,11 +83,17 @@ export interface TunnelOptions {
   onUnanswered?(silentMs: number): void;
   /** Called once when the tunnel is closed for good (error, peer close, close()). */
   onClosed(tunnel: PodTunnel, err?: Error): void;
+  /** No SYN_REPLY for a while though streams wait for one (reply-watch.ts). */
+  onSlowReplies?(tunnel: PodTunnel): void;
 }
 
 export class PodTunnel implements SessionWire {
   readonly session: SpdySession;
   closed = false;
+  /** Streams note their SYN_STREAMs and SYN_REPLYs here (pf-stream.ts). */
+  readonly replies: ReplyWatch;
+  /** Closed because it answered no PING: streams the kubelet never answered may open elsewhere. */
+  wentSilent = false;
   private nextRequestId = 0;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
@@ -107,6 +114,7 @@ export class PodTunnel implements SessionWire {
     private readonly options: TunnelOptions,
   ) {
     this.session = new SpdySession('client', this, { onClose: (err) => this.onSessionClosed(err) });
+    this.replies = new ReplyWatch(() => options.onSlowReplies?.(this));
     // Pieces as the socket delivers them: the session's frame reader takes a byte stream.
     ws.onData = (piece) => this.session.receive(piece);
     ws.onClose((end) => this.session.destroy(end.error ? new Error(`the tunnel closed: ${end.error.message}`, { cause: end.error }) : undefined));
@@ -275,6 +283,7 @@ export class PodTunnel implements SessionWire {
     if (this.closed) return;
     this.closed = true;
     this.stopKeepalive?.();
+    this.replies.stop();
     for (const cb of this.drainWaiters.splice(0)) cb();
     this.options.onClosed(this, err);
   }
