@@ -165,8 +165,13 @@ async function respond(req: ParsedRequest | undefined, handlers: ControlHandlers
         return { ok: false, error: err instanceof Error ? err.message : String(err) };
       }
     default:
-      return { ok: false, error: `unknown command ${JSON.stringify(req?.cmd)}` };
+      return { ok: false, error: unknownCommand(req?.cmd) };
   }
+}
+
+/** The answer to a command this daemon does not know; a daemon of an earlier version gives it for commands added since. */
+export function unknownCommand(cmd: unknown): string {
+  return `unknown command ${JSON.stringify(cmd)}`;
 }
 
 /** Sends one request and waits for its response line; rejects on timeout or a closed socket. */

@@ -1,28 +1,31 @@
 // `ui`: the live page of every managed proxy of this user. Each browser that opens the event
 // stream gets, per running proxy, the feed that proxy streams over its control socket (`watch`,
 // managed/control.ts): its snapshot, then its events. The registry is read again every RESCAN_MS
-// for proxies started (or stopped) since; a feed that ends is reported as `gone` with why.
+// for proxies started (or stopped) since; a feed that ends is reported as `gone` with why. A
+// daemon started by a version without the feed refuses `watch`: said once, not followed again.
 import type { PageHub, PageMessage } from '../ui/page-server.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
-import { watchProxy, type Watch } from './control.js';
+import { unknownCommand, watchProxy, type Watch } from './control.js';
 import { inspect, inspectAll } from './registry.js';
 
 const RESCAN_MS = 3_000;
 
-/** The ids of the proxies that run now (a starting one joins once it serves). */
-export async function runningProxies(l: StateLayout): Promise<string[]> {
+/** The proxies that run now (a starting one joins once it serves), each with when it was made. */
+export async function runningProxies(l: StateLayout): Promise<Array<{ id: string; createdAt: string }>> {
   if (!stateDirExists(l)) return [];
   const found = await withStateLock(l, () => inspectAll(l));
-  return found.filter((x) => x.state === 'running').map((x) => x.entry.id);
+  return found.filter((x) => x.state === 'running').map((x) => ({ id: x.entry.id, createdAt: x.entry.createdAt }));
 }
 
 export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
   return {
     subscribe(send: (message: PageMessage) => void): () => void {
       const watches = new Map<string, Watch>();
+      // id → createdAt of a proxy whose daemon has no feed: followed again only once replaced.
+      const noFeed = new Map<string, string>();
       let closed = false;
-      const follow = (id: string): void => {
+      const follow = (id: string, createdAt: string): void => {
         let stopping = false;
         const watch = watchProxy(l.controlSocket(id), (message) => {
           if (message.type === 'stopping') stopping = true;
@@ -31,7 +34,11 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
         watches.set(id, watch);
         void watch.ended.then(async (why) => {
           if (watches.get(id) !== watch) return;
-          const reason = stopping ? why : await diedWhy(l, id, why);
+          let reason: string;
+          if (why === unknownCommand('watch')) {
+            noFeed.set(id, createdAt);
+            reason = `not shown: it runs, but was started by an earlier kubectl-proxyout, which has no live feed; to see it here, restart it: kubectl proxyout disconnect ${id}, then connect`;
+          } else reason = stopping ? why : await diedWhy(l, id, why);
           watches.delete(id);
           if (!closed) send({ type: 'gone', proxy: id, reason });
         });
@@ -41,7 +48,9 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
         if (scanning || closed) return;
         scanning = true;
         try {
-          for (const id of await runningProxies(l)) if (!closed && !watches.has(id)) follow(id);
+          for (const { id, createdAt } of await runningProxies(l)) {
+            if (!closed && !watches.has(id) && noFeed.get(id) !== createdAt) follow(id, createdAt);
+          }
         } catch {
           /* the registry is being rewritten or locked: the next scan sees it */
         } finally {
