@@ -121,6 +121,37 @@ test('works through a symlink, as npm links bins', async (t) => {
   assert.ok(r.stdout.includes(pkg.version));
 });
 
+test('a node older than package.json allows is one line saying so, not a failure later in a command', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'proxyout-old-node-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // The only node here is a new one: this makes it report itself as 20.18 (and 18), as one would.
+  const preload = (version: string) => {
+    const file = join(dir, `node-${version}.cjs`);
+    writeFileSync(
+      file,
+      `Object.defineProperty(process, 'versions', { value: { ...process.versions, node: '${version}' } });\n` +
+        `Object.defineProperty(process, 'version', { value: 'v${version}' });\n`,
+    );
+    return { NODE_OPTIONS: `--require ${file}` };
+  };
+  for (const version of ['20.18.3', '18.20.4']) {
+    for (const bin of [BIN, join(BIN_DIR, 'kubectl_complete-proxyout')]) {
+      const r = await run(bin, ['--version'], preload(version));
+      assert.equal(r.code, 1, `${bin} on ${version}: ${r.stdout}`);
+      assert.equal(r.stdout, '');
+      // The node the shebang finds on PATH, named by its path.
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `^kubectl-proxyout: needs Node\\.js 20\\.19 or newer, and /\\S+ is v${version.replaceAll('.', '\\.')}: upgrade Node\\.js, or use the single-file binary of a release, which carries its own\\n$`,
+        ),
+      );
+    }
+  }
+  const r = await run(BIN, ['--version'], preload('20.19.0'));
+  assert.equal(r.code, 0, r.stderr);
+});
+
 for (const host of ['kubectl', 'oc']) {
   test(`${host} finds it as a plugin: ${host} proxyout --help`, async (t) => {
     const path = which(host);
