@@ -61,6 +61,8 @@ export function renderManifest({ version, baseUrl, homepage, archives }) {
           'Something wrong? `kubectl proxyout doctor` checks the kubeconfig, the API server,',
           'RBAC (list/watch services, endpointslices, pods; create pods/portforward) and says how to fix it.',
           'Shell completion (kubectl >= 1.26) once: cp ~/.krew/store/proxyout/*/kubectl_complete-proxyout ~/.krew/bin/',
+          'Before `kubectl krew uninstall proxyout`, stop what it runs in the background, which outlives it:',
+          '  kubectl proxyout quit; kubectl proxyout service-uninstall   (the second if you ran service-install)',
         ].join('\n') + '\n',
       platforms,
     },

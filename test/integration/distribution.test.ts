@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, readdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import yaml from 'js-yaml';
@@ -101,6 +101,17 @@ test('the krew manifest validator refuses what krew refuses', () => {
   assert.match(broken((p) => (p.spec.platforms[0].selector = { matchLabels: { distro: 'x' } })) ?? '', /selector key distro/);
   assert.match(broken((p) => (p.spec.shortDescription = 'a\nb')) ?? '', /line break/);
   assert.match(broken((p) => delete p.spec.platforms[0].bin) ?? '', /bin/);
+});
+
+test('krew: the caveats say to stop the background proxies before an uninstall, which leaves them running', async () => {
+  // krew runs no hook of the plugin's at uninstall (nor npm at `npm uninstall -g`): the daemons and
+  // a login service go on, with no plugin left to stop them. Any archive name will do here.
+  const archive = path.join(dir, 'kubectl-proxyout-linux-amd64.tar.gz');
+  writeFileSync(archive, 'not an archive');
+  const r = await run(process.execPath, [path.join(repoRoot, 'scripts', 'krew-manifest.mjs'), '--base-url', 'https://example.com/v0.1.0', archive]);
+  assert.equal(r.code, 0, r.stderr);
+  const caveats = (yaml.load(r.stdout) as KrewPlugin).spec?.caveats ?? '';
+  assert.match(caveats, /Before `kubectl krew uninstall proxyout`.*\n +kubectl proxyout quit; kubectl proxyout service-uninstall/);
 });
 
 test(
