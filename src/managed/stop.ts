@@ -119,7 +119,9 @@ async function killUnderLock(l: StateLayout, pid: number, entry: ProxyEntry): Pr
  */
 export async function stopAll(l: StateLayout, opts: { sweep?: boolean; forget?: boolean } = {}): Promise<Stopped[]> {
   const ids = await withStateLock(l, () => listIds(l));
-  const results = await Promise.all(
+  // Every stop runs to its end before one's error (a newer version's entry, store.ts) is thrown:
+  // the command exits on it, and would cut the others short.
+  const settled = await Promise.allSettled(
     ids.map((id) =>
       stopProxy(l, id, { forget: opts.forget }).catch((err: unknown): Stopped | undefined => {
         if (err instanceof UnknownIdError) return undefined; // gone meanwhile
@@ -128,6 +130,9 @@ export async function stopAll(l: StateLayout, opts: { sweep?: boolean; forget?: 
       }),
     ),
   );
+  const failed = settled.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  const results = settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined));
   if (opts.sweep) {
     await withStateLock(l, () => {
       // Whatever no live entry accounts for (junk directories, temporary files of an interrupted

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { escapeControls } from '../core/escape.js';
-import { ID_PATTERN, validateId, type StateLayout } from '../state/paths.js';
+import { ID_PATTERN, StateDirError, validateId, type StateLayout } from '../state/paths.js';
 import { writePrivateFile } from '../state/private-file.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 import type { TransportMode } from '../tunnel/negotiate.js';
@@ -101,13 +101,28 @@ export function readEntry(l: StateLayout, id: string): ProxyEntry | undefined {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
     throw err;
   }
+  let entry: ProxyEntry | undefined;
   try {
-    const entry = JSON.parse(text) as ProxyEntry;
-    if (entry && entry.version === 1 && entry.id === id) return entry;
+    entry = JSON.parse(text) as ProxyEntry;
   } catch {
-    /* unreadable: treated as an orphan below */
+    return undefined; // unreadable: an orphan (registry.ts removes it)
   }
+  if (entry && entry.version === 1 && entry.id === id) return entry;
+  // A later version's entry is no orphan: its daemon may run. Taken as one, it was removed, and the
+  // daemon went on holding its ports with nothing left to stop it.
+  const version = (entry as { version?: unknown } | null)?.version;
+  if (typeof version === 'number' && version > 1 && entry?.id === id) throw new NewerEntryError(id, version);
   return undefined;
+}
+
+/** An entry a later version wrote (state.json version > 1): only that version may manage it. */
+export class NewerEntryError extends StateDirError {
+  constructor(id: string, version: number) {
+    super(
+      `proxy ${id} was started by a newer kubectl-proxyout (its state.json is version ${version}; this one knows version 1): manage it with that version, the kubectl-proxyout that started it`,
+    );
+    this.name = 'NewerEntryError';
+  }
 }
 
 /** IDs with a directory under proxies/ (a directory without a readable state.json included). */
