@@ -7,15 +7,28 @@ import type { PageHub, PageMessage } from '../ui/page-server.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { unknownCommand, watchProxy, type Watch } from './control.js';
-import { inspect, inspectAll } from './registry.js';
+import { inspect } from './registry.js';
+import { listIds, NewerEntryError } from './store.js';
 
 const RESCAN_MS = 3_000;
 
-/** The proxies that run now (a starting one joins once it serves), each with when it was made. */
-export async function runningProxies(l: StateLayout): Promise<Array<{ id: string; createdAt: string }>> {
+/** A proxy that runs now (a starting one joins once it serves), or one a newer version started (newer: what to say). */
+export type Listed = { id: string; createdAt: string; newer?: undefined } | { id: string; newer: string };
+
+export async function runningProxies(l: StateLayout): Promise<Listed[]> {
   if (!stateDirExists(l)) return [];
-  const found = await withStateLock(l, () => inspectAll(l));
-  return found.filter((x) => x.state === 'running').map((x) => ({ id: x.entry.id, createdAt: x.entry.createdAt }));
+  return withStateLock(l, () =>
+    listIds(l).flatMap((id): Listed[] => {
+      try {
+        const found = inspect(l, id);
+        return found?.state === 'running' ? [{ id, createdAt: found.entry.createdAt }] : [];
+      } catch (err) {
+        // Not a reason to show none of the others.
+        if (err instanceof NewerEntryError) return [{ id, newer: err.message }];
+        throw err;
+      }
+    }),
+  );
 }
 
 export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
@@ -24,6 +37,8 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
       const watches = new Map<string, Watch>();
       // id → createdAt of a proxy whose daemon has no feed: followed again only once replaced.
       const noFeed = new Map<string, string>();
+      // Proxies of a newer version, said once while they are there.
+      let newer = new Set<string>();
       let closed = false;
       const follow = (id: string, createdAt: string): void => {
         let stopping = false;
@@ -48,8 +63,14 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
         if (scanning || closed) return;
         scanning = true;
         try {
-          for (const { id, createdAt } of await runningProxies(l)) {
-            if (!closed && !watches.has(id) && noFeed.get(id) !== createdAt) follow(id, createdAt);
+          const listed = await runningProxies(l);
+          const told = newer;
+          newer = new Set(listed.filter((x) => x.newer !== undefined).map((x) => x.id));
+          for (const x of listed) {
+            if (closed) break;
+            if (x.newer !== undefined) {
+              if (!told.has(x.id)) send({ type: 'gone', proxy: x.id, reason: `not shown: ${x.newer}` });
+            } else if (!watches.has(x.id) && noFeed.get(x.id) !== x.createdAt) follow(x.id, x.createdAt);
           }
         } catch {
           /* the registry is being rewritten or locked: the next scan sees it */

@@ -1,11 +1,12 @@
 // `ui` beside a daemon an earlier version started (before the live feed): its control socket
 // answers `watch` with "unknown command". The page says once what it is and what to do, and does
-// not follow it again at every rescan.
+// not follow it again at every rescan. Beside one a newer version started (a state.json it cannot
+// read) it says so once, and still shows the others.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureStateDir, layout } from '../../src/state/paths.js';
@@ -30,7 +31,7 @@ net.createServer((s) => {
 process.on('SIGUSR2', () => process.stdout.write('watches=' + watches + '\\n'));
 `;
 
-test('a daemon without the live feed is said to be from an earlier version once, not followed at every rescan', async (t) => {
+async function earlierDaemon(t: { after(fn: () => void): void }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-ui-earlier-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const l = layout(path.join(dir, 'state'));
@@ -47,7 +48,11 @@ test('a daemon without the live feed is said to be from an earlier version once,
   child.stdout.setEncoding('utf8');
   await once(child.stdout, 'data');
   writeEntry(l, proxyEntry(id, { phase: 'running', pid: child.pid, procIdentity: processIdentity(child.pid!) }));
+  return { l, child };
+}
 
+test('a daemon without the live feed is said to be from an earlier version once, not followed at every rescan', async (t) => {
+  const { l, child } = await earlierDaemon(t);
   const messages: PageMessage[] = [];
   const stop = managedHub(l, 100).subscribe((m) => messages.push(m));
   await new Promise((r) => setTimeout(r, 1_500));
@@ -61,4 +66,22 @@ test('a daemon without the live feed is said to be from an earlier version once,
   child.kill('SIGUSR2');
   const [line] = (await once(child.stdout, 'data')) as [string];
   assert.equal(line.trim(), 'watches=1', 'its socket was asked for the feed once');
+});
+
+test("a newer version's proxy is said once, and the others are still followed", async (t) => {
+  const { l } = await earlierDaemon(t);
+  writeEntry(l, proxyEntry('later', { phase: 'running', pid: process.pid }));
+  const file = l.stateFile('later');
+  writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), version: 2 }));
+
+  const messages: PageMessage[] = [];
+  const stop = managedHub(l, 100).subscribe((m) => messages.push(m));
+  await new Promise((r) => setTimeout(r, 1_000));
+  stop();
+
+  const reasons = (id: string) => messages.flatMap((m) => (m.type === 'gone' && m.proxy === id ? [m.reason] : []));
+  assert.deepEqual(reasons('later'), [
+    'not shown: proxy later was started by a newer kubectl-proxyout (its state.json is version 2; this one knows version 1): manage it with that version, the kubectl-proxyout that started it',
+  ]);
+  assert.equal(reasons('earlier').length, 1, 'the other proxy was still asked for its feed');
 });
