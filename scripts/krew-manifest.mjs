@@ -79,6 +79,14 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     return value;
   };
   const version = opt('--version') ?? `v${pjson.version}`;
+  // The archives hold what this checkout's package.json names: a tag that is not its version
+  // (a release tagged before the bump) made krew install "v0.2.0" as a plugin that says 0.1.0.
+  if (version.replace(/^v/, '') !== pjson.version) {
+    console.error(
+      `--version ${version}: the archives are of version ${pjson.version} (package.json, what \`kubectl proxyout --version\` says); set package.json's version to ${version.replace(/^v/, '')} first`,
+    );
+    process.exit(1);
+  }
   const local = args.includes('--local');
   if (local) args.splice(args.indexOf('--local'), 1);
   if (local) {

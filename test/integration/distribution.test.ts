@@ -114,6 +114,20 @@ test('krew: the caveats say to stop the background proxies before an uninstall, 
   assert.match(caveats, /Before `kubectl krew uninstall proxyout`.*\n +kubectl proxyout quit; kubectl proxyout service-uninstall/);
 });
 
+test("krew: a --version that is not package.json's is refused, not a manifest for a plugin that says another", async () => {
+  // The release renders with --version set to its tag; the archives were built from package.json.
+  const archive = path.join(dir, 'kubectl-proxyout-linux-amd64.tar.gz');
+  writeFileSync(archive, 'not an archive');
+  const pkg = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
+  const script = path.join(repoRoot, 'scripts', 'krew-manifest.mjs');
+  const r = await run(process.execPath, [script, '--version', 'v99.0.0', '--base-url', 'https://example.com/v99.0.0', archive]);
+  assert.equal(r.code, 1, r.stdout);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, new RegExp(`^--version v99\\.0\\.0: the archives are of version ${pkg.replaceAll('.', '\\.')} \\(package\\.json`));
+  const same = await run(process.execPath, [script, '--version', `v${pkg}`, '--base-url', 'https://example.com/x', archive]);
+  assert.equal(same.code, 0, same.stderr);
+});
+
 test(
   'krew: the rendered manifest passes krew rules; installed the krew way it runs as `kubectl proxyout` without node',
   { skip: skipUnlessPackaged(packagedArchive) || noKubectl },
