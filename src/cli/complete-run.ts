@@ -3,7 +3,7 @@
 // directory. A completion never fails loudly: whatever cannot be read adds no candidates.
 import { Config, type Interfaces } from '@oclif/core';
 import { kubeconfigFiles, mergeKubeconfigFiles } from '../cluster/kubeconfig-files.js';
-import { describeTarget, listIds, readEntry } from '../managed/store.js';
+import { describeTarget, listIds, NewerEntryError, readEntry } from '../managed/store.js';
 import { readdirSync } from 'node:fs';
 import { EXEC_LOG_ID, layout } from '../state/paths.js';
 import { complete, DIRECTIVE, formatCompletion, type CommandShape, type CompletionSources } from './complete.js';
@@ -43,8 +43,13 @@ const localSources: CompletionSources = {
   connectionIds() {
     const l = layout();
     return quietly(() => listIds(l)).map((id) => {
-      const entry = readEntry(l, id);
-      return { name: id, description: entry ? describeTarget(entry) : undefined };
+      try {
+        const entry = readEntry(l, id);
+        return { name: id, description: entry ? describeTarget(entry) : undefined };
+      } catch (err) {
+        // One entry this version cannot read takes no ID from the list.
+        return { name: id, description: err instanceof NewerEntryError ? 'started by a newer kubectl-proxyout' : undefined };
+      }
     });
   },
   logIds() {

@@ -4,7 +4,7 @@
 // say which kubectl-proxyout manages it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ import { inspect, inspectAll } from '../../src/managed/registry.js';
 import { stopAll } from '../../src/managed/stop.js';
 import { isAlive, processIdentity } from '../../src/state/process.js';
 import { proxyEntry } from '../helpers/proxy-entry.js';
+import { binPath } from '../helpers/proxy-process.js';
 
 function stateDir(t: { after(fn: () => void): void }): StateLayout {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-newer-'));
@@ -67,4 +68,15 @@ test("quit beside a newer version's proxy stops this version's before it says so
   assert.equal(isAlive(child.pid!), false, "this version's daemon was stopped before the error");
   assert.equal(existsSync(l.proxyDir('mine')), false);
   assert.ok(existsSync(l.stateFile('later')), "the newer one's state is kept");
+});
+
+test("shell completion still offers every ID beside a newer version's entry", (t) => {
+  const l = stateDir(t);
+  writeEntry(l, proxyEntry('mine'));
+  writeNewer(l, 'later');
+  const out = execFileSync(process.execPath, [binPath, '__complete', 'disconnect', ''], {
+    encoding: 'utf8',
+    env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: l.root },
+  });
+  assert.deepEqual(out.trimEnd().split('\n'), ['later\tstarted by a newer kubectl-proxyout', 'mine\tcontext sim, namespace shop', ':4']);
 });
