@@ -17,6 +17,7 @@ import { durationFlag, namespaceFlag } from '../cli/flags.js';
 import { tableFlagDefinitions } from '../cli/table-flags.js';
 import { jsonObject, printJson } from '../cli/json-output.js';
 import type { ProxyStatus } from '../managed/status.js';
+import { NewerEntryError } from '../managed/store.js';
 
 export default class Doctor extends Command {
   static override summary =
@@ -137,7 +138,7 @@ export default class Doctor extends Command {
       await egress?.close();
     }
 
-    let running: ProxyStatus[] = [];
+    let running: ProxyStatus[] | undefined;
     try {
       running = await runningProxies();
     } catch (err) {
@@ -146,16 +147,20 @@ export default class Doctor extends Command {
         name: 'daemon',
         status: 'fail',
         detail: `cannot read the managed proxies: ${errorMessage(err)}`,
-        fix: 'see the state-dir check',
+        fix:
+          err instanceof NewerEntryError
+            ? 'run `kubectl proxyout doctor` with the newer kubectl-proxyout (`type -a kubectl-proxyout` lists those on your PATH)'
+            : 'see the state-dir check',
       });
     }
     const listen = [
       { flag: '--listen-socks', address: flags['listen-socks'] },
       ...(flags['listen-http'] ? [{ flag: '--listen-http', address: flags['listen-http'] }] : []),
     ].filter((a) => a.address !== 'off');
-    checks.push(...(await checkListen(listen, running)));
+    checks.push(...(await checkListen(listen, running ?? [])));
     checks.push(...checkStateDir());
-    checks.push(...checkDaemons(running));
+    // Unread, they are not "no managed proxies".
+    if (running) checks.push(...checkDaemons(running));
 
     const code = exitCodeOf(checks);
     this.log(flags.json ? printJson(jsonObject('DoctorReport', { ok: code === 0, checks })) : renderChecks(checks));

@@ -80,3 +80,22 @@ test("shell completion still offers every ID beside a newer version's entry", (t
   });
   assert.deepEqual(out.trimEnd().split('\n'), ['later\tstarted by a newer kubectl-proxyout', 'mine\tcontext sim, namespace shop', ':4']);
 });
+
+test("doctor beside a newer version's entry fails the daemon check once, saying which doctor to run", (t) => {
+  const l = stateDir(t);
+  writeNewer(l, 'later');
+  let out = '';
+  try {
+    execFileSync(process.execPath, [binPath, 'doctor', '--json', '--listen-socks', '127.0.0.1:0'], {
+      encoding: 'utf8',
+      env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: l.root, KUBECONFIG: path.join(l.root, 'none') },
+    });
+  } catch (err) {
+    out = (err as { stdout: string }).stdout; // exit 1: checks failed
+  }
+  const daemon = (JSON.parse(out) as { checks: Array<{ name: string; status: string; fix?: string }> }).checks.filter((c) => c.name === 'daemon');
+  assert.deepEqual(
+    daemon.map((c) => [c.status, c.fix]),
+    [['fail', 'run `kubectl proxyout doctor` with the newer kubectl-proxyout (`type -a kubectl-proxyout` lists those on your PATH)']],
+  );
+});
