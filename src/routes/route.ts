@@ -85,9 +85,10 @@ export interface Route {
   status(): RouteStatus;
   /**
    * Learn whether an IP the table does not know is this route's (a cluster looks up a Pod IP it
-   * does not watch); afterwards the matcher's view answers for it. Optional; never throws.
+   * does not watch); afterwards the matcher's view answers for it. Resolves with what kept it from
+   * finding out (for a refusal's words), if anything. Optional; never throws.
    */
-  learnIp?(ip: string, signal: AbortSignal): Promise<void>;
+  learnIp?(ip: string, signal: AbortSignal): Promise<string | undefined>;
   /**
    * While the route first starts or syncs (its view cannot say yet which IPs are its own): a promise
    * that resolves once it is ready or has failed, rejecting only when `signal` aborts. Undefined

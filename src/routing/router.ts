@@ -97,11 +97,19 @@ export class Router implements StreamOpener {
         // Waited for LOOKUP_WAIT_MS at most: one slow cluster must not hold every unclaimed IP (a
         // look-up has its own, longer deadline, and goes on to fill its cache for the next stream).
         let waited: NodeJS.Timeout | undefined;
-        await Promise.race([
-          abortable(Promise.all([...routes.values()].map((r) => r.learnIp?.(request.destination.host, signal))), signal),
-          new Promise((resolve) => (waited = setTimeout(resolve, LOOKUP_WAIT_MS))),
-        ]).finally(() => clearTimeout(waited));
+        const unsure = new Map<string, string>();
+        const asking = [...routes].flatMap(([name, r]) => {
+          const learning = r.learnIp?.(request.destination.host, signal);
+          if (!learning) return [];
+          unsure.set(name, `route ${name} has not answered whether it is a Pod IP within ${LOOKUP_WAIT_MS} ms`);
+          return [learning.then((why) => (why ? unsure.set(name, why) : unsure.delete(name)))];
+        });
+        await Promise.race([abortable(Promise.all(asking), signal), new Promise((resolve) => (waited = setTimeout(resolve, LOOKUP_WAIT_MS)))]).finally(() =>
+          clearTimeout(waited),
+        );
         decision = matcher.match(request.destination);
+        // Unknown because a cluster could not say (its API server gone silent): the refusal says so.
+        if (!decision.claimed && unsure.size > 0) decision = { ...decision, message: `${decision.message}; ${[...unsure.values()].join('; ')}` };
       }
       for (;;) {
         if (!decision.claimed) throw refusalError(decision);

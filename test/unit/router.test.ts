@@ -154,3 +154,29 @@ test('an IP while a cluster still syncs waits for it: a ClusterIP it then knows 
   assert.equal(opened.route, 'prod');
   opened.stream.destroy();
 });
+
+test('an IP refused because a cluster could not say whether it is a Pod IP: the refusal names that cluster and why', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const matcher = new RouteMatcher(tableFromYaml(MULTI_YAML, false), new Map([['prod', fixedView([], undefined)]]));
+  const routes = new Map<string, Route>();
+  for (const { name } of matcher.snapshot().routes) routes.set(name, standIn(name));
+  const router = new Router({ matcher, routes }, { connectTimeoutMs: 60_000 });
+  // Its look-up never answers (pooled API connections gone silent).
+  (routes.get('prod') as Route).learnIp = () => new Promise(() => {});
+  const silent = assert.rejects(open(router, '10.244.1.9'), (e: Error) => {
+    assert.match(
+      e.message,
+      /^10\.244\.1\.9 is in no route's cidrs and no cluster knows it .*; route prod has not answered whether it is a Pod IP within 3000 ms$/,
+    );
+    return true;
+  });
+  await new Promise((r) => setImmediate(r));
+  t.mock.timers.tick(LOOKUP_WAIT_MS);
+  await silent;
+  // Its look-up failed.
+  (routes.get('prod') as Route).learnIp = async (ip) => `route prod could not look up ${ip} as a Pod IP: headers timeout`;
+  await assert.rejects(open(router, '10.244.1.9'), /no cluster knows it .*; route prod could not look up 10\.244\.1\.9 as a Pod IP: headers timeout$/);
+  // It answered: no such pod. The refusal is the plain one.
+  (routes.get('prod') as Route).learnIp = async () => undefined;
+  await assert.rejects(open(router, '10.244.1.9'), /no cluster knows it as a Service ClusterIP or Pod IP \(direct pass-through is off\)$/);
+});

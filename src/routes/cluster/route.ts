@@ -95,7 +95,7 @@ export class ClusterRoute implements Route {
     this.ingress = new IngressHostWatcher(guest.api, log, (hosts) => this.onIngressHosts?.(hosts));
   }
 
-  learnIp(ip: string): Promise<void> {
+  learnIp(ip: string): Promise<string | undefined> {
     return this.guest.learnIp(ip);
   }
 

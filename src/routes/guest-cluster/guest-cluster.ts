@@ -58,6 +58,7 @@ export class GuestCluster implements GuestClusterView {
   private readonly health: RouteHealth;
   private readonly resync: CacheResync;
   private skipProbe: boolean;
+  private readonly name: string;
 
   /** Loads the context (a StartupError when the kubeconfig or context is unusable: a config error). */
   constructor(
@@ -69,6 +70,7 @@ export class GuestCluster implements GuestClusterView {
     /** How its errors name the route, from its kubeconfig (`${kind} route ${name}` when not given). */
     label?: (kube: LoadedKubeConfig) => string,
   ) {
+    this.name = spec.name;
     this.kube = loadKubeConfig({ kubeconfig: settings.kubeconfig, context: spec.context, namespace: settings.namespace });
     this.api = new ApiConnection(this.kube.kc, settings.egress);
     this.cache = new ClusterCache(this.api, log, this.kube.namespace);
@@ -117,11 +119,16 @@ export class GuestCluster implements GuestClusterView {
     return this.life.whenSettled(signal);
   }
 
-  async learnIp(ip: string): Promise<void> {
+  async learnIp(ip: string): Promise<string | undefined> {
     // No answer from the API server at all: its look-up would only hold the decision up.
-    if (this.life.state !== 'ready' || this.health.current?.unreachable) return;
+    if (this.life.state !== 'ready') return `route ${this.name} is not ready (${this.life.state}), so it was not asked whether ${ip} is a Pod IP`;
+    const degraded = this.health.current;
+    if (degraded?.unreachable) return `route ${this.name} was not asked whether ${ip} is a Pod IP: ${degraded.reason}`;
     // A bounded, cached look-up (cluster/pod-lookup.ts); a refusal of the budget is no answer.
-    await this.cache.findPodByIp(ip).catch(() => undefined);
+    return this.cache.findPodByIp(ip).then(
+      () => undefined,
+      (err: unknown) => `route ${this.name} could not look up ${ip} as a Pod IP: ${errorMessage(err)}`,
+    );
   }
 
   /** Probe the API server and sync the cache; on failure the route is in error and retries later. */

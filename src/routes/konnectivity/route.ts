@@ -53,7 +53,7 @@ export class KonnectivityRoute implements Route {
     });
   }
 
-  learnIp(ip: string): Promise<void> {
+  learnIp(ip: string): Promise<string | undefined> {
     return this.guest.learnIp(ip);
   }
 
