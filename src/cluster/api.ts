@@ -164,7 +164,9 @@ export class ApiConnection {
     const f = this.credentialFailure;
     if (f) return { message: f.error.message, since: f.since };
     const r = this.refused;
-    if (!r || !this.cached || credentialDigest(this.cached.options) !== r.credential) return undefined;
+    // Until a request is taken: a credential worked out since may be refused too (a lapsed login's
+    // plugin hands out a new dead token at each run), and nothing says otherwise before it is sent.
+    if (!r) return undefined;
     const message = `the API server refuses the credentials of context "${this.kc.getCurrentContext()}" (user "${this.userName}", 401 Unauthorized): log in again or renew the token`;
     return { message, since: r.since, refused: true };
   }

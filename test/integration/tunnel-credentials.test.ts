@@ -5,7 +5,7 @@
 // credential that comes back the same (a static token) is not asked with again.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmod, writeFile } from 'node:fs/promises';
+import { chmod, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import yaml from 'js-yaml';
@@ -122,4 +122,34 @@ test('a static token the API server refuses is reported (route status: degraded,
   } finally {
     await t.close();
   }
+});
+
+test("a plugin that hands out a new token at each run, each refused (a lapsed login): reported until one is taken, not cleared by the next run's token", async () => {
+  const { api, tokenFile } = await pluginApi('lapsed');
+  const reported = () => api.credentialProblem;
+  const dead = `${tokenFile}.dead`;
+  const plugin = path.join(cluster.dir, 'lapsed.sh');
+  await writeFile(
+    plugin,
+    `#!/bin/sh\nif [ -e '${dead}' ]; then t="dead-$(date +%s%N)"; else t="$(cat '${tokenFile}')"; fi\nprintf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"}}' "$t"\n`,
+  );
+  const token = cluster.sim.issueToken();
+  await writeFile(tokenFile, token);
+  await api.getJson('/api');
+  assert.equal(reported(), undefined);
+  await writeFile(dead, '');
+  cluster.sim.revokeToken(token);
+  await assert.rejects(api.getJson('/api'), /401|Unauthorized/);
+  // The plugin runs again and gives another dead token: nothing has taken it, so still refused.
+  await api.requestOptions();
+  assert.equal(reported()?.refused, true);
+  await assert.rejects(api.getJson('/api'), /401|Unauthorized/);
+  await api.requestOptions();
+  assert.equal(reported()?.refused, true);
+  // Logged in again: the first request taken clears it.
+  await writeFile(tokenFile, cluster.sim.issueToken());
+  await rm(dead);
+  api.invalidate();
+  await api.getJson('/api');
+  assert.equal(reported(), undefined);
 });
