@@ -6,7 +6,7 @@ import { applyEgress, describeEgress, type Egress, type EgressOptions } from './
 import { ProxyRefusedError } from './proxy-failures.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { credentialValidForMs, tokenRefused } from './token-source.js';
-import { caProblem, clientPairProblem, unreadableFile } from './tls-material.js';
+import { caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
 import { monotonicMs } from '../core/clock.js';
 
@@ -83,6 +83,8 @@ export class ApiConnection {
   private credentialFailure?: { error: CredentialError; until: number; holdMs: number; since: number };
   /** The API server answered 401 to this credential (a digest), and nothing took it since. */
   private refused?: { credential: string; since: number };
+  /** The client certificate the last options carried (kept after invalidate(), for refusalAdvice). */
+  private lastCert?: unknown;
 
   constructor(
     private readonly kc: KubeConfig,
@@ -122,6 +124,7 @@ export class ApiConnection {
     const tls = caProblem(this.kc, opts) ?? clientPairProblem(this.kc, opts);
     if (tls) throw this.credentialsFailed(new Error(tls), true);
     this.credentialFailure = undefined;
+    this.lastCert = opts.cert;
     this.egress = applyEgress(this.kc, opts, this.egressOptions);
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) if (v !== undefined) headers[k] = Array.isArray(v) ? v.map(String) : String(v);
@@ -167,8 +170,17 @@ export class ApiConnection {
     // Until a request is taken: a credential worked out since may be refused too (a lapsed login's
     // plugin hands out a new dead token at each run), and nothing says otherwise before it is sent.
     if (!r) return undefined;
-    const message = `the API server refuses the credentials of context "${this.kc.getCurrentContext()}" (user "${this.userName}", 401 Unauthorized): log in again or renew the token`;
+    const message = `the API server refuses the credentials of context "${this.kc.getCurrentContext()}" (user "${this.userName}", 401 Unauthorized): ${this.refusalAdvice()}`;
     return { message, since: r.since, refused: true };
+  }
+
+  /**
+   * What to do about a 401: a client certificate out of its validity is named with its date (the
+   * API server says only "Unauthorized", to kubectl too); else log in again or renew the token.
+   */
+  refusalAdvice(): string {
+    const cert = clientCertValidity(this.lastCert);
+    return cert ? `${cert}: get a new one (log in again, or renew it)` : 'log in again or renew the token';
   }
 
   /** A request was answered, not with 401: the credential is taken (again). */

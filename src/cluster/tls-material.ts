@@ -56,6 +56,25 @@ export function caProblem(kc: KubeConfig, opts: https.RequestOptions): string | 
   }
 }
 
+/**
+ * A client certificate outside its validity (`at`, ms since the epoch): what the API server refuses
+ * with a bare 401, as it refuses kubectl (kubeadm's admin.conf lapses after a year; tools that log
+ * in by writing short-lived certificates lapse within hours). Undefined when none or valid.
+ */
+export function clientCertValidity(cert: unknown, at = Date.now()): string | undefined {
+  if (!cert) return undefined;
+  let x509: X509Certificate;
+  try {
+    x509 = new X509Certificate(pem(cert));
+  } catch {
+    return undefined; // said by clientPairProblem
+  }
+  const iso = (d: string) => new Date(d).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  if (Date.parse(x509.validTo) <= at) return `the client certificate expired at ${iso(x509.validTo)}`;
+  if (Date.parse(x509.validFrom) > at) return `the client certificate is valid only from ${iso(x509.validFrom)} (is this machine's clock right?)`;
+  return undefined;
+}
+
 /** The first of what client-node hands over (a Buffer, a string, or a list of them). */
 function pem(value: unknown): string | Buffer {
   const first: unknown = Array.isArray(value) ? value[0] : value;

@@ -90,7 +90,7 @@ export async function checkCluster(o: ClusterCheckOptions): Promise<Check[]> {
       name: 'api-server',
       status: 'fail',
       detail: `${loaded.server} (${egressOf(api, egress)}): ${errorMessage(err)}`,
-      fix: apiFix(err, egress, loaded, check),
+      fix: apiFix(err, egress, loaded, check, api),
     });
     return checks;
   }
@@ -145,12 +145,11 @@ function kubectl(o: ClusterCheckOptions, context: string | undefined, args: stri
 }
 
 /** `check`: the kubectl line that asks what doctor asked. */
-function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig, check: string): string {
+function apiFix(err: unknown, egress: EgressOptions, loaded: LoadedKubeConfig, check: string, api: ApiConnection): string {
   // No request left: the exec plugin, the OIDC refresh or the token file failed, not the network.
   if (err instanceof CredentialError)
     return `user ${loaded.kc.getCurrentUser()!.name} has no credentials now, the network is not at fault: do what the message says (log in again, renew the token), then check with \`${check}\``;
-  if (err instanceof ApiStatusError && err.statusCode === 401)
-    return `the API server rejects these credentials: log in again or renew the token (try \`${check}\`)`;
+  if (err instanceof ApiStatusError && err.statusCode === 401) return `the API server rejects these credentials: ${api.refusalAdvice()} (try \`${check}\`)`;
   if (err instanceof ApiStatusError && err.statusCode === 403 && refusesImpersonation(err.message))
     return `the credentials are valid but user ${loaded.kc.getCurrentUser()!.name} may not impersonate whom it names: ${IMPERSONATION_FIX}`;
   if (err instanceof ApiStatusError && err.statusCode === 403)

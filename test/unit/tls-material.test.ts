@@ -4,12 +4,13 @@
 // pair failed at connect as "cannot reach the API server: …key values mismatch".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
+import { X509Certificate, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, CredentialError } from '../../src/cluster/api.js';
+import { clientCertValidity } from '../../src/cluster/tls-material.js';
 import { SimPki } from '../sim/pki.js';
 
 const pki = new SimPki();
@@ -79,4 +80,23 @@ test('a certificate-authority-data with no PEM certificate is refused naming the
   );
   const good = await api(t, `certificate-authority-data: ${Buffer.from(pki.caPem).toString('base64')}`, 'token: t').requestOptions();
   assert.equal(String(good.ca), pki.caPem);
+});
+
+test('a 401 to a client certificate past its validity says when it expired (the API server says only Unauthorized)', async (t) => {
+  const validTo = Date.parse(new X509Certificate(alice.certPem).validTo);
+  const validFrom = Date.parse(new X509Certificate(alice.certPem).validFrom);
+  assert.equal(clientCertValidity(alice.certPem), undefined);
+  assert.equal(
+    clientCertValidity(alice.certPem, validTo + 1000),
+    `the client certificate expired at ${new Date(validTo).toISOString().replace(/\.000Z$/, 'Z')}`,
+  );
+  assert.match(
+    clientCertValidity(alice.certPem, validFrom - 1000) ?? '',
+    /^the client certificate is valid only from \S+Z \(is this machine's clock right\?\)$/,
+  );
+  const conn = api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: alice.key');
+  await conn.requestOptions();
+  assert.equal(conn.refusalAdvice(), 'log in again or renew the token');
+  t.mock.timers.enable({ apis: ['Date'], now: validTo + 1000 });
+  assert.match(conn.refusalAdvice(), /^the client certificate expired at \S+Z: get a new one \(log in again, or renew it\)$/);
 });

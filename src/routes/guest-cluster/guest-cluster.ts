@@ -234,7 +234,7 @@ export async function probeApi(api: ApiConnection, context: string, server: stri
 function unauthorized(api: ApiConnection, context: string, server: string): string {
   const user = api.userName;
   const whose = user === undefined ? '' : ` (user "${user}")`;
-  return `the API server ${server} rejected the credentials of context "${context}"${whose} (401 Unauthorized): log in again or renew the token (kubectl with this context is refused alike)`;
+  return `the API server ${server} rejected the credentials of context "${context}"${whose} (401 Unauthorized): ${api.refusalAdvice()} (kubectl with this context is refused alike)`;
 }
 
 /**
