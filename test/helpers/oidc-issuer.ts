@@ -1,9 +1,11 @@
 // A minimal OpenID Connect issuer for the kubeconfig `auth-provider: oidc` path that client-node
 // runs (its oidc_auth.js: openid-client discovery + refresh_token grant). HTTPS with its own CA
 // (openid-client insists on TLS; the proxy trusts the CA through NODE_EXTRA_CA_CERTS), RS256 ID
-// tokens, and a callback that registers each new ID token with the simulated API server.
+// tokens, and a callback that registers each new ID token with the simulated API server. It also
+// serves its JWKS, so a real kube-apiserver can take its tokens (real-cluster-jwt.ts), and
+// `/exec-credential?ttl=S`: an ExecCredential with a fresh ID token, for a curl exec plugin.
 import https from 'node:https';
-import { generateKeyPairSync, sign } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, sign } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { SimPki } from '../sim/pki.js';
 
@@ -15,10 +17,16 @@ export interface OidcIssuer {
   refreshes: number;
   /** Token requests received, refused ones included. */
   tokenRequests: number;
+  /** ExecCredentials handed out by /exec-credential. */
+  execCredentials: number;
+  /** The lifetime of the ID tokens refreshes give (seconds); may be changed. */
+  ttlSeconds: number;
   /** A signed ID token for `sub`, valid for `ttlSeconds` (negative: already expired). */
   idToken(sub: string, ttlSeconds: number): string;
   close(): Promise<void>;
 }
+
+const jwtExp = (token: string): number => (JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { exp: number }).exp;
 
 const b64url = (v: object | Buffer) => (Buffer.isBuffer(v) ? v : Buffer.from(JSON.stringify(v))).toString('base64url');
 
@@ -28,9 +36,10 @@ const b64url = (v: object | Buffer) => (Buffer.isBuffer(v) ? v : Buffer.from(JSO
  */
 export async function startOidcIssuer(opts: {
   refreshToken: string;
-  onIdToken: (token: string) => void;
+  onIdToken?: (token: string) => void;
   path?: string;
   rotate?: boolean;
+  ttlSeconds?: number;
 }): Promise<OidcIssuer> {
   const base = opts.path ?? '';
   let accepted = opts.refreshToken;
@@ -45,6 +54,8 @@ export async function startOidcIssuer(opts: {
     clientId,
     refreshes: 0,
     tokenRequests: 0,
+    execCredentials: 0,
+    ttlSeconds: opts.ttlSeconds ?? 3600,
     idToken(sub, ttlSeconds) {
       const now = Math.floor(Date.now() / 1000);
       const head = `${b64url({ alg: 'RS256', typ: 'JWT', kid: 'k1' })}.${b64url({ iss: url, aud: clientId, sub, iat: now, exp: now + ttlSeconds })}`;
@@ -80,11 +91,22 @@ export async function startOidcIssuer(opts: {
         }
         issuer.refreshes++;
         if (opts.rotate) accepted = `${opts.refreshToken}.${issuer.refreshes}`;
-        const idToken = issuer.idToken('alice@example.com', 3600);
-        opts.onIdToken(idToken);
-        json(200, { access_token: `at-${issuer.refreshes}`, token_type: 'Bearer', expires_in: 3600, id_token: idToken, refresh_token: accepted });
+        const idToken = issuer.idToken('alice@example.com', issuer.ttlSeconds);
+        opts.onIdToken?.(idToken);
+        json(200, { access_token: `at-${issuer.refreshes}`, token_type: 'Bearer', expires_in: issuer.ttlSeconds, id_token: idToken, refresh_token: accepted });
       });
       return;
+    }
+    if (req.method === 'GET' && req.url === `${base}/jwks`) {
+      return json(200, { keys: [{ ...createPublicKey(privateKey).export({ format: 'jwk' }), kid: 'k1', use: 'sig', alg: 'RS256' }] });
+    }
+    const exec = req.method === 'GET' ? new URL(req.url ?? '/', 'https://x').searchParams : undefined;
+    if (exec && req.url?.startsWith(`${base}/exec-credential?`)) {
+      issuer.execCredentials++;
+      const ttl = Number(exec.get('ttl') ?? 3600);
+      const token = issuer.idToken(exec.get('sub') ?? 'alice@example.com', ttl);
+      const expirationTimestamp = new Date(jwtExp(token) * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+      return json(200, { apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token, expirationTimestamp } });
     }
     json(404, { error: 'not_found' });
   });

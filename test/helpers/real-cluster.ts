@@ -46,6 +46,8 @@ export interface RealCluster {
   limitedNamespace: string;
   tokens: { admin: string; limited: string };
   dir: string;
+  /** With StartOptions.authenticationConfig: the file kube-apiserver reads it from (rewrite it to change it: the server reloads it). */
+  authenticationConfigFile?: string;
   /** Milliseconds from start to ready. */
   startupMs: number;
   /** The control plane's release (its /version gitVersion), e.g. v1.37.2. */
@@ -56,6 +58,12 @@ export interface RealCluster {
   get<T = unknown>(apiPath: string): Promise<T>;
   /** Any request as admin (a JSON body when given); the status and the body as text. */
   request(method: string, apiPath: string, body?: unknown): Promise<{ status: number; body: string }>;
+  /**
+   * A client certificate for user `name` (in system:masters) from the cluster's CA, valid for
+   * `validSeconds` from now (proxyout-pki --client): the paths of its PEM certificate and key, in the
+   * bed's pki directory (issuing the same name again rewrites them in place).
+   */
+  issueClientCert(name: string, validSeconds: number): Promise<{ cert: string; key: string }>;
   /** Compacts etcd at its current revision; returns that revision. */
   compact(): Promise<number>;
   /**
@@ -98,6 +106,11 @@ export interface StartOptions {
   /** Extra kube-controller-manager and kube-scheduler flags (e.g. --kube-api-qps for thousands of pods). */
   controllerManagerFlags?: string[];
   schedulerFlags?: string[];
+  /**
+   * A structured AuthenticationConfiguration (YAML; real-cluster-jwt.ts writes one for a JWT
+   * issuer), given to every kube-apiserver with --authentication-config, beside the static tokens.
+   */
+  authenticationConfig?: string;
   /** Keep the temp dir (logs, kubeconfig) after stop. Also PROXYOUT_KEEP_REAL_CLUSTER=1. */
   keep?: boolean;
   /** Progress lines go here (default: nowhere). */
@@ -130,12 +143,17 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
 
   try {
     // PKI, tokens, kubeconfigs.
-    const pkiRun = spawn(bin('proxyout-pki'), ['--dir', pki], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let pkiErr = '';
-    pkiRun.stderr!.setEncoding('utf8').on('data', (d: string) => (pkiErr += d));
-    const [pkiCode] = (await once(pkiRun, 'exit')) as [number | null];
-    if (pkiCode !== 0) throw new Error(`proxyout-pki failed: ${pkiErr}`);
+    const runPki = async (args: string[]) => {
+      const pkiRun = spawn(bin('proxyout-pki'), ['--dir', pki, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let pkiErr = '';
+      pkiRun.stderr!.setEncoding('utf8').on('data', (d: string) => (pkiErr += d));
+      const [pkiCode] = (await once(pkiRun, 'exit')) as [number | null];
+      if (pkiCode !== 0) throw new Error(`proxyout-pki failed: ${pkiErr}`);
+    };
+    await runPki([]);
     const tokens = await writeTokens(dir);
+    const authenticationConfigFile = opts.authenticationConfig === undefined ? undefined : path.join(dir, 'authentication-config.yaml');
+    if (authenticationConfigFile) await writeFile(authenticationConfigFile, opts.authenticationConfig!, { mode: 0o600 });
     const ca = p('ca.crt');
     const caPem = await readFile(ca);
 
@@ -159,7 +177,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
         certDir: path.join(dir, i === 0 ? 'apiserver-certs' : `apiserver-certs-${i + 1}`),
         dir,
         pki: p,
-      });
+      }).concat(authenticationConfigFile ? [`--authentication-config=${authenticationConfigFile}`] : []);
     // What restartApiServer may replace (e.g. feature gates turned off for the rest of a test file).
     let extraApiFlags = opts.apiServerFlags ?? [];
     const adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
@@ -276,11 +294,16 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       limitedNamespace,
       tokens: { admin: tokens.admin, limited: tokens.limited },
       dir,
+      authenticationConfigFile,
       startupMs,
       kubernetesVersion: CONTROL_PLANES[version].kubernetes,
       kubectl,
       get,
       request: (method, apiPath, body) => request(method, apiPath, 30_000, body),
+      async issueClientCert(name, validSeconds) {
+        await runPki(['--client', name, '--valid', `${validSeconds}s`]);
+        return { cert: p(`${name}.crt`), key: p(`${name}.key`) };
+      },
       async compact() {
         const res = await fetch(`${etcd.controlURL}/compact`, { method: 'POST' });
         if (!res.ok) throw new Error(`etcd compact: ${res.status} ${await res.text()}`);

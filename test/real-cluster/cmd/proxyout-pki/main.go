@@ -2,6 +2,10 @@
 // a cluster CA, the API server's serving and kubelet-client certificates, the node
 // stand-in's serving certificate, a client-certificate user and the service-account
 // signing key. ECDSA P-256 throughout: generating everything takes milliseconds.
+//
+// With --client NAME --valid DURATION it writes only NAME.crt and NAME.key, a client certificate
+// for user NAME in system:masters signed by the directory's CA and valid for DURATION from now:
+// a certificate that expires while a test runs.
 package main
 
 import (
@@ -27,10 +31,16 @@ type pair struct {
 
 func main() {
 	dir := flag.String("dir", "", "directory to write into")
+	client := flag.String("client", "", "write only a client certificate for this user, signed by DIR's CA")
+	valid := flag.Duration("valid", time.Hour, "with --client: how long the certificate is valid from now")
 	flag.Parse()
 	if *dir == "" {
-		fmt.Fprintln(os.Stderr, "usage: proxyout-pki --dir DIR")
+		fmt.Fprintln(os.Stderr, "usage: proxyout-pki --dir DIR [--client NAME --valid DURATION]")
 		os.Exit(2)
+	}
+	run := run
+	if *client != "" {
+		run = func(dir string) error { return clientCert(dir, *client, *valid) }
 	}
 	if err := run(*dir); err != nil {
 		fmt.Fprintln(os.Stderr, "proxyout-pki:", err)
@@ -102,6 +112,57 @@ func run(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+}
+
+func clientCert(dir, name string, valid time.Duration) error {
+	ca, err := readPair(filepath.Join(dir, "ca"))
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name, Organization: []string{"system:masters"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+	}
+	p, err := newCert(ca, tmpl)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Minute), now.Add(valid)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &p.key.PublicKey, ca.key)
+	if err != nil {
+		return err
+	}
+	if p.cert, err = x509.ParseCertificate(der); err != nil {
+		return err
+	}
+	return write(dir, name, p)
+}
+
+func readPair(base string) (*pair, error) {
+	crtPEM, err := os.ReadFile(base + ".crt")
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(base + ".key")
+	if err != nil {
+		return nil, err
+	}
+	crtBlock, _ := pem.Decode(crtPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if crtBlock == nil || keyBlock == nil {
+		return nil, fmt.Errorf("%s: no PEM", base)
+	}
+	cert, err := x509.ParseCertificate(crtBlock.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x509.ParseECPrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return &pair{cert: cert, key: key}, nil
 }
 
 func newCert(parent *pair, tmpl *x509.Certificate) (*pair, error) {
