@@ -17,6 +17,7 @@ import { routeCondition, type Route } from '../routes/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
+import { reloadOnNewCredentials } from './credential-reload.js';
 import { buildTable, type BuildSettings, type BuiltTable } from './build-table.js';
 import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
@@ -165,7 +166,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   pauses.start();
   let stopping: Promise<void> | undefined;
   let reloading: Promise<void> = Promise.resolve();
-  return {
+  const running: RunningProxy = {
     ...listeningAt(listeners),
     get context() {
       return primary()?.context ?? '';
@@ -217,6 +218,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     stop(graceMs: number) {
       stopping ??= (async () => {
         pauses.stop();
+        renewals.stop();
         // Pages and watchers hear it before their streams go quiet (or end).
         live.feed.stopping();
         live.closePage();
@@ -229,6 +231,13 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       return stopping;
     },
   };
+  // Refused credentials the kubeconfig has since renewed (a foreground proxy: its own kubeconfig).
+  const renewals = reloadOnNewCredentials(
+    () => built,
+    () => running.reload({ table: built.table }),
+    log,
+  );
+  return running;
 }
 
 const hostPort = (a: { address: string; port: number }): HostPort => ({ host: a.address, port: a.port });

@@ -131,6 +131,8 @@ export interface GuestClusterView extends ClusterView {
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined;
   cacheStatus(): CacheStatus;
+  /** The API server refuses the credentials (401) and has taken none since. */
+  credentialsRefused(): boolean;
 }
 
 /** The API server URLs of the cluster routes among `routes` (their status details name them). */

@@ -177,7 +177,7 @@ describe('credentials that expire or rotate', { concurrency: true }, () => {
   });
 
   test(
-    'a client certificate that expires: named in doctor and refusals; renewed in place, taken without a restart',
+    'a client certificate that expires: named in doctor; renewed in place or rewritten into the kubeconfig, taken without a restart',
     { timeout: 90_000 },
     async (t: TestContext) => {
       if (skip) return t.skip(skip);
@@ -185,6 +185,14 @@ describe('credentials that expire or rotate', { concurrency: true }, () => {
       const file = await kubeconfig('short', `    client-certificate: ${cert}\n    client-key: ${key}\n`);
       const p = await proxy(file);
       assert.equal(await web(p.http!), 'pod=web namespace=shop port=8080');
+      // The same embedded in the kubeconfig (client-certificate-data), as login tools write it.
+      const embedded = async (seconds: number) => {
+        const pair = await cluster!.issueClientCert('embedded', seconds);
+        const data = async (f: string) => (await readFile(f)).toString('base64');
+        return kubeconfig('embedded', `    client-certificate-data: ${await data(pair.cert)}\n    client-key-data: ${await data(pair.key)}\n`);
+      };
+      const inline = await proxy(await embedded(10));
+      assert.equal(await web(inline.http!), 'pod=web namespace=shop port=8080');
       await delay(11_000);
       const refused = await socks5Connect(p.socks!, 'echo1.shop', 7000);
       assert.equal(refused.reply, 1, 'a new tunnel with the expired certificate: 401');
@@ -204,6 +212,23 @@ describe('credentials that expire or rotate', { concurrency: true }, () => {
       );
       assert.equal(await echoes(again.socket, 'renewed'), 'renewed');
       again.socket.destroy();
+
+      const stale = await socks5Connect(inline.socks!, 'echo1.shop', 7000);
+      assert.equal(stale.reply, 1, 'the embedded certificate expired too');
+      stale.socket.destroy();
+      // A new one written into the kubeconfig: kubectl uses it at its next run, the proxy within seconds.
+      await embedded(3600);
+      const renewed = await until(
+        "the kubeconfig's new embedded certificate taken",
+        async () => {
+          const c = await socks5Connect(inline.socks!, 'echo2.shop', 7000);
+          if (c.reply === 0) return c;
+          c.socket.destroy();
+          return undefined;
+        },
+        10_000,
+      );
+      renewed.socket.destroy();
     },
   );
 

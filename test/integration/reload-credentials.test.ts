@@ -2,6 +2,7 @@
 // `kubectl config set-credentials`) makes the route anew with them, though the table is the same:
 // kubectl uses the edit at once. A reload with nothing edited keeps the route (no new watches).
 // Foreground (SIGHUP) and managed (`reload ID`); real CLI and curl against the simulated cluster.
+// A foreground proxy whose token is refused takes a renewed one from the kubeconfig by itself.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -65,6 +66,23 @@ test('SIGHUP after the token was replaced in the kubeconfig: the route is made a
     assert.deepEqual(edited.added, ['sim']);
     // A pod not tunnelled to before: a new port-forward, with the new token.
     assert.equal(await get(url, 'http://hello.default/'), 'ok');
+  } finally {
+    assert.equal(await proxy.stop(), 0);
+  }
+});
+
+test('no reload: a token the API server refuses, replaced in the kubeconfig (as `oc login` rewrites it), is used within seconds', async () => {
+  const { file, token } = await kubeconfigWithToken('kubeconfig-relogin');
+  const proxy = await startProxyProcess(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0'], { env });
+  try {
+    const url = `socks5h://${proxy.socks}`;
+    assert.equal(await get(url, 'http://api.shop/'), 'ok');
+    replaceToken(file, token);
+    // A pod not tunnelled to before: refused with the token the proxy read at start…
+    assert.match(await get(url, 'http://hello.default/'), /^curl/);
+    // …then served with the kubeconfig's new one, as kubectl would be, without a reload.
+    await eventually(async () => (await get(url, 'http://hello.default/')) === 'ok', 10_000, 250);
+    assert.ok(proxy.logs.some((l) => /the kubeconfig has new ones/.test(String(l.msg))));
   } finally {
     assert.equal(await proxy.stop(), 0);
   }

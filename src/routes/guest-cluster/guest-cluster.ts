@@ -106,6 +106,10 @@ export class GuestCluster implements GuestClusterView {
   }
 
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
+  credentialsRefused(): boolean {
+    return this.api.credentialProblem?.refused === true;
+  }
+
   knownNamespaces(): string[] | undefined {
     return this.life.state === 'ready' ? this.cache.knownNamespaces() : undefined;
   }
