@@ -13,13 +13,18 @@ const CHECK_MS = 3_000;
 /** Starts the checks; `reload` makes the table in force anew from the kubeconfig as it is now. */
 export function reloadOnNewCredentials(current: () => BuiltTable, reload: () => Promise<void>, log: Logger, checkMs = CHECK_MS): { stop(): void } {
   let busy = false;
+  // What each route was last made anew from: entries that failed too are not tried again until edited.
+  const tried = new Map<string, string>();
   const timer = setInterval(() => {
     if (busy) return;
     const built = current();
     const renewed = built.table.routes.filter((spec) => {
       if (!('context' in spec) || !built.routes.get(spec.name)?.guest?.credentialsRefused()) return false;
       const file = built.settings.routeKubeconfigs?.[spec.name] ?? built.settings.kubeconfig;
-      return contextFingerprint(file, spec.context) !== built.kubeconfigs.get(spec.name);
+      const now = contextFingerprint(file, spec.context);
+      if (now === built.kubeconfigs.get(spec.name) || now === tried.get(spec.name)) return false;
+      tried.set(spec.name, now);
+      return true;
     });
     if (renewed.length === 0) return;
     busy = true;

@@ -1,0 +1,49 @@
+// A route whose credentials are refused is made anew when the kubeconfig holds other entries for
+// its context; entries that were tried and failed are not tried again (a reload every few seconds,
+// each a new route against the API server) until they are edited once more.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { reloadOnNewCredentials } from '../../src/proxy/credential-reload.js';
+import { createLogger } from '../../src/core/log.js';
+import type { BuiltTable } from '../../src/proxy/build-table.js';
+
+const kubeconfig = (token: string) =>
+  `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]\nusers: [{name: u, user: {token: ${token}}}]\ncontexts: [{name: ctx, context: {cluster: c, user: u}}]\ncurrent-context: ctx\n`;
+
+test('refused credentials: made anew once per edit of the kubeconfig, not again while the same entries fail', async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-credential-reload-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'config');
+  writeFileSync(file, kubeconfig('old'));
+  let refused = true;
+  const built = {
+    table: { routes: [{ name: 'r', kind: 'cluster', context: 'ctx' }] },
+    routes: new Map([['r', { guest: { credentialsRefused: () => refused } }]]),
+    settings: { kubeconfig: file },
+    kubeconfigs: new Map([['r', 'as built']]),
+  } as unknown as BuiltTable;
+  let reloads = 0;
+  const watcher = reloadOnNewCredentials(
+    () => built,
+    async () => {
+      reloads++;
+      throw new Error('refused again');
+    },
+    createLogger('silent'),
+    10,
+  );
+  t.after(() => watcher.stop());
+  await delay(150);
+  assert.equal(reloads, 1, 'the new entries tried once; they fail, and are not tried again');
+  writeFileSync(file, kubeconfig('newer'));
+  await delay(150);
+  assert.equal(reloads, 2, 'edited again: tried again');
+  refused = false;
+  writeFileSync(file, kubeconfig('newest'));
+  await delay(150);
+  assert.equal(reloads, 2, 'credentials taken: the kubeconfig is not looked at');
+});
