@@ -212,7 +212,7 @@ function remakeAgent(kc: KubeConfig, opts: https.RequestOptions, options: Egress
     pfx: opts.pfx,
     passphrase: opts.passphrase,
     rejectUnauthorized: opts.rejectUnauthorized,
-    servername: opts.servername ?? (isIP(new URL(cluster.server).hostname) ? undefined : new URL(cluster.server).hostname),
+    servername: opts.servername ?? serverName(cluster.server),
   };
   if (options.via) {
     opts.agent = agentThrough(options.via.dial, agentOptions, cluster.server.startsWith('https:'));
@@ -224,6 +224,12 @@ function remakeAgent(kc: KubeConfig, opts: https.RequestOptions, options: Egress
     agentOptions.proxyRequestOptions = { ca: [...tls.rootCertificates, options.extraCA.pem] };
   const create = (kc as unknown as { createAgent(c: object, o: object): https.Agent }).createAgent.bind(kc);
   opts.agent = create({ ...cluster, proxyUrl: remoteDns }, agentOptions);
+}
+
+/** SNI for the server URL: none for an IP, "[::1]" included (URL keeps the brackets, and a bracketed name matched no IP SAN). */
+function serverName(server: string): string | undefined {
+  const host = new URL(server).hostname.replace(/^\[(.*)\]$/, '$1');
+  return isIP(host) ? undefined : host;
 }
 
 /**

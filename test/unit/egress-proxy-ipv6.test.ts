@@ -92,3 +92,29 @@ for (const extraCA of [false, true]) {
     }
   });
 }
+
+// An API server at an IPv6 literal with an extra CA (the agent made again): it was given SNI
+// "[::1]", which Node then verified as a name against the certificate ("Host: [::1]. is not in
+// the cert's altnames"), where kubectl checks the IP SAN.
+test('https://[::1]:PORT as the server with an extra CA verifies the IP SAN', async () => {
+  const cert = pki.servingCert();
+  const v6 = https.createServer({ key: cert.keyPem, cert: cert.certPem }, (_req, res) => res.end('{"gitVersion":"v1.37.2"}'));
+  v6.listen(0, '::1');
+  await once(v6, 'listening');
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `https://[::1]:${portOf(v6)}`, caData: Buffer.from(pki.caPem).toString('base64') }],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+      currentContext: 'ctx',
+    });
+    const file = path.join(dir, 'extra-v6.pem');
+    writeFileSync(file, new SimPki().caPem);
+    for (const extraCA of [undefined, loadExtraCA(file)]) {
+      assert.deepEqual(await new ApiConnection(kc, { env: {}, ...(extraCA && { extraCA }) }).getJson('/version'), { gitVersion: 'v1.37.2' });
+    }
+  } finally {
+    v6.close();
+  }
+});
