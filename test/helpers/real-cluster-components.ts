@@ -46,9 +46,9 @@ export function tail(file: string, lines = 25): string {
 }
 
 /** A loopback port free a moment ago. */
-export async function freePort(): Promise<number> {
+export async function freePort(host = '127.0.0.1'): Promise<number> {
   const srv = net.createServer();
-  srv.listen(0, '127.0.0.1');
+  srv.listen(0, host);
   await once(srv, 'listening');
   const port = (srv.address() as net.AddressInfo).port;
   srv.close();

@@ -55,13 +55,28 @@ export function kubeconfigYaml(
   return `apiVersion: v1\nkind: Config\nclusters:\n- name: real\n  cluster:\n    server: ${server}\n    certificate-authority: ${caFile}\ncontexts:\n${ctx}current-context: ${current}\nusers:\n${usr}`;
 }
 
-/** kube-apiserver's flags: `pki(file)` names a file of the bed's PKI; `certDir` is its own. */
-export function apiServerArgs(o: { etcd: string; port: number; certDir: string; dir: string; pki: (file: string) => string }): string[] {
+/** The Service ClusterIP ranges of a single-stack bed and of a dual-stack one by its primary family. */
+export const SERVICE_RANGES = { single: '10.96.0.0/16', IPv4: '10.96.0.0/16,fd00:96::/108', IPv6: 'fd00:96::/108,10.96.0.0/16' } as const;
+
+/**
+ * kube-apiserver's flags: `pki(file)` names a file of the bed's PKI; `certDir` is its own; `host`
+ * the loopback address it serves on (127.0.0.1 or ::1), `serviceRanges` its ClusterIP ranges.
+ */
+export function apiServerArgs(o: {
+  etcd: string;
+  port: number;
+  certDir: string;
+  dir: string;
+  pki: (file: string) => string;
+  host?: string;
+  serviceRanges?: string;
+}): string[] {
   const ca = o.pki('ca.crt');
+  const host = o.host ?? '127.0.0.1';
   return [
     `--etcd-servers=${o.etcd}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
+    `--bind-address=${host}`,
+    `--advertise-address=${host}`,
     // The "kubernetes" Service's endpoints cannot be a loopback address: leave them unmanaged.
     '--endpoint-reconciler-type=none',
     `--secure-port=${o.port}`,
@@ -74,7 +89,7 @@ export function apiServerArgs(o: { etcd: string; port: number; certDir: string; 
     '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
     `--service-account-key-file=${o.pki('sa.pub')}`,
     `--service-account-signing-key-file=${o.pki('sa.key')}`,
-    '--service-cluster-ip-range=10.96.0.0/16',
+    `--service-cluster-ip-range=${o.serviceRanges ?? SERVICE_RANGES.single}`,
     `--kubelet-client-certificate=${o.pki('apiserver-kubelet-client.crt')}`,
     `--kubelet-client-key=${o.pki('apiserver-kubelet-client.key')}`,
     `--kubelet-certificate-authority=${ca}`,

@@ -93,10 +93,21 @@ export function statefulSet(p: PodShape & { replicas: number; serviceName: strin
 /** A Service; selector defaults to {app: name}; headless with clusterIP 'None'. */
 export function service(
   name: string,
-  s: { namespace?: string; selector?: Record<string, string>; clusterIP?: string; ports: ServicePort[]; sessionAffinity?: 'ClientIP' },
+  s: {
+    namespace?: string;
+    selector?: Record<string, string>;
+    clusterIP?: string;
+    ports: ServicePort[];
+    sessionAffinity?: 'ClientIP';
+    /** A dual-stack bed's (startRealCluster({dualStack})) families: SingleStack, PreferDualStack, RequireDualStack. */
+    ipFamilyPolicy?: string;
+    ipFamilies?: Array<'IPv4' | 'IPv6'>;
+  },
 ): object {
   const spec = {
     ...(s.clusterIP && { clusterIP: s.clusterIP }),
+    ...(s.ipFamilyPolicy && { ipFamilyPolicy: s.ipFamilyPolicy }),
+    ...(s.ipFamilies && { ipFamilies: s.ipFamilies }),
     ...(s.sessionAffinity && { sessionAffinity: s.sessionAffinity }),
     selector: s.selector ?? { app: name },
     ports: s.ports,

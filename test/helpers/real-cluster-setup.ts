@@ -50,12 +50,16 @@ async function endpointSlicesCaughtUp(cluster: RealCluster, timeoutMs = 30_000):
         .filter((p) => p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
         .map((p) => p.metadata.name)
         .sort();
-      const have = slices.items
-        .filter((s) => s.metadata.namespace === namespace && s.metadata.labels?.['kubernetes.io/service-name'] === name)
-        .flatMap((s) => s.endpoints ?? [])
-        .filter((e) => e.conditions?.ready === true)
-        .map((e) => e.targetRef?.name ?? '')
-        .sort();
+      // A dual-stack Service has a slice per family, each listing the pod.
+      const have = [
+        ...new Set(
+          slices.items
+            .filter((s) => s.metadata.namespace === namespace && s.metadata.labels?.['kubernetes.io/service-name'] === name)
+            .flatMap((s) => s.endpoints ?? [])
+            .filter((e) => e.conditions?.ready === true)
+            .map((e) => e.targetRef?.name ?? ''),
+        ),
+      ].sort();
       if (want.join() !== have.join()) out.push(`${namespace}/${name}: pods ready [${want.join(', ')}], slices ready [${have.join(', ')}]`);
     }
     return out;

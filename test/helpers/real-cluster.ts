@@ -19,6 +19,7 @@ import {
   kubeconfigYaml,
   limitedUserManifests,
   runKubectl,
+  SERVICE_RANGES,
   writeTokens,
   type KubectlOptions,
   type KubectlResult,
@@ -38,7 +39,7 @@ export {
 export type { KubectlResult } from './real-cluster-config.js';
 
 export interface RealCluster {
-  /** https://127.0.0.1:PORT */
+  /** https://127.0.0.1:PORT (https://[::1]:PORT with apiServerHost '::1') */
   server: string;
   /** Path of a kubeconfig with contexts admin (token, current), limited (token, namespace-limited) and cert (client certificate). */
   kubeconfig: string;
@@ -99,6 +100,14 @@ export interface StartOptions {
    * plane, behind a TCP balancer (tcp-balancer.ts) that every kubeconfig names.
    */
   apiServers?: number;
+  /**
+   * A dual-stack cluster, by its primary family: ClusterIP ranges 10.96.0.0/16 and fd00:96::/108
+   * (that order for IPv4, the other for IPv6), pods with an address in each family (node i:
+   * 10.244.i.h and fd00:10:244:i::h). Default: IPv4 only.
+   */
+  dualStack?: 'IPv4' | 'IPv6';
+  /** The loopback address the API servers serve on and every kubeconfig names (default 127.0.0.1). */
+  apiServerHost?: '127.0.0.1' | '::1';
   /** Extra kube-apiserver flags (e.g. --feature-gates=PortForwardWebsockets=false,WatchList=false). */
   apiServerFlags?: string[];
   /** Extra proxyout-node flags (e.g. --websocket-tunnel=false: a kubelet that does not tunnel SPDY in a WebSocket). */
@@ -167,8 +176,9 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
 
     // kube-apiserver (one, or several behind a balancer)
     const apiPorts: number[] = [];
-    for (let i = 0; i < apiCount; i++) apiPorts.push(await freePort());
-    const direct = (i: number) => `https://127.0.0.1:${apiPorts[i]}`;
+    const apiHost = opts.apiServerHost ?? '127.0.0.1';
+    for (let i = 0; i < apiCount; i++) apiPorts.push(await freePort(apiHost));
+    const direct = (i: number) => `https://${apiHost.includes(':') ? `[${apiHost}]` : apiHost}:${apiPorts[i]}`;
     let server = direct(0);
     const apiArgs = (i: number) =>
       apiServerArgs({
@@ -177,6 +187,8 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
         certDir: path.join(dir, i === 0 ? 'apiserver-certs' : `apiserver-certs-${i + 1}`),
         dir,
         pki: p,
+        host: apiHost,
+        serviceRanges: opts.dualStack ? SERVICE_RANGES[opts.dualStack] : undefined,
       }).concat(authenticationConfigFile ? [`--authentication-config=${authenticationConfigFile}`] : []);
     // What restartApiServer may replace (e.g. feature gates turned off for the rest of a test file).
     let extraApiFlags = opts.apiServerFlags ?? [];
@@ -211,7 +223,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     };
     for (let i = 0; i < apiCount; i++) await startApiServer(i);
     if (apiCount > 1) {
-      balancer = await startTcpBalancer(apiPorts.map((port) => ({ host: '127.0.0.1', port })));
+      balancer = await startTcpBalancer(apiPorts.map((port) => ({ host: apiHost, port })));
       server = `https://${balancer.host}:${balancer.port}`;
       progress(`balancer ${server} in front of ${apiCount} API servers`);
     }
@@ -259,6 +271,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       // A v1.34 kubelet does not tunnel SPDY in a WebSocket (ExtendWebSocketsToKubelet came in
       // v1.36); first, so that nodeFlags can say otherwise.
       ...(version === 'v1.34' ? ['--websocket-tunnel=false'] : []),
+      ...(opts.dualStack ? [`--pod-ip-families=${opts.dualStack === 'IPv4' ? 'ipv4,ipv6' : 'ipv6,ipv4'}`] : []),
       ...(opts.nodeFlags ?? []),
     ]);
 

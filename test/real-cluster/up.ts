@@ -1,6 +1,6 @@
 // Starts a real-cluster test bed by hand and keeps it up until Ctrl-C:
 //   bash test/real-cluster/build.sh && npm run build && node dist/test/real-cluster/up.js [node-1,node-2]
-//     [--version=v1.34] [--apiserver-flag=--feature-gates=PortForwardWebsockets=false,WatchList=false] [--node-flag=--websocket-tunnel=false]
+//     [--version=v1.34] [--dual-stack=IPv4|IPv6] [--ipv6-api] [--apiserver-flag=--feature-gates=PortForwardWebsockets=false,WatchList=false] [--node-flag=--websocket-tunnel=false]
 //     [--jwt-issuer]
 // Prints the kubeconfig to use (contexts admin, limited, cert) and where the components' logs are.
 // --jwt-issuer: a local OIDC issuer whose tokens the API server takes (user oidc:alice@example.com,
@@ -18,8 +18,12 @@ const nodes = args.find((a) => !a.startsWith('--'))?.split(',').filter(Boolean);
 const version = (flagsOf('version').pop() ?? 'v1.37') as ControlPlaneVersion;
 if (!(version in CONTROL_PLANES)) throw new Error(`--version: one of ${Object.keys(CONTROL_PLANES).join(', ')}`);
 const issuer = args.includes('--jwt-issuer') ? await startOidcIssuer({ refreshToken: 'rt-1', ttlSeconds: 20 }) : undefined;
+const dualStack = flagsOf('dual-stack').pop() as 'IPv4' | 'IPv6' | undefined;
+if (dualStack && dualStack !== 'IPv4' && dualStack !== 'IPv6') throw new Error('--dual-stack: IPv4 or IPv6 (the primary family)');
 const cluster = await startRealCluster({
   version,
+  dualStack,
+  apiServerHost: args.includes('--ipv6-api') ? '::1' : undefined,
   nodes,
   apiServerFlags: flagsOf('apiserver-flag'),
   nodeFlags: flagsOf('node-flag'),

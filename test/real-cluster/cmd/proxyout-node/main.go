@@ -3,10 +3,10 @@
 // For each node it registers a Node (InternalIP 127.0.0.1, its own TLS port as the kubelet
 // endpoint, Ready), watches the pods bound to it, runs every declared container port as a
 // local server on 127.0.0.1 (what it serves is chosen by the container image, see servers.go),
-// reports the pod Running with a pod IP from 10.244.<node>.0/24 (never dialled: the API server
-// reaches pods only through the node), and serves the kubelet's /portForward/{namespace}/{pod}
-// with the upstream CRI streaming port-forward server, whose PortForwarder dials the pod's local
-// server. Deleted pods have their servers stopped and are then removed with grace period 0.
+// reports the pod Running with a pod IP from 10.244.<node>.0/24 (and fd00:10:244:<node>::/64 with
+// --pod-ip-families, see ipfamilies.go; never dialled: the API server reaches pods only through
+// the node), and serves the kubelet's /portForward/{namespace}/{pod} with the upstream CRI
+// streaming port-forward server, whose PortForwarder dials the pod's local server. Deleted pods have their servers stopped and are then removed with grace period 0.
 //
 // Readiness can be driven from a test: the annotation proxyout.test/ready: "false" keeps or
 // turns the pod's Ready condition false (its servers keep running).
@@ -79,7 +79,13 @@ func main() {
 	flag.IntVar(&maxPods, "max-pods", 110, "pods per node (the Node's pods capacity, as the kubelet's --max-pods); at most 253, the addresses of its /24")
 	qps := flag.Float64("kube-api-qps", 100, "client QPS towards the API server (all nodes share one client)")
 	burst := flag.Int("kube-api-burst", 200, "client burst towards the API server")
+	families := flag.String("pod-ip-families", "ipv4", "pod IP families, the primary first: ipv4, ipv6, ipv4,ipv6 or ipv6,ipv4 (see ipfamilies.go)")
 	flag.Parse()
+	var err error
+	if podIPFamilies, err = parseIPFamilies(*families); err != nil {
+		fmt.Fprintln(os.Stderr, "proxyout-node:", err)
+		os.Exit(2)
+	}
 	if maxPods < 1 || maxPods > maxPodIPs {
 		fmt.Fprintf(os.Stderr, "proxyout-node: --max-pods must be 1..%d (a node's pod IPs are its /24)\n", maxPodIPs)
 		os.Exit(2)
@@ -204,8 +210,8 @@ type node struct {
 type podRuntime struct {
 	namespace, name string
 	uid             types.UID
-	host            int // ip's last byte
-	ip              string
+	host            int      // the host number of its addresses
+	ips             []string // its pod IPs, the primary first
 	started         metav1.Time
 	servers         map[int32]*server // container port -> local server
 	ready           bool              // last readiness reported
@@ -388,7 +394,7 @@ func (n *node) register(ctx context.Context) error {
 				"proxyout.test/node":     "stand-in",
 			},
 		},
-		Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.244.%d.0/24", n.index), PodCIDRs: []string{fmt.Sprintf("10.244.%d.0/24", n.index)}},
+		Spec: corev1.NodeSpec{PodCIDR: podCIDRs(n.index)[0], PodCIDRs: podCIDRs(n.index)},
 	}
 	_, err := n.client.CoreV1().Nodes().Create(ctx, nodeObj, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -642,7 +648,7 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 		}
 		p = &podRuntime{
 			namespace: pod.Namespace, name: pod.Name, uid: pod.UID, host: host,
-			ip:      fmt.Sprintf("10.244.%d.%d", n.index, host),
+			ips:     podIPs(n.index, host),
 			started: metav1.Now(),
 			servers: map[int32]*server{},
 		}
@@ -680,15 +686,15 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 	// The node lifecycle controller marks pods not ready while the node's lease is stale (an API
 	// outage of more than the grace period): like the kubelet's status manager, post again when the
 	// API's status is not ours.
-	if p.reported && p.ready == ready && p.containersReady == containersReady && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ip && podReady(pod) == ready {
+	if p.reported && p.ready == ready && p.containersReady == containersReady && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == p.ips[0] && podReady(pod) == ready {
 		n.mu.Unlock()
 		return
 	}
 	p.ready, p.containersReady, p.reported = ready, containersReady, true
-	ip, started := p.ip, p.started
+	ips, started := p.ips, p.started
 	n.mu.Unlock()
 
-	if err := n.postStatus(ctx, pod, ip, started, containersReady, ready); err != nil && ctx.Err() == nil {
+	if err := n.postStatus(ctx, pod, ips, started, containersReady, ready); err != nil && ctx.Err() == nil {
 		if !apierrors.IsNotFound(err) {
 			fmt.Fprintf(os.Stderr, "proxyout-node: status %s/%s: %v\n", pod.Namespace, pod.Name, err)
 		}
@@ -746,7 +752,7 @@ func readinessGatesTrue(pod *corev1.Pod) bool {
 	return true
 }
 
-func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, started metav1.Time, containersReady, ready bool) error {
+func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ips []string, started metav1.Time, containersReady, ready bool) error {
 	pod = pod.DeepCopy()
 	now := metav1.Now()
 	status := func(b bool) corev1.ConditionStatus {
@@ -767,8 +773,11 @@ func (n *node) postStatus(ctx context.Context, pod *corev1.Pod, ip string, start
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.HostIP = "127.0.0.1"
 	pod.Status.HostIPs = []corev1.HostIP{{IP: "127.0.0.1"}}
-	pod.Status.PodIP = ip
-	pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	pod.Status.PodIP = ips[0]
+	pod.Status.PodIPs = nil
+	for _, ip := range ips {
+		pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
 	pod.Status.StartTime = &started
 	conditions := []corev1.PodCondition{
 		cond(corev1.PodReadyToStartContainers, corev1.ConditionTrue),
