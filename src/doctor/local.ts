@@ -38,8 +38,10 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
       checks.push({ scope, name: 'listen', status: 'ok', detail: `${flag} ${address} is free` });
       continue;
     }
-    const owner = running.find((p) => p.socks === address || p.http === address);
-    const holder = owner ? undefined : portHolder(parsed.port);
+    const exact = running.find((p) => p.socks === address || p.http === address);
+    const holder = exact ? undefined : portHolder(parsed.port);
+    // Asked in another spelling ([0:0::1], [::] over its [::1]): the holder's pid names the managed proxy.
+    const owner = exact ?? (holder ? running.find((p) => p.pid === holder.pid) : undefined);
     if (owner) {
       checks.push({
         scope,

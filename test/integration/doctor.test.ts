@@ -324,6 +324,26 @@ test('a running managed proxy: its health is reported (control socket answers, c
   }
 });
 
+test('a managed proxy on [::1] is named whatever the spelling of its address: [0:0::1], [::]', async () => {
+  const state = path.join(cluster.dir, 'state-daemon-v6');
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
+  const c = await run(process.execPath, [binPath, 'connect', '--socks', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '[::1]:0', '--json'], env);
+  assert.equal(c.code, 0, c.stderr);
+  const { id, socks } = JSON.parse(c.stdout) as { id: string; socks: string };
+  const port = socks.slice(socks.lastIndexOf(':') + 1);
+  try {
+    for (const asked of [`[0:0::1]:${port}`, `[::]:${port}`]) {
+      const r = await doctor(cluster.kubeconfig, ['--listen-http', asked], state);
+      const held = r.report.checks.find((x) => x.name === 'listen' && x.detail.includes(asked));
+      assert.equal(held?.status, 'warn', JSON.stringify(held));
+      // It said "a kubectl-proxyout in the foreground (pid N)" and "kill N".
+      assert.equal(held?.detail, `--listen-http ${asked} is used by managed proxy ${id}`);
+    }
+  } finally {
+    await run(process.execPath, [binPath, 'disconnect', id], env);
+  }
+});
+
 test('--config: every cluster route of the file is checked under its own name; --context picks one', async () => {
   // One kubeconfig with two contexts: "prod" (cluster-wide) and "limited" (a token scoped to namespace data, context namespace shop).
   type Kc = {
