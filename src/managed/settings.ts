@@ -6,6 +6,8 @@
 import { StartupError } from '../core/errors.js';
 import type { DaemonOptions, ProxyEntry } from './store.js';
 import { DEFAULTS } from '../proxy/options.js';
+import { formatHostPort, parseListenAddress } from '../core/address.js';
+import { normalizeIp } from '../core/ip.js';
 
 /** Flag → the DaemonOptions field it sets. */
 export const FLAG_OPTIONS: Readonly<Record<string, keyof typeof DEFAULTS | 'listenHttp' | 'forwards'>> = {
@@ -44,8 +46,9 @@ export function settingDifferences(entry: ProxyEntry, req: RequestedSettings): s
     // Entries written before a flag existed ran with its default.
     const running = entry.options[key] ?? (key === 'listenSocks' || key === 'listenHttp' || key === 'forwards' ? undefined : DEFAULTS[key]);
     const asked = req.options[key];
-    // Lists (--forward) compare by content, in order.
-    if (JSON.stringify(running) !== JSON.stringify(asked)) out.push(`--${flag} (running: ${shown(running)}, asked: ${shown(asked)})`);
+    // Lists (--forward) compare by content, in order; a listen address by what it binds.
+    const same = key === 'listenSocks' || key === 'listenHttp' ? listenKey(running) === listenKey(asked) : JSON.stringify(running) === JSON.stringify(asked);
+    if (!same) out.push(`--${flag} (running: ${shown(running)}, asked: ${shown(asked)})`);
   }
   if (req.proxyAuthUser !== undefined && entry.proxyAuthUser !== req.proxyAuthUser) {
     out.push(`proxy authentication (running: ${entry.proxyAuthUser === undefined ? 'off' : `user ${entry.proxyAuthUser}`}, asked: user ${req.proxyAuthUser})`);
@@ -54,6 +57,17 @@ export function settingDifferences(entry: ProxyEntry, req: RequestedSettings): s
     out.push(`proxy authentication (running: user ${entry.proxyAuthUser}, asked: off with --no-proxy-auth)`);
   }
   return out;
+}
+
+/** A listen address as it binds: "[0:0::1]:1080" is "[::1]:1080", ":1080" is "127.0.0.1:1080"; other text as it is. */
+function listenKey(v: unknown): string {
+  if (typeof v !== 'string') return JSON.stringify(v);
+  try {
+    const { host, port } = parseListenAddress(v);
+    return formatHostPort(normalizeIp(host), port);
+  } catch {
+    return v; // unix:PATH, off
+  }
 }
 
 export function assertSameSettings(entry: ProxyEntry, req: RequestedSettings): ProxyEntry {

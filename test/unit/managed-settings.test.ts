@@ -71,3 +71,21 @@ test('--no-proxy-auth against a proxy with credentials is a difference; without 
   assert.deepEqual(settingDifferences(entry(), { options, explicitFlags: new Set(['no-proxy-auth']), proxyAuthOff: true }), []);
   assert.deepEqual(settingDifferences(entry({}, { proxyAuthUser: 'proxyout', proxyAuthGenerated: true }), { options, explicitFlags: new Set() }), []);
 });
+
+test('a listen address asked in another spelling of the same address is no difference', () => {
+  const running = entry({ listenSocks: '[::1]:21790', listenHttp: '127.0.0.1:3128' });
+  const flags = new Set(['listen-socks', 'listen-http']);
+  for (const [socks, http] of [
+    ['[0:0::1]:21790', ':3128'],
+    ['[0:0:0:0:0:0:0:1]:21790', '127.0.0.1:3128'],
+  ]) {
+    assert.deepEqual(
+      settingDifferences(running, { options: { ...options, listenSocks: socks, listenHttp: http }, explicitFlags: flags }),
+      [],
+      `${socks} ${http}`,
+    );
+  }
+  assert.deepEqual(settingDifferences(running, { options: { ...options, listenSocks: '[::]:21790', listenHttp: '127.0.0.1:3128' }, explicitFlags: flags }), [
+    '--listen-socks (running: [::1]:21790, asked: [::]:21790)',
+  ]);
+});
