@@ -96,7 +96,7 @@ for (const extraCA of [false, true]) {
 // An API server at an IPv6 literal with an extra CA (the agent made again): it was given SNI
 // "[::1]", which Node then verified as a name against the certificate ("Host: [::1]. is not in
 // the cert's altnames"), where kubectl checks the IP SAN.
-test('https://[::1]:PORT as the server with an extra CA verifies the IP SAN', async () => {
+test('https://[::1]:PORT as the server with an extra CA or via a route verifies the IP SAN', async () => {
   const cert = pki.servingCert();
   const v6 = https.createServer({ key: cert.keyPem, cert: cert.certPem }, (_req, res) => res.end('{"gitVersion":"v1.37.2"}'));
   v6.listen(0, '::1');
@@ -114,6 +114,16 @@ test('https://[::1]:PORT as the server with an extra CA verifies the IP SAN', as
     for (const extraCA of [undefined, loadExtraCA(file)]) {
       assert.deepEqual(await new ApiConnection(kc, { env: {}, ...(extraCA && { extraCA }) }).getJson('/version'), { gitVersion: 'v1.37.2' });
     }
+    // `via: ROUTE` (the API connection dialled through another route) makes the agent again too.
+    const dialled: string[] = [];
+    const dial = async (host: string, port: number) => {
+      dialled.push(host);
+      const socket = net.connect(port, host);
+      await once(socket, 'connect');
+      return socket;
+    };
+    assert.deepEqual(await new ApiConnection(kc, { env: {}, via: { route: 'jump', dial } }).getJson('/version'), { gitVersion: 'v1.37.2' });
+    assert.deepEqual(dialled, ['::1']);
   } finally {
     v6.close();
   }
