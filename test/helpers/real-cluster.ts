@@ -223,8 +223,11 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     };
     for (let i = 0; i < apiCount; i++) await startApiServer(i);
     if (apiCount > 1) {
-      balancer = await startTcpBalancer(apiPorts.map((port) => ({ host: apiHost, port })));
-      server = `https://${balancer.host}:${balancer.port}`;
+      balancer = await startTcpBalancer(
+        apiPorts.map((port) => ({ host: apiHost, port })),
+        apiHost,
+      );
+      server = `https://${balancer.host.includes(':') ? `[${balancer.host}]` : balancer.host}:${balancer.port}`;
       progress(`balancer ${server} in front of ${apiCount} API servers`);
     }
 

@@ -11,7 +11,8 @@ export interface TcpBalancer {
   close(): Promise<void>;
 }
 
-export async function startTcpBalancer(backends: Array<{ host: string; port: number }>): Promise<TcpBalancer> {
+/** `host`: the loopback address it listens on (127.0.0.1, or ::1 for a bed serving on [::1]). */
+export async function startTcpBalancer(backends: Array<{ host: string; port: number }>, host = '127.0.0.1'): Promise<TcpBalancer> {
   let next = 0;
   const open = new Set<net.Socket>();
   const track = (s: net.Socket): void => {
@@ -50,10 +51,10 @@ export async function startTcpBalancer(backends: Array<{ host: string; port: num
       client.resume();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const port = (server.address() as net.AddressInfo).port;
   return {
-    host: '127.0.0.1',
+    host,
     port,
     async close() {
       for (const s of open) s.destroy();
