@@ -13,6 +13,7 @@ import type { ApiConnection } from './api.js';
 import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
 import { monotonicMs } from '../core/clock.js';
+import { errorMessage } from '../core/errors.js';
 
 export const PROBE_INTERVAL_MS = 1_000;
 /** A probe that gets no headers in this long counts as the server away. */
@@ -188,7 +189,7 @@ export class ApiReachability {
       // see its readiness, but it answers); 5xx and 429 mean it is not serving yet.
       answered = err instanceof ApiStatusError;
       serving = answered && (err as ApiStatusError).statusCode < 500 && (err as ApiStatusError).statusCode !== 429;
-      if (!serving) error = err instanceof Error ? err.message : String(err);
+      if (!serving) error = errorMessage(err);
     }
     this.probing = false;
     // A failure older than an answer seen meanwhile (the probe was sent while the server was away,

@@ -194,7 +194,14 @@ export function replyFor(err: unknown): Reply {
 export const Socks4Reply = { granted: 0x5a, rejected: 0x5b } as const;
 
 export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  if (!(err instanceof Error)) return String(err);
+  // Node writes a socket error's IPv6 address and port as "connect ECONNREFUSED fd00::1:6443",
+  // where kubectl writes [fd00::1]:6443: the port reads as part of the address.
+  const { address, port } = err as NodeJS.ErrnoException & { address?: unknown; port?: unknown };
+  if (typeof address === 'string' && address.includes(':') && typeof port === 'number') {
+    return err.message.replace(` ${address}:${port}`, ` [${address}]:${port}`);
+  }
+  return err.message;
 }
 
 /** The proxy cannot start (port taken, bad kubeconfig, API unreachable); message is one line. */

@@ -1,0 +1,55 @@
+// errorMessage: Node writes a socket error's IPv6 address and port as "connect ECONNREFUSED ::1:9",
+// the port run into the address; kubectl (Go) writes [::1]:9. What doctor, the start and the
+// degraded route's reason (status, the stream failures) print.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { once } from 'node:events';
+import { KubeConfig } from '@kubernetes/client-node';
+import { errorMessage } from '../../src/core/errors.js';
+import { ApiConnection } from '../../src/cluster/api.js';
+import { ApiReachability } from '../../src/cluster/api-reachability.js';
+import { eventually } from '../helpers/cluster.js';
+
+async function refusedAt(host: string): Promise<Error> {
+  // A port just freed: nothing listens there.
+  const server = net.createServer().listen(0, host);
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  server.close();
+  await once(server, 'close');
+  const socket = net.connect(port, host);
+  const [err] = (await once(socket, 'error')) as [Error];
+  return err;
+}
+
+test('a refused connection to an IPv6 address names it in brackets before the port', async () => {
+  const err = await refusedAt('::1');
+  const port = (err as unknown as { port: number }).port;
+  assert.equal(err.message, `connect ECONNREFUSED ::1:${port}`, "Node's own words");
+  assert.equal(errorMessage(err), `connect ECONNREFUSED [::1]:${port}`);
+});
+
+test('IPv4 addresses and other errors are left as they are', async () => {
+  const err = await refusedAt('127.0.0.1');
+  assert.equal(errorMessage(err), err.message);
+  assert.match(errorMessage(err), /^connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
+  assert.equal(errorMessage(new Error('fd00::1:80 as text')), 'fd00::1:80 as text');
+  assert.equal(errorMessage('plain'), 'plain');
+});
+
+test("a degraded route's reason (the reachability probe's last error) brackets the API server's IPv6 address", async () => {
+  const refused = await refusedAt('::1');
+  const port = (refused as unknown as { port: number }).port;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `https://[::1]:${port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  const reach = new ApiReachability(new ApiConnection(kc, { env: {} }), 60_000);
+  reach.suspect();
+  await eventually(async () => reach.last?.answered === false, 5_000, 10);
+  assert.equal(reach.last?.lastError, `connect ECONNREFUSED [::1]:${port}`);
+});
