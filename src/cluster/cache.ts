@@ -268,7 +268,7 @@ export class ClusterCache {
   /** The watches retrying now, each with its last error (a route's health: routes/guest-cluster/health.ts). */
   failingWatches(): Array<{ path: string; error: string }> {
     const informers = [...this.sets().flatMap((set) => set.all()), ...(this.namespaces ? [this.namespaces] : [])];
-    return informers.filter((i) => i.status === 'retrying').map((i) => ({ path: i.path, error: i.lastError?.message ?? 'failing' }));
+    return informers.filter((i) => i.status === 'retrying').map((i) => ({ path: i.path, error: i.lastError ? errorMessage(i.lastError) : 'failing' }));
   }
 
   private sets(): WatchSet[] {

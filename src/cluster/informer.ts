@@ -361,7 +361,7 @@ export class ResilientInformer<T extends Slim> {
   private noteFailure(error: Error, retryInMs: number): void {
     this.failuresSinceSync++;
     if (!this.everSynced && this.failuresSinceSync === 1) this.hooks.firstFailure?.(error);
-    const fields = { path: this.path, error: error.message, retryInMs };
+    const fields = { path: this.path, error: errorMessage(error), retryInMs };
     if (this.state !== 'retrying') this.log.warn(fields, 'watch failed, retrying with backoff');
     else this.log.debug(fields, 'watch still failing');
     this.state = 'retrying';

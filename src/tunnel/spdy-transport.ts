@@ -19,7 +19,7 @@
 //  - close() sends GOAWAY on every tunnel and closes it.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { ConnectTimeoutError, HostUnreachableError, UpstreamApiError, type ProxyError } from '../core/errors.js';
+import { ConnectTimeoutError, HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { upgradeForbidden } from './pod-stream.js';
@@ -281,7 +281,7 @@ export class SpdyTransport implements Transport {
     entry.dead = true;
     clearTimeout(entry.idleTimer);
     this.forget(key, entry);
-    const fields = { pod: key, transport: 'spdy', ...this.figures(key), ...(err ? { error: err.message } : {}) };
+    const fields = { pod: key, transport: 'spdy', ...this.figures(key), ...(err ? { error: errorMessage(err) } : {}) };
     // A server that floods the tunnel with PINGs it does not read the answers to (owed-replies.ts).
     if (err instanceof SpdyFloodError) this.log.warn(fields, 'port-forward tunnel flooded with PINGs; closed it');
     else this.log.info(fields, 'tunnel closed');
@@ -316,7 +316,6 @@ export class SpdyTransport implements Transport {
       return new UpstreamApiError(msg, { cause: err, retryable: err.status >= 500 });
     }
     if (err instanceof UpstreamApiError) return err;
-    const message = err instanceof Error ? err.message : String(err);
-    return new UpstreamApiError(`port-forward tunnel to ${pod} failed: ${message}`, { cause: err, retryable: true });
+    return new UpstreamApiError(`port-forward tunnel to ${pod} failed: ${errorMessage(err)}`, { cause: err, retryable: true });
   }
 }

@@ -6,7 +6,7 @@
 import type { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import type { Logger } from '../core/log.js';
-import { HostUnreachableError, UpstreamApiError, type ProxyError } from '../core/errors.js';
+import { HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
 import { POD_FIRST_BYTE_GRACE_MS } from '../core/types.js';
 import { statusMessage, type ApiConnection, type ApiRequestOptions } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
@@ -158,8 +158,8 @@ class PortForwardStream extends PodStream {
           res.on('error', () => fail(upgradeError(target, res.statusCode ?? 0, '')));
         });
         ws.on('error', (err) => {
-          if (this.isOpening) fail(new UpstreamApiError(`port-forward to ${where(target)} failed: ${err.message}`, { cause: err, retryable: true }));
-          else this.destroy(new UpstreamApiError(`port-forward to ${where(target)} broke: ${err.message}`, { cause: err }));
+          if (this.isOpening) fail(new UpstreamApiError(`port-forward to ${where(target)} failed: ${errorMessage(err)}`, { cause: err, retryable: true }));
+          else this.destroy(new UpstreamApiError(`port-forward to ${where(target)} broke: ${errorMessage(err)}`, { cause: err }));
         });
         ws.once('open', () => {
           if (ws.protocol !== V4_PROTOCOL) fail(new UpstreamApiError(`API server answered port-forward with subprotocol "${ws.protocol}"`));

@@ -7,7 +7,10 @@
 // http://[v6]:port/. Skips with a reason when the bed is not built.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import { once } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
@@ -135,5 +138,53 @@ test('doctor against the API server on [::1], with and without an extra CA', { s
     assert.equal(api.status, 'ok', `${extra.join(' ')}: ${api.detail}`);
     assert.match(api.detail, /https:\/\/\[::1\]:\d+ answers: v1\.37\.2/);
     assert.equal(d.get('port-forward').status, 'ok', d.out);
+  }
+});
+
+test('an API server on [::1] that goes away: the warnings name it [::1]:PORT, as kubectl does', { skip }, async () => {
+  // A TCP hop on [::1] in front of the API server, closed under running proxies.
+  const open = new Set<net.Socket>();
+  const apiPort = Number(new URL(cluster!.server).port);
+  const hop = net.createServer((c) => {
+    const u = net.connect(apiPort, '::1');
+    for (const s of [c, u]) {
+      open.add(s);
+      s.on('error', () => {});
+      s.once('close', () => open.delete(s));
+    }
+    c.pipe(u).pipe(c);
+  });
+  hop.listen(0, '::1');
+  await once(hop, 'listening');
+  const port = (hop.address() as net.AddressInfo).port;
+  const kubeconfig = path.join(stateDir, 'kubeconfig-hop');
+  await writeFile(kubeconfig, (await readFile(cluster!.kubeconfig, 'utf8')).replace(cluster!.server, `https://[::1]:${port}`));
+  const started: ProxyProcess[] = [];
+  try {
+    for (const t of TRANSPORTS) {
+      started.push(await startProxyProcess(['--kubeconfig', kubeconfig, '-n', 'shop', '--listen-socks', '[::1]:0', '--transport', t]));
+    }
+    hop.close();
+    for (const s of open) s.destroy();
+    for (const p of started) {
+      const r = await curl(['-sS', '-m', '10', '--proxy', `socks5h://${p.socks}`, 'http://web/']);
+      assert.notEqual(r.code, 0, 'no API server, no stream');
+    }
+    await delay(1_500);
+    for (const p of started) {
+      const warnings = p.logs.filter((l) => Number(l.level) >= 40).map((l) => JSON.stringify(l));
+      assert.ok(
+        warnings.some((w) => w.includes(`ECONNREFUSED [::1]:${port}`)),
+        warnings.join('\n'),
+      );
+      // Node's own words were "connect ECONNREFUSED ::1:PORT".
+      assert.deepEqual(
+        warnings.filter((w) => w.includes(` ::1:${port}`)),
+        [],
+      );
+    }
+  } finally {
+    hop.close();
+    for (const p of started) await p.stop();
   }
 });

@@ -25,7 +25,7 @@
 import type { Duplex } from 'node:stream';
 import type { PieceHints } from '../../core/stream-pieces.js';
 import type { Logger } from '../../core/log.js';
-import { UpstreamApiError } from '../../core/errors.js';
+import { UpstreamApiError, errorMessage } from '../../core/errors.js';
 import type { OpenOptions, PodPort } from '../transport.js';
 import { PodStream, isSandboxGone, where } from '../pod-stream.js';
 import type { SpdyStream } from './session.js';
@@ -94,7 +94,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     } catch (err) {
       if (this.tunnel.session.outOfStreams) this.notTaken('the tunnel takes no more streams (GOAWAY)');
       // Closed, or retired by us (idle, pod gone): nothing was sent; another endpoint may take it.
-      else this.failStream(new UpstreamApiError(`port-forward to ${where(this.target)}: ${(err as Error).message}`, { cause: err, retryable: true }));
+      else this.failStream(new UpstreamApiError(`port-forward to ${where(this.target)}: ${errorMessage(err)}`, { cause: err, retryable: true }));
       return false;
     }
     if (this.warm) this.tunnelReady();
@@ -307,14 +307,15 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     }
     if (this.isOpening) {
       this.failOpening(
-        new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed${err ? `: ${err.message}` : ''}`, {
+        new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed${err ? `: ${errorMessage(err)}` : ''}`, {
           cause: err,
           retryable: true,
         }),
       );
       return;
     }
-    if (err) this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} broke: ${err.message}`, { cause: err }));
+    if (err)
+      this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} broke: ${errorMessage(err)}`, { cause: err }));
     // A tunnel that ends cleanly inside a DATA frame cut the pod's bytes short: a break, not an end.
     else if (this.frames.midFrame)
       this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed in the middle of a DATA frame`));
