@@ -216,7 +216,9 @@ export class ApiConnection {
     if (!via || err instanceof ProxyRefusedError) return err;
     const tlsHint = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(err.code ?? '') ? '; if the proxy intercepts TLS, trust its CA with --extra-ca FILE' : '';
     const wrapped = new Error(`${err.message}${via}${tlsHint}`, { cause: err });
-    return Object.assign(wrapped, { code: err.code });
+    // address and port too: errorMessage brackets an IPv6 one ("connect ECONNREFUSED [::1]:3128").
+    const { address, port } = err as NodeJS.ErrnoException & { address?: string; port?: number };
+    return Object.assign(wrapped, { code: err.code, ...(address !== undefined && { address }), ...(port !== undefined && { port }) });
   }
 
   /**

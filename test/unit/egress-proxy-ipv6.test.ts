@@ -13,6 +13,7 @@ import path from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { loadExtraCA } from '../../src/cluster/egress-proxy.js';
+import { errorMessage } from '../../src/core/errors.js';
 import { SimPki } from '../sim/pki.js';
 
 const pki = new SimPki();
@@ -126,5 +127,24 @@ test('https://[::1]:PORT as the server with an extra CA or via a route verifies 
     assert.deepEqual(dialled, ['::1']);
   } finally {
     v6.close();
+  }
+});
+
+// A refused proxy at an IPv6 address: the message names it as kubectl does, [::1]:PORT.
+test('a proxy-url at a closed [::1] port is named [::1]:PORT in the error', async () => {
+  const closed = net.createServer().listen(0, '::1');
+  await once(closed, 'listening');
+  const port = portOf(closed);
+  closed.close();
+  await once(closed, 'close');
+  // (socks5: the SOCKS library's error keeps Node's words but not the address, so it stays unbracketed.)
+  for (const scheme of ['http']) {
+    const err = await connection(`${scheme}://[::1]:${port}`, false)
+      .getJson('/version')
+      .then(
+        () => assert.fail('no proxy there'),
+        (e: unknown) => e,
+      );
+    assert.match(errorMessage(err), new RegExp(`^connect ECONNREFUSED \\[::1\\]:${port} \\(through proxy ${scheme}://\\[::1\\]:${port}`), scheme);
   }
 });
