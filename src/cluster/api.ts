@@ -9,6 +9,7 @@ import { credentialValidForMs, tokenRefused } from './token-source.js';
 import { caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
 import { monotonicMs } from '../core/clock.js';
+import { errorMessage } from '../core/errors.js';
 
 /**
  * Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url).
@@ -215,10 +216,10 @@ export class ApiConnection {
     // A proxy's refusal names the proxy already.
     if (!via || err instanceof ProxyRefusedError) return err;
     const tlsHint = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(err.code ?? '') ? '; if the proxy intercepts TLS, trust its CA with --extra-ca FILE' : '';
-    const wrapped = new Error(`${err.message}${via}${tlsHint}`, { cause: err });
-    // address and port too: errorMessage brackets an IPv6 one ("connect ECONNREFUSED [::1]:3128").
-    const { address, port } = err as NodeJS.ErrnoException & { address?: string; port?: number };
-    return Object.assign(wrapped, { code: err.code, ...(address !== undefined && { address }), ...(port !== undefined && { port }) });
+    // errorMessage: an IPv6 address bracketed ("connect ECONNREFUSED [::1]:3128"), an
+    // AggregateError (a proxy name with an address per family) put in words.
+    const wrapped = new Error(`${errorMessage(err)}${via}${tlsHint}`, { cause: err });
+    return Object.assign(wrapped, { code: err.code });
   }
 
   /**

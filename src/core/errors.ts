@@ -195,6 +195,9 @@ export const Socks4Reply = { granted: 0x5a, rejected: 0x5b } as const;
 
 export function errorMessage(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
+  // A name with an address in each family (localhost as ::1 and 127.0.0.1, a dual-stack API
+  // endpoint): Node tries both and fails with an AggregateError whose message is empty.
+  if (err instanceof AggregateError && !err.message && err.errors.length > 0) return [...new Set(err.errors.map(errorMessage))].join('; ');
   // Node writes a socket error's IPv6 address and port as "connect ECONNREFUSED fd00::1:6443",
   // where kubectl writes [fd00::1]:6443: the port reads as part of the address.
   const { address, port } = err as NodeJS.ErrnoException & { address?: unknown; port?: unknown };

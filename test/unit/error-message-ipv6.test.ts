@@ -53,3 +53,25 @@ test("a degraded route's reason (the reachability probe's last error) brackets t
   await eventually(async () => reach.last?.answered === false, 5_000, 10);
   assert.equal(reach.last?.lastError, `connect ECONNREFUSED [::1]:${port}`);
 });
+
+test('a name with an address per family, both refusing: each attempt is named, not an empty message', async () => {
+  // A port free in both families: [::] takes 127.0.0.1's too.
+  const both = net.createServer().listen(0, '::');
+  await once(both, 'listening');
+  const { port } = both.address() as net.AddressInfo;
+  both.close();
+  await once(both, 'close');
+  // As getaddrinfo answers for localhost where /etc/hosts has ::1 and 127.0.0.1 (Node then tries both).
+  const lookup = ((_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) =>
+    opts.all
+      ? cb(null, [
+          { address: '::1', family: 6 },
+          { address: '127.0.0.1', family: 4 },
+        ])
+      : cb(null, '::1', 6)) as unknown as net.LookupFunction;
+  const socket = net.connect({ host: 'dual.test', port, lookup, autoSelectFamily: true });
+  const [err] = (await once(socket, 'error')) as [Error];
+  assert.ok(err instanceof AggregateError, 'Node reports both attempts together');
+  assert.equal(err.message, '', "Node's own message is empty");
+  assert.equal(errorMessage(err), `connect ECONNREFUSED [::1]:${port}; connect ECONNREFUSED 127.0.0.1:${port}`);
+});
