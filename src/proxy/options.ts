@@ -72,7 +72,7 @@ export const DEFAULTS = {
   connectTimeoutMs: 15_000,
   handshakeTimeoutMs: 10_000,
   shutdownGraceMs: 5_000,
-  keepaliveMs: 30_000,
+  keepaliveMs: 10_000,
   keepaliveTimeoutMs: 15_000,
   maxStreams: 1024,
   transport: 'auto',

@@ -27,7 +27,7 @@ const BUSY_SILENCE_MS = 120_000;
 const BUSY_BYTES = 64 * 1024;
 
 /** Keepalive when the owner gives none (tests, tools); the proxy passes --keepalive values. */
-export const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 30_000, timeoutMs: 15_000 };
+export const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 10_000, timeoutMs: 15_000 };
 
 const noop = (): void => {};
 

@@ -138,7 +138,7 @@ export class SpdyTransport implements Transport {
   /**
    * After a pause (core/pause-detector.ts) every tunnel may be dead without a sign: idle ones
    * close; busy ones take no new stream until a PING comes back within `checkMs`, and close when
-   * none does (their streams fail now, not after the keepalive's 45 s). New streams open new tunnels.
+   * none does (their streams fail now, not after the keepalive's 25 s). New streams open new tunnels.
    */
   afterPause(checkMs: number): void {
     for (const list of [...this.pods.values()]) {

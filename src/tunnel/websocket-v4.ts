@@ -44,7 +44,7 @@ export class WebSocketV4Transport implements Transport {
 
   /**
    * After a pause (core/pause-detector.ts) each stream's connection may be dead without a sign:
-   * it must answer a ping within `checkMs` or fail now, not at its keepalive (up to 45 s).
+   * it must answer a ping within `checkMs` or fail now, not at its keepalive (up to 25 s).
    */
   afterPause(checkMs: number): void {
     for (const stream of this.streams) stream.checkNow(checkMs);

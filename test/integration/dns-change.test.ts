@@ -48,7 +48,7 @@ before(async () => {
   const kubeconfig = path.join(cluster.dir, 'by-name');
   // The serving certificate names 127.0.0.1 and localhost, not this test's name.
   await cluster.sim.writeKubeconfig(kubeconfig, { namespace: 'shop', server: `https://${NAME}:${new URL(first.url).port}`, insecureSkipTlsVerify: true });
-  // Short keepalives: the tunnel open across the move is found dead in seconds, not 45 s.
+  // Short keepalives: the tunnel open across the move is found dead in seconds, not 25 s.
   proxy = await startProxyProcess([
     '--kubeconfig',
     kubeconfig,

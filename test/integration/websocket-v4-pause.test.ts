@@ -1,6 +1,6 @@
 // v4 port-forward streams (one WebSocket each) after the process was paused (a laptop asleep):
 // their connections may be dead without a sign, and the keepalive would take up to its interval
-// plus its timeout (45 s by default) to notice; SPDY tunnels are checked within seconds. In-process
+// plus its timeout (25 s by default) to notice; SPDY tunnels are checked within seconds. In-process
 // against the simulated cluster, reached through a relay that can go silent.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,0 +1,169 @@
+// What stands in front of real API servers (test/helpers/api-front.ts before the real
+// kube-apiserver): a Rancher-style path prefix under a certificate for another name
+// (tls-server-name), a server URL with a trailing slash, proxy-url, a front that passes only
+// WebSocket upgrades, one that cuts idle connections. Real kubectl port-forward goes
+// through the same front for comparison. Skips with a reason when the real-cluster binaries are
+// not built.
+import { after, before, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { manifests, pod } from '../helpers/real-cluster-objects.js';
+import { startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { socks5Connect } from '../helpers/socks-client.js';
+import { startApiFront, type ApiFront } from '../helpers/api-front.js';
+import { startSocks5Relay, type UpstreamProxy } from '../helpers/upstream-proxies.js';
+
+const skip = skipUnlessRealCluster();
+const PREFIX = '/k8s/clusters/c-abc123';
+
+const ECHO = pod({ name: 'echo', labels: { app: 'echo' }, containers: [{ name: 'echo', image: 'proxyout/echo', ports: [{ containerPort: 7000 }] }] });
+
+let cluster: RealCluster | undefined;
+let front: ApiFront;
+let relay: UpstreamProxy;
+let kubeconfig = '';
+let proxy: ProxyProcess | undefined;
+const others: ProxyProcess[] = [];
+let echoIP = '';
+
+before(async () => {
+  if (skip) return;
+  cluster = await startClusterLogged();
+  await cluster.kubectl(['apply', '-f', '-'], { input: manifests(ECHO) });
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', '--timeout=60s']);
+  echoIP = (await cluster.get<{ status: { podIP: string } }>('/api/v1/namespaces/shop/pods/echo')).status.podIP;
+  const caPem = readFileSync(path.join(cluster.dir, 'pki', 'ca.crt'), 'utf8');
+  front = await startApiFront({ upstream: cluster.server, upstreamCaPem: caPem, prefix: PREFIX, hostName: 'rancher.example' });
+  relay = await startSocks5Relay(front.port);
+  // The server URL ends in a slash; the certificate is for rancher.example, not 127.0.0.1.
+  const frontCluster = (extra: string) =>
+    `{server: "${front.url}/", certificate-authority-data: ${Buffer.from(front.caPem).toString('base64')}, tls-server-name: ${front.hostName}${extra}}`;
+  kubeconfig = path.join(cluster.dir, 'front.kubeconfig');
+  writeFileSync(
+    kubeconfig,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: front, cluster: ${frontCluster('')}}, {name: via-socks, cluster: ${frontCluster(`, proxy-url: "${relay.url}"`)}}]`,
+      `users: [{name: admin, user: {token: ${cluster.tokens.admin}}}]`,
+      'contexts: [{name: front, context: {cluster: front, user: admin, namespace: shop}}, {name: via-socks, context: {cluster: via-socks, user: admin, namespace: shop}}]',
+      'current-context: front',
+      '',
+    ].join('\n'),
+  );
+  proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--log-level', 'debug']);
+});
+
+after(async () => {
+  for (const p of others) await p.stop();
+  await relay?.close();
+  await front?.close();
+  const codes = await stopProxiesAndCluster(cluster, new Map(proxy ? [['front', proxy]] : []));
+  for (const code of codes) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
+});
+
+/** Opens a connection to the echo pod through `socks` (a proxy's SOCKS address) or a local port. */
+async function echoConnection(via: { socks: string } | { port: number }, target = echoIP): Promise<(text: string) => Promise<string>> {
+  let socket: net.Socket;
+  const chunks: Buffer[] = [];
+  if ('socks' in via) {
+    const r = await socks5Connect(via.socks, target, 7000);
+    assert.equal(r.reply, 0, 'SOCKS reply');
+    socket = r.socket;
+    chunks.push(r.rest);
+  } else {
+    socket = net.connect(via.port, '127.0.0.1');
+    await once(socket, 'connect');
+  }
+  let ended = '';
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  socket.on('end', () => (ended = 'EOF'));
+  socket.on('error', (err) => (ended = err.message));
+  socket.on('close', () => (ended ||= 'closed'));
+  socket.resume();
+  after(() => socket.destroy());
+  return async (text) => {
+    chunks.length = 0;
+    socket.write(text);
+    const t0 = Date.now();
+    while (Buffer.concat(chunks).toString() !== text) {
+      if (ended) return `connection ended (${ended})`;
+      if (Date.now() - t0 > 10_000) return `no echo: ${JSON.stringify(Buffer.concat(chunks).toString())}`;
+      await delay(10);
+    }
+    return text;
+  };
+}
+
+/** Real kubectl port-forward to pod/echo through the front: the local port it listens on. */
+async function kubectlPortForward(t: TestContext): Promise<number> {
+  const pf: ChildProcess = spawn('kubectl', ['--kubeconfig', kubeconfig, 'port-forward', '--address', '127.0.0.1', 'pod/echo', ':7000'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => pf.kill());
+  let out = '';
+  pf.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  pf.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  const t0 = Date.now();
+  for (;;) {
+    const m = /Forwarding from 127\.0\.0\.1:(\d+)/.exec(out);
+    if (m) return Number(m[1]);
+    if (Date.now() - t0 > 15_000 || pf.exitCode !== null) throw new Error(`kubectl port-forward: ${out}`);
+    await delay(50);
+  }
+}
+
+test('a path prefix, a trailing slash and tls-server-name: every request carries the prefix, as kubectl', { timeout: 60_000 }, async (t) => {
+  if (skip) return t.skip(skip);
+  // A front that passes WebSocket upgrades only (SPDY/3.1 refused): both are WebSockets here.
+  front.behaviour.upgrades = 'websocket-only';
+  t.after(() => (front.behaviour.upgrades = 'all'));
+  const ours = await echoConnection({ socks: proxy!.socks! });
+  assert.equal(await ours('through the front'), 'through the front');
+  const kubectl = await echoConnection({ port: await kubectlPortForward(t) });
+  assert.equal(await kubectl('kubectl too'), 'kubectl too');
+  const v4 = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--transport', 'websocket']);
+  others.push(v4);
+  assert.equal(await (await echoConnection({ socks: v4.socks! }))('per-stream WebSocket'), 'per-stream WebSocket');
+  const strays = front.seen.filter((s) => !s.path.startsWith(`${PREFIX}/`) || s.path.startsWith(`${PREFIX}//`));
+  assert.deepEqual(strays, [], 'every request names the prefix once');
+  assert.ok(front.seen.filter((s) => s.upgrade === 'websocket').length >= 3, 'the upgrades went through the front');
+});
+
+test('proxy-url socks5 before the front: API requests and the upgrade go through it', { timeout: 60_000 }, async (t) => {
+  if (skip) return t.skip(skip);
+  const before = relay.connections;
+  const viaSocks = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'via-socks', '--listen-socks', '127.0.0.1:0']);
+  others.push(viaSocks);
+  const afterStart = relay.connections;
+  assert.ok(afterStart > before, 'the API requests went through the proxy-url');
+  assert.equal(await (await echoConnection({ socks: viaSocks.socks! }))('via socks5'), 'via socks5');
+  assert.ok(relay.connections > afterStart, 'the port-forward upgrade went through the proxy-url');
+});
+
+test('a front that cuts connections idle 12 s (a load balancer): an idle stream stays up, as with kubectl', { timeout: 60_000 }, async (t) => {
+  if (skip) return t.skip(skip);
+  // kubeadm's HAProxy example cuts TCP connections idle 20 s; client-go pings its tunnel every 10 s.
+  front.behaviour.idleMs = 12_000;
+  t.after(() => (front.behaviour.idleMs = 0));
+  const cutBefore = front.cut;
+  const logsBefore = proxy!.logs.length;
+  const kubectl = await echoConnection({ port: await kubectlPortForward(t) });
+  const ours = await echoConnection({ socks: proxy!.socks! });
+  assert.equal(await kubectl('a'), 'a');
+  assert.equal(await ours('a'), 'a');
+  await delay(15_000);
+  assert.ok(front.cut > cutBefore, 'the front cut idle connections (watches between their events)');
+  assert.equal(await kubectl('b'), 'b', 'kubectl port-forward kept its stream');
+  assert.equal(await ours('b'), 'b', 'the proxy kept its stream');
+  assert.equal(await (await echoConnection({ socks: proxy!.socks! }))('c'), 'c', 'a new stream opens at once');
+  const warnings = proxy!.logs.slice(logsBefore).filter((l) => Number(l.level) >= 40);
+  assert.deepEqual(warnings, [], 'cut watches are resumed at once, without a warning or a degraded route');
+});
