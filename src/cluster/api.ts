@@ -8,6 +8,7 @@ import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js
 import { credentialValidForMs, tokenRefused } from './token-source.js';
 import { caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
+import { bodyDecoder, type BodyDecoder } from './content-encoding.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
 
@@ -286,13 +287,28 @@ export class ApiConnection {
             reject(new ApiStatusError(status, `invalid JSON from ${path}`));
           }
         };
-        res.on('data', (c: Buffer) => {
+        let decode: BodyDecoder;
+        try {
+          decode = bodyDecoder(res.headers);
+        } catch (err) {
+          req.destroy();
+          return reject(new ApiStatusError(status, `${path}: ${(err as Error).message}`));
+        }
+        res.on('data', (raw: Buffer) => {
+          if (cut) return;
+          let c: Buffer;
+          try {
+            c = decode(raw);
+          } catch (err) {
+            cut = true;
+            req.destroy();
+            return reject(new ApiStatusError(status, `${path}: ${(err as Error).message}`));
+          }
           size += c.length;
           if (size <= limit) {
             chunks.push(c);
             return;
           }
-          if (cut) return;
           cut = true;
           req.destroy();
           if (ok) reject(new ApiStatusError(status, `the answer to ${path} is larger than ${limit / 1024 / 1024} MiB`));

@@ -6,6 +6,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { ApiStatusError, retryAfterSeconds, statusMessage, type ApiConnection } from './api.js';
+import { bodyDecoder } from './content-encoding.js';
 import { timeRoundTrip } from './round-trip.js';
 import { honouringRetryAfter } from './retry-after.js';
 
@@ -117,8 +118,23 @@ function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    res.on('data', (c: Buffer) => {
-      if (size < max) chunks.push(c);
+    let decode: (chunk: Buffer) => Buffer;
+    try {
+      decode = bodyDecoder(res.headers);
+    } catch (err) {
+      res.destroy();
+      return reject(err);
+    }
+    res.on('data', (raw: Buffer) => {
+      if (size >= max) return;
+      let c: Buffer;
+      try {
+        c = decode(raw);
+      } catch (err) {
+        res.destroy();
+        return reject(err);
+      }
+      chunks.push(c);
       size += c.length;
     });
     res.on('error', reject);
@@ -176,8 +192,20 @@ export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEve
       res.destroy();
       reject(err);
     };
-    res.on('data', (chunk: Buffer) => {
+    let decode: (chunk: Buffer) => Buffer;
+    try {
+      decode = bodyDecoder(res.headers);
+    } catch (err) {
+      return fail(err);
+    }
+    res.on('data', (raw: Buffer) => {
       if (failed) return;
+      let chunk: Buffer;
+      try {
+        chunk = decode(raw);
+      } catch (err) {
+        return fail(err);
+      }
       let text = pending + decoder.write(chunk);
       let start = 0;
       let nl: number;

@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, CredentialError, statusMessage } from '../cluster/api.js';
+import { bodyDecoder } from '../cluster/content-encoding.js';
 import { IMPERSONATION_FIX, refusesImpersonation } from '../cluster/impersonation.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { ProxyRefusedError } from '../cluster/proxy-failures.js';
@@ -276,7 +277,12 @@ async function postJson<T>(api: ApiConnection, path: string, body: unknown, time
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
         res.on('end', () => {
-          const answer = Buffer.concat(chunks).toString('utf8');
+          let answer: string;
+          try {
+            answer = Buffer.concat(chunks.map(bodyDecoder(res.headers))).toString('utf8');
+          } catch (err) {
+            return reject(err);
+          }
           const status = res.statusCode ?? 0;
           if (status < 200 || status >= 300) return reject(new ApiStatusError(status, statusMessage(answer) ?? `HTTP ${status}`));
           try {

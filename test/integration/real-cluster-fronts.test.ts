@@ -1,7 +1,7 @@
 // What stands in front of real API servers (test/helpers/api-front.ts before the real
 // kube-apiserver): a Rancher-style path prefix under a certificate for another name
 // (tls-server-name), a server URL with a trailing slash, proxy-url, a front that passes only
-// WebSocket upgrades, one that cuts idle connections. Real kubectl port-forward goes
+// WebSocket upgrades, one that cuts idle connections, one that gzips answers. Real kubectl port-forward goes
 // through the same front for comparison. Skips with a reason when the real-cluster binaries are
 // not built.
 import { after, before, test, type TestContext } from 'node:test';
@@ -13,7 +13,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { manifests, pod } from '../helpers/real-cluster-objects.js';
+import { manifests, pod, service } from '../helpers/real-cluster-objects.js';
 import { startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
@@ -167,3 +167,44 @@ test('a front that cuts connections idle 12 s (a load balancer): an idle stream 
   const warnings = proxy!.logs.slice(logsBefore).filter((l) => Number(l.level) >= 40);
   assert.deepEqual(warnings, [], 'cut watches are resumed at once, without a warning or a degraded route');
 });
+
+test('a front that gzips answers nobody asked to be gzipped: the proxy starts and follows changes, as kubectl', { timeout: 60_000 }, async (t) => {
+  if (skip) return t.skip(skip);
+  front.behaviour.gzip = true;
+  t.after(() => (front.behaviour.gzip = false));
+  const listed = await runKubectlThroughFront(['get', 'pods', '-o', 'name']);
+  assert.match(listed, /pod\/echo/, 'kubectl reads the gzipped list');
+  const gz = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--log-level', 'debug']);
+  others.push(gz);
+  // A Service made after the sync reaches the proxy only through the (gzipped) watches.
+  await cluster!.kubectl(['apply', '-f', '-'], { input: manifests(service('gz', { namespace: 'shop', selector: { app: 'echo' }, ports: [{ port: 7000 }] })) });
+  const t0 = Date.now();
+  let answer = '';
+  while (Date.now() - t0 < 15_000) {
+    const r = await socks5Connect(gz.socks!, 'gz.shop', 7000);
+    r.socket.destroy();
+    if (r.reply === 0) {
+      answer = await (await echoConnection({ socks: gz.socks! }, 'gz.shop'))('gzip');
+      break;
+    }
+    await delay(200);
+  }
+  assert.equal(answer, 'gzip');
+  // Streams asked for before the Service's endpoints were in say so; the watches must not warn.
+  const warnings = gz.logs.filter((l) => Number(l.level) >= 40 && !String(l.msg).startsWith('stream failed'));
+  assert.deepEqual(
+    warnings.map((l) => l.msg),
+    [],
+    'no warning',
+  );
+});
+
+/** Real kubectl through the front (context front); its stdout. */
+async function runKubectlThroughFront(args: string[]): Promise<string> {
+  const k = spawn('kubectl', ['--kubeconfig', kubeconfig, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  k.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  k.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  await once(k, 'exit');
+  return out;
+}
