@@ -8,6 +8,7 @@ import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js
 import { credentialValidForMs, tokenRefused } from './token-source.js';
 import { caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
+import { htmlPageMessage, notJsonMessage, redirectMessage } from './foreign-answer.js';
 import { bodyDecoder, type BodyDecoder } from './content-encoding.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
@@ -278,13 +279,14 @@ export class ApiConnection {
           if (status === 401) this.invalidate();
           else if (status < 500) this.accepted();
           if (!ok) {
-            reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfterSeconds(res.headers['retry-after'])));
+            const message = redirectMessage(status, res.headers.location) ?? statusMessage(text) ?? `HTTP ${status}`;
+            reject(new ApiStatusError(status, message, retryAfterSeconds(res.headers['retry-after'])));
             return;
           }
           try {
             resolve(JSON.parse(text) as T);
           } catch {
-            reject(new ApiStatusError(status, `invalid JSON from ${path}`));
+            reject(new ApiStatusError(status, notJsonMessage(path, text)));
           }
         };
         let decode: BodyDecoder;
@@ -348,6 +350,8 @@ const STATUS_MESSAGE_MAX = 1000;
 
 /** The message of a Kubernetes Status object, if the text is one; else its first line. */
 export function statusMessage(text: string): string | undefined {
+  const html = htmlPageMessage(text);
+  if (html) return html;
   try {
     const obj = JSON.parse(text) as { kind?: string; message?: string };
     if (obj && obj.kind === 'Status' && typeof obj.message === 'string')

@@ -6,6 +6,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { ApiStatusError, retryAfterSeconds, statusMessage, type ApiConnection } from './api.js';
+import { notJsonMessage, redirectMessage } from './foreign-answer.js';
 import { bodyDecoder } from './content-encoding.js';
 import { timeRoundTrip } from './round-trip.js';
 import { honouringRetryAfter } from './retry-after.js';
@@ -104,7 +105,7 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
         const retryAfter = retryAfterSeconds(res.headers['retry-after']);
         readText(res, MAX_ERROR_BODY)
           .then(
-            (text) => reject(new ApiStatusError(status, statusMessage(text) ?? `HTTP ${status}`, retryAfter)),
+            (text) => reject(new ApiStatusError(status, redirectMessage(status, res.headers.location) ?? statusMessage(text) ?? `HTTP ${status}`, retryAfter)),
             () => reject(new ApiStatusError(status, `HTTP ${status}`, retryAfter)),
           )
           .finally(() => clearTimeout(bodyTimer));
@@ -166,7 +167,7 @@ export async function listPage(
   try {
     body = JSON.parse(text) as typeof body;
   } catch {
-    throw new ApiStatusError(res.statusCode ?? 0, `invalid JSON from ${path}`);
+    throw new ApiStatusError(res.statusCode ?? 0, notJsonMessage(path, text));
   }
   return {
     items: Array.isArray(body.items) ? (body.items as ListPage['items']) : [],
@@ -251,7 +252,7 @@ export async function getObject(api: ApiConnection, path: string, signal: AbortS
   try {
     return JSON.parse(text) as Record<string, any>;
   } catch {
-    throw new ApiStatusError(res.statusCode ?? 0, `invalid JSON from ${path}`);
+    throw new ApiStatusError(res.statusCode ?? 0, notJsonMessage(path, text));
   }
 }
 

@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, CredentialError, statusMessage } from '../cluster/api.js';
+import { notJsonMessage, redirectMessage } from '../cluster/foreign-answer.js';
 import { bodyDecoder } from '../cluster/content-encoding.js';
 import { IMPERSONATION_FIX, refusesImpersonation } from '../cluster/impersonation.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
@@ -284,11 +285,12 @@ async function postJson<T>(api: ApiConnection, path: string, body: unknown, time
             return reject(err);
           }
           const status = res.statusCode ?? 0;
-          if (status < 200 || status >= 300) return reject(new ApiStatusError(status, statusMessage(answer) ?? `HTTP ${status}`));
+          if (status < 200 || status >= 300)
+            return reject(new ApiStatusError(status, redirectMessage(status, res.headers.location) ?? statusMessage(answer) ?? `HTTP ${status}`));
           try {
             resolve(JSON.parse(answer) as T);
           } catch {
-            reject(new ApiStatusError(status, `invalid JSON from ${path}`));
+            reject(new ApiStatusError(status, notJsonMessage(path, answer)));
           }
         });
       },

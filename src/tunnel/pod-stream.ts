@@ -54,9 +54,11 @@ export function isSandboxGone(text: string): boolean {
 
 /**
  * The API server's 403 on a port-forward upgrade, with the rights to ask for: its own words may
- * name none (the create check 1.35 adds for a WebSocket answers `pods "x" is forbidden: `).
+ * name none (the create check 1.35 adds for a WebSocket answers `pods "x" is forbidden: `). An
+ * HTML page (`fromFront`) is a front's refusal, which no RBAC right changes.
  */
-export function upgradeForbidden(refusal: string, namespace: string, cause?: unknown): PortForwardForbiddenError {
+export function upgradeForbidden(refusal: string, namespace: string, cause?: unknown, fromFront = false): PortForwardForbiddenError {
+  if (fromFront) return new PortForwardForbiddenError(refusal, { cause });
   const rights = `the proxy needs get and create on pods/portforward in namespace ${namespace} (check: kubectl auth can-i create pods --subresource=portforward -n ${namespace})`;
   return new PortForwardForbiddenError(`${refusal.replace(/[:\s]+$/, '')}; ${rights}`, { cause });
 }

@@ -21,6 +21,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { ConnectTimeoutError, HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
+import { htmlPageMessage } from '../cluster/foreign-answer.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { upgradeForbidden } from './pod-stream.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
@@ -305,8 +306,9 @@ export class SpdyTransport implements Transport {
     if (signal.aborted) return new ConnectTimeoutError(`port-forward tunnel to ${pod} did not open in time`, { cause: signal.reason });
     if (err instanceof TunnelRefusal) {
       const detail = err.status === 101 ? err.message : (statusMessage(err.body) ?? `HTTP ${err.status}`);
-      const msg = `port-forward tunnel to ${pod} refused by the API server (${err.status}): ${detail}`;
-      if (err.status === 403) return upgradeForbidden(msg, target.namespace, err);
+      const fromFront = err.status !== 101 && htmlPageMessage(err.body) !== undefined;
+      const msg = `port-forward tunnel to ${pod} refused${fromFront ? '' : ' by the API server'} (${err.status}): ${detail}`;
+      if (err.status === 403) return upgradeForbidden(msg, target.namespace, err, fromFront);
       // The target is fine; the cluster cannot carry this transport (`auto` falls back instead).
       if (err.meansNoTunnel)
         return new UpstreamApiError(`${msg}; this API server does not offer the SPDY port-forward tunnel: use --transport auto or websocket`, {

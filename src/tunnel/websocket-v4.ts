@@ -9,6 +9,7 @@ import type { Logger } from '../core/log.js';
 import { HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
 import { POD_FIRST_BYTE_GRACE_MS } from '../core/types.js';
 import { statusMessage, type ApiConnection, type ApiRequestOptions } from '../cluster/api.js';
+import { htmlPageMessage } from '../cluster/foreign-answer.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
 import { PodStream, upgradeForbidden, where } from './pod-stream.js';
@@ -100,8 +101,9 @@ function answerPings(ws: WebSocket): void {
 /** Maps a refused upgrade (the API server's HTTP status) to a reply. */
 function upgradeError(target: PodPort, status: number, text: string): ProxyError {
   const detail = statusMessage(text) ?? `HTTP ${status}`;
-  const msg = `port-forward to ${where(target)} refused by the API server (${status}): ${detail}`;
-  if (status === 403) return upgradeForbidden(msg, target.namespace);
+  const fromFront = htmlPageMessage(text) !== undefined;
+  const msg = `port-forward to ${where(target)} refused${fromFront ? '' : ' by the API server'} (${status}): ${detail}`;
+  if (status === 403) return upgradeForbidden(msg, target.namespace, undefined, fromFront);
   if (status === 404 || status === 400) return new HostUnreachableError(msg, { retryable: true });
   return new UpstreamApiError(msg, { retryable: status >= 500 });
 }

@@ -1,7 +1,8 @@
 // What stands in front of real API servers (test/helpers/api-front.ts before the real
 // kube-apiserver): a Rancher-style path prefix under a certificate for another name
 // (tls-server-name), a server URL with a trailing slash, proxy-url, a front that passes only
-// WebSocket upgrades, one that cuts idle connections, one that gzips answers. Real kubectl port-forward goes
+// WebSocket upgrades, one that cuts idle connections, one that gzips answers, one that refuses
+// upgrades with an HTML page or sends everyone to its login page. Real kubectl port-forward goes
 // through the same front for comparison. Skips with a reason when the real-cluster binaries are
 // not built.
 import { after, before, test, type TestContext } from 'node:test';
@@ -13,17 +14,19 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { manifests, pod, service } from '../helpers/real-cluster-objects.js';
+import { httpContainer, manifests, pod, service } from '../helpers/real-cluster-objects.js';
 import { startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
-import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { startApiFront, type ApiFront } from '../helpers/api-front.js';
 import { startSocks5Relay, type UpstreamProxy } from '../helpers/upstream-proxies.js';
+import { curl } from '../helpers/curl.js';
 
 const skip = skipUnlessRealCluster();
 const PREFIX = '/k8s/clusters/c-abc123';
 
 const ECHO = pod({ name: 'echo', labels: { app: 'echo' }, containers: [{ name: 'echo', image: 'proxyout/echo', ports: [{ containerPort: 7000 }] }] });
+const WEB = pod({ name: 'web', containers: [httpContainer('web')] });
 
 let cluster: RealCluster | undefined;
 let front: ApiFront;
@@ -32,13 +35,15 @@ let kubeconfig = '';
 let proxy: ProxyProcess | undefined;
 const others: ProxyProcess[] = [];
 let echoIP = '';
+let webIP = '';
 
 before(async () => {
   if (skip) return;
   cluster = await startClusterLogged();
-  await cluster.kubectl(['apply', '-f', '-'], { input: manifests(ECHO) });
-  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', '--timeout=60s']);
-  echoIP = (await cluster.get<{ status: { podIP: string } }>('/api/v1/namespaces/shop/pods/echo')).status.podIP;
+  await cluster.kubectl(['apply', '-f', '-'], { input: manifests(ECHO, WEB) });
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', 'pod/web', '--timeout=60s']);
+  const ipOf = async (name: string) => (await cluster!.get<{ status: { podIP: string } }>(`/api/v1/namespaces/shop/pods/${name}`)).status.podIP;
+  [echoIP, webIP] = await Promise.all([ipOf('echo'), ipOf('web')]);
   const caPem = readFileSync(path.join(cluster.dir, 'pki', 'ca.crt'), 'utf8');
   front = await startApiFront({ upstream: cluster.server, upstreamCaPem: caPem, prefix: PREFIX, hostName: 'rancher.example' });
   relay = await startSocks5Relay(front.port);
@@ -197,6 +202,27 @@ test('a front that gzips answers nobody asked to be gzipped: the proxy starts an
     [],
     'no warning',
   );
+});
+
+test('a front that refuses upgrades with an HTML page, or sends everyone to its login page: said so', { timeout: 60_000 }, async (t) => {
+  if (skip) return t.skip(skip);
+  front.behaviour.upgrades = 'none';
+  front.behaviour.refuseStatus = 403;
+  t.after(() => {
+    front.behaviour.upgrades = 'all';
+    front.behaviour.loginRedirect = undefined;
+  });
+  const refused = await curl(['-s', '-x', `http://${proxy!.http}`, `http://${webIP}:8080/`]);
+  assert.match(
+    refused.stdout,
+    /refused \(403\): an HTML page "403 Forbidden" \(not the API server: a proxy, load balancer or sign-in page in front of it answered\)/,
+  );
+  assert.doesNotMatch(refused.stdout, /pods\/portforward|DOCTYPE/, "no RBAC advice for a front's page");
+  front.behaviour.loginRedirect = 'https://login.example/sso?session=s3cr3t';
+  const r = await runCli(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0'], { timeoutMs: 20_000 });
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /answered 302: a redirect to https:\/\/login\.example\/sso \(not the API server/);
+  assert.doesNotMatch(r.stderr, /s3cr3t/);
 });
 
 /** Real kubectl through the front (context front); its stdout. */

@@ -1,5 +1,6 @@
 // What stands in front of an API server answers in ways the API server never does: gzip nobody
-// asked for is read as kubectl reads it. Against local servers; test/integration/real-cluster-fronts.test.ts puts a
+// asked for, an HTML page, a redirect to a sign-in page. Each is either read as kubectl reads it
+// (gzip) or said plainly (not "invalid JSON", not `<!DOCTYPE html>`). Against local servers; test/integration/real-cluster-fronts.test.ts puts a
 // front before the real API server.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,7 +9,7 @@ import zlib from 'node:zlib';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
-import { ApiConnection } from '../../src/cluster/api.js';
+import { ApiConnection, ApiStatusError, statusMessage } from '../../src/cluster/api.js';
 import { apiGet, closeAgents, listPage, streamEvents, type RawWatchEvent } from '../../src/cluster/list-watch.js';
 import { scratchDir } from '../helpers/scratch-dir.js';
 import { writeOneUserKubeconfig } from '../helpers/one-user-kubeconfig.js';
@@ -31,6 +32,8 @@ async function front(handler: Handler): Promise<{ api: ApiConnection; close: () 
     },
   };
 }
+
+const HTML = '<!DOCTYPE html>\n<html><head><title>Rancher</title></head><body>sign in</body></html>\n';
 
 test('a front that gzips answers nobody asked to be gzipped: read as kubectl reads them', { timeout: 20_000 }, async (t) => {
   const events = ['{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n', '{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}\n'];
@@ -65,4 +68,37 @@ test('a front that gzips answers nobody asked to be gzipped: read as kubectl rea
     seen.map((e) => e.type),
     ['ADDED', 'BOOKMARK'],
   );
+});
+
+test('an HTML page or a redirect to a sign-in page is named as such, not "invalid JSON"', { timeout: 20_000 }, async (t) => {
+  const f = await front((req, res) => {
+    if (req.url?.endsWith('/api')) return res.writeHead(200, { 'Content-Type': 'text/html' }).end(HTML);
+    if (req.url?.includes('/pods'))
+      return res.writeHead(302, { Location: 'https://login.example/sso?session=SECRET-42', 'Content-Type': 'text/html' }).end(HTML);
+    res.writeHead(403, { 'Content-Type': 'text/html' }).end('<html><body><h1>Access denied</h1></body></html>');
+  });
+  t.after(f.close);
+  const message = (err: unknown) => (err instanceof ApiStatusError ? err.message : String(err));
+  await assert.rejects(f.api.getJson('/api'), (err: unknown) => {
+    assert.match(
+      message(err),
+      /^\/api answered with an HTML page "Rancher" \(not the API server: a proxy, load balancer or sign-in page in front of it answered\)$/,
+    );
+    return true;
+  });
+  for (const attempt of [() => f.api.getJson('/api/v1/pods'), () => listPage(f.api, '/api/v1/pods', 500, undefined, AbortSignal.timeout(5_000), 5_000)]) {
+    await assert.rejects(attempt(), (err: unknown) => {
+      assert.equal((err as ApiStatusError).statusCode, 302);
+      assert.match(
+        message(err),
+        /^a redirect to https:\/\/login\.example\/sso \(not the API server: .*; log in there, or check the server URL in the kubeconfig\)$/,
+      );
+      assert.doesNotMatch(message(err), /SECRET/, 'the query (a session) is left out');
+      return true;
+    });
+  }
+  await assert.rejects(f.api.getJson('/apis'), (err: unknown) => /^an HTML page "Access denied" \(not the API server/.test(message(err)));
+  // The API server's own answers are unchanged.
+  assert.equal(statusMessage('{"kind":"Status","message":"pods is forbidden"}'), 'pods is forbidden');
+  assert.equal(statusMessage('404 page not found\n'), '404 page not found');
 });
