@@ -8,7 +8,7 @@ import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js
 import { credentialValidForMs, tokenRefused } from './token-source.js';
 import { caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
-import { htmlPageMessage, notJsonMessage, redirectMessage } from './foreign-answer.js';
+import { explainHandshakeError, htmlPageMessage, notJsonMessage, redirectMessage } from './foreign-answer.js';
 import { bodyDecoder, type BodyDecoder } from './content-encoding.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
@@ -137,6 +137,9 @@ export class ApiConnection {
     }
     const options: ApiRequestOptions = {
       ...opts,
+      // HTTP/1.1 said in the handshake, as client-go's upgrades do: a server that speaks only
+      // HTTP/2 then refuses at once (explainHandshakeError) instead of leaving us waiting.
+      ...(this.serverUrl.protocol === 'https:' ? { ALPNProtocols: ['http/1.1'] } : {}),
       headers,
       direct: this.egress.proxy === undefined,
       ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}),
@@ -213,7 +216,8 @@ export class ApiConnection {
   }
 
   /** The error with the proxy used named (and a hint when TLS verification failed behind one). */
-  withEgress(err: Error & { code?: string }): Error {
+  withEgress(original: Error & { code?: string }): Error {
+    const err = explainHandshakeError(original);
     const via = describeEgress(this.egress);
     // A proxy's refusal names the proxy already.
     if (!via || err instanceof ProxyRefusedError) return err;

@@ -38,3 +38,15 @@ export function notJsonMessage(path: string, text: string): string {
   const html = htmlPageMessage(text);
   return html ? `${path} answered with ${html}` : `invalid JSON from ${path}`;
 }
+
+/**
+ * A server (or the front before it) that speaks only HTTP/2 refuses our HTTP/1.1 at the TLS
+ * handshake (ALPN, alert 120). Port-forward upgrades need HTTP/1.1 — client-go asks for it on its
+ * upgrades too — so this is said plainly instead of an OpenSSL line. Other errors pass unchanged.
+ */
+export function explainHandshakeError(err: Error & { code?: string }): Error & { code?: string } {
+  if (err.code !== 'ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL' && !/alert no application protocol/.test(err.message)) return err;
+  const message =
+    'the server refused HTTP/1.1 in the TLS handshake (it offers only HTTP/2): port-forward upgrades need HTTP/1.1, as for kubectl port-forward; point the kubeconfig at an address of the API server, or a proxy before it, that offers HTTP/1.1';
+  return Object.assign(new Error(message, { cause: err }), { code: err.code });
+}

@@ -6,7 +6,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { ApiStatusError, retryAfterSeconds, statusMessage, type ApiConnection } from './api.js';
-import { notJsonMessage, redirectMessage } from './foreign-answer.js';
+import { explainHandshakeError, notJsonMessage, redirectMessage } from './foreign-answer.js';
 import { bodyDecoder } from './content-encoding.js';
 import { timeRoundTrip } from './round-trip.js';
 import { honouringRetryAfter } from './retry-after.js';
@@ -91,7 +91,7 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
         // A kept-alive connection closed as it was reused (the server's idle timeout, a balancer's
         // cut): this GET is sent once more on a new one, as Go's transport does by itself.
         if (!again && req.reusedSocket && err.code === 'ECONNRESET' && !signal.aborted) return resolve(attempt(true));
-        reject(err);
+        reject(explainHandshakeError(err));
       });
       req.on('response', (res) => {
         clearTimeout(timer);

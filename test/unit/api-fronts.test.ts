@@ -1,16 +1,19 @@
 // What stands in front of an API server answers in ways the API server never does: gzip nobody
-// asked for, an HTML page, a redirect to a sign-in page. Each is either read as kubectl reads it
-// (gzip) or said plainly (not "invalid JSON", not `<!DOCTYPE html>`). Against local servers; test/integration/real-cluster-fronts.test.ts puts a
+// asked for, an HTML page, a redirect to a sign-in page, or HTTP/2 only. Each is either read as
+// kubectl reads it (gzip) or said plainly (not "invalid JSON", not `<!DOCTYPE html>`, not a
+// 10-second wait). Against local servers; test/integration/real-cluster-fronts.test.ts puts a
 // front before the real API server.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import http2 from 'node:http2';
 import zlib from 'node:zlib';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, statusMessage } from '../../src/cluster/api.js';
 import { apiGet, closeAgents, listPage, streamEvents, type RawWatchEvent } from '../../src/cluster/list-watch.js';
+import { SimPki } from '../sim/pki.js';
 import { scratchDir } from '../helpers/scratch-dir.js';
 import { writeOneUserKubeconfig } from '../helpers/one-user-kubeconfig.js';
 
@@ -101,4 +104,19 @@ test('an HTML page or a redirect to a sign-in page is named as such, not "invali
   // The API server's own answers are unchanged.
   assert.equal(statusMessage('{"kind":"Status","message":"pods is forbidden"}'), 'pods is forbidden');
   assert.equal(statusMessage('404 page not found\n'), '404 page not found');
+});
+
+test('a server that speaks only HTTP/2 is refused at the handshake and said so, at once', { timeout: 20_000 }, async (t) => {
+  const { keyPem, certPem } = new SimPki().servingCert();
+  const server = http2.createSecureServer({ key: keyPem, cert: certPem, allowHTTP1: false }, (_req, res) => res.end('{}'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const port = (server.address() as AddressInfo).port;
+  const file = writeOneUserKubeconfig(scratchDir('proxyout-api-h2-'), '{token: t}', { server: `https://127.0.0.1:${port}` });
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} });
+  const started = Date.now();
+  await assert.rejects(api.getJson('/api', 15_000), /refused HTTP\/1\.1 in the TLS handshake \(it offers only HTTP\/2\)/);
+  assert.ok(Date.now() - started < 3_000, `refused after ${Date.now() - started} ms`);
+  await assert.rejects(apiGet(api, '/api/v1/pods?watch=1', AbortSignal.timeout(15_000), 15_000), /offers only HTTP\/2/);
 });
