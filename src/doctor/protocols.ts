@@ -8,6 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import WebSocket from 'ws';
 import type { ApiConnection } from '../cluster/api.js';
+import { htmlPageMessage } from '../cluster/foreign-answer.js';
 import { TUNNEL_PROTOCOL, dialTunnel } from '../tunnel/spdy/tunnel.js';
 import { V4_PROTOCOL } from '../tunnel/websocket-v4.js';
 import { webSocketOptions } from '../tunnel/ws-options.js';
@@ -108,6 +109,9 @@ function probeSpdy(api: ApiConnection, conn: Conn, path: string, timeoutMs: numb
 }
 
 function firstLine(body: string): string {
+  // A front's page (an ingress that passes WebSockets only) is named, not shown as `<!DOCTYPE html>`.
+  const page = htmlPageMessage(body);
+  if (page) return `: ${page}`;
   let text = body;
   try {
     const obj = JSON.parse(body) as { message?: string };

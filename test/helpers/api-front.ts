@@ -25,6 +25,8 @@ export interface FrontBehaviour {
   gzip: boolean;
   /** Answer every request 302 to this login page (an SSO front whose session expired). */
   loginRedirect?: string;
+  /** Answer every request with this status and an HTML page (an allow-list, a gateway down). */
+  refuseAll?: number;
 }
 
 export interface ApiFront {
@@ -73,6 +75,10 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
     const b = front.behaviour;
     if (b.loginRedirect) {
       res.writeHead(302, { Location: b.loginRedirect, 'Content-Type': 'text/html' }).end(HTML('Redirecting to login'));
+      return;
+    }
+    if (b.refuseAll) {
+      res.writeHead(b.refuseAll, { 'Content-Type': 'text/html' }).end(HTML(`${b.refuseAll} ${http.STATUS_CODES[b.refuseAll] ?? ''}`));
       return;
     }
     const path = strip(req.url ?? '/');

@@ -137,6 +137,9 @@ test('a path prefix, a trailing slash and tls-server-name: every request carries
   const v4 = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--transport', 'websocket']);
   others.push(v4);
   assert.equal(await (await echoConnection({ socks: v4.socks! }))('per-stream WebSocket'), 'per-stream WebSocket');
+  // doctor asks for each transport: the legacy SPDY upgrade gets the front's page, named as such.
+  const doctor = await runCli(['doctor', '--kubeconfig', kubeconfig], { timeoutMs: 30_000 });
+  assert.match(doctor.stdout, /per-stream WebSocket v4: yes; legacy SPDY: no \(HTTP 400: an HTML page "400 Bad Request" \(not the API server/);
   const strays = front.seen.filter((s) => !s.path.startsWith(`${PREFIX}/`) || s.path.startsWith(`${PREFIX}//`));
   assert.deepEqual(strays, [], 'every request names the prefix once');
   assert.ok(front.seen.filter((s) => s.upgrade === 'websocket').length >= 3, 'the upgrades went through the front');
