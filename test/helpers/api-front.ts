@@ -38,12 +38,18 @@ export interface ApiFront {
   /** The name its certificate is for. */
   hostName: string;
   behaviour: FrontBehaviour;
-  /** What reached it: method, path as asked (prefix included), the Upgrade header. */
-  seen: Array<{ method: string; path: string; upgrade?: string }>;
+  /** What reached it: method, path as asked (prefix included), the Upgrade header, the TLS SNI name. */
+  seen: Array<{ method: string; path: string; upgrade?: string; sni?: string }>;
   /** Connections it cut for idleness. */
   cut: number;
   close(): Promise<void>;
 }
+
+/** The name the client sent in the TLS handshake (SNI), if any: fronts that route by it need it. */
+const sniOf = (req: http.IncomingMessage): string | undefined => {
+  const name = (req.socket as tls.TLSSocket).servername;
+  return typeof name === 'string' ? name : undefined;
+};
 
 const HTML = (title: string) => `<!DOCTYPE html>\n<html><head><title>${title}</title></head><body><h1>${title}</h1></body></html>\n`;
 
@@ -71,7 +77,7 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
     return url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`) ? url.slice(prefix.length) : undefined;
   };
   const server = https.createServer({ key: keyPem, cert: certPem, ALPNProtocols: ['http/1.1'] }, (req, res) => {
-    front.seen.push({ method: req.method ?? '', path: req.url ?? '' });
+    front.seen.push({ method: req.method ?? '', path: req.url ?? '', sni: sniOf(req) });
     const b = front.behaviour;
     if (b.loginRedirect) {
       res.writeHead(302, { Location: b.loginRedirect, 'Content-Type': 'text/html' }).end(HTML('Redirecting to login'));
@@ -111,7 +117,7 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
   });
   server.on('upgrade', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     const upgrade = String(req.headers.upgrade ?? '');
-    front.seen.push({ method: req.method ?? '', path: req.url ?? '', upgrade });
+    front.seen.push({ method: req.method ?? '', path: req.url ?? '', upgrade, sni: sniOf(req) });
     client.on('error', () => undefined);
     const b = front.behaviour;
     const path = strip(req.url ?? '/');

@@ -142,6 +142,8 @@ test('a path prefix, a trailing slash and tls-server-name: every request carries
   assert.match(doctor.stdout, /per-stream WebSocket v4: yes; legacy SPDY: no \(HTTP 400: an HTML page "400 Bad Request" \(not the API server/);
   const strays = front.seen.filter((s) => !s.path.startsWith(`${PREFIX}/`) || s.path.startsWith(`${PREFIX}//`));
   assert.deepEqual(strays, [], 'every request names the prefix once');
+  const names = new Set(front.seen.map((s) => s.sni));
+  assert.deepEqual([...names], [front.hostName], 'every TLS handshake names tls-server-name (SNI), as kubectl');
   assert.ok(front.seen.filter((s) => s.upgrade === 'websocket').length >= 3, 'the upgrades went through the front');
 });
 
@@ -154,6 +156,7 @@ test('proxy-url socks5 before the front: API requests and the upgrade go through
   assert.ok(afterStart > before, 'the API requests went through the proxy-url');
   assert.equal(await (await echoConnection({ socks: viaSocks.socks! }))('via socks5'), 'via socks5');
   assert.ok(relay.connections > afterStart, 'the port-forward upgrade went through the proxy-url');
+  assert.deepEqual([...new Set(front.seen.map((s) => s.sni))], [front.hostName], 'SNI through the proxy-url too');
 });
 
 test('a front that cuts connections idle 12 s (a load balancer): an idle stream stays up, as with kubectl', { timeout: 60_000 }, async (t) => {
