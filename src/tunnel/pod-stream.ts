@@ -47,6 +47,17 @@ export function errorStreamMessage(text: string): string {
   return t;
 }
 
+/**
+ * The API server's answer to a port-forward request that reached it without its Upgrade header
+ * (apimachinery proxy/upgradeaware.go). We sent one: something in between dropped it, a proxy that
+ * does not pass upgrades. No other endpoint or transport fares better, so it is said, not retried.
+ */
+export function upgradeDropped(target: PodPort, status: number, detail: string, cause?: unknown): UpstreamApiError | undefined {
+  if (status !== 400 || detail !== 'Upgrade request required') return undefined;
+  const msg = `port-forward to ${where(target)}: the API server got the request without its Upgrade header (400 Upgrade request required): a proxy, ingress or load balancer in front of it drops it; it must pass WebSocket upgrades`;
+  return new UpstreamApiError(msg, { cause });
+}
+
 /** containerd's answer on a session whose pod sandbox is gone (the pod was deleted under it). */
 export function isSandboxGone(text: string): boolean {
   return /failed to find sandbox .* not found|sandbox .* (?:not found|does not exist)/i.test(errorStreamMessage(text));

@@ -23,7 +23,7 @@ import { ConnectTimeoutError, HostUnreachableError, UpstreamApiError, errorMessa
 import { statusMessage, type ApiConnection } from '../cluster/api.js';
 import { htmlPageMessage } from '../cluster/foreign-answer.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
-import { upgradeForbidden } from './pod-stream.js';
+import { upgradeDropped, upgradeForbidden } from './pod-stream.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyFloodError } from './spdy/session.js';
 import { SpdyPortForwardStream } from './spdy/pf-stream.js';
@@ -306,6 +306,8 @@ export class SpdyTransport implements Transport {
     if (signal.aborted) return new ConnectTimeoutError(`port-forward tunnel to ${pod} did not open in time`, { cause: signal.reason });
     if (err instanceof TunnelRefusal) {
       const detail = err.status === 101 ? err.message : (statusMessage(err.body) ?? `HTTP ${err.status}`);
+      const dropped = upgradeDropped(target, err.status, detail, err);
+      if (dropped) return dropped;
       const fromFront = err.status !== 101 && htmlPageMessage(err.body) !== undefined;
       const msg = `port-forward tunnel to ${pod} refused${fromFront ? '' : ' by the API server'} (${err.status}): ${detail}`;
       if (err.status === 403) return upgradeForbidden(msg, target.namespace, err, fromFront);

@@ -12,7 +12,7 @@ import { statusMessage, type ApiConnection, type ApiRequestOptions } from '../cl
 import { htmlPageMessage } from '../cluster/foreign-answer.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
-import { PodStream, upgradeForbidden, where } from './pod-stream.js';
+import { PodStream, upgradeDropped, upgradeForbidden, where } from './pod-stream.js';
 import { webSocketOptions } from './ws-options.js';
 import { PongPacer } from './pong-pacer.js';
 import { REFUSAL_BODY_MAX } from './websocket/handshake.js';
@@ -101,6 +101,8 @@ function answerPings(ws: WebSocket): void {
 /** Maps a refused upgrade (the API server's HTTP status) to a reply. */
 function upgradeError(target: PodPort, status: number, text: string): ProxyError {
   const detail = statusMessage(text) ?? `HTTP ${status}`;
+  const dropped = upgradeDropped(target, status, detail);
+  if (dropped) return dropped;
   const fromFront = htmlPageMessage(text) !== undefined;
   const msg = `port-forward to ${where(target)} refused${fromFront ? '' : ' by the API server'} (${status}): ${detail}`;
   if (status === 403) return upgradeForbidden(msg, target.namespace, undefined, fromFront);

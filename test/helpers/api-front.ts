@@ -14,8 +14,12 @@ import { once } from 'node:events';
 import { SimPki } from '../sim/pki.js';
 
 export interface FrontBehaviour {
-  /** Which upgrades pass: all, WebSocket only (SPDY answered `refuseStatus`), or none. */
-  upgrades: 'all' | 'websocket-only' | 'none';
+  /**
+   * Which upgrades pass: all, WebSocket only (SPDY answered `refuseStatus`), none (all answered
+   * so), or `strip`: sent on as plain requests without Upgrade and Connection (a proxy that does
+   * not know upgrades drops those hop-by-hop headers), the API server's answer passed back.
+   */
+  upgrades: 'all' | 'websocket-only' | 'none' | 'strip';
   /** The status a refused upgrade gets, with an HTML body. */
   refuseStatus: number;
   /** Cut a client connection idle this long (0: never), with a FIN or, with `idleRst`, a RST. */
@@ -128,6 +132,7 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
     if (b.loginRedirect)
       return client.end(`HTTP/1.1 302 Found\r\nLocation: ${b.loginRedirect}\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n${HTML('Redirecting')}`);
     if (path === undefined) return refuse(404);
+    if (b.upgrades === 'strip') return forwardStripped(req, client, path);
     if (b.upgrades === 'none' || (b.upgrades === 'websocket-only' && upgrade.toLowerCase() !== 'websocket')) return refuse(b.refuseStatus);
     const upstream = tls.connect(upstreamTls, () => {
       const lines = [`${req.method} ${path} HTTP/1.1`];
@@ -143,6 +148,21 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   });
+  const forwardStripped = (req: http.IncomingMessage, client: net.Socket, path: string) => {
+    const headers: http.OutgoingHttpHeaders = {};
+    for (const [k, v] of Object.entries(req.headers)) if (!/^(upgrade|connection|sec-websocket-.*)$/i.test(k)) headers[k] = v;
+    headers.host = up.host;
+    const upReq = https.request({ ...upstreamTls, method: req.method, path, headers, agent: false }, (upRes) => {
+      const lines = [`HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage ?? ''}`, 'Connection: close'];
+      for (let i = 0; i < upRes.rawHeaders.length; i += 2) {
+        if (!/^(connection|transfer-encoding)$/i.test(upRes.rawHeaders[i]!)) lines.push(`${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}`);
+      }
+      client.write(`${lines.join('\r\n')}\r\n\r\n`);
+      upRes.pipe(client);
+    });
+    upReq.on('error', () => client.destroy());
+    upReq.end();
+  };
   server.on('connection', (socket: net.Socket) => {
     sockets.add(socket);
     socket.on('close', () => {

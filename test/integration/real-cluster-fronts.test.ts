@@ -210,7 +210,7 @@ test('a front that gzips answers nobody asked to be gzipped: the proxy starts an
   );
 });
 
-test('a front that refuses upgrades with an HTML page, or sends everyone to its login page: said so', { timeout: 60_000 }, async (t) => {
+test('a front that refuses upgrades with an HTML page, drops them, or sends everyone to its login page: said so', { timeout: 60_000 }, async (t) => {
   if (skip) return t.skip(skip);
   front.behaviour.upgrades = 'none';
   front.behaviour.refuseStatus = 403;
@@ -224,6 +224,10 @@ test('a front that refuses upgrades with an HTML page, or sends everyone to its 
     /refused \(403\): an HTML page "403 Forbidden" \(not the API server: a proxy, load balancer or sign-in page in front of it answered\)/,
   );
   assert.doesNotMatch(refused.stdout, /pods\/portforward|DOCTYPE/, "no RBAC advice for a front's page");
+  // A front that does not know upgrades drops the headers; the API server answers the bare GET.
+  front.behaviour.upgrades = 'strip';
+  const stripped = await curl(['-s', '-x', `http://${proxy!.http}`, `http://${webIP}:8080/`]);
+  assert.match(stripped.stdout, /without its Upgrade header \(400 Upgrade request required\): a proxy, ingress or load balancer in front of it drops it/);
   front.behaviour.loginRedirect = 'https://login.example/sso?session=s3cr3t';
   const r = await runCli(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0'], { timeoutMs: 20_000 });
   assert.notEqual(r.code, 0);
