@@ -22,9 +22,13 @@ export interface FrontBehaviour {
   upgrades: 'all' | 'websocket-only' | 'none' | 'strip';
   /** The status a refused upgrade gets, with an HTML body. */
   refuseStatus: number;
-  /** Cut a client connection idle this long (0: never), with a FIN or, with `idleRst`, a RST. */
+  /**
+   * Cut a client connection idle this long (0: never): with a FIN, with a RST (`idle: 'rst'`), or
+   * `silent`ly as AWS's NLB does — the flow is forgotten, and the client's next bytes on an
+   * upgraded connection get a RST.
+   */
   idleMs: number;
-  idleRst: boolean;
+  idle: 'fin' | 'rst' | 'silent';
   /** gzip JSON answers although the client did not ask for it. */
   gzip: boolean;
   /** Answer every request 302 to this login page (an SSO front whose session expired). */
@@ -70,7 +74,7 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
     port: 0,
     caPem: pki.caPem,
     hostName,
-    behaviour: { upgrades: 'all', refuseStatus: 400, idleMs: 0, idleRst: false, gzip: false },
+    behaviour: { upgrades: 'all', refuseStatus: 400, idleMs: 0, idle: 'fin', gzip: false },
     seen: [],
     cut: 0,
     close: async () => undefined,
@@ -142,7 +146,18 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
       }
       upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
       if (head.length) upstream.write(head);
-      upstream.pipe(client).pipe(upstream);
+      // Piped by hand: a flow the front forgot (idle 'silent') answers the next bytes with a RST.
+      const raw = (client as net.Socket & { _parent?: net.Socket })._parent ?? client;
+      const relay = (from: net.Socket, to: net.Socket) => {
+        from.on('data', (chunk: Buffer) => {
+          if (forgotten.has(raw)) return raw.resetAndDestroy();
+          if (!to.write(chunk)) from.pause();
+        });
+        to.on('drain', () => from.resume());
+        from.on('end', () => to.end());
+      };
+      relay(client, upstream);
+      relay(upstream, client);
     });
     upstream.on('error', () => client.destroy());
     client.on('close', () => upstream.destroy());
@@ -176,12 +191,15 @@ export async function startApiFront(opts: { upstream: string; upstreamCaPem: str
     socket.on('timeout', () => {
       if (!front.behaviour.idleMs) return;
       front.cut++;
-      if (front.behaviour.idleRst) socket.resetAndDestroy();
+      if (front.behaviour.idle === 'silent') forgotten.add(socket);
+      else if (front.behaviour.idle === 'rst') socket.resetAndDestroy();
       else socket.destroy();
     });
   });
   // A changed idle timeout applies to the connections already open too (from now on).
   const armed = new Map<net.Socket, number>();
+  /** Connections cut silently: nothing is said until the client sends again. */
+  const forgotten = new WeakSet<net.Socket>();
   const rearm = setInterval(() => {
     for (const socket of sockets) {
       if (armed.get(socket) === front.behaviour.idleMs) continue;
