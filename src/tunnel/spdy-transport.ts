@@ -15,7 +15,7 @@
 //    sees the instance go (podGone), and retired at once when the kubelet says its sandbox is gone
 //    (a session outlives its pod and answers "failed to find sandbox … not found").
 //  - A tunnel that answers no new stream for a while (spdy/reply-watch.ts) must answer a PING at
-//    once, or it closes: a path gone silent costs seconds, not the keepalive's 45 s.
+//    once, or it closes: a path gone silent costs seconds, not the keepalive's 25 s.
 //  - close() sends GOAWAY on every tunnel and closes it.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
@@ -248,7 +248,7 @@ export class SpdyTransport implements Transport {
         },
         onClosed: (_t, err) => this.closedTunnel(key, entry, err),
         // Streams wait for replies that do not come: a path gone silent is found in seconds, not
-        // at the keepalive's next miss (up to 45 s), and those streams open on a new tunnel.
+        // at the keepalive's next miss (up to 25 s), and those streams open on a new tunnel.
         onSlowReplies: () => this.check(entry, SLOW_REPLY_CHECK_MS, 'no answer to a PING while streams waited for the kubelet', true),
       });
       entry.tunnel = tunnel;

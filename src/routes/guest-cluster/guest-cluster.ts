@@ -105,11 +105,12 @@ export class GuestCluster implements GuestClusterView {
     return this.life.state === 'ready' && this.cache.knowsIp(ip);
   }
 
-  /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
+  /** The API server refuses the credentials (401) and has taken none since. */
   credentialsRefused(): boolean {
     return this.api.credentialProblem?.refused === true;
   }
 
+  /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined {
     return this.life.state === 'ready' ? this.cache.knownNamespaces() : undefined;
   }
