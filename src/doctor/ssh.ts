@@ -5,6 +5,7 @@
 // reports is what the proxy would meet. A failure names its hop and says what to do.
 import { abortable } from '../core/abort.js';
 import { errorMessage } from '../core/errors.js';
+import { formatHostPort } from '../core/address.js';
 import { createLogger } from '../core/log.js';
 import { SshRoute, type SshRouteOptions } from '../routes/ssh/route.js';
 import type { SshRouteSpec } from '../routes/spec.js';
@@ -83,7 +84,7 @@ function position(i: number, hops: readonly SshHop[]): string {
 }
 
 /** What to do, per kind of failure (ssh/failures.ts tags them), in ssh's and ssh-keygen's terms. */
-function fixFor(kind: HopFailureKind, hops: readonly SshHop[], at: number, host: string): string {
+export function fixFor(kind: HopFailureKind, hops: readonly SshHop[], at: number, host: string): string {
   const hop = hops[at]!;
   const before = at > 0 ? hops[at - 1] : undefined;
   const knownHosts = hop.knownHostsFiles[0] ?? '~/.ssh/known_hosts';
@@ -101,7 +102,7 @@ function fixFor(kind: HopFailureKind, hops: readonly SshHop[], at: number, host:
       return `${hop.user}@${hop.alias} did not accept our keys: add your public key to ~${hop.user}/.ssh/authorized_keys there (ssh-copy-id), set IdentityFile for ${hop.alias} in ~/.ssh/config, or load a passphrase-protected key into ssh-agent (the route reads only unencrypted key files); \`ssh -v ${host}\` shows what is offered`;
     case 'unreachable':
       if (before)
-        return `${before.alias} cannot reach ${hop.hostName}:${hop.port}: check HostName and Port of ${hop.alias} (as ${before.alias} resolves them), that sshd runs there, and that ${before.alias} allows forwarding (AllowTcpForwarding)`;
+        return `${before.alias} cannot reach ${formatHostPort(hop.hostName, hop.port)}: check HostName and Port of ${hop.alias} (as ${before.alias} resolves them), that sshd runs there, and that ${before.alias} allows forwarding (AllowTcpForwarding)`;
       if (hop.proxyCommand) return `the ProxyCommand of ${hop.alias} did not connect: run it by hand (\`${hop.proxyCommand}\`) and check what it prints`;
       return `check HostName and Port of ${hop.alias} in ~/.ssh/config, that sshd runs there, and the network from here (a VPN?)`;
     case 'timeout':
