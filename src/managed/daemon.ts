@@ -11,6 +11,7 @@ import type { RoutingTable } from '../routing/table-spec.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
+import { userKubeconfigSource } from './reload.js';
 import { startProxy, type Listening } from '../proxy/proxy.js';
 import { noStreams } from '../listeners/stream-stats.js';
 import { startGcGuard } from '../core/gc-guard.js';
@@ -118,7 +119,8 @@ class Daemon {
           context,
           namespace,
           proxyAuth,
-          // The table `connect` resolved (the daemon never reads the user's config or kubeconfig).
+          // The table `connect` resolved (the daemon reads the user's kubeconfig only to see whether
+          // refused credentials were renewed there: reload.ts userKubeconfigSource).
           config: undefined,
           contexts: undefined,
           routeKubeconfigs: options.table ? routeKubeconfigsFor(this.l, id, options.table) : undefined,
@@ -126,7 +128,12 @@ class Daemon {
           apiChecked: (options.table?.routes.length ?? 1) === 1,
         },
         this.log,
-        { cacheStarting: (status) => (this.startingCache = status), bound: (at) => (this.boundAt = at), signal: callOff.signal },
+        {
+          cacheStarting: (status) => (this.startingCache = status),
+          bound: (at) => (this.boundAt = at),
+          signal: callOff.signal,
+          credentials: (running) => userKubeconfigSource(this.l, id, options.kubeconfigSource, () => running.table()),
+        },
       );
       // A stop asked for during the first sync (disconnect, quit, a signal) ends the start: nothing
       // is served yet. Waiting for the sync instead made every such stop end in SIGKILL after the

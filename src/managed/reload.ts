@@ -20,6 +20,8 @@ import {
 } from './table.js';
 import type { RoutingTable } from '../routing/table-spec.js';
 import { currentContextServed } from '../config/load.js';
+import { contextFingerprint } from '../cluster/kubeconfig-files.js';
+import type { CredentialSource } from '../proxy/credential-reload.js';
 
 /** Test hook (core/test-hooks.ts testHookPause): hold a reload between making its table and writing it. */
 export const TEST_RELOAD_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_PAUSE';
@@ -123,4 +125,25 @@ function assertSameDaemon(before: Inspected, now: Inspected | undefined): void {
     );
   }
   if (now.state !== 'running') throw new StartupError(`proxy ${id} is ${now.state}, not running`);
+}
+
+/**
+ * A daemon's credentials come from the user's kubeconfig, behind the copy it runs from: refused
+ * ones that the user renewed there (`oc login`) are taken by reloading itself, as `reload ID` would.
+ */
+export function userKubeconfigSource(l: StateLayout, id: string, kubeconfigSource: string | undefined, table: () => RoutingTable): CredentialSource {
+  const inForce = new Map<string, string>();
+  const now = (context: string) => contextFingerprint(kubeconfigSource, context);
+  const record = () => {
+    for (const spec of table().routes) if ('context' in spec) inForce.set(spec.name, now(spec.context));
+  };
+  record();
+  return {
+    now: (spec) => now(spec.context),
+    inForce: (spec) => inForce.get(spec.name),
+    renew: async () => {
+      await reloadProxy(l, id);
+      record();
+    },
+  };
 }

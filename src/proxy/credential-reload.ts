@@ -2,16 +2,40 @@
 // login` rewrites the user's token, other tools write a new embedded certificate. The proxy read
 // the kubeconfig at start. A cluster route whose credentials the API server refuses is made anew
 // (as a reload makes a route whose kubeconfig entries changed) once the kubeconfig holds other
-// entries for its context: looked at every few seconds while refused, never otherwise.
+// entries for its context: looked at every few seconds while refused, never otherwise. A managed
+// daemon runs from its own copy: its source is the user's kubeconfig, and renewing is a reload.
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { contextFingerprint } from '../cluster/kubeconfig-files.js';
 import type { BuiltTable } from './build-table.js';
+import type { RouteSpec } from '../routes/spec.js';
 
 const CHECK_MS = 3_000;
 
-/** Starts the checks; `reload` makes the table in force anew from the kubeconfig as it is now. */
-export function reloadOnNewCredentials(current: () => BuiltTable, reload: () => Promise<void>, log: Logger, checkMs = CHECK_MS): { stop(): void } {
+/** Where a route's credentials come from, and how the table is made anew from them. */
+export interface CredentialSource {
+  /** The kubeconfig entries of the route's context as they are now (contextFingerprint). */
+  now(spec: RouteSpec & { context: string }): string;
+  /** Those the route in force was made from. */
+  inForce(spec: RouteSpec & { context: string }): string | undefined;
+  /** Makes the table anew from the kubeconfig as it is now. */
+  renew(): Promise<void>;
+}
+
+/** A foreground proxy's source: the kubeconfig it runs from. */
+export function ownKubeconfig(current: () => BuiltTable, reload: () => Promise<void>): CredentialSource {
+  return {
+    now: (spec) => {
+      const settings = current().settings;
+      return contextFingerprint(settings.routeKubeconfigs?.[spec.name] ?? settings.kubeconfig, spec.context);
+    },
+    inForce: (spec) => current().kubeconfigs.get(spec.name),
+    renew: reload,
+  };
+}
+
+/** Starts the checks of the routes in `current()`'s table against `source`. */
+export function reloadOnNewCredentials(current: () => BuiltTable, source: CredentialSource, log: Logger, checkMs = CHECK_MS): { stop(): void } {
   let busy = false;
   // What each route was last made anew from: entries that failed too are not tried again until edited.
   const tried = new Map<string, string>();
@@ -20,16 +44,16 @@ export function reloadOnNewCredentials(current: () => BuiltTable, reload: () => 
     const built = current();
     const renewed = built.table.routes.filter((spec) => {
       if (!('context' in spec) || !built.routes.get(spec.name)?.guest?.credentialsRefused()) return false;
-      const file = built.settings.routeKubeconfigs?.[spec.name] ?? built.settings.kubeconfig;
-      const now = contextFingerprint(file, spec.context);
-      if (now === built.kubeconfigs.get(spec.name) || now === tried.get(spec.name)) return false;
+      const now = source.now(spec);
+      if (now === source.inForce(spec) || now === tried.get(spec.name)) return false;
       tried.set(spec.name, now);
       return true;
     });
     if (renewed.length === 0) return;
     busy = true;
     log.info({ routes: renewed.map((r) => r.name) }, 'the API server refuses the credentials and the kubeconfig has new ones: making the route anew with them');
-    reload()
+    source
+      .renew()
       .catch((err: unknown) => log.warn({ error: errorMessage(err) }, 'the route could not be made anew with the new credentials; it keeps trying'))
       .finally(() => (busy = false));
   }, checkMs);

@@ -17,7 +17,7 @@ import { routeCondition, type Route } from '../routes/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
-import { reloadOnNewCredentials } from './credential-reload.js';
+import { ownKubeconfig, reloadOnNewCredentials, type CredentialSource } from './credential-reload.js';
 import { buildTable, type BuildSettings, type BuiltTable } from './build-table.js';
 import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
@@ -45,6 +45,11 @@ export interface StartHooks {
   signal?: AbortSignal;
   /** Called once the listeners are bound, before the routes sync: where clients may connect already. */
   bound?(at: Listening): void;
+  /**
+   * Where refused credentials may have been renewed (credential-reload.ts); by default the
+   * kubeconfig the proxy runs from. A managed daemon's is the user's, behind its own copy.
+   */
+  credentials?(running: RunningProxy): CredentialSource;
 }
 
 /** The addresses a proxy listens on (LPORT 0 resolved). */
@@ -231,12 +236,14 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       return stopping;
     },
   };
-  // Refused credentials the kubeconfig has since renewed (a foreground proxy: its own kubeconfig).
-  const renewals = reloadOnNewCredentials(
-    () => built,
-    () => running.reload({ table: built.table }),
-    log,
-  );
+  // Refused credentials the kubeconfig has since renewed.
+  const source =
+    hooks.credentials?.(running) ??
+    ownKubeconfig(
+      () => built,
+      () => running.reload({ table: built.table }),
+    );
+  const renewals = reloadOnNewCredentials(() => built, source, log);
   return running;
 }
 

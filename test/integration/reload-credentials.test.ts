@@ -99,3 +99,21 @@ test('reload ID after the token was replaced in the kubeconfig: the managed prox
   assert.equal(reloaded.code, 0, reloaded.stderr);
   assert.equal(await get(out.env.ALL_PROXY!, 'http://hello.default/'), 'ok');
 });
+
+test('no reload: a managed proxy whose token is refused takes the one the user renewed in the kubeconfig, within seconds', async () => {
+  const { file, token } = await kubeconfigWithToken('kubeconfig-managed-relogin');
+  const r = await runCli(['connect', '--id', 'relogin', '--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--json'], {
+    env,
+    timeoutMs: 60_000,
+  });
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { id: string; env: Record<string, string> };
+  assert.equal(await get(out.env.ALL_PROXY!, 'http://api.shop/'), 'ok');
+  // It runs from its own copy of the kubeconfig; the user logs in again in theirs.
+  replaceToken(file, token);
+  assert.match(await get(out.env.ALL_PROXY!, 'http://hello.default/'), /^curl/, 'refused with the old token first');
+  await eventually(async () => (await get(out.env.ALL_PROXY!, 'http://hello.default/')) === 'ok', 15_000, 250);
+  const logs = await runCli(['logs', out.id], { env });
+  assert.match(logs.stdout, /the kubeconfig has new ones/);
+  assert.equal((await runCli(['disconnect', out.id], { env })).code, 0);
+});

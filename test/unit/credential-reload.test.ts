@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { reloadOnNewCredentials } from '../../src/proxy/credential-reload.js';
+import { ownKubeconfig, reloadOnNewCredentials } from '../../src/proxy/credential-reload.js';
 import { createLogger } from '../../src/core/log.js';
 import type { BuiltTable } from '../../src/proxy/build-table.js';
 
@@ -29,10 +29,13 @@ test('refused credentials: made anew once per edit of the kubeconfig, not again 
   let reloads = 0;
   const watcher = reloadOnNewCredentials(
     () => built,
-    async () => {
-      reloads++;
-      throw new Error('refused again');
-    },
+    ownKubeconfig(
+      () => built,
+      async () => {
+        reloads++;
+        throw new Error('refused again');
+      },
+    ),
     createLogger('silent'),
     10,
   );
