@@ -158,24 +158,35 @@ export class SpdyTransport implements Transport {
    * A busy tunnel that may be dead takes no new stream until a PING comes back within `checkMs`,
    * and closes when none does (its streams fail, or open again elsewhere: pf-stream.ts).
    */
-  private check(e: TunnelEntry, checkMs: number, why: string, pathSuspect = false): void {
+  private check(e: TunnelEntry, checkMs: number, why: string, slowReplies = false): void {
     if (e.dead || !e.tunnel || e.checking) return;
+    const tunnel = e.tunnel;
+    // Our bytes wait to be written (a pod that does not read stalls the session): a PING waits
+    // behind them too, so no answer proves nothing; the keepalive, which knows, judges it.
+    if (slowReplies && !tunnel.flowing) return;
     e.suspect = true;
     // Held by a reader that is behind, it reads nothing, so no PING answer could be seen: no
     // verdict, and no new streams; its keepalive judges it once the reader catches up.
-    if (e.tunnel.held) return;
+    if (tunnel.held) return;
     e.checking = true;
-    const tunnel = e.tunnel;
-    void tunnel.checkNow(checkMs).then((alive) => {
+    const heard = tunnel.bytesIn;
+    void tunnel.checkNow(checkMs).then((answered) => {
       e.checking = false;
-      if (alive) e.suspect = false;
+      // Not after a pause, bytes heard meanwhile are fresh: a PING answer waiting behind a busy
+      // download still proves the path (after a pause only the answer counts: checkNow).
+      if (answered || (slowReplies && tunnel.bytesIn !== heard)) e.suspect = false;
       else {
         tunnel.wentSilent = true;
         // As when the keepalive finds it: the path to the API server may be dead (the route checks).
-        if (pathSuspect) this.options.onDeadTunnel?.();
+        if (slowReplies) this.options.onDeadTunnel?.();
         this.retire(e, why);
       }
     });
+  }
+
+  /** Streams wait for replies, and nothing was heard on the tunnel meanwhile (spdy/reply-watch.ts). */
+  private checkSlow(e: TunnelEntry): void {
+    this.check(e, SLOW_REPLY_CHECK_MS, 'no answer to a PING while streams waited for the kubelet', true);
   }
 
   /** No new streams on this tunnel; it closes now and its streams fail (they would only fail on a gone pod or a dead path). */
@@ -249,7 +260,7 @@ export class SpdyTransport implements Transport {
         onClosed: (_t, err) => this.closedTunnel(key, entry, err),
         // Streams wait for replies that do not come: a path gone silent is found in seconds, not
         // at the keepalive's next miss (up to 25 s), and those streams open on a new tunnel.
-        onSlowReplies: () => this.check(entry, SLOW_REPLY_CHECK_MS, 'no answer to a PING while streams waited for the kubelet', true),
+        onSlowReplies: () => this.checkSlow(entry),
       });
       entry.tunnel = tunnel;
       if (this.closed || entry.dead) {

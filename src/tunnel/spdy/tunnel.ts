@@ -94,6 +94,8 @@ export class PodTunnel implements SessionWire {
   readonly replies: ReplyWatch;
   /** Closed because it answered no PING: streams the kubelet never answered may open elsewhere. */
   wentSilent = false;
+  /** Bytes read from the tunnel so far: anything heard proves the path alive (reply-watch.ts). */
+  bytesIn = 0;
   private nextRequestId = 0;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
@@ -114,9 +116,15 @@ export class PodTunnel implements SessionWire {
     private readonly options: TunnelOptions,
   ) {
     this.session = new SpdySession('client', this, { onClose: (err) => this.onSessionClosed(err) });
-    this.replies = new ReplyWatch(() => options.onSlowReplies?.(this));
+    this.replies = new ReplyWatch(
+      () => options.onSlowReplies?.(this),
+      () => this.bytesIn,
+    );
     // Pieces as the socket delivers them: the session's frame reader takes a byte stream.
-    ws.onData = (piece) => this.session.receive(piece);
+    ws.onData = (piece) => {
+      this.bytesIn += piece.length;
+      this.session.receive(piece);
+    };
     ws.onClose((end) => this.session.destroy(end.error ? new Error(`the tunnel closed: ${end.error.message}`, { cause: end.error }) : undefined));
     this.stopKeepalive = startKeepalive(this.pingable(), options.keepalive, (silentMs) => {
       options.onUnanswered?.(silentMs);
@@ -169,6 +177,11 @@ export class PodTunnel implements SessionWire {
    */
   get writesStalled(): boolean {
     return this.drainWaiters.length > 0 && monotonicMs() - this.drainWaitSince >= WRITES_STALLED_MS;
+  }
+
+  /** Nothing of ours waits to be written (a kubelet that stopped reading would hold a PING back too). */
+  get flowing(): boolean {
+    return !this.ws.isPaused && this.buffered === 0;
   }
 
   /** A stream's reader is behind: nothing is read from the tunnel until it catches up. */
