@@ -1,7 +1,7 @@
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
-import { ResilientInformer, WATCH_DEADLINES, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
+import { ResilientInformer, WATCH_DEADLINES, type InformerHooks, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
 import { closeAgents } from './list-watch.js';
 import { ApiReachability } from './api-reachability.js';
 import { monotonicMs } from '../core/clock.js';
@@ -49,7 +49,7 @@ export class ClusterCache {
       log,
       defaultNamespace,
       limits,
-      (ns) => this.newWatchSet(ns),
+      (ns, hooks) => this.newWatchSet(ns, hooks),
       () => this.index.invalidate(),
     );
     this.pods = new PodLookup(api, log, (pod) => this.index.onPodGone?.(pod.namespace, pod.name, pod.uid), watchOptions.podLookup ?? POD_LOOKUP_LIMITS);
@@ -151,8 +151,8 @@ export class ClusterCache {
     return this.watchOptions.deadlines ?? WATCH_DEADLINES;
   }
 
-  private newWatchSet(namespace: string | undefined): WatchSet {
-    return new WatchSet(this.api, this.log, namespace, this.index, this.deadlines, { ...this.watchOptions, watchPods: this.watchPods });
+  private newWatchSet(namespace: string | undefined, hooks?: InformerHooks): WatchSet {
+    return new WatchSet(this.api, this.log, namespace, this.index, this.deadlines, { ...this.watchOptions, watchPods: this.watchPods }, hooks);
   }
 
   /** A start-up that takes more than a moment says so: objects listed per kind, of how many. */

@@ -48,6 +48,8 @@ export class ResilientInformer<T extends Slim> {
   private everSynced = false;
   private readonly stopOn: readonly number[];
   private failuresSinceSync = 0;
+  /** Since when (monotonic) a watch that had synced is refused (403), every attempt in a row. */
+  private refusedSince?: number;
   private controller?: AbortController;
   private readonly waits = new WakeableWait();
   /** The watch was cut by our deadline (or a rewatch): its error is expected. */
@@ -171,6 +173,7 @@ export class ResilientInformer<T extends Slim> {
           if (next.failed) {
             this.lastError = error;
             this.noteFailure(error, next.delayMs);
+            if (this.stopped()) return; // its owner stopped it on the refusal (hooks.refused)
           } else this.log.debug({ path: this.path, inMs: next.delayMs }, 'resourceVersion too old (410 Gone); listing again');
           this.store.resourceVersion = undefined;
           await this.waits.delay(next.delayMs);
@@ -185,6 +188,7 @@ export class ResilientInformer<T extends Slim> {
           return;
         }
         this.noteFailure(error, next.delayMs);
+        if (this.stopped()) return;
         if (next.untilReachable) await this.waits.untilServerBack(this.api, next.delayMs);
         else await this.waits.delay(next.delayMs);
       }
@@ -353,6 +357,7 @@ export class ResilientInformer<T extends Slim> {
     this.state = 'synced';
     this.everSynced = true;
     this.failuresSinceSync = 0;
+    this.refusedSince = undefined;
     this.resolveFirstSync();
     this.hooks.settled?.();
   }
@@ -365,5 +370,8 @@ export class ResilientInformer<T extends Slim> {
     if (this.state !== 'retrying') this.log.warn(fields, 'watch failed, retrying with backoff');
     else this.log.debug(fields, 'watch still failing');
     this.state = 'retrying';
+    if (!this.everSynced || !(error instanceof ApiStatusError && error.statusCode === 403)) return void (this.refusedSince = undefined);
+    this.refusedSince ??= monotonicMs();
+    this.hooks.refused?.(error, monotonicMs() - this.refusedSince);
   }
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../core/log.js';
 import { OverloadedError } from '../core/errors.js';
 import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError } from './api.js';
+import type { InformerHooks } from './watch-options.js';
 import type { WatchSet } from './watch-set.js';
 
 export interface OnDemandLimits {
@@ -20,6 +21,12 @@ export interface OnDemandLimits {
    * RoleBinding granted meanwhile works within seconds; asking again costs two lists.
    */
   forbiddenTtlMs: number;
+  /**
+   * A namespace whose watches have been refused (403) this long, having worked before, is no
+   * longer watched: deleted (its RoleBinding with it) or access revoked. Long enough that the
+   * refusals of an API server still loading its RBAC after a restart do not count.
+   */
+  revokedReleaseMs: number;
   /** New namespace look-ups (each two lists and watches) allowed per second on average… */
   lookupsPerSecond: number;
   /** …and at once. */
@@ -37,6 +44,7 @@ export const ON_DEMAND_LIMITS: OnDemandLimits = {
   evictIdleMs: 10 * 60_000,
   unservedReleaseMs: 30_000,
   forbiddenTtlMs: 5_000,
+  revokedReleaseMs: 30_000,
   lookupsPerSecond: 2,
   lookupBurst: 8,
 };
@@ -68,7 +76,7 @@ export class OnDemandNamespaces {
     private readonly log: Logger,
     private readonly defaultNamespace: string,
     private readonly limits: OnDemandLimits,
-    private readonly newWatchSet: (namespace: string) => WatchSet,
+    private readonly newWatchSet: (namespace: string, hooks: InformerHooks) => WatchSet,
     /** The set of watched namespaces changed: the index must look again. */
     private readonly changed: () => void,
   ) {
@@ -130,7 +138,7 @@ export class OnDemandNamespaces {
   }
 
   private watch(namespace: string, now: number): Slot {
-    const set = this.newWatchSet(namespace);
+    const set = this.newWatchSet(namespace, { refused: (err, forMs) => this.refused(namespace, slot, err, forMs) });
     const slot: Slot = { watching: set, pending: set.start().then(() => set), lastUsed: now, served: namespace === this.defaultNamespace };
     this.slots.set(namespace, slot);
     slot.pending.then(
@@ -157,6 +165,18 @@ export class OnDemandNamespaces {
       },
     );
     return slot;
+  }
+
+  /**
+   * A watched namespace keeps refusing us: it was deleted (its RoleBinding with it) or access was
+   * revoked. Watched on, its watches would retry for ever, and the route show degraded for it.
+   * The context's namespace stays: its failure is the route's to show.
+   */
+  private refused(namespace: string, slot: Slot, err: Error, forMs: number): void {
+    if (namespace === this.defaultNamespace || forMs < this.limits.revokedReleaseMs || this.slots.get(namespace) !== slot) return;
+    void this.release(namespace, slot);
+    this.rememberForbidden(namespace, err);
+    this.log.info({ namespace, reason: err.message }, 'stopped watching a namespace that refuses us now (deleted, or access revoked)');
   }
 
   private rememberForbidden(namespace: string, err: unknown): void {

@@ -33,4 +33,9 @@ export interface InformerHooks {
   settled?(): void;
   /** The first list failed and is being retried (the first sync is still to come). */
   firstFailure?(err: Error): void;
+  /**
+   * A watch that had synced is refused (403) on every attempt for `forMs` now: its rights are
+   * gone (a namespace deleted with its RoleBinding). The owner may stop it.
+   */
+  refused?(err: Error, forMs: number): void;
 }

@@ -1,6 +1,6 @@
 import type { Logger } from '../core/log.js';
 import type { ApiConnection } from './api.js';
-import { ResilientInformer, type InformerOptions, type WatchDeadlines, WATCH_DEADLINES } from './informer.js';
+import { ResilientInformer, type InformerHooks, type InformerOptions, type WatchDeadlines, WATCH_DEADLINES } from './informer.js';
 import type { ClusterIndex } from './index.js';
 import { slimPod, slimService, slimSlice, type SlimPod, type SlimService, type SlimSlice } from './slim.js';
 
@@ -26,11 +26,12 @@ export class WatchSet {
     index: ClusterIndex,
     deadlines: WatchDeadlines = WATCH_DEADLINES,
     options: WatchSetOptions = {},
+    hooks: InformerHooks = {},
   ) {
     const core = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}` : '/api/v1';
     const disc = namespace ? `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}` : '/apis/discovery.k8s.io/v1';
-    this.services = new ResilientInformer(api, `${core}/services`, log, (e, o) => index.apply('services', e, o), slimService, deadlines, options);
-    this.slices = new ResilientInformer(api, `${disc}/endpointslices`, log, (e, o) => index.apply('slices', e, o), slimSlice, deadlines, options);
+    this.services = new ResilientInformer(api, `${core}/services`, log, (e, o) => index.apply('services', e, o), slimService, deadlines, options, hooks);
+    this.slices = new ResilientInformer(api, `${disc}/endpointslices`, log, (e, o) => index.apply('slices', e, o), slimSlice, deadlines, options, hooks);
     // Only running pods can be dialled (Pod IPs, named target ports): finished Job pods, often
     // most of a busy cluster's pods, are not kept. The API server sends DELETED when a watched pod
     // stops matching the selector.
@@ -43,6 +44,7 @@ export class WatchSet {
       slimPod,
       deadlines,
       options,
+      hooks,
     );
   }
 

@@ -160,3 +160,55 @@ test('without cluster-wide permission, a Pod IP behind a Service of a watched na
     'one look-up, in "data" (not the default "shop", nor cluster-wide: forbidden)',
   );
 });
+
+test('namespaces that refuse us once watched (deleted with their RoleBinding) stop being watched, round after round', async () => {
+  const rounds = 5;
+  const perRound = 20;
+  const token = cluster.sim.issueToken({ namespaces: ['shop'] });
+  const file = path.join(cluster.dir, 'kc-revoked');
+  await writeFile(file, cluster.sim.kubeconfigYaml({ token, namespace: 'shop' }), { mode: 0o600 });
+  const { kc } = loadKubeConfig({ kubeconfig: file });
+  const c = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'shop', { ...ON_DEMAND_LIMITS, ...UNLIMITED, revokedReleaseMs: 300 });
+  caches.push(c);
+  await c.start();
+  for (let round = 0; round < rounds; round++) {
+    const names = Array.from({ length: perRound }, (_, i) => `gone-${round}-${i}`);
+    for (const ns of names) await cluster.sim.createNamespace(ns);
+    cluster.sim.scopeToken(token, ['shop', ...names]);
+    for (const ns of names) {
+      await c.ensureNamespace(ns);
+      c.noteServed(ns);
+    }
+    assert.equal(c.status().namespaces.length, perRound + 1);
+    // The namespaces are deleted, their RoleBindings with them: each watch renewed is refused.
+    cluster.sim.scopeToken(token, ['shop']);
+    cluster.sim.dropWatches();
+    const deadline = Date.now() + 10_000;
+    while (c.status().namespaces.length > 1 && Date.now() < deadline) await sleep(50);
+    assert.deepEqual(c.status().namespaces, ['shop'], `round ${round}: only the context's namespace is watched`);
+    assert.deepEqual(c.failingWatches(), [], `round ${round}: no watch left retrying`);
+  }
+  assert.ok(c.lookup.service('shop', 'web'), "the context's namespace is still served");
+});
+
+test('a namespace refused only a moment (an API server loading its RBAC after a restart) stays watched', async () => {
+  const token = cluster.sim.issueToken({ namespaces: ['shop', 'data'] });
+  const file = path.join(cluster.dir, 'kc-blip');
+  await writeFile(file, cluster.sim.kubeconfigYaml({ token, namespace: 'shop' }), { mode: 0o600 });
+  const { kc } = loadKubeConfig({ kubeconfig: file });
+  const c = new ClusterCache(new ApiConnection(kc), createLogger('silent'), 'shop', { ...ON_DEMAND_LIMITS, ...UNLIMITED, revokedReleaseMs: 60_000 });
+  caches.push(c);
+  await c.start();
+  await c.ensureNamespace('data');
+  c.noteServed('data');
+  cluster.sim.scopeToken(token, ['shop']);
+  cluster.sim.dropWatches();
+  const deadline = Date.now() + 10_000;
+  while (c.failingWatches().length === 0 && Date.now() < deadline) await sleep(20);
+  assert.ok(c.failingWatches().length > 0, 'the refusal was seen');
+  cluster.sim.scopeToken(token, ['shop', 'data']);
+  while (c.failingWatches().length > 0 && Date.now() < deadline + 5_000) await sleep(50);
+  assert.deepEqual(c.failingWatches(), []);
+  assert.deepEqual(c.status().namespaces.sort(), ['data', 'shop']);
+  assert.ok(c.lookup.service('data', 'echo'));
+});

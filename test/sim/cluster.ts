@@ -405,6 +405,16 @@ export class SimCluster {
     return token;
   }
 
+  /**
+   * Extension: the namespaces a scoped token may read from now on (a RoleBinding granted, or gone
+   * with its namespace). Watches already open go on until they end, as the API server's do.
+   */
+  scopeToken(token: string, namespaces: string[]): void {
+    const id = this.tokens.get(token);
+    if (!id?.namespaces) throw new Error('scopeToken: not a scoped token');
+    id.namespaces = [...namespaces];
+  }
+
   /** Extension: the token is refused from now on (401), as a revoked or expired one is. */
   revokeToken(token: string): void {
     this.tokens.delete(token);
