@@ -14,6 +14,11 @@ export interface OnDemandLimits {
   maxNamespaces: number;
   /** At the limit, a namespace that served streams but has been unused this long makes room. */
   evictIdleMs: number;
+  /**
+   * A namespace that served streams and no request has named this long is no longer watched,
+   * limit or not: the watches held follow what is used now, not every namespace reached since start.
+   */
+  idleReleaseMs: number;
   /** A namespace watched for a request that never led to a pod is dropped after this long. */
   unservedReleaseMs: number;
   /**
@@ -42,6 +47,7 @@ export interface OnDemandLimits {
 export const ON_DEMAND_LIMITS: OnDemandLimits = {
   maxNamespaces: 64,
   evictIdleMs: 10 * 60_000,
+  idleReleaseMs: 30 * 60_000,
   unservedReleaseMs: 30_000,
   forbiddenTtlMs: 5_000,
   revokedReleaseMs: 30_000,
@@ -70,6 +76,8 @@ export class OnDemandNamespaces {
   private readonly forbidden = new Map<string, { until: number; err: unknown }>();
   private readonly lookups: TokenBucket;
   private refusedLookups = 0;
+  /** Runs while a namespace other than the context's is kept for having served (releaseIdle). */
+  private idleSweep?: NodeJS.Timeout;
   private nextRefusalLog = 0;
 
   constructor(
@@ -99,6 +107,8 @@ export class OnDemandNamespaces {
 
   /** Forgets every slot; returns their watch sets (first lists included) for the caller to stop. */
   clear(): WatchSet[] {
+    clearInterval(this.idleSweep);
+    this.idleSweep = undefined;
     for (const slot of this.slots.values()) clearTimeout(slot.releaseTimer);
     const watching = [...this.slots.values()].map((s) => s.watching);
     this.slots.clear();
@@ -135,6 +145,27 @@ export class OnDemandNamespaces {
     slot.served = true;
     slot.lastUsed = Date.now();
     clearTimeout(slot.releaseTimer);
+    if (namespace !== this.defaultNamespace && !this.idleSweep) {
+      this.idleSweep = setInterval(() => this.releaseIdle(), this.limits.idleReleaseMs / 4);
+      this.idleSweep.unref();
+    }
+  }
+
+  /** Drops the namespaces that served but have not been named for idleReleaseMs (never the context's). */
+  private releaseIdle(): void {
+    const now = Date.now();
+    let kept = false;
+    for (const [namespace, slot] of this.slots) {
+      if (namespace === this.defaultNamespace || !slot.served || !slot.set) continue;
+      if (now - slot.lastUsed < this.limits.idleReleaseMs) kept = true;
+      else {
+        void this.release(namespace, slot);
+        this.log.info({ namespace, idleMs: now - slot.lastUsed }, 'stopped watching a namespace no request named lately');
+      }
+    }
+    if (kept) return;
+    clearInterval(this.idleSweep);
+    this.idleSweep = undefined;
   }
 
   private watch(namespace: string, now: number): Slot {

@@ -212,3 +212,25 @@ test('a namespace refused only a moment (an API server loading its RBAC after a 
   assert.deepEqual(c.status().namespaces.sort(), ['data', 'shop']);
   assert.ok(c.lookup.service('data', 'echo'));
 });
+
+test('namespaces that served streams and are named no more stop being watched below the limit, round after round', async () => {
+  const names = ['data', 'ns-a', 'ns-b'];
+  const c = await scopedCache('idle', ['shop', ...names], { ...UNLIMITED, idleReleaseMs: 300 });
+  for (let round = 0; round < 5; round++) {
+    for (const ns of names) {
+      await c.ensureNamespace(ns);
+      c.noteServed(ns);
+    }
+    assert.deepEqual(c.status().namespaces.sort(), ['data', 'ns-a', 'ns-b', 'shop']);
+    // One of them stays in use: named again while the others idle.
+    const deadline = Date.now() + 5_000;
+    while (c.status().namespaces.length > 2 && Date.now() < deadline) {
+      await c.ensureNamespace('data');
+      await sleep(50);
+    }
+    assert.deepEqual(c.status().namespaces.sort(), ['data', 'shop'], `round ${round}: what is used now, and the context's namespace`);
+    while (c.status().namespaces.length > 1 && Date.now() < deadline + 5_000) await sleep(50);
+    assert.deepEqual(c.status().namespaces, ['shop'], `round ${round}: the context's namespace is never dropped`);
+  }
+  assert.ok(c.lookup.service('shop', 'web'));
+});
