@@ -267,7 +267,13 @@ export class ClusterCache {
 
   /** The watches retrying now, each with its last error (a route's health: routes/guest-cluster/health.ts). */
   failingWatches(): Array<{ path: string; error: string }> {
-    const informers = [...this.sets().flatMap((set) => set.all()), ...(this.namespaces ? [this.namespaces] : [])];
+    // A namespace besides the context's that refuses us (deleted with its RoleBinding) is dropped
+    // soon (on-demand-namespaces.ts): it is not the route's health.
+    const refusedElsewhere = (set: WatchSet) =>
+      set.namespace !== this.defaultNamespace &&
+      set.all().some((i) => i.status === 'retrying' && i.lastError instanceof ApiStatusError && i.lastError.statusCode === 403);
+    const sets = this.clusterWide ? [this.clusterWide] : this.onDemand.sets().filter((set) => !refusedElsewhere(set));
+    const informers = [...sets.flatMap((set) => set.all()), ...(this.namespaces ? [this.namespaces] : [])];
     return informers.filter((i) => i.status === 'retrying').map((i) => ({ path: i.path, error: i.lastError ? errorMessage(i.lastError) : 'failing' }));
   }
 
