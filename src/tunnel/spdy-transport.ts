@@ -133,7 +133,11 @@ export class SpdyTransport implements Transport {
   podGone(pod: PodRef): void {
     const list = this.pods.get(this.key(pod));
     if (!list) return;
-    for (const e of [...list]) if (pod.uid === undefined || e.uid === undefined || e.uid === pod.uid) this.retire(e, 'the pod is gone');
+    for (const e of [...list]) {
+      if (pod.uid !== undefined && e.uid !== undefined && e.uid !== pod.uid) continue;
+      if (e.tunnel) e.tunnel.podWentAway = true;
+      this.retire(e, 'the pod is gone');
+    }
   }
 
   /**

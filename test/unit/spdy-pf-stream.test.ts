@@ -329,3 +329,46 @@ test("a GOAWAY that crossed the pair's SYN_STREAMs, and no new tunnel comes: the
   assert.deepEqual(resets, [5], 'only the error stream the kubelet took is reset');
   assert.equal(taken.destroyed, false);
 });
+
+test('a tunnel closed because its pod was deleted, before the kubelet took a warm stream that wrote: the stream fails retryable (another endpoint may take it); once taken, it broke', async () => {
+  for (const repliesIn of [0, 2]) {
+    const session = new SpdySession('client', { write: () => {}, close: () => {} });
+    let requestIds = 0;
+    const tunnel = {
+      session,
+      requestId: () => String(requestIds++),
+      replies: { opened: () => {}, replied: () => {} },
+      hold: () => {},
+      buffered: 0,
+      whenDrained: (cb: () => void) => cb(),
+      podWentAway: false,
+    };
+    const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
+      release() {},
+      retire() {},
+      reopen: noTunnel,
+    });
+    // A port that accepted lately: called connected at once; the client writes its request.
+    await stream.open({ signal: new AbortController().signal, confirmMs: 0 });
+    stream.on('error', () => {});
+    stream.write('GET / HTTP/1.1\r\n\r\n');
+    const headers = new HeaderCompressor();
+    if (repliesIn === 2) {
+      session.receive(encodeSynReply(1, headers.compress(encodeHeaderBlock({}))));
+      session.receive(encodeSynReply(DATA_STREAM, headers.compress(encodeHeaderBlock({}))));
+    }
+    // The pool retires the tunnel as the cache sees the pod deleted (spdy-transport.ts podGone).
+    tunnel.podWentAway = true;
+    session.destroy(new Error('the port-forward tunnel to ns/p was closed: the pod is gone'));
+    await settle();
+    const err = stream.errored as UpstreamApiError;
+    assert.ok(err instanceof UpstreamApiError);
+    if (repliesIn === 0) {
+      assert.equal(err.retryable, true);
+      assert.match(err.message, /the pod went away before the kubelet took the stream/);
+    } else {
+      assert.equal(err.retryable, false, 'the kubelet had the pair: what was written may have reached the pod');
+      assert.match(err.message, /broke: the port-forward tunnel to ns\/p was closed: the pod is gone/);
+    }
+  }
+});

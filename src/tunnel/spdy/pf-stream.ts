@@ -314,7 +314,11 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
       );
       return;
     }
-    if (err)
+    // Its pod deleted before the kubelet took this pair (a warm stream is called open before the
+    // replies): nothing reached the pod, so the route may move it to another endpoint.
+    if (err && this.tunnel.podWentAway && this.replies < 2 && !this.podHasSpoken)
+      this.destroy(new UpstreamApiError(`port-forward to ${where(this.target)}: the pod went away before the kubelet took the stream`, { retryable: true }));
+    else if (err)
       this.destroy(new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} broke: ${errorMessage(err)}`, { cause: err }));
     // A tunnel that ends cleanly inside a DATA frame cut the pod's bytes short: a break, not an end.
     else if (this.frames.midFrame)

@@ -94,6 +94,8 @@ export class PodTunnel implements SessionWire {
   readonly replies: ReplyWatch;
   /** Closed because it answered no PING: streams the kubelet never answered may open elsewhere. */
   wentSilent = false;
+  /** Closed because its pod was deleted: a stream the kubelet had not taken yet may go elsewhere. */
+  podWentAway = false;
   /** Bytes read from the tunnel so far: anything heard proves the path alive (reply-watch.ts). */
   bytesIn = 0;
   private nextRequestId = 0;
