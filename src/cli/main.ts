@@ -3,6 +3,7 @@
 import { Config, Errors, flush, handle, run, type Interfaces } from '@oclif/core';
 import { routeArgv } from './argv.js';
 import { DISPLAY_BIN } from './help.js';
+import { answerUserInfoWithoutPasswd } from './passwd-less.js';
 import { escapeControls, escapeControlsKeepingLines } from '../core/escape.js';
 
 /** Exit code for usage errors (bad flag, unknown command), as oclif and most CLIs use. */
@@ -10,6 +11,7 @@ const USAGE_EXIT = 2;
 
 /** `load` defaults to this package (package.json, manifest, command files); the bundle passes its own. */
 export async function main(argv: readonly string[] = process.argv.slice(2), load?: Interfaces.LoadOptions): Promise<void> {
+  if (process.platform !== 'win32') answerUserInfoWithoutPasswd();
   // Before oclif: `__complete` is no command of ours to list or to ask --help of.
   if (argv[0] === '__complete') {
     const { runCompletion } = await import('./complete-run.js');

@@ -85,11 +85,12 @@ test('serve --help works too', async () => {
 });
 
 test(
-  'a user with no HOME and no passwd entry (a container’s arbitrary UID) gets help and status, not a crash',
+  'a user with no HOME, no SHELL and no passwd entry (a container’s arbitrary UID) gets help and status, not a crash',
   { skip: process.getuid?.() !== 0 && 'needs root (setpriv)' },
   async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, COLUMNS: '100', NO_COLOR: '1' };
-    for (const name of ['HOME', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'KUBECTL_PROXYOUT_STATE_DIR', 'KUBECONFIG']) delete env[name];
+    // No SHELL either, as in most containers: oclif then asks the passwd entry for one.
+    for (const name of ['HOME', 'SHELL', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'KUBECTL_PROXYOUT_STATE_DIR', 'KUBECONFIG']) delete env[name];
     const as = (args: string[]) =>
       new Promise<Result>((resolve) =>
         execFile(
@@ -101,7 +102,10 @@ test(
       );
     assertRootHelp(await as(['--help']));
     const status = await as(['status']);
-    assert.doesNotMatch(status.stderr, /uv_os_homedir|\n\s+at /, status.stderr);
+    assert.doesNotMatch(status.stderr, /uv_os_homedir|uv_os_get_passwd|\n\s+at /, status.stderr);
+    assert.equal(status.code, 0, status.stderr);
+    const completion = await as(['__complete', 'st']);
+    assert.match(completion.stdout, /^status\b/m, completion.stderr);
   },
 );
 
