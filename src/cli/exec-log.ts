@@ -7,10 +7,12 @@ import { createLogger, type Logger, type LogLevel } from '../core/log.js';
 import { stderrDestination } from '../core/log-format.js';
 import { RotatingLogFile } from '../managed/rotating-log.js';
 import { EXEC_LOG_ID, ensureStateDir, type StateLayout } from '../state/paths.js';
+import { errorMessage } from '../core/errors.js';
 
 export interface ExecLog {
   log: Logger;
-  file: string;
+  /** The log file, or why none is kept (a read-only or unwritable home, as CI jobs have). */
+  kept: { file: string } | { reason: string };
   /** Writes out what is buffered; the file is closed by the process's exit. */
   flush(): Promise<void>;
 }
@@ -19,24 +21,26 @@ export interface ExecLog {
 const warnOrAbove = (level: Exclude<LogLevel, 'silent'>): LogLevel => (pino.levels.values[level]! >= pino.levels.values.warn! ? level : 'warn');
 
 export function execLog(l: StateLayout, level: LogLevel): ExecLog {
-  ensureStateDir(l);
-  const file = l.logFile(EXEC_LOG_ID);
-  const dest = new RotatingLogFile(file);
+  // The log is for later reading: a state directory that cannot be made or written keeps CMD
+  // from running no more than it would keep kubectl from it.
+  let dest: RotatingLogFile | undefined;
+  let kept: ExecLog['kept'];
+  try {
+    ensureStateDir(l);
+    dest = new RotatingLogFile(l.logFile(EXEC_LOG_ID));
+    kept = { file: dest.file };
+  } catch (err) {
+    kept = { reason: errorMessage(err) };
+  }
   const stderr = stderrDestination('auto');
-  const streams =
-    level === 'silent'
-      ? []
-      : [
-          { level, stream: dest },
-          { level: warnOrAbove(level), stream: stderr },
-        ];
+  const streams = level === 'silent' ? [] : [...(dest ? [{ level, stream: dest }] : []), { level: warnOrAbove(level), stream: stderr }];
   const log = createLogger(level, pino.multistream(streams as Parameters<typeof pino.multistream>[0]));
   return {
     log,
-    file,
+    kept,
     flush: () =>
       new Promise<void>((resolve) => {
-        dest.flushSync();
+        dest?.flushSync();
         const s = stderr as { flush?: (cb: () => void) => void };
         if (s.flush) s.flush(() => resolve());
         else resolve();

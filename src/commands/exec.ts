@@ -108,13 +108,8 @@ export default class Exec extends Command {
     } else {
       // Any local user can reach a loopback port while CMD runs: a password keeps them out.
       const proxyAuth = given ?? generateCredentials();
-      log = (() => {
-        try {
-          return execLog(layout(), options.logLevel as LogLevel);
-        } catch (err) {
-          return failOnKnownError(this, err);
-        }
-      })();
+      log = execLog(layout(), options.logLevel as LogLevel);
+      if ('reason' in log.kept) process.stderr.write(`kubectl-proxyout: exec's log is not kept: ${escapeControls(log.kept.reason)}\n`);
       logProcessWarnings(log.log);
       // Its listeners are loopback port 0, as --help says: not the config file's port mappings,
       // which a proxy already running (service-install) may hold.
@@ -139,7 +134,7 @@ export default class Exec extends Command {
       process.stderr.write(
         `kubectl-proxyout: ${why}; started a temporary one for this command ` +
           `(${describeTarget(temporary)}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +
-          `log: kubectl proxyout logs exec)\n`,
+          `log: ${'file' in log.kept ? 'kubectl proxyout logs exec' : 'warnings on stderr only'})\n`,
       );
     }
 

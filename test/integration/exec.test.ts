@@ -108,6 +108,29 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.equal(after.code, 7, 'connection refused once exec returned');
   });
 
+  test(
+    'a state directory on a read-only file system (a CI job, a container) keeps no log, and CMD still runs',
+    { skip: process.getuid?.() !== 0 && 'needs root (a read-only bind mount)' },
+    async () => {
+      const home = mkdtempSync(path.join(tmpdir(), 'pxe-ro-'));
+      try {
+        // The CLI runs in a mount namespace of its own, where `home` is read-only.
+        const readOnly = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind -o ro "$0" "$0" && exec "$@"', home];
+        const r = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'curl -s --max-time 20 http://web.shop:8080/whoami'], {
+          env: { KUBECTL_PROXYOUT_STATE_DIR: path.join(home, 'state') },
+          timeoutMs: 60_000,
+          via: readOnly,
+        });
+        assert.equal(r.code, 0, r.stderr);
+        assert.match(r.stdout, /"namespace":"shop"/, 'curl reached web.shop through the proxy');
+        assert.match(r.stderr, /^kubectl-proxyout: exec's log is not kept: cannot create the state directory .*\/state: /m);
+        assert.match(r.stderr, /started a temporary one for this command \(.*; log: warnings on stderr only\)$/m);
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
+    },
+  );
+
   test("CMD's exit status is exec's; 128+N when CMD died of signal N; 127 when CMD does not exist", async () => {
     assert.equal((await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'exit 7'])).code, 7);
     // Died of CMD's signal, as CMD would have (a shell's loop stops on Ctrl-C); a shell reads 128+N.
