@@ -123,7 +123,7 @@ describe('exec without a managed proxy: a temporary one', () => {
         });
         assert.equal(r.code, 0, r.stderr);
         assert.match(r.stdout, /"namespace":"shop"/, 'curl reached web.shop through the proxy');
-        assert.match(r.stderr, /^kubectl-proxyout: exec's log is not kept: cannot create the state directory .*\/state: /m);
+        assert.match(r.stderr, /^kubectl-proxyout: exec's log is not kept: cannot create the state directory .*\/state: EROFS: read-only file system/m);
         assert.match(r.stderr, /started a temporary one for this command \(.*; log: warnings on stderr only\)$/m);
       } finally {
         rmSync(home, { recursive: true, force: true });

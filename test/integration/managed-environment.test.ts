@@ -101,3 +101,25 @@ test('connect from a working directory that was removed starts the daemon, as ku
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test(
+  'connect under a read-only home (a container, a CI job) says the file system is read-only, not that the directory does not exist',
+  { skip: (process.platform !== 'linux' || process.getuid?.() !== 0) && 'needs root on Linux (a read-only bind mount)' },
+  async () => {
+    const home = mkdtempSync(path.join(tmpdir(), 'proxyout-ro-home-'));
+    try {
+      // The CLI runs in a mount namespace of its own, where `home` is read-only.
+      const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--id', 'ro'], {
+        env: { HOME: home, KUBECTL_PROXYOUT_STATE_DIR: undefined, XDG_STATE_HOME: undefined },
+        via: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind -o ro "$0" "$0" && exec "$@"', home],
+      });
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(
+        r.stderr,
+        /^Error: cannot create the state directory .*\/\.local\/state\/kubectl-proxyout: EROFS: read-only file system, mkdir '.*\/\.local'$/m,
+      );
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  },
+);
