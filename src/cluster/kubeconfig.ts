@@ -8,12 +8,15 @@ import { OidcTokenSource } from './oidc.js';
 import { OIDC_STORE_EXTENSION, OidcTokenStore } from './oidc-store.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
 import { addExecInfo } from './exec-info.js';
+import { IN_CLUSTER, inClusterConfig } from './in-cluster.js';
 import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './kubeconfig-files.js';
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
 import { unreadableFile } from './tls-material.js';
 import { checkClientKey, checkDataBesideFile, checkExec, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
+
+const NO_KUBECONFIG = 'no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config';
 
 export interface LoadedKubeConfig {
   kc: KubeConfig;
@@ -55,14 +58,22 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
         throw new StartupError(
           `${files.length === 1 ? `kubeconfig ${files[0]} defines` : `the kubeconfig files (${files.join(', ')}) define`} no context: add one (kubectl config set-context) or use another kubeconfig`,
         );
-    } else kc.loadFromDefault(); // no file at all: client-node's in-cluster config, or its fallback (refused below)
+    } else {
+      // No file at all: inside a pod, the in-cluster configuration, as kubectl reads it.
+      const inCluster = inClusterConfig();
+      if (typeof inCluster === 'string') throw new StartupError(`${NO_KUBECONFIG}; ${inCluster}`);
+      if (inCluster) {
+        kc.loadFromOptions(inCluster.options);
+        rawUsers = new Map([[IN_CLUSTER.user, { user: { tokenFile: inCluster.tokenFile }, file: inCluster.tokenFile }]]);
+      } else kc.loadFromDefault(); // client-node's Windows (WSL) look-ups, or its fallback (refused below)
+    }
   } catch (err) {
     if (err instanceof StartupError) throw err;
     if (err instanceof NotRegularFileError) throw new StartupError(`cannot load kubeconfig: ${err.message}`, { cause: err });
     throw new StartupError(`cannot load kubeconfig: ${errorMessage(err).split('\n')[0]}`, { cause: err });
   }
   if (kc.getContexts().length === 0 || isClientNodeFallback(kc)) {
-    throw new StartupError('no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config');
+    throw new StartupError(NO_KUBECONFIG);
   }
   const known = () =>
     kc
