@@ -2,7 +2,7 @@
 // clients with `Proxy-Authorization: Basic` (RFC 7617). Where they come from (a private file, the
 // environment, argv) and the check that a listener reachable from other machines has them.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { formatHostPort, isLoopbackHost } from '../core/address.js';
 import { FailedAuthThrottle, THROTTLE_DEFAULTS, type ThrottleOptions } from './throttle.js';
@@ -51,7 +51,7 @@ export function readCredentialsFile(file: string): ProxyCredentials {
     if (!st.isFile()) throw new StartupError(`${where}: not a regular file`);
     if (process.platform !== 'win32' && (st.mode & 0o077) !== 0) {
       const mode = (st.mode & 0o777).toString(8).padStart(3, '0');
-      throw new StartupError(`${where}: refusing a file that group or others can access (mode ${mode}); run chmod 600 ${file}`);
+      throw new StartupError(`${where}: refusing a file that group or others can access (mode ${mode}); ${looseFileFix(file)}`);
     }
     const uid = process.getuid?.();
     if (uid !== undefined && st.uid !== uid && st.uid !== 0)
@@ -62,6 +62,22 @@ export function readCredentialsFile(file: string): ProxyCredentials {
     throw new StartupError(`${where}: ${errorMessage(err)}`, { cause: err });
   }
   return parseCredentials(text.split(/\r?\n/, 1)[0] ?? '', where, 'file');
+}
+
+/**
+ * How to close a file others can read. A Kubernetes Secret (or ConfigMap) volume is read-only,
+ * 0644 unless the volume says otherwise, and chmod cannot change it: a sidecar's user is told
+ * what can. Its files are symlinks into `..data/`, the kubelet's atomic-writer layout.
+ */
+function looseFileFix(file: string): string {
+  let target = '';
+  try {
+    if (lstatSync(file).isSymbolicLink()) target = readlinkSync(file);
+  } catch {
+    /* it was just stat'ed; gone since: the plain advice */
+  }
+  if (!target.startsWith('..data/')) return `run chmod 600 ${file}`;
+  return `it is in a Kubernetes Secret volume, which chmod cannot change: set the volume's defaultMode to 0400, or pass the credentials in $${PROXY_AUTH_ENV} (env valueFrom secretKeyRef)`;
 }
 
 /**

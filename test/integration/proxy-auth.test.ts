@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
@@ -249,6 +249,21 @@ describe('where the credentials come from', () => {
     assert.equal(r.code, 1);
     assert.match(r.stderr, /^Error: --proxy-auth-file .*loose-auth: refusing a file that group or others can access \(mode 644\); run chmod 600 \S+\n$/);
     assert.doesNotMatch(r.stderr, /secret/);
+  });
+
+  test('one in a Kubernetes Secret volume (read-only, 0644 by default) is told what can close it, not chmod', async () => {
+    // The kubelet's layout: FILE → ..data/FILE, ..data → ..<timestamp>/ holding the file.
+    const volume = path.join(cluster.dir, 'secret-volume');
+    mkdirSync(path.join(volume, '..2026_01_01_00_00_00.000000001'), { recursive: true });
+    writeFileSync(path.join(volume, '..2026_01_01_00_00_00.000000001', 'auth'), 'eve:secret\n', { mode: 0o644 });
+    symlinkSync('..2026_01_01_00_00_00.000000001', path.join(volume, '..data'));
+    symlinkSync('..data/auth', path.join(volume, 'auth'));
+    const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '0.0.0.0:0', '--proxy-auth-file', path.join(volume, 'auth')]);
+    assert.equal(r.code, 1);
+    assert.match(
+      r.stderr,
+      /^Error: --proxy-auth-file .*auth: refusing a file that group or others can access \(mode 644\); it is in a Kubernetes Secret volume, which chmod cannot change: set the volume's defaultMode to 0400, or pass the credentials in \$KUBECTL_PROXYOUT_PROXY_AUTH \(env valueFrom secretKeyRef\)\n$/,
+    );
   });
 });
 
