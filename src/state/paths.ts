@@ -166,7 +166,9 @@ function ensurePrivateDir(dir: string, isRoot: boolean): void {
       created = true;
     } catch (mkErr) {
       if ((mkErr as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new StateDirError(`cannot create the state directory ${dir}: ${whyNotMade(dir, mkErr as NodeJS.ErrnoException).message}`);
+        // A read-only home (a container's, a CI job's): say where else it can go.
+        const elsewhere = process.env[STATE_DIR_ENV] ? `set ${STATE_DIR_ENV} to another one` : `set ${STATE_DIR_ENV} to a directory you can write`;
+        throw new StateDirError(`cannot create the state directory ${dir}: ${whyNotMade(dir, mkErr as NodeJS.ErrnoException).message}; ${elsewhere}`);
       }
     }
   }

@@ -116,7 +116,7 @@ test(
       assert.equal(r.code, 1, r.stderr);
       assert.match(
         r.stderr,
-        /^Error: cannot create the state directory .*\/\.local\/state\/kubectl-proxyout: EROFS: read-only file system, mkdir '.*\/\.local'$/m,
+        /^Error: cannot create the state directory .*\/\.local\/state\/kubectl-proxyout: EROFS: read-only file system, mkdir '.*\/\.local'; set KUBECTL_PROXYOUT_STATE_DIR to a directory you can write$/m,
       );
     } finally {
       rmSync(home, { recursive: true, force: true });
