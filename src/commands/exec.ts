@@ -14,6 +14,7 @@ import { httpOnTcp, proxyEnvironment, variablesCanName, withProxyEnvironment, ty
 import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { dieOfSignal, relaySignals } from '../cli/exec-signals.js';
+import { endOnSignalWhile } from '../cli/signals.js';
 import type { LogLevel } from '../core/log.js';
 import { execLog, type ExecLog } from '../cli/exec-log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
@@ -121,7 +122,7 @@ export default class Exec extends Command {
           return failOnKnownError(this, err);
         }
       })();
-      temporary = await startProxy({ ...options, table, proxyAuth }, log.log).catch((err: unknown) => failOnKnownError(this, err));
+      temporary = await endOnSignalWhile(startProxy({ ...options, table, proxyAuth }, log.log)).catch((err: unknown) => failOnKnownError(this, err));
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()), table.clusterDomain);
       // With --id, the proxy asked for by name: naming the context instead hid a mistyped ID.
       const why = found

@@ -13,7 +13,7 @@ import { layout } from '../state/paths.js';
 import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyLines } from '../cli/ready.js';
 import { apiServersOf } from '../routes/route.js';
-import { firstShutdownSignal } from '../cli/signals.js';
+import { endOnSignalWhile, firstShutdownSignal } from '../cli/signals.js';
 import { hasControllingTerminal } from '../core/terminal.js';
 
 export default class Serve extends Command {
@@ -67,7 +67,7 @@ export default class Serve extends Command {
       reloadWhenStarted = true;
     });
     // Its page shows the user's managed proxies too.
-    running = await startProxy({ ...options, page: true, otherProxies: managedHub(layout()) }, log).catch((err: unknown) => {
+    running = await endOnSignalWhile(startProxy({ ...options, page: true, otherProxies: managedHub(layout()) }, log)).catch((err: unknown) => {
       // Expected failures (port taken, bad kubeconfig, API down) are one line, no stack.
       if (err instanceof StartupError) this.error(err.message, { exit: 1 });
       throw err;
