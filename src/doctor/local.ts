@@ -1,6 +1,6 @@
 // This machine: the listen addresses are free, the state directory is private, and every managed
 // proxy answers on its control socket with its caches synced.
-import { lstatSync, readdirSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, readdirSync } from 'node:fs';
 import { replaceableAt, type ReplaceableAt } from '../core/replaceable-path.js';
 import net from 'node:net';
 import path from 'node:path';
@@ -82,6 +82,22 @@ function tryListen(host: string, port: number): Promise<string | undefined> {
 }
 
 /**
+ * Why the first connect could not create `dir`, or undefined: the nearest directory above it that
+ * exists is not writable (a read-only file system: a container's, a CI job's home).
+ */
+function whyNotCreatable(dir: string): string | undefined {
+  let above = path.dirname(dir);
+  while (path.dirname(above) !== above && !existsSync(above)) above = path.dirname(above);
+  try {
+    accessSync(above, constants.W_OK);
+    return undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'EROFS' ? `${above} is on a read-only file system` : `${above} is not writable (${code ?? errorMessage(err)})`;
+  }
+}
+
+/**
  * The state directory: what every command refuses (state/paths.ts stateDirRefusal, the one rule)
  * fails; what it accepts but others can read — a 0755 directory, a 0644 file — is a warning.
  */
@@ -90,8 +106,20 @@ export function checkStateDir(l: StateLayout = layout(), uid: number | undefined
   try {
     root = lstatSync(l.root);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      const cannot = whyNotCreatable(l.root);
+      if (cannot)
+        return [
+          {
+            scope,
+            name: 'state-dir',
+            status: 'warn',
+            detail: `${l.root} does not exist and cannot be created: ${cannot}`,
+            fix: 'set KUBECTL_PROXYOUT_STATE_DIR to a directory you can write: connect needs one (the foreground proxy and exec do not)',
+          },
+        ];
       return [{ scope, name: 'state-dir', status: 'ok', detail: `${l.root} does not exist yet (created on the first connect)` }];
+    }
     return [
       {
         scope,

@@ -123,3 +123,26 @@ test(
     }
   },
 );
+
+test(
+  'doctor under a read-only home warns that the state directory cannot be created, not that it will be',
+  { skip: (process.platform !== 'linux' || process.getuid?.() !== 0) && 'needs root on Linux (a read-only bind mount)' },
+  async () => {
+    const home = mkdtempSync(path.join(tmpdir(), 'proxyout-ro-doctor-'));
+    try {
+      const r = await runCli(['doctor', '--kubeconfig', cluster.kubeconfig], {
+        env: { HOME: home, KUBECTL_PROXYOUT_STATE_DIR: undefined, XDG_STATE_HOME: undefined },
+        via: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind -o ro "$0" "$0" && exec "$@"', home],
+        timeoutMs: 60_000,
+      });
+      assert.match(
+        r.stdout,
+        /WARN state-dir: .*\/\.local\/state\/kubectl-proxyout does not exist and cannot be created: .* is on a read-only file system\n/,
+        r.stdout,
+      );
+      assert.match(r.stdout, /fix: set KUBECTL_PROXYOUT_STATE_DIR to a directory you can write/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  },
+);
