@@ -58,7 +58,9 @@ export default class Serve extends Command {
       log.info('SIGHUP: reloading the routing table');
       proxy.reload().catch((err: unknown) => log.error({ error: errorMessage(err) }, 'reload failed; the routing table is unchanged'));
     };
-    const onTerminal = process.stdin.isTTY === true || process.stderr.isTTY === true;
+    // Started without a controlling terminal (setsid, a service), though its output may go to
+    // one, no terminal can hang up on it: every SIGHUP is a `kill -HUP`, a reload.
+    const onTerminal = (process.stdin.isTTY === true || process.stderr.isTTY === true) && hasControllingTerminal();
     process.on('SIGHUP', () => {
       // The terminal it runs in was closed: a hangup, as for any program in it — stop.
       if (onTerminal && !hasControllingTerminal()) return void process.kill(process.pid, 'SIGTERM');

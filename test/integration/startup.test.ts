@@ -188,6 +188,42 @@ describe('running', () => {
     }
   });
 
+  test('under setsid, writing to a terminal it has no control of, SIGHUP reloads instead of stopping it', async (t) => {
+    if (!existsSync('/usr/bin/script')) return t.skip('script(1) is not installed: no pseudo-terminal');
+    // Its stdin and stderr are the terminal's, but setsid left it no controlling terminal: no
+    // hangup can come from one, so a SIGHUP is someone's `kill -HUP`.
+    const term = spawn(
+      '/usr/bin/script',
+      [
+        '-qfec',
+        `exec setsid -w ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${cluster.kubeconfig} --listen-socks 127.0.0.1:0 --log-format json`,
+        '/dev/null',
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    t.after(() => term.kill('SIGKILL'));
+    let out = '';
+    term.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    const deadline = Date.now() + 30_000;
+    while (!out.includes('ALL_PROXY') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const pid = Number(/"msg":"proxy ready"/.test(out) && /"pid":(\d+),[^\n]*"msg":"proxy ready"/.exec(out)?.[1]);
+    assert.ok(pid > 0, `the proxy did not start on the terminal: ${out}`);
+    try {
+      process.kill(pid, 'SIGHUP');
+      const until = Date.now() + 10_000;
+      while (!out.includes('routing table reloaded') && !out.includes('shutting down') && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      assert.match(out, /SIGHUP: reloading the routing table/);
+      assert.doesNotMatch(out, /shutting down/);
+      assert.ok(existsSync(`/proc/${pid}`), 'it still runs');
+    } finally {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  });
+
   test('SIGTERM lets an open stream finish within the grace period, then exits 0', async () => {
     const p = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--shutdown-grace', '3s']);
     const slow = curl([
