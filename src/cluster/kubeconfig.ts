@@ -45,7 +45,10 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
     if (opts.kubeconfig && !existsSync(opts.kubeconfig)) throw new StartupError(`kubeconfig ${opts.kubeconfig} does not exist`);
     const envFiles = (process.env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
     const files = kubeconfigFiles(opts.kubeconfig);
-    if (!opts.kubeconfig && process.env.KUBECONFIG && files.length === 0) {
+    // Inside a pod, kubectl reads the in-cluster configuration also when KUBECONFIG names only
+    // files that are not there (an image's default): outside one, that is a mistake to name.
+    const inCluster = files.length === 0 ? inClusterConfig() : undefined;
+    if (!opts.kubeconfig && process.env.KUBECONFIG && files.length === 0 && typeof inCluster !== 'object') {
       if (envFiles.length === 0) throw new StartupError(`KUBECONFIG="${process.env.KUBECONFIG}" names no file: set it to one, or unset it for ~/.kube/config`);
       throw new StartupError(`no kubeconfig file from KUBECONFIG exists (${envFiles.join(', ')})`);
     }
@@ -60,7 +63,6 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
         );
     } else {
       // No file at all: inside a pod, the in-cluster configuration, as kubectl reads it.
-      const inCluster = inClusterConfig();
       if (typeof inCluster === 'string') throw new StartupError(`${NO_KUBECONFIG}; ${inCluster}`);
       if (inCluster) {
         kc.loadFromOptions(inCluster.options);

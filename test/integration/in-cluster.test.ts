@@ -76,3 +76,13 @@ test('a token without KUBERNETES_SERVICE_HOST/PORT (sudo, env -i) is one line sa
     'Error: no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config; the service-account token /var/run/secrets/kubernetes.io/serviceaccount/token is there, but without KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (sudo and env -i drop them) the in-cluster configuration is not used, as by kubectl\n',
   );
 });
+
+test('a KUBECONFIG naming only files that are not there (an image default) still reads it, as kubectl does', { skip }, async () => {
+  const r = await inPod(['exec', '--', 'true'], { KUBECONFIG: path.join(dir, 'no-such-kubeconfig') });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /\(context inClusterContext, namespace shop;/);
+  // Outside a pod, naming a file that is not there is still a mistake to point out.
+  const outside = await runCli(['exec', '--', 'true'], { env: { KUBECONFIG: path.join(dir, 'no-such-kubeconfig') } });
+  assert.equal(outside.code, 1);
+  assert.match(outside.stderr, /^Error: no kubeconfig file from KUBECONFIG exists \(.*no-such-kubeconfig\)$/m);
+});
