@@ -10,6 +10,7 @@ import { chmodSync, lstatSync, mkdirSync, realpathSync, statSync, unlinkSync } f
 import type { AddressInfo } from 'node:net';
 import { StartupError } from '../core/errors.js';
 import { replaceableAt } from '../core/replaceable-path.js';
+import { mkdirFailure } from '../core/mkdir-failure.js';
 import { UNIX_SOURCE } from '../auth/source.js';
 
 /** The family recorded for unix listeners in AddressInfo-shaped addresses (address = the path). */
@@ -32,7 +33,7 @@ function checkParent(file: string, flag: string): void {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       chmodSync(dir, 0o700);
     } catch (mkErr) {
-      throw new StartupError(`${flag} unix:${file}: cannot create ${dir}: ${(mkErr as Error).message}`);
+      throw new StartupError(`${flag} unix:${file}: cannot create ${dir}: ${mkdirFailure(dir, mkErr as NodeJS.ErrnoException).message}`);
     }
   }
   const st = statSync(dir);

@@ -11,12 +11,13 @@
 // Directories are 0700. The location is $KUBECTL_PROXYOUT_STATE_DIR when set, else the per-user
 // place: $XDG_STATE_HOME/kubectl-proxyout (~/.local/state/kubectl-proxyout) on Linux and other
 // Unixes, env-paths' ~/Library/Application Support/kubectl-proxyout on macOS.
-import { chmodSync, existsSync, lstatSync, mkdirSync, statSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { homedir, tmpdir } from 'node:os';
 import envPaths from 'env-paths';
 import { isPlainUrlPath } from '../core/url-path.js';
+import { mkdirFailure } from '../core/mkdir-failure.js';
 
 export const STATE_DIR_ENV = 'KUBECTL_PROXYOUT_STATE_DIR';
 const APP = 'kubectl-proxyout';
@@ -168,30 +169,13 @@ function ensurePrivateDir(dir: string, isRoot: boolean): void {
       if ((mkErr as NodeJS.ErrnoException).code !== 'EEXIST') {
         // A read-only home (a container's, a CI job's): say where else it can go.
         const elsewhere = process.env[STATE_DIR_ENV] ? `set ${STATE_DIR_ENV} to another one` : `set ${STATE_DIR_ENV} to a directory you can write`;
-        throw new StateDirError(`cannot create the state directory ${dir}: ${whyNotMade(dir, mkErr as NodeJS.ErrnoException).message}; ${elsewhere}`);
+        throw new StateDirError(`cannot create the state directory ${dir}: ${mkdirFailure(dir, mkErr as NodeJS.ErrnoException).message}; ${elsewhere}`);
       }
     }
   }
   // mkdir's mode is filtered by the umask; make sure of 0700 for what we created.
   if (created) chmodSync(dir, 0o700);
   checkSafe(dir);
-}
-
-/**
- * Node's recursive mkdir reports ENOENT when a directory cannot be made for another reason: on a
- * read-only file system (a container's, a CI job's home) the state directory "did not exist".
- * The first missing directory, made alone, says why.
- */
-function whyNotMade(dir: string, err: NodeJS.ErrnoException): NodeJS.ErrnoException {
-  if (err.code !== 'ENOENT') return err;
-  let missing = dir;
-  while (path.dirname(missing) !== missing && !existsSync(path.dirname(missing))) missing = path.dirname(missing);
-  try {
-    mkdirSync(missing, { mode: 0o700 });
-  } catch (cause) {
-    return cause as NodeJS.ErrnoException;
-  }
-  return err;
 }
 
 function checkSafe(dir: string): void {

@@ -182,6 +182,21 @@ describe('what is already at the path', () => {
     assert.equal(r.code, 1);
     assert.match(r.stderr, /refusing the directory .*open: group or others can write it \(mode 777\)/);
   });
+
+  test(
+    'a socket directory on a read-only file system says so, not "no such file or directory"',
+    { skip: (process.platform !== 'linux' || process.getuid?.() !== 0) && 'needs root on Linux (a read-only bind mount)' },
+    async () => {
+      const readOnly = path.join(dir, 'read-only');
+      mkdirSync(readOnly);
+      const file = path.join(readOnly, 'sockets', 's.sock');
+      const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', `unix:${file}`], {
+        via: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind -o ro "$0" "$0" && exec "$@"', readOnly],
+      });
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /^Error: --listen-socks unix:.*\/s\.sock: cannot create .*\/sockets: EROFS: read-only file system/m);
+    },
+  );
 });
 
 /** A test user for the other-uid checks: made with useradd when we are root; undefined (with why) otherwise. */
