@@ -1,6 +1,7 @@
 // Process entry (bin/kubectl-proxyout imports this). Owns argv routing and error printing so
 // that expected failures are one `Error: …` line on stderr, never a stack trace.
 import { Config, Errors, flush, handle, run, type Interfaces } from '@oclif/core';
+import { fileURLToPath } from 'node:url';
 import { routeArgv } from './argv.js';
 import { DISPLAY_BIN } from './help.js';
 import { answerUserInfoWithoutPasswd } from './passwd-less.js';
@@ -10,22 +11,33 @@ import { escapeControls, escapeControlsKeepingLines } from '../core/escape.js';
 const USAGE_EXIT = 2;
 
 /** `load` defaults to this package (package.json, manifest, command files); the bundle passes its own. */
-export async function main(argv: readonly string[] = process.argv.slice(2), load?: Interfaces.LoadOptions): Promise<void> {
+export async function main(argv: readonly string[] = process.argv.slice(2), given?: string | Interfaces.Options): Promise<void> {
   if (process.platform !== 'win32') answerUserInfoWithoutPasswd();
+  const load = withoutUserPlugins(given ?? import.meta.url);
   // Before oclif: `__complete` is no command of ours to list or to ask --help of.
   if (argv[0] === '__complete') {
     const { runCompletion } = await import('./complete-run.js');
-    return runCompletion(argv.slice(1), load ?? import.meta.url);
+    return runCompletion(argv.slice(1), load);
   }
   let config: Config | undefined;
   try {
-    config = await Config.load(load ?? import.meta.url);
+    config = await Config.load(load);
     await run(routeArgv(argv, config.findCommand('exec')?.flags), config);
     await flush();
   } catch (err) {
     await flush().catch(() => undefined);
     await exitFor(err, config);
   }
+}
+
+/**
+ * No oclif user plugins (there is no `plugins install`): oclif reads their package.json in the
+ * data directory at every start, and a home this user cannot read (a container's image HOME under
+ * another UID) put a Node warning, EACCES and all, before every command's output.
+ */
+function withoutUserPlugins(load: string | Interfaces.Options): Interfaces.Options {
+  if (typeof load === 'object') return { ...load, userPlugins: false };
+  return { root: load.startsWith('file:') ? fileURLToPath(load) : load, userPlugins: false };
 }
 
 async function exitFor(err: unknown, config: Config | undefined): Promise<never> {

@@ -109,6 +109,28 @@ test(
   },
 );
 
+test(
+  'a HOME this user cannot read (an image’s HOME under another UID) puts no warning before the output',
+  { skip: process.getuid?.() !== 0 && 'needs root (setpriv)' },
+  async (t) => {
+    const home = mkdtempSync(join(tmpdir(), 'proxyout-closed-home-')); // root's, 0700
+    t.after(() => rmSync(home, { recursive: true, force: true }));
+    const env: NodeJS.ProcessEnv = { ...process.env, HOME: home, COLUMNS: '100', NO_COLOR: '1' };
+    for (const name of ['XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME']) delete env[name];
+    const r = await new Promise<Result>((resolve) =>
+      execFile(
+        'setpriv',
+        ['--reuid', '54321', '--regid', '54321', '--clear-groups', process.execPath, BIN, '--version'],
+        { env, timeout: 60_000, cwd: '/' },
+        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+      ),
+    );
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stderr, '');
+    assert.match(r.stdout, /^kubectl-proxyout\//);
+  },
+);
+
 test('--version prints the package version', async () => {
   const r = await run(BIN, ['--version']);
   assert.equal(r.code, 0, r.stderr);
