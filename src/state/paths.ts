@@ -150,7 +150,8 @@ export function stateDirExists(l: StateLayout = layout()): boolean {
     statSync(l.root);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    throw err;
+    // A home this user cannot read (an image's HOME under another UID): one line, and the way on.
+    throw new StateDirError(`cannot read the state directory ${l.root}: ${(err as Error).message}; set ${STATE_DIR_ENV} to a directory of your own`);
   }
   checkSafe(l.root);
   return true;

@@ -117,17 +117,26 @@ test(
     t.after(() => rmSync(home, { recursive: true, force: true }));
     const env: NodeJS.ProcessEnv = { ...process.env, HOME: home, COLUMNS: '100', NO_COLOR: '1' };
     for (const name of ['XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME']) delete env[name];
-    const r = await new Promise<Result>((resolve) =>
-      execFile(
-        'setpriv',
-        ['--reuid', '54321', '--regid', '54321', '--clear-groups', process.execPath, BIN, '--version'],
-        { env, timeout: 60_000, cwd: '/' },
-        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-      ),
-    );
+    const as = (args: string[]) =>
+      new Promise<Result>((resolve) =>
+        execFile(
+          'setpriv',
+          ['--reuid', '54321', '--regid', '54321', '--clear-groups', process.execPath, BIN, ...args],
+          { env, timeout: 60_000, cwd: '/' },
+          (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+        ),
+      );
+    const r = await as(['--version']);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stderr, '');
     assert.match(r.stdout, /^kubectl-proxyout\//);
+    // The state directory under it cannot be looked at: one line saying so, and the way on.
+    const status = await as(['status']);
+    assert.equal(status.code, 1);
+    assert.equal(
+      status.stderr,
+      `Error: cannot read the state directory ${home}/.local/state/kubectl-proxyout: EACCES: permission denied, stat '${home}/.local/state/kubectl-proxyout'; set KUBECTL_PROXYOUT_STATE_DIR to a directory of your own\n`,
+    );
   },
 );
 
