@@ -70,16 +70,16 @@ export class LogReader {
     this.reopenIfRotated();
     if (this.fd === undefined) return [];
     const size = fstatSync(this.fd).size;
-    const lines: string[] = [];
+    let lines: string[] = [];
     if (size < this.pos || !this.stillOurs(this.fd)) {
       // Emptied in place (and perhaps grown again past where we were): the rest from the copy,
       // then this file from its start.
-      lines.push(...this.restOfCopy(), ...this.rest());
+      lines = this.restOfCopy().concat(this.rest());
       this.pos = 0;
       this.tail = Buffer.alloc(0);
     }
-    lines.push(...this.readFrom(this.fd, size));
-    return lines;
+    // concat, not push(...): a whole file's lines as arguments overflow the stack (~125k lines).
+    return lines.concat(this.readFrom(this.fd, size));
   }
 
   /** Lines of fd from pos up to `size`, the incomplete last one kept in partial. */
@@ -94,7 +94,7 @@ export class LogReader {
       this.tail = Buffer.concat([this.tail, got.subarray(Math.max(0, n - TAIL_BYTES))]).subarray(-TAIL_BYTES);
       const parts = (this.partial + got.toString('utf8')).split('\n');
       this.partial = parts.pop() ?? '';
-      lines.push(...parts);
+      for (const part of parts) lines.push(part);
     }
     return lines;
   }

@@ -161,3 +161,16 @@ test('a log whose writes fail (a full disk: /dev/full) lets flushSync return; th
   clearTimeout(killer);
   assert.deepEqual([code, signal, out], [0, null, 'returned'], 'flushSync returned and the process exited');
 });
+
+test('a log of 200,000 lines is read whole: its lines are not passed as arguments (the stack overflowed at ~125k)', (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-log-lines-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'big.log');
+  writeFileSync(file, '{"level":30,"time":1,"pid":1,"msg":"x"}\n'.repeat(200_000));
+  const reader = new LogReader(file);
+  assert.equal(reader.readLines().length, 200_000);
+  // Emptied in place and written again past where we were: the copy's rest, then the new file.
+  writeFileSync(`${file}.1`, readFileSync(file));
+  writeFileSync(file, '{"level":30,"time":2,"pid":1,"msg":"y"}\n'.repeat(200_001));
+  assert.equal(reader.readLines().length, 200_001);
+});
