@@ -4,7 +4,7 @@
 // new look-ups draw on a token bucket so clients cannot turn connections into API load.
 // Why not a pod watch: docs/architecture.md "Pods are looked up, not watched".
 import type { Logger } from '../core/log.js';
-import { OverloadedError } from '../core/errors.js';
+import { NotAllowedError, OverloadedError } from '../core/errors.js';
 import { TokenBucket } from '../core/token-bucket.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
 import { getObject, listPage } from './list-watch.js';
@@ -48,6 +48,11 @@ export class PodLookup {
   private readonly bucket: TokenBucket;
   private refused = 0;
   private nextRefusalLog = 0;
+  /**
+   * RBAC refusals by what was asked (`list` in a namespace, `get` of a pod), kept as "no such pod"
+   * is: a client retrying must not turn each of its connections into a 403 from the API server.
+   */
+  private readonly forbidden = new Map<string, { until: number; err: NotAllowedError }>();
 
   constructor(
     private readonly api: ApiConnection,
@@ -71,7 +76,8 @@ export class PodLookup {
   byIp(ip: string, namespace: string | undefined): Promise<SlimPod | undefined> {
     const base = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods` : '/api/v1/pods';
     const path = `${base}?fieldSelector=${encodeURIComponent(`status.podIP=${ip},status.phase=Running`)}`;
-    return this.cached(`ip ${namespace ?? ''}/${ip}`, async (signal) => {
+    const rights: Rights = { verb: 'list', namespace, scope: `list ${namespace ?? ''}` };
+    return this.cached(`ip ${namespace ?? ''}/${ip}`, rights, async (signal) => {
       const page = await listPage(this.api, path, 50, undefined, signal, this.limits.timeoutMs);
       // A pod being deleted still serves its IP until its containers stop (cluster/index.ts podIps).
       const pod = preferredPod(page.items.map((o) => slimPod(o)).filter((p): p is SlimPod => p?.phase === 'Running'));
@@ -86,7 +92,7 @@ export class PodLookup {
 
   byName(namespace: string, name: string): Promise<SlimPod | undefined> {
     const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
-    return this.cached(`name ${namespace}/${name}`, async (signal) => {
+    return this.cached(`name ${namespace}/${name}`, { verb: 'get', namespace, name, scope: `get ${namespace}/${name}` }, async (signal) => {
       const obj = await getObject(this.api, path, signal, this.limits.timeoutMs);
       const pod = obj && slimPod(obj);
       return pod && dialable(pod) ? pod : undefined;
@@ -111,13 +117,17 @@ export class PodLookup {
   clear(): void {
     this.entries.clear();
     this.found.clear();
+    this.forbidden.clear();
   }
 
-  private cached(key: string, fetch: (signal: AbortSignal) => Promise<SlimPod | undefined>): Promise<SlimPod | undefined> {
+  private cached(key: string, rights: Rights, fetch: (signal: AbortSignal) => Promise<SlimPod | undefined>): Promise<SlimPod | undefined> {
     const now = Date.now();
     const hit = this.entries.get(key);
     if (hit?.pending) return hit.pending;
     if (hit && hit.until > now) return Promise.resolve(hit.pod);
+    const refusal = this.forbidden.get(rights.scope);
+    if (refusal && refusal.until > now) return Promise.reject(refusal.err);
+    this.forbidden.delete(rights.scope);
     if (!this.bucket.take()) return Promise.reject(this.overBudget(now));
     const entry: Entry = { until: 0, pod: hit?.pod };
     const signal = AbortSignal.timeout(this.limits.timeoutMs);
@@ -138,7 +148,11 @@ export class PodLookup {
       },
       (err: unknown) => {
         if (this.entries.get(key) === entry) this.entries.delete(key);
-        throw err;
+        if (!(err instanceof ApiStatusError && err.statusCode === 403)) throw err;
+        const refused = forbiddenError(err, rights);
+        this.forbidden.set(rights.scope, { until: Date.now() + this.limits.missingTtlMs, err: refused });
+        while (this.forbidden.size > this.limits.maxEntries) this.forbidden.delete(this.forbidden.keys().next().value!);
+        throw refused;
       },
     );
     this.entries.delete(key); // re-inserted last: the Map's order is the eviction order
@@ -161,4 +175,20 @@ export class PodLookup {
       `not looking up more pods now: too many unknown Pod IPs or pods named at once (over ${this.limits.lookupsPerSecond}/s); try again in a moment`,
     );
   }
+}
+
+interface Rights {
+  verb: 'list' | 'get';
+  namespace: string | undefined;
+  name?: string;
+  /** What RBAC decided on: the same scope gets the same answer. */
+  scope: string;
+}
+
+/** The API server's 403, with the right the proxy needs and the kubectl line that checks it. */
+function forbiddenError(err: ApiStatusError, r: Rights): NotAllowedError {
+  const what = r.verb === 'list' ? 'list on pods to find a Pod IP' : `get on pods to look up pod ${r.namespace}/${r.name}`;
+  const where = r.namespace ? `in namespace ${r.namespace}` : 'cluster-wide';
+  const check = `kubectl auth can-i ${r.verb} pods${r.name ? `/${r.name}` : ''} ${r.namespace ? `-n ${r.namespace}` : '-A'}`;
+  return new NotAllowedError(`${err.message.replace(/[:\s]+$/, '')}; the proxy needs ${what} ${where} (check: ${check})`, { cause: err });
 }
