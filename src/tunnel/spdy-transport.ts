@@ -3,6 +3,9 @@
 // kubectl port-forward does since 1.31 (client-go tools/portforward/tunneling_dialer.go). A new
 // stream costs two SYN_STREAMs on a warm tunnel instead of a TLS handshake and an HTTP upgrade.
 //  - A tunnel opens on first use and stays while streams use it, then IDLE_MS longer.
+//  - A tunnel takes new streams for reauthorizeMs after it opened, then only finishes its own:
+//    the API server authorizes port-forward at the upgrade only, so a right revoked (or a pod no
+//    longer in a Role's resourceNames) is seen at the next tunnel, as kubectl sees it at its next call.
 //  - At most maxStreamsPerTunnel TCP streams share one tunnel; the next stream opens another.
 //    This bounds head-of-line blocking: without SPDY flow control, a reader that falls far behind
 //    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read). A new
@@ -30,11 +33,14 @@ import { SpdyPortForwardStream } from './spdy/pf-stream.js';
 import type { PodStreamHooks, TunnelSlot } from './spdy/tunnel-slot.js';
 import { DEFAULT_KEEPALIVE, type KeepaliveOptions } from './keepalive.js';
 import { abortable } from '../core/abort.js';
+import { monotonicMs } from '../core/clock.js';
 
 export interface SpdyTransportOptions {
   maxStreamsPerTunnel: number;
   /** How long an unused tunnel is kept. */
   idleMs: number;
+  /** How long after its upgrade (its one authorization) a tunnel takes new streams. */
+  reauthorizeMs: number;
   /** SPDY PING keepalive (kubectl pings every 10 s; the proxy passes --keepalive values). */
   keepalive: KeepaliveOptions;
   /** Limit for the WebSocket upgrade of a new tunnel. */
@@ -46,7 +52,13 @@ export interface SpdyTransportOptions {
 /** How long a tunnel slow to answer SYN_STREAMs (spdy/reply-watch.ts) has to answer a PING. */
 const SLOW_REPLY_CHECK_MS = 3_000;
 
-export const SPDY_DEFAULTS: SpdyTransportOptions = { maxStreamsPerTunnel: 256, idleMs: 10_000, keepalive: DEFAULT_KEEPALIVE, connectTimeoutMs: 30_000 };
+export const SPDY_DEFAULTS: SpdyTransportOptions = {
+  maxStreamsPerTunnel: 256,
+  idleMs: 10_000,
+  reauthorizeMs: 10_000,
+  keepalive: DEFAULT_KEEPALIVE,
+  connectTimeoutMs: 30_000,
+};
 
 /** Per-pod figures for `status` and the log. */
 export interface PodTransportStats {
@@ -63,6 +75,8 @@ class TunnelEntry {
     readonly uid: string | undefined,
   ) {}
   tunnel?: PodTunnel;
+  /** When the API server authorized it (monotonic ms). */
+  openedAt = 0;
   ready!: Promise<PodTunnel>;
   streams = 0;
   dead = false;
@@ -215,6 +229,7 @@ export class SpdyTransport implements Transport {
         !e.dead &&
         !e.suspect &&
         e.uid === target.uid &&
+        !this.authorizationOld(e) &&
         (!e.tunnel || (e.tunnel.session.canOpen && !e.tunnel.held && !e.tunnel.writesStalled)) &&
         e.streams < this.options.maxStreamsPerTunnel,
     );
@@ -227,9 +242,16 @@ export class SpdyTransport implements Transport {
     return entry;
   }
 
+  /** Authorized too long ago to take a new stream: RBAC is asked again by a new tunnel's upgrade. */
+  private authorizationOld(e: TunnelEntry): boolean {
+    return e.tunnel !== undefined && monotonicMs() - e.openedAt > this.options.reauthorizeMs;
+  }
+
   private release(entry: TunnelEntry): void {
     entry.streams--;
     if (entry.streams > 0 || entry.dead) return;
+    // No stream would take it again: no idle linger.
+    if (this.authorizationOld(entry)) return this.shutdown(entry, 'authorized too long ago for new streams');
     entry.idleTimer = setTimeout(() => {
       if (entry.streams === 0) this.shutdown(entry, 'idle');
     }, this.options.idleMs);
@@ -267,6 +289,7 @@ export class SpdyTransport implements Transport {
         onSlowReplies: () => this.checkSlow(entry),
       });
       entry.tunnel = tunnel;
+      entry.openedAt = monotonicMs();
       if (this.closed || entry.dead) {
         tunnel.shutdown();
         throw new UpstreamApiError('the proxy is shutting down');

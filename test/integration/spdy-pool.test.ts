@@ -90,6 +90,26 @@ test('an unused tunnel closes after the idle linger, with GOAWAY', async () => {
   await t.close();
 });
 
+test('a tunnel authorized longer ago than reauthorizeMs takes no new stream: the next opens a tunnel (RBAC asked again); the old one closes once unused', async () => {
+  const t = transport({ idleMs: 60_000, reauthorizeMs: 200 });
+  cluster.sim.resetCounters();
+  const first = await open(t);
+  assert.equal((await roundTrip(first, Buffer.from('a'))).toString(), 'a');
+  const warm = await open(t);
+  assert.equal((await roundTrip(warm, Buffer.from('b'))).toString(), 'b');
+  assert.equal(cluster.sim.counters.portForward, 1, 'a young tunnel is shared');
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  const later = await open(t);
+  assert.equal((await roundTrip(later, Buffer.from('c'))).toString(), 'c');
+  assert.equal(cluster.sim.counters.portForward, 2, 'an old one is not: a new upgrade, authorized anew');
+  assert.equal((await roundTrip(first, Buffer.from('d'))).toString(), 'd', 'its own streams go on');
+  first.destroy();
+  warm.destroy();
+  await eventually(async () => t.openTunnels() === 1, 2000, 20);
+  later.destroy();
+  await t.close();
+});
+
 test('a stream given up while its tunnel opens gives its place back: nothing counted, the tunnel idles out', async () => {
   const t = transport({ idleMs: 150 });
   await assert.rejects(t.open(echo, { signal: AbortSignal.abort(), confirmMs: 0 }), /did not open in time/);
