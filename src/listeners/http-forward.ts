@@ -7,6 +7,7 @@ import { pipeline, type Duplex } from 'node:stream';
 import { BadRequestError, CommandNotSupportedError, OriginFailedError, ProxyError, errorMessage } from '../core/errors.js';
 import { destinationFor, formatHostPort } from '../core/address.js';
 import type { Logger } from '../core/log.js';
+import { monotonicMs } from '../core/clock.js';
 import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
@@ -27,6 +28,10 @@ const slots = new WeakMap<Duplex, StreamSlot>();
 const routes = new WeakMap<Duplex, string>();
 const transports = new WeakMap<Duplex, string>();
 const stillRouted = new WeakMap<Duplex, () => boolean>();
+/** When each upstream stream opened (monotonic ms). */
+const openedAt = new WeakMap<Duplex, number>();
+/** A pooled upstream takes requests this long after it opened (when RBAC was asked): not for good. */
+export const UPSTREAM_REUSE_MS = 10_000;
 
 /** What TunnelAgent uses of Node's Agent beyond @types/node. */
 interface AgentInternals {
@@ -47,6 +52,7 @@ export class TunnelAgent extends http.Agent {
     private readonly opener: StreamOpener,
     private readonly log: Logger,
     private readonly idleMs = 4000,
+    private readonly reuseMs = UPSTREAM_REUSE_MS,
   ) {
     super({ keepAlive: true, maxFreeSockets: 16, scheduling: 'lifo' });
   }
@@ -63,6 +69,7 @@ export class TunnelAgent extends http.Agent {
         if (route) routes.set(stream, route);
         if (transport) transports.set(stream, transport);
         if (opened.stillRouted) stillRouted.set(stream, opened.stillRouted);
+        openedAt.set(stream, monotonicMs());
         cb(null, stream);
       },
       (err: unknown) => cb(err instanceof Error ? err : new Error(errorMessage(err)), undefined as unknown as Duplex),
@@ -76,7 +83,7 @@ export class TunnelAgent extends http.Agent {
     // since is not reused: the next request is routed anew, as a new client's would be.
     const internals = this as unknown as AgentInternals;
     for (const socket of [...(internals.freeSockets[this.getName(options)] ?? [])]) {
-      if (stillRouted.get(socket)?.() !== false) continue;
+      if (!this.stale(socket)) continue;
       clearTimeout(this.idleTimers.get(socket));
       socket.destroy();
       internals.removeSocket(socket, options); // out of the pool now, not at its 'close'
@@ -84,8 +91,13 @@ export class TunnelAgent extends http.Agent {
     agentAddRequest.call(this, request, options);
   }
 
+  /** Routed elsewhere since, or opened (authorized) too long ago: a new request opens anew. */
+  private stale(socket: Duplex): boolean {
+    return stillRouted.get(socket)?.() === false || monotonicMs() - (openedAt.get(socket) ?? 0) > this.reuseMs;
+  }
+
   override keepSocketAlive(socket: Duplex): boolean {
-    if (stillRouted.get(socket)?.() === false) return false;
+    if (this.stale(socket)) return false;
     let idle = this.idleMs;
     const res = (socket as { _httpMessage?: { res?: IncomingMessage } })._httpMessage?.res;
     const hint = /^timeout=(\d+)/.exec(String(res?.headers['keep-alive'] ?? ''))?.[1];

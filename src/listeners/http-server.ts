@@ -37,13 +37,15 @@ export const LINGER_IDLE_MS = 5_000;
 export interface HttpListenerOptions {
   /** Idle upstream tunnels kept for reuse are closed after this long (ms). */
   upstreamIdleMs?: number;
+  /** Pooled upstream tunnels take new requests this long after they opened (ms). */
+  upstreamReuseMs?: number;
   /** With authentication on: connections not yet authenticated per source (listeners/unauthenticated.ts). */
   maxUnauthenticatedPerSource?: number;
 }
 
 export async function startHttpListener(host: string | UnixListen, port: number, ctx: ListenerContext, options: HttpListenerOptions = {}): Promise<Listener> {
   const tracker = new ClientTracker(ctx.log);
-  const agent = new TunnelAgent(ctx.opener, ctx.log, options.upstreamIdleMs);
+  const agent = new TunnelAgent(ctx.opener, ctx.log, options.upstreamIdleMs, options.upstreamReuseMs);
   const server = http.createServer({
     maxHeaderSize: MAX_HEADER_SIZE,
     headersTimeout: ctx.handshakeTimeoutMs,
