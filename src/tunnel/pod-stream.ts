@@ -26,7 +26,7 @@ import {
   UpstreamApiError,
   type ProxyError,
 } from '../core/errors.js';
-import type { OpenOptions, PodPort } from './transport.js';
+import type { OpenOptions, PodPort, PodRef } from './transport.js';
 
 export const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
 
@@ -65,12 +65,15 @@ export function isSandboxGone(text: string): boolean {
 
 /**
  * The API server's 403 on a port-forward upgrade, with the rights to ask for: its own words may
- * name none (the create check 1.35 adds for a WebSocket answers `pods "x" is forbidden: `). An
- * HTML page (`fromFront`) is a front's refusal, which no RBAC right changes.
+ * name none (the create check 1.35 adds for a WebSocket answers `pods "x" is forbidden: `). The
+ * check names the pod and the verb refused: a Role's resourceNames may allow other pods. An HTML
+ * page (`fromFront`) is a front's refusal, which no RBAC right changes.
  */
-export function upgradeForbidden(refusal: string, namespace: string, cause?: unknown, fromFront = false): PortForwardForbiddenError {
+export function upgradeForbidden(refusal: string, target: PodRef, cause?: unknown, fromFront = false): PortForwardForbiddenError {
   if (fromFront) return new PortForwardForbiddenError(refusal, { cause });
-  const rights = `the proxy needs get and create on pods/portforward in namespace ${namespace} (check: kubectl auth can-i create pods --subresource=portforward -n ${namespace})`;
+  const verb = /cannot (get|create) resource "pods\/portforward"/.exec(refusal)?.[1] ?? 'create';
+  const ns = target.namespace;
+  const rights = `the proxy needs get and create on pods/portforward in namespace ${ns} (check: kubectl auth can-i ${verb} pods/${target.pod} --subresource=portforward -n ${ns})`;
   return new PortForwardForbiddenError(`${refusal.replace(/[:\s]+$/, '')}; ${rights}`, { cause });
 }
 

@@ -348,7 +348,7 @@ export class SpdyTransport implements Transport {
       if (dropped) return dropped;
       const fromFront = err.status !== 101 && htmlPageMessage(err.body) !== undefined;
       const msg = `port-forward tunnel to ${pod} refused${fromFront ? '' : ' by the API server'} (${err.status}): ${detail}`;
-      if (err.status === 403) return upgradeForbidden(msg, target.namespace, err, fromFront);
+      if (err.status === 403) return upgradeForbidden(msg, target, err, fromFront);
       // The target is fine; the cluster cannot carry this transport (`auto` falls back instead).
       if (err.meansNoTunnel)
         return new UpstreamApiError(`${msg}; this API server does not offer the SPDY port-forward tunnel: use --transport auto or websocket`, {

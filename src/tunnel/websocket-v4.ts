@@ -105,7 +105,7 @@ function upgradeError(target: PodPort, status: number, text: string): ProxyError
   if (dropped) return dropped;
   const fromFront = htmlPageMessage(text) !== undefined;
   const msg = `port-forward to ${where(target)} refused${fromFront ? '' : ' by the API server'} (${status}): ${detail}`;
-  if (status === 403) return upgradeForbidden(msg, target.namespace, undefined, fromFront);
+  if (status === 403) return upgradeForbidden(msg, target, undefined, fromFront);
   if (status === 404 || status === 400) return new HostUnreachableError(msg, { retryable: true });
   return new UpstreamApiError(msg, { retryable: status >= 500 });
 }

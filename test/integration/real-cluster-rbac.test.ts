@@ -146,7 +146,7 @@ describe('real cluster: users with part of the rights', { skip }, () => {
     // v1.37's create check for a WebSocket upgrade answers `pods "web-…" is forbidden: ` and no more.
     assert.match(
       httpBody,
-      /^kubectl-proxyout: cluster route get-only: port-forward .*shop\/web-\S+ refused by the API server \(403\): pods "web-\S+" is forbidden; the proxy needs get and create on pods\/portforward in namespace shop \(check: kubectl auth can-i create pods --subresource=portforward -n shop\)$/,
+      /^kubectl-proxyout: cluster route get-only: port-forward .*shop\/web-\S+ refused by the API server \(403\): pods "web-\S+" is forbidden; the proxy needs get and create on pods\/portforward in namespace shop \(check: kubectl auth can-i create pods\/web-\S+ --subresource=portforward -n shop\)$/,
     );
     assert.match(doctor.get('rbac').detail, /nor cluster-wide: create pods\/portforward$/);
   });
