@@ -120,6 +120,20 @@ describe('real cluster: developers with few rights', { skip }, () => {
     }
   });
 
+  test('a namespace without a Role: refused naming the right, with a can-i line kubectl answers no to', async () => {
+    const proxy = await proxyAs('dev');
+    try {
+      const refused = await viaHttp(proxy, 'http://kubernetes.default/');
+      assert.equal(refused.status, '403', refused.body);
+      const check = /not allowed to watch namespace "default": .* \(check: (kubectl auth can-i watch services -n default)\)$/.exec(refused.body);
+      assert.ok(check, refused.body);
+      assert.equal(await canI('dev', check[1]!), 'no');
+      assert.equal(await canI('dev', 'kubectl auth can-i watch services -n shop'), 'yes');
+    } finally {
+      await proxy.stop();
+    }
+  });
+
   test('no right to look pods up: a Pod IP is refused 0x02 / 403 naming list pods, and a retrying client sends no 403 storm', async () => {
     const pods = JSON.parse((await cluster!.kubectl(['-n', 'shop', 'get', 'pods', '-o', 'json'])).stdout) as {
       items: Array<{ metadata: { name: string }; status: { podIP: string } }>;

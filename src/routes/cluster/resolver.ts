@@ -21,6 +21,7 @@ import { SessionAffinity } from './session-affinity.js';
 import { hostnamePods, serviceEndpoints, stillPicked, unpublishedPod } from './service-endpoints.js';
 import { normalizeIp } from '../../core/ip.js';
 import { clientHost } from '../../core/address.js';
+import { withCanI } from '../../cluster/can-i.js';
 
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
 export type ResolverCache = Pick<
@@ -159,7 +160,7 @@ export class Resolver {
       await this.cache.ensureNamespace(namespace);
     } catch (err) {
       if (err instanceof ApiStatusError && err.statusCode === 403) {
-        throw new NotAllowedError(`not allowed to watch namespace "${namespace}": ${err.message}`, { cause: err });
+        throw new NotAllowedError(`not allowed to watch namespace "${namespace}": ${withCanI(err.message, namespace)}`, { cause: err });
       }
       throw new UpstreamApiError(`cannot watch namespace "${namespace}": ${errorMessage(err)}`, { cause: err });
     }

@@ -12,6 +12,7 @@ import { dashedIp, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
 import { HOST_NETWORK_FLAG, noTcpPort, notKnownNamespace, type ResolverCache } from '../cluster/resolver.js';
 import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
+import { withCanI } from '../../cluster/can-i.js';
 
 export interface KonnectivityResolveOptions {
   /** As for cluster routes: an IP only hostNetwork pods have is a node's, refused unless allowed. */
@@ -93,7 +94,7 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
       await cache.ensureNamespace(name.namespace);
     } catch (err) {
       if (err instanceof ApiStatusError && err.statusCode === 403)
-        throw new NotAllowedError(`not allowed to watch namespace "${name.namespace}": ${err.message}`, { cause: err });
+        throw new NotAllowedError(`not allowed to watch namespace "${name.namespace}": ${withCanI(err.message, name.namespace)}`, { cause: err });
       throw new UpstreamApiError(`cannot watch namespace "${name.namespace}": ${errorMessage(err)}`, { cause: err });
     }
     let targets: KonnectivityTarget[];
