@@ -15,6 +15,7 @@ import { shellQuote } from '../core/escape.js';
 import { findExecutable } from './exec-path.js';
 import { PROTOCOL_LABELS, probeProtocols } from './protocols.js';
 import type { Check } from './report.js';
+import { namedGrants, type ResourceRule } from './named-rights.js';
 
 export interface ClusterCheckOptions {
   kubeconfig?: string;
@@ -232,6 +233,22 @@ async function checkRbac(api: ApiConnection, { namespace, context }: LoadedKubeC
       { ...base, status: 'ok', detail: `in namespace ${namespace} only (not cluster-wide: ${wideMissing.join(', ')}); names in other namespaces are refused` },
     ];
   }
+  if (missing.every((a) => a.subresource === 'portforward')) {
+    const named = await namedPortForward(api, namespace, missing, o.timeoutMs);
+    if (named.length > 0) {
+      const first = missing[0]!;
+      const yes = kubectl(o, context, `auth can-i ${first.verb} pods/${named[0]} --subresource=portforward -n ${shellQuote(namespace)}`);
+      const no = kubectl(o, context, `auth can-i ${first.verb} pods --subresource=portforward -n ${shellQuote(namespace)}`);
+      return [
+        {
+          ...base,
+          status: 'warn',
+          detail: `in namespace ${namespace}: ${missing.map((a) => a.label).join(', ')} only on pods ${named.join(', ')} (a Role's resourceNames); other pods are refused`,
+          fix: `Services and Pod IPs served by other pods are refused: ask for ${missing.map((a) => a.verb).join('/')} on pods/portforward for every pod in ${namespace}; check with: ${yes} (yes) and ${no} (no)`,
+        },
+      ];
+    }
+  }
   // kubectl auth can-i reads TYPE/NAME: `pods/portforward` would ask about a pod named "portforward".
   const canIs = missing.map((a) =>
     kubectl(
@@ -250,11 +267,37 @@ async function checkRbac(api: ApiConnection, { namespace, context }: LoadedKubeC
   ];
 }
 
-async function canI(api: ApiConnection, a: Ask, namespace: string, timeoutMs: number): Promise<boolean> {
+/**
+ * The pods a Role's resourceNames grant every one of these port-forward rights on, each confirmed
+ * by a SelfSubjectAccessReview that names it (what `kubectl auth can-i get pods/NAME` asks).
+ */
+async function namedPortForward(api: ApiConnection, namespace: string, asks: Ask[], timeoutMs: number): Promise<string[]> {
+  try {
+    const review = { kind: 'SelfSubjectRulesReview', apiVersion: 'authorization.k8s.io/v1', spec: { namespace } };
+    const answer = await postJson<{ status?: { resourceRules?: ResourceRule[] } }>(
+      api,
+      '/apis/authorization.k8s.io/v1/selfsubjectrulesreviews',
+      review,
+      timeoutMs,
+    );
+    const names = namedGrants(
+      answer.status?.resourceRules ?? [],
+      'pods/portforward',
+      asks.map((a) => a.verb),
+    ).slice(0, 20);
+    const allowed = await Promise.all(names.map(async (n) => (await Promise.all(asks.map((a) => canI(api, a, namespace, timeoutMs, n)))).every(Boolean)));
+    return names.filter((_, i) => allowed[i]);
+  } catch {
+    return []; // no rules review: the verdict without names stands
+  }
+}
+
+async function canI(api: ApiConnection, a: Ask, namespace: string, timeoutMs: number, name?: string): Promise<boolean> {
+  const attributes = { namespace, verb: a.verb, group: a.group, resource: a.resource, ...(a.subresource ? { subresource: a.subresource } : {}) };
   const review = {
     kind: 'SelfSubjectAccessReview',
     apiVersion: 'authorization.k8s.io/v1',
-    spec: { resourceAttributes: { namespace, verb: a.verb, group: a.group, resource: a.resource, ...(a.subresource ? { subresource: a.subresource } : {}) } },
+    spec: { resourceAttributes: { ...attributes, ...(name ? { name } : {}) } },
   };
   const answer = await postJson<{ status?: { allowed?: boolean } }>(api, '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', review, timeoutMs);
   return answer.status?.allowed === true;

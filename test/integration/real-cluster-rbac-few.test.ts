@@ -12,6 +12,7 @@ import { httpContainer, manifests, service, statefulSet, webDeployment, webServi
 import { applyAndRollOut, startClusterLogged } from '../helpers/real-cluster-setup.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { runDoctor } from '../helpers/doctor.js';
 
 const skip = skipUnlessRealCluster();
 
@@ -115,6 +116,20 @@ describe('real cluster: developers with few rights', { skip }, () => {
       assert.ok(check, refused.body);
       assert.equal(await canI('named', check[1]!), 'no');
       assert.equal(await canI('named', check[1]!.replace('pods/db-1', 'pods/db-0')), 'yes', 'the same line for the pod allowed says yes');
+      // doctor: a warning naming the pods allowed, with lines kubectl answers as it says.
+      const doctor = await runDoctor(['--kubeconfig', kubeconfig, '--context', 'named'], path.join(cluster!.dir, 'doctor-named'));
+      const rbac = doctor.get('rbac');
+      assert.equal(rbac.status, 'warn', rbac.detail);
+      assert.equal(
+        rbac.detail,
+        "in namespace shop: get pods/portforward, create pods/portforward only on pods db-0 (a Role's resourceNames); other pods are refused",
+      );
+      const lines = /check with: kubectl .*? (auth can-i get pods\/db-0 \S+ -n shop) \(yes\) and kubectl .*? (auth can-i get pods \S+ -n shop) \(no\)$/.exec(
+        rbac.fix ?? '',
+      );
+      assert.ok(lines, rbac.fix);
+      assert.equal(await canI('named', `kubectl ${lines[1]!}`), 'yes');
+      assert.equal(await canI('named', `kubectl ${lines[2]!}`), 'no');
     } finally {
       await proxy.stop();
     }
