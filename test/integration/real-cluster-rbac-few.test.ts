@@ -144,6 +144,13 @@ describe('real cluster: developers with few rights', { skip }, () => {
       assert.ok(check, refused.body);
       assert.equal(await canI('dev', check[1]!), 'no');
       assert.equal(await canI('dev', 'kubectl auth can-i watch services -n shop'), 'yes');
+      // The kubernetes Service's ClusterIP, in that namespace: unknown to this user, not absent.
+      const byIp = await viaHttp(proxy, 'http://10.96.0.1:443/');
+      assert.equal(byIp.status, '403', byIp.body);
+      assert.match(
+        byIp.body,
+        /; route dev sees namespaces shop only \(not allowed to watch cluster-wide\), so 10\.96\.0\.1 may be another namespace's: reach it by its Service name \(svc\.namespace\)$/,
+      );
     } finally {
       await proxy.stop();
     }

@@ -131,9 +131,16 @@ export class GuestCluster implements GuestClusterView {
     if (degraded?.unreachable) return `route ${this.name} was not asked whether ${ip} is a Pod IP: ${degraded.reason}`;
     // A bounded, cached look-up (cluster/pod-lookup.ts); a refusal of the budget is no answer.
     return this.cache.findPodByIp(ip).then(
-      () => undefined,
+      (pod) => (pod ? undefined : this.partialView(ip)),
       (err: unknown) => `route ${this.name} could not look up ${ip} as a Pod IP: ${errorMessage(err)}`,
     );
+  }
+
+  /** Without cluster-wide rights an IP of an unwatched namespace is unknown here, not absent. */
+  private partialView(ip: string): string | undefined {
+    const status = this.cache.status();
+    if (status.scope !== 'namespaces') return undefined;
+    return `route ${this.name} sees namespaces ${status.namespaces.join(', ')} only (not allowed to watch cluster-wide), so ${ip} may be another namespace's: reach it by its Service name (svc.namespace)`;
   }
 
   /** Probe the API server and sync the cache; on failure the route is in error and retries later. */
