@@ -16,7 +16,7 @@
 // pkg/registry/core/pod/strategy.go), and must not cost the whole cluster its tunnel.
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
-import { ProxyError } from '../core/errors.js';
+import { PortForwardForbiddenError, ProxyError } from '../core/errors.js';
 import { testHookMs } from '../core/test-hooks.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { TunnelRefusal } from './spdy/tunnel.js';
@@ -24,6 +24,13 @@ import type { PodTransportStats, SpdyTransport } from './spdy-transport.js';
 
 export const TRANSPORT_MODES = ['auto', 'spdy', 'websocket'] as const;
 export type TransportMode = (typeof TRANSPORT_MODES)[number];
+
+/**
+ * How long RBAC's refusal of a pod's port-forward answers its new streams without an upgrade: a
+ * retrying client must not send the API server a 403 per connection; a RoleBinding granted
+ * meanwhile is seen this soon.
+ */
+const FORBIDDEN_MS = 5_000;
 
 /** How long auto keeps a "no tunnel here" answer before one stream asks the API server again. */
 const RELEARN_MS = testHookMs('PROXYOUT_TEST_RELEARN_TRANSPORT_MS') ?? 10 * 60_000;
@@ -41,6 +48,8 @@ export class NegotiatingTransport implements Transport {
   private readonly v4Streams = new Map<string, number>();
   /** The streams a per-stream WebSocket carries (all of them once learned; one alone after a refusal that says nothing of the protocol). */
   private readonly v4Carried = new WeakSet<Duplex>();
+  /** Pods (namespace/name) whose port-forward RBAC refused lately, and until when that holds. */
+  private readonly forbidden = new Map<string, { until: number; err: PortForwardForbiddenError }>();
 
   constructor(
     private readonly mode: TransportMode,
@@ -85,6 +94,23 @@ export class NegotiatingTransport implements Transport {
   }
 
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
+    const key = `${target.namespace}/${target.pod}`;
+    const now = Date.now();
+    const refused = this.forbidden.get(key);
+    if (refused && refused.until > now) throw refused.err;
+    this.forbidden.delete(key);
+    try {
+      return await this.openBy(target, options);
+    } catch (err) {
+      if (err instanceof PortForwardForbiddenError) {
+        if (this.forbidden.size >= 10_000) for (const [k, f] of this.forbidden) if (f.until <= now) this.forbidden.delete(k);
+        if (this.forbidden.size < 10_000) this.forbidden.set(key, { until: Date.now() + FORBIDDEN_MS, err });
+      }
+      throw err;
+    }
+  }
+
+  private async openBy(target: PodPort, options: OpenOptions): Promise<Duplex> {
     if (this.mode === 'websocket') return this.openV4(target, options);
     if (this.mode === 'spdy') return this.spdy.open(target, options);
     const probe = this.learned === 'websocket' && !this.probing && Date.now() - this.learnedAt >= RELEARN_MS;
@@ -99,7 +125,8 @@ export class NegotiatingTransport implements Transport {
       return stream;
     } catch (err) {
       const refusal = tunnelRefusalOf(err);
-      if (!refusal || options.signal.aborted) throw err;
+      // RBAC authorizes both transports' upgrades alike: a per-stream WebSocket would be refused too.
+      if (!refusal || options.signal.aborted || err instanceof PortForwardForbiddenError) throw err;
       if (refusal.meansNoTunnel) {
         if (this.learned === undefined) {
           this.log.warn(

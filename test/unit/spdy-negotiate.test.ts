@@ -4,10 +4,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough, type Duplex } from 'node:stream';
-import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError } from '../../src/core/errors.js';
+import { ConnectionRefusedError, ConnectTimeoutError, HostUnreachableError, PortForwardForbiddenError } from '../../src/core/errors.js';
 import { NegotiatingTransport, type TransportMode } from '../../src/tunnel/negotiate.js';
 import { TunnelRefusal } from '../../src/tunnel/spdy/tunnel.js';
-import { dialError, errorStreamMessage } from '../../src/tunnel/pod-stream.js';
+import { dialError, errorStreamMessage, upgradeForbidden } from '../../src/tunnel/pod-stream.js';
 import type { OpenOptions, PodPort, Transport } from '../../src/tunnel/transport.js';
 import type { SpdyTransport } from '../../src/tunnel/spdy-transport.js';
 import { createLogger } from '../../src/core/log.js';
@@ -156,4 +156,17 @@ test('error-stream text maps like the v4 error channel; JSON from newer kubelets
     'error forwarding port 8080 to pod abc, uid : boom',
   );
   assert.equal(errorStreamMessage('{not json'), '{not json');
+});
+
+test('a port-forward RBAC refuses: no per-stream WebSocket tried, and the pod refused from memory a few seconds (no 403 per connection)', async () => {
+  const forbidden = () =>
+    upgradeForbidden('port-forward tunnel to shop/web-0 refused by the API server (403): pods "web-0" is forbidden: ', target, new TunnelRefusal(403, ''));
+  for (const mode of ['auto', 'spdy'] as const) {
+    const { t, spdy, v4 } = setup(mode, forbidden);
+    for (let i = 0; i < 5; i++) await assert.rejects(t.open(target, opts()), PortForwardForbiddenError);
+    assert.equal(spdy.calls + v4.calls, 1, `${mode}: one upgrade refused answers the next streams`);
+    // Another pod is asked for itself (a Role's resourceNames may allow it).
+    await assert.rejects(t.open({ ...target, pod: 'web-1' }, opts()), PortForwardForbiddenError);
+    assert.equal(spdy.calls + v4.calls, 2, mode);
+  }
 });
