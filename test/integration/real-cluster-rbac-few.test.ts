@@ -116,6 +116,13 @@ describe('real cluster: developers with few rights', { skip }, () => {
       assert.ok(check, refused.body);
       assert.equal(await canI('named', check[1]!), 'no');
       assert.equal(await canI('named', check[1]!.replace('pods/db-1', 'pods/db-0')), 'yes', 'the same line for the pod allowed says yes');
+      // A client retrying the refused pod costs the API server one refused upgrade per 5 s, not one per connection.
+      const before = await denials();
+      const started = Date.now();
+      for (let i = 0; i < 40; i++) await viaHttp(proxy, 'http://db-1.db.shop.svc.cluster.local:8080/');
+      const denied = (await denials()) - before;
+      console.log(`# ${denied} refused upgrades for 40 client requests in ${Date.now() - started} ms`);
+      assert.ok(denied <= 2 + Math.ceil((Date.now() - started) / 5000), `${denied} refused upgrades`);
       // doctor: a warning naming the pods allowed, with lines kubectl answers as it says.
       const doctor = await runDoctor(['--kubeconfig', kubeconfig, '--context', 'named'], path.join(cluster!.dir, 'doctor-named'));
       const rbac = doctor.get('rbac');
