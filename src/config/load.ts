@@ -151,12 +151,7 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   if (config?.deprecations?.length) table.deprecations = config.deprecations;
   const direct = flags.direct ?? config?.direct ?? flags.directByDefault ?? false;
   if (direct) {
-    const origin =
-      flags.direct !== undefined
-        ? '--direct'
-        : config?.direct !== undefined
-          ? `${config.file}:${config.directLine ?? 1}`
-          : "exec's default (--no-direct turns it off)";
+    const origin = flags.direct !== undefined ? '--direct' : config?.direct !== undefined ? `${config.file}:${config.directLine ?? 1}` : EXEC_DIRECT_ORIGIN;
     const named = routes.find((r) => r.name === DIRECT_ROUTE_NAME);
     if (named && named.kind !== 'direct') {
       throw new StartupError(
@@ -174,6 +169,9 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   }
   return table;
 }
+
+/** The origin of the direct route `exec` adds by itself (neither --direct nor the config file asked). */
+export const EXEC_DIRECT_ORIGIN = "exec's default (--no-direct turns it off)";
 
 function clusterRoute(context: string, origin: string, clusterDomain: string): ClusterRouteSpec {
   const name = routeNameForContext(context);

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os, { tmpdir } from 'node:os';
 import dns from 'node:dns/promises';
@@ -47,6 +47,23 @@ after(async () => {
 });
 
 describe('exec without a managed proxy: a temporary one', () => {
+  test('no cluster it is for could start (a namespace the user may not read): CMD does not run, the error is said, as the foreground proxy says it', async () => {
+    const token = cluster.sim.issueToken({ namespaces: ['shop'] });
+    const kubeconfig = path.join(cluster.dir, 'kc-shop-only');
+    await cluster.sim.writeKubeconfig(kubeconfig, { namespace: 'shop', token });
+    const marker = path.join(cluster.dir, 'cmd-ran');
+    const r = await cli(['exec', '--kubeconfig', kubeconfig, '-n', 'secret', '--', 'sh', '-c', `touch ${marker}`]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /^Error: context "sim" may not watch Services and EndpointSlices cluster-wide nor in namespace "secret"/m);
+    assert.ok(!existsSync(marker), 'CMD did not run');
+    const foreground = await cli(['--kubeconfig', kubeconfig, '-n', 'secret', '--listen-socks', '127.0.0.1:0']);
+    assert.equal(foreground.code, 1);
+    assert.equal(
+      foreground.stderr.split('\n').find((l) => l.startsWith('Error: ')),
+      r.stderr.split('\n').find((l) => l.startsWith('Error: ')),
+    );
+  });
+
   test('hosts outside the cluster are passed through, as CMD would dial them itself; --no-direct refuses them', async () => {
     // 127.0.0.2 is not in NO_PROXY: CMD's curl asks the proxy, whose direct route the config lets dial it.
     const server = net.createServer((s) => s.end('HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\noutside'));
