@@ -29,18 +29,24 @@ function frames(bufs: Buffer[]): Frame[] {
 
 const DATA_STREAM = 3; // the error stream is 1, the data stream 3 (openStreams order)
 
-/** A stream over a bare client session; `receive` feeds it bytes as the kubelet's side would. */
-async function openStream(pieces = true) {
-  const session = new SpdySession('client', { write: () => {}, close: () => {} });
+/** The part of a PodTunnel a stream uses, over a bare session; `hold` as the test needs it. */
+function fakeTunnel(session: SpdySession, hold: (h: unknown, on: boolean) => unknown = () => {}) {
   let requestIds = 0;
-  const tunnel = {
+  return {
     session,
     requestId: () => String(requestIds++),
     replies: { opened: () => {}, replied: () => {} },
-    hold: () => {},
+    hold,
     buffered: 0,
     whenDrained: (cb: () => void) => cb(),
+    podWentAway: false,
   };
+}
+
+/** A stream over a bare client session; `receive` feeds it bytes as the kubelet's side would. */
+async function openStream(pieces = true) {
+  const session = new SpdySession('client', { write: () => {}, close: () => {} });
+  const tunnel = fakeTunnel(session);
   const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
     release() {},
     retire() {},
@@ -217,15 +223,7 @@ test("a frame read as one message (the kubelet's error text) is joined from its 
 test('a stream whose pod has ended releases its hold on the tunnel, however slowly its client reads', async () => {
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   const holders = new Set<unknown>();
-  let requestIds = 0;
-  const tunnel = {
-    session,
-    requestId: () => String(requestIds++),
-    replies: { opened: () => {}, replied: () => {} },
-    hold: (h: unknown, on: boolean) => (on ? holders.add(h) : holders.delete(h)),
-    buffered: 0,
-    whenDrained: (cb: () => void) => cb(),
-  };
+  const tunnel = fakeTunnel(session, (h, on) => (on ? holders.add(h) : holders.delete(h)));
   const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
     release() {},
     retire() {},
@@ -256,15 +254,7 @@ test('a stream whose pod has ended releases its hold on the tunnel, however slow
 test('"sandbox not found" on a port not yet confirmed fails the open with the kubelet\'s text (host unreachable), then retires the tunnel', async () => {
   const session = new SpdySession('client', { write: () => {}, close: () => {} });
   let retired = false;
-  let requestIds = 0;
-  const tunnel = {
-    session,
-    requestId: () => String(requestIds++),
-    replies: { opened: () => {}, replied: () => {} },
-    hold: () => {},
-    buffered: 0,
-    whenDrained: (cb: () => void) => cb(),
-  };
+  const tunnel = fakeTunnel(session);
   // Retiring closes the session, as SpdyTransport's shutdown does.
   const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
     release() {},
@@ -286,15 +276,7 @@ test('"sandbox not found" on a port not yet confirmed fails the open with the ku
 test("a GOAWAY that crossed the pair's SYN_STREAMs, and no new tunnel comes: the open fails at once, or the stream called connected fails, retryable; the kubelet is sent nothing for streams it never took", async () => {
   const out: Buffer[] = [];
   const session = new SpdySession('client', { write: (b) => out.push(b), close: () => {} });
-  let requestIds = 0;
-  const tunnel = {
-    session,
-    requestId: () => String(requestIds++),
-    replies: { opened: () => {}, replied: () => {} },
-    hold: () => {},
-    buffered: 0,
-    whenDrained: (cb: () => void) => cb(),
-  };
+  const tunnel = fakeTunnel(session);
   const asked: string[] = [];
   const reopen = (target: { pod: string }) => {
     asked.push(target.pod);
@@ -333,16 +315,7 @@ test("a GOAWAY that crossed the pair's SYN_STREAMs, and no new tunnel comes: the
 test('a tunnel closed because its pod was deleted, before the kubelet took a warm stream that wrote: the stream fails retryable (another endpoint may take it); once taken, it broke', async () => {
   for (const repliesIn of [0, 2]) {
     const session = new SpdySession('client', { write: () => {}, close: () => {} });
-    let requestIds = 0;
-    const tunnel = {
-      session,
-      requestId: () => String(requestIds++),
-      replies: { opened: () => {}, replied: () => {} },
-      hold: () => {},
-      buffered: 0,
-      whenDrained: (cb: () => void) => cb(),
-      podWentAway: false,
-    };
+    const tunnel = fakeTunnel(session);
     const stream = new SpdyPortForwardStream(tunnel as unknown as PodTunnel, { namespace: 'ns', pod: 'p', port: 80 }, createLogger('silent'), {
       release() {},
       retire() {},
