@@ -32,6 +32,8 @@ export type TransportMode = (typeof TRANSPORT_MODES)[number];
  */
 const FORBIDDEN_MS = 5_000;
 
+const podKey = (pod: PodRef): string => `${pod.namespace}/${pod.pod}`;
+
 /** How long auto keeps a "no tunnel here" answer before one stream asks the API server again. */
 const RELEARN_MS = testHookMs('PROXYOUT_TEST_RELEARN_TRANSPORT_MS') ?? 10 * 60_000;
 
@@ -94,20 +96,25 @@ export class NegotiatingTransport implements Transport {
   }
 
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
-    const key = `${target.namespace}/${target.pod}`;
-    const now = Date.now();
-    const refused = this.forbidden.get(key);
-    if (refused && refused.until > now) throw refused.err;
-    this.forbidden.delete(key);
+    // Per connection: the key is made only when some pod was refused lately (almost never).
+    if (this.forbidden.size > 0) {
+      const key = podKey(target);
+      const refused = this.forbidden.get(key);
+      if (refused && refused.until > Date.now()) throw refused.err;
+      this.forbidden.delete(key);
+    }
     try {
       return await this.openBy(target, options);
     } catch (err) {
-      if (err instanceof PortForwardForbiddenError) {
-        if (this.forbidden.size >= 10_000) for (const [k, f] of this.forbidden) if (f.until <= now) this.forbidden.delete(k);
-        if (this.forbidden.size < 10_000) this.forbidden.set(key, { until: Date.now() + FORBIDDEN_MS, err });
-      }
+      if (err instanceof PortForwardForbiddenError) this.rememberForbidden(podKey(target), err);
       throw err;
     }
+  }
+
+  private rememberForbidden(key: string, err: PortForwardForbiddenError): void {
+    const now = Date.now();
+    if (this.forbidden.size >= 10_000) for (const [k, f] of this.forbidden) if (f.until <= now) this.forbidden.delete(k);
+    if (this.forbidden.size < 10_000) this.forbidden.set(key, { until: now + FORBIDDEN_MS, err });
   }
 
   private async openBy(target: PodPort, options: OpenOptions): Promise<Duplex> {

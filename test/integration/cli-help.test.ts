@@ -84,6 +84,18 @@ test('serve --help works too', async () => {
   assert.match(r.stdout, /--connect-timeout=<duration>\s+\[default: 15s\]/);
 });
 
+/** The CLI run as a UID with no passwd entry (setpriv), from `/`. */
+function asOtherUser(args: string[], env: NodeJS.ProcessEnv): Promise<Result> {
+  return new Promise<Result>((resolve) =>
+    execFile(
+      'setpriv',
+      ['--reuid', '54321', '--regid', '54321', '--clear-groups', process.execPath, BIN, ...args],
+      { env, timeout: 60_000, cwd: '/' },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    ),
+  );
+}
+
 test(
   'a user with no HOME, no SHELL and no passwd entry (a container’s arbitrary UID) gets help and status, not a crash',
   { skip: process.getuid?.() !== 0 && 'needs root (setpriv)' },
@@ -91,15 +103,7 @@ test(
     const env: NodeJS.ProcessEnv = { ...process.env, COLUMNS: '100', NO_COLOR: '1' };
     // No SHELL either, as in most containers: oclif then asks the passwd entry for one.
     for (const name of ['HOME', 'SHELL', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME', 'KUBECTL_PROXYOUT_STATE_DIR', 'KUBECONFIG']) delete env[name];
-    const as = (args: string[]) =>
-      new Promise<Result>((resolve) =>
-        execFile(
-          'setpriv',
-          ['--reuid', '54321', '--regid', '54321', '--clear-groups', process.execPath, BIN, ...args],
-          { env, timeout: 60_000, cwd: '/' },
-          (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-        ),
-      );
+    const as = (args: string[]) => asOtherUser(args, env);
     assertRootHelp(await as(['--help']));
     const status = await as(['status']);
     assert.doesNotMatch(status.stderr, /uv_os_homedir|uv_os_get_passwd|\n\s+at /, status.stderr);
@@ -117,15 +121,7 @@ test(
     t.after(() => rmSync(home, { recursive: true, force: true }));
     const env: NodeJS.ProcessEnv = { ...process.env, HOME: home, COLUMNS: '100', NO_COLOR: '1' };
     for (const name of ['XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'XDG_CACHE_HOME']) delete env[name];
-    const as = (args: string[]) =>
-      new Promise<Result>((resolve) =>
-        execFile(
-          'setpriv',
-          ['--reuid', '54321', '--regid', '54321', '--clear-groups', process.execPath, BIN, ...args],
-          { env, timeout: 60_000, cwd: '/' },
-          (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-        ),
-      );
+    const as = (args: string[]) => asOtherUser(args, env);
     const r = await as(['--version']);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stderr, '');
