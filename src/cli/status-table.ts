@@ -1,6 +1,6 @@
 // The human form of `status`: one row per managed proxy, then a line per dead one saying why
 // and how to clean it up. (`status --json` has every figure unrounded.)
-import type { ProxyStatus } from '../managed/status.js';
+import { otherVersion, type ProxyStatus } from '../managed/status.js';
 import type { RouteStatus } from '../routes/route.js';
 import { unixSocksUrl } from '../proxy/client-env.js';
 import { urlAuthority } from '../listeners/bound-address.js';
@@ -9,7 +9,7 @@ import { escapeControls } from '../core/escape.js';
 
 const HEADERS = ['ID', 'STATE', 'CONTEXT', 'NAMESPACE', 'PID', 'UPTIME', 'LISTEN', 'OPEN', 'TOTAL', 'UP', 'DOWN', 'CACHE'];
 
-export function statusTable(rows: readonly ProxyStatus[]): string[] {
+export function statusTable(rows: readonly ProxyStatus[], currentVersion?: string): string[] {
   if (rows.length === 0) return ['no managed proxies (start one with: kubectl proxyout connect)'];
   const cells = rows.map((r) =>
     [
@@ -54,6 +54,8 @@ export function statusTable(rows: readonly ProxyStatus[]): string[] {
     if (failing) out.push(`${r.id}: ${failing}`);
   }
   for (const r of rows) {
+    const upgraded = currentVersion === undefined ? undefined : otherVersion(r, currentVersion);
+    if (upgraded) out.push(`${r.id}: ${upgraded.started}; ${upgraded.fix}`);
     if (r.answering === false)
       out.push(
         `${r.id}: does not answer on its control socket (stopped or hung?); see kubectl proxyout logs ${r.id}, or stop it: kubectl proxyout disconnect ${r.id}`,

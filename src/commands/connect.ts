@@ -5,7 +5,7 @@ import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyParts } from '../cli/ready.js';
 import { exportedVariables } from '../proxy/client-env.js';
 import { formatAddress } from '../listeners/bound-address.js';
-import { managedApiServers } from '../managed/status.js';
+import { managedApiServers, otherVersion } from '../managed/status.js';
 import { layout } from '../state/paths.js';
 import { connect } from '../managed/connect.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
@@ -54,9 +54,17 @@ export default class Connect extends Command {
     const noAuth = flags['no-proxy-auth'];
     const proxyAuth = noAuth ? undefined : given;
     if (proxyAuth?.source === 'argv') this.warn(ARGV_WARNING);
-    const result = await connect({ kubeconfig, context, namespace, id: flags.id, options, proxyAuth, noAuth, explicitFlags }).catch((err: unknown) =>
-      failOnKnownError(this, err),
-    );
+    const result = await connect({
+      kubeconfig,
+      context,
+      namespace,
+      id: flags.id,
+      options,
+      proxyAuth,
+      noAuth,
+      explicitFlags,
+      programVersion: this.config.version,
+    }).catch((err: unknown) => failOnKnownError(this, err));
 
     const { entry, existing, logFile, generatedAuth } = result;
     const apiServers = await managedApiServers(layout(), entry);
@@ -108,6 +116,8 @@ export default class Connect extends Command {
     // What a person reads on stderr, the shell lines alone on stdout: `eval "$(kubectl proxyout
     // connect)"` sets the variables (a line of prose made the whole eval a syntax error).
     this.logToStderr(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
+    const upgraded = existing ? otherVersion({ id: entry.id, state: 'running', version: entry.programVersion ?? null }, this.config.version) : undefined;
+    if (upgraded) this.logToStderr(`kubectl-proxyout: ${entry.id} was ${upgraded.started}; ${upgraded.fix}`);
     if (info.length > 0) this.logToStderr(info.join('\n'));
     if (shell.length > 0) this.log(shell.join('\n'));
   }

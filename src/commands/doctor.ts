@@ -160,7 +160,7 @@ export default class Doctor extends Command {
     checks.push(...(await checkListen(listen, running ?? [])));
     checks.push(...checkStateDir());
     // Unread, they are not "no managed proxies".
-    if (running) checks.push(...checkDaemons(running));
+    if (running) checks.push(...checkDaemons(running, this.config.version));
 
     const code = exitCodeOf(checks);
     this.log(flags.json ? printJson(jsonObject('DoctorReport', { ok: code === 0, checks })) : renderChecks(checks));

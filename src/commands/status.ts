@@ -30,6 +30,6 @@ export default class Status extends Command {
       failOnKnownError(this, err),
     );
     if (flags.json) this.log(printJson(jsonList('ProxyStatusList', rows)));
-    else this.log(statusTable(rows).join('\n'));
+    else this.log(statusTable(rows, this.config.version).join('\n'));
   }
 }

@@ -6,7 +6,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { errorMessage } from '../core/errors.js';
 import { parseListenAddress, unixListenPath } from '../core/address.js';
-import { collectStatus, type ProxyStatus } from '../managed/status.js';
+import { collectStatus, otherVersion, type ProxyStatus } from '../managed/status.js';
 import { layout, stateDirRefusal, type StateLayout } from '../state/paths.js';
 import type { Check } from './report.js';
 import { isProxyout, portHolder } from './port-holder.js';
@@ -209,7 +209,7 @@ function safeIsDir(file: string): boolean {
 }
 
 /** Every managed proxy: answering, caches synced; dead ones are listed with how to clear them. */
-export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
+export function checkDaemons(proxies: readonly ProxyStatus[], currentVersion?: string): Check[] {
   if (proxies.length === 0) return [{ scope, name: 'daemon', status: 'ok', detail: 'no managed proxies' }];
   return proxies.map((p): Check => {
     const name = 'daemon';
@@ -251,6 +251,8 @@ export function checkDaemons(proxies: readonly ProxyStatus[]): Check[] {
         fix: `${readyzChecks(troubled)}see \`kubectl proxyout logs ${p.id}\``,
       };
     }
+    const upgraded = currentVersion === undefined ? undefined : otherVersion(p, currentVersion);
+    if (upgraded) return { scope, name, status: 'warn', detail: `${what} was ${upgraded.started}`, fix: upgraded.fix };
     const cache = p.cache?.state ?? 'unknown';
     if (p.state === 'running' && cache !== 'synced')
       return {

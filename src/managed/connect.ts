@@ -57,6 +57,8 @@ export interface ConnectRequest {
   noAuth?: boolean;
   /** Flags given on the command line: a running proxy for the ID must match these (settings.ts). */
   explicitFlags?: ReadonlySet<string>;
+  /** This kubectl-proxyout's version, recorded in the entry: `status` and `connect` name a daemon of another one. */
+  programVersion?: string;
 }
 
 export interface ConnectResult {
@@ -144,6 +146,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       createdAt: new Date().toISOString(),
       // What its command line will name: a renamed single executable is still our daemon.
       program: selfProgramName(),
+      ...(req.programVersion ? { programVersion: req.programVersion } : {}),
       // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is
       // not reaped here.
       space: recordedSpace(),

@@ -20,6 +20,8 @@ export interface ProxyStatus {
   context: string;
   namespace: string;
   server: string;
+  /** The kubectl-proxyout version that started it; null when its entry is older than that record. */
+  version: string | null;
   pid: number | null;
   socks: string | null;
   http: string | null;
@@ -83,6 +85,7 @@ async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<Pr
     context: entry.context,
     namespace: entry.namespace,
     server: entry.server,
+    version: entry.programVersion ?? null,
     pid: entry.pid ?? null,
     // A starting daemon's listeners are up before state.json records them: it says where.
     socks: address(state, entry.socks ?? live?.listening?.socks),
@@ -147,4 +150,14 @@ export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache
 export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'server'>): Promise<string[]> {
   const servers = apiServersOf((await queryStatus(l.controlSocket(entry.id), 1_500))?.routes ?? []);
   return servers.length > 0 ? servers : [entry.server];
+}
+
+/**
+ * A running proxy of another kubectl-proxyout: after an upgrade its daemon keeps running the code
+ * it started with until it is connected again. Undefined when it is this version or not running.
+ */
+export function otherVersion(p: Pick<ProxyStatus, 'id' | 'state' | 'version'>, current: string): { started: string; fix: string } | undefined {
+  if (p.state === 'dead' || p.state === 'elsewhere' || p.version === current) return undefined;
+  const by = p.version === null ? 'an earlier kubectl-proxyout' : `kubectl-proxyout ${p.version}`;
+  return { started: `started by ${by}, this is ${current}`, fix: `disconnect ${p.id} and connect it again to run this one` };
 }

@@ -64,6 +64,8 @@ export interface ProxyEntry {
   pid?: number;
   /** Process start identity (process.ts), compared before the pid is ever signalled. */
   procIdentity?: string;
+  /** The kubectl-proxyout version that started it (absent in entries of versions before it was recorded). */
+  programVersion?: string;
   /** The file name of the program the daemon was started as (a single executable may be renamed); absent in older entries. */
   program?: string;
   /** Where the pid means something (process-space.ts); absent in entries written before it was recorded. */

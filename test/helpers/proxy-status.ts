@@ -10,6 +10,7 @@ export function proxyStatusFixture(over: Partial<ProxyStatus> = {}): ProxyStatus
     context: 'prod',
     namespace: 'shop',
     server: 'https://127.0.0.1:6443',
+    version: '1.0.0',
     pid: 42,
     socks: '127.0.0.1:1080',
     http: null,

@@ -17,6 +17,8 @@ import { isAlive } from '../../src/state/process.js';
 import { statusItem, statusItems } from '../helpers/status-json.js';
 import { TEST_CONNECT_PAUSE_ENV } from '../../src/managed/connect.js';
 
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
 let cluster: TestCluster;
 let stateDir: string;
 const daemons = new Set<number>();
@@ -126,6 +128,7 @@ describe('a managed proxy from connect to disconnect', () => {
     const state = JSON.parse(readFileSync(path.join(proxyDir(c.id), 'state.json'), 'utf8'));
     assert.equal(state.pid, c.pid);
     assert.equal(state.phase, 'running');
+    assert.equal(state.programVersion, PACKAGE_VERSION, 'the version that started it is recorded');
     assert.ok(!readFileSync(path.join(proxyDir(c.id), 'state.json'), 'utf8').includes(cluster.sim.adminToken), 'state.json holds no token');
     const kc = JSON.parse(readFileSync(path.join(proxyDir(c.id), 'kubeconfig'), 'utf8'));
     assert.equal(kc.contexts.length, 1);
@@ -215,6 +218,17 @@ describe('a managed proxy from connect to disconnect', () => {
     const evaluated = spawnSync('bash', ['-c', 'eval "$1" && printf %s "$ALL_PROXY"', 'bash', human.stdout], { encoding: 'utf8' });
     assert.equal(evaluated.stdout, c.env.ALL_PROXY, evaluated.stderr);
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid]);
+    assert.doesNotMatch(human.stderr + (await cli(['status'])).stdout, /started by/, 'this version started it');
+    // After an upgrade the daemon still runs the code it started with: status, doctor and connect say so.
+    const stateFile = path.join(proxyDir(c.id), 'state.json');
+    const recorded = readFileSync(stateFile, 'utf8');
+    writeFileSync(stateFile, JSON.stringify({ ...JSON.parse(recorded), programVersion: '0.0.1' }), { mode: 0o600 });
+    const upgrade = `started by kubectl-proxyout 0\\.0\\.1, this is ${PACKAGE_VERSION.replace(/\./g, '\\.')}; disconnect ${c.id} and connect it again to run this one`;
+    assert.match((await cli(['status'])).stdout, new RegExp(`^${c.id}: ${upgrade}$`, 'm'));
+    assert.equal(((await status(c.id)) as { version: string }).version, '0.0.1');
+    assert.match((await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'])).stderr, new RegExp(`${c.id} was ${upgrade}`));
+    assert.match((await cli(['doctor', '--kubeconfig', cluster.kubeconfig])).stdout, new RegExp(`${c.id} .* was started by kubectl-proxyout 0\\.0\\.1`));
+    writeFileSync(stateFile, recorded, { mode: 0o600 });
     // Asking by flag for what the running proxy does not have is an error, not "already running".
     const other = await cli([
       'connect',

@@ -248,7 +248,7 @@ test('status formatting: bytes, uptime, cache summary, table with dead rows expl
   assert.equal(cacheSummary({ scope: 'cluster', namespaces: [], watches: { a: 'synced', b: 'retrying' } })?.state, 'retrying');
   assert.equal(cacheSummary({ scope: 'namespaces', namespaces: ['x'], watches: { a: 'starting' } })?.state, 'syncing');
   assert.deepEqual(statusTable([]), ['no managed proxies (start one with: kubectl proxyout connect)']);
-  const base = { context: 'sim', namespace: 'shop', server: 's', createdAt: '', startedAt: null, failuresByReason: {}, logFile: '/l' };
+  const base = { context: 'sim', namespace: 'shop', server: 's', version: '1.0.0', createdAt: '', startedAt: null, failuresByReason: {}, logFile: '/l' };
   const lines = statusTable([
     {
       ...base,
