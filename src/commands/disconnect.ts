@@ -2,7 +2,7 @@
 import { Args, Command, Flags } from '@oclif/core';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { stopAll, stopProxy, UnknownIdError, type Stopped } from '../managed/stop.js';
-import { failOnKnownError } from '../cli/managed-errors.js';
+import { failAfterStops } from '../cli/managed-errors.js';
 import { whereItRuns } from '../managed/registry.js';
 import { describeTarget } from '../managed/store.js';
 
@@ -42,7 +42,7 @@ export default class Disconnect extends Command {
         return [await stopProxy(l, id, { forget: flags.forget })];
       }
       return stateDirExists(l) ? stopAll(l, { forget: flags.forget }) : [];
-    })().catch((err: unknown) => failOnKnownError(this, err));
+    })().catch((err: unknown) => failAfterStops(this, err, describeStop));
     if (stopped.length === 0) this.log('kubectl-proxyout: no managed proxies');
     for (const s of stopped) this.log(describeStop(s));
   }

@@ -2,7 +2,7 @@
 import { Command } from '@oclif/core';
 import { layout, stateDirExists } from '../state/paths.js';
 import { stopAll } from '../managed/stop.js';
-import { failOnKnownError } from '../cli/managed-errors.js';
+import { failAfterStops } from '../cli/managed-errors.js';
 import { describeStop } from './disconnect.js';
 
 export default class Quit extends Command {
@@ -14,7 +14,9 @@ export default class Quit extends Command {
   async run(): Promise<void> {
     await this.parse(Quit);
     const l = layout();
-    const stopped = await (async () => (stateDirExists(l) ? stopAll(l, { sweep: true }) : []))().catch((err: unknown) => failOnKnownError(this, err));
+    const stopped = await (async () => (stateDirExists(l) ? stopAll(l, { sweep: true }) : []))().catch((err: unknown) =>
+      failAfterStops(this, err, describeStop),
+    );
     if (stopped.length === 0) this.log('kubectl-proxyout: no managed proxies');
     for (const s of stopped) this.log(describeStop(s));
   }

@@ -12,7 +12,7 @@ import { ID_PATTERN, StateDirError, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon, systemHost } from '../state/process.js';
 import { controlRequest } from './control.js';
-import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
+import { listIds, NewerEntryError, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
 import { ElsewhereError, inspect } from './registry.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 
@@ -130,20 +130,42 @@ export async function stopAll(l: StateLayout, opts: { sweep?: boolean; forget?: 
       }),
     ),
   );
-  const failed = settled.find((r) => r.status === 'rejected');
-  if (failed) throw failed.reason;
   const results = settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined));
+  const failed = settled.find((r) => r.status === 'rejected');
   if (opts.sweep) {
     await withStateLock(l, () => {
       // Whatever no live entry accounts for (junk directories, temporary files of an interrupted
       // write), but never an entry a concurrent `connect` created meanwhile.
       for (const name of existsSync(l.proxiesDir) ? readdirSync(l.proxiesDir) : []) {
-        if (ID_PATTERN.test(name) && readEntry(l, name)) continue;
+        if (ID_PATTERN.test(name) && kept(l, name)) continue;
         rmSync(path.join(l.proxiesDir, name), { recursive: true, force: true });
       }
     });
   }
-  return results.filter((r): r is Stopped => r !== undefined);
+  const stopped = results.filter((r): r is Stopped => r !== undefined);
+  if (failed) throw new PartlyStoppedError(stopped, failed.reason as Error);
+  return stopped;
+}
+
+/** An entry that stays: this version's, or a newer one's (only that version may remove it). */
+function kept(l: StateLayout, id: string): boolean {
+  try {
+    return readEntry(l, id) !== undefined;
+  } catch (err) {
+    if (err instanceof NewerEntryError) return true;
+    throw err;
+  }
+}
+
+/** stopAll's failure after it stopped what it could: the commands say what stopped, then why not the rest. */
+export class PartlyStoppedError extends Error {
+  constructor(
+    readonly stopped: Stopped[],
+    readonly reason: Error,
+  ) {
+    super(reason.message);
+    this.name = 'PartlyStoppedError';
+  }
 }
 
 /**

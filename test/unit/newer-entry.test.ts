@@ -4,7 +4,7 @@
 // say which kubectl-proxyout manages it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,7 @@ import path from 'node:path';
 import { ensureStateDir, layout, type StateLayout } from '../../src/state/paths.js';
 import { NewerEntryError, writeEntry } from '../../src/managed/store.js';
 import { inspect, inspectAll } from '../../src/managed/registry.js';
-import { stopAll } from '../../src/managed/stop.js';
+import { PartlyStoppedError, stopAll } from '../../src/managed/stop.js';
 import { isAlive, processIdentity } from '../../src/state/process.js';
 import { proxyEntry } from '../helpers/proxy-entry.js';
 import { binPath } from '../helpers/proxy-process.js';
@@ -64,10 +64,33 @@ test("quit beside a newer version's proxy stops this version's before it says so
   writeEntry(l, proxyEntry('mine', { phase: 'running', pid: child.pid, procIdentity: processIdentity(child.pid!) }));
   writeNewer(l, 'later');
 
-  await assert.rejects(stopAll(l, { sweep: true }), NewerEntryError);
+  writeFileSync(path.join(l.proxiesDir, 'junk.tmp'), '');
+  await assert.rejects(stopAll(l, { sweep: true }), (err: unknown) => {
+    assert.ok(err instanceof PartlyStoppedError);
+    assert.ok(err.reason instanceof NewerEntryError);
+    assert.deepEqual(
+      err.stopped.map((s) => [s.id, s.outcome]),
+      [['mine', 'stopped']],
+      'what was stopped is told',
+    );
+    return true;
+  });
   assert.equal(isAlive(child.pid!), false, "this version's daemon was stopped before the error");
   assert.equal(existsSync(l.proxyDir('mine')), false);
   assert.ok(existsSync(l.stateFile('later')), "the newer one's state is kept");
+  assert.equal(existsSync(path.join(l.proxiesDir, 'junk.tmp')), false, 'the sweep still ran');
+});
+
+test("quit beside a newer version's proxy prints what it stopped, then the error, and exits 1", (t) => {
+  const l = stateDir(t);
+  writeEntry(l, proxyEntry('gone', { phase: 'running', pid: 2 ** 22 + 7 }));
+  writeNewer(l, 'later');
+  const run = spawnSync(process.execPath, [binPath, 'quit'], { encoding: 'utf8', env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: l.root } });
+  assert.equal(run.status, 1);
+  assert.match(run.stdout, /^kubectl-proxyout: gone \(context sim, namespace shop\) was not running; removed its state$/m);
+  assert.match(run.stderr, /proxy later was started by a newer kubectl-proxyout/);
+  assert.doesNotMatch(run.stderr, /    at /, 'one line, no stack');
+  assert.ok(existsSync(l.stateFile('later')));
 });
 
 test("shell completion still offers every ID beside a newer version's entry", (t) => {
