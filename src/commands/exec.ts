@@ -11,10 +11,7 @@ import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { formatAddress } from '../listeners/bound-address.js';
 import { escapeControls } from '../core/escape.js';
 import { httpOnTcp, proxyEnvironment, variablesCanName, withProxyEnvironment, type ProxyEnvironment } from '../cli/exec-env.js';
-import { apiServersOf, type RouteStatus } from '../routes/route.js';
-import { EXEC_DIRECT_ORIGIN } from '../config/load.js';
-import { StartupError } from '../core/errors.js';
-import type { RoutingTable } from '../routing/table-spec.js';
+import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { dieOfSignal, relaySignals } from '../cli/exec-signals.js';
 import { endOnSignalWhile } from '../cli/signals.js';
@@ -126,13 +123,6 @@ export default class Exec extends Command {
         }
       })();
       temporary = await endOnSignalWhile(startProxy({ ...options, table, proxyAuth }, log.log)).catch((err: unknown) => failOnKnownError(this, err));
-      // The direct route exec adds by itself is no reason to run CMD when no cluster it is for could
-      // start (a namespace it may not read, an API server away): the foreground proxy stops there.
-      const down = clustersDown(table, temporary.routes());
-      if (down) {
-        await temporary.stop(0);
-        failOnKnownError(this, new StartupError(down));
-      }
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()), table.clusterDomain);
       // With --id, the proxy asked for by name: naming the context instead hid a mistyped ID.
       const why = found
@@ -199,14 +189,4 @@ function runCommand(command: string[], env: ProxyEnvironment): Promise<{ code: n
     });
     child.once('exit', (code, signal) => (signal ? done(128 + (constants.signals[signal] ?? 0), signal) : done(code ?? 1)));
   });
-}
-
-/** Why every route but exec's own direct one failed to start, or undefined when one serves. */
-function clustersDown(table: RoutingTable, routes: RouteStatus[]): string | undefined {
-  if (!table.routes.some((r) => r.kind === 'direct' && r.origin === EXEC_DIRECT_ORIGIN)) return undefined;
-  const others = routes.filter((r) => r.kind !== 'direct' && r.kind !== 'reject');
-  if (others.length === 0 || others.some((r) => r.state !== 'error')) return undefined;
-  return others
-    .map((r) => (others.length > 1 ? `route ${r.name}: ${r.reason ?? 'not available'}` : (r.reason ?? `route ${r.name} is not available`)))
-    .join('; ');
 }

@@ -28,7 +28,7 @@ import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
 import { ARGV_WARNING, ProxyAuth } from '../auth/credentials.js';
 import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js';
-import { currentContextServed } from '../config/load.js';
+import { currentContextServed, EXEC_DIRECT_ORIGIN } from '../config/load.js';
 import { startLive } from './live.js';
 
 export { routingTableFor };
@@ -262,8 +262,17 @@ function defaultCluster(built: BuiltTable): Route | undefined {
  * trying. At first start the proxy runs as long as some route can serve (the others stay in
  * error and retry); it fails only when none can.
  */
-async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, strict = false, tolerated: ReadonlySet<Route> = new Set()): Promise<void> {
+async function startRoutes(
+  built: Pick<BuiltTable, 'routes'> & { table?: RoutingTable },
+  log: Logger,
+  strict = false,
+  tolerated: ReadonlySet<Route> = new Set(),
+): Promise<void> {
   const routes = [...built.routes.values()];
+  // exec's own direct route passes through only what CMD would dial itself: it is no route that
+  // serves, so without any other the start fails as the foreground proxy's would.
+  const implicit = new Set(built.table?.routes.filter((r) => r.kind === 'direct' && r.origin === EXEC_DIRECT_ORIGIN).map((r) => r.name));
+  const counted = routes.filter((r) => !implicit.has(r.name));
   await Promise.all(routes.map((r) => r.prepare?.()));
   const results = await Promise.allSettled(routes.map((r) => (strict ? startForReload(r, log) : r.start())));
   const all = results.flatMap((r, i) => (r.status === 'rejected' ? [{ route: routes[i]!, err: r.reason as unknown }] : []));
@@ -273,15 +282,16 @@ async function startRoutes(built: Pick<BuiltTable, 'routes'>, log: Logger, stric
       log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route still not available after the reload; it keeps trying');
   if (failures.length === 0) return;
   const first = failures[0]!;
-  const message = (f: { route: { name: string }; err: unknown }) => (routes.length > 1 ? `route ${f.route.name}: ${errorMessage(f.err)}` : errorMessage(f.err));
+  const message = (f: { route: { name: string }; err: unknown }) =>
+    counted.length > 1 ? `route ${f.route.name}: ${errorMessage(f.err)}` : errorMessage(f.err);
   // A route configured wrong stops the start at once, even when others could serve; one that
   // cannot reach its far end starts degraded and keeps trying (docs/usage.md, "Routes that cannot start").
   const misconfigured = failures.filter((f) => f.err instanceof RouteConfigError);
   if (!strict && misconfigured.length > 0) {
     throw new StartupError(misconfigured.map((f) => errorMessage(f.err)).join('; '), { cause: misconfigured[0]!.err });
   }
-  if (strict || failures.length === routes.length) {
-    throw first.err instanceof StartupError && routes.length === 1 ? first.err : new StartupError(failures.map(message).join('; '), { cause: first.err });
+  if (strict || failures.length === routes.length || counted.every((r) => failures.some((f) => f.route === r))) {
+    throw first.err instanceof StartupError && counted.length === 1 ? first.err : new StartupError(failures.map(message).join('; '), { cause: first.err });
   }
   for (const f of failures) log.warn({ route: f.route.name, error: errorMessage(f.err) }, 'route not available at start; the others serve, it keeps trying');
 }

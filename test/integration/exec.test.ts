@@ -56,6 +56,7 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, /^Error: context "sim" may not watch Services and EndpointSlices cluster-wide nor in namespace "secret"/m);
     assert.ok(!existsSync(marker), 'CMD did not run');
+    assert.doesNotMatch(r.stderr, /the others serve/, "exec's own direct route serves nothing: no warning that others do");
     const foreground = await cli(['--kubeconfig', kubeconfig, '-n', 'secret', '--listen-socks', '127.0.0.1:0']);
     assert.equal(foreground.code, 1);
     assert.equal(
