@@ -31,7 +31,9 @@ export function markUnixClient(socket: net.Socket): void {
 /** The client as logs name it: "ip:port", or "unix" for a unix-socket client. */
 export function clientName(socket: net.Socket): string {
   if (unixClients.has(socket)) return UNIX_SOURCE;
-  return formatHostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? 0);
+  // A dual-stack listener ([::]) sees IPv4 clients as ::ffff:a.b.c.d (RFC 4291 §2.5.5.2): named as the IPv4 address they are.
+  const address = socket.remoteAddress?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, '$1');
+  return formatHostPort(address ?? 'unknown', socket.remotePort ?? 0);
 }
 
 /** The address the auth throttle and the unauthenticated-connection cap key by (auth/source.ts). */
