@@ -13,15 +13,34 @@
 // it goes back to the pool, slot.retake() when a request reuses it).
 import type { OpenRequest, OpenedStream, StreamOpener, StreamSlot } from '../core/types.js';
 import { OverloadedError } from '../core/errors.js';
+import { streamsWithin } from './file-limit.js';
 
 export class StreamLimiter implements StreamOpener {
   private active = 0;
+  /** Why the cap is lower than --max-streams asked, for the refusal message. */
+  private lowered?: string;
 
   constructor(
     private readonly inner: StreamOpener,
     /** 0 or less: no limit. */
-    readonly maxStreams: number,
+    private max: number,
   ) {}
+
+  get maxStreams(): number {
+    return this.max;
+  }
+
+  /**
+   * Lowers the cap to what `limit` open files hold (proxy/file-limit.ts); returns the new cap,
+   * or undefined when --max-streams already fits.
+   */
+  fitOpenFiles(limit: number): number | undefined {
+    const fits = streamsWithin(limit);
+    if (this.max > 0 && this.max <= fits) return undefined;
+    this.max = fits;
+    this.lowered = `the open-file limit (ulimit -n) is ${limit}`;
+    return fits;
+  }
 
   /** Streams holding a slot: open (their client still sending), or still opening. */
   get inUse(): number {
@@ -29,8 +48,9 @@ export class StreamLimiter implements StreamOpener {
   }
 
   async open(request: OpenRequest): Promise<OpenedStream> {
-    if (this.maxStreams > 0 && this.active >= this.maxStreams) {
-      throw new OverloadedError(`too many concurrent streams: ${this.active} open, the limit is ${this.maxStreams} (--max-streams)`);
+    if (this.max > 0 && this.active >= this.max) {
+      const why = this.lowered ? `, as ${this.lowered}` : ' (--max-streams)';
+      throw new OverloadedError(`too many concurrent streams: ${this.active} open, the limit is ${this.max}${why}`);
     }
     // The slot is taken while opening too: a flood of slow opens must not get past the cap.
     this.active++;

@@ -23,6 +23,7 @@ import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
 import { StreamLimiter } from './limits.js';
+import { openFileLimit } from './file-limit.js';
 import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
@@ -95,7 +96,17 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const ingress = new IngressHostFeed(() => router.current, log);
   ingress.add(built);
   const stats = new StreamStats(log);
-  const limiter = new StreamLimiter(router, options.maxStreams ?? DEFAULTS.maxStreams);
+  const maxStreams = options.maxStreams ?? DEFAULTS.maxStreams;
+  const limiter = new StreamLimiter(router, maxStreams);
+  // Known within milliseconds (a shell on macOS), long before clients could use up the files.
+  void openFileLimit().then((limit) => {
+    const fits = limit === undefined ? undefined : limiter.fitOpenFiles(limit);
+    if (fits !== undefined)
+      log.warn(
+        { openFileLimit: limit, maxStreams: fits },
+        `the open-file limit (ulimit -n) is ${limit}: at most ${fits} concurrent streams instead of --max-streams ${maxStreams}; raise the limit to serve more`,
+      );
+  });
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
   if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
   // The one PAC generator of a running proxy: GET /proxy.pac (written for the address its browser
