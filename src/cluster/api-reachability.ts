@@ -13,7 +13,7 @@ import type { ApiConnection } from './api.js';
 import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
 import { monotonicMs } from '../core/clock.js';
-import { errorMessage } from '../core/errors.js';
+import { errorMessage, outOfFiles } from '../core/errors.js';
 
 export const PROBE_INTERVAL_MS = 1_000;
 /** A probe that gets no headers in this long counts as the server away. */
@@ -179,8 +179,9 @@ export class ApiReachability {
       const res = await apiGet(this.api, PROBE_PATH, AbortSignal.timeout(PROBE_TIMEOUT_MS), PROBE_TIMEOUT_MS, true);
       res.resume();
     } catch (err) {
-      if (err instanceof CredentialError) {
-        // No request could be sent: this says nothing of the server (the route's health shows the credentials).
+      if (err instanceof CredentialError || outOfFiles(err)) {
+        // No request could be sent (no credentials, no file descriptor for a socket): this says
+        // nothing of the server (the route's health shows the credentials).
         this.probing = false;
         this.schedule(this.intervalMs);
         return;

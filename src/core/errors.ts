@@ -207,6 +207,19 @@ export function errorMessage(err: unknown): string {
   return err.message;
 }
 
+/**
+ * The process has no file descriptor left (EMFILE, or the system none: ENFILE), here or in any
+ * cause: a socket could not even be made, which says nothing of the peer it was for.
+ */
+export function outOfFiles(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EMFILE' || code === 'ENFILE') return true;
+    if (e instanceof AggregateError && e.errors.some(outOfFiles)) return true;
+  }
+  return false;
+}
+
 /** The proxy cannot start (port taken, bad kubeconfig, API unreachable); message is one line. */
 export class StartupError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {

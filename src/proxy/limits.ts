@@ -12,7 +12,7 @@
 // A pooled HTTP upstream stream idle between requests holds no slot either (slot.release() when
 // it goes back to the pool, slot.retake() when a request reuses it).
 import type { OpenRequest, OpenedStream, StreamOpener, StreamSlot } from '../core/types.js';
-import { OverloadedError } from '../core/errors.js';
+import { OverloadedError, errorMessage, outOfFiles } from '../core/errors.js';
 import { streamsWithin } from './file-limit.js';
 
 export class StreamLimiter implements StreamOpener {
@@ -59,6 +59,12 @@ export class StreamLimiter implements StreamOpener {
       opened = await this.inner.open(request);
     } catch (err) {
       this.active--;
+      // No file for a tunnel or a dial: the proxy is full, whatever route it was for (not a
+      // failure of the API server or the pod, which the client would be told).
+      if (outOfFiles(err) && !(err instanceof OverloadedError))
+        throw new OverloadedError(`no file descriptor left to open the stream (the open-file limit, ulimit -n, is reached): ${errorMessage(err)}`, {
+          cause: err,
+        });
       throw err;
     }
     const slot = new LimiterSlot(this);

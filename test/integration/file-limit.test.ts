@@ -2,10 +2,11 @@
 // what fits are refused with a SOCKS reply naming the limit, never reset unseen at accept.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type net from 'node:net';
+import net from 'node:net';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
 import { binPath, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
-import { socks5Connect } from '../helpers/socks-client.js';
+import { socks5Connect, splitHostPort } from '../helpers/socks-client.js';
+import { sleep } from '../helpers/streams.js';
 
 const LIMIT = 256;
 /** More clients than the limit has files for. */
@@ -73,5 +74,52 @@ describe(`ulimit -n ${LIMIT}`, { skip: process.platform === 'win32' && 'no ulimi
       250,
     );
     again.destroy();
+  });
+});
+
+describe(`ulimit -n ${LIMIT}, every file taken by idle clients`, { skip: process.platform === 'win32' && 'no ulimit' }, () => {
+  let proxy: ProxyProcess;
+  before(async () => {
+    const command = ['/bin/sh', '-c', `ulimit -n ${LIMIT} && exec "$0" "$@"`, process.execPath, binPath];
+    // Idle clients stay until the test lets them go.
+    const args = ['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--handshake-timeout', '60s'];
+    proxy = await startProxyProcess(args, { command });
+  });
+  after(async () => {
+    await proxy?.stop();
+  });
+
+  test('a tunnel that cannot be dialled (EMFILE) is an overload, not an API server away: the route stays ready', async () => {
+    const [host, port] = splitHostPort(proxy.socks!);
+    // Connections that send nothing, until the proxy has no file left to accept one (libuv then
+    // closes it at once). One is let go, for the client below.
+    const idle: net.Socket[] = [];
+    for (let dropped = false; !dropped;) {
+      const batch = Array.from({ length: 10 }, () => net.connect(port, host).on('error', () => undefined));
+      await sleep(100);
+      for (const s of batch) if (s.destroyed || s.readableEnded) dropped = true;
+      idle.push(...batch.filter((s) => !s.destroyed && !s.readableEnded));
+      assert.ok(idle.length < LIMIT, 'the proxy drops a connection before the limit');
+    }
+    idle.pop()!.destroy();
+    await sleep(200);
+    // Its stream needs a tunnel, which needs a connection to the API server: no file for it.
+    const r = await socks5Connect(proxy.socks!, 'echo.data', 7000);
+    r.socket.destroy();
+    assert.equal(r.reply, 0x01);
+    const failed = await eventually(async () => proxy.logs.find((l) => String(l.msg).startsWith('stream failed')), 5_000, 50);
+    assert.equal(failed.reason, 'overloaded', String(failed.msg));
+    assert.match(String(failed.msg), /EMFILE/);
+    for (const s of idle) s.destroy();
+    await sleep(300);
+    // At once, not after a second of "the API server does not answer".
+    const again = await socks5Connect(proxy.socks!, 'echo.data', 7000);
+    again.socket.destroy();
+    assert.equal(again.reply, 0, 'served as soon as files are free');
+    assert.equal(
+      proxy.logs.find((l) => String(l.msg).includes('route degraded')),
+      undefined,
+      'the route was never degraded',
+    );
   });
 });
