@@ -29,10 +29,10 @@ export async function startForwardListener(
   ctx: ListenerContext,
   flag = '--forward',
 ): Promise<ForwardListener> {
-  const tracker = new ClientTracker(ctx.log);
+  const tracker = new ClientTracker(ctx.log, ctx.connections);
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: CLIENT_SOCKET_HIGH_WATER }, (socket) => {
-    tracker.add(socket);
+    if (!tracker.add(socket)) return;
     handleClient(socket, target, ctx).catch((err: unknown) => {
       ctx.log.error({ err }, 'port mapping connection failed unexpectedly');
       socket.destroy();

@@ -44,7 +44,7 @@ export interface HttpListenerOptions {
 }
 
 export async function startHttpListener(host: string | UnixListen, port: number, ctx: ListenerContext, options: HttpListenerOptions = {}): Promise<Listener> {
-  const tracker = new ClientTracker(ctx.log);
+  const tracker = new ClientTracker(ctx.log, ctx.connections);
   const agent = new TunnelAgent(ctx.opener, ctx.log, options.upstreamIdleMs, options.upstreamReuseMs);
   const server = http.createServer({
     maxHeaderSize: MAX_HEADER_SIZE,
@@ -61,7 +61,7 @@ export async function startHttpListener(host: string | UnixListen, port: number,
   });
   const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   server.on('connection', (socket: net.Socket) => {
-    tracker.add(socket);
+    if (!tracker.add(socket)) return;
     unauthenticated?.admit(socket);
     (socket as { destroySoon?: () => void }).destroySoon = lingeringClose;
   });

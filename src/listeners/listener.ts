@@ -4,6 +4,7 @@ import type { Logger } from '../core/log.js';
 import type { StreamOpener } from '../core/types.js';
 import type { StreamStats } from './stream-stats.js';
 import type { ProxyAuth } from '../auth/credentials.js';
+import type { ConnectionBudget } from './connection-budget.js';
 
 /** What every front end (SOCKS, HTTP) needs from the proxy core. */
 export interface ListenerContext {
@@ -16,6 +17,8 @@ export interface ListenerContext {
   auth?: ProxyAuth;
   /** The PAC file for this proxy (served at /proxy.pac on the HTTP listener), for a browser that reached this machine at `reachedAt`. */
   pac?: (reachedAt?: string) => string;
+  /** Client connections all listeners together may hold (connection-budget.ts); no bound when undefined. */
+  connections?: ConnectionBudget;
   /** The live page (ui/page-server.ts) on the HTTP listener: the requests it claims, served under its own access rules. */
   page?: { claims(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: ServerResponse): void };
 }

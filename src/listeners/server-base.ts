@@ -9,6 +9,7 @@ import type { Logger } from '../core/log.js';
 import type { OpenRequest, OpenedStream, StreamOpener } from '../core/types.js';
 import { UNIX_SOURCE } from '../auth/source.js';
 import { listenUnix } from './unix-socket.js';
+import type { ConnectionBudget } from './connection-budget.js';
 
 const noop = (): void => {};
 
@@ -112,13 +113,24 @@ function bind(server: net.Server, host: string, port: number, what: string): Pro
 export class ClientTracker {
   private readonly sockets = new Set<net.Socket>();
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly budget?: ConnectionBudget,
+  ) {}
 
-  /** Call first thing on accept: the 'error' listener keeps resets out of 'uncaughtException'. */
-  add(socket: net.Socket): void {
+  /**
+   * Call first thing on accept: the 'error' listener keeps resets out of 'uncaughtException'.
+   * False: the connection budget is spent and the socket was closed; leave it alone.
+   */
+  add(socket: net.Socket): boolean {
+    if (this.budget && !this.budget.take(socket)) return false;
     this.sockets.add(socket);
     socket.on('error', (err: NodeJS.ErrnoException) => this.log.debug({ code: err.code }, `client socket error: ${err.message}`));
-    socket.on('close', () => this.sockets.delete(socket));
+    socket.on('close', () => {
+      this.sockets.delete(socket);
+      this.budget?.release();
+    });
+    return true;
   }
 
   get size(): number {

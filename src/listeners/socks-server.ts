@@ -42,11 +42,11 @@ export interface SocksListenerOptions {
 
 export async function startSocksListener(host: string | UnixListen, port: number, ctx: ListenerContext, options: SocksListenerOptions = {}): Promise<Listener> {
   const policy = options.methodPolicy ?? (ctx.auth ? userPassPolicy : noAuthPolicy);
-  const tracker = new ClientTracker(ctx.log);
+  const tracker = new ClientTracker(ctx.log, ctx.connections);
   const unauthenticated = ctx.auth ? new UnauthenticatedConnections(ctx.log, options.maxUnauthenticatedPerSource) : undefined;
   // allowHalfOpen: a client's FIN must not end our side; the relay forwards it as a half-close.
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: CLIENT_SOCKET_HIGH_WATER }, (socket) => {
-    tracker.add(socket);
+    if (!tracker.add(socket)) return;
     unauthenticated?.admit(socket);
     handleClient(socket, ctx, policy, unauthenticated);
   });

@@ -38,6 +38,10 @@ function parseLimit(text: string | undefined): number | undefined {
  * WebSocket's or a direct connection's), beside what the proxy keeps open anyway.
  */
 export function streamsWithin(limit: number): number {
-  const reserved = Math.min(RESERVED, Math.floor(limit / 2));
-  return Math.max(1, Math.floor((limit - reserved) / 2));
+  return Math.max(1, Math.floor(clientsWithin(limit) / 2));
+}
+
+/** Client connections, open or idle, that fit in `limit` beside what the proxy keeps open anyway. */
+export function clientsWithin(limit: number): number {
+  return Math.max(1, limit - Math.min(RESERVED, Math.floor(limit / 2)));
 }

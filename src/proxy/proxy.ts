@@ -23,7 +23,8 @@ import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
 import { StreamLimiter } from './limits.js';
-import { openFileLimit } from './file-limit.js';
+import { clientsWithin, openFileLimit } from './file-limit.js';
+import { ConnectionBudget } from '../listeners/connection-budget.js';
 import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
@@ -99,15 +100,18 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const maxStreams = options.maxStreams ?? DEFAULTS.maxStreams;
   const limiter = new StreamLimiter(router, maxStreams);
   // Known within milliseconds (a shell on macOS), long before clients could use up the files.
+  const connections = new ConnectionBudget(log);
   void openFileLimit().then((limit) => {
-    const fits = limit === undefined ? undefined : limiter.fitOpenFiles(limit);
+    if (limit === undefined) return;
+    connections.limit(clientsWithin(limit), `all the open-file limit (ulimit -n) of ${limit} leaves for clients`);
+    const fits = limiter.fitOpenFiles(limit);
     if (fits !== undefined)
       log.warn(
         { openFileLimit: limit, maxStreams: fits },
         `the open-file limit (ulimit -n) is ${limit}: at most ${fits} concurrent streams instead of --max-streams ${maxStreams}; raise the limit to serve more`,
       );
   });
-  const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs };
+  const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs, connections };
   if (options.proxyAuth) ctx.auth = new ProxyAuth(options.proxyAuth);
   // The one PAC generator of a running proxy: GET /proxy.pac (written for the address its browser
   // reached) and `pac ID` (over the control socket: as this machine's browsers see it).

@@ -6,7 +6,7 @@ import net from 'node:net';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
 import { binPath, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect, splitHostPort } from '../helpers/socks-client.js';
-import { sleep } from '../helpers/streams.js';
+import { openStream, roundTrip, sleep, type OpenStream } from '../helpers/streams.js';
 
 const LIMIT = 256;
 /** More clients than the limit has files for. */
@@ -77,40 +77,76 @@ describe(`ulimit -n ${LIMIT}`, { skip: process.platform === 'win32' && 'no ulimi
   });
 });
 
-describe(`ulimit -n ${LIMIT}, every file taken by idle clients`, { skip: process.platform === 'win32' && 'no ulimit' }, () => {
+/** A proxy process whose open-file limit is LIMIT: `ulimit -n` sets both limits, and Node cannot raise its soft one past it. */
+function limitedProxy(args: string[]): Promise<ProxyProcess> {
+  const command = ['/bin/sh', '-c', `ulimit -n ${LIMIT} && exec "$0" "$@"`, process.execPath, binPath];
+  // Idle clients stay until the test lets them go.
+  return startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--handshake-timeout', '60s', ...args], { command });
+}
+
+/** Connections that send nothing, opened until the proxy closes one at once (it has no room for it). */
+async function fillWithIdle(socks: string): Promise<net.Socket[]> {
+  const [host, port] = splitHostPort(socks);
+  const idle: net.Socket[] = [];
+  for (let dropped = false; !dropped;) {
+    const batch = Array.from({ length: 10 }, () => net.connect(port, host).on('error', () => undefined));
+    await sleep(100);
+    for (const s of batch) if (s.destroyed || s.readableEnded) dropped = true;
+    idle.push(...batch.filter((s) => !s.destroyed && !s.readableEnded));
+    assert.ok(idle.length < LIMIT, 'a connection is closed before the limit');
+  }
+  return idle;
+}
+
+describe(`ulimit -n ${LIMIT}, idle clients`, { skip: process.platform === 'win32' && 'no ulimit' }, () => {
   let proxy: ProxyProcess;
   before(async () => {
-    const command = ['/bin/sh', '-c', `ulimit -n ${LIMIT} && exec "$0" "$@"`, process.execPath, binPath];
-    // Idle clients stay until the test lets them go.
-    const args = ['--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--handshake-timeout', '60s'];
-    proxy = await startProxyProcess(args, { command });
+    proxy = await limitedProxy([]);
   });
   after(async () => {
     await proxy?.stop();
   });
 
-  test('a tunnel that cannot be dialled (EMFILE) is an overload, not an API server away: the route stays ready', async () => {
-    const [host, port] = splitHostPort(proxy.socks!);
-    // Connections that send nothing, until the proxy has no file left to accept one (libuv then
-    // closes it at once). One is let go, for the client below.
-    const idle: net.Socket[] = [];
-    for (let dropped = false; !dropped;) {
-      const batch = Array.from({ length: 10 }, () => net.connect(port, host).on('error', () => undefined));
-      await sleep(100);
-      for (const s of batch) if (s.destroyed || s.readableEnded) dropped = true;
-      idle.push(...batch.filter((s) => !s.destroyed && !s.readableEnded));
-      assert.ok(idle.length < LIMIT, 'the proxy drops a connection before the limit');
-    }
+  test('cannot take the files the proxy needs: past their share they are refused, with a line, and a new tunnel still opens', async () => {
+    const idle = await fillWithIdle(proxy.socks!);
     idle.pop()!.destroy();
     await sleep(200);
-    // Its stream needs a tunnel, which needs a connection to the API server: no file for it.
+    // Its stream needs a tunnel, and the tunnel a connection to the API server.
+    const s = await openStream(proxy.socks!, 'echo.data', 7000);
+    assert.equal((await roundTrip(s, Buffer.from('ping'))).toString(), 'ping');
+    s.socket.destroy();
+    const refused = proxy.logs.find((l) => String(l.msg).startsWith('client connection refused'));
+    assert.match(
+      String(refused?.msg),
+      new RegExp(`^client connection refused: ${idle.length + 1} are open, all the open-file limit \\(ulimit -n\\) of ${LIMIT} leaves for clients$`),
+    );
+    for (const c of idle) c.destroy();
+  });
+});
+
+describe(`ulimit -n ${LIMIT}, a WebSocket per stream, every file taken`, { skip: process.platform === 'win32' && 'no ulimit' }, () => {
+  let proxy: ProxyProcess;
+  before(async () => {
+    proxy = await limitedProxy(['--transport', 'websocket']);
+  });
+  after(async () => {
+    await proxy?.stop();
+  });
+
+  test('a stream that cannot dial (EMFILE) is an overload, not an API server away: the route stays ready', async () => {
+    // Each stream holds its client and its WebSocket: these and idle clients take every file.
+    const held: OpenStream[] = [];
+    for (let i = 0; i < 90; i += 10) held.push(...(await Promise.all(Array.from({ length: 10 }, () => openStream(proxy.socks!, 'echo.data', 7000)))));
+    const idle = await fillWithIdle(proxy.socks!);
+    idle.pop()!.destroy();
+    await sleep(200);
     const r = await socks5Connect(proxy.socks!, 'echo.data', 7000);
     r.socket.destroy();
     assert.equal(r.reply, 0x01);
     const failed = await eventually(async () => proxy.logs.find((l) => String(l.msg).startsWith('stream failed')), 5_000, 50);
     assert.equal(failed.reason, 'overloaded', String(failed.msg));
     assert.match(String(failed.msg), /EMFILE/);
-    for (const s of idle) s.destroy();
+    for (const c of idle) c.destroy();
     await sleep(300);
     // At once, not after a second of "the API server does not answer".
     const again = await socks5Connect(proxy.socks!, 'echo.data', 7000);
@@ -121,5 +157,6 @@ describe(`ulimit -n ${LIMIT}, every file taken by idle clients`, { skip: process
       undefined,
       'the route was never degraded',
     );
+    for (const s of held) s.socket.destroy();
   });
 });

@@ -1,0 +1,44 @@
+// How many client connections every listener together may hold open: what the open-file limit
+// leaves once the proxy's own files (tunnels, API connections, the control socket, logs) are
+// kept back (proxy/file-limit.ts). Past it a new client is closed at once, with a log line;
+// without it idle or half-open clients could take every descriptor, and then the runtime closed
+// new clients unseen, `status` read the daemon as hung (its control socket was refused), and no
+// tunnel or watch could reconnect.
+import type net from 'node:net';
+import type { Logger } from '../core/log.js';
+import { RepeatedLineLimiter } from '../core/log-limit.js';
+import { clientName } from './server-base.js';
+
+export class ConnectionBudget {
+  private open = 0;
+  private max = Infinity;
+  private why = '';
+  private readonly lines: RepeatedLineLimiter;
+
+  constructor(log: Logger) {
+    this.lines = new RepeatedLineLimiter(log);
+  }
+
+  /** From now on at most `max` client connections; `why` ends the refusal line. */
+  limit(max: number, why: string): void {
+    this.max = max;
+    this.why = why;
+  }
+
+  /** On accept: true when the connection counts (call release() at its close), false when it was closed. */
+  take(socket: net.Socket): boolean {
+    if (this.open < this.max) {
+      this.open++;
+      return true;
+    }
+    const client = clientName(socket);
+    socket.on('error', () => undefined);
+    socket.destroy();
+    this.lines.write('warn', 'connection budget', { client, openConnections: this.open }, `client connection refused: ${this.open} are open, ${this.why}`);
+    return false;
+  }
+
+  release(): void {
+    this.open--;
+  }
+}
