@@ -108,7 +108,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     if (fits !== undefined)
       log.warn(
         { openFileLimit: limit, maxStreams: fits },
-        `the open-file limit (ulimit -n) is ${limit}: at most ${fits} concurrent streams instead of --max-streams ${maxStreams}; raise the limit to serve more`,
+        `the open-file limit (ulimit -n) is ${limit}: at most ${fits} concurrent streams instead of ${maxStreams > 0 ? maxStreams : 'no limit'} (--max-streams); raise the limit to serve more`,
       );
   });
   const ctx: ListenerContext = { opener: limiter, stats, log, handshakeTimeoutMs: options.handshakeTimeoutMs, connections };
