@@ -3,11 +3,12 @@
 // set (both limits), a container's or a service manager's. Past it, accepting a client fails
 // with EMFILE, which libuv handles by closing the connection unseen: the client reads a reset and
 // the proxy logs nothing. A --max-streams cap under the limit turns that into a refusal the client
-// is told about (SOCKS 0x01, HTTP 503) and the log names.
+// is told about (SOCKS 0x01, HTTP 503) and the log names; a budget of client connections
+// (listeners/connection-budget.ts) keeps files back for the proxy's own.
 import { readFile } from 'node:fs/promises';
 import { execFile } from 'node:child_process';
 
-/** Files the proxy keeps open besides its streams: runtime, watches, tunnels, logs, handshaking clients. */
+/** Files kept back from clients: the runtime's, tunnels, API connections, the control socket, logs. */
 const RESERVED = 64;
 
 /** The soft RLIMIT_NOFILE of this process, or undefined when unlimited or unknown (Windows). */
