@@ -13,7 +13,7 @@ import { ProxyRefusedError } from '../cluster/proxy-failures.js';
 import { errorMessage } from '../core/errors.js';
 import { shellQuote } from '../core/escape.js';
 import { findExecutable } from './exec-path.js';
-import { PROTOCOL_LABELS, probeProtocols } from './protocols.js';
+import { checkProtocols } from './port-forward.js';
 import type { Check } from './report.js';
 import { namedGrants, type ResourceRule } from './named-rights.js';
 
@@ -342,50 +342,4 @@ async function postJson<T>(api: ApiConnection, path: string, body: unknown, time
     req.on('error', reject);
     req.end(text);
   });
-}
-
-interface PodList {
-  items?: Array<{
-    metadata?: { name?: string; namespace?: string };
-    spec?: { hostNetwork?: boolean; containers?: Array<{ ports?: Array<{ containerPort?: number }> }> };
-    status?: { phase?: string };
-  }>;
-}
-
-/** A running pod to ask about protocols: in the route's namespace, else anywhere visible. */
-async function findPod(api: ApiConnection, namespace: string, timeoutMs: number): Promise<{ namespace: string; name: string; port: number } | undefined> {
-  for (const path of [`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods?limit=100`, '/api/v1/pods?limit=100']) {
-    let list: PodList;
-    try {
-      list = await api.getJson<PodList>(path, timeoutMs);
-    } catch {
-      continue;
-    }
-    const pod = (list.items ?? []).find((p) => p.status?.phase === 'Running' && !p.spec?.hostNetwork && p.metadata?.name);
-    if (pod) {
-      const port = pod.spec?.containers?.flatMap((c) => c.ports ?? []).find((p) => p.containerPort)?.containerPort ?? 80;
-      return { namespace: pod.metadata!.namespace ?? namespace, name: pod.metadata!.name!, port };
-    }
-  }
-  return undefined;
-}
-
-async function checkProtocols(api: ApiConnection, namespace: string, o: ClusterCheckOptions): Promise<Check> {
-  const base = { scope: o.scope, name: 'port-forward' };
-  const pod = await findPod(api, namespace, o.timeoutMs);
-  if (!pod) return { ...base, status: 'skip', detail: `no running pod visible (namespace ${namespace}, then cluster-wide): the protocols were not probed` };
-  const answers = await probeProtocols(api, pod, o.timeoutMs);
-  const summary = answers.map((a) => `${PROTOCOL_LABELS[a.protocol]}: ${a.offered ? 'yes' : `no (${a.answer})`}`).join('; ');
-  const detail = `pod ${pod.namespace}/${pod.name}: ${summary}`;
-  const usable = answers.some((a) => a.offered && a.protocol !== 'spdy');
-  if (usable) return { ...base, status: 'ok', detail };
-  const denied = answers.find((a) => a.status === 401 || a.status === 403);
-  return {
-    ...base,
-    status: 'fail',
-    detail,
-    fix: denied
-      ? 'port-forward to this pod is refused: see the rbac check (get on pods/portforward, and create from Kubernetes 1.35)'
-      : 'the proxy needs the WebSocket port-forward (Kubernetes ≥ 1.30 for the tunnel; any version for v4.channel.k8s.io): a proxy or load balancer in front of the API server may drop WebSocket upgrades',
-  };
 }
