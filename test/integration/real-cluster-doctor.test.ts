@@ -30,11 +30,24 @@ before(async () => {
     namespace('all-lost'),
     pod({ name: 'a-lost', namespace: 'all-lost', annotations: GONE, containers: [httpContainer('web')] }),
     pod({ name: 'b-lost', namespace: 'all-lost', annotations: GONE, containers: [httpContainer('web')] }),
+    // More pods that do not run than a page holds, before the one that does (a namespace of
+    // evicted or finished pods): Pending here, on a node that does not exist.
+    namespace('crowded'),
+    ...Array.from({ length: 101 }, (_, i) =>
+      pod({
+        name: `a-${String(i).padStart(3, '0')}`,
+        namespace: 'crowded',
+        containers: [httpContainer('web')],
+        spec: { nodeSelector: { 'kubernetes.io/hostname': 'nowhere' } },
+      }),
+    ),
+    pod({ name: 'z-fine', namespace: 'crowded', containers: [httpContainer('web')] }),
   ];
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(...objects) });
   for (const ns of ['lost', 'all-lost']) await cluster.kubectl(['-n', ns, 'wait', '--for=condition=Ready', 'pod', '--all', '--timeout=60s']);
   await cluster.kubectl(['-n', 'unready', 'wait', '--for=condition=Ready', 'pod/b-fine', '--timeout=60s']);
   await cluster.kubectl(['-n', 'unready', 'wait', '--for=jsonpath={.status.phase}=Running', 'pod/a-unready', '--timeout=60s']);
+  await cluster.kubectl(['-n', 'crowded', 'wait', '--for=condition=Ready', 'pod/z-fine', '--timeout=60s']);
 });
 
 after(async () => {
@@ -59,6 +72,12 @@ describe('real cluster: doctor and pods their kubelet no longer has', { skip }, 
     const check = (await doctor('unready')).get('port-forward');
     assert.equal(check.status, 'ok', check.detail);
     assert.match(check.detail, /^pod unready\/b-fine: SPDY over WebSocket: yes; per-stream WebSocket v4: yes; legacy SPDY: yes$/);
+  });
+
+  test('a page of pods that do not run before the one that does: the running one is asked', async () => {
+    const check = (await doctor('crowded')).get('port-forward');
+    assert.equal(check.status, 'ok', check.detail);
+    assert.match(check.detail, /^pod crowded\/z-fine: SPDY over WebSocket: yes; /);
   });
 
   test('every pod refused by its kubelet: the check fails saying so, not blaming a front that drops WebSockets', async () => {
