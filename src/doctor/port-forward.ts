@@ -25,8 +25,9 @@ interface ProbePod {
 
 /** Pods to ask about protocols (at most MAX_PODS): in the route's namespace, else anywhere visible. */
 async function findPods(api: ApiConnection, namespace: string, timeoutMs: number): Promise<ProbePod[]> {
-  // Running pods only, asked of the API server: a page of evicted or finished pods hid the rest.
-  const query = `?fieldSelector=${encodeURIComponent('status.phase=Running')}&limit=100`;
+  // Asked of the API server: a page of evicted or finished pods, or of a big cluster's
+  // host-network DaemonSet pods (a CNI's, kube-proxy), hid the rest.
+  const query = `?fieldSelector=${encodeURIComponent('status.phase=Running,spec.hostNetwork=false')}&limit=100`;
   for (const path of [`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods${query}`, `/api/v1/pods${query}`]) {
     let list: PodList;
     try {

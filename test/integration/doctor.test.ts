@@ -83,6 +83,17 @@ test('a good kubeconfig: every check passes, exit 0, protocols and version repor
   assert.match(text.stdout, /all checks passed/);
 });
 
+test('a namespace whose first 100 running pods are on the host network: a pod on the pod network is probed', async () => {
+  // As kube-system on a cluster of 100 nodes (a CNI's and kube-proxy's DaemonSets): listed first.
+  await cluster.sim.createNamespace('hostnet');
+  for (let i = 0; i < 100; i++)
+    await cluster.sim.createPod({ namespace: 'hostnet', name: `agent-${String(i).padStart(3, '0')}`, hostNetwork: true, ports: [] });
+  await cluster.sim.createPod({ namespace: 'hostnet', name: 'web', ports: [{ containerPort: 8080 }] });
+  const check = (await doctor(cluster.kubeconfig, ['-n', 'hostnet'])).get('port-forward');
+  assert.equal(check.status, 'ok', check.detail);
+  assert.match(check.detail, /^pod hostnet\/web: /);
+});
+
 test('a token the API server rejects: api-server fails with a credentials fix, exit 1', async () => {
   const r = await doctor(await kubeconfigWith('bad-token', cluster.sim.kubeconfigYaml({ token: 'not-a-valid-token' })));
   assert.equal(r.code, 1);

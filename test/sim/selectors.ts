@@ -124,7 +124,7 @@ export function fieldValue(resource: Resource, obj: KObject, k: string): string 
     if (k === 'spec.restartPolicy') return o.spec?.restartPolicy ?? '';
     if (k === 'spec.schedulerName') return o.spec?.schedulerName ?? '';
     if (k === 'spec.serviceAccountName') return o.spec?.serviceAccountName ?? '';
-    if (k === 'spec.hostNetwork') return 'false';
+    if (k === 'spec.hostNetwork') return String(o.spec?.hostNetwork === true);
     if (k === 'status.phase') return o.status?.phase ?? '';
     if (k === 'status.podIP') return o.status?.podIPs?.[0]?.ip ?? '';
     if (k === 'status.nominatedNodeName') return '';
