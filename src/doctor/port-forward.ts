@@ -78,7 +78,7 @@ export async function checkProtocols(api: ApiConnection, namespace: string, o: {
     fix: denied
       ? 'port-forward to this pod is refused: see the rbac check (get on pods/portforward, and create from Kubernetes 1.35)'
       : podRefused(answers)
-        ? 'every pod asked was refused with 404 or 5xx, for reasons of its own (a pod its kubelet no longer has, a node the API server cannot reach): check `kubectl get nodes` and where those pods run'
+        ? 'every pod asked was refused with 404 or 5xx: pods their kubelet no longer has, or nodes the API server cannot reach (check `kubectl get nodes` and where those pods run); else a proxy or load balancer in front of the API server failing WebSocket upgrades'
         : 'the proxy needs the WebSocket port-forward (Kubernetes ≥ 1.30 for the tunnel; any version for v4.channel.k8s.io): a proxy or load balancer in front of the API server may drop WebSocket upgrades',
   };
 }
