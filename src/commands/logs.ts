@@ -41,6 +41,12 @@ export default class Logs extends Command {
     const onSignal = () => abort.abort();
     process.once('SIGINT', onSignal);
     process.once('SIGTERM', onSignal);
+    // A reader that has gone (`logs -f ID | grep -m1 …`): oclif swallows stdout's EPIPE, so
+    // without this the follow went on for good and the pipeline never ended.
+    const onStdoutError = (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE') abort.abort();
+    };
+    process.stdout.on('error', onStdoutError);
     const isDone = async () => {
       // exec's log has no proxy of its own to end with (one run after another writes to it):
       // followed until Ctrl-C, as tail -f.
@@ -59,6 +65,7 @@ export default class Logs extends Command {
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
+      process.stdout.off('error', onStdoutError);
     }
   }
 }

@@ -58,3 +58,27 @@ test('logs exec -f follows until Ctrl-C: exec runs come and go, none ends it', a
   const [code] = (await once(proc, 'exit')) as [number | null];
   assert.equal(code, 0);
 });
+
+test('logs -f ends once its reader has gone (logs -f ID | grep -m1 …)', async (t) => {
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-logs-epipe-'));
+  t.after(() => rmSync(stateDir, { recursive: true, force: true }));
+  mkdirSync(path.join(stateDir, 'logs'), { mode: 0o700 });
+  const file = path.join(stateDir, 'logs', 'exec.log');
+  writeFileSync(file, `${line(101, 'first')}\n`, { mode: 0o600 });
+  const proc = spawn(process.execPath, [binPath, 'logs', 'exec', '-f'], {
+    env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => proc.kill('SIGKILL'));
+  let stderr = '';
+  proc.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const exit = once(proc, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  await once(proc.stdout, 'data');
+  // The reader goes, as head or grep -m1 does once it has its line; the next line meets EPIPE.
+  proc.stdout.destroy();
+  appendFileSync(file, `${line(202, 'second')}\n`);
+  const ended = await Promise.race([exit, new Promise((r) => setTimeout(r, 5_000, 'still following'))]);
+  assert.notEqual(ended, 'still following', 'logs -f kept following a closed pipe');
+  assert.deepEqual(ended, [0, null]);
+  assert.equal(stderr, '');
+});
