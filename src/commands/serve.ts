@@ -15,6 +15,7 @@ import { readyLines } from '../cli/ready.js';
 import { apiServersOf } from '../routes/route.js';
 import { endOnSignalWhile, firstShutdownSignal } from '../cli/signals.js';
 import { hasControllingTerminal } from '../core/terminal.js';
+import { dieOfSignal } from '../cli/exec-signals.js';
 
 export default class Serve extends Command {
   static override hidden = true;
@@ -61,9 +62,13 @@ export default class Serve extends Command {
     // Started without a controlling terminal (setsid, a service), though its output may go to
     // one, no terminal can hang up on it: every SIGHUP is a `kill -HUP`, a reload.
     const onTerminal = (process.stdin.isTTY === true || process.stderr.isTTY === true) && hasControllingTerminal();
+    let hungUp = false;
     process.on('SIGHUP', () => {
       // The terminal it runs in was closed: a hangup, as for any program in it — stop.
-      if (onTerminal && !hasControllingTerminal()) return void process.kill(process.pid, 'SIGTERM');
+      if (onTerminal && !hasControllingTerminal()) {
+        hungUp = true;
+        return void process.kill(process.pid, 'SIGTERM');
+      }
       if (running) return reload(running);
       if (!reloadWhenStarted) log.info('SIGHUP while starting: the routing table is read again once the proxy has started');
       reloadWhenStarted = true;
@@ -92,6 +97,9 @@ export default class Serve extends Command {
     gcGuard?.stop();
     // pino writes asynchronously; without this the last lines are lost at exit.
     await new Promise<void>((resolve) => log.flush(() => resolve()));
+    // After a hangup, die of it: a normal exit writes to the gone terminal (oclif's flush threw
+    // EIO) and Node 20 aborts restoring its modes (SIGABRT and a core file).
+    if (hungUp) dieOfSignal('SIGHUP');
     this.exit(0);
   }
 }

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
@@ -146,18 +147,22 @@ describe('running', () => {
         probe.close(() => resolve(p));
       });
     });
-    // script(1) runs the proxy on a pseudo-terminal; killing script closes that terminal.
+    // script(1) runs the proxy on a pseudo-terminal; killing script closes that terminal. Its
+    // stderr goes to a file, to see how it ended once the terminal is gone.
+    const errDir = mkdtempSync(path.join(tmpdir(), 'proxyout-hangup-'));
+    const errFile = path.join(errDir, 'stderr');
     const term = spawn(
       '/usr/bin/script',
       [
         '-qfec',
-        `exec ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${cluster.kubeconfig} --listen-socks 127.0.0.1:${port}`,
+        `exec ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${cluster.kubeconfig} --listen-socks 127.0.0.1:${port} 2>${errFile}`,
         '/dev/null',
       ],
       { stdio: ['pipe', 'pipe', 'pipe'] },
     );
     // Whatever fails below, the terminal goes (and the proxy with it): a test file left waiting on it never ends.
     t.after(() => term.kill('SIGKILL'));
+    t.after(() => rmSync(errDir, { recursive: true, force: true }));
     let out = '';
     term.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     const deadline = Date.now() + 30_000;
@@ -179,6 +184,10 @@ describe('running', () => {
       const s = net.connect(port, '127.0.0.1');
       const [err] = (await once(s, 'error')) as [NodeJS.ErrnoException];
       assert.equal(err.code, 'ECONNREFUSED', 'its port is free');
+      // Drained and gone of the hangup: no write to the gone terminal (EIO) nor Node's abort.
+      const stderr = readFileSync(errFile, 'utf8');
+      assert.match(stderr, /"msg":"stopped"/);
+      assert.doesNotMatch(stderr, /EIO|Assertion failed|Native stack trace/);
     } finally {
       try {
         process.kill(pid!, 'SIGKILL');
