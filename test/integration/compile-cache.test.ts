@@ -33,12 +33,12 @@ import { SAMPLE } from '../sim/sample.js';
 let dir: string;
 let bin: string;
 
-function run(args: string[], env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(args: string[], env: NodeJS.ProcessEnv, nodeFlags: string[] = [], cwd?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       [...nodeFlags, bin, ...args],
-      { encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH, ...env } },
+      { encoding: 'utf8', timeout: 60_000, env: { PATH: process.env.PATH, ...env }, cwd },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
@@ -106,6 +106,20 @@ test(
     assert.equal(third.code, 0, third.stderr);
     assert.match(third.stdout, /no managed proxies/);
     assert.notDeepEqual(readFileSync(file), Buffer.alloc(written.length, 0x5a), 'the rejected cache was replaced');
+  },
+);
+
+test(
+  'bin script: a relative $XDG_CACHE_HOME is ignored (XDG: invalid), not a cache in every working directory',
+  { skip: process.platform !== 'linux' && 'XDG_CACHE_HOME is read on Linux only' },
+  async () => {
+    const home = path.join(dir, 'home-relative-xdg');
+    const cwd = path.join(dir, 'some-project');
+    mkdirSync(cwd, { recursive: true });
+    const r = await run(['--help'], { HOME: home, XDG_CACHE_HOME: 'relative-cache' }, [], cwd);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(readdirSync(cwd), [], 'nothing written where the command ran');
+    assert.equal(cacheFiles(path.join(home, '.cache')).length, 1, 'the cache is in ~/.cache');
   },
 );
 
