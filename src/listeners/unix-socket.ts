@@ -23,7 +23,7 @@ const myUid = (): number | undefined => (typeof process.getuid === 'function' ? 
 const octal = (mode: number) => (mode & 0o777).toString(8).padStart(3, '0');
 
 /** Creates the parent (0700) when missing and refuses one another user owns or others can write. */
-function checkParent(file: string, flag: string): void {
+export function checkParent(file: string, flag: string): void {
   const dir = path.dirname(file);
   try {
     lstatSync(dir);

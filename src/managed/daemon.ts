@@ -7,6 +7,7 @@
 // to print; the kubeconfig is removed on every way out. The log rotates by size
 // (managed/rotating-log.ts); SIGHUP reopens it (logrotate).
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { RoutingTable } from '../routing/table-spec.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { createLogger, LOG_LEVELS, type LogLevel, type Logger } from '../core/log.js';
@@ -16,8 +17,9 @@ import { startProxy, type Listening } from '../proxy/proxy.js';
 import { noStreams } from '../listeners/stream-stats.js';
 import { startGcGuard } from '../core/gc-guard.js';
 import { formatAddress } from '../listeners/bound-address.js';
+import { checkParent } from '../listeners/unix-socket.js';
 import type { RunningProxy } from '../proxy/running.js';
-import { ensureStateDir, layout, validateId, type StateLayout } from '../state/paths.js';
+import { ensureStateDir, isNamedPipe, layout, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from './store.js';
 import { processIdentity } from '../state/process.js';
@@ -97,7 +99,10 @@ class Daemon {
     try {
       const proxyAuth = takeProxyAuthFile(this.l, id);
       // The control socket answers from the start, so `status` shows a long first sync's progress.
-      this.control = await startControlServer(this.l.controlSocket(id), {
+      // One too long for the proxy directory is in the temporary socket directory: checked as any.
+      const controlSocket = this.l.controlSocket(id);
+      if (!isNamedPipe(controlSocket) && path.dirname(controlSocket) !== this.l.proxyDir(id)) checkParent(controlSocket, 'the control socket');
+      this.control = await startControlServer(controlSocket, {
         status: () => this.liveStatus(),
         stop: () => this.stopRequested('control request'),
         reload: (request) => this.reload(request.createdAt),

@@ -4,7 +4,7 @@
 //     lock                      proper-lockfile's lock (a directory) while a CLI or daemon changes state
 //     proxies/<id>/state.json   options, pid + process start identity, addresses, phase   (0600)
 //     proxies/<id>/kubeconfig   the transient single-context kubeconfig: the only secret  (0600)
-//     proxies/<id>/control.sock the daemon's control socket                               (0600)
+//     proxies/<id>/control.sock the daemon's control socket (too long: controlEndpoint)   (0600)
 //     proxies/<id>/proxy-auth   proxy credentials for the daemon; it deletes them on reading (0600)
 //     logs/<id>.log             the daemon's JSON log lines; kept after it stops          (0600)
 //
@@ -90,12 +90,24 @@ export interface StateLayout {
  * unix sockets for Node's net module, a named pipe named after the state directory and the ID
  * (pipes live in one machine-wide namespace, so the state directory's hash keeps users apart).
  */
-export function controlEndpoint(root: string, id: string, platform: NodeJS.Platform = process.platform): string {
+export function controlEndpoint(root: string, id: string, platform: NodeJS.Platform = process.platform, place: SocketPlace = {}): string {
   if (platform === 'win32') {
     const hash = createHash('sha256').update(path.win32.resolve(root).toLowerCase()).digest('hex').slice(0, 16);
     return `\\\\.\\pipe\\kubectl-proxyout-${hash}-${validateId(id)}`;
   }
-  return path.join(root, 'proxies', validateId(id), 'control.sock');
+  const inProxyDir = path.join(root, 'proxies', validateId(id), 'control.sock');
+  if (Buffer.byteLength(inProxyDir) <= MAX_SOCKET_PATH) return inProxyDir;
+  // Too long for a unix socket: macOS's ~/Library/Application Support/kubectl-proxyout/proxies/
+  // leaves ~20 bytes for the user name and the ID together. Then it goes in the private socket
+  // directory under the temporary one (as `unix:` listeners may), named by a hash of both.
+  const name = `control-${createHash('sha256')
+    .update(`${path.resolve(root)}\0${id}`)
+    .digest('hex')
+    .slice(0, 16)}.sock`;
+  const fits = tmpSocketDirs(place)
+    .map((dir) => path.join(dir, name))
+    .find((file) => Buffer.byteLength(file) <= MAX_SOCKET_PATH);
+  return fits ?? inProxyDir;
 }
 
 /** A Windows named pipe path (\\.\pipe\…), not a file. */
@@ -103,7 +115,7 @@ export function isNamedPipe(endpoint: string): boolean {
   return /^[\\/]{2}[.?][\\/]pipe[\\/]/i.test(endpoint);
 }
 
-export function layout(root: string = stateDir(), platform: NodeJS.Platform = process.platform): StateLayout {
+export function layout(root: string = stateDir(), platform: NodeJS.Platform = process.platform, place: SocketPlace = {}): StateLayout {
   const proxiesDir = path.join(root, 'proxies');
   const logsDir = path.join(root, 'logs');
   const proxyDir = (id: string) => path.join(proxiesDir, validateId(id));
@@ -117,7 +129,7 @@ export function layout(root: string = stateDir(), platform: NodeJS.Platform = pr
     kubeconfigFile: (id) => path.join(proxyDir(id), 'kubeconfig'),
     routeKubeconfigFile: (id, route) => path.join(proxyDir(id), `kubeconfig.${route}`),
     tableFile: (id) => path.join(proxyDir(id), 'table.json'),
-    controlSocket: (id) => controlEndpoint(root, id, platform),
+    controlSocket: (id) => controlEndpoint(root, id, platform, place),
     proxyAuthFile: (id) => path.join(proxyDir(id), 'proxy-auth'),
     clientAuthFile: (id) => path.join(proxyDir(id), 'client-auth'),
     logFile: (id) => path.join(logsDir, `${validateId(id)}.log`),
@@ -237,11 +249,12 @@ export interface SocketPlace {
  */
 export function socketDir(root: string, place: SocketPlace = {}): string {
   if (isPlainUrlPath(root)) return root;
+  return tmpSocketDirs(place).find(isPlainUrlPath) ?? root;
+}
+
+/** kubectl-proxyout-UID under the temporary directory, then under /tmp; none without a UID. */
+function tmpSocketDirs(place: SocketPlace): string[] {
   const uid = place.uid ?? (typeof process.getuid === 'function' ? process.getuid() : undefined);
-  if (uid === undefined) return root;
-  for (const base of [place.tmp ?? tmpdir(), '/tmp']) {
-    const dir = path.join(base, `kubectl-proxyout-${uid}`);
-    if (isPlainUrlPath(dir)) return dir;
-  }
-  return root;
+  if (uid === undefined) return [];
+  return [place.tmp ?? tmpdir(), '/tmp'].map((base) => path.join(base, `kubectl-proxyout-${uid}`));
 }

@@ -131,6 +131,26 @@ test('the control endpoint: a unix socket in the proxy directory; on Windows a n
   assert.throws(() => checkSocketPath(`/${'x'.repeat(200)}/control.sock`), /too long for a unix socket/);
 });
 
+test('macOS: a control socket too long for the proxy directory goes in the private socket directory under $TMPDIR', () => {
+  // ~/Library/Application Support/kubectl-proxyout/proxies/ID/control.sock: 82 bytes and the user
+  // name before the ID; macOS takes 103. A 22-letter user name failed with the default 8-hex ID.
+  const root = '/Users/alexandra.konstantinou/Library/Application Support/kubectl-proxyout';
+  const place = { tmp: '/var/folders/x1/abcdefghijklmnopqrstuvwxyz01/T', uid: 501 };
+  for (const id of ['a1b2c3d4', 'x'.repeat(40)]) {
+    const socket = layout(root, 'darwin', place).controlSocket(id);
+    assert.doesNotThrow(() => checkSocketPath(socket), socket);
+    assert.equal(path.dirname(socket), `${place.tmp}/kubectl-proxyout-501`);
+    assert.equal(controlEndpoint(root, id, 'darwin', place), socket, 'every command finds the same one');
+  }
+  assert.notEqual(controlEndpoint(root, 'a1b2c3d4', 'darwin', place), controlEndpoint(root, 'a1b2c3d5', 'darwin', place), 'one per ID');
+  assert.notEqual(controlEndpoint(root, 'a1b2c3d4', 'darwin', place), controlEndpoint(`${root}-2`, 'a1b2c3d4', 'darwin', place), 'one per state directory');
+  // One that fits stays in the proxy directory.
+  assert.equal(
+    layout('/Users/al/Library/Application Support/kubectl-proxyout', 'darwin', place).controlSocket('a1b2c3d4'),
+    '/Users/al/Library/Application Support/kubectl-proxyout/proxies/a1b2c3d4/control.sock',
+  );
+});
+
 async function sleeper(): Promise<{ pid: number; exited: Promise<unknown> }> {
   const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
   await once(child, 'spawn');

@@ -1,0 +1,62 @@
+// A state directory whose proxies/ID/control.sock is longer than a unix socket path may be (as
+// macOS's ~/Library/Application Support/… is for a long user name or ID): `connect` starts the
+// daemon with its control socket in the private socket directory under $TMPDIR, and `status`,
+// `disconnect` find it there.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { connectManaged } from '../helpers/managed-proxies.js';
+import { runCli } from '../helpers/proxy-process.js';
+import { statusItem } from '../helpers/status-json.js';
+import { curl } from '../helpers/curl.js';
+
+let cluster: TestCluster;
+let base: string;
+
+before(async () => {
+  cluster = await startTestCluster();
+  base = mkdtempSync(path.join(tmpdir(), 'pxl-'));
+});
+after(async () => {
+  await cluster?.close();
+  rmSync(base, { recursive: true, force: true });
+});
+
+test(
+  'a control socket too long for the state directory: connect, status and disconnect still work',
+  { skip: process.platform === 'win32' && 'named pipes' },
+  async (t) => {
+    const stateDir = path.join(base, 's'.repeat(80));
+    const tmp = path.join(base, 't');
+    const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir, TMPDIR: tmp };
+    // Whatever fails below, no daemon outlives the test.
+    t.after(() => runCli(['disconnect', '--all'], { env }));
+    const prevTmp = process.env.TMPDIR;
+    process.env.TMPDIR = tmp; // connectManaged's env has the state directory only
+    let id: string;
+    let socks: string;
+    try {
+      ({ id, socks } = await connectManaged(stateDir, cluster.kubeconfig));
+    } finally {
+      if (prevTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = prevTmp;
+    }
+    const socketDir = path.join(tmp, `kubectl-proxyout-${process.getuid!()}`);
+    assert.equal(readdirSync(socketDir).filter((f) => /^control-[0-9a-f]{16}\.sock$/.test(f)).length, 1, 'the control socket is under $TMPDIR');
+    const r = await curl(['--proxy', `socks5h://${socks}`, 'http://web.shop:8080/']);
+    assert.match(r.stdout, /hello from web-/);
+    const status = await runCli(['status', id, '--json'], { env });
+    assert.equal(status.code, 0, status.stderr);
+    const item = statusItem(status.stdout);
+    assert.equal(item.state, 'running');
+    assert.equal(item.answering, true, `the daemon answers on its control socket: ${status.stdout}`);
+    assert.equal(item.totalStreams, 1);
+    const stop = await runCli(['disconnect', id], { env });
+    assert.equal(stop.code, 0, stop.stderr);
+    assert.deepEqual(readdirSync(socketDir), [], 'its control socket is gone with it');
+    assert.equal(existsSync(path.join(stateDir, 'proxies', id)), false);
+  },
+);
