@@ -67,6 +67,8 @@ export default class Serve extends Command {
       // The terminal it runs in was closed: a hangup, as for any program in it — stop.
       if (onTerminal && !hasControllingTerminal()) {
         hungUp = true;
+        // Still starting: nothing to drain. The SIGTERM would end it through Node's exit, which aborts.
+        if (!running) return dieOfSignal('SIGHUP');
         return void process.kill(process.pid, 'SIGTERM');
       }
       if (running) return reload(running);

@@ -197,6 +197,46 @@ describe('running', () => {
     }
   });
 
+  test('closing the terminal while it starts (an API server that does not answer) ends it of the hangup', async (t) => {
+    if (!existsSync('/usr/bin/script')) return t.skip('script(1) is not installed: no pseudo-terminal to close');
+    // Accepts and never answers: the start waits on it.
+    const silent = net.createServer((socket) => socket.on('error', () => undefined)).listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    t.after(() => silent.close());
+    const kubeconfig = path.join(cluster.dir, 'silent-kubeconfig');
+    await writeFile(kubeconfig, cluster.sim.kubeconfigYaml({ server: `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}` }), { mode: 0o600 });
+    const errDir = mkdtempSync(path.join(tmpdir(), 'proxyout-hangup-start-'));
+    t.after(() => rmSync(errDir, { recursive: true, force: true }));
+    const errFile = path.join(errDir, 'stderr');
+    const marker = `127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+    const term = spawn(
+      '/usr/bin/script',
+      [
+        '-qfec',
+        `exec ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${kubeconfig} --listen-socks 127.0.0.1:0 2>${errFile}`,
+        '/dev/null',
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    t.after(() => term.kill('SIGKILL'));
+    // The proxy is connected to the silent server: its start is under way, its handlers installed.
+    let held = 0;
+    const connected = new Promise<void>((resolve) => silent.on('connection', () => ++held === 1 && resolve()));
+    await Promise.race([connected, new Promise((r) => setTimeout(r, 30_000))]);
+    assert.ok(held > 0, `the proxy did not start on the terminal (${marker})`);
+    const pid = execFileSync('pgrep', ['-f', '--', `--kubeconfig ${kubeconfig}`])
+      .toString()
+      .split('\n')
+      .map(Number)
+      .find((p) => p > 0 && readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')[0] === process.execPath);
+    assert.ok(pid, 'found the proxy process');
+    term.kill('SIGKILL');
+    const gone = Date.now() + 10_000;
+    while (existsSync(`/proc/${pid}`) && Date.now() < gone) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(existsSync(`/proc/${pid}`), false, 'the proxy still runs after its terminal was closed');
+    assert.doesNotMatch(readFileSync(errFile, 'utf8'), /EIO|Assertion failed|Native stack trace/);
+  });
+
   test('under setsid, writing to a terminal it has no control of, SIGHUP reloads instead of stopping it', async (t) => {
     if (!existsSync('/usr/bin/script')) return t.skip('script(1) is not installed: no pseudo-terminal');
     // Its stdin and stderr are the terminal's, but setsid left it no controlling terminal: no
