@@ -15,6 +15,7 @@ import { apiServersOf } from '../routes/route.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { dieOfSignal, relaySignals } from '../cli/exec-signals.js';
 import { endOnSignalWhile } from '../cli/signals.js';
+import { hasControllingTerminal } from '../core/terminal.js';
 import type { LogLevel } from '../core/log.js';
 import { execLog, type ExecLog } from '../cli/exec-log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
@@ -139,6 +140,7 @@ export default class Exec extends Command {
       );
     }
 
+    const hadTerminal = hasControllingTerminal();
     const { code, signal } = await runCommand(command, env);
     if (temporary) {
       await temporary.stop(options.shutdownGraceMs);
@@ -146,6 +148,9 @@ export default class Exec extends Command {
     }
     // Dying of CMD's signal tells a shell what CMD's death would have (a loop stops on Ctrl-C).
     if (signal) dieOfSignal(signal);
+    // CMD outlived its terminal's hangup (ssh exits 255 on it): a normal exit would write to the gone
+    // terminal, and Node 20 aborts restoring its modes. Die of the hangup, as without CMD.
+    if (hadTerminal && !hasControllingTerminal()) dieOfSignal('SIGHUP');
     this.exit(code);
   }
 

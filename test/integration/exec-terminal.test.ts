@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
@@ -120,4 +120,26 @@ test('Ctrl-C that kills CMD stops the shell loop that runs exec, as it would sto
   } finally {
     term.kill('SIGKILL');
   }
+});
+
+test('CMD that exits by itself on its terminal’s hangup (as ssh does): exec dies of the hangup, no abort', { skip }, async (t) => {
+  const errDir = mkdtempSync(path.join(tmpdir(), 'pxt-hup-'));
+  t.after(() => rmSync(errDir, { recursive: true, force: true }));
+  const errFile = path.join(errDir, 'stderr');
+  // sh, not node: a node CMD would itself abort at such an exit (Node 20 on a gone terminal).
+  const cmd = 'sleep 60 & trap "kill $!; exit 3" HUP; echo "ready exec=$PPID cmd=$$"; wait';
+  const line = `exec ${[process.execPath, binPath, 'exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', cmd].map(shellQuote).join(' ')} 2>${shellQuote(errFile)}`;
+  const term = spawn('script', ['-qfec', line, '/dev/null'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, KUBECTL_PROXYOUT_STATE_DIR: stateDir },
+  });
+  t.after(() => term.kill('SIGKILL'));
+  let out = '';
+  term.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  const ready = await eventually(async () => /ready exec=(\d+) cmd=(\d+)/.exec(out) ?? undefined, 30_000, 50);
+  const [execPid, cmdPid] = [Number(ready[1]), Number(ready[2])];
+  // Closing the terminal: exec, its session leader, gets the hangup and passes it on to CMD.
+  term.kill('SIGKILL');
+  await eventually(async () => !isAlive(execPid) && !isAlive(cmdPid), 15_000, 50);
+  assert.doesNotMatch(readFileSync(errFile, 'utf8'), /EIO|Assertion failed|Native stack trace/);
 });
