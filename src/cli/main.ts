@@ -6,6 +6,7 @@ import { routeArgv } from './argv.js';
 import { DISPLAY_BIN } from './help.js';
 import { answerUserInfoWithoutPasswd } from './passwd-less.js';
 import { escapeControls, escapeControlsKeepingLines } from '../core/escape.js';
+import { noteTerminalStdio, releaseHungUpStdio } from '../core/terminal.js';
 
 /** Exit code for usage errors (bad flag, unknown command), as oclif and most CLIs use. */
 const USAGE_EXIT = 2;
@@ -19,15 +20,23 @@ export async function main(argv: readonly string[] = process.argv.slice(2), give
     const { runCompletion } = await import('./complete-run.js');
     return runCompletion(argv.slice(1), load);
   }
+  // A terminal that hangs up while a command runs must not make its exit abort (core/terminal.ts).
+  noteTerminalStdio();
+  process.once('exit', releaseHungUpStdio);
   let config: Config | undefined;
   try {
     config = await Config.load(load);
     await run(routeArgv(argv, config.findCommand('exec')?.flags), config);
-    await flush();
+    await flushUnlessHungUp();
   } catch (err) {
-    await flush().catch(() => undefined);
+    await flushUnlessHungUp().catch(() => undefined);
     await exitFor(err, config);
   }
+}
+
+/** oclif's flush writes to stdout: on a terminal that has hung up that is EIO, which oclif throws. */
+async function flushUnlessHungUp(): Promise<void> {
+  if (!releaseHungUpStdio().includes(1)) await flush();
 }
 
 /**

@@ -237,6 +237,48 @@ describe('running', () => {
     assert.doesNotMatch(readFileSync(errFile, 'utf8'), /EIO|Assertion failed|Native stack trace/);
   });
 
+  test('outliving its closed terminal (setsid, as a disowned job), a later SIGTERM is still a clean stop', async (t) => {
+    if (!existsSync('/usr/bin/script')) return t.skip('script(1) is not installed: no pseudo-terminal to close');
+    const errDir = mkdtempSync(path.join(tmpdir(), 'proxyout-outlived-'));
+    t.after(() => rmSync(errDir, { recursive: true, force: true }));
+    const errFile = path.join(errDir, 'stderr');
+    // Its stdin and stdout are the terminal's, but no hangup reaches it: it runs on after the close.
+    const term = spawn(
+      '/usr/bin/script',
+      [
+        '-qfec',
+        `exec setsid -w ${process.execPath} ${path.join(repoRoot, 'bin', 'kubectl-proxyout')} --kubeconfig ${cluster.kubeconfig} --listen-socks 127.0.0.1:0 --log-format json 2>${errFile}`,
+        '/dev/null',
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    t.after(() => term.kill('SIGKILL'));
+    let out = '';
+    term.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    const deadline = Date.now() + 30_000;
+    while (!out.includes('ALL_PROXY') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const pid = Number(/"pid":(\d+),[^\n]*"msg":"proxy ready"/.exec(readFileSync(errFile, 'utf8'))?.[1]);
+    assert.ok(pid > 0, `the proxy did not start on the terminal: ${out}`);
+    t.after(() => {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone, as it should be
+      }
+    });
+    term.kill('SIGKILL');
+    await once(term, 'exit');
+    await new Promise((r) => setTimeout(r, 500));
+    assert.ok(existsSync(`/proc/${pid}`), 'it runs on without its terminal');
+    process.kill(pid, 'SIGTERM');
+    const gone = Date.now() + 10_000;
+    while (existsSync(`/proc/${pid}`) && Date.now() < gone) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(existsSync(`/proc/${pid}`), false, 'it stopped');
+    const stderr = readFileSync(errFile, 'utf8');
+    assert.match(stderr, /"msg":"stopped"/);
+    assert.doesNotMatch(stderr, /EIO|Assertion failed|Native stack trace/);
+  });
+
   test('under setsid, writing to a terminal it has no control of, SIGHUP reloads instead of stopping it', async (t) => {
     if (!existsSync('/usr/bin/script')) return t.skip('script(1) is not installed: no pseudo-terminal');
     // Its stdin and stderr are the terminal's, but setsid left it no controlling terminal: no
