@@ -11,6 +11,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { CONTROL_PLANES, binaryPath, notBuiltReason, type Binary, type ControlPlaneVersion } from './real-cluster-build.js';
 import { Components, freePort, tail } from './real-cluster-components.js';
 import {
@@ -74,6 +75,14 @@ export interface RealCluster {
   restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[]; index?: number }): Promise<void>;
   /** SIGKILL to the node stand-in (every node): a kubelet that dies; it is not started again. */
   killNode(): Promise<void>;
+  /**
+   * Restarts the node stand-in (every node), as a kubelet restart: SIGKILL (or SIGTERM), down for
+   * `downMs`, then started again on the same ports; its pods keep their IPs. Resolves when it
+   * serves again (its pods' statuses may still be on their way).
+   */
+  restartNode(opts?: { downMs?: number; signal?: 'SIGKILL' | 'SIGTERM'; whileDown?: () => Promise<void> }): Promise<void>;
+  /** SIGSTOP (a hung kubelet: its port accepts and nothing answers) or SIGCONT to the node stand-in (every node). */
+  freezeNode(frozen: boolean): void;
   /** SIGSTOP (hung: it accepts connections and answers nothing) or SIGCONT to API server `index` (default 0). */
   freezeApiServer(frozen: boolean, index?: number): void;
   /** How many API servers share etcd (more than one: behind the balancer `server` names). */
@@ -264,7 +273,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
     ]);
     const nodeNames = opts.nodes ?? ['node-1'];
     const nodeReady = path.join(dir, 'node.json');
-    launch('proxyout-node', 'proxyout-node', [
+    const nodeArgs = [
       `--kubeconfig=${await componentConfig('proxyout-node', tokens.node)}`,
       `--nodes=${nodeNames.join(',')}`,
       `--tls-cert-file=${p('node.crt')}`,
@@ -276,7 +285,8 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       ...(version === 'v1.34' ? ['--websocket-tunnel=false'] : []),
       ...(opts.dualStack ? [`--pod-ip-families=${opts.dualStack === 'IPv4' ? 'ipv4,ipv6' : 'ipv6,ipv4'}`] : []),
       ...(opts.nodeFlags ?? []),
-    ]);
+    ];
+    launch('proxyout-node', 'proxyout-node', nodeArgs);
 
     const kubectl: RealCluster['kubectl'] = (args, o) => runKubectl(kubeconfig, args, o);
     await kubectl(['apply', '-f', '-'], { input: limitedUserManifests(limitedNamespace) });
@@ -337,6 +347,17 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       apiServers: apiCount,
       assertHealthy: () => components.assertHealthy(),
       killNode: () => components.kill('proxyout-node'),
+      async restartNode(o = {}) {
+        components.assertHealthy();
+        const ports = JSON.parse(await readFile(nodeReady, 'utf8')) as Record<string, number>;
+        if (o.signal === 'SIGTERM') await components.stop('proxyout-node');
+        else await components.kill('proxyout-node');
+        await rm(nodeReady, { force: true });
+        await Promise.all([delay(o.downMs ?? 0), o.whileDown?.()]);
+        launch('proxyout-node', 'proxyout-node', [...nodeArgs, `--ports=${nodeNames.map((n) => ports[n]).join(',')}`]);
+        await waitFor('node stand-in serving again', async () => (existsSync(nodeReady) ? true : undefined));
+      },
+      freezeNode: (frozen) => components.signal('proxyout-node', frozen ? 'SIGSTOP' : 'SIGCONT'),
       freezeApiServer: (frozen, index = 0) => components.signal(apiName(index), frozen ? 'SIGSTOP' : 'SIGCONT'),
       logTail: (component, lines) => tail(path.join(dir, `${component}.log`), lines),
       stop: stopAll,

@@ -80,6 +80,7 @@ func main() {
 	qps := flag.Float64("kube-api-qps", 100, "client QPS towards the API server (all nodes share one client)")
 	burst := flag.Int("kube-api-burst", 200, "client burst towards the API server")
 	families := flag.String("pod-ip-families", "ipv4", "pod IP families, the primary first: ipv4, ipv6, ipv4,ipv6 or ipv6,ipv4 (see ipfamilies.go)")
+	portList := flag.String("ports", "", "comma-separated TLS ports of the nodes, in --nodes order (default: any free one each); a restarted kubelet listens where it did")
 	flag.Parse()
 	var err error
 	if podIPFamilies, err = parseIPFamilies(*families); err != nil {
@@ -94,13 +95,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: proxyout-node --kubeconfig F --tls-cert-file F --tls-private-key-file F --client-ca-file F [--nodes a,b] [--ready-file F]")
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, strings.Split(*nodeNames, ","), *certFile, *keyFile, *clientCA, *readyFile, float32(*qps), *burst); err != nil {
+	names := strings.Split(*nodeNames, ",")
+	ports := make([]int, len(names))
+	if *portList != "" {
+		for i, s := range strings.Split(*portList, ",") {
+			if i >= len(ports) {
+				break
+			}
+			fmt.Sscan(s, &ports[i])
+		}
+	}
+	if err := run(*kubeconfig, names, ports, *certFile, *keyFile, *clientCA, *readyFile, float32(*qps), *burst); err != nil {
 		fmt.Fprintln(os.Stderr, "proxyout-node:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, readyFile string, qps float32, burst int) error {
+func run(kubeconfig string, names []string, listenPorts []int, certFile, keyFile, clientCAFile, readyFile string, qps float32, burst int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -151,7 +162,7 @@ func run(kubeconfig string, names []string, certFile, keyFile, clientCAFile, rea
 			return err
 		}
 		go http.Serve(sl, n.streaming)
-		l, err := tls.Listen("tcp4", "127.0.0.1:0", tlsConfig)
+		l, err := tls.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", listenPorts[i]), tlsConfig)
 		if err != nil {
 			return err
 		}
@@ -639,7 +650,11 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 	n.mu.Lock()
 	p := n.pods[pod.UID]
 	if p == nil {
-		host := n.allocateIP()
+		// A restarted kubelet finds the pod's sandbox still running: it keeps its address.
+		host := n.adoptIP(pod.Status.PodIP)
+		if host == 0 {
+			host = n.allocateIP()
+		}
 		if host == 0 {
 			n.mu.Unlock()
 			// As a kubelet whose CNI has no address left: the pod stays Pending.
@@ -730,6 +745,18 @@ func (n *node) allocateIP() int {
 		host := 2 + (n.nextIP+i)%maxPodIPs
 		if !n.ips[host] {
 			n.ips[host], n.nextIP = true, (host-1)%maxPodIPs
+			return host
+		}
+	}
+	return 0
+}
+
+// adoptIP takes the host number of ip when it is this node's and free (a pod that ran before the
+// stand-in restarted); 0 otherwise. n.mu is held.
+func (n *node) adoptIP(ip string) int {
+	for host := 2; host < 2+maxPodIPs && ip != ""; host++ {
+		if podIPs(n.index, host)[0] == ip && !n.ips[host] {
+			n.ips[host] = true
 			return host
 		}
 	}
