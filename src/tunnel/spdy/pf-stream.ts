@@ -332,6 +332,12 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
           retryable: true,
         }),
       );
+    // The API server ended the tunnel before the pod's FIN (its kubelet restarted): the pod's
+    // bytes were cut short, even between frames; a FIN would pass a partial download on as whole.
+    else if (this.tunnel.closedByServer && !this.podFinished && !this.podEnded)
+      this.destroy(
+        new UpstreamApiError(`port-forward tunnel to ${this.target.namespace}/${this.target.pod} closed by the API server before the pod ended the stream`),
+      );
     else this.endFromPod();
   }
 

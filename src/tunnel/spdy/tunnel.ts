@@ -96,6 +96,8 @@ export class PodTunnel implements SessionWire {
   wentSilent = false;
   /** Closed because its pod was deleted: a stream the kubelet had not taken yet may go elsewhere. */
   podWentAway = false;
+  /** The API server ended it (its kubelet went away), not we: a stream the pod had not ended was cut. */
+  closedByServer = false;
   /** Bytes read from the tunnel so far: anything heard proves the path alive (reply-watch.ts). */
   bytesIn = 0;
   private nextRequestId = 0;
@@ -127,7 +129,11 @@ export class PodTunnel implements SessionWire {
       this.bytesIn += piece.length;
       this.session.receive(piece);
     };
-    ws.onClose((end) => this.session.destroy(end.error ? new Error(`the tunnel closed: ${end.error.message}`, { cause: end.error }) : undefined));
+    ws.onClose((end) => {
+      // A kubelet that dies or restarts: the API server closes the WebSocket with 1000 all the same.
+      if (!this.closed) this.closedByServer = true;
+      this.session.destroy(end.error ? new Error(`the tunnel closed: ${end.error.message}`, { cause: end.error }) : undefined);
+    });
     this.stopKeepalive = startKeepalive(this.pingable(), options.keepalive, (silentMs) => {
       options.onUnanswered?.(silentMs);
       this.kill(new Error(`the tunnel stopped answering pings: nothing within ${options.keepalive.timeoutMs} ms (${silentMs} ms)`));
