@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/log.js';
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
-import { ProxyError, errorMessage } from '../../core/errors.js';
+import { ConnectTimeoutError, ProxyError, errorMessage } from '../../core/errors.js';
 import type { PodPort, Transport } from '../../tunnel/transport.js';
 import type { Plan, Resolver } from './resolver.js';
 import type { RouteClaim } from '../route.js';
@@ -16,6 +16,8 @@ export interface PodStreamsOptions {
   confirmMs: number;
   /** Moving a stream to another endpoint after it was called connected must finish in this time. */
   reopenTimeoutMs?: number;
+  /** An endpoint whose stream has not opened in this time, with another left to try, is left for it. */
+  slowOpenMs?: number;
 }
 
 /** A pod port that accepted within this time is trusted to accept again without the wait. */
@@ -24,6 +26,12 @@ const CONFIRMED_MAX = 10_000;
 /** A pod port that refused is tried after the others for this long (it may be restarting). */
 const REFUSED_TTL_MS = 10_000;
 const DEFAULT_REOPEN_TIMEOUT_MS = 15_000;
+/**
+ * A tunnel opens in milliseconds to a kubelet that answers; one that hangs (or a node cut off, not
+ * yet marked NotReady) would hold the connection for the whole connect timeout, then fail it,
+ * while the Service's other endpoints serve.
+ */
+const SLOW_OPEN_MS = 3_000;
 
 /**
  * Opens streams into one cluster's pods: resolve through the watch cache, then open a pod stream
@@ -64,19 +72,30 @@ export class PodStreams {
       while (next < candidates.length) {
         const c = candidates[next++];
         const via = `${c.namespace}/${c.pod}:${c.port}`;
+        // With another endpoint left, this one gets a few seconds, not the whole connect timeout.
+        const slow = next < candidates.length ? new SlowOpen(sig, this.options.slowOpenMs ?? SLOW_OPEN_MS) : undefined;
         try {
-          const stream = await this.transport.open(c, { signal: sig, confirmMs: this.isConfirmed(c) ? 0 : this.options.confirmMs });
+          const confirmMs = this.isConfirmed(c) ? 0 : this.options.confirmMs;
+          const stream = await this.transport.open(c, { signal: slow?.signal ?? sig, confirmMs });
           this.markConfirmed(c);
           plan.opened?.(c);
           current = via;
           at.c = c;
           return { stream, via, transport: this.transport.carrierOf?.(stream) ?? this.transport.name };
         } catch (err) {
+          if (slow?.fired && !sig.aborted) {
+            lastError = new ConnectTimeoutError(`port-forward to ${via} did not open within ${slow.ms} ms`, { cause: err, retryable: true });
+            this.putLast(via);
+            this.log.debug({ target: plan.label, via, error: errorMessage(lastError), retry: true }, 'endpoint failed');
+            continue;
+          }
           lastError = err;
           this.noteFailure(via, err);
           const retry = err instanceof ProxyError && err.retryable && !sig.aborted && next < candidates.length;
           this.log.debug({ target: plan.label, via, error: errorMessage(err), retry }, 'endpoint failed');
           if (!retry) break;
+        } finally {
+          slow?.done();
         }
       }
       throw lastError;
@@ -126,9 +145,7 @@ export class PodStreams {
   /** A refused port is no longer trusted to accept, and goes last for a while. */
   private noteFailure(via: string, err: unknown): void {
     if (!(err instanceof ProxyError) || err.reason !== 'connection-refused') return;
-    this.confirmed.delete(via);
-    if (this.refused.size >= CONFIRMED_MAX) this.refused.clear();
-    this.refused.set(via, Date.now() + REFUSED_TTL_MS);
+    this.putLast(via);
   }
 
   /** Candidates in the resolver's (round-robin) order, ports that refused recently last. */
@@ -137,6 +154,13 @@ export class PodStreams {
     const now = Date.now();
     const late = (p: PodPort) => (this.refused.get(`${p.namespace}/${p.pod}:${p.port}`) ?? 0) > now;
     return [...candidates.filter((p) => !late(p)), ...candidates.filter(late)];
+  }
+
+  /** Refused, or did not open in time: no longer trusted to accept, and tried after the others for a while. */
+  private putLast(via: string): void {
+    this.confirmed.delete(via);
+    if (this.refused.size >= CONFIRMED_MAX) this.refused.clear();
+    this.refused.set(via, Date.now() + REFUSED_TTL_MS);
   }
 
   private isConfirmed(p: PodPort): boolean {
@@ -154,4 +178,40 @@ export class PodStreams {
 /** Outside openPlan, so the closure holds the check and the pod it opened on, not the plan. */
 function stillPickedCheck(check: Plan['stillPicked'], at: { c?: PodPort }): (() => boolean) | undefined {
   return check ? () => at.c === undefined || check(at.c) : undefined;
+}
+
+/**
+ * One endpoint's time to open: aborts when `outer` does or after `ms`. No AbortSignal.any (it
+ * stays registered on `outer` for the connection's life); done() lets go of `outer` and the timer.
+ */
+class SlowOpen {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  fired = false;
+
+  constructor(
+    private readonly outer: AbortSignal,
+    readonly ms: number,
+  ) {
+    this.timer = setTimeout(() => {
+      this.fired = true;
+      this.controller.abort(new Error(`not open within ${ms} ms`));
+    }, ms);
+    if (outer.aborted) this.controller.abort(outer.reason);
+    else outer.addEventListener('abort', this, { once: true });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The outer signal aborted (EventListener object: no closure). */
+  handleEvent(): void {
+    this.controller.abort(this.outer.reason);
+  }
+
+  done(): void {
+    clearTimeout(this.timer);
+    this.outer.removeEventListener('abort', this);
+  }
 }

@@ -57,6 +57,7 @@ import (
 const (
 	readyAnnotation     = "proxyout.test/ready"
 	goneAnnotation      = "proxyout.test/kubelet-gone"
+	hangAnnotation      = "proxyout.test/kubelet-hang"
 	dialDelayAnnotation = "proxyout.test/dial-delay"
 )
 
@@ -231,6 +232,7 @@ type podRuntime struct {
 	deleting        bool
 	dialDelay       time.Duration // proxyout.test/dial-delay: the runtime waits this long before dialling the pod's port
 	gone            bool          // proxyout.test/kubelet-gone: "true": /portForward answers 404 as for a pod the kubelet no longer has
+	hung            bool          // proxyout.test/kubelet-hang: "true": /portForward never answers, as a kubelet that hangs or a node cut off
 }
 
 func (n *node) handler() http.Handler {
@@ -264,6 +266,10 @@ func (n *node) servePortForward(w http.ResponseWriter, r *http.Request) {
 	}
 	if uid != "" && types.UID(uid) != p.uid {
 		http.Error(w, "pod not found", http.StatusNotFound)
+		return
+	}
+	if p.hung {
+		<-r.Context().Done()
 		return
 	}
 	resp, err := n.streaming.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: p.sandboxID(), Port: opts.Ports})
@@ -697,6 +703,7 @@ func (n *node) sync(ctx context.Context, pod *corev1.Pod) {
 	containersReady := pod.Annotations[readyAnnotation] != "false"
 	ready := containersReady && readinessGatesTrue(pod)
 	p.gone = pod.Annotations[goneAnnotation] == "true"
+	p.hung = pod.Annotations[hangAnnotation] == "true"
 	p.dialDelay, _ = time.ParseDuration(pod.Annotations[dialDelayAnnotation])
 	// The node lifecycle controller marks pods not ready while the node's lease is stale (an API
 	// outage of more than the grace period): like the kubelet's status manager, post again when the
