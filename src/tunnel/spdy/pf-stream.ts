@@ -40,6 +40,7 @@ const ERROR_MESSAGE_MAX = 8 * 1024;
 /** Bytes a stream may hold for a slow reader before the tunnel stops reading. */
 export const STREAM_QUEUE_MAX = 1 << 20;
 const SILENT_TUNNEL = 'the tunnel went silent before the kubelet answered the stream';
+const STALE_TUNNEL = 'the API server closed the tunnel before the kubelet took the stream (its kubelet went away since it opened)';
 /** After a data FIN, the error stream gets this long to say why (or end). */
 const ERROR_STREAM_WAIT_MS = 5000;
 
@@ -205,7 +206,8 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     this.hooks = slot.hooks;
     this.replies = 0;
     if (!this.openPair()) return undefined;
-    if (this.movedBecause === SILENT_TUNNEL) this.log.info({ target: where(this.target) }, `${SILENT_TUNNEL}; opened it again on a new tunnel`);
+    if (this.movedBecause === SILENT_TUNNEL || this.movedBecause === STALE_TUNNEL)
+      this.log.info({ target: where(this.target) }, `${this.movedBecause}; opened it again on a new tunnel`);
     else this.log.info({ target: where(this.target) }, 'the kubelet did not take the stream (GOAWAY); opened it again on a new tunnel');
     return this.data;
   }
@@ -303,6 +305,13 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
     // never had it, and the client has written nothing (or not yet been told it is connected).
     if (this.tunnel.wentSilent && this.replies < 2 && (this.isOpening || (this.replay?.nothingWritten ?? true))) {
       if (!this.replay?.moving) this.notTaken(SILENT_TUNNEL); // once for the pair
+      return;
+    }
+    // Closed cleanly by the API server before the kubelet took the pair: the kubelet went away
+    // after the tunnel opened (it restarted), and our SYN_STREAMs were the write that told the API
+    // server. Nothing reached the pod: a new tunnel to it may well be taken.
+    if (!err && this.tunnel.closedByServer && this.replies < 2 && !this.podHasSpoken) {
+      if (!this.replay?.moving) this.notTaken(STALE_TUNNEL);
       return;
     }
     if (this.isOpening) {
