@@ -66,6 +66,9 @@ export class PodStreams {
     let next = 0;
     let current = '';
     const at: { c?: PodPort } = {};
+    // One endpoint per connection is left for being slow: when the API path itself is slow (every
+    // tunnel takes seconds), cutting each in turn would spend the connect timeout on cuts.
+    let slowCutLeft = true;
     // Tries the candidates from `next` on; a retryable failure moves to the one after.
     const attempt = async (sig: AbortSignal): Promise<OpenedStream> => {
       let lastError: unknown;
@@ -73,7 +76,7 @@ export class PodStreams {
         const c = candidates[next++];
         const via = `${c.namespace}/${c.pod}:${c.port}`;
         // With another endpoint left, this one gets a few seconds, not the whole connect timeout.
-        const slow = next < candidates.length ? new SlowOpen(sig, this.options.slowOpenMs ?? SLOW_OPEN_MS) : undefined;
+        const slow = slowCutLeft && next < candidates.length ? new SlowOpen(sig, this.options.slowOpenMs ?? SLOW_OPEN_MS) : undefined;
         try {
           const confirmMs = this.isConfirmed(c) ? 0 : this.options.confirmMs;
           const stream = await this.transport.open(c, { signal: slow?.signal ?? sig, confirmMs });
@@ -84,6 +87,7 @@ export class PodStreams {
           return { stream, via, transport: this.transport.carrierOf?.(stream) ?? this.transport.name };
         } catch (err) {
           if (slow?.fired && !sig.aborted) {
+            slowCutLeft = false;
             lastError = new ConnectTimeoutError(`port-forward to ${via} did not open within ${slow.ms} ms`, { cause: err, retryable: true });
             this.putLast(via);
             this.log.debug({ target: plan.label, via, error: errorMessage(lastError), retry: true }, 'endpoint failed');
