@@ -9,7 +9,7 @@ import { parseListenAddress, unixListenPath } from '../core/address.js';
 import { collectStatus, otherVersion, type ProxyStatus } from '../managed/status.js';
 import { layout, stateDirRefusal, type StateLayout } from '../state/paths.js';
 import type { Check } from './report.js';
-import { isProxyout, portHolder } from './port-holder.js';
+import { isProxyout, portHolders } from './port-holder.js';
 import { shellQuote } from '../core/escape.js';
 import type { RouteStatus } from '../routes/route.js';
 
@@ -39,7 +39,10 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
       continue;
     }
     const exact = running.find((p) => p.socks === address || p.http === address);
-    const holder = exact ? undefined : portHolder(parsed.port);
+    // Another process may hold the same port number on another address: a kubectl-proxyout among
+    // the holders is the likelier one in the way.
+    const holders = exact ? [] : portHolders(parsed.port);
+    const holder = holders.find((h) => running.some((p) => p.pid === h.pid)) ?? holders.find(isProxyout) ?? holders[0];
     // Asked in another spelling ([0:0::1], [::] over its [::1]): the holder's pid names the managed proxy.
     const owner = exact ?? (holder ? running.find((p) => p.pid === holder.pid) : undefined);
     if (owner) {

@@ -32,16 +32,25 @@ function listeningInodes(port: number): Set<string> {
 }
 
 export function portHolder(port: number, platform: NodeJS.Platform = process.platform): PortHolder | undefined {
-  if (platform !== 'linux') return undefined;
+  return portHolders(port, platform)[0];
+}
+
+/**
+ * Every process listening on `port`, on any address: the one in the way of a bind is among them,
+ * but not always the first (another may hold the same port number on another address).
+ */
+export function portHolders(port: number, platform: NodeJS.Platform = process.platform): PortHolder[] {
+  if (platform !== 'linux') return [];
   const inodes = listeningInodes(port);
-  if (inodes.size === 0) return undefined;
+  if (inodes.size === 0) return [];
   const wanted = new Set([...inodes].map((i) => `socket:[${i}]`));
   let pids: string[];
   try {
     pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
   } catch {
-    return undefined;
+    return [];
   }
+  const holders: PortHolder[] = [];
   for (const pid of pids) {
     let fds: string[];
     try {
@@ -63,10 +72,11 @@ export function portHolder(port: number, platform: NodeJS.Platform = process.pla
       } catch {
         /* exited meanwhile */
       }
-      return { pid: Number(pid), program: programOf(argv) };
+      holders.push({ pid: Number(pid), program: programOf(argv) });
+      break;
     }
   }
-  return undefined;
+  return holders;
 }
 
 const basename = (file: string) => file.slice(file.lastIndexOf('/') + 1);
