@@ -22,6 +22,8 @@ export interface MergedKubeConfig {
   currentContext: string;
   /** Each user's entry as written (paths made absolute) and the file that defined it. */
   rawUsers: Map<string, { user: Obj; file: string }>;
+  /** The entries left out above as unusable (no server, no cluster): `cluster NAME`, `context NAME`. */
+  incomplete: Set<string>;
 }
 
 /** The files kubectl would read, in order; `$KUBECONFIG`'s missing files are left out. */
@@ -104,12 +106,24 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
     for (const c of list(doc.contexts)) contexts.add(c, () => c);
     if (!currentContext && typeof doc['current-context'] === 'string') currentContext = doc['current-context'];
   }
+  // kubectl takes a cluster without a server or a context without a cluster (`kubectl config
+  // set-context dev --namespace dev` writes one) and fails only when it is used; client-node
+  // refused the whole kubeconfig, so one such entry stopped every context.
+  const incomplete = new Set<string>();
+  const usable = (kind: string, entries: Named[], ok: (e: Named) => unknown) =>
+    entries.filter((e) => {
+      const named = typeof e.name === 'string' && e.name;
+      if (named && !ok(e)) incomplete.add(`${kind} ${e.name}`);
+      return named && ok(e);
+    });
+  const body = (v: unknown) => (v && typeof v === 'object' ? (v as Obj) : {});
   return {
-    clusters: newClusters(clusters.all),
-    users: newUsers(users.all),
-    contexts: newContexts(contexts.all),
+    clusters: newClusters(usable('cluster', clusters.all, (c) => body(c.cluster).server)),
+    users: newUsers(usable('user', users.all, () => true)),
+    contexts: newContexts(usable('context', contexts.all, (c) => body(c.context).cluster)),
     currentContext,
     rawUsers,
+    incomplete,
   };
 }
 
@@ -132,7 +146,7 @@ export function contextFingerprint(explicit: string | undefined, context: string
   }
 }
 
-/** Entries by name, the first kept; one without a name is kept for client-node to refuse. */
+/** Entries by name, the first kept. */
 class Entries {
   readonly all: Named[] = [];
   private readonly names = new Set<string>();

@@ -41,6 +41,7 @@ export interface LoadedKubeConfig {
 export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; namespace?: string }): LoadedKubeConfig {
   const kc = new KubeConfig();
   let rawUsers: MergedKubeConfig['rawUsers'] = new Map();
+  let incomplete: MergedKubeConfig['incomplete'] = new Set();
   try {
     if (opts.kubeconfig && !existsSync(opts.kubeconfig)) throw new StartupError(`kubeconfig ${opts.kubeconfig} does not exist`);
     const envFiles = (process.env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
@@ -56,6 +57,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
       const merged = mergeKubeconfigFiles(files);
       kc.loadFromOptions(merged);
       rawUsers = merged.rawUsers;
+      incomplete = merged.incomplete;
       // Files that exist but define nothing (an empty file): not "no kubeconfig found".
       if (merged.contexts.length === 0)
         throw new StartupError(
@@ -82,7 +84,12 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
       .getContexts()
       .map((c) => c.name)
       .join(', ');
+  const noCluster = (name: string) =>
+    new StartupError(
+      `context "${name}" names no cluster (kubectl would send its requests to localhost:8080): set one with kubectl config set-context ${name} --cluster=NAME`,
+    );
   if (opts.context) {
+    if (incomplete.has(`context ${opts.context}`)) throw noCluster(opts.context);
     if (!kc.getContextObject(opts.context)) throw new StartupError(`context "${opts.context}" not found in kubeconfig (known: ${known()})`);
     kc.setCurrentContext(opts.context);
   }
@@ -90,11 +97,16 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   const ctx = kc.getContextObject(context);
   if (!context) throw new StartupError('the kubeconfig has no current context: pass --context');
   // kubectl: "context was not found for specified context"; a stale current-context is not a missing one.
+  if (!ctx && incomplete.has(`context ${context}`)) throw noCluster(context);
   if (!ctx)
     throw new StartupError(
       `the kubeconfig's current-context "${context}" names no context it defines (known: ${known()}): pass --context or run kubectl config use-context`,
     );
   const cluster = kc.getCurrentCluster();
+  if (!cluster && incomplete.has(`cluster ${ctx.cluster}`))
+    throw new StartupError(
+      `context "${context}" names cluster "${ctx.cluster}", which has no server: set one with kubectl config set-cluster ${ctx.cluster} --server=URL`,
+    );
   if (!cluster) throw new StartupError(`context "${context}" names cluster "${ctx.cluster}", which the kubeconfig does not define`);
   checkServer(cluster.server, cluster.name);
   checkInsecureWithCA(cluster);
