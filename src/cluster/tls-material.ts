@@ -27,6 +27,12 @@ export function unreadableFile(kc: KubeConfig, err: unknown): string | undefined
 export function clientPairProblem(kc: KubeConfig, opts: https.RequestOptions): string | undefined {
   if (!opts.cert || !opts.key) return undefined;
   const user = `user "${kc.getCurrentUser()?.name}"`;
+  // kubectl cannot use a passphrase-protected key either ("tls: failed to parse private key");
+  // OpenSSL's own words were "interrupted or cancelled", with a "must be PEM" beside a PEM key.
+  if (/-----BEGIN ENCRYPTED PRIVATE KEY-----|^Proc-Type: *4, *ENCRYPTED/m.test(String(pem(opts.key)))) {
+    const file = kc.getCurrentUser()?.keyFile;
+    return `the client key of ${user} is encrypted (a passphrase protects it), which kubectl cannot use either: write it decrypted, e.g. openssl pkey -in ${file ?? 'KEY'} -out KEY.plain, and name that in client-key`;
+  }
   let fits: boolean;
   try {
     // OpenSSL's own check (SSL_CTX_use_certificate) drops a mismatched RSA key without a word.

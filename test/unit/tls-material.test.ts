@@ -4,7 +4,7 @@
 // pair failed at connect as "cannot reach the API server: …key values mismatch".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { X509Certificate, generateKeyPairSync } from 'node:crypto';
+import { X509Certificate, createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -66,6 +66,18 @@ test('a client certificate with the key of another is refused before any connect
     api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: bob.key').requestOptions(),
     refused(/^context "prod": the client certificate and client key of user "alice" do not match/),
   );
+});
+
+test('an encrypted client key is refused as encrypted, naming the user, not as a key that is not PEM', async (t) => {
+  const pkcs8 = createPrivateKey(alice.keyPem).export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'secret' }) as string;
+  const pkcs1 = createPrivateKey(alice.keyPem).export({ type: 'pkcs1', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'secret' }) as string;
+  for (const key of [pkcs8, pkcs1]) {
+    const conn = api(t, 'certificate-authority: ca.crt', `client-certificate: alice.crt, client-key-data: ${Buffer.from(key).toString('base64')}`);
+    await assert.rejects(
+      conn.requestOptions(),
+      refused(/^context "prod": the client key of user "alice" is encrypted \(a passphrase protects it\), which kubectl cannot use either: write it decrypted/),
+    );
+  }
 });
 
 test('a matching pair passes', async (t) => {
