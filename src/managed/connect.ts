@@ -24,7 +24,7 @@ import {
 } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
-import { absolute, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
+import { absolute, absoluteList, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity, systemHost } from '../state/process.js';
 import { recordedSpace } from '../state/process-space.js';
 import { inspect, inspectAll, whereItRuns } from './registry.js';
@@ -95,7 +95,14 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   // What the daemon serves is this resolved table; `reload` makes it again from the same inputs.
   req = {
     ...req,
-    options: { ...req.options, table: managed.table, contexts, config: absolute(req.options.config), kubeconfigSource: absolute(req.kubeconfig) },
+    options: {
+      ...req.options,
+      table: managed.table,
+      contexts,
+      config: absolute(req.options.config),
+      kubeconfigSource: absolute(req.kubeconfig),
+      kubeconfigEnv: req.kubeconfig ? undefined : absoluteList(process.env.KUBECONFIG),
+    },
   };
   const id = req.id !== undefined ? validateNewId(req.id) : managedId(managed);
   if (id === EXEC_LOG_ID)

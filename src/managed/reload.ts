@@ -57,16 +57,18 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
   if (found.state === 'elsewhere') throw new ElsewhereError(found.entry, 'reload it');
   if (found.state !== 'running') throw new StartupError(`proxy ${id} is ${found.state}, not running`);
   const { options, namespace } = found.entry;
-  const managed = resolveManagedTable({
-    kubeconfig: options.kubeconfigSource,
-    contexts: options.contexts ?? [found.entry.context],
-    currentContext: currentContextServed(options.table),
-    config: options.config,
-    direct: options.direct,
-    clusterDomain: options.clusterDomain,
-    extraCA: options.extraCA,
-    namespace,
-  });
+  const managed = withKubeconfigEnv(options.kubeconfigEnv, () =>
+    resolveManagedTable({
+      kubeconfig: options.kubeconfigSource,
+      contexts: options.contexts ?? [found.entry.context],
+      currentContext: currentContextServed(options.table),
+      config: options.config,
+      direct: options.direct,
+      clusterDomain: options.clusterDomain,
+      extraCA: options.extraCA,
+      namespace,
+    }),
+  );
   const createdAt = found.entry.createdAt;
   await testHookPause(TEST_RELOAD_PAUSE_ENV);
   const before = await withStateLock(l, () => {
@@ -108,6 +110,23 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
   const file = managed.table.forwards ?? [];
   const same = running.length === file.length && running.every((f, i) => f === file[i]);
   return { id, table: managed.table, ...(same ? {} : { mappingsKept: { running, file } }) };
+}
+
+/**
+ * Runs `fn` with $KUBECONFIG as `connect` had it: `reload` runs from any shell, whose own may name
+ * other files (another team's, where a context of the same name is another cluster) or none.
+ */
+function withKubeconfigEnv<T>(recorded: string | undefined, fn: () => T): T {
+  if (recorded === undefined) return fn(); // --kubeconfig, or an entry from before it was recorded
+  const saved = process.env.KUBECONFIG;
+  if (recorded) process.env.KUBECONFIG = recorded;
+  else delete process.env.KUBECONFIG;
+  try {
+    return fn();
+  } finally {
+    if (saved === undefined) delete process.env.KUBECONFIG;
+    else process.env.KUBECONFIG = saved;
+  }
 }
 
 function sameDaemon(before: Inspected, now: Inspected | undefined): boolean {

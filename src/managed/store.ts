@@ -50,6 +50,8 @@ export interface DaemonOptions {
   extraCA?: string;
   /** --kubeconfig as given to `connect` (absolute), for `reload`. */
   kubeconfigSource?: string;
+  /** Without --kubeconfig: $KUBECONFIG as `connect` had it, each file absolute ('' for unset), for `reload`. */
+  kubeconfigEnv?: string;
 }
 
 export interface ProxyEntry {

@@ -102,3 +102,10 @@ export function writeTableFile(l: StateLayout, id: string, table: RoutingTable):
 }
 
 export const absolute = (p: string | undefined) => (p === undefined ? undefined : path.resolve(p));
+
+/** A path list ($KUBECONFIG) with each entry absolute; empty entries kept, as they were. */
+export const absoluteList = (list: string | undefined) =>
+  (list ?? '')
+    .split(path.delimiter)
+    .map((p) => p && path.resolve(p))
+    .join(path.delimiter);
