@@ -97,6 +97,7 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
     }
     if (typeof doc !== 'object' || Array.isArray(doc)) throw new Error(`error loading config file "${file}": not a kubeconfig`);
     const dir = path.dirname(path.resolve(file));
+    checkStrings(file, doc);
     for (const key of ['clusters', 'users', 'contexts']) checkUniqueNames(file, key, list(doc[key]));
     for (const c of list(doc.clusters)) clusters.add(c, () => resolveCluster(c, dir));
     for (const u of list(doc.users)) {
@@ -173,6 +174,30 @@ function checkUniqueNames(file: string, key: string, entries: Named[]): void {
     if (typeof name === 'string' && seen.has(name)) throw new Error(`error loading config file "${file}": duplicate name "${name}" in ${key}`);
     seen.add(name);
   }
+}
+
+// The fields kubectl refuses the whole file for when they are not strings: YAML reads `name: 1.30`
+// as a number and `name: no` as false, and the proxy then said context "1.30" was not found.
+const STRINGS: Record<string, { body: string; keys: string[] }> = {
+  clusters: { body: 'cluster', keys: ['server', 'tls-server-name', 'certificate-authority', 'proxy-url'] },
+  users: { body: 'user', keys: ['client-certificate', 'client-key', 'token', 'tokenFile', 'as', 'username', 'password'] },
+  contexts: { body: 'context', keys: ['cluster', 'user', 'namespace'] },
+};
+
+function checkStrings(file: string, doc: Obj): void {
+  const check = (where: string, v: unknown) => {
+    if (v === undefined || v === null || typeof v === 'string') return;
+    // Not the value: it may be a token or a password.
+    const what = typeof v === 'object' ? (Array.isArray(v) ? 'a list' : 'a mapping') : `a ${typeof v}`;
+    throw new Error(`error loading config file "${file}": ${where} is ${what} to YAML, not a string (kubectl refuses it too): quote it`);
+  };
+  check('current-context', doc['current-context']);
+  for (const [key, { body, keys }] of Object.entries(STRINGS))
+    list(doc[key]).forEach((entry, i) => {
+      check(`${key}[${i}].name`, entry.name);
+      const inner = entry[body];
+      if (inner && typeof inner === 'object') for (const k of keys) check(`${key}[${i}].${body}.${k}`, (inner as Obj)[k]);
+    });
 }
 
 function list(v: unknown): Named[] {
