@@ -13,7 +13,7 @@ import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
-import { unreadableFile } from './tls-material.js';
+import { directoryNamed, unreadableFile } from './tls-material.js';
 import { checkClientKey, checkDataBesideFile, checkExec, checkImpersonatesUser, checkOneAuthMethod } from './kubeconfig-usable.js';
 
 const NO_KUBECONFIG = 'no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config';
@@ -116,6 +116,8 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   checkClientKey(kc.getCurrentUser()!);
   checkExec(kc.getCurrentUser()!);
   const namespace = opts.namespace || ctx.namespace || 'default';
+  const directory = directoryNamed(kc, tokenFileOf(rawUsers.get(ctx.user)));
+  if (directory) throw new StartupError(`context "${context}": ${directory}`);
   try {
     addExecInfo(kc); // reads the CA file for provideClusterInfo
   } catch (err) {

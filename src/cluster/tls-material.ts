@@ -5,6 +5,7 @@
 // routines::key values mismatch" for the second only once a connection is made, which read as
 // "cannot reach the API server".
 import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { statSync } from 'node:fs';
 import type https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 
@@ -21,6 +22,31 @@ export function unreadableFile(kc: KubeConfig, err: unknown): string | undefined
   ];
   const what = owners.find(([file]) => file === e.path)?.[1];
   return what && `cannot read the kubeconfig's ${what}: ${e.code === 'ENOENT' ? 'no such file' : e.code}`;
+}
+
+/**
+ * A CA, client certificate, key or tokenFile that names a directory: said as kubectl says it ("read
+ * F: is a directory"), naming which; it read "the credentials could not be obtained: EISDIR: …".
+ */
+export function directoryNamed(kc: KubeConfig, tokenFile: string | undefined): string | undefined {
+  const cluster = kc.getCurrentCluster();
+  const user = kc.getCurrentUser();
+  const files: Array<[string | undefined, string]> = [
+    [cluster?.caFile, `certificate-authority %s of cluster "${cluster?.name}"`],
+    [user?.certFile, `client-certificate %s of user "${user?.name}"`],
+    [user?.keyFile, `client-key %s of user "${user?.name}"`],
+    [tokenFile, `tokenFile %s of user "${user?.name}"`],
+  ];
+  for (const [file, what] of files) {
+    let dir = false;
+    try {
+      dir = !!file && statSync(file).isDirectory();
+    } catch {
+      /* not there or not readable: said as kubectl says it, where it is read */
+    }
+    if (dir) return `the kubeconfig's ${what.replace('%s', file!)} is a directory: name the file in it`;
+  }
+  return undefined;
 }
 
 /** Whether the client certificate and key request options carry belong together. */

@@ -61,6 +61,15 @@ test('a client-key file that is not there is named with its user', async (t) => 
   );
 });
 
+test('a certificate-authority, client key or tokenFile naming a directory says which, as kubectl does, not a bare EISDIR', (t) => {
+  assert.throws(
+    () => api(t, 'certificate-authority: .', 'token: t'),
+    /^StartupError: context "prod": the kubeconfig's certificate-authority \S+ of cluster "prod-cluster" is a directory: name the file in it$/,
+  );
+  assert.throws(() => api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: .'), /client-key \S+ of user "alice" is a directory/);
+  assert.throws(() => api(t, 'certificate-authority: ca.crt', 'tokenFile: .'), /tokenFile \S+ of user "alice" is a directory/);
+});
+
 test('a client certificate with the key of another is refused before any connection, naming the user', async (t) => {
   await assert.rejects(
     api(t, 'certificate-authority: ca.crt', 'client-certificate: alice.crt, client-key: bob.key').requestOptions(),
