@@ -203,7 +203,10 @@ function remakeAgent(kc: KubeConfig, opts: https.RequestOptions, options: Egress
   // client-node's agent for socks5:// resolves the server's name here; Go's SOCKS5 dialer (and so
   // kubectl) sends the name to the proxy, which socks-proxy-agent does only for socks5h://.
   const remoteDns = egress.url?.replace(/^socks5:/i, 'socks5h:');
-  const remake = options.via || options.extraCA || (egress.url && (!cluster.proxyUrl || remoteDns !== egress.url));
+  // A CA bundle caProblem kept only the readable certificates of: client-node's agent has the whole
+  // one, and an agent's own options win over a request's.
+  const caTrimmed = opts.agent instanceof https.Agent && opts.agent.options.ca !== opts.ca;
+  const remake = options.via || options.extraCA || caTrimmed || (egress.url && (!cluster.proxyUrl || remoteDns !== egress.url));
   if (!remake) return;
   const agentOptions: https.AgentOptions & { proxyRequestOptions?: https.RequestOptions } = {
     ca: opts.ca,

@@ -72,20 +72,28 @@ export function clientPairProblem(kc: KubeConfig, opts: https.RequestOptions): s
 /**
  * The cluster's CA must hold PEM certificates: kubectl refuses one that does not ("unable to load
  * root certificates"); Node ignored it, and the handshake then failed as "unable to verify the
- * first certificate", blaming the server.
+ * first certificate", blaming the server. A bundle with some certificates that cannot be read is
+ * used without them, as kubectl uses it (Go's AppendCertsFromPEM skips them): OpenSSL stopped at
+ * the first and dropped every certificate after it, so `opts.ca` is set to the readable ones.
  */
 export function caProblem(kc: KubeConfig, opts: https.RequestOptions): string | undefined {
   if (!opts.ca) return undefined;
   const cluster = kc.getCurrentCluster();
   const field = cluster?.caFile ? `certificate-authority file ${cluster.caFile}` : 'certificate-authority-data';
   const blocks = String(pem(opts.ca)).match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-  try {
-    if (blocks.length === 0) throw new Error('no PEM certificate in it');
-    for (const block of blocks) new X509Certificate(block);
-    return undefined;
-  } catch (err) {
-    return `the kubeconfig's ${field} of cluster "${cluster?.name}" cannot be used: ${(err as Error).message}`;
-  }
+  let firstError = 'no PEM certificate in it';
+  const readable = blocks.filter((block) => {
+    try {
+      new X509Certificate(block);
+      return true;
+    } catch (err) {
+      if (blocks.length > 0 && firstError === 'no PEM certificate in it') firstError = (err as Error).message;
+      return false;
+    }
+  });
+  if (readable.length === 0) return `the kubeconfig's ${field} of cluster "${cluster?.name}" cannot be used: ${firstError}`;
+  if (readable.length < blocks.length) opts.ca = `${readable.join('\n')}\n`;
+  return undefined;
 }
 
 /**

@@ -8,6 +8,9 @@ import { X509Certificate, createPrivateKey, generateKeyPairSync } from 'node:cry
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import https from 'node:https';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, CredentialError } from '../../src/cluster/api.js';
 import { clientCertValidity } from '../../src/cluster/tls-material.js';
@@ -18,7 +21,7 @@ const alice = pki.clientCert('alice');
 // SimPki's leaf certificates share one key: another user's key is a key of its own.
 const bobKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs1', format: 'pem' }) as string;
 
-function api(t: { after(fn: () => void): void }, cluster: string, user: string): ApiConnection {
+function api(t: { after(fn: () => void): void }, cluster: string, user: string, server = 'https://127.0.0.1:6443'): ApiConnection {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-tls-material-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(path.join(dir, 'ca.crt'), pki.caPem);
@@ -31,7 +34,7 @@ function api(t: { after(fn: () => void): void }, cluster: string, user: string):
     [
       'apiVersion: v1',
       'kind: Config',
-      `clusters: [{name: prod-cluster, cluster: {server: "https://127.0.0.1:6443", ${cluster}}}]`,
+      `clusters: [{name: prod-cluster, cluster: {server: "${server}", ${cluster}}}]`,
       `users: [{name: alice, user: {${user}}}]`,
       'contexts: [{name: prod, context: {cluster: prod-cluster, user: alice}}]',
       'current-context: prod',
@@ -120,4 +123,17 @@ test('a 401 to a client certificate past its validity says when it expired (the 
   assert.equal(conn.refusalAdvice(), 'log in again or renew the token');
   t.mock.timers.enable({ apis: ['Date'], now: validTo + 1000 });
   assert.match(conn.refusalAdvice(), /^the client certificate expired at \S+Z: get a new one \(log in again, or renew it\)$/);
+});
+
+test('a CA bundle with a certificate that cannot be read is used without it, as kubectl uses it', async (t) => {
+  const serving = pki.servingCert();
+  const server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (_req, res) => res.end('{"kind":"APIVersions"}'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const { port } = server.address() as AddressInfo;
+  // OpenSSL stopped at the unreadable block and dropped the CA after it; Go skips the block.
+  const bundle = `-----BEGIN CERTIFICATE-----\nMIIBaWJhZGNlcnQ=\n-----END CERTIFICATE-----\n${pki.caPem}`;
+  const conn = api(t, `certificate-authority-data: ${Buffer.from(bundle).toString('base64')}`, 'token: t', `https://127.0.0.1:${port}`);
+  assert.deepEqual(await conn.getJson('/api', 5_000), { kind: 'APIVersions' });
 });
