@@ -5,7 +5,7 @@
 // it), and current-context comes from the first file that sets one. client-node's loadFromDefault
 // lets the last current-context win and throws "Duplicate user" instead, so we merge here and hand
 // client-node the result (loadFromOptions).
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import yaml from 'js-yaml';
@@ -136,7 +136,7 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
  */
 export function contextFingerprint(explicit: string | undefined, context: string): string {
   try {
-    const merged = mergeKubeconfigFiles(kubeconfigFiles(explicit));
+    const merged = mergedUnlessUnchanged(kubeconfigFiles(explicit));
     const ctx = merged.contexts.find((c) => c.name === context);
     const user = ctx && structuredClone(merged.rawUsers.get(ctx.user)?.user);
     const oidc = (user?.['auth-provider'] as { config?: Obj } | undefined)?.config;
@@ -145,6 +145,35 @@ export function contextFingerprint(explicit: string | undefined, context: string
   } catch (err) {
     return `unloadable: ${(err as Error).message}`;
   }
+}
+
+// The last merge, by the files' identity: each refused route looks every 3 s, and 200 contexts'
+// merges (5–40 ms each, synchronous) stalled every stream of the proxy for a second at a time.
+// Weakly held: a 2000-context kubeconfig's merge is 10-20 MB, which a proxy need not keep between
+// checks; within one synchronous run (a table's loads, a check of every route) it stays.
+let lastMerge: { key: string; merged: WeakRef<MergedKubeConfig> } | undefined;
+
+function mergedUnlessUnchanged(files: string[]): MergedKubeConfig {
+  let key: string | undefined;
+  let recent = false;
+  try {
+    key = JSON.stringify(
+      files.map((f) => {
+        const st = statSync(f);
+        // Written within the last seconds: another write may follow within the same timestamp
+        // tick (coarse on most file systems), so this merge is not kept (git's "racily clean").
+        recent ||= st.mtimeMs > Date.now() - 2_000;
+        return [f, st.dev, st.ino, st.size, st.mtimeMs, st.ctimeMs];
+      }),
+    );
+  } catch {
+    /* gone meanwhile: the merge says so */
+  }
+  const kept = key !== undefined && lastMerge?.key === key ? lastMerge.merged.deref() : undefined;
+  if (kept) return kept;
+  const merged = mergeKubeconfigFiles(files);
+  lastMerge = key === undefined || recent ? undefined : { key, merged: new WeakRef(merged) };
+  return merged;
 }
 
 /** Entries by name, the first kept. */

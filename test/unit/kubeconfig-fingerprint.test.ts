@@ -1,0 +1,55 @@
+// A route whose credentials the API server refuses looks at the kubeconfig every 3 s
+// (proxy/credential-reload.ts). With many such routes and a big kubeconfig, merging it anew for
+// each (synchronous: 5–40 ms for 200–2000 contexts) stalled every stream of the proxy for a second
+// at a time: an unchanged kubeconfig is merged once, an edited one again.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs, { mkdtempSync, rmSync, writeFileSync, renameSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { contextFingerprint } from '../../src/cluster/kubeconfig-files.js';
+
+const kubeconfig = (token: string) =>
+  [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters: [{name: c, cluster: {server: "https://c.example:6443"}}]',
+    `users: [{name: u, user: {token: ${token}}}]`,
+    'contexts: [{name: prod, context: {cluster: c, user: u}}]',
+    '',
+  ].join('\n');
+
+test('an unchanged kubeconfig is read once however often a fingerprint is asked for; an edit is seen', (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-fingerprint-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'config');
+  writeFileSync(file, kubeconfig('old-token'));
+  // Written a while ago: a file written just now is read again (another write may follow in the same timestamp tick).
+  const past = new Date(Date.now() - 60_000);
+  fs.utimesSync(file, past, past);
+  let reads = 0;
+  const readFileSync = fs.readFileSync;
+  t.mock.method(fs, 'readFileSync', (...args: Parameters<typeof fs.readFileSync>) => {
+    if (args[0] === file) reads++;
+    return readFileSync(...args);
+  });
+  syncBuiltinESMExports();
+  t.after(() => {
+    t.mock.restoreAll();
+    syncBuiltinESMExports();
+  });
+  const first = contextFingerprint(file, 'prod');
+  assert.match(first, /old-token/);
+  for (let i = 0; i < 200; i++) assert.equal(contextFingerprint(file, 'prod'), first);
+  assert.equal(reads, 1);
+  // `oc login` writes a new token (through a temporary file and a rename, as editors do too).
+  writeFileSync(`${file}.tmp`, kubeconfig('new-token'));
+  renameSync(`${file}.tmp`, file);
+  assert.match(contextFingerprint(file, 'prod'), /new-token/);
+  // Written in place again at once, the same size: seen too, also twice in one timestamp tick.
+  writeFileSync(file, kubeconfig('nex-token'));
+  assert.match(contextFingerprint(file, 'prod'), /nex-token/);
+  writeFileSync(file, kubeconfig('ney-token'));
+  assert.match(contextFingerprint(file, 'prod'), /ney-token/);
+});
