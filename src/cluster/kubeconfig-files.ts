@@ -153,6 +153,15 @@ export function contextFingerprint(explicit: string | undefined, context: string
 // checks; within one synchronous run (a table's loads, a check of every route) it stays.
 let lastMerge: { key: string; merged: WeakRef<MergedKubeConfig> } | undefined;
 
+/**
+ * mergeKubeconfigFiles, but an unchanged set of files is read and merged once: each route of a
+ * table loads its context, and 200 routes of a 2000-context kubeconfig took 7 s to start. A copy,
+ * which the caller may change (exec info is added in place).
+ */
+export function mergedKubeconfig(files: string[]): MergedKubeConfig {
+  return structuredClone(mergedUnlessUnchanged(files));
+}
+
 function mergedUnlessUnchanged(files: string[]): MergedKubeConfig {
   let key: string | undefined;
   let recent = false;

@@ -9,7 +9,7 @@ import { OIDC_STORE_EXTENSION, OidcTokenStore } from './oidc-store.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
 import { addExecInfo } from './exec-info.js';
 import { IN_CLUSTER, inClusterConfig } from './in-cluster.js';
-import { kubeconfigFiles, mergeKubeconfigFiles, type MergedKubeConfig } from './kubeconfig-files.js';
+import { kubeconfigFiles, mergedKubeconfig, type MergedKubeConfig } from './kubeconfig-files.js';
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
 import { impersonationOf, withImpersonation, type Impersonation } from './impersonation.js';
 import { redact } from './egress-proxy.js';
@@ -54,7 +54,7 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
       throw new StartupError(`no kubeconfig file from KUBECONFIG exists (${envFiles.join(', ')})`);
     }
     if (files.length > 0) {
-      const merged = mergeKubeconfigFiles(files);
+      const merged = mergedKubeconfig(files);
       kc.loadFromOptions(merged);
       rawUsers = merged.rawUsers;
       incomplete = merged.incomplete;

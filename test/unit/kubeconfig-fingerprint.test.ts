@@ -9,6 +9,7 @@ import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { contextFingerprint } from '../../src/cluster/kubeconfig-files.js';
+import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 
 const kubeconfig = (token: string) =>
   [
@@ -52,4 +53,46 @@ test('an unchanged kubeconfig is read once however often a fingerprint is asked 
   assert.match(contextFingerprint(file, 'prod'), /nex-token/);
   writeFileSync(file, kubeconfig('ney-token'));
   assert.match(contextFingerprint(file, 'prod'), /ney-token/);
+});
+
+test('each route loading its context reads an unchanged kubeconfig once, and what one load changes stays its own', (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-fingerprint-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'config');
+  const contexts = Array.from({ length: 50 }, (_, i) => `{name: c${i}, context: {cluster: c, user: ex}}`);
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters: [{name: c, cluster: {server: "https://c.example:6443"}}]',
+      'users: [{name: ex, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: cred, provideClusterInfo: true, interactiveMode: Never}}}]',
+      `contexts: [${contexts.join(', ')}]`,
+      '',
+    ].join('\n'),
+  );
+  const past = new Date(Date.now() - 60_000);
+  fs.utimesSync(file, past, past);
+  let reads = 0;
+  const readFileSync = fs.readFileSync;
+  t.mock.method(fs, 'readFileSync', (...args: Parameters<typeof fs.readFileSync>) => {
+    if (args[0] === file) reads++;
+    return readFileSync(...args);
+  });
+  syncBuiltinESMExports();
+  t.after(() => {
+    t.mock.restoreAll();
+    syncBuiltinESMExports();
+  });
+  const before = contextFingerprint(file, 'c0');
+  for (let i = 0; i < 50; i++) {
+    const env = loadKubeConfig({ kubeconfig: file, context: `c${i}` }).kc.getCurrentUser()?.exec.env as Array<{ name: string }>;
+    // The exec info is added to this load's user, once, not to the kept merge.
+    assert.deepEqual(
+      env.map((e) => e.name),
+      ['KUBERNETES_EXEC_INFO'],
+    );
+  }
+  assert.equal(reads, 1);
+  assert.equal(contextFingerprint(file, 'c0'), before);
 });
