@@ -116,6 +116,9 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   checkClientKey(kc.getCurrentUser()!);
   checkExec(kc.getCurrentUser()!);
   const namespace = opts.namespace || ctx.namespace || 'default';
+  // Only the entries in use: each route keeps its KubeConfig, and 200 routes of a 2000-context
+  // kubeconfig held 200 copies of all of it (800 MB).
+  kc.loadFromOptions({ clusters: [cluster], users: [kc.getCurrentUser()!], contexts: [ctx], currentContext: context });
   const directory = directoryNamed(kc, tokenFileOf(rawUsers.get(ctx.user)));
   if (directory) throw new StartupError(`context "${context}": ${directory}`);
   try {

@@ -96,3 +96,26 @@ test('each route loading its context reads an unchanged kubeconfig once, and wha
   assert.equal(reads, 1);
   assert.equal(contextFingerprint(file, 'c0'), before);
 });
+
+test('a loaded context keeps only its own context, cluster and user, not the whole kubeconfig', (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-fingerprint-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'config');
+  const n = Array.from({ length: 20 }, (_, i) => i);
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [${n.map((i) => `{name: cl${i}, cluster: {server: "https://c${i}.example:6443"}}`).join(', ')}]`,
+      `users: [${n.map((i) => `{name: u${i}, user: {token: t${i}}}`).join(', ')}]`,
+      `contexts: [${n.map((i) => `{name: c${i}, context: {cluster: cl${i}, user: u${i}}}`).join(', ')}]`,
+      '',
+    ].join('\n'),
+  );
+  // Each route of a table keeps its KubeConfig: 200 routes of a 2000-context kubeconfig held 800 MB.
+  const { kc, server } = loadKubeConfig({ kubeconfig: file, context: 'c7' });
+  assert.deepEqual([kc.getContexts().map((c) => c.name), kc.getClusters().map((c) => c.name), kc.getUsers().map((u) => u.name)], [['c7'], ['cl7'], ['u7']]);
+  assert.equal(server, 'https://c7.example:6443');
+  assert.equal(kc.getCurrentUser()?.token, 't7');
+});
