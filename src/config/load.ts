@@ -104,7 +104,7 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
   for (const context of flags.contexts) {
     if (seen.has(context)) throw new StartupError(`--context ${context} is given twice`);
     seen.add(context);
-    const derived = routeNameForContext(context);
+    const derived = contextRouteName(context, flags.clusterDomain);
     const existing = fileRoutes.find((r) => r.kind === 'cluster' && r.context === context) ?? fileRoutes.find((r) => r.name === derived);
     // A konnectivity route of the file serving this context: a second route for it would make
     // every ClusterIP and Pod IP known to two routes (refused), and its names served twice.
@@ -173,8 +173,19 @@ export function tableFrom(config: ConfigFile | undefined, flags: TableFlags): Ro
 /** The origin of the direct route `exec` adds by itself (neither --direct nor the config file asked). */
 export const EXEC_DIRECT_ORIGIN = "exec's default (--no-direct turns it off)";
 
-function clusterRoute(context: string, origin: string, clusterDomain: string): ClusterRouteSpec {
+/**
+ * routeNameForContext, and for a context named as a cluster DNS suffix ("localhost",
+ * "dev.cluster.local"), which works with kubectl, a stand-in too ("localhost-context",
+ * "dev-cluster-local"): the start was refused.
+ */
+function contextRouteName(context: string, clusterDomain: string): string {
   const name = routeNameForContext(context);
+  if (!name || !routeNameProblem(name, 'cluster', clusterDomain)) return name;
+  return name.includes('.') ? name.replace(/\./g, '-') : `${name}-context`;
+}
+
+function clusterRoute(context: string, origin: string, clusterDomain: string): ClusterRouteSpec {
+  const name = contextRouteName(context, clusterDomain);
   const problem = name === '' ? 'it has no letters or digits' : routeNameProblem(name, 'cluster', clusterDomain);
   if (problem) throw new StartupError(`${origin}: context "${context}" cannot name a route (${problem}); give it a route in the config file with its own name`);
   return { kind: 'cluster', name, context, include: [], exclude: [], cidrs: [], origin };

@@ -214,7 +214,7 @@ test('a table of routes without a cluster needs no kubeconfig; the current conte
   assert.throws(() => tableFrom(parse('routes: []\n'), lazy(undefined)), /no cluster to serve/);
 });
 
-test('contexts that are no DNS name get a readable route name; clashes are refused', () => {
+test('contexts that are no DNS name, or a cluster DNS suffix, get a readable route name; clashes are refused', () => {
   const t = tableFrom(
     undefined,
     flags({ contexts: ['arn:aws:eks:eu-west-1:123456789012:cluster/Prod', 'default/api-x-example-com:6443/kube:admin', 'admin@kind'] }),
@@ -225,7 +225,20 @@ test('contexts that are no DNS name get a readable route name; clashes are refus
   );
   assert.equal((t.routes[0] as { context: string }).context, 'arn:aws:eks:eu-west-1:123456789012:cluster/Prod');
   assert.throws(() => tableFrom(undefined, flags({ contexts: ['a_b', 'a:b'] })), /--context a_b and --context a:b are both named "a-b"/);
-  assert.throws(() => tableFrom(undefined, flags({ contexts: ['svc'] })), /context "svc" cannot name a route/);
+  // Named as a cluster DNS suffix, which kubectl does not mind: a stand-in too, not a refused start.
+  assert.deepEqual(
+    tableFrom(undefined, flags({ contexts: ['svc', 'localhost', 'dev.cluster.local', 'k8s.pod'] })).routes.map((r) => [
+      r.name,
+      (r as { context: string }).context,
+    ]),
+    [
+      ['svc-context', 'svc'],
+      ['localhost-context', 'localhost'],
+      ['dev-cluster-local', 'dev.cluster.local'],
+      ['k8s-pod', 'k8s.pod'],
+    ],
+  );
+  assert.equal(tableFrom(undefined, flags({ contexts: [], currentContext: 'localhost' })).routes[0]!.name, 'localhost-context');
   assert.throws(() => tableFrom(undefined, flags({ contexts: ['@@'] })), /it has no letters or digits/);
 });
 
