@@ -21,7 +21,7 @@ export const CONTROL_PLANES: Record<ControlPlaneVersion, { kubernetes: string; m
 export const KUBERNETES_VERSION = CONTROL_PLANES['v1.37'].kubernetes;
 
 export const UPSTREAM_BINARIES = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
-export const TOOL_BINARIES = ['proxyout-etcd', 'proxyout-node', 'proxyout-pki'] as const;
+export const TOOL_BINARIES = ['proxyout-etcd', 'proxyout-node', 'proxyout-pki', 'proxyout-grpc-client'] as const;
 /** apiserver-network-proxy's cmd/server and cmd/agent, built in test/real-cluster (named as upstream's images name them). */
 export const KONNECTIVITY_BINARIES = ['proxy-server', 'proxy-agent'] as const;
 export type Binary = (typeof UPSTREAM_BINARIES)[number] | (typeof TOOL_BINARIES)[number] | (typeof KONNECTIVITY_BINARIES)[number];

@@ -1,5 +1,5 @@
 // The Kubernetes objects the tests and benches apply to the real test bed (test/real-cluster: the
-// node stand-in runs the images proxyout/http, proxyout/echo, proxyout/bulk and proxyout/none), as
+// node stand-in runs the images proxyout/http, proxyout/echo, proxyout/bulk, proxyout/none and those of apps.go), as
 // small functions returning plain objects; `manifests` renders them as one YAML stream for
 // `kubectl apply -f -`. Namespace shop unless told otherwise.
 import yaml from 'js-yaml';

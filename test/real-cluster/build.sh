@@ -62,6 +62,7 @@ for version in ${*:-v1.37 v1.34}; do
   case $version in
     v1.37) build_module real-cluster "$cache_base/real-cluster" \
       proxyout-pki=./cmd/proxyout-pki proxyout-etcd=./cmd/proxyout-etcd proxyout-node=./cmd/proxyout-node \
+      proxyout-grpc-client=./cmd/proxyout-grpc-client \
       kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
       kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
       proxy-server=sigs.k8s.io/apiserver-network-proxy/cmd/server proxy-agent=sigs.k8s.io/apiserver-network-proxy/cmd/agent ;;

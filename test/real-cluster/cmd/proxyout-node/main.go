@@ -66,6 +66,9 @@ var (
 	// maxPods is each Node's pod capacity (the kubelet's --max-pods, default 110); a node's pod
 	// IPs come from its /24, so at most 253.
 	maxPods = 110
+	// streamIdleTimeout: the kubelet's --streaming-connection-idle-timeout (default 4h; hardened
+	// clusters set minutes).
+	streamIdleTimeout time.Duration
 )
 
 func main() {
@@ -75,6 +78,8 @@ func main() {
 	keyFile := flag.String("tls-private-key-file", "", "serving key")
 	clientCA := flag.String("client-ca-file", "", "CA that signs the API server's kubelet client certificate")
 	readyFile := flag.String("ready-file", "", "file to write {node: port} as JSON to once every node is registered")
+	flag.DurationVar(&streamIdleTimeout, "streaming-connection-idle-timeout", streaming.DefaultConfig.StreamIdleTimeout,
+		"the kubelet's flag: a port-forward connection with no frames this long is closed")
 	flag.BoolVar(&websocketTunnel, "websocket-tunnel", true,
 		"tunnel SPDY in a WebSocket as the kubelet does with ExtendWebSocketsToKubelet (default on since 1.36); off: as an older kubelet, such a request goes to the v4 WebSocket handler")
 	flag.IntVar(&maxPods, "max-pods", 110, "pods per node (the Node's pods capacity, as the kubelet's --max-pods); at most 253, the addresses of its /24")
@@ -156,6 +161,7 @@ func run(kubeconfig string, names []string, listenPorts []int, certFile, keyFile
 			return err
 		}
 		cfg := streaming.DefaultConfig
+		cfg.StreamIdleTimeout = streamIdleTimeout
 		cfg.Addr = sl.Addr().String()
 		cfg.BaseURL = &url.URL{Scheme: "http", Host: cfg.Addr}
 		n.streaming, err = streaming.NewServer(cfg, runtime{node: n})

@@ -21,6 +21,8 @@ import (
 //	proxyout/echo   TCP echo
 //	proxyout/bulk   on connect, sends BULK_BYTES (env, default 1 MiB) bytes, then closes
 //	proxyout/none   nothing listens (port-forwarding to it is refused)
+//
+// and those of apps.go (proxyout/banner, halfclose, https, grpc, ws).
 const (
 	imageHTTP = "proxyout/http"
 	imageEcho = "proxyout/echo"
@@ -33,12 +35,16 @@ type server struct {
 	once  sync.Once
 	conns sync.Map // net.Conn -> struct{}
 	http  *http.Server
+	stop  func(graceful bool) // a server of its own kind (gRPC), stopped by this
 }
 
 func (s *server) addr() string { return s.l.Addr().String() }
 
 func (s *server) close() {
 	s.once.Do(func() {
+		if s.stop != nil {
+			s.stop(false)
+		}
 		if s.http != nil {
 			s.http.Close()
 		}
@@ -53,7 +59,14 @@ func (s *server) shutdown(timeout time.Duration) {
 	if timeout > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		if s.http != nil {
+		if s.stop != nil {
+			done := make(chan struct{})
+			go func() { s.stop(true); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		} else if s.http != nil {
 			s.http.Shutdown(ctx)
 		} else {
 			s.l.Close()
@@ -136,8 +149,13 @@ func startServer(image string, pod *corev1.Pod, c corev1.Container, port int32) 
 			}
 		})
 	default:
-		l.Close()
-		return nil, fmt.Errorf("unknown image %q (the stand-in runs %s, %s, %s, %s): nothing listens", image, imageHTTP, imageEcho, imageBulk, imageNone)
+		if err := startApp(kind, s, pod, c); err != nil {
+			l.Close()
+			if err == errUnknownImage {
+				return nil, fmt.Errorf("unknown image %q (the stand-in runs %s, %s, %s, %s, %s, %s, %s, %s, %s): nothing listens", image, imageHTTP, imageEcho, imageBulk, imageNone, imageBanner, imageHalfClose, imageHTTPS, imageGRPC, imageWS)
+			}
+			return nil, err
+		}
 	}
 	return s, nil
 }
