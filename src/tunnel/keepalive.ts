@@ -44,8 +44,11 @@ export interface Pingable {
   listen(heard: () => void, closed: () => void): () => void;
 }
 
-/** A WebSocket as a Pingable: the API server answers its pings (v4 per-stream tunnels). */
-export function pingableWebSocket(ws: WebSocket, sent: () => number = () => 0): Pingable {
+/**
+ * A WebSocket as a Pingable: the API server answers its pings (v4 per-stream tunnels).
+ * `alongside` runs with each ping (what the far end counts as activity, where a ping is not).
+ */
+export function pingableWebSocket(ws: WebSocket, sent: () => number = () => 0, alongside: () => void = noop): Pingable {
   return {
     get isOpen() {
       return ws.readyState === WebSocket.OPEN;
@@ -56,7 +59,10 @@ export function pingableWebSocket(ws: WebSocket, sent: () => number = () => 0): 
     get sent() {
       return sent();
     },
-    ping: () => ws.ping(),
+    ping: () => {
+      ws.ping();
+      alongside();
+    },
     listen(heard, closed) {
       ws.on('pong', heard);
       ws.on('message', heard);

@@ -20,6 +20,8 @@ import { REFUSAL_BODY_MAX } from './websocket/handshake.js';
 export const V4_PROTOCOL = 'v4.channel.k8s.io';
 const DATA = 0;
 const ERROR = 1;
+/** An empty data message: the kubelet reads it as activity and skips it (showActivity). */
+const EMPTY = Buffer.alloc(0);
 /** Above this many bytes queued in the WebSocket, writers wait for the socket to drain. */
 const WS_HIGH_WATER = 1 << 20;
 /** After the client's FIN, close once the pod has been silent this long (mirrors the runtimes' ~1 s). */
@@ -236,7 +238,11 @@ class PortForwardStream extends PodStream {
   /** Pings the tunnel while it is open; a peer that stopped answering fails the stream. */
   keepAlive(options: KeepaliveOptions, onDead?: () => void): void {
     const stop = startKeepalive(
-      pingableWebSocket(this.ws, () => this.bytesSent),
+      pingableWebSocket(
+        this.ws,
+        () => this.bytesSent,
+        () => this.showActivity(),
+      ),
       options,
       (silentMs) => {
         this.log.warn({ target: where(this.target), silentMs }, 'port-forward tunnel stopped answering pings; closing it');
@@ -245,6 +251,15 @@ class PortForwardStream extends PodStream {
       },
     );
     this.once('close', stop);
+  }
+
+  /**
+   * The kubelet's v4 handler (wsstream) closes a stream that carried no data message for its
+   * --streaming-connection-idle-timeout (4 h by default, minutes on hardened nodes); pings do not
+   * count. An empty message does, and it skips it: one goes with each keepalive ping.
+   */
+  private showActivity(): void {
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(EMPTY, { binary: true });
   }
 
   /**
