@@ -3,11 +3,13 @@
 // protocol (an SMTP-like banner before the client says anything), a server that closes its write
 // side first and reads on, TLS to an in-cluster Service with the Service's name as SNI and the
 // certificate checked by curl (HTTP/1.1 and h2), gRPC over h2c from a Go client (unary and
-// bidirectional streams on one connection, through SOCKS5 and HTTP CONNECT), and WebSocket echo.
+// bidirectional streams on one connection), OpenSSH with nc as its ProxyCommand (these three
+// through SOCKS5 and HTTP CONNECT), server-sent events through the HTTP proxy, and WebSocket echo.
 // Skips with a reason when the real-cluster binaries are not built.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -61,6 +63,8 @@ const OBJECTS = [
   service('secure', { ports: [{ name: 'https', port: 443, targetPort: 'https' }] }),
   pod({ name: 'rpc', containers: [{ name: 'grpc', image: 'proxyout/grpc', ports: [{ name: 'grpc', containerPort: 50051 }] }] }),
   service('rpc', { ports: [{ name: 'grpc', port: 50051, targetPort: 'grpc' }] }),
+  pod({ name: 'shell', containers: [{ name: 'sshd', image: 'proxyout/sshd', ports: [{ name: 'ssh', containerPort: 2222 }] }] }),
+  service('shell', { ports: [{ name: 'ssh', port: 22, targetPort: 'ssh' }] }),
   pod({ name: 'chat', containers: [{ name: 'ws', image: 'proxyout/ws', ports: [{ name: 'ws', containerPort: 8080 }] }] }),
   service('chat', { ports: [{ name: 'ws', port: 80, targetPort: 'ws' }] }),
 ];
@@ -68,6 +72,17 @@ const OBJECTS = [
 let cluster: RealCluster | undefined;
 let proxies = new Map<Transport, ProxyProcess>();
 let caFile = '';
+let sshKey = '';
+
+/** A command's stdout (stdin from `input`); rejects on a non-zero exit, with its stderr. */
+function run(cmd: string, args: string[], input?: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(cmd, args, { encoding: 'buffer', maxBuffer: 64 << 20, timeout: 60_000 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${cmd}: ${err.message}\n${stderr.toString()}`)) : resolve(stdout),
+    );
+    child.stdin!.end(input);
+  });
+}
 
 before(async () => {
   if (skip) return;
@@ -75,7 +90,9 @@ before(async () => {
   caFile = path.join(cluster.dir, 'apps-ca.pem');
   await writeFile(caFile, pki.caPem);
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(...OBJECTS) });
-  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/mail', 'pod/secure', 'pod/rpc', 'pod/chat', '--timeout=60s']);
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/mail', 'pod/secure', 'pod/rpc', 'pod/chat', 'pod/shell', '--timeout=60s']);
+  sshKey = path.join(cluster.dir, 'apps-ssh-key');
+  await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', sshKey]);
   proxies = await startProxies(cluster, TRANSPORTS);
 });
 
@@ -159,6 +176,17 @@ for (const transport of TRANSPORTS) {
       }
     });
 
+    test(`${transport}: OpenSSH to a pod through ${via} (nc as ProxyCommand): a command, and 8 MiB through cat`, { skip }, async () => {
+      const p = proxyOf(transport);
+      const nc = via === 'SOCKS5' ? `nc -X 5 -x ${p.socks} %h %p` : `nc -X connect -x ${p.http} %h %p`;
+      const base = ['-F', 'none', '-i', sshKey, '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no'];
+      const opts = [...base, '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR', '-o', `ProxyCommand=${nc}`, 'app@shell.shop'];
+      assert.equal((await run('ssh', [...opts, 'hello'])).toString(), 'pod=shell cmd=hello\n');
+      const body = randomBytes(8 << 20);
+      const echoed = await run('ssh', [...opts, 'cat'], body);
+      assert.equal(createHash('sha256').update(echoed).digest('hex'), createHash('sha256').update(body).digest('hex'));
+    });
+
     test(`${transport}: gRPC unary calls and 16 bidirectional streams on one h2c connection, through ${via}`, { skip }, async () => {
       const p = proxyOf(transport);
       const args = ['--target', 'rpc.shop:50051', '--unary', '20', '--streams', '16', '--messages', '40', '--size', '32768'];
@@ -172,6 +200,24 @@ for (const transport of TRANSPORTS) {
       console.log(`# ${transport} ${via}: ${out.trim()}`);
     });
   }
+
+  test(`${transport}: server-sent events through the HTTP proxy (absolute form) come as sent, not at the end`, { skip }, async () => {
+    const [host, port] = proxyOf(transport).http!.split(':');
+    const t0 = Date.now();
+    const arrivals = await new Promise<Array<{ ms: number; text: string }>>((resolve, reject) => {
+      const req = http.get({ host, port: Number(port), path: 'http://chat.shop/events?n=3&every=1s' }, (res) => {
+        assert.equal(res.headers['content-type'], 'text/event-stream');
+        const out: Array<{ ms: number; text: string }> = [];
+        res.setEncoding('utf8');
+        res.on('data', (text: string) => out.push({ ms: Date.now() - t0, text }));
+        res.on('end', () => resolve(out));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    });
+    assert.equal(arrivals.map((a) => a.text).join(''), 'data: 0\n\ndata: 1\n\ndata: 2\n\n');
+    assert.ok(arrivals[0]!.ms < 2_500, `the first event came ${arrivals[0]!.ms} ms in, not with the last`);
+  });
 
   test(`${transport}: WebSocket echo through SOCKS5 (ws client, 200 messages of 0–64 KiB)`, { skip }, async () => {
     const ws = new WebSocket('ws://chat.shop/socket', { agent: new SocksProxyAgent(`socks5h://${proxyOf(transport).socks}`) });

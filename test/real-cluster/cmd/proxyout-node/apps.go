@@ -10,8 +10,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"google.golang.org/grpc"
@@ -31,7 +33,10 @@ import (
 //	                    TLS_KEY: "pod=<name> proto=<HTTP/x> sni=<server name>\n"
 //	proxyout/grpc       gRPC over h2c, service proxyout.Echo (raw bytes, no protobuf): unary Unary
 //	                    answers its request; bidi stream Chat answers each message as it comes
-//	proxyout/ws         WebSocket echo on every path (text and binary messages as they came)
+//	proxyout/sshd       SSH (sshd.go)
+//	proxyout/ws         WebSocket echo on every path (text and binary messages as they came); plain
+//	                    requests: /wait?for=<duration> answers "waited <duration>\n" after it,
+//	                    /events?n=<count>&every=<duration> streams that many "data: <i>" events
 const (
 	imageBanner    = "proxyout/banner"
 	imageHalfClose = "proxyout/halfclose"
@@ -73,9 +78,15 @@ func startApp(kind string, s *server, pod *corev1.Pod, c corev1.Container) error
 			}
 		}
 		go g.Serve(s.l)
+	case imageSSH:
+		return startSSH(s, pod)
 	case imageWS:
 		up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 		s.http = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !websocket.IsWebSocketUpgrade(r) {
+				serveSlow(w, r)
+				return
+			}
 			ws, err := up.Upgrade(w, r, nil)
 			if err != nil {
 				return
@@ -99,6 +110,38 @@ func startApp(kind string, s *server, pod *corev1.Pod, c corev1.Container) error
 }
 
 var errUnknownImage = fmt.Errorf("unknown image")
+
+// serveSlow: an answer after a wait (long polling), or events spread over time (server-sent events).
+func serveSlow(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	switch r.URL.Path {
+	case "/wait":
+		d, _ := time.ParseDuration(q.Get("for"))
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, "waited %s\n", d)
+	case "/events":
+		n, _ := strconv.Atoi(q.Get("n"))
+		every, _ := time.ParseDuration(q.Get("every"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for i := 0; i < n; i++ {
+			select {
+			case <-time.After(every):
+			case <-r.Context().Done():
+				return
+			}
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
 
 func serveBanner(conn net.Conn, pod *corev1.Pod) {
 	fmt.Fprintf(conn, "220 %s ESMTP proxyout\r\n", pod.Name)

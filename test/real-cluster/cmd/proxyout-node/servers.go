@@ -22,7 +22,7 @@ import (
 //	proxyout/bulk   on connect, sends BULK_BYTES (env, default 1 MiB) bytes, then closes
 //	proxyout/none   nothing listens (port-forwarding to it is refused)
 //
-// and those of apps.go (proxyout/banner, halfclose, https, grpc, ws).
+// and those of apps.go (proxyout/banner, halfclose, https, grpc, ws) and sshd.go (proxyout/sshd).
 const (
 	imageHTTP = "proxyout/http"
 	imageEcho = "proxyout/echo"
@@ -152,7 +152,7 @@ func startServer(image string, pod *corev1.Pod, c corev1.Container, port int32) 
 		if err := startApp(kind, s, pod, c); err != nil {
 			l.Close()
 			if err == errUnknownImage {
-				return nil, fmt.Errorf("unknown image %q (the stand-in runs %s, %s, %s, %s, %s, %s, %s, %s, %s): nothing listens", image, imageHTTP, imageEcho, imageBulk, imageNone, imageBanner, imageHalfClose, imageHTTPS, imageGRPC, imageWS)
+				return nil, fmt.Errorf("unknown image %q (the stand-in runs %s, %s, %s, %s, %s, %s, %s, %s, %s, %s): nothing listens", image, imageHTTP, imageEcho, imageBulk, imageNone, imageBanner, imageHalfClose, imageHTTPS, imageGRPC, imageSSH, imageWS)
 			}
 			return nil, err
 		}
