@@ -36,7 +36,9 @@ import (
 //	proxyout/sshd       SSH (sshd.go)
 //	proxyout/ws         WebSocket echo on every path (text and binary messages as they came); plain
 //	                    requests: /wait?for=<duration> answers "waited <duration>\n" after it,
-//	                    /events?n=<count>&every=<duration> streams that many "data: <i>" events
+//	                    /events?n=<count>&every=<duration> streams that many "data: <i>" events,
+//	                    /upload answers "<bytes> <sha256>\n" of the request body, /download?bytes=N
+//	                    sends N bytes of 'a'..'z' repeated
 const (
 	imageBanner    = "proxyout/banner"
 	imageHalfClose = "proxyout/halfclose"
@@ -137,6 +139,28 @@ func serveSlow(w http.ResponseWriter, r *http.Request) {
 			}
 			fmt.Fprintf(w, "data: %d\n\n", i)
 			w.(http.Flusher).Flush()
+		}
+	case "/upload":
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%d %s\n", n, hex.EncodeToString(h.Sum(nil)))
+	case "/download":
+		n, _ := strconv.ParseInt(q.Get("bytes"), 10, 64)
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		buf := make([]byte, 64*1024)
+		for i := range buf {
+			buf[i] = byte('a' + i%26)
+		}
+		for n > 0 {
+			chunk := min(n, int64(len(buf)))
+			if _, err := w.Write(buf[:chunk]); err != nil {
+				return
+			}
+			n -= chunk
 		}
 	default:
 		http.NotFound(w, r)
