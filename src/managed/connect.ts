@@ -24,7 +24,7 @@ import {
 } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
-import { absolute, absoluteList, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
+import { absolute, absoluteList, credentialIdentity, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity, systemHost } from '../state/process.js';
 import { recordedSpace } from '../state/process-space.js';
 import { inspect, inspectAll, whereItRuns } from './registry.js';
@@ -32,7 +32,7 @@ import { signal } from './stop.js';
 import { PROXY_AUTH_ENV, type ProxyCredentials } from '../auth/credentials.js';
 import { allocatorEnv } from './allocator-env.js';
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
-import { assertSameSettings, type RequestedSettings } from './settings.js';
+import { assertSameSettings, assertSameTarget, type RequestedSettings, type Target } from './settings.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 import { testHookPause } from '../core/test-hooks.js';
 import { StartProgress } from './start-progress.js';
@@ -91,7 +91,9 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   const listens = listensOf(planStart({ ...req.options, table: managed.table, proxyAuth: req.proxyAuth }));
   const kube = managed.primary;
   // A table without a cluster route (ssh, direct, reject): no context, namespace or server to record.
-  const target = kube ? { server: kube.server, context: kube.context, namespace: kube.namespace } : { server: '', context: '', namespace: '' };
+  const target: Target = kube
+    ? { server: kube.server, context: kube.context, namespace: kube.namespace, credentials: credentialIdentity(kube, req.kubeconfig) }
+    : { server: '', context: '', namespace: '' };
   // What the daemon serves is this resolved table; `reload` makes it again from the same inputs.
   req = {
     ...req,
@@ -204,19 +206,6 @@ function elsewhereInUse(entry: ProxyEntry): StartupError {
     `ID ${entry.id} is in use by a proxy that runs elsewhere (${whereItRuns(entry)}); ` +
       `connect with another --id, or forget that one here with: kubectl proxyout disconnect ${entry.id} --forget`,
   );
-}
-
-type Target = Pick<ProxyEntry, 'server' | 'context' | 'namespace'>;
-
-/** An explicit --id already used for another cluster view is an error, not "already running". */
-function assertSameTarget(entry: ProxyEntry, target: Target): ProxyEntry {
-  if (entry.server !== target.server || entry.context !== target.context || entry.namespace !== target.namespace) {
-    throw new StartupError(
-      `ID ${entry.id} is already used by the proxy for ${describeTarget(entry)}; ` +
-        `disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,
-    );
-  }
-  return entry;
 }
 
 /** unix:, unix:NAME and relative paths made absolute here: the daemon and `status` see the real file. */

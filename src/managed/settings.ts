@@ -2,9 +2,12 @@
 // flag, for settings the running one does not have. Printing "already running" with another
 // listener or transport than the one asked for would be a silent surprise, so that is an error
 // naming each difference. Only flags given explicitly count: a plain `connect` after
-// `connect --listen-socks 127.0.0.1:0` is the same request, not a different one.
+// `connect --listen-socks 127.0.0.1:0` is the same request, not a different one. Another cluster
+// view, or the same one as another identity, under the ID is an error too.
 import { StartupError } from '../core/errors.js';
-import type { DaemonOptions, ProxyEntry } from './store.js';
+import path from 'node:path';
+import { escapeControls } from '../core/escape.js';
+import { describeTarget, type CredentialIdentity, type DaemonOptions, type ProxyEntry } from './store.js';
 import { DEFAULTS } from '../proxy/options.js';
 import { formatHostPort, parseListenAddress } from '../core/address.js';
 import { normalizeIp } from '../core/ip.js';
@@ -77,4 +80,27 @@ export function assertSameSettings(entry: ProxyEntry, req: RequestedSettings): P
     `proxy ${entry.id} is already running with other settings: ${diffs.join('; ')}. ` +
       `Disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,
   );
+}
+
+export type Target = Pick<ProxyEntry, 'server' | 'context' | 'namespace' | 'credentials'>;
+
+/** An explicit --id already used for another cluster view is an error, not "already running". */
+export function assertSameTarget(entry: ProxyEntry, target: Target): ProxyEntry {
+  if (entry.server !== target.server || entry.context !== target.context || entry.namespace !== target.namespace) {
+    throw new StartupError(
+      `ID ${entry.id} is already used by the proxy for ${describeTarget(entry)}; ` +
+        `disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,
+    );
+  }
+  // The same context name and server in another kubeconfig may be another identity (another
+  // role, another user): "already running" would hand over the first one's rights.
+  const [was, now] = [entry.credentials, target.credentials];
+  if (was && now && was.key !== now.key) {
+    const whose = (c: CredentialIdentity) => `kubeconfig user "${escapeControls(c.user)}" from ${c.files.join(path.delimiter) || 'no file'}`;
+    throw new StartupError(
+      `ID ${entry.id} is already used by the proxy for ${describeTarget(entry)} with other credentials (${whose(was)}; this connect: ${whose(now)}); ` +
+        `disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,
+    );
+  }
+  return entry;
 }

@@ -66,6 +66,11 @@ export interface ProxyEntry {
   pid?: number;
   /** Process start identity (process.ts), compared before the pid is ever signalled. */
   procIdentity?: string;
+  /**
+   * Whose credentials its default cluster uses: the kubeconfig user, the files it came from, and a
+   * key over what picks the identity (absent in older entries and tables without a cluster).
+   */
+  credentials?: CredentialIdentity;
   /** The kubectl-proxyout version that started it (absent in entries of versions before it was recorded). */
   programVersion?: string;
   /** The file name of the program the daemon was started as (a single executable may be renamed); absent in older entries. */
@@ -84,6 +89,12 @@ export interface ProxyEntry {
   proxyAuthGenerated?: boolean;
   /** The daemon's one-line startup error (phase failed), or why it was declared dead. */
   error?: string;
+}
+
+export interface CredentialIdentity {
+  user: string;
+  files: string[];
+  key: string;
 }
 
 /** "context C, namespace N" of the default cluster route, or "no cluster" for a table without one. */

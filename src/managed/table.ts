@@ -12,7 +12,8 @@ import type { RoutingTable } from '../routing/table-spec.js';
 import type { ClusterRouteSpec, KonnectivityRouteSpec } from '../routes/spec.js';
 import type { StateLayout } from '../state/paths.js';
 import { writeTransientKubeConfig } from '../state/kubeconfig.js';
-import { connectionId } from './store.js';
+import { connectionId, type CredentialIdentity } from './store.js';
+import { kubeconfigFiles } from '../cluster/kubeconfig-files.js';
 
 export interface ManagedTable {
   table: RoutingTable;
@@ -109,3 +110,26 @@ export const absoluteList = (list: string | undefined) =>
     .split(path.delimiter)
     .map((p) => p && path.resolve(p))
     .join(path.delimiter);
+
+/**
+ * Who a context's requests are made as, without secrets: the user entry's name, the kubeconfig
+ * files, and the exec plugin, auth provider and impersonation it names. Tokens and certificates
+ * renew under one identity (`oc login`, an OIDC refresh) and are left out; two kubeconfigs with one
+ * context name and server (`aws eks update-kubeconfig` with two roles) differ here.
+ */
+export function credentialIdentity(kube: LoadedKubeConfig, kubeconfig: string | undefined): CredentialIdentity {
+  const user = kube.kc.getCurrentUser();
+  const files = kubeconfigFiles(kubeconfig).map((f) => path.resolve(f));
+  const picks = {
+    user: user?.name ?? '',
+    files,
+    exec: user?.exec
+      ? { command: user.exec.command, args: user.exec.args ?? [], env: ((user.exec.env ?? []) as Array<{ name?: string }>).map((e) => e.name) }
+      : undefined,
+    authProvider: user?.authProvider?.name,
+    as: user?.impersonateUser,
+    impersonation: kube.impersonation,
+  };
+  const key = createHash('sha256').update(JSON.stringify(picks)).digest('hex').slice(0, 16);
+  return { user: picks.user, files, key };
+}

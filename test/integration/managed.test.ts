@@ -229,6 +229,18 @@ describe('a managed proxy from connect to disconnect', () => {
     assert.match((await cli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0'])).stderr, new RegExp(`${c.id} was ${upgrade}`));
     assert.match((await cli(['doctor', '--kubeconfig', cluster.kubeconfig])).stdout, new RegExp(`${c.id} .* was started by kubectl-proxyout 0\\.0\\.1`));
     writeFileSync(stateFile, recorded, { mode: 0o600 });
+    // The same context name, server and namespace in another kubeconfig, as another identity (an
+    // exec plugin here): not "already running", which would hand over this proxy's rights.
+    const otherIdentity = path.join(stateDir, 'kubeconfig-other-identity');
+    await cluster.sim.writeKubeconfig(otherIdentity, { namespace: 'shop', auth: 'exec' });
+    const taken = await cli(['connect', '--kubeconfig', otherIdentity, '--listen-socks', '127.0.0.1:0']);
+    assert.equal(taken.code, 1, taken.stderr);
+    assert.match(
+      taken.stderr,
+      new RegExp(
+        `ID ${c.id} is already used by the proxy for context sim, namespace shop with other credentials \\(kubeconfig user "[^"]+" from ${cluster.kubeconfig.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}; this connect: kubeconfig user "[^"]+" from ${otherIdentity.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\); disconnect it first`,
+      ),
+    );
     // Asking by flag for what the running proxy does not have is an error, not "already running".
     const other = await cli([
       'connect',
