@@ -119,8 +119,11 @@ function authKind(l: LoadedKubeConfig, env: NodeJS.ProcessEnv = process.env): { 
     return { detail: `${where}, auth: exec plugin ${found}` };
   }
   if (user.authProvider) return { detail: `${where}, auth: auth-provider ${user.authProvider.name}` };
-  if (l.tokenFile) return { detail: `${where}, auth: token file ${l.tokenFile}` };
-  if (user.token) return { detail: `${where}, auth: bearer token` };
+  // kube-apiserver asks the client certificate before any token: with both, the certificate says who.
+  const cert = !!((user.certData || user.certFile) && (user.keyData || user.keyFile));
+  const token = l.tokenFile ? `token file ${l.tokenFile}` : user.token ? 'bearer token' : undefined;
+  if (cert && token) return { detail: `${where}, auth: client certificate (the ${token} beside it counts only if the API server refuses the certificate)` };
+  if (token) return { detail: `${where}, auth: ${token}` };
   if (user.certData || user.certFile) return { detail: `${where}, auth: client certificate` };
   // kube-apiserver dropped basic auth in v1.19: the header is ignored, the request anonymous.
   if (user.username)

@@ -223,6 +223,16 @@ test('a token beside an exec plugin that is not installed: the token is what is 
   assert.match(r.get('kubeconfig').detail, /auth: bearer token$/);
 });
 
+test('a token beside a client certificate: the certificate is who the API server sees, and doctor says so', async () => {
+  const yaml = cluster.sim
+    .kubeconfigYaml({ auth: 'cert' })
+    .replace(/( +)client-certificate-data:/, `$1token: ${cluster.sim.issueToken()}\n$1client-certificate-data:`);
+  assert.match(yaml, /token: sim-/);
+  const r = await doctor(await kubeconfigWith('token-and-cert', yaml));
+  assert.equal(r.code, 0, r.stdout);
+  assert.match(r.get('kubeconfig').detail, /auth: client certificate \(the bearer token beside it counts only if the API server refuses the certificate\)$/);
+});
+
 test('an exec plugin that fails (an SSO session expired): api-server fails with its words and a log-in fix, not a network one', async () => {
   const plugin = path.join(cluster.dir, 'expired-sso.sh');
   await writeFile(plugin, '#!/bin/sh\necho "error: SSO session expired; run: aws sso login --profile dev" >&2\nexit 1\n', { mode: 0o755 });
