@@ -122,7 +122,8 @@ describe('a ready endpoint whose port refuses', () => {
     for (let i = 0; i < 12; i++) {
       const r = await get(svc.name);
       if (r.code === 0) ok++;
-      else assert.ok([52, 56, 97].includes(r.code), `a clean failure (empty reply / reset / SOCKS error), not a hang: curl ${r.code} ${r.stderr}`);
+      // 55: the proxy closed the connection before curl had sent its request (a send error).
+      else assert.ok([52, 55, 56, 97].includes(r.code), `a clean failure (empty reply / reset / SOCKS error), not a hang: curl ${r.code} ${r.stderr}`);
     }
     assert.ok(ok >= 8, `the two listening pods keep answering (${ok} of 12)`);
     cluster.sim.setSpdyFailureFrames('containerd');
