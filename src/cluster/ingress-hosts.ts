@@ -3,7 +3,9 @@
 // where the API serves them, OpenShift Route hosts (route.openshift.io/v1: spec.host). Only the
 // host names are kept (slim-watch.ts), never the objects. A resource the cluster does not serve
 // (404) or the user may not list cluster-wide (403) turns that source off, logged once at info:
-// the cluster route works without ingress hosts, it is never an error for it.
+// the cluster route works without ingress hosts, it is never an error for it. Each host's
+// Ingress classes and the cluster's IngressClasses are kept too (ingress-classes.ts): they say
+// which of several ingress controllers serves it.
 import { errorMessage } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
@@ -11,12 +13,21 @@ import { SlimWatch, type SlimWatchDeadlines, type SlimWatchState } from './slim-
 import { ApiReachability } from './api-reachability.js';
 import { RENEW_MIN_INTERVAL_MS } from './cache.js';
 import { monotonicMs } from '../core/clock.js';
+import {
+  INGRESS_CLASS_PATH,
+  ROUTE_CLASS,
+  ingressClassInfoOf,
+  ingressClassOf,
+  type HostClasses,
+  type IngressClassInfo,
+  type NamedHosts,
+} from './ingress-classes.js';
 
 export const INGRESS_PATH = '/apis/networking.k8s.io/v1/ingresses';
 export const ROUTE_GROUP_VERSION_PATH = '/apis/route.openshift.io/v1';
 export const ROUTE_PATH = `${ROUTE_GROUP_VERSION_PATH}/routes`;
 
-export type IngressSourceName = 'ingresses' | 'routes';
+export type IngressSourceName = 'ingresses' | 'routes' | 'ingressclasses';
 /** 'off': the cluster does not serve the resource, or we may not list it cluster-wide. */
 export type IngressSourceState = SlimWatchState | 'off';
 
@@ -81,12 +92,14 @@ export function routeHostsOf(obj: unknown): string[] {
  * given RouteMatcher.setIngressHosts for the cluster's route.
  */
 export class IngressHostWatcher {
-  /** How many objects name each host (two Ingresses may share one). */
-  private readonly counts = new Map<string, number>();
+  /** Per host, how many objects of each class name it (two Ingresses may share one). */
+  private readonly counts = new Map<string, Map<string, number>>();
+  /** The cluster's IngressClasses by name. */
+  private readonly ingressClasses = new Map<string, IngressClassInfo>();
   private dirty = false;
   private started = false;
   private stopped = false;
-  private readonly sources = new Map<IngressSourceName, { state: 'off'; reason: string } | SlimWatch<string[]>>();
+  private readonly sources = new Map<IngressSourceName, { state: 'off'; reason: string } | SlimWatch<unknown>>();
   private stopListening?: () => void;
   private renewedAt = -Infinity;
 
@@ -110,7 +123,10 @@ export class IngressHostWatcher {
       this.renewedAt = monotonicMs();
       this.afterPause();
     });
-    const starts: Array<Promise<void>> = [this.startSource('ingresses', INGRESS_PATH, ingressHostsOf)];
+    const starts: Array<Promise<void>> = [
+      this.startSource('ingresses', INGRESS_PATH, (obj) => ({ hosts: ingressHostsOf(obj), cls: ingressClassOf(obj) })),
+      this.startClasses(),
+    ];
     if (this.options.openshiftRoutes !== false) starts.push(this.startRoutes());
     await Promise.all(starts);
     if (this.stopped) return;
@@ -130,6 +146,14 @@ export class IngressHostWatcher {
     for (const source of this.sources.values()) if (source instanceof SlimWatch) void source.rewatch();
   }
 
+  /** The classes of the Ingresses (and Routes) naming a learnt host, and the IngressClasses when readable. */
+  classesOf(host: string): HostClasses {
+    const classes = [...(this.counts.get(host)?.keys() ?? [])].sort();
+    const source = this.sources.get('ingressclasses');
+    const readable = source instanceof SlimWatch && (source.status === 'synced' || source.status === 'retrying');
+    return { host, classes, ...(readable ? { ingressClasses: this.ingressClasses } : {}) };
+  }
+
   /** The host names known now, sorted. */
   hosts(): string[] {
     return [...this.counts.keys()].sort();
@@ -142,7 +166,7 @@ export class IngressHostWatcher {
       if (!(s instanceof SlimWatch)) return { state: 'off', objects: 0, reason: s.reason };
       return { state: s.status, objects: s.size, ...(s.lastError && s.status === 'retrying' ? { reason: s.lastError.message } : {}) };
     };
-    return { hosts: this.counts.size, sources: { ingresses: one('ingresses'), routes: one('routes') } };
+    return { hosts: this.counts.size, sources: { ingresses: one('ingresses'), routes: one('routes'), ingressclasses: one('ingressclasses') } };
   }
 
   /** Routes only where discovery lists them (route.openshift.io/v1 is served on OpenShift alone). */
@@ -159,21 +183,38 @@ export class IngressHostWatcher {
       }
       // Discovery failing for another reason: try the list itself, which says more.
     }
-    await this.startSource('routes', ROUTE_PATH, routeHostsOf);
+    await this.startSource('routes', ROUTE_PATH, (obj) => ({ hosts: routeHostsOf(obj), cls: ROUTE_CLASS }));
   }
 
-  private async startSource(name: IngressSourceName, path: string, extract: (obj: unknown) => string[]): Promise<void> {
+  private startSource(name: 'ingresses' | 'routes', path: string, extract: (obj: unknown) => NamedHosts): Promise<void> {
+    return this.startWatch(name, path, extract, (previous, next) => this.changed(previous, next));
+  }
+
+  /** IngressClasses: read when a host is opened, so a change needs no report. */
+  private startClasses(): Promise<void> {
+    return this.startWatch('ingressclasses', INGRESS_CLASS_PATH, ingressClassInfoOf, (previous, next) => {
+      if (previous) this.ingressClasses.delete(previous.name);
+      if (next) this.ingressClasses.set(next.name, next);
+    });
+  }
+
+  private async startWatch<V>(
+    name: IngressSourceName,
+    path: string,
+    extract: (obj: unknown) => V,
+    changed: (previous: V | undefined, next: V | undefined) => void,
+  ): Promise<void> {
     if (this.stopped) return; // stopped while Routes discovery ran
-    const watch = new SlimWatch<string[]>({
+    const watch = new SlimWatch<V>({
       api: this.api,
       path,
       log: this.log,
       extract,
-      changed: (previous, next) => this.changed(previous, next),
+      changed,
       settled: () => this.settled(),
       deadlines: this.options.deadlines,
     });
-    this.sources.set(name, watch);
+    this.sources.set(name, watch as unknown as SlimWatch<unknown>); // kept for status and stop only
     try {
       await watch.start();
       this.log.info({ source: name, objects: watch.size }, 'watching ingress host names');
@@ -193,17 +234,23 @@ export class IngressHostWatcher {
     this.log.info({ source: name, reason }, 'ingress host names from this source are off');
   }
 
-  private changed(previous: string[] | undefined, next: string[] | undefined): void {
+  private changed(previous: NamedHosts | undefined, next: NamedHosts | undefined): void {
     // Adds first: a host both old and new never drops to zero (no spurious report).
-    for (const h of next ?? []) {
-      const n = (this.counts.get(h) ?? 0) + 1;
-      this.counts.set(h, n);
-      if (n === 1) this.dirty = true;
+    for (const h of next?.hosts ?? []) {
+      let byClass = this.counts.get(h);
+      if (!byClass) {
+        this.counts.set(h, (byClass = new Map()));
+        this.dirty = true;
+      }
+      byClass.set(next!.cls, (byClass.get(next!.cls) ?? 0) + 1);
     }
-    for (const h of previous ?? []) {
-      const n = (this.counts.get(h) ?? 0) - 1;
-      if (n > 0) this.counts.set(h, n);
-      else {
+    for (const h of previous?.hosts ?? []) {
+      const byClass = this.counts.get(h);
+      if (!byClass) continue;
+      const n = (byClass.get(previous!.cls) ?? 0) - 1;
+      if (n > 0) byClass.set(previous!.cls, n);
+      else byClass.delete(previous!.cls);
+      if (byClass.size === 0) {
         this.counts.delete(h);
         this.dirty = true;
       }

@@ -22,6 +22,8 @@ export interface RouteClaim {
   /** Normalized name (lowercase, no trailing dot) or canonical IP (mapped IPv6 as IPv4). */
   readonly host: string;
   readonly isIp: boolean;
+  /** The suffix, wildcard or CIDR that matched (a learnt ingress host: the Ingress's own host or "*.x"). */
+  readonly pattern?: string;
   /** The Service or Pod the name denotes, when it has a cluster form (parsed by the matcher, once). */
   readonly name?: ClusterName;
 }

@@ -31,7 +31,8 @@ interface Harness {
 
 /** The watch request a started watcher opens right after its list has reached the API server. */
 async function watchOpen(): Promise<void> {
-  await eventually(async () => sim.counters.watch >= 1, 5_000, 20);
+  // Ingresses and IngressClasses.
+  await eventually(async () => sim.counters.watch >= 2, 5_000, 20);
 }
 
 async function startWatcher(opts: { token?: string } & IngressHostWatcherOptions = {}): Promise<Harness> {
@@ -169,7 +170,7 @@ test('a watch silent past its server-side end is cut and watched again (short de
   const h = await startWatcher({ openshiftRoutes: false, deadlines: { watchTimeoutSeconds: 1, graceMs: 300, headersTimeoutMs: 5_000 } });
   try {
     await watchOpen();
-    assert.equal(sim.freezeWatches(), 1);
+    assert.equal(sim.freezeWatches(), 2);
     await sim.createIngress({ namespace: 'shop', name: 'after-freeze', rules: [{ host: 'after-freeze.sim.test' }] });
     await eventually(async () => h.last()?.includes('after-freeze.sim.test'), 15_000);
     assert.ok(h.logs.some((l) => l.msg === 'watch silent past its server-side end; the connection is presumed dead, watching again'));

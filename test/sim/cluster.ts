@@ -704,6 +704,7 @@ export class SimCluster {
     const next = ingressObject(spec, NODE_IP);
     const done = this.store.update('ingresses', spec.namespace, spec.name, (o) => {
       o.spec = next.spec;
+      o.metadata.annotations = next.metadata.annotations;
       o.metadata.generation = Number(o.metadata.generation ?? 1) + 1;
     });
     if (!done) throw new Error(`ingresses.networking.k8s.io "${spec.name}" not found`);
@@ -711,6 +712,24 @@ export class SimCluster {
 
   deleteIngress(namespace: string, name: string): void {
     if (!this.store.remove('ingresses', namespace, name)) throw new Error(`ingresses.networking.k8s.io "${name}" not found`);
+  }
+
+  /**
+   * An IngressClass (networking.k8s.io/v1, cluster-scoped): `controller` is its spec.controller,
+   * `isDefault` sets the ingressclass.kubernetes.io/is-default-class annotation.
+   */
+  createIngressClass(name: string, controller: string, isDefault = false): void {
+    const annotations = isDefault ? { 'ingressclass.kubernetes.io/is-default-class': 'true' } : undefined;
+    this.store.create('ingressclasses', {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'IngressClass',
+      metadata: { name, ...(annotations ? { annotations } : {}) },
+      spec: { controller },
+    });
+  }
+
+  deleteIngressClass(name: string): void {
+    if (!this.store.remove('ingressclasses', undefined, name)) throw new Error(`ingressclasses.networking.k8s.io "${name}" not found`);
   }
 
   /** Extension: an OpenShift Route (served by the API only with openshiftRoutes on; stored either way). */

@@ -74,7 +74,7 @@ export interface SimApiGroup {
 }
 
 export const DISCOVERY_GROUP: SimApiGroup = { name: 'discovery.k8s.io', resources: [RESOURCES.endpointslices] };
-export const NETWORKING_GROUP: SimApiGroup = { name: 'networking.k8s.io', resources: [RESOURCES.ingresses] };
+export const NETWORKING_GROUP: SimApiGroup = { name: 'networking.k8s.io', resources: [RESOURCES.ingresses, RESOURCES.ingressclasses] };
 export const ROUTE_GROUP: SimApiGroup = { name: 'route.openshift.io', resources: [RESOURCES.routes] };
 
 function groupEntry(g: SimApiGroup): object {

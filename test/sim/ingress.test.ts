@@ -57,7 +57,7 @@ test('Ingresses are listed and watched under networking.k8s.io/v1, and discovery
   const resources = (await request(sim, '/apis/networking.k8s.io/v1')).json();
   assert.deepEqual(
     resources.resources.map((r: any) => r.name),
-    ['ingresses', 'ingresses/status'],
+    ['ingresses', 'ingresses/status', 'ingressclasses'],
   );
   const list = (await request(sim, '/apis/networking.k8s.io/v1/ingresses')).json();
   assert.equal(list.kind, 'IngressList');

@@ -193,6 +193,8 @@ export interface SimIngressSpec {
   namespace: string;
   name: string;
   className?: string;
+  /** Metadata annotations (e.g. the legacy kubernetes.io/ingress.class). */
+  annotations?: Record<string, string>;
   rules?: Array<{ host?: string; paths?: Array<SimIngressBackendRef & { path?: string; pathType?: 'Prefix' | 'Exact' | 'ImplementationSpecific' }> }>;
   tls?: Array<{ hosts: string[]; secretName?: string }>;
   defaultBackend?: SimIngressBackendRef;
@@ -226,7 +228,7 @@ export function ingressObject(spec: SimIngressSpec, address: string): KObject {
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'Ingress',
-    metadata: { name: spec.name, namespace: spec.namespace, generation: 1 },
+    metadata: { name: spec.name, namespace: spec.namespace, generation: 1, ...(spec.annotations ? { annotations: spec.annotations } : {}) },
     spec: s,
     status: { loadBalancer: { ingress: [{ ip: address }] } },
   };

@@ -7,7 +7,7 @@
 // - Synchronous fan-out of every change to subscribers (the watch handlers in rest.ts).
 import { randomUUID } from 'node:crypto';
 
-export type Resource = 'namespaces' | 'services' | 'pods' | 'endpoints' | 'endpointslices' | 'ingresses' | 'routes';
+export type Resource = 'namespaces' | 'services' | 'pods' | 'endpoints' | 'endpointslices' | 'ingresses' | 'ingressclasses' | 'routes';
 
 export interface ResourceInfo {
   resource: Resource;
@@ -64,6 +64,18 @@ export const RESOURCES: Record<Resource, ResourceInfo> = {
     apiVersion: 'networking.k8s.io/v1',
     namespaced: true,
     shortNames: ['ing'],
+    categories: [],
+  },
+  ingressclasses: {
+    resource: 'ingressclasses',
+    kind: 'IngressClass',
+    listKind: 'IngressClassList',
+    singular: 'ingressclass',
+    group: 'networking.k8s.io',
+    version: 'v1',
+    apiVersion: 'networking.k8s.io/v1',
+    namespaced: false,
+    shortNames: [],
     categories: [],
   },
   // OpenShift's Route (github.com/openshift/api route/v1), served only when the sim is told to.

@@ -62,6 +62,12 @@ export const COLUMNS: Record<Resource, TableColumn[]> = {
     col('Ports', 'Ports of TLS configurations that open'),
     AGE,
   ],
+  ingressclasses: [
+    NAME,
+    col('Controller', 'Controller that is in charge of the ingress class'),
+    col('Parameters', 'A reference to a resource with additional parameters'),
+    AGE,
+  ],
   // openshift-apiserver pkg/route/printers/internalversion/printers.go
   routes: [
     NAME,
@@ -177,6 +183,8 @@ function cells(resource: Resource, obj: KObject): unknown[] {
         age(obj),
       ];
     }
+    case 'ingressclasses':
+      return [o.metadata.name, o.spec?.controller ?? '', '<none>', age(obj)];
     case 'routes': {
       const spec = o.spec ?? {};
       const port = spec.port?.targetPort;

@@ -14,6 +14,7 @@ import { RouteMatcher, type Claim } from '../../src/routing/table.js';
 import type { RoutingTable } from '../../src/routing/table-spec.js';
 import { NoReadyEndpointError, ConnectionRefusedError, replyFor } from '../../src/core/errors.js';
 import { ingressHostsOf, routeHostsOf } from '../../src/cluster/ingress-hosts.js';
+import { ROUTE_CLASS, ingressClassInfoOf, ingressClassOf, type IngressClassInfo } from '../../src/cluster/ingress-classes.js';
 
 const lookup = (services: Record<string, ServiceSummary>) => (ns: string, name: string) => services[`${ns}/${name}`];
 
@@ -156,4 +157,54 @@ test('host extraction: Ingress rules and TLS hosts, Route hosts (wildcard policy
   assert.deepEqual(routeHostsOf({ spec: { host: 'console.apps.x.com' } }), ['console.apps.x.com']);
   assert.deepEqual(routeHostsOf({ spec: { host: 'wild.apps.x.com', wildcardPolicy: 'Subdomain' } }), ['wild.apps.x.com', '*.apps.x.com']);
   assert.deepEqual(routeHostsOf({ spec: {} }), []);
+});
+
+test('several controllers: the class of the host picks one; classes it cannot place leave the first', () => {
+  const cluster = lookup({
+    'openshift-ingress/router-default': { ports: [80, 443] },
+    'ingress-nginx/ingress-nginx-controller': { ports: [80, 443] },
+    'kube-system/traefik': { ports: [80, 443] },
+  });
+  const classes = new Map<string, IngressClassInfo>([
+    ['nginx', { name: 'nginx', controller: 'k8s.io/ingress-nginx', isDefault: true }],
+    ['traefik', { name: 'traefik', controller: 'traefik.io/ingress-controller', isDefault: false }],
+  ]);
+  const via = (classNames: string[], table: Map<string, IngressClassInfo> | null = classes) => {
+    const d = detectIngressController(undefined, cluster, { host: 'h.example.test', classes: classNames, ...(table ? { ingressClasses: table } : {}) });
+    return d.found ? `${d.namespace}/${d.service}` : d.message;
+  };
+  assert.equal(via(['traefik']), 'kube-system/traefik');
+  assert.equal(via(['']), 'ingress-nginx/ingress-nginx-controller', 'no class: the default class');
+  assert.equal(via([ROUTE_CLASS]), 'openshift-ingress/router-default', 'a Route: the OpenShift router');
+  assert.equal(via(['nginx', 'unknown']), 'ingress-nginx/ingress-nginx-controller', 'an unknown class beside a known one');
+  // Nothing says which: the first found, as with one controller.
+  assert.equal(via(['unknown']), 'openshift-ingress/router-default');
+  assert.equal(via(['traefik'], null), 'openshift-ingress/router-default', 'IngressClasses not readable');
+  const twoDefaults = new Map(classes);
+  twoDefaults.set('traefik', { ...classes.get('traefik')!, isDefault: true });
+  assert.equal(via([''], twoDefaults), 'openshift-ingress/router-default', 'two default classes: none is the default');
+  assert.match(
+    via(['nginx', 'traefik']),
+    /served by different ingress controllers \(class "nginx": ingress-nginx\/ingress-nginx-controller; class "traefik": kube-system\/traefik\)/,
+  );
+  const internal = new Map(classes).set('internal', { name: 'internal', controller: 'k8s.io/internal-ingress-nginx', isDefault: false });
+  assert.match(via(['internal'], internal), /^class "internal" \(controller k8s\.io\/internal-ingress-nginx\): no ingress controller Service found for it/);
+  // The configured controller serves every class.
+  const configured = detectIngressController({ domains: [], controller: 'a/b' }, cluster, { host: 'h', classes: ['internal'], ingressClasses: internal });
+  assert.equal(configured.found && `${configured.namespace}/${configured.service}`, 'a/b');
+});
+
+test('the class of an Ingress: ingressClassName, else the legacy annotation; IngressClass default annotation', () => {
+  assert.equal(ingressClassOf({ spec: { ingressClassName: 'traefik' } }), 'traefik');
+  assert.equal(ingressClassOf({ metadata: { annotations: { 'kubernetes.io/ingress.class': 'nginx' } }, spec: {} }), 'nginx');
+  assert.equal(ingressClassOf({ spec: {} }), '');
+  assert.deepEqual(
+    ingressClassInfoOf({ metadata: { name: 'a', annotations: { 'ingressclass.kubernetes.io/is-default-class': 'true' } }, spec: { controller: 'x/y' } }),
+    {
+      name: 'a',
+      controller: 'x/y',
+      isDefault: true,
+    },
+  );
+  assert.equal(ingressClassInfoOf({ metadata: { name: 'a', annotations: { 'ingressclass.kubernetes.io/is-default-class': 'yes' } } }).isDefault, false);
 });

@@ -2,12 +2,14 @@
 // at the port the client asked for (80 and 443 kept), bytes untouched, so TLS and SNI reach the
 // controller as the client sent them and the controller picks the Ingress by Host/SNI as it does
 // for traffic from its load balancer. The Service is the one configured (`ingress.controller`),
-// else the first of KNOWN_INGRESS_CONTROLLERS the cluster has.
+// else the first of KNOWN_INGRESS_CONTROLLERS the cluster has that serves the host's ingress class
+// (its IngressClass's spec.controller): a cluster may run several controllers.
 import type { SlimService } from '../../cluster/slim.js';
 import type { Destination } from '../../core/types.js';
 import { ConnectionRefusedError, NoReadyEndpointError } from '../../core/errors.js';
 import type { RouteClaim } from '../route.js';
 import type { IngressSpec } from '../../routes/spec.js';
+import { wantedControllers, type HostClasses } from '../../cluster/ingress-classes.js';
 
 /**
  * The Services the usual ingress controllers install, in the order they are looked for:
@@ -20,16 +22,17 @@ import type { IngressSpec } from '../../routes/spec.js';
  * - kube-system/traefik: k3s's bundled Traefik
  * - haproxy-controller/haproxy-kubernetes-ingress: HAProxy Kubernetes Ingress Controller chart
  * - projectcontour/envoy: Contour's Envoy fleet
+ * Each with the IngressClass spec.controller value its installation uses by default.
  */
-export const KNOWN_INGRESS_CONTROLLERS: ReadonlyArray<{ namespace: string; service: string }> = [
-  { namespace: 'openshift-ingress', service: 'router-default' },
-  { namespace: 'openshift-ingress', service: 'router-internal-default' },
-  { namespace: 'ingress-nginx', service: 'ingress-nginx-controller' },
-  { namespace: 'kube-system', service: 'ingress-nginx-controller' },
-  { namespace: 'traefik', service: 'traefik' },
-  { namespace: 'kube-system', service: 'traefik' },
-  { namespace: 'haproxy-controller', service: 'haproxy-kubernetes-ingress' },
-  { namespace: 'projectcontour', service: 'envoy' },
+export const KNOWN_INGRESS_CONTROLLERS: ReadonlyArray<{ namespace: string; service: string; controller: string }> = [
+  { namespace: 'openshift-ingress', service: 'router-default', controller: 'openshift.io/ingress-to-route' },
+  { namespace: 'openshift-ingress', service: 'router-internal-default', controller: 'openshift.io/ingress-to-route' },
+  { namespace: 'ingress-nginx', service: 'ingress-nginx-controller', controller: 'k8s.io/ingress-nginx' },
+  { namespace: 'kube-system', service: 'ingress-nginx-controller', controller: 'k8s.io/ingress-nginx' },
+  { namespace: 'traefik', service: 'traefik', controller: 'traefik.io/ingress-controller' },
+  { namespace: 'kube-system', service: 'traefik', controller: 'traefik.io/ingress-controller' },
+  { namespace: 'haproxy-controller', service: 'haproxy-kubernetes-ingress', controller: 'haproxy.org/ingress-controller/haproxy' },
+  { namespace: 'projectcontour', service: 'envoy', controller: 'projectcontour.io/ingress-controller' },
 ];
 
 /** The config key naming the controller, for messages. */
@@ -61,24 +64,56 @@ export function serviceLookup(find: (namespace: string, name: string) => SlimSer
 /**
  * The ingress controller Service of a cluster: the configured "namespace/service" (taken as
  * given: the resolver reports a Service that is missing), else the first known controller
- * Service the cluster has. Detection needs the cache to know those namespaces: with only
- * per-namespace watch permission it finds nothing, and the message says to configure it.
+ * Service the cluster has — the first serving the host's classes when `host` says them (see
+ * wantedControllers; classes it cannot place leave the first controller). Detection needs the
+ * cache to know those namespaces: with only per-namespace watch permission it finds nothing, and
+ * the message says to configure it.
  */
-export function detectIngressController(spec: IngressSpec | undefined, service: ServiceLookup): DetectedController {
+export function detectIngressController(spec: IngressSpec | undefined, service: ServiceLookup, host?: HostClasses): DetectedController {
   if (spec?.controller) {
     const [namespace, name] = spec.controller.split('/', 2);
     if (namespace && name) return { found: true, namespace, service: name, how: 'configured', ports: service(namespace, name)?.ports };
     return { found: false, message: `${INGRESS_CONTROLLER_KEY} "${spec.controller}" is not namespace/service` };
   }
+  const present: Array<(typeof KNOWN_INGRESS_CONTROLLERS)[number] & { ports: number[] }> = [];
   for (const c of KNOWN_INGRESS_CONTROLLERS) {
     const svc = service(c.namespace, c.service);
-    if (svc && svc.type !== 'ExternalName') return { found: true, namespace: c.namespace, service: c.service, how: 'detected', ports: svc.ports };
+    if (svc && svc.type !== 'ExternalName') present.push({ ...c, ports: svc.ports });
   }
-  const tried = KNOWN_INGRESS_CONTROLLERS.map((c) => `${c.namespace}/${c.service}`).join(', ');
-  return {
-    found: false,
-    message: `no ingress controller Service found (looked for ${tried}); set ${INGRESS_CONTROLLER_KEY} to its namespace/service in the route's config`,
-  };
+  if (present.length === 0) {
+    const tried = KNOWN_INGRESS_CONTROLLERS.map((c) => `${c.namespace}/${c.service}`).join(', ');
+    return {
+      found: false,
+      message: `no ingress controller Service found (looked for ${tried}); set ${INGRESS_CONTROLLER_KEY} to its namespace/service in the route's config`,
+    };
+  }
+  const wanted = host ? wantedControllers(host) : new Map<string, string[]>();
+  const picked = new Map<string, { c: (typeof present)[number]; why: string[] }>();
+  const unserved: string[] = [];
+  for (const [controller, why] of wanted) {
+    const c = present.find((p) => p.controller === controller);
+    if (!c) unserved.push(...why.map((w) => `${w} (controller ${controller})`));
+    else {
+      const key = `${c.namespace}/${c.service}`;
+      picked.set(key, { c, why: [...(picked.get(key)?.why ?? []), ...why] });
+    }
+  }
+  const detected = (c: (typeof present)[number]): DetectedController => ({
+    found: true,
+    namespace: c.namespace,
+    service: c.service,
+    how: 'detected',
+    ports: c.ports,
+  });
+  if (wanted.size === 0) return detected(present[0]!);
+  if (picked.size === 1) return detected([...picked.values()][0]!.c);
+  const fix = `set ${INGRESS_CONTROLLER_KEY} to the namespace/service to send it to`;
+  if (picked.size > 1) {
+    const each = [...picked].map(([key, p]) => `${p.why.join(', ')}: ${key}`).join('; ');
+    return { found: false, message: `the Ingresses naming ${host!.host} are served by different ingress controllers (${each}); ${fix}` };
+  }
+  const seen = present.map((p) => `${p.namespace}/${p.service} (${p.controller})`).join(', ');
+  return { found: false, message: `${unserved.join(', ')}: no ingress controller Service found for it (found ${seen}); ${fix}` };
 }
 
 export interface IngressTarget {

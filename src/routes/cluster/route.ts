@@ -149,6 +149,8 @@ export class ClusterRoute implements Route {
     const detected = detectIngressController(
       this.spec.ingress,
       serviceLookup((ns, name) => this.guest.cache.lookup.service(ns, name)),
+      // The learnt host (a wildcard's pattern) or, for a configured domain, the very name asked.
+      this.ingress.classesOf(claim.reason === 'ingress-host' ? (claim.pattern ?? claim.host) : claim.host),
     );
     const target = ingressTarget(claim, request.destination.port, detected);
     const plan = await this.resolver.resolve(ingressDestination(target, this.clusterDomain), request.client);
