@@ -54,31 +54,32 @@ export function ingressClassInfoOf(obj: unknown): IngressClassInfo {
   return { name, controller, isDefault };
 }
 
+/** One class of a host, placed: its IngressClass name and controller, when the proxy can tell. */
+export interface PlacedClass {
+  /** The IngressClass name (the default class's for an Ingress without one); undefined for a Route. */
+  name?: string;
+  /** The IngressClass's spec.controller (the OpenShift router's for a Route); undefined when unknown. */
+  controller?: string;
+  /** For messages: 'class "internal"', 'no class (the default class "nginx")', 'an OpenShift Route'. */
+  why: string;
+}
+
 /**
- * The controllers a host's Ingresses ask for: controller value → the classes that ask for it
- * ("class internal", "the default class nginx", "an OpenShift Route"). Classes the proxy cannot
- * place (no IngressClass of that name, IngressClasses unreadable, no class and no single default)
- * ask for none: the host then goes where it went before classes were read, the first controller.
+ * The classes of the Ingresses (and Routes) naming a host, placed. A class the proxy cannot place
+ * (no IngressClass of that name, IngressClasses unreadable) keeps its name but no controller; an
+ * Ingress without class and no single default class is left out: such a host goes where it went
+ * before classes were read, the first controller.
  */
-export function wantedControllers(host: HostClasses): Map<string, string[]> {
-  const wanted = new Map<string, string[]>();
-  const add = (controller: string, why: string) => {
-    if (!controller) return;
-    const list = wanted.get(controller) ?? [];
-    if (!list.includes(why)) list.push(why);
-    wanted.set(controller, list);
-  };
+export function placeClasses(host: HostClasses): PlacedClass[] {
+  const out: PlacedClass[] = [];
   const table = host.ingressClasses;
   for (const cls of host.classes) {
-    if (cls === ROUTE_CLASS) add(OPENSHIFT_ROUTER_CONTROLLER, 'an OpenShift Route');
-    else if (!table) continue;
+    if (cls === ROUTE_CLASS) out.push({ controller: OPENSHIFT_ROUTER_CONTROLLER, why: 'an OpenShift Route' });
     else if (cls === '') {
-      const defaults = [...table.values()].filter((c) => c.isDefault);
-      if (defaults.length === 1) add(defaults[0]!.controller, `no class (the default class "${defaults[0]!.name}")`);
-    } else {
-      const info = table.get(cls);
-      if (info) add(info.controller, `class "${cls}"`);
-    }
+      const defaults = table ? [...table.values()].filter((c) => c.isDefault) : [];
+      const d = defaults.length === 1 ? defaults[0]! : undefined;
+      if (d) out.push({ name: d.name, controller: d.controller || undefined, why: `no class (the default class "${d.name}")` });
+    } else out.push({ name: cls, controller: table?.get(cls)?.controller || undefined, why: `class "${cls}"` });
   }
-  return wanted;
+  return out;
 }

@@ -70,7 +70,7 @@ const SSH_KEYS = ['host'];
 const SSH_HOST = /^(?!-)[A-Za-z0-9_.@:%+\[\]-]+$/;
 /** konnectivity: { server, mode, ca, cert, key } — see konnectivity/options.ts. */
 const KONNECTIVITY_KEYS = ['server', 'mode', 'ca', 'cert', 'key'];
-const INGRESS_KEYS = ['domains', 'controller'];
+const INGRESS_KEYS = ['domains', 'controller', 'classes'];
 const CONTROLLER = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\/[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/;
 
 const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -238,7 +238,22 @@ class Checker {
         this.fail(this.doc.keyLine(raw, 'controller'), key, `"${controller}" is not namespace/service (e.g. openshift-ingress/router-default)`);
       spec.controller = controller;
     }
+    if ('classes' in raw) spec.classes = this.ingressClasses(raw.classes, this.doc.keyLine(raw, 'classes'), `${path}.classes`);
     return spec;
+  }
+
+  /** Ingress class name → "namespace/service" ({internal: ingress-internal/ingress-nginx-controller}). */
+  private ingressClasses(raw: unknown, line: number, path: string): Record<string, string> {
+    if (!isMapping(raw)) this.fail(line, path, `must be a mapping of ingress class names to namespace/service, not ${typeName(raw)}`);
+    const out: Record<string, string> = {};
+    for (const [name, value] of Object.entries(raw)) {
+      const key = `${path}.${name}`;
+      const valueLine = this.doc.keyLine(raw, name);
+      const target = this.str(value, valueLine, key);
+      if (!CONTROLLER.test(target)) this.fail(valueLine, key, `"${target}" is not namespace/service (e.g. ingress-internal/ingress-nginx-controller)`);
+      out[name] = target;
+    }
+    return out;
   }
 
   private ssh(raw: unknown, line: number, path: string): SshRouteSpec['ssh'] {

@@ -26,6 +26,8 @@ export interface IngressSpec {
   domains: string[];
   /** "namespace/service" of the ingress controller; detected when unset. */
   controller?: string;
+  /** Ingress class name → "namespace/service" of the controller serving it (several controllers). */
+  classes?: Record<string, string>;
 }
 
 export interface ClusterRouteSpec extends RouteSpecBase {

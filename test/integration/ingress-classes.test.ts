@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { seedIngressCluster, INGRESS_SAMPLE } from '../sim/ingress-sample.js';
 
 let cluster: TestCluster;
@@ -101,7 +103,7 @@ test('a class no controller here serves is refused naming it; its IngressClass r
   sim.createIngressClass('internal', 'k8s.io/internal-ingress-nginx');
   const refused = await becomes('inner.apps.sim.test', /^503 /);
   assert.match(refused, /class "internal" \(controller k8s\.io\/internal-ingress-nginx\): no ingress controller Service found for it/);
-  assert.match(refused, /set ingress\.controller/);
+  assert.match(refused, /set ingress\.classes\.<class> to the namespace\/service/);
   sim.deleteIngressClass('internal');
   await becomes('inner.apps.sim.test', NGINX);
 });
@@ -117,4 +119,34 @@ test('one host two Ingresses of different classes claim is refused naming both; 
   );
   sim.deleteIngress('shop', 'both-a');
   await becomes('both.apps.sim.test', TRAEFIK);
+});
+
+test('ingress.classes sends a class to a controller Service detection does not know; the other classes still detected', async () => {
+  const sim = cluster.sim;
+  const labels = { 'app.kubernetes.io/instance': 'internal' };
+  await sim.createPod({ namespace: 'ingress-internal', name: 'internal-ctl-0', labels, ports: [{ name: 'http', containerPort: 80, backend: 'ingress-http' }] });
+  await sim.createService({
+    namespace: 'ingress-internal',
+    name: 'ingress-nginx-controller',
+    selector: labels,
+    ports: [{ name: 'http', port: 80, targetPort: 'http' }],
+  });
+  sim.createIngressClass('internal', 'k8s.io/internal-ingress-nginx');
+  await sim.createIngress({ namespace: 'shop', name: 'intra', className: 'internal', rules: [{ host: 'intra.apps.sim.test', paths: backend }] });
+  const configFile = path.join(cluster.dir, 'classes.yaml');
+  const context = cluster.sim.kubeconfigYaml().match(/current-context: "?([^"\n]+)/)![1]!;
+  await writeFile(
+    configFile,
+    `routes:\n  - name: sim\n    kind: cluster\n    context: ${context}\n    ingress:\n      classes: {internal: ingress-internal/ingress-nginx-controller}\n`,
+  );
+  const first = proxy;
+  proxy = await startProxyProcess(['--kubeconfig', cluster.kubeconfig, '--config', configFile, '--listen-socks', 'off', '--listen-http', '127.0.0.1:0']);
+  try {
+    await becomes('intra.apps.sim.test', 'ingress-internal/internal-ctl-0');
+    assert.equal(await answeredBy('dash.apps.sim.test'), TRAEFIK);
+    assert.equal(await answeredBy(INGRESS_SAMPLE.web.host), NGINX);
+  } finally {
+    await proxy.stop();
+    proxy = first;
+  }
 });

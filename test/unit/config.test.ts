@@ -77,7 +77,7 @@ test('unknown keys are refused with their line and key', () => {
     'routes:\n- name: a\n  kind: cluster\n  ingress:\n    domains: []\n    class: nginx\n',
     6,
     'routes[0].ingress.class',
-    /unknown key in ingress \(allowed: domains, controller\)/,
+    /unknown key in ingress \(allowed: domains, controller, classes\)/,
   );
   refuses('routes: [{name: a, kind: cluster, ingress: {domain: [x.com]}}]\n', 1, 'routes[0].ingress.domain', /unknown key/);
 });
@@ -126,6 +126,12 @@ test('duplicate names, contexts and defaults are refused at the second one', () 
   refuses('routes:\n  - name: a\n    name: b\n', 3, '', /not valid YAML: duplicated mapping key/);
 });
 
+test('ingress.classes: a controller Service per ingress class', () => {
+  const cfg = parse('routes:\n  - name: a\n    kind: cluster\n    ingress: {classes: {internal: ingress-internal/ingress-nginx-controller}}\n');
+  const a = cfg.routes[0]!;
+  assert.deepEqual(a.kind === 'cluster' && a.ingress, { domains: [], classes: { internal: 'ingress-internal/ingress-nginx-controller' } });
+});
+
 test('bad suffixes, wildcards, route names and controllers are refused', () => {
   const route = (line: string) => `routes:\n  - name: a\n    kind: cluster\n    ${line}\n`;
   refuses(route('include: [".example.com"]'), 4, 'routes[0].include[0]', /write "example\.com" without the leading dot/);
@@ -144,6 +150,8 @@ test('bad suffixes, wildcards, route names and controllers are refused', () => {
   refuses(route(`include: ["${'a'.repeat(64)}.com"]`), 4, 'routes[0].include[0]', /not a valid DNS name/);
   refuses(route('ingress: {domains: ["*.apps.example.com", "*"]}'), 4, 'routes[0].ingress.domains[1]', /may only stand alone as the first label/);
   refuses(route('ingress: {controller: router-default}'), 4, 'routes[0].ingress.controller', /not namespace\/service/);
+  refuses(route('ingress: {classes: [internal]}'), 4, 'routes[0].ingress.classes', /must be a mapping of ingress class names to namespace\/service/);
+  refuses(route('ingress:\n      classes:\n        internal: nginx'), 6, 'routes[0].ingress.classes.internal', /"nginx" is not namespace\/service/);
   refuses('routes:\n  - {name: "prod_eu", kind: cluster}\n', 2, 'routes[0].name', /not a valid route name/);
   refuses('routes:\n  - {name: svc, kind: cluster}\n', 2, 'routes[0].name', /cannot name a cluster route/);
   refuses('routes:\n  - {name: cluster.local, kind: cluster}\n', 2, 'routes[0].name', /cannot name a cluster route/);

@@ -9,7 +9,7 @@ import type { Destination } from '../../core/types.js';
 import { ConnectionRefusedError, NoReadyEndpointError } from '../../core/errors.js';
 import type { RouteClaim } from '../route.js';
 import type { IngressSpec } from '../../routes/spec.js';
-import { wantedControllers, type HostClasses } from '../../cluster/ingress-classes.js';
+import { placeClasses, type HostClasses } from '../../cluster/ingress-classes.js';
 
 /**
  * The Services the usual ingress controllers install, in the order they are looked for:
@@ -35,8 +35,9 @@ export const KNOWN_INGRESS_CONTROLLERS: ReadonlyArray<{ namespace: string; servi
   { namespace: 'projectcontour', service: 'envoy', controller: 'projectcontour.io/ingress-controller' },
 ];
 
-/** The config key naming the controller, for messages. */
+/** The config keys naming the controller, and one per class, for messages. */
 export const INGRESS_CONTROLLER_KEY = 'ingress.controller';
+export const INGRESS_CLASSES_KEY = 'ingress.classes';
 
 /** What detection needs to know of a Service. */
 export interface ServiceSummary {
@@ -62,24 +63,44 @@ export function serviceLookup(find: (namespace: string, name: string) => SlimSer
 }
 
 /**
- * The ingress controller Service of a cluster: the configured "namespace/service" (taken as
- * given: the resolver reports a Service that is missing), else the first known controller
- * Service the cluster has — the first serving the host's classes when `host` says them (see
- * wantedControllers; classes it cannot place leave the first controller). Detection needs the
+ * The ingress controller Service for a host: by the host's classes (`host`, see placeClasses), the
+ * Service `ingress.classes` gives a class, else the configured `ingress.controller` (taken as
+ * given: the resolver reports a Service that is missing), else the first known controller Service
+ * the cluster has that runs the class's controller; classes that say nothing (unknown, no class
+ * without a default) leave the configured, else the first known, Service. Detection needs the
  * cache to know those namespaces: with only per-namespace watch permission it finds nothing, and
  * the message says to configure it.
  */
 export function detectIngressController(spec: IngressSpec | undefined, service: ServiceLookup, host?: HostClasses): DetectedController {
-  if (spec?.controller) {
-    const [namespace, name] = spec.controller.split('/', 2);
+  const configuredAs = (text: string): DetectedController => {
+    const [namespace, name] = text.split('/', 2);
     if (namespace && name) return { found: true, namespace, service: name, how: 'configured', ports: service(namespace, name)?.ports };
-    return { found: false, message: `${INGRESS_CONTROLLER_KEY} "${spec.controller}" is not namespace/service` };
-  }
-  const present: Array<(typeof KNOWN_INGRESS_CONTROLLERS)[number] & { ports: number[] }> = [];
+    return { found: false, message: `${INGRESS_CONTROLLER_KEY} "${text}" is not namespace/service` };
+  };
+  const configured = spec?.controller ? configuredAs(spec.controller) : undefined;
+  const present: Array<DetectedController & { found: true; controller: string }> = [];
   for (const c of KNOWN_INGRESS_CONTROLLERS) {
     const svc = service(c.namespace, c.service);
-    if (svc && svc.type !== 'ExternalName') present.push({ ...c, ports: svc.ports });
+    if (svc && svc.type !== 'ExternalName')
+      present.push({ found: true, namespace: c.namespace, service: c.service, how: 'detected', ports: svc.ports, controller: c.controller });
   }
+  const picked = new Map<string, { d: DetectedController; why: string[] }>();
+  const unserved: string[] = [];
+  for (const cls of host ? placeClasses(host) : []) {
+    const mapped = cls.name !== undefined ? spec?.classes?.[cls.name] : undefined;
+    const d = mapped ? configuredAs(mapped) : configured ? undefined : present.find((p) => cls.controller && p.controller === cls.controller);
+    if (d?.found) {
+      const key = `${d.namespace}/${d.service}`;
+      picked.set(key, { d, why: [...(picked.get(key)?.why ?? []), cls.why] });
+    } else if (!mapped && !configured && cls.controller) unserved.push(`${cls.why} (controller ${cls.controller})`);
+  }
+  if (picked.size === 1) return [...picked.values()][0]!.d;
+  const fix = `set ${INGRESS_CLASSES_KEY}.<class> to the namespace/service to send it to`;
+  if (picked.size > 1) {
+    const each = [...picked].map(([key, p]) => `${p.why.join(', ')}: ${key}`).join('; ');
+    return { found: false, message: `the Ingresses naming ${host!.host} are served by different ingress controllers (${each}); ${fix}` };
+  }
+  if (configured) return configured;
   if (present.length === 0) {
     const tried = KNOWN_INGRESS_CONTROLLERS.map((c) => `${c.namespace}/${c.service}`).join(', ');
     return {
@@ -87,30 +108,9 @@ export function detectIngressController(spec: IngressSpec | undefined, service: 
       message: `no ingress controller Service found (looked for ${tried}); set ${INGRESS_CONTROLLER_KEY} to its namespace/service in the route's config`,
     };
   }
-  const wanted = host ? wantedControllers(host) : new Map<string, string[]>();
-  const picked = new Map<string, { c: (typeof present)[number]; why: string[] }>();
-  const unserved: string[] = [];
-  for (const [controller, why] of wanted) {
-    const c = present.find((p) => p.controller === controller);
-    if (!c) unserved.push(...why.map((w) => `${w} (controller ${controller})`));
-    else {
-      const key = `${c.namespace}/${c.service}`;
-      picked.set(key, { c, why: [...(picked.get(key)?.why ?? []), ...why] });
-    }
-  }
-  const detected = (c: (typeof present)[number]): DetectedController => ({
-    found: true,
-    namespace: c.namespace,
-    service: c.service,
-    how: 'detected',
-    ports: c.ports,
-  });
-  if (wanted.size === 0) return detected(present[0]!);
-  if (picked.size === 1) return detected([...picked.values()][0]!.c);
-  const fix = `set ${INGRESS_CONTROLLER_KEY} to the namespace/service to send it to`;
-  if (picked.size > 1) {
-    const each = [...picked].map(([key, p]) => `${p.why.join(', ')}: ${key}`).join('; ');
-    return { found: false, message: `the Ingresses naming ${host!.host} are served by different ingress controllers (${each}); ${fix}` };
+  if (unserved.length === 0) {
+    const { controller: _, ...first } = present[0]!;
+    return first;
   }
   const seen = present.map((p) => `${p.namespace}/${p.service} (${p.controller})`).join(', ');
   return { found: false, message: `${unserved.join(', ')}: no ingress controller Service found for it (found ${seen}); ${fix}` };
