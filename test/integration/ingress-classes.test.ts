@@ -30,6 +30,7 @@ before(async () => {
   sim.createIngressClass('nginx', 'k8s.io/ingress-nginx');
   sim.createIngressClass('traefik', 'traefik.io/ingress-controller');
   await sim.createIngress({ namespace: 'shop', name: 'dash', className: 'traefik', rules: [{ host: 'dash.apps.sim.test', paths: backend }] });
+  await sim.createIngress({ namespace: 'shop', name: 'tools', className: 'traefik', rules: [{ host: '*.tools.sim.test', paths: backend }] });
   await sim.createIngress({
     namespace: 'shop',
     name: 'legacy',
@@ -71,9 +72,10 @@ function becomes(host: string, want: RegExp | string): Promise<string> {
   );
 }
 
-test("each host goes to the controller of its Ingress's class: ingressClassName, the legacy annotation", async () => {
+test("each host goes to the controller of its Ingress's class: ingressClassName, the legacy annotation, a wildcard", async () => {
   await becomes('dash.apps.sim.test', TRAEFIK);
   assert.equal(await answeredBy('legacy.apps.sim.test'), TRAEFIK);
+  assert.equal(await answeredBy('grafana.tools.sim.test'), TRAEFIK, 'a wildcard host');
   assert.equal(await answeredBy(INGRESS_SAMPLE.web.host), NGINX);
 });
 
