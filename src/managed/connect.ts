@@ -23,6 +23,7 @@ import {
   type StateLayout,
 } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
+import { defaultConfigPath } from '../config/load.js';
 import { describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
 import { absolute, absoluteList, credentialIdentity, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity, systemHost } from '../state/process.js';
@@ -102,6 +103,8 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       table: managed.table,
       contexts,
       config: absolute(req.options.config),
+      // reload reads the file connect read, not the one of its own shell's XDG_CONFIG_HOME or HOME.
+      defaultConfig: req.options.config === undefined ? defaultConfigPath() : undefined,
       kubeconfigSource: absolute(req.kubeconfig),
       kubeconfigEnv: req.kubeconfig ? undefined : absoluteList(process.env.KUBECONFIG),
     },

@@ -63,6 +63,7 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
       contexts: options.contexts ?? [found.entry.context],
       currentContext: currentContextServed(options.table),
       config: options.config,
+      defaultConfig: options.defaultConfig,
       direct: options.direct,
       clusterDomain: options.clusterDomain,
       extraCA: options.extraCA,

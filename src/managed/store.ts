@@ -45,6 +45,8 @@ export interface DaemonOptions {
   /** What the table was made from, so `reload` can make it again. */
   contexts?: string[];
   config?: string;
+  /** Without --config: the default config file's path as `connect` found it (its $XDG_CONFIG_HOME or HOME), for `reload`. */
+  defaultConfig?: string;
   direct?: boolean;
   /** --extra-ca (absolute), for `reload`. */
   extraCA?: string;

@@ -27,7 +27,9 @@ export interface ManagedTable {
 
 /** Resolves the table and loads every cluster route's context (a StartupError names what is wrong). */
 export function resolveManagedTable(
-  options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'currentContext' | 'config' | 'direct' | 'clusterDomain' | 'extraCA'> & { namespace?: string },
+  options: Pick<ProxyOptions, 'kubeconfig' | 'contexts' | 'currentContext' | 'config' | 'defaultConfig' | 'direct' | 'clusterDomain' | 'extraCA'> & {
+    namespace?: string;
+  },
 ): ManagedTable {
   const table = routingTableFor({ ...options } as ProxyOptions);
   const load = (spec: ClusterRouteSpec | KonnectivityRouteSpec) =>

@@ -19,6 +19,8 @@ export interface ProxyOptions {
   contexts?: string[];
   /** --config FILE: the routing table file (else config.yaml in the config directory, when no --context). */
   config?: string;
+  /** Without --config: the default config file, as the shell that connected found it (a reload elsewhere reads the same one). */
+  defaultConfig?: string;
   /** --direct / --no-direct: destinations no route claims are dialled from this machine. */
   direct?: boolean;
   /** Direct pass-through when neither the flags nor the config file say (exec's temporary proxy). */

@@ -37,6 +37,7 @@ export type StartOptions = Pick<
   | 'contexts'
   | 'currentContext'
   | 'config'
+  | 'defaultConfig'
   | 'direct'
   | 'directByDefault'
   | 'extraCA'
@@ -69,7 +70,7 @@ export function routingTableFor(options: StartOptions): RoutingTable {
       return options.currentContext ?? loadKubeConfig({ kubeconfig: options.kubeconfig }).context;
     },
   };
-  return loadRoutingTable(flags);
+  return loadRoutingTable(flags, options.defaultConfig ?? defaultConfigPath());
 }
 
 /** Everything startProxy checks before it listens. */
