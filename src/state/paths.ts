@@ -38,6 +38,9 @@ export class StateDirError extends Error {
 /** The configured state directory (absolute), without touching the file system. */
 export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   const override = env[STATE_DIR_ENV];
+  // A literal `~` comes from where no shell expands it (a .env file, a service's Environment=):
+  // resolved as it is, it made a directory named `~` in whatever directory the command ran in.
+  if (override === '~' || override?.startsWith('~/') || (path.sep === '\\' && override?.startsWith('~\\'))) return path.join(homedir(), override.slice(1));
   if (override) return path.resolve(override);
   if (process.platform === 'darwin' || process.platform === 'win32') return envPaths(APP, { suffix: '' }).data;
   // Where the XDG spec puts state that should survive a reboot but is not worth a backup. A

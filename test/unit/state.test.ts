@@ -26,6 +26,10 @@ const entry = proxyEntry;
 test('KUBECTL_PROXYOUT_STATE_DIR overrides; otherwise XDG_STATE_HOME-style on Linux', () => {
   assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: '/x/y' }), '/x/y');
   assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: 'rel' }), path.resolve('rel'));
+  // Unexpanded by a .env file or a service's Environment=: the home directory, not ./~.
+  assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: '~/x' }), path.join(homedir(), 'x'));
+  assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: '~' }), homedir());
+  assert.equal(stateDir({ KUBECTL_PROXYOUT_STATE_DIR: '~x/y' }), path.resolve('~x/y'));
   if (process.platform === 'linux') {
     assert.equal(stateDir({ XDG_STATE_HOME: '/xdg/state' }), '/xdg/state/kubectl-proxyout');
     const home = path.join(homedir(), '.local', 'state', 'kubectl-proxyout');
