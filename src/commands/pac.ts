@@ -9,6 +9,7 @@ import type { HostPort } from '../core/address.js';
 import { controlRequest, type ControlResponse } from '../managed/control.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { ElsewhereError, inspect } from '../managed/registry.js';
+import { controlSocketOf } from '../managed/store.js';
 import { withStateLock } from '../state/lock.js';
 import { UnknownIdError } from '../managed/stop.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
@@ -73,7 +74,7 @@ export default class Pac extends Command {
         if (found.state === 'elsewhere') throw new ElsewhereError(found.entry, 'ask it for its PAC file');
         // The file the proxy itself serves at /proxy.pac, byte for byte: its table in force, its
         // listeners, the namespaces its cache knows (svc.ns names) — asked over its control socket.
-        process.stdout.write(await daemonPac(l.controlSocket(id), id));
+        process.stdout.write(await daemonPac(controlSocketOf(l, found.entry), id));
         return;
       }
       const options = proxyOptionsFrom(flags);

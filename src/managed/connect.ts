@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, fchmodSync, openSync } from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { selfInvocation, selfProgramName, workingDirectory } from '../core/self.js';
 import { formatHostPort, unixListenPath, UNIX_PREFIX, type HostPort } from '../core/address.js';
@@ -24,7 +25,7 @@ import {
 } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { defaultConfigPath } from '../config/load.js';
-import { describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
+import { controlSocketOf, describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
 import { absolute, absoluteList, credentialIdentity, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity, systemHost } from '../state/process.js';
 import { recordedSpace } from '../state/process-space.js';
@@ -162,6 +163,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is
       // not reaped here.
       space: recordedSpace(),
+      ...(path.dirname(l.controlSocket(id)) === l.proxyDir(id) ? {} : { controlSocket: l.controlSocket(id) }),
     };
     try {
       writeEntry(l, entry);
@@ -320,7 +322,7 @@ function spawnDaemon(l: StateLayout, id: string): number {
  * its entry removed (the log stays), and its one-line error becomes ours.
  */
 async function waitForReady(l: StateLayout, id: string, ours: boolean): Promise<ProxyEntry> {
-  const progress = new StartProgress(l.controlSocket(id));
+  let progress: StartProgress | undefined;
   let problem: string;
   for (;;) {
     const entry = readEntry(l, id);
@@ -329,6 +331,8 @@ async function waitForReady(l: StateLayout, id: string, ours: boolean): Promise<
       break;
     }
     if (entry.phase === 'running') return entry;
+    // Asked where the entry says: a daemon another shell started may use another $TMPDIR.
+    progress ??= new StartProgress(controlSocketOf(l, entry));
     if (entry.phase === 'stopping') {
       // A disconnect (or the daemon's own stop) got there first; whoever stops it removes it.
       throw new StartupError(`proxy ${id} was stopped while it started`);

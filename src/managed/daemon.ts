@@ -21,7 +21,7 @@ import { checkParent } from '../listeners/unix-socket.js';
 import type { RunningProxy } from '../proxy/running.js';
 import { ensureStateDir, isNamedPipe, layout, validateId, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
-import { readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from './store.js';
+import { controlSocketOf, readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from './store.js';
 import { processIdentity } from '../state/process.js';
 import { workingDirectory } from '../core/self.js';
 import { startControlServer, type ControlServer, type LiveStatus } from './control.js';
@@ -100,7 +100,7 @@ class Daemon {
       const proxyAuth = takeProxyAuthFile(this.l, id);
       // The control socket answers from the start, so `status` shows a long first sync's progress.
       // One too long for the proxy directory is in the temporary socket directory: checked as any.
-      const controlSocket = this.l.controlSocket(id);
+      const controlSocket = controlSocketOf(this.l, this.entry);
       if (!isNamedPipe(controlSocket) && path.dirname(controlSocket) !== this.l.proxyDir(id)) checkParent(controlSocket, 'the control socket');
       this.control = await startControlServer(controlSocket, {
         status: () => this.liveStatus(),

@@ -9,7 +9,7 @@ import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { ElsewhereError, inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
-import { updateEntry } from './store.js';
+import { controlSocketOf, updateEntry } from './store.js';
 import {
   removeRouteKubeconfigsExcept,
   resolveManagedTable,
@@ -85,7 +85,7 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
   let answer;
   try {
     // createdAt again: a daemon that replaced ours after the files were written refuses the request.
-    answer = await controlRequest(l.controlSocket(id), { cmd: 'reload', createdAt }, RELOAD_TIMEOUT_MS);
+    answer = await controlRequest(controlSocketOf(l, found.entry), { cmd: 'reload', createdAt }, RELOAD_TIMEOUT_MS);
   } catch (err) {
     throw new StartupError(`proxy ${id} did not answer the reload: ${errorMessage(err)}`);
   }

@@ -10,7 +10,7 @@ import type { RouteStatus } from '../routes/route.js';
 import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { queryStatus } from './control.js';
-import type { ListenAddress, ProxyEntry } from './store.js';
+import { controlSocketOf, type ListenAddress, type ProxyEntry } from './store.js';
 import { inspect, inspectAll, type Inspected, type LiveState } from './registry.js';
 import { UnknownIdError } from './stop.js';
 
@@ -77,7 +77,7 @@ export async function collectStatus(l: StateLayout, id?: string): Promise<ProxyS
 
 async function withLive(l: StateLayout, { entry, state }: Inspected): Promise<ProxyStatus> {
   // A starting daemon answers too (its control socket opens before the cache syncs).
-  const live = state === 'running' || state === 'stopping' || state === 'starting' ? await queryStatus(l.controlSocket(entry.id), 1_500) : undefined;
+  const live = state === 'running' || state === 'stopping' || state === 'starting' ? await queryStatus(controlSocketOf(l, entry), 1_500) : undefined;
   const startedAt = entry.startedAt ?? null;
   return {
     id: entry.id,
@@ -147,8 +147,8 @@ export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache
  * The API servers of a managed proxy's cluster routes, as it reports them (NO_PROXY for the
  * variables we hand out: proxy/client-env.ts); the entry's default server when it does not answer.
  */
-export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'server'>): Promise<string[]> {
-  const servers = apiServersOf((await queryStatus(l.controlSocket(entry.id), 1_500))?.routes ?? []);
+export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'server' | 'controlSocket'>): Promise<string[]> {
+  const servers = apiServersOf((await queryStatus(controlSocketOf(l, entry), 1_500))?.routes ?? []);
   return servers.length > 0 ? servers : [entry.server];
 }
 

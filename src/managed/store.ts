@@ -79,6 +79,11 @@ export interface ProxyEntry {
   program?: string;
   /** Where the pid means something (process-space.ts); absent in entries written before it was recorded. */
   space?: ProcessSpace;
+  /**
+   * Its control socket, when too long a path for the proxy directory put it under `connect`'s
+   * $TMPDIR (state/paths.ts controlEndpoint): a shell with another one (cron, sudo, ssh) looks there.
+   */
+  controlSocket?: string;
   /** When the daemon became ready. */
   startedAt?: string;
   socks?: ListenAddress;
@@ -173,6 +178,11 @@ export function updateEntry(l: StateLayout, id: string, change: (e: ProxyEntry) 
   return entry;
 }
 
+/** Where a proxy's control socket is: where `connect` put it, else where this shell would. */
+export function controlSocketOf(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'controlSocket'>): string {
+  return entry.controlSocket ?? l.controlSocket(entry.id);
+}
+
 /** Removes the credentials and the socket but keeps state.json (a "dead" tombstone). */
 export function removeTransient(l: StateLayout, id: string): void {
   let routeFiles: string[] = [];
@@ -183,7 +193,13 @@ export function removeTransient(l: StateLayout, id: string): void {
   } catch {
     /* no directory */
   }
-  for (const file of [l.kubeconfigFile(id), ...routeFiles, l.tableFile(id), l.controlSocket(id), l.proxyAuthFile(id), l.clientAuthFile(id)]) {
+  let socket = l.controlSocket(id);
+  try {
+    socket = controlSocketOf(l, readEntry(l, id) ?? { id });
+  } catch {
+    /* unreadable: where this shell would put it */
+  }
+  for (const file of [l.kubeconfigFile(id), ...routeFiles, l.tableFile(id), socket, l.proxyAuthFile(id), l.clientAuthFile(id)]) {
     try {
       unlinkSync(file);
     } catch {

@@ -8,12 +8,12 @@ import { withStateLock } from '../state/lock.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { unknownCommand, watchProxy, type Watch } from './control.js';
 import { inspect } from './registry.js';
-import { listIds, NewerEntryError } from './store.js';
+import { controlSocketOf, listIds, NewerEntryError } from './store.js';
 
 const RESCAN_MS = 3_000;
 
 /** A proxy that runs now (a starting one joins once it serves), or one a newer version started (newer: what to say). */
-export type Listed = { id: string; createdAt: string; newer?: undefined } | { id: string; newer: string };
+export type Listed = { id: string; createdAt: string; controlSocket: string; newer?: undefined } | { id: string; newer: string };
 
 export async function runningProxies(l: StateLayout): Promise<Listed[]> {
   if (!stateDirExists(l)) return [];
@@ -21,7 +21,7 @@ export async function runningProxies(l: StateLayout): Promise<Listed[]> {
     listIds(l).flatMap((id): Listed[] => {
       try {
         const found = inspect(l, id);
-        return found?.state === 'running' ? [{ id, createdAt: found.entry.createdAt }] : [];
+        return found?.state === 'running' ? [{ id, createdAt: found.entry.createdAt, controlSocket: controlSocketOf(l, found.entry) }] : [];
       } catch (err) {
         // Not a reason to show none of the others.
         if (err instanceof NewerEntryError) return [{ id, newer: err.message }];
@@ -40,9 +40,9 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
       // Proxies of a newer version, said once while they are there.
       let newer = new Set<string>();
       let closed = false;
-      const follow = (id: string, createdAt: string): void => {
+      const follow = (id: string, createdAt: string, controlSocket: string): void => {
         let stopping = false;
-        const watch = watchProxy(l.controlSocket(id), (message) => {
+        const watch = watchProxy(controlSocket, (message) => {
           if (message.type === 'stopping') stopping = true;
           if (!closed) send({ ...message, proxy: id });
         });
@@ -70,7 +70,7 @@ export function managedHub(l: StateLayout, rescanMs = RESCAN_MS): PageHub {
             if (closed) break;
             if (x.newer !== undefined) {
               if (!told.has(x.id)) send({ type: 'gone', proxy: x.id, reason: `not shown: ${x.newer}` });
-            } else if (!watches.has(x.id) && noFeed.get(x.id) !== x.createdAt) follow(x.id, x.createdAt);
+            } else if (!watches.has(x.id) && noFeed.get(x.id) !== x.createdAt) follow(x.id, x.createdAt, x.controlSocket);
           }
         } catch {
           /* the registry is being rewritten or locked: the next scan sees it */

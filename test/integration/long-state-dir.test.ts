@@ -1,7 +1,8 @@
 // A state directory whose proxies/ID/control.sock is longer than a unix socket path may be (as
 // macOS's ~/Library/Application Support/… is for a long user name or ID): `connect` starts the
 // daemon with its control socket in the private socket directory under $TMPDIR, and `status`,
-// `disconnect` find it there.
+// `disconnect` find it there, also from a shell with another $TMPDIR (cron, sudo, ssh; macOS
+// gives each login session its own).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -54,7 +55,13 @@ test(
     assert.equal(item.state, 'running');
     assert.equal(item.answering, true, `the daemon answers on its control socket: ${status.stdout}`);
     assert.equal(item.totalStreams, 1);
-    const stop = await runCli(['disconnect', id], { env });
+    // Another shell, whose temporary directory is elsewhere: it asks where connect put the socket.
+    const other = { ...env, TMPDIR: path.join(base, 'other') };
+    const elsewhere = statusItem((await runCli(['status', id, '--json'], { env: other })).stdout);
+    assert.equal(elsewhere.answering, true, 'status from a shell with another TMPDIR reaches the daemon');
+    const reload = await runCli(['reload', id], { env: other, timeoutMs: 60_000 });
+    assert.equal(reload.code, 0, reload.stderr);
+    const stop = await runCli(['disconnect', id], { env: other });
     assert.equal(stop.code, 0, stop.stderr);
     assert.deepEqual(readdirSync(socketDir), [], 'its control socket is gone with it');
     assert.equal(existsSync(path.join(stateDir, 'proxies', id)), false);
