@@ -26,7 +26,7 @@ import {
 import { withStateLock } from '../state/lock.js';
 import { defaultConfigPath } from '../config/load.js';
 import { controlSocketOf, describeTarget, readEntry, removeEntry, updateEntry, writeEntry, type DaemonOptions, type ProxyEntry } from './store.js';
-import { absolute, absoluteList, credentialIdentity, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
+import { absolute, credentialIdentity, recordedKubeconfigEnv, managedId, resolveManagedTable, writeRouteKubeconfigs } from './table.js';
 import { isAlive, isOurDaemon, processIdentity, systemHost } from '../state/process.js';
 import { recordedSpace } from '../state/process-space.js';
 import { inspect, inspectAll, whereItRuns } from './registry.js';
@@ -107,7 +107,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       // reload reads the file connect read, not the one of its own shell's XDG_CONFIG_HOME or HOME.
       defaultConfig: req.options.config === undefined ? defaultConfigPath() : undefined,
       kubeconfigSource: absolute(req.kubeconfig),
-      kubeconfigEnv: req.kubeconfig ? undefined : absoluteList(process.env.KUBECONFIG),
+      kubeconfigEnv: req.kubeconfig ? undefined : recordedKubeconfigEnv(),
     },
   };
   const id = req.id !== undefined ? validateNewId(req.id) : managedId(managed);

@@ -52,7 +52,7 @@ export interface DaemonOptions {
   extraCA?: string;
   /** --kubeconfig as given to `connect` (absolute), for `reload`. */
   kubeconfigSource?: string;
-  /** Without --kubeconfig: $KUBECONFIG as `connect` had it, each file absolute ('' for unset), for `reload`. */
+  /** Without --kubeconfig: $KUBECONFIG as `connect` had it, each file absolute (unset: its ~/.kube/config, or '' for none), for `reload`. */
   kubeconfigEnv?: string;
 }
 

@@ -114,6 +114,14 @@ export const absoluteList = (list: string | undefined) =>
     .join(path.delimiter);
 
 /**
+ * $KUBECONFIG for `reload` to set: each file absolute; unset, ~/.kube/config of this shell's HOME
+ * (sudo, su or cron may give the reloading shell another), or '' when there is none.
+ */
+export function recordedKubeconfigEnv(env: NodeJS.ProcessEnv = process.env): string {
+  return env.KUBECONFIG ? absoluteList(env.KUBECONFIG) : kubeconfigFiles(undefined, env).join(path.delimiter);
+}
+
+/**
  * Who a context's requests are made as, without secrets: the user entry's name, the kubeconfig
  * files, and the exec plugin, auth provider and impersonation it names. Tokens and certificates
  * renew under one identity (`oc login`, an OIDC refresh) and are left out; two kubeconfigs with one
