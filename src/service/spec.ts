@@ -4,7 +4,7 @@
 import path from 'node:path';
 import type { ServiceSpec } from './units.js';
 import { UNIX_PREFIX, unixListenPath } from '../core/address.js';
-import { unixSocketPath } from '../state/paths.js';
+import { expandHome, unixSocketPath } from '../state/paths.js';
 import { parseDuration } from '../core/duration.js';
 
 /** Flags of the foreground proxy the unit carries as given (values that name no file). */
@@ -71,7 +71,7 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
   const listen = (v: string, kind: 'socks' | 'http') => {
     const unix = unixListenPath(v);
     if (unix === undefined) return v;
-    return `${UNIX_PREFIX}${unix.includes('/') ? abs(unix) : unixSocketPath(unix, kind, i.stateRoot)}`;
+    return `${UNIX_PREFIX}${unix.includes('/') ? abs(expandHome(unix, i.home)) : unixSocketPath(unix, kind, i.stateRoot)}`;
   };
   if (f['listen-socks']) args.push('--listen-socks', listen(f['listen-socks'], 'socks'));
   if (f['listen-http']) args.push('--listen-http', listen(f['listen-http'], 'http'));

@@ -35,13 +35,19 @@ export class StateDirError extends Error {
   }
 }
 
+/**
+ * A leading `~` or `~/` as the home directory, as a shell expands it. Such values come from where
+ * no shell does (a .env file, a service's Environment=, `unix:~/x` after a colon): resolved as they
+ * are, they made a directory named `~` in whatever directory the command ran in.
+ */
+export function expandHome(p: string, home: string = homedir()): string {
+  return p === '~' || p.startsWith('~/') || (path.sep === '\\' && p.startsWith('~\\')) ? path.join(home, p.slice(1)) : p;
+}
+
 /** The configured state directory (absolute), without touching the file system. */
 export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   const override = env[STATE_DIR_ENV];
-  // A literal `~` comes from where no shell expands it (a .env file, a service's Environment=):
-  // resolved as it is, it made a directory named `~` in whatever directory the command ran in.
-  if (override === '~' || override?.startsWith('~/') || (path.sep === '\\' && override?.startsWith('~\\'))) return path.join(homedir(), override.slice(1));
-  if (override) return path.resolve(override);
+  if (override) return path.resolve(expandHome(override));
   if (process.platform === 'darwin' || process.platform === 'win32') return envPaths(APP, { suffix: '' }).data;
   // Where the XDG spec puts state that should survive a reboot but is not worth a backup. A
   // relative $XDG_STATE_HOME is invalid there and ignored: taken as it is, each working directory
@@ -223,11 +229,15 @@ export function stateDirRefusal(dir: string, uid: number | undefined = process.g
 /**
  * The file of a unix-socket listener (--listen-socks unix:PATH): "" → <socket dir>/<kind>.sock, a
  * bare name → <socket dir>/NAME, anything with a "/" → that path (relative to the working
- * directory), as given.
+ * directory; `~/` the home), as given.
  */
 export function unixSocketPath(text: string, kind: 'socks' | 'http', root: string = stateDir(), place: SocketPlace = {}): string {
   const file =
-    text === '' ? path.join(socketDir(root, place), `${kind}.sock`) : text.includes('/') ? path.resolve(text) : path.join(socketDir(root, place), text);
+    text === ''
+      ? path.join(socketDir(root, place), `${kind}.sock`)
+      : text.includes('/')
+        ? path.resolve(expandHome(text))
+        : path.join(socketDir(root, place), text);
   if (Buffer.byteLength(file) > MAX_SOCKET_PATH) {
     throw new StateDirError(
       `the socket path ${file} is too long for a unix socket (${Buffer.byteLength(file)} > ${MAX_SOCKET_PATH} bytes): choose a shorter one`,

@@ -2,6 +2,8 @@
 // examples, the client source of unix-socket clients, and --forward in managed settings.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { homedir } from 'node:os';
+import path from 'node:path';
 import { forwardListenProblem, parseForwardSpec, unixListenPath } from '../../src/core/address.js';
 import { ConfigError, parseConfig } from '../../src/config/validate.js';
 import { tableFrom } from '../../src/config/load.js';
@@ -60,6 +62,8 @@ test('unix listen addresses: unix:PATH, unix: alone and bare names in the state 
   assert.equal(unixSocketPath('', 'http', '/state'), '/state/http.sock');
   assert.equal(unixSocketPath('mine.sock', 'socks', '/state'), '/state/mine.sock');
   assert.equal(unixSocketPath('/run/user/1000/p.sock', 'socks', '/state'), '/run/user/1000/p.sock');
+  // No shell expands a tilde after "unix:": the home, not a directory named ~ where the command ran.
+  assert.equal(unixSocketPath('~/p.sock', 'socks', '/state'), path.join(homedir(), 'p.sock'));
   assert.throws(() => unixSocketPath(`/${'x'.repeat(120)}`, 'socks', '/state'), /too long for a unix socket/);
   // A state directory whose path a URL cannot carry raw (macOS: Application Support): unix: and
   // bare names go to a private directory under the temporary one (else /tmp); explicit paths stay.

@@ -114,6 +114,7 @@ test('every unix socket path is fixed at install time: relative ones made absolu
   assert.equal(spec('unix:run/socks.sock'), 'unix:/w/run/socks.sock', 'the service starts in the home, not here');
   assert.equal(spec('unix:./s.sock'), 'unix:/w/s.sock');
   assert.equal(spec('unix:/abs/s.sock'), 'unix:/abs/s.sock');
+  assert.equal(spec('unix:~/s.sock'), 'unix:/h/s.sock', 'no shell expands a tilde after "unix:"');
   assert.equal(spec('unix:'), 'unix:/s/socks.sock');
   assert.equal(spec('unix:mine.sock'), 'unix:/s/mine.sock');
   // A state directory a URL cannot name as it is (macOS: "Application Support"): under $TMPDIR
