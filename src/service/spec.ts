@@ -19,6 +19,21 @@ export const SERVICE_PASSED_FLAGS = [
   'allow-host-network-pods',
 ] as const;
 
+/** Variables cloud CLIs' exec credential plugins read to pick a profile, region or config directory; none holds a secret. */
+export const PLUGIN_VARIABLES = [
+  'AWS_PROFILE',
+  'AWS_DEFAULT_PROFILE',
+  'AWS_REGION',
+  'AWS_DEFAULT_REGION',
+  'AWS_CONFIG_FILE',
+  'AWS_SHARED_CREDENTIALS_FILE',
+  'CLOUDSDK_CONFIG',
+  'CLOUDSDK_ACTIVE_CONFIG_NAME',
+  'CLOUDSDK_CORE_PROJECT',
+  'GOOGLE_APPLICATION_CREDENTIALS',
+  'AZURE_CONFIG_DIR',
+] as const;
+
 export interface ServiceFlags {
   'connect-timeout'?: string;
   'handshake-timeout'?: string;
@@ -88,6 +103,9 @@ export function serviceSpec(i: SpecInput): ServiceSpec {
   // Exec credential plugins (aws, gke-gcloud-auth-plugin, kubelogin) are found on PATH; a
   // service manager's own PATH is minimal, so the installing shell's is kept.
   if (i.env.PATH) env.PATH = i.env.PATH;
+  // What those plugins read to choose a profile or configuration (no secrets): `aws eks get-token`
+  // under the shell's AWS_PROFILE is another IAM identity than under the default profile.
+  for (const name of PLUGIN_VARIABLES) if (i.env[name]) env[name] = i.env[name];
   if (!f.kubeconfig && i.env.KUBECONFIG) {
     env.KUBECONFIG = i.env.KUBECONFIG.split(path.delimiter).filter(Boolean).map(abs).join(path.delimiter);
   }

@@ -145,6 +145,15 @@ test('systemd: $KUBECONFIG is kept (absolute) when no --kubeconfig is given', ()
   }
 });
 
+test("the shell's choice of a cloud CLI profile reaches the service's exec plugins; its secrets do not", () => {
+  const env = { PATH: '/usr/bin', AWS_PROFILE: 'team-prod', AWS_REGION: 'eu-west-1', AWS_SECRET_ACCESS_KEY: 's3cr3t', CLOUDSDK_CONFIG: '/home/u/.gcloud-work' };
+  const spec = serviceSpec({ name: 'x', flags: {}, invocation: { command: '/k', args: [] }, stateRoot: '/s', env, cwd: '/w', home: '/h' });
+  assert.equal(spec.env.AWS_PROFILE, 'team-prod', 'aws eks get-token under the default profile is another identity');
+  assert.equal(spec.env.AWS_REGION, 'eu-west-1');
+  assert.equal(spec.env.CLOUDSDK_CONFIG, '/home/u/.gcloud-work');
+  assert.equal(spec.env.AWS_SECRET_ACCESS_KEY, undefined);
+});
+
 test("systemd: the shell's proxy variables reach the service (it reaches API servers as connect did), those with a password do not", async () => {
   const host = hostFor('linux', {
     HTTPS_PROXY: 'http://alice:s3cr3t@proxy.corp:3128',
