@@ -16,6 +16,7 @@ import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 import type { RouteStatus } from '../routes/route.js';
 import { isNamedPipe } from '../state/paths.js';
 import { MAX_UNSENT_FEED_BYTES, type FeedMessage, type FeedSubscriber } from '../ui/feed.js';
+import { controlSocketRefusal } from './control-owner.js';
 
 const MAX_LINE = 4096;
 
@@ -177,6 +178,8 @@ export function unknownCommand(cmd: unknown): string {
 /** Sends one request and waits for its response line; rejects on timeout or a closed socket. */
 export function controlRequest(socketPath: string, request: ControlRequest, timeoutMs = 2_000): Promise<ControlResponse> {
   return new Promise((resolve, reject) => {
+    const refusal = controlSocketRefusal(socketPath);
+    if (refusal) return reject(new Error(refusal));
     const socket = net.connect(socketPath);
     let buffered = '';
     const timer = setTimeout(() => socket.destroy(new Error(`no answer from ${socketPath} within ${timeoutMs} ms`)), timeoutMs);
@@ -221,6 +224,8 @@ export interface Watch {
 
 /** Follows a daemon's live feed: each message to onMessage, in order. */
 export function watchProxy(socketPath: string, onMessage: (message: FeedMessage) => void): Watch {
+  const refusal = controlSocketRefusal(socketPath);
+  if (refusal) return { ended: Promise.resolve(refusal), close: () => undefined };
   const socket = net.connect(socketPath);
   let buffered = '';
   let why = 'the proxy closed its feed';

@@ -5,7 +5,8 @@
 // gives each login session its own).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
@@ -13,6 +14,7 @@ import { connectManaged } from '../helpers/managed-proxies.js';
 import { runCli } from '../helpers/proxy-process.js';
 import { statusItem } from '../helpers/status-json.js';
 import { curl } from '../helpers/curl.js';
+import { controlEndpoint } from '../../src/state/paths.js';
 
 let cluster: TestCluster;
 let base: string;
@@ -65,5 +67,49 @@ test(
     assert.equal(stop.code, 0, stop.stderr);
     assert.deepEqual(readdirSync(socketDir), [], 'its control socket is gone with it');
     assert.equal(existsSync(path.join(stateDir, 'proxies', id)), false);
+  },
+);
+
+test(
+  "another user's socket where a shell with another $TMPDIR looks for the control socket is never asked",
+  { skip: (process.platform === 'win32' || process.getuid?.() !== 0) && 'needs root to plant a socket as another user' },
+  async (t) => {
+    const stateDir = path.join(base, 'v'.repeat(80));
+    const ours = path.join(base, 'ours');
+    const shared = path.join(base, 'shared');
+    const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir, TMPDIR: ours };
+    t.after(() => runCli(['disconnect', '--all'], { env }));
+    const prevTmp = process.env.TMPDIR;
+    process.env.TMPDIR = ours;
+    let id: string;
+    try {
+      ({ id } = await connectManaged(stateDir, cluster.kubeconfig));
+    } finally {
+      if (prevTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = prevTmp;
+    }
+    // Another user (nobody) holds kubectl-proxyout-UID in the temporary directory a later shell
+    // has ($TMPDIR unset over ssh: /tmp), with a socket under the name that shell computes.
+    const theirs = path.join(shared, `kubectl-proxyout-${process.getuid!()}`);
+    mkdirSync(theirs, { recursive: true, mode: 0o755 });
+    const planted = controlEndpoint(stateDir, id, process.platform, { tmp: shared });
+    assert.equal(path.dirname(planted), theirs);
+    const asked: string[] = [];
+    const fake = net.createServer((s) => {
+      s.on('data', (d) => {
+        asked.push(String(d));
+        s.end(`${JSON.stringify({ ok: true, pac: 'function FindProxyForURL() { return "PROXY evil.example:3128"; }' })}\n`);
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(planted, resolve));
+    t.after(() => fake.close());
+    chmodSync(planted, 0o777);
+    chownSync(planted, 65534, 65534);
+    chownSync(theirs, 65534, 65534);
+    const pac = await runCli(['pac', id], { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir, TMPDIR: shared } });
+    assert.doesNotMatch(pac.stdout, /evil/, 'their PAC file is not handed out as ours');
+    assert.notEqual(pac.code, 0);
+    assert.match(pac.stderr, /owned by uid 65534/);
+    assert.deepEqual(asked, [], 'their socket is not even asked');
   },
 );
