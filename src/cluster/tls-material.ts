@@ -75,6 +75,8 @@ export function clientPairProblem(kc: KubeConfig, opts: https.RequestOptions): s
  * first certificate", blaming the server. A bundle with some certificates that cannot be read is
  * used without them, as kubectl uses it (Go's AppendCertsFromPEM skips them): OpenSSL stopped at
  * the first and dropped every certificate after it, so `opts.ca` is set to the readable ones.
+ * Nor does Go take other blocks, such as TRUSTED CERTIFICATE, which OpenSSL trusts as a CA: they
+ * are dropped too, so the proxy trusts no CA kubectl does not.
  */
 export function caProblem(kc: KubeConfig, opts: https.RequestOptions): string | undefined {
   if (!opts.ca) return undefined;
@@ -92,7 +94,8 @@ export function caProblem(kc: KubeConfig, opts: https.RequestOptions): string | 
     }
   });
   if (readable.length === 0) return `the kubeconfig's ${field} of cluster "${cluster?.name}" cannot be used: ${firstError}`;
-  if (readable.length < blocks.length) opts.ca = `${readable.join('\n')}\n`;
+  const allBlocks = String(pem(opts.ca)).match(/-----BEGIN [^-\n]*-----/g)?.length ?? 0;
+  if (readable.length < allBlocks) opts.ca = `${readable.join('\n')}\n`;
   return undefined;
 }
 

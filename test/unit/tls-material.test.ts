@@ -137,3 +137,18 @@ test('a CA bundle with a certificate that cannot be read is used without it, as 
   const conn = api(t, `certificate-authority-data: ${Buffer.from(bundle).toString('base64')}`, 'token: t', `https://127.0.0.1:${port}`);
   assert.deepEqual(await conn.getJson('/api', 5_000), { kind: 'APIVersions' });
 });
+
+test("a CA bundle's TRUSTED CERTIFICATE block is not trusted, as kubectl does not trust it", async (t) => {
+  const serving = pki.servingCert();
+  const server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (_req, res) => res.end('{"kind":"APIVersions"}'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const { port } = server.address() as AddressInfo;
+  // Go's AppendCertsFromPEM takes CERTIFICATE blocks only ("certificate signed by unknown
+  // authority" from kubectl); OpenSSL reads TRUSTED CERTIFICATE blocks as CAs too.
+  const trusted = pki.caPem.replace(/(BEGIN|END) CERTIFICATE/g, '$1 TRUSTED CERTIFICATE');
+  const bundle = `${trusted}${new SimPki().caPem}`;
+  const conn = api(t, `certificate-authority-data: ${Buffer.from(bundle).toString('base64')}`, 'token: t', `https://127.0.0.1:${port}`);
+  await assert.rejects(conn.getJson('/api', 5_000), /certificate|verify|issuer/i);
+});
