@@ -6,7 +6,8 @@
 // (another user's file, a regular file, a live listener) is refused.
 import net from 'node:net';
 import path from 'node:path';
-import { chmodSync, closeSync, constants, fchmodSync, lstatSync, mkdirSync, openSync, realpathSync, statSync, unlinkSync } from 'node:fs';
+import { chmodSync, lstatSync, realpathSync, statSync, unlinkSync } from 'node:fs';
+import { createPrivateDir } from '../core/private-dir.js';
 import type { AddressInfo } from 'node:net';
 import { StartupError } from '../core/errors.js';
 import { replaceableAt } from '../core/replaceable-path.js';
@@ -54,28 +55,6 @@ export function checkParent(file: string, flag: string): void {
     );
   }
   if (uid !== undefined) checkAncestors(realpathSync(dir), uid, file, flag);
-}
-
-/**
- * mkdir 0700 whatever the umask. In a shared /tmp another user may put a symlink at the name after
- * we looked: the last mkdir must not take an existing entry (recursive mkdir does), and the mode
- * is set through a descriptor that does not follow a symlink (chmod followed theirs to its target).
- */
-function createPrivateDir(dir: string): void {
-  mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
-  try {
-    mkdirSync(dir, { mode: 0o700 });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return; // someone's: checked as any
-    throw err;
-  }
-  if (process.platform === 'win32') return chmodSync(dir, 0o700); // no directory descriptors there
-  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-  try {
-    fchmodSync(fd, 0o700);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /**

@@ -11,13 +11,14 @@
 // Directories are 0700. The location is $KUBECTL_PROXYOUT_STATE_DIR when set, else the per-user
 // place: $XDG_STATE_HOME/kubectl-proxyout (~/.local/state/kubectl-proxyout) on Linux and other
 // Unixes, env-paths' ~/Library/Application Support/kubectl-proxyout on macOS.
-import { chmodSync, lstatSync, mkdirSync, statSync } from 'node:fs';
+import { lstatSync, statSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { homedir, tmpdir } from 'node:os';
 import envPaths from 'env-paths';
 import { isPlainUrlPath } from '../core/url-path.js';
 import { mkdirFailure } from '../core/mkdir-failure.js';
+import { createPrivateDir } from '../core/private-dir.js';
 
 export const STATE_DIR_ENV = 'KUBECTL_PROXYOUT_STATE_DIR';
 const APP = 'kubectl-proxyout';
@@ -161,7 +162,7 @@ export function checkSocketPath(socketPath: string): void {
  * tamper with: not a directory, owned by another user, or writable by group/others.
  */
 export function ensureStateDir(l: StateLayout = layout()): StateLayout {
-  for (const dir of [l.root, l.proxiesDir, l.logsDir]) ensurePrivateDir(dir, dir === l.root);
+  for (const dir of [l.root, l.proxiesDir, l.logsDir]) ensurePrivateDir(dir);
   return l;
 }
 
@@ -178,25 +179,20 @@ export function stateDirExists(l: StateLayout = layout()): boolean {
   return true;
 }
 
-function ensurePrivateDir(dir: string, isRoot: boolean): void {
-  let created = false;
+function ensurePrivateDir(dir: string): void {
   try {
     lstatSync(dir);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     try {
-      mkdirSync(dir, { recursive: isRoot, mode: 0o700 });
-      created = true;
+      // 0700 whatever the umask; never through a symlink someone put there meanwhile.
+      createPrivateDir(dir);
     } catch (mkErr) {
-      if ((mkErr as NodeJS.ErrnoException).code !== 'EEXIST') {
-        // A read-only home (a container's, a CI job's): say where else it can go.
-        const elsewhere = process.env[STATE_DIR_ENV] ? `set ${STATE_DIR_ENV} to another one` : `set ${STATE_DIR_ENV} to a directory you can write`;
-        throw new StateDirError(`cannot create the state directory ${dir}: ${mkdirFailure(dir, mkErr as NodeJS.ErrnoException).message}; ${elsewhere}`);
-      }
+      // A read-only home (a container's, a CI job's): say where else it can go.
+      const elsewhere = process.env[STATE_DIR_ENV] ? `set ${STATE_DIR_ENV} to another one` : `set ${STATE_DIR_ENV} to a directory you can write`;
+      throw new StateDirError(`cannot create the state directory ${dir}: ${mkdirFailure(dir, mkErr as NodeJS.ErrnoException).message}; ${elsewhere}`);
     }
   }
-  // mkdir's mode is filtered by the umask; make sure of 0700 for what we created.
-  if (created) chmodSync(dir, 0o700);
   checkSafe(dir);
 }
 
