@@ -5,7 +5,7 @@
 // gives each login session its own).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -106,7 +106,19 @@ test(
     chmodSync(planted, 0o777);
     chownSync(planted, 65534, 65534);
     chownSync(theirs, 65534, 65534);
-    const pac = await runCli(['pac', id], { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir, TMPDIR: shared } });
+    const shell = { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir, TMPDIR: shared } };
+    // connect recorded where it put the socket: that one is asked, wherever this shell would look.
+    const recorded = await runCli(['pac', id], shell);
+    assert.equal(recorded.code, 0, recorded.stderr);
+    assert.doesNotMatch(recorded.stdout, /evil/);
+    assert.match(recorded.stdout, /FindProxyForURL/);
+    // An entry written before the path was recorded: this shell computes it, and finds theirs.
+    const stateFile = path.join(stateDir, 'proxies', id, 'state.json');
+    const { controlSocket, ...older } = JSON.parse(readFileSync(stateFile, 'utf8')) as { controlSocket?: string };
+    assert.ok(controlSocket, 'connect recorded the socket it placed under its own TMPDIR');
+    writeFileSync(stateFile, JSON.stringify(older), { mode: 0o600 });
+    const pac = await runCli(['pac', id], shell);
+    writeFileSync(stateFile, JSON.stringify({ ...older, controlSocket }), { mode: 0o600 });
     assert.doesNotMatch(pac.stdout, /evil/, 'their PAC file is not handed out as ours');
     assert.notEqual(pac.code, 0);
     assert.match(pac.stderr, /owned by uid 65534/);
