@@ -12,29 +12,49 @@ import { clientName } from './server-base.js';
 export class ConnectionBudget {
   private open = 0;
   private max = Infinity;
+  private maxWithUpstreams = Infinity;
   private why = '';
   private readonly lines: RepeatedLineLimiter;
 
-  constructor(log: Logger) {
+  /**
+   * `upstreams`: the files open streams hold beside their clients' (a WebSocket, a direct
+   * connection): they count against the budget too, or clients and streams together would take
+   * the files kept back for the proxy's own.
+   */
+  constructor(
+    log: Logger,
+    private readonly upstreams: () => number = () => 0,
+  ) {
     this.lines = new RepeatedLineLimiter(log);
   }
 
-  /** From now on at most `max` client connections; `why` ends the refusal line. */
-  limit(max: number, why: string): void {
+  /**
+   * From now on at most `max` client connections, and at most `maxWithUpstreams` of them and the
+   * streams' upstream files together; `why` ends the refusal line.
+   */
+  limit(max: number, maxWithUpstreams: number, why: string): void {
     this.max = max;
+    this.maxWithUpstreams = maxWithUpstreams;
     this.why = why;
   }
 
   /** On accept: true when the connection counts (call release() at its close), false when it was closed. */
   take(socket: net.Socket): boolean {
-    if (this.open < this.max) {
+    const upstreams = this.upstreams();
+    if (this.open < this.max && this.open + upstreams < this.maxWithUpstreams) {
       this.open++;
       return true;
     }
     const client = clientName(socket);
     socket.on('error', () => undefined);
     socket.destroy();
-    this.lines.write('warn', 'connection budget', { client, openConnections: this.open }, `client connection refused: ${this.open} are open, ${this.why}`);
+    const streams = upstreams > 0 ? ` (and ${upstreams} streams' upstream connections)` : '';
+    this.lines.write(
+      'warn',
+      'connection budget',
+      { client, openConnections: this.open, upstreams },
+      `client connection refused: ${this.open} are open${streams}, ${this.why}`,
+    );
     return false;
   }
 

@@ -46,3 +46,12 @@ export function streamsWithin(limit: number): number {
 export function clientsWithin(limit: number): number {
   return Math.max(1, limit - Math.min(RESERVED, Math.floor(limit / 2)));
 }
+
+/**
+ * Clients and the upstream files of their streams together: half of what is kept back may go to
+ * clients beyond the streams' cap, so that each is still told "too many streams" (SOCKS 0x01, HTTP
+ * 503) rather than closed at accept; the other half stays the proxy's own.
+ */
+export function filesForClients(limit: number): number {
+  return Math.max(1, limit - Math.floor(Math.min(RESERVED, Math.floor(limit / 2)) / 2));
+}

@@ -23,7 +23,7 @@ import { PauseDetector } from '../core/pause-detector.js';
 import { StreamStats } from '../listeners/stream-stats.js';
 import { IngressHostFeed } from './ingress-feed.js';
 import { StreamLimiter } from './limits.js';
-import { clientsWithin, openFileLimit } from './file-limit.js';
+import { clientsWithin, filesForClients, openFileLimit } from './file-limit.js';
 import { ConnectionBudget } from '../listeners/connection-budget.js';
 import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
@@ -100,10 +100,10 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   const maxStreams = options.maxStreams ?? DEFAULTS.maxStreams;
   const limiter = new StreamLimiter(router, maxStreams);
   // Known within milliseconds (a shell on macOS), long before clients could use up the files.
-  const connections = new ConnectionBudget(log);
+  const connections = new ConnectionBudget(log, () => limiter.inUse);
   void openFileLimit().then((limit) => {
     if (limit === undefined) return;
-    connections.limit(clientsWithin(limit), `all the open-file limit (ulimit -n) of ${limit} leaves for clients`);
+    connections.limit(clientsWithin(limit), filesForClients(limit), `all the open-file limit (ulimit -n) of ${limit} leaves for clients`);
     const fits = limiter.fitOpenFiles(limit);
     if (fits !== undefined)
       log.warn(

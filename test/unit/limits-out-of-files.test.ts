@@ -1,0 +1,23 @@
+// A stream that could not get a file descriptor (EMFILE, ENFILE) is an overload of this proxy:
+// SOCKS 0x01 / HTTP 503, never the route's or the API server's failure.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { StreamLimiter } from '../../src/proxy/limits.js';
+import { OverloadedError, UpstreamApiError, outOfFiles } from '../../src/core/errors.js';
+import type { OpenRequest, StreamOpener } from '../../src/core/types.js';
+
+const failing = (err: Error): StreamOpener => ({ open: () => Promise.reject(err) });
+const request = { destination: { host: 'web.shop', port: 80 } } as unknown as OpenRequest;
+
+test('EMFILE under an opener, however deep its cause, is an overload; other failures pass through', async () => {
+  const emfile = Object.assign(new Error('connect EMFILE 127.0.0.1:6443 - Local (undefined:undefined)'), { code: 'EMFILE' });
+  const wrapped = new UpstreamApiError('port-forward tunnel to shop/web-1 failed', { cause: emfile });
+  assert.ok(outOfFiles(wrapped));
+  await assert.rejects(new StreamLimiter(failing(wrapped), 10).open(request), (err: unknown) => {
+    assert.ok(err instanceof OverloadedError);
+    assert.match(err.message, /no file descriptor left to open the stream .*EMFILE|no file descriptor left.*port-forward tunnel/);
+    return true;
+  });
+  const other = new UpstreamApiError('port-forward tunnel to shop/web-1 failed: 500');
+  await assert.rejects(new StreamLimiter(failing(other), 10).open(request), (err: unknown) => err === other);
+});
