@@ -109,13 +109,14 @@ export class SpdyTransport implements Transport {
     return n;
   }
 
+  /** Pods with a tunnel open: a tunnel still dialling (a hung kubelet holds it for up to connectTimeoutMs) is none yet. */
   stats(): PodTransportStats[] {
-    return [...this.pods.entries()].map(([pod, list]) => ({
-      pod,
-      transport: 'spdy' as const,
-      tunnels: list.filter((e) => !e.dead).length,
-      streams: list.reduce((n, e) => n + e.streams, 0),
-    }));
+    const out: PodTransportStats[] = [];
+    for (const pod of this.pods.keys()) {
+      const figures = this.figures(pod);
+      if (figures.tunnels > 0) out.push({ pod, transport: 'spdy', ...figures });
+    }
+    return out;
   }
 
   async close(): Promise<void> {
@@ -334,9 +335,10 @@ export class SpdyTransport implements Transport {
     if (list.length === 0) this.pods.delete(key);
   }
 
+  /** Open tunnels to the pod and the streams on them (what `ss` shows and clients hold). */
   private figures(key: string): { tunnels: number; streams: number } {
-    const list = this.pods.get(key) ?? [];
-    return { tunnels: list.filter((e) => !e.dead).length, streams: list.reduce((n, e) => n + e.streams, 0) };
+    const open = (this.pods.get(key) ?? []).filter((e) => e.tunnel && !e.dead);
+    return { tunnels: open.length, streams: open.reduce((n, e) => n + e.streams, 0) };
   }
 
   private connectError(target: PodPort, err: unknown, signal: AbortSignal): ProxyError {

@@ -113,10 +113,7 @@ test('a tunnel authorized longer ago than reauthorizeMs takes no new stream: the
 test('a stream given up while its tunnel opens gives its place back: nothing counted, the tunnel idles out', async () => {
   const t = transport({ idleMs: 150 });
   await assert.rejects(t.open(echo, { signal: AbortSignal.abort(), confirmMs: 0 }), /did not open in time/);
-  assert.deepEqual(
-    t.stats().map((p) => p.streams),
-    [0],
-  );
+  assert.deepEqual(t.stats(), [], 'a tunnel still opening is no tunnel yet');
   const s = await open(t);
   await roundTrip(s, Buffer.from('x'));
   assert.deepEqual(
@@ -126,6 +123,23 @@ test('a stream given up while its tunnel opens gives its place back: nothing cou
   s.end();
   await eventually(async () => t.openTunnels() === 0 && t.stats().length === 0, 5000, 20);
   await t.close();
+});
+
+test('a tunnel still dialling a hung kubelet is not counted: status shows no tunnel until one opens', async () => {
+  const t = transport({ idleMs: 60_000 });
+  cluster.sim.stallPortForwards(true);
+  try {
+    const gaveUp = new AbortController();
+    const pending = t.open(echo, { signal: gaveUp.signal, confirmMs: 0 });
+    pending.catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(t.stats(), [], 'no tunnel is open: the upgrade has no answer');
+    assert.equal(t.openTunnels(), 0);
+    gaveUp.abort();
+  } finally {
+    cluster.sim.stallPortForwards(false);
+    await t.close();
+  }
 });
 
 test('PING: a tunnel whose path went silent is dropped; the next stream opens a new one', async () => {
