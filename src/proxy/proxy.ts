@@ -32,6 +32,7 @@ import { ARGV_WARNING, ProxyAuth } from '../auth/credentials.js';
 import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js';
 import { currentContextServed, EXEC_DIRECT_ORIGIN } from '../config/load.js';
 import { startLive } from './live.js';
+import { podFigures } from './tunnel-figures.js';
 
 export { routingTableFor };
 
@@ -186,6 +187,8 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   pauses.start();
   let stopping: Promise<void> | undefined;
   let reloading: Promise<void> = Promise.resolve();
+  // Default cluster routes a reload replaced, until their last stream has ended: their tunnels are open.
+  const leaving = new Set<Route>();
   const running: RunningProxy = {
     ...listeningAt(listeners),
     get context() {
@@ -201,7 +204,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     ...(live.pageUrl ? { pageUrl: live.pageUrl } : {}),
     totals: () => stats.snapshot(),
     cacheStatus: () => defaultCluster(built)?.guest?.cacheStatus(),
-    transports: () => defaultCluster(built)?.transportStats?.() ?? [],
+    transports: () => podFigures([defaultCluster(built), ...leaving]),
     reload(next?: { table: RoutingTable; routeKubeconfigs?: Record<string, string> }) {
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {
@@ -225,11 +228,18 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
           throw err;
         }
         const previous = built;
+        const previousDefault = defaultCluster(previous);
         built = candidate;
         router.swap(candidate);
         ingress.drop(previous);
         // Routes that left the table close once their open streams end (reused ones stay).
-        for (const [name, route] of previous.routes) if (candidate.routes.get(name) !== route) void route.close();
+        for (const [name, route] of previous.routes) {
+          if (candidate.routes.get(name) === route) continue;
+          const closed = route.close();
+          if (route !== previousDefault) continue;
+          leaving.add(route);
+          void closed.catch(() => undefined).then(() => leaving.delete(route));
+        }
         log.info({ routes: table.routes.map((r) => r.name), added: candidate.fresh.map((r) => r.name) }, 'routing table reloaded');
       });
       reloading = run.catch(() => undefined);

@@ -4,7 +4,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startTestCluster, eventually, type TestCluster } from '../helpers/cluster.js';
@@ -183,6 +183,35 @@ test('status shows per pod: transport, tunnels, streams', async () => {
     assert.deepEqual(status.transports, [{ pod: `data/${echoPod}`, transport: 'spdy', tunnels: 1, streams: 1 }]);
     const table = await runCli(['status'], { env });
     assert.match(table.stdout, new RegExp(`${id}: data/${echoPod} via spdy: 1 tunnel, 1 stream`));
+    c.socket.end();
+    assert.equal((await runCli(['disconnect', id], { env })).code, 0);
+  } finally {
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+test('status after a reload that made the route anew still shows the tunnel its open stream keeps', async () => {
+  const stateDir = mkdtempSync(path.join(tmpdir(), 'proxyout-spdy-state-'));
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir };
+  const kubeconfig = path.join(stateDir, 'kubeconfig');
+  copyFileSync(cluster.kubeconfig, kubeconfig);
+  try {
+    const r = await runCli(['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--transport', 'spdy', '--no-proxy-auth', '--json'], {
+      env,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    const { id, socks } = JSON.parse(r.stdout) as { id: string; socks: string };
+    const c = await open('echo.data', 7000, socks);
+    await echo(c, Buffer.from('x'));
+    // The same API server by another name: the route is made anew, the old one keeps its stream.
+    writeFileSync(kubeconfig, readFileSync(kubeconfig, 'utf8').replace('https://127.0.0.1:', 'https://localhost:'));
+    const reload = await runCli(['reload', id], { env });
+    assert.equal(reload.code, 0, reload.stderr);
+    const s = await runCli(['status', id, '--json'], { env });
+    const item = statusItem<{ server: string; transports?: Array<{ pod: string; transport: string; tunnels: number; streams: number }> }>(s.stdout);
+    assert.match(item.server, /localhost/, 'the route was made anew');
+    assert.deepEqual(item.transports, [{ pod: `data/${echoPod}`, transport: 'spdy', tunnels: 1, streams: 1 }]);
+    assert.equal((await echo(c, Buffer.from('y'))).toString(), 'y', 'the stream still flows on that tunnel');
     c.socket.end();
     assert.equal((await runCli(['disconnect', id], { env })).code, 0);
   } finally {
