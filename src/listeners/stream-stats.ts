@@ -173,7 +173,9 @@ export class StreamStats {
     this.totals.failedStreams++;
     this.totals.failuresByReason[reply.reason] = (this.totals.failuresByReason[reply.reason] ?? 0) + 1;
     const to = destination ? { target: target(destination) } : {};
-    this.totals.lastFailure = { at: new Date().toISOString(), reason: reply.reason, message: reply.message, ...to, openedSince: false };
+    // An expected refusal (the 407 challenge clients wait for before sending credentials) is not
+    // what `status` names as the last failed stream: the client comes back with them.
+    if (level === 'warn') this.totals.lastFailure = { at: new Date().toISOString(), reason: reply.reason, message: reply.message, ...to, openedSince: false };
     this.failureLines.write(
       level,
       `${reply.reason}|${sourceOfClient(client)}${level === 'warn' ? '' : `|${level}`}`,
