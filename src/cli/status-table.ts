@@ -46,7 +46,7 @@ export function statusTable(rows: readonly ProxyStatus[], currentVersion?: strin
   for (const r of rows) {
     for (const t of r.transports ?? [])
       out.push(
-        `${r.id}: ${t.pod} via ${t.transport}: ${t.tunnels} ${t.tunnels === 1 ? 'tunnel' : 'tunnels'}, ${t.streams} ${t.streams === 1 ? 'stream' : 'streams'}`,
+        `${r.id}: ${t.route !== undefined ? `route ${t.route}: ` : ''}${t.pod} via ${t.transport}: ${t.tunnels} ${t.tunnels === 1 ? 'tunnel' : 'tunnels'}, ${t.streams} ${t.streams === 1 ? 'stream' : 'streams'}`,
       );
   }
   for (const r of rows) {

@@ -187,8 +187,9 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   pauses.start();
   let stopping: Promise<void> | undefined;
   let reloading: Promise<void> = Promise.resolve();
-  // Default cluster routes a reload replaced, until their last stream has ended: their tunnels are open.
+  // Cluster routes a reload replaced, until their last stream has ended: their tunnels are open.
   const leaving = new Set<Route>();
+  const clusterRoutes = () => [...built.routes.values()].filter((r) => r.transportStats);
   const running: RunningProxy = {
     ...listeningAt(listeners),
     get context() {
@@ -204,7 +205,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     ...(live.pageUrl ? { pageUrl: live.pageUrl } : {}),
     totals: () => stats.snapshot(),
     cacheStatus: () => defaultCluster(built)?.guest?.cacheStatus(),
-    transports: () => podFigures([defaultCluster(built), ...leaving]),
+    transports: () => podFigures([...clusterRoutes(), ...leaving], clusterRoutes().length > 1),
     reload(next?: { table: RoutingTable; routeKubeconfigs?: Record<string, string> }) {
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {
@@ -228,7 +229,6 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
           throw err;
         }
         const previous = built;
-        const previousDefault = defaultCluster(previous);
         built = candidate;
         router.swap(candidate);
         ingress.drop(previous);
@@ -236,7 +236,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
         for (const [name, route] of previous.routes) {
           if (candidate.routes.get(name) === route) continue;
           const closed = route.close();
-          if (route !== previousDefault) continue;
+          if (!route.transportStats) continue;
           leaving.add(route);
           void closed.catch(() => undefined).then(() => leaving.delete(route));
         }

@@ -1,18 +1,24 @@
-// What `status` shows per pod (transport, tunnels, streams): the default cluster route's tunnels,
-// and those of the default cluster route a reload replaced, still open while its streams finish.
+// What `status` shows per pod (transport, tunnels, streams): every cluster route's tunnels, and
+// those of routes a reload replaced, still open while their streams finish.
 import type { Route } from '../routes/route.js';
 import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 
-/** Per pod and transport, the routes' figures added up (a route made anew tunnels to the same pods). */
-export function podFigures(routes: ReadonlyArray<Route | undefined>): PodTransportStats[] {
+/**
+ * Per route, pod and transport, the figures added up (a route made anew tunnels to the same pods
+ * as the one it replaced). With `named` (several cluster routes) each entry says its route: two
+ * clusters may both have a shop/web-0.
+ */
+export function podFigures(routes: Iterable<Route>, named: boolean): PodTransportStats[] {
   const byPod = new Map<string, PodTransportStats>();
   for (const route of routes) {
-    for (const t of route?.transportStats?.() ?? []) {
-      const key = `${t.pod}\0${t.transport}`;
+    for (const t of route.transportStats?.() ?? []) {
+      const entry = named ? { route: route.name, ...t } : t;
+      const key = `${entry.route ?? ''}\0${t.pod}\0${t.transport}`;
       const seen = byPod.get(key);
-      if (seen) byPod.set(key, { ...seen, tunnels: seen.tunnels + t.tunnels, streams: seen.streams + t.streams });
-      else byPod.set(key, { ...t });
+      byPod.set(key, seen ? { ...seen, tunnels: seen.tunnels + t.tunnels, streams: seen.streams + t.streams } : { ...entry });
     }
   }
-  return [...byPod.values()].sort((a, b) => a.pod.localeCompare(b.pod) || a.transport.localeCompare(b.transport));
+  const order = (a: PodTransportStats, b: PodTransportStats) =>
+    (a.route ?? '').localeCompare(b.route ?? '') || a.pod.localeCompare(b.pod) || a.transport.localeCompare(b.transport);
+  return [...byPod.values()].sort(order);
 }

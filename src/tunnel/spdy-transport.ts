@@ -62,6 +62,8 @@ export const SPDY_DEFAULTS: SpdyTransportOptions = {
 
 /** Per-pod figures for `status` and the log. */
 export interface PodTransportStats {
+  /** The route, when the proxy has several cluster routes (proxy/tunnel-figures.ts). */
+  route?: string;
   pod: string;
   transport: 'spdy' | 'websocket';
   tunnels: number;
