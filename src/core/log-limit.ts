@@ -37,6 +37,8 @@ interface Window {
   level: Level;
   last: { fields: Record<string, unknown>; msg: string };
   timer: NodeJS.Timeout;
+  /** When the window began (ms since the epoch): one ended early by flush() says how long it ran. */
+  startedAt: number;
 }
 
 export class RepeatedLineLimiter {
@@ -54,7 +56,7 @@ export class RepeatedLineLimiter {
     if (!w) {
       const timer = setTimeout(() => this.close(k), this.limit.windowMs);
       timer.unref();
-      w = { written: 0, suppressed: 0, level, last: { fields, msg }, timer };
+      w = { written: 0, suppressed: 0, level, last: { fields, msg }, timer, startedAt: Date.now() };
       this.windows.set(k, w);
     }
     w.last = { fields, msg };
@@ -70,16 +72,17 @@ export class RepeatedLineLimiter {
 
   /** Ends every window now, writing their summaries (before the logger is flushed at exit). */
   flush(): void {
-    for (const k of [...this.windows.keys()]) this.close(k);
+    for (const k of [...this.windows.keys()]) this.close(k, true);
   }
 
-  private close(key: string): void {
+  private close(key: string, early = false): void {
     const w = this.windows.get(key);
     if (!w) return;
     clearTimeout(w.timer);
     this.windows.delete(key);
     if (w.suppressed === 0) return;
-    const seconds = Math.round(this.limit.windowMs / 100) / 10;
+    const ms = early ? Math.min(this.limit.windowMs, Date.now() - w.startedAt) : this.limit.windowMs;
+    const seconds = Math.round(ms / 100) / 10;
     this.log[w.level]({ ...w.last.fields, suppressed: w.suppressed }, `${w.suppressed} more like this in ${seconds} s, the last: ${w.last.msg}`);
   }
 }

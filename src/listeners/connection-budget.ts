@@ -28,6 +28,11 @@ export class ConnectionBudget {
     this.lines = new RepeatedLineLimiter(log);
   }
 
+  /** At stop: the refusal lines held back are summed up now. */
+  flushLog(): void {
+    this.lines.flush();
+  }
+
   /**
    * From now on at most `max` client connections, and at most `maxWithUpstreams` of them and the
    * streams' upstream files together; `why` ends the refusal line.

@@ -194,6 +194,11 @@ export class StreamStats {
     return totals;
   }
 
+  /** At stop: the failure lines held back are summed up now (their window's timer does not hold the exit). */
+  flushLog(): void {
+    this.failureLines.flush();
+  }
+
   openRecords(): StreamRecord[] {
     return [...this.open.values()];
   }

@@ -254,6 +254,9 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
         live.closePage();
         log.info({ openStreams: stats.snapshot().openStreams, graceMs }, 'stopping: no new connections, letting open streams finish');
         await closeAll(graceMs);
+        // "N more like this" for lines held back in their window: it would end after the exit.
+        stats.flushLog();
+        connections.flushLog();
         // Watchers see the streams that finished in the grace close (the feed ran on till now).
         live.stop();
         log.info(stats.snapshot(), 'stopped');
