@@ -1,7 +1,7 @@
 // The human form of `status`: one row per managed proxy, then a line per dead one saying why
 // and how to clean it up. (`status --json` has every figure unrounded.)
 import { otherVersion, type ProxyStatus } from '../managed/status.js';
-import type { RouteStatus } from '../routes/route.js';
+import { routeCondition, type RouteStatus } from '../routes/route.js';
 import { unixSocksUrl } from '../proxy/client-env.js';
 import { urlAuthority } from '../listeners/bound-address.js';
 import { recordedOn } from '../managed/registry.js';
@@ -78,7 +78,8 @@ export function routeLine(route: RouteStatus): string {
   const state = route.state === 'error' || route.state === 'degraded' ? `${route.state}${since}: ${route.reason ?? 'unknown'}${down}` : route.state;
   const s = route.streams;
   const figures = s ? `; ${s.openStreams} open, ${s.totalStreams} total, up ${formatBytes(s.bytesFromClients)}, down ${formatBytes(s.bytesToClients)}` : '';
-  const rtt = route.details?.apiRoundTrip as { ms?: unknown } | undefined;
+  // The last round trip measured: not one to show beside "does not answer" (it is from before).
+  const rtt = routeCondition(route) === 'down' ? undefined : (route.details?.apiRoundTrip as { ms?: unknown } | undefined);
   return `route ${route.serves ?? `${route.name} (${route.kind})`}; ${state}${figures}${typeof rtt?.ms === 'number' ? `; API ${rtt.ms} ms` : ''}`;
 }
 
