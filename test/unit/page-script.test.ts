@@ -71,7 +71,8 @@ function loadPage() {
   const proxies = vm.runInContext('proxies', context) as Map<string, { stopping: boolean; open: Map<number, unknown> }>;
   const source = () => sources.at(-1)!;
   const deliver = (message: unknown) => source().onmessage!({ data: JSON.stringify(message) });
-  return { proxies, source, deliver, connection, bodyClasses, stored, asked, answer };
+  const run = (code: string): unknown => vm.runInContext(code, context);
+  return { proxies, source, deliver, connection, bodyClasses, stored, asked, answer, run };
 }
 
 const snapshot = (proxy: string, open: number[] = []) => ({
@@ -127,4 +128,13 @@ test('a stream closed for good whose token the server now refuses (403: it resta
   assert.deepEqual(page.asked, ['/ui/events?token=t']);
   assert.match(String(page.connection.textContent), /^disconnected: the proxy restarted with a new token; open the URL it printed/);
   assert.equal(page.stored.size, 0, 'a reload would only be refused again');
+});
+
+test('the API round trip column is empty for a route that is down: the figure is from before', () => {
+  const page = loadPage();
+  const text = (route: unknown) => page.run(`roundTripText(${JSON.stringify(route)})`);
+  const details = { apiRoundTrip: { ms: 12, at: new Date().toISOString() } };
+  assert.equal(text({ name: 'prod', state: 'ready', details }), '12 ms');
+  assert.equal(text({ name: 'prod', state: 'degraded', condition: 'down', details }), '');
+  assert.equal(text({ name: 'prod', state: 'error', details }), '');
 });

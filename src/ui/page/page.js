@@ -198,8 +198,9 @@ function objectsText(details) {
     : '';
 }
 
-function roundTripText(details) {
-  const rtt = details && details.apiRoundTrip;
+/** The last API round trip; none for a route that is down (the figure is from before). */
+function roundTripText(r) {
+  const rtt = conditionOf(r) !== 'down' && r.details && r.details.apiRoundTrip;
   return rtt && typeof rtt.ms === 'number' ? `${rtt.ms} ms` : '';
 }
 
@@ -229,7 +230,7 @@ function renderRoutes() {
           el(
             'td',
             { class: 'num rtt', title: r.details?.apiRoundTrip ? `measured ${clock(Date.parse(r.details.apiRoundTrip.at))}` : undefined },
-            roundTripText(r.details),
+            roundTripText(r),
           ),
           td(s.openStreams !== undefined ? `${s.openStreams} open / ${s.totalStreams}` : '', 'num'),
           td(s.bytesFromClients !== undefined ? `${bytes(s.bytesFromClients)} / ${bytes(s.bytesToClients)}` : '', 'num'),
