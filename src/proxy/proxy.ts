@@ -189,7 +189,6 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   let reloading: Promise<void> = Promise.resolve();
   // Cluster routes a reload replaced, until their last stream has ended: their tunnels are open.
   const leaving = new Set<Route>();
-  const clusterRoutes = () => [...built.routes.values()].filter((r) => r.transportStats);
   const running: RunningProxy = {
     ...listeningAt(listeners),
     get context() {
@@ -205,7 +204,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
     ...(live.pageUrl ? { pageUrl: live.pageUrl } : {}),
     totals: () => stats.snapshot(),
     cacheStatus: () => defaultCluster(built)?.guest?.cacheStatus(),
-    transports: () => podFigures([...clusterRoutes(), ...leaving], clusterRoutes().length > 1),
+    transports: () => podFigures([...built.routes.values(), ...leaving].filter((r) => r.transportStats)),
     reload(next?: { table: RoutingTable; routeKubeconfigs?: Record<string, string> }) {
       // One reload at a time; each sees the table the previous one left.
       const run = reloading.then(async () => {

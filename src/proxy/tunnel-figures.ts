@@ -5,10 +5,11 @@ import type { PodTransportStats } from '../tunnel/spdy-transport.js';
 
 /**
  * Per route, pod and transport, the figures added up (a route made anew tunnels to the same pods
- * as the one it replaced). With `named` (several cluster routes) each entry says its route: two
- * clusters may both have a shop/web-0.
+ * as the one it replaced). With several route names among them (routes in the table, or one a
+ * reload removed that still drains) each entry says its route: two clusters may both have a shop/web-0.
  */
-export function podFigures(routes: Iterable<Route>, named: boolean): PodTransportStats[] {
+export function podFigures(routes: readonly Route[]): PodTransportStats[] {
+  const named = new Set(routes.map((r) => r.name)).size > 1;
   const byPod = new Map<string, PodTransportStats>();
   for (const route of routes) {
     for (const t of route.transportStats?.() ?? []) {
