@@ -179,16 +179,17 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   );
   if (ctx.auth) log.info({ user: ctx.auth.username }, 'proxy authentication on: clients must present this user and its password');
 
-  // After a sleep every route checks what it holds before a client waits on it (core/pause-detector.ts).
+  // Cluster routes a reload replaced, until their last stream has ended: their tunnels are open.
+  const leaving = new Set<Route>();
+  // After a sleep every route checks what it holds before a client waits on it (core/pause-detector.ts);
+  // so do replaced ones for the streams they still carry.
   const pauses = new PauseDetector((pausedMs) => {
     log.info({ pausedMs }, 'the process did not run for a while (sleep?); checking watches and tunnels');
-    for (const route of router.current.routes.values()) route.afterPause?.(pausedMs);
+    for (const route of [...router.current.routes.values(), ...leaving]) route.afterPause?.(pausedMs);
   });
   pauses.start();
   let stopping: Promise<void> | undefined;
   let reloading: Promise<void> = Promise.resolve();
-  // Cluster routes a reload replaced, until their last stream has ended: their tunnels are open.
-  const leaving = new Set<Route>();
   const running: RunningProxy = {
     ...listeningAt(listeners),
     get context() {

@@ -50,6 +50,8 @@ export class ClusterRoute implements Route {
   private readonly kubeconfigFile?: string;
   private openStreams = 0;
   private drained?: () => void;
+  /** close() was called: the route only finishes its streams (a reload replaced it, or the proxy stops). */
+  private closing = false;
 
   /** Loads the context (a StartupError when the kubeconfig or context is unusable: a config error). */
   constructor(
@@ -133,6 +135,8 @@ export class ClusterRoute implements Route {
 
   /** After a pause the cache watches again (GuestCluster.afterPause), and every tunnel is checked before it carries a new stream. */
   afterPause(): void {
+    // Closing, it carries only its last streams: their tunnels are checked, its cache is not renewed.
+    if (this.closing) return this.transport.afterPause(TUNNEL_CHECK_AFTER_PAUSE_MS);
     this.guest.afterPause(() => {
       this.ingress.afterPause();
       this.transport.afterPause(TUNNEL_CHECK_AFTER_PAUSE_MS);
@@ -194,6 +198,7 @@ export class ClusterRoute implements Route {
 
   /** After the streams it carries have ended (or at once with `now`), its tunnels and watches go. */
   async close(now = false): Promise<void> {
+    this.closing = true;
     this.guest.close();
     this.ingress.stop();
     if (!now && this.openStreams > 0) await new Promise<void>((resolve) => (this.drained = resolve));
