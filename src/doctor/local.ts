@@ -265,7 +265,9 @@ export function checkDaemons(proxies: readonly ProxyStatus[], currentVersion?: s
         detail: `${what} is running, caches ${cache}`,
         fix: `see \`kubectl proxyout logs ${p.id}\` (the API server or RBAC)`,
       };
-    return { scope, name, status: 'ok', detail: `${what} is ${p.state}, caches ${cache}, ${p.openStreams ?? 0} open streams` };
+    // A daemon that did not say (starting, stopping) has no count: none is made up.
+    const streams = p.openStreams === null ? '' : `, ${p.openStreams} open streams`;
+    return { scope, name, status: 'ok', detail: `${what} is ${p.state}, caches ${cache}${streams}` };
   });
 }
 

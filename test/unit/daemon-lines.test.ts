@@ -1,4 +1,4 @@
-// A managed proxy started by another kubectl-proxyout (an upgrade since): status and doctor name it.
+// What status and doctor say of a managed proxy: another version that started it, open streams only when known.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { otherVersion } from '../../src/managed/status.js';
@@ -30,4 +30,13 @@ test('status prints the line after the table; doctor warns with the fix', () => 
   assert.match(old!.detail, /^a1 \(context prod, pid 42\) was started by kubectl-proxyout 1\.0\.0, this is 1\.1\.0$/);
   assert.equal(old!.fix, 'disconnect a1 and connect it again to run this one');
   assert.equal(current!.status, 'ok');
+});
+
+test('doctor gives a count of open streams only when the daemon gave one', () => {
+  const [said, unknown] = checkDaemons([
+    proxyStatusFixture({ id: 'a1', openStreams: 3 }),
+    proxyStatusFixture({ id: 'b2', state: 'starting', openStreams: null, cache: null }),
+  ]);
+  assert.match(said!.detail, /is running, caches synced, 3 open streams$/);
+  assert.match(unknown!.detail, /^b2 .* is starting, caches unknown$/);
 });
