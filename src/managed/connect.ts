@@ -32,7 +32,7 @@ import { recordedSpace } from '../state/process-space.js';
 import { inspect, inspectAll, whereItRuns } from './registry.js';
 import { signal } from './stop.js';
 import { PROXY_AUTH_ENV, type ProxyCredentials } from '../auth/credentials.js';
-import { allocatorEnv } from './allocator-env.js';
+import { daemonEnv } from './daemon-env.js';
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, assertSameTarget, type RequestedSettings, type Target } from './settings.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
@@ -303,7 +303,7 @@ function spawnDaemon(l: StateLayout, id: string): number {
       stdio: ['ignore', logFd, logFd],
       // The state dir as resolved here, whatever the daemon's environment would say.
       // Without the credentials variable: the daemon reads them from its private file.
-      env: { ...process.env, ...allocatorEnv(process.env), [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined },
+      env: daemonEnv(process.env, { [STATE_DIR_ENV]: l.root, [PROXY_AUTH_ENV]: undefined }),
       // Exec plugins run in the user's working directory, as under kubectl (their command is
       // already absolute: see cluster/kubeconfig.ts resolveExecCommand); a removed one is inherited.
       cwd: workingDirectory(),

@@ -607,6 +607,17 @@ describe('the daemon', () => {
     assert.match((await curl(['--proxy', tf.env.ALL_PROXY!, 'http://web.shop:8080/'])).stdout, /hello from web-/);
     assert.equal((await cli(['disconnect', 'tokenfile'])).code, 0);
 
+    // NODE_OPTIONS=--inspect in the caller's shell: the daemon, which lives all day, opens no inspector.
+    const inspected = await connect(['--id', 'no-inspector', '--shutdown-grace', '0'], cluster.kubeconfig, {
+      NODE_OPTIONS: '--inspect=127.0.0.1:0 --max-old-space-size=512',
+    });
+    if (process.platform === 'linux') {
+      const environ = readFileSync(`/proc/${inspected.pid}/environ`, 'utf8').split('\0');
+      assert.ok(environ.includes('NODE_OPTIONS=--max-old-space-size=512'), environ.filter((e) => e.startsWith('NODE_OPTIONS')).join(' '));
+    }
+    assert.doesNotMatch(readFileSync(inspected.logFile, 'utf8'), /Debugger listening/);
+    assert.equal((await cli(['disconnect', 'no-inspector'])).code, 0);
+
     const follow = cli(['logs', 'execy', '-f'], 20_000);
     await new Promise((r) => setTimeout(r, 500));
     assert.equal((await cli(['disconnect', 'execy'])).code, 0);

@@ -1,0 +1,17 @@
+// What a managed daemon keeps of the caller's NODE_OPTIONS: everything but a debugger.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { daemonEnv, withoutInspector } from '../../src/managed/daemon-env.js';
+
+test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
+  assert.equal(withoutInspector('--inspect'), undefined);
+  assert.equal(withoutInspector('--inspect-brk=0.0.0.0:9229  --max-old-space-size=512'), '--max-old-space-size=512');
+  assert.equal(withoutInspector('--use-openssl-ca --inspect-wait --debug=5858'), '--use-openssl-ca');
+  assert.equal(withoutInspector('--inspect-port=9230 --enable-source-maps'), '--enable-source-maps');
+  assert.equal(withoutInspector('--require ./trace.js'), '--require ./trace.js');
+  assert.equal(withoutInspector(undefined), undefined);
+  const env = daemonEnv({ NODE_OPTIONS: '--inspect', PATH: '/bin' }, { EXTRA: 'x' });
+  assert.equal(env.NODE_OPTIONS, undefined);
+  assert.equal(env.PATH, '/bin');
+  assert.equal(env.EXTRA, 'x');
+});
