@@ -28,7 +28,7 @@ export async function applyAndRollOut(cluster: RealCluster, yaml: string, worklo
  * rollout is complete when the pods are Ready; the EndpointSlice controller says so later (over a
  * second on a loaded machine), and a proxy started in between rightly finds no ready endpoint.
  */
-async function endpointSlicesCaughtUp(cluster: RealCluster, timeoutMs = 30_000): Promise<void> {
+export async function endpointSlicesCaughtUp(cluster: RealCluster, timeoutMs = 30_000): Promise<void> {
   type Meta = { name: string; namespace: string; deletionTimestamp?: string; labels?: Record<string, string> };
   type Pods = { items: Array<{ metadata: Meta; status: { conditions?: Array<{ type: string; status: string }> } }> };
   type Services = { items: Array<{ metadata: Meta; spec: { selector?: Record<string, string> } }> };

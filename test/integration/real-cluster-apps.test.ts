@@ -19,7 +19,7 @@ import { SocksProxyAgent } from 'socks-proxy-agent';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { binaryPath } from '../helpers/real-cluster-build.js';
 import { manifests, pod, service } from '../helpers/real-cluster-objects.js';
-import { startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect, Reader } from '../helpers/socks-client.js';
 import { curl } from '../helpers/curl.js';
@@ -92,6 +92,8 @@ before(async () => {
   await writeFile(caFile, pki.caPem);
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(...OBJECTS) });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/mail', 'pod/secure', 'pod/rpc', 'pod/chat', 'pod/shell', '--timeout=60s']);
+  // Ready pods are ready endpoints only once the EndpointSlice controller says so (later, when loaded).
+  await endpointSlicesCaughtUp(cluster);
   sshKey = path.join(cluster.dir, 'apps-ssh-key');
   await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', sshKey]);
   proxies = await startProxies(cluster, TRANSPORTS);

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { manifests, pod, service } from '../helpers/real-cluster-objects.js';
-import { startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect, Reader } from '../helpers/socks-client.js';
 
@@ -32,6 +32,8 @@ before(async () => {
     ),
   });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', '--timeout=60s']);
+  // Ready pods are ready endpoints only once the EndpointSlice controller says so (later, when loaded).
+  await endpointSlicesCaughtUp(cluster);
   for (const t of TRANSPORTS) {
     const args = ['--kubeconfig', cluster.kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--no-direct', '--transport', t];
     proxies.set(t, await startProxyProcess([...args, '--keepalive', '1s', '--log-level', 'debug']));
