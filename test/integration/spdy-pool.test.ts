@@ -198,6 +198,19 @@ async function heldStream(t: SpdyTransport): Promise<Duplex> {
   slow.pause();
   slow.write(Buffer.alloc(4 << 20, 0x61));
   await eventually(async () => t.stats().some((s) => s.tunnels > 0) && slow.readableLength >= 1 << 20, 5000, 20);
+  // Held once the tunnel stops reading: nothing more arrives. A stream opened before that (a busy
+  // machine) went on the tunnel about to be held, and waited behind the reader.
+  let last = -1;
+  await eventually(
+    async () => {
+      const now = slow.readableLength;
+      const still = now === last;
+      last = now;
+      return still;
+    },
+    5000,
+    200,
+  );
   return slow;
 }
 
