@@ -114,15 +114,21 @@ function processStderr(render: RenderRecord): DestinationStream & { flush(cb?: (
     },
     flush(cb?: () => void) {
       if (stderrFailed || stderr.writableLength === 0) return void cb?.();
-      const done = () => {
+      const finish = () => {
         clearTimeout(timer);
-        stderr.off('drain', done);
-        stderr.off('close', done);
+        stderr.off('drain', drained);
+        stderr.off('close', finish);
         cb?.();
       };
-      const timer = setTimeout(done, FLUSH_WAIT_MS);
-      stderr.once('drain', done);
-      stderr.once('close', done);
+      // A drain listener that ran before this one may have written again (the count of dropped
+      // lines): the exit waits for that too, within the same bound.
+      const drained = () => {
+        if (stderr.writableLength === 0 || stderrFailed) finish();
+        else stderr.once('drain', drained);
+      };
+      const timer = setTimeout(finish, FLUSH_WAIT_MS);
+      stderr.once('drain', drained);
+      stderr.once('close', finish);
     },
   };
 }

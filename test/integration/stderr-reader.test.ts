@@ -161,3 +161,34 @@ test('with --log-format pretty the count of dropped lines is a pretty line too, 
   const delivered = lines.filter((l) => / INFO: line \{"n":\d+,/.test(l)).length;
   assert.equal(delivered + dropped, 20_000, 'every line is either delivered or counted');
 });
+
+test('a flush waits for what is written while the queue drains: the count of dropped lines reaches the reader before the exit', async (t) => {
+  // The first listener of the drain writes 512 KiB more (more than the pipe holds), as anything
+  // written on a drain would; the count follows it. Flush was asked for before the reader read.
+  const script = `
+    const { createLogger } = await import(${JSON.stringify(logModule)});
+    const log = createLogger('info');
+    process.stdin.once('data', () => {
+      process.stderr.once('drain', () => process.stderr.write('#'.repeat(512 * 1024) + '\\n'));
+      for (let n = 0; n < 20000; n++) log.info({ n, pad: 'x'.repeat(200) }, 'line');
+      log.flush(() => process.exit(0));
+      process.stdout.write('logged\\n');
+    });
+    process.stdout.write('ready\\n');`;
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+  t.after(() => proc.kill('SIGKILL'));
+  const stdout: string[] = [];
+  proc.stdout!.setEncoding('utf8').on('data', (c: string) => stdout.push(...c.split('\n').filter(Boolean)));
+  await eventually(async () => stdout.includes('ready'), 10_000, 20);
+  proc.stderr!.pause();
+  proc.stdin!.write('go\n');
+  await eventually(async () => stdout.includes('logged'), 20_000, 20);
+  let text = '';
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => (text += c));
+  proc.stderr!.resume();
+  assert.equal(await exitWithin(proc, 20_000), 0);
+  const lines = text.split('\n').filter(Boolean);
+  assert.ok(lines.includes('#'.repeat(512 * 1024)), 'what the drain wrote arrived whole');
+  const report = lines.find((l) => l.includes('log lines dropped'));
+  assert.ok(report, 'the count of dropped lines arrived before the exit');
+});
