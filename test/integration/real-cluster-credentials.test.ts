@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
-import { startClusterLogged } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged } from '../helpers/real-cluster-setup.js';
 import { manifests, pod, service } from '../helpers/real-cluster-objects.js';
 import { startOidcIssuer, type OidcIssuer } from '../helpers/oidc-issuer.js';
 import { jwtAuthenticationConfig, jwtUserBinding } from '../helpers/real-cluster-jwt.js';
@@ -43,6 +43,7 @@ before(async () => {
   for (const e of ECHOS) objects.push(echo(e), service(e, { ports: [{ port: 7000 }] }));
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(...objects) + '---\n' + jwtUserBinding('alice@example.com') });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod', '--all', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
 });
 
 after(async () => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { httpContainer, manifests, namespace, pod } from '../helpers/real-cluster-objects.js';
-import { startClusterLogged } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged } from '../helpers/real-cluster-setup.js';
 import { runDoctor } from '../helpers/doctor.js';
 
 const skip = skipUnlessRealCluster();
@@ -48,6 +48,7 @@ before(async () => {
   await cluster.kubectl(['-n', 'unready', 'wait', '--for=condition=Ready', 'pod/b-fine', '--timeout=60s']);
   await cluster.kubectl(['-n', 'unready', 'wait', '--for=jsonpath={.status.phase}=Running', 'pod/a-unready', '--timeout=60s']);
   await cluster.kubectl(['-n', 'crowded', 'wait', '--for=condition=Ready', 'pod/z-fine', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
 });
 
 after(async () => {

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { httpContainer, manifests, pod, service } from '../helpers/real-cluster-objects.js';
-import { startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import { runCli, startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { startApiFront, type ApiFront } from '../helpers/api-front.js';
@@ -42,6 +42,7 @@ before(async () => {
   cluster = await startClusterLogged();
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(ECHO, WEB) });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', 'pod/web', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
   const ipOf = async (name: string) => (await cluster!.get<{ status: { podIP: string } }>(`/api/v1/namespaces/shop/pods/${name}`)).status.podIP;
   [echoIP, webIP] = await Promise.all([ipOf('echo'), ipOf('web')]);
   const caPem = readFileSync(path.join(cluster.dir, 'pki', 'ca.crt'), 'utf8');

@@ -12,7 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { bulkContainer, manifests, pod } from '../helpers/real-cluster-objects.js';
-import { startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 
@@ -45,6 +45,7 @@ before(async () => {
   cluster = await startClusterLogged();
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(SLOW_ECHO, ECHO, BULK) });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/slow-echo', 'pod/echo', 'pod/bulk', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
   const ipOf = async (name: string) => (await cluster!.get<{ status: { podIP: string } }>(`/api/v1/namespaces/shop/pods/${name}`)).status.podIP;
   [podIP, echoIP, bulkIP] = await Promise.all([ipOf('slow-echo'), ipOf('echo'), ipOf('bulk')]);
   proxies = await startProxies(cluster, TRANSPORTS);

@@ -6,7 +6,14 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { deployment, httpContainer, manifests, namespace, pod, service, webDeployment, webService } from '../helpers/real-cluster-objects.js';
-import { applyAndRollOut, startClusterLogged, startProxies, stopProxiesAndCluster, webAddresses } from '../helpers/real-cluster-setup.js';
+import {
+  applyAndRollOut,
+  endpointSlicesCaughtUp,
+  startClusterLogged,
+  startProxies,
+  stopProxiesAndCluster,
+  webAddresses,
+} from '../helpers/real-cluster-setup.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { eventually } from '../helpers/cluster.js';
@@ -85,6 +92,7 @@ before(async () => {
   cluster = await startClusterLogged();
   await applyAndRollOut(cluster, MANIFESTS, ['deployment/web', 'deployment/green', 'deployment/twins']);
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/meshed', '--timeout=30s']);
+  await endpointSlicesCaughtUp(cluster);
   ({ podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
   await cluster.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
   proxies = await startProxies(cluster, ['spdy'] as const);

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { manifests, pod } from '../helpers/real-cluster-objects.js';
-import { startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 
@@ -25,6 +25,7 @@ before(async () => {
   cluster = await startClusterLogged();
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(ECHO) });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
   echoIP = (await cluster.get<{ status: { podIP: string } }>('/api/v1/namespaces/shop/pods/echo')).status.podIP;
   proxies = await startProxies(cluster, ['spdy'] as const);
 });

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { bulkContainer, manifests, pod, webDeployment, webService } from '../helpers/real-cluster-objects.js';
-import { applyAndRollOut, startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { applyAndRollOut, endpointSlicesCaughtUp, startClusterLogged, startProxies, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 import { curl } from '../helpers/curl.js';
@@ -33,6 +33,7 @@ before(async () => {
   cluster = await startClusterLogged();
   await applyAndRollOut(cluster, manifests(webDeployment(2), webService(), BULK, ECHO), ['deployment/web']);
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/bulk', 'pod/echo', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
   const ipOf = async (name: string) => (await cluster!.get<{ status: { podIP: string } }>(`/api/v1/namespaces/shop/pods/${name}`)).status.podIP;
   [bulkIP, echoIP] = await Promise.all([ipOf('bulk'), ipOf('echo')]);
   proxies = await startProxies(cluster, TRANSPORTS);

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { manifests, pod } from '../helpers/real-cluster-objects.js';
-import { startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { endpointSlicesCaughtUp, startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { socks5Connect } from '../helpers/socks-client.js';
 
@@ -29,6 +29,7 @@ before(async () => {
   );
   await cluster.kubectl(['apply', '-f', '-'], { input: manifests(ECHO) });
   await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/echo', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
   echoIP = (await cluster.get<{ status: { podIP: string } }>('/api/v1/namespaces/shop/pods/echo')).status.podIP;
   const args = ['--kubeconfig', cluster.kubeconfig, '--namespace', 'shop', '--listen-socks', '127.0.0.1:0', '--log-level', 'debug', '--transport', 'auto'];
   proxy = await startProxyProcess(args, { env: { PROXYOUT_TEST_RELEARN_TRANSPORT_MS: String(RELEARN_MS) } });
