@@ -8,6 +8,7 @@ import { formatAddress } from '../listeners/bound-address.js';
 import { managedApiServers, otherVersion } from '../managed/status.js';
 import { layout } from '../state/paths.js';
 import { connect } from '../managed/connect.js';
+import { ConnectInterrupted } from '../managed/interrupts.js';
 import { failOnKnownError } from '../cli/managed-errors.js';
 import { jsonObject, printJson } from '../cli/json-output.js';
 import { ARGV_WARNING } from '../auth/credentials.js';
@@ -64,7 +65,11 @@ export default class Connect extends Command {
       noAuth,
       explicitFlags,
       programVersion: this.config.version,
-    }).catch((err: unknown) => failOnKnownError(this, err));
+    }).catch((err: unknown) => {
+      // Ctrl-C: the exit status a shell expects of a command it interrupted (130), after the line.
+      if (err instanceof ConnectInterrupted) this.error(err.message, { exit: err.exitCode });
+      return failOnKnownError(this, err);
+    });
 
     const { entry, existing, logFile, generatedAuth } = result;
     const apiServers = await managedApiServers(layout(), entry);

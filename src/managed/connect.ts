@@ -38,6 +38,7 @@ import { assertSameSettings, assertSameTarget, type RequestedSettings, type Targ
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 import { testHookPause } from '../core/test-hooks.js';
 import { StartProgress } from './start-progress.js';
+import { ConnectInterrupted, Interrupts } from './interrupts.js';
 
 /** Test hook (core/test-hooks.ts testHookPause): hold a connect that found no daemon before it takes the state lock. */
 export const TEST_CONNECT_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_CONNECT_PAUSE';
@@ -137,53 +138,62 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
   }
 
   await testHookPause(TEST_CONNECT_PAUSE_ENV);
-  const started = await withStateLock(l, async () => {
-    // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.
-    const current = inspect(l, id);
-    if (current?.state === 'elsewhere') throw elsewhereInUse(current.entry);
-    if (current && current.state !== 'dead') return { entry: assertSameSettings(assertSameTarget(current.entry, target), requested), existing: true };
-    if (current) removeEntry(l, id);
-    await checkPorts(l, listens);
-    // Other local users can reach a loopback port too: a proxy that lives all day gets a password
-    // unless the caller gave one or asked for none.
-    const generated = !req.proxyAuth && !req.noAuth;
-    const credentials = req.proxyAuth ?? (generated ? generateCredentials() : undefined);
-    const entry: ProxyEntry = {
-      version: 1,
-      id,
-      ...target,
-      options: req.options,
-      ...(credentials ? { proxyAuthUser: credentials.username } : {}),
-      ...(generated ? { proxyAuthGenerated: true } : {}),
-      phase: 'starting',
-      createdAt: new Date().toISOString(),
-      // What its command line will name: a renamed single executable is still our daemon.
-      program: selfProgramName(),
-      ...(req.programVersion ? { programVersion: req.programVersion } : {}),
-      // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is
-      // not reaped here.
-      space: recordedSpace(),
-      ...(path.dirname(l.controlSocket(id)) === l.proxyDir(id) ? {} : { controlSocket: l.controlSocket(id) }),
-    };
-    try {
-      writeEntry(l, entry);
-      writeRouteKubeconfigs(l, id, managed);
-      if (credentials) writeProxyAuthFile(l, id, credentials);
-      if (generated && credentials) writeClientAuthFile(l, id, credentials);
-      const pid = spawnDaemon(l, id);
-      return { entry: updateEntry(l, id, (e) => ((e.pid = pid), (e.procIdentity = processIdentity(pid))))!, existing: false };
-    } catch (err) {
-      removeEntry(l, id);
-      // A full or read-only disk: one line naming where, not a bare errno (see docs/troubleshooting.md).
-      const e = err as NodeJS.ErrnoException;
-      if (['open', 'write', 'mkdir', 'rename', 'chmod', 'fchmod', 'close'].includes(e.syscall ?? '')) {
-        throw new StartupError(`cannot write the proxy's files in ${l.proxyDir(id)}: ${e.message}`, { cause: err });
+  // From here on, Ctrl-C undoes the start instead of leaving a daemon the user gave up on.
+  const interrupts = new Interrupts();
+  try {
+    const started = await withStateLock(l, async () => {
+      interrupts.arm();
+      // Re-check under the lock: a concurrent `connect` for the same ID may have won the race.
+      const current = inspect(l, id);
+      if (current?.state === 'elsewhere') throw elsewhereInUse(current.entry);
+      if (current && current.state !== 'dead') return { entry: assertSameSettings(assertSameTarget(current.entry, target), requested), existing: true };
+      if (current) removeEntry(l, id);
+      await checkPorts(l, listens);
+      // Other local users can reach a loopback port too: a proxy that lives all day gets a password
+      // unless the caller gave one or asked for none.
+      const generated = !req.proxyAuth && !req.noAuth;
+      const credentials = req.proxyAuth ?? (generated ? generateCredentials() : undefined);
+      const entry: ProxyEntry = {
+        version: 1,
+        id,
+        ...target,
+        options: req.options,
+        ...(credentials ? { proxyAuthUser: credentials.username } : {}),
+        ...(generated ? { proxyAuthGenerated: true } : {}),
+        phase: 'starting',
+        createdAt: new Date().toISOString(),
+        // What its command line will name: a renamed single executable is still our daemon.
+        program: selfProgramName(),
+        ...(req.programVersion ? { programVersion: req.programVersion } : {}),
+        // Recorded before the daemon starts: an entry left by a `connect` interrupted elsewhere is
+        // not reaped here.
+        space: recordedSpace(),
+        ...(path.dirname(l.controlSocket(id)) === l.proxyDir(id) ? {} : { controlSocket: l.controlSocket(id) }),
+      };
+      try {
+        writeEntry(l, entry);
+        writeRouteKubeconfigs(l, id, managed);
+        if (credentials) writeProxyAuthFile(l, id, credentials);
+        if (generated && credentials) writeClientAuthFile(l, id, credentials);
+        // Nothing is started for a connect given up on meanwhile (the catch removes the entry).
+        interrupts.check();
+        const pid = spawnDaemon(l, id);
+        return { entry: updateEntry(l, id, (e) => ((e.pid = pid), (e.procIdentity = processIdentity(pid))))!, existing: false };
+      } catch (err) {
+        removeEntry(l, id);
+        // A full or read-only disk: one line naming where, not a bare errno (see docs/troubleshooting.md).
+        const e = err as NodeJS.ErrnoException;
+        if (['open', 'write', 'mkdir', 'rename', 'chmod', 'fchmod', 'close'].includes(e.syscall ?? '')) {
+          throw new StartupError(`cannot write the proxy's files in ${l.proxyDir(id)}: ${e.message}`, { cause: err });
+        }
+        throw err;
       }
-      throw err;
-    }
-  });
-  if (started.existing) return result(assertSameSettings(await waitForReady(l, id, false), requested), true);
-  return result(await waitForReady(l, id, true), false);
+    });
+    if (started.existing) return result(assertSameSettings(await waitForReady(l, id, false, interrupts), requested), true);
+    return result(await waitForReady(l, id, true, interrupts), false);
+  } finally {
+    interrupts.dispose();
+  }
 }
 
 /** A live entry for the ID (waiting while it starts), or undefined when a new one is needed. */
@@ -319,12 +329,16 @@ function spawnDaemon(l: StateLayout, id: string): number {
 
 /**
  * Polls state.json until the daemon is running. On failure a daemon we started is stopped and
- * its entry removed (the log stays), and its one-line error becomes ours.
+ * its entry removed (the log stays), and its one-line error becomes ours; so on Ctrl-C.
  */
-async function waitForReady(l: StateLayout, id: string, ours: boolean): Promise<ProxyEntry> {
+async function waitForReady(l: StateLayout, id: string, ours: boolean, interrupts?: Interrupts): Promise<ProxyEntry> {
   let progress: StartProgress | undefined;
   let problem: string;
   for (;;) {
+    if (interrupts?.received) {
+      if (ours) await discard(l, id);
+      throw new ConnectInterrupted(interrupts.received, ours ? `the proxy it was starting (${id}) is stopped` : `proxy ${id} goes on starting`);
+    }
     const entry = readEntry(l, id);
     if (!entry) {
       problem = `proxy ${id} was stopped while it started`;
