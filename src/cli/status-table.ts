@@ -1,6 +1,6 @@
 // The human form of `status`: one row per managed proxy, then a line per dead one saying why
 // and how to clean it up. (`status --json` has every figure unrounded.)
-import { otherVersion, type ProxyStatus } from '../managed/status.js';
+import { notAnswering, otherVersion, type ProxyStatus } from '../managed/status.js';
 import { routeCondition, type RouteStatus } from '../routes/route.js';
 import { unixSocksUrl } from '../proxy/client-env.js';
 import { urlAuthority } from '../listeners/bound-address.js';
@@ -56,10 +56,7 @@ export function statusTable(rows: readonly ProxyStatus[], currentVersion?: strin
   for (const r of rows) {
     const upgraded = currentVersion === undefined ? undefined : otherVersion(r, currentVersion);
     if (upgraded) out.push(`${r.id}: ${upgraded.started}; ${upgraded.fix}`);
-    if (r.answering === false)
-      out.push(
-        `${r.id}: does not answer on its control socket (stopped or hung?); see kubectl proxyout logs ${r.id}, or stop it: kubectl proxyout disconnect ${r.id}`,
-      );
+    if (r.answering === false) out.push(notAnswering(r.id));
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
     if (r.state === 'elsewhere')
       out.push(

@@ -5,7 +5,7 @@ import { proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
 import { readyParts } from '../cli/ready.js';
 import { exportedVariables } from '../proxy/client-env.js';
 import { formatAddress } from '../listeners/bound-address.js';
-import { managedApiServers, otherVersion } from '../managed/status.js';
+import { askManaged, notAnswering, otherVersion } from '../managed/status.js';
 import { layout } from '../state/paths.js';
 import { connect } from '../managed/connect.js';
 import { ConnectInterrupted } from '../managed/interrupts.js';
@@ -72,7 +72,9 @@ export default class Connect extends Command {
     });
 
     const { entry, existing, logFile, generatedAuth } = result;
-    const apiServers = await managedApiServers(layout(), entry);
+    const { apiServers, answering } = await askManaged(layout(), entry);
+    // A running proxy stopped with SIGSTOP or hung: "already running" alone handed out lines that hang.
+    const hung = existing && !answering ? `kubectl-proxyout: ${notAnswering(entry.id)}` : undefined;
     if (flags.json) {
       // The values the export lines set (unquoted), upper case only.
       const { ALL_PROXY, HTTP_PROXY, HTTPS_PROXY, NO_PROXY } = exportedVariables(
@@ -100,6 +102,7 @@ export default class Connect extends Command {
         auth,
         env,
       });
+      if (hung) this.logToStderr(hung);
       this.log(printJson(out));
       return;
     }
@@ -123,6 +126,7 @@ export default class Connect extends Command {
     this.logToStderr(`kubectl-proxyout: ${what} (pid ${entry.pid}); stop it with: kubectl proxyout disconnect ${entry.id}`);
     const upgraded = existing ? otherVersion({ id: entry.id, state: 'running', version: entry.programVersion ?? null }, this.config.version) : undefined;
     if (upgraded) this.logToStderr(`kubectl-proxyout: ${entry.id} was ${upgraded.started}; ${upgraded.fix}`);
+    if (hung) this.logToStderr(hung);
     if (info.length > 0) this.logToStderr(info.join('\n'));
     if (shell.length > 0) this.log(shell.join('\n'));
   }

@@ -26,7 +26,7 @@ import { withStateLock } from '../state/lock.js';
 import { generateCredentials, readClientAuthFile } from '../state/proxy-auth.js';
 import { describeTarget, type ProxyEntry } from '../managed/store.js';
 import { inspect } from '../managed/registry.js';
-import { managedApiServers } from '../managed/status.js';
+import { askManaged, notAnswering } from '../managed/status.js';
 import { managedId, resolveManagedTable } from '../managed/table.js';
 
 /** The proxy flags that choose a cluster and tune a temporary proxy; its listeners are always 127.0.0.1:0. */
@@ -93,11 +93,13 @@ export default class Exec extends Command {
           `proxy ${managed.id} requires the password of user ${managed.proxyAuthUser}, which exec does not know: give it with --proxy-auth-file or $KUBECTL_PROXYOUT_PROXY_AUTH`,
         );
       }
-      env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth, await managedApiServers(layout(), managed), managed.options.clusterDomain);
+      const { apiServers, answering } = await askManaged(layout(), managed);
+      env = proxyEnvironment({ socks: managed.socks, http: managed.http }, auth, apiServers, managed.options.clusterDomain);
       const where = [managed.socks && `socks ${formatAddress(managed.socks)}`, managed.http && `http ${formatAddress(managed.http)}`]
         .filter(Boolean)
         .join(', ');
       process.stderr.write(`kubectl-proxyout: using managed proxy ${managed.id} (${describeTarget(managed)}; ${where})\n`);
+      if (!answering) process.stderr.write(`kubectl-proxyout: ${notAnswering(managed.id)}\n`);
       // Whole lines, as the one above (oclif's warn() wraps them).
       if (!httpOnTcp(managed))
         process.stderr.write(

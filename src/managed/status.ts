@@ -148,8 +148,22 @@ export function cacheSummary(cache: CacheStatus | undefined): ProxyStatus['cache
  * variables we hand out: proxy/client-env.ts); the entry's default server when it does not answer.
  */
 export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 'id' | 'server' | 'controlSocket'>): Promise<string[]> {
-  const servers = apiServersOf((await queryStatus(controlSocketOf(l, entry), 1_500))?.routes ?? []);
-  return servers.length > 0 ? servers : [entry.server];
+  return (await askManaged(l, entry)).apiServers;
+}
+
+/** As managedApiServers, and whether the daemon answered at all (within 1.5 s: not stopped with SIGSTOP, not hung). */
+export async function askManaged(
+  l: StateLayout,
+  entry: Pick<ProxyEntry, 'id' | 'server' | 'controlSocket'>,
+): Promise<{ apiServers: string[]; answering: boolean }> {
+  const live = await queryStatus(controlSocketOf(l, entry), 1_500);
+  const servers = apiServersOf(live?.routes ?? []);
+  return { apiServers: servers.length > 0 ? servers : [entry.server], answering: live !== undefined };
+}
+
+/** What `status` says of a running proxy that does not answer, for the commands that hand it out. */
+export function notAnswering(id: string): string {
+  return `${id}: does not answer on its control socket (stopped or hung?); see kubectl proxyout logs ${id}, or stop it: kubectl proxyout disconnect ${id}`;
 }
 
 /**

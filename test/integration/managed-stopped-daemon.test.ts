@@ -1,0 +1,63 @@
+// A managed daemon stopped with SIGSTOP (or hung): its pid lives, it answers nothing. `status`
+// says so; `connect` for its ID and `exec --id` hand out its addresses, and must say so too.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { SimCluster } from '../sim/cluster.js';
+import { seedSampleCluster } from '../sim/sample.js';
+import { runCli } from '../helpers/proxy-process.js';
+
+let sim: SimCluster;
+let dir: string;
+let kubeconfig: string;
+let pid: number | undefined;
+const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') });
+const connectArgs = () => ['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--id', 'frozen'];
+const HUNG = /frozen: does not answer on its control socket \(stopped or hung\?\).*disconnect frozen/;
+
+before(async () => {
+  sim = await SimCluster.start({ quiet: true, closeGraceMs: 100 });
+  await seedSampleCluster(sim);
+  dir = mkdtempSync(path.join(tmpdir(), 'proxyout-frozen-'));
+  kubeconfig = path.join(dir, 'kubeconfig');
+  await sim.writeKubeconfig(kubeconfig);
+});
+
+after(async () => {
+  if (pid !== undefined) {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  }
+  await runCli(['quit'], { env: env() }).catch(() => undefined);
+  await sim?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('connect and exec --id name a running proxy that does not answer, as status does', async () => {
+  const first = await runCli([...connectArgs(), '--json'], { env: env() });
+  assert.equal(first.code, 0, first.stderr);
+  pid = (JSON.parse(first.stdout) as { pid: number }).pid;
+  const again = await runCli(connectArgs(), { env: env() });
+  assert.equal(again.code, 0, again.stderr);
+  assert.doesNotMatch(again.stderr, HUNG, 'a daemon that answers');
+
+  process.kill(pid, 'SIGSTOP');
+  try {
+    const frozen = await runCli(connectArgs(), { env: env() });
+    assert.equal(frozen.code, 0, frozen.stderr);
+    assert.match(frozen.stderr, /frozen is already running/);
+    assert.match(frozen.stderr, HUNG);
+    const json = await runCli([...connectArgs(), '--json'], { env: env() });
+    assert.match(json.stderr, HUNG);
+    const exec = await runCli(['exec', '--id', 'frozen', '--', process.execPath, '-e', ''], { env: env() });
+    assert.equal(exec.code, 0, exec.stderr);
+    assert.match(exec.stderr, HUNG);
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+});
