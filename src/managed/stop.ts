@@ -12,7 +12,7 @@ import { ID_PATTERN, StateDirError, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon, systemHost } from '../state/process.js';
 import { controlRequest } from './control.js';
-import { listIds, NewerEntryError, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
+import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
 import { ElsewhereError, inspect } from './registry.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 
@@ -147,12 +147,12 @@ export async function stopAll(l: StateLayout, opts: { sweep?: boolean; forget?: 
   return stopped;
 }
 
-/** An entry that stays: this version's, or a newer one's (only that version may remove it). */
+/** An entry that stays: this version's, a newer one's (only that version may remove it), or one we cannot read. */
 function kept(l: StateLayout, id: string): boolean {
   try {
     return readEntry(l, id) !== undefined;
   } catch (err) {
-    if (err instanceof NewerEntryError) return true;
+    if (err instanceof StateDirError) return true;
     throw err;
   }
 }

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { escapeControls } from '../core/escape.js';
+import { errorMessage } from '../core/errors.js';
 import { ID_PATTERN, StateDirError, validateId, type StateLayout } from '../state/paths.js';
 import { writePrivateFile } from '../state/private-file.js';
 import type { RoutingTable } from '../routing/table-spec.js';
@@ -121,7 +122,12 @@ export function readEntry(l: StateLayout, id: string): ProxyEntry | undefined {
     text = readFileSync(l.stateFile(id), 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
-    throw err;
+    // Not ours to read (another owner, mode 000, a directory): its daemon may run, so it is no orphan
+    // to remove; the commands refuse in one line naming it, not with a bare errno.
+    const why = (err as NodeJS.ErrnoException).code ?? errorMessage(err);
+    throw new StateDirError(
+      `cannot read the state of proxy ${id} (${l.stateFile(id)}: ${why}): make it yours again (chown, chmod 600), or remove ${l.proxyDir(id)}`,
+    );
   }
   let entry: ProxyEntry | undefined;
   try {

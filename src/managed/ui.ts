@@ -5,10 +5,10 @@
 // daemon started by a version without the feed refuses `watch`: said once, not followed again.
 import type { PageHub, PageMessage } from '../ui/page-server.js';
 import { withStateLock } from '../state/lock.js';
-import { stateDirExists, type StateLayout } from '../state/paths.js';
+import { stateDirExists, StateDirError, type StateLayout } from '../state/paths.js';
 import { unknownCommand, watchProxy, type Watch } from './control.js';
 import { inspect } from './registry.js';
-import { controlSocketOf, listIds, NewerEntryError } from './store.js';
+import { controlSocketOf, listIds } from './store.js';
 
 const RESCAN_MS = 3_000;
 
@@ -23,8 +23,8 @@ export async function runningProxies(l: StateLayout): Promise<Listed[]> {
         const found = inspect(l, id);
         return found?.state === 'running' ? [{ id, createdAt: found.entry.createdAt, controlSocket: controlSocketOf(l, found.entry) }] : [];
       } catch (err) {
-        // Not a reason to show none of the others.
-        if (err instanceof NewerEntryError) return [{ id, newer: err.message }];
+        // Not a reason to show none of the others (a newer version's entry, one we cannot read).
+        if (err instanceof StateDirError) return [{ id, newer: err.message }];
         throw err;
       }
     }),

@@ -12,6 +12,7 @@ import { withStateLock } from '../../src/state/lock.js';
 import { connectionId, listIds, readEntry, removeEntry, removeTransient, updateEntry, writeEntry } from '../../src/managed/store.js';
 import { flattenKubeConfig, writeTransientKubeConfig } from '../../src/state/kubeconfig.js';
 import { proxyEntry } from '../helpers/proxy-entry.js';
+import { inspect } from '../../src/managed/registry.js';
 
 function tempDir(t: { after(fn: () => void): void }): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-state-unit-'));
@@ -133,6 +134,20 @@ test('an unreadable or foreign state.json reads as no entry', (t) => {
   assert.equal(readEntry(l, 'bad'), undefined);
   writeFileSync(l.stateFile('bad'), '{not json');
   assert.equal(readEntry(l, 'bad'), undefined);
+});
+
+test('a state.json that cannot be read (another owner, mode 000, a directory) is an error naming it, not an orphan', (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  mkdirSync(l.stateFile('locked'), { recursive: true });
+  assert.throws(
+    () => readEntry(l, 'locked'),
+    (err: unknown) =>
+      err instanceof StateDirError &&
+      err.message.includes(`cannot read the state of proxy locked (${l.stateFile('locked')}: EISDIR)`) &&
+      err.message.includes(`or remove ${l.proxyDir('locked')}`),
+  );
+  assert.throws(() => inspect(l, 'locked'), StateDirError);
+  assert.ok(existsSync(l.stateFile('locked')), 'kept: its daemon may run');
 });
 
 test('the state lock serialises concurrent changes', async (t) => {
