@@ -30,12 +30,11 @@ import { absolute, credentialIdentity, recordedKubeconfigEnv, managedId, resolve
 import { isAlive, isOurDaemon, processIdentity, systemHost } from '../state/process.js';
 import { recordedSpace } from '../state/process-space.js';
 import { inspect, inspectAll, whereItRuns } from './registry.js';
-import { signal } from './stop.js';
+import { signal, stopProxy, UnknownIdError } from './stop.js';
 import { PROXY_AUTH_ENV, type ProxyCredentials } from '../auth/credentials.js';
 import { daemonEnv } from './daemon-env.js';
 import { generateCredentials, readClientAuthFile, writeClientAuthFile, writeProxyAuthFile } from '../state/proxy-auth.js';
 import { assertSameSettings, assertSameTarget, type RequestedSettings, type Target } from './settings.js';
-import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 import { testHookPause } from '../core/test-hooks.js';
 import { StartProgress } from './start-progress.js';
 import { ConnectInterrupted, Interrupts } from './interrupts.js';
@@ -203,14 +202,13 @@ async function existingProxy(l: StateLayout, id: string, target: Target): Promis
   if (current.state === 'elsewhere') throw elsewhereInUse(current.entry);
   assertSameTarget(current.entry, target);
   if (current.state === 'stopping') {
-    // Being disconnected right now: wait until it is gone (killed, at worst), then start afresh.
-    const deadline = Date.now() + termWaitMs(current.entry.options.shutdownGraceMs) + KILL_WAIT_MS + 1_000;
-    while (Date.now() < deadline) {
-      await sleep(POLL_MS);
-      const pid = current.entry.pid;
-      if (!readEntry(l, id) || pid === undefined || !isAlive(pid)) return undefined;
-    }
-    throw new StartupError(`proxy ${id} is still stopping; try again in a moment`);
+    // Being disconnected right now: see the stop through, as a second `disconnect` would (killed,
+    // at worst), then start afresh. Only waiting for it left a daemon whose stopper was interrupted
+    // (Ctrl-C on a disconnect of a hung one) "still stopping" for every connect, for ever.
+    await stopProxy(l, id).catch((err: unknown) => {
+      if (!(err instanceof UnknownIdError)) throw err;
+    });
+    return undefined;
   }
   return waitForReady(l, id, false);
 }

@@ -1,20 +1,27 @@
 // A managed daemon stopped with SIGSTOP (or hung): its pid lives, it answers nothing. `status`
-// says so; `connect` for its ID and `exec --id` hand out its addresses, and must say so too.
+// says so; `connect` for its ID and `exec --id` hand out its addresses, and must say so too; a
+// `disconnect` of it given up on (Ctrl-C) must not leave it "stopping" for every later connect.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SimCluster } from '../sim/cluster.js';
 import { seedSampleCluster } from '../sim/sample.js';
-import { runCli } from '../helpers/proxy-process.js';
+import { binPath, runCli } from '../helpers/proxy-process.js';
+import { eventually } from '../helpers/cluster.js';
+import { layout } from '../../src/state/paths.js';
+import { readEntry } from '../../src/managed/store.js';
+import { isAlive } from '../../src/state/process.js';
 
 let sim: SimCluster;
 let dir: string;
 let kubeconfig: string;
 let pid: number | undefined;
 const env = () => ({ KUBECTL_PROXYOUT_STATE_DIR: path.join(dir, 'state') });
-const connectArgs = () => ['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--id', 'frozen'];
+const connectArgs = (id = 'frozen') => ['connect', '--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0', '--id', id];
 const HUNG = /frozen: does not answer on its control socket \(stopped or hung\?\).*disconnect frozen/;
 
 before(async () => {
@@ -60,4 +67,25 @@ test('connect and exec --id name a running proxy that does not answer, as status
   } finally {
     process.kill(pid, 'SIGCONT');
   }
+});
+
+test('a disconnect of a stopped daemon interrupted by Ctrl-C: the next connect finishes that stop and starts afresh', async () => {
+  const l = layout(path.join(dir, 'state'));
+  const first = await runCli([...connectArgs('left'), '--json'], { env: env() });
+  assert.equal(first.code, 0, first.stderr);
+  const old = (JSON.parse(first.stdout) as { pid: number }).pid;
+  pid = old;
+  process.kill(old, 'SIGSTOP');
+  const disconnecting = spawn(process.execPath, [binPath, 'disconnect', 'left'], { env: { ...process.env, ...env() }, stdio: 'ignore' });
+  await eventually(async () => readEntry(l, 'left')?.phase === 'stopping', 10_000, 50);
+  disconnecting.kill('SIGINT');
+  await once(disconnecting, 'exit');
+
+  const again = await runCli([...connectArgs('left'), '--json'], { env: env(), timeoutMs: 30_000 });
+  assert.equal(again.code, 0, again.stderr);
+  const now = JSON.parse(again.stdout) as { pid: number; existing: boolean };
+  pid = now.pid;
+  assert.equal(now.existing, false);
+  assert.notEqual(now.pid, old);
+  assert.equal(isAlive(old), false, 'the stopped daemon is gone');
 });
