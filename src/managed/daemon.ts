@@ -24,7 +24,8 @@ import { withStateLock } from '../state/lock.js';
 import { controlSocketOf, readEntry, removeEntry, removeTransient, updateEntry, type ListenAddress, type ProxyEntry } from './store.js';
 import { processIdentity } from '../state/process.js';
 import { workingDirectory } from '../core/self.js';
-import { startControlServer, type ControlServer, type LiveStatus } from './control.js';
+import { startControlServer, type ControlHandlers, type ControlServer, type LiveStatus } from './control.js';
+import { keepControlServer, type KeptControl } from './control-keeper.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
 import { RotatingLogFile } from './rotating-log.js';
@@ -60,7 +61,7 @@ class Daemon {
   private startingCache?: () => CacheStatus | undefined;
   /** Where the listeners are bound, from before the first sync ends (status shows them while starting). */
   private boundAt?: Listening;
-  private control?: ControlServer;
+  private control?: KeptControl;
   private readonly startedAt = Date.now();
   private stopRequested!: (reason: string) => void;
   /** The first stop's deadlines (stop-budget.ts), from when it was seen. */
@@ -102,7 +103,7 @@ class Daemon {
       // One too long for the proxy directory is in the temporary socket directory: checked as any.
       const controlSocket = controlSocketOf(this.l, this.entry);
       if (!isNamedPipe(controlSocket) && path.dirname(controlSocket) !== this.l.proxyDir(id)) checkParent(controlSocket, 'the control socket');
-      this.control = await startControlServer(controlSocket, {
+      const handlers: ControlHandlers = {
         status: () => this.liveStatus(),
         stop: () => this.stopRequested('control request'),
         reload: (request) => this.reload(request.createdAt),
@@ -114,7 +115,9 @@ class Daemon {
           if (!this.running) throw new Error('the proxy is still starting; try again in a moment');
           return this.running.watch(subscriber);
         },
-      });
+      };
+      const control = await startControlServer(controlSocket, handlers);
+      this.control = isNamedPipe(controlSocket) ? control : this.keepControl(control, controlSocket, handlers);
       const callOff = new AbortController();
       const starting = startProxy(
         {
@@ -236,6 +239,31 @@ class Daemon {
     this.log.info('daemon exited');
     await this.flush();
     return 0;
+  }
+
+  /** The control socket listened on again when its file is removed (managed/control-keeper.ts). */
+  private keepControl(first: ControlServer, socket: string, handlers: ControlHandlers): KeptControl {
+    let warned = false;
+    return keepControlServer(first, socket, handlers, {
+      stillOurs: () => !this.stopping && this.ownEntry(),
+      prepare: () => {
+        if (path.dirname(socket) !== this.l.proxyDir(this.entry.id)) checkParent(socket, 'the control socket');
+      },
+      relistened: (err) => {
+        if (!err) return void ((warned = false), this.log.warn({ socket }, 'the control socket was removed; listening on it again'));
+        if (!warned) this.log.warn({ socket, error: errorMessage(err) }, 'the control socket was removed and cannot be made again');
+        warned = true;
+      },
+    });
+  }
+
+  /** Our entry is still there and ours (not removed, not replaced by another connect's). */
+  private ownEntry(): boolean {
+    try {
+      return readEntry(this.l, this.entry.id)?.createdAt === this.entry.createdAt;
+    } catch {
+      return false;
+    }
   }
 
   /** fn under the state lock, unless it cannot be had by `until`: then false, and a warning. */

@@ -1,11 +1,12 @@
 // A managed daemon stopped with SIGSTOP (or hung): its pid lives, it answers nothing. `status`
 // says so; `connect` for its ID and `exec --id` hand out its addresses, and must say so too; a
 // `disconnect` of it given up on (Ctrl-C) must not leave it "stopping" for every later connect.
+// And a healthy daemon whose control socket file was removed listens on it again.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SimCluster } from '../sim/cluster.js';
@@ -15,6 +16,7 @@ import { eventually } from '../helpers/cluster.js';
 import { layout } from '../../src/state/paths.js';
 import { readEntry } from '../../src/managed/store.js';
 import { isAlive } from '../../src/state/process.js';
+import { TEST_CONTROL_CHECK_ENV } from '../../src/managed/control-keeper.js';
 
 let sim: SimCluster;
 let dir: string;
@@ -88,4 +90,21 @@ test('a disconnect of a stopped daemon interrupted by Ctrl-C: the next connect f
   assert.equal(now.existing, false);
   assert.notEqual(now.pid, old);
   assert.equal(isAlive(old), false, 'the stopped daemon is gone');
+});
+
+test('a control socket removed while the daemon runs is listened on again: status answers, reload works', async () => {
+  const l = layout(path.join(dir, 'state'));
+  const up = await runCli([...connectArgs('unlinked'), '--json'], { env: { ...env(), [TEST_CONTROL_CHECK_ENV]: '200' } });
+  assert.equal(up.code, 0, up.stderr);
+  pid = (JSON.parse(up.stdout) as { pid: number }).pid;
+  unlinkSync(l.controlSocket('unlinked'));
+  const answering = async () => {
+    const r = await runCli(['status', 'unlinked', '--json'], { env: env() });
+    return (JSON.parse(r.stdout) as { items: Array<{ answering?: boolean }> }).items[0]?.answering;
+  };
+  await eventually(async () => (await answering()) === true, 10_000, 200);
+  const reload = await runCli(['reload', 'unlinked'], { env: env() });
+  assert.equal(reload.code, 0, reload.stderr);
+  const down = await runCli(['disconnect', 'unlinked'], { env: env() });
+  assert.match(down.stdout + down.stderr, /disconnected unlinked \(context [^)]*\)\n/, 'a graceful stop, not a kill');
 });
