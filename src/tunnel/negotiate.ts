@@ -17,6 +17,7 @@
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { PortForwardForbiddenError, ProxyError } from '../core/errors.js';
+import { abortable } from '../core/abort.js';
 import { testHookMs } from '../core/test-hooks.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
 import { TunnelRefusal } from './spdy/tunnel.js';
@@ -31,6 +32,9 @@ export type TransportMode = (typeof TRANSPORT_MODES)[number];
  * meanwhile is seen this soon.
  */
 const FORBIDDEN_MS = 5_000;
+
+/** How long a pod a per-stream WebSocket opened to takes bursts without one stream going first. */
+const V4_ALLOWED_MS = 5 * 60_000;
 
 const podKey = (pod: PodRef): string => `${pod.namespace}/${pod.pod}`;
 
@@ -50,6 +54,10 @@ export class NegotiatingTransport implements Transport {
   private readonly v4Streams = new Map<string, number>();
   /** The streams a per-stream WebSocket carries (all of them once learned; one alone after a refusal that says nothing of the protocol). */
   private readonly v4Carried = new WeakSet<Duplex>();
+  /** Pods (namespace/name) with no stream open whose first per-stream WebSocket is under way: settles at its answer. */
+  private readonly v4First = new Map<string, Promise<void>>();
+  /** Pods (namespace/name) a per-stream WebSocket opened to lately, and until when their streams go without waiting. */
+  private readonly v4Allowed = new Map<string, number>();
   /** Pods (namespace/name) whose port-forward RBAC refused lately, and until when that holds. */
   private readonly forbidden = new Map<string, { until: number; err: PortForwardForbiddenError }>();
 
@@ -156,9 +164,9 @@ export class NegotiatingTransport implements Transport {
   }
 
   private async openV4(target: PodPort, options: OpenOptions): Promise<Duplex> {
-    const stream = await this.v4.open(target, options);
+    const key = podKey(target);
+    const stream = await this.firstV4(key, target, options);
     this.v4Carried.add(stream);
-    const key = `${target.namespace}/${target.pod}`;
     this.v4Streams.set(key, (this.v4Streams.get(key) ?? 0) + 1);
     stream.once('close', () => {
       const n = (this.v4Streams.get(key) ?? 1) - 1;
@@ -166,5 +174,36 @@ export class NegotiatingTransport implements Transport {
       else this.v4Streams.delete(key);
     });
     return stream;
+  }
+
+  /**
+   * A per-stream WebSocket to a pod not allowed lately: while one such upgrade is out, the others
+   * wait for its answer, so a burst to a pod RBAC refuses costs one 403, not one per stream (the
+   * SPDY path gets this from sharing the tunnel being opened). A pod allowed lately is not waited for.
+   */
+  private async firstV4(key: string, target: PodPort, options: OpenOptions): Promise<Duplex> {
+    if (this.v4Streams.has(key) || (this.v4Allowed.get(key) ?? 0) > Date.now()) return this.v4.open(target, options);
+    const first = this.v4First.get(key);
+    if (first) {
+      await abortable(first, options.signal);
+      const refused = this.forbidden.get(key);
+      if (refused && refused.until > Date.now()) throw refused.err;
+      return this.v4.open(target, options);
+    }
+    let answered!: () => void;
+    this.v4First.set(key, new Promise<void>((resolve) => (answered = resolve)));
+    try {
+      const stream = await this.v4.open(target, options);
+      if (this.v4Allowed.size >= 10_000) this.v4Allowed.clear();
+      this.v4Allowed.set(key, Date.now() + V4_ALLOWED_MS);
+      return stream;
+    } catch (err) {
+      // Remembered before the waiting streams read it.
+      if (err instanceof PortForwardForbiddenError) this.rememberForbidden(key, err);
+      throw err;
+    } finally {
+      this.v4First.delete(key);
+      answered();
+    }
   }
 }

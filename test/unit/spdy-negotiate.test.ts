@@ -170,3 +170,26 @@ test('a port-forward RBAC refuses: no per-stream WebSocket tried, and the pod re
     assert.equal(spdy.calls + v4.calls, 2, mode);
   }
 });
+
+test('a burst of per-stream WebSockets to a pod RBAC refuses: one upgrade, the others answered by its 403', async () => {
+  const { t, v4 } = setup('websocket');
+  let answer: () => Duplex = () => {
+    throw upgradeForbidden('port-forward to shop/web-0:8080 refused by the API server (403): pods "web-0" is forbidden: ', target, new TunnelRefusal(403, ''));
+  };
+  (v4 as unknown as { behave: () => Duplex }).behave = () => answer();
+  const burst = await Promise.allSettled(Array.from({ length: 20 }, () => t.open(target, opts())));
+  assert.ok(burst.every((r) => r.status === 'rejected' && r.reason instanceof PortForwardForbiddenError));
+  assert.equal(v4.calls, 1, 'upgrades sent for 20 streams at once');
+  // Allowed: a burst to a pod with no stream open waits for the first answer only, then each opens its own.
+  answer = () => new PassThrough();
+  const other = { ...target, pod: 'web-1' };
+  const opened = await Promise.all(Array.from({ length: 5 }, () => t.open(other, opts())));
+  assert.equal(opened.length, 5);
+  assert.equal(v4.calls, 6);
+  // Allowed lately: a later burst, its streams all closed meanwhile, opens at once.
+  for (const s of opened) s.destroy();
+  await new Promise((r) => setImmediate(r));
+  const later = Array.from({ length: 5 }, () => t.open(other, opts()));
+  assert.equal(v4.calls, 11, 'upgrades sent at once to a pod allowed lately');
+  await Promise.all(later);
+});
