@@ -19,11 +19,13 @@ export class ConnectionBudget {
   /**
    * `upstreams`: the files open streams hold beside their clients' (a WebSocket, a direct
    * connection): they count against the budget too, or clients and streams together would take
-   * the files kept back for the proxy's own.
+   * the files kept back for the proxy's own. `shed(n)` closes up to n of them that no client
+   * uses (idle in a pool) and says how many, before a client is refused for want of their room.
    */
   constructor(
     log: Logger,
     private readonly upstreams: () => number = () => 0,
+    private readonly shed: (n: number) => number = () => 0,
   ) {
     this.lines = new RepeatedLineLimiter(log);
   }
@@ -45,7 +47,9 @@ export class ConnectionBudget {
 
   /** On accept: true when the connection counts (call release() at its close), false when it was closed. */
   take(socket: net.Socket): boolean {
-    const upstreams = this.upstreams();
+    let upstreams = this.upstreams();
+    const over = this.open + upstreams + 1 - this.maxWithUpstreams;
+    if (over > 0 && this.open < this.max && this.shed(over) > 0) upstreams = this.upstreams();
     if (this.open < this.max && this.open + upstreams < this.maxWithUpstreams) {
       this.open++;
       return true;

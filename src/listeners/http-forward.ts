@@ -12,6 +12,7 @@ import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
 import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
 import { clientName, closingAfterAnswer, whenClientCloses } from './server-base.js';
+import { pooledBusy, pooledIdle } from './idle-upstreams.js';
 import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFailure, originFormTarget } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
@@ -46,8 +47,6 @@ const agentAddRequest = (http.Agent.prototype as unknown as { addRequest(request
  * server idle timeouts, to keep the reuse-vs-close race rare; the forwarder retries the rest.
  */
 export class TunnelAgent extends http.Agent {
-  private readonly idleTimers = new WeakMap<Duplex, NodeJS.Timeout>();
-
   constructor(
     private readonly opener: StreamOpener,
     private readonly log: Logger,
@@ -84,7 +83,7 @@ export class TunnelAgent extends http.Agent {
     const internals = this as unknown as AgentInternals;
     for (const socket of [...(internals.freeSockets[this.getName(options)] ?? [])]) {
       if (!this.stale(socket)) continue;
-      clearTimeout(this.idleTimers.get(socket));
+      pooledBusy(socket);
       socket.destroy();
       internals.removeSocket(socket, options); // out of the pool now, not at its 'close'
     }
@@ -103,17 +102,14 @@ export class TunnelAgent extends http.Agent {
     const hint = /^timeout=(\d+)/.exec(String(res?.headers['keep-alive'] ?? ''))?.[1];
     if (hint !== undefined) idle = Math.min(idle, Number(hint) * 1000 - 1000);
     if (idle <= 0) return false;
-    const timer = setTimeout(() => socket.destroy(), idle);
-    timer.unref();
-    this.idleTimers.set(socket, timer);
     // Idle in the pool, no client holds it: it must not count against --max-streams.
     slots.get(socket)?.release();
+    pooledIdle(socket, idle);
     return true;
   }
 
   override reuseSocket(socket: Duplex, request: ClientRequest): void {
-    clearTimeout(this.idleTimers.get(socket));
-    this.idleTimers.delete(socket);
+    pooledBusy(socket);
     slots.get(socket)?.retake();
     super.reuseSocket(socket, request);
   }

@@ -24,6 +24,8 @@ export class StreamLimiter implements StreamOpener {
     private readonly inner: StreamOpener,
     /** 0 or less: no limit. */
     private max: number,
+    /** Upstreams idle in a pool: no slot, but a file each over a per-stream WebSocket (listeners/idle-upstreams.ts). */
+    private readonly idle?: { count(): number; shed(n: number): number },
   ) {}
 
   get maxStreams(): number {
@@ -48,6 +50,10 @@ export class StreamLimiter implements StreamOpener {
   }
 
   async open(request: OpenRequest): Promise<OpenedStream> {
+    // The cap bounds the upstream files the file limit leaves room for: a new stream takes the
+    // room of idle pooled ones (the oldest), which would else push the proxy past the limit.
+    const over = this.max > 0 && this.idle ? this.active + this.idle.count() + 1 - this.max : 0;
+    if (over > 0) this.idle!.shed(over);
     if (this.max > 0 && this.active >= this.max) {
       const why = this.lowered ? `, as ${this.lowered}` : ' (--max-streams)';
       throw new OverloadedError(`too many concurrent streams: ${this.active} open, the limit is ${this.max}${why}`);

@@ -25,6 +25,7 @@ import { IngressHostFeed } from './ingress-feed.js';
 import { StreamLimiter } from './limits.js';
 import { clientsWithin, filesForClients, openFileLimit } from './file-limit.js';
 import { ConnectionBudget } from '../listeners/connection-budget.js';
+import { idleUpstreams, shedIdleUpstreams } from '../listeners/idle-upstreams.js';
 import { DEFAULTS } from './options.js';
 import type { ProxyOptions } from './options.js';
 import type { RunningProxy } from './running.js';
@@ -99,9 +100,10 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   ingress.add(built);
   const stats = new StreamStats(log);
   const maxStreams = options.maxStreams ?? DEFAULTS.maxStreams;
-  const limiter = new StreamLimiter(router, maxStreams);
+  const limiter = new StreamLimiter(router, maxStreams, { count: idleUpstreams, shed: shedIdleUpstreams });
   // Known within milliseconds (a shell on macOS), long before clients could use up the files.
-  const connections = new ConnectionBudget(log, () => limiter.inUse);
+  // Upstreams idle in the HTTP listener's pools hold files too (a WebSocket each), no slot.
+  const connections = new ConnectionBudget(log, () => limiter.inUse + idleUpstreams(), shedIdleUpstreams);
   void openFileLimit().then((limit) => {
     if (limit === undefined) return;
     connections.limit(clientsWithin(limit), filesForClients(limit), `all the open-file limit (ulimit -n) of ${limit} leaves for clients`);

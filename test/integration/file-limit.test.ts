@@ -157,3 +157,59 @@ describe(`ulimit -n ${LIMIT}, a WebSocket per stream`, { skip: process.platform 
     for (const h of held) h.socket.destroy();
   });
 });
+
+describe(`ulimit -n ${LIMIT}, a WebSocket per stream, after plain-HTTP requests`, { skip: process.platform === 'win32' && 'no ulimit' }, () => {
+  let proxy: ProxyProcess;
+  before(async () => {
+    proxy = await limitedProxy(['--transport', 'websocket', '--listen-http', '127.0.0.1:0']);
+  });
+  after(async () => {
+    await proxy?.stop();
+  });
+
+  test('upstreams idle in the HTTP pool give their files to new streams: every client is answered, none reset', async () => {
+    // 16 kept per host, a WebSocket (a file) each, for 4 s after their requests ended, and no
+    // stream slot: uncounted, they took the files the cap had left for new streams (EMFILE).
+    const hosts = ['web.shop:8080', 'api.shop:80', 'hello.default:80'];
+    const [host, port] = splitHostPort(proxy.http!);
+    const answers = await Promise.all(Array.from({ length: 48 }, (_, i) => plainGet(host, port, hosts[i % hosts.length]!)));
+    assert.deepEqual(new Set(answers), new Set(['HTTP/1.1 200 OK']));
+    const held: net.Socket[] = [];
+    const replies = new Map<string, number>();
+    for (let i = 0; i < 130; i += 10) {
+      const batch = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          socks5Connect(proxy.socks!, 'echo.data', 7000).then(
+            (r) => r,
+            (err: NodeJS.ErrnoException) => ({ reply: `no reply (${err.code ?? err.message})`, socket: undefined }),
+          ),
+        ),
+      );
+      for (const r of batch) {
+        replies.set(String(r.reply), (replies.get(String(r.reply)) ?? 0) + 1);
+        if (r.reply === 0) held.push(r.socket!);
+        else r.socket?.destroy();
+      }
+    }
+    const cap = proxy.logs.find((l) => l.openFileLimit === LIMIT)?.maxStreams as number;
+    assert.deepEqual(Object.fromEntries(replies), { 0: cap, 1: 130 - cap }, 'the cap opens, the rest are told');
+    assert.equal(
+      proxy.logs.find((l) => /no file descriptor left/.test(String(l.msg))),
+      undefined,
+      'no stream failed for want of a file',
+    );
+    for (const s of held) s.destroy();
+  });
+});
+
+/** One absolute-form GET on a connection of its own; resolves with the status line. */
+function plainGet(proxyHost: string, proxyPort: number, target: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(proxyPort, proxyHost);
+    const chunks: Buffer[] = [];
+    s.on('data', (d: Buffer) => chunks.push(d));
+    s.on('error', reject);
+    s.on('close', () => resolve(Buffer.concat(chunks).toString().split('\r\n')[0]!));
+    s.write(`GET http://${target}/ HTTP/1.1\r\nHost: ${target}\r\nConnection: close\r\n\r\n`);
+  });
+}

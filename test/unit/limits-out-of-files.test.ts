@@ -2,7 +2,9 @@
 // SOCKS 0x01 / HTTP 503, never the route's or the API server's failure.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
 import { StreamLimiter } from '../../src/proxy/limits.js';
+import { idleUpstreams, pooledBusy, pooledIdle, shedIdleUpstreams } from '../../src/listeners/idle-upstreams.js';
 import { OverloadedError, UpstreamApiError, outOfFiles } from '../../src/core/errors.js';
 import type { OpenRequest, StreamOpener } from '../../src/core/types.js';
 
@@ -20,4 +22,21 @@ test('EMFILE under an opener, however deep its cause, is an overload; other fail
   });
   const other = new UpstreamApiError('port-forward tunnel to shop/web-1 failed: 500');
   await assert.rejects(new StreamLimiter(failing(other), 10).open(request), (err: unknown) => err === other);
+});
+
+test('a new stream closes pooled idle upstreams beyond the cap, the oldest first, and never more', async () => {
+  const pooled = Array.from({ length: 5 }, () => new PassThrough());
+  for (const s of pooled) pooledIdle(s, 60_000);
+  const opener: StreamOpener = { open: async () => ({ stream: new PassThrough(), via: 'pod' }) };
+  const limiter = new StreamLimiter(opener, 6, { count: idleUpstreams, shed: shedIdleUpstreams });
+  await limiter.open(request); // 1 open + 5 idle: room for it
+  assert.equal(idleUpstreams(), 5);
+  await limiter.open(request); // 2 open + 5 idle > 6: the oldest idle one goes
+  assert.deepEqual(
+    pooled.map((s) => s.destroyed),
+    [true, false, false, false, false],
+  );
+  assert.equal(idleUpstreams(), 4);
+  for (const s of pooled) pooledBusy(s);
+  assert.equal(idleUpstreams(), 0);
 });

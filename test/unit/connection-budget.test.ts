@@ -1,0 +1,30 @@
+// The connection budget: clients and the upstream files beside them stay under what the open-file
+// limit leaves; upstreams no client uses (idle in a pool) are closed before a client is refused.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { ConnectionBudget } from '../../src/listeners/connection-budget.js';
+import { createLogger } from '../../src/core/log.js';
+
+test('idle pooled upstreams are closed for a client before it would be refused; without them it is refused', () => {
+  let idle = 3;
+  const budget = new ConnectionBudget(
+    createLogger('silent'),
+    () => idle,
+    (n) => {
+      const shed = Math.min(n, idle);
+      idle -= shed;
+      return shed;
+    },
+  );
+  budget.limit(10, 5, 'test');
+  const socket = () => new net.Socket();
+  assert.equal(budget.take(socket()), true);
+  assert.equal(budget.take(socket()), true); // 2 clients + 3 idle upstreams: the budget is full
+  assert.equal(idle, 3);
+  for (let i = 0; i < 3; i++) assert.equal(budget.take(socket()), true); // each closes an idle upstream
+  assert.equal(idle, 0);
+  const refused = socket();
+  assert.equal(budget.take(refused), false, 'no idle upstream left: refused');
+  assert.equal(refused.destroyed, true);
+});
