@@ -35,6 +35,13 @@ const MAX_EVENT_CHARS = 16 * 1024 * 1024;
 /** A Status body bigger than this is cut (error bodies only; list pages and watches stream). */
 const MAX_ERROR_BODY = 64 * 1024;
 
+/**
+ * A LIST page or object larger than this fails its request: far above any real page (500 objects
+ * of etcd's 1.5 MiB at most is ~750 MiB only in theory), and below V8's longest string (512 MiB),
+ * whose overflow would throw out of the response's 'end' handler and end the process.
+ */
+export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
+
 const agents = new WeakMap<ApiConnection, { http: http.Agent; https: https.Agent }>();
 
 /** Kept-alive sockets for every list and watch of one API connection (TLS options are part of the pool key). */
@@ -115,7 +122,8 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
   return attempt(false);
 }
 
-function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
+/** The body as text: cut after `max` bytes, or with `tooLarge`, failed with its error. */
+function readText(res: http.IncomingMessage, max: number, tooLarge?: () => Error): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -137,6 +145,11 @@ function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
       }
       chunks.push(c);
       size += c.length;
+      if (size > max && tooLarge) {
+        chunks.length = 0;
+        reject(tooLarge());
+        res.destroy();
+      }
     });
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('response aborted')));
@@ -145,6 +158,9 @@ function readText(res: http.IncomingMessage, max = Infinity): Promise<string> {
     res.on('close', () => reject(new Error('response closed before its end')));
   });
 }
+
+const tooLarge = (res: http.IncomingMessage, path: string): ApiStatusError =>
+  new ApiStatusError(res.statusCode ?? 0, `the answer to ${path} is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB`);
 
 /** One page of a LIST (`limit` + `continue`, staging/src/k8s.io/client-go/tools/pager/pager.go). */
 export async function listPage(
@@ -162,7 +178,7 @@ export async function listPage(
     () => apiGet(api, withQuery(path, { limit: String(limit), continue: continueToken }), signal, timeoutMs),
     onWait && ((_err, seconds) => onWait(seconds)),
   );
-  const text = await readText(res);
+  const text = await readText(res, MAX_ANSWER_BYTES, () => tooLarge(res, path));
   let body: { metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number }; items?: unknown };
   try {
     body = JSON.parse(text) as typeof body;
@@ -248,7 +264,7 @@ export async function getObject(api: ApiConnection, path: string, signal: AbortS
     if (err instanceof ApiStatusError && err.statusCode === 404) return undefined;
     throw err;
   }
-  const text = await readText(res);
+  const text = await readText(res, MAX_ANSWER_BYTES, () => tooLarge(res, path));
   try {
     return JSON.parse(text) as Record<string, any>;
   } catch {

@@ -1,10 +1,13 @@
 // ApiConnection.getJson reads a bounded answer: a hostile or broken API server that never ends its
-// body (a 403 streaming for ever) must not grow doctor's or the proxy's memory without end.
+// body (a 403 streaming for ever) must not grow doctor's or the proxy's memory without end. So do
+// a LIST page and a GET of one object (list-watch.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { createGzip } from 'node:zlib';
+import { listPage } from '../../src/cluster/list-watch.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
 import { scratchDir } from '../helpers/scratch-dir.js';
@@ -47,4 +50,37 @@ test('a document that never ends is refused once it passes the bound, naming the
     s.api.getJson('/api', 60_000),
     (err: unknown) => err instanceof ApiStatusError && /the answer to \/api is larger than 64 MiB/.test(err.message),
   );
+});
+
+test('a LIST page larger than any real one fails its request, naming the path, and the process lives on', { timeout: 60_000 }, async (t) => {
+  // 600 MiB once decoded (gzip: small on the wire): past V8's longest string, whose overflow threw
+  // ERR_STRING_TOO_LONG out of the response's 'end' handler and ended the process.
+  let sent = 0;
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' });
+    const gzip = createGzip({ level: 1 });
+    gzip.pipe(res);
+    res.on('close', () => gzip.destroy());
+    gzip.write('{"kind":"PodList","items":[],"metadata":{"resourceVersion":"1"},"padding":"');
+    const chunk = Buffer.alloc(1024 * 1024, 0x61);
+    const more = () => {
+      while (!res.destroyed && sent < 600 * 1024 * 1024) {
+        sent += chunk.length;
+        if (!gzip.write(chunk)) return void gzip.once('drain', more);
+      }
+      if (!res.destroyed) gzip.end('"}');
+    };
+    more();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const port = (server.address() as AddressInfo).port;
+  const file = writeOneUserKubeconfig(scratchDir('proxyout-api-bounds-'), '{token: t}', { server: `http://127.0.0.1:${port}` });
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} });
+  await assert.rejects(
+    listPage(api, '/api/v1/pods', 500, undefined, AbortSignal.timeout(50_000), 10_000),
+    (err: unknown) => err instanceof ApiStatusError && /the answer to \/api\/v1\/pods is larger than 256 MiB/.test(err.message),
+  );
+  assert.ok(sent < 600 * 1024 * 1024, `the server sent all ${sent} bytes: the page was read to its end`);
 });
