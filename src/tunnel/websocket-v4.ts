@@ -24,6 +24,12 @@ const ERROR = 1;
 const EMPTY = Buffer.alloc(0);
 /** Above this many bytes queued in the WebSocket, writers wait for the socket to drain. */
 const WS_HIGH_WATER = 1 << 20;
+/**
+ * The largest message taken from the server. `ws` joins a message whole before handing it on (up
+ * to 100 MiB by default, per stream); the kubelet sends one per read of the pod's connection
+ * (Go's io.Copy: 32 KiB), so a bigger one is a broken or hostile server, not data to keep.
+ */
+export const V4_MESSAGE_MAX = 1 << 20;
 /** After the client's FIN, close once the pod has been silent this long (mirrors the runtimes' ~1 s). */
 const HALF_CLOSE_LINGER_MS = 1_000;
 
@@ -77,7 +83,7 @@ export class WebSocketV4Transport implements Transport {
     const path = `/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward?ports=${target.port}`;
     const url = this.api.url(path, 'ws');
     // Pings are answered by PongPacer (one pong in flight, pong-pacer.ts), not ws's one per ping.
-    const ws = new WebSocket(url, [V4_PROTOCOL], { ...webSocketOptions(url, conn), autoPong: false });
+    const ws = new WebSocket(url, [V4_PROTOCOL], { ...webSocketOptions(url, conn), autoPong: false, maxPayload: V4_MESSAGE_MAX });
     answerPings(ws);
     this.live.add(ws);
     ws.once('close', () => this.live.delete(ws));
@@ -163,9 +169,10 @@ class PortForwardStream extends PodStream {
           res.on('end', refused);
           res.on('error', () => fail(upgradeError(target, res.statusCode ?? 0, '')));
         });
-        ws.on('error', (err) => {
-          if (this.isOpening) fail(new UpstreamApiError(`port-forward to ${where(target)} failed: ${errorMessage(err)}`, { cause: err, retryable: true }));
-          else this.destroy(new UpstreamApiError(`port-forward to ${where(target)} broke: ${errorMessage(err)}`, { cause: err }));
+        ws.on('error', (err: Error & { code?: string }) => {
+          const why = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? `the server sent a message over ${V4_MESSAGE_MAX >> 20} MiB` : errorMessage(err);
+          if (this.isOpening) fail(new UpstreamApiError(`port-forward to ${where(target)} failed: ${why}`, { cause: err, retryable: true }));
+          else this.destroy(new UpstreamApiError(`port-forward to ${where(target)} broke: ${why}`, { cause: err }));
         });
         ws.once('open', () => {
           if (ws.protocol !== V4_PROTOCOL) fail(new UpstreamApiError(`API server answered port-forward with subprotocol "${ws.protocol}"`));

@@ -1,6 +1,7 @@
 // How a v4.channel.k8s.io port-forward stream (tunnel/websocket-v4.ts) takes the end of its
 // WebSocket: a normal close is the pod's end; a broken connection or a server error is a break the
-// client must see; a close before the port prefixes is a stream that was never set up.
+// client must see; a close before the port prefixes is a stream that was never set up; a message
+// no kubelet sends (megabytes: ws would join it whole, per stream) breaks it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -60,6 +61,15 @@ test('a connection that breaks, or a server error close, is a break, not a clean
   assert.equal(broken.got, 'partial');
   assert.match(broken.end, /broke \(WebSocket close code 1006\)/);
   assert.match((await outcome((ws) => ws.close(1011, 'internal'))).end, /broke \(WebSocket close code 1011\)/);
+});
+
+test('a message larger than any kubelet sends breaks the stream, naming the bound, rather than being joined in memory', async () => {
+  const huge = await outcome((ws) => {
+    ws.send(Buffer.concat([Buffer.from([0]), Buffer.alloc(8 * 1024 * 1024, 0x61)]));
+    ws.close(1000);
+  });
+  assert.equal(huge.got, 'partial');
+  assert.match(huge.end, /^port-forward to ns\/p:80 broke: the server sent a message over 1 MiB$/);
 });
 
 test('a close before the port prefixes fails the open (retryable)', async () => {
