@@ -222,6 +222,35 @@ test('refusals: HTTP status with its body, another subprotocol, a wrong accept k
   s.close();
 });
 
+test('a refusal whose body never ends is answered from its first 16 KiB at once, not at the timeout', async () => {
+  let sent = 0;
+  const s = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () => {
+      socket.write('HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n');
+      const chunk = `4000\r\n${'A'.repeat(0x4000)}\r\n`;
+      const pump = () => {
+        while (!socket.destroyed && socket.write(chunk)) sent += 0x4000;
+      };
+      socket.on('drain', pump);
+      pump();
+    });
+  });
+  s.listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  try {
+    const began = Date.now();
+    await assert.rejects(
+      upgradeToWebSocket(new URL(`ws://127.0.0.1:${(s.address() as net.AddressInfo).port}/x`), { headers: {} }, PROTOCOL, 10_000),
+      (err: unknown) => err instanceof UpgradeRefusal && err.status === 403 && err.body === 'A'.repeat(16 * 1024),
+    );
+    assert.ok(Date.now() - began < 5_000, `refused after ${Date.now() - began} ms`);
+    assert.ok(sent < 64 << 20, `${sent} bytes of body were read`);
+  } finally {
+    s.close();
+  }
+});
+
 test('an error between the 101 and the WebSocket is no unhandled error event, direct or through an agent', async () => {
   const url = new URL(`wss://localhost:${port}/api/v1/namespaces/a/pods/b/portforward`);
   const agent = new https.Agent({ ca: pki.caPem });

@@ -85,11 +85,15 @@ export function upgradeToWebSocket(url: URL, conn: ApiRequestOptions, protocol: 
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       let kept = 0;
+      const refused = () => fail(new UpgradeRefusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8')));
       res.on('data', (c: Buffer) => {
-        if (kept < REFUSAL_BODY_MAX) chunks.push(c.subarray(0, REFUSAL_BODY_MAX - kept));
-        kept += c.length;
+        chunks.push(c.subarray(0, REFUSAL_BODY_MAX - kept));
+        kept += Math.min(c.length, REFUSAL_BODY_MAX - kept);
+        // The start is enough for the message: a body that never ends must not hold the open
+        // until its timeout, and lose the status (websocket-v4.ts does the same).
+        if (kept >= REFUSAL_BODY_MAX) refused();
       });
-      res.on('end', () => fail(new UpgradeRefusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
+      res.on('end', refused);
       res.on('error', () => fail(new UpgradeRefusal(res.statusCode ?? 0, '')));
     });
     req.on('upgrade', (res, socket: net.Socket, head: Buffer) => {
