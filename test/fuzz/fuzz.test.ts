@@ -13,7 +13,7 @@ import { loadCorpus, corpusDir, runFuzzer } from './runner.js';
 const SECONDS = Number(process.env.FUZZ_SECONDS ?? 2);
 const SEED = Number(process.env.FUZZ_SEED ?? 20261126);
 
-for (const target of ['socks', 'http', 'spdy']) {
+for (const target of ['socks', 'http', 'spdy', 'websocket']) {
   test(`${target}: the corpus replays clean, then ${SECONDS} s of fuzzing find nothing`, async (t) => {
     const corpus = loadCorpus(corpusDir(target)).length;
     assert.ok(corpus > 0, `a corpus for ${target}`);

@@ -1,4 +1,4 @@
-// `npm run fuzz -- [--target socks|http] [--seconds N] [--seed S] [--no-save]`: a longer fuzzing
+// `npm run fuzz -- [--target socks|http|spdy|websocket] [--seconds N] [--seed S] [--no-save]`: a longer fuzzing
 // session than CI's, which by default adds new coverage-increasing inputs to
 // test/fuzz/corpus/<target>/ and then minimises that directory, for committing. Exits 1 on a
 // finding (saved there as crash-<hash>).

@@ -24,6 +24,7 @@ async function loadTarget(name: string): Promise<FuzzTarget> {
   if (name === 'socks') return (await import('./targets/socks.js')).socksTarget;
   if (name === 'http') return (await import('./targets/http.js')).httpTarget;
   if (name === 'spdy') return (await import('./targets/spdy.js')).spdyTarget;
+  if (name === 'websocket') return (await import('./targets/websocket.js')).webSocketTarget;
   if (name === 'selftest') return (await import('./targets/selftest.js')).selftestTarget;
   if (name === 'selftest-hang') return (await import('./targets/selftest.js')).selftestHangTarget;
   throw new Error(`unknown fuzz target "${name}"`);
