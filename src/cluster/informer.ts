@@ -296,13 +296,17 @@ export class ResilientInformer<T extends Slim> {
     }, deadlineMs);
     deadline.unref();
     try {
-      await streamEvents(res, (ev) => {
-        if (this.state === 'stopped') return;
-        if (initial?.(ev)) return;
-        this.store.apply(ev);
-        if (ev.type !== 'BOOKMARK') this.hooks.settled?.();
-        if (backTimer) this.back();
-      });
+      await streamEvents(
+        res,
+        (ev) => {
+          if (this.state === 'stopped') return;
+          if (initial?.(ev)) return;
+          this.store.apply(ev);
+          if (ev.type !== 'BOOKMARK') this.hooks.settled?.();
+          if (backTimer) this.back();
+        },
+        this.path,
+      );
     } catch (err) {
       // Not an ERROR event nor a malformed one: the connection went under an accepted watch.
       if (!(err instanceof ApiStatusError) && !(err instanceof SyntaxError)) this.lostStream = err;

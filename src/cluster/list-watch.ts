@@ -6,7 +6,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { ApiStatusError, retryAfterSeconds, statusMessage, type ApiConnection } from './api.js';
-import { explainHandshakeError, notJsonMessage, redirectMessage } from './foreign-answer.js';
+import { explainHandshakeError, htmlPageMessage, notJsonMessage, redirectMessage } from './foreign-answer.js';
 import { bodyDecoder } from './content-encoding.js';
 import { timeRoundTrip } from './round-trip.js';
 import { honouringRetryAfter } from './retry-after.js';
@@ -198,7 +198,7 @@ export async function listPage(
  * pkg/endpoints/handlers/watch.go), each handed over as soon as its line is complete, so at most
  * one event's raw JSON is held at a time. Resolves when the server ends the watch.
  */
-export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEvent) => void): Promise<void> {
+export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEvent) => void, path: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const decoder = new StringDecoder('utf8');
     // The start of an event whose line is not complete yet, as it came: only new text is searched
@@ -233,6 +233,7 @@ export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEve
       try {
         while ((nl = text.indexOf('\n', start)) >= 0) {
           let line = text.slice(start, nl);
+          const lineStart = pending.length === 0 ? start : -1;
           start = nl + 1;
           if (pending.length > 0) {
             pending.push(line);
@@ -240,7 +241,7 @@ export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEve
             pending = [];
             pendingChars = 0;
           }
-          if (line.trim()) onEvent(JSON.parse(line) as RawWatchEvent);
+          if (line.trim()) onEvent(parseEvent(line, path, text, lineStart));
         }
       } catch (err) {
         return fail(err);
@@ -258,13 +259,29 @@ export function streamEvents(res: http.IncomingMessage, onEvent: (e: RawWatchEve
       if (!res.complete) return fail(new Error('watch connection lost'));
       try {
         const rest = pending.join('') + decoder.end();
-        if (rest.trim()) onEvent(JSON.parse(rest) as RawWatchEvent);
+        if (rest.trim()) onEvent(parseEvent(rest, path, rest, 0));
       } catch (err) {
         return fail(err);
       }
       resolve();
     });
   });
+}
+
+/** How much of a watch answer that is not JSON is looked at for an HTML page's title. */
+const PAGE_CHARS = 16 * 1024;
+
+/**
+ * One watch event. A line that is not JSON throws a SyntaxError that says what answered: an HTML
+ * page (`text` from `at` on, where its title follows the line; -1: the line alone) is a front's.
+ */
+function parseEvent(line: string, path: string, text: string, at: number): RawWatchEvent {
+  try {
+    return JSON.parse(line) as RawWatchEvent;
+  } catch (err) {
+    const html = htmlPageMessage(at >= 0 ? text.slice(at, at + PAGE_CHARS) : line);
+    throw new SyntaxError(html ? `${path} answered with ${html}` : `invalid JSON in a watch event from ${path}: ${(err as Error).message}`);
+  }
 }
 
 /** GET one object as JSON; 404 → undefined. */

@@ -66,7 +66,7 @@ test('a front that gzips answers nobody asked to be gzipped: read as kubectl rea
   assert.equal(page.items.length, 1);
   const res = await apiGet(f.api, '/api/v1/pods?watch=1', AbortSignal.timeout(5_000), 5_000);
   const seen: RawWatchEvent[] = [];
-  await streamEvents(res, (e) => seen.push(e));
+  await streamEvents(res, (e) => seen.push(e), '/api/v1/pods');
   assert.deepEqual(
     seen.map((e) => e.type),
     ['ADDED', 'BOOKMARK'],

@@ -1,6 +1,6 @@
 // streamEvents (cluster/list-watch.ts) reads a watch body as the socket delivers it: events cut
 // anywhere, even inside a UTF-8 character, come out whole; a huge event costs time in proportion
-// to its size, not to its size times its pieces.
+// to its size, not to its size times its pieces; an answer that is not JSON says what answered.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
@@ -31,7 +31,7 @@ test('events cut at every byte, a UTF-8 character included, come out whole and i
   for (const step of [1, 2, 7, 64, wire.length]) {
     const b = body();
     const seen: RawWatchEvent[] = [];
-    const done = streamEvents(b.res, (e) => seen.push(e));
+    const done = streamEvents(b.res, (e) => seen.push(e), '/api/v1/pods');
     for (let off = 0; off < wire.length; off += step) b.send(wire.subarray(off, off + step));
     b.end();
     await done;
@@ -47,7 +47,7 @@ test('events cut at every byte, a UTF-8 character included, come out whole and i
 test('a 15 MiB event in 16 KiB pieces (TLS records) is read in well under 2 s, not seconds per event', async () => {
   const b = body();
   const seen: RawWatchEvent[] = [];
-  const done = streamEvents(b.res, (e) => seen.push(e));
+  const done = streamEvents(b.res, (e) => seen.push(e), '/api/v1/pods');
   const piece = Buffer.alloc(16 * 1024, 0x61);
   const started = performance.now();
   b.send('{"type":"ADDED","object":{"metadata":{"name":"huge"},"data":"');
@@ -64,9 +64,24 @@ test('a 15 MiB event in 16 KiB pieces (TLS records) is read in well under 2 s, n
 
 test('an event past 16 Mi characters ends the watch, naming the bound', async () => {
   const b = body();
-  const done = streamEvents(b.res, () => assert.fail('no event'));
+  const done = streamEvents(b.res, () => assert.fail('no event'), '/api/v1/pods');
   const piece = Buffer.alloc(64 * 1024, 0x61);
   b.send('{"type":"ADDED","object":{"data":"');
   for (let sent = 0; sent <= 16 * 1024 * 1024; sent += piece.length) b.send(piece);
   await assert.rejects(done, /a watch event over 16777216 characters/);
+});
+
+test('a watch answered with an HTML page (a sign-in front) names the page, not a JSON parse error', async () => {
+  const b = body();
+  const done = streamEvents(b.res, () => assert.fail('no event'), '/api/v1/pods');
+  b.send('<!DOCTYPE html>\n<html>\n<head><title>Sign in - Corp SSO</title></head>\n<body>login</body></html>\n');
+  await assert.rejects(done, (err: Error) => {
+    assert.ok(err instanceof SyntaxError, 'still a malformed answer, not a lost connection (informer.ts)');
+    assert.match(err.message, /^\/api\/v1\/pods answered with an HTML page "Sign in - Corp SSO" \(not the API server/);
+    return true;
+  });
+  const c = body();
+  const other = streamEvents(c.res, () => undefined, '/api/v1/pods');
+  c.send('{"type":"ADDED","object":{}}\n{"type":\n');
+  await assert.rejects(other, /^SyntaxError: invalid JSON in a watch event from \/api\/v1\/pods: /);
 });
