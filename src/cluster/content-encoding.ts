@@ -23,11 +23,22 @@ export function bodyDecoder(headers: http.IncomingHttpHeaders): BodyDecoder {
   if (coding === '' || coding === 'identity') return identity;
   if (coding !== 'gzip' && coding !== 'x-gzip' && coding !== 'deflate')
     throw new Error(`the answer is encoded as "${coding.slice(0, 40)}", which the proxy cannot decode (something in front of the API server encoded it)`);
-  // pako's default window bits detect gzip and zlib headers alike.
-  const inflate = new Inflate({ chunkSize: 64 * 1024 });
   let out: Uint8Array[] = [];
-  inflate.onData = (chunk: Uint8Array) => out.push(chunk);
+  const start = (): Inflate => {
+    // pako's default window bits detect gzip and zlib headers alike.
+    const i = new Inflate({ chunkSize: 64 * 1024 });
+    i.onData = (chunk: Uint8Array) => out.push(chunk);
+    return i;
+  };
+  let inflate = start();
   return (chunk) => {
+    // pako takes nothing after a stream's end and says nothing (push is true). gzip may go on
+    // with another member (RFC 1952 §2.2), which Go's gzip.Reader, and so kubectl, reads on: a
+    // front that gzips each flush of a watch on its own lost every event after its first.
+    if (inflate.ended && chunk.length > 0) {
+      if (coding === 'deflate') throw new Error('the deflate-encoded answer goes on after its end');
+      inflate = start();
+    }
     if (!inflate.push(chunk, Z_SYNC_FLUSH)) throw new Error(`the ${coding}-encoded answer does not decode: ${inflate.msg || `inflate error ${inflate.err}`}`);
     const parts = out;
     out = [];

@@ -1,15 +1,17 @@
 // streamEvents (cluster/list-watch.ts) reads a watch body as the socket delivers it: events cut
 // anywhere, even inside a UTF-8 character, come out whole; a huge event costs time in proportion
-// to its size, not to its size times its pieces; an answer that is not JSON says what answered.
+// to its size, not to its size times its pieces; an answer that is not JSON says what answered;
+// a gzip body of several members (a front that gzips each flush) is read whole.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type http from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { streamEvents, type RawWatchEvent } from '../../src/cluster/list-watch.js';
 
 /** A response to emit the body of by hand, piece by piece. */
-function body(): { res: http.IncomingMessage; send: (b: Buffer | string) => void; end: () => void } {
-  const res = Object.assign(new EventEmitter(), { headers: {}, complete: false, destroy: () => undefined });
+function body(headers: http.IncomingHttpHeaders = {}): { res: http.IncomingMessage; send: (b: Buffer | string) => void; end: () => void } {
+  const res = Object.assign(new EventEmitter(), { headers, complete: false, destroy: () => undefined });
   return {
     res: res as unknown as http.IncomingMessage,
     send: (b) => void res.emit('data', Buffer.from(b)),
@@ -84,4 +86,31 @@ test('a watch answered with an HTML page (a sign-in front) names the page, not a
   const other = streamEvents(c.res, () => undefined, '/api/v1/pods');
   c.send('{"type":"ADDED","object":{}}\n{"type":\n');
   await assert.rejects(other, /^SyntaxError: invalid JSON in a watch event from \/api\/v1\/pods: /);
+});
+
+test('a watch gzipped member by member (a front compressing each flush) loses no event', async () => {
+  const events = ['ADDED a', 'MODIFIED a', 'DELETED a'].map((e) => {
+    const [type, name] = e.split(' ');
+    return gzipSync(JSON.stringify({ type, object: { metadata: { name, resourceVersion: '1' } } }) + '\n');
+  });
+  const b = body({ 'content-encoding': 'gzip' });
+  const seen: string[] = [];
+  const done = streamEvents(b.res, (e) => seen.push(e.type), '/api/v1/pods');
+  // One member per chunk, and one member cut across two.
+  b.send(events[0]!);
+  b.send(events[1]!);
+  b.send(events[2]!.subarray(0, 7));
+  b.send(events[2]!.subarray(7));
+  b.end();
+  await done;
+  assert.deepEqual(seen, ['ADDED', 'MODIFIED', 'DELETED']);
+});
+
+test('a deflate (zlib) watch that goes on after its end fails rather than drop what follows', async () => {
+  const { deflateSync } = await import('node:zlib');
+  const b = body({ 'content-encoding': 'deflate' });
+  const done = streamEvents(b.res, () => undefined, '/api/v1/pods');
+  b.send(deflateSync('{"type":"ADDED","object":{}}\n'));
+  b.send(deflateSync('{"type":"DELETED","object":{}}\n'));
+  await assert.rejects(done, /the deflate-encoded answer goes on after its end/);
 });
