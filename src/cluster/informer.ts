@@ -278,8 +278,24 @@ export class ResilientInformer<T extends Slim> {
       this.inFlight = false;
       throw err;
     }
-    // A resumed watch the server took: the informer is whole again (a watch-list is once its initial events are in).
-    if (!initial && this.state === 'retrying') this.recovered();
+    // A resumed watch the server took: the informer is whole again (a watch-list is once its
+    // initial events are in) — once its body proves readable: its first event, its end, or
+    // RESUMED_EVENTS_MS without a failure. Declared at the headers, a server (or front) whose
+    // every watch fails on its body logged "recovered" and a new warning at each retry.
+    let recoverTimer: NodeJS.Timeout | undefined;
+    if (!initial && this.state === 'retrying') {
+      recoverTimer = setTimeout(() => {
+        recoverTimer = undefined;
+        if (this.state === 'retrying') this.recovered();
+      }, RESUMED_EVENTS_MS);
+      recoverTimer.unref();
+    }
+    const readable = (): void => {
+      if (!recoverTimer) return;
+      clearTimeout(recoverTimer);
+      recoverTimer = undefined;
+      if (this.state === 'retrying') this.recovered();
+    };
     // The events since its resourceVersion come right behind the headers: whoever waits for the
     // watch to be back (rewatch) is told at the first of them, or shortly after the headers.
     let backTimer: NodeJS.Timeout | undefined;
@@ -302,11 +318,13 @@ export class ResilientInformer<T extends Slim> {
           if (this.state === 'stopped') return;
           if (initial?.(ev)) return;
           this.store.apply(ev);
+          readable();
           if (ev.type !== 'BOOKMARK') this.hooks.settled?.();
           if (backTimer) this.back();
         },
         this.path,
       );
+      readable();
     } catch (err) {
       // Not an ERROR event nor a malformed one: the connection went under an accepted watch.
       if (!(err instanceof ApiStatusError) && !(err instanceof SyntaxError)) this.lostStream = err;
@@ -315,6 +333,7 @@ export class ResilientInformer<T extends Slim> {
       this.inFlight = false;
       clearTimeout(deadline);
       clearTimeout(backTimer);
+      clearTimeout(recoverTimer);
     }
   }
 

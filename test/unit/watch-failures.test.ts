@@ -346,3 +346,36 @@ test('a GET on a kept-alive connection the server closes unanswered is sent agai
   assert.equal(fake.connections(), 2);
   closeAgents(fake.api);
 });
+
+test('watches accepted and then failing on their body are one warning, not "recovered" and a warning per retry', { timeout: 30_000 }, async (t) => {
+  let broken = true;
+  const fake = await startFakeApi((url, res) => {
+    if (url.searchParams.get('sendInitialEvents')) return sendStatus(res, 422, 'watch-list is not enabled');
+    if (!url.searchParams.get('watch'))
+      return void res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"metadata":{"resourceVersion":"10"},"items":[]}');
+    // A sign-in front answering 200 with its page (or a server failing each watch on its first event).
+    if (broken) return void res.writeHead(200, { 'Content-Type': 'text/html' }).end('<!DOCTYPE html>\n<title>Sign in</title>\n');
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '11' } } })}\n`);
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger('debug', { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const inf = new ResilientInformer(fake.api, '/api/v1/services', logger, () => undefined, slimService);
+  t.after(async () => {
+    await inf.stop();
+    await fake.close();
+  });
+  await inf.start();
+  const watches = () => fake.requests.filter((u) => u.searchParams.get('watch') === '1' && !u.searchParams.get('sendInitialEvents')).length;
+  for (const deadline = Date.now() + 20_000; watches() < 4 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
+  assert.ok(watches() >= 4, `${watches()} watches`);
+  const said = (msg: string) => lines.filter((l) => l.msg === msg).length;
+  assert.equal(said('watch failed, retrying with backoff'), 1, 'one warning for the failure');
+  assert.equal(said('watch recovered'), 0, 'never called recovered while every watch failed');
+  assert.equal(inf.status, 'retrying');
+  broken = false;
+  const status = (): string => inf.status;
+  for (const deadline = Date.now() + 20_000; status() !== 'synced' && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(status(), 'synced');
+  assert.equal(said('watch recovered'), 1);
+});
