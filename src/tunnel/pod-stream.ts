@@ -27,6 +27,8 @@ import {
   type ProxyError,
 } from '../core/errors.js';
 import type { OpenOptions, PodPort, PodRef } from './transport.js';
+import { statusMessage } from '../cluster/api.js';
+import { htmlPageMessage, redirectMessage } from '../cluster/foreign-answer.js';
 
 export const where = (t: PodPort) => `${t.namespace}/${t.pod}:${t.port}`;
 
@@ -56,6 +58,16 @@ export function upgradeDropped(target: PodPort, status: number, detail: string, 
   if (status !== 400 || detail !== 'Upgrade request required') return undefined;
   const msg = `port-forward to ${where(target)}: the API server got the request without its Upgrade header (400 Upgrade request required): a proxy, ingress or load balancer in front of it drops it; it must pass WebSocket upgrades`;
   return new UpstreamApiError(msg, { cause });
+}
+
+/**
+ * What a refused port-forward upgrade says, and whether something in front of the API server
+ * said it. A redirect is said by where it sends us and never by its body: the query may carry a
+ * session, and a Go front's body repeats the whole Location (`<a href="…">Found</a>.`).
+ */
+export function upgradeRefusalDetail(status: number, body: string, location?: string | string[]): { detail: string; fromFront: boolean } {
+  if (status >= 300 && status < 400) return { detail: redirectMessage(status, location) ?? `HTTP ${status}`, fromFront: true };
+  return { detail: statusMessage(body) ?? `HTTP ${status}`, fromFront: htmlPageMessage(body) !== undefined };
 }
 
 /** containerd's answer on a session whose pod sandbox is gone (the pod was deleted under it). */

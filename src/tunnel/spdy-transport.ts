@@ -23,10 +23,9 @@
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/log.js';
 import { ConnectTimeoutError, HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
-import { statusMessage, type ApiConnection } from '../cluster/api.js';
-import { htmlPageMessage } from '../cluster/foreign-answer.js';
+import type { ApiConnection } from '../cluster/api.js';
 import type { OpenOptions, PodPort, PodRef, Transport } from './transport.js';
-import { upgradeDropped, upgradeForbidden } from './pod-stream.js';
+import { upgradeDropped, upgradeForbidden, upgradeRefusalDetail } from './pod-stream.js';
 import { PodTunnel, TunnelRefusal, dialTunnel } from './spdy/tunnel.js';
 import { SpdyFloodError } from './spdy/session.js';
 import { SpdyPortForwardStream } from './spdy/pf-stream.js';
@@ -347,10 +346,9 @@ export class SpdyTransport implements Transport {
     const pod = `${target.namespace}/${target.pod}`;
     if (signal.aborted) return new ConnectTimeoutError(`port-forward tunnel to ${pod} did not open in time`, { cause: signal.reason });
     if (err instanceof TunnelRefusal) {
-      const detail = err.status === 101 ? err.message : (statusMessage(err.body) ?? `HTTP ${err.status}`);
+      const { detail, fromFront } = err.status === 101 ? { detail: err.message, fromFront: false } : upgradeRefusalDetail(err.status, err.body, err.location);
       const dropped = upgradeDropped(target, err.status, detail, err);
       if (dropped) return dropped;
-      const fromFront = err.status !== 101 && htmlPageMessage(err.body) !== undefined;
       const msg = `port-forward tunnel to ${pod} refused${fromFront ? '' : ' by the API server'} (${err.status}): ${detail}`;
       if (err.status === 403) return upgradeForbidden(msg, target, err, fromFront);
       // The target is fine; the cluster cannot carry this transport (`auto` falls back instead).

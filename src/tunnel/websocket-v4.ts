@@ -8,11 +8,10 @@ import WebSocket from 'ws';
 import type { Logger } from '../core/log.js';
 import { HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
 import { POD_FIRST_BYTE_GRACE_MS } from '../core/types.js';
-import { statusMessage, type ApiConnection, type ApiRequestOptions } from '../cluster/api.js';
-import { htmlPageMessage } from '../cluster/foreign-answer.js';
+import type { ApiConnection, ApiRequestOptions } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
 import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOptions } from './keepalive.js';
-import { PodStream, upgradeDropped, upgradeForbidden, where } from './pod-stream.js';
+import { PodStream, upgradeDropped, upgradeForbidden, upgradeRefusalDetail, where } from './pod-stream.js';
 import { webSocketOptions } from './ws-options.js';
 import { PongPacer } from './pong-pacer.js';
 import { REFUSAL_BODY_MAX } from './websocket/handshake.js';
@@ -107,11 +106,10 @@ function answerPings(ws: WebSocket): void {
 }
 
 /** Maps a refused upgrade (the API server's HTTP status) to a reply. */
-function upgradeError(target: PodPort, status: number, text: string): ProxyError {
-  const detail = statusMessage(text) ?? `HTTP ${status}`;
+function upgradeError(target: PodPort, status: number, text: string, location?: string): ProxyError {
+  const { detail, fromFront } = upgradeRefusalDetail(status, text, location);
   const dropped = upgradeDropped(target, status, detail);
   if (dropped) return dropped;
-  const fromFront = htmlPageMessage(text) !== undefined;
   const msg = `port-forward to ${where(target)} refused${fromFront ? '' : ' by the API server'} (${status}): ${detail}`;
   if (status === 403) return upgradeForbidden(msg, target, undefined, fromFront);
   if (status === 404 || status === 400) return new HostUnreachableError(msg, { retryable: true });
@@ -158,7 +156,7 @@ class PortForwardStream extends PodStream {
           // The start of the body is enough for the message; the rest is not waited for (it may never end).
           const chunks: Buffer[] = [];
           let kept = 0;
-          const refused = () => fail(upgradeError(target, res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8')));
+          const refused = () => fail(upgradeError(target, res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'), res.headers.location));
           res.on('data', (c: Buffer) => {
             chunks.push(c.subarray(0, REFUSAL_BODY_MAX - kept));
             kept += Math.min(c.length, REFUSAL_BODY_MAX - kept);

@@ -1,11 +1,13 @@
 // tunnel/websocket-v4.ts: a refused upgrade whose body never ends (a misbehaving API server or a
-// proxy in between) is answered from its first 16 KiB, not read for as long as it flows.
+// proxy in between) is answered from its first 16 KiB, not read for as long as it flows. Both
+// transports say a front's redirect by where it goes, and never with its query.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { WebSocketV4Transport } from '../../src/tunnel/websocket-v4.js';
+import { SpdyTransport } from '../../src/tunnel/spdy-transport.js';
 import { createLogger } from '../../src/core/log.js';
 import { ProxyError } from '../../src/core/errors.js';
 import type { ApiConnection } from '../../src/cluster/api.js';
@@ -38,4 +40,37 @@ test('an endless refusal body: the open fails at once with the status and the st
   );
   assert.ok(Date.now() - began < 5_000, `answered after ${Date.now() - began} ms, not at the open's deadline`);
   assert.ok(sent < 64 << 20, `${sent} bytes of body were read`);
+});
+
+test("a front's redirect is said by where it goes, never its query or its body (Go's repeats the whole Location)", async (t) => {
+  const location = 'https://login.example/sso?session=s3cr3t';
+  const body = `<a href="${location}">Found</a>.\n\n`;
+  const server = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () =>
+      socket.end(`HTTP/1.1 302 Found\r\nLocation: ${location}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: ${body.length}\r\n\r\n${body}`),
+    );
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const { port } = server.address() as AddressInfo;
+  const api = {
+    requestOptions: async () => ({}),
+    url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`),
+    invalidate() {},
+    accepted() {},
+  } as unknown as ApiConnection;
+  const quiet = { intervalMs: 0, timeoutMs: 0 };
+  const transports = [new WebSocketV4Transport(api, createLogger('silent'), quiet), new SpdyTransport(api, createLogger('silent'), { keepalive: quiet })];
+  for (const transport of transports) {
+    await assert.rejects(transport.open({ namespace: 'ns', pod: 'p', port: 80 }, { signal: AbortSignal.timeout(10_000), confirmMs: 0 }), (err: Error) => {
+      assert.ok(err instanceof ProxyError, transport.name);
+      assert.match(err.message, /refused \(302\): a redirect to https:\/\/login\.example\/sso \(not the API server/, transport.name);
+      // The tunnel's refusal is what the transport negotiation logs.
+      for (const text of [err.message, err.cause instanceof Error ? err.cause.message : '']) assert.doesNotMatch(text, /s3cr3t|href/, transport.name);
+      return true;
+    });
+    await transport.close();
+  }
 });

@@ -14,6 +14,7 @@ import { ReplyWatch } from './reply-watch.js';
 import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
 import { monotonicMs } from '../../core/clock.js';
 import { statusMessage, type ApiRequestOptions } from '../../cluster/api.js';
+import { redirectMessage } from '../../cluster/foreign-answer.js';
 import { framesVisibleOnPath } from '../ws-options.js';
 import { ByteWebSocket, type WebSocketEnd } from '../websocket/byte-socket.js';
 import { UpgradeRefusal, upgradeToWebSocket } from '../websocket/handshake.js';
@@ -31,9 +32,12 @@ export class TunnelRefusal extends Error {
     readonly status: number,
     readonly body: string,
     readonly protocol?: string,
+    /** A redirect's Location header. */
+    readonly location?: string,
   ) {
-    // The body of a refusal is a Status object (its message), or plain text (its first line).
-    const detail = body ? statusMessage(body) : undefined;
+    // The body of a refusal is a Status object (its message), or plain text (its first line); a
+    // redirect is said by where it goes (upgradeRefusalDetail: never its query, nor its body).
+    const detail = status >= 300 && status < 400 ? redirectMessage(status, location) : body ? statusMessage(body) : undefined;
     super(status === 101 ? `upgraded with subprotocol "${protocol ?? ''}" instead of ${TUNNEL_PROTOCOL}` : `HTTP ${status}${detail ? `: ${detail}` : ''}`);
     this.name = 'TunnelRefusal';
   }
@@ -67,7 +71,7 @@ export async function dialTunnel(url: URL, conn: ApiRequestOptions, timeoutMs: n
   try {
     upgraded = await upgradeToWebSocket(url, conn, TUNNEL_PROTOCOL, timeoutMs);
   } catch (err) {
-    throw err instanceof UpgradeRefusal ? new TunnelRefusal(err.status, err.body) : err;
+    throw err instanceof UpgradeRefusal ? new TunnelRefusal(err.status, err.body, undefined, err.location) : err;
   }
   if (upgraded.protocol !== TUNNEL_PROTOCOL) {
     upgraded.socket.destroy();

@@ -22,6 +22,8 @@ export class UpgradeRefusal extends Error {
   constructor(
     readonly status: number,
     readonly body: string,
+    /** A redirect's Location header. */
+    readonly location?: string,
   ) {
     super(`HTTP ${status}`);
     this.name = 'UpgradeRefusal';
@@ -85,7 +87,7 @@ export function upgradeToWebSocket(url: URL, conn: ApiRequestOptions, protocol: 
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       let kept = 0;
-      const refused = () => fail(new UpgradeRefusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8')));
+      const refused = () => fail(new UpgradeRefusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'), res.headers.location));
       res.on('data', (c: Buffer) => {
         chunks.push(c.subarray(0, REFUSAL_BODY_MAX - kept));
         kept += Math.min(c.length, REFUSAL_BODY_MAX - kept);
