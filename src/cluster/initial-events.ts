@@ -30,8 +30,12 @@ export class InitialEvents<T extends Slim> {
       // Only the annotated bookmark ends the initial events; a plain one before it carries a
       // resourceVersion we must not resume from (the picture under it is not complete).
       if (ev.object.metadata?.annotations?.[INITIAL_EVENTS_END] !== 'true') return true;
+      // Without one, the watch would resume from "" (the most recent state, replayed as ADDED):
+      // objects deleted meanwhile would stay in the cache for good. A paged LIST follows instead.
+      const resourceVersion: unknown = ev.object.metadata.resourceVersion;
+      if (typeof resourceVersion !== 'string' || !resourceVersion) throw new Error('the initial-events-end bookmark of the watch-list has no resourceVersion');
       this.complete = true;
-      this.done(this.fresh, String(ev.object.metadata.resourceVersion ?? ''));
+      this.done(this.fresh, resourceVersion);
       return true;
     }
     if (ev.type === 'ADDED' || ev.type === 'MODIFIED') {

@@ -379,3 +379,40 @@ test('watches accepted and then failing on their body are one warning, not "reco
   assert.equal(status(), 'synced');
   assert.equal(said('watch recovered'), 1);
 });
+
+test(
+  'a watch-list whose end bookmark has no resourceVersion is listed in pages, not resumed from "" (deleted objects kept)',
+  { timeout: 30_000 },
+  async (t) => {
+    const event = (type: string, name: string, resourceVersion?: string, annotations?: Record<string, string>) =>
+      `${JSON.stringify({ type, object: { metadata: { name, namespace: 'ns', resourceVersion, annotations } } })}\n`;
+    const fake = await startFakeApi((url, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      if (url.searchParams.get('sendInitialEvents'))
+        return void res.end(event('ADDED', 'a', '5') + event('ADDED', 'b', '6') + event('BOOKMARK', '', undefined, { 'k8s.io/initial-events-end': 'true' }));
+      // b is gone by now: the LIST has a alone; a watch from "" would replay a alone, as ADDED.
+      if (!url.searchParams.get('watch'))
+        return void res.end(
+          JSON.stringify({ metadata: { resourceVersion: '10' }, items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: '5' } }] }),
+        );
+      res.write(event('ADDED', 'a', '5'));
+    });
+    const inf = new ResilientInformer(fake.api, '/api/v1/services', createLogger('silent'), () => undefined, slimService);
+    t.after(async () => {
+      await inf.stop();
+      await fake.close();
+    });
+    await inf.start();
+    const watches = () => fake.requests.filter((u) => u.searchParams.get('watch') === '1' && !u.searchParams.get('sendInitialEvents'));
+    for (const deadline = Date.now() + 10_000; watches().length < 1 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(
+      watches().map((u) => u.searchParams.get('resourceVersion')),
+      ['10'],
+      'the watch resumes from the LIST',
+    );
+    assert.deepEqual(
+      [...inf.list()].map((s) => s.key),
+      ['ns/a'],
+    );
+  },
+);
