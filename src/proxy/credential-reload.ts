@@ -2,8 +2,10 @@
 // login` rewrites the user's token, other tools write a new embedded certificate. The proxy read
 // the kubeconfig at start. A cluster route whose credentials the API server refuses is made anew
 // (as a reload makes a route whose kubeconfig entries changed) once the kubeconfig holds other
-// entries for its context: looked at every few seconds while refused, never otherwise. A managed
-// daemon runs from its own copy: its source is the user's kubeconfig, and renewing is a reload.
+// entries for its context: looked at every few seconds while refused, never otherwise. So is one
+// whose API server it cannot reach: a rotated CA or a server moved to another address is written
+// there too (`gcloud … get-credentials`). A managed daemon runs from its own copy: its source is
+// the user's kubeconfig, and renewing is a reload.
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { contextFingerprint } from '../cluster/kubeconfig-files.js';
@@ -42,16 +44,27 @@ export function reloadOnNewCredentials(current: () => BuiltTable, source: Creden
   const timer = setInterval(() => {
     if (busy) return;
     const built = current();
+    const refused: string[] = [];
     const renewed = built.table.routes.filter((spec) => {
-      if (!('context' in spec) || !built.routes.get(spec.name)?.guest?.credentialsRefused()) return false;
+      const guest = built.routes.get(spec.name)?.guest;
+      if (!('context' in spec) || !guest) return false;
+      const credentials = guest.credentialsRefused();
+      if (!credentials && !guest.apiUnreachable()) return false;
       const now = source.now(spec);
       if (now === source.inForce(spec) || now === tried.get(spec.name)) return false;
       tried.set(spec.name, now);
+      if (credentials) refused.push(spec.name);
       return true;
     });
     if (renewed.length === 0) return;
     busy = true;
-    log.info({ routes: renewed.map((r) => r.name) }, 'the API server refuses the credentials and the kubeconfig has new ones: making the route anew with them');
+    const names = renewed.map((r) => r.name);
+    if (refused.length)
+      log.info({ routes: refused }, 'the API server refuses the credentials and the kubeconfig has new ones: making the route anew with them');
+    if (refused.length < names.length) {
+      const unreachable = names.filter((n) => !refused.includes(n));
+      log.info({ routes: unreachable }, 'the API server cannot be reached and the kubeconfig has new entries for its context: making the route anew with them');
+    }
     source
       .renew()
       .catch((err: unknown) => log.warn({ error: errorMessage(err) }, 'the route could not be made anew with the new credentials; it keeps trying'))

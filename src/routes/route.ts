@@ -135,6 +135,8 @@ export interface GuestClusterView extends ClusterView {
   cacheStatus(): CacheStatus;
   /** The API server refuses the credentials (401) and has taken none since. */
   credentialsRefused(): boolean;
+  /** No request reaches the API server: it does not answer, or not with a certificate the CA vouches for. */
+  apiUnreachable(): boolean;
 }
 
 /** The API server URLs of the cluster routes among `routes` (their status details name them). */

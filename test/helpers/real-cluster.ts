@@ -7,13 +7,14 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CONTROL_PLANES, binaryPath, notBuiltReason, type Binary, type ControlPlaneVersion } from './real-cluster-build.js';
 import { Components, freePort, tail } from './real-cluster-components.js';
+import { SimPki } from '../sim/pki.js';
 import {
   apiServerArgs,
   controllerManagerArgs,
@@ -66,13 +67,20 @@ export interface RealCluster {
    * bed's pki directory (issuing the same name again rewrites them in place).
    */
   issueClientCert(name: string, validSeconds: number): Promise<{ cert: string; key: string }>;
+  /**
+   * The API server's serving certificate replaced by one from a new CA (kube-apiserver reloads the
+   * file at once; connections open before keep the old one); the new CA joins the bed's CA file,
+   * which components started later trust. Returns the new CA's PEM.
+   */
+  rotateServingCa(): Promise<string>;
   /** Compacts etcd at its current revision; returns that revision. */
   compact(): Promise<number>;
   /**
    * Stops an API server (SIGTERM; `index` of apiServers, default 0), runs whileDown, and starts it
-   * again on the same port (apiServerFlags, when given, replace the start's); resolves when ready.
+   * again on the same port (apiServerFlags, when given, replace the start's; version, when given,
+   * runs that control plane's kube-apiserver from then on: an upgrade or a downgrade); resolves when ready.
    */
-  restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[]; index?: number }): Promise<void>;
+  restartApiServer(opts?: { whileDown?: () => Promise<void>; apiServerFlags?: string[]; index?: number; version?: ControlPlaneVersion }): Promise<void>;
   /** SIGKILL to the node stand-in (every node): a kubelet that dies; it is not started again. */
   killNode(): Promise<void>;
   /**
@@ -201,7 +209,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       }).concat(authenticationConfigFile ? [`--authentication-config=${authenticationConfigFile}`] : []);
     // What restartApiServer may replace (e.g. feature gates turned off for the rest of a test file).
     let extraApiFlags = opts.apiServerFlags ?? [];
-    const adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
+    let adminAgent = new https.Agent({ ca: caPem, keepAlive: true });
     const request = (method: string, apiPath: string, timeoutMs = 10_000, body?: unknown, base = server): Promise<{ status: number; body: string }> =>
       new Promise((resolve, reject) => {
         const headers: Record<string, string> = { authorization: `Bearer ${tokens.admin}` };
@@ -221,8 +229,9 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
       if (r.status !== 200) throw new Error(`GET ${apiPath}: ${r.status} ${r.body.slice(0, 300)}`);
       return JSON.parse(r.body) as T;
     };
+    let apiVersion = version;
     const startApiServer = async (i: number) => {
-      launch(apiName(i), 'kube-apiserver', [...apiArgs(i), ...extraApiFlags]);
+      components.launch(apiName(i), binaryPath(apiVersion, 'kube-apiserver'), [...apiArgs(i), ...extraApiFlags]);
       await waitFor(
         `${apiName(i)} ready`,
         async () => ((await request('GET', '/readyz', 2000, undefined, direct(i))).status === 200 ? true : undefined),
@@ -330,6 +339,22 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
         await runPki(['--client', name, '--valid', `${validSeconds}s`]);
         return { cert: p(`${name}.crt`), key: p(`${name}.key`) };
       },
+      async rotateServingCa() {
+        const next = new SimPki();
+        const serving = next.servingCert();
+        // Key then certificate, each by a rename: the API server never reads half a file.
+        for (const [file, pem] of [
+          ['apiserver.key', serving.keyPem],
+          ['apiserver.crt', serving.certPem],
+        ] as const) {
+          await writeFile(p(`${file}.new`), pem, { mode: 0o600 });
+          await rename(p(`${file}.new`), p(file));
+        }
+        await appendFile(ca, next.caPem);
+        adminAgent.destroy();
+        adminAgent = new https.Agent({ ca: await readFile(ca), keepAlive: true });
+        return next.caPem;
+      },
       async compact() {
         const res = await fetch(`${etcd.controlURL}/compact`, { method: 'POST' });
         if (!res.ok) throw new Error(`etcd compact: ${res.status} ${await res.text()}`);
@@ -342,6 +367,7 @@ export async function startRealCluster(opts: StartOptions = {}): Promise<RealClu
         await components.stop(apiName(i));
         await o.whileDown?.();
         if (o.apiServerFlags) extraApiFlags = o.apiServerFlags;
+        if (o.version) apiVersion = o.version;
         await startApiServer(i);
       },
       apiServers: apiCount,

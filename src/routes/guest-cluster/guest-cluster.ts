@@ -110,6 +110,10 @@ export class GuestCluster implements GuestClusterView {
     return this.api.credentialProblem?.refused === true;
   }
 
+  apiUnreachable(): boolean {
+    return this.health.current?.unreachable === true;
+  }
+
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined {
     return this.life.state === 'ready' ? this.cache.knownNamespaces() : undefined;

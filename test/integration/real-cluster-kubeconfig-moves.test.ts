@@ -1,0 +1,98 @@
+// The cluster's address and CA change under a running proxy, and the user's kubeconfig is
+// rewritten for them (`gcloud container clusters get-credentials` after a credential rotation,
+// which moves the control plane and renews its CA): kubectl follows at its next run, and so must
+// the proxy, by itself, once its API server cannot be reached. First the API server moves (the
+// front the kubeconfig named goes away, another port takes its place), then its serving
+// certificate comes from a new CA and it restarts (connections open before keep the old one).
+// Skips with a reason when the real-cluster binaries are not built.
+import { after, before, test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
+import { httpContainer, manifests, pod, webService } from '../helpers/real-cluster-objects.js';
+import { endpointSlicesCaughtUp, startClusterLogged, stopProxiesAndCluster } from '../helpers/real-cluster-setup.js';
+import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
+import { startTcpBalancer, type TcpBalancer } from '../helpers/tcp-balancer.js';
+import { curl } from '../helpers/curl.js';
+
+const skip = skipUnlessRealCluster();
+
+let cluster: RealCluster | undefined;
+let proxy: ProxyProcess | undefined;
+let front: TcpBalancer | undefined;
+let kubeconfig = '';
+
+/** The admin context with its CA embedded, as cloud CLIs write it. */
+const writeKubeconfig = (server: string, caPem: string) =>
+  writeFile(
+    kubeconfig,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: moving, cluster: {server: "${server}", certificate-authority-data: ${Buffer.from(caPem).toString('base64')}}}]`,
+      `users: [{name: admin, user: {token: ${cluster!.tokens.admin}}}]`,
+      'contexts: [{name: admin, context: {cluster: moving, user: admin, namespace: shop}}]',
+      'current-context: admin',
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
+
+const apiServer = () => ({ host: '127.0.0.1', port: Number(new URL(cluster!.server).port) });
+
+before(async () => {
+  if (skip) return;
+  cluster = await startClusterLogged();
+  await cluster.kubectl(['apply', '-f', '-'], { input: manifests(pod({ name: 'web', containers: [httpContainer('web')] }), webService()) });
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/web', '--timeout=60s']);
+  await endpointSlicesCaughtUp(cluster);
+  front = await startTcpBalancer([apiServer()]);
+  kubeconfig = path.join(cluster.dir, 'moving.kubeconfig');
+  await writeKubeconfig(`https://127.0.0.1:${front.port}`, await readFile(path.join(cluster.dir, 'pki', 'ca.crt'), 'utf8'));
+  const listen = ['--listen-socks', '127.0.0.1:0', '--listen-http', '127.0.0.1:0'];
+  proxy = await startProxyProcess(['--kubeconfig', kubeconfig, ...listen, '--log-level', 'debug']);
+});
+
+after(async () => {
+  const codes = await stopProxiesAndCluster(cluster, new Map(proxy ? [['moves', proxy]] : []));
+  await front?.close();
+  for (const code of codes) assert.equal(code, 0, 'the proxy exits 0 on SIGTERM');
+});
+
+/** Asks web.shop through SOCKS5 and the HTTP proxy until both answer; the ms it took. */
+async function servedAgainMs(limitMs: number): Promise<number> {
+  const t0 = Date.now();
+  let last = '';
+  while (Date.now() - t0 < limitMs) {
+    const socks = await curl(['--socks5-hostname', proxy!.socks!, 'http://web.shop/'], 3_000);
+    const http = await curl(['-x', `http://${proxy!.http!}`, 'http://web.shop/'], 3_000);
+    if (/^pod=web /.test(socks.stdout) && /^pod=web /.test(http.stdout)) return Date.now() - t0;
+    last = `socks: ${socks.code} ${socks.stdout}${socks.stderr}; http: ${http.code} ${http.stdout}`;
+    await delay(250);
+  }
+  throw new Error(`not served again within ${limitMs} ms; last: ${last}`);
+}
+
+const renewals = () => proxy!.logs.filter((l) => /the API server cannot be reached and the kubeconfig has new entries/.test(String(l.msg))).length;
+
+test('the API server moves to another address: the proxy follows the rewritten kubeconfig', { timeout: 30_000 }, async (t: TestContext) => {
+  if (skip) return t.skip(skip);
+  await servedAgainMs(5_000);
+  await front!.close();
+  front = await startTcpBalancer([apiServer()]);
+  await writeKubeconfig(`https://127.0.0.1:${front.port}`, await readFile(path.join(cluster!.dir, 'pki', 'ca.crt'), 'utf8'));
+  console.log(`# served again ${await servedAgainMs(15_000)} ms after the move`);
+  assert.equal(renewals(), 1, 'the proxy says why it made the route anew');
+});
+
+test('the API server serves from a new CA after a restart: the proxy trusts the rewritten kubeconfig', { timeout: 40_000 }, async (t: TestContext) => {
+  if (skip) return t.skip(skip);
+  await servedAgainMs(5_000);
+  const caPem = await cluster!.rotateServingCa();
+  await writeKubeconfig(`https://127.0.0.1:${front!.port}`, caPem);
+  await cluster!.restartApiServer();
+  console.log(`# served again ${await servedAgainMs(15_000)} ms after the restart`);
+  assert.equal(renewals(), 2, 'made anew with the new CA');
+});
