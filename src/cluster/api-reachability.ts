@@ -14,6 +14,7 @@ import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage, outOfFiles } from '../core/errors.js';
+import { serverCertRefused } from './proxy-failures.js';
 
 export const PROBE_INTERVAL_MS = 1_000;
 /** A probe that gets no headers in this long counts as the server away. */
@@ -34,6 +35,8 @@ export interface ReachabilityState {
   serving: boolean;
   /** Since when (ms since the epoch) the server has been in that state, as far as we saw. */
   since: number;
+  /** No answer because its certificate was not accepted: a CA or certificate other than the kubeconfig trusts. */
+  untrusted?: boolean;
   lastError?: string;
 }
 
@@ -162,10 +165,12 @@ export class ApiReachability {
     this.record(true, true);
   }
 
-  private record(answered: boolean, serving: boolean, error?: string): void {
+  private record(answered: boolean, serving: boolean, error?: string, untrusted = false): void {
     if (!this.state || this.state.answered !== answered || this.state.serving !== serving)
       this.state = { answered, serving, since: Date.now(), ...(error ? { lastError: error } : {}) };
     else if (error) this.state.lastError = error;
+    if (untrusted) this.state.untrusted = true;
+    else delete this.state.untrusted;
   }
 
   private async probe(): Promise<void> {
@@ -175,6 +180,7 @@ export class ApiReachability {
     let answered = true;
     let serving = true;
     let error: string | undefined;
+    let untrusted = false;
     try {
       const res = await apiGet(this.api, PROBE_PATH, AbortSignal.timeout(PROBE_TIMEOUT_MS), PROBE_TIMEOUT_MS, true);
       res.resume();
@@ -191,6 +197,7 @@ export class ApiReachability {
       answered = err instanceof ApiStatusError;
       serving = answered && (err as ApiStatusError).statusCode < 500 && (err as ApiStatusError).statusCode !== 429;
       if (!serving) error = errorMessage(err);
+      untrusted = serverCertRefused(err);
     }
     this.probing = false;
     // A failure older than an answer seen meanwhile (the probe was sent while the server was away,
@@ -200,7 +207,7 @@ export class ApiReachability {
       return;
     }
     if (serving) this.lastAnswerAt = monotonicMs();
-    this.record(answered, serving, error);
+    this.record(answered, serving, error, untrusted);
     if (!serving) this.sawAway = true;
     else if (this.sawAway) {
       this.sawAway = false;

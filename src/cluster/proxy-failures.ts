@@ -41,6 +41,11 @@ export function explainProxyFailures(agent: http.Agent, proxy: ProxyInUse): void
 /** Node's codes for a certificate chain or name it will not accept. */
 const CERT_CODES = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS_CERT_ALTNAME_INVALID/;
 
+/** The API server's own certificate was not accepted (not a proxy's on the way: explained() makes that a ProxyRefusedError). */
+export function serverCertRefused(err: unknown): boolean {
+  return !(err instanceof ProxyRefusedError) && CERT_CODES.test((err as { code?: unknown } | undefined)?.code?.toString() ?? '');
+}
+
 function explained(err: Error & { code?: string }, p: ProxyInUse): Error {
   const proxy = `the proxy ${p.proxy ?? ''} (from ${p.source ?? 'the proxy URL'})`;
   const where = p.source === "the kubeconfig's proxy-url" ? 'proxy-url' : (p.source ?? 'the proxy URL');

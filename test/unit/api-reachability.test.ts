@@ -4,6 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import https from 'node:https';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { chmodSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { scratchDir } from '../helpers/scratch-dir.js';
@@ -16,6 +19,8 @@ import { createLogger } from '../../src/core/log.js';
 import { RouteHealth } from '../../src/routes/guest-cluster/health.js';
 import { eventually } from '../helpers/cluster.js';
 import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
+import { SimPki } from '../sim/pki.js';
+import { KubeConfig } from '@kubernetes/client-node';
 
 /** A fake API server whose /readyz requests are held until reset(): then their connections are reset (no HTTP answer). */
 async function heldReadyz(): Promise<{ api: ApiConnection; probes: () => number; reset(): void; close(): Promise<void> }> {
@@ -176,4 +181,30 @@ test('an idle route whose exec credential expires and whose plugin now fails sho
   writeFileSync(mode, 'expired');
   await eventually(async () => health.current !== undefined, 10_000, 50);
   assert.match(health.current!.reason, /SSO session expired/);
+});
+
+test('an API server whose certificate the kubeconfig CA does not vouch for (a rotated CA) is said to be so, not to give no answer', async (t) => {
+  const served = new SimPki();
+  const kubeconfigs = new SimPki();
+  const { keyPem, certPem } = served.servingCert();
+  const server = https.createServer({ key: keyPem, cert: certPem }, (_req, res) => res.end('ok'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: url, caData: Buffer.from(kubeconfigs.caPem).toString('base64') }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'c', cluster: 'c', user: 'u' }],
+    currentContext: 'c',
+  });
+  const api = new ApiConnection(kc);
+  const health = new RouteHealth('cluster', api, url, { failingWatches: () => [] } as unknown as ClusterCache, createLogger('silent'));
+  ApiReachability.of(api).check();
+  await eventually(async () => ApiReachability.of(api).last !== undefined, 5_000, 10);
+  const degraded = health.check();
+  assert.equal(degraded?.unreachable, true, 'no stream can open');
+  assert.match(degraded?.reason ?? '', /presents a certificate the kubeconfig's CA does not vouch for/);
+  assert.doesNotMatch(degraded?.reason ?? '', /does not answer/);
 });

@@ -93,7 +93,12 @@ export class RouteHealth {
     if (credentials) return { reason: credentials.message, since: credentials.since, unreachable: !credentials.refused };
     const reach = ApiReachability.of(this.api).last;
     if (reach && !reach.serving) {
-      const what = reach.answered ? 'is not serving' : 'does not answer';
+      // A certificate refused is an answer of sorts: say so, not "does not answer" (a rotated CA).
+      const what = reach.answered
+        ? 'is not serving'
+        : reach.untrusted
+          ? "presents a certificate the kubeconfig's CA does not vouch for (was it rotated? a kubeconfig rewritten for it is taken within seconds)"
+          : 'does not answer';
       return {
         reason: `the API server ${this.server} ${what}${reach.lastError ? `: ${reach.lastError}` : ''}`,
         since: reach.since,
