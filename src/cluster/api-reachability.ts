@@ -198,6 +198,8 @@ export class ApiReachability {
       serving = answered && (err as ApiStatusError).statusCode < 500 && (err as ApiStatusError).statusCode !== 429;
       if (!serving) error = errorMessage(err);
       untrusted = serverCertRefused(err);
+      // The next probe (a second on) then trusts a CA file rotated in place.
+      if (untrusted) this.api.rereadChangedCa();
     }
     this.probing = false;
     // A failure older than an answer seen meanwhile (the probe was sent while the server was away,

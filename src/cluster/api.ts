@@ -6,12 +6,16 @@ import { applyEgress, describeEgress, type Egress, type EgressOptions } from './
 import { ProxyRefusedError } from './proxy-failures.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { credentialValidForMs, tokenRefused } from './token-source.js';
-import { caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
+import { caFileStamp, caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
 import { escapeControls } from '../core/escape.js';
-import { explainHandshakeError, htmlPageMessage, notJsonMessage, redirectMessage } from './foreign-answer.js';
+import { explainHandshakeError, notJsonMessage, redirectMessage } from './foreign-answer.js';
+import { retryAfterSeconds, statusMessage } from './status-message.js';
 import { bodyDecoder, type BodyDecoder } from './content-encoding.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
+
+// Their callers import them from here, beside ApiConnection.
+export { retryAfterSeconds, statusMessage } from './status-message.js';
 
 /**
  * Connection options for the API server, as the kubeconfig dictates (TLS, auth, proxy-url).
@@ -88,6 +92,8 @@ export class ApiConnection {
   private refused?: { credential: string; since: number };
   /** The client certificate the last options carried (kept after invalidate(), for refusalAdvice). */
   private lastCert?: unknown;
+  /** The CA file (caFileStamp) the cached options were read from. */
+  private caStamp?: string;
 
   constructor(
     private readonly kc: KubeConfig,
@@ -118,6 +124,8 @@ export class ApiConnection {
 
   private async computeOptions(generation: number): Promise<ApiRequestOptions> {
     const opts: https.RequestOptions = { headers: {} };
+    // Before reading it: a CA file rewritten meanwhile then differs from what the options say.
+    const caStamp = caFileStamp(this.kc);
     try {
       await this.kc.applyToHTTPSOptions(opts);
     } catch (err) {
@@ -145,8 +153,22 @@ export class ApiConnection {
       ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}),
     };
     // Computed before an invalidate(): may carry the credential the server just refused.
-    if (generation === this.generation) this.cached = { until: monotonicMs() + this.cacheMs(), options };
+    if (generation === this.generation) {
+      this.cached = { until: monotonicMs() + this.cacheMs(), options };
+      this.caStamp = caStamp;
+    }
     return options;
+  }
+
+  /**
+   * The server's certificate was refused: a CA file rewritten since the options were made (a
+   * rotated cluster CA) is read now, not at the next minute. True when it had changed.
+   */
+  rereadChangedCa(): boolean {
+    if (!this.cached || caFileStamp(this.kc) === this.caStamp) return false;
+    this.cached = undefined;
+    this.generation++;
+    return true;
   }
 
   /**
@@ -339,57 +361,4 @@ function credentialDigest(o: ApiRequestOptions): string {
   return createHash('sha256')
     .update(`${String(o.headers.Authorization ?? '')}\0${String(o.cert ?? '')}`)
     .digest('hex');
-}
-
-/** Retry-After as whole seconds (the API server sends seconds, never a date); undefined otherwise. */
-export function retryAfterSeconds(header: string | string[] | undefined): number | undefined {
-  return typeof header === 'string' && /^\d{1,6}$/.test(header.trim()) ? Number(header.trim()) : undefined;
-}
-
-/**
- * How much of a Status message is kept: admission webhooks' denials run to several hundred
- * characters; a server's megabyte would flood doctor, status, the log and error bodies.
- */
-const STATUS_MESSAGE_MAX = 1000;
-
-/** The message of a Kubernetes Status object, if the text is one; else its first line. */
-export function statusMessage(text: string): string | undefined {
-  const html = htmlPageMessage(text);
-  if (html) return html;
-  try {
-    const obj = JSON.parse(text) as { kind?: string; message?: string };
-    if (obj && obj.kind === 'Status' && typeof obj.message === 'string')
-      return obj.message.length > STATUS_MESSAGE_MAX ? `${obj.message.slice(0, STATUS_MESSAGE_MAX)}…` : obj.message;
-  } catch {
-    const cut = cutStatusMessage(text);
-    if (cut !== undefined) return cut;
-  }
-  const lines = text.trim().split('\n');
-  return healthFailure(lines) ?? (lines[0] ? lines[0].slice(0, 300) : undefined);
-}
-
-/** The message of a Status cut short (getJson reads only the start of an error), marked as cut. */
-function cutStatusMessage(text: string): string | undefined {
-  if (!/"kind"\s*:\s*"Status"/.test(text)) return undefined;
-  const m = /"message"\s*:\s*"((?:[^"\\]|\\.)*)(")?/s.exec(text);
-  if (!m) return undefined;
-  let message = m[1]!.replace(/\\(u[0-9a-fA-F]{0,3})?$/, '');
-  try {
-    message = JSON.parse(`"${message}"`) as string;
-  } catch {
-    /* kept as written */
-  }
-  return message.length > STATUS_MESSAGE_MAX || !m[2] ? `${message.slice(0, STATUS_MESSAGE_MAX)}…` : message;
-}
-
-/**
- * A failed /readyz or /livez lists every check, passing ones first (`[+]ping ok`), and ends with
- * `readyz check failed`: the checks marked `[-]` are the reason, not the first line.
- */
-function healthFailure(lines: string[]): string | undefined {
-  const failed = lines.flatMap((l) => /^\[-\](\S+) failed/.exec(l)?.[1] ?? []);
-  if (failed.length === 0) return undefined;
-  const last = lines[lines.length - 1]!.trim();
-  const more = failed.length > 3 ? ` and ${failed.length - 3} more` : '';
-  return `${/check failed$/.test(last) ? last : 'checks failed'}: ${failed.slice(0, 3).join(', ')}${more}`;
 }

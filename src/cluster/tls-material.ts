@@ -123,3 +123,15 @@ function pem(value: unknown): string | Buffer {
   const first: unknown = Array.isArray(value) ? value[0] : value;
   return Buffer.isBuffer(first) ? first : String(first);
 }
+
+/** The kubeconfig's CA file as it is now (identity, size, mtime); undefined without one, '' when unreadable. */
+export function caFileStamp(kc: KubeConfig): string | undefined {
+  const file = kc.getCurrentCluster()?.caFile;
+  if (!file) return undefined;
+  try {
+    const s = statSync(file);
+    return `${s.ino}/${s.size}/${s.mtimeMs}`;
+  } catch {
+    return '';
+  }
+}
