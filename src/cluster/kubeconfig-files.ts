@@ -131,8 +131,9 @@ export function mergeKubeconfigFiles(files: string[]): MergedKubeConfig {
 /**
  * What a context's connection is made from — its context, cluster and user entries as the merged
  * kubeconfig has them now — as one string: a reload compares it to keep a route whose kubeconfig
- * did not change, and to make anew one whose server or credentials were edited. The OIDC tokens
- * the proxy itself writes back are left out. A kubeconfig that does not load gives its error.
+ * did not change, and to make anew one whose server, CA (its file too) or credentials were edited.
+ * The OIDC tokens the proxy itself writes back are left out. A kubeconfig that does not load gives
+ * its error.
  */
 export function contextFingerprint(explicit: string | undefined, context: string): string {
   try {
@@ -141,9 +142,20 @@ export function contextFingerprint(explicit: string | undefined, context: string
     const user = ctx && structuredClone(merged.rawUsers.get(ctx.user)?.user);
     const oidc = (user?.['auth-provider'] as { config?: Obj } | undefined)?.config;
     if (oidc) (delete oidc['id-token'], delete oidc['refresh-token']);
-    return JSON.stringify({ ctx, cluster: ctx && merged.clusters.find((c) => c.name === ctx.cluster), user });
+    const cluster = ctx && merged.clusters.find((c) => c.name === ctx.cluster);
+    // A CA file rewritten in place (a rotated CA) is an edit too: a managed daemon's copy embeds it.
+    return JSON.stringify({ ctx, cluster, caFile: cluster?.caFile && fileStamp(cluster.caFile), user });
   } catch (err) {
     return `unloadable: ${(err as Error).message}`;
+  }
+}
+
+function fileStamp(file: string): string {
+  try {
+    const s = statSync(file);
+    return `${s.ino}/${s.size}/${s.mtimeMs}`;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? 'unreadable';
   }
 }
 

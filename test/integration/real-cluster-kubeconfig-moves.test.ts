@@ -4,10 +4,11 @@
 // the proxy, by itself, once its API server cannot be reached. First the API server moves (the
 // front the kubeconfig named goes away, another port takes its place), then its serving
 // certificate comes from a new CA and it restarts (connections open before keep the old one).
-// A second proxy's kubeconfig names its CA by file, which is rewritten in place meanwhile. Skips with a reason when the real-cluster binaries are not built.
+// A second proxy's kubeconfig names its CA by file, which is rewritten in place meanwhile; so does
+// a managed one's, whose daemon runs from a copy with that CA embedded. Skips with a reason when the real-cluster binaries are not built.
 import { after, before, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
@@ -16,6 +17,7 @@ import { endpointSlicesCaughtUp, startClusterLogged, stopProxiesAndCluster } fro
 import { startProxyProcess, type ProxyProcess } from '../helpers/proxy-process.js';
 import { startTcpBalancer, type TcpBalancer } from '../helpers/tcp-balancer.js';
 import { curl } from '../helpers/curl.js';
+import { connectManaged, managedCli, type Connected } from '../helpers/managed-proxies.js';
 
 const skip = skipUnlessRealCluster();
 
@@ -24,6 +26,9 @@ let proxy: ProxyProcess | undefined;
 /** Its kubeconfig names the CA by file (`caFile`), the server directly. */
 let byFile: ProxyProcess | undefined;
 let caFile = '';
+/** A managed daemon connected with the by-file kubeconfig. */
+let managed: Connected | undefined;
+let stateDir = '';
 let front: TcpBalancer | undefined;
 let kubeconfig = '';
 
@@ -66,9 +71,13 @@ before(async () => {
     { mode: 0o600 },
   );
   byFile = await startProxyProcess(['--kubeconfig', byFileConfig, ...listen, '--log-level', 'debug']);
+  stateDir = path.join(cluster.dir, 'state');
+  await mkdir(stateDir, { mode: 0o700 });
+  managed = await connectManaged(stateDir, byFileConfig);
 });
 
 after(async () => {
+  if (managed) await managedCli(stateDir).cli(['disconnect', '--all']);
   const proxies = new Map<string, ProxyProcess>();
   if (proxy) proxies.set('moves', proxy);
   if (byFile) proxies.set('by-file', byFile);
@@ -78,7 +87,7 @@ after(async () => {
 });
 
 /** Asks web.shop through SOCKS5 and the HTTP proxy until both answer; the ms it took. */
-async function servedAgainMs(limitMs: number, through = proxy!): Promise<number> {
+async function servedAgainMs(limitMs: number, through: { socks?: string; http?: string } = proxy!): Promise<number> {
   const t0 = Date.now();
   let last = '';
   while (Date.now() - t0 < limitMs) {
@@ -110,6 +119,7 @@ test(
     if (skip) return t.skip(skip);
     await servedAgainMs(5_000);
     await servedAgainMs(5_000, byFile);
+    await servedAgainMs(5_000, managed);
     const caPem = await cluster!.rotateServingCa();
     await writeKubeconfig(`https://127.0.0.1:${front!.port}`, caPem);
     await writeFile(caFile, caPem);
@@ -118,5 +128,7 @@ test(
     assert.equal(renewals(), 2, 'made anew with the new CA');
     // Its kubeconfig did not change: the CA file is read again once the certificate is refused (not a minute later).
     console.log(`# the proxy with a CA file served again ${await servedAgainMs(15_000, byFile)} ms after that`);
+    // Its daemon's copy embedded the old CA: it takes the file's new one by itself.
+    console.log(`# the managed proxy served again ${await servedAgainMs(15_000, managed)} ms after that`);
   },
 );

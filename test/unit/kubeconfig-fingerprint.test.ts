@@ -119,3 +119,16 @@ test('a loaded context keeps only its own context, cluster and user, not the who
   assert.equal(server, 'https://c7.example:6443');
   assert.equal(kc.getCurrentUser()?.token, 't7');
 });
+
+test('a CA file rewritten in place changes the fingerprint (a managed daemon embedded the old CA)', (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-fingerprint-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'config');
+  const ca = path.join(dir, 'ca.crt');
+  writeFileSync(ca, 'old CA');
+  writeFileSync(file, kubeconfig('t').replace('server: "https://c.example:6443"', `server: "https://c.example:6443", certificate-authority: "${ca}"`));
+  const before = contextFingerprint(file, 'prod');
+  assert.equal(contextFingerprint(file, 'prod'), before, 'unchanged: the same');
+  writeFileSync(ca, 'a new, rotated CA');
+  assert.notEqual(contextFingerprint(file, 'prod'), before);
+});
