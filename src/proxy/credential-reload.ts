@@ -3,8 +3,8 @@
 // the kubeconfig at start. A cluster route whose credentials the API server refuses is made anew
 // (as a reload makes a route whose kubeconfig entries changed) once the kubeconfig holds other
 // entries for its context: looked at every few seconds while refused, never otherwise. So is one
-// whose API server it cannot reach: a rotated CA or a server moved to another address is written
-// there too (`gcloud … get-credentials`). A managed daemon runs from its own copy: its source is
+// whose API server it cannot reach, or that never started: a rotated CA or a server moved to
+// another address is written there too (`gcloud … get-credentials`). A managed daemon runs from its own copy: its source is
 // the user's kubeconfig, and renewing is a reload.
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
@@ -63,7 +63,10 @@ export function reloadOnNewCredentials(current: () => BuiltTable, source: Creden
       log.info({ routes: refused }, 'the API server refuses the credentials and the kubeconfig has new ones: making the route anew with them');
     if (refused.length < names.length) {
       const unreachable = names.filter((n) => !refused.includes(n));
-      log.info({ routes: unreachable }, 'the API server cannot be reached and the kubeconfig has new entries for its context: making the route anew with them');
+      log.info(
+        { routes: unreachable },
+        'the route cannot reach its API server (or never started) and the kubeconfig has new entries for its context: making the route anew with them',
+      );
     }
     source
       .renew()

@@ -135,7 +135,7 @@ export interface GuestClusterView extends ClusterView {
   cacheStatus(): CacheStatus;
   /** The API server refuses the credentials (401) and has taken none since. */
   credentialsRefused(): boolean;
-  /** No request reaches the API server: it does not answer, or not with a certificate the CA vouches for. */
+  /** No request reaches the API server (it does not answer, or not with a certificate the CA vouches for), or the route never started. */
   apiUnreachable(): boolean;
 }
 

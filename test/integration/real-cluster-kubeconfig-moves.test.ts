@@ -100,7 +100,8 @@ async function servedAgainMs(limitMs: number, through: { socks?: string; http?: 
   throw new Error(`not served again within ${limitMs} ms; last: ${last}`);
 }
 
-const renewals = () => proxy!.logs.filter((l) => /the API server cannot be reached and the kubeconfig has new entries/.test(String(l.msg))).length;
+const renewals = () =>
+  proxy!.logs.filter((l) => /cannot reach its API server \(or never started\) and the kubeconfig has new entries/.test(String(l.msg))).length;
 
 test('the API server moves to another address: the proxy follows the rewritten kubeconfig', { timeout: 30_000 }, async (t: TestContext) => {
   if (skip) return t.skip(skip);

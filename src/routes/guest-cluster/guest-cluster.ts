@@ -111,7 +111,8 @@ export class GuestCluster implements GuestClusterView {
   }
 
   apiUnreachable(): boolean {
-    return this.health.current?.unreachable === true;
+    // In error: it never started (its server away, or refusing) and retries from the kubeconfig it had.
+    return this.life.state === 'error' || this.health.current?.unreachable === true;
   }
 
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
