@@ -8,11 +8,14 @@
 // the user's kubeconfig, and renewing is a reload.
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
+import { monotonicMs } from '../core/clock.js';
 import { contextFingerprint } from '../cluster/kubeconfig-files.js';
 import type { BuiltTable } from './build-table.js';
 import type { RouteSpec } from '../routes/spec.js';
 
 const CHECK_MS = 3_000;
+/** How often the same entries are tried again for a server that cannot be reached (it may answer there later). */
+const RETRY_UNREACHABLE_MS = 30_000;
 
 /** Where a route's credentials come from, and how the table is made anew from them. */
 export interface CredentialSource {
@@ -37,10 +40,18 @@ export function ownKubeconfig(current: () => BuiltTable, reload: () => Promise<v
 }
 
 /** Starts the checks of the routes in `current()`'s table against `source`. */
-export function reloadOnNewCredentials(current: () => BuiltTable, source: CredentialSource, log: Logger, checkMs = CHECK_MS): { stop(): void } {
+export function reloadOnNewCredentials(
+  current: () => BuiltTable,
+  source: CredentialSource,
+  log: Logger,
+  checkMs = CHECK_MS,
+  retryMs = RETRY_UNREACHABLE_MS,
+): { stop(): void } {
   let busy = false;
-  // What each route was last made anew from: entries that failed too are not tried again until edited.
-  const tried = new Map<string, string>();
+  // What each route was last made anew from, and when: refused credentials that failed too are not
+  // tried again until edited; a server that cannot be reached is, every retryMs (the kubeconfig
+  // may name its new address before the control plane answers there).
+  const tried = new Map<string, { entries: string; at: number }>();
   const timer = setInterval(() => {
     if (busy) return;
     const built = current();
@@ -51,8 +62,9 @@ export function reloadOnNewCredentials(current: () => BuiltTable, source: Creden
       const credentials = guest.credentialsRefused();
       if (!credentials && !guest.apiUnreachable()) return false;
       const now = source.now(spec);
-      if (now === source.inForce(spec) || now === tried.get(spec.name)) return false;
-      tried.set(spec.name, now);
+      const last = tried.get(spec.name);
+      if (now === source.inForce(spec) || (last?.entries === now && (credentials || monotonicMs() - last.at < retryMs))) return false;
+      tried.set(spec.name, { entries: now, at: monotonicMs() });
       if (credentials) refused.push(spec.name);
       return true;
     });
@@ -70,7 +82,7 @@ export function reloadOnNewCredentials(current: () => BuiltTable, source: Creden
     }
     source
       .renew()
-      .catch((err: unknown) => log.warn({ error: errorMessage(err) }, 'the route could not be made anew with the new credentials; it keeps trying'))
+      .catch((err: unknown) => log.warn({ error: errorMessage(err) }, "the route could not be made anew with the kubeconfig's new entries; it keeps trying"))
       .finally(() => (busy = false));
   }, checkMs);
   timer.unref();

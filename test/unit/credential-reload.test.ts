@@ -40,6 +40,7 @@ test('refused credentials: made anew once per edit of the kubeconfig, not again 
     ),
     createLogger('silent'),
     10,
+    50,
   );
   t.after(() => watcher.stop());
   // Waited for, then given more checks (every 10 ms) to be tried again in: a busy machine's late
@@ -59,7 +60,7 @@ test('refused credentials: made anew once per edit of the kubeconfig, not again 
   assert.equal(reloads, 2, 'credentials taken: the kubeconfig is not looked at');
 });
 
-test('an API server that cannot be reached: made anew once the kubeconfig names it elsewhere, never while it is reached', async (t) => {
+test('an API server that cannot be reached: made anew once the kubeconfig names it elsewhere, again after a while if that failed, never while it is reached', async (t) => {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-credential-reload-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'config');
@@ -76,10 +77,14 @@ test('an API server that cannot be reached: made anew once the kubeconfig names 
     () => built,
     ownKubeconfig(
       () => built,
-      async () => void reloads++,
+      async () => {
+        reloads++;
+        throw new Error('its new address does not answer yet');
+      },
     ),
     createLogger('silent'),
     10,
+    200,
   );
   t.after(() => watcher.stop());
   writeFileSync(file, kubeconfig('t', 'https://127.0.0.1:7443'));
@@ -88,5 +93,7 @@ test('an API server that cannot be reached: made anew once the kubeconfig names 
   unreachable = true;
   for (const deadline = Date.now() + 5_000; reloads < 1 && Date.now() < deadline;) await delay(10);
   await delay(150);
-  assert.equal(reloads, 1, 'unreachable, and the kubeconfig names it elsewhere: made anew once');
+  assert.equal(reloads, 1, 'unreachable, and the kubeconfig names it elsewhere: made anew once (it failed)');
+  for (const deadline = Date.now() + 5_000; reloads < 2 && Date.now() < deadline;) await delay(10);
+  assert.equal(reloads, 2, 'the same entries tried again after a while: the new address may answer by then');
 });
