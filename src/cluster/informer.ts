@@ -17,9 +17,9 @@ import { ApiReachability } from './api-reachability.js';
 import { HEALTHY_WATCH_MS, WatchRecovery } from './watch-recovery.js';
 import { WakeableWait } from './wakeable-wait.js';
 import { InitialEvents } from './initial-events.js';
+import { mayWatchList, watchListAccepted, watchListRefused } from './watch-list-support.js';
 import { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
 import { monotonicMs } from '../core/clock.js';
-import { testHookMs } from '../core/test-hooks.js';
 import { youngGenerationHold } from '../core/young-generation.js';
 
 export type WatchState = 'starting' | 'synced' | 'retrying' | 'stopped';
@@ -32,14 +32,6 @@ const MIN_WATCH_MS = 1_000;
 const RESUMED_EVENTS_MS = 200;
 /** Objects per LIST page (client-go's pager default). */
 export const PAGE_SIZE = 500;
-
-/**
- * API connections whose server refused a watch-list (older than 1.27, or the WatchList gate off),
- * and when (monotonic ms). A relist asks again once the refusal is this old: the control plane
- * may have been upgraded, or the gate turned on, under a proxy that runs for days.
- */
-const noWatchList = new WeakMap<ApiConnection, number>();
-const WATCH_LIST_RELEARN_MS = testHookMs('PROXYOUT_TEST_RELEARN_WATCH_LIST_MS') ?? 10 * 60_000;
 
 /**
  * A list+watch of one resource path that keeps going: what follows an end or a failure is
@@ -204,8 +196,7 @@ export class ResilientInformer<T extends Slim> {
   /** A fresh picture; true when it came by a watch-list, which went on as the watch until now. */
   private async relist(): Promise<boolean> {
     this.releaseYoungGeneration ??= youngGenerationHold.hold();
-    const refusedAt = noWatchList.get(this.api);
-    if (this.options.watchList !== false && (refusedAt === undefined || monotonicMs() - refusedAt >= WATCH_LIST_RELEARN_MS)) {
+    if (this.options.watchList !== false && mayWatchList(this.api)) {
       let initialEvents = 0;
       try {
         await this.watchList(() => initialEvents++);
@@ -217,7 +208,7 @@ export class ResilientInformer<T extends Slim> {
         if (this.stopped() || this.initialEventsDone || (err instanceof ApiStatusError && [401, 403, ...this.stopOn].includes(err.statusCode))) throw err;
         const unsupported = err instanceof ApiStatusError && (err.statusCode === 400 || err.statusCode === 422) && initialEvents === 0;
         if (unsupported) {
-          noWatchList.set(this.api, monotonicMs());
+          watchListRefused(this.api);
           this.log.debug({ path: this.path, reason: err.message }, 'the API server does not stream initial events (watch-list); listing in pages');
         } else {
           // Any other failure: this relist goes on as a paged LIST, as client-go's reflector falls
@@ -239,7 +230,7 @@ export class ResilientInformer<T extends Slim> {
       (n) => this.syncing.listed(n),
       (fresh, resourceVersion) => {
         this.initialEventsDone = true;
-        if (noWatchList.delete(this.api)) this.log.debug({ path: this.path }, 'the API server streams initial events (watch-list) again; relists use it');
+        if (watchListAccepted(this.api)) this.log.debug({ path: this.path }, 'the API server streams initial events (watch-list) again; relists use it');
         this.replace(fresh, resourceVersion, 'watch-list');
       },
     );
