@@ -281,23 +281,27 @@ export class RouteMatcher {
       if (r.exclude) blocked.push(r);
       else if (!blocked.some((b) => b.route === r.route)) return this.claimRule(rules, i, blocked, name);
     }
-    const rest = () => this.afterShortNames(rules, i, blocked, name);
+    let why: string | undefined;
+    const rest = () => this.afterShortNames(rules, i, blocked, name, why);
     const d = this.defaultRoute;
     if (d >= 0 && labels <= 3 && !blocked.some((b) => b.route === d) && name !== 'localhost' && !name.endsWith('.localhost')) {
       const view = this.viewOf[d];
       const parsed = parseClusterName(name, this.table.clusterDomain, view?.defaultNamespace ?? 'default');
       if (parsed) {
-        const claim: Claim = { claimed: true, route: this.table.routes[d]!, reason: 'short-name', host: name, isIp: false, name: parsed };
+        const route = this.table.routes[d]!;
+        const claim: Claim = { claimed: true, route, reason: 'short-name', host: name, isIp: false, name: parsed };
         if (parsed.kind !== 'service' || !parsed.namespaceNeedsCheck) return claim;
         const exists = view?.namespaceExists(parsed.namespace);
         if (exists === true) return claim;
         if (exists === undefined) return { ...claim, fallback: rest() };
+        // A mistyped namespace (`web.shpo`) is refused saying so, as when the route finds it out itself.
+        why = `${route.kind} route ${route.name}: ${name} is not a cluster name (there is no namespace "${parsed.namespace}")`;
       }
     }
     return rest();
   }
 
-  private afterShortNames(rules: SuffixRule[], from: number, blocked: SuffixRule[], name: string): Decision {
+  private afterShortNames(rules: SuffixRule[], from: number, blocked: SuffixRule[], name: string, why?: string): Decision {
     for (let i = from; i < rules.length; i++) {
       const r = rules[i]!;
       if (!r.exclude && !blocked.some((b) => b.route === r.route)) return this.claimRule(rules, i, blocked, name);
@@ -306,7 +310,7 @@ export class RouteMatcher {
     const excluded = blocked.length ? `; excluded from ${blocked.map((b) => `route ${this.table.routes[b.route]!.name} by "${b.pattern}"`).join(', ')}` : '';
     return {
       claimed: false,
-      message: `${name} is not served by any route (no route name, include or cluster name matches it${excluded}) and direct pass-through is off`,
+      message: `${name} is not served by any route (no route name, include or cluster name matches it${excluded}) and direct pass-through is off${why ? `; ${why}` : ''}`,
     };
   }
 

@@ -231,3 +231,8 @@ test('a hostname the pods of a Deployment share names each of them, as CoreDNS a
   }
   assert.equal(seen.size, 2, [...seen].join(', '));
 });
+
+test('a two-label name with a mistyped namespace is refused naming the namespace the cluster lacks', { skip }, async () => {
+  const r = await viaHttp('http://web.shpo:8080/');
+  assert.match(r.out, /web\.shpo is not served by any route .*; cluster route admin: web\.shpo is not a cluster name \(there is no namespace "shpo"\)/);
+});
