@@ -104,6 +104,11 @@ export class ApiConnection {
     this.serverUrl = new URL(server);
   }
 
+  /** For messages: the kubeconfig's cluster name, and the --extra-ca file trusted besides its CA. */
+  get trust(): { cluster?: string; extraCA?: string } {
+    return { cluster: this.kc.getCurrentCluster()?.name, extraCA: this.egressOptions.extraCA?.file };
+  }
+
   /**
    * Callers that arrive together share one computation: each would otherwise run the exec plugin
    * (client-node's ExecAuth has no lock; client-go's exec.go Authenticator holds one), so a

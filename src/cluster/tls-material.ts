@@ -135,3 +135,22 @@ export function caFileStamp(kc: KubeConfig): string | undefined {
     return '';
   }
 }
+
+/**
+ * A server certificate Node would not accept, at start: said as such, with what to do (the
+ * kubeconfig's CA, or --extra-ca behind a TLS-intercepting proxy), not as "cannot reach". Else undefined.
+ */
+export function untrustedServer(err: unknown, { cluster, extraCA }: { cluster?: string; extraCA?: string }): string | undefined {
+  const e = err as { code?: string; message?: string } | null;
+  const code = e?.code ?? '';
+  // Behind an egress proxy the message already says what to trust (api.ts withEgress, proxy-failures.ts).
+  if (!/CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/.test(code) || /--extra-ca/.test(e?.message ?? '')) return undefined;
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID')
+    return `its certificate does not name this address (${e?.message}): give the kubeconfig a server address (or tls-server-name) that the certificate names`;
+  const signer = `the CA the kubeconfig gives for cluster "${cluster}" (certificate-authority or certificate-authority-data)`;
+  const why = extraCA ? `signed neither by ${signer} nor by the extra CA ${extraCA}` : `not signed by ${signer}`;
+  const fix = extraCA
+    ? ` check that ${extraCA} holds the CA of the proxy that intercepts TLS`
+    : ', if a corporate proxy intercepts TLS, trust its CA with --extra-ca FILE (config: extra-ca)';
+  return `its certificate is ${why} (${e?.message}): get a current kubeconfig for the cluster (its CA may have changed), or${fix}`;
+}

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../helpers/cluster.js';
 import { runCli, startProxyProcess, repoRoot } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
+import { SimPki } from '../sim/pki.js';
 
 let cluster: TestCluster;
 
@@ -65,6 +66,18 @@ describe('fails fast with one clear line and a non-zero exit', () => {
     assert.notEqual(r.code, 0);
     assertOneLineError(r.stderr, /cannot reach the API server/);
     assert.ok(Date.now() - started < 15_000, 'fails within seconds, not after a long timeout');
+  });
+
+  test("the kubeconfig's CA does not sign the server certificate: said so, with what to do, not as unreachable", async () => {
+    const b64 = (pem: string) => Buffer.from(pem).toString('base64');
+    const file = path.join(cluster.dir, 'other-ca');
+    await writeFile(file, cluster.sim.kubeconfigYaml().replace(b64(cluster.sim.caPem), b64(new SimPki().caPem)), { mode: 0o600 });
+    const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.notEqual(r.code, 0);
+    assertOneLineError(
+      r.stderr,
+      /^Error: the API server https:\/\/\S+ \(context "sim"\) is not trusted: its certificate is not signed by the CA the kubeconfig gives for cluster "[^"]+" .*: get a current kubeconfig .*trust its CA with --extra-ca FILE/,
+    );
   });
 
   test('a --cluster-domain that is no DNS domain', async () => {

@@ -17,6 +17,7 @@ import { honouringRetryAfter } from '../../cluster/retry-after.js';
 import { monotonicMs } from '../../core/clock.js';
 import { shellQuote } from '../../core/escape.js';
 import { lastRoundTrip } from '../../cluster/round-trip.js';
+import { untrustedServer } from '../../cluster/tls-material.js';
 import type { GuestClusterView, RouteState } from '../route.js';
 import { RouteLifecycle, type RetryTiming, type Step } from './lifecycle.js';
 import { RouteHealth, type Degraded } from './health.js';
@@ -243,6 +244,8 @@ export async function probeApi(api: ApiConnection, context: string, server: stri
       if (err.statusCode === 403) return; // authenticated, merely not allowed to read discovery
       throw new StartupError(`the API server ${server} answered ${err.statusCode}: ${err.message}`);
     }
+    const untrusted = untrustedServer(err, api.trust);
+    if (untrusted) throw new StartupError(`the API server ${server} (context "${context}") is not trusted: ${untrusted}`, { cause: err });
     throw new StartupError(`cannot reach the API server ${server} (context "${context}"): ${errorMessage(err)}`, { cause: err });
   }
 }
