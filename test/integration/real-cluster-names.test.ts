@@ -211,7 +211,7 @@ test('a pod hostname whose pod is not ready is refused saying so, as cluster DNS
 });
 
 test('a pod whose readiness gate is not met is no endpoint; once its condition is True it is reached', { skip }, async () => {
-  assert.match((await viaHttp('http://gated/')).out, /service shop\/gated:80 has no ready endpoint/);
+  assert.match((await viaHttp('http://gated/')).out, /service shop\/gated:80 has no ready endpoint: its one endpoint, pod shop\/gated, is not ready/);
   const gate = { status: { conditions: [{ type: 'proxyout.test/gate', status: 'True' }] } };
   await cluster!.kubectl(['-n', 'shop', 'patch', 'pod', 'gated', '--subresource=status', '-p', JSON.stringify(gate)]);
   const r = await eventually(async () => {

@@ -165,6 +165,29 @@ test('every failure maps to the reply the issue asks for', async () => {
   await assert.rejects(resolver.resolve(dom('empty.shop', 80)), /no ready endpoint/);
 });
 
+test('no ready endpoint says why: no endpoint at all, or which pods are there and not ready', async () => {
+  await assert.rejects(
+    resolver.resolve(dom('empty.shop', 80)),
+    /^NoReadyEndpointError: service shop\/empty:80 has no ready endpoint: it has no endpoints \(no running pod matches its selector\)$/,
+  );
+  const starting = [
+    svc('shop', 'one', { clusterIP: '10.96.1.1', ports: [{ port: 80 }] }),
+    svc('shop', 'five', { clusterIP: '10.96.1.5', ports: [{ port: 80 }] }),
+  ];
+  const notReady = (n: number) => Array.from({ length: n }, (_, i) => ({ pod: `p-${i}`, ip: `10.0.1.${i + 1}`, ready: false }));
+  const r = new Resolver(
+    {
+      ...cache,
+      lookup: new ClusterIndex(() => [
+        objectSource(starting, [slice('shop', 'one', { port: 80 }, notReady(1)), slice('shop', 'five', { port: 80 }, notReady(5))], []),
+      ]),
+    } as never,
+    'cluster.local',
+  );
+  await assert.rejects(r.resolve(dom('one.shop', 80)), /service shop\/one:80 has no ready endpoint: its one endpoint, pod shop\/p-0, is not ready$/);
+  await assert.rejects(r.resolve(dom('five.shop', 80)), /none of its 5 endpoints is ready \(pod shop\/p-0, pod shop\/p-1, pod shop\/p-2, …\)$/);
+});
+
 test('a Pod IP only hostNetwork pods have (a node IP) is refused unless allowed; their Service and headless names still work', async () => {
   const nodePods = [
     pod('kube-system', 'etcd-node-1', '10.0.9.1', [['client', 2379]], { hostNetwork: true }),

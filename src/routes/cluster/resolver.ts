@@ -18,7 +18,7 @@ import type { PodPort } from '../../tunnel/transport.js';
 import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
 import { SessionAffinity } from './session-affinity.js';
-import { hostnamePods, serviceEndpoints, stillPicked, unpublishedPod } from './service-endpoints.js';
+import { hostnamePods, noReadyDetail, serviceEndpoints, stillPicked, unpublishedPod } from './service-endpoints.js';
 import { normalizeIp } from '../../core/ip.js';
 import { clientHost } from '../../core/address.js';
 import { withCanI } from '../../cluster/can-i.js';
@@ -217,7 +217,7 @@ export class Resolver {
           `${label}: none of its endpoints (${portless}) has a port for it: their pods have no TCP container port named "${servicePort.targetPort}"`,
         );
       }
-      throw new NoReadyEndpointError(`${label} has no ready endpoint`);
+      throw new NoReadyEndpointError(`${label} has no ready endpoint${noReadyDetail(namespace, this.cache.lookup.slicesFor(namespace, name))}`);
     }
     const key = `${namespace}/${name}:${port}`;
     const seconds = svc.affinitySeconds;

@@ -179,3 +179,27 @@ function targetPortOf(servicePort: SlimServicePort, pod: SlimPod | undefined): n
   if (/^\d+$/.test(target)) return Number(target);
   return pod?.namedPorts.find((p) => p.name === target && p.protocol === 'TCP')?.containerPort;
 }
+
+/** Names shown of the pods that are not ready, at most. */
+const NOT_READY_SHOWN = 3;
+
+/**
+ * What "no ready endpoint" is, for the refusal: no endpoint at all (no pod runs that the selector
+ * matches: scaled to zero, a selector typo), or the pods that are there and not ready, to look at.
+ * Empty when endpoints are ready yet gave nothing (said elsewhere).
+ */
+export function noReadyDetail(namespace: string, slices: readonly SlimSlice[]): string {
+  const all = new Set<string>();
+  const notReady = new Set<string>();
+  for (const slice of slices) {
+    for (const ep of slice.endpoints) {
+      const key = ep.refName ? `pod ${ep.refNamespace ?? namespace}/${ep.refName}` : (ep.address ?? '(no address)');
+      all.add(key);
+      if (ep.ready === false) notReady.add(key);
+    }
+  }
+  if (all.size === 0) return ': it has no endpoints (no running pod matches its selector)';
+  if (notReady.size < all.size) return '';
+  const shown = [...notReady].slice(0, NOT_READY_SHOWN).join(', ') + (notReady.size > NOT_READY_SHOWN ? ', …' : '');
+  return notReady.size === 1 ? `: its one endpoint, ${shown}, is not ready` : `: none of its ${notReady.size} endpoints is ready (${shown})`;
+}
