@@ -13,6 +13,7 @@ import { retryAfterSeconds, statusMessage } from './status-message.js';
 import { bodyDecoder, type BodyDecoder } from './content-encoding.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
+import { boundRequest } from './request-deadline.js';
 
 // Their callers import them from here, beside ApiConnection.
 export { retryAfterSeconds, statusMessage } from './status-message.js';
@@ -84,6 +85,8 @@ export class ApiConnection {
   /** Bumped by invalidate(): options computed before it are not cached or shared after it. */
   private generation = 0;
   readonly serverUrl: URL;
+  /** For messages: the kubeconfig's cluster name, and the --extra-ca file trusted besides its CA. */
+  readonly trust: { cluster?: string; extraCA?: string };
   /** The proxy the last requestOptions() chose (egress-proxy.ts), for messages. */
   egress?: Egress;
   /** The last computation of credentials failed: its error, held until `until`, failing since `since`. */
@@ -102,11 +105,7 @@ export class ApiConnection {
     const server = kc.getCurrentCluster()?.server;
     if (!server) throw new Error('kubeconfig has no current cluster');
     this.serverUrl = new URL(server);
-  }
-
-  /** For messages: the kubeconfig's cluster name, and the --extra-ca file trusted besides its CA. */
-  get trust(): { cluster?: string; extraCA?: string } {
-    return { cluster: this.kc.getCurrentCluster()?.name, extraCA: this.egressOptions.extraCA?.file };
+    this.trust = { cluster: kc.getCurrentCluster()?.name, extraCA: egressOptions.extraCA?.file };
   }
 
   /**
@@ -350,7 +349,7 @@ export class ApiConnection {
         res.on('error', reject);
         res.on('end', () => finish(Buffer.concat(chunks).toString('utf8')));
       });
-      req.setTimeout(timeoutMs, () => req.destroy(new Error(`API request timed out after ${timeoutMs} ms`)));
+      boundRequest(req, timeoutMs, () => new Error(`API request timed out after ${timeoutMs} ms`));
       req.on('error', (err: Error & { code?: string }) => reject(this.withEgress(err)));
       req.end();
     });

@@ -16,6 +16,7 @@ import { findExecutable } from './exec-path.js';
 import { checkProtocols } from './port-forward.js';
 import type { Check } from './report.js';
 import { namedGrants, type ResourceRule } from './named-rights.js';
+import { boundRequest } from '../cluster/request-deadline.js';
 
 export interface ClusterCheckOptions {
   kubeconfig?: string;
@@ -341,7 +342,7 @@ async function postJson<T>(api: ApiConnection, path: string, body: unknown, time
         });
       },
     );
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`API request timed out after ${timeoutMs} ms`)));
+    boundRequest(req, timeoutMs, () => new Error(`API request timed out after ${timeoutMs} ms`));
     req.on('error', reject);
     req.end(text);
   });

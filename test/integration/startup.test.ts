@@ -12,6 +12,7 @@ import { startTestCluster, unreachableKubeconfig, type TestCluster } from '../he
 import { runCli, startProxyProcess, repoRoot } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { SimPki } from '../sim/pki.js';
+import { blackHole } from '../helpers/black-hole.js';
 
 let cluster: TestCluster;
 
@@ -78,6 +79,26 @@ describe('fails fast with one clear line and a non-zero exit', () => {
       r.stderr,
       /^Error: the API server https:\/\/\S+ \(context "sim"\) is not trusted: its certificate is not signed by the CA the kubeconfig gives for cluster "[^"]+" .*: get a current kubeconfig .*trust its CA with --extra-ca FILE/,
     );
+  });
+
+  test('the API server drops connection attempts (a VPN down): the start and doctor fail within their bound, not the OS connect timeout', async () => {
+    const hole = await blackHole();
+    try {
+      const file = path.join(cluster.dir, 'black-hole');
+      await writeFile(file, cluster.sim.kubeconfigYaml({ server: `https://127.0.0.1:${hole.port}` }), { mode: 0o600 });
+      let started = Date.now();
+      const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+      assert.notEqual(r.code, 0);
+      assertOneLineError(r.stderr, /cannot reach the API server .*timed out after 10000 ms/);
+      assert.ok(Date.now() - started < 15_000, `the 10 s probe bound, not ~2 min: ${Date.now() - started} ms`);
+      started = Date.now();
+      const doctor = await runCli(['doctor', '--kubeconfig', file, '--request-timeout', '2s']);
+      assert.equal(doctor.code, 1);
+      assert.match(doctor.stdout, /timed out after 2000 ms/);
+      assert.ok(Date.now() - started < 10_000, `doctor within its --request-timeout: ${Date.now() - started} ms`);
+    } finally {
+      hole.close();
+    }
   });
 
   test('a --cluster-domain that is no DNS domain', async () => {
