@@ -56,6 +56,12 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, /^Error: context "sim" may not watch Services and EndpointSlices cluster-wide nor in namespace "secret"/m);
     assert.ok(!existsSync(marker), 'CMD did not run');
+    // The doctor line it suggests checks that namespace, and finds what is missing (not the context's own, which is fine).
+    const suggested = /\(`kubectl proxyout (doctor [^`]+)` lists what is missing\)/.exec(r.stderr)?.[1];
+    assert.equal(suggested, 'doctor --context sim -n secret', r.stderr);
+    const doctor = await cli([...suggested.split(' '), '--kubeconfig', kubeconfig]);
+    assert.equal(doctor.code, 1, doctor.stdout);
+    assert.match(doctor.stdout, /FAIL rbac: not allowed in namespace secret nor cluster-wide/);
     assert.doesNotMatch(r.stderr, /the others serve/, "exec's own direct route serves nothing: no warning that others do");
     const foreground = await cli(['--kubeconfig', kubeconfig, '-n', 'secret', '--listen-socks', '127.0.0.1:0']);
     assert.equal(foreground.code, 1);

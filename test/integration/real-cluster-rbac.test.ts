@@ -169,7 +169,7 @@ describe('real cluster: users with part of the rights', { skip }, () => {
     assert.equal(lines.length, 1, r.stderr);
     assert.match(
       lines[0]!,
-      /^Error: context "limited-elsewhere" may not watch Services and EndpointSlices cluster-wide nor in namespace "default": services is forbidden: User "proxyout-limited" cannot watch resource "services" .*; use a namespace it may read \(the context's namespace, or -n\) or ask for list\/watch on services and endpointslices there \(`kubectl proxyout doctor --context limited-elsewhere` lists what is missing\)$/,
+      /^Error: context "limited-elsewhere" may not watch Services and EndpointSlices cluster-wide nor in namespace "default": services is forbidden: User "proxyout-limited" cannot watch resource "services" .*; use a namespace it may read \(the context's namespace, or -n\) or ask for list\/watch on services and endpointslices there \(`kubectl proxyout doctor --context limited-elsewhere -n default` lists what is missing\)$/,
     );
     // The way out it names works: the same context with -n shop serves.
     const proxy = await startProxyProcess(['--kubeconfig', kubeconfig, '--context', 'limited-elsewhere', '-n', 'shop', '--listen-socks', '127.0.0.1:0']);

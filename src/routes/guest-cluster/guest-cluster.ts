@@ -296,7 +296,8 @@ export async function syncCache(cache: ClusterCache, server: string, o: { stallM
 function notAllowedToWatch(namespace: string, reason: string, context: string | undefined): string {
   const who = context === undefined ? '' : `context "${context}" `;
   // Pasted into a shell: single quotes, in which a `$(…)` in the name stays text.
-  const doctor = `kubectl proxyout doctor${context === undefined ? '' : ` --context ${shellQuote(context)}`}`;
+  // With the namespace refused: doctor checks the context's own otherwise, and may find it fine.
+  const doctor = `kubectl proxyout doctor${context === undefined ? '' : ` --context ${shellQuote(context)}`} -n ${shellQuote(namespace)}`;
   // The kubeconfig user's `as:` is what is refused, not list/watch: another namespace would not help.
   if (refusesImpersonation(reason)) return `${who}may not impersonate whom its kubeconfig user names: ${reason}; ${IMPERSONATION_FIX}`;
   return (
