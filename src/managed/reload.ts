@@ -28,6 +28,8 @@ export const TEST_RELOAD_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_RELOAD_PAUSE';
 
 /** A route sync fails after 30 s without headway (routes/guest-cluster/guest-cluster.ts SYNC_STALL_MS); then some slack. */
 const RELOAD_TIMEOUT_MS = 45_000;
+/** Said with the way a foreground proxy reloads: one running in another terminal is the likely one meant. */
+const NONE_RUNNING = 'no managed proxy is running (a foreground proxy re-reads its routing table on SIGHUP: kill -HUP PID)';
 
 export interface Reloaded {
   id: string;
@@ -38,16 +40,14 @@ export interface Reloaded {
 
 export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded> {
   // The same checks as the other commands: a state directory others may write is refused.
-  if (!stateDirExists(l)) throw id === undefined ? new StartupError('no managed proxy is running') : new UnknownIdError(id);
+  if (!stateDirExists(l)) throw id === undefined ? new StartupError(NONE_RUNNING) : new UnknownIdError(id);
   // Under the lock: inspect() counts an entry whose daemon has not recorded its pid yet (a
   // `connect` under way) as dead and removes its files; connect holds the lock until it has.
   const found = await withStateLock(l, () => {
     if (id === undefined) {
       const running = inspectAll(l).filter((x) => x.state === 'running');
       if (running.length !== 1)
-        throw new StartupError(
-          running.length === 0 ? 'no managed proxy is running' : `${running.length} managed proxies are running: name one (see \`status\`)`,
-        );
+        throw new StartupError(running.length === 0 ? NONE_RUNNING : `${running.length} managed proxies are running: name one (see \`status\`)`);
       return running[0]!;
     }
     return inspect(l, id);

@@ -569,6 +569,10 @@ describe('crashes and failures', () => {
     assert.deepEqual(readdirSync(path.join(stateDir, 'proxies')), [], 'no proxy was started for them');
     const both = await cli(['disconnect']);
     assert.equal(both.code, 2);
+    // None runs: reload says how a foreground proxy is reloaded instead.
+    const none = await cli(['reload']);
+    assert.equal(none.code, 1);
+    assert.match(none.stderr.trim(), /^Error: no managed proxy is running \(a foreground proxy re-reads its routing table on SIGHUP: kill -HUP PID\)$/);
     // An ID is an argument, never stdin: a script that pipes into the command does not choose it.
     for (const args of [['status'], ['disconnect'], ['logs'], ['reload'], ['pac']]) {
       const r = await runCli(args, { env: env(), input: 'nope\n' });
