@@ -2,6 +2,7 @@
 // src/cli/argv.ts routes bare and flag-first invocations here.
 import { Command, Flags } from '@oclif/core';
 import { StartupError, errorMessage } from '../core/errors.js';
+import { withPortOwner } from '../cli/port-owner.js';
 import { createLogger } from '../core/log.js';
 import { logProcessWarnings } from '../core/process-warnings.js';
 import { startGcGuard } from '../core/gc-guard.js';
@@ -76,9 +77,9 @@ export default class Serve extends Command {
       reloadWhenStarted = true;
     });
     // Its page shows the user's managed proxies too.
-    running = await endOnSignalWhile(startProxy({ ...options, page: true, otherProxies: managedHub(layout()) }, log)).catch((err: unknown) => {
+    running = await endOnSignalWhile(startProxy({ ...options, page: true, otherProxies: managedHub(layout()) }, log)).catch(async (err: unknown) => {
       // Expected failures (port taken, bad kubeconfig, API down) are one line, no stack.
-      if (err instanceof StartupError) this.error(err.message, { exit: 1 });
+      if (err instanceof StartupError) this.error(await withPortOwner(err), { exit: 1 });
       throw err;
     });
     // Signal handlers are installed before the ready lines: whoever reads them may signal at once,

@@ -42,10 +42,13 @@ export function clientSource(socket: net.Socket): string | undefined {
   return unixClients.has(socket) ? UNIX_SOURCE : socket.remoteAddress;
 }
 
+/** What a taken port's line ends with, when nothing says who holds it (cli/port-owner.ts does, for a managed proxy). */
+export const IN_USE_HINT = ' (is another proxy running? pick another port)';
+
 function explainListenError(err: NodeJS.ErrnoException): string {
   switch (err.code) {
     case 'EADDRINUSE':
-      return 'address already in use (is another proxy running? pick another port)';
+      return `address already in use${IN_USE_HINT}`;
     case 'EACCES':
       return 'permission denied (ports below 1024 need privileges)';
     case 'EADDRNOTAVAIL':

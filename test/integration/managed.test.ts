@@ -496,6 +496,13 @@ describe('crashes and failures', () => {
     assert.equal(r.code, 1);
     assert.match(r.stderr, /taken by managed proxy holder .*127\.0\.0\.1:0/);
     assert.ok(!existsSync(proxyDir('second')));
+    // The foreground proxy on that port (the README's `kubectl proxyout` after a connect) names it too.
+    const fg = await cli(['--kubeconfig', cluster.kubeconfig, '--listen-socks', a.socks!]);
+    assert.equal(fg.code, 1);
+    assert.equal(
+      fg.stderr.trim(),
+      `Error: cannot listen for SOCKS on ${a.socks}: address already in use: managed proxy holder (context sim, namespace shop) listens there; use it, stop it with \`kubectl proxyout disconnect holder\`, or pick another port`,
+    );
     assert.equal((await cli(['disconnect', 'holder'])).code, 0);
   });
 
