@@ -95,7 +95,8 @@ export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; na
   }
   const context = kc.getCurrentContext();
   const ctx = kc.getContextObject(context);
-  if (!context) throw new StartupError('the kubeconfig has no current context: pass --context');
+  // Which to pass, as for a context not found (a kubeconfig without any is refused above).
+  if (!context) throw new StartupError(`the kubeconfig has no current context (known: ${known()}): pass --context or run kubectl config use-context`);
   // kubectl: "context was not found for specified context"; a stale current-context is not a missing one.
   if (!ctx && incomplete.has(`context ${context}`)) throw noCluster(context);
   if (!ctx)

@@ -60,6 +60,14 @@ describe('fails fast with one clear line and a non-zero exit', () => {
     assertOneLineError(r.stderr, /context "nope" not found/);
   });
 
+  test('the kubeconfig has no current context: the contexts to pass are named', async () => {
+    const file = path.join(cluster.dir, 'no-current');
+    await writeFile(file, cluster.sim.kubeconfigYaml().replace(/^current-context:.*\n/m, ''), { mode: 0o600 });
+    const r = await runCli(['--kubeconfig', file, '--listen-socks', '127.0.0.1:0']);
+    assert.equal(r.code, 1);
+    assertOneLineError(r.stderr, /^Error: the kubeconfig has no current context \(known: sim\): pass --context or run kubectl config use-context$/);
+  });
+
   test('the API server is unreachable', async () => {
     const file = await unreachableKubeconfig(cluster);
     const started = Date.now();

@@ -113,7 +113,7 @@ test('a current-context that names no context is told apart from none, as kubect
     /the kubeconfig's current-context "old-prod" names no context it defines \(known: prod\): pass --context or run kubectl config use-context/,
   );
   const none = file('none', kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't' }));
-  assert.throws(() => load(none), /the kubeconfig has no current context: pass --context/);
+  assert.throws(() => load(none), /^StartupError: the kubeconfig has no current context \(known: prod\): pass --context or run kubectl config use-context$/);
 });
 
 test('a context that names no user says so, not user "undefined"', (t) => {
