@@ -83,10 +83,30 @@ function isOclifError(err: unknown): err is Error & { oclif: { exit?: number } }
  */
 function notFound(message: string, config: Config | undefined): string {
   const id = /^command (\S+) not found$/.exec(message)?.[1];
-  if (id === undefined || !id.includes(':')) return message;
-  const [command, extra] = id.split(':') as [string, string];
-  if (!config?.findCommand(command)) return `command ${command} not found`;
+  if (id === undefined) return message;
+  const [command, extra] = id.split(':') as [string, string | undefined];
+  if (!config?.findCommand(command)) return `command ${command} not found${nearest(command, config)}`;
+  if (extra === undefined) return message;
   return `Unexpected argument: ${extra} (${DISPLAY_BIN} ${command} takes none; see ${DISPLAY_BIN} ${command} --help)`;
+}
+
+/** What a mistyped command (`conect`, `version`) was likely meant to be, and where the list is. */
+function nearest(word: string, config: Config | undefined): string {
+  const see = `see ${DISPLAY_BIN} --help`;
+  if (word === 'version') return ` (the version: ${DISPLAY_BIN} --version; ${see})`;
+  const ids = (config?.commands ?? []).filter((c) => !c.hidden).map((c) => c.id);
+  const close = ids.find((c) => editDistance(word, c) <= Math.min(2, c.length >> 2));
+  return close ? `: did you mean ${close}? (${see})` : ` (${see})`;
+}
+
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
 }
 
 function oneLine(message: string): string {

@@ -227,8 +227,13 @@ test('flag-first argv reaches serve (its flags parse, its errors show)', async (
   assertOneLineError(await run(BIN, ['--listen-socks', 'off', '--listen-http', 'off']), /nothing to listen on/);
 });
 
-test('an unknown command is oclif’s error, non-zero', async () => {
-  assertOneLineError(await run(BIN, ['frobnicate']), /frobnicate not found/);
+test('an unknown command is an error, exit 2, naming the command it is likely a typo of, and the list', async () => {
+  const r = await run(BIN, ['frobnicate']);
+  assert.equal(r.code, 2);
+  assertOneLineError(r, /^Error: command frobnicate not found \(see kubectl proxyout --help\)$/);
+  assertOneLineError(await run(BIN, ['conect']), /^Error: command conect not found: did you mean connect\? \(see kubectl proxyout --help\)$/);
+  assertOneLineError(await run(BIN, ['staus']), /^Error: command staus not found: did you mean status\? /);
+  assertOneLineError(await run(BIN, ['version']), /^Error: command version not found \(the version: kubectl proxyout --version; /);
 });
 
 test('a word too many after a command without arguments names that word, exit 2', async () => {
@@ -241,7 +246,7 @@ test('a word too many after a command without arguments names that word, exit 2'
       new RegExp(`^Error: Unexpected argument: extra \\(kubectl proxyout ${command} takes none; see kubectl proxyout ${command} --help\\)$`),
     );
   }
-  assertOneLineError(await run(BIN, ['frobnicate', 'extra']), /^Error: command frobnicate not found$/);
+  assertOneLineError(await run(BIN, ['frobnicate', 'extra']), /^Error: command frobnicate not found \(see kubectl proxyout --help\)$/);
 });
 
 test('disconnect without an ID or --all, or with both, says which it lacks or has too many of', async () => {
