@@ -349,7 +349,7 @@ function forward(
       const failure =
         where === undefined || err instanceof ProxyError
           ? err
-          : new OriginFailedError(`${where}: ${originFailure(err, `${MAX_RESPONSE_HEAD / 1024} KiB`)}`, { cause: err });
+          : new OriginFailedError(`${where}: ${originFailure(err, `${MAX_RESPONSE_HEAD / 1024} KiB`, destination)}`, { cause: err });
       fail(failure, destination, hasBody);
     };
     upReq.on('error', onUpstreamError);

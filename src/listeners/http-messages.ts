@@ -2,6 +2,7 @@
 // hop-by-hop fields, the request target it sends, Max-Forwards, and the 1xx answers it relays.
 // http-forward.ts does the forwarding; this module holds the rules, free of sockets.
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { formatHostPort } from '../core/address.js';
 
 const HOP_BY_HOP = [
   'connection',
@@ -133,11 +134,16 @@ export function earlyHintsFrom(rawHeaders: readonly string[]): Record<string, st
  * ("socket hang up", "Parse Error: Expected HTTP/") say nothing to someone who reached a TCP
  * service with http://. `headLimit` is the largest response head taken, for its message.
  */
-export function originFailure(err: NodeJS.ErrnoException, headLimit: string): string {
+export function originFailure(err: NodeJS.ErrnoException, headLimit: string, to?: { host: string; port: number }): string {
   const code = err.code ?? '';
+  // A TLS server sent plain HTTP (http://web:443/) mostly hangs up or resets without a word (OpenSSL, Node, Java).
+  const tls = to && TLS_PORTS.has(to.port) ? `: port ${to.port} is usually HTTPS, ask for https://${formatHostPort(to.host, to.port)}/ (a CONNECT tunnel)` : '';
   if (code === 'HPE_HEADER_OVERFLOW') return `the origin's response head is larger than ${headLimit}`;
   if (code.startsWith('HPE_')) return `the origin's answer is not HTTP/1.x (${err.message}): is it an HTTP server? Other protocols go through CONNECT or SOCKS`;
-  if (code === 'ECONNRESET' && err.message === 'socket hang up') return 'the origin closed the connection without answering';
-  if (code === 'ECONNRESET') return 'the origin reset the connection';
+  if (code === 'ECONNRESET' && err.message === 'socket hang up') return `the origin closed the connection without answering${tls}`;
+  if (code === 'ECONNRESET') return `the origin reset the connection${tls}`;
   return `the exchange with the origin failed: ${err.message}`;
 }
+
+/** Ports whose servers speak TLS first, as a rule: a plain-HTTP request there is a wrong scheme. */
+const TLS_PORTS = new Set([443, 6443, 8443, 9443]);

@@ -5,6 +5,8 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net, { type AddressInfo } from 'node:net';
 import { once } from 'node:events';
+import tls from 'node:tls';
+import { SimPki } from '../sim/pki.js';
 import { startHttpListener } from '../../src/listeners/http-server.js';
 import { FakeOpener, LOOPBACK, Reader, connectClient, quietContext, tcpStream } from './socks-fixtures.test.js';
 
@@ -28,7 +30,18 @@ const origins = {
   // Answers that are whole at their head, followed by a body they must not have.
   'nocontent.test': await origin((s) => s.write('HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nstray')),
   'head.test': await origin((s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Head: yes\r\n\r\nstray')),
+  // An HTTPS server (Node's TLS, as OpenSSL's) given plain HTTP: it hangs up without a byte.
+  'tls.test': await tlsOrigin(),
 };
+
+async function tlsOrigin(): Promise<net.Server> {
+  const pki = new SimPki();
+  const { certPem, keyPem } = pki.hostCert(['tls.test']);
+  const server = tls.createServer({ cert: certPem, key: keyPem }).on('tlsClientError', () => undefined);
+  server.listen(0, LOOPBACK);
+  await once(server, 'listening');
+  return server;
+}
 const opener = new FakeOpener(
   Object.fromEntries(
     Object.entries(origins).map(([host, server]) => [
@@ -70,6 +83,22 @@ for (const [host, what] of [
     assert.equal(ctx.stats.snapshot().failuresByReason.internal, undefined, 'not counted as an internal failure');
   });
 }
+
+test('http:// to an HTTPS port: the 502 says the origin hung up and that the port is HTTPS, to ask for https://', async () => {
+  const s = await connectClient(listener.address.port);
+  const reader = new Reader(s);
+  s.write('GET http://tls.test:443/ HTTP/1.1\r\nHost: tls.test:443\r\n\r\n');
+  let out = '';
+  while (!/\r\n\r\n[^]*\n$/.test(out)) out += (await reader.read(1)).toString();
+  s.destroy();
+  assert.match(out, /^HTTP\/1\.1 502 /);
+  assert.match(
+    out,
+    /kubectl-proxyout: route staging: tls\.test:443 via shop\/web-1:8080: the origin (closed the connection without answering|reset the connection): port 443 is usually HTTPS, ask for https:\/\/tls\.test:443\/ \(a CONNECT tunnel\)\n$/,
+  );
+  // Port 80 gets no such guess.
+  assert.doesNotMatch(await answerTo('hangup.test'), /usually HTTPS/);
+});
 
 test('a body after a whole answer (204, HEAD) is dropped: the client gets the answer, and the connection stays usable', async () => {
   const s = await connectClient(listener.address.port);
