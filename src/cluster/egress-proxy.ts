@@ -17,7 +17,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { StartupError } from '../core/errors.js';
 import { parseIp, type IpAddress } from '../core/cidr.js';
 import { agentThrough, type DialFunction } from './dial-agent.js';
-import { explainProxyFailures } from './proxy-failures.js';
+import { boundProxyConnect, explainProxyFailures } from './proxy-failures.js';
 
 export interface ExtraCA {
   file: string;
@@ -194,6 +194,7 @@ export function applyEgress(kc: KubeConfig, opts: https.RequestOptions, options:
   const chosen: Egress = egress.proxy ? { proxy: egress.proxy, source: egress.source } : egress.source ? { source: egress.source } : {};
   remakeAgent(kc, opts, options, egress);
   if (egress.url && opts.agent instanceof http.Agent) dialBareIPv6Proxy(opts.agent);
+  if (egress.url && opts.agent instanceof http.Agent && /^https?:/i.test(egress.url)) boundProxyConnect(opts.agent);
   if (egress.url && opts.agent instanceof http.Agent) explainProxyFailures(opts.agent, { ...chosen, url: egress.url, extraCA: options.extraCA?.file });
   return chosen;
 }

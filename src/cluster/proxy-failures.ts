@@ -5,6 +5,7 @@
 // API connection (requests, watches, probes, port-forward tunnels) gets its socket from the
 // agent, so these are put in words here, with what to do. No credentials reach a message.
 import http from 'node:http';
+import { testHookMs } from '../core/test-hooks.js';
 
 /** The proxy could not be used: says what that means; `fix` is what to do (doctor prints it). */
 export class ProxyRefusedError extends Error {
@@ -30,6 +31,31 @@ export interface ProxyInUse {
 }
 
 type ConnectionCallback = (err: Error | null, socket?: unknown) => void;
+
+/** An HTTP proxy's answer to our CONNECT (and the way to it: TCP, its own TLS) must come in this long. */
+export const PROXY_CONNECT_TIMEOUT_MS = 30_000;
+
+function proxyConnectTimeoutMs(): number {
+  return testHookMs('PROXYOUT_TEST_PROXY_CONNECT_MS') ?? PROXY_CONNECT_TIMEOUT_MS;
+}
+
+/**
+ * hpagent gives its CONNECT the caller's `timeout`, none by default, and a request destroyed
+ * before it has a socket cannot end a CONNECT under way: a proxy that took the connection and
+ * never answered held it for ever, one more each attempt. Without a timeout of the caller's, the
+ * CONNECT gets ours; the tunnel it yields gets none (an idle watch is no fault).
+ */
+export function boundProxyConnect(agent: http.Agent): void {
+  const target = agent as unknown as { createConnection(options: { timeout?: number }, callback: ConnectionCallback): unknown };
+  const create = target.createConnection.bind(agent);
+  target.createConnection = (options, callback) => {
+    if (options.timeout) return create(options, callback);
+    return create({ ...options, timeout: proxyConnectTimeoutMs() }, (err, socket) => {
+      (socket as { setTimeout?: (ms: number) => void } | null | undefined)?.setTimeout?.(0);
+      callback(err ?? null, socket);
+    });
+  };
+}
 
 /** Wraps the agent's createConnection: what fails before the tunnel is up is about the proxy. */
 export function explainProxyFailures(agent: http.Agent, proxy: ProxyInUse): void {
@@ -58,6 +84,13 @@ function explained(err: Error & { code?: string }, p: ProxyInUse): Error {
     const hint = p.extraCA ? `, even with the extra CA ${p.extraCA}` : ': trust its CA with --extra-ca FILE';
     return Object.assign(new ProxyRefusedError(`${proxy}: its own certificate is not trusted (${err.message})${hint}`, fix, { cause: err }), {
       code: err.code,
+    });
+  }
+  if (err.message === 'Proxy timeout') {
+    const seconds = proxyConnectTimeoutMs() / 1000;
+    const fix = `check that ${where} names a working proxy: it took the connection and did not answer`;
+    return Object.assign(new ProxyRefusedError(`${proxy} did not answer the CONNECT to the API server within ${seconds} s`, fix, { cause: err }), {
+      code: 'ETIMEDOUT',
     });
   }
   const m = /^Bad response: (\d{3})$/.exec(err.message);

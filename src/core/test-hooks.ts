@@ -3,7 +3,8 @@
 // delay (routes/guest-cluster/lifecycle.ts), the repeated-line window (core/log-limit.ts), how long a
 // reload waits for a new route's sync (proxy/proxy.ts), how long `connect` waits for a daemon that
 // gets no further (managed/start-progress.ts), how long `auto` keeps a "no tunnel" answer
-// (tunnel/negotiate.ts) and the caches a watch-list refusal (cluster/informer.ts); and the points a race test may hold a command at
+// (tunnel/negotiate.ts), how long an HTTP proxy has to answer a CONNECT (cluster/proxy-failures.ts) and the caches a
+// watch-list refusal (cluster/watch-list-support.ts); and the points a race test may hold a command at
 // (testHookPause).
 import { existsSync, writeFileSync } from 'node:fs';
 
