@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { ProxyRefusedError } from './proxy-failures.js';
+import { untilSocket } from './socket-wait.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { credentialValidForMs, tokenRefused } from './token-source.js';
 import { caFileStamp, caProblem, clientCertValidity, clientPairProblem, unreadableFile } from './tls-material.js';
@@ -349,7 +350,9 @@ export class ApiConnection {
         res.on('error', reject);
         res.on('end', () => finish(Buffer.concat(chunks).toString('utf8')));
       });
-      boundRequest(req, timeoutMs, () => new Error(`API request timed out after ${timeoutMs} ms`));
+      const timedOut = () => new Error(`API request timed out after ${timeoutMs} ms`);
+      boundRequest(req, timeoutMs, timedOut);
+      untilSocket(req, timeoutMs, () => reject(this.withEgress(timedOut())));
       req.on('error', (err: Error & { code?: string }) => reject(this.withEgress(err)));
       req.end();
     });

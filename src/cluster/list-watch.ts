@@ -87,21 +87,33 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
   const agent = options.direct ? agentFor(api, url.protocol) : (options.agent ?? agentFor(api, url.protocol));
   const attempt = (again: boolean): Promise<http.IncomingMessage> =>
     new Promise((resolve, reject) => {
+      // Aborted while the credentials were worked out: no request (it would fail with no listener yet).
+      if (signal.aborted) return reject(abortError(signal));
       const req = client.request(url, { ...options, agent, method: 'GET', signal, headers: { ...options.headers, Accept: 'application/json' } });
       if (timed) timeRoundTrip(api, req);
-      const timer = setTimeout(
-        () => req.destroy(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)),
-        headersTimeoutMs,
-      );
-      req.on('error', (err: NodeJS.ErrnoException) => {
+      // A request destroyed before it has a socket (an agent still dialling: a proxy that never
+      // answers its CONNECT) says nothing until one comes: the deadline and the abort settle it here.
+      const giveUp = (err: Error) => {
+        cleanup();
+        req.destroy(err);
+        reject(err);
+      };
+      const timer = setTimeout(() => giveUp(new Error(`headers timeout: no response from the API server within ${headersTimeoutMs} ms`)), headersTimeoutMs);
+      const aborted = () => giveUp(abortError(signal));
+      const cleanup = () => {
         clearTimeout(timer);
+        signal.removeEventListener('abort', aborted);
+      };
+      signal.addEventListener('abort', aborted, { once: true });
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        cleanup();
         // A kept-alive connection closed as it was reused (the server's idle timeout, a balancer's
         // cut): this GET is sent once more on a new one, as Go's transport does by itself.
         if (!again && req.reusedSocket && err.code === 'ECONNRESET' && !signal.aborted) return resolve(attempt(true));
         reject(explainHandshakeError(err));
       });
       req.on('response', (res) => {
-        clearTimeout(timer);
+        cleanup();
         const status = res.statusCode ?? 0;
         if (status === 401) api.invalidate();
         else if (status < 500) api.accepted(); // past authentication: the credential is taken
@@ -120,6 +132,11 @@ export async function apiGet(api: ApiConnection, path: string, signal: AbortSign
       req.end();
     });
   return attempt(false);
+}
+
+/** What Node's HTTP client rejects an aborted request with. */
+function abortError(signal: AbortSignal): Error {
+  return Object.assign(new Error('The operation was aborted', { cause: signal.reason }), { name: 'AbortError', code: 'ABORT_ERR' });
 }
 
 /** The body as text: cut after `max` bytes, or with `tooLarge`, failed with its error. */

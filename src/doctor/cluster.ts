@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError, CredentialError, statusMessage } from '../cluster/api.js';
+import { untilSocket } from '../cluster/socket-wait.js';
 import { notJsonMessage, redirectMessage } from '../cluster/foreign-answer.js';
 import { bodyDecoder } from '../cluster/content-encoding.js';
 import { IMPERSONATION_FIX, refusesImpersonation } from '../cluster/impersonation.js';
@@ -343,6 +344,7 @@ async function postJson<T>(api: ApiConnection, path: string, body: unknown, time
       },
     );
     boundRequest(req, timeoutMs, () => new Error(`API request timed out after ${timeoutMs} ms`));
+    untilSocket(req, timeoutMs, () => reject(new Error(`API request timed out after ${timeoutMs} ms`)));
     req.on('error', reject);
     req.end(text);
   });

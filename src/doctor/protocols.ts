@@ -8,6 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import WebSocket from 'ws';
 import type { ApiConnection } from '../cluster/api.js';
+import { untilSocket } from '../cluster/socket-wait.js';
 import { htmlPageMessage } from '../cluster/foreign-answer.js';
 import { TUNNEL_PROTOCOL, dialTunnel } from '../tunnel/spdy/tunnel.js';
 import { V4_PROTOCOL } from '../tunnel/websocket-v4.js';
@@ -91,7 +92,9 @@ function probeSpdy(api: ApiConnection, conn: Conn, path: string, timeoutMs: numb
       method: 'POST',
       headers: { ...conn.headers, Connection: 'Upgrade', Upgrade: 'SPDY/3.1', 'X-Stream-Protocol-Version': 'portforward.k8s.io' },
     });
-    req.setTimeout(timeoutMs, () => done({ offered: false, answer: `no answer within ${timeoutMs} ms`, status: 0 }));
+    const late = () => done({ offered: false, answer: `no answer within ${timeoutMs} ms`, status: 0 });
+    req.setTimeout(timeoutMs, late);
+    untilSocket(req, timeoutMs, late);
     req.on('upgrade', (res, socket) => {
       socket.destroy();
       const upgrade = String(res.headers.upgrade ?? '');

@@ -1,6 +1,7 @@
 // An HTTP proxy (kubeconfig proxy-url) that takes the connection and never answers the CONNECT:
-// the connection to the proxy is closed once the CONNECT has had its time (each attempt held one
-// for ever), and the error names the proxy.
+// every API request still ends at its own deadline or abort (a request with no socket yet said
+// nothing: watches and /readyz probes waited for ever), and the connection to the proxy is
+// closed once the CONNECT has had its time (each attempt held one for ever).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -8,6 +9,7 @@ import net from 'node:net';
 import { once } from 'node:events';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ApiConnection } from '../../src/cluster/api.js';
+import { apiGet } from '../../src/cluster/list-watch.js';
 
 let proxy: http.Server;
 let proxyUrl = '';
@@ -57,6 +59,32 @@ function within<T>(p: Promise<T>, ms: number): Promise<{ value?: T; error?: Erro
     late,
   ]).finally(() => clearTimeout(timer));
 }
+
+test('a GET whose CONNECT is never answered ends at its headers deadline', async () => {
+  const outcome = await within(apiGet(api(), '/readyz', new AbortController().signal, 500), 10_000);
+  assert.notEqual(outcome, 'pending', 'still waiting 10 s after a 500 ms headers deadline');
+  assert.match(String((outcome as { error?: Error }).error?.message), /headers timeout: no response from the API server within 500 ms/);
+});
+
+test('a GET whose CONNECT is never answered ends when its signal aborts', async () => {
+  const outcome = await within(apiGet(api(), '/readyz', AbortSignal.timeout(300), 60_000), 10_000);
+  assert.notEqual(outcome, 'pending', 'still waiting 10 s after its signal aborted');
+  assert.equal((outcome as { error?: Error }).error?.name, 'AbortError');
+});
+
+test('a GET whose signal aborted before it was sent (credentials slow to come) rejects, with no uncaught error', async () => {
+  const outcome = await within(apiGet(api(), '/readyz', AbortSignal.abort(), 60_000), 10_000);
+  assert.notEqual(outcome, 'pending');
+  assert.equal((outcome as { error?: Error }).error?.name, 'AbortError');
+  // An 'error' the request emitted with nobody listening would fail this file as an uncaught exception.
+  await new Promise((r) => setTimeout(r, 100));
+});
+
+test("getJson's timeout (doctor's --request-timeout) counts while the CONNECT is unanswered", async () => {
+  const outcome = await within(api().getJson('/version', 500), 10_000);
+  assert.notEqual(outcome, 'pending', 'still waiting 10 s after a 500 ms request timeout');
+  assert.match(String((outcome as { error?: Error }).error?.message), /^API request timed out after 500 ms \(through proxy http:/);
+});
 
 test('the connection to a proxy that never answers the CONNECT is closed, and the error names the proxy', async (t) => {
   process.env.PROXYOUT_TEST_PROXY_CONNECT_MS = '1000';
