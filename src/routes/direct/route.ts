@@ -20,6 +20,7 @@ import {
   errorMessage,
 } from '../../core/errors.js';
 import { DirectDialPolicy } from './dial-policy.js';
+import { DIRECT_LOOKUPS, LookupSlots } from './lookup-slots.js';
 import type { RouteSpec } from '../spec.js';
 import type { Route, RouteStatus } from '../route.js';
 import type { RouteClaim } from '../route.js';
@@ -31,6 +32,8 @@ export interface DirectRouteOptions {
   ownListeners: () => ReadonlyArray<HostPort>;
   /** Resolver; the OS resolver by default (tests pass their own). */
   lookup?: LookupAll;
+  /** Turns for look-ups: the OS resolver's share DIRECT_LOOKUPS (libuv's threads); a given resolver's take none unless given. */
+  lookupSlots?: LookupSlots;
   /** Addresses of this machine's interfaces; os.networkInterfaces() by default. */
   localAddresses?: () => string[];
   /** Blocks the route may dial though they are loopback, link-local or metadata addresses (`allow`). */
@@ -45,6 +48,7 @@ const UNREACHABLE_ERRORS = new Set(['EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN', '
 export class DirectRoute implements Route {
   readonly kind = 'direct';
   private readonly lookupAll: LookupAll;
+  private readonly lookupSlots?: LookupSlots;
   private readonly policy: DirectDialPolicy;
   private readonly rejected = new CidrIndex<string>();
 
@@ -53,6 +57,7 @@ export class DirectRoute implements Route {
     private readonly options: DirectRouteOptions,
   ) {
     this.lookupAll = options.lookup ?? ((host, cb) => dns.lookup(host, { all: true }, cb));
+    this.lookupSlots = options.lookupSlots ?? (options.lookup ? undefined : DIRECT_LOOKUPS);
     this.policy = new DirectDialPolicy(options.allow);
     for (const { cidr, route } of options.rejected ?? []) this.rejected.add(cidr, route);
   }
@@ -82,31 +87,33 @@ export class DirectRoute implements Route {
       let refusal: ProxyError | undefined;
       // Our lookup sees every address before Node dials any of them: one of ours refuses them all;
       // those the policy refuses are dropped, and a name left with none is refused.
-      const lookup = (hostname: string, _opts: object, cb: (...args: unknown[]) => void) => {
-        this.lookupAll(hostname, (err, addresses) => {
-          if (err) return cb(err);
-          if (addresses.some((a) => this.isOwnListener(a.address, port))) {
-            refusal = this.selfError(host, port);
-            return cb(refusal);
-          }
-          // An address a reject route blocks is refused by name as by address (a name is no way around it).
-          const allowed = addresses.filter((a) => this.rejectedBy(a.address) === undefined);
-          if (allowed.length === 0 && addresses.length > 0) {
-            const by = [...new Set(addresses.map((a) => this.rejectedBy(a.address)))].map((r) => `reject route ${r}`);
-            refusal = new NotAllowedError(`${host} resolves only to ${addresses.map((a) => a.address).join(', ')}, which ${by.join(' and ')} refuses`);
-            return cb(refusal);
-          }
-          addresses = allowed;
-          const dialable = addresses.filter((a) => this.addressRefusal(a.address) === undefined);
-          if (dialable.length === 0 && addresses.length > 0) {
-            const kinds = new Set(addresses.map((a) => this.addressRefusal(a.address)));
-            refusal = this.policyError(`${host} resolves only to ${addresses.map((a) => a.address).join(', ')} (${[...kinds].join(', ')})`);
-            return cb(refusal);
-          }
-          if ((_opts as { all?: boolean }).all) return cb(null, dialable);
-          cb(null, dialable[0]?.address, dialable[0]?.family);
-        });
-      };
+      const lookup = (hostname: string, _opts: object, cb: (...args: unknown[]) => void) =>
+        this.inTurn(signal, (release) =>
+          this.lookupAll(hostname, (err, addresses) => {
+            release();
+            if (err) return cb(err);
+            if (addresses.some((a) => this.isOwnListener(a.address, port))) {
+              refusal = this.selfError(host, port);
+              return cb(refusal);
+            }
+            // An address a reject route blocks is refused by name as by address (a name is no way around it).
+            const allowed = addresses.filter((a) => this.rejectedBy(a.address) === undefined);
+            if (allowed.length === 0 && addresses.length > 0) {
+              const by = [...new Set(addresses.map((a) => this.rejectedBy(a.address)))].map((r) => `reject route ${r}`);
+              refusal = new NotAllowedError(`${host} resolves only to ${addresses.map((a) => a.address).join(', ')}, which ${by.join(' and ')} refuses`);
+              return cb(refusal);
+            }
+            addresses = allowed;
+            const dialable = addresses.filter((a) => this.addressRefusal(a.address) === undefined);
+            if (dialable.length === 0 && addresses.length > 0) {
+              const kinds = new Set(addresses.map((a) => this.addressRefusal(a.address)));
+              refusal = this.policyError(`${host} resolves only to ${addresses.map((a) => a.address).join(', ')} (${[...kinds].join(', ')})`);
+              return cb(refusal);
+            }
+            if ((_opts as { all?: boolean }).all) return cb(null, dialable);
+            cb(null, dialable[0]?.address, dialable[0]?.family);
+          }),
+        );
       // allowHalfOpen: the far end's FIN ends that direction only (tcpHalfClose below); the
       // client may still send, as after a server's greeting and FIN.
       const socket = net.connect({
@@ -144,6 +151,12 @@ export class DirectRoute implements Route {
   }
 
   /** The reject route whose cidrs hold a resolved address, if one does. */
+  /** Runs a look-up in its turn: the OS resolver's wait for a slow-work thread (lookup-slots.ts). */
+  private inTurn(signal: AbortSignal, lookup: (release: () => void) => void): void {
+    if (this.lookupSlots) this.lookupSlots.run(signal, lookup);
+    else lookup(() => undefined);
+  }
+
   private rejectedBy(address: string): string | undefined {
     if (this.rejected.size === 0) return undefined;
     const ip = parseIp(address.replace(/%.*$/, ''));
