@@ -24,6 +24,8 @@ const EXPIRY_SKEW_S = 10;
  * the identity provider a refresh per connection (concurrent ones already share one).
  */
 const FAILED_REFRESH_HOLD_MS = 5_000;
+/** Each request to the issuer (discovery, token) must be answered in this long (openid-client's default). */
+const ISSUER_TIMEOUT_S = 30;
 
 type Config = Record<string, string | undefined>;
 
@@ -67,6 +69,7 @@ export class OidcTokenSource implements TokenSource {
     private readonly config: Config,
     private readonly failedHoldMs = FAILED_REFRESH_HOLD_MS,
     private readonly store?: OidcTokenStore,
+    private readonly timeoutS = ISSUER_TIMEOUT_S,
   ) {}
 
   /** A current ID token, refreshed first when expired (concurrent callers share one refresh). */
@@ -74,6 +77,9 @@ export class OidcTokenSource implements TokenSource {
     if (this.fresh() || this.adoptStored()) return this.config['id-token'];
     if (this.failed && monotonicMs() - this.failed.at < this.failedHoldMs) throw this.failed.err;
     this.refreshing ??= this.refresh()
+      .catch((err: unknown) => {
+        throw unreached(err, this.config['idp-issuer-url'] ?? '', this.timeoutS);
+      })
       .then(
         () => void (this.failed = undefined),
         (err: unknown) => {
@@ -116,7 +122,7 @@ export class OidcTokenSource implements TokenSource {
     // Without what a refresh needs, send what we have: the API server's 401 is the clearer message.
     if (!issuer || !clientId || !refreshToken) return;
     const ca = this.issuerCa();
-    const options = ca ? { [openid.customFetch]: fetchWithCa(ca) } : undefined;
+    const options = { timeout: this.timeoutS, ...(ca ? { [openid.customFetch]: fetchWithCa(ca) } : {}) };
     const secret = this.config['client-secret'];
     const discover = (url: string) =>
       openid.discovery(new URL(url), clientId, secret ? { client_secret: secret } : undefined, secret ? undefined : openid.None(), options);
@@ -143,4 +149,20 @@ export class OidcTokenSource implements TokenSource {
     const file = this.config['idp-certificate-authority'];
     return file ? readFileSync(file) : undefined;
   }
+}
+
+/**
+ * openid-client says only "something went wrong" when the issuer cannot be reached (refused,
+ * reset, a name that does not resolve) or, through fetchWithCa, does not answer in time: the
+ * route's `degraded` line and doctor said no more. Put in words, naming the issuer.
+ */
+function unreached(err: unknown, issuer: string, timeoutS: number): unknown {
+  const code = (err as { code?: unknown }).code;
+  if (!(err instanceof Error) || (err.message !== 'something went wrong' && code !== 'OAUTH_TIMEOUT')) return err;
+  let cause: unknown = err.cause;
+  while (cause instanceof Error && cause.cause instanceof Error && !(cause as NodeJS.ErrnoException).code) cause = cause.cause;
+  const name = cause instanceof Error ? cause.name : '';
+  const timedOut = code === 'OAUTH_TIMEOUT' || name === 'TimeoutError' || name === 'AbortError';
+  const what = timedOut ? `did not answer within ${timeoutS} s` : `could not be reached: ${errorMessage(cause ?? err)}`;
+  return new Error(`the OIDC issuer ${issuer} ${what}`, { cause: err });
 }

@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import net from 'node:net';
+import { once } from 'node:events';
 import { jwtExpiry, OidcTokenSource } from '../../src/cluster/oidc.js';
 import { TokenFileSource } from '../../src/cluster/token-source.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
@@ -132,5 +134,40 @@ test('a tokenFile rotated before its minute is read again after a 401, as client
     const renewed = await api.renewedAfter401(first);
     assert.equal(renewed?.headers.Authorization, 'Bearer new-token', 'the rotated file was read at once, not a minute later');
     assert.equal(await api.renewedAfter401(renewed!), undefined, 'a file unchanged since gives the same token: nothing to retry with');
+  });
+});
+
+test('an OIDC issuer that does not answer, or cannot be reached, is named and said so (not "something went wrong")', async (t) => {
+  const issuer = await startOidcIssuer({ refreshToken: 'rt', onIdToken: () => undefined });
+  t.after(() => issuer.close());
+  // Takes the connection and never answers (not even the TLS handshake).
+  const held = new Set<net.Socket>();
+  const silent = net.createServer((s) => {
+    held.add(s);
+    s.on('error', () => undefined);
+  });
+  silent.listen(0, '127.0.0.1');
+  await once(silent, 'listening');
+  t.after(() => {
+    for (const s of held) s.destroy();
+    silent.close();
+  });
+  const config = (url: string) => ({
+    'id-token': jwt({ exp: Math.floor(Date.now() / 1000) - 60 }),
+    'idp-issuer-url': url,
+    'client-id': issuer.clientId,
+    'refresh-token': 'rt',
+    'idp-certificate-authority-data': Buffer.from(issuer.caPem).toString('base64'),
+  });
+  const silentUrl = `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+  await assert.rejects(new OidcTokenSource(config(silentUrl), 0, undefined, 1).token(), {
+    message: `the OIDC issuer ${silentUrl} did not answer within 1 s`,
+  });
+  const closed = net.createServer().listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const closedUrl = `https://127.0.0.1:${(closed.address() as net.AddressInfo).port}`;
+  await new Promise((r) => closed.close(r));
+  await assert.rejects(new OidcTokenSource(config(closedUrl), 0, undefined, 1).token(), {
+    message: new RegExp(`^the OIDC issuer ${closedUrl} could not be reached: connect ECONNREFUSED 127\\.0\\.0\\.1:\\d+$`),
   });
 });
