@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { applyEgress, describeEgress, type Egress, type EgressOptions } from './egress-proxy.js';
 import { ProxyRefusedError } from './proxy-failures.js';
+import { CredentialWait } from './credential-wait.js';
 import { untilSocket } from './socket-wait.js';
 import { expireExecCredentials, withoutPluginOutput } from './exec-credential.js';
 import { credentialValidForMs, tokenRefused } from './token-source.js';
@@ -98,6 +99,7 @@ export class ApiConnection {
   private lastCert?: unknown;
   /** The CA file (caFileStamp) the cached options were read from. */
   private caStamp?: string;
+  private readonly credentialWait = new CredentialWait();
 
   constructor(
     private readonly kc: KubeConfig,
@@ -120,7 +122,7 @@ export class ApiConnection {
     if (failure && monotonicMs() < failure.until) return Promise.reject(failure.error);
     if (this.pending?.generation === this.generation) return this.pending.options;
     const generation = this.generation;
-    const options = this.computeOptions(generation).finally(() => {
+    const options = this.credentialWait.during(this.computeOptions(generation)).finally(() => {
       if (this.pending?.options === options) this.pending = undefined;
     });
     this.pending = { generation, options };
@@ -193,16 +195,16 @@ export class ApiConnection {
 
   /**
    * While credentials fail: the message (the plugin's first line) and since when (ms since the
-   * epoch); `refused` when they could be had but the API server refuses them (401) — a static
+   * epoch); `waiting` while they take long to come (credential-wait.ts); `refused` when they could be had but the API server refuses them (401) — a static
    * token revoked or expired — which the next request may still find taken.
    */
-  get credentialProblem(): { message: string; since: number; refused?: true } | undefined {
+  get credentialProblem(): { message: string; since: number; refused?: true; waiting?: true } | undefined {
     const f = this.credentialFailure;
     if (f) return { message: f.error.message, since: f.since };
     const r = this.refused;
     // Until a request is taken: a credential worked out since may be refused too (a lapsed login's
     // plugin hands out a new dead token at each run), and nothing says otherwise before it is sent.
-    if (!r) return undefined;
+    if (!r) return this.credentialWait.problem(this.kc);
     const message = `the API server refuses the credentials of context "${this.kc.getCurrentContext()}" (user "${this.userName}", 401 Unauthorized): ${this.refusalAdvice()}`;
     return { message, since: r.since, refused: true };
   }

@@ -344,7 +344,12 @@ export class SpdyTransport implements Transport {
 
   private connectError(target: PodPort, err: unknown, signal: AbortSignal): ProxyError {
     const pod = `${target.namespace}/${target.pod}`;
-    if (signal.aborted) return new ConnectTimeoutError(`port-forward tunnel to ${pod} did not open in time`, { cause: signal.reason });
+    if (signal.aborted) {
+      // It may never have been asked for: its credentials did not come.
+      const waiting = this.api.credentialProblem;
+      const why = waiting?.waiting ? `: ${waiting.message}` : '';
+      return new ConnectTimeoutError(`port-forward tunnel to ${pod} did not open in time${why}`, { cause: signal.reason });
+    }
     if (err instanceof TunnelRefusal) {
       const { detail, fromFront } = err.status === 101 ? { detail: err.message, fromFront: false } : upgradeRefusalDetail(err.status, err.body, err.location);
       const dropped = upgradeDropped(target, err.status, detail, err);

@@ -89,8 +89,9 @@ export class RouteHealth {
   private evaluate(): Degraded | undefined {
     // Credentials that cannot be had: no request can be sent; the plugin's own words say why.
     const credentials = this.api.credentialProblem;
-    // Refused ones may be taken again (a revocation undone): streams still try, and tell when they are.
-    if (credentials) return { reason: credentials.message, since: credentials.since, unreachable: !credentials.refused };
+    // Refused ones may be taken again (a revocation undone), awaited ones may still come (a login
+    // under way): streams still try, and tell when they are.
+    if (credentials) return { reason: credentials.message, since: credentials.since, unreachable: !credentials.refused && !credentials.waiting };
     const reach = ApiReachability.of(this.api).last;
     if (reach && !reach.serving) {
       // A certificate refused is an answer of sorts: say so, not "does not answer" (a rotated CA).
