@@ -6,7 +6,8 @@
 import type { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import type { Logger } from '../core/log.js';
-import { HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
+import { ConnectTimeoutError, HostUnreachableError, UpstreamApiError, errorMessage, type ProxyError } from '../core/errors.js';
+import { abortable } from '../core/abort.js';
 import { POD_FIRST_BYTE_GRACE_MS } from '../core/types.js';
 import type { ApiConnection, ApiRequestOptions } from '../cluster/api.js';
 import type { OpenOptions, PodPort, Transport } from './transport.js';
@@ -64,7 +65,13 @@ export class WebSocketV4Transport implements Transport {
   }
 
   async open(target: PodPort, options: OpenOptions): Promise<Duplex> {
-    const conn = await this.api.requestOptions();
+    // Credentials slow to come (a login under way, a hung plugin) end the open at the deadline, saying so.
+    const conn = await abortable(this.api.requestOptions(), options.signal).catch((err: unknown) => {
+      if (!options.signal.aborted) throw err;
+      const waiting = this.api.credentialProblem;
+      const why = waiting?.waiting ? `: ${waiting.message}` : '';
+      throw new ConnectTimeoutError(`port-forward to ${where(target)} did not open in time${why}`, { cause: options.signal.reason });
+    });
     let refused = false;
     try {
       return await this.openWith(conn, target, options, () => {

@@ -2,7 +2,7 @@
 // an identity provider that does not answer) make the route degraded, naming what is awaited:
 // every stream waited for them until its connect timeout while the route said it was ready.
 // Streams are still tried (the login may finish), and the route serves again once they come.
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,9 +14,11 @@ import type { ClusterCache } from '../../src/cluster/cache.js';
 import { createLogger } from '../../src/core/log.js';
 import { RouteHealth } from '../../src/routes/guest-cluster/health.js';
 import { eventually } from '../helpers/cluster.js';
-import { startFakeApi } from '../helpers/fake-api.js';
+import { startFakeApi, type FakeApi } from '../helpers/fake-api.js';
+import { WebSocketV4Transport } from '../../src/tunnel/websocket-v4.js';
 
-test('an exec plugin that does not answer for seconds: the route is degraded naming it, and serves again when it answers', async (t) => {
+/** An API server that answers, and a kubeconfig whose exec plugin waits while `hold` exists (20 s at most). */
+async function slowPlugin(t: TestContext): Promise<{ api: ApiConnection; server: string; fake: FakeApi; hold: string }> {
   const fake = await startFakeApi((_url, res) => res.writeHead(200).end('ok'));
   t.after(() => fake.close());
   const dir = scratchDir('proxyout-credential-wait-');
@@ -51,6 +53,11 @@ test('an exec plugin that does not answer for seconds: the route is degraded nam
   const { kc } = loadKubeConfig({ kubeconfig: file });
   runExecPluginsWithoutStdin(kc, undefined, 60_000);
   const api = new ApiConnection(kc, { env: {} });
+  return { api, server, fake, hold };
+}
+
+test('an exec plugin that does not answer for seconds: the route is degraded naming it, and serves again when it answers', async (t) => {
+  const { api, server, fake, hold } = await slowPlugin(t);
   const health = new RouteHealth('cluster', api, server, { failingWatches: () => [] } as unknown as ClusterCache, createLogger('silent'), 300);
   health.start();
   t.after(() => health.stop());
@@ -62,4 +69,25 @@ test('an exec plugin that does not answer for seconds: the route is degraded nam
   assert.equal(health.current!.unreachable, false, 'streams are still tried: the login may finish');
   rmSync(hold);
   await eventually(async () => health.current === undefined, 10_000, 50);
+});
+
+test('a v4 port-forward whose credentials do not come ends at its deadline, saying what it waited for', async (t) => {
+  const { api, hold } = await slowPlugin(t);
+  writeFileSync(hold, '');
+  t.after(() => rmSync(hold, { force: true }));
+  const transport = new WebSocketV4Transport(api, createLogger('silent'), { intervalMs: 0, timeoutMs: 0 });
+  const started = Date.now();
+  const opened = transport.open({ namespace: 'shop', pod: 'web-0', port: 8080 }, { signal: AbortSignal.timeout(6_000), confirmMs: 0 });
+  const outcome = await Promise.race([
+    opened.then(
+      () => 'opened',
+      (err: Error) => err,
+    ),
+    new Promise((r) => setTimeout(() => r('pending'), 12_000)),
+  ]);
+  assert.ok(outcome instanceof Error, `still ${String(outcome)} ${Date.now() - started} ms after a 6 s deadline`);
+  assert.match(
+    outcome.message,
+    /^port-forward to shop\/web-0:8080 did not open in time: waiting for the credentials of context "x": its exec plugin plugin\.sh has not answered$/,
+  );
 });
