@@ -5,6 +5,7 @@
 import path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { monotonicMs } from '../core/clock.js';
+import { tokenSourceName } from './token-source.js';
 
 /** A computation of credentials that has run this long is a route's problem (health.ts). */
 export const CREDENTIALS_SLOW_MS = 5_000;
@@ -30,9 +31,7 @@ export class CredentialWait {
 }
 
 function source(kc: KubeConfig): string {
-  const user = kc.getCurrentUser();
-  if (user?.exec?.command) return `its exec plugin ${path.basename(user.exec.command)}`;
-  const issuer = user?.authProvider?.name === 'oidc' ? (user.authProvider.config as Record<string, string> | undefined)?.['idp-issuer-url'] : undefined;
-  if (issuer) return `its OIDC issuer ${issuer}`;
-  return 'what provides them';
+  const command = kc.getCurrentUser()?.exec?.command;
+  if (command) return `its exec plugin ${path.basename(command)}`;
+  return tokenSourceName(kc) ?? 'what provides them';
 }

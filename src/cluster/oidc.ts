@@ -92,6 +92,10 @@ export class OidcTokenSource implements TokenSource {
     return this.config['id-token'];
   }
 
+  describe(): string {
+    return `its OIDC issuer ${this.config['idp-issuer-url'] ?? ''}`;
+  }
+
   /** Until the ID token is due for a refresh (its `exp` less the skew); undefined without one. */
   validForMs(): number | undefined {
     const token = this.config['id-token'];

@@ -14,12 +14,22 @@ export interface TokenSource {
   validForMs?(): number | undefined;
   /** The API server refused the token last given (a 401): the next token() looks again. */
   refused?(): void;
+  /** What token() waits for, for messages ("its OIDC issuer https://…"). */
+  describe?(): string;
 }
 
 /** Where withTokenSource leaves its source's validForMs (found through Object.create chains). */
 const VALID_FOR = Symbol('credentialValidForMs');
 /** Where withTokenSource leaves its source's refused(), likewise. */
 const REFUSED = Symbol('credentialRefused');
+
+/** Where withTokenSource leaves its source's describe(), likewise. */
+const DESCRIBE = Symbol('credentialSource');
+
+/** What `kc`'s token source waits for, when it has one that says. */
+export function tokenSourceName(kc: KubeConfig): string | undefined {
+  return (kc as unknown as { [DESCRIBE]?: () => string | undefined })[DESCRIBE]?.();
+}
 
 /** The API server refused what `kc`'s token source gave: it looks again at the next request. */
 export function tokenRefused(kc: KubeConfig): void {
@@ -97,6 +107,7 @@ export function withTokenSource(kc: KubeConfig, source: TokenSource): KubeConfig
   let token: string | undefined;
   (scoped as unknown as { [VALID_FOR]: () => number | undefined })[VALID_FOR] = () => source.validForMs?.();
   (scoped as unknown as { [REFUSED]: () => void })[REFUSED] = () => source.refused?.();
+  (scoped as unknown as { [DESCRIBE]: () => string | undefined })[DESCRIBE] = () => source.describe?.();
   scoped.getCurrentUser = (): User | null => {
     const u = kc.getCurrentUser();
     return u ? ({ ...u, authProvider: undefined, token: token ?? u.token } as User) : null;

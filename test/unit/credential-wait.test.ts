@@ -6,6 +6,8 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import net from 'node:net';
+import { once } from 'node:events';
 import { scratchDir } from '../helpers/scratch-dir.js';
 import { ApiConnection } from '../../src/cluster/api.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
@@ -90,4 +92,37 @@ test('a v4 port-forward whose credentials do not come ends at its deadline, sayi
     outcome.message,
     /^port-forward to shop\/web-0:8080 did not open in time: waiting for the credentials of context "x": its exec plugin plugin\.sh has not answered$/,
   );
+});
+
+test('an OIDC refresh that gets no answer is named by its issuer while it is awaited', async (t) => {
+  const held = new Set<net.Socket>();
+  const silent = net.createServer((s) => {
+    held.add(s);
+    s.on('error', () => undefined);
+  });
+  silent.listen(0, '127.0.0.1');
+  await once(silent, 'listening');
+  t.after(() => {
+    for (const s of held) s.destroy();
+    silent.close();
+  });
+  const issuer = `https://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+  const expired = `e30.${Buffer.from(JSON.stringify({ exp: Math.floor(Date.now() / 1000) - 60 })).toString('base64url')}.sig`;
+  const file = path.join(scratchDir('proxyout-credential-wait-'), 'config');
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]',
+      `users: [{name: u, user: {auth-provider: {name: oidc, config: {client-id: k, id-token: "${expired}", refresh-token: r, idp-issuer-url: "${issuer}"}}}}]`,
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+      '',
+    ].join('\n'),
+  );
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} });
+  void api.requestOptions().catch(() => undefined);
+  await eventually(async () => api.credentialProblem, 10_000, 100);
+  assert.equal(api.credentialProblem!.message, `waiting for the credentials of context "x": its OIDC issuer ${issuer} has not answered`);
 });
