@@ -12,6 +12,7 @@
 import type { ApiConnection } from './api.js';
 import { ApiStatusError, CredentialError } from './api.js';
 import { apiGet } from './list-watch.js';
+import { describeEgress } from './egress-proxy.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage, outOfFiles } from '../core/errors.js';
 import { serverCertRefused } from './proxy-failures.js';
@@ -196,7 +197,9 @@ export class ApiReachability {
       // see its readiness, but it answers); 5xx and 429 mean it is not serving yet.
       answered = err instanceof ApiStatusError;
       serving = answered && (err as ApiStatusError).statusCode < 500 && (err as ApiStatusError).statusCode !== 429;
-      if (!serving) error = errorMessage(err);
+      // Our own deadline ("The operation was aborted" says nothing), with the proxy it went through.
+      const late = (err as Error).name === 'AbortError' || /^headers timeout/.test(errorMessage(err));
+      if (!serving) error = late ? `no answer within ${PROBE_TIMEOUT_MS / 1000} s${describeEgress(this.api.egress)}` : errorMessage(err);
       untrusted = serverCertRefused(err);
       // The next probe (a second on) then trusts a CA file rotated in place.
       if (untrusted) this.api.rereadChangedCa();
