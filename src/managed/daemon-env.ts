@@ -4,6 +4,13 @@
 // can run code as this user (docs/security.md). The foreground proxy is the user's own choice.
 import { allocatorEnv } from './allocator-env.js';
 
+/**
+ * libuv's threadpool for a daemon, unless the caller sized it: name look-ups take at most half of
+ * it, and a direct route's leave two of those to the rest (routes/direct/lookup-slots.ts). The
+ * default 4 threads let a direct route look up one name at a time all day; 16 let it look up six.
+ */
+export const DAEMON_THREADPOOL_SIZE = 16;
+
 /** NODE_OPTIONS flags that open a debugger (node's `--inspect*` and the older `--debug*`). */
 const INSPECTOR = /^--(inspect|inspect-brk|inspect-wait|inspect-port|debug|debug-brk|debug-port)(=.*)?$/;
 
@@ -18,5 +25,11 @@ export function withoutInspector(nodeOptions: string | undefined): string | unde
 }
 
 export function daemonEnv(env: NodeJS.ProcessEnv, extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
-  return { ...env, ...allocatorEnv(env), NODE_OPTIONS: withoutInspector(env.NODE_OPTIONS), ...extra };
+  return {
+    ...env,
+    ...allocatorEnv(env),
+    NODE_OPTIONS: withoutInspector(env.NODE_OPTIONS),
+    UV_THREADPOOL_SIZE: env.UV_THREADPOOL_SIZE ?? String(DAEMON_THREADPOOL_SIZE),
+    ...extra,
+  };
 }

@@ -1,7 +1,7 @@
-// What a managed daemon keeps of the caller's NODE_OPTIONS: everything but a debugger.
+// What a managed daemon keeps of the caller's NODE_OPTIONS (everything but a debugger), and its threadpool.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { daemonEnv, withoutInspector } from '../../src/managed/daemon-env.js';
+import { DAEMON_THREADPOOL_SIZE, daemonEnv, withoutInspector } from '../../src/managed/daemon-env.js';
 
 test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
   assert.equal(withoutInspector('--inspect'), undefined);
@@ -14,4 +14,9 @@ test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
   assert.equal(env.NODE_OPTIONS, undefined);
   assert.equal(env.PATH, '/bin');
   assert.equal(env.EXTRA, 'x');
+});
+
+test("a daemon's threadpool is 16 unless the caller sized it", () => {
+  assert.equal(daemonEnv({}, {}).UV_THREADPOOL_SIZE, String(DAEMON_THREADPOOL_SIZE));
+  assert.equal(daemonEnv({ UV_THREADPOOL_SIZE: '4' }, {}).UV_THREADPOOL_SIZE, '4');
 });

@@ -3,7 +3,8 @@
 // every route's name look-ups (API servers, ssh hops). A resolver that never answers holds a
 // thread per look-up for its whole timeout (glibc: 5 s, twice): two direct names a browser asked
 // for took both, and a cluster route's next tunnel waited behind them past --connect-timeout.
-// The direct route's look-ups leave two of those threads to the rest (one with the default pool);
+// The direct route's look-ups leave two of those threads to the rest (one with the default pool;
+// a managed daemon runs with 16 threads, managed/daemon-env.ts);
 // the others wait their turn, and one whose stream was given up meanwhile never starts.
 
 /** Slow-work threads left to everything else (when the pool has more than two). */
