@@ -150,13 +150,13 @@ export class DirectRoute implements Route {
     });
   }
 
-  /** The reject route whose cidrs hold a resolved address, if one does. */
   /** Runs a look-up in its turn: the OS resolver's wait for a slow-work thread (lookup-slots.ts). */
   private inTurn(signal: AbortSignal, lookup: (release: () => void) => void): void {
     if (this.lookupSlots) this.lookupSlots.run(signal, lookup);
     else lookup(() => undefined);
   }
 
+  /** The reject route whose cidrs hold a resolved address, if one does. */
   private rejectedBy(address: string): string | undefined {
     if (this.rejected.size === 0) return undefined;
     const ip = parseIp(address.replace(/%.*$/, ''));
