@@ -50,14 +50,15 @@ export class StreamLimiter implements StreamOpener {
   }
 
   async open(request: OpenRequest): Promise<OpenedStream> {
-    // The cap bounds the upstream files the file limit leaves room for: a new stream takes the
-    // room of idle pooled ones (the oldest), which would else push the proxy past the limit.
-    const over = this.max > 0 && this.idle ? this.active + this.idle.count() + 1 - this.max : 0;
-    if (over > 0) this.idle!.shed(over);
     if (this.max > 0 && this.active >= this.max) {
       const why = this.lowered ? `, as ${this.lowered}` : ' (--max-streams)';
       throw new OverloadedError(`too many concurrent streams: ${this.active} open, the limit is ${this.max}${why}`);
     }
+    // The cap bounds the upstream files the file limit leaves room for: a new stream takes the
+    // room of idle pooled ones (the oldest), which would else push the proxy past the limit.
+    // Only one let in: a refused one would close them for nothing, and a request may reuse them.
+    const over = this.max > 0 && this.idle ? this.active + this.idle.count() + 1 - this.max : 0;
+    if (over > 0) this.idle!.shed(over);
     // The slot is taken while opening too: a flood of slow opens must not get past the cap.
     this.active++;
     let opened: OpenedStream;

@@ -40,3 +40,17 @@ test('a new stream closes pooled idle upstreams beyond the cap, the oldest first
   for (const s of pooled) pooledBusy(s);
   assert.equal(idleUpstreams(), 0);
 });
+
+test('a stream refused at the cap closes no pooled idle upstream (a request may still reuse it)', async () => {
+  const opener: StreamOpener = { open: async () => ({ stream: new PassThrough(), via: 'pod' }) };
+  const limiter = new StreamLimiter(opener, 2, { count: idleUpstreams, shed: shedIdleUpstreams });
+  await limiter.open(request);
+  await limiter.open(request); // 2 open: the cap
+  // An upstream gone idle in a pool since (a third, released): a request reusing it needs no new slot.
+  const pooled = new PassThrough();
+  pooledIdle(pooled, 60_000);
+  await assert.rejects(limiter.open(request), OverloadedError);
+  assert.equal(pooled.destroyed, false, 'closed for a stream that was refused anyway');
+  assert.equal(idleUpstreams(), 1);
+  pooledBusy(pooled);
+});
