@@ -19,13 +19,13 @@ export class ConnectionBudget {
   /**
    * `upstreams`: the files open streams hold beside their clients' (a WebSocket, a direct
    * connection): they count against the budget too, or clients and streams together would take
-   * the files kept back for the proxy's own. `shed(n)` closes up to n of them that no client
-   * uses (idle in a pool) and says how many, before a client is refused for want of their room.
+   * the files kept back for the proxy's own. `idle`: those of them no client uses (idle in a
+   * pool), which a client that would be refused for want of their room gets instead.
    */
   constructor(
     log: Logger,
     private readonly upstreams: () => number = () => 0,
-    private readonly shed: (n: number) => number = () => 0,
+    private readonly idle?: { count(): number; shed(n: number): number },
   ) {
     this.lines = new RepeatedLineLimiter(log);
   }
@@ -49,7 +49,8 @@ export class ConnectionBudget {
   take(socket: net.Socket): boolean {
     let upstreams = this.upstreams();
     const over = this.open + upstreams + 1 - this.maxWithUpstreams;
-    if (over > 0 && this.open < this.max && this.shed(over) > 0) upstreams = this.upstreams();
+    // Only when that lets it in: too few of them were else closed for a client refused anyway.
+    if (over > 0 && this.open < this.max && this.idle && this.idle.count() >= over && this.idle.shed(over) > 0) upstreams = this.upstreams();
     if (this.open < this.max && this.open + upstreams < this.maxWithUpstreams) {
       this.open++;
       return true;

@@ -100,10 +100,11 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   ingress.add(built);
   const stats = new StreamStats(log);
   const maxStreams = options.maxStreams ?? DEFAULTS.maxStreams;
-  const limiter = new StreamLimiter(router, maxStreams, { count: idleUpstreams, shed: shedIdleUpstreams });
+  const idlePooled = { count: idleUpstreams, shed: shedIdleUpstreams };
+  const limiter = new StreamLimiter(router, maxStreams, idlePooled);
   // Known within milliseconds (a shell on macOS), long before clients could use up the files.
   // Upstreams idle in the HTTP listener's pools hold files too (a WebSocket each), no slot.
-  const connections = new ConnectionBudget(log, () => limiter.inUse + idleUpstreams(), shedIdleUpstreams);
+  const connections = new ConnectionBudget(log, () => limiter.inUse + idleUpstreams(), idlePooled);
   void openFileLimit().then((limit) => {
     if (limit === undefined) return;
     connections.limit(clientsWithin(limit), filesForClients(limit), `all the open-file limit (ulimit -n) of ${limit} leaves for clients`);
