@@ -51,6 +51,9 @@ function prettyRenderer(opts: { colorize?: boolean } = {}): RenderRecord {
   return prettyFactory({
     colorize: opts.colorize ?? defaultColorize(),
     singleLine: true,
+    // pino-pretty puts `err`/`error` on lines of their own even with singleLine: a failure's
+    // reason would leave the line that names its stream, route and pod (grep loses it).
+    errorLikeObjectKeys: [],
     ignore: 'pid,hostname',
     translateTime: 'SYS:HH:MM:ss.l',
   });

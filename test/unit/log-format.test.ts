@@ -32,6 +32,16 @@ test('one short human line per record: time, level, message, fields; no pid', ()
   assert.doesNotMatch(lines[0]!, /"pid"/);
 });
 
+test('a failure keeps its error on its line (pino-pretty would put err/error on lines of their own)', () => {
+  const { lines, log } = capture(false);
+  log.info({ stream: 3, target: 'web.shop:8080', error: 'read ECONNRESET' }, 'stream closed with error');
+  log.error({ err: new Error('kaboom') }, 'listener error');
+  assert.equal(lines.length, 2);
+  assert.match(lines[0]!, /^\[[\d:.]+\] INFO: stream closed with error \{"stream":3,"target":"web\.shop:8080","error":"read ECONNRESET"\}\n$/);
+  assert.equal(lines[1]!.indexOf('\n'), lines[1]!.length - 1, JSON.stringify(lines[1]));
+  assert.match(lines[1]!, /ERROR: listener error \{"err":\{"type":"Error","message":"kaboom"/);
+});
+
 test('client control characters (ESC, 8-bit CSI, NEL, newline) arrive escaped, never raw', () => {
   for (const colorize of [false, true]) {
     const { lines, log } = capture(colorize);
