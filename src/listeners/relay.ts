@@ -309,8 +309,18 @@ class Side {
   private finish(err?: Error): void {
     if (this.done) return;
     this.done = true;
-    this.splice.settle(err, !this.isClient);
+    this.splice.settle(err && this.isClient ? clientSideError(err) : err, !this.isClient);
   }
+}
+
+/**
+ * The client's own failure, said to be the client's: the log's bare "read ECONNRESET" read the
+ * same for a client that reset as for a pod or a direct destination that did.
+ */
+function clientSideError(err: Error): Error {
+  const code = (err as NodeJS.ErrnoException).code;
+  const message = code === 'ECONNRESET' ? `the client reset its connection (${err.message})` : `the client's connection failed: ${err.message}`;
+  return Object.assign(new Error(message, { cause: err }), code === undefined ? {} : { code });
 }
 
 /** A function and an argument for process.nextTick, not a closure per unit. */

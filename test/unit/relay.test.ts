@@ -176,8 +176,23 @@ test('a client reset destroys the upstream and resolves with an error', async ()
   a.outer.resetAndDestroy();
   const result: RelayResult = await done;
   assert.ok(result.error);
+  // The log's "stream closed with error" says whose reset it was: the upstream's reads the same.
+  assert.match(result.error.message, /^the client reset its connection \(read ECONNRESET\)$/);
   assert.ok(b.inner.destroyed);
   await upstreamEnded;
+  a.close();
+  b.close();
+});
+
+test("an upstream socket's reset is not called the client's", async () => {
+  const a = await socketPair();
+  const b = await socketPair();
+  const done = relay(a.inner, b.inner);
+  a.outer.resume();
+  a.outer.on('error', () => undefined);
+  b.outer.resetAndDestroy();
+  const result: RelayResult = await done;
+  assert.equal(result.error?.message, 'read ECONNRESET');
   a.close();
   b.close();
 });
