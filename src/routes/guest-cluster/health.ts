@@ -87,6 +87,12 @@ export class RouteHealth {
   }
 
   private evaluate(): Degraded | undefined {
+    // Watches are timed whatever else is wrong: they failed all through an outage, and the first
+    // check after the server answers must not call the route serving while they still fail.
+    const failing = this.cache.failingWatches();
+    // By time, not by count: status() checks too, and its callers must not make it quicker.
+    if (!failing.length) this.watchFailingSince = undefined;
+    else this.watchFailingSince ??= monotonicMs();
     // Credentials that cannot be had: no request can be sent; the plugin's own words say why.
     const credentials = this.api.credentialProblem;
     // Refused ones may be taken again (a revocation undone), awaited ones may still come (a login
@@ -106,10 +112,6 @@ export class RouteHealth {
         unreachable: !reach.answered,
       };
     }
-    const failing = this.cache.failingWatches();
-    // By time, not by count: status() checks too, and its callers must not make it quicker.
-    if (!failing.length) this.watchFailingSince = undefined;
-    else this.watchFailingSince ??= monotonicMs();
     if (this.watchFailingSince === undefined || monotonicMs() - this.watchFailingSince < WATCH_FAILING_MS) return undefined;
     const first = failing[0]!;
     return { reason: `the watch of ${kindOf(first.path)} is failing: ${first.error}`, since: Date.now(), unreachable: false };
