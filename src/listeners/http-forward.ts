@@ -4,7 +4,7 @@
 // client re-frames the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
 import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
 import { pipeline, type Duplex } from 'node:stream';
-import { BadRequestError, CommandNotSupportedError, OriginFailedError, ProxyError, errorMessage } from '../core/errors.js';
+import { BadRequestError, CommandNotSupportedError, OriginFailedError, ProxyError, errorMessage, withMessagePrefix } from '../core/errors.js';
 import { destinationFor, formatHostPort } from '../core/address.js';
 import type { Logger } from '../core/log.js';
 import { monotonicMs } from '../core/clock.js';
@@ -309,10 +309,12 @@ function forward(
     });
     // Where the request went once its stream opened, for a failure's message: route and pod.
     let where: string | undefined;
+    let onRoute = '';
     upReq.on('socket', (socket: Duplex) => {
       const via = vias.get(socket) ?? 'unknown';
       const route = routes.get(socket);
-      where = `${route === undefined ? '' : `route ${route}: `}${formatHostPort(destination.host, destination.port)} via ${via}`;
+      onRoute = route === undefined ? '' : `route ${route}: `;
+      where = `${onRoute}${formatHostPort(destination.host, destination.port)} via ${via}`;
       record = ctx.stats.opened('http-forward', client, destination, via, route, transports.get(socket));
       record.live = bytes;
     });
@@ -345,11 +347,13 @@ function forward(
         req.unpipe(upReq);
         req.resume();
       }
-      // A failure to open is a ProxyError naming its route; one of the exchange is Node's own text.
+      // An open failure names its route (the router's prefix), a broken tunnel only its pod.
       const failure =
-        where === undefined || err instanceof ProxyError
+        where === undefined
           ? err
-          : new OriginFailedError(`${where}: ${originFailure(err, `${MAX_RESPONSE_HEAD / 1024} KiB`, destination)}`, { cause: err });
+          : err instanceof ProxyError
+            ? withMessagePrefix(err, onRoute)
+            : new OriginFailedError(`${where}: ${originFailure(err, `${MAX_RESPONSE_HEAD / 1024} KiB`, destination)}`, { cause: err });
       fail(failure, destination, hasBody);
     };
     upReq.on('error', onUpstreamError);
