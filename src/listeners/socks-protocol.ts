@@ -42,6 +42,8 @@ export type SocksStep =
   | { type: 'reject'; version: 4 | 5; error: ProxyError; destination?: Destination }
   /** An HTTP request (a client pointed at this port as an HTTP proxy): told so in HTTP, then closed. */
   | { type: 'http' }
+  /** A TLS ClientHello (a client given https:// for this port): logged as such, then dropped. */
+  | { type: 'tls' }
   /** Drop the connection without a reply (not SOCKS, or a version we cannot answer). */
   | { type: 'close'; reason: string };
 
@@ -211,6 +213,8 @@ export class SocksHandshakeParser {
         else if (version === 4) parsed = parseSocks4Request(this.buf);
         // A letter starts an HTTP method (GET, CONNECT…), never a SOCKS greeting.
         else if (version! >= 0x41 && version! <= 0x5a) parsed = { step: { type: 'http' }, consumed: 0 };
+        else if (version === 0x16 && this.buf.length < 2) return { type: 'more' };
+        else if (version === 0x16 && this.buf[1] === 0x03) parsed = { step: { type: 'tls' }, consumed: 0 };
         else parsed = { step: { type: 'close', reason: `not a SOCKS client (first byte 0x${version!.toString(16)})` }, consumed: 0 };
         break;
       }

@@ -138,6 +138,16 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
       if (step.type === 'close') {
         ctx.log.debug({ client, reason: step.reason }, 'SOCKS connection dropped');
         socket.destroy();
+      } else if (step.type === 'tls') {
+        // HTTPS_PROXY=https://… for this port: its client says only "connection reset"; the log says why.
+        const here = socket.localPort === undefined ? 'HOST:PORT' : formatHostPort(socket.localAddress ?? '127.0.0.1', socket.localPort);
+        ctx.stats.failed(
+          'socks5',
+          client,
+          undefined,
+          new BadRequestError(`a TLS client reached the SOCKS listener: use socks5h://${here} as the proxy URL, not https://`),
+        );
+        socket.destroy();
       } else if (step.type === 'http') {
         // A common mistake (http_proxy=http://127.0.0.1:1080): an empty reply would say nothing.
         const here = socket.localPort === undefined ? 'HOST:PORT' : formatHostPort(socket.localAddress ?? '127.0.0.1', socket.localPort);

@@ -98,6 +98,11 @@ test('first byte decides the protocol; an HTTP method is answered, anything else
     p.push(b(first, 1, 2, 3));
     assert.equal(p.next().type, 'close');
   }
+  const hello = new SocksHandshakeParser();
+  hello.push(b(0x16));
+  assert.equal(hello.next().type, 'more', 'one byte cannot tell a ClientHello');
+  hello.push(b(0x03, 0x01));
+  assert.equal(hello.next().type, 'tls');
   for (const method of ['GET ', 'CONNECT ', 'POST ']) {
     const p = new SocksHandshakeParser();
     p.push(Buffer.from(method));

@@ -218,6 +218,17 @@ test('an HTTP request on the SOCKS port (http_proxy set to it) is told so in HTT
   await assertServesNormally();
 });
 
+test('a TLS client on the SOCKS port (https:// given for it) is a failure the log explains, not a silent drop', async () => {
+  const before = ctx.stats.snapshot();
+  const s = await connectClient(port);
+  s.end(Buffer.from('\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03', 'latin1'));
+  await new Reader(s).rest();
+  const after = ctx.stats.snapshot();
+  assert.equal(after.failuresByReason['bad-request'], (before.failuresByReason['bad-request'] ?? 0) + 1);
+  assert.equal(after.lastFailure?.message, `a TLS client reached the SOCKS listener: use socks5h://127.0.0.1:${port} as the proxy URL, not https://`);
+  await assertServesNormally();
+});
+
 test('garbage on the port is dropped and the listener keeps serving', async () => {
   for (const junk of ['\x16\x03\x01\x02\x00', '\x05\x01', '\x04\x01\x00\x50', '\x00junk']) {
     const s = await connectClient(port);
