@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import yaml from 'js-yaml';
 import { newClusters, newContexts, newUsers, type Cluster, type Context, type User } from '@kubernetes/client-node/dist/config_types.js';
-import { checkRegularFile } from '../core/regular-file.js';
+import { checkRegularFile, fileStamp } from '../core/regular-file.js';
 
 type Obj = Record<string, unknown>;
 type Named = { name?: unknown } & Obj;
@@ -147,15 +147,6 @@ export function contextFingerprint(explicit: string | undefined, context: string
     return JSON.stringify({ ctx, cluster, caFile: cluster?.caFile && fileStamp(cluster.caFile), user });
   } catch (err) {
     return `unloadable: ${(err as Error).message}`;
-  }
-}
-
-function fileStamp(file: string): string {
-  try {
-    const s = statSync(file);
-    return `${s.ino}/${s.size}/${s.mtimeMs}`;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code ?? 'unreadable';
   }
 }
 

@@ -8,6 +8,7 @@ import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { statSync } from 'node:fs';
 import type https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { fileStamp } from '../core/regular-file.js';
 
 /** A file the current cluster or user names that could not be read (`err` from client-node), said whole. */
 export function unreadableFile(kc: KubeConfig, err: unknown): string | undefined {
@@ -124,16 +125,10 @@ function pem(value: unknown): string | Buffer {
   return Buffer.isBuffer(first) ? first : String(first);
 }
 
-/** The kubeconfig's CA file as it is now (identity, size, mtime); undefined without one, '' when unreadable. */
+/** The kubeconfig's CA file as it is now (core/regular-file.ts fileStamp); undefined without one. */
 export function caFileStamp(kc: KubeConfig): string | undefined {
   const file = kc.getCurrentCluster()?.caFile;
-  if (!file) return undefined;
-  try {
-    const s = statSync(file);
-    return `${s.ino}/${s.size}/${s.mtimeMs}`;
-  } catch {
-    return '';
-  }
+  return file ? fileStamp(file) : undefined;
 }
 
 /**

@@ -34,3 +34,13 @@ export function readRegularFile(file: string, maxBytes = MAX_CONFIG_BYTES): stri
     closeSync(fd);
   }
 }
+
+/** A file as it is now (identity, size, mtime), to tell a rewrite; the error code when it cannot be read. */
+export function fileStamp(file: string): string {
+  try {
+    const s = statSync(file);
+    return `${s.ino}/${s.size}/${s.mtimeMs}`;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? 'unreadable';
+  }
+}

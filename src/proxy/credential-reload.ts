@@ -4,8 +4,8 @@
 // (as a reload makes a route whose kubeconfig entries changed) once the kubeconfig holds other
 // entries for its context: looked at every few seconds while refused, never otherwise. So is one
 // whose API server it cannot reach, or that never started: a rotated CA or a server moved to
-// another address is written there too (`gcloud … get-credentials`). A managed daemon runs from its own copy: its source is
-// the user's kubeconfig, and renewing is a reload.
+// another address is written there too (`gcloud … get-credentials`). A managed daemon runs from
+// its own copy: its source is the user's kubeconfig, and renewing is a reload.
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { monotonicMs } from '../core/clock.js';
