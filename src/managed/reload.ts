@@ -11,6 +11,7 @@ import { ElsewhereError, inspect, inspectAll, type Inspected } from './registry.
 import { UnknownIdError } from './stop.js';
 import { controlSocketOf, updateEntry } from './store.js';
 import {
+  credentialIdentity,
   removeRouteKubeconfigsExcept,
   resolveManagedTable,
   routeKubeconfigFiles,
@@ -57,8 +58,8 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
   if (found.state === 'elsewhere') throw new ElsewhereError(found.entry, 'reload it');
   if (found.state !== 'running') throw new StartupError(`proxy ${id} is ${found.state}, not running`);
   const { options, namespace } = found.entry;
-  const managed = withKubeconfigEnv(options.kubeconfigEnv, () =>
-    resolveManagedTable({
+  const { managed, credentials } = withKubeconfigEnv(options.kubeconfigEnv, () => {
+    const made = resolveManagedTable({
       kubeconfig: options.kubeconfigSource,
       contexts: options.contexts ?? [found.entry.context],
       currentContext: currentContextServed(options.table),
@@ -68,8 +69,11 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
       clusterDomain: options.clusterDomain,
       extraCA: options.extraCA,
       namespace,
-    }),
-  );
+    });
+    // Whose credentials the new default route uses (connect recorded them): an edited kubeconfig
+    // may name another identity, and a later `connect` compares with what is recorded.
+    return { managed: made, credentials: made.primary && credentialIdentity(made.primary, options.kubeconfigSource) };
+  });
   const createdAt = found.entry.createdAt;
   await testHookPause(TEST_RELOAD_PAUSE_ENV);
   const before = await withStateLock(l, () => {
@@ -102,7 +106,9 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
       updateEntry(l, id!, (e) =>
         Object.assign(
           e,
-          primary ? { server: primary.server, context: primary.context, namespace: primary.namespace } : { server: '', context: '', namespace: '' },
+          primary
+            ? { server: primary.server, context: primary.context, namespace: primary.namespace, credentials }
+            : { server: '', context: '', namespace: '', credentials: undefined },
         ),
       );
   }).catch(() => undefined);

@@ -117,3 +117,22 @@ test('no reload: a managed proxy whose token is refused takes the one the user r
   assert.match(logs.stdout, /the kubeconfig has new ones/);
   assert.equal((await runCli(['disconnect', out.id], { env })).code, 0);
 });
+
+test('reload ID after the kubeconfig names another identity: connect with it is "already running", not "other credentials"', async () => {
+  const { file } = await kubeconfigWithToken('kubeconfig-new-identity');
+  const args = ['connect', '--id', 'identity', '--kubeconfig', file, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--json'];
+  const r = await runCli(args, { env, timeoutMs: 60_000 });
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout) as { id: string; env: Record<string, string> };
+  // The same context, server and namespace, now with an exec plugin: another identity (as
+  // `aws eks update-kubeconfig --role-arn` rewrites the entry), which the reload takes.
+  await cluster.sim.writeKubeconfig(file, { namespace: 'shop', auth: 'exec' });
+  const reloaded = await runCli(['reload', out.id], { env, timeoutMs: 60_000 });
+  assert.equal(reloaded.code, 0, reloaded.stderr);
+  assert.equal(await get(out.env.ALL_PROXY!, 'http://hello.default/'), 'ok');
+  // The proxy runs as the kubeconfig says now: connect with it reports it, as it would one just started.
+  const again = await runCli(args, { env, timeoutMs: 60_000 });
+  assert.equal(again.code, 0, again.stderr);
+  assert.equal((JSON.parse(again.stdout) as { id: string }).id, out.id);
+  assert.equal((await runCli(['disconnect', out.id], { env })).code, 0);
+});
