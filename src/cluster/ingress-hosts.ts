@@ -45,15 +45,26 @@ export interface IngressHostWatcherOptions {
 
 /**
  * Lowercase, without a trailing dot; undefined for what cannot be a host name at all, an IP
- * literal (the Ingress API refuses those), and "localhost" names (RFC 6761 §6.3: always this
- * machine — an Ingress in someone's cluster must not take them over).
+ * literal (the Ingress API refuses those), "localhost" names (RFC 6761 §6.3: always this
+ * machine — an Ingress in someone's cluster must not take them over) and a wildcard over a
+ * whole top-level domain.
  */
 function cleanHost(host: unknown): string | undefined {
   if (typeof host !== 'string') return undefined;
   const h = host.trim().toLowerCase().replace(/\.$/, '');
   if (h.length === 0 || h.length > 253 || /[\s/:]/.test(h) || /^[\d.]+$/.test(h)) return undefined;
   if (h === 'localhost' || h.endsWith('.localhost')) return undefined;
+  if (h.startsWith('*.') && !wildcardAllowed(h.slice(2))) return undefined;
   return h;
+}
+
+/**
+ * Whether a learnt "*.DOMAIN" is taken. The Ingress API accepts `*.com`, and whoever may create
+ * an Ingress in the cluster would then have every .com name of the proxy's clients (and of the
+ * browsers its PAC file steers) sent to the cluster's ingress controller: never a top-level domain.
+ */
+function wildcardAllowed(domain: string): boolean {
+  return domain.includes('.');
 }
 
 function uniqueHosts(list: unknown[]): string[] {
@@ -82,7 +93,8 @@ export function routeHostsOf(obj: unknown): string[] {
   const spec = (obj as { spec?: { host?: unknown; wildcardPolicy?: unknown } } | undefined)?.spec;
   const host = cleanHost(spec?.host);
   if (!host) return [];
-  if (spec?.wildcardPolicy === 'Subdomain' && host.includes('.')) return [host, `*.${host.slice(host.indexOf('.') + 1)}`];
+  const parent = host.slice(host.indexOf('.') + 1);
+  if (spec?.wildcardPolicy === 'Subdomain' && host.includes('.') && wildcardAllowed(parent)) return [host, `*.${parent}`];
   return [host];
 }
 

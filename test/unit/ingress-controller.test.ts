@@ -159,6 +159,20 @@ test('host extraction: Ingress rules and TLS hosts, Route hosts (wildcard policy
   assert.deepEqual(routeHostsOf({ spec: {} }), []);
 });
 
+test('a wildcard over a whole top-level domain is never learnt: an Ingress cannot take every .com name', () => {
+  // The Ingress API accepts "*.com"; whoever may create an Ingress would have every .com name.
+  assert.deepEqual(ingressHostsOf({ spec: { rules: [{ host: '*.com' }, { host: '*.example.com' }], tls: [{ hosts: ['*.io'] }] } }), ['*.example.com']);
+  assert.deepEqual(routeHostsOf({ spec: { host: 'shop.com', wildcardPolicy: 'Subdomain' } }), ['shop.com']);
+  // In the routing table (and so the PAC file): a .com name stays unclaimed, as without the Ingress.
+  const matcher = new RouteMatcher(table);
+  matcher.setIngressHosts('prod', [
+    ...ingressHostsOf({ spec: { rules: [{ host: '*.com' }] } }),
+    ...routeHostsOf({ spec: { host: 'x.com', wildcardPolicy: 'Subdomain' } }),
+  ]);
+  assert.equal(matcher.matchHost('www.google.com').claimed, false);
+  assert.equal(matcher.matchHost('a.b.example.com').claimed, false);
+});
+
 test('several controllers: the class of the host picks one; classes it cannot place leave the first', () => {
   const cluster = lookup({
     'openshift-ingress/router-default': { ports: [80, 443] },
