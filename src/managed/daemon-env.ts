@@ -13,15 +13,31 @@ export const DAEMON_THREADPOOL_SIZE = 16;
 
 /** NODE_OPTIONS flags that open a debugger (node's `--inspect*` and the older `--debug*`). */
 const INSPECTOR = /^--(inspect|inspect-brk|inspect-wait|inspect-port|debug|debug-brk|debug-port)(=.*)?$/;
+/** Those that take their value as the next word when it is not given with `=`. */
+const VALUE_NEXT = /^--(inspect-port|debug-port)$/;
+
+/**
+ * A flag's name as node reads it: `_` and `-` are the same in option names (`--inspect_brk`
+ * opens the inspector as `--inspect-brk` does).
+ */
+function nodeFlag(word: string): string {
+  const eq = word.indexOf('=');
+  const name = eq < 0 ? word : word.slice(0, eq);
+  return `${name.replace(/_/g, '-')}${eq < 0 ? '' : word.slice(eq)}`;
+}
 
 /** NODE_OPTIONS without its inspector flags; undefined when nothing else is left. */
 export function withoutInspector(nodeOptions: string | undefined): string | undefined {
   if (nodeOptions === undefined) return undefined;
-  const kept = nodeOptions
-    .split(/\s+/)
-    .filter((flag) => flag && !INSPECTOR.test(flag))
-    .join(' ');
-  return kept || undefined;
+  const kept: string[] = [];
+  const words = nodeOptions.split(/\s+/).filter(Boolean);
+  for (let i = 0; i < words.length; i++) {
+    const flag = nodeFlag(words[i]!);
+    if (!INSPECTOR.test(flag)) kept.push(words[i]!);
+    // `--inspect-port 9229`: node takes the next word as its value; it goes with the flag.
+    else if (VALUE_NEXT.test(flag)) i++;
+  }
+  return kept.join(' ') || undefined;
 }
 
 export function daemonEnv(env: NodeJS.ProcessEnv, extra: Record<string, string | undefined>): NodeJS.ProcessEnv {

@@ -10,6 +10,11 @@ test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
   assert.equal(withoutInspector('--inspect-port=9230 --enable-source-maps'), '--enable-source-maps');
   assert.equal(withoutInspector('--require ./trace.js'), '--require ./trace.js');
   assert.equal(withoutInspector(undefined), undefined);
+  // Node reads `_` as `-` in option names: these open the inspector too.
+  assert.equal(withoutInspector('--inspect_brk=0.0.0.0:9229 --max_old_space_size=512'), '--max_old_space_size=512');
+  assert.equal(withoutInspector('--inspect_wait --enable-source-maps'), '--enable-source-maps');
+  // A port given as the next word goes with its flag.
+  assert.equal(withoutInspector('--inspect-port 9230 --inspect --enable-source-maps'), '--enable-source-maps');
   const env = daemonEnv({ NODE_OPTIONS: '--inspect', PATH: '/bin' }, { EXTRA: 'x' });
   assert.equal(env.NODE_OPTIONS, undefined);
   assert.equal(env.PATH, '/bin');
