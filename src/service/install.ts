@@ -60,7 +60,9 @@ export function installService(host: ServiceHost, spec: ServiceSpec, opts: { dry
   const reload = platform === 'systemd' ? `systemctl --user reload ${spec.name}.service` : `launchctl kill SIGHUP gui/${host.uid}/${spec.name}`;
   if (opts.dryRun) return { file, text, changed: existing !== text, next, reload };
   if (existing !== text) {
-    mkdirSync(path.dirname(file), { recursive: true });
+    // Never writable by others, whatever the umask (000, or 002 with a shared group): another user
+    // who could add a unit there would have it run as this user at the next daemon-reload or login.
+    mkdirSync(path.dirname(file), { recursive: true, mode: 0o755 });
     mkdirSync(path.dirname(spec.logFile), { recursive: true, mode: 0o700 });
     // Made here, 0600: systemd's append: and launchd create a missing log file 0644 (0666 minus
     // the umask), which would be readable by others — and doctor fails the state directory for it.

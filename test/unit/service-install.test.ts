@@ -198,6 +198,22 @@ test("systemd: the shell's proxy variables reach the service (it reaches API ser
   }
 });
 
+test('under umask 000 the directories made for the unit are not writable by others', () => {
+  for (const platform of ['linux', 'darwin'] as const) {
+    const host = hostFor(platform);
+    const before = process.umask(0);
+    try {
+      const r = installService(host, specFor(host), { dryRun: false, force: false });
+      for (let dir = path.dirname(r.file); dir !== host.home; dir = path.dirname(dir)) {
+        assert.equal(statSync(dir).mode & 0o022, 0, `${dir}: mode ${(statSync(dir).mode & 0o777).toString(8)}`);
+      }
+    } finally {
+      process.umask(before);
+      host.cleanup();
+    }
+  }
+});
+
 test('an edited file is neither overwritten nor removed without --force; an unchanged one is', () => {
   const host = hostFor('linux');
   try {
