@@ -24,10 +24,11 @@ import type { RunningProxy } from '../proxy/running.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { generateCredentials, readClientAuthFile } from '../state/proxy-auth.js';
-import { describeTarget, type ProxyEntry } from '../managed/store.js';
+import { describeTarget, type CredentialIdentity, type ProxyEntry } from '../managed/store.js';
 import { inspect } from '../managed/registry.js';
 import { askManaged, notAnswering } from '../managed/status.js';
-import { managedId, resolveManagedTable } from '../managed/table.js';
+import { credentialIdentity, managedId, resolveManagedTable } from '../managed/table.js';
+import { whose } from '../managed/settings.js';
 
 /** The proxy flags that choose a cluster and tune a temporary proxy; its listeners are always 127.0.0.1:0. */
 function execFlags() {
@@ -77,11 +78,12 @@ export default class Exec extends Command {
     const options = proxyOptionsFrom({ ...flags, 'listen-socks': '127.0.0.1:0', 'listen-http': '127.0.0.1:0', forward: undefined });
     const given = proxyAuthFrom(flags);
 
-    const found = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
+    const lookup = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
+    const found = lookup?.entry;
     // One that serves port mappings only (or HTTP on a unix socket) gives CMD nothing to use; one
     // without HTTP on TCP (connect's default) gives Go, Python and Node clients nothing they read,
-    // so it is used only when named (--id).
-    const managed = found && (flags.id !== undefined ? variablesCanName(found) : httpOnTcp(found)) ? found : undefined;
+    // so it is used only when named (--id). One with other credentials is not CMD's to use.
+    const managed = found && !lookup.otherCredentials && (flags.id !== undefined ? variablesCanName(found) : httpOnTcp(found)) ? found : undefined;
     let env: ProxyEnvironment;
     let temporary: RunningProxy | undefined;
     let log: ExecLog | undefined;
@@ -128,13 +130,15 @@ export default class Exec extends Command {
       temporary = await endOnSignalWhile(startProxy({ ...options, table, proxyAuth }, log.log)).catch((err: unknown) => failOnKnownError(this, err));
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()), table.clusterDomain);
       // With --id, the proxy asked for by name: naming the context instead hid a mistyped ID.
-      const why = found
-        ? variablesCanName(found)
-          ? `managed proxy ${found.id} has no HTTP listener, which Go, Python and Node clients need (connect --listen-http adds one)`
-          : `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
-        : flags.id !== undefined
-          ? `no managed proxy ${flags.id} is running`
-          : `no managed proxy for ${temporary.context ? `context ${escapeControls(temporary.context)}` : 'this routing table'}`;
+      const why = lookup?.otherCredentials
+        ? `managed proxy ${lookup.entry.id} serves ${describeTarget(lookup.entry)} with other credentials (${whose(lookup.otherCredentials)})`
+        : found
+          ? variablesCanName(found)
+            ? `managed proxy ${found.id} has no HTTP listener, which Go, Python and Node clients need (connect --listen-http adds one)`
+            : `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
+          : flags.id !== undefined
+            ? `no managed proxy ${flags.id} is running`
+            : `no managed proxy for ${temporary.context ? `context ${escapeControls(temporary.context)}` : 'this routing table'}`;
       process.stderr.write(
         `kubectl-proxyout: ${why}; started a temporary one for this command ` +
           `(${describeTarget(temporary)}; socks ${formatAddress(temporary.socks!)}, http ${formatAddress(temporary.http!)}; ` +
@@ -157,25 +161,34 @@ export default class Exec extends Command {
   }
 
   /** The running managed proxy for these flags' ID, or undefined (none, or not running). */
-  private async findManaged(id: string | undefined, options: ReturnType<typeof proxyOptionsFrom>): Promise<ProxyEntry | undefined> {
+  /**
+   * The running managed proxy for these flags (or --id); `otherCredentials`: the derived one runs as
+   * another kubeconfig identity (connect refuses it too: its rights are not the ones asked for).
+   */
+  private async findManaged(
+    id: string | undefined,
+    options: ReturnType<typeof proxyOptionsFrom>,
+  ): Promise<{ entry: ProxyEntry; otherCredentials?: CredentialIdentity } | undefined> {
     const l = layout();
     if (!stateDirExists(l)) return undefined;
-    const wanted =
-      id !== undefined
-        ? validateId(id)
-        : managedId(
-            resolveManagedTable({
-              kubeconfig: options.kubeconfig,
-              contexts: options.contexts ?? [],
-              config: options.config,
-              direct: options.direct,
-              clusterDomain: options.clusterDomain,
-              extraCA: options.extraCA,
-              namespace: options.namespace,
-            }),
-          );
+    const managed =
+      id === undefined
+        ? resolveManagedTable({
+            kubeconfig: options.kubeconfig,
+            contexts: options.contexts ?? [],
+            config: options.config,
+            direct: options.direct,
+            clusterDomain: options.clusterDomain,
+            extraCA: options.extraCA,
+            namespace: options.namespace,
+          })
+        : undefined;
+    const wanted = managed ? managedId(managed) : validateId(id!);
     const found = await withStateLock(l, () => inspect(l, wanted));
-    return found?.state === 'running' ? found.entry : undefined;
+    if (found?.state !== 'running') return undefined;
+    const was = found.entry.credentials;
+    const now = managed?.primary && credentialIdentity(managed.primary, options.kubeconfig);
+    return { entry: found.entry, ...(was && now && was.key !== now.key ? { otherCredentials: was } : {}) };
   }
 }
 

@@ -82,6 +82,11 @@ export function assertSameSettings(entry: ProxyEntry, req: RequestedSettings): P
   );
 }
 
+/** Whose credentials a proxy uses, for messages: the kubeconfig user and the files it came from. */
+export function whose(c: CredentialIdentity): string {
+  return `kubeconfig user "${escapeControls(c.user)}" from ${c.files.join(path.delimiter) || 'no file'}`;
+}
+
 export type Target = Pick<ProxyEntry, 'server' | 'context' | 'namespace' | 'credentials'>;
 
 /** An explicit --id already used for another cluster view is an error, not "already running". */
@@ -96,7 +101,6 @@ export function assertSameTarget(entry: ProxyEntry, target: Target): ProxyEntry 
   // role, another user): "already running" would hand over the first one's rights.
   const [was, now] = [entry.credentials, target.credentials];
   if (was && now && was.key !== now.key) {
-    const whose = (c: CredentialIdentity) => `kubeconfig user "${escapeControls(c.user)}" from ${c.files.join(path.delimiter) || 'no file'}`;
     throw new StartupError(
       `ID ${entry.id} is already used by the proxy for ${describeTarget(entry)} with other credentials (${whose(was)}; this connect: ${whose(now)}); ` +
         `disconnect it first (kubectl proxyout disconnect ${entry.id}) or choose another --id`,

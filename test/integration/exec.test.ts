@@ -392,6 +392,23 @@ describe('a managed proxy with mappings, and exec using it', () => {
     const totals = statusItem<{ totalStreams: number }>((await cli(['status', id, '--json'])).stdout);
     assert.ok(totals.totalStreams >= 2);
   });
+
+  test("exec with another kubeconfig identity for the same context does not hand CMD the managed proxy's rights", async () => {
+    // The same context, server and namespace as another user (an exec plugin here): connect refuses it under this ID.
+    const otherIdentity = path.join(cluster.dir, 'kc-other-identity');
+    await cluster.sim.writeKubeconfig(otherIdentity, { namespace: 'shop', auth: 'exec' });
+    const r = await cli(['exec', '--kubeconfig', otherIdentity, '--', 'sh', '-c', SHOW_ENV_AND_CURL]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stderr, /using managed proxy/);
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^kubectl-proxyout: managed proxy ${id} serves context sim, namespace shop with other credentials \\(kubeconfig user "[^"]+" from [^)]+\\); started a temporary one`,
+        'm',
+      ),
+    );
+    assert.match(r.stdout, /"namespace":"shop"/);
+  });
 });
 
 test("connect with the config file's mappings only (--listen-socks off): the daemon serves them; a fixed port already taken is refused before the daemon starts", async () => {
