@@ -75,7 +75,8 @@ export async function startHttpListener(host: string | UnixListen, port: number,
       return;
     }
     // Browsers fetch the PAC file directly: who may have it is pac-file.ts's decision (by peer address).
-    if (ctx.pac && isPacRequest(req)) return servePac(req, res, ctx.pac, ctx.auth);
+    if (ctx.pac && isPacRequest(req))
+      return servePac(req, res, ctx.pac, ctx.auth, (err, level) => ctx.stats.failed('http-forward', clientName(req.socket), undefined, err, level));
     // The live page decides its own access too (ui/page-access.ts): this machine only, with its token.
     if (ctx.page?.claims(req)) return ctx.page.serve(req, res);
     proxied(req, res);

@@ -10,7 +10,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { isLoopbackHost } from '../core/address.js';
-import type { ProxyAuth } from '../auth/credentials.js';
+import { WRONG_CREDENTIALS, type ProxyAuth } from '../auth/credentials.js';
+import { ProxyAuthRequiredError } from '../core/errors.js';
 import { clientSource } from './server-base.js';
 import { parseBasicCredentials, PROXY_AUTH_REALM } from './http-auth.js';
 
@@ -46,11 +47,23 @@ function refuse(res: ServerResponse, status: number, body: string, headers: Reco
   res.end(body);
 }
 
-export function servePac(req: IncomingMessage, res: ServerResponse, pac: (reachedAt?: string) => string, auth?: ProxyAuth): void {
+/** Told of each refusal for want of credentials (the listener's stats: a log line, status's counts); `info` when none were sent. */
+export type PacRefused = (err: ProxyAuthRequiredError, level: 'warn' | 'info') => void;
+
+export function servePac(
+  req: IncomingMessage,
+  res: ServerResponse,
+  pac: (reachedAt?: string) => string,
+  auth?: ProxyAuth,
+  refused: PacRefused = () => undefined,
+): void {
   if (!peerIsLocal(req)) {
     if (auth) {
       const creds = parseBasicCredentials(req.headers.authorization) ?? parseBasicCredentials(req.headers['proxy-authorization']);
       if (!creds || !auth.verify(creds.username, creds.password)) {
+        // A guess at the proxy password, as on the proxy's own requests: a warn line (rate-limited) and counted.
+        if (creds) refused(new ProxyAuthRequiredError(`${WRONG_CREDENTIALS} (asking for the PAC file)`), 'warn');
+        else refused(new ProxyAuthRequiredError('the PAC file needs the proxy credentials from another machine'), 'info');
         const answer = () => {
           if (!res.writableEnded && !res.destroyed)
             refuse(res, 401, "kubectl-proxyout: the PAC file needs the proxy's credentials from another machine (http://USER:PASSWORD@HOST:PORT/proxy.pac)\n", {

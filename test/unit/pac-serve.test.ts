@@ -3,9 +3,12 @@
 // rebinding); any other peer needs the proxy's credentials, whatever Host it sends.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { servePac } from '../../src/listeners/pac-file.js';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import os from 'node:os';
+import { servePac, type PacRefused } from '../../src/listeners/pac-file.js';
 import { ProxyAuth } from '../../src/auth/credentials.js';
+import { startHttpListener } from '../../src/listeners/http-server.js';
+import { FakeOpener, quietContext } from './socks-fixtures.test.js';
 
 const PAC = 'function FindProxyForURL(url, host) { return "DIRECT"; }';
 const basic = (user: string, pass: string) => `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
@@ -17,6 +20,7 @@ function ask(
   auth?: ProxyAuth,
   localAddress?: string,
   pac: (reachedAt?: string) => string = () => PAC,
+  refused?: PacRefused,
 ): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   // The throttle's timer for wrong credentials does not keep a process alive: this does, meanwhile.
   const keep = setInterval(() => undefined, 50);
@@ -37,7 +41,7 @@ function ask(
         resolve({ status, body: body ?? '', headers: sent });
       },
     };
-    servePac(req, res as unknown as ServerResponse, pac, auth);
+    servePac(req, res as unknown as ServerResponse, pac, auth, refused);
   }).finally(() => clearInterval(keep));
 }
 
@@ -75,4 +79,56 @@ test('the file is written for the address the browser reached (a wildcard listen
   assert.equal((await ask('192.0.2.7', { host: '192.0.2.1:3128', authorization: basic('dev', 's3cret-pass') }, auth(), '192.0.2.1', pac)).status, 200);
   assert.equal((await ask('127.0.0.1', { host: '127.0.0.1:3128' }, undefined, '127.0.0.1', pac)).status, 200);
   assert.deepEqual(reached, ['192.0.2.1', '127.0.0.1']);
+});
+
+test('a wrong password for the PAC file from another machine is reported as a failed attempt (warn), none at all as a challenge (info)', async () => {
+  const seen: Array<{ level: string; reason: string; message: string }> = [];
+  const refused: PacRefused = (err, level) => seen.push({ level, reason: err.reason, message: err.message });
+  const a = auth();
+  assert.equal(
+    (await ask('192.0.2.7', { host: 'proxy.corp.example:3128', authorization: basic('dev', 'guess') }, a, undefined, undefined, refused)).status,
+    401,
+  );
+  assert.equal((await ask('192.0.2.7', { host: 'proxy.corp.example:3128' }, a, undefined, undefined, refused)).status, 401);
+  assert.equal(
+    (await ask('192.0.2.7', { host: 'proxy.corp.example:3128', authorization: basic('dev', 's3cret-pass') }, a, undefined, undefined, refused)).status,
+    200,
+  );
+  assert.deepEqual(
+    seen.map(({ level, reason }) => [level, reason]),
+    [
+      ['warn', 'auth-failed'],
+      ['info', 'auth-failed'],
+    ],
+  );
+  assert.match(seen[0]!.message, /wrong proxy user name or password/);
+  assert.doesNotMatch(JSON.stringify(seen), /guess|dev/, 'neither the password nor the user name presented');
+});
+
+test("the HTTP listener on a wildcard address logs and counts a wrong password for the PAC file from another machine's address", async (t) => {
+  const external = Object.values(os.networkInterfaces())
+    .flat()
+    .find((i) => i && !i.internal && i.family === 'IPv4')?.address;
+  if (!external) return t.skip('no non-loopback IPv4 address here');
+  const ctx = quietContext(new FakeOpener({}));
+  ctx.auth = new ProxyAuth({ username: 'dev', password: 's3cret-pass' }, { delayMs: 10, maxPendingPerSource: 4 });
+  ctx.pac = () => PAC;
+  const listener = await startHttpListener('0.0.0.0', 0, ctx);
+  try {
+    const status = await new Promise<number>((resolve, reject) => {
+      const headers = { Authorization: basic('dev', 'guess') };
+      http
+        .get({ host: external, localAddress: external, port: listener.address.port, path: '/proxy.pac', headers, agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        })
+        .on('error', reject);
+    });
+    assert.equal(status, 401);
+    const totals = ctx.stats.snapshot();
+    assert.equal(totals.failuresByReason['auth-failed'], 1);
+    assert.match(totals.lastFailure?.message ?? '', /wrong proxy user name or password \(asking for the PAC file\)/);
+  } finally {
+    await listener.close(0);
+  }
 });
