@@ -208,8 +208,10 @@ function checkServer(server: string, cluster: string): void {
     /* no scheme, or not a URL at all */
   }
   if (scheme === 'https:' || scheme === 'http:') return;
+  // "admin:PASSWORD@host:6443" parses as the scheme "admin:": its password must not reach stderr.
+  const shown = server.replace(/^((?:[a-z][\w+.-]*:\/\/)?[^:/?#@]*:)[^/?#@]*@/i, '$1***@');
   throw new StartupError(
-    `cluster "${cluster}" has server "${server}", which is not an https:// (or http://) URL: write it whole, e.g. https://${server.replace(/^[a-z][\w+.-]*:\/\//i, '')}`,
+    `cluster "${cluster}" has server "${shown}", which is not an https:// (or http://) URL: write it whole, e.g. https://${shown.replace(/^[a-z][\w+.-]*:\/\//i, '')}`,
   );
 }
 

@@ -134,6 +134,18 @@ test('a server without its scheme is refused naming the cluster, not crashed on 
   );
 });
 
+test('a server without its scheme but with a password is refused without showing the password', (t) => {
+  const { file, load } = setup(t);
+  const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true }).replace(
+    '"https://cl.example:6443"',
+    '"admin:s3cret@10.0.0.1:6443"',
+  );
+  assert.throws(
+    () => load(file('no-scheme-password', text)),
+    (err: Error) => !err.message.includes('s3cret') && /has server "admin:\*\*\*@10\.0\.0\.1:6443", which is not/.test(err.message),
+  );
+});
+
 test('insecure-skip-tls-verify beside a certificate-authority is refused, as kubectl refuses it; either alone loads', (t) => {
   const { file, load } = setup(t);
   const text = kubeconfig({ ctx: 'prod', cluster: 'cl', user: 'u', token: 't', current: true });
