@@ -1,5 +1,6 @@
 // The daemon's private control channel: a unix socket (0600, in its 0700 proxy directory) that
-// speaks newline-delimited JSON. One request per line, one response line each:
+// speaks newline-delimited JSON. One request per line, one response line each (a client that
+// sends requests and reads no answers is cut off once MAX_UNSENT_FEED_BYTES wait for it):
 //   {"cmd":"status"}  →  {"ok":true,"status":{…live figures…}}
 //   {"cmd":"stop"}    →  {"ok":true}  and the daemon drains and exits as on SIGTERM
 //   {"cmd":"reload"}  →  {"ok":true}  once the table `reload` left is in force
@@ -86,7 +87,7 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
         if (line === '') continue;
         const req = parseRequest(line);
         if (req?.cmd === 'watch') return watch(socket, handlers);
-        void respond(req, handlers).then((answer) => socket.write(`${JSON.stringify(answer)}\n`));
+        void respond(req, handlers).then((answer) => answerTo(socket, answer));
       }
     });
   });
@@ -108,6 +109,13 @@ export async function startControlServer(socketPath: string, handlers: ControlHa
       });
     });
   return Object.assign(server, { closeWithin });
+}
+
+/** A client that sends requests and reads no answer is cut off, as a feed subscriber that falls behind. */
+function answerTo(socket: net.Socket, answer: ControlResponse): void {
+  if (socket.destroyed) return;
+  if (socket.writableLength > MAX_UNSENT_FEED_BYTES) return void socket.destroy();
+  socket.write(`${JSON.stringify(answer)}\n`);
 }
 
 type ParsedRequest = { cmd?: unknown; createdAt?: unknown } | null;
