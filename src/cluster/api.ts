@@ -16,6 +16,7 @@ import { bodyDecoder, type BodyDecoder } from './content-encoding.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
 import { boundRequest } from './request-deadline.js';
+import { sharedLookup } from './shared-lookup.js';
 
 // Their callers import them from here, beside ApiConnection.
 export { retryAfterSeconds, statusMessage } from './status-message.js';
@@ -100,6 +101,8 @@ export class ApiConnection {
   /** The CA file (caFileStamp) the cached options were read from. */
   private caStamp?: string;
   private readonly credentialWait = new CredentialWait();
+  /** The server's name looked up once for connections opened together (shared-lookup.ts). */
+  private readonly lookup = sharedLookup();
 
   constructor(
     private readonly kc: KubeConfig,
@@ -156,6 +159,7 @@ export class ApiConnection {
       // HTTP/2 then refuses at once (explainHandshakeError) instead of leaving us waiting.
       ...(this.serverUrl.protocol === 'https:' ? { ALPNProtocols: ['http/1.1'] } : {}),
       headers,
+      lookup: this.lookup,
       direct: this.egress.proxy === undefined,
       ...(this.egressOptions.extraCA ? { tlsMayBeIntercepted: true } : {}),
     };
