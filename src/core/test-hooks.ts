@@ -3,7 +3,7 @@
 // delay (routes/guest-cluster/lifecycle.ts), the repeated-line window (core/log-limit.ts), how long a
 // reload waits for a new route's sync (proxy/proxy.ts), how long `connect` waits for a daemon that
 // gets no further (managed/start-progress.ts), how long `auto` keeps a "no tunnel" answer
-// (tunnel/negotiate.ts), how long an HTTP proxy has to answer a CONNECT (cluster/proxy-failures.ts) and the caches a
+// (tunnel/negotiate.ts), how long a reader behind may hold a shared SPDY tunnel (tunnel/spdy/tunnel.ts), how long an HTTP proxy has to answer a CONNECT (cluster/proxy-failures.ts) and the caches a
 // watch-list refusal (cluster/watch-list-support.ts); and the points a race test may hold a command at
 // (testHookPause).
 import { existsSync, writeFileSync } from 'node:fs';

@@ -8,8 +8,9 @@
 //    longer in a Role's resourceNames) is seen at the next tunnel, as kubectl sees it at its next call.
 //  - At most maxStreamsPerTunnel TCP streams share one tunnel; the next stream opens another.
 //    This bounds head-of-line blocking: without SPDY flow control, a reader that falls far behind
-//    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read). A new
-//    stream passes over a tunnel in either state and opens another.
+//    pauses its whole tunnel (and the kubelet pauses a session whose pod does not read), for
+//    10 s at most while others share it (tunnel.ts). A new stream passes over a tunnel in either
+//    state and opens another.
 //  - A broken tunnel fails only its own streams; the next stream opens a new tunnel. A tunnel that
 //    got the kubelet's GOAWAY takes no new streams; one whose SYN_STREAMs crossed the GOAWAY asks
 //    for a new tunnel to the same pod itself (hooks.reopen, spdy/goaway-replay.ts).
@@ -280,6 +281,7 @@ export class SpdyTransport implements Transport {
       });
       this.api.accepted();
       const tunnel = new PodTunnel(ws, {
+        pod: key,
         keepalive: this.options.keepalive,
         onUnanswered: (silentMs) => {
           this.log.warn({ target: key, transport: 'spdy', silentMs }, 'port-forward tunnel stopped answering pings; closing it');

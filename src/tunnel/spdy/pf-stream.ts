@@ -20,7 +20,7 @@
 //    pod (hooks.reopen) and what the client wrote goes there again (goaway-replay.ts). The route
 //    never hears of it, unless that fails twice over: then the stream fails, retryable.
 //  - No SPDY flow control: a reader that falls behind by more than STREAM_QUEUE_MAX holds the
-//    whole tunnel until it catches up; writers wait for the tunnel to drain above HIGH_WATER.
+//    whole tunnel until it catches up (or is reset: tunnel.ts); writers wait above HIGH_WATER.
 //  - DATA frames come cut by tunnel messages: frame-pieces.ts hands them on piece by piece or joined.
 import type { Duplex } from 'node:stream';
 import type { PieceHints } from '../../core/stream-pieces.js';

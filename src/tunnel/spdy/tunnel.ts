@@ -13,6 +13,8 @@ import { SpdySession, type SessionWire } from './session.js';
 import { ReplyWatch } from './reply-watch.js';
 import { startKeepalive, type KeepaliveOptions, type Pingable } from '../keepalive.js';
 import { monotonicMs } from '../../core/clock.js';
+import { UpstreamApiError } from '../../core/errors.js';
+import { testHookMs } from '../../core/test-hooks.js';
 import { statusMessage, type ApiRequestOptions } from '../../cluster/api.js';
 import { redirectMessage } from '../../cluster/foreign-answer.js';
 import { framesVisibleOnPath } from '../ws-options.js';
@@ -25,6 +27,17 @@ const MAX_BATCH = 64 * 1024;
 const LOW_WATER = 256 * 1024;
 /** Writers waiting this long for the tunnel to drain: the far end reads no more of it (a pod that does not read). */
 const WRITES_STALLED_MS = 1000;
+/**
+ * How long a reader that is behind may hold the tunnel while other streams on it stall with it
+ * (hold()): a client that does not catch up in this time (a paused download, a process stopped with
+ * ^Z) is reset so that the others go on. Alone on its tunnel it holds nobody up and is left alone.
+ */
+const HOLD_MAX_MS = testHookMs('PROXYOUT_TEST_TUNNEL_HOLD_MS') ?? 10_000;
+
+/** A stream whose reader is behind: reset if it holds others up too long. */
+export interface TunnelHolder {
+  destroy(err: Error): unknown;
+}
 
 /** The API server did not upgrade to the SPDY tunnel: `status` 101 means another subprotocol. */
 export class TunnelRefusal extends Error {
@@ -85,6 +98,8 @@ export interface TunnelOptions {
   keepalive: KeepaliveOptions;
   /** Called before the tunnel is killed because pings went unanswered. */
   onUnanswered?(silentMs: number): void;
+  /** namespace/name of the pod, for messages. */
+  pod?: string;
   /** Called once when the tunnel is closed for good (error, peer close, close()). */
   onClosed(tunnel: PodTunnel, err?: Error): void;
   /** No SYN_REPLY for a while though streams wait for one (reply-watch.ts). */
@@ -116,7 +131,9 @@ export class PodTunnel implements SessionWire {
   private messagesOut = 0;
   /** whenSent: the session's one callback, and the message it waits for. */
   private sentWaiter?: { message: number; cb: () => void };
-  private readonly holders = new Set<object>();
+  /** Readers behind, and since when each holds the tunnel. */
+  private readonly holders = new Map<TunnelHolder, number>();
+  private holdTimer?: NodeJS.Timeout;
   private stopKeepalive?: () => void;
 
   constructor(
@@ -202,13 +219,38 @@ export class PodTunnel implements SessionWire {
   }
 
   /** A stream whose reader is behind holds the tunnel: nothing is read until every holder lets go. */
-  hold(holder: object, on: boolean): void {
+  hold(holder: TunnelHolder, on: boolean): void {
     if (on) {
       if (this.holders.size === 0) this.ws.pause();
-      this.holders.add(holder);
+      if (!this.holders.has(holder)) this.holders.set(holder, monotonicMs());
+      this.holdTimer ??= setTimeout(() => this.checkHolders(), HOLD_MAX_MS).unref();
     } else if (this.holders.delete(holder) && this.holders.size === 0) {
+      clearTimeout(this.holdTimer);
+      this.holdTimer = undefined;
       this.ws.resume();
     }
+  }
+
+  /**
+   * The kubelet's SPDY has no flow control, so a reader behind can only stop the whole tunnel:
+   * one that has held it HOLD_MAX_MS while other streams share it is reset, with a line saying so.
+   */
+  private checkHolders(): void {
+    this.holdTimer = undefined;
+    if (this.closed || this.holders.size === 0) return;
+    const now = monotonicMs();
+    // Each port-forward stream is two SPDY streams (data and error): the rest are other clients'.
+    const others = Math.ceil((this.session.activeStreams - 2 * this.holders.size) / 2);
+    let next = HOLD_MAX_MS;
+    for (const [holder, since] of [...this.holders]) {
+      const held = now - since;
+      if (held < HOLD_MAX_MS) next = Math.min(next, HOLD_MAX_MS - held);
+      else if (others > 0) {
+        const why = `its client fell over 1 MiB behind the pod and did not catch up in ${HOLD_MAX_MS / 1000} s, while ${others} other stream${others === 1 ? '' : 's'} on the tunnel to pod ${this.options.pod ?? '?'} stalled behind it (the kubelet's SPDY has no flow control): reset so that they go on`;
+        holder.destroy(new UpstreamApiError(why));
+      }
+    }
+    if (this.holders.size > 0) this.holdTimer = setTimeout(() => this.checkHolders(), next).unref();
   }
 
   write(bytes: Buffer): void {
@@ -307,6 +349,7 @@ export class PodTunnel implements SessionWire {
   private onSessionClosed(err?: Error): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.holdTimer);
     this.stopKeepalive?.();
     this.replies.stop();
     for (const cb of this.drainWaiters.splice(0)) cb();
