@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import type dns from 'node:dns';
 import { DirectRoute } from '../../src/routes/direct/route.js';
 import { DIRECT_LOOKUPS, LookupSlots } from '../../src/routes/direct/lookup-slots.js';
+import { ConnectTimeoutError } from '../../src/core/errors.js';
 
 type Callback = (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void;
 
@@ -34,4 +35,27 @@ test('direct look-ups take one slow-work thread of the default pool; a given-up 
   for (const c of controllers) c.abort();
   while (pending.length) pending.shift()!(Object.assign(new Error('EAI_AGAIN'), { code: 'EAI_AGAIN' }), []);
   await Promise.all(dials);
+});
+
+test('a dial timed out in its look-up says so: waiting its turn, or unanswered by the resolver', async () => {
+  const pending: Callback[] = [];
+  const lookup = (_host: string, cb: Callback) => void pending.push(cb);
+  const route = new DirectRoute('direct', { ownListeners: () => [], lookup, lookupSlots: new LookupSlots(1) });
+  const timeout = () => new DOMException('deadline', 'TimeoutError');
+  const slow = new AbortController();
+  const queued = new AbortController();
+  const first = route.dial('slow.stall.test', 443, slow.signal).catch((err: Error) => err);
+  const second = route.dial('next.stall.test', 443, queued.signal).catch((err: Error) => err);
+  await new Promise((r) => setTimeout(r, 50));
+  queued.abort(timeout());
+  slow.abort(timeout());
+  const [a, b] = await Promise.all([first, second]);
+  assert.ok(a instanceof ConnectTimeoutError && b instanceof ConnectTimeoutError);
+  assert.equal(a.message, 'connecting to slow.stall.test:443 timed out: the OS resolver did not answer the look-up of slow.stall.test');
+  assert.equal(
+    b.message,
+    'connecting to next.stall.test:443 timed out: the look-up of next.stall.test waited its turn behind 1 the OS resolver had not answered ' +
+      '(the direct route looks up 1 name at once; a larger UV_THREADPOOL_SIZE allows more)',
+  );
+  for (const cb of pending) cb(Object.assign(new Error('EAI_AGAIN'), { code: 'EAI_AGAIN' }), []);
 });

@@ -11,29 +11,34 @@
 const KEPT_FOR_OTHERS = 2;
 
 export class LookupSlots {
-  private running = 0;
+  private active = 0;
   private readonly waiting: Array<{ signal: AbortSignal; start: () => void }> = [];
 
   constructor(readonly slots: number) {}
 
+  /** Look-ups under way: the resolver has not answered them yet. */
+  get running(): number {
+    return this.active;
+  }
+
   /** Calls `lookup` once a slot is free (never, if `signal` aborted first); it calls `release` when done. */
   run(signal: AbortSignal, lookup: (release: () => void) => void): void {
     const start = () => {
-      this.running++;
+      this.active++;
       let released = false;
       lookup(() => {
         if (released) return;
         released = true;
-        this.running--;
+        this.active--;
         this.next();
       });
     };
-    if (this.running < this.slots) start();
+    if (this.active < this.slots) start();
     else this.waiting.push({ signal, start });
   }
 
   private next(): void {
-    while (this.running < this.slots) {
+    while (this.active < this.slots) {
       const w = this.waiting.shift();
       if (!w) return;
       if (!w.signal.aborted) w.start();

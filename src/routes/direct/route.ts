@@ -85,11 +85,16 @@ export class DirectRoute implements Route {
     if (literalRefusal) return Promise.reject(this.policyError(`${literal.text} is a ${literalRefusal}`));
     return new Promise((resolve, reject) => {
       let refusal: ProxyError | undefined;
+      // Where a timeout found the dial: a look-up waiting its turn or unanswered is said so, not taken for the host's silence.
+      let phase: 'turn' | 'lookup' | 'connect' = 'connect';
       // Our lookup sees every address before Node dials any of them: one of ours refuses them all;
       // those the policy refuses are dropped, and a name left with none is refused.
-      const lookup = (hostname: string, _opts: object, cb: (...args: unknown[]) => void) =>
-        this.inTurn(signal, (release) =>
+      const lookup = (hostname: string, _opts: object, cb: (...args: unknown[]) => void) => {
+        phase = 'turn';
+        this.inTurn(signal, (release) => {
+          phase = 'lookup';
           this.lookupAll(hostname, (err, addresses) => {
+            phase = 'connect';
             release();
             if (err) return cb(err);
             if (addresses.some((a) => this.isOwnListener(a.address, port))) {
@@ -112,8 +117,9 @@ export class DirectRoute implements Route {
             }
             if ((_opts as { all?: boolean }).all) return cb(null, dialable);
             cb(null, dialable[0]?.address, dialable[0]?.family);
-          }),
-        );
+          });
+        });
+      };
       // allowHalfOpen: the far end's FIN ends that direction only (tcpHalfClose below); the
       // client may still send, as after a server's greeting and FIN.
       const socket = net.connect({
@@ -127,10 +133,20 @@ export class DirectRoute implements Route {
         socket.destroy();
         const reason: unknown = signal.reason;
         const timedOut = reason instanceof Error && reason.name === 'TimeoutError';
+        const target = formatHostPort(host, port);
+        const slots = this.lookupSlots?.slots ?? 0;
         reject(
-          timedOut
-            ? new ConnectTimeoutError(`connecting to ${formatHostPort(host, port)} timed out`, { cause: reason })
-            : new ConnectTimeoutError(`connecting to ${formatHostPort(host, port)} was abandoned`, { cause: reason }),
+          !timedOut
+            ? new ConnectTimeoutError(`connecting to ${target} was abandoned`, { cause: reason })
+            : phase === 'lookup'
+              ? new ConnectTimeoutError(`connecting to ${target} timed out: the OS resolver did not answer the look-up of ${host}`, { cause: reason })
+              : phase === 'turn'
+                ? new ConnectTimeoutError(
+                    `connecting to ${target} timed out: the look-up of ${host} waited its turn behind ${this.lookupSlots?.running ?? 0} the OS resolver had not answered ` +
+                      `(the direct route looks up ${slots} name${slots === 1 ? '' : 's'} at once; a larger UV_THREADPOOL_SIZE allows more)`,
+                    { cause: reason },
+                  )
+                : new ConnectTimeoutError(`connecting to ${target} timed out`, { cause: reason }),
         );
       };
       if (signal.aborted) return onAbort();
