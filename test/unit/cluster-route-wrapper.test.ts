@@ -45,6 +45,7 @@ function spdyStream(target: PodPort, options: OpenOptions): Promise<Duplex> {
     requestId: () => String(ids++),
     replies: { opened: () => undefined, replied: () => undefined },
     hold: () => undefined,
+    awaitAnswer: () => false,
     buffered: 0,
     whenDrained: (cb: () => void) => cb(),
   };

@@ -213,6 +213,9 @@ class TestTunnel {
     return String(this.ids++);
   }
   hold(): void {}
+  awaitAnswer(): boolean {
+    return false;
+  }
   whenDrained(cb: () => void): void {
     cb();
   }

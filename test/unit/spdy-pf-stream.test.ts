@@ -37,6 +37,7 @@ function fakeTunnel(session: SpdySession, hold: (h: unknown, on: boolean) => unk
     requestId: () => String(requestIds++),
     replies: { opened: () => {}, replied: () => {} },
     hold,
+    awaitAnswer: () => false,
     buffered: 0,
     whenDrained: (cb: () => void) => cb(),
     podWentAway: false,

@@ -202,6 +202,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
   /** PairOwner (goaway-replay.ts): the stream moves to `slot`'s tunnel and opens its pair there. */
   adopt(slot: TunnelSlot): SpdyStream | undefined {
     this.hooks.release();
+    if (this.tunnel.awaitAnswer(this, false)) slot.tunnel.awaitAnswer(this, true);
     this.tunnel = slot.tunnel;
     this.hooks = slot.hooks;
     this.replies = 0;
@@ -268,6 +269,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
 
   private pushFromPod(chunk: Buffer): void {
     this.podSending();
+    this.tunnel.awaitAnswer(this, false);
     if (!this.push(chunk) && !this.holding && this.readableLength > STREAM_QUEUE_MAX) {
       this.holding = true;
       this.tunnel.hold(this, true);
@@ -369,6 +371,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
       callback(new UpstreamApiError(`port-forward to ${where(this.target)} is closed`));
       return;
     }
+    this.tunnel.awaitAnswer(this, true); // a reader behind is reset only for streams that wait
     this.afterWrite(callback);
   }
 
@@ -386,6 +389,7 @@ export class SpdyPortForwardStream extends PodStream implements PieceHints, Pair
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     this.letGo();
+    this.tunnel.awaitAnswer(this, false);
     if (this.data?.open) this.data.reset();
     if (this.error?.open) this.error.reset();
     clearTimeout(this.verdictTimer);

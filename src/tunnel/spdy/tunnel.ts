@@ -133,6 +133,8 @@ export class PodTunnel implements SessionWire {
   private sentWaiter?: { message: number; cb: () => void };
   /** Readers behind, and since when each holds the tunnel. */
   private readonly holders = new Map<TunnelHolder, number>();
+  /** Streams that wrote to their pod and have heard nothing from it since: they wait on the tunnel. */
+  private readonly waiting = new Set<object>();
   private holdTimer?: NodeJS.Timeout;
   private stopKeepalive?: () => void;
 
@@ -232,21 +234,40 @@ export class PodTunnel implements SessionWire {
   }
 
   /**
+   * A stream wrote to its pod (`on`) or heard from it: one waiting for an answer behind a holder
+   * past its time gets that holder reset now. Idle streams (a keep-alive connection between
+   * requests) wait for nothing, and a paused download beside them is left to resume. Returns
+   * whether the stream waits (`on`) or waited.
+   */
+  awaitAnswer(stream: object, on: boolean): boolean {
+    if (!on) return this.waiting.delete(stream);
+    this.waiting.add(stream);
+    if (this.holders.size === 0 || this.holders.has(stream as TunnelHolder)) return true;
+    const now = monotonicMs();
+    if ([...this.holders.values()].some((since) => now - since >= HOLD_MAX_MS)) {
+      clearTimeout(this.holdTimer);
+      this.holdTimer = setTimeout(() => this.checkHolders(), 0).unref();
+    }
+    return true;
+  }
+
+  /**
    * The kubelet's SPDY has no flow control, so a reader behind can only stop the whole tunnel:
-   * one that has held it HOLD_MAX_MS while other streams share it is reset, with a line saying so.
+   * one that has held it HOLD_MAX_MS while another stream on it waits for its pod's answer is
+   * reset, with a line saying so.
    */
   private checkHolders(): void {
     this.holdTimer = undefined;
     if (this.closed || this.holders.size === 0) return;
     const now = monotonicMs();
-    // Each port-forward stream is two SPDY streams (data and error): the rest are other clients'.
-    const others = Math.ceil((this.session.activeStreams - 2 * this.holders.size) / 2);
+    let others = 0;
+    for (const stream of this.waiting) if (!this.holders.has(stream as TunnelHolder)) others++;
     let next = HOLD_MAX_MS;
     for (const [holder, since] of [...this.holders]) {
       const held = now - since;
       if (held < HOLD_MAX_MS) next = Math.min(next, HOLD_MAX_MS - held);
       else if (others > 0) {
-        const why = `its client fell over 1 MiB behind the pod and did not catch up in ${HOLD_MAX_MS / 1000} s, while ${others} other stream${others === 1 ? '' : 's'} on the tunnel to pod ${this.options.pod ?? '?'} stalled behind it (the kubelet's SPDY has no flow control): reset so that they go on`;
+        const why = `its client fell over 1 MiB behind the pod and did not catch up in ${HOLD_MAX_MS / 1000} s, while ${others} other stream${others === 1 ? '' : 's'} on the tunnel to pod ${this.options.pod ?? '?'} waited behind it for the pod's answer (the kubelet's SPDY has no flow control): reset so that they go on`;
         holder.destroy(new UpstreamApiError(why));
       }
     }
@@ -350,6 +371,7 @@ export class PodTunnel implements SessionWire {
     if (this.closed) return;
     this.closed = true;
     clearTimeout(this.holdTimer);
+    this.waiting.clear();
     this.stopKeepalive?.();
     this.replies.stop();
     for (const cb of this.drainWaiters.splice(0)) cb();
