@@ -5,6 +5,7 @@
 // signal we die of it too, or exit 128+N: cli/exec-signals.ts dieOfSignal); SIGINT, SIGQUIT,
 // SIGTERM and SIGHUP are passed on to it unless the terminal sent them to its group already.
 import { spawn } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
 import { Command, Errors, Flags } from '@oclif/core';
 import { proxyAuthFrom, proxyFlags, proxyOptionsFrom } from '../cli/flags.js';
@@ -29,6 +30,7 @@ import { inspect } from '../managed/registry.js';
 import { askManaged, notAnswering } from '../managed/status.js';
 import { credentialIdentity, managedId, resolveManagedTable } from '../managed/table.js';
 import { whose } from '../managed/settings.js';
+import { findExecutable } from '../doctor/exec-path.js';
 
 /** The proxy flags that choose a cluster and tune a temporary proxy; its listeners are always 127.0.0.1:0. */
 function execFlags() {
@@ -75,6 +77,13 @@ export default class Exec extends Command {
     const separator = this.argv.indexOf('--');
     const command = separator >= 0 ? this.argv.slice(separator + 1) : (argv as string[]);
     if (command.length === 0) throw new Errors.CLIError('no command to run: kubectl proxyout exec [flags] -- CMD [ARGS…]', { exit: 2 });
+    // A CMD that cannot run fails as a shell's does, before any proxy starts (a temporary one was
+    // started, then stopped, for a typo).
+    const unrunnable = cannotRun(command[0]!);
+    if (unrunnable) {
+      process.stderr.write(`kubectl-proxyout: ${escapeControls(command[0]!)}: ${unrunnable.message}\n`);
+      this.exit(unrunnable.code);
+    }
     const options = proxyOptionsFrom({ ...flags, 'listen-socks': '127.0.0.1:0', 'listen-http': '127.0.0.1:0', forward: undefined });
     const given = proxyAuthFrom(flags);
 
@@ -190,6 +199,18 @@ export default class Exec extends Command {
     const now = managed?.primary && credentialIdentity(managed.primary, options.kubeconfig);
     return { entry: found.entry, ...(was && now && was.key !== now.key ? { otherCredentials: was } : {}) };
   }
+}
+
+/** Why CMD cannot be run, with a shell's exit status (127: not found, 126: not executable); undefined when it can. */
+export function cannotRun(cmd: string): { code: number; message: string } | undefined {
+  if (findExecutable(cmd)) return undefined;
+  const hasPath = cmd.includes('/') || (process.platform === 'win32' && cmd.includes('\\'));
+  // An empty PATH entry is the working directory to execvp: left to the spawn to find.
+  if (!hasPath && process.platform !== 'win32' && (process.env.PATH ?? '').split(':').includes('')) return undefined;
+  if (!hasPath) return { code: 127, message: 'command not found' };
+  return existsSync(cmd)
+    ? { code: 126, message: statSync(cmd).isDirectory() ? 'Is a directory' : 'Permission denied' }
+    : { code: 127, message: 'No such file or directory' };
 }
 
 /** Runs CMD with the variables added; resolves with its exit status (128+N for signal N) and the signal it died of. */

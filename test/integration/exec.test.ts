@@ -171,7 +171,21 @@ describe('exec without a managed proxy: a temporary one', () => {
     assert.equal((await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'sh', '-c', 'kill -QUIT $$'])).code, 131);
     const missing = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'no-such-command-here']);
     assert.equal(missing.code, 127);
-    assert.match(missing.stderr, /cannot run no-such-command-here/);
+    // As a shell says it, and before any proxy starts: none was started and stopped for a typo.
+    assert.equal(missing.stderr, 'kubectl-proxyout: no-such-command-here: command not found\n');
+    const notThere = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', './no-such-script.sh']);
+    assert.deepEqual([notThere.code, notThere.stderr], [127, 'kubectl-proxyout: ./no-such-script.sh: No such file or directory\n']);
+    const plain = path.join(cluster.dir, 'not-executable.sh');
+    writeFileSync(plain, 'exit 0\n', { mode: 0o644 });
+    const notExecutable = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--', plain]);
+    assert.deepEqual([notExecutable.code, notExecutable.stderr], [126, `kubectl-proxyout: ${plain}: Permission denied\n`]);
+    // An empty PATH entry is the working directory, as execvp reads it: a script there runs.
+    writeFileSync(path.join(cluster.dir, 'here.sh'), '#!/bin/sh\necho ran\n', { mode: 0o755 });
+    const fromCwd = await runCli(['exec', '--kubeconfig', cluster.kubeconfig, '--', 'here.sh'], {
+      env: { ...env(), PATH: `:${process.env.PATH ?? ''}` },
+      cwd: cluster.dir,
+    });
+    assert.deepEqual([fromCwd.code, fromCwd.stdout], [0, 'ran\n'], fromCwd.stderr);
     const reserved = await cli(['connect', '--socks', '--id', 'exec', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0']);
     assert.notEqual(reserved.code, 0);
     assert.match(reserved.stderr, /connection ID "exec" is taken by the log of exec's temporary proxies/);
