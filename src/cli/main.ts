@@ -30,7 +30,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2), give
     await flushUnlessHungUp();
   } catch (err) {
     await flushUnlessHungUp().catch(() => undefined);
-    await exitFor(err, config);
+    await exitFor(err, config, argv[0]);
   }
 }
 
@@ -49,14 +49,14 @@ function withoutUserPlugins(load: string | Interfaces.Options): Interfaces.Optio
   return { root: load.startsWith('file:') ? fileURLToPath(load) : load, userPlugins: false };
 }
 
-async function exitFor(err: unknown, config: Config | undefined): Promise<never> {
+async function exitFor(err: unknown, config: Config | undefined, first?: string): Promise<never> {
   if (err instanceof Errors.ExitError) process.exit(err.oclif.exit ?? 0);
   if (isOclifError(err)) {
     // oclif's own rendering indents, wraps and appends "See more help with --help" lines.
     // DEBUG (oclif's own switch) still gets the stack, for bug reports. Messages quote names and
     // API server text (a kubeconfig's context, a Status message): their controls are escaped.
     process.stderr.write(
-      process.env.DEBUG ? `${escapeControlsKeepingLines(err.stack ?? '')}\n` : `Error: ${escapeControls(notFound(oneLine(err.message), config))}\n`,
+      process.env.DEBUG ? `${escapeControlsKeepingLines(err.stack ?? '')}\n` : `Error: ${escapeControls(notFound(oneLine(err.message), config, first))}\n`,
     );
     process.exit(err.oclif.exit ?? USAGE_EXIT);
   }
@@ -81,9 +81,11 @@ function isOclifError(err: unknown): err is Error & { oclif: { exit?: number } }
  * oclif reads the words after a command that takes no arguments as more of its name
  * (`quit extra` → "command quit:extra not found"): say which word is one too many instead.
  */
-function notFound(message: string, config: Config | undefined): string {
+function notFound(message: string, config: Config | undefined, first?: string): string {
   const id = /^command (\S+) not found$/.exec(message)?.[1];
   if (id === undefined) return message;
+  const destination = first === undefined || config?.findCommand(first) ? undefined : destinationHint(first);
+  if (destination) return destination;
   const [command, extra] = id.split(':') as [string, string | undefined];
   if (!config?.findCommand(command)) return `command ${command} not found${nearest(command, config)}`;
   if (extra === undefined) return message;
@@ -97,6 +99,38 @@ function nearest(word: string, config: Config | undefined): string {
   const ids = (config?.commands ?? []).filter((c) => !c.hidden).map((c) => c.id);
   const close = ids.find((c) => editDistance(word, c) <= Math.min(2, c.length >> 2));
   return close ? `: did you mean ${close}? (${see})` : ` (${see})`;
+}
+
+/**
+ * A destination typed where a command goes (`kubectl proxyout web.shop`, a URL, host:port): the
+ * proxy takes none, so say how a client reaches it instead; a loopback host:port is likely
+ * meant as the listen address. Undefined for a word that looks like no host (a mistyped command).
+ */
+export function destinationHint(word: string): string | undefined {
+  let host: string;
+  let url: string;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(word)) {
+    try {
+      host = new URL(word).hostname;
+    } catch {
+      return undefined;
+    }
+    url = word;
+  } else {
+    const m = /^(\[[0-9a-f:.]+\]|[a-z0-9_.-]*)(?::(\d{1,5}))?$/i.exec(word);
+    if (!m || (!m[1]!.includes('.') && !m[1]!.startsWith('[') && m[2] === undefined)) return undefined;
+    host = m[1]!;
+    url = `http://${word}/`;
+  }
+  if (host === '' || /^(localhost|127(\.\d+){3}|0\.0\.0\.0|\[::1?\])$/i.test(host)) {
+    const port = /:(\d{1,5})\/?$/.exec(word)?.[1];
+    if (port !== undefined)
+      return `${word} is not a command: to listen there, ${DISPLAY_BIN} --listen-socks ${host || '127.0.0.1'}:${port} (see ${DISPLAY_BIN} --help)`;
+  }
+  return (
+    `${word} is not a command: ${DISPLAY_BIN} takes no destination. Start the proxy (${DISPLAY_BIN}) and point a client at it: ` +
+    `curl --proxy socks5h://127.0.0.1:1080 ${url} — or run one command through it: ${DISPLAY_BIN} exec -- curl ${url}`
+  );
 }
 
 function editDistance(a: string, b: string): number {

@@ -236,6 +236,33 @@ test('an unknown command is an error, exit 2, naming the command it is likely a 
   assertOneLineError(await run(BIN, ['version']), /^Error: command version not found \(the version: kubectl proxyout --version; /);
 });
 
+test('a destination where a command goes says how a client reaches it through the proxy, exit 2', async () => {
+  // It said "command web.shop not found", and for a URL "command http not found".
+  for (const [word, url] of [
+    ['web.shop', 'http://web.shop/'],
+    ['web.shop:8080', 'http://web.shop:8080/'],
+    ['http://web.shop:8080/health', 'http://web.shop:8080/health'],
+    ['10.96.0.1', 'http://10.96.0.1/'],
+  ] as const) {
+    const r = await run(BIN, [word]);
+    assert.equal(r.code, 2, r.stderr);
+    const quoted = url.replace(/[.]/g, '\\.');
+    assertOneLineError(
+      r,
+      new RegExp(
+        `^Error: ${word.replace(/[.]/g, '\\.')} is not a command: kubectl proxyout takes no destination\\. .*curl --proxy socks5h://127\\.0\\.0\\.1:1080 ${quoted} .*kubectl proxyout exec -- curl ${quoted}$`,
+      ),
+    );
+  }
+  // A loopback address and port: likely where to listen.
+  assertOneLineError(
+    await run(BIN, ['localhost:1080']),
+    /^Error: localhost:1080 is not a command: to listen there, kubectl proxyout --listen-socks localhost:1080 /,
+  );
+  // A word like no host is still a mistyped command.
+  assertOneLineError(await run(BIN, ['web']), /^Error: command web not found \(see kubectl proxyout --help\)$/);
+});
+
 test('a word too many after a command without arguments names that word, exit 2', async () => {
   // oclif read `quit extra` as a command "quit:extra" and said it was not found.
   for (const command of ['quit', 'doctor', 'connect']) {
