@@ -55,6 +55,7 @@ export function readyParts(running: ReadyView, authUser?: string, password?: str
     lines.push(`kubectl-proxyout: port ${formatAddress(f.address)} → ${f.target} (${forwardExample(f.address, f.target)})`);
   if (running.table && routes > 1) for (const r of running.table.routes) lines.push(`kubectl-proxyout:   route ${describeRoute(running.table, r)}`);
   if (authUser !== undefined) lines.push(password !== undefined ? generatedAuthLine(authUser) : authLine(authUser));
+  for (const w of running.warnings ?? []) lines.push(`kubectl-proxyout: warning: ${w}`);
   if (running.pageUrl) lines.push(`kubectl-proxyout: live page at ${running.pageUrl} (this machine only; the token is new at every start)`);
   // Pasted into a shell (or eval'd).
   return {
@@ -63,7 +64,7 @@ export function readyParts(running: ReadyView, authUser?: string, password?: str
   };
 }
 
-type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards' | 'pageUrl'> & {
+type ReadyView = Pick<RunningProxy, 'socks' | 'http' | 'context' | 'namespace' | 'forwards' | 'pageUrl' | 'warnings'> & {
   table?: RoutingTable;
   /** The cluster routes' API server URLs: NO_PROXY keeps them off the proxy (proxy/client-env.ts). */
   apiServers?: readonly string[];

@@ -72,7 +72,7 @@ export default class Connect extends Command {
     });
 
     const { entry, existing, logFile, generatedAuth } = result;
-    const { apiServers, answering } = await askManaged(layout(), entry);
+    const { apiServers, answering, warnings } = await askManaged(layout(), entry);
     // A running proxy stopped with SIGSTOP or hung: "already running" alone handed out lines that hang.
     const hung = existing && !answering ? `kubectl-proxyout: ${notAnswering(entry.id)}` : undefined;
     if (flags.json) {
@@ -103,6 +103,7 @@ export default class Connect extends Command {
         env,
       });
       if (hung) this.logToStderr(hung);
+      for (const w of warnings) this.logToStderr(`kubectl-proxyout: warning: ${w}`);
       this.log(printJson(out));
       return;
     }
@@ -116,6 +117,7 @@ export default class Connect extends Command {
         apiServers,
         table: entry.options.table,
         clusterDomain: entry.options.clusterDomain,
+        warnings,
       },
       entry.proxyAuthUser,
       generatedAuth?.password,

@@ -31,6 +31,8 @@ export interface LiveStatus {
   routes?: RouteStatus[];
   cache?: CacheStatus;
   transports?: PodTransportStats[];
+  /** Mistakes found at start that do not stop it (RunningProxy.warnings). */
+  warnings?: readonly string[];
   /** While starting: where its listeners are bound already (state.json records them once it runs). */
   listening?: { socks?: ListenAddress; http?: ListenAddress; forwards: Array<{ address: ListenAddress; target: string }> };
 }

@@ -336,6 +336,7 @@ class Daemon {
       routes: this.running.routes(),
       cache: this.running.cacheStatus?.(),
       transports: this.running.transports?.(),
+      ...(this.running.warnings?.length ? { warnings: this.running.warnings } : {}),
     };
   }
 

@@ -155,10 +155,10 @@ export async function managedApiServers(l: StateLayout, entry: Pick<ProxyEntry, 
 export async function askManaged(
   l: StateLayout,
   entry: Pick<ProxyEntry, 'id' | 'server' | 'controlSocket'>,
-): Promise<{ apiServers: string[]; answering: boolean }> {
+): Promise<{ apiServers: string[]; answering: boolean; warnings: readonly string[] }> {
   const live = await queryStatus(controlSocketOf(l, entry), 1_500);
   const servers = apiServersOf(live?.routes ?? []);
-  return { apiServers: servers.length > 0 ? servers : [entry.server], answering: live !== undefined };
+  return { apiServers: servers.length > 0 ? servers : [entry.server], answering: live !== undefined, warnings: live?.warnings ?? [] };
 }
 
 /** What `status` says of a running proxy that does not answer, for the commands that hand it out. */

@@ -34,6 +34,7 @@ import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js
 import { currentContextServed, EXEC_DIRECT_ORIGIN } from '../config/load.js';
 import { startLive } from './live.js';
 import { podFigures } from './tunnel-figures.js';
+import { namespaceWarning } from './start-warnings.js';
 
 export { routingTableFor };
 
@@ -161,6 +162,8 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       const condition = routeCondition(status);
       return { ...status, ...(condition ? { condition } : {}), serves: describeRoute(built.table, spec), streams: stats.forRoute(spec.name) };
     });
+  const warnings = [await namespaceWarning(defaultCluster(built), options.namespace !== undefined)].filter((w): w is string => w !== undefined);
+  for (const w of warnings) log.warn(w);
   const live = startLive(
     stats,
     listeners,
@@ -202,6 +205,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       return primary()?.defaultNamespace ?? '';
     },
     table: () => built.table,
+    warnings,
     pac,
     routes,
     watch: (subscriber) => live.feed.subscribe(subscriber),

@@ -27,6 +27,8 @@ export interface RunningProxy {
   cacheStatus?(): CacheStatus | undefined;
   /** Per pod: the port-forward transport in use, its tunnels and streams (for `status`). */
   transports?(): PodTransportStats[];
+  /** Mistakes found at start that do not stop the proxy (a namespace that does not exist): one line each. */
+  readonly warnings?: readonly string[];
   /** The routing table in force. */
   table(): RoutingTable;
   /** The PAC file it serves at /proxy.pac (throws when it has no TCP listener a browser could use). */

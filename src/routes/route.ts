@@ -132,6 +132,8 @@ export interface GuestClusterView extends ClusterView {
   readonly server: string;
   /** The cluster's namespaces, when it lets us list them (for the PAC's "svc.ns" names). */
   knownNamespaces(): string[] | undefined;
+  /** Whether a namespace exists, asking the API server when the cache cannot tell; undefined when it cannot tell either. */
+  namespaceFound?(namespace: string): Promise<boolean | undefined>;
   cacheStatus(): CacheStatus;
   /** The API server refuses the credentials (401) and has taken none since. */
   credentialsRefused(): boolean;

@@ -25,6 +25,8 @@ import { CacheResync } from './resync.js';
 
 /** A first sync fails once it has got no further for this long (cluster/sync-progress.ts SyncHeadway); a big one may take longer. */
 export const SYNC_STALL_MS = 30_000;
+/** How long the check at start that the default namespace exists may take (it only adds a warning). */
+const NAMESPACE_CHECK_MS = 5_000;
 /** How often a sync's headway is looked at. */
 const HEADWAY_CHECK_MS = 1_000;
 
@@ -123,6 +125,19 @@ export class GuestCluster implements GuestClusterView {
 
   namespaceExists(namespace: string): boolean | undefined {
     return this.life.state === 'ready' ? this.cache.namespaceExists(namespace) : undefined;
+  }
+
+  /**
+   * Whether the namespace exists, from the cache when it lists namespaces, else by a GET of it:
+   * 404 says absent even to a user who may not read namespaces (403: cannot tell, undefined).
+   */
+  async namespaceFound(namespace: string): Promise<boolean | undefined> {
+    const known = this.namespaceExists(namespace);
+    if (known !== undefined || this.life.state !== 'ready') return known;
+    return this.api.getJson(`/api/v1/namespaces/${encodeURIComponent(namespace)}`, NAMESPACE_CHECK_MS).then(
+      () => true,
+      (err: unknown) => (err instanceof ApiStatusError && err.statusCode === 404 ? false : undefined),
+    );
   }
 
   /** While it first starts or syncs (knowsIp answers only after): see RouteLifecycle.whenSettled. */

@@ -1,0 +1,52 @@
+// Mistakes that do not stop the proxy but would fail clients later, said once it has started:
+// on the ready lines of the foreground proxy and of `connect`, naming the flag and value.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
+import { runCli, startProxyProcess } from '../helpers/proxy-process.js';
+
+let cluster: TestCluster;
+let stateDir: string;
+
+before(async () => {
+  cluster = await startTestCluster();
+  stateDir = mkdtempSync(path.join(tmpdir(), 'pxw-'));
+});
+after(async () => {
+  await runCli(['quit'], { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir } }).catch(() => undefined);
+  await cluster?.close();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+const NO_NAMESPACE =
+  /^kubectl-proxyout: warning: -n shpo: there is no namespace "shpo" in context sim, so short names \(SERVICE, SERVICE:PORT\) fail; SERVICE\.NAMESPACE names work \(kubectl get namespaces --context sim lists them\)$/m;
+
+async function readyLines(args: string[], kubeconfig = cluster.kubeconfig): Promise<string> {
+  const p = await startProxyProcess(['--kubeconfig', kubeconfig, '--listen-socks', '127.0.0.1:0', '--shutdown-grace', '0', ...args]);
+  await p.stop();
+  return p.stdout.join('\n');
+}
+
+test('-n naming a namespace that does not exist is a warning at start, not only a failure on each short name', async () => {
+  assert.match(await readyLines(['-n', 'shpo']), NO_NAMESPACE);
+  assert.doesNotMatch(await readyLines(['-n', 'shop']), /warning/);
+});
+
+test('a user who may not list namespaces is told too (a GET of the namespace answers 404)', async () => {
+  const token = cluster.sim.issueToken({ denied: ['list namespaces', 'watch namespaces'] });
+  const kubeconfig = path.join(cluster.dir, 'kc-no-namespace-list');
+  await cluster.sim.writeKubeconfig(kubeconfig, { token });
+  assert.match(await readyLines(['-n', 'shpo'], kubeconfig), NO_NAMESPACE);
+  assert.doesNotMatch(await readyLines(['-n', 'shop'], kubeconfig), /warning/);
+});
+
+test('connect says it on stderr beside its ready lines', async () => {
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: stateDir };
+  const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '-n', 'shpo', '--listen-socks', '127.0.0.1:0'], { env, timeoutMs: 60_000 });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, NO_NAMESPACE);
+  assert.doesNotMatch(r.stdout, /warning/, 'stdout stays shell lines only (eval)');
+});
