@@ -34,7 +34,7 @@ import { planStart, routingTableFor, type ListenSpec } from './startup-checks.js
 import { currentContextServed, EXEC_DIRECT_ORIGIN } from '../config/load.js';
 import { startLive } from './live.js';
 import { podFigures } from './tunnel-figures.js';
-import { namespaceWarning } from './start-warnings.js';
+import { forwardWarnings, namespaceWarning } from './start-warnings.js';
 
 export { routingTableFor };
 
@@ -162,7 +162,10 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       const condition = routeCondition(status);
       return { ...status, ...(condition ? { condition } : {}), serves: describeRoute(built.table, spec), streams: stats.forRoute(spec.name) };
     });
-  const warnings = [await namespaceWarning(defaultCluster(built), options.namespace !== undefined)].filter((w): w is string => w !== undefined);
+  const warnings = [
+    ...[await namespaceWarning(defaultCluster(built), options.namespace !== undefined)].filter((w): w is string => w !== undefined),
+    ...(await forwardWarnings(router, forwards)),
+  ];
   for (const w of warnings) log.warn(w);
   const live = startLive(
     stats,

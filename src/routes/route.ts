@@ -82,6 +82,12 @@ export interface Route {
    * ask for it as soon as its own start begins.
    */
   prepare?(): Promise<void>;
+  /**
+   * What would refuse a stream to this destination now, without opening one (a port mapping's
+   * target, checked at start): a Service, namespace or port that is not there. Undefined when
+   * nothing is known to be wrong. Optional; never throws.
+   */
+  check?(claim: RouteClaim, port: number): Promise<string | undefined>;
   /** A stream for a destination the table gave this route; rejects with a ProxyError. */
   open(request: OpenRequest, claim: RouteClaim, signal: AbortSignal): Promise<OpenedStream>;
   status(): RouteStatus;

@@ -50,3 +50,24 @@ test('connect says it on stderr beside its ready lines', async () => {
   assert.match(r.stderr, NO_NAMESPACE);
   assert.doesNotMatch(r.stdout, /warning/, 'stdout stays shell lines only (eval)');
 });
+
+test('a port mapping whose target is not there is a warning at start naming the mapping; one that is there is not', async () => {
+  const lines = await readyLines([
+    '--forward',
+    '127.0.0.1:0=nosuch.shop:5432',
+    '--forward',
+    '127.0.0.1:0=web.shop:9999',
+    '--forward',
+    '127.0.0.1:0=web.shpo:8080',
+    '--forward',
+    '127.0.0.1:0=web.shop:8080',
+    '--forward',
+    '127.0.0.1:0=db.shop:5432',
+  ]);
+  const warnings = lines.split('\n').filter((l) => l.startsWith('kubectl-proxyout: warning:'));
+  assert.deepEqual(warnings, [
+    'kubectl-proxyout: warning: --forward 127.0.0.1:0=nosuch.shop:5432: cluster route sim: no Service "nosuch" in namespace "shop"',
+    'kubectl-proxyout: warning: --forward 127.0.0.1:0=web.shop:9999: cluster route sim: Service shop/web has no TCP port 9999 (ports: 8080/http)',
+    `kubectl-proxyout: warning: --forward 127.0.0.1:0=web.shpo:8080: web.shpo is not served by any route (no route name, include or cluster name matches it) and direct pass-through is off; cluster route sim: web.shpo is not a cluster name (there is no namespace "shpo")`,
+  ]);
+});

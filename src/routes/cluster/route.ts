@@ -5,7 +5,15 @@
 // destinations (SOCKS 0x04 / HTTP 502 naming the route and the reason), never another route's.
 import type { Logger } from '../../core/log.js';
 import type { OpenRequest, OpenedStream } from '../../core/types.js';
-import { ProxyError, RouteUnavailableError } from '../../core/errors.js';
+import {
+  ConnectionRefusedError,
+  HostUnreachableError,
+  NotAllowedError,
+  ProxyError,
+  RouteUnavailableError,
+  UnsupportedTargetError,
+  errorMessage,
+} from '../../core/errors.js';
 import { ApiReachability } from '../../cluster/api-reachability.js';
 import { IngressHostWatcher } from '../../cluster/ingress-hosts.js';
 import { WebSocketV4Transport } from '../../tunnel/websocket-v4.js';
@@ -131,6 +139,19 @@ export class ClusterRoute implements Route {
     this.openStreams++;
     opened.stream.on('close', this.streamClosed);
     return opened;
+  }
+
+  async check(claim: RouteClaim, port: number): Promise<string | undefined> {
+    if (isIngressClaim(claim) || this.guest.state !== 'ready') return undefined;
+    try {
+      await this.resolver.resolveParsed(claim.host, port, claim);
+      return undefined;
+    } catch (err) {
+      // What the name or port is, not what its pods are doing now (none ready during a rollout).
+      const absent =
+        err instanceof NotAllowedError || err instanceof HostUnreachableError || err instanceof ConnectionRefusedError || err instanceof UnsupportedTargetError;
+      return absent ? `${this.label}: ${errorMessage(err)}` : undefined;
+    }
   }
 
   /** After a pause the cache watches again (GuestCluster.afterPause), and every tunnel is checked before it carries a new stream. */
