@@ -15,7 +15,7 @@
 import type { Destination } from '../core/types.js';
 import { NotAllowedError } from '../core/errors.js';
 import { CidrIndex, parseCidr, parseIp } from '../core/cidr.js';
-import { parseClusterName, parseRouteName, type ClusterName } from '../routes/guest-cluster/names.js';
+import { noSuchNamespace, otherClusterDomain, parseClusterName, parseRouteName, type ClusterName } from '../routes/guest-cluster/names.js';
 import { labelCount, ruleShape, RoutingTableError, SuffixIndex, type RuleSource, type SuffixRule } from './suffix-index.js';
 import { normalizeHostName, parsePattern, type RoutingTable } from './table-spec.js';
 import { hasClusterNames, type RouteSpec } from '../routes/spec.js';
@@ -295,7 +295,10 @@ export class RouteMatcher {
         if (exists === true) return claim;
         if (exists === undefined) return { ...claim, fallback: rest() };
         // A mistyped namespace (`web.shpo`) is refused saying so, as when the route finds it out itself.
-        why = `${route.kind} route ${route.name}: ${name} is not a cluster name (there is no namespace "${parsed.namespace}")`;
+        why = `${route.kind} route ${route.name}: ${noSuchNamespace(name, parsed.service, parsed.namespace)}`;
+        // `web.prod` for a route prod: its names have a namespace between (web.shop.prod).
+        if (this.table.routes.some((r) => r.name === parsed.namespace))
+          why += `; under route ${parsed.namespace} a Service is SERVICE.NAMESPACE.${parsed.namespace}`;
       }
     }
     return rest();
@@ -308,6 +311,10 @@ export class RouteMatcher {
     }
     if (this.directRoute >= 0) return { claimed: true, route: this.table.routes[this.directRoute]!, reason: 'direct', host: name, isIp: false };
     const excluded = blocked.length ? `; excluded from ${blocked.map((b) => `route ${this.table.routes[b.route]!.name} by "${b.pattern}"`).join(', ')}` : '';
+    // web.shop.svc.corp.local with the default domain: the cluster's domain is the likely mistake.
+    const domain = otherClusterDomain(name, this.table.clusterDomain);
+    if (domain && !why)
+      why = `it is a cluster name under "${domain}", but the cluster domain here is ${this.table.clusterDomain} (--cluster-domain ${domain} if the cluster uses that)`;
     return {
       claimed: false,
       message: `${name} is not served by any route (no route name, include or cluster name matches it${excluded}) and direct pass-through is off${why ? `; ${why}` : ''}`,

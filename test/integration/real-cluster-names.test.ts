@@ -234,5 +234,8 @@ test('a hostname the pods of a Deployment share names each of them, as CoreDNS a
 
 test('a two-label name with a mistyped namespace is refused naming the namespace the cluster lacks', { skip }, async () => {
   const r = await viaHttp('http://web.shpo:8080/');
-  assert.match(r.out, /web\.shpo is not served by any route .*; cluster route admin: web\.shpo is not a cluster name \(there is no namespace "shpo"\)/);
+  assert.match(
+    r.out,
+    /web\.shpo is not served by any route .*; cluster route admin: web\.shpo is no cluster name: as one it would be Service "web" in namespace "shpo", and there is no namespace "shpo"/,
+  );
 });

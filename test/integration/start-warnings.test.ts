@@ -68,6 +68,6 @@ test('a port mapping whose target is not there is a warning at start naming the 
   assert.deepEqual(warnings, [
     'kubectl-proxyout: warning: --forward 127.0.0.1:0=nosuch.shop:5432: cluster route sim: no Service "nosuch" in namespace "shop"',
     'kubectl-proxyout: warning: --forward 127.0.0.1:0=web.shop:9999: cluster route sim: Service shop/web has no TCP port 9999 (ports: 8080/http)',
-    `kubectl-proxyout: warning: --forward 127.0.0.1:0=web.shpo:8080: web.shpo is not served by any route (no route name, include or cluster name matches it) and direct pass-through is off; cluster route sim: web.shpo is not a cluster name (there is no namespace "shpo")`,
+    `kubectl-proxyout: warning: --forward 127.0.0.1:0=web.shpo:8080: web.shpo is not served by any route (no route name, include or cluster name matches it) and direct pass-through is off; cluster route sim: web.shpo is no cluster name: as one it would be Service "web" in namespace "shpo", and there is no namespace "shpo"`,
   ]);
 });

@@ -323,3 +323,26 @@ test('describeRoute: one line per route with what it serves, for startup lines a
     ],
   );
 });
+
+test('a refusal says what the name would have been, and which cluster domain a cluster-form name is under', () => {
+  const m = multi(false);
+  const message = (host: string) => {
+    const d = m.matchHost(host);
+    assert.equal(d.claimed, false, host);
+    return (d as Refusal).message;
+  };
+  // It said "is not a cluster name (there is no namespace "com")" for a host outside every cluster.
+  assert.match(
+    message('example.com'),
+    /; cluster route prod: example\.com is no cluster name: as one it would be Service "example" in namespace "com", and there is no namespace "com"$/,
+  );
+  // A route's name where a namespace goes: its names have the namespace between.
+  assert.match(message('web.staging'), /there is no namespace "staging"; under route staging a Service is SERVICE\.NAMESPACE\.staging$/);
+  // Written for a cluster with another domain: that domain, this one, and the flag.
+  assert.match(
+    message('web.shop.svc.corp.local'),
+    /; it is a cluster name under "corp\.local", but the cluster domain here is cluster\.local \(--cluster-domain corp\.local if the cluster uses that\)$/,
+  );
+  assert.match(message('db-0.db.shop.svc.k8s.example'), /under "k8s\.example", but the cluster domain here is cluster\.local/);
+  assert.doesNotMatch(message('www.example.org'), /cluster domain/);
+});

@@ -15,7 +15,7 @@ import type { SlimPod, SlimService } from '../../cluster/slim.js';
 import type { PodTarget } from '../../cluster/index.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import type { PodPort } from '../../tunnel/transport.js';
-import { dashedIp, isUnderClusterDomain, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
+import { dashedIp, isUnderClusterDomain, noSuchNamespace, parseClusterName, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
 import { SessionAffinity } from './session-affinity.js';
 import { hostnamePods, noReadyDetail, serviceEndpoints, stillPicked, unpublishedPod } from './service-endpoints.js';
@@ -116,7 +116,7 @@ export class Resolver {
     const dest = { host, port };
     const lookup = this.cache.lookup;
     if (name.kind === 'service' && name.namespaceNeedsCheck && this.cache.namespaceExists(name.namespace) === false) {
-      throw new NotAllowedError(`${dest.host} is not a cluster name (there is no namespace "${name.namespace}")`);
+      throw new NotAllowedError(noSuchNamespace(dest.host, name.service, name.namespace));
     }
     // A namespace the cluster does not have is not worth a look-up (it costs LISTs and budget).
     if (this.cache.namespaceExists(name.namespace) === false) throw new HostUnreachableError(`${dest.host}: there is no namespace "${name.namespace}"`);

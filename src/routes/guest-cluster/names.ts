@@ -102,3 +102,24 @@ export function parseRouteName(host: string, routeSuffix: string): ClusterName |
   if (labels.length !== 2 || labels[1] === 'svc' || labels[1] === 'pod') return undefined;
   return { kind: 'service', service: labels[0], namespace: labels[1], namespaceNeedsCheck: false };
 }
+
+/**
+ * A two-label name read as SERVICE.NAMESPACE whose namespace the cluster does not have: what it
+ * would have been, in the user's terms (`example.com` is no Service "example" in a namespace "com").
+ */
+export function noSuchNamespace(host: string, service: string, namespace: string): string {
+  return `${host} is no cluster name: as one it would be Service "${service}" in namespace "${namespace}", and there is no namespace "${namespace}"`;
+}
+
+/**
+ * The cluster domain a name looks written for when it has a cluster name's form (SVC.NS.svc.D,
+ * POD.SVC.NS.svc.D, A-B-C-D.NS.pod.D) under a domain D other than `clusterDomain`; else undefined.
+ */
+export function otherClusterDomain(host: string, clusterDomain: string): string | undefined {
+  const labels = normalizeName(host)?.split('.');
+  if (!labels) return undefined;
+  const at = labels[2] === 'svc' || labels[2] === 'pod' ? 2 : labels[3] === 'svc' ? 3 : -1;
+  if (at < 0 || at === labels.length - 1) return undefined;
+  const domain = labels.slice(at + 1).join('.');
+  return domain === clusterDomain.toLowerCase().replace(/^\.|\.$/g, '') ? undefined : domain;
+}

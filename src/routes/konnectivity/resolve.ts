@@ -8,7 +8,7 @@ import type { SlimPod, SlimService } from '../../cluster/slim.js';
 import { HostUnreachableError, NoReadyEndpointError, NotAllowedError, UpstreamApiError, ProxyError, errorMessage } from '../../core/errors.js';
 import { ApiStatusError } from '../../cluster/api.js';
 import { normalizeIp } from '../../core/ip.js';
-import { dashedIp, type ClusterName } from '../guest-cluster/names.js';
+import { dashedIp, noSuchNamespace, type ClusterName } from '../guest-cluster/names.js';
 import { followExternalName } from '../guest-cluster/external-name.js';
 import { HOST_NETWORK_FLAG, noTcpPort, notKnownNamespace, type ResolverCache } from '../cluster/resolver.js';
 import type { KonnectivityResolve, KonnectivityTarget } from './streams.js';
@@ -86,8 +86,7 @@ export function konnectivityResolve(cache: ResolverCache, options: KonnectivityR
 
   const nameTargets = async (name: ClusterName, host: string, port: number, hops: number): Promise<KonnectivityTarget[]> => {
     if (cache.namespaceExists(name.namespace) === false) {
-      if (name.kind === 'service' && name.namespaceNeedsCheck)
-        throw new NotAllowedError(`${host} is not a cluster name (there is no namespace "${name.namespace}")`);
+      if (name.kind === 'service' && name.namespaceNeedsCheck) throw new NotAllowedError(noSuchNamespace(host, name.service, name.namespace));
       throw new HostUnreachableError(`${host}: there is no namespace "${name.namespace}"`);
     }
     try {
