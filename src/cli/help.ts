@@ -30,6 +30,14 @@ class ProxyoutCommandHelp extends CommandHelp {
   constructor(...args: ConstructorParameters<typeof CommandHelp>) {
     super(...args);
     this.render = fastRender(this.render);
+    // oclif marks as a command line ("$ ") only an example that starts with the bin: `eval
+    // "$(kubectl proxyout connect)"` stood unmarked among them. (A private method: patched here.)
+    const own = this as unknown as { formatIfCommand(example: string): string };
+    const format = own.formatIfCommand.bind(this);
+    own.formatIfCommand = (example) => {
+      const line = this.render(example);
+      return line.startsWith('eval ') && line.includes(DISPLAY_BIN) ? `$ ${line}` : format(example);
+    };
   }
 }
 

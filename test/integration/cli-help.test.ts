@@ -315,3 +315,17 @@ test('a startup failure is one `Error:` line, no stack, exit 1', async () => {
   assert.equal(r.code, 1, r.stderr);
   assertOneLineError(r, /./);
 });
+
+test('every example in a command help is marked as a command line, the eval one included', async () => {
+  const r = await run(BIN, ['connect', '--help']);
+  assert.equal(r.code, 0, r.stderr);
+  const examples = r.stdout
+    .slice(r.stdout.indexOf('EXAMPLES'))
+    .split('\n')
+    .slice(1)
+    .filter((l) => l.trim() !== '');
+  assert.ok(examples.length >= 3, r.stdout);
+  // oclif marked only examples starting with the bin: the eval line stood without its "$ ".
+  assert.ok(examples.includes('  $ eval "$(kubectl proxyout connect)"'), examples.join('\n'));
+  for (const line of examples) assert.match(line, /^ {2}\$ /);
+});
