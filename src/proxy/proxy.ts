@@ -163,7 +163,7 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
       return { ...status, ...(condition ? { condition } : {}), serves: describeRoute(built.table, spec), streams: stats.forRoute(spec.name) };
     });
   const warnings = [
-    ...[await namespaceWarning(defaultCluster(built), options.namespace !== undefined)].filter((w): w is string => w !== undefined),
+    ...[await namespaceWarning(defaultCluster(built), options.namespace, built.table)].filter((w): w is string => w !== undefined),
     ...(await forwardWarnings(router, forwards)),
   ];
   for (const w of warnings) log.warn(w);

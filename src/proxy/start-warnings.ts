@@ -4,23 +4,29 @@
 import { isIP } from 'node:net';
 import type { Route } from '../routes/route.js';
 import type { Router } from '../routing/router.js';
+import type { RoutingTable } from '../routing/table-spec.js';
 import type { ForwardSpec } from '../core/address.js';
 import { escapeControls, shellQuote } from '../core/escape.js';
 
 /**
  * The default cluster route's namespace does not exist (a typo in -n, or a context's stale
- * namespace): short names would each fail later, saying so only then. `flag`: it came from -n.
+ * namespace): short names would each fail later, saying so only then. `given`: -n, if given; a
+ * table with no route to take it makes -n a no-op, said too.
  */
-export async function namespaceWarning(route: Route | undefined, flag: boolean): Promise<string | undefined> {
+export async function namespaceWarning(route: Route | undefined, given: string | undefined, table: RoutingTable): Promise<string | undefined> {
+  const flag = given !== undefined;
+  // Only the default cluster route takes -n: a table of other routes has none to give it.
+  if (flag && table.defaultRoute === undefined)
+    return `-n ${escapeControls(given)} has no effect: no route serves cluster names (routes: ${table.routes.map((r) => `${r.name} (${r.kind})`).join(', ')})`;
   const guest = route?.guest;
   if (!guest?.namespaceFound) return undefined;
   const namespace = guest.defaultNamespace;
   if ((await guest.namespaceFound(namespace).catch(() => undefined)) !== false) return undefined;
   const context = escapeControls(guest.context);
-  const given = flag
+  const what = flag
     ? `-n ${escapeControls(namespace)}: there is no namespace "${escapeControls(namespace)}" in context ${context}`
     : `the namespace of context ${context}, "${escapeControls(namespace)}", does not exist`;
-  return `${given}, so short names (SERVICE, SERVICE:PORT) fail; SERVICE.NAMESPACE names work (kubectl get namespaces --context ${shellQuote(guest.context)} lists them)`;
+  return `${what}, so short names (SERVICE, SERVICE:PORT) fail; SERVICE.NAMESPACE names work (kubectl get namespaces --context ${shellQuote(guest.context)} lists them)`;
 }
 
 /**

@@ -2,7 +2,7 @@
 // on the ready lines of the foreground proxy and of `connect`, naming the flag and value.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
@@ -70,4 +70,11 @@ test('a port mapping whose target is not there is a warning at start naming the 
     'kubectl-proxyout: warning: --forward 127.0.0.1:0=web.shop:9999: cluster route sim: Service shop/web has no TCP port 9999 (ports: 8080/http)',
     `kubectl-proxyout: warning: --forward 127.0.0.1:0=web.shpo:8080: web.shpo is not served by any route (no route name, include or cluster name matches it) and direct pass-through is off; cluster route sim: web.shpo is no cluster name: as one it would be Service "web" in namespace "shpo", and there is no namespace "shpo"`,
   ]);
+});
+
+test('-n with a routing table that has no cluster route is said to have no effect', async () => {
+  const config = path.join(cluster.dir, 'direct-only.yaml');
+  writeFileSync(config, 'routes:\n  - name: out\n    kind: direct\n');
+  const lines = await readyLines(['--config', config, '-n', 'shop']);
+  assert.match(lines, /^kubectl-proxyout: warning: -n shop has no effect: no route serves cluster names \(routes: out \(direct\)\)$/m);
 });
