@@ -7,6 +7,7 @@
 import type { Logger } from '../core/log.js';
 import type { HostPort } from '../core/address.js';
 import { parseCidr, type Cidr } from '../core/cidr.js';
+import { fromConfigFile } from './startup-checks.js';
 import { DirectRoute } from '../routes/direct/route.js';
 import { RejectRoute } from '../routes/reject/route.js';
 import { SshRoute } from '../routes/ssh/route.js';
@@ -70,7 +71,7 @@ export function buildTable(table: RoutingTable, settings: BuildSettings, log: Lo
       const unchanged = () => sameCredentials(reuse!.settings, settings, spec.name) && reuse!.kubeconfigs.get(spec.name) === kubeconfig;
       const kept = previous && !failing && unchanged() ? previous : undefined;
       const egress = egressFor(extraCA, via);
-      const route = kept ?? buildRoute(spec, table, { ...settings, egress }, log);
+      const route = kept ?? fromConfigFile(spec, () => buildRoute(spec, table, { ...settings, egress }, log));
       if (!kept) fresh.push(route);
       if (failing) retried.add(route);
       routes.set(spec.name, route);

@@ -18,6 +18,7 @@ import { loadKubeConfig } from '../cluster/kubeconfig.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { assertDirectAllowed } from '../routes/direct/route.js';
 import type { RoutingTable } from '../routing/table-spec.js';
+import type { RouteSpec } from '../routes/spec.js';
 import { defaultConfigPath, loadRoutingTable, type TableFlags } from '../config/load.js';
 import { requireCredentialsOffLoopback } from '../auth/credentials.js';
 import type { ProxyOptions } from './options.js';
@@ -122,7 +123,7 @@ export function tcpAddressesOf(options: Pick<StartOptions, 'listenSocks' | 'list
 export function checkRouteFiles(table: RoutingTable, kubeconfig: string | undefined): void {
   if (table.extraCA) loadExtraCA(table.extraCA);
   for (const route of table.routes) {
-    if (route.kind === 'cluster' || route.kind === 'konnectivity') loadKubeConfig({ kubeconfig, context: route.context });
+    if (route.kind === 'cluster' || route.kind === 'konnectivity') fromConfigFile(route, () => loadKubeConfig({ kubeconfig, context: route.context }));
   }
 }
 
@@ -173,4 +174,18 @@ function sameOrWildcard(a: string, b: string): boolean {
   const covers = (wild: string, h: string) => wild === '::' || (wild === '0.0.0.0' && !h.includes(':'));
   const addresses = (h: string) => (h.toLowerCase() === 'localhost' ? ['127.0.0.1', '::1'] : [h.toLowerCase()]);
   return addresses(a).some((x) => addresses(b).some((y) => x === y || covers(x, y) || covers(y, x)));
+}
+
+/**
+ * A route of the config file that cannot be made (its context is not in the kubeconfig): the
+ * error names the file, line and route, as the file's own errors do, not the context alone.
+ */
+export function fromConfigFile<T>(spec: RouteSpec, make: () => T): T {
+  try {
+    return make();
+  } catch (err) {
+    const file = /^(.*):\d+$/.exec(spec.origin)?.[1];
+    if (err instanceof StartupError && file !== undefined && !err.message.includes(file)) err.message = `${spec.origin}: route ${spec.name}: ${err.message}`;
+    throw err;
+  }
 }

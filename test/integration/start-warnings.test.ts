@@ -1,5 +1,6 @@
 // Mistakes that do not stop the proxy but would fail clients later, said once it has started:
-// on the ready lines of the foreground proxy and of `connect`, naming the flag and value.
+// on the ready lines of the foreground proxy and of `connect`, naming the flag and value; and a
+// start that fails on a config file's route names that route.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -77,4 +78,16 @@ test('-n with a routing table that has no cluster route is said to have no effec
   writeFileSync(config, 'routes:\n  - name: out\n    kind: direct\n');
   const lines = await readyLines(['--config', config, '-n', 'shop']);
   assert.match(lines, /^kubectl-proxyout: warning: -n shop has no effect: no route serves cluster names \(routes: out \(direct\)\)$/m);
+});
+
+test('a config file route whose context the kubeconfig lacks: the start error names the file, line and route', async () => {
+  const config = path.join(cluster.dir, 'bad-context.yaml');
+  writeFileSync(config, 'routes:\n  - name: staging\n    kind: cluster\n    context: staging\n');
+  const r = await runCli(['--kubeconfig', cluster.kubeconfig, '--config', config, '--listen-socks', '127.0.0.1:0']);
+  assert.equal(r.code, 1, r.stderr);
+  // It said only 'context "staging" not found in kubeconfig'.
+  assert.equal(
+    r.stderr.split('\n').find((l) => l.startsWith('Error: ')),
+    `Error: ${config}:2: route staging: context "staging" not found in kubeconfig (known: sim)`,
+  );
 });

@@ -56,7 +56,10 @@ test('flags the proxy would refuse: one line, exit 1, nothing written — with a
     ],
     [['--forward', 'nope'], /^Error: --forward nope: invalid port mapping "nope": missing "="/],
     [['--config', 'no-such.yaml'], /^Error: cannot read the config file no-such\.yaml: no such file/],
+    // A route of the config file: its file, line and name (it said only the context).
+    [['--config', path.join(h.dir, 'routes.yaml')], /^Error: .*routes\.yaml:2: route staging: context "staging" not found in kubeconfig \(known: prod\)\n/],
   ];
+  writeFileSync(path.join(h.dir, 'routes.yaml'), 'routes:\n  - name: staging\n    kind: cluster\n    context: staging\n');
   // Each case once, with and without --dry-run in turn (the checks come before that choice): a
   // CLI start costs a second or more here.
   for (const [i, [flags, message]] of cases.entries()) {
