@@ -5,7 +5,7 @@ import { ClusterIndex } from '../../src/cluster/index.js';
 import { indexCache, objectSource } from '../helpers/index-cache.js';
 import { Resolver, type ResolverCache } from '../../src/routes/cluster/resolver.js';
 import type { Destination } from '../../src/core/types.js';
-import { OverloadedError, replyFor } from '../../src/core/errors.js';
+import { HostUnreachableError, OverloadedError, replyFor } from '../../src/core/errors.js';
 
 function pod(ns: string, name: string, ip: string, ports: Array<[string, number]>, extra: Partial<V1Pod['spec']> = {}): V1Pod {
   return {
@@ -651,4 +651,19 @@ test('"svc.ns" in a namespace this user can neither list nor watch: refused nami
   const reply = await limited.resolve(dom('web.other', 80)).then(() => undefined, replyFor);
   assert.equal(reply?.socks, 0x02);
   assert.match(reply!.message, /web\.other is not a cluster name \(namespace "other" is not known; web\.other\.svc asks for Service web there even so\)/);
+});
+
+test('a name claimed by a route name or the cluster domain that is no Service or Pod form lists the forms under that suffix', async () => {
+  // It said only "does not name a Service or Pod".
+  await assert.rejects(
+    resolver.resolveParsed('foo.bar.baz.prod', 80, { isIp: false, reason: 'route-name', pattern: 'prod' }),
+    (err: Error) =>
+      err instanceof HostUnreachableError &&
+      err.message ===
+        'foo.bar.baz.prod does not name a Service or Pod (names under prod: SERVICE.NAMESPACE.prod, SERVICE.NAMESPACE.svc.prod, POD.SERVICE.NAMESPACE.svc.prod, A-B-C-D.NAMESPACE.pod.prod)',
+  );
+  await assert.rejects(
+    resolver.resolveParsed('x.cluster.local', 80, { isIp: false, reason: 'cluster-domain', pattern: 'cluster.local' }),
+    /x\.cluster\.local does not name a Service or Pod \(names under cluster\.local: SERVICE\.NAMESPACE\.svc\.cluster\.local, /,
+  );
 });

@@ -87,10 +87,16 @@ export class Resolver {
    * Like resolve, for a destination the routing table has already parsed: an IP literal, or a
    * cluster name (ClusterName) — no name is parsed twice.
    */
-  async resolveParsed(host: string, port: number, parsed: { isIp: boolean; name?: ClusterName }, client?: string): Promise<Plan> {
+  async resolveParsed(
+    host: string,
+    port: number,
+    parsed: { isIp: boolean; name?: ClusterName; reason?: string; pattern?: string },
+    client?: string,
+  ): Promise<Plan> {
     if (parsed.isIp) return this.served(await this.resolveIp(host, port, client));
-    // Claimed for this cluster (under its domain or its route name) but no Service or Pod form.
-    if (!parsed.name) throw new HostUnreachableError(`${host} does not name a Service or Pod`);
+    // Claimed for this cluster (under its domain or its route name) but no Service or Pod form:
+    // the forms under that suffix say what was likely meant (foo.bar.baz.prod, svc.cluster.local).
+    if (!parsed.name) throw new HostUnreachableError(`${host} does not name a Service or Pod${formsUnder(parsed.reason, parsed.pattern)}`);
     return this.served(await this.planForName(parsed.name, host, port, client));
   }
 
@@ -287,6 +293,13 @@ export class Resolver {
  */
 export function notKnownNamespace(host: string, service: string, namespace: string): string {
   return `${host} is not a cluster name (namespace "${namespace}" is not known; ${service}.${namespace}.svc asks for Service ${service} there even so)`;
+}
+
+/** " (names under S: …)" for a name claimed by a route's name or the cluster domain S; else "". */
+function formsUnder(reason: string | undefined, suffix: string | undefined): string {
+  if (suffix === undefined || (reason !== 'route-name' && reason !== 'cluster-domain')) return '';
+  const short = reason === 'route-name' ? `SERVICE.NAMESPACE.${suffix}, ` : '';
+  return ` (names under ${suffix}: ${short}SERVICE.NAMESPACE.svc.${suffix}, POD.SERVICE.NAMESPACE.svc.${suffix}, A-B-C-D.NAMESPACE.pod.${suffix})`;
 }
 
 /** A Service port asked for that the Service lacks, or has for UDP or SCTP only (the proxy carries TCP). */
