@@ -144,10 +144,14 @@ function editDistance(a: string, b: string): number {
 }
 
 function oneLine(message: string): string {
-  return message
-    .replace(/^Parsing (--\S+)\s*\n\s*/, '$1: ')
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !/^See more help with/i.test(line))
-    .join(' ');
+  return (
+    message
+      .replace(/^Parsing (--\S+)\s*\n\s*/, '$1: ')
+      // oclif's preamble to flag conflicts ("--a cannot also be provided when using --b") says nothing.
+      .replace(/^The following errors? occurred:\s*/, '')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !/^See more help with/i.test(line))
+      .join(' ')
+  );
 }

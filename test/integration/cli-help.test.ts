@@ -329,3 +329,10 @@ test('every example in a command help is marked as a command line, the eval one 
   assert.ok(examples.includes('  $ eval "$(kubectl proxyout connect)"'), examples.join('\n'));
   for (const line of examples) assert.match(line, /^ {2}\$ /);
 });
+
+test("conflicting flags are one line naming both, without oclif's preamble", async () => {
+  const r = await run(BIN, ['connect', '--no-proxy-auth', '--proxy-auth-file', '/nonexistent']);
+  assert.equal(r.code, 2, r.stderr);
+  // It began "Error: The following error occurred: --proxy-auth-file=…".
+  assertOneLineError(r, /^Error: --proxy-auth-file=\/nonexistent cannot also be provided when using --no-proxy-auth$/);
+});
