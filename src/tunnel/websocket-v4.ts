@@ -15,7 +15,7 @@ import { DEFAULT_KEEPALIVE, pingableWebSocket, startKeepalive, type KeepaliveOpt
 import { PodStream, upgradeDropped, upgradeForbidden, upgradeRefusalDetail, where } from './pod-stream.js';
 import { webSocketOptions } from './ws-options.js';
 import { PongPacer } from './pong-pacer.js';
-import { REFUSAL_BODY_MAX } from './websocket/handshake.js';
+import { REFUSAL_BODY_MAX, UPGRADE_HEADERS_MISSING } from './websocket/handshake.js';
 
 export const V4_PROTOCOL = 'v4.channel.k8s.io';
 const DATA = 0;
@@ -159,6 +159,8 @@ class PortForwardStream extends PodStream {
       options,
       (fail) => {
         ws.once('unexpected-response', (_req, res) => {
+          if (res.statusCode === 101)
+            return fail(new UpstreamApiError(`port-forward to ${where(target)} failed: ${UPGRADE_HEADERS_MISSING}`, { retryable: true }));
           if (res.statusCode === 401) onUnauthorized();
           // The start of the body is enough for the message; the rest is not waited for (it may never end).
           const chunks: Buffer[] = [];

@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
 import { WebSocketV4Transport } from '../../src/tunnel/websocket-v4.js';
 import { SpdyTransport } from '../../src/tunnel/spdy-transport.js';
+import { NegotiatingTransport } from '../../src/tunnel/negotiate.js';
 import { createLogger } from '../../src/core/log.js';
 import { ProxyError } from '../../src/core/errors.js';
 import type { ApiConnection } from '../../src/cluster/api.js';
@@ -73,4 +74,42 @@ test("a front's redirect is said by where it goes, never its query or its body (
     });
     await transport.close();
   }
+});
+
+test('a 101 without Upgrade and Connection (a front that dropped them) is said so, not taken for another subprotocol', async (t) => {
+  // Node hands such an answer over as a response, not an upgrade; gorilla/websocket calls it a bad handshake.
+  const server = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.once('data', () => socket.write('HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io\r\n\r\n'));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const { port } = server.address() as AddressInfo;
+  const api = {
+    requestOptions: async () => ({}),
+    url: (p: string) => new URL(`ws://127.0.0.1:${port}${p}`),
+    invalidate() {},
+    accepted() {},
+  } as unknown as ApiConnection;
+  const quiet = { intervalMs: 0, timeoutMs: 0 };
+  const log = createLogger('silent');
+  const spdy = new SpdyTransport(api, log, { keepalive: quiet });
+  const v4 = new WebSocketV4Transport(api, log, quiet);
+  const auto = new NegotiatingTransport('auto', spdy, v4, log, 'c');
+  for (const transport of [spdy, v4, auto]) {
+    await assert.rejects(transport.open({ namespace: 'ns', pod: 'p', port: 80 }, { signal: AbortSignal.timeout(10_000), confirmMs: 0 }), (err: Error) => {
+      assert.ok(err instanceof ProxyError, transport.name);
+      assert.match(
+        err.message,
+        /port-forward (tunnel )?to ns\/p.* failed: .*101 without the Upgrade: websocket and Connection: Upgrade headers/,
+        transport.name,
+      );
+      assert.doesNotMatch(err.message, /subprotocol|does not offer/, transport.name);
+      return true;
+    });
+  }
+  // The API server's tunnel was never refused: auto does not settle on per-stream WebSockets.
+  assert.equal(auto.name, 'spdy');
+  await auto.close();
 });

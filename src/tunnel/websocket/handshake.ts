@@ -16,6 +16,13 @@ import { SlabReads } from './slab-reads.js';
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 /** The most of a refusal's body we keep (for the message; the status decides). */
 export const REFUSAL_BODY_MAX = 16 * 1024;
+/**
+ * A 101 without `Upgrade: websocket` and `Connection: Upgrade` reaches Node's client as a
+ * response, not an upgrade: no refusal (it says nothing of the subprotocols), a broken handshake,
+ * as gorilla/websocket (client-go's) calls it.
+ */
+export const UPGRADE_HEADERS_MISSING =
+  'the server answered 101 without the Upgrade: websocket and Connection: Upgrade headers (a proxy or load balancer in front of the API server may drop them)';
 
 /** The server answered with something other than 101 (its status and the start of its body). */
 export class UpgradeRefusal extends Error {
@@ -85,6 +92,7 @@ export function upgradeToWebSocket(url: URL, conn: ApiRequestOptions, protocol: 
     timer.unref();
     req.on('error', fail);
     req.on('response', (res) => {
+      if (res.statusCode === 101) return fail(new Error(`WebSocket upgrade failed: ${UPGRADE_HEADERS_MISSING}`));
       const chunks: Buffer[] = [];
       let kept = 0;
       const refused = () => fail(new UpgradeRefusal(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'), res.headers.location));
