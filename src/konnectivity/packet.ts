@@ -55,7 +55,9 @@ export type Packet =
   | { type: 'CLOSE_REQ'; connectID: bigint }
   | { type: 'CLOSE_RSP'; connectID: bigint; error: string }
   | { type: 'DIAL_CLS'; random: bigint }
-  | { type: 'DRAIN' };
+  | { type: 'DRAIN' }
+  /** A kind client.proto does not have (a newer server's): upstream's client passes over it, as we do. */
+  | { type: 'UNKNOWN'; kind: string };
 
 export type PacketKind = Packet['type'];
 
@@ -95,13 +97,16 @@ export function encodePacket(p: Packet): Buffer {
     case 'DRAIN':
       body = { drain: {} };
       break;
+    case 'UNKNOWN':
+      body = {};
+      break;
   }
-  const message = PacketType.fromObject({ kind: p.type, ...body });
+  const message = PacketType.fromObject({ kind: p.type === 'UNKNOWN' ? Number(p.kind) : p.type, ...body });
   const bytes = PacketType.encode(message).finish();
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** Decodes one packet; throws on bytes that are not a Packet or carry an unknown kind. */
+/** Decodes one packet; throws on bytes that are not a Packet. A kind we do not know is UNKNOWN, not an error (it would end the stream). */
 export function decodePacket(buf: Buffer): Packet {
   const o = PacketType.toObject(PacketType.decode(buf), { longs: String, enums: String, defaults: false }) as WireObject;
   const kind = o.kind ?? 'DIAL_REQ'; // proto3 omits the zero value
@@ -128,7 +133,7 @@ export function decodePacket(buf: Buffer): Packet {
     case 'DRAIN':
       return { type: kind };
     default:
-      throw new Error(`unknown konnectivity packet kind ${kind}`);
+      return { type: 'UNKNOWN', kind: String(kind) };
   }
 }
 
