@@ -1,13 +1,8 @@
 // Per cluster route: does the kubeconfig load, does the API server answer these credentials, which
 // port-forward protocols does it offer, and does RBAC allow what the proxy does. Each failure
 // says what to do.
-import http from 'node:http';
-import https from 'node:https';
 import { loadKubeConfig, type LoadedKubeConfig } from '../cluster/kubeconfig.js';
-import { ApiConnection, ApiStatusError, CredentialError, statusMessage } from '../cluster/api.js';
-import { untilSocket } from '../cluster/socket-wait.js';
-import { notJsonMessage, redirectMessage } from '../cluster/foreign-answer.js';
-import { bodyDecoder } from '../cluster/content-encoding.js';
+import { ApiConnection, ApiStatusError, CredentialError } from '../cluster/api.js';
 import { IMPERSONATION_FIX, refusesImpersonation } from '../cluster/impersonation.js';
 import type { EgressOptions } from '../cluster/egress-proxy.js';
 import { ProxyRefusedError } from '../cluster/proxy-failures.js';
@@ -17,7 +12,7 @@ import { findExecutable } from './exec-path.js';
 import { checkProtocols } from './port-forward.js';
 import type { Check } from './report.js';
 import { namedGrants, type ResourceRule } from './named-rights.js';
-import { boundRequest } from '../cluster/request-deadline.js';
+import { postJson } from './post-json.js';
 
 export interface ClusterCheckOptions {
   kubeconfig?: string;
@@ -306,46 +301,4 @@ async function canI(api: ApiConnection, a: Ask, namespace: string, timeoutMs: nu
   };
   const answer = await postJson<{ status?: { allowed?: boolean } }>(api, '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', review, timeoutMs);
   return answer.status?.allowed === true;
-}
-
-async function postJson<T>(api: ApiConnection, path: string, body: unknown, timeoutMs: number): Promise<T> {
-  const options = await api.requestOptions();
-  const url = api.url(path);
-  const text = JSON.stringify(body);
-  const client = url.protocol === 'http:' ? http : https;
-  return new Promise<T>((resolve, reject) => {
-    const req = client.request(
-      url,
-      {
-        ...options,
-        method: 'POST',
-        headers: { ...options.headers, Accept: 'application/json', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(text)) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          let answer: string;
-          try {
-            answer = Buffer.concat(chunks.map(bodyDecoder(res.headers))).toString('utf8');
-          } catch (err) {
-            return reject(err);
-          }
-          const status = res.statusCode ?? 0;
-          if (status < 200 || status >= 300)
-            return reject(new ApiStatusError(status, redirectMessage(status, res.headers.location) ?? statusMessage(answer) ?? `HTTP ${status}`));
-          try {
-            resolve(JSON.parse(answer) as T);
-          } catch {
-            reject(new ApiStatusError(status, notJsonMessage(path, answer)));
-          }
-        });
-      },
-    );
-    boundRequest(req, timeoutMs, () => new Error(`API request timed out after ${timeoutMs} ms`));
-    untilSocket(req, timeoutMs, () => reject(new Error(`API request timed out after ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(text);
-  });
 }
