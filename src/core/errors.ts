@@ -200,11 +200,27 @@ export function errorMessage(err: unknown): string {
   if (err instanceof AggregateError && !err.message && err.errors.length > 0) return [...new Set(err.errors.map(errorMessage))].join('; ');
   // Node writes a socket error's IPv6 address and port as "connect ECONNREFUSED fd00::1:6443",
   // where kubectl writes [fd00::1]:6443: the port reads as part of the address.
+  const tls = openSslReason(err.message);
+  if (tls) return tls;
   const { address, port } = err as NodeJS.ErrnoException & { address?: unknown; port?: unknown };
   if (typeof address === 'string' && address.includes(':') && typeof port === 'number') {
     return err.message.replace(` ${address}:${port}`, ` [${address}]:${port}`);
   }
   return err.message;
+}
+
+/**
+ * OpenSSL's words as Node passes them on ("write EPROTO 80EC…:error:0A00010B:SSL
+ * routines:ssl3_get_record:wrong version number:../deps/openssl/…/ssl3_record.c:350:\n"): its
+ * reason alone. "wrong version number" is a peer that answered without TLS, kubectl's "server gave
+ * HTTP response to HTTPS client" (an http:// endpoint given as https://, a proxy's own answer).
+ */
+function openSslReason(message: string): string | undefined {
+  const reason = /[0-9A-F]+:error:[0-9A-F]+:[^:]*:[^:]*:([^:]+):/.exec(message)?.[1];
+  if (!reason) return undefined;
+  if (reason === 'wrong version number' || reason === 'packet length too long' || reason === 'http request')
+    return `TLS failed: the server answered with something other than TLS (${reason}): an http:// address given as https://, or a proxy answering on its behalf?`;
+  return `TLS failed: ${reason}`;
 }
 
 /**

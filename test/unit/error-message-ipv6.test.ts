@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import tls from 'node:tls';
 import { once } from 'node:events';
 import { KubeConfig } from '@kubernetes/client-node';
 import { errorMessage } from '../../src/core/errors.js';
@@ -74,4 +75,24 @@ test('a name with an address per family, both refusing: each attempt is named, n
   assert.ok(err instanceof AggregateError, 'Node reports both attempts together');
   assert.equal(err.message, '', "Node's own message is empty");
   assert.equal(errorMessage(err), `connect ECONNREFUSED [::1]:${port}; connect ECONNREFUSED 127.0.0.1:${port}`);
+});
+
+test("OpenSSL's dump is said by its reason; plain HTTP where TLS was expected is named", async () => {
+  // An https:// address whose port speaks plain HTTP (or a proxy that answered CONNECT, then in plain text).
+  const server = net.createServer((s) => s.on('error', () => undefined).end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false });
+  const [err] = (await once(socket, 'error')) as [Error];
+  server.close();
+  assert.match(err.message, /SSL routines/, "Node's own words");
+  assert.equal(
+    errorMessage(err),
+    'TLS failed: the server answered with something other than TLS (wrong version number): an http:// address given as https://, or a proxy answering on its behalf?',
+  );
+  assert.equal(
+    errorMessage(new Error('C0:error:0A000086:SSL routines:tls_post_process_server_certificate:certificate verify failed:x.c:1:')),
+    'TLS failed: certificate verify failed',
+  );
 });
