@@ -162,11 +162,16 @@ function readText(res: http.IncomingMessage, max: number, tooLarge?: () => Error
       }
       chunks.push(c);
       size += c.length;
-      if (size > max && tooLarge) {
+      if (tooLarge ? size <= max : size < max) return;
+      if (tooLarge) {
         chunks.length = 0;
         reject(tooLarge());
-        res.destroy();
+      } else {
+        // An error's start is its message: one whose body never ends is answered now, not when
+        // its deadline cuts it (and the message with it).
+        resolve(Buffer.concat(chunks).subarray(0, max).toString('utf8'));
       }
+      res.destroy();
     });
     res.on('error', reject);
     res.on('aborted', () => reject(new Error('response aborted')));

@@ -84,3 +84,14 @@ test('a LIST page larger than any real one fails its request, naming the path, a
   );
   assert.ok(sent < 600 * 1024 * 1024, `the server sent all ${sent} bytes: the page was read to its end`);
 });
+
+test("a LIST's refusal that never ends is answered from its start at once, not at the headers' deadline", { timeout: 30_000 }, async (t) => {
+  const s = await endlessServer(403, '{"kind":"Status","message":"pods is forbidden: User \\"u\\" cannot list');
+  t.after(s.close);
+  const began = Date.now();
+  await assert.rejects(
+    listPage(s.api, '/api/v1/pods', 500, undefined, AbortSignal.timeout(25_000), 10_000),
+    (err: unknown) => err instanceof ApiStatusError && err.statusCode === 403 && /^pods is forbidden: User "u" cannot list/.test(err.message),
+  );
+  assert.ok(Date.now() - began < 5_000, `answered after ${Date.now() - began} ms, not from the body's start`);
+});
