@@ -158,6 +158,8 @@ export class ApiConnection {
       // HTTP/1.1 said in the handshake, as client-go's upgrades do: a server that speaks only
       // HTTP/2 then refuses at once (explainHandshakeError) instead of leaving us waiting.
       ...(this.serverUrl.protocol === 'https:' ? { ALPNProtocols: ['http/1.1'] } : {}),
+      // Node's 16 KiB would refuse what kubectl reads (Go takes 10 MiB): a front's cookies, warnings.
+      maxHeaderSize: API_HEADERS_MAX,
       headers,
       lookup: this.lookup,
       direct: this.egress.proxy === undefined,
@@ -364,6 +366,9 @@ export class ApiConnection {
     });
   }
 }
+
+/** The most of an answer's headers read (Node's default is 16 KiB). */
+export const API_HEADERS_MAX = 1024 * 1024;
 
 /** Bounds on what getJson reads: discovery documents and pod pages are a few MiB at most. */
 const JSON_ANSWER_MAX = 64 * 1024 * 1024;

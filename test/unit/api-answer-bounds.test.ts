@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createGzip } from 'node:zlib';
 import { listPage } from '../../src/cluster/list-watch.js';
+import { UpgradeRefusal, upgradeToWebSocket } from '../../src/tunnel/websocket/handshake.js';
 import { loadKubeConfig } from '../../src/cluster/kubeconfig.js';
 import { ApiConnection, ApiStatusError } from '../../src/cluster/api.js';
 import { scratchDir } from '../helpers/scratch-dir.js';
@@ -94,4 +95,29 @@ test("a LIST's refusal that never ends is answered from its start at once, not a
     (err: unknown) => err instanceof ApiStatusError && err.statusCode === 403 && /^pods is forbidden: User "u" cannot list/.test(err.message),
   );
   assert.ok(Date.now() - began < 5_000, `answered after ${Date.now() - began} ms, not from the body's start`);
+});
+
+test("headers past Node's 16 KiB (a front's cookies, many warnings) are read, as kubectl reads them", async (t) => {
+  const warnings = Array.from({ length: 400 }, (_, i) => `299 - "thing ${i} is deprecated and goes away in a later release"`);
+  const server = http.createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json', Warning: warnings });
+    res.end(req.headers.upgrade ? '' : '{"gitVersion":"v1.31.0"}');
+  });
+  server.on('upgrade', (_req, socket) =>
+    socket.end('HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n' + warnings.map((w) => `Warning: ${w}\r\n`).join('') + '\r\n'),
+  );
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const port = (server.address() as AddressInfo).port;
+  const file = writeOneUserKubeconfig(scratchDir('proxyout-api-bounds-'), '{token: t}', { server: `http://127.0.0.1:${port}` });
+  const api = new ApiConnection(loadKubeConfig({ kubeconfig: file }).kc, { env: {} });
+  assert.deepEqual(await api.getJson('/version', 10_000), { gitVersion: 'v1.31.0' });
+  const page = await listPage(api, '/api/v1/pods', 500, undefined, AbortSignal.timeout(10_000), 10_000).catch((err: unknown) => err);
+  assert.ok(!(page instanceof Error), String(page));
+  // The tunnel's upgrade takes the same options: its refusal is read, not a parse error.
+  await assert.rejects(
+    upgradeToWebSocket(api.url('/x', 'ws'), await api.requestOptions(), 'v4.channel.k8s.io', 10_000),
+    (err: unknown) => err instanceof UpgradeRefusal && err.status === 403,
+  );
 });
