@@ -8,6 +8,7 @@ import { OidcTokenSource } from './oidc.js';
 import { OIDC_STORE_EXTENSION, OidcTokenStore } from './oidc-store.js';
 import { TokenFileSource, withTokenSource } from './token-source.js';
 import { addExecInfo } from './exec-info.js';
+import { allowPlainHttp } from './plain-http.js';
 import { IN_CLUSTER, inClusterConfig } from './in-cluster.js';
 import { kubeconfigFiles, mergedKubeconfig, type MergedKubeConfig } from './kubeconfig-files.js';
 import { runExecPluginsWithoutStdin } from './exec-credential.js';
@@ -40,6 +41,7 @@ export interface LoadedKubeConfig {
  */
 export function loadKubeConfig(opts: { kubeconfig?: string; context?: string; namespace?: string }): LoadedKubeConfig {
   const kc = new KubeConfig();
+  allowPlainHttp(kc);
   let rawUsers: MergedKubeConfig['rawUsers'] = new Map();
   let incomplete: MergedKubeConfig['incomplete'] = new Set();
   try {
