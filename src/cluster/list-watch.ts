@@ -377,6 +377,12 @@ export async function listAll<T extends { key: string }>(
     resourceVersion = page.resourceVersion;
     o.onPage(items.size, page.remainingItemCount === undefined ? undefined : items.size + page.remainingItemCount);
     if (!page.continueToken) return { items, resourceVersion };
+    // The same page again: a front that drops the parameter would have us ask for it for ever.
+    if (page.continueToken === continueToken)
+      throw new ApiStatusError(
+        200,
+        `the LIST of ${path} answered its continue token with the same continue token (does something in front of the API server drop the continue parameter?)`,
+      );
     continueToken = page.continueToken;
   }
 }
