@@ -66,12 +66,7 @@ function probeV4(api: ApiConnection, conn: Conn, path: string, timeoutMs: number
       resolve({ protocol: 'websocket', ...a });
     };
     ws.once('open', () => done({ offered: ws.protocol === V4_PROTOCOL, answer: `101 ${ws.protocol || '(no subprotocol)'}`, status: 0 }));
-    ws.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (c: string) => (body += c.slice(0, 2000)));
-      res.on('end', () => done({ offered: false, answer: `HTTP ${res.statusCode}${firstLine(body)}`, status: res.statusCode ?? 0 }));
-      res.on('error', () => done({ offered: false, answer: `HTTP ${res.statusCode}`, status: res.statusCode ?? 0 }));
-    });
+    ws.once('unexpected-response', (_req, res) => refusal(res, (a) => done(a)));
     ws.once('error', (err) => done({ offered: false, answer: errorMessage(err), status: 0 }));
   });
 }
@@ -100,15 +95,36 @@ function probeSpdy(api: ApiConnection, conn: Conn, path: string, timeoutMs: numb
       const upgrade = String(res.headers.upgrade ?? '');
       done({ offered: /^SPDY\/3\.1$/i.test(upgrade), answer: `101 ${upgrade} ${String(res.headers['x-stream-protocol-version'] ?? '')}`.trim(), status: 0 });
     });
-    req.on('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (c: string) => (body += c.slice(0, 2000)));
-      res.on('end', () => done({ offered: false, answer: `HTTP ${res.statusCode}${firstLine(body)}`, status: res.statusCode ?? 0 }));
-      res.on('error', () => done({ offered: false, answer: `HTTP ${res.statusCode}`, status: res.statusCode ?? 0 }));
-    });
+    req.on('response', (res) => refusal(res, done));
     req.on('error', (err) => done({ offered: false, answer: errorMessage(err), status: 0 }));
     req.end();
   });
+}
+
+/** The most of a refusal's body read: its start says what it is. */
+const REFUSAL_CHARS = 2000;
+
+/**
+ * A refused upgrade's answer from the start of its body: at its end, or once REFUSAL_CHARS are in
+ * (a body that never ends, whose every chunk was kept, held the doctor for ever).
+ */
+function refusal(res: http.IncomingMessage, done: (a: Omit<ProtocolAnswer, 'protocol'>) => void): void {
+  const status = res.statusCode ?? 0;
+  let body = '';
+  let said = false;
+  const answer = () => {
+    if (said) return;
+    said = true;
+    done({ offered: false, answer: `HTTP ${status}${firstLine(body.slice(0, REFUSAL_CHARS))}`, status });
+  };
+  res.setEncoding('utf8').on('data', (c: string) => {
+    body += c;
+    if (body.length < REFUSAL_CHARS) return;
+    res.destroy();
+    answer();
+  });
+  res.on('end', answer);
+  res.on('error', answer);
 }
 
 function firstLine(body: string): string {
