@@ -93,7 +93,12 @@ function probeSpdy(api: ApiConnection, conn: Conn, path: string, timeoutMs: numb
     req.on('upgrade', (res, socket) => {
       socket.destroy();
       const upgrade = String(res.headers.upgrade ?? '');
-      done({ offered: /^SPDY\/3\.1$/i.test(upgrade), answer: `101 ${upgrade} ${String(res.headers['x-stream-protocol-version'] ?? '')}`.trim(), status: 0 });
+      const version = String(res.headers['x-stream-protocol-version'] ?? '');
+      // kubectl's SPDY dialer takes only the protocol it asked for (client-go portforward.go:
+      // "unable to negotiate protocol").
+      const offered = /^SPDY\/3\.1$/i.test(upgrade) && version === 'portforward.k8s.io';
+      const answer = `101 ${upgrade} ${version || '(no X-Stream-Protocol-Version)'}`;
+      done({ offered, answer, status: 0 });
     });
     req.on('response', (res) => refusal(res, done));
     req.on('error', (err) => done({ offered: false, answer: errorMessage(err), status: 0 }));

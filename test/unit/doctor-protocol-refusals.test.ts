@@ -54,3 +54,27 @@ test('refusals whose bodies never end are answered from their start, well before
     assert.match(a.answer, /400.*upgrade refused here/, a.protocol);
   }
 });
+
+test('legacy SPDY upgraded without the port-forward protocol version is not offered (kubectl refuses it)', async (t) => {
+  let version = '';
+  const server = http.createServer((_req, res) => res.writeHead(404).end());
+  server.on('upgrade', (req, socket) => {
+    socket.on('error', () => undefined);
+    if (req.headers.upgrade !== 'SPDY/3.1') return void socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n');
+    socket.end(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n${version ? `X-Stream-Protocol-Version: ${version}\r\n` : ''}\r\n`,
+    );
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const { port } = server.address() as AddressInfo;
+  const api = {
+    requestOptions: async () => ({ headers: {} }),
+    url: (p: string, ws?: string) => new URL(`${ws ? 'ws' : 'http'}://127.0.0.1:${port}${p}`),
+  } as unknown as ApiConnection;
+  const spdy = async () => (await probeProtocols(api, { namespace: 'a', name: 'b', port: 80 }, 5_000)).find((a) => a.protocol === 'spdy')!;
+  assert.deepEqual(await spdy(), { protocol: 'spdy', offered: false, answer: '101 SPDY/3.1 (no X-Stream-Protocol-Version)', status: 0 });
+  version = 'portforward.k8s.io';
+  assert.deepEqual(await spdy(), { protocol: 'spdy', offered: true, answer: '101 SPDY/3.1 portforward.k8s.io', status: 0 });
+});
