@@ -211,17 +211,22 @@ export function errorMessage(err: unknown): string {
 
 /**
  * OpenSSL's words as Node passes them on ("write EPROTO 80EC…:error:0A00010B:SSL
- * routines:ssl3_get_record:wrong version number:../deps/openssl/…/ssl3_record.c:350:\n"): its
- * reason alone. "wrong version number" is a peer that answered without TLS, kubectl's "server gave
- * HTTP response to HTTPS client" (an http:// endpoint given as https://, a proxy's own answer).
+ * routines:ssl3_get_record:wrong version number:../deps/openssl/…/ssl3_record.c:350:\n"), in
+ * place, by their reason (what a message adds around them, a proxy's name, stays). "wrong version
+ * number" is a peer that answered without TLS, kubectl's "server gave HTTP response to HTTPS
+ * client" (an http:// endpoint given as https://, a proxy's own answer).
  */
 function openSslReason(message: string): string | undefined {
-  const reason = /[0-9A-F]+:error:[0-9A-F]+:[^:]*:[^:]*:([^:]+):/.exec(message)?.[1];
-  if (!reason) return undefined;
-  if (reason === 'wrong version number' || reason === 'packet length too long' || reason === 'http request')
-    return `TLS failed: the server answered with something other than TLS (${reason}): an http:// address given as https://, or a proxy answering on its behalf?`;
-  return `TLS failed: ${reason}`;
+  const m = /(?:(?:read|write) )?(?:EPROTO )?[0-9A-F]+:error:[0-9A-F]+:[^:\n]*:[^:\n]*:([^:\n]+):[^:\n]*:\d+:\n?/.exec(message);
+  if (!m) return undefined;
+  const reason = m[1]!;
+  const said = PLAIN_TEXT_REASONS.has(reason)
+    ? `TLS failed: the server answered with something other than TLS (${reason}): an http:// address given as https://, or a proxy answering on its behalf?`
+    : `TLS failed: ${reason}`;
+  return (message.slice(0, m.index) + said + message.slice(m.index + m[0].length).replace(/^ +/, ' ')).trim();
 }
+
+const PLAIN_TEXT_REASONS = new Set(['wrong version number', 'packet length too long', 'http request']);
 
 /**
  * The process has no file descriptor left (EMFILE, or the system none: ENFILE), here or in any

@@ -95,4 +95,9 @@ test("OpenSSL's dump is said by its reason; plain HTTP where TLS was expected is
     errorMessage(new Error('C0:error:0A000086:SSL routines:tls_post_process_server_certificate:certificate verify failed:x.c:1:')),
     'TLS failed: certificate verify failed',
   );
+  // What a message adds around OpenSSL's words stays: the proxy it went through.
+  assert.equal(
+    errorMessage(new Error(`${err.message} (through proxy http://proxy.corp:3128, from HTTPS_PROXY)`)),
+    'TLS failed: the server answered with something other than TLS (wrong version number): an http:// address given as https://, or a proxy answering on its behalf? (through proxy http://proxy.corp:3128, from HTTPS_PROXY)',
+  );
 });
