@@ -298,12 +298,16 @@ const PAGE_CHARS = 16 * 1024;
  * page (`text` from `at` on, where its title follows the line; -1: the line alone) is a front's.
  */
 function parseEvent(line: string, path: string, text: string, at: number): RawWatchEvent {
+  let ev: unknown;
   try {
-    return JSON.parse(line) as RawWatchEvent;
+    ev = JSON.parse(line);
   } catch (err) {
     const html = htmlPageMessage(at >= 0 ? text.slice(at, at + PAGE_CHARS) : line);
     throw new SyntaxError(html ? `${path} answered with ${html}` : `invalid JSON in a watch event from ${path}: ${(err as Error).message}`);
   }
+  // JSON, but no event ("null", a number): said so, not a TypeError where it is read.
+  if (typeof ev !== 'object' || ev === null || Array.isArray(ev)) throw new SyntaxError(`a watch event from ${path} is not an object: ${line.slice(0, 100)}`);
+  return ev as RawWatchEvent;
 }
 
 /** GET one object as JSON; 404 → undefined. */
