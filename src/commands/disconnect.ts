@@ -13,7 +13,7 @@ export default class Disconnect extends Command {
     'and SIGKILL if it has not exited after its drain time (5 s by default). Removes its state and',
     'its private kubeconfig; `logs ID` still shows its log. A proxy that runs elsewhere (another',
     'machine or container that shares this state directory) cannot be stopped from here: run the',
-    'command there, or drop its record here with --forget.',
+    'command there, or drop its record here with --forget (it then stops by itself).',
   ].join(' ');
   static override usage = ['disconnect ID', 'disconnect --all', 'disconnect ID --forget'];
   static override examples = ['<%= config.bin %> disconnect a1b2c3d4', '<%= config.bin %> disconnect --all'];
@@ -25,8 +25,9 @@ export default class Disconnect extends Command {
   static override flags = {
     all: Flags.boolean({ summary: 'Stop every managed proxy that runs here.' }),
     forget: Flags.boolean({
-      summary: 'Drop proxies that run elsewhere from this state directory, without stopping them.',
-      description: 'They go on running, unmanaged, where they were started. Proxies that run here are stopped as usual.',
+      summary: 'Drop proxies that run elsewhere from this state directory, without signalling them.',
+      description:
+        'One that still runs there stops by itself within seconds once it sees its record gone, as every daemon whose record is removed. Proxies that run here are stopped as usual.',
     }),
   };
 
@@ -50,7 +51,8 @@ export default class Disconnect extends Command {
 
 export function describeStop({ id, entry, outcome }: Stopped): string {
   const where = `(${describeTarget(entry)})`;
-  if (outcome === 'forgotten') return `kubectl-proxyout: forgot ${id} ${where}; it runs elsewhere (${whereItRuns(entry)}) and was not stopped`;
+  if (outcome === 'forgotten')
+    return `kubectl-proxyout: forgot ${id} ${where}; it runs elsewhere (${whereItRuns(entry)}), was not signalled, and stops there within seconds if it still runs`;
   if (outcome === 'left-elsewhere')
     return `kubectl-proxyout: left ${id} ${where} alone: it runs elsewhere (${whereItRuns(entry)}); disconnect it there, or forget it here with --forget`;
   if (outcome === 'was-dead') return `kubectl-proxyout: ${id} ${where} was not running; removed its state`;

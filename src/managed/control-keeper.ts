@@ -2,9 +2,9 @@
 // cleaner of the temporary directory, where too long a path puts it; a tidy-up of the proxy's
 // directory) left a healthy daemon no command could reach: `status` called it stopped or hung,
 // `reload`, `pac` and `ui` failed, until it was killed. Its path is looked at every few seconds and
-// listened on again when the file is gone, while the daemon's entry is still its own: an entry
-// dropped (`disconnect --forget` from another machine) leaves an unmanaged daemon as it was, and
-// a file there that is not ours (another daemon's, under our ID) is never replaced.
+// listened on again when the file is gone, while the daemon's entry is still its own: a daemon
+// whose entry was dropped stops (managed/entry-watch.ts), and a file there that is not ours
+// (another daemon's, under our ID) is never replaced.
 import { lstatSync } from 'node:fs';
 import { testHookMs } from '../core/test-hooks.js';
 import { startControlServer, type ControlHandlers, type ControlServer } from './control.js';

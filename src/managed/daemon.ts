@@ -26,6 +26,7 @@ import { processIdentity } from '../state/process.js';
 import { workingDirectory } from '../core/self.js';
 import { startControlServer, type ControlHandlers, type ControlServer, type LiveStatus } from './control.js';
 import { keepControlServer, type KeptControl } from './control-keeper.js';
+import { entryOwnership, watchOwnEntry } from './entry-watch.js';
 import type { CacheStatus } from '../cluster/cache.js';
 import { takeProxyAuthFile } from '../state/proxy-auth.js';
 import { RotatingLogFile } from './rotating-log.js';
@@ -74,6 +75,7 @@ class Daemon {
       }),
   );
   private stopping = false;
+  private unwatch?: () => void;
 
   constructor(
     private readonly l: StateLayout,
@@ -85,6 +87,11 @@ class Daemon {
   async run(): Promise<number> {
     const { id, context, namespace, server, options } = this.entry;
     this.installHandlers();
+    // Its entry removed (or taken by another connect) while it runs: nothing can manage it, it goes.
+    this.unwatch = watchOwnEntry(this.l, id, this.entry.createdAt, (how) => {
+      this.log.warn({ stateFile: this.l.stateFile(id) }, `the state entry was ${how === 'gone' ? 'removed' : 'replaced by another proxy'}; stopping`);
+      this.stopRequested(how === 'gone' ? 'state entry removed' : 'state entry replaced');
+    });
     this.log.info(
       {
         context,
@@ -162,30 +169,34 @@ class Daemon {
       await this.running?.stop(0).catch(() => undefined);
       await this.control?.closeWithin(CONTROL_CLOSE_MS);
       await withStateLock(this.l, () => {
+        if (entryOwnership(this.l, id, this.entry.createdAt) === 'replaced') return;
         removeTransient(this.l, id);
         updateEntry(this.l, id, (e) => {
           e.phase = 'failed';
           e.error = message;
         });
-      }).catch(() => removeTransient(this.l, id));
+      }).catch(() => this.removeOwnTransient());
       await this.flush();
       return 1;
     }
 
+    // Never over another proxy's entry (a connect that took the ID meanwhile): undefined, not wanted.
     const recording = withStateLock(this.l, () =>
-      updateEntry(this.l, id, (e) => {
-        // A disconnect that got here first (it records 'stopping' before its SIGTERM) stays seen, and
-        // so does a stop this daemon saw while it waited for the lock: `connect` must not read "running".
-        e.phase = e.phase === 'stopping' || this.plan !== undefined ? 'stopping' : 'running';
-        e.pid = process.pid;
-        e.procIdentity = processIdentity(process.pid) ?? e.procIdentity;
-        e.startedAt = new Date().toISOString();
-        e.socks = addressOf(this.running!.socks);
-        e.http = addressOf(this.running!.http);
-        const forwards = this.running!.forwards ?? [];
-        if (forwards.length > 0) e.forwards = forwards.map((f) => ({ address: addressOf(f.address)!, target: f.target }));
-        delete e.error;
-      }),
+      !this.ownEntry(true)
+        ? undefined
+        : updateEntry(this.l, id, (e) => {
+            // A disconnect that got here first (it records 'stopping' before its SIGTERM) stays seen, and
+            // so does a stop this daemon saw while it waited for the lock: `connect` must not read "running".
+            e.phase = e.phase === 'stopping' || this.plan !== undefined ? 'stopping' : 'running';
+            e.pid = process.pid;
+            e.procIdentity = processIdentity(process.pid) ?? e.procIdentity;
+            e.startedAt = new Date().toISOString();
+            e.socks = addressOf(this.running!.socks);
+            e.http = addressOf(this.running!.http);
+            const forwards = this.running!.forwards ?? [];
+            if (forwards.length > 0) e.forwards = forwards.map((f) => ({ address: addressOf(f.address)!, target: f.target }));
+            delete e.error;
+          }),
     );
     // A stop while another command holds the lock is not kept waiting for it: the stop's plan
     // (stop-budget.ts) runs from the moment it is seen, and the listeners get their whole grace.
@@ -205,7 +216,7 @@ class Daemon {
       this.log.error({ error: recorded.failed }, 'could not record the daemon as running; stopping');
       return this.shutdown('its state could not be recorded');
     }
-    // Gone while we started: `disconnect`/`quit` removed our entry; do not linger unmanaged.
+    // Gone while we started (`disconnect`/`quit` removed our entry, or another took it): do not linger.
     if (!recorded.stillWanted) this.stopRequested('state entry removed while starting');
     const { socks, http } = this.running;
     this.log.info({ socks: socks && formatAddress(socks), http: http && formatAddress(http) }, 'daemon ready');
@@ -224,7 +235,9 @@ class Daemon {
     this.stopping = true;
     this.log.info({ reason, graceMs: options.shutdownGraceMs }, 'daemon stopping');
     // Recorded while the drain runs (disconnect has recorded it already); not worth waiting past it.
-    const recorded = this.underLock(plan.drainUntil, 'record "stopping"', () => updateEntry(this.l, id, (e) => (e.phase = 'stopping')));
+    this.unwatch?.();
+    // Never on another proxy's entry: a connect may have taken the ID meanwhile.
+    const recorded = this.underLock(plan.drainUntil, 'record "stopping"', () => this.ownEntry() && updateEntry(this.l, id, (e) => (e.phase = 'stopping')));
     if (!(await settlesBy(plan.drainUntil, this.running?.stop(options.shutdownGraceMs))))
       this.log.warn('the drain did not end in time; what is left is cut off');
     await recorded;
@@ -235,7 +248,7 @@ class Daemon {
       if (!current || current.createdAt === this.entry.createdAt) removeEntry(this.l, id);
     });
     // The credentials go in any case; the entry then goes with the stopper (or as dead).
-    if (!removed) removeTransient(this.l, id);
+    if (!removed) this.removeOwnTransient();
     this.log.info('daemon exited');
     await this.flush();
     return 0;
@@ -257,13 +270,15 @@ class Daemon {
     });
   }
 
-  /** Our entry is still there and ours (not removed, not replaced by another connect's). */
-  private ownEntry(): boolean {
-    try {
-      return readEntry(this.l, this.entry.id)?.createdAt === this.entry.createdAt;
-    } catch {
-      return false;
-    }
+  /** Our entry is still there and ours (not removed, not replaced by another connect's); `unknown`: if unreadable. */
+  private ownEntry(unknown = false): boolean {
+    const now = entryOwnership(this.l, this.entry.id, this.entry.createdAt);
+    return now === 'ours' || (now === 'unknown' && unknown);
+  }
+
+  /** The credentials and socket go, unless they are another proxy's that took our ID meanwhile. */
+  private removeOwnTransient(): void {
+    if (entryOwnership(this.l, this.entry.id, this.entry.createdAt) !== 'replaced') removeTransient(this.l, this.entry.id);
   }
 
   /** fn under the state lock, unless it cannot be had by `until`: then false, and a warning. */
@@ -347,7 +362,7 @@ class Daemon {
       if (signals === 1) return this.stopRequested(signal);
       // A second signal: stop now, but still take the credentials away.
       this.log.warn({ signal }, 'second signal: exiting without draining');
-      removeTransient(this.l, this.entry.id);
+      this.removeOwnTransient();
       this.flushSync();
       process.exit(143);
     };
@@ -359,7 +374,7 @@ class Daemon {
     });
     const fatal = (err: unknown) => {
       this.log.fatal({ error: errorMessage(err), stack: err instanceof Error ? err.stack : undefined }, 'daemon crashed');
-      removeTransient(this.l, this.entry.id);
+      this.removeOwnTransient();
       this.flushSync();
       process.exit(1);
     };

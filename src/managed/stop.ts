@@ -1,7 +1,7 @@
 // `disconnect` and `quit`: stop a managed daemon and remove its entry (state, kubeconfig,
 // socket); its log stays. One that runs elsewhere (registry.ts) cannot be signalled from here:
-// it is left alone, or with --forget its entry is dropped and it goes on unmanaged. The pid is
-// signalled only after checking it still is our daemon (start identity + command line,
+// it is left alone, or with --forget its entry is dropped (it stops there, entry-watch.ts). The
+// pid is signalled only after checking it still is our daemon (start identity + command line,
 // state/process.ts): SIGTERM (Windows: a stop request on its control pipe), up to the drain time
 // and a second for a graceful exit (stop-budget.ts: the daemon plans to be gone by then), then
 // SIGKILL — under the state lock, so never while the daemon holds it. The lock is not held while
