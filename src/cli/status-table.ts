@@ -57,6 +57,10 @@ export function statusTable(rows: readonly ProxyStatus[], currentVersion?: strin
     const upgraded = currentVersion === undefined ? undefined : otherVersion(r, currentVersion);
     if (upgraded) out.push(`${r.id}: ${upgraded.started}; ${upgraded.fix}`);
     if (r.answering === false) out.push(notAnswering(r.id));
+    // A stopper interrupted (Ctrl-C on `disconnect`) with a daemon that is hung or stopped
+    // (SIGSTOP) leaves it "stopping" for good: say how to see the stop through.
+    if (r.state === 'stopping')
+      out.push(`${r.id}: stopping (open streams get its drain time to finish); if it stays stopping, end it with: kubectl proxyout disconnect ${r.id}`);
     if (r.state === 'dead') out.push(`${r.id}: dead${r.error ? ` (${r.error})` : ''}; clean up with: kubectl proxyout disconnect ${r.id}`);
     if (r.state === 'elsewhere')
       out.push(

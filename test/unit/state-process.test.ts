@@ -281,9 +281,27 @@ test('status formatting: bytes, uptime, cache summary, table with dead rows expl
       cache: null,
       error: 'the daemon (pid 11) is gone',
     },
+    {
+      ...base,
+      id: 'c3',
+      state: 'stopping',
+      pid: 12,
+      socks: '127.0.0.1:1081',
+      http: null,
+      uptimeSeconds: 30,
+      openStreams: null,
+      totalStreams: null,
+      failedStreams: null,
+      bytesFromClients: null,
+      bytesToClients: null,
+      cache: null,
+    },
   ]);
   assert.match(lines[0]!, /^ID +STATE +CONTEXT +NAMESPACE +PID +UPTIME +LISTEN +OPEN +TOTAL +UP +DOWN +CACHE$/);
   assert.match(lines[1]!, /^a1 +running +sim +shop +10 +1m5s +socks5h:\/\/127\.0\.0\.1:1080 +1 +9 +100B +2\.0KiB +synced$/);
   assert.match(lines[2]!, /^b2 +dead +sim +shop +11 +- +- +- +- +- +- +-$/);
-  assert.equal(lines[3], 'b2: dead (the daemon (pid 11) is gone); clean up with: kubectl proxyout disconnect b2');
+  assert.match(lines[3]!, /^c3 +stopping +sim +shop +12 +30s /);
+  assert.equal(lines[4], 'b2: dead (the daemon (pid 11) is gone); clean up with: kubectl proxyout disconnect b2');
+  // Left stopping (its stopper interrupted, the daemon hung): the way to see the stop through.
+  assert.equal(lines[5], 'c3: stopping (open streams get its drain time to finish); if it stays stopping, end it with: kubectl proxyout disconnect c3');
 });
