@@ -24,6 +24,25 @@ export interface CacheWatchOptions extends WatchSetOptions {
 
 /** While the cache syncs, a progress line per kind this often. */
 export const PROGRESS_LOG_INTERVAL_MS = 1_000;
+/** A kind whose progress has not moved is said again only every this many intervals. */
+const PROGRESS_REPEAT_INTERVALS = 10;
+
+/**
+ * Which kinds' progress is worth a line at this interval: those that moved since their last line,
+ * and the others every PROGRESS_REPEAT_INTERVALS. An API server that lists nothing (unreachable,
+ * stalled) gave three identical lines a second for the 30 s a sync may take, again at each retry.
+ */
+export class ProgressPacer {
+  private readonly said = new Map<string, { key: string; intervals: number }>();
+
+  due(kind: string, p: SyncProgress): boolean {
+    const key = `${p.listed}/${p.total ?? ''}/${p.waiting ? 'waiting' : ''}`;
+    const last = this.said.get(kind);
+    if (last && last.key === key && ++last.intervals < PROGRESS_REPEAT_INTERVALS) return false;
+    this.said.set(kind, { key, intervals: 0 });
+    return true;
+  }
+}
 
 /** "pods" for "/api/v1/pods?fieldSelector=…", "endpointslices" for a namespaced path. */
 export function kindOf(path: string): string {

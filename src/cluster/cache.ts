@@ -13,7 +13,7 @@ import { normalizeIp } from '../core/ip.js';
 import { slimNamespace, type SlimNamespace, type SlimPod } from './slim.js';
 import { ClusterIndex } from './index.js';
 import { WatchSet } from './watch-set.js';
-import { kindOf, PROGRESS_LOG_INTERVAL_MS, watchLabel, type CacheStatus, type CacheWatchOptions } from './cache-status.js';
+import { kindOf, PROGRESS_LOG_INTERVAL_MS, ProgressPacer, watchLabel, type CacheStatus, type CacheWatchOptions } from './cache-status.js';
 
 import { OnDemandNamespaces, ON_DEMAND_LIMITS, type OnDemandLimits } from './on-demand-namespaces.js';
 
@@ -116,7 +116,8 @@ export class ClusterCache {
       (err: unknown) => this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known'),
     );
     const progressMs = this.watchOptions.progressIntervalMs ?? PROGRESS_LOG_INTERVAL_MS;
-    const progress = setInterval(() => this.logProgress(), progressMs);
+    const pacer = new ProgressPacer();
+    const progress = setInterval(() => this.logProgress(pacer), progressMs);
     progress.unref();
     try {
       const cluster = this.newWatchSet(undefined);
@@ -156,8 +157,9 @@ export class ClusterCache {
   }
 
   /** A start-up that takes more than a moment says so: objects listed per kind, of how many. */
-  private logProgress(): void {
+  private logProgress(pacer: ProgressPacer): void {
     for (const [kind, p] of Object.entries(this.syncProgress())) {
+      if (!pacer.due(kind, p)) continue;
       this.log.info(
         { kind, listed: p.listed, ...(p.total !== undefined ? { of: p.total } : {}), ...(p.waiting ? { waitingOnServer: true } : {}) },
         'syncing the cluster cache',
