@@ -1,6 +1,7 @@
 import type { Logger } from '../core/log.js';
 import { errorMessage } from '../core/errors.js';
 import { ApiStatusError, type ApiConnection } from './api.js';
+import { WatchStoppedError } from './watch-options.js';
 import { ResilientInformer, WATCH_DEADLINES, type InformerHooks, type SyncProgress, type WatchDeadlines, type WatchState } from './informer.js';
 import { closeAgents } from './list-watch.js';
 import { ApiReachability } from './api-reachability.js';
@@ -113,7 +114,11 @@ export class ClusterCache {
       () => {
         if (this.syncingNamespaces === namespaces) this.namespaces = namespaces;
       },
-      (err: unknown) => this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known'),
+      (err: unknown) => {
+        // Stopped with the sync (a start given up, a reload refused): the server refused nothing.
+        if (err instanceof WatchStoppedError) return;
+        this.log.info({ reason: errorMessage(err) }, 'not allowed to list namespaces; only watched namespaces count as known');
+      },
     );
     const progressMs = this.watchOptions.progressIntervalMs ?? PROGRESS_LOG_INTERVAL_MS;
     const pacer = new ProgressPacer();

@@ -18,7 +18,7 @@ import { HEALTHY_WATCH_MS, WatchRecovery } from './watch-recovery.js';
 import { WakeableWait } from './wakeable-wait.js';
 import { InitialEvents } from './initial-events.js';
 import { mayWatchList, watchListAccepted, watchListRefused } from './watch-list-support.js';
-import { WATCH_DEADLINES, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
+import { WATCH_DEADLINES, WatchStoppedError, type InformerHooks, type InformerOptions, type WatchDeadlines } from './watch-options.js';
 import { monotonicMs } from '../core/clock.js';
 import { youngGenerationHold } from '../core/young-generation.js';
 
@@ -131,7 +131,7 @@ export class ResilientInformer<T extends Slim> {
     this.syncing.end();
     this.endHold();
     // Whoever waits for a first sync that will now never come is told so (no-op once synced).
-    this.rejectFirstSync(new Error(`the watch of ${this.path} was stopped before its first list`));
+    this.rejectFirstSync(new WatchStoppedError(this.path));
   }
 
   private async loop(): Promise<void> {

@@ -39,3 +39,11 @@ export interface InformerHooks {
    */
   refused?(err: Error, forMs: number): void;
 }
+
+/** A first sync its owner gave up waiting for (stop() before the first list): no refusal of the server's. */
+export class WatchStoppedError extends Error {
+  constructor(path: string) {
+    super(`the watch of ${path} was stopped before its first list`);
+    this.name = 'WatchStoppedError';
+  }
+}

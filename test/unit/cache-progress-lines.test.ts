@@ -1,12 +1,12 @@
-// cluster/cache.ts: the progress lines of a first sync say what moved. An API server that lists
-// nothing (unreachable behind a proxy, stalled) gave three identical lines every interval for
-// the whole sync, again at each retry and each reload of a managed daemon: ~180 lines a minute.
+// cluster/cache.ts: the lines of a first sync say what is so. Its progress lines say what moved: an
+// API server that lists nothing (unreachable behind a proxy, stalled) gave three identical lines
+// every interval for the whole sync, again at each retry and each reload of a managed daemon.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import { ClusterCache } from '../../src/cluster/cache.js';
 import { createLogger } from '../../src/core/log.js';
-import { startFakeApi } from '../helpers/fake-api.js';
+import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
 
 test('a first sync that gets nothing logs each kind once, then only every ten intervals', async () => {
   const held: ServerResponse[] = [];
@@ -35,6 +35,37 @@ test('a first sync that gets nothing logs each kind once, then only every ten in
     await cache.stop();
     for (const res of held) res.destroy();
     await starting;
+    await fake.close();
+  }
+});
+
+test('a sync stopped before the namespace list came says nothing of permissions; a refused list still does', async () => {
+  const held: ServerResponse[] = [];
+  const refuseNamespaces = { on: false };
+  const fake = await startFakeApi((url, res) => {
+    if (refuseNamespaces.on && url.pathname === '/api/v1/namespaces') return sendStatus(res, 403, 'namespaces is forbidden');
+    held.push(res);
+  });
+  const run = async () => {
+    const lines: Array<{ msg: string; reason?: string }> = [];
+    const log = createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l)) } as never);
+    const cache = new ClusterCache(fake.api, log, 'default');
+    const starting = cache.start().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 300));
+    await cache.stop();
+    for (const res of held.splice(0)) res.destroy();
+    await starting;
+    await new Promise((r) => setImmediate(r));
+    return lines.filter((l) => l.msg === 'not allowed to list namespaces; only watched namespaces count as known');
+  };
+  try {
+    assert.deepEqual(await run(), [], 'stopped (a start given up, a reload refused): no refusal to report');
+    refuseNamespaces.on = true;
+    const refused = await run();
+    assert.equal(refused.length, 1);
+    assert.match(refused[0]!.reason!, /forbidden/);
+  } finally {
+    for (const res of held) res.destroy();
     await fake.close();
   }
 });
