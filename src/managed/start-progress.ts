@@ -3,6 +3,7 @@
 // has got nowhere for 30 s). A fixed deadline SIGKILLed a daemon still syncing a big cluster
 // behind a slow link, which the foreground proxy would have served.
 import { testHookMs } from '../core/test-hooks.js';
+import { monotonicMs } from '../core/clock.js';
 import { SyncHeadway } from '../cluster/sync-progress.js';
 import { queryStatus } from './control.js';
 
@@ -16,18 +17,19 @@ const ASK_EVERY_MS = 1_000;
 export class StartProgress {
   readonly waitMs = testHookMs(TEST_READY_WAIT_ENV) ?? READY_WAIT_MS;
   private readonly headway = new SyncHeadway();
-  private deadline = Date.now() + this.waitMs;
-  private askedAt = 0;
+  // On the monotonic clock: the date set forward during a start killed a daemon still syncing.
+  private deadline = monotonicMs() + this.waitMs;
+  private askedAt = -Infinity;
 
   constructor(private readonly controlSocket: string) {}
 
   /** True once the daemon has got no further for waitMs (its sync, as it reports it). */
   async stalled(): Promise<boolean> {
-    if (Date.now() - this.askedAt >= ASK_EVERY_MS) {
-      this.askedAt = Date.now();
+    if (monotonicMs() - this.askedAt >= ASK_EVERY_MS) {
+      this.askedAt = monotonicMs();
       const cache = (await queryStatus(this.controlSocket, ASK_EVERY_MS))?.cache;
-      if (cache && this.headway.moved(cache)) this.deadline = Date.now() + this.waitMs;
+      if (cache && this.headway.moved(cache)) this.deadline = monotonicMs() + this.waitMs;
     }
-    return Date.now() > this.deadline;
+    return monotonicMs() > this.deadline;
   }
 }

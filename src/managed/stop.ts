@@ -15,6 +15,7 @@ import { controlRequest } from './control.js';
 import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
 import { ElsewhereError, inspect } from './registry.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
+import { monotonicMs } from '../core/clock.js';
 
 /** …, forgotten: an entry from elsewhere dropped unsignalled · left-elsewhere: --all without --forget passed it by. */
 export type StopOutcome = 'stopped' | 'killed' | 'was-dead' | 'forgotten' | 'left-elsewhere';
@@ -193,10 +194,11 @@ export function signal(pid: number, sig: NodeJS.Signals): boolean {
   }
 }
 
+/** On the monotonic clock: the date set back an hour meanwhile kept a hung daemon an hour; forward, killed it at once. */
 async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = monotonicMs() + timeoutMs;
   while (isAlive(pid)) {
-    if (Date.now() > deadline) return false;
+    if (monotonicMs() > deadline) return false;
     await new Promise((r) => setTimeout(r, 50));
   }
   return true;
