@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import type { StateLayout } from '../state/paths.js';
 import { isOurDaemon, systemHost } from '../state/process.js';
 import { compareSpace } from '../state/process-space.js';
-import { listIds, readEntry, removeEntry, removeTransient, updateEntry, type ProxyEntry } from './store.js';
+import { bestEffortWrite, listIds, readEntry, removeEntry, removeTransient, updateEntry, type ProxyEntry } from './store.js';
 
 export type LiveState = 'starting' | 'running' | 'stopping' | 'dead' | 'elsewhere';
 
@@ -37,7 +37,7 @@ export function inspect(l: StateLayout, id: string): Inspected | undefined {
   const entry = readEntry(l, id);
   if (!entry) {
     // A directory without a readable state.json cannot be a live proxy: remove it.
-    if (existsSync(l.proxyDir(id))) removeEntry(l, id);
+    if (existsSync(l.proxyDir(id))) bestEffortWrite(() => removeEntry(l, id));
     return undefined;
   }
   const state = liveState(entry);
@@ -49,7 +49,10 @@ export function inspect(l: StateLayout, id: string): Inspected | undefined {
         : entry.pid === undefined
           ? 'connect was interrupted before the daemon started'
           : `the daemon (pid ${entry.pid}) is gone`;
-    return { entry: updateEntry(l, id, (e) => ((e.phase = 'dead'), (e.error = why))) ?? entry, state };
+    // Said dead also where it cannot be recorded (a read-only state directory).
+    let dead: ProxyEntry | undefined;
+    bestEffortWrite(() => (dead = updateEntry(l, id, (e) => ((e.phase = 'dead'), (e.error = why)))));
+    return { entry: dead ?? { ...entry, phase: 'dead', error: why }, state };
   }
   if (state === 'dead') removeTransient(l, id);
   return { entry, state };

@@ -12,7 +12,7 @@ import { ID_PATTERN, StateDirError, type StateLayout } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { isAlive, isOurDaemon, systemHost } from '../state/process.js';
 import { controlRequest } from './control.js';
-import { listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
+import { bestEffortWrite, listIds, readEntry, removeEntry, updateEntry, type ProxyEntry } from './store.js';
 import { ElsewhereError, inspect } from './registry.js';
 import { KILL_WAIT_MS, termWaitMs } from './stop-budget.js';
 import { monotonicMs } from '../core/clock.js';
@@ -83,18 +83,9 @@ export async function stopProxy(l: StateLayout, id: string, opts: { forget?: boo
     // The daemon removes its own entry on a graceful exit; after SIGKILL we do. Leave alone a
     // new entry a concurrent `connect` may have created for the same ID meanwhile.
     const now = readEntry(l, id);
-    if (!now || now.createdAt === entry.createdAt) removeEntry(l, id);
+    if (!now || now.createdAt === entry.createdAt) bestEffortWrite(() => removeEntry(l, id));
   });
   return { id, entry, outcome };
-}
-
-/** Runs a state write that a stop can do without: a file system that takes no writes is no reason to keep a daemon. */
-function bestEffortWrite(write: () => unknown): void {
-  try {
-    write();
-  } catch (err) {
-    if (!['ENOSPC', 'EDQUOT'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
-  }
 }
 
 /**

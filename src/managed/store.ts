@@ -214,6 +214,18 @@ export function removeTransient(l: StateLayout, id: string): void {
   }
 }
 
+/**
+ * Runs a state write that a command can do without: a full disk or a file system remounted
+ * read-only is no reason to keep a daemon running, or to hide it from `status`.
+ */
+export function bestEffortWrite(write: () => unknown): void {
+  try {
+    write();
+  } catch (err) {
+    if (!['ENOSPC', 'EDQUOT', 'EROFS'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+  }
+}
+
 /** Removes proxies/<id>/ entirely (state, kubeconfig, socket). The log stays. */
 export function removeEntry(l: StateLayout, id: string): void {
   rmSync(l.proxyDir(id), { recursive: true, force: true });

@@ -37,6 +37,10 @@ export async function withStateLock<T>(l: StateLayout, fn: () => Promise<T> | T,
       });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
+      // A file system remounted read-only (ext4's errors=remount-ro) under running daemons: no
+      // command here can change it, so there is nothing to lock against, and refusing made them
+      // impossible to list or stop. What fn writes fails (EROFS); a stop does without.
+      if (e.code === 'EROFS') return await fn();
       if (e.code !== 'ELOCKED') throw new StateDirError(`cannot take the state lock in ${l.root}: ${e.message}`);
       if (removeLockFromTheFuture(l.lockFile)) continue;
       const pause = Math.min(step * (1 + Math.random()), MAX_RETRY_STEP_MS);

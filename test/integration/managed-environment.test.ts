@@ -1,6 +1,7 @@
 // Managed daemons in unusual surroundings: a state directory that stops taking writes (a full
-// disk: what was started can still be stopped; on a small tmpfs), a working directory removed
-// under the shell. The real CLI and real daemons against the simulated cluster.
+// disk, a file system remounted read-only: what was started can still be seen and stopped; on a
+// tmpfs), a working directory removed under the shell. The real CLI and real daemons against the
+// simulated cluster.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -146,3 +147,35 @@ test(
     }
   },
 );
+
+test('status and disconnect see and stop a daemon whose state directory was remounted read-only', async (t) => {
+  if (process.platform !== 'linux' || process.getuid?.() !== 0) return t.skip('needs root on Linux to mount');
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-ro-'));
+  const state = path.join(dir, 'state');
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'tmpfs', dir]);
+  const mounts = [dir];
+  t.after(() => {
+    for (const m of mounts.reverse()) execFileSync('umount', ['-l', m]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
+  const r = await runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--json', '--id', 'ro'], { env });
+  assert.equal(r.code, 0, r.stderr);
+  const { pid } = JSON.parse(r.stdout) as { pid: number };
+  daemons.add(pid);
+  // As ext4's errors=remount-ro does: the files the daemon has open stay open, nothing new is written.
+  execFileSync('mount', ['--bind', state, state]);
+  mounts.push(state);
+  execFileSync('mount', ['-o', 'remount,bind,ro', state]);
+
+  const status = await runCli(['status'], { env });
+  assert.equal(status.code, 0, status.stderr);
+  assert.match(status.stdout, new RegExp(`^ro +running .* ${pid} `, 'm'));
+  const d = await runCli(['disconnect', 'ro'], { env });
+  assert.equal(d.code, 0, d.stderr);
+  assert.match(d.stdout, /disconnected ro /);
+  assert.equal(isAlive(pid), false, 'disconnect waited for the daemon to go');
+  const after = await runCli(['status'], { env });
+  assert.equal(after.code, 0, after.stderr);
+  assert.match(after.stdout, /^ro +dead /m, 'its record cannot be removed: said dead');
+});
