@@ -25,8 +25,8 @@ import type { RunningProxy } from '../proxy/running.js';
 import { layout, stateDirExists, validateId } from '../state/paths.js';
 import { withStateLock } from '../state/lock.js';
 import { generateCredentials, readClientAuthFile } from '../state/proxy-auth.js';
-import { describeTarget, type CredentialIdentity, type ProxyEntry } from '../managed/store.js';
-import { inspect } from '../managed/registry.js';
+import { describeTarget, type CredentialIdentity } from '../managed/store.js';
+import { inspect, whereItRuns, type Inspected } from '../managed/registry.js';
 import { askManaged, notAnswering } from '../managed/status.js';
 import { credentialIdentity, managedId, resolveManagedTable } from '../managed/table.js';
 import { whose } from '../managed/settings.js';
@@ -88,11 +88,11 @@ export default class Exec extends Command {
     const given = proxyAuthFrom(flags);
 
     const lookup = await this.findManaged(flags.id, options).catch((err: unknown) => failOnKnownError(this, err));
-    const found = lookup?.entry;
+    const found = lookup?.inspected.state === 'running' ? lookup.inspected.entry : undefined;
     // One that serves port mappings only (or HTTP on a unix socket) gives CMD nothing to use; one
     // without HTTP on TCP (connect's default) gives Go, Python and Node clients nothing they read,
     // so it is used only when named (--id). One with other credentials is not CMD's to use.
-    const managed = found && !lookup.otherCredentials && (flags.id !== undefined ? variablesCanName(found) : httpOnTcp(found)) ? found : undefined;
+    const managed = found && !lookup?.otherCredentials && (flags.id !== undefined ? variablesCanName(found) : httpOnTcp(found)) ? found : undefined;
     let env: ProxyEnvironment;
     let temporary: RunningProxy | undefined;
     let log: ExecLog | undefined;
@@ -140,13 +140,13 @@ export default class Exec extends Command {
       env = proxyEnvironment({ socks: temporary.socks, http: temporary.http }, proxyAuth, apiServersOf(temporary.routes()), table.clusterDomain);
       // With --id, the proxy asked for by name: naming the context instead hid a mistyped ID.
       const why = lookup?.otherCredentials
-        ? `managed proxy ${lookup.entry.id} serves ${describeTarget(lookup.entry)} with other credentials (${whose(lookup.otherCredentials)})`
+        ? `managed proxy ${lookup.inspected.entry.id} serves ${describeTarget(lookup.inspected.entry)} with other credentials (${whose(lookup.otherCredentials)})`
         : found
           ? variablesCanName(found)
             ? `managed proxy ${found.id} has no HTTP listener, which Go, Python and Node clients need (connect --listen-http adds one)`
             : `managed proxy ${found.id} has no SOCKS listener or HTTP one on TCP`
           : flags.id !== undefined
-            ? `no managed proxy ${flags.id} is running`
+            ? notRunning(flags.id, lookup?.inspected)
             : `no managed proxy for ${temporary.context ? `context ${escapeControls(temporary.context)}` : 'this routing table'}`;
       process.stderr.write(
         `kubectl-proxyout: ${why}; started a temporary one for this command ` +
@@ -169,15 +169,15 @@ export default class Exec extends Command {
     this.exit(code);
   }
 
-  /** The running managed proxy for these flags' ID, or undefined (none, or not running). */
   /**
-   * The running managed proxy for these flags (or --id); `otherCredentials`: the derived one runs as
-   * another kubeconfig identity (connect refuses it too: its rights are not the ones asked for).
+   * The managed proxy for these flags (or --id), as it is (running or not); `otherCredentials`: the
+   * derived one runs as another kubeconfig identity (connect refuses it too: its rights are not the
+   * ones asked for).
    */
   private async findManaged(
     id: string | undefined,
     options: ReturnType<typeof proxyOptionsFrom>,
-  ): Promise<{ entry: ProxyEntry; otherCredentials?: CredentialIdentity } | undefined> {
+  ): Promise<{ inspected: Inspected; otherCredentials?: CredentialIdentity } | undefined> {
     const l = layout();
     if (!stateDirExists(l)) return undefined;
     const managed =
@@ -194,11 +194,20 @@ export default class Exec extends Command {
         : undefined;
     const wanted = managed ? managedId(managed) : validateId(id!);
     const found = await withStateLock(l, () => inspect(l, wanted));
-    if (found?.state !== 'running') return undefined;
+    if (!found) return undefined;
+    if (found.state !== 'running') return { inspected: found };
     const was = found.entry.credentials;
     const now = managed?.primary && credentialIdentity(managed.primary, options.kubeconfig);
-    return { entry: found.entry, ...(was && now && was.key !== now.key ? { otherCredentials: was } : {}) };
+    return { inspected: found, ...(was && now && was.key !== now.key ? { otherCredentials: was } : {}) };
   }
+}
+
+/** Why `--id ID` is not used: it said "no managed proxy ID is running" of one `status` lists as starting. */
+function notRunning(id: string, found: Inspected | undefined): string {
+  if (!found) return `no managed proxy ${id} is running`;
+  if (found.state === 'elsewhere') return `managed proxy ${id} runs elsewhere (${whereItRuns(found.entry)})`;
+  if (found.state === 'dead') return `managed proxy ${id} is dead (clean up with: kubectl proxyout disconnect ${id})`;
+  return `managed proxy ${id} is ${found.state === 'starting' ? 'still starting' : 'stopping'}, not running`;
 }
 
 /** Why CMD cannot be run, with a shell's exit status (127: not found, 126: not executable); undefined when it can. */

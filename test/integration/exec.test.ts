@@ -15,6 +15,9 @@ import { binPath, runCli } from '../helpers/proxy-process.js';
 import { curl } from '../helpers/curl.js';
 import { isAlive } from '../../src/state/process.js';
 import { statusItem, statusItems } from '../helpers/status-json.js';
+import { proxyEntry } from '../helpers/proxy-entry.js';
+import { ensureStateDir, layout } from '../../src/state/paths.js';
+import { writeEntry } from '../../src/managed/store.js';
 
 let cluster: TestCluster;
 let stateDir: string;
@@ -221,6 +224,17 @@ describe('exec without a managed proxy: a temporary one', () => {
     const byId = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--id', 'no-such-id', '--', 'true']);
     assert.equal(byId.code, 0, byId.stderr);
     assert.match(byId.stderr, /^kubectl-proxyout: no managed proxy no-such-id is running; started a temporary one for this command \(context sim,/m);
+    // One that `status` lists but that does not run is named as it is, not as missing.
+    const l = layout(stateDir);
+    ensureStateDir(l);
+    writeEntry(l, proxyEntry('gone-one', { phase: 'running', pid: 2 ** 22 + 1 }));
+    const dead = await cli(['exec', '--kubeconfig', cluster.kubeconfig, '--id', 'gone-one', '--', 'true']);
+    assert.equal(dead.code, 0, dead.stderr);
+    assert.match(
+      dead.stderr,
+      /^kubectl-proxyout: managed proxy gone-one is dead \(clean up with: kubectl proxyout disconnect gone-one\); started a temporary one for this command/m,
+    );
+    assert.equal((await cli(['disconnect', 'gone-one'])).code, 0);
   });
 
   test("the temporary proxy does not bind the config file's port mappings (one may be taken by a running proxy)", async () => {
