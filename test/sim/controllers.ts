@@ -1,6 +1,7 @@
 // EndpointSlice and Endpoints controllers, run synchronously after every pod/service change.
 // Follows pkg/controller/endpointslice (reconciler.go, utils.go: one slice per distinct resolved
-// port set, named targetPorts resolved per pod with podutil.FindPort, placeholder slice with
+// port set and at most 100 endpoints (--max-endpoints-per-slice), named targetPorts resolved per
+// pod with podutil.FindPort, placeholder slice with
 // `endpoints: null` and `ports: null` when no pod matches, conditions ready/serving/terminating,
 // hostname only when pod.spec.subdomain == service name, headless label) and
 // pkg/controller/endpoint/endpoints_controller.go (v1 Endpoints: ready → addresses, not ready →
@@ -34,6 +35,9 @@ type AnyObj = Record<string, any>;
 function selectorMatches(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
   return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 }
+
+/** The EndpointSlice controller's --max-endpoints-per-slice default: a Service with more pods gets several slices. */
+export const MAX_ENDPOINTS_PER_SLICE = 100;
 
 /** podutil.FindPort: numeric targetPort as is; named one → the pod's containerPort of that name. */
 function resolvePort(svcPort: AnyObj, pod: AnyObj): SlicePort | undefined {
@@ -117,18 +121,12 @@ export class EndpointsController {
     const ns = svc.metadata.namespace;
     const name = svc.metadata.name;
     const labels = { ...this.labelsFor(svc), [SERVICE_NAME_LABEL]: name, [MANAGED_BY_LABEL]: SLICE_CONTROLLER };
-    const desired = groups.length
-      ? groups.map((g) => ({
-          // Pods without any of the ports: upstream stores the empty list, and reads it back as null.
-          key: g.ports.length ? JSON.stringify(g.ports) : 'null',
-          endpoints: g.pods.map((p) => this.endpoint(svc, p)),
-          ports: g.ports.length ? g.ports : (null as SlicePort[] | null),
-        }))
-      : [{ key: 'null', endpoints: null as AnyObj[] | null, ports: null as SlicePort[] | null }];
     const unused = [...existing];
+    const desired = groups.length
+      ? groups.flatMap((g) => this.placed(svc, g, unused))
+      : [{ endpoints: null as AnyObj[] | null, ports: null as SlicePort[] | null, current: this.take(unused, 'null') }];
     for (const d of desired) {
-      const idx = unused.findIndex((s) => JSON.stringify((s as AnyObj).ports ?? null) === d.key);
-      const current = idx >= 0 ? (unused.splice(idx, 1)[0] as AnyObj) : undefined;
+      const current = d.current;
       if (current) {
         const same =
           JSON.stringify(current.endpoints ?? null) === JSON.stringify(d.endpoints) && JSON.stringify(current.metadata.labels) === JSON.stringify(labels);
@@ -160,6 +158,49 @@ export class EndpointsController {
       }
     }
     for (const s of unused) this.store.remove('endpointslices', ns, s.metadata.name);
+  }
+
+  /** The first unused slice with these ports (JSON, or 'null'), taken out of `unused`. */
+  private take(unused: KObject[], key: string): AnyObj | undefined {
+    const idx = unused.findIndex((s) => JSON.stringify((s as AnyObj).ports ?? null) === key);
+    return idx >= 0 ? (unused.splice(idx, 1)[0] as AnyObj) : undefined;
+  }
+
+  /**
+   * One port set's slices, as reconciler.go reconcileByPortMapping places endpoints: each existing
+   * slice keeps the endpoints still wanted (updated in place), new ones fill those slices (the fullest
+   * first) up to MAX_ENDPOINTS_PER_SLICE, then new slices; an endpoint never moves to another slice. A slice
+   * left empty is not returned (it stays in `unused`, deleted).
+   */
+  private placed(svc: AnyObj, g: Group, unused: KObject[]): Array<{ current?: AnyObj; endpoints: AnyObj[] | null; ports: SlicePort[] | null }> {
+    // Pods without any of the ports: upstream stores the empty list, and reads it back as null.
+    const key = g.ports.length ? JSON.stringify(g.ports) : 'null';
+    const ports = g.ports.length ? g.ports : null;
+    const refKey = (e: AnyObj) => `${e.targetRef?.name}/${e.targetRef?.uid}`;
+    const want = new Map<string, AnyObj>();
+    for (const pod of g.pods) {
+      const e = this.endpoint(svc, pod);
+      want.set(refKey(e), e);
+    }
+    const out: Array<{ current?: AnyObj; endpoints: AnyObj[]; ports: SlicePort[] | null }> = [];
+    for (let current = this.take(unused, key); current; current = this.take(unused, key)) {
+      const kept: AnyObj[] = [];
+      for (const e of (current.endpoints ?? []) as AnyObj[]) {
+        const next = want.get(refKey(e));
+        if (!next) continue;
+        kept.push(next);
+        want.delete(refKey(e));
+      }
+      out.push({ current, endpoints: kept, ports });
+    }
+    const rest = [...want.values()];
+    // The fullest slice with room first (getSliceToFill: the one closest to full once filled).
+    for (const slice of [...out].sort((a, b) => b.endpoints.length - a.endpoints.length)) {
+      while (slice.endpoints.length < MAX_ENDPOINTS_PER_SLICE && rest.length) slice.endpoints.push(rest.shift()!);
+    }
+    while (rest.length) out.push({ endpoints: rest.splice(0, MAX_ENDPOINTS_PER_SLICE), ports });
+    for (const slice of out) if (slice.current && slice.endpoints.length === 0) unused.push(slice.current as KObject);
+    return out.filter((slice) => slice.endpoints.length > 0);
   }
 
   private reconcileEndpoints(svc: AnyObj, groups: Group[]): void {

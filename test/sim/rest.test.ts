@@ -397,3 +397,33 @@ test('publishNotReadyAddresses: every endpoint is ready, a pod not ready or term
     await t.stop();
   }
 });
+
+test('more than 100 pods: slices of at most 100; an endpoint stays in its slice, a new one fills the room left', async () => {
+  const t = await SimCluster.start({ quiet: true, bootstrap: false });
+  try {
+    await t.createService({ namespace: 'ns', name: 's', selector: { app: 'p' }, ports: [{ port: 80, targetPort: 8080 }] });
+    for (let i = 0; i < 201; i++) await t.createPod({ namespace: 'ns', name: `p-${i}`, labels: { app: 'p' }, ports: [{ containerPort: 8080 }] });
+    type Slice = { metadata: { name: string }; endpoints: Array<{ targetRef: { name: string } }> };
+    const slices = async () =>
+      new Map(
+        ((await request(t, '/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices')).json().items as Slice[]).map((s) => [
+          s.metadata.name,
+          s.endpoints.map((e) => e.targetRef.name),
+        ]),
+      );
+    const before = await slices();
+    assert.deepEqual([...before.values()].map((pods) => pods.length).sort(), [1, 100, 100]);
+    const [full] = [...before].find(([, pods]) => pods.includes('p-5'))!;
+    await t.deletePod('ns', 'p-5');
+    await t.createPod({ namespace: 'ns', name: 'p-new', labels: { app: 'p' }, ports: [{ containerPort: 8080 }] });
+    const after = await slices();
+    assert.deepEqual([...after.keys()].sort(), [...before.keys()].sort(), 'the same slices');
+    for (const [name, pods] of before) {
+      const kept = pods.filter((p) => p !== 'p-5');
+      assert.deepEqual(after.get(name)!.slice(0, kept.length), kept, `${name}: no endpoint moved`);
+    }
+    assert.ok(after.get(full)!.includes('p-new'), 'the new pod takes the room in the slice that lost one, the fullest with room');
+  } finally {
+    await t.stop();
+  }
+});
