@@ -36,6 +36,11 @@ export interface ClusterView {
   namespaceExists(namespace: string): boolean | undefined;
   /** Namespace of single-label names. */
   readonly defaultNamespace: string;
+  /**
+   * Does cluster DNS name a pod `<hostname>.<service>.<namespace>.svc` (a ready endpoint of that
+   * Service with that hostname)? For the short forms a pod's search path completes to it.
+   */
+  namesPodHostname?(namespace: string, service: string, hostname: string): boolean;
 }
 
 /** 'degraded': it became ready, but its API server does not answer or a watch keeps failing (guest-cluster/health.ts). */

@@ -15,7 +15,7 @@
 import type { Destination } from '../core/types.js';
 import { NotAllowedError } from '../core/errors.js';
 import { CidrIndex, parseCidr, parseIp } from '../core/cidr.js';
-import { noSuchNamespace, otherClusterDomain, parseClusterName, parseRouteName, type ClusterName } from '../routes/guest-cluster/names.js';
+import { noSuchNamespace, otherClusterDomain, parseClusterName, parseRouteName, shortHostnameName, type ClusterName } from '../routes/guest-cluster/names.js';
 import { labelCount, ruleShape, RoutingTableError, SuffixIndex, type RuleSource, type SuffixRule } from './suffix-index.js';
 import { normalizeHostName, parsePattern, type RoutingTable } from './table-spec.js';
 import { hasClusterNames, type RouteSpec } from '../routes/spec.js';
@@ -286,6 +286,12 @@ export class RouteMatcher {
     const d = this.defaultRoute;
     if (d >= 0 && labels <= 3 && !blocked.some((b) => b.route === d) && name !== 'localhost' && !name.endsWith('.localhost')) {
       const view = this.viewOf[d];
+      // A StatefulSet peer's short name (`mysql-0.mysql`, `mysql-0.mysql.shop`) first, as a pod's
+      // search path tries `<ns>.svc.<zone>` before `svc.<zone>`; only when DNS names that pod.
+      const peer = labels > 1 && view?.namesPodHostname ? shortHostnameName(name, view.defaultNamespace) : undefined;
+      if (peer?.kind === 'pod-hostname' && view?.namesPodHostname?.(peer.namespace, peer.service, peer.hostname)) {
+        return { claimed: true, route: this.table.routes[d]!, reason: 'short-name', host: name, isIp: false, name: peer };
+      }
       const parsed = parseClusterName(name, this.table.clusterDomain, view?.defaultNamespace ?? 'default');
       if (parsed) {
         const route = this.table.routes[d]!;

@@ -137,15 +137,18 @@ describe('IP destinations', () => {
     assert.match(body, /port 8081/);
   });
 
-  test('a headless pod hostname reaches that pod (server speaks first)', async () => {
-    const { reply, socket, rest } = await socks5Connect(socks, 'db-0.db.shop.svc.cluster.local', 5432);
-    assert.equal(reply, 0);
-    // The banner may arrive in the same segment as the SOCKS reply.
-    const want = 'banner db-0\n'.length;
-    const line = Buffer.concat([rest, await new Reader(socket).read(Math.max(0, want - rest.length))]);
-    assert.equal(line.toString(), 'banner db-0\n');
-    socket.destroy();
-  });
+  // Short forms too, as a pod's search path completes them (the StatefulSet tutorials' mysql-0.mysql).
+  for (const host of ['db-0.db.shop.svc.cluster.local', 'db-0.db.shop', 'db-0.db']) {
+    test(`a headless pod hostname reaches that pod (server speaks first): ${host}`, async () => {
+      const { reply, socket, rest } = await socks5Connect(socks, host, 5432);
+      assert.equal(reply, 0);
+      // The banner may arrive in the same segment as the SOCKS reply.
+      const want = 'banner db-0\n'.length;
+      const line = Buffer.concat([rest, await new Reader(socket).read(Math.max(0, want - rest.length))]);
+      assert.equal(line.toString(), 'banner db-0\n');
+      socket.destroy();
+    });
+  }
 });
 
 describe('payloads and concurrency', () => {

@@ -239,3 +239,12 @@ test('a two-label name with a mistyped namespace is refused naming the namespace
     /web\.shpo is not served by any route .*; cluster route admin: web\.shpo is no cluster name: as one it would be Service "web" in namespace "shpo", and there is no namespace "shpo"/,
   );
 });
+
+test("a pod hostname's short forms (hostname.subdomain, and .ns) reach that pod, as a pod's search path completes them", { skip }, async () => {
+  for (const host of ['twin.twins', 'twin.twins.shop']) {
+    // Through SOCKS: the name goes to the proxy as it is (curl's socks5h).
+    const r = await curl(['--socks5-hostname', proxies.get('spdy')!.socks!, `http://${host}:8080/`]);
+    assert.equal(r.code, 0, `${host}: ${r.stderr}`);
+    assert.match(r.stdout, /pod=twins-\S+ namespace=shop port=8080/, host);
+  }
+});

@@ -165,6 +165,26 @@ test('"svc.ns" short names: absent namespaces fall through, unknown ones are cla
   assert.equal(claimOf(unknown.matchHost('web'), 'web').fallback, undefined);
 });
 
+test('a StatefulSet peer\'s short name (mysql-0.mysql, mysql-0.mysql.shop) is the pod cluster DNS names, before "svc.ns"', () => {
+  // Service mysql in shop has a ready endpoint with hostname mysql-0; Service other in shop one named web.
+  const peers = new Set(['shop/mysql/mysql-0', 'shop/other/web']);
+  const view: ClusterView = { ...fixedView([], ['shop', 'other'], 'shop'), namesPodHostname: (ns, svc, host) => peers.has(`${ns}/${svc}/${host}`) };
+  for (const direct of [true, false]) {
+    const m = new RouteMatcher(tableFromYaml(MULTI_YAML, direct), views({ prod: view }));
+    for (const host of ['mysql-0.mysql', 'mysql-0.mysql.shop', 'MySQL-0.mysql.']) {
+      const d = claimOf(m.matchHost(host), host);
+      assert.deepEqual([d.route.name, d.reason, d.fallback], ['prod', 'short-name', undefined], host);
+      assert.deepEqual(d.name, { kind: 'pod-hostname', hostname: 'mysql-0', service: 'mysql', namespace: 'shop' }, host);
+    }
+    // A pod's search path tries <ns>.svc.<zone> first: the peer wins over Service web in namespace other.
+    assert.equal(claimOf(m.matchHost('web.other'), 'web.other').name?.kind, 'pod-hostname');
+    // No such peer: as before, "svc.ns" in a namespace that exists, else not a cluster name.
+    assert.deepEqual(claimOf(m.matchHost('api.other'), 'api.other').name, { kind: 'service', service: 'api', namespace: 'other', namespaceNeedsCheck: true });
+    const unnamed = m.matchHost('mysql-1.mysql.shop');
+    assert.ok(unnamed.claimed ? unnamed.reason === 'direct' : !direct, 'a peer DNS does not name is left to the rules below');
+  }
+});
+
 test('"." and 0.0.0.0/0 are catch-alls, consulted after short names and the clusters\' known IPs', () => {
   const m = new RouteMatcher(
     tableFromYaml(`

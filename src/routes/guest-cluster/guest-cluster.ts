@@ -140,6 +140,10 @@ export class GuestCluster implements GuestClusterView {
     );
   }
 
+  namesPodHostname(namespace: string, service: string, hostname: string): boolean {
+    return this.life.state === 'ready' && this.cache.lookup.podByHostname(namespace, service, hostname) !== undefined;
+  }
+
   /** While it first starts or syncs (knowsIp answers only after): see RouteLifecycle.whenSettled. */
   whenSettled(signal: AbortSignal): Promise<void> | undefined {
     return this.life.whenSettled(signal);

@@ -58,6 +58,23 @@ export function parseClusterName(host: string, clusterDomain: string, defaultNam
   return undefined;
 }
 
+/**
+ * The pod a short name `<hostname>.<service>` or `<hostname>.<service>.<namespace>` would denote
+ * as a pod's resolv.conf search path completes it (`<ns>.svc.<zone>`, then `svc.<zone>`): a
+ * StatefulSet peer as its tutorials name it (`mysql-0.mysql`). Only a syntactic reading: the
+ * caller asks the cluster whether DNS names that pod (a two-label name may be `svc.ns` instead).
+ */
+export function shortHostnameName(host: string, defaultNamespace: string): ClusterName | undefined {
+  const name = normalizeName(host);
+  if (!name) return undefined;
+  const labels = name.split('.');
+  if (labels.length === 2) return { kind: 'pod-hostname', hostname: labels[0], service: labels[1], namespace: defaultNamespace };
+  if (labels.length === 3 && labels[2] !== 'svc' && labels[2] !== 'pod') {
+    return { kind: 'pod-hostname', hostname: labels[0], service: labels[1], namespace: labels[2] };
+  }
+  return undefined;
+}
+
 /** "10-244-1-7" → "10.244.1.7"; IPv6 pod records use dashes for colons. */
 export function dashedIp(label: string): string | undefined {
   const v4 = label.split('-');
