@@ -32,6 +32,8 @@ export interface SlimService extends Slim {
   /** clusterIP "None". */
   readonly headless: boolean;
   readonly externalName: string | undefined;
+  /** No selector: its EndpointSlices (or Endpoints, mirrored) are written by hand or by an operator. */
+  readonly selectorless: boolean;
   readonly ports: readonly SlimServicePort[];
   /** sessionAffinity ClientIP: how long a client sticks to its endpoint (s); undefined without. */
   readonly affinitySeconds: number | undefined;
@@ -179,6 +181,7 @@ export function slimService(o: Json): SlimService | undefined {
     clusterIPs: uniqueIps([str(spec.clusterIP), ...arr(spec.clusterIPs).map(str)]),
     headless: spec.clusterIP === 'None',
     externalName: str(spec.externalName),
+    selectorless: !spec.selector || Object.keys(spec.selector).length === 0,
     ports: shared(ports),
     affinitySeconds: spec.sessionAffinity === 'ClientIP' ? affinitySeconds(spec.sessionAffinityConfig?.clientIP?.timeoutSeconds) : undefined,
   };

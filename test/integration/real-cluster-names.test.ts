@@ -248,3 +248,13 @@ test("a pod hostname's short forms (hostname.subdomain, and .ns) reach that pod,
     assert.match(r.stdout, /pod=twins-\S+ namespace=shop port=8080/, host);
   }
 });
+
+test('a selector-less Service whose endpoints nobody wrote yet is refused saying so, not blaming a selector it lacks', { skip }, async () => {
+  const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'unwritten', namespace: 'shop' }, spec: { ports: [{ port: 80 }] } };
+  await cluster!.kubectl(['apply', '-f', '-'], { input: manifests(svc) });
+  const r = await eventually(async () => {
+    const got = await viaHttp('http://unwritten.shop/');
+    return /no ready endpoint/.test(got.out) && got;
+  }, 5_000);
+  assert.match(r.out, /service shop\/unwritten:80 has no ready endpoint: it has no selector and no endpoints \(no EndpointSlice or Endpoints written for it\)/);
+});

@@ -53,6 +53,8 @@ const services = [
   svc('shop', 'db', { clusterIP: 'None', ports: [{ port: 5432 }], selector: { app: 'db' } }),
   svc('shop', 'api', { clusterIP: '10.96.0.3', ports: [{ name: 'web', port: 80, targetPort: 'web' as never }], selector: { app: 'api' } }),
   svc('shop', 'empty', { clusterIP: '10.96.0.4', ports: [{ port: 80 }], selector: { app: 'none' } }),
+  // Selector-less, its endpoints not written yet (an operator's, or the user's to write).
+  svc('shop', 'unwritten', { clusterIP: '10.96.0.14', ports: [{ port: 80 }] }),
   svc('shop', 'ext', { type: 'ExternalName', externalName: 'example.org' }),
   svc('shop', 'manual', { clusterIP: '10.96.0.6', ports: [{ port: 80 }] }),
 ];
@@ -169,6 +171,10 @@ test('no ready endpoint says why: no endpoint at all, or which pods are there an
   await assert.rejects(
     resolver.resolve(dom('empty.shop', 80)),
     /^NoReadyEndpointError: service shop\/empty:80 has no ready endpoint: it has no endpoints \(no running pod matches its selector\)$/,
+  );
+  await assert.rejects(
+    resolver.resolve(dom('unwritten.shop', 80)),
+    /^NoReadyEndpointError: service shop\/unwritten:80 has no ready endpoint: it has no selector and no endpoints \(no EndpointSlice or Endpoints written for it\)$/,
   );
   const starting = [
     svc('shop', 'one', { clusterIP: '10.96.1.1', ports: [{ port: 80 }] }),

@@ -97,6 +97,7 @@ test('Services: ClusterIPs (dual-stack, spelled any way), headless, ExternalName
     clusterIPs: ['10.96.0.1', 'fd00:10:96::1'],
     headless: false,
     externalName: undefined,
+    selectorless: false,
     affinitySeconds: undefined,
     ports: [
       { name: 'http', port: 80, protocol: 'TCP', targetPort: 'http' },

@@ -223,7 +223,8 @@ export class Resolver {
           `${label}: none of its endpoints (${portless}) has a port for it: their pods have no TCP container port named "${servicePort.targetPort}"`,
         );
       }
-      throw new NoReadyEndpointError(`${label} has no ready endpoint${noReadyDetail(namespace, this.cache.lookup.slicesFor(namespace, name))}`);
+      const detail = noReadyDetail(namespace, this.cache.lookup.slicesFor(namespace, name), svc.selectorless);
+      throw new NoReadyEndpointError(`${label} has no ready endpoint${detail}`);
     }
     const key = `${namespace}/${name}:${port}`;
     const seconds = svc.affinitySeconds;

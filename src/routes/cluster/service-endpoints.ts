@@ -188,7 +188,7 @@ const NOT_READY_SHOWN = 3;
  * matches: scaled to zero, a selector typo), or the pods that are there and not ready, to look at.
  * Empty when endpoints are ready yet gave nothing (said elsewhere).
  */
-export function noReadyDetail(namespace: string, slices: readonly SlimSlice[]): string {
+export function noReadyDetail(namespace: string, slices: readonly SlimSlice[], selectorless = false): string {
   const all = new Set<string>();
   const notReady = new Set<string>();
   for (const slice of slices) {
@@ -198,7 +198,11 @@ export function noReadyDetail(namespace: string, slices: readonly SlimSlice[]): 
       if (ep.ready === false) notReady.add(key);
     }
   }
-  if (all.size === 0) return ': it has no endpoints (no running pod matches its selector)';
+  if (all.size === 0) {
+    // Nothing selects pods for a Service without a selector: someone must write its endpoints.
+    if (selectorless) return ': it has no selector and no endpoints (no EndpointSlice or Endpoints written for it)';
+    return ': it has no endpoints (no running pod matches its selector)';
+  }
   if (notReady.size < all.size) return '';
   const shown = [...notReady].slice(0, NOT_READY_SHOWN).join(', ') + (notReady.size > NOT_READY_SHOWN ? ', …' : '');
   return notReady.size === 1 ? `: its one endpoint, ${shown}, is not ready` : `: none of its ${notReady.size} endpoints is ready (${shown})`;
