@@ -13,7 +13,7 @@ import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
 import { clientName, closingAfterAnswer, whenClientCloses } from './server-base.js';
 import { pooledBusy, pooledIdle } from './idle-upstreams.js';
-import { earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFailure, originFormTarget } from './http-messages.js';
+import { bodyFramingRefusal, earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFailure, originFormTarget } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
 const META = 'proxyoutOpen';
@@ -195,18 +195,8 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
     if (/(?:^|,)\s*websocket\s*(?:\/|,|$)/i.test(String(req.headers.upgrade ?? ''))) {
       return fail(new CommandNotSupportedError('WebSocket upgrades through a plain-HTTP proxy are not supported; use CONNECT'), destination, true);
     }
-    // Node's parser takes the body apart by its last coding (chunked) only; another one before it
-    // (gzip, chunked) would reach the origin unlabelled. RFC 9112 §6.1: 501 for codings not done.
-    const codings = req.headers['transfer-encoding'];
-    if (codings !== undefined && codings.trim().toLowerCase() !== 'chunked') {
-      return fail(
-        new CommandNotSupportedError(
-          `request bodies in transfer coding "${codings.slice(0, 100)}" are not forwarded; send them chunked or with a Content-Length`,
-        ),
-        destination,
-        true,
-      );
-    }
+    const refused = bodyFramingRefusal(req.httpVersion, req.headers['transfer-encoding']);
+    if (refused) return fail(refused, destination, true);
     forward(ctx, agent, req, res, client, destination, target, fail);
   };
 }

@@ -3,6 +3,7 @@
 // http-forward.ts does the forwarding; this module holds the rules, free of sockets.
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { formatHostPort } from '../core/address.js';
+import { BadRequestError, CommandNotSupportedError, type ProxyError } from '../core/errors.js';
 
 const HOP_BY_HOP = [
   'connection',
@@ -38,6 +39,22 @@ export function endToEndHeaders(rawHeaders: readonly string[], drop: readonly st
     if (!remove.has(rawHeaders[i]!.toLowerCase())) out.push(rawHeaders[i]!, rawHeaders[i + 1]!);
   }
   return out;
+}
+
+/**
+ * Why a request body cannot be forwarded as framed, if it cannot; the connection closes after the
+ * answer. HTTP/1.0 has no Transfer-Encoding: a 1.0 sender may know nothing of chunked and meant
+ * the bytes as its next request, so the framing is faulty (RFC 9112 §6.1: 400 and close, as
+ * nginx does). Node's parser takes a body apart by its last coding (chunked) only; one before it
+ * (gzip, chunked) would reach the origin unlabelled: 501 for codings not done (RFC 9112 §6.1).
+ */
+export function bodyFramingRefusal(httpVersion: string, codings: string | undefined): ProxyError | undefined {
+  if (codings === undefined) return undefined;
+  if (httpVersion === '1.0') return new BadRequestError('an HTTP/1.0 request cannot carry Transfer-Encoding: its body framing is ambiguous');
+  if (codings.trim().toLowerCase() === 'chunked') return undefined;
+  return new CommandNotSupportedError(
+    `request bodies in transfer coding "${codings.slice(0, 100)}" are not forwarded; send them chunked or with a Content-Length`,
+  );
 }
 
 /**

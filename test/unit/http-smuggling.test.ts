@@ -111,3 +111,17 @@ test('a chunked body with a bad chunk size after its head went on: the client ge
     'neither the cut upload nor what followed it reached the origin as a request',
   );
 });
+
+test('an HTTP/1.0 request with Transfer-Encoding gets 400 and a close; nothing behind it is acted on', async () => {
+  seen.length = 0;
+  const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+  const head = 'POST http://web.test/old HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n';
+  const answer = await raw(`${head}${body}GET http://web.test/behind HTTP/1.0\r\nConnection: keep-alive\r\n\r\n`, 2);
+  assert.match(answer, /^HTTP\/1\.1 400 [^]*Connection: close\r\n[^]*HTTP\/1\.0 request cannot carry Transfer-Encoding/);
+  assert.equal((answer.match(/HTTP\/1\.1 \d{3}/g) ?? []).length, 1, 'one answer, then the close');
+  await raw('GET http://web.test/marker HTTP/1.1\r\nHost: web.test\r\n\r\n', 1);
+  assert.deepEqual(
+    seen.map((s) => s.url),
+    ['/marker'],
+  );
+});
