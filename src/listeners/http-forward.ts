@@ -13,7 +13,8 @@ import type { StreamRecord } from './stream-stats.js';
 import type { ListenerContext } from './listener.js';
 import { clientName, closingAfterAnswer, whenClientCloses } from './server-base.js';
 import { pooledBusy, pooledIdle } from './idle-upstreams.js';
-import { bodyFramingRefusal, earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor, originFailure, originFormTarget } from './http-messages.js';
+import { bodyFramingRefusal, earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor } from './http-messages.js';
+import { originFailure, originFormTarget, passTrailers } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
 const META = 'proxyoutOpen';
@@ -370,6 +371,8 @@ function forward(
         return sendText(res, 502, 'kubectl-proxyout: the origin sent a response head that cannot be forwarded\n', true);
       }
       upRes.on('data', (chunk: Buffer) => (bytes.bytesToClient += chunk.length));
+      // Trailer fields go on at the body's end, before pipeline ends the answer (Node drops them where it cannot send them).
+      upRes.once('end', () => passTrailers(res, upRes.rawTrailers));
       // pipeline gives backpressure and tears down the other side if either fails.
       pipeline(upRes, res, (err) => {
         if (rec) ctx.stats.closed(rec, bytes.bytesFromClient, bytes.bytesToClient, err ?? undefined);
@@ -383,7 +386,7 @@ function forward(
         }
       });
     });
-    if (hasBody) req.pipe(upReq);
+    if (hasBody) req.once('end', () => passTrailers(upReq, req.rawTrailers)).pipe(upReq);
     else upReq.end();
   };
   attempt(true);

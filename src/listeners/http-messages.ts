@@ -58,6 +58,31 @@ export function bodyFramingRefusal(httpVersion: string, codings: string | undefi
 }
 
 /**
+ * Fields the trailer section may forward (RFC 9110 §6.5): the end-to-end ones, less those that
+ * frame, route or describe the content, which a sender must not put there and a recipient
+ * merging trailers into the header section must never take from there.
+ */
+const NEVER_TRAILERS = ['content-length', 'content-type', 'content-encoding', 'content-range', 'host', 'authorization', 'set-cookie', 'cookie'];
+
+export function forwardableTrailers(rawTrailers: readonly string[]): [string, string][] {
+  const fields = endToEndHeaders(rawTrailers, NEVER_TRAILERS);
+  const pairs: [string, string][] = [];
+  for (let i = 0; i < fields.length; i += 2) pairs.push([fields[i]!, fields[i + 1]!]);
+  return pairs;
+}
+
+/** Adds the trailer fields that may go on to an outgoing message, if any; Node refusing one drops them all. */
+export function passTrailers(message: { addTrailers(trailers: [string, string][]): void }, rawTrailers: readonly string[]): void {
+  const trailers = forwardableTrailers(rawTrailers);
+  if (trailers.length === 0) return;
+  try {
+    message.addTrailers(trailers);
+  } catch {
+    // A name or value Node will not write: the body goes on whole, without its trailers.
+  }
+}
+
+/**
  * The origin-form target to send for an absolute-form one: its raw path and query, never the
  * URL object's normalised form (a proxy must not rewrite them). An OPTIONS with an empty path and
  * no query asks about the server as a whole and goes on as `*` (RFC 9112 §3.2.4).
