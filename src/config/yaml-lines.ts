@@ -35,13 +35,19 @@ export class YamlSyntaxError extends Error {
   }
 }
 
+// js-yaml's own merge type (exported as yaml.types, which @types/js-yaml leaves out).
+const MERGE = (yaml as unknown as { types: { merge: yaml.Type } }).types.merge;
+const SCHEMA = yaml.CORE_SCHEMA.extend({ implicit: [MERGE] });
+
 export function loadYamlWithLines(text: string): Located {
   const stack: Frame[] = [{ line: 0, result: undefined, children: [] }];
   let value: unknown;
   try {
     value = yaml.load(text, {
-      // Core schema: booleans, numbers, null and strings only; no timestamps or binary.
-      schema: yaml.CORE_SCHEMA,
+      // Core schema: booleans, numbers, null and strings only; no timestamps or binary. Plus merge
+      // keys (`<<: *common`), which kubectl's YAML reader takes too: without them a shared part is
+      // a key "<<" and the route seems to lack what it merged.
+      schema: SCHEMA,
       listener(event, state) {
         if (event === 'open') stack.push({ line: state.line, result: undefined, children: [] });
         else {

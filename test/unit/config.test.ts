@@ -345,6 +345,27 @@ test('anchors and aliases share lists; comments and blank lines keep the line nu
   );
 });
 
+test('merge keys (<<) take a shared part of routes, as kubectl reads YAML; an own key beats a merged one', () => {
+  const text =
+    'routes:\n  - &cluster\n    name: a\n    kind: cluster\n    exclude: [old.example.com]\n    cidrs: [10.96.0.0/16]\n  - <<: *cluster\n    name: b\n    cidrs: [10.97.0.0/16]\n  - <<: [{kind: direct}, {include: [lan.example.com]}]\n    name: c\n';
+  const cfg = parse(text);
+  assert.deepEqual(
+    cfg.routes.map((r) => [r.name, r.kind, r.exclude, r.include, r.cidrs, r.origin]),
+    [
+      ['a', 'cluster', ['old.example.com'], [], ['10.96.0.0/16'], 'config.yaml:2'],
+      ['b', 'cluster', ['old.example.com'], [], ['10.97.0.0/16'], 'config.yaml:7'],
+      ['c', 'direct', [], ['lan.example.com'], [], 'config.yaml:10'],
+    ],
+  );
+  // A merged key the route's kind does not take is refused at the route that merged it.
+  refuses(
+    'routes:\n  - &c {name: a, kind: cluster, context: x}\n  - <<: *c\n    name: b\n    kind: direct\n',
+    3,
+    'routes[1].context',
+    /unknown key in a direct route/,
+  );
+});
+
 test('an ssh route names a Host of ~/.ssh/config and takes include, exclude and cidrs', () => {
   const cfg = parse(
     'routes:\n  - name: bettersmarter\n    kind: ssh\n    ssh: {host: management4.rma1}\n    include: [vcenter.bettersmarter.ch, storage.bettersmarter.ch]\n    exclude: [apps.c-prod01.example.net]\n    cidrs: [172.18.0.0/16]\n',
