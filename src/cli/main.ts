@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { routeArgv } from './argv.js';
 import { DISPLAY_BIN } from './help.js';
 import { answerUserInfoWithoutPasswd } from './passwd-less.js';
+import { editDistance } from '../core/edit-distance.js';
 import { escapeControls, escapeControlsKeepingLines } from '../core/escape.js';
 import { noteTerminalStdio, releaseHungUpStdio } from '../core/terminal.js';
 
@@ -131,16 +132,6 @@ export function destinationHint(word: string): string | undefined {
     `${word} is not a command: ${DISPLAY_BIN} takes no destination. Start the proxy (${DISPLAY_BIN}) and point a client at it: ` +
     `curl --proxy socks5h://127.0.0.1:1080 ${url} — or run one command through it: ${DISPLAY_BIN} exec -- curl ${url}`
   );
-}
-
-function editDistance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    row = next;
-  }
-  return row[b.length]!;
 }
 
 function oneLine(message: string): string {

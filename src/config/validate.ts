@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { StartupError } from '../core/errors.js';
 import { parseCidr } from '../core/cidr.js';
+import { closestWord } from '../core/edit-distance.js';
 import { forwardListenProblem, parseForwardSpec } from '../core/address.js';
 import { parsePattern, routeNameProblem } from '../routing/table-spec.js';
 import {
@@ -101,8 +102,14 @@ class Checker {
 
   private keys(map: Record<string, unknown>, allowed: string[], path: string, what: string): void {
     for (const key of Object.keys(map)) {
-      if (!allowed.includes(key) && !(allowed.includes(RENAMED_KEYS[key] ?? '') && path === ''))
-        this.fail(this.doc.keyLine(map, key), `${path}${key}`, `unknown key in ${what} (allowed: ${allowed.join(', ')})`);
+      if (!allowed.includes(key) && !(allowed.includes(RENAMED_KEYS[key] ?? '') && path === '')) {
+        const meant = closestWord(key, allowed);
+        this.fail(
+          this.doc.keyLine(map, key),
+          `${path}${key}`,
+          `unknown key in ${what}${meant ? `; did you mean "${meant}"?` : ''} (allowed: ${allowed.join(', ')})`,
+        );
+      }
     }
   }
 

@@ -64,12 +64,12 @@ test('suffixes and CIDRs are normalized; an empty file is an empty table', () =>
 });
 
 test('unknown keys are refused with their line and key', () => {
-  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level \(allowed: direct, routes, extra-ca, forward\)/);
+  refuses('direct: false\nroute: []\n', 2, 'route', /unknown key in the top level; did you mean "routes"\? \(allowed: direct, routes, extra-ca, forward\)/);
   refuses(
     'routes:\n  - name: a\n    kind: cluster\n    contxt: a\n',
     4,
     'routes[0].contxt',
-    /unknown key in a cluster route \(allowed: name, kind, include, exclude, cidrs, context, default, ingress, via\)/,
+    /unknown key in a cluster route; did you mean "context"\? \(allowed: name, kind, include, exclude, cidrs, context, default, ingress, via\)/,
   );
   refuses('routes:\n  - name: a\n    kind: direct\n\n    context: x\n', 5, 'routes[0].context', /unknown key in a direct route/);
   refuses('routes:\n  - name: a\n    kind: reject\n    default: true\n', 4, 'routes[0].default', /unknown key in a reject route/);
@@ -77,9 +77,24 @@ test('unknown keys are refused with their line and key', () => {
     'routes:\n- name: a\n  kind: cluster\n  ingress:\n    domains: []\n    class: nginx\n',
     6,
     'routes[0].ingress.class',
-    /unknown key in ingress \(allowed: domains, controller, classes\)/,
+    /unknown key in ingress; did you mean "classes"\? \(allowed: domains, controller, classes\)/,
   );
   refuses('routes: [{name: a, kind: cluster, ingress: {domain: [x.com]}}]\n', 1, 'routes[0].ingress.domain', /unknown key/);
+});
+
+test('a mistyped key is refused with the key it likely meant', () => {
+  refuses(
+    'routes:\n  - name: a\n    kind: direct\n    incldue: [a.com]\n',
+    4,
+    'routes[0].incldue',
+    /unknown key in a direct route; did you mean "include"\? \(allowed: /,
+  );
+  refuses('routes:\n  - name: a\n    kind: cluster\n    cidr: [10.0.0.0/8]\n', 4, 'routes[0].cidr', /did you mean "cidrs"\?/);
+  refuses('rotues: []\n', 1, 'rotues', /the top level; did you mean "routes"\?/);
+  refuses('extraCa: ca.pem\n', 1, 'extraCa', /did you mean "extra-ca"\?/);
+  refuses('routes: [{name: a, kind: cluster, ingress: {domain: [x.com]}}]\n', 1, 'routes[0].ingress.domain', /did you mean "domains"\?/);
+  // Nothing close: only the list.
+  refuses('routes:\n  - name: a\n    kind: reject\n    ssh: {host: x}\n', 4, 'routes[0].ssh', /unknown key in a reject route \(allowed: /);
 });
 
 test('an unknown kind names the supported kinds', () => {

@@ -94,7 +94,7 @@ test('config file: forward is a list of mappings, each checked on its own line',
   refuses('direct: true\nforward:\n  - 5432=db:5432\n  - 5433\n', 4, 'forward[1]', /must be a non-empty string|missing "="/);
   refuses('forward:\n  - "5433=db"\n', 2, 'forward[0]', /target "db" is not HOST:PORT/);
   refuses('forward:\n  - "0.0.0.0:5433=db:5432"\n', 2, 'forward[0]', /not a loopback address/);
-  refuses('forwards: []\n', 1, 'forwards', /unknown key in the top level \(allowed: direct, routes, extra-ca, forward\)/);
+  refuses('forwards: []\n', 1, 'forwards', /unknown key in the top level; did you mean "forward"\? \(allowed: direct, routes, extra-ca, forward\)/);
 });
 
 test('ready lines: one per mapping with the bound port and an example by the target’s port', () => {
