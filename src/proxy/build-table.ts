@@ -127,7 +127,9 @@ function buildRoute(spec: RouteSpec, table: RoutingTable, settings: BuildSetting
 function sameSpec(before: RoutingTable, after: RoutingTable, spec: RouteSpec): boolean {
   const old = before.routes.find((r) => r.name === spec.name);
   if (!old) return false;
-  const strip = (r: RouteSpec) => JSON.stringify({ ...r, origin: undefined });
+  // Where the file says it (origin, the line of `via`) is no part of it: a comment or a route
+  // added above must not remake a route (a new cache to sync, which a reload must wait for).
+  const strip = (r: RouteSpec) => JSON.stringify({ ...r, origin: undefined, viaLine: undefined });
   const role = (t: RoutingTable) => t.defaultRoute === spec.name;
   // A direct route holds the reject routes' blocks too.
   const blocks = (t: RoutingTable) => (spec.kind === 'direct' ? JSON.stringify(rejectedBlocks(t).map((b) => [b.route, b.cidr.text])) : '');
