@@ -12,7 +12,8 @@
 //     (on for exec's temporary proxy).
 //  5. No route at all (no --context, no file routes): one for the kubeconfig's current context.
 // The result is checked by building a RouteMatcher (no two routes may claim the same suffix or CIDR).
-import { NotRegularFileError, readRegularFile } from '../core/regular-file.js';
+import { NotRegularFileError, readRegularBytes } from '../core/regular-file.js';
+import { kubeconfigText } from '../cluster/kubeconfig-files.js';
 import path from 'node:path';
 import { homedir } from 'node:os';
 import envPaths from 'env-paths';
@@ -71,7 +72,9 @@ export function loadRoutingTable(flags: TableFlags, defaultPath: string = defaul
 
 function readConfig(file: string, required: boolean): string | undefined {
   try {
-    return readRegularFile(file);
+    // Decoded as kubectl decodes YAML: UTF-16 too when a byte-order mark says so (PowerShell 5's
+    // `> config.yaml` writes UTF-16LE), which read as UTF-8 was "null byte is not allowed".
+    return kubeconfigText(readRegularBytes(file));
   } catch (err) {
     if (err instanceof NotRegularFileError) throw new StartupError(`cannot read the config file: ${err.message}`, { cause: err });
     const code = (err as NodeJS.ErrnoException).code;

@@ -22,14 +22,14 @@ export function checkRegularFile(file: string, maxBytes = MAX_CONFIG_BYTES): voi
   if (st.size > maxBytes) throw new NotRegularFileError(`${file} is ${st.size} bytes, more than the ${maxBytes} a config file may have`);
 }
 
-/** The text of a regular file of at most `maxBytes`; a FIFO, a device or a directory is refused at once. */
-export function readRegularFile(file: string, maxBytes = MAX_CONFIG_BYTES): string {
+/** The bytes of a regular file of at most `maxBytes`; a FIFO, a device or a directory is refused at once. */
+export function readRegularBytes(file: string, maxBytes = MAX_CONFIG_BYTES): Buffer {
   const fd = openSync(file, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw new NotRegularFileError(`${file} is not a regular file`);
     if (st.size > maxBytes) throw new NotRegularFileError(`${file} is ${st.size} bytes, more than the ${maxBytes} a config file may have`);
-    return readFileSync(fd, 'utf8');
+    return readFileSync(fd);
   } finally {
     closeSync(fd);
   }

@@ -346,6 +346,41 @@ test('loadRoutingTable: --config must exist; the default file is read only witho
   }
 });
 
+test('loadRoutingTable reads the file in UTF-8 (a BOM and CRLF line ends too) and in UTF-16 with a byte-order mark', () => {
+  const dir = scratchDir('proxyout-config-');
+  const text = 'routes:\r\n  - name: a\r\n    kind: direct\r\n    include: [a.example.com]\r\n';
+  const utf16be = (t: string) => Buffer.from(t, 'utf16le').swap16();
+  const encodings: Array<[string, Buffer]> = [
+    ['utf-8 bom', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)])],
+    ['utf-16le', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')])],
+    ['utf-16be', Buffer.concat([Buffer.from([0xfe, 0xff]), utf16be(text)])],
+  ];
+  for (const [name, bytes] of encodings) {
+    const file = path.join(dir, `${name}.yaml`);
+    writeFileSync(file, bytes);
+    const table = loadRoutingTable(flags({ config: file }));
+    assert.deepEqual(
+      table.routes.map((r) => [r.name, r.include, r.origin]),
+      [['a', ['a.example.com'], `${file}:2`]],
+      name,
+    );
+    writeFileSync(
+      file,
+      Buffer.concat([
+        bytes.subarray(0, name === 'utf-8 bom' ? 3 : 2),
+        name === 'utf-16be'
+          ? utf16be('routes:\n  - name: a\n    kind: direct\n    colour: red\n')
+          : Buffer.from('routes:\n  - name: a\n    kind: direct\n    colour: red\n', name === 'utf-8 bom' ? 'utf8' : 'utf16le'),
+      ]),
+    );
+    assert.throws(
+      () => loadRoutingTable(flags({ config: file })),
+      (e: Error) => e.message.startsWith(`${file}:4: routes[0].colour: unknown key`),
+      name,
+    );
+  }
+});
+
 test('anchors and aliases share lists; comments and blank lines keep the line numbers right', () => {
   const text =
     '# routes\n\nroutes:\n  - name: a          # first\n    kind: cluster\n    exclude: &old [old.example.com]\n\n  - name: b\n    kind: cluster\n    exclude: *old\n    cidrs:\n      # the pod network\n      - 10.244.0.0/16\n      - 10.96.0.0/33\n';
