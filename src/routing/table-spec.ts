@@ -9,6 +9,7 @@
 //   root     "."                       every name (a catch-all, consulted after everything else)
 // Label charset: letters, digits, "-" and "_" (the last appears in real host names, e.g. SRV-style).
 
+import { domainToASCII } from 'node:url';
 import { inetAton } from '../core/address.js';
 import { escapeControls } from '../core/escape.js';
 import { hasClusterNames, type RouteKind, type RouteSpec } from '../routes/spec.js';
@@ -48,6 +49,13 @@ export function normalizeHostName(text: string): string | undefined {
 
 /** A name pattern, checked and normalized; throws an Error whose message says what is wrong. */
 export function parsePattern(text: string, allow: { wildcard: boolean; root: boolean }): string {
+  // An internationalized name (bücher.example) as clients send it, and browsers give it to the
+  // PAC file: in its ASCII form (xn--bcher-kva.example).
+  if (/[^\x00-\x7f]/.test(text)) {
+    const ascii = domainToASCII(text);
+    if (!ascii) throw new Error(`"${text}" is not a valid internationalized domain name`);
+    return parsePattern(ascii, allow);
+  }
   if (text === '.') {
     if (allow.root) return '.';
     throw new Error('"." (every name) is only allowed in include');

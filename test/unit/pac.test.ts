@@ -230,3 +230,24 @@ test('names from a hostile API server are written as ASCII escapes: U+2028 canno
   assert.deepEqual(Object.keys(context.NAMESPACES as object).sort(), [...hostile].sort(), 'the names themselves, unchanged');
   assert.equal(context.PROXY, PROXY);
 });
+
+test('internationalized names in the config file are their ASCII form, as browsers hand hosts to the PAC file', () => {
+  const matcher = new RouteMatcher(
+    tableFromYaml(`
+routes:
+  - { name: prod, kind: cluster, include: [bücher.example, "*.例え.jp"], exclude: [Straße.bücher.example] }
+`),
+  );
+  const pac = compilePac(generatePac(matcher, LISTENERS));
+  assert.deepEqual(matcher.table.routes[0]!.include, ['xn--bcher-kva.example', '*.xn--r8jz45g.jp']);
+  assert.deepEqual(matcher.table.routes[0]!.exclude, ['xn--strae-oqa.xn--bcher-kva.example']);
+  for (const host of ['xn--bcher-kva.example', 'www.XN--BCHER-KVA.example.', 'a.xn--r8jz45g.jp']) {
+    assert.equal(expected(matcher, host), PROXY, host);
+    assert.equal(pac(`https://${host}/`, host), PROXY, host);
+  }
+  for (const host of ['xn--strae-oqa.xn--bcher-kva.example']) {
+    assert.equal(pac(`https://${host}/`, host), expected(matcher, host), host);
+    assert.equal(pac(`https://${host}/`, host), 'DIRECT', host);
+  }
+  assert.throws(() => tableFromYaml('routes: [{name: a, kind: cluster, include: ["bü cher.example"]}]\n'), /not a valid internationalized domain name/);
+});
