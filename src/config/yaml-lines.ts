@@ -9,7 +9,11 @@
 import yaml from 'js-yaml';
 
 interface Frame {
+  /** 0-based line where the node starts. */
   line: number;
+  /** Where the node starts and ends in the text. */
+  position: number;
+  end: number;
   result: unknown;
   children: Frame[];
 }
@@ -40,7 +44,9 @@ const MERGE = (yaml as unknown as { types: { merge: yaml.Type } }).types.merge;
 const SCHEMA = yaml.CORE_SCHEMA.extend({ implicit: [MERGE] });
 
 export function loadYamlWithLines(text: string): Located {
-  const stack: Frame[] = [{ line: 0, result: undefined, children: [] }];
+  // Positions are in the text js-yaml reads: without a byte-order mark.
+  const source = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  const stack: Frame[] = [{ line: 0, position: 0, end: 0, result: undefined, children: [] }];
   let value: unknown;
   try {
     value = yaml.load(text, {
@@ -49,10 +55,11 @@ export function loadYamlWithLines(text: string): Located {
       // a key "<<" and the route seems to lack what it merged.
       schema: SCHEMA,
       listener(event, state) {
-        if (event === 'open') stack.push({ line: state.line, result: undefined, children: [] });
+        if (event === 'open') stack.push({ line: state.line, position: state.position, end: state.position, result: undefined, children: [] });
         else {
           const frame = stack.pop()!;
           frame.result = state.result;
+          frame.end = state.position;
           stack[stack.length - 1]!.children.push(frame);
         }
       },
@@ -74,7 +81,7 @@ export function loadYamlWithLines(text: string): Located {
       if (Array.isArray(r))
         itemLines.set(
           r,
-          frame.children.map((c) => c.line + 1),
+          sequenceLines(source, r, frame).map((l) => l + 1),
         );
       else {
         const keys = new Map<string, number>();
@@ -93,4 +100,56 @@ export function loadYamlWithLines(text: string): Located {
     keyLine: (mapping, key) => keyLines.get(mapping)?.get(key) ?? lineOf(mapping),
     itemLine: (sequence, index) => itemLines.get(sequence)?.[index] ?? lineOf(sequence),
   };
+}
+
+/**
+ * The 0-based line of each item of a block sequence. An empty item (a `-` alone) reports no node
+ * to the listener: without this it took the next item's line, and every later item the one after.
+ */
+function sequenceLines(text: string, items: unknown[], frame: Frame): number[] {
+  const children = frame.children;
+  if (children.length === items.length) return children.map((c) => c.line);
+  let missing = items.length - children.length;
+  // Which items have a node: an empty item is a null with no node of its own.
+  const nodes: Array<Frame | undefined> = [];
+  for (let i = 0, j = 0; i < items.length; i++) {
+    const c = children[j];
+    if (items[i] === null && missing > 0 && (c === undefined || c.result !== null)) {
+      nodes.push(undefined);
+      missing--;
+    } else nodes.push(children[j++]);
+  }
+  // Backwards: an empty item's `-` is the last line with content before the next item's `-`.
+  const lines: number[] = new Array(items.length);
+  let following = frame.end;
+  for (let i = items.length - 1; i >= 0; i--) {
+    const node = nodes[i];
+    if (node) {
+      lines[i] = node.line;
+      // The item's `-` is on its first line, or (a mapping starting on the next line) above it.
+      const lineStart = text.lastIndexOf('\n', node.position - 1) + 1;
+      following = text.slice(lineStart, node.position).trim() !== '' ? lineStart : lineStartOf(text, contentLineBefore(text, lineStart));
+    } else {
+      lines[i] = contentLineBefore(text, following);
+      following = lineStartOf(text, lines[i]!);
+    }
+  }
+  return lines;
+}
+
+/** The 0-based line of the last character before `position` that is neither blank nor in a comment line. */
+function contentLineBefore(text: string, position: number): number {
+  const lines = text.slice(0, position).split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const content = lines[i]!.trim();
+    if (content !== '' && !content.startsWith('#')) return i;
+  }
+  return 0;
+}
+
+/** Where 0-based line `line` starts. */
+function lineStartOf(text: string, line: number): number {
+  let at = 0;
+  for (let i = 0; i < line; i++) at = text.indexOf('\n', at) + 1;
+  return at;
 }

@@ -381,6 +381,14 @@ test('loadRoutingTable reads the file in UTF-8 (a BOM and CRLF line ends too) an
   }
 });
 
+test('an empty list item (a "-" alone) is refused at its own line', () => {
+  const routes = 'routes:\n  - name: a\n    kind: direct\n';
+  refuses(`${routes}  -\n  - name: b\n`, 4, 'routes[1]', /a route must be a mapping with name and kind, not null/);
+  refuses(`${routes}  -\n\n# the end\n`, 4, 'routes[1]', /not null/);
+  refuses('routes:\n  -\n  -\n    name: b\n', 2, 'routes[0]', /not null/);
+  refuses(`${routes}    cidrs:\n      - 10.0.0.0/8\n      -   # none\n      # a comment\n\n      - 10.0.0.1/8\n`, 6, 'routes[0].cidrs[1]', /not null/);
+});
+
 test('anchors and aliases share lists; comments and blank lines keep the line numbers right', () => {
   const text =
     '# routes\n\nroutes:\n  - name: a          # first\n    kind: cluster\n    exclude: &old [old.example.com]\n\n  - name: b\n    kind: cluster\n    exclude: *old\n    cidrs:\n      # the pod network\n      - 10.244.0.0/16\n      - 10.96.0.0/33\n';
