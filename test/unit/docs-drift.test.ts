@@ -1,0 +1,133 @@
+// Users copy command lines and read sample output from the docs: these fail when the docs name a
+// flag a command does not take, state a default the CLI does not have, link to a file or section
+// that is not there, or show ready lines the foreground proxy no longer prints.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readyLines } from '../../src/cli/ready.js';
+
+// Tests run from dist/test/unit, so the package root is three levels up.
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const USER_DOCS = ['README.md', 'docs/usage.md', 'docs/troubleshooting.md', 'docs/security.md'];
+const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8');
+
+interface ManifestFlag {
+  char?: string;
+  allowNo?: boolean;
+  aliases?: string[];
+  default?: unknown;
+}
+const manifest = JSON.parse(read('oclif.manifest.json')) as { commands: Record<string, { flags: Record<string, ManifestFlag> }> };
+
+/** Every spelling a command accepts: --name, -c, --no-name, deprecated aliases. */
+function spellings(command: string): Set<string> {
+  const out = new Set(['--help', '-h']);
+  for (const [name, f] of Object.entries(manifest.commands[command]!.flags)) {
+    out.add(`--${name}`);
+    if (f.char) out.add(`-${f.char}`);
+    if (f.allowNo) out.add(`--no-${name}`);
+    for (const a of f.aliases ?? []) out.add(`--${a}`);
+  }
+  return out;
+}
+
+test('every flag on a documented `kubectl proxyout …` line is one that command takes', () => {
+  const wrong: string[] = [];
+  let checked = 0;
+  for (const file of USER_DOCS) {
+    read(file)
+      .split('\n')
+      .forEach((line, i) => {
+        // A command line runs to the end of its code span, a comment, a pipe or a shell operator.
+        for (const m of line.matchAll(/\b(?:kubectl|oc)[ -]proxyout((?: +[^ `|;&#)]+)*)/g)) {
+          const words = m[1]!.trim().split(/ +/).filter(Boolean);
+          const command = words[0] !== undefined && words[0] in manifest.commands ? words.shift()! : 'serve';
+          const known = spellings(command);
+          for (const word of words) {
+            if (word === '--') break; // exec: CMD's own arguments follow
+            const flag = word.split('=')[0]!;
+            if (!flag.startsWith('-') || flag === '-') continue;
+            checked++;
+            if (!known.has(flag)) wrong.push(`${file}:${i + 1}: ${command} has no ${flag}: ${line.trim()}`);
+          }
+        }
+      });
+  }
+  assert.ok(checked > 50, `only ${checked} flags found: the pattern no longer matches the docs`);
+  assert.deepEqual(wrong, []);
+});
+
+test('the defaults in the flag table of docs/usage.md are the CLI defaults', () => {
+  const flags = manifest.commands['serve']!.flags;
+  const rows = [...read('docs/usage.md').matchAll(/^\| `--([a-z-]+)[^`]*`(?: \/ `[^`]*`)? \| `([^`]+)` \|/gm)];
+  assert.ok(rows.length > 10, `only ${rows.length} rows with a default found`);
+  for (const [, name, stated] of rows) {
+    assert.ok(name! in flags, `--${name} is in the flag table but not a flag`);
+    assert.equal(stated, String(flags[name!]!.default), `--${name}`);
+  }
+});
+
+/** GitHub's anchor for a heading, numbered as GitHub numbers repeats; explicit <a id> too. */
+function anchors(file: string): Set<string> {
+  const out = new Set<string>();
+  const seen = new Map<string, number>();
+  let fenced = false;
+  for (const line of read(file).split('\n')) {
+    if (line.startsWith('```')) fenced = !fenced;
+    if (fenced) continue;
+    for (const m of line.matchAll(/<a id="([^"]+)">/g)) out.add(m[1]!);
+    const heading = /^#+ (.*)/.exec(line)?.[1];
+    if (heading === undefined) continue;
+    const slug = heading
+      .replace(/[`*]/g, '')
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replace(/ /g, '-');
+    const n = seen.get(slug) ?? 0;
+    seen.set(slug, n + 1);
+    out.add(n === 0 ? slug : `${slug}-${n}`);
+  }
+  return out;
+}
+
+test('every relative link in the docs reaches a file, and a section of it that exists', () => {
+  const broken: string[] = [];
+  for (const file of [...USER_DOCS, 'docs/architecture.md', 'docs/performance.md', 'docs/simulated-cluster.md', 'docs/real-cluster.md']) {
+    for (const [, target] of read(file).matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/.test(target!)) continue; // https:, mailto:
+      const [rel, anchor] = target!.split('#') as [string, string | undefined];
+      const linked = rel === '' ? file : path.join(path.dirname(file), rel);
+      if (!existsSync(path.join(ROOT, linked))) broken.push(`${file}: ${target} (no such file)`);
+      else if (anchor && linked.endsWith('.md') && !anchors(linked).has(anchor)) broken.push(`${file}: ${target} (no such section)`);
+    }
+  }
+  assert.deepEqual(broken, []);
+});
+
+test("the foreground proxy's sample output in docs/usage.md is what it prints", () => {
+  const usage = read('docs/usage.md');
+  const block = /```console\n\$ kubectl proxyout --listen-http 127\.0\.0\.1:3128\n([^`]*)```/.exec(usage)?.[1];
+  assert.ok(block, 'the first sample (kubectl proxyout --listen-http 127.0.0.1:3128) is gone');
+  const shown = block.trimEnd().split('\n');
+  const pageUrl = /live page at (\S+)/.exec(block)?.[1];
+  const saved = { NO_PROXY: process.env.NO_PROXY, no_proxy: process.env.no_proxy };
+  delete process.env.NO_PROXY;
+  delete process.env.no_proxy;
+  try {
+    const printed = readyLines({
+      context: 'prod',
+      namespace: 'shop',
+      socks: { address: '127.0.0.1', family: 'IPv4', port: 1080 },
+      http: { address: '127.0.0.1', family: 'IPv4', port: 3128 },
+      // A foreground proxy with an HTTP listener on TCP serves its live page there (proxy/live.ts).
+      pageUrl: pageUrl ?? 'http://127.0.0.1:3128/?token=T',
+      apiServers: ['https://api.prod.example.com:6443'],
+    });
+    assert.deepEqual(shown, printed);
+  } finally {
+    for (const [k, v] of Object.entries(saved)) if (v !== undefined) process.env[k] = v;
+  }
+});
