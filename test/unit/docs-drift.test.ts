@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readyLines } from '../../src/cli/ready.js';
+import { parseConfig } from '../../src/config/validate.js';
 
 // Tests run from dist/test/unit, so the package root is three levels up.
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -130,4 +131,39 @@ test("the foreground proxy's sample output in docs/usage.md is what it prints", 
   } finally {
     for (const [k, v] of Object.entries(saved)) if (v !== undefined) process.env[k] = v;
   }
+});
+
+/** The keys the config parser allows where `probe` puts an unknown one, from its refusal. */
+function allowedKeys(probe: string): string[] {
+  try {
+    parseConfig(probe, 'config.yaml', 'cluster.local');
+  } catch (err) {
+    const allowed = /\(allowed: ([^)]*)\)/.exec((err as Error).message)?.[1];
+    if (allowed) return allowed.split(', ');
+    throw err;
+  }
+  throw new Error(`not refused: ${probe}`);
+}
+
+test('every config file key the parser takes has its row in the Keys table of docs/usage.md', () => {
+  const table = new Set<string>();
+  // A row may name siblings after the first key: `routes[].konnectivity.ca`, `.cert`, `.key`.
+  for (const [, first, more] of read('docs/usage.md').matchAll(/^\| `([a-z[\].-]+)`((?:, `\.[a-z-]+`)*)/gm)) {
+    table.add(first!);
+    for (const [, sib] of more!.matchAll(/`\.([a-z-]+)`/g)) table.add(first!.replace(/[^.]+$/, sib!));
+  }
+  const keys = allowedKeys('zz: 1\n');
+  for (const kind of ['cluster', 'direct', 'reject', 'ssh', 'konnectivity']) {
+    for (const k of allowedKeys(`routes: [{name: a, kind: ${kind}, zz: 1}]\n`)) keys.push(`routes[].${k}`);
+  }
+  for (const [sub, kind] of [
+    ['ingress', 'cluster'],
+    ['ssh', 'ssh'],
+    ['konnectivity', 'konnectivity'],
+  ]) {
+    for (const k of allowedKeys(`routes: [{name: a, kind: ${kind}, ${sub}: {zz: 1}}]\n`)) keys.push(`routes[].${sub}.${k}`);
+  }
+  // routes[].ssh, .ingress and .konnectivity are documented by their own keys.
+  const missing = [...new Set(keys)].filter((k) => !table.has(k) && !['routes[].ssh', 'routes[].ingress', 'routes[].konnectivity'].includes(k));
+  assert.deepEqual(missing, []);
 });
