@@ -60,8 +60,14 @@ test('every flag on a documented `kubectl proxyout …` line is one that command
   assert.deepEqual(wrong, []);
 });
 
-test('the defaults in the flag table of docs/usage.md are the CLI defaults', () => {
+test('the flag table of docs/usage.md has every flag of the foreground proxy, with its default', () => {
   const flags = manifest.commands['serve']!.flags;
+  const named = new Set([...read('docs/usage.md').matchAll(/^\| `(?:-[a-z], )?--([a-z-]+)/gm)].map((m) => m[1]!));
+  assert.deepEqual(
+    Object.keys(flags).filter((f) => !named.has(f)),
+    [],
+    'flags without a row in the table',
+  );
   const rows = [...read('docs/usage.md').matchAll(/^\| `--([a-z-]+)[^`]*`(?: \/ `[^`]*`)? \| `([^`]+)` \|/gm)];
   assert.ok(rows.length > 10, `only ${rows.length} rows with a default found`);
   for (const [, name, stated] of rows) {
