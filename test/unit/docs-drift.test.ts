@@ -114,29 +114,44 @@ test('every relative link in the docs reaches a file, and a section of it that e
   assert.deepEqual(broken, []);
 });
 
-test("the foreground proxy's sample output in docs/usage.md is what it prints", () => {
+/** The lines under `$ COMMAND` in the first console block of docs/usage.md that runs it. */
+function sample(command: string): string[] {
   const usage = read('docs/usage.md');
-  const block = /```console\n\$ kubectl proxyout --listen-http 127\.0\.0\.1:3128\n([^`]*)```/.exec(usage)?.[1];
-  assert.ok(block, 'the first sample (kubectl proxyout --listen-http 127.0.0.1:3128) is gone');
-  const shown = block.trimEnd().split('\n');
-  const pageUrl = /live page at (\S+)/.exec(block)?.[1];
+  const start = usage.indexOf(`\`\`\`console\n$ ${command}\n`);
+  assert.ok(start >= 0, `the sample of ${command} is gone from docs/usage.md`);
+  const body = usage.slice(start, usage.indexOf('```\n', start + 10)).split('\n');
+  return body.slice(2).filter((l) => l !== '');
+}
+
+/** readyLines() for a proxy on prod/shop whose API server is api.prod.example.com, no NO_PROXY inherited. */
+function printed(view: Omit<Parameters<typeof readyLines>[0], 'context' | 'namespace' | 'apiServers'>): string[] {
   const saved = { NO_PROXY: process.env.NO_PROXY, no_proxy: process.env.no_proxy };
   delete process.env.NO_PROXY;
   delete process.env.no_proxy;
   try {
-    const printed = readyLines({
-      context: 'prod',
-      namespace: 'shop',
-      socks: { address: '127.0.0.1', family: 'IPv4', port: 1080 },
-      http: { address: '127.0.0.1', family: 'IPv4', port: 3128 },
-      // A foreground proxy with an HTTP listener on TCP serves its live page there (proxy/live.ts).
-      pageUrl: pageUrl ?? 'http://127.0.0.1:3128/?token=T',
-      apiServers: ['https://api.prod.example.com:6443'],
-    });
-    assert.deepEqual(shown, printed);
+    return readyLines({ context: 'prod', namespace: 'shop', apiServers: ['https://api.prod.example.com:6443'], ...view });
   } finally {
     for (const [k, v] of Object.entries(saved)) if (v !== undefined) process.env[k] = v;
   }
+}
+
+const tcp = (port: number) => ({ address: '127.0.0.1', family: 'IPv4', port });
+
+test("the foreground proxy's sample output in docs/usage.md is what it prints", () => {
+  const shown = sample('kubectl proxyout --listen-http 127.0.0.1:3128');
+  // A foreground proxy with an HTTP listener on TCP serves its live page there (proxy/live.ts).
+  const pageUrl = /live page at (\S+)/.exec(shown.join('\n'))?.[1] ?? 'http://127.0.0.1:3128/?token=T';
+  assert.deepEqual(shown, printed({ socks: tcp(1080), http: tcp(3128), pageUrl }));
+});
+
+test('the port mappings sample in docs/usage.md is what the proxy prints', () => {
+  const shown = sample('kubectl proxyout --forward 5432=db.shop:5432 --forward 0=redis.cache:6379');
+  const redis = Number(/port 127\.0\.0\.1:(\d+) → redis/.exec(shown.join('\n'))?.[1] ?? 0);
+  const forwards = [
+    { address: tcp(5432), target: 'db.shop:5432' },
+    { address: tcp(redis), target: 'redis.cache:6379' },
+  ];
+  assert.deepEqual(shown, printed({ socks: tcp(1080), forwards }));
 });
 
 /** The keys the config parser allows where `probe` puts an unknown one, from its refusal. */
