@@ -188,3 +188,14 @@ test('every config file key the parser takes has its row in the Keys table of do
   const missing = [...new Set(keys)].filter((k) => !table.has(k) && !['routes[].ssh', 'routes[].ingress', 'routes[].konnectivity'].includes(k));
   assert.deepEqual(missing, []);
 });
+
+test('every config file example (```yaml) in the docs is one the proxy takes', () => {
+  let examples = 0;
+  for (const file of USER_DOCS) {
+    for (const [, yaml] of read(file).matchAll(/```yaml\n([\s\S]*?)```/g)) {
+      examples++;
+      assert.doesNotThrow(() => parseConfig(yaml!, file, 'cluster.local'), `${file}:\n${yaml}`);
+    }
+  }
+  assert.ok(examples >= 3, `only ${examples} examples found`);
+});
