@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readyLines } from '../../src/cli/ready.js';
 import { parseConfig } from '../../src/config/validate.js';
+import { KNOWN_INGRESS_CONTROLLERS } from '../../src/routes/cluster/ingress-controller.js';
 
 // Tests run from dist/test/unit, so the package root is three levels up.
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -198,4 +199,12 @@ test('every config file example (```yaml) in the docs is one the proxy takes', (
     }
   }
   assert.ok(examples >= 3, `only ${examples} examples found`);
+});
+
+test('the ingress controller table of docs/usage.md is the list the proxy looks for, in its order', () => {
+  const rows = [...read('docs/usage.md').matchAll(/^ *\| `([a-z0-9-]+)\/([a-z0-9-]+)` \| [^|]+ \| `([^`]+)` \|$/gm)];
+  assert.deepEqual(
+    rows.map(([, namespace, service, controller]) => ({ namespace, service, controller })),
+    KNOWN_INGRESS_CONTROLLERS,
+  );
 });
