@@ -1,6 +1,7 @@
-// Users copy command lines and read sample output from the docs: these fail when the docs name a
-// flag a command does not take, state a default the CLI does not have, link to a file or section
-// that is not there, or show ready lines the foreground proxy no longer prints.
+// Users copy command lines, config examples and sample output from the docs: these fail when the
+// docs name a flag a command does not take, state a default the CLI does not have, link to a file
+// or section that is not there, show ready lines the proxy no longer prints, or leave out a config
+// key, an ingress controller or a failure reason the code has.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -8,6 +9,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readyLines } from '../../src/cli/ready.js';
 import { parseConfig } from '../../src/config/validate.js';
+import * as proxyErrors from '../../src/core/errors.js';
+import type { ProxyError } from '../../src/core/errors.js';
 import { KNOWN_INGRESS_CONTROLLERS } from '../../src/routes/cluster/ingress-controller.js';
 
 // Tests run from dist/test/unit, so the package root is three levels up.
@@ -207,4 +210,25 @@ test('the ingress controller table of docs/usage.md is the list the proxy looks 
     rows.map(([, namespace, service, controller]) => ({ namespace, service, controller })),
     KNOWN_INGRESS_CONTROLLERS,
   );
+});
+
+test('every failure reason has its row in the table of docs/troubleshooting.md, with its SOCKS reply and HTTP status', () => {
+  const rows = new Map<string, { socks: string; http: string }>();
+  for (const [, socks, http, reason] of read('docs/troubleshooting.md').matchAll(/^\| (0x[0-9a-f]{2}[^|]*|—) \| (\d{3}) \| `([a-z-]+)` \|/gm)) {
+    rows.set(reason!, { socks: socks!, http: http! });
+  }
+  const errors = (Object.values(proxyErrors) as unknown[]).filter(
+    (E): E is new (message: string) => ProxyError => typeof E === 'function' && E.prototype instanceof proxyErrors.ProxyError,
+  );
+  assert.ok(errors.length >= 10, `only ${errors.length} error classes found`);
+  const wrong: string[] = [];
+  for (const E of errors) {
+    const e = new E('x');
+    const row = rows.get(e.reason);
+    const socks = `0x${e.socksReply.toString(16).padStart(2, '0')}`;
+    if (!row) wrong.push(`${e.reason}: no row`);
+    else if (row.http !== String(e.httpStatus) || (row.socks !== '—' && !row.socks.startsWith(socks)))
+      wrong.push(`${e.reason}: the table says ${row.socks} / ${row.http}, the proxy sends ${socks} / ${e.httpStatus}`);
+  }
+  assert.deepEqual(wrong, []);
 });
