@@ -12,7 +12,7 @@ import { caFileStamp, caProblem, clientCertValidity, clientPairProblem, unreadab
 import { escapeControls } from '../core/escape.js';
 import { explainHandshakeError, notJsonMessage, redirectMessage } from './foreign-answer.js';
 import { retryAfterSeconds, statusMessage } from './status-message.js';
-import { bodyDecoder, type BodyDecoder } from './content-encoding.js';
+import { readBoundedBody } from './bounded-body.js';
 import { monotonicMs } from '../core/clock.js';
 import { errorMessage } from '../core/errors.js';
 import { boundRequest } from './request-deadline.js';
@@ -306,57 +306,22 @@ export class ApiConnection {
     const client = url.protocol === 'http:' ? http : https;
     return new Promise<T>((resolve, reject) => {
       const req = client.request(url, { ...options, method: 'GET', headers: { ...options.headers, Accept: 'application/json' } }, (res) => {
-        const chunks: Buffer[] = [];
         const status = res.statusCode ?? 0;
-        const ok = status >= 200 && status < 300;
-        // A server that never ends its answer must not take all memory: an error's start is
-        // enough for its message; a document beyond the cap is refused.
-        const limit = ok ? JSON_ANSWER_MAX : ERROR_ANSWER_MAX;
-        let size = 0;
-        let cut = false;
-        const finish = (text: string) => {
+        readBoundedBody(req, res, path, { ok: JSON_ANSWER_MAX, error: ERROR_ANSWER_MAX }, (read) => {
+          if ('failed' in read) return reject(read.failed);
+          if ('refused' in read) return reject(new ApiStatusError(status, read.refused));
           if (status === 401) this.invalidate();
           else if (status < 500) this.accepted();
-          if (!ok) {
-            const message = redirectMessage(status, res.headers.location) ?? statusMessage(text) ?? `HTTP ${status}`;
-            reject(new ApiStatusError(status, message, retryAfterSeconds(res.headers['retry-after'])));
-            return;
+          if (status < 200 || status >= 300) {
+            const message = redirectMessage(status, res.headers.location) ?? statusMessage(read.text) ?? `HTTP ${status}`;
+            return reject(new ApiStatusError(status, message, retryAfterSeconds(res.headers['retry-after'])));
           }
           try {
-            resolve(JSON.parse(text) as T);
+            resolve(JSON.parse(read.text) as T);
           } catch {
-            reject(new ApiStatusError(status, notJsonMessage(path, text)));
+            reject(new ApiStatusError(status, notJsonMessage(path, read.text)));
           }
-        };
-        let decode: BodyDecoder;
-        try {
-          decode = bodyDecoder(res.headers);
-        } catch (err) {
-          req.destroy();
-          return reject(new ApiStatusError(status, `${path}: ${(err as Error).message}`));
-        }
-        res.on('data', (raw: Buffer) => {
-          if (cut) return;
-          let c: Buffer;
-          try {
-            c = decode(raw);
-          } catch (err) {
-            cut = true;
-            req.destroy();
-            return reject(new ApiStatusError(status, `${path}: ${(err as Error).message}`));
-          }
-          size += c.length;
-          if (size <= limit) {
-            chunks.push(c);
-            return;
-          }
-          cut = true;
-          req.destroy();
-          if (ok) reject(new ApiStatusError(status, `the answer to ${path} is larger than ${limit / 1024 / 1024} MiB`));
-          else finish(Buffer.concat(chunks).toString('utf8'));
         });
-        res.on('error', reject);
-        res.on('end', () => finish(Buffer.concat(chunks).toString('utf8')));
       });
       const timedOut = () => new Error(`API request timed out after ${timeoutMs} ms`);
       boundRequest(req, timeoutMs, timedOut);

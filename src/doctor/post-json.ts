@@ -6,7 +6,7 @@ import https from 'node:https';
 import { ApiStatusError, statusMessage, type ApiConnection } from '../cluster/api.js';
 import { untilSocket } from '../cluster/socket-wait.js';
 import { notJsonMessage, redirectMessage } from '../cluster/foreign-answer.js';
-import { bodyDecoder, type BodyDecoder } from '../cluster/content-encoding.js';
+import { readBoundedBody } from '../cluster/bounded-body.js';
 import { boundRequest } from '../cluster/request-deadline.js';
 
 /** A review's answer is a few KiB; a rules review lists every rule of the user's roles. */
@@ -39,50 +39,19 @@ export async function postJson<T>(api: Pick<ApiConnection, 'requestOptions' | 'u
       },
       (res) => {
         const status = res.statusCode ?? 0;
-        const ok = status >= 200 && status < 300;
-        const limit = ok ? REVIEW_ANSWER_MAX : ERROR_ANSWER_MAX;
-        const chunks: Buffer[] = [];
-        let size = 0;
-        let cut = false;
-        const finish = () => {
-          const answer = Buffer.concat(chunks).toString('utf8');
-          if (!ok)
-            return settle(() => reject(new ApiStatusError(status, redirectMessage(status, res.headers.location) ?? statusMessage(answer) ?? `HTTP ${status}`)));
+        readBoundedBody(req, res, path, { ok: REVIEW_ANSWER_MAX, error: ERROR_ANSWER_MAX }, (read) => {
+          if ('failed' in read) return settle(() => reject(read.failed));
+          if ('refused' in read) return settle(() => reject(new ApiStatusError(status, read.refused)));
+          if (status < 200 || status >= 300)
+            return settle(() =>
+              reject(new ApiStatusError(status, redirectMessage(status, res.headers.location) ?? statusMessage(read.text) ?? `HTTP ${status}`)),
+            );
           try {
-            const parsed = JSON.parse(answer) as T;
+            const parsed = JSON.parse(read.text) as T;
             settle(() => resolve(parsed));
           } catch {
-            settle(() => reject(new ApiStatusError(status, notJsonMessage(path, answer))));
+            settle(() => reject(new ApiStatusError(status, notJsonMessage(path, read.text))));
           }
-        };
-        let decode: BodyDecoder;
-        try {
-          decode = bodyDecoder(res.headers);
-        } catch (err) {
-          req.destroy();
-          return settle(() => reject(new ApiStatusError(status, `${path}: ${(err as Error).message}`)));
-        }
-        res.on('data', (raw: Buffer) => {
-          if (cut) return;
-          let c: Buffer;
-          try {
-            c = decode(raw);
-          } catch (err) {
-            cut = true;
-            req.destroy();
-            return settle(() => reject(new ApiStatusError(status, `${path}: ${(err as Error).message}`)));
-          }
-          size += c.length;
-          if (size <= limit) return void chunks.push(c);
-          cut = true;
-          req.destroy();
-          // An error's start is enough for its message; an answer beyond the bound is refused.
-          if (ok) settle(() => reject(new ApiStatusError(status, `the answer to ${path} is larger than ${limit / 1024 / 1024} MiB`)));
-          else finish();
-        });
-        res.on('error', (err) => settle(() => reject(err)));
-        res.on('end', () => {
-          if (!cut) finish();
         });
       },
     );
