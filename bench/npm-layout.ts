@@ -24,6 +24,7 @@ export async function npmLayout(): Promise<NpmLayout | undefined> {
   mkdirSync(path.join(pkg, 'bin'));
   mkdirSync(path.join(pkg, 'dist', 'pkg'), { recursive: true });
   copyFileSync(binPath, path.join(pkg, 'bin', 'kubectl-proxyout'));
+  copyFileSync(path.join(path.dirname(binPath), 'package.json'), path.join(pkg, 'bin', 'package.json'));
   copyFileSync(bundlePath, path.join(pkg, 'dist', 'pkg', 'kubectl-proxyout.cjs'));
   writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'kubectl-proxyout', type: 'module' }));
   const command = [process.execPath, path.join(pkg, 'bin', 'kubectl-proxyout')];

@@ -48,7 +48,12 @@ await build({
     js:
       "var __proxyout_import_meta_url = require('node:url').pathToFileURL(__filename).href; process.env.OCLIF_DISABLE_ENGINE_WARNING = process.env.OCLIF_DISABLE_ENGINE_WARNING || 'true';" +
       // No HOME and no passwd entry: HOME=/ before any module calls os.homedir() (bin/kubectl-proxyout homeOrRoot).
-      " if (process.platform !== 'win32') try { require('node:os').homedir(); } catch { process.env.HOME = '/'; }",
+      " if (process.platform !== 'win32') try { require('node:os').homedir(); } catch { process.env.HOME = '/'; }" +
+      // libuv's threadpool at 16 threads, the variable taken back (bin/kubectl-proxyout sizeThreadpool),
+      // for the single executable and a bundle run on its own; under the bin script, it has done so.
+      ' if (globalThis.__proxyoutThreadpool === undefined && process.env.UV_THREADPOOL_SIZE === undefined && require.main === module &&' +
+      " !/(^|\\s)(--import|--require|-r|--loader|--experimental-loader)(\\s|=|$)/.test([...process.execArgv, process.env.NODE_OPTIONS || ''].join(' '))) {" +
+      " process.env.UV_THREADPOOL_SIZE = '16'; require('node:fs').stat(__filename, () => {}); delete process.env.UV_THREADPOOL_SIZE; globalThis.__proxyoutThreadpool = 16; }",
   },
   plugins: [
     {

@@ -4,13 +4,6 @@
 // can run code as this user (docs/security.md). The foreground proxy is the user's own choice.
 import { allocatorEnv } from './allocator-env.js';
 
-/**
- * libuv's threadpool for a daemon, unless the caller sized it: name look-ups take at most half of
- * it, and a direct route's leave two of those to the rest (routes/direct/lookup-slots.ts). The
- * default 4 threads let a direct route look up one name at a time all day; 16 let it look up six.
- */
-export const DAEMON_THREADPOOL_SIZE = 16;
-
 /** NODE_OPTIONS flags that open a debugger (node's `--inspect*` and the older `--debug*`). */
 const INSPECTOR = /^--(inspect|inspect-brk|inspect-wait|inspect-port|debug|debug-brk|debug-port)(=.*)?$/;
 /** Those that take their value as the next word when it is not given with `=`. */
@@ -45,7 +38,6 @@ export function daemonEnv(env: NodeJS.ProcessEnv, extra: Record<string, string |
     ...env,
     ...allocatorEnv(env),
     NODE_OPTIONS: withoutInspector(env.NODE_OPTIONS),
-    UV_THREADPOOL_SIZE: env.UV_THREADPOOL_SIZE ?? String(DAEMON_THREADPOOL_SIZE),
     ...extra,
   };
 }

@@ -110,7 +110,7 @@ export async function startProxyProcess(
       }
       // An HTTP listener on a unix socket prints no HTTP_PROXY line (no variable can name one).
       const httpAt = args.indexOf('--listen-http');
-      const wantHttp = httpAt >= 0 && !args[httpAt + 1]?.startsWith('unix:');
+      const wantHttp = httpAt >= 0 && args[httpAt + 1] !== 'off' && !args[httpAt + 1]?.startsWith('unix:');
       const wantSocks = !args.some((a, i) => a === '--listen-socks' && args[i + 1] === 'off');
       if ((!wantSocks || result.socks) && (!wantHttp || result.http)) {
         clearTimeout(timer);

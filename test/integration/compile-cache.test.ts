@@ -55,8 +55,10 @@ before(async () => {
   mkdirSync(path.join(pkg, 'dist', 'pkg'), { recursive: true });
   bin = path.join(pkg, 'bin', 'kubectl-proxyout');
   copyFileSync(path.join(repoRoot, 'bin', 'kubectl-proxyout'), bin);
+  copyFileSync(path.join(repoRoot, 'bin', 'package.json'), path.join(pkg, 'bin', 'package.json'));
   copyFileSync(path.join(repoRoot, 'dist', 'pkg', 'kubectl-proxyout.cjs'), path.join(pkg, 'dist', 'pkg', 'kubectl-proxyout.cjs'));
-  // As in the npm package: "type": "module" decides how Node reads the extensionless bin script.
+  // As in the npm package: "type": "module" for the package, bin/package.json's "commonjs" for the
+  // extensionless bin script.
   writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'kubectl-proxyout', type: 'module' }));
 });
 after(() => rmSync(dir, { recursive: true, force: true }));

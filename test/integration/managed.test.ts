@@ -16,7 +16,7 @@ import { socks5Connect } from '../helpers/socks-client.js';
 import { isAlive } from '../../src/state/process.js';
 import { statusItem, statusItems } from '../helpers/status-json.js';
 import { TEST_CONNECT_PAUSE_ENV } from '../../src/managed/connect.js';
-import { DAEMON_THREADPOOL_SIZE } from '../../src/managed/daemon-env.js';
+import { PROGRAM_THREADPOOL_SIZE } from '../../src/core/threadpool.js';
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -219,10 +219,13 @@ describe('a managed proxy from connect to disconnect', () => {
     const evaluated = spawnSync('bash', ['-c', 'eval "$1" && printf %s "$ALL_PROXY"', 'bash', human.stdout], { encoding: 'utf8' });
     assert.equal(evaluated.stdout, c.env.ALL_PROXY, evaluated.stderr);
     if (process.platform === 'linux') assert.deepEqual(daemonsFor(c.id), [c.pid]);
-    // A threadpool that lets its direct routes look up several names at once (daemon-env.ts):
-    // libuv started all of it, beside Node's own threads.
-    if (process.platform === 'linux' && process.env.UV_THREADPOOL_SIZE === undefined)
-      assert.ok(readdirSync(`/proc/${c.pid}/task`).length >= DAEMON_THREADPOOL_SIZE, 'the daemon runs a threadpool of 16');
+    // A threadpool that lets its direct routes look up several names at once (core/threadpool.ts):
+    // libuv started all of it, beside Node's own threads, and the variable that sized it is not
+    // in the environment the daemon's children get.
+    if (process.platform === 'linux' && process.env.UV_THREADPOOL_SIZE === undefined) {
+      assert.ok(readdirSync(`/proc/${c.pid}/task`).length >= PROGRAM_THREADPOOL_SIZE, 'the daemon runs a threadpool of 16');
+      assert.doesNotMatch(readFileSync(`/proc/${c.pid}/environ`, 'latin1'), /(^|\0)UV_THREADPOOL_SIZE=/);
+    }
     assert.doesNotMatch(human.stderr + (await cli(['status'])).stdout, /started by/, 'this version started it');
     // After an upgrade the daemon still runs the code it started with: status, doctor and connect say so.
     const stateFile = path.join(proxyDir(c.id), 'state.json');

@@ -1,7 +1,7 @@
 // What a managed daemon keeps of the caller's NODE_OPTIONS (everything but a debugger), and its threadpool.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DAEMON_THREADPOOL_SIZE, daemonEnv, withoutInspector } from '../../src/managed/daemon-env.js';
+import { daemonEnv, withoutInspector } from '../../src/managed/daemon-env.js';
 
 test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
   assert.equal(withoutInspector('--inspect'), undefined);
@@ -21,7 +21,7 @@ test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
   assert.equal(env.EXTRA, 'x');
 });
 
-test("a daemon's threadpool is 16 unless the caller sized it", () => {
-  assert.equal(daemonEnv({}, {}).UV_THREADPOOL_SIZE, String(DAEMON_THREADPOOL_SIZE));
+test("a daemon's threadpool is the caller's size when given; else its bin script sizes it, with no variable left for its children", () => {
+  assert.equal('UV_THREADPOOL_SIZE' in daemonEnv({}, {}), false);
   assert.equal(daemonEnv({ UV_THREADPOOL_SIZE: '4' }, {}).UV_THREADPOOL_SIZE, '4');
 });

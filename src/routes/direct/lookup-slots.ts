@@ -3,9 +3,11 @@
 // every route's name look-ups (API servers, ssh hops). A resolver that never answers holds a
 // thread per look-up for its whole timeout (glibc: 5 s, twice): two direct names a browser asked
 // for took both, and a cluster route's next tunnel waited behind them past --connect-timeout.
-// The direct route's look-ups leave two of those threads to the rest (one with the default pool;
-// a managed daemon runs with 16 threads, managed/daemon-env.ts);
-// the others wait their turn, and one whose stream was given up meanwhile never starts.
+// The direct route's look-ups leave two of those threads to the rest (one with a pool of 4; the
+// program starts its pool at 16 threads, core/threadpool.ts); the others wait their turn, and one
+// whose stream was given up meanwhile never starts.
+
+import { threadpoolSize } from '../../core/threadpool.js';
 
 /** Slow-work threads left to everything else (when the pool has more than two). */
 const KEPT_FOR_OTHERS = 2;
@@ -44,11 +46,6 @@ export class LookupSlots {
       if (!w.signal.aborted) w.start();
     }
   }
-}
-
-function threadpoolSize(): number {
-  const n = Number(process.env.UV_THREADPOOL_SIZE);
-  return Number.isInteger(n) && n >= 1 ? Math.min(n, 1024) : 4;
 }
 
 /** Shared by every direct route of the process: they draw on the one threadpool. */
