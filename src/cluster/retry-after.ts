@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ApiStatusError } from './api.js';
 
 /** Retries of one request that the server asked to wait. */
-const MAX_RETRY_AFTER_RETRIES = 10;
+export const MAX_RETRY_AFTER_RETRIES = 10;
 /** A Retry-After longer than this is waited no longer (the caller's own deadline may cut it sooner). */
 const MAX_RETRY_AFTER_S = 30;
 

@@ -13,6 +13,7 @@ import { SlimWatch } from '../../src/cluster/slim-watch.js';
 import { slimService } from '../../src/cluster/slim.js';
 import { WatchRecovery } from '../../src/cluster/watch-recovery.js';
 import { WatchBackoff } from '../../src/cluster/backoff.js';
+import { MAX_RETRY_AFTER_RETRIES } from '../../src/cluster/retry-after.js';
 import { createLogger } from '../../src/core/log.js';
 import { sendStatus, startFakeApi } from '../helpers/fake-api.js';
 
@@ -91,8 +92,12 @@ test('a watch the server ends: resumed at once, unless it ends them as soon as t
 });
 
 test('Retry-After reaches the error from the response', async (t) => {
-  const fake = await startFakeApi((_url, res) => {
-    res.writeHead(429, { 'Content-Type': 'application/json', 'Retry-After': '3' });
+  // A LIST honours Retry-After on each of its retries before it fails: those ask for no wait
+  // (0 s); the last answer's 3 s is the one the error must carry.
+  let lists = 0;
+  const fake = await startFakeApi((url, res) => {
+    const retryAfter = url.searchParams.get('watch') || lists++ < MAX_RETRY_AFTER_RETRIES ? '0' : '3';
+    res.writeHead(429, { 'Content-Type': 'application/json', 'Retry-After': retryAfter });
     res.end(JSON.stringify({ kind: 'Status', code: 429, message: 'storage is (re)initializing' }));
   });
   t.after(() => fake.close());
