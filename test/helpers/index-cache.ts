@@ -28,8 +28,5 @@ export function indexCache(
     async findPodByIp(ip: string) {
       return this.lookup.podByIp(ip);
     },
-    async findPod(ns: string, name: string) {
-      return this.lookup.pod(ns, name);
-    },
   };
 }

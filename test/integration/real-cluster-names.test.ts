@@ -71,13 +71,13 @@ const MANIFESTS = manifests(
 );
 
 /** The hand-made slice of Service leader: one address, no targetRef (what a mirrored hand-written Endpoints gives too). */
-function leaderSlice(address: string): string {
+function leaderSlice(address: string, ports: object[] | null = [{ name: 'http', port: 8080, protocol: 'TCP' }]): string {
   return manifests({
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
     metadata: { name: 'leader-1', namespace: 'shop', labels: { 'kubernetes.io/service-name': 'leader' } },
     addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    ...(ports ? { ports } : {}),
     endpoints: [{ addresses: [address] }],
   });
 }
@@ -126,6 +126,27 @@ test("a selector-less Service's hand-made endpoint at a Pod IP reaches that pod,
   assert.match(refusal, /not pods nor any running pod's address/);
   await cluster!.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
 });
+
+test(
+  "a hand-made slice without a port of the Service port's name gives it no endpoint, as kube-proxy: refused saying so, never sent to the targetPort",
+  { skip },
+  async () => {
+    // No ports at all, then a port of another name: kube-proxy has no endpoint for Service port "http" either way.
+    for (const ports of [null, [{ name: 'web', port: 8080, protocol: 'TCP' }]]) {
+      await cluster!.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP, ports) });
+      const refusal = await eventually(async () => {
+        const r = await viaHttp('http://leader.shop/');
+        return !/pod=/.test(r.out) && r.out;
+      });
+      assert.match(
+        refusal,
+        /service shop\/leader:80: none of its endpoints \(1\) has a port for it: their EndpointSlices, not written by the EndpointSlice controller, have no TCP port named "http", so kube-proxy sends nothing to them/,
+      );
+    }
+    await cluster!.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
+    await eventually(async () => /pod=/.test((await viaHttp('http://leader.shop/')).out));
+  },
+);
 
 test('a web pod is named by its address, dashed, under its Service with a ClusterIP, as CoreDNS names it; the port as asked', { skip }, async () => {
   const dashed = webPodIP.replaceAll('.', '-');

@@ -111,11 +111,12 @@ test('ClusterIPs (IPv4 and IPv6, any spelling) map to their Service; Pod IPs kee
   );
 });
 
-test('named targetPort without slice ports is looked up in the pod', async () => {
-  const plan = await resolver.resolve(dom('api.shop.svc', 80));
-  assert.deepEqual(
-    plan.candidates.map((c) => [c.pod, c.port]),
-    [['api-1', 9000]],
+test('a slice without ports gives a Service port no endpoint: kube-proxy takes the port from the slice only', async () => {
+  const reply = await resolver.resolve(dom('api.shop.svc', 80)).then(() => undefined, replyFor);
+  assert.equal(reply?.socks, 0x04);
+  assert.match(
+    reply!.message,
+    /service shop\/api:80: none of its endpoints \(1\) has a port for it: their EndpointSlices, not written by the EndpointSlice controller, have no TCP port named "web", so kube-proxy sends nothing to them/,
   );
 });
 
@@ -243,48 +244,47 @@ test('a name in a namespace the namespace list lacks is refused without a namesp
   assert.equal(lookups, 0);
 });
 
-test('a pod is looked up for a named targetPort only when its slice has no ports at all', async () => {
+test("a hand-made slice's port counts for the Service port of its name and protocol only, never the targetPort", async () => {
   const svcs = [
     svc('shop', 'multi', {
       clusterIP: '10.96.0.7',
       ports: [
-        { name: 'http', port: 80, targetPort: 'http' as never },
-        { name: 'admin', port: 81, targetPort: 'admin' as never },
+        { name: 'http', port: 80, targetPort: 8080 as never },
+        { name: 'admin', port: 81, targetPort: 9000 as never },
+        { name: 'metrics', port: 82, targetPort: 9100 as never },
       ],
     }),
   ];
-  // The controller found no "admin" port on web-1: its slice lists only http.
   const sl = [
     {
-      ...slice('shop', 'multi', { name: 'http', port: 8080 }, [{ pod: 'web-1', ip: '10.0.0.1' }]),
-      metadata: { namespace: 'shop', name: 'multi-x', labels: { 'kubernetes.io/service-name': 'multi' } },
+      ...slice('shop', 'multi', { name: 'http', port: 8080 }, [{ ip: '10.0.0.1' }]),
+      // "admin" for UDP only, "metrics" without a number ("all ports", which kube-proxy ignores).
+      ports: [
+        { name: 'http', port: 8080, protocol: 'TCP' },
+        { name: 'admin', port: 9000, protocol: 'UDP' },
+        { name: 'metrics', protocol: 'TCP' },
+      ],
+    },
+    // Ready, but in a slice without "http": not an endpoint of port 80 (a second slice of its own).
+    {
+      ...slice('shop', 'multi', { name: 'other', port: 7000 }, [{ ip: '10.0.0.2' }]),
+      metadata: { namespace: 'shop', name: 'multi-y', labels: { 'kubernetes.io/service-name': 'multi' } },
     },
   ];
   const ix = new ClusterIndex(() => [objectSource(svcs, sl, pods)]);
-  let podLookups = 0;
-  const r = new Resolver({ ...cache, lookup: ix, findPod: async () => void podLookups++ } as never, 'cluster.local');
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
   assert.deepEqual(
     (await r.resolve(dom('multi.shop', 80))).candidates.map((c) => [c.pod, c.port]),
     [['web-1', 8080]],
   );
-  await assert.rejects(r.resolve(dom('multi.shop', 81)), /no ready endpoint/);
-  assert.equal(podLookups, 0, 'no API look-up per connection');
-});
-
-test("a hand-made slice without ports: a named targetPort is a native sidecar's port too, as podutil.FindPort finds it", async () => {
-  const svcs = [svc('shop', 'mesh', { clusterIP: '10.96.0.16', ports: [{ name: 'admin', port: 80, targetPort: 'admin' as never }] })];
-  const withSidecar = pod('shop', 'mesh-1', '10.0.2.1', [['http', 8080]], {
-    initContainers: [
-      { name: 'setup', ports: [{ name: 'admin', containerPort: 1 }] }, // runs to completion first: not a sidecar
-      { name: 'proxy', restartPolicy: 'Always', ports: [{ name: 'admin', containerPort: 15000 }] },
-    ],
-  });
-  const ix = new ClusterIndex(() => [objectSource(svcs, [slice('shop', 'mesh', null, [{ pod: 'mesh-1', ip: '10.0.2.1' }])], [withSidecar])]);
-  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
-  assert.deepEqual(
-    (await r.resolve(dom('mesh', 80))).candidates.map((c) => [c.pod, c.port]),
-    [['mesh-1', 15000]],
-  );
+  for (const [port, name] of [
+    [81, 'admin'],
+    [82, 'metrics'],
+  ] as const) {
+    const reply = await r.resolve(dom('multi.shop', port)).then(() => undefined, replyFor);
+    assert.equal(reply?.socks, 0x04, name);
+    assert.match(reply!.message, new RegExp(`have no TCP port named "${name}"`), name);
+  }
 });
 
 test('a plan says whether its Service would still pick the pod it opened on: selector switched, targetPort changed, Service made again', async () => {
@@ -382,21 +382,19 @@ test('a port the Service has for UDP or SCTP only is refused saying so; the port
   assert.match(await refusal('mixed', 81), /Service shop\/mixed has no TCP port 81 \(ports: 80\/http, 8125\/stats UDP\)/);
 });
 
-test("a controller's slice without ports (a targetPort name no pod has): no pod look-ups, and the refusal names the port", async () => {
+test("a controller's slice without ports (a targetPort name no pod has): the refusal names the port", async () => {
   // What kube-controller-manager writes when no selected pod has the named port: `ports: null`.
   const svcs = [svc('shop', 'typo', { clusterIP: '10.96.0.12', ports: [{ name: 'web', port: 80, targetPort: 'wbe' as never }] })];
   const eps = Array.from({ length: 30 }, (_, i) => ({ pod: `web-${i}`, ip: `10.0.1.${i + 1}` }));
   const byController = slice('shop', 'typo', null, eps);
   byController.metadata!.labels!['endpointslice.kubernetes.io/managed-by'] = 'endpointslice-controller.k8s.io';
   const ix = new ClusterIndex(() => [objectSource(svcs, [byController], pods)]);
-  let podLookups = 0;
-  const r = new Resolver({ ...cache, lookup: ix, findPod: async () => void podLookups++ } as never, 'cluster.local');
+  const r = new Resolver({ ...cache, lookup: ix } as never, 'cluster.local');
   await assert.rejects(r.resolve(dom('typo', 80)), (err: unknown) => {
     assert.equal(replyFor(err).socks, 0x04);
     assert.match((err as Error).message, /none of its endpoints \(30\) has a port for it: their pods have no TCP container port named "wbe"/);
     return true;
   });
-  assert.equal(podLookups, 0, 'the look-up budget is not spent on what the controller already said');
 });
 
 test('no ready endpoint: those still serving while they terminate are used, as kube-proxy does; not-serving ones never', async () => {
@@ -585,7 +583,7 @@ test("a selector-less Service's endpoint without a targetRef is the running pod 
   const sl = [
     // Hand-made (or mirrored from hand-written Endpoints): an address, a port, no targetRef.
     slice('shop', 'leader', { name: 'pg', port: 5432 }, [{ ip: '10.0.0.10' }]),
-    slice('shop', 'by-number', null, [{ ip: '10.0.0.2' }, { ip: '192.0.2.1' }]),
+    slice('shop', 'by-number', { port: 8080 }, [{ ip: '10.0.0.2' }, { ip: '192.0.2.1' }]),
     slice('shop', 'peers', { port: 7000 }, [{ ip: '10.0.0.3' }]),
   ];
   const ix = new ClusterIndex(() => [objectSource([...services, ...svcs], [...slices, ...sl], pods)]);
@@ -593,7 +591,7 @@ test("a selector-less Service's endpoint without a targetRef is the running pod 
   const r = new Resolver({ ...cache, lookup: ix, findPodByIp: async (ip: string) => (asked.push(ip), ix.podByIp(ip)) } as never, 'cluster.local');
   const plan = async (host: string, port: number) => (await r.resolve(dom(host, port))).candidates.map((c) => [c.pod, c.port, c.uid]);
   assert.deepEqual(await plan('leader.shop', 5432), [['db-0', 5432, undefined]]);
-  // No slice port: the Service's targetPort; an address no pod has is left out.
+  // An address no pod has is left out.
   assert.deepEqual(await plan('by-number.shop', 80), [['web-2', 8080, undefined]]);
   assert.deepEqual(await plan('peers.shop.svc.cluster.local', 7000), [['web-3', 7000, undefined]], 'headless: the port as asked');
   assert.deepEqual(asked.sort(), ['10.0.0.10', '10.0.0.2', '10.0.0.3', '192.0.2.1']);

@@ -26,7 +26,7 @@ import { withCanI } from '../../cluster/can-i.js';
 /** The part of the ClusterCache the resolver reads (an interface so tests can feed objects). */
 export type ResolverCache = Pick<
   ClusterCache,
-  'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed' | 'knowsIp' | 'findPodByIp' | 'findPod'
+  'lookup' | 'defaultNamespace' | 'namespaceExists' | 'ensureNamespace' | 'noteServed' | 'knowsIp' | 'findPodByIp'
 >;
 
 export interface ResolverOptions {
@@ -58,8 +58,8 @@ const ROUND_ROBIN_MAX = 10_000;
 
 /**
  * Turns a destination (name or IP, port) into pod ports using only the watch cache. Follows what
- * kube-proxy and cluster DNS would do: Service port → targetPort (named ports resolved per
- * endpoint by the EndpointSlice controller, else from the pod's container ports), endpoints that
+ * kube-proxy and cluster DNS would do: Service port → the port its EndpointSlices give each
+ * endpoint (targetPort as the controller resolved it), endpoints that
  * are ready (else, as kube-proxy, those terminating but still serving; an
  * endpoint without a pod targetRef is the pod with its address: service-endpoints.ts), spread
  * round-robin, or the client's own while it has ClientIP session affinity (session-affinity.ts);
@@ -206,10 +206,13 @@ export class Resolver {
     const headless = svc.headless;
     const servicePort = headless ? undefined : svc.ports.find((p) => p.port === port && p.protocol === 'TCP');
     if (!headless && !servicePort) throw noTcpPort(svc, port);
-    const { candidates, notPods, lookupError, portless } = await serviceEndpoints(svc, servicePort, port, this.cache.lookup.slicesFor(namespace, name), {
-      findPod: (ns, pod) => this.cache.findPod(ns, pod),
-      findPodByIp: (ip) => this.findPodByIp(ip),
-    });
+    const { candidates, notPods, lookupError, portless, unported } = await serviceEndpoints(
+      svc,
+      servicePort,
+      port,
+      this.cache.lookup.slicesFor(namespace, name),
+      { findPodByIp: (ip) => this.findPodByIp(ip) },
+    );
     if (candidates.length === 0) {
       if (lookupError !== undefined) throw lookupError;
       if (notPods.length > 0) {
@@ -221,6 +224,13 @@ export class Resolver {
         // As `kubectl port-forward svc/…` says "does not have a named port": a misnamed targetPort.
         throw new NoReadyEndpointError(
           `${label}: none of its endpoints (${portless}) has a port for it: their pods have no TCP container port named "${servicePort.targetPort}"`,
+        );
+      }
+      if (unported > 0 && servicePort) {
+        // kube-proxy takes an endpoint's port from its slice only: the targetPort is no fallback.
+        const portName = servicePort.name ? `named "${servicePort.name}"` : 'without a name';
+        throw new NoReadyEndpointError(
+          `${label}: none of its endpoints (${unported}) has a port for it: their EndpointSlices, not written by the EndpointSlice controller, have no ${servicePort.protocol} port ${portName}, so kube-proxy sends nothing to them`,
         );
       }
       const detail = noReadyDetail(namespace, this.cache.lookup.slicesFor(namespace, name), svc.selectorless);

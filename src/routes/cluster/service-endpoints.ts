@@ -5,7 +5,8 @@
 // publishNotReadyAddresses, whose pods take traffic whatever their state.
 // kube-proxy sends to an endpoint's address whatever made the slice, so an endpoint without a pod
 // targetRef (a selector-less Service with a hand-made slice or Endpoints) is the running pod that
-// has that address, if one does.
+// has that address, if one does. Its port is the slice's port of the Service port's name and
+// protocol, or none (pkg/proxy/endpointslicecache.go): never the Service's targetPort.
 import type { SlimEndpoint, SlimPod, SlimService, SlimServicePort, SlimSlice } from '../../cluster/slim.js';
 import type { PodPort } from '../../tunnel/transport.js';
 
@@ -13,8 +14,6 @@ import type { PodPort } from '../../tunnel/transport.js';
 export const MAX_ADDRESS_LOOKUPS = 8;
 
 export interface EndpointPods {
-  /** A running pod by name (for a named targetPort when the slice has no ports). */
-  findPod(namespace: string, name: string): Promise<SlimPod | undefined>;
   /** The running pod with this IP (an endpoint without a pod targetRef). */
   findPodByIp(ip: string): Promise<SlimPod | undefined>;
 }
@@ -27,6 +26,8 @@ export interface ServiceEndpoints {
   lookupError?: unknown;
   /** Endpoints that would take traffic but whose pod has no port for this Service port (a targetPort name it lacks). */
   portless: number;
+  /** Endpoints of slices not written by the EndpointSlice controller that have no port of this Service port's name. */
+  unported: number;
 }
 
 interface Chosen {
@@ -42,11 +43,20 @@ export async function serviceEndpoints(
   slices: readonly SlimSlice[],
   pods: EndpointPods,
 ): Promise<ServiceEndpoints> {
-  const chosen = pickEndpoints(slices);
+  // Without a port of its own for this Service port, an endpoint takes none of its traffic.
+  const chosen = pickEndpoints(slices, servicePort);
+  let portless = 0;
+  let unported = 0;
+  if (chosen.length === 0 && servicePort) {
+    // Endpoints that would take traffic had their slices this port: for the refusal's words.
+    for (const { slice } of pickEndpoints(slices)) {
+      if (slice.byController) portless++;
+      else unported++;
+    }
+  }
   const byAddress = await podsByAddress(chosen, pods);
   const candidates: PodPort[] = [];
   const notPods: string[] = [];
-  let portless = 0;
   // A pod in an IPv4 and an IPv6 slice of a dual-stack Service is one candidate, not two.
   const seen = slices.length > 1 ? new Set<string>() : undefined;
   for (const { slice, ep } of chosen) {
@@ -58,24 +68,9 @@ export async function serviceEndpoints(
     }
     const namespace = found?.namespace ?? ep.refNamespace ?? svc.namespace;
     const name = found?.name ?? ep.refName!;
-    const slicePort = servicePort ? slice.ports?.find((p) => p.name === servicePort.name) : undefined;
-    // Slices carry the resolved port. Only a hand-made slice without any port sends us to the
-    // pod's containers for a named targetPort: a controller's slice without this port name (or
-    // without ports: its pods lack every one) is the controller saying these pods lack it, and
-    // asking the API server, once per endpoint, would not change that.
-    const pod =
-      found ??
-      (servicePort && !slice.ports?.length && !slice.byController && isNamedPort(servicePort.targetPort)
-        ? await pods.findPod(namespace, name).catch(() => undefined)
-        : undefined);
-    const podPort = servicePort ? (slicePort?.port ?? targetPortOf(servicePort, pod)) : port;
-    if (podPort === undefined) {
-      // Known to lack it: the controller says so, or the pod was read (not a failed look-up).
-      if (slice.byController || pod) portless++;
-      continue;
-    }
+    const podPort = servicePort ? slicePortOf(slice, servicePort)! : port;
     // The endpoint controller's targetRef names the pod instance it vouched ready.
-    const uid = (isPodRef ? ep.refUid : undefined) ?? pod?.uid;
+    const uid = (isPodRef ? ep.refUid : undefined) ?? found?.uid;
     if (seen) {
       const key = `${namespace}/${name}/${uid ?? ''}:${podPort}`;
       if (seen.has(key)) continue;
@@ -83,23 +78,22 @@ export async function serviceEndpoints(
     }
     candidates.push({ namespace, pod: name, port: podPort, ...(uid ? { uid } : {}) });
   }
-  return { candidates, notPods, portless, ...(byAddress.error !== undefined ? { lookupError: byAddress.error } : {}) };
+  return { candidates, notPods, portless, unported, ...(byAddress.error !== undefined ? { lookupError: byAddress.error } : {}) };
 }
 
 /**
  * Whether a pod port a stream opened on is still one the Service's endpoints would send a new
  * connection to (a pooled stream is reused only while it is: a selector edited for a blue/green
  * switch, a rollout, a targetPort changed). Synchronous, from the slices alone: an endpoint known
- * by its address only, or a port only the pod could tell, counts as still picked.
+ * by its address only counts as still picked.
  */
 export function stillPicked(servicePort: SlimServicePort | undefined, slices: readonly SlimSlice[], c: PodPort, namespace: string): boolean {
-  for (const { slice, ep } of pickEndpoints(slices)) {
+  for (const { slice, ep } of pickEndpoints(slices, servicePort)) {
     if (!(ep.refKind === 'Pod' && ep.refName)) return true;
     if (ep.refName !== c.pod || (ep.refNamespace ?? namespace) !== c.namespace) continue;
     if (ep.refUid !== undefined && c.uid !== undefined && ep.refUid !== c.uid) continue;
     if (!servicePort) return true;
-    const port = slice.ports?.find((p) => p.name === servicePort.name)?.port ?? targetPortOf(servicePort, undefined);
-    if (port === undefined || port === c.port) return true;
+    if (slicePortOf(slice, servicePort) === c.port) return true;
   }
   return false;
 }
@@ -135,11 +129,15 @@ export function unpublishedPod(slices: readonly SlimSlice[], hostname: string, i
   return undefined;
 }
 
-/** Ready endpoints; only when there are none, those terminating but still serving. */
-function pickEndpoints(slices: readonly SlimSlice[]): Chosen[] {
+/**
+ * Ready endpoints; only when there are none, those terminating but still serving. With a Service
+ * port, only those of slices that have it: kube-proxy picks per Service port.
+ */
+function pickEndpoints(slices: readonly SlimSlice[], servicePort?: SlimServicePort): Chosen[] {
   const ready: Chosen[] = [];
   const terminating: Chosen[] = [];
   for (const slice of slices) {
+    if (servicePort && slicePortOf(slice, servicePort) === undefined) continue;
     for (const ep of slice.endpoints) {
       if (ep.ready !== false) ready.push({ slice, ep });
       else if (ep.terminating === true && ep.serving !== false) terminating.push({ slice, ep });
@@ -168,16 +166,10 @@ async function podsByAddress(chosen: Chosen[], pods: EndpointPods): Promise<{ po
   return { pods: found, error };
 }
 
-function isNamedPort(target: number | string): boolean {
-  return typeof target === 'string' && !/^\d+$/.test(target);
-}
-
-/** targetPort when the slice carries no port: a number, or a name looked up in the pod's containers. */
-function targetPortOf(servicePort: SlimServicePort, pod: SlimPod | undefined): number | undefined {
-  const target = servicePort.targetPort;
-  if (typeof target === 'number') return target;
-  if (/^\d+$/.test(target)) return Number(target);
-  return pod?.namedPorts.find((p) => p.name === target && p.protocol === 'TCP')?.containerPort;
+/** The slice's port for a Service port, as kube-proxy takes it: same name and protocol, a number set. */
+function slicePortOf(slice: SlimSlice, servicePort: SlimServicePort): number | undefined {
+  const p = slice.ports?.find((x) => x.name === servicePort.name && x.protocol === servicePort.protocol);
+  return p?.port ? p.port : undefined;
 }
 
 /** Names shown of the pods that are not ready, at most. */
