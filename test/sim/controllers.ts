@@ -39,14 +39,18 @@ function selectorMatches(selector: Record<string, string>, labels: Record<string
 /** The EndpointSlice controller's --max-endpoints-per-slice default: a Service with more pods gets several slices. */
 export const MAX_ENDPOINTS_PER_SLICE = 100;
 
-/** podutil.FindPort: numeric targetPort as is; named one → the pod's containerPort of that name. */
+/**
+ * endpointslice FindPort: numeric targetPort as is; named one → the pod's containerPort of that
+ * name, in its containers, then in its native sidecars (init containers with restartPolicy Always).
+ */
 function resolvePort(svcPort: AnyObj, pod: AnyObj): SlicePort | undefined {
   const target = svcPort.targetPort ?? svcPort.port;
   let port: number | undefined;
   if (typeof target === 'number') {
     port = target;
   } else {
-    for (const c of pod.spec?.containers ?? []) {
+    const sidecars = (pod.spec?.initContainers ?? []).filter((c: AnyObj) => c.restartPolicy === 'Always');
+    for (const c of [...(pod.spec?.containers ?? []), ...sidecars]) {
       for (const cp of c.ports ?? []) if (cp.name === target && (cp.protocol ?? 'TCP') === (svcPort.protocol ?? 'TCP')) port ??= cp.containerPort;
     }
   }
