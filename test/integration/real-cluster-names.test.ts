@@ -51,6 +51,10 @@ const MANIFESTS = manifests(
     spec: { hostname: 'peer-0', subdomain: 'peers' },
   }),
   service('peers', { selector: { app: 'peer-0' }, clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }),
+  // A pod that drains for 20 s once deleted, behind a ClusterIP and a headless Service.
+  pod({ name: 'drain', annotations: { 'proxyout.test/stop-delay': '20s' }, containers: [httpContainer('drain')] }),
+  service('drain', { ports: [{ name: 'http', port: 80, targetPort: 'http' }] }),
+  service('drain-hl', { selector: { app: 'drain' }, clusterIP: 'None', ports: [{ name: 'http', port: 8080 }] }),
   // A readiness gate (a load balancer controller's, say) not yet met: the pod is not Ready.
   pod({ name: 'gated', containers: [httpContainer('app')], spec: { readinessGates: [{ conditionType: 'proxyout.test/gate' }] } }),
   service('gated', { ports: [{ name: 'http', port: 80, targetPort: 'http' }] }),
@@ -91,7 +95,7 @@ before(async () => {
   if (skip) return;
   cluster = await startClusterLogged();
   await applyAndRollOut(cluster, MANIFESTS, ['deployment/web', 'deployment/green', 'deployment/twins']);
-  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/meshed', '--timeout=30s']);
+  await cluster.kubectl(['-n', 'shop', 'wait', '--for=condition=Ready', 'pod/meshed', 'pod/drain', '--timeout=30s']);
   await endpointSlicesCaughtUp(cluster);
   ({ podName: webPodName, podIP: webPodIP } = await webAddresses(cluster));
   await cluster.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
@@ -145,6 +149,25 @@ test(
     }
     await cluster!.kubectl(['apply', '-f', '-'], { input: leaderSlice(webPodIP) });
     await eventually(async () => /pod=/.test((await viaHttp('http://leader.shop/')).out));
+  },
+);
+
+test(
+  'a pod that terminates but still serves: its ClusterIP Service reaches it, as kube-proxy; its headless name is refused, as cluster DNS',
+  { skip },
+  async () => {
+    await eventually(async () => /pod=drain /.test((await viaHttp('http://drain-hl:8080/')).out));
+    await cluster!.kubectl(['-n', 'shop', 'delete', 'pod', 'drain', '--wait=false']);
+    const refusal = await eventually(async () => {
+      const r = await viaHttp('http://drain-hl:8080/');
+      return !/pod=/.test(r.out) && r.out;
+    });
+    assert.match(
+      refusal,
+      /service shop\/drain-hl:8080 has no ready endpoint: its one endpoint, pod shop\/drain, is not ready \(a headless name: cluster DNS answers ready endpoints only\)/,
+    );
+    assert.match((await viaHttp('http://drain/')).out, /pod=drain namespace=shop port=8080/, 'the ClusterIP Service falls back to it');
+    await cluster!.kubectl(['-n', 'shop', 'delete', 'pod', 'drain', '--grace-period=0', '--force', '--wait=false']);
   },
 );
 

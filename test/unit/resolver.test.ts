@@ -287,6 +287,27 @@ test("a hand-made slice's port counts for the Service port of its name and proto
   }
 });
 
+test('a headless name is its ready endpoints only, as cluster DNS answers: no fallback to pods still serving while they terminate', async () => {
+  const svcs = [svc('shop', 'hl-roll', { clusterIP: 'None', ports: [{ port: 8080 }] })];
+  const terminatingServing = { pod: 'web-1', ip: '10.0.0.1', ready: false, serving: true, terminating: true };
+  const only = (eps: Parameters<typeof slice>[3]) =>
+    new Resolver({ ...cache, lookup: new ClusterIndex(() => [objectSource(svcs, [slice('shop', 'hl-roll', null, eps)], pods)]) } as never, 'cluster.local');
+  const reply = await only([terminatingServing])
+    .resolve(dom('hl-roll.shop', 8080))
+    .then(() => undefined, replyFor);
+  assert.equal(reply?.socks, 0x04);
+  assert.match(
+    reply!.message,
+    /service shop\/hl-roll:8080 has no ready endpoint: its one endpoint, pod shop\/web-1, is not ready \(a headless name: cluster DNS answers ready endpoints only\)/,
+  );
+  const plan = await only([terminatingServing, { pod: 'web-2', ip: '10.0.0.2' }]).resolve(dom('hl-roll.shop', 8080));
+  assert.deepEqual(
+    plan.candidates.map((c) => c.pod),
+    ['web-2'],
+  );
+  assert.equal(plan.stillPicked!({ namespace: 'shop', pod: 'web-1', port: 8080 }), false, 'a pooled stream to the terminating pod is not reused');
+});
+
 test('a plan says whether its Service would still pick the pod it opened on: selector switched, targetPort changed, Service made again', async () => {
   const web = (uid: string, targetPort: number) =>
     ({

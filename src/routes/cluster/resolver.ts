@@ -234,7 +234,9 @@ export class Resolver {
         );
       }
       const detail = noReadyDetail(namespace, this.cache.lookup.slicesFor(namespace, name), svc.selectorless);
-      throw new NoReadyEndpointError(`${label} has no ready endpoint${detail}`);
+      // Unlike kube-proxy, cluster DNS does not fall back to pods that terminate but still serve.
+      const dns = headless && / ready/.test(detail) ? ' (a headless name: cluster DNS answers ready endpoints only)' : '';
+      throw new NoReadyEndpointError(`${label} has no ready endpoint${detail}${dns}`);
     }
     const key = `${namespace}/${name}:${port}`;
     const seconds = svc.affinitySeconds;

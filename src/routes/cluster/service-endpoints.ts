@@ -2,7 +2,8 @@
 // (pkg/proxy/topology.go CategorizeEndpoints): the ready ones; only when there are none, those
 // still serving while they terminate. Unknown conditions count as ready / serving, as there. Ready
 // alone decides, as there: the controller writes a terminating pod ready only for a Service with
-// publishNotReadyAddresses, whose pods take traffic whatever their state.
+// publishNotReadyAddresses, whose pods take traffic whatever their state. A headless Service's
+// name is what cluster DNS answers: its ready endpoints only.
 // kube-proxy sends to an endpoint's address whatever made the slice, so an endpoint without a pod
 // targetRef (a selector-less Service with a hand-made slice or Endpoints) is the running pod that
 // has that address, if one does. Its port is the slice's port of the Service port's name and
@@ -44,7 +45,7 @@ export async function serviceEndpoints(
   pods: EndpointPods,
 ): Promise<ServiceEndpoints> {
   // Without a port of its own for this Service port, an endpoint takes none of its traffic.
-  const chosen = pickEndpoints(slices, servicePort);
+  const chosen = pickEndpoints(slices, servicePort, !servicePort);
   let portless = 0;
   let unported = 0;
   if (chosen.length === 0 && servicePort) {
@@ -88,7 +89,7 @@ export async function serviceEndpoints(
  * by its address only counts as still picked.
  */
 export function stillPicked(servicePort: SlimServicePort | undefined, slices: readonly SlimSlice[], c: PodPort, namespace: string): boolean {
-  for (const { slice, ep } of pickEndpoints(slices, servicePort)) {
+  for (const { slice, ep } of pickEndpoints(slices, servicePort, !servicePort)) {
     if (!(ep.refKind === 'Pod' && ep.refName)) return true;
     if (ep.refName !== c.pod || (ep.refNamespace ?? namespace) !== c.namespace) continue;
     if (ep.refUid !== undefined && c.uid !== undefined && ep.refUid !== c.uid) continue;
@@ -131,9 +132,10 @@ export function unpublishedPod(slices: readonly SlimSlice[], hostname: string, i
 
 /**
  * Ready endpoints; only when there are none, those terminating but still serving. With a Service
- * port, only those of slices that have it: kube-proxy picks per Service port.
+ * port, only those of slices that have it: kube-proxy picks per Service port. Without one (a
+ * headless name) ready ones only: cluster DNS answers no others, it has no fallback.
  */
-function pickEndpoints(slices: readonly SlimSlice[], servicePort?: SlimServicePort): Chosen[] {
+function pickEndpoints(slices: readonly SlimSlice[], servicePort?: SlimServicePort, headless = false): Chosen[] {
   const ready: Chosen[] = [];
   const terminating: Chosen[] = [];
   for (const slice of slices) {
@@ -143,7 +145,7 @@ function pickEndpoints(slices: readonly SlimSlice[], servicePort?: SlimServicePo
       else if (ep.terminating === true && ep.serving !== false) terminating.push({ slice, ep });
     }
   }
-  return ready.length > 0 ? ready : terminating;
+  return ready.length > 0 || headless ? ready : terminating;
 }
 
 /** The running pods at the addresses of endpoints without a pod targetRef, looked up together. */
