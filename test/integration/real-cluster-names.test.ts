@@ -171,6 +171,24 @@ test(
   },
 );
 
+test('a Service deleted and made again with another ClusterIP: the old IP is refused, the new one and the name reach it', { skip }, async () => {
+  const made = (clusterIP: string) => {
+    const svc = webService('again') as { spec: Record<string, unknown> };
+    svc.spec.clusterIP = clusterIP;
+    return manifests(svc);
+  };
+  await cluster!.kubectl(['create', '-f', '-'], { input: made('10.96.77.1') });
+  await eventually(async () => /pod=web-/.test((await viaHttp('http://10.96.77.1/')).out));
+  await cluster!.kubectl(['-n', 'shop', 'delete', 'svc', 'again']);
+  await cluster!.kubectl(['create', '-f', '-'], { input: made('10.96.77.2') });
+  // Within seconds, as kube-proxy's rules follow: the new address and the name, never the old one.
+  await eventually(async () => /pod=web-/.test((await viaHttp('http://10.96.77.2/')).out), 5_000);
+  assert.match((await viaHttp('http://again/')).out, /pod=web-/);
+  const old = await viaHttp('http://10.96.77.1/');
+  assert.doesNotMatch(old.out, /pod=/);
+  assert.match(old.out, /10\.96\.77\.1 is in no route's cidrs and no cluster knows it as a Service ClusterIP or Pod IP/);
+});
+
 test('a web pod is named by its address, dashed, under its Service with a ClusterIP, as CoreDNS names it; the port as asked', { skip }, async () => {
   const dashed = webPodIP.replaceAll('.', '-');
   const r = await viaHttp(`http://${dashed}.web.shop.svc.cluster.local:8080/`);
