@@ -622,6 +622,16 @@ test("a selector-less Service's endpoint without a targetRef is the running pod 
   assert.deepEqual(asked, []);
 });
 
+test('an FQDN slice (a name, not an address) is no pod: refused without a Pod IP look-up', async () => {
+  const svcs = [svc('shop', 'named', { clusterIP: '10.96.0.18', ports: [{ port: 80 }] })];
+  const sl = [{ ...slice('shop', 'named', { port: 80 }, [{ ip: 'db.example.com' }]), addressType: 'FQDN' }];
+  const ix = new ClusterIndex(() => [objectSource(svcs, sl, pods)]);
+  const asked: string[] = [];
+  const r = new Resolver({ ...cache, lookup: ix, findPodByIp: async (ip: string) => (asked.push(ip), ix.podByIp(ip)) } as never, 'cluster.local');
+  await assert.rejects(r.resolve(dom('named.shop', 80)), /its endpoints \(db\.example\.com\) are not pods nor any running pod's address/);
+  assert.deepEqual(asked, []);
+});
+
 test('a look-up failure for such an address is the answer when no endpoint is left', async () => {
   const ix = new ClusterIndex(() => [objectSource(services, slices, pods)]);
   const r = new Resolver(

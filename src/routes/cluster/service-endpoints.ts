@@ -8,6 +8,7 @@
 // targetRef (a selector-less Service with a hand-made slice or Endpoints) is the running pod that
 // has that address, if one does. Its port is the slice's port of the Service port's name and
 // protocol, or none (pkg/proxy/endpointslicecache.go): never the Service's targetPort.
+import { isIP } from 'node:net';
 import type { SlimEndpoint, SlimPod, SlimService, SlimServicePort, SlimSlice } from '../../cluster/slim.js';
 import type { PodPort } from '../../tunnel/transport.js';
 
@@ -153,7 +154,8 @@ async function podsByAddress(chosen: Chosen[], pods: EndpointPods): Promise<{ po
   const addresses = new Set<string>();
   for (const { ep } of chosen) {
     if (addresses.size >= MAX_ADDRESS_LOOKUPS) break;
-    if (!(ep.refKind === 'Pod' && ep.refName) && ep.address) addresses.add(ep.address);
+    // A name (a slice of addressType FQDN, which kube-proxy ignores) is no pod's address: not asked.
+    if (!(ep.refKind === 'Pod' && ep.refName) && ep.address && isIP(ep.address)) addresses.add(ep.address);
   }
   const found = new Map<string, SlimPod>();
   let error: unknown;
