@@ -14,7 +14,7 @@ import type { ListenerContext } from './listener.js';
 import { clientName, closingAfterAnswer, whenClientCloses } from './server-base.js';
 import { pooledBusy, pooledIdle } from './idle-upstreams.js';
 import { bodyFramingRefusal, earlyHintsFrom, endToEndHeaders, finalRecipientAnswer, maxForwardsFor } from './http-messages.js';
-import { originFailure, originFormTarget, passTrailers } from './http-messages.js';
+import { originFailure, originFormTarget, passTrailers, reasonWithMessage } from './http-messages.js';
 
 /** Request options key carrying what createConnection needs to ask the opener. */
 const META = 'proxyoutOpen';
@@ -145,7 +145,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 
 function sendText(res: ServerResponse, status: number, body: string, close = false): void {
   if (res.headersSent || res.destroyed) return void res.destroy();
-  res.writeHead(status, {
+  res.writeHead(status, reasonWithMessage(status, body), {
     'Content-Type': 'text/plain; charset=utf-8',
     // Our error bodies quote client text (escaped); a browser must never sniff them into HTML.
     'X-Content-Type-Options': 'nosniff',

@@ -1,7 +1,7 @@
 // What a forwarding proxy changes in the messages it passes on (RFC 9110 §7.6, RFC 9112 §3.2):
 // hop-by-hop fields, the request target it sends, Max-Forwards, and the 1xx answers it relays.
 // http-forward.ts does the forwarding; this module holds the rules, free of sockets.
-import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { formatHostPort } from '../core/address.js';
 import { BadRequestError, CommandNotSupportedError, type ProxyError } from '../core/errors.js';
 
@@ -189,3 +189,19 @@ export function originFailure(err: NodeJS.ErrnoException, headLimit: string, to?
 
 /** Ports whose servers speak TLS first, as a rule: a plain-HTTP request there is a wrong scheme. */
 const TLS_PORTS = new Set([443, 6443, 8443, 9443]);
+
+/** Longest message a refusal's reason phrase carries: OpenBSD nc reads the status line into 1 KiB. */
+const MAX_REASON_MESSAGE = 360;
+
+/**
+ * The reason phrase of an answer we make up, with our message after the standard one
+ * (`502 Bad Gateway (kubectl-proxyout: …)`). Go's client (kubectl, every client-go program),
+ * Java's HttpURLConnection, Python's urllib, wget and nc show a refused CONNECT or request by its
+ * status line alone, never the body naming the route. Printable ASCII only (no CR or LF), bounded.
+ */
+export function reasonWithMessage(status: number, message: string): string {
+  const standard = STATUS_CODES[status] ?? 'Error';
+  const text = message.trim().replace(/[^\x20-\x7e]/g, '?');
+  if (text === '') return standard;
+  return `${standard} (${text.length > MAX_REASON_MESSAGE ? `${text.slice(0, MAX_REASON_MESSAGE)}...` : text})`;
+}

@@ -23,6 +23,7 @@ import { TunnelAgent, createForwarder } from './http-forward.js';
 import { authorizeConnect, requireProxyAuth } from './http-auth.js';
 import { UnauthenticatedConnections } from './unauthenticated.js';
 import { isPacRequest, servePac } from './pac-file.js';
+import { reasonWithMessage } from './http-messages.js';
 import { SocksMethod, encodeMethodSelection, encodeSocks4Reply } from './socks-protocol.js';
 
 /** Request heads larger than this get 431; generous for cookies, small enough to bound memory. */
@@ -130,11 +131,14 @@ function lingeringClose(this: net.Socket): void {
   this.once('end', () => (this.writableFinished ? this.destroy() : this.once('finish', () => this.destroy())));
 }
 
-/** A complete, self-contained error response on a raw socket, then a graceful close. */
-export function rawErrorResponse(status: number, body: string, extraHeaders: readonly string[] = []): string {
+/**
+ * A complete, self-contained error response on a raw socket, then a graceful close. `explain`:
+ * the body's text goes into the reason phrase too (http-messages.ts reasonWithMessage).
+ */
+export function rawErrorResponse(status: number, body: string, extraHeaders: readonly string[] = [], explain = false): string {
   const text = body.endsWith('\n') ? body : `${body}\n`;
   return (
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n` +
+    `HTTP/1.1 ${status} ${explain ? reasonWithMessage(status, body) : (STATUS_CODES[status] ?? 'Error')}\r\n` +
     extraHeaders.map((h) => `${h}\r\n`).join('') +
     'Content-Type: text/plain; charset=utf-8\r\n' +
     'X-Content-Type-Options: nosniff\r\n' +
@@ -259,7 +263,7 @@ async function handleConnect(
   const destination = parseConnectTarget(req.url ?? '');
   if (!destination) {
     const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(authorityProblem(req.url ?? '')));
-    endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`));
+    endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [], true));
     return;
   }
   const outcome = await openHeld(ctx.opener, ctx.log, socket, { destination, frontEnd: 'http-connect', client }, 'CONNECT client');
@@ -267,7 +271,7 @@ async function handleConnect(
   if ('failed' in outcome) {
     const reply = ctx.stats.failed('http-connect', client, destination, outcome.failed);
     const what = formatHostPort(destination.host, destination.port);
-    endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: cannot connect to ${what}: ${reply.message}`));
+    endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: cannot connect to ${what}: ${reply.message}`, [], true));
     return;
   }
   const { opened, head: later } = outcome;

@@ -1,7 +1,7 @@
 // The message rules of plain-HTTP forwarding (src/listeners/http-messages.ts), without sockets.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { earlyHintsFrom, maxForwardsFor, originFormTarget, splitLinks } from '../../src/listeners/http-messages.js';
+import { earlyHintsFrom, maxForwardsFor, originFormTarget, reasonWithMessage, splitLinks } from '../../src/listeners/http-messages.js';
 
 test('originFormTarget keeps the raw path and query; an OPTIONS with neither becomes "*"', () => {
   assert.equal(originFormTarget('http://h/a/../b?x=%41', 'GET'), '/a/../b?x=%41');
@@ -39,4 +39,16 @@ test('earlyHintsFrom: the links one per entry, end-to-end fields beside them; no
     'x-hint': '1',
   });
   assert.equal(earlyHintsFrom(['X-Hint', '1']), undefined);
+});
+
+test('reasonWithMessage: the standard phrase, then the message in printable ASCII, bounded for a 1 KiB status line', () => {
+  assert.equal(
+    reasonWithMessage(502, 'kubectl-proxyout: cluster route a: no Service "x" in namespace "y"\n'),
+    'Bad Gateway (kubectl-proxyout: cluster route a: no Service "x" in namespace "y")',
+  );
+  assert.equal(reasonWithMessage(403, ''), 'Forbidden');
+  // CR/LF would end the status line; Node refuses code points above U+00FF in a reason phrase.
+  assert.equal(reasonWithMessage(502, 'a\r\nX-Injected: 1 é \u4e2d'), 'Bad Gateway (a??X-Injected: 1 ? ?)');
+  const long = reasonWithMessage(504, 'x'.repeat(2000));
+  assert.ok(long.length < 400 && long.endsWith('...)'), long);
 });
