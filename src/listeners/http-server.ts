@@ -211,7 +211,7 @@ function answerClientError(ctx: ListenerContext, err: NodeJS.ErrnoException, soc
     (answer) => {
       if (!answer) socket.destroy();
       // An earlier answer said Connection: close and is closing it (lingeringClose): nothing to add.
-      else if (!socket.writableEnded) endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`));
+      else if (!socket.writableEnded) endWithReply(socket, rawErrorResponse(status, `kubectl-proxyout: ${body}`, [], true));
     },
     () => socket.destroy(),
   );

@@ -157,7 +157,7 @@ function handleClient(socket: net.Socket, ctx: ListenerContext, policy: SocksMet
           undefined,
           new BadRequestError(`an HTTP request reached the SOCKS listener: use socks5h://${here} as the proxy, or an HTTP listener (--listen-http)`),
         );
-        endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`));
+        endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [], true));
       } else if (step.type === 'connect' && step.version === 4 && ctx.auth) {
         ctx.stats.failed(
           'socks4',

@@ -38,6 +38,13 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = {}): Prom
   );
 }
 
+/** A kubeconfig for a second cluster's API server, as a Service of this one (here: one that does not exist). */
+function otherCluster(): string {
+  const kubeconfig = path.join(scratch, 'kubeconfig-other-cluster');
+  writeFileSync(kubeconfig, cluster.sim.kubeconfigYaml({ server: 'https://apiserver-b.clusters.svc:443' }), { mode: 0o600 });
+  return kubeconfig;
+}
+
 const noService = (name: string, namespace = 'shop') => `cluster route sim: no Service "${name}" in namespace "${namespace}"`;
 
 test('nc -X connect (an ssh ProxyCommand) prints the refused CONNECT with the route and the reason', async (t) => {
@@ -48,10 +55,7 @@ test('nc -X connect (an ssh ProxyCommand) prints the refused CONNECT with the ro
 });
 
 test('kubectl with HTTPS_PROXY, its API server a Service the cluster lacks: its error names the route and what is missing', async (t) => {
-  const kubeconfig = path.join(scratch, 'kubeconfig-other-cluster');
-  // A second cluster's API server, reached as a Service of this one (here: one that does not exist).
-  writeFileSync(kubeconfig, cluster.sim.kubeconfigYaml({ server: 'https://apiserver-b.clusters.svc:443' }), { mode: 0o600 });
-  const r = await run('kubectl', ['--kubeconfig', kubeconfig, '--cache-dir', path.join(scratch, 'cache'), 'get', '--raw', '/version'], {
+  const r = await run('kubectl', ['--kubeconfig', otherCluster(), '--cache-dir', path.join(scratch, 'cache'), 'get', '--raw', '/version'], {
     HTTPS_PROXY: `http://${proxy.http}`,
   });
   if (r === undefined) return t.skip('kubectl not on PATH: the client-go check is skipped');
@@ -68,4 +72,17 @@ test('an absolute-form request refused: wget and the status line say why, the bo
   const r = await run('wget', ['-O', '-', 'http://nope.shop/'], { http_proxy: `http://${proxy.http}` });
   if (r === undefined) return t.skip('wget not on PATH');
   assert.ok(r.stderr.includes(`ERROR 502: Bad Gateway (kubectl-proxyout: ${noService('nope')}).`), r.stderr);
+});
+
+test('an HTTP client pointed at the SOCKS port (HTTPS_PROXY=http://…:1080) is told to use socks5h:// in the status line', async (t) => {
+  const hint = `an HTTP request reached the SOCKS listener: use socks5h://${proxy.socks} as the proxy, or an HTTP listener (--listen-http)`;
+  const nc = await run('nc', ['-X', 'connect', '-x', proxy.socks!, '-w', '10', 'web.shop', '8080']);
+  if (nc === undefined) return t.skip('nc not on PATH (netcat-openbsd)');
+  assert.ok(nc.stderr.includes(`HTTP/1.1 400 Bad Request (kubectl-proxyout: ${hint})`), `nc's stderr: ${nc.stderr}`);
+  // Not the cluster's own loopback server: Go never sends loopback through a proxy.
+  const r = await run('kubectl', ['--kubeconfig', otherCluster(), '--cache-dir', path.join(scratch, 'cache'), 'get', '--raw', '/version'], {
+    HTTPS_PROXY: `http://${proxy.socks}`,
+  });
+  if (r === undefined) return t.skip('kubectl not on PATH: the client-go check is skipped');
+  assert.ok(r.stderr.includes(`Bad Request (kubectl-proxyout: ${hint})`), r.stderr);
 });

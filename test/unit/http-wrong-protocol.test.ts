@@ -60,6 +60,8 @@ test('other bytes that are not HTTP still get 400', async () => {
 test('a method the parser does not know gets 501 naming it, pipelined behind another request too; not "malformed"', async () => {
   const ban = (await exchange(Buffer.from('BAN http://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n'))).toString('latin1');
   assert.match(ban, /^HTTP\/1\.1 501 [^]*method BAN is not supported/);
+  // In the status line too, which Go's and Java's clients show alone.
+  assert.match(ban, /^HTTP\/1\.1 501 Not Implemented \(kubectl-proxyout: method BAN is not supported: [^\r\n]*\)\r\n/);
   const behind = (
     await exchange(Buffer.from('OPTIONS http://web.test HTTP/1.1\r\nMax-Forwards: 0\r\n\r\nPURGEALL http://web.test/ HTTP/1.1\r\n\r\n'))
   ).toString('latin1');

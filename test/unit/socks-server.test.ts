@@ -211,7 +211,8 @@ test('an HTTP request on the SOCKS port (http_proxy set to it) is told so in HTT
     s.write(request);
     const answer = (await new Reader(s).rest()).toString('latin1');
     s.destroy();
-    assert.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n[^]*Connection: close\r\n/);
+    // Its status line says so too: kubectl and other Go programs show nothing else.
+    assert.match(answer, /^HTTP\/1\.1 400 Bad Request \(kubectl-proxyout: an HTTP request reached the SOCKS listener: [^\r\n]*\)\r\n[^]*Connection: close\r\n/);
     assert.match(answer, new RegExp(`kubectl-proxyout: an HTTP request reached the SOCKS listener: use socks5h://127\\.0\\.0\\.1:${port} as the proxy`));
   }
   assert.equal(ctx.stats.snapshot().failuresByReason['bad-request'], failedBefore + 2, 'each is a failure in the log and the counts');
