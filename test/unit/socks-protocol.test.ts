@@ -162,7 +162,7 @@ test('10k random bytes in random chunks never throw and yield only typed steps',
       p.push(input.subarray(offset, offset + n));
       offset += n;
       for (let s = p.next(); s.type !== 'more'; s = p.next()) {
-        assert.ok(['greeting', 'connect', 'reject', 'close', 'http'].includes(s.type));
+        assert.ok(['greeting', 'connect', 'reject', 'close', 'http', 'tls'].includes(s.type));
         if (s.type === 'reject') assert.ok(s.error instanceof ProxyError);
         if (s.type === 'greeting') p.methodSelected(0);
         if (p.finished) break;
