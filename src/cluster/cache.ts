@@ -89,12 +89,6 @@ export class ClusterCache {
     return pod?.ips.includes(n) ? pod : undefined;
   }
 
-  /** A running pod by name (watched, or looked up). */
-  async findPod(namespace: string, name: string): Promise<SlimPod | undefined> {
-    if (this.watchPods) return this.index.pod(namespace, name);
-    return this.pods.byName(namespace, name);
-  }
-
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */
   async start(): Promise<void> {
     const startedAt = Date.now();

@@ -1,6 +1,6 @@
 // Pods looked up when a request needs one, instead of watching every pod of the cluster: a Pod IP
 // destination or a Service endpoint known by its address only (GET pods?fieldSelector=status.podIP=…),
-// or a pod by name (ClusterCache.findPod). Answers, found or not, are kept a short while;
+// or a dual-stack pod by name (ClusterCache.findPodByIp). Answers, found or not, are kept a short while;
 // new look-ups draw on a token bucket so clients cannot turn connections into API load.
 // Why not a pod watch: docs/architecture.md "Pods are looked up, not watched".
 import type { Logger } from '../core/log.js';

@@ -70,7 +70,7 @@ test('pods not watched: a Pod IP is looked up once, kept briefly, and a finished
   assert.equal(cache.knowsIp(ip), true);
   await cluster.sim.completePod('batch', 'job-later');
   await eventually(async () => (await cache.findPodByIp(ip)) === undefined, 5_000, 100);
-  assert.equal(await cache.findPod('batch', 'job-done'), undefined, 'a Succeeded pod is not dialled');
+  assert.equal(await cache.findPodByIp(cluster.sim.podIP('batch', 'job-done')), undefined, 'a Succeeded pod is not dialled');
   assert.ok(cache.knowsIp(cluster.sim.podIP('shop', SAMPLE_WEB)), 'a pod behind a Service is known from its EndpointSlice');
 });
 
