@@ -10,6 +10,7 @@ import { formatHostPort, isLoopbackHost } from '../core/address.js';
 import { StartupError } from '../core/errors.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
+import { startOnLoopbacks } from './loopbacks.js';
 import { CLIENT_SOCKET_HIGH_WATER, ClientTracker, clientName, closeServer, endWithReply, openHeld, listenOn } from './server-base.js';
 
 export interface ForwardListener extends Listener {
@@ -57,35 +58,9 @@ export async function startForwardListener(
   };
 }
 
-/**
- * The listeners of one mapping. `localhost` means both loopback addresses, as in kubectl
- * port-forward: a client may resolve it to either (Node ≥ 17, Java, psql try ::1 first). ::1 is
- * skipped on a machine without IPv6; taken there, the start fails, since a client trying ::1 would
- * reach whatever holds it.
- */
-export async function startForwardListeners(
-  host: string,
-  port: number,
-  target: Destination,
-  ctx: ListenerContext,
-  flag = '--forward',
-): Promise<ForwardListener[]> {
-  if (host.toLowerCase() !== 'localhost') return [await startForwardListener(host, port, target, ctx, flag)];
-  for (let attempt = 1; ; attempt++) {
-    const v4 = await startForwardListener('127.0.0.1', port, target, ctx, flag);
-    try {
-      return [v4, await startForwardListener('::1', v4.address.port, target, ctx, flag)];
-    } catch (err) {
-      const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code;
-      if (code === 'EADDRNOTAVAIL' || code === 'EAFNOSUPPORT') {
-        ctx.log.debug({ flag }, 'no IPv6 loopback: the mapping listens on 127.0.0.1 only');
-        return [v4];
-      }
-      await v4.close(0);
-      // Port 0 picked a port that ::1 has taken: pick again.
-      if (port !== 0 || code !== 'EADDRINUSE' || attempt >= 5) throw err;
-    }
-  }
+/** The listeners of one mapping: `localhost` means both loopback addresses (loopbacks.ts). */
+export function startForwardListeners(host: string, port: number, target: Destination, ctx: ListenerContext, flag = '--forward'): Promise<ForwardListener[]> {
+  return startOnLoopbacks(host, port, (h, p) => startForwardListener(h, p, target, ctx, flag), ctx.log, flag);
 }
 
 async function handleClient(socket: net.Socket, destination: Destination, ctx: ListenerContext): Promise<void> {

@@ -16,6 +16,7 @@ import { describeRoute, type RoutingTable } from '../routing/table-spec.js';
 import { routeCondition, type Route } from '../routes/route.js';
 import { startSocksListener } from '../listeners/socks-server.js';
 import { startHttpListener } from '../listeners/http-server.js';
+import { startOnLoopbacks } from '../listeners/loopbacks.js';
 import type { Listener, ListenerContext } from '../listeners/listener.js';
 import { ownKubeconfig, reloadOnNewCredentials, type CredentialSource } from './credential-reload.js';
 import { buildTable, type BuildSettings, type BuiltTable } from './build-table.js';
@@ -141,8 +142,11 @@ export async function startProxy(options: ProxyOptions, log: Logger, hooks: Star
   try {
     // Listeners bind before the routes start (a taken port fails fast); early clients wait for
     // their route.
-    if (socksAddr) listeners.push(await startSocksListener(listenAt(socksAddr), 'port' in socksAddr ? socksAddr.port : 0, ctx));
-    if (httpAddr) listeners.push(await startHttpListener(listenAt(httpAddr), 'port' in httpAddr ? httpAddr.port : 0, ctx));
+    // `localhost` binds 127.0.0.1 and ::1 (the first is the address the ready lines give).
+    const bind = (spec: ListenSpec, start: (host: string | UnixListen, port: number) => Promise<Listener>) =>
+      'unix' in spec ? start(listenAt(spec), 0).then((l) => [l]) : startOnLoopbacks(spec.host, spec.port, start, log, spec.flag);
+    if (socksAddr) listeners.push(...(await bind(socksAddr, (h, p) => startSocksListener(h, p, ctx))));
+    if (httpAddr) listeners.push(...(await bind(httpAddr, (h, p) => startHttpListener(h, p, ctx))));
     for (const f of forwards) listeners.push(...(await startForwardListeners(f.listen.host, f.listen.port, f.target, ctx, `${f.flag} ${f.text}`)));
     hooks.bound?.(listeningAt(listeners));
     // Called off (a stop during the first sync): a StartupError at once; binding is quick, so the

@@ -151,6 +151,35 @@ describe('running', () => {
     }
   });
 
+  test('--listen-socks/--listen-http localhost: one port on 127.0.0.1 and ::1 both, whatever the resolver puts first', async () => {
+    // This machine's resolver may give either address first (macOS and most distros give ::1);
+    // a client may try either, so neither can be the only one listening.
+    const p = await startProxyProcess([
+      '--kubeconfig',
+      cluster.kubeconfig,
+      '--listen-socks',
+      'localhost:0',
+      '--listen-http',
+      'localhost:0',
+      '--shutdown-grace',
+      '0',
+    ]);
+    try {
+      assert.match(p.socks!, /^127\.0\.0\.1:\d+$/, 'the ready lines name 127.0.0.1, the same on every machine');
+      const socksPort = p.socks!.split(':')[1]!;
+      const httpPort = p.http!.split(':')[1]!;
+      for (const host of ['127.0.0.1', '[::1]']) {
+        for (const proxy of [`socks5h://${host}:${socksPort}`, `http://${host}:${httpPort}`]) {
+          const r = await curl(['--proxy', proxy, 'http://web.shop:8080/']);
+          assert.equal(r.code, 0, `${proxy}: ${r.stderr}`);
+          assert.match(r.stdout, /hello from web-/);
+        }
+      }
+    } finally {
+      assert.equal(await p.stop('SIGINT'), 0);
+    }
+  });
+
   test('a SIGTERM sent the moment the ready lines appear is a clean stop (exit 0), not a death by signal', async () => {
     // Whoever reads the ready lines may signal at once; the handlers must be in place by then.
     // The window was short, so a few tries.
