@@ -33,7 +33,7 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
       checks.push({ scope, name: 'listen', status: 'fail', detail: `${flag} ${address}: ${errorMessage(err)}`, fix: `pass ${flag} 127.0.0.1:PORT` });
       continue;
     }
-    const err = await tryListen(parsed.host, parsed.port);
+    const err = await tryListenAll(parsed.host, parsed.port);
     if (!err) {
       checks.push({ scope, name: 'listen', status: 'ok', detail: `${flag} ${address} is free` });
       continue;
@@ -76,10 +76,27 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
   return checks;
 }
 
-function tryListen(host: string, port: number): Promise<string | undefined> {
+/** As the proxy binds it: `localhost` is 127.0.0.1 and ::1 (listeners/loopbacks.ts), ::1 where this machine has it. */
+async function tryListenAll(host: string, port: number): Promise<string | undefined> {
+  if (host.toLowerCase() !== 'localhost') return tryListen(host, port);
+  const v4 = await tryListen('127.0.0.1', port);
+  if (v4 !== undefined) return `127.0.0.1: ${v4}`;
+  const v6 = await tryListen('::1', port, true);
+  return v6 === undefined ? undefined : `[::1]: ${v6}`;
+}
+
+function tryListen(host: string, port: number, absentIsFree = false): Promise<string | undefined> {
   return new Promise((resolve) => {
     const server = net.createServer();
-    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE' ? 'address in use' : errorMessage(err)));
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      resolve(
+        err.code === 'EADDRINUSE'
+          ? 'address in use'
+          : absentIsFree && (err.code === 'EADDRNOTAVAIL' || err.code === 'EAFNOSUPPORT')
+            ? undefined
+            : errorMessage(err),
+      ),
+    );
     server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(undefined)));
   });
 }

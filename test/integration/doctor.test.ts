@@ -250,6 +250,20 @@ test('an exec plugin that fails (an SSO session expired): api-server fails with 
   assert.doesNotMatch(api.fix ?? '', /network\/VPN/);
 });
 
+test('locally: localhost:PORT is checked on ::1 too, where the proxy listens as well as on 127.0.0.1', async () => {
+  const holder = net.createServer().listen(0, '::1');
+  await once(holder, 'listening');
+  const port = (holder.address() as net.AddressInfo).port;
+  try {
+    const r = await doctor(cluster.kubeconfig, ['--listen-http', `localhost:${port}`]);
+    const listen = r.report.checks.find((c) => c.name === 'listen' && c.detail.includes('localhost'));
+    assert.equal(listen?.status, 'fail', JSON.stringify(r.report.checks));
+    assert.match(listen.detail, new RegExp(`^--listen-http localhost:${port}: \\[::1\\]: address in use by pid ${process.pid} `));
+  } finally {
+    holder.close();
+  }
+});
+
 test('locally: a taken listen port fails; a state directory others may read warns, one they may write fails as every command refuses it', async () => {
   const holder = net.createServer().listen(0, '127.0.0.1');
   await once(holder, 'listening');
