@@ -129,6 +129,34 @@ describe('IP destinations', () => {
     assert.equal(reply, 'ok');
   });
 
+  test("a dual-stack pod's second address (only its Service's IPv6 EndpointSlice lists it) reaches that pod, in any spelling", async () => {
+    // The field selector status.podIP matches a pod's first address only, as upstream's does.
+    await cluster.sim.createPod({
+      namespace: 'shop',
+      name: 'dual-0',
+      labels: { app: 'dual' },
+      ipv6: 'fd00:10:244::d0',
+      ports: [{ containerPort: 8090, backend: 'http' }],
+    });
+    await cluster.sim.createService({
+      namespace: 'shop',
+      name: 'dual',
+      selector: { app: 'dual' },
+      ports: [{ port: 80, targetPort: 8090 }],
+      ipv6ClusterIP: 'fd00:10:96::d1',
+    });
+    for (const url of ['http://[fd00:10:244::d0]:8090/', 'http://[FD00:10:244:0:0::D0]:8090/', 'http://fd00-10-244--d0.shop.pod.cluster.local:8090/']) {
+      const body = await eventually(async () => {
+        const r = await curl(['--proxy', `socks5h://${socks}`, url]);
+        return r.code === 0 ? r.stdout : undefined;
+      });
+      assert.equal(helloFrom(body), 'dual-0', url);
+    }
+    const r = await curl(['-x', `http://${httpProxy}`, 'http://[fd00:10:244::d0]:8090/']);
+    assert.equal(helloFrom(r.stdout), 'dual-0', r.stderr);
+    assert.equal(await replyCode('fd00:10:244::d0', 8090, 'ipv6'), 0);
+  });
+
   test('a Pod IP reaches exactly that pod, port unchanged', async () => {
     const pods = await apiGet(cluster.sim, '/api/v1/namespaces/shop/pods');
     const web = pods.items.find((p: any) => p.metadata.name.startsWith('web-'));

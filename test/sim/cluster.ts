@@ -78,6 +78,11 @@ export interface SimPodSpec {
   name: string;
   labels?: Record<string, string>;
   ip?: string;
+  /**
+   * Extension: a dual-stack pod's second address (status.podIPs[1]), data only: the Services of
+   * family IPv6 list it in their IPv6 EndpointSlices; the kubelet and the backends never use it.
+   */
+  ipv6?: string;
   hostname?: string;
   subdomain?: string;
   ready?: boolean;
@@ -511,7 +516,7 @@ export class SimCluster {
       ports: spec.ports,
     });
     obj.metadata.uid = uid;
-    obj.status = scheduled ? podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32)) : unscheduledStatus(nowRfc3339());
+    obj.status = scheduled ? podStatus(phase, spec.ready ?? true, ip, nowRfc3339(), randomHex(32), spec.ipv6) : unscheduledStatus(nowRfc3339());
     if (!scheduled) delete (obj.spec as { nodeName?: string }).nodeName;
     this.store.create('pods', obj);
     this.reconcile(() => this.controller.syncNamespace(spec.namespace));

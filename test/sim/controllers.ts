@@ -57,6 +57,12 @@ function resolvePort(svcPort: AnyObj, pod: AnyObj): SlicePort | undefined {
   return port === undefined ? undefined : { name: svcPort.name ?? '', port, protocol: svcPort.protocol ?? 'TCP' };
 }
 
+/** The pod's address of this family (status.podIPs), as getEndpointAddresses picks it. */
+function familyAddress(pod: AnyObj, addressType: string): string | undefined {
+  const ips: string[] = (pod.status?.podIPs ?? []).map((p: AnyObj) => p.ip);
+  return ips.find((ip) => ip.includes(':') === (addressType === 'IPv6'));
+}
+
 function podReady(pod: AnyObj): boolean {
   return (pod.status?.conditions ?? []).some((c: AnyObj) => c.type === 'Ready' && c.status === 'True');
 }
@@ -85,20 +91,34 @@ export class EndpointsController {
       if (ep && (!svc || ep.metadata.annotations?.[TRIGGER_TIME] !== undefined)) this.store.remove('endpoints', namespace, name);
       return;
     }
-    const groups = new Map<string, Group>();
     const pods = this.store
       .list('pods', namespace)
       .filter((p) => selectorMatches(svc.spec.selector, p.metadata.labels))
       .filter((p: AnyObj) => p.status?.podIP && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
       .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
-    for (const pod of pods as AnyObj[]) {
-      const ports = (svc.spec.ports ?? []).map((sp: AnyObj) => resolvePort(sp, pod)).filter((p: SlicePort | undefined): p is SlicePort => p !== undefined);
-      const key = JSON.stringify(ports);
-      if (!groups.has(key)) groups.set(key, { ports, pods: [] });
-      groups.get(key)!.pods.push(pod);
+    // reconciler.go Reconcile: one set of slices per address type of spec.ipFamilies; a pod
+    // without an address of that family is left out of it (getEndpointAddresses), and a family no
+    // pod has gets its own placeholder; slices of a family the Service dropped are deleted.
+    const types: string[] = (svc.spec.ipFamilies ?? ['IPv4']).filter((f: string) => f === 'IPv4' || f === 'IPv6');
+    for (const type of types) {
+      const groups = new Map<string, Group>();
+      for (const pod of pods as AnyObj[]) {
+        if (familyAddress(pod, type) === undefined) continue;
+        const ports = (svc.spec.ports ?? []).map((sp: AnyObj) => resolvePort(sp, pod)).filter((p: SlicePort | undefined): p is SlicePort => p !== undefined);
+        const key = JSON.stringify(ports);
+        if (!groups.has(key)) groups.set(key, { ports, pods: [] });
+        groups.get(key)!.pods.push(pod);
+      }
+      this.reconcileSlices(
+        svc,
+        managed.filter((m) => ((m as AnyObj).addressType ?? 'IPv4') === type),
+        [...groups.values()],
+        type,
+      );
+      // endpoints_controller.go: v1 Endpoints carry the Service's primary family only.
+      if (type === types[0]) this.reconcileEndpoints(svc, [...groups.values()], type);
     }
-    this.reconcileSlices(svc, managed, [...groups.values()]);
-    this.reconcileEndpoints(svc, [...groups.values()]);
+    for (const m of managed) if (!types.includes((m as AnyObj).addressType ?? 'IPv4')) this.store.remove('endpointslices', namespace, m.metadata.name);
   }
 
   private labelsFor(svc: AnyObj): Record<string, string> {
@@ -107,27 +127,27 @@ export class EndpointsController {
     return labels;
   }
 
-  private endpoint(svc: AnyObj, pod: AnyObj): AnyObj {
+  private endpoint(svc: AnyObj, pod: AnyObj, type: string): AnyObj {
     const terminating = !!pod.metadata.deletionTimestamp;
     // pkg/controller/endpointslice/reconciler.go (via endpointsliceutil podToEndpoint): serving is
     // the pod's readiness, whether it terminates or not; ready is serving and not terminating, or
     // true whatever the pod's state for a Service with publishNotReadyAddresses.
     const serving = podReady(pod);
     const ready = svc.spec.publishNotReadyAddresses === true || (serving && !terminating);
-    const e: AnyObj = { addresses: [pod.status.podIP], conditions: { ready, serving, terminating } };
+    const e: AnyObj = { addresses: [familyAddress(pod, type)], conditions: { ready, serving, terminating } };
     if (pod.spec.hostname && pod.spec.subdomain === svc.metadata.name) e.hostname = pod.spec.hostname;
     e.targetRef = { kind: 'Pod', namespace: pod.metadata.namespace, name: pod.metadata.name, uid: pod.metadata.uid };
     e.nodeName = pod.spec.nodeName ?? NODE_NAME;
     return e;
   }
 
-  private reconcileSlices(svc: AnyObj, existing: KObject[], groups: Group[]): void {
+  private reconcileSlices(svc: AnyObj, existing: KObject[], groups: Group[], addressType: string): void {
     const ns = svc.metadata.namespace;
     const name = svc.metadata.name;
     const labels = { ...this.labelsFor(svc), [SERVICE_NAME_LABEL]: name, [MANAGED_BY_LABEL]: SLICE_CONTROLLER };
     const unused = [...existing];
     const desired = groups.length
-      ? groups.flatMap((g) => this.placed(svc, g, unused))
+      ? groups.flatMap((g) => this.placed(svc, g, unused, addressType))
       : [{ endpoints: null as AnyObj[] | null, ports: null as SlicePort[] | null, current: this.take(unused, 'null') }];
     for (const d of desired) {
       const current = d.current;
@@ -155,7 +175,7 @@ export class EndpointsController {
             annotations: { [TRIGGER_TIME]: nowRfc3339() },
             ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name, uid: svc.metadata.uid, controller: true, blockOwnerDeletion: true }],
           },
-          addressType: 'IPv4',
+          addressType,
           endpoints: d.endpoints,
           ports: d.ports,
         });
@@ -176,14 +196,19 @@ export class EndpointsController {
    * first) up to MAX_ENDPOINTS_PER_SLICE, then new slices; an endpoint never moves to another slice. A slice
    * left empty is not returned (it stays in `unused`, deleted).
    */
-  private placed(svc: AnyObj, g: Group, unused: KObject[]): Array<{ current?: AnyObj; endpoints: AnyObj[] | null; ports: SlicePort[] | null }> {
+  private placed(
+    svc: AnyObj,
+    g: Group,
+    unused: KObject[],
+    addressType: string,
+  ): Array<{ current?: AnyObj; endpoints: AnyObj[] | null; ports: SlicePort[] | null }> {
     // Pods without any of the ports: upstream stores the empty list, and reads it back as null.
     const key = g.ports.length ? JSON.stringify(g.ports) : 'null';
     const ports = g.ports.length ? g.ports : null;
     const refKey = (e: AnyObj) => `${e.targetRef?.name}/${e.targetRef?.uid}`;
     const want = new Map<string, AnyObj>();
     for (const pod of g.pods) {
-      const e = this.endpoint(svc, pod);
+      const e = this.endpoint(svc, pod, addressType);
       want.set(refKey(e), e);
     }
     const out: Array<{ current?: AnyObj; endpoints: AnyObj[]; ports: SlicePort[] | null }> = [];
@@ -207,13 +232,13 @@ export class EndpointsController {
     return out.filter((slice) => slice.endpoints.length > 0);
   }
 
-  private reconcileEndpoints(svc: AnyObj, groups: Group[]): void {
+  private reconcileEndpoints(svc: AnyObj, groups: Group[], addressType: string): void {
     const ns = svc.metadata.namespace;
     const name = svc.metadata.name;
     const subsets: AnyObj[] = [];
     for (const g of groups) {
       const addr = (p: AnyObj): AnyObj => {
-        const a: AnyObj = { ip: p.status.podIP };
+        const a: AnyObj = { ip: familyAddress(p, addressType) };
         if (p.spec.hostname && p.spec.subdomain === name) a.hostname = p.spec.hostname;
         a.nodeName = p.spec.nodeName ?? NODE_NAME;
         a.targetRef = { kind: 'Pod', namespace: ns, name: p.metadata.name, uid: p.metadata.uid };

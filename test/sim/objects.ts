@@ -111,7 +111,14 @@ export function unscheduledStatus(at: string): Record<string, unknown> {
 }
 
 /** Pod status as the kubelet reports it. Pending = no sandbox yet (ContainerCreating), no IP. */
-export function podStatus(phase: 'Running' | 'Pending', ready: boolean, ip: string, startedAt: string, containerId: string): Record<string, unknown> {
+export function podStatus(
+  phase: 'Running' | 'Pending',
+  ready: boolean,
+  ip: string,
+  startedAt: string,
+  containerId: string,
+  ipv6?: string,
+): Record<string, unknown> {
   const now = nowRfc3339();
   if (phase === 'Pending') {
     return {
@@ -153,7 +160,7 @@ export function podStatus(phase: 'Running' | 'Pending', ready: boolean, ip: stri
     hostIP: NODE_IP,
     hostIPs: [{ ip: NODE_IP }],
     podIP: ip,
-    podIPs: [{ ip }],
+    podIPs: ipv6 ? [{ ip }, { ip: ipv6 }] : [{ ip }],
     startTime: startedAt,
     containerStatuses: [
       {

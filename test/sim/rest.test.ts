@@ -427,3 +427,52 @@ test('more than 100 pods: slices of at most 100; an endpoint stays in its slice,
     await t.stop();
   }
 });
+
+test('a dual-stack Service gets one set of EndpointSlices per family; a family no pod has, a placeholder', async () => {
+  // As the real EndpointSlice controller writes them (test/integration/real-cluster-ipv6.test.ts, the bed).
+  await sim.createNamespace('dual');
+  await sim.createPod({ namespace: 'dual', name: 'two-0', labels: { app: 'two' }, ipv6: 'fd00:10:244::7', ports: [{ containerPort: 8080, backend: 'http' }] });
+  await sim.createPod({ namespace: 'dual', name: 'two-1', labels: { app: 'two' }, ports: [{ containerPort: 8080, backend: 'http' }] });
+  await sim.createService({
+    namespace: 'dual',
+    name: 'two',
+    selector: { app: 'two' },
+    ports: [{ port: 80, targetPort: 8080 }],
+    ipv6ClusterIP: 'fd00:10:96::20',
+  });
+  await sim.createService({ namespace: 'dual', name: 'one6', selector: { app: 'none' }, ports: [{ port: 80 }], ipv6ClusterIP: 'fd00:10:96::21' });
+  const pod = (await request(sim, '/api/v1/namespaces/dual/pods/two-0')).json();
+  assert.deepEqual(pod.status.podIPs, [{ ip: pod.status.podIP }, { ip: 'fd00:10:244::7' }]);
+  const slices = async (svc: string) =>
+    (await request(sim, `/apis/discovery.k8s.io/v1/namespaces/dual/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${svc}`))
+      .json()
+      .items.sort((a: any, b: any) => a.addressType.localeCompare(b.addressType));
+  const [v4, v6] = await slices('two');
+  assert.equal(v4.addressType, 'IPv4');
+  assert.deepEqual(
+    v4.endpoints.map((e: any) => e.addresses),
+    [[pod.status.podIP], [sim.podIP('dual', 'two-1')]],
+  );
+  assert.equal(v6.addressType, 'IPv6');
+  assert.deepEqual(
+    v6.endpoints.map((e: any) => [e.addresses, e.targetRef.name]),
+    [[['fd00:10:244::7'], 'two-0']],
+  );
+  assert.deepEqual(v6.ports, [{ name: '', port: 8080, protocol: 'TCP' }]);
+  const placeholders = await slices('one6');
+  assert.deepEqual(
+    placeholders.map((s: any) => [s.addressType, s.endpoints, s.ports]),
+    [
+      ['IPv4', null, null],
+      ['IPv6', null, null],
+    ],
+  );
+  // v1 Endpoints carry the primary family only; the field selector status.podIP matches the first address only.
+  const ep = (await request(sim, '/api/v1/namespaces/dual/endpoints/two')).json();
+  assert.deepEqual(
+    ep.subsets[0].addresses.map((a: any) => a.ip),
+    [pod.status.podIP, sim.podIP('dual', 'two-1')],
+  );
+  const byV6 = (await request(sim, '/api/v1/pods?fieldSelector=status.podIP%3Dfd00:10:244::7')).json();
+  assert.deepEqual(byV6.items, []);
+});
