@@ -284,12 +284,19 @@ function sameHost(bound: string, wanted: string): boolean {
   return norm(bound) === norm(wanted) || bound === '0.0.0.0' || bound === '::' || wanted === '0.0.0.0' || wanted === '::';
 }
 
-/** Binds and closes at once; a short message when that fails. */
-function bindProblem(addr: HostPort): Promise<string | undefined> {
+/** Binds and closes at once, as the daemon will bind (`localhost`: 127.0.0.1 and ::1, listeners/loopbacks.ts); a short message when that fails. */
+async function bindProblem(addr: HostPort): Promise<string | undefined> {
+  if (addr.host.toLowerCase() !== 'localhost') return bindOnce(addr);
+  const v4 = await bindOnce({ host: '127.0.0.1', port: addr.port });
+  return v4 !== undefined ? `127.0.0.1: ${v4}` : bindOnce({ host: '::1', port: addr.port }, true).then((v6) => v6 && `[::1]: ${v6}`);
+}
+
+function bindOnce(addr: HostPort, absentIsFree = false): Promise<string | undefined> {
   return new Promise((resolve) => {
     const server = net.createServer();
     server.once('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EADDRINUSE') resolve('the address is already in use by another program');
+      if (absentIsFree && (err.code === 'EADDRNOTAVAIL' || err.code === 'EAFNOSUPPORT')) resolve(undefined);
+      else if (err.code === 'EADDRINUSE') resolve('the address is already in use by another program');
       else if (err.code === 'EACCES') resolve('permission denied (ports below 1024 need privileges)');
       else resolve(`cannot listen there: ${err.message}`);
     });

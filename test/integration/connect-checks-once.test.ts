@@ -3,6 +3,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import net from 'node:net';
+import { once } from 'node:events';
 import { startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli } from '../helpers/proxy-process.js';
 
@@ -24,5 +26,21 @@ test('one GET /api per connect: the daemon trusts the check connect just made', 
     assert.equal(cluster.sim.counters.byPath['/api'], 1, JSON.stringify(cluster.sim.counters.byPath));
   } finally {
     assert.equal((await runCli(['disconnect', id], { env })).code, 0);
+  }
+});
+
+test('connect --listen-socks localhost:PORT checks ::1 too, where the daemon would also listen: refused before any daemon starts', async () => {
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state-localhost') };
+  const taken = net.createServer().listen(0, '::1');
+  await once(taken, 'listening');
+  const port = (taken.address() as net.AddressInfo).port;
+  try {
+    const c = await runCli(['connect', '--no-proxy-auth', '--kubeconfig', cluster.kubeconfig, '--listen-socks', `localhost:${port}`], { env });
+    assert.equal(c.code, 1, c.stdout);
+    assert.match(c.stderr, new RegExp(`^Error: --listen-socks localhost:${port}: \\[::1\\]: the address is already in use by another program; pick another`));
+    const s = await runCli(['status', '--json'], { env });
+    assert.deepEqual((JSON.parse(s.stdout) as { items: unknown[] }).items, [], 'no daemon was started');
+  } finally {
+    taken.close();
   }
 });
