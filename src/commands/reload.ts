@@ -25,7 +25,11 @@ export default class Reload extends Command {
     const { args } = await this.parse(Reload);
     // A bad ID is a known error too (one line, exit 1), as in the other commands.
     const { id, table, mappingsKept } = await Promise.resolve()
-      .then(() => reloadProxy(layout(), args.id === undefined ? undefined : validateId(args.id)))
+      .then(() =>
+        reloadProxy(layout(), args.id === undefined ? undefined : validateId(args.id), {
+          onWait: () => this.logToStderr('kubectl-proxyout: another reload of this proxy is under way; waiting for it to finish'),
+        }),
+      )
       .catch((err: unknown) => failOnKnownError(this, err));
     this.log(`kubectl-proxyout: ${id} reloaded: ${table.routes.length} route${table.routes.length === 1 ? '' : 's'}`);
     for (const r of table.routes) this.log(`kubectl-proxyout:   route ${describeRoute(table, r)}`);

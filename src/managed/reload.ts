@@ -6,7 +6,7 @@ import { testHookPause } from '../core/test-hooks.js';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { controlRequest } from './control.js';
 import { stateDirExists, type StateLayout } from '../state/paths.js';
-import { withStateLock } from '../state/lock.js';
+import { withLockFile, withStateLock } from '../state/lock.js';
 import { ElsewhereError, inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
 import { controlSocketOf, updateEntry } from './store.js';
@@ -39,12 +39,27 @@ export interface Reloaded {
   mappingsKept?: { running: string[]; file: string[] };
 }
 
-export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded> {
+export async function reloadProxy(l: StateLayout, id?: string, opts: { onWait?: () => void } = {}): Promise<Reloaded> {
   // The same checks as the other commands: a state directory others may write is refused.
   if (!stateDirExists(l)) throw id === undefined ? new StartupError(NONE_RUNNING) : new UnknownIdError(id);
+  const first = await findProxy(l, id);
+  if (!first) throw new UnknownIdError(id!);
+  const named = first.entry.id;
+  // One reload of a proxy at a time, from before its table is made: two at once (an IDE task on
+  // save, a shell) left the one that made its table first, from the file as it was, applied last.
+  return withLockFile(l.reloadLock(named), async () => reloadFound(l, named, await findProxy(l, named)), {
+    waitMs: RELOAD_TIMEOUT_MS + 15_000,
+    busy: () => new StartupError(`another reload of proxy ${named} has been under way for over a minute; nothing was reloaded: try again`),
+    gone: () => new UnknownIdError(named),
+    onWait: opts.onWait,
+  });
+}
+
+/** The proxy to reload: the one named, or the only one running. */
+function findProxy(l: StateLayout, id: string | undefined): Promise<Inspected | undefined> {
   // Under the lock: inspect() counts an entry whose daemon has not recorded its pid yet (a
   // `connect` under way) as dead and removes its files; connect holds the lock until it has.
-  const found = await withStateLock(l, () => {
+  return withStateLock(l, () => {
     if (id === undefined) {
       const running = inspectAll(l).filter((x) => x.state === 'running');
       if (running.length !== 1)
@@ -53,8 +68,10 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
     }
     return inspect(l, id);
   });
-  if (!found) throw new UnknownIdError(id!);
-  id = found.entry.id;
+}
+
+async function reloadFound(l: StateLayout, id: string, found: Inspected | undefined): Promise<Reloaded> {
+  if (!found) throw new UnknownIdError(id);
   if (found.state === 'elsewhere') throw new ElsewhereError(found.entry, 'reload it');
   if (found.state !== 'running') throw new StartupError(`proxy ${id} is ${found.state}, not running`);
   const { options, namespace } = found.entry;
@@ -80,10 +97,10 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
     // The table was made without the lock (from the user's config file and kubeconfig): the
     // daemon may have been disconnected meanwhile, or replaced by another `connect` for this ID,
     // whose files and socket these now are.
-    assertSameDaemon(found, inspect(l, id!));
-    const existing = routeKubeconfigFiles(l, id!);
-    writeRouteKubeconfigs(l, id!, managed);
-    writeTableFile(l, id!, managed.table);
+    assertSameDaemon(found, inspect(l, id));
+    const existing = routeKubeconfigFiles(l, id);
+    writeRouteKubeconfigs(l, id, managed);
+    writeTableFile(l, id, managed.table);
     return existing;
   });
   let answer;
@@ -97,13 +114,13 @@ export async function reloadProxy(l: StateLayout, id?: string): Promise<Reloaded
   // in force; a refused table's new routes' go at once.
   const keep = answer.ok ? Object.values(routeKubeconfigsFor(l, id, managed.table)) : before;
   await withStateLock(l, () => {
-    if (!sameDaemon(found, inspect(l, id!))) return;
-    removeRouteKubeconfigsExcept(l, id!, keep);
+    if (!sameDaemon(found, inspect(l, id))) return;
+    removeRouteKubeconfigsExcept(l, id, keep);
     // What `status` names as the proxy's cluster: the new table's default route (the file may
     // have made another context the default), or none without a cluster route.
     const primary = managed.primary;
     if (answer.ok)
-      updateEntry(l, id!, (e) =>
+      updateEntry(l, id, (e) =>
         Object.assign(
           e,
           primary

@@ -3,6 +3,7 @@
 // read-check-write sequences. The lock is a directory (atomic mkdir) whose mtime its holder
 // refreshes; one not refreshed for STALE_MS is taken over, so a crashed holder blocks nobody.
 import { rmdirSync, statSync } from 'node:fs';
+import path from 'node:path';
 import lockfile from 'proper-lockfile';
 import type { StateLayout } from './paths.js';
 import { StateDirError } from './paths.js';
@@ -49,6 +50,41 @@ export async function withStateLock<T>(l: StateLayout, fn: () => Promise<T> | T,
       }
       await new Promise((r) => setTimeout(r, pause));
       step = Math.min(step * 1.3, MAX_RETRY_STEP_MS);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await release().catch(() => undefined);
+  }
+}
+
+/**
+ * Runs fn holding the lock `file` (a directory, as the state lock), waiting for another holder up
+ * to waitMs; onWait is called once when it has to wait. The directory `file` is in gone: gone()
+ * is thrown. On a read-only file system fn runs without it, as under withStateLock.
+ */
+export async function withLockFile<T>(
+  file: string,
+  fn: () => Promise<T>,
+  opts: { waitMs: number; busy: () => Error; gone: () => Error; onWait?: () => void },
+): Promise<T> {
+  const deadline = Date.now() + opts.waitMs;
+  let release: (() => Promise<void>) | undefined;
+  let waited = false;
+  while (!release) {
+    try {
+      release = await lockfile.lock(path.dirname(file), { lockfilePath: file, realpath: false, stale: STALE_MS, onCompromised: () => undefined });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (e.code === 'EROFS') return await fn();
+      if (e.code === 'ENOENT') throw opts.gone();
+      if (e.code !== 'ELOCKED') throw err;
+      if (removeLockFromTheFuture(file)) continue;
+      if (Date.now() >= deadline) throw opts.busy();
+      if (!waited) opts.onWait?.();
+      waited = true;
+      await new Promise((r) => setTimeout(r, MAX_RETRY_STEP_MS));
     }
   }
   try {

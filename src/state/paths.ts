@@ -88,6 +88,8 @@ export interface StateLayout {
   routeKubeconfigFile(id: string, route: string): string;
   /** The routing table `reload` hands the daemon. */
   tableFile(id: string): string;
+  /** Held (proper-lockfile) by a `reload` of the proxy from before it makes its table until it is done. */
+  reloadLock(id: string): string;
   controlSocket(id: string): string;
   proxyAuthFile(id: string): string;
   /** Credentials `connect` generated, kept (0600) so that `connect` can print them again. */
@@ -139,6 +141,7 @@ export function layout(root: string = stateDir(), platform: NodeJS.Platform = pr
     kubeconfigFile: (id) => path.join(proxyDir(id), 'kubeconfig'),
     routeKubeconfigFile: (id, route) => path.join(proxyDir(id), `kubeconfig.${route}`),
     tableFile: (id) => path.join(proxyDir(id), 'table.json'),
+    reloadLock: (id) => path.join(proxyDir(id), 'reload.lock'),
     controlSocket: (id) => controlEndpoint(root, id, platform, place),
     proxyAuthFile: (id) => path.join(proxyDir(id), 'proxy-auth'),
     clientAuthFile: (id) => path.join(proxyDir(id), 'client-auth'),

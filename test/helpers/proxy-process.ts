@@ -134,6 +134,7 @@ export async function runCli(
     cwd?: string;
     /** Written to a piped stdin, then closed. */ input?: string;
     /** A command that runs the CLI (e.g. nsenter … --), its program first. */ via?: string[];
+    /** Told what stderr has so far, each time more comes. */ onStderr?: (stderr: string) => void;
   } = {},
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   const [file, ...before] = [...(opts.via ?? []), process.execPath];
@@ -146,7 +147,10 @@ export async function runCli(
   let stdout = '';
   let stderr = '';
   proc.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  proc.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => {
+    stderr += c;
+    opts.onStderr?.(stderr);
+  });
   const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
   const [code, signal] = (await once(proc, 'exit')) as [number | null, NodeJS.Signals | null];
   clearTimeout(timer);

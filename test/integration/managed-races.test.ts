@@ -167,6 +167,40 @@ test('reload of a proxy replaced while its table was made: refused, the new prox
   assert.equal(existsSync(proxyDir('replaced')), false);
 });
 
+test('two reloads at once: the one that began later applies last, so the proxy serves the file as it is now', async () => {
+  const configFile = path.join(multi.dir, 'reloaded-twice.yaml');
+  await writeFile(configFile, TABLE(false));
+  await connect('twice', ['--config', configFile]);
+  // The first reload made its table from the file as it was, and stands (a slow disk) until the
+  // pause file exists; meanwhile the file gains staging and a second reload runs.
+  const pause = path.join(multi.dir, 'twice-pause');
+  const first = runCli(['reload', 'twice'], { env: { KUBECTL_PROXYOUT_STATE_DIR: stateDir, [TEST_RELOAD_PAUSE_ENV]: pause }, timeoutMs: 60_000 });
+  let second: ReturnType<typeof cli>;
+  try {
+    await eventually(async () => existsSync(`${pause}.waiting`), 20_000, 20);
+    await writeFile(configFile, TABLE(true));
+    // The second one runs to its end, or says it waits for the first, before the first goes on.
+    let said = false;
+    second = runCli(['reload', 'twice'], {
+      env: env(),
+      timeoutMs: 60_000,
+      onStderr: (text) => (said ||= /another reload of this proxy is under way/.test(text)),
+    });
+    let done = false;
+    void second.then(() => (done = true));
+    await eventually(async () => said || done, 30_000, 50);
+  } finally {
+    await writeFile(pause, '');
+  }
+  const [a, b] = await Promise.all([first, second!]);
+  assert.equal(a.code, 0, a.stderr);
+  assert.equal(b.code, 0, b.stderr);
+  assert.match(b.stdout, /twice reloaded: 2 routes/);
+  assert.deepEqual(await routesOf('twice'), ['prod', 'staging'], 'the table of the file as it is now');
+  assert.ok(existsSync(path.join(proxyDir('twice'), 'kubeconfig.staging')), "staging's credentials stay while it serves");
+  assert.equal((await cli(['disconnect', 'twice'])).code, 0);
+});
+
 test('a daemon stopped during its start frees its ports at once, before it can record anything', async () => {
   const port = await freePort();
   // A long grace: the daemon's own deadlines are far off; only the stop itself may free the port.
