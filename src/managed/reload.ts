@@ -9,7 +9,7 @@ import { stateDirExists, type StateLayout } from '../state/paths.js';
 import { withLockFile, withStateLock } from '../state/lock.js';
 import { ElsewhereError, inspect, inspectAll, type Inspected } from './registry.js';
 import { UnknownIdError } from './stop.js';
-import { controlSocketOf, updateEntry } from './store.js';
+import { bestEffortWrite, controlSocketOf, updateEntry } from './store.js';
 import {
   credentialIdentity,
   removeRouteKubeconfigsExcept,
@@ -99,8 +99,16 @@ async function reloadFound(l: StateLayout, id: string, found: Inspected | undefi
     // whose files and socket these now are.
     assertSameDaemon(found, inspect(l, id));
     const existing = routeKubeconfigFiles(l, id);
-    writeRouteKubeconfigs(l, id, managed);
-    writeTableFile(l, id, managed.table);
+    try {
+      writeRouteKubeconfigs(l, id, managed);
+      writeTableFile(l, id, managed.table);
+    } catch (err) {
+      // A full or read-only disk: one line naming where (the daemon was asked nothing), not a bare errno.
+      const syscall = (err as NodeJS.ErrnoException).syscall ?? '';
+      if (!['open', 'write', 'rename', 'chmod', 'close'].includes(syscall)) throw err;
+      bestEffortWrite(() => removeRouteKubeconfigsExcept(l, id, existing));
+      throw new StartupError(`cannot write the new routing table in ${l.proxyDir(id)}: ${errorMessage(err)}; nothing was reloaded`, { cause: err });
+    }
     return existing;
   });
   let answer;

@@ -71,6 +71,13 @@ test('disconnect and quit stop a daemon whose state directory has filled up', as
   const two = await connect('two');
   fill(full);
 
+  // A reload cannot write its table: one line naming where, and the proxy runs on as it was.
+  const r = await runCli(['reload', 'two'], { env });
+  assert.equal(r.code, 1, r.stdout);
+  assert.match(r.stderr, /^Error: cannot write the new routing table in \S+\/proxies\/two: ENOSPC[^\n]*; nothing was reloaded\n$/);
+  const s = await runCli(['status', 'two'], { env });
+  assert.match(s.stdout, /^two +running /m);
+
   const d = await runCli(['disconnect', 'one'], { env });
   assert.equal(d.code, 0, d.stderr);
   assert.equal(isAlive(one), false, 'disconnect waited for the daemon to go');
