@@ -1,10 +1,12 @@
 // Every change to the state directory happens under one proper-lockfile lock, so concurrent
 // CLIs and daemons (`connect` twice at once, `connect` during `quit`) never interleave their
 // read-check-write sequences. The lock is a directory (atomic mkdir) whose mtime its holder
-// refreshes; one not refreshed for STALE_MS is taken over, so a crashed holder blocks nobody.
+// refreshes; one not refreshed for STALE_MS is taken over, so a crashed holder blocks nobody (one
+// whose recorded holder is gone here, at once: lock-holder.ts).
 import { rmdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import lockfile from 'proper-lockfile';
+import { forgetHolder, recordHolder, removeLockOfTheGone } from './lock-holder.js';
 import type { StateLayout } from './paths.js';
 import { StateDirError } from './paths.js';
 
@@ -43,7 +45,7 @@ export async function withStateLock<T>(l: StateLayout, fn: () => Promise<T> | T,
       // impossible to list or stop. What fn writes fails (EROFS); a stop does without.
       if (e.code === 'EROFS') return await fn();
       if (e.code !== 'ELOCKED') throw new StateDirError(`cannot take the state lock in ${l.root}: ${e.message}`);
-      if (removeLockFromTheFuture(l.lockFile)) continue;
+      if (removeLockFromTheFuture(l.lockFile) || removeLockOfTheGone(l.lockFile)) continue;
       const pause = Math.min(step * (1 + Math.random()), MAX_RETRY_STEP_MS);
       if (tries >= MAX_TRIES || Date.now() + pause > deadline) {
         throw new StateDirError(`the state directory ${l.root} stays locked by another kubectl-proxyout; try again`);
@@ -52,9 +54,11 @@ export async function withStateLock<T>(l: StateLayout, fn: () => Promise<T> | T,
       step = Math.min(step * 1.3, MAX_RETRY_STEP_MS);
     }
   }
+  const holder = recordHolder(l.lockFile);
   try {
     return await fn();
   } finally {
+    forgetHolder(l.lockFile, holder);
     await release().catch(() => undefined);
   }
 }
@@ -80,16 +84,18 @@ export async function withLockFile<T>(
       if (e.code === 'EROFS') return await fn();
       if (e.code === 'ENOENT') throw opts.gone();
       if (e.code !== 'ELOCKED') throw err;
-      if (removeLockFromTheFuture(file)) continue;
+      if (removeLockFromTheFuture(file) || removeLockOfTheGone(file)) continue;
       if (Date.now() >= deadline) throw opts.busy();
       if (!waited) opts.onWait?.();
       waited = true;
       await new Promise((r) => setTimeout(r, MAX_RETRY_STEP_MS));
     }
   }
+  const holder = recordHolder(file);
   try {
     return await fn();
   } finally {
+    forgetHolder(file, holder);
     await release().catch(() => undefined);
   }
 }

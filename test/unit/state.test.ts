@@ -1,6 +1,8 @@
 // The state directory: location, layout and modes, atomic entries, the lock, connection IDs and
 // the transient kubeconfig. Real files in temp dirs.
 import { test } from 'node:test';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -171,6 +173,40 @@ test('a stale lock (its holder crashed) is taken over', async (t) => {
   utimesSync(l.lockFile, old, old);
   // Not taken over, the lock would be waited for (~19 s) and then refused: the answer shows it was.
   assert.equal(await withStateLock(l, () => 42), 42);
+});
+
+/** A process holding the state lock of `root` until killed (it says "held" once it has it). */
+async function lockHolder(root: string): Promise<ChildProcess> {
+  const lockJs = new URL('../../src/state/lock.js', import.meta.url).href;
+  const pathsJs = new URL('../../src/state/paths.js', import.meta.url).href;
+  const script = `const { withStateLock } = await import(${JSON.stringify(lockJs)});
+const { layout } = await import(${JSON.stringify(pathsJs)});
+await withStateLock(layout(${JSON.stringify(root)}), () => { setInterval(() => {}, 1000); console.log('held'); return new Promise(() => {}); });`;
+  const holder = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await once(holder.stdout!, 'data');
+  return holder;
+}
+
+test('a lock whose holder was killed is taken without waiting for it to go stale; a living holder is waited for', async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  const holder = await lockHolder(l.root);
+  try {
+    await assert.rejects(
+      withStateLock(l, () => 'stolen', { until: Date.now() + 1_000 }),
+      /stays locked/,
+    );
+  } finally {
+    holder.kill('SIGKILL');
+  }
+  await once(holder, 'exit');
+  // A deadline short of the lock's stale time (10 s): only the record of its holder, gone, lets it
+  // be taken by then.
+  assert.equal(await withStateLock(l, () => 42, { until: Date.now() + 5_000 }), 42);
+  assert.deepEqual(
+    readdirSync(l.root).filter((f) => f.startsWith('lock')),
+    [],
+    'no lock or record of a holder left',
+  );
 });
 
 test('a lock its holder left while the clock ran ahead (now stepped back) is taken over, not waited out', async (t) => {
