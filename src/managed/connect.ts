@@ -189,7 +189,7 @@ export async function connect(req: ConnectRequest): Promise<ConnectResult> {
       }
     });
     if (started.existing) return result(assertSameSettings(await waitForReady(l, id, false, interrupts), requested), true);
-    return result(await waitForReady(l, id, true, interrupts), false);
+    return result(await waitForReady(l, id, started.entry.createdAt, interrupts), false);
   } finally {
     interrupts.dispose();
   }
@@ -334,18 +334,19 @@ function spawnDaemon(l: StateLayout, id: string): number {
 
 /**
  * Polls state.json until the daemon is running. On failure a daemon we started is stopped and
- * its entry removed (the log stays), and its one-line error becomes ours; so on Ctrl-C.
+ * its entry removed (the log stays), and its one-line error becomes ours; so on Ctrl-C. `ours`:
+ * the createdAt of the entry this connect made; another under the ID since is not ours to stop.
  */
-async function waitForReady(l: StateLayout, id: string, ours: boolean, interrupts?: Interrupts): Promise<ProxyEntry> {
+async function waitForReady(l: StateLayout, id: string, ours: string | false, interrupts?: Interrupts): Promise<ProxyEntry> {
   let progress: StartProgress | undefined;
   let problem: string;
   for (;;) {
     if (interrupts?.received) {
-      if (ours) await discard(l, id);
+      if (ours) await discard(l, id, ours);
       throw new ConnectInterrupted(interrupts.received, ours ? `the proxy it was starting (${id}) is stopped` : `proxy ${id} goes on starting`);
     }
     const entry = readEntry(l, id);
-    if (!entry) {
+    if (!entry || (ours && entry.createdAt !== ours)) {
       problem = `proxy ${id} was stopped while it started`;
       break;
     }
@@ -372,14 +373,15 @@ async function waitForReady(l: StateLayout, id: string, ours: boolean, interrupt
     }
     await sleep(POLL_MS);
   }
-  if (ours) await discard(l, id);
+  if (ours) await discard(l, id, ours);
   throw new StartupError(problem);
 }
 
-async function discard(l: StateLayout, id: string): Promise<void> {
+async function discard(l: StateLayout, id: string, createdAt: string): Promise<void> {
   await withStateLock(l, () => {
     const entry = readEntry(l, id);
-    if (!entry) return;
+    // Another connect's proxy under the ID since (ours was disconnected while this one was suspended).
+    if (entry?.createdAt !== createdAt) return;
     if (entry.pid !== undefined && isOurDaemon(entry.pid, entry.procIdentity, id, systemHost, entry.program)) signal(entry.pid, 'SIGKILL');
     removeEntry(l, id);
   });

@@ -135,6 +135,7 @@ export async function runCli(
     /** Written to a piped stdin, then closed. */ input?: string;
     /** A command that runs the CLI (e.g. nsenter … --), its program first. */ via?: string[];
     /** Told what stderr has so far, each time more comes. */ onStderr?: (stderr: string) => void;
+    /** Given the CLI's process once it runs (to signal it). */ onSpawn?: (proc: ChildProcess) => void;
   } = {},
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   const [file, ...before] = [...(opts.via ?? []), process.execPath];
@@ -143,6 +144,7 @@ export async function runCli(
     stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     cwd: opts.cwd,
   });
+  opts.onSpawn?.(proc);
   if (opts.input !== undefined) proc.stdin!.end(opts.input);
   let stdout = '';
   let stderr = '';

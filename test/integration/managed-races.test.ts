@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startClusters, type MultiCluster } from '../helpers/multi-cluster.js';
@@ -72,7 +73,7 @@ async function freePort(): Promise<number> {
  * `connect --id ID` started while prod's API server answers no list or watch: resolves once the
  * daemon is in its first sync, with its listener bound; `connecting` is the connect CLI.
  */
-async function connectStalled(id: string, port: number, extra: string[] = []) {
+async function connectStalled(id: string, port: number, extra: string[] = [], onSpawn?: (proc: ChildProcess) => void) {
   const prod = multi.clusters[0]!.sim;
   // Watches end at once (a watch-list then falls back to a paged LIST) and LISTs are held: the
   // first sync cannot finish, and the release answers what it holds. Watches held instead
@@ -80,20 +81,23 @@ async function connectStalled(id: string, port: number, extra: string[] = []) {
   // waiting past its 30 s deadline, whatever the release did.
   prod.endWatchesAtOnce(true);
   prod.stallLists(true);
-  const connecting = cli([
-    'connect',
-    '--kubeconfig',
-    multi.kubeconfig,
-    '--context',
-    'prod',
-    '--listen-socks',
-    `127.0.0.1:${port}`,
-    '--no-proxy-auth',
-    '--json',
-    '--id',
-    id,
-    ...extra,
-  ]);
+  const connecting = runCli(
+    [
+      'connect',
+      '--kubeconfig',
+      multi.kubeconfig,
+      '--context',
+      'prod',
+      '--listen-socks',
+      `127.0.0.1:${port}`,
+      '--no-proxy-auth',
+      '--json',
+      '--id',
+      id,
+      ...extra,
+    ],
+    { env: env(), timeoutMs: 60_000, onSpawn },
+  );
   const pid = await eventually(
     async () => {
       const entry = readEntry(layout(stateDir), id);
@@ -199,6 +203,31 @@ test('two reloads at once: the one that began later applies last, so the proxy s
   assert.deepEqual(await routesOf('twice'), ['prod', 'staging'], 'the table of the file as it is now');
   assert.ok(existsSync(path.join(proxyDir('twice'), 'kubeconfig.staging')), "staging's credentials stay while it serves");
   assert.equal((await cli(['disconnect', 'twice'])).code, 0);
+});
+
+test('a connect suspended (Ctrl-Z) while its proxy was disconnected and connected again: on fg it says so, and leaves the new one alone', async () => {
+  const id = 'suspended';
+  let first: ChildProcess | undefined;
+  const { pid, connecting, release } = await connectStalled(id, await freePort(), [], (proc) => (first = proc));
+  try {
+    first!.kill('SIGSTOP');
+    assert.equal((await cli(['disconnect', id])).code, 0);
+    release();
+    // Meanwhile another terminal connects the ID again.
+    const other = await connect(id, ['--context', 'staging']);
+    assert.notEqual(other.pid, pid);
+    first!.kill('SIGCONT'); // fg
+    const c = await connecting;
+    assert.equal(c.code, 1, `it did not connect another's proxy: ${c.stderr}`);
+    assert.match(c.stderr, /proxy suspended was stopped while it started/);
+    assert.equal(isAlive(other.pid), true, "the other connect's daemon runs on");
+    const s = statusItem<{ state: string; pid: number; context: string }>((await cli(['status', id, '--json'])).stdout);
+    assert.deepEqual([s.state, s.pid, s.context], ['running', other.pid, 'staging']);
+  } finally {
+    first?.kill('SIGCONT');
+    release();
+  }
+  assert.equal((await cli(['disconnect', id])).code, 0);
 });
 
 test('a daemon stopped during its start frees its ports at once, before it can record anything', async () => {
