@@ -2,7 +2,7 @@
 // proxy answers on its control socket with its caches synced.
 import { accessSync, constants, existsSync, lstatSync, readdirSync } from 'node:fs';
 import { replaceableAt, type ReplaceableAt } from '../core/replaceable-path.js';
-import net from 'node:net';
+import { bindRefusal } from '../listeners/loopbacks.js';
 import path from 'node:path';
 import { errorMessage } from '../core/errors.js';
 import { parseListenAddress, unixListenPath } from '../core/address.js';
@@ -76,29 +76,12 @@ export async function checkListen(addresses: Array<{ flag: string; address: stri
   return checks;
 }
 
-/** As the proxy binds it: `localhost` is 127.0.0.1 and ::1 (listeners/loopbacks.ts), ::1 where this machine has it. */
+/** As the proxy binds it (listeners/loopbacks.ts): why it could not, naming which of localhost's two addresses refused. */
 async function tryListenAll(host: string, port: number): Promise<string | undefined> {
-  if (host.toLowerCase() !== 'localhost') return tryListen(host, port);
-  const v4 = await tryListen('127.0.0.1', port);
-  if (v4 !== undefined) return `127.0.0.1: ${v4}`;
-  const v6 = await tryListen('::1', port, true);
-  return v6 === undefined ? undefined : `[::1]: ${v6}`;
-}
-
-function tryListen(host: string, port: number, absentIsFree = false): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', (err: NodeJS.ErrnoException) =>
-      resolve(
-        err.code === 'EADDRINUSE'
-          ? 'address in use'
-          : absentIsFree && (err.code === 'EADDRNOTAVAIL' || err.code === 'EAFNOSUPPORT')
-            ? undefined
-            : errorMessage(err),
-      ),
-    );
-    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(undefined)));
-  });
+  const refused = await bindRefusal(host, port);
+  if (!refused) return undefined;
+  const why = refused.err.code === 'EADDRINUSE' ? 'address in use' : errorMessage(refused.err);
+  return refused.at ? `${refused.at}: ${why}` : why;
 }
 
 /**

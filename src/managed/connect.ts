@@ -3,7 +3,6 @@
 // transient kubeconfig and wait until it listens with synced caches, or report its error.
 import { spawn } from 'node:child_process';
 import { closeSync, fchmodSync, openSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { StartupError, errorMessage } from '../core/errors.js';
 import { selfInvocation, selfProgramName, workingDirectory } from '../core/self.js';
@@ -11,6 +10,7 @@ import { formatHostPort, unixListenPath, UNIX_PREFIX, type HostPort } from '../c
 import { ApiConnection } from '../cluster/api.js';
 import { loadExtraCA } from '../cluster/egress-proxy.js';
 import { probeApi } from '../proxy/proxy.js';
+import { bindRefusal } from '../listeners/loopbacks.js';
 import { planStart, tcpAddressesOf, type StartPlan } from '../proxy/startup-checks.js';
 import {
   checkSocketPath,
@@ -284,24 +284,18 @@ function sameHost(bound: string, wanted: string): boolean {
   return norm(bound) === norm(wanted) || bound === '0.0.0.0' || bound === '::' || wanted === '0.0.0.0' || wanted === '::';
 }
 
-/** Binds and closes at once, as the daemon will bind (`localhost`: 127.0.0.1 and ::1, listeners/loopbacks.ts); a short message when that fails. */
+/** Binds and closes at once, as the daemon will bind (listeners/loopbacks.ts); a short message when that fails. */
 async function bindProblem(addr: HostPort): Promise<string | undefined> {
-  if (addr.host.toLowerCase() !== 'localhost') return bindOnce(addr);
-  const v4 = await bindOnce({ host: '127.0.0.1', port: addr.port });
-  return v4 !== undefined ? `127.0.0.1: ${v4}` : bindOnce({ host: '::1', port: addr.port }, true).then((v6) => v6 && `[::1]: ${v6}`);
-}
-
-function bindOnce(addr: HostPort, absentIsFree = false): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', (err: NodeJS.ErrnoException) => {
-      if (absentIsFree && (err.code === 'EADDRNOTAVAIL' || err.code === 'EAFNOSUPPORT')) resolve(undefined);
-      else if (err.code === 'EADDRINUSE') resolve('the address is already in use by another program');
-      else if (err.code === 'EACCES') resolve('permission denied (ports below 1024 need privileges)');
-      else resolve(`cannot listen there: ${err.message}`);
-    });
-    server.listen({ host: addr.host, port: addr.port, exclusive: true }, () => server.close(() => resolve(undefined)));
-  });
+  const refused = await bindRefusal(addr.host, addr.port);
+  if (!refused) return undefined;
+  const { code, message } = refused.err;
+  const why =
+    code === 'EADDRINUSE'
+      ? 'the address is already in use by another program'
+      : code === 'EACCES'
+        ? 'permission denied (ports below 1024 need privileges)'
+        : `cannot listen there: ${message}`;
+  return refused.at ? `${refused.at}: ${why}` : why;
 }
 
 /**
