@@ -10,9 +10,11 @@
 export const PROGRAM_THREADPOOL_SIZE = 16;
 
 /** The threads libuv's pool runs in this process. */
-export function threadpoolSize(): number {
+export function threadpoolSize(platform: NodeJS.Platform = process.platform): number {
   const started = (globalThis as { __proxyoutThreadpool?: unknown }).__proxyoutThreadpool;
-  if (typeof started === 'number') return started;
+  // On Windows libuv reads the C runtime's copy of the environment, which process.env does not
+  // change (libuv#4887): a size set in-process never took there.
+  if (typeof started === 'number' && platform !== 'win32') return started;
   const n = Number(process.env.UV_THREADPOOL_SIZE);
   return Number.isInteger(n) && n >= 1 ? Math.min(n, 1024) : 4;
 }

@@ -2,6 +2,7 @@
 // a background process. NODE_OPTIONS=--inspect (a developer debugging a Node app in that shell)
 // would open the V8 inspector for the daemon's whole life: any local user who reaches its port
 // can run code as this user (docs/security.md). The foreground proxy is the user's own choice.
+import { PROGRAM_THREADPOOL_SIZE } from '../core/threadpool.js';
 import { allocatorEnv } from './allocator-env.js';
 
 /** NODE_OPTIONS flags that open a debugger (node's `--inspect*` and the older `--debug*`). */
@@ -33,11 +34,14 @@ export function withoutInspector(nodeOptions: string | undefined): string | unde
   return kept.join(' ') || undefined;
 }
 
-export function daemonEnv(env: NodeJS.ProcessEnv, extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
+export function daemonEnv(env: NodeJS.ProcessEnv, extra: Record<string, string | undefined>, platform: NodeJS.Platform = process.platform): NodeJS.ProcessEnv {
   return {
     ...env,
     ...allocatorEnv(env),
     NODE_OPTIONS: withoutInspector(env.NODE_OPTIONS),
+    // On Windows the bin script cannot size libuv's threadpool in-process (libuv#4887): the
+    // daemon is started with the variable, as before the bin script sized it.
+    ...(platform === 'win32' && env.UV_THREADPOOL_SIZE === undefined ? { UV_THREADPOOL_SIZE: String(PROGRAM_THREADPOOL_SIZE) } : {}),
     ...extra,
   };
 }

@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { daemonEnv, withoutInspector } from '../../src/managed/daemon-env.js';
+import { threadpoolSize } from '../../src/core/threadpool.js';
 
 test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
   assert.equal(withoutInspector('--inspect'), undefined);
@@ -24,4 +25,20 @@ test('inspector flags are dropped from NODE_OPTIONS, the rest kept', () => {
 test("a daemon's threadpool is the caller's size when given; else its bin script sizes it, with no variable left for its children", () => {
   assert.equal('UV_THREADPOOL_SIZE' in daemonEnv({}, {}), false);
   assert.equal(daemonEnv({ UV_THREADPOOL_SIZE: '4' }, {}).UV_THREADPOOL_SIZE, '4');
+});
+
+test("on Windows a daemon is started with its threadpool's size, which no process can set for itself there", () => {
+  assert.equal('UV_THREADPOOL_SIZE' in daemonEnv({}, {}, 'linux'), false);
+  assert.equal(daemonEnv({}, {}, 'win32').UV_THREADPOOL_SIZE, '16');
+  assert.equal(daemonEnv({ UV_THREADPOOL_SIZE: '4' }, {}, 'win32').UV_THREADPOOL_SIZE, '4');
+  // A size the bin script claims it set is not believed on Windows (libuv reads the C runtime's environment).
+  const g = globalThis as { __proxyoutThreadpool?: number };
+  const before = g.__proxyoutThreadpool;
+  g.__proxyoutThreadpool = 16;
+  try {
+    assert.equal(threadpoolSize('linux'), 16);
+    assert.equal(threadpoolSize('win32'), Number(process.env.UV_THREADPOOL_SIZE ?? 4));
+  } finally {
+    g.__proxyoutThreadpool = before;
+  }
 });
