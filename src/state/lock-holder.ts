@@ -49,8 +49,9 @@ export function removeLockOfTheGone(lock: string): boolean {
     // A record of that lock: its directory, touched no later than when it was taken (proper-lockfile
     // sets it up to a second ahead then), not one made since (an inode is reused) that is not recorded yet.
     if (holder.ino !== taken.ino || taken.mtimeMs > statSync(holderFile(lock)).mtimeMs + RECORD_SLACK_MS || typeof holder.pid !== 'number') return false;
-    const where = compareSpace(holder.space);
-    if (where === 'elsewhere' || (where === 'here' && isAlive(holder.pid))) return false;
+    // Only a holder of this boot and pid namespace is known gone: the record carries no machine
+    // id, so another boot under the same hostname may be another machine sharing the directory.
+    if (compareSpace(holder.space) !== 'here' || isAlive(holder.pid)) return false;
     // The record goes first: of two waiters that both saw it, only the one that removed it goes on.
     unlinkSync(holderFile(lock));
     rmdirSync(lock);

@@ -11,6 +11,7 @@ import type { RequestOptions } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { checkSocketPath, ensureStateDir, layout, stateDir, stateDirExists, StateDirError, validateId } from '../../src/state/paths.js';
 import { withStateLock } from '../../src/state/lock.js';
+import { ownProcessSpace } from '../../src/state/process-space.js';
 import { connectionId, listIds, readEntry, removeEntry, removeTransient, updateEntry, writeEntry } from '../../src/managed/store.js';
 import { flattenKubeConfig, writeTransientKubeConfig } from '../../src/state/kubeconfig.js';
 import { proxyEntry } from '../helpers/proxy-entry.js';
@@ -207,6 +208,22 @@ test('a lock whose holder was killed is taken without waiting for it to go stale
     [],
     'no lock or record of a holder left',
   );
+});
+
+test("a lock recorded by another boot of the same hostname is waited for: it may be another machine's", async (t) => {
+  const l = ensureStateDir(layout(tempDir(t)));
+  mkdirSync(l.lockFile);
+  // A dead pid in a process space that differs only by its boot: a second machine (an NFS home,
+  // two containers named alike) whose holder is alive there.
+  const dead = spawn(process.execPath, ['-e', '']);
+  await once(dead, 'exit');
+  const space = { ...ownProcessSpace(), boot: process.platform === 'linux' ? 'another-boot' : '1' };
+  writeFileSync(`${l.lockFile}.holder`, JSON.stringify({ pid: dead.pid, space, ino: statSync(l.lockFile).ino }));
+  await assert.rejects(
+    withStateLock(l, () => 'stolen', { until: Date.now() + 1_000 }),
+    /stays locked/,
+  );
+  assert.ok(existsSync(l.lockFile), 'the lock is left to its holder');
 });
 
 test('a lock its holder left while the clock ran ahead (now stepped back) is taken over, not waited out', async (t) => {
