@@ -267,11 +267,10 @@ async function checkPorts(l: StateLayout, listens: Array<{ flag: string; addr: H
 }
 
 /**
- * Where a proxy still starting is going to listen: two connects racing for one port each found it
- * free, and the loser's daemon failed to bind with words that named no proxy.
+ * Where a proxy listens by its options: one still starting (two connects racing for one port each
+ * found it free), and `localhost`'s ::1, which the addresses recorded (its first listener's) omit.
  */
 function plannedAddresses(entry: ProxyEntry): HostPort[] {
-  if (entry.phase === 'running') return [];
   try {
     return tcpAddressesOf(entry.options);
   } catch {
@@ -280,8 +279,9 @@ function plannedAddresses(entry: ProxyEntry): HostPort[] {
 }
 
 function sameHost(bound: string, wanted: string): boolean {
-  const norm = (h: string) => (h === 'localhost' ? '127.0.0.1' : h.replace(/^::ffff:/, ''));
-  return norm(bound) === norm(wanted) || bound === '0.0.0.0' || bound === '::' || wanted === '0.0.0.0' || wanted === '::';
+  // `localhost` is both loopback addresses (listeners/loopbacks.ts).
+  const norm = (h: string) => (h.toLowerCase() === 'localhost' ? ['127.0.0.1', '::1'] : [h.replace(/^::ffff:/, '')]);
+  return norm(bound).some((b) => norm(wanted).includes(b)) || bound === '0.0.0.0' || bound === '::' || wanted === '0.0.0.0' || wanted === '::';
 }
 
 /** Binds and closes at once, as the daemon will bind (listeners/loopbacks.ts); a short message when that fails. */

@@ -44,3 +44,27 @@ test('connect --listen-socks localhost:PORT checks ::1 too, where the daemon wou
     taken.close();
   }
 });
+
+test("connect on a port a managed proxy holds on one of localhost's addresses names that proxy, not another program", async () => {
+  const env = { KUBECTL_PROXYOUT_STATE_DIR: path.join(cluster.dir, 'state-localhost-owner') };
+  const free = net.createServer().listen(0, '127.0.0.1');
+  await once(free, 'listening');
+  const port = (free.address() as net.AddressInfo).port;
+  await new Promise((r) => free.close(r));
+  const connect = (listen: string, id: string) =>
+    runCli(['connect', '--no-proxy-auth', '--kubeconfig', cluster.kubeconfig, '--listen-socks', listen, '--id', id, '--json'], { env });
+  for (const [held, wanted] of [
+    [`[::1]:${port}`, `localhost:${port}`],
+    [`localhost:${port}`, `[::1]:${port}`],
+  ] as const) {
+    const first = await connect(held, 'holder');
+    assert.equal(first.code, 0, first.stderr);
+    try {
+      const c = await connect(wanted, 'second');
+      assert.equal(c.code, 1, c.stdout);
+      assert.match(c.stderr, /the address is taken by managed proxy holder/, `${held}, then ${wanted}`);
+    } finally {
+      assert.equal((await runCli(['disconnect', 'holder'], { env })).code, 0);
+    }
+  }
+});
