@@ -52,7 +52,7 @@ await build({
       // libuv's threadpool at 16 threads, the variable taken back (bin/kubectl-proxyout sizeThreadpool),
       // for the single executable and a bundle run on its own; under the bin script, it has done so.
       " if (process.platform !== 'win32' && globalThis.__proxyoutThreadpool === undefined && process.env.UV_THREADPOOL_SIZE === undefined && require.main === module &&" +
-      " !/(^|\\s)(--import|--require|-r|--loader|--experimental-loader)(\\s|=|$)/.test([...process.execArgv, process.env.NODE_OPTIONS || ''].join(' '))) {" +
+      " !/(^|\\s)[\"']?(--import|--require|-r|--loader|--experimental-loader)([\"']|\\s|=|$)/.test([...process.execArgv, process.env.NODE_OPTIONS || ''].join(' '))) {" +
       " process.env.UV_THREADPOOL_SIZE = '16'; require('node:fs').stat(__filename, () => {}); delete process.env.UV_THREADPOOL_SIZE; globalThis.__proxyoutThreadpool = 16; }",
   },
   plugins: [

@@ -95,3 +95,18 @@ test('a foreground proxy looks up several direct names at once, and its children
   });
   assert.match(run.stdout, /^pool=unset$/m, run.stderr);
 });
+
+test('code preloaded through NODE_OPTIONS, quoted or not, may have started the pool: the size is not claimed then', (t) => {
+  if (process.platform === 'win32') return t.skip('the bin script leaves the pool alone on Windows');
+  const dir = scratchDir('proxyout-threadpool-preload-');
+  const probe = path.join(dir, 'probe.cjs');
+  writeFileSync(probe, "process.on('exit', () => process.stderr.write(`\\npool=${globalThis.__proxyoutThreadpool}\\n`));\n");
+  const { UV_THREADPOOL_SIZE: _unset, ...env } = process.env;
+  const sizeWith = (nodeOptions: string) => {
+    const run = spawnSync(process.execPath, [binPath, '--version'], { encoding: 'utf8', env: { ...env, NODE_OPTIONS: nodeOptions } });
+    return /^pool=(.*)$/m.exec(run.stderr)?.[1];
+  };
+  assert.equal(sizeWith(`--require=${probe}`), 'undefined');
+  assert.equal(sizeWith(`"--require" "${probe}"`), 'undefined');
+  // Without a preload the size is claimed (16): the first test shows the pool has it.
+});
