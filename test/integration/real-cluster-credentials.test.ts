@@ -12,6 +12,7 @@ import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { X509Certificate } from 'node:crypto';
 import { skipUnlessRealCluster, type RealCluster } from '../helpers/real-cluster.js';
 import { endpointSlicesCaughtUp, startClusterLogged } from '../helpers/real-cluster-setup.js';
 import { manifests, pod, service } from '../helpers/real-cluster-objects.js';
@@ -31,6 +32,11 @@ const TTL_S = 12;
  * out costs this much. OIDC keeps TTL_S: it refreshes 10 s before `exp` (oidc.ts).
  */
 const EXEC_TTL_S = 6;
+/**
+ * The short client certificates: long enough for two proxies to start with them on a loaded
+ * 2-core machine (10 s was not), since a proxy refuses to start with an expired one.
+ */
+const CERT_S = 30;
 const ECHOS = ['echo1', 'echo2', 'echo3'];
 
 let cluster: RealCluster | undefined;
@@ -92,6 +98,9 @@ async function echoes(socket: import('node:net').Socket, text: string): Promise<
   socket.write(text);
   return back;
 }
+
+/** When a certificate file's validity ends (ms since the epoch). */
+const notAfter = async (cert: string) => Date.parse(new X509Certificate(await readFile(cert)).validTo);
 
 const web = async (http: string) => (await curl(['-x', `http://${http}`, 'http://web.shop/'])).stdout.trim();
 
@@ -192,19 +201,24 @@ describe('credentials that expire or rotate', { concurrency: true }, () => {
     { timeout: 90_000 },
     async (t: TestContext) => {
       if (skip) return t.skip(skip);
-      const { cert, key } = await cluster!.issueClientCert('shortie', 10);
+      // Both certificates are issued before their proxies start and must outlive their start-up:
+      // on a loaded machine that took over 10 s. The test then waits for the later expiry itself.
+      const { cert, key } = await cluster!.issueClientCert('shortie', CERT_S);
       const file = await kubeconfig('short', `    client-certificate: ${cert}\n    client-key: ${key}\n`);
-      const p = await proxy(file);
-      assert.equal(await web(p.http!), 'pod=web namespace=shop port=8080');
       // The same embedded in the kubeconfig (client-certificate-data), as login tools write it.
       const embedded = async (seconds: number) => {
         const pair = await cluster!.issueClientCert('embedded', seconds);
         const data = async (f: string) => (await readFile(f)).toString('base64');
-        return kubeconfig('embedded', `    client-certificate-data: ${await data(pair.cert)}\n    client-key-data: ${await data(pair.key)}\n`);
+        const f = await kubeconfig('embedded', `    client-certificate-data: ${await data(pair.cert)}\n    client-key-data: ${await data(pair.key)}\n`);
+        return { file: f, cert: pair.cert };
       };
-      const inline = await proxy(await embedded(10));
+      const short = await embedded(CERT_S);
+      const expiries = [await notAfter(cert), await notAfter(short.cert)];
+      const [p, inline] = await Promise.all([proxy(file), proxy(short.file)]);
+      assert.equal(await web(p.http!), 'pod=web namespace=shop port=8080');
       assert.equal(await web(inline.http!), 'pod=web namespace=shop port=8080');
-      await delay(11_000);
+      assert.ok(Date.now() < Math.min(...expiries), `both served before their certificates expired (raise CERT_S if start-up took ${CERT_S} s)`);
+      await delay(Math.max(...expiries) - Date.now() + 1000);
       const refused = await socks5Connect(p.socks!, 'echo1.shop', 7000);
       assert.equal(refused.reply, 1, 'a new tunnel with the expired certificate: 401');
       refused.socket.destroy();
