@@ -226,6 +226,23 @@ export function authorityProblem(text: string): string {
   return `CONNECT target must be host:port or [ipv6]:port, port 1-65535, got ${shown}`;
 }
 
+/** Why `text`, an IP-looking host, cannot be routed (the one wording for every listener). */
+export function unroutableIpMessage(text: string): string {
+  const why = text.includes('%') ? ': a scoped IPv6 address names an interface of your own machine' : '';
+  return `${text} is not an IP address the proxy can route${why}`;
+}
+
+/**
+ * The scoped IPv6 literal (fe80::1%eth0) a CONNECT target ("[h]:port", "h:port") or an http://
+ * URL (its zone as "%25eth0", RFC 6874) names, if any: parseAuthority and WHATWG URLs refuse
+ * zones, yet the client named an address, to be refused as one, not as malformed text.
+ */
+export function scopedIpv6Literal(text: string): string | undefined {
+  const m = /^(?:http:\/\/(?:[^/?#@]*@)?)?\[([^\]]+)\]/i.exec(text) ?? /^([^[\]]+):\d+$/.exec(text);
+  const host = m?.[1]!.replace(/%25/, '%');
+  return host?.includes('%') && net.isIPv6(host) ? host : undefined;
+}
+
 /**
  * A CONNECT target as clients send it: parseAuthority's forms, and an IPv6 literal without
  * brackets ("fd00::1:443"), which wget 1.21 and Python's http.client before 3.12 send. A CONNECT

@@ -4,8 +4,8 @@
 // client re-frames the body. Upstream tunnels are pooled per host:port by a keep-alive http.Agent.
 import http, { STATUS_CODES, type ClientRequest, type ClientRequestArgs, type IncomingMessage, type ServerResponse } from 'node:http';
 import { pipeline, type Duplex } from 'node:stream';
-import { BadRequestError, CommandNotSupportedError, OriginFailedError, ProxyError, errorMessage, withMessagePrefix } from '../core/errors.js';
-import { destinationFor, formatHostPort } from '../core/address.js';
+import { BadRequestError, CommandNotSupportedError, NotAllowedError, OriginFailedError, ProxyError, errorMessage, withMessagePrefix } from '../core/errors.js';
+import { destinationFor, formatHostPort, scopedIpv6Literal, unroutableIpMessage } from '../core/address.js';
 import type { Logger } from '../core/log.js';
 import { monotonicMs } from '../core/clock.js';
 import type { Destination, StreamOpener, StreamSlot } from '../core/types.js';
@@ -184,7 +184,8 @@ export function createForwarder(ctx: ListenerContext, agent: TunnelAgent): (req:
     try {
       target = new URL(url);
     } catch {
-      return fail(new BadRequestError('malformed request URL'));
+      const scoped = scopedIpv6Literal(url);
+      return fail(scoped ? new NotAllowedError(unroutableIpMessage(scoped)) : new BadRequestError('malformed request URL'));
     }
     const port = target.port === '' ? 80 : Number(target.port);
     if (target.hostname === '' || port === 0) return fail(new BadRequestError('request URL has no usable host or port'));

@@ -4,8 +4,8 @@
 import http, { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
-import { BadRequestError, CommandNotSupportedError } from '../core/errors.js';
-import { authorityProblem, formatHostPort, parseConnectTarget } from '../core/address.js';
+import { BadRequestError, CommandNotSupportedError, NotAllowedError } from '../core/errors.js';
+import { authorityProblem, formatHostPort, parseConnectTarget, scopedIpv6Literal, unroutableIpMessage } from '../core/address.js';
 import type { Listener, ListenerContext } from './listener.js';
 import { startRelay } from './relay.js';
 import {
@@ -262,7 +262,9 @@ async function handleConnect(
   if (!authorizeConnect(ctx, req, socket, client, unauthenticated)) return;
   const destination = parseConnectTarget(req.url ?? '');
   if (!destination) {
-    const reply = ctx.stats.failed('http-connect', client, undefined, new BadRequestError(authorityProblem(req.url ?? '')));
+    const scoped = scopedIpv6Literal(req.url ?? '');
+    const err = scoped ? new NotAllowedError(unroutableIpMessage(scoped)) : new BadRequestError(authorityProblem(req.url ?? ''));
+    const reply = ctx.stats.failed('http-connect', client, undefined, err);
     endWithReply(socket, rawErrorResponse(reply.http, `kubectl-proxyout: ${reply.message}`, [], true));
     return;
   }

@@ -14,6 +14,7 @@
 //   4. the direct route;  5. refused.
 import type { Destination } from '../core/types.js';
 import { NotAllowedError } from '../core/errors.js';
+import { unroutableIpMessage } from '../core/address.js';
 import { CidrIndex, parseCidr, parseIp } from '../core/cidr.js';
 import { noSuchNamespace, otherClusterDomain, parseClusterName, parseRouteName, shortHostnameName, type ClusterName } from '../routes/guest-cluster/names.js';
 import { labelCount, ruleShape, RoutingTableError, SuffixIndex, type RuleSource, type SuffixRule } from './suffix-index.js';
@@ -216,8 +217,7 @@ export class RouteMatcher {
   private matchIp(text: string): Decision {
     const ip = parseIp(text);
     if (!ip) {
-      const why = text.includes('%') ? ': a scoped IPv6 address names an interface of your own machine' : '';
-      return { claimed: false, message: `${text} is not an IP address the proxy can route${why}` };
+      return { claimed: false, message: unroutableIpMessage(text) };
     }
     const claim = (route: number, reason: ClaimReason, pattern?: string): Claim => ({
       claimed: true,

@@ -119,7 +119,7 @@ test('open failures become their HTTP status with a text body and Connection: cl
 });
 
 test('malformed CONNECT targets get 400', async () => {
-  for (const target of ['nonsense', 'web.test:0', 'web.test:99999', '[zz]:80', 'fd00::1', '1:2:3:4:5:6:7:8', 'fe80::1%eth0:80']) {
+  for (const target of ['nonsense', 'web.test:0', 'web.test:99999', '[zz]:80', 'fd00::1', '1:2:3:4:5:6:7:8']) {
     const { reader, head } = await rawConnect(target);
     assert.match(head, /^HTTP\/1\.1 400 /, target);
     await reader.rest();
@@ -133,6 +133,16 @@ test('malformed CONNECT targets get 400', async () => {
   for (const [target, why] of cases) {
     const { reader } = await rawConnect(target);
     assert.match((await reader.rest()).toString('latin1'), why, target);
+  }
+  await assertServesNormally();
+});
+
+test('a scoped IPv6 CONNECT target is refused as SOCKS refuses it (403), naming why', async () => {
+  for (const target of ['[fe80::1%eth0]:80', 'fe80::1%eth0:80', '[fe80::1%25eth0]:443']) {
+    const { reader, head } = await rawConnect(target);
+    assert.match(head, /^HTTP\/1\.1 403 /, target);
+    const body = (await reader.rest()).toString('latin1');
+    assert.match(body, /fe80::1%eth0 is not an IP address the proxy can route: a scoped IPv6 address names an interface of your own machine/, target);
   }
   await assertServesNormally();
 });

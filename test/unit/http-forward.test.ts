@@ -405,6 +405,16 @@ async function exchange(request: string): Promise<string> {
   return out;
 }
 
+test('an http:// URL naming a scoped IPv6 address is refused as SOCKS refuses it (403), naming why', async () => {
+  for (const host of ['[fe80::1%25eth0]', '[fe80::1%25eth0]:8080', '[fe80::1%eth0]']) {
+    const out = await exchange(`GET http://${host}/x HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    assert.match(out, /^HTTP\/1\.1 403 /, host);
+    assert.match(out, /fe80::1%eth0 is not an IP address the proxy can route: a scoped IPv6 address names an interface of your own machine/, host);
+  }
+  // Any other URL WHATWG refuses is still malformed.
+  assert.match(await exchange('GET http://[zz]/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'), /^HTTP\/1\.1 400 [^]*malformed request URL/);
+});
+
 test('a request sent after a Connection: close answer (while the connection lingers) is not acted on', async () => {
   const s = await connectClient(listener.address.port);
   const reader = new Reader(s);
