@@ -654,6 +654,7 @@ test('an ExternalName Service for a name in the cluster domain is followed, as C
     svc('other', 'to-pod', { type: 'ExternalName', externalName: 'db-0.db.shop.svc.cluster.local' }),
     svc('other', 'short', { type: 'ExternalName', externalName: 'web.shop' }),
     svc('other', 'svc-form', { type: 'ExternalName', externalName: 'web.shop.svc' }),
+    svc('other', 'one-label', { type: 'ExternalName', externalName: 'web' }),
     svc('other', 'loop-a', { type: 'ExternalName', externalName: 'loop-b.other.svc.cluster.local' }),
     svc('other', 'loop-b', { type: 'ExternalName', externalName: 'loop-a.other.svc.cluster.local' }),
     svc('other', 'to-empty', { type: 'ExternalName', externalName: 'empty.shop.svc.cluster.local' }),
@@ -669,10 +670,23 @@ test('an ExternalName Service for a name in the cluster domain is followed, as C
   assert.deepEqual((await plan('alias-of-alias.other.svc.cluster.local', 80)).slice(1), ['web-1:8080']);
   assert.deepEqual((await plan('to-pod.other', 5432)).slice(1), ['db-0:5432'], 'a pod name: the port as asked');
   // A name outside the zone: CoreDNS hands it to the upstream resolver, and the search path never applies to a CNAME target.
-  for (const outside of ['short', 'svc-form', 'ext']) {
+  for (const outside of ['short', 'ext']) {
     const ns = outside === 'ext' ? 'shop' : 'other';
     await assert.rejects(r.resolve(dom(`${outside}.${ns}`, 80)), (err: Error) => replyFor(err).socks === 0x04 && /outside the cluster/.test(err.message));
   }
+  // A short cluster name is no host outside the cluster: the proxy resolves it, so it says so.
+  await assert.rejects(
+    r.resolve(dom('svc-form.other', 80)),
+    (err: Error) =>
+      replyFor(err).socks === 0x04 &&
+      /ExternalName Service for web\.shop\.svc, not a full name under cluster\.local, so no client follows it; the proxy resolves web\.shop\.svc as a cluster name: connect to it$/.test(
+        err.message,
+      ),
+  );
+  await assert.rejects(
+    r.resolve(dom('one-label.other', 80)),
+    /ExternalName Service for web, not a full name under cluster\.local[^]*resolves web as a cluster name/,
+  );
   await assert.rejects(r.resolve(dom('loop-a.other', 80)), /more than 8 ExternalName Services in a row/);
   await assert.rejects(
     r.resolve(dom('to-empty.other', 80)),

@@ -4,7 +4,7 @@
 // the cluster, reached from the cluster's network, which neither route kind dials: refused, naming it.
 import type { SlimService } from '../../cluster/slim.js';
 import { HostUnreachableError, ProxyError, UnsupportedTargetError, withMessagePrefix } from '../../core/errors.js';
-import { parseZoneName, type ClusterName } from './names.js';
+import { parseClusterName, parseZoneName, type ClusterName } from './names.js';
 
 const MAX_EXTERNAL_NAME_HOPS = 8;
 
@@ -18,7 +18,16 @@ export async function followExternalName<T>(
 ): Promise<T> {
   const target = svc.externalName ?? '';
   const name = parseZoneName(target, clusterDomain);
-  if (!name) throw new UnsupportedTargetError(`${label} is an ExternalName Service for ${target}, outside the cluster; connect to that name instead`);
+  if (!name) {
+    // web.shop.svc, web: short forms the proxy takes as cluster names, though no client follows
+    // them as a CNAME target. (A two-label name may as well be example.com.)
+    const short = parseClusterName(target, clusterDomain, '');
+    const why =
+      short && !(short.kind === 'service' && short.namespaceNeedsCheck)
+        ? `not a full name under ${clusterDomain}, so no client follows it; the proxy resolves ${target} as a cluster name: connect to it`
+        : 'outside the cluster; connect to that name instead';
+    throw new UnsupportedTargetError(`${label} is an ExternalName Service for ${target}, ${why}`);
+  }
   if (hops >= MAX_EXTERNAL_NAME_HOPS) throw new HostUnreachableError(`${label}: more than ${MAX_EXTERNAL_NAME_HOPS} ExternalName Services in a row (a loop?)`);
   try {
     return await follow(name, target, hops + 1);
