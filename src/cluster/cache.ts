@@ -82,11 +82,14 @@ export class ClusterCache {
     if (found) return found;
     // The field selector status.podIP matches a pod's first IP only (pkg/registry/core/pod/
     // strategy.go PodToSelectableFields): a dual-stack pod's other address is found through the
-    // EndpointSlice endpoint that lists it, by the pod's name.
+    // EndpointSlice endpoint that lists it, by the pod's name; with no Service, where the
+    // destination names the namespace, by one list of that namespace (never cluster-wide).
     const ref = this.index.endpointPod(n);
-    if (!ref || (namespace !== undefined && ref.namespace !== namespace)) return undefined;
-    const pod = await this.pods.byName(ref.namespace, ref.name);
-    return pod?.ips.includes(n) ? pod : undefined;
+    if (ref && (namespace === undefined || ref.namespace === namespace)) {
+      const pod = await this.pods.byName(ref.namespace, ref.name);
+      if (pod?.ips.includes(n)) return pod;
+    }
+    return namespace === undefined ? undefined : this.pods.anyIpIn(n, namespace);
   }
 
   /** Lists everything once; cluster-wide if allowed, else the default namespace only. */

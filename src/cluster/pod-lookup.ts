@@ -80,13 +80,26 @@ export class PodLookup {
     return this.cached(`ip ${namespace ?? ''}/${ip}`, rights, async (signal) => {
       const page = await listPage(this.api, path, 50, undefined, signal, this.limits.timeoutMs);
       // A pod being deleted still serves its IP until its containers stop (cluster/index.ts podIps).
-      const pod = preferredPod(page.items.map((o) => slimPod(o)).filter((p): p is SlimPod => p?.phase === 'Running'));
-      if (pod) {
-        this.found.delete(ip);
-        this.found.set(ip, Date.now() + this.limits.foundTtlMs);
-        while (this.found.size > this.limits.maxEntries) this.found.delete(this.found.keys().next().value!);
-      }
-      return pod;
+      return this.noteFound(ip, preferredPod(page.items.map((o) => slimPod(o)).filter((p): p is SlimPod => p?.phase === 'Running')));
+    });
+  }
+
+  /**
+   * The running pod with this IP among any of its addresses (status.podIPs[1] too, which the field
+   * selector never matches), by one paged list of `namespace`: one look-up of the budget; never
+   * cluster-wide.
+   */
+  anyIpIn(ip: string, namespace: string): Promise<SlimPod | undefined> {
+    const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods?fieldSelector=${encodeURIComponent('status.phase=Running')}`;
+    return this.cached(`any ${namespace}/${ip}`, { verb: 'list', namespace, scope: `list ${namespace}` }, async (signal) => {
+      const pods: SlimPod[] = [];
+      let token: string | undefined;
+      do {
+        const page = await listPage(this.api, path, 500, token, signal, this.limits.timeoutMs);
+        for (const pod of page.items.map((o) => slimPod(o))) if (pod?.phase === 'Running' && pod.ips.includes(ip)) pods.push(pod);
+        token = page.continueToken;
+      } while (token);
+      return this.noteFound(ip, preferredPod(pods));
     });
   }
 
@@ -118,6 +131,14 @@ export class PodLookup {
     this.entries.clear();
     this.found.clear();
     this.forbidden.clear();
+  }
+
+  private noteFound(ip: string, pod: SlimPod | undefined): SlimPod | undefined {
+    if (!pod) return pod;
+    this.found.delete(ip);
+    this.found.set(ip, Date.now() + this.limits.foundTtlMs);
+    while (this.found.size > this.limits.maxEntries) this.found.delete(this.found.keys().next().value!);
+    return pod;
   }
 
   private cached(key: string, rights: Rights, fetch: (signal: AbortSignal) => Promise<SlimPod | undefined>): Promise<SlimPod | undefined> {

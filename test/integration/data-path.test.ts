@@ -157,6 +157,38 @@ describe('IP destinations', () => {
     assert.equal(await replyCode('fd00:10:244::d0', 8090, 'ipv6'), 0);
   });
 
+  test('a dual-stack pod behind no Service is reached at its second address by its dashed name (one list of that namespace, bounded)', async () => {
+    await cluster.sim.createPod({
+      namespace: 'shop',
+      name: 'lone-0',
+      labels: { app: 'lone' },
+      ipv6: 'fd00:10:244::e0',
+      ports: [{ containerPort: 8090, backend: 'http' }],
+    });
+    const body = await eventually(async () => {
+      const r = await curl(['--proxy', `socks5h://${socks}`, 'http://fd00-10-244--e0.shop.pod.cluster.local:8090/']);
+      return r.code === 0 ? r.stdout : undefined;
+    });
+    assert.equal(helloFrom(body), 'lone-0');
+    // A burst of unknown addresses: each costs a bounded number of namespace look-ups, never a cluster-wide list.
+    const before = { ...cluster.sim.counters.byPath };
+    const started = Date.now();
+    const replies = await Promise.all(Array.from({ length: 40 }, (_, i) => replyCode(`fd00-10-244--${(0x100 + i).toString(16)}.shop.pod.cluster.local`, 80)));
+    const seconds = Math.ceil((Date.now() - started) / 1000);
+    assert.ok(
+      replies.every((r) => r !== 0),
+      String(replies),
+    );
+    const delta = (path: string) => (cluster.sim.counters.byPath[path] ?? 0) - (before[path] ?? 0);
+    assert.equal(delta('/api/v1/pods'), 0, JSON.stringify(cluster.sim.counters.byPath));
+    // The look-up budget (20 at once, 10/s) bounds the requests, a field-selector one and a list per name.
+    const lists = delta('/api/v1/namespaces/shop/pods');
+    assert.ok(lists >= 1 && lists <= 20 + 10 * seconds, `${lists} pod requests in ${seconds} s for 40 unknown names`);
+    // The budget refills before the next test looks a pod up.
+    const web = (await apiGet(cluster.sim, '/api/v1/namespaces/shop/pods')).items.find((p: any) => p.metadata.name.startsWith('web-'));
+    await eventually(async () => ((await replyCode(web.status.podIP, 8081)) === 0 ? true : undefined));
+  });
+
   test('a Pod IP reaches exactly that pod, port unchanged', async () => {
     const pods = await apiGet(cluster.sim, '/api/v1/namespaces/shop/pods');
     const web = pods.items.find((p: any) => p.metadata.name.startsWith('web-'));
