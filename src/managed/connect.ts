@@ -38,6 +38,7 @@ import { assertSameSettings, assertSameTarget, type RequestedSettings, type Targ
 import { testHookPause } from '../core/test-hooks.js';
 import { StartProgress } from './start-progress.js';
 import { ConnectInterrupted, Interrupts } from './interrupts.js';
+import { stoppedWhileStarting } from './logs.js';
 
 /** Test hook (core/test-hooks.ts testHookPause): hold a connect that found no daemon before it takes the state lock. */
 export const TEST_CONNECT_PAUSE_ENV = 'KUBECTL_PROXYOUT_TEST_CONNECT_PAUSE';
@@ -334,6 +335,8 @@ function spawnDaemon(l: StateLayout, id: string): number {
 async function waitForReady(l: StateLayout, id: string, ours: string | false, interrupts?: Interrupts): Promise<ProxyEntry> {
   let progress: StartProgress | undefined;
   let problem: string;
+  const since = ours ? Date.parse(ours) : Date.now();
+  let pid: number | undefined; // the daemon's, for its own lines of a log that later ones of the ID share
   for (;;) {
     if (interrupts?.received) {
       if (ours) await discard(l, id, ours);
@@ -341,15 +344,16 @@ async function waitForReady(l: StateLayout, id: string, ours: string | false, in
     }
     const entry = readEntry(l, id);
     if (!entry || (ours && entry.createdAt !== ours)) {
-      problem = `proxy ${id} was stopped while it started`;
+      problem = stoppedWhileStarting(l.logFile(id), id, since, pid);
       break;
     }
     if (entry.phase === 'running') return entry;
+    pid = entry.pid ?? pid;
     // Asked where the entry says: a daemon another shell started may use another $TMPDIR.
     progress ??= new StartProgress(controlSocketOf(l, entry));
     if (entry.phase === 'stopping') {
       // A disconnect (or the daemon's own stop) got there first; whoever stops it removes it.
-      throw new StartupError(`proxy ${id} was stopped while it started`);
+      throw new StartupError(stoppedWhileStarting(l.logFile(id), id, since, pid));
     }
     if (entry.phase === 'failed' || entry.phase === 'dead') {
       problem = entry.error ?? `the proxy daemon exited before it was ready; see ${l.logFile(id)}`;

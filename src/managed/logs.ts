@@ -54,6 +54,40 @@ function localTime(d: Date): string {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
 }
 
+/**
+ * What `connect` says of a proxy that stopped while it started: the daemon's last error line since
+ * `sinceMs` (of process `pid`, when known), when it logged one: one that cannot write its state (a
+ * full disk) says why only there.
+ */
+export function stoppedWhileStarting(file: string, id: string, sinceMs: number, pid: number | undefined): string {
+  let text = '';
+  try {
+    const fd = openSync(file, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const buf = Buffer.alloc(Math.min(size, CHUNK));
+      text = buf.subarray(0, readSync(fd, buf, 0, buf.length, size - buf.length)).toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // No log to read: where to look is all there is to say.
+  }
+  for (const line of text.split('\n').reverse()) {
+    let o: { level?: unknown; time?: unknown; msg?: unknown; error?: unknown; pid?: unknown };
+    try {
+      o = JSON.parse(line) as typeof o;
+    } catch {
+      continue;
+    }
+    if (typeof o?.level !== 'number' || o.level < 50 || typeof o.time !== 'number' || o.time < sinceMs) continue;
+    if (pid !== undefined && o.pid !== pid) continue;
+    const why = `${String(o.msg ?? '')}${typeof o.error === 'string' ? ` (${o.error})` : ''}`;
+    return escapeControls(`proxy ${id} stopped while it started: ${why}`);
+  }
+  return `proxy ${id} was stopped while it started; see \`kubectl proxyout logs ${id}\``;
+}
+
 /** Reads a growing file line by line from where it last stopped. */
 export class LogReader {
   private fd?: number;

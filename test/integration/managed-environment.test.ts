@@ -11,6 +11,8 @@ import path from 'node:path';
 import { eventually, startTestCluster, type TestCluster } from '../helpers/cluster.js';
 import { runCli } from '../helpers/proxy-process.js';
 import { isAlive } from '../../src/state/process.js';
+import { layout } from '../../src/state/paths.js';
+import { readEntry } from '../../src/managed/store.js';
 
 let cluster: TestCluster;
 let mountPoint: string | undefined;
@@ -85,6 +87,40 @@ test('disconnect and quit stop a daemon whose state directory has filled up', as
   assert.equal(q.code, 0, q.stderr);
   await eventually(async () => !isAlive(two), 2_000, 50);
   assert.deepEqual(readdirSync(path.join(env.KUBECTL_PROXYOUT_STATE_DIR, 'proxies')), [], 'their entries are gone');
+});
+
+test('connect says why a daemon stopped that could not record itself as running (a full disk): its logged error', async (t) => {
+  if (process.platform !== 'linux' || process.getuid?.() !== 0) return t.skip('needs root on Linux to mount a small tmpfs');
+  // Only the proxies' directory fills: the log, elsewhere, takes the daemon's reason.
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyout-full-proxies-'));
+  const state = path.join(dir, 'state');
+  const proxies = path.join(state, 'proxies');
+  mkdirSync(proxies, { recursive: true, mode: 0o700 });
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0700', 'tmpfs', proxies]);
+  // Watches end at once and LISTs are held: the daemon's first sync cannot finish until released.
+  cluster.sim.endWatchesAtOnce(true);
+  cluster.sim.stallLists(true);
+  try {
+    const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
+    const running = runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--id', 'nospace'], { env });
+    // The daemon syncs, its entry "starting": then the disk fills, and the sync may finish.
+    const pid = await eventually(async () => {
+      const entry = readEntry(layout(state), 'nospace');
+      return entry?.phase === 'starting' && entry.pid !== undefined && entry.pid;
+    }, 20_000);
+    daemons.add(pid);
+    fill(path.join(proxies, 'nospace'));
+    cluster.sim.endWatchesAtOnce(false);
+    cluster.sim.stallLists(false);
+    const r = await running;
+    assert.equal(r.code, 1, r.stdout);
+    assert.match(r.stderr, /proxy nospace stopped while it started: could not record the daemon as running; stopping \(.*ENOSPC/);
+  } finally {
+    cluster.sim.endWatchesAtOnce(false);
+    cluster.sim.stallLists(false);
+    execFileSync('umount', ['-l', proxies]);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('connect from a working directory that was removed starts the daemon, as kubectl and the foreground proxy run there', async () => {
