@@ -71,6 +71,8 @@ test('a foreground proxy looks up several direct names at once, and its children
   writeFileSync(config, 'routes:\n  - name: intranet\n    kind: direct\n    include: [stall.test]\n');
   const proxy = await startProxyProcess(['--config', config, '--listen-socks', '127.0.0.1:0', '--listen-http', 'off', '--connect-timeout', '8s'], {
     command: ['ip', 'netns', 'exec', ns, process.execPath, binPath],
+    // Killed with the rest (t.after above) even when it never gets ready.
+    onSpawn: (proc) => children.push(proc),
   });
   t.after(() => proxy.stop('SIGKILL'));
 
