@@ -59,7 +59,9 @@ function resolvePort(svcPort: AnyObj, pod: AnyObj): SlicePort | undefined {
 
 /** The pod's address of this family (status.podIPs), as getEndpointAddresses picks it. */
 function familyAddress(pod: AnyObj, addressType: string): string | undefined {
-  const ips: string[] = (pod.status?.podIPs ?? []).map((p: AnyObj) => p.ip);
+  // A status with podIP alone means podIPs [podIP] (core/v1 conversion Convert_v1_PodStatus_To_core_PodStatus).
+  const listed: AnyObj[] = pod.status?.podIPs?.length ? pod.status.podIPs : pod.status?.podIP ? [{ ip: pod.status.podIP }] : [];
+  const ips: string[] = listed.map((p: AnyObj) => p.ip);
   return ips.find((ip) => ip.includes(':') === (addressType === 'IPv6'));
 }
 
