@@ -97,10 +97,10 @@ test('connect says why a daemon stopped that could not record itself as running 
   const proxies = path.join(state, 'proxies');
   mkdirSync(proxies, { recursive: true, mode: 0o700 });
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0700', 'tmpfs', proxies]);
-  // Watches end at once and LISTs are held: the daemon's first sync cannot finish until released.
-  cluster.sim.endWatchesAtOnce(true);
-  cluster.sim.stallLists(true);
   try {
+    // Watches end at once and LISTs are held: the daemon's first sync cannot finish until released.
+    cluster.sim.endWatchesAtOnce(true);
+    cluster.sim.stallLists(true);
     const env = { KUBECTL_PROXYOUT_STATE_DIR: state };
     const running = runCli(['connect', '--kubeconfig', cluster.kubeconfig, '--listen-socks', '127.0.0.1:0', '--no-proxy-auth', '--id', 'nospace'], { env });
     // The daemon syncs, its entry "starting": then the disk fills, and the sync may finish.
